@@ -1,0 +1,49 @@
+# mlc: the two commands a fresh machine needs are `make demo` and `make test`.
+# `make` alone builds. Every system dependency is installed by `make setup`.
+
+BUILD ?= build
+JOBS ?= $(shell nproc)
+LLVM_DIR := /usr/lib/llvm-19
+PY := /usr/bin/python3
+
+APT_PACKAGES := \
+  cmake ninja-build ccache g++ \
+  libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools \
+  libgtest-dev libopenblas-dev \
+  python3 python3-numpy python3-torch python3-onnx
+
+.PHONY: all build setup test demo clean
+
+all: build
+
+# Installs only what is missing, so that a machine set up once returns at once.
+setup:
+	@missing=$$(for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; \
+	done); \
+	if [ -n "$$missing" ]; then \
+	  echo "mlc setup: installing$$(echo $$missing | tr '\n' ' ')"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -q && apt-get install -y -q --no-install-recommends $$missing; \
+	else echo "mlc setup: all dependencies present"; fi
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja \
+	  -DCMAKE_BUILD_TYPE=Release \
+	  -DMLIR_DIR=$(LLVM_DIR)/lib/cmake/mlir \
+	  -DLLVM_EXTERNAL_LIT=$(LLVM_DIR)/build/utils/lit/lit.py \
+	  -DPython3_EXECUTABLE=$(PY)
+
+build: $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: setup
+	$(MAKE) build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+demo: setup
+	$(MAKE) build
+	./scripts/demo.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,622 @@
+//===- MlcDialect.cpp - the mlc graph dialect ------------------------------===//
+//
+// Type inference, verifiers and folds of the graph ops. Inference functions
+// double as verifiers: InferTypeOpInterface checks that an op's result types
+// equal the inferred ones, and every rule a model can break is reported here
+// with the sizes involved.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/mlc/MlcDialect.h"
+#include "dialects/mlc/MlcShapes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlc;
+
+#include "dialects/mlc/MlcDialect.cpp.inc"
+#include "dialects/mlc/MlcEnums.cpp.inc"
+
+void MlcDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/mlc/MlcOps.cpp.inc"
+      >();
+}
+
+Operation *MlcDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                           Type type, Location loc) {
+  auto elements = dyn_cast<ElementsAttr>(value);
+  if (!elements || elements.getType() != type)
+    return nullptr;
+  return builder.create<ConstantOp>(loc, type, elements);
+}
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+using Shape = std::vector<int64_t>;
+
+Shape shapeOf(Type t) {
+  auto ranked = cast<RankedTensorType>(t);
+  return Shape(ranked.getShape().begin(), ranked.getShape().end());
+}
+
+Type elementOf(Type t) { return cast<RankedTensorType>(t).getElementType(); }
+
+std::string str(const Shape &s) { return formatShape(s); }
+
+RankedTensorType tensorOf(const Shape &shape, Type element) {
+  return RankedTensorType::get(shape, element);
+}
+
+bool sizesConflict(int64_t a, int64_t b) {
+  return a != kDynamic && b != kDynamic && a != b;
+}
+
+/// True when `attr` is a splat constant equal to `value` (int or float).
+bool isSplatOf(Attribute attr, double value) {
+  auto dense = dyn_cast_or_null<DenseElementsAttr>(attr);
+  if (!dense || !dense.isSplat())
+    return false;
+  Type el = dense.getElementType();
+  if (isa<FloatType>(el))
+    return dense.getSplatValue<APFloat>().convertToDouble() == value;
+  if (isa<IntegerType>(el))
+    return dense.getSplatValue<APInt>().getSExtValue() == int64_t(value);
+  return false;
+}
+
+LogicalResult inferBroadcast(std::optional<Location> loc, Type lhs, Type rhs,
+                             Type resultElement, SmallVectorImpl<Type> &out) {
+  if (elementOf(lhs) != elementOf(rhs))
+    return emitOptionalError(loc, "operand element types differ: ",
+                             elementOf(lhs), " vs ", elementOf(rhs));
+  auto shape = broadcastShapes(shapeOf(lhs), shapeOf(rhs));
+  if (!shape)
+    return emitOptionalError(loc, "shapes ", str(shapeOf(lhs)), " and ",
+                             str(shapeOf(rhs)), " do not broadcast");
+  out.push_back(tensorOf(*shape, resultElement ? resultElement : elementOf(lhs)));
+  return success();
+}
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// ConstantOp, IotaOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type> &types) {
+  auto value = adaptor.getValueAttr();
+  if (!value || !isa<RankedTensorType>(value.getType()))
+    return emitOptionalError(loc, "value must be a ranked tensor literal");
+  types.push_back(value.getType());
+  return success();
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValueAttr(); }
+
+LogicalResult IotaOp::verify() {
+  auto type = getType();
+  if (!normalizeAxis(getDim(), type.getRank()))
+    return emitOpError("dim ") << getDim() << " out of range for rank "
+                               << type.getRank();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// EmbeddingOp, MatmulOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  Shape table = shapeOf(adaptor.getWeight().getType());
+  if (table.size() != 2)
+    return emitOptionalError(loc, "weight must be a [rows, dim] table, got ",
+                             str(table));
+  Shape shape = shapeOf(adaptor.getIndices().getType());
+  shape.push_back(table[1]);
+  types.push_back(tensorOf(shape, elementOf(adaptor.getWeight().getType())));
+  return success();
+}
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  Type lt = adaptor.getLhs().getType(), rt = adaptor.getRhs().getType();
+  Shape l = shapeOf(lt), r = shapeOf(rt);
+  if (l.size() < 2 || r.size() < 2)
+    return emitOptionalError(loc, "operands must have rank >= 2, got ", str(l),
+                             " and ", str(r));
+  if (elementOf(lt) != elementOf(rt))
+    return emitOptionalError(loc, "operand element types differ: ",
+                             elementOf(lt), " vs ", elementOf(rt));
+  int64_t m = l[l.size() - 2], k1 = l.back();
+  if (adaptor.getTransposeLhs())
+    std::swap(m, k1);
+  int64_t k2 = r[r.size() - 2], n = r.back();
+  if (adaptor.getTransposeRhs())
+    std::swap(k2, n);
+  if (sizesConflict(k1, k2))
+    return emitOptionalError(loc, "contraction dimensions differ: ", k1, " vs ", k2);
+  auto batch = broadcastShapes(Shape(l.begin(), l.end() - 2),
+                               Shape(r.begin(), r.end() - 2));
+  if (!batch)
+    return emitOptionalError(loc, "batch dimensions of ", str(l), " and ", str(r),
+                             " do not broadcast");
+  batch->push_back(m);
+  batch->push_back(n);
+  types.push_back(tensorOf(*batch, elementOf(lt)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Pointwise ops
+//===----------------------------------------------------------------------===//
+
+#define MLC_BINARY_INFER(OP)                                                   \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> loc, \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &types) {           \
+    return inferBroadcast(loc, adaptor.getLhs().getType(),                     \
+                          adaptor.getRhs().getType(), Type(), types);          \
+  }
+MLC_BINARY_INFER(AddOp)
+MLC_BINARY_INFER(SubOp)
+MLC_BINARY_INFER(MulOp)
+MLC_BINARY_INFER(DivOp)
+MLC_BINARY_INFER(PowOp)
+#undef MLC_BINARY_INFER
+
+/// x op c -> x when c is a splat identity and broadcasting changes nothing.
+static OpFoldResult foldRightIdentity(Value lhs, Attribute rhs, Type result,
+                                      double identity) {
+  if (lhs.getType() == result && isSplatOf(rhs, identity))
+    return lhs;
+  return {};
+}
+
+OpFoldResult AddOp::fold(FoldAdaptor a) {
+  if (auto r = foldRightIdentity(getLhs(), a.getRhs(), getType(), 0.0))
+    return r;
+  return foldRightIdentity(getRhs(), a.getLhs(), getType(), 0.0);
+}
+OpFoldResult SubOp::fold(FoldAdaptor a) {
+  return foldRightIdentity(getLhs(), a.getRhs(), getType(), 0.0);
+}
+OpFoldResult MulOp::fold(FoldAdaptor a) {
+  if (auto r = foldRightIdentity(getLhs(), a.getRhs(), getType(), 1.0))
+    return r;
+  return foldRightIdentity(getRhs(), a.getLhs(), getType(), 1.0);
+}
+OpFoldResult DivOp::fold(FoldAdaptor a) {
+  return foldRightIdentity(getLhs(), a.getRhs(), getType(), 1.0);
+}
+OpFoldResult PowOp::fold(FoldAdaptor a) {
+  return foldRightIdentity(getLhs(), a.getRhs(), getType(), 1.0);
+}
+
+OpFoldResult NegOp::fold(FoldAdaptor) {
+  if (auto inner = getInput().getDefiningOp<NegOp>())
+    return inner.getInput();
+  return {};
+}
+
+LogicalResult CompareOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  return inferBroadcast(loc, adaptor.getLhs().getType(), adaptor.getRhs().getType(),
+                        IntegerType::get(ctx, 1), types);
+}
+
+LogicalResult SelectOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  Type t = adaptor.getTrueValue().getType(), f = adaptor.getFalseValue().getType();
+  SmallVector<Type, 1> values;
+  if (failed(inferBroadcast(loc, t, f, Type(), values)))
+    return failure();
+  auto shape = broadcastShapes(shapeOf(adaptor.getCondition().getType()),
+                               shapeOf(values[0]));
+  if (!shape)
+    return emitOptionalError(loc, "condition ",
+                             str(shapeOf(adaptor.getCondition().getType())),
+                             " does not broadcast with values ",
+                             str(shapeOf(values[0])));
+  types.push_back(tensorOf(*shape, elementOf(t)));
+  return success();
+}
+
+LogicalResult CastOp::verify() {
+  if (failed(verifyCompatibleShape(getInput().getType(), getType())))
+    return emitOpError("changes the shape from ")
+           << str(shapeOf(getInput().getType())) << " to " << str(shapeOf(getType()))
+           << "; cast only converts the element type";
+  return success();
+}
+
+OpFoldResult CastOp::fold(FoldAdaptor) {
+  return getInput().getType() == getType() ? getInput() : Value();
+}
+
+//===----------------------------------------------------------------------===//
+// Shape ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("changes the element type; use mlc.cast");
+  if (in.hasStaticShape() && out.hasStaticShape()) {
+    if (in.getNumElements() != out.getNumElements())
+      return emitOpError("changes the element count from ")
+             << in.getNumElements() << " to " << out.getNumElements();
+    return success();
+  }
+  // Leading dynamic dimensions carried over unchanged are known at run time;
+  // beyond them, one dynamic dimension can be solved from the element count.
+  int64_t prefix = 0;
+  while (prefix < in.getRank() && prefix < out.getRank() &&
+         in.isDynamicDim(prefix) && out.isDynamicDim(prefix))
+    ++prefix;
+  int64_t unresolved = 0;
+  for (int64_t i = prefix; i < out.getRank(); ++i)
+    unresolved += out.isDynamicDim(i);
+  if (unresolved > 1)
+    return emitOpError("result ") << str(shapeOf(out))
+                                  << " has more than one dynamic dimension that "
+                                     "the element count must determine";
+  if (unresolved == 0) {
+    bool inDynamicAfterPrefix = false;
+    for (int64_t i = prefix; i < in.getRank(); ++i)
+      inDynamicAfterPrefix |= in.isDynamicDim(i);
+    if (inDynamicAfterPrefix)
+      return emitOpError("maps a dynamic input dimension of ")
+             << str(shapeOf(in)) << " to the static shape " << str(shapeOf(out));
+  }
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType() && getType().hasStaticShape())
+    return getInput();
+  if (auto inner = getInput().getDefiningOp<ReshapeOp>()) {
+    getInputMutable().assign(inner.getInput());
+    return getResult();
+  }
+  return {};
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  Shape in = shapeOf(adaptor.getInput().getType());
+  ArrayRef<int64_t> perm = adaptor.getPermutation();
+  if (perm.size() != in.size())
+    return emitOptionalError(loc, "permutation has ", perm.size(),
+                             " entries for a rank-", in.size(), " tensor");
+  Shape out(in.size());
+  llvm::SmallSet<int64_t, 8> seen;
+  for (size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] < 0 || perm[i] >= int64_t(in.size()) || !seen.insert(perm[i]).second)
+      return emitOptionalError(loc, "permutation is not a permutation of 0..",
+                               in.size() - 1);
+    out[i] = in[perm[i]];
+  }
+  types.push_back(tensorOf(out, elementOf(adaptor.getInput().getType())));
+  return success();
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  ArrayRef<int64_t> perm = getPermutation();
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != int64_t(i))
+      return {};
+  return getInput();
+}
+
+LogicalResult BroadcastOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("changes the element type; use mlc.cast");
+  if (in.getRank() > out.getRank())
+    return emitOpError("cannot broadcast rank ")
+           << in.getRank() << " to the lower rank " << out.getRank();
+  int64_t offset = out.getRank() - in.getRank();
+  for (int64_t i = 0; i < in.getRank(); ++i) {
+    int64_t d = in.getDimSize(i), r = out.getDimSize(i + offset);
+    if (d != 1 && sizesConflict(d, r))
+      return emitOpError("dimension ")
+             << i << " of " << str(shapeOf(in)) << " does not broadcast to "
+             << str(shapeOf(out));
+  }
+  return success();
+}
+
+OpFoldResult BroadcastOp::fold(FoldAdaptor) {
+  return getInput().getType() == getType() && getType().hasStaticShape()
+             ? getInput()
+             : Value();
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  Shape in = shapeOf(adaptor.getInput().getType());
+  ArrayRef<int64_t> starts = adaptor.getStarts(), ends = adaptor.getEnds(),
+                    steps = adaptor.getSteps();
+  if (starts.size() != in.size() || ends.size() != in.size() ||
+      steps.size() != in.size())
+    return emitOptionalError(loc, "starts, ends and steps need one entry per "
+                                  "dimension of ",
+                             str(in));
+  Shape out(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (steps[i] < 1)
+      return emitOptionalError(loc, "step ", steps[i], " in dimension ", i,
+                               " must be >= 1");
+    out[i] = in[i] == kDynamic ? kDynamic
+                               : sliceExtent(in[i], starts[i], ends[i], steps[i]);
+  }
+  types.push_back(tensorOf(out, elementOf(adaptor.getInput().getType())));
+  return success();
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor) {
+  if (getInput().getType() != getType() || !getType().hasStaticShape())
+    return {};
+  for (auto [start, step] : llvm::zip(getStarts(), getSteps()))
+    if (sliceStart(1, start) != 0 || step != 1)
+      return {};
+  return getInput();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  auto inputs = adaptor.getInputs();
+  if (inputs.empty())
+    return emitOptionalError(loc, "needs at least one input");
+  Shape out = shapeOf(inputs[0].getType());
+  Type element = elementOf(inputs[0].getType());
+  auto axis = normalizeAxis(adaptor.getAxis(), out.size());
+  if (!axis)
+    return emitOptionalError(loc, "axis ", adaptor.getAxis(),
+                             " out of range for rank ", out.size());
+  for (Value v : inputs.drop_front()) {
+    Shape s = shapeOf(v.getType());
+    if (s.size() != out.size())
+      return emitOptionalError(loc, "inputs differ in rank: ", str(out), " vs ",
+                               str(s));
+    if (elementOf(v.getType()) != element)
+      return emitOptionalError(loc, "inputs differ in element type");
+    for (size_t d = 0; d < s.size(); ++d) {
+      if (int64_t(d) == *axis) {
+        out[d] = (out[d] == kDynamic || s[d] == kDynamic) ? kDynamic : out[d] + s[d];
+      } else if (sizesConflict(out[d], s[d])) {
+        return emitOptionalError(loc, "inputs differ in dimension ", d,
+                                 " outside the concatenation axis");
+      } else if (out[d] == kDynamic) {
+        out[d] = s[d];
+      }
+    }
+  }
+  types.push_back(tensorOf(out, element));
+  return success();
+}
+
+OpFoldResult ConcatOp::fold(FoldAdaptor) {
+  if (getInputs().size() == 1 && getInputs()[0].getType() == getType())
+    return getInputs()[0];
+  return {};
+}
+
+LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  Shape in = shapeOf(adaptor.getInput().getType());
+  auto axis = normalizeAxis(adaptor.getAxis(), in.size());
+  if (!axis)
+    return emitOptionalError(loc, "axis ", adaptor.getAxis(),
+                             " out of range for rank ", in.size());
+  int64_t total = 0;
+  for (int64_t size : adaptor.getSizes()) {
+    if (size < 1)
+      return emitOptionalError(loc, "split sizes must be positive, got ", size);
+    total += size;
+  }
+  if (in[*axis] != kDynamic && total != in[*axis])
+    return emitOptionalError(loc, "split sizes sum to ", total, " but dimension ",
+                             *axis, " has ", in[*axis]);
+  for (int64_t size : adaptor.getSizes()) {
+    Shape s = in;
+    s[*axis] = size;
+    types.push_back(tensorOf(s, elementOf(adaptor.getInput().getType())));
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+static LogicalResult inferReduce(std::optional<Location> loc, Type input,
+                                 ArrayRef<int64_t> axes, bool keepdims,
+                                 SmallVectorImpl<Type> &types) {
+  Shape in = shapeOf(input);
+  SmallVector<bool> reduced(in.size(), false);
+  for (int64_t a : axes) {
+    auto axis = normalizeAxis(a, in.size());
+    if (!axis)
+      return emitOptionalError(loc, "axis ", a, " out of range for rank ", in.size());
+    if (reduced[*axis])
+      return emitOptionalError(loc, "axis ", a, " appears twice");
+    reduced[*axis] = true;
+  }
+  Shape out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!reduced[i])
+      out.push_back(in[i]);
+    else if (keepdims)
+      out.push_back(1);
+  }
+  types.push_back(tensorOf(out, elementOf(input)));
+  return success();
+}
+
+#define MLC_REDUCE_INFER(OP)                                                   \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> loc, \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &types) {           \
+    return inferReduce(loc, adaptor.getInput().getType(), adaptor.getAxes(),   \
+                       adaptor.getKeepdims(), types);                          \
+  }
+MLC_REDUCE_INFER(ReduceSumOp)
+MLC_REDUCE_INFER(ReduceMeanOp)
+MLC_REDUCE_INFER(ReduceMaxOp)
+#undef MLC_REDUCE_INFER
+
+//===----------------------------------------------------------------------===//
+// Normalizations, losses, dropout
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftmaxOp::verify() {
+  if (!normalizeAxis(getAxis(), getType().getRank()))
+    return emitOpError("axis ") << getAxis() << " out of range for rank "
+                                << getType().getRank();
+  return success();
+}
+
+LogicalResult LogSoftmaxOp::verify() {
+  if (!normalizeAxis(getAxis(), getType().getRank()))
+    return emitOpError("axis ") << getAxis() << " out of range for rank "
+                                << getType().getRank();
+  return success();
+}
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  Type input = adaptor.getInput().getType();
+  Shape in = shapeOf(input);
+  if (in.empty())
+    return emitOptionalError(loc, "input must have rank >= 1");
+  for (Value param : {adaptor.getWeight(), adaptor.getBias()}) {
+    Shape p = shapeOf(param.getType());
+    if (p.size() != 1 || sizesConflict(p[0], in.back()))
+      return emitOptionalError(loc, "weight and bias must be [", in.back(),
+                               "] like the normalized dimension, got ", str(p));
+    if (elementOf(param.getType()) != elementOf(input))
+      return emitOptionalError(loc, "weight and bias must have the input's "
+                                    "element type");
+  }
+  if (!adaptor.getEpsilonAttr() || !(adaptor.getEpsilon().convertToDouble() > 0.0))
+    return emitOptionalError(loc, "epsilon must be positive");
+  types.push_back(input);
+  return success();
+}
+
+LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
+                                               std::optional<Location> loc,
+                                               Adaptor adaptor,
+                                               SmallVectorImpl<Type> &types) {
+  Shape logits = shapeOf(adaptor.getLogits().getType());
+  Shape labels = shapeOf(adaptor.getLabels().getType());
+  if (logits.size() != 2)
+    return emitOptionalError(loc, "logits must be [rows, classes], got ",
+                             str(logits));
+  if (labels.size() != 1)
+    return emitOptionalError(loc, "labels must be [rows], got ", str(labels));
+  if (sizesConflict(logits[0], labels[0]))
+    return emitOptionalError(loc, "logits have ", logits[0], " rows but labels have ",
+                             labels[0]);
+  types.push_back(tensorOf({}, elementOf(adaptor.getLogits().getType())));
+  return success();
+}
+
+LogicalResult DropoutOp::verify() {
+  double r = getRatio().convertToDouble();
+  if (!(r >= 0.0 && r < 1.0))
+    return emitOpError("ratio must be in [0, 1), got ") << r;
+  return success();
+}
+
+OpFoldResult DropoutOp::fold(FoldAdaptor) {
+  return getRatio().isZero() ? getInput() : Value();
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  Type qt = adaptor.getQuery().getType();
+  Shape q = shapeOf(qt), k = shapeOf(adaptor.getKey().getType()),
+        v = shapeOf(adaptor.getValue().getType());
+  for (Value operand : {adaptor.getKey(), adaptor.getValue()})
+    if (elementOf(operand.getType()) != elementOf(qt))
+      return emitOptionalError(loc, "query, key and value must share an element type");
+  bool varlen = adaptor.getCuSeqlens() != nullptr;
+  size_t rank = varlen ? 3 : 4;
+  const char *layout = varlen ? "[tokens, heads, head_dim]" : "[batch, heads, seq, head_dim]";
+  if (q.size() != rank || k.size() != rank || v.size() != rank)
+    return emitOptionalError(loc, "query, key and value must be ", layout, ", got ",
+                             str(q), ", ", str(k), ", ", str(v));
+  if (sizesConflict(q.back(), k.back()))
+    return emitOptionalError(loc, "query and key head sizes differ: ", q.back(),
+                             " vs ", k.back());
+  // The key/value sequence (or token) dimension is rank-2; heads precede it.
+  size_t seq = rank - 3 + (varlen ? 0 : 1);
+  if (sizesConflict(k[seq], v[seq]))
+    return emitOptionalError(loc, "key and value lengths differ: ", k[seq], " vs ",
+                             v[seq]);
+  for (size_t d = 0; d < rank - 2; ++d) {
+    if (varlen && d == 0)
+      continue; // token counts of query and key may differ
+    if (sizesConflict(q[d], k[d]) || sizesConflict(q[d], v[d]))
+      return emitOptionalError(loc, "query, key and value differ in dimension ", d);
+  }
+  if (varlen) {
+    if (adaptor.getMask())
+      return emitOptionalError(loc, "a mask cannot be combined with cu_seqlens: "
+                                    "sequence boundaries already confine attention");
+    if (shapeOf(adaptor.getCuSeqlens().getType()).size() != 1)
+      return emitOptionalError(loc, "cu_seqlens must be a vector of offsets");
+  }
+  if (Value mask = adaptor.getMask()) {
+    Shape m = shapeOf(mask.getType());
+    Shape scores = {q[0], q[1], q[2], k[2]};
+    auto b = broadcastShapes(m, scores);
+    if (m.size() > 4 || !b || *b != scores)
+      return emitOptionalError(loc, "mask ", str(m), " does not broadcast to the "
+                                    "scores ", str(scores));
+    if (elementOf(mask.getType()) != elementOf(qt))
+      return emitOptionalError(loc, "mask must have the query's element type");
+  }
+  if (auto scale = adaptor.getScaleAttr(); scale && !(scale.getValueAsDouble() > 0.0))
+    return emitOptionalError(loc, "scale must be positive");
+  Shape out = q;
+  out.back() = v.back();
+  types.push_back(tensorOf(out, elementOf(qt)));
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/mlc/MlcOps.cpp.inc"

@@ -1,0 +1,605 @@
+//===- MlcOps.td - ops of the mlc graph dialect ------------*- tablegen -*-===//
+//
+// Every op a GPT-2 or BERT training step needs at the graph level. Result
+// types are inferred (InferTypeOpAdaptor) wherever the operands determine
+// them; ops whose result shape is a choice (reshape, broadcast, cast, iota)
+// spell it out and verify it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_OPS_TD
+#define MLC_OPS_TD
+
+include "dialects/mlc/MlcDialect.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def Mlc_GeluApproximation : I32EnumAttr<"GeluApproximation",
+    "how gelu evaluates the Gaussian CDF", [
+      I32EnumAttrCase<"none", 0>,
+      I32EnumAttrCase<"tanh", 1>
+    ]> {
+  let cppNamespace = "::mlc";
+}
+
+def Mlc_ComparePredicate : I32EnumAttr<"ComparePredicate",
+    "elementwise comparison", [
+      I32EnumAttrCase<"eq", 0>, I32EnumAttrCase<"ne", 1>,
+      I32EnumAttrCase<"lt", 2>, I32EnumAttrCase<"le", 3>,
+      I32EnumAttrCase<"gt", 4>, I32EnumAttrCase<"ge", 5>
+    ]> {
+  let cppNamespace = "::mlc";
+}
+
+//===----------------------------------------------------------------------===//
+// ConstantOp, IotaOp
+//===----------------------------------------------------------------------===//
+
+def Mlc_ConstantOp : Mlc_Op<"constant",
+    [ConstantLike, Pure, InferTypeOpAdaptor]> {
+  let summary = "A tensor constant";
+  let description = [{
+    Materializes a dense tensor literal. Splats keep a large constant small.
+
+    ```mlir
+    %zero = mlc.constant dense<0.0> : tensor<4x8xf32>
+    %ids = mlc.constant dense<[1, 2, 3]> : tensor<3xi64>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Mlc_AnyTensor:$result);
+  let assemblyFormat = "$value attr-dict";
+  let hasFolder = 1;
+}
+
+def Mlc_IotaOp : Mlc_Op<"iota", [Pure]> {
+  let summary = "Counts 0, 1, 2, ... along one dimension";
+  let description = [{
+    Fills the result with its index along `dimension` (position ids). Works on
+    dynamic shapes, where a constant cannot.
+
+    ```mlir
+    %pos = mlc.iota dim = 1 : tensor<1x?xi64>
+    ```
+  }];
+  let arguments = (ins I64Attr:$dim);
+  let results = (outs Mlc_NumericTensor:$result);
+  let assemblyFormat = "`dim` `=` $dim attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// EmbeddingOp, MatmulOp
+//===----------------------------------------------------------------------===//
+
+def Mlc_EmbeddingOp : Mlc_Op<"embedding", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Gathers rows of a table (token or position embedding)";
+  let description = [{
+    `result[i..., :] = weight[indices[i...], :]`. The result has the indices'
+    shape followed by the table's row size.
+
+    ```mlir
+    %x = mlc.embedding %wte, %input_ids : tensor<50257x768xf32>, tensor<8x1024xi64>
+    // %x : tensor<8x1024x768xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_FloatTensor:$weight, Mlc_IntTensor:$indices);
+  let results = (outs Mlc_FloatTensor:$result);
+  let assemblyFormat =
+      "$weight `,` $indices attr-dict `:` type($weight) `,` type($indices)";
+}
+
+def Mlc_MatmulOp : Mlc_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Batched matrix product with optional transposes";
+  let description = [{
+    `result[b..., m, n] = sum_k op(lhs)[b..., m, k] * op(rhs)[b..., k, n]` where
+    `op` transposes the last two dimensions when `transpose_lhs` /
+    `transpose_rhs` is set. Batch dimensions broadcast (numpy rules); a rank-2
+    operand is shared by every batch. Both operands have rank >= 2 and the same
+    element type.
+
+    ```mlir
+    %h = mlc.matmul %x, %w : tensor<8x1024x768xf32>, tensor<768x2304xf32>
+    %s = mlc.matmul %q, %k transpose_rhs : tensor<8x12x1024x64xf32>, tensor<8x12x1024x64xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_FloatTensor:$lhs, Mlc_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Mlc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
+    attr-dict `:` type($lhs) `,` type($rhs)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Binary pointwise ops (numpy broadcasting)
+//===----------------------------------------------------------------------===//
+
+class Mlc_BinaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
+    : Mlc_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor])> {
+  let arguments = (ins operandType:$lhs, operandType:$rhs);
+  let results = (outs operandType:$result);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+  let hasFolder = 1;
+}
+
+def Mlc_AddOp : Mlc_BinaryOp<"add", Mlc_NumericTensor, [Commutative]> {
+  let summary = "Elementwise sum with broadcasting";
+  let description = [{
+    Numpy broadcasting: shapes align on the right, and a dimension of 1 stretches.
+
+    ```mlir
+    %y = mlc.add %x, %bias : tensor<8x1024x768xf32>, tensor<768xf32>
+    ```
+  }];
+}
+
+def Mlc_SubOp : Mlc_BinaryOp<"sub", Mlc_NumericTensor> {
+  let summary = "Elementwise difference with broadcasting";
+  let description = [{
+    ```mlir
+    %y = mlc.sub %x, %mean : tensor<8x768xf32>, tensor<8x1xf32>
+    ```
+  }];
+}
+
+def Mlc_MulOp : Mlc_BinaryOp<"mul", Mlc_NumericTensor, [Commutative]> {
+  let summary = "Elementwise product with broadcasting";
+  let description = [{
+    ```mlir
+    %y = mlc.mul %x, %gamma : tensor<8x768xf32>, tensor<768xf32>
+    ```
+  }];
+}
+
+def Mlc_DivOp : Mlc_BinaryOp<"div", Mlc_NumericTensor> {
+  let summary = "Elementwise quotient with broadcasting";
+  let description = [{
+    ```mlir
+    %y = mlc.div %scores, %scale : tensor<8x12x64x64xf32>, tensor<f32>
+    ```
+  }];
+}
+
+def Mlc_PowOp : Mlc_BinaryOp<"pow", Mlc_FloatTensor> {
+  let summary = "Elementwise power with broadcasting";
+  let description = [{
+    ```mlir
+    %y = mlc.pow %x, %three : tensor<8x3072xf32>, tensor<f32>
+    ```
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Unary pointwise ops
+//===----------------------------------------------------------------------===//
+
+class Mlc_UnaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
+    : Mlc_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
+  let arguments = (ins operandType:$input);
+  let results = (outs operandType:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Mlc_NegOp : Mlc_UnaryOp<"neg", Mlc_NumericTensor> {
+  let summary = "Elementwise negation";
+  let description = [{
+    ```mlir
+    %y = mlc.neg %x : tensor<8x768xf32>
+    ```
+  }];
+  let hasFolder = 1;
+}
+
+def Mlc_ExpOp : Mlc_UnaryOp<"exp", Mlc_FloatTensor> {
+  let summary = "Elementwise e^x";
+  let description = [{
+    ```mlir
+    %y = mlc.exp %x : tensor<8x768xf32>
+    ```
+  }];
+}
+
+def Mlc_LogOp : Mlc_UnaryOp<"log", Mlc_FloatTensor> {
+  let summary = "Elementwise natural logarithm";
+  let description = [{
+    ```mlir
+    %y = mlc.log %x : tensor<8x768xf32>
+    ```
+  }];
+}
+
+def Mlc_TanhOp : Mlc_UnaryOp<"tanh", Mlc_FloatTensor> {
+  let summary = "Elementwise hyperbolic tangent";
+  let description = [{
+    ```mlir
+    %y = mlc.tanh %x : tensor<8x3072xf32>
+    ```
+  }];
+}
+
+def Mlc_ErfOp : Mlc_UnaryOp<"erf", Mlc_FloatTensor> {
+  let summary = "Elementwise Gauss error function";
+  let description = [{
+    ```mlir
+    %y = mlc.erf %x : tensor<8x3072xf32>
+    ```
+  }];
+}
+
+def Mlc_SqrtOp : Mlc_UnaryOp<"sqrt", Mlc_FloatTensor> {
+  let summary = "Elementwise square root";
+  let description = [{
+    ```mlir
+    %y = mlc.sqrt %x : tensor<8x1xf32>
+    ```
+  }];
+}
+
+def Mlc_RsqrtOp : Mlc_UnaryOp<"rsqrt", Mlc_FloatTensor> {
+  let summary = "Elementwise reciprocal square root";
+  let description = [{
+    ```mlir
+    %y = mlc.rsqrt %var : tensor<8x1xf32>
+    ```
+  }];
+}
+
+def Mlc_GeluOp : Mlc_UnaryOp<"gelu", Mlc_FloatTensor> {
+  let summary = "Gaussian error linear unit";
+  let description = [{
+    `approximate = none` (BERT): `x * 0.5 * (1 + erf(x / sqrt(2)))`.
+    `approximate = tanh` (GPT-2's `gelu_new`):
+    `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`.
+
+    ```mlir
+    %y = mlc.gelu %x approximate = tanh : tensor<8x3072xf32>
+    %z = mlc.gelu %x : tensor<8x3072xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_FloatTensor:$input,
+      DefaultValuedAttr<Mlc_GeluApproximation, "::mlc::GeluApproximation::none">:$approximate);
+  let assemblyFormat =
+      "$input (`approximate` `=` $approximate^)? attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// CompareOp, SelectOp, CastOp
+//===----------------------------------------------------------------------===//
+
+def Mlc_CompareOp : Mlc_Op<"compare", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Elementwise comparison with broadcasting; yields i1";
+  let description = [{
+    ```mlir
+    %keep = mlc.compare ne %labels, %ignore : tensor<8x1024xi64>, tensor<i64>
+    ```
+  }];
+  let arguments = (ins Mlc_ComparePredicate:$predicate,
+                       Mlc_NumericTensor:$lhs, Mlc_NumericTensor:$rhs);
+  let results = (outs Mlc_BoolTensor:$result);
+  let assemblyFormat =
+      "$predicate $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+}
+
+def Mlc_SelectOp : Mlc_Op<"select", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Elementwise choice: condition ? true_value : false_value";
+  let description = [{
+    All three operands broadcast together (numpy rules).
+
+    ```mlir
+    %m = mlc.select %causal, %scores, %neg_inf : tensor<64x64xi1>, tensor<8x12x64x64xf32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins Mlc_BoolTensor:$condition, Mlc_AnyTensor:$true_value,
+                       Mlc_AnyTensor:$false_value);
+  let results = (outs Mlc_AnyTensor:$result);
+  let assemblyFormat = [{
+    $condition `,` $true_value `,` $false_value attr-dict `:`
+    type($condition) `,` type($true_value) `,` type($false_value)
+  }];
+}
+
+def Mlc_CastOp : Mlc_Op<"cast", [Pure]> {
+  let summary = "Converts the element type; the shape stays";
+  let description = [{
+    ```mlir
+    %f = mlc.cast %mask : tensor<8x1024xi64> -> tensor<8x1024xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_AnyTensor:$input);
+  let results = (outs Mlc_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Shape ops
+//===----------------------------------------------------------------------===//
+
+def Mlc_ReshapeOp : Mlc_Op<"reshape", [Pure]> {
+  let summary = "Reinterprets the elements in a new shape (row-major)";
+  let description = [{
+    The element count is kept. A dynamic result dimension is either the same
+    leading dynamic dimension as the input's, or the single dimension that the
+    element count determines at run time.
+
+    ```mlir
+    %h = mlc.reshape %x : tensor<8x1024x768xf32> -> tensor<8x1024x12x64xf32>
+    %t = mlc.reshape %y : tensor<?x1024x768xf32> -> tensor<?x768xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_AnyTensor:$input);
+  let results = (outs Mlc_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Mlc_TransposeOp : Mlc_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Permutes dimensions: result dim i = input dim permutation[i]";
+  let description = [{
+    ```mlir
+    %h = mlc.transpose %x, [0, 2, 1, 3] : tensor<8x1024x12x64xf32>
+    // %h : tensor<8x12x1024x64xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_AnyTensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs Mlc_AnyTensor:$result);
+  let assemblyFormat = "$input `,` $permutation attr-dict `:` type($input)";
+  let hasFolder = 1;
+}
+
+def Mlc_BroadcastOp : Mlc_Op<"broadcast", [Pure]> {
+  let summary = "Expands to a larger shape (numpy broadcasting)";
+  let description = [{
+    ```mlir
+    %b = mlc.broadcast %bias : tensor<768xf32> -> tensor<8x1024x768xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_AnyTensor:$input);
+  let results = (outs Mlc_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Mlc_SliceOp : Mlc_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Strided slice along every dimension (Python semantics)";
+  let description = [{
+    For each dimension: `start:end:step` with Python's rules (negative indices
+    count from the end, out-of-range bounds clamp), step >= 1. One entry per
+    dimension in each of `starts`, `ends`, `steps`.
+
+    ```mlir
+    // logits[:, :-1, :]
+    %l = mlc.slice %logits starts = [0, 0, 0] ends = [8, -1, 50257] steps = [1, 1, 1]
+        : tensor<8x1024x50257xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_AnyTensor:$input, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$ends, DenseI64ArrayAttr:$steps);
+  let results = (outs Mlc_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `starts` `=` $starts `ends` `=` $ends `steps` `=` $steps attr-dict
+    `:` type($input)
+  }];
+  let hasFolder = 1;
+}
+
+def Mlc_ConcatOp : Mlc_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Joins tensors along one dimension";
+  let description = [{
+    ```mlir
+    %qkv = mlc.concat(%q, %k, %v) axis = 2 : tensor<8x1024x768xf32>, tensor<8x1024x768xf32>, tensor<8x1024x768xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Mlc_AnyTensor>:$inputs, I64Attr:$axis);
+  let results = (outs Mlc_AnyTensor:$result);
+  let assemblyFormat =
+      "`(` $inputs `)` `axis` `=` $axis attr-dict `:` type($inputs)";
+  let hasFolder = 1;
+}
+
+def Mlc_SplitOp : Mlc_Op<"split", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Cuts a tensor into pieces of the given sizes along one dimension";
+  let description = [{
+    ```mlir
+    %q, %k, %v = mlc.split %qkv axis = 2 sizes = [768, 768, 768] : tensor<8x1024x2304xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_AnyTensor:$input, I64Attr:$axis,
+                       DenseI64ArrayAttr:$sizes);
+  let results = (outs Variadic<Mlc_AnyTensor>:$results);
+  let assemblyFormat =
+      "$input `axis` `=` $axis `sizes` `=` $sizes attr-dict `:` type($input)";
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+class Mlc_ReduceOp<string mnemonic, Type operandType>
+    : Mlc_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let arguments = (ins operandType:$input, DenseI64ArrayAttr:$axes,
+                       UnitAttr:$keepdims);
+  let results = (outs operandType:$result);
+  let assemblyFormat = [{
+    $input `axes` `=` $axes (`keepdims` $keepdims^)? attr-dict `:` type($input)
+  }];
+}
+
+def Mlc_ReduceSumOp : Mlc_ReduceOp<"reduce_sum", Mlc_NumericTensor> {
+  let summary = "Sum over the given axes";
+  let description = [{
+    Axes may be negative (counted from the end); each appears once. With
+    `keepdims` the reduced dimensions stay as size 1.
+
+    ```mlir
+    %s = mlc.reduce_sum %x axes = [-1] keepdims : tensor<8x768xf32>
+    ```
+  }];
+}
+
+def Mlc_ReduceMeanOp : Mlc_ReduceOp<"reduce_mean", Mlc_FloatTensor> {
+  let summary = "Mean over the given axes";
+  let description = [{
+    ```mlir
+    %m = mlc.reduce_mean %x axes = [0, 1] : tensor<8x1024x768xf32>
+    ```
+  }];
+}
+
+def Mlc_ReduceMaxOp : Mlc_ReduceOp<"reduce_max", Mlc_NumericTensor> {
+  let summary = "Maximum over the given axes";
+  let description = [{
+    ```mlir
+    %m = mlc.reduce_max %x axes = [-1] keepdims : tensor<8x12x64x64xf32>
+    ```
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Normalizations and losses
+//===----------------------------------------------------------------------===//
+
+def Mlc_SoftmaxOp : Mlc_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+  let summary = "exp(x - max) / sum(exp(x - max)) along one axis";
+  let description = [{
+    ```mlir
+    %p = mlc.softmax %scores axis = -1 : tensor<8x12x64x64xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Mlc_FloatTensor:$result);
+  let assemblyFormat = "$input `axis` `=` $axis attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Mlc_LogSoftmaxOp : Mlc_Op<"log_softmax", [Pure, SameOperandsAndResultType]> {
+  let summary = "x - max - log(sum(exp(x - max))) along one axis";
+  let description = [{
+    ```mlir
+    %lp = mlc.log_softmax %logits axis = -1 : tensor<8192x50257xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Mlc_FloatTensor:$result);
+  let assemblyFormat = "$input `axis` `=` $axis attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Mlc_LayerNormOp : Mlc_Op<"layer_norm", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Layer normalization over the last dimension";
+  let description = [{
+    `y = (x - mean) / sqrt(var + epsilon) * weight + bias`, with the mean and
+    the biased variance taken over the last dimension; `weight` and `bias` have
+    that dimension's size.
+
+    ```mlir
+    %y = mlc.layer_norm %x, %gamma, %beta epsilon = 1.0e-05
+        : tensor<8x1024x768xf32>, tensor<768xf32>, tensor<768xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_FloatTensor:$input, Mlc_FloatTensor:$weight,
+                       Mlc_FloatTensor:$bias, F64Attr:$epsilon);
+  let results = (outs Mlc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias `epsilon` `=` $epsilon attr-dict `:`
+    type($input) `,` type($weight) `,` type($bias)
+  }];
+}
+
+def Mlc_CrossEntropyOp : Mlc_Op<"cross_entropy", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Mean softmax cross-entropy over rows, skipping ignored labels";
+  let description = [{
+    `loss = sum_{i: labels[i] != ignore_index} -log_softmax(logits[i])[labels[i]]
+    / count(labels != ignore_index)`, as `torch.nn.functional.cross_entropy`
+    with `reduction='mean'` (0 when every label is ignored). Logits are
+    `[rows, classes]`, labels `[rows]`; the loss is a 0-d tensor.
+
+    ```mlir
+    %loss = mlc.cross_entropy %logits, %labels ignore_index = -100
+        : tensor<8184x50257xf32>, tensor<8184xi64>
+    ```
+  }];
+  let arguments = (ins Mlc_FloatTensor:$logits, Mlc_IntTensor:$labels,
+                       I64Attr:$ignore_index);
+  let results = (outs Mlc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `ignore_index` `=` $ignore_index attr-dict `:`
+    type($logits) `,` type($labels)
+  }];
+}
+
+def Mlc_DropoutOp : Mlc_Op<"dropout", [Pure, SameOperandsAndResultType]> {
+  let summary = "Zeroes elements with probability `ratio`, scales the rest";
+  let description = [{
+    Training-mode dropout: each element is kept with probability `1 - ratio`
+    and scaled by `1 / (1 - ratio)`. The mask comes from a counter-based
+    generator keyed by `seed`, the training step and the element index, so
+    the backward pass regenerates it instead of storing it. `ratio = 0` is
+    the identity.
+
+    ```mlir
+    %y = mlc.dropout %x ratio = 1.0e-01 seed = 7 : tensor<8x1024x768xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_FloatTensor:$input, F64Attr:$ratio, I64Attr:$seed);
+  let results = (outs Mlc_FloatTensor:$result);
+  let assemblyFormat =
+      "$input `ratio` `=` $ratio `seed` `=` $seed attr-dict `:` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+def Mlc_AttentionOp : Mlc_Op<"attention",
+    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+  let summary = "Scaled dot-product attention (padded or variable-length)";
+  let description = [{
+    `softmax(scale * q k^T + mask) v`, row by row, with `scale` defaulting to
+    `1/sqrt(head_dim)`.
+
+    Padded form: `query [B, H, Sq, D]`, `key [B, H, Sk, D]`,
+    `value [B, H, Sk, Dv]` give `[B, H, Sq, Dv]`. The optional additive `mask`
+    broadcasts to `[B, H, Sq, Sk]` (BERT's `(1 - attention_mask) * -10000`).
+    `causal` lets query `i` see keys `j <= i` (GPT-2).
+
+    Variable-length form: with `cu_seqlens` (`[N + 1]` int32 offsets into
+    the packed token dimension), `query`/`key`/`value` are `[T, H, D]` for
+    `T` tokens of `N` sequences, and a token attends only within its own
+    sequence: no padding is stored or computed.
+
+    ```mlir
+    %o = mlc.attention %q, %k, %v causal
+        : tensor<8x12x1024x64xf32>, tensor<8x12x1024x64xf32>, tensor<8x12x1024x64xf32>
+    %p = mlc.attention %q, %k, %v mask %m
+        : tensor<8x12x128x64xf32>, tensor<8x12x128x64xf32>, tensor<8x12x128x64xf32>, tensor<8x1x1x128xf32>
+    %u = mlc.attention %qt, %kt, %vt cu_seqlens %cu
+        : tensor<?x12x64xf32>, tensor<?x12x64xf32>, tensor<?x12x64xf32>, tensor<9xi32>
+    ```
+  }];
+  let arguments = (ins Mlc_FloatTensor:$query, Mlc_FloatTensor:$key,
+                       Mlc_FloatTensor:$value,
+                       Optional<Mlc_FloatTensor>:$mask,
+                       Optional<RankedTensorOf<[I32]>>:$cu_seqlens,
+                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
+  let results = (outs Mlc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`mask` $mask^)? (`cu_seqlens` $cu_seqlens^)?
+    (`causal` $causal^)? (`scale` `=` $scale^)? attr-dict `:` type(operands)
+  }];
+}
+
+#endif // MLC_OPS_TD

@@ -1,0 +1,487 @@
+//===- Models.cpp - builtin GPT-2 and BERT graphs --------------------------===//
+//
+// The graphs follow transformers' GPT2LMHeadModel and BertForMaskedLM op for
+// op (training mode, so dropout is live when its probability is non-zero).
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/Models.h"
+#include "dialects/mlc/MlcDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+
+namespace mlc {
+
+//===----------------------------------------------------------------------===//
+// Configs and presets
+//===----------------------------------------------------------------------===//
+
+using Preset = std::map<std::string, double>;
+
+static const std::map<std::string, Preset> &gpt2Presets() {
+  static const Preset base = {{"vocab_size", 50257}, {"n_positions", 1024},
+                              {"n_embd", 768},       {"n_layer", 12},
+                              {"n_head", 12},        {"resid_pdrop", 0.1},
+                              {"embd_pdrop", 0.1},   {"attn_pdrop", 0.1},
+                              {"layer_norm_epsilon", 1e-5}};
+  static const std::map<std::string, Preset> presets = [] {
+    std::map<std::string, Preset> p;
+    p["small"] = base;
+    p["medium"] = base;
+    p["medium"]["n_embd"] = 1024;
+    p["medium"]["n_layer"] = 24;
+    p["medium"]["n_head"] = 16;
+    // Small enough to train in seconds on a laptop core; byte-level vocabulary.
+    p["tiny"] = base;
+    p["tiny"]["vocab_size"] = 256;
+    p["tiny"]["n_positions"] = 256;
+    p["tiny"]["n_embd"] = 128;
+    p["tiny"]["n_layer"] = 2;
+    p["tiny"]["n_head"] = 4;
+    return p;
+  }();
+  return presets;
+}
+
+static const std::map<std::string, Preset> &bertPresets() {
+  static const Preset base = {{"vocab_size", 30522},
+                              {"hidden_size", 768},
+                              {"num_hidden_layers", 12},
+                              {"num_attention_heads", 12},
+                              {"intermediate_size", 3072},
+                              {"max_position_embeddings", 512},
+                              {"type_vocab_size", 2},
+                              {"hidden_dropout_prob", 0.1},
+                              {"attention_probs_dropout_prob", 0.1},
+                              {"layer_norm_eps", 1e-12}};
+  static const std::map<std::string, Preset> presets = [] {
+    std::map<std::string, Preset> p;
+    p["base"] = base;
+    p["large"] = base;
+    p["large"]["hidden_size"] = 1024;
+    p["large"]["num_hidden_layers"] = 24;
+    p["large"]["num_attention_heads"] = 16;
+    p["large"]["intermediate_size"] = 4096;
+    p["tiny"] = base;
+    p["tiny"]["vocab_size"] = 256;
+    p["tiny"]["hidden_size"] = 128;
+    p["tiny"]["num_hidden_layers"] = 2;
+    p["tiny"]["num_attention_heads"] = 4;
+    p["tiny"]["intermediate_size"] = 512;
+    p["tiny"]["max_position_embeddings"] = 256;
+    return p;
+  }();
+  return presets;
+}
+
+std::string ModelConfig::describe() const {
+  std::string s;
+  for (auto &[key, value] : values) {
+    if (!s.empty())
+      s += ", ";
+    s += key + "=" + llvm::formatv("{0}", value).str();
+  }
+  return s;
+}
+
+llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef family,
+                                             llvm::StringRef spec) {
+  auto error = [](const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+  };
+  const std::map<std::string, Preset> *presets;
+  std::string defaultPreset;
+  if (family == "gpt2") {
+    presets = &gpt2Presets();
+    defaultPreset = "small";
+  } else if (family == "bert") {
+    presets = &bertPresets();
+    defaultPreset = "base";
+  } else {
+    return error("unknown model '" + family + "' (expected gpt2 or bert)");
+  }
+  llvm::SmallVector<llvm::StringRef> parts;
+  spec.split(parts, ',', -1, /*KeepEmpty=*/false);
+  ModelConfig config;
+  config.family = family.str();
+  size_t first = 0;
+  config.preset = defaultPreset;
+  if (!parts.empty() && !parts[0].contains('=')) {
+    config.preset = parts[0].trim().str();
+    first = 1;
+  }
+  auto preset = presets->find(config.preset);
+  if (preset == presets->end()) {
+    std::string names;
+    for (auto &[name, _] : *presets)
+      names += (names.empty() ? "" : ", ") + name;
+    return error("unknown " + family + " preset '" + config.preset +
+                 "' (presets: " + names + ")");
+  }
+  config.values = preset->second;
+  for (llvm::StringRef part : llvm::ArrayRef(parts).drop_front(first)) {
+    auto [key, value] = part.split('=');
+    key = key.trim();
+    value = value.trim();
+    if (!config.values.count(key.str())) {
+      std::string keys;
+      for (auto &[name, _] : config.values)
+        keys += (keys.empty() ? "" : ", ") + name;
+      return error("unknown " + family + " config key '" + key + "' (keys: " +
+                   keys + ")");
+    }
+    double number;
+    if (value.empty() || value.getAsDouble(number))
+      return error("config key '" + key + "' needs a number, got '" + value + "'");
+    config.values[key.str()] = number;
+  }
+  // Sizes must be positive integers and heads must divide the hidden size.
+  for (auto &[key, value] : config.values) {
+    bool isProbability = llvm::StringRef(key).contains("drop");
+    bool isEps = llvm::StringRef(key).contains("eps");
+    if (isProbability && !(value >= 0 && value < 1))
+      return error("config key '" + key + "' must be in [0, 1)");
+    if (isEps && !(value > 0))
+      return error("config key '" + key + "' must be positive");
+    if (!isProbability && !isEps && (value < 1 || value != std::floor(value)))
+      return error("config key '" + key + "' must be a positive integer");
+  }
+  const char *hidden = family == "gpt2" ? "n_embd" : "hidden_size";
+  const char *heads = family == "gpt2" ? "n_head" : "num_attention_heads";
+  if (config.get(hidden) % config.get(heads) != 0)
+    return error(llvm::formatv("{0}={1} is not divisible by {2}={3}", hidden,
+                               config.get(hidden), heads, config.get(heads))
+                     .str());
+  return config;
+}
+
+//===----------------------------------------------------------------------===//
+// Graph construction
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Emits graph ops into @forward and collects its parameters and inputs as
+/// block arguments in order of creation.
+class GraphBuilder {
+public:
+  GraphBuilder(MLIRContext &ctx, Type dtype)
+      : ctx(ctx), b(&ctx), loc(b.getUnknownLoc()), dtype(dtype) {
+    module = ModuleOp::create(loc);
+    auto fn = b.create<func::FuncOp>(loc, "forward", b.getFunctionType({}, {}));
+    module->push_back(fn);
+    func = fn;
+    block = func.addEntryBlock();
+    b.setInsertionPointToStart(block);
+  }
+
+  Value param(llvm::StringRef name, ArrayRef<int64_t> shape) {
+    return argument("mlc.param", name, RankedTensorType::get(shape, dtype));
+  }
+  Value input(llvm::StringRef name, ArrayRef<int64_t> shape, Type element) {
+    return argument("mlc.input", name, RankedTensorType::get(shape, element));
+  }
+
+  Value constant(double value) {
+    auto type = RankedTensorType::get({}, dtype);
+    return b.create<ConstantOp>(loc, DenseElementsAttr::get(
+                                         type, b.getFloatAttr(dtype, value)));
+  }
+  Value intConstant(int64_t value, Type element) {
+    auto type = RankedTensorType::get({}, element);
+    return b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(type, b.getIntegerAttr(element, value)));
+  }
+
+  /// x @ w (+ bias); w is [in, out] (Conv1D) or [out, in] (Linear, transposed).
+  Value dense(Value x, Value w, Value bias, bool linear) {
+    Value y = b.create<MatmulOp>(loc, x, w, /*transpose_lhs=*/false,
+                                 /*transpose_rhs=*/linear);
+    return bias ? b.create<AddOp>(loc, y, bias).getResult() : y;
+  }
+  Value layerNorm(Value x, Value w, Value bias, double eps) {
+    return b.create<LayerNormOp>(loc, x, w, bias, b.getF64FloatAttr(eps));
+  }
+  Value dropout(Value x, double ratio) {
+    if (ratio == 0)
+      return x;
+    return b.create<DropoutOp>(loc, x, b.getF64FloatAttr(ratio),
+                               b.getI64IntegerAttr(nextSeed++));
+  }
+  Value reshape(Value x, ArrayRef<int64_t> shape) {
+    auto type = RankedTensorType::get(shape, cast<RankedTensorType>(x.getType())
+                                                 .getElementType());
+    return b.create<ReshapeOp>(loc, type, x);
+  }
+  Value transpose(Value x, ArrayRef<int64_t> perm) {
+    return b.create<TransposeOp>(loc, x, b.getDenseI64ArrayAttr(perm));
+  }
+
+  /// [B, S, E] -> [B, H, S, D]
+  Value splitHeads(Value x, int64_t batch, int64_t seq, int64_t heads, int64_t dim) {
+    return transpose(reshape(x, {batch, seq, heads, dim}), {0, 2, 1, 3});
+  }
+  /// [B, H, S, D] -> [B, S, E]
+  Value mergeHeads(Value x, int64_t batch, int64_t seq, int64_t hidden) {
+    Value t = transpose(x, {0, 2, 1, 3});
+    return reshape(t, {batch, seq, hidden});
+  }
+
+  void finish(ArrayRef<std::pair<llvm::StringRef, Value>> outputs) {
+    SmallVector<Value> values;
+    for (auto &[_, v] : outputs)
+      values.push_back(v);
+    b.create<func::ReturnOp>(loc, values);
+    SmallVector<Type> argTypes(block->getArgumentTypes());
+    func.setFunctionType(b.getFunctionType(argTypes, ValueRange(values).getTypes()));
+    for (auto [i, attrs] : llvm::enumerate(argAttrs))
+      func.setArgAttrs(i, attrs);
+    for (auto [i, output] : llvm::enumerate(outputs))
+      func.setResultAttr(i, "mlc.output", b.getStringAttr(output.first));
+  }
+
+  MLIRContext &ctx;
+  OpBuilder b;
+  Location loc;
+  Type dtype;
+  OwningOpRef<ModuleOp> module;
+  func::FuncOp func;
+
+private:
+  Value argument(llvm::StringRef kind, llvm::StringRef name, Type type) {
+    argAttrs.push_back(b.getDictionaryAttr(
+        b.getNamedAttr(kind, b.getStringAttr(name))));
+    return block->addArgument(type, loc);
+  }
+
+  Block *block;
+  SmallVector<DictionaryAttr> argAttrs;
+  int64_t nextSeed = 1;
+};
+
+/// Mean cross-entropy of flattened logits [N, V] against labels [N].
+Value crossEntropy(GraphBuilder &g, Value logits, Value labels) {
+  return g.b.create<CrossEntropyOp>(g.loc, logits, labels,
+                                    g.b.getI64IntegerAttr(-100));
+}
+
+OwningOpRef<ModuleOp> buildGPT2(MLIRContext &ctx, const ModelConfig &c,
+                                const BuildOptions &o, Type dtype) {
+  GraphBuilder g(ctx, dtype);
+  OpBuilder &b = g.b;
+  Location loc = g.loc;
+  const int64_t V = c.get("vocab_size"), P = c.get("n_positions"),
+                E = c.get("n_embd"), L = c.get("n_layer"), H = c.get("n_head");
+  const int64_t B = o.microBatch, S = o.seqLen, D = E / H;
+  const double eps = c.getFloat("layer_norm_epsilon");
+  Type i64 = b.getI64Type();
+
+  Value wte = g.param("transformer.wte.weight", {V, E});
+  Value wpe = g.param("transformer.wpe.weight", {P, E});
+  struct Layer {
+    Value ln1w, ln1b, attnW, attnB, projW, projB, ln2w, ln2b, fcW, fcB, mlpW, mlpB;
+  };
+  SmallVector<Layer> layers;
+  for (int64_t i = 0; i < L; ++i) {
+    std::string p = "transformer.h." + std::to_string(i) + ".";
+    Layer l;
+    l.ln1w = g.param(p + "ln_1.weight", {E});
+    l.ln1b = g.param(p + "ln_1.bias", {E});
+    l.attnW = g.param(p + "attn.c_attn.weight", {E, 3 * E});
+    l.attnB = g.param(p + "attn.c_attn.bias", {3 * E});
+    l.projW = g.param(p + "attn.c_proj.weight", {E, E});
+    l.projB = g.param(p + "attn.c_proj.bias", {E});
+    l.ln2w = g.param(p + "ln_2.weight", {E});
+    l.ln2b = g.param(p + "ln_2.bias", {E});
+    l.fcW = g.param(p + "mlp.c_fc.weight", {E, 4 * E});
+    l.fcB = g.param(p + "mlp.c_fc.bias", {4 * E});
+    l.mlpW = g.param(p + "mlp.c_proj.weight", {4 * E, E});
+    l.mlpB = g.param(p + "mlp.c_proj.bias", {E});
+    layers.push_back(l);
+  }
+  Value lnfW = g.param("transformer.ln_f.weight", {E});
+  Value lnfB = g.param("transformer.ln_f.bias", {E});
+  Value ids = g.input("input_ids", {B, S}, i64);
+  Value labels = g.input("labels", {B, S}, i64);
+
+  Value pos = b.create<IotaOp>(loc, RankedTensorType::get({S}, i64),
+                               b.getI64IntegerAttr(0));
+  Value x = b.create<AddOp>(loc, b.create<EmbeddingOp>(loc, wte, ids),
+                            b.create<EmbeddingOp>(loc, wpe, pos));
+  x = g.dropout(x, c.getFloat("embd_pdrop"));
+  for (const Layer &l : layers) {
+    Value h = g.layerNorm(x, l.ln1w, l.ln1b, eps);
+    Value qkv = g.dense(h, l.attnW, l.attnB, /*linear=*/false);
+    auto split = b.create<SplitOp>(loc, qkv, b.getI64IntegerAttr(2),
+                                   b.getDenseI64ArrayAttr({E, E, E}));
+    Value q = g.splitHeads(split.getResult(0), B, S, H, D);
+    Value k = g.splitHeads(split.getResult(1), B, S, H, D);
+    Value v = g.splitHeads(split.getResult(2), B, S, H, D);
+    Value a = b.create<AttentionOp>(loc, q, k, v, /*mask=*/Value(),
+                                    /*cu_seqlens=*/Value(), /*causal=*/true,
+                                    /*scale=*/FloatAttr());
+    // attn_pdrop acts on the attention probabilities inside the fused
+    // attention kernel; the graph keeps it on the op's output until the
+    // attention lowering carries a dropout of its own.
+    a = g.mergeHeads(a, B, S, E);
+    a = g.dropout(g.dense(a, l.projW, l.projB, false), c.getFloat("resid_pdrop"));
+    x = b.create<AddOp>(loc, x, a);
+    h = g.layerNorm(x, l.ln2w, l.ln2b, eps);
+    h = b.create<GeluOp>(loc, g.dense(h, l.fcW, l.fcB, false),
+                         GeluApproximation::tanh);
+    h = g.dropout(g.dense(h, l.mlpW, l.mlpB, false), c.getFloat("resid_pdrop"));
+    x = b.create<AddOp>(loc, x, h);
+  }
+  x = g.layerNorm(x, lnfW, lnfB, eps);
+  Value logits = b.create<MatmulOp>(loc, x, wte, false, /*transpose_rhs=*/true);
+  // Next-token loss: logits[:, :-1] against labels[:, 1:].
+  Value shifted = b.create<SliceOp>(loc, logits, b.getDenseI64ArrayAttr({0, 0, 0}),
+                                    b.getDenseI64ArrayAttr({B, S - 1, V}),
+                                    b.getDenseI64ArrayAttr({1, 1, 1}));
+  Value targets = b.create<SliceOp>(loc, labels, b.getDenseI64ArrayAttr({0, 1}),
+                                    b.getDenseI64ArrayAttr({B, S}),
+                                    b.getDenseI64ArrayAttr({1, 1}));
+  Value loss = crossEntropy(g, g.reshape(shifted, {B * (S - 1), V}),
+                            g.reshape(targets, {B * (S - 1)}));
+  g.finish({{"loss", loss}, {"logits", logits}});
+  return std::move(g.module);
+}
+
+OwningOpRef<ModuleOp> buildBERT(MLIRContext &ctx, const ModelConfig &c,
+                                const BuildOptions &o, Type dtype) {
+  GraphBuilder g(ctx, dtype);
+  OpBuilder &b = g.b;
+  Location loc = g.loc;
+  const int64_t V = c.get("vocab_size"), P = c.get("max_position_embeddings"),
+                E = c.get("hidden_size"), L = c.get("num_hidden_layers"),
+                H = c.get("num_attention_heads"), I = c.get("intermediate_size"),
+                T = c.get("type_vocab_size");
+  const int64_t B = o.microBatch, S = o.seqLen, D = E / H;
+  const double eps = c.getFloat("layer_norm_eps");
+  const double hiddenDrop = c.getFloat("hidden_dropout_prob");
+  Type i64 = b.getI64Type();
+
+  Value word = g.param("bert.embeddings.word_embeddings.weight", {V, E});
+  Value position = g.param("bert.embeddings.position_embeddings.weight", {P, E});
+  Value tokenType = g.param("bert.embeddings.token_type_embeddings.weight", {T, E});
+  Value embLnW = g.param("bert.embeddings.LayerNorm.weight", {E});
+  Value embLnB = g.param("bert.embeddings.LayerNorm.bias", {E});
+  struct Layer {
+    Value qW, qB, kW, kB, vW, vB, oW, oB, ln1W, ln1B, iW, iB, outW, outB, ln2W, ln2B;
+  };
+  SmallVector<Layer> layers;
+  for (int64_t i = 0; i < L; ++i) {
+    std::string p = "bert.encoder.layer." + std::to_string(i) + ".";
+    Layer l;
+    l.qW = g.param(p + "attention.self.query.weight", {E, E});
+    l.qB = g.param(p + "attention.self.query.bias", {E});
+    l.kW = g.param(p + "attention.self.key.weight", {E, E});
+    l.kB = g.param(p + "attention.self.key.bias", {E});
+    l.vW = g.param(p + "attention.self.value.weight", {E, E});
+    l.vB = g.param(p + "attention.self.value.bias", {E});
+    l.oW = g.param(p + "attention.output.dense.weight", {E, E});
+    l.oB = g.param(p + "attention.output.dense.bias", {E});
+    l.ln1W = g.param(p + "attention.output.LayerNorm.weight", {E});
+    l.ln1B = g.param(p + "attention.output.LayerNorm.bias", {E});
+    l.iW = g.param(p + "intermediate.dense.weight", {I, E});
+    l.iB = g.param(p + "intermediate.dense.bias", {I});
+    l.outW = g.param(p + "output.dense.weight", {E, I});
+    l.outB = g.param(p + "output.dense.bias", {E});
+    l.ln2W = g.param(p + "output.LayerNorm.weight", {E});
+    l.ln2B = g.param(p + "output.LayerNorm.bias", {E});
+    layers.push_back(l);
+  }
+  Value headW = g.param("cls.predictions.transform.dense.weight", {E, E});
+  Value headB = g.param("cls.predictions.transform.dense.bias", {E});
+  Value headLnW = g.param("cls.predictions.transform.LayerNorm.weight", {E});
+  Value headLnB = g.param("cls.predictions.transform.LayerNorm.bias", {E});
+  Value decoderBias = g.param("cls.predictions.bias", {V});
+
+  Value ids = g.input("input_ids", {B, S}, i64);
+  Value types = g.input("token_type_ids", {B, S}, i64);
+  Value attentionMask = g.input("attention_mask", {B, S}, i64);
+  Value labels = g.input("labels", {B, S}, i64);
+
+  Value pos = b.create<IotaOp>(loc, RankedTensorType::get({S}, i64),
+                               b.getI64IntegerAttr(0));
+  Value x = b.create<AddOp>(loc, b.create<EmbeddingOp>(loc, word, ids),
+                            b.create<EmbeddingOp>(loc, tokenType, types));
+  x = b.create<AddOp>(loc, x, b.create<EmbeddingOp>(loc, position, pos));
+  x = g.dropout(g.layerNorm(x, embLnW, embLnB, eps), hiddenDrop);
+
+  // Additive mask as transformers builds it: (1 - mask) * lowest, [B, 1, 1, S].
+  Value maskF = b.create<CastOp>(loc, RankedTensorType::get({B, S}, dtype),
+                                 attentionMask);
+  Value inverted = b.create<SubOp>(loc, g.constant(1.0), maskF);
+  double lowest = dtype.isF64() ? std::numeric_limits<double>::lowest()
+                                : double(std::numeric_limits<float>::lowest());
+  Value additive = b.create<MulOp>(loc, inverted, g.constant(lowest));
+  additive = g.reshape(additive, {B, 1, 1, S});
+
+  for (const Layer &l : layers) {
+    Value q = g.splitHeads(g.dense(x, l.qW, l.qB, true), B, S, H, D);
+    Value k = g.splitHeads(g.dense(x, l.kW, l.kB, true), B, S, H, D);
+    Value v = g.splitHeads(g.dense(x, l.vW, l.vB, true), B, S, H, D);
+    Value a = b.create<AttentionOp>(loc, q, k, v, additive, Value(),
+                                    /*causal=*/false, FloatAttr());
+    a = g.mergeHeads(a, B, S, E);
+    a = g.dropout(g.dense(a, l.oW, l.oB, true), hiddenDrop);
+    x = g.layerNorm(b.create<AddOp>(loc, a, x), l.ln1W, l.ln1B, eps);
+    Value h = b.create<GeluOp>(loc, g.dense(x, l.iW, l.iB, true),
+                               GeluApproximation::none);
+    h = g.dropout(g.dense(h, l.outW, l.outB, true), hiddenDrop);
+    x = g.layerNorm(b.create<AddOp>(loc, h, x), l.ln2W, l.ln2B, eps);
+  }
+  Value t = b.create<GeluOp>(loc, g.dense(x, headW, headB, true),
+                             GeluApproximation::none);
+  t = g.layerNorm(t, headLnW, headLnB, eps);
+  Value logits = g.dense(t, word, decoderBias, /*linear=*/true);
+  Value loss = crossEntropy(g, g.reshape(logits, {B * S, V}),
+                            g.reshape(labels, {B * S}));
+  g.finish({{"loss", loss}, {"logits", logits}});
+  return std::move(g.module);
+}
+
+} // namespace
+
+llvm::Expected<OwningOpRef<ModuleOp>> buildModel(MLIRContext &ctx,
+                                                 const ModelConfig &config,
+                                                 const BuildOptions &options) {
+  ctx.loadDialect<MlcDialect, func::FuncDialect>();
+  auto error = [](const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+  };
+  Type dtype;
+  if (options.dtype == "f32")
+    dtype = Float32Type::get(&ctx);
+  else if (options.dtype == "f64")
+    dtype = Float64Type::get(&ctx);
+  else
+    return error("unsupported dtype '" + options.dtype + "' (expected f32 or f64)");
+  if (options.microBatch < 1)
+    return error("micro-batch must be >= 1");
+  const char *positions =
+      config.family == "gpt2" ? "n_positions" : "max_position_embeddings";
+  if (options.seqLen < 2 || options.seqLen > config.get(positions))
+    return error(llvm::formatv("seq-len {0} must be in [2, {1}] ({2})",
+                               options.seqLen, config.get(positions), positions)
+                     .str());
+  OwningOpRef<ModuleOp> module =
+      config.family == "gpt2" ? buildGPT2(ctx, config, options, dtype)
+                              : buildBERT(ctx, config, options, dtype);
+  if (failed(verify(*module)))
+    return error("internal error: the built " + config.family +
+                 " graph does not verify");
+  return std::move(module);
+}
+
+} // namespace mlc

@@ -1,0 +1,56 @@
+//===- Models.h - builtin GPT-2 and BERT graphs ----------------*- C++ -*-===//
+//
+// Builders for HuggingFace's GPT2LMHeadModel and BertForMaskedLM as mlc graphs.
+// Parameter and input names follow HF checkpoints exactly, so weights move
+// between mlc and PyTorch by name.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_FRONTEND_MODELS_H
+#define MLC_FRONTEND_MODELS_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/Error.h"
+
+#include <map>
+#include <string>
+
+namespace mlc {
+
+/// A model's hyper-parameters under HF config key names. `family` is "gpt2"
+/// or "bert"; `values` holds every key of that family (numbers as doubles).
+struct ModelConfig {
+  std::string family;
+  std::string preset;
+  std::map<std::string, double> values;
+
+  int64_t get(const std::string &key) const { return int64_t(values.at(key)); }
+  double getFloat(const std::string &key) const { return values.at(key); }
+  /// "n_layer=2, n_embd=128, ..." for logs and manifests.
+  std::string describe() const;
+};
+
+/// Parses `--config PRESET[,key=value...]` for a family. Unknown presets,
+/// unknown keys and malformed values are errors that list what is accepted.
+llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef family,
+                                             llvm::StringRef spec);
+
+/// Shapes and element type of the graph to build.
+struct BuildOptions {
+  int64_t microBatch = 8;
+  int64_t seqLen = 128;
+  /// "f32" or "f64".
+  std::string dtype = "f32";
+};
+
+/// Builds `func.func @forward(params..., inputs...) -> (loss, logits)`.
+/// Parameters carry `mlc.param = "<HF name>"`, inputs `mlc.input = "<name>"`,
+/// results `mlc.output = "loss" | "logits"`.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+buildModel(mlir::MLIRContext &ctx, const ModelConfig &config,
+           const BuildOptions &options);
+
+} // namespace mlc
+
+#endif // MLC_FRONTEND_MODELS_H

@@ -1,0 +1,28 @@
+# -*- Python -*-
+# lit configuration of mlc's regression tests.
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "MLC"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.mlc_obj_root, "test")
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
+
+config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%mlc_src", config.mlc_src_root))
+# Python with PyTorch and ONNX (Debian's), for reference computations.
+config.substitutions.append(("%python", "/usr/bin/python3"))
+
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+llvm_config.use_default_substitutions()
+
+tool_dirs = [config.mlc_tools_dir, config.llvm_tools_dir]
+tools = ["mlc-opt", "mlc"]
+llvm_config.add_tool_substitutions(tools, tool_dirs)

@@ -1,0 +1,103 @@
+//===- DialectTest.cpp - builtin models and their configs ------------------===//
+
+#include "dialects/mlc/MlcDialect.h"
+#include "frontend/Models.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlc;
+
+namespace {
+
+std::string errorOf(llvm::Expected<ModelConfig> c) {
+  if (c)
+    return "";
+  return llvm::toString(c.takeError());
+}
+
+/// Sum of the element counts of every `mlc.param` argument.
+int64_t parameterCount(mlir::func::FuncOp fn) {
+  int64_t total = 0;
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    if (fn.getArgAttr(i, "mlc.param"))
+      total += llvm::cast<mlir::RankedTensorType>(fn.getArgument(i).getType())
+                   .getNumElements();
+  return total;
+}
+
+int64_t countFor(const char *family, const char *spec) {
+  mlir::MLIRContext ctx;
+  auto config = parseModelConfig(family, spec);
+  EXPECT_TRUE(bool(config));
+  BuildOptions options;
+  options.microBatch = 1;
+  options.seqLen = 8;
+  auto module = buildModel(ctx, *config, options);
+  EXPECT_TRUE(bool(module));
+  auto fn = (**module).lookupSymbol<mlir::func::FuncOp>("forward");
+  return parameterCount(fn);
+}
+
+} // namespace
+
+TEST(ModelConfig, PresetsAndOverrides) {
+  auto c = parseModelConfig("gpt2", "small,n_layer=2");
+  ASSERT_TRUE(bool(c));
+  EXPECT_EQ(c->get("n_layer"), 2);
+  EXPECT_EQ(c->get("n_embd"), 768);
+  EXPECT_EQ(c->get("vocab_size"), 50257);
+}
+
+TEST(ModelConfig, ErrorsNameTheProblem) {
+  EXPECT_NE(errorOf(parseModelConfig("gpt2", "huge")).find("unknown gpt2 preset 'huge'"),
+            std::string::npos);
+  EXPECT_NE(errorOf(parseModelConfig("gpt2", "tiny,hidden_size=3")).find("hidden_size"),
+            std::string::npos);
+  EXPECT_NE(errorOf(parseModelConfig("bert", "tiny,num_attention_heads=3"))
+                .find("not divisible"),
+            std::string::npos);
+  EXPECT_NE(errorOf(parseModelConfig("gpt2", "tiny,n_layer=x")).find("needs a number"),
+            std::string::npos);
+  EXPECT_NE(errorOf(parseModelConfig("gpt2", "tiny,resid_pdrop=1.5")).find("[0, 1)"),
+            std::string::npos);
+  EXPECT_NE(errorOf(parseModelConfig("t5", "")).find("unknown model"), std::string::npos);
+}
+
+// The parameter counts HF reports for the same configurations (tied embeddings
+// counted once): GPT2LMHeadModel small 124,439,808; BertForMaskedLM base
+// 109,514,298 (no pooler).
+TEST(Models, ParameterCountsMatchHuggingFace) {
+  EXPECT_EQ(countFor("gpt2", "small"), 124439808);
+  EXPECT_EQ(countFor("bert", "base"), 109514298);
+}
+
+TEST(Models, InputsAndOutputsCarryHFNames) {
+  mlir::MLIRContext ctx;
+  auto config = parseModelConfig("bert", "tiny");
+  ASSERT_TRUE(bool(config));
+  auto module = buildModel(ctx, *config, BuildOptions());
+  ASSERT_TRUE(bool(module));
+  auto fn = (**module).lookupSymbol<mlir::func::FuncOp>("forward");
+  std::vector<std::string> names;
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    if (auto name = fn.getArgAttrOfType<mlir::StringAttr>(i, "mlc.input"))
+      names.push_back(name.str());
+  EXPECT_EQ(names, (std::vector<std::string>{"input_ids", "token_type_ids",
+                                             "attention_mask", "labels"}));
+  EXPECT_EQ(fn.getResultAttrOfType<mlir::StringAttr>(0, "mlc.output").str(), "loss");
+  EXPECT_EQ(fn.getResultAttrOfType<mlir::StringAttr>(1, "mlc.output").str(), "logits");
+}
+
+TEST(Models, RejectsBadShapes) {
+  mlir::MLIRContext ctx;
+  auto config = parseModelConfig("gpt2", "tiny");
+  ASSERT_TRUE(bool(config));
+  BuildOptions options;
+  options.seqLen = 4096;
+  auto module = buildModel(ctx, *config, options);
+  ASSERT_FALSE(bool(module));
+  EXPECT_NE(llvm::toString(module.takeError()).find("n_positions"), std::string::npos);
+}
