@@ -111,7 +111,7 @@ OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValueAttr(); }
 LogicalResult IotaOp::verify() {
   auto type = getType();
   if (!normalizeAxis(getDim(), type.getRank()))
-    return emitOpError("dim ") << getDim() << " out of range for rank "
+    return emitOpError("dim ") << int64_t(getDim()) << " out of range for rank "
                                << type.getRank();
   return success();
 }
@@ -396,7 +396,7 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   Type element = elementOf(inputs[0].getType());
   auto axis = normalizeAxis(adaptor.getAxis(), out.size());
   if (!axis)
-    return emitOptionalError(loc, "axis ", adaptor.getAxis(),
+    return emitOptionalError(loc, "axis ", int64_t(adaptor.getAxis()),
                              " out of range for rank ", out.size());
   for (Value v : inputs.drop_front()) {
     Shape s = shapeOf(v.getType());
@@ -432,7 +432,7 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   Shape in = shapeOf(adaptor.getInput().getType());
   auto axis = normalizeAxis(adaptor.getAxis(), in.size());
   if (!axis)
-    return emitOptionalError(loc, "axis ", adaptor.getAxis(),
+    return emitOptionalError(loc, "axis ", int64_t(adaptor.getAxis()),
                              " out of range for rank ", in.size());
   int64_t total = 0;
   for (int64_t size : adaptor.getSizes()) {
@@ -497,14 +497,14 @@ MLC_REDUCE_INFER(ReduceMaxOp)
 
 LogicalResult SoftmaxOp::verify() {
   if (!normalizeAxis(getAxis(), getType().getRank()))
-    return emitOpError("axis ") << getAxis() << " out of range for rank "
+    return emitOpError("axis ") << int64_t(getAxis()) << " out of range for rank "
                                 << getType().getRank();
   return success();
 }
 
 LogicalResult LogSoftmaxOp::verify() {
   if (!normalizeAxis(getAxis(), getType().getRank()))
-    return emitOpError("axis ") << getAxis() << " out of range for rank "
+    return emitOpError("axis ") << int64_t(getAxis()) << " out of range for rank "
                                 << getType().getRank();
   return success();
 }

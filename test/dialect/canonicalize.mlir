@@ -1,0 +1,129 @@
+// RUN: mlc-opt %s -split-input-file -canonicalize | FileCheck %s
+// The trivial folds of the graph ops: each case that must fold has a neighbour
+// that must not.
+
+// CHECK-LABEL: func.func @add_zero
+// CHECK-NOT: mlc.add
+// CHECK: return %arg0
+func.func @add_zero(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %z = mlc.constant dense<0.0> : tensor<3xf32>
+  %0 = mlc.add %x, %z : tensor<2x3xf32>, tensor<3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// Adding a zero that broadcasts %x to a bigger shape is not the identity.
+// CHECK-LABEL: func.func @add_zero_broadcasts
+// CHECK: mlc.add
+func.func @add_zero_broadcasts(%x: tensor<3xf32>) -> tensor<2x3xf32> {
+  %z = mlc.constant dense<0.0> : tensor<2x3xf32>
+  %0 = mlc.add %x, %z : tensor<3xf32>, tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @mul_one_div_one_sub_zero
+// CHECK-NOT: mlc.mul
+// CHECK-NOT: mlc.div
+// CHECK-NOT: mlc.sub
+// CHECK: return %arg0
+func.func @mul_one_div_one_sub_zero(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %one = mlc.constant dense<1.0> : tensor<f32>
+  %zero = mlc.constant dense<0.0> : tensor<f32>
+  %0 = mlc.mul %one, %x : tensor<f32>, tensor<4xf32>
+  %1 = mlc.div %0, %one : tensor<4xf32>, tensor<f32>
+  %2 = mlc.sub %1, %zero : tensor<4xf32>, tensor<f32>
+  return %2 : tensor<4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @mul_two
+// CHECK: mlc.mul
+// CHECK: mlc.sub
+func.func @mul_two(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %two = mlc.constant dense<2.0> : tensor<f32>
+  %zero = mlc.constant dense<0.0> : tensor<f32>
+  %0 = mlc.mul %x, %two : tensor<4xf32>, tensor<f32>
+  // 0 - x is a negation, not x.
+  %1 = mlc.sub %zero, %0 : tensor<f32>, tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @neg_neg
+// CHECK-NOT: mlc.neg
+// CHECK: return %arg0
+func.func @neg_neg(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = mlc.neg %x : tensor<4xf32>
+  %1 = mlc.neg %0 : tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @single_neg
+// CHECK: mlc.neg
+func.func @single_neg(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = mlc.neg %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @identity_shapes
+// CHECK-NOT: mlc.transpose
+// CHECK-NOT: mlc.broadcast
+// CHECK-NOT: mlc.cast
+// CHECK-NOT: mlc.slice
+// CHECK-NOT: mlc.concat
+// CHECK-NOT: mlc.dropout
+// CHECK: return %arg0
+func.func @identity_shapes(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = mlc.transpose %x, [0, 1] : tensor<2x3xf32>
+  %1 = mlc.broadcast %0 : tensor<2x3xf32> -> tensor<2x3xf32>
+  %2 = mlc.cast %1 : tensor<2x3xf32> -> tensor<2x3xf32>
+  %3 = mlc.slice %2 starts = [0, 0] ends = [2, 3] steps = [1, 1] : tensor<2x3xf32>
+  %4 = mlc.concat(%3) axis = 0 : tensor<2x3xf32>
+  %5 = mlc.dropout %4 ratio = 0.0 seed = 1 : tensor<2x3xf32>
+  return %5 : tensor<2x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @real_shapes
+// CHECK: mlc.transpose
+// CHECK: mlc.slice
+// CHECK: mlc.dropout
+func.func @real_shapes(%x: tensor<2x3xf32>) -> tensor<3x1xf32> {
+  %0 = mlc.transpose %x, [1, 0] : tensor<2x3xf32>
+  %1 = mlc.slice %0 starts = [0, 1] ends = [3, 2] steps = [1, 1] : tensor<3x2xf32>
+  %2 = mlc.dropout %1 ratio = 0.5 seed = 1 : tensor<3x1xf32>
+  return %2 : tensor<3x1xf32>
+}
+
+// -----
+
+// Chains of reshapes collapse into one.
+// CHECK-LABEL: func.func @reshape_chain
+// CHECK: %[[R:.*]] = mlc.reshape %arg0 : tensor<2x3x4xf32> -> tensor<6x4xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @reshape_chain(%x: tensor<2x3x4xf32>) -> tensor<6x4xf32> {
+  %0 = mlc.reshape %x : tensor<2x3x4xf32> -> tensor<24xf32>
+  %1 = mlc.reshape %0 : tensor<24xf32> -> tensor<6x4xf32>
+  return %1 : tensor<6x4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @reshape_roundtrip
+// CHECK-NOT: mlc.reshape
+// CHECK: return %arg0
+func.func @reshape_roundtrip(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  %0 = mlc.reshape %x : tensor<2x3x4xf32> -> tensor<24xf32>
+  %1 = mlc.reshape %0 : tensor<24xf32> -> tensor<2x3x4xf32>
+  return %1 : tensor<2x3x4xf32>
+}

@@ -1,0 +1,189 @@
+// RUN: mlc-opt %s -split-input-file | mlc-opt -split-input-file | FileCheck %s
+// Every op prints and parses back to itself, with inferred result types.
+
+// CHECK-LABEL: func.func @constant_iota
+// CHECK: mlc.constant dense<1.000000e+00> : tensor<4x8xf32>
+// CHECK: mlc.constant dense<[1, 2, 3]> : tensor<3xi64>
+// CHECK: mlc.iota dim = 1 : tensor<2x?xi64>
+func.func @constant_iota() -> (tensor<4x8xf32>, tensor<3xi64>, tensor<2x?xi64>) {
+  %0 = mlc.constant dense<1.0> : tensor<4x8xf32>
+  %1 = mlc.constant dense<[1, 2, 3]> : tensor<3xi64>
+  %2 = mlc.iota dim = 1 : tensor<2x?xi64>
+  return %0, %1, %2 : tensor<4x8xf32>, tensor<3xi64>, tensor<2x?xi64>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @embedding
+// CHECK: %[[E:.*]] = mlc.embedding %{{.*}}, %{{.*}} : tensor<100x16xf32>, tensor<2x?xi64>
+// CHECK: return %[[E]] : tensor<2x?x16xf32>
+func.func @embedding(%w: tensor<100x16xf32>, %ids: tensor<2x?xi64>) -> tensor<2x?x16xf32> {
+  %0 = mlc.embedding %w, %ids : tensor<100x16xf32>, tensor<2x?xi64>
+  return %0 : tensor<2x?x16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @matmul
+// CHECK: mlc.matmul %{{.*}}, %{{.*}} : tensor<2x3x4xf32>, tensor<4x5xf32>
+// CHECK: mlc.matmul %{{.*}}, %{{.*}} transpose_lhs transpose_rhs : tensor<2x1x4x3xf32>, tensor<7x5x4xf32>
+// CHECK: return %{{.*}}, %{{.*}} : tensor<2x3x5xf32>, tensor<2x7x3x5xf32>
+func.func @matmul(%a: tensor<2x3x4xf32>, %b: tensor<4x5xf32>, %c: tensor<2x1x4x3xf32>,
+                  %d: tensor<7x5x4xf32>) -> (tensor<2x3x5xf32>, tensor<2x7x3x5xf32>) {
+  %0 = mlc.matmul %a, %b : tensor<2x3x4xf32>, tensor<4x5xf32>
+  %1 = mlc.matmul %c, %d transpose_lhs transpose_rhs : tensor<2x1x4x3xf32>, tensor<7x5x4xf32>
+  return %0, %1 : tensor<2x3x5xf32>, tensor<2x7x3x5xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @binary
+// CHECK: mlc.add %{{.*}}, %{{.*}} : tensor<8x?x4xf32>, tensor<4xf32>
+// CHECK: mlc.sub %{{.*}}, %{{.*}} : tensor<8x?x4xf32>, tensor<8x1x1xf32>
+// CHECK: mlc.mul %{{.*}}, %{{.*}} : tensor<8x?x4xf32>, tensor<f32>
+// CHECK: mlc.div %{{.*}}, %{{.*}} : tensor<8x?x4xf32>, tensor<4xf32>
+// CHECK: mlc.pow %{{.*}}, %{{.*}} : tensor<8x?x4xf32>, tensor<f32>
+// CHECK: mlc.add %{{.*}}, %{{.*}} : tensor<3xi64>, tensor<3xi64>
+func.func @binary(%x: tensor<8x?x4xf32>, %b: tensor<4xf32>, %c: tensor<8x1x1xf32>,
+                  %s: tensor<f32>, %i: tensor<3xi64>) -> tensor<8x?x4xf32> {
+  %0 = mlc.add %x, %b : tensor<8x?x4xf32>, tensor<4xf32>
+  %1 = mlc.sub %0, %c : tensor<8x?x4xf32>, tensor<8x1x1xf32>
+  %2 = mlc.mul %1, %s : tensor<8x?x4xf32>, tensor<f32>
+  %3 = mlc.div %2, %b : tensor<8x?x4xf32>, tensor<4xf32>
+  %4 = mlc.pow %3, %s : tensor<8x?x4xf32>, tensor<f32>
+  %5 = mlc.add %i, %i : tensor<3xi64>, tensor<3xi64>
+  return %4 : tensor<8x?x4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @unary
+// CHECK: mlc.neg %{{.*}} : tensor<4x?xf32>
+// CHECK: mlc.exp %{{.*}} : tensor<4x?xf32>
+// CHECK: mlc.log %{{.*}} : tensor<4x?xf32>
+// CHECK: mlc.tanh %{{.*}} : tensor<4x?xf32>
+// CHECK: mlc.erf %{{.*}} : tensor<4x?xf32>
+// CHECK: mlc.sqrt %{{.*}} : tensor<4x?xf32>
+// CHECK: mlc.rsqrt %{{.*}} : tensor<4x?xf32>
+// CHECK: mlc.gelu %{{.*}} approximate = tanh : tensor<4x?xf32>
+// CHECK: mlc.gelu %{{.*}} : tensor<4x?xf32>
+func.func @unary(%x: tensor<4x?xf32>) -> tensor<4x?xf32> {
+  %0 = mlc.neg %x : tensor<4x?xf32>
+  %1 = mlc.exp %0 : tensor<4x?xf32>
+  %2 = mlc.log %1 : tensor<4x?xf32>
+  %3 = mlc.tanh %2 : tensor<4x?xf32>
+  %4 = mlc.erf %3 : tensor<4x?xf32>
+  %5 = mlc.sqrt %4 : tensor<4x?xf32>
+  %6 = mlc.rsqrt %5 : tensor<4x?xf32>
+  %7 = mlc.gelu %6 approximate = tanh : tensor<4x?xf32>
+  %8 = mlc.gelu %7 : tensor<4x?xf32>
+  return %8 : tensor<4x?xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @compare_select_cast
+// CHECK: %[[C:.*]] = mlc.compare ne %{{.*}}, %{{.*}} : tensor<2x8xi64>, tensor<i64>
+// CHECK: mlc.select %[[C]], %{{.*}}, %{{.*}} : tensor<2x8xi1>, tensor<2x8xf32>, tensor<f32>
+// CHECK: mlc.cast %{{.*}} : tensor<2x8xi64> -> tensor<2x8xf32>
+func.func @compare_select_cast(%l: tensor<2x8xi64>, %ig: tensor<i64>, %x: tensor<2x8xf32>,
+                               %z: tensor<f32>) -> (tensor<2x8xf32>, tensor<2x8xf32>) {
+  %0 = mlc.compare ne %l, %ig : tensor<2x8xi64>, tensor<i64>
+  %1 = mlc.select %0, %x, %z : tensor<2x8xi1>, tensor<2x8xf32>, tensor<f32>
+  %2 = mlc.cast %l : tensor<2x8xi64> -> tensor<2x8xf32>
+  return %1, %2 : tensor<2x8xf32>, tensor<2x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @shapes
+// CHECK: mlc.reshape %{{.*}} : tensor<2x8x12xf32> -> tensor<2x8x3x4xf32>
+// CHECK: mlc.transpose %{{.*}}, [0, 2, 1, 3] : tensor<2x8x3x4xf32>
+// CHECK: mlc.broadcast %{{.*}} : tensor<4xf32> -> tensor<2x3x8x4xf32>
+// CHECK: mlc.slice %{{.*}} starts = [0, 0, 1, 0] ends = [2, 3, 8, 4] steps = [1, 1, 2, 1] : tensor<2x3x8x4xf32>
+// CHECK: return %{{.*}}, %{{.*}} : tensor<2x3x8x4xf32>, tensor<2x3x4x4xf32>
+func.func @shapes(%x: tensor<2x8x12xf32>, %b: tensor<4xf32>)
+    -> (tensor<2x3x8x4xf32>, tensor<2x3x4x4xf32>) {
+  %0 = mlc.reshape %x : tensor<2x8x12xf32> -> tensor<2x8x3x4xf32>
+  %1 = mlc.transpose %0, [0, 2, 1, 3] : tensor<2x8x3x4xf32>
+  %2 = mlc.broadcast %b : tensor<4xf32> -> tensor<2x3x8x4xf32>
+  %3 = mlc.add %1, %2 : tensor<2x3x8x4xf32>, tensor<2x3x8x4xf32>
+  %4 = mlc.slice %3 starts = [0, 0, 1, 0] ends = [2, 3, 8, 4] steps = [1, 1, 2, 1] : tensor<2x3x8x4xf32>
+  return %3, %4 : tensor<2x3x8x4xf32>, tensor<2x3x4x4xf32>
+}
+
+// -----
+
+// A dynamic leading dimension carries through a reshape; one more is solved
+// from the element count.
+// CHECK-LABEL: func.func @dynamic_reshape
+// CHECK: mlc.reshape %{{.*}} : tensor<?x16x12xf32> -> tensor<?x192xf32>
+// CHECK: mlc.reshape %{{.*}} : tensor<?x192xf32> -> tensor<?x16x3x4xf32>
+func.func @dynamic_reshape(%x: tensor<?x16x12xf32>) -> tensor<?x16x3x4xf32> {
+  %0 = mlc.reshape %x : tensor<?x16x12xf32> -> tensor<?x192xf32>
+  %1 = mlc.reshape %0 : tensor<?x192xf32> -> tensor<?x16x3x4xf32>
+  return %1 : tensor<?x16x3x4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @concat_split
+// CHECK: mlc.concat(%{{.*}}, %{{.*}}) axis = -1 : tensor<2x4xf32>, tensor<2x6xf32>
+// CHECK: %{{.*}}:3 = mlc.split %{{.*}} axis = 1 sizes = [2, 3, 5] : tensor<2x10xf32>
+// CHECK: return %{{.*}}#0, %{{.*}}#2 : tensor<2x2xf32>, tensor<2x5xf32>
+func.func @concat_split(%a: tensor<2x4xf32>, %b: tensor<2x6xf32>)
+    -> (tensor<2x2xf32>, tensor<2x5xf32>) {
+  %0 = mlc.concat(%a, %b) axis = -1 : tensor<2x4xf32>, tensor<2x6xf32>
+  %1:3 = mlc.split %0 axis = 1 sizes = [2, 3, 5] : tensor<2x10xf32>
+  return %1#0, %1#2 : tensor<2x2xf32>, tensor<2x5xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @reductions
+// CHECK: mlc.reduce_sum %{{.*}} axes = [-1] keepdims : tensor<2x?x8xf32>
+// CHECK: mlc.reduce_mean %{{.*}} axes = [0, 2] : tensor<2x?x8xf32>
+// CHECK: mlc.reduce_max %{{.*}} axes = [1] : tensor<2x?x8xf32>
+// CHECK: return %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x?x1xf32>, tensor<?xf32>, tensor<2x8xf32>
+func.func @reductions(%x: tensor<2x?x8xf32>)
+    -> (tensor<2x?x1xf32>, tensor<?xf32>, tensor<2x8xf32>) {
+  %0 = mlc.reduce_sum %x axes = [-1] keepdims : tensor<2x?x8xf32>
+  %1 = mlc.reduce_mean %x axes = [0, 2] : tensor<2x?x8xf32>
+  %2 = mlc.reduce_max %x axes = [1] : tensor<2x?x8xf32>
+  return %0, %1, %2 : tensor<2x?x1xf32>, tensor<?xf32>, tensor<2x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @normalizations
+// CHECK: mlc.softmax %{{.*}} axis = -1 : tensor<2x8xf32>
+// CHECK: mlc.log_softmax %{{.*}} axis = 1 : tensor<2x8xf32>
+// CHECK: mlc.layer_norm %{{.*}}, %{{.*}}, %{{.*}} epsilon = 1.000000e-05 : tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>
+// CHECK: mlc.cross_entropy %{{.*}}, %{{.*}} ignore_index = -100 : tensor<2x8xf32>, tensor<2xi64>
+// CHECK: mlc.dropout %{{.*}} ratio = 1.000000e-01 seed = 3 : tensor<2x8xf32>
+// CHECK: return %{{.*}}, %{{.*}} : tensor<f32>, tensor<2x8xf32>
+func.func @normalizations(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>,
+                          %l: tensor<2xi64>) -> (tensor<f32>, tensor<2x8xf32>) {
+  %0 = mlc.softmax %x axis = -1 : tensor<2x8xf32>
+  %1 = mlc.log_softmax %0 axis = 1 : tensor<2x8xf32>
+  %2 = mlc.layer_norm %1, %w, %b epsilon = 1.0e-05 : tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %3 = mlc.cross_entropy %2, %l ignore_index = -100 : tensor<2x8xf32>, tensor<2xi64>
+  %4 = mlc.dropout %2 ratio = 0.1 seed = 3 : tensor<2x8xf32>
+  return %3, %4 : tensor<f32>, tensor<2x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @attention
+// CHECK: mlc.attention %{{.*}}, %{{.*}}, %{{.*}} causal : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>
+// CHECK: mlc.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} scale = 5.000000e-01 : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x1x1x16xf32>
+// CHECK: mlc.attention %{{.*}}, %{{.*}}, %{{.*}} cu_seqlens %{{.*}} : tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<3xi32>
+// CHECK: return %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<?x4x8xf32>
+func.func @attention(%q: tensor<2x4x16x8xf32>, %m: tensor<2x1x1x16xf32>,
+                     %t: tensor<?x4x8xf32>, %cu: tensor<3xi32>)
+    -> (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<?x4x8xf32>) {
+  %0 = mlc.attention %q, %q, %q causal : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>
+  %1 = mlc.attention %q, %q, %q mask %m scale = 0.5 : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x1x1x16xf32>
+  %2 = mlc.attention %t, %t, %t cu_seqlens %cu : tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<3xi32>
+  return %0, %1, %2 : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<?x4x8xf32>
+}
