@@ -25,6 +25,7 @@ using namespace mlc;
 
 #include "dialects/mlc/MlcDialect.cpp.inc"
 #include "dialects/mlc/MlcEnums.cpp.inc"
+#include "dialects/mlc/MlcInterfaces.cpp.inc"
 
 void MlcDialect::initialize() {
   addOperations<
@@ -564,16 +565,18 @@ OpFoldResult DropoutOp::fold(FoldAdaptor) {
 // AttentionOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                            Adaptor adaptor,
-                                            SmallVectorImpl<Type> &types) {
-  Type qt = adaptor.getQuery().getType();
-  Shape q = shapeOf(qt), k = shapeOf(adaptor.getKey().getType()),
-        v = shapeOf(adaptor.getValue().getType());
-  for (Value operand : {adaptor.getKey(), adaptor.getValue()})
+/// Checks the operands of attention and attention_grad; pushes the output type.
+static LogicalResult inferAttention(std::optional<Location> loc, Value query,
+                                    Value key, Value value, Value maskValue,
+                                    Value cuSeqlens, FloatAttr scaleAttr,
+                                    SmallVectorImpl<Type> &types) {
+  Type qt = query.getType();
+  Shape q = shapeOf(qt), k = shapeOf(key.getType()),
+        v = shapeOf(value.getType());
+  for (Value operand : {key, value})
     if (elementOf(operand.getType()) != elementOf(qt))
       return emitOptionalError(loc, "query, key and value must share an element type");
-  bool varlen = adaptor.getCuSeqlens() != nullptr;
+  bool varlen = cuSeqlens != nullptr;
   size_t rank = varlen ? 3 : 4;
   const char *layout = varlen ? "[tokens, heads, head_dim]" : "[batch, heads, seq, head_dim]";
   if (q.size() != rank || k.size() != rank || v.size() != rank)
@@ -594,13 +597,13 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
       return emitOptionalError(loc, "query, key and value differ in dimension ", d);
   }
   if (varlen) {
-    if (adaptor.getMask())
+    if (maskValue)
       return emitOptionalError(loc, "a mask cannot be combined with cu_seqlens: "
                                     "sequence boundaries already confine attention");
-    if (shapeOf(adaptor.getCuSeqlens().getType()).size() != 1)
+    if (shapeOf(cuSeqlens.getType()).size() != 1)
       return emitOptionalError(loc, "cu_seqlens must be a vector of offsets");
   }
-  if (Value mask = adaptor.getMask()) {
+  if (Value mask = maskValue) {
     Shape m = shapeOf(mask.getType());
     Shape scores = {q[0], q[1], q[2], k[2]};
     auto b = broadcastShapes(m, scores);
@@ -610,11 +613,112 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
     if (elementOf(mask.getType()) != elementOf(qt))
       return emitOptionalError(loc, "mask must have the query's element type");
   }
-  if (auto scale = adaptor.getScaleAttr(); scale && !(scale.getValueAsDouble() > 0.0))
+  if (auto scale = scaleAttr; scale && !(scale.getValueAsDouble() > 0.0))
     return emitOptionalError(loc, "scale must be positive");
   Shape out = q;
   out.back() = v.back();
   types.push_back(tensorOf(out, elementOf(qt)));
+  return success();
+}
+
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  return inferAttention(loc, adaptor.getQuery(), adaptor.getKey(), adaptor.getValue(),
+                        adaptor.getMask(), adaptor.getCuSeqlens(),
+                        adaptor.getScaleAttr(), types);
+}
+
+//===----------------------------------------------------------------------===//
+// PadOp and backward ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                      Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  Shape in = shapeOf(adaptor.getInput().getType());
+  ArrayRef<int64_t> low = adaptor.getLow(), high = adaptor.getHigh();
+  if (low.size() != in.size() || high.size() != in.size())
+    return emitOptionalError(loc, "low and high need one entry per dimension of ",
+                             str(in));
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (low[i] < 0 || high[i] < 0)
+      return emitOptionalError(loc, "padding must be non-negative");
+    if (in[i] != kDynamic)
+      in[i] += low[i] + high[i];
+  }
+  types.push_back(tensorOf(in, elementOf(adaptor.getInput().getType())));
+  return success();
+}
+
+LogicalResult SoftmaxGradOp::verify() {
+  if (!normalizeAxis(getAxis(), getType().getRank()))
+    return emitOpError("axis ") << int64_t(getAxis()) << " out of range for rank "
+                                << getType().getRank();
+  return success();
+}
+
+LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &types) {
+  Type input = adaptor.getInput().getType();
+  if (adaptor.getGrad().getType() != input)
+    return emitOptionalError(loc, "grad and input types differ");
+  Shape in = shapeOf(input), w = shapeOf(adaptor.getWeight().getType());
+  if (in.empty() || w.size() != 1 || sizesConflict(w[0], in.back()))
+    return emitOptionalError(loc, "weight must be [", in.empty() ? 0 : in.back(),
+                             "] like the normalized dimension, got ", str(w));
+  types.push_back(input);
+  types.push_back(adaptor.getWeight().getType());
+  types.push_back(adaptor.getWeight().getType());
+  return success();
+}
+
+LogicalResult CrossEntropyGradOp::inferReturnTypes(MLIRContext *ctx,
+                                                   std::optional<Location> loc,
+                                                   Adaptor adaptor,
+                                                   SmallVectorImpl<Type> &types) {
+  if (!shapeOf(adaptor.getGrad().getType()).empty())
+    return emitOptionalError(loc, "grad of the loss must be 0-d");
+  SmallVector<Type, 1> loss;
+  if (failed(CrossEntropyOp::inferReturnTypes(
+          ctx, loc,
+          CrossEntropyOp::Adaptor(ValueRange{adaptor.getLogits(), adaptor.getLabels()}),
+          loss)))
+    return failure();
+  types.push_back(adaptor.getLogits().getType());
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  Shape g = shapeOf(getGrad().getType()), i = shapeOf(getIndices().getType()),
+        t = shapeOf(getType());
+  if (t.size() != 2)
+    return emitOpError("result must be a [rows, dim] table, got ") << str(t);
+  Shape expected = i;
+  expected.push_back(t[1]);
+  if (failed(verifyCompatibleShape(g, expected)))
+    return emitOpError("grad ") << str(g) << " must be the indices' shape "
+                                << "followed by the row size: " << str(expected);
+  return success();
+}
+
+LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &types) {
+  SmallVector<Type, 1> out;
+  if (failed(inferAttention(loc, adaptor.getQuery(), adaptor.getKey(),
+                            adaptor.getValue(), adaptor.getMask(),
+                            adaptor.getCuSeqlens(), adaptor.getScaleAttr(), out)))
+    return failure();
+  if (adaptor.getGrad().getType() != out[0])
+    return emitOptionalError(loc, "grad must have the attention output's type ",
+                             out[0]);
+  types.push_back(adaptor.getQuery().getType());
+  types.push_back(adaptor.getKey().getType());
+  types.push_back(adaptor.getValue().getType());
   return success();
 }
 

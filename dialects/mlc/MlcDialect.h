@@ -12,6 +12,7 @@
 
 #include "dialects/mlc/MlcDialect.h.inc"
 #include "dialects/mlc/MlcEnums.h.inc"
+#include "dialects/mlc/MlcInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "dialects/mlc/MlcOps.h.inc"

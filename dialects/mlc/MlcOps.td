@@ -11,6 +11,7 @@
 #define MLC_OPS_TD
 
 include "dialects/mlc/MlcDialect.td"
+include "dialects/mlc/MlcInterfaces.td"
 include "mlir/IR/EnumAttr.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -77,7 +78,7 @@ def Mlc_IotaOp : Mlc_Op<"iota", [Pure]> {
 // EmbeddingOp, MatmulOp
 //===----------------------------------------------------------------------===//
 
-def Mlc_EmbeddingOp : Mlc_Op<"embedding", [Pure, InferTypeOpAdaptor]> {
+def Mlc_EmbeddingOp : Mlc_Op<"embedding", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
   let summary = "Gathers rows of a table (token or position embedding)";
   let description = [{
     `result[i..., :] = weight[indices[i...], :]`. The result has the indices'
@@ -94,7 +95,7 @@ def Mlc_EmbeddingOp : Mlc_Op<"embedding", [Pure, InferTypeOpAdaptor]> {
       "$weight `,` $indices attr-dict `:` type($weight) `,` type($indices)";
 }
 
-def Mlc_MatmulOp : Mlc_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+def Mlc_MatmulOp : Mlc_Op<"matmul", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
   let summary = "Batched matrix product with optional transposes";
   let description = [{
     `result[b..., m, n] = sum_k op(lhs)[b..., m, k] * op(rhs)[b..., k, n]` where
@@ -122,7 +123,8 @@ def Mlc_MatmulOp : Mlc_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
 //===----------------------------------------------------------------------===//
 
 class Mlc_BinaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
-    : Mlc_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor])> {
+    : Mlc_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor,
+        DeclareOpInterfaceMethods<Mlc_GradientOpInterface>])> {
   let arguments = (ins operandType:$lhs, operandType:$rhs);
   let results = (outs operandType:$result);
   let assemblyFormat =
@@ -182,7 +184,8 @@ def Mlc_PowOp : Mlc_BinaryOp<"pow", Mlc_FloatTensor> {
 //===----------------------------------------------------------------------===//
 
 class Mlc_UnaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
-    : Mlc_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
+    : Mlc_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType,
+        DeclareOpInterfaceMethods<Mlc_GradientOpInterface>])> {
   let arguments = (ins operandType:$input);
   let results = (outs operandType:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
@@ -288,7 +291,7 @@ def Mlc_CompareOp : Mlc_Op<"compare", [Pure, InferTypeOpAdaptor]> {
       "$predicate $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
 }
 
-def Mlc_SelectOp : Mlc_Op<"select", [Pure, InferTypeOpAdaptor]> {
+def Mlc_SelectOp : Mlc_Op<"select", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
   let summary = "Elementwise choice: condition ? true_value : false_value";
   let description = [{
     All three operands broadcast together (numpy rules).
@@ -306,7 +309,7 @@ def Mlc_SelectOp : Mlc_Op<"select", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def Mlc_CastOp : Mlc_Op<"cast", [Pure]> {
+def Mlc_CastOp : Mlc_Op<"cast", [Pure, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
   let summary = "Converts the element type; the shape stays";
   let description = [{
     ```mlir
@@ -324,7 +327,7 @@ def Mlc_CastOp : Mlc_Op<"cast", [Pure]> {
 // Shape ops
 //===----------------------------------------------------------------------===//
 
-def Mlc_ReshapeOp : Mlc_Op<"reshape", [Pure]> {
+def Mlc_ReshapeOp : Mlc_Op<"reshape", [Pure, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
   let summary = "Reinterprets the elements in a new shape (row-major)";
   let description = [{
     The element count is kept. A dynamic result dimension is either the same
@@ -343,7 +346,7 @@ def Mlc_ReshapeOp : Mlc_Op<"reshape", [Pure]> {
   let hasFolder = 1;
 }
 
-def Mlc_TransposeOp : Mlc_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+def Mlc_TransposeOp : Mlc_Op<"transpose", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
   let summary = "Permutes dimensions: result dim i = input dim permutation[i]";
   let description = [{
     ```mlir
@@ -357,7 +360,7 @@ def Mlc_TransposeOp : Mlc_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Mlc_BroadcastOp : Mlc_Op<"broadcast", [Pure]> {
+def Mlc_BroadcastOp : Mlc_Op<"broadcast", [Pure, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
   let summary = "Expands to a larger shape (numpy broadcasting)";
   let description = [{
     ```mlir
@@ -371,7 +374,7 @@ def Mlc_BroadcastOp : Mlc_Op<"broadcast", [Pure]> {
   let hasFolder = 1;
 }
 
-def Mlc_SliceOp : Mlc_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+def Mlc_SliceOp : Mlc_Op<"slice", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
   let summary = "Strided slice along every dimension (Python semantics)";
   let description = [{
     For each dimension: `start:end:step` with Python's rules (negative indices
@@ -394,7 +397,7 @@ def Mlc_SliceOp : Mlc_Op<"slice", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Mlc_ConcatOp : Mlc_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+def Mlc_ConcatOp : Mlc_Op<"concat", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
   let summary = "Joins tensors along one dimension";
   let description = [{
     ```mlir
@@ -408,7 +411,7 @@ def Mlc_ConcatOp : Mlc_Op<"concat", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Mlc_SplitOp : Mlc_Op<"split", [Pure, InferTypeOpAdaptor]> {
+def Mlc_SplitOp : Mlc_Op<"split", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
   let summary = "Cuts a tensor into pieces of the given sizes along one dimension";
   let description = [{
     ```mlir
@@ -427,7 +430,8 @@ def Mlc_SplitOp : Mlc_Op<"split", [Pure, InferTypeOpAdaptor]> {
 //===----------------------------------------------------------------------===//
 
 class Mlc_ReduceOp<string mnemonic, Type operandType>
-    : Mlc_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+    : Mlc_Op<mnemonic, [Pure, InferTypeOpAdaptor,
+        DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
   let arguments = (ins operandType:$input, DenseI64ArrayAttr:$axes,
                        UnitAttr:$keepdims);
   let results = (outs operandType:$result);
@@ -470,7 +474,7 @@ def Mlc_ReduceMaxOp : Mlc_ReduceOp<"reduce_max", Mlc_NumericTensor> {
 // Normalizations and losses
 //===----------------------------------------------------------------------===//
 
-def Mlc_SoftmaxOp : Mlc_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+def Mlc_SoftmaxOp : Mlc_Op<"softmax", [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
   let summary = "exp(x - max) / sum(exp(x - max)) along one axis";
   let description = [{
     ```mlir
@@ -483,7 +487,7 @@ def Mlc_SoftmaxOp : Mlc_Op<"softmax", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def Mlc_LogSoftmaxOp : Mlc_Op<"log_softmax", [Pure, SameOperandsAndResultType]> {
+def Mlc_LogSoftmaxOp : Mlc_Op<"log_softmax", [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
   let summary = "x - max - log(sum(exp(x - max))) along one axis";
   let description = [{
     ```mlir
@@ -496,7 +500,7 @@ def Mlc_LogSoftmaxOp : Mlc_Op<"log_softmax", [Pure, SameOperandsAndResultType]> 
   let hasVerifier = 1;
 }
 
-def Mlc_LayerNormOp : Mlc_Op<"layer_norm", [Pure, InferTypeOpAdaptor]> {
+def Mlc_LayerNormOp : Mlc_Op<"layer_norm", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
   let summary = "Layer normalization over the last dimension";
   let description = [{
     `y = (x - mean) / sqrt(var + epsilon) * weight + bias`, with the mean and
@@ -517,7 +521,7 @@ def Mlc_LayerNormOp : Mlc_Op<"layer_norm", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def Mlc_CrossEntropyOp : Mlc_Op<"cross_entropy", [Pure, InferTypeOpAdaptor]> {
+def Mlc_CrossEntropyOp : Mlc_Op<"cross_entropy", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
   let summary = "Mean softmax cross-entropy over rows, skipping ignored labels";
   let description = [{
     `loss = sum_{i: labels[i] != ignore_index} -log_softmax(logits[i])[labels[i]]
@@ -539,7 +543,7 @@ def Mlc_CrossEntropyOp : Mlc_Op<"cross_entropy", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def Mlc_DropoutOp : Mlc_Op<"dropout", [Pure, SameOperandsAndResultType]> {
+def Mlc_DropoutOp : Mlc_Op<"dropout", [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
   let summary = "Zeroes elements with probability `ratio`, scales the rest";
   let description = [{
     Training-mode dropout: each element is kept with probability `1 - ratio`
@@ -565,7 +569,8 @@ def Mlc_DropoutOp : Mlc_Op<"dropout", [Pure, SameOperandsAndResultType]> {
 //===----------------------------------------------------------------------===//
 
 def Mlc_AttentionOp : Mlc_Op<"attention",
-    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor,
+     DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
   let summary = "Scaled dot-product attention (padded or variable-length)";
   let description = [{
     `softmax(scale * q k^T + mask) v`, row by row, with `scale` defaulting to
@@ -598,6 +603,145 @@ def Mlc_AttentionOp : Mlc_Op<"attention",
   let results = (outs Mlc_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` $mask^)? (`cu_seqlens` $cu_seqlens^)?
+    (`causal` $causal^)? (`scale` `=` $scale^)? attr-dict `:` type(operands)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// PadOp and the backward ops that autodiff emits
+//===----------------------------------------------------------------------===//
+
+def Mlc_PadOp : Mlc_Op<"pad", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
+  let summary = "Surrounds a tensor with zeros";
+  let description = [{
+    Adds `low[d]` zeros before and `high[d]` zeros after dimension `d`. The
+    gradient of a slice is the pad of the result's gradient.
+
+    ```mlir
+    %p = mlc.pad %g low = [0, 0, 0] high = [0, 1, 0] : tensor<8x1023x50257xf32>
+    // %p : tensor<8x1024x50257xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_AnyTensor:$input, DenseI64ArrayAttr:$low,
+                       DenseI64ArrayAttr:$high);
+  let results = (outs Mlc_AnyTensor:$result);
+  let assemblyFormat =
+      "$input `low` `=` $low `high` `=` $high attr-dict `:` type($input)";
+}
+
+def Mlc_GeluGradOp : Mlc_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "Gradient of gelu: grad * gelu'(input)";
+  let description = [{
+    ```mlir
+    %dx = mlc.gelu_grad %g, %x approximate = tanh : tensor<8x3072xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_FloatTensor:$grad, Mlc_FloatTensor:$input,
+      DefaultValuedAttr<Mlc_GeluApproximation, "::mlc::GeluApproximation::none">:$approximate);
+  let results = (outs Mlc_FloatTensor:$result);
+  let assemblyFormat =
+      "$grad `,` $input (`approximate` `=` $approximate^)? attr-dict `:` type($result)";
+}
+
+def Mlc_SoftmaxGradOp : Mlc_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "Gradient of softmax from its output: y * (g - sum(g * y))";
+  let description = [{
+    ```mlir
+    %dx = mlc.softmax_grad %g, %y axis = -1 : tensor<8x12x64x64xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_FloatTensor:$grad, Mlc_FloatTensor:$output, I64Attr:$axis);
+  let results = (outs Mlc_FloatTensor:$result);
+  let assemblyFormat =
+      "$grad `,` $output `axis` `=` $axis attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Mlc_LayerNormGradOp : Mlc_Op<"layer_norm_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Gradients of layer_norm: input, weight and bias";
+  let description = [{
+    Recomputes the row mean and reciprocal standard deviation from `input`,
+    then with `xhat = (x - mean) * rstd` and `dxhat = grad * weight`:
+    `d_input = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))`,
+    `d_weight = sum over rows of grad * xhat`, `d_bias = sum over rows of grad`.
+
+    ```mlir
+    %dx, %dw, %db = mlc.layer_norm_grad %g, %x, %w epsilon = 1.0e-05
+        : tensor<8x768xf32>, tensor<8x768xf32>, tensor<768xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_FloatTensor:$grad, Mlc_FloatTensor:$input,
+                       Mlc_FloatTensor:$weight, F64Attr:$epsilon);
+  let results = (outs Mlc_FloatTensor:$input_grad, Mlc_FloatTensor:$weight_grad,
+                      Mlc_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $grad `,` $input `,` $weight `epsilon` `=` $epsilon attr-dict `:`
+    type($grad) `,` type($input) `,` type($weight)
+  }];
+}
+
+def Mlc_CrossEntropyGradOp : Mlc_Op<"cross_entropy_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Gradient of mean cross-entropy with respect to the logits";
+  let description = [{
+    `d_logits[i] = grad * (softmax(logits[i]) - onehot(labels[i])) / count`
+    for rows whose label is not `ignore_index` (0 elsewhere), where `count`
+    is the number of such rows.
+
+    ```mlir
+    %dl = mlc.cross_entropy_grad %g, %logits, %labels ignore_index = -100
+        : tensor<f32>, tensor<8184x50257xf32>, tensor<8184xi64>
+    ```
+  }];
+  let arguments = (ins Mlc_FloatTensor:$grad, Mlc_FloatTensor:$logits,
+                       Mlc_IntTensor:$labels, I64Attr:$ignore_index);
+  let results = (outs Mlc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $logits `,` $labels `ignore_index` `=` $ignore_index attr-dict `:`
+    type($grad) `,` type($logits) `,` type($labels)
+  }];
+}
+
+def Mlc_EmbeddingGradOp : Mlc_Op<"embedding_grad", [Pure]> {
+  let summary = "Gradient of embedding: scatter-adds rows into a zero table";
+  let description = [{
+    `result[indices[i...], :] += grad[i..., :]`; rows never looked up get 0.
+
+    ```mlir
+    %dw = mlc.embedding_grad %g, %ids : tensor<8x1024x768xf32>, tensor<8x1024xi64> -> tensor<50257x768xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_FloatTensor:$grad, Mlc_IntTensor:$indices);
+  let results = (outs Mlc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $indices attr-dict `:` type($grad) `,` type($indices) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Mlc_AttentionGradOp : Mlc_Op<"attention_grad",
+    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+  let summary = "Gradients of attention with respect to query, key and value";
+  let description = [{
+    Recomputes the probabilities `P = softmax(scale * q k^T + mask)` (with
+    the same causal / variable-length rules as `mlc.attention`) and returns
+    `dq = scale * dS k`, `dk = scale * dS^T q`, `dv = P^T grad`, where
+    `dS = P * (grad v^T - rowsum(grad * out))`.
+
+    ```mlir
+    %dq, %dk, %dv = mlc.attention_grad %g, %q, %k, %v causal
+        : tensor<8x12x64x32xf32>, tensor<8x12x64x32xf32>, tensor<8x12x64x32xf32>, tensor<8x12x64x32xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_FloatTensor:$grad, Mlc_FloatTensor:$query,
+                       Mlc_FloatTensor:$key, Mlc_FloatTensor:$value,
+                       Optional<Mlc_FloatTensor>:$mask,
+                       Optional<RankedTensorOf<[I32]>>:$cu_seqlens,
+                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
+  let results = (outs Mlc_FloatTensor:$query_grad, Mlc_FloatTensor:$key_grad,
+                      Mlc_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $grad `,` $query `,` $key `,` $value (`mask` $mask^)? (`cu_seqlens` $cu_seqlens^)?
     (`causal` $causal^)? (`scale` `=` $scale^)? attr-dict `:` type(operands)
   }];
 }

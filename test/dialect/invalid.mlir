@@ -473,3 +473,83 @@ func.func @attention_scale(%q: tensor<1x2x4x8xf32>) {
   %0 = mlc.attention %q, %q, %q scale = -1.0 : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
   return
 }
+
+// -----
+
+func.func @pad_entries(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{low and high need one entry per dimension of [2, 3]}}
+  %0 = mlc.pad %a low = [0] high = [0] : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @pad_negative(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{padding must be non-negative}}
+  %0 = mlc.pad %a low = [0, -1] high = [0, 0] : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_grad_axis(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'mlc.softmax_grad' op axis 2 out of range for rank 2}}
+  %0 = mlc.softmax_grad %a, %a axis = 2 : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_types(%g: tensor<2x3xf32>, %x: tensor<2x4xf32>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{grad and input types differ}}
+  %0:3 = mlc.layer_norm_grad %g, %x, %w epsilon = 1.0e-5 : tensor<2x3xf32>, tensor<2x4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_weight(%x: tensor<2x4xf32>, %w: tensor<3xf32>) {
+  // expected-error @+1 {{weight must be [4] like the normalized dimension, got [3]}}
+  %0:3 = mlc.layer_norm_grad %x, %x, %w epsilon = 1.0e-5 : tensor<2x4xf32>, tensor<2x4xf32>, tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_scalar(%g: tensor<2xf32>, %x: tensor<2x4xf32>, %l: tensor<2xi64>) {
+  // expected-error @+1 {{grad of the loss must be 0-d}}
+  %0 = mlc.cross_entropy_grad %g, %x, %l ignore_index = -100 : tensor<2xf32>, tensor<2x4xf32>, tensor<2xi64>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_rows(%g: tensor<f32>, %x: tensor<2x4xf32>, %l: tensor<3xi64>) {
+  // expected-error @+1 {{logits have 2 rows but labels have 3}}
+  %0 = mlc.cross_entropy_grad %g, %x, %l ignore_index = -100 : tensor<f32>, tensor<2x4xf32>, tensor<3xi64>
+  return
+}
+
+// -----
+
+func.func @embedding_grad_table(%g: tensor<2x3xf32>, %i: tensor<2xi64>) {
+  // expected-error @+1 {{'mlc.embedding_grad' op result must be a [rows, dim] table, got [30]}}
+  %0 = mlc.embedding_grad %g, %i : tensor<2x3xf32>, tensor<2xi64> -> tensor<30xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_grad_shape(%g: tensor<2x3xf32>, %i: tensor<4xi64>) {
+  // expected-error @+1 {{'mlc.embedding_grad' op grad [2, 3] must be the indices' shape followed by the row size: [4, 3]}}
+  %0 = mlc.embedding_grad %g, %i : tensor<2x3xf32>, tensor<4xi64> -> tensor<10x3xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_type(%g: tensor<1x2x4x4xf32>, %q: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{grad must have the attention output's type 'tensor<1x2x4x8xf32>'}}
+  %0:3 = mlc.attention_grad %g, %q, %q, %q : tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
+  return
+}

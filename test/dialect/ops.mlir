@@ -187,3 +187,28 @@ func.func @attention(%q: tensor<2x4x16x8xf32>, %m: tensor<2x1x1x16xf32>,
   %2 = mlc.attention %t, %t, %t cu_seqlens %cu : tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<3xi32>
   return %0, %1, %2 : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<?x4x8xf32>
 }
+
+// -----
+
+// The backward ops that mlc-autodiff emits.
+// CHECK-LABEL: func.func @backward_ops
+// CHECK: mlc.pad %{{.*}} low = [0, 1] high = [2, 0] : tensor<2x3xf32>
+// CHECK: mlc.gelu_grad %{{.*}}, %{{.*}} approximate = tanh : tensor<2x3xf32>
+// CHECK: mlc.softmax_grad %{{.*}}, %{{.*}} axis = -1 : tensor<2x3xf32>
+// CHECK: mlc.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} epsilon = 1.000000e-05 : tensor<2x3xf32>, tensor<2x3xf32>, tensor<3xf32>
+// CHECK: mlc.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} ignore_index = -100 : tensor<f32>, tensor<2x3xf32>, tensor<2xi64>
+// CHECK: mlc.embedding_grad %{{.*}}, %{{.*}} : tensor<2x3xf32>, tensor<2xi64> -> tensor<10x3xf32>
+// CHECK: mlc.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
+// CHECK: return %{{.*}} : tensor<4x4xf32>
+func.func @backward_ops(%g: tensor<2x3xf32>, %x: tensor<2x3xf32>, %w: tensor<3xf32>,
+                        %s: tensor<f32>, %l: tensor<2xi64>, %q: tensor<1x2x4x8xf32>)
+    -> tensor<4x4xf32> {
+  %0 = mlc.pad %g low = [0, 1] high = [2, 0] : tensor<2x3xf32>
+  %1 = mlc.gelu_grad %g, %x approximate = tanh : tensor<2x3xf32>
+  %2 = mlc.softmax_grad %g, %x axis = -1 : tensor<2x3xf32>
+  %3:3 = mlc.layer_norm_grad %g, %x, %w epsilon = 1.0e-5 : tensor<2x3xf32>, tensor<2x3xf32>, tensor<3xf32>
+  %4 = mlc.cross_entropy_grad %s, %x, %l ignore_index = -100 : tensor<f32>, tensor<2x3xf32>, tensor<2xi64>
+  %5 = mlc.embedding_grad %g, %l : tensor<2x3xf32>, tensor<2xi64> -> tensor<10x3xf32>
+  %6:3 = mlc.attention_grad %q, %q, %q, %q causal : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
+  return %0 : tensor<4x4xf32>
+}

@@ -1,0 +1,52 @@
+//===- Passes.td - the passes of mlc -----------------------*- tablegen -*-===//
+
+#ifndef MLC_PASSES_TD
+#define MLC_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def MlcAutodiff : Pass<"mlc-autodiff", "mlir::ModuleOp"> {
+  let summary = "Reverse-mode differentiation: builds the training step's gradients";
+  let description = [{
+    Clones `@forward` into `@train_step`, which returns the loss and then the
+    gradient of every parameter (arguments marked `mlc.param`), each result
+    marked `mlc.grad = "<parameter name>"`. The backward ops come from each
+    op's GradientOpInterface rule, emitted in reverse order after the forward
+    ops; a value used more than once (a tied embedding) sums its adjoints.
+    Only ops between the parameters and the loss are differentiated. An op
+    on that path without a rule is an error that names it. `@forward` stays
+    as it is (inference, `mlc run`).
+
+    Before:
+    ```mlir
+    func.func @forward(%w: tensor<4x3xf32> {mlc.param = "w"},
+                       %x: tensor<2x4xf32> {mlc.input = "x"})
+        -> (tensor<f32> {mlc.output = "loss"}) {
+      %y = mlc.matmul %x, %w : tensor<2x4xf32>, tensor<4x3xf32>
+      %l = mlc.reduce_sum %y axes = [0, 1] : tensor<2x3xf32>
+      return %l : tensor<f32>
+    }
+    ```
+    After (besides `@forward`):
+    ```mlir
+    func.func @train_step(%w: ..., %x: ...)
+        -> (tensor<f32> {mlc.output = "loss"}, tensor<4x3xf32> {mlc.grad = "w"}) {
+      %y = mlc.matmul %x, %w : ...
+      %l = mlc.reduce_sum %y axes = [0, 1] : ...
+      %one = mlc.constant dense<1.0> : tensor<f32>
+      %g = mlc.broadcast ... %one ... -> tensor<2x3xf32>
+      %dw = mlc.matmul %x, %g transpose_lhs : ...
+      return %l, %dw : tensor<f32>, tensor<4x3xf32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlc::MlcDialect", "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"forwardName", "forward", "std::string", "\"forward\"",
+           "The function to differentiate">,
+    Option<"stepName", "step", "std::string", "\"train_step\"",
+           "The function to create">
+  ];
+}
+
+#endif // MLC_PASSES_TD
