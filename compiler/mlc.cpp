@@ -10,7 +10,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/mlc/MlcDialect.h"
+#include "compiler/Pipeline.h"
 #include "frontend/Models.h"
+#include "runtime/CpuBackend.h"
+#include "runtime/Error.h"
+#include "runtime/Hash.h"
+#include "runtime/Trainer.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -20,6 +25,8 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
+
+#include <set>
 
 using namespace llvm;
 
@@ -54,20 +61,69 @@ cl::opt<std::string> dtype("dtype", cl::desc("Element type: f32 or f64"),
                            cl::sub(runCmd), cl::cat(category));
 
 // compile
-enum class Emit { Graph };
-cl::opt<Emit> emit("emit", cl::desc("What to print instead of writing a package"),
-                   cl::values(clEnumValN(Emit::Graph, "graph",
-                                         "the forward graph in the mlc dialect")),
-                   cl::init(Emit::Graph), cl::sub(compileCmd), cl::cat(category));
-cl::opt<std::string> output("o", cl::desc("Output file ('-' for stdout)"),
-                            cl::value_desc("path"), cl::init("-"),
+enum class Emit { Package, Graph, Mlir, Plan, Kernels };
+cl::opt<Emit> emit(
+    "emit", cl::desc("What to produce"),
+    cl::values(clEnumValN(Emit::Package, "package", "a package directory (default)"),
+               clEnumValN(Emit::Graph, "graph", "the forward graph as built, in the mlc dialect"),
+               clEnumValN(Emit::Mlir, "mlir", "the final MLIR: @forward and @train_step"),
+               clEnumValN(Emit::Plan, "plan", "the package's plan (buffers and steps)"),
+               clEnumValN(Emit::Kernels, "kernels", "the generated C++ kernels")),
+    cl::init(Emit::Package), cl::sub(compileCmd), cl::cat(category));
+cl::opt<std::string> output("o",
+                            cl::desc("Package directory (default MODEL.mlcpkg), or the "
+                                     "output file of --emit ('-' for stdout)"),
+                            cl::value_desc("path"), cl::init(""), cl::sub(compileCmd),
+                            cl::cat(category));
+cl::opt<bool> inferenceOnly("inference", cl::desc("Compile @forward only (no training step)"),
                             cl::sub(compileCmd), cl::cat(category));
 
-// train
-cl::opt<int64_t> steps("steps", cl::desc("Optimizer steps"), cl::init(100),
-                       cl::sub(trainCmd), cl::cat(category));
+// train and run
+cl::opt<std::string> packageDir("package-dir",
+                                cl::desc("Where to write the compiled package (default: "
+                                         "the cache, keyed by model and options)"),
+                                cl::sub(trainCmd), cl::sub(runCmd), cl::cat(category));
+cl::opt<std::string> initFile("init", cl::desc("Initial weights (safetensors, HF names)"),
+                              cl::value_desc("file"), cl::sub(trainCmd), cl::sub(runCmd),
+                              cl::cat(category));
+cl::opt<uint64_t> seed("seed", cl::desc("Seed of initialization, data order and dropout"),
+                       cl::init(1234), cl::sub(trainCmd), cl::sub(runCmd), cl::cat(category));
+cl::opt<int64_t> steps("steps", cl::desc("Optimizer steps"), cl::init(100), cl::sub(trainCmd),
+                       cl::cat(category));
+cl::opt<double> lr("lr", cl::desc("Peak learning rate"), cl::init(3e-4), cl::sub(trainCmd),
+                   cl::cat(category));
+cl::opt<double> minLr("min-lr", cl::desc("Learning rate at the end of the cosine decay"),
+                      cl::init(0.0), cl::sub(trainCmd), cl::cat(category));
+cl::opt<int64_t> warmup("warmup", cl::desc("Linear warmup steps"), cl::init(0),
+                        cl::sub(trainCmd), cl::cat(category));
+cl::opt<std::string> schedule("lr-schedule", cl::desc("constant or cosine (after warmup)"),
+                              cl::init("cosine"), cl::sub(trainCmd), cl::cat(category));
+cl::opt<double> weightDecay("weight-decay",
+                            cl::desc("AdamW decoupled weight decay (matrices only)"),
+                            cl::init(0.01), cl::sub(trainCmd), cl::cat(category));
+cl::opt<double> beta1("beta1", cl::desc("AdamW beta1"), cl::init(0.9), cl::sub(trainCmd),
+                      cl::cat(category));
+cl::opt<double> beta2("beta2", cl::desc("AdamW beta2"), cl::init(0.999), cl::sub(trainCmd),
+                      cl::cat(category));
+cl::opt<double> adamEps("eps", cl::desc("AdamW epsilon"), cl::init(1e-8), cl::sub(trainCmd),
+                        cl::cat(category));
+cl::opt<double> clipGrad("clip-grad", cl::desc("Clip the global gradient norm (0 = off)"),
+                         cl::init(1.0), cl::sub(trainCmd), cl::cat(category));
+cl::opt<std::string> saveFile("save", cl::desc("Write the trained weights (safetensors)"),
+                              cl::value_desc("file"), cl::sub(trainCmd), cl::cat(category));
+cl::opt<std::string> batchesDir("batches",
+                                cl::desc("Directory with NAME.npy per model input, "
+                                         "leading dimension = step"),
+                                cl::value_desc("dir"), cl::sub(trainCmd), cl::cat(category));
+cl::opt<std::string> dataFile("data",
+                              cl::desc("Token file: .bin (uint16 tokens) or any file read "
+                                       "as bytes"),
+                              cl::value_desc("file"), cl::sub(trainCmd), cl::cat(category));
+cl::opt<std::string> logJson("log-json", cl::desc("One JSON object per step"),
+                             cl::value_desc("file"), cl::sub(trainCmd), cl::cat(category));
+cl::opt<int64_t> logEvery("log-every", cl::desc("Print progress every N steps"),
+                          cl::init(1), cl::sub(trainCmd), cl::cat(category));
 
-// run
 cl::list<std::string> inputs("input", cl::desc("NAME=FILE.npy, one per model input"),
                              cl::sub(runCmd), cl::cat(category));
 cl::opt<std::string> outputDir("output-dir", cl::desc("Where NAME.npy outputs go"),
@@ -85,6 +141,10 @@ int fail(const Twine &msg) {
   return 1;
 }
 
+bool isPackage(const std::string &path) {
+  return sys::fs::exists(path + "/manifest.json");
+}
+
 /// Resolves MODEL + --config into a builtin model, or explains what is wrong.
 Expected<mlc::ModelConfig> builtinConfig() {
   if (model.empty())
@@ -96,10 +156,44 @@ Expected<mlc::ModelConfig> builtinConfig() {
                                "'" + model + "': no such file, and not a builtin "
                                              "model (gpt2, bert)");
     return createStringError(inconvertibleErrorCode(),
-                             "'" + model + "': ONNX import and packages are not "
-                                           "supported by this build yet");
+                             "'" + model + "': ONNX import is not supported by this "
+                                           "build yet");
   }
   return mlc::parseModelConfig(model, config);
+}
+
+mlc::BuildOptions buildOptions() {
+  mlc::BuildOptions options;
+  options.microBatch = microBatch;
+  options.seqLen = seqLen;
+  options.dtype = dtype;
+  return options;
+}
+
+/// Builds the builtin model and runs the pipeline.
+Expected<mlir::OwningOpRef<mlir::ModuleOp>> compileModel(mlir::MLIRContext &ctx,
+                                                         const mlc::ModelConfig &cfg,
+                                                         bool training) {
+  auto module = mlc::buildModel(ctx, cfg, buildOptions());
+  if (!module)
+    return module.takeError();
+  if (auto err = mlc::runPipeline(**module, training))
+    return std::move(err);
+  return std::move(*module);
+}
+
+mlc::PackageDescription describe(const mlc::ModelConfig &cfg) {
+  return {cfg.family, cfg.preset + ": " + cfg.describe(), buildOptions()};
+}
+
+int writeText(const std::string &text) {
+  std::string error;
+  auto out = mlir::openOutputFile(output.empty() ? std::string("-") : std::string(output), &error);
+  if (!out)
+    return fail(error);
+  out->os() << text;
+  out->keep();
+  return 0;
 }
 
 int runCompile() {
@@ -107,20 +201,137 @@ int runCompile() {
   if (!cfg)
     return fail(toString(cfg.takeError()));
   mlir::MLIRContext ctx;
-  mlc::BuildOptions options;
-  options.microBatch = microBatch;
-  options.seqLen = seqLen;
-  options.dtype = dtype;
-  auto module = mlc::buildModel(ctx, *cfg, options);
+  if (emit == Emit::Graph) {
+    auto module = mlc::buildModel(ctx, *cfg, buildOptions());
+    if (!module)
+      return fail(toString(module.takeError()));
+    std::string text;
+    raw_string_ostream os(text);
+    (**module)->print(os);
+    return writeText(text + "\n");
+  }
+  auto module = compileModel(ctx, *cfg, !inferenceOnly);
   if (!module)
     return fail(toString(module.takeError()));
-  std::string error;
-  auto out = mlir::openOutputFile(output, &error);
-  if (!out)
-    return fail(error);
-  (**module)->print(out->os());
-  out->os() << "\n";
-  out->keep();
+  if (emit == Emit::Mlir) {
+    std::string text;
+    raw_string_ostream os(text);
+    (**module)->print(os);
+    return writeText(text + "\n");
+  }
+  if (emit == Emit::Plan || emit == Emit::Kernels) {
+    auto lowered = mlc::lowerModule(**module);
+    if (!lowered)
+      return fail(toString(lowered.takeError()));
+    return writeText(emit == Emit::Plan ? lowered->plan : lowered->kernelsCpp);
+  }
+  std::string dir = output.empty() ? model + ".mlcpkg" : std::string(output);
+  auto lowered = mlc::writePackage(**module, dir, describe(*cfg));
+  if (!lowered)
+    return fail(toString(lowered.takeError()));
+  for (auto &[fn, c] : lowered->counts)
+    outs() << "mlc: @" << fn << ": " << c.kernels << " kernel launches, " << c.gemms
+           << " GEMMs\n";
+  outs() << "mlc: wrote " << dir << "\n";
+  return 0;
+}
+
+/// MODEL as a package directory, or compiled into one (cached by content).
+Expected<std::string> packageFor(bool training) {
+  if (isPackage(model))
+    return std::string(model);
+  auto cfg = builtinConfig();
+  if (!cfg)
+    return cfg.takeError();
+  mlir::MLIRContext ctx;
+  auto module = compileModel(ctx, *cfg, training);
+  if (!module)
+    return module.takeError();
+  std::string dir = packageDir;
+  if (dir.empty()) {
+    std::string text;
+    raw_string_ostream os(text);
+    (**module)->print(os);
+    const char *cache = std::getenv("MLC_CACHE_DIR");
+    const char *home = std::getenv("HOME");
+    std::string root = cache ? cache : std::string(home ? home : "/tmp") + "/.cache/mlc";
+    dir = root + "/packages/" + model + "-" + mlc::contentHash(text + dtype);
+  }
+  auto lowered = mlc::writePackage(**module, dir, describe(*cfg));
+  if (!lowered)
+    return lowered.takeError();
+  return dir;
+}
+
+int runTrain() {
+  auto dir = packageFor(/*training=*/true);
+  if (!dir)
+    return fail(toString(dir.takeError()));
+  try {
+    mlc::rt::Package pkg = mlc::rt::Package::load(*dir);
+    mlc::rt::CpuBackend backend(pkg, /*verbose=*/true);
+    mlc::rt::TrainOptions o;
+    o.steps = steps;
+    o.lr = lr;
+    o.minLr = minLr;
+    o.warmup = warmup;
+    o.schedule = schedule;
+    if (o.schedule != "constant" && o.schedule != "cosine")
+      return fail("--lr-schedule must be constant or cosine, got '" + o.schedule + "'");
+    o.weightDecay = weightDecay;
+    o.beta1 = beta1;
+    o.beta2 = beta2;
+    o.eps = adamEps;
+    o.clipGrad = clipGrad;
+    o.seed = seed;
+    o.init = initFile;
+    o.save = saveFile;
+    o.batchesDir = batchesDir;
+    o.data = dataFile;
+    o.logJson = logJson;
+    o.logEvery = std::max<int64_t>(1, logEvery);
+    errs() << "mlc: training " << pkg.paramCount << " parameters (" << pkg.dtype << ") from "
+           << *dir << "\n";
+    mlc::rt::train(backend, o);
+  } catch (const mlc::rt::Error &e) {
+    return fail(e.what());
+  }
+  return 0;
+}
+
+int runForward() {
+  if (outputDir.empty())
+    return fail("--output-dir is required");
+  auto dir = packageFor(/*training=*/false);
+  if (!dir)
+    return fail(toString(dir.takeError()));
+  try {
+    mlc::rt::Package pkg = mlc::rt::Package::load(*dir);
+    mlc::rt::CpuBackend backend(pkg);
+    if (!initFile.empty())
+      mlc::rt::loadParameters(backend, initFile);
+    else
+      mlc::rt::initializeParameters(backend, seed);
+    std::set<std::string> given;
+    for (const std::string &spec : inputs) {
+      auto [name, file] = StringRef(spec).split('=');
+      if (file.empty())
+        return fail("--input expects NAME=FILE.npy, got '" + spec + "'");
+      backend.setInput(name.str(), mlc::rt::readNpy(file.str()));
+      given.insert(name.str());
+    }
+    for (const mlc::rt::InputInfo &in : pkg.inputs)
+      if (!given.count(in.name))
+        return fail("missing --input " + in.name + "=FILE.npy (shape " +
+                    mlc::rt::shapeString(in.shape) + ", " + in.dtype + ")");
+    backend.run("forward", 0);
+    sys::fs::create_directories(outputDir);
+    for (const auto &out : pkg.function("forward").outputs)
+      mlc::rt::writeNpy(outputDir + "/" + out.name + ".npy",
+                        backend.output("forward", out.name));
+  } catch (const mlc::rt::Error &e) {
+    return fail(e.what());
+  }
   return 0;
 }
 
@@ -145,9 +356,9 @@ int main(int argc, char **argv) {
   if (compileCmd)
     return runCompile();
   if (trainCmd)
-    return notYet("train");
+    return runTrain();
   if (runCmd)
-    return notYet("run");
+    return runForward();
   if (preprocessCmd)
     return notYet("preprocess");
   errs() << "mlc: no subcommand given; see 'mlc --help'\n";

@@ -184,8 +184,16 @@ public:
     b.setInsertionPointToStart(block);
   }
 
-  Value param(llvm::StringRef name, ArrayRef<int64_t> shape) {
-    return argument("mlc.param", name, RankedTensorType::get(shape, dtype));
+  /// A parameter with HF's initialization: `init` is normal:STD, zeros or
+  /// ones; by default matrices draw from N(0, 0.02) and vectors start at 0.
+  Value param(llvm::StringRef name, ArrayRef<int64_t> shape, std::string init = "") {
+    if (init.empty())
+      init = shape.size() >= 2 ? "normal:0.02" : "zeros";
+    Value v = argument("mlc.param", name, RankedTensorType::get(shape, dtype));
+    argAttrs.back() = b.getDictionaryAttr(
+        {b.getNamedAttr("mlc.param", b.getStringAttr(name)),
+         b.getNamedAttr("mlc.init", b.getStringAttr(init))});
+    return v;
   }
   Value input(llvm::StringRef name, ArrayRef<int64_t> shape, Type element) {
     return argument("mlc.input", name, RankedTensorType::get(shape, element));
@@ -287,6 +295,9 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext &ctx, const ModelConfig &c,
 
   Value wte = g.param("transformer.wte.weight", {V, E});
   Value wpe = g.param("transformer.wpe.weight", {P, E});
+  // GPT-2 scales the init of residual projections by 1/sqrt(2 * n_layer).
+  std::string residualInit =
+      "normal:" + llvm::formatv("{0}", 0.02 / std::sqrt(2.0 * L)).str();
   struct Layer {
     Value ln1w, ln1b, attnW, attnB, projW, projB, ln2w, ln2b, fcW, fcB, mlpW, mlpB;
   };
@@ -294,21 +305,21 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext &ctx, const ModelConfig &c,
   for (int64_t i = 0; i < L; ++i) {
     std::string p = "transformer.h." + std::to_string(i) + ".";
     Layer l;
-    l.ln1w = g.param(p + "ln_1.weight", {E});
+    l.ln1w = g.param(p + "ln_1.weight", {E}, "ones");
     l.ln1b = g.param(p + "ln_1.bias", {E});
     l.attnW = g.param(p + "attn.c_attn.weight", {E, 3 * E});
     l.attnB = g.param(p + "attn.c_attn.bias", {3 * E});
-    l.projW = g.param(p + "attn.c_proj.weight", {E, E});
+    l.projW = g.param(p + "attn.c_proj.weight", {E, E}, residualInit);
     l.projB = g.param(p + "attn.c_proj.bias", {E});
-    l.ln2w = g.param(p + "ln_2.weight", {E});
+    l.ln2w = g.param(p + "ln_2.weight", {E}, "ones");
     l.ln2b = g.param(p + "ln_2.bias", {E});
     l.fcW = g.param(p + "mlp.c_fc.weight", {E, 4 * E});
     l.fcB = g.param(p + "mlp.c_fc.bias", {4 * E});
-    l.mlpW = g.param(p + "mlp.c_proj.weight", {4 * E, E});
+    l.mlpW = g.param(p + "mlp.c_proj.weight", {4 * E, E}, residualInit);
     l.mlpB = g.param(p + "mlp.c_proj.bias", {E});
     layers.push_back(l);
   }
-  Value lnfW = g.param("transformer.ln_f.weight", {E});
+  Value lnfW = g.param("transformer.ln_f.weight", {E}, "ones");
   Value lnfB = g.param("transformer.ln_f.bias", {E});
   Value ids = g.input("input_ids", {B, S}, i64);
   Value labels = g.input("labels", {B, S}, i64);
@@ -373,7 +384,7 @@ OwningOpRef<ModuleOp> buildBERT(MLIRContext &ctx, const ModelConfig &c,
   Value word = g.param("bert.embeddings.word_embeddings.weight", {V, E});
   Value position = g.param("bert.embeddings.position_embeddings.weight", {P, E});
   Value tokenType = g.param("bert.embeddings.token_type_embeddings.weight", {T, E});
-  Value embLnW = g.param("bert.embeddings.LayerNorm.weight", {E});
+  Value embLnW = g.param("bert.embeddings.LayerNorm.weight", {E}, "ones");
   Value embLnB = g.param("bert.embeddings.LayerNorm.bias", {E});
   struct Layer {
     Value qW, qB, kW, kB, vW, vB, oW, oB, ln1W, ln1B, iW, iB, outW, outB, ln2W, ln2B;
@@ -390,19 +401,19 @@ OwningOpRef<ModuleOp> buildBERT(MLIRContext &ctx, const ModelConfig &c,
     l.vB = g.param(p + "attention.self.value.bias", {E});
     l.oW = g.param(p + "attention.output.dense.weight", {E, E});
     l.oB = g.param(p + "attention.output.dense.bias", {E});
-    l.ln1W = g.param(p + "attention.output.LayerNorm.weight", {E});
+    l.ln1W = g.param(p + "attention.output.LayerNorm.weight", {E}, "ones");
     l.ln1B = g.param(p + "attention.output.LayerNorm.bias", {E});
     l.iW = g.param(p + "intermediate.dense.weight", {I, E});
     l.iB = g.param(p + "intermediate.dense.bias", {I});
     l.outW = g.param(p + "output.dense.weight", {E, I});
     l.outB = g.param(p + "output.dense.bias", {E});
-    l.ln2W = g.param(p + "output.LayerNorm.weight", {E});
+    l.ln2W = g.param(p + "output.LayerNorm.weight", {E}, "ones");
     l.ln2B = g.param(p + "output.LayerNorm.bias", {E});
     layers.push_back(l);
   }
   Value headW = g.param("cls.predictions.transform.dense.weight", {E, E});
   Value headB = g.param("cls.predictions.transform.dense.bias", {E});
-  Value headLnW = g.param("cls.predictions.transform.LayerNorm.weight", {E});
+  Value headLnW = g.param("cls.predictions.transform.LayerNorm.weight", {E}, "ones");
   Value headLnB = g.param("cls.predictions.transform.LayerNorm.bias", {E});
   Value decoderBias = g.param("cls.predictions.bias", {V});
 

@@ -1,0 +1,1181 @@
+//===- Lowering.cpp - graph to plan and kernels ----------------------------===//
+//
+// Every graph op becomes one plan step: a GEMM call (matmul) or the launch of
+// a generated C++ kernel. Kernels have their shapes baked in as constants, so
+// the host compiler unrolls and vectorizes index arithmetic; identical
+// kernels (the same op and shape in every layer) are emitted once.
+//
+// Buffers: parameters and gradients are slices of flat buffers named by
+// parameter; gradients that an op produces directly are written in place
+// (no copy); reshapes are views; every other value lives in an arena whose
+// offsets come from first-fit planning over the values' live ranges.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Lowering.h"
+#include "compiler/KernelPrelude.h"
+#include "dialects/mlc/MlcDialect.h"
+#include "dialects/mlc/MlcShapes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <climits>
+#include <sstream>
+
+using namespace mlir;
+
+namespace mlc {
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+llvm::Error failure(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+Shape shapeOf(Value v) {
+  auto s = typeOf(v).getShape();
+  return Shape(s.begin(), s.end());
+}
+int64_t product(const Shape &s) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    n *= d;
+  return n;
+}
+Shape rowMajorStrides(const Shape &s) {
+  Shape st(s.size());
+  int64_t acc = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= s[i];
+  }
+  return st;
+}
+
+std::string dtypeName(Type el) {
+  if (el.isF32())
+    return "f32";
+  if (el.isF64())
+    return "f64";
+  if (el.isInteger(64))
+    return "i64";
+  if (el.isInteger(32))
+    return "i32";
+  if (el.isInteger(1))
+    return "i1";
+  return "";
+}
+int64_t dtypeBytes(Type el) {
+  if (el.isF64() || el.isInteger(64))
+    return 8;
+  if (el.isF32() || el.isInteger(32))
+    return 4;
+  return 1;
+}
+std::string cType(Type el) {
+  if (el.isF32())
+    return "float";
+  if (el.isF64())
+    return "double";
+  if (el.isInteger(64))
+    return "int64_t";
+  if (el.isInteger(32))
+    return "int32_t";
+  return "uint8_t";
+}
+std::string literal(double v, Type el) {
+  if (std::isinf(v))
+    return std::string(v < 0 ? "-" : "") + "std::numeric_limits<" + cType(el) +
+           ">::infinity()";
+  std::string s = llvm::formatv("{0:e16}", v).str();
+  if (el.isF32())
+    return "(float)" + s;
+  if (el.isF64())
+    return s;
+  return "(" + cType(el) + ")" + std::to_string(int64_t(v));
+}
+std::string shapeText(const Shape &s) {
+  if (s.empty())
+    return "scalar";
+  std::string t;
+  for (size_t i = 0; i < s.size(); ++i)
+    t += (i ? "x" : "") + std::to_string(s[i]);
+  return t;
+}
+
+/// A strided view of one kernel argument inside a loop nest.
+struct Access {
+  int slot;
+  int64_t base;
+  Shape strides;
+};
+
+/// Emits a loop nest over `shape`; in the body, `o<k>` is the element offset
+/// of access k. Unit dimensions are dropped and dimensions that are
+/// contiguous for every access merge, so most nests are one or two loops.
+std::string loopNest(Shape shape, std::vector<Access> accs, const std::string &body,
+                     bool parallel) {
+  Shape dims;
+  std::vector<Shape> strides(accs.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1)
+      continue;
+    bool merge = !dims.empty();
+    for (size_t k = 0; k < accs.size() && merge; ++k)
+      merge = strides[k].back() == accs[k].strides[d] * shape[d];
+    if (merge) {
+      dims.back() *= shape[d];
+      for (size_t k = 0; k < accs.size(); ++k)
+        strides[k].back() = accs[k].strides[d];
+    } else {
+      dims.push_back(shape[d]);
+      for (size_t k = 0; k < accs.size(); ++k)
+        strides[k].push_back(accs[k].strides[d]);
+    }
+  }
+  std::ostringstream os;
+  int64_t total = product(dims);
+  if (parallel && !dims.empty() && total >= 8192)
+    os << "#pragma omp parallel for"
+       << (dims.size() > 1 ? " collapse(" + std::to_string(dims.size() - 1) + ")"
+                           : std::string())
+       << "\n";
+  for (size_t d = 0; d < dims.size(); ++d)
+    os << "for (int64_t i" << d << " = 0; i" << d << " < " << dims[d] << "; ++i" << d
+       << ")\n";
+  os << "{\n";
+  for (size_t k = 0; k < accs.size(); ++k) {
+    os << "  const int64_t o" << k << " = " << accs[k].base;
+    for (size_t d = 0; d < dims.size(); ++d)
+      if (strides[k][d])
+        os << " + i" << d << " * " << strides[k][d];
+    os << ";\n";
+  }
+  os << body << "}\n";
+  return os.str();
+}
+
+/// Strides that read a tensor of `in` shape broadcast to `out` shape
+/// (numpy alignment on the right; 0 where broadcast).
+Shape broadcastStrides(const Shape &in, const Shape &out) {
+  Shape st(out.size(), 0), own = rowMajorStrides(in);
+  size_t offset = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i)
+    st[i + offset] = in[i] == 1 ? 0 : own[i];
+  return st;
+}
+
+struct Buffer {
+  enum Kind { Param, Grad, Input, Arena, Alias } kind;
+  Type element;
+  int64_t numel = 0;
+  std::string name; // parameter or input name
+  int alias = -1;
+  int64_t offset = 0; // arena: bytes
+  int first = INT_MAX, last = -1;
+};
+
+struct Step {
+  std::string text; // the plan line, with "%<id>" for buffer ids
+  std::vector<int> buffers;
+};
+
+/// Kernels of the whole package, deduplicated by body.
+class KernelSet {
+public:
+  std::string add(const std::string &body) {
+    auto it = names.find(body);
+    if (it != names.end())
+      return it->second;
+    std::string name = "k" + std::to_string(names.size());
+    names.emplace(body, name);
+    source << "\nextern \"C\" void " << name
+           << "(char **b, MlcKernelCtx *ctx) {\n  (void)ctx;\n"
+           << body << "}\n";
+    return name;
+  }
+  std::string text() const { return kernelPrelude() + source.str(); }
+
+private:
+  std::map<std::string, std::string> names;
+  std::ostringstream source;
+};
+
+class FunctionLowering {
+public:
+  FunctionLowering(func::FuncOp fn, KernelSet &kernels) : fn(fn), kernels(kernels) {}
+
+  llvm::Error run();
+  std::string planText() const;
+  LoweredPackage::Counts counts;
+  /// Parameter name -> step at which its gradient is complete (train step).
+  std::map<std::string, int> gradReadyStep;
+
+private:
+  llvm::Error lowerOp(Operation *op);
+  int newBuffer(Buffer b) {
+    buffers.push_back(std::move(b));
+    return buffers.size() - 1;
+  }
+  int root(int id) const {
+    while (buffers[id].kind == Buffer::Alias)
+      id = buffers[id].alias;
+    return id;
+  }
+  int arenaFor(Value v) {
+    auto it = gradTargets.find(v);
+    if (it != gradTargets.end())
+      return newBuffer({Buffer::Grad, typeOf(v).getElementType(), typeOf(v).getNumElements(),
+                        it->second});
+    return newBuffer(
+        {Buffer::Arena, typeOf(v).getElementType(), typeOf(v).getNumElements()});
+  }
+  /// The buffer of an operand; splat constants materialize on first use.
+  int bufferOf(Value v) {
+    auto it = valueBuffers.find(v);
+    if (it != valueBuffers.end())
+      return it->second;
+    auto c = v.getDefiningOp<ConstantOp>();
+    assert(c && "operand without a buffer");
+    int id = arenaFor(v);
+    valueBuffers[v] = id;
+    emitConstant(c, id);
+    return id;
+  }
+  /// A splat constant operand's C literal, or "" if the operand is a buffer.
+  std::string splatLiteral(Value v) {
+    auto c = v.getDefiningOp<ConstantOp>();
+    if (!c)
+      return "";
+    auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+    if (!dense || !dense.isSplat())
+      return "";
+    Type el = dense.getElementType();
+    if (isa<FloatType>(el))
+      return literal(dense.getSplatValue<APFloat>().convertToDouble(), el);
+    return "(" + cType(el) + ")" +
+           std::to_string(dense.getSplatValue<APInt>().getSExtValue());
+  }
+  void addStep(const std::string &kernelBody, std::vector<int> bufs) {
+    std::string name = kernels.add(kernelBody);
+    std::string text = "kernel " + name;
+    for (int b : bufs)
+      text += " %" + std::to_string(b);
+    steps.push_back({text, bufs});
+    ++counts.kernels;
+  }
+  /// Typed pointer declarations for the kernel arguments.
+  static std::string args(const std::vector<std::pair<Type, bool>> &slots) {
+    std::string s;
+    for (size_t i = 0; i < slots.size(); ++i)
+      s += "  " + std::string(slots[i].second ? "" : "const ") + cType(slots[i].first) +
+           " *p" + std::to_string(i) + " = (" + (slots[i].second ? "" : "const ") +
+           cType(slots[i].first) + " *)b[" + std::to_string(i) + "];\n";
+    return s;
+  }
+
+  void emitConstant(ConstantOp c, int id);
+  llvm::Error emitPointwise(Operation *op,
+                            const std::function<std::string(const std::vector<std::string> &,
+                                                            const std::string &)> &expr,
+                            std::string prologue = "");
+  void emitStridedCopy(Value src, Value dst, int dstId, Shape loopShape, int64_t srcBase,
+                       Shape srcStrides, int64_t dstBase, Shape dstStrides,
+                       bool zeroFirst);
+  llvm::Error emitReduce(Operation *op, Value input, ArrayRef<int64_t> axes,
+                         const std::string &kind);
+  llvm::Error emitGemm(MatmulOp op);
+  llvm::Error emitRows(Operation *op);
+  llvm::Error emitAttention(Operation *op, bool backward);
+
+  func::FuncOp fn;
+  KernelSet &kernels;
+  std::vector<Buffer> buffers;
+  std::vector<Step> steps;
+  llvm::DenseMap<Value, int> valueBuffers;
+  llvm::DenseMap<Value, std::string> gradTargets;
+  struct Output {
+    std::string name;
+    int buffer;
+    std::string shape;
+  };
+  std::vector<Output> outputs;
+  int64_t arenaBytes = 0;
+};
+
+void FunctionLowering::emitConstant(ConstantOp c, int id) {
+  auto dense = cast<DenseElementsAttr>(c.getValue());
+  Type el = dense.getElementType();
+  int64_t n = typeOf(c.getResult()).getNumElements();
+  std::ostringstream body;
+  body << args({{el, true}});
+  if (dense.isSplat()) {
+    body << "  for (int64_t i = 0; i < " << n << "; ++i) p0[i] = " << splatLiteral(c)
+         << ";\n";
+  } else {
+    body << "  static const " << cType(el) << " data[" << n << "] = {";
+    int64_t i = 0;
+    if (isa<FloatType>(el))
+      for (APFloat v : dense.getValues<APFloat>())
+        body << (i++ ? ", " : "") << literal(v.convertToDouble(), el);
+    else
+      for (APInt v : dense.getValues<APInt>())
+        body << (i++ ? ", " : "") << v.getSExtValue();
+    body << "};\n  std::memcpy(p0, data, sizeof(data));\n";
+  }
+  addStep(body.str(), {id});
+}
+
+llvm::Error FunctionLowering::emitPointwise(
+    Operation *op,
+    const std::function<std::string(const std::vector<std::string> &, const std::string &)>
+        &expr,
+    std::string prologue) {
+  Value result = op->getResult(0);
+  Shape out = shapeOf(result);
+  std::vector<std::pair<Type, bool>> slots{{typeOf(result).getElementType(), true}};
+  std::vector<int> bufs{-1};
+  std::vector<Access> accs{{0, 0, rowMajorStrides(out)}};
+  std::vector<std::string> operands;
+  for (Value v : op->getOperands()) {
+    std::string lit = splatLiteral(v);
+    if (!lit.empty()) {
+      operands.push_back(lit);
+      continue;
+    }
+    int slot = slots.size();
+    slots.push_back({typeOf(v).getElementType(), false});
+    bufs.push_back(bufferOf(v));
+    accs.push_back({slot, 0, broadcastStrides(shapeOf(v), out)});
+    operands.push_back("p" + std::to_string(slot) + "[o" + std::to_string(accs.size() - 1) +
+                       "]");
+  }
+  int outId = arenaFor(result);
+  valueBuffers[result] = outId;
+  bufs[0] = outId;
+  std::string body = "    p0[o0] = " + expr(operands, "o0") + ";\n";
+  addStep(args(slots) + prologue + loopNest(out, accs, body, true), bufs);
+  return llvm::Error::success();
+}
+
+void FunctionLowering::emitStridedCopy(Value src, Value dst, int dstId, Shape loopShape,
+                                       int64_t srcBase, Shape srcStrides, int64_t dstBase,
+                                       Shape dstStrides, bool zeroFirst) {
+  Type el = typeOf(dst).getElementType();
+  std::string body = args({{el, true}, {el, false}});
+  if (zeroFirst)
+    body += "  std::memset(p0, 0, " + std::to_string(typeOf(dst).getNumElements() *
+                                                     dtypeBytes(el)) +
+            ");\n";
+  body += loopNest(loopShape, {{0, dstBase, dstStrides}, {1, srcBase, srcStrides}},
+                   "    p0[o0] = p1[o1];\n", true);
+  addStep(body, {dstId, bufferOf(src)});
+}
+
+llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<int64_t> axes,
+                                         const std::string &kind) {
+  Value result = op->getResult(0);
+  Shape in = shapeOf(input);
+  std::vector<bool> reduced(in.size(), false);
+  for (int64_t a : axes)
+    reduced[*normalizeAxis(a, in.size())] = true;
+  Shape inStrides = rowMajorStrides(in);
+  Shape keptDims, keptStrides, redDims, redStrides;
+  for (size_t d = 0; d < in.size(); ++d) {
+    (reduced[d] ? redDims : keptDims).push_back(in[d]);
+    (reduced[d] ? redStrides : keptStrides).push_back(inStrides[d]);
+  }
+  Type el = typeOf(result).getElementType();
+  bool isFloat = isa<FloatType>(el);
+  std::string acc = isFloat ? "double" : "int64_t";
+  auto decompose = [](const std::string &var, const Shape &dims, const Shape &strides,
+                      const std::string &out) {
+    std::string s = "    int64_t " + out + " = 0;\n    { int64_t rem = " + var + ";\n";
+    for (size_t d = dims.size(); d-- > 0;)
+      s += "      " + out + " += (rem % " + std::to_string(dims[d]) + ") * " +
+           std::to_string(strides[d]) + "; rem /= " + std::to_string(dims[d]) + ";\n";
+    return s + "    }\n";
+  };
+  std::string init = kind == "max" ? (isFloat ? "-std::numeric_limits<double>::infinity()"
+                                              : "std::numeric_limits<int64_t>::min()")
+                                   : "0";
+  std::string combine = kind == "max" ? "a = a > x ? a : x;" : "a += x;";
+  std::string finish = kind == "mean" ? "a / " + std::to_string(product(redDims)) : "a";
+  std::ostringstream body;
+  body << args({{el, true}, {el, false}});
+  int64_t outN = product(keptDims), redN = product(redDims);
+  if (outN >= 4)
+    body << "#pragma omp parallel for\n";
+  body << "  for (int64_t r = 0; r < " << outN << "; ++r) {\n"
+       << decompose("r", keptDims, keptStrides, "base") << "    " << acc << " a = " << init
+       << ";\n    for (int64_t j = 0; j < " << redN << "; ++j) {\n"
+       << decompose("j", redDims, redStrides, "off") << "      " << acc
+       << " x = p1[base + off];\n      " << combine << "\n    }\n    p0[r] = ("
+       << cType(el) << ")(" << finish << ");\n  }\n";
+  int outId = arenaFor(result);
+  valueBuffers[result] = outId;
+  addStep(body.str(), {outId, bufferOf(input)});
+  return llvm::Error::success();
+}
+
+llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
+  Shape l = shapeOf(op.getLhs()), r = shapeOf(op.getRhs()), o = shapeOf(op.getResult());
+  bool tA = op.getTransposeLhs(), tB = op.getTransposeRhs();
+  int64_t M = o[o.size() - 2], N = o.back();
+  int64_t K = tA ? l[l.size() - 2] : l.back();
+  Shape batch(o.begin(), o.end() - 2);
+  auto batchStrides = [&](const Shape &s) {
+    Shape b(s.begin(), s.end() - 2);
+    Shape st = broadcastStrides(b, batch);
+    int64_t mat = s[s.size() - 2] * s.back();
+    for (int64_t &x : st)
+      x *= mat;
+    return st;
+  };
+  Shape ls = batchStrides(l), rs = batchStrides(r);
+  int outId = arenaFor(op.getResult());
+  valueBuffers[op.getResult()] = outId;
+  int lhs = bufferOf(op.getLhs()), rhs = bufferOf(op.getRhs());
+  std::ostringstream text;
+  text << "gemm " << tA << " " << tB << " " << M << " " << N << " " << K << " "
+       << batch.size();
+  for (int64_t d : batch)
+    text << " " << d;
+  for (int64_t s : ls)
+    text << " " << s;
+  for (int64_t s : rs)
+    text << " " << s;
+  text << " %" << outId << " %" << lhs << " %" << rhs;
+  steps.push_back({text.str(), {outId, lhs, rhs}});
+  ++counts.gemms;
+  return llvm::Error::success();
+}
+
+/// Row-wise kernels: the reduction axis is the last one.
+llvm::Error FunctionLowering::emitRows(Operation *op) {
+  auto lastAxis = [&](int64_t axis, Value v) {
+    return *normalizeAxis(axis, typeOf(v).getRank()) == typeOf(v).getRank() - 1;
+  };
+  Value x = op->getOperand(0);
+  Type el = typeOf(op->getResult(0)).getElementType();
+  std::string T = cType(el);
+  std::ostringstream b;
+  std::vector<int> bufs;
+  auto rowsOf = [&](Value v) {
+    Shape s = shapeOf(v);
+    return std::make_pair(product(s) / s.back(), s.back());
+  };
+  auto bindOut = [&](Value v) {
+    int id = arenaFor(v);
+    valueBuffers[v] = id;
+    bufs.push_back(id);
+  };
+
+  if (auto sm = dyn_cast<SoftmaxOp>(op); sm || isa<LogSoftmaxOp>(op)) {
+    int64_t axis = sm ? int64_t(sm.getAxis()) : int64_t(cast<LogSoftmaxOp>(op).getAxis());
+    if (!lastAxis(axis, x))
+      return failure("softmax over a dimension other than the last is not supported yet");
+    auto [rows, C] = rowsOf(x);
+    bool log = !sm;
+    bindOut(op->getResult(0));
+    bufs.push_back(bufferOf(x));
+    b << args({{el, true}, {el, false}}) << "#pragma omp parallel for\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "    const " << T << " *x = p1 + r * " << C << "; " << T << " *y = p0 + r * " << C
+      << ";\n    " << T << " m = -std::numeric_limits<" << T << ">::infinity();\n"
+      << "    for (int64_t c = 0; c < " << C << "; ++c) m = x[c] > m ? x[c] : m;\n"
+      << "    double s = 0;\n"
+      << "    for (int64_t c = 0; c < " << C << "; ++c) s += std::exp(x[c] - m);\n";
+    if (log)
+      b << "    " << T << " lse = m + (" << T << ")std::log(s);\n"
+        << "    for (int64_t c = 0; c < " << C << "; ++c) y[c] = x[c] - lse;\n";
+    else
+      b << "    " << T << " inv = (" << T << ")(1.0 / s);\n"
+        << "    for (int64_t c = 0; c < " << C << "; ++c) y[c] = std::exp(x[c] - m) * inv;\n";
+    b << "  }\n";
+  } else if (auto sg = dyn_cast<SoftmaxGradOp>(op)) {
+    if (!lastAxis(sg.getAxis(), x))
+      return failure("softmax over a dimension other than the last is not supported yet");
+    auto [rows, C] = rowsOf(x);
+    bindOut(sg.getResult());
+    bufs.push_back(bufferOf(sg.getGrad()));
+    bufs.push_back(bufferOf(sg.getOutput()));
+    b << args({{el, true}, {el, false}, {el, false}}) << "#pragma omp parallel for\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "    const " << T << " *g = p1 + r * " << C << ", *y = p2 + r * " << C << "; " << T
+      << " *d = p0 + r * " << C << ";\n    double dot = 0;\n"
+      << "    for (int64_t c = 0; c < " << C << "; ++c) dot += g[c] * y[c];\n"
+      << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] = y[c] * (g[c] - (" << T
+      << ")dot);\n  }\n";
+  } else if (auto ln = dyn_cast<LayerNormOp>(op)) {
+    auto [rows, E] = rowsOf(x);
+    bindOut(ln.getResult());
+    for (Value v : {ln.getInput(), ln.getWeight(), ln.getBias()})
+      bufs.push_back(bufferOf(v));
+    b << args({{el, true}, {el, false}, {el, false}, {el, false}})
+      << "#pragma omp parallel for\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "    const " << T << " *x = p1 + r * " << E << "; " << T << " *y = p0 + r * " << E
+      << ";\n    double mean = 0, var = 0;\n"
+      << "    for (int64_t c = 0; c < " << E << "; ++c) mean += x[c];\n"
+      << "    mean /= " << E << ";\n"
+      << "    for (int64_t c = 0; c < " << E << "; ++c) { double d = x[c] - mean; var += d * d; }\n"
+      << "    " << T << " rstd = (" << T << ")(1.0 / std::sqrt(var / " << E << " + "
+      << literal(ln.getEpsilon().convertToDouble(), Float64Type::get(op->getContext()))
+      << "));\n    " << T << " mu = (" << T << ")mean;\n"
+      << "    for (int64_t c = 0; c < " << E << "; ++c) y[c] = (x[c] - mu) * rstd * p2[c] + p3[c];\n"
+      << "  }\n";
+  } else if (auto lg = dyn_cast<LayerNormGradOp>(op)) {
+    auto [rows, E] = rowsOf(x);
+    bindOut(lg.getInputGrad());
+    bindOut(lg.getWeightGrad());
+    bindOut(lg.getBiasGrad());
+    for (Value v : {lg.getGrad(), lg.getInput(), lg.getWeight()})
+      bufs.push_back(bufferOf(v));
+    std::string eps =
+        literal(lg.getEpsilon().convertToDouble(), Float64Type::get(op->getContext()));
+    b << args({{el, true}, {el, true}, {el, true}, {el, false}, {el, false}, {el, false}})
+      << "  std::vector<double> stats(2 * " << rows << ");\n"
+      << "#pragma omp parallel for\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "    const " << T << " *g = p3 + r * " << E << ", *x = p4 + r * " << E << "; " << T
+      << " *dx = p0 + r * " << E << ";\n    double mean = 0, var = 0;\n"
+      << "    for (int64_t c = 0; c < " << E << "; ++c) mean += x[c];\n"
+      << "    mean /= " << E << ";\n"
+      << "    for (int64_t c = 0; c < " << E << "; ++c) { double d = x[c] - mean; var += d * d; }\n"
+      << "    double rstd = 1.0 / std::sqrt(var / " << E << " + " << eps << ");\n"
+      << "    stats[2 * r] = mean; stats[2 * r + 1] = rstd;\n"
+      << "    double m1 = 0, m2 = 0;\n"
+      << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
+      << "      double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * p5[c];\n"
+      << "      m1 += dxh; m2 += dxh * xh;\n    }\n"
+      << "    m1 /= " << E << "; m2 /= " << E << ";\n"
+      << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
+      << "      double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * p5[c];\n"
+      << "      dx[c] = (" << T << ")(rstd * (dxh - m1 - xh * m2));\n    }\n  }\n"
+      << "#pragma omp parallel for\n"
+      << "  for (int64_t c = 0; c < " << E << "; ++c) {\n"
+      << "    double dw = 0, db = 0;\n"
+      << "    for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "      double g = p3[r * " << E << " + c];\n"
+      << "      dw += g * (p4[r * " << E << " + c] - stats[2 * r]) * stats[2 * r + 1];\n"
+      << "      db += g;\n    }\n"
+      << "    p1[c] = (" << T << ")dw; p2[c] = (" << T << ")db;\n  }\n";
+  } else if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
+    auto [rows, C] = rowsOf(ce.getLogits());
+    Type lt = typeOf(ce.getLabels()).getElementType();
+    bindOut(ce.getResult());
+    bufs.push_back(bufferOf(ce.getLogits()));
+    bufs.push_back(bufferOf(ce.getLabels()));
+    b << args({{el, true}, {el, false}, {lt, false}}) << "  double total = 0;\n"
+      << "  int64_t count = 0;\n"
+      << "#pragma omp parallel for reduction(+ : total, count)\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "    int64_t label = p2[r];\n"
+      << "    if (label == " << int64_t(ce.getIgnoreIndex()) << ") continue;\n"
+      << "    if (label < 0 || label >= " << C
+      << ") { mlc_report(ctx, MLC_ERR_LABEL_RANGE, r, label, " << C << "); continue; }\n"
+      << "    const " << T << " *x = p1 + r * " << C << ";\n"
+      << "    double m = x[0];\n"
+      << "    for (int64_t c = 1; c < " << C << "; ++c) m = x[c] > m ? x[c] : m;\n"
+      << "    double s = 0;\n"
+      << "    for (int64_t c = 0; c < " << C << "; ++c) s += std::exp(x[c] - m);\n"
+      << "    total += m + std::log(s) - x[label];\n    ++count;\n  }\n"
+      << "  p0[0] = (" << T << ")(count ? total / count : 0.0);\n";
+  } else if (auto cg = dyn_cast<CrossEntropyGradOp>(op)) {
+    auto [rows, C] = rowsOf(cg.getLogits());
+    Type lt = typeOf(cg.getLabels()).getElementType();
+    int64_t ignore = cg.getIgnoreIndex();
+    bindOut(cg.getResult());
+    std::string gradLit = splatLiteral(cg.getGrad());
+    bufs.push_back(bufferOf(cg.getLogits()));
+    bufs.push_back(bufferOf(cg.getLabels()));
+    if (gradLit.empty())
+      bufs.push_back(bufferOf(cg.getGrad()));
+    std::vector<std::pair<Type, bool>> slots{{el, true}, {el, false}, {lt, false}};
+    if (gradLit.empty())
+      slots.push_back({el, false});
+    b << args(slots) << "  int64_t count = 0;\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) count += p2[r] != " << ignore
+      << ";\n  const double scale = count ? (double)(" << (gradLit.empty() ? "p3[0]" : gradLit)
+      << ") / count : 0.0;\n"
+      << "#pragma omp parallel for\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "    const " << T << " *x = p1 + r * " << C << "; " << T << " *d = p0 + r * " << C
+      << ";\n    int64_t label = p2[r];\n"
+      << "    if (label == " << ignore << " || label < 0 || label >= " << C
+      << ") { for (int64_t c = 0; c < " << C << "; ++c) d[c] = 0; continue; }\n"
+      << "    double m = x[0];\n"
+      << "    for (int64_t c = 1; c < " << C << "; ++c) m = x[c] > m ? x[c] : m;\n"
+      << "    double s = 0;\n"
+      << "    for (int64_t c = 0; c < " << C << "; ++c) s += std::exp(x[c] - m);\n"
+      << "    const double inv = 1.0 / s;\n"
+      << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] = (" << T
+      << ")(std::exp(x[c] - m) * inv * scale);\n"
+      << "    d[label] -= (" << T << ")scale;\n  }\n";
+  } else {
+    return failure("internal error: not a row op");
+  }
+  addStep(b.str(), bufs);
+  return llvm::Error::success();
+}
+
+llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
+  Value q, k, v, mask, cu;
+  FloatAttr scaleAttr;
+  bool causal;
+  if (auto a = dyn_cast<AttentionOp>(op)) {
+    q = a.getQuery(), k = a.getKey(), v = a.getValue(), mask = a.getMask(),
+    cu = a.getCuSeqlens(), scaleAttr = a.getScaleAttr(), causal = a.getCausal();
+  } else {
+    auto g = cast<AttentionGradOp>(op);
+    q = g.getQuery(), k = g.getKey(), v = g.getValue(), mask = g.getMask(),
+    cu = g.getCuSeqlens(), scaleAttr = g.getScaleAttr(), causal = g.getCausal();
+  }
+  if (cu)
+    return failure("variable-length attention (cu_seqlens) is not supported by the CPU "
+                   "kernels yet");
+  Shape qs = shapeOf(q), ks = shapeOf(k), vs = shapeOf(v);
+  int64_t B = qs[0], H = qs[1], Sq = qs[2], D = qs[3], Sk = ks[2], Dv = vs[3];
+  double scale = scaleAttr ? scaleAttr.getValueAsDouble() : 1.0 / std::sqrt(double(D));
+  Type el = typeOf(q).getElementType();
+  std::string T = cType(el);
+  Shape maskStrides(4, 0);
+  if (mask)
+    maskStrides = broadcastStrides(shapeOf(mask), {B, H, Sq, Sk});
+  std::vector<int> bufs;
+  auto bindOut = [&](Value r) {
+    int id = arenaFor(r);
+    valueBuffers[r] = id;
+    bufs.push_back(id);
+  };
+  for (Value r : op->getResults())
+    bindOut(r);
+  int nOut = op->getNumResults();
+  Value grad = backward ? op->getOperand(0) : Value();
+  // Argument order: outputs, [grad], q, k, v, [mask].
+  std::vector<std::pair<Type, bool>> slots(nOut, {el, true});
+  if (backward) {
+    bufs.push_back(bufferOf(grad));
+    slots.push_back({el, false});
+  }
+  int qi = slots.size();
+  for (Value x : {q, k, v}) {
+    bufs.push_back(bufferOf(x));
+    slots.push_back({el, false});
+  }
+  if (mask) {
+    bufs.push_back(bufferOf(mask));
+    slots.push_back({el, false});
+  }
+  auto p = [](int i) { return "p" + std::to_string(i); };
+  std::ostringstream b;
+  b << args(slots);
+  // Scores of query row i of head (bb, h) into s[0..Sk), probabilities in place.
+  std::string scores =
+      "      const " + T + " *qi = qh + i * " + std::to_string(D) + ";\n" +
+      "      const int64_t jn = " + (causal ? "i + 1 < " + std::to_string(Sk) + " ? i + 1 : " +
+                                             std::to_string(Sk)
+                                       : std::to_string(Sk)) +
+      ";\n      double m = -std::numeric_limits<double>::infinity();\n" +
+      "      for (int64_t j = 0; j < jn; ++j) {\n" + "        const " + T + " *kj = kh + j * " +
+      std::to_string(D) + ";\n        double d = 0;\n" + "        for (int64_t c = 0; c < " +
+      std::to_string(D) + "; ++c) d += (double)qi[c] * kj[c];\n" + "        d *= " +
+      literal(scale, Float64Type::get(op->getContext())) + ";\n" +
+      (mask ? "        d += " + p(qi + 3) + "[bb * " + std::to_string(maskStrides[0]) +
+                  " + h * " + std::to_string(maskStrides[1]) + " + i * " +
+                  std::to_string(maskStrides[2]) + " + j * " + std::to_string(maskStrides[3]) +
+                  "];\n"
+            : "") +
+      "        s[j] = d; m = d > m ? d : m;\n      }\n" + "      double sum = 0;\n" +
+      "      for (int64_t j = 0; j < jn; ++j) { s[j] = std::exp(s[j] - m); sum += s[j]; }\n" +
+      "      for (int64_t j = 0; j < jn; ++j) s[j] /= sum;\n";
+  std::string headPtrs =
+      "    const int64_t bb = bh / " + std::to_string(H) + ", h = bh % " + std::to_string(H) +
+      ";\n" + "    const " + T + " *qh = " + p(qi) + " + bh * " + std::to_string(Sq * D) +
+      ";\n" + "    const " + T + " *kh = " + p(qi + 1) + " + bh * " + std::to_string(Sk * D) +
+      ";\n" + "    const " + T + " *vh = " + p(qi + 2) + " + bh * " + std::to_string(Sk * Dv) +
+      ";\n    (void)bb; (void)h;\n";
+  b << "#pragma omp parallel for\n"
+    << "  for (int64_t bh = 0; bh < " << B * H << "; ++bh) {\n"
+    << headPtrs << "    std::vector<double> s(" << Sk << ");\n";
+  if (!backward) {
+    b << "    " << T << " *oh = p0 + bh * " << Sq * Dv << ";\n"
+      << "    for (int64_t i = 0; i < " << Sq << "; ++i) {\n"
+      << scores << "      " << T << " *oi = oh + i * " << Dv << ";\n"
+      << "      for (int64_t c = 0; c < " << Dv << "; ++c) {\n"
+      << "        double acc = 0;\n"
+      << "        for (int64_t j = 0; j < jn; ++j) acc += s[j] * vh[j * " << Dv << " + c];\n"
+      << "        oi[c] = (" << T << ")acc;\n      }\n    }\n  }\n";
+  } else {
+    // dq = scale dS k, dk = scale dS^T q, dv = P^T dO with dS = P (dP - rowsum(dP * P)).
+    std::string sc = literal(scale, Float64Type::get(op->getContext()));
+    b << "    " << T << " *dq = p0 + bh * " << Sq * D << ", *dk = p1 + bh * " << Sk * D
+      << ", *dv = p2 + bh * " << Sk * Dv << ";\n"
+      << "    const " << T << " *gh = p3 + bh * " << Sq * Dv << ";\n"
+      << "    std::vector<double> dkacc(" << Sk * D << ", 0.0), dvacc(" << Sk * Dv
+      << ", 0.0), dp(" << Sk << ");\n"
+      << "    for (int64_t i = 0; i < " << Sq << "; ++i) {\n"
+      << scores << "      const " << T << " *gi = gh + i * " << Dv << ";\n"
+      << "      double rowsum = 0;\n"
+      << "      for (int64_t j = 0; j < jn; ++j) {\n"
+      << "        double d = 0;\n"
+      << "        for (int64_t c = 0; c < " << Dv << "; ++c) d += (double)gi[c] * vh[j * " << Dv
+      << " + c];\n        dp[j] = d; rowsum += d * s[j];\n"
+      << "        for (int64_t c = 0; c < " << Dv << "; ++c) dvacc[j * " << Dv
+      << " + c] += s[j] * gi[c];\n      }\n"
+      << "      for (int64_t c = 0; c < " << D << "; ++c) dq[i * " << D << " + c] = 0;\n"
+      << "      for (int64_t j = 0; j < jn; ++j) {\n"
+      << "        double ds = s[j] * (dp[j] - rowsum) * " << sc << ";\n"
+      << "        for (int64_t c = 0; c < " << D << "; ++c) {\n"
+      << "          dq[i * " << D << " + c] += (" << T << ")(ds * kh[j * " << D << " + c]);\n"
+      << "          dkacc[j * " << D << " + c] += ds * qi[c];\n        }\n      }\n    }\n"
+      << "    for (int64_t x = 0; x < " << Sk * D << "; ++x) dk[x] = (" << T << ")dkacc[x];\n"
+      << "    for (int64_t x = 0; x < " << Sk * Dv << "; ++x) dv[x] = (" << T
+      << ")dvacc[x];\n  }\n";
+  }
+  addStep(b.str(), bufs);
+  return llvm::Error::success();
+}
+
+llvm::Error FunctionLowering::lowerOp(Operation *op) {
+  auto pw = [&](const std::function<std::string(const std::vector<std::string> &)> &f) {
+    return emitPointwise(op, [&](const std::vector<std::string> &a, const std::string &) {
+      return f(a);
+    });
+  };
+  Type el = op->getNumResults() ? typeOf(op->getResult(0)).getElementType() : Type();
+  std::string T = el ? cType(el) : "";
+  auto lit = [&](double v) { return literal(v, el); };
+
+  return llvm::TypeSwitch<Operation *, llvm::Error>(op)
+      .Case<ConstantOp>([&](auto) { return llvm::Error::success(); }) // lazily
+      .Case<ReshapeOp>([&](ReshapeOp r) {
+        int id = newBuffer({Buffer::Alias, el, typeOf(r.getResult()).getNumElements()});
+        buffers[id].alias = bufferOf(r.getInput());
+        valueBuffers[r.getResult()] = id;
+        return llvm::Error::success();
+      })
+      .Case<IotaOp>([&](IotaOp i) {
+        Shape s = shapeOf(i.getResult());
+        int64_t dim = *normalizeAxis(i.getDim(), s.size());
+        Shape st(s.size(), 0);
+        st[dim] = 1;
+        int id = arenaFor(i.getResult());
+        valueBuffers[i.getResult()] = id;
+        // Offset o1 of a zero-based access with stride 1 along dim is the index.
+        addStep(args({{el, true}}) + loopNest(s, {{0, 0, rowMajorStrides(s)}, {0, 0, st}},
+                                              "    p0[o0] = (" + T + ")o1;\n", true),
+                {id});
+        return llvm::Error::success();
+      })
+      .Case<AddOp>([&](auto) { return pw([](auto a) { return a[0] + " + " + a[1]; }); })
+      .Case<SubOp>([&](auto) { return pw([](auto a) { return a[0] + " - " + a[1]; }); })
+      .Case<MulOp>([&](auto) { return pw([](auto a) { return a[0] + " * " + a[1]; }); })
+      .Case<DivOp>([&](auto) { return pw([](auto a) { return a[0] + " / " + a[1]; }); })
+      .Case<PowOp>([&](auto) {
+        return pw([](auto a) { return "std::pow(" + a[0] + ", " + a[1] + ")"; });
+      })
+      .Case<NegOp>([&](auto) { return pw([](auto a) { return "-" + a[0]; }); })
+      .Case<ExpOp>([&](auto) { return pw([](auto a) { return "std::exp(" + a[0] + ")"; }); })
+      .Case<LogOp>([&](auto) { return pw([](auto a) { return "std::log(" + a[0] + ")"; }); })
+      .Case<TanhOp>(
+          [&](auto) { return pw([](auto a) { return "std::tanh(" + a[0] + ")"; }); })
+      .Case<ErfOp>([&](auto) { return pw([](auto a) { return "std::erf(" + a[0] + ")"; }); })
+      .Case<SqrtOp>(
+          [&](auto) { return pw([](auto a) { return "std::sqrt(" + a[0] + ")"; }); })
+      .Case<RsqrtOp>([&](auto) {
+        return pw([&](auto a) { return lit(1.0) + " / std::sqrt(" + a[0] + ")"; });
+      })
+      .Case<GeluOp>([&](GeluOp g) {
+        bool tanhForm = g.getApproximate() == GeluApproximation::tanh;
+        return pw([&](auto a) {
+          std::string x = a[0];
+          if (tanhForm)
+            return lit(0.5) + " * " + x + " * (" + lit(1.0) + " + std::tanh(" +
+                   lit(0.7978845608028654) + " * (" + x + " + " + lit(0.044715) + " * " + x +
+                   " * " + x + " * " + x + ")))";
+          return lit(0.5) + " * " + x + " * (" + lit(1.0) + " + std::erf(" + x + " * " +
+                 lit(M_SQRT1_2) + "))";
+        });
+      })
+      .Case<GeluGradOp>([&](GeluGradOp g) {
+        bool tanhForm = g.getApproximate() == GeluApproximation::tanh;
+        return pw([&](auto a) {
+          std::string gr = a[0], x = a[1];
+          if (tanhForm) {
+            // u = c (x + k x^3), t = tanh u:  0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3k x^2)
+            std::string t = "std::tanh(" + lit(0.7978845608028654) + " * (" + x + " + " +
+                            lit(0.044715) + " * " + x + " * " + x + " * " + x + "))";
+            return gr + " * [&] { const " + T + " t = " + t + "; return " + lit(0.5) +
+                   " * (" + lit(1.0) + " + t) + " + lit(0.5) + " * " + x + " * (" + lit(1.0) +
+                   " - t * t) * " + lit(0.7978845608028654) + " * (" + lit(1.0) + " + " +
+                   lit(3 * 0.044715) + " * " + x + " * " + x + "); }()";
+          }
+          // Phi(x) + x phi(x)
+          return gr + " * (" + lit(0.5) + " * (" + lit(1.0) + " + std::erf(" + x + " * " +
+                 lit(M_SQRT1_2) + ")) + " + x + " * std::exp(" + lit(-0.5) + " * " + x +
+                 " * " + x + ") * " + lit(0.3989422804014327) + ")";
+        });
+      })
+      .Case<CompareOp>([&](CompareOp c) {
+        static const char *ops[] = {"==", "!=", "<", "<=", ">", ">="};
+        std::string o = ops[int(c.getPredicate())];
+        return pw([&](auto a) { return "(uint8_t)(" + a[0] + " " + o + " " + a[1] + ")"; });
+      })
+      .Case<SelectOp>([&](auto) {
+        return pw([](auto a) { return a[0] + " ? " + a[1] + " : " + a[2]; });
+      })
+      .Case<CastOp>([&](auto) { return pw([&](auto a) { return "(" + T + ")" + a[0]; }); })
+      .Case<BroadcastOp>([&](auto) { return pw([](auto a) { return a[0]; }); })
+      .Case<DropoutOp>([&](DropoutOp d) {
+        double ratio = d.getRatio().convertToDouble();
+        std::string prologue = "  const uint64_t key = mlc_key(" +
+                               std::to_string(int64_t(d.getSeed())) +
+                               "ull, (uint64_t)ctx->step);\n";
+        return emitPointwise(
+            op,
+            [&](const std::vector<std::string> &a, const std::string &index) {
+              return "(mlc_uniform(key, " + index + ") >= " + std::to_string(ratio) + " ? " +
+                     a[0] + " * " + lit(1.0 / (1.0 - ratio)) + " : " + lit(0.0) + ")";
+            },
+            prologue);
+      })
+      .Case<TransposeOp>([&](TransposeOp t) {
+        Shape in = shapeOf(t.getInput()), out = shapeOf(t.getResult());
+        Shape inSt = rowMajorStrides(in), st(out.size());
+        for (size_t i = 0; i < out.size(); ++i)
+          st[i] = inSt[t.getPermutation()[i]];
+        int id = arenaFor(t.getResult());
+        valueBuffers[t.getResult()] = id;
+        emitStridedCopy(t.getInput(), t.getResult(), id, out, 0, st, 0, rowMajorStrides(out),
+                        false);
+        return llvm::Error::success();
+      })
+      .Case<SliceOp>([&](SliceOp s) {
+        Shape in = shapeOf(s.getInput()), out = shapeOf(s.getResult());
+        Shape inSt = rowMajorStrides(in), st(in.size());
+        int64_t base = 0;
+        for (size_t d = 0; d < in.size(); ++d) {
+          base += sliceStart(in[d], s.getStarts()[d]) * inSt[d];
+          st[d] = inSt[d] * s.getSteps()[d];
+        }
+        int id = arenaFor(s.getResult());
+        valueBuffers[s.getResult()] = id;
+        emitStridedCopy(s.getInput(), s.getResult(), id, out, base, st, 0,
+                        rowMajorStrides(out), false);
+        return llvm::Error::success();
+      })
+      .Case<PadOp>([&](PadOp p) {
+        Shape in = shapeOf(p.getInput()), out = shapeOf(p.getResult());
+        Shape outSt = rowMajorStrides(out);
+        int64_t base = 0;
+        for (size_t d = 0; d < in.size(); ++d)
+          base += p.getLow()[d] * outSt[d];
+        int id = arenaFor(p.getResult());
+        valueBuffers[p.getResult()] = id;
+        emitStridedCopy(p.getInput(), p.getResult(), id, in, 0, rowMajorStrides(in), base,
+                        outSt, true);
+        return llvm::Error::success();
+      })
+      .Case<ConcatOp>([&](ConcatOp c) {
+        Shape out = shapeOf(c.getResult());
+        int64_t axis = *normalizeAxis(c.getAxis(), out.size());
+        Shape outSt = rowMajorStrides(out);
+        int id = arenaFor(c.getResult());
+        valueBuffers[c.getResult()] = id;
+        int64_t offset = 0;
+        for (Value v : c.getInputs()) {
+          Shape in = shapeOf(v);
+          emitStridedCopy(v, c.getResult(), id, in, 0, rowMajorStrides(in),
+                          offset * outSt[axis], outSt, false);
+          offset += in[axis];
+        }
+        return llvm::Error::success();
+      })
+      .Case<SplitOp>([&](SplitOp s) {
+        Shape in = shapeOf(s.getInput());
+        int64_t axis = *normalizeAxis(s.getAxis(), in.size());
+        Shape inSt = rowMajorStrides(in);
+        int64_t offset = 0;
+        for (Value r : s.getResults()) {
+          Shape out = shapeOf(r);
+          int id = arenaFor(r);
+          valueBuffers[r] = id;
+          emitStridedCopy(s.getInput(), r, id, out, offset * inSt[axis], inSt, 0,
+                          rowMajorStrides(out), false);
+          offset += out[axis];
+        }
+        return llvm::Error::success();
+      })
+      .Case<ReduceSumOp>([&](ReduceSumOp r) {
+        return emitReduce(op, r.getInput(), r.getAxes(), "sum");
+      })
+      .Case<ReduceMeanOp>([&](ReduceMeanOp r) {
+        return emitReduce(op, r.getInput(), r.getAxes(), "mean");
+      })
+      .Case<ReduceMaxOp>([&](ReduceMaxOp r) {
+        return emitReduce(op, r.getInput(), r.getAxes(), "max");
+      })
+      .Case<MatmulOp>([&](MatmulOp m) { return emitGemm(m); })
+      .Case<SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LayerNormOp, LayerNormGradOp,
+            CrossEntropyOp, CrossEntropyGradOp>([&](auto) { return emitRows(op); })
+      .Case<AttentionOp>([&](auto) { return emitAttention(op, false); })
+      .Case<AttentionGradOp>([&](auto) { return emitAttention(op, true); })
+      .Case<EmbeddingOp>([&](EmbeddingOp e) {
+        Shape w = shapeOf(e.getWeight());
+        int64_t rows = typeOf(e.getIndices()).getNumElements(), V = w[0], E = w[1];
+        Type it = typeOf(e.getIndices()).getElementType();
+        int id = arenaFor(e.getResult());
+        valueBuffers[e.getResult()] = id;
+        std::ostringstream b;
+        b << args({{el, true}, {el, false}, {it, false}}) << "#pragma omp parallel for\n"
+          << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+          << "    int64_t t = p2[r];\n"
+          << "    if (t < 0 || t >= " << V << ") { mlc_report(ctx, MLC_ERR_TOKEN_RANGE, r, t, "
+          << V << "); t = 0; }\n"
+          << "    std::memcpy(p0 + r * " << E << ", p1 + t * " << E << ", " << E
+          << " * sizeof(*p0));\n  }\n";
+        addStep(b.str(), {id, bufferOf(e.getWeight()), bufferOf(e.getIndices())});
+        return llvm::Error::success();
+      })
+      .Case<EmbeddingGradOp>([&](EmbeddingGradOp e) {
+        Shape t = shapeOf(e.getResult());
+        int64_t rows = typeOf(e.getIndices()).getNumElements(), V = t[0], E = t[1];
+        Type it = typeOf(e.getIndices()).getElementType();
+        int id = arenaFor(e.getResult());
+        valueBuffers[e.getResult()] = id;
+        std::ostringstream b;
+        // Scatter-add, parallel over columns so that no two threads add to the
+        // same element.
+        b << args({{el, true}, {el, false}, {it, false}}) << "  std::memset(p0, 0, "
+          << V * E << " * sizeof(*p0));\n"
+          << "#pragma omp parallel for\n"
+          << "  for (int64_t c0 = 0; c0 < " << E << "; c0 += 64) {\n"
+          << "    const int64_t c1 = c0 + 64 < " << E << " ? c0 + 64 : " << E << ";\n"
+          << "    for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+          << "      int64_t t = p2[r];\n      if (t < 0 || t >= " << V << ") continue;\n"
+          << "      for (int64_t c = c0; c < c1; ++c) p0[t * " << E << " + c] += p1[r * " << E
+          << " + c];\n    }\n  }\n";
+        addStep(b.str(), {id, bufferOf(e.getGrad()), bufferOf(e.getIndices())});
+        return llvm::Error::success();
+      })
+      .Default([&](Operation *o) {
+        return failure("no CPU lowering for '" + o->getName().getStringRef() + "'");
+      });
+}
+
+llvm::Error FunctionLowering::run() {
+  Block &block = fn.getBody().front();
+  auto ret = cast<func::ReturnOp>(block.getTerminator());
+  // Arguments: parameters, inputs (and their gradients' destinations).
+  for (BlockArgument arg : block.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    Type el = typeOf(arg).getElementType();
+    if (auto p = fn.getArgAttrOfType<StringAttr>(i, "mlc.param"))
+      valueBuffers[arg] =
+          newBuffer({Buffer::Param, el, typeOf(arg).getNumElements(), p.str()});
+    else if (auto in = fn.getArgAttrOfType<StringAttr>(i, "mlc.input"))
+      valueBuffers[arg] =
+          newBuffer({Buffer::Input, el, typeOf(arg).getNumElements(), in.str()});
+    else
+      return failure("argument #" + llvm::Twine(i) + " of @" + fn.getSymName() +
+                     " is neither an mlc.param nor an mlc.input");
+  }
+  // A gradient produced by an op (not a view, constant or argument) and used
+  // only by the return is written straight into the flat gradient buffer.
+  llvm::DenseMap<Value, int> returnUses;
+  for (Value v : ret.getOperands())
+    ++returnUses[v];
+  for (unsigned i = 0; i < fn.getNumResults(); ++i) {
+    auto g = fn.getResultAttrOfType<StringAttr>(i, "mlc.grad");
+    Value v = ret.getOperand(i);
+    Operation *def = v.getDefiningOp();
+    if (g && def && !isa<ReshapeOp, ConstantOp>(def) && v.hasOneUse() && returnUses[v] == 1)
+      gradTargets[v] = g.str();
+  }
+  for (Operation &op : block.without_terminator())
+    if (auto err = lowerOp(&op))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "while lowering '" + op.getName().getStringRef().str() + "' in @" +
+              fn.getSymName().str() + ": " + llvm::toString(std::move(err)));
+  // Results: named outputs; gradients not written in place are copied.
+  for (unsigned i = 0; i < fn.getNumResults(); ++i) {
+    Value v = ret.getOperand(i);
+    if (auto g = fn.getResultAttrOfType<StringAttr>(i, "mlc.grad")) {
+      if (gradTargets.count(v)) {
+        gradReadyStep[g.str()] = steps.size() - 1;
+        for (size_t s = 0; s < steps.size(); ++s)
+          for (int b : steps[s].buffers)
+            if (b == valueBuffers[v])
+              gradReadyStep[g.str()] = std::min<int>(gradReadyStep[g.str()], s);
+        continue;
+      }
+      int dst = newBuffer({Buffer::Grad, typeOf(v).getElementType(),
+                           typeOf(v).getNumElements(), g.str()});
+      int src = bufferOf(v);
+      Type el = typeOf(v).getElementType();
+      addStep(args({{el, true}, {el, false}}) + "  std::memcpy(p0, p1, " +
+                  std::to_string(typeOf(v).getNumElements() * dtypeBytes(el)) + ");\n",
+              {dst, src});
+      gradReadyStep[g.str()] = steps.size() - 1;
+      continue;
+    }
+    std::string name = "result" + std::to_string(i);
+    if (auto o = fn.getResultAttrOfType<StringAttr>(i, "mlc.output"))
+      name = o.str();
+    outputs.push_back({name, bufferOf(v), shapeText(shapeOf(v))});
+  }
+
+  // Liveness over steps; outputs stay live to the end.
+  for (size_t s = 0; s < steps.size(); ++s)
+    for (int b : steps[s].buffers) {
+      Buffer &r = buffers[root(b)];
+      r.first = std::min<int>(r.first, s);
+      r.last = std::max<int>(r.last, s);
+    }
+  for (const Output &o : outputs)
+    buffers[root(o.buffer)].last = steps.size();
+  // First-fit placement, largest first.
+  std::vector<int> order;
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].kind == Buffer::Arena && buffers[i].last >= 0)
+      order.push_back(i);
+  auto bytes = [&](int i) {
+    return (buffers[i].numel * dtypeBytes(buffers[i].element) + 63) / 64 * 64;
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return bytes(a) > bytes(b); });
+  std::vector<int> placed;
+  for (int i : order) {
+    Buffer &buf = buffers[i];
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (int j : placed)
+      if (buffers[j].first <= buf.last && buf.first <= buffers[j].last)
+        busy.push_back({buffers[j].offset, buffers[j].offset + bytes(j)});
+    std::sort(busy.begin(), busy.end());
+    int64_t offset = 0;
+    for (auto [lo, hi] : busy) {
+      if (offset + bytes(i) <= lo)
+        break;
+      offset = std::max(offset, hi);
+    }
+    buf.offset = offset;
+    arenaBytes = std::max(arenaBytes, offset + bytes(i));
+    placed.push_back(i);
+  }
+  return llvm::Error::success();
+}
+
+std::string FunctionLowering::planText() const {
+  std::ostringstream os;
+  os << "func " << const_cast<func::FuncOp &>(fn).getSymName().str() << " " << arenaBytes << "\n";
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const Buffer &b = buffers[i];
+    os << "buf %" << i << " ";
+    switch (b.kind) {
+    case Buffer::Param:
+      os << "param " << b.name;
+      break;
+    case Buffer::Grad:
+      os << "grad " << b.name;
+      break;
+    case Buffer::Input:
+      os << "input " << b.name;
+      break;
+    case Buffer::Arena:
+      os << "arena " << b.offset << " " << dtypeName(b.element) << " " << b.numel;
+      break;
+    case Buffer::Alias:
+      os << "alias %" << b.alias;
+      break;
+    }
+    os << "\n";
+  }
+  for (const Step &s : steps)
+    os << s.text << "\n";
+  for (const Output &o : outputs)
+    os << "output " << o.name << " %" << o.buffer << " " << o.shape << "\n";
+  os << "end\n";
+  return os.str();
+}
+
+} // namespace
+
+llvm::Expected<LoweredPackage> lowerModule(ModuleOp module) {
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward)
+    return failure("the module has no @forward function");
+  auto step = module.lookupSymbol<func::FuncOp>("train_step");
+  KernelSet kernels;
+  LoweredPackage out;
+  std::vector<std::unique_ptr<FunctionLowering>> lowered;
+  for (func::FuncOp fn : {forward, step}) {
+    if (!fn)
+      continue;
+    if (!fn.getBody().hasOneBlock())
+      return failure("@" + fn.getSymName() + " must have a single block");
+    lowered.push_back(std::make_unique<FunctionLowering>(fn, kernels));
+    if (auto err = lowered.back()->run())
+      return std::move(err);
+    out.counts[fn.getSymName().str()] = lowered.back()->counts;
+  }
+  // Parameters in the order their gradients become ready in backward.
+  struct Param {
+    std::string name;
+    RankedTensorType type;
+    int ready;
+    unsigned index;
+  };
+  std::vector<Param> params;
+  std::vector<std::string> inputs;
+  for (BlockArgument arg : forward.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    auto t = typeOf(arg);
+    if (auto p = forward.getArgAttrOfType<StringAttr>(i, "mlc.param")) {
+      int ready = INT_MAX;
+      if (step) {
+        auto it = lowered.back()->gradReadyStep.find(p.str());
+        if (it != lowered.back()->gradReadyStep.end())
+          ready = it->second;
+      }
+      params.push_back({p.str(), t, ready, i});
+    } else if (auto in = forward.getArgAttrOfType<StringAttr>(i, "mlc.input")) {
+      Shape s(t.getShape().begin(), t.getShape().end());
+      for (int64_t d : s)
+        if (d == kDynamic)
+          return failure("input '" + in.str() + "' has a dynamic shape; the CPU plan "
+                                                  "needs static shapes");
+      inputs.push_back("input " + in.str() + " " + dtypeName(t.getElementType()) + " " +
+                       shapeText(s));
+    }
+  }
+  std::stable_sort(params.begin(), params.end(),
+                   [](const Param &a, const Param &b) { return a.ready < b.ready; });
+  std::ostringstream plan;
+  plan << "mlc-plan 1\n";
+  for (const Param &p : params) {
+    Shape s(p.type.getShape().begin(), p.type.getShape().end());
+    // Weight decay applies to matrices (rank >= 2), never to biases or norms.
+    std::string init = s.size() >= 2 ? "normal:0.02" : "zeros";
+    if (auto attr = forward.getArgAttrOfType<StringAttr>(p.index, "mlc.init"))
+      init = attr.str();
+    plan << "param " << p.name << " " << dtypeName(p.type.getElementType()) << " "
+         << shapeText(s) << " " << (s.size() >= 2 ? 1 : 0) << " " << init << "\n";
+  }
+  for (const std::string &in : inputs)
+    plan << in << "\n";
+  for (auto &f : lowered)
+    plan << f->planText();
+  out.plan = plan.str();
+  out.kernelsCpp = kernels.text();
+  return out;
+}
+
+} // namespace mlc

@@ -1,0 +1,89 @@
+//===- Pipeline.cpp - from model to package --------------------------------===//
+
+#include "compiler/Pipeline.h"
+#include "passes/Passes.h"
+#include "runtime/Error.h"
+#include "runtime/Hash.h"
+#include "runtime/Json.h"
+#include "runtime/Package.h"
+#include "runtime/TensorIO.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace mlc {
+
+llvm::Error runPipeline(ModuleOp module, bool training) {
+  PassManager pm(module.getContext());
+  if (training)
+    pm.addPass(createMlcAutodiff());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  std::string diagnostics;
+  {
+    llvm::raw_string_ostream os(diagnostics);
+    ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &d) {
+      os << d.getLocation() << ": " << d << "\n";
+      return success();
+    });
+    if (failed(pm.run(module)))
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "compilation failed:\n" + diagnostics);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<LoweredPackage> writePackage(ModuleOp module, const std::string &dir,
+                                            const PackageDescription &d) {
+  auto lowered = lowerModule(module);
+  if (!lowered)
+    return lowered.takeError();
+  if (auto ec = llvm::sys::fs::create_directories(dir))
+    return llvm::createStringError(ec, "cannot create package directory " + dir);
+  std::string graph;
+  {
+    llvm::raw_string_ostream os(graph);
+    module->print(os);
+  }
+  std::map<std::string, std::string> files = {{"plan.txt", lowered->plan},
+                                              {"kernels.cpp", lowered->kernelsCpp},
+                                              {"graph.mlir", graph}};
+  std::string manifest = "{\n  \"format\": \"mlc-package\",\n  \"version\": " +
+                         std::to_string(rt::kPackageVersion) + ",\n  \"model\": " +
+                         rt::jsonQuote(d.family) + ",\n  \"config\": " +
+                         rt::jsonQuote(d.configText) + ",\n  \"dtype\": " +
+                         rt::jsonQuote(d.options.dtype) + ",\n  \"micro_batch\": " +
+                         std::to_string(d.options.microBatch) + ",\n  \"seq_len\": " +
+                         std::to_string(d.options.seqLen) + ",\n  \"kernels\": {";
+  bool first = true;
+  for (auto &[fn, c] : lowered->counts) {
+    manifest += std::string(first ? "" : ",") + "\n    " + rt::jsonQuote(fn) +
+                ": {\"launches\": " + std::to_string(c.kernels) +
+                ", \"gemms\": " + std::to_string(c.gemms) + "}";
+    first = false;
+  }
+  manifest += "\n  },\n  \"files\": {";
+  first = true;
+  for (auto &[name, bytes] : files) {
+    manifest += std::string(first ? "" : ",") + "\n    " + rt::jsonQuote(name) + ": " +
+                rt::jsonQuote(contentHash(bytes));
+    first = false;
+  }
+  manifest += "\n  }\n}\n";
+  try {
+    for (auto &[name, bytes] : files)
+      rt::writeFileAtomically(dir + "/" + name, bytes);
+    // The manifest goes last: a package without one is incomplete, never stale.
+    rt::writeFileAtomically(dir + "/manifest.json", manifest);
+  } catch (const ::mlc::rt::Error &e) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), e.what());
+  }
+  return lowered;
+}
+
+} // namespace mlc

@@ -1,0 +1,33 @@
+//===- Pipeline.h - from model to package ----------------------*- C++ -*-===//
+
+#ifndef MLC_COMPILER_PIPELINE_H
+#define MLC_COMPILER_PIPELINE_H
+
+#include "compiler/Lowering.h"
+#include "frontend/Models.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/Error.h"
+
+namespace mlc {
+
+/// Runs the training pipeline on a module holding @forward: autodiff (adds
+/// @train_step), then canonicalization and CSE. Without `training`, only the
+/// cleanup runs (an inference package).
+llvm::Error runPipeline(mlir::ModuleOp module, bool training);
+
+struct PackageDescription {
+  std::string family; // gpt2 | bert | onnx
+  std::string configText;
+  BuildOptions options;
+};
+
+/// Lowers the module and writes the package directory (manifest.json,
+/// plan.txt, kernels.cpp, graph.mlir). Returns the lowered package.
+llvm::Expected<LoweredPackage> writePackage(mlir::ModuleOp module, const std::string &dir,
+                                            const PackageDescription &description);
+
+} // namespace mlc
+
+#endif // MLC_COMPILER_PIPELINE_H

@@ -1,0 +1,250 @@
+//===- CpuBackend.cpp - runs a package's plan on the host ------------------===//
+
+#include "runtime/CpuBackend.h"
+#include "runtime/Error.h"
+#include "runtime/Hash.h"
+
+#include <cblas.h>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace mlc::rt {
+
+namespace {
+
+struct KernelCtx {
+  int64_t step;
+  int64_t *error;
+};
+
+std::string cacheDir() {
+  if (const char *d = std::getenv("MLC_CACHE_DIR"))
+    return d;
+  const char *home = std::getenv("HOME");
+  return std::string(home ? home : "/tmp") + "/.cache/mlc";
+}
+
+void makeDirs(const std::string &path) {
+  std::string partial;
+  for (size_t i = 0; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      if (!partial.empty())
+        mkdir(partial.c_str(), 0755);
+    }
+    if (i < path.size())
+      partial += path[i];
+  }
+}
+
+} // namespace
+
+void *loadKernelLibrary(const std::string &source, bool verbose) {
+  const char *cxxEnv = std::getenv("CXX");
+  std::string cxx = cxxEnv && *cxxEnv ? cxxEnv : "c++";
+  std::string flags = "-std=c++17 -O3 -march=native -fopenmp -fPIC -shared -w";
+  std::string key = contentHash(cxx + "\n" + flags + "\n" + source);
+  std::string dir = cacheDir();
+  makeDirs(dir);
+  std::string so = dir + "/kernels-" + key + ".so";
+  struct stat st;
+  if (stat(so.c_str(), &st) != 0) {
+    std::string cpp = dir + "/kernels-" + key + ".cpp";
+    writeFileAtomically(cpp, source);
+    std::string tmp = so + ".tmp." + std::to_string(getpid());
+    std::string log = dir + "/kernels-" + key + ".log";
+    std::string cmd = cxx + " " + flags + " -o '" + tmp + "' '" + cpp + "' > '" + log + "' 2>&1";
+    auto t0 = std::chrono::steady_clock::now();
+    if (verbose)
+      fprintf(stderr, "mlc: compiling kernels (%s)\n", cpp.c_str());
+    if (std::system(cmd.c_str()) != 0) {
+      std::string output = readFile(log);
+      fail("the host compiler failed on the generated kernels " + cpp + ":\n" +
+           output.substr(0, 4000));
+    }
+    if (std::rename(tmp.c_str(), so.c_str()) != 0)
+      fail(so + ": cannot move the compiled kernels into the cache");
+    if (verbose)
+      fprintf(stderr, "mlc: kernels compiled in %.1f s\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  void *handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle)
+    fail(so + ": cannot load: " + dlerror());
+  return handle;
+}
+
+CpuBackend::CpuBackend(const Package &pkg, bool verbose) : pkg(pkg) {
+  elementSize_ = dtypeSize(pkg.dtype.empty() ? "f32" : pkg.dtype);
+  params_.assign(pkg.paramCount * elementSize_, 0);
+  grads_.assign(pkg.paramCount * elementSize_, 0);
+  for (const InputInfo &in : pkg.inputs)
+    inputs_[in.name].assign(in.numel * dtypeSize(in.dtype), 0);
+  int64_t arena = 64;
+  for (auto &[_, fn] : pkg.functions)
+    arena = std::max(arena, fn.arenaBytes);
+  arena_ = static_cast<char *>(std::aligned_alloc(64, (arena + 63) / 64 * 64));
+  if (!arena_)
+    fail("cannot allocate the " + std::to_string(arena >> 20) + " MiB activation arena");
+  library_ = loadKernelLibrary(pkg.kernelsSource, verbose);
+
+  for (auto &[name, fn] : pkg.functions) {
+    Bound &b = bound_[name];
+    for (size_t i = 0; i < fn.buffers.size(); ++i)
+      b.pointers.push_back(resolve(fn, i));
+    for (const StepDecl &s : fn.steps) {
+      std::vector<char *> args;
+      for (int id : s.buffers)
+        args.push_back(b.pointers[id]);
+      b.args.push_back(args);
+      if (s.kind == StepDecl::Gemm) {
+        b.calls.push_back(nullptr);
+        continue;
+      }
+      void *sym = dlsym(library_, s.kernel.c_str());
+      if (!sym)
+        fail(pkg.dir + ": kernel '" + s.kernel + "' is missing from kernels.cpp");
+      b.calls.push_back(reinterpret_cast<void (*)(char **, void *)>(sym));
+    }
+  }
+}
+
+CpuBackend::~CpuBackend() {
+  std::free(arena_);
+  if (library_)
+    dlclose(library_);
+}
+
+char *CpuBackend::resolve(const FunctionPlan &fn, int id) {
+  const BufferDecl &b = fn.buffers[id];
+  auto paramOffset = [&](const std::string &name) {
+    const ParamInfo *p = pkg.param(name);
+    if (!p)
+      fail(pkg.dir + ": function " + fn.name + " refers to unknown parameter " + name);
+    return p->offset * elementSize_;
+  };
+  switch (b.kind) {
+  case BufferDecl::Param:
+    return params_.data() + paramOffset(b.name);
+  case BufferDecl::Grad:
+    return grads_.data() + paramOffset(b.name);
+  case BufferDecl::Input: {
+    auto it = inputs_.find(b.name);
+    if (it == inputs_.end())
+      fail(pkg.dir + ": function " + fn.name + " refers to unknown input " + b.name);
+    return it->second.data();
+  }
+  case BufferDecl::Arena:
+    return arena_ + b.offset;
+  case BufferDecl::Alias:
+    return resolve(fn, b.alias);
+  }
+  return nullptr;
+}
+
+void CpuBackend::setInput(const std::string &name, const HostTensor &t) {
+  const InputInfo *info = nullptr;
+  for (const InputInfo &in : pkg.inputs)
+    if (in.name == name)
+      info = &in;
+  if (!info)
+    fail("the model has no input named '" + name + "'");
+  if (t.shape != info->shape)
+    fail("input '" + name + "' has shape " + shapeString(t.shape) + " but the package was " +
+         "compiled for " + shapeString(info->shape));
+  char *dst = inputs_[name].data();
+  int64_t n = t.numel();
+  if (t.dtype == info->dtype) {
+    std::memcpy(dst, t.data.data(), t.data.size());
+  } else if (info->dtype == "i64") {
+    for (int64_t i = 0; i < n; ++i)
+      reinterpret_cast<int64_t *>(dst)[i] = t.getInt(i);
+  } else if (info->dtype == "i32") {
+    for (int64_t i = 0; i < n; ++i)
+      reinterpret_cast<int32_t *>(dst)[i] = int32_t(t.getInt(i));
+  } else if (info->dtype == "f32") {
+    for (int64_t i = 0; i < n; ++i)
+      reinterpret_cast<float *>(dst)[i] = float(t.getDouble(i));
+  } else if (info->dtype == "f64") {
+    for (int64_t i = 0; i < n; ++i)
+      reinterpret_cast<double *>(dst)[i] = t.getDouble(i);
+  } else {
+    fail("input '" + name + "': cannot convert " + t.dtype + " to " + info->dtype);
+  }
+}
+
+static void gemm(const StepDecl &s, char *out, const char *lhs, const char *rhs,
+                 int64_t elementSize) {
+  int64_t batches = 1;
+  for (int64_t d : s.batch)
+    batches *= d;
+  const int lda = s.transA ? s.m : s.k, ldb = s.transB ? s.k : s.n;
+  const auto ta = s.transA ? CblasTrans : CblasNoTrans;
+  const auto tb = s.transB ? CblasTrans : CblasNoTrans;
+  for (int64_t b = 0; b < batches; ++b) {
+    int64_t lo = 0, ro = 0, rem = b;
+    for (size_t d = s.batch.size(); d-- > 0;) {
+      int64_t i = rem % s.batch[d];
+      rem /= s.batch[d];
+      lo += i * s.lhsStrides[d];
+      ro += i * s.rhsStrides[d];
+    }
+    int64_t oo = b * s.m * s.n;
+    if (elementSize == 4)
+      cblas_sgemm(CblasRowMajor, ta, tb, s.m, s.n, s.k, 1.0f,
+                  reinterpret_cast<const float *>(lhs) + lo, lda,
+                  reinterpret_cast<const float *>(rhs) + ro, ldb, 0.0f,
+                  reinterpret_cast<float *>(out) + oo, s.n);
+    else
+      cblas_dgemm(CblasRowMajor, ta, tb, s.m, s.n, s.k, 1.0,
+                  reinterpret_cast<const double *>(lhs) + lo, lda,
+                  reinterpret_cast<const double *>(rhs) + ro, ldb, 0.0,
+                  reinterpret_cast<double *>(out) + oo, s.n);
+  }
+}
+
+void CpuBackend::run(const std::string &function, int64_t step) {
+  const FunctionPlan &fn = pkg.function(function);
+  Bound &b = bound_.at(function);
+  int64_t error[4] = {0, 0, 0, 0};
+  KernelCtx ctx{step, error};
+  for (size_t i = 0; i < fn.steps.size(); ++i) {
+    if (b.calls[i])
+      b.calls[i](b.args[i].data(), &ctx);
+    else
+      gemm(fn.steps[i], b.args[i][0], b.args[i][1], b.args[i][2], elementSize_);
+  }
+  if (error[0] == 1)
+    fail("token id " + std::to_string(error[2]) + " at position " + std::to_string(error[1]) +
+         " is outside the vocabulary [0, " + std::to_string(error[3]) + ")");
+  if (error[0] == 2)
+    fail("label " + std::to_string(error[2]) + " at row " + std::to_string(error[1]) +
+         " is outside [0, " + std::to_string(error[3]) + ") and is not the ignore index -100");
+}
+
+HostTensor CpuBackend::output(const std::string &function, const std::string &name) {
+  const FunctionPlan &fn = pkg.function(function);
+  for (const FunctionPlan::Output &out : fn.outputs) {
+    if (out.name != name)
+      continue;
+    int id = out.buffer, root = id;
+    while (fn.buffers[root].kind == BufferDecl::Alias)
+      root = fn.buffers[root].alias;
+    const BufferDecl &decl = fn.buffers[root];
+    HostTensor t;
+    t.dtype = decl.kind == BufferDecl::Arena ? decl.dtype : pkg.dtype;
+    int64_t numel = decl.numel;
+    if (decl.kind != BufferDecl::Arena)
+      fail("output '" + name + "' is not an arena buffer");
+    t.shape = out.shape;
+    const char *src = bound_.at(function).pointers[id];
+    t.data.assign(src, src + numel * dtypeSize(t.dtype));
+    return t;
+  }
+  fail("function " + function + " has no output '" + name + "'");
+}
+
+} // namespace mlc::rt

@@ -1,0 +1,103 @@
+//===- Package.h - the compiled package the runtime executes ----*- C++ -*-===//
+//
+// A package is a directory written by `mlc compile`:
+//
+//   manifest.json  format and version, model config, shapes, content hashes
+//   plan.txt       parameters, inputs and, per function, buffers and steps
+//   kernels.cpp    the C++ kernels (compiled by the host compiler at load)
+//   graph.mlir     the final graph, for inspection
+//
+// plan.txt, one directive per line:
+//
+//   mlc-plan 1
+//   param NAME DTYPE SHAPE DECAY INIT    flat parameter order; DECAY is 0/1,
+//                                        INIT normal:STD | zeros | ones
+//   input NAME DTYPE SHAPE
+//   func NAME ARENA_BYTES
+//   buf %ID param NAME | grad NAME | input NAME | arena OFFSET DTYPE NUMEL | alias %ID
+//   kernel NAME %ID...                   outputs first, then inputs
+//   gemm TA TB M N K NB DIMS.. LSTRIDES.. RSTRIDES.. %OUT %LHS %RHS
+//   output NAME %ID SHAPE
+//   end
+//
+// SHAPE is "2x8x128" or "scalar".
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_RUNTIME_PACKAGE_H
+#define MLC_RUNTIME_PACKAGE_H
+
+#include "runtime/Json.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mlc::rt {
+
+constexpr int kPackageVersion = 1;
+
+struct ParamInfo {
+  std::string name, dtype, init;
+  std::vector<int64_t> shape;
+  int64_t numel = 0, offset = 0; // elements into the flat buffers
+  bool decay = false;
+};
+
+struct InputInfo {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  int64_t numel = 0;
+};
+
+struct BufferDecl {
+  enum Kind { Param, Grad, Input, Arena, Alias } kind;
+  std::string name, dtype;
+  int64_t offset = 0, numel = 0;
+  int alias = -1;
+};
+
+struct StepDecl {
+  enum Kind { Kernel, Gemm } kind;
+  std::string kernel;
+  std::vector<int> buffers;
+  bool transA = false, transB = false;
+  int64_t m = 0, n = 0, k = 0;
+  std::vector<int64_t> batch, lhsStrides, rhsStrides;
+};
+
+struct FunctionPlan {
+  std::string name;
+  int64_t arenaBytes = 0;
+  std::vector<BufferDecl> buffers;
+  std::vector<StepDecl> steps;
+  struct Output {
+    std::string name;
+    int buffer;
+    std::vector<int64_t> shape;
+  };
+  std::vector<Output> outputs;
+};
+
+struct Package {
+  std::string dir;
+  Json manifest;
+  std::string dtype; // of parameters: f32 or f64
+  std::vector<ParamInfo> params;
+  std::vector<InputInfo> inputs;
+  std::map<std::string, FunctionPlan> functions;
+  std::string kernelsSource;
+  int64_t paramCount = 0;
+
+  /// Reads and checks a package directory; errors name the file and line.
+  static Package load(const std::string &dir);
+  const FunctionPlan &function(const std::string &name) const;
+  const ParamInfo *param(const std::string &name) const;
+};
+
+std::vector<int64_t> parseShape(const std::string &text);
+
+} // namespace mlc::rt
+
+#endif // MLC_RUNTIME_PACKAGE_H

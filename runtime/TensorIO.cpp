@@ -1,0 +1,260 @@
+//===- TensorIO.cpp - .npy and .safetensors files --------------------------===//
+
+#include "runtime/TensorIO.h"
+#include "runtime/Error.h"
+#include "runtime/Json.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+namespace mlc::rt {
+
+int64_t dtypeSize(const std::string &d) {
+  if (d == "f64" || d == "i64")
+    return 8;
+  if (d == "f32" || d == "i32")
+    return 4;
+  if (d == "u16")
+    return 2;
+  if (d == "u8" || d == "bool")
+    return 1;
+  fail("unknown dtype '" + d + "'");
+}
+
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+int64_t HostTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+double HostTensor::getDouble(int64_t i) const {
+  const char *p = data.data() + i * dtypeSize(dtype);
+  if (dtype == "f32")
+    return *reinterpret_cast<const float *>(p);
+  if (dtype == "f64")
+    return *reinterpret_cast<const double *>(p);
+  return double(getInt(i));
+}
+
+int64_t HostTensor::getInt(int64_t i) const {
+  const char *p = data.data() + i * dtypeSize(dtype);
+  if (dtype == "i64")
+    return *reinterpret_cast<const int64_t *>(p);
+  if (dtype == "i32")
+    return *reinterpret_cast<const int32_t *>(p);
+  if (dtype == "u16")
+    return *reinterpret_cast<const uint16_t *>(p);
+  if (dtype == "u8" || dtype == "bool")
+    return *reinterpret_cast<const uint8_t *>(p);
+  return int64_t(getDouble(i));
+}
+
+std::string readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    fail(path + ": cannot open: " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void writeFileAtomically(const std::string &path, const std::string &bytes) {
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out)
+      fail(path + ": cannot write: " + std::strerror(errno));
+    out.write(bytes.data(), bytes.size());
+    out.flush();
+    if (!out)
+      fail(path + ": write failed: " + std::strerror(errno));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    fail(path + ": cannot rename into place: " + std::strerror(errno));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// .npy
+//===----------------------------------------------------------------------===//
+
+static const std::map<std::string, std::string> &npyToMlc() {
+  static const std::map<std::string, std::string> m = {
+      {"<f4", "f32"}, {"<f8", "f64"}, {"<i8", "i64"}, {"<i4", "i32"},
+      {"<u2", "u16"}, {"|u1", "u8"},  {"|b1", "bool"}};
+  return m;
+}
+
+HostTensor readNpy(const std::string &path) {
+  std::string bytes = readFile(path);
+  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0)
+    fail(path + ": not a .npy file (bad magic)");
+  int major = uint8_t(bytes[6]);
+  size_t headerLen, start;
+  if (major == 1) {
+    headerLen = uint8_t(bytes[8]) | (uint8_t(bytes[9]) << 8);
+    start = 10;
+  } else {
+    if (bytes.size() < 12)
+      fail(path + ": truncated .npy header");
+    headerLen = uint32_t(uint8_t(bytes[8])) | (uint32_t(uint8_t(bytes[9])) << 8) |
+                (uint32_t(uint8_t(bytes[10])) << 16) | (uint32_t(uint8_t(bytes[11])) << 24);
+    start = 12;
+  }
+  if (start + headerLen > bytes.size())
+    fail(path + ": truncated .npy header");
+  std::string header = bytes.substr(start, headerLen);
+  auto field = [&](const std::string &key) {
+    size_t k = header.find("'" + key + "'");
+    if (k == std::string::npos)
+      fail(path + ": .npy header lacks '" + key + "'");
+    size_t colon = header.find(':', k);
+    return header.substr(colon + 1);
+  };
+  std::string descr = field("descr");
+  descr = descr.substr(descr.find('\'') + 1);
+  descr = descr.substr(0, descr.find('\''));
+  auto dt = npyToMlc().find(descr);
+  if (dt == npyToMlc().end())
+    fail(path + ": unsupported .npy dtype '" + descr + "'");
+  std::string fortran = field("fortran_order");
+  if (fortran.find("True") < fortran.find(','))
+    fail(path + ": Fortran-ordered arrays are not supported; save with np.ascontiguousarray");
+  std::string shapeText = field("shape");
+  shapeText = shapeText.substr(shapeText.find('(') + 1);
+  shapeText = shapeText.substr(0, shapeText.find(')'));
+  HostTensor t;
+  t.dtype = dt->second;
+  std::stringstream ss(shapeText);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (item.find_first_not_of(" ") != std::string::npos)
+      t.shape.push_back(std::stoll(item));
+  size_t dataStart = start + headerLen;
+  size_t need = t.numel() * dtypeSize(t.dtype);
+  if (bytes.size() - dataStart < need)
+    fail(path + ": truncated .npy data (" + std::to_string(bytes.size() - dataStart) +
+         " bytes, shape " + shapeString(t.shape) + " needs " + std::to_string(need) + ")");
+  t.data.assign(bytes.begin() + dataStart, bytes.begin() + dataStart + need);
+  return t;
+}
+
+void writeNpy(const std::string &path, const HostTensor &t) {
+  std::string descr;
+  for (auto &[np, mlc] : npyToMlc())
+    if (mlc == t.dtype)
+      descr = np;
+  std::string shape = "(";
+  for (int64_t d : t.shape)
+    shape += std::to_string(d) + ",";
+  if (t.shape.size() > 1)
+    shape.pop_back();
+  shape += ")";
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  size_t total = 10 + header.size() + 1;
+  header += std::string((64 - total % 64) % 64, ' ') + "\n";
+  std::string out = "\x93NUMPY\x01";
+  out += '\0';
+  out += char(header.size() & 0xFF);
+  out += char(header.size() >> 8);
+  out += header;
+  out.append(t.data.begin(), t.data.end());
+  writeFileAtomically(path, out);
+}
+
+//===----------------------------------------------------------------------===//
+// safetensors
+//===----------------------------------------------------------------------===//
+
+static const std::map<std::string, std::string> &stToMlc() {
+  static const std::map<std::string, std::string> m = {
+      {"F32", "f32"}, {"F64", "f64"}, {"I64", "i64"},  {"I32", "i32"},
+      {"U16", "u16"}, {"U8", "u8"},   {"BOOL", "bool"}};
+  return m;
+}
+
+std::map<std::string, HostTensor> readSafetensors(const std::string &path) {
+  std::string bytes = readFile(path);
+  if (bytes.size() < 8)
+    fail(path + ": not a safetensors file (shorter than its header size)");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i)
+    n = (n << 8) | uint8_t(bytes[i]);
+  if (n > bytes.size() - 8)
+    fail(path + ": not a safetensors file (header size " + std::to_string(n) +
+         " exceeds the file)");
+  Json header = Json::parse(bytes.substr(8, n), path);
+  if (header.kind != Json::Object)
+    fail(path + ": safetensors header is not a JSON object");
+  size_t base = 8 + n;
+  std::map<std::string, HostTensor> out;
+  for (auto &[name, info] : header.object) {
+    if (name == "__metadata__")
+      continue;
+    const Json *dtype = info.find("dtype"), *shape = info.find("shape"),
+               *offsets = info.find("data_offsets");
+    if (!dtype || !shape || !offsets || offsets->array.size() != 2)
+      fail(path + ": tensor '" + name + "' lacks dtype, shape or data_offsets");
+    auto dt = stToMlc().find(dtype->string);
+    if (dt == stToMlc().end())
+      fail(path + ": tensor '" + name + "' has unsupported dtype " + dtype->string);
+    HostTensor t;
+    t.dtype = dt->second;
+    for (const Json &d : shape->array)
+      t.shape.push_back(int64_t(d.number));
+    size_t begin = size_t(offsets->array[0].number), end = size_t(offsets->array[1].number);
+    if (end < begin || base + end > bytes.size())
+      fail(path + ": tensor '" + name + "' lies outside the file (truncated?)");
+    if (int64_t(end - begin) != t.numel() * dtypeSize(t.dtype))
+      fail(path + ": tensor '" + name + "' has " + std::to_string(end - begin) +
+           " bytes for shape " + shapeString(t.shape));
+    t.data.assign(bytes.begin() + base + begin, bytes.begin() + base + end);
+    out.emplace(name, std::move(t));
+  }
+  return out;
+}
+
+void writeSafetensors(const std::string &path,
+                      const std::vector<std::pair<std::string, HostTensor>> &tensors) {
+  std::string header = "{";
+  size_t offset = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const HostTensor &t = tensors[i].second;
+    std::string dtype;
+    for (auto &[st, mlc] : stToMlc())
+      if (mlc == t.dtype)
+        dtype = st;
+    std::string shape = "[";
+    for (size_t d = 0; d < t.shape.size(); ++d)
+      shape += (d ? "," : "") + std::to_string(t.shape[d]);
+    shape += "]";
+    header += (i ? "," : "") + jsonQuote(tensors[i].first) + ":{\"dtype\":\"" + dtype +
+              "\",\"shape\":" + shape + ",\"data_offsets\":[" + std::to_string(offset) + "," +
+              std::to_string(offset + t.data.size()) + "]}";
+    offset += t.data.size();
+  }
+  header += "}";
+  header += std::string((8 - header.size() % 8) % 8, ' ');
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    out[i] = char((uint64_t(header.size()) >> (8 * i)) & 0xFF);
+  out += header;
+  for (auto &[_, t] : tensors)
+    out.append(t.data.begin(), t.data.end());
+  writeFileAtomically(path, out);
+}
+
+} // namespace mlc::rt

@@ -1,0 +1,48 @@
+//===- TensorIO.h - .npy and .safetensors files ----------------*- C++ -*-===//
+//
+// Host tensors and the two file formats mlc exchanges with PyTorch: NumPy's
+// .npy (batches, `mlc run` inputs and outputs) and safetensors (weights by
+// HuggingFace name). dtypes use mlc's names: f32 f64 i64 i32 u16 u8 bool.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_RUNTIME_TENSORIO_H
+#define MLC_RUNTIME_TENSORIO_H
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mlc::rt {
+
+struct HostTensor {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::vector<char> data;
+
+  int64_t numel() const;
+  /// Element i converted to double / int64 (any numeric dtype).
+  double getDouble(int64_t i) const;
+  int64_t getInt(int64_t i) const;
+};
+
+/// Bytes per element of an mlc dtype name; throws on an unknown name.
+int64_t dtypeSize(const std::string &dtype);
+std::string shapeString(const std::vector<int64_t> &shape);
+
+HostTensor readNpy(const std::string &path);
+void writeNpy(const std::string &path, const HostTensor &t);
+
+std::map<std::string, HostTensor> readSafetensors(const std::string &path);
+void writeSafetensors(const std::string &path,
+                      const std::vector<std::pair<std::string, HostTensor>> &tensors);
+
+/// Writes `bytes` to `path` through a temporary file and a rename, so that a
+/// crash never leaves a half-written file under the final name.
+void writeFileAtomically(const std::string &path, const std::string &bytes);
+std::string readFile(const std::string &path);
+
+} // namespace mlc::rt
+
+#endif // MLC_RUNTIME_TENSORIO_H

@@ -1,0 +1,299 @@
+//===- Trainer.cpp - the training loop -------------------------------------===//
+
+#include "runtime/Trainer.h"
+#include "runtime/Error.h"
+#include "runtime/Hash.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <random>
+
+namespace mlc::rt {
+
+namespace {
+
+template <typename T> T *as(char *p) { return reinterpret_cast<T *>(p); }
+
+uint64_t nameSeed(uint64_t seed, const std::string &name) {
+  return std::stoull(contentHash(std::to_string(seed) + "/" + name), nullptr, 16);
+}
+
+/// A batch source: returns the tensor of `input` for 0-based step `t`.
+using BatchFn = std::function<HostTensor(const InputInfo &input, int64_t t)>;
+
+BatchFn batchesFromDirectory(const Package &pkg, const std::string &dir, int64_t steps) {
+  auto files = std::make_shared<std::map<std::string, HostTensor>>();
+  for (const InputInfo &in : pkg.inputs) {
+    std::string path = dir + "/" + in.name + ".npy";
+    HostTensor t = readNpy(path);
+    std::vector<int64_t> inner(t.shape.begin() + (t.shape.empty() ? 0 : 1), t.shape.end());
+    if (t.shape.empty() || inner != in.shape)
+      fail(path + ": shape " + shapeString(t.shape) + " is not [steps] + " +
+           shapeString(in.shape));
+    if (t.shape[0] < steps)
+      fail(path + ": holds " + std::to_string(t.shape[0]) + " batches but " +
+           std::to_string(steps) + " steps were asked for");
+    (*files)[in.name] = std::move(t);
+  }
+  return [files](const InputInfo &in, int64_t t) {
+    const HostTensor &all = files->at(in.name);
+    HostTensor out;
+    out.dtype = all.dtype;
+    out.shape = in.shape;
+    int64_t bytes = in.numel * dtypeSize(all.dtype);
+    out.data.assign(all.data.begin() + t * bytes, all.data.begin() + (t + 1) * bytes);
+    return out;
+  };
+}
+
+/// GPT-style samples from a token file: `.bin` holds uint16 tokens, any other
+/// file is read as bytes (a byte-level vocabulary of 256). Each step draws
+/// micro-batch windows of seq-len tokens at offsets fixed by (seed, step), so
+/// a resumed run sees the same batches.
+BatchFn batchesFromTokens(const Package &pkg, const std::string &path, uint64_t seed) {
+  auto tokens = std::make_shared<std::vector<uint16_t>>();
+  std::string bytes = readFile(path);
+  if (path.size() > 4 && path.compare(path.size() - 4, 4, ".bin") == 0) {
+    if (bytes.size() % 2)
+      fail(path + ": a .bin token file must hold uint16 tokens (odd byte count)");
+    tokens->resize(bytes.size() / 2);
+    std::memcpy(tokens->data(), bytes.data(), bytes.size());
+  } else {
+    tokens->assign(bytes.begin(), bytes.end());
+    for (auto &t : *tokens)
+      t &= 0xFF;
+  }
+  const InputInfo *ids = nullptr;
+  for (const InputInfo &in : pkg.inputs) {
+    if (in.name == "input_ids")
+      ids = &in;
+    else if (in.name != "labels")
+      fail("--data feeds input_ids and labels only; this model also needs '" + in.name +
+           "' (use --batches)");
+  }
+  if (!ids || ids->shape.size() != 2)
+    fail("--data needs a model with input_ids [batch, seq]");
+  int64_t S = ids->shape[1];
+  if (int64_t(tokens->size()) <= S)
+    fail(path + ": holds " + std::to_string(tokens->size()) + " tokens, fewer than one " +
+         "sample of " + std::to_string(S + 1));
+  return [tokens, seed, S](const InputInfo &in, int64_t t) {
+    HostTensor out;
+    out.dtype = "i64";
+    out.shape = in.shape;
+    out.data.resize(in.numel * 8);
+    std::mt19937_64 rng(nameSeed(seed, "batch/" + std::to_string(t)));
+    std::uniform_int_distribution<int64_t> pick(0, int64_t(tokens->size()) - S - 1);
+    int64_t *dst = reinterpret_cast<int64_t *>(out.data.data());
+    for (int64_t b = 0; b < in.shape[0]; ++b) {
+      int64_t start = pick(rng);
+      for (int64_t s = 0; s < S; ++s)
+        dst[b * S + s] = (*tokens)[start + s];
+    }
+    return out;
+  };
+}
+
+template <typename T>
+void adamw(T *p, const T *g, T *m, T *v, int64_t n, double lr, double wd, double b1,
+           double b2, double eps, double bc1, double bc2, double scale) {
+  const double stepSize = lr / bc1, sqrtBc2 = std::sqrt(bc2), decay = 1.0 - lr * wd;
+#pragma omp parallel for if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    double gi = double(g[i]) * scale;
+    double mi = b1 * m[i] + (1 - b1) * gi;
+    double vi = b2 * v[i] + (1 - b2) * gi * gi;
+    m[i] = T(mi);
+    v[i] = T(vi);
+    p[i] = T(double(p[i]) * decay - stepSize * mi / (std::sqrt(vi) / sqrtBc2 + eps));
+  }
+}
+
+} // namespace
+
+void initializeParameters(CpuBackend &backend, uint64_t seed) {
+  const Package &pkg = backend.package();
+  for (const ParamInfo &p : pkg.params) {
+    char *base = backend.params() + p.offset * backend.elementSize();
+    std::mt19937_64 rng(nameSeed(seed, p.name));
+    double std = 0, fill = 0;
+    bool normal = false;
+    if (p.init.rfind("normal:", 0) == 0) {
+      normal = true;
+      std = std::stod(p.init.substr(7));
+    } else if (p.init == "ones") {
+      fill = 1;
+    } else if (p.init != "zeros") {
+      fail(pkg.dir + ": parameter " + p.name + " has unknown init '" + p.init + "'");
+    }
+    std::normal_distribution<double> dist(0.0, std);
+    for (int64_t i = 0; i < p.numel; ++i) {
+      double x = normal ? dist(rng) : fill;
+      if (backend.elementSize() == 4)
+        as<float>(base)[i] = float(x);
+      else
+        as<double>(base)[i] = x;
+    }
+  }
+}
+
+void loadParameters(CpuBackend &backend, const std::string &path) {
+  const Package &pkg = backend.package();
+  auto tensors = readSafetensors(path);
+  std::string problems;
+  for (const ParamInfo &p : pkg.params) {
+    auto it = tensors.find(p.name);
+    if (it == tensors.end()) {
+      problems += "\n  missing: " + p.name + " " + shapeString(p.shape);
+      continue;
+    }
+    if (it->second.shape != p.shape)
+      problems += "\n  mis-shaped: " + p.name + " is " + shapeString(it->second.shape) +
+                  ", the model needs " + shapeString(p.shape);
+  }
+  for (auto &[name, t] : tensors)
+    if (!pkg.param(name))
+      problems += "\n  unexpected: " + name + " " + shapeString(t.shape);
+  if (!problems.empty())
+    fail(path + ": weights do not match the model:" + problems);
+  for (const ParamInfo &p : pkg.params) {
+    const HostTensor &t = tensors.at(p.name);
+    char *base = backend.params() + p.offset * backend.elementSize();
+    for (int64_t i = 0; i < p.numel; ++i) {
+      double x = t.getDouble(i);
+      if (backend.elementSize() == 4)
+        as<float>(base)[i] = float(x);
+      else
+        as<double>(base)[i] = x;
+    }
+  }
+}
+
+void saveParameters(CpuBackend &backend, const std::string &path) {
+  std::vector<std::pair<std::string, HostTensor>> out;
+  for (const ParamInfo &p : backend.package().params) {
+    HostTensor t;
+    t.dtype = backend.package().dtype;
+    t.shape = p.shape;
+    const char *base = backend.params() + p.offset * backend.elementSize();
+    t.data.assign(base, base + p.numel * backend.elementSize());
+    out.push_back({p.name, std::move(t)});
+  }
+  writeSafetensors(path, out);
+}
+
+double learningRate(const TrainOptions &o, int64_t step) {
+  if (o.warmup > 0 && step <= o.warmup)
+    return o.lr * double(step) / double(o.warmup);
+  if (o.schedule == "constant")
+    return o.lr;
+  double span = double(std::max<int64_t>(1, o.steps - o.warmup));
+  double progress = std::min(1.0, double(step - o.warmup) / span);
+  return o.minLr + 0.5 * (1.0 + std::cos(M_PI * progress)) * (o.lr - o.minLr);
+}
+
+double gradientNorm(CpuBackend &backend) {
+  int64_t n = backend.package().paramCount;
+  double sum = 0;
+  if (backend.elementSize() == 4) {
+    const float *g = as<float>(backend.grads());
+#pragma omp parallel for reduction(+ : sum) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i)
+      sum += double(g[i]) * g[i];
+  } else {
+    const double *g = as<double>(backend.grads());
+#pragma omp parallel for reduction(+ : sum) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i)
+      sum += g[i] * g[i];
+  }
+  return std::sqrt(sum);
+}
+
+void adamwStep(CpuBackend &backend, std::vector<char> &m, std::vector<char> &v,
+               const TrainOptions &o, double lr, int64_t t, double gradScale) {
+  const double bc1 = 1 - std::pow(o.beta1, double(t)), bc2 = 1 - std::pow(o.beta2, double(t));
+  int64_t es = backend.elementSize();
+  for (const ParamInfo &p : backend.package().params) {
+    int64_t off = p.offset * es;
+    double wd = p.decay ? o.weightDecay : 0.0;
+    if (es == 4)
+      adamw(as<float>(backend.params() + off), as<float>(backend.grads() + off),
+            as<float>(m.data() + off), as<float>(v.data() + off), p.numel, lr, wd, o.beta1,
+            o.beta2, o.eps, bc1, bc2, gradScale);
+    else
+      adamw(as<double>(backend.params() + off), as<double>(backend.grads() + off),
+            as<double>(m.data() + off), as<double>(v.data() + off), p.numel, lr, wd, o.beta1,
+            o.beta2, o.eps, bc1, bc2, gradScale);
+  }
+}
+
+std::vector<double> train(CpuBackend &backend, const TrainOptions &o) {
+  const Package &pkg = backend.package();
+  pkg.function("train_step");
+  if (!o.init.empty())
+    loadParameters(backend, o.init);
+  else
+    initializeParameters(backend, o.seed);
+  BatchFn batch;
+  if (!o.batchesDir.empty())
+    batch = batchesFromDirectory(pkg, o.batchesDir, o.steps);
+  else if (!o.data.empty())
+    batch = batchesFromTokens(pkg, o.data, o.seed);
+  else
+    fail("no training data: give --data FILE or --batches DIR");
+
+  int64_t tokensPerStep = 0;
+  for (const InputInfo &in : pkg.inputs)
+    if (in.name == "input_ids")
+      tokensPerStep = in.numel;
+  std::ofstream log;
+  if (!o.logJson.empty()) {
+    log.open(o.logJson, std::ios::trunc);
+    if (!log)
+      fail(o.logJson + ": cannot write the JSON log");
+  }
+  std::vector<char> m(pkg.paramCount * backend.elementSize(), 0), v = m;
+  std::vector<double> losses;
+  for (int64_t t = 1; t <= o.steps; ++t) {
+    auto start = std::chrono::steady_clock::now();
+    for (const InputInfo &in : pkg.inputs)
+      backend.setInput(in.name, batch(in, t - 1));
+    backend.run("train_step", t);
+    double loss = backend.output("train_step", "loss").getDouble(0);
+    double norm = gradientNorm(backend);
+    if (!std::isfinite(loss) || !std::isfinite(norm)) {
+      std::string kept;
+      if (!o.save.empty()) {
+        saveParameters(backend, o.save);
+        kept = "; the parameters before this step are saved in " + o.save;
+      }
+      fail("the loss became " + std::to_string(loss) + " (gradient norm " +
+           std::to_string(norm) + ") at step " + std::to_string(t) + kept);
+    }
+    double scale = 1.0;
+    if (o.clipGrad > 0)
+      scale = std::min(1.0, o.clipGrad / (norm + 1e-6));
+    double lr = learningRate(o, t);
+    adamwStep(backend, m, v, o, lr, t, scale);
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count();
+    losses.push_back(loss);
+    double tps = tokensPerStep / (ms / 1000.0);
+    if (log)
+      log << std::setprecision(10) << "{\"step\": " << t << ", \"loss\": " << loss << ", \"lr\": " << lr
+          << ", \"grad_norm\": " << norm << ", \"ms\": " << ms
+          << ", \"tokens_per_s\": " << tps << "}\n";
+    if (!o.quiet && (t % o.logEvery == 0 || t == 1 || t == o.steps))
+      fprintf(stderr, "step %5lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %7.1f ms | %8.0f tok/s\n",
+              (long long)t, (long long)o.steps, loss, lr, norm, ms, tps);
+  }
+  if (!o.save.empty())
+    saveParameters(backend, o.save);
+  return losses;
+}
+
+} // namespace mlc::rt

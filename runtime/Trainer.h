@@ -1,0 +1,58 @@
+//===- Trainer.h - the training loop ---------------------------*- C++ -*-===//
+//
+// Reads top to bottom: initialize or load weights, then per step: bind a
+// batch, run the train step, clip, AdamW, log; save at the end.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_RUNTIME_TRAINER_H
+#define MLC_RUNTIME_TRAINER_H
+
+#include "runtime/CpuBackend.h"
+
+#include <functional>
+
+namespace mlc::rt {
+
+struct TrainOptions {
+  int64_t steps = 100;
+  double lr = 3e-4, minLr = 0.0;
+  int64_t warmup = 0;
+  std::string schedule = "cosine"; // constant | cosine
+  double weightDecay = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double clipGrad = 1.0; // global L2 norm; 0 disables
+  uint64_t seed = 1234;
+  std::string init;       // safetensors with HF names
+  std::string save;       // safetensors written at the end
+  std::string batchesDir; // NAME.npy per input, leading dim = step
+  std::string data;       // token file: .bin (uint16) or raw bytes
+  std::string logJson;
+  int64_t logEvery = 1;
+  bool quiet = false;
+};
+
+/// Fills the flat parameters from the package's init spec (seeded, the same
+/// for a given seed and parameter name whatever the layout).
+void initializeParameters(CpuBackend &backend, uint64_t seed);
+/// Loads weights by name; every missing, unexpected or mis-shaped name is
+/// listed in one error.
+void loadParameters(CpuBackend &backend, const std::string &path);
+void saveParameters(CpuBackend &backend, const std::string &path);
+
+/// Learning rate at 1-based step `step`.
+double learningRate(const TrainOptions &o, int64_t step);
+
+/// One optimizer step over the flat buffers (torch.optim.AdamW's math, with
+/// `gradScale` folded in from clipping). Returns nothing; t is 1-based.
+void adamwStep(CpuBackend &backend, std::vector<char> &m, std::vector<char> &v,
+               const TrainOptions &o, double lr, int64_t t, double gradScale);
+
+/// L2 norm of the whole flat gradient.
+double gradientNorm(CpuBackend &backend);
+
+/// Trains; returns the per-step losses.
+std::vector<double> train(CpuBackend &backend, const TrainOptions &options);
+
+} // namespace mlc::rt
+
+#endif // MLC_RUNTIME_TRAINER_H
