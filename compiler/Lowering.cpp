@@ -756,8 +756,9 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
   return llvm::TypeSwitch<Operation *, llvm::Error>(op)
       .Case<ConstantOp>([&](auto) { return llvm::Error::success(); }) // lazily
       .Case<ReshapeOp>([&](ReshapeOp r) {
+        int target = bufferOf(r.getInput());
         int id = newBuffer({Buffer::Alias, el, typeOf(r.getResult()).getNumElements()});
-        buffers[id].alias = bufferOf(r.getInput());
+        buffers[id].alias = target;
         valueBuffers[r.getResult()] = id;
         return llvm::Error::success();
       })

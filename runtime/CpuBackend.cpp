@@ -112,11 +112,11 @@ CpuBackend::CpuBackend(const Package &pkg, bool verbose) : pkg(pkg) {
   }
 }
 
-CpuBackend::~CpuBackend() {
-  std::free(arena_);
-  if (library_)
-    dlclose(library_);
-}
+// The kernel library stays loaded: OpenMP's worker threads may still be
+// leaving a parallel region of its code when the backend goes away, and
+// unmapping it under them crashes. dlopen reference-counts, so loading the
+// same package again costs nothing.
+CpuBackend::~CpuBackend() { std::free(arena_); }
 
 char *CpuBackend::resolve(const FunctionPlan &fn, int id) {
   const BufferDecl &b = fn.buffers[id];
