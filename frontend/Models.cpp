@@ -15,6 +15,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 using namespace mlir;
@@ -83,12 +84,19 @@ static const std::map<std::string, Preset> &bertPresets() {
   return presets;
 }
 
+/// Shortest faithful text of a config number: 768, 0.1, 1e-05, 0.0141421.
+static std::string formatNumber(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
 std::string ModelConfig::describe() const {
   std::string s;
   for (auto &[key, value] : values) {
     if (!s.empty())
       s += ", ";
-    s += key + "=" + llvm::formatv("{0}", value).str();
+    s += key + "=" + formatNumber(value);
   }
   return s;
 }
@@ -297,7 +305,7 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext &ctx, const ModelConfig &c,
   Value wpe = g.param("transformer.wpe.weight", {P, E});
   // GPT-2 scales the init of residual projections by 1/sqrt(2 * n_layer).
   std::string residualInit =
-      "normal:" + llvm::formatv("{0}", 0.02 / std::sqrt(2.0 * L)).str();
+      "normal:" + formatNumber(0.02 / std::sqrt(2.0 * L));
   struct Layer {
     Value ln1w, ln1b, attnW, attnB, projW, projB, ln2w, ln2b, fcW, fcB, mlpW, mlpB;
   };

@@ -15,6 +15,8 @@ config.test_exec_root = os.path.join(config.mlc_obj_root, "test")
 config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
 
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
+# Compiled kernels are cached inside the build tree, not in the home directory.
+config.environment["MLC_CACHE_DIR"] = os.path.join(config.mlc_obj_root, "mlc-cache")
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%mlc_src", config.mlc_src_root))
 # Python with PyTorch and ONNX (Debian's), for reference computations.
