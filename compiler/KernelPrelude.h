@@ -59,6 +59,34 @@ static inline uint64_t mlc_key(uint64_t seed, uint64_t step) {
 static inline double mlc_uniform(uint64_t key, uint64_t i) {
   return double(mlc_mix(i + key) >> 11) * 0x1.0p-53;
 }
+
+// Branch-free, call-free expf and tanhf (within 2 ulp of libm on the float
+// range), so that `#pragma omp simd` loops vectorize without -ffast-math.
+// exp(x) = 2^n exp(r), n = round(x / ln 2), |r| <= ln(2) / 2, exp(r) by its
+// Taylor polynomial of degree 7. f64 kernels call libm.
+static inline float mlc_expf(float x) {
+  x = x < -87.33654f ? -87.33654f : (x > 88.72283f ? 88.72283f : x);
+  const float shifter = 12582912.0f; // 1.5 * 2^23: adding it rounds to integer
+  float n = (x * 1.44269504088896341f + shifter) - shifter;
+  float r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;
+  float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f +
+            r * (8.3333338e-3f + r * (1.3888889e-3f + r * 1.9841270e-4f))))));
+  int32_t bits = (int32_t(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+static inline float mlc_tanhf(float x) {
+  float a = x < 0 ? -x : x;
+  float t = mlc_expf(-2.0f * a);
+  float big = (1.0f - t) / (1.0f + t);
+  float a2 = a * a;
+  // Near 0, 1 - t cancels: use the series a - a^3/3 + 2a^5/15 - 17a^7/315.
+  float small = a * (1.0f + a2 * (-0.33333334f + a2 * (0.13333334f + a2 * -0.053968254f)));
+  float y = a < 0.0625f ? small : big;
+  return x < 0 ? -y : y;
+}
 )PRELUDE";
 }
 

@@ -99,6 +99,11 @@ std::string literal(double v, Type el) {
     return s;
   return "(" + cType(el) + ")" + std::to_string(int64_t(v));
 }
+/// exp and tanh for kernels of element type `el`: the vectorizable prelude
+/// versions for f32, libm for f64 (whose results the gradient checks compare).
+std::string expFn(Type el) { return el.isF32() ? "mlc_expf" : "std::exp"; }
+std::string tanhFn(Type el) { return el.isF32() ? "mlc_tanhf" : "std::tanh"; }
+
 std::string shapeText(const Shape &s) {
   if (s.empty())
     return "scalar";
@@ -384,39 +389,86 @@ llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<in
   std::vector<bool> reduced(in.size(), false);
   for (int64_t a : axes)
     reduced[*normalizeAxis(a, in.size())] = true;
-  Shape inStrides = rowMajorStrides(in);
-  Shape keptDims, keptStrides, redDims, redStrides;
+  // Merge neighbouring dimensions of the same kind: [kept..., reduced...] is
+  // a row reduction, [reduced..., kept...] a column reduction (bias grads).
+  std::vector<std::pair<bool, int64_t>> groups;
   for (size_t d = 0; d < in.size(); ++d) {
-    (reduced[d] ? redDims : keptDims).push_back(in[d]);
-    (reduced[d] ? redStrides : keptStrides).push_back(inStrides[d]);
+    if (in[d] == 1)
+      continue;
+    if (!groups.empty() && groups.back().first == reduced[d])
+      groups.back().second *= in[d];
+    else
+      groups.push_back({reduced[d], in[d]});
   }
   Type el = typeOf(result).getElementType();
   bool isFloat = isa<FloatType>(el);
-  std::string acc = isFloat ? "double" : "int64_t";
-  auto decompose = [](const std::string &var, const Shape &dims, const Shape &strides,
-                      const std::string &out) {
-    std::string s = "    int64_t " + out + " = 0;\n    { int64_t rem = " + var + ";\n";
-    for (size_t d = dims.size(); d-- > 0;)
-      s += "      " + out + " += (rem % " + std::to_string(dims[d]) + ") * " +
-           std::to_string(strides[d]) + "; rem /= " + std::to_string(dims[d]) + ";\n";
-    return s + "    }\n";
-  };
+  std::string T = cType(el), acc = isFloat ? "double" : "int64_t";
   std::string init = kind == "max" ? (isFloat ? "-std::numeric_limits<double>::infinity()"
                                               : "std::numeric_limits<int64_t>::min()")
                                    : "0";
-  std::string combine = kind == "max" ? "a = a > x ? a : x;" : "a += x;";
-  std::string finish = kind == "mean" ? "a / " + std::to_string(product(redDims)) : "a";
+  int64_t count = 1;
+  for (size_t d = 0; d < in.size(); ++d)
+    if (reduced[d])
+      count *= in[d];
+  std::string finish = kind == "mean" ? "a / " + std::to_string(count) : "a";
+  int64_t outN = typeOf(result).getNumElements();
   std::ostringstream body;
   body << args({{el, true}, {el, false}});
-  int64_t outN = product(keptDims), redN = product(redDims);
-  if (outN >= 4)
-    body << "#pragma omp parallel for\n";
-  body << "  for (int64_t r = 0; r < " << outN << "; ++r) {\n"
-       << decompose("r", keptDims, keptStrides, "base") << "    " << acc << " a = " << init
-       << ";\n    for (int64_t j = 0; j < " << redN << "; ++j) {\n"
-       << decompose("j", redDims, redStrides, "off") << "      " << acc
-       << " x = p1[base + off];\n      " << combine << "\n    }\n    p0[r] = ("
-       << cType(el) << ")(" << finish << ");\n  }\n";
+  bool rows = groups.size() == 2 && !groups[0].first && groups[1].first;
+  bool full = groups.size() == 1 && groups[0].first;
+  bool columns = groups.size() == 2 && groups[0].first && !groups[1].first;
+  if (rows || full || groups.empty()) {
+    int64_t n = rows ? groups[1].second : full ? groups[0].second : 1;
+    std::string combine = kind == "max" ? "a = a > x ? a : x;" : "a += x;";
+    std::string red = kind == "max" ? "max" : "+";
+    body << (outN >= 4 ? "#pragma omp parallel for\n" : "")
+         << "  for (int64_t r = 0; r < " << outN << "; ++r) {\n"
+         << "    " << acc << " a = " << init << ";\n"
+         << "    const " << T << " *x0 = p1 + r * " << n << ";\n"
+         << "#pragma omp simd reduction(" << red << " : a)\n"
+         << "    for (int64_t j = 0; j < " << n << "; ++j) { " << acc << " x = x0[j]; "
+         << combine << " }\n"
+         << "    p0[r] = (" << T << ")(" << finish << ");\n  }\n";
+  } else if (columns && kind != "max") {
+    // out[c] = sum_r in[r, c]: each thread owns a block of columns and walks
+    // the rows, so the inner loop is contiguous and nobody shares an output.
+    int64_t R = groups[0].second, C = groups[1].second;
+    body << "#pragma omp parallel for\n"
+         << "  for (int64_t c0 = 0; c0 < " << C << "; c0 += 256) {\n"
+         << "    const int64_t c1 = c0 + 256 < " << C << " ? c0 + 256 : " << C << ";\n"
+         << "    " << acc << " a[256] = {0};\n"
+         << "    for (int64_t r = 0; r < " << R << "; ++r) {\n"
+         << "      const " << T << " *x = p1 + r * " << C << ";\n"
+         << "#pragma omp simd\n"
+         << "      for (int64_t c = c0; c < c1; ++c) a[c - c0] += x[c];\n    }\n"
+         << "    for (int64_t c = c0; c < c1; ++c) { " << acc << " s = a[c - c0]; p0[c] = ("
+         << T << ")(" << (kind == "mean" ? "s / " + std::to_string(count) : "s") << "); }\n"
+         << "  }\n";
+  } else {
+    // General axes: one output element per iteration, indices decomposed.
+    Shape inStrides = rowMajorStrides(in);
+    Shape keptDims, keptStrides, redDims, redStrides;
+    for (size_t d = 0; d < in.size(); ++d) {
+      (reduced[d] ? redDims : keptDims).push_back(in[d]);
+      (reduced[d] ? redStrides : keptStrides).push_back(inStrides[d]);
+    }
+    auto decompose = [](const std::string &var, const Shape &dims, const Shape &strides,
+                        const std::string &out) {
+      std::string s = "    int64_t " + out + " = 0;\n    { int64_t rem = " + var + ";\n";
+      for (size_t d = dims.size(); d-- > 0;)
+        s += "      " + out + " += (rem % " + std::to_string(dims[d]) + ") * " +
+             std::to_string(strides[d]) + "; rem /= " + std::to_string(dims[d]) + ";\n";
+      return s + "    }\n";
+    };
+    std::string combine = kind == "max" ? "a = a > x ? a : x;" : "a += x;";
+    body << (outN >= 4 ? "#pragma omp parallel for\n" : "")
+         << "  for (int64_t r = 0; r < " << outN << "; ++r) {\n"
+         << decompose("r", keptDims, keptStrides, "base") << "    " << acc << " a = " << init
+         << ";\n    for (int64_t j = 0; j < " << product(redDims) << "; ++j) {\n"
+         << decompose("j", redDims, redStrides, "off") << "      " << acc
+         << " x = p1[base + off];\n      " << combine << "\n    }\n    p0[r] = (" << T
+         << ")(" << finish << ");\n  }\n";
+  }
   int outId = arenaFor(result);
   valueBuffers[result] = outId;
   addStep(body.str(), {outId, bufferOf(input)});
@@ -490,13 +542,14 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
       << ";\n    " << T << " m = -std::numeric_limits<" << T << ">::infinity();\n"
       << "    for (int64_t c = 0; c < " << C << "; ++c) m = x[c] > m ? x[c] : m;\n"
       << "    double s = 0;\n"
-      << "    for (int64_t c = 0; c < " << C << "; ++c) s += std::exp(x[c] - m);\n";
+      << "#pragma omp simd reduction(+ : s)\n"
+      << "    for (int64_t c = 0; c < " << C << "; ++c) s += " << expFn(el) << "(x[c] - m);\n";
     if (log)
       b << "    " << T << " lse = m + (" << T << ")std::log(s);\n"
         << "    for (int64_t c = 0; c < " << C << "; ++c) y[c] = x[c] - lse;\n";
     else
       b << "    " << T << " inv = (" << T << ")(1.0 / s);\n"
-        << "    for (int64_t c = 0; c < " << C << "; ++c) y[c] = std::exp(x[c] - m) * inv;\n";
+        << "    for (int64_t c = 0; c < " << C << "; ++c) y[c] = " << expFn(el) << "(x[c] - m) * inv;\n";
     b << "  }\n";
   } else if (auto sg = dyn_cast<SoftmaxGradOp>(op)) {
     if (!lastAxis(sg.getAxis(), x))
@@ -509,6 +562,7 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
       << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
       << "    const " << T << " *g = p1 + r * " << C << ", *y = p2 + r * " << C << "; " << T
       << " *d = p0 + r * " << C << ";\n    double dot = 0;\n"
+      << "#pragma omp simd reduction(+ : dot)\n"
       << "    for (int64_t c = 0; c < " << C << "; ++c) dot += g[c] * y[c];\n"
       << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] = y[c] * (g[c] - (" << T
       << ")dot);\n  }\n";
@@ -522,8 +576,10 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
       << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
       << "    const " << T << " *x = p1 + r * " << E << "; " << T << " *y = p0 + r * " << E
       << ";\n    double mean = 0, var = 0;\n"
+      << "#pragma omp simd reduction(+ : mean)\n"
       << "    for (int64_t c = 0; c < " << E << "; ++c) mean += x[c];\n"
       << "    mean /= " << E << ";\n"
+      << "#pragma omp simd reduction(+ : var)\n"
       << "    for (int64_t c = 0; c < " << E << "; ++c) { double d = x[c] - mean; var += d * d; }\n"
       << "    " << T << " rstd = (" << T << ")(1.0 / std::sqrt(var / " << E << " + "
       << literal(ln.getEpsilon().convertToDouble(), Float64Type::get(op->getContext()))
@@ -545,12 +601,15 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
       << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
       << "    const " << T << " *g = p3 + r * " << E << ", *x = p4 + r * " << E << "; " << T
       << " *dx = p0 + r * " << E << ";\n    double mean = 0, var = 0;\n"
+      << "#pragma omp simd reduction(+ : mean)\n"
       << "    for (int64_t c = 0; c < " << E << "; ++c) mean += x[c];\n"
       << "    mean /= " << E << ";\n"
+      << "#pragma omp simd reduction(+ : var)\n"
       << "    for (int64_t c = 0; c < " << E << "; ++c) { double d = x[c] - mean; var += d * d; }\n"
       << "    double rstd = 1.0 / std::sqrt(var / " << E << " + " << eps << ");\n"
       << "    stats[2 * r] = mean; stats[2 * r + 1] = rstd;\n"
       << "    double m1 = 0, m2 = 0;\n"
+      << "#pragma omp simd reduction(+ : m1, m2)\n"
       << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
       << "      double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * p5[c];\n"
       << "      m1 += dxh; m2 += dxh * xh;\n    }\n"
@@ -581,10 +640,11 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
       << "    if (label < 0 || label >= " << C
       << ") { mlc_report(ctx, MLC_ERR_LABEL_RANGE, r, label, " << C << "); continue; }\n"
       << "    const " << T << " *x = p1 + r * " << C << ";\n"
-      << "    double m = x[0];\n"
+      << "    " << T << " m = x[0];\n"
       << "    for (int64_t c = 1; c < " << C << "; ++c) m = x[c] > m ? x[c] : m;\n"
       << "    double s = 0;\n"
-      << "    for (int64_t c = 0; c < " << C << "; ++c) s += std::exp(x[c] - m);\n"
+      << "#pragma omp simd reduction(+ : s)\n"
+      << "    for (int64_t c = 0; c < " << C << "; ++c) s += " << expFn(el) << "(x[c] - m);\n"
       << "    total += m + std::log(s) - x[label];\n    ++count;\n  }\n"
       << "  p0[0] = (" << T << ")(count ? total / count : 0.0);\n";
   } else if (auto cg = dyn_cast<CrossEntropyGradOp>(op)) {
@@ -610,13 +670,14 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
       << ";\n    int64_t label = p2[r];\n"
       << "    if (label == " << ignore << " || label < 0 || label >= " << C
       << ") { for (int64_t c = 0; c < " << C << "; ++c) d[c] = 0; continue; }\n"
-      << "    double m = x[0];\n"
+      << "    " << T << " m = x[0];\n"
       << "    for (int64_t c = 1; c < " << C << "; ++c) m = x[c] > m ? x[c] : m;\n"
       << "    double s = 0;\n"
-      << "    for (int64_t c = 0; c < " << C << "; ++c) s += std::exp(x[c] - m);\n"
+      << "#pragma omp simd reduction(+ : s)\n"
+      << "    for (int64_t c = 0; c < " << C << "; ++c) s += " << expFn(el) << "(x[c] - m);\n"
       << "    const double inv = 1.0 / s;\n"
       << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] = (" << T
-      << ")(std::exp(x[c] - m) * inv * scale);\n"
+      << ")(" << expFn(el) << "(x[c] - m) * inv * scale);\n"
       << "    d[label] -= (" << T << ")scale;\n  }\n";
   } else {
     return failure("internal error: not a row op");
@@ -674,70 +735,81 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
     slots.push_back({el, false});
   }
   auto p = [](int i) { return "p" + std::to_string(i); };
+  auto n = [](int64_t v) { return std::to_string(v); };
+  std::string sc = literal(scale, el);
   std::ostringstream b;
   b << args(slots);
-  // Scores of query row i of head (bb, h) into s[0..Sk), probabilities in place.
+  // Loop orders keep the innermost loop contiguous: dot products over the
+  // head dimension (simd reductions) and axpy updates of output rows.
+  // Probabilities of query row i of head (bb, h) land in s[0, jn).
   std::string scores =
-      "      const " + T + " *qi = qh + i * " + std::to_string(D) + ";\n" +
-      "      const int64_t jn = " + (causal ? "i + 1 < " + std::to_string(Sk) + " ? i + 1 : " +
-                                             std::to_string(Sk)
-                                       : std::to_string(Sk)) +
-      ";\n      double m = -std::numeric_limits<double>::infinity();\n" +
-      "      for (int64_t j = 0; j < jn; ++j) {\n" + "        const " + T + " *kj = kh + j * " +
-      std::to_string(D) + ";\n        double d = 0;\n" + "        for (int64_t c = 0; c < " +
-      std::to_string(D) + "; ++c) d += (double)qi[c] * kj[c];\n" + "        d *= " +
-      literal(scale, Float64Type::get(op->getContext())) + ";\n" +
-      (mask ? "        d += " + p(qi + 3) + "[bb * " + std::to_string(maskStrides[0]) +
-                  " + h * " + std::to_string(maskStrides[1]) + " + i * " +
-                  std::to_string(maskStrides[2]) + " + j * " + std::to_string(maskStrides[3]) +
-                  "];\n"
+      "      const " + T + " *qi = qh + i * " + n(D) + ";\n" +
+      "      const int64_t jn = " + (causal ? "i + 1 < " + n(Sk) + " ? i + 1 : " + n(Sk) : n(Sk)) +
+      ";\n      " + T + " m = -std::numeric_limits<" + T + ">::infinity();\n" +
+      "      for (int64_t j = 0; j < jn; ++j) {\n" +
+      "        const " + T + " *kj = kh + j * " + n(D) + ";\n        " + T + " d = 0;\n" +
+      "#pragma omp simd reduction(+ : d)\n" +
+      "        for (int64_t c = 0; c < " + n(D) + "; ++c) d += qi[c] * kj[c];\n" +
+      "        d *= " + sc + ";\n" +
+      (mask ? "        d += " + p(qi + 3) + "[bb * " + n(maskStrides[0]) + " + h * " +
+                  n(maskStrides[1]) + " + i * " + n(maskStrides[2]) + " + j * " +
+                  n(maskStrides[3]) + "];\n"
             : "") +
-      "        s[j] = d; m = d > m ? d : m;\n      }\n" + "      double sum = 0;\n" +
-      "      for (int64_t j = 0; j < jn; ++j) { s[j] = std::exp(s[j] - m); sum += s[j]; }\n" +
-      "      for (int64_t j = 0; j < jn; ++j) s[j] /= sum;\n";
+      "        s[j] = d; m = d > m ? d : m;\n      }\n" +
+      "      double sum = 0;\n" +
+      "      for (int64_t j = 0; j < jn; ++j) { s[j] = " + expFn(el) + "(s[j] - m); sum += s[j]; }\n" +
+      "      const " + T + " inv = (" + T + ")(1.0 / sum);\n" +
+      "      for (int64_t j = 0; j < jn; ++j) s[j] *= inv;\n";
   std::string headPtrs =
-      "    const int64_t bb = bh / " + std::to_string(H) + ", h = bh % " + std::to_string(H) +
-      ";\n" + "    const " + T + " *qh = " + p(qi) + " + bh * " + std::to_string(Sq * D) +
-      ";\n" + "    const " + T + " *kh = " + p(qi + 1) + " + bh * " + std::to_string(Sk * D) +
-      ";\n" + "    const " + T + " *vh = " + p(qi + 2) + " + bh * " + std::to_string(Sk * Dv) +
-      ";\n    (void)bb; (void)h;\n";
+      "    const int64_t bb = bh / " + n(H) + ", h = bh % " + n(H) + ";\n" +
+      "    const " + T + " *qh = " + p(qi) + " + bh * " + n(Sq * D) + ";\n" +
+      "    const " + T + " *kh = " + p(qi + 1) + " + bh * " + n(Sk * D) + ";\n" +
+      "    const " + T + " *vh = " + p(qi + 2) + " + bh * " + n(Sk * Dv) + ";\n" +
+      "    (void)bb; (void)h;\n";
   b << "#pragma omp parallel for\n"
     << "  for (int64_t bh = 0; bh < " << B * H << "; ++bh) {\n"
-    << headPtrs << "    std::vector<double> s(" << Sk << ");\n";
+    << headPtrs << "    std::vector<" << T << "> s(" << Sk << ");\n";
   if (!backward) {
     b << "    " << T << " *oh = p0 + bh * " << Sq * Dv << ";\n"
       << "    for (int64_t i = 0; i < " << Sq << "; ++i) {\n"
       << scores << "      " << T << " *oi = oh + i * " << Dv << ";\n"
-      << "      for (int64_t c = 0; c < " << Dv << "; ++c) {\n"
-      << "        double acc = 0;\n"
-      << "        for (int64_t j = 0; j < jn; ++j) acc += s[j] * vh[j * " << Dv << " + c];\n"
-      << "        oi[c] = (" << T << ")acc;\n      }\n    }\n  }\n";
+      << "      for (int64_t c = 0; c < " << Dv << "; ++c) oi[c] = 0;\n"
+      << "      for (int64_t j = 0; j < jn; ++j) {\n"
+      << "        const " << T << " pj = s[j], *vj = vh + j * " << Dv << ";\n"
+      << "#pragma omp simd\n"
+      << "        for (int64_t c = 0; c < " << Dv << "; ++c) oi[c] += pj * vj[c];\n"
+      << "      }\n    }\n  }\n";
   } else {
-    // dq = scale dS k, dk = scale dS^T q, dv = P^T dO with dS = P (dP - rowsum(dP * P)).
-    std::string sc = literal(scale, Float64Type::get(op->getContext()));
+    // dv = P^T dO;  dS = P * (dO v^T - rowsum(dO * O));  dq = scale dS k;
+    // dk = scale dS^T q. rowsum(dO * O) = sum_j P_ij (dO_i . v_j).
     b << "    " << T << " *dq = p0 + bh * " << Sq * D << ", *dk = p1 + bh * " << Sk * D
       << ", *dv = p2 + bh * " << Sk * Dv << ";\n"
       << "    const " << T << " *gh = p3 + bh * " << Sq * Dv << ";\n"
-      << "    std::vector<double> dkacc(" << Sk * D << ", 0.0), dvacc(" << Sk * Dv
-      << ", 0.0), dp(" << Sk << ");\n"
+      << "    std::vector<" << T << "> dp(" << Sk << ");\n"
+      << "    for (int64_t x = 0; x < " << Sk * D << "; ++x) dk[x] = 0;\n"
+      << "    for (int64_t x = 0; x < " << Sk * Dv << "; ++x) dv[x] = 0;\n"
       << "    for (int64_t i = 0; i < " << Sq << "; ++i) {\n"
       << scores << "      const " << T << " *gi = gh + i * " << Dv << ";\n"
+      << "      " << T << " *dqi = dq + i * " << D << ";\n"
       << "      double rowsum = 0;\n"
       << "      for (int64_t j = 0; j < jn; ++j) {\n"
-      << "        double d = 0;\n"
-      << "        for (int64_t c = 0; c < " << Dv << "; ++c) d += (double)gi[c] * vh[j * " << Dv
-      << " + c];\n        dp[j] = d; rowsum += d * s[j];\n"
-      << "        for (int64_t c = 0; c < " << Dv << "; ++c) dvacc[j * " << Dv
-      << " + c] += s[j] * gi[c];\n      }\n"
-      << "      for (int64_t c = 0; c < " << D << "; ++c) dq[i * " << D << " + c] = 0;\n"
+      << "        const " << T << " *vj = vh + j * " << Dv << ";\n"
+      << "        " << T << " d = 0;\n"
+      << "#pragma omp simd reduction(+ : d)\n"
+      << "        for (int64_t c = 0; c < " << Dv << "; ++c) d += gi[c] * vj[c];\n"
+      << "        dp[j] = d; rowsum += (double)d * s[j];\n"
+      << "        " << T << " *dvj = dv + j * " << Dv << "; const " << T << " pj = s[j];\n"
+      << "#pragma omp simd\n"
+      << "        for (int64_t c = 0; c < " << Dv << "; ++c) dvj[c] += pj * gi[c];\n"
+      << "      }\n"
+      << "      for (int64_t c = 0; c < " << D << "; ++c) dqi[c] = 0;\n"
       << "      for (int64_t j = 0; j < jn; ++j) {\n"
-      << "        double ds = s[j] * (dp[j] - rowsum) * " << sc << ";\n"
-      << "        for (int64_t c = 0; c < " << D << "; ++c) {\n"
-      << "          dq[i * " << D << " + c] += (" << T << ")(ds * kh[j * " << D << " + c]);\n"
-      << "          dkacc[j * " << D << " + c] += ds * qi[c];\n        }\n      }\n    }\n"
-      << "    for (int64_t x = 0; x < " << Sk * D << "; ++x) dk[x] = (" << T << ")dkacc[x];\n"
-      << "    for (int64_t x = 0; x < " << Sk * Dv << "; ++x) dv[x] = (" << T
-      << ")dvacc[x];\n  }\n";
+      << "        const " << T << " ds = s[j] * (dp[j] - (" << T << ")rowsum) * " << sc << ";\n"
+      << "        const " << T << " *kj = kh + j * " << D << "; " << T << " *dkj = dk + j * " << D
+      << ";\n"
+      << "#pragma omp simd\n"
+      << "        for (int64_t c = 0; c < " << D << "; ++c) { dqi[c] += ds * kj[c]; dkj[c] += ds * qi[c]; }\n"
+      << "      }\n    }\n  }\n";
   }
   addStep(b.str(), bufs);
   return llvm::Error::success();
@@ -783,10 +855,10 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
         return pw([](auto a) { return "std::pow(" + a[0] + ", " + a[1] + ")"; });
       })
       .Case<NegOp>([&](auto) { return pw([](auto a) { return "-" + a[0]; }); })
-      .Case<ExpOp>([&](auto) { return pw([](auto a) { return "std::exp(" + a[0] + ")"; }); })
+      .Case<ExpOp>([&](auto) { return pw([&](auto a) { return expFn(el) + "(" + a[0] + ")"; }); })
       .Case<LogOp>([&](auto) { return pw([](auto a) { return "std::log(" + a[0] + ")"; }); })
       .Case<TanhOp>(
-          [&](auto) { return pw([](auto a) { return "std::tanh(" + a[0] + ")"; }); })
+          [&](auto) { return pw([&](auto a) { return tanhFn(el) + "(" + a[0] + ")"; }); })
       .Case<ErfOp>([&](auto) { return pw([](auto a) { return "std::erf(" + a[0] + ")"; }); })
       .Case<SqrtOp>(
           [&](auto) { return pw([](auto a) { return "std::sqrt(" + a[0] + ")"; }); })
@@ -798,7 +870,7 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
         return pw([&](auto a) {
           std::string x = a[0];
           if (tanhForm)
-            return lit(0.5) + " * " + x + " * (" + lit(1.0) + " + std::tanh(" +
+            return lit(0.5) + " * " + x + " * (" + lit(1.0) + " + " + tanhFn(el) + "(" +
                    lit(0.7978845608028654) + " * (" + x + " + " + lit(0.044715) + " * " + x +
                    " * " + x + " * " + x + ")))";
           return lit(0.5) + " * " + x + " * (" + lit(1.0) + " + std::erf(" + x + " * " +
@@ -811,7 +883,7 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
           std::string gr = a[0], x = a[1];
           if (tanhForm) {
             // u = c (x + k x^3), t = tanh u:  0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3k x^2)
-            std::string t = "std::tanh(" + lit(0.7978845608028654) + " * (" + x + " + " +
+            std::string t = tanhFn(el) + "(" + lit(0.7978845608028654) + " * (" + x + " + " +
                             lit(0.044715) + " * " + x + " * " + x + " * " + x + "))";
             return gr + " * [&] { const " + T + " t = " + t + "; return " + lit(0.5) +
                    " * (" + lit(1.0) + " + t) + " + lit(0.5) + " * " + x + " * (" + lit(1.0) +
@@ -820,7 +892,7 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
           }
           // Phi(x) + x phi(x)
           return gr + " * (" + lit(0.5) + " * (" + lit(1.0) + " + std::erf(" + x + " * " +
-                 lit(M_SQRT1_2) + ")) + " + x + " * std::exp(" + lit(-0.5) + " * " + x +
+                 lit(M_SQRT1_2) + ")) + " + x + " * " + expFn(el) + "(" + lit(-0.5) + " * " + x +
                  " * " + x + ") * " + lit(0.3989422804014327) + ")";
         });
       })

@@ -26,7 +26,9 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
+#include <cstdlib>
 #include <set>
+#include <unistd.h>
 
 using namespace llvm;
 
@@ -341,7 +343,26 @@ int notYet(StringRef what) {
 
 } // namespace
 
+/// The runtime's GEMMs (OpenBLAS threads) and kernels (OpenMP threads) take
+/// turns on the same cores. Both libraries busy-wait after their work by
+/// default and then steal the cores from each other (a step ran 1.6x slower).
+/// Their wait policies are read when the libraries load, before main, so the
+/// tool sets them and re-executes itself once; a user's own settings win.
+static void configureThreadsAndReexec(int argc, char **argv) {
+  if (argc < 2 || std::getenv("MLC_THREADS_CONFIGURED"))
+    return;
+  std::string sub = argv[1];
+  if (sub != "train" && sub != "run")
+    return;
+  setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);
+  setenv("OPENBLAS_THREAD_TIMEOUT", "4", /*overwrite=*/0);
+  setenv("MLC_THREADS_CONFIGURED", "1", 1);
+  execv("/proc/self/exe", argv);
+  // If the re-exec fails, run as we are: only speed differs.
+}
+
 int main(int argc, char **argv) {
+  configureThreadsAndReexec(argc, argv);
   InitLLVM init(argc, argv);
   for (cl::SubCommand *sub :
        {&cl::SubCommand::getTopLevel(), &compileCmd, &trainCmd, &runCmd, &preprocessCmd})

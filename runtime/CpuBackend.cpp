@@ -45,7 +45,9 @@ void makeDirs(const std::string &path) {
 void *loadKernelLibrary(const std::string &source, bool verbose) {
   const char *cxxEnv = std::getenv("CXX");
   std::string cxx = cxxEnv && *cxxEnv ? cxxEnv : "c++";
-  std::string flags = "-std=c++17 -O3 -march=native -fopenmp -fPIC -shared -w";
+  // -fno-trapping-math lets the vectorizer if-convert float compares (clamps,
+  // max reductions); kernels never rely on floating-point exceptions.
+  std::string flags = "-std=c++17 -O3 -march=native -fno-trapping-math -fopenmp -fPIC -shared -w";
   std::string key = contentHash(cxx + "\n" + flags + "\n" + source);
   std::string dir = cacheDir();
   makeDirs(dir);
@@ -78,6 +80,7 @@ void *loadKernelLibrary(const std::string &source, bool verbose) {
 }
 
 CpuBackend::CpuBackend(const Package &pkg, bool verbose) : pkg(pkg) {
+  profile = std::getenv("MLC_PROFILE") != nullptr;
   elementSize_ = dtypeSize(pkg.dtype.empty() ? "f32" : pkg.dtype);
   params_.assign(pkg.paramCount * elementSize_, 0);
   grads_.assign(pkg.paramCount * elementSize_, 0);
@@ -211,11 +214,20 @@ void CpuBackend::run(const std::string &function, int64_t step) {
   Bound &b = bound_.at(function);
   int64_t error[4] = {0, 0, 0, 0};
   KernelCtx ctx{step, error};
+  using Clock = std::chrono::steady_clock;
   for (size_t i = 0; i < fn.steps.size(); ++i) {
+    Clock::time_point t0;
+    if (profile)
+      t0 = Clock::now();
     if (b.calls[i])
       b.calls[i](b.args[i].data(), &ctx);
     else
       gemm(fn.steps[i], b.args[i][0], b.args[i][1], b.args[i][2], elementSize_);
+    if (profile) {
+      double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+      (b.calls[i] ? kernelSeconds : gemmSeconds) += dt;
+      secondsByKernel[b.calls[i] ? fn.steps[i].kernel : "gemm"] += dt;
+    }
   }
   if (error[0] == 1)
     fail("token id " + std::to_string(error[2]) + " at position " + std::to_string(error[1]) +

@@ -38,6 +38,12 @@ public:
   void setInput(const std::string &name, const HostTensor &t);
   /// Runs every step of a function. `step` keys the dropout masks.
   void run(const std::string &function, int64_t step);
+  /// Seconds spent in GEMMs and in generated kernels since construction
+  /// (measured only when MLC_PROFILE is set, to keep clocks off the hot path).
+  double gemmSeconds = 0, kernelSeconds = 0;
+  std::map<std::string, double> secondsByKernel;
+  bool profile = false;
+
   /// A function output after run().
   HostTensor output(const std::string &function, const std::string &name);
 

@@ -4,6 +4,7 @@
 #include "runtime/Error.h"
 #include "runtime/Hash.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -290,6 +291,19 @@ std::vector<double> train(CpuBackend &backend, const TrainOptions &o) {
     if (!o.quiet && (t % o.logEvery == 0 || t == 1 || t == o.steps))
       fprintf(stderr, "step %5lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %7.1f ms | %8.0f tok/s\n",
               (long long)t, (long long)o.steps, loss, lr, norm, ms, tps);
+  }
+  if (backend.profile)
+    fprintf(stderr, "mlc profile: %lld steps, GEMMs %.1f ms/step, kernels %.1f ms/step\n",
+            (long long)o.steps, 1e3 * backend.gemmSeconds / o.steps,
+            1e3 * backend.kernelSeconds / o.steps);
+  if (backend.profile) {
+    std::vector<std::pair<double, std::string>> top;
+    for (auto &[name, sec] : backend.secondsByKernel)
+      top.push_back({sec, name});
+    std::sort(top.rbegin(), top.rend());
+    for (size_t i = 0; i < top.size() && i < 12; ++i)
+      fprintf(stderr, "mlc profile:   %-8s %8.2f ms/step\n", top[i].second.c_str(),
+              1e3 * top[i].first / o.steps);
   }
   if (!o.save.empty())
     saveParameters(backend, o.save);

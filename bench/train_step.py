@@ -1,0 +1,96 @@
+"""One GPT-2 training step: mlc (CPU) against PyTorch eager, side by side.
+
+    /usr/bin/python3 bench/train_step.py [--mlc build/bin/mlc] [--steps 8]
+
+Same model (GPT-2, n_layer=4, n_embd=256, n_head=4, vocab 8192, dropout 0),
+micro-batch 8, seq 256, f32, same batches, AdamW; median step time after two
+warm-up steps. PyTorch runs with its best setting on this machine (one OpenMP
+thread, OpenBLAS with its own threads) and with all OpenMP threads; the ratio
+is taken against the faster one. mlc's own profile splits its step into GEMMs
+and generated kernels.
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "test", "integration", "Inputs"))
+import torch_models as tm  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--mlc", default=os.path.join(here, "..", "build", "bin", "mlc"))
+ap.add_argument("--steps", type=int, default=8)
+ap.add_argument("--layers", type=int, default=4)
+ap.add_argument("--embd", type=int, default=256)
+ap.add_argument("--heads", type=int, default=4)
+ap.add_argument("--vocab", type=int, default=8192)
+ap.add_argument("--seq", type=int, default=256)
+ap.add_argument("--batch", type=int, default=8)
+args = ap.parse_args()
+
+B, S, V, E, L, H = args.batch, args.seq, args.vocab, args.embd, args.layers, args.heads
+work = tempfile.mkdtemp(prefix="mlc-bench-")
+rng = np.random.default_rng(0)
+ids = rng.integers(0, V, size=(args.steps, B, S))
+os.makedirs(os.path.join(work, "b"))
+np.save(os.path.join(work, "b", "input_ids.npy"), ids)
+np.save(os.path.join(work, "b", "labels.npy"), ids)
+params = tm.init_params(tm.gpt2_shapes(V, S, E, L), seed=1, dtype=torch.float32)
+weights = os.path.join(work, "w.safetensors")
+tm.write_safetensors(weights, params)
+
+config = (f"tiny,vocab_size={V},n_positions={S},n_embd={E},n_layer={L},n_head={H},"
+          "resid_pdrop=0,embd_pdrop=0,attn_pdrop=0")
+log = os.path.join(work, "log.jsonl")
+env = dict(os.environ, MLC_PROFILE="1")
+run = subprocess.run([args.mlc, "train", "gpt2", "--config", config, "--micro-batch", str(B),
+                      "--seq-len", str(S), "--init", weights, "--batches",
+                      os.path.join(work, "b"), "--steps", str(args.steps), "--lr", "1e-4",
+                      "--lr-schedule", "constant", "--log-json", log, "--log-every", "1000"],
+                     env=env, capture_output=True, text=True)
+if run.returncode != 0:
+    sys.exit("mlc failed:\n" + run.stderr)
+mlc_ms = statistics.median(json.loads(line)["ms"] for line in list(open(log))[2:])
+prof = re.search(r"GEMMs ([0-9.]+) ms/step, kernels ([0-9.]+) ms/step", run.stderr)
+gemm_ms, kern_ms = (float(prof.group(1)), float(prof.group(2))) if prof else (0.0, 0.0)
+
+
+def torch_step_ms(threads):
+    torch.set_num_threads(threads)
+    p = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
+    opt = tm.adamw(p, 1e-4, 0.01, (0.9, 0.999), 1e-8)
+    times = []
+    for t in range(args.steps):
+        start = time.perf_counter()
+        opt.zero_grad()
+        loss, _ = tm.gpt2_forward(p, torch.from_numpy(ids[t]), torch.from_numpy(ids[t]), L, H)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(p.values()), 1.0)
+        opt.step()
+        times.append(1e3 * (time.perf_counter() - start))
+    return statistics.median(times[2:])
+
+
+cores = os.cpu_count()
+t1 = torch_step_ms(1)
+tn = torch_step_ms(cores)
+best, setting = min((t1, "1 omp thread + OpenBLAS threads"), (tn, f"{cores} omp threads"))
+tokens = B * S
+print(f"gpt2 L{L} E{E} H{H} S{S} B{B} V{V} f32, {cores} cores:")
+print(f"  mlc           {mlc_ms:8.1f} ms/step  {tokens / mlc_ms * 1e3:8.0f} tok/s  "
+      f"(GEMMs {gemm_ms:.1f} ms, generated kernels {kern_ms:.1f} ms, "
+      f"outside GEMMs {100 * (1 - gemm_ms / mlc_ms):.0f}%)")
+print(f"  torch eager   {t1:8.1f} ms/step (1 omp thread + OpenBLAS threads)")
+print(f"  torch eager   {tn:8.1f} ms/step ({cores} omp threads)")
+print(f"  ratio mlc / torch best ({setting}): {mlc_ms / best:.2f}")
+print(f"  mlc step / mlc GEMM-only: {mlc_ms / gemm_ms if gemm_ms else float('nan'):.2f}")
