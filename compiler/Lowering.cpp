@@ -690,13 +690,17 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   Value q, k, v, mask, cu;
   FloatAttr scaleAttr;
   bool causal;
+  double dropout;
+  int64_t seed;
   if (auto a = dyn_cast<AttentionOp>(op)) {
     q = a.getQuery(), k = a.getKey(), v = a.getValue(), mask = a.getMask(),
     cu = a.getCuSeqlens(), scaleAttr = a.getScaleAttr(), causal = a.getCausal();
+    dropout = a.getDropout().convertToDouble(), seed = a.getSeed();
   } else {
     auto g = cast<AttentionGradOp>(op);
     q = g.getQuery(), k = g.getKey(), v = g.getValue(), mask = g.getMask(),
     cu = g.getCuSeqlens(), scaleAttr = g.getScaleAttr(), causal = g.getCausal();
+    dropout = g.getDropout().convertToDouble(), seed = g.getSeed();
   }
   if (cu)
     return failure("variable-length attention (cu_seqlens) is not supported by the CPU "
@@ -759,13 +763,23 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
       "      double sum = 0;\n" +
       "      for (int64_t j = 0; j < jn; ++j) { s[j] = " + expFn(el) + "(s[j] - m); sum += s[j]; }\n" +
       "      const " + T + " inv = (" + T + ")(1.0 / sum);\n" +
-      "      for (int64_t j = 0; j < jn; ++j) s[j] *= inv;\n";
+      "      for (int64_t j = 0; j < jn; ++j) s[j] *= inv;\n" +
+      // keep(j): the dropout mask of probability (bh, i, j), 1 without dropout.
+      (dropout > 0 ? "      const uint64_t row = (uint64_t)(bh * " + n(Sq) + " + i) * " + n(Sk) +
+                         ";\n"
+                   : "");
+  std::string keep = dropout > 0 ? "(mlc_uniform(key, row + j) >= " + std::to_string(dropout) +
+                                       " ? " + literal(1.0 / (1.0 - dropout), el) + " : (" + T +
+                                       ")0)"
+                                 : "";
   std::string headPtrs =
       "    const int64_t bb = bh / " + n(H) + ", h = bh % " + n(H) + ";\n" +
       "    const " + T + " *qh = " + p(qi) + " + bh * " + n(Sq * D) + ";\n" +
       "    const " + T + " *kh = " + p(qi + 1) + " + bh * " + n(Sk * D) + ";\n" +
       "    const " + T + " *vh = " + p(qi + 2) + " + bh * " + n(Sk * Dv) + ";\n" +
       "    (void)bb; (void)h;\n";
+  if (dropout > 0)
+    b << "  const uint64_t key = mlc_key(" << seed << "ull, (uint64_t)ctx->step);\n";
   b << "#pragma omp parallel for\n"
     << "  for (int64_t bh = 0; bh < " << B * H << "; ++bh) {\n"
     << headPtrs << "    std::vector<" << T << "> s(" << Sk << ");\n";
@@ -775,7 +789,8 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
       << scores << "      " << T << " *oi = oh + i * " << Dv << ";\n"
       << "      for (int64_t c = 0; c < " << Dv << "; ++c) oi[c] = 0;\n"
       << "      for (int64_t j = 0; j < jn; ++j) {\n"
-      << "        const " << T << " pj = s[j], *vj = vh + j * " << Dv << ";\n"
+      << "        const " << T << " pj = s[j]" << (keep.empty() ? "" : " * " + keep)
+      << ", *vj = vh + j * " << Dv << ";\n"
       << "#pragma omp simd\n"
       << "        for (int64_t c = 0; c < " << Dv << "; ++c) oi[c] += pj * vj[c];\n"
       << "      }\n    }\n  }\n";
@@ -797,8 +812,10 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
       << "        " << T << " d = 0;\n"
       << "#pragma omp simd reduction(+ : d)\n"
       << "        for (int64_t c = 0; c < " << Dv << "; ++c) d += gi[c] * vj[c];\n"
-      << "        dp[j] = d; rowsum += (double)d * s[j];\n"
-      << "        " << T << " *dvj = dv + j * " << Dv << "; const " << T << " pj = s[j];\n"
+      << "        const " << T << " kj = " << (keep.empty() ? "(" + T + ")1" : keep) << ";\n"
+      << "        dp[j] = d * kj; rowsum += (double)dp[j] * s[j];\n"
+      << "        " << T << " *dvj = dv + j * " << Dv << "; const " << T
+      << " pj = s[j] * kj;\n"
       << "#pragma omp simd\n"
       << "        for (int64_t c = 0; c < " << Dv << "; ++c) dvj[c] += pj * gi[c];\n"
       << "      }\n"

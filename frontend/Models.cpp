@@ -233,6 +233,13 @@ public:
     return b.create<DropoutOp>(loc, x, b.getF64FloatAttr(ratio),
                                b.getI64IntegerAttr(nextSeed++));
   }
+  /// Scaled dot-product attention with dropout on the probabilities.
+  Value attention(Value q, Value k, Value v, Value mask, bool causal, double dropout) {
+    return b.create<AttentionOp>(loc, q, k, v, mask, /*cu_seqlens=*/Value(),
+                                 causal ? b.getUnitAttr() : UnitAttr(),
+                                 /*scale=*/FloatAttr(), b.getF64FloatAttr(dropout),
+                                 b.getI64IntegerAttr(dropout > 0 ? nextSeed++ : 0));
+  }
   Value reshape(Value x, ArrayRef<int64_t> shape) {
     auto type = RankedTensorType::get(shape, cast<RankedTensorType>(x.getType())
                                                  .getElementType());
@@ -345,12 +352,8 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext &ctx, const ModelConfig &c,
     Value q = g.splitHeads(split.getResult(0), B, S, H, D);
     Value k = g.splitHeads(split.getResult(1), B, S, H, D);
     Value v = g.splitHeads(split.getResult(2), B, S, H, D);
-    Value a = b.create<AttentionOp>(loc, q, k, v, /*mask=*/Value(),
-                                    /*cu_seqlens=*/Value(), /*causal=*/true,
-                                    /*scale=*/FloatAttr());
-    // attn_pdrop acts on the attention probabilities inside the fused
-    // attention kernel; the graph keeps it on the op's output until the
-    // attention lowering carries a dropout of its own.
+    Value a = g.attention(q, k, v, /*mask=*/Value(), /*causal=*/true,
+                          c.getFloat("attn_pdrop"));
     a = g.mergeHeads(a, B, S, E);
     a = g.dropout(g.dense(a, l.projW, l.projB, false), c.getFloat("resid_pdrop"));
     x = b.create<AddOp>(loc, x, a);
@@ -450,8 +453,8 @@ OwningOpRef<ModuleOp> buildBERT(MLIRContext &ctx, const ModelConfig &c,
     Value q = g.splitHeads(g.dense(x, l.qW, l.qB, true), B, S, H, D);
     Value k = g.splitHeads(g.dense(x, l.kW, l.kB, true), B, S, H, D);
     Value v = g.splitHeads(g.dense(x, l.vW, l.vB, true), B, S, H, D);
-    Value a = b.create<AttentionOp>(loc, q, k, v, additive, Value(),
-                                    /*causal=*/false, FloatAttr());
+    Value a = g.attention(q, k, v, additive, /*causal=*/false,
+                          c.getFloat("attention_probs_dropout_prob"));
     a = g.mergeHeads(a, B, S, E);
     a = g.dropout(g.dense(a, l.oW, l.oB, true), hiddenDrop);
     x = g.layerNorm(b.create<AddOp>(loc, a, x), l.ln1W, l.ln1B, eps);

@@ -191,8 +191,10 @@ double learningRate(const TrainOptions &o, int64_t step) {
     return o.lr * double(step) / double(o.warmup);
   if (o.schedule == "constant")
     return o.lr;
+  // The first step after warmup runs at the peak; the decay reaches min-lr
+  // one step after the last, so no step is wasted at the floor.
   double span = double(std::max<int64_t>(1, o.steps - o.warmup));
-  double progress = std::min(1.0, double(step - o.warmup) / span);
+  double progress = std::min(1.0, double(step - o.warmup - 1) / span);
   return o.minLr + 0.5 * (1.0 + std::cos(M_PI * progress)) * (o.lr - o.minLr);
 }
 

@@ -249,6 +249,9 @@ TEST(GradientCheck, Attention) {
                      "\n  return %l : tensor<f64>\n}\n";
   checkText(sig + ", %r: " + q + " {mlc.input = \"r\"}) -> (tensor<f64> {mlc.output = \"loss\"}) {\n" +
             "  %o = mlc.attention %q, %k, %v causal : " + q + ", " + q + ", " + q + "\n" + tail);
+  checkText(sig + ", %r: " + q + " {mlc.input = \"r\"}) -> (tensor<f64> {mlc.output = \"loss\"}) {\n" +
+            "  %o = mlc.attention %q, %k, %v causal dropout = 0.3 seed = 9 : " + q + ", " + q +
+            ", " + q + "\n" + tail);
   checkText(sig + ", %m: tensor<2x1x1x5xf64> {mlc.input = \"m\"}, %r: " + q +
             " {mlc.input = \"r\"}) -> (tensor<f64> {mlc.output = \"loss\"}) {\n" +
             "  %o = mlc.attention %q, %k, %v mask %m scale = 0.7 : " + q + ", " + q + ", " + q +
@@ -283,7 +286,7 @@ TEST(GradientCheck, TinyGPT2) {
   in.intHi = 16;
   checkModel("gpt2",
              "tiny,vocab_size=16,n_positions=8,n_embd=8,n_layer=2,n_head=2,resid_pdrop=0.1,"
-             "embd_pdrop=0.1",
+             "embd_pdrop=0.1,attn_pdrop=0.2",
              in);
 }
 
@@ -298,6 +301,6 @@ TEST(GradientCheck, TinyBERT) {
   checkModel("bert",
              "tiny,vocab_size=16,max_position_embeddings=8,hidden_size=8,"
              "num_hidden_layers=2,num_attention_heads=2,intermediate_size=12,"
-             "hidden_dropout_prob=0.1",
+             "hidden_dropout_prob=0.1,attention_probs_dropout_prob=0.2",
              in);
 }

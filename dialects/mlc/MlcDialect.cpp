@@ -622,9 +622,17 @@ static LogicalResult inferAttention(std::optional<Location> loc, Value query,
 }
 
 
+static LogicalResult checkAttentionDropout(std::optional<Location> loc, FloatAttr d) {
+  if (d && !(d.getValueAsDouble() >= 0.0 && d.getValueAsDouble() < 1.0))
+    return emitOptionalError(loc, "dropout must be in [0, 1), got ", d.getValueAsDouble());
+  return success();
+}
+
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
+  if (failed(checkAttentionDropout(loc, adaptor.getDropoutAttr())))
+    return failure();
   return inferAttention(loc, adaptor.getQuery(), adaptor.getKey(), adaptor.getValue(),
                         adaptor.getMask(), adaptor.getCuSeqlens(),
                         adaptor.getScaleAttr(), types);
@@ -709,6 +717,8 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
                                                 Adaptor adaptor,
                                                 SmallVectorImpl<Type> &types) {
   SmallVector<Type, 1> out;
+  if (failed(checkAttentionDropout(loc, adaptor.getDropoutAttr())))
+    return failure();
   if (failed(inferAttention(loc, adaptor.getQuery(), adaptor.getKey(),
                             adaptor.getValue(), adaptor.getMask(),
                             adaptor.getCuSeqlens(), adaptor.getScaleAttr(), out)))

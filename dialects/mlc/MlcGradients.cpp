@@ -478,7 +478,8 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                           SmallVectorImpl<Value> &og) {
   auto grads = b.create<AttentionGradOp>(getLoc(), rg[0], getQuery(), getKey(),
                                          getValue(), getMask(), getCuSeqlens(),
-                                         getCausalAttr(), getScaleAttr());
+                                         getCausalAttr(), getScaleAttr(), getDropoutAttr(),
+                                         getSeedAttr());
   og.append({grads.getQueryGrad(), grads.getKeyGrad(), grads.getValueGrad()});
   if (getMask())
     og.push_back(Value()); // masks are data, not parameters

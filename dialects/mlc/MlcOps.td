@@ -586,11 +586,18 @@ def Mlc_AttentionOp : Mlc_Op<"attention",
     `T` tokens of `N` sequences, and a token attends only within its own
     sequence: no padding is stored or computed.
 
+    `dropout` drops attention probabilities in training (HF's `attn_pdrop`,
+    `attention_probs_dropout_prob`) with masks drawn like `mlc.dropout`'s
+    from `seed`, the step and the probability's index, so the backward pass
+    regenerates them.
+
     ```mlir
     %o = mlc.attention %q, %k, %v causal
         : tensor<8x12x1024x64xf32>, tensor<8x12x1024x64xf32>, tensor<8x12x1024x64xf32>
     %p = mlc.attention %q, %k, %v mask %m
         : tensor<8x12x128x64xf32>, tensor<8x12x128x64xf32>, tensor<8x12x128x64xf32>, tensor<8x1x1x128xf32>
+    %d = mlc.attention %q, %k, %v causal dropout = 1.0e-01 seed = 4
+        : tensor<8x12x1024x64xf32>, tensor<8x12x1024x64xf32>, tensor<8x12x1024x64xf32>
     %u = mlc.attention %qt, %kt, %vt cu_seqlens %cu
         : tensor<?x12x64xf32>, tensor<?x12x64xf32>, tensor<?x12x64xf32>, tensor<9xi32>
     ```
@@ -599,11 +606,14 @@ def Mlc_AttentionOp : Mlc_Op<"attention",
                        Mlc_FloatTensor:$value,
                        Optional<Mlc_FloatTensor>:$mask,
                        Optional<RankedTensorOf<[I32]>>:$cu_seqlens,
-                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
+                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dropout,
+                       DefaultValuedAttr<I64Attr, "0">:$seed);
   let results = (outs Mlc_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` $mask^)? (`cu_seqlens` $cu_seqlens^)?
-    (`causal` $causal^)? (`scale` `=` $scale^)? attr-dict `:` type(operands)
+    (`causal` $causal^)? (`scale` `=` $scale^)?
+    (`dropout` `=` $dropout^ `seed` `=` $seed)? attr-dict `:` type(operands)
   }];
 }
 
@@ -725,8 +735,9 @@ def Mlc_AttentionGradOp : Mlc_Op<"attention_grad",
   let description = [{
     Recomputes the probabilities `P = softmax(scale * q k^T + mask)` (with
     the same causal / variable-length rules as `mlc.attention`) and returns
-    `dq = scale * dS k`, `dk = scale * dS^T q`, `dv = P^T grad`, where
-    `dS = P * (grad v^T - rowsum(grad * out))`.
+    `dq = scale * dS k`, `dk = scale * dS^T q`, `dv = Pd^T grad`, where
+    `Pd` is P after dropout (mask M, kept entries scaled by 1 / (1 - dropout)),
+    `dP = (grad v^T) * M / (1 - dropout)` and `dS = P * (dP - rowsum(P * dP))`.
 
     ```mlir
     %dq, %dk, %dv = mlc.attention_grad %g, %q, %k, %v causal
@@ -737,12 +748,15 @@ def Mlc_AttentionGradOp : Mlc_Op<"attention_grad",
                        Mlc_FloatTensor:$key, Mlc_FloatTensor:$value,
                        Optional<Mlc_FloatTensor>:$mask,
                        Optional<RankedTensorOf<[I32]>>:$cu_seqlens,
-                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
+                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dropout,
+                       DefaultValuedAttr<I64Attr, "0">:$seed);
   let results = (outs Mlc_FloatTensor:$query_grad, Mlc_FloatTensor:$key_grad,
                       Mlc_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $grad `,` $query `,` $key `,` $value (`mask` $mask^)? (`cu_seqlens` $cu_seqlens^)?
-    (`causal` $causal^)? (`scale` `=` $scale^)? attr-dict `:` type(operands)
+    (`causal` $causal^)? (`scale` `=` $scale^)?
+    (`dropout` `=` $dropout^ `seed` `=` $seed)? attr-dict `:` type(operands)
   }];
 }
 

@@ -553,3 +553,11 @@ func.func @attention_grad_type(%g: tensor<1x2x4x4xf32>, %q: tensor<1x2x4x8xf32>)
   %0:3 = mlc.attention_grad %g, %q, %q, %q : tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
   return
 }
+
+// -----
+
+func.func @attention_dropout(%q: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{dropout must be in [0, 1), got 1}}
+  %0 = mlc.attention %q, %q, %q dropout = 1.0 seed = 3 : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
+  return
+}

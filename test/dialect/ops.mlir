@@ -178,6 +178,7 @@ func.func @normalizations(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf
 // CHECK: mlc.attention %{{.*}}, %{{.*}}, %{{.*}} causal : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>
 // CHECK: mlc.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} scale = 5.000000e-01 : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x1x1x16xf32>
 // CHECK: mlc.attention %{{.*}}, %{{.*}}, %{{.*}} cu_seqlens %{{.*}} : tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<3xi32>
+// CHECK: mlc.attention %{{.*}}, %{{.*}}, %{{.*}} causal dropout = 1.000000e-01 seed = 4 : tensor<2x4x16x8xf32>
 // CHECK: return %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<?x4x8xf32>
 func.func @attention(%q: tensor<2x4x16x8xf32>, %m: tensor<2x1x1x16xf32>,
                      %t: tensor<?x4x8xf32>, %cu: tensor<3xi32>)
@@ -185,6 +186,7 @@ func.func @attention(%q: tensor<2x4x16x8xf32>, %m: tensor<2x1x1x16xf32>,
   %0 = mlc.attention %q, %q, %q causal : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>
   %1 = mlc.attention %q, %q, %q mask %m scale = 0.5 : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x1x1x16xf32>
   %2 = mlc.attention %t, %t, %t cu_seqlens %cu : tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<3xi32>
+  %3 = mlc.attention %q, %q, %q causal dropout = 0.1 seed = 4 : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>
   return %0, %1, %2 : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<?x4x8xf32>
 }
 
