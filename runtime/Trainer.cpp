@@ -51,9 +51,10 @@ BatchFn batchesFromDirectory(const Package &pkg, const std::string &dir, int64_t
 }
 
 /// GPT-style samples from a token file: `.bin` holds uint16 tokens, any other
-/// file is read as bytes (a byte-level vocabulary of 256). Each step draws
-/// micro-batch windows of seq-len tokens at offsets fixed by (seed, step), so
-/// a resumed run sees the same batches.
+/// file is read as bytes (a byte-level vocabulary of 256). The tokens are cut
+/// into samples of seq-len tokens; each epoch visits them in a seeded random
+/// order, so step t's batch depends only on (seed, t) and a resumed run sees
+/// the batches it would have seen.
 BatchFn batchesFromTokens(const Package &pkg, const std::string &path, uint64_t seed) {
   auto tokens = std::make_shared<std::vector<uint16_t>>();
   std::string bytes = readFile(path);
@@ -77,22 +78,33 @@ BatchFn batchesFromTokens(const Package &pkg, const std::string &path, uint64_t 
   }
   if (!ids || ids->shape.size() != 2)
     fail("--data needs a model with input_ids [batch, seq]");
-  int64_t S = ids->shape[1];
-  if (int64_t(tokens->size()) <= S)
+  const int64_t S = ids->shape[1];
+  const int64_t samples = int64_t(tokens->size()) / S;
+  if (samples < 1)
     fail(path + ": holds " + std::to_string(tokens->size()) + " tokens, fewer than one " +
-         "sample of " + std::to_string(S + 1));
-  return [tokens, seed, S](const InputInfo &in, int64_t t) {
+         "sample of " + std::to_string(S));
+  // One permutation per epoch, computed when first needed.
+  auto orders = std::make_shared<std::map<int64_t, std::vector<int64_t>>>();
+  return [tokens, orders, seed, S, samples](const InputInfo &in, int64_t t) {
     HostTensor out;
     out.dtype = "i64";
     out.shape = in.shape;
     out.data.resize(in.numel * 8);
-    std::mt19937_64 rng(nameSeed(seed, "batch/" + std::to_string(t)));
-    std::uniform_int_distribution<int64_t> pick(0, int64_t(tokens->size()) - S - 1);
     int64_t *dst = reinterpret_cast<int64_t *>(out.data.data());
-    for (int64_t b = 0; b < in.shape[0]; ++b) {
-      int64_t start = pick(rng);
+    const int64_t B = in.shape[0];
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t k = t * B + b, epoch = k / samples;
+      auto &order = (*orders)[epoch];
+      if (order.empty()) {
+        order.resize(samples);
+        for (int64_t i = 0; i < samples; ++i)
+          order[i] = i;
+        std::mt19937_64 rng(nameSeed(seed, "epoch/" + std::to_string(epoch)));
+        std::shuffle(order.begin(), order.end(), rng);
+      }
+      const uint16_t *src = tokens->data() + order[k % samples] * S;
       for (int64_t s = 0; s < S; ++s)
-        dst[b * S + s] = (*tokens)[start + s];
+        dst[b * S + s] = src[s];
     }
     return out;
   };

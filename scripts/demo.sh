@@ -5,7 +5,7 @@
 set -euo pipefail
 build=${1:-build}
 corpus=data/corpus/python-docs.txt
-steps=${MLC_DEMO_STEPS:-300}
+steps=${MLC_DEMO_STEPS:-600}
 export MLC_CACHE_DIR=${MLC_CACHE_DIR:-$build/mlc-cache}
 
 entropy=$(/usr/bin/python3 - "$corpus" <<'PY'
