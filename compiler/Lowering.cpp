@@ -285,10 +285,8 @@ private:
   }
 
   void emitConstant(ConstantOp c, int id);
-  llvm::Error emitPointwise(Operation *op,
-                            const std::function<std::string(const std::vector<std::string> &,
-                                                            const std::string &)> &expr,
-                            std::string prologue = "");
+  llvm::Error emitPointwise(Operation *op);
+  llvm::Error emitFusion(FusionOp fusion);
   void emitStridedCopy(Value src, Value dst, int dstId, Shape loopShape, int64_t srcBase,
                        Shape srcStrides, int64_t dstBase, Shape dstStrides,
                        bool zeroFirst);
@@ -336,11 +334,77 @@ void FunctionLowering::emitConstant(ConstantOp c, int id) {
   addStep(body.str(), {id});
 }
 
-llvm::Error FunctionLowering::emitPointwise(
-    Operation *op,
-    const std::function<std::string(const std::vector<std::string> &, const std::string &)>
-        &expr,
-    std::string prologue) {
+/// The C expression of a pointwise op over scalar operand expressions `a`;
+/// `index` is the flat element index (dropout's counter). Declarations the
+/// expression needs once per kernel (dropout keys) go to `prologue`.
+std::string pointwiseExpr(Operation *op, const std::vector<std::string> &a,
+                          const std::string &index, std::string &prologue) {
+  Type el = typeOf(op->getResult(0)).getElementType();
+  std::string T = cType(el);
+  auto lit = [&](double v) { return literal(v, el); };
+  auto bin = [&](const char *o) { return "(" + a[0] + " " + o + " " + a[1] + ")"; };
+  auto call = [&](const std::string &f) { return f + "(" + a[0] + ")"; };
+  const std::string c0 = lit(0.7978845608028654), k = lit(0.044715), one = lit(1.0),
+                    half = lit(0.5);
+  return llvm::TypeSwitch<Operation *, std::string>(op)
+      .Case<AddOp>([&](auto) { return bin("+"); })
+      .Case<SubOp>([&](auto) { return bin("-"); })
+      .Case<MulOp>([&](auto) { return bin("*"); })
+      .Case<DivOp>([&](auto) { return bin("/"); })
+      .Case<PowOp>([&](auto) { return "std::pow(" + a[0] + ", " + a[1] + ")"; })
+      .Case<NegOp>([&](auto) { return "(-" + a[0] + ")"; })
+      .Case<ExpOp>([&](auto) { return call(expFn(el)); })
+      .Case<LogOp>([&](auto) { return call("std::log"); })
+      .Case<TanhOp>([&](auto) { return call(tanhFn(el)); })
+      .Case<ErfOp>([&](auto) { return call("std::erf"); })
+      .Case<SqrtOp>([&](auto) { return call("std::sqrt"); })
+      .Case<RsqrtOp>([&](auto) { return "(" + one + " / std::sqrt(" + a[0] + "))"; })
+      .Case<GeluOp>([&](GeluOp g) {
+        const std::string &x = a[0];
+        if (g.getApproximate() == GeluApproximation::tanh)
+          return "(" + half + " * " + x + " * (" + one + " + " + tanhFn(el) + "(" + c0 +
+                 " * (" + x + " + " + k + " * " + x + " * " + x + " * " + x + "))))";
+        return "(" + half + " * " + x + " * (" + one + " + std::erf(" + x + " * " +
+               lit(M_SQRT1_2) + ")))";
+      })
+      .Case<GeluGradOp>([&](GeluGradOp g) {
+        const std::string &gr = a[0], &x = a[1];
+        if (g.getApproximate() == GeluApproximation::tanh) {
+          // u = c (x + k x^3), t = tanh u:  0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3k x^2)
+          std::string t = tanhFn(el) + "(" + c0 + " * (" + x + " + " + k + " * " + x + " * " +
+                          x + " * " + x + "))";
+          return "(" + gr + " * [&] { const " + T + " t = " + t + "; return " + half + " * (" +
+                 one + " + t) + " + half + " * " + x + " * (" + one + " - t * t) * " + c0 +
+                 " * (" + one + " + " + lit(3 * 0.044715) + " * " + x + " * " + x + "); }())";
+        }
+        // Phi(x) + x phi(x)
+        return "(" + gr + " * (" + half + " * (" + one + " + std::erf(" + x + " * " +
+               lit(M_SQRT1_2) + ")) + " + x + " * " + expFn(el) + "(" + lit(-0.5) + " * " + x +
+               " * " + x + ") * " + lit(0.3989422804014327) + "))";
+      })
+      .Case<CompareOp>([&](CompareOp c) {
+        static const char *ops[] = {"==", "!=", "<", "<=", ">", ">="};
+        return "(uint8_t)" + bin(ops[int(c.getPredicate())]);
+      })
+      .Case<SelectOp>([&](auto) { return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")"; })
+      .Case<CastOp>([&](auto) { return "(" + T + ")" + a[0]; })
+      .Case<BroadcastOp>([&](auto) { return a[0]; })
+      .Case<DropoutOp>([&](DropoutOp d) {
+        std::string key = "key" + std::to_string(int64_t(d.getSeed()));
+        std::string decl = "  const uint64_t " + key + " = mlc_key(" +
+                           std::to_string(int64_t(d.getSeed())) + "ull, (uint64_t)ctx->step);\n";
+        if (prologue.find(decl) == std::string::npos)
+          prologue += decl;
+        double ratio = d.getRatio().convertToDouble();
+        return "(mlc_uniform(" + key + ", " + index + ") >= " + std::to_string(ratio) + " ? " +
+               a[0] + " * " + lit(1.0 / (1.0 - ratio)) + " : " + lit(0.0) + ")";
+      })
+      .Default([](Operation *) -> std::string {
+        llvm_unreachable("not a pointwise op");
+      });
+}
+
+llvm::Error FunctionLowering::emitPointwise(Operation *op) {
   Value result = op->getResult(0);
   Shape out = shapeOf(result);
   std::vector<std::pair<Type, bool>> slots{{typeOf(result).getElementType(), true}};
@@ -363,7 +427,65 @@ llvm::Error FunctionLowering::emitPointwise(
   int outId = arenaFor(result);
   valueBuffers[result] = outId;
   bufs[0] = outId;
-  std::string body = "    p0[o0] = " + expr(operands, "o0") + ";\n";
+  std::string prologue;
+  std::string body = "    p0[o0] = " + pointwiseExpr(op, operands, "o0", prologue) + ";\n";
+  addStep(args(slots) + prologue + loopNest(out, accs, body, true), bufs);
+  return llvm::Error::success();
+}
+
+/// A pointwise fusion: one loop nest over the iteration shape; each input is
+/// loaded once per element (broadcast by strides), every op becomes a scalar
+/// temporary, and only the yielded values are stored.
+llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
+  if (fusion.getKind() != "pointwise")
+    return failure("fusion kind '" + fusion.getKind() + "' has no CPU lowering");
+  Block &block = fusion.getBody().front();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  Shape out = shapeOf(fusion.getResult(0));
+  Shape outStrides = rowMajorStrides(out);
+  std::vector<std::pair<Type, bool>> slots;
+  std::vector<int> bufs;
+  std::vector<Access> accs;
+  for (Value r : fusion.getResults()) {
+    int id = arenaFor(r);
+    valueBuffers[r] = id;
+    slots.push_back({typeOf(r).getElementType(), true});
+    bufs.push_back(id);
+    accs.push_back({int(slots.size() - 1), 0, outStrides});
+  }
+  llvm::DenseMap<Value, std::string> scalar;
+  std::string body;
+  for (auto [arg, in] : llvm::zip(block.getArguments(), fusion.getInputs())) {
+    int slot = slots.size();
+    slots.push_back({typeOf(in).getElementType(), false});
+    bufs.push_back(bufferOf(in));
+    accs.push_back({slot, 0, broadcastStrides(shapeOf(in), out)});
+    std::string name = "x" + std::to_string(slot);
+    body += "    const " + cType(typeOf(in).getElementType()) + " " + name + " = p" +
+            std::to_string(slot) + "[o" + std::to_string(accs.size() - 1) + "];\n";
+    scalar[arg] = name;
+  }
+  std::string prologue;
+  int tmp = 0;
+  for (Operation &op : block.without_terminator()) {
+    if (auto c = dyn_cast<ConstantOp>(op)) {
+      std::string lit = splatLiteral(c.getResult());
+      if (lit.empty())
+        return failure("a fusion region holds a non-splat constant");
+      scalar[c.getResult()] = lit;
+      continue;
+    }
+    std::vector<std::string> operands;
+    for (Value v : op.getOperands())
+      operands.push_back(scalar.lookup(v));
+    std::string name = "t" + std::to_string(tmp++);
+    body += "    const " + cType(typeOf(op.getResult(0)).getElementType()) + " " + name +
+            " = " + pointwiseExpr(&op, operands, "o0", prologue) + ";\n";
+    scalar[op.getResult(0)] = name;
+  }
+  for (auto [i, v] : llvm::enumerate(yield.getValues()))
+    body += "    p" + std::to_string(i) + "[o" + std::to_string(i) + "] = " + scalar.lookup(v) +
+            ";\n";
   addStep(args(slots) + prologue + loopNest(out, accs, body, true), bufs);
   return llvm::Error::success();
 }
@@ -833,11 +955,6 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
 }
 
 llvm::Error FunctionLowering::lowerOp(Operation *op) {
-  auto pw = [&](const std::function<std::string(const std::vector<std::string> &)> &f) {
-    return emitPointwise(op, [&](const std::vector<std::string> &a, const std::string &) {
-      return f(a);
-    });
-  };
   Type el = op->getNumResults() ? typeOf(op->getResult(0)).getElementType() : Type();
   std::string T = el ? cType(el) : "";
   auto lit = [&](double v) { return literal(v, el); };
@@ -864,78 +981,10 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
                 {id});
         return llvm::Error::success();
       })
-      .Case<AddOp>([&](auto) { return pw([](auto a) { return a[0] + " + " + a[1]; }); })
-      .Case<SubOp>([&](auto) { return pw([](auto a) { return a[0] + " - " + a[1]; }); })
-      .Case<MulOp>([&](auto) { return pw([](auto a) { return a[0] + " * " + a[1]; }); })
-      .Case<DivOp>([&](auto) { return pw([](auto a) { return a[0] + " / " + a[1]; }); })
-      .Case<PowOp>([&](auto) {
-        return pw([](auto a) { return "std::pow(" + a[0] + ", " + a[1] + ")"; });
-      })
-      .Case<NegOp>([&](auto) { return pw([](auto a) { return "-" + a[0]; }); })
-      .Case<ExpOp>([&](auto) { return pw([&](auto a) { return expFn(el) + "(" + a[0] + ")"; }); })
-      .Case<LogOp>([&](auto) { return pw([](auto a) { return "std::log(" + a[0] + ")"; }); })
-      .Case<TanhOp>(
-          [&](auto) { return pw([&](auto a) { return tanhFn(el) + "(" + a[0] + ")"; }); })
-      .Case<ErfOp>([&](auto) { return pw([](auto a) { return "std::erf(" + a[0] + ")"; }); })
-      .Case<SqrtOp>(
-          [&](auto) { return pw([](auto a) { return "std::sqrt(" + a[0] + ")"; }); })
-      .Case<RsqrtOp>([&](auto) {
-        return pw([&](auto a) { return lit(1.0) + " / std::sqrt(" + a[0] + ")"; });
-      })
-      .Case<GeluOp>([&](GeluOp g) {
-        bool tanhForm = g.getApproximate() == GeluApproximation::tanh;
-        return pw([&](auto a) {
-          std::string x = a[0];
-          if (tanhForm)
-            return lit(0.5) + " * " + x + " * (" + lit(1.0) + " + " + tanhFn(el) + "(" +
-                   lit(0.7978845608028654) + " * (" + x + " + " + lit(0.044715) + " * " + x +
-                   " * " + x + " * " + x + ")))";
-          return lit(0.5) + " * " + x + " * (" + lit(1.0) + " + std::erf(" + x + " * " +
-                 lit(M_SQRT1_2) + "))";
-        });
-      })
-      .Case<GeluGradOp>([&](GeluGradOp g) {
-        bool tanhForm = g.getApproximate() == GeluApproximation::tanh;
-        return pw([&](auto a) {
-          std::string gr = a[0], x = a[1];
-          if (tanhForm) {
-            // u = c (x + k x^3), t = tanh u:  0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3k x^2)
-            std::string t = tanhFn(el) + "(" + lit(0.7978845608028654) + " * (" + x + " + " +
-                            lit(0.044715) + " * " + x + " * " + x + " * " + x + "))";
-            return gr + " * [&] { const " + T + " t = " + t + "; return " + lit(0.5) +
-                   " * (" + lit(1.0) + " + t) + " + lit(0.5) + " * " + x + " * (" + lit(1.0) +
-                   " - t * t) * " + lit(0.7978845608028654) + " * (" + lit(1.0) + " + " +
-                   lit(3 * 0.044715) + " * " + x + " * " + x + "); }()";
-          }
-          // Phi(x) + x phi(x)
-          return gr + " * (" + lit(0.5) + " * (" + lit(1.0) + " + std::erf(" + x + " * " +
-                 lit(M_SQRT1_2) + ")) + " + x + " * " + expFn(el) + "(" + lit(-0.5) + " * " + x +
-                 " * " + x + ") * " + lit(0.3989422804014327) + ")";
-        });
-      })
-      .Case<CompareOp>([&](CompareOp c) {
-        static const char *ops[] = {"==", "!=", "<", "<=", ">", ">="};
-        std::string o = ops[int(c.getPredicate())];
-        return pw([&](auto a) { return "(uint8_t)(" + a[0] + " " + o + " " + a[1] + ")"; });
-      })
-      .Case<SelectOp>([&](auto) {
-        return pw([](auto a) { return a[0] + " ? " + a[1] + " : " + a[2]; });
-      })
-      .Case<CastOp>([&](auto) { return pw([&](auto a) { return "(" + T + ")" + a[0]; }); })
-      .Case<BroadcastOp>([&](auto) { return pw([](auto a) { return a[0]; }); })
-      .Case<DropoutOp>([&](DropoutOp d) {
-        double ratio = d.getRatio().convertToDouble();
-        std::string prologue = "  const uint64_t key = mlc_key(" +
-                               std::to_string(int64_t(d.getSeed())) +
-                               "ull, (uint64_t)ctx->step);\n";
-        return emitPointwise(
-            op,
-            [&](const std::vector<std::string> &a, const std::string &index) {
-              return "(mlc_uniform(key, " + index + ") >= " + std::to_string(ratio) + " ? " +
-                     a[0] + " * " + lit(1.0 / (1.0 - ratio)) + " : " + lit(0.0) + ")";
-            },
-            prologue);
-      })
+      .Case<AddOp, SubOp, MulOp, DivOp, PowOp, NegOp, ExpOp, LogOp, TanhOp, ErfOp, SqrtOp,
+            RsqrtOp, GeluOp, GeluGradOp, CompareOp, SelectOp, CastOp, BroadcastOp, DropoutOp>(
+          [&](auto) { return emitPointwise(op); })
+      .Case<FusionOp>([&](FusionOp f) { return emitFusion(f); })
       .Case<TransposeOp>([&](TransposeOp t) {
         Shape in = shapeOf(t.getInput()), out = shapeOf(t.getResult());
         Shape inSt = rowMajorStrides(in), st(out.size());

@@ -18,12 +18,14 @@ using namespace mlir;
 
 namespace mlc {
 
-llvm::Error runPipeline(ModuleOp module, bool training) {
+llvm::Error runPipeline(ModuleOp module, bool training, bool fuse) {
   PassManager pm(module.getContext());
   if (training)
     pm.addPass(createMlcAutodiff());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  if (fuse)
+    pm.addNestedPass<func::FuncOp>(createMlcFuseElementwise());
   std::string diagnostics;
   {
     llvm::raw_string_ostream os(diagnostics);

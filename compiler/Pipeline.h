@@ -12,10 +12,10 @@
 
 namespace mlc {
 
-/// Runs the training pipeline on a module holding @forward: autodiff (adds
-/// @train_step), then canonicalization and CSE. Without `training`, only the
-/// cleanup runs (an inference package).
-llvm::Error runPipeline(mlir::ModuleOp module, bool training);
+/// Runs the pipeline on a module holding @forward: autodiff (adds
+/// @train_step) when `training`, canonicalization and CSE, then pointwise
+/// fusion when `fuse`.
+llvm::Error runPipeline(mlir::ModuleOp module, bool training, bool fuse = true);
 
 struct PackageDescription {
   std::string family; // gpt2 | bert | onnx

@@ -62,6 +62,15 @@ cl::opt<std::string> dtype("dtype", cl::desc("Element type: f32 or f64"),
                            cl::init("f32"), cl::sub(compileCmd), cl::sub(trainCmd),
                            cl::sub(runCmd), cl::cat(category));
 
+cl::opt<bool> fuse("fuse",
+                   cl::desc("Fuse pointwise chains into single kernels (--fuse=false or "
+                            "--no-fuse turns it off)"),
+                   cl::init(true), cl::sub(compileCmd), cl::sub(trainCmd), cl::sub(runCmd),
+                   cl::cat(category));
+cl::opt<bool> noFuse("no-fuse", cl::desc("Run every op as its own kernel"),
+                     cl::sub(compileCmd), cl::sub(trainCmd), cl::sub(runCmd),
+                     cl::cat(category));
+
 // compile
 enum class Emit { Package, Graph, Mlir, Plan, Kernels };
 cl::opt<Emit> emit(
@@ -179,7 +188,7 @@ Expected<mlir::OwningOpRef<mlir::ModuleOp>> compileModel(mlir::MLIRContext &ctx,
   auto module = mlc::buildModel(ctx, cfg, buildOptions());
   if (!module)
     return module.takeError();
-  if (auto err = mlc::runPipeline(**module, training))
+  if (auto err = mlc::runPipeline(**module, training, fuse && !noFuse))
     return std::move(err);
   return std::move(*module);
 }
@@ -257,7 +266,7 @@ Expected<std::string> packageFor(bool training) {
     const char *cache = std::getenv("MLC_CACHE_DIR");
     const char *home = std::getenv("HOME");
     std::string root = cache ? cache : std::string(home ? home : "/tmp") + "/.cache/mlc";
-    dir = root + "/packages/" + model + "-" + mlc::contentHash(text + dtype);
+    dir = root + "/packages/" + model + "-" + mlc::contentHash(text + std::string(dtype));
   }
   auto lowered = mlc::writePackage(**module, dir, describe(*cfg));
   if (!lowered)

@@ -49,4 +49,35 @@ def MlcAutodiff : Pass<"mlc-autodiff", "mlir::ModuleOp"> {
   ];
 }
 
+def MlcFuseElementwise : Pass<"mlc-fuse-elementwise", "mlir::func::FuncOp"> {
+  let summary = "Groups chains of pointwise ops into mlc.fusion kernels";
+  let description = [{
+    Walks each function from its results backwards and grows groups of
+    pointwise ops (add, sub, mul, div, pow, neg, exp, log, tanh, erf, sqrt,
+    rsqrt, gelu, gelu_grad, compare, select, cast, broadcast, dropout) that
+    produce the same shape: a producer joins its consumers' group when all of
+    its users are in that group, or when its other users come after the
+    group (then the group also writes it out: multi-output fusion). A value
+    is never computed twice, and nothing fuses across a GEMM, a reduction or
+    any other non-pointwise op. Splat constants are copied into the regions.
+
+    Before:
+    ```mlir
+    %0 = mlc.add %h, %b : tensor<8x3072xf32>, tensor<3072xf32>
+    %1 = mlc.gelu %0 approximate = tanh : tensor<8x3072xf32>
+    ```
+    After:
+    ```mlir
+    %r:2 = mlc.fusion "pointwise" ins(%h, %b : tensor<8x3072xf32>, tensor<3072xf32>) {
+    ^bb0(%x: tensor<8x3072xf32>, %y: tensor<3072xf32>):
+      %0 = mlc.add %x, %y : tensor<8x3072xf32>, tensor<3072xf32>
+      %1 = mlc.gelu %0 approximate = tanh : tensor<8x3072xf32>
+      mlc.yield %0, %1 : tensor<8x3072xf32>, tensor<8x3072xf32>
+    } : tensor<8x3072xf32>, tensor<8x3072xf32>
+    ```
+    (`%0` is yielded only when something outside the group still uses it.)
+  }];
+  let dependentDialects = ["::mlc::MlcDialect"];
+}
+
 #endif // MLC_PASSES_TD

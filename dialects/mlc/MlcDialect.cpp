@@ -732,5 +732,39 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// FusionOp
+//===----------------------------------------------------------------------===//
+
+void FusionOp::build(OpBuilder &b, OperationState &state, StringRef kind,
+                     TypeRange results, ValueRange inputs) {
+  state.addAttribute(getKindAttrName(state.name), b.getStringAttr(kind));
+  state.addOperands(inputs);
+  state.addTypes(results);
+  Region *body = state.addRegion();
+  Block *block = new Block();
+  body->push_back(block);
+  for (Value v : inputs)
+    block->addArgument(v.getType(), v.getLoc());
+}
+
+LogicalResult FusionOp::verify() {
+  Block &block = getBody().front();
+  if (block.getNumArguments() != getInputs().size())
+    return emitOpError("has ") << getInputs().size() << " inputs but its block takes "
+                               << block.getNumArguments() << " arguments";
+  for (auto [arg, in] : llvm::zip(block.getArguments(), getInputs()))
+    if (arg.getType() != in.getType())
+      return emitOpError("block argument types must match the input types");
+  auto yield = cast<YieldOp>(block.getTerminator());
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError("yields ") << yield.getValues().size()
+                                  << " values whose types differ from its results";
+  if (getKind() != "pointwise" && getKind() != "rows")
+    return emitOpError("kind must be \"pointwise\" or \"rows\", got \"")
+           << getKind() << "\"";
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/mlc/MlcOps.cpp.inc"

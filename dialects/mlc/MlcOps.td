@@ -15,6 +15,7 @@ include "dialects/mlc/MlcInterfaces.td"
 include "mlir/IR/EnumAttr.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 
 //===----------------------------------------------------------------------===//
 // Enums
@@ -758,6 +759,58 @@ def Mlc_AttentionGradOp : Mlc_Op<"attention_grad",
     (`causal` $causal^)? (`scale` `=` $scale^)?
     (`dropout` `=` $dropout^ `seed` `=` $seed)? attr-dict `:` type(operands)
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// FusionOp, YieldOp
+//===----------------------------------------------------------------------===//
+
+def Mlc_FusionOp : Mlc_Op<"fusion", [IsolatedFromAbove, Pure,
+    SingleBlockImplicitTerminator<"::mlc::YieldOp">]> {
+  let summary = "Ops that run as one generated kernel";
+  let description = [{
+    A region of graph ops that the lowering emits as a single kernel: one
+    pass over the data, intermediate values in registers, only the yielded
+    values written to memory. `mlc-fuse-elementwise` forms them. The block
+    arguments stand for `inputs`; the yielded values become the results.
+
+    `kind = "pointwise"`: every op is elementwise and produces the region's
+    iteration shape; inputs may broadcast to it.
+
+    ```mlir
+    %r = mlc.fusion "pointwise" ins(%h, %b : tensor<8x3072xf32>, tensor<3072xf32>) {
+    ^bb0(%x: tensor<8x3072xf32>, %y: tensor<3072xf32>):
+      %0 = mlc.add %x, %y : tensor<8x3072xf32>, tensor<3072xf32>
+      %1 = mlc.gelu %0 approximate = tanh : tensor<8x3072xf32>
+      mlc.yield %1 : tensor<8x3072xf32>
+    } : tensor<8x3072xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$kind, Variadic<Mlc_AnyTensor>:$inputs);
+  let results = (outs Variadic<Mlc_AnyTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $kind `ins` `(` $inputs `:` type($inputs) `)` $body attr-dict `:` type($results)
+  }];
+  let hasVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [
+    OpBuilder<(ins "::llvm::StringRef":$kind, "::mlir::TypeRange":$results,
+                   "::mlir::ValueRange":$inputs)>
+  ];
+}
+
+def Mlc_YieldOp : Mlc_Op<"yield", [Pure, Terminator, HasParent<"::mlc::FusionOp">,
+    ReturnLike]> {
+  let summary = "The values a fusion region writes out";
+  let description = [{
+    ```mlir
+    mlc.yield %sum, %normed : tensor<8x768xf32>, tensor<8x768xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Mlc_AnyTensor>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+  let builders = [OpBuilder<(ins), [{ /* empty yield */ }]>];
 }
 
 #endif // MLC_OPS_TD

@@ -1,0 +1,162 @@
+//===- FuseElementwise.cpp - pointwise fusion groups -----------------------===//
+//
+// Forms mlc.fusion regions from chains of pointwise ops of one shape. The
+// grouping is consumer-driven: ops are visited from the last to the first,
+// and a producer joins the group of its consumers when that computes it
+// exactly once and keeps the graph acyclic.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/mlc/MlcDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlc {
+#define GEN_PASS_DEF_MLCFUSEELEMENTWISE
+#include "passes/Passes.h.inc"
+} // namespace mlc
+
+using namespace mlir;
+using namespace mlc;
+
+namespace {
+
+bool isPointwise(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, DivOp, PowOp, NegOp, ExpOp, LogOp, TanhOp, ErfOp, SqrtOp,
+             RsqrtOp, GeluOp, GeluGradOp, CompareOp, SelectOp, CastOp, BroadcastOp,
+             DropoutOp>(op);
+}
+
+bool isSplatConstant(Value v) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
+  return dense && dense.isSplat();
+}
+
+struct Group {
+  SmallVector<Operation *> ops; // in reverse program order while growing
+  Operation *root;              // the last op in program order
+  Type shape;                   // the iteration type (shape and element type aside)
+};
+
+class FuseElementwisePass : public mlc::impl::MlcFuseElementwiseBase<FuseElementwisePass> {
+public:
+  void runOnOperation() final {
+    for (Block &block : getOperation().getBody())
+      fuseBlock(block);
+  }
+
+private:
+  static ArrayRef<int64_t> shapeOf(Value v) {
+    return cast<RankedTensorType>(v.getType()).getShape();
+  }
+
+  void fuseBlock(Block &block) {
+    llvm::DenseMap<Operation *, int> position;
+    int i = 0;
+    for (Operation &op : block)
+      position[&op] = i++;
+
+    std::vector<Group> groups;
+    llvm::DenseMap<Operation *, int> groupOf;
+    SmallVector<Operation *> reversed;
+    for (Operation &op : block)
+      reversed.push_back(&op);
+    std::reverse(reversed.begin(), reversed.end());
+
+    for (Operation *op : reversed) {
+      if (!isPointwise(op) || op->getNumResults() != 1)
+        continue;
+      Value result = op->getResult(0);
+      // The consumer group to join: the group of the earliest-placed user
+      // that is in a group of this shape.
+      int target = -1;
+      for (Operation *user : result.getUsers()) {
+        auto it = groupOf.find(user);
+        if (it == groupOf.end())
+          continue;
+        Group &g = groups[it->second];
+        if (shapeOf(g.root->getResult(0)) != shapeOf(result))
+          continue;
+        if (target < 0 || position[g.root] < position[groups[target].root])
+          target = it->second;
+      }
+      bool joined = false;
+      if (target >= 0) {
+        Group &g = groups[target];
+        // Users outside the group must come after its root: they then read
+        // the value the fusion writes out, and no cycle can form.
+        bool ok = true;
+        for (Operation *user : result.getUsers()) {
+          auto it = groupOf.find(user);
+          bool inside = it != groupOf.end() && it->second == target;
+          if (!inside && position[user] < position[g.root])
+            ok = false;
+        }
+        if (ok) {
+          g.ops.push_back(op);
+          groupOf[op] = target;
+          joined = true;
+        }
+      }
+      if (!joined) {
+        groups.push_back({{op}, op, result.getType()});
+        groupOf[op] = groups.size() - 1;
+      }
+    }
+    for (Group &g : groups)
+      if (g.ops.size() >= 2)
+        buildFusion(g);
+  }
+
+  void buildFusion(Group &g) {
+    std::reverse(g.ops.begin(), g.ops.end()); // program order
+    llvm::SmallPtrSet<Operation *, 16> members(g.ops.begin(), g.ops.end());
+    llvm::SetVector<Value> inputs;
+    SmallVector<Value> outputs;
+    for (Operation *op : g.ops) {
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if ((def && members.count(def)) || isSplatConstant(v))
+          continue;
+        inputs.insert(v);
+      }
+      for (Value r : op->getResults())
+        if (llvm::any_of(r.getUsers(), [&](Operation *u) { return !members.count(u); }))
+          outputs.push_back(r);
+    }
+    OpBuilder b(g.root);
+    SmallVector<Type> resultTypes;
+    for (Value v : outputs)
+      resultTypes.push_back(v.getType());
+    auto fusion = b.create<FusionOp>(g.root->getLoc(), "pointwise", resultTypes,
+                                     inputs.getArrayRef());
+    Block &body = fusion.getBody().front();
+    OpBuilder inner = OpBuilder::atBlockEnd(&body);
+    IRMapping map;
+    for (auto [v, arg] : llvm::zip(inputs, body.getArguments()))
+      map.map(v, arg);
+    for (Operation *op : g.ops) {
+      for (Value v : op->getOperands())
+        if (!map.contains(v) && isSplatConstant(v))
+          map.map(v, inner.clone(*v.getDefiningOp())->getResult(0));
+      inner.clone(*op, map);
+    }
+    SmallVector<Value> yielded;
+    for (Value v : outputs)
+      yielded.push_back(map.lookup(v));
+    inner.create<YieldOp>(g.root->getLoc(), yielded);
+    for (auto [old, result] : llvm::zip(outputs, fusion.getResults()))
+      old.replaceUsesWithIf(result, [&](OpOperand &use) {
+        return !members.count(use.getOwner());
+      });
+    for (Operation *op : llvm::reverse(g.ops))
+      op->erase();
+  }
+};
+
+} // namespace
