@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <set>
 #include <sstream>
 
 using namespace mlir;
@@ -266,7 +267,13 @@ private:
     return "(" + cType(el) + ")" +
            std::to_string(dense.getSplatValue<APInt>().getSExtValue());
   }
+  void countBytes(const std::vector<int> &bufs) {
+    std::set<int> seen(bufs.begin(), bufs.end());
+    for (int b : seen)
+      counts.bytes += buffers[b].numel * dtypeBytes(buffers[b].element);
+  }
   void addStep(const std::string &kernelBody, std::vector<int> bufs) {
+    countBytes(bufs);
     std::string name = kernels.add(kernelBody);
     std::string text = "kernel " + name;
     for (int b : bufs)
@@ -626,6 +633,7 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
     text << " " << s;
   text << " %" << outId << " %" << lhs << " %" << rhs;
   steps.push_back({text.str(), {outId, lhs, rhs}});
+  countBytes({outId, lhs, rhs});
   ++counts.gemms;
   return llvm::Error::success();
 }

@@ -26,6 +26,8 @@ struct LoweredPackage {
   /// Counts for reports: kernel launches and GEMM calls per function.
   struct Counts {
     int64_t kernels = 0, gemms = 0;
+    /// Bytes every step reads and writes (each buffer it touches, once).
+    int64_t bytes = 0;
   };
   std::map<std::string, Counts> counts;
 };

@@ -22,6 +22,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
@@ -86,6 +87,16 @@ cl::opt<std::string> output("o",
                                      "output file of --emit ('-' for stdout)"),
                             cl::value_desc("path"), cl::init(""), cl::sub(compileCmd),
                             cl::cat(category));
+cl::opt<bool> report("report",
+                     cl::desc("Print kernel counts and bytes moved per step, unfused and "
+                              "fused"),
+                     cl::sub(compileCmd), cl::cat(category));
+cl::opt<bool> clipReport("report-clip",
+                         cl::desc("Count the gradient-norm kernel of clipping in --report"),
+                         cl::init(true), cl::sub(compileCmd), cl::cat(category));
+cl::opt<std::string> reportJson("report-json", cl::desc("Write the report as JSON"),
+                                cl::value_desc("file"), cl::sub(compileCmd),
+                                cl::cat(category));
 cl::opt<bool> inferenceOnly("inference", cl::desc("Compile @forward only (no training step)"),
                             cl::sub(compileCmd), cl::cat(category));
 
@@ -207,10 +218,77 @@ int writeText(const std::string &text) {
   return 0;
 }
 
+/// Lowers the model with and without fusion (and with one and two layers, to
+/// count per layer) and reports kernels and bytes per training step.
+int runReport(const mlc::ModelConfig &cfg) {
+  const char *layersKey = cfg.family == "gpt2" ? "n_layer" : "num_hidden_layers";
+  auto countsFor = [&](int64_t layers, bool fused) -> Expected<mlc::LoweredPackage::Counts> {
+    mlc::ModelConfig c = cfg;
+    if (layers > 0)
+      c.values[layersKey] = layers;
+    mlir::MLIRContext ctx;
+    auto module = mlc::buildModel(ctx, c, buildOptions());
+    if (!module)
+      return module.takeError();
+    if (auto err = mlc::runPipeline(**module, /*training=*/true, fused))
+      return std::move(err);
+    auto lowered = mlc::lowerModule(**module);
+    if (!lowered)
+      return lowered.takeError();
+    return lowered->counts["train_step"];
+  };
+  struct Side {
+    mlc::LoweredPackage::Counts full, one, two;
+  } sides[2];
+  for (int fused = 0; fused < 2; ++fused) {
+    for (auto [layers, out] : {std::pair<int64_t, mlc::LoweredPackage::Counts *>{0, &sides[fused].full},
+                               {1, &sides[fused].one},
+                               {2, &sides[fused].two}}) {
+      auto c = countsFor(layers, fused);
+      if (!c)
+        return fail(toString(c.takeError()));
+      *out = *c;
+    }
+  }
+  auto perLayer = [](const Side &s) { return s.two.kernels - s.one.kernels; };
+  const Side &u = sides[0], &f = sides[1];
+  int64_t optimizer = 1, norm = clipReport ? 1 : 0;
+  outs() << "mlc report: " << cfg.family << " (" << cfg.preset << "), micro-batch "
+         << microBatch << ", seq-len " << seqLen << ", " << dtype << "\n";
+  outs() << formatv("  {0,-38} {1,12} {2,12}\n", "per training step", "unfused", "fused");
+  outs() << formatv("  {0,-38} {1,12} {2,12}\n", "kernel launches (GEMMs excluded)",
+                    u.full.kernels, f.full.kernels);
+  outs() << formatv("  {0,-38} {1,12} {2,12}\n", "GEMMs", u.full.gemms, f.full.gemms);
+  outs() << formatv("  {0,-38} {1,12} {2,12}\n", "non-GEMM kernels per layer (fwd+bwd)",
+                    perLayer(u), perLayer(f));
+  outs() << formatv("  {0,-38} {1,12:f1} {2,12:f1}\n", "MB moved (estimate)",
+                    u.full.bytes / 1e6, f.full.bytes / 1e6);
+  outs() << formatv("  {0,-38} {1,12}\n", "optimizer kernels (AdamW + norm)",
+                    std::to_string(optimizer) + " + " + std::to_string(norm));
+  if (!reportJson.empty()) {
+    std::string json = formatv("{{\"kernels_unfused\": {0}, \"kernels_fused\": {1}, "
+                               "\"gemms\": {2}, \"nongemm_per_layer\": {3}, "
+                               "\"nongemm_per_layer_unfused\": {4}, "
+                               "\"optimizer_kernels\": {5}, \"bytes_unfused\": {6}, "
+                               "\"bytes_fused\": {7}}\n",
+                               u.full.kernels, f.full.kernels, f.full.gemms, perLayer(f),
+                               perLayer(u), optimizer + norm, u.full.bytes, f.full.bytes)
+                           .str();
+    std::error_code ec;
+    raw_fd_ostream os(reportJson, ec);
+    if (ec)
+      return fail(reportJson + ": " + ec.message());
+    os << json;
+  }
+  return 0;
+}
+
 int runCompile() {
   auto cfg = builtinConfig();
   if (!cfg)
     return fail(toString(cfg.takeError()));
+  if (report || !reportJson.empty())
+    return runReport(*cfg);
   mlir::MLIRContext ctx;
   if (emit == Emit::Graph) {
     auto module = mlc::buildModel(ctx, *cfg, buildOptions());

@@ -1,0 +1,126 @@
+// RUN: mlc-opt %s -split-input-file --mlc-fuse-elementwise | FileCheck %s
+// RUN: mlc-opt %s -split-input-file --mlc-fuse-elementwise | mlc-opt -split-input-file | FileCheck %s
+
+// Bias add + GELU: one fusion; the bias broadcasts into it.
+// CHECK-LABEL: func.func @bias_gelu
+// CHECK: %[[F:.*]] = mlc.fusion "pointwise" ins(%arg0, %arg1 : tensor<4x8xf32>, tensor<8xf32>) {
+// CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<4x8xf32>, %[[B:.*]]: tensor<8xf32>):
+// CHECK-NEXT:   %[[S:.*]] = mlc.add %[[X]], %[[B]]
+// CHECK-NEXT:   %[[G:.*]] = mlc.gelu %[[S]] approximate = tanh
+// CHECK-NEXT:   mlc.yield %[[G]] : tensor<4x8xf32>
+// CHECK: return %[[F]]
+func.func @bias_gelu(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %0 = mlc.add %x, %b : tensor<4x8xf32>, tensor<8xf32>
+  %1 = mlc.gelu %0 approximate = tanh : tensor<4x8xf32>
+  return %1 : tensor<4x8xf32>
+}
+
+// -----
+
+// Bias add + dropout + residual add, with the sum still needed afterwards
+// (multi-output): the fusion writes both.
+// CHECK-LABEL: func.func @residual
+// CHECK: %[[F:.*]]:2 = mlc.fusion "pointwise" ins(%arg0, %arg1, %arg2 : tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>)
+// CHECK:   mlc.add
+// CHECK:   mlc.dropout
+// CHECK:   %[[R:.*]] = mlc.add
+// CHECK:   %[[T:.*]] = mlc.tanh %[[R]]
+// CHECK:   mlc.yield %[[R]], %[[T]]
+// CHECK: %[[M:.*]] = mlc.matmul %[[F]]#0
+// CHECK: return %[[F]]#1, %[[M]]
+func.func @residual(%h: tensor<4x8xf32>, %b: tensor<8xf32>, %x: tensor<4x8xf32>, %w: tensor<8x8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %0 = mlc.add %h, %b : tensor<4x8xf32>, tensor<8xf32>
+  %1 = mlc.dropout %0 ratio = 0.1 seed = 3 : tensor<4x8xf32>
+  %2 = mlc.add %x, %1 : tensor<4x8xf32>, tensor<4x8xf32>
+  %3 = mlc.tanh %2 : tensor<4x8xf32>
+  %4 = mlc.matmul %2, %w : tensor<4x8xf32>, tensor<8x8xf32>
+  return %3, %4 : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Splat constants are copied into the region instead of becoming inputs.
+// CHECK-LABEL: func.func @constants
+// CHECK: mlc.fusion "pointwise" ins(%arg0 : tensor<4xf32>) {
+// CHECK:   mlc.constant dense<2.000000e+00> : tensor<f32>
+// CHECK:   mlc.mul
+// CHECK:   mlc.exp
+func.func @constants(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c = mlc.constant dense<2.0> : tensor<f32>
+  %0 = mlc.mul %x, %c : tensor<4xf32>, tensor<f32>
+  %1 = mlc.exp %0 : tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+
+// -----
+
+// Never across a GEMM: the matmul stays between two separate kernels.
+// CHECK-LABEL: func.func @no_fuse_across_matmul
+// CHECK-NOT: mlc.fusion
+// CHECK: mlc.tanh
+// CHECK: mlc.matmul
+// CHECK: mlc.exp
+func.func @no_fuse_across_matmul(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  %0 = mlc.tanh %x : tensor<4x8xf32>
+  %1 = mlc.matmul %0, %w : tensor<4x8xf32>, tensor<8x8xf32>
+  %2 = mlc.exp %1 : tensor<4x8xf32>
+  return %2 : tensor<4x8xf32>
+}
+
+// -----
+
+// A producer with users in two different groups is computed once, in its
+// own kernel, never duplicated.
+// CHECK-LABEL: func.func @no_duplication
+// CHECK-NOT: mlc.fusion
+// CHECK-COUNT-1: mlc.tanh
+// CHECK: mlc.reduce_sum
+// CHECK: mlc.exp
+func.func @no_duplication(%x: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4x8xf32>) {
+  %0 = mlc.tanh %x : tensor<4x8xf32>
+  %1 = mlc.reduce_sum %0 axes = [1] : tensor<4x8xf32>
+  %2 = mlc.exp %0 : tensor<4x8xf32>
+  return %1, %2 : tensor<4xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// A value of another shape (the [8] bias computed pointwise) is not pulled
+// into the [4, 8] group: it is produced once and broadcast in.
+// CHECK-LABEL: func.func @no_fuse_other_shape
+// CHECK: %[[N:.*]] = mlc.neg %arg1 : tensor<8xf32>
+// CHECK: mlc.fusion "pointwise" ins(%arg0, %[[N]] : tensor<4x8xf32>, tensor<8xf32>)
+func.func @no_fuse_other_shape(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %n = mlc.neg %b : tensor<8xf32>
+  %0 = mlc.add %x, %n : tensor<4x8xf32>, tensor<8xf32>
+  %1 = mlc.exp %0 : tensor<4x8xf32>
+  return %1 : tensor<4x8xf32>
+}
+
+// -----
+
+// A producer whose outside user comes before the group's root cannot join
+// (the fusion would be used before it is computed).
+// CHECK-LABEL: func.func @no_fuse_early_user
+// CHECK: %[[A:.*]] = mlc.tanh %arg0
+// CHECK: %[[S:.*]] = mlc.reduce_sum %[[A]]
+// CHECK: mlc.fusion "pointwise" ins(%[[A]], %{{.*}} : tensor<4x8xf32>, tensor<4x1xf32>)
+func.func @no_fuse_early_user(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %a = mlc.tanh %x : tensor<4x8xf32>
+  %s = mlc.reduce_sum %a axes = [1] keepdims : tensor<4x8xf32>
+  %0 = mlc.sub %a, %s : tensor<4x8xf32>, tensor<4x1xf32>
+  %1 = mlc.exp %0 : tensor<4x8xf32>
+  return %1 : tensor<4x8xf32>
+}
+
+// -----
+
+// A single pointwise op stays as it is.
+// CHECK-LABEL: func.func @single
+// CHECK-NOT: mlc.fusion
+// CHECK: mlc.exp
+func.func @single(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = mlc.exp %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
