@@ -18,6 +18,7 @@
 #include "dialects/mlc/MlcShapes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -241,18 +242,193 @@ private:
     return newBuffer(
         {Buffer::Arena, typeOf(v).getElementType(), typeOf(v).getNumElements()});
   }
-  /// The buffer of an operand; splat constants materialize on first use.
+  /// The buffer of an operand, materialized if needed: splat constants are
+  /// filled on first use, and a view that is not contiguous is copied once.
   int bufferOf(Value v) {
     auto it = valueBuffers.find(v);
     if (it != valueBuffers.end())
       return it->second;
-    auto c = v.getDefiningOp<ConstantOp>();
-    assert(c && "operand without a buffer");
-    int id = arenaFor(v);
+    if (auto c = v.getDefiningOp<ConstantOp>()) {
+      int id = arenaFor(v);
+      valueBuffers[v] = id;
+      emitConstant(c, id);
+      return id;
+    }
+    View view = viewOf(v);
+    int id;
+    if (view.contiguous()) {
+      id = newBuffer({Buffer::Alias, typeOf(v).getElementType(), typeOf(v).getNumElements()});
+      buffers[id].alias = view.buffer;
+      buffers[id].offset = view.offset * dtypeBytes(typeOf(v).getElementType());
+    } else {
+      id = arenaFor(v);
+      Type el = typeOf(v).getElementType();
+      addStep(args({{el, true}, {el, false}}) +
+                  loopNest(view.shape, {{0, 0, rowMajorStrides(view.shape)},
+                                        {1, view.offset, view.strides}},
+                           "    p0[o0] = p1[o1];\n", true),
+              {id, view.buffer});
+    }
     valueBuffers[v] = id;
-    emitConstant(c, id);
     return id;
   }
+
+  /// A strided view of a materialized buffer (element offsets and strides).
+  struct View {
+    int buffer = -1;
+    int64_t offset = 0;
+    Shape shape, strides;
+    bool contiguous() const { return strides == rowMajorStrides(shape); }
+  };
+
+  /// Views look through transposes, reshapes, splits and slices, so that a
+  /// consumer that reads strided data (pointwise kernels, fusions, attention)
+  /// needs no copy. Other values are their own buffers.
+  View viewOf(Value v) {
+    auto known = views.find(v);
+    if (known != views.end())
+      return known->second;
+    View view;
+    Operation *def = v.getDefiningOp();
+    if (auto t = dyn_cast_or_null<TransposeOp>(def)) {
+      View in = viewOf(t.getInput());
+      view = in;
+      for (size_t i = 0; i < in.shape.size(); ++i) {
+        view.shape[i] = in.shape[t.getPermutation()[i]];
+        view.strides[i] = in.strides[t.getPermutation()[i]];
+      }
+    } else if (auto r = dyn_cast_or_null<ReshapeOp>(def)) {
+      View in = viewOf(r.getInput());
+      std::optional<Shape> strides = reshapeStrides(in.shape, in.strides, shapeOf(v));
+      if (!strides) { // copy the input into a contiguous buffer, then reinterpret it
+        in = own(r.getInput());
+        strides = rowMajorStrides(shapeOf(v));
+      }
+      view = {in.buffer, in.offset, shapeOf(v), *strides};
+    } else if (auto sp = dyn_cast_or_null<SplitOp>(def)) {
+      View in = viewOf(sp.getInput());
+      int64_t axis = *normalizeAxis(sp.getAxis(), in.shape.size());
+      unsigned index = cast<OpResult>(v).getResultNumber();
+      int64_t start = 0;
+      for (unsigned i = 0; i < index; ++i)
+        start += sp.getSizes()[i];
+      view = in;
+      view.offset += start * in.strides[axis];
+      view.shape[axis] = sp.getSizes()[index];
+    } else if (auto sl = dyn_cast_or_null<SliceOp>(def)) {
+      View in = viewOf(sl.getInput());
+      view = in;
+      view.shape = shapeOf(v);
+      for (size_t d = 0; d < in.shape.size(); ++d) {
+        view.offset += sliceStart(in.shape[d], sl.getStarts()[d]) * in.strides[d];
+        view.strides[d] = in.strides[d] * sl.getSteps()[d];
+      }
+    } else {
+      assert((valueBuffers.count(v) || isa_and_nonnull<ConstantOp>(def)) &&
+             "a value read before its producer was lowered");
+      return own(v);
+    }
+    views[v] = view;
+    return view;
+  }
+  /// Reads `v` (through its view) broadcast to `out`; appends its buffer.
+  Access readAccess(int slot, Value v, const Shape &out, std::vector<int> &bufs) {
+    View view = viewOf(v);
+    Shape st(out.size(), 0);
+    size_t offset = out.size() - view.shape.size();
+    for (size_t i = 0; i < view.shape.size(); ++i)
+      st[i + offset] = view.shape[i] == 1 ? 0 : view.strides[i];
+    bufs.push_back(view.buffer);
+    return {slot, view.offset, st};
+  }
+  View own(Value v) {
+    return {bufferOf(v), 0, shapeOf(v), rowMajorStrides(shapeOf(v))};
+  }
+
+  /// Where a producer can write `r` in place: when r's only use is a
+  /// transpose, a reshape or a concatenation, the producer writes straight
+  /// into their result (strided) and they cost nothing.
+  std::optional<View> outputView(Value r) {
+    if (!r.hasOneUse())
+      return std::nullopt;
+    Operation *user = *r.getUsers().begin();
+    auto destination = [&](Value x) {
+      if (auto v = outputView(x))
+        return *v;
+      if (!valueBuffers.count(x))
+        valueBuffers[x] = arenaFor(x);
+      return own(x);
+    };
+    if (auto t = dyn_cast<TransposeOp>(user)) {
+      ArrayRef<int64_t> perm = t.getPermutation();
+      if (perm.empty() || perm.back() != int64_t(perm.size()) - 1)
+        return std::nullopt; // writers need the innermost dimension contiguous
+      View dst = destination(t.getResult());
+      views[t.getResult()] = dst;
+      View v = dst;
+      v.shape = shapeOf(r);
+      for (size_t i = 0; i < dst.shape.size(); ++i)
+        v.strides[t.getPermutation()[i]] = dst.strides[i];
+      return v;
+    }
+    if (auto rs = dyn_cast<ReshapeOp>(user)) {
+      View dst = destination(rs.getResult());
+      auto strides = reshapeStrides(dst.shape, dst.strides, shapeOf(r));
+      if (!strides)
+        return std::nullopt;
+      views[rs.getResult()] = dst;
+      return View{dst.buffer, dst.offset, shapeOf(r), *strides};
+    }
+    if (auto c = dyn_cast<ConcatOp>(user)) {
+      if (!valueBuffers.count(c.getResult()))
+        valueBuffers[c.getResult()] = arenaFor(c.getResult());
+      View dst = own(c.getResult());
+      int64_t axis = *normalizeAxis(c.getAxis(), dst.shape.size());
+      View v = dst;
+      v.shape = shapeOf(r);
+      for (Value in : c.getInputs()) {
+        if (in == r)
+          break;
+        v.offset += shapeOf(in)[axis] * dst.strides[axis];
+      }
+      writtenInPlace.insert(r);
+      return v;
+    }
+    return std::nullopt;
+  }
+
+  /// Strides of `to` reading the same elements as the view (shape, strides),
+  /// if a reshape needs no copy (numpy's rule: each group of dimensions whose
+  /// sizes multiply to the same number must be contiguous among itself).
+  static std::optional<Shape> reshapeStrides(const Shape &shape, const Shape &strides,
+                                             const Shape &to) {
+    Shape out(to.size(), 0);
+    size_t i = 0, j = 0;
+    while (i < shape.size() || j < to.size()) {
+      size_t i1 = i, j1 = j;
+      int64_t a = i < shape.size() ? shape[i] : 1, b = j < to.size() ? to[j] : 1;
+      while (a != b) {
+        if (a < b)
+          a *= shape[++i1];
+        else
+          b *= to[++j1];
+      }
+      for (size_t k = i; k < i1; ++k)
+        if (shape[k] != 1 && strides[k] != strides[k + 1] * shape[k + 1])
+          return std::nullopt;
+      int64_t stride = i1 < shape.size() ? strides[i1] : 1;
+      for (size_t k = j1 + 1; k-- > j;) {
+        if (k >= to.size())
+          continue;
+        out[k] = stride;
+        stride *= to[k];
+      }
+      i = i1 + 1;
+      j = j1 + 1;
+    }
+    return out;
+  }
+
   /// A splat constant operand's C literal, or "" if the operand is a buffer.
   std::string splatLiteral(Value v) {
     auto c = v.getDefiningOp<ConstantOp>();
@@ -294,9 +470,9 @@ private:
   void emitConstant(ConstantOp c, int id);
   llvm::Error emitPointwise(Operation *op);
   llvm::Error emitFusion(FusionOp fusion);
-  void emitStridedCopy(Value src, Value dst, int dstId, Shape loopShape, int64_t srcBase,
-                       Shape srcStrides, int64_t dstBase, Shape dstStrides,
-                       bool zeroFirst);
+  void emitCopies(int dstId, Type el, int64_t dstNumel, bool zeroFirst,
+                  const std::vector<Value> &sources, const std::vector<int64_t> &dstBases,
+                  const Shape &dstStrides);
   llvm::Error emitReduce(Operation *op, Value input, ArrayRef<int64_t> axes,
                          const std::string &kind);
   llvm::Error emitGemm(MatmulOp op);
@@ -308,6 +484,8 @@ private:
   std::vector<Buffer> buffers;
   std::vector<Step> steps;
   llvm::DenseMap<Value, int> valueBuffers;
+  llvm::DenseMap<Value, View> views;
+  llvm::DenseSet<Value> writtenInPlace;
   llvm::DenseMap<Value, std::string> gradTargets;
   struct Output {
     std::string name;
@@ -426,8 +604,7 @@ llvm::Error FunctionLowering::emitPointwise(Operation *op) {
     }
     int slot = slots.size();
     slots.push_back({typeOf(v).getElementType(), false});
-    bufs.push_back(bufferOf(v));
-    accs.push_back({slot, 0, broadcastStrides(shapeOf(v), out)});
+    accs.push_back(readAccess(slot, v, out, bufs));
     operands.push_back("p" + std::to_string(slot) + "[o" + std::to_string(accs.size() - 1) +
                        "]");
   }
@@ -465,8 +642,7 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
   for (auto [arg, in] : llvm::zip(block.getArguments(), fusion.getInputs())) {
     int slot = slots.size();
     slots.push_back({typeOf(in).getElementType(), false});
-    bufs.push_back(bufferOf(in));
-    accs.push_back({slot, 0, broadcastStrides(shapeOf(in), out)});
+    accs.push_back(readAccess(slot, in, out, bufs));
     std::string name = "x" + std::to_string(slot);
     body += "    const " + cType(typeOf(in).getElementType()) + " " + name + " = p" +
             std::to_string(slot) + "[o" + std::to_string(accs.size() - 1) + "];\n";
@@ -497,18 +673,28 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
   return llvm::Error::success();
 }
 
-void FunctionLowering::emitStridedCopy(Value src, Value dst, int dstId, Shape loopShape,
-                                       int64_t srcBase, Shape srcStrides, int64_t dstBase,
-                                       Shape dstStrides, bool zeroFirst) {
-  Type el = typeOf(dst).getElementType();
-  std::string body = args({{el, true}, {el, false}});
+/// One kernel that copies each source (read through its view) into a region
+/// of the destination buffer: element (i...) of source k lands at
+/// dstBases[k] + sum i * dstStrides. Concatenation and padding.
+void FunctionLowering::emitCopies(int dstId, Type el, int64_t dstNumel, bool zeroFirst,
+                                  const std::vector<Value> &sources,
+                                  const std::vector<int64_t> &dstBases,
+                                  const Shape &dstStrides) {
+  std::vector<std::pair<Type, bool>> slots{{el, true}};
+  std::vector<int> bufs{dstId};
+  std::string loops;
+  for (size_t k = 0; k < sources.size(); ++k) {
+    View view = viewOf(sources[k]);
+    int slot = slots.size();
+    slots.push_back({el, false});
+    bufs.push_back(view.buffer);
+    loops += loopNest(view.shape, {{0, dstBases[k], dstStrides}, {slot, view.offset, view.strides}},
+                      "    p0[o0] = p" + std::to_string(slot) + "[o1];\n", true);
+  }
+  std::string body = args(slots);
   if (zeroFirst)
-    body += "  std::memset(p0, 0, " + std::to_string(typeOf(dst).getNumElements() *
-                                                     dtypeBytes(el)) +
-            ");\n";
-  body += loopNest(loopShape, {{0, dstBase, dstStrides}, {1, srcBase, srcStrides}},
-                   "    p0[o0] = p1[o1];\n", true);
-  addStep(body, {dstId, bufferOf(src)});
+    body += "  std::memset(p0, 0, " + std::to_string(dstNumel * dtypeBytes(el)) + ");\n";
+  addStep(body + loops, bufs);
 }
 
 llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<int64_t> axes,
@@ -843,31 +1029,49 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   Shape maskStrides(4, 0);
   if (mask)
     maskStrides = broadcastStrides(shapeOf(mask), {B, H, Sq, Sk});
+  // Every [B, H, S, D] operand and result is a strided view whose innermost
+  // dimension is contiguous: q, k, v read through the transposes and the
+  // split of the fused QKV projection, and results written straight into
+  // the layout their consumers want.
   std::vector<int> bufs;
-  auto bindOut = [&](Value r) {
-    int id = arenaFor(r);
-    valueBuffers[r] = id;
-    bufs.push_back(id);
-  };
-  for (Value r : op->getResults())
-    bindOut(r);
+  std::vector<View> tensors; // outputs, [grad], q, k, v
+  for (Value r : op->getResults()) {
+    std::optional<View> w = outputView(r);
+    if (!w) {
+      valueBuffers[r] = arenaFor(r);
+      w = own(r);
+    }
+    tensors.push_back(*w);
+    bufs.push_back(w->buffer);
+  }
   int nOut = op->getNumResults();
   Value grad = backward ? op->getOperand(0) : Value();
   // Argument order: outputs, [grad], q, k, v, [mask].
   std::vector<std::pair<Type, bool>> slots(nOut, {el, true});
-  if (backward) {
-    bufs.push_back(bufferOf(grad));
-    slots.push_back({el, false});
-  }
-  int qi = slots.size();
-  for (Value x : {q, k, v}) {
-    bufs.push_back(bufferOf(x));
+  std::vector<Value> reads;
+  if (backward)
+    reads.push_back(grad);
+  int qi = nOut + (backward ? 1 : 0);
+  reads.insert(reads.end(), {q, k, v});
+  for (Value x : reads) {
+    View w = viewOf(x);
+    if (w.strides.back() != 1)
+      w = own(x);
+    tensors.push_back(w);
+    bufs.push_back(w.buffer);
     slots.push_back({el, false});
   }
   if (mask) {
     bufs.push_back(bufferOf(mask));
     slots.push_back({el, false});
   }
+  // Base of head (bb, h) and row stride of tensor k.
+  auto headBase = [&](int k) {
+    const View &w = tensors[k];
+    return "p" + std::to_string(k) + " + " + std::to_string(w.offset) + " + bb * " +
+           std::to_string(w.strides[0]) + " + h * " + std::to_string(w.strides[1]);
+  };
+  auto rowStride = [&](int k) { return std::to_string(tensors[k].strides[2]); };
   auto p = [](int i) { return "p" + std::to_string(i); };
   auto n = [](int64_t v) { return std::to_string(v); };
   std::string sc = literal(scale, el);
@@ -877,11 +1081,12 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   // head dimension (simd reductions) and axpy updates of output rows.
   // Probabilities of query row i of head (bb, h) land in s[0, jn).
   std::string scores =
-      "      const " + T + " *qi = qh + i * " + n(D) + ";\n" +
+      "      const " + T + " *qi = qh + i * " + rowStride(qi) + ";\n" +
       "      const int64_t jn = " + (causal ? "i + 1 < " + n(Sk) + " ? i + 1 : " + n(Sk) : n(Sk)) +
       ";\n      " + T + " m = -std::numeric_limits<" + T + ">::infinity();\n" +
       "      for (int64_t j = 0; j < jn; ++j) {\n" +
-      "        const " + T + " *kj = kh + j * " + n(D) + ";\n        " + T + " d = 0;\n" +
+      "        const " + T + " *kj = kh + j * " + rowStride(qi + 1) + ";\n        " + T +
+      " d = 0;\n" +
       "#pragma omp simd reduction(+ : d)\n" +
       "        for (int64_t c = 0; c < " + n(D) + "; ++c) d += qi[c] * kj[c];\n" +
       "        d *= " + sc + ";\n" +
@@ -904,47 +1109,48 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
                                  : "";
   std::string headPtrs =
       "    const int64_t bb = bh / " + n(H) + ", h = bh % " + n(H) + ";\n" +
-      "    const " + T + " *qh = " + p(qi) + " + bh * " + n(Sq * D) + ";\n" +
-      "    const " + T + " *kh = " + p(qi + 1) + " + bh * " + n(Sk * D) + ";\n" +
-      "    const " + T + " *vh = " + p(qi + 2) + " + bh * " + n(Sk * Dv) + ";\n" +
-      "    (void)bb; (void)h;\n";
+      "    const " + T + " *qh = " + headBase(qi) + ";\n" +
+      "    const " + T + " *kh = " + headBase(qi + 1) + ";\n" +
+      "    const " + T + " *vh = " + headBase(qi + 2) + ";\n";
   if (dropout > 0)
     b << "  const uint64_t key = mlc_key(" << seed << "ull, (uint64_t)ctx->step);\n";
   b << "#pragma omp parallel for\n"
     << "  for (int64_t bh = 0; bh < " << B * H << "; ++bh) {\n"
     << headPtrs << "    std::vector<" << T << "> s(" << Sk << ");\n";
   if (!backward) {
-    b << "    " << T << " *oh = p0 + bh * " << Sq * Dv << ";\n"
+    b << "    " << T << " *oh = " << headBase(0) << ";\n"
       << "    for (int64_t i = 0; i < " << Sq << "; ++i) {\n"
-      << scores << "      " << T << " *oi = oh + i * " << Dv << ";\n"
+      << scores << "      " << T << " *oi = oh + i * " << rowStride(0) << ";\n"
       << "      for (int64_t c = 0; c < " << Dv << "; ++c) oi[c] = 0;\n"
       << "      for (int64_t j = 0; j < jn; ++j) {\n"
       << "        const " << T << " pj = s[j]" << (keep.empty() ? "" : " * " + keep)
-      << ", *vj = vh + j * " << Dv << ";\n"
+      << ", *vj = vh + j * " << rowStride(qi + 2) << ";\n"
       << "#pragma omp simd\n"
       << "        for (int64_t c = 0; c < " << Dv << "; ++c) oi[c] += pj * vj[c];\n"
       << "      }\n    }\n  }\n";
   } else {
     // dv = P^T dO;  dS = P * (dO v^T - rowsum(dO * O));  dq = scale dS k;
     // dk = scale dS^T q. rowsum(dO * O) = sum_j P_ij (dO_i . v_j).
-    b << "    " << T << " *dq = p0 + bh * " << Sq * D << ", *dk = p1 + bh * " << Sk * D
-      << ", *dv = p2 + bh * " << Sk * Dv << ";\n"
-      << "    const " << T << " *gh = p3 + bh * " << Sq * Dv << ";\n"
+    b << "    " << T << " *dq = " << headBase(0) << ", *dk = " << headBase(1)
+      << ", *dv = " << headBase(2) << ";\n"
+      << "    const " << T << " *gh = " << headBase(3) << ";\n"
       << "    std::vector<" << T << "> dp(" << Sk << ");\n"
-      << "    for (int64_t x = 0; x < " << Sk * D << "; ++x) dk[x] = 0;\n"
-      << "    for (int64_t x = 0; x < " << Sk * Dv << "; ++x) dv[x] = 0;\n"
+      << "    for (int64_t j = 0; j < " << Sk << "; ++j) {\n"
+      << "      for (int64_t c = 0; c < " << D << "; ++c) dk[j * " << rowStride(1) << " + c] = 0;\n"
+      << "      for (int64_t c = 0; c < " << Dv << "; ++c) dv[j * " << rowStride(2) << " + c] = 0;\n"
+      << "    }\n"
       << "    for (int64_t i = 0; i < " << Sq << "; ++i) {\n"
-      << scores << "      const " << T << " *gi = gh + i * " << Dv << ";\n"
-      << "      " << T << " *dqi = dq + i * " << D << ";\n"
+      << scores << "      const " << T << " *gi = gh + i * " << rowStride(3) << ";\n"
+      << "      " << T << " *dqi = dq + i * " << rowStride(0) << ";\n"
       << "      double rowsum = 0;\n"
       << "      for (int64_t j = 0; j < jn; ++j) {\n"
-      << "        const " << T << " *vj = vh + j * " << Dv << ";\n"
+      << "        const " << T << " *vj = vh + j * " << rowStride(qi + 2) << ";\n"
       << "        " << T << " d = 0;\n"
       << "#pragma omp simd reduction(+ : d)\n"
       << "        for (int64_t c = 0; c < " << Dv << "; ++c) d += gi[c] * vj[c];\n"
       << "        const " << T << " kj = " << (keep.empty() ? "(" + T + ")1" : keep) << ";\n"
       << "        dp[j] = d * kj; rowsum += (double)dp[j] * s[j];\n"
-      << "        " << T << " *dvj = dv + j * " << Dv << "; const " << T
+      << "        " << T << " *dvj = dv + j * " << rowStride(2) << "; const " << T
       << " pj = s[j] * kj;\n"
       << "#pragma omp simd\n"
       << "        for (int64_t c = 0; c < " << Dv << "; ++c) dvj[c] += pj * gi[c];\n"
@@ -952,7 +1158,8 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
       << "      for (int64_t c = 0; c < " << D << "; ++c) dqi[c] = 0;\n"
       << "      for (int64_t j = 0; j < jn; ++j) {\n"
       << "        const " << T << " ds = s[j] * (dp[j] - (" << T << ")rowsum) * " << sc << ";\n"
-      << "        const " << T << " *kj = kh + j * " << D << "; " << T << " *dkj = dk + j * " << D
+      << "        const " << T << " *kj = kh + j * " << rowStride(qi + 1) << "; " << T
+      << " *dkj = dk + j * " << rowStride(1)
       << ";\n"
       << "#pragma omp simd\n"
       << "        for (int64_t c = 0; c < " << D << "; ++c) { dqi[c] += ds * kj[c]; dkj[c] += ds * qi[c]; }\n"
@@ -969,13 +1176,10 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
 
   return llvm::TypeSwitch<Operation *, llvm::Error>(op)
       .Case<ConstantOp>([&](auto) { return llvm::Error::success(); }) // lazily
-      .Case<ReshapeOp>([&](ReshapeOp r) {
-        int target = bufferOf(r.getInput());
-        int id = newBuffer({Buffer::Alias, el, typeOf(r.getResult()).getNumElements()});
-        buffers[id].alias = target;
-        valueBuffers[r.getResult()] = id;
-        return llvm::Error::success();
-      })
+      // Views: resolved when a consumer reads them (viewOf), copied only
+      // for consumers that need contiguous data (bufferOf).
+      .Case<ReshapeOp, TransposeOp, SplitOp, SliceOp>(
+          [&](auto) { return llvm::Error::success(); })
       .Case<IotaOp>([&](IotaOp i) {
         Shape s = shapeOf(i.getResult());
         int64_t dim = *normalizeAxis(i.getDim(), s.size());
@@ -993,31 +1197,6 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
             RsqrtOp, GeluOp, GeluGradOp, CompareOp, SelectOp, CastOp, BroadcastOp, DropoutOp>(
           [&](auto) { return emitPointwise(op); })
       .Case<FusionOp>([&](FusionOp f) { return emitFusion(f); })
-      .Case<TransposeOp>([&](TransposeOp t) {
-        Shape in = shapeOf(t.getInput()), out = shapeOf(t.getResult());
-        Shape inSt = rowMajorStrides(in), st(out.size());
-        for (size_t i = 0; i < out.size(); ++i)
-          st[i] = inSt[t.getPermutation()[i]];
-        int id = arenaFor(t.getResult());
-        valueBuffers[t.getResult()] = id;
-        emitStridedCopy(t.getInput(), t.getResult(), id, out, 0, st, 0, rowMajorStrides(out),
-                        false);
-        return llvm::Error::success();
-      })
-      .Case<SliceOp>([&](SliceOp s) {
-        Shape in = shapeOf(s.getInput()), out = shapeOf(s.getResult());
-        Shape inSt = rowMajorStrides(in), st(in.size());
-        int64_t base = 0;
-        for (size_t d = 0; d < in.size(); ++d) {
-          base += sliceStart(in[d], s.getStarts()[d]) * inSt[d];
-          st[d] = inSt[d] * s.getSteps()[d];
-        }
-        int id = arenaFor(s.getResult());
-        valueBuffers[s.getResult()] = id;
-        emitStridedCopy(s.getInput(), s.getResult(), id, out, base, st, 0,
-                        rowMajorStrides(out), false);
-        return llvm::Error::success();
-      })
       .Case<PadOp>([&](PadOp p) {
         Shape in = shapeOf(p.getInput()), out = shapeOf(p.getResult());
         Shape outSt = rowMajorStrides(out);
@@ -1026,38 +1205,28 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
           base += p.getLow()[d] * outSt[d];
         int id = arenaFor(p.getResult());
         valueBuffers[p.getResult()] = id;
-        emitStridedCopy(p.getInput(), p.getResult(), id, in, 0, rowMajorStrides(in), base,
-                        outSt, true);
+        emitCopies(id, el, product(out), /*zeroFirst=*/true, {p.getInput()}, {base}, outSt);
         return llvm::Error::success();
       })
       .Case<ConcatOp>([&](ConcatOp c) {
         Shape out = shapeOf(c.getResult());
         int64_t axis = *normalizeAxis(c.getAxis(), out.size());
         Shape outSt = rowMajorStrides(out);
-        int id = arenaFor(c.getResult());
-        valueBuffers[c.getResult()] = id;
+        if (!valueBuffers.count(c.getResult()))
+          valueBuffers[c.getResult()] = arenaFor(c.getResult());
+        int id = valueBuffers[c.getResult()];
+        std::vector<Value> sources;
+        std::vector<int64_t> bases;
         int64_t offset = 0;
         for (Value v : c.getInputs()) {
-          Shape in = shapeOf(v);
-          emitStridedCopy(v, c.getResult(), id, in, 0, rowMajorStrides(in),
-                          offset * outSt[axis], outSt, false);
-          offset += in[axis];
+          if (!writtenInPlace.count(v)) { // producers wrote the others in place
+            sources.push_back(v);
+            bases.push_back(offset * outSt[axis]);
+          }
+          offset += shapeOf(v)[axis];
         }
-        return llvm::Error::success();
-      })
-      .Case<SplitOp>([&](SplitOp s) {
-        Shape in = shapeOf(s.getInput());
-        int64_t axis = *normalizeAxis(s.getAxis(), in.size());
-        Shape inSt = rowMajorStrides(in);
-        int64_t offset = 0;
-        for (Value r : s.getResults()) {
-          Shape out = shapeOf(r);
-          int id = arenaFor(r);
-          valueBuffers[r] = id;
-          emitStridedCopy(s.getInput(), r, id, out, offset * inSt[axis], inSt, 0,
-                          rowMajorStrides(out), false);
-          offset += out[axis];
-        }
+        if (!sources.empty())
+          emitCopies(id, el, product(out), false, sources, bases, outSt);
         return llvm::Error::success();
       })
       .Case<ReduceSumOp>([&](ReduceSumOp r) {
@@ -1143,7 +1312,8 @@ llvm::Error FunctionLowering::run() {
     auto g = fn.getResultAttrOfType<StringAttr>(i, "mlc.grad");
     Value v = ret.getOperand(i);
     Operation *def = v.getDefiningOp();
-    if (g && def && !isa<ReshapeOp, ConstantOp>(def) && v.hasOneUse() && returnUses[v] == 1)
+    if (g && def && !isa<ReshapeOp, TransposeOp, SplitOp, SliceOp, ConstantOp>(def) &&
+        v.hasOneUse() && returnUses[v] == 1)
       gradTargets[v] = g.str();
   }
   for (Operation &op : block.without_terminator())
@@ -1166,11 +1336,8 @@ llvm::Error FunctionLowering::run() {
       }
       int dst = newBuffer({Buffer::Grad, typeOf(v).getElementType(),
                            typeOf(v).getNumElements(), g.str()});
-      int src = bufferOf(v);
-      Type el = typeOf(v).getElementType();
-      addStep(args({{el, true}, {el, false}}) + "  std::memcpy(p0, p1, " +
-                  std::to_string(typeOf(v).getNumElements() * dtypeBytes(el)) + ");\n",
-              {dst, src});
+      emitCopies(dst, typeOf(v).getElementType(), typeOf(v).getNumElements(), false, {v},
+                 {0}, rowMajorStrides(shapeOf(v)));
       gradReadyStep[g.str()] = steps.size() - 1;
       continue;
     }
@@ -1241,6 +1408,8 @@ std::string FunctionLowering::planText() const {
       break;
     case Buffer::Alias:
       os << "alias %" << b.alias;
+      if (b.offset)
+        os << " " << b.offset;
       break;
     }
     os << "\n";

@@ -143,7 +143,7 @@ char *CpuBackend::resolve(const FunctionPlan &fn, int id) {
   case BufferDecl::Arena:
     return arena_ + b.offset;
   case BufferDecl::Alias:
-    return resolve(fn, b.alias);
+    return resolve(fn, b.alias) + b.offset;
   }
   return nullptr;
 }
@@ -248,10 +248,10 @@ HostTensor CpuBackend::output(const std::string &function, const std::string &na
     const BufferDecl &decl = fn.buffers[root];
     HostTensor t;
     t.dtype = decl.kind == BufferDecl::Arena ? decl.dtype : pkg.dtype;
-    int64_t numel = decl.numel;
     if (decl.kind != BufferDecl::Arena)
       fail("output '" + name + "' is not an arena buffer");
     t.shape = out.shape;
+    int64_t numel = t.numel();
     const char *src = bound_.at(function).pointers[id];
     t.data.assign(src, src + numel * dtypeSize(t.dtype));
     return t;

@@ -129,6 +129,8 @@ Package Package::load(const std::string &dir) {
         std::string target;
         ls >> target;
         b.alias = bufferId(target);
+        if (!(ls >> b.offset)) // optional byte offset into the target
+          b.offset = 0;
       } else {
         bad("unknown buffer kind '" + kind + "'");
       }

@@ -14,7 +14,8 @@
 //                                        INIT normal:STD | zeros | ones
 //   input NAME DTYPE SHAPE
 //   func NAME ARENA_BYTES
-//   buf %ID param NAME | grad NAME | input NAME | arena OFFSET DTYPE NUMEL | alias %ID
+//   buf %ID param NAME | grad NAME | input NAME | arena OFFSET DTYPE NUMEL
+//       | alias %ID [BYTE_OFFSET]          a view of another buffer
 //   kernel NAME %ID...                   outputs first, then inputs
 //   gemm TA TB M N K NB DIMS.. LSTRIDES.. RSTRIDES.. %OUT %LHS %RHS
 //   output NAME %ID SHAPE
