@@ -51,18 +51,27 @@ tm.write_safetensors(weights, params)
 
 config = (f"tiny,vocab_size={V},n_positions={S},n_embd={E},n_layer={L},n_head={H},"
           "resid_pdrop=0,embd_pdrop=0,attn_pdrop=0")
-log = os.path.join(work, "log.jsonl")
-env = dict(os.environ, MLC_PROFILE="1")
-run = subprocess.run([args.mlc, "train", "gpt2", "--config", config, "--micro-batch", str(B),
-                      "--seq-len", str(S), "--init", weights, "--batches",
-                      os.path.join(work, "b"), "--steps", str(args.steps), "--lr", "1e-4",
-                      "--lr-schedule", "constant", "--log-json", log, "--log-every", "1000"],
-                     env=env, capture_output=True, text=True)
-if run.returncode != 0:
-    sys.exit("mlc failed:\n" + run.stderr)
-mlc_ms = statistics.median(json.loads(line)["ms"] for line in list(open(log))[2:])
-prof = re.search(r"GEMMs ([0-9.]+) ms/step, kernels ([0-9.]+) ms/step", run.stderr)
-gemm_ms, kern_ms = (float(prof.group(1)), float(prof.group(2))) if prof else (0.0, 0.0)
+
+
+def mlc_step(fuse):
+    """Median ms/step of `mlc train`, and its GEMM / kernel split."""
+    log = os.path.join(work, f"log-{fuse}.jsonl")
+    env = dict(os.environ, MLC_PROFILE="1")
+    run = subprocess.run([args.mlc, "train", "gpt2", "--config", config, "--micro-batch",
+                          str(B), "--seq-len", str(S), "--init", weights, "--batches",
+                          os.path.join(work, "b"), "--steps", str(args.steps), "--lr", "1e-4",
+                          "--lr-schedule", "constant", "--log-json", log, "--log-every",
+                          "1000", "--fuse" if fuse else "--no-fuse"],
+                         env=env, capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.exit("mlc failed:\n" + run.stderr)
+    ms = statistics.median(json.loads(line)["ms"] for line in list(open(log))[2:])
+    prof = re.search(r"GEMMs ([0-9.]+) ms/step, kernels ([0-9.]+) ms/step", run.stderr)
+    return (ms,) + ((float(prof.group(1)), float(prof.group(2))) if prof else (0.0, 0.0))
+
+
+unfused_ms, _, unfused_kern_ms = mlc_step(False)
+mlc_ms, gemm_ms, kern_ms = mlc_step(True)
 
 
 def torch_step_ms(threads):
@@ -90,7 +99,9 @@ print(f"gpt2 L{L} E{E} H{H} S{S} B{B} V{V} f32, {cores} cores:")
 print(f"  mlc           {mlc_ms:8.1f} ms/step  {tokens / mlc_ms * 1e3:8.0f} tok/s  "
       f"(GEMMs {gemm_ms:.1f} ms, generated kernels {kern_ms:.1f} ms, "
       f"outside GEMMs {100 * (1 - gemm_ms / mlc_ms):.0f}%)")
+print(f"  mlc --no-fuse {unfused_ms:8.1f} ms/step  (generated kernels {unfused_kern_ms:.1f} ms); "
+      f"fused / unfused {mlc_ms / unfused_ms:.2f}")
 print(f"  torch eager   {t1:8.1f} ms/step (1 omp thread + OpenBLAS threads)")
 print(f"  torch eager   {tn:8.1f} ms/step ({cores} omp threads)")
 print(f"  ratio mlc / torch best ({setting}): {mlc_ms / best:.2f}")
-print(f"  mlc step / mlc GEMM-only: {mlc_ms / gemm_ms if gemm_ms else float('nan'):.2f}")
+print(f"  mlc step / its GEMMs alone: {mlc_ms / gemm_ms if gemm_ms else float('nan'):.2f}")

@@ -24,6 +24,7 @@ inline const char *kernelPrelude() {
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <omp.h>
 #include <vector>
 
 struct MlcKernelCtx {

@@ -625,24 +625,34 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
     return failure("fusion kind '" + fusion.getKind() + "' has no CPU lowering");
   Block &block = fusion.getBody().front();
   auto yield = cast<YieldOp>(block.getTerminator());
-  Shape out = shapeOf(fusion.getResult(0));
-  Shape outStrides = rowMajorStrides(out);
+  // A column reduction closing the region iterates over its input's shape.
+  ReduceSumOp columns;
+  for (Operation &op : block.without_terminator())
+    if (auto r = dyn_cast<ReduceSumOp>(op))
+      columns = r;
+  Shape iter = columns ? shapeOf(columns.getInput()) : shapeOf(fusion.getResult(0));
   std::vector<std::pair<Type, bool>> slots;
   std::vector<int> bufs;
   std::vector<Access> accs;
-  for (Value r : fusion.getResults()) {
+  int reduceSlot = -1;
+  for (auto [i, r] : llvm::enumerate(fusion.getResults())) {
     int id = arenaFor(r);
     valueBuffers[r] = id;
     slots.push_back({typeOf(r).getElementType(), true});
     bufs.push_back(id);
-    accs.push_back({int(slots.size() - 1), 0, outStrides});
+    if (columns && yield.getValues()[i] == columns.getResult()) {
+      reduceSlot = i;
+      accs.push_back({int(i), 0, Shape(iter.size(), 0)}); // not indexed per element
+    } else {
+      accs.push_back({int(i), 0, rowMajorStrides(iter)});
+    }
   }
   llvm::DenseMap<Value, std::string> scalar;
   std::string body;
   for (auto [arg, in] : llvm::zip(block.getArguments(), fusion.getInputs())) {
     int slot = slots.size();
     slots.push_back({typeOf(in).getElementType(), false});
-    accs.push_back(readAccess(slot, in, out, bufs));
+    accs.push_back(readAccess(slot, in, iter, bufs));
     std::string name = "x" + std::to_string(slot);
     body += "    const " + cType(typeOf(in).getElementType()) + " " + name + " = p" +
             std::to_string(slot) + "[o" + std::to_string(accs.size() - 1) + "];\n";
@@ -658,18 +668,71 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
       scalar[c.getResult()] = lit;
       continue;
     }
+    if (&op == columns.getOperation()) {
+      body += "    acc[c] += " + scalar.lookup(columns.getInput()) + ";\n";
+      continue;
+    }
     std::vector<std::string> operands;
     for (Value v : op.getOperands())
       operands.push_back(scalar.lookup(v));
     std::string name = "t" + std::to_string(tmp++);
     body += "    const " + cType(typeOf(op.getResult(0)).getElementType()) + " " + name +
-            " = " + pointwiseExpr(&op, operands, "o0", prologue) + ";\n";
+            " = " + pointwiseExpr(&op, operands, "flat", prologue) + ";\n";
     scalar[op.getResult(0)] = name;
   }
   for (auto [i, v] : llvm::enumerate(yield.getValues()))
-    body += "    p" + std::to_string(i) + "[o" + std::to_string(i) + "] = " + scalar.lookup(v) +
-            ";\n";
-  addStep(args(slots) + prologue + loopNest(out, accs, body, true), bufs);
+    if (int(i) != reduceSlot)
+      body += "    p" + std::to_string(i) + "[o" + std::to_string(i) + "] = " +
+              scalar.lookup(v) + ";\n";
+  if (!columns) {
+    body = "    const int64_t flat = o0;\n" + body;
+    addStep(args(slots) + prologue + loopNest(iter, accs, body, true), bufs);
+    return llvm::Error::success();
+  }
+
+  // Rows (the reduced leading dimensions) are shared out among threads; each
+  // thread sums its rows into its own partial, and the partials are added in
+  // thread order, so results do not depend on timing.
+  size_t lead = columns.getAxes().size();
+  Shape rowDims(iter.begin(), iter.begin() + lead), colDims(iter.begin() + lead, iter.end());
+  int64_t R = product(rowDims), C = product(colDims);
+  auto decompose = [](const std::string &var, const Shape &dims, const Shape &strides) {
+    std::string e = "0";
+    std::string rem = var;
+    for (size_t d = dims.size(); d-- > 0;) {
+      std::string idx = d == 0 ? rem : "(" + rem + " % " + std::to_string(dims[d]) + ")";
+      if (strides[d])
+        e += " + " + idx + " * " + std::to_string(strides[d]);
+      rem = "(" + rem + " / " + std::to_string(dims[d]) + ")";
+    }
+    return e;
+  };
+  std::string offsets;
+  for (size_t k = 0; k < accs.size(); ++k) {
+    if (int(k) == reduceSlot)
+      continue;
+    Shape rs(accs[k].strides.begin(), accs[k].strides.begin() + lead);
+    Shape cs(accs[k].strides.begin() + lead, accs[k].strides.end());
+    offsets += "      const int64_t o" + std::to_string(k) + " = " +
+               std::to_string(accs[k].base) + " + " + decompose("r", rowDims, rs) + " + " +
+               decompose("c", colDims, cs) + ";\n";
+  }
+  std::string T = cType(typeOf(columns.getResult()).getElementType());
+  std::ostringstream k;
+  k << args(slots) << prologue << "  const int nt = omp_get_max_threads();\n"
+    << "  std::vector<double> part((size_t)nt * " << C << ", 0.0);\n"
+    << "#pragma omp parallel\n  {\n"
+    << "    double *acc = part.data() + (size_t)omp_get_thread_num() * " << C << ";\n"
+    << "#pragma omp for schedule(static)\n"
+    << "    for (int64_t r = 0; r < " << R << "; ++r)\n"
+    << "    for (int64_t c = 0; c < " << C << "; ++c) {\n"
+    << "      const int64_t flat = r * " << C << " + c;\n"
+    << offsets << body << "    }\n  }\n"
+    << "  for (int64_t c = 0; c < " << C << "; ++c) {\n"
+    << "    double s = 0;\n"
+    << "    for (int t = 0; t < nt; ++t) s += part[(size_t)t * " << C << " + c];\n"
+    << "    p" << reduceSlot << "[c] = (" << T << ")s;\n  }\n";
+  addStep(k.str(), bufs);
   return llvm::Error::success();
 }
 

@@ -31,6 +31,24 @@ bool isPointwise(Operation *op) {
              DropoutOp>(op);
 }
 
+/// A sum over the leading dimensions (a bias gradient): it can close a
+/// pointwise group, whose kernel then also accumulates the column sums.
+bool isColumnReduction(Operation *op) {
+  auto r = dyn_cast<ReduceSumOp>(op);
+  if (!r)
+    return false;
+  int64_t rank = cast<RankedTensorType>(r.getInput().getType()).getRank();
+  SmallVector<int64_t> axes;
+  for (int64_t a : r.getAxes())
+    axes.push_back(a < 0 ? a + rank : a);
+  llvm::sort(axes);
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] != int64_t(i))
+      return false;
+  return !axes.empty() && int64_t(axes.size()) < rank &&
+         isa<FloatType>(cast<RankedTensorType>(r.getType()).getElementType());
+}
+
 bool isSplatConstant(Value v) {
   auto c = v.getDefiningOp<ConstantOp>();
   auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
@@ -40,7 +58,7 @@ bool isSplatConstant(Value v) {
 struct Group {
   SmallVector<Operation *> ops; // in reverse program order while growing
   Operation *root;              // the last op in program order
-  Type shape;                   // the iteration type (shape and element type aside)
+  SmallVector<int64_t> shape;   // the iteration shape
 };
 
 class FuseElementwisePass : public mlc::impl::MlcFuseElementwiseBase<FuseElementwisePass> {
@@ -69,6 +87,13 @@ private:
     std::reverse(reversed.begin(), reversed.end());
 
     for (Operation *op : reversed) {
+      if (isColumnReduction(op)) {
+        // Only as a group's root, iterating over its input's shape.
+        auto in = shapeOf(op->getOperand(0));
+        groups.push_back({{op}, op, SmallVector<int64_t>(in.begin(), in.end())});
+        groupOf[op] = groups.size() - 1;
+        continue;
+      }
       if (!isPointwise(op) || op->getNumResults() != 1)
         continue;
       Value result = op->getResult(0);
@@ -80,7 +105,7 @@ private:
         if (it == groupOf.end())
           continue;
         Group &g = groups[it->second];
-        if (shapeOf(g.root->getResult(0)) != shapeOf(result))
+        if (ArrayRef<int64_t>(g.shape) != shapeOf(result))
           continue;
         if (target < 0 || position[g.root] < position[groups[target].root])
           target = it->second;
@@ -104,13 +129,15 @@ private:
         }
       }
       if (!joined) {
-        groups.push_back({{op}, op, result.getType()});
+        auto shape = shapeOf(result);
+        groups.push_back({{op}, op, SmallVector<int64_t>(shape.begin(), shape.end())});
         groupOf[op] = groups.size() - 1;
       }
     }
     for (Group &g : groups)
       if (g.ops.size() >= 2)
         buildFusion(g);
+    (void)position;
   }
 
   void buildFusion(Group &g) {

@@ -59,7 +59,10 @@ def MlcFuseElementwise : Pass<"mlc-fuse-elementwise", "mlir::func::FuncOp"> {
     its users are in that group, or when its other users come after the
     group (then the group also writes it out: multi-output fusion). A value
     is never computed twice, and nothing fuses across a GEMM, a reduction or
-    any other non-pointwise op. Splat constants are copied into the regions.
+    any other non-pointwise op. A sum over leading dimensions (a bias
+    gradient) can close a group: the kernel then accumulates the column
+    sums as it goes, instead of reading the data again. Splat constants are
+    copied into the regions.
 
     Before:
     ```mlir

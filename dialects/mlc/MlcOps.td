@@ -775,7 +775,9 @@ def Mlc_FusionOp : Mlc_Op<"fusion", [IsolatedFromAbove, Pure,
     arguments stand for `inputs`; the yielded values become the results.
 
     `kind = "pointwise"`: every op is elementwise and produces the region's
-    iteration shape; inputs may broadcast to it.
+    iteration shape; inputs may broadcast to it. A `mlc.reduce_sum` over the
+    leading dimensions may end the region (a bias gradient): its result is
+    accumulated while the region iterates.
 
     ```mlir
     %r = mlc.fusion "pointwise" ins(%h, %b : tensor<8x3072xf32>, tensor<3072xf32>) {

@@ -124,3 +124,35 @@ func.func @single(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = mlc.exp %x : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+// A bias gradient (sum over the leading dimensions) closes the group of the
+// pointwise ops that produce its input: one kernel writes the gradient and
+// accumulates its column sums.
+// CHECK-LABEL: func.func @bias_grad
+// CHECK: %[[F:.*]]:2 = mlc.fusion "pointwise" ins(%arg0, %arg1 : tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+// CHECK:   %[[D:.*]] = mlc.gelu_grad
+// CHECK:   %[[S:.*]] = mlc.reduce_sum %[[D]] axes = [0, 1]
+// CHECK:   mlc.yield %[[D]], %[[S]] : tensor<2x4x8xf32>, tensor<8xf32>
+// CHECK: mlc.matmul %[[F]]#0
+func.func @bias_grad(%g: tensor<2x4x8xf32>, %x: tensor<2x4x8xf32>, %w: tensor<3x8xf32>)
+    -> (tensor<8xf32>, tensor<2x4x3xf32>) {
+  %d = mlc.gelu_grad %g, %x approximate = tanh : tensor<2x4x8xf32>
+  %s = mlc.reduce_sum %d axes = [0, 1] : tensor<2x4x8xf32>
+  %m = mlc.matmul %d, %w transpose_rhs : tensor<2x4x8xf32>, tensor<3x8xf32>
+  return %s, %m : tensor<8xf32>, tensor<2x4x3xf32>
+}
+
+// -----
+
+// A sum over the trailing dimension (a row reduction) does not join.
+// CHECK-LABEL: func.func @no_fuse_row_sum
+// CHECK-NOT: mlc.fusion
+// CHECK: mlc.exp
+// CHECK: mlc.reduce_sum
+func.func @no_fuse_row_sum(%x: tensor<4x8xf32>) -> tensor<4xf32> {
+  %e = mlc.exp %x : tensor<4x8xf32>
+  %s = mlc.reduce_sum %e axes = [1] : tensor<4x8xf32>
+  return %s : tensor<4xf32>
+}
