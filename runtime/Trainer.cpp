@@ -110,21 +110,6 @@ BatchFn batchesFromTokens(const Package &pkg, const std::string &path, uint64_t 
   };
 }
 
-template <typename T>
-void adamw(T *p, const T *g, T *m, T *v, int64_t n, double lr, double wd, double b1,
-           double b2, double eps, double bc1, double bc2, double scale) {
-  const double stepSize = lr / bc1, sqrtBc2 = std::sqrt(bc2), decay = 1.0 - lr * wd;
-#pragma omp parallel for if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    double gi = double(g[i]) * scale;
-    double mi = b1 * m[i] + (1 - b1) * gi;
-    double vi = b2 * v[i] + (1 - b2) * gi * gi;
-    m[i] = T(mi);
-    v[i] = T(vi);
-    p[i] = T(double(p[i]) * decay - stepSize * mi / (std::sqrt(vi) / sqrtBc2 + eps));
-  }
-}
-
 } // namespace
 
 void initializeParameters(CpuBackend &backend, uint64_t seed) {
@@ -227,22 +212,46 @@ double gradientNorm(CpuBackend &backend) {
   return std::sqrt(sum);
 }
 
-void adamwStep(CpuBackend &backend, std::vector<char> &m, std::vector<char> &v,
-               const TrainOptions &o, double lr, int64_t t, double gradScale) {
-  const double bc1 = 1 - std::pow(o.beta1, double(t)), bc2 = 1 - std::pow(o.beta2, double(t));
-  int64_t es = backend.elementSize();
-  for (const ParamInfo &p : backend.package().params) {
-    int64_t off = p.offset * es;
-    double wd = p.decay ? o.weightDecay : 0.0;
-    if (es == 4)
-      adamw(as<float>(backend.params() + off), as<float>(backend.grads() + off),
-            as<float>(m.data() + off), as<float>(v.data() + off), p.numel, lr, wd, o.beta1,
-            o.beta2, o.eps, bc1, bc2, gradScale);
-    else
-      adamw(as<double>(backend.params() + off), as<double>(backend.grads() + off),
-            as<double>(m.data() + off), as<double>(v.data() + off), p.numel, lr, wd, o.beta1,
-            o.beta2, o.eps, bc1, bc2, gradScale);
+template <typename T>
+static void adamwFlat(const std::vector<ParamInfo> &params, T *p, const T *g, T *m, T *v,
+                      const TrainOptions &o, double lr, int64_t t, double gradScale) {
+  const double b1 = o.beta1, b2 = o.beta2, eps = o.eps;
+  const double bc1 = 1 - std::pow(b1, double(t)), bc2 = 1 - std::pow(b2, double(t));
+  const double stepSize = lr / bc1, sqrtBc2 = std::sqrt(bc2);
+  // One parallel region for every parameter: the slices are work-shared
+  // loops without barriers between them, so the update is a single pass over
+  // the flat buffers (torch's math: decay first, then the Adam step).
+  // The element math runs in T (as torch's does), which keeps it vectorized
+  // and memory-bound.
+  const T tb1 = T(b1), tb2 = T(b2), ta1 = T(1 - b1), ta2 = T(1 - b2), tEps = T(eps),
+          tStep = T(stepSize), tInvSqrtBc2 = T(1.0 / sqrtBc2), tScale = T(gradScale);
+#pragma omp parallel
+  for (const ParamInfo &q : params) {
+    const T decay = T(1.0 - lr * (q.decay ? o.weightDecay : 0.0));
+    T *__restrict pq = p + q.offset, *__restrict mq = m + q.offset,
+                  *__restrict vq = v + q.offset;
+    const T *__restrict gq = g + q.offset;
+#pragma omp for simd schedule(static) nowait
+    for (int64_t i = 0; i < q.numel; ++i) {
+      T gi = gq[i] * tScale;
+      T mi = tb1 * mq[i] + ta1 * gi;
+      T vi = tb2 * vq[i] + ta2 * gi * gi;
+      mq[i] = mi;
+      vq[i] = vi;
+      pq[i] = pq[i] * decay - tStep * mi / (std::sqrt(vi) * tInvSqrtBc2 + tEps);
+    }
   }
+}
+
+void adamwUpdate(const std::vector<ParamInfo> &params, int64_t elementSize, char *p,
+                 const char *g, char *m, char *v, const TrainOptions &o, double lr, int64_t t,
+                 double gradScale) {
+  if (elementSize == 4)
+    adamwFlat(params, as<float>(p), reinterpret_cast<const float *>(g), as<float>(m),
+              as<float>(v), o, lr, t, gradScale);
+  else
+    adamwFlat(params, as<double>(p), reinterpret_cast<const double *>(g), as<double>(m),
+              as<double>(v), o, lr, t, gradScale);
 }
 
 std::vector<double> train(CpuBackend &backend, const TrainOptions &o) {
@@ -292,7 +301,8 @@ std::vector<double> train(CpuBackend &backend, const TrainOptions &o) {
     if (o.clipGrad > 0)
       scale = std::min(1.0, o.clipGrad / (norm + 1e-6));
     double lr = learningRate(o, t);
-    adamwStep(backend, m, v, o, lr, t, scale);
+    adamwUpdate(pkg.params, backend.elementSize(), backend.params(), backend.grads(),
+                m.data(), v.data(), o, lr, t, scale);
     double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count();

@@ -42,10 +42,13 @@ void saveParameters(CpuBackend &backend, const std::string &path);
 /// Learning rate at 1-based step `step`.
 double learningRate(const TrainOptions &o, int64_t step);
 
-/// One optimizer step over the flat buffers (torch.optim.AdamW's math, with
-/// `gradScale` folded in from clipping). Returns nothing; t is 1-based.
-void adamwStep(CpuBackend &backend, std::vector<char> &m, std::vector<char> &v,
-               const TrainOptions &o, double lr, int64_t t, double gradScale);
+/// One AdamW step over flat parameter, gradient and moment buffers of
+/// `elementSize`-byte floats laid out as `params` says (torch.optim.AdamW's
+/// math, weight decay on `decay` parameters, `gradScale` folded in from
+/// clipping); t is 1-based.
+void adamwUpdate(const std::vector<ParamInfo> &params, int64_t elementSize, char *p,
+                 const char *g, char *m, char *v, const TrainOptions &o, double lr, int64_t t,
+                 double gradScale);
 
 /// L2 norm of the whole flat gradient.
 double gradientNorm(CpuBackend &backend);
