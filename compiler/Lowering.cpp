@@ -1492,10 +1492,12 @@ llvm::Expected<LoweredPackage> lowerModule(ModuleOp module) {
   if (!forward)
     return failure("the module has no @forward function");
   auto step = module.lookupSymbol<func::FuncOp>("train_step");
+  auto evaluate = module.lookupSymbol<func::FuncOp>("evaluate");
   KernelSet kernels;
   LoweredPackage out;
   std::vector<std::unique_ptr<FunctionLowering>> lowered;
-  for (func::FuncOp fn : {forward, step}) {
+  // train_step last: the parameter layout reads its gradient order.
+  for (func::FuncOp fn : {forward, evaluate, step}) {
     if (!fn)
       continue;
     if (!fn.getBody().hasOneBlock())

@@ -20,6 +20,7 @@ namespace mlc {
 
 llvm::Error runPipeline(ModuleOp module, bool training, bool fuse) {
   PassManager pm(module.getContext());
+  pm.addPass(createMlcEvalMode());
   if (training)
     pm.addPass(createMlcAutodiff());
   pm.addPass(createCanonicalizerPass());

@@ -12,9 +12,9 @@
 
 namespace mlc {
 
-/// Runs the pipeline on a module holding @forward: autodiff (adds
-/// @train_step) when `training`, canonicalization and CSE, then pointwise
-/// fusion when `fuse`.
+/// Runs the pipeline on a module holding @forward: an evaluation copy without
+/// dropout (@evaluate), autodiff (adds @train_step) when `training`,
+/// canonicalization and CSE, then pointwise fusion when `fuse`.
 llvm::Error runPipeline(mlir::ModuleOp module, bool training, bool fuse = true);
 
 struct PackageDescription {

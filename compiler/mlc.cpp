@@ -15,6 +15,7 @@
 #include "runtime/CpuBackend.h"
 #include "runtime/Error.h"
 #include "runtime/Hash.h"
+#include "runtime/Preprocess.h"
 #include "runtime/Trainer.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -155,8 +156,25 @@ cl::opt<std::string> outputDir("output-dir", cl::desc("Where NAME.npy outputs go
 cl::opt<std::string> ppInput("input", cl::desc("JSONL corpus"), cl::sub(preprocessCmd),
                              cl::cat(category));
 cl::opt<std::string> ppOutputPrefix("output-prefix",
-                                    cl::desc("Writes PREFIX_text_document.{bin,idx}"),
+                                    cl::desc("Writes PREFIX_KEY_document.{bin,idx} per JSON key"),
                                     cl::sub(preprocessCmd), cl::cat(category));
+cl::list<std::string> ppJsonKeys("json-keys", cl::desc("JSON fields to tokenize (default text)"),
+                                 cl::CommaSeparated, cl::sub(preprocessCmd), cl::cat(category));
+cl::opt<std::string> ppTokenizer("tokenizer-type",
+                                 cl::desc("ByteTokenizer, GPT2BPETokenizer, "
+                                          "BertWordPieceLowerCase or BertWordPieceCase"),
+                                 cl::init("ByteTokenizer"), cl::sub(preprocessCmd),
+                                 cl::cat(category));
+cl::opt<std::string> ppVocab("vocab-file", cl::desc("Vocabulary (vocab.json or vocab.txt)"),
+                             cl::sub(preprocessCmd), cl::cat(category));
+cl::opt<std::string> ppMerges("merge-file", cl::desc("BPE merges (merges.txt)"),
+                              cl::sub(preprocessCmd), cl::cat(category));
+cl::opt<bool> ppAppendEod("append-eod", cl::desc("End every document with the EOD token"),
+                          cl::sub(preprocessCmd), cl::cat(category));
+cl::opt<int> ppWorkers("workers", cl::desc("Tokenizing threads"), cl::init(1),
+                       cl::sub(preprocessCmd), cl::cat(category));
+cl::opt<bool> ppStrict("strict", cl::desc("Fail on the first malformed line"),
+                       cl::sub(preprocessCmd), cl::cat(category));
 
 int fail(const Twine &msg) {
   WithColor::error(errs(), "mlc") << msg << "\n";
@@ -413,19 +431,42 @@ int runForward() {
       if (!given.count(in.name))
         return fail("missing --input " + in.name + "=FILE.npy (shape " +
                     mlc::rt::shapeString(in.shape) + ", " + in.dtype + ")");
-    backend.run("forward", 0);
+    // Inference: the dropout-free copy of the forward graph.
+    backend.run("evaluate", 0);
     sys::fs::create_directories(outputDir);
-    for (const auto &out : pkg.function("forward").outputs)
+    for (const auto &out : pkg.function("evaluate").outputs)
       mlc::rt::writeNpy(outputDir + "/" + out.name + ".npy",
-                        backend.output("forward", out.name));
+                        backend.output("evaluate", out.name));
   } catch (const mlc::rt::Error &e) {
     return fail(e.what());
   }
   return 0;
 }
 
-int notYet(StringRef what) {
-  return fail("'mlc " + what + "' is not available in this build yet");
+int runPreprocess() {
+  mlc::rt::PreprocessOptions o;
+  if (ppInput.empty() || ppOutputPrefix.empty())
+    return fail("mlc preprocess needs --input FILE.jsonl and --output-prefix PREFIX");
+  o.input = ppInput;
+  o.outputPrefix = ppOutputPrefix;
+  if (!ppJsonKeys.empty())
+    o.jsonKeys.assign(ppJsonKeys.begin(), ppJsonKeys.end());
+  o.tokenizerType = ppTokenizer;
+  o.vocabFile = ppVocab;
+  o.mergeFile = ppMerges;
+  o.appendEod = ppAppendEod;
+  o.workers = std::max(1, int(ppWorkers));
+  o.strict = ppStrict;
+  try {
+    mlc::rt::PreprocessStats s = mlc::rt::preprocess(o);
+    outs() << formatv("mlc preprocess: {0} documents ({1} lines skipped), {2} tokens, "
+                      "{3:f1} MB in {4:f2} s: {5:f1} MB/s\n",
+                      s.documents, s.skipped, s.tokens, s.bytes / 1e6, s.seconds,
+                      s.bytes / 1e6 / std::max(s.seconds, 1e-9));
+  } catch (const mlc::rt::Error &e) {
+    return fail(e.what());
+  }
+  return 0;
 }
 
 } // namespace
@@ -468,7 +509,7 @@ int main(int argc, char **argv) {
   if (runCmd)
     return runForward();
   if (preprocessCmd)
-    return notYet("preprocess");
+    return runPreprocess();
   errs() << "mlc: no subcommand given; see 'mlc --help'\n";
   return 2;
 }

@@ -83,4 +83,14 @@ def MlcFuseElementwise : Pass<"mlc-fuse-elementwise", "mlir::func::FuncOp"> {
   let dependentDialects = ["::mlc::MlcDialect"];
 }
 
+def MlcEvalMode : Pass<"mlc-eval-mode", "mlir::ModuleOp"> {
+  let summary = "Adds @evaluate: @forward with dropout switched off";
+  let description = [{
+    Training graphs apply dropout; evaluation and inference must not. The pass
+    clones `@forward` into `@evaluate`, replaces every `mlc.dropout` by its
+    input and sets attention dropout to 0. `@forward` is left as it is.
+  }];
+  let dependentDialects = ["::mlc::MlcDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // MLC_PASSES_TD

@@ -1,0 +1,195 @@
+//===- IndexedDataset.cpp - Megatron's .bin/.idx datasets ------------------===//
+
+#include "runtime/IndexedDataset.h"
+#include "runtime/Error.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace mlc::rt {
+
+namespace {
+
+const char kMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
+
+int itemSize(int code) {
+  switch (code) {
+  case 1:
+  case 2:
+    return 1;
+  case 3:
+  case 8:
+    return 2;
+  case 4:
+  case 7:
+    return 4;
+  case 5:
+  case 6:
+    return 8;
+  }
+  return 0;
+}
+
+template <typename T> void put(std::string &out, T v) {
+  out.append(reinterpret_cast<const char *>(&v), sizeof v);
+}
+
+const char *mapFile(const std::string &path, size_t &size) {
+  int fd = open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    fail(path + ": cannot open: " + std::strerror(errno));
+  struct stat st;
+  fstat(fd, &st);
+  size = st.st_size;
+  if (size == 0) {
+    close(fd);
+    return nullptr;
+  }
+  void *p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED)
+    fail(path + ": cannot map: " + std::strerror(errno));
+  return static_cast<const char *>(p);
+}
+
+} // namespace
+
+IndexedDatasetWriter::IndexedDatasetWriter(const std::string &prefix, int64_t vocabSize)
+    : prefix_(prefix), code_(vocabSize < 65500 ? 8 : 4) {
+  std::string tmp = prefix + ".bin.tmp";
+  bin_ = std::fopen(tmp.c_str(), "wb");
+  if (!bin_)
+    fail(tmp + ": cannot write: " + std::strerror(errno));
+}
+
+IndexedDatasetWriter::~IndexedDatasetWriter() {
+  if (bin_) { // not finished: leave nothing behind under the final names
+    std::fclose(bin_);
+    std::remove((prefix_ + ".bin.tmp").c_str());
+  }
+}
+
+void IndexedDatasetWriter::addDocument(const std::vector<int32_t> &tokens) {
+  if (code_ == 8) {
+    std::vector<uint16_t> narrow(tokens.begin(), tokens.end());
+    std::fwrite(narrow.data(), 2, narrow.size(), bin_);
+  } else {
+    std::fwrite(tokens.data(), 4, tokens.size(), bin_);
+  }
+  lengths_.push_back(int32_t(tokens.size()));
+  tokens_ += tokens.size();
+}
+
+void IndexedDatasetWriter::finish() {
+  if (std::fclose(bin_) != 0) {
+    bin_ = nullptr;
+    fail(prefix_ + ".bin: write failed: " + std::strerror(errno));
+  }
+  bin_ = nullptr;
+  std::string idx(kMagic, 9);
+  put<uint64_t>(idx, 1);
+  put<uint8_t>(idx, uint8_t(code_));
+  put<uint64_t>(idx, lengths_.size());
+  put<uint64_t>(idx, lengths_.size() + 1);
+  idx.append(reinterpret_cast<const char *>(lengths_.data()), lengths_.size() * 4);
+  int64_t pointer = 0;
+  for (int32_t len : lengths_) {
+    put<int64_t>(idx, pointer);
+    pointer += int64_t(len) * itemSize(code_);
+  }
+  for (size_t d = 0; d <= lengths_.size(); ++d)
+    put<int64_t>(idx, int64_t(d));
+  std::string tmp = prefix_ + ".idx.tmp";
+  FILE *f = std::fopen(tmp.c_str(), "wb");
+  if (!f || std::fwrite(idx.data(), 1, idx.size(), f) != idx.size() || std::fclose(f) != 0)
+    fail(tmp + ": write failed: " + std::strerror(errno));
+  if (std::rename((prefix_ + ".bin.tmp").c_str(), (prefix_ + ".bin").c_str()) != 0 ||
+      std::rename(tmp.c_str(), (prefix_ + ".idx").c_str()) != 0)
+    fail(prefix_ + ": cannot move the dataset into place: " + std::strerror(errno));
+}
+
+IndexedDataset::IndexedDataset(const std::string &prefix) : prefix_(prefix) {
+  std::string idxPath = prefix + ".idx", binPath = prefix + ".bin";
+  idx_ = mapFile(idxPath, idxSize_);
+  bin_ = mapFile(binPath, binSize_);
+  auto bad = [&](const std::string &msg) { fail(idxPath + ": " + msg); };
+  if (idxSize_ < 34 || std::memcmp(idx_, kMagic, 9) != 0)
+    bad("not a Megatron indexed dataset index (bad magic)");
+  uint64_t version, docEntries, sequences;
+  std::memcpy(&version, idx_ + 9, 8);
+  if (version != 1)
+    bad("index version " + std::to_string(version) + " is not supported (expected 1)");
+  code_ = uint8_t(idx_[17]);
+  itemSize_ = itemSize(code_);
+  if (!itemSize_)
+    bad("unknown dtype code " + std::to_string(code_));
+  if (code_ == 6 || code_ == 7)
+    bad("dtype code " + std::to_string(code_) + " holds floats, not token ids");
+  std::memcpy(&sequences, idx_ + 18, 8);
+  std::memcpy(&docEntries, idx_ + 26, 8);
+  size_t need = 34 + sequences * (4 + 8) + docEntries * 8;
+  if (sequences > idxSize_ || docEntries > idxSize_ || need > idxSize_)
+    bad("truncated: " + std::to_string(sequences) + " sequences and " +
+        std::to_string(docEntries) + " document entries need " + std::to_string(need) +
+        " bytes, the file has " + std::to_string(idxSize_));
+  sequences_ = int64_t(sequences);
+  lengths_ = reinterpret_cast<const int32_t *>(idx_ + 34);
+  pointers_ = reinterpret_cast<const int64_t *>(idx_ + 34 + sequences * 4);
+  const int64_t *docs = reinterpret_cast<const int64_t *>(idx_ + 34 + sequences * 12);
+  docIndex_.assign(docs, docs + docEntries);
+  if (docIndex_.empty() || docIndex_.front() != 0 || docIndex_.back() != sequences_)
+    bad("the document index must run from 0 to the sequence count");
+  for (size_t d = 1; d < docIndex_.size(); ++d)
+    if (docIndex_[d] < docIndex_[d - 1])
+      bad("the document index decreases at entry " + std::to_string(d));
+  for (int64_t i = 0; i < sequences_; ++i) {
+    if (lengths_[i] < 0 || pointers_[i] < 0 ||
+        uint64_t(pointers_[i]) + uint64_t(lengths_[i]) * itemSize_ > binSize_)
+      fail(binPath + ": sequence " + std::to_string(i) + " (" + std::to_string(lengths_[i]) +
+           " tokens at byte " + std::to_string(pointers_[i]) +
+           ") lies past the end of the file (" + std::to_string(binSize_) +
+           " bytes): truncated or not this index's data");
+  }
+}
+
+IndexedDataset::~IndexedDataset() {
+  if (idx_)
+    munmap(const_cast<char *>(idx_), idxSize_);
+  if (bin_)
+    munmap(const_cast<char *>(bin_), binSize_);
+}
+
+void IndexedDataset::read(int64_t i, std::vector<int64_t> &out, int64_t offset,
+                          int64_t count) const {
+  if (i < 0 || i >= sequences_)
+    fail(prefix_ + ": sequence " + std::to_string(i) + " out of range [0, " +
+         std::to_string(sequences_) + ")");
+  int64_t n = lengths_[i] - offset;
+  if (count >= 0 && count < n)
+    n = count;
+  out.resize(n < 0 ? 0 : n);
+  const char *p = bin_ + pointers_[i] + offset * itemSize_;
+  for (int64_t k = 0; k < n; ++k, p += itemSize_) {
+    switch (code_) {
+    case 1: out[k] = *reinterpret_cast<const uint8_t *>(p); break;
+    case 2: out[k] = *reinterpret_cast<const int8_t *>(p); break;
+    case 3: out[k] = *reinterpret_cast<const int16_t *>(p); break;
+    case 4: out[k] = *reinterpret_cast<const int32_t *>(p); break;
+    case 5: out[k] = *reinterpret_cast<const int64_t *>(p); break;
+    case 8: out[k] = *reinterpret_cast<const uint16_t *>(p); break;
+    }
+  }
+}
+
+int64_t IndexedDataset::totalTokens() const {
+  int64_t n = 0;
+  for (int64_t i = 0; i < sequences_; ++i)
+    n += lengths_[i];
+  return n;
+}
+
+} // namespace mlc::rt
