@@ -12,7 +12,9 @@
 #include "dialects/mlc/MlcDialect.h"
 #include "compiler/Pipeline.h"
 #include "frontend/Models.h"
+#include "runtime/Balance.h"
 #include "runtime/CpuBackend.h"
+#include "runtime/IndexedDataset.h"
 #include "runtime/Error.h"
 #include "runtime/Hash.h"
 #include "runtime/Preprocess.h"
@@ -44,6 +46,8 @@ cl::SubCommand trainCmd("train", "Compile (if needed) and train a model");
 cl::SubCommand runCmd("run", "Run a model's forward pass on given inputs");
 cl::SubCommand preprocessCmd(
     "preprocess", "Tokenize a JSONL corpus into a Megatron .bin/.idx dataset");
+cl::SubCommand dataCmd("data", "Inspect an indexed dataset: 'stats PREFIX' (length "
+                                "balancing across ranks) or 'dump PREFIX' (token ids)");
 
 // Options that every model-taking subcommand shares.
 cl::opt<std::string> model(cl::Positional, cl::desc("<gpt2 | bert | model.onnx | package-dir>"),
@@ -59,7 +63,7 @@ cl::opt<int64_t> microBatch("micro-batch", cl::desc("Sequences per micro-batch")
                             cl::sub(runCmd), cl::cat(category));
 cl::opt<int64_t> seqLen("seq-len", cl::desc("Tokens per sequence"), cl::init(128),
                         cl::sub(compileCmd), cl::sub(trainCmd), cl::sub(runCmd),
-                        cl::cat(category));
+                        cl::sub(dataCmd), cl::cat(category));
 cl::opt<std::string> dtype("dtype", cl::desc("Element type: f32 or f64"),
                            cl::init("f32"), cl::sub(compileCmd), cl::sub(trainCmd),
                            cl::sub(runCmd), cl::cat(category));
@@ -110,7 +114,8 @@ cl::opt<std::string> initFile("init", cl::desc("Initial weights (safetensors, HF
                               cl::value_desc("file"), cl::sub(trainCmd), cl::sub(runCmd),
                               cl::cat(category));
 cl::opt<uint64_t> seed("seed", cl::desc("Seed of initialization, data order and dropout"),
-                       cl::init(1234), cl::sub(trainCmd), cl::sub(runCmd), cl::cat(category));
+                       cl::init(1234), cl::sub(trainCmd), cl::sub(runCmd), cl::sub(dataCmd),
+                       cl::cat(category));
 cl::opt<int64_t> steps("steps", cl::desc("Optimizer steps"), cl::init(100), cl::sub(trainCmd),
                        cl::cat(category));
 cl::opt<double> lr("lr", cl::desc("Peak learning rate"), cl::init(3e-4), cl::sub(trainCmd),
@@ -139,9 +144,18 @@ cl::opt<std::string> batchesDir("batches",
                                          "leading dimension = step"),
                                 cl::value_desc("dir"), cl::sub(trainCmd), cl::cat(category));
 cl::opt<std::string> dataFile("data",
-                              cl::desc("Token file: .bin (uint16 tokens) or any file read "
-                                       "as bytes"),
-                              cl::value_desc("file"), cl::sub(trainCmd), cl::cat(category));
+                              cl::desc("Indexed dataset PREFIX (PREFIX.bin/.idx from mlc "
+                                       "preprocess or Megatron), a blend \"W1 P1 W2 P2\", or "
+                                       "a plain file read as bytes"),
+                              cl::value_desc("data"), cl::sub(trainCmd), cl::cat(category));
+cl::opt<std::string> splitSpec("split",
+                               cl::desc("Train/validation/test weights over documents"),
+                               cl::init("969,30,1"), cl::sub(trainCmd), cl::cat(category));
+cl::opt<int64_t> evalInterval("eval-interval",
+                              cl::desc("Validation loss every N steps (0 = never)"),
+                              cl::init(0), cl::sub(trainCmd), cl::cat(category));
+cl::opt<int64_t> evalIters("eval-iters", cl::desc("Validation batches per evaluation"),
+                           cl::init(10), cl::sub(trainCmd), cl::cat(category));
 cl::opt<std::string> logJson("log-json", cl::desc("One JSON object per step"),
                              cl::value_desc("file"), cl::sub(trainCmd), cl::cat(category));
 cl::opt<int64_t> logEvery("log-every", cl::desc("Print progress every N steps"),
@@ -173,6 +187,22 @@ cl::opt<bool> ppAppendEod("append-eod", cl::desc("End every document with the EO
                           cl::sub(preprocessCmd), cl::cat(category));
 cl::opt<int> ppWorkers("workers", cl::desc("Tokenizing threads"), cl::init(1),
                        cl::sub(preprocessCmd), cl::cat(category));
+// data
+cl::list<std::string> dataArgs(cl::Positional, cl::desc("stats|dump PREFIX"),
+                               cl::sub(dataCmd), cl::cat(category));
+cl::opt<int> ranks("ranks", cl::desc("Data-parallel ranks"), cl::init(8), cl::sub(dataCmd),
+                   cl::cat(category));
+cl::opt<int64_t> tokensPerRank("tokens-per-rank",
+                               cl::desc("Token budget of one rank's micro-batch"),
+                               cl::init(4096), cl::sub(dataCmd), cl::cat(category));
+cl::opt<std::string> policy("policy",
+                            cl::desc("presort, zigzag or random (default: all, side by side)"),
+                            cl::sub(dataCmd), cl::cat(category));
+cl::opt<bool> json("json", cl::desc("Print one JSON object keyed by policy"),
+                   cl::sub(dataCmd), cl::cat(category));
+cl::opt<int64_t> dumpCount("count", cl::desc("Documents to dump"), cl::init(10),
+                           cl::sub(dataCmd), cl::cat(category));
+
 cl::opt<bool> ppStrict("strict", cl::desc("Fail on the first malformed line"),
                        cl::sub(preprocessCmd), cl::cat(category));
 
@@ -395,6 +425,9 @@ int runTrain() {
     o.save = saveFile;
     o.batchesDir = batchesDir;
     o.data = dataFile;
+    o.split = splitSpec;
+    o.evalInterval = evalInterval;
+    o.evalIters = evalIters;
     o.logJson = logJson;
     o.logEvery = std::max<int64_t>(1, logEvery);
     errs() << "mlc: training " << pkg.paramCount << " parameters (" << pkg.dtype << ") from "
@@ -437,6 +470,66 @@ int runForward() {
     for (const auto &out : pkg.function("evaluate").outputs)
       mlc::rt::writeNpy(outputDir + "/" + out.name + ".npy",
                         backend.output("evaluate", out.name));
+  } catch (const mlc::rt::Error &e) {
+    return fail(e.what());
+  }
+  return 0;
+}
+
+int runData() {
+  if (dataArgs.size() != 2 || (dataArgs[0] != "stats" && dataArgs[0] != "dump"))
+    return fail("usage: mlc data stats PREFIX [--seq-len S --ranks R --tokens-per-rank T "
+                "--policy P --json] | mlc data dump PREFIX [--count N]");
+  try {
+    mlc::rt::IndexedDataset data(dataArgs[1]);
+    if (dataArgs[0] == "dump") {
+      std::vector<int64_t> ids;
+      for (int64_t d = 0; d < std::min<int64_t>(dumpCount, data.documents()); ++d) {
+        for (int64_t q = data.documentStart(d); q < data.documentStart(d + 1); ++q) {
+          data.read(q, ids);
+          for (size_t i = 0; i < ids.size(); ++i)
+            outs() << (i ? " " : "") << ids[i];
+          outs() << "\n";
+        }
+      }
+      return 0;
+    }
+    std::vector<int64_t> lengths;
+    for (int64_t d = 0; d < data.documents(); ++d) {
+      int64_t n = 0;
+      for (int64_t q = data.documentStart(d); q < data.documentStart(d + 1); ++q)
+        n += data.length(q);
+      lengths.push_back(n);
+    }
+    std::vector<mlc::rt::BalancePolicy> policies;
+    if (policy.empty())
+      policies = {mlc::rt::BalancePolicy::Presort, mlc::rt::BalancePolicy::ZigZag,
+                  mlc::rt::BalancePolicy::Random};
+    else
+      policies = {mlc::rt::parseBalancePolicy(policy)};
+    if (!json)
+      outs() << formatv("{0}: {1} documents; one sample per document, truncated at {2} "
+                        "tokens; {3} ranks x {4} tokens\n",
+                        dataArgs[1], data.documents(), seqLen, ranks, tokensPerRank);
+    std::string object = "{";
+    for (auto p : policies) {
+      auto st = mlc::rt::balanceStats(lengths, seqLen, ranks, tokensPerRank, p, seed);
+      if (json)
+        object += formatv("{0}\"{1}\": {{\"imbalance\": {2:f6}, \"padding\": {3:f6}, "
+                          "\"padding_to_seq_len\": {4:f6}, \"unpadded_padding\": 0, "
+                          "\"steps\": {5}, \"tokens\": {6}}",
+                          object.size() > 1 ? ", " : "", policyName(p), st.imbalance,
+                          st.padding, st.paddingFixed, st.steps, st.tokens)
+                      .str();
+      else
+        outs() << formatv("  {0,-8} imbalance (max/mean tokens per rank) {1:f4}; padding: "
+                          "{2:f1}% padded to each rank's longest, {3:f1}% padded to seq-len, "
+                          "0% packed; {4} steps\n",
+                          policyName(p), st.imbalance, 100 * st.padding,
+                          100 * st.paddingFixed, st.steps);
+    }
+    if (json)
+      outs() << object << "}\n";
   } catch (const mlc::rt::Error &e) {
     return fail(e.what());
   }
@@ -493,7 +586,8 @@ int main(int argc, char **argv) {
   configureThreadsAndReexec(argc, argv);
   InitLLVM init(argc, argv);
   for (cl::SubCommand *sub :
-       {&cl::SubCommand::getTopLevel(), &compileCmd, &trainCmd, &runCmd, &preprocessCmd})
+       {&cl::SubCommand::getTopLevel(), &compileCmd, &trainCmd, &runCmd, &preprocessCmd,
+        &dataCmd})
     cl::HideUnrelatedOptions(category, *sub);
   if (!cl::ParseCommandLineOptions(
           argc, argv,
@@ -510,6 +604,8 @@ int main(int argc, char **argv) {
     return runForward();
   if (preprocessCmd)
     return runPreprocess();
+  if (dataCmd)
+    return runData();
   errs() << "mlc: no subcommand given; see 'mlc --help'\n";
   return 2;
 }

@@ -2,6 +2,7 @@
 
 #include "runtime/Trainer.h"
 #include "runtime/Error.h"
+#include "runtime/GptDataset.h"
 #include "runtime/Hash.h"
 
 #include <algorithm>
@@ -212,6 +213,48 @@ double gradientNorm(CpuBackend &backend) {
   return std::sqrt(sum);
 }
 
+/// True when every prefix of a --data blend has an index file.
+static bool isIndexedData(const std::string &spec) {
+  try {
+    for (auto &[_, prefix] : parseBlend(spec)) {
+      FILE *f = std::fopen((prefix + ".idx").c_str(), "rb");
+      if (!f)
+        return false;
+      std::fclose(f);
+    }
+    return true;
+  } catch (const Error &) {
+    return false;
+  }
+}
+
+/// Batches of GPT samples (input_ids = labels) from indexed datasets; step t
+/// takes samples t*B .. t*B+B-1 of the split.
+static BatchFn batchesFromIndexed(const Package &pkg, const TrainOptions &o, int part) {
+  const InputInfo *ids = nullptr;
+  for (const InputInfo &in : pkg.inputs) {
+    if (in.name == "input_ids")
+      ids = &in;
+    else if (in.name != "labels")
+      fail("--data feeds input_ids and labels only; this model also needs '" + in.name +
+           "' (use --batches)");
+  }
+  if (!ids || ids->shape.size() != 2)
+    fail("--data needs a model with input_ids [batch, seq]");
+  auto samples = std::make_shared<GptSamples>(parseBlend(o.data), o.split, part,
+                                              ids->shape[1], o.seed);
+  return [samples](const InputInfo &in, int64_t t) {
+    HostTensor out;
+    out.dtype = "i64";
+    out.shape = in.shape;
+    out.data.resize(in.numel * 8);
+    int64_t *dst = reinterpret_cast<int64_t *>(out.data.data());
+    for (int64_t b = 0; b < in.shape[0]; ++b)
+      samples->sample(t * in.shape[0] + b, dst + b * in.shape[1]);
+    return out;
+  };
+}
+
 template <typename T>
 static void adamwFlat(const std::vector<ParamInfo> &params, T *p, const T *g, T *m, T *v,
                       const TrainOptions &o, double lr, int64_t t, double gradScale) {
@@ -261,13 +304,31 @@ std::vector<double> train(CpuBackend &backend, const TrainOptions &o) {
     loadParameters(backend, o.init);
   else
     initializeParameters(backend, o.seed);
-  BatchFn batch;
-  if (!o.batchesDir.empty())
+  BatchFn batch, validation;
+  if (!o.batchesDir.empty()) {
     batch = batchesFromDirectory(pkg, o.batchesDir, o.steps);
-  else if (!o.data.empty())
+  } else if (!o.data.empty() && isIndexedData(o.data)) {
+    batch = batchesFromIndexed(pkg, o, 0);
+    if (o.evalInterval > 0)
+      validation = batchesFromIndexed(pkg, o, 1);
+  } else if (!o.data.empty()) {
     batch = batchesFromTokens(pkg, o.data, o.seed);
-  else
+  } else {
     fail("no training data: give --data FILE or --batches DIR");
+  }
+  if (o.evalInterval > 0 && !validation)
+    fail("--eval-interval needs --data with an indexed dataset (its validation split)");
+  // Mean loss of the first eval-iters validation batches, without dropout.
+  auto evaluate = [&]() {
+    double sum = 0;
+    for (int64_t i = 0; i < o.evalIters; ++i) {
+      for (const InputInfo &in : pkg.inputs)
+        backend.setInput(in.name, validation(in, i));
+      backend.run("evaluate", 0);
+      sum += backend.output("evaluate", "loss").getDouble(0);
+    }
+    return sum / double(std::max<int64_t>(1, o.evalIters));
+  };
 
   int64_t tokensPerStep = 0;
   for (const InputInfo &in : pkg.inputs)
@@ -312,6 +373,15 @@ std::vector<double> train(CpuBackend &backend, const TrainOptions &o) {
       log << std::setprecision(10) << "{\"step\": " << t << ", \"loss\": " << loss << ", \"lr\": " << lr
           << ", \"grad_norm\": " << norm << ", \"ms\": " << ms
           << ", \"tokens_per_s\": " << tps << "}\n";
+    if (o.evalInterval > 0 && (t % o.evalInterval == 0 || t == o.steps)) {
+      double val = evaluate();
+      if (log)
+        log << std::setprecision(10) << "{\"step\": " << t << ", \"val_loss\": " << val
+            << "}\n";
+      if (!o.quiet)
+        fprintf(stderr, "eval  %5lld/%lld | validation loss %.4f (%lld batches)\n",
+                (long long)t, (long long)o.steps, val, (long long)o.evalIters);
+    }
     if (!o.quiet && (t % o.logEvery == 0 || t == 1 || t == o.steps))
       fprintf(stderr, "step %5lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %7.1f ms | %8.0f tok/s\n",
               (long long)t, (long long)o.steps, loss, lr, norm, ms, tps);

@@ -25,7 +25,9 @@ struct TrainOptions {
   std::string init;       // safetensors with HF names
   std::string save;       // safetensors written at the end
   std::string batchesDir; // NAME.npy per input, leading dim = step
-  std::string data;       // token file: .bin (uint16) or raw bytes
+  std::string data;       // indexed dataset PREFIX, a blend "W1 P1 W2 P2", or a token file
+  std::string split = "969,30,1"; // Megatron's train/validation/test split
+  int64_t evalInterval = 0, evalIters = 10; // validation loss every N steps
   std::string logJson;
   int64_t logEvery = 1;
   bool quiet = false;

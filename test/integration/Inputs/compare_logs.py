@@ -2,8 +2,12 @@
 import json
 import sys
 
-a = [json.loads(line)["loss"] for line in open(sys.argv[1])]
-b = [json.loads(line)["loss"] for line in open(sys.argv[2])]
+def losses(path):
+    """Training losses; validation lines (val_loss) are not steps."""
+    return [row["loss"] for row in map(json.loads, open(path)) if "loss" in row]
+
+
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
 tol = float(sys.argv[3])
 assert len(a) == len(b) and a, (len(a), len(b))
 worst = max(abs(x - y) / abs(y) for x, y in zip(a, b))
