@@ -213,19 +213,17 @@ double gradientNorm(CpuBackend &backend) {
   return std::sqrt(sum);
 }
 
-/// True when every prefix of a --data blend has an index file.
+/// --data names indexed datasets when it is a blend ("W1 P1 W2 P2": errors
+/// in it are reported as such) or a PREFIX with PREFIX.idx beside it; any
+/// other single path is a plain token file.
 static bool isIndexedData(const std::string &spec) {
-  try {
-    for (auto &[_, prefix] : parseBlend(spec)) {
-      FILE *f = std::fopen((prefix + ".idx").c_str(), "rb");
-      if (!f)
-        return false;
-      std::fclose(f);
-    }
+  if (spec.find_first_of(" \t") != std::string::npos)
     return true;
-  } catch (const Error &) {
+  FILE *f = std::fopen((spec + ".idx").c_str(), "rb");
+  if (!f)
     return false;
-  }
+  std::fclose(f);
+  return true;
 }
 
 /// Batches of GPT samples (input_ids = labels) from indexed datasets; step t
