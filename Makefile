@@ -5,11 +5,15 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 LLVM_DIR := /usr/lib/llvm-19
 PY := /usr/bin/python3
+# Python for the tests: Debian's (PyTorch, ONNX) plus HuggingFace tokenizers
+# from PyPI, in a virtual environment that sees the system packages.
+VENV := $(abspath $(BUILD))/venv
+TEST_PY := $(VENV)/bin/python
 
 APT_PACKAGES := \
   cmake ninja-build ccache g++ \
   libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools \
-  libgtest-dev libopenblas-dev \
+  libgtest-dev libopenblas-dev libicu-dev python3-venv \
   python3 python3-numpy python3-torch python3-onnx
 
 .PHONY: all build setup test demo clean
@@ -32,13 +36,20 @@ $(BUILD)/build.ninja:
 	  -DCMAKE_BUILD_TYPE=Release \
 	  -DMLIR_DIR=$(LLVM_DIR)/lib/cmake/mlir \
 	  -DLLVM_EXTERNAL_LIT=$(LLVM_DIR)/build/utils/lit/lit.py \
-	  -DPython3_EXECUTABLE=$(PY)
+	  -DPython3_EXECUTABLE=$(PY) \
+	  -DMLC_TEST_PYTHON=$(TEST_PY)
 
 build: $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
+$(VENV)/.ready:
+	$(PY) -m venv --system-site-packages $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check tokenizers==0.23.3
+	touch $@
+
 test: setup
 	$(MAKE) build
+	$(MAKE) $(VENV)/.ready
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 demo: setup

@@ -15,6 +15,8 @@
 #include "runtime/Balance.h"
 #include "runtime/CpuBackend.h"
 #include "runtime/IndexedDataset.h"
+#include "runtime/Json.h"
+#include "runtime/Tokenizer.h"
 #include "runtime/Error.h"
 #include "runtime/Hash.h"
 #include "runtime/Preprocess.h"
@@ -31,6 +33,7 @@
 #include "llvm/Support/WithColor.h"
 
 #include <cstdlib>
+#include <fstream>
 #include <set>
 #include <unistd.h>
 
@@ -46,6 +49,9 @@ cl::SubCommand trainCmd("train", "Compile (if needed) and train a model");
 cl::SubCommand runCmd("run", "Run a model's forward pass on given inputs");
 cl::SubCommand preprocessCmd(
     "preprocess", "Tokenize a JSONL corpus into a Megatron .bin/.idx dataset");
+cl::SubCommand tokenizerCmd("tokenizer",
+                            "'train': learn a byte-level BPE (vocab.json, merges.txt) from "
+                            "a JSONL corpus");
 cl::SubCommand dataCmd("data", "Inspect an indexed dataset: 'stats PREFIX' (length "
                                 "balancing across ranks) or 'dump PREFIX' (token ids)");
 
@@ -187,6 +193,18 @@ cl::opt<bool> ppAppendEod("append-eod", cl::desc("End every document with the EO
                           cl::sub(preprocessCmd), cl::cat(category));
 cl::opt<int> ppWorkers("workers", cl::desc("Tokenizing threads"), cl::init(1),
                        cl::sub(preprocessCmd), cl::cat(category));
+// tokenizer
+cl::list<std::string> tokArgs(cl::Positional, cl::desc("train"), cl::sub(tokenizerCmd),
+                              cl::cat(category));
+cl::opt<std::string> tokInput("input", cl::desc("JSONL corpus"), cl::sub(tokenizerCmd),
+                              cl::cat(category));
+cl::list<std::string> tokKeys("json-keys", cl::desc("JSON fields to learn from (default text)"),
+                              cl::CommaSeparated, cl::sub(tokenizerCmd), cl::cat(category));
+cl::opt<int64_t> tokVocab("vocab-size", cl::desc("Entries of the vocabulary"), cl::init(8192),
+                          cl::sub(tokenizerCmd), cl::cat(category));
+cl::opt<std::string> tokOut("output-dir", cl::desc("Where vocab.json and merges.txt go"),
+                            cl::sub(tokenizerCmd), cl::cat(category));
+
 // data
 cl::list<std::string> dataArgs(cl::Positional, cl::desc("stats|dump PREFIX"),
                                cl::sub(dataCmd), cl::cat(category));
@@ -476,6 +494,43 @@ int runForward() {
   return 0;
 }
 
+int runTokenizer() {
+  if (tokArgs.size() != 1 || tokArgs[0] != "train" || tokInput.empty() || tokOut.empty())
+    return fail("usage: mlc tokenizer train --input FILE.jsonl [--json-keys text] "
+                "--vocab-size N --output-dir DIR");
+  std::vector<std::string> keys(tokKeys.begin(), tokKeys.end());
+  if (keys.empty())
+    keys = {"text"};
+  try {
+    std::ifstream in(tokInput);
+    if (!in)
+      return fail(tokInput + ": cannot open");
+    std::vector<std::string> texts;
+    std::string line;
+    int64_t lineNo = 0;
+    while (std::getline(in, line)) {
+      ++lineNo;
+      if (line.find_first_not_of(" \t\r") == std::string::npos)
+        continue;
+      try {
+        mlc::rt::Json doc = mlc::rt::Json::parse(line, "document");
+        for (const std::string &k : keys)
+          if (const mlc::rt::Json *t = doc.find(k); t && t->kind == mlc::rt::Json::String)
+            texts.push_back(t->string);
+      } catch (const mlc::rt::Error &e) {
+        errs() << "mlc tokenizer: " << tokInput << ":" << lineNo << ": " << e.what()
+               << "; line skipped\n";
+      }
+    }
+    mlc::rt::trainBpe(texts, tokVocab, tokOut);
+    outs() << "mlc tokenizer: learned " << tokVocab << " entries from " << texts.size()
+           << " documents; wrote " << tokOut << "/vocab.json and merges.txt\n";
+  } catch (const mlc::rt::Error &e) {
+    return fail(e.what());
+  }
+  return 0;
+}
+
 int runData() {
   if (dataArgs.size() != 2 || (dataArgs[0] != "stats" && dataArgs[0] != "dump"))
     return fail("usage: mlc data stats PREFIX [--seq-len S --ranks R --tokens-per-rank T "
@@ -587,7 +642,7 @@ int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   for (cl::SubCommand *sub :
        {&cl::SubCommand::getTopLevel(), &compileCmd, &trainCmd, &runCmd, &preprocessCmd,
-        &dataCmd})
+        &dataCmd, &tokenizerCmd})
     cl::HideUnrelatedOptions(category, *sub);
   if (!cl::ParseCommandLineOptions(
           argc, argv,
@@ -606,6 +661,8 @@ int main(int argc, char **argv) {
     return runPreprocess();
   if (dataCmd)
     return runData();
+  if (tokenizerCmd)
+    return runTokenizer();
   errs() << "mlc: no subcommand given; see 'mlc --help'\n";
   return 2;
 }

@@ -29,6 +29,21 @@ public:
 std::unique_ptr<Tokenizer> makeTokenizer(const std::string &type, const std::string &vocabFile,
                                          const std::string &mergeFile);
 
+/// GPT-2's pre-tokenization: the words its regex splits text into,
+///   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+std::vector<std::string> gpt2PreTokenize(const std::string &text);
+/// GPT-2's byte-to-unicode table (byte -> code point of its visible stand-in).
+const std::vector<int32_t> &byteToUnicode();
+std::vector<int32_t> utf8Decode(const std::string &s);
+void utf8Append(std::string &out, int32_t codePoint);
+
+/// Learns a byte-level BPE (GPT-2's pre-tokenization, 256 byte symbols, then
+/// the most frequent adjacent pair merged until `vocabSize` entries, the last
+/// being <|endoftext|>) from the given texts; writes DIR/vocab.json and
+/// DIR/merges.txt in GPT-2's formats.
+void trainBpe(const std::vector<std::string> &texts, int64_t vocabSize,
+              const std::string &outputDir);
+
 } // namespace mlc::rt
 
 #endif // MLC_RUNTIME_TOKENIZER_H
