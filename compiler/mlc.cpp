@@ -14,6 +14,7 @@
 #include "frontend/Models.h"
 #include "runtime/Balance.h"
 #include "runtime/CpuBackend.h"
+#include "runtime/GptDataset.h"
 #include "runtime/IndexedDataset.h"
 #include "runtime/Json.h"
 #include "runtime/Tokenizer.h"
@@ -32,6 +33,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -532,10 +534,26 @@ int runTokenizer() {
 }
 
 int runData() {
-  if (dataArgs.size() != 2 || (dataArgs[0] != "stats" && dataArgs[0] != "dump"))
+  if (dataArgs.size() != 2 ||
+      (dataArgs[0] != "stats" && dataArgs[0] != "dump" && dataArgs[0] != "loader"))
     return fail("usage: mlc data stats PREFIX [--seq-len S --ranks R --tokens-per-rank T "
-                "--policy P --json] | mlc data dump PREFIX [--count N]");
+                "--policy P --json] | mlc data dump PREFIX [--count N] | mlc data loader "
+                "PREFIX [--seq-len S --count SAMPLES]");
   try {
+    if (dataArgs[0] == "loader") {
+      // The GPT sample loader alone: tokens per second it can deliver.
+      mlc::rt::GptSamples samples(mlc::rt::parseBlend(dataArgs[1]), "969,30,1", 0, seqLen,
+                                  seed);
+      std::vector<int64_t> buffer(seqLen);
+      auto start = std::chrono::steady_clock::now();
+      for (int64_t i = 0; i < dumpCount; ++i)
+        samples.sample(i, buffer.data());
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      outs() << formatv("mlc data loader: {0} samples of {1} tokens in {2:f3} s: {3:f0} "
+                        "tokens/s\n",
+                        int64_t(dumpCount), int64_t(seqLen), s, dumpCount * seqLen / s);
+      return 0;
+    }
     mlc::rt::IndexedDataset data(dataArgs[1]);
     if (dataArgs[0] == "dump") {
       std::vector<int64_t> ids;
@@ -628,7 +646,7 @@ static void configureThreadsAndReexec(int argc, char **argv) {
   if (argc < 2 || std::getenv("MLC_THREADS_CONFIGURED"))
     return;
   std::string sub = argv[1];
-  if (sub != "train" && sub != "run")
+  if (sub != "train" && sub != "run" && sub != "preprocess")
     return;
   setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);
   setenv("OPENBLAS_THREAD_TIMEOUT", "4", /*overwrite=*/0);

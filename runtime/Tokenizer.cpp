@@ -16,7 +16,6 @@
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <sstream>
 #include <unordered_map>
 
@@ -194,12 +193,13 @@ public:
 
 private:
   std::vector<int32_t> encodeWord(const std::string &word) const {
-    {
-      std::lock_guard<std::mutex> lock(cacheMutex_);
-      auto it = cache_.find(word);
-      if (it != cache_.end())
-        return it->second;
-    }
+    // A cache per thread: words repeat, and threads never wait on each other.
+    thread_local std::unordered_map<const void *, std::unordered_map<std::string, std::vector<int32_t>>>
+        caches;
+    auto &cache = caches[this];
+    auto hit = cache.find(word);
+    if (hit != cache.end())
+      return hit->second;
     std::vector<std::string> symbols;
     for (unsigned char b : word) {
       std::string s;
@@ -237,9 +237,8 @@ private:
         fail("GPT2BPETokenizer: symbol '" + s + "' is not in the vocabulary");
       ids.push_back(it->second);
     }
-    std::lock_guard<std::mutex> lock(cacheMutex_);
-    if (cache_.size() < 1000000)
-      cache_[word] = ids;
+    if (cache.size() < 1000000)
+      cache[word] = ids;
     return ids;
   }
 
@@ -247,8 +246,6 @@ private:
   std::unordered_map<std::string, int> ranks_;
   int64_t size_ = 0;
   int32_t eod_ = 0;
-  mutable std::mutex cacheMutex_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;
 };
 
 //===----------------------------------------------------------------------===//
