@@ -470,6 +470,7 @@ private:
   void emitConstant(ConstantOp c, int id);
   llvm::Error emitPointwise(Operation *op);
   llvm::Error emitFusion(FusionOp fusion);
+  llvm::Error emitRowFusion(FusionOp fusion);
   void emitCopies(int dstId, Type el, int64_t dstNumel, bool zeroFirst,
                   const std::vector<Value> &sources, const std::vector<int64_t> &dstBases,
                   const Shape &dstStrides);
@@ -621,6 +622,8 @@ llvm::Error FunctionLowering::emitPointwise(Operation *op) {
 /// loaded once per element (broadcast by strides), every op becomes a scalar
 /// temporary, and only the yielded values are stored.
 llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
+  if (fusion.getKind() == "rows")
+    return emitRowFusion(fusion);
   if (fusion.getKind() != "pointwise")
     return failure("fusion kind '" + fusion.getKind() + "' has no CPU lowering");
   Block &block = fusion.getBody().front();
@@ -732,6 +735,119 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
     << "    double s = 0;\n"
     << "    for (int t = 0; t < nt; ++t) s += part[(size_t)t * " << C << " + c];\n"
     << "    p" << reduceSlot << "[c] = (" << T << ")s;\n  }\n";
+  addStep(k.str(), bufs);
+  return llvm::Error::success();
+}
+
+/// A "rows" fusion: a LayerNorm and the pointwise prologue of its input.
+/// Each row's prologue is computed once into a row buffer (values needed
+/// elsewhere are stored on the way), then normalized from that buffer.
+llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
+  Block &block = fusion.getBody().front();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  LayerNormOp norm;
+  for (Operation &op : block.without_terminator())
+    if (auto n = dyn_cast<LayerNormOp>(op))
+      norm = n;
+  if (!norm)
+    return failure("a \"rows\" fusion without a layer_norm");
+  Shape iter = shapeOf(norm.getInput());
+  Shape rowDims(iter.begin(), iter.end() - 1);
+  const int64_t E = iter.back(), R = product(rowDims);
+  std::vector<std::pair<Type, bool>> slots;
+  std::vector<int> bufs;
+  std::vector<Access> accs;
+  int normSlot = -1;
+  for (auto [i, r] : llvm::enumerate(fusion.getResults())) {
+    int id = arenaFor(r);
+    valueBuffers[r] = id;
+    slots.push_back({typeOf(r).getElementType(), true});
+    bufs.push_back(id);
+    accs.push_back({int(i), 0, rowMajorStrides(iter)});
+    if (yield.getValues()[i] == norm.getResult())
+      normSlot = i;
+  }
+  llvm::DenseMap<Value, std::string> scalar;
+  llvm::DenseMap<Value, int> accessOf; // block argument -> its access
+  for (auto [arg, in] : llvm::zip(block.getArguments(), fusion.getInputs())) {
+    int slot = slots.size();
+    slots.push_back({typeOf(in).getElementType(), false});
+    accs.push_back(readAccess(slot, in, iter, bufs));
+    accessOf[arg] = accs.size() - 1;
+  }
+  auto load = [&](Value arg) {
+    int k = accessOf.lookup(arg);
+    return "p" + std::to_string(accs[k].slot) + "[o" + std::to_string(k) + "]";
+  };
+  // Row bases (decomposed once per row) and the stride along the row.
+  auto decompose = [&](const Access &a) {
+    std::string e = std::to_string(a.base);
+    std::string rem = "r";
+    for (size_t d = rowDims.size(); d-- > 0;) {
+      std::string idx = d == 0 ? rem : "(" + rem + " % " + std::to_string(rowDims[d]) + ")";
+      if (a.strides[d])
+        e += " + " + idx + " * " + std::to_string(a.strides[d]);
+      rem = "(" + rem + " / " + std::to_string(rowDims[d]) + ")";
+    }
+    return e;
+  };
+  auto offsets = [&](const std::string &indent) {
+    std::string o;
+    for (size_t k = 0; k < accs.size(); ++k)
+      o += indent + "const int64_t o" + std::to_string(k) + " = b" + std::to_string(k) +
+           " + c * " + std::to_string(accs[k].strides.back()) + ";\n";
+    return o;
+  };
+  std::string prologue, body;
+  int tmp = 0;
+  for (auto [arg, in] : llvm::zip(block.getArguments(), fusion.getInputs()))
+    scalar[arg] = load(arg);
+  for (Operation &op : block.without_terminator()) {
+    if (auto c = dyn_cast<ConstantOp>(op)) {
+      std::string lit = splatLiteral(c.getResult());
+      if (lit.empty())
+        return failure("a fusion region holds a non-splat constant");
+      scalar[c.getResult()] = lit;
+      continue;
+    }
+    if (&op == norm.getOperation())
+      continue;
+    std::vector<std::string> operands;
+    for (Value v : op.getOperands())
+      operands.push_back(scalar.lookup(v));
+    std::string name = "t" + std::to_string(tmp++);
+    body += "      const " + cType(typeOf(op.getResult(0)).getElementType()) + " " + name +
+            " = " + pointwiseExpr(&op, operands, "(r * " + std::to_string(E) + " + c)",
+                                  prologue) +
+            ";\n";
+    scalar[op.getResult(0)] = name;
+  }
+  for (auto [i, v] : llvm::enumerate(yield.getValues()))
+    if (int(i) != normSlot)
+      body += "      p" + std::to_string(i) + "[o" + std::to_string(i) + "] = " +
+              scalar.lookup(v) + ";\n";
+  Type el = typeOf(norm.getResult()).getElementType();
+  std::string T = cType(el);
+  std::string eps = literal(norm.getEpsilon().convertToDouble(), Float64Type::get(fusion.getContext()));
+  std::ostringstream k;
+  k << args(slots) << prologue << "#pragma omp parallel for\n"
+    << "  for (int64_t r = 0; r < " << R << "; ++r) {\n";
+  for (size_t a = 0; a < accs.size(); ++a)
+    k << "    const int64_t b" << a << " = " << decompose(accs[a]) << ";\n";
+  k << "    " << T << " row[" << E << "];\n"
+    << "    double mean = 0, var = 0;\n"
+    << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
+    << offsets("      ") << body << "      row[c] = " << scalar.lookup(norm.getInput())
+    << ";\n      mean += row[c];\n    }\n"
+    << "    mean /= " << E << ";\n"
+    << "#pragma omp simd reduction(+ : var)\n"
+    << "    for (int64_t c = 0; c < " << E << "; ++c) { double d = row[c] - mean; var += d * d; }\n"
+    << "    const " << T << " rstd = (" << T << ")(1.0 / std::sqrt(var / " << E << " + " << eps
+    << ")), mu = (" << T << ")mean;\n"
+    << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
+    << offsets("      ") << "      p" << normSlot << "[o" << normSlot << "] = (row[c] - mu) * rstd * "
+    << scalar.lookup(norm.getWeight()) << " + " << scalar.lookup(norm.getBias()) << ";\n"
+    << "    }\n  }\n";
   addStep(k.str(), bufs);
   return llvm::Error::success();
 }

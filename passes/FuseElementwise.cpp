@@ -49,6 +49,11 @@ bool isColumnReduction(Operation *op) {
          isa<FloatType>(cast<RankedTensorType>(r.getType()).getElementType());
 }
 
+/// LayerNorm closes a group as a row root: its kernel computes the pointwise
+/// prologue of each row (bias, dropout, residual add), writes what others
+/// still need, and normalizes the row while it is in registers or cache.
+bool isRowRoot(Operation *op) { return isa<LayerNormOp>(op); }
+
 bool isSplatConstant(Value v) {
   auto c = v.getDefiningOp<ConstantOp>();
   auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
@@ -87,7 +92,7 @@ private:
     std::reverse(reversed.begin(), reversed.end());
 
     for (Operation *op : reversed) {
-      if (isColumnReduction(op)) {
+      if (isColumnReduction(op) || isRowRoot(op)) {
         // Only as a group's root, iterating over its input's shape.
         auto in = shapeOf(op->getOperand(0));
         groups.push_back({{op}, op, SmallVector<int64_t>(in.begin(), in.end())});
@@ -100,10 +105,13 @@ private:
       // The consumer group to join: the group of the earliest-placed user
       // that is in a group of this shape.
       int target = -1;
-      for (Operation *user : result.getUsers()) {
+      for (OpOperand &use : result.getUses()) {
+        Operation *user = use.getOwner();
         auto it = groupOf.find(user);
         if (it == groupOf.end())
           continue;
+        if (isRowRoot(user) && use.getOperandNumber() != 0)
+          continue; // weight and bias stay inputs of the row kernel
         Group &g = groups[it->second];
         if (ArrayRef<int64_t>(g.shape) != shapeOf(result))
           continue;
@@ -116,9 +124,11 @@ private:
         // Users outside the group must come after its root: they then read
         // the value the fusion writes out, and no cycle can form.
         bool ok = true;
-        for (Operation *user : result.getUsers()) {
+        for (OpOperand &use : result.getUses()) {
+          Operation *user = use.getOwner();
           auto it = groupOf.find(user);
-          bool inside = it != groupOf.end() && it->second == target;
+          bool inside = it != groupOf.end() && it->second == target &&
+                        !(isRowRoot(user) && use.getOperandNumber() != 0);
           if (!inside && position[user] < position[g.root])
             ok = false;
         }
@@ -160,8 +170,8 @@ private:
     SmallVector<Type> resultTypes;
     for (Value v : outputs)
       resultTypes.push_back(v.getType());
-    auto fusion = b.create<FusionOp>(g.root->getLoc(), "pointwise", resultTypes,
-                                     inputs.getArrayRef());
+    auto fusion = b.create<FusionOp>(g.root->getLoc(), isRowRoot(g.root) ? "rows" : "pointwise",
+                                     resultTypes, inputs.getArrayRef());
     Block &body = fusion.getBody().front();
     OpBuilder inner = OpBuilder::atBlockEnd(&body);
     IRMapping map;

@@ -61,8 +61,12 @@ def MlcFuseElementwise : Pass<"mlc-fuse-elementwise", "mlir::func::FuncOp"> {
     is never computed twice, and nothing fuses across a GEMM, a reduction or
     any other non-pointwise op. A sum over leading dimensions (a bias
     gradient) can close a group: the kernel then accumulates the column
-    sums as it goes, instead of reading the data again. Splat constants are
-    copied into the regions.
+    sums as it goes, instead of reading the data again. A LayerNorm can close
+    a group as a row root (kind "rows"): its input's pointwise prologue
+    (bias, dropout, residual add) is computed row by row and normalized in
+    the same kernel, which also writes the prologue values still needed
+    elsewhere (the residual stream). Splat constants are copied into the
+    regions.
 
     Before:
     ```mlir

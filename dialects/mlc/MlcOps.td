@@ -779,6 +779,9 @@ def Mlc_FusionOp : Mlc_Op<"fusion", [IsolatedFromAbove, Pure,
     leading dimensions may end the region (a bias gradient): its result is
     accumulated while the region iterates.
 
+    `kind = "rows"`: pointwise ops as above, closed by a `mlc.layer_norm`
+    whose input they compute; the kernel works row by row.
+
     ```mlir
     %r = mlc.fusion "pointwise" ins(%h, %b : tensor<8x3072xf32>, tensor<3072xf32>) {
     ^bb0(%x: tensor<8x3072xf32>, %y: tensor<3072xf32>):

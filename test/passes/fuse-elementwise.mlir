@@ -156,3 +156,34 @@ func.func @no_fuse_row_sum(%x: tensor<4x8xf32>) -> tensor<4xf32> {
   %s = mlc.reduce_sum %e axes = [1] : tensor<4x8xf32>
   return %s : tensor<4xf32>
 }
+
+// -----
+
+// Residual add + LayerNorm: one row kernel that also writes the sum.
+// CHECK-LABEL: func.func @residual_layer_norm
+// CHECK: %[[F:.*]]:2 = mlc.fusion "rows" ins(%arg0, %arg1, %arg2, %arg3 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+// CHECK:   %[[S:.*]] = mlc.add
+// CHECK:   %[[N:.*]] = mlc.layer_norm %[[S]]
+// CHECK:   mlc.yield %[[S]], %[[N]]
+// CHECK: return %[[F]]#0, %[[F]]#1
+func.func @residual_layer_norm(%x: tensor<4x8xf32>, %a: tensor<4x8xf32>, %w: tensor<8xf32>,
+                               %b: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %s = mlc.add %x, %a : tensor<4x8xf32>, tensor<4x8xf32>
+  %n = mlc.layer_norm %s, %w, %b epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  return %s, %n : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// A pointwise op computing the LayerNorm's weight is not part of the row
+// kernel's prologue: only the normalized input is.
+// CHECK-LABEL: func.func @no_fuse_layer_norm_weight
+// CHECK: %[[W:.*]] = mlc.exp %arg1 : tensor<8xf32>
+// CHECK: mlc.layer_norm %arg0, %[[W]]
+// CHECK-NOT: mlc.fusion
+func.func @no_fuse_layer_norm_weight(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>)
+    -> tensor<4x8xf32> {
+  %e = mlc.exp %w : tensor<8xf32>
+  %n = mlc.layer_norm %x, %e, %b epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  return %n : tensor<4x8xf32>
+}
