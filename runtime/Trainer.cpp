@@ -23,6 +23,22 @@ uint64_t nameSeed(uint64_t seed, const std::string &name) {
   return std::stoull(contentHash(std::to_string(seed) + "/" + name), nullptr, 16);
 }
 
+/// The input_ids input of a model that --data can feed: one whose inputs are
+/// input_ids [batch, seq] and labels (GPT-style; labels = input_ids).
+const InputInfo *gptTokenInput(const Package &pkg) {
+  const InputInfo *ids = nullptr;
+  for (const InputInfo &in : pkg.inputs) {
+    if (in.name == "input_ids")
+      ids = &in;
+    else if (in.name != "labels")
+      fail("--data feeds input_ids and labels only; this model also needs '" + in.name +
+           "' (use --batches)");
+  }
+  if (!ids || ids->shape.size() != 2)
+    fail("--data needs a model with input_ids [batch, seq]");
+  return ids;
+}
+
 /// A batch source: returns the tensor of `input` for 0-based step `t`.
 using BatchFn = std::function<HostTensor(const InputInfo &input, int64_t t)>;
 
@@ -69,16 +85,7 @@ BatchFn batchesFromTokens(const Package &pkg, const std::string &path, uint64_t 
     for (auto &t : *tokens)
       t &= 0xFF;
   }
-  const InputInfo *ids = nullptr;
-  for (const InputInfo &in : pkg.inputs) {
-    if (in.name == "input_ids")
-      ids = &in;
-    else if (in.name != "labels")
-      fail("--data feeds input_ids and labels only; this model also needs '" + in.name +
-           "' (use --batches)");
-  }
-  if (!ids || ids->shape.size() != 2)
-    fail("--data needs a model with input_ids [batch, seq]");
+  const InputInfo *ids = gptTokenInput(pkg);
   const int64_t S = ids->shape[1];
   const int64_t samples = int64_t(tokens->size()) / S;
   if (samples < 1)
@@ -229,16 +236,7 @@ static bool isIndexedData(const std::string &spec) {
 /// Batches of GPT samples (input_ids = labels) from indexed datasets; step t
 /// takes samples t*B .. t*B+B-1 of the split.
 static BatchFn batchesFromIndexed(const Package &pkg, const TrainOptions &o, int part) {
-  const InputInfo *ids = nullptr;
-  for (const InputInfo &in : pkg.inputs) {
-    if (in.name == "input_ids")
-      ids = &in;
-    else if (in.name != "labels")
-      fail("--data feeds input_ids and labels only; this model also needs '" + in.name +
-           "' (use --batches)");
-  }
-  if (!ids || ids->shape.size() != 2)
-    fail("--data needs a model with input_ids [batch, seq]");
+  const InputInfo *ids = gptTokenInput(pkg);
   auto samples = std::make_shared<GptSamples>(parseBlend(o.data), o.split, part,
                                               ids->shape[1], o.seed);
   return [samples](const InputInfo &in, int64_t t) {
