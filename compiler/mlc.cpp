@@ -159,6 +159,10 @@ cl::opt<std::string> dataFile("data",
 cl::opt<std::string> splitSpec("split",
                                cl::desc("Train/validation/test weights over documents"),
                                cl::init("969,30,1"), cl::sub(trainCmd), cl::cat(category));
+cl::opt<std::string> trainVocab("vocab-file",
+                                cl::desc("BERT on --data: the WordPiece vocab.txt of the "
+                                         "dataset (ids of [CLS], [SEP], [MASK], [PAD])"),
+                                cl::sub(trainCmd), cl::cat(category));
 cl::opt<int64_t> evalInterval("eval-interval",
                               cl::desc("Validation loss every N steps (0 = never)"),
                               cl::init(0), cl::sub(trainCmd), cl::cat(category));
@@ -446,6 +450,7 @@ int runTrain() {
     o.batchesDir = batchesDir;
     o.data = dataFile;
     o.split = splitSpec;
+    o.vocabFile = trainVocab;
     o.evalInterval = evalInterval;
     o.evalIters = evalIters;
     o.logJson = logJson;

@@ -2,6 +2,7 @@
 
 #include "runtime/Trainer.h"
 #include "runtime/Error.h"
+#include "runtime/BertDataset.h"
 #include "runtime/GptDataset.h"
 #include "runtime/Hash.h"
 
@@ -251,6 +252,62 @@ static BatchFn batchesFromIndexed(const Package &pkg, const TrainOptions &o, int
   };
 }
 
+/// Masked-LM batches for BERT (input_ids, token_type_ids, attention_mask,
+/// labels [batch, seq]) from a WordPiece-tokenized indexed dataset.
+static BatchFn batchesForBert(const Package &pkg, const TrainOptions &o, int part) {
+  int64_t B = 0, S = 0;
+  for (const InputInfo &in : pkg.inputs) {
+    if (in.name != "input_ids" && in.name != "token_type_ids" &&
+        in.name != "attention_mask" && in.name != "labels")
+      fail("BERT data feeds input_ids, token_type_ids, attention_mask and labels; the model "
+           "also needs '" + in.name + "'");
+    if (in.shape.size() != 2)
+      fail("BERT data needs [batch, seq] inputs");
+    B = in.shape[0];
+    S = in.shape[1];
+  }
+  if (o.vocabFile.empty())
+    fail("BERT training on --data needs --vocab-file (the WordPiece vocab.txt the dataset "
+         "was tokenized with) for its [CLS], [SEP], [MASK] and [PAD] ids");
+  if (parseBlend(o.data).size() != 1)
+    fail("BERT data takes one dataset PREFIX, not a blend");
+  auto samples = std::make_shared<BertSamples>(parseBlend(o.data)[0].second, o.split, part, S,
+                                               BertSpecialTokens::fromVocab(o.vocabFile),
+                                               o.seed);
+  // The four inputs of a step come from the same samples: build them once.
+  auto cache = std::make_shared<std::pair<int64_t, std::vector<BertSample>>>();
+  cache->first = -1;
+  return [samples, cache, B, S](const InputInfo &in, int64_t t) {
+    if (cache->first != t) {
+      cache->second.clear();
+      for (int64_t b = 0; b < B; ++b)
+        cache->second.push_back(samples->sample(t * B + b));
+      cache->first = t;
+    }
+    HostTensor out;
+    out.dtype = "i64";
+    out.shape = in.shape;
+    out.data.resize(in.numel * 8);
+    int64_t *dst = reinterpret_cast<int64_t *>(out.data.data());
+    for (int64_t b = 0; b < B; ++b) {
+      const BertSample &s = cache->second[b];
+      const std::vector<int64_t> &src = in.name == "input_ids"        ? s.inputIds
+                                        : in.name == "token_type_ids" ? s.tokenTypeIds
+                                        : in.name == "attention_mask" ? s.attentionMask
+                                                                      : s.labels;
+      std::copy(src.begin(), src.end(), dst + b * S);
+    }
+    return out;
+  };
+}
+
+static bool isBert(const Package &pkg) {
+  for (const InputInfo &in : pkg.inputs)
+    if (in.name == "attention_mask")
+      return true;
+  return false;
+}
+
 template <typename T>
 static void adamwFlat(const std::vector<ParamInfo> &params, T *p, const T *g, T *m, T *v,
                       const TrainOptions &o, double lr, int64_t t, double gradScale) {
@@ -304,9 +361,10 @@ std::vector<double> train(CpuBackend &backend, const TrainOptions &o) {
   if (!o.batchesDir.empty()) {
     batch = batchesFromDirectory(pkg, o.batchesDir, o.steps);
   } else if (!o.data.empty() && isIndexedData(o.data)) {
-    batch = batchesFromIndexed(pkg, o, 0);
+    auto source = isBert(pkg) ? batchesForBert : batchesFromIndexed;
+    batch = source(pkg, o, 0);
     if (o.evalInterval > 0)
-      validation = batchesFromIndexed(pkg, o, 1);
+      validation = source(pkg, o, 1);
   } else if (!o.data.empty()) {
     batch = batchesFromTokens(pkg, o.data, o.seed);
   } else {

@@ -27,6 +27,7 @@ struct TrainOptions {
   std::string batchesDir; // NAME.npy per input, leading dim = step
   std::string data;       // indexed dataset PREFIX, a blend "W1 P1 W2 P2", or a token file
   std::string split = "969,30,1"; // Megatron's train/validation/test split
+  std::string vocabFile;          // BERT data: the WordPiece vocab.txt (special ids)
   int64_t evalInterval = 0, evalIters = 10; // validation loss every N steps
   std::string logJson;
   int64_t logEvery = 1;
