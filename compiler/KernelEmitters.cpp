@@ -1,0 +1,834 @@
+//===- KernelEmitters.cpp - the C++ text of generated kernels --------------===//
+//
+// Each emitter writes one kernel: pointwise ops and fusion regions (loop
+// nests over strided views), row kernels (softmax, LayerNorm, cross-entropy
+// and their gradients), reductions and attention. Loops keep their innermost
+// dimension contiguous and carry `omp simd` reductions, so the host compiler
+// vectorizes them without -ffast-math.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/LoweringImpl.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+
+namespace mlc::lowering {
+
+/// Emits a loop nest over `shape`; in the body, `o<k>` is the element offset
+/// of access k. Unit dimensions are dropped and dimensions that are
+/// contiguous for every access merge, so most nests are one or two loops.
+std::string loopNest(Shape shape, std::vector<Access> accs, const std::string &body,
+                     bool parallel) {
+  Shape dims;
+  std::vector<Shape> strides(accs.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1)
+      continue;
+    bool merge = !dims.empty();
+    for (size_t k = 0; k < accs.size() && merge; ++k)
+      merge = strides[k].back() == accs[k].strides[d] * shape[d];
+    if (merge) {
+      dims.back() *= shape[d];
+      for (size_t k = 0; k < accs.size(); ++k)
+        strides[k].back() = accs[k].strides[d];
+    } else {
+      dims.push_back(shape[d]);
+      for (size_t k = 0; k < accs.size(); ++k)
+        strides[k].push_back(accs[k].strides[d]);
+    }
+  }
+  std::ostringstream os;
+  int64_t total = product(dims);
+  if (parallel && !dims.empty() && total >= 8192)
+    os << "#pragma omp parallel for"
+       << (dims.size() > 1 ? " collapse(" + std::to_string(dims.size() - 1) + ")"
+                           : std::string())
+       << "\n";
+  for (size_t d = 0; d < dims.size(); ++d)
+    os << "for (int64_t i" << d << " = 0; i" << d << " < " << dims[d] << "; ++i" << d
+       << ")\n";
+  os << "{\n";
+  for (size_t k = 0; k < accs.size(); ++k) {
+    os << "  const int64_t o" << k << " = " << accs[k].base;
+    for (size_t d = 0; d < dims.size(); ++d)
+      if (strides[k][d])
+        os << " + i" << d << " * " << strides[k][d];
+    os << ";\n";
+  }
+  os << body << "}\n";
+  return os.str();
+}
+
+/// The C expression of a pointwise op over scalar operand expressions `a`;
+/// `index` is the flat element index (dropout's counter). Declarations the
+/// expression needs once per kernel (dropout keys) go to `prologue`.
+std::string pointwiseExpr(Operation *op, const std::vector<std::string> &a,
+                          const std::string &index, std::string &prologue) {
+  Type el = typeOf(op->getResult(0)).getElementType();
+  std::string T = cType(el);
+  auto lit = [&](double v) { return literal(v, el); };
+  auto bin = [&](const char *o) { return "(" + a[0] + " " + o + " " + a[1] + ")"; };
+  auto call = [&](const std::string &f) { return f + "(" + a[0] + ")"; };
+  const std::string c0 = lit(0.7978845608028654), k = lit(0.044715), one = lit(1.0),
+                    half = lit(0.5);
+  return llvm::TypeSwitch<Operation *, std::string>(op)
+      .Case<AddOp>([&](auto) { return bin("+"); })
+      .Case<SubOp>([&](auto) { return bin("-"); })
+      .Case<MulOp>([&](auto) { return bin("*"); })
+      .Case<DivOp>([&](auto) { return bin("/"); })
+      .Case<PowOp>([&](auto) { return "std::pow(" + a[0] + ", " + a[1] + ")"; })
+      .Case<NegOp>([&](auto) { return "(-" + a[0] + ")"; })
+      .Case<ExpOp>([&](auto) { return call(expFn(el)); })
+      .Case<LogOp>([&](auto) { return call("std::log"); })
+      .Case<TanhOp>([&](auto) { return call(tanhFn(el)); })
+      .Case<ErfOp>([&](auto) { return call("std::erf"); })
+      .Case<SqrtOp>([&](auto) { return call("std::sqrt"); })
+      .Case<RsqrtOp>([&](auto) { return "(" + one + " / std::sqrt(" + a[0] + "))"; })
+      .Case<GeluOp>([&](GeluOp g) {
+        const std::string &x = a[0];
+        if (g.getApproximate() == GeluApproximation::tanh)
+          return "(" + half + " * " + x + " * (" + one + " + " + tanhFn(el) + "(" + c0 +
+                 " * (" + x + " + " + k + " * " + x + " * " + x + " * " + x + "))))";
+        return "(" + half + " * " + x + " * (" + one + " + std::erf(" + x + " * " +
+               lit(M_SQRT1_2) + ")))";
+      })
+      .Case<GeluGradOp>([&](GeluGradOp g) {
+        const std::string &gr = a[0], &x = a[1];
+        if (g.getApproximate() == GeluApproximation::tanh) {
+          // u = c (x + k x^3), t = tanh u:  0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3k x^2)
+          std::string t = tanhFn(el) + "(" + c0 + " * (" + x + " + " + k + " * " + x + " * " +
+                          x + " * " + x + "))";
+          return "(" + gr + " * [&] { const " + T + " t = " + t + "; return " + half + " * (" +
+                 one + " + t) + " + half + " * " + x + " * (" + one + " - t * t) * " + c0 +
+                 " * (" + one + " + " + lit(3 * 0.044715) + " * " + x + " * " + x + "); }())";
+        }
+        // Phi(x) + x phi(x)
+        return "(" + gr + " * (" + half + " * (" + one + " + std::erf(" + x + " * " +
+               lit(M_SQRT1_2) + ")) + " + x + " * " + expFn(el) + "(" + lit(-0.5) + " * " + x +
+               " * " + x + ") * " + lit(0.3989422804014327) + "))";
+      })
+      .Case<CompareOp>([&](CompareOp c) {
+        static const char *ops[] = {"==", "!=", "<", "<=", ">", ">="};
+        return "(uint8_t)" + bin(ops[int(c.getPredicate())]);
+      })
+      .Case<SelectOp>([&](auto) { return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")"; })
+      .Case<CastOp>([&](auto) { return "(" + T + ")" + a[0]; })
+      .Case<BroadcastOp>([&](auto) { return a[0]; })
+      .Case<DropoutOp>([&](DropoutOp d) {
+        std::string key = "key" + std::to_string(int64_t(d.getSeed()));
+        std::string decl = "  const uint64_t " + key + " = mlc_key(" +
+                           std::to_string(int64_t(d.getSeed())) + "ull, (uint64_t)ctx->step);\n";
+        if (prologue.find(decl) == std::string::npos)
+          prologue += decl;
+        double ratio = d.getRatio().convertToDouble();
+        return "(mlc_uniform(" + key + ", " + index + ") >= " + std::to_string(ratio) + " ? " +
+               a[0] + " * " + lit(1.0 / (1.0 - ratio)) + " : " + lit(0.0) + ")";
+      })
+      .Default([](Operation *) -> std::string {
+        llvm_unreachable("not a pointwise op");
+      });
+}
+
+llvm::Error FunctionLowering::emitPointwise(Operation *op) {
+  Value result = op->getResult(0);
+  Shape out = shapeOf(result);
+  std::vector<std::pair<Type, bool>> slots{{typeOf(result).getElementType(), true}};
+  std::vector<int> bufs{-1};
+  std::vector<Access> accs{{0, 0, rowMajorStrides(out)}};
+  std::vector<std::string> operands;
+  for (Value v : op->getOperands()) {
+    std::string lit = splatLiteral(v);
+    if (!lit.empty()) {
+      operands.push_back(lit);
+      continue;
+    }
+    int slot = slots.size();
+    slots.push_back({typeOf(v).getElementType(), false});
+    accs.push_back(readAccess(slot, v, out, bufs));
+    operands.push_back("p" + std::to_string(slot) + "[o" + std::to_string(accs.size() - 1) +
+                       "]");
+  }
+  int outId = arenaFor(result);
+  valueBuffers[result] = outId;
+  bufs[0] = outId;
+  std::string prologue;
+  std::string body = "    p0[o0] = " + pointwiseExpr(op, operands, "o0", prologue) + ";\n";
+  addStep(args(slots) + prologue + loopNest(out, accs, body, true), bufs);
+  return llvm::Error::success();
+}
+
+/// A pointwise fusion: one loop nest over the iteration shape; each input is
+/// loaded once per element (broadcast by strides), every op becomes a scalar
+/// temporary, and only the yielded values are stored.
+llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
+  if (fusion.getKind() == "rows")
+    return emitRowFusion(fusion);
+  if (fusion.getKind() != "pointwise")
+    return failure("fusion kind '" + fusion.getKind() + "' has no CPU lowering");
+  Block &block = fusion.getBody().front();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  // A column reduction closing the region iterates over its input's shape.
+  ReduceSumOp columns;
+  for (Operation &op : block.without_terminator())
+    if (auto r = dyn_cast<ReduceSumOp>(op))
+      columns = r;
+  Shape iter = columns ? shapeOf(columns.getInput()) : shapeOf(fusion.getResult(0));
+  std::vector<std::pair<Type, bool>> slots;
+  std::vector<int> bufs;
+  std::vector<Access> accs;
+  int reduceSlot = -1;
+  for (auto [i, r] : llvm::enumerate(fusion.getResults())) {
+    int id = arenaFor(r);
+    valueBuffers[r] = id;
+    slots.push_back({typeOf(r).getElementType(), true});
+    bufs.push_back(id);
+    if (columns && yield.getValues()[i] == columns.getResult()) {
+      reduceSlot = i;
+      accs.push_back({int(i), 0, Shape(iter.size(), 0)}); // not indexed per element
+    } else {
+      accs.push_back({int(i), 0, rowMajorStrides(iter)});
+    }
+  }
+  llvm::DenseMap<Value, std::string> scalar;
+  std::string body;
+  for (auto [arg, in] : llvm::zip(block.getArguments(), fusion.getInputs())) {
+    int slot = slots.size();
+    slots.push_back({typeOf(in).getElementType(), false});
+    accs.push_back(readAccess(slot, in, iter, bufs));
+    std::string name = "x" + std::to_string(slot);
+    body += "    const " + cType(typeOf(in).getElementType()) + " " + name + " = p" +
+            std::to_string(slot) + "[o" + std::to_string(accs.size() - 1) + "];\n";
+    scalar[arg] = name;
+  }
+  std::string prologue;
+  int tmp = 0;
+  for (Operation &op : block.without_terminator()) {
+    if (auto c = dyn_cast<ConstantOp>(op)) {
+      std::string lit = splatLiteral(c.getResult());
+      if (lit.empty())
+        return failure("a fusion region holds a non-splat constant");
+      scalar[c.getResult()] = lit;
+      continue;
+    }
+    if (&op == columns.getOperation()) {
+      body += "    acc[c] += " + scalar.lookup(columns.getInput()) + ";\n";
+      continue;
+    }
+    std::vector<std::string> operands;
+    for (Value v : op.getOperands())
+      operands.push_back(scalar.lookup(v));
+    std::string name = "t" + std::to_string(tmp++);
+    body += "    const " + cType(typeOf(op.getResult(0)).getElementType()) + " " + name +
+            " = " + pointwiseExpr(&op, operands, "flat", prologue) + ";\n";
+    scalar[op.getResult(0)] = name;
+  }
+  for (auto [i, v] : llvm::enumerate(yield.getValues()))
+    if (int(i) != reduceSlot)
+      body += "    p" + std::to_string(i) + "[o" + std::to_string(i) + "] = " +
+              scalar.lookup(v) + ";\n";
+  if (!columns) {
+    body = "    const int64_t flat = o0;\n" + body;
+    addStep(args(slots) + prologue + loopNest(iter, accs, body, true), bufs);
+    return llvm::Error::success();
+  }
+
+  // Rows (the reduced leading dimensions) are shared out among threads; each
+  // thread sums its rows into its own partial, and the partials are added in
+  // thread order, so results do not depend on timing.
+  size_t lead = columns.getAxes().size();
+  Shape rowDims(iter.begin(), iter.begin() + lead), colDims(iter.begin() + lead, iter.end());
+  int64_t R = product(rowDims), C = product(colDims);
+  auto decompose = [](const std::string &var, const Shape &dims, const Shape &strides) {
+    std::string e = "0";
+    std::string rem = var;
+    for (size_t d = dims.size(); d-- > 0;) {
+      std::string idx = d == 0 ? rem : "(" + rem + " % " + std::to_string(dims[d]) + ")";
+      if (strides[d])
+        e += " + " + idx + " * " + std::to_string(strides[d]);
+      rem = "(" + rem + " / " + std::to_string(dims[d]) + ")";
+    }
+    return e;
+  };
+  std::string offsets;
+  for (size_t k = 0; k < accs.size(); ++k) {
+    if (int(k) == reduceSlot)
+      continue;
+    Shape rs(accs[k].strides.begin(), accs[k].strides.begin() + lead);
+    Shape cs(accs[k].strides.begin() + lead, accs[k].strides.end());
+    offsets += "      const int64_t o" + std::to_string(k) + " = " +
+               std::to_string(accs[k].base) + " + " + decompose("r", rowDims, rs) + " + " +
+               decompose("c", colDims, cs) + ";\n";
+  }
+  std::string T = cType(typeOf(columns.getResult()).getElementType());
+  std::ostringstream k;
+  k << args(slots) << prologue << "  const int nt = omp_get_max_threads();\n"
+    << "  std::vector<double> part((size_t)nt * " << C << ", 0.0);\n"
+    << "#pragma omp parallel\n  {\n"
+    << "    double *acc = part.data() + (size_t)omp_get_thread_num() * " << C << ";\n"
+    << "#pragma omp for schedule(static)\n"
+    << "    for (int64_t r = 0; r < " << R << "; ++r)\n"
+    << "    for (int64_t c = 0; c < " << C << "; ++c) {\n"
+    << "      const int64_t flat = r * " << C << " + c;\n"
+    << offsets << body << "    }\n  }\n"
+    << "  for (int64_t c = 0; c < " << C << "; ++c) {\n"
+    << "    double s = 0;\n"
+    << "    for (int t = 0; t < nt; ++t) s += part[(size_t)t * " << C << " + c];\n"
+    << "    p" << reduceSlot << "[c] = (" << T << ")s;\n  }\n";
+  addStep(k.str(), bufs);
+  return llvm::Error::success();
+}
+
+/// A "rows" fusion: a LayerNorm and the pointwise prologue of its input.
+/// Each row's prologue is computed once into a row buffer (values needed
+/// elsewhere are stored on the way), then normalized from that buffer.
+llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
+  Block &block = fusion.getBody().front();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  LayerNormOp norm;
+  for (Operation &op : block.without_terminator())
+    if (auto n = dyn_cast<LayerNormOp>(op))
+      norm = n;
+  if (!norm)
+    return failure("a \"rows\" fusion without a layer_norm");
+  Shape iter = shapeOf(norm.getInput());
+  Shape rowDims(iter.begin(), iter.end() - 1);
+  const int64_t E = iter.back(), R = product(rowDims);
+  std::vector<std::pair<Type, bool>> slots;
+  std::vector<int> bufs;
+  std::vector<Access> accs;
+  int normSlot = -1;
+  for (auto [i, r] : llvm::enumerate(fusion.getResults())) {
+    int id = arenaFor(r);
+    valueBuffers[r] = id;
+    slots.push_back({typeOf(r).getElementType(), true});
+    bufs.push_back(id);
+    accs.push_back({int(i), 0, rowMajorStrides(iter)});
+    if (yield.getValues()[i] == norm.getResult())
+      normSlot = i;
+  }
+  llvm::DenseMap<Value, std::string> scalar;
+  llvm::DenseMap<Value, int> accessOf; // block argument -> its access
+  for (auto [arg, in] : llvm::zip(block.getArguments(), fusion.getInputs())) {
+    int slot = slots.size();
+    slots.push_back({typeOf(in).getElementType(), false});
+    accs.push_back(readAccess(slot, in, iter, bufs));
+    accessOf[arg] = accs.size() - 1;
+  }
+  auto load = [&](Value arg) {
+    int k = accessOf.lookup(arg);
+    return "p" + std::to_string(accs[k].slot) + "[o" + std::to_string(k) + "]";
+  };
+  // Row bases (decomposed once per row) and the stride along the row.
+  auto decompose = [&](const Access &a) {
+    std::string e = std::to_string(a.base);
+    std::string rem = "r";
+    for (size_t d = rowDims.size(); d-- > 0;) {
+      std::string idx = d == 0 ? rem : "(" + rem + " % " + std::to_string(rowDims[d]) + ")";
+      if (a.strides[d])
+        e += " + " + idx + " * " + std::to_string(a.strides[d]);
+      rem = "(" + rem + " / " + std::to_string(rowDims[d]) + ")";
+    }
+    return e;
+  };
+  auto offsets = [&](const std::string &indent) {
+    std::string o;
+    for (size_t k = 0; k < accs.size(); ++k)
+      o += indent + "const int64_t o" + std::to_string(k) + " = b" + std::to_string(k) +
+           " + c * " + std::to_string(accs[k].strides.back()) + ";\n";
+    return o;
+  };
+  std::string prologue, body;
+  int tmp = 0;
+  for (auto [arg, in] : llvm::zip(block.getArguments(), fusion.getInputs()))
+    scalar[arg] = load(arg);
+  for (Operation &op : block.without_terminator()) {
+    if (auto c = dyn_cast<ConstantOp>(op)) {
+      std::string lit = splatLiteral(c.getResult());
+      if (lit.empty())
+        return failure("a fusion region holds a non-splat constant");
+      scalar[c.getResult()] = lit;
+      continue;
+    }
+    if (&op == norm.getOperation())
+      continue;
+    std::vector<std::string> operands;
+    for (Value v : op.getOperands())
+      operands.push_back(scalar.lookup(v));
+    std::string name = "t" + std::to_string(tmp++);
+    body += "      const " + cType(typeOf(op.getResult(0)).getElementType()) + " " + name +
+            " = " + pointwiseExpr(&op, operands, "(r * " + std::to_string(E) + " + c)",
+                                  prologue) +
+            ";\n";
+    scalar[op.getResult(0)] = name;
+  }
+  for (auto [i, v] : llvm::enumerate(yield.getValues()))
+    if (int(i) != normSlot)
+      body += "      p" + std::to_string(i) + "[o" + std::to_string(i) + "] = " +
+              scalar.lookup(v) + ";\n";
+  Type el = typeOf(norm.getResult()).getElementType();
+  std::string T = cType(el);
+  std::string eps = literal(norm.getEpsilon().convertToDouble(), Float64Type::get(fusion.getContext()));
+  std::ostringstream k;
+  k << args(slots) << prologue << "#pragma omp parallel for\n"
+    << "  for (int64_t r = 0; r < " << R << "; ++r) {\n";
+  for (size_t a = 0; a < accs.size(); ++a)
+    k << "    const int64_t b" << a << " = " << decompose(accs[a]) << ";\n";
+  k << "    " << T << " row[" << E << "];\n"
+    << "    double mean = 0, var = 0;\n"
+    << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
+    << offsets("      ") << body << "      row[c] = " << scalar.lookup(norm.getInput())
+    << ";\n      mean += row[c];\n    }\n"
+    << "    mean /= " << E << ";\n"
+    << "#pragma omp simd reduction(+ : var)\n"
+    << "    for (int64_t c = 0; c < " << E << "; ++c) { double d = row[c] - mean; var += d * d; }\n"
+    << "    const " << T << " rstd = (" << T << ")(1.0 / std::sqrt(var / " << E << " + " << eps
+    << ")), mu = (" << T << ")mean;\n"
+    << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
+    << offsets("      ") << "      p" << normSlot << "[o" << normSlot << "] = (row[c] - mu) * rstd * "
+    << scalar.lookup(norm.getWeight()) << " + " << scalar.lookup(norm.getBias()) << ";\n"
+    << "    }\n  }\n";
+  addStep(k.str(), bufs);
+  return llvm::Error::success();
+}
+
+llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<int64_t> axes,
+                                         const std::string &kind) {
+  Value result = op->getResult(0);
+  Shape in = shapeOf(input);
+  std::vector<bool> reduced(in.size(), false);
+  for (int64_t a : axes)
+    reduced[*normalizeAxis(a, in.size())] = true;
+  // Merge neighbouring dimensions of the same kind: [kept..., reduced...] is
+  // a row reduction, [reduced..., kept...] a column reduction (bias grads).
+  std::vector<std::pair<bool, int64_t>> groups;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (in[d] == 1)
+      continue;
+    if (!groups.empty() && groups.back().first == reduced[d])
+      groups.back().second *= in[d];
+    else
+      groups.push_back({reduced[d], in[d]});
+  }
+  Type el = typeOf(result).getElementType();
+  bool isFloat = isa<FloatType>(el);
+  std::string T = cType(el), acc = isFloat ? "double" : "int64_t";
+  std::string init = kind == "max" ? (isFloat ? "-std::numeric_limits<double>::infinity()"
+                                              : "std::numeric_limits<int64_t>::min()")
+                                   : "0";
+  int64_t count = 1;
+  for (size_t d = 0; d < in.size(); ++d)
+    if (reduced[d])
+      count *= in[d];
+  std::string finish = kind == "mean" ? "a / " + std::to_string(count) : "a";
+  int64_t outN = typeOf(result).getNumElements();
+  std::ostringstream body;
+  body << args({{el, true}, {el, false}});
+  bool rows = groups.size() == 2 && !groups[0].first && groups[1].first;
+  bool full = groups.size() == 1 && groups[0].first;
+  bool columns = groups.size() == 2 && groups[0].first && !groups[1].first;
+  if (rows || full || groups.empty()) {
+    int64_t n = rows ? groups[1].second : full ? groups[0].second : 1;
+    std::string combine = kind == "max" ? "a = a > x ? a : x;" : "a += x;";
+    std::string red = kind == "max" ? "max" : "+";
+    body << (outN >= 4 ? "#pragma omp parallel for\n" : "")
+         << "  for (int64_t r = 0; r < " << outN << "; ++r) {\n"
+         << "    " << acc << " a = " << init << ";\n"
+         << "    const " << T << " *x0 = p1 + r * " << n << ";\n"
+         << "#pragma omp simd reduction(" << red << " : a)\n"
+         << "    for (int64_t j = 0; j < " << n << "; ++j) { " << acc << " x = x0[j]; "
+         << combine << " }\n"
+         << "    p0[r] = (" << T << ")(" << finish << ");\n  }\n";
+  } else if (columns && kind != "max") {
+    // out[c] = sum_r in[r, c]: each thread owns a block of columns and walks
+    // the rows, so the inner loop is contiguous and nobody shares an output.
+    int64_t R = groups[0].second, C = groups[1].second;
+    body << "#pragma omp parallel for\n"
+         << "  for (int64_t c0 = 0; c0 < " << C << "; c0 += 256) {\n"
+         << "    const int64_t c1 = c0 + 256 < " << C << " ? c0 + 256 : " << C << ";\n"
+         << "    " << acc << " a[256] = {0};\n"
+         << "    for (int64_t r = 0; r < " << R << "; ++r) {\n"
+         << "      const " << T << " *x = p1 + r * " << C << ";\n"
+         << "#pragma omp simd\n"
+         << "      for (int64_t c = c0; c < c1; ++c) a[c - c0] += x[c];\n    }\n"
+         << "    for (int64_t c = c0; c < c1; ++c) { " << acc << " s = a[c - c0]; p0[c] = ("
+         << T << ")(" << (kind == "mean" ? "s / " + std::to_string(count) : "s") << "); }\n"
+         << "  }\n";
+  } else {
+    // General axes: one output element per iteration, indices decomposed.
+    Shape inStrides = rowMajorStrides(in);
+    Shape keptDims, keptStrides, redDims, redStrides;
+    for (size_t d = 0; d < in.size(); ++d) {
+      (reduced[d] ? redDims : keptDims).push_back(in[d]);
+      (reduced[d] ? redStrides : keptStrides).push_back(inStrides[d]);
+    }
+    auto decompose = [](const std::string &var, const Shape &dims, const Shape &strides,
+                        const std::string &out) {
+      std::string s = "    int64_t " + out + " = 0;\n    { int64_t rem = " + var + ";\n";
+      for (size_t d = dims.size(); d-- > 0;)
+        s += "      " + out + " += (rem % " + std::to_string(dims[d]) + ") * " +
+             std::to_string(strides[d]) + "; rem /= " + std::to_string(dims[d]) + ";\n";
+      return s + "    }\n";
+    };
+    std::string combine = kind == "max" ? "a = a > x ? a : x;" : "a += x;";
+    body << (outN >= 4 ? "#pragma omp parallel for\n" : "")
+         << "  for (int64_t r = 0; r < " << outN << "; ++r) {\n"
+         << decompose("r", keptDims, keptStrides, "base") << "    " << acc << " a = " << init
+         << ";\n    for (int64_t j = 0; j < " << product(redDims) << "; ++j) {\n"
+         << decompose("j", redDims, redStrides, "off") << "      " << acc
+         << " x = p1[base + off];\n      " << combine << "\n    }\n    p0[r] = (" << T
+         << ")(" << finish << ");\n  }\n";
+  }
+  int outId = arenaFor(result);
+  valueBuffers[result] = outId;
+  addStep(body.str(), {outId, bufferOf(input)});
+  return llvm::Error::success();
+}
+
+/// Row-wise kernels: the reduction axis is the last one.
+llvm::Error FunctionLowering::emitRows(Operation *op) {
+  auto lastAxis = [&](int64_t axis, Value v) {
+    return *normalizeAxis(axis, typeOf(v).getRank()) == typeOf(v).getRank() - 1;
+  };
+  Value x = op->getOperand(0);
+  Type el = typeOf(op->getResult(0)).getElementType();
+  std::string T = cType(el);
+  std::ostringstream b;
+  std::vector<int> bufs;
+  auto rowsOf = [&](Value v) {
+    Shape s = shapeOf(v);
+    return std::make_pair(product(s) / s.back(), s.back());
+  };
+  auto bindOut = [&](Value v) {
+    int id = arenaFor(v);
+    valueBuffers[v] = id;
+    bufs.push_back(id);
+  };
+
+  if (auto sm = dyn_cast<SoftmaxOp>(op); sm || isa<LogSoftmaxOp>(op)) {
+    int64_t axis = sm ? int64_t(sm.getAxis()) : int64_t(cast<LogSoftmaxOp>(op).getAxis());
+    if (!lastAxis(axis, x))
+      return failure("softmax over a dimension other than the last is not supported yet");
+    auto [rows, C] = rowsOf(x);
+    bool log = !sm;
+    bindOut(op->getResult(0));
+    bufs.push_back(bufferOf(x));
+    b << args({{el, true}, {el, false}}) << "#pragma omp parallel for\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "    const " << T << " *x = p1 + r * " << C << "; " << T << " *y = p0 + r * " << C
+      << ";\n    " << T << " m = -std::numeric_limits<" << T << ">::infinity();\n"
+      << "    for (int64_t c = 0; c < " << C << "; ++c) m = x[c] > m ? x[c] : m;\n"
+      << "    double s = 0;\n"
+      << "#pragma omp simd reduction(+ : s)\n"
+      << "    for (int64_t c = 0; c < " << C << "; ++c) s += " << expFn(el) << "(x[c] - m);\n";
+    if (log)
+      b << "    " << T << " lse = m + (" << T << ")std::log(s);\n"
+        << "    for (int64_t c = 0; c < " << C << "; ++c) y[c] = x[c] - lse;\n";
+    else
+      b << "    " << T << " inv = (" << T << ")(1.0 / s);\n"
+        << "    for (int64_t c = 0; c < " << C << "; ++c) y[c] = " << expFn(el) << "(x[c] - m) * inv;\n";
+    b << "  }\n";
+  } else if (auto sg = dyn_cast<SoftmaxGradOp>(op)) {
+    if (!lastAxis(sg.getAxis(), x))
+      return failure("softmax over a dimension other than the last is not supported yet");
+    auto [rows, C] = rowsOf(x);
+    bindOut(sg.getResult());
+    bufs.push_back(bufferOf(sg.getGrad()));
+    bufs.push_back(bufferOf(sg.getOutput()));
+    b << args({{el, true}, {el, false}, {el, false}}) << "#pragma omp parallel for\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "    const " << T << " *g = p1 + r * " << C << ", *y = p2 + r * " << C << "; " << T
+      << " *d = p0 + r * " << C << ";\n    double dot = 0;\n"
+      << "#pragma omp simd reduction(+ : dot)\n"
+      << "    for (int64_t c = 0; c < " << C << "; ++c) dot += g[c] * y[c];\n"
+      << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] = y[c] * (g[c] - (" << T
+      << ")dot);\n  }\n";
+  } else if (auto ln = dyn_cast<LayerNormOp>(op)) {
+    auto [rows, E] = rowsOf(x);
+    bindOut(ln.getResult());
+    for (Value v : {ln.getInput(), ln.getWeight(), ln.getBias()})
+      bufs.push_back(bufferOf(v));
+    b << args({{el, true}, {el, false}, {el, false}, {el, false}})
+      << "#pragma omp parallel for\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "    const " << T << " *x = p1 + r * " << E << "; " << T << " *y = p0 + r * " << E
+      << ";\n    double mean = 0, var = 0;\n"
+      << "#pragma omp simd reduction(+ : mean)\n"
+      << "    for (int64_t c = 0; c < " << E << "; ++c) mean += x[c];\n"
+      << "    mean /= " << E << ";\n"
+      << "#pragma omp simd reduction(+ : var)\n"
+      << "    for (int64_t c = 0; c < " << E << "; ++c) { double d = x[c] - mean; var += d * d; }\n"
+      << "    " << T << " rstd = (" << T << ")(1.0 / std::sqrt(var / " << E << " + "
+      << literal(ln.getEpsilon().convertToDouble(), Float64Type::get(op->getContext()))
+      << "));\n    " << T << " mu = (" << T << ")mean;\n"
+      << "    for (int64_t c = 0; c < " << E << "; ++c) y[c] = (x[c] - mu) * rstd * p2[c] + p3[c];\n"
+      << "  }\n";
+  } else if (auto lg = dyn_cast<LayerNormGradOp>(op)) {
+    auto [rows, E] = rowsOf(x);
+    bindOut(lg.getInputGrad());
+    bindOut(lg.getWeightGrad());
+    bindOut(lg.getBiasGrad());
+    for (Value v : {lg.getGrad(), lg.getInput(), lg.getWeight()})
+      bufs.push_back(bufferOf(v));
+    std::string eps =
+        literal(lg.getEpsilon().convertToDouble(), Float64Type::get(op->getContext()));
+    b << args({{el, true}, {el, true}, {el, true}, {el, false}, {el, false}, {el, false}})
+      << "  std::vector<double> stats(2 * " << rows << ");\n"
+      << "#pragma omp parallel for\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "    const " << T << " *g = p3 + r * " << E << ", *x = p4 + r * " << E << "; " << T
+      << " *dx = p0 + r * " << E << ";\n    double mean = 0, var = 0;\n"
+      << "#pragma omp simd reduction(+ : mean)\n"
+      << "    for (int64_t c = 0; c < " << E << "; ++c) mean += x[c];\n"
+      << "    mean /= " << E << ";\n"
+      << "#pragma omp simd reduction(+ : var)\n"
+      << "    for (int64_t c = 0; c < " << E << "; ++c) { double d = x[c] - mean; var += d * d; }\n"
+      << "    double rstd = 1.0 / std::sqrt(var / " << E << " + " << eps << ");\n"
+      << "    stats[2 * r] = mean; stats[2 * r + 1] = rstd;\n"
+      << "    double m1 = 0, m2 = 0;\n"
+      << "#pragma omp simd reduction(+ : m1, m2)\n"
+      << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
+      << "      double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * p5[c];\n"
+      << "      m1 += dxh; m2 += dxh * xh;\n    }\n"
+      << "    m1 /= " << E << "; m2 /= " << E << ";\n"
+      << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
+      << "      double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * p5[c];\n"
+      << "      dx[c] = (" << T << ")(rstd * (dxh - m1 - xh * m2));\n    }\n  }\n"
+      << "#pragma omp parallel for\n"
+      << "  for (int64_t c = 0; c < " << E << "; ++c) {\n"
+      << "    double dw = 0, db = 0;\n"
+      << "    for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "      double g = p3[r * " << E << " + c];\n"
+      << "      dw += g * (p4[r * " << E << " + c] - stats[2 * r]) * stats[2 * r + 1];\n"
+      << "      db += g;\n    }\n"
+      << "    p1[c] = (" << T << ")dw; p2[c] = (" << T << ")db;\n  }\n";
+  } else if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
+    auto [rows, C] = rowsOf(ce.getLogits());
+    Type lt = typeOf(ce.getLabels()).getElementType();
+    bindOut(ce.getResult());
+    bufs.push_back(bufferOf(ce.getLogits()));
+    bufs.push_back(bufferOf(ce.getLabels()));
+    b << args({{el, true}, {el, false}, {lt, false}}) << "  double total = 0;\n"
+      << "  int64_t count = 0;\n"
+      << "#pragma omp parallel for reduction(+ : total, count)\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "    int64_t label = p2[r];\n"
+      << "    if (label == " << int64_t(ce.getIgnoreIndex()) << ") continue;\n"
+      << "    if (label < 0 || label >= " << C
+      << ") { mlc_report(ctx, MLC_ERR_LABEL_RANGE, r, label, " << C << "); continue; }\n"
+      << "    const " << T << " *x = p1 + r * " << C << ";\n"
+      << "    " << T << " m = x[0];\n"
+      << "    for (int64_t c = 1; c < " << C << "; ++c) m = x[c] > m ? x[c] : m;\n"
+      << "    double s = 0;\n"
+      << "#pragma omp simd reduction(+ : s)\n"
+      << "    for (int64_t c = 0; c < " << C << "; ++c) s += " << expFn(el) << "(x[c] - m);\n"
+      << "    total += m + std::log(s) - x[label];\n    ++count;\n  }\n"
+      << "  p0[0] = (" << T << ")(count ? total / count : 0.0);\n";
+  } else if (auto cg = dyn_cast<CrossEntropyGradOp>(op)) {
+    auto [rows, C] = rowsOf(cg.getLogits());
+    Type lt = typeOf(cg.getLabels()).getElementType();
+    int64_t ignore = cg.getIgnoreIndex();
+    bindOut(cg.getResult());
+    std::string gradLit = splatLiteral(cg.getGrad());
+    bufs.push_back(bufferOf(cg.getLogits()));
+    bufs.push_back(bufferOf(cg.getLabels()));
+    if (gradLit.empty())
+      bufs.push_back(bufferOf(cg.getGrad()));
+    std::vector<std::pair<Type, bool>> slots{{el, true}, {el, false}, {lt, false}};
+    if (gradLit.empty())
+      slots.push_back({el, false});
+    b << args(slots) << "  int64_t count = 0;\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) count += p2[r] != " << ignore
+      << ";\n  const double scale = count ? (double)(" << (gradLit.empty() ? "p3[0]" : gradLit)
+      << ") / count : 0.0;\n"
+      << "#pragma omp parallel for\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "    const " << T << " *x = p1 + r * " << C << "; " << T << " *d = p0 + r * " << C
+      << ";\n    int64_t label = p2[r];\n"
+      << "    if (label == " << ignore << " || label < 0 || label >= " << C
+      << ") { for (int64_t c = 0; c < " << C << "; ++c) d[c] = 0; continue; }\n"
+      << "    " << T << " m = x[0];\n"
+      << "    for (int64_t c = 1; c < " << C << "; ++c) m = x[c] > m ? x[c] : m;\n"
+      << "    double s = 0;\n"
+      << "#pragma omp simd reduction(+ : s)\n"
+      << "    for (int64_t c = 0; c < " << C << "; ++c) s += " << expFn(el) << "(x[c] - m);\n"
+      << "    const double inv = 1.0 / s;\n"
+      << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] = (" << T
+      << ")(" << expFn(el) << "(x[c] - m) * inv * scale);\n"
+      << "    d[label] -= (" << T << ")scale;\n  }\n";
+  } else {
+    return failure("internal error: not a row op");
+  }
+  addStep(b.str(), bufs);
+  return llvm::Error::success();
+}
+
+llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
+  Value q, k, v, mask, cu;
+  FloatAttr scaleAttr;
+  bool causal;
+  double dropout;
+  int64_t seed;
+  if (auto a = dyn_cast<AttentionOp>(op)) {
+    q = a.getQuery(), k = a.getKey(), v = a.getValue(), mask = a.getMask(),
+    cu = a.getCuSeqlens(), scaleAttr = a.getScaleAttr(), causal = a.getCausal();
+    dropout = a.getDropout().convertToDouble(), seed = a.getSeed();
+  } else {
+    auto g = cast<AttentionGradOp>(op);
+    q = g.getQuery(), k = g.getKey(), v = g.getValue(), mask = g.getMask(),
+    cu = g.getCuSeqlens(), scaleAttr = g.getScaleAttr(), causal = g.getCausal();
+    dropout = g.getDropout().convertToDouble(), seed = g.getSeed();
+  }
+  if (cu)
+    return failure("variable-length attention (cu_seqlens) is not supported by the CPU "
+                   "kernels yet");
+  Shape qs = shapeOf(q), ks = shapeOf(k), vs = shapeOf(v);
+  int64_t B = qs[0], H = qs[1], Sq = qs[2], D = qs[3], Sk = ks[2], Dv = vs[3];
+  double scale = scaleAttr ? scaleAttr.getValueAsDouble() : 1.0 / std::sqrt(double(D));
+  Type el = typeOf(q).getElementType();
+  std::string T = cType(el);
+  Shape maskStrides(4, 0);
+  if (mask)
+    maskStrides = broadcastStrides(shapeOf(mask), {B, H, Sq, Sk});
+  // Every [B, H, S, D] operand and result is a strided view whose innermost
+  // dimension is contiguous: q, k, v read through the transposes and the
+  // split of the fused QKV projection, and results written straight into
+  // the layout their consumers want.
+  std::vector<int> bufs;
+  std::vector<View> tensors; // outputs, [grad], q, k, v
+  for (Value r : op->getResults()) {
+    std::optional<View> w = outputView(r);
+    if (!w) {
+      valueBuffers[r] = arenaFor(r);
+      w = own(r);
+    }
+    tensors.push_back(*w);
+    bufs.push_back(w->buffer);
+  }
+  int nOut = op->getNumResults();
+  Value grad = backward ? op->getOperand(0) : Value();
+  // Argument order: outputs, [grad], q, k, v, [mask].
+  std::vector<std::pair<Type, bool>> slots(nOut, {el, true});
+  std::vector<Value> reads;
+  if (backward)
+    reads.push_back(grad);
+  int qi = nOut + (backward ? 1 : 0);
+  reads.insert(reads.end(), {q, k, v});
+  for (Value x : reads) {
+    View w = viewOf(x);
+    if (w.strides.back() != 1)
+      w = own(x);
+    tensors.push_back(w);
+    bufs.push_back(w.buffer);
+    slots.push_back({el, false});
+  }
+  if (mask) {
+    bufs.push_back(bufferOf(mask));
+    slots.push_back({el, false});
+  }
+  // Base of head (bb, h) and row stride of tensor k.
+  auto headBase = [&](int k) {
+    const View &w = tensors[k];
+    return "p" + std::to_string(k) + " + " + std::to_string(w.offset) + " + bb * " +
+           std::to_string(w.strides[0]) + " + h * " + std::to_string(w.strides[1]);
+  };
+  auto rowStride = [&](int k) { return std::to_string(tensors[k].strides[2]); };
+  auto p = [](int i) { return "p" + std::to_string(i); };
+  auto n = [](int64_t v) { return std::to_string(v); };
+  std::string sc = literal(scale, el);
+  std::ostringstream b;
+  b << args(slots);
+  // Loop orders keep the innermost loop contiguous: dot products over the
+  // head dimension (simd reductions) and axpy updates of output rows.
+  // Probabilities of query row i of head (bb, h) land in s[0, jn).
+  std::string scores =
+      "      const " + T + " *qi = qh + i * " + rowStride(qi) + ";\n" +
+      "      const int64_t jn = " + (causal ? "i + 1 < " + n(Sk) + " ? i + 1 : " + n(Sk) : n(Sk)) +
+      ";\n      " + T + " m = -std::numeric_limits<" + T + ">::infinity();\n" +
+      "      for (int64_t j = 0; j < jn; ++j) {\n" +
+      "        const " + T + " *kj = kh + j * " + rowStride(qi + 1) + ";\n        " + T +
+      " d = 0;\n" +
+      "#pragma omp simd reduction(+ : d)\n" +
+      "        for (int64_t c = 0; c < " + n(D) + "; ++c) d += qi[c] * kj[c];\n" +
+      "        d *= " + sc + ";\n" +
+      (mask ? "        d += " + p(qi + 3) + "[bb * " + n(maskStrides[0]) + " + h * " +
+                  n(maskStrides[1]) + " + i * " + n(maskStrides[2]) + " + j * " +
+                  n(maskStrides[3]) + "];\n"
+            : "") +
+      "        s[j] = d; m = d > m ? d : m;\n      }\n" +
+      "      double sum = 0;\n" +
+      "      for (int64_t j = 0; j < jn; ++j) { s[j] = " + expFn(el) + "(s[j] - m); sum += s[j]; }\n" +
+      "      const " + T + " inv = (" + T + ")(1.0 / sum);\n" +
+      "      for (int64_t j = 0; j < jn; ++j) s[j] *= inv;\n" +
+      // keep(j): the dropout mask of probability (bh, i, j), 1 without dropout.
+      (dropout > 0 ? "      const uint64_t row = (uint64_t)(bh * " + n(Sq) + " + i) * " + n(Sk) +
+                         ";\n"
+                   : "");
+  std::string keep = dropout > 0 ? "(mlc_uniform(key, row + j) >= " + std::to_string(dropout) +
+                                       " ? " + literal(1.0 / (1.0 - dropout), el) + " : (" + T +
+                                       ")0)"
+                                 : "";
+  std::string headPtrs =
+      "    const int64_t bb = bh / " + n(H) + ", h = bh % " + n(H) + ";\n" +
+      "    const " + T + " *qh = " + headBase(qi) + ";\n" +
+      "    const " + T + " *kh = " + headBase(qi + 1) + ";\n" +
+      "    const " + T + " *vh = " + headBase(qi + 2) + ";\n";
+  if (dropout > 0)
+    b << "  const uint64_t key = mlc_key(" << seed << "ull, (uint64_t)ctx->step);\n";
+  b << "#pragma omp parallel for\n"
+    << "  for (int64_t bh = 0; bh < " << B * H << "; ++bh) {\n"
+    << headPtrs << "    std::vector<" << T << "> s(" << Sk << ");\n";
+  if (!backward) {
+    b << "    " << T << " *oh = " << headBase(0) << ";\n"
+      << "    for (int64_t i = 0; i < " << Sq << "; ++i) {\n"
+      << scores << "      " << T << " *oi = oh + i * " << rowStride(0) << ";\n"
+      << "      for (int64_t c = 0; c < " << Dv << "; ++c) oi[c] = 0;\n"
+      << "      for (int64_t j = 0; j < jn; ++j) {\n"
+      << "        const " << T << " pj = s[j]" << (keep.empty() ? "" : " * " + keep)
+      << ", *vj = vh + j * " << rowStride(qi + 2) << ";\n"
+      << "#pragma omp simd\n"
+      << "        for (int64_t c = 0; c < " << Dv << "; ++c) oi[c] += pj * vj[c];\n"
+      << "      }\n    }\n  }\n";
+  } else {
+    // dv = P^T dO;  dS = P * (dO v^T - rowsum(dO * O));  dq = scale dS k;
+    // dk = scale dS^T q. rowsum(dO * O) = sum_j P_ij (dO_i . v_j).
+    b << "    " << T << " *dq = " << headBase(0) << ", *dk = " << headBase(1)
+      << ", *dv = " << headBase(2) << ";\n"
+      << "    const " << T << " *gh = " << headBase(3) << ";\n"
+      << "    std::vector<" << T << "> dp(" << Sk << ");\n"
+      << "    for (int64_t j = 0; j < " << Sk << "; ++j) {\n"
+      << "      for (int64_t c = 0; c < " << D << "; ++c) dk[j * " << rowStride(1) << " + c] = 0;\n"
+      << "      for (int64_t c = 0; c < " << Dv << "; ++c) dv[j * " << rowStride(2) << " + c] = 0;\n"
+      << "    }\n"
+      << "    for (int64_t i = 0; i < " << Sq << "; ++i) {\n"
+      << scores << "      const " << T << " *gi = gh + i * " << rowStride(3) << ";\n"
+      << "      " << T << " *dqi = dq + i * " << rowStride(0) << ";\n"
+      << "      double rowsum = 0;\n"
+      << "      for (int64_t j = 0; j < jn; ++j) {\n"
+      << "        const " << T << " *vj = vh + j * " << rowStride(qi + 2) << ";\n"
+      << "        " << T << " d = 0;\n"
+      << "#pragma omp simd reduction(+ : d)\n"
+      << "        for (int64_t c = 0; c < " << Dv << "; ++c) d += gi[c] * vj[c];\n"
+      << "        const " << T << " kj = " << (keep.empty() ? "(" + T + ")1" : keep) << ";\n"
+      << "        dp[j] = d * kj; rowsum += (double)dp[j] * s[j];\n"
+      << "        " << T << " *dvj = dv + j * " << rowStride(2) << "; const " << T
+      << " pj = s[j] * kj;\n"
+      << "#pragma omp simd\n"
+      << "        for (int64_t c = 0; c < " << Dv << "; ++c) dvj[c] += pj * gi[c];\n"
+      << "      }\n"
+      << "      for (int64_t c = 0; c < " << D << "; ++c) dqi[c] = 0;\n"
+      << "      for (int64_t j = 0; j < jn; ++j) {\n"
+      << "        const " << T << " ds = s[j] * (dp[j] - (" << T << ")rowsum) * " << sc << ";\n"
+      << "        const " << T << " *kj = kh + j * " << rowStride(qi + 1) << "; " << T
+      << " *dkj = dk + j * " << rowStride(1)
+      << ";\n"
+      << "#pragma omp simd\n"
+      << "        for (int64_t c = 0; c < " << D << "; ++c) { dqi[c] += ds * kj[c]; dkj[c] += ds * qi[c]; }\n"
+      << "      }\n    }\n  }\n";
+  }
+  addStep(b.str(), bufs);
+  return llvm::Error::success();
+}
+
+} // namespace mlc::lowering

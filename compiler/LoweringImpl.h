@@ -1,0 +1,463 @@
+//===- LoweringImpl.h - the lowering's shared pieces ------------*- C++ -*-===//
+//
+// Private to compiler/: the per-function lowering state (buffers, views,
+// steps) that Lowering.cpp drives and KernelEmitters.cpp fills with kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_COMPILER_LOWERINGIMPL_H
+#define MLC_COMPILER_LOWERINGIMPL_H
+
+#include "compiler/KernelPrelude.h"
+#include "compiler/Lowering.h"
+#include "dialects/mlc/MlcDialect.h"
+#include "dialects/mlc/MlcShapes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <climits>
+#include <set>
+#include <sstream>
+
+namespace mlc::lowering {
+
+using namespace mlir;
+
+using Shape = std::vector<int64_t>;
+
+inline llvm::Error failure(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+inline RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+inline Shape shapeOf(Value v) {
+  auto s = typeOf(v).getShape();
+  return Shape(s.begin(), s.end());
+}
+inline int64_t product(const Shape &s) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    n *= d;
+  return n;
+}
+inline Shape rowMajorStrides(const Shape &s) {
+  Shape st(s.size());
+  int64_t acc = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= s[i];
+  }
+  return st;
+}
+
+inline std::string dtypeName(Type el) {
+  if (el.isF32())
+    return "f32";
+  if (el.isF64())
+    return "f64";
+  if (el.isInteger(64))
+    return "i64";
+  if (el.isInteger(32))
+    return "i32";
+  if (el.isInteger(1))
+    return "i1";
+  return "";
+}
+inline int64_t dtypeBytes(Type el) {
+  if (el.isF64() || el.isInteger(64))
+    return 8;
+  if (el.isF32() || el.isInteger(32))
+    return 4;
+  return 1;
+}
+inline std::string cType(Type el) {
+  if (el.isF32())
+    return "float";
+  if (el.isF64())
+    return "double";
+  if (el.isInteger(64))
+    return "int64_t";
+  if (el.isInteger(32))
+    return "int32_t";
+  return "uint8_t";
+}
+inline std::string literal(double v, Type el) {
+  if (std::isinf(v))
+    return std::string(v < 0 ? "-" : "") + "std::numeric_limits<" + cType(el) +
+           ">::infinity()";
+  std::string s = llvm::formatv("{0:e16}", v).str();
+  if (el.isF32())
+    return "(float)" + s;
+  if (el.isF64())
+    return s;
+  return "(" + cType(el) + ")" + std::to_string(int64_t(v));
+}
+/// exp and tanh for kernels of element type `el`: the vectorizable prelude
+/// versions for f32, libm for f64 (whose results the gradient checks compare).
+inline std::string expFn(Type el) { return el.isF32() ? "mlc_expf" : "std::exp"; }
+inline std::string tanhFn(Type el) { return el.isF32() ? "mlc_tanhf" : "std::tanh"; }
+
+inline std::string shapeText(const Shape &s) {
+  if (s.empty())
+    return "scalar";
+  std::string t;
+  for (size_t i = 0; i < s.size(); ++i)
+    t += (i ? "x" : "") + std::to_string(s[i]);
+  return t;
+}
+
+/// A strided view of one kernel argument inside a loop nest.
+struct Access {
+  int slot;
+  int64_t base;
+  Shape strides;
+};
+
+/// Emits a loop nest over `shape`; in the body, `o<k>` is the element offset
+/// of access k. Unit dimensions are dropped and dimensions that are
+/// contiguous for every access merge, so most nests are one or two loops.
+std::string loopNest(Shape shape, std::vector<Access> accs, const std::string &body,
+                     bool parallel);
+
+/// The C expression of a pointwise op over scalar operand expressions `a`;
+/// `index` is the flat element index (dropout's counter). Declarations the
+/// expression needs once per kernel (dropout keys) go to `prologue`.
+std::string pointwiseExpr(mlir::Operation *op, const std::vector<std::string> &a,
+                          const std::string &index, std::string &prologue);
+
+/// Strides that read a tensor of `in` shape broadcast to `out` shape
+/// (numpy alignment on the right; 0 where broadcast).
+inline Shape broadcastStrides(const Shape &in, const Shape &out) {
+  Shape st(out.size(), 0), own = rowMajorStrides(in);
+  size_t offset = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i)
+    st[i + offset] = in[i] == 1 ? 0 : own[i];
+  return st;
+}
+
+struct Buffer {
+  enum Kind { Param, Grad, Input, Arena, Alias } kind;
+  Type element;
+  int64_t numel = 0;
+  std::string name; // parameter or input name
+  int alias = -1;
+  int64_t offset = 0; // arena: bytes
+  int first = INT_MAX, last = -1;
+};
+
+struct Step {
+  std::string text; // the plan line, with "%<id>" for buffer ids
+  std::vector<int> buffers;
+};
+
+/// Kernels of the whole package, deduplicated by body.
+class KernelSet {
+public:
+  std::string add(const std::string &body) {
+    auto it = names.find(body);
+    if (it != names.end())
+      return it->second;
+    std::string name = "k" + std::to_string(names.size());
+    names.emplace(body, name);
+    source << "\nextern \"C\" void " << name
+           << "(char **b, MlcKernelCtx *ctx) {\n  (void)ctx;\n"
+           << body << "}\n";
+    return name;
+  }
+  std::string text() const { return kernelPrelude() + source.str(); }
+
+private:
+  std::map<std::string, std::string> names;
+  std::ostringstream source;
+};
+
+class FunctionLowering {
+public:
+  FunctionLowering(func::FuncOp fn, KernelSet &kernels) : fn(fn), kernels(kernels) {}
+
+  llvm::Error run();
+  std::string planText() const;
+  LoweredPackage::Counts counts;
+  /// Parameter name -> step at which its gradient is complete (train step).
+  std::map<std::string, int> gradReadyStep;
+
+private:
+  llvm::Error lowerOp(Operation *op);
+  int newBuffer(Buffer b) {
+    buffers.push_back(std::move(b));
+    return buffers.size() - 1;
+  }
+  int root(int id) const {
+    while (buffers[id].kind == Buffer::Alias)
+      id = buffers[id].alias;
+    return id;
+  }
+  int arenaFor(Value v) {
+    auto it = gradTargets.find(v);
+    if (it != gradTargets.end())
+      return newBuffer({Buffer::Grad, typeOf(v).getElementType(), typeOf(v).getNumElements(),
+                        it->second});
+    return newBuffer(
+        {Buffer::Arena, typeOf(v).getElementType(), typeOf(v).getNumElements()});
+  }
+  /// The buffer of an operand, materialized if needed: splat constants are
+  /// filled on first use, and a view that is not contiguous is copied once.
+  int bufferOf(Value v) {
+    auto it = valueBuffers.find(v);
+    if (it != valueBuffers.end())
+      return it->second;
+    if (auto c = v.getDefiningOp<ConstantOp>()) {
+      int id = arenaFor(v);
+      valueBuffers[v] = id;
+      emitConstant(c, id);
+      return id;
+    }
+    View view = viewOf(v);
+    int id;
+    if (view.contiguous()) {
+      id = newBuffer({Buffer::Alias, typeOf(v).getElementType(), typeOf(v).getNumElements()});
+      buffers[id].alias = view.buffer;
+      buffers[id].offset = view.offset * dtypeBytes(typeOf(v).getElementType());
+    } else {
+      id = arenaFor(v);
+      Type el = typeOf(v).getElementType();
+      addStep(args({{el, true}, {el, false}}) +
+                  loopNest(view.shape, {{0, 0, rowMajorStrides(view.shape)},
+                                        {1, view.offset, view.strides}},
+                           "    p0[o0] = p1[o1];\n", true),
+              {id, view.buffer});
+    }
+    valueBuffers[v] = id;
+    return id;
+  }
+
+  /// A strided view of a materialized buffer (element offsets and strides).
+  struct View {
+    int buffer = -1;
+    int64_t offset = 0;
+    Shape shape, strides;
+    bool contiguous() const { return strides == rowMajorStrides(shape); }
+  };
+
+  /// Views look through transposes, reshapes, splits and slices, so that a
+  /// consumer that reads strided data (pointwise kernels, fusions, attention)
+  /// needs no copy. Other values are their own buffers.
+  View viewOf(Value v) {
+    auto known = views.find(v);
+    if (known != views.end())
+      return known->second;
+    View view;
+    Operation *def = v.getDefiningOp();
+    if (auto t = dyn_cast_or_null<TransposeOp>(def)) {
+      View in = viewOf(t.getInput());
+      view = in;
+      for (size_t i = 0; i < in.shape.size(); ++i) {
+        view.shape[i] = in.shape[t.getPermutation()[i]];
+        view.strides[i] = in.strides[t.getPermutation()[i]];
+      }
+    } else if (auto r = dyn_cast_or_null<ReshapeOp>(def)) {
+      View in = viewOf(r.getInput());
+      std::optional<Shape> strides = reshapeStrides(in.shape, in.strides, shapeOf(v));
+      if (!strides) { // copy the input into a contiguous buffer, then reinterpret it
+        in = own(r.getInput());
+        strides = rowMajorStrides(shapeOf(v));
+      }
+      view = {in.buffer, in.offset, shapeOf(v), *strides};
+    } else if (auto sp = dyn_cast_or_null<SplitOp>(def)) {
+      View in = viewOf(sp.getInput());
+      int64_t axis = *normalizeAxis(sp.getAxis(), in.shape.size());
+      unsigned index = cast<OpResult>(v).getResultNumber();
+      int64_t start = 0;
+      for (unsigned i = 0; i < index; ++i)
+        start += sp.getSizes()[i];
+      view = in;
+      view.offset += start * in.strides[axis];
+      view.shape[axis] = sp.getSizes()[index];
+    } else if (auto sl = dyn_cast_or_null<SliceOp>(def)) {
+      View in = viewOf(sl.getInput());
+      view = in;
+      view.shape = shapeOf(v);
+      for (size_t d = 0; d < in.shape.size(); ++d) {
+        view.offset += sliceStart(in.shape[d], sl.getStarts()[d]) * in.strides[d];
+        view.strides[d] = in.strides[d] * sl.getSteps()[d];
+      }
+    } else {
+      assert((valueBuffers.count(v) || isa_and_nonnull<ConstantOp>(def)) &&
+             "a value read before its producer was lowered");
+      return own(v);
+    }
+    views[v] = view;
+    return view;
+  }
+  /// Reads `v` (through its view) broadcast to `out`; appends its buffer.
+  Access readAccess(int slot, Value v, const Shape &out, std::vector<int> &bufs) {
+    View view = viewOf(v);
+    Shape st(out.size(), 0);
+    size_t offset = out.size() - view.shape.size();
+    for (size_t i = 0; i < view.shape.size(); ++i)
+      st[i + offset] = view.shape[i] == 1 ? 0 : view.strides[i];
+    bufs.push_back(view.buffer);
+    return {slot, view.offset, st};
+  }
+  View own(Value v) {
+    return {bufferOf(v), 0, shapeOf(v), rowMajorStrides(shapeOf(v))};
+  }
+
+  /// Where a producer can write `r` in place: when r's only use is a
+  /// transpose, a reshape or a concatenation, the producer writes straight
+  /// into their result (strided) and they cost nothing.
+  std::optional<View> outputView(Value r) {
+    if (!r.hasOneUse())
+      return std::nullopt;
+    Operation *user = *r.getUsers().begin();
+    auto destination = [&](Value x) {
+      if (auto v = outputView(x))
+        return *v;
+      if (!valueBuffers.count(x))
+        valueBuffers[x] = arenaFor(x);
+      return own(x);
+    };
+    if (auto t = dyn_cast<TransposeOp>(user)) {
+      ArrayRef<int64_t> perm = t.getPermutation();
+      if (perm.empty() || perm.back() != int64_t(perm.size()) - 1)
+        return std::nullopt; // writers need the innermost dimension contiguous
+      View dst = destination(t.getResult());
+      views[t.getResult()] = dst;
+      View v = dst;
+      v.shape = shapeOf(r);
+      for (size_t i = 0; i < dst.shape.size(); ++i)
+        v.strides[t.getPermutation()[i]] = dst.strides[i];
+      return v;
+    }
+    if (auto rs = dyn_cast<ReshapeOp>(user)) {
+      View dst = destination(rs.getResult());
+      auto strides = reshapeStrides(dst.shape, dst.strides, shapeOf(r));
+      if (!strides)
+        return std::nullopt;
+      views[rs.getResult()] = dst;
+      return View{dst.buffer, dst.offset, shapeOf(r), *strides};
+    }
+    if (auto c = dyn_cast<ConcatOp>(user)) {
+      if (!valueBuffers.count(c.getResult()))
+        valueBuffers[c.getResult()] = arenaFor(c.getResult());
+      View dst = own(c.getResult());
+      int64_t axis = *normalizeAxis(c.getAxis(), dst.shape.size());
+      View v = dst;
+      v.shape = shapeOf(r);
+      for (Value in : c.getInputs()) {
+        if (in == r)
+          break;
+        v.offset += shapeOf(in)[axis] * dst.strides[axis];
+      }
+      writtenInPlace.insert(r);
+      return v;
+    }
+    return std::nullopt;
+  }
+
+  /// Strides of `to` reading the same elements as the view (shape, strides),
+  /// if a reshape needs no copy (numpy's rule: each group of dimensions whose
+  /// sizes multiply to the same number must be contiguous among itself).
+  static std::optional<Shape> reshapeStrides(const Shape &shape, const Shape &strides,
+                                             const Shape &to) {
+    Shape out(to.size(), 0);
+    size_t i = 0, j = 0;
+    while (i < shape.size() || j < to.size()) {
+      size_t i1 = i, j1 = j;
+      int64_t a = i < shape.size() ? shape[i] : 1, b = j < to.size() ? to[j] : 1;
+      while (a != b) {
+        if (a < b)
+          a *= shape[++i1];
+        else
+          b *= to[++j1];
+      }
+      for (size_t k = i; k < i1; ++k)
+        if (shape[k] != 1 && strides[k] != strides[k + 1] * shape[k + 1])
+          return std::nullopt;
+      int64_t stride = i1 < shape.size() ? strides[i1] : 1;
+      for (size_t k = j1 + 1; k-- > j;) {
+        if (k >= to.size())
+          continue;
+        out[k] = stride;
+        stride *= to[k];
+      }
+      i = i1 + 1;
+      j = j1 + 1;
+    }
+    return out;
+  }
+
+  /// A splat constant operand's C literal, or "" if the operand is a buffer.
+  std::string splatLiteral(Value v) {
+    auto c = v.getDefiningOp<ConstantOp>();
+    if (!c)
+      return "";
+    auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+    if (!dense || !dense.isSplat())
+      return "";
+    Type el = dense.getElementType();
+    if (isa<FloatType>(el))
+      return literal(dense.getSplatValue<APFloat>().convertToDouble(), el);
+    return "(" + cType(el) + ")" +
+           std::to_string(dense.getSplatValue<APInt>().getSExtValue());
+  }
+  void countBytes(const std::vector<int> &bufs) {
+    std::set<int> seen(bufs.begin(), bufs.end());
+    for (int b : seen)
+      counts.bytes += buffers[b].numel * dtypeBytes(buffers[b].element);
+  }
+  void addStep(const std::string &kernelBody, std::vector<int> bufs) {
+    countBytes(bufs);
+    std::string name = kernels.add(kernelBody);
+    std::string text = "kernel " + name;
+    for (int b : bufs)
+      text += " %" + std::to_string(b);
+    steps.push_back({text, bufs});
+    ++counts.kernels;
+  }
+  /// Typed pointer declarations for the kernel arguments.
+  static std::string args(const std::vector<std::pair<Type, bool>> &slots) {
+    std::string s;
+    for (size_t i = 0; i < slots.size(); ++i)
+      s += "  " + std::string(slots[i].second ? "" : "const ") + cType(slots[i].first) +
+           " *p" + std::to_string(i) + " = (" + (slots[i].second ? "" : "const ") +
+           cType(slots[i].first) + " *)b[" + std::to_string(i) + "];\n";
+    return s;
+  }
+
+  void emitConstant(ConstantOp c, int id);
+  llvm::Error emitPointwise(Operation *op);
+  llvm::Error emitFusion(FusionOp fusion);
+  llvm::Error emitRowFusion(FusionOp fusion);
+  void emitCopies(int dstId, Type el, int64_t dstNumel, bool zeroFirst,
+                  const std::vector<Value> &sources, const std::vector<int64_t> &dstBases,
+                  const Shape &dstStrides);
+  llvm::Error emitReduce(Operation *op, Value input, ArrayRef<int64_t> axes,
+                         const std::string &kind);
+  llvm::Error emitGemm(MatmulOp op);
+  llvm::Error emitRows(Operation *op);
+  llvm::Error emitAttention(Operation *op, bool backward);
+
+  func::FuncOp fn;
+  KernelSet &kernels;
+  std::vector<Buffer> buffers;
+  std::vector<Step> steps;
+  llvm::DenseMap<Value, int> valueBuffers;
+  llvm::DenseMap<Value, View> views;
+  llvm::DenseSet<Value> writtenInPlace;
+  llvm::DenseMap<Value, std::string> gradTargets;
+  struct Output {
+    std::string name;
+    int buffer;
+    std::string shape;
+  };
+  std::vector<Output> outputs;
+  int64_t arenaBytes = 0;
+};
+
+
+} // namespace mlc::lowering
+
+#endif // MLC_COMPILER_LOWERINGIMPL_H
