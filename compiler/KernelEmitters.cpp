@@ -606,6 +606,45 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
   } else if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
     auto [rows, C] = rowsOf(ce.getLogits());
     Type lt = typeOf(ce.getLabels()).getElementType();
+    // The training step also needs the loss's gradient: one kernel reads each
+    // row of logits once for both (log-softmax, loss and its gradient).
+    for (Operation *user : ce.getLogits().getUsers()) {
+      auto cg = dyn_cast<CrossEntropyGradOp>(user);
+      if (!cg || cg.getLabels() != ce.getLabels() ||
+          cg.getIgnoreIndex() != ce.getIgnoreIndex() || splatLiteral(cg.getGrad()).empty())
+        continue;
+      int64_t ignore = ce.getIgnoreIndex();
+      bindOut(ce.getResult());
+      bindOut(cg.getResult());
+      bufs.push_back(bufferOf(ce.getLogits()));
+      bufs.push_back(bufferOf(ce.getLabels()));
+      b << args({{el, true}, {el, true}, {el, false}, {lt, false}}) << "  int64_t count = 0;\n"
+        << "  for (int64_t r = 0; r < " << rows << "; ++r) count += p3[r] != " << ignore
+        << ";\n  const double scale = count ? (double)(" << splatLiteral(cg.getGrad())
+        << ") / count : 0.0;\n  double total = 0;\n"
+        << "#pragma omp parallel for reduction(+ : total)\n"
+        << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+        << "    const " << T << " *x = p2 + r * " << C << "; " << T << " *d = p1 + r * " << C
+        << ";\n    int64_t label = p3[r];\n"
+        << "    if (label == " << ignore << ") { for (int64_t c = 0; c < " << C
+        << "; ++c) d[c] = 0; continue; }\n"
+        << "    if (label < 0 || label >= " << C
+        << ") { mlc_report(ctx, MLC_ERR_LABEL_RANGE, r, label, " << C << ");"
+        << " for (int64_t c = 0; c < " << C << "; ++c) d[c] = 0; continue; }\n"
+        << "    " << T << " m = x[0];\n"
+        << "    for (int64_t c = 1; c < " << C << "; ++c) m = x[c] > m ? x[c] : m;\n"
+        << "    double s = 0;\n"
+        << "#pragma omp simd reduction(+ : s)\n"
+        << "    for (int64_t c = 0; c < " << C << "; ++c) s += " << expFn(el) << "(x[c] - m);\n"
+        << "    total += m + std::log(s) - x[label];\n"
+        << "    const " << T << " k = (" << T << ")(scale / s);\n"
+        << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] = " << expFn(el) << "(x[c] - m) * k;\n"
+        << "    d[label] -= (" << T << ")scale;\n  }\n"
+        << "  p0[0] = (" << T << ")(count ? total / count : 0.0);\n";
+      emittedWith.insert(cg.getOperation());
+      addStep(b.str(), bufs);
+      return llvm::Error::success();
+    }
     bindOut(ce.getResult());
     bufs.push_back(bufferOf(ce.getLogits()));
     bufs.push_back(bufferOf(ce.getLabels()));

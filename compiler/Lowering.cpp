@@ -105,6 +105,8 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
 }
 
 llvm::Error FunctionLowering::lowerOp(Operation *op) {
+  if (emittedWith.count(op))
+    return llvm::Error::success();
   Type el = op->getNumResults() ? typeOf(op->getResult(0)).getElementType() : Type();
   std::string T = el ? cType(el) : "";
   auto lit = [&](double v) { return literal(v, el); };

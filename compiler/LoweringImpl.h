@@ -447,6 +447,9 @@ private:
   llvm::DenseMap<Value, int> valueBuffers;
   llvm::DenseMap<Value, View> views;
   llvm::DenseSet<Value> writtenInPlace;
+  /// Ops whose results an earlier kernel already computed (the gradient of
+  /// the loss, written by the loss kernel).
+  llvm::DenseSet<Operation *> emittedWith;
   llvm::DenseMap<Value, std::string> gradTargets;
   struct Output {
     std::string name;
