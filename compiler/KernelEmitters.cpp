@@ -20,7 +20,7 @@ namespace mlc::lowering {
 /// of access k. Unit dimensions are dropped and dimensions that are
 /// contiguous for every access merge, so most nests are one or two loops.
 std::string loopNest(Shape shape, std::vector<Access> accs, const std::string &body,
-                     bool parallel) {
+                     bool parallel, bool dynamic) {
   Shape dims;
   std::vector<Shape> strides(accs.size());
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -46,8 +46,11 @@ std::string loopNest(Shape shape, std::vector<Access> accs, const std::string &b
        << (dims.size() > 1 ? " collapse(" + std::to_string(dims.size() - 1) + ")"
                            : std::string())
        << "\n";
+  // With a dynamic leading dimension (always kept, capacity >= 2), the
+  // outermost loop, which holds it, runs over the actual rows.
   for (size_t d = 0; d < dims.size(); ++d)
-    os << "for (int64_t i" << d << " = 0; i" << d << " < " << dims[d] << "; ++i" << d
+    os << "for (int64_t i" << d << " = 0; i" << d << " < "
+       << (d == 0 ? rowsExpr(dims[0], dynamic) : std::to_string(dims[d])) << "; ++i" << d
        << ")\n";
   os << "{\n";
   for (size_t k = 0; k < accs.size(); ++k) {
@@ -155,7 +158,7 @@ llvm::Error FunctionLowering::emitPointwise(Operation *op) {
   bufs[0] = outId;
   std::string prologue;
   std::string body = "    p0[o0] = " + pointwiseExpr(op, operands, "o0", prologue) + ";\n";
-  addStep(args(slots) + prologue + loopNest(out, accs, body, true), bufs);
+  addStep(args(slots) + prologue + loopNest(out, accs, body, true, dynamicRows(result)), bufs);
   return llvm::Error::success();
 }
 
@@ -230,7 +233,9 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
               scalar.lookup(v) + ";\n";
   if (!columns) {
     body = "    const int64_t flat = o0;\n" + body;
-    addStep(args(slots) + prologue + loopNest(iter, accs, body, true), bufs);
+    addStep(args(slots) + prologue +
+                loopNest(iter, accs, body, true, dynamicRows(fusion.getResult(0))),
+            bufs);
     return llvm::Error::success();
   }
 
@@ -268,7 +273,8 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
     << "#pragma omp parallel\n  {\n"
     << "    double *acc = part.data() + (size_t)omp_get_thread_num() * " << C << ";\n"
     << "#pragma omp for schedule(static)\n"
-    << "    for (int64_t r = 0; r < " << R << "; ++r)\n"
+    << "    for (int64_t r = 0; r < " << rowsExpr(R, dynamicRows(columns.getInput()))
+    << "; ++r)\n"
     << "    for (int64_t c = 0; c < " << C << "; ++c) {\n"
     << "      const int64_t flat = r * " << C << " + c;\n"
     << offsets << body << "    }\n  }\n"
@@ -372,7 +378,8 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
   std::string eps = literal(norm.getEpsilon().convertToDouble(), Float64Type::get(fusion.getContext()));
   std::ostringstream k;
   k << args(slots) << prologue << "#pragma omp parallel for\n"
-    << "  for (int64_t r = 0; r < " << R << "; ++r) {\n";
+    << "  for (int64_t r = 0; r < " << rowsExpr(R, dynamicRows(norm.getInput()))
+    << "; ++r) {\n";
   for (size_t a = 0; a < accs.size(); ++a)
     k << "    const int64_t b" << a << " = " << decompose(accs[a]) << ";\n";
   k << "    " << T << " row[" << E << "];\n"
@@ -422,7 +429,8 @@ llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<in
     if (reduced[d])
       count *= in[d];
   std::string finish = kind == "mean" ? "a / " + std::to_string(count) : "a";
-  int64_t outN = typeOf(result).getNumElements();
+  int64_t outN = numel(result);
+  const bool dyn = dynamicRows(input);
   std::ostringstream body;
   body << args({{el, true}, {el, false}});
   bool rows = groups.size() == 2 && !groups[0].first && groups[1].first;
@@ -432,8 +440,10 @@ llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<in
     int64_t n = rows ? groups[1].second : full ? groups[0].second : 1;
     std::string combine = kind == "max" ? "a = a > x ? a : x;" : "a += x;";
     std::string red = kind == "max" ? "max" : "+";
+    if (dyn && !rows)
+      return failure("a full reduction over the dynamic token dimension is not supported");
     body << (outN >= 4 ? "#pragma omp parallel for\n" : "")
-         << "  for (int64_t r = 0; r < " << outN << "; ++r) {\n"
+         << "  for (int64_t r = 0; r < " << rowsExpr(outN, dyn) << "; ++r) {\n"
          << "    " << acc << " a = " << init << ";\n"
          << "    const " << T << " *x0 = p1 + r * " << n << ";\n"
          << "#pragma omp simd reduction(" << red << " : a)\n"
@@ -448,7 +458,7 @@ llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<in
          << "  for (int64_t c0 = 0; c0 < " << C << "; c0 += 256) {\n"
          << "    const int64_t c1 = c0 + 256 < " << C << " ? c0 + 256 : " << C << ";\n"
          << "    " << acc << " a[256] = {0};\n"
-         << "    for (int64_t r = 0; r < " << R << "; ++r) {\n"
+         << "    for (int64_t r = 0; r < " << rowsExpr(R, dyn) << "; ++r) {\n"
          << "      const " << T << " *x = p1 + r * " << C << ";\n"
          << "#pragma omp simd\n"
          << "      for (int64_t c = c0; c < c1; ++c) a[c - c0] += x[c];\n    }\n"
@@ -457,6 +467,8 @@ llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<in
          << "  }\n";
   } else {
     // General axes: one output element per iteration, indices decomposed.
+    if (dyn)
+      return failure("this reduction over the dynamic token dimension is not supported");
     Shape inStrides = rowMajorStrides(in);
     Shape keptDims, keptStrides, redDims, redStrides;
     for (size_t d = 0; d < in.size(); ++d) {
@@ -496,9 +508,14 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
   std::string T = cType(el);
   std::ostringstream b;
   std::vector<int> bufs;
+  // Row counts as C expressions: dynamic token rows come from ctx->rows.
   auto rowsOf = [&](Value v) {
     Shape s = shapeOf(v);
-    return std::make_pair(product(s) / s.back(), s.back());
+    return std::make_pair(rowsExpr(product(s) / s.back(), dynamicRows(v)), s.back());
+  };
+  auto capacityRows = [&](Value v) {
+    Shape s = shapeOf(v);
+    return product(s) / s.back();
   };
   auto bindOut = [&](Value v) {
     int id = arenaFor(v);
@@ -574,7 +591,7 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     std::string eps =
         literal(lg.getEpsilon().convertToDouble(), Float64Type::get(op->getContext()));
     b << args({{el, true}, {el, true}, {el, true}, {el, false}, {el, false}, {el, false}})
-      << "  std::vector<double> stats(2 * " << rows << ");\n"
+      << "  std::vector<double> stats(2 * " << capacityRows(x) << ");\n"
       << "#pragma omp parallel for\n"
       << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
       << "    const " << T << " *g = p3 + r * " << E << ", *x = p4 + r * " << E << "; " << T

@@ -26,7 +26,7 @@ namespace lowering {
 void FunctionLowering::emitConstant(ConstantOp c, int id) {
   auto dense = cast<DenseElementsAttr>(c.getValue());
   Type el = dense.getElementType();
-  int64_t n = typeOf(c.getResult()).getNumElements();
+  int64_t n = numel(c.getResult());
   std::ostringstream body;
   body << args({{el, true}});
   if (dense.isSplat()) {
@@ -62,7 +62,8 @@ void FunctionLowering::emitCopies(int dstId, Type el, int64_t dstNumel, bool zer
     slots.push_back({el, false});
     bufs.push_back(view.buffer);
     loops += loopNest(view.shape, {{0, dstBases[k], dstStrides}, {slot, view.offset, view.strides}},
-                      "    p0[o0] = p" + std::to_string(slot) + "[o1];\n", true);
+                      "    p0[o0] = p" + std::to_string(slot) + "[o1];\n", true,
+                      dynamicRows(sources[k]));
   }
   std::string body = args(slots);
   if (zeroFirst)
@@ -85,12 +86,23 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
     return st;
   };
   Shape ls = batchStrides(l), rs = batchStrides(r);
+  // A dynamic token dimension can only be a rank-2 operand's rows: it makes M
+  // (result rows) or K (contraction over tokens), written "T" in the plan.
+  bool dynM = dynamicRows(op.getResult()), dynK = false;
+  if (dynamicRows(op.getLhs()) || dynamicRows(op.getRhs())) {
+    if (typeOf(op.getLhs()).getRank() != 2 || typeOf(op.getRhs()).getRank() != 2)
+      return failure("a batched matmul over the dynamic token dimension is not supported");
+    dynK = (tA && dynamicRows(op.getLhs())) || (!tB && dynamicRows(op.getRhs()));
+    if ((dynamicRows(op.getRhs()) && tB) || (dynamicRows(op.getLhs()) && !tA && !dynM))
+      return failure("unsupported placement of the dynamic token dimension in a matmul");
+  }
+  auto extent = [](int64_t v, bool dyn) { return dyn ? std::string("T") : std::to_string(v); };
   int outId = arenaFor(op.getResult());
   valueBuffers[op.getResult()] = outId;
   int lhs = bufferOf(op.getLhs()), rhs = bufferOf(op.getRhs());
   std::ostringstream text;
-  text << "gemm " << tA << " " << tB << " " << M << " " << N << " " << K << " "
-       << batch.size();
+  text << "gemm " << tA << " " << tB << " " << extent(M, dynM) << " " << N << " "
+       << extent(K, dynK) << " " << batch.size();
   for (int64_t d : batch)
     text << " " << d;
   for (int64_t s : ls)
@@ -182,7 +194,8 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
       .Case<AttentionGradOp>([&](auto) { return emitAttention(op, true); })
       .Case<EmbeddingOp>([&](EmbeddingOp e) {
         Shape w = shapeOf(e.getWeight());
-        int64_t rows = typeOf(e.getIndices()).getNumElements(), V = w[0], E = w[1];
+        int64_t V = w[0], E = w[1];
+        std::string rows = rowsExpr(numel(e.getIndices()), dynamicRows(e.getIndices()));
         Type it = typeOf(e.getIndices()).getElementType();
         int id = arenaFor(e.getResult());
         valueBuffers[e.getResult()] = id;
@@ -199,7 +212,8 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
       })
       .Case<EmbeddingGradOp>([&](EmbeddingGradOp e) {
         Shape t = shapeOf(e.getResult());
-        int64_t rows = typeOf(e.getIndices()).getNumElements(), V = t[0], E = t[1];
+        int64_t V = t[0], E = t[1];
+        std::string rows = rowsExpr(numel(e.getIndices()), dynamicRows(e.getIndices()));
         Type it = typeOf(e.getIndices()).getElementType();
         int id = arenaFor(e.getResult());
         valueBuffers[e.getResult()] = id;
@@ -232,10 +246,10 @@ llvm::Error FunctionLowering::run() {
     Type el = typeOf(arg).getElementType();
     if (auto p = fn.getArgAttrOfType<StringAttr>(i, "mlc.param"))
       valueBuffers[arg] =
-          newBuffer({Buffer::Param, el, typeOf(arg).getNumElements(), p.str()});
+          newBuffer({Buffer::Param, el, numel(arg), p.str()});
     else if (auto in = fn.getArgAttrOfType<StringAttr>(i, "mlc.input"))
       valueBuffers[arg] =
-          newBuffer({Buffer::Input, el, typeOf(arg).getNumElements(), in.str()});
+          newBuffer({Buffer::Input, el, numel(arg), in.str()});
     else
       return failure("argument #" + llvm::Twine(i) + " of @" + fn.getSymName() +
                      " is neither an mlc.param nor an mlc.input");
@@ -272,8 +286,8 @@ llvm::Error FunctionLowering::run() {
         continue;
       }
       int dst = newBuffer({Buffer::Grad, typeOf(v).getElementType(),
-                           typeOf(v).getNumElements(), g.str()});
-      emitCopies(dst, typeOf(v).getElementType(), typeOf(v).getNumElements(), false, {v},
+                           numel(v), g.str()});
+      emitCopies(dst, typeOf(v).getElementType(), numel(v), false, {v},
                  {0}, rowMajorStrides(shapeOf(v)));
       gradReadyStep[g.str()] = steps.size() - 1;
       continue;
@@ -281,7 +295,8 @@ llvm::Error FunctionLowering::run() {
     std::string name = "result" + std::to_string(i);
     if (auto o = fn.getResultAttrOfType<StringAttr>(i, "mlc.output"))
       name = o.str();
-    outputs.push_back({name, bufferOf(v), shapeText(shapeOf(v))});
+    auto shape = typeOf(v).getShape(); // "?" marks the token dimension
+    outputs.push_back({name, bufferOf(v), shapeText(Shape(shape.begin(), shape.end()))});
   }
 
   // Liveness over steps; outputs stay live to the end.
@@ -367,6 +382,34 @@ llvm::Expected<LoweredPackage> lowerModule(ModuleOp module) {
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward)
     return failure("the module has no @forward function");
+  // A dynamic dimension is the token count: only leading, sized at run time
+  // up to the capacity the module declares.
+  tokenCapacity() = 0;
+  if (auto cap = module->getAttrOfType<IntegerAttr>("mlc.token_capacity"))
+    tokenCapacity() = cap.getInt();
+  std::string dynamicError;
+  module.walk([&](Operation *op) {
+    for (Value v : op->getResults()) {
+      auto t = dyn_cast<RankedTensorType>(v.getType());
+      if (!t)
+        continue;
+      for (int64_t d = 0; d < t.getRank(); ++d)
+        if (t.isDynamicDim(d) && (d != 0 || tokenCapacity() < 2) && dynamicError.empty())
+          dynamicError = "'" + op->getName().getStringRef().str() + "' has a dynamic dimension " +
+                         std::to_string(d) + (d ? " (only the leading token dimension may be" :
+                                                  " but the module declares no mlc.token_capacity (") +
+                         std::string(d ? " dynamic)" : "the most tokens a batch holds)");
+    }
+  });
+  for (BlockArgument arg : forward.getArguments()) {
+    auto t = typeOf(arg);
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (t.isDynamicDim(d) && (d != 0 || tokenCapacity() < 2) && dynamicError.empty())
+        dynamicError = "argument #" + std::to_string(arg.getArgNumber()) +
+                       " has a dynamic dimension the CPU plan cannot size";
+  }
+  if (!dynamicError.empty())
+    return failure(dynamicError);
   auto step = module.lookupSymbol<func::FuncOp>("train_step");
   auto evaluate = module.lookupSymbol<func::FuncOp>("evaluate");
   KernelSet kernels;
@@ -405,10 +448,6 @@ llvm::Expected<LoweredPackage> lowerModule(ModuleOp module) {
       params.push_back({p.str(), t, ready, i});
     } else if (auto in = forward.getArgAttrOfType<StringAttr>(i, "mlc.input")) {
       Shape s(t.getShape().begin(), t.getShape().end());
-      for (int64_t d : s)
-        if (d == kDynamic)
-          return failure("input '" + in.str() + "' has a dynamic shape; the CPU plan "
-                                                  "needs static shapes");
       inputs.push_back("input " + in.str() + " " + dtypeName(t.getElementType()) + " " +
                        shapeText(s));
     }
@@ -417,6 +456,8 @@ llvm::Expected<LoweredPackage> lowerModule(ModuleOp module) {
                    [](const Param &a, const Param &b) { return a.ready < b.ready; });
   std::ostringstream plan;
   plan << "mlc-plan 1\n";
+  if (tokenCapacity())
+    plan << "tokens " << tokenCapacity() << "\n";
   for (const Param &p : params) {
     Shape s(p.type.getShape().begin(), p.type.getShape().end());
     // Weight decay applies to matrices (rank >= 2), never to biases or norms.

@@ -32,9 +32,37 @@ inline llvm::Error failure(const llvm::Twine &msg) {
 }
 
 inline RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+/// Token capacity of the module being lowered: the static extent that stands
+/// for a dynamic leading (token) dimension in buffer sizes and strides. Kernels
+/// iterate over the run's actual token count, ctx->rows, instead.
+inline int64_t &tokenCapacity() {
+  static int64_t capacity = 0;
+  return capacity;
+}
 inline Shape shapeOf(Value v) {
   auto s = typeOf(v).getShape();
-  return Shape(s.begin(), s.end());
+  Shape out(s.begin(), s.end());
+  if (!out.empty() && out[0] == kDynamic)
+    out[0] = tokenCapacity();
+  return out;
+}
+inline int64_t numel(Value v) {
+  int64_t n = 1;
+  for (int64_t d : shapeOf(v))
+    n *= d;
+  return n;
+}
+/// True when v's leading dimension is the dynamic token count.
+inline bool dynamicRows(Value v) {
+  auto t = typeOf(v);
+  return t.getRank() >= 1 && t.isDynamicDim(0);
+}
+/// The C expression of `n` rows (a multiple of the capacity when dynamic).
+inline std::string rowsExpr(int64_t n, bool dynamic) {
+  if (!dynamic)
+    return std::to_string(n);
+  int64_t per = n / tokenCapacity();
+  return per == 1 ? "ctx->rows" : "(ctx->rows * " + std::to_string(per) + ")";
 }
 inline int64_t product(const Shape &s) {
   int64_t n = 1;
@@ -104,7 +132,7 @@ inline std::string shapeText(const Shape &s) {
     return "scalar";
   std::string t;
   for (size_t i = 0; i < s.size(); ++i)
-    t += (i ? "x" : "") + std::to_string(s[i]);
+    t += (i ? "x" : "") + (s[i] == kDynamic ? std::string("?") : std::to_string(s[i]));
   return t;
 }
 
@@ -119,7 +147,7 @@ struct Access {
 /// of access k. Unit dimensions are dropped and dimensions that are
 /// contiguous for every access merge, so most nests are one or two loops.
 std::string loopNest(Shape shape, std::vector<Access> accs, const std::string &body,
-                     bool parallel);
+                     bool parallel, bool dynamic = false);
 
 /// The C expression of a pointwise op over scalar operand expressions `a`;
 /// `index` is the flat element index (dropout's counter). Declarations the
@@ -197,10 +225,10 @@ private:
   int arenaFor(Value v) {
     auto it = gradTargets.find(v);
     if (it != gradTargets.end())
-      return newBuffer({Buffer::Grad, typeOf(v).getElementType(), typeOf(v).getNumElements(),
+      return newBuffer({Buffer::Grad, typeOf(v).getElementType(), numel(v),
                         it->second});
     return newBuffer(
-        {Buffer::Arena, typeOf(v).getElementType(), typeOf(v).getNumElements()});
+        {Buffer::Arena, typeOf(v).getElementType(), numel(v)});
   }
   /// The buffer of an operand, materialized if needed: splat constants are
   /// filled on first use, and a view that is not contiguous is copied once.
@@ -217,7 +245,7 @@ private:
     View view = viewOf(v);
     int id;
     if (view.contiguous()) {
-      id = newBuffer({Buffer::Alias, typeOf(v).getElementType(), typeOf(v).getNumElements()});
+      id = newBuffer({Buffer::Alias, typeOf(v).getElementType(), numel(v)});
       buffers[id].alias = view.buffer;
       buffers[id].offset = view.offset * dtypeBytes(typeOf(v).getElementType());
     } else {
@@ -226,7 +254,7 @@ private:
       addStep(args({{el, true}, {el, false}}) +
                   loopNest(view.shape, {{0, 0, rowMajorStrides(view.shape)},
                                         {1, view.offset, view.strides}},
-                           "    p0[o0] = p1[o1];\n", true),
+                           "    p0[o0] = p1[o1];\n", true, dynamicRows(v)),
               {id, view.buffer});
     }
     valueBuffers[v] = id;
