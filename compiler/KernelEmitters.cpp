@@ -736,11 +736,19 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
     cu = g.getCuSeqlens(), scaleAttr = g.getScaleAttr(), causal = g.getCausal();
     dropout = g.getDropout().convertToDouble(), seed = g.getSeed();
   }
-  if (cu)
-    return failure("variable-length attention (cu_seqlens) is not supported by the CPU "
-                   "kernels yet");
+  // Padded: [B, H, S, D], one (batch, head) per iteration. Variable-length:
+  // [T, H, D] packed tokens, one (sequence, head) per iteration, the sequence
+  // being tokens cu_seqlens[n] .. cu_seqlens[n + 1] (L of them).
+  const bool varlen = bool(cu);
   Shape qs = shapeOf(q), ks = shapeOf(k), vs = shapeOf(v);
-  int64_t B = qs[0], H = qs[1], Sq = qs[2], D = qs[3], Sk = ks[2], Dv = vs[3];
+  int64_t B = 0, H, Sq = 0, D, Sk = 0, Dv;
+  if (varlen) {
+    H = qs[1], D = qs[2], Dv = vs[2];
+    B = shapeOf(cu)[0] - 1; // sequences (trailing empty ones allowed)
+  } else {
+    B = qs[0], H = qs[1], Sq = qs[2], D = qs[3], Sk = ks[2], Dv = vs[3];
+  }
+  const std::string SQ = varlen ? "L" : std::to_string(Sq), SK = varlen ? "L" : std::to_string(Sk);
   double scale = scaleAttr ? scaleAttr.getValueAsDouble() : 1.0 / std::sqrt(double(D));
   Type el = typeOf(q).getElementType();
   std::string T = cType(el);
@@ -783,13 +791,25 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
     bufs.push_back(bufferOf(mask));
     slots.push_back({el, false});
   }
+  int cuSlot = -1;
+  if (varlen) {
+    cuSlot = slots.size();
+    bufs.push_back(bufferOf(cu));
+    slots.push_back({typeOf(cu).getElementType(), false});
+  }
   // Base of head (bb, h) and row stride of tensor k.
   auto headBase = [&](int k) {
     const View &w = tensors[k];
-    return "p" + std::to_string(k) + " + " + std::to_string(w.offset) + " + bb * " +
-           std::to_string(w.strides[0]) + " + h * " + std::to_string(w.strides[1]);
+    std::string base = "p" + std::to_string(k) + " + " + std::to_string(w.offset);
+    if (varlen)
+      return base + " + a * " + std::to_string(w.strides[0]) + " + h * " +
+             std::to_string(w.strides[1]);
+    return base + " + bb * " + std::to_string(w.strides[0]) + " + h * " +
+           std::to_string(w.strides[1]);
   };
-  auto rowStride = [&](int k) { return std::to_string(tensors[k].strides[2]); };
+  auto rowStride = [&](int k) {
+    return std::to_string(tensors[k].strides[varlen ? 0 : 2]);
+  };
   auto p = [](int i) { return "p" + std::to_string(i); };
   auto n = [](int64_t v) { return std::to_string(v); };
   std::string sc = literal(scale, el);
@@ -800,7 +820,7 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   // Probabilities of query row i of head (bb, h) land in s[0, jn).
   std::string scores =
       "      const " + T + " *qi = qh + i * " + rowStride(qi) + ";\n" +
-      "      const int64_t jn = " + (causal ? "i + 1 < " + n(Sk) + " ? i + 1 : " + n(Sk) : n(Sk)) +
+      "      const int64_t jn = " + (causal ? "i + 1 < " + SK + " ? i + 1 : " + SK : SK) +
       ";\n      " + T + " m = -std::numeric_limits<" + T + ">::infinity();\n" +
       "      for (int64_t j = 0; j < jn; ++j) {\n" +
       "        const " + T + " *kj = kh + j * " + rowStride(qi + 1) + ";\n        " + T +
@@ -818,15 +838,21 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
       "      const " + T + " inv = (" + T + ")(1.0 / sum);\n" +
       "      for (int64_t j = 0; j < jn; ++j) s[j] *= inv;\n" +
       // keep(j): the dropout mask of probability (bh, i, j), 1 without dropout.
-      (dropout > 0 ? "      const uint64_t row = (uint64_t)(bh * " + n(Sq) + " + i) * " + n(Sk) +
-                         ";\n"
-                   : "");
+      (dropout > 0
+           ? (varlen ? "      const uint64_t row = ((uint64_t)h * " + n(tokenCapacity()) +
+                           " + a + i) * " + n(tokenCapacity()) + " + a;\n"
+                     : "      const uint64_t row = (uint64_t)(bh * " + n(Sq) + " + i) * " + n(Sk) +
+                           ";\n")
+           : "");
   std::string keep = dropout > 0 ? "(mlc_uniform(key, row + j) >= " + std::to_string(dropout) +
                                        " ? " + literal(1.0 / (1.0 - dropout), el) + " : (" + T +
                                        ")0)"
                                  : "";
   std::string headPtrs =
       "    const int64_t bb = bh / " + n(H) + ", h = bh % " + n(H) + ";\n" +
+      (varlen ? "    const int64_t a = " + p(cuSlot) + "[bb], L = " + p(cuSlot) + "[bb + 1] - a;\n"
+                "    if (L <= 0) continue;\n"
+              : "") +
       "    const " + T + " *qh = " + headBase(qi) + ";\n" +
       "    const " + T + " *kh = " + headBase(qi + 1) + ";\n" +
       "    const " + T + " *vh = " + headBase(qi + 2) + ";\n";
@@ -834,10 +860,10 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
     b << "  const uint64_t key = mlc_key(" << seed << "ull, (uint64_t)ctx->step);\n";
   b << "#pragma omp parallel for\n"
     << "  for (int64_t bh = 0; bh < " << B * H << "; ++bh) {\n"
-    << headPtrs << "    std::vector<" << T << "> s(" << Sk << ");\n";
+    << headPtrs << "    std::vector<" << T << "> s(" << SK << ");\n";
   if (!backward) {
     b << "    " << T << " *oh = " << headBase(0) << ";\n"
-      << "    for (int64_t i = 0; i < " << Sq << "; ++i) {\n"
+      << "    for (int64_t i = 0; i < " << SQ << "; ++i) {\n"
       << scores << "      " << T << " *oi = oh + i * " << rowStride(0) << ";\n"
       << "      for (int64_t c = 0; c < " << Dv << "; ++c) oi[c] = 0;\n"
       << "      for (int64_t j = 0; j < jn; ++j) {\n"
@@ -852,12 +878,12 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
     b << "    " << T << " *dq = " << headBase(0) << ", *dk = " << headBase(1)
       << ", *dv = " << headBase(2) << ";\n"
       << "    const " << T << " *gh = " << headBase(3) << ";\n"
-      << "    std::vector<" << T << "> dp(" << Sk << ");\n"
-      << "    for (int64_t j = 0; j < " << Sk << "; ++j) {\n"
+      << "    std::vector<" << T << "> dp(" << SK << ");\n"
+      << "    for (int64_t j = 0; j < " << SK << "; ++j) {\n"
       << "      for (int64_t c = 0; c < " << D << "; ++c) dk[j * " << rowStride(1) << " + c] = 0;\n"
       << "      for (int64_t c = 0; c < " << Dv << "; ++c) dv[j * " << rowStride(2) << " + c] = 0;\n"
       << "    }\n"
-      << "    for (int64_t i = 0; i < " << Sq << "; ++i) {\n"
+      << "    for (int64_t i = 0; i < " << SQ << "; ++i) {\n"
       << scores << "      const " << T << " *gi = gh + i * " << rowStride(3) << ";\n"
       << "      " << T << " *dqi = dq + i * " << rowStride(0) << ";\n"
       << "      double rowsum = 0;\n"

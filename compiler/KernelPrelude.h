@@ -7,6 +7,7 @@
 //
 // b[i] is the i-th buffer of the launch (outputs first, then inputs, as the
 // plan line lists them). ctx->step is the training step (dropout masks);
+// ctx->rows the batch's token count where the token dimension is dynamic;
 // a kernel that meets bad data (a label or token id out of range) records
 // it in ctx->error[0..3] = {code, row, value, limit} instead of crashing,
 // and the runtime turns it into a message.
@@ -30,6 +31,7 @@ inline const char *kernelPrelude() {
 struct MlcKernelCtx {
   int64_t step;
   int64_t *error; // {code, row, value, limit}; code 0 = no error
+  int64_t rows;   // tokens in this batch, for a dynamic token dimension
 };
 
 enum { MLC_ERR_TOKEN_RANGE = 1, MLC_ERR_LABEL_RANGE = 2 };

@@ -76,6 +76,11 @@ cl::opt<std::string> dtype("dtype", cl::desc("Element type: f32 or f64"),
                            cl::init("f32"), cl::sub(compileCmd), cl::sub(trainCmd),
                            cl::sub(runCmd), cl::cat(category));
 
+cl::opt<bool> varlen("varlen",
+                     cl::desc("BERT: unpadded batches (packed tokens and cu_seqlens; up to "
+                              "micro-batch sequences and micro-batch x seq-len tokens)"),
+                     cl::sub(compileCmd), cl::sub(trainCmd), cl::sub(runCmd),
+                     cl::cat(category));
 cl::opt<bool> fuse("fuse",
                    cl::desc("Fuse pointwise chains into single kernels (--fuse=false or "
                             "--no-fuse turns it off)"),
@@ -261,6 +266,7 @@ mlc::BuildOptions buildOptions() {
   options.microBatch = microBatch;
   options.seqLen = seqLen;
   options.dtype = dtype;
+  options.varlen = varlen;
   return options;
 }
 

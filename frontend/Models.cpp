@@ -234,8 +234,9 @@ public:
                                b.getI64IntegerAttr(nextSeed++));
   }
   /// Scaled dot-product attention with dropout on the probabilities.
-  Value attention(Value q, Value k, Value v, Value mask, bool causal, double dropout) {
-    return b.create<AttentionOp>(loc, q, k, v, mask, /*cu_seqlens=*/Value(),
+  Value attention(Value q, Value k, Value v, Value mask, bool causal, double dropout,
+                  Value cuSeqlens = Value()) {
+    return b.create<AttentionOp>(loc, q, k, v, mask, cuSeqlens,
                                  causal ? b.getUnitAttr() : UnitAttr(),
                                  /*scale=*/FloatAttr(), b.getF64FloatAttr(dropout),
                                  b.getI64IntegerAttr(dropout > 0 ? nextSeed++ : 0));
@@ -428,6 +429,43 @@ OwningOpRef<ModuleOp> buildBERT(MLIRContext &ctx, const ModelConfig &c,
   Value headLnB = g.param("cls.predictions.transform.LayerNorm.bias", {E});
   Value decoderBias = g.param("cls.predictions.bias", {V});
 
+  if (o.varlen) {
+    // Unpadded: the micro-batch's sequences packed into one token dimension
+    // of T <= B * S tokens (dynamic), their boundaries in cu_seqlens (B + 1
+    // offsets; sequences past the last are empty). Nothing is padded.
+    const int64_t T = ShapedType::kDynamic;
+    g.module->getOperation()->setAttr("mlc.token_capacity", b.getI64IntegerAttr(B * S));
+    Value ids = g.input("input_ids", {T}, i64);
+    Value types = g.input("token_type_ids", {T}, i64);
+    Value positions = g.input("position_ids", {T}, i64);
+    Value labels = g.input("labels", {T}, i64);
+    Value cu = g.input("cu_seqlens", {B + 1}, b.getI32Type());
+    Value x = b.create<AddOp>(loc, b.create<EmbeddingOp>(loc, word, ids),
+                              b.create<EmbeddingOp>(loc, tokenType, types));
+    x = b.create<AddOp>(loc, x, b.create<EmbeddingOp>(loc, position, positions));
+    x = g.dropout(g.layerNorm(x, embLnW, embLnB, eps), hiddenDrop);
+    for (const Layer &l : layers) {
+      Value q = g.reshape(g.dense(x, l.qW, l.qB, true), {T, H, D});
+      Value k = g.reshape(g.dense(x, l.kW, l.kB, true), {T, H, D});
+      Value v = g.reshape(g.dense(x, l.vW, l.vB, true), {T, H, D});
+      Value a = g.attention(q, k, v, Value(), /*causal=*/false,
+                            c.getFloat("attention_probs_dropout_prob"), cu);
+      a = g.reshape(a, {T, E});
+      a = g.dropout(g.dense(a, l.oW, l.oB, true), hiddenDrop);
+      x = g.layerNorm(b.create<AddOp>(loc, a, x), l.ln1W, l.ln1B, eps);
+      Value h = b.create<GeluOp>(loc, g.dense(x, l.iW, l.iB, true),
+                                 GeluApproximation::none);
+      h = g.dropout(g.dense(h, l.outW, l.outB, true), hiddenDrop);
+      x = g.layerNorm(b.create<AddOp>(loc, h, x), l.ln2W, l.ln2B, eps);
+    }
+    Value t = b.create<GeluOp>(loc, g.dense(x, headW, headB, true),
+                               GeluApproximation::none);
+    t = g.layerNorm(t, headLnW, headLnB, eps);
+    Value logits = g.dense(t, word, decoderBias, /*linear=*/true);
+    g.finish({{"loss", crossEntropy(g, logits, labels)}, {"logits", logits}});
+    return std::move(g.module);
+  }
+
   Value ids = g.input("input_ids", {B, S}, i64);
   Value types = g.input("token_type_ids", {B, S}, i64);
   Value attentionMask = g.input("attention_mask", {B, S}, i64);
@@ -489,6 +527,9 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildModel(MLIRContext &ctx,
     dtype = Float64Type::get(&ctx);
   else
     return error("unsupported dtype '" + options.dtype + "' (expected f32 or f64)");
+  if (options.varlen && config.family != "bert")
+    return error("--varlen packs BERT's variable-length sequences; GPT-2 trains on full "
+                 "samples");
   if (options.microBatch < 1)
     return error("micro-batch must be >= 1");
   const char *positions =

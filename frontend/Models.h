@@ -42,6 +42,10 @@ struct BuildOptions {
   int64_t seqLen = 128;
   /// "f32" or "f64".
   std::string dtype = "f32";
+  /// BERT only: unpadded batches, the micro-batch's sequences packed into one
+  /// dynamic token dimension (at most micro-batch x seq-len tokens) with
+  /// their boundaries in cu_seqlens.
+  bool varlen = false;
 };
 
 /// Builds `func.func @forward(params..., inputs...) -> (loss, logits)`.

@@ -19,6 +19,7 @@ namespace {
 struct KernelCtx {
   int64_t step;
   int64_t *error;
+  int64_t rows;
 };
 
 std::string cacheDir() {
@@ -155,9 +156,19 @@ void CpuBackend::setInput(const std::string &name, const HostTensor &t) {
       info = &in;
   if (!info)
     fail("the model has no input named '" + name + "'");
-  if (t.shape != info->shape)
+  if (info->dynamic()) {
+    std::vector<int64_t> inner(info->shape.begin() + 1, info->shape.end());
+    if (t.shape.empty() || std::vector<int64_t>(t.shape.begin() + 1, t.shape.end()) != inner ||
+        t.shape[0] > pkg.tokenCapacity || t.shape[0] < 1)
+      fail("input '" + name + "' has shape " + shapeString(t.shape) + "; the package takes [T" +
+           (inner.empty() ? "" : ", ") + shapeString(inner).substr(1) +
+           " with 1 <= T <= " + std::to_string(pkg.tokenCapacity) + " tokens");
+    inputRows_[name] = t.shape[0];
+    rows_ = t.shape[0];
+  } else if (t.shape != info->shape) {
     fail("input '" + name + "' has shape " + shapeString(t.shape) + " but the package was " +
          "compiled for " + shapeString(info->shape));
+  }
   char *dst = inputs_[name].data();
   int64_t n = t.numel();
   if (t.dtype == info->dtype) {
@@ -179,11 +190,16 @@ void CpuBackend::setInput(const std::string &name, const HostTensor &t) {
   }
 }
 
-static void gemm(const StepDecl &s, char *out, const char *lhs, const char *rhs,
-                 int64_t elementSize) {
+static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs,
+                 int64_t elementSize, int64_t rows) {
+  if (s.m < 0)
+    s.m = rows;
+  if (s.k < 0)
+    s.k = rows;
   int64_t batches = 1;
   for (int64_t d : s.batch)
     batches *= d;
+  // Leading dimensions follow the stored (row-major) shapes.
   const int lda = s.transA ? s.m : s.k, ldb = s.transB ? s.k : s.n;
   const auto ta = s.transA ? CblasTrans : CblasNoTrans;
   const auto tb = s.transB ? CblasTrans : CblasNoTrans;
@@ -212,8 +228,12 @@ static void gemm(const StepDecl &s, char *out, const char *lhs, const char *rhs,
 void CpuBackend::run(const std::string &function, int64_t step) {
   const FunctionPlan &fn = pkg.function(function);
   Bound &b = bound_.at(function);
+  for (auto &[input, rows] : inputRows_)
+    if (rows != rows_)
+      fail("the dynamic token dimension differs between inputs: '" + input + "' has " +
+           std::to_string(rows) + " tokens, another input " + std::to_string(rows_));
   int64_t error[4] = {0, 0, 0, 0};
-  KernelCtx ctx{step, error};
+  KernelCtx ctx{step, error, rows_};
   using Clock = std::chrono::steady_clock;
   for (size_t i = 0; i < fn.steps.size(); ++i) {
     Clock::time_point t0;
@@ -222,7 +242,7 @@ void CpuBackend::run(const std::string &function, int64_t step) {
     if (b.calls[i])
       b.calls[i](b.args[i].data(), &ctx);
     else
-      gemm(fn.steps[i], b.args[i][0], b.args[i][1], b.args[i][2], elementSize_);
+      gemm(fn.steps[i], b.args[i][0], b.args[i][1], b.args[i][2], elementSize_, rows_);
     if (profile) {
       double dt = std::chrono::duration<double>(Clock::now() - t0).count();
       (b.calls[i] ? kernelSeconds : gemmSeconds) += dt;
@@ -251,6 +271,8 @@ HostTensor CpuBackend::output(const std::string &function, const std::string &na
     if (decl.kind != BufferDecl::Arena)
       fail("output '" + name + "' is not an arena buffer");
     t.shape = out.shape;
+    if (!t.shape.empty() && t.shape[0] < 0)
+      t.shape[0] = rows_; // the batch's tokens
     int64_t numel = t.numel();
     const char *src = bound_.at(function).pointers[id];
     t.data.assign(src, src + numel * dtypeSize(t.dtype));

@@ -34,7 +34,8 @@ public:
   int64_t elementSize() const { return elementSize_; }
 
   /// Copies a batch tensor into the named input (converting integer dtypes);
-  /// the shape must match the compiled one.
+  /// the shape must match the compiled one, except that a dynamic token
+  /// dimension takes any size up to the package's capacity.
   void setInput(const std::string &name, const HostTensor &t);
   /// Runs every step of a function. `step` keys the dropout masks.
   void run(const std::string &function, int64_t step);
@@ -49,6 +50,8 @@ public:
 
 private:
   char *resolve(const FunctionPlan &fn, int id);
+  int64_t rows_ = 0; // tokens of the current batch (dynamic token dimension)
+  std::map<std::string, int64_t> inputRows_;
 
   const Package &pkg;
   int64_t elementSize_;

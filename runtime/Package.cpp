@@ -17,14 +17,14 @@ std::vector<int64_t> parseShape(const std::string &text) {
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, 'x'))
-    shape.push_back(std::stoll(item));
+    shape.push_back(item == "?" ? -1 : std::stoll(item));
   return shape;
 }
 
-static int64_t product(const std::vector<int64_t> &s) {
+static int64_t product(const std::vector<int64_t> &s, int64_t capacity = 0) {
   int64_t n = 1;
   for (int64_t d : s)
-    n *= d;
+    n *= d < 0 ? capacity : d;
   return n;
 }
 
@@ -84,6 +84,9 @@ Package Package::load(const std::string &dir) {
       int v = 0;
       if (word != "mlc-plan" || !(ls >> v) || v != kPackageVersion)
         bad("expected 'mlc-plan " + std::to_string(kPackageVersion) + "'");
+    } else if (word == "tokens") {
+      if (!(ls >> pkg.tokenCapacity) || pkg.tokenCapacity < 1)
+        bad("malformed tokens line");
     } else if (word == "param") {
       ParamInfo p;
       std::string shape;
@@ -103,7 +106,9 @@ Package Package::load(const std::string &dir) {
       if (!(ls >> i.name >> i.dtype >> shape))
         bad("malformed input line");
       i.shape = parseShape(shape);
-      i.numel = product(i.shape);
+      if (i.dynamic() && pkg.tokenCapacity < 1)
+        bad("input " + i.name + " has a dynamic dimension but the plan declares no tokens");
+      i.numel = product(i.shape, pkg.tokenCapacity);
       pkg.inputs.push_back(i);
     } else if (word == "func") {
       FunctionPlan f;
@@ -149,8 +154,11 @@ Package Package::load(const std::string &dir) {
       StepDecl s;
       s.kind = StepDecl::Gemm;
       int nb;
-      if (!(ls >> s.transA >> s.transB >> s.m >> s.n >> s.k >> nb))
+      std::string m, k;
+      if (!(ls >> s.transA >> s.transB >> m >> s.n >> k >> nb))
         bad("malformed gemm line");
+      s.m = m == "T" ? -1 : std::stoll(m); // -1: the batch's token count
+      s.k = k == "T" ? -1 : std::stoll(k);
       s.batch.resize(nb);
       s.lhsStrides.resize(nb);
       s.rhsStrides.resize(nb);

@@ -10,6 +10,8 @@
 // plan.txt, one directive per line:
 //
 //   mlc-plan 1
+//   tokens CAPACITY                      optional: most tokens of a batch whose
+//                                        token dimension ("?" in shapes) is dynamic
 //   param NAME DTYPE SHAPE DECAY INIT    flat parameter order; DECAY is 0/1,
 //                                        INIT normal:STD | zeros | ones
 //   input NAME DTYPE SHAPE
@@ -21,7 +23,8 @@
 //   output NAME %ID SHAPE
 //   end
 //
-// SHAPE is "2x8x128" or "scalar".
+// SHAPE is "2x8x128", "?x768" (dynamic token dimension) or "scalar"; in a
+// gemm, M or K is "T" when it is the token count.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,8 +51,9 @@ struct ParamInfo {
 
 struct InputInfo {
   std::string name, dtype;
-  std::vector<int64_t> shape;
-  int64_t numel = 0;
+  std::vector<int64_t> shape; // -1: the dynamic token dimension
+  int64_t numel = 0;          // at the token capacity
+  bool dynamic() const { return !shape.empty() && shape[0] < 0; }
 };
 
 struct BufferDecl {
@@ -90,6 +94,7 @@ struct Package {
   std::map<std::string, FunctionPlan> functions;
   std::string kernelsSource;
   int64_t paramCount = 0;
+  int64_t tokenCapacity = 0; // > 0 when inputs have a dynamic token dimension
 
   /// Reads and checks a package directory; errors name the file and line.
   static Package load(const std::string &dir);

@@ -256,7 +256,23 @@ static BatchFn batchesFromIndexed(const Package &pkg, const TrainOptions &o, int
 /// labels [batch, seq]) from a WordPiece-tokenized indexed dataset.
 static BatchFn batchesForBert(const Package &pkg, const TrainOptions &o, int part) {
   int64_t B = 0, S = 0;
+  bool varlen = false;
+  for (const InputInfo &in : pkg.inputs)
+    varlen |= in.name == "cu_seqlens";
   for (const InputInfo &in : pkg.inputs) {
+    if (varlen) {
+      // Packed: at most B sequences (cu_seqlens has B + 1 entries) and the
+      // token capacity B * S.
+      if (in.name == "cu_seqlens") {
+        B = in.shape[0] - 1;
+        S = pkg.tokenCapacity / B;
+      } else if (in.name != "input_ids" && in.name != "token_type_ids" &&
+                 in.name != "position_ids" && in.name != "labels") {
+        fail("unpadded BERT data feeds input_ids, token_type_ids, position_ids, labels and "
+             "cu_seqlens; the model also needs '" + in.name + "'");
+      }
+      continue;
+    }
     if (in.name != "input_ids" && in.name != "token_type_ids" &&
         in.name != "attention_mask" && in.name != "labels")
       fail("BERT data feeds input_ids, token_type_ids, attention_mask and labels; the model "
@@ -277,12 +293,45 @@ static BatchFn batchesForBert(const Package &pkg, const TrainOptions &o, int par
   // The four inputs of a step come from the same samples: build them once.
   auto cache = std::make_shared<std::pair<int64_t, std::vector<BertSample>>>();
   cache->first = -1;
-  return [samples, cache, B, S](const InputInfo &in, int64_t t) {
+  return [samples, cache, B, S, varlen](const InputInfo &in, int64_t t) {
     if (cache->first != t) {
       cache->second.clear();
       for (int64_t b = 0; b < B; ++b)
         cache->second.push_back(samples->sample(t * B + b));
       cache->first = t;
+    }
+    if (varlen) {
+      // Only the real tokens of each sample, back to back.
+      HostTensor out;
+      out.dtype = in.name == "cu_seqlens" ? "i32" : "i64";
+      std::vector<int64_t> values;
+      int64_t offset = 0;
+      if (in.name == "cu_seqlens")
+        values.push_back(0);
+      for (const BertSample &s : cache->second) {
+        for (int64_t i = 0; i < s.length; ++i) {
+          if (in.name == "input_ids")
+            values.push_back(s.inputIds[i]);
+          else if (in.name == "token_type_ids")
+            values.push_back(s.tokenTypeIds[i]);
+          else if (in.name == "position_ids")
+            values.push_back(i);
+          else if (in.name == "labels")
+            values.push_back(s.labels[i]);
+        }
+        offset += s.length;
+        if (in.name == "cu_seqlens")
+          values.push_back(offset);
+      }
+      out.shape = {int64_t(values.size())};
+      out.data.resize(values.size() * dtypeSize(out.dtype));
+      for (size_t i = 0; i < values.size(); ++i) {
+        if (out.dtype == "i32")
+          reinterpret_cast<int32_t *>(out.data.data())[i] = int32_t(values[i]);
+        else
+          reinterpret_cast<int64_t *>(out.data.data())[i] = values[i];
+      }
+      return out;
     }
     HostTensor out;
     out.dtype = "i64";
@@ -303,7 +352,7 @@ static BatchFn batchesForBert(const Package &pkg, const TrainOptions &o, int par
 
 static bool isBert(const Package &pkg) {
   for (const InputInfo &in : pkg.inputs)
-    if (in.name == "attention_mask")
+    if (in.name == "token_type_ids")
       return true;
   return false;
 }
@@ -398,8 +447,12 @@ std::vector<double> train(CpuBackend &backend, const TrainOptions &o) {
   std::vector<double> losses;
   for (int64_t t = 1; t <= o.steps; ++t) {
     auto start = std::chrono::steady_clock::now();
-    for (const InputInfo &in : pkg.inputs)
-      backend.setInput(in.name, batch(in, t - 1));
+    for (const InputInfo &in : pkg.inputs) {
+      HostTensor tensor = batch(in, t - 1);
+      if (in.name == "input_ids")
+        tokensPerStep = tensor.numel(); // unpadded batches vary
+      backend.setInput(in.name, tensor);
+    }
     backend.run("train_step", t);
     double loss = backend.output("train_step", "loss").getDouble(0);
     double norm = gradientNorm(backend);

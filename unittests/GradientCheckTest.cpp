@@ -51,6 +51,8 @@ struct Inputs {
   int64_t intHi = 4;
   /// Fixed integer inputs by name (labels with ignore_index, masks).
   std::map<std::string, std::vector<int64_t>> fixed;
+  /// Tokens of a dynamic token dimension (below the package's capacity).
+  int64_t rows = 0;
 };
 
 /// Checks every parameter's analytic gradient against central differences
@@ -69,8 +71,10 @@ double gradientCheck(const std::string &dir, const Inputs &spec, int samples = 1
     rt::HostTensor t;
     t.dtype = in.dtype;
     t.shape = in.shape;
-    t.data.resize(in.numel * rt::dtypeSize(in.dtype));
-    for (int64_t i = 0; i < in.numel; ++i) {
+    if (in.dynamic())
+      t.shape[0] = spec.rows;
+    t.data.resize(t.numel() * rt::dtypeSize(in.dtype));
+    for (int64_t i = 0; i < t.numel(); ++i) {
       if (in.dtype == "f64") {
         reinterpret_cast<double *>(t.data.data())[i] = uni(rng);
       } else {
@@ -259,14 +263,16 @@ TEST(GradientCheck, Attention) {
 }
 
 /// Whole models: every parameter of a tiny GPT-2 and BERT, dropout on.
-void checkModel(const std::string &family, const std::string &spec, Inputs inputs) {
+void checkModel(const std::string &family, const std::string &spec, Inputs inputs,
+                bool varlen = false, int64_t microBatch = 2) {
   mlir::MLIRContext ctx;
   auto config = parseModelConfig(family, spec);
   ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
   BuildOptions options;
-  options.microBatch = 2;
+  options.microBatch = microBatch;
   options.seqLen = 6;
   options.dtype = "f64";
+  options.varlen = varlen;
   auto module = buildModel(ctx, *config, options);
   ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
   std::string dir = compile(*module);
@@ -303,4 +309,23 @@ TEST(GradientCheck, TinyBERT) {
              "num_hidden_layers=2,num_attention_heads=2,intermediate_size=12,"
              "hidden_dropout_prob=0.1,attention_probs_dropout_prob=0.2",
              in);
+}
+
+/// Unpadded BERT: 11 tokens in a capacity of 18 (3 sequences of up to 6; the
+/// last one empty), so every kernel must stop at the batch's token count.
+TEST(GradientCheck, TinyBERTVarlen) {
+  Inputs in;
+  in.lo = -0.5;
+  in.hi = 0.5;
+  in.intHi = 2;
+  in.rows = 11;
+  in.fixed["input_ids"] = {3, 7, 1, 12, 5, 9, 2, 4, 15, 0, 6};
+  in.fixed["position_ids"] = {0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 5};
+  in.fixed["cu_seqlens"] = {0, 5, 11, 11};
+  in.fixed["labels"] = {-100, 7, -100, 12, -100, 9, 2, -100, 15, -100, 6};
+  checkModel("bert",
+             "tiny,vocab_size=16,max_position_embeddings=8,hidden_size=8,"
+             "num_hidden_layers=2,num_attention_heads=2,intermediate_size=12,"
+             "hidden_dropout_prob=0.1,attention_probs_dropout_prob=0.2",
+             in, /*varlen=*/true, /*microBatch=*/3);
 }
