@@ -429,72 +429,51 @@ OwningOpRef<ModuleOp> buildBERT(MLIRContext &ctx, const ModelConfig &c,
   Value headLnB = g.param("cls.predictions.transform.LayerNorm.bias", {E});
   Value decoderBias = g.param("cls.predictions.bias", {V});
 
-  if (o.varlen) {
-    // Unpadded: the micro-batch's sequences packed into one token dimension
-    // of T <= B * S tokens (dynamic), their boundaries in cu_seqlens (B + 1
-    // offsets; sequences past the last are empty). Nothing is padded.
-    const int64_t T = ShapedType::kDynamic;
+  // Padded batches are [B, S] with an additive attention mask; unpadded
+  // (varlen) ones pack the micro-batch's sequences into one dynamic token
+  // dimension of T <= B * S tokens with their boundaries in cu_seqlens (B + 1
+  // offsets; sequences past the last are empty), so nothing is padded.
+  const bool varlen = o.varlen;
+  const int64_t tokens = ShapedType::kDynamic;
+  Value ids, types, positions, labels, cu, additive;
+  if (varlen) {
     g.module->getOperation()->setAttr("mlc.token_capacity", b.getI64IntegerAttr(B * S));
-    Value ids = g.input("input_ids", {T}, i64);
-    Value types = g.input("token_type_ids", {T}, i64);
-    Value positions = g.input("position_ids", {T}, i64);
-    Value labels = g.input("labels", {T}, i64);
-    Value cu = g.input("cu_seqlens", {B + 1}, b.getI32Type());
-    Value x = b.create<AddOp>(loc, b.create<EmbeddingOp>(loc, word, ids),
-                              b.create<EmbeddingOp>(loc, tokenType, types));
-    x = b.create<AddOp>(loc, x, b.create<EmbeddingOp>(loc, position, positions));
-    x = g.dropout(g.layerNorm(x, embLnW, embLnB, eps), hiddenDrop);
-    for (const Layer &l : layers) {
-      Value q = g.reshape(g.dense(x, l.qW, l.qB, true), {T, H, D});
-      Value k = g.reshape(g.dense(x, l.kW, l.kB, true), {T, H, D});
-      Value v = g.reshape(g.dense(x, l.vW, l.vB, true), {T, H, D});
-      Value a = g.attention(q, k, v, Value(), /*causal=*/false,
-                            c.getFloat("attention_probs_dropout_prob"), cu);
-      a = g.reshape(a, {T, E});
-      a = g.dropout(g.dense(a, l.oW, l.oB, true), hiddenDrop);
-      x = g.layerNorm(b.create<AddOp>(loc, a, x), l.ln1W, l.ln1B, eps);
-      Value h = b.create<GeluOp>(loc, g.dense(x, l.iW, l.iB, true),
-                                 GeluApproximation::none);
-      h = g.dropout(g.dense(h, l.outW, l.outB, true), hiddenDrop);
-      x = g.layerNorm(b.create<AddOp>(loc, h, x), l.ln2W, l.ln2B, eps);
-    }
-    Value t = b.create<GeluOp>(loc, g.dense(x, headW, headB, true),
-                               GeluApproximation::none);
-    t = g.layerNorm(t, headLnW, headLnB, eps);
-    Value logits = g.dense(t, word, decoderBias, /*linear=*/true);
-    g.finish({{"loss", crossEntropy(g, logits, labels)}, {"logits", logits}});
-    return std::move(g.module);
+    ids = g.input("input_ids", {tokens}, i64);
+    types = g.input("token_type_ids", {tokens}, i64);
+    positions = g.input("position_ids", {tokens}, i64);
+    labels = g.input("labels", {tokens}, i64);
+    cu = g.input("cu_seqlens", {B + 1}, b.getI32Type());
+  } else {
+    ids = g.input("input_ids", {B, S}, i64);
+    types = g.input("token_type_ids", {B, S}, i64);
+    Value attentionMask = g.input("attention_mask", {B, S}, i64);
+    labels = g.input("labels", {B, S}, i64);
+    positions = b.create<IotaOp>(loc, RankedTensorType::get({S}, i64), b.getI64IntegerAttr(0));
+    // Additive mask as transformers builds it: (1 - mask) * lowest, [B, 1, 1, S].
+    Value maskF = b.create<CastOp>(loc, RankedTensorType::get({B, S}, dtype), attentionMask);
+    Value inverted = b.create<SubOp>(loc, g.constant(1.0), maskF);
+    double lowest = dtype.isF64() ? std::numeric_limits<double>::lowest()
+                                  : double(std::numeric_limits<float>::lowest());
+    additive = g.reshape(b.create<MulOp>(loc, inverted, g.constant(lowest)), {B, 1, 1, S});
   }
+  auto heads = [&](Value y) {
+    return varlen ? g.reshape(y, {tokens, H, D}) : g.splitHeads(y, B, S, H, D);
+  };
+  auto merge = [&](Value a) {
+    return varlen ? g.reshape(a, {tokens, E}) : g.mergeHeads(a, B, S, E);
+  };
 
-  Value ids = g.input("input_ids", {B, S}, i64);
-  Value types = g.input("token_type_ids", {B, S}, i64);
-  Value attentionMask = g.input("attention_mask", {B, S}, i64);
-  Value labels = g.input("labels", {B, S}, i64);
-
-  Value pos = b.create<IotaOp>(loc, RankedTensorType::get({S}, i64),
-                               b.getI64IntegerAttr(0));
   Value x = b.create<AddOp>(loc, b.create<EmbeddingOp>(loc, word, ids),
                             b.create<EmbeddingOp>(loc, tokenType, types));
-  x = b.create<AddOp>(loc, x, b.create<EmbeddingOp>(loc, position, pos));
+  x = b.create<AddOp>(loc, x, b.create<EmbeddingOp>(loc, position, positions));
   x = g.dropout(g.layerNorm(x, embLnW, embLnB, eps), hiddenDrop);
-
-  // Additive mask as transformers builds it: (1 - mask) * lowest, [B, 1, 1, S].
-  Value maskF = b.create<CastOp>(loc, RankedTensorType::get({B, S}, dtype),
-                                 attentionMask);
-  Value inverted = b.create<SubOp>(loc, g.constant(1.0), maskF);
-  double lowest = dtype.isF64() ? std::numeric_limits<double>::lowest()
-                                : double(std::numeric_limits<float>::lowest());
-  Value additive = b.create<MulOp>(loc, inverted, g.constant(lowest));
-  additive = g.reshape(additive, {B, 1, 1, S});
-
   for (const Layer &l : layers) {
-    Value q = g.splitHeads(g.dense(x, l.qW, l.qB, true), B, S, H, D);
-    Value k = g.splitHeads(g.dense(x, l.kW, l.kB, true), B, S, H, D);
-    Value v = g.splitHeads(g.dense(x, l.vW, l.vB, true), B, S, H, D);
+    Value q = heads(g.dense(x, l.qW, l.qB, true));
+    Value k = heads(g.dense(x, l.kW, l.kB, true));
+    Value v = heads(g.dense(x, l.vW, l.vB, true));
     Value a = g.attention(q, k, v, additive, /*causal=*/false,
-                          c.getFloat("attention_probs_dropout_prob"));
-    a = g.mergeHeads(a, B, S, E);
-    a = g.dropout(g.dense(a, l.oW, l.oB, true), hiddenDrop);
+                          c.getFloat("attention_probs_dropout_prob"), cu);
+    a = g.dropout(g.dense(merge(a), l.oW, l.oB, true), hiddenDrop);
     x = g.layerNorm(b.create<AddOp>(loc, a, x), l.ln1W, l.ln1B, eps);
     Value h = b.create<GeluOp>(loc, g.dense(x, l.iW, l.iB, true),
                                GeluApproximation::none);
@@ -505,8 +484,9 @@ OwningOpRef<ModuleOp> buildBERT(MLIRContext &ctx, const ModelConfig &c,
                              GeluApproximation::none);
   t = g.layerNorm(t, headLnW, headLnB, eps);
   Value logits = g.dense(t, word, decoderBias, /*linear=*/true);
-  Value loss = crossEntropy(g, g.reshape(logits, {B * S, V}),
-                            g.reshape(labels, {B * S}));
+  Value loss = varlen ? crossEntropy(g, logits, labels)
+                      : crossEntropy(g, g.reshape(logits, {B * S, V}),
+                                     g.reshape(labels, {B * S}));
   g.finish({{"loss", loss}, {"logits", logits}});
   return std::move(g.module);
 }
