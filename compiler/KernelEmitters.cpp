@@ -162,6 +162,26 @@ llvm::Error FunctionLowering::emitPointwise(Operation *op) {
   return llvm::Error::success();
 }
 
+/// The arguments of a fusion kernel over `iter`: its results (contiguous,
+/// written in the arena), then its inputs read through their views. Access k
+/// belongs to argument k.
+FunctionLowering::KernelArgs FunctionLowering::bindFusion(FusionOp fusion, const Shape &iter) {
+  KernelArgs a;
+  for (Value r : fusion.getResults()) {
+    int id = arenaFor(r);
+    valueBuffers[r] = id;
+    a.accs.push_back({int(a.slots.size()), 0, rowMajorStrides(iter)});
+    a.slots.push_back({typeOf(r).getElementType(), true});
+    a.bufs.push_back(id);
+  }
+  for (Value in : fusion.getInputs()) {
+    int slot = a.slots.size();
+    a.slots.push_back({typeOf(in).getElementType(), false});
+    a.accs.push_back(readAccess(slot, in, iter, a.bufs));
+  }
+  return a;
+}
+
 /// A pointwise fusion: one loop nest over the iteration shape; each input is
 /// loaded once per element (broadcast by strides), every op becomes a scalar
 /// temporary, and only the yielded values are stored.
@@ -178,31 +198,20 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
     if (auto r = dyn_cast<ReduceSumOp>(op))
       columns = r;
   Shape iter = columns ? shapeOf(columns.getInput()) : shapeOf(fusion.getResult(0));
-  std::vector<std::pair<Type, bool>> slots;
-  std::vector<int> bufs;
-  std::vector<Access> accs;
+  auto [slots, bufs, accs] = bindFusion(fusion, iter);
   int reduceSlot = -1;
-  for (auto [i, r] : llvm::enumerate(fusion.getResults())) {
-    int id = arenaFor(r);
-    valueBuffers[r] = id;
-    slots.push_back({typeOf(r).getElementType(), true});
-    bufs.push_back(id);
-    if (columns && yield.getValues()[i] == columns.getResult()) {
+  for (auto [i, v] : llvm::enumerate(yield.getValues()))
+    if (columns && v == columns.getResult()) {
       reduceSlot = i;
-      accs.push_back({int(i), 0, Shape(iter.size(), 0)}); // not indexed per element
-    } else {
-      accs.push_back({int(i), 0, rowMajorStrides(iter)});
+      accs[i].strides.assign(iter.size(), 0); // accumulated, not indexed per element
     }
-  }
   llvm::DenseMap<Value, std::string> scalar;
   std::string body;
-  for (auto [arg, in] : llvm::zip(block.getArguments(), fusion.getInputs())) {
-    int slot = slots.size();
-    slots.push_back({typeOf(in).getElementType(), false});
-    accs.push_back(readAccess(slot, in, iter, bufs));
+  for (auto [k, arg] : llvm::enumerate(block.getArguments())) {
+    int slot = fusion.getNumResults() + k;
     std::string name = "x" + std::to_string(slot);
-    body += "    const " + cType(typeOf(in).getElementType()) + " " + name + " = p" +
-            std::to_string(slot) + "[o" + std::to_string(accs.size() - 1) + "];\n";
+    body += "    const " + cType(typeOf(arg).getElementType()) + " " + name + " = p" +
+            std::to_string(slot) + "[o" + std::to_string(slot) + "];\n";
     scalar[arg] = name;
   }
   std::string prologue;
@@ -301,27 +310,15 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
   Shape iter = shapeOf(norm.getInput());
   Shape rowDims(iter.begin(), iter.end() - 1);
   const int64_t E = iter.back(), R = product(rowDims);
-  std::vector<std::pair<Type, bool>> slots;
-  std::vector<int> bufs;
-  std::vector<Access> accs;
+  auto [slots, bufs, accs] = bindFusion(fusion, iter);
   int normSlot = -1;
-  for (auto [i, r] : llvm::enumerate(fusion.getResults())) {
-    int id = arenaFor(r);
-    valueBuffers[r] = id;
-    slots.push_back({typeOf(r).getElementType(), true});
-    bufs.push_back(id);
-    accs.push_back({int(i), 0, rowMajorStrides(iter)});
-    if (yield.getValues()[i] == norm.getResult())
+  for (auto [i, v] : llvm::enumerate(yield.getValues()))
+    if (v == norm.getResult())
       normSlot = i;
-  }
   llvm::DenseMap<Value, std::string> scalar;
   llvm::DenseMap<Value, int> accessOf; // block argument -> its access
-  for (auto [arg, in] : llvm::zip(block.getArguments(), fusion.getInputs())) {
-    int slot = slots.size();
-    slots.push_back({typeOf(in).getElementType(), false});
-    accs.push_back(readAccess(slot, in, iter, bufs));
-    accessOf[arg] = accs.size() - 1;
-  }
+  for (auto [k, arg] : llvm::enumerate(block.getArguments()))
+    accessOf[arg] = fusion.getNumResults() + k;
   auto load = [&](Value arg) {
     int k = accessOf.lookup(arg);
     return "p" + std::to_string(accs[k].slot) + "[o" + std::to_string(k) + "]";

@@ -457,6 +457,12 @@ private:
 
   void emitConstant(ConstantOp c, int id);
   llvm::Error emitPointwise(Operation *op);
+  struct KernelArgs {
+    std::vector<std::pair<Type, bool>> slots; // element type, written?
+    std::vector<int> bufs;
+    std::vector<Access> accs;
+  };
+  KernelArgs bindFusion(FusionOp fusion, const Shape &iter);
   llvm::Error emitFusion(FusionOp fusion);
   llvm::Error emitRowFusion(FusionOp fusion);
   void emitCopies(int dstId, Type el, int64_t dstNumel, bool zeroFirst,
