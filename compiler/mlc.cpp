@@ -21,6 +21,7 @@
 #include "runtime/Error.h"
 #include "runtime/Hash.h"
 #include "runtime/Preprocess.h"
+#include "runtime/Threads.h"
 #include "runtime/Trainer.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -648,22 +649,13 @@ int runPreprocess() {
 
 } // namespace
 
-/// The runtime's GEMMs (OpenBLAS threads) and kernels (OpenMP threads) take
-/// turns on the same cores. Both libraries busy-wait after their work by
-/// default and then steal the cores from each other (a step ran 1.6x slower).
-/// Their wait policies are read when the libraries load, before main, so the
-/// tool sets them and re-executes itself once; a user's own settings win.
+/// train, run and preprocess use the CPU runtime's threads.
 static void configureThreadsAndReexec(int argc, char **argv) {
-  if (argc < 2 || std::getenv("MLC_THREADS_CONFIGURED"))
+  if (argc < 2)
     return;
   std::string sub = argv[1];
-  if (sub != "train" && sub != "run" && sub != "preprocess")
-    return;
-  setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);
-  setenv("OPENBLAS_THREAD_TIMEOUT", "4", /*overwrite=*/0);
-  setenv("MLC_THREADS_CONFIGURED", "1", 1);
-  execv("/proc/self/exe", argv);
-  // If the re-exec fails, run as we are: only speed differs.
+  if (sub == "train" || sub == "run" || sub == "preprocess")
+    mlc::rt::configureThreadsAndReexec(argv);
 }
 
 int main(int argc, char **argv) {

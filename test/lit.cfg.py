@@ -27,5 +27,5 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.mlc_tools_dir, config.llvm_tools_dir]
-tools = ["mlc-opt", "mlc", "not", "count", "split-file"]
+tools = ["mlc-opt", "mlc", "mlc-runtime", "not", "count", "split-file"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
