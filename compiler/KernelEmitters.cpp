@@ -162,6 +162,35 @@ llvm::Error FunctionLowering::emitPointwise(Operation *op) {
   return llvm::Error::success();
 }
 
+/// The per-element code of a fusion region: splat constants become literals,
+/// every pointwise op a scalar temporary; `root` (the region's reduction or
+/// LayerNorm, if any) is left to the caller.
+llvm::Error FunctionLowering::scalarOps(Block &block, Operation *root, const std::string &index,
+                                        const std::string &indent,
+                                        llvm::DenseMap<Value, std::string> &scalar,
+                                        std::string &body, std::string &prologue) {
+  int tmp = 0;
+  for (Operation &op : block.without_terminator()) {
+    if (auto c = dyn_cast<ConstantOp>(op)) {
+      std::string lit = splatLiteral(c.getResult());
+      if (lit.empty())
+        return failure("a fusion region holds a non-splat constant");
+      scalar[c.getResult()] = lit;
+      continue;
+    }
+    if (&op == root)
+      continue;
+    std::vector<std::string> operands;
+    for (Value v : op.getOperands())
+      operands.push_back(scalar.lookup(v));
+    std::string name = "t" + std::to_string(tmp++);
+    body += indent + "const " + cType(typeOf(op.getResult(0)).getElementType()) + " " + name +
+            " = " + pointwiseExpr(&op, operands, index, prologue) + ";\n";
+    scalar[op.getResult(0)] = name;
+  }
+  return llvm::Error::success();
+}
+
 /// The arguments of a fusion kernel over `iter`: its results (contiguous,
 /// written in the arena), then its inputs read through their views. Access k
 /// belongs to argument k.
@@ -215,27 +244,10 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
     scalar[arg] = name;
   }
   std::string prologue;
-  int tmp = 0;
-  for (Operation &op : block.without_terminator()) {
-    if (auto c = dyn_cast<ConstantOp>(op)) {
-      std::string lit = splatLiteral(c.getResult());
-      if (lit.empty())
-        return failure("a fusion region holds a non-splat constant");
-      scalar[c.getResult()] = lit;
-      continue;
-    }
-    if (&op == columns.getOperation()) {
-      body += "    acc[c] += " + scalar.lookup(columns.getInput()) + ";\n";
-      continue;
-    }
-    std::vector<std::string> operands;
-    for (Value v : op.getOperands())
-      operands.push_back(scalar.lookup(v));
-    std::string name = "t" + std::to_string(tmp++);
-    body += "    const " + cType(typeOf(op.getResult(0)).getElementType()) + " " + name +
-            " = " + pointwiseExpr(&op, operands, "flat", prologue) + ";\n";
-    scalar[op.getResult(0)] = name;
-  }
+  if (auto err = scalarOps(block, columns, "flat", "    ", scalar, body, prologue))
+    return err;
+  if (columns)
+    body += "    acc[c] += " + scalar.lookup(columns.getInput()) + ";\n";
   for (auto [i, v] : llvm::enumerate(yield.getValues()))
     if (int(i) != reduceSlot)
       body += "    p" + std::to_string(i) + "[o" + std::to_string(i) + "] = " +
@@ -343,29 +355,11 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
     return o;
   };
   std::string prologue, body;
-  int tmp = 0;
   for (auto [arg, in] : llvm::zip(block.getArguments(), fusion.getInputs()))
     scalar[arg] = load(arg);
-  for (Operation &op : block.without_terminator()) {
-    if (auto c = dyn_cast<ConstantOp>(op)) {
-      std::string lit = splatLiteral(c.getResult());
-      if (lit.empty())
-        return failure("a fusion region holds a non-splat constant");
-      scalar[c.getResult()] = lit;
-      continue;
-    }
-    if (&op == norm.getOperation())
-      continue;
-    std::vector<std::string> operands;
-    for (Value v : op.getOperands())
-      operands.push_back(scalar.lookup(v));
-    std::string name = "t" + std::to_string(tmp++);
-    body += "      const " + cType(typeOf(op.getResult(0)).getElementType()) + " " + name +
-            " = " + pointwiseExpr(&op, operands, "(r * " + std::to_string(E) + " + c)",
-                                  prologue) +
-            ";\n";
-    scalar[op.getResult(0)] = name;
-  }
+  if (auto err = scalarOps(block, norm, "(r * " + std::to_string(E) + " + c)", "      ",
+                           scalar, body, prologue))
+    return err;
   for (auto [i, v] : llvm::enumerate(yield.getValues()))
     if (int(i) != normSlot)
       body += "      p" + std::to_string(i) + "[o" + std::to_string(i) + "] = " +

@@ -463,6 +463,9 @@ private:
     std::vector<Access> accs;
   };
   KernelArgs bindFusion(FusionOp fusion, const Shape &iter);
+  llvm::Error scalarOps(Block &block, Operation *root, const std::string &index,
+                        const std::string &indent, llvm::DenseMap<Value, std::string> &scalar,
+                        std::string &body, std::string &prologue);
   llvm::Error emitFusion(FusionOp fusion);
   llvm::Error emitRowFusion(FusionOp fusion);
   void emitCopies(int dstId, Type el, int64_t dstNumel, bool zeroFirst,
