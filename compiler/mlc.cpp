@@ -404,6 +404,79 @@ int runCompile() {
   return 0;
 }
 
+/// `mlc run` and `mlc train --batches` compile for the arrays they are given:
+/// the micro-batch and sequence length come from input_ids ([B, S] for run,
+/// [steps, B, S] for a batches directory; unpadded BERT: B from cu_seqlens).
+/// A --micro-batch or --seq-len given explicitly must agree with the array.
+Error takeBatchShapeFromInputs(bool training) {
+  if (isPackage(model))
+    return Error::success();
+  std::map<std::string, std::string> files;
+  if (training) {
+    if (batchesDir.empty())
+      return Error::success();
+    for (const char *name : {"input_ids", "cu_seqlens"}) {
+      std::string path = batchesDir + "/" + name + ".npy";
+      if (sys::fs::exists(path))
+        files[name] = path;
+    }
+  } else {
+    for (const std::string &spec : inputs) {
+      auto [name, file] = StringRef(spec).split('=');
+      files[name.str()] = file.str();
+    }
+  }
+  auto ids = files.find("input_ids");
+  if (ids == files.end())
+    return Error::success();
+  std::vector<int64_t> shape;
+  try {
+    shape = mlc::rt::readNpy(ids->second).shape;
+  } catch (const mlc::rt::Error &e) {
+    return createStringError(inconvertibleErrorCode(), e.what());
+  }
+  if (training && !shape.empty())
+    shape.erase(shape.begin()); // the leading dimension is the step
+  int64_t b = -1, s = -1;
+  if (varlen) {
+    auto cu = files.find("cu_seqlens");
+    if (cu == files.end())
+      return Error::success();
+    std::vector<int64_t> cuShape;
+    try {
+      cuShape = mlc::rt::readNpy(cu->second).shape;
+    } catch (const mlc::rt::Error &e) {
+      return createStringError(inconvertibleErrorCode(), e.what());
+    }
+    if (training && !cuShape.empty())
+      cuShape.erase(cuShape.begin());
+    if (cuShape.size() == 1 && cuShape[0] >= 2)
+      b = cuShape[0] - 1; // the sequence length stays --seq-len: it sizes the capacity
+  } else {
+    if (shape.size() != 2)
+      return createStringError(inconvertibleErrorCode(),
+                               ids->second + ": input_ids has shape " +
+                                   mlc::rt::shapeString(shape) + (training ? " per step" : "") +
+                                   "; the model takes [micro-batch, seq-len]");
+    b = shape[0];
+    s = shape[1];
+  }
+  auto agree = [&](cl::opt<int64_t> &flag, int64_t fromArray, const char *what) -> Error {
+    if (fromArray < 0)
+      return Error::success();
+    if (flag.getNumOccurrences() && flag != fromArray)
+      return createStringError(inconvertibleErrorCode(),
+                               "--" + flag.ArgStr.str() + " " + std::to_string(flag) +
+                                   " disagrees with " + ids->second + ", whose " + what +
+                                   " is " + std::to_string(fromArray));
+    flag = fromArray;
+    return Error::success();
+  };
+  if (auto err = agree(microBatch, b, "micro-batch"))
+    return err;
+  return agree(seqLen, s, "sequence length");
+}
+
 /// MODEL as a package directory, or compiled into one (cached by content).
 Expected<std::string> packageFor(bool training) {
   if (isPackage(model))
@@ -432,6 +505,8 @@ Expected<std::string> packageFor(bool training) {
 }
 
 int runTrain() {
+  if (auto err = takeBatchShapeFromInputs(/*training=*/true))
+    return fail(toString(std::move(err)));
   auto dir = packageFor(/*training=*/true);
   if (!dir)
     return fail(toString(dir.takeError()));
@@ -474,6 +549,8 @@ int runTrain() {
 int runForward() {
   if (outputDir.empty())
     return fail("--output-dir is required");
+  if (auto err = takeBatchShapeFromInputs(/*training=*/false))
+    return fail(toString(std::move(err)));
   auto dir = packageFor(/*training=*/false);
   if (!dir)
     return fail(toString(dir.takeError()));
