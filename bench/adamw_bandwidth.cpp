@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Trainer.h"
+#include "runtime/backend/cpu/CpuBackend.h"
 
 #include <algorithm>
 #include <chrono>
@@ -53,13 +53,16 @@ int main(int argc, char **argv) {
     }
   }
   std::vector<float> p(n, 0.01f), g(n, 0.001f), m(n, 0.0f), v(n, 0.0f);
-  mlc::rt::TrainOptions o;
-  int64_t t = 0;
+  mlc::rt::AdamWStep step;
+  step.lr = 1e-4;
+  step.weightDecay = 0.01;
+  step.t = 0;
   double adamw = medianSeconds([&] {
-    mlc::rt::adamwUpdate(params, 4, reinterpret_cast<char *>(p.data()),
-                         reinterpret_cast<const char *>(g.data()),
-                         reinterpret_cast<char *>(m.data()), reinterpret_cast<char *>(v.data()),
-                         o, 1e-4, ++t, 1.0);
+    ++step.t;
+    mlc::rt::adamwHost(params, 4, reinterpret_cast<char *>(p.data()),
+                       reinterpret_cast<const char *>(g.data()),
+                       reinterpret_cast<char *>(m.data()), reinterpret_cast<char *>(v.data()),
+                       step);
   });
   std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
   double triad = medianSeconds([&] {

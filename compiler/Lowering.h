@@ -4,7 +4,7 @@
 // package's plan: buffers (flat parameters and gradients, inputs, and one
 // liveness-planned arena per function), kernel launches and GEMM calls, and
 // the C++ source of every kernel. The plan is the contract with the runtime
-// (runtime/Package.h reads it); its text form is documented there.
+// (runtime/core/Package.h reads it); its text form is documented there.
 //
 //===----------------------------------------------------------------------===//
 

@@ -2,11 +2,11 @@
 
 #include "compiler/Pipeline.h"
 #include "passes/Passes.h"
-#include "runtime/Error.h"
-#include "runtime/Hash.h"
-#include "runtime/Json.h"
-#include "runtime/Package.h"
-#include "runtime/TensorIO.h"
+#include "runtime/core/Error.h"
+#include "runtime/core/Hash.h"
+#include "runtime/core/Json.h"
+#include "runtime/core/Package.h"
+#include "runtime/core/TensorIO.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"

@@ -12,17 +12,18 @@
 #include "dialects/mlc/MlcDialect.h"
 #include "compiler/Pipeline.h"
 #include "frontend/Models.h"
-#include "runtime/Balance.h"
-#include "runtime/CpuBackend.h"
-#include "runtime/GptDataset.h"
-#include "runtime/IndexedDataset.h"
-#include "runtime/Json.h"
-#include "runtime/Tokenizer.h"
-#include "runtime/Error.h"
-#include "runtime/Hash.h"
-#include "runtime/Preprocess.h"
-#include "runtime/Threads.h"
-#include "runtime/Trainer.h"
+#include "runtime/data/Balance.h"
+#include "runtime/backend/Backend.h"
+#include "runtime/backend/KernelCache.h"
+#include "runtime/data/GptDataset.h"
+#include "runtime/data/IndexedDataset.h"
+#include "runtime/core/Json.h"
+#include "runtime/data/Tokenizer.h"
+#include "runtime/core/Error.h"
+#include "runtime/core/Hash.h"
+#include "runtime/data/Preprocess.h"
+#include "runtime/core/Threads.h"
+#include "runtime/train/Trainer.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -31,6 +32,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
@@ -124,60 +126,44 @@ cl::opt<std::string> packageDir("package-dir",
                                 cl::desc("Where to write the compiled package (default: "
                                          "the cache, keyed by model and options)"),
                                 cl::sub(trainCmd), cl::sub(runCmd), cl::cat(category));
-cl::opt<std::string> initFile("init", cl::desc("Initial weights (safetensors, HF names)"),
-                              cl::value_desc("file"), cl::sub(trainCmd), cl::sub(runCmd),
-                              cl::cat(category));
-cl::opt<uint64_t> seed("seed", cl::desc("Seed of initialization, data order and dropout"),
-                       cl::init(1234), cl::sub(trainCmd), cl::sub(runCmd), cl::sub(dataCmd),
-                       cl::cat(category));
-cl::opt<int64_t> steps("steps", cl::desc("Optimizer steps"), cl::init(100), cl::sub(trainCmd),
-                       cl::cat(category));
-cl::opt<double> lr("lr", cl::desc("Peak learning rate"), cl::init(3e-4), cl::sub(trainCmd),
-                   cl::cat(category));
-cl::opt<double> minLr("min-lr", cl::desc("Learning rate at the end of the cosine decay"),
-                      cl::init(0.0), cl::sub(trainCmd), cl::cat(category));
-cl::opt<int64_t> warmup("warmup", cl::desc("Linear warmup steps"), cl::init(0),
-                        cl::sub(trainCmd), cl::cat(category));
-cl::opt<std::string> schedule("lr-schedule", cl::desc("constant or cosine (after warmup)"),
-                              cl::init("cosine"), cl::sub(trainCmd), cl::cat(category));
-cl::opt<double> weightDecay("weight-decay",
-                            cl::desc("AdamW decoupled weight decay (matrices only)"),
-                            cl::init(0.01), cl::sub(trainCmd), cl::cat(category));
-cl::opt<double> beta1("beta1", cl::desc("AdamW beta1"), cl::init(0.9), cl::sub(trainCmd),
-                      cl::cat(category));
-cl::opt<double> beta2("beta2", cl::desc("AdamW beta2"), cl::init(0.999), cl::sub(trainCmd),
-                      cl::cat(category));
-cl::opt<double> adamEps("eps", cl::desc("AdamW epsilon"), cl::init(1e-8), cl::sub(trainCmd),
-                        cl::cat(category));
-cl::opt<double> clipGrad("clip-grad", cl::desc("Clip the global gradient norm (0 = off)"),
-                         cl::init(1.0), cl::sub(trainCmd), cl::cat(category));
-cl::opt<std::string> saveFile("save", cl::desc("Write the trained weights (safetensors)"),
-                              cl::value_desc("file"), cl::sub(trainCmd), cl::cat(category));
-cl::opt<std::string> batchesDir("batches",
-                                cl::desc("Directory with NAME.npy per model input, "
-                                         "leading dimension = step"),
-                                cl::value_desc("dir"), cl::sub(trainCmd), cl::cat(category));
-cl::opt<std::string> dataFile("data",
-                              cl::desc("Indexed dataset PREFIX (PREFIX.bin/.idx from mlc "
-                                       "preprocess or Megatron), a blend \"W1 P1 W2 P2\", or "
-                                       "a plain file read as bytes"),
-                              cl::value_desc("data"), cl::sub(trainCmd), cl::cat(category));
-cl::opt<std::string> splitSpec("split",
-                               cl::desc("Train/validation/test weights over documents"),
-                               cl::init("969,30,1"), cl::sub(trainCmd), cl::cat(category));
-cl::opt<std::string> trainVocab("vocab-file",
-                                cl::desc("BERT on --data: the WordPiece vocab.txt of the "
-                                         "dataset (ids of [CLS], [SEP], [MASK], [PAD])"),
-                                cl::sub(trainCmd), cl::cat(category));
-cl::opt<int64_t> evalInterval("eval-interval",
-                              cl::desc("Validation loss every N steps (0 = never)"),
-                              cl::init(0), cl::sub(trainCmd), cl::cat(category));
-cl::opt<int64_t> evalIters("eval-iters", cl::desc("Validation batches per evaluation"),
-                           cl::init(10), cl::sub(trainCmd), cl::cat(category));
-cl::opt<std::string> logJson("log-json", cl::desc("One JSON object per step"),
-                             cl::value_desc("file"), cl::sub(trainCmd), cl::cat(category));
-cl::opt<int64_t> logEvery("log-every", cl::desc("Print progress every N steps"),
-                          cl::init(1), cl::sub(trainCmd), cl::cat(category));
+// The training flags (--steps, --lr, ..., --seed, --init) are the runtime's
+// one table (runtime/train/Options.h): main() registers them for train, and
+// those that apply to run for run too.
+std::map<std::string, std::unique_ptr<cl::opt<std::string>>> &trainFlagOptions() {
+  static std::map<std::string, std::unique_ptr<cl::opt<std::string>>> options;
+  return options;
+}
+void registerTrainFlags() {
+  mlc::rt::TrainOptions defaults;
+  for (const mlc::rt::TrainFlag &f : mlc::rt::trainFlags()) {
+    std::string def = f.value(defaults);
+    auto *help = new std::string(f.help + (def.empty() ? "" : " (default " + def + ")"));
+    auto *name = new std::string(f.name), *valueName = new std::string(f.valueName);
+    if (f.forRun)
+      trainFlagOptions()[f.name] = std::make_unique<cl::opt<std::string>>(
+          StringRef(*name), cl::desc(*help), cl::value_desc(*valueName), cl::sub(trainCmd),
+          cl::sub(runCmd), cl::cat(category));
+    else
+      trainFlagOptions()[f.name] = std::make_unique<cl::opt<std::string>>(
+          StringRef(*name), cl::desc(*help), cl::value_desc(*valueName), cl::sub(trainCmd),
+          cl::cat(category));
+  }
+}
+/// The options the command line gave, over the table's defaults.
+mlc::rt::TrainOptions trainOptions() {
+  mlc::rt::TrainOptions o;
+  for (const mlc::rt::TrainFlag &f : mlc::rt::trainFlags()) {
+    auto &opt = trainFlagOptions().at(f.name);
+    if (opt->getNumOccurrences())
+      f.set(o, *opt);
+  }
+  return o;
+}
+/// The value of a table flag as given, or "" (for checks before compiling).
+std::string givenFlag(const std::string &name) {
+  auto &opt = trainFlagOptions().at(name);
+  return opt->getNumOccurrences() ? std::string(*opt) : std::string();
+}
 
 cl::list<std::string> inputs("input", cl::desc("NAME=FILE.npy, one per model input"),
                              cl::sub(runCmd), cl::cat(category));
@@ -230,6 +216,8 @@ cl::opt<std::string> policy("policy",
                             cl::sub(dataCmd), cl::cat(category));
 cl::opt<bool> json("json", cl::desc("Print one JSON object keyed by policy"),
                    cl::sub(dataCmd), cl::cat(category));
+cl::opt<uint64_t> dataSeed("seed", cl::desc("Seed of the sample order"), cl::init(1234),
+                           cl::sub(dataCmd), cl::cat(category));
 cl::opt<int64_t> dumpCount("count", cl::desc("Documents to dump"), cl::init(10),
                            cl::sub(dataCmd), cl::cat(category));
 
@@ -413,6 +401,7 @@ Error takeBatchShapeFromInputs(bool training) {
     return Error::success();
   std::map<std::string, std::string> files;
   if (training) {
+    std::string batchesDir = givenFlag("batches");
     if (batchesDir.empty())
       return Error::success();
     for (const char *name : {"input_ids", "cu_seqlens"}) {
@@ -493,10 +482,14 @@ Expected<std::string> packageFor(bool training) {
     std::string text;
     raw_string_ostream os(text);
     (**module)->print(os);
-    const char *cache = std::getenv("MLC_CACHE_DIR");
-    const char *home = std::getenv("HOME");
-    std::string root = cache ? cache : std::string(home ? home : "/tmp") + "/.cache/mlc";
-    dir = root + "/packages/" + model + "-" + mlc::contentHash(text + std::string(dtype));
+    std::string root;
+    try {
+      root = mlc::rt::cacheRoot();
+    } catch (const mlc::rt::Error &e) {
+      return createStringError(inconvertibleErrorCode(), e.what());
+    }
+    dir = root + "/packages/" + sys::path::filename(model).str() + "-" +
+          mlc::contentHash(text + std::string(dtype));
   }
   auto lowered = mlc::writePackage(**module, dir, describe(*cfg));
   if (!lowered)
@@ -505,6 +498,13 @@ Expected<std::string> packageFor(bool training) {
 }
 
 int runTrain() {
+  mlc::rt::TrainOptions o;
+  try {
+    o = trainOptions();
+    mlc::rt::validate(o);
+  } catch (const mlc::rt::Error &e) {
+    return fail(e.what());
+  }
   if (auto err = takeBatchShapeFromInputs(/*training=*/true))
     return fail(toString(std::move(err)));
   auto dir = packageFor(/*training=*/true);
@@ -512,34 +512,10 @@ int runTrain() {
     return fail(toString(dir.takeError()));
   try {
     mlc::rt::Package pkg = mlc::rt::Package::load(*dir);
-    mlc::rt::CpuBackend backend(pkg, /*verbose=*/true);
-    mlc::rt::TrainOptions o;
-    o.steps = steps;
-    o.lr = lr;
-    o.minLr = minLr;
-    o.warmup = warmup;
-    o.schedule = schedule;
-    if (o.schedule != "constant" && o.schedule != "cosine")
-      return fail("--lr-schedule must be constant or cosine, got '" + o.schedule + "'");
-    o.weightDecay = weightDecay;
-    o.beta1 = beta1;
-    o.beta2 = beta2;
-    o.eps = adamEps;
-    o.clipGrad = clipGrad;
-    o.seed = seed;
-    o.init = initFile;
-    o.save = saveFile;
-    o.batchesDir = batchesDir;
-    o.data = dataFile;
-    o.split = splitSpec;
-    o.vocabFile = trainVocab;
-    o.evalInterval = evalInterval;
-    o.evalIters = evalIters;
-    o.logJson = logJson;
-    o.logEvery = std::max<int64_t>(1, logEvery);
-    errs() << "mlc: training " << pkg.paramCount << " parameters (" << pkg.dtype << ") from "
-           << *dir << "\n";
-    mlc::rt::train(backend, o);
+    auto backend = mlc::rt::createBackend(o.device, pkg, /*verbose=*/true);
+    errs() << "mlc: training " << pkg.paramCount << " parameters (" << pkg.dtype << ") on "
+           << backend->name() << " from " << *dir << "\n";
+    mlc::rt::train(*backend, o);
   } catch (const mlc::rt::Error &e) {
     return fail(e.what());
   }
@@ -547,8 +523,22 @@ int runTrain() {
 }
 
 int runForward() {
-  if (outputDir.empty())
+  mlc::rt::TrainOptions o;
+  mlc::rt::RunOptions run;
+  try {
+    o = trainOptions();
+  } catch (const mlc::rt::Error &e) {
+    return fail(e.what());
+  }
+  run.outputDir = outputDir;
+  if (run.outputDir.empty())
     return fail("--output-dir is required");
+  for (const std::string &spec : inputs) {
+    auto [name, file] = StringRef(spec).split('=');
+    if (file.empty())
+      return fail("--input expects NAME=FILE.npy, got '" + spec + "'");
+    run.inputs.push_back({name.str(), file.str()});
+  }
   if (auto err = takeBatchShapeFromInputs(/*training=*/false))
     return fail(toString(std::move(err)));
   auto dir = packageFor(/*training=*/false);
@@ -556,29 +546,8 @@ int runForward() {
     return fail(toString(dir.takeError()));
   try {
     mlc::rt::Package pkg = mlc::rt::Package::load(*dir);
-    mlc::rt::CpuBackend backend(pkg);
-    if (!initFile.empty())
-      mlc::rt::loadParameters(backend, initFile);
-    else
-      mlc::rt::initializeParameters(backend, seed);
-    std::set<std::string> given;
-    for (const std::string &spec : inputs) {
-      auto [name, file] = StringRef(spec).split('=');
-      if (file.empty())
-        return fail("--input expects NAME=FILE.npy, got '" + spec + "'");
-      backend.setInput(name.str(), mlc::rt::readNpy(file.str()));
-      given.insert(name.str());
-    }
-    for (const mlc::rt::InputInfo &in : pkg.inputs)
-      if (!given.count(in.name))
-        return fail("missing --input " + in.name + "=FILE.npy (shape " +
-                    mlc::rt::shapeString(in.shape) + ", " + in.dtype + ")");
-    // Inference: the dropout-free copy of the forward graph.
-    backend.run("evaluate", 0);
-    sys::fs::create_directories(outputDir);
-    for (const auto &out : pkg.function("evaluate").outputs)
-      mlc::rt::writeNpy(outputDir + "/" + out.name + ".npy",
-                        backend.output("evaluate", out.name));
+    auto backend = mlc::rt::createBackend(o.device, pkg, /*verbose=*/false);
+    mlc::rt::runForward(*backend, o, run);
   } catch (const mlc::rt::Error &e) {
     return fail(e.what());
   }
@@ -632,7 +601,7 @@ int runData() {
     if (dataArgs[0] == "loader") {
       // The GPT sample loader alone: tokens per second it can deliver.
       mlc::rt::GptSamples samples(mlc::rt::parseBlend(dataArgs[1]), "969,30,1", 0, seqLen,
-                                  seed);
+                                  dataSeed);
       std::vector<int64_t> buffer(seqLen);
       auto start = std::chrono::steady_clock::now();
       for (int64_t i = 0; i < dumpCount; ++i)
@@ -675,7 +644,7 @@ int runData() {
                         dataArgs[1], data.documents(), seqLen, ranks, tokensPerRank);
     std::string object = "{";
     for (auto p : policies) {
-      auto st = mlc::rt::balanceStats(lengths, seqLen, ranks, tokensPerRank, p, seed);
+      auto st = mlc::rt::balanceStats(lengths, seqLen, ranks, tokensPerRank, p, dataSeed);
       if (json)
         object += formatv("{0}\"{1}\": {{\"imbalance\": {2:f6}, \"padding\": {3:f6}, "
                           "\"padding_to_seq_len\": {4:f6}, \"unpadded_padding\": 0, "
@@ -738,6 +707,7 @@ static void configureThreadsAndReexec(int argc, char **argv) {
 int main(int argc, char **argv) {
   configureThreadsAndReexec(argc, argv);
   InitLLVM init(argc, argv);
+  registerTrainFlags();
   for (cl::SubCommand *sub :
        {&cl::SubCommand::getTopLevel(), &compileCmd, &trainCmd, &runCmd, &preprocessCmd,
         &dataCmd, &tokenizerCmd})

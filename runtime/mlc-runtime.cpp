@@ -5,35 +5,36 @@
 //
 // Links only the runtime (no MLIR/LLVM): a machine that builds mlc with
 // -DMLC_RUNTIME_ONLY=ON runs packages that `mlc compile` wrote elsewhere.
+// The training flags and their defaults are the runtime's one table
+// (train/Options.h), the same that `mlc train` reads.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/CpuBackend.h"
-#include "runtime/Error.h"
-#include "runtime/Threads.h"
-#include "runtime/Trainer.h"
+#include "runtime/backend/Backend.h"
+#include "runtime/core/Error.h"
+#include "runtime/core/Threads.h"
+#include "runtime/train/Trainer.h"
 
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <map>
-#include <sys/stat.h>
 
 using namespace mlc::rt;
 
 namespace {
 
-struct Flag {
-  const char *help;
-  std::function<void(const std::string &)> set;
-};
-
-int usage(const std::map<std::string, Flag> &flags, FILE *out) {
+int usage(FILE *out) {
   std::fprintf(out, "usage: mlc-runtime train PACKAGE [flags]\n"
                     "       mlc-runtime run PACKAGE --input NAME=FILE.npy ... --output-dir DIR\n"
-                    "flags:\n");
-  for (auto &[name, flag] : flags)
-    std::fprintf(out, "  --%-16s %s\n", name.c_str(), flag.help);
+                    "flags (train; those marked run also apply to run):\n");
+  TrainOptions defaults;
+  for (const TrainFlag &f : trainFlags())
+    std::fprintf(out, "  --%-14s %-6s %s (default: %s)%s\n", f.name.c_str(),
+                 f.valueName.c_str(), f.help.c_str(),
+                 f.value(defaults).empty() ? "none" : f.value(defaults).c_str(),
+                 f.forRun ? " [run]" : "");
+  std::fprintf(out, "  --%-14s %-6s %s\n", "input", "N=F", "run: NAME=FILE.npy, one per input");
+  std::fprintf(out, "  --%-14s %-6s %s\n", "output-dir", "dir", "run: where NAME.npy outputs go");
   return out == stdout ? 0 : 2;
 }
 
@@ -41,46 +42,17 @@ int usage(const std::map<std::string, Flag> &flags, FILE *out) {
 
 int main(int argc, char **argv) {
   configureThreadsAndReexec(argv);
-  TrainOptions o;
-  std::vector<std::pair<std::string, std::string>> inputs;
-  std::string outputDir;
-  auto num = [](const std::string &v) { return std::stod(v); };
-  auto integer = [](const std::string &v) { return std::stoll(v); };
-  std::map<std::string, Flag> flags = {
-      {"steps", {"optimizer steps", [&](auto v) { o.steps = integer(v); }}},
-      {"lr", {"peak learning rate", [&](auto v) { o.lr = num(v); }}},
-      {"min-lr", {"learning rate at the end of the decay", [&](auto v) { o.minLr = num(v); }}},
-      {"warmup", {"linear warmup steps", [&](auto v) { o.warmup = integer(v); }}},
-      {"lr-schedule", {"constant or cosine", [&](auto v) { o.schedule = v; }}},
-      {"weight-decay", {"AdamW weight decay (matrices)", [&](auto v) { o.weightDecay = num(v); }}},
-      {"beta1", {"AdamW beta1", [&](auto v) { o.beta1 = num(v); }}},
-      {"beta2", {"AdamW beta2", [&](auto v) { o.beta2 = num(v); }}},
-      {"eps", {"AdamW epsilon", [&](auto v) { o.eps = num(v); }}},
-      {"clip-grad", {"global gradient-norm clip (0 = off)", [&](auto v) { o.clipGrad = num(v); }}},
-      {"seed", {"seed of init, data order, dropout", [&](auto v) { o.seed = integer(v); }}},
-      {"init", {"initial weights (safetensors)", [&](auto v) { o.init = v; }}},
-      {"save", {"write the trained weights", [&](auto v) { o.save = v; }}},
-      {"batches", {"NAME.npy per input, leading dim = step", [&](auto v) { o.batchesDir = v; }}},
-      {"data", {"indexed dataset PREFIX, blend, or token file", [&](auto v) { o.data = v; }}},
-      {"split", {"train/validation/test weights", [&](auto v) { o.split = v; }}},
-      {"vocab-file", {"BERT data: WordPiece vocab.txt", [&](auto v) { o.vocabFile = v; }}},
-      {"eval-interval", {"validation loss every N steps", [&](auto v) { o.evalInterval = integer(v); }}},
-      {"eval-iters", {"validation batches", [&](auto v) { o.evalIters = integer(v); }}},
-      {"log-json", {"one JSON object per step", [&](auto v) { o.logJson = v; }}},
-      {"log-every", {"progress every N steps", [&](auto v) { o.logEvery = integer(v); }}},
-      {"input", {"run: NAME=FILE.npy", [&](auto v) {
-         auto eq = v.find('=');
-         if (eq == std::string::npos)
-           fail("--input expects NAME=FILE.npy, got '" + v + "'");
-         inputs.push_back({v.substr(0, eq), v.substr(eq + 1)});
-       }}},
-      {"output-dir", {"run: where NAME.npy outputs go", [&](auto v) { outputDir = v; }}},
-  };
   if (argc >= 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h"))
-    return usage(flags, stdout);
+    return usage(stdout);
   if (argc < 3 || (std::string(argv[1]) != "train" && std::string(argv[1]) != "run"))
-    return usage(flags, stderr);
+    return usage(stderr);
   std::string command = argv[1], dir = argv[2];
+  std::map<std::string, const TrainFlag *> flags;
+  for (const TrainFlag &f : trainFlags())
+    if (command == "train" || f.forRun)
+      flags[f.name] = &f;
+  TrainOptions o;
+  RunOptions run;
   try {
     for (int i = 3; i < argc; ++i) {
       std::string arg = argv[i];
@@ -96,35 +68,28 @@ int main(int argc, char **argv) {
       } else {
         fail("--" + name + " needs a value");
       }
-      auto flag = flags.find(name);
-      if (flag == flags.end())
+      if (command == "run" && name == "input") {
+        auto sep = value.find('=');
+        if (sep == std::string::npos)
+          fail("--input expects NAME=FILE.npy, got '" + value + "'");
+        run.inputs.push_back({value.substr(0, sep), value.substr(sep + 1)});
+      } else if (command == "run" && name == "output-dir") {
+        run.outputDir = value;
+      } else if (auto flag = flags.find(name); flag != flags.end()) {
+        flag->second->set(o, value);
+      } else {
         fail("unknown flag --" + name + " (see mlc-runtime --help)");
-      flag->second.set(value);
+      }
     }
+    if (command == "train")
+      validate(o);
     Package pkg = Package::load(dir);
-    CpuBackend backend(pkg, /*verbose=*/true);
-    if (command == "train") {
-      if (o.schedule != "constant" && o.schedule != "cosine")
-        fail("--lr-schedule must be constant or cosine");
-      train(backend, o);
-      return 0;
-    }
-    if (outputDir.empty())
-      fail("run needs --output-dir");
-    if (!o.init.empty())
-      loadParameters(backend, o.init);
+    std::unique_ptr<Backend> backend = createBackend(o.device, pkg, /*verbose=*/true);
+    if (command == "train")
+      train(*backend, o);
     else
-      initializeParameters(backend, o.seed);
-    for (auto &[name, file] : inputs)
-      backend.setInput(name, readNpy(file));
-    backend.run("evaluate", 0);
-    mkdir(outputDir.c_str(), 0755);
-    for (const auto &out : pkg.function("evaluate").outputs)
-      writeNpy(outputDir + "/" + out.name + ".npy", backend.output("evaluate", out.name));
+      runForward(*backend, o, run);
   } catch (const Error &e) {
-    std::fprintf(stderr, "mlc-runtime: error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception &e) { // bad numbers in flags
     std::fprintf(stderr, "mlc-runtime: error: %s\n", e.what());
     return 1;
   }

@@ -1,10 +1,10 @@
 //===- DataTest.cpp - datasets, BERT masking, length balancing -------------===//
 
-#include "runtime/Balance.h"
-#include "runtime/BertDataset.h"
-#include "runtime/GptDataset.h"
-#include "runtime/IndexedDataset.h"
-#include "runtime/Tokenizer.h"
+#include "runtime/data/Balance.h"
+#include "runtime/data/BertDataset.h"
+#include "runtime/data/GptDataset.h"
+#include "runtime/data/IndexedDataset.h"
+#include "runtime/data/Tokenizer.h"
 
 #include <fstream>
 #include <gtest/gtest.h>

@@ -8,8 +8,8 @@
 
 #include "compiler/Pipeline.h"
 #include "dialects/mlc/MlcDialect.h"
-#include "runtime/CpuBackend.h"
-#include "runtime/Error.h"
+#include "runtime/backend/cpu/CpuBackend.h"
+#include "runtime/core/Error.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -64,9 +64,14 @@ double gradientCheck(const std::string &dir, const Inputs &spec, int samples = 1
   EXPECT_EQ(backend.elementSize(), 8) << "gradient checks run in f64";
   std::mt19937_64 rng(42);
   std::uniform_real_distribution<double> uni(spec.lo, spec.hi);
-  double *p = reinterpret_cast<double *>(backend.params());
+  std::vector<double> p(pkg.paramCount);
   for (int64_t i = 0; i < pkg.paramCount; ++i)
     p[i] = uni(rng);
+  // One element of the parameters, written through the backend.
+  auto setParam = [&](int64_t i, double x) {
+    backend.upload(rt::FlatBuffer::Params, i * 8, &x, 8);
+  };
+  backend.upload(rt::FlatBuffer::Params, 0, p.data(), p.size() * 8);
   for (const rt::InputInfo &in : pkg.inputs) {
     rt::HostTensor t;
     t.dtype = in.dtype;
@@ -91,8 +96,8 @@ double gradientCheck(const std::string &dir, const Inputs &spec, int samples = 1
   }
   const int64_t step = 3;
   backend.run("train_step", step);
-  std::vector<double> grads(reinterpret_cast<double *>(backend.grads()),
-                            reinterpret_cast<double *>(backend.grads()) + pkg.paramCount);
+  std::vector<double> grads(pkg.paramCount);
+  backend.download(rt::FlatBuffer::Grads, 0, grads.data(), grads.size() * 8);
   double gmax = 0;
   for (double g : grads)
     gmax = std::max(gmax, std::fabs(g));
@@ -106,11 +111,11 @@ double gradientCheck(const std::string &dir, const Inputs &spec, int samples = 1
     for (int s = 0; s < samples && s < param.numel; ++s) {
       int64_t i = param.offset + (s == 0 ? 0 : int64_t(rng() % param.numel));
       double saved = p[i];
-      p[i] = saved + h;
+      setParam(i, saved + h);
       double up = loss();
-      p[i] = saved - h;
+      setParam(i, saved - h);
       double down = loss();
-      p[i] = saved;
+      setParam(i, saved);
       double numeric = (up - down) / (2 * h);
       double err = std::fabs(grads[i] - numeric) /
                    std::max({std::fabs(numeric), 1e-3 * gmax, 1e-12});

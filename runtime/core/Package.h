@@ -31,7 +31,7 @@
 #ifndef MLC_RUNTIME_PACKAGE_H
 #define MLC_RUNTIME_PACKAGE_H
 
-#include "runtime/Json.h"
+#include "runtime/core/Json.h"
 
 #include <cstdint>
 #include <map>

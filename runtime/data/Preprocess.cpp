@@ -1,10 +1,10 @@
 //===- Preprocess.cpp - JSONL corpus to indexed datasets -------------------===//
 
-#include "runtime/Preprocess.h"
-#include "runtime/Error.h"
-#include "runtime/IndexedDataset.h"
-#include "runtime/Json.h"
-#include "runtime/Tokenizer.h"
+#include "runtime/data/Preprocess.h"
+#include "runtime/core/Error.h"
+#include "runtime/data/IndexedDataset.h"
+#include "runtime/core/Json.h"
+#include "runtime/data/Tokenizer.h"
 
 #include <chrono>
 #include <fstream>

@@ -1,8 +1,10 @@
 //===- TensorIO.cpp - .npy and .safetensors files --------------------------===//
 
-#include "runtime/TensorIO.h"
-#include "runtime/Error.h"
-#include "runtime/Json.h"
+#include "runtime/core/TensorIO.h"
+#include "runtime/core/Error.h"
+#include "runtime/core/Json.h"
+
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <cstring>
@@ -255,6 +257,19 @@ void writeSafetensors(const std::string &path,
   for (auto &[_, t] : tensors)
     out.append(t.data.begin(), t.data.end());
   writeFileAtomically(path, out);
+}
+
+void makeDirectories(const std::string &path) {
+  std::string partial;
+  for (size_t i = 0; i <= path.size(); ++i) {
+    if ((i == path.size() || path[i] == '/') && !partial.empty())
+      mkdir(partial.c_str(), 0755);
+    if (i < path.size())
+      partial += path[i];
+  }
+  struct stat st;
+  if (path.empty() || stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    fail(path + ": cannot create the directory");
 }
 
 } // namespace mlc::rt

@@ -1,9 +1,9 @@
 //===- Package.cpp - reading a compiled package ----------------------------===//
 
-#include "runtime/Package.h"
-#include "runtime/Error.h"
-#include "runtime/Hash.h"
-#include "runtime/TensorIO.h"
+#include "runtime/core/Package.h"
+#include "runtime/core/Error.h"
+#include "runtime/core/Hash.h"
+#include "runtime/core/TensorIO.h"
 
 #include <sstream>
 #include <sys/stat.h>

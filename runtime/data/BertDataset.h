@@ -12,7 +12,7 @@
 #ifndef MLC_RUNTIME_BERTDATASET_H
 #define MLC_RUNTIME_BERTDATASET_H
 
-#include "runtime/IndexedDataset.h"
+#include "runtime/data/IndexedDataset.h"
 
 #include <map>
 #include <memory>

@@ -1,6 +1,6 @@
 //===- Threads.cpp - thread wait policies for the CPU runtime --------------===//
 
-#include "runtime/Threads.h"
+#include "runtime/core/Threads.h"
 
 #include <cstdlib>
 #include <unistd.h>

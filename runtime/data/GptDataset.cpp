@@ -1,8 +1,8 @@
 //===- GptDataset.cpp - GPT samples from indexed datasets ------------------===//
 
-#include "runtime/GptDataset.h"
-#include "runtime/Error.h"
-#include "runtime/Hash.h"
+#include "runtime/data/GptDataset.h"
+#include "runtime/core/Error.h"
+#include "runtime/core/Hash.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 //===- IndexedDataset.cpp - Megatron's .bin/.idx datasets ------------------===//
 
-#include "runtime/IndexedDataset.h"
-#include "runtime/Error.h"
+#include "runtime/data/IndexedDataset.h"
+#include "runtime/core/Error.h"
 
 #include <cerrno>
 #include <cstring>

@@ -1,11 +1,12 @@
 //===- CpuBackend.cpp - runs a package's plan on the host ------------------===//
 
-#include "runtime/CpuBackend.h"
-#include "runtime/Error.h"
-#include "runtime/Hash.h"
+#include "runtime/backend/cpu/CpuBackend.h"
+#include "runtime/backend/KernelCache.h"
+#include "runtime/core/Error.h"
 
 #include <cblas.h>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
@@ -22,69 +23,14 @@ struct KernelCtx {
   int64_t rows;
 };
 
-std::string cacheDir() {
-  if (const char *d = std::getenv("MLC_CACHE_DIR"))
-    return d;
-  const char *home = std::getenv("HOME");
-  return std::string(home ? home : "/tmp") + "/.cache/mlc";
-}
-
-void makeDirs(const std::string &path) {
-  std::string partial;
-  for (size_t i = 0; i <= path.size(); ++i) {
-    if (i == path.size() || path[i] == '/') {
-      if (!partial.empty())
-        mkdir(partial.c_str(), 0755);
-    }
-    if (i < path.size())
-      partial += path[i];
-  }
-}
+template <typename T> T *as(char *p) { return reinterpret_cast<T *>(p); }
 
 } // namespace
 
-void *loadKernelLibrary(const std::string &source, bool verbose) {
-  const char *cxxEnv = std::getenv("CXX");
-  std::string cxx = cxxEnv && *cxxEnv ? cxxEnv : "c++";
-  // -fno-trapping-math lets the vectorizer if-convert float compares (clamps,
-  // max reductions); kernels never rely on floating-point exceptions.
-  std::string flags = "-std=c++17 -O3 -march=native -fno-trapping-math -fopenmp -fPIC -shared -w";
-  std::string key = contentHash(cxx + "\n" + flags + "\n" + source);
-  std::string dir = cacheDir();
-  makeDirs(dir);
-  std::string so = dir + "/kernels-" + key + ".so";
-  struct stat st;
-  if (stat(so.c_str(), &st) != 0) {
-    std::string cpp = dir + "/kernels-" + key + ".cpp";
-    writeFileAtomically(cpp, source);
-    std::string tmp = so + ".tmp." + std::to_string(getpid());
-    std::string log = dir + "/kernels-" + key + ".log";
-    std::string cmd = cxx + " " + flags + " -o '" + tmp + "' '" + cpp + "' > '" + log + "' 2>&1";
-    auto t0 = std::chrono::steady_clock::now();
-    if (verbose)
-      fprintf(stderr, "mlc: compiling kernels (%s)\n", cpp.c_str());
-    if (std::system(cmd.c_str()) != 0) {
-      std::string output = readFile(log);
-      fail("the host compiler failed on the generated kernels " + cpp + ":\n" +
-           output.substr(0, 4000));
-    }
-    if (std::rename(tmp.c_str(), so.c_str()) != 0)
-      fail(so + ": cannot move the compiled kernels into the cache");
-    if (verbose)
-      fprintf(stderr, "mlc: kernels compiled in %.1f s\n",
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  void *handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle)
-    fail(so + ": cannot load: " + dlerror());
-  return handle;
-}
-
-CpuBackend::CpuBackend(const Package &pkg, bool verbose) : pkg(pkg) {
-  profile = std::getenv("MLC_PROFILE") != nullptr;
-  elementSize_ = dtypeSize(pkg.dtype.empty() ? "f32" : pkg.dtype);
-  params_.assign(pkg.paramCount * elementSize_, 0);
-  grads_.assign(pkg.paramCount * elementSize_, 0);
+CpuBackend::CpuBackend(const Package &pkg, bool verbose) : Backend(pkg) {
+  profile.enabled = std::getenv("MLC_PROFILE") != nullptr;
+  for (auto *flat : {&params_, &grads_, &adamM_, &adamV_})
+    flat->assign(pkg.paramCount * elementSize_, 0);
   for (const InputInfo &in : pkg.inputs)
     inputs_[in.name].assign(in.numel * dtypeSize(in.dtype), 0);
   int64_t arena = 64;
@@ -93,7 +39,7 @@ CpuBackend::CpuBackend(const Package &pkg, bool verbose) : pkg(pkg) {
   arena_ = static_cast<char *>(std::aligned_alloc(64, (arena + 63) / 64 * 64));
   if (!arena_)
     fail("cannot allocate the " + std::to_string(arena >> 20) + " MiB activation arena");
-  library_ = loadKernelLibrary(pkg.kernelsSource, verbose);
+  library_ = loadHostKernelLibrary(pkg.kernelsSource, verbose);
 
   for (auto &[name, fn] : pkg.functions) {
     Bound &b = bound_[name];
@@ -122,12 +68,47 @@ CpuBackend::CpuBackend(const Package &pkg, bool verbose) : pkg(pkg) {
 // same package again costs nothing.
 CpuBackend::~CpuBackend() { std::free(arena_); }
 
+std::vector<char> &CpuBackend::flat(FlatBuffer which) {
+  switch (which) {
+  case FlatBuffer::Params:
+    return params_;
+  case FlatBuffer::Grads:
+    return grads_;
+  case FlatBuffer::AdamM:
+    return adamM_;
+  case FlatBuffer::AdamV:
+    return adamV_;
+  }
+  fail("internal: unknown flat buffer");
+}
+
+void CpuBackend::upload(FlatBuffer which, int64_t offset, const void *src, int64_t bytes) {
+  std::vector<char> &buf = flat(which);
+  if (offset < 0 || bytes < 0 || offset + bytes > int64_t(buf.size()))
+    fail("internal: a copy of " + std::to_string(bytes) + " bytes at " +
+         std::to_string(offset) + " overruns a flat buffer of " + std::to_string(buf.size()));
+  std::memcpy(buf.data() + offset, src, bytes);
+}
+
+void CpuBackend::download(FlatBuffer which, int64_t offset, void *dst, int64_t bytes) {
+  std::vector<char> &buf = flat(which);
+  if (offset < 0 || bytes < 0 || offset + bytes > int64_t(buf.size()))
+    fail("internal: a copy of " + std::to_string(bytes) + " bytes at " +
+         std::to_string(offset) + " overruns a flat buffer of " + std::to_string(buf.size()));
+  std::memcpy(dst, buf.data() + offset, bytes);
+}
+
+void CpuBackend::zero(FlatBuffer which) {
+  std::vector<char> &buf = flat(which);
+  std::memset(buf.data(), 0, buf.size());
+}
+
 char *CpuBackend::resolve(const FunctionPlan &fn, int id) {
   const BufferDecl &b = fn.buffers[id];
   auto paramOffset = [&](const std::string &name) {
-    const ParamInfo *p = pkg.param(name);
+    const ParamInfo *p = pkg_.param(name);
     if (!p)
-      fail(pkg.dir + ": function " + fn.name + " refers to unknown parameter " + name);
+      fail(pkg_.dir + ": function " + fn.name + " refers to unknown parameter " + name);
     return p->offset * elementSize_;
   };
   switch (b.kind) {
@@ -138,7 +119,7 @@ char *CpuBackend::resolve(const FunctionPlan &fn, int id) {
   case BufferDecl::Input: {
     auto it = inputs_.find(b.name);
     if (it == inputs_.end())
-      fail(pkg.dir + ": function " + fn.name + " refers to unknown input " + b.name);
+      fail(pkg_.dir + ": function " + fn.name + " refers to unknown input " + b.name);
     return it->second.data();
   }
   case BufferDecl::Arena:
@@ -151,7 +132,7 @@ char *CpuBackend::resolve(const FunctionPlan &fn, int id) {
 
 void CpuBackend::setInput(const std::string &name, const HostTensor &t) {
   const InputInfo *info = nullptr;
-  for (const InputInfo &in : pkg.inputs)
+  for (const InputInfo &in : pkg_.inputs)
     if (in.name == name)
       info = &in;
   if (!info)
@@ -159,10 +140,10 @@ void CpuBackend::setInput(const std::string &name, const HostTensor &t) {
   if (info->dynamic()) {
     std::vector<int64_t> inner(info->shape.begin() + 1, info->shape.end());
     if (t.shape.empty() || std::vector<int64_t>(t.shape.begin() + 1, t.shape.end()) != inner ||
-        t.shape[0] > pkg.tokenCapacity || t.shape[0] < 1)
+        t.shape[0] > pkg_.tokenCapacity || t.shape[0] < 1)
       fail("input '" + name + "' has shape " + shapeString(t.shape) + "; the package takes [T" +
            (inner.empty() ? "" : ", ") + shapeString(inner).substr(1) +
-           " with 1 <= T <= " + std::to_string(pkg.tokenCapacity) + " tokens");
+           " with 1 <= T <= " + std::to_string(pkg_.tokenCapacity) + " tokens");
     inputRows_[name] = t.shape[0];
     rows_ = t.shape[0];
   } else if (t.shape != info->shape) {
@@ -226,7 +207,7 @@ static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs,
 }
 
 void CpuBackend::run(const std::string &function, int64_t step) {
-  const FunctionPlan &fn = pkg.function(function);
+  const FunctionPlan &fn = pkg_.function(function);
   Bound &b = bound_.at(function);
   for (auto &[input, rows] : inputRows_)
     if (rows != rows_)
@@ -237,16 +218,16 @@ void CpuBackend::run(const std::string &function, int64_t step) {
   using Clock = std::chrono::steady_clock;
   for (size_t i = 0; i < fn.steps.size(); ++i) {
     Clock::time_point t0;
-    if (profile)
+    if (profile.enabled)
       t0 = Clock::now();
     if (b.calls[i])
       b.calls[i](b.args[i].data(), &ctx);
     else
       gemm(fn.steps[i], b.args[i][0], b.args[i][1], b.args[i][2], elementSize_, rows_);
-    if (profile) {
+    if (profile.enabled) {
       double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-      (b.calls[i] ? kernelSeconds : gemmSeconds) += dt;
-      secondsByKernel[b.calls[i] ? fn.steps[i].kernel : "gemm"] += dt;
+      (b.calls[i] ? profile.kernelSeconds : profile.gemmSeconds) += dt;
+      profile.secondsByKernel[b.calls[i] ? fn.steps[i].kernel : "gemm"] += dt;
     }
   }
   if (error[0] == 1)
@@ -258,7 +239,7 @@ void CpuBackend::run(const std::string &function, int64_t step) {
 }
 
 HostTensor CpuBackend::output(const std::string &function, const std::string &name) {
-  const FunctionPlan &fn = pkg.function(function);
+  const FunctionPlan &fn = pkg_.function(function);
   for (const FunctionPlan::Output &out : fn.outputs) {
     if (out.name != name)
       continue;
@@ -267,7 +248,7 @@ HostTensor CpuBackend::output(const std::string &function, const std::string &na
       root = fn.buffers[root].alias;
     const BufferDecl &decl = fn.buffers[root];
     HostTensor t;
-    t.dtype = decl.kind == BufferDecl::Arena ? decl.dtype : pkg.dtype;
+    t.dtype = decl.kind == BufferDecl::Arena ? decl.dtype : pkg_.dtype;
     if (decl.kind != BufferDecl::Arena)
       fail("output '" + name + "' is not an arena buffer");
     t.shape = out.shape;
@@ -279,6 +260,69 @@ HostTensor CpuBackend::output(const std::string &function, const std::string &na
     return t;
   }
   fail("function " + function + " has no output '" + name + "'");
+}
+
+double CpuBackend::gradientNorm() {
+  int64_t n = pkg_.paramCount;
+  double sum = 0;
+  if (elementSize_ == 4) {
+    const float *g = as<float>(grads_.data());
+#pragma omp parallel for reduction(+ : sum) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i)
+      sum += double(g[i]) * g[i];
+  } else {
+    const double *g = as<double>(grads_.data());
+#pragma omp parallel for reduction(+ : sum) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i)
+      sum += g[i] * g[i];
+  }
+  return std::sqrt(sum);
+}
+
+template <typename T>
+static void adamwFlat(const std::vector<ParamInfo> &params, T *p, const T *g, T *m, T *v,
+                      const AdamWStep &o) {
+  const double b1 = o.beta1, b2 = o.beta2, eps = o.eps, lr = o.lr;
+  const double bc1 = 1 - std::pow(b1, double(o.t)), bc2 = 1 - std::pow(b2, double(o.t));
+  const double stepSize = lr / bc1, sqrtBc2 = std::sqrt(bc2);
+  // One parallel region for every parameter: the slices are work-shared
+  // loops without barriers between them, so the update is a single pass over
+  // the flat buffers (torch's math: decay first, then the Adam step).
+  // The element math runs in T (as torch's does), which keeps it vectorized
+  // and memory-bound.
+  const T tb1 = T(b1), tb2 = T(b2), ta1 = T(1 - b1), ta2 = T(1 - b2), tEps = T(eps),
+          tStep = T(stepSize), tInvSqrtBc2 = T(1.0 / sqrtBc2), tScale = T(o.gradScale);
+#pragma omp parallel
+  for (const ParamInfo &q : params) {
+    const T decay = T(1.0 - lr * (q.decay ? o.weightDecay : 0.0));
+    T *__restrict pq = p + q.offset, *__restrict mq = m + q.offset,
+                  *__restrict vq = v + q.offset;
+    const T *__restrict gq = g + q.offset;
+#pragma omp for simd schedule(static) nowait
+    for (int64_t i = 0; i < q.numel; ++i) {
+      T gi = gq[i] * tScale;
+      T mi = tb1 * mq[i] + ta1 * gi;
+      T vi = tb2 * vq[i] + ta2 * gi * gi;
+      mq[i] = mi;
+      vq[i] = vi;
+      pq[i] = pq[i] * decay - tStep * mi / (std::sqrt(vi) * tInvSqrtBc2 + tEps);
+    }
+  }
+}
+
+void adamwHost(const std::vector<ParamInfo> &params, int64_t elementSize, char *p,
+               const char *g, char *m, char *v, const AdamWStep &step) {
+  if (elementSize == 4)
+    adamwFlat(params, as<float>(p), reinterpret_cast<const float *>(g), as<float>(m),
+              as<float>(v), step);
+  else
+    adamwFlat(params, as<double>(p), reinterpret_cast<const double *>(g), as<double>(m),
+              as<double>(v), step);
+}
+
+void CpuBackend::adamw(const AdamWStep &step) {
+  adamwHost(pkg_.params, elementSize_, params_.data(), grads_.data(), adamM_.data(),
+            adamV_.data(), step);
 }
 
 } // namespace mlc::rt

@@ -1,7 +1,7 @@
 //===- Balance.cpp - dealing variable-length samples to ranks --------------===//
 
-#include "runtime/Balance.h"
-#include "runtime/Error.h"
+#include "runtime/data/Balance.h"
+#include "runtime/core/Error.h"
 
 #include <algorithm>
 #include <numeric>

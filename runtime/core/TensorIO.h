@@ -42,6 +42,9 @@ void writeSafetensors(const std::string &path,
 /// crash never leaves a half-written file under the final name.
 void writeFileAtomically(const std::string &path, const std::string &bytes);
 std::string readFile(const std::string &path);
+/// Creates `path` and its missing parents; an Error if it is not a directory
+/// afterwards.
+void makeDirectories(const std::string &path);
 
 } // namespace mlc::rt
 

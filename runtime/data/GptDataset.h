@@ -14,7 +14,7 @@
 #ifndef MLC_RUNTIME_GPTDATASET_H
 #define MLC_RUNTIME_GPTDATASET_H
 
-#include "runtime/IndexedDataset.h"
+#include "runtime/data/IndexedDataset.h"
 
 #include <map>
 #include <memory>

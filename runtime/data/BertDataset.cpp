@@ -1,9 +1,9 @@
 //===- BertDataset.cpp - masked-language-model samples ---------------------===//
 
-#include "runtime/BertDataset.h"
-#include "runtime/Error.h"
-#include "runtime/GptDataset.h"
-#include "runtime/Hash.h"
+#include "runtime/data/BertDataset.h"
+#include "runtime/core/Error.h"
+#include "runtime/data/GptDataset.h"
+#include "runtime/core/Hash.h"
 
 #include <algorithm>
 #include <fstream>

@@ -7,10 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Error.h"
-#include "runtime/Json.h"
-#include "runtime/TensorIO.h"
-#include "runtime/Tokenizer.h"
+#include "runtime/core/Error.h"
+#include "runtime/core/Json.h"
+#include "runtime/core/TensorIO.h"
+#include "runtime/data/Tokenizer.h"
 
 #include <map>
 #include <queue>

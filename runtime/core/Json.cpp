@@ -1,7 +1,7 @@
 //===- Json.cpp - a small JSON reader and writer ---------------------------===//
 
-#include "runtime/Json.h"
-#include "runtime/Error.h"
+#include "runtime/core/Json.h"
+#include "runtime/core/Error.h"
 
 #include <cstdlib>
 

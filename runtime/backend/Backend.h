@@ -1,0 +1,114 @@
+//===- Backend.h - what the trainer and tools ask of a device ---*- C++ -*-===//
+//
+// A backend runs one package's plan on one device. It owns everything that
+// lives there: the four flat buffers (parameters, gradients and the AdamW
+// moments, `paramCount` elements each, laid out as Package::params says), the
+// inputs and the activation arena. The trainer, `mlc` and `mlc-runtime` see
+// only this interface: weights, moments and batches cross it as host copies,
+// never as pointers into device memory.
+//
+// Backends:
+//   backend/cpu/CpuBackend   host memory, kernels.cpp built by the host
+//                            compiler (KernelCache), GEMMs through OpenBLAS
+//   backend/cuda/            (next) device memory, kernels.cu through NVRTC,
+//                            GEMMs through cuBLASLt; it plugs in through
+//                            createBackend() below
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_RUNTIME_BACKEND_BACKEND_H
+#define MLC_RUNTIME_BACKEND_BACKEND_H
+
+#include "runtime/core/Package.h"
+#include "runtime/core/TensorIO.h"
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace mlc::rt {
+
+/// The flat buffers of a training run, each `paramCount` elements of the
+/// package's dtype.
+enum class FlatBuffer { Params, Grads, AdamM, AdamV };
+
+/// One AdamW update over the flat buffers: torch.optim.AdamW's math (decay
+/// first, then the Adam step with bias corrections), weight decay on the
+/// parameters whose ParamInfo::decay is set, the gradient scaled by
+/// `gradScale` (global-norm clipping folded in). `t` is the 1-based step.
+struct AdamWStep {
+  double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0;
+  double gradScale = 1;
+  int64_t t = 1;
+};
+
+/// Where a step's time went, measured only when MLC_PROFILE is set (clocks
+/// stay off the hot path otherwise).
+struct BackendProfile {
+  bool enabled = false;
+  double gemmSeconds = 0, kernelSeconds = 0;
+  std::map<std::string, double> secondsByKernel;
+};
+
+class Backend {
+public:
+  explicit Backend(const Package &pkg);
+  virtual ~Backend();
+  Backend(const Backend &) = delete;
+  Backend &operator=(const Backend &) = delete;
+
+  const Package &package() const { return pkg_; }
+  /// Bytes per element of the flat buffers (the package's dtype).
+  int64_t elementSize() const { return elementSize_; }
+  /// "cpu", "cuda": for logs and errors.
+  virtual std::string name() const = 0;
+
+  /// Host <-> device copies of `bytes` bytes at byte `offset` of a flat buffer.
+  virtual void upload(FlatBuffer which, int64_t offset, const void *src, int64_t bytes) = 0;
+  virtual void download(FlatBuffer which, int64_t offset, void *dst, int64_t bytes) = 0;
+  /// Sets a whole flat buffer to zero (fresh AdamW moments).
+  virtual void zero(FlatBuffer which) = 0;
+
+  /// Copies a batch tensor into the named input (converting integer dtypes);
+  /// the shape must match the compiled one, except that a dynamic token
+  /// dimension takes any size up to the package's capacity.
+  virtual void setInput(const std::string &name, const HostTensor &t) = 0;
+  /// Runs every step of a function. `step` keys the dropout masks.
+  virtual void run(const std::string &function, int64_t step) = 0;
+  /// A function output after run(), copied to the host.
+  virtual HostTensor output(const std::string &function, const std::string &name) = 0;
+
+  /// The optimizer over the flat buffers. It moves into the plan (generated
+  /// kernels) when the compiler emits AdamW; until then each backend
+  /// implements these two with the same math.
+  virtual double gradientNorm() = 0;
+  virtual void adamw(const AdamWStep &step) = 0;
+
+  /// Collectives over the data-parallel ranks: an asynchronous in-place sum
+  /// of `count` elements at element `offset` of a flat buffer, identified by
+  /// `tag` until its wait. With one rank (every backend today) the sum is
+  /// the buffer itself and both calls do nothing.
+  virtual int worldSize() const { return 1; }
+  virtual void allReduceStart(FlatBuffer which, int64_t offset, int64_t count, int tag);
+  virtual void allReduceWait(int tag);
+
+  BackendProfile profile;
+
+protected:
+  const Package &pkg_;
+  int64_t elementSize_;
+};
+
+/// The backend for `device`: "cpu" (or "auto", which picks the CPU while no
+/// other backend is built in). An unknown or unavailable device is an Error
+/// that says which devices this build has.
+std::unique_ptr<Backend> createBackend(const std::string &device, const Package &pkg,
+                                       bool verbose);
+
+/// Whole-buffer host copies, for loading, saving and checkpointing.
+std::vector<char> downloadAll(Backend &backend, FlatBuffer which);
+void uploadAll(Backend &backend, FlatBuffer which, const std::vector<char> &host);
+
+} // namespace mlc::rt
+
+#endif // MLC_RUNTIME_BACKEND_BACKEND_H

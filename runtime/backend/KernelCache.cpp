@@ -1,0 +1,74 @@
+//===- KernelCache.cpp - compiled kernels, cached on disk by content --------===//
+
+#include "runtime/backend/KernelCache.h"
+#include "runtime/core/Error.h"
+#include "runtime/core/Hash.h"
+#include "runtime/core/TensorIO.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace mlc::rt {
+
+std::string cacheRoot() {
+  std::string dir;
+  if (const char *d = std::getenv("MLC_CACHE_DIR"); d && *d)
+    dir = d;
+  else {
+    const char *home = std::getenv("HOME");
+    dir = std::string(home && *home ? home : "/tmp") + "/.cache/mlc";
+  }
+  makeDirectories(dir);
+  return dir;
+}
+
+std::string cachedArtifact(const std::string &key, const std::string &suffix,
+                           const std::function<void(const std::string &tmp)> &build) {
+  std::string path = cacheRoot() + "/" + key + "." + suffix;
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && st.st_size > 0)
+    return path;
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  build(tmp);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    fail(path + ": cannot move the compiled kernels into the cache");
+  }
+  return path;
+}
+
+void *loadHostKernelLibrary(const std::string &source, bool verbose) {
+  const char *cxxEnv = std::getenv("CXX");
+  std::string cxx = cxxEnv && *cxxEnv ? cxxEnv : "c++";
+  // -fno-trapping-math lets the vectorizer if-convert float compares (clamps,
+  // max reductions); kernels never rely on floating-point exceptions.
+  std::string flags = "-std=c++17 -O3 -march=native -fno-trapping-math -fopenmp -fPIC -shared -w";
+  std::string key = "kernels-" + contentHash(cxx + "\n" + flags + "\n" + source);
+  std::string so = cachedArtifact(key, "so", [&](const std::string &tmp) {
+    std::string dir = cacheRoot();
+    std::string cpp = dir + "/" + key + ".cpp", log = dir + "/" + key + ".log";
+    writeFileAtomically(cpp, source);
+    std::string cmd = cxx + " " + flags + " -o '" + tmp + "' '" + cpp + "' > '" + log + "' 2>&1";
+    auto t0 = std::chrono::steady_clock::now();
+    if (verbose)
+      std::fprintf(stderr, "mlc: compiling kernels (%s)\n", cpp.c_str());
+    if (std::system(cmd.c_str()) != 0) {
+      std::remove(tmp.c_str());
+      fail("the host compiler failed on the generated kernels " + cpp + ":\n" +
+           readFile(log).substr(0, 4000));
+    }
+    if (verbose)
+      std::fprintf(stderr, "mlc: kernels compiled in %.1f s\n",
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  });
+  void *handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle)
+    fail(so + ": cannot load: " + dlerror() + " (delete it to rebuild)");
+  return handle;
+}
+
+} // namespace mlc::rt

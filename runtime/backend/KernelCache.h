@@ -1,0 +1,39 @@
+//===- KernelCache.h - compiled kernels, cached on disk by content -*- C++ -*-===//
+//
+// Every target compiles its package's kernel source once per machine: the
+// CPU target with the host C++ compiler (a shared library), the CUDA target
+// with NVRTC (a cubin). The artifact's name is a content hash of everything
+// that determines it (compiler, flags or architecture, source), so a warm
+// start compiles nothing and a changed input never reuses a stale artifact.
+// Artifacts appear under their final name only when complete (a temporary
+// file, then a rename).
+//
+// The cache lives in $MLC_CACHE_DIR, else ~/.cache/mlc.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_RUNTIME_BACKEND_KERNELCACHE_H
+#define MLC_RUNTIME_BACKEND_KERNELCACHE_H
+
+#include <functional>
+#include <string>
+
+namespace mlc::rt {
+
+/// The cache's root directory (created if missing).
+std::string cacheRoot();
+
+/// The path of the artifact `KEY.SUFFIX` under the cache root. When it is
+/// missing, `build(tmp)` is called to write it to a temporary path, which then
+/// becomes the artifact; `build` reports its own failures as Errors.
+std::string cachedArtifact(const std::string &key, const std::string &suffix,
+                           const std::function<void(const std::string &tmp)> &build);
+
+/// The CPU target: compiles `source` (kernels.cpp) with the host C++ compiler
+/// ($CXX, else c++), or reuses the library an earlier run built from the same
+/// source and flags. Returns a dlopen handle.
+void *loadHostKernelLibrary(const std::string &source, bool verbose);
+
+} // namespace mlc::rt
+
+#endif // MLC_RUNTIME_BACKEND_KERNELCACHE_H

@@ -1,0 +1,272 @@
+//===- BatchSources.cpp - where a training step's batches come from --------===//
+
+#include "runtime/train/BatchSources.h"
+#include "runtime/core/Error.h"
+#include "runtime/core/Hash.h"
+#include "runtime/data/BertDataset.h"
+#include "runtime/data/GptDataset.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <random>
+
+namespace mlc::rt {
+
+uint64_t nameSeed(uint64_t seed, const std::string &name) {
+  return std::stoull(contentHash(std::to_string(seed) + "/" + name), nullptr, 16);
+}
+
+namespace {
+
+/// The input_ids input of a model that --data can feed: one whose inputs are
+/// input_ids [batch, seq] and labels (GPT-style; labels = input_ids).
+const InputInfo *gptTokenInput(const Package &pkg) {
+  const InputInfo *ids = nullptr;
+  for (const InputInfo &in : pkg.inputs) {
+    if (in.name == "input_ids")
+      ids = &in;
+    else if (in.name != "labels")
+      fail("--data feeds input_ids and labels only; this model also needs '" + in.name +
+           "' (use --batches)");
+  }
+  if (!ids || ids->shape.size() != 2)
+    fail("--data needs a model with input_ids [batch, seq]");
+  return ids;
+}
+
+
+BatchFn batchesFromDirectory(const Package &pkg, const std::string &dir, int64_t steps) {
+  auto files = std::make_shared<std::map<std::string, HostTensor>>();
+  for (const InputInfo &in : pkg.inputs) {
+    std::string path = dir + "/" + in.name + ".npy";
+    HostTensor t = readNpy(path);
+    std::vector<int64_t> inner(t.shape.begin() + (t.shape.empty() ? 0 : 1), t.shape.end());
+    if (t.shape.empty() || inner != in.shape)
+      fail(path + ": shape " + shapeString(t.shape) + " is not [steps] + " +
+           shapeString(in.shape));
+    if (t.shape[0] < steps)
+      fail(path + ": holds " + std::to_string(t.shape[0]) + " batches but " +
+           std::to_string(steps) + " steps were asked for");
+    (*files)[in.name] = std::move(t);
+  }
+  return [files](const InputInfo &in, int64_t t) {
+    const HostTensor &all = files->at(in.name);
+    HostTensor out;
+    out.dtype = all.dtype;
+    out.shape = in.shape;
+    int64_t bytes = in.numel * dtypeSize(all.dtype);
+    out.data.assign(all.data.begin() + t * bytes, all.data.begin() + (t + 1) * bytes);
+    return out;
+  };
+}
+
+/// GPT-style samples from a token file: `.bin` holds uint16 tokens, any other
+/// file is read as bytes (a byte-level vocabulary of 256). The tokens are cut
+/// into samples of seq-len tokens; each epoch visits them in a seeded random
+/// order, so step t's batch depends only on (seed, t) and a resumed run sees
+/// the batches it would have seen.
+BatchFn batchesFromTokens(const Package &pkg, const std::string &path, uint64_t seed) {
+  auto tokens = std::make_shared<std::vector<uint16_t>>();
+  std::string bytes = readFile(path);
+  if (path.size() > 4 && path.compare(path.size() - 4, 4, ".bin") == 0) {
+    if (bytes.size() % 2)
+      fail(path + ": a .bin token file must hold uint16 tokens (odd byte count)");
+    tokens->resize(bytes.size() / 2);
+    std::memcpy(tokens->data(), bytes.data(), bytes.size());
+  } else {
+    tokens->assign(bytes.begin(), bytes.end());
+    for (auto &t : *tokens)
+      t &= 0xFF;
+  }
+  const InputInfo *ids = gptTokenInput(pkg);
+  const int64_t S = ids->shape[1];
+  const int64_t samples = int64_t(tokens->size()) / S;
+  if (samples < 1)
+    fail(path + ": holds " + std::to_string(tokens->size()) + " tokens, fewer than one " +
+         "sample of " + std::to_string(S));
+  // One permutation per epoch, computed when first needed.
+  auto orders = std::make_shared<std::map<int64_t, std::vector<int64_t>>>();
+  return [tokens, orders, seed, S, samples](const InputInfo &in, int64_t t) {
+    HostTensor out;
+    out.dtype = "i64";
+    out.shape = in.shape;
+    out.data.resize(in.numel * 8);
+    int64_t *dst = reinterpret_cast<int64_t *>(out.data.data());
+    const int64_t B = in.shape[0];
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t k = t * B + b, epoch = k / samples;
+      auto &order = (*orders)[epoch];
+      if (order.empty()) {
+        order.resize(samples);
+        for (int64_t i = 0; i < samples; ++i)
+          order[i] = i;
+        std::mt19937_64 rng(nameSeed(seed, "epoch/" + std::to_string(epoch)));
+        std::shuffle(order.begin(), order.end(), rng);
+      }
+      const uint16_t *src = tokens->data() + order[k % samples] * S;
+      for (int64_t s = 0; s < S; ++s)
+        dst[b * S + s] = src[s];
+    }
+    return out;
+  };
+}
+
+/// --data names indexed datasets when it is a blend ("W1 P1 W2 P2": errors
+/// in it are reported as such) or a PREFIX with PREFIX.idx beside it; any
+/// other single path is a plain token file.
+bool isIndexedData(const std::string &spec) {
+  if (spec.find_first_of(" \t") != std::string::npos)
+    return true;
+  FILE *f = std::fopen((spec + ".idx").c_str(), "rb");
+  if (!f)
+    return false;
+  std::fclose(f);
+  return true;
+}
+
+/// Batches of GPT samples (input_ids = labels) from indexed datasets; step t
+/// takes samples t*B .. t*B+B-1 of the split.
+BatchFn batchesFromIndexed(const Package &pkg, const TrainOptions &o, int part) {
+  const InputInfo *ids = gptTokenInput(pkg);
+  auto samples = std::make_shared<GptSamples>(parseBlend(o.data), o.split, part,
+                                              ids->shape[1], o.seed);
+  return [samples](const InputInfo &in, int64_t t) {
+    HostTensor out;
+    out.dtype = "i64";
+    out.shape = in.shape;
+    out.data.resize(in.numel * 8);
+    int64_t *dst = reinterpret_cast<int64_t *>(out.data.data());
+    for (int64_t b = 0; b < in.shape[0]; ++b)
+      samples->sample(t * in.shape[0] + b, dst + b * in.shape[1]);
+    return out;
+  };
+}
+
+/// Masked-LM batches for BERT (input_ids, token_type_ids, attention_mask,
+/// labels [batch, seq]) from a WordPiece-tokenized indexed dataset.
+BatchFn batchesForBert(const Package &pkg, const TrainOptions &o, int part) {
+  int64_t B = 0, S = 0;
+  bool varlen = false;
+  for (const InputInfo &in : pkg.inputs)
+    varlen |= in.name == "cu_seqlens";
+  for (const InputInfo &in : pkg.inputs) {
+    if (varlen) {
+      // Packed: at most B sequences (cu_seqlens has B + 1 entries) and the
+      // token capacity B * S.
+      if (in.name == "cu_seqlens") {
+        B = in.shape[0] - 1;
+        S = pkg.tokenCapacity / B;
+      } else if (in.name != "input_ids" && in.name != "token_type_ids" &&
+                 in.name != "position_ids" && in.name != "labels") {
+        fail("unpadded BERT data feeds input_ids, token_type_ids, position_ids, labels and "
+             "cu_seqlens; the model also needs '" + in.name + "'");
+      }
+      continue;
+    }
+    if (in.name != "input_ids" && in.name != "token_type_ids" &&
+        in.name != "attention_mask" && in.name != "labels")
+      fail("BERT data feeds input_ids, token_type_ids, attention_mask and labels; the model "
+           "also needs '" + in.name + "'");
+    if (in.shape.size() != 2)
+      fail("BERT data needs [batch, seq] inputs");
+    B = in.shape[0];
+    S = in.shape[1];
+  }
+  if (o.vocabFile.empty())
+    fail("BERT training on --data needs --vocab-file (the WordPiece vocab.txt the dataset "
+         "was tokenized with) for its [CLS], [SEP], [MASK] and [PAD] ids");
+  if (parseBlend(o.data).size() != 1)
+    fail("BERT data takes one dataset PREFIX, not a blend");
+  auto samples = std::make_shared<BertSamples>(parseBlend(o.data)[0].second, o.split, part, S,
+                                               BertSpecialTokens::fromVocab(o.vocabFile),
+                                               o.seed);
+  // The four inputs of a step come from the same samples: build them once.
+  auto cache = std::make_shared<std::pair<int64_t, std::vector<BertSample>>>();
+  cache->first = -1;
+  return [samples, cache, B, S, varlen](const InputInfo &in, int64_t t) {
+    if (cache->first != t) {
+      cache->second.clear();
+      for (int64_t b = 0; b < B; ++b)
+        cache->second.push_back(samples->sample(t * B + b));
+      cache->first = t;
+    }
+    if (varlen) {
+      // Only the real tokens of each sample, back to back.
+      HostTensor out;
+      out.dtype = in.name == "cu_seqlens" ? "i32" : "i64";
+      std::vector<int64_t> values;
+      int64_t offset = 0;
+      if (in.name == "cu_seqlens")
+        values.push_back(0);
+      for (const BertSample &s : cache->second) {
+        for (int64_t i = 0; i < s.length; ++i) {
+          if (in.name == "input_ids")
+            values.push_back(s.inputIds[i]);
+          else if (in.name == "token_type_ids")
+            values.push_back(s.tokenTypeIds[i]);
+          else if (in.name == "position_ids")
+            values.push_back(i);
+          else if (in.name == "labels")
+            values.push_back(s.labels[i]);
+        }
+        offset += s.length;
+        if (in.name == "cu_seqlens")
+          values.push_back(offset);
+      }
+      out.shape = {int64_t(values.size())};
+      out.data.resize(values.size() * dtypeSize(out.dtype));
+      for (size_t i = 0; i < values.size(); ++i) {
+        if (out.dtype == "i32")
+          reinterpret_cast<int32_t *>(out.data.data())[i] = int32_t(values[i]);
+        else
+          reinterpret_cast<int64_t *>(out.data.data())[i] = values[i];
+      }
+      return out;
+    }
+    HostTensor out;
+    out.dtype = "i64";
+    out.shape = in.shape;
+    out.data.resize(in.numel * 8);
+    int64_t *dst = reinterpret_cast<int64_t *>(out.data.data());
+    for (int64_t b = 0; b < B; ++b) {
+      const BertSample &s = cache->second[b];
+      const std::vector<int64_t> &src = in.name == "input_ids"        ? s.inputIds
+                                        : in.name == "token_type_ids" ? s.tokenTypeIds
+                                        : in.name == "attention_mask" ? s.attentionMask
+                                                                      : s.labels;
+      std::copy(src.begin(), src.end(), dst + b * S);
+    }
+    return out;
+  };
+}
+
+bool isBert(const Package &pkg) {
+  for (const InputInfo &in : pkg.inputs)
+    if (in.name == "token_type_ids")
+      return true;
+  return false;
+}
+
+} // namespace
+
+BatchSources openBatchSources(const Package &pkg, const TrainOptions &o) {
+  BatchSources s;
+  if (!o.batchesDir.empty()) {
+    s.train = batchesFromDirectory(pkg, o.batchesDir, o.steps);
+  } else if (!o.data.empty() && isIndexedData(o.data)) {
+    auto source = isBert(pkg) ? batchesForBert : batchesFromIndexed;
+    s.train = source(pkg, o, 0);
+    if (o.evalInterval > 0)
+      s.validation = source(pkg, o, 1);
+  } else if (!o.data.empty()) {
+    s.train = batchesFromTokens(pkg, o.data, o.seed);
+  } else {
+    fail("no training data: give --data FILE or --batches DIR");
+  }
+  if (o.evalInterval > 0 && !s.validation)
+    fail("--eval-interval needs --data with an indexed dataset (its validation split)");
+  return s;
+}
+
+} // namespace mlc::rt

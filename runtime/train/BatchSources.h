@@ -1,0 +1,38 @@
+//===- BatchSources.h - where a training step's batches come from -*- C++ -*-===//
+//
+// A batch source gives the tensor of each model input for a 0-based step:
+// from a directory of NAME.npy arrays (--batches), GPT samples of indexed
+// datasets or blends (--data PREFIX), masked-LM BERT samples (padded or
+// packed for unpadded BERT), or a plain token file. A step's batch depends
+// only on (seed, step), so a resumed run sees the batches it would have seen.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_RUNTIME_TRAIN_BATCHSOURCES_H
+#define MLC_RUNTIME_TRAIN_BATCHSOURCES_H
+
+#include "runtime/core/Package.h"
+#include "runtime/core/TensorIO.h"
+#include "runtime/train/Options.h"
+
+#include <functional>
+
+namespace mlc::rt {
+
+using BatchFn = std::function<HostTensor(const InputInfo &input, int64_t t)>;
+
+struct BatchSources {
+  BatchFn train;
+  BatchFn validation; // set when --eval-interval asks for it
+};
+
+/// The sources the options name; errors name the file or flag at fault.
+BatchSources openBatchSources(const Package &pkg, const TrainOptions &o);
+
+/// A 64-bit seed derived from the run's seed and a name (a parameter, an
+/// epoch): the same whatever the order things are drawn in.
+uint64_t nameSeed(uint64_t seed, const std::string &name);
+
+} // namespace mlc::rt
+
+#endif // MLC_RUNTIME_TRAIN_BATCHSOURCES_H

@@ -1,0 +1,140 @@
+//===- Options.cpp - the table of training flags ----------------------------===//
+
+#include "runtime/train/Options.h"
+#include "runtime/core/Error.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+namespace mlc::rt {
+
+namespace {
+
+double parseNumber(const std::string &flag, const std::string &v) {
+  char *end = nullptr;
+  errno = 0;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end || errno == ERANGE)
+    fail("--" + flag + " expects a number, got '" + v + "'");
+  return x;
+}
+
+int64_t parseInteger(const std::string &flag, const std::string &v) {
+  char *end = nullptr;
+  errno = 0;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end || errno == ERANGE)
+    fail("--" + flag + " expects an integer, got '" + v + "'");
+  return x;
+}
+
+std::string text(double x) {
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
+
+TrainFlag number(const char *name, const char *help, double TrainOptions::*field) {
+  return {name, "x", help, [field](const TrainOptions &o) { return text(o.*field); },
+          [field, name](TrainOptions &o, const std::string &v) {
+            o.*field = parseNumber(name, v);
+          }};
+}
+
+TrainFlag integer(const char *name, const char *help, int64_t TrainOptions::*field) {
+  return {name, "n", help,
+          [field](const TrainOptions &o) { return std::to_string(o.*field); },
+          [field, name](TrainOptions &o, const std::string &v) {
+            o.*field = parseInteger(name, v);
+          }};
+}
+
+TrainFlag string(const char *name, const char *valueName, const char *help,
+                 std::string TrainOptions::*field) {
+  return {name, valueName, help, [field](const TrainOptions &o) { return o.*field; },
+          [field](TrainOptions &o, const std::string &v) { o.*field = v; }};
+}
+
+} // namespace
+
+const std::vector<TrainFlag> &trainFlags() {
+  static const std::vector<TrainFlag> flags = [] {
+    std::vector<TrainFlag> f = {
+        integer("steps", "Optimizer steps", &TrainOptions::steps),
+        number("lr", "Peak learning rate", &TrainOptions::lr),
+        number("min-lr", "Learning rate at the end of the cosine decay", &TrainOptions::minLr),
+        integer("warmup", "Linear warmup steps", &TrainOptions::warmup),
+        string("lr-schedule", "name", "constant or cosine (after warmup)",
+               &TrainOptions::schedule),
+        number("weight-decay", "AdamW decoupled weight decay (matrices only)",
+               &TrainOptions::weightDecay),
+        number("beta1", "AdamW beta1", &TrainOptions::beta1),
+        number("beta2", "AdamW beta2", &TrainOptions::beta2),
+        number("eps", "AdamW epsilon", &TrainOptions::eps),
+        number("clip-grad", "Clip the global gradient norm (0 = off)", &TrainOptions::clipGrad),
+        {"seed", "n", "Seed of initialization, data order and dropout",
+         [](const TrainOptions &o) { return std::to_string(o.seed); },
+         [](TrainOptions &o, const std::string &v) {
+           int64_t x = parseInteger("seed", v);
+           if (x < 0)
+             fail("--seed must be >= 0, got " + v);
+           o.seed = uint64_t(x);
+         },
+         /*forRun=*/true},
+        string("init", "file", "Initial weights (safetensors, HF names)", &TrainOptions::init),
+        string("save", "file", "Write the trained weights (safetensors)", &TrainOptions::save),
+        string("batches", "dir", "Directory with NAME.npy per model input, leading dimension "
+                                 "= step", &TrainOptions::batchesDir),
+        string("data", "data", "Indexed dataset PREFIX (PREFIX.bin/.idx from mlc preprocess or "
+                               "Megatron), a blend \"W1 P1 W2 P2\", or a plain file read as bytes",
+               &TrainOptions::data),
+        string("split", "weights", "Train/validation/test weights over documents",
+               &TrainOptions::split),
+        string("vocab-file", "file", "BERT on --data: the WordPiece vocab.txt of the dataset "
+                                     "(ids of [CLS], [SEP], [MASK], [PAD])",
+               &TrainOptions::vocabFile),
+        integer("eval-interval", "Validation loss every N steps (0 = never)",
+                &TrainOptions::evalInterval),
+        integer("eval-iters", "Validation batches per evaluation", &TrainOptions::evalIters),
+        string("log-json", "file", "One JSON object per step", &TrainOptions::logJson),
+        integer("log-every", "Print progress every N steps", &TrainOptions::logEvery),
+        string("device", "name", "Where to run: cpu or auto", &TrainOptions::device),
+    };
+    for (TrainFlag &flag : f)
+      if (flag.name == "init" || flag.name == "device")
+        flag.forRun = true;
+    return f;
+  }();
+  return flags;
+}
+
+void validate(const TrainOptions &o) {
+  if (o.schedule != "constant" && o.schedule != "cosine")
+    fail("--lr-schedule must be constant or cosine, got '" + o.schedule + "'");
+  if (o.steps < 1)
+    fail("--steps must be at least 1, got " + std::to_string(o.steps));
+  if (o.warmup < 0)
+    fail("--warmup must be >= 0, got " + std::to_string(o.warmup));
+  if (o.logEvery < 1)
+    fail("--log-every must be at least 1, got " + std::to_string(o.logEvery));
+  if (o.evalInterval < 0 || o.evalIters < 1)
+    fail("--eval-interval must be >= 0 and --eval-iters >= 1");
+  auto finiteAtLeast = [](const char *flag, double x, double lo) {
+    if (!std::isfinite(x) || x < lo)
+      fail(std::string("--") + flag + " must be a finite number >= " + text(lo) +
+           ", got " + std::to_string(x));
+  };
+  finiteAtLeast("lr", o.lr, 0);
+  finiteAtLeast("min-lr", o.minLr, 0);
+  finiteAtLeast("weight-decay", o.weightDecay, 0);
+  finiteAtLeast("clip-grad", o.clipGrad, 0);
+  if (!std::isfinite(o.eps) || o.eps <= 0)
+    fail("--eps must be a finite number > 0, got " + text(o.eps));
+  for (auto [flag, beta] : {std::pair<const char *, double>{"beta1", o.beta1}, {"beta2", o.beta2}})
+    if (!(beta >= 0 && beta < 1))
+      fail(std::string("--") + flag + " must be in [0, 1), got " + text(beta));
+}
+
+} // namespace mlc::rt

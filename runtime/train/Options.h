@@ -1,0 +1,57 @@
+//===- Options.h - training options and the one table of their flags -*- C++ -*-===//
+//
+// `mlc train` and `mlc-runtime train` take the same flags with the same
+// defaults: both read them from trainFlags(), whose defaults are the
+// TrainOptions initializers below (the one place they are written).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_RUNTIME_TRAIN_OPTIONS_H
+#define MLC_RUNTIME_TRAIN_OPTIONS_H
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace mlc::rt {
+
+struct TrainOptions {
+  int64_t steps = 100;
+  double lr = 3e-4, minLr = 0.0;
+  int64_t warmup = 0;
+  std::string schedule = "cosine"; // constant | cosine
+  double weightDecay = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double clipGrad = 1.0; // global L2 norm; 0 disables
+  uint64_t seed = 1234;
+  std::string init;       // safetensors with HF names
+  std::string save;       // safetensors written at the end
+  std::string batchesDir; // NAME.npy per input, leading dim = step
+  std::string data;       // indexed dataset PREFIX, a blend "W1 P1 W2 P2", or a token file
+  std::string split = "969,30,1"; // Megatron's train/validation/test split
+  std::string vocabFile;          // BERT data: the WordPiece vocab.txt (special ids)
+  int64_t evalInterval = 0, evalIters = 10; // validation loss every N steps
+  std::string logJson;
+  int64_t logEvery = 1;
+  std::string device = "auto"; // cpu | auto (cuda when its backend lands)
+  bool quiet = false;
+};
+
+/// One training flag: --NAME VALUE. `set` parses VALUE strictly (a number
+/// flag takes a whole number, not a prefix) and throws an Error that names
+/// the flag. `forRun` marks flags `run` takes too (weights and seed).
+struct TrainFlag {
+  std::string name, valueName, help;
+  std::function<std::string(const TrainOptions &)> value; // current value, as text
+  std::function<void(TrainOptions &, const std::string &)> set;
+  bool forRun = false;
+};
+const std::vector<TrainFlag> &trainFlags();
+
+/// Checks the options together (ranges, known names); throws an Error naming
+/// the flag at fault.
+void validate(const TrainOptions &o);
+
+} // namespace mlc::rt
+
+#endif // MLC_RUNTIME_TRAIN_OPTIONS_H

@@ -1,0 +1,246 @@
+//===- Trainer.cpp - the training loop -------------------------------------===//
+
+#include "runtime/train/Trainer.h"
+#include "runtime/core/Error.h"
+#include "runtime/train/BatchSources.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <random>
+#include <set>
+
+namespace mlc::rt {
+
+namespace {
+
+template <typename T> T *as(char *p) { return reinterpret_cast<T *>(p); }
+
+/// Writes `x` as element i of a flat buffer of `elementSize`-byte floats.
+void store(std::vector<char> &flat, int64_t elementSize, int64_t i, double x) {
+  if (elementSize == 4)
+    as<float>(flat.data())[i] = float(x);
+  else
+    as<double>(flat.data())[i] = x;
+}
+
+} // namespace
+
+void initializeParameters(Backend &backend, uint64_t seed) {
+  const Package &pkg = backend.package();
+  const int64_t es = backend.elementSize();
+  std::vector<char> flat(pkg.paramCount * es);
+  for (const ParamInfo &p : pkg.params) {
+    std::mt19937_64 rng(nameSeed(seed, p.name));
+    double std = 0, fill = 0;
+    bool normal = false;
+    if (p.init.rfind("normal:", 0) == 0) {
+      normal = true;
+      std = std::stod(p.init.substr(7));
+    } else if (p.init == "ones") {
+      fill = 1;
+    } else if (p.init != "zeros") {
+      fail(pkg.dir + ": parameter " + p.name + " has unknown init '" + p.init + "'");
+    }
+    std::normal_distribution<double> dist(0.0, std);
+    for (int64_t i = 0; i < p.numel; ++i)
+      store(flat, es, p.offset + i, normal ? dist(rng) : fill);
+  }
+  uploadAll(backend, FlatBuffer::Params, flat);
+}
+
+void loadParameters(Backend &backend, const std::string &path) {
+  const Package &pkg = backend.package();
+  auto tensors = readSafetensors(path);
+  std::string problems;
+  for (const ParamInfo &p : pkg.params) {
+    auto it = tensors.find(p.name);
+    if (it == tensors.end()) {
+      problems += "\n  missing: " + p.name + " " + shapeString(p.shape);
+      continue;
+    }
+    if (it->second.shape != p.shape)
+      problems += "\n  mis-shaped: " + p.name + " is " + shapeString(it->second.shape) +
+                  ", the model needs " + shapeString(p.shape);
+  }
+  for (auto &[name, t] : tensors)
+    if (!pkg.param(name))
+      problems += "\n  unexpected: " + name + " " + shapeString(t.shape);
+  if (!problems.empty())
+    fail(path + ": weights do not match the model:" + problems);
+  const int64_t es = backend.elementSize();
+  std::vector<char> flat(pkg.paramCount * es);
+  for (const ParamInfo &p : pkg.params) {
+    const HostTensor &t = tensors.at(p.name);
+    for (int64_t i = 0; i < p.numel; ++i)
+      store(flat, es, p.offset + i, t.getDouble(i));
+  }
+  uploadAll(backend, FlatBuffer::Params, flat);
+}
+
+void saveParameters(Backend &backend, const std::string &path) {
+  std::vector<char> flat = downloadAll(backend, FlatBuffer::Params);
+  std::vector<std::pair<std::string, HostTensor>> out;
+  for (const ParamInfo &p : backend.package().params) {
+    HostTensor t;
+    t.dtype = backend.package().dtype;
+    t.shape = p.shape;
+    const char *base = flat.data() + p.offset * backend.elementSize();
+    t.data.assign(base, base + p.numel * backend.elementSize());
+    out.push_back({p.name, std::move(t)});
+  }
+  writeSafetensors(path, out);
+}
+
+double learningRate(const TrainOptions &o, int64_t step) {
+  if (o.warmup > 0 && step <= o.warmup)
+    return o.lr * double(step) / double(o.warmup);
+  if (o.schedule == "constant")
+    return o.lr;
+  // The first step after warmup runs at the peak; the decay reaches min-lr
+  // one step after the last, so no step is wasted at the floor.
+  double span = double(std::max<int64_t>(1, o.steps - o.warmup));
+  double progress = std::min(1.0, double(step - o.warmup - 1) / span);
+  return o.minLr + 0.5 * (1.0 + std::cos(M_PI * progress)) * (o.lr - o.minLr);
+}
+
+std::vector<double> train(Backend &backend, const TrainOptions &o) {
+  const Package &pkg = backend.package();
+  validate(o);
+  pkg.function("train_step");
+  if (!o.init.empty())
+    loadParameters(backend, o.init);
+  else
+    initializeParameters(backend, o.seed);
+  BatchSources sources = openBatchSources(pkg, o);
+  BatchFn &batch = sources.train, &validation = sources.validation;
+  // Mean loss of the first eval-iters validation batches, without dropout.
+  auto evaluate = [&]() {
+    double sum = 0;
+    for (int64_t i = 0; i < o.evalIters; ++i) {
+      for (const InputInfo &in : pkg.inputs)
+        backend.setInput(in.name, validation(in, i));
+      backend.run("evaluate", 0);
+      sum += backend.output("evaluate", "loss").getDouble(0);
+    }
+    return sum / double(std::max<int64_t>(1, o.evalIters));
+  };
+
+  int64_t tokensPerStep = 0;
+  for (const InputInfo &in : pkg.inputs)
+    if (in.name == "input_ids")
+      tokensPerStep = in.numel;
+  std::ofstream log;
+  if (!o.logJson.empty()) {
+    log.open(o.logJson, std::ios::trunc);
+    if (!log)
+      fail(o.logJson + ": cannot write the JSON log");
+  }
+  backend.zero(FlatBuffer::AdamM);
+  backend.zero(FlatBuffer::AdamV);
+  std::vector<double> losses;
+  for (int64_t t = 1; t <= o.steps; ++t) {
+    auto start = std::chrono::steady_clock::now();
+    for (const InputInfo &in : pkg.inputs) {
+      HostTensor tensor = batch(in, t - 1);
+      if (in.name == "input_ids")
+        tokensPerStep = tensor.numel(); // unpadded batches vary
+      backend.setInput(in.name, tensor);
+    }
+    backend.run("train_step", t);
+    double loss = backend.output("train_step", "loss").getDouble(0);
+    double norm = backend.gradientNorm();
+    if (!std::isfinite(loss) || !std::isfinite(norm)) {
+      std::string kept;
+      if (!o.save.empty()) {
+        saveParameters(backend, o.save);
+        kept = "; the parameters before this step are saved in " + o.save;
+      }
+      fail("the loss became " + std::to_string(loss) + " (gradient norm " +
+           std::to_string(norm) + ") at step " + std::to_string(t) + kept);
+    }
+    double scale = 1.0;
+    if (o.clipGrad > 0)
+      scale = std::min(1.0, o.clipGrad / (norm + 1e-6));
+    double lr = learningRate(o, t);
+    AdamWStep update;
+    update.lr = lr;
+    update.beta1 = o.beta1;
+    update.beta2 = o.beta2;
+    update.eps = o.eps;
+    update.weightDecay = o.weightDecay;
+    update.gradScale = scale;
+    update.t = t;
+    backend.adamw(update);
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count();
+    losses.push_back(loss);
+    double tps = tokensPerStep / (ms / 1000.0);
+    if (log)
+      log << std::setprecision(10) << "{\"step\": " << t << ", \"loss\": " << loss << ", \"lr\": " << lr
+          << ", \"grad_norm\": " << norm << ", \"ms\": " << ms
+          << ", \"tokens_per_s\": " << tps << "}\n";
+    if (o.evalInterval > 0 && (t % o.evalInterval == 0 || t == o.steps)) {
+      double val = evaluate();
+      if (log)
+        log << std::setprecision(10) << "{\"step\": " << t << ", \"val_loss\": " << val
+            << "}\n";
+      if (!o.quiet)
+        fprintf(stderr, "eval  %5lld/%lld | validation loss %.4f (%lld batches)\n",
+                (long long)t, (long long)o.steps, val, (long long)o.evalIters);
+    }
+    if (!o.quiet && (t % o.logEvery == 0 || t == 1 || t == o.steps))
+      fprintf(stderr, "step %5lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %7.1f ms | %8.0f tok/s\n",
+              (long long)t, (long long)o.steps, loss, lr, norm, ms, tps);
+  }
+  const BackendProfile &prof = backend.profile;
+  if (prof.enabled)
+    fprintf(stderr, "mlc profile: %lld steps, GEMMs %.1f ms/step, kernels %.1f ms/step\n",
+            (long long)o.steps, 1e3 * prof.gemmSeconds / o.steps,
+            1e3 * prof.kernelSeconds / o.steps);
+  if (prof.enabled) {
+    std::vector<std::pair<double, std::string>> top;
+    for (auto &[name, sec] : prof.secondsByKernel)
+      top.push_back({sec, name});
+    std::sort(top.rbegin(), top.rend());
+    for (size_t i = 0; i < top.size() && i < 12; ++i)
+      fprintf(stderr, "mlc profile:   %-8s %8.2f ms/step\n", top[i].second.c_str(),
+              1e3 * top[i].first / o.steps);
+  }
+  if (!o.save.empty())
+    saveParameters(backend, o.save);
+  return losses;
+}
+
+void runForward(Backend &backend, const TrainOptions &weights, const RunOptions &run) {
+  const Package &pkg = backend.package();
+  if (run.outputDir.empty())
+    fail("run needs --output-dir");
+  pkg.function("evaluate");
+  if (!weights.init.empty())
+    loadParameters(backend, weights.init);
+  else
+    initializeParameters(backend, weights.seed);
+  std::set<std::string> given;
+  for (auto &[name, file] : run.inputs) {
+    if (name.empty() || file.empty())
+      fail("--input expects NAME=FILE.npy, got '" + name + "=" + file + "'");
+    backend.setInput(name, readNpy(file));
+    given.insert(name);
+  }
+  for (const InputInfo &in : pkg.inputs)
+    if (!given.count(in.name))
+      fail("missing --input " + in.name + "=FILE.npy (shape " + shapeString(in.shape) + ", " +
+           in.dtype + ")");
+  // Inference: the dropout-free copy of the forward graph.
+  backend.run("evaluate", 0);
+  makeDirectories(run.outputDir);
+  for (const auto &out : pkg.function("evaluate").outputs)
+    writeNpy(run.outputDir + "/" + out.name + ".npy", backend.output("evaluate", out.name));
+}
+
+} // namespace mlc::rt
