@@ -41,18 +41,41 @@ llvm::Error runPipeline(ModuleOp module, bool training, bool fuse) {
   return llvm::Error::success();
 }
 
+llvm::Error lowerToPlanPipeline(ModuleOp module) {
+  PassManager pm(module.getContext());
+  pm.addPass(createMlcLowerToPlan());
+  pm.addPass(createMlcPlanMemory());
+  std::string diagnostics;
+  llvm::raw_string_ostream os(diagnostics);
+  ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &d) {
+    os << d << "\n";
+    return success();
+  });
+  if (failed(pm.run(module)))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   llvm::StringRef(diagnostics).rtrim());
+  return llvm::Error::success();
+}
+
+llvm::Expected<LoweredPackage> lowerModule(ModuleOp module) {
+  if (auto err = lowerToPlanPipeline(module))
+    return std::move(err);
+  return serializePlan(module);
+}
+
 llvm::Expected<LoweredPackage> writePackage(ModuleOp module, const std::string &dir,
                                             const PackageDescription &d) {
-  auto lowered = lowerModule(module);
-  if (!lowered)
-    return lowered.takeError();
-  if (auto ec = llvm::sys::fs::create_directories(dir))
-    return llvm::createStringError(ec, "cannot create package directory " + dir);
+  // The final graph, for inspection, before the lowering replaces it.
   std::string graph;
   {
     llvm::raw_string_ostream os(graph);
     module->print(os);
   }
+  auto lowered = lowerModule(module);
+  if (!lowered)
+    return lowered.takeError();
+  if (auto ec = llvm::sys::fs::create_directories(dir))
+    return llvm::createStringError(ec, "cannot create package directory " + dir);
   std::map<std::string, std::string> files = {{"plan.txt", lowered->plan},
                                               {"kernels.cpp", lowered->kernelsCpp},
                                               {"graph.mlir", graph}};

@@ -3,12 +3,14 @@
 #ifndef MLC_COMPILER_PIPELINE_H
 #define MLC_COMPILER_PIPELINE_H
 
-#include "compiler/Lowering.h"
 #include "frontend/Models.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/Error.h"
+
+#include <map>
+#include <string>
 
 namespace mlc {
 
@@ -16,6 +18,26 @@ namespace mlc {
 /// dropout (@evaluate), autodiff (adds @train_step) when `training`,
 /// canonicalization and CSE, then pointwise fusion when `fuse`.
 llvm::Error runPipeline(mlir::ModuleOp module, bool training, bool fuse = true);
+
+/// The serialized plan of a lowered module: plan.txt, kernels.cpp, and counts
+/// for reports, taken from the plan (per function).
+struct LoweredPackage {
+  std::string plan, kernelsCpp;
+  struct Counts {
+    int64_t kernels = 0, gemms = 0;
+    /// Bytes every step reads and writes (each buffer it names, once).
+    int64_t bytes = 0;
+  };
+  std::map<std::string, Counts> counts;
+};
+
+/// Runs mlc-lower-to-plan and mlc-plan-memory on the module (in place: the
+/// graph functions become the plan dialect).
+llvm::Error lowerToPlanPipeline(mlir::ModuleOp module);
+/// Serializes a module in the plan dialect (PlanWriter.cpp).
+llvm::Expected<LoweredPackage> serializePlan(mlir::ModuleOp module);
+/// Both: the module is consumed.
+llvm::Expected<LoweredPackage> lowerModule(mlir::ModuleOp module);
 
 struct PackageDescription {
   std::string family; // gpt2 | bert | onnx

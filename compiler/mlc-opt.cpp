@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/mlc/MlcDialect.h"
+#include "dialects/plan/PlanDialect.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -21,7 +22,7 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   mlc::registerMlcPasses();
   mlir::DialectRegistry registry;
-  registry.insert<mlc::MlcDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
+  registry.insert<mlc::MlcDialect, mlc::plan::PlanDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
                   mlir::math::MathDialect, mlir::scf::SCFDialect,
                   mlir::tensor::TensorDialect>();
   return mlir::asMainReturnCode(

@@ -100,7 +100,7 @@ cl::opt<Emit> emit(
     cl::values(clEnumValN(Emit::Package, "package", "a package directory (default)"),
                clEnumValN(Emit::Graph, "graph", "the forward graph as built, in the mlc dialect"),
                clEnumValN(Emit::Mlir, "mlir", "the final MLIR: @forward and @train_step"),
-               clEnumValN(Emit::Plan, "plan", "the package's plan (buffers and steps)"),
+               clEnumValN(Emit::Plan, "plan", "the plan dialect: buffers, kernels and steps"),
                clEnumValN(Emit::Kernels, "kernels", "the generated C++ kernels")),
     cl::init(Emit::Package), cl::sub(compileCmd), cl::cat(category));
 cl::opt<std::string> output("o",
@@ -375,11 +375,19 @@ int runCompile() {
     (**module)->print(os);
     return writeText(text + "\n");
   }
-  if (emit == Emit::Plan || emit == Emit::Kernels) {
+  if (emit == Emit::Plan) {
+    if (auto err = mlc::lowerToPlanPipeline(**module))
+      return fail(toString(std::move(err)));
+    std::string text;
+    raw_string_ostream os(text);
+    (**module)->print(os);
+    return writeText(text + "\n");
+  }
+  if (emit == Emit::Kernels) {
     auto lowered = mlc::lowerModule(**module);
     if (!lowered)
       return fail(toString(lowered.takeError()));
-    return writeText(emit == Emit::Plan ? lowered->plan : lowered->kernelsCpp);
+    return writeText(lowered->kernelsCpp);
   }
   std::string dir = output.empty() ? model + ".mlcpkg" : std::string(output);
   auto lowered = mlc::writePackage(**module, dir, describe(*cfg));

@@ -97,4 +97,35 @@ def MlcEvalMode : Pass<"mlc-eval-mode", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlc::MlcDialect", "::mlir::func::FuncDialect"];
 }
 
+def MlcLowerToPlan : Pass<"mlc-lower-to-plan", "mlir::ModuleOp"> {
+  let summary = "Lowers the graph functions to the plan: buffers, views, kernels, GEMMs";
+  let description = [{
+    Replaces `@forward`, `@evaluate` and `@train_step` by the plan dialect:
+    `plan.param` per parameter in the order backward finishes their
+    gradients (the flat-buffer layout), `plan.input` per model input, one
+    `plan.kernel` per distinct generated kernel, and a `plan.func` per
+    function with its buffers and steps. Matmuls become `plan.gemm`; every
+    other op (or fusion) a `plan.launch`. Transposes, reshapes, splits and
+    slices cost no kernel when their consumers read strided data (a
+    `plan.view`); a view that a consumer needs contiguous is copied by a
+    `copy` kernel. A gradient an op produces directly is written into the
+    flat gradient buffer (`plan.bind grad`). Arena slices are left unplaced
+    (offset -1) for `mlc-plan-memory`.
+  }];
+  let dependentDialects = ["::mlc::plan::PlanDialect"];
+}
+
+def MlcPlanMemory : Pass<"mlc-plan-memory", "mlir::ModuleOp"> {
+  let summary = "Places each plan function's arena slices by liveness";
+  let description = [{
+    For every `plan.func`: the live range of each arena slice is the first
+    to the last step that uses it or a view of it (an output stays live to
+    the end); slices are placed first-fit, largest first, at 64-byte
+    aligned offsets, so two slices share bytes only when their live ranges
+    do not overlap. Sets each `plan.arena` offset and the function's
+    `arena` size.
+  }];
+  let dependentDialects = ["::mlc::plan::PlanDialect"];
+}
+
 #endif // MLC_PASSES_TD

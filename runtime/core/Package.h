@@ -4,27 +4,9 @@
 //
 //   manifest.json  format and version, model config, shapes, content hashes
 //   plan.txt       parameters, inputs and, per function, buffers and steps
+//                  (its grammar: runtime/core/PlanFormat.h)
 //   kernels.cpp    the C++ kernels (compiled by the host compiler at load)
 //   graph.mlir     the final graph, for inspection
-//
-// plan.txt, one directive per line:
-//
-//   mlc-plan 1
-//   tokens CAPACITY                      optional: most tokens of a batch whose
-//                                        token dimension ("?" in shapes) is dynamic
-//   param NAME DTYPE SHAPE DECAY INIT    flat parameter order; DECAY is 0/1,
-//                                        INIT normal:STD | zeros | ones
-//   input NAME DTYPE SHAPE
-//   func NAME ARENA_BYTES
-//   buf %ID param NAME | grad NAME | input NAME | arena OFFSET DTYPE NUMEL
-//       | alias %ID [BYTE_OFFSET]          a view of another buffer
-//   kernel NAME %ID...                   outputs first, then inputs
-//   gemm TA TB M N K NB DIMS.. LSTRIDES.. RSTRIDES.. %OUT %LHS %RHS
-//   output NAME %ID SHAPE
-//   end
-//
-// SHAPE is "2x8x128", "?x768" (dynamic token dimension) or "scalar"; in a
-// gemm, M or K is "T" when it is the token count.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +14,7 @@
 #define MLC_RUNTIME_PACKAGE_H
 
 #include "runtime/core/Json.h"
+#include "runtime/core/PlanFormat.h"
 
 #include <cstdint>
 #include <map>
@@ -40,50 +23,7 @@
 
 namespace mlc::rt {
 
-constexpr int kPackageVersion = 1;
-
-struct ParamInfo {
-  std::string name, dtype, init;
-  std::vector<int64_t> shape;
-  int64_t numel = 0, offset = 0; // elements into the flat buffers
-  bool decay = false;
-};
-
-struct InputInfo {
-  std::string name, dtype;
-  std::vector<int64_t> shape; // -1: the dynamic token dimension
-  int64_t numel = 0;          // at the token capacity
-  bool dynamic() const { return !shape.empty() && shape[0] < 0; }
-};
-
-struct BufferDecl {
-  enum Kind { Param, Grad, Input, Arena, Alias } kind;
-  std::string name, dtype;
-  int64_t offset = 0, numel = 0;
-  int alias = -1;
-};
-
-struct StepDecl {
-  enum Kind { Kernel, Gemm } kind;
-  std::string kernel;
-  std::vector<int> buffers;
-  bool transA = false, transB = false;
-  int64_t m = 0, n = 0, k = 0;
-  std::vector<int64_t> batch, lhsStrides, rhsStrides;
-};
-
-struct FunctionPlan {
-  std::string name;
-  int64_t arenaBytes = 0;
-  std::vector<BufferDecl> buffers;
-  std::vector<StepDecl> steps;
-  struct Output {
-    std::string name;
-    int buffer;
-    std::vector<int64_t> shape;
-  };
-  std::vector<Output> outputs;
-};
+constexpr int kPackageVersion = kPlanVersion;
 
 struct Package {
   std::string dir;
@@ -102,7 +42,6 @@ struct Package {
   const ParamInfo *param(const std::string &name) const;
 };
 
-std::vector<int64_t> parseShape(const std::string &text);
 
 } // namespace mlc::rt
 

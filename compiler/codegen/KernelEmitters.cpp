@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/LoweringImpl.h"
+#include "compiler/codegen/LoweringImpl.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -303,7 +303,7 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
     << "    double s = 0;\n"
     << "    for (int t = 0; t < nt; ++t) s += part[(size_t)t * " << C << " + c];\n"
     << "    p" << reduceSlot << "[c] = (" << T << ")s;\n  }\n";
-  addStep(k.str(), bufs);
+  addStep(k.str(), bufs, KernelTemplate::column_reduction);
   return llvm::Error::success();
 }
 
@@ -387,7 +387,7 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
     << offsets("      ") << "      p" << normSlot << "[o" << normSlot << "] = (row[c] - mu) * rstd * "
     << scalar.lookup(norm.getWeight()) << " + " << scalar.lookup(norm.getBias()) << ";\n"
     << "    }\n  }\n";
-  addStep(k.str(), bufs);
+  addStep(k.str(), bufs, KernelTemplate::rows);
   return llvm::Error::success();
 }
 
@@ -485,7 +485,7 @@ llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<in
   }
   int outId = arenaFor(result);
   valueBuffers[result] = outId;
-  addStep(body.str(), {outId, bufferOf(input)});
+  addStep(body.str(), {outId, bufferOf(input)}, KernelTemplate::reduction);
   return llvm::Error::success();
 }
 
@@ -650,7 +650,7 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
         << "    d[label] -= (" << T << ")scale;\n  }\n"
         << "  p0[0] = (" << T << ")(count ? total / count : 0.0);\n";
       emittedWith.insert(cg.getOperation());
-      addStep(b.str(), bufs);
+      addStep(b.str(), bufs, KernelTemplate::rows);
       return llvm::Error::success();
     }
     bindOut(ce.getResult());
@@ -707,7 +707,7 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
   } else {
     return failure("internal error: not a row op");
   }
-  addStep(b.str(), bufs);
+  addStep(b.str(), bufs, KernelTemplate::rows);
   return llvm::Error::success();
 }
 
@@ -900,7 +900,7 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
       << "        for (int64_t c = 0; c < " << D << "; ++c) { dqi[c] += ds * kj[c]; dkj[c] += ds * qi[c]; }\n"
       << "      }\n    }\n  }\n";
   }
-  addStep(b.str(), bufs);
+  addStep(b.str(), bufs, KernelTemplate::attention);
   return llvm::Error::success();
 }
 

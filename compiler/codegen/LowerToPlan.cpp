@@ -14,7 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/LoweringImpl.h"
+#include "compiler/codegen/LoweringImpl.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -43,7 +43,7 @@ void FunctionLowering::emitConstant(ConstantOp c, int id) {
         body << (i++ ? ", " : "") << v.getSExtValue();
     body << "};\n  std::memcpy(p0, data, sizeof(data));\n";
   }
-  addStep(body.str(), {id});
+  addStep(body.str(), {id}, KernelTemplate::fill);
 }
 
 /// One kernel that copies each source (read through its view) into a region
@@ -68,7 +68,7 @@ void FunctionLowering::emitCopies(int dstId, Type el, int64_t dstNumel, bool zer
   std::string body = args(slots);
   if (zeroFirst)
     body += "  std::memset(p0, 0, " + std::to_string(dstNumel * dtypeBytes(el)) + ");\n";
-  addStep(body + loops, bufs);
+  addStep(body + loops, bufs, KernelTemplate::copy);
 }
 
 llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
@@ -96,23 +96,21 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
     if ((dynamicRows(op.getRhs()) && tB) || (dynamicRows(op.getLhs()) && !tA && !dynM))
       return failure("unsupported placement of the dynamic token dimension in a matmul");
   }
-  auto extent = [](int64_t v, bool dyn) { return dyn ? std::string("T") : std::to_string(v); };
   int outId = arenaFor(op.getResult());
   valueBuffers[op.getResult()] = outId;
   int lhs = bufferOf(op.getLhs()), rhs = bufferOf(op.getRhs());
-  std::ostringstream text;
-  text << "gemm " << tA << " " << tB << " " << extent(M, dynM) << " " << N << " "
-       << extent(K, dynK) << " " << batch.size();
-  for (int64_t d : batch)
-    text << " " << d;
-  for (int64_t s : ls)
-    text << " " << s;
-  for (int64_t s : rs)
-    text << " " << s;
-  text << " %" << outId << " %" << lhs << " %" << rhs;
-  steps.push_back({text.str(), {outId, lhs, rhs}});
-  countBytes({outId, lhs, rhs});
-  ++counts.gemms;
+  Step step;
+  step.gemm = true;
+  step.buffers = {outId, lhs, rhs};
+  step.transA = tA;
+  step.transB = tB;
+  step.m = dynM ? -1 : M;
+  step.n = N;
+  step.k = dynK ? -1 : K;
+  step.batch = batch;
+  step.lhsStrides = ls;
+  step.rhsStrides = rs;
+  steps.push_back(std::move(step));
   return llvm::Error::success();
 }
 
@@ -121,7 +119,6 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
     return llvm::Error::success();
   Type el = op->getNumResults() ? typeOf(op->getResult(0)).getElementType() : Type();
   std::string T = el ? cType(el) : "";
-  auto lit = [&](double v) { return literal(v, el); };
 
   return llvm::TypeSwitch<Operation *, llvm::Error>(op)
       .Case<ConstantOp>([&](auto) { return llvm::Error::success(); }) // lazily
@@ -207,7 +204,7 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
           << V << "); t = 0; }\n"
           << "    std::memcpy(p0 + r * " << E << ", p1 + t * " << E << ", " << E
           << " * sizeof(*p0));\n  }\n";
-        addStep(b.str(), {id, bufferOf(e.getWeight()), bufferOf(e.getIndices())});
+        addStep(b.str(), {id, bufferOf(e.getWeight()), bufferOf(e.getIndices())}, KernelTemplate::gather);
         return llvm::Error::success();
       })
       .Case<EmbeddingGradOp>([&](EmbeddingGradOp e) {
@@ -229,7 +226,7 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
           << "      int64_t t = p2[r];\n      if (t < 0 || t >= " << V << ") continue;\n"
           << "      for (int64_t c = c0; c < c1; ++c) p0[t * " << E << " + c] += p1[r * " << E
           << " + c];\n    }\n  }\n";
-        addStep(b.str(), {id, bufferOf(e.getGrad()), bufferOf(e.getIndices())});
+        addStep(b.str(), {id, bufferOf(e.getGrad()), bufferOf(e.getIndices())}, KernelTemplate::scatter);
         return llvm::Error::success();
       })
       .Default([&](Operation *o) {
@@ -295,90 +292,78 @@ llvm::Error FunctionLowering::run() {
     std::string name = "result" + std::to_string(i);
     if (auto o = fn.getResultAttrOfType<StringAttr>(i, "mlc.output"))
       name = o.str();
-    auto shape = typeOf(v).getShape(); // "?" marks the token dimension
-    outputs.push_back({name, bufferOf(v), shapeText(Shape(shape.begin(), shape.end()))});
-  }
-
-  // Liveness over steps; outputs stay live to the end.
-  for (size_t s = 0; s < steps.size(); ++s)
-    for (int b : steps[s].buffers) {
-      Buffer &r = buffers[root(b)];
-      r.first = std::min<int>(r.first, s);
-      r.last = std::max<int>(r.last, s);
-    }
-  for (const Output &o : outputs)
-    buffers[root(o.buffer)].last = steps.size();
-  // First-fit placement, largest first.
-  std::vector<int> order;
-  for (size_t i = 0; i < buffers.size(); ++i)
-    if (buffers[i].kind == Buffer::Arena && buffers[i].last >= 0)
-      order.push_back(i);
-  auto bytes = [&](int i) {
-    return (buffers[i].numel * dtypeBytes(buffers[i].element) + 63) / 64 * 64;
-  };
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return bytes(a) > bytes(b); });
-  std::vector<int> placed;
-  for (int i : order) {
-    Buffer &buf = buffers[i];
-    std::vector<std::pair<int64_t, int64_t>> busy;
-    for (int j : placed)
-      if (buffers[j].first <= buf.last && buf.first <= buffers[j].last)
-        busy.push_back({buffers[j].offset, buffers[j].offset + bytes(j)});
-    std::sort(busy.begin(), busy.end());
-    int64_t offset = 0;
-    for (auto [lo, hi] : busy) {
-      if (offset + bytes(i) <= lo)
-        break;
-      offset = std::max(offset, hi);
-    }
-    buf.offset = offset;
-    arenaBytes = std::max(arenaBytes, offset + bytes(i));
-    placed.push_back(i);
+    Shape shape;
+    for (int64_t d : typeOf(v).getShape())
+      shape.push_back(d == kDynamic ? -1 : d);
+    outputs.push_back({name, bufferOf(v), shape});
   }
   return llvm::Error::success();
 }
 
-std::string FunctionLowering::planText() const {
-  std::ostringstream os;
-  os << "func " << const_cast<func::FuncOp &>(fn).getSymName().str() << " " << arenaBytes << "\n";
+void FunctionLowering::emitPlan(OpBuilder &b) {
+  Location loc = fn.getLoc();
+  auto func = b.create<plan::FuncOp>(loc, b.getStringAttr(fn.getSymName()),
+                                     b.getI64IntegerAttr(0));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&func.getBody().emplaceBlock());
+  std::vector<Value> values(buffers.size());
+  auto memref = [&](const Buffer &buf) { return MemRefType::get({buf.numel}, buf.element); };
   for (size_t i = 0; i < buffers.size(); ++i) {
-    const Buffer &b = buffers[i];
-    os << "buf %" << i << " ";
-    switch (b.kind) {
+    const Buffer &buf = buffers[i];
+    switch (buf.kind) {
     case Buffer::Param:
-      os << "param " << b.name;
-      break;
     case Buffer::Grad:
-      os << "grad " << b.name;
-      break;
-    case Buffer::Input:
-      os << "input " << b.name;
-      break;
-    case Buffer::Arena:
-      os << "arena " << b.offset << " " << dtypeName(b.element) << " " << b.numel;
-      break;
-    case Buffer::Alias:
-      os << "alias %" << b.alias;
-      if (b.offset)
-        os << " " << b.offset;
+    case Buffer::Input: {
+      auto kind = buf.kind == Buffer::Param  ? plan::BufferKind::param
+                  : buf.kind == Buffer::Grad ? plan::BufferKind::grad
+                                             : plan::BufferKind::input;
+      values[i] = b.create<plan::BindOp>(loc, memref(buf),
+                                         plan::BufferKindAttr::get(b.getContext(), kind),
+                                         b.getStringAttr(buf.name));
       break;
     }
-    os << "\n";
+    case Buffer::Arena:
+      values[i] = b.create<plan::ArenaOp>(loc, memref(buf), b.getI64IntegerAttr(-1));
+      break;
+    case Buffer::Alias:
+      values[i] = b.create<plan::ViewOp>(loc, memref(buf), values[buf.alias],
+                                         b.getI64IntegerAttr(buf.offset));
+      break;
+    }
   }
-  for (const Step &s : steps)
-    os << s.text << "\n";
+  for (const Step &s : steps) {
+    SmallVector<Value> operands;
+    for (int id : s.buffers)
+      operands.push_back(values[id]);
+    if (!s.gemm) {
+      b.create<plan::LaunchOp>(loc, FlatSymbolRefAttr::get(b.getContext(), s.kernel), operands);
+      continue;
+    }
+    b.create<plan::GemmOp>(loc, operands[0], operands[1], operands[2],
+                           s.transA ? b.getUnitAttr() : UnitAttr(),
+                           s.transB ? b.getUnitAttr() : UnitAttr(), b.getI64IntegerAttr(s.m),
+                           b.getI64IntegerAttr(s.n), b.getI64IntegerAttr(s.k),
+                           b.getDenseI64ArrayAttr(s.batch), b.getDenseI64ArrayAttr(s.lhsStrides),
+                           b.getDenseI64ArrayAttr(s.rhsStrides));
+  }
   for (const Output &o : outputs)
-    os << "output " << o.name << " %" << o.buffer << " " << o.shape << "\n";
-  os << "end\n";
-  return os.str();
+    b.create<plan::OutputOp>(loc, b.getStringAttr(o.name), values[o.buffer],
+                             b.getDenseI64ArrayAttr(o.shape));
+  // Buffers no step or output uses (a view only a dead consumer read).
+  SmallVector<Operation *> dead;
+  for (Operation &op : llvm::reverse(func.getBody().front()))
+    if (isa<plan::ArenaOp, plan::ViewOp, plan::BindOp>(op) && op.use_empty())
+      dead.push_back(&op);
+  for (Operation *op : dead)
+    if (op->use_empty())
+      op->erase();
 }
 
 } // namespace lowering
 
 using namespace lowering;
 
-llvm::Expected<LoweredPackage> lowerModule(ModuleOp module) {
+llvm::Error lowerToPlan(ModuleOp module) {
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward)
     return failure("the module has no @forward function");
@@ -413,7 +398,6 @@ llvm::Expected<LoweredPackage> lowerModule(ModuleOp module) {
   auto step = module.lookupSymbol<func::FuncOp>("train_step");
   auto evaluate = module.lookupSymbol<func::FuncOp>("evaluate");
   KernelSet kernels;
-  LoweredPackage out;
   std::vector<std::unique_ptr<FunctionLowering>> lowered;
   // train_step last: the parameter layout reads its gradient order.
   for (func::FuncOp fn : {forward, evaluate, step}) {
@@ -423,8 +407,7 @@ llvm::Expected<LoweredPackage> lowerModule(ModuleOp module) {
       return failure("@" + fn.getSymName() + " must have a single block");
     lowered.push_back(std::make_unique<FunctionLowering>(fn, kernels));
     if (auto err = lowered.back()->run())
-      return std::move(err);
-    out.counts[fn.getSymName().str()] = lowered.back()->counts;
+      return err;
   }
   // Parameters in the order their gradients become ready in backward.
   struct Param {
@@ -434,10 +417,8 @@ llvm::Expected<LoweredPackage> lowerModule(ModuleOp module) {
     unsigned index;
   };
   std::vector<Param> params;
-  std::vector<std::string> inputs;
   for (BlockArgument arg : forward.getArguments()) {
     unsigned i = arg.getArgNumber();
-    auto t = typeOf(arg);
     if (auto p = forward.getArgAttrOfType<StringAttr>(i, "mlc.param")) {
       int ready = INT_MAX;
       if (step) {
@@ -445,35 +426,45 @@ llvm::Expected<LoweredPackage> lowerModule(ModuleOp module) {
         if (it != lowered.back()->gradReadyStep.end())
           ready = it->second;
       }
-      params.push_back({p.str(), t, ready, i});
-    } else if (auto in = forward.getArgAttrOfType<StringAttr>(i, "mlc.input")) {
-      Shape s(t.getShape().begin(), t.getShape().end());
-      inputs.push_back("input " + in.str() + " " + dtypeName(t.getElementType()) + " " +
-                       shapeText(s));
+      params.push_back({p.str(), typeOf(arg), ready, i});
     }
   }
   std::stable_sort(params.begin(), params.end(),
                    [](const Param &a, const Param &b) { return a.ready < b.ready; });
-  std::ostringstream plan;
-  plan << "mlc-plan 1\n";
-  if (tokenCapacity())
-    plan << "tokens " << tokenCapacity() << "\n";
+
+  OpBuilder b(module.getContext());
+  b.setInsertionPointToEnd(module.getBody());
+  Location loc = module.getLoc();
   for (const Param &p : params) {
-    Shape s(p.type.getShape().begin(), p.type.getShape().end());
+    ArrayRef<int64_t> s = p.type.getShape();
     // Weight decay applies to matrices (rank >= 2), never to biases or norms.
     std::string init = s.size() >= 2 ? "normal:0.02" : "zeros";
     if (auto attr = forward.getArgAttrOfType<StringAttr>(p.index, "mlc.init"))
       init = attr.str();
-    plan << "param " << p.name << " " << dtypeName(p.type.getElementType()) << " "
-         << shapeText(s) << " " << (s.size() >= 2 ? 1 : 0) << " " << init << "\n";
+    b.create<plan::ParamOp>(loc, b.getStringAttr(p.name), TypeAttr::get(p.type.getElementType()),
+                            b.getDenseI64ArrayAttr(s),
+                            s.size() >= 2 ? b.getUnitAttr() : UnitAttr(), b.getStringAttr(init));
   }
-  for (const std::string &in : inputs)
-    plan << in << "\n";
+  for (BlockArgument arg : forward.getArguments())
+    if (auto in = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "mlc.input")) {
+      Shape shape;
+      for (int64_t d : typeOf(arg).getShape())
+        shape.push_back(d == kDynamic ? -1 : d);
+      b.create<plan::InputOp>(loc, b.getStringAttr(in.str()),
+                              TypeAttr::get(typeOf(arg).getElementType()),
+                              b.getDenseI64ArrayAttr(shape));
+    }
+  for (const KernelSet::Kernel &k : kernels.kernels)
+    b.create<plan::KernelOp>(loc, b.getStringAttr(k.name),
+                             plan::KernelTemplateAttr::get(b.getContext(), k.kind),
+                             b.getI64IntegerAttr(k.numArgs), b.getStringAttr(k.body));
   for (auto &f : lowered)
-    plan << f->planText();
-  out.plan = plan.str();
-  out.kernelsCpp = kernels.text();
-  return out;
+    f->emitPlan(b);
+  // The graph functions are now the plan.
+  for (func::FuncOp fn : {forward, evaluate, step})
+    if (fn)
+      fn.erase();
+  return llvm::Error::success();
 }
 
 } // namespace mlc

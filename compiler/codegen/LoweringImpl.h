@@ -8,10 +8,11 @@
 #ifndef MLC_COMPILER_LOWERINGIMPL_H
 #define MLC_COMPILER_LOWERINGIMPL_H
 
-#include "compiler/KernelPrelude.h"
-#include "compiler/Lowering.h"
+#include "compiler/codegen/KernelPrelude.h"
+#include "compiler/codegen/Lowering.h"
 #include "dialects/mlc/MlcDialect.h"
 #include "dialects/mlc/MlcShapes.h"
+#include "dialects/plan/PlanDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseSet.h"
@@ -171,34 +172,44 @@ struct Buffer {
   int64_t numel = 0;
   std::string name; // parameter or input name
   int alias = -1;
-  int64_t offset = 0; // arena: bytes
-  int first = INT_MAX, last = -1;
+  int64_t offset = 0; // alias: bytes into the aliased buffer
 };
 
+/// One step of a function: a kernel launch or a GEMM over buffer ids
+/// (outputs first).
 struct Step {
-  std::string text; // the plan line, with "%<id>" for buffer ids
+  bool gemm = false;
+  std::string kernel;
   std::vector<int> buffers;
+  // GEMM: extents (-1: the token count), batch dims and operand strides.
+  bool transA = false, transB = false;
+  int64_t m = 0, n = 0, k = 0;
+  Shape batch, lhsStrides, rhsStrides;
 };
+
+using plan::KernelTemplate;
 
 /// Kernels of the whole package, deduplicated by body.
 class KernelSet {
 public:
-  std::string add(const std::string &body) {
+  struct Kernel {
+    std::string name, body;
+    KernelTemplate kind;
+    int64_t numArgs;
+  };
+  std::string add(const std::string &body, KernelTemplate kind, int64_t numArgs) {
     auto it = names.find(body);
     if (it != names.end())
-      return it->second;
-    std::string name = "k" + std::to_string(names.size());
-    names.emplace(body, name);
-    source << "\nextern \"C\" void " << name
-           << "(char **b, MlcKernelCtx *ctx) {\n  (void)ctx;\n"
-           << body << "}\n";
+      return kernels[it->second].name;
+    std::string name = "k" + std::to_string(kernels.size());
+    names.emplace(body, kernels.size());
+    kernels.push_back({name, body, kind, numArgs});
     return name;
   }
-  std::string text() const { return kernelPrelude() + source.str(); }
+  std::vector<Kernel> kernels;
 
 private:
-  std::map<std::string, std::string> names;
-  std::ostringstream source;
+  std::map<std::string, size_t> names;
 };
 
 class FunctionLowering {
@@ -206,8 +217,8 @@ public:
   FunctionLowering(func::FuncOp fn, KernelSet &kernels) : fn(fn), kernels(kernels) {}
 
   llvm::Error run();
-  std::string planText() const;
-  LoweredPackage::Counts counts;
+  /// Appends the function as a plan.func (arena slices not yet placed).
+  void emitPlan(OpBuilder &builder);
   /// Parameter name -> step at which its gradient is complete (train step).
   std::map<std::string, int> gradReadyStep;
 
@@ -431,19 +442,12 @@ private:
     return "(" + cType(el) + ")" +
            std::to_string(dense.getSplatValue<APInt>().getSExtValue());
   }
-  void countBytes(const std::vector<int> &bufs) {
-    std::set<int> seen(bufs.begin(), bufs.end());
-    for (int b : seen)
-      counts.bytes += buffers[b].numel * dtypeBytes(buffers[b].element);
-  }
-  void addStep(const std::string &kernelBody, std::vector<int> bufs) {
-    countBytes(bufs);
-    std::string name = kernels.add(kernelBody);
-    std::string text = "kernel " + name;
-    for (int b : bufs)
-      text += " %" + std::to_string(b);
-    steps.push_back({text, bufs});
-    ++counts.kernels;
+  void addStep(const std::string &kernelBody, std::vector<int> bufs,
+               KernelTemplate kind = KernelTemplate::pointwise) {
+    Step step;
+    step.kernel = kernels.add(kernelBody, kind, bufs.size());
+    step.buffers = std::move(bufs);
+    steps.push_back(std::move(step));
   }
   /// Typed pointer declarations for the kernel arguments.
   static std::string args(const std::vector<std::pair<Type, bool>> &slots) {
@@ -491,10 +495,9 @@ private:
   struct Output {
     std::string name;
     int buffer;
-    std::string shape;
+    Shape shape; // -1: the token dimension
   };
   std::vector<Output> outputs;
-  int64_t arenaBytes = 0;
 };
 
 

@@ -1,0 +1,148 @@
+//===- PlanWriter.cpp - the plan dialect to plan.txt and kernels.cpp -------===//
+//
+// The package's serialized plan: the plan dialect's buffers and steps become
+// plan.txt through runtime/core/PlanFormat (the grammar's one owner), the
+// plan.kernel ops become kernels.cpp (the prelude, then one extern "C"
+// function per kernel).
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Pipeline.h"
+#include "compiler/codegen/KernelPrelude.h"
+#include "dialects/plan/PlanDialect.h"
+#include "runtime/core/PlanFormat.h"
+
+#include "llvm/ADT/DenseSet.h"
+
+#include <sstream>
+
+using namespace mlir;
+
+namespace mlc {
+
+namespace {
+
+llvm::Error failure(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+std::string dtypeName(Type t) {
+  if (t.isF32())
+    return "f32";
+  if (t.isF64())
+    return "f64";
+  if (t.isInteger(64))
+    return "i64";
+  if (t.isInteger(32))
+    return "i32";
+  if (t.isInteger(1))
+    return "i1";
+  return "";
+}
+
+} // namespace
+
+llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
+  rt::PlanData data;
+  LoweredPackage out;
+  if (auto cap = module->getAttrOfType<IntegerAttr>("mlc.token_capacity"))
+    data.tokenCapacity = cap.getInt();
+  std::ostringstream kernels;
+  kernels << kernelPrelude();
+  int64_t offset = 0;
+  for (Operation &op : module.getBody()->getOperations()) {
+    if (auto p = dyn_cast<plan::ParamOp>(op)) {
+      rt::ParamInfo info;
+      info.name = p.getSymName().str();
+      info.dtype = dtypeName(p.getElement());
+      info.shape.assign(p.getShape().begin(), p.getShape().end());
+      info.numel = 1;
+      for (int64_t d : info.shape)
+        info.numel *= d;
+      info.offset = offset;
+      offset += info.numel;
+      info.decay = p.getDecay();
+      info.init = p.getInit().str();
+      data.params.push_back(info);
+    } else if (auto in = dyn_cast<plan::InputOp>(op)) {
+      rt::InputInfo info;
+      info.name = in.getSymName().str();
+      info.dtype = dtypeName(in.getElement());
+      info.shape.assign(in.getShape().begin(), in.getShape().end());
+      data.inputs.push_back(info);
+    } else if (auto k = dyn_cast<plan::KernelOp>(op)) {
+      kernels << "\nextern \"C\" void " << k.getSymName().str()
+              << "(char **b, MlcKernelCtx *ctx) {\n  (void)ctx;\n"
+              << k.getSource().str() << "}\n";
+    } else if (auto fn = dyn_cast<plan::FuncOp>(op)) {
+      rt::FunctionPlan f;
+      f.name = fn.getSymName().str();
+      f.arenaBytes = fn.getArenaBytes();
+      LoweredPackage::Counts &counts = out.counts[f.name];
+      llvm::DenseMap<Value, int> ids;
+      for (Operation &inner : fn.getBody().front()) {
+        if (inner.getNumResults() == 1 && isa<MemRefType>(inner.getResult(0).getType())) {
+          rt::BufferDecl b;
+          if (auto bind = dyn_cast<plan::BindOp>(inner)) {
+            b.kind = bind.getKind() == plan::BufferKind::param  ? rt::BufferDecl::Param
+                     : bind.getKind() == plan::BufferKind::grad ? rt::BufferDecl::Grad
+                                                                : rt::BufferDecl::Input;
+            b.name = bind.getName().str();
+          } else if (auto arena = dyn_cast<plan::ArenaOp>(inner)) {
+            if (arena.getOffset() < 0)
+              return failure("@" + f.name + ": an arena slice is not placed (run mlc-plan-memory)");
+            auto t = cast<MemRefType>(arena.getBuffer().getType());
+            b.kind = rt::BufferDecl::Arena;
+            b.offset = arena.getOffset();
+            b.dtype = dtypeName(t.getElementType());
+            b.numel = t.getNumElements();
+          } else if (auto view = dyn_cast<plan::ViewOp>(inner)) {
+            b.kind = rt::BufferDecl::Alias;
+            b.alias = ids.lookup(view.getSource());
+            b.offset = view.getOffset();
+          }
+          ids[inner.getResult(0)] = f.buffers.size();
+          f.buffers.push_back(b);
+          continue;
+        }
+        rt::StepDecl s;
+        if (auto launch = dyn_cast<plan::LaunchOp>(inner)) {
+          s.kind = rt::StepDecl::Kernel;
+          s.kernel = launch.getKernel().str();
+          ++counts.kernels;
+        } else if (auto gemm = dyn_cast<plan::GemmOp>(inner)) {
+          s.kind = rt::StepDecl::Gemm;
+          s.transA = gemm.getTransposeLhs();
+          s.transB = gemm.getTransposeRhs();
+          s.m = gemm.getM();
+          s.n = gemm.getN();
+          s.k = gemm.getK();
+          s.batch.assign(gemm.getBatch().begin(), gemm.getBatch().end());
+          s.lhsStrides.assign(gemm.getLhsStrides().begin(), gemm.getLhsStrides().end());
+          s.rhsStrides.assign(gemm.getRhsStrides().begin(), gemm.getRhsStrides().end());
+          ++counts.gemms;
+        } else if (auto o = dyn_cast<plan::OutputOp>(inner)) {
+          f.outputs.push_back({o.getName().str(), ids.lookup(o.getBuffer()),
+                               std::vector<int64_t>(o.getShape().begin(), o.getShape().end())});
+          continue;
+        } else {
+          return failure("@" + f.name + ": cannot serialize '" +
+                         inner.getName().getStringRef() + "'");
+        }
+        llvm::DenseSet<Value> seen;
+        for (Value v : inner.getOperands()) {
+          s.buffers.push_back(ids.lookup(v));
+          if (seen.insert(v).second)
+            counts.bytes += plan::bufferBytes(v);
+        }
+        f.steps.push_back(s);
+      }
+      data.functions.push_back(std::move(f));
+    }
+  }
+  out.plan = rt::writePlan(data);
+  out.kernelsCpp = kernels.str();
+  return out;
+}
+
+} // namespace mlc

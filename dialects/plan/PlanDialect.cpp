@@ -1,0 +1,275 @@
+//===- PlanDialect.cpp - the plan dialect's verifiers and helpers ----------===//
+//
+// The verifiers state what the runtime relies on: every buffer a step names
+// lies inside its parent (views) or its flat buffer (bindings), arena slices
+// are placed inside the arena and never share bytes while both are live,
+// kernels are called with their argument count, and a GEMM's operands have
+// one float type and cover the extents it reads and writes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/plan/PlanDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+
+#include "dialects/plan/PlanDialect.cpp.inc"
+#include "dialects/plan/PlanEnums.cpp.inc"
+
+namespace mlc::plan {
+
+void PlanDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/plan/PlanOps.cpp.inc"
+      >();
+}
+
+int64_t elementBytes(Type type) {
+  if (type.isIntOrFloat())
+    return std::max<int64_t>(1, type.getIntOrFloatBitWidth() / 8);
+  return 1;
+}
+
+int64_t bufferBytes(Value buffer) {
+  auto t = cast<MemRefType>(buffer.getType());
+  return t.getNumElements() * elementBytes(t.getElementType());
+}
+
+std::pair<ArenaOp, int64_t> arenaRoot(Value buffer) {
+  int64_t offset = 0;
+  while (auto view = buffer.getDefiningOp<ViewOp>()) {
+    offset += view.getOffset();
+    buffer = view.getSource();
+  }
+  return {buffer.getDefiningOp<ArenaOp>(), offset};
+}
+
+llvm::DenseMap<Operation *, LiveRange> liveRanges(FuncOp fn) {
+  llvm::DenseMap<Operation *, LiveRange> ranges;
+  int step = 0;
+  auto touch = [&](Value v, int at) {
+    ArenaOp root = arenaRoot(v).first;
+    if (!root)
+      return;
+    LiveRange &r = ranges[root];
+    if (r.first < 0 || at < r.first)
+      r.first = at;
+    r.last = std::max(r.last, at);
+  };
+  for (Operation &op : fn.getBody().front()) {
+    if (isa<LaunchOp, GemmOp>(op)) {
+      for (Value v : op.getOperands())
+        touch(v, step);
+      ++step;
+    }
+  }
+  for (auto out : fn.getBody().front().getOps<OutputOp>())
+    touch(out.getBuffer(), step);
+  return ranges;
+}
+
+//===----------------------------------------------------------------------===//
+// Verifiers
+//===----------------------------------------------------------------------===//
+
+static bool isFlatFloat(Type t) { return t.isF32() || t.isF64(); }
+
+LogicalResult ParamOp::verify() {
+  if (!isFlatFloat(getElement()))
+    return emitOpError("parameter element type must be f32 or f64, got ") << getElement();
+  for (int64_t d : getShape())
+    if (d < 1)
+      return emitOpError("parameter dimensions must be positive");
+  StringRef init = getInit();
+  if (init != "zeros" && init != "ones" && !init.starts_with("normal:"))
+    return emitOpError("init must be normal:STD, zeros or ones, got '") << init << "'";
+  if (init.starts_with("normal:")) {
+    double std;
+    if (init.drop_front(7).getAsDouble(std) || !(std >= 0))
+      return emitOpError("init normal:STD needs a standard deviation >= 0, got '")
+             << init << "'";
+  }
+  return success();
+}
+
+LogicalResult InputOp::verify() {
+  ArrayRef<int64_t> shape = getShape();
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] < 1 && !(i == 0 && shape[i] == -1))
+      return emitOpError("input dimensions must be positive (-1 only for the leading "
+                         "token dimension)");
+  return success();
+}
+
+LogicalResult KernelOp::verify() {
+  if (getNumArgs() < 1)
+    return emitOpError("a kernel takes at least one buffer");
+  if (getSource().empty())
+    return emitOpError("kernel has no source");
+  return success();
+}
+
+RegionKind FuncOp::getRegionKind(unsigned) { return RegionKind::SSACFG; }
+
+LogicalResult FuncOp::verifyRegions() {
+  llvm::StringSet<> outputs;
+  for (Operation &op : getBody().front()) {
+    if (!isa<BindOp, ArenaOp, ViewOp, LaunchOp, GemmOp, OutputOp>(op))
+      return op.emitOpError("is not allowed in a plan.func (bind, arena, view, launch, "
+                            "gemm and output are)");
+    if (auto out = dyn_cast<OutputOp>(op))
+      if (!outputs.insert(out.getName()).second)
+        return out.emitOpError("output '") << out.getName() << "' is returned twice";
+    if (auto arena = dyn_cast<ArenaOp>(op)) {
+      int64_t off = arena.getOffset();
+      if (off < -1)
+        return arena.emitOpError("arena offset must be >= 0 (or -1: not yet placed)");
+      if (off >= 0 && off + bufferBytes(arena.getBuffer()) > getArenaBytes())
+        return arena.emitOpError("arena slice [")
+               << off << ", " << off + bufferBytes(arena.getBuffer())
+               << ") lies outside the function's arena of " << getArenaBytes() << " bytes";
+    }
+  }
+  // Aliasing: placed arena slices that are live at the same time must not
+  // share bytes.
+  auto ranges = liveRanges(*this);
+  SmallVector<ArenaOp> placed;
+  for (auto arena : getBody().front().getOps<ArenaOp>())
+    if (arena.getOffset() >= 0 && ranges.count(arena))
+      placed.push_back(arena);
+  for (size_t i = 0; i < placed.size(); ++i)
+    for (size_t j = i + 1; j < placed.size(); ++j) {
+      ArenaOp a = placed[i], b = placed[j];
+      int64_t a0 = a.getOffset(), a1 = a0 + bufferBytes(a.getBuffer());
+      int64_t b0 = b.getOffset(), b1 = b0 + bufferBytes(b.getBuffer());
+      if (a0 < b1 && b0 < a1 && ranges[a].overlaps(ranges[b]))
+        return b.emitOpError("shares arena bytes [")
+               << std::max(a0, b0) << ", " << std::min(a1, b1)
+               << ") with another slice while both are live (steps " << ranges[b].first
+               << "-" << ranges[b].last << " and " << ranges[a].first << "-"
+               << ranges[a].last << ")";
+    }
+  return success();
+}
+
+LogicalResult BindOp::verify() {
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  if (!module)
+    return success();
+  auto type = cast<MemRefType>(getBuffer().getType());
+  for (Operation &op : module.getBody()->getOperations()) {
+    if (getKind() == BufferKind::input) {
+      auto in = dyn_cast<InputOp>(op);
+      if (!in || in.getSymName() != getName())
+        continue;
+      if (in.getElement() != type.getElementType())
+        return emitOpError("input '") << getName() << "' is " << in.getElement()
+                                      << ", the buffer " << type.getElementType();
+      return success();
+    }
+    auto p = dyn_cast<ParamOp>(op);
+    if (!p || p.getSymName() != getName())
+      continue;
+    int64_t n = 1;
+    for (int64_t d : p.getShape())
+      n *= d;
+    if (p.getElement() != type.getElementType() || n != type.getNumElements())
+      return emitOpError("parameter '") << getName() << "' holds " << n << " x "
+                                        << p.getElement() << ", the buffer " << type;
+    return success();
+  }
+  return emitOpError("names no ") << (getKind() == BufferKind::input ? "plan.input" : "plan.param")
+                                  << " '" << getName() << "' of the module";
+}
+
+LogicalResult ViewOp::verify() {
+  int64_t off = getOffset(), bytes = bufferBytes(getBuffer()), whole = bufferBytes(getSource());
+  if (off < 0 || off + bytes > whole)
+    return emitOpError("view of bytes [")
+           << off << ", " << off + bytes << ") lies outside its source of " << whole << " bytes";
+  if (off % elementBytes(cast<MemRefType>(getBuffer().getType()).getElementType()))
+    return emitOpError("view offset ") << off << " is not a multiple of the element size";
+  return success();
+}
+
+LogicalResult LaunchOp::verify() {
+  auto kernel = SymbolTable::lookupNearestSymbolFrom<KernelOp>(*this, getKernelAttr());
+  if (!kernel)
+    return emitOpError("launches unknown kernel @") << getKernel();
+  if (int64_t(getOperands().size()) != kernel.getNumArgs())
+    return emitOpError("passes ") << getOperands().size() << " buffers to @" << getKernel()
+                                  << ", which takes " << kernel.getNumArgs();
+  return success();
+}
+
+LogicalResult GemmOp::verify() {
+  Type el = cast<MemRefType>(getOut().getType()).getElementType();
+  if (!isFlatFloat(el))
+    return emitOpError("GEMM element type must be f32 or f64, got ") << el;
+  for (Value v : {getLhs(), getRhs()})
+    if (cast<MemRefType>(v.getType()).getElementType() != el)
+      return emitOpError("GEMM operands must share the element type ") << el;
+  if (getN() < 1 || getM() < -1 || getM() == 0 || getK() < -1 || getK() == 0)
+    return emitOpError("GEMM extents must be positive (m or k -1: the token count)");
+  size_t nb = getBatch().size();
+  if (getLhsStrides().size() != nb || getRhsStrides().size() != nb)
+    return emitOpError("GEMM needs one lhs and one rhs stride per batch dimension (")
+           << nb << ")";
+  int64_t batches = 1;
+  for (int64_t d : getBatch()) {
+    if (d < 1)
+      return emitOpError("GEMM batch dimensions must be positive");
+    batches *= d;
+  }
+  // The extents a static GEMM touches must lie inside its buffers.
+  if (getM() > 0 && getK() > 0) {
+    auto numel = [](Value v) { return cast<MemRefType>(v.getType()).getNumElements(); };
+    auto reach = [&](ArrayRef<int64_t> strides, int64_t matrix) {
+      int64_t last = 0;
+      for (size_t d = 0; d < nb; ++d)
+        last += (getBatch()[d] - 1) * strides[d];
+      return last + matrix;
+    };
+    if (batches * getM() * getN() > numel(getOut()))
+      return emitOpError("GEMM writes ") << batches * getM() * getN()
+                                         << " elements into a buffer of " << numel(getOut());
+    if (reach(getLhsStrides(), getM() * getK()) > numel(getLhs()))
+      return emitOpError("GEMM reads past the end of its lhs buffer");
+    if (reach(getRhsStrides(), getK() * getN()) > numel(getRhs()))
+      return emitOpError("GEMM reads past the end of its rhs buffer");
+  }
+  auto [outRoot, outOff] = arenaRoot(getOut());
+  for (Value in : {getLhs(), getRhs()}) {
+    auto [root, off] = arenaRoot(in);
+    if ((root && root == outRoot) || in == getOut())
+      return emitOpError("GEMM output must not alias an operand");
+  }
+  return success();
+}
+
+LogicalResult OutputOp::verify() {
+  int64_t n = 1;
+  for (size_t i = 0; i < getShape().size(); ++i) {
+    int64_t d = getShape()[i];
+    if (d < 1 && !(i == 0 && d == -1))
+      return emitOpError("output dimensions must be positive (-1 only for the leading "
+                         "token dimension)");
+    n *= d < 0 ? 1 : d;
+  }
+  int64_t have = cast<MemRefType>(getBuffer().getType()).getNumElements();
+  if (n > have)
+    return emitOpError("output '") << getName() << "' of " << n << " elements reads a buffer of "
+                                   << have;
+  return success();
+}
+
+} // namespace mlc::plan
+
+#define GET_OP_CLASSES
+#include "dialects/plan/PlanOps.cpp.inc"

@@ -1,0 +1,213 @@
+//===- PlanOps.td - the plan dialect: a lowered training step -*- tablegen -*-===//
+//
+// The plan is what the runtime executes: per function, named buffers (slices
+// of the flat parameter and gradient buffers, inputs, arena slices and views
+// of them) and an ordered list of steps (kernel launches and GEMMs). The
+// package writer serializes it as plan.txt (runtime/core/PlanFormat.h owns
+// that grammar); `mlc compile --emit=plan` prints it as MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_PLAN_OPS_TD
+#define MLC_PLAN_OPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/RegionKindInterface.td"
+
+def Plan_Dialect : Dialect {
+  let name = "plan";
+  let cppNamespace = "::mlc::plan";
+  let summary = "The lowered training step: flat buffers, kernel launches, GEMMs";
+  let description = [{
+    A module in the `plan` dialect lists the parameters in flat-buffer order
+    (`plan.param`), the model inputs (`plan.input`), every generated kernel
+    once (`plan.kernel`: its template and source) and, per function
+    (`plan.func`), its buffers and steps in execution order. Buffers are
+    one-dimensional memrefs of their element type sized in elements; a
+    dynamic token dimension is sized at the module's token capacity.
+  }];
+}
+
+class Plan_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Plan_Dialect, mnemonic, traits>;
+
+// A 64-bit integer attribute read back signed (-1 marks "not placed" and
+// "the token count").
+def Plan_I64Attr : TypedSignlessIntegerAttrBase<I64, "int64_t", "64-bit integer"> {
+  let convertFromStorage = "$_self.getValue().getSExtValue()";
+}
+
+def Plan_Buffer : MemRefRankOf<[AnyFloat, AnySignlessInteger], [1]>;
+
+def Plan_KernelTemplate : I32EnumAttr<"KernelTemplate",
+    "the shape of a generated kernel's loop, which a target wraps", [
+      I32EnumAttrCase<"pointwise", 0>,
+      I32EnumAttrCase<"rows", 1>,
+      I32EnumAttrCase<"column_reduction", 2>,
+      I32EnumAttrCase<"reduction", 3>,
+      I32EnumAttrCase<"attention", 4>,
+      I32EnumAttrCase<"optimizer", 5>,
+      I32EnumAttrCase<"copy", 6>,
+      I32EnumAttrCase<"fill", 7>,
+      I32EnumAttrCase<"gather", 8>,
+      I32EnumAttrCase<"scatter", 9>
+    ]> {
+  let cppNamespace = "::mlc::plan";
+}
+
+def Plan_BufferKind : I32EnumAttr<"BufferKind", "where a bound buffer lives", [
+      I32EnumAttrCase<"param", 0>,
+      I32EnumAttrCase<"grad", 1>,
+      I32EnumAttrCase<"input", 2>
+    ]> {
+  let cppNamespace = "::mlc::plan";
+}
+
+//===----------------------------------------------------------------------===//
+// Module-level declarations
+//===----------------------------------------------------------------------===//
+
+def Plan_ParamOp : Plan_Op<"param"> {
+  let summary = "a parameter's slice of the flat buffers, in layout order";
+  let description = [{
+    Parameters are laid out in the flat parameter, gradient and moment
+    buffers in the order of their `plan.param` ops (the order backward
+    finishes their gradients). `decay` marks the ones AdamW decays
+    (matrices); `init` is the seeded initialization (`normal:STD`, `zeros`,
+    `ones`).
+
+    ```mlir
+    plan.param "transformer.wte.weight" : f32 [256, 128] decay init "normal:0.02"
+    ```
+  }];
+  let arguments = (ins StrAttr:$sym_name, TypeAttr:$element, DenseI64ArrayAttr:$shape,
+                       UnitAttr:$decay, StrAttr:$init);
+  let assemblyFormat = "$sym_name `:` $element $shape (`decay` $decay^)? `init` $init attr-dict";
+  let hasVerifier = 1;
+}
+
+def Plan_InputOp : Plan_Op<"input"> {
+  let summary = "a model input (a batch tensor); -1 marks the token dimension";
+  let description = [{
+    ```mlir
+    plan.input "input_ids" : i64 [2, 16]
+    ```
+  }];
+  let arguments = (ins StrAttr:$sym_name, TypeAttr:$element, DenseI64ArrayAttr:$shape);
+  let assemblyFormat = "$sym_name `:` $element $shape attr-dict";
+  let hasVerifier = 1;
+}
+
+def Plan_KernelOp : Plan_Op<"kernel", [Symbol]> {
+  let summary = "a generated kernel: its template, argument count and source";
+  let description = [{
+    The kernel's body in C++ for the CPU target: `num_args` typed pointers
+    `p0..pN` (outputs first) bound from `b[]`, and the run's context `ctx`.
+
+    ```mlir
+    plan.kernel @k0 pointwise args(2) source "  float *p0 = ...;\n..."
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, Plan_KernelTemplate:$kind,
+                       Plan_I64Attr:$num_args, StrAttr:$source);
+  let assemblyFormat = "$sym_name $kind `args` `(` $num_args `)` `source` $source attr-dict";
+  let hasVerifier = 1;
+}
+
+def Plan_FuncOp : Plan_Op<"func", [SingleBlock, NoTerminator,
+    DeclareOpInterfaceMethods<RegionKindInterface>]> {
+  let summary = "one function of the package: its buffers and steps in order";
+  let description = [{
+    `arena_bytes` is the size of the activation arena the function needs,
+    set by `mlc-plan-memory` (0 before it runs).
+
+    ```mlir
+    plan.func "forward" arena 4096 {
+      %w = plan.bind param "w" : memref<12xf32>
+      %x = plan.bind input "x" : memref<8xf32>
+      %y = plan.arena 0 : memref<6xf32>
+      plan.gemm %y, %x, %w m 2 n 3 k 4 : memref<6xf32>, memref<8xf32>, memref<12xf32>
+      plan.output "y" %y [2, 3] : memref<6xf32>
+    }
+    ```
+  }];
+  let arguments = (ins StrAttr:$sym_name, Plan_I64Attr:$arena_bytes);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name `arena` $arena_bytes attr-dict-with-keyword $body";
+  let hasRegionVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Buffers
+//===----------------------------------------------------------------------===//
+
+def Plan_BindOp : Plan_Op<"bind"> {
+  let summary = "a parameter's or gradient's flat-buffer slice, or an input";
+  let arguments = (ins Plan_BufferKind:$kind, StrAttr:$name);
+  let results = (outs Plan_Buffer:$buffer);
+  let assemblyFormat = "$kind $name attr-dict `:` type($buffer)";
+  let hasVerifier = 1;
+}
+
+def Plan_ArenaOp : Plan_Op<"arena"> {
+  let summary = "a slice of the function's arena at a byte offset";
+  let description = [{
+    The offset is -1 until `mlc-plan-memory` places the buffer: two arena
+    buffers whose live ranges (first to last step that uses them or a view
+    of them) overlap never share bytes.
+  }];
+  let arguments = (ins Plan_I64Attr:$offset);
+  let results = (outs Plan_Buffer:$buffer);
+  let assemblyFormat = "$offset attr-dict `:` type($buffer)";
+}
+
+def Plan_ViewOp : Plan_Op<"view"> {
+  let summary = "a buffer read or written through another at a byte offset";
+  let arguments = (ins Plan_Buffer:$source, Plan_I64Attr:$offset);
+  let results = (outs Plan_Buffer:$buffer);
+  let assemblyFormat = "$source `[` $offset `]` attr-dict `:` type($source) `to` type($buffer)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Steps
+//===----------------------------------------------------------------------===//
+
+def Plan_LaunchOp : Plan_Op<"launch"> {
+  let summary = "runs a generated kernel over buffers (outputs first)";
+  let arguments = (ins FlatSymbolRefAttr:$kernel, Variadic<Plan_Buffer>:$operands);
+  let assemblyFormat = "$kernel `(` $operands `)` attr-dict `:` type($operands)";
+  let hasVerifier = 1;
+}
+
+def Plan_GemmOp : Plan_Op<"gemm"> {
+  let summary = "out = op(lhs) x op(rhs), batched with broadcasting strides";
+  let description = [{
+    Row-major GEMM through the backend's BLAS. `m` or `k` is -1 when it is
+    the batch's token count (dynamic). `batch` lists the result's leading
+    dimensions; `lhs_strides` and `rhs_strides` step through the operands'
+    matrices per batch index (0 where an operand is broadcast).
+  }];
+  let arguments = (ins Plan_Buffer:$out, Plan_Buffer:$lhs, Plan_Buffer:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
+                       Plan_I64Attr:$m, Plan_I64Attr:$n, Plan_I64Attr:$k,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$batch,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$lhs_strides,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$rhs_strides);
+  let assemblyFormat = [{
+    $out `,` $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
+    `m` $m `n` $n `k` $k attr-dict `:` type($out) `,` type($lhs) `,` type($rhs)
+  }];
+  let hasVerifier = 1;
+}
+
+def Plan_OutputOp : Plan_Op<"output"> {
+  let summary = "a named result of the function; -1 marks the token dimension";
+  let arguments = (ins StrAttr:$name, Plan_Buffer:$buffer, DenseI64ArrayAttr:$shape);
+  let assemblyFormat = "$name $buffer $shape attr-dict `:` type($buffer)";
+  let hasVerifier = 1;
+}
+
+#endif // MLC_PLAN_OPS_TD

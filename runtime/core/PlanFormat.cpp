@@ -1,0 +1,311 @@
+//===- PlanFormat.cpp - writing and reading plan.txt ------------------------===//
+
+#include "runtime/core/PlanFormat.h"
+#include "runtime/core/Error.h"
+#include "runtime/core/TensorIO.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <limits>
+#include <set>
+#include <sstream>
+
+namespace mlc::rt {
+
+namespace {
+
+const char *kindName(BufferDecl::Kind k) {
+  switch (k) {
+  case BufferDecl::Param:
+    return "param";
+  case BufferDecl::Grad:
+    return "grad";
+  case BufferDecl::Input:
+    return "input";
+  case BufferDecl::Arena:
+    return "arena";
+  case BufferDecl::Alias:
+    return "alias";
+  }
+  return "?";
+}
+
+/// Sizes are products of dimensions: refuse any that overflow.
+int64_t product(const std::vector<int64_t> &s, int64_t capacity, bool &overflow) {
+  int64_t n = 1;
+  for (int64_t d : s) {
+    int64_t x = d < 0 ? capacity : d;
+    if (x < 0 || (x && n > std::numeric_limits<int64_t>::max() / x)) {
+      overflow = true;
+      return 0;
+    }
+    n *= x;
+  }
+  return n;
+}
+
+} // namespace
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  if (shape.empty())
+    return "scalar";
+  std::string t;
+  for (size_t i = 0; i < shape.size(); ++i)
+    t += (i ? "x" : "") + (shape[i] < 0 ? std::string("?") : std::to_string(shape[i]));
+  return t;
+}
+
+std::vector<int64_t> parseShape(const std::string &text) {
+  std::vector<int64_t> shape;
+  if (text == "scalar")
+    return shape;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, 'x')) {
+    if (item == "?") {
+      shape.push_back(-1);
+      continue;
+    }
+    char *end = nullptr;
+    errno = 0;
+    long long d = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end || errno == ERANGE || d < 1)
+      fail("malformed shape '" + text + "'");
+    shape.push_back(d);
+  }
+  if (shape.empty())
+    fail("malformed shape '" + text + "'");
+  return shape;
+}
+
+std::string writePlan(const PlanData &plan) {
+  std::ostringstream os;
+  os << "mlc-plan " << kPlanVersion << "\n";
+  if (plan.tokenCapacity)
+    os << "tokens " << plan.tokenCapacity << "\n";
+  for (const ParamInfo &p : plan.params)
+    os << "param " << p.name << " " << p.dtype << " " << shapeText(p.shape) << " "
+       << (p.decay ? 1 : 0) << " " << p.init << "\n";
+  for (const InputInfo &in : plan.inputs)
+    os << "input " << in.name << " " << in.dtype << " " << shapeText(in.shape) << "\n";
+  for (const FunctionPlan &fn : plan.functions) {
+    os << "func " << fn.name << " " << fn.arenaBytes << "\n";
+    for (size_t i = 0; i < fn.buffers.size(); ++i) {
+      const BufferDecl &b = fn.buffers[i];
+      os << "buf %" << i << " " << kindName(b.kind);
+      if (b.kind == BufferDecl::Arena)
+        os << " " << b.offset << " " << b.dtype << " " << b.numel;
+      else if (b.kind == BufferDecl::Alias)
+        os << " %" << b.alias << (b.offset ? " " + std::to_string(b.offset) : "");
+      else
+        os << " " << b.name;
+      os << "\n";
+    }
+    for (const StepDecl &s : fn.steps) {
+      if (s.kind == StepDecl::Kernel) {
+        os << "kernel " << s.kernel;
+      } else {
+        auto extent = [](int64_t v) { return v < 0 ? std::string("T") : std::to_string(v); };
+        os << "gemm " << s.transA << " " << s.transB << " " << extent(s.m) << " " << s.n << " "
+           << extent(s.k) << " " << s.batch.size();
+        for (auto *v : {&s.batch, &s.lhsStrides, &s.rhsStrides})
+          for (int64_t x : *v)
+            os << " " << x;
+      }
+      for (int b : s.buffers)
+        os << " %" << b;
+      os << "\n";
+    }
+    for (const FunctionPlan::Output &o : fn.outputs)
+      os << "output " << o.name << " %" << o.buffer << " " << shapeText(o.shape) << "\n";
+    os << "end\n";
+  }
+  return os.str();
+}
+
+PlanData parsePlan(const std::string &text, const std::string &path) {
+  PlanData plan;
+  std::istringstream in(text);
+  std::string line;
+  int lineNo = 0;
+  FunctionPlan *fn = nullptr;
+  int64_t paramCount = 0;
+  auto bad = [&](const std::string &msg) {
+    fail(path + ":" + std::to_string(lineNo) + ": " + msg);
+  };
+  auto bufferId = [&](const std::string &tok) {
+    if (tok.size() < 2 || tok[0] != '%')
+      bad("expected a buffer id, got '" + tok + "'");
+    char *end = nullptr;
+    long id = std::strtol(tok.c_str() + 1, &end, 10);
+    if (*end || !fn || id < 0 || id >= long(fn->buffers.size()))
+      bad("unknown buffer " + tok);
+    return int(id);
+  };
+  auto shape = [&](const std::string &t) {
+    try {
+      return parseShape(t);
+    } catch (const Error &e) {
+      bad(e.what());
+    }
+  };
+  auto numel = [&](const std::vector<int64_t> &s, int64_t capacity) {
+    bool overflow = false;
+    int64_t n = product(s, capacity, overflow);
+    if (overflow)
+      bad("shape " + shapeText(s) + " is too large");
+    return n;
+  };
+  auto elementBytes = [&](const std::string &dtype) -> int64_t {
+    if (dtype == "i1")
+      return 1; // masks: one byte per element
+    try {
+      return dtypeSize(dtype);
+    } catch (const Error &) {
+      bad("unknown dtype '" + dtype + "'");
+    }
+  };
+  std::set<std::string> names;
+  while (std::getline(in, line)) {
+    ++lineNo;
+    std::istringstream ls(line);
+    std::string word, extra;
+    if (!(ls >> word))
+      continue;
+    if (lineNo == 1) {
+      int v = 0;
+      if (word != "mlc-plan" || !(ls >> v) || v != kPlanVersion)
+        bad("expected 'mlc-plan " + std::to_string(kPlanVersion) + "'");
+    } else if (word == "tokens") {
+      if (!(ls >> plan.tokenCapacity) || plan.tokenCapacity < 1)
+        bad("malformed tokens line");
+    } else if (word == "param") {
+      ParamInfo p;
+      std::string s;
+      int decay;
+      if (!(ls >> p.name >> p.dtype >> s >> decay >> p.init) || (decay != 0 && decay != 1))
+        bad("malformed param line");
+      if (p.dtype != "f32" && p.dtype != "f64")
+        bad("parameter " + p.name + " has dtype " + p.dtype + " (f32 or f64 expected)");
+      if (!plan.params.empty() && plan.params[0].dtype != p.dtype)
+        bad("parameters mix dtypes " + plan.params[0].dtype + " and " + p.dtype);
+      if (!names.insert(p.name).second)
+        bad("parameter " + p.name + " is declared twice");
+      p.shape = shape(s);
+      p.numel = numel(p.shape, 0);
+      p.decay = decay;
+      p.offset = paramCount;
+      paramCount += p.numel;
+      plan.params.push_back(p);
+    } else if (word == "input") {
+      InputInfo i;
+      std::string s;
+      if (!(ls >> i.name >> i.dtype >> s))
+        bad("malformed input line");
+      elementBytes(i.dtype);
+      i.shape = shape(s);
+      if (i.dynamic() && plan.tokenCapacity < 1)
+        bad("input " + i.name + " has a dynamic dimension but the plan declares no tokens");
+      i.numel = numel(i.shape, plan.tokenCapacity);
+      plan.inputs.push_back(i);
+    } else if (word == "func") {
+      FunctionPlan f;
+      if (!(ls >> f.name >> f.arenaBytes) || f.arenaBytes < 0)
+        bad("malformed func line");
+      plan.functions.push_back(f);
+      fn = &plan.functions.back();
+    } else if (!fn) {
+      bad("'" + word + "' outside a function");
+    } else if (word == "buf") {
+      std::string id, kind;
+      ls >> id >> kind;
+      BufferDecl b;
+      if (kind == "param" || kind == "grad" || kind == "input") {
+        b.kind = kind == "param"  ? BufferDecl::Param
+                 : kind == "grad" ? BufferDecl::Grad
+                                  : BufferDecl::Input;
+        if (!(ls >> b.name))
+          bad("malformed buf line");
+      } else if (kind == "arena") {
+        b.kind = BufferDecl::Arena;
+        if (!(ls >> b.offset >> b.dtype >> b.numel) || b.offset < 0 || b.numel < 0)
+          bad("malformed arena buffer");
+        int64_t es = elementBytes(b.dtype);
+        if (b.numel > (std::numeric_limits<int64_t>::max() - b.offset) / es ||
+            b.offset + b.numel * es > fn->arenaBytes)
+          bad("arena buffer " + id + " lies outside the function's arena of " +
+              std::to_string(fn->arenaBytes) + " bytes");
+      } else if (kind == "alias") {
+        b.kind = BufferDecl::Alias;
+        std::string target;
+        ls >> target;
+        b.alias = bufferId(target);
+        if (!(ls >> b.offset)) // optional byte offset into the target
+          b.offset = 0;
+        if (b.offset < 0)
+          bad("negative alias offset");
+      } else {
+        bad("unknown buffer kind '" + kind + "'");
+      }
+      if (id != "%" + std::to_string(fn->buffers.size()))
+        bad("buffers must be numbered in order");
+      fn->buffers.push_back(b);
+    } else if (word == "kernel") {
+      StepDecl s;
+      s.kind = StepDecl::Kernel;
+      if (!(ls >> s.kernel))
+        bad("malformed kernel line");
+      std::string tok;
+      while (ls >> tok)
+        s.buffers.push_back(bufferId(tok));
+      if (s.buffers.empty())
+        bad("kernel " + s.kernel + " takes no buffers");
+      fn->steps.push_back(s);
+    } else if (word == "gemm") {
+      StepDecl s;
+      s.kind = StepDecl::Gemm;
+      int nb;
+      std::string m, k;
+      if (!(ls >> s.transA >> s.transB >> m >> s.n >> k >> nb) || nb < 0 || nb > 8 || s.n < 1)
+        bad("malformed gemm line");
+      auto extent = [&](const std::string &t) -> int64_t {
+        if (t == "T")
+          return -1; // the batch's token count
+        char *end = nullptr;
+        long long v = std::strtoll(t.c_str(), &end, 10);
+        if (*end || v < 1)
+          bad("malformed gemm extent '" + t + "'");
+        return v;
+      };
+      s.m = extent(m);
+      s.k = extent(k);
+      s.batch.resize(nb);
+      s.lhsStrides.resize(nb);
+      s.rhsStrides.resize(nb);
+      for (auto *v : {&s.batch, &s.lhsStrides, &s.rhsStrides})
+        for (int64_t &x : *v)
+          if (!(ls >> x) || x < 0)
+            bad("malformed gemm line");
+      std::string tok;
+      while (ls >> tok)
+        s.buffers.push_back(bufferId(tok));
+      if (s.buffers.size() != 3)
+        bad("gemm needs 3 buffers");
+      fn->steps.push_back(s);
+    } else if (word == "output") {
+      std::string name, id, s;
+      if (!(ls >> name >> id >> s))
+        bad("malformed output line");
+      fn->outputs.push_back({name, bufferId(id), shape(s)});
+    } else if (word == "end") {
+      fn = nullptr;
+    } else {
+      bad("unknown directive '" + word + "'");
+    }
+  }
+  if (fn)
+    fail(path + ": function " + fn->name + " has no 'end' line (the file is truncated)");
+  return plan;
+}
+
+} // namespace mlc::rt

@@ -1,0 +1,100 @@
+//===- PlanFormat.h - plan.txt, the serialized plan ------------*- C++ -*-===//
+//
+// The one owner of plan.txt's grammar: the compiler writes it with
+// writePlan() from the plan dialect, the runtime reads it with parsePlan(),
+// both through the structs below.
+//
+// plan.txt, one directive per line:
+//
+//   mlc-plan 1
+//   tokens CAPACITY                      optional: most tokens of a batch whose
+//                                        token dimension ("?" in shapes) is dynamic
+//   param NAME DTYPE SHAPE DECAY INIT    flat parameter order; DECAY is 0/1,
+//                                        INIT normal:STD | zeros | ones
+//   input NAME DTYPE SHAPE
+//   func NAME ARENA_BYTES
+//   buf %ID param NAME | grad NAME | input NAME | arena OFFSET DTYPE NUMEL
+//       | alias %ID [BYTE_OFFSET]          a view of another buffer
+//   kernel NAME %ID...                   outputs first, then inputs
+//   gemm TA TB M N K NB DIMS.. LSTRIDES.. RSTRIDES.. %OUT %LHS %RHS
+//   output NAME %ID SHAPE
+//   end
+//
+// SHAPE is "2x8x128", "?x768" (dynamic token dimension) or "scalar"; in a
+// gemm, M or K is "T" when it is the token count.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_RUNTIME_CORE_PLANFORMAT_H
+#define MLC_RUNTIME_CORE_PLANFORMAT_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlc::rt {
+
+constexpr int kPlanVersion = 1;
+
+struct ParamInfo {
+  std::string name, dtype, init;
+  std::vector<int64_t> shape;
+  int64_t numel = 0, offset = 0; // elements into the flat buffers
+  bool decay = false;
+};
+
+struct InputInfo {
+  std::string name, dtype;
+  std::vector<int64_t> shape; // -1: the dynamic token dimension
+  int64_t numel = 0;          // at the token capacity
+  bool dynamic() const { return !shape.empty() && shape[0] < 0; }
+};
+
+struct BufferDecl {
+  enum Kind { Param, Grad, Input, Arena, Alias } kind;
+  std::string name, dtype;
+  int64_t offset = 0, numel = 0;
+  int alias = -1;
+};
+
+struct StepDecl {
+  enum Kind { Kernel, Gemm } kind;
+  std::string kernel;
+  std::vector<int> buffers;
+  bool transA = false, transB = false;
+  int64_t m = 0, n = 0, k = 0;
+  std::vector<int64_t> batch, lhsStrides, rhsStrides;
+};
+
+struct FunctionPlan {
+  std::string name;
+  int64_t arenaBytes = 0;
+  std::vector<BufferDecl> buffers;
+  std::vector<StepDecl> steps;
+  struct Output {
+    std::string name;
+    int buffer;
+    std::vector<int64_t> shape;
+  };
+  std::vector<Output> outputs;
+};
+
+/// A whole plan: what plan.txt holds.
+struct PlanData {
+  int64_t tokenCapacity = 0; // > 0 when inputs have a dynamic token dimension
+  std::vector<ParamInfo> params; // offsets: running sums in this order
+  std::vector<InputInfo> inputs;
+  std::vector<FunctionPlan> functions;
+};
+
+/// "2x8x128", "?x768" (-1: the token dimension) or "scalar".
+std::string shapeText(const std::vector<int64_t> &shape);
+std::vector<int64_t> parseShape(const std::string &text);
+
+std::string writePlan(const PlanData &plan);
+/// Parses and checks plan.txt; errors name `path` and the line.
+PlanData parsePlan(const std::string &text, const std::string &path);
+
+} // namespace mlc::rt
+
+#endif // MLC_RUNTIME_CORE_PLANFORMAT_H
