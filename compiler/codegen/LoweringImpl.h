@@ -266,7 +266,7 @@ private:
                   loopNest(view.shape, {{0, 0, rowMajorStrides(view.shape)},
                                         {1, view.offset, view.strides}},
                            "    p0[o0] = p1[o1];\n", true, dynamicRows(v)),
-              {id, view.buffer});
+              {id, view.buffer}, KernelTemplate::copy);
     }
     valueBuffers[v] = id;
     return id;

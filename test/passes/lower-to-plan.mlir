@@ -1,0 +1,74 @@
+// RUN: mlc-opt %s -split-input-file --mlc-lower-to-plan | FileCheck %s
+// RUN: mlc-opt %s -split-input-file --mlc-lower-to-plan | mlc-opt -split-input-file | FileCheck %s
+
+// A transpose read by a pointwise op is a strided view: the add reads x
+// through transposed strides (o1 steps 1 along i0, 4 along i1) and no copy
+// kernel runs. The graph function is gone; the parameter is bound from the
+// flat buffer, the result is an unplaced arena slice.
+// CHECK-LABEL: plan.param "w" : f32 [4, 3] decay init "normal:0.02"
+// CHECK: plan.input "x" : f32 [3, 4]
+// CHECK-NOT: copy
+// CHECK: plan.kernel @k0 pointwise args(3) source {{.*}}o1 = 0 + i0 * 1 + i1 * 4;{{.*}}p0[o0] = (p1[o1] + p2[o2])
+// CHECK-NOT: plan.kernel
+// CHECK: plan.func "forward" arena 0 {
+// CHECK-NEXT: %[[W:.*]] = plan.bind param "w" : memref<12xf32>
+// CHECK-NEXT: %[[X:.*]] = plan.bind input "x" : memref<12xf32>
+// CHECK-NEXT: %[[Y:.*]] = plan.arena -1 : memref<12xf32>
+// CHECK-NEXT: plan.launch @k0(%[[Y]], %[[X]], %[[W]])
+// CHECK-NEXT: plan.output "y" %[[Y]] [4, 3]
+// CHECK-NOT: func.func
+func.func @forward(%w: tensor<4x3xf32> {mlc.param = "w"}, %x: tensor<3x4xf32> {mlc.input = "x"}) -> (tensor<4x3xf32> {mlc.output = "y"}) {
+  %t = mlc.transpose %x, [1, 0] : tensor<3x4xf32>
+  %y = mlc.add %t, %w : tensor<4x3xf32>, tensor<4x3xf32>
+  return %y : tensor<4x3xf32>
+}
+
+// -----
+
+// A GEMM needs its operands contiguous: the transposed value is copied once
+// (a copy kernel), and the reshapes after it are views of the copy.
+// CHECK-LABEL: plan.param "w"
+// CHECK: plan.kernel @k0 pointwise args(2) source {{.*}}mlc_expf
+// CHECK: plan.kernel @k1 copy args(2) source {{.*}}o1 = 0 + i0 * 1 + i1 * 4;{{.*}}p0[o0] = p1[o1];
+// CHECK: plan.func "forward"
+// CHECK: %[[E:.*]] = plan.arena -1 : memref<12xf32>
+// CHECK: %[[C:.*]] = plan.arena -1 : memref<12xf32>
+// CHECK: %[[V:.*]] = plan.view %[[C]][0] : memref<12xf32> to memref<12xf32>
+// CHECK: plan.launch @k0(%[[E]], %{{.*}})
+// CHECK-NEXT: plan.launch @k1(%[[C]], %[[E]])
+// CHECK-NEXT: plan.gemm %{{.*}}, %[[V]], %{{.*}} transpose_rhs m 4 n 4 k 3
+func.func @forward(%w: tensor<4x3xf32> {mlc.param = "w"}, %x: tensor<3x4xf32> {mlc.input = "x"}) -> (tensor<4x4xf32> {mlc.output = "y"}) {
+  %e = mlc.exp %x : tensor<3x4xf32>
+  %t = mlc.transpose %e, [1, 0] : tensor<3x4xf32>
+  %r = mlc.reshape %t : tensor<4x3xf32> -> tensor<12xf32>
+  %q = mlc.reshape %r : tensor<12xf32> -> tensor<4x3xf32>
+  %y = mlc.matmul %q, %w transpose_rhs : tensor<4x3xf32>, tensor<4x3xf32>
+  return %y : tensor<4x4xf32>
+}
+
+// -----
+
+// A gradient that an op produces is written straight into the flat gradient
+// buffer (no copy), and parameters are laid out in the order backward
+// finishes their gradients: b's gradient is complete before w's.
+// CHECK-LABEL: plan.param "b" : f32 [3] init "zeros"
+// CHECK-NEXT: plan.param "w" : f32 [4, 3] decay
+// CHECK: plan.func "train_step"
+// CHECK: %[[GW:.*]] = plan.bind grad "w" : memref<12xf32>
+// CHECK: plan.gemm %[[GW]],
+func.func @forward(%w: tensor<4x3xf32> {mlc.param = "w"}, %b: tensor<3xf32> {mlc.param = "b"}, %x: tensor<2x4xf32> {mlc.input = "x"}) -> (tensor<f32> {mlc.output = "loss"}) {
+  %y = mlc.matmul %x, %w : tensor<2x4xf32>, tensor<4x3xf32>
+  %z = mlc.add %y, %b : tensor<2x3xf32>, tensor<3xf32>
+  %l = mlc.reduce_sum %z axes = [0, 1] : tensor<2x3xf32>
+  return %l : tensor<f32>
+}
+func.func @train_step(%w: tensor<4x3xf32> {mlc.param = "w"}, %b: tensor<3xf32> {mlc.param = "b"}, %x: tensor<2x4xf32> {mlc.input = "x"}) -> (tensor<f32> {mlc.output = "loss"}, tensor<3xf32> {mlc.grad = "b"}, tensor<4x3xf32> {mlc.grad = "w"}) {
+  %y = mlc.matmul %x, %w : tensor<2x4xf32>, tensor<4x3xf32>
+  %z = mlc.add %y, %b : tensor<2x3xf32>, tensor<3xf32>
+  %l = mlc.reduce_sum %z axes = [0, 1] : tensor<2x3xf32>
+  %one = mlc.constant dense<1.0> : tensor<2x3xf32>
+  %gb = mlc.reduce_sum %one axes = [0] : tensor<2x3xf32>
+  %gw = mlc.matmul %x, %one transpose_lhs : tensor<2x4xf32>, tensor<2x3xf32>
+  return %l, %gb, %gw : tensor<f32>, tensor<3xf32>, tensor<4x3xf32>
+}
+

@@ -1,0 +1,239 @@
+// RUN: mlc-opt %s -split-input-file -verify-diagnostics
+// One case per plan verifier rule.
+
+// expected-error @+1 {{parameter element type must be f32 or f64, got 'i64'}}
+plan.param "w" : i64 [4] init "zeros"
+
+// -----
+
+// expected-error @+1 {{parameter dimensions must be positive}}
+plan.param "w" : f32 [4, 0] init "zeros"
+
+// -----
+
+// expected-error @+1 {{init must be normal:STD, zeros or ones, got 'uniform'}}
+plan.param "w" : f32 [4] init "uniform"
+
+// -----
+
+// expected-error @+1 {{init normal:STD needs a standard deviation >= 0, got 'normal:-1'}}
+plan.param "w" : f32 [4] init "normal:-1"
+
+// -----
+
+// expected-error @+1 {{input dimensions must be positive (-1 only for the leading token dimension)}}
+plan.input "x" : i64 [4, -1]
+
+// -----
+
+// expected-error @+1 {{a kernel takes at least one buffer}}
+plan.kernel @k0 pointwise args(0) source "x"
+
+// -----
+
+// expected-error @+1 {{kernel has no source}}
+plan.kernel @k0 pointwise args(1) source ""
+
+// -----
+
+plan.func "forward" arena 0 {
+  // expected-error @+1 {{is not allowed in a plan.func}}
+  %c = arith.constant 0 : index
+}
+
+// -----
+
+plan.func "forward" arena 64 {
+  %a = plan.arena 0 : memref<4xf32>
+  plan.output "y" %a [4] : memref<4xf32>
+  // expected-error @+1 {{output 'y' is returned twice}}
+  plan.output "y" %a [4] : memref<4xf32>
+}
+
+// -----
+
+plan.func "forward" arena 64 {
+  // expected-error @+1 {{arena offset must be >= 0 (or -1: not yet placed)}}
+  %a = plan.arena -2 : memref<4xf32>
+}
+
+// -----
+
+plan.func "forward" arena 64 {
+  // expected-error @+1 {{arena slice [56, 72) lies outside the function's arena of 64 bytes}}
+  %a = plan.arena 56 : memref<4xf32>
+}
+
+// -----
+
+plan.kernel @k0 pointwise args(2) source "  p0[0] = p1[0];\n"
+plan.func "forward" arena 64 {
+  %a = plan.arena 0 : memref<4xf32>
+  // expected-error @+1 {{shares arena bytes [8, 16) with another slice while both are live (steps 0-1 and 0-1)}}
+  %b = plan.arena 8 : memref<4xf32>
+  plan.launch @k0(%a, %b) : memref<4xf32>, memref<4xf32>
+  plan.launch @k0(%b, %a) : memref<4xf32>, memref<4xf32>
+}
+
+// -----
+
+plan.param "w" : f32 [4] init "zeros"
+plan.func "forward" arena 0 {
+  // expected-error @+1 {{parameter 'w' holds 4 x 'f32', the buffer 'memref<3xf32>'}}
+  %w = plan.bind param "w" : memref<3xf32>
+}
+
+// -----
+
+plan.input "x" : i64 [4]
+plan.func "forward" arena 0 {
+  // expected-error @+1 {{input 'x' is 'i64', the buffer 'i32'}}
+  %x = plan.bind input "x" : memref<4xi32>
+}
+
+// -----
+
+plan.func "forward" arena 0 {
+  // expected-error @+1 {{names no plan.param 'missing' of the module}}
+  %w = plan.bind grad "missing" : memref<3xf32>
+}
+
+// -----
+
+plan.func "forward" arena 64 {
+  %a = plan.arena 0 : memref<4xf32>
+  // expected-error @+1 {{view of bytes [8, 24) lies outside its source of 16 bytes}}
+  %v = plan.view %a [8] : memref<4xf32> to memref<4xf32>
+}
+
+// -----
+
+plan.func "forward" arena 64 {
+  %a = plan.arena 0 : memref<4xf32>
+  // expected-error @+1 {{view offset 2 is not a multiple of the element size}}
+  %v = plan.view %a [2] : memref<4xf32> to memref<2xf32>
+}
+
+// -----
+
+plan.func "forward" arena 64 {
+  %a = plan.arena 0 : memref<4xf32>
+  // expected-error @+1 {{launches unknown kernel @nowhere}}
+  plan.launch @nowhere(%a) : memref<4xf32>
+}
+
+// -----
+
+plan.kernel @k0 pointwise args(2) source "  p0[0] = p1[0];\n"
+plan.func "forward" arena 64 {
+  %a = plan.arena 0 : memref<4xf32>
+  // expected-error @+1 {{passes 1 buffers to @k0, which takes 2}}
+  plan.launch @k0(%a) : memref<4xf32>
+}
+
+// -----
+
+plan.func "forward" arena 256 {
+  %o = plan.arena 0 : memref<6xi32>
+  %l = plan.arena 64 : memref<8xi32>
+  %r = plan.arena 128 : memref<12xi32>
+  // expected-error @+1 {{GEMM element type must be f32 or f64, got 'i32'}}
+  plan.gemm %o, %l, %r m 2 n 3 k 4 : memref<6xi32>, memref<8xi32>, memref<12xi32>
+}
+
+// -----
+
+plan.func "forward" arena 256 {
+  %o = plan.arena 0 : memref<6xf32>
+  %l = plan.arena 64 : memref<8xf64>
+  %r = plan.arena 128 : memref<12xf32>
+  // expected-error @+1 {{GEMM operands must share the element type 'f32'}}
+  plan.gemm %o, %l, %r m 2 n 3 k 4 : memref<6xf32>, memref<8xf64>, memref<12xf32>
+}
+
+// -----
+
+plan.func "forward" arena 256 {
+  %o = plan.arena 0 : memref<6xf32>
+  %l = plan.arena 64 : memref<8xf32>
+  %r = plan.arena 128 : memref<12xf32>
+  // expected-error @+1 {{GEMM extents must be positive (m or k -1: the token count)}}
+  plan.gemm %o, %l, %r m 2 n -1 k 4 : memref<6xf32>, memref<8xf32>, memref<12xf32>
+}
+
+// -----
+
+plan.func "forward" arena 256 {
+  %o = plan.arena 0 : memref<6xf32>
+  %l = plan.arena 64 : memref<8xf32>
+  %r = plan.arena 128 : memref<12xf32>
+  // expected-error @+1 {{GEMM needs one lhs and one rhs stride per batch dimension (1)}}
+  plan.gemm %o, %l, %r m 2 n 3 k 4 {batch = array<i64: 1>} : memref<6xf32>, memref<8xf32>, memref<12xf32>
+}
+
+// -----
+
+plan.func "forward" arena 256 {
+  %o = plan.arena 0 : memref<6xf32>
+  %l = plan.arena 64 : memref<8xf32>
+  %r = plan.arena 128 : memref<12xf32>
+  // expected-error @+1 {{GEMM batch dimensions must be positive}}
+  plan.gemm %o, %l, %r m 2 n 3 k 4 {batch = array<i64: 0>, lhs_strides = array<i64: 0>, rhs_strides = array<i64: 0>} : memref<6xf32>, memref<8xf32>, memref<12xf32>
+}
+
+// -----
+
+plan.func "forward" arena 256 {
+  %o = plan.arena 0 : memref<6xf32>
+  %l = plan.arena 64 : memref<8xf32>
+  %r = plan.arena 128 : memref<12xf32>
+  // expected-error @+1 {{GEMM writes 12 elements into a buffer of 6}}
+  plan.gemm %o, %l, %r m 2 n 3 k 4 {batch = array<i64: 2>, lhs_strides = array<i64: 0>, rhs_strides = array<i64: 0>} : memref<6xf32>, memref<8xf32>, memref<12xf32>
+}
+
+// -----
+
+plan.func "forward" arena 256 {
+  %o = plan.arena 0 : memref<6xf32>
+  %l = plan.arena 64 : memref<7xf32>
+  %r = plan.arena 128 : memref<12xf32>
+  // expected-error @+1 {{GEMM reads past the end of its lhs buffer}}
+  plan.gemm %o, %l, %r m 2 n 3 k 4 : memref<6xf32>, memref<7xf32>, memref<12xf32>
+}
+
+// -----
+
+plan.func "forward" arena 256 {
+  %o = plan.arena 0 : memref<12xf32>
+  %l = plan.arena 64 : memref<8xf32>
+  %r = plan.arena 128 : memref<12xf32>
+  // expected-error @+1 {{GEMM reads past the end of its rhs buffer}}
+  plan.gemm %o, %l, %r m 2 n 3 k 4 {batch = array<i64: 2>, lhs_strides = array<i64: 0>, rhs_strides = array<i64: 12>} : memref<12xf32>, memref<8xf32>, memref<12xf32>
+}
+
+// -----
+
+plan.func "forward" arena 256 {
+  %a = plan.arena 0 : memref<32xf32>
+  %o = plan.view %a [0] : memref<32xf32> to memref<6xf32>
+  %l = plan.view %a [64] : memref<32xf32> to memref<8xf32>
+  %r = plan.arena 128 : memref<12xf32>
+  // expected-error @+1 {{GEMM output must not alias an operand}}
+  plan.gemm %o, %l, %r m 2 n 3 k 4 : memref<6xf32>, memref<8xf32>, memref<12xf32>
+}
+
+// -----
+
+plan.func "forward" arena 64 {
+  %a = plan.arena 0 : memref<4xf32>
+  // expected-error @+1 {{output dimensions must be positive (-1 only for the leading token dimension)}}
+  plan.output "y" %a [2, -1] : memref<4xf32>
+}
+
+// -----
+
+plan.func "forward" arena 64 {
+  %a = plan.arena 0 : memref<4xf32>
+  // expected-error @+1 {{output 'y' of 6 elements reads a buffer of 4}}
+  plan.output "y" %a [2, 3] : memref<4xf32>
+}

@@ -1,0 +1,35 @@
+// RUN: mlc-opt %s | FileCheck %s
+// RUN: mlc-opt %s | mlc-opt | FileCheck %s
+// Every plan op prints and parses back.
+
+// CHECK: plan.param "w" : f32 [4, 3] decay init "normal:0.02"
+// CHECK: plan.param "b" : f32 [3] init "zeros"
+// CHECK: plan.input "x" : f32 [2, 4]
+// CHECK: plan.input "tokens" : i64 [-1]
+// CHECK: plan.kernel @k0 pointwise args(2) source "  p0[0] = p1[0];\0A"
+// CHECK: plan.func "forward" arena 128 {
+// CHECK-NEXT: %[[W:.*]] = plan.bind param "w" : memref<12xf32>
+// CHECK-NEXT: %[[X:.*]] = plan.bind input "x" : memref<8xf32>
+// CHECK-NEXT: %[[G:.*]] = plan.bind grad "b" : memref<3xf32>
+// CHECK-NEXT: %[[Y:.*]] = plan.arena 0 : memref<6xf32>
+// CHECK-NEXT: %[[V:.*]] = plan.view %[[Y]][12] : memref<6xf32> to memref<3xf32>
+// CHECK-NEXT: plan.gemm %[[Y]], %[[X]], %[[W]] m 2 n 3 k 4 : memref<6xf32>, memref<8xf32>, memref<12xf32>
+// CHECK-NEXT: plan.gemm %[[Y]], %[[X]], %[[W]] transpose_rhs m -1 n 3 k 4 {batch = array<i64: 1>, lhs_strides = array<i64: 0>, rhs_strides = array<i64: 0>}
+// CHECK-NEXT: plan.launch @k0(%[[G]], %[[V]]) : memref<3xf32>, memref<3xf32>
+// CHECK-NEXT: plan.output "y" %[[Y]] [2, 3] : memref<6xf32>
+plan.param "w" : f32 [4, 3] decay init "normal:0.02"
+plan.param "b" : f32 [3] init "zeros"
+plan.input "x" : f32 [2, 4]
+plan.input "tokens" : i64 [-1]
+plan.kernel @k0 pointwise args(2) source "  p0[0] = p1[0];\n"
+plan.func "forward" arena 128 {
+  %w = plan.bind param "w" : memref<12xf32>
+  %x = plan.bind input "x" : memref<8xf32>
+  %g = plan.bind grad "b" : memref<3xf32>
+  %y = plan.arena 0 : memref<6xf32>
+  %v = plan.view %y [12] : memref<6xf32> to memref<3xf32>
+  plan.gemm %y, %x, %w m 2 n 3 k 4 : memref<6xf32>, memref<8xf32>, memref<12xf32>
+  plan.gemm %y, %x, %w transpose_rhs m -1 n 3 k 4 {batch = array<i64: 1>, lhs_strides = array<i64: 0>, rhs_strides = array<i64: 0>} : memref<6xf32>, memref<8xf32>, memref<12xf32>
+  plan.launch @k0(%g, %v) : memref<3xf32>, memref<3xf32>
+  plan.output "y" %y [2, 3] : memref<6xf32>
+}
