@@ -21,12 +21,16 @@ namespace mlc {
 llvm::Error runPipeline(ModuleOp module, bool training, bool fuse) {
   PassManager pm(module.getContext());
   pm.addPass(createMlcEvalMode());
-  if (training)
+  if (training) {
     pm.addPass(createMlcAutodiff());
+    pm.addPass(createMlcOptimizer());
+  }
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  if (fuse)
+  if (fuse) {
+    pm.addPass(createMlcFuseOptimizer());
     pm.addNestedPass<func::FuncOp>(createMlcFuseElementwise());
+  }
   std::string diagnostics;
   {
     llvm::raw_string_ostream os(diagnostics);

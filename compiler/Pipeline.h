@@ -15,8 +15,9 @@
 namespace mlc {
 
 /// Runs the pipeline on a module holding @forward: an evaluation copy without
-/// dropout (@evaluate), autodiff (adds @train_step) when `training`,
-/// canonicalization and CSE, then pointwise fusion when `fuse`.
+/// dropout (@evaluate), autodiff (adds @train_step) and the optimizer
+/// (@grad_norm, @optimizer) when `training`, canonicalization and CSE, then,
+/// when `fuse`, the optimizer's and the pointwise fusions.
 llvm::Error runPipeline(mlir::ModuleOp module, bool training, bool fuse = true);
 
 /// The serialized plan of a lowered module: plan.txt, kernels.cpp, and counts
@@ -27,6 +28,8 @@ struct LoweredPackage {
     int64_t kernels = 0, gemms = 0;
     /// Bytes every step reads and writes (each buffer it names, once).
     int64_t bytes = 0;
+    /// For reports: the kernels of @optimizer and @grad_norm.
+    int64_t optimizerKernels = 0;
   };
   std::map<std::string, Counts> counts;
 };

@@ -70,6 +70,8 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
       info.dtype = dtypeName(in.getElement());
       info.shape.assign(in.getShape().begin(), in.getShape().end());
       data.inputs.push_back(info);
+    } else if (auto sc = dyn_cast<plan::ScalarsOp>(op)) {
+      data.scalars.push_back({sc.getSymName().str(), dtypeName(sc.getElement()), sc.getSize()});
     } else if (auto k = dyn_cast<plan::KernelOp>(op)) {
       kernels << "\nextern \"C\" void " << k.getSymName().str()
               << "(char **b, MlcKernelCtx *ctx) {\n  (void)ctx;\n"
@@ -84,9 +86,26 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
         if (inner.getNumResults() == 1 && isa<MemRefType>(inner.getResult(0).getType())) {
           rt::BufferDecl b;
           if (auto bind = dyn_cast<plan::BindOp>(inner)) {
-            b.kind = bind.getKind() == plan::BufferKind::param  ? rt::BufferDecl::Param
-                     : bind.getKind() == plan::BufferKind::grad ? rt::BufferDecl::Grad
-                                                                : rt::BufferDecl::Input;
+            switch (bind.getKind()) {
+            case plan::BufferKind::param:
+              b.kind = rt::BufferDecl::Param;
+              break;
+            case plan::BufferKind::grad:
+              b.kind = rt::BufferDecl::Grad;
+              break;
+            case plan::BufferKind::input:
+              b.kind = rt::BufferDecl::Input;
+              break;
+            case plan::BufferKind::moment1:
+              b.kind = rt::BufferDecl::Moment1;
+              break;
+            case plan::BufferKind::moment2:
+              b.kind = rt::BufferDecl::Moment2;
+              break;
+            case plan::BufferKind::scalars:
+              b.kind = rt::BufferDecl::Scalars;
+              break;
+            }
             b.name = bind.getName().str();
           } else if (auto arena = dyn_cast<plan::ArenaOp>(inner)) {
             if (arena.getOffset() < 0)

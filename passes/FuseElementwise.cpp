@@ -170,7 +170,7 @@ private:
     SmallVector<Type> resultTypes;
     for (Value v : outputs)
       resultTypes.push_back(v.getType());
-    auto fusion = b.create<FusionOp>(g.root->getLoc(), isRowRoot(g.root) ? "rows" : "pointwise",
+    auto fusion = b.create<FusionOp>(g.root->getLoc(), isRowRoot(g.root) ? FusionKind::rows : FusionKind::pointwise,
                                      resultTypes, inputs.getArrayRef());
     Block &body = fusion.getBody().front();
     OpBuilder inner = OpBuilder::atBlockEnd(&body);

@@ -75,7 +75,7 @@ def MlcFuseElementwise : Pass<"mlc-fuse-elementwise", "mlir::func::FuncOp"> {
     ```
     After:
     ```mlir
-    %r:2 = mlc.fusion "pointwise" ins(%h, %b : tensor<8x3072xf32>, tensor<3072xf32>) {
+    %r:2 = mlc.fusion pointwise ins(%h, %b : tensor<8x3072xf32>, tensor<3072xf32>) {
     ^bb0(%x: tensor<8x3072xf32>, %y: tensor<3072xf32>):
       %0 = mlc.add %x, %y : tensor<8x3072xf32>, tensor<3072xf32>
       %1 = mlc.gelu %0 approximate = tanh : tensor<8x3072xf32>
@@ -93,6 +93,46 @@ def MlcEvalMode : Pass<"mlc-eval-mode", "mlir::ModuleOp"> {
     Training graphs apply dropout; evaluation and inference must not. The pass
     clones `@forward` into `@evaluate`, replaces every `mlc.dropout` by its
     input and sets attention dropout to 0. `@forward` is left as it is.
+  }];
+  let dependentDialects = ["::mlc::MlcDialect", "::mlir::func::FuncDialect"];
+}
+
+def MlcOptimizer : Pass<"mlc-optimizer", "mlir::ModuleOp"> {
+  let summary = "Adds AdamW and the gradient norm as graph functions";
+  let description = [{
+    From `@train_step`'s gradients (results marked `mlc.grad`), adds
+    `@grad_norm` (the L2 norm of all gradients, accumulated in f64) and
+    `@optimizer`: torch.optim.AdamW per parameter, as graph ops. Its
+    arguments are the parameters, gradients, first and second moments
+    (`mlc.param`, `mlc.grad`, `mlc.moment1`, `mlc.moment2`) and the step's
+    f64 scalars (`mlc.scalars = "adamw"`: the clipping scale, step size and
+    bias correction from the schedule's learning rate, betas, epsilon and the
+    decay factor, in the order of runtime/core/OptimizerScalars.h); its
+    results, marked `mlc.param_update`, `mlc.moment1_update` and
+    `mlc.moment2_update`, are written back in place. Weight decay applies to
+    parameters of rank >= 2. Both functions carry `mlc.optimizer = "adamw"`.
+
+    ```mlir
+    func.func @optimizer(%p: tensor<3xf32> {mlc.param = "b"}, %g: ... {mlc.grad = "b"},
+                         %m: ... {mlc.moment1 = "b"}, %v: ... {mlc.moment2 = "b"},
+                         %h: tensor<9xf64> {mlc.scalars = "adamw"})
+        -> (tensor<3xf32> {mlc.param_update = "b"}, ...)
+    ```
+  }];
+  let dependentDialects = ["::mlc::MlcDialect", "::mlir::func::FuncDialect"];
+}
+
+def MlcFuseOptimizer : Pass<"mlc-fuse-optimizer", "mlir::ModuleOp"> {
+  let summary = "One multi-tensor AdamW kernel and one norm reduction";
+  let description = [{
+    Replaces the per-parameter updates of `@optimizer` by one
+    `mlc.fusion optimizer` (the update of one element, run over the flat
+    parameter, gradient and moment buffers; the decay factor per parameter),
+    and the per-gradient sums of `@grad_norm` by one `mlc.fusion norm`. The
+    fused region is the element chain mlc-optimizer wrote, taken from a
+    parameter that decays; every parameter's chain must match it (else an
+    error names the parameter). Functions without `mlc.optimizer` are left
+    alone.
   }];
   let dependentDialects = ["::mlc::MlcDialect", "::mlir::func::FuncDialect"];
 }

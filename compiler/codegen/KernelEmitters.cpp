@@ -9,9 +9,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/codegen/LoweringImpl.h"
+#include "runtime/core/OptimizerScalars.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <array>
 #include <cmath>
 
 namespace mlc::lowering {
@@ -215,10 +217,12 @@ FunctionLowering::KernelArgs FunctionLowering::bindFusion(FusionOp fusion, const
 /// loaded once per element (broadcast by strides), every op becomes a scalar
 /// temporary, and only the yielded values are stored.
 llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
-  if (fusion.getKind() == "rows")
+  if (fusion.getKind() == FusionKind::rows)
     return emitRowFusion(fusion);
-  if (fusion.getKind() != "pointwise")
-    return failure("fusion kind '" + fusion.getKind() + "' has no CPU lowering");
+  if (fusion.getKind() == FusionKind::optimizer)
+    return emitOptimizerFusion(fusion);
+  if (fusion.getKind() == FusionKind::norm)
+    return emitNormFusion(fusion);
   Block &block = fusion.getBody().front();
   auto yield = cast<YieldOp>(block.getTerminator());
   // A column reduction closing the region iterates over its input's shape.
@@ -901,6 +905,162 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
       << "      }\n    }\n  }\n";
   }
   addStep(b.str(), bufs, KernelTemplate::attention);
+  return llvm::Error::success();
+}
+
+} // namespace mlc::lowering
+
+namespace mlc::lowering {
+
+llvm::Expected<std::vector<std::pair<FunctionLowering::Slot, std::vector<size_t>>>>
+FunctionLowering::segments(ValueRange args, llvm::StringRef role) {
+  if (!layout)
+    return failure("the optimizer's kernels need the flat-buffer layout");
+  std::vector<std::pair<Slot, size_t>> slots;
+  for (auto [i, v] : llvm::enumerate(args)) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    StringAttr name = arg ? fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), role) : nullptr;
+    if (!name)
+      return failure("an optimizer kernel's operand is not a function argument marked " + role);
+    auto it = layout->find(name.str());
+    if (it == layout->end())
+      return failure("parameter '" + name.str() + "' has no place in the flat buffers");
+    slots.push_back({it->second, i});
+  }
+  std::stable_sort(slots.begin(), slots.end(),
+                   [](auto &a, auto &b) { return a.first.offset < b.first.offset; });
+  std::vector<std::pair<Slot, std::vector<size_t>>> out;
+  for (auto &[slot, i] : slots)
+    out.push_back({slot, {i}});
+  return out;
+}
+
+/// One AdamW update over the flat buffers (an `optimizer` fusion). The
+/// element body is the region's scalar code, as for every fusion; the CPU
+/// wrapper runs it over each parameter's segment (contiguous segments of
+/// the same decay merged) in one parallel region, the segments work-shared
+/// without barriers between them, so the kernel is one pass over memory:
+/// it reads p, g, m, v and writes p, m, v (28 bytes per f32 parameter).
+llvm::Error FunctionLowering::emitOptimizerFusion(FusionOp fusion) {
+  Block &block = fusion.getBody().front();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  size_t n = (fusion.getInputs().size() - 1) / 4;
+  auto params = fusion.getInputs().slice(1, n);
+  auto decayAttr = fusion->getAttrOfType<DenseBoolArrayAttr>("mlc.decay");
+  if (!decayAttr || decayAttr.size() != int64_t(n))
+    return failure("an optimizer fusion needs its mlc.decay flags (one per parameter)");
+  auto segs = segments(params, "mlc.param");
+  if (!segs)
+    return segs.takeError();
+  // The gradients and moments must sit where their parameters do.
+  for (int k = 1; k < 4; ++k) {
+    static const char *roles[] = {"", "mlc.grad", "mlc.moment1", "mlc.moment2"};
+    auto others = segments(fusion.getInputs().slice(1 + k * n, n), roles[k]);
+    if (!others)
+      return others.takeError();
+    for (size_t i = 0; i < segs->size(); ++i)
+      if ((*others)[i].first.offset != (*segs)[i].first.offset)
+        return failure("an optimizer fusion's gradients and moments are not in parameter order");
+  }
+  // Merge contiguous segments of the same decay.
+  std::vector<std::array<int64_t, 3>> table;
+  for (auto &[slot, idx] : *segs) {
+    int64_t decay = decayAttr[idx[0]] ? 1 : 0;
+    if (!table.empty() && table.back()[0] + table.back()[1] == slot.offset &&
+        table.back()[2] == decay)
+      table.back()[1] += slot.numel;
+    else
+      table.push_back({slot.offset, slot.numel, decay});
+  }
+  Type el = typeOf(params[0]).getElementType();
+  std::string T = cType(el);
+  int64_t total = layout->at("*").numel;
+  int pBuf = newBuffer({Buffer::Param, el, total, "*"});
+  int mBuf = newBuffer({Buffer::Moment1, el, total, "*"});
+  int vBuf = newBuffer({Buffer::Moment2, el, total, "*"});
+  int gBuf = newBuffer({Buffer::Grad, el, total, "*"});
+  int hBuf = bufferOf(fusion.getInputs()[0]);
+
+  llvm::DenseMap<Value, std::string> scalar;
+  for (auto [k, arg] : llvm::enumerate(block.getArguments()))
+    scalar[arg] = "x" + std::to_string(k);
+  std::string body, prologue;
+  for (int k = 0; k < 4; ++k) {
+    static const char *ptr[] = {"pp", "gg", "mm", "vv"};
+    body += "      const " + T + " x" + std::to_string(k) + " = " + ptr[k] + "[i];\n";
+  }
+  if (auto err = scalarOps(block, nullptr, "i", "      ", scalar, body, prologue))
+    return err;
+  const char *out[] = {"pp", "mm", "vv"};
+  for (int k = 0; k < 3; ++k)
+    body += std::string("      ") + out[k] + "[i] = " + scalar.lookup(yield.getValues()[k]) +
+            ";\n";
+
+  std::ostringstream k;
+  k << "  " << T << " *P = (" << T << " *)b[0];\n  " << T << " *M = (" << T << " *)b[1];\n  "
+    << T << " *V = (" << T << " *)b[2];\n  const " << T << " *G = (const " << T
+    << " *)b[3];\n  const double *h = (const double *)b[4];\n";
+  // Scalars: block arguments 5.. are the scalars before the decay factor.
+  for (int s = 0; s < kDecay; ++s)
+    k << "  const " << T << " x" << 5 + s << " = (" << T << ")h[" << s << "];\n";
+  k << "  const " << T << " decayOn = (" << T << ")h[" << int(kDecay) << "];\n"
+    << prologue << "  static const int64_t seg[" << table.size() << "][3] = {";
+  for (size_t s = 0; s < table.size(); ++s)
+    k << (s ? ", " : "") << "{" << table[s][0] << ", " << table[s][1] << ", " << table[s][2]
+      << "}";
+  k << "};\n#pragma omp parallel\n"
+    << "  for (int s = 0; s < " << table.size() << "; ++s) {\n"
+    << "    const int64_t off = seg[s][0], n = seg[s][1];\n"
+    << "    const " << T << " x4 = seg[s][2] ? decayOn : (" << T << ")1;\n"
+    << "    " << T << " *__restrict pp = P + off;\n    " << T << " *__restrict mm = M + off;\n    "
+    << T << " *__restrict vv = V + off;\n    const " << T << " *__restrict gg = G + off;\n"
+    << "#pragma omp for simd schedule(static) nowait\n"
+    << "    for (int64_t i = 0; i < n; ++i) {\n"
+    << body << "    }\n  }\n";
+  addStep(k.str(), {pBuf, mBuf, vBuf, gBuf, hBuf}, KernelTemplate::optimizer);
+  return llvm::Error::success();
+}
+
+/// The L2 norm over the flat gradient buffer (a `norm` fusion): each
+/// element through the region's scalar code (its square, in f64), summed in
+/// double by per-thread partials, then the square root.
+llvm::Error FunctionLowering::emitNormFusion(FusionOp fusion) {
+  Block &block = fusion.getBody().front();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  auto segs = segments(fusion.getInputs(), "mlc.grad");
+  if (!segs)
+    return segs.takeError();
+  std::vector<std::array<int64_t, 2>> table;
+  for (auto &[slot, idx] : *segs) {
+    if (!table.empty() && table.back()[0] + table.back()[1] == slot.offset)
+      table.back()[1] += slot.numel;
+    else
+      table.push_back({slot.offset, slot.numel});
+  }
+  Type el = typeOf(fusion.getInputs()[0]).getElementType();
+  std::string T = cType(el);
+  int gBuf = newBuffer({Buffer::Grad, el, layout->at("*").numel, "*"});
+  int outId = arenaFor(fusion.getResult(0));
+  valueBuffers[fusion.getResult(0)] = outId;
+  llvm::DenseMap<Value, std::string> scalar;
+  scalar[block.getArgument(0)] = "x0";
+  std::string body = "      const " + T + " x0 = gg[i];\n", prologue;
+  if (auto err = scalarOps(block, nullptr, "i", "      ", scalar, body, prologue))
+    return err;
+  body += "      sum += " + scalar.lookup(yield.getValues()[0]) + ";\n";
+  std::ostringstream k;
+  k << "  double *out = (double *)b[0];\n  const " << T << " *G = (const " << T << " *)b[1];\n"
+    << prologue << "  static const int64_t seg[" << table.size() << "][2] = {";
+  for (size_t s = 0; s < table.size(); ++s)
+    k << (s ? ", " : "") << "{" << table[s][0] << ", " << table[s][1] << "}";
+  k << "};\n  double sum = 0;\n#pragma omp parallel reduction(+ : sum)\n"
+    << "  for (int s = 0; s < " << table.size() << "; ++s) {\n"
+    << "    const " << T << " *__restrict gg = G + seg[s][0];\n"
+    << "    const int64_t n = seg[s][1];\n"
+    << "#pragma omp for schedule(static) nowait\n"
+    << "    for (int64_t i = 0; i < n; ++i) {\n"
+    << body << "    }\n  }\n  out[0] = std::sqrt(sum);\n";
+  addStep(k.str(), {outId, gBuf}, KernelTemplate::reduction);
   return llvm::Error::success();
 }
 

@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/codegen/LoweringImpl.h"
+#include "runtime/core/OptimizerScalars.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -237,32 +238,50 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
 llvm::Error FunctionLowering::run() {
   Block &block = fn.getBody().front();
   auto ret = cast<func::ReturnOp>(block.getTerminator());
-  // Arguments: parameters, inputs (and their gradients' destinations).
+  // Arguments: parameters, inputs, and the optimizer's gradients, moments
+  // and scalars.
+  static const std::pair<const char *, Buffer::Kind> argRoles[] = {
+      {"mlc.param", Buffer::Param},     {"mlc.input", Buffer::Input},
+      {"mlc.grad", Buffer::Grad},       {"mlc.moment1", Buffer::Moment1},
+      {"mlc.moment2", Buffer::Moment2}, {"mlc.scalars", Buffer::Scalars}};
   for (BlockArgument arg : block.getArguments()) {
     unsigned i = arg.getArgNumber();
     Type el = typeOf(arg).getElementType();
-    if (auto p = fn.getArgAttrOfType<StringAttr>(i, "mlc.param"))
-      valueBuffers[arg] =
-          newBuffer({Buffer::Param, el, numel(arg), p.str()});
-    else if (auto in = fn.getArgAttrOfType<StringAttr>(i, "mlc.input"))
-      valueBuffers[arg] =
-          newBuffer({Buffer::Input, el, numel(arg), in.str()});
-    else
+    for (auto [role, kind] : argRoles)
+      if (auto name = fn.getArgAttrOfType<StringAttr>(i, role)) {
+        valueBuffers[arg] = newBuffer({kind, el, numel(arg), name.str()});
+        break;
+      }
+    if (!valueBuffers.count(arg))
       return failure("argument #" + llvm::Twine(i) + " of @" + fn.getSymName() +
                      " is neither an mlc.param nor an mlc.input");
   }
-  // A gradient produced by an op (not a view, constant or argument) and used
-  // only by the return is written straight into the flat gradient buffer.
+  // A gradient (or an optimizer update) produced by an op (not a view,
+  // constant or argument) and used only by the return is written straight
+  // into its flat buffer.
+  static const std::pair<const char *, Buffer::Kind> resultRoles[] = {
+      {"mlc.grad", Buffer::Grad},
+      {"mlc.param_update", Buffer::Param},
+      {"mlc.moment1_update", Buffer::Moment1},
+      {"mlc.moment2_update", Buffer::Moment2}};
+  auto resultRole = [&](unsigned i) -> std::optional<std::pair<Buffer::Kind, std::string>> {
+    for (auto [role, kind] : resultRoles)
+      if (auto name = fn.getResultAttrOfType<StringAttr>(i, role))
+        return std::make_pair(kind, name.str());
+    return std::nullopt;
+  };
   llvm::DenseMap<Value, int> returnUses;
   for (Value v : ret.getOperands())
     ++returnUses[v];
   for (unsigned i = 0; i < fn.getNumResults(); ++i) {
-    auto g = fn.getResultAttrOfType<StringAttr>(i, "mlc.grad");
+    auto role = resultRole(i);
     Value v = ret.getOperand(i);
     Operation *def = v.getDefiningOp();
-    if (g && def && !isa<ReshapeOp, TransposeOp, SplitOp, SliceOp, ConstantOp>(def) &&
-        v.hasOneUse() && returnUses[v] == 1)
-      gradTargets[v] = g.str();
+    auto fusion = dyn_cast_or_null<FusionOp>(def);
+    if (role && def && !isa<ReshapeOp, TransposeOp, SplitOp, SliceOp, ConstantOp>(def) &&
+        !(fusion && fusion.getKind() == FusionKind::optimizer) && v.hasOneUse() &&
+        returnUses[v] == 1)
+      targets[v] = *role;
   }
   for (Operation &op : block.without_terminator())
     if (auto err = lowerOp(&op))
@@ -270,11 +289,24 @@ llvm::Error FunctionLowering::run() {
           llvm::inconvertibleErrorCode(),
           "while lowering '" + op.getName().getStringRef().str() + "' in @" +
               fn.getSymName().str() + ": " + llvm::toString(std::move(err)));
-  // Results: named outputs; gradients not written in place are copied.
+  // Results: named outputs; gradients and updates not written in place are
+  // copied (an optimizer fusion writes its results itself).
   for (unsigned i = 0; i < fn.getNumResults(); ++i) {
     Value v = ret.getOperand(i);
+    auto role = resultRole(i);
+    if (auto fusion = v.getDefiningOp<FusionOp>();
+        role && fusion && fusion.getKind() == FusionKind::optimizer)
+      continue;
+    if (role && role->first != Buffer::Grad) {
+      if (targets.count(v))
+        continue;
+      int dst = newBuffer({role->first, typeOf(v).getElementType(), numel(v), role->second});
+      emitCopies(dst, typeOf(v).getElementType(), numel(v), false, {v}, {0},
+                 rowMajorStrides(shapeOf(v)));
+      continue;
+    }
     if (auto g = fn.getResultAttrOfType<StringAttr>(i, "mlc.grad")) {
-      if (gradTargets.count(v)) {
+      if (targets.count(v)) {
         gradReadyStep[g.str()] = steps.size() - 1;
         for (size_t s = 0; s < steps.size(); ++s)
           for (int b : steps[s].buffers)
@@ -313,10 +345,16 @@ void FunctionLowering::emitPlan(OpBuilder &b) {
     switch (buf.kind) {
     case Buffer::Param:
     case Buffer::Grad:
-    case Buffer::Input: {
-      auto kind = buf.kind == Buffer::Param  ? plan::BufferKind::param
-                  : buf.kind == Buffer::Grad ? plan::BufferKind::grad
-                                             : plan::BufferKind::input;
+    case Buffer::Input:
+    case Buffer::Moment1:
+    case Buffer::Moment2:
+    case Buffer::Scalars: {
+      auto kind = buf.kind == Buffer::Param     ? plan::BufferKind::param
+                  : buf.kind == Buffer::Grad    ? plan::BufferKind::grad
+                  : buf.kind == Buffer::Input   ? plan::BufferKind::input
+                  : buf.kind == Buffer::Moment1 ? plan::BufferKind::moment1
+                  : buf.kind == Buffer::Moment2 ? plan::BufferKind::moment2
+                                                : plan::BufferKind::scalars;
       values[i] = b.create<plan::BindOp>(loc, memref(buf),
                                          plan::BufferKindAttr::get(b.getContext(), kind),
                                          b.getStringAttr(buf.name));
@@ -397,6 +435,11 @@ llvm::Error lowerToPlan(ModuleOp module) {
     return failure(dynamicError);
   auto step = module.lookupSymbol<func::FuncOp>("train_step");
   auto evaluate = module.lookupSymbol<func::FuncOp>("evaluate");
+  auto gradNorm = module.lookupSymbol<func::FuncOp>("grad_norm");
+  auto optimizer = module.lookupSymbol<func::FuncOp>("optimizer");
+  if ((gradNorm || optimizer) && !step)
+    return failure("@grad_norm and @optimizer need @train_step (its gradient order lays out "
+                   "the flat buffers)");
   KernelSet kernels;
   std::vector<std::unique_ptr<FunctionLowering>> lowered;
   // train_step last: the parameter layout reads its gradient order.
@@ -409,6 +452,7 @@ llvm::Error lowerToPlan(ModuleOp module) {
     if (auto err = lowered.back()->run())
       return err;
   }
+  FunctionLowering *stepLowering = step ? lowered.back().get() : nullptr;
   // Parameters in the order their gradients become ready in backward.
   struct Param {
     std::string name;
@@ -422,8 +466,8 @@ llvm::Error lowerToPlan(ModuleOp module) {
     if (auto p = forward.getArgAttrOfType<StringAttr>(i, "mlc.param")) {
       int ready = INT_MAX;
       if (step) {
-        auto it = lowered.back()->gradReadyStep.find(p.str());
-        if (it != lowered.back()->gradReadyStep.end())
+        auto it = stepLowering->gradReadyStep.find(p.str());
+        if (it != stepLowering->gradReadyStep.end())
           ready = it->second;
       }
       params.push_back({p.str(), typeOf(arg), ready, i});
@@ -431,6 +475,23 @@ llvm::Error lowerToPlan(ModuleOp module) {
   }
   std::stable_sort(params.begin(), params.end(),
                    [](const Param &a, const Param &b) { return a.ready < b.ready; });
+  // The optimizer's functions run over the flat buffers in this layout.
+  FunctionLowering::Layout layout;
+  int64_t offset = 0;
+  for (const Param &p : params) {
+    layout[p.name] = {offset, p.type.getNumElements()};
+    offset += p.type.getNumElements();
+  }
+  layout["*"] = {0, offset};
+  for (func::FuncOp fn : {gradNorm, optimizer}) {
+    if (!fn)
+      continue;
+    if (!fn.getBody().hasOneBlock())
+      return failure("@" + fn.getSymName() + " must have a single block");
+    lowered.push_back(std::make_unique<FunctionLowering>(fn, kernels, &layout));
+    if (auto err = lowered.back()->run())
+      return err;
+  }
 
   OpBuilder b(module.getContext());
   b.setInsertionPointToEnd(module.getBody());
@@ -454,6 +515,10 @@ llvm::Error lowerToPlan(ModuleOp module) {
                               TypeAttr::get(typeOf(arg).getElementType()),
                               b.getDenseI64ArrayAttr(shape));
     }
+  if (optimizer)
+    b.create<plan::ScalarsOp>(loc, b.getStringAttr(kAdamWScalarsName),
+                              TypeAttr::get(b.getF64Type()),
+                              b.getI64IntegerAttr(kAdamWScalarCount));
   for (const KernelSet::Kernel &k : kernels.kernels)
     b.create<plan::KernelOp>(loc, b.getStringAttr(k.name),
                              plan::KernelTemplateAttr::get(b.getContext(), k.kind),
@@ -461,7 +526,7 @@ llvm::Error lowerToPlan(ModuleOp module) {
   for (auto &f : lowered)
     f->emitPlan(b);
   // The graph functions are now the plan.
-  for (func::FuncOp fn : {forward, evaluate, step})
+  for (func::FuncOp fn : {forward, evaluate, step, gradNorm, optimizer})
     if (fn)
       fn.erase();
   return llvm::Error::success();

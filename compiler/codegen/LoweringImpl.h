@@ -167,7 +167,9 @@ inline Shape broadcastStrides(const Shape &in, const Shape &out) {
 }
 
 struct Buffer {
-  enum Kind { Param, Grad, Input, Arena, Alias } kind;
+  /// Param, Grad, Moment1, Moment2: a parameter's slice of a flat buffer
+  /// (name "*": the whole buffer); Input and Scalars: by name.
+  enum Kind { Param, Grad, Input, Arena, Alias, Moment1, Moment2, Scalars } kind;
   Type element;
   int64_t numel = 0;
   std::string name; // parameter or input name
@@ -214,7 +216,15 @@ private:
 
 class FunctionLowering {
 public:
-  FunctionLowering(func::FuncOp fn, KernelSet &kernels) : fn(fn), kernels(kernels) {}
+  /// A parameter's place in the flat buffers (elements), and whether AdamW
+  /// decays it; the optimizer's kernels iterate over these.
+  struct Slot {
+    int64_t offset = 0, numel = 0;
+  };
+  using Layout = std::map<std::string, Slot>;
+
+  FunctionLowering(func::FuncOp fn, KernelSet &kernels, const Layout *layout = nullptr)
+      : fn(fn), kernels(kernels), layout(layout) {}
 
   llvm::Error run();
   /// Appends the function as a plan.func (arena slices not yet placed).
@@ -234,10 +244,10 @@ private:
     return id;
   }
   int arenaFor(Value v) {
-    auto it = gradTargets.find(v);
-    if (it != gradTargets.end())
-      return newBuffer({Buffer::Grad, typeOf(v).getElementType(), numel(v),
-                        it->second});
+    auto it = targets.find(v);
+    if (it != targets.end())
+      return newBuffer({it->second.first, typeOf(v).getElementType(), numel(v),
+                        it->second.second});
     return newBuffer(
         {Buffer::Arena, typeOf(v).getElementType(), numel(v)});
   }
@@ -472,6 +482,12 @@ private:
                         std::string &body, std::string &prologue);
   llvm::Error emitFusion(FusionOp fusion);
   llvm::Error emitRowFusion(FusionOp fusion);
+  llvm::Error emitOptimizerFusion(FusionOp fusion);
+  llvm::Error emitNormFusion(FusionOp fusion);
+  /// The flat-buffer segments of the parameters `args` name (by their
+  /// `role` attribute), merged where contiguous; with their indices into args.
+  llvm::Expected<std::vector<std::pair<Slot, std::vector<size_t>>>>
+  segments(ValueRange args, llvm::StringRef role);
   void emitCopies(int dstId, Type el, int64_t dstNumel, bool zeroFirst,
                   const std::vector<Value> &sources, const std::vector<int64_t> &dstBases,
                   const Shape &dstStrides);
@@ -483,6 +499,7 @@ private:
 
   func::FuncOp fn;
   KernelSet &kernels;
+  const Layout *layout;
   std::vector<Buffer> buffers;
   std::vector<Step> steps;
   llvm::DenseMap<Value, int> valueBuffers;
@@ -491,7 +508,8 @@ private:
   /// Ops whose results an earlier kernel already computed (the gradient of
   /// the loss, written by the loss kernel).
   llvm::DenseSet<Operation *> emittedWith;
-  llvm::DenseMap<Value, std::string> gradTargets;
+  /// Results written in place into a flat buffer (kind, parameter name).
+  llvm::DenseMap<Value, std::pair<Buffer::Kind, std::string>> targets;
   struct Output {
     std::string name;
     int buffer;

@@ -9,6 +9,7 @@
 
 #include "dialects/mlc/MlcDialect.h"
 #include "dialects/mlc/MlcShapes.h"
+#include "runtime/core/OptimizerScalars.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -736,9 +737,9 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
 // FusionOp
 //===----------------------------------------------------------------------===//
 
-void FusionOp::build(OpBuilder &b, OperationState &state, StringRef kind,
+void FusionOp::build(OpBuilder &b, OperationState &state, FusionKind kind,
                      TypeRange results, ValueRange inputs) {
-  state.addAttribute(getKindAttrName(state.name), b.getStringAttr(kind));
+  state.addAttribute(getKindAttrName(state.name), FusionKindAttr::get(b.getContext(), kind));
   state.addOperands(inputs);
   state.addTypes(results);
   Region *body = state.addRegion();
@@ -748,21 +749,84 @@ void FusionOp::build(OpBuilder &b, OperationState &state, StringRef kind,
     block->addArgument(v.getType(), v.getLoc());
 }
 
+/// The `optimizer` kind: scalars, then N parameters, gradients, first and
+/// second moments; 3N results; a region over one element.
+static LogicalResult verifyOptimizerFusion(FusionOp op, YieldOp yield) {
+  auto inputs = op.getInputs();
+  auto scalars = cast<RankedTensorType>(inputs[0].getType());
+  if (inputs.empty() || scalars.getRank() != 1 || !scalars.getElementType().isF64() ||
+      scalars.getDimSize(0) < kAdamWScalarCount)
+    return op.emitOpError("an optimizer fusion's first input must be its ")
+           << int(kAdamWScalarCount) << " f64 scalars";
+  size_t rest = inputs.size() - 1;
+  if (rest == 0 || rest % 4)
+    return op.emitOpError("an optimizer fusion takes 4 tensors per parameter (parameter, "
+                          "gradient, two moments), got ")
+           << rest;
+  size_t n = rest / 4;
+  Type el = cast<RankedTensorType>(inputs[1].getType()).getElementType();
+  for (size_t i = 0; i < n; ++i)
+    for (size_t k = 0; k < 4; ++k)
+      if (inputs[1 + k * n + i].getType() != inputs[1 + i].getType())
+        return op.emitOpError("parameter #")
+               << i << ": its gradient and moments must have the parameter's type";
+  if (op.getNumResults() != 3 * n)
+    return op.emitOpError("an optimizer fusion of ")
+           << n << " parameters has " << 3 * n << " results, not " << op.getNumResults();
+  for (size_t i = 0; i < n; ++i)
+    for (size_t k = 0; k < 3; ++k)
+      if (op.getResult(k * n + i).getType() != inputs[1 + i].getType())
+        return op.emitOpError("result #") << k * n + i << " must have its parameter's type";
+  Block &block = op.getBody().front();
+  auto scalar = RankedTensorType::get({}, el);
+  // p, g, m, v, decay, then the scalars before kDecay.
+  unsigned args = 5 + kDecay;
+  if (block.getNumArguments() != args ||
+      llvm::any_of(block.getArgumentTypes(), [&](Type t) { return t != scalar; }))
+    return op.emitOpError("an optimizer region takes ") << args << " arguments of type " << scalar;
+  if (yield.getValues().size() != 3 ||
+      llvm::any_of(yield.getValues().getTypes(), [&](Type t) { return t != scalar; }))
+    return op.emitOpError("an optimizer region yields the new parameter and moments (3 x ")
+           << scalar << ")";
+  return success();
+}
+
+/// The `norm` kind: the L2 norm over all elements of its inputs.
+static LogicalResult verifyNormFusion(FusionOp op, YieldOp yield) {
+  if (op.getInputs().empty())
+    return op.emitOpError("a norm fusion needs inputs");
+  Type el = cast<RankedTensorType>(op.getInputs()[0].getType()).getElementType();
+  for (Value v : op.getInputs())
+    if (cast<RankedTensorType>(v.getType()).getElementType() != el)
+      return op.emitOpError("a norm fusion's inputs must share one element type");
+  auto f64 = RankedTensorType::get({}, Float64Type::get(op.getContext()));
+  if (op.getNumResults() != 1 || op.getResult(0).getType() != f64)
+    return op.emitOpError("a norm fusion has one result of type ") << f64;
+  Block &block = op.getBody().front();
+  if (block.getNumArguments() != 1 ||
+      block.getArgument(0).getType() != RankedTensorType::get({}, el))
+    return op.emitOpError("a norm region takes one element (a rank-0 tensor)");
+  if (yield.getValues().size() != 1 || yield.getValues()[0].getType() != f64)
+    return op.emitOpError("a norm region yields the element's square as ") << f64;
+  return success();
+}
+
 LogicalResult FusionOp::verify() {
   Block &block = getBody().front();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  if (getKind() == FusionKind::optimizer)
+    return verifyOptimizerFusion(*this, yield);
+  if (getKind() == FusionKind::norm)
+    return verifyNormFusion(*this, yield);
   if (block.getNumArguments() != getInputs().size())
     return emitOpError("has ") << getInputs().size() << " inputs but its block takes "
                                << block.getNumArguments() << " arguments";
   for (auto [arg, in] : llvm::zip(block.getArguments(), getInputs()))
     if (arg.getType() != in.getType())
       return emitOpError("block argument types must match the input types");
-  auto yield = cast<YieldOp>(block.getTerminator());
   if (yield.getValues().getTypes() != getResultTypes())
     return emitOpError("yields ") << yield.getValues().size()
                                   << " values whose types differ from its results";
-  if (getKind() != "pointwise" && getKind() != "rows")
-    return emitOpError("kind must be \"pointwise\" or \"rows\", got \"")
-           << getKind() << "\"";
   return success();
 }
 

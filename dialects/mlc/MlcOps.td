@@ -29,6 +29,16 @@ def Mlc_GeluApproximation : I32EnumAttr<"GeluApproximation",
   let cppNamespace = "::mlc";
 }
 
+def Mlc_FusionKind : I32EnumAttr<"FusionKind",
+    "the loop a fusion region runs as", [
+      I32EnumAttrCase<"pointwise", 0>,
+      I32EnumAttrCase<"rows", 1>,
+      I32EnumAttrCase<"optimizer", 2>,
+      I32EnumAttrCase<"norm", 3>
+    ]> {
+  let cppNamespace = "::mlc";
+}
+
 def Mlc_ComparePredicate : I32EnumAttr<"ComparePredicate",
     "elementwise comparison", [
       I32EnumAttrCase<"eq", 0>, I32EnumAttrCase<"ne", 1>,
@@ -774,16 +784,30 @@ def Mlc_FusionOp : Mlc_Op<"fusion", [IsolatedFromAbove, Pure,
     values written to memory. `mlc-fuse-elementwise` forms them. The block
     arguments stand for `inputs`; the yielded values become the results.
 
-    `kind = "pointwise"`: every op is elementwise and produces the region's
+    `pointwise`: every op is elementwise and produces the region's
     iteration shape; inputs may broadcast to it. A `mlc.reduce_sum` over the
     leading dimensions may end the region (a bias gradient): its result is
     accumulated while the region iterates.
 
-    `kind = "rows"`: pointwise ops as above, closed by a `mlc.layer_norm`
+    `rows`: pointwise ops as above, closed by a `mlc.layer_norm`
     whose input they compute; the kernel works row by row.
 
+    `optimizer` (formed by `mlc-fuse-optimizer`): one multi-tensor update.
+    The inputs are the optimizer's scalars (a 1-D f64 tensor), then the
+    parameters, gradients, first and second moments of every updated
+    parameter (N each); the results are the new parameters and moments (3N).
+    The region is the update of one element: its block takes a parameter,
+    gradient and moment element, the decay factor (the scalars' last entry
+    for parameters that decay, else 1) and the other scalars, each as a
+    rank-0 tensor of the parameters' type; it yields the new parameter and
+    moments. The kernel runs it over the flat buffers.
+
+    `norm` (formed by `mlc-fuse-optimizer`): the L2 norm over every element
+    of its inputs (gradients): the region maps one element (a rank-0 block
+    argument) to its square; the result is the square root of their sum.
+
     ```mlir
-    %r = mlc.fusion "pointwise" ins(%h, %b : tensor<8x3072xf32>, tensor<3072xf32>) {
+    %r = mlc.fusion pointwise ins(%h, %b : tensor<8x3072xf32>, tensor<3072xf32>) {
     ^bb0(%x: tensor<8x3072xf32>, %y: tensor<3072xf32>):
       %0 = mlc.add %x, %y : tensor<8x3072xf32>, tensor<3072xf32>
       %1 = mlc.gelu %0 approximate = tanh : tensor<8x3072xf32>
@@ -791,7 +815,7 @@ def Mlc_FusionOp : Mlc_Op<"fusion", [IsolatedFromAbove, Pure,
     } : tensor<8x3072xf32>
     ```
   }];
-  let arguments = (ins StrAttr:$kind, Variadic<Mlc_AnyTensor>:$inputs);
+  let arguments = (ins Mlc_FusionKind:$kind, Variadic<Mlc_AnyTensor>:$inputs);
   let results = (outs Variadic<Mlc_AnyTensor>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
@@ -800,7 +824,7 @@ def Mlc_FusionOp : Mlc_Op<"fusion", [IsolatedFromAbove, Pure,
   let hasVerifier = 1;
   let skipDefaultBuilders = 1;
   let builders = [
-    OpBuilder<(ins "::llvm::StringRef":$kind, "::mlir::TypeRange":$results,
+    OpBuilder<(ins "::mlc::FusionKind":$kind, "::mlir::TypeRange":$results,
                    "::mlir::ValueRange":$inputs)>
   ];
 }

@@ -158,34 +158,71 @@ LogicalResult FuncOp::verifyRegions() {
   return success();
 }
 
+LogicalResult ScalarsOp::verify() {
+  if (getSize() < 1)
+    return emitOpError("scalars need a size >= 1");
+  if (!getElement().isF64())
+    return emitOpError("scalars are f64");
+  return success();
+}
+
 LogicalResult BindOp::verify() {
   auto module = (*this)->getParentOfType<ModuleOp>();
   if (!module)
     return success();
   auto type = cast<MemRefType>(getBuffer().getType());
-  for (Operation &op : module.getBody()->getOperations()) {
-    if (getKind() == BufferKind::input) {
-      auto in = dyn_cast<InputOp>(op);
-      if (!in || in.getSymName() != getName())
+  BufferKind kind = getKind();
+  if (kind == BufferKind::input || kind == BufferKind::scalars) {
+    for (Operation &op : module.getBody()->getOperations()) {
+      Type el;
+      int64_t n = -1;
+      if (auto in = dyn_cast<InputOp>(op); in && kind == BufferKind::input &&
+                                           in.getSymName() == getName()) {
+        el = in.getElement();
+      } else if (auto sc = dyn_cast<ScalarsOp>(op); sc && kind == BufferKind::scalars &&
+                                                    sc.getSymName() == getName()) {
+        el = sc.getElement();
+        n = sc.getSize();
+      } else {
         continue;
-      if (in.getElement() != type.getElementType())
-        return emitOpError("input '") << getName() << "' is " << in.getElement()
-                                      << ", the buffer " << type.getElementType();
+      }
+      if (el != type.getElementType())
+        return emitOpError(kind == BufferKind::input ? "input '" : "scalars '")
+               << getName() << "' is " << el << ", the buffer " << type.getElementType();
+      if (n >= 0 && n != type.getNumElements())
+        return emitOpError("scalars '") << getName() << "' hold " << n << ", the buffer "
+                                        << type.getNumElements();
       return success();
     }
-    auto p = dyn_cast<ParamOp>(op);
-    if (!p || p.getSymName() != getName())
-      continue;
+    return emitOpError("names no ")
+           << (kind == BufferKind::input ? "plan.input" : "plan.scalars") << " '" << getName()
+           << "' of the module";
+  }
+  // A flat buffer: one parameter's slice, or all of it ("*").
+  int64_t total = 0, mine = -1;
+  Type el;
+  for (auto p : module.getBody()->getOps<ParamOp>()) {
     int64_t n = 1;
     for (int64_t d : p.getShape())
       n *= d;
-    if (p.getElement() != type.getElementType() || n != type.getNumElements())
-      return emitOpError("parameter '") << getName() << "' holds " << n << " x "
-                                        << p.getElement() << ", the buffer " << type;
+    total += n;
+    el = p.getElement();
+    if (p.getSymName() == getName()) {
+      if (p.getElement() != type.getElementType() || n != type.getNumElements())
+        return emitOpError("parameter '") << getName() << "' holds " << n << " x "
+                                          << p.getElement() << ", the buffer " << type;
+      mine = n;
+    }
+  }
+  if (getName() == "*") {
+    if (total != type.getNumElements() || (el && el != type.getElementType()))
+      return emitOpError("the whole flat buffer holds ")
+             << total << " x " << el << ", the buffer " << type;
     return success();
   }
-  return emitOpError("names no ") << (getKind() == BufferKind::input ? "plan.input" : "plan.param")
-                                  << " '" << getName() << "' of the module";
+  if (mine < 0)
+    return emitOpError("names no plan.param '") << getName() << "' of the module";
+  return success();
 }
 
 LogicalResult ViewOp::verify() {

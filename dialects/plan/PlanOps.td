@@ -60,7 +60,10 @@ def Plan_KernelTemplate : I32EnumAttr<"KernelTemplate",
 def Plan_BufferKind : I32EnumAttr<"BufferKind", "where a bound buffer lives", [
       I32EnumAttrCase<"param", 0>,
       I32EnumAttrCase<"grad", 1>,
-      I32EnumAttrCase<"input", 2>
+      I32EnumAttrCase<"input", 2>,
+      I32EnumAttrCase<"moment1", 3>,
+      I32EnumAttrCase<"moment2", 4>,
+      I32EnumAttrCase<"scalars", 5>
     ]> {
   let cppNamespace = "::mlc::plan";
 }
@@ -97,6 +100,18 @@ def Plan_InputOp : Plan_Op<"input"> {
   }];
   let arguments = (ins StrAttr:$sym_name, TypeAttr:$element, DenseI64ArrayAttr:$shape);
   let assemblyFormat = "$sym_name `:` $element $shape attr-dict";
+  let hasVerifier = 1;
+}
+
+def Plan_ScalarsOp : Plan_Op<"scalars"> {
+  let summary = "a vector of per-step scalars the runtime fills (the optimizer's)";
+  let description = [{
+    ```mlir
+    plan.scalars "adamw" : f64 [9]
+    ```
+  }];
+  let arguments = (ins StrAttr:$sym_name, TypeAttr:$element, Plan_I64Attr:$size);
+  let assemblyFormat = "$sym_name `:` $element `[` $size `]` attr-dict";
   let hasVerifier = 1;
 }
 
@@ -144,7 +159,17 @@ def Plan_FuncOp : Plan_Op<"func", [SingleBlock, NoTerminator,
 //===----------------------------------------------------------------------===//
 
 def Plan_BindOp : Plan_Op<"bind"> {
-  let summary = "a parameter's or gradient's flat-buffer slice, or an input";
+  let summary = "a slice of a flat buffer, a whole flat buffer, an input or scalars";
+  let description = [{
+    `param`, `grad`, `moment1`, `moment2`: the named parameter's slice of
+    that flat buffer, or the whole buffer for the name `*`. `input`: a
+    `plan.input`; `scalars`: a `plan.scalars`.
+
+    ```mlir
+    %g = plan.bind grad "transformer.wte.weight" : memref<32768xf32>
+    %all = plan.bind moment1 "*" : memref<1048576xf32>
+    ```
+  }];
   let arguments = (ins Plan_BufferKind:$kind, StrAttr:$name);
   let results = (outs Plan_Buffer:$buffer);
   let assemblyFormat = "$kind $name attr-dict `:` type($buffer)";

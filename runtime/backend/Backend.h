@@ -29,18 +29,9 @@
 namespace mlc::rt {
 
 /// The flat buffers of a training run, each `paramCount` elements of the
-/// package's dtype.
+/// package's dtype. The compiled optimizer (@grad_norm, @optimizer) runs
+/// over them like every other function.
 enum class FlatBuffer { Params, Grads, AdamM, AdamV };
-
-/// One AdamW update over the flat buffers: torch.optim.AdamW's math (decay
-/// first, then the Adam step with bias corrections), weight decay on the
-/// parameters whose ParamInfo::decay is set, the gradient scaled by
-/// `gradScale` (global-norm clipping folded in). `t` is the 1-based step.
-struct AdamWStep {
-  double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0;
-  double gradScale = 1;
-  int64_t t = 1;
-};
 
 /// Where a step's time went, measured only when MLC_PROFILE is set (clocks
 /// stay off the hot path otherwise).
@@ -78,11 +69,9 @@ public:
   /// A function output after run(), copied to the host.
   virtual HostTensor output(const std::string &function, const std::string &name) = 0;
 
-  /// The optimizer over the flat buffers. It moves into the plan (generated
-  /// kernels) when the compiler emits AdamW; until then each backend
-  /// implements these two with the same math.
-  virtual double gradientNorm() = 0;
-  virtual void adamw(const AdamWStep &step) = 0;
+  /// Fills a plan's per-step scalars (the optimizer's: the trainer computes
+  /// them on the host before each update, see core/OptimizerScalars.h).
+  virtual void setScalars(const std::string &name, const std::vector<double> &values) = 0;
 
   /// Collectives over the data-parallel ranks: an asynchronous in-place sum
   /// of `count` elements at element `offset` of a flat buffer, identified by

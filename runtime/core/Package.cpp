@@ -45,6 +45,7 @@ Package Package::load(const std::string &dir) {
   pkg.tokenCapacity = plan.tokenCapacity;
   pkg.params = std::move(plan.params);
   pkg.inputs = std::move(plan.inputs);
+  pkg.scalars = std::move(plan.scalars);
   for (const ParamInfo &p : pkg.params) {
     pkg.paramCount = p.offset + p.numel;
     pkg.dtype = p.dtype;
@@ -63,7 +64,9 @@ const FunctionPlan &Package::function(const std::string &name) const {
   auto it = functions.find(name);
   if (it == functions.end())
     fail(dir + ": the package has no '" + name + "' function" +
-         (name == "train_step" ? " (it was compiled for inference only)" : ""));
+         (name == "train_step" || name == "optimizer" || name == "grad_norm"
+              ? " (it was compiled for inference only)"
+              : ""));
   return it->second;
 }
 

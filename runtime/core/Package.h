@@ -31,6 +31,7 @@ struct Package {
   std::string dtype; // of parameters: f32 or f64
   std::vector<ParamInfo> params;
   std::vector<InputInfo> inputs;
+  std::vector<ScalarsInfo> scalars;
   std::map<std::string, FunctionPlan> functions;
   std::string kernelsSource;
   int64_t paramCount = 0;

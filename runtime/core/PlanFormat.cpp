@@ -26,6 +26,12 @@ const char *kindName(BufferDecl::Kind k) {
     return "arena";
   case BufferDecl::Alias:
     return "alias";
+  case BufferDecl::Moment1:
+    return "moment1";
+  case BufferDecl::Moment2:
+    return "moment2";
+  case BufferDecl::Scalars:
+    return "scalars";
   }
   return "?";
 }
@@ -88,6 +94,8 @@ std::string writePlan(const PlanData &plan) {
        << (p.decay ? 1 : 0) << " " << p.init << "\n";
   for (const InputInfo &in : plan.inputs)
     os << "input " << in.name << " " << in.dtype << " " << shapeText(in.shape) << "\n";
+  for (const ScalarsInfo &s : plan.scalars)
+    os << "scalars " << s.name << " " << s.dtype << " " << s.size << "\n";
   for (const FunctionPlan &fn : plan.functions) {
     os << "func " << fn.name << " " << fn.arenaBytes << "\n";
     for (size_t i = 0; i < fn.buffers.size(); ++i) {
@@ -208,6 +216,12 @@ PlanData parsePlan(const std::string &text, const std::string &path) {
         bad("input " + i.name + " has a dynamic dimension but the plan declares no tokens");
       i.numel = numel(i.shape, plan.tokenCapacity);
       plan.inputs.push_back(i);
+    } else if (word == "scalars") {
+      ScalarsInfo sc;
+      if (!(ls >> sc.name >> sc.dtype >> sc.size) || sc.dtype != "f64" || sc.size < 1 ||
+          sc.size > 4096)
+        bad("malformed scalars line (NAME f64 SIZE)");
+      plan.scalars.push_back(sc);
     } else if (word == "func") {
       FunctionPlan f;
       if (!(ls >> f.name >> f.arenaBytes) || f.arenaBytes < 0)
@@ -220,10 +234,16 @@ PlanData parsePlan(const std::string &text, const std::string &path) {
       std::string id, kind;
       ls >> id >> kind;
       BufferDecl b;
-      if (kind == "param" || kind == "grad" || kind == "input") {
-        b.kind = kind == "param"  ? BufferDecl::Param
-                 : kind == "grad" ? BufferDecl::Grad
-                                  : BufferDecl::Input;
+      static const std::pair<const char *, BufferDecl::Kind> named[] = {
+          {"param", BufferDecl::Param},     {"grad", BufferDecl::Grad},
+          {"input", BufferDecl::Input},     {"moment1", BufferDecl::Moment1},
+          {"moment2", BufferDecl::Moment2}, {"scalars", BufferDecl::Scalars}};
+      const BufferDecl::Kind *namedKind = nullptr;
+      for (auto &[word, k] : named)
+        if (kind == word)
+          namedKind = &k;
+      if (namedKind) {
+        b.kind = *namedKind;
         if (!(ls >> b.name))
           bad("malformed buf line");
       } else if (kind == "arena") {

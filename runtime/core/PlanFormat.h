@@ -6,14 +6,19 @@
 //
 // plan.txt, one directive per line:
 //
-//   mlc-plan 1
+//   mlc-plan 2
 //   tokens CAPACITY                      optional: most tokens of a batch whose
 //                                        token dimension ("?" in shapes) is dynamic
 //   param NAME DTYPE SHAPE DECAY INIT    flat parameter order; DECAY is 0/1,
 //                                        INIT normal:STD | zeros | ones
 //   input NAME DTYPE SHAPE
+//   scalars NAME DTYPE SIZE              per-step scalars the runtime fills
+//                                        (the optimizer's: OptimizerScalars.h)
 //   func NAME ARENA_BYTES
-//   buf %ID param NAME | grad NAME | input NAME | arena OFFSET DTYPE NUMEL
+//   buf %ID param NAME | grad NAME | moment1 NAME | moment2 NAME
+//                                        a parameter's slice of a flat buffer,
+//                                        or the whole buffer for NAME "*"
+//       | input NAME | scalars NAME | arena OFFSET DTYPE NUMEL
 //       | alias %ID [BYTE_OFFSET]          a view of another buffer
 //   kernel NAME %ID...                   outputs first, then inputs
 //   gemm TA TB M N K NB DIMS.. LSTRIDES.. RSTRIDES.. %OUT %LHS %RHS
@@ -34,7 +39,7 @@
 
 namespace mlc::rt {
 
-constexpr int kPlanVersion = 1;
+constexpr int kPlanVersion = 2;
 
 struct ParamInfo {
   std::string name, dtype, init;
@@ -51,7 +56,9 @@ struct InputInfo {
 };
 
 struct BufferDecl {
-  enum Kind { Param, Grad, Input, Arena, Alias } kind;
+  /// Param, Grad, Moment1, Moment2: the named parameter's slice of that flat
+  /// buffer, or all of it for the name "*".
+  enum Kind { Param, Grad, Input, Arena, Alias, Moment1, Moment2, Scalars } kind;
   std::string name, dtype;
   int64_t offset = 0, numel = 0;
   int alias = -1;
@@ -79,8 +86,15 @@ struct FunctionPlan {
   std::vector<Output> outputs;
 };
 
+/// Per-step scalars the runtime fills (the optimizer's).
+struct ScalarsInfo {
+  std::string name, dtype;
+  int64_t size = 0;
+};
+
 /// A whole plan: what plan.txt holds.
 struct PlanData {
+  std::vector<ScalarsInfo> scalars;
   int64_t tokenCapacity = 0; // > 0 when inputs have a dynamic token dimension
   std::vector<ParamInfo> params; // offsets: running sums in this order
   std::vector<InputInfo> inputs;

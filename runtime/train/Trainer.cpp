@@ -2,6 +2,7 @@
 
 #include "runtime/train/Trainer.h"
 #include "runtime/core/Error.h"
+#include "runtime/core/OptimizerScalars.h"
 #include "runtime/train/BatchSources.h"
 
 #include <algorithm>
@@ -107,10 +108,27 @@ double learningRate(const TrainOptions &o, int64_t step) {
   return o.minLr + 0.5 * (1.0 + std::cos(M_PI * progress)) * (o.lr - o.minLr);
 }
 
+std::vector<double> adamwScalars(const TrainOptions &o, double lr, int64_t t, double scale) {
+  std::vector<double> h(kAdamWScalarCount);
+  const double bc1 = 1 - std::pow(o.beta1, double(t)), bc2 = 1 - std::pow(o.beta2, double(t));
+  h[kScale] = scale;
+  h[kStepSize] = lr / bc1;
+  h[kInvSqrtBc2] = 1.0 / std::sqrt(bc2);
+  h[kBeta1] = o.beta1;
+  h[kOneMinusBeta1] = 1 - o.beta1;
+  h[kBeta2] = o.beta2;
+  h[kOneMinusBeta2] = 1 - o.beta2;
+  h[kEps] = o.eps;
+  h[kDecay] = 1.0 - lr * o.weightDecay;
+  return h;
+}
+
 std::vector<double> train(Backend &backend, const TrainOptions &o) {
   const Package &pkg = backend.package();
   validate(o);
   pkg.function("train_step");
+  pkg.function("grad_norm");
+  pkg.function("optimizer");
   if (!o.init.empty())
     loadParameters(backend, o.init);
   else
@@ -152,7 +170,8 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
     }
     backend.run("train_step", t);
     double loss = backend.output("train_step", "loss").getDouble(0);
-    double norm = backend.gradientNorm();
+    backend.run("grad_norm", t);
+    double norm = backend.output("grad_norm", "grad_norm").getDouble(0);
     if (!std::isfinite(loss) || !std::isfinite(norm)) {
       std::string kept;
       if (!o.save.empty()) {
@@ -166,15 +185,8 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
     if (o.clipGrad > 0)
       scale = std::min(1.0, o.clipGrad / (norm + 1e-6));
     double lr = learningRate(o, t);
-    AdamWStep update;
-    update.lr = lr;
-    update.beta1 = o.beta1;
-    update.beta2 = o.beta2;
-    update.eps = o.eps;
-    update.weightDecay = o.weightDecay;
-    update.gradScale = scale;
-    update.t = t;
-    backend.adamw(update);
+    backend.setScalars(kAdamWScalarsName, adamwScalars(o, lr, t, scale));
+    backend.run("optimizer", t);
     double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count();

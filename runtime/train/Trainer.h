@@ -1,8 +1,10 @@
 //===- Trainer.h - the training loop ---------------------------*- C++ -*-===//
 //
 // Reads top to bottom: initialize or load weights, then per step: bind a
-// batch, run the train step, clip, AdamW, log; save at the end. The loop
-// talks to the device only through the Backend interface.
+// batch, run @train_step (loss and gradients), @grad_norm, stop before a
+// non-finite update, run @optimizer (AdamW with the clipping scale folded
+// in), log; save at the end. Every function is compiled into the package;
+// the loop talks to the device only through the Backend interface.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +28,10 @@ void saveParameters(Backend &backend, const std::string &path);
 
 /// Learning rate at 1-based step `step`.
 double learningRate(const TrainOptions &o, int64_t step);
+
+/// The compiled optimizer's scalars for 1-based step t at learning rate lr
+/// with the clipping scale folded in (core/OptimizerScalars.h).
+std::vector<double> adamwScalars(const TrainOptions &o, double lr, int64_t t, double scale);
 
 /// Trains; returns the per-step losses.
 std::vector<double> train(Backend &backend, const TrainOptions &options);

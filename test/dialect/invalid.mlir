@@ -565,8 +565,8 @@ func.func @attention_dropout(%q: tensor<1x2x4x8xf32>) {
 // -----
 
 func.func @fusion_kind(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'mlc.fusion' op kind must be "pointwise" or "rows", got "magic"}}
-  %0 = mlc.fusion "magic" ins(%x : tensor<4xf32>) {
+  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'kind' [pointwise, rows, optimizer, norm]}}
+  %0 = mlc.fusion magic ins(%x : tensor<4xf32>) {
   ^bb0(%a: tensor<4xf32>):
     mlc.yield %a : tensor<4xf32>
   } : tensor<4xf32>
@@ -577,7 +577,7 @@ func.func @fusion_kind(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 func.func @fusion_yield_types(%x: tensor<4xf32>) -> tensor<5xf32> {
   // expected-error @+1 {{'mlc.fusion' op yields 1 values whose types differ from its results}}
-  %0 = mlc.fusion "pointwise" ins(%x : tensor<4xf32>) {
+  %0 = mlc.fusion pointwise ins(%x : tensor<4xf32>) {
   ^bb0(%a: tensor<4xf32>):
     mlc.yield %a : tensor<4xf32>
   } : tensor<5xf32>
@@ -588,7 +588,7 @@ func.func @fusion_yield_types(%x: tensor<4xf32>) -> tensor<5xf32> {
 
 func.func @fusion_arguments(%x: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{'mlc.fusion' op block argument types must match the input types}}
-  %0 = mlc.fusion "pointwise" ins(%x : tensor<4xf32>) {
+  %0 = mlc.fusion pointwise ins(%x : tensor<4xf32>) {
   ^bb0(%a: tensor<4xf64>):
     %c = mlc.cast %a : tensor<4xf64> -> tensor<4xf32>
     mlc.yield %c : tensor<4xf32>
@@ -607,7 +607,7 @@ func.func @yield_outside(%x: tensor<4xf32>) {
 
 func.func @fusion_block_arity(%x: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{'mlc.fusion' op has 1 inputs but its block takes 2 arguments}}
-  %0 = mlc.fusion "pointwise" ins(%x : tensor<4xf32>) {
+  %0 = mlc.fusion pointwise ins(%x : tensor<4xf32>) {
   ^bb0(%a: tensor<4xf32>, %b: tensor<4xf32>):
     mlc.yield %a : tensor<4xf32>
   } : tensor<4xf32>

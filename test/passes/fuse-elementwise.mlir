@@ -3,7 +3,7 @@
 
 // Bias add + GELU: one fusion; the bias broadcasts into it.
 // CHECK-LABEL: func.func @bias_gelu
-// CHECK: %[[F:.*]] = mlc.fusion "pointwise" ins(%arg0, %arg1 : tensor<4x8xf32>, tensor<8xf32>) {
+// CHECK: %[[F:.*]] = mlc.fusion pointwise ins(%arg0, %arg1 : tensor<4x8xf32>, tensor<8xf32>) {
 // CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<4x8xf32>, %[[B:.*]]: tensor<8xf32>):
 // CHECK-NEXT:   %[[S:.*]] = mlc.add %[[X]], %[[B]]
 // CHECK-NEXT:   %[[G:.*]] = mlc.gelu %[[S]] approximate = tanh
@@ -20,7 +20,7 @@ func.func @bias_gelu(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> 
 // Bias add + dropout + residual add, with the sum still needed afterwards
 // (multi-output): the fusion writes both.
 // CHECK-LABEL: func.func @residual
-// CHECK: %[[F:.*]]:2 = mlc.fusion "pointwise" ins(%arg0, %arg1, %arg2 : tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>)
+// CHECK: %[[F:.*]]:2 = mlc.fusion pointwise ins(%arg0, %arg1, %arg2 : tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>)
 // CHECK:   mlc.add
 // CHECK:   mlc.dropout
 // CHECK:   %[[R:.*]] = mlc.add
@@ -42,7 +42,7 @@ func.func @residual(%h: tensor<4x8xf32>, %b: tensor<8xf32>, %x: tensor<4x8xf32>,
 
 // Splat constants are copied into the region instead of becoming inputs.
 // CHECK-LABEL: func.func @constants
-// CHECK: mlc.fusion "pointwise" ins(%arg0 : tensor<4xf32>) {
+// CHECK: mlc.fusion pointwise ins(%arg0 : tensor<4xf32>) {
 // CHECK:   mlc.constant dense<2.000000e+00> : tensor<f32>
 // CHECK:   mlc.mul
 // CHECK:   mlc.exp
@@ -90,7 +90,7 @@ func.func @no_duplication(%x: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4x8xf32
 // into the [4, 8] group: it is produced once and broadcast in.
 // CHECK-LABEL: func.func @no_fuse_other_shape
 // CHECK: %[[N:.*]] = mlc.neg %arg1 : tensor<8xf32>
-// CHECK: mlc.fusion "pointwise" ins(%arg0, %[[N]] : tensor<4x8xf32>, tensor<8xf32>)
+// CHECK: mlc.fusion pointwise ins(%arg0, %[[N]] : tensor<4x8xf32>, tensor<8xf32>)
 func.func @no_fuse_other_shape(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
   %n = mlc.neg %b : tensor<8xf32>
   %0 = mlc.add %x, %n : tensor<4x8xf32>, tensor<8xf32>
@@ -105,7 +105,7 @@ func.func @no_fuse_other_shape(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor
 // CHECK-LABEL: func.func @no_fuse_early_user
 // CHECK: %[[A:.*]] = mlc.tanh %arg0
 // CHECK: %[[S:.*]] = mlc.reduce_sum %[[A]]
-// CHECK: mlc.fusion "pointwise" ins(%[[A]], %{{.*}} : tensor<4x8xf32>, tensor<4x1xf32>)
+// CHECK: mlc.fusion pointwise ins(%[[A]], %{{.*}} : tensor<4x8xf32>, tensor<4x1xf32>)
 func.func @no_fuse_early_user(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %a = mlc.tanh %x : tensor<4x8xf32>
   %s = mlc.reduce_sum %a axes = [1] keepdims : tensor<4x8xf32>
@@ -131,7 +131,7 @@ func.func @single(%x: tensor<4xf32>) -> tensor<4xf32> {
 // pointwise ops that produce its input: one kernel writes the gradient and
 // accumulates its column sums.
 // CHECK-LABEL: func.func @bias_grad
-// CHECK: %[[F:.*]]:2 = mlc.fusion "pointwise" ins(%arg0, %arg1 : tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+// CHECK: %[[F:.*]]:2 = mlc.fusion pointwise ins(%arg0, %arg1 : tensor<2x4x8xf32>, tensor<2x4x8xf32>)
 // CHECK:   %[[D:.*]] = mlc.gelu_grad
 // CHECK:   %[[S:.*]] = mlc.reduce_sum %[[D]] axes = [0, 1]
 // CHECK:   mlc.yield %[[D]], %[[S]] : tensor<2x4x8xf32>, tensor<8xf32>
@@ -161,7 +161,7 @@ func.func @no_fuse_row_sum(%x: tensor<4x8xf32>) -> tensor<4xf32> {
 
 // Residual add + LayerNorm: one row kernel that also writes the sum.
 // CHECK-LABEL: func.func @residual_layer_norm
-// CHECK: %[[F:.*]]:2 = mlc.fusion "rows" ins(%arg0, %arg1, %arg2, %arg3 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+// CHECK: %[[F:.*]]:2 = mlc.fusion rows ins(%arg0, %arg1, %arg2, %arg3 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
 // CHECK:   %[[S:.*]] = mlc.add
 // CHECK:   %[[N:.*]] = mlc.layer_norm %[[S]]
 // CHECK:   mlc.yield %[[S]], %[[N]]

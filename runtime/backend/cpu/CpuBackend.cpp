@@ -23,7 +23,6 @@ struct KernelCtx {
   int64_t rows;
 };
 
-template <typename T> T *as(char *p) { return reinterpret_cast<T *>(p); }
 
 } // namespace
 
@@ -33,6 +32,8 @@ CpuBackend::CpuBackend(const Package &pkg, bool verbose) : Backend(pkg) {
     flat->assign(pkg.paramCount * elementSize_, 0);
   for (const InputInfo &in : pkg.inputs)
     inputs_[in.name].assign(in.numel * dtypeSize(in.dtype), 0);
+  for (const ScalarsInfo &s : pkg.scalars)
+    scalars_[s.name].assign(s.size, 0.0);
   int64_t arena = 64;
   for (auto &[_, fn] : pkg.functions)
     arena = std::max(arena, fn.arenaBytes);
@@ -105,7 +106,9 @@ void CpuBackend::zero(FlatBuffer which) {
 
 char *CpuBackend::resolve(const FunctionPlan &fn, int id) {
   const BufferDecl &b = fn.buffers[id];
-  auto paramOffset = [&](const std::string &name) {
+  auto paramOffset = [&](const std::string &name) -> int64_t {
+    if (name == "*")
+      return 0; // the whole flat buffer
     const ParamInfo *p = pkg_.param(name);
     if (!p)
       fail(pkg_.dir + ": function " + fn.name + " refers to unknown parameter " + name);
@@ -116,6 +119,16 @@ char *CpuBackend::resolve(const FunctionPlan &fn, int id) {
     return params_.data() + paramOffset(b.name);
   case BufferDecl::Grad:
     return grads_.data() + paramOffset(b.name);
+  case BufferDecl::Moment1:
+    return adamM_.data() + paramOffset(b.name);
+  case BufferDecl::Moment2:
+    return adamV_.data() + paramOffset(b.name);
+  case BufferDecl::Scalars: {
+    auto it = scalars_.find(b.name);
+    if (it == scalars_.end())
+      fail(pkg_.dir + ": function " + fn.name + " refers to unknown scalars " + b.name);
+    return reinterpret_cast<char *>(it->second.data());
+  }
   case BufferDecl::Input: {
     auto it = inputs_.find(b.name);
     if (it == inputs_.end())
@@ -262,67 +275,14 @@ HostTensor CpuBackend::output(const std::string &function, const std::string &na
   fail("function " + function + " has no output '" + name + "'");
 }
 
-double CpuBackend::gradientNorm() {
-  int64_t n = pkg_.paramCount;
-  double sum = 0;
-  if (elementSize_ == 4) {
-    const float *g = as<float>(grads_.data());
-#pragma omp parallel for reduction(+ : sum) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i)
-      sum += double(g[i]) * g[i];
-  } else {
-    const double *g = as<double>(grads_.data());
-#pragma omp parallel for reduction(+ : sum) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i)
-      sum += g[i] * g[i];
-  }
-  return std::sqrt(sum);
-}
-
-template <typename T>
-static void adamwFlat(const std::vector<ParamInfo> &params, T *p, const T *g, T *m, T *v,
-                      const AdamWStep &o) {
-  const double b1 = o.beta1, b2 = o.beta2, eps = o.eps, lr = o.lr;
-  const double bc1 = 1 - std::pow(b1, double(o.t)), bc2 = 1 - std::pow(b2, double(o.t));
-  const double stepSize = lr / bc1, sqrtBc2 = std::sqrt(bc2);
-  // One parallel region for every parameter: the slices are work-shared
-  // loops without barriers between them, so the update is a single pass over
-  // the flat buffers (torch's math: decay first, then the Adam step).
-  // The element math runs in T (as torch's does), which keeps it vectorized
-  // and memory-bound.
-  const T tb1 = T(b1), tb2 = T(b2), ta1 = T(1 - b1), ta2 = T(1 - b2), tEps = T(eps),
-          tStep = T(stepSize), tInvSqrtBc2 = T(1.0 / sqrtBc2), tScale = T(o.gradScale);
-#pragma omp parallel
-  for (const ParamInfo &q : params) {
-    const T decay = T(1.0 - lr * (q.decay ? o.weightDecay : 0.0));
-    T *__restrict pq = p + q.offset, *__restrict mq = m + q.offset,
-                  *__restrict vq = v + q.offset;
-    const T *__restrict gq = g + q.offset;
-#pragma omp for simd schedule(static) nowait
-    for (int64_t i = 0; i < q.numel; ++i) {
-      T gi = gq[i] * tScale;
-      T mi = tb1 * mq[i] + ta1 * gi;
-      T vi = tb2 * vq[i] + ta2 * gi * gi;
-      mq[i] = mi;
-      vq[i] = vi;
-      pq[i] = pq[i] * decay - tStep * mi / (std::sqrt(vi) * tInvSqrtBc2 + tEps);
-    }
-  }
-}
-
-void adamwHost(const std::vector<ParamInfo> &params, int64_t elementSize, char *p,
-               const char *g, char *m, char *v, const AdamWStep &step) {
-  if (elementSize == 4)
-    adamwFlat(params, as<float>(p), reinterpret_cast<const float *>(g), as<float>(m),
-              as<float>(v), step);
-  else
-    adamwFlat(params, as<double>(p), reinterpret_cast<const double *>(g), as<double>(m),
-              as<double>(v), step);
-}
-
-void CpuBackend::adamw(const AdamWStep &step) {
-  adamwHost(pkg_.params, elementSize_, params_.data(), grads_.data(), adamM_.data(),
-            adamV_.data(), step);
+void CpuBackend::setScalars(const std::string &name, const std::vector<double> &values) {
+  auto it = scalars_.find(name);
+  if (it == scalars_.end())
+    fail("the package has no scalars named '" + name + "'");
+  if (values.size() != it->second.size())
+    fail("scalars '" + name + "' take " + std::to_string(it->second.size()) + " values, got " +
+         std::to_string(values.size()));
+  it->second = values;
 }
 
 } // namespace mlc::rt

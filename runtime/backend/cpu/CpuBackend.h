@@ -2,8 +2,7 @@
 //
 // The CPU backend: the flat buffers, inputs and arena in host memory;
 // kernels.cpp built by the host compiler through the kernel cache and called
-// through function pointers; GEMMs through OpenBLAS; AdamW as one
-// multi-tensor parallel region over the flat buffers.
+// through function pointers; GEMMs through OpenBLAS.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,8 +27,7 @@ public:
   void setInput(const std::string &name, const HostTensor &t) override;
   void run(const std::string &function, int64_t step) override;
   HostTensor output(const std::string &function, const std::string &name) override;
-  double gradientNorm() override;
-  void adamw(const AdamWStep &step) override;
+  void setScalars(const std::string &name, const std::vector<double> &values) override;
 
 private:
   std::vector<char> &flat(FlatBuffer which);
@@ -39,6 +37,7 @@ private:
 
   std::vector<char> params_, grads_, adamM_, adamV_;
   std::map<std::string, std::vector<char>> inputs_;
+  std::map<std::string, std::vector<double>> scalars_;
   char *arena_ = nullptr;
   void *library_ = nullptr;
   struct Bound {
@@ -48,12 +47,6 @@ private:
   };
   std::map<std::string, Bound> bound_;
 };
-
-/// AdamW over host flat buffers of `elementSize`-byte floats laid out as
-/// `params` says (the CPU backend's optimizer; also benchmarked alone by
-/// bench/adamw_bandwidth against the machine's memory bandwidth).
-void adamwHost(const std::vector<ParamInfo> &params, int64_t elementSize, char *p,
-               const char *g, char *m, char *v, const AdamWStep &step);
 
 } // namespace mlc::rt
 

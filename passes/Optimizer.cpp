@@ -1,0 +1,188 @@
+//===- Optimizer.cpp - AdamW and the gradient norm as graph functions ------===//
+//
+// mlc-optimizer reads @train_step's parameters and gradients and adds two
+// functions of graph ops:
+//
+//   @grad_norm(g...) -> grad_norm      the L2 norm of every gradient, in f64
+//   @optimizer(p..., g..., m..., v..., adamw) -> p', m', v'
+//                                      torch.optim.AdamW per parameter
+//
+// The trainer runs @train_step, then @grad_norm (it logs the norm and stops
+// before a non-finite update), computes the step's scalars on the host
+// (runtime/core/OptimizerScalars.h: the clipping scale folded into one
+// multiplier, the scheduled learning rate, bias corrections) and runs
+// @optimizer. Results marked mlc.param_update / mlc.moment1_update /
+// mlc.moment2_update are written back into the flat buffers in place.
+// Separate functions (instead of ops appended to @train_step) let gradient
+// accumulation run several train steps per update and let collectives and
+// the norm check sit between backward and the update.
+//
+// Unfused, every op is a kernel; mlc-fuse-optimizer turns each function
+// into one kernel over the flat buffers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/mlc/MlcDialect.h"
+#include "passes/Passes.h"
+#include "runtime/core/OptimizerScalars.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlc {
+#define GEN_PASS_DEF_MLCOPTIMIZER
+#include "passes/Passes.h.inc"
+} // namespace mlc
+
+using namespace mlir;
+using namespace mlc;
+
+namespace {
+
+struct Param {
+  std::string name;
+  RankedTensorType type;
+  bool decay;
+};
+
+NamedAttrList named(OpBuilder &b, StringRef key, StringRef value) {
+  NamedAttrList attrs;
+  attrs.append(key, b.getStringAttr(value));
+  return attrs;
+}
+
+func::FuncOp createFunction(OpBuilder &b, Location loc, StringRef name,
+                            ArrayRef<Type> args, ArrayRef<Type> results,
+                            ArrayRef<NamedAttrList> argAttrs,
+                            ArrayRef<NamedAttrList> resultAttrs) {
+  auto fn = b.create<func::FuncOp>(loc, name, b.getFunctionType(args, results));
+  for (size_t i = 0; i < argAttrs.size(); ++i)
+    fn.setArgAttrs(i, argAttrs[i].getDictionary(b.getContext()));
+  for (size_t i = 0; i < resultAttrs.size(); ++i)
+    fn.setResultAttrs(i, resultAttrs[i].getDictionary(b.getContext()));
+  fn->setAttr("mlc.optimizer", b.getStringAttr("adamw"));
+  fn.addEntryBlock();
+  return fn;
+}
+
+/// @grad_norm: sqrt of the sum over every gradient element of g^2, in f64.
+void buildGradNorm(OpBuilder &b, Location loc, ArrayRef<Param> params) {
+  SmallVector<Type> args;
+  SmallVector<NamedAttrList> argAttrs;
+  for (const Param &p : params) {
+    args.push_back(p.type);
+    argAttrs.push_back(named(b, "mlc.grad", p.name));
+  }
+  auto f64 = RankedTensorType::get({}, b.getF64Type());
+  func::FuncOp fn = createFunction(b, loc, "grad_norm", args, {f64}, argAttrs,
+                                   {named(b, "mlc.output", "grad_norm")});
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&fn.getBody().front());
+  Value total;
+  for (BlockArgument g : fn.getArguments()) {
+    auto t = cast<RankedTensorType>(g.getType());
+    Value wide = b.create<CastOp>(loc, RankedTensorType::get(t.getShape(), b.getF64Type()), g);
+    Value sq = b.create<MulOp>(loc, wide, wide);
+    SmallVector<int64_t> axes;
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      axes.push_back(d);
+    Value sum = b.create<ReduceSumOp>(loc, sq, b.getDenseI64ArrayAttr(axes), false);
+    total = total ? Value(b.create<AddOp>(loc, total, sum)) : sum;
+  }
+  b.create<func::ReturnOp>(loc, ValueRange{b.create<SqrtOp>(loc, total)});
+}
+
+/// @optimizer: one AdamW update per parameter (runtime/core/OptimizerScalars.h).
+void buildAdamW(OpBuilder &b, Location loc, ArrayRef<Param> params) {
+  SmallVector<Type> args, results;
+  SmallVector<NamedAttrList> argAttrs, resultAttrs;
+  const char *roles[] = {"mlc.param", "mlc.grad", "mlc.moment1", "mlc.moment2"};
+  for (const char *role : roles)
+    for (const Param &p : params) {
+      args.push_back(p.type);
+      argAttrs.push_back(named(b, role, p.name));
+    }
+  args.push_back(RankedTensorType::get({kAdamWScalarCount}, b.getF64Type()));
+  argAttrs.push_back(named(b, "mlc.scalars", kAdamWScalarsName));
+  for (const char *role : {"mlc.param_update", "mlc.moment1_update", "mlc.moment2_update"})
+    for (const Param &p : params) {
+      results.push_back(p.type);
+      resultAttrs.push_back(named(b, role, p.name));
+    }
+  func::FuncOp fn = createFunction(b, loc, "optimizer", args, results, argAttrs, resultAttrs);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&fn.getBody().front());
+  size_t n = params.size();
+  Value h = fn.getArgument(4 * n);
+  Type el = params[0].type.getElementType();
+  // Each scalar once, as a rank-0 tensor of the parameters' type.
+  SmallVector<Value> s;
+  for (int64_t k = 0; k < kAdamWScalarCount; ++k) {
+    Value one = b.create<SliceOp>(loc, h, b.getDenseI64ArrayAttr({k}),
+                                  b.getDenseI64ArrayAttr({k + 1}), b.getDenseI64ArrayAttr({1}));
+    Value r = b.create<ReshapeOp>(loc, RankedTensorType::get({}, b.getF64Type()), one);
+    s.push_back(b.create<CastOp>(loc, RankedTensorType::get({}, el), r));
+  }
+  SmallVector<Value> newP, newM, newV;
+  for (size_t i = 0; i < n; ++i) {
+    Value p = fn.getArgument(i), g = fn.getArgument(n + i), m = fn.getArgument(2 * n + i),
+          v = fn.getArgument(3 * n + i);
+    Value gs = b.create<MulOp>(loc, g, s[kScale]);
+    Value m1 = b.create<AddOp>(loc, b.create<MulOp>(loc, s[kBeta1], m),
+                               b.create<MulOp>(loc, s[kOneMinusBeta1], gs));
+    Value v1 = b.create<AddOp>(
+        loc, b.create<MulOp>(loc, s[kBeta2], v),
+        b.create<MulOp>(loc, b.create<MulOp>(loc, s[kOneMinusBeta2], gs), gs));
+    Value decayed = params[i].decay ? Value(b.create<MulOp>(loc, p, s[kDecay])) : p;
+    Value denom = b.create<AddOp>(
+        loc, b.create<MulOp>(loc, b.create<SqrtOp>(loc, v1), s[kInvSqrtBc2]), s[kEps]);
+    Value step = b.create<DivOp>(loc, b.create<MulOp>(loc, s[kStepSize], m1), denom);
+    newP.push_back(b.create<SubOp>(loc, decayed, step));
+    newM.push_back(m1);
+    newV.push_back(v1);
+  }
+  SmallVector<Value> all(newP);
+  all.append(newM);
+  all.append(newV);
+  b.create<func::ReturnOp>(loc, all);
+}
+
+class OptimizerPass : public mlc::impl::MlcOptimizerBase<OptimizerPass> {
+public:
+  void runOnOperation() final {
+    ModuleOp module = getOperation();
+    auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!step) {
+      module.emitError("mlc-optimizer: no function @train_step (run mlc-autodiff first)");
+      return signalPassFailure();
+    }
+    if (module.lookupSymbol("optimizer") || module.lookupSymbol("grad_norm"))
+      return; // already there
+    // The parameters that have gradients, in @train_step's result order.
+    std::vector<Param> params;
+    for (unsigned i = 0; i < step.getNumResults(); ++i)
+      if (auto g = step.getResultAttrOfType<StringAttr>(i, "mlc.grad")) {
+        auto t = cast<RankedTensorType>(step.getResultTypes()[i]);
+        if (!isa<FloatType>(t.getElementType()) || !t.hasStaticShape()) {
+          step.emitError("mlc-optimizer: the gradient of '")
+              << g.getValue() << "' must be a statically shaped float tensor, got " << t;
+          return signalPassFailure();
+        }
+        // Weight decay applies to matrices (rank >= 2), never to biases or norms.
+        params.push_back({g.str(), t, t.getRank() >= 2});
+      }
+    if (params.empty())
+      return; // nothing trains
+    for (const Param &p : params)
+      if (p.type.getElementType() != params[0].type.getElementType()) {
+        step.emitError("mlc-optimizer: parameters mix element types");
+        return signalPassFailure();
+      }
+    OpBuilder b(module.getContext());
+    b.setInsertionPointToEnd(module.getBody());
+    buildGradNorm(b, step.getLoc(), params);
+    buildAdamW(b, step.getLoc(), params);
+  }
+};
+
+} // namespace
