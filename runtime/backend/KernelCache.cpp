@@ -46,7 +46,10 @@ void *loadHostKernelLibrary(const std::string &source, bool verbose) {
   std::string cxx = cxxEnv && *cxxEnv ? cxxEnv : "c++";
   // -fno-trapping-math lets the vectorizer if-convert float compares (clamps,
   // max reductions); kernels never rely on floating-point exceptions.
-  std::string flags = "-std=c++17 -O3 -march=native -fno-trapping-math -fopenmp -fPIC -shared -w";
+  // -fno-math-errno lets sqrt vectorize (the optimizer kernel, LayerNorm);
+  // nothing reads errno. Neither changes a result.
+  std::string flags =
+      "-std=c++17 -O3 -march=native -fno-trapping-math -fno-math-errno -fopenmp -fPIC -shared -w";
   std::string key = "kernels-" + contentHash(cxx + "\n" + flags + "\n" + source);
   std::string so = cachedArtifact(key, "so", [&](const std::string &tmp) {
     std::string dir = cacheRoot();
