@@ -311,6 +311,34 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
   return llvm::Error::success();
 }
 
+/// Row statistics, each written by one routine for every row kernel.
+///
+/// The max m of row `x` (C elements) and s = sum exp(x - m) in double: the
+/// stable log-sum-exp (m + log s) of softmax, log-softmax, cross-entropy and
+/// its gradient.
+static std::string rowMaxSumExp(Type el, const std::string &x, int64_t C,
+                                const std::string &indent) {
+  std::string T = cType(el), n = std::to_string(C);
+  return indent + T + " m = " + x + "[0];\n" + indent + "for (int64_t c = 1; c < " + n +
+         "; ++c) m = " + x + "[c] > m ? " + x + "[c] : m;\n" + indent + "double s = 0;\n" +
+         "#pragma omp simd reduction(+ : s)\n" + indent + "for (int64_t c = 0; c < " + n +
+         "; ++c) s += " + expFn(el) + "(" + x + "[c] - m);\n";
+}
+
+/// The mean and rstd = 1 / sqrt(var + eps) of row `x` (E elements), in
+/// double, two passes (the variance around the mean): LayerNorm and its
+/// gradient, fused or not.
+static std::string rowMeanRstd(const std::string &x, int64_t E, const std::string &eps,
+                               const std::string &indent) {
+  std::string n = std::to_string(E);
+  return indent + "double mean = 0, var = 0;\n#pragma omp simd reduction(+ : mean)\n" + indent +
+         "for (int64_t c = 0; c < " + n + "; ++c) mean += " + x + "[c];\n" + indent +
+         "mean /= " + n + ";\n#pragma omp simd reduction(+ : var)\n" + indent +
+         "for (int64_t c = 0; c < " + n + "; ++c) { double d = " + x +
+         "[c] - mean; var += d * d; }\n" + indent + "const double rstd = 1.0 / std::sqrt(var / " +
+         n + " + " + eps + ");\n";
+}
+
 /// A "rows" fusion: a LayerNorm and the pointwise prologue of its input.
 /// Each row's prologue is computed once into a row buffer (values needed
 /// elsewhere are stored on the way), then normalized from that buffer.
@@ -378,17 +406,13 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
   for (size_t a = 0; a < accs.size(); ++a)
     k << "    const int64_t b" << a << " = " << decompose(accs[a]) << ";\n";
   k << "    " << T << " row[" << E << "];\n"
-    << "    double mean = 0, var = 0;\n"
     << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
     << offsets("      ") << body << "      row[c] = " << scalar.lookup(norm.getInput())
-    << ";\n      mean += row[c];\n    }\n"
-    << "    mean /= " << E << ";\n"
-    << "#pragma omp simd reduction(+ : var)\n"
-    << "    for (int64_t c = 0; c < " << E << "; ++c) { double d = row[c] - mean; var += d * d; }\n"
-    << "    const " << T << " rstd = (" << T << ")(1.0 / std::sqrt(var / " << E << " + " << eps
-    << ")), mu = (" << T << ")mean;\n"
+    << ";\n    }\n"
+    << rowMeanRstd("row", E, eps, "    ") << "    const " << T << " rs = (" << T
+    << ")rstd, mu = (" << T << ")mean;\n"
     << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
-    << offsets("      ") << "      p" << normSlot << "[o" << normSlot << "] = (row[c] - mu) * rstd * "
+    << offsets("      ") << "      p" << normSlot << "[o" << normSlot << "] = (row[c] - mu) * rs * "
     << scalar.lookup(norm.getWeight()) << " + " << scalar.lookup(norm.getBias()) << ";\n"
     << "    }\n  }\n";
   addStep(k.str(), bufs, KernelTemplate::rows);
@@ -529,11 +553,7 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     b << args({{el, true}, {el, false}}) << "#pragma omp parallel for\n"
       << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
       << "    const " << T << " *x = p1 + r * " << C << "; " << T << " *y = p0 + r * " << C
-      << ";\n    " << T << " m = -std::numeric_limits<" << T << ">::infinity();\n"
-      << "    for (int64_t c = 0; c < " << C << "; ++c) m = x[c] > m ? x[c] : m;\n"
-      << "    double s = 0;\n"
-      << "#pragma omp simd reduction(+ : s)\n"
-      << "    for (int64_t c = 0; c < " << C << "; ++c) s += " << expFn(el) << "(x[c] - m);\n";
+      << ";\n" << rowMaxSumExp(el, "x", C, "    ");
     if (log)
       b << "    " << T << " lse = m + (" << T << ")std::log(s);\n"
         << "    for (int64_t c = 0; c < " << C << "; ++c) y[c] = x[c] - lse;\n";
@@ -565,16 +585,12 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
       << "#pragma omp parallel for\n"
       << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
       << "    const " << T << " *x = p1 + r * " << E << "; " << T << " *y = p0 + r * " << E
-      << ";\n    double mean = 0, var = 0;\n"
-      << "#pragma omp simd reduction(+ : mean)\n"
-      << "    for (int64_t c = 0; c < " << E << "; ++c) mean += x[c];\n"
-      << "    mean /= " << E << ";\n"
-      << "#pragma omp simd reduction(+ : var)\n"
-      << "    for (int64_t c = 0; c < " << E << "; ++c) { double d = x[c] - mean; var += d * d; }\n"
-      << "    " << T << " rstd = (" << T << ")(1.0 / std::sqrt(var / " << E << " + "
-      << literal(ln.getEpsilon().convertToDouble(), Float64Type::get(op->getContext()))
-      << "));\n    " << T << " mu = (" << T << ")mean;\n"
-      << "    for (int64_t c = 0; c < " << E << "; ++c) y[c] = (x[c] - mu) * rstd * p2[c] + p3[c];\n"
+      << ";\n"
+      << rowMeanRstd("x", E,
+                     literal(ln.getEpsilon().convertToDouble(), Float64Type::get(op->getContext())),
+                     "    ")
+      << "    const " << T << " rs = (" << T << ")rstd, mu = (" << T << ")mean;\n"
+      << "    for (int64_t c = 0; c < " << E << "; ++c) y[c] = (x[c] - mu) * rs * p2[c] + p3[c];\n"
       << "  }\n";
   } else if (auto lg = dyn_cast<LayerNormGradOp>(op)) {
     auto [rows, E] = rowsOf(x);
@@ -590,13 +606,8 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
       << "#pragma omp parallel for\n"
       << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
       << "    const " << T << " *g = p3 + r * " << E << ", *x = p4 + r * " << E << "; " << T
-      << " *dx = p0 + r * " << E << ";\n    double mean = 0, var = 0;\n"
-      << "#pragma omp simd reduction(+ : mean)\n"
-      << "    for (int64_t c = 0; c < " << E << "; ++c) mean += x[c];\n"
-      << "    mean /= " << E << ";\n"
-      << "#pragma omp simd reduction(+ : var)\n"
-      << "    for (int64_t c = 0; c < " << E << "; ++c) { double d = x[c] - mean; var += d * d; }\n"
-      << "    double rstd = 1.0 / std::sqrt(var / " << E << " + " << eps << ");\n"
+      << " *dx = p0 + r * " << E << ";\n"
+      << rowMeanRstd("x", E, eps, "    ")
       << "    stats[2 * r] = mean; stats[2 * r + 1] = rstd;\n"
       << "    double m1 = 0, m2 = 0;\n"
       << "#pragma omp simd reduction(+ : m1, m2)\n"
@@ -643,11 +654,7 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
         << "    if (label < 0 || label >= " << C
         << ") { mlc_report(ctx, MLC_ERR_LABEL_RANGE, r, label, " << C << ");"
         << " for (int64_t c = 0; c < " << C << "; ++c) d[c] = 0; continue; }\n"
-        << "    " << T << " m = x[0];\n"
-        << "    for (int64_t c = 1; c < " << C << "; ++c) m = x[c] > m ? x[c] : m;\n"
-        << "    double s = 0;\n"
-        << "#pragma omp simd reduction(+ : s)\n"
-        << "    for (int64_t c = 0; c < " << C << "; ++c) s += " << expFn(el) << "(x[c] - m);\n"
+        << rowMaxSumExp(el, "x", C, "    ")
         << "    total += m + std::log(s) - x[label];\n"
         << "    const " << T << " k = (" << T << ")(scale / s);\n"
         << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] = " << expFn(el) << "(x[c] - m) * k;\n"
@@ -669,11 +676,7 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
       << "    if (label < 0 || label >= " << C
       << ") { mlc_report(ctx, MLC_ERR_LABEL_RANGE, r, label, " << C << "); continue; }\n"
       << "    const " << T << " *x = p1 + r * " << C << ";\n"
-      << "    " << T << " m = x[0];\n"
-      << "    for (int64_t c = 1; c < " << C << "; ++c) m = x[c] > m ? x[c] : m;\n"
-      << "    double s = 0;\n"
-      << "#pragma omp simd reduction(+ : s)\n"
-      << "    for (int64_t c = 0; c < " << C << "; ++c) s += " << expFn(el) << "(x[c] - m);\n"
+      << rowMaxSumExp(el, "x", C, "    ")
       << "    total += m + std::log(s) - x[label];\n    ++count;\n  }\n"
       << "  p0[0] = (" << T << ")(count ? total / count : 0.0);\n";
   } else if (auto cg = dyn_cast<CrossEntropyGradOp>(op)) {
@@ -699,12 +702,7 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
       << ";\n    int64_t label = p2[r];\n"
       << "    if (label == " << ignore << " || label < 0 || label >= " << C
       << ") { for (int64_t c = 0; c < " << C << "; ++c) d[c] = 0; continue; }\n"
-      << "    " << T << " m = x[0];\n"
-      << "    for (int64_t c = 1; c < " << C << "; ++c) m = x[c] > m ? x[c] : m;\n"
-      << "    double s = 0;\n"
-      << "#pragma omp simd reduction(+ : s)\n"
-      << "    for (int64_t c = 0; c < " << C << "; ++c) s += " << expFn(el) << "(x[c] - m);\n"
-      << "    const double inv = 1.0 / s;\n"
+      << rowMaxSumExp(el, "x", C, "    ") << "    const double inv = 1.0 / s;\n"
       << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] = (" << T
       << ")(" << expFn(el) << "(x[c] - m) * inv * scale);\n"
       << "    d[label] -= (" << T << ")scale;\n  }\n";
