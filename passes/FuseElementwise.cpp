@@ -25,11 +25,8 @@ using namespace mlc;
 
 namespace {
 
-bool isPointwise(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, PowOp, NegOp, ExpOp, LogOp, TanhOp, ErfOp, SqrtOp,
-             RsqrtOp, GeluOp, GeluGradOp, CompareOp, SelectOp, CastOp, BroadcastOp,
-             DropoutOp>(op);
-}
+/// Elementwise ops: those with a per-element expression.
+bool isPointwise(Operation *op) { return isa<ScalarOpInterface>(op); }
 
 /// A sum over the leading dimensions (a bias gradient): it can close a
 /// pointwise group, whose kernel then also accumulates the column sums.

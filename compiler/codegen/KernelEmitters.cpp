@@ -66,74 +66,43 @@ std::string loopNest(Shape shape, std::vector<Access> accs, const std::string &b
   return os.str();
 }
 
-/// The C expression of a pointwise op over scalar operand expressions `a`;
-/// `index` is the flat element index (dropout's counter). Declarations the
-/// expression needs once per kernel (dropout keys) go to `prologue`.
+/// The CPU target's words for scalar code: C++ with the prelude's
+/// vectorizable exp and tanh for f32 (libm for f64, whose results the
+/// gradient checks compare) and its counter-based dropout generator.
+class CpuScalarEmitter final : public ScalarEmitter {
+public:
+  CpuScalarEmitter(const std::string &index, std::string &prologue)
+      : index(index), prologue(prologue) {}
+  std::string literal(double value, Type el) override { return lowering::literal(value, el); }
+  std::string call(llvm::StringRef fn, Type el, llvm::ArrayRef<std::string> args) override {
+    std::string f = fn == "exp"    ? expFn(el)
+                    : fn == "tanh" ? tanhFn(el)
+                                   : "std::" + fn.str();
+    std::string out = f + "(";
+    for (size_t i = 0; i < args.size(); ++i)
+      out += (i ? ", " : "") + args[i];
+    return out + ")";
+  }
+  std::string typeName(Type el) override { return cType(el); }
+  std::string uniform(int64_t seed) override {
+    // The key of (seed, step), declared once per kernel.
+    std::string key = "key" + std::to_string(seed);
+    std::string decl = "  const uint64_t " + key + " = mlc_key(" + std::to_string(seed) +
+                       "ull, (uint64_t)ctx->step);\n";
+    if (prologue.find(decl) == std::string::npos)
+      prologue += decl;
+    return "mlc_uniform(" + key + ", " + index + ")";
+  }
+
+private:
+  const std::string &index;
+  std::string &prologue;
+};
+
 std::string pointwiseExpr(Operation *op, const std::vector<std::string> &a,
                           const std::string &index, std::string &prologue) {
-  Type el = typeOf(op->getResult(0)).getElementType();
-  std::string T = cType(el);
-  auto lit = [&](double v) { return literal(v, el); };
-  auto bin = [&](const char *o) { return "(" + a[0] + " " + o + " " + a[1] + ")"; };
-  auto call = [&](const std::string &f) { return f + "(" + a[0] + ")"; };
-  const std::string c0 = lit(0.7978845608028654), k = lit(0.044715), one = lit(1.0),
-                    half = lit(0.5);
-  return llvm::TypeSwitch<Operation *, std::string>(op)
-      .Case<AddOp>([&](auto) { return bin("+"); })
-      .Case<SubOp>([&](auto) { return bin("-"); })
-      .Case<MulOp>([&](auto) { return bin("*"); })
-      .Case<DivOp>([&](auto) { return bin("/"); })
-      .Case<PowOp>([&](auto) { return "std::pow(" + a[0] + ", " + a[1] + ")"; })
-      .Case<NegOp>([&](auto) { return "(-" + a[0] + ")"; })
-      .Case<ExpOp>([&](auto) { return call(expFn(el)); })
-      .Case<LogOp>([&](auto) { return call("std::log"); })
-      .Case<TanhOp>([&](auto) { return call(tanhFn(el)); })
-      .Case<ErfOp>([&](auto) { return call("std::erf"); })
-      .Case<SqrtOp>([&](auto) { return call("std::sqrt"); })
-      .Case<RsqrtOp>([&](auto) { return "(" + one + " / std::sqrt(" + a[0] + "))"; })
-      .Case<GeluOp>([&](GeluOp g) {
-        const std::string &x = a[0];
-        if (g.getApproximate() == GeluApproximation::tanh)
-          return "(" + half + " * " + x + " * (" + one + " + " + tanhFn(el) + "(" + c0 +
-                 " * (" + x + " + " + k + " * " + x + " * " + x + " * " + x + "))))";
-        return "(" + half + " * " + x + " * (" + one + " + std::erf(" + x + " * " +
-               lit(M_SQRT1_2) + ")))";
-      })
-      .Case<GeluGradOp>([&](GeluGradOp g) {
-        const std::string &gr = a[0], &x = a[1];
-        if (g.getApproximate() == GeluApproximation::tanh) {
-          // u = c (x + k x^3), t = tanh u:  0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3k x^2)
-          std::string t = tanhFn(el) + "(" + c0 + " * (" + x + " + " + k + " * " + x + " * " +
-                          x + " * " + x + "))";
-          return "(" + gr + " * [&] { const " + T + " t = " + t + "; return " + half + " * (" +
-                 one + " + t) + " + half + " * " + x + " * (" + one + " - t * t) * " + c0 +
-                 " * (" + one + " + " + lit(3 * 0.044715) + " * " + x + " * " + x + "); }())";
-        }
-        // Phi(x) + x phi(x)
-        return "(" + gr + " * (" + half + " * (" + one + " + std::erf(" + x + " * " +
-               lit(M_SQRT1_2) + ")) + " + x + " * " + expFn(el) + "(" + lit(-0.5) + " * " + x +
-               " * " + x + ") * " + lit(0.3989422804014327) + "))";
-      })
-      .Case<CompareOp>([&](CompareOp c) {
-        static const char *ops[] = {"==", "!=", "<", "<=", ">", ">="};
-        return "(uint8_t)" + bin(ops[int(c.getPredicate())]);
-      })
-      .Case<SelectOp>([&](auto) { return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")"; })
-      .Case<CastOp>([&](auto) { return "(" + T + ")" + a[0]; })
-      .Case<BroadcastOp>([&](auto) { return a[0]; })
-      .Case<DropoutOp>([&](DropoutOp d) {
-        std::string key = "key" + std::to_string(int64_t(d.getSeed()));
-        std::string decl = "  const uint64_t " + key + " = mlc_key(" +
-                           std::to_string(int64_t(d.getSeed())) + "ull, (uint64_t)ctx->step);\n";
-        if (prologue.find(decl) == std::string::npos)
-          prologue += decl;
-        double ratio = d.getRatio().convertToDouble();
-        return "(mlc_uniform(" + key + ", " + index + ") >= " + std::to_string(ratio) + " ? " +
-               a[0] + " * " + lit(1.0 / (1.0 - ratio)) + " : " + lit(0.0) + ")";
-      })
-      .Default([](Operation *) -> std::string {
-        llvm_unreachable("not a pointwise op");
-      });
+  CpuScalarEmitter emitter(index, prologue);
+  return cast<ScalarOpInterface>(op).scalarExpr(emitter, a);
 }
 
 llvm::Error FunctionLowering::emitPointwise(Operation *op) {

@@ -140,9 +140,7 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
                 {id});
         return llvm::Error::success();
       })
-      .Case<AddOp, SubOp, MulOp, DivOp, PowOp, NegOp, ExpOp, LogOp, TanhOp, ErfOp, SqrtOp,
-            RsqrtOp, GeluOp, GeluGradOp, CompareOp, SelectOp, CastOp, BroadcastOp, DropoutOp>(
-          [&](auto) { return emitPointwise(op); })
+      .Case<ScalarOpInterface>([&](auto) { return emitPointwise(op); })
       .Case<FusionOp>([&](FusionOp f) { return emitFusion(f); })
       .Case<PadOp>([&](PadOp p) {
         Shape in = shapeOf(p.getInput()), out = shapeOf(p.getResult());

@@ -11,6 +11,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "dialects/mlc/ScalarEmitter.h"
+
 #include "dialects/mlc/MlcDialect.h.inc"
 #include "dialects/mlc/MlcEnums.h.inc"
 #include "dialects/mlc/MlcInterfaces.h.inc"

@@ -28,4 +28,24 @@ def Mlc_GradientOpInterface : OpInterface<"GradientOpInterface"> {
   ];
 }
 
+def Mlc_ScalarOpInterface : OpInterface<"ScalarOpInterface"> {
+  let description = [{
+    An elementwise op: each result element is a function of the operands'
+    elements at the same (broadcast) position. These are the ops that
+    `mlc-fuse-elementwise` fuses and that every kernel writes as one scalar
+    expression; the list of such ops is the list of ops with this interface.
+  }];
+  let cppNamespace = "::mlc";
+  let methods = [
+    InterfaceMethod<[{
+        The op's per-element value as an expression over `operands` (one
+        expression per operand, already of the operand's element type),
+        spelled through the target's `emitter`.
+      }],
+      "std::string", "scalarExpr",
+      (ins "::mlc::ScalarEmitter &":$emitter,
+           "::llvm::ArrayRef<std::string>":$operands)>
+  ];
+}
+
 #endif // MLC_INTERFACES_TD

@@ -135,7 +135,8 @@ def Mlc_MatmulOp : Mlc_Op<"matmul", [Pure, InferTypeOpAdaptor, DeclareOpInterfac
 
 class Mlc_BinaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
     : Mlc_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor,
-        DeclareOpInterfaceMethods<Mlc_GradientOpInterface>])> {
+        DeclareOpInterfaceMethods<Mlc_GradientOpInterface>,
+        DeclareOpInterfaceMethods<Mlc_ScalarOpInterface>])> {
   let arguments = (ins operandType:$lhs, operandType:$rhs);
   let results = (outs operandType:$result);
   let assemblyFormat =
@@ -196,7 +197,8 @@ def Mlc_PowOp : Mlc_BinaryOp<"pow", Mlc_FloatTensor> {
 
 class Mlc_UnaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
     : Mlc_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType,
-        DeclareOpInterfaceMethods<Mlc_GradientOpInterface>])> {
+        DeclareOpInterfaceMethods<Mlc_GradientOpInterface>,
+        DeclareOpInterfaceMethods<Mlc_ScalarOpInterface>])> {
   let arguments = (ins operandType:$input);
   let results = (outs operandType:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
@@ -288,7 +290,8 @@ def Mlc_GeluOp : Mlc_UnaryOp<"gelu", Mlc_FloatTensor> {
 // CompareOp, SelectOp, CastOp
 //===----------------------------------------------------------------------===//
 
-def Mlc_CompareOp : Mlc_Op<"compare", [Pure, InferTypeOpAdaptor]> {
+def Mlc_CompareOp : Mlc_Op<"compare", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Mlc_ScalarOpInterface>]> {
   let summary = "Elementwise comparison with broadcasting; yields i1";
   let description = [{
     ```mlir
@@ -302,7 +305,8 @@ def Mlc_CompareOp : Mlc_Op<"compare", [Pure, InferTypeOpAdaptor]> {
       "$predicate $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
 }
 
-def Mlc_SelectOp : Mlc_Op<"select", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
+def Mlc_SelectOp : Mlc_Op<"select", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>,
+    DeclareOpInterfaceMethods<Mlc_ScalarOpInterface>]> {
   let summary = "Elementwise choice: condition ? true_value : false_value";
   let description = [{
     All three operands broadcast together (numpy rules).
@@ -320,7 +324,8 @@ def Mlc_SelectOp : Mlc_Op<"select", [Pure, InferTypeOpAdaptor, DeclareOpInterfac
   }];
 }
 
-def Mlc_CastOp : Mlc_Op<"cast", [Pure, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
+def Mlc_CastOp : Mlc_Op<"cast", [Pure, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>,
+    DeclareOpInterfaceMethods<Mlc_ScalarOpInterface>]> {
   let summary = "Converts the element type; the shape stays";
   let description = [{
     ```mlir
@@ -371,7 +376,8 @@ def Mlc_TransposeOp : Mlc_Op<"transpose", [Pure, InferTypeOpAdaptor, DeclareOpIn
   let hasFolder = 1;
 }
 
-def Mlc_BroadcastOp : Mlc_Op<"broadcast", [Pure, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
+def Mlc_BroadcastOp : Mlc_Op<"broadcast", [Pure, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>,
+    DeclareOpInterfaceMethods<Mlc_ScalarOpInterface>]> {
   let summary = "Expands to a larger shape (numpy broadcasting)";
   let description = [{
     ```mlir
@@ -554,7 +560,8 @@ def Mlc_CrossEntropyOp : Mlc_Op<"cross_entropy", [Pure, InferTypeOpAdaptor, Decl
   }];
 }
 
-def Mlc_DropoutOp : Mlc_Op<"dropout", [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
+def Mlc_DropoutOp : Mlc_Op<"dropout", [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>,
+    DeclareOpInterfaceMethods<Mlc_ScalarOpInterface>]> {
   let summary = "Zeroes elements with probability `ratio`, scales the rest";
   let description = [{
     Training-mode dropout: each element is kept with probability `1 - ratio`
@@ -651,7 +658,8 @@ def Mlc_PadOp : Mlc_Op<"pad", [Pure, InferTypeOpAdaptor,
       "$input `low` `=` $low `high` `=` $high attr-dict `:` type($input)";
 }
 
-def Mlc_GeluGradOp : Mlc_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+def Mlc_GeluGradOp : Mlc_Op<"gelu_grad", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Mlc_ScalarOpInterface>]> {
   let summary = "Gradient of gelu: grad * gelu'(input)";
   let description = [{
     ```mlir
