@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Pipeline.h"
-#include "compiler/codegen/KernelPrelude.h"
+#include "compiler/codegen/KernelTarget.h"
 #include "dialects/plan/PlanDialect.h"
 #include "runtime/core/PlanFormat.h"
 
@@ -47,8 +47,11 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
   LoweredPackage out;
   if (auto cap = module->getAttrOfType<IntegerAttr>("mlc.token_capacity"))
     data.tokenCapacity = cap.getInt();
+  // The CPU target's source file (kernels.cpp); a CUDA target writes
+  // kernels.cu from the same plan.kernel ops.
+  std::unique_ptr<lowering::KernelTarget> target = lowering::createCpuTarget();
   std::ostringstream kernels;
-  kernels << kernelPrelude();
+  kernels << target->prelude();
   int64_t offset = 0;
   for (Operation &op : module.getBody()->getOperations()) {
     if (auto p = dyn_cast<plan::ParamOp>(op)) {
@@ -73,9 +76,7 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
     } else if (auto sc = dyn_cast<plan::ScalarsOp>(op)) {
       data.scalars.push_back({sc.getSymName().str(), dtypeName(sc.getElement()), sc.getSize()});
     } else if (auto k = dyn_cast<plan::KernelOp>(op)) {
-      kernels << "\nextern \"C\" void " << k.getSymName().str()
-              << "(char **b, MlcKernelCtx *ctx) {\n  (void)ctx;\n"
-              << k.getSource().str() << "}\n";
+      kernels << target->function(k.getSymName().str(), k.getSource().str());
     } else if (auto fn = dyn_cast<plan::FuncOp>(op)) {
       rt::FunctionPlan f;
       f.name = fn.getSymName().str();

@@ -18,91 +18,10 @@
 
 namespace mlc::lowering {
 
-/// Emits a loop nest over `shape`; in the body, `o<k>` is the element offset
-/// of access k. Unit dimensions are dropped and dimensions that are
-/// contiguous for every access merge, so most nests are one or two loops.
-std::string loopNest(Shape shape, std::vector<Access> accs, const std::string &body,
-                     bool parallel, bool dynamic) {
-  Shape dims;
-  std::vector<Shape> strides(accs.size());
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1)
-      continue;
-    bool merge = !dims.empty();
-    for (size_t k = 0; k < accs.size() && merge; ++k)
-      merge = strides[k].back() == accs[k].strides[d] * shape[d];
-    if (merge) {
-      dims.back() *= shape[d];
-      for (size_t k = 0; k < accs.size(); ++k)
-        strides[k].back() = accs[k].strides[d];
-    } else {
-      dims.push_back(shape[d]);
-      for (size_t k = 0; k < accs.size(); ++k)
-        strides[k].push_back(accs[k].strides[d]);
-    }
-  }
-  std::ostringstream os;
-  int64_t total = product(dims);
-  if (parallel && !dims.empty() && total >= 8192)
-    os << "#pragma omp parallel for"
-       << (dims.size() > 1 ? " collapse(" + std::to_string(dims.size() - 1) + ")"
-                           : std::string())
-       << "\n";
-  // With a dynamic leading dimension (always kept, capacity >= 2), the
-  // outermost loop, which holds it, runs over the actual rows.
-  for (size_t d = 0; d < dims.size(); ++d)
-    os << "for (int64_t i" << d << " = 0; i" << d << " < "
-       << (d == 0 ? rowsExpr(dims[0], dynamic) : std::to_string(dims[d])) << "; ++i" << d
-       << ")\n";
-  os << "{\n";
-  for (size_t k = 0; k < accs.size(); ++k) {
-    os << "  const int64_t o" << k << " = " << accs[k].base;
-    for (size_t d = 0; d < dims.size(); ++d)
-      if (strides[k][d])
-        os << " + i" << d << " * " << strides[k][d];
-    os << ";\n";
-  }
-  os << body << "}\n";
-  return os.str();
-}
-
-/// The CPU target's words for scalar code: C++ with the prelude's
-/// vectorizable exp and tanh for f32 (libm for f64, whose results the
-/// gradient checks compare) and its counter-based dropout generator.
-class CpuScalarEmitter final : public ScalarEmitter {
-public:
-  CpuScalarEmitter(const std::string &index, std::string &prologue)
-      : index(index), prologue(prologue) {}
-  std::string literal(double value, Type el) override { return lowering::literal(value, el); }
-  std::string call(llvm::StringRef fn, Type el, llvm::ArrayRef<std::string> args) override {
-    std::string f = fn == "exp"    ? expFn(el)
-                    : fn == "tanh" ? tanhFn(el)
-                                   : "std::" + fn.str();
-    std::string out = f + "(";
-    for (size_t i = 0; i < args.size(); ++i)
-      out += (i ? ", " : "") + args[i];
-    return out + ")";
-  }
-  std::string typeName(Type el) override { return cType(el); }
-  std::string uniform(int64_t seed) override {
-    // The key of (seed, step), declared once per kernel.
-    std::string key = "key" + std::to_string(seed);
-    std::string decl = "  const uint64_t " + key + " = mlc_key(" + std::to_string(seed) +
-                       "ull, (uint64_t)ctx->step);\n";
-    if (prologue.find(decl) == std::string::npos)
-      prologue += decl;
-    return "mlc_uniform(" + key + ", " + index + ")";
-  }
-
-private:
-  const std::string &index;
-  std::string &prologue;
-};
-
-std::string pointwiseExpr(Operation *op, const std::vector<std::string> &a,
-                          const std::string &index, std::string &prologue) {
-  CpuScalarEmitter emitter(index, prologue);
-  return cast<ScalarOpInterface>(op).scalarExpr(emitter, a);
+std::string FunctionLowering::pointwiseExpr(Operation *op, const std::vector<std::string> &a,
+                                            const std::string &index, std::string &prologue) {
+  std::unique_ptr<ScalarEmitter> emitter = kernels.target.scalarEmitter(index, prologue);
+  return cast<ScalarOpInterface>(op).scalarExpr(*emitter, a);
 }
 
 llvm::Error FunctionLowering::emitPointwise(Operation *op) {
@@ -129,7 +48,7 @@ llvm::Error FunctionLowering::emitPointwise(Operation *op) {
   bufs[0] = outId;
   std::string prologue;
   std::string body = "    p0[o0] = " + pointwiseExpr(op, operands, "o0", prologue) + ";\n";
-  addStep(args(slots) + prologue + loopNest(out, accs, body, true, dynamicRows(result)), bufs);
+  addStep(args(slots) + prologue + kernels.target.pointwise(out, accs, body, dynamicRows(result)), bufs);
   return llvm::Error::success();
 }
 
@@ -228,14 +147,13 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
   if (!columns) {
     body = "    const int64_t flat = o0;\n" + body;
     addStep(args(slots) + prologue +
-                loopNest(iter, accs, body, true, dynamicRows(fusion.getResult(0))),
+                kernels.target.pointwise(iter, accs, body, dynamicRows(fusion.getResult(0))),
             bufs);
     return llvm::Error::success();
   }
 
-  // Rows (the reduced leading dimensions) are shared out among threads; each
-  // thread sums its rows into its own partial, and the partials are added in
-  // thread order, so results do not depend on timing.
+  // Rows are the reduced leading dimensions; each element's offsets are
+  // decomposed from its (row, column).
   size_t lead = columns.getAxes().size();
   Shape rowDims(iter.begin(), iter.begin() + lead), colDims(iter.begin() + lead, iter.end());
   int64_t R = product(rowDims), C = product(colDims);
@@ -261,22 +179,10 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
                decompose("c", colDims, cs) + ";\n";
   }
   std::string T = cType(typeOf(columns.getResult()).getElementType());
-  std::ostringstream k;
-  k << args(slots) << prologue << "  const int nt = omp_get_max_threads();\n"
-    << "  std::vector<double> part((size_t)nt * " << C << ", 0.0);\n"
-    << "#pragma omp parallel\n  {\n"
-    << "    double *acc = part.data() + (size_t)omp_get_thread_num() * " << C << ";\n"
-    << "#pragma omp for schedule(static)\n"
-    << "    for (int64_t r = 0; r < " << rowsExpr(R, dynamicRows(columns.getInput()))
-    << "; ++r)\n"
-    << "    for (int64_t c = 0; c < " << C << "; ++c) {\n"
-    << "      const int64_t flat = r * " << C << " + c;\n"
-    << offsets << body << "    }\n  }\n"
-    << "  for (int64_t c = 0; c < " << C << "; ++c) {\n"
-    << "    double s = 0;\n"
-    << "    for (int t = 0; t < nt; ++t) s += part[(size_t)t * " << C << " + c];\n"
-    << "    p" << reduceSlot << "[c] = (" << T << ")s;\n  }\n";
-  addStep(k.str(), bufs, KernelTemplate::column_reduction);
+  std::string k = args(slots) + prologue +
+                  kernels.target.columnReduction(rowsExpr(R, dynamicRows(columns.getInput())), C,
+                                                 offsets, body, reduceSlot, T);
+  addStep(k, bufs, KernelTemplate::column_reduction);
   return llvm::Error::success();
 }
 
@@ -930,14 +836,14 @@ llvm::Error FunctionLowering::emitOptimizerFusion(FusionOp fusion) {
         return failure("an optimizer fusion's gradients and moments are not in parameter order");
   }
   // Merge contiguous segments of the same decay.
-  std::vector<std::array<int64_t, 3>> table;
+  std::vector<std::array<int64_t, 3>> merged;
   for (auto &[slot, idx] : *segs) {
     int64_t decay = decayAttr[idx[0]] ? 1 : 0;
-    if (!table.empty() && table.back()[0] + table.back()[1] == slot.offset &&
-        table.back()[2] == decay)
-      table.back()[1] += slot.numel;
+    if (!merged.empty() && merged.back()[0] + merged.back()[1] == slot.offset &&
+        merged.back()[2] == decay)
+      merged.back()[1] += slot.numel;
     else
-      table.push_back({slot.offset, slot.numel, decay});
+      merged.push_back({slot.offset, slot.numel, decay});
   }
   Type el = typeOf(params[0]).getElementType();
   std::string T = cType(el);
@@ -963,28 +869,18 @@ llvm::Error FunctionLowering::emitOptimizerFusion(FusionOp fusion) {
     body += std::string("      ") + out[k] + "[i] = " + scalar.lookup(yield.getValues()[k]) +
             ";\n";
 
-  std::ostringstream k;
-  k << "  " << T << " *P = (" << T << " *)b[0];\n  " << T << " *M = (" << T << " *)b[1];\n  "
-    << T << " *V = (" << T << " *)b[2];\n  const " << T << " *G = (const " << T
-    << " *)b[3];\n  const double *h = (const double *)b[4];\n";
   // Scalars: block arguments 5.. are the scalars before the decay factor.
-  for (int s = 0; s < kDecay; ++s)
-    k << "  const " << T << " x" << 5 + s << " = (" << T << ")h[" << s << "];\n";
-  k << "  const " << T << " decayOn = (" << T << ")h[" << int(kDecay) << "];\n"
-    << prologue << "  static const int64_t seg[" << table.size() << "][3] = {";
-  for (size_t s = 0; s < table.size(); ++s)
-    k << (s ? ", " : "") << "{" << table[s][0] << ", " << table[s][1] << ", " << table[s][2]
-      << "}";
-  k << "};\n#pragma omp parallel\n"
-    << "  for (int s = 0; s < " << table.size() << "; ++s) {\n"
-    << "    const int64_t off = seg[s][0], n = seg[s][1];\n"
-    << "    const " << T << " x4 = seg[s][2] ? decayOn : (" << T << ")1;\n"
-    << "    " << T << " *__restrict pp = P + off;\n    " << T << " *__restrict mm = M + off;\n    "
-    << T << " *__restrict vv = V + off;\n    const " << T << " *__restrict gg = G + off;\n"
-    << "#pragma omp for simd schedule(static) nowait\n"
-    << "    for (int64_t i = 0; i < n; ++i) {\n"
-    << body << "    }\n  }\n";
-  addStep(k.str(), {pBuf, mBuf, vBuf, gBuf, hBuf}, KernelTemplate::optimizer);
+  std::string setup;
+  for (int j = 0; j < kDecay; ++j)
+    setup += "  const " + T + " x" + std::to_string(5 + j) + " = (" + T + ")h[" +
+             std::to_string(j) + "];\n";
+  setup += "  const " + T + " decayOn = (" + T + ")h[" + std::to_string(int(kDecay)) + "];\n" +
+           prologue;
+  std::vector<Segment> table;
+  for (auto &[off, n, decay] : merged)
+    table.push_back({off, n, decay != 0});
+  std::string k = kernels.target.optimizer(el, table, setup, body);
+  addStep(k, {pBuf, mBuf, vBuf, gBuf, hBuf}, KernelTemplate::optimizer);
   return llvm::Error::success();
 }
 
@@ -1014,20 +910,12 @@ llvm::Error FunctionLowering::emitNormFusion(FusionOp fusion) {
   std::string body = "      const " + T + " x0 = gg[i];\n", prologue;
   if (auto err = scalarOps(block, nullptr, "i", "      ", scalar, body, prologue))
     return err;
-  body += "      sum += " + scalar.lookup(yield.getValues()[0]) + ";\n";
-  std::ostringstream k;
-  k << "  double *out = (double *)b[0];\n  const " << T << " *G = (const " << T << " *)b[1];\n"
-    << prologue << "  static const int64_t seg[" << table.size() << "][2] = {";
-  for (size_t s = 0; s < table.size(); ++s)
-    k << (s ? ", " : "") << "{" << table[s][0] << ", " << table[s][1] << "}";
-  k << "};\n  double sum = 0;\n#pragma omp parallel reduction(+ : sum)\n"
-    << "  for (int s = 0; s < " << table.size() << "; ++s) {\n"
-    << "    const " << T << " *__restrict gg = G + seg[s][0];\n"
-    << "    const int64_t n = seg[s][1];\n"
-    << "#pragma omp for schedule(static) nowait\n"
-    << "    for (int64_t i = 0; i < n; ++i) {\n"
-    << body << "    }\n  }\n  out[0] = std::sqrt(sum);\n";
-  addStep(k.str(), {outId, gBuf}, KernelTemplate::reduction);
+  std::vector<Segment> segments;
+  for (auto &[off, n] : table)
+    segments.push_back({off, n, false});
+  std::string k = prologue + kernels.target.norm(el, segments, body,
+                                                 scalar.lookup(yield.getValues()[0]));
+  addStep(k, {outId, gBuf}, KernelTemplate::reduction);
   return llvm::Error::success();
 }
 

@@ -62,9 +62,9 @@ void FunctionLowering::emitCopies(int dstId, Type el, int64_t dstNumel, bool zer
     int slot = slots.size();
     slots.push_back({el, false});
     bufs.push_back(view.buffer);
-    loops += loopNest(view.shape, {{0, dstBases[k], dstStrides}, {slot, view.offset, view.strides}},
-                      "    p0[o0] = p" + std::to_string(slot) + "[o1];\n", true,
-                      dynamicRows(sources[k]));
+    loops += kernels.target.pointwise(
+        view.shape, {{0, dstBases[k], dstStrides}, {slot, view.offset, view.strides}},
+        "    p0[o0] = p" + std::to_string(slot) + "[o1];\n", dynamicRows(sources[k]));
   }
   std::string body = args(slots);
   if (zeroFirst)
@@ -135,8 +135,9 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
         int id = arenaFor(i.getResult());
         valueBuffers[i.getResult()] = id;
         // Offset o1 of a zero-based access with stride 1 along dim is the index.
-        addStep(args({{el, true}}) + loopNest(s, {{0, 0, rowMajorStrides(s)}, {0, 0, st}},
-                                              "    p0[o0] = (" + T + ")o1;\n", true),
+        addStep(args({{el, true}}) +
+                    kernels.target.pointwise(s, {{0, 0, rowMajorStrides(s)}, {0, 0, st}},
+                                             "    p0[o0] = (" + T + ")o1;\n", false),
                 {id});
         return llvm::Error::success();
       })
@@ -438,7 +439,8 @@ llvm::Error lowerToPlan(ModuleOp module) {
   if ((gradNorm || optimizer) && !step)
     return failure("@grad_norm and @optimizer need @train_step (its gradient order lays out "
                    "the flat buffers)");
-  KernelSet kernels;
+  std::unique_ptr<KernelTarget> target = createCpuTarget();
+  KernelSet kernels(*target);
   std::vector<std::unique_ptr<FunctionLowering>> lowered;
   // train_step last: the parameter layout reads its gradient order.
   for (func::FuncOp fn : {forward, evaluate, step}) {

@@ -8,7 +8,7 @@
 #ifndef MLC_COMPILER_LOWERINGIMPL_H
 #define MLC_COMPILER_LOWERINGIMPL_H
 
-#include "compiler/codegen/KernelPrelude.h"
+#include "compiler/codegen/KernelTarget.h"
 #include "compiler/codegen/Lowering.h"
 #include "dialects/mlc/MlcDialect.h"
 #include "dialects/mlc/MlcShapes.h"
@@ -25,8 +25,6 @@
 namespace mlc::lowering {
 
 using namespace mlir;
-
-using Shape = std::vector<int64_t>;
 
 inline llvm::Error failure(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
@@ -137,24 +135,6 @@ inline std::string shapeText(const Shape &s) {
   return t;
 }
 
-/// A strided view of one kernel argument inside a loop nest.
-struct Access {
-  int slot;
-  int64_t base;
-  Shape strides;
-};
-
-/// Emits a loop nest over `shape`; in the body, `o<k>` is the element offset
-/// of access k. Unit dimensions are dropped and dimensions that are
-/// contiguous for every access merge, so most nests are one or two loops.
-std::string loopNest(Shape shape, std::vector<Access> accs, const std::string &body,
-                     bool parallel, bool dynamic = false);
-
-/// The C expression of a pointwise op over scalar operand expressions `a`;
-/// `index` is the flat element index (dropout's counter). Declarations the
-/// expression needs once per kernel (dropout keys) go to `prologue`.
-std::string pointwiseExpr(mlir::Operation *op, const std::vector<std::string> &a,
-                          const std::string &index, std::string &prologue);
 
 /// Strides that read a tensor of `in` shape broadcast to `out` shape
 /// (numpy alignment on the right; 0 where broadcast).
@@ -194,6 +174,9 @@ using plan::KernelTemplate;
 /// Kernels of the whole package, deduplicated by body.
 class KernelSet {
 public:
+  explicit KernelSet(KernelTarget &target) : target(target) {}
+  /// The target the kernels are written for.
+  KernelTarget &target;
   struct Kernel {
     std::string name, body;
     KernelTemplate kind;
@@ -273,9 +256,9 @@ private:
       id = arenaFor(v);
       Type el = typeOf(v).getElementType();
       addStep(args({{el, true}, {el, false}}) +
-                  loopNest(view.shape, {{0, 0, rowMajorStrides(view.shape)},
-                                        {1, view.offset, view.strides}},
-                           "    p0[o0] = p1[o1];\n", true, dynamicRows(v)),
+                  kernels.target.pointwise(view.shape, {{0, 0, rowMajorStrides(view.shape)},
+                                                        {1, view.offset, view.strides}},
+                                           "    p0[o0] = p1[o1];\n", dynamicRows(v)),
               {id, view.buffer}, KernelTemplate::copy);
     }
     valueBuffers[v] = id;
@@ -459,15 +442,18 @@ private:
     step.buffers = std::move(bufs);
     steps.push_back(std::move(step));
   }
-  /// Typed pointer declarations for the kernel arguments.
-  static std::string args(const std::vector<std::pair<Type, bool>> &slots) {
-    std::string s;
-    for (size_t i = 0; i < slots.size(); ++i)
-      s += "  " + std::string(slots[i].second ? "" : "const ") + cType(slots[i].first) +
-           " *p" + std::to_string(i) + " = (" + (slots[i].second ? "" : "const ") +
-           cType(slots[i].first) + " *)b[" + std::to_string(i) + "];\n";
-    return s;
+  /// Typed pointer declarations for the kernel arguments (the target's).
+  std::string args(const std::vector<std::pair<Type, bool>> &slots) {
+    std::vector<KernelArg> a;
+    for (auto [el, written] : slots)
+      a.push_back({el, written});
+    return kernels.target.arguments(a);
   }
+  /// The target's expression of a pointwise op over scalar operand
+  /// expressions `a`; `index` is the flat element index (dropout's counter).
+  /// Declarations the expression needs once per kernel go to `prologue`.
+  std::string pointwiseExpr(mlir::Operation *op, const std::vector<std::string> &a,
+                            const std::string &index, std::string &prologue);
 
   void emitConstant(ConstantOp c, int id);
   llvm::Error emitPointwise(Operation *op);

@@ -1,0 +1,113 @@
+//===- KernelTarget.h - how a target wraps scalar code into kernels -*- C++ -*-===//
+//
+// The kernel emitters (KernelEmitters.cpp) write what a kernel computes once,
+// as scalar code: each element's (or row's) statements over the kernel's
+// arguments p0..pN (outputs first), with o<k> the element offset of access
+// k. A KernelTarget wraps that code into a whole kernel of one template: its
+// argument binding, its loops and how they are shared out among threads,
+// and the language's words for math and random numbers (ScalarEmitter).
+//
+//   template           wrapper                         used by
+//   pointwise          strided loop nest over a shape   ops, pointwise fusions,
+//                                                      copies, fills
+//   column_reduction   rows shared out, per-thread      bias gradients fused into
+//                      column partials, summed in a     their producer
+//                      fixed order (deterministic)
+//   optimizer          one pass over flat-buffer        the compiled AdamW
+//                      segments
+//   reduction (norm)   a sum over flat-buffer           the gradient norm
+//                      segments, then its square root
+//
+// The CPU target (CpuTarget.cpp) writes C++ with OpenMP. A CUDA target
+// implements the same interface (grid-stride pointwise loops, block-per-row,
+// two-pass deterministic reductions) and plugs in through createCpuTarget's
+// sibling. Row kernels (softmax, LayerNorm, cross-entropy and their
+// gradients), reductions over arbitrary axes, attention and embeddings are
+// still written by their emitters as CPU C++; each moves behind a method of
+// this interface when the CUDA target needs it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_COMPILER_CODEGEN_KERNELTARGET_H
+#define MLC_COMPILER_CODEGEN_KERNELTARGET_H
+
+#include "dialects/mlc/ScalarEmitter.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mlc::lowering {
+
+using Shape = std::vector<int64_t>;
+
+/// A strided view of one kernel argument inside a loop nest.
+struct Access {
+  int slot;
+  int64_t base;
+  Shape strides;
+};
+
+/// One kernel argument: its element type and whether the kernel writes it.
+struct KernelArg {
+  mlir::Type element;
+  bool written;
+};
+
+/// A range of the flat parameter buffers (elements), for the optimizer's
+/// kernels; `decay` selects the decay factor of the parameters in it.
+struct Segment {
+  int64_t offset = 0, numel = 0;
+  bool decay = false;
+};
+
+class KernelTarget {
+public:
+  virtual ~KernelTarget() = default;
+  virtual std::string name() const = 0;
+
+  /// The words for scalar code in one kernel: `index` is the flat element
+  /// index expression (dropout's counter); once-per-kernel declarations the
+  /// expressions need go to `prologue`.
+  virtual std::unique_ptr<ScalarEmitter> scalarEmitter(const std::string &index,
+                                                      std::string &prologue) = 0;
+
+  /// The source file's head (types, helpers) and one kernel as a function.
+  virtual std::string prelude() = 0;
+  virtual std::string function(const std::string &name, const std::string &body) = 0;
+
+  /// Binds the typed arguments p0..pN.
+  virtual std::string arguments(const std::vector<KernelArg> &args) = 0;
+
+  /// Runs `body` once per element of `shape`; in it, o<k> is access k's
+  /// offset. With `dynamic`, the leading dimension is the batch's token
+  /// count (rowsExpr of it).
+  virtual std::string pointwise(const Shape &shape, const std::vector<Access> &accs,
+                                const std::string &body, bool dynamic) = 0;
+
+  /// A pointwise body over rows x columns whose column sums (of `acc[c]
+  /// += ...` in `body`) land in argument `slot`, of C type `type`. `rows`
+  /// is the row count expression; `offsets` computes the o<k> from r and c.
+  virtual std::string columnReduction(const std::string &rows, int64_t columns,
+                                      const std::string &offsets, const std::string &body,
+                                      int slot, const std::string &type) = 0;
+
+  /// The optimizer's update over flat-buffer segments of arguments
+  /// P, M, V (written) and G of element type `el`; `setup` runs once;
+  /// `body` once per element i, with the segment's decay factor in `x4`
+  /// (`decayOn` where the segment decays, else 1) and pointers pp, gg,
+  /// mm, vv at the segment.
+  virtual std::string optimizer(mlir::Type el, const std::vector<Segment> &segments,
+                                const std::string &setup, const std::string &body) = 0;
+
+  /// sqrt(sum over flat-buffer segments of G of `value`) into out[0] (f64);
+  /// `body` computes `value` for element i from gg[i].
+  virtual std::string norm(mlir::Type el, const std::vector<Segment> &segments,
+                           const std::string &body, const std::string &value) = 0;
+};
+
+std::unique_ptr<KernelTarget> createCpuTarget();
+
+} // namespace mlc::lowering
+
+#endif // MLC_COMPILER_CODEGEN_KERNELTARGET_H
