@@ -26,21 +26,9 @@ llvm::Error failure(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-std::string dtypeName(Type t) {
-  if (t.isF32())
-    return "f32";
-  if (t.isF64())
-    return "f64";
-  if (t.isInteger(64))
-    return "i64";
-  if (t.isInteger(32))
-    return "i32";
-  if (t.isInteger(1))
-    return "i1";
-  return "";
-}
-
 } // namespace
+
+using plan::dtypeName;
 
 llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
   rt::PlanData data;

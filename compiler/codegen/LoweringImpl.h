@@ -79,26 +79,8 @@ inline Shape rowMajorStrides(const Shape &s) {
   return st;
 }
 
-inline std::string dtypeName(Type el) {
-  if (el.isF32())
-    return "f32";
-  if (el.isF64())
-    return "f64";
-  if (el.isInteger(64))
-    return "i64";
-  if (el.isInteger(32))
-    return "i32";
-  if (el.isInteger(1))
-    return "i1";
-  return "";
-}
-inline int64_t dtypeBytes(Type el) {
-  if (el.isF64() || el.isInteger(64))
-    return 8;
-  if (el.isF32() || el.isInteger(32))
-    return 4;
-  return 1;
-}
+using plan::dtypeName;
+inline int64_t dtypeBytes(Type el) { return plan::elementBytes(el); }
 inline std::string cType(Type el) {
   if (el.isF32())
     return "float";

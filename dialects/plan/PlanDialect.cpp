@@ -36,6 +36,20 @@ int64_t elementBytes(Type type) {
   return 1;
 }
 
+std::string dtypeName(Type t) {
+  if (t.isF32())
+    return "f32";
+  if (t.isF64())
+    return "f64";
+  if (t.isInteger(64))
+    return "i64";
+  if (t.isInteger(32))
+    return "i32";
+  if (t.isInteger(1))
+    return "i1";
+  return "";
+}
+
 int64_t bufferBytes(Value buffer) {
   auto t = cast<MemRefType>(buffer.getType());
   return t.getNumElements() * elementBytes(t.getElementType());

@@ -24,6 +24,8 @@ namespace mlc::plan {
 int64_t bufferBytes(mlir::Value buffer);
 /// Bytes of one element of `type` as the runtime stores it.
 int64_t elementBytes(mlir::Type type);
+/// The runtime's name of an element type (f32, f64, i64, i32, i1), or "".
+std::string dtypeName(mlir::Type type);
 
 /// The arena buffer (plan.arena) a buffer is a view of, and its byte offset
 /// into it; {null, 0} for buffers bound to parameters, gradients or inputs.
