@@ -111,7 +111,7 @@ def Plan_ScalarsOp : Plan_Op<"scalars"> {
     ```
   }];
   let arguments = (ins StrAttr:$sym_name, TypeAttr:$element, Plan_I64Attr:$size);
-  let assemblyFormat = "$sym_name `:` $element `[` $size `]` attr-dict";
+  let assemblyFormat = "$sym_name `:` $element ` ` `[` $size `]` attr-dict";
   let hasVerifier = 1;
 }
 

@@ -237,3 +237,37 @@ plan.func "forward" arena 64 {
   // expected-error @+1 {{output 'y' of 6 elements reads a buffer of 4}}
   plan.output "y" %a [2, 3] : memref<4xf32>
 }
+
+// -----
+
+// expected-error @+1 {{scalars need a size >= 1}}
+plan.scalars "adamw" : f64 [0]
+
+// -----
+
+// expected-error @+1 {{scalars are f64}}
+plan.scalars "adamw" : f32 [9]
+
+// -----
+
+plan.scalars "adamw" : f64 [9]
+plan.func "optimizer" arena 0 {
+  // expected-error @+1 {{scalars 'adamw' hold 9, the buffer 8}}
+  %h = plan.bind scalars "adamw" : memref<8xf64>
+}
+
+// -----
+
+plan.func "optimizer" arena 0 {
+  // expected-error @+1 {{names no plan.scalars 'adamw' of the module}}
+  %h = plan.bind scalars "adamw" : memref<9xf64>
+}
+
+// -----
+
+plan.param "w" : f32 [4, 3] decay init "normal:0.02"
+plan.param "b" : f32 [3] init "zeros"
+plan.func "optimizer" arena 0 {
+  // expected-error @+1 {{the whole flat buffer holds 15 x 'f32', the buffer 'memref<12xf32>'}}
+  %m = plan.bind moment1 "*" : memref<12xf32>
+}

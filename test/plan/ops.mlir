@@ -6,6 +6,7 @@
 // CHECK: plan.param "b" : f32 [3] init "zeros"
 // CHECK: plan.input "x" : f32 [2, 4]
 // CHECK: plan.input "tokens" : i64 [-1]
+// CHECK: plan.scalars "adamw" : f64 [9]
 // CHECK: plan.kernel @k0 pointwise args(2) source "  p0[0] = p1[0];\0A"
 // CHECK: plan.func "forward" arena 128 {
 // CHECK-NEXT: %[[W:.*]] = plan.bind param "w" : memref<12xf32>
@@ -17,10 +18,16 @@
 // CHECK-NEXT: plan.gemm %[[Y]], %[[X]], %[[W]] transpose_rhs m -1 n 3 k 4 {batch = array<i64: 1>, lhs_strides = array<i64: 0>, rhs_strides = array<i64: 0>}
 // CHECK-NEXT: plan.launch @k0(%[[G]], %[[V]]) : memref<3xf32>, memref<3xf32>
 // CHECK-NEXT: plan.output "y" %[[Y]] [2, 3] : memref<6xf32>
+// CHECK: plan.func "optimizer" arena 0 {
+// CHECK-NEXT: plan.bind param "*" : memref<15xf32>
+// CHECK-NEXT: plan.bind moment1 "*" : memref<15xf32>
+// CHECK-NEXT: plan.bind moment2 "w" : memref<12xf32>
+// CHECK-NEXT: plan.bind scalars "adamw" : memref<9xf64>
 plan.param "w" : f32 [4, 3] decay init "normal:0.02"
 plan.param "b" : f32 [3] init "zeros"
 plan.input "x" : f32 [2, 4]
 plan.input "tokens" : i64 [-1]
+plan.scalars "adamw" : f64 [9]
 plan.kernel @k0 pointwise args(2) source "  p0[0] = p1[0];\n"
 plan.func "forward" arena 128 {
   %w = plan.bind param "w" : memref<12xf32>
@@ -32,4 +39,10 @@ plan.func "forward" arena 128 {
   plan.gemm %y, %x, %w transpose_rhs m -1 n 3 k 4 {batch = array<i64: 1>, lhs_strides = array<i64: 0>, rhs_strides = array<i64: 0>} : memref<6xf32>, memref<8xf32>, memref<12xf32>
   plan.launch @k0(%g, %v) : memref<3xf32>, memref<3xf32>
   plan.output "y" %y [2, 3] : memref<6xf32>
+}
+plan.func "optimizer" arena 0 {
+  %p = plan.bind param "*" : memref<15xf32>
+  %m = plan.bind moment1 "*" : memref<15xf32>
+  %v = plan.bind moment2 "w" : memref<12xf32>
+  %h = plan.bind scalars "adamw" : memref<9xf64>
 }
