@@ -50,6 +50,34 @@ private:
   std::string &prologue;
 };
 
+/// Row statistics, each written by one routine for every row kernel.
+///
+/// The max m of row `x` (C elements) and s = sum exp(x - m) in double: the
+/// stable log-sum-exp (m + log s) of softmax, log-softmax, cross-entropy and
+/// its gradient.
+std::string rowMaxSumExp(Type el, const std::string &x, int64_t C,
+                                const std::string &indent) {
+  std::string T = cType(el), n = std::to_string(C);
+  return indent + T + " m = " + x + "[0];\n" + indent + "for (int64_t c = 1; c < " + n +
+         "; ++c) m = " + x + "[c] > m ? " + x + "[c] : m;\n" + indent + "double s = 0;\n" +
+         "#pragma omp simd reduction(+ : s)\n" + indent + "for (int64_t c = 0; c < " + n +
+         "; ++c) s += " + expFn(el) + "(" + x + "[c] - m);\n";
+}
+
+/// The mean and rstd = 1 / sqrt(var + eps) of row `x` (E elements), in
+/// double, two passes (the variance around the mean): LayerNorm and its
+/// gradient, fused or not.
+std::string rowMeanRstd(const std::string &x, int64_t E, const std::string &eps,
+                               const std::string &indent) {
+  std::string n = std::to_string(E);
+  return indent + "double mean = 0, var = 0;\n#pragma omp simd reduction(+ : mean)\n" + indent +
+         "for (int64_t c = 0; c < " + n + "; ++c) mean += " + x + "[c];\n" + indent +
+         "mean /= " + n + ";\n#pragma omp simd reduction(+ : var)\n" + indent +
+         "for (int64_t c = 0; c < " + n + "; ++c) { double d = " + x +
+         "[c] - mean; var += d * d; }\n" + indent + "const double rstd = 1.0 / std::sqrt(var / " +
+         n + " + " + eps + ");\n";
+}
+
 class CpuTarget final : public KernelTarget {
 public:
   std::string name() const override { return "cpu"; }
@@ -188,6 +216,176 @@ public:
       << "#pragma omp for schedule(static) nowait\n"
       << "    for (int64_t i = 0; i < n; ++i) {\n"
       << body << "      sum += " << value << ";\n    }\n  }\n  out[0] = std::sqrt(sum);\n";
+    return k.str();
+  }
+
+  std::string softmax(mlir::Type el, const std::string &rows, int64_t C, bool log) override {
+    std::string T = cType(el);
+    std::ostringstream b;
+    b << arguments({{el, true}, {el, false}}) << "#pragma omp parallel for\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "    const " << T << " *x = p1 + r * " << C << "; " << T << " *y = p0 + r * " << C
+      << ";\n" << rowMaxSumExp(el, "x", C, "    ");
+    if (log)
+      b << "    " << T << " lse = m + (" << T << ")std::log(s);\n"
+        << "    for (int64_t c = 0; c < " << C << "; ++c) y[c] = x[c] - lse;\n";
+    else
+      b << "    " << T << " inv = (" << T << ")(1.0 / s);\n"
+        << "    for (int64_t c = 0; c < " << C << "; ++c) y[c] = " << expFn(el) << "(x[c] - m) * inv;\n";
+    b << "  }\n";
+    return b.str();
+  }
+  std::string softmaxGrad(mlir::Type el, const std::string &rows, int64_t C) override {
+    std::string T = cType(el);
+    std::ostringstream b;
+    b << arguments({{el, true}, {el, false}, {el, false}}) << "#pragma omp parallel for\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "    const " << T << " *g = p1 + r * " << C << ", *y = p2 + r * " << C << "; " << T
+      << " *d = p0 + r * " << C << ";\n    double dot = 0;\n"
+      << "#pragma omp simd reduction(+ : dot)\n"
+      << "    for (int64_t c = 0; c < " << C << "; ++c) dot += g[c] * y[c];\n"
+      << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] = y[c] * (g[c] - (" << T
+      << ")dot);\n  }\n";
+    return b.str();
+  }
+
+  std::string layerNorm(mlir::Type el, const std::string &rows, int64_t E,
+                        const std::string &eps) override {
+    std::string T = cType(el);
+    std::ostringstream b;
+    b << arguments({{el, true}, {el, false}, {el, false}, {el, false}})
+      << "#pragma omp parallel for\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "    const " << T << " *x = p1 + r * " << E << "; " << T << " *y = p0 + r * " << E
+      << ";\n"
+      << rowMeanRstd("x", E, eps, "    ")
+      << "    const " << T << " rs = (" << T << ")rstd, mu = (" << T << ")mean;\n"
+      << "    for (int64_t c = 0; c < " << E << "; ++c) y[c] = (x[c] - mu) * rs * p2[c] + p3[c];\n"
+      << "  }\n";
+    return b.str();
+  }
+
+  std::string layerNormGrad(mlir::Type el, const std::string &rows, int64_t capacity, int64_t E,
+                            const std::string &eps) override {
+    std::string T = cType(el);
+    std::ostringstream b;
+    b << arguments({{el, true}, {el, true}, {el, true}, {el, false}, {el, false}, {el, false}})
+      << "  std::vector<double> stats(2 * " << capacity << ");\n"
+      << "#pragma omp parallel for\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "    const " << T << " *g = p3 + r * " << E << ", *x = p4 + r * " << E << "; " << T
+      << " *dx = p0 + r * " << E << ";\n"
+      << rowMeanRstd("x", E, eps, "    ")
+      << "    stats[2 * r] = mean; stats[2 * r + 1] = rstd;\n"
+      << "    double m1 = 0, m2 = 0;\n"
+      << "#pragma omp simd reduction(+ : m1, m2)\n"
+      << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
+      << "      double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * p5[c];\n"
+      << "      m1 += dxh; m2 += dxh * xh;\n    }\n"
+      << "    m1 /= " << E << "; m2 /= " << E << ";\n"
+      << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
+      << "      double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * p5[c];\n"
+      << "      dx[c] = (" << T << ")(rstd * (dxh - m1 - xh * m2));\n    }\n  }\n"
+      << "#pragma omp parallel for\n"
+      << "  for (int64_t c = 0; c < " << E << "; ++c) {\n"
+      << "    double dw = 0, db = 0;\n"
+      << "    for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "      double g = p3[r * " << E << " + c];\n"
+      << "      dw += g * (p4[r * " << E << " + c] - stats[2 * r]) * stats[2 * r + 1];\n"
+      << "      db += g;\n    }\n"
+      << "    p1[c] = (" << T << ")dw; p2[c] = (" << T << ")db;\n  }\n";
+    return b.str();
+  }
+
+  std::string crossEntropyWithGrad(mlir::Type el, mlir::Type lt, const std::string &rows,
+                                   int64_t C, int64_t ignore, const std::string &scale) override {
+    std::string T = cType(el);
+    std::ostringstream b;
+    b << arguments({{el, true}, {el, true}, {el, false}, {lt, false}}) << "  int64_t count = 0;\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) count += p3[r] != " << ignore
+      << ";\n  const double scale = count ? (double)(" << scale
+      << ") / count : 0.0;\n  double total = 0;\n"
+      << "#pragma omp parallel for reduction(+ : total)\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "    const " << T << " *x = p2 + r * " << C << "; " << T << " *d = p1 + r * " << C
+      << ";\n    int64_t label = p3[r];\n"
+      << "    if (label == " << ignore << ") { for (int64_t c = 0; c < " << C
+      << "; ++c) d[c] = 0; continue; }\n"
+      << "    if (label < 0 || label >= " << C
+      << ") { mlc_report(ctx, MLC_ERR_LABEL_RANGE, r, label, " << C << ");"
+      << " for (int64_t c = 0; c < " << C << "; ++c) d[c] = 0; continue; }\n"
+      << rowMaxSumExp(el, "x", C, "    ")
+      << "    total += m + std::log(s) - x[label];\n"
+      << "    const " << T << " k = (" << T << ")(scale / s);\n"
+      << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] = " << expFn(el) << "(x[c] - m) * k;\n"
+      << "    d[label] -= (" << T << ")scale;\n  }\n"
+      << "  p0[0] = (" << T << ")(count ? total / count : 0.0);\n";
+    return b.str();
+  }
+
+  std::string crossEntropy(mlir::Type el, mlir::Type lt, const std::string &rows, int64_t C,
+                           int64_t ignore) override {
+    std::string T = cType(el);
+    std::ostringstream b;
+    b << arguments({{el, true}, {el, false}, {lt, false}}) << "  double total = 0;\n"
+      << "  int64_t count = 0;\n"
+      << "#pragma omp parallel for reduction(+ : total, count)\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "    int64_t label = p2[r];\n"
+      << "    if (label == " << ignore << ") continue;\n"
+      << "    if (label < 0 || label >= " << C
+      << ") { mlc_report(ctx, MLC_ERR_LABEL_RANGE, r, label, " << C << "); continue; }\n"
+      << "    const " << T << " *x = p1 + r * " << C << ";\n"
+      << rowMaxSumExp(el, "x", C, "    ")
+      << "    total += m + std::log(s) - x[label];\n    ++count;\n  }\n"
+      << "  p0[0] = (" << T << ")(count ? total / count : 0.0);\n";
+    return b.str();
+  }
+
+  std::string crossEntropyGrad(mlir::Type el, mlir::Type lt, const std::string &rows, int64_t C,
+                               int64_t ignore, const std::string &scale) override {
+    std::string T = cType(el);
+    std::vector<KernelArg> slots{{el, true}, {el, false}, {lt, false}};
+    if (scale.empty())
+      slots.push_back({el, false});
+    std::ostringstream b;
+    b << arguments(slots) << "  int64_t count = 0;\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) count += p2[r] != " << ignore
+      << ";\n  const double scale = count ? (double)(" << (scale.empty() ? "p3[0]" : scale)
+      << ") / count : 0.0;\n"
+      << "#pragma omp parallel for\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "    const " << T << " *x = p1 + r * " << C << "; " << T << " *d = p0 + r * " << C
+      << ";\n    int64_t label = p2[r];\n"
+      << "    if (label == " << ignore << " || label < 0 || label >= " << C
+      << ") { for (int64_t c = 0; c < " << C << "; ++c) d[c] = 0; continue; }\n"
+      << rowMaxSumExp(el, "x", C, "    ") << "    const double inv = 1.0 / s;\n"
+      << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] = (" << T
+      << ")(" << expFn(el) << "(x[c] - m) * inv * scale);\n"
+      << "    d[label] -= (" << T << ")scale;\n  }\n";
+    return b.str();
+  }
+
+  /// Each row's prologue is computed once into a row buffer (values needed
+  /// elsewhere are stored on the way), then normalized from that buffer.
+  std::string layerNormFusion(mlir::Type el, const std::string &rows, int64_t E,
+                              const std::string &eps, const std::string &bases,
+                              const std::string &offsets, const std::string &body,
+                              const std::string &input, int slot, const std::string &weight,
+                              const std::string &bias) override {
+    std::string T = cType(el);
+    std::ostringstream k;
+    k << "#pragma omp parallel for\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << bases << "    " << T << " row[" << E << "];\n"
+      << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
+      << offsets << body << "      row[c] = " << input << ";\n    }\n"
+      << rowMeanRstd("row", E, eps, "    ") << "    const " << T << " rs = (" << T
+      << ")rstd, mu = (" << T << ")mean;\n"
+      << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
+      << offsets << "      p" << slot << "[o" << slot << "] = (row[c] - mu) * rs * " << weight
+      << " + " << bias << ";\n"
+      << "    }\n  }\n";
     return k.str();
   }
 

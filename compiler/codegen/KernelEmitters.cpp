@@ -186,34 +186,6 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
   return llvm::Error::success();
 }
 
-/// Row statistics, each written by one routine for every row kernel.
-///
-/// The max m of row `x` (C elements) and s = sum exp(x - m) in double: the
-/// stable log-sum-exp (m + log s) of softmax, log-softmax, cross-entropy and
-/// its gradient.
-static std::string rowMaxSumExp(Type el, const std::string &x, int64_t C,
-                                const std::string &indent) {
-  std::string T = cType(el), n = std::to_string(C);
-  return indent + T + " m = " + x + "[0];\n" + indent + "for (int64_t c = 1; c < " + n +
-         "; ++c) m = " + x + "[c] > m ? " + x + "[c] : m;\n" + indent + "double s = 0;\n" +
-         "#pragma omp simd reduction(+ : s)\n" + indent + "for (int64_t c = 0; c < " + n +
-         "; ++c) s += " + expFn(el) + "(" + x + "[c] - m);\n";
-}
-
-/// The mean and rstd = 1 / sqrt(var + eps) of row `x` (E elements), in
-/// double, two passes (the variance around the mean): LayerNorm and its
-/// gradient, fused or not.
-static std::string rowMeanRstd(const std::string &x, int64_t E, const std::string &eps,
-                               const std::string &indent) {
-  std::string n = std::to_string(E);
-  return indent + "double mean = 0, var = 0;\n#pragma omp simd reduction(+ : mean)\n" + indent +
-         "for (int64_t c = 0; c < " + n + "; ++c) mean += " + x + "[c];\n" + indent +
-         "mean /= " + n + ";\n#pragma omp simd reduction(+ : var)\n" + indent +
-         "for (int64_t c = 0; c < " + n + "; ++c) { double d = " + x +
-         "[c] - mean; var += d * d; }\n" + indent + "const double rstd = 1.0 / std::sqrt(var / " +
-         n + " + " + eps + ");\n";
-}
-
 /// A "rows" fusion: a LayerNorm and the pointwise prologue of its input.
 /// Each row's prologue is computed once into a row buffer (values needed
 /// elsewhere are stored on the way), then normalized from that buffer.
@@ -272,25 +244,16 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
       body += "      p" + std::to_string(i) + "[o" + std::to_string(i) + "] = " +
               scalar.lookup(v) + ";\n";
   Type el = typeOf(norm.getResult()).getElementType();
-  std::string T = cType(el);
   std::string eps = literal(norm.getEpsilon().convertToDouble(), Float64Type::get(fusion.getContext()));
-  std::ostringstream k;
-  k << args(slots) << prologue << "#pragma omp parallel for\n"
-    << "  for (int64_t r = 0; r < " << rowsExpr(R, dynamicRows(norm.getInput()))
-    << "; ++r) {\n";
+  std::string bases;
   for (size_t a = 0; a < accs.size(); ++a)
-    k << "    const int64_t b" << a << " = " << decompose(accs[a]) << ";\n";
-  k << "    " << T << " row[" << E << "];\n"
-    << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
-    << offsets("      ") << body << "      row[c] = " << scalar.lookup(norm.getInput())
-    << ";\n    }\n"
-    << rowMeanRstd("row", E, eps, "    ") << "    const " << T << " rs = (" << T
-    << ")rstd, mu = (" << T << ")mean;\n"
-    << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
-    << offsets("      ") << "      p" << normSlot << "[o" << normSlot << "] = (row[c] - mu) * rs * "
-    << scalar.lookup(norm.getWeight()) << " + " << scalar.lookup(norm.getBias()) << ";\n"
-    << "    }\n  }\n";
-  addStep(k.str(), bufs, KernelTemplate::rows);
+    bases += "    const int64_t b" + std::to_string(a) + " = " + decompose(accs[a]) + ";\n";
+  std::string k = args(slots) + prologue +
+                  kernels.target.layerNormFusion(
+                      el, rowsExpr(R, dynamicRows(norm.getInput())), E, eps, bases,
+                      offsets("      "), body, scalar.lookup(norm.getInput()), normSlot,
+                      scalar.lookup(norm.getWeight()), scalar.lookup(norm.getBias()));
+  addStep(k, bufs, KernelTemplate::rows);
   return llvm::Error::success();
 }
 
@@ -399,8 +362,8 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
   };
   Value x = op->getOperand(0);
   Type el = typeOf(op->getResult(0)).getElementType();
-  std::string T = cType(el);
-  std::ostringstream b;
+  KernelTarget &target = kernels.target;
+  std::string k;
   std::vector<int> bufs;
   // Row counts as C expressions: dynamic token rows come from ctx->rows.
   auto rowsOf = [&](Value v) {
@@ -416,26 +379,18 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     valueBuffers[v] = id;
     bufs.push_back(id);
   };
+  auto eps = [&](llvm::APFloat e) {
+    return literal(e.convertToDouble(), Float64Type::get(op->getContext()));
+  };
 
   if (auto sm = dyn_cast<SoftmaxOp>(op); sm || isa<LogSoftmaxOp>(op)) {
     int64_t axis = sm ? int64_t(sm.getAxis()) : int64_t(cast<LogSoftmaxOp>(op).getAxis());
     if (!lastAxis(axis, x))
       return failure("softmax over a dimension other than the last is not supported yet");
     auto [rows, C] = rowsOf(x);
-    bool log = !sm;
     bindOut(op->getResult(0));
     bufs.push_back(bufferOf(x));
-    b << args({{el, true}, {el, false}}) << "#pragma omp parallel for\n"
-      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "    const " << T << " *x = p1 + r * " << C << "; " << T << " *y = p0 + r * " << C
-      << ";\n" << rowMaxSumExp(el, "x", C, "    ");
-    if (log)
-      b << "    " << T << " lse = m + (" << T << ")std::log(s);\n"
-        << "    for (int64_t c = 0; c < " << C << "; ++c) y[c] = x[c] - lse;\n";
-    else
-      b << "    " << T << " inv = (" << T << ")(1.0 / s);\n"
-        << "    for (int64_t c = 0; c < " << C << "; ++c) y[c] = " << expFn(el) << "(x[c] - m) * inv;\n";
-    b << "  }\n";
+    k = target.softmax(el, rows, C, /*log=*/!sm);
   } else if (auto sg = dyn_cast<SoftmaxGradOp>(op)) {
     if (!lastAxis(sg.getAxis(), x))
       return failure("softmax over a dimension other than the last is not supported yet");
@@ -443,30 +398,13 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     bindOut(sg.getResult());
     bufs.push_back(bufferOf(sg.getGrad()));
     bufs.push_back(bufferOf(sg.getOutput()));
-    b << args({{el, true}, {el, false}, {el, false}}) << "#pragma omp parallel for\n"
-      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "    const " << T << " *g = p1 + r * " << C << ", *y = p2 + r * " << C << "; " << T
-      << " *d = p0 + r * " << C << ";\n    double dot = 0;\n"
-      << "#pragma omp simd reduction(+ : dot)\n"
-      << "    for (int64_t c = 0; c < " << C << "; ++c) dot += g[c] * y[c];\n"
-      << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] = y[c] * (g[c] - (" << T
-      << ")dot);\n  }\n";
+    k = target.softmaxGrad(el, rows, C);
   } else if (auto ln = dyn_cast<LayerNormOp>(op)) {
     auto [rows, E] = rowsOf(x);
     bindOut(ln.getResult());
     for (Value v : {ln.getInput(), ln.getWeight(), ln.getBias()})
       bufs.push_back(bufferOf(v));
-    b << args({{el, true}, {el, false}, {el, false}, {el, false}})
-      << "#pragma omp parallel for\n"
-      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "    const " << T << " *x = p1 + r * " << E << "; " << T << " *y = p0 + r * " << E
-      << ";\n"
-      << rowMeanRstd("x", E,
-                     literal(ln.getEpsilon().convertToDouble(), Float64Type::get(op->getContext())),
-                     "    ")
-      << "    const " << T << " rs = (" << T << ")rstd, mu = (" << T << ")mean;\n"
-      << "    for (int64_t c = 0; c < " << E << "; ++c) y[c] = (x[c] - mu) * rs * p2[c] + p3[c];\n"
-      << "  }\n";
+    k = target.layerNorm(el, rows, E, eps(ln.getEpsilon()));
   } else if (auto lg = dyn_cast<LayerNormGradOp>(op)) {
     auto [rows, E] = rowsOf(x);
     bindOut(lg.getInputGrad());
@@ -474,33 +412,7 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     bindOut(lg.getBiasGrad());
     for (Value v : {lg.getGrad(), lg.getInput(), lg.getWeight()})
       bufs.push_back(bufferOf(v));
-    std::string eps =
-        literal(lg.getEpsilon().convertToDouble(), Float64Type::get(op->getContext()));
-    b << args({{el, true}, {el, true}, {el, true}, {el, false}, {el, false}, {el, false}})
-      << "  std::vector<double> stats(2 * " << capacityRows(x) << ");\n"
-      << "#pragma omp parallel for\n"
-      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "    const " << T << " *g = p3 + r * " << E << ", *x = p4 + r * " << E << "; " << T
-      << " *dx = p0 + r * " << E << ";\n"
-      << rowMeanRstd("x", E, eps, "    ")
-      << "    stats[2 * r] = mean; stats[2 * r + 1] = rstd;\n"
-      << "    double m1 = 0, m2 = 0;\n"
-      << "#pragma omp simd reduction(+ : m1, m2)\n"
-      << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
-      << "      double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * p5[c];\n"
-      << "      m1 += dxh; m2 += dxh * xh;\n    }\n"
-      << "    m1 /= " << E << "; m2 /= " << E << ";\n"
-      << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
-      << "      double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * p5[c];\n"
-      << "      dx[c] = (" << T << ")(rstd * (dxh - m1 - xh * m2));\n    }\n  }\n"
-      << "#pragma omp parallel for\n"
-      << "  for (int64_t c = 0; c < " << E << "; ++c) {\n"
-      << "    double dw = 0, db = 0;\n"
-      << "    for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "      double g = p3[r * " << E << " + c];\n"
-      << "      dw += g * (p4[r * " << E << " + c] - stats[2 * r]) * stats[2 * r + 1];\n"
-      << "      db += g;\n    }\n"
-      << "    p1[c] = (" << T << ")dw; p2[c] = (" << T << ")db;\n  }\n";
+    k = target.layerNormGrad(el, rows, capacityRows(x), E, eps(lg.getEpsilon()));
   } else if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
     auto [rows, C] = rowsOf(ce.getLogits());
     Type lt = typeOf(ce.getLabels()).getElementType();
@@ -511,80 +423,34 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
       if (!cg || cg.getLabels() != ce.getLabels() ||
           cg.getIgnoreIndex() != ce.getIgnoreIndex() || splatLiteral(cg.getGrad()).empty())
         continue;
-      int64_t ignore = ce.getIgnoreIndex();
       bindOut(ce.getResult());
       bindOut(cg.getResult());
       bufs.push_back(bufferOf(ce.getLogits()));
       bufs.push_back(bufferOf(ce.getLabels()));
-      b << args({{el, true}, {el, true}, {el, false}, {lt, false}}) << "  int64_t count = 0;\n"
-        << "  for (int64_t r = 0; r < " << rows << "; ++r) count += p3[r] != " << ignore
-        << ";\n  const double scale = count ? (double)(" << splatLiteral(cg.getGrad())
-        << ") / count : 0.0;\n  double total = 0;\n"
-        << "#pragma omp parallel for reduction(+ : total)\n"
-        << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-        << "    const " << T << " *x = p2 + r * " << C << "; " << T << " *d = p1 + r * " << C
-        << ";\n    int64_t label = p3[r];\n"
-        << "    if (label == " << ignore << ") { for (int64_t c = 0; c < " << C
-        << "; ++c) d[c] = 0; continue; }\n"
-        << "    if (label < 0 || label >= " << C
-        << ") { mlc_report(ctx, MLC_ERR_LABEL_RANGE, r, label, " << C << ");"
-        << " for (int64_t c = 0; c < " << C << "; ++c) d[c] = 0; continue; }\n"
-        << rowMaxSumExp(el, "x", C, "    ")
-        << "    total += m + std::log(s) - x[label];\n"
-        << "    const " << T << " k = (" << T << ")(scale / s);\n"
-        << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] = " << expFn(el) << "(x[c] - m) * k;\n"
-        << "    d[label] -= (" << T << ")scale;\n  }\n"
-        << "  p0[0] = (" << T << ")(count ? total / count : 0.0);\n";
       emittedWith.insert(cg.getOperation());
-      addStep(b.str(), bufs, KernelTemplate::rows);
+      addStep(target.crossEntropyWithGrad(el, lt, rows, C, ce.getIgnoreIndex(),
+                                          splatLiteral(cg.getGrad())),
+              bufs, KernelTemplate::rows);
       return llvm::Error::success();
     }
     bindOut(ce.getResult());
     bufs.push_back(bufferOf(ce.getLogits()));
     bufs.push_back(bufferOf(ce.getLabels()));
-    b << args({{el, true}, {el, false}, {lt, false}}) << "  double total = 0;\n"
-      << "  int64_t count = 0;\n"
-      << "#pragma omp parallel for reduction(+ : total, count)\n"
-      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "    int64_t label = p2[r];\n"
-      << "    if (label == " << int64_t(ce.getIgnoreIndex()) << ") continue;\n"
-      << "    if (label < 0 || label >= " << C
-      << ") { mlc_report(ctx, MLC_ERR_LABEL_RANGE, r, label, " << C << "); continue; }\n"
-      << "    const " << T << " *x = p1 + r * " << C << ";\n"
-      << rowMaxSumExp(el, "x", C, "    ")
-      << "    total += m + std::log(s) - x[label];\n    ++count;\n  }\n"
-      << "  p0[0] = (" << T << ")(count ? total / count : 0.0);\n";
+    k = target.crossEntropy(el, lt, rows, C, ce.getIgnoreIndex());
   } else if (auto cg = dyn_cast<CrossEntropyGradOp>(op)) {
     auto [rows, C] = rowsOf(cg.getLogits());
     Type lt = typeOf(cg.getLabels()).getElementType();
-    int64_t ignore = cg.getIgnoreIndex();
     bindOut(cg.getResult());
     std::string gradLit = splatLiteral(cg.getGrad());
     bufs.push_back(bufferOf(cg.getLogits()));
     bufs.push_back(bufferOf(cg.getLabels()));
     if (gradLit.empty())
       bufs.push_back(bufferOf(cg.getGrad()));
-    std::vector<std::pair<Type, bool>> slots{{el, true}, {el, false}, {lt, false}};
-    if (gradLit.empty())
-      slots.push_back({el, false});
-    b << args(slots) << "  int64_t count = 0;\n"
-      << "  for (int64_t r = 0; r < " << rows << "; ++r) count += p2[r] != " << ignore
-      << ";\n  const double scale = count ? (double)(" << (gradLit.empty() ? "p3[0]" : gradLit)
-      << ") / count : 0.0;\n"
-      << "#pragma omp parallel for\n"
-      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "    const " << T << " *x = p1 + r * " << C << "; " << T << " *d = p0 + r * " << C
-      << ";\n    int64_t label = p2[r];\n"
-      << "    if (label == " << ignore << " || label < 0 || label >= " << C
-      << ") { for (int64_t c = 0; c < " << C << "; ++c) d[c] = 0; continue; }\n"
-      << rowMaxSumExp(el, "x", C, "    ") << "    const double inv = 1.0 / s;\n"
-      << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] = (" << T
-      << ")(" << expFn(el) << "(x[c] - m) * inv * scale);\n"
-      << "    d[label] -= (" << T << ")scale;\n  }\n";
+    k = target.crossEntropyGrad(el, lt, rows, C, cg.getIgnoreIndex(), gradLit);
   } else {
     return failure("internal error: not a row op");
   }
-  addStep(b.str(), bufs, KernelTemplate::rows);
+  addStep(k, bufs, KernelTemplate::rows);
   return llvm::Error::success();
 }
 

@@ -22,9 +22,10 @@
 // implements the same interface (grid-stride pointwise loops, block-per-row,
 // two-pass deterministic reductions) and plugs in through createCpuTarget's
 // sibling. Row kernels (softmax, LayerNorm, cross-entropy and their
-// gradients), reductions over arbitrary axes, attention and embeddings are
-// still written by their emitters as CPU C++; each moves behind a method of
-// this interface when the CUDA target needs it.
+// gradients, the fused LayerNorm) take their sizes and the emitter's scalar
+// code; reductions over arbitrary axes, attention and embeddings are still
+// written by their emitters as CPU C++ and move behind methods here with
+// the CUDA target.
 //
 //===----------------------------------------------------------------------===//
 
@@ -104,6 +105,48 @@ public:
   /// `body` computes `value` for element i from gg[i].
   virtual std::string norm(mlir::Type el, const std::vector<Segment> &segments,
                            const std::string &body, const std::string &value) = 0;
+
+  // Row kernels: `rows` rows (an expression: the token count where it is
+  // dynamic) of C (or E) contiguous elements, of element type `el`; the
+  // whole kernel, arguments included, in the order given.
+
+  /// p0 = softmax(p1) (or log_softmax) along each row.
+  virtual std::string softmax(mlir::Type el, const std::string &rows, int64_t C, bool log) = 0;
+  /// p0 = y * (g - sum(g * y)) with g = p1, y = p2 (the softmax output).
+  virtual std::string softmaxGrad(mlir::Type el, const std::string &rows, int64_t C) = 0;
+  /// p0 = LayerNorm(p1) * p2 + p3; `eps` a literal.
+  virtual std::string layerNorm(mlir::Type el, const std::string &rows, int64_t E,
+                                const std::string &eps) = 0;
+  /// LayerNorm's gradient: p0 = dx, p1 = dweight, p2 = dbias from the
+  /// output gradient p3, the input p4 and the weight p5; `capacity` bounds
+  /// the rows (for the per-row statistics kept between the two passes).
+  virtual std::string layerNormGrad(mlir::Type el, const std::string &rows, int64_t capacity,
+                                    int64_t E, const std::string &eps) = 0;
+  /// p0 = mean cross-entropy of logits p1 against labels p2 (of type
+  /// `labels`), rows whose label is `ignore` skipped; a label out of range
+  /// is reported through the kernel context.
+  virtual std::string crossEntropy(mlir::Type el, mlir::Type labels, const std::string &rows,
+                                   int64_t C, int64_t ignore) = 0;
+  /// The loss p0 and its gradient p1 in one pass over logits p2, labels
+  /// p3; `scale` is the loss's incoming gradient (a literal).
+  virtual std::string crossEntropyWithGrad(mlir::Type el, mlir::Type labels,
+                                           const std::string &rows, int64_t C, int64_t ignore,
+                                           const std::string &scale) = 0;
+  /// The gradient p0 from logits p1, labels p2 and the incoming gradient:
+  /// `scale` (a literal), or p3[0] when it is empty.
+  virtual std::string crossEntropyGrad(mlir::Type el, mlir::Type labels,
+                                       const std::string &rows, int64_t C, int64_t ignore,
+                                       const std::string &scale) = 0;
+  /// A LayerNorm fused with the pointwise prologue of its input (a `rows`
+  /// fusion): per row, `bases` computes b<k> (access k's row base); per
+  /// element c, `offsets` computes o<k> from b<k>, `body` the prologue whose
+  /// value `input` is normalized; the result goes to p<slot>[o<slot>], with
+  /// `weight` and `bias` the element's LayerNorm parameters.
+  virtual std::string layerNormFusion(mlir::Type el, const std::string &rows, int64_t E,
+                                      const std::string &eps, const std::string &bases,
+                                      const std::string &offsets, const std::string &body,
+                                      const std::string &input, int slot,
+                                      const std::string &weight, const std::string &bias) = 0;
 };
 
 std::unique_ptr<KernelTarget> createCpuTarget();
