@@ -389,6 +389,244 @@ public:
     return k.str();
   }
 
+  /// Per (batch, head) or (sequence, head), shared out among threads; per
+  /// query row the scores against every key (causal rows stop at the
+  /// diagonal), a softmax in the row, then the weighted values. The
+  /// backward pass recomputes the probabilities row by row.
+  std::string attention(const AttentionKernel &a) override {
+    const mlir::Type el = a.element;
+    const std::string T = cType(el);
+    const bool varlen = a.varlen, causal = a.causal, backward = a.backward, mask = a.mask;
+    const int64_t H = a.heads, Sq = a.seqQ, Sk = a.seqK, D = a.headDim, Dv = a.valueDim,
+                  B = a.batch, seed = a.seed;
+    const double scale = a.scale, dropout = a.dropout;
+    const int qi = a.query;
+    const std::vector<int64_t> &maskStrides = a.maskStrides;
+    const std::string SQ = varlen ? "L" : std::to_string(Sq),
+                      SK = varlen ? "L" : std::to_string(Sk);
+    const int cuSlot = a.cuSlot;
+    // Base of head (bb, h) and row stride of tensor k.
+    auto headBase = [&](int k) {
+      const AttentionKernel::Tensor &w = a.tensors[k];
+      std::string base = "p" + std::to_string(k) + " + " + std::to_string(w.offset);
+      return base + (varlen ? " + a * " : " + bb * ") + std::to_string(w.batchStride) +
+             " + h * " + std::to_string(w.headStride);
+    };
+    auto rowStride = [&](int k) { return std::to_string(a.tensors[k].rowStride); };
+    auto p = [](int i) { return "p" + std::to_string(i); };
+    auto n = [](int64_t v) { return std::to_string(v); };
+    std::string sc = literal(scale, el);
+    std::ostringstream b;
+    b << arguments(a.args);
+    // Loop orders keep the innermost loop contiguous: dot products over the
+    // head dimension (simd reductions) and axpy updates of output rows.
+    // Probabilities of query row i of head (bb, h) land in s[0, jn).
+    std::string scores =
+        "      const " + T + " *qi = qh + i * " + rowStride(qi) + ";\n" +
+        "      const int64_t jn = " + (causal ? "i + 1 < " + SK + " ? i + 1 : " + SK : SK) +
+        ";\n      " + T + " m = -std::numeric_limits<" + T + ">::infinity();\n" +
+        "      for (int64_t j = 0; j < jn; ++j) {\n" +
+        "        const " + T + " *kj = kh + j * " + rowStride(qi + 1) + ";\n        " + T +
+        " d = 0;\n" +
+        "#pragma omp simd reduction(+ : d)\n" +
+        "        for (int64_t c = 0; c < " + n(D) + "; ++c) d += qi[c] * kj[c];\n" +
+        "        d *= " + sc + ";\n" +
+        (mask ? "        d += " + p(qi + 3) + "[bb * " + n(maskStrides[0]) + " + h * " +
+                    n(maskStrides[1]) + " + i * " + n(maskStrides[2]) + " + j * " +
+                    n(maskStrides[3]) + "];\n"
+              : "") +
+        "        s[j] = d; m = d > m ? d : m;\n      }\n" +
+        "      double sum = 0;\n" +
+        "      for (int64_t j = 0; j < jn; ++j) { s[j] = " + expFn(el) + "(s[j] - m); sum += s[j]; }\n" +
+        "      const " + T + " inv = (" + T + ")(1.0 / sum);\n" +
+        "      for (int64_t j = 0; j < jn; ++j) s[j] *= inv;\n" +
+        // keep(j): the dropout mask of probability (bh, i, j), 1 without dropout.
+        (dropout > 0
+             ? (varlen ? "      const uint64_t row = ((uint64_t)h * " + n(a.tokenCapacity) +
+                             " + a + i) * " + n(a.tokenCapacity) + " + a;\n"
+                       : "      const uint64_t row = (uint64_t)(bh * " + n(Sq) + " + i) * " + n(Sk) +
+                             ";\n")
+             : "");
+    std::string keep = dropout > 0 ? "(mlc_uniform(key, row + j) >= " + std::to_string(dropout) +
+                                         " ? " + literal(1.0 / (1.0 - dropout), el) + " : (" + T +
+                                         ")0)"
+                                   : "";
+    std::string headPtrs =
+        "    const int64_t bb = bh / " + n(H) + ", h = bh % " + n(H) + ";\n" +
+        (varlen ? "    const int64_t a = " + p(cuSlot) + "[bb], L = " + p(cuSlot) + "[bb + 1] - a;\n"
+                  "    if (L <= 0) continue;\n"
+                : "") +
+        "    const " + T + " *qh = " + headBase(qi) + ";\n" +
+        "    const " + T + " *kh = " + headBase(qi + 1) + ";\n" +
+        "    const " + T + " *vh = " + headBase(qi + 2) + ";\n";
+    if (dropout > 0)
+      b << "  const uint64_t key = mlc_key(" << seed << "ull, (uint64_t)ctx->step);\n";
+    b << "#pragma omp parallel for\n"
+      << "  for (int64_t bh = 0; bh < " << B * H << "; ++bh) {\n"
+      << headPtrs << "    std::vector<" << T << "> s(" << SK << ");\n";
+    if (!backward) {
+      b << "    " << T << " *oh = " << headBase(0) << ";\n"
+        << "    for (int64_t i = 0; i < " << SQ << "; ++i) {\n"
+        << scores << "      " << T << " *oi = oh + i * " << rowStride(0) << ";\n"
+        << "      for (int64_t c = 0; c < " << Dv << "; ++c) oi[c] = 0;\n"
+        << "      for (int64_t j = 0; j < jn; ++j) {\n"
+        << "        const " << T << " pj = s[j]" << (keep.empty() ? "" : " * " + keep)
+        << ", *vj = vh + j * " << rowStride(qi + 2) << ";\n"
+        << "#pragma omp simd\n"
+        << "        for (int64_t c = 0; c < " << Dv << "; ++c) oi[c] += pj * vj[c];\n"
+        << "      }\n    }\n  }\n";
+    } else {
+      // dv = P^T dO;  dS = P * (dO v^T - rowsum(dO * O));  dq = scale dS k;
+      // dk = scale dS^T q. rowsum(dO * O) = sum_j P_ij (dO_i . v_j).
+      b << "    " << T << " *dq = " << headBase(0) << ", *dk = " << headBase(1)
+        << ", *dv = " << headBase(2) << ";\n"
+        << "    const " << T << " *gh = " << headBase(3) << ";\n"
+        << "    std::vector<" << T << "> dp(" << SK << ");\n"
+        << "    for (int64_t j = 0; j < " << SK << "; ++j) {\n"
+        << "      for (int64_t c = 0; c < " << D << "; ++c) dk[j * " << rowStride(1) << " + c] = 0;\n"
+        << "      for (int64_t c = 0; c < " << Dv << "; ++c) dv[j * " << rowStride(2) << " + c] = 0;\n"
+        << "    }\n"
+        << "    for (int64_t i = 0; i < " << SQ << "; ++i) {\n"
+        << scores << "      const " << T << " *gi = gh + i * " << rowStride(3) << ";\n"
+        << "      " << T << " *dqi = dq + i * " << rowStride(0) << ";\n"
+        << "      double rowsum = 0;\n"
+        << "      for (int64_t j = 0; j < jn; ++j) {\n"
+        << "        const " << T << " *vj = vh + j * " << rowStride(qi + 2) << ";\n"
+        << "        " << T << " d = 0;\n"
+        << "#pragma omp simd reduction(+ : d)\n"
+        << "        for (int64_t c = 0; c < " << Dv << "; ++c) d += gi[c] * vj[c];\n"
+        << "        const " << T << " kj = " << (keep.empty() ? "(" + T + ")1" : keep) << ";\n"
+        << "        dp[j] = d * kj; rowsum += (double)dp[j] * s[j];\n"
+        << "        " << T << " *dvj = dv + j * " << rowStride(2) << "; const " << T
+        << " pj = s[j] * kj;\n"
+        << "#pragma omp simd\n"
+        << "        for (int64_t c = 0; c < " << Dv << "; ++c) dvj[c] += pj * gi[c];\n"
+        << "      }\n"
+        << "      for (int64_t c = 0; c < " << D << "; ++c) dqi[c] = 0;\n"
+        << "      for (int64_t j = 0; j < jn; ++j) {\n"
+        << "        const " << T << " ds = s[j] * (dp[j] - (" << T << ")rowsum) * " << sc << ";\n"
+        << "        const " << T << " *kj = kh + j * " << rowStride(qi + 1) << "; " << T
+        << " *dkj = dk + j * " << rowStride(1)
+        << ";\n"
+        << "#pragma omp simd\n"
+        << "        for (int64_t c = 0; c < " << D << "; ++c) { dqi[c] += ds * kj[c]; dkj[c] += ds * qi[c]; }\n"
+        << "      }\n    }\n  }\n";
+    }
+    return b.str();
+  }
+
+  std::string reduction(const ReductionKernel &r) override {
+    mlir::Type el = r.element;
+    bool isFloat = isa<mlir::FloatType>(el);
+    bool max = r.kind == ReductionKernel::Max;
+    std::string T = cType(el), acc = isFloat ? "double" : "int64_t";
+    std::string init = max ? (isFloat ? "-std::numeric_limits<double>::infinity()"
+                                      : "std::numeric_limits<int64_t>::min()")
+                           : "0";
+    std::string finish =
+        r.kind == ReductionKernel::Mean ? "a / " + std::to_string(r.count) : "a";
+    std::string combine = max ? "a = a > x ? a : x;" : "a += x;";
+    std::ostringstream body;
+    body << arguments({{el, true}, {el, false}});
+    if (r.shape == ReductionKernel::Rows) {
+      int64_t n = r.length;
+      std::string red = max ? "max" : "+";
+      body << (r.outputs >= 4 ? "#pragma omp parallel for\n" : "")
+           << "  for (int64_t r = 0; r < " << r.rows << "; ++r) {\n"
+           << "    " << acc << " a = " << init << ";\n"
+           << "    const " << T << " *x0 = p1 + r * " << n << ";\n"
+           << "#pragma omp simd reduction(" << red << " : a)\n"
+           << "    for (int64_t j = 0; j < " << n << "; ++j) { " << acc << " x = x0[j]; "
+           << combine << " }\n"
+           << "    p0[r] = (" << T << ")(" << finish << ");\n  }\n";
+    } else if (r.shape == ReductionKernel::Columns) {
+      // out[c] = sum_r in[r, c]: each thread owns a block of columns and
+      // walks the rows, so the inner loop is contiguous and nobody shares an
+      // output.
+      int64_t C = r.length;
+      body << "#pragma omp parallel for\n"
+           << "  for (int64_t c0 = 0; c0 < " << C << "; c0 += 256) {\n"
+           << "    const int64_t c1 = c0 + 256 < " << C << " ? c0 + 256 : " << C << ";\n"
+           << "    " << acc << " a[256] = {0};\n"
+           << "    for (int64_t r = 0; r < " << r.rows << "; ++r) {\n"
+           << "      const " << T << " *x = p1 + r * " << C << ";\n"
+           << "#pragma omp simd\n"
+           << "      for (int64_t c = c0; c < c1; ++c) a[c - c0] += x[c];\n    }\n"
+           << "    for (int64_t c = c0; c < c1; ++c) { " << acc << " s = a[c - c0]; p0[c] = ("
+           << T << ")("
+           << (r.kind == ReductionKernel::Mean ? "s / " + std::to_string(r.count) : "s")
+           << "); }\n"
+           << "  }\n";
+    } else {
+      auto decompose = [](const std::string &var, const Shape &dims, const Shape &strides,
+                          const std::string &out) {
+        std::string s = "    int64_t " + out + " = 0;\n    { int64_t rem = " + var + ";\n";
+        for (size_t d = dims.size(); d-- > 0;)
+          s += "      " + out + " += (rem % " + std::to_string(dims[d]) + ") * " +
+               std::to_string(strides[d]) + "; rem /= " + std::to_string(dims[d]) + ";\n";
+        return s + "    }\n";
+      };
+      body << (r.outputs >= 4 ? "#pragma omp parallel for\n" : "")
+           << "  for (int64_t r = 0; r < " << r.outputs << "; ++r) {\n"
+           << decompose("r", r.keptDims, r.keptStrides, "base") << "    " << acc << " a = "
+           << init << ";\n    for (int64_t j = 0; j < " << product(r.reducedDims)
+           << "; ++j) {\n"
+           << decompose("j", r.reducedDims, r.reducedStrides, "off") << "      " << acc
+           << " x = p1[base + off];\n      " << combine << "\n    }\n    p0[r] = (" << T
+           << ")(" << finish << ");\n  }\n";
+    }
+    return body.str();
+  }
+
+  std::string embedding(mlir::Type el, mlir::Type it, const std::string &rows, int64_t V,
+                        int64_t E) override {
+    std::ostringstream b;
+    b << arguments({{el, true}, {el, false}, {it, false}}) << "#pragma omp parallel for\n"
+      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "    int64_t t = p2[r];\n"
+      << "    if (t < 0 || t >= " << V << ") { mlc_report(ctx, MLC_ERR_TOKEN_RANGE, r, t, "
+      << V << "); t = 0; }\n"
+      << "    std::memcpy(p0 + r * " << E << ", p1 + t * " << E << ", " << E
+      << " * sizeof(*p0));\n  }\n";
+    return b.str();
+  }
+
+  /// Scatter-add, parallel over blocks of columns so that no two threads
+  /// add to the same element.
+  std::string embeddingGrad(mlir::Type el, mlir::Type it, const std::string &rows, int64_t V,
+                            int64_t E) override {
+    std::ostringstream b;
+    b << arguments({{el, true}, {el, false}, {it, false}}) << "  std::memset(p0, 0, "
+      << V * E << " * sizeof(*p0));\n"
+      << "#pragma omp parallel for\n"
+      << "  for (int64_t c0 = 0; c0 < " << E << "; c0 += 64) {\n"
+      << "    const int64_t c1 = c0 + 64 < " << E << " ? c0 + 64 : " << E << ";\n"
+      << "    for (int64_t r = 0; r < " << rows << "; ++r) {\n"
+      << "      int64_t t = p2[r];\n      if (t < 0 || t >= " << V << ") continue;\n"
+      << "      for (int64_t c = c0; c < c1; ++c) p0[t * " << E << " + c] += p1[r * " << E
+      << " + c];\n    }\n  }\n";
+    return b.str();
+  }
+
+  std::string fill(mlir::Type el, int64_t n, const std::string &value) override {
+    return arguments({{el, true}}) + "  for (int64_t i = 0; i < " + std::to_string(n) +
+           "; ++i) p0[i] = " + value + ";\n";
+  }
+
+  std::string constant(mlir::Type el, const std::vector<std::string> &values) override {
+    std::ostringstream b;
+    b << arguments({{el, true}}) << "  static const " << cType(el) << " data["
+      << values.size() << "] = {";
+    for (size_t i = 0; i < values.size(); ++i)
+      b << (i ? ", " : "") << values[i];
+    b << "};\n  std::memcpy(p0, data, sizeof(data));\n";
+    return b.str();
+  }
+
+  std::string zero(int64_t bytes) override {
+    return "  std::memset(p0, 0, " + std::to_string(bytes) + ");\n";
+  }
+
 private:
   static std::string segmentTable(const std::vector<Segment> &segments, bool decay) {
     std::ostringstream k;

@@ -275,83 +275,46 @@ llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<in
     else
       groups.push_back({reduced[d], in[d]});
   }
-  Type el = typeOf(result).getElementType();
-  bool isFloat = isa<FloatType>(el);
-  std::string T = cType(el), acc = isFloat ? "double" : "int64_t";
-  std::string init = kind == "max" ? (isFloat ? "-std::numeric_limits<double>::infinity()"
-                                              : "std::numeric_limits<int64_t>::min()")
-                                   : "0";
   int64_t count = 1;
   for (size_t d = 0; d < in.size(); ++d)
     if (reduced[d])
       count *= in[d];
-  std::string finish = kind == "mean" ? "a / " + std::to_string(count) : "a";
+  ReductionKernel r;
+  r.element = typeOf(result).getElementType();
+  r.kind = kind == "max" ? ReductionKernel::Max : kind == "mean" ? ReductionKernel::Mean
+                                                                 : ReductionKernel::Sum;
+  r.count = count;
   int64_t outN = numel(result);
   const bool dyn = dynamicRows(input);
-  std::ostringstream body;
-  body << args({{el, true}, {el, false}});
   bool rows = groups.size() == 2 && !groups[0].first && groups[1].first;
   bool full = groups.size() == 1 && groups[0].first;
   bool columns = groups.size() == 2 && groups[0].first && !groups[1].first;
   if (rows || full || groups.empty()) {
-    int64_t n = rows ? groups[1].second : full ? groups[0].second : 1;
-    std::string combine = kind == "max" ? "a = a > x ? a : x;" : "a += x;";
-    std::string red = kind == "max" ? "max" : "+";
     if (dyn && !rows)
       return failure("a full reduction over the dynamic token dimension is not supported");
-    body << (outN >= 4 ? "#pragma omp parallel for\n" : "")
-         << "  for (int64_t r = 0; r < " << rowsExpr(outN, dyn) << "; ++r) {\n"
-         << "    " << acc << " a = " << init << ";\n"
-         << "    const " << T << " *x0 = p1 + r * " << n << ";\n"
-         << "#pragma omp simd reduction(" << red << " : a)\n"
-         << "    for (int64_t j = 0; j < " << n << "; ++j) { " << acc << " x = x0[j]; "
-         << combine << " }\n"
-         << "    p0[r] = (" << T << ")(" << finish << ");\n  }\n";
+    r.shape = ReductionKernel::Rows;
+    r.outputs = outN;
+    r.rows = rowsExpr(outN, dyn);
+    r.length = rows ? groups[1].second : full ? groups[0].second : 1;
   } else if (columns && kind != "max") {
-    // out[c] = sum_r in[r, c]: each thread owns a block of columns and walks
-    // the rows, so the inner loop is contiguous and nobody shares an output.
-    int64_t R = groups[0].second, C = groups[1].second;
-    body << "#pragma omp parallel for\n"
-         << "  for (int64_t c0 = 0; c0 < " << C << "; c0 += 256) {\n"
-         << "    const int64_t c1 = c0 + 256 < " << C << " ? c0 + 256 : " << C << ";\n"
-         << "    " << acc << " a[256] = {0};\n"
-         << "    for (int64_t r = 0; r < " << rowsExpr(R, dyn) << "; ++r) {\n"
-         << "      const " << T << " *x = p1 + r * " << C << ";\n"
-         << "#pragma omp simd\n"
-         << "      for (int64_t c = c0; c < c1; ++c) a[c - c0] += x[c];\n    }\n"
-         << "    for (int64_t c = c0; c < c1; ++c) { " << acc << " s = a[c - c0]; p0[c] = ("
-         << T << ")(" << (kind == "mean" ? "s / " + std::to_string(count) : "s") << "); }\n"
-         << "  }\n";
+    r.shape = ReductionKernel::Columns;
+    r.rows = rowsExpr(groups[0].second, dyn);
+    r.length = groups[1].second;
   } else {
     // General axes: one output element per iteration, indices decomposed.
     if (dyn)
       return failure("this reduction over the dynamic token dimension is not supported");
+    r.shape = ReductionKernel::General;
+    r.outputs = outN;
     Shape inStrides = rowMajorStrides(in);
-    Shape keptDims, keptStrides, redDims, redStrides;
     for (size_t d = 0; d < in.size(); ++d) {
-      (reduced[d] ? redDims : keptDims).push_back(in[d]);
-      (reduced[d] ? redStrides : keptStrides).push_back(inStrides[d]);
+      (reduced[d] ? r.reducedDims : r.keptDims).push_back(in[d]);
+      (reduced[d] ? r.reducedStrides : r.keptStrides).push_back(inStrides[d]);
     }
-    auto decompose = [](const std::string &var, const Shape &dims, const Shape &strides,
-                        const std::string &out) {
-      std::string s = "    int64_t " + out + " = 0;\n    { int64_t rem = " + var + ";\n";
-      for (size_t d = dims.size(); d-- > 0;)
-        s += "      " + out + " += (rem % " + std::to_string(dims[d]) + ") * " +
-             std::to_string(strides[d]) + "; rem /= " + std::to_string(dims[d]) + ";\n";
-      return s + "    }\n";
-    };
-    std::string combine = kind == "max" ? "a = a > x ? a : x;" : "a += x;";
-    body << (outN >= 4 ? "#pragma omp parallel for\n" : "")
-         << "  for (int64_t r = 0; r < " << outN << "; ++r) {\n"
-         << decompose("r", keptDims, keptStrides, "base") << "    " << acc << " a = " << init
-         << ";\n    for (int64_t j = 0; j < " << product(redDims) << "; ++j) {\n"
-         << decompose("j", redDims, redStrides, "off") << "      " << acc
-         << " x = p1[base + off];\n      " << combine << "\n    }\n    p0[r] = (" << T
-         << ")(" << finish << ");\n  }\n";
   }
   int outId = arenaFor(result);
   valueBuffers[result] = outId;
-  addStep(body.str(), {outId, bufferOf(input)}, KernelTemplate::reduction);
+  addStep(kernels.target.reduction(r), {outId, bufferOf(input)}, KernelTemplate::reduction);
   return llvm::Error::success();
 }
 
@@ -482,10 +445,8 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   } else {
     B = qs[0], H = qs[1], Sq = qs[2], D = qs[3], Sk = ks[2], Dv = vs[3];
   }
-  const std::string SQ = varlen ? "L" : std::to_string(Sq), SK = varlen ? "L" : std::to_string(Sk);
   double scale = scaleAttr ? scaleAttr.getValueAsDouble() : 1.0 / std::sqrt(double(D));
   Type el = typeOf(q).getElementType();
-  std::string T = cType(el);
   Shape maskStrides(4, 0);
   if (mask)
     maskStrides = broadcastStrides(shapeOf(mask), {B, H, Sq, Sk});
@@ -531,119 +492,24 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
     bufs.push_back(bufferOf(cu));
     slots.push_back({typeOf(cu).getElementType(), false});
   }
-  // Base of head (bb, h) and row stride of tensor k.
-  auto headBase = [&](int k) {
-    const View &w = tensors[k];
-    std::string base = "p" + std::to_string(k) + " + " + std::to_string(w.offset);
-    if (varlen)
-      return base + " + a * " + std::to_string(w.strides[0]) + " + h * " +
-             std::to_string(w.strides[1]);
-    return base + " + bb * " + std::to_string(w.strides[0]) + " + h * " +
-           std::to_string(w.strides[1]);
-  };
-  auto rowStride = [&](int k) {
-    return std::to_string(tensors[k].strides[varlen ? 0 : 2]);
-  };
-  auto p = [](int i) { return "p" + std::to_string(i); };
-  auto n = [](int64_t v) { return std::to_string(v); };
-  std::string sc = literal(scale, el);
-  std::ostringstream b;
-  b << args(slots);
-  // Loop orders keep the innermost loop contiguous: dot products over the
-  // head dimension (simd reductions) and axpy updates of output rows.
-  // Probabilities of query row i of head (bb, h) land in s[0, jn).
-  std::string scores =
-      "      const " + T + " *qi = qh + i * " + rowStride(qi) + ";\n" +
-      "      const int64_t jn = " + (causal ? "i + 1 < " + SK + " ? i + 1 : " + SK : SK) +
-      ";\n      " + T + " m = -std::numeric_limits<" + T + ">::infinity();\n" +
-      "      for (int64_t j = 0; j < jn; ++j) {\n" +
-      "        const " + T + " *kj = kh + j * " + rowStride(qi + 1) + ";\n        " + T +
-      " d = 0;\n" +
-      "#pragma omp simd reduction(+ : d)\n" +
-      "        for (int64_t c = 0; c < " + n(D) + "; ++c) d += qi[c] * kj[c];\n" +
-      "        d *= " + sc + ";\n" +
-      (mask ? "        d += " + p(qi + 3) + "[bb * " + n(maskStrides[0]) + " + h * " +
-                  n(maskStrides[1]) + " + i * " + n(maskStrides[2]) + " + j * " +
-                  n(maskStrides[3]) + "];\n"
-            : "") +
-      "        s[j] = d; m = d > m ? d : m;\n      }\n" +
-      "      double sum = 0;\n" +
-      "      for (int64_t j = 0; j < jn; ++j) { s[j] = " + expFn(el) + "(s[j] - m); sum += s[j]; }\n" +
-      "      const " + T + " inv = (" + T + ")(1.0 / sum);\n" +
-      "      for (int64_t j = 0; j < jn; ++j) s[j] *= inv;\n" +
-      // keep(j): the dropout mask of probability (bh, i, j), 1 without dropout.
-      (dropout > 0
-           ? (varlen ? "      const uint64_t row = ((uint64_t)h * " + n(tokenCapacity()) +
-                           " + a + i) * " + n(tokenCapacity()) + " + a;\n"
-                     : "      const uint64_t row = (uint64_t)(bh * " + n(Sq) + " + i) * " + n(Sk) +
-                           ";\n")
-           : "");
-  std::string keep = dropout > 0 ? "(mlc_uniform(key, row + j) >= " + std::to_string(dropout) +
-                                       " ? " + literal(1.0 / (1.0 - dropout), el) + " : (" + T +
-                                       ")0)"
-                                 : "";
-  std::string headPtrs =
-      "    const int64_t bb = bh / " + n(H) + ", h = bh % " + n(H) + ";\n" +
-      (varlen ? "    const int64_t a = " + p(cuSlot) + "[bb], L = " + p(cuSlot) + "[bb + 1] - a;\n"
-                "    if (L <= 0) continue;\n"
-              : "") +
-      "    const " + T + " *qh = " + headBase(qi) + ";\n" +
-      "    const " + T + " *kh = " + headBase(qi + 1) + ";\n" +
-      "    const " + T + " *vh = " + headBase(qi + 2) + ";\n";
-  if (dropout > 0)
-    b << "  const uint64_t key = mlc_key(" << seed << "ull, (uint64_t)ctx->step);\n";
-  b << "#pragma omp parallel for\n"
-    << "  for (int64_t bh = 0; bh < " << B * H << "; ++bh) {\n"
-    << headPtrs << "    std::vector<" << T << "> s(" << SK << ");\n";
-  if (!backward) {
-    b << "    " << T << " *oh = " << headBase(0) << ";\n"
-      << "    for (int64_t i = 0; i < " << SQ << "; ++i) {\n"
-      << scores << "      " << T << " *oi = oh + i * " << rowStride(0) << ";\n"
-      << "      for (int64_t c = 0; c < " << Dv << "; ++c) oi[c] = 0;\n"
-      << "      for (int64_t j = 0; j < jn; ++j) {\n"
-      << "        const " << T << " pj = s[j]" << (keep.empty() ? "" : " * " + keep)
-      << ", *vj = vh + j * " << rowStride(qi + 2) << ";\n"
-      << "#pragma omp simd\n"
-      << "        for (int64_t c = 0; c < " << Dv << "; ++c) oi[c] += pj * vj[c];\n"
-      << "      }\n    }\n  }\n";
-  } else {
-    // dv = P^T dO;  dS = P * (dO v^T - rowsum(dO * O));  dq = scale dS k;
-    // dk = scale dS^T q. rowsum(dO * O) = sum_j P_ij (dO_i . v_j).
-    b << "    " << T << " *dq = " << headBase(0) << ", *dk = " << headBase(1)
-      << ", *dv = " << headBase(2) << ";\n"
-      << "    const " << T << " *gh = " << headBase(3) << ";\n"
-      << "    std::vector<" << T << "> dp(" << SK << ");\n"
-      << "    for (int64_t j = 0; j < " << SK << "; ++j) {\n"
-      << "      for (int64_t c = 0; c < " << D << "; ++c) dk[j * " << rowStride(1) << " + c] = 0;\n"
-      << "      for (int64_t c = 0; c < " << Dv << "; ++c) dv[j * " << rowStride(2) << " + c] = 0;\n"
-      << "    }\n"
-      << "    for (int64_t i = 0; i < " << SQ << "; ++i) {\n"
-      << scores << "      const " << T << " *gi = gh + i * " << rowStride(3) << ";\n"
-      << "      " << T << " *dqi = dq + i * " << rowStride(0) << ";\n"
-      << "      double rowsum = 0;\n"
-      << "      for (int64_t j = 0; j < jn; ++j) {\n"
-      << "        const " << T << " *vj = vh + j * " << rowStride(qi + 2) << ";\n"
-      << "        " << T << " d = 0;\n"
-      << "#pragma omp simd reduction(+ : d)\n"
-      << "        for (int64_t c = 0; c < " << Dv << "; ++c) d += gi[c] * vj[c];\n"
-      << "        const " << T << " kj = " << (keep.empty() ? "(" + T + ")1" : keep) << ";\n"
-      << "        dp[j] = d * kj; rowsum += (double)dp[j] * s[j];\n"
-      << "        " << T << " *dvj = dv + j * " << rowStride(2) << "; const " << T
-      << " pj = s[j] * kj;\n"
-      << "#pragma omp simd\n"
-      << "        for (int64_t c = 0; c < " << Dv << "; ++c) dvj[c] += pj * gi[c];\n"
-      << "      }\n"
-      << "      for (int64_t c = 0; c < " << D << "; ++c) dqi[c] = 0;\n"
-      << "      for (int64_t j = 0; j < jn; ++j) {\n"
-      << "        const " << T << " ds = s[j] * (dp[j] - (" << T << ")rowsum) * " << sc << ";\n"
-      << "        const " << T << " *kj = kh + j * " << rowStride(qi + 1) << "; " << T
-      << " *dkj = dk + j * " << rowStride(1)
-      << ";\n"
-      << "#pragma omp simd\n"
-      << "        for (int64_t c = 0; c < " << D << "; ++c) { dqi[c] += ds * kj[c]; dkj[c] += ds * qi[c]; }\n"
-      << "      }\n    }\n  }\n";
-  }
-  addStep(b.str(), bufs, KernelTemplate::attention);
+  // The kernel's description: sizes, flags and each tensor's strides.
+  AttentionKernel desc;
+  desc.element = el;
+  desc.backward = backward;
+  desc.varlen = varlen;
+  desc.causal = causal;
+  desc.batch = B, desc.heads = H, desc.seqQ = Sq, desc.seqK = Sk, desc.headDim = D,
+  desc.valueDim = Dv, desc.tokenCapacity = tokenCapacity();
+  desc.scale = scale, desc.dropout = dropout, desc.seed = seed;
+  for (const View &w : tensors)
+    desc.tensors.push_back({w.offset, w.strides[0], w.strides[1], w.strides[varlen ? 0 : 2]});
+  for (auto [t, written] : slots)
+    desc.args.push_back({t, written});
+  desc.query = qi;
+  desc.mask = bool(mask);
+  desc.maskStrides = maskStrides;
+  desc.cuSlot = cuSlot;
+  addStep(kernels.target.attention(desc), bufs, KernelTemplate::attention);
   return llvm::Error::success();
 }
 

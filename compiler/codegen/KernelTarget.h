@@ -23,9 +23,7 @@
 // two-pass deterministic reductions) and plugs in through createCpuTarget's
 // sibling. Row kernels (softmax, LayerNorm, cross-entropy and their
 // gradients, the fused LayerNorm) take their sizes and the emitter's scalar
-// code; reductions over arbitrary axes, attention and embeddings are still
-// written by their emitters as CPU C++ and move behind methods here with
-// the CUDA target.
+// code; attention and reductions take a description of their shapes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,6 +58,45 @@ struct KernelArg {
 struct Segment {
   int64_t offset = 0, numel = 0;
   bool decay = false;
+};
+
+/// An attention kernel (forward, or backward when `backward`): arguments
+/// outputs (o; or dq, dk, dv), [the output gradient], q, k, v, [an additive
+/// mask], [cu_seqlens]. Padded: [B, H, S, D] per tensor; variable-length
+/// (`varlen`): [T, H, D] packed tokens, sequence n being tokens
+/// cu_seqlens[n] .. cu_seqlens[n + 1].
+struct AttentionKernel {
+  mlir::Type element;
+  bool backward = false, varlen = false, causal = false, mask = false;
+  int64_t batch = 0, heads = 0, seqQ = 0, seqK = 0, headDim = 0, valueDim = 0;
+  int64_t tokenCapacity = 0; // varlen: the most tokens (dropout's counters)
+  double scale = 1, dropout = 0;
+  int64_t seed = 0;
+  /// Per tensor argument, in argument order up to v: the element offset,
+  /// the stride between batches (varlen: tokens), heads and query rows.
+  struct Tensor {
+    int64_t offset, batchStride, headStride, rowStride;
+  };
+  std::vector<Tensor> tensors;
+  std::vector<KernelArg> args;
+  int query = 0;                     // argument index of q (k, v follow)
+  std::vector<int64_t> maskStrides;  // [B, H, Sq, Sk] broadcast strides
+  int cuSlot = -1;                   // argument index of cu_seqlens
+};
+
+/// A reduction p0 = reduce(p1) of `kind` over some axes, in one of three
+/// shapes: Rows (`outputs` rows of `length` contiguous elements; `rows` the
+/// row count expression), Columns (sums over `rows` rows of `length`
+/// contiguous columns), General (any axes: each output decomposes its kept
+/// and reduced indices). `count` is the reduced element count (the mean's
+/// divisor).
+struct ReductionKernel {
+  enum Kind { Sum, Mean, Max } kind = Sum;
+  enum Layout { Rows, Columns, General } shape = Rows;
+  mlir::Type element;
+  std::string rows;
+  int64_t outputs = 0, length = 0, count = 1;
+  Shape keptDims, keptStrides, reducedDims, reducedStrides;
 };
 
 class KernelTarget {
@@ -147,6 +184,29 @@ public:
                                       const std::string &offsets, const std::string &body,
                                       const std::string &input, int slot,
                                       const std::string &weight, const std::string &bias) = 0;
+
+  /// Attention, forward or backward (AttentionKernel).
+  virtual std::string attention(const AttentionKernel &kernel) = 0;
+
+  /// A reduction (ReductionKernel).
+  virtual std::string reduction(const ReductionKernel &kernel) = 0;
+
+  /// p0[r] = p1[p2[r]] (rows of E elements) for `rows` token ids of type
+  /// `ids` in [0, V); an id out of range is reported and row 0 used.
+  virtual std::string embedding(mlir::Type el, mlir::Type ids, const std::string &rows,
+                                int64_t V, int64_t E) = 0;
+  /// The gradient: p0 = zeros [V, E], then p0[p2[r]] += p1[r] for every
+  /// token (ids out of range skipped), with no two threads adding to one
+  /// element.
+  virtual std::string embeddingGrad(mlir::Type el, mlir::Type ids, const std::string &rows,
+                                    int64_t V, int64_t E) = 0;
+
+  /// p0 = n copies of `value` (a literal), or the constant `values`
+  /// (literals) when it is not a splat.
+  virtual std::string fill(mlir::Type el, int64_t n, const std::string &value) = 0;
+  virtual std::string constant(mlir::Type el, const std::vector<std::string> &values) = 0;
+  /// Sets the first `bytes` bytes of p0 to zero (a statement in a kernel).
+  virtual std::string zero(int64_t bytes) = 0;
 };
 
 std::unique_ptr<KernelTarget> createCpuTarget();

@@ -27,24 +27,19 @@ namespace lowering {
 void FunctionLowering::emitConstant(ConstantOp c, int id) {
   auto dense = cast<DenseElementsAttr>(c.getValue());
   Type el = dense.getElementType();
-  int64_t n = numel(c.getResult());
-  std::ostringstream body;
-  body << args({{el, true}});
   if (dense.isSplat()) {
-    body << "  for (int64_t i = 0; i < " << n << "; ++i) p0[i] = " << splatLiteral(c)
-         << ";\n";
-  } else {
-    body << "  static const " << cType(el) << " data[" << n << "] = {";
-    int64_t i = 0;
-    if (isa<FloatType>(el))
-      for (APFloat v : dense.getValues<APFloat>())
-        body << (i++ ? ", " : "") << literal(v.convertToDouble(), el);
-    else
-      for (APInt v : dense.getValues<APInt>())
-        body << (i++ ? ", " : "") << v.getSExtValue();
-    body << "};\n  std::memcpy(p0, data, sizeof(data));\n";
+    addStep(kernels.target.fill(el, numel(c.getResult()), splatLiteral(c)), {id},
+            KernelTemplate::fill);
+    return;
   }
-  addStep(body.str(), {id}, KernelTemplate::fill);
+  std::vector<std::string> values;
+  if (isa<FloatType>(el))
+    for (APFloat v : dense.getValues<APFloat>())
+      values.push_back(literal(v.convertToDouble(), el));
+  else
+    for (APInt v : dense.getValues<APInt>())
+      values.push_back(std::to_string(v.getSExtValue()));
+  addStep(kernels.target.constant(el, values), {id}, KernelTemplate::fill);
 }
 
 /// One kernel that copies each source (read through its view) into a region
@@ -68,7 +63,7 @@ void FunctionLowering::emitCopies(int dstId, Type el, int64_t dstNumel, bool zer
   }
   std::string body = args(slots);
   if (zeroFirst)
-    body += "  std::memset(p0, 0, " + std::to_string(dstNumel * dtypeBytes(el)) + ");\n";
+    body += kernels.target.zero(dstNumel * dtypeBytes(el));
   addStep(body + loops, bufs, KernelTemplate::copy);
 }
 
@@ -191,42 +186,22 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
       .Case<AttentionGradOp>([&](auto) { return emitAttention(op, true); })
       .Case<EmbeddingOp>([&](EmbeddingOp e) {
         Shape w = shapeOf(e.getWeight());
-        int64_t V = w[0], E = w[1];
         std::string rows = rowsExpr(numel(e.getIndices()), dynamicRows(e.getIndices()));
-        Type it = typeOf(e.getIndices()).getElementType();
         int id = arenaFor(e.getResult());
         valueBuffers[e.getResult()] = id;
-        std::ostringstream b;
-        b << args({{el, true}, {el, false}, {it, false}}) << "#pragma omp parallel for\n"
-          << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-          << "    int64_t t = p2[r];\n"
-          << "    if (t < 0 || t >= " << V << ") { mlc_report(ctx, MLC_ERR_TOKEN_RANGE, r, t, "
-          << V << "); t = 0; }\n"
-          << "    std::memcpy(p0 + r * " << E << ", p1 + t * " << E << ", " << E
-          << " * sizeof(*p0));\n  }\n";
-        addStep(b.str(), {id, bufferOf(e.getWeight()), bufferOf(e.getIndices())}, KernelTemplate::gather);
+        addStep(kernels.target.embedding(el, typeOf(e.getIndices()).getElementType(), rows,
+                                         w[0], w[1]),
+                {id, bufferOf(e.getWeight()), bufferOf(e.getIndices())}, KernelTemplate::gather);
         return llvm::Error::success();
       })
       .Case<EmbeddingGradOp>([&](EmbeddingGradOp e) {
         Shape t = shapeOf(e.getResult());
-        int64_t V = t[0], E = t[1];
         std::string rows = rowsExpr(numel(e.getIndices()), dynamicRows(e.getIndices()));
-        Type it = typeOf(e.getIndices()).getElementType();
         int id = arenaFor(e.getResult());
         valueBuffers[e.getResult()] = id;
-        std::ostringstream b;
-        // Scatter-add, parallel over columns so that no two threads add to the
-        // same element.
-        b << args({{el, true}, {el, false}, {it, false}}) << "  std::memset(p0, 0, "
-          << V * E << " * sizeof(*p0));\n"
-          << "#pragma omp parallel for\n"
-          << "  for (int64_t c0 = 0; c0 < " << E << "; c0 += 64) {\n"
-          << "    const int64_t c1 = c0 + 64 < " << E << " ? c0 + 64 : " << E << ";\n"
-          << "    for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-          << "      int64_t t = p2[r];\n      if (t < 0 || t >= " << V << ") continue;\n"
-          << "      for (int64_t c = c0; c < c1; ++c) p0[t * " << E << " + c] += p1[r * " << E
-          << " + c];\n    }\n  }\n";
-        addStep(b.str(), {id, bufferOf(e.getGrad()), bufferOf(e.getIndices())}, KernelTemplate::scatter);
+        addStep(kernels.target.embeddingGrad(el, typeOf(e.getIndices()).getElementType(), rows,
+                                             t[0], t[1]),
+                {id, bufferOf(e.getGrad()), bufferOf(e.getIndices())}, KernelTemplate::scatter);
         return llvm::Error::success();
       })
       .Default([&](Operation *o) {
