@@ -1,6 +1,7 @@
 //===- Pipeline.cpp - from model to package --------------------------------===//
 
 #include "compiler/Pipeline.h"
+#include "frontend/Frontend.h"
 #include "passes/Passes.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/Hash.h"
@@ -19,6 +20,8 @@ using namespace mlir;
 namespace mlc {
 
 llvm::Error runPipeline(ModuleOp module, bool training, bool fuse) {
+  if (auto err = verifyFrontendModule(module, training))
+    return err;
   PassManager pm(module.getContext());
   pm.addPass(createMlcEvalMode());
   if (training) {

@@ -1,10 +1,12 @@
 //===- DialectTest.cpp - builtin models and their configs ------------------===//
 
 #include "dialects/mlc/MlcDialect.h"
+#include "frontend/Frontend.h"
 #include "frontend/Models.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 
 #include <gtest/gtest.h>
 
@@ -100,4 +102,66 @@ TEST(Models, RejectsBadShapes) {
   auto module = buildModel(ctx, *config, options);
   ASSERT_FALSE(bool(module));
   EXPECT_NE(llvm::toString(module.takeError()).find("n_positions"), std::string::npos);
+}
+
+// The frontend contract (frontend/Frontend.h): what every frontend hands the
+// compiler is checked, and each violation is named.
+namespace {
+
+std::string contractError(const std::string &text, bool training = true) {
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<MlcDialect, mlir::func::FuncDialect>();
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
+  EXPECT_TRUE(bool(module)) << text;
+  if (!module)
+    return "unparsed";
+  if (auto err = verifyFrontendModule(*module, training))
+    return llvm::toString(std::move(err));
+  return "";
+}
+
+} // namespace
+
+TEST(FrontendContract, BuiltinModelsHoldIt) {
+  mlir::MLIRContext ctx;
+  for (const char *family : {"gpt2", "bert"}) {
+    auto config = parseModelConfig(family, "tiny");
+    ASSERT_TRUE(bool(config));
+    auto module = buildModel(ctx, *config, BuildOptions());
+    ASSERT_TRUE(bool(module));
+    auto err = verifyFrontendModule(**module, /*training=*/true);
+    EXPECT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  }
+}
+
+TEST(FrontendContract, ViolationsAreNamed) {
+  const char *ok = R"(func.func @forward(%w: tensor<4xf32> {mlc.param = "w"},
+      %x: tensor<4xf32> {mlc.input = "x"}) -> (tensor<f32> {mlc.output = "loss"}) {
+    %y = mlc.mul %w, %x : tensor<4xf32>, tensor<4xf32>
+    %l = mlc.reduce_sum %y axes = [0] : tensor<4xf32>
+    return %l : tensor<f32>
+  })";
+  EXPECT_EQ(contractError(ok), "");
+  EXPECT_EQ(contractError("func.func @other() { return }"),
+            "the model has no @forward function");
+  EXPECT_EQ(contractError(R"(func.func @forward(%w: tensor<4xf32>) -> tensor<4xf32> {
+    return %w : tensor<4xf32> })", false),
+            "@forward argument #0 must be marked either mlc.param or mlc.input");
+  EXPECT_EQ(contractError(R"(func.func @forward(%a: tensor<4xf32> {mlc.param = "w"},
+      %b: tensor<4xf32> {mlc.param = "w"}) -> tensor<4xf32> { return %a : tensor<4xf32> })",
+                          false),
+            "@forward argument #1: parameter name 'w' is empty or used twice");
+  EXPECT_EQ(contractError(R"(func.func @forward(%a: tensor<4xi64> {mlc.param = "w"})
+      -> tensor<4xi64> { return %a : tensor<4xi64> })", false),
+            "parameter 'w' must be a statically shaped float tensor");
+  EXPECT_EQ(contractError(R"(func.func @forward(%a: tensor<4xf32> {mlc.param = "w",
+      mlc.init = "uniform"}) -> tensor<4xf32> { return %a : tensor<4xf32> })", false),
+            "parameter 'w' has init 'uniform' (normal:STD, zeros or ones)");
+  EXPECT_EQ(contractError(R"(func.func @forward(%x: tensor<4x?xf32> {mlc.input = "x"})
+      -> tensor<4x?xf32> { return %x : tensor<4x?xf32> })", false),
+            "input 'x' has a dynamic dimension 1; only the leading (token) dimension may be");
+  EXPECT_EQ(contractError(R"(func.func @forward(%w: tensor<4xf32> {mlc.param = "w"})
+      -> (tensor<4xf32> {mlc.output = "logits"}) { return %w : tensor<4xf32> })"),
+            "training needs @forward to return a scalar float result marked mlc.output = "
+            "\"loss\"");
 }

@@ -7,23 +7,31 @@
 // argument binding, its loops and how they are shared out among threads,
 // and the language's words for math and random numbers (ScalarEmitter).
 //
-//   template           wrapper                         used by
+//   template           wrapper (the CPU target's)       used by
 //   pointwise          strided loop nest over a shape   ops, pointwise fusions,
-//                                                      copies, fills
+//                                                      copies (views, concat, pad)
 //   column_reduction   rows shared out, per-thread      bias gradients fused into
 //                      column partials, summed in a     their producer
 //                      fixed order (deterministic)
+//   rows               a row per iteration              softmax, LayerNorm, cross-
+//                                                      entropy, their gradients,
+//                                                      the fused LayerNorm
+//   reduction          rows, columns or any axes        reduce_sum/mean/max
+//   attention          a (batch, head) per iteration    attention and its gradient
 //   optimizer          one pass over flat-buffer        the compiled AdamW
 //                      segments
-//   reduction (norm)   a sum over flat-buffer           the gradient norm
-//                      segments, then its square root
+//   norm               a sum over flat-buffer segments  the gradient norm
+//   gather / scatter   a token per iteration / column   embedding and its gradient
+//                      blocks per thread
+//   fill               a loop or a static table         constants
 //
 // The CPU target (CpuTarget.cpp) writes C++ with OpenMP. A CUDA target
-// implements the same interface (grid-stride pointwise loops, block-per-row,
-// two-pass deterministic reductions) and plugs in through createCpuTarget's
-// sibling. Row kernels (softmax, LayerNorm, cross-entropy and their
-// gradients, the fused LayerNorm) take their sizes and the emitter's scalar
-// code; attention and reductions take a description of their shapes.
+// implements the same methods in CUDA C (grid-stride pointwise loops,
+// block-per-row kernels with warp shuffles, two-pass deterministic
+// reductions, a tiled attention) and is created beside createCpuTarget; the
+// emitters stay as they are. Where a method takes scalar code (pointwise
+// bodies, fused prologues, the optimizer's update), that code is the
+// target's own spelling through its ScalarEmitter.
 //
 //===----------------------------------------------------------------------===//
 
