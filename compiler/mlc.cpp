@@ -687,7 +687,9 @@ int runPreprocess() {
   o.vocabFile = ppVocab;
   o.mergeFile = ppMerges;
   o.appendEod = ppAppendEod;
-  o.workers = std::max(1, int(ppWorkers));
+  if (ppWorkers < 1 || ppWorkers > 1024)
+    return fail("--workers must be in [1, 1024], got " + std::to_string(ppWorkers));
+  o.workers = ppWorkers;
   o.strict = ppStrict;
   try {
     mlc::rt::PreprocessStats s = mlc::rt::preprocess(o);
@@ -727,18 +729,26 @@ int main(int argc, char **argv) {
           "  mlc <subcommand> --help\n",
           &errs()))
     return 2;
-  if (compileCmd)
-    return runCompile();
-  if (trainCmd)
-    return runTrain();
-  if (runCmd)
-    return runForward();
-  if (preprocessCmd)
-    return runPreprocess();
-  if (dataCmd)
-    return runData();
-  if (tokenizerCmd)
-    return runTokenizer();
+  // Every subcommand reports its own errors; anything else that escapes is
+  // still an error message and an exit status, never an abort.
+  try {
+    if (compileCmd)
+      return runCompile();
+    if (trainCmd)
+      return runTrain();
+    if (runCmd)
+      return runForward();
+    if (preprocessCmd)
+      return runPreprocess();
+    if (dataCmd)
+      return runData();
+    if (tokenizerCmd)
+      return runTokenizer();
+  } catch (const std::bad_alloc &) {
+    return fail("out of memory (the model, batch or data is larger than this machine holds)");
+  } catch (const std::exception &e) {
+    return fail(e.what());
+  }
   errs() << "mlc: no subcommand given; see 'mlc --help'\n";
   return 2;
 }

@@ -92,6 +92,13 @@ int main(int argc, char **argv) {
   } catch (const Error &e) {
     std::fprintf(stderr, "mlc-runtime: error: %s\n", e.what());
     return 1;
+  } catch (const std::bad_alloc &) {
+    std::fprintf(stderr, "mlc-runtime: error: out of memory (the package or its data is larger "
+                         "than this machine holds)\n");
+    return 1;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "mlc-runtime: error: %s\n", e.what());
+    return 1;
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <dlfcn.h>
+#include <fstream>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,16 +30,35 @@ std::string cacheRoot() {
 std::string cachedArtifact(const std::string &key, const std::string &suffix,
                            const std::function<void(const std::string &tmp)> &build) {
   std::string path = cacheRoot() + "/" + key + "." + suffix;
+  // Beside each artifact, its size as written: an artifact truncated or
+  // replaced since (a full disk, a copy gone wrong) no longer matches and is
+  // rebuilt instead of being loaded.
+  std::string sizeFile = path + ".size";
   struct stat st;
-  if (stat(path.c_str(), &st) == 0 && st.st_size > 0)
-    return path;
+  if (stat(path.c_str(), &st) == 0 && st.st_size > 0) {
+    std::ifstream in(sizeFile);
+    long long recorded = -1;
+    if (in >> recorded && recorded == (long long)st.st_size)
+      return path;
+  }
+  std::remove(path.c_str());
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   build(tmp);
+  if (stat(tmp.c_str(), &st) != 0 || st.st_size == 0) {
+    std::remove(tmp.c_str());
+    fail(path + ": the compiled kernels are missing or empty");
+  }
+  writeFileAtomically(sizeFile, std::to_string((long long)st.st_size) + "\n");
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
     fail(path + ": cannot move the compiled kernels into the cache");
   }
   return path;
+}
+
+void evictArtifact(const std::string &path) {
+  std::remove(path.c_str());
+  std::remove((path + ".size").c_str());
 }
 
 void *loadHostKernelLibrary(const std::string &source, bool verbose) {
@@ -51,7 +71,7 @@ void *loadHostKernelLibrary(const std::string &source, bool verbose) {
   std::string flags =
       "-std=c++17 -O3 -march=native -fno-trapping-math -fno-math-errno -fopenmp -fPIC -shared -w";
   std::string key = "kernels-" + contentHash(cxx + "\n" + flags + "\n" + source);
-  std::string so = cachedArtifact(key, "so", [&](const std::string &tmp) {
+  auto build = [&](const std::string &tmp) {
     std::string dir = cacheRoot();
     std::string cpp = dir + "/" + key + ".cpp", log = dir + "/" + key + ".log";
     writeFileAtomically(cpp, source);
@@ -67,10 +87,19 @@ void *loadHostKernelLibrary(const std::string &source, bool verbose) {
     if (verbose)
       std::fprintf(stderr, "mlc: kernels compiled in %.1f s\n",
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  });
+  };
+  std::string so = cachedArtifact(key, "so", build);
   void *handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle)
-    fail(so + ": cannot load: " + dlerror() + " (delete it to rebuild)");
+  if (!handle) {
+    // Rebuilt once; a second failure is reported.
+    std::string first = dlerror();
+    evictArtifact(so);
+    so = cachedArtifact(key, "so", build);
+    handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle)
+      fail(so + ": cannot load the compiled kernels: " + dlerror() + " (before rebuilding: " +
+           first + ")");
+  }
   return handle;
 }
 

@@ -25,9 +25,14 @@ std::string cacheRoot();
 
 /// The path of the artifact `KEY.SUFFIX` under the cache root. When it is
 /// missing, `build(tmp)` is called to write it to a temporary path, which then
-/// becomes the artifact; `build` reports its own failures as Errors.
+/// becomes the artifact; `build` reports its own failures as Errors. An
+/// artifact whose size differs from the one recorded when it was written is
+/// rebuilt.
 std::string cachedArtifact(const std::string &key, const std::string &suffix,
                            const std::function<void(const std::string &tmp)> &build);
+
+/// Removes an artifact that failed to load, so that the next lookup builds it.
+void evictArtifact(const std::string &path);
 
 /// The CPU target: compiles `source` (kernels.cpp) with the host C++ compiler
 /// ($CXX, else c++), or reuses the library an earlier run built from the same

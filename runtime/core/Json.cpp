@@ -10,7 +10,8 @@ namespace {
 
 class Parser {
 public:
-  Parser(const std::string &text, const std::string &what) : s(text), what(what) {}
+  Parser(const std::string &text, const std::string &what, bool uniqueKeys)
+      : s(text), what(what), uniqueKeys(uniqueKeys) {}
 
   Json document() {
     Json v = value();
@@ -44,6 +45,12 @@ private:
     space();
     if (i >= s.size())
       error("unexpected end");
+    struct Level {
+      int &depth;
+      ~Level() { --depth; }
+    } level{++depth};
+    if (depth > Json::kMaxDepth)
+      error("nested deeper than " + std::to_string(Json::kMaxDepth) + " levels");
     Json v;
     char c = s[i];
     if (c == '{') {
@@ -55,6 +62,8 @@ private:
         space();
         std::string key = str();
         expect(':');
+        if (uniqueKeys && v.object.count(key))
+          error("duplicate key " + jsonQuote(key));
         v.object[key] = value();
       } while (take(','));
       expect('}');
@@ -149,13 +158,15 @@ private:
 
   const std::string &s;
   std::string what;
+  bool uniqueKeys;
   size_t i = 0;
+  int depth = 0;
 };
 
 } // namespace
 
-Json Json::parse(const std::string &text, const std::string &what) {
-  return Parser(text, what).document();
+Json Json::parse(const std::string &text, const std::string &what, bool uniqueKeys) {
+  return Parser(text, what, uniqueKeys).document();
 }
 
 std::string jsonQuote(const std::string &text) {

@@ -28,8 +28,13 @@ struct Json {
     return it == object.end() ? nullptr : &it->second;
   }
 
-  /// Parses `text`; a syntax error throws rt::Error naming `what` and the offset.
-  static Json parse(const std::string &text, const std::string &what);
+  /// Parses `text`; a syntax error throws rt::Error naming `what` and the
+  /// offset. Nesting deeper than kMaxDepth is an error (the parser recurses).
+  /// With `uniqueKeys` (manifests, safetensors headers, as HF's reader), an
+  /// object that repeats a key is an error; otherwise the last one wins (as
+  /// Python's json, for JSONL corpora).
+  static Json parse(const std::string &text, const std::string &what, bool uniqueKeys = false);
+  static constexpr int kMaxDepth = 64;
 };
 
 /// `"text"` with JSON escapes.

@@ -17,7 +17,7 @@ Package Package::load(const std::string &dir) {
   Package pkg;
   pkg.dir = dir;
   std::string manifestPath = dir + "/manifest.json";
-  pkg.manifest = Json::parse(readFile(manifestPath), manifestPath);
+  pkg.manifest = Json::parse(readFile(manifestPath), manifestPath, /*uniqueKeys=*/true);
   const Json *format = pkg.manifest.find("format");
   const Json *version = pkg.manifest.find("version");
   if (!format || format->string != "mlc-package" || !version)

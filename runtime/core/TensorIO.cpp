@@ -71,7 +71,24 @@ std::string readFile(const std::string &path) {
   return ss.str();
 }
 
+void checkWritableFile(const std::string &path, const std::string &flag) {
+  struct stat st;
+  if (path.empty())
+    fail(flag + " needs a file name");
+  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    fail(flag + " " + path + ": is not a regular file (" +
+         (S_ISDIR(st.st_mode) ? "a directory" : "a device or other special file") + ")");
+  std::string dir = ".";
+  if (auto slash = path.rfind('/'); slash != std::string::npos)
+    dir = slash == 0 ? "/" : path.substr(0, slash);
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    fail(flag + " " + path + ": the directory " + dir + " does not exist");
+  if (access(dir.c_str(), W_OK) != 0)
+    fail(flag + " " + path + ": the directory " + dir + " is not writable");
+}
+
 void writeFileAtomically(const std::string &path, const std::string &bytes) {
+  checkWritableFile(path, "output");
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -79,8 +96,10 @@ void writeFileAtomically(const std::string &path, const std::string &bytes) {
       fail(path + ": cannot write: " + std::strerror(errno));
     out.write(bytes.data(), bytes.size());
     out.flush();
-    if (!out)
+    if (!out) {
+      std::remove(tmp.c_str());
       fail(path + ": write failed: " + std::strerror(errno));
+    }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
@@ -198,7 +217,7 @@ std::map<std::string, HostTensor> readSafetensors(const std::string &path) {
   if (n > bytes.size() - 8)
     fail(path + ": not a safetensors file (header size " + std::to_string(n) +
          " exceeds the file)");
-  Json header = Json::parse(bytes.substr(8, n), path);
+  Json header = Json::parse(bytes.substr(8, n), path, /*uniqueKeys=*/true);
   if (header.kind != Json::Object)
     fail(path + ": safetensors header is not a JSON object");
   size_t base = 8 + n;

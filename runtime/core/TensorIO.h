@@ -42,6 +42,10 @@ void writeSafetensors(const std::string &path,
 /// crash never leaves a half-written file under the final name.
 void writeFileAtomically(const std::string &path, const std::string &bytes);
 std::string readFile(const std::string &path);
+/// Refuses a destination that cannot become a regular file: an existing
+/// directory or special file (a device, a FIFO), or a directory that does
+/// not exist or cannot be written. `flag` names the option in the message.
+void checkWritableFile(const std::string &path, const std::string &flag);
 /// Creates `path` and its missing parents; an Error if it is not a directory
 /// afterwards.
 void makeDirectories(const std::string &path);

@@ -12,18 +12,31 @@
 
 namespace mlc::rt {
 
-std::vector<std::pair<int64_t, int64_t>> splitRanges(const std::string &split,
-                                                     int64_t documents) {
-  std::vector<double> w;
+std::array<double, 3> parseSplit(const std::string &split) {
+  std::array<double, 3> w{0, 0, 0};
   std::stringstream ss(split);
   std::string item;
-  while (std::getline(ss, item, ','))
-    w.push_back(std::stod(item));
-  while (w.size() < 3)
-    w.push_back(0.0);
+  size_t n = 0;
+  auto bad = [&] {
+    fail("--split '" + split + "' needs up to three comma-separated non-negative weights "
+         "(train, validation, test), not all zero, e.g. 969,30,1");
+  };
+  while (std::getline(ss, item, ',')) {
+    char *end = nullptr;
+    double x = std::strtod(item.c_str(), &end);
+    if (n == 3 || item.empty() || *end || !std::isfinite(x) || x < 0)
+      bad();
+    w[n++] = x;
+  }
+  if (w[0] + w[1] + w[2] <= 0)
+    bad();
+  return w;
+}
+
+std::vector<std::pair<int64_t, int64_t>> splitRanges(const std::string &split,
+                                                     int64_t documents) {
+  std::array<double, 3> w = parseSplit(split);
   double total = w[0] + w[1] + w[2];
-  if (total <= 0 || w[0] < 0 || w[1] < 0 || w[2] < 0)
-    fail("--split '" + split + "' needs three non-negative weights, not all zero");
   // Megatron: cumulative rounded boundaries, the last adjusted to the size.
   std::vector<int64_t> index{0};
   for (double x : w)
@@ -48,7 +61,7 @@ std::vector<std::pair<double, std::string>> parseBlend(const std::string &spec) 
   for (size_t i = 0; i < words.size(); i += 2) {
     char *end;
     double weight = std::strtod(words[i].c_str(), &end);
-    if (*end || weight <= 0)
+    if (*end || !(weight > 0) || !std::isfinite(weight))
       fail("--data: '" + words[i] + "' is not a positive weight");
     blend.push_back({weight, words[i + 1]});
   }

@@ -16,13 +16,18 @@
 
 #include "runtime/data/IndexedDataset.h"
 
+#include <array>
+
 #include <map>
 #include <memory>
 
 namespace mlc::rt {
 
-/// Megatron's --split "969,30,1": document ranges [begin, end) of train,
-/// validation and test for `documents` documents.
+/// Megatron's --split: "969,30,1" (up to three non-negative weights, missing
+/// ones 0, not all zero); an Error names the flag.
+std::array<double, 3> parseSplit(const std::string &split);
+/// The split's document ranges [begin, end) of train, validation and test
+/// for `documents` documents.
 std::vector<std::pair<int64_t, int64_t>> splitRanges(const std::string &split,
                                                      int64_t documents);
 

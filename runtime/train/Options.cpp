@@ -2,6 +2,8 @@
 
 #include "runtime/train/Options.h"
 #include "runtime/core/Error.h"
+#include "runtime/core/TensorIO.h"
+#include "runtime/data/GptDataset.h"
 
 #include <cerrno>
 #include <cmath>
@@ -135,6 +137,16 @@ void validate(const TrainOptions &o) {
   for (auto [flag, beta] : {std::pair<const char *, double>{"beta1", o.beta1}, {"beta2", o.beta2}})
     if (!(beta >= 0 && beta < 1))
       fail(std::string("--") + flag + " must be in [0, 1), got " + text(beta));
+  if (o.evalIters > 1000000)
+    fail("--eval-iters must be at most 1000000, got " + std::to_string(o.evalIters));
+  parseSplit(o.split);
+  if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
+    fail("--device must be auto, cpu or cuda, got '" + o.device + "'");
+  // Where results go is checked before any work is done.
+  if (!o.save.empty())
+    checkWritableFile(o.save, "--save");
+  if (!o.logJson.empty())
+    checkWritableFile(o.logJson, "--log-json");
 }
 
 } // namespace mlc::rt

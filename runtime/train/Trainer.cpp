@@ -13,12 +13,23 @@
 #include <iomanip>
 #include <random>
 #include <set>
+#include <sstream>
 
 namespace mlc::rt {
 
 namespace {
 
 template <typename T> T *as(char *p) { return reinterpret_cast<T *>(p); }
+
+/// A number for the JSON log: 10 significant digits, or null when it is not
+/// finite (JSON has no NaN or infinity).
+std::string jsonNumber(double x) {
+  if (!std::isfinite(x))
+    return "null";
+  std::ostringstream os;
+  os << std::setprecision(10) << x;
+  return os.str();
+}
 
 /// Writes `x` as element i of a flat buffer of `elementSize`-byte floats.
 void store(std::vector<char> &flat, int64_t elementSize, int64_t i, double x) {
@@ -193,14 +204,14 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
     losses.push_back(loss);
     double tps = tokensPerStep / (ms / 1000.0);
     if (log)
-      log << std::setprecision(10) << "{\"step\": " << t << ", \"loss\": " << loss << ", \"lr\": " << lr
-          << ", \"grad_norm\": " << norm << ", \"ms\": " << ms
-          << ", \"tokens_per_s\": " << tps << "}\n";
+      log << "{\"step\": " << t << ", \"loss\": " << jsonNumber(loss)
+          << ", \"lr\": " << jsonNumber(lr) << ", \"grad_norm\": " << jsonNumber(norm)
+          << ", \"ms\": " << jsonNumber(ms) << ", \"tokens_per_s\": " << jsonNumber(tps)
+          << "}\n";
     if (o.evalInterval > 0 && (t % o.evalInterval == 0 || t == o.steps)) {
       double val = evaluate();
       if (log)
-        log << std::setprecision(10) << "{\"step\": " << t << ", \"val_loss\": " << val
-            << "}\n";
+        log << "{\"step\": " << t << ", \"val_loss\": " << jsonNumber(val) << "}\n";
       if (!o.quiet)
         fprintf(stderr, "eval  %5lld/%lld | validation loss %.4f (%lld batches)\n",
                 (long long)t, (long long)o.steps, val, (long long)o.evalIters);
