@@ -162,6 +162,14 @@ llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef family,
       return error("config key '" + key + "' must be positive");
     if (!isProbability && !isEps && (value < 1 || value != std::floor(value)))
       return error("config key '" + key + "' must be a positive integer");
+    // Sizes beyond these are not models but typos (and would overflow the
+    // element counts or build a graph of billions of ops).
+    bool layers = key == "n_layer" || key == "num_hidden_layers";
+    double limit = layers ? 10000 : 1e9;
+    if (!isProbability && !isEps && value > limit)
+      return error(llvm::formatv("config key '{0}' must be at most {1}, got {2:f0}", key,
+                                 int64_t(limit), value)
+                       .str());
   }
   const char *hidden = family == "gpt2" ? "n_embd" : "hidden_size";
   const char *heads = family == "gpt2" ? "n_head" : "num_attention_heads";
@@ -518,6 +526,29 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildModel(MLIRContext &ctx,
     return error(llvm::formatv("seq-len {0} must be in [2, {1}] ({2})",
                                options.seqLen, config.get(positions), positions)
                      .str());
+  // The memory a training step would need, estimated before anything is
+  // built: parameters, gradients and two AdamW moments, and the activations
+  // a layer keeps for backward (about 34 E + 5 H S values per token).
+  {
+    const bool gpt = config.family == "gpt2";
+    double V = config.get("vocab_size"), P = config.get(positions),
+           E = config.get(gpt ? "n_embd" : "hidden_size"),
+           L = config.get(gpt ? "n_layer" : "num_hidden_layers"),
+           H = config.get(gpt ? "n_head" : "num_attention_heads"),
+           I = gpt ? 4 * E : double(config.get("intermediate_size"));
+    double params = (V + P) * E + L * (4 * E * E + 2 * E * I + 9 * E + I) + 4 * E;
+    double tokens = double(options.microBatch) * double(options.seqLen);
+    double activations = tokens * L * (34 * E + 5 * H * double(options.seqLen)) + tokens * V * 2;
+    double bytes = (4 * params + activations) * (options.dtype == "f64" ? 8 : 4);
+    const double limit = 16.0 * (1ull << 40); // far beyond any one device
+    if (!std::isfinite(bytes) || bytes > limit || tokens > 1e12)
+      return error(llvm::formatv("this model and batch would need about {0:f0} GiB to train "
+                                 "({1:e2} parameters, micro-batch {2} x seq-len {3}); the "
+                                 "limit is 16384 GiB",
+                                 bytes / double(1ull << 30), params, options.microBatch,
+                                 options.seqLen)
+                       .str());
+  }
   OwningOpRef<ModuleOp> module =
       config.family == "gpt2" ? buildGPT2(ctx, config, options, dtype)
                               : buildBERT(ctx, config, options, dtype);

@@ -28,6 +28,21 @@ struct KernelCtx {
 
 CpuBackend::CpuBackend(const Package &pkg, bool verbose) : Backend(pkg) {
   profile.enabled = std::getenv("MLC_PROFILE") != nullptr;
+  // Everything this backend allocates, checked against the machine first.
+  {
+    double need = 4.0 * double(pkg.paramCount) * double(elementSize_);
+    int64_t arena = 0;
+    for (auto &[_, fn] : pkg.functions)
+      arena = std::max(arena, fn.arenaBytes);
+    need += double(arena);
+    for (const InputInfo &in : pkg.inputs)
+      need += double(in.numel) * double(dtypeSize(in.dtype));
+    double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+    if (have > 0 && need > have)
+      fail(pkg.dir + ": training this package needs " + std::to_string(int64_t(need / (1 << 20))) +
+           " MiB (parameters, gradients, AdamW moments, activations, inputs); this machine "
+           "has " + std::to_string(int64_t(have / (1 << 20))) + " MiB");
+  }
   for (auto *flat : {&params_, &grads_, &adamM_, &adamV_})
     flat->assign(pkg.paramCount * elementSize_, 0);
   for (const InputInfo &in : pkg.inputs)
