@@ -6,6 +6,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -63,6 +65,11 @@ int64_t HostTensor::getInt(int64_t i) const {
 }
 
 std::string readFile(const std::string &path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    fail(path + ": is not a regular file (" +
+         std::string(S_ISDIR(st.st_mode) ? "a directory" : "a device or other special file") +
+         ")");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     fail(path + ": cannot open: " + std::strerror(errno));
@@ -222,6 +229,11 @@ std::map<std::string, HostTensor> readSafetensors(const std::string &path) {
     fail(path + ": safetensors header is not a JSON object");
   size_t base = 8 + n;
   std::map<std::string, HostTensor> out;
+  struct Span {
+    size_t begin, end;
+    std::string name;
+  };
+  std::vector<Span> spans;
   for (auto &[name, info] : header.object) {
     if (name == "__metadata__")
       continue;
@@ -234,17 +246,43 @@ std::map<std::string, HostTensor> readSafetensors(const std::string &path) {
       fail(path + ": tensor '" + name + "' has unsupported dtype " + dtype->string);
     HostTensor t;
     t.dtype = dt->second;
-    for (const Json &d : shape->array)
-      t.shape.push_back(int64_t(d.number));
-    size_t begin = size_t(offsets->array[0].number), end = size_t(offsets->array[1].number);
-    if (end < begin || base + end > bytes.size())
-      fail(path + ": tensor '" + name + "' lies outside the file (truncated?)");
-    if (int64_t(end - begin) != t.numel() * dtypeSize(t.dtype))
-      fail(path + ": tensor '" + name + "' has " + std::to_string(end - begin) +
-           " bytes for shape " + shapeString(t.shape));
-    t.data.assign(bytes.begin() + base + begin, bytes.begin() + base + end);
+    // Sizes and offsets are whole numbers a file can hold.
+    auto whole = [&](const Json &v, const char *what) {
+      if (v.kind != Json::Number || v.number < 0 || v.number > 9007199254740992.0 ||
+          v.number != std::floor(v.number))
+        fail(path + ": tensor '" + name + "' has a " + what + " that is not a non-negative "
+             "integer");
+      return int64_t(v.number);
+    };
+    if (shape->kind != Json::Array)
+      fail(path + ": tensor '" + name + "' has a shape that is not a list");
+    double elements = 1;
+    for (const Json &d : shape->array) {
+      t.shape.push_back(whole(d, "dimension"));
+      elements *= double(t.shape.back());
+    }
+    if (elements * double(dtypeSize(t.dtype)) > double(bytes.size()))
+      fail(path + ": tensor '" + name + "' of shape " + shapeString(t.shape) +
+           " is larger than the file");
+    size_t begin = size_t(whole(offsets->array[0], "data offset")),
+           end = size_t(whole(offsets->array[1], "data offset"));
+    spans.push_back({begin, end, name});    t.data.assign(bytes.begin() + base + begin, bytes.begin() + base + end);
     out.emplace(name, std::move(t));
   }
+  // As HF's reader: the tensors tile the data exactly, without overlaps or gaps.
+  std::sort(spans.begin(), spans.end(),
+            [](const Span &a, const Span &b) { return a.begin < b.begin; });
+  size_t expected = 0;
+  for (const Span &sp : spans) {
+    if (sp.begin != expected)
+      fail(path + ": tensor '" + sp.name + "' starts at byte " + std::to_string(sp.begin) +
+           " of the data, not " + std::to_string(expected) +
+           (sp.begin < expected ? " (it overlaps another tensor)" : " (a gap before it)"));
+    expected = sp.end;
+  }
+  if (base + expected != bytes.size())
+    fail(path + ": the tensors cover " + std::to_string(expected) + " bytes of data but the "
+         "file holds " + std::to_string(bytes.size() - base));
   return out;
 }
 

@@ -177,9 +177,17 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
       HostTensor tensor = batch(in, t - 1);
       if (in.name == "input_ids")
         tokensPerStep = tensor.numel(); // unpadded batches vary
-      backend.setInput(in.name, tensor);
+      try {
+        backend.setInput(in.name, tensor);
+      } catch (const Error &e) {
+        fail(std::string("step ") + std::to_string(t) + ": " + e.what());
+      }
     }
-    backend.run("train_step", t);
+    try {
+      backend.run("train_step", t);
+    } catch (const Error &e) {
+      fail(std::string("step ") + std::to_string(t) + ": " + e.what());
+    }
     double loss = backend.output("train_step", "loss").getDouble(0);
     backend.run("grad_norm", t);
     double norm = backend.output("grad_norm", "grad_norm").getDouble(0);

@@ -180,6 +180,17 @@ void CpuBackend::setInput(const std::string &name, const HostTensor &t) {
   }
   char *dst = inputs_[name].data();
   int64_t n = t.numel();
+  // Token ids, labels and offsets are integers: a float or bool array would
+  // be truncated (3.5 -> 3) without a word.
+  bool wantsInt = info->dtype == "i64" || info->dtype == "i32";
+  if (wantsInt && t.dtype != "i64" && t.dtype != "i32" && t.dtype != "u16" && t.dtype != "u8")
+    fail("input '" + name + "' holds integers (" + info->dtype + "); the array given is " +
+         t.dtype);
+  if (info->dtype == "i32" && t.dtype == "i64")
+    for (int64_t i = 0; i < n; ++i)
+      if (t.getInt(i) != int64_t(int32_t(t.getInt(i))))
+        fail("input '" + name + "': value " + std::to_string(t.getInt(i)) + " at index " +
+             std::to_string(i) + " does not fit in i32");
   if (t.dtype == info->dtype) {
     std::memcpy(dst, t.data.data(), t.data.size());
   } else if (info->dtype == "i64") {
