@@ -64,7 +64,7 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
     } else if (auto sc = dyn_cast<plan::ScalarsOp>(op)) {
       data.scalars.push_back({sc.getSymName().str(), dtypeName(sc.getElement()), sc.getSize()});
     } else if (auto k = dyn_cast<plan::KernelOp>(op)) {
-      kernels << target->function(k.getSymName().str(), k.getSource().str());
+      kernels << target->function(k.getSymName().str(), k.getSource().str(), k.getNumArgs());
     } else if (auto fn = dyn_cast<plan::FuncOp>(op)) {
       rt::FunctionPlan f;
       f.name = fn.getSymName().str();
@@ -105,9 +105,12 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
             b.dtype = dtypeName(t.getElementType());
             b.numel = t.getNumElements();
           } else if (auto view = dyn_cast<plan::ViewOp>(inner)) {
+            auto t = cast<MemRefType>(view.getBuffer().getType());
             b.kind = rt::BufferDecl::Alias;
             b.alias = ids.lookup(view.getSource());
             b.offset = view.getOffset();
+            b.dtype = dtypeName(t.getElementType());
+            b.numel = t.getNumElements();
           }
           ids[inner.getResult(0)] = f.buffers.size();
           f.buffers.push_back(b);

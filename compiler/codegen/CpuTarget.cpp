@@ -89,8 +89,10 @@ public:
 
   std::string prelude() override { return kernelPrelude(); }
 
-  std::string function(const std::string &name, const std::string &body) override {
-    return "\nextern \"C\" void " + name + "(char **b, MlcKernelCtx *ctx) {\n  (void)ctx;\n" +
+  std::string function(const std::string &name, const std::string &body,
+                       int64_t args) override {
+    return "\nextern \"C\" const int64_t " + name + "_args = " + std::to_string(args) +
+           ";\nextern \"C\" void " + name + "(char **b, MlcKernelCtx *ctx) {\n  (void)ctx;\n" +
            body + "}\n";
   }
 

@@ -104,7 +104,7 @@ std::string writePlan(const PlanData &plan) {
       if (b.kind == BufferDecl::Arena)
         os << " " << b.offset << " " << b.dtype << " " << b.numel;
       else if (b.kind == BufferDecl::Alias)
-        os << " %" << b.alias << (b.offset ? " " + std::to_string(b.offset) : "");
+        os << " %" << b.alias << " " << b.offset << " " << b.dtype << " " << b.numel;
       else
         os << " " << b.name;
       os << "\n";
@@ -246,6 +246,24 @@ PlanData parsePlan(const std::string &text, const std::string &path) {
         b.kind = *namedKind;
         if (!(ls >> b.name))
           bad("malformed buf line");
+        b.bytes = -1;
+        if (b.kind == BufferDecl::Input) {
+          for (const InputInfo &in : plan.inputs)
+            if (in.name == b.name)
+              b.bytes = in.numel * elementBytes(in.dtype);
+        } else if (b.kind == BufferDecl::Scalars) {
+          for (const ScalarsInfo &sc : plan.scalars)
+            if (sc.name == b.name)
+              b.bytes = sc.size * 8;
+        } else if (b.name == "*") {
+          b.bytes = paramCount * (plan.params.empty() ? 4 : elementBytes(plan.params[0].dtype));
+        } else {
+          for (const ParamInfo &p : plan.params)
+            if (p.name == b.name)
+              b.bytes = p.numel * elementBytes(p.dtype);
+        }
+        if (b.bytes < 0)
+          bad("buffer " + id + " names no " + kind + " '" + b.name + "' of the plan");
       } else if (kind == "arena") {
         b.kind = BufferDecl::Arena;
         if (!(ls >> b.offset >> b.dtype >> b.numel) || b.offset < 0 || b.numel < 0)
@@ -255,15 +273,21 @@ PlanData parsePlan(const std::string &text, const std::string &path) {
             b.offset + b.numel * es > fn->arenaBytes)
           bad("arena buffer " + id + " lies outside the function's arena of " +
               std::to_string(fn->arenaBytes) + " bytes");
+        b.bytes = b.numel * es;
       } else if (kind == "alias") {
         b.kind = BufferDecl::Alias;
         std::string target;
         ls >> target;
         b.alias = bufferId(target);
-        if (!(ls >> b.offset)) // optional byte offset into the target
-          b.offset = 0;
-        if (b.offset < 0)
-          bad("negative alias offset");
+        if (!(ls >> b.offset >> b.dtype >> b.numel) || b.offset < 0 || b.numel < 0)
+          bad("malformed alias buffer (alias %ID BYTE_OFFSET DTYPE NUMEL)");
+        int64_t es = elementBytes(b.dtype), whole = fn->buffers[b.alias].bytes;
+        if (b.numel > (std::numeric_limits<int64_t>::max() - b.offset) / es ||
+            b.offset + b.numel * es > whole)
+          bad("view " + id + " of bytes [" + std::to_string(b.offset) + ", " +
+              std::to_string(b.offset + b.numel * es) + ") lies outside " + target + " (" +
+              std::to_string(whole) + " bytes)");
+        b.bytes = b.numel * es;
       } else {
         bad("unknown buffer kind '" + kind + "'");
       }

@@ -19,7 +19,7 @@
 //                                        a parameter's slice of a flat buffer,
 //                                        or the whole buffer for NAME "*"
 //       | input NAME | scalars NAME | arena OFFSET DTYPE NUMEL
-//       | alias %ID [BYTE_OFFSET]          a view of another buffer
+//       | alias %ID BYTE_OFFSET DTYPE NUMEL  a view inside another buffer
 //   kernel NAME %ID...                   outputs first, then inputs
 //   gemm TA TB M N K NB DIMS.. LSTRIDES.. RSTRIDES.. %OUT %LHS %RHS
 //   output NAME %ID SHAPE
@@ -62,6 +62,9 @@ struct BufferDecl {
   std::string name, dtype;
   int64_t offset = 0, numel = 0;
   int alias = -1;
+  /// Its size, checked at load: inside its flat buffer, input, arena or (a
+  /// view) the buffer it views.
+  int64_t bytes = 0;
 };
 
 struct StepDecl {

@@ -71,8 +71,13 @@ CpuBackend::CpuBackend(const Package &pkg, bool verbose) : Backend(pkg) {
         continue;
       }
       void *sym = dlsym(library_, s.kernel.c_str());
-      if (!sym)
+      auto *argCount = static_cast<const int64_t *>(dlsym(library_, (s.kernel + "_args").c_str()));
+      if (!sym || !argCount)
         fail(pkg.dir + ": kernel '" + s.kernel + "' is missing from kernels.cpp");
+      if (*argCount != int64_t(s.buffers.size()))
+        fail(pkg.dir + "/plan.txt: function " + name + " launches kernel " + s.kernel +
+             " with " + std::to_string(s.buffers.size()) + " buffers; it takes " +
+             std::to_string(*argCount));
       b.calls.push_back(reinterpret_cast<void (*)(char **, void *)>(sym));
     }
   }
