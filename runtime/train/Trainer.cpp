@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <iomanip>
+#include <limits>
 #include <random>
 #include <set>
 #include <sstream>
@@ -134,6 +135,80 @@ std::vector<double> adamwScalars(const TrainOptions &o, double lr, int64_t t, do
   return h;
 }
 
+namespace {
+
+/// Runs @optimizer so that no update makes the parameters non-finite. It
+/// keeps upper bounds on max |p| and max |m| (from the previous bounds, the
+/// gradient norm and the step's scalars: |m'| <= max(|m|, |g'|), |update| <=
+/// step_size * |m'| / eps); while they prove the update finite, which is
+/// every step of a sane run, the update just runs. Otherwise the parameters
+/// and moments are copied first and checked after; a non-finite result is
+/// undone (the previous values restored) and the run stops, saving the
+/// parameters of the last good step.
+class UpdateGuard {
+public:
+  explicit UpdateGuard(Backend &backend) {
+    limit = 0.25 * (backend.elementSize() == 4 ? double(std::numeric_limits<float>::max())
+                                               : std::numeric_limits<double>::max());
+    pBound = maxAbs(backend, FlatBuffer::Params);
+  }
+
+  void update(Backend &backend, const std::vector<double> &h, double gradBound, int64_t t,
+              const TrainOptions &o) {
+    double m = std::max(mBound, gradBound) * 1.01;
+    double p = pBound * std::fabs(h[kDecay]) + h[kStepSize] * m / h[kEps] * 1.01;
+    if (std::isfinite(p) && p < limit && m < limit) {
+      backend.run("optimizer", t);
+      pBound = p;
+      mBound = m;
+      return;
+    }
+    std::vector<char> params = downloadAll(backend, FlatBuffer::Params),
+                      m1 = downloadAll(backend, FlatBuffer::AdamM),
+                      m2 = downloadAll(backend, FlatBuffer::AdamV);
+    backend.run("optimizer", t);
+    pBound = maxAbs(backend, FlatBuffer::Params);
+    mBound = maxAbs(backend, FlatBuffer::AdamM);
+    if (std::isfinite(pBound) && std::isfinite(mBound) &&
+        std::isfinite(maxAbs(backend, FlatBuffer::AdamV)))
+      return;
+    uploadAll(backend, FlatBuffer::Params, params);
+    uploadAll(backend, FlatBuffer::AdamM, m1);
+    uploadAll(backend, FlatBuffer::AdamV, m2);
+    std::string kept;
+    if (!o.save.empty()) {
+      saveParameters(backend, o.save);
+      kept = "; the parameters before this step are saved in " + o.save;
+    }
+    fail("the update at step " + std::to_string(t) + " would make the parameters or the AdamW "
+         "moments non-finite (learning rate " + jsonNumber(h[kStepSize] * (1 - std::pow(o.beta1, double(t)))) +
+         "); it was not applied" + kept);
+  }
+
+private:
+  /// max |x| over a flat buffer (infinity if any element is not finite).
+  static double maxAbs(Backend &backend, FlatBuffer which) {
+    std::vector<char> flat = downloadAll(backend, which);
+    double m = 0;
+    if (backend.elementSize() == 4) {
+      const float *x = reinterpret_cast<const float *>(flat.data());
+      for (size_t i = 0; i < flat.size() / 4; ++i)
+        m = std::isfinite(x[i]) ? std::max(m, double(std::fabs(x[i])))
+                                : std::numeric_limits<double>::infinity();
+    } else {
+      const double *x = reinterpret_cast<const double *>(flat.data());
+      for (size_t i = 0; i < flat.size() / 8; ++i)
+        m = std::isfinite(x[i]) ? std::max(m, std::fabs(x[i]))
+                                : std::numeric_limits<double>::infinity();
+    }
+    return m;
+  }
+
+  double limit, pBound = 0, mBound = 0;
+};
+
+} // namespace
+
 std::vector<double> train(Backend &backend, const TrainOptions &o) {
   const Package &pkg = backend.package();
   validate(o);
@@ -170,6 +245,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
   }
   backend.zero(FlatBuffer::AdamM);
   backend.zero(FlatBuffer::AdamV);
+  UpdateGuard guard(backend);
   std::vector<double> losses;
   for (int64_t t = 1; t <= o.steps; ++t) {
     auto start = std::chrono::steady_clock::now();
@@ -204,8 +280,9 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
     if (o.clipGrad > 0)
       scale = std::min(1.0, o.clipGrad / (norm + 1e-6));
     double lr = learningRate(o, t);
-    backend.setScalars(kAdamWScalarsName, adamwScalars(o, lr, t, scale));
-    backend.run("optimizer", t);
+    std::vector<double> h = adamwScalars(o, lr, t, scale);
+    backend.setScalars(kAdamWScalarsName, h);
+    guard.update(backend, h, norm * scale, t, o);
     double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count();
