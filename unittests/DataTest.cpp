@@ -43,12 +43,14 @@ TEST(IndexedDataset, WriteReadRoundTrip) {
     w.finish();
   }
   IndexedDataset d(dir + "/d");
+  // The empty document is a boundary without a sequence, as Megatron writes it.
   ASSERT_EQ(d.documents(), 3);
+  EXPECT_EQ(d.documentStart(1), 1);
+  EXPECT_EQ(d.documentStart(2), 1);
+  EXPECT_EQ(d.documentStart(3), 2);
   std::vector<int64_t> t;
-  d.read(2, t);
-  EXPECT_EQ(t, (std::vector<int64_t>{65535, 69999}));
   d.read(1, t);
-  EXPECT_TRUE(t.empty());
+  EXPECT_EQ(t, (std::vector<int64_t>{65535, 69999}));
   d.read(0, t, 1, 1);
   EXPECT_EQ(t, (std::vector<int64_t>{2}));
 }

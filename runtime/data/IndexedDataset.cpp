@@ -74,6 +74,10 @@ IndexedDatasetWriter::~IndexedDatasetWriter() {
 }
 
 void IndexedDatasetWriter::addDocument(const std::vector<int32_t> &tokens) {
+  if (tokens.empty()) {
+    documentIndex_.push_back(int64_t(lengths_.size()));
+    return;
+  }
   if (code_ == 8) {
     std::vector<uint16_t> narrow(tokens.begin(), tokens.end());
     std::fwrite(narrow.data(), 2, narrow.size(), bin_);
@@ -81,6 +85,7 @@ void IndexedDatasetWriter::addDocument(const std::vector<int32_t> &tokens) {
     std::fwrite(tokens.data(), 4, tokens.size(), bin_);
   }
   lengths_.push_back(int32_t(tokens.size()));
+  documentIndex_.push_back(int64_t(lengths_.size()));
   tokens_ += tokens.size();
 }
 
@@ -94,15 +99,15 @@ void IndexedDatasetWriter::finish() {
   put<uint64_t>(idx, 1);
   put<uint8_t>(idx, uint8_t(code_));
   put<uint64_t>(idx, lengths_.size());
-  put<uint64_t>(idx, lengths_.size() + 1);
+  put<uint64_t>(idx, documentIndex_.size());
   idx.append(reinterpret_cast<const char *>(lengths_.data()), lengths_.size() * 4);
   int64_t pointer = 0;
   for (int32_t len : lengths_) {
     put<int64_t>(idx, pointer);
     pointer += int64_t(len) * itemSize(code_);
   }
-  for (size_t d = 0; d <= lengths_.size(); ++d)
-    put<int64_t>(idx, int64_t(d));
+  for (int64_t d : documentIndex_)
+    put<int64_t>(idx, d);
   std::string tmp = prefix_ + ".idx.tmp";
   FILE *f = std::fopen(tmp.c_str(), "wb");
   if (!f || std::fwrite(idx.data(), 1, idx.size(), f) != idx.size() || std::fclose(f) != 0)

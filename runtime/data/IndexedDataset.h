@@ -35,6 +35,8 @@ class IndexedDatasetWriter {
 public:
   IndexedDatasetWriter(const std::string &prefix, int64_t vocabSize);
   ~IndexedDatasetWriter();
+  /// One document of one sequence; an empty document has no sequence (as
+  /// Megatron writes it: a document boundary with nothing in it).
   void addDocument(const std::vector<int32_t> &tokens);
   void finish();
   int64_t tokens() const { return tokens_; }
@@ -45,6 +47,7 @@ private:
   int code_;
   FILE *bin_ = nullptr;
   std::vector<int32_t> lengths_;
+  std::vector<int64_t> documentIndex_{0}; // first sequence of each document, then the end
   int64_t tokens_ = 0;
 };
 

@@ -58,7 +58,8 @@ PreprocessStats preprocess(const PreprocessOptions &o) {
           if (!text || text->kind != Json::String)
             throw Error("no string field '" + o.jsonKeys[k] + "'");
           tokens[i * keys + k] = tokenizer->encode(text->string);
-          if (o.appendEod)
+          // As Megatron: an empty document stays empty (no EOD-only sequence).
+          if (o.appendEod && !tokens[i * keys + k].empty())
             tokens[i * keys + k].push_back(tokenizer->eod());
         }
       } catch (const Error &e) {

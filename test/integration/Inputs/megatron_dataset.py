@@ -55,7 +55,9 @@ r = mlc("preprocess", "--input", jsonl, "--output-prefix", prefix, "--append-eod
 check(":4: document: invalid JSON" in r.stderr, "malformed line 4 not reported: " + r.stderr)
 check(":5: no string field 'text'" in r.stderr, "line 5 without text not reported")
 code, docs = read_dataset(prefix + "_text_document")
-expected = [list(t.encode("utf-8")) + [0] for t in texts]
+# As Megatron: the EOD ends a document with tokens; an empty document has no
+# sequence at all (a boundary with nothing in it).
+expected = [list(t.encode("utf-8")) + [0] if t else [] for t in texts]
 check(code == 8, f"dtype code {code}, expected 8 (uint16) for 256 ids")
 check(docs == expected, "preprocessed documents differ from the UTF-8 bytes + EOD")
 print(f"preprocess: {len(docs)} documents read back identically")

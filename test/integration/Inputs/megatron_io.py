@@ -33,8 +33,9 @@ def write_dataset(prefix, docs, code, split_every=None):
     dtype = {8: np.uint16, 4: np.int32}[code]
     seqs, doc_index = [], [0]
     for doc in docs:
-        parts = [doc] if not split_every else [doc[i:i + split_every] for i in
-                                               range(0, len(doc), split_every)] or [[]]
+        # An empty document is a boundary without a sequence.
+        parts = ([doc] if doc else []) if not split_every else \
+            [doc[i:i + split_every] for i in range(0, len(doc), split_every)]
         seqs.extend(parts)
         doc_index.append(len(seqs))
     with open(prefix + ".bin", "wb") as f:
