@@ -25,6 +25,23 @@ private:
   [[noreturn]] void error(const std::string &msg) {
     fail(what + ": invalid JSON at byte " + std::to_string(i) + ": " + msg);
   }
+  /// The four hex digits of a \\u escape at `at`.
+  unsigned hex4(size_t at) {
+    if (at + 4 > s.size())
+      error("short \\u escape");
+    unsigned v = 0;
+    for (size_t k = at; k < at + 4; ++k) {
+      char c = s[k];
+      int d = c >= '0' && c <= '9'   ? c - '0'
+              : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                     : -1;
+      if (d < 0)
+        error("\\u escape with a non-hex digit");
+      v = v * 16 + unsigned(d);
+    }
+    return v;
+  }
   void space() {
     while (i < s.size() && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t'))
       ++i;
@@ -120,13 +137,13 @@ private:
       case 'b': out += '\b'; break;
       case 'f': out += '\f'; break;
       case 'u': {
-        if (i + 4 > s.size())
-          error("short \\u escape");
-        unsigned cp = std::stoul(s.substr(i, 4), nullptr, 16);
+        unsigned cp = hex4(i);
         i += 4;
         if (cp >= 0xD800 && cp < 0xDC00 && i + 6 <= s.size() && s[i] == '\\' &&
             s[i + 1] == 'u') {
-          unsigned lo = std::stoul(s.substr(i + 2, 4), nullptr, 16);
+          unsigned lo = hex4(i + 2);
+          if (lo < 0xDC00 || lo >= 0xE000)
+            error("a high surrogate not followed by a low one");
           i += 6;
           cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
         }

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -168,9 +169,23 @@ HostTensor readNpy(const std::string &path) {
   std::stringstream ss(shapeText);
   std::string item;
   while (std::getline(ss, item, ','))
-    if (item.find_first_not_of(" ") != std::string::npos)
-      t.shape.push_back(std::stoll(item));
+    if (item.find_first_not_of(" ") != std::string::npos) {
+      char *end = nullptr;
+      errno = 0;
+      long long d = std::strtoll(item.c_str(), &end, 10);
+      while (end && *end == ' ')
+        ++end;
+      if (*end || errno == ERANGE || d < 0 || d > (1ll << 40))
+        fail(path + ": malformed .npy shape '(" + shapeText + ")'");
+      t.shape.push_back(d);
+    }
   size_t dataStart = start + headerLen;
+  double elements = 1;
+  for (int64_t d : t.shape)
+    elements *= double(d);
+  if (dataStart > bytes.size() || elements * double(dtypeSize(t.dtype)) > double(bytes.size()))
+    fail(path + ": truncated .npy data (shape " + shapeString(t.shape) + " needs more bytes "
+         "than the file holds)");
   size_t need = t.numel() * dtypeSize(t.dtype);
   if (bytes.size() - dataStart < need)
     fail(path + ": truncated .npy data (" + std::to_string(bytes.size() - dataStart) +
