@@ -62,7 +62,8 @@ PreprocessStats preprocess(const PreprocessOptions &o) {
           if (o.appendEod && !tokens[i * keys + k].empty())
             tokens[i * keys + k].push_back(tokenizer->eod());
         }
-      } catch (const Error &e) {
+      } catch (const std::exception &e) {
+        // Nothing may leave an OpenMP region: every failure is this line's.
         errors[i] = e.what();
       }
     }
