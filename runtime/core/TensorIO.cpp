@@ -4,6 +4,7 @@
 #include "runtime/core/Error.h"
 #include "runtime/core/Json.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -98,20 +99,35 @@ void checkWritableFile(const std::string &path, const std::string &flag) {
 void writeFileAtomically(const std::string &path, const std::string &bytes) {
   checkWritableFile(path, "output");
   std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      fail(path + ": cannot write: " + std::strerror(errno));
-    out.write(bytes.data(), bytes.size());
-    out.flush();
-    if (!out) {
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0)
+    fail(path + ": cannot write: " + std::strerror(errno));
+  // Written in full and flushed to the disk before it takes the final name,
+  // so that a crash or a full disk never leaves a half-written file there.
+  const char *p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
       std::remove(tmp.c_str());
-      fail(path + ": write failed: " + std::strerror(errno));
+      fail(path + ": write failed: " + std::strerror(err));
     }
+    p += n;
+    left -= size_t(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    int err = errno;
+    std::remove(tmp.c_str());
+    fail(path + ": write failed: " + std::strerror(err));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
     std::remove(tmp.c_str());
-    fail(path + ": cannot rename into place: " + std::strerror(errno));
+    fail(path + ": cannot rename into place: " + std::strerror(err));
   }
 }
 

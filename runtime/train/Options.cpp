@@ -102,6 +102,13 @@ const std::vector<TrainFlag> &trainFlags() {
         integer("eval-iters", "Validation batches per evaluation", &TrainOptions::evalIters),
         string("log-json", "file", "One JSON object per step", &TrainOptions::logJson),
         integer("log-every", "Print progress every N steps", &TrainOptions::logEvery),
+        string("save-dir", "dir", "Write checkpoints (weights, AdamW moments, step) here",
+               &TrainOptions::saveDir),
+        integer("save-interval", "A checkpoint every N steps (0: at the end only)",
+                &TrainOptions::saveInterval),
+        integer("keep", "Checkpoints kept in --save-dir (0: all)", &TrainOptions::keep),
+        string("resume", "dir", "Continue from a checkpoint directory, or 'latest' in --save-dir",
+               &TrainOptions::resume),
         string("device", "name", "Where to run: cpu or auto", &TrainOptions::device),
     };
     for (TrainFlag &flag : f)
@@ -140,6 +147,10 @@ void validate(const TrainOptions &o) {
   if (o.evalIters > 1000000)
     fail("--eval-iters must be at most 1000000, got " + std::to_string(o.evalIters));
   parseSplit(o.split);
+  if (o.saveInterval < 0 || o.keep < 0)
+    fail("--save-interval and --keep must be >= 0");
+  if (o.saveInterval > 0 && o.saveDir.empty())
+    fail("--save-interval needs --save-dir (where the checkpoints go)");
   if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
     fail("--device must be auto, cpu or cuda, got '" + o.device + "'");
   // Where results go is checked before any work is done.

@@ -4,6 +4,7 @@
 #include "runtime/core/Error.h"
 #include "runtime/core/OptimizerScalars.h"
 #include "runtime/train/BatchSources.h"
+#include "runtime/train/Checkpoint.h"
 
 #include <algorithm>
 #include <chrono>
@@ -151,6 +152,7 @@ public:
     limit = 0.25 * (backend.elementSize() == 4 ? double(std::numeric_limits<float>::max())
                                                : std::numeric_limits<double>::max());
     pBound = maxAbs(backend, FlatBuffer::Params);
+    mBound = maxAbs(backend, FlatBuffer::AdamM); // nonzero after a resume
   }
 
   void update(Backend &backend, const std::vector<double> &h, double gradBound, int64_t t,
@@ -215,10 +217,23 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
   pkg.function("train_step");
   pkg.function("grad_norm");
   pkg.function("optimizer");
-  if (!o.init.empty())
+  // Where the run starts: a checkpoint (parameters, moments, step), given
+  // weights, or the seeded initialization.
+  int64_t first = 1;
+  backend.zero(FlatBuffer::AdamM);
+  backend.zero(FlatBuffer::AdamV);
+  if (!o.resume.empty()) {
+    std::string dir = resolveCheckpoint(o.resume, o.saveDir);
+    first = loadCheckpoint(backend, o, dir) + 1;
+    if (!o.quiet)
+      fprintf(stderr, "mlc: resuming from %s at step %lld\n", dir.c_str(), (long long)first);
+  } else if (!o.init.empty()) {
     loadParameters(backend, o.init);
-  else
+  } else {
     initializeParameters(backend, o.seed);
+  }
+  if (!o.saveDir.empty())
+    makeDirectories(o.saveDir);
   BatchSources sources = openBatchSources(pkg, o);
   BatchFn &batch = sources.train, &validation = sources.validation;
   // Mean loss of the first eval-iters validation batches, without dropout.
@@ -239,15 +254,15 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
       tokensPerStep = in.numel;
   std::ofstream log;
   if (!o.logJson.empty()) {
-    log.open(o.logJson, std::ios::trunc);
+    // A resumed run continues its log.
+    log.open(o.logJson, o.resume.empty() ? std::ios::trunc : std::ios::app);
     if (!log)
       fail(o.logJson + ": cannot write the JSON log");
   }
-  backend.zero(FlatBuffer::AdamM);
-  backend.zero(FlatBuffer::AdamV);
   UpdateGuard guard(backend);
   std::vector<double> losses;
-  for (int64_t t = 1; t <= o.steps; ++t) {
+  int64_t saved = first - 1;
+  for (int64_t t = first; t <= o.steps; ++t) {
     auto start = std::chrono::steady_clock::now();
     for (const InputInfo &in : pkg.inputs) {
       HostTensor tensor = batch(in, t - 1);
@@ -301,6 +316,10 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
         fprintf(stderr, "eval  %5lld/%lld | validation loss %.4f (%lld batches)\n",
                 (long long)t, (long long)o.steps, val, (long long)o.evalIters);
     }
+    if (!o.saveDir.empty() && o.saveInterval > 0 && t % o.saveInterval == 0) {
+      saveCheckpoint(backend, o, t);
+      saved = t;
+    }
     if (!o.quiet && (t % o.logEvery == 0 || t == 1 || t == o.steps))
       fprintf(stderr, "step %5lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %7.1f ms | %8.0f tok/s\n",
               (long long)t, (long long)o.steps, loss, lr, norm, ms, tps);
@@ -318,6 +337,11 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
     for (size_t i = 0; i < top.size() && i < 12; ++i)
       fprintf(stderr, "mlc profile:   %-8s %8.2f ms/step\n", top[i].second.c_str(),
               1e3 * top[i].first / o.steps);
+  }
+  if (!o.saveDir.empty() && saved < o.steps && first <= o.steps) {
+    std::string dir = saveCheckpoint(backend, o, o.steps);
+    if (!o.quiet)
+      fprintf(stderr, "mlc: checkpoint %s\n", dir.c_str());
   }
   if (!o.save.empty())
     saveParameters(backend, o.save);
