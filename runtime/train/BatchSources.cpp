@@ -257,8 +257,17 @@ BatchSources openBatchSources(const Package &pkg, const TrainOptions &o) {
   } else if (!o.data.empty() && isIndexedData(o.data)) {
     auto source = isBert(pkg) ? batchesForBert : batchesFromIndexed;
     s.train = source(pkg, o, 0);
-    if (o.evalInterval > 0)
+    if (o.evalInterval > 0) {
       s.validation = source(pkg, o, 1);
+      // The test split is evaluated at the end when the split gives it
+      // documents enough for a sample (a small dataset may round it to none).
+      if (parseSplit(o.split)[2] > 0) {
+        try {
+          s.test = source(pkg, o, 2);
+        } catch (const Error &) {
+        }
+      }
+    }
   } else if (!o.data.empty()) {
     s.train = batchesFromTokens(pkg, o.data, o.seed);
   } else {

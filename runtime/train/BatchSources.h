@@ -24,6 +24,7 @@ using BatchFn = std::function<HostTensor(const InputInfo &input, int64_t t)>;
 struct BatchSources {
   BatchFn train;
   BatchFn validation; // set when --eval-interval asks for it
+  BatchFn test;       // the test split, when it has documents (evaluated at the end)
 };
 
 /// The sources the options name; errors name the file or flag at fault.

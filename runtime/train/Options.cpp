@@ -109,6 +109,9 @@ const std::vector<TrainFlag> &trainFlags() {
         integer("keep", "Checkpoints kept in --save-dir (0: all)", &TrainOptions::keep),
         string("resume", "dir", "Continue from a checkpoint directory, or 'latest' in --save-dir",
                &TrainOptions::resume),
+        integer("max-bad-steps", "Steps with a non-finite loss or gradient norm skipped "
+                                 "(no update) before the run stops",
+                &TrainOptions::maxBadSteps),
         string("device", "name", "Where to run: cpu or auto", &TrainOptions::device),
     };
     for (TrainFlag &flag : f)
@@ -147,6 +150,8 @@ void validate(const TrainOptions &o) {
   if (o.evalIters > 1000000)
     fail("--eval-iters must be at most 1000000, got " + std::to_string(o.evalIters));
   parseSplit(o.split);
+  if (o.maxBadSteps < 0)
+    fail("--max-bad-steps must be >= 0, got " + std::to_string(o.maxBadSteps));
   if (o.saveInterval < 0 || o.keep < 0)
     fail("--save-interval and --keep must be >= 0");
   if (o.saveInterval > 0 && o.saveDir.empty())

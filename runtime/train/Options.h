@@ -37,6 +37,7 @@ struct TrainOptions {
   int64_t saveInterval = 0;      // a checkpoint every N steps (0: at the end only)
   int64_t keep = 0;              // checkpoints kept (0: all)
   std::string resume;            // a checkpoint directory, or "latest" in saveDir
+  int64_t maxBadSteps = 0;       // non-finite steps skipped before the run stops
   std::string device = "auto"; // cpu | auto (cuda when its backend lands)
   bool quiet = false;
 };

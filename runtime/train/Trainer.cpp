@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <unistd.h>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -138,6 +140,37 @@ std::vector<double> adamwScalars(const TrainOptions &o, double lr, int64_t t, do
 
 namespace {
 
+/// Set by SIGINT/SIGTERM: the loop finishes the current step, keeps it (a
+/// checkpoint with --save-dir, the weights with --save) and returns. A second
+/// signal ends the process at once.
+volatile std::sig_atomic_t interrupted = 0;
+
+extern "C" void onInterrupt(int) {
+  if (interrupted)
+    _exit(130);
+  interrupted = 1;
+}
+
+/// Installs the handlers for the training loop and restores the previous ones.
+class InterruptHandler {
+public:
+  InterruptHandler() {
+    interrupted = 0;
+    struct sigaction sa {};
+    sa.sa_handler = onInterrupt;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &oldInt);
+    sigaction(SIGTERM, &sa, &oldTerm);
+  }
+  ~InterruptHandler() {
+    sigaction(SIGINT, &oldInt, nullptr);
+    sigaction(SIGTERM, &oldTerm, nullptr);
+  }
+
+private:
+  struct sigaction oldInt {}, oldTerm {};
+};
+
 /// Runs @optimizer so that no update makes the parameters non-finite. It
 /// keeps upper bounds on max |p| and max |m| (from the previous bounds, the
 /// gradient norm and the step's scalars: |m'| <= max(|m|, |g'|), |update| <=
@@ -235,13 +268,13 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
   if (!o.saveDir.empty())
     makeDirectories(o.saveDir);
   BatchSources sources = openBatchSources(pkg, o);
-  BatchFn &batch = sources.train, &validation = sources.validation;
-  // Mean loss of the first eval-iters validation batches, without dropout.
-  auto evaluate = [&]() {
+  BatchFn &batch = sources.train;
+  // Mean loss of the first eval-iters batches of a split, without dropout.
+  auto evaluate = [&](BatchFn &split) {
     double sum = 0;
     for (int64_t i = 0; i < o.evalIters; ++i) {
       for (const InputInfo &in : pkg.inputs)
-        backend.setInput(in.name, validation(in, i));
+        backend.setInput(in.name, split(in, i));
       backend.run("evaluate", 0);
       sum += backend.output("evaluate", "loss").getDouble(0);
     }
@@ -261,7 +294,8 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
   }
   UpdateGuard guard(backend);
   std::vector<double> losses;
-  int64_t saved = first - 1;
+  int64_t saved = first - 1, badSteps = 0, stoppedAt = o.steps;
+  InterruptHandler interruptHandler;
   for (int64_t t = first; t <= o.steps; ++t) {
     auto start = std::chrono::steady_clock::now();
     for (const InputInfo &in : pkg.inputs) {
@@ -282,6 +316,18 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
     double loss = backend.output("train_step", "loss").getDouble(0);
     backend.run("grad_norm", t);
     double norm = backend.output("grad_norm", "grad_norm").getDouble(0);
+    if ((!std::isfinite(loss) || !std::isfinite(norm)) && ++badSteps <= o.maxBadSteps) {
+      // Skipped: no update; the parameters stay those of the last good step.
+      if (log)
+        log << "{\"step\": " << t << ", \"loss\": " << jsonNumber(loss)
+            << ", \"grad_norm\": " << jsonNumber(norm) << ", \"skipped\": true}\n";
+      if (!o.quiet)
+        fprintf(stderr, "step %5lld/%lld | loss %g, gradient norm %g: update skipped (%lld of "
+                        "at most %lld)\n",
+                (long long)t, (long long)o.steps, loss, norm, (long long)badSteps,
+                (long long)o.maxBadSteps);
+      continue;
+    }
     if (!std::isfinite(loss) || !std::isfinite(norm)) {
       std::string kept;
       if (!o.save.empty()) {
@@ -309,12 +355,13 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
           << ", \"ms\": " << jsonNumber(ms) << ", \"tokens_per_s\": " << jsonNumber(tps)
           << "}\n";
     if (o.evalInterval > 0 && (t % o.evalInterval == 0 || t == o.steps)) {
-      double val = evaluate();
+      double val = evaluate(sources.validation);
       if (log)
-        log << "{\"step\": " << t << ", \"val_loss\": " << jsonNumber(val) << "}\n";
+        log << "{\"step\": " << t << ", \"val_loss\": " << jsonNumber(val)
+            << ", \"val_ppl\": " << jsonNumber(std::exp(val)) << "}\n";
       if (!o.quiet)
-        fprintf(stderr, "eval  %5lld/%lld | validation loss %.4f (%lld batches)\n",
-                (long long)t, (long long)o.steps, val, (long long)o.evalIters);
+        fprintf(stderr, "eval  %5lld/%lld | validation loss %.4f | perplexity %.2f (%lld batches)\n",
+                (long long)t, (long long)o.steps, val, std::exp(val), (long long)o.evalIters);
     }
     if (!o.saveDir.empty() && o.saveInterval > 0 && t % o.saveInterval == 0) {
       saveCheckpoint(backend, o, t);
@@ -323,6 +370,30 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
     if (!o.quiet && (t % o.logEvery == 0 || t == 1 || t == o.steps))
       fprintf(stderr, "step %5lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %7.1f ms | %8.0f tok/s\n",
               (long long)t, (long long)o.steps, loss, lr, norm, ms, tps);
+    if (interrupted) {
+      // SIGINT/SIGTERM: the step is done; keep it and stop cleanly.
+      if (!o.saveDir.empty() && saved < t) {
+        std::string dir = saveCheckpoint(backend, o, t);
+        saved = t;
+        fprintf(stderr, "mlc: interrupted after step %lld; checkpoint %s (resume with "
+                        "--resume latest)\n",
+                (long long)t, dir.c_str());
+      } else {
+        fprintf(stderr, "mlc: interrupted after step %lld\n", (long long)t);
+      }
+      stoppedAt = t;
+      break;
+    }
+  }
+  if (sources.test && stoppedAt == o.steps) {
+    double test = evaluate(sources.test);
+    if (log)
+      log << "{\"step\": " << o.steps << ", \"test_loss\": " << jsonNumber(test)
+          << ", \"test_ppl\": " << jsonNumber(std::exp(test)) << "}\n";
+    if (!o.quiet)
+      fprintf(stderr, "test  %5lld/%lld | test loss %.4f | perplexity %.2f (%lld batches)\n",
+              (long long)o.steps, (long long)o.steps, test, std::exp(test),
+              (long long)o.evalIters);
   }
   const BackendProfile &prof = backend.profile;
   if (prof.enabled)
@@ -338,8 +409,8 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
       fprintf(stderr, "mlc profile:   %-8s %8.2f ms/step\n", top[i].second.c_str(),
               1e3 * top[i].first / o.steps);
   }
-  if (!o.saveDir.empty() && saved < o.steps && first <= o.steps) {
-    std::string dir = saveCheckpoint(backend, o, o.steps);
+  if (!o.saveDir.empty() && saved < stoppedAt && first <= stoppedAt) {
+    std::string dir = saveCheckpoint(backend, o, stoppedAt);
     if (!o.quiet)
       fprintf(stderr, "mlc: checkpoint %s\n", dir.c_str());
   }
