@@ -23,6 +23,7 @@
 #include "runtime/core/Hash.h"
 #include "runtime/data/Preprocess.h"
 #include "runtime/core/Threads.h"
+#include "runtime/train/Generate.h"
 #include "runtime/train/Trainer.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -59,25 +60,26 @@ cl::SubCommand tokenizerCmd("tokenizer",
                             "a JSONL corpus");
 cl::SubCommand dataCmd("data", "Inspect an indexed dataset: 'stats PREFIX' (length "
                                 "balancing across ranks) or 'dump PREFIX' (token ids)");
+cl::SubCommand generateCmd("generate", "Sample text from a GPT-style model");
 
 // Options that every model-taking subcommand shares.
 cl::opt<std::string> model(cl::Positional, cl::desc("<gpt2 | bert | model.onnx | package-dir>"),
-                           cl::sub(compileCmd), cl::sub(trainCmd), cl::sub(runCmd),
+                           cl::sub(compileCmd), cl::sub(trainCmd), cl::sub(runCmd), cl::sub(generateCmd),
                            cl::cat(category));
 cl::opt<std::string> config("config",
                             cl::desc("PRESET[,key=value...] with HF config keys "
                                      "(gpt2: tiny, small, medium; bert: tiny, base, large)"),
                             cl::value_desc("spec"), cl::init(""), cl::sub(compileCmd),
-                            cl::sub(trainCmd), cl::sub(runCmd), cl::cat(category));
+                            cl::sub(trainCmd), cl::sub(runCmd), cl::sub(generateCmd), cl::cat(category));
 cl::opt<int64_t> microBatch("micro-batch", cl::desc("Sequences per micro-batch"),
                             cl::init(8), cl::sub(compileCmd), cl::sub(trainCmd),
-                            cl::sub(runCmd), cl::cat(category));
+                            cl::sub(runCmd), cl::sub(generateCmd), cl::cat(category));
 cl::opt<int64_t> seqLen("seq-len", cl::desc("Tokens per sequence"), cl::init(128),
-                        cl::sub(compileCmd), cl::sub(trainCmd), cl::sub(runCmd),
+                        cl::sub(compileCmd), cl::sub(trainCmd), cl::sub(runCmd), cl::sub(generateCmd),
                         cl::sub(dataCmd), cl::cat(category));
 cl::opt<std::string> dtype("dtype", cl::desc("Element type: f32 or f64"),
                            cl::init("f32"), cl::sub(compileCmd), cl::sub(trainCmd),
-                           cl::sub(runCmd), cl::cat(category));
+                           cl::sub(runCmd), cl::sub(generateCmd), cl::cat(category));
 
 cl::opt<bool> varlen("varlen",
                      cl::desc("BERT: unpadded batches (packed tokens and cu_seqlens; up to "
@@ -87,10 +89,10 @@ cl::opt<bool> varlen("varlen",
 cl::opt<bool> fuse("fuse",
                    cl::desc("Fuse pointwise chains into single kernels (--fuse=false or "
                             "--no-fuse turns it off)"),
-                   cl::init(true), cl::sub(compileCmd), cl::sub(trainCmd), cl::sub(runCmd),
+                   cl::init(true), cl::sub(compileCmd), cl::sub(trainCmd), cl::sub(runCmd), cl::sub(generateCmd),
                    cl::cat(category));
 cl::opt<bool> noFuse("no-fuse", cl::desc("Run every op as its own kernel"),
-                     cl::sub(compileCmd), cl::sub(trainCmd), cl::sub(runCmd),
+                     cl::sub(compileCmd), cl::sub(trainCmd), cl::sub(runCmd), cl::sub(generateCmd),
                      cl::cat(category));
 
 // compile
@@ -122,7 +124,7 @@ cl::opt<bool> inferenceOnly("inference", cl::desc("Compile @forward only (no tra
 cl::opt<std::string> packageDir("package-dir",
                                 cl::desc("Where to write the compiled package (default: "
                                          "the cache, keyed by model and options)"),
-                                cl::sub(trainCmd), cl::sub(runCmd), cl::cat(category));
+                                cl::sub(trainCmd), cl::sub(runCmd), cl::sub(generateCmd), cl::cat(category));
 // The training flags (--steps, --lr, ..., --seed, --init) are the runtime's
 // one table (runtime/train/Options.h): main() registers them for train, and
 // those that apply to run for run too.
@@ -139,7 +141,7 @@ void registerTrainFlags() {
     if (f.forRun)
       trainFlagOptions()[f.name] = std::make_unique<cl::opt<std::string>>(
           StringRef(*name), cl::desc(*help), cl::value_desc(*valueName), cl::sub(trainCmd),
-          cl::sub(runCmd), cl::cat(category));
+          cl::sub(runCmd), cl::sub(generateCmd), cl::cat(category));
     else
       trainFlagOptions()[f.name] = std::make_unique<cl::opt<std::string>>(
           StringRef(*name), cl::desc(*help), cl::value_desc(*valueName), cl::sub(trainCmd),
@@ -217,6 +219,25 @@ cl::opt<uint64_t> dataSeed("seed", cl::desc("Seed of the sample order"), cl::ini
                            cl::sub(dataCmd), cl::cat(category));
 cl::opt<int64_t> dumpCount("count", cl::desc("Documents to dump"), cl::init(10),
                            cl::sub(dataCmd), cl::cat(category));
+
+// generate
+cl::opt<std::string> genPrompt("prompt", cl::desc("The text to continue"), cl::init(""),
+                               cl::sub(generateCmd), cl::cat(category));
+cl::opt<int64_t> genTokens("max-tokens", cl::desc("Tokens to generate at most"), cl::init(64),
+                           cl::sub(generateCmd), cl::cat(category));
+cl::opt<double> genTemperature("temperature",
+                               cl::desc("Sampling temperature (0: the most likely token)"),
+                               cl::init(1.0), cl::sub(generateCmd), cl::cat(category));
+cl::opt<int64_t> genTopK("top-k", cl::desc("Sample from the k most likely tokens (0: all)"),
+                         cl::init(0), cl::sub(generateCmd), cl::cat(category));
+cl::opt<std::string> genTokenizer("tokenizer-type",
+                                  cl::desc("ByteTokenizer or GPT2BPETokenizer (the data's)"),
+                                  cl::init("ByteTokenizer"), cl::sub(generateCmd),
+                                  cl::cat(category));
+cl::opt<std::string> genVocab("vocab-file", cl::desc("GPT2BPETokenizer: vocab.json"),
+                              cl::sub(generateCmd), cl::cat(category));
+cl::opt<std::string> genMerges("merge-file", cl::desc("GPT2BPETokenizer: merges.txt"),
+                               cl::sub(generateCmd), cl::cat(category));
 
 cl::opt<bool> ppStrict("strict", cl::desc("Fail on the first malformed line"),
                        cl::sub(preprocessCmd), cl::cat(category));
@@ -562,6 +583,37 @@ int runForward() {
   return 0;
 }
 
+int runGenerate() {
+  mlc::rt::TrainOptions weights;
+  try {
+    weights = trainOptions();
+  } catch (const mlc::rt::Error &e) {
+    return fail(e.what());
+  }
+  if (!microBatch.getNumOccurrences())
+    microBatch = 1; // one sequence is all generation needs
+  auto dir = packageFor(/*training=*/false);
+  if (!dir)
+    return fail(toString(dir.takeError()));
+  try {
+    mlc::rt::Package pkg = mlc::rt::Package::load(*dir);
+    auto backend = mlc::rt::createBackend(weights.device, pkg, /*verbose=*/false);
+    mlc::rt::GenerateOptions g;
+    g.prompt = genPrompt;
+    g.maxTokens = genTokens;
+    g.temperature = genTemperature;
+    g.topK = genTopK;
+    g.seed = weights.seed;
+    g.tokenizerType = genTokenizer;
+    g.vocabFile = genVocab;
+    g.mergeFile = genMerges;
+    outs() << mlc::rt::generateText(*backend, weights, g) << "\n";
+  } catch (const mlc::rt::Error &e) {
+    return fail(e.what());
+  }
+  return 0;
+}
+
 int runTokenizer() {
   if (tokArgs.size() != 1 || tokArgs[0] != "train" || tokInput.empty() || tokOut.empty())
     return fail("usage: mlc tokenizer train --input FILE.jsonl [--json-keys text] "
@@ -710,7 +762,7 @@ static void configureThreadsAndReexec(int argc, char **argv) {
   if (argc < 2)
     return;
   std::string sub = argv[1];
-  if (sub == "train" || sub == "run" || sub == "preprocess")
+  if (sub == "train" || sub == "run" || sub == "preprocess" || sub == "generate")
     mlc::rt::configureThreadsAndReexec(argv);
 }
 
@@ -720,7 +772,7 @@ int main(int argc, char **argv) {
   registerTrainFlags();
   for (cl::SubCommand *sub :
        {&cl::SubCommand::getTopLevel(), &compileCmd, &trainCmd, &runCmd, &preprocessCmd,
-        &dataCmd, &tokenizerCmd})
+        &dataCmd, &tokenizerCmd, &generateCmd})
     cl::HideUnrelatedOptions(category, *sub);
   if (!cl::ParseCommandLineOptions(
           argc, argv,
@@ -744,6 +796,8 @@ int main(int argc, char **argv) {
       return runData();
     if (tokenizerCmd)
       return runTokenizer();
+    if (generateCmd)
+      return runGenerate();
   } catch (const std::bad_alloc &) {
     return fail("out of memory (the model, batch or data is larger than this machine holds)");
   } catch (const std::exception &e) {

@@ -2,6 +2,7 @@
 //
 //   mlc-runtime train PACKAGE [--steps N] [--lr X] ... (the flags of mlc train)
 //   mlc-runtime run PACKAGE --input NAME=FILE.npy ... --output-dir DIR [--init W]
+//   mlc-runtime generate PACKAGE --prompt TEXT [--max-tokens N --temperature T ...]
 //
 // Links only the runtime (no MLIR/LLVM): a machine that builds mlc with
 // -DMLC_RUNTIME_ONLY=ON runs packages that `mlc compile` wrote elsewhere.
@@ -13,6 +14,7 @@
 #include "runtime/backend/Backend.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/Threads.h"
+#include "runtime/train/Generate.h"
 #include "runtime/train/Trainer.h"
 
 #include <cstdio>
@@ -26,6 +28,9 @@ namespace {
 int usage(FILE *out) {
   std::fprintf(out, "usage: mlc-runtime train PACKAGE [flags]\n"
                     "       mlc-runtime run PACKAGE --input NAME=FILE.npy ... --output-dir DIR\n"
+                    "       mlc-runtime generate PACKAGE --prompt TEXT [--max-tokens N] "
+                    "[--temperature T] [--top-k K] [--tokenizer-type ByteTokenizer|GPT2BPETokenizer "
+                    "--vocab-file F --merge-file F]\n"
                     "flags (train; those marked run also apply to run):\n");
   TrainOptions defaults;
   for (const TrainFlag &f : trainFlags())
@@ -35,6 +40,8 @@ int usage(FILE *out) {
                  f.forRun ? " [run]" : "");
   std::fprintf(out, "  --%-14s %-6s %s\n", "input", "N=F", "run: NAME=FILE.npy, one per input");
   std::fprintf(out, "  --%-14s %-6s %s\n", "output-dir", "dir", "run: where NAME.npy outputs go");
+  std::fprintf(out, "  generate: --prompt, --max-tokens (64), --temperature (1; 0 = argmax), "
+                    "--top-k (0 = all), --tokenizer-type, --vocab-file, --merge-file\n");
   return out == stdout ? 0 : 2;
 }
 
@@ -44,7 +51,8 @@ int main(int argc, char **argv) {
   configureThreadsAndReexec(argv);
   if (argc >= 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h"))
     return usage(stdout);
-  if (argc < 3 || (std::string(argv[1]) != "train" && std::string(argv[1]) != "run"))
+  if (argc < 3 || (std::string(argv[1]) != "train" && std::string(argv[1]) != "run" &&
+                    std::string(argv[1]) != "generate"))
     return usage(stderr);
   std::string command = argv[1], dir = argv[2];
   std::map<std::string, const TrainFlag *> flags;
@@ -53,6 +61,14 @@ int main(int argc, char **argv) {
       flags[f.name] = &f;
   TrainOptions o;
   RunOptions run;
+  GenerateOptions gen;
+  auto number = [](const std::string &flag, const std::string &v) {
+    char *end = nullptr;
+    double x = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end)
+      fail("--" + flag + " expects a number, got '" + v + "'");
+    return x;
+  };
   try {
     for (int i = 3; i < argc; ++i) {
       std::string arg = argv[i];
@@ -75,6 +91,20 @@ int main(int argc, char **argv) {
         run.inputs.push_back({value.substr(0, sep), value.substr(sep + 1)});
       } else if (command == "run" && name == "output-dir") {
         run.outputDir = value;
+      } else if (command == "generate" && name == "prompt") {
+        gen.prompt = value;
+      } else if (command == "generate" && name == "max-tokens") {
+        gen.maxTokens = int64_t(number(name, value));
+      } else if (command == "generate" && name == "temperature") {
+        gen.temperature = number(name, value);
+      } else if (command == "generate" && name == "top-k") {
+        gen.topK = int64_t(number(name, value));
+      } else if (command == "generate" && name == "tokenizer-type") {
+        gen.tokenizerType = value;
+      } else if (command == "generate" && name == "vocab-file") {
+        gen.vocabFile = value;
+      } else if (command == "generate" && name == "merge-file") {
+        gen.mergeFile = value;
       } else if (auto flag = flags.find(name); flag != flags.end()) {
         flag->second->set(o, value);
       } else {
@@ -85,10 +115,14 @@ int main(int argc, char **argv) {
       validate(o);
     Package pkg = Package::load(dir);
     std::unique_ptr<Backend> backend = createBackend(o.device, pkg, /*verbose=*/true);
-    if (command == "train")
+    if (command == "train") {
       train(*backend, o);
-    else
+    } else if (command == "generate") {
+      gen.seed = o.seed;
+      std::printf("%s\n", generateText(*backend, o, gen).c_str());
+    } else {
       runForward(*backend, o, run);
+    }
   } catch (const Error &e) {
     std::fprintf(stderr, "mlc-runtime: error: %s\n", e.what());
     return 1;

@@ -143,6 +143,13 @@ public:
       ids.push_back(c);
     return ids;
   }
+  std::string decode(const std::vector<int32_t> &ids) const override {
+    std::string text;
+    for (int32_t id : ids)
+      if (id > 0 && id < 256) // 0 is the end-of-document mark
+        text += char(id);
+    return text;
+  }
   int64_t vocabSize() const override { return 256; }
   int32_t eod() const override { return 0; }
 };
@@ -188,10 +195,34 @@ public:
         out.push_back(id);
     return out;
   }
+  /// Each token's visible characters mapped back to the bytes they stand for.
+  std::string decode(const std::vector<int32_t> &ids) const override {
+    if (tokens_.empty()) {
+      tokens_.resize(size_);
+      for (auto &[token, id] : ids_)
+        if (id >= 0 && id < size_)
+          tokens_[id] = token;
+      for (int b = 0; b < 256; ++b)
+        bytes_[byteToUnicode()[b]] = char(b);
+    }
+    std::string text;
+    for (int32_t id : ids) {
+      if (id < 0 || id >= size_ || id == eod_)
+        continue;
+      for (int32_t cp : utf8Decode(tokens_[id])) {
+        auto it = bytes_.find(cp);
+        if (it != bytes_.end())
+          text += it->second;
+      }
+    }
+    return text;
+  }
   int64_t vocabSize() const override { return size_; }
   int32_t eod() const override { return eod_; }
 
 private:
+  mutable std::vector<std::string> tokens_;
+  mutable std::unordered_map<int32_t, char> bytes_;
   std::vector<int32_t> encodeWord(const std::string &word) const {
     // A cache per thread: words repeat, and threads never wait on each other.
     thread_local std::unordered_map<const void *, std::unordered_map<std::string, std::vector<int32_t>>>
@@ -385,6 +416,28 @@ public:
     flush();
     return out;
   }
+  /// Word pieces joined: "##" continues the previous word, specials dropped.
+  std::string decode(const std::vector<int32_t> &ids) const override {
+    if (tokens_.empty()) {
+      tokens_.resize(size_);
+      for (auto &[token, id] : ids_)
+        if (id >= 0 && id < size_)
+          tokens_[id] = token;
+    }
+    std::string text;
+    for (int32_t id : ids) {
+      if (id < 0 || id >= size_)
+        continue;
+      const std::string &t = tokens_[id];
+      if (t.size() > 2 && t.front() == '[' && t.back() == ']')
+        continue;
+      if (t.rfind("##", 0) == 0)
+        text += t.substr(2);
+      else
+        text += (text.empty() ? "" : " ") + t;
+    }
+    return text;
+  }
   int64_t vocabSize() const override { return size_; }
   int32_t eod() const override { return sep_; }
 
@@ -422,6 +475,7 @@ private:
 
   std::unordered_map<std::string, int32_t> ids_;
   bool lower_;
+  mutable std::vector<std::string> tokens_;
   int64_t size_ = 0;
   int32_t unk_ = 0, sep_ = 0;
 };

@@ -21,6 +21,9 @@ class Tokenizer {
 public:
   virtual ~Tokenizer() = default;
   virtual std::vector<int32_t> encode(const std::string &text) const = 0;
+  /// Token ids back to text (for samples); ids outside the vocabulary are
+  /// skipped.
+  virtual std::string decode(const std::vector<int32_t> &ids) const = 0;
   virtual int64_t vocabSize() const = 0;
   virtual int32_t eod() const = 0;
 };

@@ -1,0 +1,100 @@
+//===- Generate.cpp - text from a trained GPT-style model ------------------===//
+
+#include "runtime/train/Generate.h"
+#include "runtime/core/Error.h"
+#include "runtime/train/Trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+namespace mlc::rt {
+
+std::vector<int32_t> generate(Backend &backend, const Tokenizer &tokenizer,
+                              const GenerateOptions &o) {
+  const Package &pkg = backend.package();
+  const FunctionPlan &fn = pkg.function("evaluate");
+  const InputInfo *ids = nullptr;
+  for (const InputInfo &in : pkg.inputs) {
+    if (in.name == "input_ids")
+      ids = &in;
+    else if (in.name != "labels")
+      fail("generate needs a GPT-style model (inputs input_ids and labels); this one also "
+           "takes '" + in.name + "'");
+  }
+  const FunctionPlan::Output *logits = nullptr;
+  for (const FunctionPlan::Output &out : fn.outputs)
+    if (out.name == "logits")
+      logits = &out;
+  if (!ids || ids->shape.size() != 2 || !logits || logits->shape.size() != 3)
+    fail("generate needs input_ids [batch, seq] and logits [batch, seq, vocab]");
+  const int64_t B = ids->shape[0], S = ids->shape[1], V = logits->shape[2];
+  if (tokenizer.vocabSize() > V)
+    fail("the tokenizer has " + std::to_string(tokenizer.vocabSize()) +
+         " tokens, the model's vocabulary " + std::to_string(V));
+  if (o.maxTokens < 0 || !(o.temperature >= 0) || o.topK < 0)
+    fail("generate: max-tokens and top-k must be >= 0 and the temperature a number >= 0");
+
+  std::vector<int32_t> tokens = tokenizer.encode(o.prompt);
+  if (tokens.empty())
+    tokens.push_back(tokenizer.eod()); // an empty prompt starts a document
+  std::vector<int32_t> generated;
+  std::mt19937_64 rng(o.seed);
+  HostTensor input, labels;
+  input.dtype = labels.dtype = "i64";
+  input.shape = labels.shape = ids->shape;
+  labels.data.assign(B * S * 8, 0);
+  for (int64_t n = 0; n < o.maxTokens; ++n) {
+    // The last S tokens in the first row; later positions do not reach
+    // earlier ones (causal attention), so what fills them does not matter.
+    int64_t len = std::min<int64_t>(int64_t(tokens.size()), S);
+    input.data.assign(B * S * 8, 0);
+    int64_t *row = reinterpret_cast<int64_t *>(input.data.data());
+    for (int64_t i = 0; i < len; ++i)
+      row[i] = tokens[tokens.size() - len + i];
+    backend.setInput("input_ids", input);
+    backend.setInput("labels", labels);
+    backend.run("evaluate", 0);
+    HostTensor out = backend.output("evaluate", "logits");
+    std::vector<double> x(V);
+    for (int64_t v = 0; v < V; ++v)
+      x[v] = out.getDouble((len - 1) * V + v);
+    int32_t next;
+    if (o.temperature == 0) {
+      next = int32_t(std::max_element(x.begin(), x.end()) - x.begin()); // first of ties
+    } else {
+      std::vector<int32_t> order(V);
+      std::iota(order.begin(), order.end(), 0);
+      int64_t k = o.topK > 0 && o.topK < V ? o.topK : V;
+      std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                        [&](int32_t a, int32_t b) { return x[a] > x[b]; });
+      double top = x[order[0]], sum = 0;
+      std::vector<double> p(k);
+      for (int64_t i = 0; i < k; ++i)
+        sum += p[i] = std::exp((x[order[i]] - top) / o.temperature);
+      double u = std::uniform_real_distribution<double>(0.0, sum)(rng);
+      int64_t i = 0;
+      while (i + 1 < k && u >= p[i])
+        u -= p[i++];
+      next = order[i];
+    }
+    if (next == tokenizer.eod())
+      break;
+    tokens.push_back(next);
+    generated.push_back(next);
+  }
+  return generated;
+}
+
+std::string generateText(Backend &backend, const TrainOptions &weights,
+                         const GenerateOptions &o) {
+  if (!weights.init.empty())
+    loadParameters(backend, weights.init);
+  else
+    initializeParameters(backend, weights.seed);
+  std::unique_ptr<Tokenizer> tokenizer = makeTokenizer(o.tokenizerType, o.vocabFile, o.mergeFile);
+  return o.prompt + tokenizer->decode(generate(backend, *tokenizer, o));
+}
+
+} // namespace mlc::rt
