@@ -20,7 +20,8 @@ echo "== mlc train gpt2 --config tiny (2 layers, 128 wide, byte vocabulary), $st
 log=$(mktemp)
 "$build/bin/mlc" train gpt2 --config tiny --micro-batch 8 --seq-len 128 \
   --data "$corpus" --steps "$steps" --lr 2e-3 --warmup 30 --lr-schedule cosine \
-  --min-lr 2e-4 --weight-decay 0.1 --clip-grad 1.0 --log-every 25 --log-json "$log"
+  --min-lr 2e-4 --weight-decay 0.1 --clip-grad 1.0 --log-every 25 --log-json "$log" \
+  --save "$build/demo.safetensors"
 /usr/bin/python3 - "$log" "$entropy" <<'PY'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
@@ -30,3 +31,6 @@ print(f"== first loss {rows[0]['loss']:.3f}, mean of the last 20 steps {last:.3f
       f"unigram entropy {entropy:.3f}: {'below' if last < entropy else 'NOT below'}")
 PY
 rm -f "$log"
+echo "== a sample of the trained model (mlc generate, temperature 0.8, top-k 40):"
+"$build/bin/mlc" generate gpt2 --config tiny --seq-len 128 --init "$build/demo.safetensors" \
+  --prompt "The " --max-tokens 200 --temperature 0.8 --top-k 40 --seed 1
