@@ -642,9 +642,12 @@ int runTokenizer() {
                << "; line skipped\n";
       }
     }
-    mlc::rt::trainBpe(texts, tokVocab, tokOut);
-    outs() << "mlc tokenizer: learned " << tokVocab << " entries from " << texts.size()
+    int64_t written = mlc::rt::trainBpe(texts, tokVocab, tokOut);
+    outs() << "mlc tokenizer: learned " << written << " entries from " << texts.size()
            << " documents; wrote " << tokOut << "/vocab.json and merges.txt\n";
+    if (written < tokVocab)
+      errs() << "mlc tokenizer: note: the corpus ran out of pairs to merge before "
+             << tokVocab << " entries\n";
   } catch (const mlc::rt::Error &e) {
     return fail(e.what());
   }

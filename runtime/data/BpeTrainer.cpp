@@ -32,8 +32,8 @@ struct PairHash {
 
 } // namespace
 
-void trainBpe(const std::vector<std::string> &texts, int64_t vocabSize,
-              const std::string &outputDir) {
+int64_t trainBpe(const std::vector<std::string> &texts, int64_t vocabSize,
+                 const std::string &outputDir) {
   if (vocabSize < 257)
     fail("--vocab-size must be at least 257 (256 bytes and <|endoftext|>)");
   std::unordered_map<std::string, int64_t> counts;
@@ -121,7 +121,7 @@ void trainBpe(const std::vector<std::string> &texts, int64_t vocabSize,
       if (pairCount[p] > 0)
         heap.push({pairCount[p], p});
   }
-  mkdir(outputDir.c_str(), 0755);
+  makeDirectories(outputDir);
   std::string vocab = "{";
   for (size_t i = 0; i < symbols.size(); ++i)
     vocab += (i ? ", " : "") + jsonQuote(symbols[i]) + ": " + std::to_string(i);
@@ -131,6 +131,7 @@ void trainBpe(const std::vector<std::string> &texts, int64_t vocabSize,
     mergeText += symbols[p.first] + " " + symbols[p.second] + "\n";
   writeFileAtomically(outputDir + "/vocab.json", vocab);
   writeFileAtomically(outputDir + "/merges.txt", mergeText);
+  return int64_t(symbols.size()) + 1; // the entries written, <|endoftext|> included
 }
 
 } // namespace mlc::rt

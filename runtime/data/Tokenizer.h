@@ -43,8 +43,9 @@ void utf8Append(std::string &out, int32_t codePoint);
 /// Learns a byte-level BPE (GPT-2's pre-tokenization, 256 byte symbols, then
 /// the most frequent adjacent pair merged until `vocabSize` entries, the last
 /// being <|endoftext|>) from the given texts; writes DIR/vocab.json and
-/// DIR/merges.txt in GPT-2's formats.
-void trainBpe(const std::vector<std::string> &texts, int64_t vocabSize,
+/// DIR/merges.txt in GPT-2's formats. Returns the entries written: fewer than
+/// `vocabSize` when the texts run out of pairs to merge.
+int64_t trainBpe(const std::vector<std::string> &texts, int64_t vocabSize,
               const std::string &outputDir);
 
 } // namespace mlc::rt
