@@ -94,6 +94,9 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
             case plan::BufferKind::scalars:
               b.kind = rt::BufferDecl::Scalars;
               break;
+            case plan::BufferKind::grad_sum:
+              b.kind = rt::BufferDecl::GradSum;
+              break;
             }
             b.name = bind.getName().str();
           } else if (auto arena = dyn_cast<plan::ArenaOp>(inner)) {

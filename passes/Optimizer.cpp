@@ -147,6 +147,52 @@ void buildAdamW(OpBuilder &b, Location loc, ArrayRef<Param> params) {
   b.create<func::ReturnOp>(loc, all);
 }
 
+/// Gradient accumulation over micro-batches: @accumulate adds this
+/// micro-batch's gradients into the running sum (mlc.grad_sum, a flat buffer
+/// of its own); @merge makes the last micro-batch's gradients the mean,
+/// g = (g + sum) * scale with scale = 1 / micro-batches (its f64 scalar
+/// input), in place, for @grad_norm and @optimizer to read as usual.
+void buildAccumulation(OpBuilder &b, Location loc, ArrayRef<Param> params) {
+  SmallVector<Type> args, results;
+  SmallVector<NamedAttrList> argAttrs, resultAttrs;
+  for (const char *role : {"mlc.grad", "mlc.grad_sum"})
+    for (const Param &p : params) {
+      args.push_back(p.type);
+      argAttrs.push_back(named(b, role, p.name));
+    }
+  for (const Param &p : params) {
+    results.push_back(p.type);
+    resultAttrs.push_back(named(b, "mlc.grad_sum_update", p.name));
+  }
+  func::FuncOp acc = createFunction(b, loc, "accumulate", args, results, argAttrs, resultAttrs);
+  size_t n = params.size();
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&acc.getBody().front());
+    SmallVector<Value> sums;
+    for (size_t i = 0; i < n; ++i)
+      sums.push_back(b.create<AddOp>(loc, acc.getArgument(n + i), acc.getArgument(i)));
+    b.create<func::ReturnOp>(loc, sums);
+  }
+  args.push_back(RankedTensorType::get({1}, b.getF64Type()));
+  argAttrs.push_back(named(b, "mlc.scalars", "accumulation"));
+  resultAttrs.clear();
+  for (const Param &p : params)
+    resultAttrs.push_back(named(b, "mlc.grad_update", p.name));
+  func::FuncOp merge = createFunction(b, loc, "merge", args, results, argAttrs, resultAttrs);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&merge.getBody().front());
+  Type el = params[0].type.getElementType();
+  Value one = b.create<ReshapeOp>(loc, RankedTensorType::get({}, b.getF64Type()),
+                                  merge.getArgument(2 * n));
+  Value scale = b.create<CastOp>(loc, RankedTensorType::get({}, el), one);
+  SmallVector<Value> means;
+  for (size_t i = 0; i < n; ++i)
+    means.push_back(b.create<MulOp>(
+        loc, b.create<AddOp>(loc, merge.getArgument(i), merge.getArgument(n + i)), scale));
+  b.create<func::ReturnOp>(loc, means);
+}
+
 class OptimizerPass : public mlc::impl::MlcOptimizerBase<OptimizerPass> {
 public:
   void runOnOperation() final {
@@ -182,6 +228,7 @@ public:
     b.setInsertionPointToEnd(module.getBody());
     buildGradNorm(b, step.getLoc(), params);
     buildAdamW(b, step.getLoc(), params);
+    buildAccumulation(b, step.getLoc(), params);
   }
 };
 

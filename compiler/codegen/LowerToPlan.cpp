@@ -217,7 +217,8 @@ llvm::Error FunctionLowering::run() {
   static const std::pair<const char *, Buffer::Kind> argRoles[] = {
       {"mlc.param", Buffer::Param},     {"mlc.input", Buffer::Input},
       {"mlc.grad", Buffer::Grad},       {"mlc.moment1", Buffer::Moment1},
-      {"mlc.moment2", Buffer::Moment2}, {"mlc.scalars", Buffer::Scalars}};
+      {"mlc.moment2", Buffer::Moment2}, {"mlc.scalars", Buffer::Scalars},
+      {"mlc.grad_sum", Buffer::GradSum}};
   for (BlockArgument arg : block.getArguments()) {
     unsigned i = arg.getArgNumber();
     Type el = typeOf(arg).getElementType();
@@ -237,7 +238,9 @@ llvm::Error FunctionLowering::run() {
       {"mlc.grad", Buffer::Grad},
       {"mlc.param_update", Buffer::Param},
       {"mlc.moment1_update", Buffer::Moment1},
-      {"mlc.moment2_update", Buffer::Moment2}};
+      {"mlc.moment2_update", Buffer::Moment2},
+      {"mlc.grad_sum_update", Buffer::GradSum},
+      {"mlc.grad_update", Buffer::Grad}};
   auto resultRole = [&](unsigned i) -> std::optional<std::pair<Buffer::Kind, std::string>> {
     for (auto [role, kind] : resultRoles)
       if (auto name = fn.getResultAttrOfType<StringAttr>(i, role))
@@ -271,7 +274,8 @@ llvm::Error FunctionLowering::run() {
     if (auto fusion = v.getDefiningOp<FusionOp>();
         role && fusion && fusion.getKind() == FusionKind::optimizer)
       continue;
-    if (role && role->first != Buffer::Grad) {
+    if (role && (role->first != Buffer::Grad ||
+                 fn.getResultAttrOfType<StringAttr>(i, "mlc.grad_update"))) {
       if (targets.count(v))
         continue;
       int dst = newBuffer({role->first, typeOf(v).getElementType(), numel(v), role->second});
@@ -322,12 +326,14 @@ void FunctionLowering::emitPlan(OpBuilder &b) {
     case Buffer::Input:
     case Buffer::Moment1:
     case Buffer::Moment2:
-    case Buffer::Scalars: {
+    case Buffer::Scalars:
+    case Buffer::GradSum: {
       auto kind = buf.kind == Buffer::Param     ? plan::BufferKind::param
                   : buf.kind == Buffer::Grad    ? plan::BufferKind::grad
                   : buf.kind == Buffer::Input   ? plan::BufferKind::input
                   : buf.kind == Buffer::Moment1 ? plan::BufferKind::moment1
                   : buf.kind == Buffer::Moment2 ? plan::BufferKind::moment2
+                  : buf.kind == Buffer::GradSum ? plan::BufferKind::grad_sum
                                                 : plan::BufferKind::scalars;
       values[i] = b.create<plan::BindOp>(loc, memref(buf),
                                          plan::BufferKindAttr::get(b.getContext(), kind),
@@ -411,6 +417,8 @@ llvm::Error lowerToPlan(ModuleOp module) {
   auto evaluate = module.lookupSymbol<func::FuncOp>("evaluate");
   auto gradNorm = module.lookupSymbol<func::FuncOp>("grad_norm");
   auto optimizer = module.lookupSymbol<func::FuncOp>("optimizer");
+  auto accumulate = module.lookupSymbol<func::FuncOp>("accumulate");
+  auto merge = module.lookupSymbol<func::FuncOp>("merge");
   if ((gradNorm || optimizer) && !step)
     return failure("@grad_norm and @optimizer need @train_step (its gradient order lays out "
                    "the flat buffers)");
@@ -458,7 +466,7 @@ llvm::Error lowerToPlan(ModuleOp module) {
     offset += p.type.getNumElements();
   }
   layout["*"] = {0, offset};
-  for (func::FuncOp fn : {gradNorm, optimizer}) {
+  for (func::FuncOp fn : {gradNorm, optimizer, accumulate, merge}) {
     if (!fn)
       continue;
     if (!fn.getBody().hasOneBlock())
@@ -494,6 +502,9 @@ llvm::Error lowerToPlan(ModuleOp module) {
     b.create<plan::ScalarsOp>(loc, b.getStringAttr(kAdamWScalarsName),
                               TypeAttr::get(b.getF64Type()),
                               b.getI64IntegerAttr(kAdamWScalarCount));
+  if (merge)
+    b.create<plan::ScalarsOp>(loc, b.getStringAttr("accumulation"),
+                              TypeAttr::get(b.getF64Type()), b.getI64IntegerAttr(1));
   for (const KernelSet::Kernel &k : kernels.kernels)
     b.create<plan::KernelOp>(loc, b.getStringAttr(k.name),
                              plan::KernelTemplateAttr::get(b.getContext(), k.kind),
@@ -501,7 +512,7 @@ llvm::Error lowerToPlan(ModuleOp module) {
   for (auto &f : lowered)
     f->emitPlan(b);
   // The graph functions are now the plan.
-  for (func::FuncOp fn : {forward, evaluate, step, gradNorm, optimizer})
+  for (func::FuncOp fn : {forward, evaluate, step, gradNorm, optimizer, accumulate, merge})
     if (fn)
       fn.erase();
   return llvm::Error::success();

@@ -131,7 +131,7 @@ inline Shape broadcastStrides(const Shape &in, const Shape &out) {
 struct Buffer {
   /// Param, Grad, Moment1, Moment2: a parameter's slice of a flat buffer
   /// (name "*": the whole buffer); Input and Scalars: by name.
-  enum Kind { Param, Grad, Input, Arena, Alias, Moment1, Moment2, Scalars } kind;
+  enum Kind { Param, Grad, Input, Arena, Alias, Moment1, Moment2, Scalars, GradSum } kind;
   Type element;
   int64_t numel = 0;
   std::string name; // parameter or input name

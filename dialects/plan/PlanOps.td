@@ -63,7 +63,8 @@ def Plan_BufferKind : I32EnumAttr<"BufferKind", "where a bound buffer lives", [
       I32EnumAttrCase<"input", 2>,
       I32EnumAttrCase<"moment1", 3>,
       I32EnumAttrCase<"moment2", 4>,
-      I32EnumAttrCase<"scalars", 5>
+      I32EnumAttrCase<"scalars", 5>,
+      I32EnumAttrCase<"grad_sum", 6>
     ]> {
   let cppNamespace = "::mlc::plan";
 }

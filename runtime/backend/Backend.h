@@ -31,7 +31,7 @@ namespace mlc::rt {
 /// The flat buffers of a training run, each `paramCount` elements of the
 /// package's dtype. The compiled optimizer (@grad_norm, @optimizer) runs
 /// over them like every other function.
-enum class FlatBuffer { Params, Grads, AdamM, AdamV };
+enum class FlatBuffer { Params, Grads, AdamM, AdamV, GradSum };
 
 /// Where a step's time went, measured only when MLC_PROFILE is set (clocks
 /// stay off the hot path otherwise).

@@ -33,6 +33,8 @@ const char *kindName(BufferDecl::Kind k) {
     return "moment2";
   case BufferDecl::Scalars:
     return "scalars";
+  case BufferDecl::GradSum:
+    return "grad_sum";
   }
   return "?";
 }
@@ -244,7 +246,8 @@ PlanData parsePlan(const std::string &text, const std::string &path) {
       static const std::pair<const char *, BufferDecl::Kind> named[] = {
           {"param", BufferDecl::Param},     {"grad", BufferDecl::Grad},
           {"input", BufferDecl::Input},     {"moment1", BufferDecl::Moment1},
-          {"moment2", BufferDecl::Moment2}, {"scalars", BufferDecl::Scalars}};
+          {"moment2", BufferDecl::Moment2}, {"scalars", BufferDecl::Scalars},
+          {"grad_sum", BufferDecl::GradSum}};
       const BufferDecl::Kind *namedKind = nullptr;
       for (auto &[word, k] : named)
         if (kind == word)

@@ -15,7 +15,7 @@
 //   scalars NAME DTYPE SIZE              per-step scalars the runtime fills
 //                                        (the optimizer's: OptimizerScalars.h)
 //   func NAME ARENA_BYTES
-//   buf %ID param NAME | grad NAME | moment1 NAME | moment2 NAME
+//   buf %ID param NAME | grad NAME | moment1 NAME | moment2 NAME | grad_sum NAME
 //                                        a parameter's slice of a flat buffer,
 //                                        or the whole buffer for NAME "*"
 //       | input NAME | scalars NAME | arena OFFSET DTYPE NUMEL
@@ -58,7 +58,7 @@ struct InputInfo {
 struct BufferDecl {
   /// Param, Grad, Moment1, Moment2: the named parameter's slice of that flat
   /// buffer, or all of it for the name "*".
-  enum Kind { Param, Grad, Input, Arena, Alias, Moment1, Moment2, Scalars } kind;
+  enum Kind { Param, Grad, Input, Arena, Alias, Moment1, Moment2, Scalars, GradSum } kind;
   std::string name, dtype;
   int64_t offset = 0, numel = 0;
   int alias = -1;

@@ -50,8 +50,11 @@ BatchFn batchesFromDirectory(const Package &pkg, const std::string &dir, int64_t
            std::to_string(steps) + " steps were asked for");
     (*files)[in.name] = std::move(t);
   }
-  return [files](const InputInfo &in, int64_t t) {
+  return [files, dir](const InputInfo &in, int64_t t) {
     const HostTensor &all = files->at(in.name);
+    if (t < 0 || t >= all.shape[0])
+      fail(dir + "/" + in.name + ".npy: holds " + std::to_string(all.shape[0]) +
+           " batches; batch " + std::to_string(t + 1) + " was asked for");
     HostTensor out;
     out.dtype = all.dtype;
     out.shape = in.shape;

@@ -109,6 +109,9 @@ const std::vector<TrainFlag> &trainFlags() {
         integer("keep", "Checkpoints kept in --save-dir (0: all)", &TrainOptions::keep),
         string("resume", "dir", "Continue from a checkpoint directory, or 'latest' in --save-dir",
                &TrainOptions::resume),
+        integer("global-batch", "Sequences per optimizer step: a multiple of the micro-batch, "
+                                "its gradients accumulated over micro-batches (0: one)",
+                &TrainOptions::globalBatch),
         integer("max-bad-steps", "Steps with a non-finite loss or gradient norm skipped "
                                  "(no update) before the run stops",
                 &TrainOptions::maxBadSteps),
@@ -150,6 +153,8 @@ void validate(const TrainOptions &o) {
   if (o.evalIters > 1000000)
     fail("--eval-iters must be at most 1000000, got " + std::to_string(o.evalIters));
   parseSplit(o.split);
+  if (o.globalBatch < 0)
+    fail("--global-batch must be >= 0, got " + std::to_string(o.globalBatch));
   if (o.maxBadSteps < 0)
     fail("--max-bad-steps must be >= 0, got " + std::to_string(o.maxBadSteps));
   if (o.saveInterval < 0 || o.keep < 0)

@@ -38,6 +38,7 @@ struct TrainOptions {
   int64_t keep = 0;              // checkpoints kept (0: all)
   std::string resume;            // a checkpoint directory, or "latest" in saveDir
   int64_t maxBadSteps = 0;       // non-finite steps skipped before the run stops
+  int64_t globalBatch = 0;       // sequences per optimizer step (0: one micro-batch)
   std::string device = "auto"; // cpu | auto (cuda when its backend lands)
   bool quiet = false;
 };

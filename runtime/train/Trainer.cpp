@@ -140,6 +140,18 @@ std::vector<double> adamwScalars(const TrainOptions &o, double lr, int64_t t, do
 
 namespace {
 
+/// Sequences per micro-batch: input_ids' leading dimension, or for packed
+/// (unpadded) batches the sequence count cu_seqlens allows.
+int64_t microBatchOf(const Package &pkg) {
+  for (const InputInfo &in : pkg.inputs)
+    if (in.name == "cu_seqlens")
+      return in.shape[0] - 1;
+  for (const InputInfo &in : pkg.inputs)
+    if (in.name == "input_ids" && !in.shape.empty() && in.shape[0] > 0)
+      return in.shape[0];
+  fail("--global-batch needs a model with input_ids [batch, ...]");
+}
+
 /// Set by SIGINT/SIGTERM: the loop finishes the current step, keeps it (a
 /// checkpoint with --save-dir, the weights with --save) and returns. A second
 /// signal ends the process at once.
@@ -292,28 +304,60 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
     if (!log)
       fail(o.logJson + ": cannot write the JSON log");
   }
+  // Micro-batches per optimizer step (--global-batch).
+  int64_t micro = 1;
+  if (o.globalBatch > 0) {
+    int64_t perBatch = microBatchOf(pkg);
+    if (o.globalBatch % perBatch != 0)
+      fail("--global-batch " + std::to_string(o.globalBatch) + " is not a multiple of the "
+           "micro-batch (" + std::to_string(perBatch) + " sequences)");
+    micro = o.globalBatch / perBatch;
+    if (micro > 1) {
+      pkg.function("accumulate");
+      pkg.function("merge");
+    }
+    if (!o.quiet)
+      fprintf(stderr, "mlc: global batch %lld = %lld micro-batches of %lld sequences\n",
+              (long long)o.globalBatch, (long long)micro, (long long)perBatch);
+  }
   UpdateGuard guard(backend);
   std::vector<double> losses;
   int64_t saved = first - 1, badSteps = 0, stoppedAt = o.steps;
   InterruptHandler interruptHandler;
   for (int64_t t = first; t <= o.steps; ++t) {
     auto start = std::chrono::steady_clock::now();
-    for (const InputInfo &in : pkg.inputs) {
-      HostTensor tensor = batch(in, t - 1);
-      if (in.name == "input_ids")
-        tokensPerStep = tensor.numel(); // unpadded batches vary
+    // The step's micro-batches: consecutive batches of the source, their
+    // gradients summed (@accumulate) and averaged into the last one's
+    // (@merge); the loss is their mean. Dropout is keyed by micro-batch.
+    double loss = 0;
+    tokensPerStep = 0;
+    if (micro > 1)
+      backend.zero(FlatBuffer::GradSum);
+    for (int64_t j = 0; j < micro; ++j) {
+      const int64_t index = (t - 1) * micro + j;
+      for (const InputInfo &in : pkg.inputs) {
+        HostTensor tensor = batch(in, index);
+        if (in.name == "input_ids")
+          tokensPerStep += tensor.numel(); // unpadded batches vary
+        try {
+          backend.setInput(in.name, tensor);
+        } catch (const Error &e) {
+          fail(std::string("step ") + std::to_string(t) + ": " + e.what());
+        }
+      }
       try {
-        backend.setInput(in.name, tensor);
+        backend.run("train_step", index + 1);
       } catch (const Error &e) {
         fail(std::string("step ") + std::to_string(t) + ": " + e.what());
       }
+      loss += backend.output("train_step", "loss").getDouble(0) / double(micro);
+      if (j + 1 < micro)
+        backend.run("accumulate", t);
     }
-    try {
-      backend.run("train_step", t);
-    } catch (const Error &e) {
-      fail(std::string("step ") + std::to_string(t) + ": " + e.what());
+    if (micro > 1) {
+      backend.setScalars("accumulation", {1.0 / double(micro)});
+      backend.run("merge", t);
     }
-    double loss = backend.output("train_step", "loss").getDouble(0);
     backend.run("grad_norm", t);
     double norm = backend.output("grad_norm", "grad_norm").getDouble(0);
     if ((!std::isfinite(loss) || !std::isfinite(norm)) && ++badSteps <= o.maxBadSteps) {

@@ -99,6 +99,8 @@ std::vector<char> &CpuBackend::flat(FlatBuffer which) {
     return adamM_;
   case FlatBuffer::AdamV:
     return adamV_;
+  case FlatBuffer::GradSum:
+    return gradSum_;
   }
   fail("internal: unknown flat buffer");
 }
@@ -143,6 +145,10 @@ char *CpuBackend::resolve(const FunctionPlan &fn, int id) {
     return adamM_.data() + paramOffset(b.name);
   case BufferDecl::Moment2:
     return adamV_.data() + paramOffset(b.name);
+  case BufferDecl::GradSum:
+    if (gradSum_.empty())
+      gradSum_.assign(pkg_.paramCount * elementSize_, 0);
+    return gradSum_.data() + paramOffset(b.name);
   case BufferDecl::Scalars: {
     auto it = scalars_.find(b.name);
     if (it == scalars_.end())

@@ -36,6 +36,7 @@ private:
   std::map<std::string, int64_t> inputRows_;
 
   std::vector<char> params_, grads_, adamM_, adamV_;
+  std::vector<char> gradSum_; // gradient accumulation, allocated when a function uses it
   std::map<std::string, std::vector<char>> inputs_;
   std::map<std::string, std::vector<double>> scalars_;
   char *arena_ = nullptr;

@@ -4,6 +4,9 @@
                                     tensor matches bit for bit and is finite
     compare_safetensors.py A        exit 0 and print FINITE when every value
                                     of A is finite
+    compare_safetensors.py A B RTOL exit 0 and print CLOSE when every value
+                                    is within RTOL of the largest |B| of its
+                                    tensor
 """
 import json
 import struct
@@ -39,6 +42,15 @@ b = read(sys.argv[2])
 if a.keys() != b.keys():
     print("DIFFERENT NAMES")
     sys.exit(1)
+if len(sys.argv) > 3:
+    rtol = float(sys.argv[3])
+    worst = max(float(np.abs(a[k].astype(np.float64) - b[k]).max() / max(np.abs(b[k]).max(), 1e-30))
+                for k in a)
+    if worst > rtol:
+        print(f"DIFFERENT: max relative difference {worst:.2e} > {rtol}")
+        sys.exit(1)
+    print(f"CLOSE: {len(a)} tensors, max relative difference {worst:.2e}")
+    sys.exit(0)
 diff = [k for k in a if a[k].tobytes() != b[k].tobytes()]
 if diff:
     print(f"DIFFERENT: {len(diff)} tensors, e.g. {diff[0]}")
