@@ -25,7 +25,8 @@ namespace {
 /// (--steps may change: the cosine schedule then follows the new length.)
 const char *const kRunFlags[] = {"seed",  "lr",   "min-lr",    "warmup", "lr-schedule",
                                  "weight-decay", "beta1", "beta2", "eps", "clip-grad",
-                                 "data",  "split", "batches",  "vocab-file", "global-batch"};
+                                 "data",  "split", "batches",  "vocab-file", "global-batch",
+                                 "lr-scaling", "base-batch"};
 
 /// The package fields that identify the model and its batches.
 const char *const kPackageFields[] = {"model", "config", "dtype", "micro_batch", "seq_len"};

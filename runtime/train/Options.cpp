@@ -112,6 +112,11 @@ const std::vector<TrainFlag> &trainFlags() {
         integer("global-batch", "Sequences per optimizer step: a multiple of the micro-batch, "
                                 "its gradients accumulated over micro-batches (0: one)",
                 &TrainOptions::globalBatch),
+        string("lr-scaling", "rule", "none, linear or sqrt: scale --lr and --min-lr from "
+                                     "--base-batch to the global batch",
+               &TrainOptions::lrScaling),
+        integer("base-batch", "The global batch --lr was tuned for (with --lr-scaling)",
+                &TrainOptions::baseBatch),
         integer("max-bad-steps", "Steps with a non-finite loss or gradient norm skipped "
                                  "(no update) before the run stops",
                 &TrainOptions::maxBadSteps),
@@ -153,6 +158,11 @@ void validate(const TrainOptions &o) {
   if (o.evalIters > 1000000)
     fail("--eval-iters must be at most 1000000, got " + std::to_string(o.evalIters));
   parseSplit(o.split);
+  if (o.lrScaling != "none" && o.lrScaling != "linear" && o.lrScaling != "sqrt")
+    fail("--lr-scaling must be none, linear or sqrt, got '" + o.lrScaling + "'");
+  if (o.lrScaling != "none" && o.baseBatch < 1)
+    fail("--lr-scaling " + o.lrScaling + " needs --base-batch N (the global batch --lr was "
+         "tuned for)");
   if (o.globalBatch < 0)
     fail("--global-batch must be >= 0, got " + std::to_string(o.globalBatch));
   if (o.maxBadSteps < 0)

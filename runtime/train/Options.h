@@ -39,6 +39,8 @@ struct TrainOptions {
   std::string resume;            // a checkpoint directory, or "latest" in saveDir
   int64_t maxBadSteps = 0;       // non-finite steps skipped before the run stops
   int64_t globalBatch = 0;       // sequences per optimizer step (0: one micro-batch)
+  std::string lrScaling = "none"; // none | linear | sqrt: --lr is for --base-batch
+  int64_t baseBatch = 0;
   std::string device = "auto"; // cpu | auto (cuda when its backend lands)
   bool quiet = false;
 };

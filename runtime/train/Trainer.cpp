@@ -320,6 +320,20 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
       fprintf(stderr, "mlc: global batch %lld = %lld micro-batches of %lld sequences\n",
               (long long)o.globalBatch, (long long)micro, (long long)perBatch);
   }
+  // The learning rate scaled to the global batch (--lr-scaling): linear
+  // (Goyal et al.) or square-root, from the batch --lr was tuned for.
+  TrainOptions sched = o;
+  if (o.lrScaling != "none") {
+    double ratio = double(micro * microBatchOf(pkg)) / double(o.baseBatch);
+    double factor = o.lrScaling == "linear" ? ratio : std::sqrt(ratio);
+    sched.lr = o.lr * factor;
+    sched.minLr = o.minLr * factor;
+    if (!o.quiet)
+      fprintf(stderr, "mlc: learning rate %g (--lr %g x %g, %s scaling from batch %lld to "
+                      "%lld)\n",
+              sched.lr, o.lr, factor, o.lrScaling.c_str(), (long long)o.baseBatch,
+              (long long)(micro * microBatchOf(pkg)));
+  }
   UpdateGuard guard(backend);
   std::vector<double> losses;
   int64_t saved = first - 1, badSteps = 0, stoppedAt = o.steps;
@@ -384,7 +398,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
     double scale = 1.0;
     if (o.clipGrad > 0)
       scale = std::min(1.0, o.clipGrad / (norm + 1e-6));
-    double lr = learningRate(o, t);
+    double lr = learningRate(sched, t);
     std::vector<double> h = adamwScalars(o, lr, t, scale);
     backend.setScalars(kAdamWScalarsName, h);
     guard.update(backend, h, norm * scale, t, o);
