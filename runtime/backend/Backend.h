@@ -73,6 +73,10 @@ public:
   /// them on the host before each update, see core/OptimizerScalars.h).
   virtual void setScalars(const std::string &name, const std::vector<double> &values) = 0;
 
+  /// The device's peak rate for the package's GEMMs, in FLOP/s (for MFU):
+  /// the CPU backend measures its BLAS on a square GEMM once; 0 if unknown.
+  virtual double peakFlops() { return 0; }
+
   /// Collectives over the data-parallel ranks: an asynchronous in-place sum
   /// of `count` elements at element `offset` of a flat buffer, identified by
   /// `tag` until its wait. With one rank (every backend today) the sum is

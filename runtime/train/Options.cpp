@@ -102,6 +102,9 @@ const std::vector<TrainFlag> &trainFlags() {
         integer("eval-iters", "Validation batches per evaluation", &TrainOptions::evalIters),
         string("log-json", "file", "One JSON object per step", &TrainOptions::logJson),
         integer("log-every", "Print progress every N steps", &TrainOptions::logEvery),
+        string("progress", "mode", "auto, live (one updating line) or plain (a line per "
+                                   "step); auto is live on a terminal",
+               &TrainOptions::progress),
         string("save-dir", "dir", "Write checkpoints (weights, AdamW moments, step) here",
                &TrainOptions::saveDir),
         integer("save-interval", "A checkpoint every N steps (0: at the end only)",
@@ -163,6 +166,8 @@ void validate(const TrainOptions &o) {
   if (o.lrScaling != "none" && o.baseBatch < 1)
     fail("--lr-scaling " + o.lrScaling + " needs --base-batch N (the global batch --lr was "
          "tuned for)");
+  if (o.progress != "auto" && o.progress != "live" && o.progress != "plain")
+    fail("--progress must be auto, live or plain, got '" + o.progress + "'");
   if (o.globalBatch < 0)
     fail("--global-batch must be >= 0, got " + std::to_string(o.globalBatch));
   if (o.maxBadSteps < 0)

@@ -33,6 +33,7 @@ struct TrainOptions {
   int64_t evalInterval = 0, evalIters = 10; // validation loss every N steps
   std::string logJson;
   int64_t logEvery = 1;
+  std::string progress = "auto"; // auto | live | plain: one updating line on a terminal
   std::string saveDir;           // checkpoints: one directory per step
   int64_t saveInterval = 0;      // a checkpoint every N steps (0: at the end only)
   int64_t keep = 0;              // checkpoints kept (0: all)

@@ -140,6 +140,35 @@ std::vector<double> adamwScalars(const TrainOptions &o, double lr, int64_t t, do
 
 namespace {
 
+/// FLOPs of one @train_step's GEMMs (2 m n k per product; the token count
+/// where a dimension is dynamic): the numerator of MFU.
+double stepFlops(const Package &pkg, int64_t tokens) {
+  double flops = 0;
+  for (const StepDecl &s : pkg.function("train_step").steps) {
+    if (s.kind != StepDecl::Gemm)
+      continue;
+    double batches = 1;
+    for (int64_t d : s.batch)
+      batches *= double(d);
+    double m = s.m < 0 ? double(tokens) : double(s.m), k = s.k < 0 ? double(tokens) : double(s.k);
+    flops += 2.0 * m * double(s.n) * k * batches;
+  }
+  return flops;
+}
+
+/// "1h02m", "3m05s", "12s".
+std::string duration(double seconds) {
+  char buf[32];
+  int64_t s = int64_t(seconds + 0.5);
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", (long long)(s / 3600), (long long)(s / 60 % 60));
+  else if (s >= 60)
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", (long long)(s / 60), (long long)(s % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%llds", (long long)s);
+  return buf;
+}
+
 /// Sequences per micro-batch: input_ids' leading dimension, or for packed
 /// (unpadded) batches the sequence count cu_seqlens allows.
 int64_t microBatchOf(const Package &pkg) {
@@ -334,6 +363,26 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
               sched.lr, o.lr, factor, o.lrScaling.c_str(), (long long)o.baseBatch,
               (long long)(micro * microBatchOf(pkg)));
   }
+  // Progress: one updating line on a terminal, a line per step otherwise.
+  const bool live = o.progress == "live" || (o.progress == "auto" && isatty(2));
+  const char *clear = live ? "\r\033[K" : "";
+  // A live line left open (no newline yet) is closed before anything else is
+  // printed, and when the loop ends, by an error too.
+  struct OpenLine {
+    bool open = false;
+    void close() {
+      if (open)
+        std::fputc('\n', stderr);
+      open = false;
+    }
+    ~OpenLine() { close(); }
+  } line;
+  const double peak = o.quiet ? 0 : backend.peakFlops();
+  const auto runStart = std::chrono::steady_clock::now();
+  int64_t tokenInput = 0;
+  for (const InputInfo &in : pkg.inputs)
+    if (in.name == "input_ids")
+      tokenInput = in.dynamic() ? -1 : in.numel;
   UpdateGuard guard(backend);
   std::vector<double> losses;
   int64_t saved = first - 1, badSteps = 0, stoppedAt = o.steps;
@@ -379,6 +428,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
       if (log)
         log << "{\"step\": " << t << ", \"loss\": " << jsonNumber(loss)
             << ", \"grad_norm\": " << jsonNumber(norm) << ", \"skipped\": true}\n";
+      line.close();
       if (!o.quiet)
         fprintf(stderr, "step %5lld/%lld | loss %g, gradient norm %g: update skipped (%lld of "
                         "at most %lld)\n",
@@ -407,28 +457,49 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
             .count();
     losses.push_back(loss);
     double tps = tokensPerStep / (ms / 1000.0);
+    // Model FLOPs utilization: the GEMMs' FLOPs of the step over the time,
+    // against the device's peak GEMM rate.
+    double flops = 0;
+    for (int64_t j = 0; j < micro; ++j)
+      flops += stepFlops(pkg, tokenInput < 0 ? tokensPerStep / micro : tokenInput);
+    double mfu = peak > 0 ? flops / (ms / 1000.0) / peak : NAN;
     if (log)
       log << "{\"step\": " << t << ", \"loss\": " << jsonNumber(loss)
           << ", \"lr\": " << jsonNumber(lr) << ", \"grad_norm\": " << jsonNumber(norm)
           << ", \"ms\": " << jsonNumber(ms) << ", \"tokens_per_s\": " << jsonNumber(tps)
-          << "}\n";
+          << ", \"mfu\": " << jsonNumber(mfu) << "}\n";
     if (o.evalInterval > 0 && (t % o.evalInterval == 0 || t == o.steps)) {
       double val = evaluate(sources.validation);
       if (log)
         log << "{\"step\": " << t << ", \"val_loss\": " << jsonNumber(val)
             << ", \"val_ppl\": " << jsonNumber(std::exp(val)) << "}\n";
       if (!o.quiet)
-        fprintf(stderr, "eval  %5lld/%lld | validation loss %.4f | perplexity %.2f (%lld batches)\n",
-                (long long)t, (long long)o.steps, val, std::exp(val), (long long)o.evalIters);
+        fprintf(stderr, "%seval  %5lld/%lld | validation loss %.4f | perplexity %.2f (%lld batches)\n",
+                clear, (long long)t, (long long)o.steps, val, std::exp(val), (long long)o.evalIters);
     }
     if (!o.saveDir.empty() && o.saveInterval > 0 && t % o.saveInterval == 0) {
       saveCheckpoint(backend, o, t);
       saved = t;
     }
-    if (!o.quiet && (t % o.logEvery == 0 || t == 1 || t == o.steps))
-      fprintf(stderr, "step %5lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %7.1f ms | %8.0f tok/s\n",
-              (long long)t, (long long)o.steps, loss, lr, norm, ms, tps);
+    if (!o.quiet && (live || t % o.logEvery == 0 || t == 1 || t == o.steps)) {
+      double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart).count();
+      double eta = elapsed / double(t - first + 1) * double(o.steps - t);
+      char mfuText[32] = "";
+      if (std::isfinite(mfu))
+        std::snprintf(mfuText, sizeof mfuText, " | MFU %4.1f%%", 100 * mfu);
+      line.open = false;
+      fprintf(stderr,
+              "%sstep %5lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %7.1f ms | %8.0f "
+              "tok/s%s | %s elapsed, ETA %s%s",
+              clear, (long long)t, (long long)o.steps, loss, lr, norm, ms, tps, mfuText,
+              duration(elapsed).c_str(), duration(eta).c_str(),
+              live && t < o.steps ? "" : "\n");
+      std::fflush(stderr);
+      line.open = live && t < o.steps;
+    }
     if (interrupted) {
+      line.close();
       // SIGINT/SIGTERM: the step is done; keep it and stop cleanly.
       if (!o.saveDir.empty() && saved < t) {
         std::string dir = saveCheckpoint(backend, o, t);

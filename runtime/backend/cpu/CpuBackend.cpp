@@ -312,6 +312,31 @@ HostTensor CpuBackend::output(const std::string &function, const std::string &na
   fail("function " + function + " has no output '" + name + "'");
 }
 
+/// The best of a few 1024^3 GEMMs in the package's precision: what this
+/// machine's BLAS reaches on large square products, the denominator of MFU.
+double CpuBackend::peakFlops() {
+  if (peakFlops_ >= 0)
+    return peakFlops_;
+  const int n = 1024;
+  double best = 0;
+  std::vector<char> a(size_t(n) * n * elementSize_), b = a, c = a;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (elementSize_ == 4)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f,
+                  reinterpret_cast<float *>(a.data()), n, reinterpret_cast<float *>(b.data()), n,
+                  0.0f, reinterpret_cast<float *>(c.data()), n);
+    else
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0,
+                  reinterpret_cast<double *>(a.data()), n,
+                  reinterpret_cast<double *>(b.data()), n, 0.0,
+                  reinterpret_cast<double *>(c.data()), n);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 2.0 * n * n * double(n) / s);
+  }
+  return peakFlops_ = best;
+}
+
 void CpuBackend::setScalars(const std::string &name, const std::vector<double> &values) {
   auto it = scalars_.find(name);
   if (it == scalars_.end())
