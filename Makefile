@@ -13,7 +13,7 @@ TEST_PY := $(VENV)/bin/python
 APT_PACKAGES := \
   cmake ninja-build ccache g++ \
   libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools \
-  libgtest-dev libopenblas-dev libicu-dev python3-venv \
+  libgtest-dev libopenblas-dev libicu-dev zlib1g-dev python3-venv \
   python3 python3-numpy python3-torch python3-onnx
 
 .PHONY: all build setup test demo clean

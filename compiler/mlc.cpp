@@ -24,6 +24,7 @@
 #include "runtime/data/Preprocess.h"
 #include "runtime/core/Threads.h"
 #include "runtime/train/Generate.h"
+#include "runtime/train/Plot.h"
 #include "runtime/train/Trainer.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -61,6 +62,7 @@ cl::SubCommand tokenizerCmd("tokenizer",
 cl::SubCommand dataCmd("data", "Inspect an indexed dataset: 'stats PREFIX' (length "
                                 "balancing across ranks) or 'dump PREFIX' (token ids)");
 cl::SubCommand generateCmd("generate", "Sample text from a GPT-style model");
+cl::SubCommand plotCmd("plot", "Draw a --log-json file's loss and tokens/s as a PNG");
 
 // Options that every model-taking subcommand shares.
 cl::opt<std::string> model(cl::Positional, cl::desc("<gpt2 | bert | model.onnx | package-dir>"),
@@ -219,6 +221,17 @@ cl::opt<uint64_t> dataSeed("seed", cl::desc("Seed of the sample order"), cl::ini
                            cl::sub(dataCmd), cl::cat(category));
 cl::opt<int64_t> dumpCount("count", cl::desc("Documents to dump"), cl::init(10),
                            cl::sub(dataCmd), cl::cat(category));
+
+// plot
+cl::opt<std::string> plotLogFile(cl::Positional, cl::desc("<LOG.jsonl>"), cl::sub(plotCmd),
+                                 cl::cat(category));
+cl::opt<std::string> plotOut("o", cl::desc("The PNG to write (default loss.png)"),
+                             cl::init("loss.png"), cl::value_desc("file"), cl::sub(plotCmd),
+                             cl::cat(category));
+cl::opt<int> plotWidth("width", cl::desc("Pixels"), cl::init(960), cl::sub(plotCmd),
+                       cl::cat(category));
+cl::opt<int> plotHeight("height", cl::desc("Pixels"), cl::init(600), cl::sub(plotCmd),
+                        cl::cat(category));
 
 // generate
 cl::opt<std::string> genPrompt("prompt", cl::desc("The text to continue"), cl::init(""),
@@ -614,6 +627,18 @@ int runGenerate() {
   return 0;
 }
 
+int runPlot() {
+  if (plotLogFile.empty())
+    return fail("usage: mlc plot LOG.jsonl [-o loss.png]");
+  try {
+    outs() << "mlc plot: " << mlc::rt::plotLog(plotLogFile, plotOut, plotWidth, plotHeight)
+           << "\n";
+  } catch (const mlc::rt::Error &e) {
+    return fail(e.what());
+  }
+  return 0;
+}
+
 int runTokenizer() {
   if (tokArgs.size() != 1 || tokArgs[0] != "train" || tokInput.empty() || tokOut.empty())
     return fail("usage: mlc tokenizer train --input FILE.jsonl [--json-keys text] "
@@ -775,7 +800,7 @@ int main(int argc, char **argv) {
   registerTrainFlags();
   for (cl::SubCommand *sub :
        {&cl::SubCommand::getTopLevel(), &compileCmd, &trainCmd, &runCmd, &preprocessCmd,
-        &dataCmd, &tokenizerCmd, &generateCmd})
+        &dataCmd, &tokenizerCmd, &generateCmd, &plotCmd})
     cl::HideUnrelatedOptions(category, *sub);
   if (!cl::ParseCommandLineOptions(
           argc, argv,
@@ -801,6 +826,8 @@ int main(int argc, char **argv) {
       return runTokenizer();
     if (generateCmd)
       return runGenerate();
+    if (plotCmd)
+      return runPlot();
   } catch (const std::bad_alloc &) {
     return fail("out of memory (the model, batch or data is larger than this machine holds)");
   } catch (const std::exception &e) {
