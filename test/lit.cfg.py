@@ -19,6 +19,7 @@ config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
 config.environment["MLC_CACHE_DIR"] = os.path.join(config.mlc_obj_root, "mlc-cache")
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%mlc_src", config.mlc_src_root))
+config.substitutions.append(("%mlc_build", config.mlc_obj_root))
 # Python with PyTorch and ONNX (Debian's) and HuggingFace tokenizers, for
 # reference computations (make test prepares it; see the Makefile).
 config.substitutions.append(("%python", config.mlc_test_python or "/usr/bin/python3"))
