@@ -102,6 +102,11 @@ const std::vector<TrainFlag> &trainFlags() {
         integer("eval-iters", "Validation batches per evaluation", &TrainOptions::evalIters),
         string("log-json", "file", "One JSON object per step", &TrainOptions::logJson),
         integer("log-every", "Print progress every N steps", &TrainOptions::logEvery),
+        integer("sample-every", "Print a short generated sample every N steps (0 = never)",
+                &TrainOptions::sampleEvery),
+        string("merge-file", "file", "Samples of GPT-2 BPE data: merges.txt (with --vocab-file "
+                                     "vocab.json); bytes otherwise",
+               &TrainOptions::mergeFile),
         string("progress", "mode", "auto, live (one updating line) or plain (a line per "
                                    "step); auto is live on a terminal",
                &TrainOptions::progress),
@@ -166,6 +171,8 @@ void validate(const TrainOptions &o) {
   if (o.lrScaling != "none" && o.baseBatch < 1)
     fail("--lr-scaling " + o.lrScaling + " needs --base-batch N (the global batch --lr was "
          "tuned for)");
+  if (o.sampleEvery < 0)
+    fail("--sample-every must be >= 0, got " + std::to_string(o.sampleEvery));
   if (o.progress != "auto" && o.progress != "live" && o.progress != "plain")
     fail("--progress must be auto, live or plain, got '" + o.progress + "'");
   if (o.globalBatch < 0)

@@ -34,6 +34,8 @@ struct TrainOptions {
   std::string logJson;
   int64_t logEvery = 1;
   std::string progress = "auto"; // auto | live | plain: one updating line on a terminal
+  int64_t sampleEvery = 0;        // print a generated sample every N steps (GPT-style models)
+  std::string mergeFile;          // samples from GPT-2 BPE data: merges.txt (with --vocab-file)
   std::string saveDir;           // checkpoints: one directory per step
   int64_t saveInterval = 0;      // a checkpoint every N steps (0: at the end only)
   int64_t keep = 0;              // checkpoints kept (0: all)

@@ -5,6 +5,7 @@
 #include "runtime/core/OptimizerScalars.h"
 #include "runtime/train/BatchSources.h"
 #include "runtime/train/Checkpoint.h"
+#include "runtime/train/Generate.h"
 
 #include <algorithm>
 #include <chrono>
@@ -288,6 +289,11 @@ private:
 std::vector<double> train(Backend &backend, const TrainOptions &o) {
   const Package &pkg = backend.package();
   validate(o);
+  if (o.sampleEvery > 0)
+    for (const InputInfo &in : pkg.inputs)
+      if (in.name != "input_ids" && in.name != "labels")
+        fail("--sample-every samples GPT-style models (inputs input_ids and labels); this one "
+             "also takes '" + in.name + "'");
   pkg.function("train_step");
   pkg.function("grad_norm");
   pkg.function("optimizer");
@@ -383,6 +389,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
   for (const InputInfo &in : pkg.inputs)
     if (in.name == "input_ids")
       tokenInput = in.dynamic() ? -1 : in.numel;
+  std::unique_ptr<Tokenizer> sampler;
   UpdateGuard guard(backend);
   std::vector<double> losses;
   int64_t saved = first - 1, badSteps = 0, stoppedAt = o.steps;
@@ -476,6 +483,25 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
       if (!o.quiet)
         fprintf(stderr, "%seval  %5lld/%lld | validation loss %.4f | perplexity %.2f (%lld batches)\n",
                 clear, (long long)t, (long long)o.steps, val, std::exp(val), (long long)o.evalIters);
+    }
+    if (o.sampleEvery > 0 && t % o.sampleEvery == 0 && !o.quiet) {
+      // A short sample, as a person watching the run would like to see.
+      GenerateOptions g;
+      g.maxTokens = 64;
+      g.temperature = 0.8;
+      g.topK = 40;
+      g.seed = o.seed + uint64_t(t);
+      if (!sampler)
+        sampler = o.mergeFile.empty()
+                      ? makeTokenizer("ByteTokenizer", "", "")
+                      : makeTokenizer("GPT2BPETokenizer", o.vocabFile, o.mergeFile);
+      std::string text = sampler->decode(generate(backend, *sampler, g));
+      for (char &c : text)
+        if (c == '\n' || c == '\r')
+          c = ' ';
+      line.close();
+      fprintf(stderr, "sample %4lld/%lld | %s\n", (long long)t, (long long)o.steps,
+              text.c_str());
     }
     if (!o.saveDir.empty() && o.saveInterval > 0 && t % o.saveInterval == 0) {
       saveCheckpoint(backend, o, t);
