@@ -134,6 +134,16 @@ std::vector<std::string> gpt2PreTokenize(const std::string &text) {
 
 namespace {
 
+/// The inverse of a vocabulary: each id's token ("" where none).
+std::vector<std::string> tokensById(const std::unordered_map<std::string, int32_t> &ids,
+                                    int64_t size) {
+  std::vector<std::string> tokens(size);
+  for (auto &[token, id] : ids)
+    if (id >= 0 && id < size)
+      tokens[id] = token;
+  return tokens;
+}
+
 class ByteTokenizer : public Tokenizer {
 public:
   std::vector<int32_t> encode(const std::string &text) const override {
@@ -198,10 +208,7 @@ public:
   /// Each token's visible characters mapped back to the bytes they stand for.
   std::string decode(const std::vector<int32_t> &ids) const override {
     if (tokens_.empty()) {
-      tokens_.resize(size_);
-      for (auto &[token, id] : ids_)
-        if (id >= 0 && id < size_)
-          tokens_[id] = token;
+      tokens_ = tokensById(ids_, size_);
       for (int b = 0; b < 256; ++b)
         bytes_[byteToUnicode()[b]] = char(b);
     }
@@ -418,12 +425,8 @@ public:
   }
   /// Word pieces joined: "##" continues the previous word, specials dropped.
   std::string decode(const std::vector<int32_t> &ids) const override {
-    if (tokens_.empty()) {
-      tokens_.resize(size_);
-      for (auto &[token, id] : ids_)
-        if (id >= 0 && id < size_)
-          tokens_[id] = token;
-    }
+    if (tokens_.empty())
+      tokens_ = tokensById(ids_, size_);
     std::string text;
     for (int32_t id : ids) {
       if (id < 0 || id >= size_)
