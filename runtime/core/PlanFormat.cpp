@@ -154,11 +154,13 @@ PlanData parsePlan(const std::string &text, const std::string &path) {
     return int(id);
   };
   auto shape = [&](const std::string &t) {
+    std::vector<int64_t> s;
     try {
-      return parseShape(t);
+      s = parseShape(t);
     } catch (const Error &e) {
       bad(e.what());
     }
+    return s;
   };
   auto numel = [&](const std::vector<int64_t> &s, int64_t capacity) {
     bool overflow = false;
@@ -170,11 +172,13 @@ PlanData parsePlan(const std::string &text, const std::string &path) {
   auto elementBytes = [&](const std::string &dtype) -> int64_t {
     if (dtype == "i1")
       return 1; // masks: one byte per element
+    int64_t size = 0;
     try {
-      return dtypeSize(dtype);
+      size = dtypeSize(dtype);
     } catch (const Error &) {
       bad("unknown dtype '" + dtype + "'");
     }
+    return size;
   };
   std::set<std::string> names;
   while (std::getline(in, line)) {

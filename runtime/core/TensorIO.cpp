@@ -278,10 +278,11 @@ std::map<std::string, HostTensor> readSafetensors(const std::string &path) {
     HostTensor t;
     t.dtype = dt->second;
     // Sizes and offsets are whole numbers a file can hold.
+    const std::string tensor = name;
     auto whole = [&](const Json &v, const char *what) {
       if (v.kind != Json::Number || v.number < 0 || v.number > 9007199254740992.0 ||
           v.number != std::floor(v.number))
-        fail(path + ": tensor '" + name + "' has a " + what + " that is not a non-negative "
+        fail(path + ": tensor '" + tensor + "' has a " + what + " that is not a non-negative "
              "integer");
       return int64_t(v.number);
     };
@@ -297,7 +298,13 @@ std::map<std::string, HostTensor> readSafetensors(const std::string &path) {
            " is larger than the file");
     size_t begin = size_t(whole(offsets->array[0], "data offset")),
            end = size_t(whole(offsets->array[1], "data offset"));
-    spans.push_back({begin, end, name});    t.data.assign(bytes.begin() + base + begin, bytes.begin() + base + end);
+    if (end < begin || base + end > bytes.size())
+      fail(path + ": tensor '" + name + "' lies outside the file (truncated?)");
+    if (int64_t(end - begin) != t.numel() * dtypeSize(t.dtype))
+      fail(path + ": tensor '" + name + "' has " + std::to_string(end - begin) +
+           " bytes for shape " + shapeString(t.shape));
+    spans.push_back({begin, end, name});
+    t.data.assign(bytes.begin() + base + begin, bytes.begin() + base + end);
     out.emplace(name, std::move(t));
   }
   // As HF's reader: the tensors tile the data exactly, without overlaps or gaps.

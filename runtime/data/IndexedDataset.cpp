@@ -142,20 +142,23 @@ IndexedDataset::IndexedDataset(const std::string &prefix) : prefix_(prefix) {
         std::to_string(docEntries) + " document entries need " + std::to_string(need) +
         " bytes, the file has " + std::to_string(idxSize_));
   sequences_ = int64_t(sequences);
-  lengths_ = reinterpret_cast<const int32_t *>(idx_ + 34);
-  pointers_ = reinterpret_cast<const int64_t *>(idx_ + 34 + sequences * 4);
-  const int64_t *docs = reinterpret_cast<const int64_t *>(idx_ + 34 + sequences * 12);
-  docIndex_.assign(docs, docs + docEntries);
+  lengths_ = idx_ + 34;
+  pointers_ = idx_ + 34 + sequences * 4;
+  docIndex_.resize(docEntries);
+  if (docEntries)
+    std::memcpy(docIndex_.data(), idx_ + 34 + sequences * 12, docEntries * 8);
   if (docIndex_.empty() || docIndex_.front() != 0 || docIndex_.back() != sequences_)
     bad("the document index must run from 0 to the sequence count");
   for (size_t d = 1; d < docIndex_.size(); ++d)
     if (docIndex_[d] < docIndex_[d - 1])
       bad("the document index decreases at entry " + std::to_string(d));
   for (int64_t i = 0; i < sequences_; ++i) {
-    if (lengths_[i] < 0 || pointers_[i] < 0 ||
-        uint64_t(pointers_[i]) + uint64_t(lengths_[i]) * itemSize_ > binSize_)
-      fail(binPath + ": sequence " + std::to_string(i) + " (" + std::to_string(lengths_[i]) +
-           " tokens at byte " + std::to_string(pointers_[i]) +
+    int32_t length = at<int32_t>(lengths_, i);
+    int64_t pointer = at<int64_t>(pointers_, i);
+    if (length < 0 || pointer < 0 ||
+        uint64_t(pointer) + uint64_t(length) * itemSize_ > binSize_)
+      fail(binPath + ": sequence " + std::to_string(i) + " (" + std::to_string(length) +
+           " tokens at byte " + std::to_string(pointer) +
            ") lies past the end of the file (" + std::to_string(binSize_) +
            " bytes): truncated or not this index's data");
   }
@@ -173,19 +176,19 @@ void IndexedDataset::read(int64_t i, std::vector<int64_t> &out, int64_t offset,
   if (i < 0 || i >= sequences_)
     fail(prefix_ + ": sequence " + std::to_string(i) + " out of range [0, " +
          std::to_string(sequences_) + ")");
-  int64_t n = lengths_[i] - offset;
+  int64_t n = at<int32_t>(lengths_, i) - offset;
   if (count >= 0 && count < n)
     n = count;
   out.resize(n < 0 ? 0 : n);
-  const char *p = bin_ + pointers_[i] + offset * itemSize_;
+  const char *p = bin_ + at<int64_t>(pointers_, i) + offset * itemSize_;
   for (int64_t k = 0; k < n; ++k, p += itemSize_) {
     switch (code_) {
-    case 1: out[k] = *reinterpret_cast<const uint8_t *>(p); break;
-    case 2: out[k] = *reinterpret_cast<const int8_t *>(p); break;
-    case 3: out[k] = *reinterpret_cast<const int16_t *>(p); break;
-    case 4: out[k] = *reinterpret_cast<const int32_t *>(p); break;
-    case 5: out[k] = *reinterpret_cast<const int64_t *>(p); break;
-    case 8: out[k] = *reinterpret_cast<const uint16_t *>(p); break;
+    case 1: out[k] = at<uint8_t>(p, 0); break;
+    case 2: out[k] = at<int8_t>(p, 0); break;
+    case 3: out[k] = at<int16_t>(p, 0); break;
+    case 4: out[k] = at<int32_t>(p, 0); break;
+    case 5: out[k] = at<int64_t>(p, 0); break;
+    case 8: out[k] = at<uint16_t>(p, 0); break;
     }
   }
 }
@@ -193,7 +196,7 @@ void IndexedDataset::read(int64_t i, std::vector<int64_t> &out, int64_t offset,
 int64_t IndexedDataset::totalTokens() const {
   int64_t n = 0;
   for (int64_t i = 0; i < sequences_; ++i)
-    n += lengths_[i];
+    n += at<int32_t>(lengths_, i);
   return n;
 }
 

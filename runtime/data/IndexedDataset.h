@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -61,7 +62,7 @@ public:
 
   int64_t sequences() const { return sequences_; }
   int64_t documents() const { return int64_t(docIndex_.size()) - 1; }
-  int64_t length(int64_t i) const { return lengths_[i]; }
+  int64_t length(int64_t i) const { return at<int32_t>(lengths_, i); }
   /// The first sequence of document d (d = documents() gives sequences()).
   int64_t documentStart(int64_t d) const { return docIndex_[d]; }
   /// Sequence i's tokens, widened to int64.
@@ -74,8 +75,15 @@ private:
   std::string prefix_;
   int code_ = 0, itemSize_ = 0;
   int64_t sequences_ = 0;
-  const int32_t *lengths_ = nullptr;
-  const int64_t *pointers_ = nullptr;
+  // Megatron's 34-byte header leaves the tables unaligned: they are read
+  // element by element through memcpy.
+  const char *lengths_ = nullptr;
+  const char *pointers_ = nullptr;
+  template <typename T> static T at(const char *table, int64_t i) {
+    T v;
+    std::memcpy(&v, table + i * int64_t(sizeof(T)), sizeof(T));
+    return v;
+  }
   std::vector<int64_t> docIndex_;
   const char *idx_ = nullptr, *bin_ = nullptr;
   size_t idxSize_ = 0, binSize_ = 0;

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# libFuzzer targets for the readers of untrusted input (JSON, safetensors,
+# .npy, plan.txt, indexed datasets), built with clang, ASan and UBSan.
+#   scripts/fuzz.sh [BUILD_DIR] [SECONDS_PER_TARGET | -runs=N]
+# `make test` runs each target briefly on the seed corpus (fuzz/corpus/); a
+# campaign passes seconds. New inputs go to BUILD_DIR/fuzz/corpus-TARGET, a
+# crash to BUILD_DIR/fuzz/crash-* (the input that reproduces it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+budget=${2:--runs=2000}
+[[ "$budget" == -* ]] || budget="-max_total_time=$budget"
+cxx=${FUZZ_CXX:-clang++}
+out="$build/fuzz"
+mkdir -p "$out"
+if ! echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char *, unsigned long) { return 0; }' |
+    "$cxx" -x c++ -fsanitize=fuzzer - -o "$out/probe" 2> /dev/null; then
+  echo "fuzz: $cxx cannot build libFuzzer targets; skipped"
+  exit 0
+fi
+common=(runtime/core/Json.cpp runtime/core/TensorIO.cpp runtime/core/PlanFormat.cpp
+        runtime/data/IndexedDataset.cpp)
+flags=(-std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
+for target in json safetensors npy plan indexed; do
+  bin="$out/fuzz_$target"
+  if [[ ! -x "$bin" || "fuzz/fuzz_$target.cpp" -nt "$bin" ]] ||
+     [[ -n "$(find "${common[@]}" runtime/core runtime/data/IndexedDataset.h -newer "$bin" 2> /dev/null)" ]]; then
+    "$cxx" "${flags[@]}" "fuzz/fuzz_$target.cpp" "${common[@]}" -o "$bin"
+  fi
+  mkdir -p "$out/corpus-$target"
+  echo "fuzz: $target ($budget)"
+  ASAN_OPTIONS=detect_leaks=0 "$bin" "$budget" -timeout=10 -rss_limit_mb=2048 \
+    -artifact_prefix="$out/crash-$target-" -print_final_stats=0 \
+    "$out/corpus-$target" "fuzz/corpus/$target" 2>&1 | grep -E "Done [0-9]+ runs|DONE|ERROR|SUMMARY|crash-" || true
+  if ls "$out"/crash-"$target"-* > /dev/null 2>&1; then
+    echo "fuzz: $target found a crash: $(ls "$out"/crash-"$target"-* | head -1)"
+    exit 1
+  fi
+done
+echo "fuzz: all targets clean"
