@@ -11,7 +11,7 @@ VENV := $(abspath $(BUILD))/venv
 TEST_PY := $(VENV)/bin/python
 
 APT_PACKAGES := \
-  cmake ninja-build ccache g++ \
+  cmake ninja-build ccache g++ clang libclang-rt-14-dev \
   libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools \
   libgtest-dev libopenblas-dev libicu-dev zlib1g-dev python3-venv \
   python3 python3-numpy python3-torch python3-onnx
