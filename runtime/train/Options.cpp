@@ -168,6 +168,8 @@ void validate(const TrainOptions &o) {
   parseSplit(o.split);
   if (o.lrScaling != "none" && o.lrScaling != "linear" && o.lrScaling != "sqrt")
     fail("--lr-scaling must be none, linear or sqrt, got '" + o.lrScaling + "'");
+  if (o.baseBatch < 0)
+    fail("--base-batch must be >= 0, got " + std::to_string(o.baseBatch));
   if (o.lrScaling != "none" && o.baseBatch < 1)
     fail("--lr-scaling " + o.lrScaling + " needs --base-batch N (the global batch --lr was "
          "tuned for)");

@@ -587,15 +587,28 @@ void runForward(Backend &backend, const TrainOptions &weights, const RunOptions 
   for (auto &[name, file] : run.inputs) {
     if (name.empty() || file.empty())
       fail("--input expects NAME=FILE.npy, got '" + name + "=" + file + "'");
-    backend.setInput(name, readNpy(file));
+    HostTensor t = readNpy(file); // its errors name the file
+    try {
+      backend.setInput(name, t);
+    } catch (const Error &e) {
+      fail(file + ": " + e.what());
+    }
     given.insert(name);
   }
   for (const InputInfo &in : pkg.inputs)
     if (!given.count(in.name))
       fail("missing --input " + in.name + "=FILE.npy (shape " + shapeString(in.shape) + ", " +
            in.dtype + ")");
-  // Inference: the dropout-free copy of the forward graph.
-  backend.run("evaluate", 0);
+  // Inference: the dropout-free copy of the forward graph. A bad value in an
+  // input (a token id outside the vocabulary) is reported with the inputs.
+  try {
+    backend.run("evaluate", 0);
+  } catch (const Error &e) {
+    std::string given;
+    for (auto &[name, file] : run.inputs)
+      given += (given.empty() ? "" : ", ") + name + "=" + file;
+    fail(std::string(e.what()) + " (inputs " + given + ")");
+  }
   makeDirectories(run.outputDir);
   for (const auto &out : pkg.function("evaluate").outputs)
     writeNpy(run.outputDir + "/" + out.name + ".npy", backend.output("evaluate", out.name));
