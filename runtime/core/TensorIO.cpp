@@ -38,9 +38,13 @@ std::string shapeString(const std::vector<int64_t> &shape) {
 }
 
 int64_t HostTensor::numel() const {
+  for (int64_t d : shape)
+    if (d == 0)
+      return 0;
   int64_t n = 1;
   for (int64_t d : shape)
-    n *= d;
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      fail("a tensor of shape " + shapeString(shape) + " has more elements than an int64 counts");
   return n;
 }
 
