@@ -92,7 +92,12 @@ llvm::Expected<LoweredPackage> writePackage(ModuleOp module, const std::string &
                          rt::jsonQuote(d.configText) + ",\n  \"dtype\": " +
                          rt::jsonQuote(d.options.dtype) + ",\n  \"micro_batch\": " +
                          std::to_string(d.options.microBatch) + ",\n  \"seq_len\": " +
-                         std::to_string(d.options.seqLen) + ",\n  \"kernels\": {";
+                         std::to_string(d.options.seqLen) + ",\n  \"fields_hash\": " +
+                         rt::jsonQuote(rt::manifestFieldsHash(d.family, d.configText,
+                                                              d.options.dtype,
+                                                              d.options.microBatch,
+                                                              d.options.seqLen)) +
+                         ",\n  \"kernels\": {";
   bool first = true;
   for (auto &[fn, c] : lowered->counts) {
     manifest += std::string(first ? "" : ",") + "\n    " + rt::jsonQuote(fn) +

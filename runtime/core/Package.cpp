@@ -10,6 +10,12 @@
 
 namespace mlc::rt {
 
+std::string manifestFieldsHash(const std::string &model, const std::string &config,
+                               const std::string &dtype, int64_t microBatch, int64_t seqLen) {
+  return contentHash(model + "\n" + config + "\n" + dtype + "\n" + std::to_string(microBatch) +
+                     "\n" + std::to_string(seqLen));
+}
+
 Package Package::load(const std::string &dir) {
   struct stat st;
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
@@ -37,6 +43,23 @@ Package Package::load(const std::string &dir) {
              " (the file changed or is corrupt)");
       contents[name] = std::move(bytes);
     }
+  {
+    auto text = [&](const char *key) {
+      const Json *v = pkg.manifest.find(key);
+      return v && v->kind == Json::String ? v->string : std::string("?");
+    };
+    auto number = [&](const char *key) {
+      const Json *v = pkg.manifest.find(key);
+      return v && v->kind == Json::Number ? int64_t(v->number) : int64_t(-1);
+    };
+    const Json *stored = pkg.manifest.find("fields_hash");
+    std::string actual = manifestFieldsHash(text("model"), text("config"), text("dtype"),
+                                            number("micro_batch"), number("seq_len"));
+    if (!stored || stored->string != actual)
+      fail(manifestPath + ": its model, config, dtype, micro_batch or seq_len field changed "
+           "after compilation (fields_hash " + actual + " does not match the manifest's " +
+           (stored ? stored->string : std::string("(none)")) + ")");
+  }
   if (!contents.count("plan.txt") || !contents.count("kernels.cpp"))
     fail(manifestPath + ": lists no plan.txt or kernels.cpp");
   pkg.kernelsSource = contents["kernels.cpp"];

@@ -25,6 +25,12 @@ namespace mlc::rt {
 
 constexpr int kPackageVersion = kPlanVersion;
 
+/// The content hash of a manifest's descriptive fields (model, config, dtype,
+/// micro-batch, seq-len), which its files' hashes do not cover: the manifest
+/// stores it as "fields_hash", so an edited field is noticed.
+std::string manifestFieldsHash(const std::string &model, const std::string &config,
+                               const std::string &dtype, int64_t microBatch, int64_t seqLen);
+
 struct Package {
   std::string dir;
   Json manifest;
