@@ -180,8 +180,9 @@ cl::opt<std::string> ppOutputPrefix("output-prefix",
 cl::list<std::string> ppJsonKeys("json-keys", cl::desc("JSON fields to tokenize (default text)"),
                                  cl::CommaSeparated, cl::sub(preprocessCmd), cl::cat(category));
 cl::opt<std::string> ppTokenizer("tokenizer-type",
-                                 cl::desc("ByteTokenizer, GPT2BPETokenizer, "
-                                          "BertWordPieceLowerCase or BertWordPieceCase"),
+                                 cl::desc("ByteLevelTokenizer, GPT2BPETokenizer, "
+                                          "BertWordPieceLowerCase, BertWordPieceCase "
+                                          "(Megatron's names) or ByteTokenizer"),
                                  cl::init("ByteTokenizer"), cl::sub(preprocessCmd),
                                  cl::cat(category));
 cl::opt<std::string> ppVocab("vocab-file", cl::desc("Vocabulary (vocab.json or vocab.txt)"),
@@ -244,7 +245,8 @@ cl::opt<double> genTemperature("temperature",
 cl::opt<int64_t> genTopK("top-k", cl::desc("Sample from the k most likely tokens (0: all)"),
                          cl::init(0), cl::sub(generateCmd), cl::cat(category));
 cl::opt<std::string> genTokenizer("tokenizer-type",
-                                  cl::desc("ByteTokenizer or GPT2BPETokenizer (the data's)"),
+                                  cl::desc("The data's: ByteTokenizer, ByteLevelTokenizer or "
+                                           "GPT2BPETokenizer"),
                                   cl::init("ByteTokenizer"), cl::sub(generateCmd),
                                   cl::cat(category));
 cl::opt<std::string> genVocab("vocab-file", cl::desc("GPT2BPETokenizer: vocab.json"),

@@ -29,7 +29,7 @@ int usage(FILE *out) {
   std::fprintf(out, "usage: mlc-runtime train PACKAGE [flags]\n"
                     "       mlc-runtime run PACKAGE --input NAME=FILE.npy ... --output-dir DIR\n"
                     "       mlc-runtime generate PACKAGE --prompt TEXT [--max-tokens N] "
-                    "[--temperature T] [--top-k K] [--tokenizer-type ByteTokenizer|GPT2BPETokenizer "
+                    "[--temperature T] [--top-k K] [--tokenizer-type ByteTokenizer|ByteLevelTokenizer|GPT2BPETokenizer "
                     "--vocab-file F --merge-file F]\n"
                     "flags (train; those marked run also apply to run):\n");
   TrainOptions defaults;

@@ -146,6 +146,7 @@ std::vector<std::string> tokensById(const std::unordered_map<std::string, int32_
 
 class ByteTokenizer : public Tokenizer {
 public:
+  explicit ByteTokenizer(int64_t vocabSize) : vocabSize_(vocabSize) {}
   std::vector<int32_t> encode(const std::string &text) const override {
     std::vector<int32_t> ids;
     ids.reserve(text.size());
@@ -160,8 +161,11 @@ public:
         text += char(id);
     return text;
   }
-  int64_t vocabSize() const override { return 256; }
+  int64_t vocabSize() const override { return vocabSize_; }
   int32_t eod() const override { return 0; }
+
+private:
+  int64_t vocabSize_;
 };
 
 //===----------------------------------------------------------------------===//
@@ -488,7 +492,9 @@ private:
 std::unique_ptr<Tokenizer> makeTokenizer(const std::string &type, const std::string &vocabFile,
                                          const std::string &mergeFile) {
   if (type == "ByteTokenizer")
-    return std::make_unique<ByteTokenizer>();
+    return std::make_unique<ByteTokenizer>(256);
+  if (type == "ByteLevelTokenizer") // Megatron's: the same ids, room for specials
+    return std::make_unique<ByteTokenizer>(512);
   if (type == "GPT2BPETokenizer")
     return std::make_unique<Gpt2Bpe>(vocabFile, mergeFile);
   if (type == "BertWordPieceLowerCase")
@@ -496,8 +502,8 @@ std::unique_ptr<Tokenizer> makeTokenizer(const std::string &type, const std::str
   if (type == "BertWordPieceCase")
     return std::make_unique<WordPiece>(vocabFile, false);
   fail("unknown --tokenizer-type '" + type +
-       "' (expected ByteTokenizer, GPT2BPETokenizer, BertWordPieceLowerCase or "
-       "BertWordPieceCase)");
+       "' (expected ByteLevelTokenizer, GPT2BPETokenizer, BertWordPieceLowerCase, "
+       "BertWordPieceCase or mlc's ByteTokenizer)");
 }
 
 } // namespace mlc::rt

@@ -1,9 +1,12 @@
 //===- Tokenizer.h - text to token ids -------------------------*- C++ -*-===//
 //
-// Tokenizers are named as Megatron-LM names them (--tokenizer-type).
-// ByteTokenizer: the UTF-8 bytes themselves, ids 0..255, no vocabulary file;
-// its end-of-document id is 0 (NUL, which text does not contain), so models
-// keep a vocabulary of 256.
+// Tokenizers are named as Megatron-LM names them (--tokenizer-type):
+// ByteLevelTokenizer, GPT2BPETokenizer, BertWordPieceLowerCase/Case.
+// ByteLevelTokenizer: the UTF-8 bytes themselves, ids 0..255, no vocabulary
+// file; its end-of-document id is 0 (NUL, which text does not contain) and
+// its vocabulary 512, as Megatron's (room for special tokens mlc does not
+// use). ByteTokenizer, mlc's own name, is the same with a vocabulary of 256,
+// so models can keep 256 embedding rows.
 //
 //===----------------------------------------------------------------------===//
 

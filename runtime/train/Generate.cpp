@@ -30,15 +30,18 @@ std::vector<int32_t> generate(Backend &backend, const Tokenizer &tokenizer,
   if (!ids || ids->shape.size() != 2 || !logits || logits->shape.size() != 3)
     fail("generate needs input_ids [batch, seq] and logits [batch, seq, vocab]");
   const int64_t B = ids->shape[0], S = ids->shape[1], V = logits->shape[2];
-  if (tokenizer.vocabSize() > V)
-    fail("the tokenizer has " + std::to_string(tokenizer.vocabSize()) +
-         " tokens, the model's vocabulary " + std::to_string(V));
   if (o.maxTokens < 0 || !(o.temperature >= 0) || o.topK < 0)
     fail("generate: max-tokens and top-k must be >= 0 and the temperature a number >= 0");
 
   std::vector<int32_t> tokens = tokenizer.encode(o.prompt);
   if (tokens.empty())
     tokens.push_back(tokenizer.eod()); // an empty prompt starts a document
+  // A tokenizer may reserve more ids than the model has rows (Megatron's
+  // ByteLevelTokenizer has 512 for 256 bytes); what matters is the prompt.
+  for (int32_t t : tokens)
+    if (t < 0 || t >= V)
+      fail("the prompt encodes to token " + std::to_string(t) + ", outside the model's " +
+           std::to_string(V) + "-token vocabulary (a --tokenizer-type other than the data's?)");
   std::vector<int32_t> generated;
   std::mt19937_64 rng(o.seed);
   HostTensor input, labels;

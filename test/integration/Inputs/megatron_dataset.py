@@ -60,6 +60,13 @@ code, docs = read_dataset(prefix + "_text_document")
 expected = [list(t.encode("utf-8")) + [0] if t else [] for t in texts]
 check(code == 8, f"dtype code {code}, expected 8 (uint16) for 256 ids")
 check(docs == expected, "preprocessed documents differ from the UTF-8 bytes + EOD")
+# Megatron's name for the same byte-level ids writes the same files.
+mlc("preprocess", "--input", jsonl, "--output-prefix", prefix + "mega", "--append-eod",
+    "--tokenizer-type", "ByteLevelTokenizer")
+for ext in (".bin", ".idx"):
+    with open(prefix + "_text_document" + ext, "rb") as a, \
+            open(prefix + "mega_text_document" + ext, "rb") as b:
+        check(a.read() == b.read(), f"ByteLevelTokenizer {ext} differs from ByteTokenizer's")
 print(f"preprocess: {len(docs)} documents read back identically")
 r = mlc("preprocess", "--input", jsonl, "--output-prefix", prefix + "strict", "--strict",
         ok=False)
