@@ -165,7 +165,9 @@ PlanData parsePlan(const std::string &text, const std::string &path) {
   auto numel = [&](const std::vector<int64_t> &s, int64_t capacity) {
     bool overflow = false;
     int64_t n = product(s, capacity, overflow);
-    if (overflow)
+    // Element counts stay below 2^60 so that bytes (8 per element at most)
+    // and sums of sizes cannot overflow.
+    if (overflow || n > (int64_t(1) << 60))
       bad("shape " + shapeText(s) + " is too large");
     return n;
   };
@@ -217,6 +219,8 @@ PlanData parsePlan(const std::string &text, const std::string &path) {
       p.decay = decay;
       p.offset = paramCount;
       paramCount += p.numel;
+      if (paramCount > (int64_t(1) << 60))
+        bad("the parameters hold more than 2^60 elements");
       plan.params.push_back(p);
     } else if (word == "input") {
       InputInfo i;
