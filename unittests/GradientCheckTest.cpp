@@ -129,7 +129,7 @@ double gradientCheck(const std::string &dir, const Inputs &spec, int samples = 1
 }
 
 /// Builds the module from text and runs the check.
-void checkText(const std::string &text, const Inputs &spec = Inputs()) {
+void checkText(const std::string &text, const Inputs &spec = Inputs(), int samples = 12) {
   mlir::MLIRContext ctx;
   ctx.loadDialect<MlcDialect, mlir::func::FuncDialect>();
   auto module = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
@@ -137,7 +137,7 @@ void checkText(const std::string &text, const Inputs &spec = Inputs()) {
   std::string dir = compile(module);
   ASSERT_FALSE(dir.empty());
   try {
-    gradientCheck(dir, spec);
+    gradientCheck(dir, spec, samples);
   } catch (const rt::Error &e) {
     FAIL() << e.what();
   }
@@ -265,6 +265,27 @@ TEST(GradientCheck, Attention) {
             " {mlc.input = \"r\"}) -> (tensor<f64> {mlc.output = \"loss\"}) {\n" +
             "  %o = mlc.attention %q, %k, %v mask %m scale = 0.7 : " + q + ", " + q + ", " + q +
             ", tensor<2x1x1x5xf64>\n" + tail);
+}
+
+// 150 positions: the CPU kernel's query tiles of 64 rows split them 64, 64,
+// 22, so tiles see different key counts (causal) and accumulate dK and dV
+// across tiles.
+TEST(GradientCheck, AttentionAcrossTiles) {
+  const std::string q = "tensor<1x2x150x4xf64>", m = "tensor<1x1x1x150xf64>";
+  std::string sig = "func.func @forward(%q: " + q + " {mlc.param = \"q\"}, %k: " + q +
+                    " {mlc.param = \"k\"}, %v: " + q + " {mlc.param = \"v\"}";
+  std::string tail = "  %y = mlc.mul %o, %r : " + q + ", " + q +
+                     "\n  %l = mlc.reduce_sum %y axes = [0, 1, 2, 3] : " + q +
+                     "\n  return %l : tensor<f64>\n}\n";
+  checkText(sig + ", %r: " + q + " {mlc.input = \"r\"}) -> (tensor<f64> {mlc.output = \"loss\"}) {\n" +
+                "  %o = mlc.attention %q, %k, %v causal dropout = 0.2 seed = 3 : " + q + ", " + q +
+                ", " + q + "\n" + tail,
+            Inputs(), 40);
+  checkText(sig + ", %m: " + m + " {mlc.input = \"m\"}, %r: " + q +
+                " {mlc.input = \"r\"}) -> (tensor<f64> {mlc.output = \"loss\"}) {\n" +
+                "  %o = mlc.attention %q, %k, %v mask %m : " + q + ", " + q + ", " + q + ", " + m +
+                "\n" + tail,
+            Inputs(), 40);
 }
 
 /// Whole models: every parameter of a tiny GPT-2 and BERT, dropout on.

@@ -391,16 +391,23 @@ public:
     return k.str();
   }
 
-  /// Per (batch, head) or (sequence, head), shared out among threads; per
-  /// query row the scores against every key (causal rows stop at the
-  /// diagonal), a softmax in the row, then the weighted values. The
-  /// backward pass recomputes the probabilities row by row.
+  /// Per (batch, head) or (sequence, head), shared out among threads, in
+  /// tiles of 64 query rows: S = scale Q_t K^T over the keys the tile sees
+  /// (causal tiles stop at their last row's diagonal), a softmax per row in
+  /// place, then O_t = P V. The products are mlc_gemm's register-blocked
+  /// tiles, so attention runs at matrix-multiply speed rather than as dot
+  /// products; S is one tile (64 x keys) per thread, never the whole S x S.
+  /// The backward pass recomputes P tile by tile:
+  ///   dP = dO V^T (then the dropout mask), rowsum_i = sum_j dP_ij P_ij,
+  ///   dS = scale P * (dP - rowsum), dQ_t = dS K, dK += dS^T Q_t,
+  ///   dV += (P * mask)^T dO_t.
   std::string attention(const AttentionKernel &a) override {
     const mlir::Type el = a.element;
     const std::string T = cType(el);
     const bool varlen = a.varlen, causal = a.causal, backward = a.backward, mask = a.mask;
     const int64_t H = a.heads, Sq = a.seqQ, Sk = a.seqK, D = a.headDim, Dv = a.valueDim,
                   B = a.batch, seed = a.seed;
+    const int64_t tile = 64;
     const double scale = a.scale, dropout = a.dropout;
     const int qi = a.query;
     const std::vector<int64_t> &maskStrides = a.maskStrides;
@@ -417,102 +424,112 @@ public:
     auto rowStride = [&](int k) { return std::to_string(a.tensors[k].rowStride); };
     auto p = [](int i) { return "p" + std::to_string(i); };
     auto n = [](int64_t v) { return std::to_string(v); };
-    std::string sc = literal(scale, el);
+    const std::string sc = literal(scale, el), one = "(" + T + ")1";
+    const std::string rq = rowStride(qi), rk = rowStride(qi + 1), rv = rowStride(qi + 2);
+    // One call of the tile product; the scratch is the head's.
+    auto gemm = [&](const std::string &m, const std::string &nn, const std::string &k,
+                    const std::string &alpha, const std::string &A, const std::string &lda,
+                    bool ta, const std::string &Bm, const std::string &ldb, bool tb,
+                    const std::string &C, const std::string &ldc, bool acc) {
+      return "      mlc_gemm<" + T + ">(" + m + ", " + nn + ", " + k + ", " + alpha + ", " + A +
+             ", " + lda + ", " + (ta ? "true" : "false") + ", " + Bm + ", " + ldb + ", " +
+             (tb ? "true" : "false") + ", " + C + ", " + ldc + ", " + (acc ? "true" : "false") +
+             ", ap, bp);\n";
+    };
     std::ostringstream b;
     b << arguments(a.args);
-    // Loop orders keep the innermost loop contiguous: dot products over the
-    // head dimension (simd reductions) and axpy updates of output rows.
-    // Probabilities of query row i of head (bb, h) land in s[0, jn).
-    std::string scores =
-        "      const " + T + " *qi = qh + i * " + rowStride(qi) + ";\n" +
-        "      const int64_t jn = " + (causal ? "i + 1 < " + SK + " ? i + 1 : " + SK : SK) +
-        ";\n      " + T + " m = -std::numeric_limits<" + T + ">::infinity();\n" +
-        "      for (int64_t j = 0; j < jn; ++j) {\n" +
-        "        const " + T + " *kj = kh + j * " + rowStride(qi + 1) + ";\n        " + T +
-        " d = 0;\n" +
-        "#pragma omp simd reduction(+ : d)\n" +
-        "        for (int64_t c = 0; c < " + n(D) + "; ++c) d += qi[c] * kj[c];\n" +
-        "        d *= " + sc + ";\n" +
-        (mask ? "        d += " + p(qi + 3) + "[bb * " + n(maskStrides[0]) + " + h * " +
-                    n(maskStrides[1]) + " + i * " + n(maskStrides[2]) + " + j * " +
-                    n(maskStrides[3]) + "];\n"
-              : "") +
-        "        s[j] = d; m = d > m ? d : m;\n      }\n" +
-        "      double sum = 0;\n" +
-        "      for (int64_t j = 0; j < jn; ++j) { s[j] = " + expFn(el) + "(s[j] - m); sum += s[j]; }\n" +
-        "      const " + T + " inv = (" + T + ")(1.0 / sum);\n" +
-        "      for (int64_t j = 0; j < jn; ++j) s[j] *= inv;\n" +
-        // keep(j): the dropout mask of probability (bh, i, j), 1 without dropout.
+    // Row t of the tile (query i = i0 + t): its probabilities in si[0, jn),
+    // zeros in [jn, nk).
+    std::string row =
+        std::string("        const int64_t i = i0 + t;\n") + "        " + T + " *si = s.data() + t * nk;\n" +
+        "        const int64_t jn = " + (causal ? "i + 1 < " + SK + " ? i + 1 : " + SK : SK) +
+        ";\n" +
         (dropout > 0
-             ? (varlen ? "      const uint64_t row = ((uint64_t)h * " + n(a.tokenCapacity) +
+             ? (varlen ? "        const uint64_t row = ((uint64_t)h * " + n(a.tokenCapacity) +
                              " + a + i) * " + n(a.tokenCapacity) + " + a;\n"
-                       : "      const uint64_t row = (uint64_t)(bh * " + n(Sq) + " + i) * " + n(Sk) +
-                             ";\n")
+                       : "        const uint64_t row = (uint64_t)(bh * " + n(Sq) + " + i) * " +
+                             n(Sk) + ";\n")
              : "");
+    std::string softmax =
+        (mask ? "        for (int64_t j = 0; j < jn; ++j)\n          si[j] += " + p(qi + 3) +
+                    "[bb * " + n(maskStrides[0]) + " + h * " + n(maskStrides[1]) + " + i * " +
+                    n(maskStrides[2]) + " + j * " + n(maskStrides[3]) + "];\n"
+              : "") +
+        "        " + T + " m = -std::numeric_limits<" + T + ">::infinity();\n" +
+        "        for (int64_t j = 0; j < jn; ++j) m = si[j] > m ? si[j] : m;\n" +
+        "        double sum = 0;\n" + "        for (int64_t j = 0; j < jn; ++j) { si[j] = " +
+        expFn(el) + "(si[j] - m); sum += si[j]; }\n" + "        const " + T + " inv = (" + T +
+        ")(1.0 / sum);\n" + "        for (int64_t j = 0; j < jn; ++j) si[j] *= inv;\n" +
+        "        for (int64_t j = jn; j < nk; ++j) si[j] = 0;\n";
+    // keep(j): the dropout mask of probability (bh, i, j), 1 without dropout.
     std::string keep = dropout > 0 ? "(mlc_uniform(key, row + j) >= " + std::to_string(dropout) +
                                          " ? " + literal(1.0 / (1.0 - dropout), el) + " : (" + T +
                                          ")0)"
-                                   : "";
-    std::string headPtrs =
-        "    const int64_t bb = bh / " + n(H) + ", h = bh % " + n(H) + ";\n" +
-        (varlen ? "    const int64_t a = " + p(cuSlot) + "[bb], L = " + p(cuSlot) + "[bb + 1] - a;\n"
-                  "    if (L <= 0) continue;\n"
-                : "") +
-        "    const " + T + " *qh = " + headBase(qi) + ";\n" +
-        "    const " + T + " *kh = " + headBase(qi + 1) + ";\n" +
-        "    const " + T + " *vh = " + headBase(qi + 2) + ";\n";
+                                   : one;
     if (dropout > 0)
       b << "  const uint64_t key = mlc_key(" << seed << "ull, (uint64_t)ctx->step);\n";
-    b << "#pragma omp parallel for\n"
+    b << "#pragma omp parallel for schedule(dynamic)\n"
       << "  for (int64_t bh = 0; bh < " << B * H << "; ++bh) {\n"
-      << headPtrs << "    std::vector<" << T << "> s(" << SK << ");\n";
-    if (!backward) {
-      b << "    " << T << " *oh = " << headBase(0) << ";\n"
-        << "    for (int64_t i = 0; i < " << SQ << "; ++i) {\n"
-        << scores << "      " << T << " *oi = oh + i * " << rowStride(0) << ";\n"
-        << "      for (int64_t c = 0; c < " << Dv << "; ++c) oi[c] = 0;\n"
-        << "      for (int64_t j = 0; j < jn; ++j) {\n"
-        << "        const " << T << " pj = s[j]" << (keep.empty() ? "" : " * " + keep)
-        << ", *vj = vh + j * " << rowStride(qi + 2) << ";\n"
-        << "#pragma omp simd\n"
-        << "        for (int64_t c = 0; c < " << Dv << "; ++c) oi[c] += pj * vj[c];\n"
-        << "      }\n    }\n  }\n";
-    } else {
-      // dv = P^T dO;  dS = P * (dO v^T - rowsum(dO * O));  dq = scale dS k;
-      // dk = scale dS^T q. rowsum(dO * O) = sum_j P_ij (dO_i . v_j).
+      << "    const int64_t bb = bh / " << H << ", h = bh % " << H << ";\n";
+    if (varlen)
+      b << "    const int64_t a = " << p(cuSlot) << "[bb], L = " << p(cuSlot) << "[bb + 1] - a;\n"
+        << "    if (L <= 0) continue;\n";
+    b << "    const " << T << " *qh = " << headBase(qi) << ";\n"
+      << "    const " << T << " *kh = " << headBase(qi + 1) << ";\n"
+      << "    const " << T << " *vh = " << headBase(qi + 2) << ";\n"
+      << "    std::vector<" << T << "> s(" << tile << " * " << SK << "), ap, bp;\n";
+    if (backward)
       b << "    " << T << " *dq = " << headBase(0) << ", *dk = " << headBase(1)
         << ", *dv = " << headBase(2) << ";\n"
         << "    const " << T << " *gh = " << headBase(3) << ";\n"
-        << "    std::vector<" << T << "> dp(" << SK << ");\n"
+        << "    std::vector<" << T << "> dp(" << tile << " * " << SK << ");\n"
         << "    for (int64_t j = 0; j < " << SK << "; ++j) {\n"
-        << "      for (int64_t c = 0; c < " << D << "; ++c) dk[j * " << rowStride(1) << " + c] = 0;\n"
-        << "      for (int64_t c = 0; c < " << Dv << "; ++c) dv[j * " << rowStride(2) << " + c] = 0;\n"
-        << "    }\n"
-        << "    for (int64_t i = 0; i < " << SQ << "; ++i) {\n"
-        << scores << "      const " << T << " *gi = gh + i * " << rowStride(3) << ";\n"
-        << "      " << T << " *dqi = dq + i * " << rowStride(0) << ";\n"
-        << "      double rowsum = 0;\n"
-        << "      for (int64_t j = 0; j < jn; ++j) {\n"
-        << "        const " << T << " *vj = vh + j * " << rowStride(qi + 2) << ";\n"
-        << "        " << T << " d = 0;\n"
-        << "#pragma omp simd reduction(+ : d)\n"
-        << "        for (int64_t c = 0; c < " << Dv << "; ++c) d += gi[c] * vj[c];\n"
-        << "        const " << T << " kj = " << (keep.empty() ? "(" + T + ")1" : keep) << ";\n"
-        << "        dp[j] = d * kj; rowsum += (double)dp[j] * s[j];\n"
-        << "        " << T << " *dvj = dv + j * " << rowStride(2) << "; const " << T
-        << " pj = s[j] * kj;\n"
-        << "#pragma omp simd\n"
-        << "        for (int64_t c = 0; c < " << Dv << "; ++c) dvj[c] += pj * gi[c];\n"
+        << "      for (int64_t c = 0; c < " << D << "; ++c) dk[j * " << rowStride(1)
+        << " + c] = 0;\n"
+        << "      for (int64_t c = 0; c < " << Dv << "; ++c) dv[j * " << rowStride(2)
+        << " + c] = 0;\n"
+        << "    }\n";
+    else
+      b << "    " << T << " *oh = " << headBase(0) << ";\n";
+    b << "    for (int64_t i0 = 0; i0 < " << SQ << "; i0 += " << tile << ") {\n"
+      << "      const int64_t mi = " << SQ << " - i0 < " << tile << " ? " << SQ << " - i0 : "
+      << tile << ";\n"
+      << "      const int64_t nk = "
+      << (causal ? "i0 + mi < " + SK + " ? i0 + mi : " + SK : SK) << ";\n"
+      << gemm("mi", "nk", n(D), sc, "qh + i0 * " + rq, rq, false, "kh", rk, true, "s.data()",
+              "nk", false)
+      << "      for (int64_t t = 0; t < mi; ++t) {\n"
+      << row << softmax;
+    if (!backward) {
+      if (dropout > 0)
+        b << "        for (int64_t j = 0; j < jn; ++j) si[j] *= " << keep << ";\n";
+      b << "      }\n"
+        << gemm("mi", n(Dv), "nk", one, "s.data()", "nk", false, "vh", rv, false,
+                "oh + i0 * " + rowStride(0), rowStride(0), false)
+        << "    }\n  }\n";
+    } else {
+      const std::string rg = rowStride(3);
+      b << "      }\n"
+        << gemm("mi", "nk", n(Dv), one, "gh + i0 * " + rg, rg, false, "vh", rv, true,
+                "dp.data()", "nk", false)
+        << "      for (int64_t t = 0; t < mi; ++t) {\n"
+        << row << "        " << T << " *di = dp.data() + t * nk;\n"
+        << "        double rowsum = 0;\n"
+        << "        for (int64_t j = 0; j < jn; ++j) { di[j] *= " << keep
+        << "; rowsum += (double)di[j] * si[j]; }\n"
+        << "        for (int64_t j = 0; j < jn; ++j) {\n"
+        << "          di[j] = si[j] * (di[j] - (" << T << ")rowsum) * " << sc << ";\n"
+        << "          si[j] *= " << keep << ";\n"
+        << "        }\n"
+        << "        for (int64_t j = jn; j < nk; ++j) di[j] = 0;\n"
         << "      }\n"
-        << "      for (int64_t c = 0; c < " << D << "; ++c) dqi[c] = 0;\n"
-        << "      for (int64_t j = 0; j < jn; ++j) {\n"
-        << "        const " << T << " ds = s[j] * (dp[j] - (" << T << ")rowsum) * " << sc << ";\n"
-        << "        const " << T << " *kj = kh + j * " << rowStride(qi + 1) << "; " << T
-        << " *dkj = dk + j * " << rowStride(1)
-        << ";\n"
-        << "#pragma omp simd\n"
-        << "        for (int64_t c = 0; c < " << D << "; ++c) { dqi[c] += ds * kj[c]; dkj[c] += ds * qi[c]; }\n"
-        << "      }\n    }\n  }\n";
+        << gemm("nk", n(Dv), "mi", one, "s.data()", "nk", true, "gh + i0 * " + rg, rg, false,
+                "dv", rowStride(2), true)
+        << gemm("mi", n(D), "nk", one, "dp.data()", "nk", false, "kh", rk, false,
+                "dq + i0 * " + rowStride(0), rowStride(0), false)
+        << gemm("nk", n(D), "mi", one, "dp.data()", "nk", true, "qh + i0 * " + rq, rq, false,
+                "dk", rowStride(1), true)
+        << "    }\n  }\n";
     }
     return b.str();
   }

@@ -1,7 +1,8 @@
 //===- KernelPrelude.h - the top of every generated kernels.cpp -*- C++ -*-===//
 //
 // Shared by the compiler (which pastes it into kernels.cpp) and documented
-// here once: the kernel ABI and the counter-based random numbers.
+// here once: the kernel ABI, the counter-based random numbers and the
+// helpers kernels share (call-free exp/tanh, attention's tile products).
 //
 //   extern "C" void kN(char **b, MlcKernelCtx *ctx);
 //
@@ -89,6 +90,72 @@ static inline float mlc_tanhf(float x) {
   float small = a * (1.0f + a2 * (-0.33333334f + a2 * (0.13333334f + a2 * -0.053968254f)));
   float y = a < 0.0625f ? small : big;
   return x < 0 ? -y : y;
+}
+
+// C (M x N) = alpha op(A) op(B), added to C when acc: op(A)(m, k) is
+// A[m * lda + k] (ta: A[k * lda + m]), op(B)(k, n) is B[k * ldb + n]
+// (tb: B[n * ldb + k]). The tile products of attention, where M, N and K
+// are a block of queries, the keys it sees and the head dimension. B is
+// packed once into panels NR columns wide and A MR rows at a time, so the
+// micro-kernel streams both contiguously and keeps an MR x NR block of C in
+// vector registers: MR * NR multiply-adds per MR + NR values loaded (8 x 2
+// vectors with AVX-512's 32 registers, 6 x 2 with AVX2's 16). ap and bp
+// are the caller's scratch, grown as needed.
+#if defined(__AVX512F__)
+enum { MLC_VECTOR_BYTES = 64, MLC_GEMM_MR = 8 };
+#else
+enum { MLC_VECTOR_BYTES = 32, MLC_GEMM_MR = 6 };
+#endif
+template <typename T>
+static void mlc_gemm(int64_t M, int64_t N, int64_t K, T alpha, const T *A, int64_t lda,
+                     bool ta, const T *B, int64_t ldb, bool tb, T *C, int64_t ldc, bool acc,
+                     std::vector<T> &ap, std::vector<T> &bp) {
+  constexpr int MR = MLC_GEMM_MR, NR = 2 * MLC_VECTOR_BYTES / int(sizeof(T));
+  const int64_t panels = (N + NR - 1) / NR;
+  if (bp.size() < size_t(panels * NR * K))
+    bp.resize(size_t(panels * NR * K));
+  if (ap.size() < size_t(MR * K))
+    ap.resize(size_t(MR * K));
+  for (int64_t q = 0; q < panels; ++q) {
+    T *d = bp.data() + q * NR * K;
+    const int64_t n0 = q * NR, nn = N - n0 < NR ? N - n0 : NR;
+    for (int64_t k = 0; k < K; ++k, d += NR) {
+      for (int64_t j = 0; j < nn; ++j)
+        d[j] = tb ? B[(n0 + j) * ldb + k] : B[k * ldb + n0 + j];
+      for (int64_t j = nn; j < NR; ++j)
+        d[j] = 0;
+    }
+  }
+  for (int64_t m0 = 0; m0 < M; m0 += MR) {
+    const int64_t mm = M - m0 < MR ? M - m0 : MR;
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t r = 0; r < MR; ++r)
+        ap[k * MR + r] = r < mm ? (ta ? A[k * lda + m0 + r] : A[(m0 + r) * lda + k]) : T(0);
+    for (int64_t q = 0; q < panels; ++q) {
+      const T *bq = bp.data() + q * NR * K, *aq = ap.data();
+      T c[MR][NR];
+      for (int r = 0; r < MR; ++r)
+        for (int j = 0; j < NR; ++j)
+          c[r][j] = 0;
+      for (int64_t k = 0; k < K; ++k)
+        for (int r = 0; r < MR; ++r) {
+          const T x = aq[k * MR + r];
+#pragma omp simd
+          for (int j = 0; j < NR; ++j)
+            c[r][j] += x * bq[k * NR + j];
+        }
+      const int64_t n0 = q * NR, nn = N - n0 < NR ? N - n0 : NR;
+      for (int64_t r = 0; r < mm; ++r) {
+        T *cr = C + (m0 + r) * ldc + n0;
+        if (acc)
+          for (int64_t j = 0; j < nn; ++j)
+            cr[j] += alpha * c[r][j];
+        else
+          for (int64_t j = 0; j < nn; ++j)
+            cr[j] = alpha * c[r][j];
+      }
+    }
+  }
 }
 )PRELUDE";
 }
