@@ -19,16 +19,19 @@ import torch_models as tm  # noqa: E402
 ap = argparse.ArgumentParser()
 ap.add_argument("--mlc", required=True)
 ap.add_argument("--work", required=True)
+ap.add_argument("--seq", type=int, default=8)
+ap.add_argument("--lengths", default="5,8,3", help="sequence lengths, at most --seq")
 args = ap.parse_args()
 os.makedirs(args.work, exist_ok=True)
 
-B, S, V, E, L, H, I = 3, 8, 64, 32, 2, 4, 48
-config = (f"tiny,vocab_size={V},max_position_embeddings=16,hidden_size={E},"
+lengths = [int(n) for n in args.lengths.split(",")]
+B, S, V, E, L, H, I = len(lengths), args.seq, 64, 32, 2, 4, 48
+P = max(16, S)  # position embeddings
+config = (f"tiny,vocab_size={V},max_position_embeddings={P},hidden_size={E},"
           f"num_hidden_layers={L},num_attention_heads={H},intermediate_size={I}")
 weights = os.path.join(args.work, "w.safetensors")
-tm.write_safetensors(weights, tm.init_params(tm.bert_shapes(V, 16, 2, E, L, I), 5, torch.float32))
+tm.write_safetensors(weights, tm.init_params(tm.bert_shapes(V, P, 2, E, L, I), 5, torch.float32))
 rng = np.random.default_rng(0)
-lengths = [5, 8, 3]
 seqs = [rng.integers(0, V, size=n) for n in lengths]
 types = [rng.integers(0, 2, size=n) for n in lengths]
 labels = [np.where(rng.random(n) < 0.4, s, -100) for n, s in zip(lengths, seqs)]
