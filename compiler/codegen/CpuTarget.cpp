@@ -456,8 +456,10 @@ public:
                     n(maskStrides[2]) + " + j * " + n(maskStrides[3]) + "];\n"
               : "") +
         "        " + T + " m = -std::numeric_limits<" + T + ">::infinity();\n" +
+        "#pragma omp simd reduction(max : m)\n" +
         "        for (int64_t j = 0; j < jn; ++j) m = si[j] > m ? si[j] : m;\n" +
-        "        double sum = 0;\n" + "        for (int64_t j = 0; j < jn; ++j) { si[j] = " +
+        "        double sum = 0;\n" + "#pragma omp simd reduction(+ : sum)\n" +
+        "        for (int64_t j = 0; j < jn; ++j) { si[j] = " +
         expFn(el) + "(si[j] - m); sum += si[j]; }\n" + "        const " + T + " inv = (" + T +
         ")(1.0 / sum);\n" + "        for (int64_t j = 0; j < jn; ++j) si[j] *= inv;\n" +
         "        for (int64_t j = jn; j < nk; ++j) si[j] = 0;\n";
@@ -515,8 +517,10 @@ public:
         << "      for (int64_t t = 0; t < mi; ++t) {\n"
         << row << "        " << T << " *di = dp.data() + t * nk;\n"
         << "        double rowsum = 0;\n"
+        << "#pragma omp simd reduction(+ : rowsum)\n"
         << "        for (int64_t j = 0; j < jn; ++j) { di[j] *= " << keep
         << "; rowsum += (double)di[j] * si[j]; }\n"
+        << "#pragma omp simd\n"
         << "        for (int64_t j = 0; j < jn; ++j) {\n"
         << "          di[j] = si[j] * (di[j] - (" << T << ")rowsum) * " << sc << ";\n"
         << "          si[j] *= " << keep << ";\n"
