@@ -64,7 +64,9 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
     } else if (auto sc = dyn_cast<plan::ScalarsOp>(op)) {
       data.scalars.push_back({sc.getSymName().str(), dtypeName(sc.getElement()), sc.getSize()});
     } else if (auto k = dyn_cast<plan::KernelOp>(op)) {
-      kernels << target->function(k.getSymName().str(), k.getSource().str(), k.getNumArgs());
+      kernels << target->function(k.getSymName().str(),
+                                  plan::stringifyKernelTemplate(k.getKind()).str(),
+                                  k.getSource().str(), k.getNumArgs());
     } else if (auto fn = dyn_cast<plan::FuncOp>(op)) {
       rt::FunctionPlan f;
       f.name = fn.getSymName().str();

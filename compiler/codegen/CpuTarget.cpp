@@ -89,9 +89,10 @@ public:
 
   std::string prelude() override { return kernelPrelude(); }
 
-  std::string function(const std::string &name, const std::string &body,
-                       int64_t args) override {
+  std::string function(const std::string &name, const std::string &kind,
+                       const std::string &body, int64_t args) override {
     return "\nextern \"C\" const int64_t " + name + "_args = " + std::to_string(args) +
+           ";\nextern \"C\" const char " + name + "_kind[] = \"" + kind + "\"" +
            ";\nextern \"C\" void " + name + "(char **b, MlcKernelCtx *ctx) {\n  (void)ctx;\n" +
            body + "}\n";
   }

@@ -5,6 +5,8 @@
 // helpers kernels share (call-free exp/tanh, attention's tile products).
 //
 //   extern "C" void kN(char **b, MlcKernelCtx *ctx);
+//   extern "C" const int64_t kN_args;  // buffers it takes (checked at load)
+//   extern "C" const char kN_kind[];   // its template, for MLC_PROFILE
 //
 // b[i] is the i-th buffer of the launch (outputs first, then inputs, as the
 // plan line lists them). ctx->step is the training step (dropout masks);

@@ -121,9 +121,10 @@ public:
   /// The source file's head (types, helpers) and one kernel as a function.
   virtual std::string prelude() = 0;
   /// One kernel as a function of `args` buffers (the runtime checks the
-  /// count against the plan's launch).
-  virtual std::string function(const std::string &name, const std::string &body,
-                               int64_t args) = 0;
+  /// count against the plan's launch); `kind` names its template for
+  /// profiles.
+  virtual std::string function(const std::string &name, const std::string &kind,
+                               const std::string &body, int64_t args) = 0;
 
   /// Binds the typed arguments p0..pN.
   virtual std::string arguments(const std::vector<KernelArg> &args) = 0;

@@ -561,7 +561,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
       top.push_back({sec, name});
     std::sort(top.rbegin(), top.rend());
     for (size_t i = 0; i < top.size() && i < 12; ++i)
-      fprintf(stderr, "mlc profile:   %-8s %8.2f ms/step\n", top[i].second.c_str(),
+      fprintf(stderr, "mlc profile:   %-24s %8.2f ms/step\n", top[i].second.c_str(),
               1e3 * top[i].first / o.steps);
   }
   if (!o.saveDir.empty() && saved < stoppedAt && first <= stoppedAt) {

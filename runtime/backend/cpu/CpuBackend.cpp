@@ -68,6 +68,7 @@ CpuBackend::CpuBackend(const Package &pkg, bool verbose) : Backend(pkg) {
       b.args.push_back(args);
       if (s.kind == StepDecl::Gemm) {
         b.calls.push_back(nullptr);
+        b.labels.push_back("gemm");
         continue;
       }
       void *sym = dlsym(library_, s.kernel.c_str());
@@ -79,6 +80,10 @@ CpuBackend::CpuBackend(const Package &pkg, bool verbose) : Backend(pkg) {
              " with " + std::to_string(s.buffers.size()) + " buffers; it takes " +
              std::to_string(*argCount));
       b.calls.push_back(reinterpret_cast<void (*)(char **, void *)>(sym));
+      // The profile names a kernel with its template (absent in packages
+      // written before kinds were recorded).
+      auto *kind = static_cast<const char *>(dlsym(library_, (s.kernel + "_kind").c_str()));
+      b.labels.push_back(kind ? s.kernel + " " + kind : s.kernel);
     }
   }
 }
@@ -277,7 +282,7 @@ void CpuBackend::run(const std::string &function, int64_t step) {
     if (profile.enabled) {
       double dt = std::chrono::duration<double>(Clock::now() - t0).count();
       (b.calls[i] ? profile.kernelSeconds : profile.gemmSeconds) += dt;
-      profile.secondsByKernel[b.calls[i] ? fn.steps[i].kernel : "gemm"] += dt;
+      profile.secondsByKernel[b.labels[i]] += dt;
     }
   }
   if (error[0] == 1)

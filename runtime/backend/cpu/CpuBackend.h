@@ -47,6 +47,7 @@ private:
     std::vector<char *> pointers;                 // per buffer
     std::vector<void (*)(char **, void *)> calls; // per step (null for gemm)
     std::vector<std::vector<char *>> args;        // per step
+    std::vector<std::string> labels;              // per step, for the profile
   };
   std::map<std::string, Bound> bound_;
 };
