@@ -219,6 +219,14 @@ TEST(GradientCheck, LayerNormMatmulEmbedding) {
                   t,
                   ", %w: tensor<4xf64> {mlc.param = \"w\"}, %b: tensor<4xf64> {mlc.param = "
                   "\"b\"}"));
+  // 150 wide: the CPU kernel sums dw and db in blocks of 64 columns (64, 64, 22).
+  const std::string wide = "tensor<3x150xf64>";
+  checkText(unary("  %y = mlc.layer_norm %x, %w, %b epsilon = 1.0e-5 : " + wide +
+                      ", tensor<150xf64>, tensor<150xf64>",
+                  wide,
+                  ", %w: tensor<150xf64> {mlc.param = \"w\"}, %b: tensor<150xf64> {mlc.param = "
+                  "\"b\"}"),
+            Inputs(), 40);
   // Batched x shared weight, both transposes.
   checkText(R"(
 func.func @forward(%a: tensor<2x3x4xf64> {mlc.param = "a"}, %w: tensor<5x4xf64> {mlc.param = "w"},
