@@ -257,43 +257,34 @@ func.func @forward(%e: tensor<6x4xf64> {mlc.param = "e"}, %ids: tensor<5xi64> {m
             }());
 }
 
+/// loss = sum(attention(q, k, v) * r) over parameters q, k, v of type `t`;
+/// `attrs` follow the operands (after `mask %m` when `mask` names its type).
+std::string attentionModel(const std::string &t, const std::string &attrs,
+                           const std::string &mask = "") {
+  return "func.func @forward(%q: " + t + " {mlc.param = \"q\"}, %k: " + t +
+         " {mlc.param = \"k\"}, %v: " + t + " {mlc.param = \"v\"}" +
+         (mask.empty() ? "" : ", %m: " + mask + " {mlc.input = \"m\"}") + ", %r: " + t +
+         " {mlc.input = \"r\"}) -> (tensor<f64> {mlc.output = \"loss\"}) {\n" +
+         "  %o = mlc.attention %q, %k, %v" + (mask.empty() ? "" : " mask %m") + " " + attrs +
+         " : " + t + ", " + t + ", " + t + (mask.empty() ? "" : ", " + mask) + "\n" +
+         "  %y = mlc.mul %o, %r : " + t + ", " + t + "\n  %l = mlc.reduce_sum %y axes = [0, 1, 2, 3] : " +
+         t + "\n  return %l : tensor<f64>\n}\n";
+}
+
 TEST(GradientCheck, Attention) {
   const std::string q = "tensor<2x2x5x3xf64>";
-  std::string sig = "func.func @forward(%q: " + q + " {mlc.param = \"q\"}, %k: " + q +
-                    " {mlc.param = \"k\"}, %v: " + q + " {mlc.param = \"v\"}";
-  std::string tail = "  %y = mlc.mul %o, %r : " + q + ", " + q +
-                     "\n  %l = mlc.reduce_sum %y axes = [0, 1, 2, 3] : " + q +
-                     "\n  return %l : tensor<f64>\n}\n";
-  checkText(sig + ", %r: " + q + " {mlc.input = \"r\"}) -> (tensor<f64> {mlc.output = \"loss\"}) {\n" +
-            "  %o = mlc.attention %q, %k, %v causal : " + q + ", " + q + ", " + q + "\n" + tail);
-  checkText(sig + ", %r: " + q + " {mlc.input = \"r\"}) -> (tensor<f64> {mlc.output = \"loss\"}) {\n" +
-            "  %o = mlc.attention %q, %k, %v causal dropout = 0.3 seed = 9 : " + q + ", " + q +
-            ", " + q + "\n" + tail);
-  checkText(sig + ", %m: tensor<2x1x1x5xf64> {mlc.input = \"m\"}, %r: " + q +
-            " {mlc.input = \"r\"}) -> (tensor<f64> {mlc.output = \"loss\"}) {\n" +
-            "  %o = mlc.attention %q, %k, %v mask %m scale = 0.7 : " + q + ", " + q + ", " + q +
-            ", tensor<2x1x1x5xf64>\n" + tail);
+  checkText(attentionModel(q, "causal"));
+  checkText(attentionModel(q, "causal dropout = 0.3 seed = 9"));
+  checkText(attentionModel(q, "scale = 0.7", "tensor<2x1x1x5xf64>"));
 }
 
 // 150 positions: the CPU kernel's query tiles of 64 rows split them 64, 64,
 // 22, so tiles see different key counts (causal) and accumulate dK and dV
 // across tiles.
 TEST(GradientCheck, AttentionAcrossTiles) {
-  const std::string q = "tensor<1x2x150x4xf64>", m = "tensor<1x1x1x150xf64>";
-  std::string sig = "func.func @forward(%q: " + q + " {mlc.param = \"q\"}, %k: " + q +
-                    " {mlc.param = \"k\"}, %v: " + q + " {mlc.param = \"v\"}";
-  std::string tail = "  %y = mlc.mul %o, %r : " + q + ", " + q +
-                     "\n  %l = mlc.reduce_sum %y axes = [0, 1, 2, 3] : " + q +
-                     "\n  return %l : tensor<f64>\n}\n";
-  checkText(sig + ", %r: " + q + " {mlc.input = \"r\"}) -> (tensor<f64> {mlc.output = \"loss\"}) {\n" +
-                "  %o = mlc.attention %q, %k, %v causal dropout = 0.2 seed = 3 : " + q + ", " + q +
-                ", " + q + "\n" + tail,
-            Inputs(), 40);
-  checkText(sig + ", %m: " + m + " {mlc.input = \"m\"}, %r: " + q +
-                " {mlc.input = \"r\"}) -> (tensor<f64> {mlc.output = \"loss\"}) {\n" +
-                "  %o = mlc.attention %q, %k, %v mask %m : " + q + ", " + q + ", " + q + ", " + m +
-                "\n" + tail,
-            Inputs(), 40);
+  const std::string q = "tensor<1x2x150x4xf64>";
+  checkText(attentionModel(q, "causal dropout = 0.2 seed = 3"), Inputs(), 40);
+  checkText(attentionModel(q, "", "tensor<1x1x1x150xf64>"), Inputs(), 40);
 }
 
 /// Whole models: every parameter of a tiny GPT-2 and BERT, dropout on.

@@ -54,15 +54,18 @@ private:
 ///
 /// The max m of row `x` (C elements) and s = sum exp(x - m) in double: the
 /// stable log-sum-exp (m + log s) of softmax, log-softmax, cross-entropy and
-/// its gradient.
-std::string rowMaxSumExp(Type el, const std::string &x, int64_t C,
-                                const std::string &indent) {
+/// its gradient. With `store`, exp(x - m) is also written to store[c], so a
+/// gradient scales it in place instead of computing it again.
+std::string rowMaxSumExp(Type el, const std::string &x, int64_t C, const std::string &indent,
+                         const std::string &store = "") {
   std::string T = cType(el), n = std::to_string(C);
+  std::string e = expFn(el) + "(" + x + "[c] - m)";
   return indent + T + " m = " + x + "[0];\n" + "#pragma omp simd reduction(max : m)\n" +
-         indent + "for (int64_t c = 1; c < " + n +
-         "; ++c) m = " + x + "[c] > m ? " + x + "[c] : m;\n" + indent + "double s = 0;\n" +
-         "#pragma omp simd reduction(+ : s)\n" + indent + "for (int64_t c = 0; c < " + n +
-         "; ++c) s += " + expFn(el) + "(" + x + "[c] - m);\n";
+         indent + "for (int64_t c = 1; c < " + n + "; ++c) m = " + x + "[c] > m ? " + x +
+         "[c] : m;\n" + indent + "double s = 0;\n" + "#pragma omp simd reduction(+ : s)\n" +
+         indent + "for (int64_t c = 0; c < " + n + "; ++c) " +
+         (store.empty() ? "s += " + e + ";\n"
+                        : "{ " + store + "[c] = " + e + "; s += " + store + "[c]; }\n");
 }
 
 /// The mean and rstd = 1 / sqrt(var + eps) of row `x` (E elements), in
@@ -229,13 +232,13 @@ public:
     b << arguments({{el, true}, {el, false}}) << "#pragma omp parallel for\n"
       << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
       << "    const " << T << " *x = p1 + r * " << C << "; " << T << " *y = p0 + r * " << C
-      << ";\n" << rowMaxSumExp(el, "x", C, "    ");
+      << ";\n" << rowMaxSumExp(el, "x", C, "    ", log ? "" : "y");
     if (log)
       b << "    " << T << " lse = m + (" << T << ")std::log(s);\n"
         << "    for (int64_t c = 0; c < " << C << "; ++c) y[c] = x[c] - lse;\n";
     else
       b << "    " << T << " inv = (" << T << ")(1.0 / s);\n"
-        << "    for (int64_t c = 0; c < " << C << "; ++c) y[c] = " << expFn(el) << "(x[c] - m) * inv;\n";
+        << "    for (int64_t c = 0; c < " << C << "; ++c) y[c] *= inv;\n";
     b << "  }\n";
     return b.str();
   }
@@ -329,13 +332,7 @@ public:
       << " for (int64_t c = 0; c < " << C << "; ++c) d[c] = 0; continue; }\n"
       // exp(x - m) is computed once, into d, then scaled in place (the row
       // stays in cache between the two passes).
-      << "    " << T << " m = x[0];\n"
-      << "#pragma omp simd reduction(max : m)\n"
-      << "    for (int64_t c = 1; c < " << C << "; ++c) m = x[c] > m ? x[c] : m;\n"
-      << "    double s = 0;\n"
-      << "#pragma omp simd reduction(+ : s)\n"
-      << "    for (int64_t c = 0; c < " << C << "; ++c) { d[c] = " << expFn(el)
-      << "(x[c] - m); s += d[c]; }\n"
+      << rowMaxSumExp(el, "x", C, "    ", "d")
       << "    total += m + std::log(s) - x[label];\n"
       << "    const " << T << " k = (" << T << ")(scale / s);\n"
       << "#pragma omp simd\n"
@@ -381,9 +378,9 @@ public:
       << ";\n    int64_t label = p2[r];\n"
       << "    if (label == " << ignore << " || label < 0 || label >= " << C
       << ") { for (int64_t c = 0; c < " << C << "; ++c) d[c] = 0; continue; }\n"
-      << rowMaxSumExp(el, "x", C, "    ") << "    const double inv = 1.0 / s;\n"
+      << rowMaxSumExp(el, "x", C, "    ", "d") << "    const double inv = 1.0 / s;\n"
       << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] = (" << T
-      << ")(" << expFn(el) << "(x[c] - m) * inv * scale);\n"
+      << ")(d[c] * inv * scale);\n"
       << "    d[label] -= (" << T << ")scale;\n  }\n";
     return b.str();
   }
