@@ -86,6 +86,8 @@ llvm::Expected<LoweredPackage> writePackage(ModuleOp module, const std::string &
   std::map<std::string, std::string> files = {{"plan.txt", lowered->plan},
                                               {"kernels.cpp", lowered->kernelsCpp},
                                               {"graph.mlir", graph}};
+  if (!d.weights.empty())
+    files["weights.safetensors"] = rt::encodeSafetensors(d.weights);
   std::string manifest = "{\n  \"format\": \"mlc-package\",\n  \"version\": " +
                          std::to_string(rt::kPackageVersion) + ",\n  \"model\": " +
                          rt::jsonQuote(d.family) + ",\n  \"config\": " +

@@ -4,6 +4,7 @@
 #define MLC_COMPILER_PIPELINE_H
 
 #include "frontend/Models.h"
+#include "runtime/core/TensorIO.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -46,10 +47,14 @@ struct PackageDescription {
   std::string family; // gpt2 | bert | onnx
   std::string configText;
   BuildOptions options;
+  /// Initial values of the parameters marked mlc.init = "package" (an
+  /// imported model's initializers): written as weights.safetensors.
+  std::vector<std::pair<std::string, rt::HostTensor>> weights;
 };
 
 /// Lowers the module and writes the package directory (manifest.json,
-/// plan.txt, kernels.cpp, graph.mlir). Returns the lowered package.
+/// plan.txt, kernels.cpp, graph.mlir, and weights.safetensors when the
+/// description has weights). Returns the lowered package.
 llvm::Expected<LoweredPackage> writePackage(mlir::ModuleOp module, const std::string &dir,
                                             const PackageDescription &description);
 

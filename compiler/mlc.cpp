@@ -12,6 +12,7 @@
 #include "dialects/mlc/MlcDialect.h"
 #include "compiler/Pipeline.h"
 #include "frontend/Models.h"
+#include "frontend/onnx/OnnxImporter.h"
 #include "runtime/data/Balance.h"
 #include "runtime/backend/Backend.h"
 #include "runtime/backend/KernelCache.h"
@@ -63,10 +64,12 @@ cl::SubCommand dataCmd("data", "Inspect an indexed dataset: 'stats PREFIX' (leng
                                 "balancing across ranks) or 'dump PREFIX' (token ids)");
 cl::SubCommand generateCmd("generate", "Sample text from a GPT-style model");
 cl::SubCommand plotCmd("plot", "Draw a --log-json file's loss and tokens/s as a PNG");
+cl::SubCommand importCmd("import", "Import an ONNX model and print its mlc graph");
 
 // Options that every model-taking subcommand shares.
 cl::opt<std::string> model(cl::Positional, cl::desc("<gpt2 | bert | model.onnx | package-dir>"),
                            cl::sub(compileCmd), cl::sub(trainCmd), cl::sub(runCmd), cl::sub(generateCmd),
+                           cl::sub(importCmd),
                            cl::cat(category));
 cl::opt<std::string> config("config",
                             cl::desc("PRESET[,key=value...] with HF config keys "
@@ -74,13 +77,13 @@ cl::opt<std::string> config("config",
                             cl::value_desc("spec"), cl::init(""), cl::sub(compileCmd),
                             cl::sub(trainCmd), cl::sub(runCmd), cl::sub(generateCmd), cl::cat(category));
 cl::opt<int64_t> microBatch("micro-batch", cl::desc("Sequences per micro-batch"),
-                            cl::init(8), cl::sub(compileCmd), cl::sub(trainCmd),
+                            cl::init(8), cl::sub(compileCmd), cl::sub(trainCmd), cl::sub(importCmd),
                             cl::sub(runCmd), cl::sub(generateCmd), cl::cat(category));
 cl::opt<int64_t> seqLen("seq-len", cl::desc("Tokens per sequence"), cl::init(128),
-                        cl::sub(compileCmd), cl::sub(trainCmd), cl::sub(runCmd), cl::sub(generateCmd),
+                        cl::sub(compileCmd), cl::sub(importCmd), cl::sub(trainCmd), cl::sub(runCmd), cl::sub(generateCmd),
                         cl::sub(dataCmd), cl::cat(category));
 cl::opt<std::string> dtype("dtype", cl::desc("Element type: f32 or f64"),
-                           cl::init("f32"), cl::sub(compileCmd), cl::sub(trainCmd),
+                           cl::init("f32"), cl::sub(compileCmd), cl::sub(trainCmd), cl::sub(importCmd),
                            cl::sub(runCmd), cl::sub(generateCmd), cl::cat(category));
 
 cl::opt<bool> varlen("varlen",
@@ -97,6 +100,25 @@ cl::opt<bool> noFuse("no-fuse", cl::desc("Run every op as its own kernel"),
                      cl::sub(compileCmd), cl::sub(trainCmd), cl::sub(runCmd), cl::sub(generateCmd),
                      cl::cat(category));
 
+// ONNX models
+cl::opt<std::string> lossSpec(
+    "loss",
+    cl::desc("ONNX: the training loss: the name of a scalar output, or causal-lm / "
+             "masked-lm to compute it from the logits against --labels"),
+    cl::value_desc("name|causal-lm|masked-lm"), cl::init("loss"), cl::sub(compileCmd),
+    cl::sub(trainCmd), cl::sub(runCmd), cl::cat(category));
+cl::opt<std::string> labelsName("labels",
+                                cl::desc("ONNX with --loss causal-lm|masked-lm: the name of "
+                                         "the labels input it adds"),
+                                cl::init("labels"), cl::sub(compileCmd), cl::sub(trainCmd),
+                                cl::sub(runCmd), cl::cat(category));
+cl::list<std::string> dimSpecs("dim",
+                               cl::desc("ONNX: NAME=SIZE for a symbolic dim (by default a dim "
+                                        "first seen at position 0 of an input is the "
+                                        "micro-batch, at position 1 the sequence length)"),
+                               cl::sub(compileCmd), cl::sub(trainCmd), cl::sub(runCmd),
+                               cl::sub(importCmd), cl::cat(category));
+
 // compile
 enum class Emit { Package, Graph, Mlir, Plan, Kernels };
 cl::opt<Emit> emit(
@@ -110,7 +132,7 @@ cl::opt<Emit> emit(
 cl::opt<std::string> output("o",
                             cl::desc("Package directory (default MODEL.mlcpkg), or the "
                                      "output file of --emit ('-' for stdout)"),
-                            cl::value_desc("path"), cl::init(""), cl::sub(compileCmd),
+                            cl::value_desc("path"), cl::init(""), cl::sub(compileCmd), cl::sub(importCmd),
                             cl::cat(category));
 cl::opt<bool> report("report",
                      cl::desc("Print kernel counts and bytes moved per step, unfused and "
@@ -277,11 +299,13 @@ Expected<mlc::ModelConfig> builtinConfig() {
                                "'" + model + "': no such file, and not a builtin "
                                              "model (gpt2, bert)");
     return createStringError(inconvertibleErrorCode(),
-                             "'" + model + "': ONNX import is not supported by this "
-                                           "build yet");
+                             "'" + model + "' is neither a builtin model (gpt2, bert), an "
+                                           "ONNX file (.onnx) nor a package directory");
   }
   return mlc::parseModelConfig(model, config);
 }
+
+bool isOnnxModel() { return mlc::isOnnxPath(model) && !isPackage(model); }
 
 mlc::BuildOptions buildOptions() {
   mlc::BuildOptions options;
@@ -292,20 +316,76 @@ mlc::BuildOptions buildOptions() {
   return options;
 }
 
-/// Builds the builtin model and runs the pipeline.
-Expected<mlir::OwningOpRef<mlir::ModuleOp>> compileModel(mlir::MLIRContext &ctx,
-                                                         const mlc::ModelConfig &cfg,
-                                                         bool training) {
-  auto module = mlc::buildModel(ctx, cfg, buildOptions());
+/// MODEL's forward graph (the builtin builder or the ONNX importer) and what
+/// the package manifest says about it. `layers` > 0 overrides a builtin
+/// model's layer count (for reports).
+struct Graph {
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  mlc::PackageDescription description;
+};
+Expected<Graph> buildGraph(mlir::MLIRContext &ctx, int64_t layers = 0) {
+  Graph g;
+  if (isOnnxModel()) {
+    if (!config.empty())
+      return createStringError(inconvertibleErrorCode(),
+                               "--config sets a builtin model's hyper-parameters; an ONNX "
+                               "model brings its own");
+    if (varlen)
+      return createStringError(inconvertibleErrorCode(),
+                               "--varlen is for the builtin BERT; ONNX models run padded");
+    mlc::OnnxImportOptions o;
+    o.microBatch = microBatch;
+    o.seqLen = seqLen;
+    o.dtype = dtype;
+    o.loss = lossSpec;
+    o.labels = labelsName;
+    for (const std::string &spec : dimSpecs) {
+      auto [name, value] = StringRef(spec).split('=');
+      int64_t size;
+      if (name.empty() || value.getAsInteger(10, size) || size < 1)
+        return createStringError(inconvertibleErrorCode(),
+                                 "--dim expects NAME=SIZE with SIZE >= 1, got '" + spec + "'");
+      o.dims[name.str()] = size;
+    }
+    if (microBatch < 1 || seqLen < 1)
+      return createStringError(inconvertibleErrorCode(),
+                               "--micro-batch and --seq-len must be >= 1");
+    auto imported = mlc::importOnnxFile(ctx, model, o);
+    if (!imported)
+      return imported.takeError();
+    g.module = std::move(imported->module);
+    std::string file = sys::path::filename(model).str();
+    std::string loss = lossSpec == "loss" ? "" : ", loss " + lossSpec;
+    g.description = {"onnx", file + ": " + imported->summary + loss, buildOptions(),
+                     std::move(imported->weights)};
+    return std::move(g);
+  }
+  if (lossSpec.getNumOccurrences() || labelsName.getNumOccurrences() ||
+      !dimSpecs.empty())
+    return createStringError(inconvertibleErrorCode(),
+                             "--loss, --labels and --dim apply to ONNX models");
+  auto cfg = builtinConfig();
+  if (!cfg)
+    return cfg.takeError();
+  if (layers > 0)
+    cfg->values[cfg->family == "gpt2" ? "n_layer" : "num_hidden_layers"] = layers;
+  auto module = mlc::buildModel(ctx, *cfg, buildOptions());
   if (!module)
     return module.takeError();
-  if (auto err = mlc::runPipeline(**module, training, fuse && !noFuse))
-    return std::move(err);
-  return std::move(*module);
+  g.module = std::move(*module);
+  g.description = {cfg->family, cfg->preset + ": " + cfg->describe(), buildOptions(), {}};
+  return std::move(g);
 }
 
-mlc::PackageDescription describe(const mlc::ModelConfig &cfg) {
-  return {cfg.family, cfg.preset + ": " + cfg.describe(), buildOptions()};
+/// Builds MODEL's graph and runs the pipeline.
+Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t layers = 0,
+                             std::optional<bool> fused = std::nullopt) {
+  auto g = buildGraph(ctx, layers);
+  if (!g)
+    return g.takeError();
+  if (auto err = mlc::runPipeline(*g->module, training, fused.value_or(fuse && !noFuse)))
+    return std::move(err);
+  return g;
 }
 
 int writeText(const std::string &text) {
@@ -320,19 +400,17 @@ int writeText(const std::string &text) {
 
 /// Lowers the model with and without fusion (and with one and two layers, to
 /// count per layer) and reports kernels and bytes per training step.
-int runReport(const mlc::ModelConfig &cfg) {
-  const char *layersKey = cfg.family == "gpt2" ? "n_layer" : "num_hidden_layers";
+/// An ONNX model has one layer count, its own: its per-layer figure is left out.
+int runReport() {
+  const bool onnx = isOnnxModel();
+  std::string title;
   auto countsFor = [&](int64_t layers, bool fused) -> Expected<mlc::LoweredPackage::Counts> {
-    mlc::ModelConfig c = cfg;
-    if (layers > 0)
-      c.values[layersKey] = layers;
     mlir::MLIRContext ctx;
-    auto module = mlc::buildModel(ctx, c, buildOptions());
-    if (!module)
-      return module.takeError();
-    if (auto err = mlc::runPipeline(**module, /*training=*/true, fused))
-      return std::move(err);
-    auto lowered = mlc::lowerModule(**module);
+    auto g = compileModel(ctx, /*training=*/true, layers, fused);
+    if (!g)
+      return g.takeError();
+    title = g->description.family + " (" + g->description.configText + ")";
+    auto lowered = mlc::lowerModule(*g->module);
     if (!lowered)
       return lowered.takeError();
     mlc::LoweredPackage::Counts counts = lowered->counts["train_step"];
@@ -348,22 +426,25 @@ int runReport(const mlc::ModelConfig &cfg) {
     for (auto [layers, out] : {std::pair<int64_t, mlc::LoweredPackage::Counts *>{0, &sides[fused].full},
                                {1, &sides[fused].one},
                                {2, &sides[fused].two}}) {
+      if (onnx && layers > 0)
+        continue;
       auto c = countsFor(layers, fused);
       if (!c)
         return fail(toString(c.takeError()));
       *out = *c;
     }
   }
-  auto perLayer = [](const Side &s) { return s.two.kernels - s.one.kernels; };
+  auto perLayer = [&](const Side &s) { return onnx ? int64_t(-1) : s.two.kernels - s.one.kernels; };
   const Side &u = sides[0], &f = sides[1];
-  outs() << "mlc report: " << cfg.family << " (" << cfg.preset << "), micro-batch "
-         << microBatch << ", seq-len " << seqLen << ", " << dtype << "\n";
+  outs() << "mlc report: " << title << ", micro-batch " << microBatch << ", seq-len " << seqLen
+         << ", " << dtype << "\n";
   outs() << formatv("  {0,-38} {1,12} {2,12}\n", "per training step", "unfused", "fused");
   outs() << formatv("  {0,-38} {1,12} {2,12}\n", "kernel launches (GEMMs excluded)",
                     u.full.kernels, f.full.kernels);
   outs() << formatv("  {0,-38} {1,12} {2,12}\n", "GEMMs", u.full.gemms, f.full.gemms);
-  outs() << formatv("  {0,-38} {1,12} {2,12}\n", "non-GEMM kernels per layer (fwd+bwd)",
-                    perLayer(u), perLayer(f));
+  if (!onnx)
+    outs() << formatv("  {0,-38} {1,12} {2,12}\n", "non-GEMM kernels per layer (fwd+bwd)",
+                      perLayer(u), perLayer(f));
   outs() << formatv("  {0,-38} {1,12:f1} {2,12:f1}\n", "MB moved (estimate)",
                     u.full.bytes / 1e6, f.full.bytes / 1e6);
   outs() << formatv("  {0,-38} {1,12} {2,12}\n", "optimizer kernels (AdamW + norm)",
@@ -386,47 +467,49 @@ int runReport(const mlc::ModelConfig &cfg) {
   return 0;
 }
 
-int runCompile() {
-  auto cfg = builtinConfig();
-  if (!cfg)
-    return fail(toString(cfg.takeError()));
-  if (report || !reportJson.empty())
-    return runReport(*cfg);
+int printGraph() {
   mlir::MLIRContext ctx;
-  if (emit == Emit::Graph) {
-    auto module = mlc::buildModel(ctx, *cfg, buildOptions());
-    if (!module)
-      return fail(toString(module.takeError()));
-    std::string text;
-    raw_string_ostream os(text);
-    (**module)->print(os);
-    return writeText(text + "\n");
-  }
-  auto module = compileModel(ctx, *cfg, !inferenceOnly);
-  if (!module)
-    return fail(toString(module.takeError()));
+  auto g = buildGraph(ctx);
+  if (!g)
+    return fail(toString(g.takeError()));
+  std::string text;
+  raw_string_ostream os(text);
+  g->module->print(os);
+  return writeText(text + "\n");
+}
+
+int runCompile() {
+  if (report || !reportJson.empty())
+    return runReport();
+  if (emit == Emit::Graph)
+    return printGraph();
+  mlir::MLIRContext ctx;
+  auto g = compileModel(ctx, !inferenceOnly);
+  if (!g)
+    return fail(toString(g.takeError()));
+  mlir::ModuleOp module = *g->module;
   if (emit == Emit::Mlir) {
     std::string text;
     raw_string_ostream os(text);
-    (**module)->print(os);
+    module->print(os);
     return writeText(text + "\n");
   }
   if (emit == Emit::Plan) {
-    if (auto err = mlc::lowerToPlanPipeline(**module))
+    if (auto err = mlc::lowerToPlanPipeline(module))
       return fail(toString(std::move(err)));
     std::string text;
     raw_string_ostream os(text);
-    (**module)->print(os);
+    module->print(os);
     return writeText(text + "\n");
   }
   if (emit == Emit::Kernels) {
-    auto lowered = mlc::lowerModule(**module);
+    auto lowered = mlc::lowerModule(module);
     if (!lowered)
       return fail(toString(lowered.takeError()));
     return writeText(lowered->kernelsCpp);
   }
   std::string dir = output.empty() ? model + ".mlcpkg" : std::string(output);
-  auto lowered = mlc::writePackage(**module, dir, describe(*cfg));
+  auto lowered = mlc::writePackage(module, dir, g->description);
   if (!lowered)
     return fail(toString(lowered.takeError()));
   for (auto &[fn, c] : lowered->counts)
@@ -514,18 +597,18 @@ Error takeBatchShapeFromInputs(bool training) {
 Expected<std::string> packageFor(bool training) {
   if (isPackage(model))
     return std::string(model);
-  auto cfg = builtinConfig();
-  if (!cfg)
-    return cfg.takeError();
   mlir::MLIRContext ctx;
-  auto module = compileModel(ctx, *cfg, training);
-  if (!module)
-    return module.takeError();
+  auto g = compileModel(ctx, training);
+  if (!g)
+    return g.takeError();
   std::string dir = packageDir;
   if (dir.empty()) {
     std::string text;
     raw_string_ostream os(text);
-    (**module)->print(os);
+    g->module->print(os);
+    // Imported weights are part of what the package holds.
+    for (auto &[name, t] : g->description.weights)
+      text += name + std::string(t.data.begin(), t.data.end());
     std::string root;
     try {
       root = mlc::rt::cacheRoot();
@@ -535,7 +618,7 @@ Expected<std::string> packageFor(bool training) {
     dir = root + "/packages/" + sys::path::filename(model).str() + "-" +
           mlc::contentHash(text + std::string(dtype));
   }
-  auto lowered = mlc::writePackage(**module, dir, describe(*cfg));
+  auto lowered = mlc::writePackage(*g->module, dir, g->description);
   if (!lowered)
     return lowered.takeError();
   return dir;
@@ -802,12 +885,13 @@ int main(int argc, char **argv) {
   registerTrainFlags();
   for (cl::SubCommand *sub :
        {&cl::SubCommand::getTopLevel(), &compileCmd, &trainCmd, &runCmd, &preprocessCmd,
-        &dataCmd, &tokenizerCmd, &generateCmd, &plotCmd})
+        &dataCmd, &tokenizerCmd, &generateCmd, &plotCmd, &importCmd})
     cl::HideUnrelatedOptions(category, *sub);
   if (!cl::ParseCommandLineOptions(
           argc, argv,
           "mlc: compile a language model's training step into fused kernels\n\n"
           "  mlc compile gpt2 --config tiny --emit=graph\n"
+          "  mlc compile model.onnx -o model.mlcpkg\n"
           "  mlc <subcommand> --help\n",
           &errs()))
     return 2;
@@ -830,6 +914,11 @@ int main(int argc, char **argv) {
       return runGenerate();
     if (plotCmd)
       return runPlot();
+    if (importCmd) {
+      if (!isOnnxModel())
+        return fail("mlc import reads an ONNX model (MODEL.onnx)");
+      return printGraph();
+    }
   } catch (const std::bad_alloc &) {
     return fail("out of memory (the model, batch or data is larger than this machine holds)");
   } catch (const std::exception &e) {

@@ -41,10 +41,10 @@ llvm::Error verifyFrontendModule(ModuleOp module, bool training) {
       if (auto init = forward.getArgAttrOfType<StringAttr>(i, "mlc.init")) {
         StringRef s = init.getValue();
         double std;
-        if (s != "zeros" && s != "ones" &&
+        if (s != "zeros" && s != "ones" && s != "package" &&
             !(s.consume_front("normal:") && !s.getAsDouble(std) && std >= 0))
           return error("parameter '" + p.getValue() + "' has init '" + init.getValue() +
-                       "' (normal:STD, zeros or ones)");
+                       "' (normal:STD, zeros, ones or package)");
       }
     } else {
       if (in.getValue().empty() || !inputs.insert(in.getValue()).second)

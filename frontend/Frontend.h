@@ -9,8 +9,9 @@
 //
 // in the mlc dialect: parameters and inputs in any order, each named once;
 // parameters are statically shaped float tensors (their names are the
-// weights' names in safetensors files); `mlc.init` is `normal:STD`, `zeros`
-// or `ones` (default: normal:0.02 for matrices, zeros otherwise); training
+// weights' names in safetensors files); `mlc.init` is `normal:STD`, `zeros`,
+// `ones` (default: normal:0.02 for matrices, zeros otherwise) or `package`
+// (values the frontend hands over, stored in the package); training
 // needs a scalar float result named "loss". A leading dynamic dimension
 // (`?`) is the token count, sized by the module's `mlc.token_capacity`.
 // The pipeline (compiler/Pipeline.cpp) checks this contract first, so a

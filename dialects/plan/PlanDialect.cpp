@@ -101,8 +101,8 @@ LogicalResult ParamOp::verify() {
     if (d < 1)
       return emitOpError("parameter dimensions must be positive");
   StringRef init = getInit();
-  if (init != "zeros" && init != "ones" && !init.starts_with("normal:"))
-    return emitOpError("init must be normal:STD, zeros or ones, got '") << init << "'";
+  if (init != "zeros" && init != "ones" && init != "package" && !init.starts_with("normal:"))
+    return emitOpError("init must be normal:STD, zeros, ones or package, got '") << init << "'";
   if (init.starts_with("normal:")) {
     double std;
     if (init.drop_front(7).getAsDouble(std) || !(std >= 0))

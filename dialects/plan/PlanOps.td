@@ -80,7 +80,8 @@ def Plan_ParamOp : Plan_Op<"param"> {
     buffers in the order of their `plan.param` ops (the order backward
     finishes their gradients). `decay` marks the ones AdamW decays
     (matrices); `init` is the seeded initialization (`normal:STD`, `zeros`,
-    `ones`).
+    `ones`) or `package`: the values in the package's weights.safetensors
+    (an imported model's initializers).
 
     ```mlir
     plan.param "transformer.wte.weight" : f32 [256, 128] decay init "normal:0.02"

@@ -208,11 +208,11 @@ PlanData parsePlan(const std::string &text, const std::string &path) {
         bad("parameters mix dtypes " + plan.params[0].dtype + " and " + p.dtype);
       if (!names.insert(p.name).second)
         bad("parameter " + p.name + " is declared twice");
-      if (p.init != "zeros" && p.init != "ones") {
+      if (p.init != "zeros" && p.init != "ones" && p.init != "package") {
         char *end = nullptr;
         double std = p.init.rfind("normal:", 0) == 0 ? std::strtod(p.init.c_str() + 7, &end) : -1;
         if (!end || *end || !std::isfinite(std) || std < 0)
-          bad("parameter " + p.name + " has init '" + p.init + "' (normal:STD, zeros or ones)");
+          bad("parameter " + p.name + " has init '" + p.init + "' (normal:STD, zeros, ones or package)");
       }
       p.shape = shape(s);
       p.numel = numel(p.shape, 0);

@@ -328,8 +328,7 @@ std::map<std::string, HostTensor> readSafetensors(const std::string &path) {
   return out;
 }
 
-void writeSafetensors(const std::string &path,
-                      const std::vector<std::pair<std::string, HostTensor>> &tensors) {
+std::string encodeSafetensors(const std::vector<std::pair<std::string, HostTensor>> &tensors) {
   std::string header = "{";
   size_t offset = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -355,7 +354,12 @@ void writeSafetensors(const std::string &path,
   out += header;
   for (auto &[_, t] : tensors)
     out.append(t.data.begin(), t.data.end());
-  writeFileAtomically(path, out);
+  return out;
+}
+
+void writeSafetensors(const std::string &path,
+                      const std::vector<std::pair<std::string, HostTensor>> &tensors) {
+  writeFileAtomically(path, encodeSafetensors(tensors));
 }
 
 void makeDirectories(const std::string &path) {

@@ -37,6 +37,8 @@ void writeNpy(const std::string &path, const HostTensor &t);
 std::map<std::string, HostTensor> readSafetensors(const std::string &path);
 void writeSafetensors(const std::string &path,
                       const std::vector<std::pair<std::string, HostTensor>> &tensors);
+/// The bytes writeSafetensors writes.
+std::string encodeSafetensors(const std::vector<std::pair<std::string, HostTensor>> &tensors);
 
 /// Writes `bytes` to `path` through a temporary file and a rename, so that a
 /// crash never leaves a half-written file under the final name.

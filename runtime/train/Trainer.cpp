@@ -50,10 +50,27 @@ void initializeParameters(Backend &backend, uint64_t seed) {
   const Package &pkg = backend.package();
   const int64_t es = backend.elementSize();
   std::vector<char> flat(pkg.paramCount * es);
+  // An imported model's parameters start from its initializers, which the
+  // compiler stored in the package.
+  std::map<std::string, HostTensor> packaged;
+  for (const ParamInfo &p : pkg.params)
+    if (p.init == "package" && packaged.empty()) {
+      packaged = readSafetensors(pkg.dir + "/weights.safetensors");
+      break;
+    }
   for (const ParamInfo &p : pkg.params) {
     std::mt19937_64 rng(nameSeed(seed, p.name));
     double std = 0, fill = 0;
     bool normal = false;
+    if (p.init == "package") {
+      auto it = packaged.find(p.name);
+      if (it == packaged.end() || it->second.shape != p.shape)
+        fail(pkg.dir + "/weights.safetensors: no tensor " + p.name + " " +
+             shapeString(p.shape) + " (the package is damaged; compile it again)");
+      for (int64_t i = 0; i < p.numel; ++i)
+        store(flat, es, p.offset + i, it->second.getDouble(i));
+      continue;
+    }
     if (p.init.rfind("normal:", 0) == 0) {
       normal = true;
       std = std::stod(p.init.substr(7));

@@ -11,7 +11,7 @@ plan.param "w" : f32 [4, 0] init "zeros"
 
 // -----
 
-// expected-error @+1 {{init must be normal:STD, zeros or ones, got 'uniform'}}
+// expected-error @+1 {{init must be normal:STD, zeros, ones or package, got 'uniform'}}
 plan.param "w" : f32 [4] init "uniform"
 
 // -----

@@ -1,0 +1,79 @@
+//===- OnnxImporter.h - ONNX models as mlc graphs --------------*- C++ -*-===//
+//
+// Imports an ONNX model (a torch.onnx.export of a HuggingFace GPT-2 or BERT,
+// opsets 14-18) as the `@forward` function every frontend hands the compiler
+// (frontend/Frontend.h):
+//
+// - floating initializers of rank >= 1 become parameters under their ONNX
+//   names (HuggingFace's when the export keeps them); a weight used twice
+//   stays one parameter. `Identity(initializer)` nodes, which PyTorch's
+//   eval-mode exporter leaves where it merged equal initializers, become
+//   parameters of their own, initialized from the kept one: they were
+//   separate weights in the model. Integer, boolean and scalar initializers
+//   (position ids, causal masks, mask values) are constants.
+// - symbolic input dims (dim_param, unified by name) are bound to sizes:
+//   `dims` first, then a name first seen at position 0 of an input is the
+//   micro-batch and at position 1 the sequence length. Every shape is then
+//   static: the Shape/Gather/Concat/Reshape/Range arithmetic of an export is
+//   evaluated while importing.
+// - each node becomes mlc graph ops; decomposed LayerNorm, GELU and
+//   attention stay decomposed here and are recognized by `mlc-recognize`.
+//
+// Every error names the file and, for a node, its name, op type and opset.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_FRONTEND_ONNX_ONNXIMPORTER_H
+#define MLC_FRONTEND_ONNX_ONNXIMPORTER_H
+
+#include "runtime/core/TensorIO.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/Error.h"
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mlc {
+
+struct OnnxImportOptions {
+  /// Sizes of symbolic dims by name; then the roles below.
+  std::map<std::string, int64_t> dims;
+  int64_t microBatch = 8;
+  int64_t seqLen = 128;
+  /// "f32" or "f64": the element type of every floating tensor.
+  std::string dtype = "f32";
+  /// Which output is the training loss: the name of a scalar output
+  /// (default "loss"), or "causal-lm" / "masked-lm" to compute it from the
+  /// `logits` output against the input `labels` (HuggingFace's shifted
+  /// next-token loss, or the masked-LM loss with ignore index -100).
+  std::string loss = "loss";
+  std::string labels = "labels";
+  std::string logits = "logits";
+};
+
+struct ImportedModel {
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  /// Initial parameter values by parameter name (package weights).
+  std::vector<std::pair<std::string, rt::HostTensor>> weights;
+  /// One line for logs and manifests: opset, nodes, parameters, dims.
+  std::string summary;
+};
+
+/// Imports the model in `path`.
+llvm::Expected<ImportedModel> importOnnxFile(mlir::MLIRContext &ctx, const std::string &path,
+                                             const OnnxImportOptions &options);
+/// Imports serialized ModelProto bytes; `name` stands for the file in errors.
+llvm::Expected<ImportedModel> importOnnxBytes(mlir::MLIRContext &ctx, llvm::StringRef bytes,
+                                              const std::string &name,
+                                              const OnnxImportOptions &options);
+
+/// True when `path` names an ONNX model (by its extension).
+bool isOnnxPath(llvm::StringRef path);
+
+} // namespace mlc
+
+#endif // MLC_FRONTEND_ONNX_ONNXIMPORTER_H
