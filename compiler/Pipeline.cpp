@@ -23,6 +23,10 @@ llvm::Error runPipeline(ModuleOp module, bool training, bool fuse) {
   if (auto err = verifyFrontendModule(module, training))
     return err;
   PassManager pm(module.getContext());
+  // Imported graphs: constants deduplicated, then their decomposed blocks
+  // recognized (builtin graphs have none).
+  pm.addPass(createCSEPass());
+  pm.addNestedPass<func::FuncOp>(createMlcRecognize());
   pm.addPass(createMlcEvalMode());
   if (training) {
     pm.addPass(createMlcAutodiff());

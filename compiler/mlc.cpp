@@ -383,6 +383,18 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
   auto g = buildGraph(ctx, layers);
   if (!g)
     return g.takeError();
+  if (training && g->description.family == "onnx") {
+    auto forward = g->module->lookupSymbol<mlir::func::FuncOp>("forward");
+    bool hasLoss = false;
+    for (unsigned i = 0; forward && i < forward.getNumResults(); ++i)
+      if (auto name = forward.getResultAttrOfType<mlir::StringAttr>(i, "mlc.output"))
+        hasLoss |= name.getValue() == "loss";
+    if (!hasLoss)
+      return createStringError(inconvertibleErrorCode(),
+                               model + " has no output named 'loss' to train on; a "
+                                       "logits-only export trains with --loss causal-lm "
+                                       "(GPT) or --loss masked-lm (BERT)");
+  }
   if (auto err = mlc::runPipeline(*g->module, training, fused.value_or(fuse && !noFuse)))
     return std::move(err);
   return g;
@@ -409,7 +421,8 @@ int runReport() {
     auto g = compileModel(ctx, /*training=*/true, layers, fused);
     if (!g)
       return g.takeError();
-    title = g->description.family + " (" + g->description.configText + ")";
+    const std::string &text = g->description.configText;
+    title = g->description.family + " (" + text.substr(0, text.find(": ")) + ")";
     auto lowered = mlc::lowerModule(*g->module);
     if (!lowered)
       return lowered.takeError();

@@ -49,6 +49,43 @@ def MlcAutodiff : Pass<"mlc-autodiff", "mlir::ModuleOp"> {
   ];
 }
 
+def MlcRecognize : Pass<"mlc-recognize", "mlir::func::FuncOp"> {
+  let summary = "Recognizes decomposed LayerNorm, GELU and attention as graph ops";
+  let description = [{
+    An exported model (ONNX) spells its blocks as chains of elementwise ops,
+    reductions and matmuls. This pass replaces each chain it recognizes by
+    the graph op whose kernels and gradients mlc has, so that an import
+    fuses like a builtin model:
+
+    - LayerNorm over the last axis: `(x - mean(x)) / sqrt(mean((x -
+      mean(x))^2) + eps) * w + b` (square as `pow(d, 2)` or `d * d`) becomes
+      `mlc.layer_norm` with that epsilon;
+    - GELU: `x * 0.5 * (1 + erf(x / sqrt 2))` (or `x * (1/sqrt 2)`) becomes
+      `mlc.gelu`, and `x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`
+      (`pow(x, 3)` or `x * x * x`) `mlc.gelu approximate = tanh`;
+    - attention over `[B, H, S, D]`: `matmul(softmax(matmul(q, kT) * scale
+      [+ mask], axis 3) [dropout], v)`, the scale as a multiplication or a
+      division by a constant; the mask additive (`add`, broadcasting to the
+      scores) or causal (`select` of a lower-triangular boolean constant
+      against a value below -1e30, as GPT-2's exporter writes it). It
+      becomes `mlc.attention` (with `scale` when it is not 1/sqrt(D), the
+      dropout of the probabilities as the attention's dropout).
+
+    - a linear layer on flattened rows, `reshape(matmul(reshape(x, [N, K]),
+      w) [+ b], [d..., M])` as exporters write `Gemm`, becomes `matmul(x, w)
+      [+ b]` on x's own shape (the same GEMM; the bias then fuses);
+    - `matmul(x, transpose(w))` swapping the last two dims becomes `matmul x,
+      w transpose_rhs` (likewise for the left operand): no copy of w.
+
+    Every constant must match (to 1e-5 relative), and a chain that differs
+    stays as it is.
+  }];
+  let statistics = [
+    Statistic<"recognized", "recognized", "Subgraphs replaced by graph ops">
+  ];
+  let dependentDialects = ["::mlc::MlcDialect"];
+}
+
 def MlcFuseElementwise : Pass<"mlc-fuse-elementwise", "mlir::func::FuncOp"> {
   let summary = "Groups chains of pointwise ops into mlc.fusion kernels";
   let description = [{

@@ -156,7 +156,7 @@ TEST(FrontendContract, ViolationsAreNamed) {
             "parameter 'w' must be a statically shaped float tensor");
   EXPECT_EQ(contractError(R"(func.func @forward(%a: tensor<4xf32> {mlc.param = "w",
       mlc.init = "uniform"}) -> tensor<4xf32> { return %a : tensor<4xf32> })", false),
-            "parameter 'w' has init 'uniform' (normal:STD, zeros or ones)");
+            "parameter 'w' has init 'uniform' (normal:STD, zeros, ones or package)");
   EXPECT_EQ(contractError(R"(func.func @forward(%x: tensor<4x?xf32> {mlc.input = "x"})
       -> tensor<4x?xf32> { return %x : tensor<4x?xf32> })", false),
             "input 'x' has a dynamic dimension 1; only the leading (token) dimension may be");

@@ -324,6 +324,16 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 }
 
 OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  // transpose(transpose(x, inner), outer) = transpose(x, inner[outer[i]]).
+  if (auto inner = getInput().getDefiningOp<TransposeOp>()) {
+    ArrayRef<int64_t> outer = getPermutation(), first = inner.getPermutation();
+    SmallVector<int64_t> composed;
+    for (int64_t p : outer)
+      composed.push_back(first[p]);
+    getInputMutable().assign(inner.getInput());
+    setPermutation(composed);
+    return getResult();
+  }
   ArrayRef<int64_t> perm = getPermutation();
   for (size_t i = 0; i < perm.size(); ++i)
     if (perm[i] != int64_t(i))

@@ -24,6 +24,8 @@
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -135,6 +137,14 @@ int64_t broadcastIndex(int64_t k, const Shape &out, const Shape &in) {
     }
   }
   return idx;
+}
+
+/// The shortest decimal that rounds to the same float: ONNX keeps ratios
+/// and epsilons as floats, mlc's attributes are doubles (0.1f -> 0.1).
+double floatDecimal(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.7g", double(float(v)));
+  return std::strtod(buf, nullptr);
 }
 
 class Importer {
@@ -880,10 +890,21 @@ Importer::fold(const onnx::NodeProto &n, const std::vector<const Entry *> &in) {
       r.copyFrom(k, value, 0);
     return std::optional<Const>(r);
   }
-  if (op == "Slice") {
-    if (auto err = need(3))
+  if (op == "Trilu") {
+    if (auto err = need(1))
       return std::move(err);
-    return std::optional<Const>(); // sliced through the shared rule below
+    Const r = C(0);
+    if (r.shape.size() < 2)
+      return nodeError(n, "needs a tensor of rank >= 2");
+    int64_t k = in.size() > 1 && in[1] ? C(1).intAt(0) : 0;
+    bool upper = intAttr(n, "upper", 1);
+    int64_t rows = r.shape[r.shape.size() - 2], cols = r.shape.back();
+    for (int64_t e = 0; e < r.numel(); ++e) {
+      int64_t i = (e / cols) % rows, j = e % cols;
+      if (upper ? j - i < k : j - i > k)
+        r.set(e, 0);
+    }
+    return std::optional<Const>(r);
   }
   return std::optional<Const>();
 }
@@ -1041,6 +1062,15 @@ llvm::Error Importer::emit(const onnx::NodeProto &n, const std::vector<const Ent
     if (op == "Neg")
       return result(b.create<NegOp>(loc, x));
     return result(b.create<DivOp>(loc, scalar(1.0), x));
+  }
+  if (op == "Relu") {
+    if (auto err = need(1))
+      return err;
+    if (auto err = floatOperands(1))
+      return err;
+    Value x = V(0), zero = scalar(0.0);
+    Value positive = b.create<CompareOp>(loc, ComparePredicate::gt, x, zero);
+    return result(b.create<SelectOp>(loc, positive, x, zero));
   }
   if (op == "Identity") {
     if (auto err = need(1))
@@ -1483,7 +1513,7 @@ llvm::Error Importer::emit(const onnx::NodeProto &n, const std::vector<const Ent
       bias = materialize(zero);
     }
     return result(b.create<LayerNormOp>(loc, V(0), V(1), bias,
-                                        b.getF64FloatAttr(floatAttr(n, "epsilon", 1e-5))));
+                                        b.getF64FloatAttr(floatDecimal(floatAttr(n, "epsilon", 1e-5)))));
   }
   if (op == "Dropout") {
     if (auto err = need(1))
@@ -1510,7 +1540,7 @@ llvm::Error Importer::emit(const onnx::NodeProto &n, const std::vector<const Ent
     }
     if (auto err = floatOperands(1))
       return err;
-    return result(b.create<DropoutOp>(loc, V(0), b.getF64FloatAttr(ratio),
+    return result(b.create<DropoutOp>(loc, V(0), b.getF64FloatAttr(floatDecimal(ratio)),
                                       b.getI64IntegerAttr(nextSeed++)));
   }
   if (op == "SoftmaxCrossEntropyLoss" || op == "NegativeLogLikelihoodLoss") {
@@ -1562,7 +1592,7 @@ llvm::Error Importer::emit(const onnx::NodeProto &n, const std::vector<const Ent
       "Add, Cast, Concat, Constant, ConstantOfShape, Div, Dropout, Equal, Erf, Exp, Expand, "
       "Flatten, Gather, Gemm, Greater, Identity, LayerNormalization, Less, Log, LogSoftmax, "
       "MatMul, Mul, Neg, NegativeLogLikelihoodLoss, Pow, Range, Reciprocal, ReduceMax, "
-      "ReduceMean, ReduceSum, Reshape, Shape, Slice, Softmax, SoftmaxCrossEntropyLoss, "
+      "ReduceMean, ReduceSum, Relu, Reshape, Shape, Slice, Softmax, SoftmaxCrossEntropyLoss, "
       "Split, Sqrt, Squeeze, Sub, Tanh, Transpose, Trilu, Unsqueeze, Where";
   return nodeError(n, std::string("is not supported; mlc imports ") + supported);
 }

@@ -1,0 +1,483 @@
+//===- Recognize.cpp - decomposed subgraphs as the graph ops mlc fuses ------===//
+//
+// An exported model spells LayerNorm, GELU and attention as chains of
+// elementwise ops, reductions and matmuls. Each matcher below recognizes one
+// spelling (operands of commutative ops in either order) and replaces the
+// chain's result by the graph op, whose kernels and gradients mlc knows;
+// the chain's other ops die unless something else reads them. A chain that
+// differs in any constant or shape is left as it is: recognition never
+// changes what the graph computes beyond rounding.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/mlc/MlcDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+
+namespace mlc {
+#define GEN_PASS_DEF_MLCRECOGNIZE
+#include "passes/Passes.h.inc"
+} // namespace mlc
+
+using namespace mlir;
+using namespace mlc;
+
+namespace {
+
+/// The value of a constant whose elements are all equal.
+/// f32 constants come back as the shortest decimal that rounds to them
+/// (1e-5f as 1e-5), so recognized attributes read as the model wrote them.
+std::optional<double> splat(Value v) {
+  if (!v)
+    return std::nullopt;
+  auto c = v.getDefiningOp<ConstantOp>();
+  if (!c)
+    return std::nullopt;
+  auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+  if (!dense || !isa<FloatType>(dense.getElementType()) ||
+      !(dense.isSplat() || dense.getNumElements() == 1))
+    return std::nullopt;
+  double x = (*dense.getValues<APFloat>().begin()).convertToDouble();
+  if (dense.getElementType().isF32()) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.7g", x);
+    x = std::strtod(buf, nullptr);
+  }
+  return x;
+}
+
+bool near(std::optional<double> v, double want, double tol = 1e-6) {
+  return v && std::fabs(*v - want) <= tol * std::max(1.0, std::fabs(want));
+}
+
+/// For a commutative binary op: the operand that is not `a` (or null).
+template <typename Op>
+Value other(Op op, Value a) {
+  if (op.getLhs() == a)
+    return op.getRhs();
+  if (op.getRhs() == a)
+    return op.getLhs();
+  return Value();
+}
+
+/// `v = mul(x, c)` or `mul(c, x)` with a splat constant c: x and c.
+std::optional<std::pair<Value, double>> mulByConstant(Value v) {
+  if (!v)
+    return std::nullopt;
+  auto m = v.getDefiningOp<MulOp>();
+  if (!m)
+    return std::nullopt;
+  if (auto c = splat(m.getRhs()))
+    return std::make_pair(m.getLhs(), *c);
+  if (auto c = splat(m.getLhs()))
+    return std::make_pair(m.getRhs(), *c);
+  return std::nullopt;
+}
+/// `v = x * c` or `x / (1/c)`: x and c.
+std::optional<std::pair<Value, double>> scaled(Value v) {
+  if (!v)
+    return std::nullopt;
+  if (auto r = mulByConstant(v))
+    return r;
+  if (auto d = v.getDefiningOp<DivOp>())
+    if (auto c = splat(d.getRhs()); c && *c != 0)
+      return std::make_pair(d.getLhs(), 1.0 / *c);
+  return std::nullopt;
+}
+/// `v = add(x, c)` / `add(c, x)`: x and c.
+std::optional<std::pair<Value, double>> plusConstant(Value v) {
+  if (!v)
+    return std::nullopt;
+  auto a = v.getDefiningOp<AddOp>();
+  if (!a)
+    return std::nullopt;
+  if (auto c = splat(a.getRhs()))
+    return std::make_pair(a.getLhs(), *c);
+  if (auto c = splat(a.getLhs()))
+    return std::make_pair(a.getRhs(), *c);
+  return std::nullopt;
+}
+
+int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
+ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
+
+/// `reduce_mean(x)` over the last axis with keepdims: x.
+Value meanOverLastAxis(Value v) {
+  if (!v)
+    return Value();
+  auto r = v.getDefiningOp<ReduceMeanOp>();
+  if (!r || !r.getKeepdims() || r.getAxes().size() != 1 ||
+      r.getAxes()[0] != rankOf(r.getInput()) - 1)
+    return Value();
+  return r.getInput();
+}
+
+/// `x^2` as pow(x, 2) or mul(x, x).
+Value square(Value v) {
+  if (!v)
+    return Value();
+  if (auto p = v.getDefiningOp<PowOp>(); p && near(splat(p.getRhs()), 2.0))
+    return p.getLhs();
+  if (auto m = v.getDefiningOp<MulOp>(); m && m.getLhs() == m.getRhs())
+    return m.getLhs();
+  return Value();
+}
+/// `x^3` as pow(x, 3) or x·x·x.
+Value cube(Value v) {
+  if (!v)
+    return Value();
+  if (auto p = v.getDefiningOp<PowOp>(); p && near(splat(p.getRhs()), 3.0))
+    return p.getLhs();
+  if (auto m = v.getDefiningOp<MulOp>()) {
+    for (auto [a, b] : {std::pair(m.getLhs(), m.getRhs()), std::pair(m.getRhs(), m.getLhs())})
+      if (Value x = square(a); x && x == b)
+        return x;
+  }
+  return Value();
+}
+
+/// A vector of the hidden size (LayerNorm's weight and bias).
+bool isRowVector(Value v, int64_t hidden) {
+  auto s = shapeOf(v);
+  return s.size() == 1 && s[0] == hidden;
+}
+
+//===----------------------------------------------------------------------===//
+// LayerNorm: (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * w + b
+//===----------------------------------------------------------------------===//
+
+Value matchLayerNorm(OpBuilder &b, AddOp root) {
+  for (auto [mulV, bias] : {std::pair(root.getLhs(), root.getRhs()),
+                            std::pair(root.getRhs(), root.getLhs())}) {
+    auto mul = mulV.getDefiningOp<MulOp>();
+    if (!mul)
+      continue;
+    for (auto [divV, weight] : {std::pair(mul.getLhs(), mul.getRhs()),
+                                std::pair(mul.getRhs(), mul.getLhs())}) {
+      auto div = divV.getDefiningOp<DivOp>();
+      if (!div)
+        continue;
+      auto centered = div.getLhs().getDefiningOp<SubOp>();
+      auto sqrt = div.getRhs().getDefiningOp<SqrtOp>();
+      if (!centered || !sqrt)
+        continue;
+      Value x = centered.getLhs();
+      if (meanOverLastAxis(centered.getRhs()) != x)
+        continue;
+      auto varPlusEps = plusConstant(sqrt.getInput());
+      if (!varPlusEps || !(varPlusEps->second > 0))
+        continue;
+      if (square(meanOverLastAxis(varPlusEps->first)) != centered.getResult())
+        continue;
+      int64_t hidden = shapeOf(x).back();
+      if (shapeOf(root.getResult()) != shapeOf(x) || !isRowVector(weight, hidden) ||
+          !isRowVector(bias, hidden))
+        continue;
+      b.setInsertionPoint(root);
+      return b.create<LayerNormOp>(root.getLoc(), x, weight, bias,
+                                   b.getF64FloatAttr(varPlusEps->second));
+    }
+  }
+  return Value();
+}
+
+//===----------------------------------------------------------------------===//
+// GELU: x * 0.5 * (1 + erf(x / sqrt(2)))  and
+//       x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
+//===----------------------------------------------------------------------===//
+
+/// Leaves of a product tree of up to three factors.
+void factors(Value v, SmallVectorImpl<Value> &out, int depth = 0) {
+  auto m = v.getDefiningOp<MulOp>();
+  if (m && depth < 2 && out.size() < 3) {
+    factors(m.getLhs(), out, depth + 1);
+    factors(m.getRhs(), out, depth + 1);
+    return;
+  }
+  out.push_back(v);
+}
+
+/// The x of `1 + erf(x / sqrt 2)` or `1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))`.
+std::optional<std::pair<Value, GeluApproximation>> geluGate(Value v) {
+  auto onePlus = plusConstant(v);
+  if (!onePlus || !near(onePlus->second, 1.0))
+    return std::nullopt;
+  Value inner = onePlus->first;
+  if (auto erf = inner.getDefiningOp<ErfOp>()) {
+    auto s = scaled(erf.getInput());
+    if (s && near(s->second, 1.0 / std::sqrt(2.0), 1e-5))
+      return std::make_pair(s->first, GeluApproximation::none);
+  }
+  if (auto tanh = inner.getDefiningOp<TanhOp>()) {
+    auto s = scaled(tanh.getInput());
+    if (!s || !near(s->second, std::sqrt(2.0 / 3.14159265358979323846), 1e-5))
+      return std::nullopt;
+    auto sum = s->first.getDefiningOp<AddOp>();
+    if (!sum)
+      return std::nullopt;
+    for (auto [x, term] : {std::pair(sum.getLhs(), sum.getRhs()),
+                           std::pair(sum.getRhs(), sum.getLhs())}) {
+      auto c = mulByConstant(term);
+      if (c && near(c->second, 0.044715, 1e-5) && cube(c->first) == x)
+        return std::make_pair(x, GeluApproximation::tanh);
+    }
+  }
+  return std::nullopt;
+}
+
+Value matchGelu(OpBuilder &b, MulOp root) {
+  SmallVector<Value> f;
+  factors(root.getResult(), f);
+  if (f.size() != 3)
+    return Value();
+  for (int gate = 0; gate < 3; ++gate) {
+    auto g = geluGate(f[gate]);
+    if (!g)
+      continue;
+    Value x = g->first;
+    // The other two factors are x and 0.5, in either order.
+    Value a = f[(gate + 1) % 3], c = f[(gate + 2) % 3];
+    if (!((a == x && near(splat(c), 0.5)) || (c == x && near(splat(a), 0.5))))
+      continue;
+    if (shapeOf(x) != shapeOf(root.getResult()))
+      continue;
+    b.setInsertionPoint(root);
+    return b.create<GeluOp>(root.getLoc(), x, g->second);
+  }
+  return Value();
+}
+
+//===----------------------------------------------------------------------===//
+// Attention: softmax(q k^T * scale [+ mask | causal]) [dropout] v
+//===----------------------------------------------------------------------===//
+
+/// True for a boolean constant [1.., S, S] that is lower-triangular (j <= i).
+bool isCausalMask(Value v, int64_t s) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  if (!c)
+    return false;
+  auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+  if (!dense || !dense.getElementType().isInteger(1))
+    return false;
+  auto shape = dense.getType().getShape();
+  if (shape.size() < 2 || shape[shape.size() - 1] != s || shape[shape.size() - 2] != s)
+    return false;
+  for (size_t d = 0; d + 2 < shape.size(); ++d)
+    if (shape[d] != 1)
+      return false;
+  if (dense.isSplat())
+    return false;
+  int64_t k = 0;
+  for (bool bit : dense.getValues<bool>()) {
+    int64_t i = k / s, j = k % s;
+    if (bit != (j <= i))
+      return false;
+    ++k;
+  }
+  return true;
+}
+
+Value matchAttention(OpBuilder &b, MatmulOp root) {
+  if (root.getTransposeLhs() || root.getTransposeRhs() || rankOf(root.getResult()) != 4)
+    return Value();
+  Value probs = root.getLhs(), v = root.getRhs();
+  double dropout = 0;
+  int64_t seed = 0;
+  if (auto d = probs.getDefiningOp<DropoutOp>()) {
+    dropout = d.getRatio().convertToDouble();
+    seed = d.getSeed();
+    probs = d.getInput();
+  }
+  auto softmax = probs.getDefiningOp<SoftmaxOp>();
+  if (!softmax || softmax.getAxis() != 3)
+    return Value();
+  Value scores = softmax.getInput();
+  bool causal = false;
+  Value mask;
+  if (auto sel = scores.getDefiningOp<SelectOp>()) {
+    auto low = splat(sel.getFalseValue());
+    if (!low || *low > -1e30)
+      return Value();
+    causal = true;
+    scores = sel.getTrueValue();
+    if (!isCausalMask(sel.getCondition(), shapeOf(scores).back()) ||
+        shapeOf(scores)[2] != shapeOf(scores)[3])
+      return Value();
+  } else if (auto add = scores.getDefiningOp<AddOp>()) {
+    // The additive mask is the operand that is not a product of q and k.
+    for (auto [s, m] : {std::pair(add.getLhs(), add.getRhs()),
+                        std::pair(add.getRhs(), add.getLhs())}) {
+      Value inner = s;
+      if (auto sc = scaled(inner))
+        inner = sc->first;
+      if (inner.getDefiningOp<MatmulOp>()) {
+        scores = s;
+        mask = m;
+        break;
+      }
+    }
+    if (!mask || shapeOf(mask).size() != 4)
+      return Value();
+  }
+  double scale = 1.0;
+  if (auto sc = scaled(scores)) {
+    scale = sc->second;
+    scores = sc->first;
+  }
+  auto qk = scores.getDefiningOp<MatmulOp>();
+  if (!qk || qk.getTransposeLhs() || rankOf(qk.getResult()) != 4)
+    return Value();
+  Value q = qk.getLhs(), kT = qk.getRhs();
+  auto qs = shapeOf(q);
+  if (qs.size() != 4 || shapeOf(v).size() != 4 || shapeOf(kT).size() != 4)
+    return Value();
+  // Every operand is a full [B, H, S, D] tensor (no broadcast batch dims).
+  auto rs = shapeOf(root.getResult());
+  if (shapeOf(v)[0] != qs[0] || shapeOf(v)[1] != qs[1] || rs[0] != qs[0] || rs[1] != qs[1])
+    return Value();
+  b.setInsertionPoint(root);
+  Value k = kT;
+  if (!qk.getTransposeRhs())
+    k = b.create<TransposeOp>(root.getLoc(), kT, b.getDenseI64ArrayAttr({0, 1, 3, 2}));
+  auto ks = shapeOf(k);
+  if (ks[0] != qs[0] || ks[1] != qs[1] || ks[3] != qs[3] || ks[2] != shapeOf(v)[2]) {
+    if (k != kT)
+      k.getDefiningOp()->erase();
+    return Value();
+  }
+  if (mask) {
+    // The mask must broadcast to the scores [B, H, Sq, Sk].
+    auto ms = shapeOf(mask);
+    auto ss = shapeOf(scores);
+    for (int d = 0; d < 4; ++d)
+      if (ms[d] != 1 && ms[d] != ss[d]) {
+        if (k != kT)
+          k.getDefiningOp()->erase();
+        return Value();
+      }
+  }
+  FloatAttr scaleAttr;
+  if (!near(scale, 1.0 / std::sqrt(double(qs[3])), 1e-6))
+    scaleAttr = b.getF64FloatAttr(scale);
+  return b.create<AttentionOp>(root.getLoc(), q, k, v, mask, /*cu_seqlens=*/Value(),
+                               causal ? b.getUnitAttr() : UnitAttr(), scaleAttr,
+                               b.getF64FloatAttr(dropout), b.getI64IntegerAttr(seed));
+}
+
+//===----------------------------------------------------------------------===//
+// Linear layers on flattened rows: reshape(matmul(reshape(x, [N, K]), w) [+ b],
+// [d..., M]) is matmul(x, w) [+ b] on x's own shape [d..., K] (the GEMM is the
+// same; the bias and its gradient then fuse with their neighbours).
+//===----------------------------------------------------------------------===//
+
+Value matchFlattenedLinear(OpBuilder &b, ReshapeOp root) {
+  Value inner = root.getInput();
+  auto add = inner.getDefiningOp<AddOp>();
+  Value bias;
+  MatmulOp mm;
+  if (add) {
+    for (auto [m, c] : {std::pair(add.getLhs(), add.getRhs()),
+                        std::pair(add.getRhs(), add.getLhs())})
+      if (auto op = m.getDefiningOp<MatmulOp>(); op && rankOf(c) == 1) {
+        mm = op;
+        bias = c;
+        break;
+      }
+  } else {
+    mm = inner.getDefiningOp<MatmulOp>();
+  }
+  if (!mm || mm.getTransposeLhs() || rankOf(mm.getResult()) != 2 || rankOf(mm.getRhs()) != 2)
+    return Value();
+  auto flat = mm.getLhs().getDefiningOp<ReshapeOp>();
+  if (!flat)
+    return Value();
+  Value x = flat.getInput();
+  auto xs = shapeOf(x), out = shapeOf(root.getResult());
+  if (xs.size() < 2 || xs.size() != out.size() ||
+      !std::equal(xs.begin(), xs.end() - 1, out.begin()) ||
+      out.back() != shapeOf(mm.getResult()).back() || ShapedType::isDynamicShape(xs))
+    return Value();
+  if (bias && shapeOf(bias)[0] != out.back())
+    return Value();
+  b.setInsertionPoint(root);
+  Value y = b.create<MatmulOp>(root.getLoc(), x, mm.getRhs(), false, mm.getTransposeRhs());
+  if (bias)
+    y = add.getLhs() == bias ? b.create<AddOp>(root.getLoc(), bias, y).getResult()
+                             : b.create<AddOp>(root.getLoc(), y, bias).getResult();
+  return y;
+}
+
+/// matmul(x, transpose(w)) with the transpose swapping the last two dims is
+/// matmul(x, w, transpose_rhs) (BERT's and GPT-2's `x @ W.T` as exported):
+/// the GEMM reads w transposed instead of a copy, forward and backward.
+Value matchTransposedOperand(OpBuilder &b, MatmulOp mm) {
+  auto swapsLastTwo = [](Value v) -> Value {
+    auto t = v.getDefiningOp<TransposeOp>();
+    if (!t)
+      return Value();
+    ArrayRef<int64_t> p = t.getPermutation();
+    int64_t n = p.size();
+    for (int64_t i = 0; i + 2 < n; ++i)
+      if (p[i] != i)
+        return Value();
+    return n >= 2 && p[n - 2] == n - 1 && p[n - 1] == n - 2 ? t.getInput() : Value();
+  };
+  Value lhs = swapsLastTwo(mm.getLhs()), rhs = swapsLastTwo(mm.getRhs());
+  if (!lhs && !rhs)
+    return Value();
+  b.setInsertionPoint(mm);
+  return b.create<MatmulOp>(mm.getLoc(), lhs ? lhs : mm.getLhs(), rhs ? rhs : mm.getRhs(),
+                            mm.getTransposeLhs() != bool(lhs),
+                            mm.getTransposeRhs() != bool(rhs));
+}
+
+class RecognizePass : public mlc::impl::MlcRecognizeBase<RecognizePass> {
+public:
+  void runOnOperation() final {
+    func::FuncOp fn = getOperation();
+    OpBuilder b(fn.getContext());
+    int64_t found = 0;
+    // LayerNorm and GELU first: attention's operands may be built from them.
+    SmallVector<Operation *> ops;
+    fn.walk([&](Operation *op) { ops.push_back(op); });
+    for (Operation *op : ops) {
+      Value replacement;
+      if (auto add = dyn_cast<AddOp>(op))
+        replacement = matchLayerNorm(b, add);
+      else if (auto r = dyn_cast<ReshapeOp>(op))
+        replacement = matchFlattenedLinear(b, r);
+      else if (auto mm = dyn_cast<MatmulOp>(op))
+        replacement = matchTransposedOperand(b, mm);
+      else if (auto mul = dyn_cast<MulOp>(op))
+        replacement = matchGelu(b, mul);
+      if (replacement) {
+        op->getResult(0).replaceAllUsesWith(replacement);
+        ++found;
+      }
+    }
+    ops.clear();
+    fn.walk([&](Operation *op) { ops.push_back(op); });
+    for (Operation *op : ops)
+      if (auto mm = dyn_cast<MatmulOp>(op); mm && !mm->use_empty())
+        if (Value replacement = matchAttention(b, mm)) {
+          mm.getResult().replaceAllUsesWith(replacement);
+          ++found;
+        }
+    // The replaced chains are dead now (users come after their operands).
+    for (Block &block : fn.getBody())
+      for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
+        if (isOpTriviallyDead(&op))
+          op.erase();
+    recognized += found;
+  }
+};
+
+} // namespace

@@ -1,0 +1,47 @@
+"""Writes malformed and unsupported ONNX models for the importer's error tests.
+
+    make_bad_models.py GOOD.onnx OUT_DIR
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+good, out = sys.argv[1], sys.argv[2]
+os.makedirs(out, exist_ok=True)
+data = open(good, "rb").read()
+open(os.path.join(out, "truncated.onnx"), "wb").write(data[: len(data) // 3])
+open(os.path.join(out, "garbage.onnx"), "wb").write(bytes(range(256)) * 8)
+open(os.path.join(out, "empty.onnx"), "wb").write(b"")
+
+
+def save(name, nodes, inputs, outputs, inits=(), opset=17):
+    g = helper.make_graph(nodes, name, inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    onnx.save(m, os.path.join(out, name + ".onnx"))
+
+
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "sequence", 4])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+w = numpy_helper.from_array(np.ones((4, 3), np.float32), "w")
+w5 = numpy_helper.from_array(np.ones((5, 3), np.float32), "w5")
+save("unsupported-op", [helper.make_node("Relu", ["x"], ["h"], name="act"),
+                        helper.make_node("Hardmax", ["h"], ["y"], name="my_hardmax")],
+     [x], [y])
+save("old-opset", [helper.make_node("MatMul", ["x", "w"], ["y"])], [x], [y], [w], opset=11)
+save("dynamic-rank", [helper.make_node("MatMul", ["x", "w"], ["y"])],
+     [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)], [y], [w])
+save("missing-initializer", [helper.make_node("MatMul", ["x", "w_missing"], ["y"], name="proj")],
+     [x], [y])
+save("mismatched-shapes", [helper.make_node("MatMul", ["x", "w5"], ["y"], name="proj")],
+     [x], [y], [w5])
+save("bad-reshape", [helper.make_node("Constant", [], ["s"], value=numpy_helper.from_array(
+                         np.array([-1, 7], np.int64))),
+                     helper.make_node("Reshape", ["x", "s"], ["y"], name="flatten")],
+     [x], [y])
+# Raw data shorter than the shape needs.
+short = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[4, 3], raw_data=b"\0" * 20)
+save("short-initializer", [helper.make_node("MatMul", ["x", "w"], ["y"])], [x], [y], [short])

@@ -1,0 +1,174 @@
+// RUN: mlc-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(mlc-recognize))' | FileCheck %s
+
+// LayerNorm as PyTorch's exporter writes it at opset 14.
+// CHECK-LABEL: func.func @layer_norm
+// CHECK-NEXT: %[[LN:.*]] = mlc.layer_norm %arg0, %arg1, %arg2 epsilon = 1.000000e-05 :
+// CHECK-NEXT: return %[[LN]]
+func.func @layer_norm(%x: tensor<2x8x16xf32>, %w: tensor<16xf32>, %b: tensor<16xf32>) -> tensor<2x8x16xf32> {
+  %m = mlc.reduce_mean %x axes = [2] keepdims : tensor<2x8x16xf32>
+  %d = mlc.sub %x, %m : tensor<2x8x16xf32>, tensor<2x8x1xf32>
+  %two = mlc.constant dense<2.0> : tensor<f32>
+  %sq = mlc.pow %d, %two : tensor<2x8x16xf32>, tensor<f32>
+  %v = mlc.reduce_mean %sq axes = [2] keepdims : tensor<2x8x16xf32>
+  %eps = mlc.constant dense<1.0e-5> : tensor<f32>
+  %ve = mlc.add %v, %eps : tensor<2x8x1xf32>, tensor<f32>
+  %s = mlc.sqrt %ve : tensor<2x8x1xf32>
+  %n = mlc.div %d, %s : tensor<2x8x16xf32>, tensor<2x8x1xf32>
+  %nw = mlc.mul %w, %n : tensor<16xf32>, tensor<2x8x16xf32>
+  %y = mlc.add %b, %nw : tensor<16xf32>, tensor<2x8x16xf32>
+  return %y : tensor<2x8x16xf32>
+}
+
+// -----
+
+// The variance over another axis than the mean's is not a LayerNorm.
+// CHECK-LABEL: func.func @not_layer_norm
+// CHECK-NOT: mlc.layer_norm
+// CHECK: mlc.sqrt
+func.func @not_layer_norm(%x: tensor<2x8x16xf32>, %w: tensor<16xf32>, %b: tensor<16xf32>) -> tensor<2x8x16xf32> {
+  %m = mlc.reduce_mean %x axes = [2] keepdims : tensor<2x8x16xf32>
+  %d = mlc.sub %x, %m : tensor<2x8x16xf32>, tensor<2x8x1xf32>
+  %two = mlc.constant dense<2.0> : tensor<f32>
+  %sq = mlc.pow %d, %two : tensor<2x8x16xf32>, tensor<f32>
+  %v = mlc.reduce_mean %sq axes = [1] keepdims : tensor<2x8x16xf32>
+  %eps = mlc.constant dense<1.0e-5> : tensor<f32>
+  %ve = mlc.add %v, %eps : tensor<2x1x16xf32>, tensor<f32>
+  %s = mlc.sqrt %ve : tensor<2x1x16xf32>
+  %n = mlc.div %d, %s : tensor<2x8x16xf32>, tensor<2x1x16xf32>
+  %nw = mlc.mul %n, %w : tensor<2x8x16xf32>, tensor<16xf32>
+  %y = mlc.add %nw, %b : tensor<2x8x16xf32>, tensor<16xf32>
+  return %y : tensor<2x8x16xf32>
+}
+
+// -----
+
+// GPT-2's tanh GELU with pow(x, 3), and BERT's erf GELU with a division.
+// CHECK-LABEL: func.func @gelus
+// CHECK-NEXT: %[[T:.*]] = mlc.gelu %arg0 approximate = tanh
+// CHECK-NEXT: %[[E:.*]] = mlc.gelu %arg1 :
+// CHECK-NEXT: return %[[T]], %[[E]]
+func.func @gelus(%x: tensor<4x32xf32>, %z: tensor<4x32xf32>) -> (tensor<4x32xf32>, tensor<4x32xf32>) {
+  %half = mlc.constant dense<0.5> : tensor<f32>
+  %three = mlc.constant dense<3.0> : tensor<f32>
+  %c = mlc.constant dense<0.044715> : tensor<f32>
+  %k = mlc.constant dense<0.797884583> : tensor<f32>
+  %one = mlc.constant dense<1.0> : tensor<f32>
+  %a = mlc.mul %x, %half : tensor<4x32xf32>, tensor<f32>
+  %p = mlc.pow %x, %three : tensor<4x32xf32>, tensor<f32>
+  %q = mlc.mul %p, %c : tensor<4x32xf32>, tensor<f32>
+  %r = mlc.add %x, %q : tensor<4x32xf32>, tensor<4x32xf32>
+  %t = mlc.mul %r, %k : tensor<4x32xf32>, tensor<f32>
+  %u = mlc.tanh %t : tensor<4x32xf32>
+  %w = mlc.add %u, %one : tensor<4x32xf32>, tensor<f32>
+  %g = mlc.mul %a, %w : tensor<4x32xf32>, tensor<4x32xf32>
+  %sqrt2 = mlc.constant dense<1.41421354> : tensor<f32>
+  %zd = mlc.div %z, %sqrt2 : tensor<4x32xf32>, tensor<f32>
+  %ze = mlc.erf %zd : tensor<4x32xf32>
+  %zw = mlc.add %ze, %one : tensor<4x32xf32>, tensor<f32>
+  %zm = mlc.mul %z, %zw : tensor<4x32xf32>, tensor<4x32xf32>
+  %ge = mlc.mul %zm, %half : tensor<4x32xf32>, tensor<f32>
+  return %g, %ge : tensor<4x32xf32>, tensor<4x32xf32>
+}
+
+// -----
+
+// A different constant (0.6 instead of 0.5) is another function: left alone.
+// CHECK-LABEL: func.func @not_gelu
+// CHECK-NOT: mlc.gelu
+// CHECK: mlc.erf
+func.func @not_gelu(%z: tensor<4x32xf32>) -> tensor<4x32xf32> {
+  %c = mlc.constant dense<0.6> : tensor<f32>
+  %one = mlc.constant dense<1.0> : tensor<f32>
+  %sqrt2 = mlc.constant dense<1.41421354> : tensor<f32>
+  %zd = mlc.div %z, %sqrt2 : tensor<4x32xf32>, tensor<f32>
+  %ze = mlc.erf %zd : tensor<4x32xf32>
+  %zw = mlc.add %ze, %one : tensor<4x32xf32>, tensor<f32>
+  %zm = mlc.mul %z, %zw : tensor<4x32xf32>, tensor<4x32xf32>
+  %ge = mlc.mul %zm, %c : tensor<4x32xf32>, tensor<f32>
+  return %ge : tensor<4x32xf32>
+}
+
+// -----
+
+// GPT-2's causal attention: a scale by division, select against the lowest
+// float with a lower-triangular mask, then softmax and the value product.
+// CHECK-LABEL: func.func @causal_attention
+// CHECK: %[[K:.*]] = mlc.transpose %arg1, [0, 1, 3, 2]
+// CHECK-NEXT: %[[A:.*]] = mlc.attention %arg0, %[[K]], %arg2 causal :
+// CHECK-NEXT: return %[[A]]
+func.func @causal_attention(%q: tensor<1x2x3x4xf32>, %kt: tensor<1x2x4x3xf32>, %v: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {
+  %s = mlc.matmul %q, %kt : tensor<1x2x3x4xf32>, tensor<1x2x4x3xf32>
+  %c = mlc.constant dense<2.0> : tensor<f32>
+  %d = mlc.div %s, %c : tensor<1x2x3x3xf32>, tensor<f32>
+  %mask = mlc.constant dense<[[[[true, false, false], [true, true, false], [true, true, true]]]]> : tensor<1x1x3x3xi1>
+  %low = mlc.constant dense<-3.40282347E+38> : tensor<f32>
+  %m = mlc.select %mask, %d, %low : tensor<1x1x3x3xi1>, tensor<1x2x3x3xf32>, tensor<f32>
+  %p = mlc.softmax %m axis = 3 : tensor<1x2x3x3xf32>
+  %o = mlc.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32>
+  return %o : tensor<1x2x3x4xf32>
+}
+
+// -----
+
+// BERT's attention: an additive [B, 1, 1, S] mask and a scale that is not
+// 1/sqrt(D) (kept as the attention's scale); dropout on the probabilities
+// becomes the attention's dropout.
+// CHECK-LABEL: func.func @masked_attention
+// CHECK: mlc.attention %arg0, %{{.*}}, %arg2 mask %arg3 scale = 2.500000e-01 dropout = 1.000000e-01 seed = 7 :
+func.func @masked_attention(%q: tensor<2x2x3x8xf32>, %kt: tensor<2x2x8x3xf32>, %v: tensor<2x2x3x8xf32>, %mask: tensor<2x1x1x3xf32>) -> tensor<2x2x3x8xf32> {
+  %s = mlc.matmul %q, %kt : tensor<2x2x3x8xf32>, tensor<2x2x8x3xf32>
+  %c = mlc.constant dense<0.25> : tensor<f32>
+  %d = mlc.mul %s, %c : tensor<2x2x3x3xf32>, tensor<f32>
+  %m = mlc.add %d, %mask : tensor<2x2x3x3xf32>, tensor<2x1x1x3xf32>
+  %p = mlc.softmax %m axis = 3 : tensor<2x2x3x3xf32>
+  %pd = mlc.dropout %p ratio = 0.1 seed = 7 : tensor<2x2x3x3xf32>
+  %o = mlc.matmul %pd, %v : tensor<2x2x3x3xf32>, tensor<2x2x3x8xf32>
+  return %o : tensor<2x2x3x8xf32>
+}
+
+// -----
+
+// A mask that is not causal (the upper triangle) leaves the chain alone.
+// CHECK-LABEL: func.func @not_causal
+// CHECK-NOT: mlc.attention
+// CHECK: mlc.softmax
+func.func @not_causal(%q: tensor<1x2x3x4xf32>, %kt: tensor<1x2x4x3xf32>, %v: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {
+  %s = mlc.matmul %q, %kt : tensor<1x2x3x4xf32>, tensor<1x2x4x3xf32>
+  %mask = mlc.constant dense<[[[[true, true, true], [false, true, true], [false, false, true]]]]> : tensor<1x1x3x3xi1>
+  %low = mlc.constant dense<-3.40282347E+38> : tensor<f32>
+  %m = mlc.select %mask, %s, %low : tensor<1x1x3x3xi1>, tensor<1x2x3x3xf32>, tensor<f32>
+  %p = mlc.softmax %m axis = 3 : tensor<1x2x3x3xf32>
+  %o = mlc.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32>
+  return %o : tensor<1x2x3x4xf32>
+}
+
+// -----
+
+// Gemm on flattened rows becomes the same GEMM on the rows' own shape, and
+// x @ transpose(w) reads w transposed.
+// CHECK-LABEL: func.func @linear
+// CHECK-NEXT: %[[M:.*]] = mlc.matmul %arg0, %arg1 : tensor<2x8x16xf32>, tensor<16x32xf32>
+// CHECK-NEXT: %[[Y:.*]] = mlc.add %[[M]], %arg2
+// CHECK-NEXT: %[[T:.*]] = mlc.matmul %[[Y]], %arg3 transpose_rhs : tensor<2x8x32xf32>, tensor<5x32xf32>
+// CHECK-NEXT: return %[[T]]
+func.func @linear(%x: tensor<2x8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf32>, %e: tensor<5x32xf32>) -> tensor<2x8x5xf32> {
+  %f = mlc.reshape %x : tensor<2x8x16xf32> -> tensor<16x16xf32>
+  %m = mlc.matmul %f, %w : tensor<16x16xf32>, tensor<16x32xf32>
+  %a = mlc.add %m, %b : tensor<16x32xf32>, tensor<32xf32>
+  %y = mlc.reshape %a : tensor<16x32xf32> -> tensor<2x8x32xf32>
+  %et = mlc.transpose %e, [1, 0] : tensor<5x32xf32>
+  %l = mlc.matmul %y, %et : tensor<2x8x32xf32>, tensor<32x5xf32>
+  return %l : tensor<2x8x5xf32>
+}
+
+// -----
+
+// A reshape that regroups rows differently is not a linear layer's.
+// CHECK-LABEL: func.func @not_linear
+// CHECK: mlc.matmul %{{.*}}, %arg1 : tensor<16x16xf32>, tensor<16x32xf32>
+func.func @not_linear(%x: tensor<2x8x16xf32>, %w: tensor<16x32xf32>) -> tensor<4x4x32xf32> {
+  %f = mlc.reshape %x : tensor<2x8x16xf32> -> tensor<16x16xf32>
+  %m = mlc.matmul %f, %w : tensor<16x16xf32>, tensor<16x32xf32>
+  %y = mlc.reshape %m : tensor<16x32xf32> -> tensor<4x4x32xf32>
+  return %y : tensor<4x4x32xf32>
+}
