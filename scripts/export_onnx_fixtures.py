@@ -8,6 +8,7 @@ loss output (labels as an input) or logits only. Batch and sequence are
 symbolic dims ("batch", "sequence").
 
   python scripts/export_onnx_fixtures.py OUT_DIR
+  python scripts/export_onnx_fixtures.py --corpus fuzz/corpus/onnx
 
 needs transformers 4.38.2 beside PyTorch (the test venv has both). Each
 model's HF config goes beside it as NAME.json, so that tests rebuild the
@@ -24,17 +25,22 @@ from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadMode
 B, S = 2, 16
 
 
+SIZE = {"vocab": 256, "positions": 64, "hidden": 64, "layers": 2, "heads": 4}
+
+
 def gpt2(dropout):
-    cfg = GPT2Config(vocab_size=256, n_positions=64, n_embd=64, n_layer=2, n_head=4,
+    cfg = GPT2Config(vocab_size=SIZE["vocab"], n_positions=SIZE["positions"],
+                     n_embd=SIZE["hidden"], n_layer=SIZE["layers"], n_head=SIZE["heads"],
                      resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout,
                      use_cache=False)
     return GPT2LMHeadModel(cfg)
 
 
 def bert(dropout):
-    cfg = BertConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2,
-                     num_attention_heads=4, intermediate_size=256,
-                     max_position_embeddings=64, hidden_dropout_prob=dropout,
+    cfg = BertConfig(vocab_size=SIZE["vocab"], hidden_size=SIZE["hidden"],
+                     num_hidden_layers=SIZE["layers"], num_attention_heads=SIZE["heads"],
+                     intermediate_size=4 * SIZE["hidden"],
+                     max_position_embeddings=SIZE["positions"], hidden_dropout_prob=dropout,
                      attention_probs_dropout_prob=dropout)
     return BertForMaskedLM(cfg)
 
@@ -44,14 +50,14 @@ def export(out_dir, name, family, opset, training, labels, dropout, fold, seed):
     model = gpt2(dropout) if family == "gpt2" else bert(dropout)
     model.config.return_dict = False
     g = torch.Generator().manual_seed(seed + 1)
-    ids = torch.randint(0, 256, (B, S), generator=g)
+    ids = torch.randint(0, SIZE["vocab"], (B, S), generator=g)
     # Keyword arguments in the order of the model's forward signature, which
     # is the order of the graph's inputs.
     if family == "gpt2":
         kwargs = {"labels": ids.clone()} if labels else {}
     else:
         mask = torch.ones(B, S, dtype=torch.int64)
-        mask[1, 11:] = 0
+        mask[-1, S * 2 // 3:] = 0
         lab = torch.where(torch.rand(B, S, generator=g) < 0.3, ids, torch.full_like(ids, -100))
         kwargs = {"attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
         if labels:
@@ -85,9 +91,20 @@ FIXTURES = [
 ]
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    # --corpus: the same exports of minute models (a few KB), the ONNX fuzz
+    # target's seed corpus (fuzz/corpus/onnx).
+    corpus = "--corpus" in sys.argv
+    paths = [a for a in sys.argv[1:] if a != "--corpus"]
+    if len(paths) != 1:
         sys.exit(__doc__)
     assert transformers.__version__ == "4.38.2", transformers.__version__
-    os.makedirs(sys.argv[1], exist_ok=True)
+    os.makedirs(paths[0], exist_ok=True)
+    if corpus:
+        SIZE.update(vocab=16, positions=8, hidden=8, layers=1, heads=2)
+        B, S = 2, 4
     for i, f in enumerate(FIXTURES):
-        export(sys.argv[1], *f, seed=100 + i)
+        export(paths[0], *f, seed=100 + i)
+    if corpus:
+        for name in os.listdir(paths[0]):
+            if name.endswith(".json"):
+                os.remove(os.path.join(paths[0], name))

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # libFuzzer targets for the readers of untrusted input (JSON, safetensors,
-# .npy, plan.txt, indexed datasets), built with clang, ASan and UBSan.
+# .npy, plan.txt, indexed datasets, ONNX models), built with clang, ASan and
+# UBSan. The ONNX target instruments the importer and links the build's MLIR
+# dialect library (BUILD_DIR must hold a build).
 #   scripts/fuzz.sh [BUILD_DIR] [SECONDS_PER_TARGET | -runs=N]
 # `make test` runs each target briefly on the seed corpus (fuzz/corpus/); a
 # campaign passes seconds. New inputs go to BUILD_DIR/fuzz/corpus-TARGET, a
@@ -21,20 +23,37 @@ fi
 common=(runtime/core/Json.cpp runtime/core/TensorIO.cpp runtime/core/PlanFormat.cpp
         runtime/data/IndexedDataset.cpp)
 flags=(-std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
-for target in json safetensors npy plan indexed; do
-  bin="$out/fuzz_$target"
-  if [[ ! -x "$bin" || "fuzz/fuzz_$target.cpp" -nt "$bin" ]] ||
-     [[ -n "$(find "${common[@]}" runtime/core runtime/data/IndexedDataset.h -newer "$bin" 2> /dev/null)" ]]; then
-    "$cxx" "${flags[@]}" "fuzz/fuzz_$target.cpp" "${common[@]}" -o "$bin"
-  fi
+run_target() {
+  local target=$1 bin=$2
+  shift 2
   mkdir -p "$out/corpus-$target"
   echo "fuzz: $target ($budget)"
-  ASAN_OPTIONS=detect_leaks=0 "$bin" "$budget" -timeout=10 -rss_limit_mb=2048 \
+  ASAN_OPTIONS=detect_leaks=0 "$bin" "$budget" -timeout=10 -rss_limit_mb=2048 "$@" \
     -artifact_prefix="$out/crash-$target-" -print_final_stats=0 \
     "$out/corpus-$target" "fuzz/corpus/$target" 2>&1 | grep -E "Done [0-9]+ runs|DONE|ERROR|SUMMARY|crash-" || true
   if ls "$out"/crash-"$target"-* > /dev/null 2>&1; then
     echo "fuzz: $target found a crash: $(ls "$out"/crash-"$target"-* | head -1)"
     exit 1
   fi
+}
+for target in json safetensors npy plan indexed; do
+  bin="$out/fuzz_$target"
+  if [[ ! -x "$bin" || "fuzz/fuzz_$target.cpp" -nt "$bin" ]] ||
+     [[ -n "$(find "${common[@]}" runtime/core runtime/data/IndexedDataset.h -newer "$bin" 2> /dev/null)" ]]; then
+    "$cxx" "${flags[@]}" "fuzz/fuzz_$target.cpp" "${common[@]}" -o "$bin"
+  fi
+  run_target "$target" "$bin"
 done
+# The ONNX importer: instrumented itself, linked with the build's dialect.
+if [[ -f "$build/lib/libMLCDialect.a" ]]; then
+  bin="$out/fuzz_onnx"
+  if [[ ! -x "$bin" || -n "$(find fuzz/fuzz_onnx.cpp frontend/onnx "$build/lib/libMLCDialect.a" -newer "$bin" 2> /dev/null)" ]]; then
+    llvm=/usr/lib/llvm-19
+    "$cxx" "${flags[@]}" -I"$build" -isystem "$llvm/include" -DONNX_NAMESPACE=onnx -DONNX_ML=1 \
+      fuzz/fuzz_onnx.cpp frontend/onnx/OnnxImporter.cpp runtime/core/TensorIO.cpp \
+      runtime/core/Json.cpp "$build/lib/libMLCDialect.a" -L"$llvm/lib" -lMLIR -lLLVM \
+      -lonnx_proto -lprotobuf -Wl,-rpath,"$llvm/lib" -o "$bin"
+  fi
+  run_target onnx "$bin" -max_len=65536
+fi
 echo "fuzz: all targets clean"

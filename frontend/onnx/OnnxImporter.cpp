@@ -45,6 +45,18 @@ using Shape = std::vector<int64_t>;
 
 enum class Kind { Float, Int, Bool };
 
+/// A double as an integer without undefined behaviour: NaN is 0 and values
+/// beyond int64 clamp.
+int64_t toInt(double v) {
+  if (!(v == v))
+    return 0;
+  if (v >= 9.2e18)
+    return std::numeric_limits<int64_t>::max();
+  if (v <= -9.2e18)
+    return std::numeric_limits<int64_t>::min();
+  return int64_t(v);
+}
+
 /// A tensor known while importing. Floats in `f`, integers and booleans in `i`.
 struct Const {
   Kind kind = Kind::Float;
@@ -52,11 +64,9 @@ struct Const {
   std::vector<double> f;
   std::vector<int64_t> i;
 
-  int64_t numel() const {
-    return std::accumulate(shape.begin(), shape.end(), int64_t(1), std::multiplies<>());
-  }
+  int64_t numel() const;
   double at(int64_t k) const { return kind == Kind::Float ? f[k] : double(i[k]); }
-  int64_t intAt(int64_t k) const { return kind == Kind::Float ? int64_t(f[k]) : i[k]; }
+  int64_t intAt(int64_t k) const { return kind == Kind::Float ? toInt(f[k]) : i[k]; }
   void resize(int64_t n) {
     if (kind == Kind::Float)
       f.assign(n, 0);
@@ -69,7 +79,7 @@ struct Const {
     else if (kind == Kind::Bool)
       i[k] = v != 0;
     else
-      i[k] = int64_t(v);
+      i[k] = toInt(v);
   }
   void copyFrom(int64_t k, const Const &src, int64_t s) {
     if (kind == Kind::Float)
@@ -86,15 +96,25 @@ struct Entry {
   ConstPtr constant;
 };
 
-/// Folding stops at this many elements: larger results stay graph ops.
-constexpr int64_t kFoldLimit = int64_t(1) << 24;
 
+/// Element counts saturate at kHuge, so that a hostile shape is refused by
+/// the size checks instead of overflowing them.
+constexpr int64_t kHuge = int64_t(1) << 62;
+int64_t saturatingMul(int64_t a, int64_t b) {
+  if (a == 0 || b == 0)
+    return 0;
+  if (a < 0 || b < 0 || a > kHuge / b)
+    return kHuge;
+  return a * b;
+}
 int64_t product(const Shape &s) {
   int64_t n = 1;
   for (int64_t d : s)
-    n *= d;
+    n = saturatingMul(n, d);
   return n;
 }
+
+int64_t Const::numel() const { return product(shape); }
 
 std::string shapeText(const Shape &s) {
   std::string t = "[";
@@ -326,12 +346,11 @@ llvm::Expected<Const> Importer::tensorFromProto(const onnx::TensorProto &t,
   Const c;
   c.kind = *kind;
   for (int64_t d : t.dims()) {
-    if (d < 0 || (d > 0 && product(c.shape) > (int64_t(1) << 40) / d))
+    if (d < 0 || d > (int64_t(1) << 40) || (d > 0 && product(c.shape) > (int64_t(1) << 40) / d))
       return error(what + " has an invalid or oversized shape");
     c.shape.push_back(d);
   }
   const int64_t n = c.numel();
-  c.resize(n);
   const std::string &raw = t.raw_data();
   int64_t elemBytes = 0;
   switch (t.data_type()) {
@@ -351,11 +370,24 @@ llvm::Expected<Const> Importer::tensorFromProto(const onnx::TensorProto &t,
   default:
     elemBytes = 1;
   }
+  // The data must be there before anything is allocated for it.
+  int64_t stored = t.has_raw_data() ? int64_t(raw.size()) / elemBytes
+                   : t.data_type() == onnx::TensorProto::FLOAT  ? t.float_data_size()
+                   : t.data_type() == onnx::TensorProto::DOUBLE ? t.double_data_size()
+                   : t.data_type() == onnx::TensorProto::INT64  ? t.int64_data_size()
+                                                                : t.int32_data_size();
+  if (t.has_raw_data() && int64_t(raw.size()) != n * elemBytes)
+    return error(what + llvm::formatv(" holds {0} bytes; its shape {1} needs {2}", raw.size(),
+                                      shapeText(c.shape), n * elemBytes)
+                            .str());
+  if (stored != n)
+    return error(what + llvm::formatv(" holds {0} values; its shape {1} needs {2}", stored,
+                                      shapeText(c.shape), n)
+                            .str());
+  if (n > options.foldLimit * 64)
+    return error(what + " holds " + std::to_string(n) + " values, more than mlc imports");
+  c.resize(n);
   if (t.has_raw_data()) {
-    if (int64_t(raw.size()) != n * elemBytes)
-      return error(what + llvm::formatv(" holds {0} bytes; its shape {1} needs {2}", raw.size(),
-                                        shapeText(c.shape), n * elemBytes)
-                              .str());
     const char *p = raw.data();
     for (int64_t k = 0; k < n; ++k, p += elemBytes) {
       switch (t.data_type()) {
@@ -527,6 +559,9 @@ llvm::Error Importer::declareInputs(const onnx::GraphProto &g) {
         return error("input '" + in.name() + "' has dim of size " + std::to_string(size));
       shape.push_back(size);
     }
+    if (product(shape) > (int64_t(1) << 40))
+      return error("input '" + in.name() + "' of shape " + shapeText(shape) +
+                   " is larger than mlc supports");
     Type el = elementFor(*kind);
     argAttrs.push_back(
         b.getDictionaryAttr(b.getNamedAttr("mlc.input", b.getStringAttr(in.name()))));
@@ -594,7 +629,7 @@ Importer::fold(const onnx::NodeProto &n, const std::vector<const Entry *> &in) {
     for (int64_t d : s)
       if (d < 0)
         return nodeError(n, "computes the negative dim in " + shapeText(s));
-    if (product(s) > kFoldLimit)
+    if (product(s) > options.foldLimit)
       return nodeError(n, "would hold " + std::to_string(product(s)) + " elements");
     return llvm::Error::success();
   };
@@ -648,7 +683,7 @@ Importer::fold(const onnx::NodeProto &n, const std::vector<const Entry *> &in) {
             return nodeError(n, "divides integers by zero");
           v = x / y;
         } else if (op == "Pow")
-          v = int64_t(std::pow(double(x), double(y)));
+          v = toInt(std::pow(double(x), double(y)));
         else if (op == "Max")
           v = std::max(x, y);
         else if (op == "Min")
@@ -726,7 +761,7 @@ Importer::fold(const onnx::NodeProto &n, const std::vector<const Entry *> &in) {
         c.set(k, *kind == Kind::Float ? r.at(k) : double(r.intAt(k)));
       if (*kind != Kind::Float && r.kind == Kind::Float)
         for (int64_t k = 0; k < r.numel(); ++k)
-          c.i[k] = *kind == Kind::Bool ? r.f[k] != 0 : int64_t(std::trunc(r.f[k]));
+          c.i[k] = *kind == Kind::Bool ? r.f[k] != 0 : toInt(std::trunc(r.f[k]));
       return std::optional<Const>(c);
     }
     if (op == "Not") {
@@ -854,9 +889,9 @@ Importer::fold(const onnx::NodeProto &n, const std::vector<const Entry *> &in) {
     if (C(0).numel() != 1 || C(1).numel() != 1 || C(2).numel() != 1 || delta == 0)
       return nodeError(n, "needs scalar start, limit and a non-zero delta");
     double count = std::ceil((limit - start) / delta);
-    if (!(count <= double(kFoldLimit)))
+    if (!(count <= double(options.foldLimit)))
       return nodeError(n, "would count past the size limit");
-    int64_t len = std::max<int64_t>(0, int64_t(count));
+    int64_t len = std::max<int64_t>(0, toInt(count));
     Const r;
     r.kind = C(0).kind;
     r.shape = {len};
@@ -1179,7 +1214,7 @@ llvm::Error Importer::emit(const onnx::NodeProto &n, const std::vector<const Ent
         } else if (d < 0) {
           return nodeError(n, "has the negative dim " + std::to_string(d));
         } else {
-          known *= d;
+          known = saturatingMul(known, d);
         }
         target.push_back(d);
       }
@@ -1281,16 +1316,18 @@ llvm::Error Importer::emit(const onnx::NodeProto &n, const std::vector<const Ent
     Shape sizes = splitOr->value_or(Shape());
     if (sizes.empty()) {
       int64_t parts = intAttr(n, "num_outputs", n.output_size());
-      if (parts < 1)
-        return nodeError(n, "splits into no parts");
+      if (parts < 1 || parts != n.output_size())
+        return nodeError(n, "splits into " + std::to_string(parts) + " parts for " +
+                                std::to_string(n.output_size()) + " outputs");
       int64_t each = (s[*axis] + parts - 1) / parts;
       for (int64_t k = 0; k < parts; ++k)
         sizes.push_back(std::max<int64_t>(0, std::min(each, s[*axis] - k * each)));
     }
     int64_t total = 0;
     for (int64_t v : sizes) {
-      if (v < 0)
-        return nodeError(n, "has a negative split size");
+      if (v < 0 || v > s[*axis])
+        return nodeError(n, "has the split size " + std::to_string(v) + " for a dim of " +
+                                std::to_string(s[*axis]));
       total += v;
     }
     if (total != s[*axis] || int64_t(sizes.size()) != n.output_size())
@@ -1349,7 +1386,7 @@ llvm::Error Importer::emit(const onnx::NodeProto &n, const std::vector<const Ent
     }
     Shape outShape(rank);
     for (int64_t d = 0; d < rank; ++d)
-      outShape[d] = (hi[d] - lo[d] + step[d] - 1) / step[d];
+      outShape[d] = hi[d] <= lo[d] ? 0 : 1 + (hi[d] - lo[d] - 1) / step[d];
     if (in[0]->constant) {
       const Const &c = *in[0]->constant;
       Const r;

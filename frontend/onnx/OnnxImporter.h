@@ -53,6 +53,9 @@ struct OnnxImportOptions {
   std::string loss = "loss";
   std::string labels = "labels";
   std::string logits = "logits";
+  /// The most elements a tensor computed while importing (a mask, a shape)
+  /// may hold; initializers may hold 64 times as many.
+  int64_t foldLimit = int64_t(1) << 24;
 };
 
 struct ImportedModel {
