@@ -332,6 +332,11 @@ Value matchAttention(OpBuilder &b, MatmulOp root) {
     scale = sc->second;
     scores = sc->first;
   }
+  if (!(scale > 0) || !std::isfinite(scale))
+    return Value();
+  if (mask && cast<RankedTensorType>(mask.getType()).getElementType() !=
+                  cast<RankedTensorType>(scores.getType()).getElementType())
+    return Value();
   auto qk = scores.getDefiningOp<MatmulOp>();
   if (!qk || qk.getTransposeLhs() || rankOf(qk.getResult()) != 4)
     return Value();

@@ -12,8 +12,8 @@
 // plan line lists them). ctx->step is the training step (dropout masks);
 // ctx->rows the batch's token count where the token dimension is dynamic;
 // a kernel that meets bad data (a label or token id out of range) records
-// it in ctx->error[0..3] = {code, row, value, limit} instead of crashing,
-// and the runtime turns it into a message.
+// it in ctx->error[0..3] = {code, row, value, limit} instead of crashing
+// (the lowest such row), and the runtime turns it into a message.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,9 +39,12 @@ struct MlcKernelCtx {
 
 enum { MLC_ERR_TOKEN_RANGE = 1, MLC_ERR_LABEL_RANGE = 2 };
 
+// The first kernel's report wins and, within it, the lowest bad row,
+// whichever thread meets it first.
 static inline void mlc_report(MlcKernelCtx *ctx, int64_t code, int64_t row,
                               int64_t value, int64_t limit) {
-  if (ctx->error[0] == 0) {
+#pragma omp critical(mlc_report)
+  if (ctx->error[0] == 0 || (ctx->error[0] == code && row < ctx->error[1])) {
     ctx->error[0] = code;
     ctx->error[1] = row;
     ctx->error[2] = value;

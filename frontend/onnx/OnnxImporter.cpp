@@ -1296,6 +1296,8 @@ llvm::Error Importer::emit(const onnx::NodeProto &n, const std::vector<const Ent
       Shape s = S(k);
       if (int64_t(s.size()) != rank)
         return nodeError(n, "joins tensors of different ranks");
+      if (kindOfEntry(*in[k]) != kindOfEntry(*in[0]))
+        return nodeError(n, "joins tensors of different element types");
       for (int64_t d = 0; d < rank; ++d)
         if (d != *axis && s[d] != S(0)[d])
           return nodeError(n, "joins shapes " + shapeText(S(0)) + " and " + shapeText(s));
@@ -1325,7 +1327,7 @@ llvm::Error Importer::emit(const onnx::NodeProto &n, const std::vector<const Ent
     }
     int64_t total = 0;
     for (int64_t v : sizes) {
-      if (v < 0 || v > s[*axis])
+      if (v < 1 || v > s[*axis])
         return nodeError(n, "has the split size " + std::to_string(v) + " for a dim of " +
                                 std::to_string(s[*axis]));
       total += v;
@@ -1476,6 +1478,8 @@ llvm::Error Importer::emit(const onnx::NodeProto &n, const std::vector<const Ent
     if (auto err = floatOperands(1))
       return err;
     int64_t rank = S(0).size();
+    if (rank == 0)
+      return nodeError(n, "needs a tensor of rank >= 1");
     auto axis = normalizeAxis(n, intAttr(n, "axis", opset >= 13 ? -1 : 1), rank);
     if (!axis)
       return axis.takeError();
@@ -1526,9 +1530,14 @@ llvm::Error Importer::emit(const onnx::NodeProto &n, const std::vector<const Ent
   if (op == "LayerNormalization") {
     if (auto err = need(2))
       return err;
-    if (auto err = floatOperands(2))
+    if (auto err = floatOperands(in.size() > 2 && in[2] ? 3 : 2))
       return err;
     Shape s = S(0);
+    if (s.empty())
+      return nodeError(n, "normalizes a scalar");
+    double eps = floatDecimal(floatAttr(n, "epsilon", 1e-5));
+    if (!(eps > 0) || !std::isfinite(eps))
+      return nodeError(n, "epsilon " + std::to_string(eps) + " must be positive");
     auto axis = normalizeAxis(n, intAttr(n, "axis", -1), s.size());
     if (!axis)
       return axis.takeError();
@@ -1549,8 +1558,7 @@ llvm::Error Importer::emit(const onnx::NodeProto &n, const std::vector<const Ent
       zero.f.assign(s.back(), 0.0);
       bias = materialize(zero);
     }
-    return result(b.create<LayerNormOp>(loc, V(0), V(1), bias,
-                                        b.getF64FloatAttr(floatDecimal(floatAttr(n, "epsilon", 1e-5)))));
+    return result(b.create<LayerNormOp>(loc, V(0), V(1), bias, b.getF64FloatAttr(eps)));
   }
   if (op == "Dropout") {
     if (auto err = need(1))
@@ -1607,6 +1615,8 @@ llvm::Error Importer::emit(const onnx::NodeProto &n, const std::vector<const Ent
                               " do not match ([N, C, ...] and [N, ...])");
     if (kindOfEntry(*in[1]) != Kind::Int)
       return nodeError(n, "labels must be integers");
+    if (!isa<FloatType>(cast<RankedTensorType>(scores.getType()).getElementType()))
+      return nodeError(n, "scores must be floating point");
     int64_t classes = s[1];
     if (s.size() > 2) { // [N, C, d...] -> [N * d..., C]
       Shape perm = {0};
