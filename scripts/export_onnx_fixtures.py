@@ -9,6 +9,7 @@ symbolic dims ("batch", "sequence").
 
   python scripts/export_onnx_fixtures.py OUT_DIR
   python scripts/export_onnx_fixtures.py --corpus fuzz/corpus/onnx
+  python scripts/export_onnx_fixtures.py --opset18 test/onnx/Inputs   # onnx >= 1.14
 
 needs transformers 4.38.2 beside PyTorch (the test venv has both). Each
 model's HF config goes beside it as NAME.json, so that tests rebuild the
@@ -90,13 +91,38 @@ FIXTURES = [
     ("bert-mlm-opset17-train", "bert", 17, True, True, 0.1, False),
 ]
 
+# Opset 18 (axes as inputs) from PyTorch 1.13, whose exporter stops at 17:
+# onnx's version converter, which needs onnx >= 1.14 (Debian has 1.12; a
+# venv with `pip install onnx==1.16.2` runs this step).
+OPSET18 = [("bert-mlm-opset14-eval", "bert-mlm-opset18-eval"),
+           ("gpt2-lm-opset17-train", "gpt2-lm-opset18-train")]
+
+
+def convert_to_opset18(out_dir):
+    import shutil
+    import onnx
+    from onnx import version_converter
+    if tuple(int(x) for x in onnx.__version__.split(".")[:2]) < (1, 14):
+        print(f"opset 18 fixtures skipped: onnx {onnx.__version__} < 1.14")
+        return
+    for src, dst in OPSET18:
+        m = version_converter.convert_version(onnx.load(os.path.join(out_dir, src + ".onnx")), 18)
+        onnx.checker.check_model(m)
+        onnx.save(m, os.path.join(out_dir, dst + ".onnx"))
+        shutil.copy(os.path.join(out_dir, src + ".json"), os.path.join(out_dir, dst + ".json"))
+        print(f"{dst}.onnx: converted from {src}")
+
+
 if __name__ == "__main__":
     # --corpus: the same exports of minute models (a few KB), the ONNX fuzz
     # target's seed corpus (fuzz/corpus/onnx).
     corpus = "--corpus" in sys.argv
-    paths = [a for a in sys.argv[1:] if a != "--corpus"]
+    paths = [a for a in sys.argv[1:] if not a.startswith("--")]
     if len(paths) != 1:
         sys.exit(__doc__)
+    if "--opset18" in sys.argv:
+        convert_to_opset18(paths[0])
+        sys.exit(0)
     assert transformers.__version__ == "4.38.2", transformers.__version__
     os.makedirs(paths[0], exist_ok=True)
     if corpus:
@@ -104,6 +130,8 @@ if __name__ == "__main__":
         B, S = 2, 4
     for i, f in enumerate(FIXTURES):
         export(paths[0], *f, seed=100 + i)
+    if not corpus:
+        convert_to_opset18(paths[0])
     if corpus:
         for name in os.listdir(paths[0]):
             if name.endswith(".json"):

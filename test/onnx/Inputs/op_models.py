@@ -1,0 +1,95 @@
+"""Single-operator ONNX models through `mlc run`, against onnxruntime.
+
+Covers operator forms the HF fixtures do not use: opset-18 Split with
+num_outputs and ReduceMean with axes as an input, Gemm's transB/alpha/beta,
+Trilu masks, Expand, Flatten, Relu, LogSoftmax with NegativeLogLikelihoodLoss.
+
+    op_models.py --mlc MLC --work DIR
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--mlc", required=True)
+ap.add_argument("--work", required=True)
+args = ap.parse_args()
+os.makedirs(args.work, exist_ok=True)
+rng = np.random.default_rng(0)
+F = TensorProto.FLOAT
+
+
+def vi(name, shape, t=F):
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+def const(name, array):
+    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(array))
+
+
+MODELS = {
+    "split18": (18, [helper.make_node("Split", ["x"], ["a", "b", "c"], axis=2, num_outputs=3),
+                     helper.make_node("Mul", ["a", "b"], ["ab"]),
+                     helper.make_node("Add", ["ab", "c"], ["y"])],
+                [vi("x", [2, 4, 6])], [vi("y", None)], []),
+    "reducemean18": (18, [const("axes", np.array([-1], np.int64)),
+                          helper.make_node("Mul", ["x", "x"], ["sq"]),
+                          helper.make_node("ReduceMean", ["sq", "axes"], ["m"], keepdims=0),
+                          helper.make_node("Sqrt", ["m"], ["y"])],
+                     [vi("x", [2, 4, 6])], [vi("y", None)], []),
+    "gemm": (17, [helper.make_node("Gemm", ["x2", "w", "c"], ["y"], transB=1, alpha=0.5, beta=2.0)],
+             [vi("x2", [3, 6])], [vi("y", None)],
+             [numpy_helper.from_array(rng.standard_normal((5, 6)).astype(np.float32), "w"),
+              numpy_helper.from_array(rng.standard_normal((5,)).astype(np.float32), "c")]),
+    "trilu": (17, [const("ones", np.ones((4, 4), np.int64)),
+                   helper.make_node("Trilu", ["ones"], ["tri"], upper=0),
+                   helper.make_node("Cast", ["tri"], ["mask"], to=TensorProto.BOOL),
+                   const("low", np.array(-1e4, np.float32)),
+                   helper.make_node("Where", ["mask", "x4", "low"], ["y"])],
+              [vi("x4", [2, 4, 4])], [vi("y", None)], []),
+    "expand_flatten_relu": (17, [const("shape", np.array([3, 2, 4, 6], np.int64)),
+                                 helper.make_node("Expand", ["x", "shape"], ["e"]),
+                                 helper.make_node("Flatten", ["e"], ["f"], axis=2),
+                                 helper.make_node("Relu", ["f"], ["y"])],
+                            [vi("x", [2, 4, 6])], [vi("y", None)], []),
+    "nll": (17, [helper.make_node("LogSoftmax", ["x2"], ["lp"], axis=1),
+                 helper.make_node("NegativeLogLikelihoodLoss", ["lp", "t"], ["y"],
+                                  ignore_index=-100)],
+            [vi("x2", [3, 6]), vi("t", [3], TensorProto.INT64)], [vi("y", None)], []),
+}
+FEEDS = {"x": rng.standard_normal((2, 4, 6)).astype(np.float32),
+         "x2": rng.standard_normal((3, 6)).astype(np.float32),
+         "x4": rng.standard_normal((2, 4, 4)).astype(np.float32),
+         "t": np.array([1, -100, 5], np.int64)}
+
+failures = []
+for name, (opset, nodes, inputs, outputs, inits) in MODELS.items():
+    graph = helper.make_graph(nodes, name, inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    path = os.path.join(args.work, name + ".onnx")
+    onnx.save(model, path)
+    feeds = {i.name: FEEDS[i.name] for i in inputs}
+    ref = ort.InferenceSession(path).run(None, feeds)[0]
+    files = []
+    for k, v in feeds.items():
+        np.save(os.path.join(args.work, k + ".npy"), v)
+        files += ["--input", f"{k}={os.path.join(args.work, k + '.npy')}"]
+    out = os.path.join(args.work, "out-" + name)
+    subprocess.run([args.mlc, "run", path, *files, "--output-dir", out], check=True)
+    got = np.load(os.path.join(out, "y.npy"))
+    diff = float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-30)) \
+        if got.shape == ref.shape else float("inf")
+    print(f"{name} (opset {opset}): shape {list(got.shape)}, max rel diff {diff:.1e}")
+    if not diff <= 1e-5:  # NaN fails too
+        failures.append(f"{name}: mlc {got.shape} vs onnxruntime {ref.shape}, diff {diff}")
+if failures:
+    print("OP MODELS FAILED:\n  " + "\n  ".join(failures))
+    sys.exit(1)
+print("OP MODELS OK")
