@@ -290,7 +290,7 @@ private:
     return intsAttr(n, name);
   }
   llvm::Expected<int64_t> normalizeAxis(const onnx::NodeProto &n, int64_t axis, int64_t rank) {
-    if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+    if (axis < -rank || axis >= rank)
       return nodeError(n, llvm::formatv("axis {0} is out of range for rank {1}", axis, rank).str());
     return axis < 0 ? axis + rank : axis;
   }
@@ -804,8 +804,7 @@ Importer::fold(const onnx::NodeProto &n, const std::vector<const Entry *> &in) {
 
   // Shape and data movement.
   if (op == "Reshape" || op == "Unsqueeze" || op == "Squeeze" || op == "Flatten") {
-    // The result shape is computed by emit's rules; reuse them by shape only.
-    return std::optional<Const>(); // handled below through reshapeTarget
+    return std::optional<Const>(); // emit() computes the shape and keeps constants constant
   }
   if (op == "Concat") {
     if (in.empty())
