@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <sstream>
 
 namespace mlc::rt {
 
@@ -28,7 +29,7 @@ const InputInfo *gptTokenInput(const Package &pkg) {
       ids = &in;
     else if (in.name != "labels")
       fail("--data feeds input_ids and labels only; this model also needs '" + in.name +
-           "' (use --batches)");
+           "' (use --batches, or --bind " + in.name + "=ROLE)");
   }
   if (!ids || ids->shape.size() != 2)
     fail("--data needs a model with input_ids [batch, seq]");
@@ -253,7 +254,71 @@ bool isBert(const Package &pkg) {
 
 } // namespace
 
+/// The model's inputs under the --data roles that --bind gives them (a model
+/// input not named is its own role).
+std::map<std::string, std::string> parseBind(const Package &pkg, const std::string &spec) {
+  static const std::map<std::string, std::string> roles = {
+      {"tokens", "input_ids"},           {"input_ids", "input_ids"},
+      {"labels", "labels"},              {"token_type_ids", "token_type_ids"},
+      {"attention_mask", "attention_mask"}, {"position_ids", "position_ids"},
+      {"cu_seqlens", "cu_seqlens"}};
+  std::map<std::string, std::string> roleOf;
+  for (const InputInfo &in : pkg.inputs)
+    roleOf[in.name] = in.name;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty())
+      continue;
+    size_t eq = item.find('=');
+    std::string name = item.substr(0, eq), role = eq == std::string::npos ? "" : item.substr(eq + 1);
+    if (eq == std::string::npos || !roleOf.count(name)) {
+      std::string names;
+      for (const InputInfo &in : pkg.inputs)
+        names += (names.empty() ? "" : ", ") + in.name;
+      fail("--bind '" + item + "': expected INPUT=ROLE with INPUT one of the model's inputs (" +
+           names + ")");
+    }
+    auto r = roles.find(role);
+    if (r == roles.end())
+      fail("--bind '" + item + "': unknown role '" + role +
+           "' (tokens, input_ids, labels, token_type_ids, attention_mask, position_ids, "
+           "cu_seqlens)");
+    roleOf[name] = r->second;
+  }
+  return roleOf;
+}
+
 BatchSources openBatchSources(const Package &pkg, const TrainOptions &o) {
+  if (!o.bind.empty()) {
+    if (o.data.empty())
+      fail("--bind maps --data fields to model inputs; --batches files are named by input");
+    // The sources see the inputs under their roles; their batches go back
+    // to the model's names.
+    std::map<std::string, std::string> roleOf = parseBind(pkg, o.bind);
+    Package renamed;
+    renamed.dir = pkg.dir;
+    renamed.tokenCapacity = pkg.tokenCapacity;
+    renamed.inputs = pkg.inputs;
+    for (InputInfo &in : renamed.inputs)
+      in.name = roleOf.at(in.name);
+    TrainOptions plain = o;
+    plain.bind.clear();
+    BatchSources inner = openBatchSources(renamed, plain);
+    auto wrap = [roleOf](BatchFn fn) -> BatchFn {
+      if (!fn)
+        return fn;
+      return [fn, roleOf](const InputInfo &in, int64_t t) {
+        InputInfo role = in;
+        role.name = roleOf.at(in.name);
+        return fn(role, t);
+      };
+    };
+    inner.train = wrap(inner.train);
+    inner.validation = wrap(inner.validation);
+    inner.test = wrap(inner.test);
+    return inner;
+  }
   BatchSources s;
   if (!o.batchesDir.empty()) {
     s.train = batchesFromDirectory(pkg, o.batchesDir, o.steps);

@@ -92,6 +92,11 @@ const std::vector<TrainFlag> &trainFlags() {
         string("data", "data", "Indexed dataset PREFIX (PREFIX.bin/.idx from mlc preprocess or "
                                "Megatron), a blend \"W1 P1 W2 P2\", or a plain file read as bytes",
                &TrainOptions::data),
+        string("bind", "name=role,...",
+               "Which --data field feeds each model input when the names differ: tokens "
+               "(GPT samples; input_ids and labels by default), or BERT's input_ids, "
+               "token_type_ids, attention_mask, labels",
+               &TrainOptions::bind),
         string("split", "weights", "Train/validation/test weights over documents",
                &TrainOptions::split),
         string("vocab-file", "file", "BERT on --data: the WordPiece vocab.txt of the dataset "

@@ -28,6 +28,7 @@ struct TrainOptions {
   std::string save;       // safetensors written at the end
   std::string batchesDir; // NAME.npy per input, leading dim = step
   std::string data;       // indexed dataset PREFIX, a blend "W1 P1 W2 P2", or a token file
+  std::string bind;       // NAME=ROLE,... : which --data field feeds each model input
   std::string split = "969,30,1"; // Megatron's train/validation/test split
   std::string vocabFile;          // BERT data: the WordPiece vocab.txt (special ids)
   int64_t evalInterval = 0, evalIters = 10; // validation loss every N steps
