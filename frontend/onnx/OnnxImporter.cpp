@@ -32,6 +32,7 @@
 #include <numeric>
 #include <optional>
 #include <set>
+#include <type_traits>
 
 using namespace mlir;
 
@@ -55,6 +56,43 @@ int64_t toInt(double v) {
   if (v <= -9.2e18)
     return std::numeric_limits<int64_t>::min();
   return int64_t(v);
+}
+
+/// One binary op of the folder on two numbers. Integers wrap (two's
+/// complement) and divide toward zero (the caller rules out x / 0).
+template <typename T>
+T binaryOp(const std::string &op, T x, T y) {
+  constexpr bool integral = std::is_integral_v<T>;
+  auto wrap = [](uint64_t v) { return T(int64_t(v)); };
+  if (op == "Add")
+    return integral ? wrap(uint64_t(x) + uint64_t(y)) : T(x + y);
+  if (op == "Sub")
+    return integral ? wrap(uint64_t(x) - uint64_t(y)) : T(x - y);
+  if (op == "Mul")
+    return integral ? wrap(uint64_t(x) * uint64_t(y)) : T(x * y);
+  if (op == "Div")
+    return x / y;
+  if (op == "Pow")
+    return integral ? T(toInt(std::pow(double(x), double(y)))) : T(std::pow(x, y));
+  if (op == "Max")
+    return std::max(x, y);
+  if (op == "Min")
+    return std::min(x, y);
+  if (op == "Equal")
+    return x == y;
+  if (op == "Less")
+    return x < y;
+  if (op == "Greater")
+    return x > y;
+  if (op == "LessOrEqual")
+    return x <= y;
+  if (op == "GreaterOrEqual")
+    return x >= y;
+  if (op == "And")
+    return x != 0 && y != 0;
+  if (op == "Or")
+    return x != 0 || y != 0;
+  return 0;
 }
 
 /// A tensor known while importing. Floats in `f`, integers and booleans in `i`.
@@ -671,69 +709,11 @@ Importer::fold(const onnx::NodeProto &n, const std::vector<const Entry *> &in) {
       int64_t ia = broadcastIndex(k, *s, C(0).shape), ib = broadcastIndex(k, *s, C(1).shape);
       if (ints && C(1).kind != Kind::Float) {
         int64_t x = C(0).intAt(ia), y = C(1).intAt(ib);
-        int64_t v = 0;
-        if (op == "Add")
-          v = int64_t(uint64_t(x) + uint64_t(y));
-        else if (op == "Sub")
-          v = int64_t(uint64_t(x) - uint64_t(y));
-        else if (op == "Mul")
-          v = int64_t(uint64_t(x) * uint64_t(y));
-        else if (op == "Div") {
-          if (y == 0 || (x == std::numeric_limits<int64_t>::min() && y == -1))
-            return nodeError(n, "divides integers by zero");
-          v = x / y;
-        } else if (op == "Pow")
-          v = toInt(std::pow(double(x), double(y)));
-        else if (op == "Max")
-          v = std::max(x, y);
-        else if (op == "Min")
-          v = std::min(x, y);
-        else if (op == "Equal")
-          v = x == y;
-        else if (op == "Less")
-          v = x < y;
-        else if (op == "Greater")
-          v = x > y;
-        else if (op == "LessOrEqual")
-          v = x <= y;
-        else if (op == "GreaterOrEqual")
-          v = x >= y;
-        else if (op == "And")
-          v = x && y;
-        else if (op == "Or")
-          v = x || y;
-        r.i[k] = v;
+        if (op == "Div" && (y == 0 || (x == std::numeric_limits<int64_t>::min() && y == -1)))
+          return nodeError(n, "divides integers by zero");
+        r.i[k] = binaryOp(op, x, y);
       } else {
-        double x = C(0).at(ia), y = C(1).at(ib), v = 0;
-        if (op == "Add")
-          v = x + y;
-        else if (op == "Sub")
-          v = x - y;
-        else if (op == "Mul")
-          v = x * y;
-        else if (op == "Div")
-          v = x / y;
-        else if (op == "Pow")
-          v = std::pow(x, y);
-        else if (op == "Max")
-          v = std::max(x, y);
-        else if (op == "Min")
-          v = std::min(x, y);
-        else if (op == "Equal")
-          v = x == y;
-        else if (op == "Less")
-          v = x < y;
-        else if (op == "Greater")
-          v = x > y;
-        else if (op == "LessOrEqual")
-          v = x <= y;
-        else if (op == "GreaterOrEqual")
-          v = x >= y;
-        else if (op == "And")
-          v = x != 0 && y != 0;
-        else if (op == "Or")
-          v = x != 0 || y != 0;
-        r.set(k, v);
+        r.set(k, binaryOp(op, C(0).at(ia), C(1).at(ib)));
       }
     }
     // Float results are rounded to the model's float type, as a kernel would.
