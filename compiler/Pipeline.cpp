@@ -52,9 +52,16 @@ llvm::Error runPipeline(ModuleOp module, bool training, bool fuse) {
   return llvm::Error::success();
 }
 
-llvm::Error lowerToPlanPipeline(ModuleOp module) {
+llvm::Error lowerToPlanPipeline(ModuleOp module, const DataParallelOptions &dp) {
   PassManager pm(module.getContext());
   pm.addPass(createMlcLowerToPlan());
+  if (dp.ranks > 1) {
+    MlcBucketGradientsOptions o;
+    o.ranks = dp.ranks;
+    o.capMb = dp.bucketCapMb;
+    o.firstBucketMb = dp.firstBucketMb;
+    pm.addPass(createMlcBucketGradients(o));
+  }
   pm.addPass(createMlcPlanMemory());
   std::string diagnostics;
   llvm::raw_string_ostream os(diagnostics);
@@ -68,8 +75,8 @@ llvm::Error lowerToPlanPipeline(ModuleOp module) {
   return llvm::Error::success();
 }
 
-llvm::Expected<LoweredPackage> lowerModule(ModuleOp module) {
-  if (auto err = lowerToPlanPipeline(module))
+llvm::Expected<LoweredPackage> lowerModule(ModuleOp module, const DataParallelOptions &dp) {
+  if (auto err = lowerToPlanPipeline(module, dp))
     return std::move(err);
   return serializePlan(module);
 }
@@ -82,7 +89,7 @@ llvm::Expected<LoweredPackage> writePackage(ModuleOp module, const std::string &
     llvm::raw_string_ostream os(graph);
     module->print(os);
   }
-  auto lowered = lowerModule(module);
+  auto lowered = lowerModule(module, d.dataParallel);
   if (!lowered)
     return lowered.takeError();
   if (auto ec = llvm::sys::fs::create_directories(dir))
@@ -103,6 +110,7 @@ llvm::Expected<LoweredPackage> writePackage(ModuleOp module, const std::string &
                                                               d.options.dtype,
                                                               d.options.microBatch,
                                                               d.options.seqLen)) +
+                         ",\n  \"ranks\": " + std::to_string(d.dataParallel.ranks) +
                          ",\n  \"kernels\": {";
   bool first = true;
   for (auto &[fn, c] : lowered->counts) {

@@ -35,13 +35,21 @@ struct LoweredPackage {
   std::map<std::string, Counts> counts;
 };
 
-/// Runs mlc-lower-to-plan and mlc-plan-memory on the module (in place: the
-/// graph functions become the plan dialect).
-llvm::Error lowerToPlanPipeline(mlir::ModuleOp module);
+/// Data parallelism: the ranks a package runs on and its gradient buckets
+/// (mlc-bucket-gradients; nothing is inserted for one rank).
+struct DataParallelOptions {
+  int64_t ranks = 1;
+  double bucketCapMb = 25, firstBucketMb = 1;
+};
+
+/// Runs mlc-lower-to-plan, mlc-bucket-gradients and mlc-plan-memory on the
+/// module (in place: the graph functions become the plan dialect).
+llvm::Error lowerToPlanPipeline(mlir::ModuleOp module, const DataParallelOptions &dp = {});
 /// Serializes a module in the plan dialect (PlanWriter.cpp).
 llvm::Expected<LoweredPackage> serializePlan(mlir::ModuleOp module);
 /// Both: the module is consumed.
-llvm::Expected<LoweredPackage> lowerModule(mlir::ModuleOp module);
+llvm::Expected<LoweredPackage> lowerModule(mlir::ModuleOp module,
+                                           const DataParallelOptions &dp = {});
 
 struct PackageDescription {
   std::string family; // gpt2 | bert | onnx
@@ -50,6 +58,7 @@ struct PackageDescription {
   /// Initial values of the parameters marked mlc.init = "package" (an
   /// imported model's initializers): written as weights.safetensors.
   std::vector<std::pair<std::string, rt::HostTensor>> weights;
+  DataParallelOptions dataParallel;
 };
 
 /// Lowers the module and writes the package directory (manifest.json,

@@ -137,6 +137,14 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
           s.lhsStrides.assign(gemm.getLhsStrides().begin(), gemm.getLhsStrides().end());
           s.rhsStrides.assign(gemm.getRhsStrides().begin(), gemm.getRhsStrides().end());
           ++counts.gemms;
+        } else if (auto start = dyn_cast<plan::AllReduceStartOp>(inner)) {
+          s.kind = rt::StepDecl::AllReduceStart;
+          s.tag = start.getTag();
+          s.offset = start.getOffset();
+          s.count = start.getCount();
+        } else if (auto wait = dyn_cast<plan::AllReduceWaitOp>(inner)) {
+          s.kind = rt::StepDecl::AllReduceWait;
+          s.tag = wait.getTag();
         } else if (auto o = dyn_cast<plan::OutputOp>(inner)) {
           f.outputs.push_back({o.getName().str(), ids.lookup(o.getBuffer()),
                                std::vector<int64_t>(o.getShape().begin(), o.getShape().end())});

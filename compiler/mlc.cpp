@@ -119,6 +119,21 @@ cl::list<std::string> dimSpecs("dim",
                                cl::sub(compileCmd), cl::sub(trainCmd), cl::sub(runCmd),
                                cl::sub(importCmd), cl::cat(category));
 
+// Data parallelism (mlc-bucket-gradients)
+cl::opt<int64_t> ranksFlag("ranks",
+                           cl::desc("Data-parallel ranks the package runs on: their "
+                                    "gradients are summed in buckets that overlap backward"),
+                           cl::init(1), cl::sub(compileCmd), cl::sub(trainCmd),
+                           cl::cat(category));
+cl::opt<double> bucketCapMb("bucket-cap-mb", cl::desc("Gradient bucket size cap in MB"),
+                            cl::init(25.0), cl::sub(compileCmd), cl::sub(trainCmd),
+                            cl::cat(category));
+cl::opt<double> firstBucketMb("first-bucket-mb",
+                              cl::desc("Cap of the first gradient bucket in MB (it starts "
+                                       "earliest)"),
+                              cl::init(1.0), cl::sub(compileCmd), cl::sub(trainCmd),
+                              cl::cat(category));
+
 // compile
 enum class Emit { Package, Graph, Mlir, Plan, Kernels };
 cl::opt<Emit> emit(
@@ -377,6 +392,20 @@ Expected<Graph> buildGraph(mlir::MLIRContext &ctx, int64_t layers = 0) {
   return std::move(g);
 }
 
+Expected<mlc::DataParallelOptions> dataParallelOptions() {
+  mlc::DataParallelOptions dp;
+  if (ranksFlag < 1 || ranksFlag > 65536)
+    return createStringError(inconvertibleErrorCode(),
+                             "--ranks must be in [1, 65536], got " + std::to_string(ranksFlag));
+  if (!(bucketCapMb > 0) || !(firstBucketMb > 0))
+    return createStringError(inconvertibleErrorCode(),
+                             "--bucket-cap-mb and --first-bucket-mb must be positive");
+  dp.ranks = ranksFlag;
+  dp.bucketCapMb = bucketCapMb;
+  dp.firstBucketMb = firstBucketMb;
+  return dp;
+}
+
 /// Builds MODEL's graph and runs the pipeline.
 Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t layers = 0,
                              std::optional<bool> fused = std::nullopt) {
@@ -397,6 +426,10 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
   }
   if (auto err = mlc::runPipeline(*g->module, training, fused.value_or(fuse && !noFuse)))
     return std::move(err);
+  auto dp = dataParallelOptions();
+  if (!dp)
+    return dp.takeError();
+  g->description.dataParallel = *dp;
   return g;
 }
 
@@ -508,7 +541,7 @@ int runCompile() {
     return writeText(text + "\n");
   }
   if (emit == Emit::Plan) {
-    if (auto err = mlc::lowerToPlanPipeline(module))
+    if (auto err = mlc::lowerToPlanPipeline(module, g->description.dataParallel))
       return fail(toString(std::move(err)));
     std::string text;
     raw_string_ostream os(text);
@@ -516,7 +549,7 @@ int runCompile() {
     return writeText(text + "\n");
   }
   if (emit == Emit::Kernels) {
-    auto lowered = mlc::lowerModule(module);
+    auto lowered = mlc::lowerModule(module, g->description.dataParallel);
     if (!lowered)
       return fail(toString(lowered.takeError()));
     return writeText(lowered->kernelsCpp);
@@ -628,6 +661,9 @@ Expected<std::string> packageFor(bool training) {
     } catch (const mlc::rt::Error &e) {
       return createStringError(inconvertibleErrorCode(), e.what());
     }
+    const mlc::DataParallelOptions &dp = g->description.dataParallel;
+    text += formatv("\nranks {0} buckets {1} {2}", dp.ranks, dp.bucketCapMb, dp.firstBucketMb)
+                .str();
     dir = root + "/packages/" + sys::path::filename(model).str() + "-" +
           mlc::contentHash(text + std::string(dtype));
   }

@@ -192,6 +192,34 @@ def MlcLowerToPlan : Pass<"mlc-lower-to-plan", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlc::plan::PlanDialect"];
 }
 
+def MlcBucketGradients : Pass<"mlc-bucket-gradients", "mlir::ModuleOp"> {
+  let summary = "Sums @train_step's gradients over data-parallel ranks in buckets "
+                "that overlap backward";
+  let description = [{
+    On a plan module compiled for `ranks` > 1: groups the gradients into
+    buckets, contiguous slices of the flat gradient buffer taken in its
+    layout order (the order backward finishes them), the first up to
+    `first-bucket-mb` MB and the others up to `cap-mb` MB (a larger
+    parameter is a bucket of its own). Each bucket's
+    `plan.all_reduce_start` goes right after the last step of
+    `@train_step` that reads or writes any of its gradients (a tied
+    weight's gradient is complete only after its last use); the
+    `plan.all_reduce_wait`s go at the end of `@train_step`, as late as
+    possible: the summed gradients are first read by `@grad_norm` and
+    `@optimizer`. With one rank (the default) nothing changes.
+  }];
+  let options = [
+    Option<"ranks", "ranks", "int64_t", "1", "Data-parallel ranks the package runs on">,
+    Option<"capMb", "cap-mb", "double", "25.0", "Bucket size cap in MB (1e6 bytes)">,
+    Option<"firstBucketMb", "first-bucket-mb", "double", "1.0",
+           "Cap of the first bucket, which starts earliest">
+  ];
+  let statistics = [
+    Statistic<"numBuckets", "buckets", "Gradient buckets">
+  ];
+  let dependentDialects = ["::mlc::plan::PlanDialect"];
+}
+
 def MlcPlanMemory : Pass<"mlc-plan-memory", "mlir::ModuleOp"> {
   let summary = "Places each plan function's arena slices by liveness";
   let description = [{

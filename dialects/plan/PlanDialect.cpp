@@ -16,6 +16,8 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <set>
+
 using namespace mlir;
 
 #include "dialects/plan/PlanDialect.cpp.inc"
@@ -133,10 +135,23 @@ RegionKind FuncOp::getRegionKind(unsigned) { return RegionKind::SSACFG; }
 
 LogicalResult FuncOp::verifyRegions() {
   llvm::StringSet<> outputs;
+  std::set<int64_t> started, waited;
   for (Operation &op : getBody().front()) {
-    if (!isa<BindOp, ArenaOp, ViewOp, LaunchOp, GemmOp, OutputOp>(op))
+    if (!isa<BindOp, ArenaOp, ViewOp, LaunchOp, GemmOp, OutputOp, AllReduceStartOp,
+             AllReduceWaitOp>(op))
       return op.emitOpError("is not allowed in a plan.func (bind, arena, view, launch, "
-                            "gemm and output are)");
+                            "gemm, all_reduce_start, all_reduce_wait and output are)");
+    // Each all-reduce starts once and is waited for once, after its start.
+    if (auto start = dyn_cast<AllReduceStartOp>(op)) {
+      if (!started.insert(start.getTag()).second)
+        return start.emitOpError("tag ") << start.getTag() << " is started twice";
+    } else if (auto wait = dyn_cast<AllReduceWaitOp>(op)) {
+      if (!started.count(wait.getTag()))
+        return wait.emitOpError("waits for tag ") << wait.getTag() << ", which no earlier "
+                                                   "plan.all_reduce_start started";
+      if (!waited.insert(wait.getTag()).second)
+        return wait.emitOpError("tag ") << wait.getTag() << " is waited for twice";
+    }
     if (auto out = dyn_cast<OutputOp>(op))
       if (!outputs.insert(out.getName()).second)
         return out.emitOpError("output '") << out.getName() << "' is returned twice";
@@ -150,6 +165,9 @@ LogicalResult FuncOp::verifyRegions() {
                << ") lies outside the function's arena of " << getArenaBytes() << " bytes";
     }
   }
+  for (int64_t tag : started)
+    if (!waited.count(tag))
+      return emitOpError("all-reduce tag ") << tag << " is started but never waited for";
   // Aliasing: placed arena slices that are live at the same time must not
   // share bytes.
   auto ranges = liveRanges(*this);
@@ -301,6 +319,19 @@ LogicalResult GemmOp::verify() {
     if ((root && root == outRoot) || in == getOut())
       return emitOpError("GEMM output must not alias an operand");
   }
+  return success();
+}
+
+LogicalResult AllReduceStartOp::verify() {
+  auto bind = getBuffer().getDefiningOp<BindOp>();
+  if (!bind || bind.getKind() != BufferKind::grad || bind.getName() != "*")
+    return emitOpError("reduces the whole gradient buffer (plan.bind grad \"*\")");
+  int64_t n = cast<MemRefType>(getBuffer().getType()).getNumElements();
+  if (getOffset() < 0 || getCount() < 1 || getOffset() > n - getCount())
+    return emitOpError("slice [") << getOffset() << ", " << getOffset() + getCount()
+                                  << ") is not inside the " << n << " gradients";
+  if (getTag() < 0)
+    return emitOpError("tag must be >= 0");
   return success();
 }
 

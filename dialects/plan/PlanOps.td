@@ -230,6 +230,35 @@ def Plan_GemmOp : Plan_Op<"gemm"> {
   let hasVerifier = 1;
 }
 
+def Plan_AllReduceStartOp : Plan_Op<"all_reduce_start"> {
+  let summary = "starts summing a slice of the gradients over the data-parallel ranks";
+  let description = [{
+    An asynchronous in-place sum over the ranks of `count` elements at
+    element `offset` of the whole gradient buffer (`plan.bind grad "*"`),
+    one bucket of `mlc-bucket-gradients`. It runs while the steps after it
+    compute; the `plan.all_reduce_wait` of the same `tag` (later in the same
+    function) blocks until the sum has arrived. With one rank both do
+    nothing.
+
+    ```mlir
+    %g = plan.bind grad "*" : memref<120576xf32>
+    plan.all_reduce_start %g [102400, 18176] tag 0 : memref<120576xf32>
+    ...
+    plan.all_reduce_wait tag 0
+    ```
+  }];
+  let arguments = (ins Plan_Buffer:$buffer, Plan_I64Attr:$offset, Plan_I64Attr:$count,
+                       Plan_I64Attr:$tag);
+  let assemblyFormat = "$buffer `[` $offset `,` $count `]` `tag` $tag attr-dict `:` type($buffer)";
+  let hasVerifier = 1;
+}
+
+def Plan_AllReduceWaitOp : Plan_Op<"all_reduce_wait"> {
+  let summary = "waits for the all-reduce started with the same tag";
+  let arguments = (ins Plan_I64Attr:$tag);
+  let assemblyFormat = "`tag` $tag attr-dict";
+}
+
 def Plan_OutputOp : Plan_Op<"output"> {
   let summary = "a named result of the function; -1 marks the token dimension";
   let arguments = (ins StrAttr:$name, Plan_Buffer:$buffer, DenseI64ArrayAttr:$shape);

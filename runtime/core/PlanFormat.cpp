@@ -4,6 +4,7 @@
 #include "runtime/core/Error.h"
 #include "runtime/core/TensorIO.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -115,6 +116,10 @@ std::string writePlan(const PlanData &plan) {
     for (const StepDecl &s : fn.steps) {
       if (s.kind == StepDecl::Kernel) {
         os << "kernel " << s.kernel;
+      } else if (s.kind == StepDecl::AllReduceStart) {
+        os << "allreduce_start " << s.tag << " " << s.offset << " " << s.count;
+      } else if (s.kind == StepDecl::AllReduceWait) {
+        os << "allreduce_wait " << s.tag;
       } else {
         auto extent = [](int64_t v) { return v < 0 ? std::string("T") : std::to_string(v); };
         os << "gemm " << s.transA << " " << s.transB << " " << extent(s.m) << " " << s.n << " "
@@ -354,12 +359,49 @@ PlanData parsePlan(const std::string &text, const std::string &path) {
       if (s.buffers.size() != 3)
         bad("gemm needs 3 buffers");
       fn->steps.push_back(s);
+    } else if (word == "allreduce_start" || word == "allreduce_wait") {
+      StepDecl s;
+      s.kind = word == "allreduce_wait" ? StepDecl::AllReduceWait : StepDecl::AllReduceStart;
+      if (!(ls >> s.tag) || s.tag < 0)
+        bad("malformed " + word + " line (a tag >= 0 first)");
+      bool started = false, waited = false;
+      for (const StepDecl &e : fn->steps)
+        if (e.tag == s.tag) {
+          started |= e.kind == StepDecl::AllReduceStart;
+          waited |= e.kind == StepDecl::AllReduceWait;
+        }
+      if (s.kind == StepDecl::AllReduceWait) {
+        if (!started || waited)
+          bad("allreduce_wait " + std::to_string(s.tag) +
+              (waited ? " waits twice" : " has no allreduce_start before it"));
+      } else {
+        std::string tok;
+        if (!(ls >> s.offset >> s.count >> tok) || s.offset < 0 || s.count < 1)
+          bad("malformed allreduce_start line (TAG OFFSET COUNT %GRADS)");
+        if (started)
+          bad("allreduce_start " + std::to_string(s.tag) + " starts a tag twice");
+        s.buffers.push_back(bufferId(tok));
+        const BufferDecl &g = fn->buffers[s.buffers[0]];
+        if (g.kind != BufferDecl::Grad || g.name != "*")
+          bad("allreduce_start reduces the whole gradient buffer (grad *)");
+        if (s.offset > paramCount - s.count)
+          bad("allreduce_start slice [" + std::to_string(s.offset) + ", +" +
+              std::to_string(s.count) + ") lies outside the " + std::to_string(paramCount) +
+              " gradients");
+      }
+      fn->steps.push_back(s);
     } else if (word == "output") {
       std::string name, id, s;
       if (!(ls >> name >> id >> s))
         bad("malformed output line");
       fn->outputs.push_back({name, bufferId(id), shape(s)});
     } else if (word == "end") {
+      for (const StepDecl &a : fn->steps)
+        if (a.kind == StepDecl::AllReduceStart &&
+            std::none_of(fn->steps.begin(), fn->steps.end(), [&](const StepDecl &w) {
+              return w.kind == StepDecl::AllReduceWait && w.tag == a.tag;
+            }))
+          bad("allreduce_start " + std::to_string(a.tag) + " is never waited for");
       fn = nullptr;
     } else {
       bad("unknown directive '" + word + "'");

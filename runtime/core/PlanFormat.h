@@ -22,6 +22,10 @@
 //       | alias %ID BYTE_OFFSET DTYPE NUMEL  a view inside another buffer
 //   kernel NAME %ID...                   outputs first, then inputs
 //   gemm TA TB M N K NB DIMS.. LSTRIDES.. RSTRIDES.. %OUT %LHS %RHS
+//   allreduce_start TAG OFFSET COUNT %GRADS  sum COUNT gradients at element
+//                                        OFFSET over the ranks (async); %GRADS
+//                                        is the whole gradient buffer
+//   allreduce_wait TAG                   until that sum has arrived
 //   output NAME %ID SHAPE
 //   end
 //
@@ -68,7 +72,9 @@ struct BufferDecl {
 };
 
 struct StepDecl {
-  enum Kind { Kernel, Gemm } kind;
+  enum Kind { Kernel, Gemm, AllReduceStart, AllReduceWait } kind;
+  /// AllReduceStart/Wait: the tag; the slice is [offset, offset + count).
+  int64_t tag = 0, offset = 0, count = 0;
   std::string kernel;
   std::vector<int> buffers;
   bool transA = false, transB = false;

@@ -271,3 +271,50 @@ plan.func "optimizer" arena 0 {
   // expected-error @+1 {{the whole flat buffer holds 15 x 'f32', the buffer 'memref<12xf32>'}}
   %m = plan.bind moment1 "*" : memref<12xf32>
 }
+
+// -----
+
+plan.param "w" : f32 [4] init "zeros"
+plan.func "train_step" arena 0 {
+  %p = plan.bind param "*" : memref<4xf32>
+  // expected-error @+1 {{reduces the whole gradient buffer (plan.bind grad "*")}}
+  plan.all_reduce_start %p [0, 4] tag 0 : memref<4xf32>
+  plan.all_reduce_wait tag 0
+}
+
+// -----
+
+plan.param "w" : f32 [4] init "zeros"
+plan.func "train_step" arena 0 {
+  %g = plan.bind grad "*" : memref<4xf32>
+  // expected-error @+1 {{slice [2, 6) is not inside the 4 gradients}}
+  plan.all_reduce_start %g [2, 4] tag 0 : memref<4xf32>
+  plan.all_reduce_wait tag 0
+}
+
+// -----
+
+plan.param "w" : f32 [4] init "zeros"
+plan.func "train_step" arena 0 {
+  %g = plan.bind grad "*" : memref<4xf32>
+  plan.all_reduce_start %g [0, 4] tag 0 : memref<4xf32>
+  // expected-error @+1 {{tag 0 is started twice}}
+  plan.all_reduce_start %g [0, 4] tag 0 : memref<4xf32>
+  plan.all_reduce_wait tag 0
+}
+
+// -----
+
+plan.func "train_step" arena 0 {
+  // expected-error @+1 {{waits for tag 3, which no earlier plan.all_reduce_start started}}
+  plan.all_reduce_wait tag 3
+}
+
+// -----
+
+plan.param "w" : f32 [4] init "zeros"
+// expected-error @+1 {{all-reduce tag 0 is started but never waited for}}
+plan.func "train_step" arena 0 {
+  %g = plan.bind grad "*" : memref<4xf32>
+  plan.all_reduce_start %g [0, 4] tag 0 : memref<4xf32>
+}

@@ -66,9 +66,9 @@ CpuBackend::CpuBackend(const Package &pkg, bool verbose) : Backend(pkg) {
       for (int id : s.buffers)
         args.push_back(b.pointers[id]);
       b.args.push_back(args);
-      if (s.kind == StepDecl::Gemm) {
+      if (s.kind != StepDecl::Kernel) {
         b.calls.push_back(nullptr);
-        b.labels.push_back("gemm");
+        b.labels.push_back(s.kind == StepDecl::Gemm ? "gemm" : "all-reduce");
         continue;
       }
       void *sym = dlsym(library_, s.kernel.c_str());
@@ -275,10 +275,15 @@ void CpuBackend::run(const std::string &function, int64_t step) {
     Clock::time_point t0;
     if (profile.enabled)
       t0 = Clock::now();
+    const StepDecl &s = fn.steps[i];
     if (b.calls[i])
       b.calls[i](b.args[i].data(), &ctx);
+    else if (s.kind == StepDecl::Gemm)
+      gemm(s, b.args[i][0], b.args[i][1], b.args[i][2], elementSize_, rows_);
+    else if (s.kind == StepDecl::AllReduceStart)
+      allReduceStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));
     else
-      gemm(fn.steps[i], b.args[i][0], b.args[i][1], b.args[i][2], elementSize_, rows_);
+      allReduceWait(int(s.tag));
     if (profile.enabled) {
       double dt = std::chrono::duration<double>(Clock::now() - t0).count();
       (b.calls[i] ? profile.kernelSeconds : profile.gemmSeconds) += dt;
