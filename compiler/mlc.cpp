@@ -15,6 +15,7 @@
 #include "frontend/onnx/OnnxImporter.h"
 #include "runtime/data/Balance.h"
 #include "runtime/backend/Backend.h"
+#include "runtime/backend/Comm.h"
 #include "runtime/backend/KernelCache.h"
 #include "runtime/data/GptDataset.h"
 #include "runtime/data/IndexedDataset.h"
@@ -565,6 +566,10 @@ int runCompile() {
   return 0;
 }
 
+/// Under mpirun: the world, and the rank that errors are prefixed with.
+std::shared_ptr<mlc::rt::Communicator> world;
+int worldRanks() { return world ? world->size() : 1; }
+
 /// `mlc run` and `mlc train --batches` compile for the arrays they are given:
 /// the micro-batch and sequence length come from input_ids ([B, S] for run,
 /// [steps, B, S] for a batches directory; unpadded BERT: B from cu_seqlens).
@@ -599,6 +604,15 @@ Error takeBatchShapeFromInputs(bool training) {
   }
   if (training && !shape.empty())
     shape.erase(shape.begin()); // the leading dimension is the step
+  // Data parallelism: each rank takes an even share of every step's rows.
+  if (training && worldRanks() > 1 && shape.size() == 2 && !varlen) {
+    if (shape[0] % worldRanks() != 0)
+      return createStringError(inconvertibleErrorCode(),
+                               ids->second + ": " + std::to_string(shape[0]) +
+                                   " rows per step do not split evenly over " +
+                                   std::to_string(worldRanks()) + " ranks");
+    shape[0] /= worldRanks();
+  }
   int64_t b = -1, s = -1;
   if (varlen) {
     auto cu = files.find("cu_seqlens");
@@ -666,6 +680,10 @@ Expected<std::string> packageFor(bool training) {
                 .str();
     dir = root + "/packages/" + sys::path::filename(model).str() + "-" +
           mlc::contentHash(text + std::string(dtype));
+    // The key covers everything the package holds: one written whole (its
+    // manifest goes last) is reused, by another rank too.
+    if (isPackage(dir))
+      return dir;
   }
   auto lowered = mlc::writePackage(*g->module, dir, g->description);
   if (!lowered)
@@ -678,22 +696,55 @@ int runTrain() {
   try {
     o = trainOptions();
     mlc::rt::validate(o);
+    world = mlc::rt::openWorld(o.commTimeout);
   } catch (const mlc::rt::Error &e) {
     return fail(e.what());
   }
+  // An error on one rank ends the run on all of them, at once.
+  auto failAll = [&](const Twine &msg) {
+    if (worldRanks() == 1)
+      return fail(msg);
+    fail("rank " + Twine(world->rank()) + ": " + msg);
+    errs().flush();
+    world->abort(1);
+    return 1;
+  };
+  if (worldRanks() > 1) {
+    if (ranksFlag.getNumOccurrences() && ranksFlag != worldRanks())
+      return failAll("--ranks " + Twine(int64_t(ranksFlag)) + " but mpirun started " +
+                     Twine(worldRanks()) + " ranks");
+    ranksFlag = worldRanks();
+  }
   if (auto err = takeBatchShapeFromInputs(/*training=*/true))
-    return fail(toString(std::move(err)));
-  auto dir = packageFor(/*training=*/true);
+    return failAll(toString(std::move(err)));
+  // Rank 0 compiles (or finds the package in the cache) before the others
+  // look for it there.
+  Expected<std::string> dir = std::string();
+  try {
+    if (world && world->rank() != 0)
+      world->barrier();
+    dir = packageFor(/*training=*/true);
+    if (world && world->rank() == 0)
+      world->barrier();
+  } catch (const mlc::rt::Error &e) {
+    return failAll(e.what());
+  }
   if (!dir)
-    return fail(toString(dir.takeError()));
+    return failAll(toString(dir.takeError()));
   try {
     mlc::rt::Package pkg = mlc::rt::Package::load(*dir);
-    auto backend = mlc::rt::createBackend(o.device, pkg, /*verbose=*/true);
-    errs() << "mlc: training " << pkg.paramCount << " parameters (" << pkg.dtype << ") on "
-           << backend->name() << " from " << *dir << "\n";
+    auto backend = mlc::rt::createBackend(o.device, pkg, /*verbose=*/!world || world->rank() == 0);
+    backend->setCommunicator(world);
+    if (backend->rank() == 0)
+      errs() << "mlc: training " << pkg.paramCount << " parameters (" << pkg.dtype << ") on "
+             << backend->name()
+             << (worldRanks() > 1 ? " x " + std::to_string(worldRanks()) + " ranks (" +
+                                        world->name() + ")"
+                                  : std::string())
+             << " from " << *dir << "\n";
     mlc::rt::train(*backend, o);
   } catch (const mlc::rt::Error &e) {
-    return fail(e.what());
+    return failAll(e.what());
   }
   return 0;
 }

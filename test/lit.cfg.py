@@ -18,6 +18,10 @@ config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
 # Compiled kernels are cached inside the build tree, not in the home directory.
 config.environment["MLC_CACHE_DIR"] = os.path.join(config.mlc_obj_root, "mlc-cache")
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
+# Multi-rank tests run mpirun; CI runs as root, which Open MPI refuses unless told.
+config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+config.substitutions.append(("%mpirun", "mpirun --oversubscribe -np"))
 config.substitutions.append(("%mlc_src", config.mlc_src_root))
 config.substitutions.append(("%mlc_build", config.mlc_obj_root))
 # Python with PyTorch and ONNX (Debian's) and HuggingFace tokenizers, for

@@ -11,7 +11,14 @@ Backend::Backend(const Package &pkg)
 
 Backend::~Backend() = default;
 
-void Backend::allReduceStart(FlatBuffer, int64_t, int64_t, int) {}
+int Backend::worldSize() const { return comm_ ? comm_->size() : 1; }
+int Backend::rank() const { return comm_ ? comm_->rank() : 0; }
+
+void Backend::allReduceStart(FlatBuffer, int64_t, int64_t, int) {
+  if (comm_ && comm_->size() > 1)
+    fail(name() + " backend: this device has no collectives for " +
+         std::to_string(comm_->size()) + " ranks");
+}
 void Backend::allReduceWait(int) {}
 
 std::unique_ptr<Backend> createBackend(const std::string &device, const Package &pkg,

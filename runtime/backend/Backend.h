@@ -19,6 +19,7 @@
 #ifndef MLC_RUNTIME_BACKEND_BACKEND_H
 #define MLC_RUNTIME_BACKEND_BACKEND_H
 
+#include "runtime/backend/Comm.h"
 #include "runtime/core/Package.h"
 #include "runtime/core/TensorIO.h"
 
@@ -79,9 +80,12 @@ public:
 
   /// Collectives over the data-parallel ranks: an asynchronous in-place sum
   /// of `count` elements at element `offset` of a flat buffer, identified by
-  /// `tag` until its wait. With one rank (every backend today) the sum is
-  /// the buffer itself and both calls do nothing.
-  virtual int worldSize() const { return 1; }
+  /// `tag` until its wait (the plan's all-reduce steps call them). Without a
+  /// communicator (one rank) the sum is the buffer itself and both do nothing.
+  void setCommunicator(std::shared_ptr<Communicator> comm) { comm_ = std::move(comm); }
+  Communicator *communicator() const { return comm_.get(); }
+  int worldSize() const;
+  int rank() const;
   virtual void allReduceStart(FlatBuffer which, int64_t offset, int64_t count, int tag);
   virtual void allReduceWait(int tag);
 
@@ -90,6 +94,7 @@ public:
 protected:
   const Package &pkg_;
   int64_t elementSize_;
+  std::shared_ptr<Communicator> comm_;
 };
 
 /// The backend for `device`: "cpu" (or "auto", which picks the CPU while no

@@ -2,7 +2,9 @@
 
 #include "runtime/core/Threads.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <string>
 #include <unistd.h>
 
 namespace mlc::rt {
@@ -11,6 +13,15 @@ void configureThreadsAndReexec(char **argv) {
   if (std::getenv("MLC_THREADS_CONFIGURED"))
     return;
   setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);
+  // Ranks that mpirun starts on one machine share its cores.
+  if (const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) {
+    long ranks = std::strtol(local, nullptr, 10), cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (ranks > 1 && cores > 0) {
+      std::string threads = std::to_string(std::max(1L, cores / ranks));
+      setenv("OMP_NUM_THREADS", threads.c_str(), /*overwrite=*/0);
+      setenv("OPENBLAS_NUM_THREADS", threads.c_str(), /*overwrite=*/0);
+    }
+  }
   setenv("OPENBLAS_THREAD_TIMEOUT", "4", /*overwrite=*/0);
   setenv("MLC_THREADS_CONFIGURED", "1", 1);
   execv("/proc/self/exe", argv);

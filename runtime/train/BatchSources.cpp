@@ -37,15 +37,35 @@ const InputInfo *gptTokenInput(const Package &pkg) {
 }
 
 
-BatchFn batchesFromDirectory(const Package &pkg, const std::string &dir, int64_t steps) {
+BatchFn batchesFromDirectory(const Package &pkg, const std::string &dir, int64_t steps,
+                             int rank, int ranks) {
   auto files = std::make_shared<std::map<std::string, HostTensor>>();
   for (const InputInfo &in : pkg.inputs) {
     std::string path = dir + "/" + in.name + ".npy";
     HostTensor t = readNpy(path);
     std::vector<int64_t> inner(t.shape.begin() + (t.shape.empty() ? 0 : 1), t.shape.end());
+    // Data parallelism: each step's rows are split evenly over the ranks;
+    // rank r keeps rows [r B / R, (r + 1) B / R).
+    if (ranks > 1 && !in.dynamic() && inner.size() == in.shape.size() && !inner.empty() &&
+        inner[0] == in.shape[0] * ranks &&
+        std::equal(inner.begin() + 1, inner.end(), in.shape.begin() + 1)) {
+      int64_t rowBytes = in.numel / in.shape[0] * dtypeSize(t.dtype);
+      int64_t stepBytes = inner[0] * rowBytes, mine = in.shape[0] * rowBytes;
+      HostTensor part;
+      part.dtype = t.dtype;
+      part.shape = {t.shape[0]};
+      part.shape.insert(part.shape.end(), in.shape.begin(), in.shape.end());
+      for (int64_t s = 0; s < t.shape[0]; ++s) {
+        const char *src = t.data.data() + s * stepBytes + rank * mine;
+        part.data.insert(part.data.end(), src, src + mine);
+      }
+      t = std::move(part);
+      inner = in.shape;
+    }
     if (t.shape.empty() || inner != in.shape)
       fail(path + ": shape " + shapeString(t.shape) + " is not [steps] + " +
-           shapeString(in.shape));
+           shapeString(in.shape) +
+           (ranks > 1 ? " (or its rows for all " + std::to_string(ranks) + " ranks)" : ""));
     if (t.shape[0] < steps)
       fail(path + ": holds " + std::to_string(t.shape[0]) + " batches but " +
            std::to_string(steps) + " steps were asked for");
@@ -319,9 +339,29 @@ BatchSources openBatchSources(const Package &pkg, const TrainOptions &o) {
     inner.test = wrap(inner.test);
     return inner;
   }
+  if (o.ranks > 1 && o.batchesDir.empty()) {
+    // --data: rank r's batch of step t is the r-th share of the global batch,
+    // samples (t R + r) B .. (t R + r + 1) B - 1: what a source asked for
+    // batch t R + r of B samples gives.
+    TrainOptions one = o;
+    one.ranks = 1;
+    one.rank = 0;
+    BatchSources inner = openBatchSources(pkg, one);
+    auto shard = [rank = o.rank, ranks = o.ranks](BatchFn fn) -> BatchFn {
+      if (!fn)
+        return fn;
+      return [fn, rank, ranks](const InputInfo &in, int64_t t) {
+        return fn(in, t * ranks + rank);
+      };
+    };
+    inner.train = shard(inner.train);
+    inner.validation = shard(inner.validation);
+    inner.test = shard(inner.test);
+    return inner;
+  }
   BatchSources s;
   if (!o.batchesDir.empty()) {
-    s.train = batchesFromDirectory(pkg, o.batchesDir, o.steps);
+    s.train = batchesFromDirectory(pkg, o.batchesDir, o.steps, o.rank, o.ranks);
   } else if (!o.data.empty() && isIndexedData(o.data)) {
     auto source = isBert(pkg) ? batchesForBert : batchesFromIndexed;
     s.train = source(pkg, o, 0);

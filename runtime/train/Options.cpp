@@ -134,6 +134,9 @@ const std::vector<TrainFlag> &trainFlags() {
                                  "(no update) before the run stops",
                 &TrainOptions::maxBadSteps),
         string("device", "name", "Where to run: cpu or auto", &TrainOptions::device),
+        number("comm-timeout", "Seconds a rank waits for the others before it stops with an "
+                               "error (mpirun)",
+               &TrainOptions::commTimeout),
     };
     for (TrainFlag &flag : f)
       if (flag.name == "init" || flag.name == "device")
@@ -163,6 +166,8 @@ void validate(const TrainOptions &o) {
   finiteAtLeast("min-lr", o.minLr, 0);
   finiteAtLeast("weight-decay", o.weightDecay, 0);
   finiteAtLeast("clip-grad", o.clipGrad, 0);
+  if (!(o.commTimeout > 0) || !std::isfinite(o.commTimeout))
+    fail("--comm-timeout must be a positive number of seconds");
   if (!std::isfinite(o.eps) || o.eps <= 0)
     fail("--eps must be a finite number > 0, got " + text(o.eps));
   for (auto [flag, beta] : {std::pair<const char *, double>{"beta1", o.beta1}, {"beta2", o.beta2}})

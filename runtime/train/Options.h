@@ -47,6 +47,11 @@ struct TrainOptions {
   int64_t baseBatch = 0;
   std::string device = "auto"; // cpu | auto (cuda when its backend lands)
   bool quiet = false;
+  double commTimeout = 300; // seconds a rank waits for the others
+  /// Data parallelism, from the communicator (not flags): this process's
+  /// rank and the number of ranks. Each rank feeds its share of every
+  /// global batch; rank 0 alone logs and saves.
+  int rank = 0, ranks = 1;
 };
 
 /// One training flag: --NAME VALUE. `set` parses VALUE strictly (a number

@@ -303,9 +303,30 @@ private:
 
 } // namespace
 
-std::vector<double> train(Backend &backend, const TrainOptions &o) {
+std::vector<double> train(Backend &backend, const TrainOptions &given) {
   const Package &pkg = backend.package();
-  validate(o);
+  validate(given);
+  // Data parallelism: every rank trains on its share of each global batch;
+  // the plan sums the gradients (its all-reduce steps), so every rank makes
+  // the same update. Rank 0 alone prints, logs and saves.
+  TrainOptions o = given;
+  const int ranks = backend.worldSize();
+  const bool lead = backend.rank() == 0;
+  o.rank = backend.rank();
+  o.ranks = ranks;
+  if (!lead) {
+    o.quiet = true;
+    o.logJson.clear();
+    o.save.clear();
+  }
+  if (ranks > 1) {
+    bool sums = false;
+    for (const StepDecl &s : pkg.function("train_step").steps)
+      sums |= s.kind == StepDecl::AllReduceStart;
+    if (!sums)
+      fail(pkg.dir + " was compiled for one rank (no gradient all-reduce); compile it with "
+                     "--ranks " + std::to_string(ranks) + " for this run");
+  }
   if (o.sampleEvery > 0)
     for (const InputInfo &in : pkg.inputs)
       if (in.name != "input_ids" && in.name != "labels")
@@ -329,7 +350,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
   } else {
     initializeParameters(backend, o.seed);
   }
-  if (!o.saveDir.empty())
+  if (lead && !o.saveDir.empty())
     makeDirectories(o.saveDir);
   BatchSources sources = openBatchSources(pkg, o);
   BatchFn &batch = sources.train;
@@ -342,7 +363,9 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
       backend.run("evaluate", 0);
       sum += backend.output("evaluate", "loss").getDouble(0);
     }
-    return sum / double(std::max<int64_t>(1, o.evalIters));
+    if (ranks > 1) // each rank evaluated its share of the batches
+      backend.communicator()->sum(&sum, 1);
+    return sum / double(std::max<int64_t>(1, o.evalIters) * ranks);
   };
 
   int64_t tokensPerStep = 0;
@@ -433,7 +456,8 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
         }
       }
       try {
-        backend.run("train_step", index + 1);
+        // Dropout masks are keyed by this number: each rank draws its own.
+        backend.run("train_step", index * ranks + o.rank + 1);
       } catch (const Error &e) {
         fail(std::string("step ") + std::to_string(t) + ": " + e.what());
       }
@@ -445,8 +469,17 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
       backend.setScalars("accumulation", {1.0 / double(micro)});
       backend.run("merge", t);
     }
+    if (ranks > 1) {
+      // The logged loss and the tokens are the whole global batch's: the
+      // mean of the ranks' losses (equal shares) and the sum of their tokens.
+      double both[2] = {loss, double(tokensPerStep)};
+      backend.communicator()->sum(both, 2);
+      loss = both[0] / ranks;
+      tokensPerStep = int64_t(both[1]);
+    }
     backend.run("grad_norm", t);
-    double norm = backend.output("grad_norm", "grad_norm").getDouble(0);
+    // The gradients are summed over the ranks: their mean's norm is 1/R of it.
+    double norm = backend.output("grad_norm", "grad_norm").getDouble(0) / ranks;
     if ((!std::isfinite(loss) || !std::isfinite(norm)) && ++badSteps <= o.maxBadSteps) {
       // Skipped: no update; the parameters stay those of the last good step.
       if (log)
@@ -473,7 +506,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
     if (o.clipGrad > 0)
       scale = std::min(1.0, o.clipGrad / (norm + 1e-6));
     double lr = learningRate(sched, t);
-    std::vector<double> h = adamwScalars(o, lr, t, scale);
+    std::vector<double> h = adamwScalars(o, lr, t, scale / ranks);
     backend.setScalars(kAdamWScalarsName, h);
     guard.update(backend, h, norm * scale, t, o);
     double ms =
@@ -520,7 +553,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
       fprintf(stderr, "sample %4lld/%lld | %s\n", (long long)t, (long long)o.steps,
               text.c_str());
     }
-    if (!o.saveDir.empty() && o.saveInterval > 0 && t % o.saveInterval == 0) {
+    if (lead && !o.saveDir.empty() && o.saveInterval > 0 && t % o.saveInterval == 0) {
       saveCheckpoint(backend, o, t);
       saved = t;
     }
@@ -544,7 +577,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
     if (interrupted) {
       line.close();
       // SIGINT/SIGTERM: the step is done; keep it and stop cleanly.
-      if (!o.saveDir.empty() && saved < t) {
+      if (lead && !o.saveDir.empty() && saved < t) {
         std::string dir = saveCheckpoint(backend, o, t);
         saved = t;
         fprintf(stderr, "mlc: interrupted after step %lld; checkpoint %s (resume with "
@@ -581,7 +614,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &o) {
       fprintf(stderr, "mlc profile:   %-24s %8.2f ms/step\n", top[i].second.c_str(),
               1e3 * top[i].first / o.steps);
   }
-  if (!o.saveDir.empty() && saved < stoppedAt && first <= stoppedAt) {
+  if (lead && !o.saveDir.empty() && saved < stoppedAt && first <= stoppedAt) {
     std::string dir = saveCheckpoint(backend, o, stoppedAt);
     if (!o.quiet)
       fprintf(stderr, "mlc: checkpoint %s\n", dir.c_str());

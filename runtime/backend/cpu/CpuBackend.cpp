@@ -261,6 +261,23 @@ static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs,
   }
 }
 
+void CpuBackend::allReduceStart(FlatBuffer which, int64_t offset, int64_t count, int tag) {
+  if (!comm_ || comm_->size() == 1)
+    return;
+  std::vector<char> &buf = flat(which);
+  if (offset < 0 || count < 0 || (offset + count) * elementSize_ > int64_t(buf.size()))
+    fail("internal: an all-reduce past the end of a flat buffer");
+  comm_->allReduceStart(buf.data() + offset * elementSize_, count, elementSize_ == 8, tag);
+  ++outstanding_;
+}
+
+void CpuBackend::allReduceWait(int tag) {
+  if (!comm_ || comm_->size() == 1)
+    return;
+  comm_->allReduceWait(tag);
+  --outstanding_;
+}
+
 void CpuBackend::run(const std::string &function, int64_t step) {
   const FunctionPlan &fn = pkg_.function(function);
   Bound &b = bound_.at(function);
@@ -284,6 +301,9 @@ void CpuBackend::run(const std::string &function, int64_t step) {
       allReduceStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));
     else
       allReduceWait(int(s.tag));
+    // MPI moves a non-blocking sum forward only inside MPI calls.
+    if (outstanding_ > 0)
+      comm_->progress();
     if (profile.enabled) {
       double dt = std::chrono::duration<double>(Clock::now() - t0).count();
       (b.calls[i] ? profile.kernelSeconds : profile.gemmSeconds) += dt;

@@ -29,6 +29,8 @@ public:
   HostTensor output(const std::string &function, const std::string &name) override;
   void setScalars(const std::string &name, const std::vector<double> &values) override;
   double peakFlops() override;
+  void allReduceStart(FlatBuffer which, int64_t offset, int64_t count, int tag) override;
+  void allReduceWait(int tag) override;
 
 private:
   std::vector<char> &flat(FlatBuffer which);
@@ -50,6 +52,7 @@ private:
     std::vector<std::string> labels;              // per step, for the profile
   };
   std::map<std::string, Bound> bound_;
+  int outstanding_ = 0; // all-reduces started and not yet waited for
 };
 
 } // namespace mlc::rt

@@ -1,0 +1,154 @@
+//===- Comm.cpp - Open MPI collectives ---------------------------------------===//
+
+#include "runtime/backend/Comm.h"
+#include "runtime/core/Error.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <thread>
+
+#ifdef MLC_HAVE_MPI
+// The C API only (not the deprecated C++ bindings, which need another library).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
+
+namespace mlc::rt {
+
+bool launchedByMpi() {
+  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(var))
+      return true;
+  return false;
+}
+
+#ifdef MLC_HAVE_MPI
+namespace {
+
+class MpiCommunicator final : public Communicator {
+public:
+  explicit MpiCommunicator(double timeout) : timeout_(timeout) {
+    int ready = 0;
+    MPI_Initialized(&ready);
+    if (!ready) {
+      int provided = 0;
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+      // Errors come back as codes, reported as mlc errors.
+      MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+      std::atexit([] {
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (!finalized)
+          MPI_Finalize();
+      });
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return "mpi"; }
+
+  void allReduceStart(void *data, int64_t count, bool f64, int tag) override {
+    if (pending_.count(tag))
+      fail("internal: all-reduce " + std::to_string(tag) + " started twice");
+    if (count > INT32_MAX)
+      fail("an all-reduce of " + std::to_string(count) + " elements is larger than MPI takes");
+    MPI_Request request;
+    check(MPI_Iallreduce(MPI_IN_PLACE, data, int(count), f64 ? MPI_DOUBLE : MPI_FLOAT, MPI_SUM,
+                         MPI_COMM_WORLD, &request),
+          "starting the gradient all-reduce");
+    pending_[tag] = request;
+  }
+
+  void allReduceWait(int tag) override {
+    auto it = pending_.find(tag);
+    if (it == pending_.end())
+      fail("internal: all-reduce " + std::to_string(tag) + " was never started");
+    waitFor(it->second, "the gradient all-reduce of bucket " + std::to_string(tag));
+    pending_.erase(it);
+  }
+
+  void progress() override {
+    for (auto &[tag, request] : pending_) {
+      int done = 0;
+      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      (void)tag;
+    }
+  }
+
+  void sum(double *values, int count) override {
+    MPI_Request request;
+    check(MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD,
+                         &request),
+          "summing the step's loss over the ranks");
+    waitFor(request, "the loss of the other ranks");
+  }
+
+  void barrier() override {
+    MPI_Request request;
+    check(MPI_Ibarrier(MPI_COMM_WORLD, &request), "a barrier");
+    waitFor(request, "the other ranks (barrier)");
+  }
+
+  [[noreturn]] void abort(int code) override {
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);
+  }
+
+private:
+  void check(int rc, const std::string &what) {
+    if (rc != MPI_SUCCESS) {
+      char text[MPI_MAX_ERROR_STRING];
+      int length = 0;
+      MPI_Error_string(rc, text, &length);
+      fail("rank " + std::to_string(rank_) + ": " + what + " failed: " +
+           std::string(text, length));
+    }
+  }
+  /// Tests until done; sleeps a little between tests once the wait is long.
+  void waitFor(MPI_Request &request, const std::string &what) {
+    auto start = std::chrono::steady_clock::now();
+    for (int64_t spins = 0;; ++spins) {
+      int done = 0;
+      check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "waiting for " + what);
+      if (done)
+        return;
+      double waited =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (waited > timeout_)
+        fail("rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+             ": waited " + std::to_string(int64_t(waited)) + " s for " + what +
+             " (--comm-timeout); another rank died or hangs");
+      if (spins > 1000)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+
+  double timeout_;
+  int rank_ = 0, size_ = 1;
+  std::map<int, MPI_Request> pending_;
+};
+
+} // namespace
+
+std::shared_ptr<Communicator> openWorld(double timeoutSeconds) {
+  if (!launchedByMpi())
+    return nullptr;
+  static std::shared_ptr<Communicator> world =
+      std::make_shared<MpiCommunicator>(timeoutSeconds);
+  return world;
+}
+#else
+std::shared_ptr<Communicator> openWorld(double) {
+  if (launchedByMpi())
+    fail("this process was launched by mpirun, but this build of mlc has no MPI (install "
+         "libopenmpi-dev and rebuild)");
+  return nullptr;
+}
+#endif
+
+} // namespace mlc::rt

@@ -1,0 +1,58 @@
+//===- Comm.h - collectives over data-parallel ranks ------------*- C++ -*-===//
+//
+// A Communicator sums buffers over the ranks of a data-parallel run. The
+// world is what launched the process: `mpirun -np R mlc train ...` gives R
+// ranks over Open MPI (CPU buffers; NCCL for device buffers goes behind the
+// same interface), a plain launch gives none (one rank, no collectives).
+//
+// Sums are in place. allReduceStart() returns at once; the sum progresses
+// while the caller computes (the backend calls progress() between kernel
+// launches, since MPI progresses non-blocking collectives only inside MPI
+// calls) and allReduceWait() returns when it has arrived. Every blocking
+// call gives up after the timeout with an Error that says which rank waited
+// for what: a rank that died or hangs never hangs the others.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_RUNTIME_BACKEND_COMM_H
+#define MLC_RUNTIME_BACKEND_COMM_H
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace mlc::rt {
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// "mpi": for logs.
+  virtual std::string name() const = 0;
+
+  /// Starts summing `count` elements (f64 when `f64`, else f32) at `data`
+  /// over the ranks, in place; `tag` names it until its wait.
+  virtual void allReduceStart(void *data, int64_t count, bool f64, int tag) = 0;
+  virtual void allReduceWait(int tag) = 0;
+  /// Lets outstanding sums progress; cheap when none is outstanding.
+  virtual void progress() = 0;
+  /// Blocking sum of a few doubles (losses, token counts).
+  virtual void sum(double *values, int count) = 0;
+  virtual void barrier() = 0;
+  /// Ends the whole run from one rank (after an error it reports).
+  [[noreturn]] virtual void abort(int code) = 0;
+};
+
+/// True when mpirun (or another MPI launcher) started this process.
+bool launchedByMpi();
+
+/// The world of this process: an MPI communicator when launchedByMpi()
+/// (initializing MPI once), null otherwise. `timeoutSeconds` bounds every
+/// wait. Fails with an Error when MPI launched the process but this build
+/// has no MPI.
+std::shared_ptr<Communicator> openWorld(double timeoutSeconds);
+
+} // namespace mlc::rt
+
+#endif // MLC_RUNTIME_BACKEND_COMM_H
