@@ -39,6 +39,9 @@ enum class FlatBuffer { Params, Grads, AdamM, AdamV, GradSum };
 struct BackendProfile {
   bool enabled = false;
   double gemmSeconds = 0, kernelSeconds = 0;
+  /// Always measured with more than one rank: time blocked in all-reduce
+  /// waits (communication that backward did not hide).
+  double commWaitSeconds = 0;
   std::map<std::string, double> secondsByKernel;
 };
 

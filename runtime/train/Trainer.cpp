@@ -434,6 +434,8 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
   std::vector<double> losses;
   int64_t saved = first - 1, badSteps = 0, stoppedAt = o.steps;
   InterruptHandler interruptHandler;
+  double waitedBefore = 0, waitedTotal = 0, stepSecondsTotal = 0;
+  int64_t timedSteps = 0;
   for (int64_t t = first; t <= o.steps; ++t) {
     auto start = std::chrono::steady_clock::now();
     // The step's micro-batches: consecutive batches of the source, their
@@ -469,6 +471,8 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
       backend.setScalars("accumulation", {1.0 / double(micro)});
       backend.run("merge", t);
     }
+    const double waited = backend.profile.commWaitSeconds - waitedBefore;
+    waitedBefore = backend.profile.commWaitSeconds;
     if (ranks > 1) {
       // The logged loss and the tokens are the whole global batch's: the
       // mean of the ranks' losses (equal shares) and the sum of their tokens.
@@ -520,11 +524,20 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
     for (int64_t j = 0; j < micro; ++j)
       flops += stepFlops(pkg, tokenInput < 0 ? tokensPerStep / micro : tokenInput);
     double mfu = peak > 0 ? flops / (ms / 1000.0) / peak : NAN;
-    if (log)
+    if (t > first) { // the first step warms caches up
+      waitedTotal += waited;
+      stepSecondsTotal += ms / 1000.0;
+      ++timedSteps;
+    }
+    if (log) {
       log << "{\"step\": " << t << ", \"loss\": " << jsonNumber(loss)
           << ", \"lr\": " << jsonNumber(lr) << ", \"grad_norm\": " << jsonNumber(norm)
           << ", \"ms\": " << jsonNumber(ms) << ", \"tokens_per_s\": " << jsonNumber(tps)
-          << ", \"mfu\": " << jsonNumber(mfu) << "}\n";
+          << ", \"mfu\": " << jsonNumber(mfu);
+      if (ranks > 1) // rank 0's time blocked waiting for gradient sums
+        log << ", \"comm_wait_ms\": " << jsonNumber(waited * 1000.0);
+      log << "}\n";
+    }
     if (o.evalInterval > 0 && (t % o.evalInterval == 0 || t == o.steps)) {
       double val = evaluate(sources.validation);
       if (log)
@@ -599,6 +612,15 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
       fprintf(stderr, "test  %5lld/%lld | test loss %.4f | perplexity %.2f (%lld batches)\n",
               (long long)o.steps, (long long)o.steps, test, std::exp(test),
               (long long)o.evalIters);
+  }
+  if (ranks > 1 && !o.quiet && timedSteps > 0) {
+    int buckets = 0;
+    for (const StepDecl &s : pkg.function("train_step").steps)
+      buckets += s.kind == StepDecl::AllReduceStart;
+    fprintf(stderr, "mlc: %d ranks, %d gradient buckets: %.2f ms/step blocked waiting for "
+                    "gradient sums (exposed communication %.1f%% of the step)\n",
+            ranks, buckets, 1e3 * waitedTotal / double(timedSteps),
+            100.0 * waitedTotal / std::max(stepSecondsTotal, 1e-12));
   }
   const BackendProfile &prof = backend.profile;
   if (prof.enabled)

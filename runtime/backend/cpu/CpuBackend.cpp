@@ -274,7 +274,10 @@ void CpuBackend::allReduceStart(FlatBuffer which, int64_t offset, int64_t count,
 void CpuBackend::allReduceWait(int tag) {
   if (!comm_ || comm_->size() == 1)
     return;
+  auto start = std::chrono::steady_clock::now();
   comm_->allReduceWait(tag);
+  profile.commWaitSeconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   --outstanding_;
 }
 
