@@ -7,8 +7,9 @@ GPT-2 (n_layer 4, n_embd 256, vocab 8192: 5.6 M parameters, 22 MB of f32
 gradients), 2 ranks under mpirun (micro-batch 4 each, seq 128), on --data.
 For each bucketing it prints the step time and the exposed communication:
 the time rank 0 is blocked in all-reduce waits (what backward did not hide),
-as ms per step and as a share of the step; and one process with the whole
-global batch for reference. Median over the steps after the first.
+as ms per step and as a share of the step, and the loss of the last step
+(clipping at 0.5: global against --clip bucket); and one process with the
+whole global batch for reference. Median over the steps after the first.
 """
 import argparse
 import json
@@ -38,10 +39,10 @@ def run(name, ranks, micro, extra):
         cmd = ["mpirun", "--oversubscribe", "-np", str(ranks)] + cmd
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
-    rows = [json.loads(line) for line in open(log)][1:]
-    ms = statistics.median(r["ms"] for r in rows)
-    wait = statistics.median(r.get("comm_wait_ms", 0.0) for r in rows)
-    return ms, wait
+    rows = [json.loads(line) for line in open(log)]
+    ms = statistics.median(r["ms"] for r in rows[1:])
+    wait = statistics.median(r.get("comm_wait_ms", 0.0) for r in rows[1:])
+    return ms, wait, rows[-1]["loss"]
 
 
 cases = [
@@ -52,13 +53,17 @@ cases = [
      ["--bucket-cap-mb", "25", "--first-bucket-mb", "1"]),
     ("2 ranks, 1 MB buckets (first 0.25 MB)", 2, 4,
      ["--bucket-cap-mb", "1", "--first-bucket-mb", "0.25"]),
+    ("2 ranks, 1 MB buckets, --clip bucket", 2, 4,
+     ["--bucket-cap-mb", "1", "--first-bucket-mb", "0.25", "--clip", "bucket"]),
 ]
 print(f"mlc data parallel: GPT-2 {config.split(',', 1)[1]}, global batch 8 x 128 tokens, "
       f"{args.steps} steps, {os.cpu_count()} cores")
-print(f"  {'':40} {'ms/step':>9} {'exposed comm':>14} {'of the step':>12}")
+print(f"  {'':40} {'ms/step':>9} {'exposed comm':>14} {'of the step':>12} {'last loss':>10}")
 base = None
 for name, ranks, micro, extra in cases:
-    ms, wait = run(name.replace(" ", "_").replace(",", ""), ranks, micro, extra)
+    ms, wait, loss = run(name.replace(" ", "_").replace(",", ""), ranks, micro,
+                         extra + ["--clip-grad", "0.5", "--lr", "1e-3"])
     base = base or ms
     share = f"{100 * wait / ms:.1f}%" if ranks > 1 else "-"
-    print(f"  {name:40} {ms:9.1f} {wait:11.2f} ms {share:>12}   ({base / ms:.2f}x one process)")
+    print(f"  {name:40} {ms:9.1f} {wait:11.2f} ms {share:>12} {loss:10.4f}   "
+          f"({base / ms:.2f}x one process)")

@@ -55,11 +55,12 @@ llvm::Error runPipeline(ModuleOp module, bool training, bool fuse) {
 llvm::Error lowerToPlanPipeline(ModuleOp module, const DataParallelOptions &dp) {
   PassManager pm(module.getContext());
   pm.addPass(createMlcLowerToPlan());
-  if (dp.ranks > 1) {
+  if (dp.ranks > 1 || dp.clip == "bucket") {
     MlcBucketGradientsOptions o;
     o.ranks = dp.ranks;
     o.capMb = dp.bucketCapMb;
     o.firstBucketMb = dp.firstBucketMb;
+    o.clip = dp.clip;
     pm.addPass(createMlcBucketGradients(o));
   }
   pm.addPass(createMlcPlanMemory());

@@ -40,6 +40,8 @@ struct LoweredPackage {
 struct DataParallelOptions {
   int64_t ranks = 1;
   double bucketCapMb = 25, firstBucketMb = 1;
+  /// global | bucket | none (bucket: each bucket clipped before its sum).
+  std::string clip = "global";
 };
 
 /// Runs mlc-lower-to-plan, mlc-bucket-gradients and mlc-plan-memory on the

@@ -142,6 +142,7 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
           s.tag = start.getTag();
           s.offset = start.getOffset();
           s.count = start.getCount();
+          s.clip = start.getClip();
         } else if (auto wait = dyn_cast<plan::AllReduceWaitOp>(inner)) {
           s.kind = rt::StepDecl::AllReduceWait;
           s.tag = wait.getTag();

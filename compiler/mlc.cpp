@@ -135,6 +135,12 @@ cl::opt<double> firstBucketMb("first-bucket-mb",
                               cl::init(1.0), cl::sub(compileCmd), cl::sub(trainCmd),
                               cl::cat(category));
 
+cl::opt<std::string> compileClip("clip",
+                                  cl::desc("global, bucket or none: how the training step "
+                                           "clips gradients (bucket: each gradient bucket "
+                                           "by its own norm before its all-reduce)"),
+                                  cl::init("global"), cl::sub(compileCmd), cl::cat(category));
+
 // compile
 enum class Emit { Package, Graph, Mlir, Plan, Kernels };
 cl::opt<Emit> emit(
@@ -404,6 +410,12 @@ Expected<mlc::DataParallelOptions> dataParallelOptions() {
   dp.ranks = ranksFlag;
   dp.bucketCapMb = bucketCapMb;
   dp.firstBucketMb = firstBucketMb;
+  dp.clip = compileCmd ? std::string(compileClip) : givenFlag("clip");
+  if (dp.clip.empty())
+    dp.clip = "global";
+  if (dp.clip != "global" && dp.clip != "bucket" && dp.clip != "none")
+    return createStringError(inconvertibleErrorCode(),
+                             "--clip must be global, bucket or none, got '" + dp.clip + "'");
   return dp;
 }
 
@@ -676,7 +688,8 @@ Expected<std::string> packageFor(bool training) {
       return createStringError(inconvertibleErrorCode(), e.what());
     }
     const mlc::DataParallelOptions &dp = g->description.dataParallel;
-    text += formatv("\nranks {0} buckets {1} {2}", dp.ranks, dp.bucketCapMb, dp.firstBucketMb)
+    text += formatv("\nranks {0} buckets {1} {2} clip {3}", dp.ranks, dp.bucketCapMb,
+                    dp.firstBucketMb, dp.clip)
                 .str();
     dir = root + "/packages/" + sys::path::filename(model).str() + "-" +
           mlc::contentHash(text + std::string(dtype));

@@ -53,7 +53,13 @@ public:
 
   void runOnOperation() final {
     ModuleOp module = getOperation();
-    if (ranks <= 1)
+    if (clip != "global" && clip != "bucket" && clip != "none") {
+      module.emitError("mlc-bucket-gradients: clip must be global, bucket or none, got '")
+          << clip << "'";
+      return signalPassFailure();
+    }
+    const bool clipBuckets = clip == "bucket";
+    if (ranks <= 1 && !clipBuckets)
       return; // one rank: nothing to sum
     if (!(capMb > 0) || !(firstBucketMb > 0)) {
       module.emitError("mlc-bucket-gradients: cap-mb and first-bucket-mb must be positive");
@@ -140,7 +146,10 @@ public:
         builder.setInsertionPointAfter(b.after);
       else
         builder.setInsertionPointAfter(grads.getDefiningOp());
-      builder.create<AllReduceStartOp>(step.getLoc(), grads, b.offset, b.count, int64_t(t));
+      auto start =
+          builder.create<AllReduceStartOp>(step.getLoc(), grads, b.offset, b.count, int64_t(t));
+      if (clipBuckets)
+        start.setClip(true);
     }
     // Waits at the end, before the outputs.
     Operation *end = nullptr;

@@ -206,13 +206,24 @@ def MlcBucketGradients : Pass<"mlc-bucket-gradients", "mlir::ModuleOp"> {
     weight's gradient is complete only after its last use); the
     `plan.all_reduce_wait`s go at the end of `@train_step`, as late as
     possible: the summed gradients are first read by `@grad_norm` and
-    `@optimizer`. With one rank (the default) nothing changes.
+    `@optimizer`. With one rank (the default) nothing changes, unless
+    `clip=bucket`.
+
+    `clip=bucket` marks every start `clip`: before its all-reduce, the
+    bucket's gradients on this rank are scaled by min(1, c_b / (norm + 1e-6))
+    with the bucket's own L2 norm and c_b = c * sqrt(n_b / n) for the run's
+    threshold c (`--clip-grad`), n_b the bucket's and n all the gradients:
+    buckets at their thresholds make a gradient of norm exactly c, as global
+    clipping would, and no bucket waits for the whole gradient's norm.
   }];
   let options = [
     Option<"ranks", "ranks", "int64_t", "1", "Data-parallel ranks the package runs on">,
     Option<"capMb", "cap-mb", "double", "25.0", "Bucket size cap in MB (1e6 bytes)">,
     Option<"firstBucketMb", "first-bucket-mb", "double", "1.0",
-           "Cap of the first bucket, which starts earliest">
+           "Cap of the first bucket, which starts earliest">,
+    Option<"clip", "clip", "std::string", "\"global\"",
+           "global (the trainer clips the summed gradient), bucket (each bucket "
+           "clipped by its own norm before its all-reduce starts) or none">
   ];
   let statistics = [
     Statistic<"numBuckets", "buckets", "Gradient buckets">

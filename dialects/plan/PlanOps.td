@@ -238,7 +238,9 @@ def Plan_AllReduceStartOp : Plan_Op<"all_reduce_start"> {
     one bucket of `mlc-bucket-gradients`. It runs while the steps after it
     compute; the `plan.all_reduce_wait` of the same `tag` (later in the same
     function) blocks until the sum has arrived. With one rank both do
-    nothing.
+    nothing. `clip` (bucket-wise clipping) first scales the slice, this
+    rank's gradients, by min(1, c_b / (||slice|| + 1e-6)), c_b = c *
+    sqrt(count / all gradients) for the run's threshold c.
 
     ```mlir
     %g = plan.bind grad "*" : memref<120576xf32>
@@ -248,8 +250,10 @@ def Plan_AllReduceStartOp : Plan_Op<"all_reduce_start"> {
     ```
   }];
   let arguments = (ins Plan_Buffer:$buffer, Plan_I64Attr:$offset, Plan_I64Attr:$count,
-                       Plan_I64Attr:$tag);
-  let assemblyFormat = "$buffer `[` $offset `,` $count `]` `tag` $tag attr-dict `:` type($buffer)";
+                       Plan_I64Attr:$tag, UnitAttr:$clip);
+  let assemblyFormat = [{
+    $buffer `[` $offset `,` $count `]` `tag` $tag (`clip` $clip^)? attr-dict `:` type($buffer)
+  }];
   let hasVerifier = 1;
 }
 

@@ -91,6 +91,10 @@ public:
   int rank() const;
   virtual void allReduceStart(FlatBuffer which, int64_t offset, int64_t count, int tag);
   virtual void allReduceWait(int tag);
+  /// Bucket-wise clipping (all-reduce steps marked clip): the run's
+  /// threshold c; each bucket of n_b of the n gradients is clipped to
+  /// c sqrt(n_b / n) before its sum starts. 0: off.
+  void setBucketClip(double threshold) { bucketClip_ = threshold; }
 
   BackendProfile profile;
 
@@ -98,6 +102,7 @@ protected:
   const Package &pkg_;
   int64_t elementSize_;
   std::shared_ptr<Communicator> comm_;
+  double bucketClip_ = 0;
 };
 
 /// The backend for `device`: "cpu" (or "auto", which picks the CPU while no

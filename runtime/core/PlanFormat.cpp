@@ -118,6 +118,10 @@ std::string writePlan(const PlanData &plan) {
         os << "kernel " << s.kernel;
       } else if (s.kind == StepDecl::AllReduceStart) {
         os << "allreduce_start " << s.tag << " " << s.offset << " " << s.count;
+        for (int b : s.buffers)
+          os << " %" << b;
+        os << (s.clip ? " clip\n" : "\n");
+        continue;
       } else if (s.kind == StepDecl::AllReduceWait) {
         os << "allreduce_wait " << s.tag;
       } else {
@@ -381,6 +385,11 @@ PlanData parsePlan(const std::string &text, const std::string &path) {
         if (started)
           bad("allreduce_start " + std::to_string(s.tag) + " starts a tag twice");
         s.buffers.push_back(bufferId(tok));
+        if (ls >> tok) {
+          if (tok != "clip")
+            bad("allreduce_start: unexpected '" + tok + "' (only 'clip' may follow)");
+          s.clip = true;
+        }
         const BufferDecl &g = fn->buffers[s.buffers[0]];
         if (g.kind != BufferDecl::Grad || g.name != "*")
           bad("allreduce_start reduces the whole gradient buffer (grad *)");

@@ -22,9 +22,11 @@
 //       | alias %ID BYTE_OFFSET DTYPE NUMEL  a view inside another buffer
 //   kernel NAME %ID...                   outputs first, then inputs
 //   gemm TA TB M N K NB DIMS.. LSTRIDES.. RSTRIDES.. %OUT %LHS %RHS
-//   allreduce_start TAG OFFSET COUNT %GRADS  sum COUNT gradients at element
-//                                        OFFSET over the ranks (async); %GRADS
-//                                        is the whole gradient buffer
+//   allreduce_start TAG OFFSET COUNT %GRADS [clip]
+//                                        sum COUNT gradients at element OFFSET
+//                                        over the ranks (async); %GRADS is the
+//                                        whole gradient buffer; clip: clip the
+//                                        slice by its own norm first
 //   allreduce_wait TAG                   until that sum has arrived
 //   output NAME %ID SHAPE
 //   end
@@ -73,8 +75,10 @@ struct BufferDecl {
 
 struct StepDecl {
   enum Kind { Kernel, Gemm, AllReduceStart, AllReduceWait } kind;
-  /// AllReduceStart/Wait: the tag; the slice is [offset, offset + count).
+  /// AllReduceStart/Wait: the tag; the slice is [offset, offset + count);
+  /// clip: bucket-wise clipping before the sum starts.
   int64_t tag = 0, offset = 0, count = 0;
+  bool clip = false;
   std::string kernel;
   std::vector<int> buffers;
   bool transA = false, transB = false;

@@ -76,6 +76,11 @@ const std::vector<TrainFlag> &trainFlags() {
         number("beta2", "AdamW beta2", &TrainOptions::beta2),
         number("eps", "AdamW epsilon", &TrainOptions::eps),
         number("clip-grad", "Clip the global gradient norm (0 = off)", &TrainOptions::clipGrad),
+        string("clip", "mode",
+               "global (the whole averaged gradient's norm), bucket (each gradient bucket by "
+               "its own norm before its all-reduce, threshold clip-grad x sqrt(bucket share); "
+               "needs a package compiled with --clip bucket) or none",
+               &TrainOptions::clip),
         {"seed", "n", "Seed of initialization, data order and dropout",
          [](const TrainOptions &o) { return std::to_string(o.seed); },
          [](TrainOptions &o, const std::string &v) {
@@ -166,6 +171,8 @@ void validate(const TrainOptions &o) {
   finiteAtLeast("min-lr", o.minLr, 0);
   finiteAtLeast("weight-decay", o.weightDecay, 0);
   finiteAtLeast("clip-grad", o.clipGrad, 0);
+  if (o.clip != "global" && o.clip != "bucket" && o.clip != "none")
+    fail("--clip must be global, bucket or none, got '" + o.clip + "'");
   if (!(o.commTimeout > 0) || !std::isfinite(o.commTimeout))
     fail("--comm-timeout must be a positive number of seconds");
   if (!std::isfinite(o.eps) || o.eps <= 0)

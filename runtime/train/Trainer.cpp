@@ -319,6 +319,14 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
     o.logJson.clear();
     o.save.clear();
   }
+  bool clipsBuckets = false;
+  for (const StepDecl &s : pkg.function("train_step").steps)
+    clipsBuckets |= s.kind == StepDecl::AllReduceStart && s.clip;
+  if (clipsBuckets != (o.clip == "bucket"))
+    fail(clipsBuckets ? pkg.dir + " clips each gradient bucket: train it with --clip bucket"
+                      : "--clip bucket needs a package compiled with --clip bucket (" +
+                            pkg.dir + " was not)");
+  backend.setBucketClip(o.clip == "bucket" ? o.clipGrad : 0.0);
   if (ranks > 1) {
     bool sums = false;
     for (const StepDecl &s : pkg.function("train_step").steps)
@@ -507,7 +515,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
            std::to_string(norm) + ") at step " + std::to_string(t) + kept);
     }
     double scale = 1.0;
-    if (o.clipGrad > 0)
+    if (o.clip == "global" && o.clipGrad > 0)
       scale = std::min(1.0, o.clipGrad / (norm + 1e-6));
     double lr = learningRate(sched, t);
     std::vector<double> h = adamwScalars(o, lr, t, scale / ranks);

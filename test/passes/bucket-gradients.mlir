@@ -1,5 +1,6 @@
 // RUN: mlc-opt %s -split-input-file --mlc-bucket-gradients="ranks=2 cap-mb=0.0002 first-bucket-mb=0.0001" | FileCheck %s
 // RUN: mlc-opt %s -split-input-file --mlc-bucket-gradients | FileCheck %s --check-prefix=ONE
+// RUN: mlc-opt %s -split-input-file --mlc-bucket-gradients="clip=bucket" | FileCheck %s --check-prefix=CLIP
 
 // Four parameters of 64, 32, 128 and 96 bytes, laid out in the order
 // backward finishes their gradients. The first bucket holds at most 100
@@ -9,7 +10,7 @@
 // CHECK-LABEL: plan.func "train_step"
 // CHECK-NEXT: %[[G:.*]] = plan.bind grad "*" : memref<80xf32>
 // CHECK: plan.launch @k({{.*}}) {w = "w1"}
-// CHECK-NEXT: plan.all_reduce_start %[[G]][0, 24] tag 0
+// CHECK-NEXT: plan.all_reduce_start %[[G]][0, 24] tag 0 :
 // CHECK-NEXT: plan.launch @k({{.*}}) {w = "w2"}
 // CHECK-NEXT: plan.all_reduce_start %[[G]][24, 32] tag 1
 // CHECK-NEXT: plan.launch @k({{.*}}) {w = "w3"}
@@ -79,4 +80,23 @@ plan.func "forward" arena 64 {
   %w = plan.bind param "w0" : memref<32xf32>
   plan.launch @k(%x, %w) : memref<16xf32>, memref<32xf32>
   plan.output "y" %x [16] : memref<16xf32>
+}
+
+// -----
+
+// Bucket-wise clipping on one rank still buckets: every start is marked clip
+// (the runtime clips the slice by its own norm before the sum starts).
+// CLIP-LABEL: plan.func "train_step"
+// CLIP: plan.all_reduce_start %{{.*}}[0, 64] tag 0 clip :
+// CLIP: plan.all_reduce_wait tag 0
+plan.param "w0" : f32 [32] init "zeros"
+plan.param "w1" : f32 [32] init "zeros"
+plan.kernel @k pointwise args(2) source "x"
+plan.func "train_step" arena 64 {
+  %x = plan.arena 0 : memref<16xf32>
+  %g0 = plan.bind grad "w0" : memref<32xf32>
+  %g1 = plan.bind grad "w1" : memref<32xf32>
+  plan.launch @k(%g0, %x) : memref<32xf32>, memref<16xf32>
+  plan.launch @k(%g1, %x) : memref<32xf32>, memref<16xf32>
+  plan.output "loss" %x [16] : memref<16xf32>
 }

@@ -261,6 +261,32 @@ static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs,
   }
 }
 
+template <typename T>
+static void clipSlice(T *g, int64_t count, double threshold) {
+  double sum = 0;
+#pragma omp parallel for simd reduction(+ : sum)
+  for (int64_t i = 0; i < count; ++i)
+    sum += double(g[i]) * double(g[i]);
+  double scale = std::min(1.0, threshold / (std::sqrt(sum) + 1e-6));
+  if (scale < 1.0) {
+    const T f = T(scale);
+#pragma omp parallel for simd
+    for (int64_t i = 0; i < count; ++i)
+      g[i] *= f;
+  }
+}
+
+void CpuBackend::clipBucket(int64_t offset, int64_t count) {
+  if (offset < 0 || count < 1 || (offset + count) * elementSize_ > int64_t(grads_.size()))
+    fail("internal: a clipped bucket past the end of the gradients");
+  double threshold = bucketClip_ * std::sqrt(double(count) / double(pkg_.paramCount));
+  char *base = grads_.data() + offset * elementSize_;
+  if (elementSize_ == 8)
+    clipSlice(reinterpret_cast<double *>(base), count, threshold);
+  else
+    clipSlice(reinterpret_cast<float *>(base), count, threshold);
+}
+
 void CpuBackend::allReduceStart(FlatBuffer which, int64_t offset, int64_t count, int tag) {
   if (!comm_ || comm_->size() == 1)
     return;
@@ -300,8 +326,11 @@ void CpuBackend::run(const std::string &function, int64_t step) {
       b.calls[i](b.args[i].data(), &ctx);
     else if (s.kind == StepDecl::Gemm)
       gemm(s, b.args[i][0], b.args[i][1], b.args[i][2], elementSize_, rows_);
-    else if (s.kind == StepDecl::AllReduceStart)
+    else if (s.kind == StepDecl::AllReduceStart) {
+      if (s.clip && bucketClip_ > 0)
+        clipBucket(s.offset, s.count);
       allReduceStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));
+    }
     else
       allReduceWait(int(s.tag));
     // MPI moves a non-blocking sum forward only inside MPI calls.
