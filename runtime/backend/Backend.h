@@ -95,6 +95,11 @@ public:
   /// threshold c; each bucket of n_b of the n gradients is clipped to
   /// c sqrt(n_b / n) before its sum starts. 0: off.
   void setBucketClip(double threshold) { bucketClip_ = threshold; }
+  /// This rank's share of the global batch's loss terms, times the ranks:
+  /// each bucket is scaled by it before its sum starts, so that the averaged
+  /// gradient is the global batch's (ranks with fewer labels weigh less). 1
+  /// when every rank holds as many.
+  void setGradWeight(double weight) { gradWeight_ = weight; }
 
   BackendProfile profile;
 
@@ -103,6 +108,7 @@ protected:
   int64_t elementSize_;
   std::shared_ptr<Communicator> comm_;
   double bucketClip_ = 0;
+  double gradWeight_ = 1;
 };
 
 /// The backend for `device`: "cpu" (or "auto", which picks the CPU while no

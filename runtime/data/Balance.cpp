@@ -32,7 +32,10 @@ const char *policyName(BalancePolicy p) {
 }
 
 std::vector<std::vector<int64_t>> dealWindow(const std::vector<int64_t> &lengths, int ranks,
-                                             BalancePolicy policy) {
+                                             BalancePolicy policy, int64_t maxPerRank) {
+  if (maxPerRank > 0 && int64_t(lengths.size()) > maxPerRank * ranks)
+    fail("internal: a window of " + std::to_string(lengths.size()) + " samples does not fit " +
+         std::to_string(ranks) + " ranks of " + std::to_string(maxPerRank));
   std::vector<std::vector<int64_t>> out(ranks);
   std::vector<int64_t> order(lengths.size());
   std::iota(order.begin(), order.end(), 0);
@@ -53,7 +56,11 @@ std::vector<std::vector<int64_t>> dealWindow(const std::vector<int64_t> &lengths
   }
   std::vector<int64_t> load(ranks, 0);
   for (int64_t s : order) {
-    int r = int(std::min_element(load.begin(), load.end()) - load.begin());
+    int r = -1;
+    for (int q = 0; q < ranks; ++q)
+      if ((maxPerRank <= 0 || int64_t(out[q].size()) < maxPerRank) &&
+          (r < 0 || load[q] < load[r]))
+        r = q;
     out[r].push_back(s);
     load[r] += lengths[s];
   }

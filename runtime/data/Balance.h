@@ -27,9 +27,11 @@ BalancePolicy parseBalancePolicy(const std::string &name);
 const char *policyName(BalancePolicy p);
 
 /// Deals the samples of one window (their lengths) to `ranks` ranks; returns
-/// each rank's sample positions within the window.
+/// each rank's sample positions within the window. `maxPerRank` > 0 caps the
+/// samples a rank takes (a packed micro-batch holds at most that many
+/// sequences): presort then gives each sample to the lightest rank with room.
 std::vector<std::vector<int64_t>> dealWindow(const std::vector<int64_t> &lengths, int ranks,
-                                             BalancePolicy policy);
+                                             BalancePolicy policy, int64_t maxPerRank = 0);
 
 struct BalanceStats {
   int64_t steps = 0, samples = 0, tokens = 0;

@@ -3,6 +3,7 @@
 #include "runtime/train/BatchSources.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/Hash.h"
+#include "runtime/data/Balance.h"
 #include "runtime/data/BertDataset.h"
 #include "runtime/data/GptDataset.h"
 
@@ -168,8 +169,12 @@ BatchFn batchesFromIndexed(const Package &pkg, const TrainOptions &o, int part) 
 }
 
 /// Masked-LM batches for BERT (input_ids, token_type_ids, attention_mask,
-/// labels [batch, seq]) from a WordPiece-tokenized indexed dataset.
-BatchFn batchesForBert(const Package &pkg, const TrainOptions &o, int part) {
+/// labels [batch, seq]) from a WordPiece-tokenized indexed dataset. Unpadded
+/// (varlen) over R ranks: step t's window is samples t R B .. (t + 1) R B - 1,
+/// the samples one process with R B sequences would take; every rank deals
+/// it with --balance (at most B sequences each) and keeps its share.
+BatchFn batchesForBert(const Package &pkg, const TrainOptions &o, int part,
+                       std::shared_ptr<double> imbalance) {
   int64_t B = 0, S = 0;
   bool varlen = false;
   for (const InputInfo &in : pkg.inputs)
@@ -208,11 +213,36 @@ BatchFn batchesForBert(const Package &pkg, const TrainOptions &o, int part) {
   // The four inputs of a step come from the same samples: build them once.
   auto cache = std::make_shared<std::pair<int64_t, std::vector<BertSample>>>();
   cache->first = -1;
-  return [samples, cache, B, S, varlen](const InputInfo &in, int64_t t) {
+  const int R = varlen ? o.ranks : 1, rank = varlen ? o.rank : 0;
+  const BalancePolicy policy = parseBalancePolicy(o.balance);
+  return [samples, cache, B, S, varlen, R, rank, policy,
+          imbalance](const InputInfo &in, int64_t t) {
     if (cache->first != t) {
       cache->second.clear();
-      for (int64_t b = 0; b < B; ++b)
-        cache->second.push_back(samples->sample(t * B + b));
+      if (R == 1) {
+        for (int64_t b = 0; b < B; ++b)
+          cache->second.push_back(samples->sample(t * B + b));
+      } else {
+        std::vector<BertSample> window;
+        std::vector<int64_t> lengths;
+        for (int64_t b = 0; b < R * B; ++b) {
+          window.push_back(samples->sample(t * R * B + b));
+          lengths.push_back(window.back().length);
+        }
+        auto deal = dealWindow(lengths, R, policy, B);
+        double total = 0, most = 0;
+        for (const auto &share : deal) {
+          double tokens = 0;
+          for (int64_t i : share)
+            tokens += double(lengths[i]);
+          total += tokens;
+          most = std::max(most, tokens);
+        }
+        if (imbalance)
+          *imbalance = total > 0 ? most / (total / R) : 1.0;
+        for (int64_t i : deal[rank])
+          cache->second.push_back(window[i]);
+      }
       cache->first = t;
     }
     if (varlen) {
@@ -339,7 +369,11 @@ BatchSources openBatchSources(const Package &pkg, const TrainOptions &o) {
     inner.test = wrap(inner.test);
     return inner;
   }
-  if (o.ranks > 1 && o.batchesDir.empty()) {
+  bool packedBert = false;
+  for (const InputInfo &in : pkg.inputs)
+    packedBert |= in.name == "cu_seqlens";
+  // Unpadded BERT deals each step's window to the ranks itself (--balance).
+  if (o.ranks > 1 && o.batchesDir.empty() && !(packedBert && isIndexedData(o.data))) {
     // --data: rank r's batch of step t is the r-th share of the global batch,
     // samples (t R + r) B .. (t R + r + 1) B - 1: what a source asked for
     // batch t R + r of B samples gives.
@@ -363,15 +397,18 @@ BatchSources openBatchSources(const Package &pkg, const TrainOptions &o) {
   if (!o.batchesDir.empty()) {
     s.train = batchesFromDirectory(pkg, o.batchesDir, o.steps, o.rank, o.ranks);
   } else if (!o.data.empty() && isIndexedData(o.data)) {
-    auto source = isBert(pkg) ? batchesForBert : batchesFromIndexed;
-    s.train = source(pkg, o, 0);
+    auto source = [&](int part) {
+      return isBert(pkg) ? batchesForBert(pkg, o, part, part == 0 ? s.imbalance : nullptr)
+                         : batchesFromIndexed(pkg, o, part);
+    };
+    s.train = source(0);
     if (o.evalInterval > 0) {
-      s.validation = source(pkg, o, 1);
+      s.validation = source(1);
       // The test split is evaluated at the end when the split gives it
       // documents enough for a sample (a small dataset may round it to none).
       if (parseSplit(o.split)[2] > 0) {
         try {
-          s.test = source(pkg, o, 2);
+          s.test = source(2);
         } catch (const Error &) {
         }
       }

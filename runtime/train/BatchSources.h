@@ -16,6 +16,7 @@
 #include "runtime/train/Options.h"
 
 #include <functional>
+#include <memory>
 
 namespace mlc::rt {
 
@@ -25,6 +26,10 @@ struct BatchSources {
   BatchFn train;
   BatchFn validation; // set when --eval-interval asks for it
   BatchFn test;       // the test split, when it has documents (evaluated at the end)
+  /// Unpadded BERT over several ranks: max / mean tokens over the ranks of
+  /// the last training batch dealt (every rank deals the same window, so
+  /// each knows all shares); 0 when not measured.
+  std::shared_ptr<double> imbalance = std::make_shared<double>(0.0);
 };
 
 /// The sources the options name; errors name the file or flag at fault.

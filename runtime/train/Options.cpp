@@ -1,6 +1,7 @@
 //===- Options.cpp - the table of training flags ----------------------------===//
 
 #include "runtime/train/Options.h"
+#include "runtime/data/Balance.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/TensorIO.h"
 #include "runtime/data/GptDataset.h"
@@ -139,6 +140,11 @@ const std::vector<TrainFlag> &trainFlags() {
                                  "(no update) before the run stops",
                 &TrainOptions::maxBadSteps),
         string("device", "name", "Where to run: cpu or auto", &TrainOptions::device),
+        string("balance", "policy",
+               "Unpadded BERT over several ranks: how each step's window of samples is "
+               "dealt to the ranks (presort: longest first to the lightest rank; zigzag; "
+               "random), with no communication",
+               &TrainOptions::balance),
         number("comm-timeout", "Seconds a rank waits for the others before it stops with an "
                                "error (mpirun)",
                &TrainOptions::commTimeout),
@@ -171,6 +177,7 @@ void validate(const TrainOptions &o) {
   finiteAtLeast("min-lr", o.minLr, 0);
   finiteAtLeast("weight-decay", o.weightDecay, 0);
   finiteAtLeast("clip-grad", o.clipGrad, 0);
+  parseBalancePolicy(o.balance); // an unknown policy is an error that lists them
   if (o.clip != "global" && o.clip != "bucket" && o.clip != "none")
     fail("--clip must be global, bucket or none, got '" + o.clip + "'");
   if (!(o.commTimeout > 0) || !std::isfinite(o.commTimeout))

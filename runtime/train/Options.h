@@ -24,6 +24,7 @@ struct TrainOptions {
   double weightDecay = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double clipGrad = 1.0; // global L2 norm; 0 disables
   std::string clip = "global"; // global | bucket | none
+  std::string balance = "presort"; // unpadded BERT over ranks: presort | zigzag | random
   uint64_t seed = 1234;
   std::string init;       // safetensors with HF names
   std::string save;       // safetensors written at the end

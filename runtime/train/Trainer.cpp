@@ -449,21 +449,36 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
     // The step's micro-batches: consecutive batches of the source, their
     // gradients summed (@accumulate) and averaged into the last one's
     // (@merge); the loss is their mean. Dropout is keyed by micro-batch.
-    double loss = 0;
+    double loss = 0, weightedLoss = 0, globalTerms = 0;
     tokensPerStep = 0;
     if (micro > 1)
       backend.zero(FlatBuffer::GradSum);
     for (int64_t j = 0; j < micro; ++j) {
       const int64_t index = (t - 1) * micro + j;
+      double terms = -1; // the loss's terms in this batch: labels not ignored
       for (const InputInfo &in : pkg.inputs) {
         HostTensor tensor = batch(in, index);
         if (in.name == "input_ids")
           tokensPerStep += tensor.numel(); // unpadded batches vary
+        if (in.name == "labels") {
+          terms = 0;
+          for (int64_t i = 0; i < tensor.numel(); ++i)
+            terms += tensor.getInt(i) != -100;
+        }
         try {
           backend.setInput(in.name, tensor);
         } catch (const Error &e) {
           fail(std::string("step ") + std::to_string(t) + ": " + e.what());
         }
+      }
+      if (ranks > 1) {
+        // Each rank's mean loss weighs by its share of the global batch's
+        // terms, so that the averaged gradient is the global batch's mean.
+        double local = terms >= 0 ? terms : 1.0, all = local;
+        backend.communicator()->sum(&all, 1);
+        backend.setGradWeight(all > 0 ? local * ranks / all : 1.0);
+        globalTerms += all / micro;
+        terms = local;
       }
       try {
         // Dropout masks are keyed by this number: each rank draws its own.
@@ -471,7 +486,9 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
       } catch (const Error &e) {
         fail(std::string("step ") + std::to_string(t) + ": " + e.what());
       }
-      loss += backend.output("train_step", "loss").getDouble(0) / double(micro);
+      double stepLoss = backend.output("train_step", "loss").getDouble(0);
+      loss += stepLoss / double(micro);
+      weightedLoss += stepLoss * std::max(terms, 0.0) / double(micro);
       if (j + 1 < micro)
         backend.run("accumulate", t);
     }
@@ -481,13 +498,16 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
     }
     const double waited = backend.profile.commWaitSeconds - waitedBefore;
     waitedBefore = backend.profile.commWaitSeconds;
+    double imbalance = 0;
     if (ranks > 1) {
-      // The logged loss and the tokens are the whole global batch's: the
-      // mean of the ranks' losses (equal shares) and the sum of their tokens.
-      double both[2] = {loss, double(tokensPerStep)};
+      // The logged loss and the tokens are the whole global batch's: its
+      // terms' mean (the ranks' losses weighed by their terms) and the sum of
+      // the ranks' tokens.
+      double both[2] = {weightedLoss, double(tokensPerStep)};
       backend.communicator()->sum(both, 2);
-      loss = both[0] / ranks;
+      loss = globalTerms > 0 ? both[0] / globalTerms : loss;
       tokensPerStep = int64_t(both[1]);
+      imbalance = *sources.imbalance;
     }
     backend.run("grad_norm", t);
     // The gradients are summed over the ranks: their mean's norm is 1/R of it.
@@ -544,6 +564,8 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
           << ", \"mfu\": " << jsonNumber(mfu);
       if (ranks > 1) // rank 0's time blocked waiting for gradient sums
         log << ", \"comm_wait_ms\": " << jsonNumber(waited * 1000.0);
+      if (imbalance > 0) // max / mean tokens over the ranks
+        log << ", \"imbalance\": " << jsonNumber(imbalance);
       log << "}\n";
     }
     if (o.evalInterval > 0 && (t % o.evalInterval == 0 || t == o.steps)) {
@@ -582,9 +604,12 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
       double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart).count();
       double eta = elapsed / double(t - first + 1) * double(o.steps - t);
-      char mfuText[32] = "";
+      char mfuText[64] = "";
       if (std::isfinite(mfu))
         std::snprintf(mfuText, sizeof mfuText, " | MFU %4.1f%%", 100 * mfu);
+      if (imbalance > 0) // unpadded BERT over ranks: max / mean tokens
+        std::snprintf(mfuText + std::strlen(mfuText), sizeof mfuText - std::strlen(mfuText),
+                      " | imbalance %.3f", imbalance);
       line.open = false;
       fprintf(stderr,
               "%sstep %5lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %7.1f ms | %8.0f "

@@ -276,6 +276,24 @@ static void clipSlice(T *g, int64_t count, double threshold) {
   }
 }
 
+template <typename T>
+static void scaleSlice(T *g, int64_t count, double factor) {
+  const T f = T(factor);
+#pragma omp parallel for simd
+  for (int64_t i = 0; i < count; ++i)
+    g[i] *= f;
+}
+
+void CpuBackend::scaleBucket(int64_t offset, int64_t count, double factor) {
+  if (offset < 0 || count < 1 || (offset + count) * elementSize_ > int64_t(grads_.size()))
+    fail("internal: a scaled bucket past the end of the gradients");
+  char *base = grads_.data() + offset * elementSize_;
+  if (elementSize_ == 8)
+    scaleSlice(reinterpret_cast<double *>(base), count, factor);
+  else
+    scaleSlice(reinterpret_cast<float *>(base), count, factor);
+}
+
 void CpuBackend::clipBucket(int64_t offset, int64_t count) {
   if (offset < 0 || count < 1 || (offset + count) * elementSize_ > int64_t(grads_.size()))
     fail("internal: a clipped bucket past the end of the gradients");
@@ -327,6 +345,8 @@ void CpuBackend::run(const std::string &function, int64_t step) {
     else if (s.kind == StepDecl::Gemm)
       gemm(s, b.args[i][0], b.args[i][1], b.args[i][2], elementSize_, rows_);
     else if (s.kind == StepDecl::AllReduceStart) {
+      if (gradWeight_ != 1.0)
+        scaleBucket(s.offset, s.count, gradWeight_);
       if (s.clip && bucketClip_ > 0)
         clipBucket(s.offset, s.count);
       allReduceStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));
