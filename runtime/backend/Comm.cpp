@@ -84,8 +84,8 @@ public:
     MPI_Request request;
     check(MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD,
                          &request),
-          "summing the step's loss over the ranks");
-    waitFor(request, "the loss of the other ranks");
+          "summing the step's totals over the ranks");
+    waitFor(request, "the other ranks' step totals (loss, label and token counts)");
   }
 
   void barrier() override {

@@ -475,7 +475,11 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
         // Each rank's mean loss weighs by its share of the global batch's
         // terms, so that the averaged gradient is the global batch's mean.
         double local = terms >= 0 ? terms : 1.0, all = local;
-        backend.communicator()->sum(&all, 1);
+        try {
+          backend.communicator()->sum(&all, 1);
+        } catch (const Error &e) {
+          fail(std::string("step ") + std::to_string(t) + ": " + e.what());
+        }
         backend.setGradWeight(all > 0 ? local * ranks / all : 1.0);
         globalTerms += all / micro;
         terms = local;
@@ -504,7 +508,11 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
       // terms' mean (the ranks' losses weighed by their terms) and the sum of
       // the ranks' tokens.
       double both[2] = {weightedLoss, double(tokensPerStep)};
-      backend.communicator()->sum(both, 2);
+      try {
+        backend.communicator()->sum(both, 2);
+      } catch (const Error &e) {
+        fail(std::string("step ") + std::to_string(t) + ": " + e.what());
+      }
       loss = globalTerms > 0 ? both[0] / globalTerms : loss;
       tokensPerStep = int64_t(both[1]);
       imbalance = *sources.imbalance;
