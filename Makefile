@@ -14,7 +14,7 @@ APT_PACKAGES := \
   cmake ninja-build ccache g++ clang libclang-rt-14-dev \
   libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools \
   libgtest-dev libopenblas-dev libicu-dev zlib1g-dev python3-venv \
-  libonnx-dev libprotobuf-dev openmpi-bin libopenmpi-dev \
+  libonnx-dev libprotobuf-dev openmpi-bin libopenmpi-dev libdnnl-dev \
   python3 python3-numpy python3-torch python3-onnx
 
 .PHONY: all build setup test demo clean

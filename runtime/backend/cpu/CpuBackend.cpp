@@ -5,6 +5,9 @@
 #include "runtime/core/Error.h"
 
 #include <cblas.h>
+#ifdef MLC_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -248,6 +251,24 @@ static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs,
       ro += i * s.rhsStrides[d];
     }
     int64_t oo = b * s.m * s.n;
+#ifdef MLC_HAVE_DNNL
+    // oneDNN's sgemm is the fastest f32 GEMM on the step's shapes
+    // (bench/blas_compare.py) and threads on the kernels' OpenMP pool;
+    // MLC_BLAS=openblas measures the alternative.
+    static const bool dnnl = [] {
+      const char *v = std::getenv("MLC_BLAS");
+      return !v || std::string(v) != "openblas";
+    }();
+    if (elementSize == 4 && dnnl) {
+      if (dnnl_sgemm(s.transA ? 'T' : 'N', s.transB ? 'T' : 'N', s.m, s.n, s.k, 1.0f,
+                     reinterpret_cast<const float *>(lhs) + lo, lda,
+                     reinterpret_cast<const float *>(rhs) + ro, ldb, 0.0f,
+                     reinterpret_cast<float *>(out) + oo, s.n) != dnnl_success)
+        fail("oneDNN sgemm failed on a " + std::to_string(s.m) + " x " + std::to_string(s.n) +
+             " x " + std::to_string(s.k) + " product");
+      continue;
+    }
+#endif
     if (elementSize == 4)
       cblas_sgemm(CblasRowMajor, ta, tb, s.m, s.n, s.k, 1.0f,
                   reinterpret_cast<const float *>(lhs) + lo, lda,
