@@ -273,6 +273,21 @@ private:
   // Tensors -------------------------------------------------------------
   llvm::Expected<Const> tensorFromProto(const onnx::TensorProto &t, const std::string &what);
   Value materialize(const Const &c);
+  /// An initializer's values in the model's float type, for the package.
+  rt::HostTensor weightTensor(const Const &c) const {
+    rt::HostTensor t;
+    t.dtype = options.dtype;
+    t.shape = c.shape;
+    if (options.dtype == "f64") {
+      t.data.resize(c.f.size() * 8);
+      std::memcpy(t.data.data(), c.f.data(), t.data.size());
+    } else {
+      std::vector<float> v(c.f.begin(), c.f.end());
+      t.data.resize(v.size() * 4);
+      std::memcpy(t.data.data(), v.data(), t.data.size());
+    }
+    return t;
+  }
   Value valueOf(const Entry &e) {
     return e.value ? e.value : materialize(*e.constant);
   }
@@ -962,12 +977,7 @@ llvm::Error Importer::convert(const onnx::NodeProto &n) {
         {b.getNamedAttr("mlc.param", b.getStringAttr(name)),
          b.getNamedAttr("mlc.init", b.getStringAttr("package"))}));
     paramNames.insert(name);
-    rt::HostTensor t;
-    t.dtype = "f64";
-    t.shape = init.shape;
-    t.data.resize(init.f.size() * 8);
-    std::memcpy(t.data.data(), init.f.data(), t.data.size());
-    weights.push_back({name, std::move(t)});
+    weights.push_back({name, weightTensor(init)});
     values[name] = {v, nullptr};
     return llvm::Error::success();
   }
@@ -1731,12 +1741,7 @@ llvm::Expected<ImportedModel> Importer::run(const onnx::ModelProto &model) {
     if (c->kind == Kind::Float && !c->shape.empty() && c->numel() > 0) {
       parameterCount += c->numel();
       paramNames.insert(t.name());
-      rt::HostTensor h;
-      h.dtype = "f64";
-      h.shape = c->shape;
-      h.data.resize(c->f.size() * 8);
-      std::memcpy(h.data.data(), c->f.data(), h.data.size());
-      weights.push_back({t.name(), std::move(h)});
+      weights.push_back({t.name(), weightTensor(*c)});
       paramInits.emplace(t.name(), std::move(*c));
     } else {
       values[t.name()] = {Value(), std::make_shared<const Const>(std::move(*c))};
