@@ -13,6 +13,7 @@
 #include "runtime/core/PlanFormat.h"
 
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <sstream>
 
@@ -71,6 +72,15 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
       rt::FunctionPlan f;
       f.name = fn.getSymName().str();
       f.arenaBytes = fn.getArenaBytes();
+      // Beyond any one device: a typo in a batch size, not a model (an
+      // imported model's shapes are only checked here).
+      const int64_t limit = int64_t(16) << 40;
+      if (f.arenaBytes > limit)
+        return failure(llvm::formatv("@{0} would need {1:f0} GiB of activations (the limit "
+                                     "is 16384 GiB); is the micro-batch or sequence length "
+                                     "too large?",
+                                     f.name, double(f.arenaBytes) / double(1ull << 30))
+                           .str());
       LoweredPackage::Counts &counts = out.counts[f.name];
       llvm::DenseMap<Value, int> ids;
       for (Operation &inner : fn.getBody().front()) {
