@@ -75,7 +75,12 @@ def MlcRecognize : Pass<"mlc-recognize", "mlir::func::FuncOp"> {
       w) [+ b], [d..., M])` as exporters write `Gemm`, becomes `matmul(x, w)
       [+ b]` on x's own shape (the same GEMM; the bias then fuses);
     - `matmul(x, transpose(w))` swapping the last two dims becomes `matmul x,
-      w transpose_rhs` (likewise for the left operand): no copy of w.
+      w transpose_rhs` (likewise for the left operand): no copy of w;
+    - the next-token loss `cross_entropy(logits[:, :-1] as rows, labels[:,
+      1:])` becomes `cross_entropy(logits as rows, concat(labels[:, 1:],
+      ignore_index))`: the same terms and gradient, with the logits read in
+      place instead of copied out and their gradient padded back (builtin
+      GPT-2 and exports alike).
 
     Every constant must match (to 1e-5 relative), and a chain that differs
     stays as it is.

@@ -444,6 +444,54 @@ Value matchTransposedOperand(OpBuilder &b, MatmulOp mm) {
                             mm.getTransposeRhs() != bool(rhs));
 }
 
+//===----------------------------------------------------------------------===//
+// The next-token loss without copies of the logits: cross_entropy(logits[:,
+// :-1] as rows, labels[:, 1:]) is cross_entropy(logits as rows, labels[:, 1:]
+// followed by one ignored label per sequence). The same terms, mean and
+// gradient (ignored rows get a zero gradient), but the largest tensor of the
+// step is read in place instead of copied out (forward) and padded back
+// (backward).
+//===----------------------------------------------------------------------===//
+
+Value matchShiftedCrossEntropy(OpBuilder &b, CrossEntropyOp ce) {
+  auto logitsRows = ce.getLogits().getDefiningOp<ReshapeOp>();
+  auto labelRows = ce.getLabels().getDefiningOp<ReshapeOp>();
+  if (!logitsRows || !labelRows)
+    return Value();
+  auto logitsSlice = logitsRows.getInput().getDefiningOp<SliceOp>();
+  auto labelSlice = labelRows.getInput().getDefiningOp<SliceOp>();
+  if (!logitsSlice || !labelSlice)
+    return Value();
+  Value logits = logitsSlice.getInput(), labels = labelSlice.getInput();
+  auto ls = shapeOf(logits), ys = shapeOf(labels);
+  if (ls.size() != 3 || ys.size() != 2 || ls[0] != ys[0] || ls[1] != ys[1] || ls[1] < 2 ||
+      ShapedType::isDynamicShape(ls) || ShapedType::isDynamicShape(ys))
+    return Value();
+  const int64_t B = ls[0], S = ls[1], V = ls[2];
+  auto is = [](ArrayRef<int64_t> got, std::initializer_list<int64_t> want) {
+    return got.size() == want.size() && std::equal(got.begin(), got.end(), want.begin());
+  };
+  if (!is(logitsSlice.getStarts(), {0, 0, 0}) || !is(logitsSlice.getEnds(), {B, S - 1, V}) ||
+      !is(logitsSlice.getSteps(), {1, 1, 1}) || !is(labelSlice.getStarts(), {0, 1}) ||
+      !is(labelSlice.getEnds(), {B, S}) || !is(labelSlice.getSteps(), {1, 1}))
+    return Value();
+  b.setInsertionPoint(ce);
+  Location loc = ce.getLoc();
+  auto labelType = cast<RankedTensorType>(labels.getType());
+  auto fillType = RankedTensorType::get({B, 1}, labelType.getElementType());
+  Value ignored = b.create<ConstantOp>(
+      loc, DenseElementsAttr::get(fillType, b.getIntegerAttr(labelType.getElementType(),
+                                                             ce.getIgnoreIndex())));
+  Value shifted = b.create<ConcatOp>(loc, ValueRange{labelSlice.getResult(), ignored},
+                                     b.getI64IntegerAttr(1));
+  auto rows = [&](Value v, ArrayRef<int64_t> shape) {
+    auto t = cast<RankedTensorType>(v.getType());
+    return b.create<ReshapeOp>(loc, RankedTensorType::get(shape, t.getElementType()), v);
+  };
+  return b.create<CrossEntropyOp>(loc, rows(logits, {B * S, V}), rows(shifted, {B * S}),
+                                  ce.getIgnoreIndexAttr());
+}
+
 class RecognizePass : public mlc::impl::MlcRecognizeBase<RecognizePass> {
 public:
   void runOnOperation() final {
@@ -461,6 +509,8 @@ public:
         replacement = matchFlattenedLinear(b, r);
       else if (auto mm = dyn_cast<MatmulOp>(op))
         replacement = matchTransposedOperand(b, mm);
+      else if (auto ce = dyn_cast<CrossEntropyOp>(op))
+        replacement = matchShiftedCrossEntropy(b, ce);
       else if (auto mul = dyn_cast<MulOp>(op))
         replacement = matchGelu(b, mul);
       if (replacement) {

@@ -172,3 +172,39 @@ func.func @not_linear(%x: tensor<2x8x16xf32>, %w: tensor<16x32xf32>) -> tensor<4
   %y = mlc.reshape %m : tensor<16x32xf32> -> tensor<4x4x32xf32>
   return %y : tensor<4x4x32xf32>
 }
+
+// -----
+
+// The next-token loss reads the logits in place: the labels are shifted and
+// end each sequence with the ignore index instead.
+// CHECK-LABEL: func.func @shifted_loss
+// CHECK: %[[L:.*]] = mlc.slice %arg1 starts = [0, 1] ends = [2, 4] steps = [1, 1]
+// CHECK: %[[I:.*]] = mlc.constant dense<-100> : tensor<2x1xi64>
+// CHECK: %[[Y:.*]] = mlc.concat(%[[L]], %[[I]]) axis = 1
+// CHECK-DAG: %[[X:.*]] = mlc.reshape %arg0 : tensor<2x4x8xf32> -> tensor<8x8xf32>
+// CHECK-DAG: %[[R:.*]] = mlc.reshape %[[Y]] : tensor<2x4xi64> -> tensor<8xi64>
+// CHECK: mlc.cross_entropy %[[X]], %[[R]] ignore_index = -100 : tensor<8x8xf32>, tensor<8xi64>
+// CHECK-NOT: mlc.slice %arg0
+func.func @shifted_loss(%logits: tensor<2x4x8xf32>, %labels: tensor<2x4xi64>) -> tensor<f32> {
+  %x = mlc.slice %logits starts = [0, 0, 0] ends = [2, 3, 8] steps = [1, 1, 1] : tensor<2x4x8xf32>
+  %y = mlc.slice %labels starts = [0, 1] ends = [2, 4] steps = [1, 1] : tensor<2x4xi64>
+  %xr = mlc.reshape %x : tensor<2x3x8xf32> -> tensor<6x8xf32>
+  %yr = mlc.reshape %y : tensor<2x3xi64> -> tensor<6xi64>
+  %l = mlc.cross_entropy %xr, %yr ignore_index = -100 : tensor<6x8xf32>, tensor<6xi64>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Labels shifted by two are another loss: left alone.
+// CHECK-LABEL: func.func @not_shifted_by_one
+// CHECK: mlc.slice %arg0
+// CHECK: mlc.cross_entropy {{.*}} : tensor<4x8xf32>, tensor<4xi64>
+func.func @not_shifted_by_one(%logits: tensor<2x4x8xf32>, %labels: tensor<2x4xi64>) -> tensor<f32> {
+  %x = mlc.slice %logits starts = [0, 0, 0] ends = [2, 2, 8] steps = [1, 1, 1] : tensor<2x4x8xf32>
+  %y = mlc.slice %labels starts = [0, 2] ends = [2, 4] steps = [1, 1] : tensor<2x4xi64>
+  %xr = mlc.reshape %x : tensor<2x2x8xf32> -> tensor<4x8xf32>
+  %yr = mlc.reshape %y : tensor<2x2xi64> -> tensor<4xi64>
+  %l = mlc.cross_entropy %xr, %yr ignore_index = -100 : tensor<4x8xf32>, tensor<4xi64>
+  return %l : tensor<f32>
+}
