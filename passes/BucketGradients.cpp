@@ -116,6 +116,7 @@ public:
     };
     std::vector<Bucket> buckets;
     auto position = [&](Operation *op) { return op ? int64_t(positions.lookup(op)) : -1; };
+    positions.clear();
     int64_t pos = 0;
     for (Operation &op : body)
       positions[&op] = pos++;
