@@ -221,6 +221,14 @@ private:
     return error("node '" + nodeName(n) + "' (" + n.op_type() + ", opset " +
                  std::to_string(opset) + "): " + msg);
   }
+  /// The first `count` inputs of `n` must be given.
+  llvm::Error needInputs(const onnx::NodeProto &n, const std::vector<const Entry *> &in,
+                         size_t count) const {
+    if (in.size() < count ||
+        std::any_of(in.begin(), in.begin() + count, [](const Entry *e) { return !e; }))
+      return nodeError(n, "needs " + std::to_string(count) + " inputs");
+    return llvm::Error::success();
+  }
   std::string nodeName(const onnx::NodeProto &n) const {
     if (!n.name().empty())
       return n.name();
@@ -672,12 +680,7 @@ Importer::fold(const onnx::NodeProto &n, const std::vector<const Entry *> &in) {
     if (e && !e->constant)
       return std::optional<Const>();
   auto C = [&](size_t k) -> const Const & { return *in[k]->constant; };
-  auto need = [&](size_t count) -> llvm::Error {
-    if (in.size() < count || std::any_of(in.begin(), in.begin() + count,
-                                         [](const Entry *e) { return !e; }))
-      return nodeError(n, "needs " + std::to_string(count) + " inputs");
-    return llvm::Error::success();
-  };
+  auto need = [&](size_t count) { return needInputs(n, in, count); };
   auto checkSize = [&](const Shape &s) -> llvm::Error {
     for (int64_t d : s)
       if (d < 0)
@@ -797,10 +800,8 @@ Importer::fold(const onnx::NodeProto &n, const std::vector<const Entry *> &in) {
     return std::optional<Const>(r);
   }
 
-  // Shape and data movement.
-  if (op == "Reshape" || op == "Unsqueeze" || op == "Squeeze" || op == "Flatten") {
-    return std::optional<Const>(); // emit() computes the shape and keeps constants constant
-  }
+  // Shape and data movement (Reshape and its kin, Slice: emit() computes the
+  // shape and keeps constants constant).
   if (op == "Concat") {
     if (in.empty())
       return nodeError(n, "needs inputs");
@@ -1007,12 +1008,7 @@ llvm::Error Importer::convert(const onnx::NodeProto &n) {
 llvm::Error Importer::emit(const onnx::NodeProto &n, const std::vector<const Entry *> &in,
                            std::vector<Entry> &out) {
   const std::string &op = n.op_type();
-  auto need = [&](size_t count) -> llvm::Error {
-    if (in.size() < count || std::any_of(in.begin(), in.begin() + count,
-                                         [](const Entry *e) { return !e; }))
-      return nodeError(n, "needs " + std::to_string(count) + " inputs");
-    return llvm::Error::success();
-  };
+  auto need = [&](size_t count) { return needInputs(n, in, count); };
   auto V = [&](size_t k) { return valueOf(*in[k]); };
   auto S = [&](size_t k) { return shapeOfEntry(*in[k]); };
   auto result = [&](Value v) {

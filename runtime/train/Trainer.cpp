@@ -319,19 +319,21 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
     o.logJson.clear();
     o.save.clear();
   }
+  // The plan's all-reduces: its buckets, and whether it clips them.
+  int buckets = 0;
   bool clipsBuckets = false;
   for (const StepDecl &s : pkg.function("train_step").steps)
-    clipsBuckets |= s.kind == StepDecl::AllReduceStart && s.clip;
+    if (s.kind == StepDecl::AllReduceStart) {
+      ++buckets;
+      clipsBuckets |= s.clip;
+    }
   if (clipsBuckets != (o.clip == "bucket"))
     fail(clipsBuckets ? pkg.dir + " clips each gradient bucket: train it with --clip bucket"
                       : "--clip bucket needs a package compiled with --clip bucket (" +
                             pkg.dir + " was not)");
   backend.setBucketClip(o.clip == "bucket" ? o.clipGrad : 0.0);
   if (ranks > 1) {
-    bool sums = false;
-    for (const StepDecl &s : pkg.function("train_step").steps)
-      sums |= s.kind == StepDecl::AllReduceStart;
-    if (!sums)
+    if (buckets == 0)
       fail(pkg.dir + " was compiled for one rank (no gradient all-reduce); compile it with "
                      "--ranks " + std::to_string(ranks) + " for this run");
   }
@@ -460,7 +462,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
         HostTensor tensor = batch(in, index);
         if (in.name == "input_ids")
           tokensPerStep += tensor.numel(); // unpadded batches vary
-        if (in.name == "labels") {
+        if (ranks > 1 && in.name == "labels") { // for the ranks' weights below
           terms = 0;
           for (int64_t i = 0; i < tensor.numel(); ++i)
             terms += tensor.getInt(i) != -100;
@@ -655,9 +657,6 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
               (long long)o.evalIters);
   }
   if (ranks > 1 && !o.quiet && timedSteps > 0) {
-    int buckets = 0;
-    for (const StepDecl &s : pkg.function("train_step").steps)
-      buckets += s.kind == StepDecl::AllReduceStart;
     fprintf(stderr, "mlc: %d ranks, %d gradient buckets: %.2f ms/step blocked waiting for "
                     "gradient sums (exposed communication %.1f%% of the step)\n",
             ranks, buckets, 1e3 * waitedTotal / double(timedSteps),

@@ -282,48 +282,38 @@ static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs,
   }
 }
 
+/// Before a bucket's sum: this rank's weight, then (bucket-wise clipping)
+/// min(1, threshold / norm) of what is left.
 template <typename T>
-static void clipSlice(T *g, int64_t count, double threshold) {
-  double sum = 0;
+static void prepareSlice(T *g, int64_t count, double weight, double clipThreshold) {
+  double factor = weight;
+  if (clipThreshold > 0) {
+    double sum = 0;
 #pragma omp parallel for simd reduction(+ : sum)
-  for (int64_t i = 0; i < count; ++i)
-    sum += double(g[i]) * double(g[i]);
-  double scale = std::min(1.0, threshold / (std::sqrt(sum) + 1e-6));
-  if (scale < 1.0) {
-    const T f = T(scale);
-#pragma omp parallel for simd
     for (int64_t i = 0; i < count; ++i)
-      g[i] *= f;
+      sum += double(g[i]) * double(g[i]);
+    factor *= std::min(1.0, clipThreshold / (weight * std::sqrt(sum) + 1e-6));
   }
-}
-
-template <typename T>
-static void scaleSlice(T *g, int64_t count, double factor) {
+  if (factor == 1.0)
+    return;
   const T f = T(factor);
 #pragma omp parallel for simd
   for (int64_t i = 0; i < count; ++i)
     g[i] *= f;
 }
 
-void CpuBackend::scaleBucket(int64_t offset, int64_t count, double factor) {
+void CpuBackend::prepareBucket(int64_t offset, int64_t count, bool clip) {
+  double threshold =
+      clip ? bucketClip_ * std::sqrt(double(count) / double(pkg_.paramCount)) : 0.0;
+  if (gradWeight_ == 1.0 && threshold <= 0)
+    return;
   if (offset < 0 || count < 1 || (offset + count) * elementSize_ > int64_t(grads_.size()))
-    fail("internal: a scaled bucket past the end of the gradients");
+    fail("internal: a gradient bucket past the end of the gradients");
   char *base = grads_.data() + offset * elementSize_;
   if (elementSize_ == 8)
-    scaleSlice(reinterpret_cast<double *>(base), count, factor);
+    prepareSlice(reinterpret_cast<double *>(base), count, gradWeight_, threshold);
   else
-    scaleSlice(reinterpret_cast<float *>(base), count, factor);
-}
-
-void CpuBackend::clipBucket(int64_t offset, int64_t count) {
-  if (offset < 0 || count < 1 || (offset + count) * elementSize_ > int64_t(grads_.size()))
-    fail("internal: a clipped bucket past the end of the gradients");
-  double threshold = bucketClip_ * std::sqrt(double(count) / double(pkg_.paramCount));
-  char *base = grads_.data() + offset * elementSize_;
-  if (elementSize_ == 8)
-    clipSlice(reinterpret_cast<double *>(base), count, threshold);
-  else
-    clipSlice(reinterpret_cast<float *>(base), count, threshold);
+    prepareSlice(reinterpret_cast<float *>(base), count, gradWeight_, threshold);
 }
 
 void CpuBackend::allReduceStart(FlatBuffer which, int64_t offset, int64_t count, int tag) {
@@ -366,10 +356,7 @@ void CpuBackend::run(const std::string &function, int64_t step) {
     else if (s.kind == StepDecl::Gemm)
       gemm(s, b.args[i][0], b.args[i][1], b.args[i][2], elementSize_, rows_);
     else if (s.kind == StepDecl::AllReduceStart) {
-      if (gradWeight_ != 1.0)
-        scaleBucket(s.offset, s.count, gradWeight_);
-      if (s.clip && bucketClip_ > 0)
-        clipBucket(s.offset, s.count);
+      prepareBucket(s.offset, s.count, s.clip);
       allReduceStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));
     }
     else

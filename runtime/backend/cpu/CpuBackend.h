@@ -34,8 +34,7 @@ public:
 
 private:
   std::vector<char> &flat(FlatBuffer which);
-  void clipBucket(int64_t offset, int64_t count);
-  void scaleBucket(int64_t offset, int64_t count, double factor);
+  void prepareBucket(int64_t offset, int64_t count, bool clip);
   char *resolve(const FunctionPlan &fn, int id);
   int64_t rows_ = 0; // tokens of the current batch (dynamic token dimension)
   std::map<std::string, int64_t> inputRows_;
