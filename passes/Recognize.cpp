@@ -68,19 +68,24 @@ Value other(Op op, Value a) {
   return Value();
 }
 
-/// `v = mul(x, c)` or `mul(c, x)` with a splat constant c: x and c.
-std::optional<std::pair<Value, double>> mulByConstant(Value v) {
+/// `v = op(x, c)` or `op(c, x)` for a commutative op and a splat constant c:
+/// x and c.
+template <typename Op>
+std::optional<std::pair<Value, double>> withConstant(Value v) {
   if (!v)
     return std::nullopt;
-  auto m = v.getDefiningOp<MulOp>();
-  if (!m)
+  auto op = v.getDefiningOp<Op>();
+  if (!op)
     return std::nullopt;
-  if (auto c = splat(m.getRhs()))
-    return std::make_pair(m.getLhs(), *c);
-  if (auto c = splat(m.getLhs()))
-    return std::make_pair(m.getRhs(), *c);
+  if (auto c = splat(op.getRhs()))
+    return std::make_pair(op.getLhs(), *c);
+  if (auto c = splat(op.getLhs()))
+    return std::make_pair(op.getRhs(), *c);
   return std::nullopt;
 }
+std::optional<std::pair<Value, double>> mulByConstant(Value v) { return withConstant<MulOp>(v); }
+std::optional<std::pair<Value, double>> plusConstant(Value v) { return withConstant<AddOp>(v); }
+
 /// `v = x * c` or `x / (1/c)`: x and c.
 std::optional<std::pair<Value, double>> scaled(Value v) {
   if (!v)
@@ -90,19 +95,6 @@ std::optional<std::pair<Value, double>> scaled(Value v) {
   if (auto d = v.getDefiningOp<DivOp>())
     if (auto c = splat(d.getRhs()); c && *c != 0)
       return std::make_pair(d.getLhs(), 1.0 / *c);
-  return std::nullopt;
-}
-/// `v = add(x, c)` / `add(c, x)`: x and c.
-std::optional<std::pair<Value, double>> plusConstant(Value v) {
-  if (!v)
-    return std::nullopt;
-  auto a = v.getDefiningOp<AddOp>();
-  if (!a)
-    return std::nullopt;
-  if (auto c = splat(a.getRhs()))
-    return std::make_pair(a.getLhs(), *c);
-  if (auto c = splat(a.getLhs()))
-    return std::make_pair(a.getRhs(), *c);
   return std::nullopt;
 }
 
