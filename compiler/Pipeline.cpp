@@ -98,6 +98,8 @@ llvm::Expected<LoweredPackage> writePackage(ModuleOp module, const std::string &
   std::map<std::string, std::string> files = {{"plan.txt", lowered->plan},
                                               {"kernels.cpp", lowered->kernelsCpp},
                                               {"graph.mlir", graph}};
+  if (!lowered->kernelsCu.empty())
+    files["kernels.cu"] = lowered->kernelsCu;
   if (!d.weights.empty())
     files["weights.safetensors"] = rt::encodeSafetensors(d.weights);
   std::string manifest = "{\n  \"format\": \"mlc-package\",\n  \"version\": " +

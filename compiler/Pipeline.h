@@ -21,10 +21,10 @@ namespace mlc {
 /// when `fuse`, the optimizer's and the pointwise fusions.
 llvm::Error runPipeline(mlir::ModuleOp module, bool training, bool fuse = true);
 
-/// The serialized plan of a lowered module: plan.txt, kernels.cpp, and counts
-/// for reports, taken from the plan (per function).
+/// The serialized plan of a lowered module: plan.txt, kernels.cpp,
+/// kernels.cu, and counts for reports, taken from the plan (per function).
 struct LoweredPackage {
-  std::string plan, kernelsCpp;
+  std::string plan, kernelsCpp, kernelsCu;
   struct Counts {
     int64_t kernels = 0, gemms = 0;
     /// Bytes every step reads and writes (each buffer it names, once).

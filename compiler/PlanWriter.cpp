@@ -1,9 +1,10 @@
-//===- PlanWriter.cpp - the plan dialect to plan.txt and kernels.cpp -------===//
+//===- PlanWriter.cpp - the plan dialect to plan.txt and kernel sources ---===//
 //
 // The package's serialized plan: the plan dialect's buffers and steps become
 // plan.txt through runtime/core/PlanFormat (the grammar's one owner), the
 // plan.kernel ops become kernels.cpp (the prelude, then one extern "C"
-// function per kernel).
+// function per kernel) and kernels.cu (the CUDA prelude, then one
+// __global__ function per kernel).
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,11 +37,14 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
   LoweredPackage out;
   if (auto cap = module->getAttrOfType<IntegerAttr>("mlc.token_capacity"))
     data.tokenCapacity = cap.getInt();
-  // The CPU target's source file (kernels.cpp); a CUDA target writes
-  // kernels.cu from the same plan.kernel ops.
+  // The CPU target's source file (kernels.cpp) and the CUDA target's
+  // (kernels.cu, when every kernel has CUDA text).
   std::unique_ptr<lowering::KernelTarget> target = lowering::createCpuTarget();
-  std::ostringstream kernels;
+  std::unique_ptr<lowering::KernelTarget> cuda = lowering::createCudaTarget();
+  std::ostringstream kernels, kernelsCu;
   kernels << target->prelude();
+  kernelsCu << cuda->prelude();
+  bool allCuda = true;
   int64_t offset = 0;
   for (Operation &op : module.getBody()->getOperations()) {
     if (auto p = dyn_cast<plan::ParamOp>(op)) {
@@ -65,9 +69,14 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
     } else if (auto sc = dyn_cast<plan::ScalarsOp>(op)) {
       data.scalars.push_back({sc.getSymName().str(), dtypeName(sc.getElement()), sc.getSize()});
     } else if (auto k = dyn_cast<plan::KernelOp>(op)) {
-      kernels << target->function(k.getSymName().str(),
-                                  plan::stringifyKernelTemplate(k.getKind()).str(),
-                                  k.getSource().str(), k.getNumArgs());
+      std::string kind = plan::stringifyKernelTemplate(k.getKind()).str();
+      kernels << target->function(k.getSymName().str(), kind, k.getSource().str(),
+                                  k.getNumArgs());
+      if (k.getCuda().empty())
+        allCuda = false;
+      else
+        kernelsCu << cuda->function(k.getSymName().str(), kind, k.getCuda().str(),
+                                    k.getNumArgs());
     } else if (auto fn = dyn_cast<plan::FuncOp>(op)) {
       rt::FunctionPlan f;
       f.name = fn.getSymName().str();
@@ -177,6 +186,8 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
   }
   out.plan = rt::writePlan(data);
   out.kernelsCpp = kernels.str();
+  if (allCuda)
+    out.kernelsCu = kernelsCu.str();
   return out;
 }
 

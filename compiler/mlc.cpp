@@ -142,14 +142,15 @@ cl::opt<std::string> compileClip("clip",
                                   cl::init("global"), cl::sub(compileCmd), cl::cat(category));
 
 // compile
-enum class Emit { Package, Graph, Mlir, Plan, Kernels };
+enum class Emit { Package, Graph, Mlir, Plan, Kernels, Cuda };
 cl::opt<Emit> emit(
     "emit", cl::desc("What to produce"),
     cl::values(clEnumValN(Emit::Package, "package", "a package directory (default)"),
                clEnumValN(Emit::Graph, "graph", "the forward graph as built, in the mlc dialect"),
                clEnumValN(Emit::Mlir, "mlir", "the final MLIR: @forward and @train_step"),
                clEnumValN(Emit::Plan, "plan", "the plan dialect: buffers, kernels and steps"),
-               clEnumValN(Emit::Kernels, "kernels", "the generated C++ kernels")),
+               clEnumValN(Emit::Kernels, "kernels", "the generated C++ kernels"),
+               clEnumValN(Emit::Cuda, "cuda", "the generated CUDA kernels (kernels.cu)")),
     cl::init(Emit::Package), cl::sub(compileCmd), cl::cat(category));
 cl::opt<std::string> output("o",
                             cl::desc("Package directory (default MODEL.mlcpkg), or the "
@@ -561,11 +562,11 @@ int runCompile() {
     module->print(os);
     return writeText(text + "\n");
   }
-  if (emit == Emit::Kernels) {
+  if (emit == Emit::Kernels || emit == Emit::Cuda) {
     auto lowered = mlc::lowerModule(module, g->description.dataParallel);
     if (!lowered)
       return fail(toString(lowered.takeError()));
-    return writeText(lowered->kernelsCpp);
+    return writeText(emit == Emit::Cuda ? lowered->kernelsCu : lowered->kernelsCpp);
   }
   std::string dir = output.empty() ? model + ".mlcpkg" : std::string(output);
   auto lowered = mlc::writePackage(module, dir, g->description);

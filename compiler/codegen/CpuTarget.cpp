@@ -117,49 +117,31 @@ public:
   /// two loops; nests of 8192 elements or more are shared out among threads.
   std::string pointwise(const Shape &shape, const std::vector<Access> &accs,
                         const std::string &body, bool dynamic) override {
-  Shape dims;
-  std::vector<Shape> strides(accs.size());
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1)
-      continue;
-    bool merge = !dims.empty();
-    for (size_t k = 0; k < accs.size() && merge; ++k)
-      merge = strides[k].back() == accs[k].strides[d] * shape[d];
-    if (merge) {
-      dims.back() *= shape[d];
-      for (size_t k = 0; k < accs.size(); ++k)
-        strides[k].back() = accs[k].strides[d];
-    } else {
-      dims.push_back(shape[d]);
-      for (size_t k = 0; k < accs.size(); ++k)
-        strides[k].push_back(accs[k].strides[d]);
-    }
-  }
-  std::ostringstream os;
-  int64_t total = product(dims);
-  if (!dims.empty() && total >= 8192)
-    os << "#pragma omp parallel for"
-       << (dims.size() > 1 ? " collapse(" + std::to_string(dims.size() - 1) + ")"
-                           : std::string())
-       << "\n";
-  // With a dynamic leading dimension (always kept, capacity >= 2), the
-  // outermost loop, which holds it, runs over the actual rows.
-  for (size_t d = 0; d < dims.size(); ++d)
-    os << "for (int64_t i" << d << " = 0; i" << d << " < "
-       << (d == 0 ? rowsExpr(dims[0], dynamic) : std::to_string(dims[d])) << "; ++i" << d
-       << ")\n";
-  os << "{\n";
-  for (size_t k = 0; k < accs.size(); ++k) {
-    os << "  const int64_t o" << k << " = " << accs[k].base;
+    auto [dims, strides] = mergeDims(shape, accs);
+    std::ostringstream os;
+    int64_t total = product(dims);
+    if (!dims.empty() && total >= 8192)
+      os << "#pragma omp parallel for"
+         << (dims.size() > 1 ? " collapse(" + std::to_string(dims.size() - 1) + ")"
+                             : std::string())
+         << "\n";
+    // With a dynamic leading dimension (always kept, capacity >= 2), the
+    // outermost loop, which holds it, runs over the actual rows.
     for (size_t d = 0; d < dims.size(); ++d)
-      if (strides[k][d])
-        os << " + i" << d << " * " << strides[k][d];
-    os << ";\n";
+      os << "for (int64_t i" << d << " = 0; i" << d << " < "
+         << (d == 0 ? rowsExpr(dims[0], dynamic) : std::to_string(dims[d])) << "; ++i" << d
+         << ")\n";
+    os << "{\n";
+    for (size_t k = 0; k < accs.size(); ++k) {
+      os << "  const int64_t o" << k << " = " << accs[k].base;
+      for (size_t d = 0; d < dims.size(); ++d)
+        if (strides[k][d])
+          os << " + i" << d << " * " << strides[k][d];
+      os << ";\n";
+    }
+    os << body << "}\n";
+    return os.str();
   }
-  os << body << "}\n";
-  return os.str();
-}
-
 
   std::string columnReduction(const std::string &rows, int64_t columns,
                               const std::string &offsets, const std::string &body, int slot,
@@ -177,6 +159,7 @@ public:
       << "    for (int64_t r = 0; r < " << rows << "; ++r)\n"
       << "    for (int64_t c = 0; c < " << C << "; ++c) {\n"
       << "      const int64_t flat = r * " << C << " + c;\n"
+      << "      double &sum = acc[c];\n"
       << offsets << body << "    }\n  }\n"
       << "  for (int64_t c = 0; c < " << C << "; ++c) {\n"
       << "    double s = 0;\n"

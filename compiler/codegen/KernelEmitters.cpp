@@ -139,7 +139,7 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
   if (auto err = scalarOps(block, columns, "flat", "    ", scalar, body, prologue))
     return err;
   if (columns)
-    body += "    acc[c] += " + scalar.lookup(columns.getInput()) + ";\n";
+    body += "    sum += " + scalar.lookup(columns.getInput()) + ";\n";
   for (auto [i, v] : llvm::enumerate(yield.getValues()))
     if (int(i) != reduceSlot)
       body += "    p" + std::to_string(i) + "[o" + std::to_string(i) + "] = " +

@@ -25,13 +25,14 @@
 //                      blocks per thread
 //   fill               a loop or a static table         constants
 //
-// The CPU target (CpuTarget.cpp) writes C++ with OpenMP. A CUDA target
-// implements the same methods in CUDA C (grid-stride pointwise loops,
-// block-per-row kernels with warp shuffles, two-pass deterministic
-// reductions, a tiled attention) and is created beside createCpuTarget; the
-// emitters stay as they are. Where a method takes scalar code (pointwise
-// bodies, fused prologues, the optimizer's update), that code is the
-// target's own spelling through its ScalarEmitter.
+// The CPU target (CpuTarget.cpp) writes C++ with OpenMP; the CUDA target
+// (CudaTarget.cpp) writes the same kernels in CUDA C (grid-stride pointwise
+// loops, block-per-row kernels with warp shuffles, two-pass deterministic
+// reductions, an attention that streams tiles through shared memory). The
+// lowering runs once per target and the plan keeps both texts of every
+// kernel. Where a method takes scalar code (pointwise bodies, fused
+// prologues, the optimizer's update), that code is the target's own
+// spelling through its ScalarEmitter, in C syntax both targets share.
 //
 //===----------------------------------------------------------------------===//
 
@@ -222,6 +223,7 @@ public:
 };
 
 std::unique_ptr<KernelTarget> createCpuTarget();
+std::unique_ptr<KernelTarget> createCudaTarget();
 
 } // namespace mlc::lowering
 

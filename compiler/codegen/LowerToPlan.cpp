@@ -422,20 +422,6 @@ llvm::Error lowerToPlan(ModuleOp module) {
   if ((gradNorm || optimizer) && !step)
     return failure("@grad_norm and @optimizer need @train_step (its gradient order lays out "
                    "the flat buffers)");
-  std::unique_ptr<KernelTarget> target = createCpuTarget();
-  KernelSet kernels(*target);
-  std::vector<std::unique_ptr<FunctionLowering>> lowered;
-  // train_step last: the parameter layout reads its gradient order.
-  for (func::FuncOp fn : {forward, evaluate, step}) {
-    if (!fn)
-      continue;
-    if (!fn.getBody().hasOneBlock())
-      return failure("@" + fn.getSymName() + " must have a single block");
-    lowered.push_back(std::make_unique<FunctionLowering>(fn, kernels));
-    if (auto err = lowered.back()->run())
-      return err;
-  }
-  FunctionLowering *stepLowering = step ? lowered.back().get() : nullptr;
   // Parameters in the order their gradients become ready in backward.
   struct Param {
     std::string name;
@@ -444,37 +430,70 @@ llvm::Error lowerToPlan(ModuleOp module) {
     unsigned index;
   };
   std::vector<Param> params;
-  for (BlockArgument arg : forward.getArguments()) {
-    unsigned i = arg.getArgNumber();
-    if (auto p = forward.getArgAttrOfType<StringAttr>(i, "mlc.param")) {
-      int ready = INT_MAX;
-      if (step) {
-        auto it = stepLowering->gradReadyStep.find(p.str());
-        if (it != stepLowering->gradReadyStep.end())
-          ready = it->second;
-      }
-      params.push_back({p.str(), typeOf(arg), ready, i});
+  std::vector<std::unique_ptr<FunctionLowering>> lowered;
+  FunctionLowering::Layout layout; // the optimizer functions keep a pointer to it
+  // Every function lowered with kernels written by `kernels`' target. The
+  // lowering is a pure function of the module, so a second run with
+  // another target adds the same kernels in the same order.
+  auto lowerAll = [&](KernelSet &kernels) -> llvm::Error {
+    lowered.clear();
+    params.clear();
+    // train_step last: the parameter layout reads its gradient order.
+    for (func::FuncOp fn : {forward, evaluate, step}) {
+      if (!fn)
+        continue;
+      if (!fn.getBody().hasOneBlock())
+        return failure("@" + fn.getSymName() + " must have a single block");
+      lowered.push_back(std::make_unique<FunctionLowering>(fn, kernels));
+      if (auto err = lowered.back()->run())
+        return err;
     }
-  }
-  std::stable_sort(params.begin(), params.end(),
-                   [](const Param &a, const Param &b) { return a.ready < b.ready; });
-  // The optimizer's functions run over the flat buffers in this layout.
-  FunctionLowering::Layout layout;
-  int64_t offset = 0;
-  for (const Param &p : params) {
-    layout[p.name] = {offset, p.type.getNumElements()};
-    offset += p.type.getNumElements();
-  }
-  layout["*"] = {0, offset};
-  for (func::FuncOp fn : {gradNorm, optimizer, accumulate, merge}) {
-    if (!fn)
-      continue;
-    if (!fn.getBody().hasOneBlock())
-      return failure("@" + fn.getSymName() + " must have a single block");
-    lowered.push_back(std::make_unique<FunctionLowering>(fn, kernels, &layout));
-    if (auto err = lowered.back()->run())
-      return err;
-  }
+    FunctionLowering *stepLowering = step ? lowered.back().get() : nullptr;
+    for (BlockArgument arg : forward.getArguments()) {
+      unsigned i = arg.getArgNumber();
+      if (auto p = forward.getArgAttrOfType<StringAttr>(i, "mlc.param")) {
+        int ready = INT_MAX;
+        if (step) {
+          auto it = stepLowering->gradReadyStep.find(p.str());
+          if (it != stepLowering->gradReadyStep.end())
+            ready = it->second;
+        }
+        params.push_back({p.str(), typeOf(arg), ready, i});
+      }
+    }
+    std::stable_sort(params.begin(), params.end(),
+                     [](const Param &a, const Param &b) { return a.ready < b.ready; });
+    // The optimizer's functions run over the flat buffers in this layout.
+    layout.clear();
+    int64_t offset = 0;
+    for (const Param &p : params) {
+      layout[p.name] = {offset, p.type.getNumElements()};
+      offset += p.type.getNumElements();
+    }
+    layout["*"] = {0, offset};
+    for (func::FuncOp fn : {gradNorm, optimizer, accumulate, merge}) {
+      if (!fn)
+        continue;
+      if (!fn.getBody().hasOneBlock())
+        return failure("@" + fn.getSymName() + " must have a single block");
+      lowered.push_back(std::make_unique<FunctionLowering>(fn, kernels, &layout));
+      if (auto err = lowered.back()->run())
+        return err;
+    }
+    return llvm::Error::success();
+  };
+  // The CUDA kernels first, recorded in the order the lowering adds them;
+  // then the CPU lowering, which builds the plan, pairs each of its kernels
+  // with the CUDA text of the same step.
+  std::unique_ptr<KernelTarget> cudaTarget = createCudaTarget(), cpuTarget = createCpuTarget();
+  KernelSet cudaKernels(*cudaTarget);
+  if (auto err = lowerAll(cudaKernels))
+    return err;
+  KernelSet kernels(*cpuTarget, &cudaKernels.added);
+  if (auto err = lowerAll(kernels))
+    return err;
+  if (kernels.added.size() != cudaKernels.added.size())
+    return failure("internal: the CPU and CUDA lowerings added different kernels");
 
   OpBuilder b(module.getContext());
   b.setInsertionPointToEnd(module.getBody());
@@ -508,7 +527,8 @@ llvm::Error lowerToPlan(ModuleOp module) {
   for (const KernelSet::Kernel &k : kernels.kernels)
     b.create<plan::KernelOp>(loc, b.getStringAttr(k.name),
                              plan::KernelTemplateAttr::get(b.getContext(), k.kind),
-                             b.getI64IntegerAttr(k.numArgs), b.getStringAttr(k.body));
+                             b.getI64IntegerAttr(k.numArgs), b.getStringAttr(k.body),
+                             b.getStringAttr(k.cudaBody));
   for (auto &f : lowered)
     f->emitPlan(b);
   // The graph functions are now the plan.

@@ -93,9 +93,10 @@ inline std::string cType(Type el) {
   return "uint8_t";
 }
 inline std::string literal(double v, Type el) {
+  // 1/0 rather than std::numeric_limits: the one spelling of infinity that
+  // both the host compiler and NVRTC fold to a constant.
   if (std::isinf(v))
-    return std::string(v < 0 ? "-" : "") + "std::numeric_limits<" + cType(el) +
-           ">::infinity()";
+    return std::string(v < 0 ? "-" : "") + (el.isF32() ? "(1.0f / 0.0f)" : "(1.0 / 0.0)");
   std::string s = llvm::formatv("{0:e16}", v).str();
   if (el.isF32())
     return "(float)" + s;
@@ -103,6 +104,32 @@ inline std::string literal(double v, Type el) {
     return s;
   return "(" + cType(el) + ")" + std::to_string(int64_t(v));
 }
+/// A pointwise loop nest over `shape` with its unit dimensions dropped and
+/// the dimensions that are contiguous for every access merged: the extents
+/// left and each access's stride along them.
+inline std::pair<Shape, std::vector<Shape>> mergeDims(const Shape &shape,
+                                                      const std::vector<Access> &accs) {
+  Shape dims;
+  std::vector<Shape> strides(accs.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1)
+      continue;
+    bool merge = !dims.empty();
+    for (size_t k = 0; k < accs.size() && merge; ++k)
+      merge = strides[k].back() == accs[k].strides[d] * shape[d];
+    if (merge) {
+      dims.back() *= shape[d];
+      for (size_t k = 0; k < accs.size(); ++k)
+        strides[k].back() = accs[k].strides[d];
+    } else {
+      dims.push_back(shape[d]);
+      for (size_t k = 0; k < accs.size(); ++k)
+        strides[k].push_back(accs[k].strides[d]);
+    }
+  }
+  return {dims, strides};
+}
+
 /// exp and tanh for kernels of element type `el`: the vectorizable prelude
 /// versions for f32, libm for f64 (whose results the gradient checks compare).
 inline std::string expFn(Type el) { return el.isF32() ? "mlc_expf" : "std::exp"; }
@@ -153,29 +180,42 @@ struct Step {
 
 using plan::KernelTemplate;
 
-/// Kernels of the whole package, deduplicated by body.
+/// Kernels of the whole package, deduplicated by body. Built for one
+/// target; given the bodies another target's lowering added (`second`, in
+/// the same order), each kernel also carries that target's text, and two
+/// steps share a kernel only when both texts agree.
 class KernelSet {
 public:
-  explicit KernelSet(KernelTarget &target) : target(target) {}
+  explicit KernelSet(KernelTarget &target, const std::vector<std::string> *second = nullptr)
+      : target(target), second(second) {}
   /// The target the kernels are written for.
   KernelTarget &target;
   struct Kernel {
     std::string name, body;
     KernelTemplate kind;
     int64_t numArgs;
+    std::string cudaBody; // the second target's text ("" without one)
   };
   std::string add(const std::string &body, KernelTemplate kind, int64_t numArgs) {
-    auto it = names.find(body);
+    std::string other;
+    if (second && added.size() < second->size())
+      other = (*second)[added.size()];
+    added.push_back(body);
+    std::string key = body + '\0' + other;
+    auto it = names.find(key);
     if (it != names.end())
       return kernels[it->second].name;
     std::string name = "k" + std::to_string(kernels.size());
-    names.emplace(body, kernels.size());
-    kernels.push_back({name, body, kind, numArgs});
+    names.emplace(key, kernels.size());
+    kernels.push_back({name, body, kind, numArgs, other});
     return name;
   }
   std::vector<Kernel> kernels;
+  /// Every body added, in order (repeats included).
+  std::vector<std::string> added;
 
 private:
+  const std::vector<std::string> *second;
   std::map<std::string, size_t> names;
 };
 

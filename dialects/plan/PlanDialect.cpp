@@ -128,6 +128,8 @@ LogicalResult KernelOp::verify() {
     return emitOpError("a kernel takes at least one buffer");
   if (getSource().empty())
     return emitOpError("kernel has no source");
+  if (!getCuda().empty() && getCuda().find("@phase(") == llvm::StringRef::npos)
+    return emitOpError("CUDA text has no launch (an @phase(grid,block) mark)");
   return success();
 }
 

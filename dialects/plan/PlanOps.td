@@ -121,15 +121,19 @@ def Plan_KernelOp : Plan_Op<"kernel", [Symbol]> {
   let summary = "a generated kernel: its template, argument count and source";
   let description = [{
     The kernel's body in C++ for the CPU target: `num_args` typed pointers
-    `p0..pN` (outputs first) bound from `b[]`, and the run's context `ctx`.
+    `p0..pN` (outputs first) bound from `b[]`, and the run's context `ctx`;
+    and, when the lowering wrote one, the same kernel in CUDA C (`cuda`:
+    its phases, CudaPrelude.h).
 
     ```mlir
     plan.kernel @k0 pointwise args(2) source "  float *p0 = ...;\n..."
+        cuda "  float *p0 = ...;\n  if (phase == @phase(1,256)) {..."
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, Plan_KernelTemplate:$kind,
-                       Plan_I64Attr:$num_args, StrAttr:$source);
-  let assemblyFormat = "$sym_name $kind `args` `(` $num_args `)` `source` $source attr-dict";
+                       Plan_I64Attr:$num_args, StrAttr:$source,
+                       DefaultValuedStrAttr<StrAttr, "">:$cuda);
+  let assemblyFormat = "$sym_name $kind `args` `(` $num_args `)` `source` $source (`cuda` $cuda^)? attr-dict";
   let hasVerifier = 1;
 }
 

@@ -25,9 +25,11 @@ std::unique_ptr<Backend> createBackend(const std::string &device, const Package 
                                        bool verbose) {
   if (device == "cpu" || device == "auto" || device.empty())
     return std::make_unique<CpuBackend>(pkg, verbose);
+  if (device == "cuda-emulator")
+    return std::make_unique<CpuBackend>(pkg, verbose, /*emulateCuda=*/true);
   if (device == "cuda")
     fail("--device cuda: this build of mlc has no CUDA backend yet; use --device cpu");
-  fail("unknown device '" + device + "' (this build has: cpu, auto)");
+  fail("unknown device '" + device + "' (this build has: cpu, auto, cuda-emulator)");
 }
 
 std::vector<char> downloadAll(Backend &backend, FlatBuffer which) {

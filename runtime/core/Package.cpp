@@ -63,6 +63,8 @@ Package Package::load(const std::string &dir) {
   if (!contents.count("plan.txt") || !contents.count("kernels.cpp"))
     fail(manifestPath + ": lists no plan.txt or kernels.cpp");
   pkg.kernelsSource = contents["kernels.cpp"];
+  if (contents.count("kernels.cu"))
+    pkg.cudaSource = contents["kernels.cu"];
 
   PlanData plan = parsePlan(contents["plan.txt"], dir + "/plan.txt");
   pkg.tokenCapacity = plan.tokenCapacity;

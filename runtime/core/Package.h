@@ -6,6 +6,8 @@
 //   plan.txt       parameters, inputs and, per function, buffers and steps
 //                  (its grammar: runtime/core/PlanFormat.h)
 //   kernels.cpp    the C++ kernels (compiled by the host compiler at load)
+//   kernels.cu     the same kernels in CUDA C (compiled by NVRTC at load on
+//                  a GPU; compiler/codegen/CudaPrelude.h documents its ABI)
 //   graph.mlir     the final graph, for inspection
 //
 //===----------------------------------------------------------------------===//
@@ -40,6 +42,8 @@ struct Package {
   std::vector<ScalarsInfo> scalars;
   std::map<std::string, FunctionPlan> functions;
   std::string kernelsSource;
+  /// kernels.cu: the same kernels in CUDA C ("" in a package without it).
+  std::string cudaSource;
   int64_t paramCount = 0;
   int64_t tokenCapacity = 0; // > 0 when inputs have a dynamic token dimension
 

@@ -139,7 +139,7 @@ const std::vector<TrainFlag> &trainFlags() {
         integer("max-bad-steps", "Steps with a non-finite loss or gradient norm skipped "
                                  "(no update) before the run stops",
                 &TrainOptions::maxBadSteps),
-        string("device", "name", "Where to run: cpu or auto", &TrainOptions::device),
+        string("device", "name", "Where to run: auto (CUDA when a GPU is there, else the CPU), cpu, cuda, or cuda-emulator (the CUDA kernels run on the CPU, for testing)", &TrainOptions::device),
         string("balance", "policy",
                "Unpadded BERT over several ranks: how each step's window of samples is "
                "dealt to the ranks (presort: longest first to the lightest rank; zigzag; "
@@ -209,8 +209,9 @@ void validate(const TrainOptions &o) {
     fail("--save-interval and --keep must be >= 0");
   if (o.saveInterval > 0 && o.saveDir.empty())
     fail("--save-interval needs --save-dir (where the checkpoints go)");
-  if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
-    fail("--device must be auto, cpu or cuda, got '" + o.device + "'");
+  if (o.device != "auto" && o.device != "cpu" && o.device != "cuda" &&
+      o.device != "cuda-emulator")
+    fail("--device must be auto, cpu, cuda or cuda-emulator, got '" + o.device + "'");
   // Where results go is checked before any work is done.
   if (!o.save.empty())
     checkWritableFile(o.save, "--save");

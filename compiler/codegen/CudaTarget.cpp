@@ -1,0 +1,918 @@
+//===- CudaTarget.cpp - kernels as CUDA C for NVRTC -------------------------===//
+//
+// The CUDA kernel target: each kernel is one __global__ function of the
+// package's kernels.cu (CudaPrelude.h documents the ABI), run as one or more
+// phases. The templates:
+//
+//   pointwise          a grid-stride loop over the flat element index,
+//                      decomposed into the nest's indices
+//   rows               a block per row (grid-stride over rows), block-wide
+//                      sums and maxima through warp shuffles; softmax and
+//                      cross-entropy in one pass with a running log-sum-exp
+//   column reduction   phase 0: blocks of (row chunk, column block), a
+//   (and LayerNorm's   thread per column summing its chunk's rows into a
+//    dw, db)           partial in scratch; phase 1: a thread per column sums
+//                      the partials in chunk order (deterministic)
+//   norm, loss sums    per-block partials, then one block sums them in order
+//   optimizer          a grid-stride loop per flat-buffer segment
+//   attention          never writes the S x S scores: a thread per query row
+//                      streams key/value tiles through shared memory with an
+//                      online softmax; backward recomputes the probabilities
+//                      (phase 0 row statistics, phase 1 dK and dV a thread
+//                      per key row, phase 2 dQ a thread per query row)
+//
+// Inside a template's text, `@phase(G,B)` marks a phase's launch (grid G,
+// block B) and `@scratch(N)` the scratch bytes it needs; function() numbers
+// the phases in the order they appear and turns the marks into the kernel's
+// `// mlc.kernel` line.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/CudaPrelude.h"
+#include "compiler/codegen/LoweringImpl.h"
+
+#include "llvm/Support/ErrorHandling.h"
+
+#include <sstream>
+
+namespace mlc::lowering {
+
+namespace {
+
+std::string n2s(int64_t v) { return std::to_string(v); }
+
+/// The most rows a rows expression can take: the literal, or the token
+/// capacity times the per-token factor of "ctx->rows" / "(ctx->rows * F)".
+int64_t capacityOf(const std::string &rows) {
+  if (rows.find("ctx->rows") == std::string::npos)
+    return std::stoll(rows);
+  size_t star = rows.find('*');
+  int64_t per = star == std::string::npos ? 1 : std::stoll(rows.substr(star + 1));
+  return tokenCapacity() * per;
+}
+
+/// Blocks for `work` items of `per` items each, at least 1, at most `cap`
+/// (grid-stride loops cover the rest).
+int64_t blocksFor(int64_t work, int64_t per, int64_t cap) {
+  int64_t g = (work + per - 1) / per;
+  return std::max<int64_t>(1, std::min(g, cap));
+}
+
+std::string phase(int64_t grid, int64_t block) {
+  return "  if (phase == @phase(" + n2s(grid) + "," + n2s(block) + ")) {\n";
+}
+std::string scratch(int64_t bytes) { return "  // @scratch(" + n2s(bytes) + ")\n"; }
+
+/// Threads per row-kernel block: enough warps for the row, at most 256.
+int64_t rowBlock(int64_t C) { return C <= 64 ? 64 : C <= 256 ? 128 : 256; }
+/// Blocks for a block-per-row kernel over at most `rows` rows.
+int64_t rowGrid(int64_t rows) { return std::max<int64_t>(1, std::min<int64_t>(rows, 1 << 20)); }
+
+std::string mathName(llvm::StringRef fn, Type el) {
+  std::string f = fn.str();
+  return el.isF32() ? f + "f" : f;
+}
+
+/// The CUDA target's words for scalar code: CUDA's math functions (f
+/// suffixes for f32) and the prelude's counter-based dropout generator,
+/// bit for bit the CPU's.
+class CudaScalarEmitter final : public ScalarEmitter {
+public:
+  CudaScalarEmitter(const std::string &index, std::string &prologue)
+      : index(index), prologue(prologue) {}
+  std::string literal(double value, Type el) override { return lowering::literal(value, el); }
+  std::string call(llvm::StringRef fn, Type el, llvm::ArrayRef<std::string> args) override {
+    std::string out = mathName(fn, el) + "(";
+    for (size_t i = 0; i < args.size(); ++i)
+      out += (i ? ", " : "") + args[i];
+    return out + ")";
+  }
+  std::string typeName(Type el) override { return cType(el); }
+  std::string uniform(int64_t seed) override {
+    std::string key = "key" + n2s(seed);
+    std::string decl = "  const uint64_t " + key + " = mlc_key(" + n2s(seed) +
+                       "ull, (uint64_t)ctx->step);\n";
+    if (prologue.find(decl) == std::string::npos)
+      prologue += decl;
+    return "mlc_uniform(" + key + ", " + index + ")";
+  }
+
+private:
+  const std::string &index;
+  std::string &prologue;
+};
+
+class CudaTarget final : public KernelTarget {
+public:
+  std::string name() const override { return "cuda"; }
+
+  std::unique_ptr<ScalarEmitter> scalarEmitter(const std::string &index,
+                                              std::string &prologue) override {
+    return std::make_unique<CudaScalarEmitter>(index, prologue);
+  }
+
+  std::string prelude() override { return cudaKernelPrelude(); }
+
+  std::string function(const std::string &name, const std::string &kind,
+                       const std::string &body, int64_t args) override {
+    std::string text, launches;
+    int64_t scratchBytes = 0, maxBlock = 1;
+    int phases = 0;
+    size_t pos = 0;
+    while (pos < body.size()) {
+      size_t p = body.find("@phase(", pos), s = body.find("// @scratch(", pos);
+      size_t next = std::min(p, s);
+      if (next == std::string::npos) {
+        text += body.substr(pos);
+        break;
+      }
+      text += body.substr(pos, next - pos);
+      size_t close = body.find(')', next);
+      if (next == p) {
+        std::string spec = body.substr(p + 7, close - p - 7);
+        size_t comma = spec.find(',');
+        int64_t grid = std::stoll(spec.substr(0, comma)), block = std::stoll(spec.substr(comma + 1));
+        maxBlock = std::max(maxBlock, block);
+        launches += (phases ? "," : "") + n2s(grid) + "x" + n2s(block);
+        text += n2s(phases++);
+        pos = close + 1;
+      } else {
+        scratchBytes = std::max<int64_t>(scratchBytes, std::stoll(body.substr(s + 12, close - s - 12)));
+        size_t eol = body.find('\n', close);
+        pos = eol == std::string::npos ? body.size() : eol + 1;
+      }
+    }
+    if (!phases)
+      llvm::report_fatal_error(llvm::Twine("CUDA kernel ") + name + " has no launch");
+    return "\n// mlc.kernel " + name + " " + kind + " args=" + n2s(args) + " scratch=" +
+           n2s(scratchBytes) + " launch=" + launches + "\nextern \"C\" __global__ void " +
+           "__launch_bounds__(" + n2s(maxBlock) + ") " + name +
+           "(char *const *b, const MlcKernelCtx *ctx, int phase) {\n" + text + "}\n";
+  }
+
+  std::string arguments(const std::vector<KernelArg> &args) override {
+    std::string s;
+    for (size_t i = 0; i < args.size(); ++i) {
+      std::string c = args[i].written ? "" : "const ";
+      std::string t = cType(args[i].element);
+      s += "  " + c + t + " *p" + n2s(i) + " = (" + c + t + " *)b[" + n2s(i) + "];\n";
+    }
+    return s;
+  }
+
+  /// A grid-stride loop over the flat index of the merged nest; the last
+  /// dimension varies fastest, so neighbouring threads touch neighbouring
+  /// elements of every contiguous access.
+  std::string pointwise(const Shape &shape, const std::vector<Access> &accs,
+                        const std::string &body, bool dynamic) override {
+    auto [dims, strides] = mergeDims(shape, accs);
+    std::ostringstream os;
+    const int64_t block = 256;
+    os << phase(blocksFor(product(dims), block, 4096), block);
+    std::string total = "1";
+    for (size_t d = 0; d < dims.size(); ++d) {
+      os << "    const int64_t n" << d << " = "
+         << (d == 0 ? rowsExpr(dims[0], dynamic) : n2s(dims[d])) << ";\n";
+      total += " * n" + n2s(d);
+    }
+    os << "    for (int64_t i = MLC_TID; i < " << total << "; i += MLC_STRIDE) {\n";
+    if (!dims.empty()) {
+      os << "      int64_t rem = i;\n";
+      for (size_t d = dims.size(); d-- > 0;) {
+        if (d == 0)
+          os << "      const int64_t i0 = rem;\n";
+        else
+          os << "      const int64_t i" << d << " = rem % n" << d << "; rem /= n" << d << ";\n";
+      }
+    }
+    for (size_t k = 0; k < accs.size(); ++k) {
+      os << "      const int64_t o" << k << " = " << accs[k].base;
+      for (size_t d = 0; d < dims.size(); ++d)
+        if (strides[k][d])
+          os << " + i" << d << " * " << strides[k][d];
+      os << ";\n";
+    }
+    os << body << "    }\n  }\n";
+    return os.str();
+  }
+
+  /// Phase 0: block (chunk, cb) sums rows of its chunk for the columns of
+  /// column block cb, a thread per column, into partial[chunk][c]; phase 1:
+  /// a thread per column adds the partials in chunk order.
+  std::string columnReduction(const std::string &rows, int64_t columns,
+                              const std::string &offsets, const std::string &body, int slot,
+                              const std::string &type) override {
+    const int64_t C = columns, block = 256, colBlocks = (C + block - 1) / block;
+    const int64_t chunks = blocksFor(capacityOf(rows), 16, 64);
+    std::ostringstream k;
+    k << scratch(chunks * C * 8) << phase(chunks * colBlocks, block)
+      << "    double *part = (double *)ctx->scratch;\n"
+      << "    const int64_t R = " << rows << ", chunk = blockIdx.x / " << colBlocks
+      << ", c = (blockIdx.x % " << colBlocks << ") * " << block << " + threadIdx.x;\n"
+      << "    const int64_t per = (R + " << chunks << " - 1) / " << chunks << ";\n"
+      << "    if (c < " << C << ") {\n"
+      << "      double sum = 0;\n"
+      << "      const int64_t r1 = (chunk + 1) * per < R ? (chunk + 1) * per : R;\n"
+      << "      for (int64_t r = chunk * per; r < r1; ++r) {\n"
+      << "      const int64_t flat = r * " << C << " + c;\n"
+      << "      (void)flat;\n"
+      << offsets << body << "      }\n"
+      << "      part[chunk * " << C << " + c] = sum;\n    }\n  }\n"
+      << phase(colBlocks, block)
+      << "    const double *part = (const double *)ctx->scratch;\n"
+      << "    const int64_t c = MLC_TID;\n"
+      << "    if (c < " << C << ") {\n      double s = 0;\n"
+      << "      for (int64_t q = 0; q < " << chunks << "; ++q) s += part[q * " << C << " + c];\n"
+      << "      p" << slot << "[c] = (" << type << ")s;\n    }\n  }\n";
+    return k.str();
+  }
+
+  std::string optimizer(mlir::Type el, const std::vector<Segment> &segments,
+                        const std::string &setup, const std::string &body) override {
+    std::string T = cType(el);
+    int64_t total = 0;
+    for (const Segment &s : segments)
+      total += s.numel;
+    std::ostringstream k;
+    k << "  " << T << " *P = (" << T << " *)b[0];\n  " << T << " *M = (" << T << " *)b[1];\n  "
+      << T << " *V = (" << T << " *)b[2];\n  const " << T << " *G = (const " << T
+      << " *)b[3];\n  const double *h = (const double *)b[4];\n"
+      << setup << segmentTable(segments, true) << phase(blocksFor(total, 256 * 4, 4096), 256)
+      << "    for (int s = 0; s < " << segments.size() << "; ++s) {\n"
+      << "      const int64_t off = seg[s][0], n = seg[s][1];\n"
+      << "      const " << T << " x4 = seg[s][2] ? decayOn : (" << T << ")1;\n"
+      << "      " << T << " *pp = P + off;\n      " << T << " *mm = M + off;\n      " << T
+      << " *vv = V + off;\n      const " << T << " *gg = G + off;\n"
+      << "      for (int64_t i = MLC_TID; i < n; i += MLC_STRIDE) {\n"
+      << body << "      }\n    }\n  }\n";
+    return k.str();
+  }
+
+  std::string norm(mlir::Type el, const std::vector<Segment> &segments,
+                   const std::string &body, const std::string &value) override {
+    std::string T = cType(el);
+    int64_t total = 0;
+    for (const Segment &s : segments)
+      total += s.numel;
+    const int64_t blocks = blocksFor(total, 256 * 8, 1024);
+    std::ostringstream k;
+    k << "  double *out = (double *)b[0];\n  const " << T << " *G = (const " << T << " *)b[1];\n"
+      << segmentTable(segments, false) << scratch(blocks * 8)
+      << "  __shared__ double red[32];\n"
+      << phase(blocks, 256) << "    double sum = 0;\n"
+      << "    for (int s = 0; s < " << segments.size() << "; ++s) {\n"
+      << "      const " << T << " *gg = G + seg[s][0];\n"
+      << "      const int64_t n = seg[s][1];\n"
+      << "      for (int64_t i = MLC_TID; i < n; i += MLC_STRIDE) {\n"
+      << body << "        sum += " << value << ";\n      }\n    }\n"
+      << "    sum = mlc_block_sum(sum, red);\n"
+      << "    if (threadIdx.x == 0) ((double *)ctx->scratch)[blockIdx.x] = sum;\n  }\n"
+      << sumPartials(blocks, "out[0] = sqrt(s);");
+    return k.str();
+  }
+
+  std::string softmax(mlir::Type el, const std::string &rows, int64_t C, bool log) override {
+    std::string T = cType(el);
+    std::ostringstream b;
+    b << arguments({{el, true}, {el, false}}) << lseShared(el)
+      << rowLoop(rows, C) << "      const " << T << " *x = p1 + r * " << C << "; " << T
+      << " *y = p0 + r * " << C << ";\n"
+      << rowLse(el, "x", C);
+    if (log)
+      b << "      const " << T << " lse = m + (" << T << ")log(s);\n"
+        << "      for (int64_t c = threadIdx.x; c < " << C << "; c += blockDim.x) y[c] = x[c] - lse;\n";
+    else
+      b << "      const double inv = 1.0 / s;\n"
+        << "      for (int64_t c = threadIdx.x; c < " << C
+        << "; c += blockDim.x) y[c] = (" << T << ")(mlc_exp(x[c] - m) * inv);\n";
+    b << "    }\n  }\n";
+    return b.str();
+  }
+
+  std::string softmaxGrad(mlir::Type el, const std::string &rows, int64_t C) override {
+    std::string T = cType(el);
+    std::ostringstream b;
+    b << arguments({{el, true}, {el, false}, {el, false}}) << "  __shared__ double red[32];\n"
+      << rowLoop(rows, C) << "      const " << T << " *g = p1 + r * " << C << ", *y = p2 + r * "
+      << C << "; " << T << " *d = p0 + r * " << C << ";\n      double dot = 0;\n"
+      << "      for (int64_t c = threadIdx.x; c < " << C
+      << "; c += blockDim.x) dot += (double)g[c] * y[c];\n"
+      << "      dot = mlc_block_sum(dot, red);\n"
+      << "      for (int64_t c = threadIdx.x; c < " << C << "; c += blockDim.x) d[c] = y[c] * (g[c] - ("
+      << T << ")dot);\n    }\n  }\n";
+    return b.str();
+  }
+
+  std::string layerNorm(mlir::Type el, const std::string &rows, int64_t E,
+                        const std::string &eps) override {
+    std::string T = cType(el);
+    std::ostringstream b;
+    b << arguments({{el, true}, {el, false}, {el, false}, {el, false}})
+      << "  __shared__ double red[32];\n"
+      << rowLoop(rows, E) << "      const " << T << " *x = p1 + r * " << E << "; " << T
+      << " *y = p0 + r * " << E << ";\n"
+      << rowMeanRstd("x[c]", E, eps) << "      const " << T << " rs = (" << T << ")rstd, mu = ("
+      << T << ")mean;\n"
+      << "      for (int64_t c = threadIdx.x; c < " << E
+      << "; c += blockDim.x) y[c] = (x[c] - mu) * rs * p2[c] + p3[c];\n    }\n  }\n";
+    return b.str();
+  }
+
+  /// Phase 0: a block per row writes dx and keeps (mean, rstd) in scratch;
+  /// phases 1 and 2: dw and db as a deterministic column reduction.
+  std::string layerNormGrad(mlir::Type el, const std::string &rows, int64_t capacity, int64_t E,
+                            const std::string &eps) override {
+    std::string T = cType(el);
+    const int64_t block = 256, colBlocks = (E + block - 1) / block;
+    const int64_t chunks = blocksFor(capacity, 16, 64);
+    const std::string stats = "((double *)ctx->scratch)",
+                      part = "((double *)ctx->scratch + " + n2s(2 * capacity) + ")";
+    std::ostringstream b;
+    b << arguments({{el, true}, {el, true}, {el, true}, {el, false}, {el, false}, {el, false}})
+      << scratch((2 * capacity + 2 * chunks * E) * 8) << "  __shared__ double red[32];\n"
+      << rowLoop(rows, E) << "      const " << T << " *g = p3 + r * " << E << ", *x = p4 + r * "
+      << E << "; " << T << " *dx = p0 + r * " << E << ";\n"
+      << rowMeanRstd("x[c]", E, eps)
+      << "      if (threadIdx.x == 0) { " << stats << "[2 * r] = mean; " << stats
+      << "[2 * r + 1] = rstd; }\n"
+      << "      double m1 = 0, m2 = 0;\n"
+      << "      for (int64_t c = threadIdx.x; c < " << E << "; c += blockDim.x) {\n"
+      << "        double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * p5[c];\n"
+      << "        m1 += dxh; m2 += dxh * xh;\n      }\n"
+      << "      m1 = mlc_block_sum(m1, red) / " << E << ";\n"
+      << "      m2 = mlc_block_sum(m2, red) / " << E << ";\n"
+      << "      for (int64_t c = threadIdx.x; c < " << E << "; c += blockDim.x) {\n"
+      << "        double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * p5[c];\n"
+      << "        dx[c] = (" << T << ")(rstd * (dxh - m1 - xh * m2));\n      }\n    }\n  }\n"
+      << phase(chunks * colBlocks, block)
+      << "    const int64_t R = " << rows << ", chunk = blockIdx.x / " << colBlocks
+      << ", c = (blockIdx.x % " << colBlocks << ") * " << block << " + threadIdx.x;\n"
+      << "    const int64_t per = (R + " << chunks << " - 1) / " << chunks << ";\n"
+      << "    if (c < " << E << ") {\n      double dw = 0, db = 0;\n"
+      << "      const int64_t r1 = (chunk + 1) * per < R ? (chunk + 1) * per : R;\n"
+      << "      for (int64_t r = chunk * per; r < r1; ++r) {\n"
+      << "        const double gc = p3[r * " << E << " + c];\n"
+      << "        dw += gc * (p4[r * " << E << " + c] - " << stats << "[2 * r]) * " << stats
+      << "[2 * r + 1]; db += gc;\n      }\n"
+      << "      " << part << "[chunk * " << E << " + c] = dw;\n"
+      << "      " << part << "[(" << chunks << " + chunk) * " << E << " + c] = db;\n    }\n  }\n"
+      << phase(colBlocks, block) << "    const int64_t c = MLC_TID;\n"
+      << "    if (c < " << E << ") {\n      double dw = 0, db = 0;\n"
+      << "      for (int64_t q = 0; q < " << chunks << "; ++q) { dw += " << part << "[q * " << E
+      << " + c]; db += " << part << "[(" << chunks << " + q) * " << E << " + c]; }\n"
+      << "      p1[c] = (" << T << ")dw; p2[c] = (" << T << ")db;\n    }\n  }\n";
+    return b.str();
+  }
+
+  std::string crossEntropy(mlir::Type el, mlir::Type lt, const std::string &rows, int64_t C,
+                           int64_t ignore) override {
+    std::string T = cType(el);
+    const int64_t cap = capacityOf(rows);
+    std::ostringstream b;
+    b << arguments({{el, true}, {el, false}, {lt, false}}) << scratch(2 * cap * 8)
+      << lseShared(el) << "  double *loss = (double *)ctx->scratch, *used = loss + " << cap
+      << ";\n"
+      << rowLoop(rows, C) << "      const int64_t label = p2[r];\n"
+      << "      if (label == " << ignore << " || label < 0 || label >= " << C << ") {\n"
+      << "        if (threadIdx.x == 0) { loss[r] = 0; used[r] = 0; if (label != " << ignore
+      << ") mlc_report(ctx, MLC_ERR_LABEL_RANGE, r, label, " << C << "); }\n"
+      << "        continue;\n      }\n"
+      << "      const " << T << " *x = p1 + r * " << C << ";\n"
+      << rowLse(el, "x", C)
+      << "      if (threadIdx.x == 0) { loss[r] = m + log(s) - x[label]; used[r] = 1; }\n"
+      << "    }\n  }\n"
+      << phase(1, 256) << "    const int64_t R = " << rows << ";\n"
+      << "    double total = 0, count = 0;\n"
+      << "    for (int64_t r = threadIdx.x; r < R; r += blockDim.x) { total += loss[r]; count += "
+         "used[r]; }\n"
+      << "    total = mlc_block_sum(total, reds);\n    count = mlc_block_sum(count, reds);\n"
+      << "    if (threadIdx.x == 0) p0[0] = (" << T << ")(count ? total / count : 0.0);\n  }\n";
+    return b.str();
+  }
+
+  std::string crossEntropyWithGrad(mlir::Type el, mlir::Type lt, const std::string &rows,
+                                   int64_t C, int64_t ignore, const std::string &scale) override {
+    return crossEntropyGradient(el, lt, rows, C, ignore, scale, /*withLoss=*/true);
+  }
+
+  std::string crossEntropyGrad(mlir::Type el, mlir::Type lt, const std::string &rows, int64_t C,
+                               int64_t ignore, const std::string &scale) override {
+    return crossEntropyGradient(el, lt, rows, C, ignore, scale, /*withLoss=*/false);
+  }
+
+  /// A block per row: the prologue is computed once into a shared-memory
+  /// row (values needed elsewhere are stored on the way), then normalized
+  /// from it. A row too long for shared memory recomputes the prologue.
+  std::string layerNormFusion(mlir::Type el, const std::string &rows, int64_t E,
+                              const std::string &eps, const std::string &bases,
+                              const std::string &offsets, const std::string &body,
+                              const std::string &input, int slot, const std::string &weight,
+                              const std::string &bias) override {
+    std::string T = cType(el);
+    const bool shared = E * int64_t(dtypeBytes(el)) <= 24 * 1024;
+    auto eachColumn = [&](const std::string &inner) {
+      return "      for (int64_t c = threadIdx.x; c < " + n2s(E) + "; c += blockDim.x) {\n" +
+             offsets + inner + "      }\n";
+    };
+    std::ostringstream k;
+    k << "  __shared__ double red[32];\n";
+    if (shared)
+      k << "  __shared__ " << T << " row[" << E << "];\n";
+    k << rowLoop(rows, E) << bases;
+    if (shared) {
+      k << eachColumn(body + "      row[c] = " + input + ";\n")
+        << rowMeanRstd("row[c]", E, eps);
+    } else {
+      // mean, then the variance around it, each from a recomputed prologue.
+      k << "      double mean = 0, var = 0;\n"
+        << eachColumn(body + "      mean += (double)(" + input + ");\n")
+        << "      mean = mlc_block_sum(mean, red) / " << E << ";\n"
+        << eachColumn(body + "      { double d = (double)(" + input + ") - mean; var += d * d; }\n")
+        << "      var = mlc_block_sum(var, red);\n"
+        << "      const double rstd = 1.0 / sqrt(var / " << E << " + " << eps << ");\n";
+    }
+    k << "      const " << T << " rs = (" << T << ")rstd, mu = (" << T << ")mean;\n";
+    if (shared)
+      k << eachColumn("      p" + std::to_string(slot) + "[o" + std::to_string(slot) +
+                      "] = (row[c] - mu) * rs * " + weight + " + " + bias + ";\n");
+    else
+      k << eachColumn(body + "      p" + std::to_string(slot) + "[o" + std::to_string(slot) +
+                      "] = ((" + input + ") - mu) * rs * " + weight + " + " + bias + ";\n");
+    k << "    }\n  }\n";
+    return k.str();
+  }
+
+  std::string attention(const AttentionKernel &a) override;
+
+  std::string reduction(const ReductionKernel &r) override {
+    mlir::Type el = r.element;
+    bool isFloat = isa<mlir::FloatType>(el);
+    bool max = r.kind == ReductionKernel::Max;
+    std::string T = cType(el), acc = isFloat ? "double" : "int64_t";
+    std::string init = max ? (isFloat ? "-mlc_inf<double>()" : "(-9223372036854775807ll - 1)")
+                           : "0";
+    std::string finish = r.kind == ReductionKernel::Mean ? "a / " + n2s(r.count) : "a";
+    std::string combine = max ? "a = a > x ? a : x;" : "a += x;";
+    std::ostringstream body;
+    body << arguments({{el, true}, {el, false}});
+    if (r.shape == ReductionKernel::Rows) {
+      body << "  __shared__ " << acc << " red[32];\n"
+           << rowLoop(r.rows, r.length) << "      " << acc << " a = " << init << ";\n"
+           << "      const " << T << " *x0 = p1 + r * " << r.length << ";\n"
+           << "      for (int64_t j = threadIdx.x; j < " << r.length << "; j += blockDim.x) { "
+           << acc << " x = x0[j]; " << combine << " }\n"
+           << "      a = " << (max ? "mlc_block_max" : "mlc_block_sum") << "(a, red);\n"
+           << "      if (threadIdx.x == 0) p0[r] = (" << T << ")(" << finish << ");\n    }\n  }\n";
+    } else if (r.shape == ReductionKernel::Columns) {
+      const int64_t C = r.length, block = 256, colBlocks = (C + block - 1) / block;
+      const int64_t chunks = blocksFor(capacityOf(r.rows), 16, 64);
+      body << scratch(chunks * C * 8) << phase(chunks * colBlocks, block)
+           << "    " << acc << " *part = (" << acc << " *)ctx->scratch;\n"
+           << "    const int64_t R = " << r.rows << ", chunk = blockIdx.x / " << colBlocks
+           << ", c = (blockIdx.x % " << colBlocks << ") * " << block << " + threadIdx.x;\n"
+           << "    const int64_t per = (R + " << chunks << " - 1) / " << chunks << ";\n"
+           << "    if (c < " << C << ") {\n      " << acc << " a = 0;\n"
+           << "      const int64_t r1 = (chunk + 1) * per < R ? (chunk + 1) * per : R;\n"
+           << "      for (int64_t r = chunk * per; r < r1; ++r) a += p1[r * " << C << " + c];\n"
+           << "      part[chunk * " << C << " + c] = a;\n    }\n  }\n"
+           << phase(colBlocks, block) << "    const " << acc << " *part = (const " << acc
+           << " *)ctx->scratch;\n    const int64_t c = MLC_TID;\n"
+           << "    if (c < " << C << ") {\n      " << acc << " a = 0;\n"
+           << "      for (int64_t q = 0; q < " << chunks << "; ++q) a += part[q * " << C
+           << " + c];\n      p0[c] = (" << T << ")(" << finish << ");\n    }\n  }\n";
+    } else {
+      auto decompose = [](const std::string &var, const Shape &dims, const Shape &strides,
+                          const std::string &out) {
+        std::string s = "      int64_t " + out + " = 0;\n      { int64_t rem = " + var + ";\n";
+        for (size_t d = dims.size(); d-- > 0;)
+          s += "        " + out + " += (rem % " + n2s(dims[d]) + ") * " + n2s(strides[d]) +
+               "; rem /= " + n2s(dims[d]) + ";\n";
+        return s + "      }\n";
+      };
+      body << phase(blocksFor(r.outputs, 256, 4096), 256)
+           << "    for (int64_t r = MLC_TID; r < " << r.outputs << "; r += MLC_STRIDE) {\n"
+           << decompose("r", r.keptDims, r.keptStrides, "base") << "      " << acc << " a = "
+           << init << ";\n      for (int64_t j = 0; j < " << product(r.reducedDims)
+           << "; ++j) {\n"
+           << decompose("j", r.reducedDims, r.reducedStrides, "off") << "        " << acc
+           << " x = p1[base + off];\n        " << combine << "\n      }\n      p0[r] = (" << T
+           << ")(" << finish << ");\n    }\n  }\n";
+    }
+    return body.str();
+  }
+
+  std::string embedding(mlir::Type el, mlir::Type it, const std::string &rows, int64_t V,
+                        int64_t E) override {
+    std::ostringstream b;
+    b << arguments({{el, true}, {el, false}, {it, false}})
+      << phase(blocksFor(capacityOf(rows) * E, 256, 4096), 256)
+      << "    const int64_t n = (int64_t)" << rows << " * " << E << ";\n"
+      << "    for (int64_t i = MLC_TID; i < n; i += MLC_STRIDE) {\n"
+      << "      const int64_t r = i / " << E << ", c = i % " << E << ";\n"
+      << "      int64_t t = p2[r];\n"
+      << "      if (t < 0 || t >= " << V << ") { if (c == 0) mlc_report(ctx, MLC_ERR_TOKEN_RANGE, r, t, "
+      << V << "); t = 0; }\n"
+      << "      p0[i] = p1[t * " << E << " + c];\n    }\n  }\n";
+    return b.str();
+  }
+
+  /// Phase 0 zeroes the table; phase 1: block (vocabulary chunk, column
+  /// block), a thread per column adding, in token order, the rows of the
+  /// tokens whose id falls in its chunk: no two threads add to one element
+  /// and no atomics, so the sums are reproducible.
+  std::string embeddingGrad(mlir::Type el, mlir::Type it, const std::string &rows, int64_t V,
+                            int64_t E) override {
+    const int64_t block = 256, colBlocks = (E + block - 1) / block;
+    const int64_t chunks = std::min<int64_t>(V, 64), per = (V + chunks - 1) / chunks;
+    std::ostringstream b;
+    b << arguments({{el, true}, {el, false}, {it, false}})
+      << phase(blocksFor(V * E, 256 * 4, 4096), 256)
+      << "    for (int64_t i = MLC_TID; i < " << V * E << "; i += MLC_STRIDE) p0[i] = 0;\n  }\n"
+      << phase(chunks * colBlocks, block)
+      << "    const int64_t v0 = (blockIdx.x / " << colBlocks << ") * " << per
+      << ", c = (blockIdx.x % " << colBlocks << ") * " << block << " + threadIdx.x;\n"
+      << "    const int64_t R = " << rows << ";\n"
+      << "    if (c < " << E << ")\n"
+      << "      for (int64_t r = 0; r < R; ++r) {\n"
+      << "        const int64_t t = p2[r];\n"
+      << "        if (t >= v0 && t < v0 + " << per << " && t < " << V << ") p0[t * " << E
+      << " + c] += p1[r * " << E << " + c];\n      }\n  }\n";
+    return b.str();
+  }
+
+  std::string fill(mlir::Type el, int64_t n, const std::string &value) override {
+    return arguments({{el, true}}) + phase(blocksFor(n, 256, 4096), 256) +
+           "    for (int64_t i = MLC_TID; i < " + n2s(n) + "; i += MLC_STRIDE) p0[i] = " + value +
+           ";\n  }\n";
+  }
+
+  std::string constant(mlir::Type el, const std::vector<std::string> &values) override {
+    std::ostringstream b;
+    b << arguments({{el, true}}) << "  static const " << cType(el) << " data[" << values.size()
+      << "] = {";
+    for (size_t i = 0; i < values.size(); ++i)
+      b << (i ? ", " : "") << values[i];
+    b << "};\n"
+      << phase(blocksFor(values.size(), 256, 4096), 256) << "    for (int64_t i = MLC_TID; i < "
+      << values.size() << "; i += MLC_STRIDE) p0[i] = data[i];\n  }\n";
+    return b.str();
+  }
+
+  std::string zero(int64_t bytes) override {
+    return phase(blocksFor(bytes, 256 * 4, 4096), 256) + "    for (int64_t i = MLC_TID; i < " +
+           n2s(bytes) + "; i += MLC_STRIDE) ((char *)b[0])[i] = 0;\n  }\n";
+  }
+
+private:
+  static std::string segmentTable(const std::vector<Segment> &segments, bool decay) {
+    std::ostringstream k;
+    k << "  static const int64_t seg[" << segments.size() << "][" << (decay ? 3 : 2) << "] = {";
+    for (size_t s = 0; s < segments.size(); ++s) {
+      k << (s ? ", " : "") << "{" << segments[s].offset << ", " << segments[s].numel;
+      if (decay)
+        k << ", " << (segments[s].decay ? 1 : 0);
+      k << "}";
+    }
+    k << "};\n";
+    return k.str();
+  }
+
+  /// A phase of one block per row (grid-stride over the rows), opened up to
+  /// the row's body; the caller closes it with "    }\n  }\n".
+  static std::string rowLoop(const std::string &rows, int64_t C) {
+    return phase(rowGrid(capacityOf(rows)), rowBlock(C)) + "    const int64_t R = " + rows +
+           ";\n    for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {\n";
+  }
+
+  /// The shared scratch of block-wide log-sum-exps (and sums, in reds).
+  static std::string lseShared(mlir::Type el) {
+    return "  __shared__ " + cType(el) + " redm[32];\n  __shared__ double reds[32];\n";
+  }
+
+  /// m and s (the row's max and sum exp(x - m), one pass) of row `x`.
+  static std::string rowLse(mlir::Type el, const std::string &x, int64_t C) {
+    std::string T = cType(el);
+    return "      " + T + " m = -mlc_inf<" + T + ">();\n      double s = 0;\n" +
+           "      for (int64_t c = threadIdx.x; c < " + n2s(C) +
+           "; c += blockDim.x) mlc_lse_add(m, s, " + x + "[c]);\n" +
+           "      mlc_block_lse(m, s, redm, reds);\n";
+  }
+
+  /// mean and rstd of the row whose element c is `x` (two passes, in double).
+  static std::string rowMeanRstd(const std::string &x, int64_t E, const std::string &eps) {
+    std::string n = n2s(E);
+    return "      double mean = 0, var = 0;\n      for (int64_t c = threadIdx.x; c < " + n +
+           "; c += blockDim.x) mean += (double)" + x + ";\n      mean = mlc_block_sum(mean, red) / " +
+           n + ";\n      for (int64_t c = threadIdx.x; c < " + n +
+           "; c += blockDim.x) { double d = (double)" + x + " - mean; var += d * d; }\n" +
+           "      var = mlc_block_sum(var, red);\n" +
+           "      const double rstd = 1.0 / sqrt(var / " + n + " + " + eps + ");\n";
+  }
+
+  /// A one-block phase that sums `parts` partials from scratch in order
+  /// into s, then runs `finish`.
+  static std::string sumPartials(int64_t parts, const std::string &finish) {
+    return phase(1, 256) + "    double s = 0;\n    for (int64_t q = threadIdx.x; q < " +
+           n2s(parts) + "; q += blockDim.x) s += ((const double *)ctx->scratch)[q];\n" +
+           "    s = mlc_block_sum(s, red);\n    if (threadIdx.x == 0) " + finish + "\n  }\n";
+  }
+
+  /// The cross-entropy gradient (and the loss when `withLoss`): phase 0
+  /// counts the labelled rows; phase 1 a block per row writes its gradient
+  /// (and loss term); phase 2 sums the loss terms.
+  std::string crossEntropyGradient(mlir::Type el, mlir::Type lt, const std::string &rows,
+                                   int64_t C, int64_t ignore, const std::string &scale,
+                                   bool withLoss) {
+    std::string T = cType(el);
+    const int64_t cap = capacityOf(rows);
+    const int d = withLoss ? 1 : 0, x = d + 1, l = d + 2;
+    std::vector<KernelArg> slots;
+    if (withLoss)
+      slots.push_back({el, true});
+    slots.insert(slots.end(), {{el, true}, {el, false}, {lt, false}});
+    if (!withLoss && scale.empty())
+      slots.push_back({el, false});
+    std::string pd = "p" + n2s(d), px = "p" + n2s(x), pl = "p" + n2s(l);
+    std::ostringstream b;
+    b << arguments(slots) << scratch((1 + cap) * 8) << lseShared(el)
+      << "  double *count = (double *)ctx->scratch, *loss = count + 1;\n"
+      << phase(1, 256) << "    const int64_t R = " << rows << ";\n    double n = 0;\n"
+      << "    for (int64_t r = threadIdx.x; r < R; r += blockDim.x) n += " << pl << "[r] != "
+      << ignore << ";\n"
+      << "    n = mlc_block_sum(n, reds);\n    if (threadIdx.x == 0) count[0] = n;\n  }\n"
+      << rowLoop(rows, C) << "      const " << T << " *x = " << px << " + r * " << C << "; " << T
+      << " *d = " << pd << " + r * " << C << ";\n"
+      << "      const double scale = count[0] ? (double)(" << (scale.empty() ? "p3[0]" : scale)
+      << ") / count[0] : 0.0;\n"
+      << "      const int64_t label = " << pl << "[r];\n"
+      << "      if (label == " << ignore << " || label < 0 || label >= " << C << ") {\n"
+      << "        for (int64_t c = threadIdx.x; c < " << C << "; c += blockDim.x) d[c] = 0;\n";
+    if (withLoss)
+      b << "        if (threadIdx.x == 0) { loss[r] = 0; if (label != " << ignore
+        << ") mlc_report(ctx, MLC_ERR_LABEL_RANGE, r, label, " << C << "); }\n";
+    b << "        continue;\n      }\n"
+      << rowLse(el, "x", C) << "      const " << T << " xl = x[label];\n"
+      << "      __syncthreads(); // every thread has read x[label] before d (maybe x) changes\n"
+      << "      const double k = scale / s;\n"
+      << "      for (int64_t c = threadIdx.x; c < " << C << "; c += blockDim.x)\n"
+      << "        d[c] = (" << T << ")(mlc_exp(x[c] - m) * k - (c == label ? scale : 0.0));\n";
+    if (withLoss)
+      b << "      if (threadIdx.x == 0) loss[r] = m + log(s) - xl;\n";
+    b << "    }\n  }\n";
+    if (withLoss)
+      b << phase(1, 256) << "    const int64_t R = " << rows << ";\n    double total = 0;\n"
+        << "    for (int64_t r = threadIdx.x; r < R; r += blockDim.x) total += loss[r];\n"
+        << "    total = mlc_block_sum(total, reds);\n"
+        << "    if (threadIdx.x == 0) p0[0] = (" << T
+        << ")(count[0] ? total / count[0] : 0.0);\n  }\n";
+    return b.str();
+  }
+};
+
+/// Attention without the S x S matrix. Tensor k's head (bb, h) starts at
+/// headBase(k); its rows are rowStride(k) apart (padded: query/key index;
+/// varlen: the token a + i). A thread owns a query row (forward, dQ) or a
+/// key row (dK, dV); the other side streams through shared memory in tiles.
+/// The dropout mask of probability (i, j) is the CPU's, bit for bit.
+std::string CudaTarget::attention(const AttentionKernel &a) {
+  const mlir::Type el = a.element;
+  const std::string T = cType(el);
+  const bool varlen = a.varlen, causal = a.causal, mask = a.mask;
+  const int64_t H = a.heads, D = a.headDim, Dv = a.valueDim, B = a.batch;
+  const int qi = a.query;
+  const int64_t bytes = dtypeBytes(el);
+  // Rows per block, and the rows of the other side per shared tile, so that
+  // the tiles stay within 40 KB of shared memory.
+  int64_t rowsPer = 64, tile = 32;
+  while (rowsPer > 16 && rowsPer * (D + Dv + 2) * bytes + tile * (D + Dv) * bytes > 40 * 1024)
+    rowsPer /= 2;
+  while (tile > 4 && rowsPer * (D + Dv + 2) * bytes + tile * (D + Dv) * bytes > 40 * 1024)
+    tile /= 2;
+  const int64_t maxLen = varlen ? a.tokenCapacity : std::max(a.seqQ, a.seqK);
+  const int64_t qTiles = (maxLen + rowsPer - 1) / rowsPer;
+  const std::string SQ = varlen ? "L" : n2s(a.seqQ), SK = varlen ? "L" : n2s(a.seqK);
+  auto p = [](int i) { return "p" + std::to_string(i); };
+  auto headBase = [&](int k) {
+    const AttentionKernel::Tensor &w = a.tensors[k];
+    return p(k) + " + " + n2s(w.offset) + (varlen ? " + a * " : " + bb * ") +
+           n2s(w.batchStride) + " + h * " + n2s(w.headStride);
+  };
+  auto rs = [&](int k) { return n2s(a.tensors[k].rowStride); };
+  const std::string sc = literal(a.scale, el);
+  // The block's (bb, h) and first row; L and a for varlen.
+  auto blockHead = [&](const std::string &first) {
+    std::string s = "    const int64_t bh = blockIdx.x / " + n2s(qTiles) + ", " + first +
+                    " = (blockIdx.x % " + n2s(qTiles) + ") * " + n2s(rowsPer) + ";\n" +
+                    "    const int64_t bb = bh / " + n2s(H) + ", h = bh % " + n2s(H) + ";\n";
+    if (varlen)
+      s += "    const int64_t a = " + p(a.cuSlot) + "[bb], L = " + p(a.cuSlot) +
+           "[bb + 1] - a;\n";
+    s += "    if (" + first + " >= " + (varlen ? std::string("L") : first == "i0" ? SQ : SK) +
+         ") return;\n";
+    s += "    const " + T + " *qh = " + headBase(qi) + ";\n    const " + T + " *kh = " +
+         headBase(qi + 1) + ";\n    const " + T + " *vh = " + headBase(qi + 2) + ";\n";
+    return s;
+  };
+  // s_ij += mask; keep(i, j): the dropout factor.
+  std::string maskAdd =
+      mask ? "          s += " + p(qi + 3) + "[bb * " + n2s(a.maskStrides[0]) + " + h * " +
+                 n2s(a.maskStrides[1]) + " + i * " + n2s(a.maskStrides[2]) + " + j * " +
+                 n2s(a.maskStrides[3]) + "];\n"
+           : "";
+  std::string rowKey, keep = "(" + T + ")1";
+  if (a.dropout > 0) {
+    rowKey = varlen ? "((uint64_t)h * " + n2s(a.tokenCapacity) + " + a + i) * " +
+                          n2s(a.tokenCapacity) + " + a"
+                    : "(uint64_t)(bh * " + n2s(a.seqQ) + " + i) * " + n2s(a.seqK);
+    keep = "(mlc_uniform(key, " + rowKey + " + j) >= " + std::to_string(a.dropout) + " ? " +
+           literal(1.0 / (1.0 - a.dropout), el) + " : (" + T + ")0)";
+  }
+  // Loads rows [r0, r0 + n) of tensor `k` (width W) into shared tile `dst`.
+  auto loadTile = [&](const std::string &dst, const std::string &base, int k, int64_t W,
+                      const std::string &r0, const std::string &limit, int64_t n) {
+    return "      for (int64_t e = threadIdx.x; e < " + n2s(n * W) + "; e += blockDim.x) {\n" +
+           "        const int64_t t = e / " + n2s(W) + ", c = e % " + n2s(W) + ";\n" +
+           "        " + dst + "[t][c] = " + r0 + " + t < " + limit + " ? " + base + "[(" + r0 +
+           " + t) * " + rs(k) + " + c] : (" + T + ")0;\n      }\n";
+  };
+  std::ostringstream b;
+  b << arguments(a.args);
+  if (a.dropout > 0)
+    b << "  const uint64_t key = mlc_key(" << a.seed << "ull, (uint64_t)ctx->step);\n";
+  const std::string jn = causal ? "(i + 1 < " + SK + " ? i + 1 : " + SK + ")" : SK;
+  if (!a.backward) {
+    // A thread per query row: q (pre-scaled) and the output accumulator in
+    // registers; per key tile, the scores, their max, one rescale, then
+    // the weighted values.
+    b << "  __shared__ " << T << " ks[" << tile << "][" << D << "], vs[" << tile << "][" << Dv
+      << "];\n"
+      << phase(B * H * qTiles, rowsPer) << blockHead("i0") << "    " << T << " *oh = " << headBase(0) << ";\n"
+      << "    const int64_t i = i0 + threadIdx.x;\n    const bool active = i < " << SQ << ";\n"
+      << "    " << T << " q[" << D << "], acc[" << Dv << "];\n"
+      << "    for (int c = 0; c < " << D << "; ++c) q[c] = active ? qh[i * " << rs(qi)
+      << " + c] * " << sc << " : (" << T << ")0;\n"
+      << "    for (int c = 0; c < " << Dv << "; ++c) acc[c] = 0;\n"
+      << "    " << T << " m = -mlc_inf<" << T << ">();\n    double l = 0;\n"
+      << "    const int64_t jEnd = " << (causal ? "(i0 + " + n2s(rowsPer) + " < " + SK + " ? i0 + " + n2s(rowsPer) + " : " + SK + ")" : SK) << ";\n"
+      << "    const int64_t jn = active ? " << jn << " : 0;\n"
+      << "    for (int64_t j0 = 0; j0 < jEnd; j0 += " << tile << ") {\n"
+      << "      __syncthreads();\n"
+      << loadTile("ks", "kh", qi + 1, D, "j0", SK, tile)
+      << loadTile("vs", "vh", qi + 2, Dv, "j0", SK, tile) << "      __syncthreads();\n"
+      << "      " << T << " sv[" << tile << "];\n"
+      << "      " << T << " tm = -mlc_inf<" << T << ">();\n"
+      << "      for (int t = 0; t < " << tile << "; ++t) {\n"
+      << "        const int64_t j = j0 + t;\n"
+      << "        " << T << " s = -mlc_inf<" << T << ">();\n"
+      << "        if (j < jn) {\n          s = 0;\n"
+      << "          for (int c = 0; c < " << D << "; ++c) s += q[c] * ks[t][c];\n"
+      << maskAdd << "        }\n"
+      << "        sv[t] = s;\n        tm = s > tm ? s : tm;\n      }\n"
+      << "      if (tm == -mlc_inf<" << T << ">()) continue;\n"
+      << "      if (tm > m) {\n        const " << T << " f = mlc_exp(m - tm);\n"
+      << "        l *= f;\n        for (int c = 0; c < " << Dv << "; ++c) acc[c] *= f;\n"
+      << "        m = tm;\n      }\n"
+      << "      for (int t = 0; t < " << tile << "; ++t) {\n"
+      << "        const int64_t j = j0 + t;\n"
+      << "        if (j >= jn) continue;\n"
+      << "        const " << T << " e = mlc_exp(sv[t] - m);\n        l += e;\n"
+      << "        const " << T << " w = e * " << keep << ";\n"
+      << "        for (int c = 0; c < " << Dv << "; ++c) acc[c] += w * vs[t][c];\n      }\n"
+      << "    }\n"
+      << "    if (active) {\n      const " << T << " inv = (" << T << ")(1.0 / l);\n"
+      << "      for (int c = 0; c < " << Dv << "; ++c) oh[i * " << rs(0) << " + c] = acc[c] * inv;\n"
+      << "    }\n  }\n";
+    return b.str();
+  }
+
+  // Backward. Row statistics per query (m, l, and Di = sum_j P_ij dP_ij =
+  // dO_i . O_i) in scratch, indexed by (head, row).
+  const std::string rowIndex =
+      varlen ? "(h * " + n2s(a.tokenCapacity) + " + a + i)" : "(bh * " + n2s(a.seqQ) + " + i)";
+  const int64_t statRows = varlen ? H * a.tokenCapacity : B * H * a.seqQ;
+  const std::string rg = rs(3);
+  // Shared memory is allocated for every __shared__ declaration of the
+  // kernel at once, so the phases share two tiles of the streamed side
+  // (keys and values, or queries and output gradients) and two blocks of
+  // the rows the threads own.
+  b << scratch(statRows * 3 * 8) << "  double *stat = (double *)ctx->scratch;\n"
+    << "  __shared__ " << T << " tileA[" << tile << "][" << D << "], tileB[" << tile << "][" << Dv
+    << "];\n"
+    << "  __shared__ " << T << " selfA[" << rowsPer << "][" << D + 1 << "], selfB[" << rowsPer
+    << "][" << Dv + 1 << "];\n";
+  // Phase 0: like the forward pass, also accumulating O, then Di = dO . O.
+  b << phase(B * H * qTiles, rowsPer) << "    " << T << " (*ks)[" << D << "] = tileA;\n    "
+    << T << " (*vs)[" << Dv << "] = tileB;\n"
+    << blockHead("i0") << "    const " << T << " *gh = " << headBase(3) << ";\n"
+    << "    const int64_t i = i0 + threadIdx.x;\n    const bool active = i < " << SQ << ";\n"
+    << "    " << T << " q[" << D << "], acc[" << Dv << "];\n"
+    << "    for (int c = 0; c < " << D << "; ++c) q[c] = active ? qh[i * " << rs(qi) << " + c] * "
+    << sc << " : (" << T << ")0;\n"
+    << "    for (int c = 0; c < " << Dv << "; ++c) acc[c] = 0;\n"
+    << "    " << T << " m = -mlc_inf<" << T << ">();\n    double l = 0;\n"
+    << "    const int64_t jEnd = " << (causal ? "(i0 + " + n2s(rowsPer) + " < " + SK + " ? i0 + " + n2s(rowsPer) + " : " + SK + ")" : SK) << ";\n"
+    << "    const int64_t jn = active ? " << jn << " : 0;\n"
+    << "    for (int64_t j0 = 0; j0 < jEnd; j0 += " << tile << ") {\n"
+    << "      __syncthreads();\n"
+    << loadTile("ks", "kh", qi + 1, D, "j0", SK, tile)
+    << loadTile("vs", "vh", qi + 2, Dv, "j0", SK, tile) << "      __syncthreads();\n"
+    << "      for (int t = 0; t < " << tile << "; ++t) {\n"
+    << "        const int64_t j = j0 + t;\n        if (j >= jn) continue;\n"
+    << "        " << T << " s = 0;\n"
+    << "        for (int c = 0; c < " << D << "; ++c) s += q[c] * ks[t][c];\n"
+    << maskAdd << "        if (s == -mlc_inf<" << T << ">()) continue;\n"
+    << "        if (s > m) {\n          const " << T << " f = mlc_exp(m - s);\n"
+    << "          l *= f;\n          for (int c = 0; c < " << Dv << "; ++c) acc[c] *= f;\n"
+    << "          m = s;\n        }\n"
+    << "        const " << T << " e = mlc_exp(s - m);\n        l += e;\n"
+    << "        const " << T << " w = e * " << keep << ";\n"
+    << "        for (int c = 0; c < " << Dv << "; ++c) acc[c] += w * vs[t][c];\n      }\n"
+    << "    }\n"
+    << "    if (active) {\n      double di = 0;\n"
+    << "      for (int c = 0; c < " << Dv << "; ++c) di += (double)gh[i * " << rg
+    << " + c] * acc[c];\n"
+    << "      stat[3 * " << rowIndex << "] = m;\n      stat[3 * " << rowIndex << " + 1] = l;\n"
+    << "      stat[3 * " << rowIndex << " + 2] = di / l;\n    }\n  }\n";
+  // P_ij and dS_ij from the statistics, for the query row i and key row j
+  // whose dot products `s` (scaled) and `dp` (dO_i . v_j) are known.
+  auto grads = [&](const std::string &indent) {
+    return indent + "const double* st = stat + 3 * " + rowIndex + ";\n" + indent + "const " + T +
+           " pr = (" + T + ")(mlc_exp(s - (" + T + ")st[0]) / st[1]);\n" + indent + "const " +
+           T + " kp = " + keep + ";\n" + indent + "const " + T + " ds = pr * (dp * kp - (" + T +
+           ")st[2]) * " + sc + ";\n";
+  };
+  // Phase 1: a thread per key row j: dK_j = sum_i dS_ij q_i, dV_j = sum_i
+  // P_ij keep_ij dO_i, over the query tiles that see j.
+  b << phase(B * H * qTiles, rowsPer) << "    " << T << " (*qs)[" << D << "] = tileA;\n    "
+    << T << " (*gs)[" << Dv << "] = tileB;\n    " << T << " (*kself)[" << D + 1
+    << "] = selfA;\n    " << T << " (*vself)[" << Dv + 1 << "] = selfB;\n"
+    << blockHead("j0") << "    const " << T << " *gh = " << headBase(3) << ";\n"
+    << "    " << T << " *dk = " << headBase(1) << ", *dv = " << headBase(2) << ";\n"
+    << "    const int64_t j = j0 + threadIdx.x;\n    const bool active = j < " << SK << ";\n"
+    << "    for (int c = 0; c < " << D << "; ++c) kself[threadIdx.x][c] = active ? kh[j * "
+    << rs(qi + 1) << " + c] : (" << T << ")0;\n"
+    << "    for (int c = 0; c < " << Dv << "; ++c) vself[threadIdx.x][c] = active ? vh[j * "
+    << rs(qi + 2) << " + c] : (" << T << ")0;\n"
+    << "    " << T << " dkj[" << D << "], dvj[" << Dv << "];\n"
+    << "    for (int c = 0; c < " << D << "; ++c) dkj[c] = 0;\n"
+    << "    for (int c = 0; c < " << Dv << "; ++c) dvj[c] = 0;\n"
+    << "    for (int64_t i0 = " << (causal ? "j0 / " + n2s(tile) + " * " + n2s(tile) : "0")
+    << "; i0 < " << SQ << "; i0 += " << tile << ") {\n"
+    << "      __syncthreads();\n"
+    << loadTile("qs", "qh", qi, D, "i0", SQ, tile) << loadTile("gs", "gh", 3, Dv, "i0", SQ, tile)
+    << "      __syncthreads();\n"
+    << "      if (!active) continue;\n"
+    << "      for (int t = 0; t < " << tile << "; ++t) {\n"
+    << "        const int64_t i = i0 + t;\n"
+    << "        if (i >= " << SQ << (causal ? " || j > i" : "") << ") continue;\n"
+    << "        " << T << " s = 0, dp = 0;\n"
+    << "        for (int c = 0; c < " << D << "; ++c) s += qs[t][c] * kself[threadIdx.x][c];\n"
+    << "        s *= " << sc << ";\n"
+    << "        for (int c = 0; c < " << Dv << "; ++c) dp += gs[t][c] * vself[threadIdx.x][c];\n"
+    << maskAdd << grads("        ")
+    << "        for (int c = 0; c < " << Dv << "; ++c) dvj[c] += pr * kp * gs[t][c];\n"
+    << "        for (int c = 0; c < " << D << "; ++c) dkj[c] += ds * qs[t][c];\n"
+    << "      }\n    }\n"
+    << "    if (active) {\n"
+    << "      for (int c = 0; c < " << D << "; ++c) dk[j * " << rs(1) << " + c] = dkj[c];\n"
+    << "      for (int c = 0; c < " << Dv << "; ++c) dv[j * " << rs(2) << " + c] = dvj[c];\n"
+    << "    }\n  }\n";
+  // Phase 2: a thread per query row i: dQ_i = sum_j dS_ij k_j.
+  b << phase(B * H * qTiles, rowsPer) << "    " << T << " (*ks)[" << D << "] = tileA;\n    "
+    << T << " (*vs)[" << Dv << "] = tileB;\n    " << T << " (*qself)[" << D + 1
+    << "] = selfA;\n    " << T << " (*gself)[" << Dv + 1 << "] = selfB;\n"
+    << blockHead("i0") << "    const " << T << " *gh = " << headBase(3) << ";\n"
+    << "    " << T << " *dq = " << headBase(0) << ";\n"
+    << "    const int64_t i = i0 + threadIdx.x;\n    const bool active = i < " << SQ << ";\n"
+    << "    for (int c = 0; c < " << D << "; ++c) qself[threadIdx.x][c] = active ? qh[i * "
+    << rs(qi) << " + c] : (" << T << ")0;\n"
+    << "    for (int c = 0; c < " << Dv << "; ++c) gself[threadIdx.x][c] = active ? gh[i * " << rg
+    << " + c] : (" << T << ")0;\n"
+    << "    " << T << " dqi[" << D << "];\n"
+    << "    for (int c = 0; c < " << D << "; ++c) dqi[c] = 0;\n"
+    << "    const int64_t jEnd = " << (causal ? "(i0 + " + n2s(rowsPer) + " < " + SK + " ? i0 + " + n2s(rowsPer) + " : " + SK + ")" : SK) << ";\n"
+    << "    const int64_t jn = active ? " << jn << " : 0;\n"
+    << "    for (int64_t j0 = 0; j0 < jEnd; j0 += " << tile << ") {\n"
+    << "      __syncthreads();\n"
+    << loadTile("ks", "kh", qi + 1, D, "j0", SK, tile)
+    << loadTile("vs", "vh", qi + 2, Dv, "j0", SK, tile) << "      __syncthreads();\n"
+    << "      for (int t = 0; t < " << tile << "; ++t) {\n"
+    << "        const int64_t j = j0 + t;\n        if (j >= jn) continue;\n"
+    << "        " << T << " s = 0, dp = 0;\n"
+    << "        for (int c = 0; c < " << D << "; ++c) s += qself[threadIdx.x][c] * ks[t][c];\n"
+    << "        s *= " << sc << ";\n"
+    << "        for (int c = 0; c < " << Dv << "; ++c) dp += gself[threadIdx.x][c] * vs[t][c];\n"
+    << maskAdd << grads("        ")
+    << "        for (int c = 0; c < " << D << "; ++c) dqi[c] += ds * ks[t][c];\n"
+    << "      }\n    }\n"
+    << "    if (active)\n"
+    << "      for (int c = 0; c < " << D << "; ++c) dq[i * " << rs(0) << " + c] = dqi[c];\n"
+    << "  }\n";
+  return b.str();
+}
+
+} // namespace
+
+std::unique_ptr<KernelTarget> createCudaTarget() { return std::make_unique<CudaTarget>(); }
+
+} // namespace mlc::lowering

@@ -1,0 +1,217 @@
+//===- CudaEmulation.h - kernels.cu run by the host compiler ----*- C++ -*-===//
+//
+// The CUDA emulator (`--device cuda-emulator`) runs a package's kernels.cu
+// on the CPU, so that the CUDA kernels' numerics are tested on machines
+// without a GPU: the source is compiled by the host C++ compiler behind the
+// header below, which supplies what CUDA C uses (thread and block indices,
+// __shared__, __syncthreads, warp shuffles, atomics).
+//
+// Each CUDA thread is a fiber (ucontext) with its own stack; a block's
+// fibers run on one OS thread, switching at barriers: __syncthreads waits
+// for every live thread of the block, a shuffle for every live lane of the
+// warp (each lane publishes its value, then reads its partner's). Blocks
+// are shared out among OpenMP threads, and __shared__ memory is
+// thread_local, so each OS thread's block has its own. A barrier that can
+// never complete (divergent __syncthreads) aborts with a message instead of
+// hanging.
+//
+// It is slow (a context switch per thread per barrier) and meant for small
+// shapes: the tests compare it with the CPU kernels on tiny models.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_RUNTIME_BACKEND_CUDA_CUDAEMULATION_H
+#define MLC_RUNTIME_BACKEND_CUDA_CUDAEMULATION_H
+
+namespace mlc::rt {
+
+inline const char *cudaEmulationHeader() {
+  return R"EMU(// mlc's CUDA emulation header: kernels.cu compiled by the host compiler.
+#define MLC_CUDA_EMULATION 1
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ucontext.h>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static thread_local
+
+struct dim3 {
+  unsigned x, y, z;
+};
+
+namespace mlc_emu {
+
+struct Thread {
+  dim3 tid, bid, bdim, gdim;
+};
+enum { Ready, AtBlockBarrier, AtWarpBarrier, Done };
+typedef void (*Kernel)(char *const *, const void *, int);
+
+struct Fiber {
+  ucontext_t uc;
+  Thread id;
+  int state;
+};
+
+// One OS thread's block: its fibers, their stacks and the warp exchange.
+struct Block {
+  Kernel fn;
+  char *const *args;
+  const void *ctx;
+  int phase;
+  int current;
+  std::vector<Fiber> fibers;
+  std::vector<char> stacks;
+  ucontext_t scheduler;
+  unsigned char lanes[1024][16];
+};
+
+static const size_t kStack = 128 * 1024;
+static thread_local Block *block;
+static thread_local Thread *self;
+
+static inline void wait(int why) {
+  Fiber &f = block->fibers[block->current];
+  f.state = why;
+  swapcontext(&f.uc, &block->scheduler);
+}
+
+static void entry() {
+  Block *b = block;
+  b->fn(b->args, b->ctx, b->phase);
+  b->fibers[b->current].state = Done; // uc_link returns to the scheduler
+}
+
+static void runBlock(Block &b, unsigned id, unsigned grid, unsigned threads) {
+  b.fibers.resize(threads);
+  if (b.stacks.size() < threads * kStack)
+    b.stacks.resize(threads * kStack);
+  for (unsigned t = 0; t < threads; ++t) {
+    Fiber &f = b.fibers[t];
+    f.id = Thread{{t, 0, 0}, {id, 0, 0}, {threads, 1, 1}, {grid, 1, 1}};
+    f.state = Ready;
+    getcontext(&f.uc);
+    f.uc.uc_stack.ss_sp = b.stacks.data() + t * kStack;
+    f.uc.uc_stack.ss_size = kStack;
+    f.uc.uc_link = &b.scheduler;
+    makecontext(&f.uc, entry, 0);
+  }
+  for (;;) {
+    bool ran = false;
+    for (unsigned t = 0; t < threads; ++t)
+      if (b.fibers[t].state == Ready) {
+        b.current = int(t);
+        self = &b.fibers[t].id;
+        swapcontext(&b.scheduler, &b.fibers[t].uc);
+        ran = true;
+      }
+    // Release a barrier once every live thread of its group waits at it.
+    unsigned live = 0, atBlock = 0;
+    for (unsigned t = 0; t < threads; ++t) {
+      live += b.fibers[t].state != Done;
+      atBlock += b.fibers[t].state == AtBlockBarrier;
+    }
+    if (live == 0)
+      return;
+    bool released = false;
+    if (atBlock == live) {
+      for (unsigned t = 0; t < threads; ++t)
+        b.fibers[t].state = Ready;
+      released = true;
+    } else {
+      for (unsigned w = 0; w < threads; w += 32) {
+        unsigned wl = 0, wa = 0;
+        for (unsigned t = w; t < w + 32 && t < threads; ++t) {
+          wl += b.fibers[t].state != Done;
+          wa += b.fibers[t].state == AtWarpBarrier;
+        }
+        if (wl && wa == wl) {
+          for (unsigned t = w; t < w + 32 && t < threads; ++t)
+            if (b.fibers[t].state == AtWarpBarrier)
+              b.fibers[t].state = Ready;
+          released = true;
+        }
+      }
+    }
+    if (!ran && !released) {
+      std::fprintf(stderr, "mlc CUDA emulator: block %u deadlocks (threads wait at different "
+                           "barriers: a __syncthreads or shuffle in divergent code)\n", id);
+      std::abort();
+    }
+  }
+}
+
+} // namespace mlc_emu
+
+#define threadIdx (mlc_emu::self->tid)
+#define blockIdx (mlc_emu::self->bid)
+#define blockDim (mlc_emu::self->bdim)
+#define gridDim (mlc_emu::self->gdim)
+
+static inline void __syncthreads() { mlc_emu::wait(mlc_emu::AtBlockBarrier); }
+
+template <typename T> static inline T mlc_emu_shuffle(T v, int src) {
+  static_assert(sizeof(T) <= 16, "shuffle of a value wider than 16 bytes");
+  mlc_emu::Block *b = mlc_emu::block;
+  const int t = b->current;
+  std::memcpy(b->lanes[t], &v, sizeof v);
+  mlc_emu::wait(mlc_emu::AtWarpBarrier);
+  T out;
+  std::memcpy(&out, b->lanes[(t & ~31) | (src & 31)], sizeof out);
+  mlc_emu::wait(mlc_emu::AtWarpBarrier);
+  return out;
+}
+template <typename T> static inline T __shfl_xor_sync(unsigned, T v, int mask) {
+  return mlc_emu_shuffle(v, (mlc_emu::block->current & 31) ^ mask);
+}
+template <typename T> static inline T __shfl_sync(unsigned, T v, int lane) {
+  return mlc_emu_shuffle(v, lane);
+}
+
+static inline unsigned long long atomicCAS(unsigned long long *p, unsigned long long expected,
+                                           unsigned long long desired) {
+  __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return expected;
+}
+static inline unsigned long long atomicMin(unsigned long long *p, unsigned long long v) {
+  unsigned long long old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+  while (v < old &&
+         !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+  }
+  return old;
+}
+
+// One phase of a kernel: every block, shared out among OpenMP threads.
+extern "C" void mlc_emu_launch(void *fn, int64_t grid, int64_t threads, char *const *args,
+                               const void *ctx, int phase) {
+#pragma omp parallel
+  {
+    static thread_local mlc_emu::Block *mine = nullptr;
+    if (!mine)
+      mine = new mlc_emu::Block();
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t g = 0; g < grid; ++g) {
+      mlc_emu::block = mine;
+      mine->fn = reinterpret_cast<mlc_emu::Kernel>(fn);
+      mine->args = args;
+      mine->ctx = ctx;
+      mine->phase = phase;
+      mlc_emu::runBlock(*mine, unsigned(g), unsigned(grid), unsigned(threads));
+    }
+  }
+}
+
+#line 1 "kernels.cu"
+)EMU";
+}
+
+} // namespace mlc::rt
+
+#endif // MLC_RUNTIME_BACKEND_CUDA_CUDAEMULATION_H

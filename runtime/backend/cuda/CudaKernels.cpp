@@ -1,0 +1,96 @@
+//===- CudaKernels.cpp - the kernel lines of kernels.cu ---------------------===//
+
+#include "runtime/backend/cuda/CudaKernels.h"
+#include "runtime/core/Error.h"
+
+#include <sstream>
+
+namespace mlc::rt {
+
+std::map<std::string, CudaKernelInfo> parseCudaKernels(const std::string &source,
+                                                       const std::string &path) {
+  std::map<std::string, CudaKernelInfo> out;
+  std::istringstream in(source);
+  std::string line;
+  const std::string tag = "// mlc.kernel ";
+  for (int lineNo = 1; std::getline(in, line); ++lineNo) {
+    if (line.compare(0, tag.size(), tag) != 0)
+      continue;
+    auto bad = [&](const std::string &why) {
+      fail(path + ":" + std::to_string(lineNo) + ": malformed kernel line (" + why + "): " + line);
+    };
+    std::istringstream fields(line.substr(tag.size()));
+    CudaKernelInfo k;
+    fields >> k.name >> k.kind;
+    if (k.name.empty() || k.kind.empty())
+      bad("no name or kind");
+    std::string field;
+    bool haveArgs = false, haveLaunch = false;
+    while (fields >> field) {
+      size_t eq = field.find('=');
+      if (eq == std::string::npos)
+        bad("'" + field + "' is not key=value");
+      std::string key = field.substr(0, eq), value = field.substr(eq + 1);
+      auto number = [&](const std::string &s) -> int64_t {
+        size_t used = 0;
+        long long v = 0;
+        try {
+          v = std::stoll(s, &used);
+        } catch (...) {
+          used = 0;
+        }
+        if (used != s.size() || s.empty() || v < 0)
+          bad("'" + s + "' is not a count");
+        return v;
+      };
+      if (key == "args") {
+        k.args = number(value);
+        haveArgs = true;
+      } else if (key == "scratch") {
+        k.scratch = number(value);
+      } else if (key == "launch") {
+        std::istringstream list(value);
+        std::string item;
+        while (std::getline(list, item, ',')) {
+          size_t x = item.find('x');
+          if (x == std::string::npos)
+            bad("launch '" + item + "' is not GRIDxBLOCK");
+          CudaKernelInfo::Launch l{number(item.substr(0, x)), number(item.substr(x + 1))};
+          if (l.grid < 1 || l.grid > 0x7fffffff || l.block < 1 || l.block > 1024 ||
+              l.block % 32 != 0)
+            bad("launch '" + item + "' is outside 1..2^31-1 blocks of 32..1024 threads");
+          k.launches.push_back(l);
+        }
+        haveLaunch = true;
+      }
+    }
+    if (!haveArgs || !haveLaunch || k.launches.empty())
+      bad("args= and launch= are required");
+    if (out.count(k.name))
+      bad("kernel " + k.name + " is announced twice");
+    out[k.name] = k;
+  }
+  return out;
+}
+
+void resetCudaErrorWords(int64_t words[3]) {
+  words[0] = 0;
+  words[1] = -1; // all ones: no row yet
+  words[2] = 0;
+}
+
+void checkCudaErrorWords(const int64_t words[3]) {
+  if (words[0] == 0)
+    return;
+  uint64_t key = uint64_t(words[1]);
+  int64_t row = int64_t(key >> 32), value = int32_t(uint32_t(key & 0xffffffffu));
+  if (words[0] == 1)
+    fail("token id " + std::to_string(value) + " at position " + std::to_string(row) +
+         " is outside the vocabulary [0, " + std::to_string(words[2]) + ")");
+  if (words[0] == 2)
+    fail("label " + std::to_string(value) + " at row " + std::to_string(row) +
+         " is outside [0, " + std::to_string(words[2]) + ") and is not the ignore index -100");
+  fail("a kernel reported error code " + std::to_string(words[0]));
+}
+
+} // namespace mlc::rt

@@ -1,0 +1,54 @@
+//===- CudaKernels.h - what kernels.cu declares about its kernels -*- C++ -*-===//
+//
+// Each kernel of a package's kernels.cu is announced by one line (the ABI is
+// documented in compiler/codegen/CudaPrelude.h):
+//
+//   // mlc.kernel k7 rows args=4 scratch=8200 launch=1x256,1024x128,1x256
+//
+// Both the CUDA backend and the CUDA emulator read these lines, so that a
+// package's launches are the same wherever it runs. The error words that
+// kernels report through are decoded here too.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_RUNTIME_BACKEND_CUDA_CUDAKERNELS_H
+#define MLC_RUNTIME_BACKEND_CUDA_CUDAKERNELS_H
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mlc::rt {
+
+struct CudaKernelInfo {
+  std::string name, kind;
+  int64_t args = 0, scratch = 0;
+  /// Per phase, in launch order: blocks and threads per block.
+  struct Launch {
+    int64_t grid, block;
+  };
+  std::vector<Launch> launches;
+};
+
+/// The kernels a kernels.cu announces, by name; a malformed line is an
+/// Error naming `path` and the line.
+std::map<std::string, CudaKernelInfo> parseCudaKernels(const std::string &source,
+                                                       const std::string &path);
+
+/// The kernels' context in device memory, as kernels.cu declares it.
+struct CudaKernelCtx {
+  int64_t step;
+  int64_t *error;
+  int64_t rows;
+  char *scratch;
+};
+
+/// The error words' state before a step: {code 0, key ~0, limit 0}.
+void resetCudaErrorWords(int64_t words[3]);
+/// Fails with the message of a kernel's report, if there is one.
+void checkCudaErrorWords(const int64_t words[3]);
+
+} // namespace mlc::rt
+
+#endif // MLC_RUNTIME_BACKEND_CUDA_CUDAKERNELS_H
