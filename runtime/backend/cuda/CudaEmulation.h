@@ -54,8 +54,32 @@ struct Thread {
 enum { Ready, AtBlockBarrier, AtWarpBarrier, Done };
 typedef void (*Kernel)(char *const *, const void *, int);
 
-struct Fiber {
+// A context switch saves the callee-saved registers and the floating-point
+// control words on the old stack and resumes the new one: on x86-64 a few
+// instructions (switch(&from, to) below); elsewhere ucontext, whose
+// swapcontext also makes a system call.
+#if defined(__x86_64__)
+extern "C" void mlc_emu_switch(void **from, void *to);
+asm(".text\n.p2align 4\n.hidden mlc_emu_switch\n.globl mlc_emu_switch\n"
+    ".type mlc_emu_switch,@function\n"
+    "mlc_emu_switch:\n"
+    "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+    "  subq $8, %rsp\n  stmxcsr (%rsp)\n  fnstcw 4(%rsp)\n"
+    "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
+    "  ldmxcsr (%rsp)\n  fldcw 4(%rsp)\n  addq $8, %rsp\n"
+    "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+    "  ret\n.size mlc_emu_switch, .-mlc_emu_switch\n");
+struct Context {
+  void *sp = nullptr;
+};
+#else
+struct Context {
   ucontext_t uc;
+};
+#endif
+
+struct Fiber {
+  Context ctx;
   Thread id;
   int state;
 };
@@ -69,7 +93,7 @@ struct Block {
   int current;
   std::vector<Fiber> fibers;
   std::vector<char> stacks;
-  ucontext_t scheduler;
+  Context scheduler;
   unsigned char lanes[1024][16];
 };
 
@@ -77,16 +101,51 @@ static const size_t kStack = 128 * 1024;
 static thread_local Block *block;
 static thread_local Thread *self;
 
+static inline void transfer(Context &from, Context &to) {
+#if defined(__x86_64__)
+  mlc_emu_switch(&from.sp, to.sp);
+#else
+  swapcontext(&from.uc, &to.uc);
+#endif
+}
+
 static inline void wait(int why) {
   Fiber &f = block->fibers[block->current];
   f.state = why;
-  swapcontext(&f.uc, &block->scheduler);
+  transfer(f.ctx, block->scheduler);
 }
 
+// A fiber's first and last frame: runs the kernel as its thread, then
+// returns to the scheduler for good.
 static void entry() {
   Block *b = block;
   b->fn(b->args, b->ctx, b->phase);
-  b->fibers[b->current].state = Done; // uc_link returns to the scheduler
+  Fiber &f = b->fibers[b->current];
+  f.state = Done;
+  transfer(f.ctx, b->scheduler);
+  std::abort(); // never resumed
+}
+
+static void start(Fiber &f, char *stack) {
+#if defined(__x86_64__)
+  // The stack as mlc_emu_switch leaves it: control words, six registers,
+  // then entry() as the return address, aligned as if entry were called.
+  uint64_t *top = reinterpret_cast<uint64_t *>(
+      (reinterpret_cast<uintptr_t>(stack + kStack) & ~uintptr_t(15)));
+  top[-1] = 0;
+  top[-2] = reinterpret_cast<uint64_t>(&entry);
+  for (int r = 3; r <= 8; ++r)
+    top[-r] = 0;
+  uint32_t control[2] = {0x1F80u, 0x037Fu}; // MXCSR and x87 control word defaults
+  std::memcpy(&top[-9], control, sizeof control);
+  f.ctx.sp = &top[-9];
+#else
+  getcontext(&f.ctx.uc);
+  f.ctx.uc.uc_stack.ss_sp = stack;
+  f.ctx.uc.uc_stack.ss_size = kStack;
+  f.ctx.uc.uc_link = nullptr;
+  makecontext(&f.ctx.uc, entry, 0);
+#endif
 }
 
 static void runBlock(Block &b, unsigned id, unsigned grid, unsigned threads) {
@@ -97,11 +156,7 @@ static void runBlock(Block &b, unsigned id, unsigned grid, unsigned threads) {
     Fiber &f = b.fibers[t];
     f.id = Thread{{t, 0, 0}, {id, 0, 0}, {threads, 1, 1}, {grid, 1, 1}};
     f.state = Ready;
-    getcontext(&f.uc);
-    f.uc.uc_stack.ss_sp = b.stacks.data() + t * kStack;
-    f.uc.uc_stack.ss_size = kStack;
-    f.uc.uc_link = &b.scheduler;
-    makecontext(&f.uc, entry, 0);
+    start(f, b.stacks.data() + t * kStack);
   }
   for (;;) {
     bool ran = false;
@@ -109,7 +164,7 @@ static void runBlock(Block &b, unsigned id, unsigned grid, unsigned threads) {
       if (b.fibers[t].state == Ready) {
         b.current = int(t);
         self = &b.fibers[t].id;
-        swapcontext(&b.scheduler, &b.fibers[t].uc);
+        transfer(b.scheduler, b.fibers[t].ctx);
         ran = true;
       }
     // Release a barrier once every live thread of its group waits at it.
