@@ -17,6 +17,8 @@
 #include "runtime/backend/Backend.h"
 #include "runtime/backend/Comm.h"
 #include "runtime/backend/KernelCache.h"
+#include "runtime/backend/cuda/CudaKernels.h"
+#include "runtime/backend/cuda/Nvrtc.h"
 #include "runtime/data/GptDataset.h"
 #include "runtime/data/IndexedDataset.h"
 #include "runtime/core/Json.h"
@@ -161,6 +163,11 @@ cl::opt<bool> report("report",
                      cl::desc("Print kernel counts and bytes moved per step, unfused and "
                               "fused"),
                      cl::sub(compileCmd), cl::cat(category));
+cl::opt<std::string> cudaArch("cuda-arch",
+                              cl::desc("--report: the GPU architectures whose ptxas statistics "
+                                       "it prints (NVRTC, comma-separated)"),
+                              cl::value_desc("sm_XX,..."), cl::init("sm_90"), cl::sub(compileCmd),
+                              cl::cat(category));
 cl::opt<std::string> reportJson("report-json", cl::desc("Write the report as JSON"),
                                 cl::value_desc("file"), cl::sub(compileCmd),
                                 cl::cat(category));
@@ -460,6 +467,68 @@ int writeText(const std::string &text) {
 /// Lowers the model with and without fusion (and with one and two layers, to
 /// count per layer) and reports kernels and bytes per training step.
 /// An ONNX model has one layer count, its own: its per-layer figure is left out.
+/// The report's CUDA part: kernels.cu compiled by NVRTC for each of
+/// --cuda-arch, and what ptxas made of every kernel. Spills in the
+/// pointwise, row and optimizer kernels are the ones that cost bandwidth;
+/// their total is its last line per architecture.
+int cudaReport(const std::string &source) {
+  std::string why;
+  mlc::rt::Nvrtc *nvrtc = mlc::rt::Nvrtc::get(&why);
+  if (!nvrtc) {
+    outs() << "  CUDA kernels: not compiled (" << why << ")\n";
+    return 0;
+  }
+  try {
+    auto kernels = mlc::rt::parseCudaKernels(source, "kernels.cu");
+    SmallVector<StringRef> arches;
+    StringRef(cudaArch).split(arches, ',', -1, false);
+    for (StringRef arch : arches) {
+      auto t0 = std::chrono::steady_clock::now();
+      auto out = nvrtc->compile(source, "kernels.cu", arch.trim().str(), /*verbose=*/true);
+      double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      auto stats = mlc::rt::parsePtxasLog(out.log);
+      outs() << formatv("  CUDA kernels for {0} (NVRTC {1}, {2:f1} s, {3} KB cubin): {4}\n",
+                        arch.trim(), nvrtc->version(), seconds, out.image.size() / 1024,
+                        kernels.size());
+      outs() << formatv("    {0,-8} {1,-17} {2,5} {3,12} {4,8} {5,7} {6}\n", "kernel",
+                        "template", "regs", "spill st/ld", "smem", "stack", "launches");
+      int64_t hotSpills = 0, otherSpills = 0;
+      std::vector<const mlc::rt::CudaKernelInfo *> order; // k0, k1, ..., k10
+      for (auto &[name, k] : kernels)
+        order.push_back(&k);
+      std::stable_sort(order.begin(), order.end(), [](auto *a, auto *b) {
+        return a->name.size() != b->name.size() ? a->name.size() < b->name.size()
+                                                : a->name < b->name;
+      });
+      for (const mlc::rt::CudaKernelInfo *kp : order) {
+        const mlc::rt::CudaKernelInfo &k = *kp;
+        const std::string &name = k.name;
+        auto it = stats.find(name);
+        if (it == stats.end())
+          return fail("ptxas reported nothing for kernel " + name + " (" + arch.str() + ")");
+        const mlc::rt::PtxasStats &st = it->second;
+        std::string launches;
+        for (auto &l : k.launches)
+          launches += (launches.empty() ? "" : ",") + std::to_string(l.grid) + "x" +
+                      std::to_string(l.block);
+        outs() << formatv("    {0,-8} {1,-17} {2,5} {3,12} {4,8} {5,7} {6}\n", name, k.kind,
+                          st.registers,
+                          std::to_string(st.spillStores) + "/" + std::to_string(st.spillLoads),
+                          st.sharedBytes, st.stackBytes, launches);
+        bool hot = k.kind == "pointwise" || k.kind == "rows" || k.kind == "optimizer";
+        (hot ? hotSpills : otherSpills) += st.spillStores + st.spillLoads;
+      }
+      outs() << formatv("  {0}: spill bytes in pointwise, rows and optimizer kernels: {1}; in "
+                        "the others: {2}\n",
+                        arch.trim(), hotSpills, otherSpills);
+    }
+  } catch (const mlc::rt::Error &e) {
+    return fail(e.what());
+  }
+  return 0;
+}
+
 int runReport() {
   const bool onnx = isOnnxModel();
   std::string title;
@@ -509,6 +578,18 @@ int runReport() {
                     u.full.bytes / 1e6, f.full.bytes / 1e6);
   outs() << formatv("  {0,-38} {1,12} {2,12}\n", "optimizer kernels (AdamW + norm)",
                     u.full.optimizerKernels, f.full.optimizerKernels);
+  {
+    // The CUDA kernels of the package these flags compile.
+    mlir::MLIRContext ctx;
+    auto g = compileModel(ctx, /*training=*/true);
+    if (!g)
+      return fail(toString(g.takeError()));
+    auto lowered = mlc::lowerModule(*g->module, g->description.dataParallel);
+    if (!lowered)
+      return fail(toString(lowered.takeError()));
+    if (int rc = cudaReport(lowered->kernelsCu))
+      return rc;
+  }
   if (!reportJson.empty()) {
     std::string json = formatv("{{\"kernels_unfused\": {0}, \"kernels_fused\": {1}, "
                                "\"gemms\": {2}, \"nongemm_per_layer\": {3}, "
