@@ -46,6 +46,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <set>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace llvm;
@@ -773,6 +774,11 @@ Expected<std::string> packageFor(bool training) {
     text += formatv("\nranks {0} buckets {1} {2} clip {3}", dp.ranks, dp.bucketCapMb,
                     dp.firstBucketMb, dp.clip)
                 .str();
+    // And the compiler that lowers it: a rebuilt or upgraded mlc writes new
+    // kernels, so its executable's size and time are part of the key.
+    struct stat self;
+    if (stat("/proc/self/exe", &self) == 0)
+      text += formatv("\nmlc {0} {1}", int64_t(self.st_size), int64_t(self.st_mtime)).str();
     dir = root + "/packages/" + sys::path::filename(model).str() + "-" +
           mlc::contentHash(text + std::string(dtype));
     // The key covers everything the package holds: one written whole (its

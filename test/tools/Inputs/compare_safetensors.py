@@ -7,6 +7,9 @@
     compare_safetensors.py A B RTOL exit 0 and print CLOSE when every value
                                     is within RTOL of the largest |B| of its
                                     tensor
+    compare_safetensors.py A B RTOL SKIP
+                                    the same, leaving out tensors whose name
+                                    contains SKIP (compared for names only)
 """
 import json
 import struct
@@ -44,8 +47,9 @@ if a.keys() != b.keys():
     sys.exit(1)
 if len(sys.argv) > 3:
     rtol = float(sys.argv[3])
+    skip = sys.argv[4] if len(sys.argv) > 4 else None
     worst = max(float(np.abs(a[k].astype(np.float64) - b[k]).max() / max(np.abs(b[k]).max(), 1e-30))
-                for k in a)
+                for k in a if not (skip and skip in k))
     if worst > rtol:
         print(f"DIFFERENT: max relative difference {worst:.2e} > {rtol}")
         sys.exit(1)
