@@ -429,7 +429,7 @@ public:
         << "      mean = mlc_block_sum(mean, red) / " << E << ";\n"
         << eachColumn(body + "      { double d = (double)(" + input + ") - mean; var += d * d; }\n")
         << "      var = mlc_block_sum(var, red);\n"
-        << "      const double rstd = 1.0 / sqrt(var / " << E << " + " << eps << ");\n";
+        << "      const double rstd = rsqrt(var / " << E << " + " << eps << ");\n";
     }
     k << "      const " << T << " rs = (" << T << ")rstd, mu = (" << T << ")mean;\n";
     if (shared)
@@ -598,7 +598,8 @@ private:
            "      mlc_block_lse(m, s, redm, reds);\n";
   }
 
-  /// mean and rstd of the row whose element c is `x` (two passes, in double).
+  /// mean and rstd of the row whose element c is `x` (two passes, in double;
+  /// rsqrt, because a double division's slow path spills a register).
   static std::string rowMeanRstd(const std::string &x, int64_t E, const std::string &eps) {
     std::string n = n2s(E);
     return "      double mean = 0, var = 0;\n      for (int64_t c = threadIdx.x; c < " + n +
@@ -606,7 +607,7 @@ private:
            n + ";\n      for (int64_t c = threadIdx.x; c < " + n +
            "; c += blockDim.x) { double d = (double)" + x + " - mean; var += d * d; }\n" +
            "      var = mlc_block_sum(var, red);\n" +
-           "      const double rstd = 1.0 / sqrt(var / " + n + " + " + eps + ");\n";
+           "      const double rstd = rsqrt(var / " + n + " + " + eps + ");\n";
   }
 
   /// A one-block phase that sums `parts` partials from scratch in order

@@ -210,6 +210,9 @@ static void runBlock(Block &b, unsigned id, unsigned grid, unsigned threads) {
 #define blockDim (mlc_emu::self->bdim)
 #define gridDim (mlc_emu::self->gdim)
 
+static inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+static inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+
 static inline void __syncthreads() { mlc_emu::wait(mlc_emu::AtBlockBarrier); }
 
 template <typename T> static inline T mlc_emu_shuffle(T v, int src) {
