@@ -34,3 +34,13 @@ llvm_config.use_default_substitutions()
 tool_dirs = [config.mlc_tools_dir, config.llvm_tools_dir]
 tools = ["mlc-opt", "mlc", "mlc-runtime", "not", "count", "split-file"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+# Whether this machine has an NVIDIA driver: the tests of what happens
+# without one do not run where there is one.
+try:
+    import ctypes
+
+    ctypes.CDLL("libcuda.so.1")
+    config.available_features.add("cuda-driver")
+except OSError:
+    pass

@@ -2,7 +2,13 @@
 
 #include "runtime/backend/Backend.h"
 #include "runtime/backend/cpu/CpuBackend.h"
+#ifdef MLC_HAVE_CUDA
+#include "runtime/backend/cuda/CudaBackend.h"
+#endif
 #include "runtime/core/Error.h"
+
+#include <cstdio>
+#include <cstring>
 
 namespace mlc::rt {
 
@@ -21,15 +27,86 @@ void Backend::allReduceStart(FlatBuffer, int64_t, int64_t, int) {
 }
 void Backend::allReduceWait(int) {}
 
+std::vector<char> Backend::prepareInput(const std::string &name, const HostTensor &t,
+                                       int64_t &rows) const {
+  const InputInfo *info = nullptr;
+  for (const InputInfo &in : pkg_.inputs)
+    if (in.name == name)
+      info = &in;
+  if (!info)
+    fail("the model has no input named '" + name + "'");
+  if (info->dynamic()) {
+    std::vector<int64_t> inner(info->shape.begin() + 1, info->shape.end());
+    if (t.shape.empty() || std::vector<int64_t>(t.shape.begin() + 1, t.shape.end()) != inner ||
+        t.shape[0] > pkg_.tokenCapacity || t.shape[0] < 1)
+      fail("input '" + name + "' has shape " + shapeString(t.shape) + "; the package takes [T" +
+           (inner.empty() ? "" : ", ") + shapeString(inner).substr(1) +
+           " with 1 <= T <= " + std::to_string(pkg_.tokenCapacity) + " tokens");
+    rows = t.shape[0];
+  } else if (t.shape != info->shape) {
+    fail("input '" + name + "' has shape " + shapeString(t.shape) + " but the package was " +
+         "compiled for " + shapeString(info->shape));
+  }
+  int64_t n = t.numel();
+  std::vector<char> out(n * dtypeSize(info->dtype));
+  char *dst = out.data();
+  // Token ids, labels and offsets are integers: a float or bool array would
+  // be truncated (3.5 -> 3) without a word.
+  bool wantsInt = info->dtype == "i64" || info->dtype == "i32";
+  if (wantsInt && t.dtype != "i64" && t.dtype != "i32" && t.dtype != "u16" && t.dtype != "u8")
+    fail("input '" + name + "' holds integers (" + info->dtype + "); the array given is " +
+         t.dtype);
+  if (info->dtype == "i32" && t.dtype == "i64")
+    for (int64_t i = 0; i < n; ++i)
+      if (t.getInt(i) != int64_t(int32_t(t.getInt(i))))
+        fail("input '" + name + "': value " + std::to_string(t.getInt(i)) + " at index " +
+             std::to_string(i) + " does not fit in i32");
+  if (t.dtype == info->dtype) {
+    std::memcpy(dst, t.data.data(), t.data.size());
+  } else if (info->dtype == "i64") {
+    for (int64_t i = 0; i < n; ++i)
+      reinterpret_cast<int64_t *>(dst)[i] = t.getInt(i);
+  } else if (info->dtype == "i32") {
+    for (int64_t i = 0; i < n; ++i)
+      reinterpret_cast<int32_t *>(dst)[i] = int32_t(t.getInt(i));
+  } else if (info->dtype == "f32") {
+    for (int64_t i = 0; i < n; ++i)
+      reinterpret_cast<float *>(dst)[i] = float(t.getDouble(i));
+  } else if (info->dtype == "f64") {
+    for (int64_t i = 0; i < n; ++i)
+      reinterpret_cast<double *>(dst)[i] = t.getDouble(i);
+  } else {
+    fail("input '" + name + "': cannot convert " + t.dtype + " to " + info->dtype);
+  }
+  return out;
+}
+
 std::unique_ptr<Backend> createBackend(const std::string &device, const Package &pkg,
                                        bool verbose) {
-  if (device == "cpu" || device == "auto" || device.empty())
+  if (device == "cpu")
     return std::make_unique<CpuBackend>(pkg, verbose);
   if (device == "cuda-emulator")
     return std::make_unique<CpuBackend>(pkg, verbose, /*emulateCuda=*/true);
+#ifdef MLC_HAVE_CUDA
   if (device == "cuda")
-    fail("--device cuda: this build of mlc has no CUDA backend yet; use --device cpu");
-  fail("unknown device '" + device + "' (this build has: cpu, auto, cuda-emulator)");
+    return createCudaBackend(pkg, verbose);
+  if (device == "auto" || device.empty()) {
+    std::string why;
+    if (cudaAvailable(&why))
+      return createCudaBackend(pkg, verbose);
+    if (verbose)
+      std::fprintf(stderr, "mlc: --device auto: %s; running on the CPU\n", why.c_str());
+    return std::make_unique<CpuBackend>(pkg, verbose);
+  }
+  fail("unknown device '" + device + "' (this build has: auto, cpu, cuda, cuda-emulator)");
+#else
+  if (device == "auto" || device.empty())
+    return std::make_unique<CpuBackend>(pkg, verbose);
+  if (device == "cuda")
+    fail("--device cuda: this build of mlc has no CUDA backend (it was built without the CUDA "
+         "toolkit's headers); use --device cpu");
+  fail("unknown device '" + device + "' (this build has: auto, cpu, cuda-emulator)");
+#endif
 }
 
 std::vector<char> downloadAll(Backend &backend, FlatBuffer which) {

@@ -104,6 +104,13 @@ public:
   BackendProfile profile;
 
 protected:
+  /// Checks a batch tensor against input `name` (shape, integer dtypes,
+  /// values that fit) and converts it to the input's dtype: the bytes the
+  /// input holds. `rows` becomes the token count where the leading
+  /// dimension is dynamic (else it is left as it is).
+  std::vector<char> prepareInput(const std::string &name, const HostTensor &t,
+                                 int64_t &rows) const;
+
   const Package &pkg_;
   int64_t elementSize_;
   std::shared_ptr<Communicator> comm_;

@@ -215,55 +215,13 @@ char *CpuBackend::resolve(const FunctionPlan &fn, int id) {
 }
 
 void CpuBackend::setInput(const std::string &name, const HostTensor &t) {
-  const InputInfo *info = nullptr;
-  for (const InputInfo &in : pkg_.inputs)
-    if (in.name == name)
-      info = &in;
-  if (!info)
-    fail("the model has no input named '" + name + "'");
-  if (info->dynamic()) {
-    std::vector<int64_t> inner(info->shape.begin() + 1, info->shape.end());
-    if (t.shape.empty() || std::vector<int64_t>(t.shape.begin() + 1, t.shape.end()) != inner ||
-        t.shape[0] > pkg_.tokenCapacity || t.shape[0] < 1)
-      fail("input '" + name + "' has shape " + shapeString(t.shape) + "; the package takes [T" +
-           (inner.empty() ? "" : ", ") + shapeString(inner).substr(1) +
-           " with 1 <= T <= " + std::to_string(pkg_.tokenCapacity) + " tokens");
-    inputRows_[name] = t.shape[0];
-    rows_ = t.shape[0];
-  } else if (t.shape != info->shape) {
-    fail("input '" + name + "' has shape " + shapeString(t.shape) + " but the package was " +
-         "compiled for " + shapeString(info->shape));
+  int64_t rows = -1;
+  std::vector<char> data = prepareInput(name, t, rows);
+  if (rows >= 0) {
+    inputRows_[name] = rows;
+    rows_ = rows;
   }
-  char *dst = inputs_[name].data();
-  int64_t n = t.numel();
-  // Token ids, labels and offsets are integers: a float or bool array would
-  // be truncated (3.5 -> 3) without a word.
-  bool wantsInt = info->dtype == "i64" || info->dtype == "i32";
-  if (wantsInt && t.dtype != "i64" && t.dtype != "i32" && t.dtype != "u16" && t.dtype != "u8")
-    fail("input '" + name + "' holds integers (" + info->dtype + "); the array given is " +
-         t.dtype);
-  if (info->dtype == "i32" && t.dtype == "i64")
-    for (int64_t i = 0; i < n; ++i)
-      if (t.getInt(i) != int64_t(int32_t(t.getInt(i))))
-        fail("input '" + name + "': value " + std::to_string(t.getInt(i)) + " at index " +
-             std::to_string(i) + " does not fit in i32");
-  if (t.dtype == info->dtype) {
-    std::memcpy(dst, t.data.data(), t.data.size());
-  } else if (info->dtype == "i64") {
-    for (int64_t i = 0; i < n; ++i)
-      reinterpret_cast<int64_t *>(dst)[i] = t.getInt(i);
-  } else if (info->dtype == "i32") {
-    for (int64_t i = 0; i < n; ++i)
-      reinterpret_cast<int32_t *>(dst)[i] = int32_t(t.getInt(i));
-  } else if (info->dtype == "f32") {
-    for (int64_t i = 0; i < n; ++i)
-      reinterpret_cast<float *>(dst)[i] = float(t.getDouble(i));
-  } else if (info->dtype == "f64") {
-    for (int64_t i = 0; i < n; ++i)
-      reinterpret_cast<double *>(dst)[i] = t.getDouble(i);
-  } else {
-    fail("input '" + name + "': cannot convert " + t.dtype + " to " + info->dtype);
-  }
+  std::memcpy(inputs_[name].data(), data.data(), data.size());
 }
 
 static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs,

@@ -1,0 +1,758 @@
+//===- CudaBackend.cpp - the plan on an NVIDIA GPU --------------------------===//
+//
+// cuda.h and cublasLt.h give the types and constants only: every entry point
+// is looked up at run time (the driver's through cuGetProcAddress at the
+// CUDA 12.0 ABI, which 12.x and 13.x drivers serve; cuBLASLt's with dlsym).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/backend/cuda/CudaBackend.h"
+#include "runtime/backend/KernelCache.h"
+#include "runtime/backend/cuda/CudaKernels.h"
+#include "runtime/backend/cuda/Nvrtc.h"
+#include "runtime/core/Error.h"
+#include "runtime/core/Hash.h"
+
+#include <cublasLt.h>
+#include <cuda.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+namespace mlc::rt {
+
+namespace {
+
+// The driver entry points mlc calls.
+struct Driver {
+  decltype(&::cuInit) init;
+  decltype(&::cuGetErrorString) errorString;
+  decltype(&::cuDeviceGetCount) deviceCount;
+  decltype(&::cuDeviceGet) deviceGet;
+  decltype(&::cuDeviceGetName) deviceName;
+  decltype(&::cuDeviceGetAttribute) attribute;
+  decltype(&::cuDeviceTotalMem) totalMem;
+  decltype(&::cuDevicePrimaryCtxRetain) retain;
+  decltype(&::cuCtxSetCurrent) setCurrent;
+  decltype(&::cuModuleLoadData) loadModule;
+  decltype(&::cuModuleGetFunction) getFunction;
+  decltype(&::cuMemAlloc) alloc;
+  decltype(&::cuMemFree) free;
+  decltype(&::cuMemcpyHtoD) htod;
+  decltype(&::cuMemcpyDtoH) dtoh;
+  decltype(&::cuMemsetD8) memset8;
+  decltype(&::cuMemsetD8Async) memset8Async;
+  decltype(&::cuMemcpyHtoDAsync) htodAsync;
+  decltype(&::cuLaunchKernel) launch;
+  decltype(&::cuStreamCreate) streamCreate;
+  decltype(&::cuStreamSynchronize) streamSync;
+  decltype(&::cuEventCreate) eventCreate;
+  decltype(&::cuEventRecord) eventRecord;
+  decltype(&::cuEventSynchronize) eventSync;
+  decltype(&::cuEventElapsedTime) elapsed;
+  decltype(&::cuStreamBeginCapture) beginCapture;
+  decltype(&::cuStreamEndCapture) endCapture;
+  decltype(&::cuGraphInstantiateWithFlags) instantiate;
+  decltype(&::cuGraphLaunch) graphLaunch;
+  decltype(&::cuGraphDestroy) graphDestroy;
+  decltype(&::cuGraphExecDestroy) graphExecDestroy;
+  decltype(&::cuFuncSetAttribute) funcSetAttribute;
+};
+
+/// The driver, loaded once; null with the reason when it cannot be.
+Driver *driver(std::string *why) {
+  static std::once_flag once;
+  static Driver *instance = nullptr;
+  static std::string reason;
+  std::call_once(once, [] {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      reason = "no NVIDIA driver (libcuda.so.1 cannot be loaded: " + std::string(dlerror()) + ")";
+      return;
+    }
+    using GetProc = CUresult (*)(const char *, void **, int, cuuint64_t,
+                                 CUdriverProcAddressQueryResult *);
+    auto getProc = reinterpret_cast<GetProc>(dlsym(lib, "cuGetProcAddress_v2"));
+    if (!getProc) {
+      reason = "the NVIDIA driver is older than CUDA 12 (no cuGetProcAddress_v2)";
+      return;
+    }
+    auto *d = new Driver();
+    bool ok = true;
+    auto sym = [&](auto &fn, const char *name) {
+      void *p = nullptr;
+      CUdriverProcAddressQueryResult status;
+      if (getProc(name, &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS || !p) {
+        if (ok)
+          reason = std::string("the NVIDIA driver lacks ") + name;
+        ok = false;
+      }
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
+    };
+    sym(d->init, "cuInit");
+    sym(d->errorString, "cuGetErrorString");
+    sym(d->deviceCount, "cuDeviceGetCount");
+    sym(d->deviceGet, "cuDeviceGet");
+    sym(d->deviceName, "cuDeviceGetName");
+    sym(d->attribute, "cuDeviceGetAttribute");
+    sym(d->totalMem, "cuDeviceTotalMem");
+    sym(d->retain, "cuDevicePrimaryCtxRetain");
+    sym(d->setCurrent, "cuCtxSetCurrent");
+    sym(d->loadModule, "cuModuleLoadData");
+    sym(d->getFunction, "cuModuleGetFunction");
+    sym(d->alloc, "cuMemAlloc");
+    sym(d->free, "cuMemFree");
+    sym(d->htod, "cuMemcpyHtoD");
+    sym(d->dtoh, "cuMemcpyDtoH");
+    sym(d->memset8, "cuMemsetD8");
+    sym(d->memset8Async, "cuMemsetD8Async");
+    sym(d->htodAsync, "cuMemcpyHtoDAsync");
+    sym(d->launch, "cuLaunchKernel");
+    sym(d->streamCreate, "cuStreamCreate");
+    sym(d->streamSync, "cuStreamSynchronize");
+    sym(d->eventCreate, "cuEventCreate");
+    sym(d->eventRecord, "cuEventRecord");
+    sym(d->eventSync, "cuEventSynchronize");
+    sym(d->elapsed, "cuEventElapsedTime");
+    sym(d->beginCapture, "cuStreamBeginCapture");
+    sym(d->endCapture, "cuStreamEndCapture");
+    sym(d->instantiate, "cuGraphInstantiateWithFlags");
+    sym(d->graphLaunch, "cuGraphLaunch");
+    sym(d->graphDestroy, "cuGraphDestroy");
+    sym(d->graphExecDestroy, "cuGraphExecDestroy");
+    sym(d->funcSetAttribute, "cuFuncSetAttribute");
+    if (!ok) {
+      delete d;
+      return;
+    }
+    if (CUresult rc = d->init(0); rc != CUDA_SUCCESS) {
+      const char *msg = nullptr;
+      d->errorString(rc, &msg);
+      reason = std::string("the NVIDIA driver does not start (cuInit: ") + (msg ? msg : "?") + ")";
+      delete d;
+      return;
+    }
+    int count = 0;
+    if (d->deviceCount(&count) != CUDA_SUCCESS || count < 1) {
+      reason = "no CUDA device is visible (CUDA_VISIBLE_DEVICES?)";
+      delete d;
+      return;
+    }
+    instance = d;
+  });
+  if (!instance && why)
+    *why = reason;
+  return instance;
+}
+
+// The cuBLASLt entry points mlc calls.
+struct BlasLt {
+  decltype(&::cublasLtCreate) create;
+  decltype(&::cublasLtMatmulDescCreate) descCreate;
+  decltype(&::cublasLtMatmulDescSetAttribute) descSet;
+  decltype(&::cublasLtMatmulDescDestroy) descDestroy;
+  decltype(&::cublasLtMatrixLayoutCreate) layoutCreate;
+  decltype(&::cublasLtMatrixLayoutSetAttribute) layoutSet;
+  decltype(&::cublasLtMatrixLayoutDestroy) layoutDestroy;
+  decltype(&::cublasLtMatmulPreferenceCreate) prefCreate;
+  decltype(&::cublasLtMatmulPreferenceSetAttribute) prefSet;
+  decltype(&::cublasLtMatmulPreferenceDestroy) prefDestroy;
+  decltype(&::cublasLtMatmulAlgoGetHeuristic) heuristic;
+  decltype(&::cublasLtMatmul) matmul;
+};
+
+BlasLt *blasLt() {
+  static std::once_flag once;
+  static BlasLt *instance = nullptr;
+  static std::string reason;
+  std::call_once(once, [] {
+    void *lib = nullptr;
+    for (const char *name : {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"})
+      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)))
+        break;
+    if (!lib) {
+      reason = "cuBLASLt (libcublasLt.so.13 or .12) is not installed or not on the library path";
+      return;
+    }
+    auto *b = new BlasLt();
+    bool ok = true;
+    auto sym = [&](auto &fn, const char *name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+      if (!fn && ok) {
+        reason = std::string("cuBLASLt lacks ") + name;
+        ok = false;
+      }
+    };
+    sym(b->create, "cublasLtCreate");
+    sym(b->descCreate, "cublasLtMatmulDescCreate");
+    sym(b->descSet, "cublasLtMatmulDescSetAttribute");
+    sym(b->descDestroy, "cublasLtMatmulDescDestroy");
+    sym(b->layoutCreate, "cublasLtMatrixLayoutCreate");
+    sym(b->layoutSet, "cublasLtMatrixLayoutSetAttribute");
+    sym(b->layoutDestroy, "cublasLtMatrixLayoutDestroy");
+    sym(b->prefCreate, "cublasLtMatmulPreferenceCreate");
+    sym(b->prefSet, "cublasLtMatmulPreferenceSetAttribute");
+    sym(b->prefDestroy, "cublasLtMatmulPreferenceDestroy");
+    sym(b->heuristic, "cublasLtMatmulAlgoGetHeuristic");
+    sym(b->matmul, "cublasLtMatmul");
+    if (!ok) {
+      delete b;
+      return;
+    }
+    instance = b;
+  });
+  if (!instance)
+    fail("--device cuda: " + reason);
+  return instance;
+}
+
+class CudaBackend final : public Backend {
+public:
+  CudaBackend(const Package &pkg, bool verbose);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  void upload(FlatBuffer which, int64_t offset, const void *src, int64_t bytes) override;
+  void download(FlatBuffer which, int64_t offset, void *dst, int64_t bytes) override;
+  void zero(FlatBuffer which) override;
+  void setInput(const std::string &name, const HostTensor &t) override;
+  void run(const std::string &function, int64_t step) override;
+  HostTensor output(const std::string &function, const std::string &name) override;
+  void setScalars(const std::string &name, const std::vector<double> &values) override;
+  double peakFlops() override { return peakFlops_; }
+
+private:
+  void check(CUresult rc, const std::string &what) const {
+    if (rc == CUDA_SUCCESS)
+      return;
+    const char *msg = nullptr;
+    d_->errorString(rc, &msg);
+    fail("CUDA: " + what + " failed: " + (msg ? msg : "unknown error") + " (" +
+         std::to_string(int(rc)) + ")");
+  }
+  void checkBlas(cublasStatus_t rc, const std::string &what) const {
+    if (rc != CUBLAS_STATUS_SUCCESS)
+      fail("cuBLASLt: " + what + " failed (status " + std::to_string(int(rc)) + ")");
+  }
+  CUdeviceptr allocate(int64_t bytes, const std::string &what);
+  CUdeviceptr &flat(FlatBuffer which);
+  CUdeviceptr resolve(const FunctionPlan &fn, int id);
+  void loadKernels(bool verbose);
+  /// Enqueues every step of `fn` on the stream (no synchronization).
+  void enqueue(const std::string &function, bool timed);
+  void gemm(const StepDecl &s, CUdeviceptr out, CUdeviceptr lhs, CUdeviceptr rhs);
+
+  Driver *d_;
+  BlasLt *lt_ = nullptr;
+  cublasLtHandle_t ltHandle_ = nullptr;
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
+  CUstream stream_ = nullptr;
+  CUmodule module_ = nullptr;
+  std::string arch_;
+  double peakFlops_ = 0;
+  std::vector<CUdeviceptr> allocations_;
+  CUdeviceptr params_ = 0, grads_ = 0, adamM_ = 0, adamV_ = 0, gradSum_ = 0, arena_ = 0;
+  CUdeviceptr ctx_ = 0, errors_ = 0, scratch_ = 0, workspace_ = 0;
+  int64_t workspaceBytes_ = 32 << 20;
+  std::map<std::string, CUdeviceptr> inputs_, scalars_;
+  std::map<std::string, int64_t> inputRows_;
+  int64_t rows_ = 0;
+  std::map<std::string, CudaKernelInfo> kernels_;
+  std::map<std::string, CUfunction> functions_;
+  struct Bound {
+    std::vector<CUdeviceptr> pointers; // per buffer
+    CUdeviceptr argTable = 0;          // every kernel step's buffer pointers, in step order
+    std::vector<int64_t> argOffset;    // per step: its first entry in the table
+    std::vector<std::string> labels;   // per step, for the profile
+    std::map<int64_t, CUgraphExec> graphs; // by token count
+    int runs = 0;
+  };
+  std::map<std::string, Bound> bound_;
+  bool useGraphs_ = true;
+  /// cuBLASLt's description of one GEMM shape and the algorithm it chose.
+  struct GemmPlan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo;
+    bool strided = true;
+  };
+  std::map<std::vector<int64_t>, GemmPlan> gemmPlans_;
+};
+
+CUdeviceptr CudaBackend::allocate(int64_t bytes, const std::string &what) {
+  CUdeviceptr p = 0;
+  CUresult rc = d_->alloc(&p, size_t(std::max<int64_t>(bytes, 256)));
+  if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
+    size_t total = 0;
+    d_->totalMem(&total, device_);
+    fail("CUDA: out of device memory allocating " + std::to_string(bytes >> 20) + " MiB for " +
+         what + " (the device has " + std::to_string(total >> 20) +
+         " MiB; try a smaller --micro-batch)");
+  }
+  check(rc, "allocating " + what);
+  allocations_.push_back(p);
+  return p;
+}
+
+CudaBackend::CudaBackend(const Package &pkg, bool verbose) : Backend(pkg) {
+  std::string why;
+  d_ = driver(&why);
+  if (!d_)
+    fail("--device cuda: " + why + "; use --device cpu");
+  if (pkg.cudaSource.empty())
+    fail(pkg.dir + ": the package has no kernels.cu (compiled by an mlc without the CUDA "
+         "target); recompile it");
+  if (pkg.dtype != "f32" && pkg.dtype != "f64")
+    fail("--device cuda: packages of dtype " + pkg.dtype + " are not supported yet");
+  profile.enabled = std::getenv("MLC_PROFILE") != nullptr;
+  if (const char *g = std::getenv("MLC_CUDA_GRAPH"))
+    useGraphs_ = std::string(g) != "0";
+  check(d_->deviceGet(&device_, 0), "cuDeviceGet");
+  check(d_->retain(&context_, device_), "retaining the device's primary context");
+  check(d_->setCurrent(context_), "cuCtxSetCurrent");
+  int major = 0, minor = 0, sms = 0, clockKHz = 0;
+  d_->attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_);
+  d_->attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_);
+  d_->attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_);
+  d_->attribute(&clockKHz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, device_);
+  arch_ = "sm_" + std::to_string(major) + std::to_string(minor);
+  // FMA lanes per SM: 128 FP32 (Ampere and later), 64 FP64 on the data
+  // centre parts; 2 FLOPs each.
+  peakFlops_ = 2.0 * sms * (elementSize_ == 4 ? 128 : 64) * clockKHz * 1e3;
+  char name[256] = {0};
+  d_->deviceName(name, sizeof name, device_);
+  if (verbose)
+    std::fprintf(stderr, "mlc: CUDA device 0: %s (%s, %d SMs)\n", name, arch_.c_str(), sms);
+  check(d_->streamCreate(&stream_, CU_STREAM_NON_BLOCKING), "creating a stream");
+  lt_ = blasLt();
+  checkBlas(lt_->create(&ltHandle_), "cublasLtCreate");
+
+  const int64_t flatBytes = pkg.paramCount * elementSize_;
+  params_ = allocate(flatBytes, "the parameters");
+  grads_ = allocate(flatBytes, "the gradients");
+  adamM_ = allocate(flatBytes, "AdamW's first moments");
+  adamV_ = allocate(flatBytes, "AdamW's second moments");
+  for (CUdeviceptr p : {params_, grads_, adamM_, adamV_})
+    check(d_->memset8(p, 0, size_t(flatBytes)), "clearing a flat buffer");
+  int64_t arena = 256;
+  for (auto &[_, fn] : pkg.functions)
+    arena = std::max(arena, fn.arenaBytes);
+  arena_ = allocate(arena, "the activation arena");
+  for (const InputInfo &in : pkg.inputs) {
+    inputs_[in.name] = allocate(in.numel * dtypeSize(in.dtype), "input " + in.name);
+    check(d_->memset8(inputs_[in.name], 0, size_t(in.numel * dtypeSize(in.dtype))),
+          "clearing an input");
+  }
+  for (const ScalarsInfo &s : pkg.scalars)
+    scalars_[s.name] = allocate(s.size * 8, "scalars " + s.name);
+  ctx_ = allocate(sizeof(CudaKernelCtx), "the kernel context");
+  errors_ = allocate(3 * sizeof(int64_t), "the error words");
+  workspace_ = allocate(workspaceBytes_, "the cuBLASLt workspace");
+  loadKernels(verbose);
+
+  for (auto &[name, fn] : pkg.functions) {
+    Bound &b = bound_[name];
+    for (size_t i = 0; i < fn.buffers.size(); ++i)
+      b.pointers.push_back(resolve(fn, int(i)));
+    std::vector<CUdeviceptr> table;
+    for (const StepDecl &s : fn.steps) {
+      b.argOffset.push_back(int64_t(table.size()));
+      if (s.kind != StepDecl::Kernel) {
+        b.labels.push_back(s.kind == StepDecl::Gemm ? "gemm" : "all-reduce");
+        continue;
+      }
+      auto it = kernels_.find(s.kernel);
+      if (it == kernels_.end())
+        fail(pkg.dir + ": kernel '" + s.kernel + "' is missing from kernels.cu");
+      if (it->second.args != int64_t(s.buffers.size()))
+        fail(pkg.dir + "/plan.txt: function " + name + " launches kernel " + s.kernel + " with " +
+             std::to_string(s.buffers.size()) + " buffers; kernels.cu's takes " +
+             std::to_string(it->second.args));
+      for (int id : s.buffers)
+        table.push_back(b.pointers[id]);
+      b.labels.push_back(s.kernel + " " + it->second.kind);
+    }
+    b.argTable = allocate(int64_t(std::max<size_t>(table.size(), 1) * sizeof(CUdeviceptr)),
+                          "the kernel argument table of " + name);
+    if (!table.empty())
+      check(d_->htod(b.argTable, table.data(), table.size() * sizeof(CUdeviceptr)),
+            "uploading the kernel arguments");
+  }
+}
+
+CudaBackend::~CudaBackend() {
+  for (auto &[_, p] : gemmPlans_) {
+    lt_->layoutDestroy(p.a);
+    lt_->layoutDestroy(p.b);
+    lt_->layoutDestroy(p.c);
+    lt_->descDestroy(p.desc);
+  }
+  for (auto &[_, b] : bound_)
+    for (auto &[rows, g] : b.graphs)
+      d_->graphExecDestroy(g);
+  if (stream_)
+    d_->streamSync(stream_);
+  for (CUdeviceptr p : allocations_)
+    d_->free(p);
+}
+
+/// kernels.cu compiled for this device, through the cubin cache: the key
+/// is the source, the architecture and NVRTC's version.
+void CudaBackend::loadKernels(bool verbose) {
+  kernels_ = parseCudaKernels(pkg_.cudaSource, pkg_.dir + "/kernels.cu");
+  int64_t scratch = 8;
+  for (auto &[_, k] : kernels_)
+    scratch = std::max(scratch, k.scratch);
+  scratch_ = allocate(scratch, "the kernels' scratch");
+  std::string why;
+  Nvrtc *nvrtc = Nvrtc::get(&why);
+  if (!nvrtc)
+    fail("--device cuda: " + why + " (NVRTC compiles the package's kernels)");
+  std::string key = "cuda-" + contentHash(arch_ + "\n" + nvrtc->version() + "\n" + pkg_.cudaSource);
+  std::string path = cachedArtifact(key, "cubin", [&](const std::string &tmp) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (verbose)
+      std::fprintf(stderr, "mlc: compiling %zu CUDA kernels for %s (NVRTC %s)\n",
+                   kernels_.size(), arch_.c_str(), nvrtc->version().c_str());
+    Nvrtc::Output out = nvrtc->compile(pkg_.cudaSource, pkg_.dir + "/kernels.cu", arch_, false);
+    std::ofstream f(tmp, std::ios::binary);
+    f.write(out.image.data(), std::streamsize(out.image.size()));
+    if (!f)
+      fail(tmp + ": cannot write the compiled CUDA kernels");
+    if (verbose)
+      std::fprintf(stderr, "mlc: CUDA kernels compiled in %.1f s\n",
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  });
+  std::ifstream f(path, std::ios::binary);
+  std::string image((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  CUresult rc = d_->loadModule(&module_, image.data());
+  if (rc != CUDA_SUCCESS) {
+    evictArtifact(path);
+    check(rc, "loading the compiled kernels (" + path + ")");
+  }
+  for (auto &[name, k] : kernels_) {
+    CUfunction fn = nullptr;
+    check(d_->getFunction(&fn, module_, name.c_str()), "finding kernel " + name);
+    functions_[name] = fn;
+  }
+}
+
+CUdeviceptr &CudaBackend::flat(FlatBuffer which) {
+  switch (which) {
+  case FlatBuffer::Params:
+    return params_;
+  case FlatBuffer::Grads:
+    return grads_;
+  case FlatBuffer::AdamM:
+    return adamM_;
+  case FlatBuffer::AdamV:
+    return adamV_;
+  case FlatBuffer::GradSum:
+    if (!gradSum_) {
+      gradSum_ = allocate(pkg_.paramCount * elementSize_, "the gradient sums");
+      check(d_->memset8(gradSum_, 0, size_t(pkg_.paramCount * elementSize_)), "clearing");
+    }
+    return gradSum_;
+  }
+  fail("internal: unknown flat buffer");
+}
+
+static void checkRange(int64_t offset, int64_t bytes, int64_t size) {
+  if (offset < 0 || bytes < 0 || offset + bytes > size)
+    fail("internal: a copy of " + std::to_string(bytes) + " bytes at " + std::to_string(offset) +
+         " overruns a flat buffer of " + std::to_string(size));
+}
+
+void CudaBackend::upload(FlatBuffer which, int64_t offset, const void *src, int64_t bytes) {
+  checkRange(offset, bytes, pkg_.paramCount * elementSize_);
+  check(d_->htod(flat(which) + offset, src, size_t(bytes)), "copying to the device");
+}
+
+void CudaBackend::download(FlatBuffer which, int64_t offset, void *dst, int64_t bytes) {
+  checkRange(offset, bytes, pkg_.paramCount * elementSize_);
+  check(d_->streamSync(stream_), "waiting for the device");
+  check(d_->dtoh(dst, flat(which) + offset, size_t(bytes)), "copying from the device");
+}
+
+void CudaBackend::zero(FlatBuffer which) {
+  check(d_->memset8(flat(which), 0, size_t(pkg_.paramCount * elementSize_)), "clearing");
+}
+
+CUdeviceptr CudaBackend::resolve(const FunctionPlan &fn, int id) {
+  const BufferDecl &b = fn.buffers[id];
+  auto paramOffset = [&](const std::string &name) -> int64_t {
+    if (name == "*")
+      return 0;
+    const ParamInfo *p = pkg_.param(name);
+    if (!p)
+      fail(pkg_.dir + ": function " + fn.name + " refers to unknown parameter " + name);
+    return p->offset * elementSize_;
+  };
+  switch (b.kind) {
+  case BufferDecl::Param:
+    return params_ + paramOffset(b.name);
+  case BufferDecl::Grad:
+    return grads_ + paramOffset(b.name);
+  case BufferDecl::Moment1:
+    return adamM_ + paramOffset(b.name);
+  case BufferDecl::Moment2:
+    return adamV_ + paramOffset(b.name);
+  case BufferDecl::GradSum:
+    return flat(FlatBuffer::GradSum) + paramOffset(b.name);
+  case BufferDecl::Scalars: {
+    auto it = scalars_.find(b.name);
+    if (it == scalars_.end())
+      fail(pkg_.dir + ": function " + fn.name + " refers to unknown scalars " + b.name);
+    return it->second;
+  }
+  case BufferDecl::Input: {
+    auto it = inputs_.find(b.name);
+    if (it == inputs_.end())
+      fail(pkg_.dir + ": function " + fn.name + " refers to unknown input " + b.name);
+    return it->second;
+  }
+  case BufferDecl::Arena:
+    return arena_ + b.offset;
+  case BufferDecl::Alias:
+    return resolve(fn, b.alias) + b.offset;
+  }
+  return 0;
+}
+
+void CudaBackend::setInput(const std::string &name, const HostTensor &t) {
+  int64_t rows = -1;
+  std::vector<char> data = prepareInput(name, t, rows);
+  if (rows >= 0) {
+    inputRows_[name] = rows;
+    rows_ = rows;
+  }
+  check(d_->streamSync(stream_), "waiting for the device");
+  check(d_->htod(inputs_.at(name), data.data(), data.size()), "copying input " + name);
+}
+
+void CudaBackend::setScalars(const std::string &name, const std::vector<double> &values) {
+  const ScalarsInfo *info = nullptr;
+  for (const ScalarsInfo &s : pkg_.scalars)
+    if (s.name == name)
+      info = &s;
+  if (!info)
+    fail("the package has no scalars named '" + name + "'");
+  if (int64_t(values.size()) != info->size)
+    fail("scalars '" + name + "' take " + std::to_string(info->size) + " values, got " +
+         std::to_string(values.size()));
+  check(d_->streamSync(stream_), "waiting for the device");
+  check(d_->htod(scalars_.at(name), values.data(), values.size() * 8), "copying scalars");
+}
+
+/// C = op(A) op(B) in row-major storage is, in cuBLASLt's column-major
+/// terms, C^T = op(B)^T op(A)^T: B is the first operand, A the second, and
+/// the product is n x m. f32 products accumulate in f32 without TF32.
+void CudaBackend::gemm(const StepDecl &s0, CUdeviceptr out, CUdeviceptr lhs, CUdeviceptr rhs) {
+  StepDecl s = s0;
+  if (s.m < 0)
+    s.m = rows_;
+  if (s.k < 0)
+    s.k = rows_;
+  int64_t batches = 1;
+  for (int64_t d : s.batch)
+    batches *= d;
+  const bool f64 = elementSize_ == 8;
+  const uint64_t n = uint64_t(s.n), m = uint64_t(s.m), k = uint64_t(s.k);
+  const bool strided = s.batch.size() <= 1;
+  // One plan per shape, strides and transposes: made once, reused by every
+  // step (and by graph captures).
+  std::vector<int64_t> key = {s.m, s.n, s.k, s.transA, s.transB, batches};
+  key.insert(key.end(), s.lhsStrides.begin(), s.lhsStrides.end());
+  key.insert(key.end(), s.rhsStrides.begin(), s.rhsStrides.end());
+  GemmPlan &plan = gemmPlans_[key];
+  const uint64_t ws = uint64_t(workspaceBytes_);
+  if (!plan.desc) {
+    const cudaDataType_t type = f64 ? CUDA_R_64F : CUDA_R_32F;
+    const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+    checkBlas(lt_->descCreate(&plan.desc, compute, type), "creating a matmul description");
+    cublasOperation_t ta = s.transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                      tb = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    // Stored shapes (column-major): B^T is n x k (k x n when transposed).
+    checkBlas(lt_->layoutCreate(&plan.a, type, s.transB ? k : n, s.transB ? n : k,
+                                int64_t(s.transB ? k : n)),
+              "creating a layout");
+    checkBlas(lt_->layoutCreate(&plan.b, type, s.transA ? m : k, s.transA ? k : m,
+                                int64_t(s.transA ? m : k)),
+              "creating a layout");
+    checkBlas(lt_->layoutCreate(&plan.c, type, n, m, int64_t(n)), "creating a layout");
+    // One strided batch when the batch is one dimension (or absent); other
+    // batch shapes loop.
+    plan.strided = strided;
+    if (strided && batches > 1) {
+      int32_t count = int32_t(batches);
+      int64_t sa = s.rhsStrides[0], sb = s.lhsStrides[0], sc = int64_t(m * n);
+      for (auto [layout, stride] : {std::pair{plan.a, sa}, {plan.b, sb}, {plan.c, sc}}) {
+        lt_->layoutSet(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count);
+        lt_->layoutSet(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                       sizeof stride);
+      }
+    }
+    cublasLtMatmulPreference_t pref = nullptr;
+    lt_->prefCreate(&pref);
+    lt_->prefSet(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasLtMatmulHeuristicResult_t result;
+    int found = 0;
+    checkBlas(lt_->heuristic(ltHandle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1,
+                             &result, &found),
+              "choosing a GEMM algorithm");
+    lt_->prefDestroy(pref);
+    if (found < 1)
+      fail("cuBLASLt has no algorithm for a " + std::to_string(s.m) + " x " +
+           std::to_string(s.n) + " x " + std::to_string(s.k) + " product");
+    plan.algo = result.algo;
+  }
+  const double oneD = 1.0, zeroD = 0.0;
+  const float oneF = 1.0f, zeroF = 0.0f;
+  const void *alpha = f64 ? static_cast<const void *>(&oneD) : &oneF;
+  const void *beta = f64 ? static_cast<const void *>(&zeroD) : &zeroF;
+  const int64_t loops = strided ? 1 : batches;
+  for (int64_t b = 0; b < loops; ++b) {
+    int64_t lo = 0, ro = 0, rem = b;
+    for (size_t dd = s.batch.size(); !strided && dd-- > 0;) {
+      int64_t i = rem % s.batch[dd];
+      rem /= s.batch[dd];
+      lo += i * s.lhsStrides[dd];
+      ro += i * s.rhsStrides[dd];
+    }
+    const CUdeviceptr A = rhs + ro * elementSize_, B = lhs + lo * elementSize_,
+                      C = out + b * int64_t(m * n) * elementSize_;
+    checkBlas(lt_->matmul(ltHandle_, plan.desc, alpha, reinterpret_cast<const void *>(A), plan.a,
+                          reinterpret_cast<const void *>(B), plan.b, beta,
+                          reinterpret_cast<void *>(C), plan.c, reinterpret_cast<void *>(C),
+                          plan.c, &plan.algo, reinterpret_cast<void *>(workspace_), ws, stream_),
+              "a " + std::to_string(s.m) + " x " + std::to_string(s.n) + " x " +
+                  std::to_string(s.k) + " product");
+  }
+}
+
+void CudaBackend::enqueue(const std::string &function, bool timed) {
+  const FunctionPlan &fn = pkg_.function(function);
+  Bound &b = bound_.at(function);
+  CUevent start = nullptr, stop = nullptr;
+  if (timed) {
+    check(d_->eventCreate(&start, CU_EVENT_DEFAULT), "creating an event");
+    check(d_->eventCreate(&stop, CU_EVENT_DEFAULT), "creating an event");
+  }
+  for (size_t i = 0; i < fn.steps.size(); ++i) {
+    const StepDecl &s = fn.steps[i];
+    if (timed)
+      d_->eventRecord(start, stream_);
+    if (s.kind == StepDecl::Kernel) {
+      const CudaKernelInfo &k = kernels_.at(s.kernel);
+      CUfunction f = functions_.at(s.kernel);
+      CUdeviceptr args = b.argTable + b.argOffset[i] * sizeof(CUdeviceptr);
+      for (size_t p = 0; p < k.launches.size(); ++p) {
+        int phase = int(p);
+        void *params[] = {&args, &ctx_, &phase};
+        check(d_->launch(f, unsigned(k.launches[p].grid), 1, 1, unsigned(k.launches[p].block), 1,
+                         1, 0, stream_, params, nullptr),
+              "launching kernel " + s.kernel + " phase " + std::to_string(p));
+      }
+    } else if (s.kind == StepDecl::Gemm) {
+      gemm(s, b.pointers[s.buffers[0]], b.pointers[s.buffers[1]], b.pointers[s.buffers[2]]);
+    } else if (worldSize() > 1) {
+      fail("--device cuda: data-parallel all-reduces (NCCL) are not built yet; run one rank "
+           "per process on the CPU for now");
+    }
+    if (timed) {
+      d_->eventRecord(stop, stream_);
+      check(d_->eventSync(stop), "running " + b.labels[i]);
+      float ms = 0;
+      d_->elapsed(&ms, start, stop);
+      (s.kind == StepDecl::Kernel ? profile.kernelSeconds : profile.gemmSeconds) += ms / 1e3;
+      profile.secondsByKernel[b.labels[i]] += ms / 1e3;
+    }
+  }
+}
+
+void CudaBackend::run(const std::string &function, int64_t step) {
+  for (auto &[input, rows] : inputRows_)
+    if (rows != rows_)
+      fail("the dynamic token dimension differs between inputs: '" + input + "' has " +
+           std::to_string(rows) + " tokens, another input " + std::to_string(rows_));
+  Bound &b = bound_.at(function);
+  // The context and error words live in device memory, written before the
+  // step (synchronously: the host values are on this stack).
+  int64_t words[3];
+  resetCudaErrorWords(words);
+  CudaKernelCtx ctx{step, reinterpret_cast<int64_t *>(errors_), rows_,
+                    reinterpret_cast<char *>(scratch_)};
+  check(d_->streamSync(stream_), "waiting for the device");
+  check(d_->htod(errors_, words, sizeof words), "resetting the error words");
+  check(d_->htod(ctx_, &ctx, sizeof ctx), "writing the kernel context");
+  if (profile.enabled) {
+    enqueue(function, /*timed=*/true);
+  } else if (!useGraphs_ || b.runs == 0) {
+    // The first run is eager: cuBLASLt settles its choices before capture.
+    enqueue(function, /*timed=*/false);
+  } else {
+    auto it = b.graphs.find(rows_);
+    if (it == b.graphs.end()) {
+      check(d_->beginCapture(stream_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+            "starting a CUDA graph capture");
+      enqueue(function, /*timed=*/false);
+      CUgraph graph = nullptr;
+      check(d_->endCapture(stream_, &graph), "ending a CUDA graph capture");
+      CUgraphExec exec = nullptr;
+      check(d_->instantiate(&exec, graph, 0), "instantiating the step's CUDA graph");
+      d_->graphDestroy(graph);
+      it = b.graphs.emplace(rows_, exec).first;
+    }
+    check(d_->graphLaunch(it->second, stream_), "launching the step's CUDA graph");
+  }
+  ++b.runs;
+  check(d_->streamSync(stream_), "running " + function);
+  check(d_->dtoh(words, errors_, sizeof words), "reading the error words");
+  checkCudaErrorWords(words);
+}
+
+HostTensor CudaBackend::output(const std::string &function, const std::string &name) {
+  const FunctionPlan &fn = pkg_.function(function);
+  for (const FunctionPlan::Output &out : fn.outputs) {
+    if (out.name != name)
+      continue;
+    int id = out.buffer, root = id;
+    while (fn.buffers[root].kind == BufferDecl::Alias)
+      root = fn.buffers[root].alias;
+    const BufferDecl &decl = fn.buffers[root];
+    if (decl.kind != BufferDecl::Arena)
+      fail("output '" + name + "' is not an arena buffer");
+    HostTensor t;
+    t.dtype = decl.dtype;
+    t.shape = out.shape;
+    if (!t.shape.empty() && t.shape[0] < 0)
+      t.shape[0] = rows_;
+    t.data.resize(size_t(t.numel() * dtypeSize(t.dtype)));
+    check(d_->streamSync(stream_), "waiting for the device");
+    check(d_->dtoh(t.data.data(), bound_.at(function).pointers[id], t.data.size()),
+          "copying output " + name);
+    return t;
+  }
+  fail("function " + function + " has no output '" + name + "'");
+}
+
+} // namespace
+
+bool cudaAvailable(std::string *why) { return driver(why) != nullptr; }
+
+std::unique_ptr<Backend> createCudaBackend(const Package &pkg, bool verbose) {
+  auto backend = std::make_unique<CudaBackend>(pkg, verbose);
+  return backend;
+}
+
+} // namespace mlc::rt
