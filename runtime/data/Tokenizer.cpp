@@ -19,10 +19,14 @@
 #include <sstream>
 #include <unordered_map>
 
+#ifdef MLC_HAVE_ICU
 #include <unicode/uchar.h>
 #include <unicode/unorm2.h>
 #include <unicode/ustring.h>
 #include <unicode/utf8.h>
+#else
+#include "runtime/data/UnicodeFallback.h"
+#endif
 
 namespace mlc::rt {
 

@@ -6,7 +6,9 @@
 #include "runtime/backend/cuda/CudaKernels.h"
 #include "runtime/core/Error.h"
 
+#ifdef MLC_HAVE_CBLAS
 #include <cblas.h>
+#endif
 #ifdef MLC_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
 #endif
@@ -27,6 +29,32 @@ struct KernelCtx {
   int64_t *error;
   int64_t rows;
 };
+
+/// C = op(A) op(B), row-major (C is m x n, ldc = n): the CPU BLAS, or in a
+/// build without one (a GPU machine's runtime-only build) a plain loop.
+template <typename T>
+void rowMajorGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T *A, int64_t lda,
+                  const T *B, int64_t ldb, T *C) {
+#ifdef MLC_HAVE_CBLAS
+  const auto opA = ta ? CblasTrans : CblasNoTrans, opB = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (sizeof(T) == 4)
+    cblas_sgemm(CblasRowMajor, opA, opB, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C, n);
+  else
+    cblas_dgemm(CblasRowMajor, opA, opB, m, n, k, 1.0, A, lda, B, ldb, 0.0, C, n);
+#else
+#pragma omp parallel for
+  for (int64_t i = 0; i < m; ++i) {
+    T *c = C + i * n;
+    for (int64_t j = 0; j < n; ++j)
+      c[j] = 0;
+    for (int64_t p = 0; p < k; ++p) {
+      const T a = ta ? A[p * lda + i] : A[i * lda + p];
+      for (int64_t j = 0; j < n; ++j)
+        c[j] += a * (tb ? B[j * ldb + p] : B[p * ldb + j]);
+    }
+  }
+#endif
+}
 
 
 } // namespace
@@ -235,8 +263,6 @@ static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs,
     batches *= d;
   // Leading dimensions follow the stored (row-major) shapes.
   const int lda = s.transA ? s.m : s.k, ldb = s.transB ? s.k : s.n;
-  const auto ta = s.transA ? CblasTrans : CblasNoTrans;
-  const auto tb = s.transB ? CblasTrans : CblasNoTrans;
   for (int64_t b = 0; b < batches; ++b) {
     int64_t lo = 0, ro = 0, rem = b;
     for (size_t d = s.batch.size(); d-- > 0;) {
@@ -265,15 +291,13 @@ static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs,
     }
 #endif
     if (elementSize == 4)
-      cblas_sgemm(CblasRowMajor, ta, tb, s.m, s.n, s.k, 1.0f,
-                  reinterpret_cast<const float *>(lhs) + lo, lda,
-                  reinterpret_cast<const float *>(rhs) + ro, ldb, 0.0f,
-                  reinterpret_cast<float *>(out) + oo, s.n);
+      rowMajorGemm(s.transA, s.transB, s.m, s.n, s.k, reinterpret_cast<const float *>(lhs) + lo,
+                   lda, reinterpret_cast<const float *>(rhs) + ro, ldb,
+                   reinterpret_cast<float *>(out) + oo);
     else
-      cblas_dgemm(CblasRowMajor, ta, tb, s.m, s.n, s.k, 1.0,
-                  reinterpret_cast<const double *>(lhs) + lo, lda,
-                  reinterpret_cast<const double *>(rhs) + ro, ldb, 0.0,
-                  reinterpret_cast<double *>(out) + oo, s.n);
+      rowMajorGemm(s.transA, s.transB, s.m, s.n, s.k, reinterpret_cast<const double *>(lhs) + lo,
+                   lda, reinterpret_cast<const double *>(rhs) + ro, ldb,
+                   reinterpret_cast<double *>(out) + oo);
   }
 }
 
@@ -410,20 +434,21 @@ HostTensor CpuBackend::output(const std::string &function, const std::string &na
 double CpuBackend::peakFlops() {
   if (peakFlops_ >= 0)
     return peakFlops_;
+#ifdef MLC_HAVE_CBLAS
   const int n = 1024;
+#else
+  const int n = 256; // the plain loop: a smaller product
+#endif
   double best = 0;
   std::vector<char> a(size_t(n) * n * elementSize_), b = a, c = a;
   for (int rep = 0; rep < 3; ++rep) {
     auto t0 = std::chrono::steady_clock::now();
     if (elementSize_ == 4)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f,
-                  reinterpret_cast<float *>(a.data()), n, reinterpret_cast<float *>(b.data()), n,
-                  0.0f, reinterpret_cast<float *>(c.data()), n);
+      rowMajorGemm(false, false, n, n, n, reinterpret_cast<float *>(a.data()), n,
+                   reinterpret_cast<float *>(b.data()), n, reinterpret_cast<float *>(c.data()));
     else
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0,
-                  reinterpret_cast<double *>(a.data()), n,
-                  reinterpret_cast<double *>(b.data()), n, 0.0,
-                  reinterpret_cast<double *>(c.data()), n);
+      rowMajorGemm(false, false, n, n, n, reinterpret_cast<double *>(a.data()), n,
+                   reinterpret_cast<double *>(b.data()), n, reinterpret_cast<double *>(c.data()));
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best = std::max(best, 2.0 * n * n * double(n) / s);
   }
