@@ -19,7 +19,7 @@ using namespace mlir;
 
 namespace mlc {
 
-llvm::Error runPipeline(ModuleOp module, bool training, bool fuse) {
+llvm::Error runPipeline(ModuleOp module, bool training, bool fuse, const std::string &autocast) {
   if (auto err = verifyFrontendModule(module, training))
     return err;
   PassManager pm(module.getContext());
@@ -27,6 +27,11 @@ llvm::Error runPipeline(ModuleOp module, bool training, bool fuse) {
   // recognized (builtin graphs have none).
   pm.addPass(createCSEPass());
   pm.addNestedPass<func::FuncOp>(createMlcRecognize());
+  if (!autocast.empty()) {
+    MlcAutocastOptions o;
+    o.dtype = autocast;
+    pm.addNestedPass<func::FuncOp>(createMlcAutocast(o));
+  }
   pm.addPass(createMlcEvalMode());
   if (training) {
     pm.addPass(createMlcAutodiff());

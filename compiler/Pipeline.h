@@ -19,7 +19,9 @@ namespace mlc {
 /// dropout (@evaluate), autodiff (adds @train_step) and the optimizer
 /// (@grad_norm, @optimizer) when `training`, canonicalization and CSE, then,
 /// when `fuse`, the optimizer's and the pointwise fusions.
-llvm::Error runPipeline(mlir::ModuleOp module, bool training, bool fuse = true);
+/// `autocast` ("bf16") runs the products in that type (mlc-autocast).
+llvm::Error runPipeline(mlir::ModuleOp module, bool training, bool fuse = true,
+                        const std::string &autocast = "");
 
 /// The serialized plan of a lowered module: plan.txt, kernels.cpp,
 /// kernels.cu, and counts for reports, taken from the plan (per function).

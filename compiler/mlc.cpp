@@ -86,7 +86,10 @@ cl::opt<int64_t> microBatch("micro-batch", cl::desc("Sequences per micro-batch")
 cl::opt<int64_t> seqLen("seq-len", cl::desc("Tokens per sequence"), cl::init(128),
                         cl::sub(compileCmd), cl::sub(importCmd), cl::sub(trainCmd), cl::sub(runCmd), cl::sub(generateCmd),
                         cl::sub(dataCmd), cl::cat(category));
-cl::opt<std::string> dtype("dtype", cl::desc("Element type: f32 or f64"),
+cl::opt<std::string> dtype("dtype",
+                           cl::desc("Element type: f32, f64, or bf16 (mixed precision: matrix "
+                                    "products in bf16, everything else and the parameters in "
+                                    "f32)"),
                            cl::init("f32"), cl::sub(compileCmd), cl::sub(trainCmd), cl::sub(importCmd),
                            cl::sub(runCmd), cl::sub(generateCmd), cl::cat(category));
 
@@ -336,14 +339,27 @@ Expected<mlc::ModelConfig> builtinConfig() {
   return mlc::parseModelConfig(model, config);
 }
 
+/// The graph's element type: bf16 builds an f32 graph whose matrix
+/// products mlc-autocast narrows.
+std::string graphDtype() { return dtype == "bf16" ? "f32" : std::string(dtype); }
+
 bool isOnnxModel() { return mlc::isOnnxPath(model) && !isPackage(model); }
 
 mlc::BuildOptions buildOptions() {
   mlc::BuildOptions options;
   options.microBatch = microBatch;
   options.seqLen = seqLen;
-  options.dtype = dtype;
+  // bf16 builds the f32 graph; mlc-autocast narrows its products.
+  options.dtype = graphDtype();
   options.varlen = varlen;
+  return options;
+}
+
+/// What the manifest records: the options, with the dtype asked for (bf16
+/// where the graph was built in f32).
+mlc::BuildOptions manifestOptions() {
+  mlc::BuildOptions options = buildOptions();
+  options.dtype = dtype;
   return options;
 }
 
@@ -367,7 +383,7 @@ Expected<Graph> buildGraph(mlir::MLIRContext &ctx, int64_t layers = 0) {
     mlc::OnnxImportOptions o;
     o.microBatch = microBatch;
     o.seqLen = seqLen;
-    o.dtype = dtype;
+    o.dtype = graphDtype();
     o.loss = lossSpec;
     o.labels = labelsName;
     for (const std::string &spec : dimSpecs) {
@@ -387,7 +403,7 @@ Expected<Graph> buildGraph(mlir::MLIRContext &ctx, int64_t layers = 0) {
     g.module = std::move(imported->module);
     std::string file = sys::path::filename(model).str();
     std::string loss = lossSpec == "loss" ? "" : ", loss " + lossSpec;
-    g.description = {"onnx", file + ": " + imported->summary + loss, buildOptions(),
+    g.description = {"onnx", file + ": " + imported->summary + loss, manifestOptions(),
                      std::move(imported->weights)};
     return std::move(g);
   }
@@ -404,7 +420,7 @@ Expected<Graph> buildGraph(mlir::MLIRContext &ctx, int64_t layers = 0) {
   if (!module)
     return module.takeError();
   g.module = std::move(*module);
-  g.description = {cfg->family, cfg->preset + ": " + cfg->describe(), buildOptions(), {}};
+  g.description = {cfg->family, cfg->preset + ": " + cfg->describe(), manifestOptions(), {}};
   return std::move(g);
 }
 
@@ -446,7 +462,8 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
                                        "logits-only export trains with --loss causal-lm "
                                        "(GPT) or --loss masked-lm (BERT)");
   }
-  if (auto err = mlc::runPipeline(*g->module, training, fused.value_or(fuse && !noFuse)))
+  if (auto err = mlc::runPipeline(*g->module, training, fused.value_or(fuse && !noFuse),
+                                  dtype == "bf16" ? "bf16" : ""))
     return std::move(err);
   auto dp = dataParallelOptions();
   if (!dp)
@@ -837,7 +854,8 @@ int runTrain() {
     auto backend = mlc::rt::createBackend(o.device, pkg, /*verbose=*/!world || world->rank() == 0);
     backend->setCommunicator(world);
     if (backend->rank() == 0)
-      errs() << "mlc: training " << pkg.paramCount << " parameters (" << pkg.dtype << ") on "
+      errs() << "mlc: training " << pkg.paramCount << " parameters ("
+             << (pkg.computeDtype == "bf16" ? "bf16 products, f32 parameters" : pkg.dtype) << ") on "
              << backend->name()
              << (worldRanks() > 1 ? " x " + std::to_string(worldRanks()) + " ranks (" +
                                         world->name() + ")"

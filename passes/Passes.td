@@ -129,6 +129,37 @@ def MlcFuseElementwise : Pass<"mlc-fuse-elementwise", "mlir::func::FuncOp"> {
   let dependentDialects = ["::mlc::MlcDialect"];
 }
 
+def MlcAutocast : Pass<"mlc-autocast", "mlir::func::FuncOp"> {
+  let summary = "Mixed precision: matrix products in bf16, everything else in f32";
+  let description = [{
+    `--dtype bf16`: every f32 `mlc.matmul` reads its operands rounded to
+    bf16 and writes a bf16 product (tensor cores accumulate in f32), which
+    its consumers read back as f32. Parameters, LayerNorm, softmax, the loss
+    and the optimizer stay f32 (the master weights); autodiff then derives
+    the backward products in bf16 and casts their gradients back to f32 —
+    the semantics of PyTorch's bf16 autocast. Run before `mlc-eval-mode` and
+    `mlc-autodiff`. Matmuls of other types (f64, already bf16) are left as
+    they are; so is attention.
+
+    Before:
+    ```mlir
+    %y = mlc.matmul %x, %w : tensor<8x768xf32>, tensor<768x3072xf32>
+    ```
+    After:
+    ```mlir
+    %x16 = mlc.cast %x : tensor<8x768xf32> -> tensor<8x768xbf16>
+    %w16 = mlc.cast %w : tensor<768x3072xf32> -> tensor<768x3072xbf16>
+    %y16 = mlc.matmul %x16, %w16 : tensor<8x768xbf16>, tensor<768x3072xbf16>
+    %y = mlc.cast %y16 : tensor<8x3072xbf16> -> tensor<8x3072xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlc::MlcDialect"];
+  let options = [
+    Option<"dtype", "dtype", "std::string", "\"bf16\"",
+           "The products' element type (bf16)">
+  ];
+}
+
 def MlcEvalMode : Pass<"mlc-eval-mode", "mlir::ModuleOp"> {
   let summary = "Adds @evaluate: @forward with dropout switched off";
   let description = [{

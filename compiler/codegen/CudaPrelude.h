@@ -44,8 +44,22 @@ typedef long long int64_t;
 typedef unsigned long long uint64_t;
 typedef int int32_t;
 typedef unsigned int uint32_t;
+typedef unsigned short uint16_t;
 typedef unsigned char uint8_t;
 #endif
+
+// bf16 storage, bit for bit the CPU's (KernelPrelude.h): rounding to
+// nearest even from f32, exact to f32.
+struct mlc_bf16 {
+  uint16_t bits;
+  mlc_bf16() = default;
+  __device__ mlc_bf16(float f) {
+    const uint32_t u = __float_as_uint(f);
+    bits = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40u)
+                                           : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+  __device__ operator float() const { return __uint_as_float((uint32_t)bits << 16); }
+};
 
 struct MlcKernelCtx {
   int64_t step;

@@ -52,6 +52,26 @@ static inline void mlc_report(MlcKernelCtx *ctx, int64_t code, int64_t row,
   }
 }
 
+// bf16 storage (--dtype bf16: the matrix products' operands and results):
+// the upper half of an f32; from f32 by rounding to nearest even (a NaN
+// stays a NaN), to f32 exactly.
+struct mlc_bf16 {
+  uint16_t bits;
+  mlc_bf16() = default;
+  mlc_bf16(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    bits = (u & 0x7fffffffu) > 0x7f800000u ? uint16_t((u >> 16) | 0x40u)
+                                           : uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+  operator float() const {
+    uint32_t u = uint32_t(bits) << 16;
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+  }
+};
+
 // splitmix64's finalizer: a bijection on 64-bit words.
 static inline uint64_t mlc_mix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

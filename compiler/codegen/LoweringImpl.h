@@ -86,6 +86,8 @@ inline std::string cType(Type el) {
     return "float";
   if (el.isF64())
     return "double";
+  if (el.isBF16())
+    return "mlc_bf16"; // the preludes' bf16 storage type
   if (el.isInteger(64))
     return "int64_t";
   if (el.isInteger(32))
@@ -95,6 +97,8 @@ inline std::string cType(Type el) {
 inline std::string literal(double v, Type el) {
   // 1/0 rather than std::numeric_limits: the one spelling of infinity that
   // both the host compiler and NVRTC fold to a constant.
+  if (el.isBF16())
+    return "(mlc_bf16)" + literal(v, Float32Type::get(el.getContext()));
   if (std::isinf(v))
     return std::string(v < 0 ? "-" : "") + (el.isF32() ? "(1.0f / 0.0f)" : "(1.0 / 0.0)");
   std::string s = llvm::formatv("{0:e16}", v).str();

@@ -43,6 +43,8 @@ std::string dtypeName(Type t) {
     return "f32";
   if (t.isF64())
     return "f64";
+  if (t.isBF16())
+    return "bf16";
   if (t.isInteger(64))
     return "i64";
   if (t.isInteger(32))
@@ -281,8 +283,8 @@ LogicalResult LaunchOp::verify() {
 
 LogicalResult GemmOp::verify() {
   Type el = cast<MemRefType>(getOut().getType()).getElementType();
-  if (!isFlatFloat(el))
-    return emitOpError("GEMM element type must be f32 or f64, got ") << el;
+  if (!isFlatFloat(el) && !el.isBF16())
+    return emitOpError("GEMM element type must be f32, f64 or bf16, got ") << el;
   for (Value v : {getLhs(), getRhs()})
     if (cast<MemRefType>(v.getType()).getElementType() != el)
       return emitOpError("GEMM operands must share the element type ") << el;

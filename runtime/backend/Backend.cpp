@@ -81,6 +81,34 @@ std::vector<char> Backend::prepareInput(const std::string &name, const HostTenso
   return out;
 }
 
+std::string Backend::bufferDtype(const FunctionPlan &fn, int id) const {
+  while (fn.buffers[id].kind == BufferDecl::Alias)
+    id = fn.buffers[id].alias;
+  const BufferDecl &b = fn.buffers[id];
+  switch (b.kind) {
+  case BufferDecl::Arena:
+    return b.dtype;
+  case BufferDecl::Input:
+    for (const InputInfo &in : pkg_.inputs)
+      if (in.name == b.name)
+        return in.dtype;
+    return "?";
+  case BufferDecl::Scalars:
+    return "f64";
+  default:
+    return pkg_.dtype;
+  }
+}
+
+std::string Backend::gemmDtype(const FunctionPlan &fn, const StepDecl &s) const {
+  std::string out = bufferDtype(fn, s.buffers[0]);
+  std::string lhs = bufferDtype(fn, s.buffers[1]), rhs = bufferDtype(fn, s.buffers[2]);
+  if (lhs != out || rhs != out || (out != "f32" && out != "f64" && out != "bf16"))
+    fail(pkg_.dir + "/plan.txt: function " + fn.name + " has a GEMM of " + lhs + " x " + rhs +
+         " -> " + out + "; GEMMs take f32, f64 or bf16, one type for all three");
+  return out;
+}
+
 std::unique_ptr<Backend> createBackend(const std::string &device, const Package &pkg,
                                        bool verbose) {
   if (device == "cpu")

@@ -110,6 +110,11 @@ protected:
   /// dimension is dynamic (else it is left as it is).
   std::vector<char> prepareInput(const std::string &name, const HostTensor &t,
                                  int64_t &rows) const;
+  /// The element type of buffer `id` of `fn` (through views to what they view).
+  std::string bufferDtype(const FunctionPlan &fn, int id) const;
+  /// A GEMM step's element type (its three buffers'): f32, f64 or bf16; a
+  /// plan whose GEMM mixes types is refused.
+  std::string gemmDtype(const FunctionPlan &fn, const StepDecl &s) const;
 
   const Package &pkg_;
   int64_t elementSize_;

@@ -52,6 +52,7 @@ Package Package::load(const std::string &dir) {
       const Json *v = pkg.manifest.find(key);
       return v && v->kind == Json::Number ? int64_t(v->number) : int64_t(-1);
     };
+    pkg.computeDtype = text("dtype");
     const Json *stored = pkg.manifest.find("fields_hash");
     std::string actual = manifestFieldsHash(text("model"), text("config"), text("dtype"),
                                             number("micro_batch"), number("seq_len"));

@@ -44,6 +44,8 @@ struct Package {
   std::string kernelsSource;
   /// kernels.cu: the same kernels in CUDA C ("" in a package without it).
   std::string cudaSource;
+  /// The manifest's dtype: f32, f64, or bf16 (bf16 products, f32 parameters).
+  std::string computeDtype;
   int64_t paramCount = 0;
   int64_t tokenCapacity = 0; // > 0 when inputs have a dynamic token dimension
 

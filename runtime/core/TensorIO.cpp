@@ -23,7 +23,7 @@ int64_t dtypeSize(const std::string &d) {
     return 8;
   if (d == "f32" || d == "i32")
     return 4;
-  if (d == "u16")
+  if (d == "u16" || d == "bf16")
     return 2;
   if (d == "u8" || d == "bool")
     return 1;

@@ -118,6 +118,7 @@ CpuBackend::CpuBackend(const Package &pkg, bool verbose, bool emulateCuda)
       b.args.push_back(args);
       b.cudaFns.push_back(nullptr);
       b.cudaLaunches.emplace_back();
+      b.gemmTypes.push_back(s.kind == StepDecl::Gemm ? gemmDtype(fn, s) : "");
       if (s.kind != StepDecl::Kernel) {
         b.calls.push_back(nullptr);
         b.labels.push_back(s.kind == StepDecl::Gemm ? "gemm" : "all-reduce");
@@ -252,8 +253,46 @@ void CpuBackend::setInput(const std::string &name, const HostTensor &t) {
   std::memcpy(inputs_[name].data(), data.data(), data.size());
 }
 
+/// An f32 product: oneDNN's sgemm where it is built in (the fastest on the
+/// step's shapes, bench/blas_compare.py, and threaded on the kernels'
+/// OpenMP pool; MLC_BLAS=openblas measures the alternative), else the BLAS.
+static void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *A, int64_t lda,
+                  const float *B, int64_t ldb, float *C) {
+#ifdef MLC_HAVE_DNNL
+  static const bool dnnl = [] {
+    const char *v = std::getenv("MLC_BLAS");
+    return !v || std::string(v) != "openblas";
+  }();
+  if (dnnl) {
+    if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C, n) !=
+        dnnl_success)
+      fail("oneDNN sgemm failed on a " + std::to_string(m) + " x " + std::to_string(n) + " x " +
+           std::to_string(k) + " product");
+    return;
+  }
+#endif
+  rowMajorGemm(ta, tb, m, n, k, A, lda, B, ldb, C);
+}
+
+/// bf16 <-> f32, bit for bit the kernels' mlc_bf16 (round to nearest even).
+static float bf16ToFloat(uint16_t b) {
+  uint32_t u = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+static uint16_t floatToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return (u & 0x7fffffffu) > 0x7f800000u ? uint16_t((u >> 16) | 0x40u)
+                                         : uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/// One GEMM step of element type `dtype`. bf16 operands are widened to f32
+/// (exactly), multiplied in f32 and the product rounded to bf16: what a
+/// tensor core computes, up to the order of the sums.
 static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs,
-                 int64_t elementSize, int64_t rows) {
+                 const std::string &dtype, int64_t rows) {
   if (s.m < 0)
     s.m = rows;
   if (s.k < 0)
@@ -263,6 +302,7 @@ static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs,
     batches *= d;
   // Leading dimensions follow the stored (row-major) shapes.
   const int lda = s.transA ? s.m : s.k, ldb = s.transB ? s.k : s.n;
+  static thread_local std::vector<float> wa, wb, wc;
   for (int64_t b = 0; b < batches; ++b) {
     int64_t lo = 0, ro = 0, rem = b;
     for (size_t d = s.batch.size(); d-- > 0;) {
@@ -272,32 +312,35 @@ static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs,
       ro += i * s.rhsStrides[d];
     }
     int64_t oo = b * s.m * s.n;
-#ifdef MLC_HAVE_DNNL
-    // oneDNN's sgemm is the fastest f32 GEMM on the step's shapes
-    // (bench/blas_compare.py) and threads on the kernels' OpenMP pool;
-    // MLC_BLAS=openblas measures the alternative.
-    static const bool dnnl = [] {
-      const char *v = std::getenv("MLC_BLAS");
-      return !v || std::string(v) != "openblas";
-    }();
-    if (elementSize == 4 && dnnl) {
-      if (dnnl_sgemm(s.transA ? 'T' : 'N', s.transB ? 'T' : 'N', s.m, s.n, s.k, 1.0f,
-                     reinterpret_cast<const float *>(lhs) + lo, lda,
-                     reinterpret_cast<const float *>(rhs) + ro, ldb, 0.0f,
-                     reinterpret_cast<float *>(out) + oo, s.n) != dnnl_success)
-        fail("oneDNN sgemm failed on a " + std::to_string(s.m) + " x " + std::to_string(s.n) +
-             " x " + std::to_string(s.k) + " product");
-      continue;
-    }
-#endif
-    if (elementSize == 4)
-      rowMajorGemm(s.transA, s.transB, s.m, s.n, s.k, reinterpret_cast<const float *>(lhs) + lo,
-                   lda, reinterpret_cast<const float *>(rhs) + ro, ldb,
-                   reinterpret_cast<float *>(out) + oo);
-    else
+    if (dtype == "f32") {
+      sgemm(s.transA, s.transB, s.m, s.n, s.k, reinterpret_cast<const float *>(lhs) + lo, lda,
+            reinterpret_cast<const float *>(rhs) + ro, ldb, reinterpret_cast<float *>(out) + oo);
+    } else if (dtype == "bf16") {
+      // (Plain pointers into the scratch: a thread_local named inside a
+      // parallel loop would be each worker's own.)
+      auto widen = [](std::vector<float> &w, const char *base, int64_t offset, int64_t n) {
+        w.resize(size_t(n));
+        float *dst = w.data();
+        const uint16_t *p = reinterpret_cast<const uint16_t *>(base) + offset;
+#pragma omp parallel for simd
+        for (int64_t i = 0; i < n; ++i)
+          dst[i] = bf16ToFloat(p[i]);
+      };
+      widen(wa, lhs, lo, s.m * s.k);
+      widen(wb, rhs, ro, s.k * s.n);
+      wc.resize(size_t(s.m * s.n));
+      sgemm(s.transA, s.transB, s.m, s.n, s.k, wa.data(), lda, wb.data(), ldb, wc.data());
+      uint16_t *o = reinterpret_cast<uint16_t *>(out) + oo;
+      const float *c = wc.data();
+      const int64_t n = s.m * s.n;
+#pragma omp parallel for simd
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = floatToBf16(c[i]);
+    } else {
       rowMajorGemm(s.transA, s.transB, s.m, s.n, s.k, reinterpret_cast<const double *>(lhs) + lo,
                    lda, reinterpret_cast<const double *>(rhs) + ro, ldb,
                    reinterpret_cast<double *>(out) + oo);
+    }
   }
 }
 
@@ -380,7 +423,7 @@ void CpuBackend::run(const std::string &function, int64_t step) {
         emuLaunch_(b.cudaFns[i], b.cudaLaunches[i][p].first, b.cudaLaunches[i][p].second,
                    b.args[i].data(), &cudaCtx, int(p));
     else if (s.kind == StepDecl::Gemm)
-      gemm(s, b.args[i][0], b.args[i][1], b.args[i][2], elementSize_, rows_);
+      gemm(s, b.args[i][0], b.args[i][1], b.args[i][2], b.gemmTypes[i], rows_);
     else if (s.kind == StepDecl::AllReduceStart) {
       prepareBucket(s.offset, s.count, s.clip);
       allReduceStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));

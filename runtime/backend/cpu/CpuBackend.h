@@ -56,6 +56,7 @@ private:
     std::vector<void (*)(char **, void *)> calls; // per step (null for gemm)
     std::vector<std::vector<char *>> args;        // per step
     std::vector<std::string> labels;              // per step, for the profile
+    std::vector<std::string> gemmTypes;           // per step: a GEMM's dtype
     /// The CUDA emulator's kernels: per step, the function and its launches.
     std::vector<void *> cudaFns;
     std::vector<std::vector<std::pair<int64_t, int64_t>>> cudaLaunches;

@@ -247,7 +247,8 @@ private:
   void loadKernels(bool verbose);
   /// Enqueues every step of `fn` on the stream (no synchronization).
   void enqueue(const std::string &function, bool timed);
-  void gemm(const StepDecl &s, CUdeviceptr out, CUdeviceptr lhs, CUdeviceptr rhs);
+  void gemm(const StepDecl &s, const std::string &dtype, CUdeviceptr out, CUdeviceptr lhs,
+            CUdeviceptr rhs);
 
   Driver *d_;
   BlasLt *lt_ = nullptr;
@@ -272,6 +273,7 @@ private:
     CUdeviceptr argTable = 0;          // every kernel step's buffer pointers, in step order
     std::vector<int64_t> argOffset;    // per step: its first entry in the table
     std::vector<std::string> labels;   // per step, for the profile
+    std::vector<std::string> gemmTypes; // per step: a GEMM's dtype
     std::map<int64_t, CUgraphExec> graphs; // by token count
     int runs = 0;
   };
@@ -365,6 +367,7 @@ CudaBackend::CudaBackend(const Package &pkg, bool verbose) : Backend(pkg) {
     std::vector<CUdeviceptr> table;
     for (const StepDecl &s : fn.steps) {
       b.argOffset.push_back(int64_t(table.size()));
+      b.gemmTypes.push_back(s.kind == StepDecl::Gemm ? gemmDtype(fn, s) : "");
       if (s.kind != StepDecl::Kernel) {
         b.labels.push_back(s.kind == StepDecl::Gemm ? "gemm" : "all-reduce");
         continue;
@@ -554,8 +557,10 @@ void CudaBackend::setScalars(const std::string &name, const std::vector<double> 
 
 /// C = op(A) op(B) in row-major storage is, in cuBLASLt's column-major
 /// terms, C^T = op(B)^T op(A)^T: B is the first operand, A the second, and
-/// the product is n x m. f32 products accumulate in f32 without TF32.
-void CudaBackend::gemm(const StepDecl &s0, CUdeviceptr out, CUdeviceptr lhs, CUdeviceptr rhs) {
+/// the product is n x m. f32 products accumulate in f32 without TF32; bf16
+/// products run on tensor cores, accumulating in f32.
+void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr out,
+                       CUdeviceptr lhs, CUdeviceptr rhs) {
   StepDecl s = s0;
   if (s.m < 0)
     s.m = rows_;
@@ -564,20 +569,22 @@ void CudaBackend::gemm(const StepDecl &s0, CUdeviceptr out, CUdeviceptr lhs, CUd
   int64_t batches = 1;
   for (int64_t d : s.batch)
     batches *= d;
-  const bool f64 = elementSize_ == 8;
+  const bool f64 = dtype == "f64", bf16 = dtype == "bf16";
+  const int64_t size = f64 ? 8 : bf16 ? 2 : 4;
   const uint64_t n = uint64_t(s.n), m = uint64_t(s.m), k = uint64_t(s.k);
   const bool strided = s.batch.size() <= 1;
   // One plan per shape, strides and transposes: made once, reused by every
   // step (and by graph captures).
-  std::vector<int64_t> key = {s.m, s.n, s.k, s.transA, s.transB, batches};
+  std::vector<int64_t> key = {s.m, s.n, s.k, s.transA, s.transB, batches, size};
   key.insert(key.end(), s.lhsStrides.begin(), s.lhsStrides.end());
   key.insert(key.end(), s.rhsStrides.begin(), s.rhsStrides.end());
   GemmPlan &plan = gemmPlans_[key];
   const uint64_t ws = uint64_t(workspaceBytes_);
   if (!plan.desc) {
-    const cudaDataType_t type = f64 ? CUDA_R_64F : CUDA_R_32F;
+    const cudaDataType_t type = f64 ? CUDA_R_64F : bf16 ? CUDA_R_16BF : CUDA_R_32F;
     const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
-    checkBlas(lt_->descCreate(&plan.desc, compute, type), "creating a matmul description");
+    checkBlas(lt_->descCreate(&plan.desc, compute, f64 ? CUDA_R_64F : CUDA_R_32F),
+              "creating a matmul description");
     cublasOperation_t ta = s.transB ? CUBLAS_OP_T : CUBLAS_OP_N,
                       tb = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
     lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
@@ -629,8 +636,8 @@ void CudaBackend::gemm(const StepDecl &s0, CUdeviceptr out, CUdeviceptr lhs, CUd
       lo += i * s.lhsStrides[dd];
       ro += i * s.rhsStrides[dd];
     }
-    const CUdeviceptr A = rhs + ro * elementSize_, B = lhs + lo * elementSize_,
-                      C = out + b * int64_t(m * n) * elementSize_;
+    const CUdeviceptr A = rhs + ro * size, B = lhs + lo * size,
+                      C = out + b * int64_t(m * n) * size;
     checkBlas(lt_->matmul(ltHandle_, plan.desc, alpha, reinterpret_cast<const void *>(A), plan.a,
                           reinterpret_cast<const void *>(B), plan.b, beta,
                           reinterpret_cast<void *>(C), plan.c, reinterpret_cast<void *>(C),
@@ -664,7 +671,8 @@ void CudaBackend::enqueue(const std::string &function, bool timed) {
               "launching kernel " + s.kernel + " phase " + std::to_string(p));
       }
     } else if (s.kind == StepDecl::Gemm) {
-      gemm(s, b.pointers[s.buffers[0]], b.pointers[s.buffers[1]], b.pointers[s.buffers[2]]);
+      gemm(s, b.gemmTypes[i], b.pointers[s.buffers[0]], b.pointers[s.buffers[1]],
+           b.pointers[s.buffers[2]]);
     } else if (worldSize() > 1) {
       fail("--device cuda: data-parallel all-reduces (NCCL) are not built yet; run one rank "
            "per process on the CPU for now");

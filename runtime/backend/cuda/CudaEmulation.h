@@ -210,6 +210,16 @@ static void runBlock(Block &b, unsigned id, unsigned grid, unsigned threads) {
 #define blockDim (mlc_emu::self->bdim)
 #define gridDim (mlc_emu::self->gdim)
 
+static inline uint32_t __float_as_uint(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+static inline float __uint_as_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
 static inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 static inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 
