@@ -11,14 +11,17 @@
 # needs DEVICE=cuda.
 #
 # 1. builds the runtime alone (scripts/build-runtime.sh: no LLVM there);
-# 2. parity: GPT-2, BERT padded and BERT unpadded (tiny, dropout on) train 10
-#    steps in f32 on the device; losses within 1e-4 of the CPU's computed
-#    here, weights within 1e-3 (but the attention key bias, whose gradient
-#    is rounding noise), and the CUDA graph and step-by-step launches agree;
-# 3. speed: GPT-2 124M, seq 1024, micro-batch 8 and 16, f32: ms/step,
-#    tokens/s and MFU, with and without the CUDA graph; the per-kernel time
-#    table (MLC_PROFILE=1); PyTorch eager and torch.compile on the same
-#    model, batch and optimizer in fp32 and bf16 (bench/torch_gpu_baseline.py).
+# 2. parity: GPT-2 (also with bucket-wise clipping, and in bf16), BERT padded
+#    and BERT unpadded (tiny, dropout on) train 10 steps on the device;
+#    losses within 1e-4 of the CPU's computed here (bf16: 1e-2; its f32
+#    losses within 2e-2), weights within 1e-3 (f32; but the attention key
+#    bias, whose gradient is rounding noise), and the CUDA graph and step-by-step
+#    launches agree; the bucket case also through NCCL at one rank;
+# 3. speed: GPT-2 124M, seq 1024, micro-batch 8 and 16, f32 and bf16:
+#    ms/step, tokens/s and MFU, with and without the CUDA graph, and the
+#    NCCL path's cost at one rank; the per-kernel time table (MLC_PROFILE=1);
+#    PyTorch eager and torch.compile on the same model, batch and optimizer
+#    in fp32 and bf16 (bench/torch_gpu_baseline.py).
 set -uo pipefail
 src="$(cd "$(dirname "$0")/.." && pwd)"
 out=$(mkdir -p "${OUT:-$src/device-out}" && cd "${OUT:-$src/device-out}" && pwd)
@@ -48,8 +51,9 @@ export MLC_CACHE_DIR=${MLC_CACHE_DIR:-/tmp/mlc-cache}
 # 2. Parity with the CPU.
 cd "$src/devicecheck"
 while read -r name args; do
-  skip=c_attn.bias
+  skip=c_attn.bias tol=1e-4 wtol=1e-3
   [[ "$name" == bert* ]] && skip=attention.self.key.bias
+  [[ "$name" == *bf16 ]] && tol=1e-2
   t0=$(date +%s)
   timeout 240 "$runtime" train "$name/pkg" $args --steps 10 --device "$device" --progress plain \
     --log-json "$out/$name.jsonl" --save "$out/$name.safetensors" 2> "$out/$name.err"
@@ -58,12 +62,23 @@ while read -r name args; do
     say "$name: FAIL (exit $rc): $(tail -3 "$out/$name.err" | tr '\n' ' ')"
     continue
   fi
-  say "$name ($device, $(( $(date +%s) - t0 )) s): losses $("$python" compare_logs.py "$out/$name.jsonl" "$name/cpu.jsonl" 1e-4 | tr '\n' ' ')"
-  say "$name: weights $("$python" compare_safetensors.py "$out/$name.safetensors" "$name/cpu.safetensors" 1e-3 "$skip")"
+  say "$name ($device, $(( $(date +%s) - t0 )) s): losses $("$python" compare_logs.py "$out/$name.jsonl" "$name/cpu.jsonl" $tol | tr '\n' ' ')"
+  # (bf16: losses only. AdamW moves every weight by about the learning rate
+  # whatever its gradient's size, so zero-initialized biases whose updates
+  # differ by bf16 rounding differ relative to their own small size.)
+  [[ "$name" != *bf16 ]] &&
+    say "$name: weights $("$python" compare_safetensors.py "$out/$name.safetensors" "$name/cpu.safetensors" $wtol "$skip")"
+  [[ "$name" == *bf16 ]] &&
+    say "$name: against f32: $("$python" compare_logs.py "$out/$name.jsonl" gpt2/cpu.jsonl 2e-2 | tr '\n' ' ')"
   if [ "$device" = cuda ]; then
     MLC_CUDA_GRAPH=0 timeout 120 "$runtime" train "$name/pkg" $args --steps 10 --device cuda \
       --log-json "$out/$name.nograph.jsonl" > /dev/null 2>&1
     say "$name: CUDA graph vs step by step: $("$python" compare_logs.py "$out/$name.nograph.jsonl" "$out/$name.jsonl" 1e-12 | tr '\n' ' ')"
+    if [[ "$name" == *bucket ]]; then
+      MLC_NCCL=1 timeout 120 "$runtime" train "$name/pkg" $args --steps 10 --device cuda \
+        --log-json "$out/$name.nccl.jsonl" > "$out/$name.nccl.err" 2>&1
+      say "$name: NCCL at one rank vs none: $("$python" compare_logs.py "$out/$name.nccl.jsonl" "$out/$name.jsonl" 1e-12 | tr '\n' ' ') $(tail -1 "$out/$name.nccl.err")"
+    fi
   fi
 done < cases.txt
 
@@ -80,20 +95,28 @@ rows = [json.loads(l) for l in open(sys.argv[1])][3:]
 ms = statistics.median(r["ms"] for r in rows)
 tps = statistics.median(r["tokens_per_s"] for r in rows)
 mfu = statistics.median(r["mfu"] for r in rows)
-print(f"{ms:.1f} ms/step, {tps:.0f} tokens/s, MFU {mfu:.3f} (of the device's f32 peak)")
+print(f"{ms:.1f} ms/step, {tps:.0f} tokens/s, MFU {mfu:.3f} (of the device's peak for the GEMMs' type)")
 PY
 }
 for mb in 8 16; do
-  pkg="small-b$mb/pkg"
-  timeout 240 "$runtime" train "$pkg" --batches "small-b$mb" --steps 20 --device cuda --progress plain \
-    --log-json "$out/small-b$mb.jsonl" 2> "$out/small-b$mb.err" ||
-    { say "gpt2 small b$mb: FAIL: $(tail -3 "$out/small-b$mb.err" | tr '\n' ' ')"; continue; }
-  say "mlc gpt2 small (124M) B$mb S1024 f32, CUDA graph: $(steady "$out/small-b$mb.jsonl")"
-  MLC_CUDA_GRAPH=0 timeout 120 "$runtime" train "$pkg" --batches "small-b$mb" --steps 10 --device cuda \
-    --log-json "$out/small-b$mb.nograph.jsonl" > /dev/null 2>&1 &&
-    say "mlc gpt2 small (124M) B$mb S1024 f32, step by step: $(steady "$out/small-b$mb.nograph.jsonl")"
+  for type in f32 bf16; do
+    pkg="small-b$mb/pkg" && [ $type = bf16 ] && pkg="small-b$mb/pkg-bf16"
+    name="small-b$mb-$type"
+    timeout 200 "$runtime" train "$pkg" --batches "small-b$mb" --steps 20 --device cuda --progress plain \
+      --log-json "$out/$name.jsonl" 2> "$out/$name.err" ||
+      { say "gpt2 small b$mb $type: FAIL: $(tail -3 "$out/$name.err" | tr '\n' ' ')"; continue; }
+    say "mlc gpt2 small (124M) B$mb S1024 $type, CUDA graph: $(steady "$out/$name.jsonl")"
+    MLC_CUDA_GRAPH=0 timeout 120 "$runtime" train "$pkg" --batches "small-b$mb" --steps 10 --device cuda \
+      --log-json "$out/$name.nograph.jsonl" > /dev/null 2>&1 &&
+      say "mlc gpt2 small (124M) B$mb S1024 $type, step by step: $(steady "$out/$name.nograph.jsonl")"
+  done
 done
-MLC_PROFILE=1 timeout 120 "$runtime" train small-b8/pkg --batches small-b8 --steps 4 --device cuda \
+for nccl in 0 1; do
+  MLC_NCCL=$nccl timeout 120 "$runtime" train small-b8/pkg-buckets --batches small-b8 --clip bucket --steps 12 \
+    --device cuda --log-json "$out/buckets-nccl$nccl.jsonl" > "$out/buckets-nccl$nccl.err" 2>&1 &&
+    say "mlc gpt2 small B8 f32, 25 MB buckets, NCCL at one rank $nccl: $(steady "$out/buckets-nccl$nccl.jsonl")"
+done
+MLC_PROFILE=1 timeout 120 "$runtime" train small-b8/pkg-bf16 --batches small-b8 --steps 4 --device cuda \
   --progress plain > "$out/profile.txt" 2>&1
 grep "mlc profile" "$out/profile.txt" | head -40 | tee -a "$summary"
 

@@ -89,3 +89,18 @@ TEST(Ptxas, ParsesVerboseLog) {
   EXPECT_EQ(stats["k8"].registers, 16);
   EXPECT_EQ(stats["k8"].sharedBytes, 0);
 }
+
+TEST(CudaKernels, BucketKernelsCompile) {
+  std::string why;
+  Nvrtc *nvrtc = Nvrtc::get(&why);
+  if (!nvrtc)
+    GTEST_SKIP() << why;
+  for (const char *arch : {"sm_80", "sm_90"}) {
+    Nvrtc::Output out = nvrtc->compile(cudaBucketKernels(), "bucket kernels", arch, true);
+    auto stats = parsePtxasLog(out.log);
+    for (const char *k : {"mlc_sumsq_f32", "mlc_sumsq_f64", "mlc_scale_f32", "mlc_scale_f64"}) {
+      ASSERT_TRUE(stats.count(k)) << k << " for " << arch << ":\n" << out.log;
+      EXPECT_EQ(stats[k].spillStores + stats[k].spillLoads, 0) << k << " for " << arch;
+    }
+  }
+}

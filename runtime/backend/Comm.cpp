@@ -88,6 +88,15 @@ public:
     waitFor(request, "the other ranks' step totals (loss, label and token counts)");
   }
 
+  void broadcast(void *data, int64_t bytes, int root) override {
+    if (bytes > INT32_MAX)
+      fail("internal: a broadcast of " + std::to_string(bytes) + " bytes");
+    MPI_Request request;
+    check(MPI_Ibcast(data, int(bytes), MPI_BYTE, root, MPI_COMM_WORLD, &request),
+          "a broadcast");
+    waitFor(request, "rank " + std::to_string(root) + "'s broadcast");
+  }
+
   void barrier() override {
     MPI_Request request;
     check(MPI_Ibarrier(MPI_COMM_WORLD, &request), "a barrier");

@@ -39,6 +39,9 @@ public:
   virtual void progress() = 0;
   /// Blocking sum of a few doubles (losses, token counts).
   virtual void sum(double *values, int count) = 0;
+  /// Blocking copy of `bytes` bytes at `data` from rank `root` to every rank
+  /// (NCCL's unique id).
+  virtual void broadcast(void *data, int64_t bytes, int root) = 0;
   virtual void barrier() = 0;
   /// Ends the whole run from one rank (after an error it reports).
   [[noreturn]] virtual void abort(int code) = 0;

@@ -137,7 +137,7 @@ plan.func "forward" arena 256 {
   %o = plan.arena 0 : memref<6xi32>
   %l = plan.arena 64 : memref<8xi32>
   %r = plan.arena 128 : memref<12xi32>
-  // expected-error @+1 {{GEMM element type must be f32 or f64, got 'i32'}}
+  // expected-error @+1 {{GEMM element type must be f32, f64 or bf16, got 'i32'}}
   plan.gemm %o, %l, %r m 2 n 3 k 4 : memref<6xi32>, memref<8xi32>, memref<12xi32>
 }
 

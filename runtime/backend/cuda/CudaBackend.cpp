@@ -15,8 +15,10 @@
 
 #include <cublasLt.h>
 #include <cuda.h>
+#include <nccl.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
@@ -64,6 +66,7 @@ struct Driver {
   decltype(&::cuGraphDestroy) graphDestroy;
   decltype(&::cuGraphExecDestroy) graphExecDestroy;
   decltype(&::cuFuncSetAttribute) funcSetAttribute;
+  decltype(&::cuStreamWaitEvent) streamWaitEvent;
 };
 
 /// The driver, loaded once; null with the reason when it cannot be.
@@ -128,6 +131,7 @@ Driver *driver(std::string *why) {
     sym(d->graphDestroy, "cuGraphDestroy");
     sym(d->graphExecDestroy, "cuGraphExecDestroy");
     sym(d->funcSetAttribute, "cuFuncSetAttribute");
+    sym(d->streamWaitEvent, "cuStreamWaitEvent");
     if (!ok) {
       delete d;
       return;
@@ -213,6 +217,51 @@ BlasLt *blasLt() {
   return instance;
 }
 
+// The NCCL entry points mlc calls.
+struct Nccl {
+  decltype(&::ncclGetUniqueId) uniqueId;
+  decltype(&::ncclCommInitRank) initRank;
+  decltype(&::ncclAllReduce) allReduce;
+  decltype(&::ncclCommDestroy) destroy;
+  decltype(&::ncclGetErrorString) errorString;
+};
+
+Nccl *nccl() {
+  static std::once_flag once;
+  static Nccl *instance = nullptr;
+  static std::string reason;
+  std::call_once(once, [] {
+    void *lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      reason = "NCCL (libnccl.so.2) is not installed or not on the library path";
+      return;
+    }
+    auto *n = new Nccl();
+    bool ok = true;
+    auto sym = [&](auto &fn, const char *name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+      if (!fn && ok) {
+        reason = std::string("NCCL lacks ") + name;
+        ok = false;
+      }
+    };
+    sym(n->uniqueId, "ncclGetUniqueId");
+    sym(n->initRank, "ncclCommInitRank");
+    sym(n->allReduce, "ncclAllReduce");
+    sym(n->destroy, "ncclCommDestroy");
+    sym(n->errorString, "ncclGetErrorString");
+    if (!ok) {
+      delete n;
+      return;
+    }
+    instance = n;
+  });
+  if (!instance)
+    fail("data-parallel training on CUDA: " + reason);
+  return instance;
+}
+
+
 class CudaBackend final : public Backend {
 public:
   CudaBackend(const Package &pkg, bool verbose);
@@ -227,6 +276,8 @@ public:
   HostTensor output(const std::string &function, const std::string &name) override;
   void setScalars(const std::string &name, const std::vector<double> &values) override;
   double peakFlops() override { return peakFlops_; }
+  void allReduceStart(FlatBuffer which, int64_t offset, int64_t count, int tag) override;
+  void allReduceWait(int tag) override;
 
 private:
   void check(CUresult rc, const std::string &what) const {
@@ -249,6 +300,13 @@ private:
   void enqueue(const std::string &function, bool timed);
   void gemm(const StepDecl &s, const std::string &dtype, CUdeviceptr out, CUdeviceptr lhs,
             CUdeviceptr rhs);
+  CUmodule compileModule(const std::string &source, const std::string &name, bool verbose);
+  /// Scales a gradient bucket before its sum (the rank's weight, bucket-wise
+  /// clipping), on the compute stream.
+  void prepareBucket(int64_t offset, int64_t count, bool clip);
+  /// NCCL over the run's ranks (MLC_NCCL=1: also for one rank, to measure it).
+  bool ncclWanted() const;
+  void openNccl();
 
   Driver *d_;
   BlasLt *lt_ = nullptr;
@@ -287,6 +345,15 @@ private:
     bool strided = true;
   };
   std::map<std::vector<int64_t>, GemmPlan> gemmPlans_;
+  CUmodule builtins_ = nullptr;
+  CUfunction sumsq_ = nullptr, scale_ = nullptr;
+  CUdeviceptr bucketParts_ = 0;
+  static constexpr int kBucketParts = 256;
+  // NCCL: the communicator, its stream, and per tag the events that order a
+  // bucket's sum after its gradients and the optimizer after the sum.
+  ncclComm_t ncclComm_ = nullptr;
+  CUstream commStream_ = nullptr;
+  std::map<int, std::pair<CUevent, CUevent>> bucketEvents_;
 };
 
 CUdeviceptr CudaBackend::allocate(int64_t bytes, const std::string &what) {
@@ -326,9 +393,14 @@ CudaBackend::CudaBackend(const Package &pkg, bool verbose) : Backend(pkg) {
   d_->attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_);
   d_->attribute(&clockKHz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, device_);
   arch_ = "sm_" + std::to_string(major) + std::to_string(minor);
-  // FMA lanes per SM: 128 FP32 (Ampere and later), 64 FP64 on the data
-  // centre parts; 2 FLOPs each.
-  peakFlops_ = 2.0 * sms * (elementSize_ == 4 ? 128 : 64) * clockKHz * 1e3;
+  // The peak of the GEMMs' type, for MFU: per SM and clock, 128 FP32 FMA
+  // lanes (Ampere and later) or 64 FP64 on the data-centre parts, and for
+  // bf16 the dense tensor-core rate (2048 FLOPs on sm_80, 4096 on sm_90;
+  // at the boost clock the driver reports, a little above the datasheets').
+  const double perClock = pkg.computeDtype == "bf16" ? (major >= 9 ? 4096.0 : 2048.0)
+                          : elementSize_ == 4       ? 256.0
+                                                    : 128.0;
+  peakFlops_ = perClock * sms * clockKHz * 1e3;
   char name[256] = {0};
   d_->deviceName(name, sizeof name, device_);
   if (verbose)
@@ -392,6 +464,8 @@ CudaBackend::CudaBackend(const Package &pkg, bool verbose) : Backend(pkg) {
 }
 
 CudaBackend::~CudaBackend() {
+  if (ncclComm_)
+    nccl()->destroy(ncclComm_);
   for (auto &[_, p] : gemmPlans_) {
     lt_->layoutDestroy(p.a);
     lt_->layoutDestroy(p.b);
@@ -407,25 +481,22 @@ CudaBackend::~CudaBackend() {
     d_->free(p);
 }
 
-/// kernels.cu compiled for this device, through the cubin cache: the key
-/// is the source, the architecture and NVRTC's version.
-void CudaBackend::loadKernels(bool verbose) {
-  kernels_ = parseCudaKernels(pkg_.cudaSource, pkg_.dir + "/kernels.cu");
-  int64_t scratch = 8;
-  for (auto &[_, k] : kernels_)
-    scratch = std::max(scratch, k.scratch);
-  scratch_ = allocate(scratch, "the kernels' scratch");
+/// `source` compiled for this device, through the cubin cache: the key is
+/// the source, the architecture and NVRTC's version (a warm start compiles
+/// nothing).
+CUmodule CudaBackend::compileModule(const std::string &source, const std::string &name,
+                                    bool verbose) {
   std::string why;
   Nvrtc *nvrtc = Nvrtc::get(&why);
   if (!nvrtc)
     fail("--device cuda: " + why + " (NVRTC compiles the package's kernels)");
-  std::string key = "cuda-" + contentHash(arch_ + "\n" + nvrtc->version() + "\n" + pkg_.cudaSource);
+  std::string key = "cuda-" + contentHash(arch_ + "\n" + nvrtc->version() + "\n" + source);
   std::string path = cachedArtifact(key, "cubin", [&](const std::string &tmp) {
     auto t0 = std::chrono::steady_clock::now();
     if (verbose)
-      std::fprintf(stderr, "mlc: compiling %zu CUDA kernels for %s (NVRTC %s)\n",
-                   kernels_.size(), arch_.c_str(), nvrtc->version().c_str());
-    Nvrtc::Output out = nvrtc->compile(pkg_.cudaSource, pkg_.dir + "/kernels.cu", arch_, false);
+      std::fprintf(stderr, "mlc: compiling %s for %s (NVRTC %s)\n", name.c_str(), arch_.c_str(),
+                   nvrtc->version().c_str());
+    Nvrtc::Output out = nvrtc->compile(source, name, arch_, false);
     std::ofstream f(tmp, std::ios::binary);
     f.write(out.image.data(), std::streamsize(out.image.size()));
     if (!f)
@@ -436,11 +507,30 @@ void CudaBackend::loadKernels(bool verbose) {
   });
   std::ifstream f(path, std::ios::binary);
   std::string image((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  CUresult rc = d_->loadModule(&module_, image.data());
+  CUmodule module = nullptr;
+  CUresult rc = d_->loadModule(&module, image.data());
   if (rc != CUDA_SUCCESS) {
     evictArtifact(path);
     check(rc, "loading the compiled kernels (" + path + ")");
   }
+  return module;
+}
+
+/// kernels.cu, its kernels, and the runtime's own.
+void CudaBackend::loadKernels(bool verbose) {
+  kernels_ = parseCudaKernels(pkg_.cudaSource, pkg_.dir + "/kernels.cu");
+  int64_t scratch = 8;
+  for (auto &[_, k] : kernels_)
+    scratch = std::max(scratch, k.scratch);
+  scratch_ = allocate(scratch, "the kernels' scratch");
+  module_ = compileModule(pkg_.cudaSource, pkg_.dir + "/kernels.cu", verbose);
+  builtins_ = compileModule(cudaBucketKernels(), "the runtime's bucket kernels", false);
+  const char *suffix = elementSize_ == 8 ? "_f64" : "_f32";
+  check(d_->getFunction(&sumsq_, builtins_, (std::string("mlc_sumsq") + suffix).c_str()),
+        "finding the bucket kernels");
+  check(d_->getFunction(&scale_, builtins_, (std::string("mlc_scale") + suffix).c_str()),
+        "finding the bucket kernels");
+  bucketParts_ = allocate(kBucketParts * 8, "the bucket norms");
   for (auto &[name, k] : kernels_) {
     CUfunction fn = nullptr;
     check(d_->getFunction(&fn, module_, name.c_str()), "finding kernel " + name);
@@ -673,9 +763,11 @@ void CudaBackend::enqueue(const std::string &function, bool timed) {
     } else if (s.kind == StepDecl::Gemm) {
       gemm(s, b.gemmTypes[i], b.pointers[s.buffers[0]], b.pointers[s.buffers[1]],
            b.pointers[s.buffers[2]]);
-    } else if (worldSize() > 1) {
-      fail("--device cuda: data-parallel all-reduces (NCCL) are not built yet; run one rank "
-           "per process on the CPU for now");
+    } else if (s.kind == StepDecl::AllReduceStart) {
+      prepareBucket(s.offset, s.count, s.clip);
+      allReduceStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));
+    } else {
+      allReduceWait(int(s.tag));
     }
     if (timed) {
       d_->eventRecord(stop, stream_);
@@ -686,6 +778,89 @@ void CudaBackend::enqueue(const std::string &function, bool timed) {
       profile.secondsByKernel[b.labels[i]] += ms / 1e3;
     }
   }
+}
+
+void CudaBackend::prepareBucket(int64_t offset, int64_t count, bool clip) {
+  double threshold =
+      clip ? bucketClip_ * std::sqrt(double(count) / double(pkg_.paramCount)) : 0.0;
+  if (gradWeight_ == 1.0 && threshold <= 0)
+    return;
+  if (offset < 0 || count < 1 || offset + count > pkg_.paramCount)
+    fail("internal: a gradient bucket past the end of the gradients");
+  CUdeviceptr g = grads_ + offset * elementSize_;
+  long long n = count;
+  int parts = 0;
+  if (threshold > 0) {
+    parts = int(std::min<int64_t>(kBucketParts, (count + 255) / 256));
+    void *args[] = {&g, &n, &bucketParts_};
+    check(d_->launch(sumsq_, unsigned(parts), 1, 1, 256, 1, 1, 0, stream_, args, nullptr),
+          "a gradient bucket's norm");
+  }
+  double weight = gradWeight_;
+  void *args[] = {&g, &n, &bucketParts_, &parts, &weight, &threshold};
+  unsigned blocks = unsigned(std::min<int64_t>(4096, (count + 1023) / 1024));
+  check(d_->launch(scale_, blocks, 1, 1, 256, 1, 1, 0, stream_, args, nullptr),
+        "scaling a gradient bucket");
+}
+
+bool CudaBackend::ncclWanted() const {
+  if (worldSize() > 1)
+    return true;
+  const char *force = std::getenv("MLC_NCCL");
+  return force && std::string(force) == "1";
+}
+
+/// Rank 0's NCCL id, broadcast over the MPI world; a stream for the sums.
+void CudaBackend::openNccl() {
+  Nccl *n = nccl();
+  ncclUniqueId id;
+  auto checkNccl = [&](ncclResult_t rc, const std::string &what) {
+    if (rc != ncclSuccess)
+      fail("NCCL: " + what + " failed: " + n->errorString(rc));
+  };
+  if (rank() == 0)
+    checkNccl(n->uniqueId(&id), "ncclGetUniqueId");
+  if (comm_ && worldSize() > 1)
+    comm_->broadcast(&id, sizeof id, 0);
+  checkNccl(n->initRank(&ncclComm_, worldSize(), id, rank()), "ncclCommInitRank");
+  check(d_->streamCreate(&commStream_, CU_STREAM_NON_BLOCKING), "creating the NCCL stream");
+}
+
+/// The bucket's sum runs on the NCCL stream once the compute stream has
+/// written its gradients (an event), so backward goes on computing; its
+/// wait makes the compute stream wait for the sum's event. Both are stream
+/// orderings: nothing blocks the host, and a captured graph holds them.
+void CudaBackend::allReduceStart(FlatBuffer which, int64_t offset, int64_t count, int tag) {
+  if (!ncclWanted())
+    return;
+  if (!ncclComm_)
+    openNccl();
+  if (offset < 0 || count < 1 || offset + count > pkg_.paramCount)
+    fail("internal: an all-reduce past the end of a flat buffer");
+  auto &[ready, done] = bucketEvents_[tag];
+  if (!ready) {
+    check(d_->eventCreate(&ready, CU_EVENT_DISABLE_TIMING), "creating an event");
+    check(d_->eventCreate(&done, CU_EVENT_DISABLE_TIMING), "creating an event");
+  }
+  check(d_->eventRecord(ready, stream_), "ordering a gradient bucket's sum");
+  check(d_->streamWaitEvent(commStream_, ready, 0), "ordering a gradient bucket's sum");
+  CUdeviceptr data = flat(which) + offset * elementSize_;
+  ncclResult_t rc = nccl()->allReduce(reinterpret_cast<void *>(data), reinterpret_cast<void *>(data),
+                                      size_t(count), elementSize_ == 8 ? ncclFloat64 : ncclFloat32,
+                                      ncclSum, ncclComm_, reinterpret_cast<cudaStream_t>(commStream_));
+  if (rc != ncclSuccess)
+    fail("NCCL: the all-reduce of gradient bucket " + std::to_string(tag) + " failed: " +
+         nccl()->errorString(rc));
+  check(d_->eventRecord(done, commStream_), "ordering a gradient bucket's sum");
+}
+
+void CudaBackend::allReduceWait(int tag) {
+  if (!ncclWanted())
+    return;
+  auto it = bucketEvents_.find(tag);
+  if (it == bucketEvents_.end())
+    fail("internal: all-reduce " + std::to_string(tag) + " was never started");
+  check(d_->streamWaitEvent(stream_, it->second.second, 0), "waiting for a gradient bucket");
 }
 
 void CudaBackend::run(const std::string &function, int64_t step) {

@@ -73,6 +73,53 @@ std::map<std::string, CudaKernelInfo> parseCudaKernels(const std::string &source
   return out;
 }
 
+/// The runtime's own CUDA kernels, beside each package's: a gradient
+/// bucket's sum of squares (per-block partials) and its scaling before its
+/// all-reduce, by the rank's weight and, with bucket-wise clipping, by
+/// min(1, threshold / (weight * norm + 1e-6)) (Backend::setBucketClip), the
+/// factor computed on the device from the partials so nothing waits for
+/// the host.
+const char *cudaBucketKernels() {
+  return R"CU(
+template <typename T>
+__device__ void sumsq(const T *g, long long n, double *part) {
+  __shared__ double red[256];
+  double s = 0;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x)
+    s += (double)g[i] * (double)g[i];
+  red[threadIdx.x] = s;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+    if (threadIdx.x < w)
+      red[threadIdx.x] += red[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    part[blockIdx.x] = red[0];
+}
+template <typename T>
+__device__ void scale(T *g, long long n, const double *part, int parts, double weight,
+                      double threshold) {
+  double factor = weight;
+  if (threshold > 0) {
+    double s = 0;
+    for (int p = 0; p < parts; ++p)
+      s += part[p];
+    const double clip = threshold / (weight * sqrt(s) + 1e-6);
+    factor *= clip < 1 ? clip : 1;
+  }
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x)
+    g[i] = (T)(g[i] * factor);
+}
+extern "C" __global__ void __launch_bounds__(256) mlc_sumsq_f32(const float *g, long long n, double *part) { sumsq(g, n, part); }
+extern "C" __global__ void __launch_bounds__(256) mlc_sumsq_f64(const double *g, long long n, double *part) { sumsq(g, n, part); }
+extern "C" __global__ void mlc_scale_f32(float *g, long long n, const double *part, int parts, double weight, double threshold) { scale(g, n, part, parts, weight, threshold); }
+extern "C" __global__ void mlc_scale_f64(double *g, long long n, const double *part, int parts, double weight, double threshold) { scale(g, n, part, parts, weight, threshold); }
+)CU";
+}
+
 void resetCudaErrorWords(int64_t words[3]) {
   words[0] = 0;
   words[1] = -1; // all ones: no row yet

@@ -44,6 +44,12 @@ struct CudaKernelCtx {
   char *scratch;
 };
 
+/// The runtime's own CUDA kernels (compiled beside each package's):
+/// mlc_sumsq_{f32,f64}(g, n, partials) and mlc_scale_{f32,f64}(g, n,
+/// partials, count, weight, threshold), which scale a gradient bucket before
+/// its all-reduce.
+const char *cudaBucketKernels();
+
 /// The error words' state before a step: {code 0, key ~0, limit 0}.
 void resetCudaErrorWords(int64_t words[3]);
 /// Fails with the message of a kernel's report, if there is one.
