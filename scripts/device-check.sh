@@ -70,12 +70,12 @@ while read -r name args; do
     say "$name: weights $("$python" compare_safetensors.py "$out/$name.safetensors" "$name/cpu.safetensors" $wtol "$skip")"
   [[ "$name" == *bf16 ]] &&
     say "$name: against f32: $("$python" compare_logs.py "$out/$name.jsonl" gpt2/cpu.jsonl 2e-2 | tr '\n' ' ')"
-  if [ "$device" = cuda ]; then
-    MLC_CUDA_GRAPH=0 timeout 120 "$runtime" train "$name/pkg" $args --steps 10 --device cuda \
+  if [ "$device" = cuda ] || [ "$name" = gpt2-bucket ]; then
+    MLC_CUDA_GRAPH=0 timeout 120 "$runtime" train "$name/pkg" $args --steps 10 --device "$device" \
       --log-json "$out/$name.nograph.jsonl" > /dev/null 2>&1
     say "$name: CUDA graph vs step by step: $("$python" compare_logs.py "$out/$name.nograph.jsonl" "$out/$name.jsonl" 1e-12 | tr '\n' ' ')"
     if [[ "$name" == *bucket ]]; then
-      MLC_NCCL=1 timeout 120 "$runtime" train "$name/pkg" $args --steps 10 --device cuda \
+      MLC_NCCL=1 timeout 120 "$runtime" train "$name/pkg" $args --steps 10 --device "$device" \
         --log-json "$out/$name.nccl.jsonl" > "$out/$name.nccl.err" 2>&1
       say "$name: NCCL at one rank vs none: $("$python" compare_logs.py "$out/$name.nccl.jsonl" "$out/$name.jsonl" 1e-12 | tr '\n' ' ') $(tail -1 "$out/$name.nccl.err")"
     fi

@@ -113,9 +113,9 @@ std::unique_ptr<Backend> createBackend(const std::string &device, const Package 
                                        bool verbose) {
   if (device == "cpu")
     return std::make_unique<CpuBackend>(pkg, verbose);
-  if (device == "cuda-emulator")
-    return std::make_unique<CpuBackend>(pkg, verbose, /*emulateCuda=*/true);
 #ifdef MLC_HAVE_CUDA
+  if (device == "cuda-emulator")
+    return createCudaBackend(pkg, verbose, /*emulated=*/true);
   if (device == "cuda")
     return createCudaBackend(pkg, verbose);
   if (device == "auto" || device.empty()) {
@@ -130,10 +130,10 @@ std::unique_ptr<Backend> createBackend(const std::string &device, const Package 
 #else
   if (device == "auto" || device.empty())
     return std::make_unique<CpuBackend>(pkg, verbose);
-  if (device == "cuda")
-    fail("--device cuda: this build of mlc has no CUDA backend (it was built without the CUDA "
-         "toolkit's headers); use --device cpu");
-  fail("unknown device '" + device + "' (this build has: auto, cpu, cuda-emulator)");
+  if (device == "cuda" || device == "cuda-emulator")
+    fail("--device " + device + ": this build of mlc has no CUDA backend (it was built "
+         "without the CUDA toolkit's headers); use --device cpu");
+  fail("unknown device '" + device + "' (this build has: auto, cpu)");
 #endif
 }
 

@@ -2,8 +2,6 @@
 
 #include "runtime/backend/cpu/CpuBackend.h"
 #include "runtime/backend/KernelCache.h"
-#include "runtime/backend/cuda/CudaEmulation.h"
-#include "runtime/backend/cuda/CudaKernels.h"
 #include "runtime/core/Error.h"
 
 #ifdef MLC_HAVE_CBLAS
@@ -59,8 +57,7 @@ void rowMajorGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T *A,
 
 } // namespace
 
-CpuBackend::CpuBackend(const Package &pkg, bool verbose, bool emulateCuda)
-    : Backend(pkg), emulateCuda_(emulateCuda) {
+CpuBackend::CpuBackend(const Package &pkg, bool verbose) : Backend(pkg) {
   profile.enabled = std::getenv("MLC_PROFILE") != nullptr;
   // Everything this backend allocates, checked against the machine first.
   {
@@ -89,23 +86,7 @@ CpuBackend::CpuBackend(const Package &pkg, bool verbose, bool emulateCuda)
   arena_ = static_cast<char *>(std::aligned_alloc(64, (arena + 63) / 64 * 64));
   if (!arena_)
     fail("cannot allocate the " + std::to_string(arena >> 20) + " MiB activation arena");
-  std::map<std::string, CudaKernelInfo> cudaKernels;
-  if (emulateCuda) {
-    if (pkg.cudaSource.empty())
-      fail(pkg.dir + ": the package has no kernels.cu (compiled by an mlc without the CUDA "
-           "target); recompile it");
-    cudaKernels = parseCudaKernels(pkg.cudaSource, pkg.dir + "/kernels.cu");
-    library_ = loadHostKernelLibrary(cudaEmulationHeader() + pkg.cudaSource, verbose);
-    emuLaunch_ = reinterpret_cast<decltype(emuLaunch_)>(dlsym(library_, "mlc_emu_launch"));
-    if (!emuLaunch_)
-      fail("internal: the CUDA emulator's launcher is missing from the compiled kernels");
-    int64_t scratch = 8;
-    for (auto &[_, k] : cudaKernels)
-      scratch = std::max(scratch, k.scratch);
-    cudaScratch_.assign(scratch, 0);
-  } else {
-    library_ = loadHostKernelLibrary(pkg.kernelsSource, verbose);
-  }
+  library_ = loadHostKernelLibrary(pkg.kernelsSource, verbose);
 
   for (auto &[name, fn] : pkg.functions) {
     Bound &b = bound_[name];
@@ -116,28 +97,10 @@ CpuBackend::CpuBackend(const Package &pkg, bool verbose, bool emulateCuda)
       for (int id : s.buffers)
         args.push_back(b.pointers[id]);
       b.args.push_back(args);
-      b.cudaFns.push_back(nullptr);
-      b.cudaLaunches.emplace_back();
       b.gemmTypes.push_back(s.kind == StepDecl::Gemm ? gemmDtype(fn, s) : "");
       if (s.kind != StepDecl::Kernel) {
         b.calls.push_back(nullptr);
         b.labels.push_back(s.kind == StepDecl::Gemm ? "gemm" : "all-reduce");
-        continue;
-      }
-      if (emulateCuda) {
-        auto it = cudaKernels.find(s.kernel);
-        void *fn = dlsym(library_, s.kernel.c_str());
-        if (it == cudaKernels.end() || !fn)
-          fail(pkg.dir + ": kernel '" + s.kernel + "' is missing from kernels.cu");
-        if (it->second.args != int64_t(s.buffers.size()))
-          fail(pkg.dir + "/plan.txt: function " + name + " launches kernel " + s.kernel +
-               " with " + std::to_string(s.buffers.size()) + " buffers; kernels.cu's takes " +
-               std::to_string(it->second.args));
-        b.cudaFns.back() = fn;
-        for (const CudaKernelInfo::Launch &l : it->second.launches)
-          b.cudaLaunches.back().push_back({l.grid, l.block});
-        b.calls.push_back(nullptr);
-        b.labels.push_back(s.kernel + " " + it->second.kind);
         continue;
       }
       void *sym = dlsym(library_, s.kernel.c_str());
@@ -407,9 +370,6 @@ void CpuBackend::run(const std::string &function, int64_t step) {
            std::to_string(rows) + " tokens, another input " + std::to_string(rows_));
   int64_t error[4] = {0, 0, 0, 0};
   KernelCtx ctx{step, error, rows_};
-  int64_t cudaError[3];
-  resetCudaErrorWords(cudaError);
-  CudaKernelCtx cudaCtx{step, cudaError, rows_, cudaScratch_.data()};
   using Clock = std::chrono::steady_clock;
   for (size_t i = 0; i < fn.steps.size(); ++i) {
     Clock::time_point t0;
@@ -418,10 +378,6 @@ void CpuBackend::run(const std::string &function, int64_t step) {
     const StepDecl &s = fn.steps[i];
     if (b.calls[i])
       b.calls[i](b.args[i].data(), &ctx);
-    else if (b.cudaFns[i])
-      for (size_t p = 0; p < b.cudaLaunches[i].size(); ++p)
-        emuLaunch_(b.cudaFns[i], b.cudaLaunches[i][p].first, b.cudaLaunches[i][p].second,
-                   b.args[i].data(), &cudaCtx, int(p));
     else if (s.kind == StepDecl::Gemm)
       gemm(s, b.args[i][0], b.args[i][1], b.args[i][2], b.gemmTypes[i], rows_);
     else if (s.kind == StepDecl::AllReduceStart) {
@@ -435,11 +391,10 @@ void CpuBackend::run(const std::string &function, int64_t step) {
       comm_->progress();
     if (profile.enabled) {
       double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-      (b.calls[i] || b.cudaFns[i] ? profile.kernelSeconds : profile.gemmSeconds) += dt;
+      (b.calls[i] ? profile.kernelSeconds : profile.gemmSeconds) += dt;
       profile.secondsByKernel[b.labels[i]] += dt;
     }
   }
-  checkCudaErrorWords(cudaError);
   if (error[0] == 1)
     fail("token id " + std::to_string(error[2]) + " at position " + std::to_string(error[1]) +
          " is outside the vocabulary [0, " + std::to_string(error[3]) + ")");

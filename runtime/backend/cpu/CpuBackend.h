@@ -4,11 +4,6 @@
 // kernels.cpp built by the host compiler through the kernel cache and called
 // through function pointers; GEMMs through oneDNN or OpenBLAS.
 //
-// With `emulateCuda` it is the CUDA emulator (`--device cuda-emulator`):
-// the same plan, buffers and GEMMs, but the kernels are kernels.cu's, run
-// phase by phase through cuda/CudaEmulation.h, so the CUDA kernels' results
-// can be checked against the CPU's without a GPU.
-//
 //===----------------------------------------------------------------------===//
 
 #ifndef MLC_RUNTIME_BACKEND_CPU_CPUBACKEND_H
@@ -22,10 +17,10 @@ namespace mlc::rt {
 
 class CpuBackend final : public Backend {
 public:
-  CpuBackend(const Package &pkg, bool verbose = false, bool emulateCuda = false);
+  CpuBackend(const Package &pkg, bool verbose = false);
   ~CpuBackend() override;
 
-  std::string name() const override { return emulateCuda_ ? "cuda-emulator" : "cpu"; }
+  std::string name() const override { return "cpu"; }
   void upload(FlatBuffer which, int64_t offset, const void *src, int64_t bytes) override;
   void download(FlatBuffer which, int64_t offset, void *dst, int64_t bytes) override;
   void zero(FlatBuffer which) override;
@@ -57,15 +52,8 @@ private:
     std::vector<std::vector<char *>> args;        // per step
     std::vector<std::string> labels;              // per step, for the profile
     std::vector<std::string> gemmTypes;           // per step: a GEMM's dtype
-    /// The CUDA emulator's kernels: per step, the function and its launches.
-    std::vector<void *> cudaFns;
-    std::vector<std::vector<std::pair<int64_t, int64_t>>> cudaLaunches;
   };
-  bool emulateCuda_ = false;
-  /// The emulator's launcher (from the emulated kernel library) and the
-  /// kernels' scratch.
-  void (*emuLaunch_)(void *, int64_t, int64_t, char *const *, const void *, int) = nullptr;
-  std::vector<char> cudaScratch_;
+
   std::map<std::string, Bound> bound_;
   int outstanding_ = 0; // all-reduces started and not yet waited for
 };

@@ -8,14 +8,12 @@
 
 #include "runtime/backend/cuda/CudaBackend.h"
 #include "runtime/backend/KernelCache.h"
+#include "runtime/backend/cuda/CudaApi.h"
 #include "runtime/backend/cuda/CudaKernels.h"
 #include "runtime/backend/cuda/Nvrtc.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/Hash.h"
 
-#include <cublasLt.h>
-#include <cuda.h>
-#include <nccl.h>
 
 #include <chrono>
 #include <cmath>
@@ -32,42 +30,6 @@ namespace mlc::rt {
 
 namespace {
 
-// The driver entry points mlc calls.
-struct Driver {
-  decltype(&::cuInit) init;
-  decltype(&::cuGetErrorString) errorString;
-  decltype(&::cuDeviceGetCount) deviceCount;
-  decltype(&::cuDeviceGet) deviceGet;
-  decltype(&::cuDeviceGetName) deviceName;
-  decltype(&::cuDeviceGetAttribute) attribute;
-  decltype(&::cuDeviceTotalMem) totalMem;
-  decltype(&::cuDevicePrimaryCtxRetain) retain;
-  decltype(&::cuCtxSetCurrent) setCurrent;
-  decltype(&::cuModuleLoadData) loadModule;
-  decltype(&::cuModuleGetFunction) getFunction;
-  decltype(&::cuMemAlloc) alloc;
-  decltype(&::cuMemFree) free;
-  decltype(&::cuMemcpyHtoD) htod;
-  decltype(&::cuMemcpyDtoH) dtoh;
-  decltype(&::cuMemsetD8) memset8;
-  decltype(&::cuMemsetD8Async) memset8Async;
-  decltype(&::cuMemcpyHtoDAsync) htodAsync;
-  decltype(&::cuLaunchKernel) launch;
-  decltype(&::cuStreamCreate) streamCreate;
-  decltype(&::cuStreamSynchronize) streamSync;
-  decltype(&::cuEventCreate) eventCreate;
-  decltype(&::cuEventRecord) eventRecord;
-  decltype(&::cuEventSynchronize) eventSync;
-  decltype(&::cuEventElapsedTime) elapsed;
-  decltype(&::cuStreamBeginCapture) beginCapture;
-  decltype(&::cuStreamEndCapture) endCapture;
-  decltype(&::cuGraphInstantiateWithFlags) instantiate;
-  decltype(&::cuGraphLaunch) graphLaunch;
-  decltype(&::cuGraphDestroy) graphDestroy;
-  decltype(&::cuGraphExecDestroy) graphExecDestroy;
-  decltype(&::cuFuncSetAttribute) funcSetAttribute;
-  decltype(&::cuStreamWaitEvent) streamWaitEvent;
-};
 
 /// The driver, loaded once; null with the reason when it cannot be.
 Driver *driver(std::string *why) {
@@ -156,21 +118,6 @@ Driver *driver(std::string *why) {
   return instance;
 }
 
-// The cuBLASLt entry points mlc calls.
-struct BlasLt {
-  decltype(&::cublasLtCreate) create;
-  decltype(&::cublasLtMatmulDescCreate) descCreate;
-  decltype(&::cublasLtMatmulDescSetAttribute) descSet;
-  decltype(&::cublasLtMatmulDescDestroy) descDestroy;
-  decltype(&::cublasLtMatrixLayoutCreate) layoutCreate;
-  decltype(&::cublasLtMatrixLayoutSetAttribute) layoutSet;
-  decltype(&::cublasLtMatrixLayoutDestroy) layoutDestroy;
-  decltype(&::cublasLtMatmulPreferenceCreate) prefCreate;
-  decltype(&::cublasLtMatmulPreferenceSetAttribute) prefSet;
-  decltype(&::cublasLtMatmulPreferenceDestroy) prefDestroy;
-  decltype(&::cublasLtMatmulAlgoGetHeuristic) heuristic;
-  decltype(&::cublasLtMatmul) matmul;
-};
 
 BlasLt *blasLt() {
   static std::once_flag once;
@@ -217,14 +164,6 @@ BlasLt *blasLt() {
   return instance;
 }
 
-// The NCCL entry points mlc calls.
-struct Nccl {
-  decltype(&::ncclGetUniqueId) uniqueId;
-  decltype(&::ncclCommInitRank) initRank;
-  decltype(&::ncclAllReduce) allReduce;
-  decltype(&::ncclCommDestroy) destroy;
-  decltype(&::ncclGetErrorString) errorString;
-};
 
 Nccl *nccl() {
   static std::once_flag once;
@@ -262,12 +201,24 @@ Nccl *nccl() {
 }
 
 
+/// kernels.cu compiled by NVRTC for the device's architecture.
+class NvrtcLoader final : public ModuleLoader {
+public:
+  NvrtcLoader(Driver *d, std::string arch) : d_(d), arch_(std::move(arch)) {}
+  CUmodule load(const std::string &source, const std::string &name, bool verbose) override;
+
+private:
+  Driver *d_;
+  std::string arch_;
+};
+
 class CudaBackend final : public Backend {
 public:
-  CudaBackend(const Package &pkg, bool verbose);
+  /// `emulated`: on the CUDA emulator's device (EmulatedDevice.cpp).
+  CudaBackend(const Package &pkg, bool verbose, bool emulated);
   ~CudaBackend() override;
 
-  std::string name() const override { return "cuda"; }
+  std::string name() const override { return emulated_ ? "cuda-emulator" : "cuda"; }
   void upload(FlatBuffer which, int64_t offset, const void *src, int64_t bytes) override;
   void download(FlatBuffer which, int64_t offset, void *dst, int64_t bytes) override;
   void zero(FlatBuffer which) override;
@@ -300,7 +251,6 @@ private:
   void enqueue(const std::string &function, bool timed);
   void gemm(const StepDecl &s, const std::string &dtype, CUdeviceptr out, CUdeviceptr lhs,
             CUdeviceptr rhs);
-  CUmodule compileModule(const std::string &source, const std::string &name, bool verbose);
   /// Scales a gradient bucket before its sum (the rank's weight, bucket-wise
   /// clipping), on the compute stream.
   void prepareBucket(int64_t offset, int64_t count, bool clip);
@@ -308,8 +258,12 @@ private:
   bool ncclWanted() const;
   void openNccl();
 
+  bool emulated_;
   Driver *d_;
   BlasLt *lt_ = nullptr;
+  Nccl *nccl_ = nullptr; // loaded with the first all-reduce
+  std::unique_ptr<ModuleLoader> ownLoader_;
+  ModuleLoader *loader_ = nullptr;
   cublasLtHandle_t ltHandle_ = nullptr;
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;
@@ -371,9 +325,10 @@ CUdeviceptr CudaBackend::allocate(int64_t bytes, const std::string &what) {
   return p;
 }
 
-CudaBackend::CudaBackend(const Package &pkg, bool verbose) : Backend(pkg) {
+CudaBackend::CudaBackend(const Package &pkg, bool verbose, bool emulated)
+    : Backend(pkg), emulated_(emulated) {
   std::string why;
-  d_ = driver(&why);
+  d_ = emulated ? emulatedDevice().driver : driver(&why);
   if (!d_)
     fail("--device cuda: " + why + "; use --device cpu");
   if (pkg.cudaSource.empty())
@@ -406,7 +361,13 @@ CudaBackend::CudaBackend(const Package &pkg, bool verbose) : Backend(pkg) {
   if (verbose)
     std::fprintf(stderr, "mlc: CUDA device 0: %s (%s, %d SMs)\n", name, arch_.c_str(), sms);
   check(d_->streamCreate(&stream_, CU_STREAM_NON_BLOCKING), "creating a stream");
-  lt_ = blasLt();
+  lt_ = emulated ? emulatedDevice().blasLt : blasLt();
+  if (emulated) {
+    loader_ = emulatedDevice().loader;
+  } else {
+    ownLoader_ = std::make_unique<NvrtcLoader>(d_, arch_);
+    loader_ = ownLoader_.get();
+  }
   checkBlas(lt_->create(&ltHandle_), "cublasLtCreate");
 
   const int64_t flatBytes = pkg.paramCount * elementSize_;
@@ -465,7 +426,7 @@ CudaBackend::CudaBackend(const Package &pkg, bool verbose) : Backend(pkg) {
 
 CudaBackend::~CudaBackend() {
   if (ncclComm_)
-    nccl()->destroy(ncclComm_);
+    nccl_->destroy(ncclComm_);
   for (auto &[_, p] : gemmPlans_) {
     lt_->layoutDestroy(p.a);
     lt_->layoutDestroy(p.b);
@@ -484,8 +445,7 @@ CudaBackend::~CudaBackend() {
 /// `source` compiled for this device, through the cubin cache: the key is
 /// the source, the architecture and NVRTC's version (a warm start compiles
 /// nothing).
-CUmodule CudaBackend::compileModule(const std::string &source, const std::string &name,
-                                    bool verbose) {
+CUmodule NvrtcLoader::load(const std::string &source, const std::string &name, bool verbose) {
   std::string why;
   Nvrtc *nvrtc = Nvrtc::get(&why);
   if (!nvrtc)
@@ -511,7 +471,9 @@ CUmodule CudaBackend::compileModule(const std::string &source, const std::string
   CUresult rc = d_->loadModule(&module, image.data());
   if (rc != CUDA_SUCCESS) {
     evictArtifact(path);
-    check(rc, "loading the compiled kernels (" + path + ")");
+    const char *msg = nullptr;
+    d_->errorString(rc, &msg);
+    fail("CUDA: loading the compiled kernels (" + path + ") failed: " + (msg ? msg : "?"));
   }
   return module;
 }
@@ -523,8 +485,8 @@ void CudaBackend::loadKernels(bool verbose) {
   for (auto &[_, k] : kernels_)
     scratch = std::max(scratch, k.scratch);
   scratch_ = allocate(scratch, "the kernels' scratch");
-  module_ = compileModule(pkg_.cudaSource, pkg_.dir + "/kernels.cu", verbose);
-  builtins_ = compileModule(cudaBucketKernels(), "the runtime's bucket kernels", false);
+  module_ = loader_->load(pkg_.cudaSource, pkg_.dir + "/kernels.cu", verbose);
+  builtins_ = loader_->load(cudaBucketKernels(), "the runtime's bucket kernels", false);
   const char *suffix = elementSize_ == 8 ? "_f64" : "_f32";
   check(d_->getFunction(&sumsq_, builtins_, (std::string("mlc_sumsq") + suffix).c_str()),
         "finding the bucket kernels");
@@ -812,7 +774,8 @@ bool CudaBackend::ncclWanted() const {
 
 /// Rank 0's NCCL id, broadcast over the MPI world; a stream for the sums.
 void CudaBackend::openNccl() {
-  Nccl *n = nccl();
+  nccl_ = emulated_ ? emulatedDevice().nccl : nccl();
+  Nccl *n = nccl_;
   ncclUniqueId id;
   auto checkNccl = [&](ncclResult_t rc, const std::string &what) {
     if (rc != ncclSuccess)
@@ -845,12 +808,12 @@ void CudaBackend::allReduceStart(FlatBuffer which, int64_t offset, int64_t count
   check(d_->eventRecord(ready, stream_), "ordering a gradient bucket's sum");
   check(d_->streamWaitEvent(commStream_, ready, 0), "ordering a gradient bucket's sum");
   CUdeviceptr data = flat(which) + offset * elementSize_;
-  ncclResult_t rc = nccl()->allReduce(reinterpret_cast<void *>(data), reinterpret_cast<void *>(data),
+  ncclResult_t rc = nccl_->allReduce(reinterpret_cast<void *>(data), reinterpret_cast<void *>(data),
                                       size_t(count), elementSize_ == 8 ? ncclFloat64 : ncclFloat32,
                                       ncclSum, ncclComm_, reinterpret_cast<cudaStream_t>(commStream_));
   if (rc != ncclSuccess)
     fail("NCCL: the all-reduce of gradient bucket " + std::to_string(tag) + " failed: " +
-         nccl()->errorString(rc));
+         nccl_->errorString(rc));
   check(d_->eventRecord(done, commStream_), "ordering a gradient bucket's sum");
 }
 
@@ -933,9 +896,8 @@ HostTensor CudaBackend::output(const std::string &function, const std::string &n
 
 bool cudaAvailable(std::string *why) { return driver(why) != nullptr; }
 
-std::unique_ptr<Backend> createCudaBackend(const Package &pkg, bool verbose) {
-  auto backend = std::make_unique<CudaBackend>(pkg, verbose);
-  return backend;
+std::unique_ptr<Backend> createCudaBackend(const Package &pkg, bool verbose, bool emulated) {
+  return std::make_unique<CudaBackend>(pkg, verbose, emulated);
 }
 
 } // namespace mlc::rt

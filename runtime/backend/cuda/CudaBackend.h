@@ -30,8 +30,11 @@ namespace mlc::rt {
 bool cudaAvailable(std::string *why);
 
 /// The CUDA backend on device 0 (CUDA_VISIBLE_DEVICES selects it); an Error
-/// when there is no driver or device.
-std::unique_ptr<Backend> createCudaBackend(const Package &pkg, bool verbose);
+/// when there is no driver or device. `emulated`: on the CUDA emulator's
+/// device instead (`--device cuda-emulator`: the same backend, its kernels
+/// run on the CPU), which every machine has.
+std::unique_ptr<Backend> createCudaBackend(const Package &pkg, bool verbose,
+                                           bool emulated = false);
 
 } // namespace mlc::rt
 

@@ -1,10 +1,11 @@
 //===- CudaEmulation.h - kernels.cu run by the host compiler ----*- C++ -*-===//
 //
-// The CUDA emulator (`--device cuda-emulator`) runs a package's kernels.cu
-// on the CPU, so that the CUDA kernels' numerics are tested on machines
-// without a GPU: the source is compiled by the host C++ compiler behind the
-// header below, which supplies what CUDA C uses (thread and block indices,
-// __shared__, __syncthreads, warp shuffles, atomics).
+// The CUDA emulator (`--device cuda-emulator`) runs the CUDA backend on the
+// CPU, so that the backend and its kernels are tested on machines without a
+// GPU: EmulatedDevice.cpp stands in for the driver, cuBLASLt and NCCL, and
+// kernels.cu is compiled by the host C++ compiler behind the header below,
+// which supplies what CUDA C uses (thread and block indices, __shared__,
+// __syncthreads, warp shuffles, atomics).
 //
 // Each CUDA thread is a fiber (ucontext) with its own stack; a block's
 // fibers run on one OS thread, switching at barriers: __syncthreads waits
@@ -52,7 +53,9 @@ struct Thread {
   dim3 tid, bid, bdim, gdim;
 };
 enum { Ready, AtBlockBarrier, AtWarpBarrier, Done };
-typedef void (*Kernel)(char *const *, const void *, int);
+// Calls kernel `fn` with the launch's parameters (cuLaunchKernel's array of
+// pointers to each argument): the runtime supplies one per signature.
+typedef void (*Thunk)(void *fn, void *const *params);
 
 // A context switch saves the callee-saved registers and the floating-point
 // control words on the old stack and resumes the new one: on x86-64 a few
@@ -86,10 +89,9 @@ struct Fiber {
 
 // One OS thread's block: its fibers, their stacks and the warp exchange.
 struct Block {
-  Kernel fn;
-  char *const *args;
-  const void *ctx;
-  int phase;
+  Thunk thunk;
+  void *fn;
+  void *const *params;
   int current;
   std::vector<Fiber> fibers;
   std::vector<char> stacks;
@@ -119,7 +121,7 @@ static inline void wait(int why) {
 // returns to the scheduler for good.
 static void entry() {
   Block *b = block;
-  b->fn(b->args, b->ctx, b->phase);
+  b->thunk(b->fn, b->params);
   Fiber &f = b->fibers[b->current];
   f.state = Done;
   transfer(f.ctx, b->scheduler);
@@ -256,9 +258,9 @@ static inline unsigned long long atomicMin(unsigned long long *p, unsigned long 
   return old;
 }
 
-// One phase of a kernel: every block, shared out among OpenMP threads.
-extern "C" void mlc_emu_launch(void *fn, int64_t grid, int64_t threads, char *const *args,
-                               const void *ctx, int phase) {
+// One launch of kernel `fn`: every block, shared out among OpenMP threads.
+extern "C" void mlc_emu_launch(mlc_emu::Thunk thunk, void *fn, void *const *params, int64_t grid,
+                               int64_t threads) {
 #pragma omp parallel
   {
     static thread_local mlc_emu::Block *mine = nullptr;
@@ -267,10 +269,9 @@ extern "C" void mlc_emu_launch(void *fn, int64_t grid, int64_t threads, char *co
 #pragma omp for schedule(dynamic, 1)
     for (int64_t g = 0; g < grid; ++g) {
       mlc_emu::block = mine;
-      mine->fn = reinterpret_cast<mlc_emu::Kernel>(fn);
-      mine->args = args;
-      mine->ctx = ctx;
-      mine->phase = phase;
+      mine->thunk = thunk;
+      mine->fn = fn;
+      mine->params = params;
       mlc_emu::runBlock(*mine, unsigned(g), unsigned(grid), unsigned(threads));
     }
   }

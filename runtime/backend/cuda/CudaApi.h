@@ -1,0 +1,104 @@
+//===- CudaApi.h - the CUDA libraries' entry points mlc calls ---*- C++ -*-===//
+//
+// Private to runtime/backend/cuda/. The CUDA backend calls the driver,
+// cuBLASLt and NCCL through these tables: filled from the real libraries
+// (dlopen, CudaBackend.cpp), or by the CUDA emulator (EmulatedDevice.cpp),
+// which implements them on the CPU so that the backend itself runs and is
+// tested on machines without a GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_RUNTIME_BACKEND_CUDA_CUDAAPI_H
+#define MLC_RUNTIME_BACKEND_CUDA_CUDAAPI_H
+
+#include <cublasLt.h>
+#include <cuda.h>
+#include <nccl.h>
+
+#include <string>
+
+namespace mlc::rt {
+
+// The driver entry points mlc calls.
+struct Driver {
+  decltype(&::cuInit) init;
+  decltype(&::cuGetErrorString) errorString;
+  decltype(&::cuDeviceGetCount) deviceCount;
+  decltype(&::cuDeviceGet) deviceGet;
+  decltype(&::cuDeviceGetName) deviceName;
+  decltype(&::cuDeviceGetAttribute) attribute;
+  decltype(&::cuDeviceTotalMem) totalMem;
+  decltype(&::cuDevicePrimaryCtxRetain) retain;
+  decltype(&::cuCtxSetCurrent) setCurrent;
+  decltype(&::cuModuleLoadData) loadModule;
+  decltype(&::cuModuleGetFunction) getFunction;
+  decltype(&::cuMemAlloc) alloc;
+  decltype(&::cuMemFree) free;
+  decltype(&::cuMemcpyHtoD) htod;
+  decltype(&::cuMemcpyDtoH) dtoh;
+  decltype(&::cuMemsetD8) memset8;
+  decltype(&::cuMemsetD8Async) memset8Async;
+  decltype(&::cuMemcpyHtoDAsync) htodAsync;
+  decltype(&::cuLaunchKernel) launch;
+  decltype(&::cuStreamCreate) streamCreate;
+  decltype(&::cuStreamSynchronize) streamSync;
+  decltype(&::cuEventCreate) eventCreate;
+  decltype(&::cuEventRecord) eventRecord;
+  decltype(&::cuEventSynchronize) eventSync;
+  decltype(&::cuEventElapsedTime) elapsed;
+  decltype(&::cuStreamBeginCapture) beginCapture;
+  decltype(&::cuStreamEndCapture) endCapture;
+  decltype(&::cuGraphInstantiateWithFlags) instantiate;
+  decltype(&::cuGraphLaunch) graphLaunch;
+  decltype(&::cuGraphDestroy) graphDestroy;
+  decltype(&::cuGraphExecDestroy) graphExecDestroy;
+  decltype(&::cuFuncSetAttribute) funcSetAttribute;
+  decltype(&::cuStreamWaitEvent) streamWaitEvent;
+};
+
+// The cuBLASLt entry points mlc calls.
+struct BlasLt {
+  decltype(&::cublasLtCreate) create;
+  decltype(&::cublasLtMatmulDescCreate) descCreate;
+  decltype(&::cublasLtMatmulDescSetAttribute) descSet;
+  decltype(&::cublasLtMatmulDescDestroy) descDestroy;
+  decltype(&::cublasLtMatrixLayoutCreate) layoutCreate;
+  decltype(&::cublasLtMatrixLayoutSetAttribute) layoutSet;
+  decltype(&::cublasLtMatrixLayoutDestroy) layoutDestroy;
+  decltype(&::cublasLtMatmulPreferenceCreate) prefCreate;
+  decltype(&::cublasLtMatmulPreferenceSetAttribute) prefSet;
+  decltype(&::cublasLtMatmulPreferenceDestroy) prefDestroy;
+  decltype(&::cublasLtMatmulAlgoGetHeuristic) heuristic;
+  decltype(&::cublasLtMatmul) matmul;
+};
+
+// The NCCL entry points mlc calls.
+struct Nccl {
+  decltype(&::ncclGetUniqueId) uniqueId;
+  decltype(&::ncclCommInitRank) initRank;
+  decltype(&::ncclAllReduce) allReduce;
+  decltype(&::ncclCommDestroy) destroy;
+  decltype(&::ncclGetErrorString) errorString;
+};
+
+/// How kernels.cu (and the runtime's own kernels) become a module: a cubin
+/// from NVRTC, or on the emulator a host library.
+struct ModuleLoader {
+  /// The module of `source`; `name` for messages.
+  virtual CUmodule load(const std::string &source, const std::string &name, bool verbose) = 0;
+  virtual ~ModuleLoader() = default;
+};
+
+/// The CUDA emulator's device: its driver, cuBLASLt, NCCL (one rank) and
+/// module loader (the host compiler behind CudaEmulation.h).
+struct EmulatedDevice {
+  Driver *driver;
+  BlasLt *blasLt;
+  Nccl *nccl;
+  ModuleLoader *loader;
+};
+EmulatedDevice &emulatedDevice();
+
+} // namespace mlc::rt
+
+#endif // MLC_RUNTIME_BACKEND_CUDA_CUDAAPI_H

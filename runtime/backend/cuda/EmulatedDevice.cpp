@@ -1,0 +1,498 @@
+//===- EmulatedDevice.cpp - the CUDA emulator's driver, cuBLASLt and NCCL ----===//
+//
+// `--device cuda-emulator` runs the CUDA backend itself (CudaBackend.cpp:
+// its buffers, argument tables, phases, scratch, error words, GEMM layouts,
+// graph capture, bucket kernels and NCCL calls) on the CPU, through the
+// tables of CudaApi.h filled here:
+//
+//   driver     device memory is host memory; one device ("sm_90", 4 SMs);
+//              streams run in order and at once, so events and waits are
+//              trivial; a stream capture records the launches, GEMMs and
+//              sums it sees, and a graph launch replays them;
+//   modules    kernels.cu compiled by the host compiler behind
+//              CudaEmulation.h (each CUDA thread a fiber);
+//   cuBLASLt   cublasLtMatmul as documented (column-major layouts,
+//              transposes, strided batches; f32, f64 and bf16 in, f32 or
+//              f64 accumulation), a plain loop;
+//   NCCL       one rank: a sum over one rank is the buffer itself.
+//
+// Slow, and meant for the tests' small shapes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/backend/KernelCache.h"
+#include "runtime/backend/cuda/CudaApi.h"
+#include "runtime/backend/cuda/CudaEmulation.h"
+#include "runtime/core/Error.h"
+
+#include <chrono>
+#include <cstring>
+#include <dlfcn.h>
+#include <functional>
+#include <map>
+#include <memory>
+#include <unistd.h>
+#include <vector>
+
+namespace mlc::rt {
+
+namespace {
+
+// The stream's work: run at once, or recorded while a capture is open.
+struct Capture {
+  bool open = false;
+  std::vector<std::function<void()>> ops;
+};
+Capture &capture() {
+  static Capture c;
+  return c;
+}
+void submit(std::function<void()> op) {
+  if (capture().open)
+    capture().ops.push_back(std::move(op));
+  else
+    op();
+}
+
+struct Graph {
+  std::vector<std::function<void()>> ops;
+};
+
+//===----------------------------------------------------------------------===//
+// Modules and launches
+//===----------------------------------------------------------------------===//
+
+using Launcher = void (*)(void (*)(void *, void *const *), void *, void *const *, int64_t,
+                          int64_t);
+
+struct Module {
+  void *library;
+  Launcher launch;
+};
+
+// How each kernel signature unpacks cuLaunchKernel's parameters.
+void packageKernel(void *fn, void *const *p) {
+  reinterpret_cast<void (*)(char *const *, const void *, int)>(fn)(
+      *static_cast<char *const *const *>(p[0]), *static_cast<const void *const *>(p[1]),
+      *static_cast<const int *>(p[2]));
+}
+void sumsqKernel(void *fn, void *const *p) {
+  reinterpret_cast<void (*)(const void *, long long, double *)>(fn)(
+      *static_cast<const void *const *>(p[0]), *static_cast<const long long *>(p[1]),
+      *static_cast<double *const *>(p[2]));
+}
+void scaleKernel(void *fn, void *const *p) {
+  reinterpret_cast<void (*)(void *, long long, const double *, int, double, double)>(fn)(
+      *static_cast<void *const *>(p[0]), *static_cast<const long long *>(p[1]),
+      *static_cast<const double *const *>(p[2]), *static_cast<const int *>(p[3]),
+      *static_cast<const double *>(p[4]), *static_cast<const double *>(p[5]));
+}
+
+struct Function {
+  Module *module;
+  void *fn;
+  void (*thunk)(void *, void *const *);
+  std::vector<size_t> sizes; // each parameter's bytes
+};
+
+class HostModuleLoader final : public ModuleLoader {
+public:
+  CUmodule load(const std::string &source, const std::string &name, bool verbose) override {
+    auto *m = new Module();
+    m->library = loadHostKernelLibrary(cudaEmulationHeader() + source, verbose);
+    m->launch = reinterpret_cast<Launcher>(dlsym(m->library, "mlc_emu_launch"));
+    if (!m->launch)
+      fail("internal: the CUDA emulator's launcher is missing from " + name);
+    return reinterpret_cast<CUmodule>(m);
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Driver
+//===----------------------------------------------------------------------===//
+
+CUresult init(unsigned) { return CUDA_SUCCESS; }
+CUresult errorString(CUresult rc, const char **msg) {
+  static const std::map<CUresult, const char *> names = {
+      {CUDA_ERROR_INVALID_VALUE, "invalid argument"},
+      {CUDA_ERROR_OUT_OF_MEMORY, "out of memory"},
+      {CUDA_ERROR_NOT_FOUND, "named symbol not found"},
+      {CUDA_ERROR_NOT_SUPPORTED, "operation not supported by the CUDA emulator"}};
+  auto it = names.find(rc);
+  *msg = it == names.end() ? "CUDA emulator error" : it->second;
+  return CUDA_SUCCESS;
+}
+CUresult deviceCount(int *n) {
+  *n = 1;
+  return CUDA_SUCCESS;
+}
+CUresult deviceGet(CUdevice *d, int ordinal) {
+  *d = 0;
+  return ordinal == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+CUresult deviceName(char *name, int len, CUdevice) {
+  std::snprintf(name, size_t(len), "mlc CUDA emulator");
+  return CUDA_SUCCESS;
+}
+CUresult attribute(int *v, CUdevice_attribute a, CUdevice) {
+  switch (a) {
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+    *v = 9;
+    break;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+    *v = 0;
+    break;
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+    *v = 4;
+    break;
+  case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:
+    *v = 1000000; // kHz
+    break;
+  default:
+    *v = 0;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult totalMem(size_t *bytes, CUdevice) {
+  *bytes = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGE_SIZE));
+  return CUDA_SUCCESS;
+}
+CUresult retain(CUcontext *c, CUdevice) {
+  static int context;
+  *c = reinterpret_cast<CUcontext>(&context);
+  return CUDA_SUCCESS;
+}
+CUresult setCurrent(CUcontext) { return CUDA_SUCCESS; }
+CUresult loadModule(CUmodule *, const void *) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult getFunction(CUfunction *f, CUmodule mod, const char *name) {
+  auto *m = reinterpret_cast<Module *>(mod);
+  void *fn = dlsym(m->library, name);
+  if (!fn)
+    return CUDA_ERROR_NOT_FOUND;
+  std::string n = name;
+  auto *k = new Function{m, fn, packageKernel, {8, 8, 4}};
+  if (n.rfind("mlc_sumsq", 0) == 0)
+    *k = Function{m, fn, sumsqKernel, {8, 8, 8}};
+  else if (n.rfind("mlc_scale", 0) == 0)
+    *k = Function{m, fn, scaleKernel, {8, 8, 8, 4, 8, 8}};
+  *f = reinterpret_cast<CUfunction>(k);
+  return CUDA_SUCCESS;
+}
+CUresult alloc(CUdeviceptr *p, size_t bytes) {
+  void *m = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (!m)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  *p = reinterpret_cast<CUdeviceptr>(m);
+  return CUDA_SUCCESS;
+}
+CUresult freeMem(CUdeviceptr p) {
+  std::free(reinterpret_cast<void *>(p));
+  return CUDA_SUCCESS;
+}
+CUresult htod(CUdeviceptr dst, const void *src, size_t n) {
+  std::memcpy(reinterpret_cast<void *>(dst), src, n);
+  return CUDA_SUCCESS;
+}
+CUresult dtoh(void *dst, CUdeviceptr src, size_t n) {
+  std::memcpy(dst, reinterpret_cast<const void *>(src), n);
+  return CUDA_SUCCESS;
+}
+CUresult memset8(CUdeviceptr p, unsigned char v, size_t n) {
+  std::memset(reinterpret_cast<void *>(p), v, n);
+  return CUDA_SUCCESS;
+}
+CUresult memset8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream) {
+  submit([=] { std::memset(reinterpret_cast<void *>(p), v, n); });
+  return CUDA_SUCCESS;
+}
+CUresult htodAsync(CUdeviceptr dst, const void *src, size_t n, CUstream) {
+  // The host data is copied now: a replayed capture must not read it later.
+  auto bytes = std::make_shared<std::vector<char>>(static_cast<const char *>(src),
+                                                    static_cast<const char *>(src) + n);
+  submit([=] { std::memcpy(reinterpret_cast<void *>(dst), bytes->data(), n); });
+  return CUDA_SUCCESS;
+}
+CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                unsigned bz, unsigned, CUstream, void **params, void **) {
+  auto *k = reinterpret_cast<Function *>(f);
+  if (gy != 1 || gz != 1 || by != 1 || bz != 1 || bx % 32 != 0 || bx > 1024)
+    return CUDA_ERROR_INVALID_VALUE;
+  // The parameters' values are taken now, as cuLaunchKernel does.
+  std::vector<uint64_t> values(k->sizes.size());
+  for (size_t i = 0; i < k->sizes.size(); ++i)
+    std::memcpy(&values[i], params[i], k->sizes[i]);
+  submit([k, values, gx, bx] {
+    std::vector<void *> p;
+    std::vector<uint64_t> v = values;
+    for (uint64_t &x : v)
+      p.push_back(&x);
+    k->module->launch(k->thunk, k->fn, p.data(), gx, bx);
+  });
+  return CUDA_SUCCESS;
+}
+CUresult streamCreate(CUstream *s, unsigned) {
+  static int streams[64];
+  static int next = 0;
+  *s = reinterpret_cast<CUstream>(&streams[next++ % 64]);
+  return CUDA_SUCCESS;
+}
+CUresult streamSync(CUstream) { return CUDA_SUCCESS; }
+struct Event {
+  std::chrono::steady_clock::time_point at;
+};
+CUresult eventCreate(CUevent *e, unsigned) {
+  *e = reinterpret_cast<CUevent>(new Event());
+  return CUDA_SUCCESS;
+}
+CUresult eventRecord(CUevent e, CUstream) {
+  auto *ev = reinterpret_cast<Event *>(e);
+  submit([ev] { ev->at = std::chrono::steady_clock::now(); });
+  return CUDA_SUCCESS;
+}
+CUresult eventSync(CUevent) { return CUDA_SUCCESS; }
+CUresult elapsed(float *ms, CUevent a, CUevent b) {
+  *ms = std::chrono::duration<float, std::milli>(reinterpret_cast<Event *>(b)->at -
+                                                 reinterpret_cast<Event *>(a)->at)
+            .count();
+  return CUDA_SUCCESS;
+}
+CUresult beginCapture(CUstream, CUstreamCaptureMode) {
+  if (capture().open)
+    return CUDA_ERROR_INVALID_VALUE;
+  capture().open = true;
+  capture().ops.clear();
+  return CUDA_SUCCESS;
+}
+CUresult endCapture(CUstream, CUgraph *g) {
+  if (!capture().open)
+    return CUDA_ERROR_INVALID_VALUE;
+  capture().open = false;
+  *g = reinterpret_cast<CUgraph>(new Graph{std::move(capture().ops)});
+  return CUDA_SUCCESS;
+}
+CUresult instantiate(CUgraphExec *e, CUgraph g, unsigned long long) {
+  *e = reinterpret_cast<CUgraphExec>(new Graph(*reinterpret_cast<Graph *>(g)));
+  return CUDA_SUCCESS;
+}
+CUresult graphLaunch(CUgraphExec e, CUstream) {
+  for (auto &op : reinterpret_cast<Graph *>(e)->ops)
+    submit(op);
+  return CUDA_SUCCESS;
+}
+CUresult graphDestroy(CUgraph g) {
+  delete reinterpret_cast<Graph *>(g);
+  return CUDA_SUCCESS;
+}
+CUresult graphExecDestroy(CUgraphExec e) {
+  delete reinterpret_cast<Graph *>(e);
+  return CUDA_SUCCESS;
+}
+CUresult funcSetAttribute(CUfunction, CUfunction_attribute, int) { return CUDA_SUCCESS; }
+CUresult streamWaitEvent(CUstream, CUevent, unsigned) { return CUDA_SUCCESS; }
+
+//===----------------------------------------------------------------------===//
+// cuBLASLt: cublasLtMatmul's definition, column-major.
+//===----------------------------------------------------------------------===//
+
+struct Desc {
+  cublasComputeType_t compute;
+  cudaDataType_t scale;
+  cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
+};
+struct Layout {
+  cudaDataType_t type;
+  uint64_t rows, cols;
+  int64_t ld;
+  int32_t batch = 1;
+  int64_t stride = 0;
+};
+
+double load(const void *base, cudaDataType_t t, int64_t i) {
+  if (t == CUDA_R_64F)
+    return static_cast<const double *>(base)[i];
+  if (t == CUDA_R_32F)
+    return static_cast<const float *>(base)[i];
+  uint32_t u = uint32_t(static_cast<const uint16_t *>(base)[i]) << 16; // bf16
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+void store(void *base, cudaDataType_t t, int64_t i, double v) {
+  if (t == CUDA_R_64F) {
+    static_cast<double *>(base)[i] = v;
+  } else if (t == CUDA_R_32F) {
+    static_cast<float *>(base)[i] = float(v);
+  } else {
+    float f = float(v);
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    static_cast<uint16_t *>(base)[i] =
+        (u & 0x7fffffffu) > 0x7f800000u ? uint16_t((u >> 16) | 0x40u)
+                                        : uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+}
+int64_t elementSize(cudaDataType_t t) { return t == CUDA_R_64F ? 8 : t == CUDA_R_32F ? 4 : 2; }
+
+cublasStatus_t ltCreate(cublasLtHandle_t *h) {
+  static int handle;
+  *h = reinterpret_cast<cublasLtHandle_t>(&handle);
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t descCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t c, cudaDataType_t s) {
+  *d = reinterpret_cast<cublasLtMatmulDesc_t>(new Desc{c, s});
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t descSet(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, const void *v,
+                       size_t n) {
+  auto *desc = reinterpret_cast<Desc *>(d);
+  if (n != sizeof(cublasOperation_t))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (a == CUBLASLT_MATMUL_DESC_TRANSA)
+    std::memcpy(&desc->ta, v, n);
+  else if (a == CUBLASLT_MATMUL_DESC_TRANSB)
+    std::memcpy(&desc->tb, v, n);
+  else
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t descDestroy(cublasLtMatmulDesc_t d) {
+  delete reinterpret_cast<Desc *>(d);
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t layoutCreate(cublasLtMatrixLayout_t *l, cudaDataType t, uint64_t rows,
+                            uint64_t cols, int64_t ld) {
+  if (ld < int64_t(rows))
+    return CUBLAS_STATUS_INVALID_VALUE; // column-major: ld >= rows
+  *l = reinterpret_cast<cublasLtMatrixLayout_t>(new Layout{t, rows, cols, ld});
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t layoutSet(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t a,
+                         const void *v, size_t n) {
+  auto *layout = reinterpret_cast<Layout *>(l);
+  if (a == CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT && n == sizeof(int32_t))
+    std::memcpy(&layout->batch, v, n);
+  else if (a == CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET && n == sizeof(int64_t))
+    std::memcpy(&layout->stride, v, n);
+  else
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t layoutDestroy(cublasLtMatrixLayout_t l) {
+  delete reinterpret_cast<Layout *>(l);
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t prefCreate(cublasLtMatmulPreference_t *p) {
+  static int pref;
+  *p = reinterpret_cast<cublasLtMatmulPreference_t>(&pref);
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t prefSet(cublasLtMatmulPreference_t, cublasLtMatmulPreferenceAttributes_t,
+                       const void *, size_t) {
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t prefDestroy(cublasLtMatmulPreference_t) { return CUBLAS_STATUS_SUCCESS; }
+/// The shapes must agree as cuBLASLt requires: op(A) is M x K, op(B) K x N,
+/// C and D M x N, one batch count.
+bool shapesAgree(const Desc &d, const Layout &a, const Layout &b, const Layout &c) {
+  uint64_t m = d.ta == CUBLAS_OP_N ? a.rows : a.cols, ka = d.ta == CUBLAS_OP_N ? a.cols : a.rows;
+  uint64_t kb = d.tb == CUBLAS_OP_N ? b.rows : b.cols, n = d.tb == CUBLAS_OP_N ? b.cols : b.rows;
+  return m == c.rows && n == c.cols && ka == kb && a.batch == b.batch && b.batch == c.batch &&
+         a.type == b.type;
+}
+cublasStatus_t heuristic(cublasLtHandle_t, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a,
+                         cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
+                         cublasLtMatrixLayout_t, cublasLtMatmulPreference_t, int,
+                         cublasLtMatmulHeuristicResult_t *result, int *found) {
+  *found = 0;
+  if (!shapesAgree(*reinterpret_cast<Desc *>(d), *reinterpret_cast<Layout *>(a),
+                   *reinterpret_cast<Layout *>(b), *reinterpret_cast<Layout *>(c)))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  std::memset(result, 0, sizeof *result);
+  *found = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t matmul(cublasLtHandle_t, cublasLtMatmulDesc_t dd, const void *alpha,
+                      const void *A, cublasLtMatrixLayout_t al, const void *B,
+                      cublasLtMatrixLayout_t bl, const void *beta, const void *C,
+                      cublasLtMatrixLayout_t cl, void *D, cublasLtMatrixLayout_t dl,
+                      const cublasLtMatmulAlgo_t *, void *, size_t, cudaStream_t) {
+  const Desc d = *reinterpret_cast<Desc *>(dd);
+  const Layout a = *reinterpret_cast<Layout *>(al), b = *reinterpret_cast<Layout *>(bl),
+               c = *reinterpret_cast<Layout *>(cl), o = *reinterpret_cast<Layout *>(dl);
+  if (!shapesAgree(d, a, b, c))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  const bool f64 = d.scale == CUDA_R_64F;
+  const double al64 = f64 ? *static_cast<const double *>(alpha) : *static_cast<const float *>(alpha);
+  const double be64 = f64 ? *static_cast<const double *>(beta) : *static_cast<const float *>(beta);
+  submit([=] {
+    const int64_t M = int64_t(c.rows), N = int64_t(c.cols);
+    const int64_t K = int64_t(d.ta == CUBLAS_OP_N ? a.cols : a.rows);
+    for (int32_t t = 0; t < a.batch; ++t) {
+      const char *Ab = static_cast<const char *>(A) + t * a.stride * elementSize(a.type);
+      const char *Bb = static_cast<const char *>(B) + t * b.stride * elementSize(b.type);
+      const char *Cb = static_cast<const char *>(C) + t * c.stride * elementSize(c.type);
+      char *Db = static_cast<char *>(D) + t * o.stride * elementSize(o.type);
+#pragma omp parallel for
+      for (int64_t j = 0; j < N; ++j)
+        for (int64_t i = 0; i < M; ++i) {
+          double s = 0; // f32 accumulation is emulated in f64: closer, never farther
+          for (int64_t k = 0; k < K; ++k) {
+            double x = load(Ab, a.type, d.ta == CUBLAS_OP_N ? i + k * a.ld : k + i * a.ld);
+            double y = load(Bb, b.type, d.tb == CUBLAS_OP_N ? k + j * b.ld : j + k * b.ld);
+            s += x * y;
+          }
+          double v = al64 * s + (be64 != 0 ? be64 * load(Cb, c.type, i + j * c.ld) : 0.0);
+          store(Db, o.type, i + j * o.ld, v);
+        }
+    }
+  });
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+//===----------------------------------------------------------------------===//
+// NCCL: one rank.
+//===----------------------------------------------------------------------===//
+
+ncclResult_t uniqueId(ncclUniqueId *id) {
+  std::memset(id, 0, sizeof *id);
+  return ncclSuccess;
+}
+ncclResult_t initRank(ncclComm_t *comm, int ranks, ncclUniqueId, int rank) {
+  if (ranks != 1 || rank != 0)
+    return ncclInvalidUsage; // the emulator is one device
+  static int world;
+  *comm = reinterpret_cast<ncclComm_t>(&world);
+  return ncclSuccess;
+}
+ncclResult_t allReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
+                       ncclRedOp_t, ncclComm_t, cudaStream_t) {
+  size_t bytes = count * (type == ncclFloat64 ? 8 : type == ncclFloat32 ? 4 : 2);
+  if (send != recv)
+    submit([=] { std::memcpy(recv, send, bytes); });
+  return ncclSuccess;
+}
+ncclResult_t destroy(ncclComm_t) { return ncclSuccess; }
+const char *ncclError(ncclResult_t rc) {
+  return rc == ncclInvalidUsage ? "the CUDA emulator's NCCL has one rank" : "NCCL emulator error";
+}
+
+} // namespace
+
+EmulatedDevice &emulatedDevice() {
+  static Driver driver = {init,         errorString,   deviceCount, deviceGet,   deviceName,
+                          attribute,    totalMem,      retain,      setCurrent,  loadModule,
+                          getFunction,  alloc,         freeMem,     htod,        dtoh,
+                          memset8,      memset8Async,  htodAsync,   launch,      streamCreate,
+                          streamSync,   eventCreate,   eventRecord, eventSync,   elapsed,
+                          beginCapture, endCapture,    instantiate, graphLaunch, graphDestroy,
+                          graphExecDestroy, funcSetAttribute, streamWaitEvent};
+  static BlasLt blasLt = {ltCreate,   descCreate,  descSet,     descDestroy,
+                          layoutCreate, layoutSet, layoutDestroy, prefCreate,
+                          prefSet,    prefDestroy, heuristic,   matmul};
+  static Nccl nccl = {uniqueId, initRank, allReduce, destroy, ncclError};
+  static HostModuleLoader loader;
+  static EmulatedDevice device = {&driver, &blasLt, &nccl, &loader};
+  return device;
+}
+
+} // namespace mlc::rt
