@@ -77,6 +77,9 @@ public:
   /// them on the host before each update, see core/OptimizerScalars.h).
   virtual void setScalars(const std::string &name, const std::vector<double> &values) = 0;
 
+  /// f32 GEMMs in TF32 on tensor cores (a GPU's choice; the CPU has none).
+  virtual void setTf32(bool) {}
+
   /// The device's peak rate for the package's GEMMs, in FLOP/s (for MFU):
   /// the CPU backend measures its BLAS on a square GEMM once; 0 if unknown.
   virtual double peakFlops() { return 0; }

@@ -140,6 +140,10 @@ const std::vector<TrainFlag> &trainFlags() {
                                  "(no update) before the run stops",
                 &TrainOptions::maxBadSteps),
         string("device", "name", "Where to run: auto (CUDA when a GPU is there, else the CPU), cpu, cuda, or cuda-emulator (the CUDA kernels run on the CPU, for testing)", &TrainOptions::device),
+        string("tf32", "on|off",
+               "CUDA: f32 GEMMs on tensor cores in TF32 (10-bit mantissas in, f32 "
+               "accumulation); off keeps them exact f32",
+               &TrainOptions::tf32),
         string("balance", "policy",
                "Unpadded BERT over several ranks: how each step's window of samples is "
                "dealt to the ranks (presort: longest first to the lightest rank; zigzag; "
@@ -150,7 +154,7 @@ const std::vector<TrainFlag> &trainFlags() {
                &TrainOptions::commTimeout),
     };
     for (TrainFlag &flag : f)
-      if (flag.name == "init" || flag.name == "device")
+      if (flag.name == "init" || flag.name == "device" || flag.name == "tf32")
         flag.forRun = true;
     return f;
   }();
@@ -209,6 +213,8 @@ void validate(const TrainOptions &o) {
     fail("--save-interval and --keep must be >= 0");
   if (o.saveInterval > 0 && o.saveDir.empty())
     fail("--save-interval needs --save-dir (where the checkpoints go)");
+  if (o.tf32 != "on" && o.tf32 != "off")
+    fail("--tf32 must be on or off, got '" + o.tf32 + "'");
   if (o.device != "auto" && o.device != "cpu" && o.device != "cuda" &&
       o.device != "cuda-emulator")
     fail("--device must be auto, cpu, cuda or cuda-emulator, got '" + o.device + "'");

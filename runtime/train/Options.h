@@ -47,7 +47,8 @@ struct TrainOptions {
   int64_t globalBatch = 0;       // sequences per optimizer step (0: one micro-batch)
   std::string lrScaling = "none"; // none | linear | sqrt: --lr is for --base-batch
   int64_t baseBatch = 0;
-  std::string device = "auto"; // cpu | auto (cuda when its backend lands)
+  std::string device = "auto"; // auto | cpu | cuda | cuda-emulator
+  std::string tf32 = "off";     // on: f32 GEMMs on tensor cores in TF32 (CUDA)
   bool quiet = false;
   double commTimeout = 300; // seconds a rank waits for the others
   /// Data parallelism, from the communicator (not flags): this process's

@@ -306,6 +306,7 @@ private:
 std::vector<double> train(Backend &backend, const TrainOptions &given) {
   const Package &pkg = backend.package();
   validate(given);
+  backend.setTf32(given.tf32 == "on");
   // Data parallelism: every rank trains on its share of each global batch;
   // the plan sums the gradients (its all-reduce steps), so every rank makes
   // the same update. Rank 0 alone prints, logs and saves.
@@ -688,6 +689,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
 
 void runForward(Backend &backend, const TrainOptions &weights, const RunOptions &run) {
   const Package &pkg = backend.package();
+  backend.setTf32(weights.tf32 == "on");
   if (run.outputDir.empty())
     fail("run needs --output-dir");
   pkg.function("evaluate");

@@ -227,6 +227,7 @@ public:
   HostTensor output(const std::string &function, const std::string &name) override;
   void setScalars(const std::string &name, const std::vector<double> &values) override;
   double peakFlops() override { return peakFlops_; }
+  void setTf32(bool on) override { tf32_ = on; }
   void allReduceStart(FlatBuffer which, int64_t offset, int64_t count, int tag) override;
   void allReduceWait(int tag) override;
 
@@ -291,6 +292,7 @@ private:
   };
   std::map<std::string, Bound> bound_;
   bool useGraphs_ = true;
+  bool tf32_ = false;
   /// cuBLASLt's description of one GEMM shape and the algorithm it chose.
   struct GemmPlan {
     cublasLtMatmulDesc_t desc = nullptr;
@@ -609,8 +611,8 @@ void CudaBackend::setScalars(const std::string &name, const std::vector<double> 
 
 /// C = op(A) op(B) in row-major storage is, in cuBLASLt's column-major
 /// terms, C^T = op(B)^T op(A)^T: B is the first operand, A the second, and
-/// the product is n x m. f32 products accumulate in f32 without TF32; bf16
-/// products run on tensor cores, accumulating in f32.
+/// the product is n x m. f32 products accumulate in f32, without TF32
+/// unless --tf32 on; bf16 products run on tensor cores, accumulating in f32.
 void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr out,
                        CUdeviceptr lhs, CUdeviceptr rhs) {
   StepDecl s = s0;
@@ -627,14 +629,17 @@ void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr
   const bool strided = s.batch.size() <= 1;
   // One plan per shape, strides and transposes: made once, reused by every
   // step (and by graph captures).
-  std::vector<int64_t> key = {s.m, s.n, s.k, s.transA, s.transB, batches, size};
+  const bool tf32 = tf32_ && dtype == "f32";
+  std::vector<int64_t> key = {s.m, s.n, s.k, s.transA, s.transB, batches, size, tf32};
   key.insert(key.end(), s.lhsStrides.begin(), s.lhsStrides.end());
   key.insert(key.end(), s.rhsStrides.begin(), s.rhsStrides.end());
   GemmPlan &plan = gemmPlans_[key];
   const uint64_t ws = uint64_t(workspaceBytes_);
   if (!plan.desc) {
     const cudaDataType_t type = f64 ? CUDA_R_64F : bf16 ? CUDA_R_16BF : CUDA_R_32F;
-    const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+    const cublasComputeType_t compute = f64    ? CUBLAS_COMPUTE_64F
+                                        : tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                               : CUBLAS_COMPUTE_32F;
     checkBlas(lt_->descCreate(&plan.desc, compute, f64 ? CUDA_R_64F : CUDA_R_32F),
               "creating a matmul description");
     cublasOperation_t ta = s.transB ? CUBLAS_OP_T : CUBLAS_OP_N,

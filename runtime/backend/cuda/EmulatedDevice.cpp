@@ -12,8 +12,8 @@
 //   modules    kernels.cu compiled by the host compiler behind
 //              CudaEmulation.h (each CUDA thread a fiber);
 //   cuBLASLt   cublasLtMatmul as documented (column-major layouts,
-//              transposes, strided batches; f32, f64 and bf16 in, f32 or
-//              f64 accumulation), a plain loop;
+//              transposes, strided batches; f32, f64 and bf16 in, TF32
+//              rounding when asked, f32 or f64 accumulation), a plain loop;
 //   NCCL       one rank: a sum over one rank is the buffer itself.
 //
 // Slow, and meant for the tests' small shapes.
@@ -332,6 +332,16 @@ void store(void *base, cudaDataType_t t, int64_t i, double v) {
   }
 }
 int64_t elementSize(cudaDataType_t t) { return t == CUDA_R_64F ? 8 : t == CUDA_R_32F ? 4 : 2; }
+/// TF32: an f32 operand keeps 10 of its 23 mantissa bits (rounded).
+double toTf32(double x) {
+  float f = float(x);
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  if ((u & 0x7f800000u) != 0x7f800000u)
+    u = (u + 0x1000u) & ~0x1fffu;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
 
 cublasStatus_t ltCreate(cublasLtHandle_t *h) {
   static int handle;
@@ -421,7 +431,7 @@ cublasStatus_t matmul(cublasLtHandle_t, cublasLtMatmulDesc_t dd, const void *alp
                c = *reinterpret_cast<Layout *>(cl), o = *reinterpret_cast<Layout *>(dl);
   if (!shapesAgree(d, a, b, c))
     return CUBLAS_STATUS_INVALID_VALUE;
-  const bool f64 = d.scale == CUDA_R_64F;
+  const bool f64 = d.scale == CUDA_R_64F, tf32 = d.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
   const double al64 = f64 ? *static_cast<const double *>(alpha) : *static_cast<const float *>(alpha);
   const double be64 = f64 ? *static_cast<const double *>(beta) : *static_cast<const float *>(beta);
   submit([=] {
@@ -439,6 +449,10 @@ cublasStatus_t matmul(cublasLtHandle_t, cublasLtMatmulDesc_t dd, const void *alp
           for (int64_t k = 0; k < K; ++k) {
             double x = load(Ab, a.type, d.ta == CUBLAS_OP_N ? i + k * a.ld : k + i * a.ld);
             double y = load(Bb, b.type, d.tb == CUBLAS_OP_N ? k + j * b.ld : j + k * b.ld);
+            if (tf32) {
+              x = toTf32(x);
+              y = toTf32(y);
+            }
             s += x * y;
           }
           double v = al64 * s + (be64 != 0 ? be64 * load(Cb, c.type, i + j * c.ld) : 0.0);
