@@ -7,7 +7,10 @@ micro-batch 8, seq 256, f32, same batches, AdamW; median step time after two
 warm-up steps. PyTorch runs with its best setting on this machine (one OpenMP
 thread, OpenBLAS with its own threads) and with all OpenMP threads; the ratio
 is taken against the faster one. mlc's own profile splits its step into GEMMs
-and generated kernels.
+and generated kernels, and times the attention kernels: their GFLOP/s on
+their own FLOPs (the causal half of QK^T and PV forward; of the recomputed
+scores, dV, dP, dQ and dK backward) against this machine's sgemm on a
+1024^3 product (PyTorch's, all threads).
 """
 
 import argparse
@@ -67,11 +70,29 @@ def mlc_step(fuse):
         sys.exit("mlc failed:\n" + run.stderr)
     ms = statistics.median(json.loads(line)["ms"] for line in list(open(log))[2:])
     prof = re.search(r"GEMMs ([0-9.]+) ms/step, kernels ([0-9.]+) ms/step", run.stderr)
-    return (ms,) + ((float(prof.group(1)), float(prof.group(2))) if prof else (0.0, 0.0))
+    attention = sum(float(t) for t in re.findall(r"mlc profile:\s+k\d+ attention\s+([0-9.]+) ms/step",
+                                                  run.stderr))
+    return (ms,) + ((float(prof.group(1)), float(prof.group(2))) if prof else (0.0, 0.0)) + (attention,)
 
 
-unfused_ms, _, unfused_kern_ms = mlc_step(False)
-mlc_ms, gemm_ms, kern_ms = mlc_step(True)
+unfused_ms, _, unfused_kern_ms, _ = mlc_step(False)
+mlc_ms, gemm_ms, kern_ms, attn_ms = mlc_step(True)
+
+
+def sgemm_gflops(n=1024):
+    torch.set_num_threads(os.cpu_count())
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best / 1e9
+
+
+sgemm = sgemm_gflops()
+D = E // H
+attn_flops = L * 7 * B * H * S * S * D  # 2 (fwd) + 5 (bwd) causal-half products of 2 B H S^2 D
 
 
 def torch_step_ms(threads):
@@ -105,3 +126,7 @@ print(f"  torch eager   {t1:8.1f} ms/step (1 omp thread + OpenBLAS threads)")
 print(f"  torch eager   {tn:8.1f} ms/step ({cores} omp threads)")
 print(f"  ratio mlc / torch best ({setting}): {mlc_ms / best:.2f}")
 print(f"  mlc step / its GEMMs alone: {mlc_ms / gemm_ms if gemm_ms else float('nan'):.2f}")
+if attn_ms:
+    gf = attn_flops / (attn_ms / 1e3) / 1e9
+    print(f"  attention fwd+bwd {attn_ms:.1f} ms/step, {gf:.1f} GFLOP/s on its own FLOPs; "
+          f"sgemm {sgemm:.1f} GFLOP/s (1024^3); ratio {gf / sgemm:.2f}")

@@ -46,6 +46,7 @@ if ! runtime=$("$src/scripts/build-runtime.sh" "${MLC_RUNTIME_BUILD:-/tmp/mlc-ru
   exit 1
 fi
 say "runtime built in $(( $(date +%s) - t0 )) s: $runtime"
+grep -h "^-- mlc:" "${MLC_RUNTIME_BUILD:-/tmp/mlc-runtime-build}.configure.log" | tee -a "$summary"
 export MLC_CACHE_DIR=${MLC_CACHE_DIR:-/tmp/mlc-cache}
 
 # 2. Parity with the CPU.

@@ -13,7 +13,29 @@
 
 #include <cublasLt.h>
 #include <cuda.h>
+#if __has_include(<nccl.h>)
 #include <nccl.h>
+#else
+// A CUDA installation without NCCL's headers (NCCL may come with PyTorch's
+// wheels only): the few declarations mlc uses, from NCCL 2's stable C ABI.
+// The library itself is looked for at run time either way.
+extern "C" {
+typedef struct ncclComm *ncclComm_t;
+typedef struct {
+  char internal[128];
+} ncclUniqueId;
+typedef enum { ncclSuccess = 0, ncclInvalidUsage = 5 } ncclResult_t;
+typedef enum { ncclSum = 0 } ncclRedOp_t;
+typedef enum { ncclFloat32 = 7, ncclFloat64 = 8 } ncclDataType_t;
+ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId);
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank);
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t stream);
+ncclResult_t ncclCommDestroy(ncclComm_t comm);
+const char *ncclGetErrorString(ncclResult_t result);
+}
+#endif
 
 #include <string>
 
