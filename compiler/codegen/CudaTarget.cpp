@@ -683,11 +683,13 @@ std::string CudaTarget::attention(const AttentionKernel &a) {
   const int qi = a.query;
   const int64_t bytes = dtypeBytes(el);
   // Rows per block, and the rows of the other side per shared tile, so that
-  // the tiles stay within 40 KB of shared memory.
+  // the tiles stay within 40 KB of shared memory. The backward pass also
+  // keeps the block's own rows there (padded against bank conflicts).
   int64_t rowsPer = 64, tile = 32;
-  while (rowsPer > 16 && rowsPer * (D + Dv + 2) * bytes + tile * (D + Dv) * bytes > 40 * 1024)
+  const int64_t own = a.backward ? D + Dv + 2 : 0;
+  while (rowsPer > 16 && rowsPer * own * bytes + tile * (D + Dv) * bytes > 40 * 1024)
     rowsPer /= 2;
-  while (tile > 4 && rowsPer * (D + Dv + 2) * bytes + tile * (D + Dv) * bytes > 40 * 1024)
+  while (tile > 4 && rowsPer * own * bytes + tile * (D + Dv) * bytes > 40 * 1024)
     tile /= 2;
   const int64_t maxLen = varlen ? a.tokenCapacity : std::max(a.seqQ, a.seqK);
   const int64_t qTiles = (maxLen + rowsPer - 1) / rowsPer;
