@@ -9,10 +9,11 @@
 //
 // Backends:
 //   backend/cpu/CpuBackend   host memory, kernels.cpp built by the host
-//                            compiler (KernelCache), GEMMs through OpenBLAS
-//   backend/cuda/            (next) device memory, kernels.cu through NVRTC,
-//                            GEMMs through cuBLASLt; it plugs in through
-//                            createBackend() below
+//                            compiler (KernelCache), GEMMs through oneDNN
+//                            or OpenBLAS
+//   backend/cuda/CudaBackend device memory, kernels.cu through NVRTC, GEMMs
+//                            through cuBLASLt, sums through NCCL; on a GPU
+//                            or on the CUDA emulator's device
 //
 //===----------------------------------------------------------------------===//
 
@@ -126,9 +127,10 @@ protected:
   double gradWeight_ = 1;
 };
 
-/// The backend for `device`: "cpu" (or "auto", which picks the CPU while no
-/// other backend is built in). An unknown or unavailable device is an Error
-/// that says which devices this build has.
+/// The backend for `device`: "cpu", "cuda", "cuda-emulator", or "auto" (CUDA
+/// when a device is there, else the CPU, saying why in one line when
+/// `verbose`). An unknown or unavailable device is an Error that says which
+/// devices this build has.
 std::unique_ptr<Backend> createBackend(const std::string &device, const Package &pkg,
                                        bool verbose);
 
