@@ -102,14 +102,7 @@ public:
   }
 
   std::string arguments(const std::vector<KernelArg> &args) override {
-    std::string s;
-    for (size_t i = 0; i < args.size(); ++i) {
-      std::string c = args[i].written ? "" : "const ";
-      std::string t = cType(args[i].element);
-      s += "  " + c + t + " *p" + std::to_string(i) + " = (" + c + t + " *)b[" +
-           std::to_string(i) + "];\n";
-    }
-    return s;
+    return bindArguments(args);
   }
 
   /// A loop nest over `shape`. Unit dimensions are dropped and dimensions
@@ -131,15 +124,7 @@ public:
       os << "for (int64_t i" << d << " = 0; i" << d << " < "
          << (d == 0 ? rowsExpr(dims[0], dynamic) : std::to_string(dims[d])) << "; ++i" << d
          << ")\n";
-    os << "{\n";
-    for (size_t k = 0; k < accs.size(); ++k) {
-      os << "  const int64_t o" << k << " = " << accs[k].base;
-      for (size_t d = 0; d < dims.size(); ++d)
-        if (strides[k][d])
-          os << " + i" << d << " * " << strides[k][d];
-      os << ";\n";
-    }
-    os << body << "}\n";
+    os << "{\n" << accessOffsets(accs, strides, "  ") << body << "}\n";
     return os.str();
   }
 
@@ -648,20 +633,6 @@ public:
 
   std::string zero(int64_t bytes) override {
     return "  std::memset(p0, 0, " + std::to_string(bytes) + ");\n";
-  }
-
-private:
-  static std::string segmentTable(const std::vector<Segment> &segments, bool decay) {
-    std::ostringstream k;
-    k << "  static const int64_t seg[" << segments.size() << "][" << (decay ? 3 : 2) << "] = {";
-    for (size_t s = 0; s < segments.size(); ++s) {
-      k << (s ? ", " : "") << "{" << segments[s].offset << ", " << segments[s].numel;
-      if (decay)
-        k << ", " << (segments[s].decay ? 1 : 0);
-      k << "}";
-    }
-    k << "};\n";
-    return k.str();
   }
 };
 

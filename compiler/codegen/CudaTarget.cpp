@@ -151,13 +151,7 @@ public:
   }
 
   std::string arguments(const std::vector<KernelArg> &args) override {
-    std::string s;
-    for (size_t i = 0; i < args.size(); ++i) {
-      std::string c = args[i].written ? "" : "const ";
-      std::string t = cType(args[i].element);
-      s += "  " + c + t + " *p" + n2s(i) + " = (" + c + t + " *)b[" + n2s(i) + "];\n";
-    }
-    return s;
+    return bindArguments(args);
   }
 
   /// A grid-stride loop over the flat index of the merged nest; the last
@@ -185,14 +179,7 @@ public:
           os << "      const int64_t i" << d << " = rem % n" << d << "; rem /= n" << d << ";\n";
       }
     }
-    for (size_t k = 0; k < accs.size(); ++k) {
-      os << "      const int64_t o" << k << " = " << accs[k].base;
-      for (size_t d = 0; d < dims.size(); ++d)
-        if (strides[k][d])
-          os << " + i" << d << " * " << strides[k][d];
-      os << ";\n";
-    }
-    os << body << "    }\n  }\n";
+    os << accessOffsets(accs, strides, "      ") << body << "    }\n  }\n";
     return os.str();
   }
 
@@ -564,18 +551,6 @@ public:
   }
 
 private:
-  static std::string segmentTable(const std::vector<Segment> &segments, bool decay) {
-    std::ostringstream k;
-    k << "  static const int64_t seg[" << segments.size() << "][" << (decay ? 3 : 2) << "] = {";
-    for (size_t s = 0; s < segments.size(); ++s) {
-      k << (s ? ", " : "") << "{" << segments[s].offset << ", " << segments[s].numel;
-      if (decay)
-        k << ", " << (segments[s].decay ? 1 : 0);
-      k << "}";
-    }
-    k << "};\n";
-    return k.str();
-  }
 
   /// A phase of one block per row (grid-stride over the rows), opened up to
   /// the row's body; the caller closes it with "    }\n  }\n".
@@ -738,11 +713,31 @@ std::string CudaTarget::attention(const AttentionKernel &a) {
            "        " + dst + "[t][c] = " + r0 + " + t < " + limit + " ? " + base + "[(" + r0 +
            " + t) * " + rs(k) + " + c] : (" + T + ")0;\n      }\n";
   };
+  const std::string jn = causal ? "(i + 1 < " + SK + " ? i + 1 : " + SK + ")" : SK;
+  // A thread's query row i: q (pre-scaled) and the output accumulator in
+  // registers, the running max m and sum l of the online softmax.
+  auto queryRow = [&] {
+    return "    const int64_t i = i0 + threadIdx.x;\n    const bool active = i < " + SQ + ";\n" +
+           "    " + T + " q[" + n2s(D) + "], acc[" + n2s(Dv) + "];\n" + "    for (int c = 0; c < " +
+           n2s(D) + "; ++c) q[c] = active ? qh[i * " + rs(qi) + " + c] * " + sc + " : (" + T +
+           ")0;\n" + "    for (int c = 0; c < " + n2s(Dv) + "; ++c) acc[c] = 0;\n" + "    " + T +
+           " m = -mlc_inf<" + T + ">();\n    double l = 0;\n";
+  };
+  // The loop over the key tiles the block's query rows see (causal: up to
+  // its last row), each staged in ks and vs; row i takes keys below jn.
+  auto keyTiles = [&] {
+    return "    const int64_t jEnd = " +
+           (causal ? "(i0 + " + n2s(rowsPer) + " < " + SK + " ? i0 + " + n2s(rowsPer) + " : " + SK + ")"
+                   : SK) +
+           ";\n    const int64_t jn = active ? " + jn + " : 0;\n" +
+           "    for (int64_t j0 = 0; j0 < jEnd; j0 += " + n2s(tile) + ") {\n" +
+           "      __syncthreads();\n" + loadTile("ks", "kh", qi + 1, D, "j0", SK, tile) +
+           loadTile("vs", "vh", qi + 2, Dv, "j0", SK, tile) + "      __syncthreads();\n";
+  };
   std::ostringstream b;
   b << arguments(a.args);
   if (a.dropout > 0)
     b << "  const uint64_t key = mlc_key(" << a.seed << "ull, (uint64_t)ctx->step);\n";
-  const std::string jn = causal ? "(i + 1 < " + SK + " ? i + 1 : " + SK + ")" : SK;
   if (!a.backward) {
     // A thread per query row: q (pre-scaled) and the output accumulator in
     // registers; per key tile, the scores, their max, one rescale, then
@@ -750,18 +745,8 @@ std::string CudaTarget::attention(const AttentionKernel &a) {
     b << "  __shared__ " << T << " ks[" << tile << "][" << D << "], vs[" << tile << "][" << Dv
       << "];\n"
       << phase(B * H * qTiles, rowsPer) << blockHead("i0") << "    " << T << " *oh = " << headBase(0) << ";\n"
-      << "    const int64_t i = i0 + threadIdx.x;\n    const bool active = i < " << SQ << ";\n"
-      << "    " << T << " q[" << D << "], acc[" << Dv << "];\n"
-      << "    for (int c = 0; c < " << D << "; ++c) q[c] = active ? qh[i * " << rs(qi)
-      << " + c] * " << sc << " : (" << T << ")0;\n"
-      << "    for (int c = 0; c < " << Dv << "; ++c) acc[c] = 0;\n"
-      << "    " << T << " m = -mlc_inf<" << T << ">();\n    double l = 0;\n"
-      << "    const int64_t jEnd = " << (causal ? "(i0 + " + n2s(rowsPer) + " < " + SK + " ? i0 + " + n2s(rowsPer) + " : " + SK + ")" : SK) << ";\n"
-      << "    const int64_t jn = active ? " << jn << " : 0;\n"
-      << "    for (int64_t j0 = 0; j0 < jEnd; j0 += " << tile << ") {\n"
-      << "      __syncthreads();\n"
-      << loadTile("ks", "kh", qi + 1, D, "j0", SK, tile)
-      << loadTile("vs", "vh", qi + 2, Dv, "j0", SK, tile) << "      __syncthreads();\n"
+      << queryRow()
+      << keyTiles()
       << "      " << T << " sv[" << tile << "];\n"
       << "      " << T << " tm = -mlc_inf<" << T << ">();\n"
       << "      for (int t = 0; t < " << tile << "; ++t) {\n"
@@ -807,18 +792,8 @@ std::string CudaTarget::attention(const AttentionKernel &a) {
   b << phase(B * H * qTiles, rowsPer) << "    " << T << " (*ks)[" << D << "] = tileA;\n    "
     << T << " (*vs)[" << Dv << "] = tileB;\n"
     << blockHead("i0") << "    const " << T << " *gh = " << headBase(3) << ";\n"
-    << "    const int64_t i = i0 + threadIdx.x;\n    const bool active = i < " << SQ << ";\n"
-    << "    " << T << " q[" << D << "], acc[" << Dv << "];\n"
-    << "    for (int c = 0; c < " << D << "; ++c) q[c] = active ? qh[i * " << rs(qi) << " + c] * "
-    << sc << " : (" << T << ")0;\n"
-    << "    for (int c = 0; c < " << Dv << "; ++c) acc[c] = 0;\n"
-    << "    " << T << " m = -mlc_inf<" << T << ">();\n    double l = 0;\n"
-    << "    const int64_t jEnd = " << (causal ? "(i0 + " + n2s(rowsPer) + " < " + SK + " ? i0 + " + n2s(rowsPer) + " : " + SK + ")" : SK) << ";\n"
-    << "    const int64_t jn = active ? " << jn << " : 0;\n"
-    << "    for (int64_t j0 = 0; j0 < jEnd; j0 += " << tile << ") {\n"
-    << "      __syncthreads();\n"
-    << loadTile("ks", "kh", qi + 1, D, "j0", SK, tile)
-    << loadTile("vs", "vh", qi + 2, Dv, "j0", SK, tile) << "      __syncthreads();\n"
+    << queryRow()
+    << keyTiles()
     << "      for (int t = 0; t < " << tile << "; ++t) {\n"
     << "        const int64_t j = j0 + t;\n        if (j >= jn) continue;\n"
     << "        " << T << " s = 0;\n"
@@ -893,12 +868,7 @@ std::string CudaTarget::attention(const AttentionKernel &a) {
     << " + c] : (" << T << ")0;\n"
     << "    " << T << " dqi[" << D << "];\n"
     << "    for (int c = 0; c < " << D << "; ++c) dqi[c] = 0;\n"
-    << "    const int64_t jEnd = " << (causal ? "(i0 + " + n2s(rowsPer) + " < " + SK + " ? i0 + " + n2s(rowsPer) + " : " + SK + ")" : SK) << ";\n"
-    << "    const int64_t jn = active ? " << jn << " : 0;\n"
-    << "    for (int64_t j0 = 0; j0 < jEnd; j0 += " << tile << ") {\n"
-    << "      __syncthreads();\n"
-    << loadTile("ks", "kh", qi + 1, D, "j0", SK, tile)
-    << loadTile("vs", "vh", qi + 2, Dv, "j0", SK, tile) << "      __syncthreads();\n"
+    << keyTiles()
     << "      for (int t = 0; t < " << tile << "; ++t) {\n"
     << "        const int64_t j = j0 + t;\n        if (j >= jn) continue;\n"
     << "        " << T << " s = 0, dp = 0;\n"

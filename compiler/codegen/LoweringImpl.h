@@ -134,6 +134,49 @@ inline std::pair<Shape, std::vector<Shape>> mergeDims(const Shape &shape,
   return {dims, strides};
 }
 
+/// `  const int64_t o<k> = base + i<d> * stride...;` for every access of a
+/// merged nest (mergeDims): the offsets both targets' pointwise loops use.
+inline std::string accessOffsets(const std::vector<Access> &accs,
+                                 const std::vector<Shape> &strides, const std::string &indent) {
+  std::string s;
+  for (size_t k = 0; k < accs.size(); ++k) {
+    s += indent + "const int64_t o" + std::to_string(k) + " = " + std::to_string(accs[k].base);
+    for (size_t d = 0; d < strides[k].size(); ++d)
+      if (strides[k][d])
+        s += " + i" + std::to_string(d) + " * " + std::to_string(strides[k][d]);
+    s += ";\n";
+  }
+  return s;
+}
+
+/// Typed pointers p0..pN bound from the launch's buffers b[] (C syntax both
+/// targets share).
+inline std::string bindArguments(const std::vector<KernelArg> &args) {
+  std::string s;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string c = args[i].written ? "" : "const ";
+    std::string t = cType(args[i].element);
+    s += "  " + c + t + " *p" + std::to_string(i) + " = (" + c + t + " *)b[" +
+         std::to_string(i) + "];\n";
+  }
+  return s;
+}
+
+/// The optimizer's and norm's table of flat-buffer segments: {offset,
+/// numel[, decay]} rows in a static array `seg`.
+inline std::string segmentTable(const std::vector<Segment> &segments, bool decay) {
+  std::string s = "  static const int64_t seg[" + std::to_string(segments.size()) + "][" +
+                  (decay ? "3" : "2") + "] = {";
+  for (size_t i = 0; i < segments.size(); ++i) {
+    s += std::string(i ? ", " : "") + "{" + std::to_string(segments[i].offset) + ", " +
+         std::to_string(segments[i].numel);
+    if (decay)
+      s += std::string(", ") + (segments[i].decay ? "1" : "0");
+    s += "}";
+  }
+  return s + "};\n";
+}
+
 /// exp and tanh for kernels of element type `el`: the vectorizable prelude
 /// versions for f32, libm for f64 (whose results the gradient checks compare).
 inline std::string expFn(Type el) { return el.isF32() ? "mlc_expf" : "std::exp"; }
