@@ -81,6 +81,71 @@ std::vector<char> Backend::prepareInput(const std::string &name, const HostTenso
   return out;
 }
 
+Backend::BufferPlace Backend::place(const FunctionPlan &fn, int id) const {
+  int64_t offset = 0;
+  while (fn.buffers[id].kind == BufferDecl::Alias) {
+    offset += fn.buffers[id].offset;
+    id = fn.buffers[id].alias;
+  }
+  const BufferDecl &b = fn.buffers[id];
+  BufferPlace p;
+  auto flatSlice = [&](FlatBuffer which) {
+    p.kind = BufferPlace::Flat;
+    p.flat = which;
+    if (b.name != "*") { // "*": the whole flat buffer
+      const ParamInfo *param = pkg_.param(b.name);
+      if (!param)
+        fail(pkg_.dir + ": function " + fn.name + " refers to unknown parameter " + b.name);
+      offset += param->offset * elementSize_;
+    }
+  };
+  switch (b.kind) {
+  case BufferDecl::Param:
+    flatSlice(FlatBuffer::Params);
+    break;
+  case BufferDecl::Grad:
+    flatSlice(FlatBuffer::Grads);
+    break;
+  case BufferDecl::Moment1:
+    flatSlice(FlatBuffer::AdamM);
+    break;
+  case BufferDecl::Moment2:
+    flatSlice(FlatBuffer::AdamV);
+    break;
+  case BufferDecl::GradSum:
+    flatSlice(FlatBuffer::GradSum);
+    break;
+  case BufferDecl::Scalars: {
+    bool known = false;
+    for (const ScalarsInfo &s : pkg_.scalars)
+      known |= s.name == b.name;
+    if (!known)
+      fail(pkg_.dir + ": function " + fn.name + " refers to unknown scalars " + b.name);
+    p.kind = BufferPlace::Scalars;
+    p.name = b.name;
+    break;
+  }
+  case BufferDecl::Input: {
+    bool known = false;
+    for (const InputInfo &in : pkg_.inputs)
+      known |= in.name == b.name;
+    if (!known)
+      fail(pkg_.dir + ": function " + fn.name + " refers to unknown input " + b.name);
+    p.kind = BufferPlace::Input;
+    p.name = b.name;
+    break;
+  }
+  case BufferDecl::Arena:
+    p.kind = BufferPlace::Arena;
+    offset += b.offset;
+    break;
+  case BufferDecl::Alias:
+    break; // followed above
+  }
+  p.offset = offset;
+  return p;
+}
+
 std::string Backend::bufferDtype(const FunctionPlan &fn, int id) const {
   while (fn.buffers[id].kind == BufferDecl::Alias)
     id = fn.buffers[id].alias;

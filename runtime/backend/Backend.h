@@ -114,6 +114,17 @@ protected:
   /// dimension is dynamic (else it is left as it is).
   std::vector<char> prepareInput(const std::string &name, const HostTensor &t,
                                  int64_t &rows) const;
+  /// Where buffer `id` of `fn` lives: a flat buffer, an input, a scalars
+  /// block or the arena, and the byte offset into it (views followed to
+  /// what they view; a parameter's slice at its offset). Unknown names are
+  /// Errors that name the function.
+  struct BufferPlace {
+    enum Kind { Flat, Input, Scalars, Arena } kind = Arena;
+    FlatBuffer flat = FlatBuffer::Params; // kind Flat
+    std::string name;                      // kind Input or Scalars
+    int64_t offset = 0;
+  };
+  BufferPlace place(const FunctionPlan &fn, int id) const;
   /// The element type of buffer `id` of `fn` (through views to what they view).
   std::string bufferDtype(const FunctionPlan &fn, int id) const;
   /// A GEMM step's element type (its three buffers'): f32, f64 or bf16; a

@@ -164,44 +164,18 @@ void CpuBackend::zero(FlatBuffer which) {
 }
 
 char *CpuBackend::resolve(const FunctionPlan &fn, int id) {
-  const BufferDecl &b = fn.buffers[id];
-  auto paramOffset = [&](const std::string &name) -> int64_t {
-    if (name == "*")
-      return 0; // the whole flat buffer
-    const ParamInfo *p = pkg_.param(name);
-    if (!p)
-      fail(pkg_.dir + ": function " + fn.name + " refers to unknown parameter " + name);
-    return p->offset * elementSize_;
-  };
-  switch (b.kind) {
-  case BufferDecl::Param:
-    return params_.data() + paramOffset(b.name);
-  case BufferDecl::Grad:
-    return grads_.data() + paramOffset(b.name);
-  case BufferDecl::Moment1:
-    return adamM_.data() + paramOffset(b.name);
-  case BufferDecl::Moment2:
-    return adamV_.data() + paramOffset(b.name);
-  case BufferDecl::GradSum:
-    if (gradSum_.empty())
+  BufferPlace p = place(fn, id);
+  switch (p.kind) {
+  case BufferPlace::Flat:
+    if (p.flat == FlatBuffer::GradSum && gradSum_.empty())
       gradSum_.assign(pkg_.paramCount * elementSize_, 0);
-    return gradSum_.data() + paramOffset(b.name);
-  case BufferDecl::Scalars: {
-    auto it = scalars_.find(b.name);
-    if (it == scalars_.end())
-      fail(pkg_.dir + ": function " + fn.name + " refers to unknown scalars " + b.name);
-    return reinterpret_cast<char *>(it->second.data());
-  }
-  case BufferDecl::Input: {
-    auto it = inputs_.find(b.name);
-    if (it == inputs_.end())
-      fail(pkg_.dir + ": function " + fn.name + " refers to unknown input " + b.name);
-    return it->second.data();
-  }
-  case BufferDecl::Arena:
-    return arena_ + b.offset;
-  case BufferDecl::Alias:
-    return resolve(fn, b.alias) + b.offset;
+    return flat(p.flat).data() + p.offset;
+  case BufferPlace::Scalars:
+    return reinterpret_cast<char *>(scalars_.at(p.name).data()) + p.offset;
+  case BufferPlace::Input:
+    return inputs_.at(p.name).data() + p.offset;
+  case BufferPlace::Arena:
+    return arena_ + p.offset;
   }
   return nullptr;
 }

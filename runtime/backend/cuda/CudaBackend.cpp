@@ -548,42 +548,16 @@ void CudaBackend::zero(FlatBuffer which) {
 }
 
 CUdeviceptr CudaBackend::resolve(const FunctionPlan &fn, int id) {
-  const BufferDecl &b = fn.buffers[id];
-  auto paramOffset = [&](const std::string &name) -> int64_t {
-    if (name == "*")
-      return 0;
-    const ParamInfo *p = pkg_.param(name);
-    if (!p)
-      fail(pkg_.dir + ": function " + fn.name + " refers to unknown parameter " + name);
-    return p->offset * elementSize_;
-  };
-  switch (b.kind) {
-  case BufferDecl::Param:
-    return params_ + paramOffset(b.name);
-  case BufferDecl::Grad:
-    return grads_ + paramOffset(b.name);
-  case BufferDecl::Moment1:
-    return adamM_ + paramOffset(b.name);
-  case BufferDecl::Moment2:
-    return adamV_ + paramOffset(b.name);
-  case BufferDecl::GradSum:
-    return flat(FlatBuffer::GradSum) + paramOffset(b.name);
-  case BufferDecl::Scalars: {
-    auto it = scalars_.find(b.name);
-    if (it == scalars_.end())
-      fail(pkg_.dir + ": function " + fn.name + " refers to unknown scalars " + b.name);
-    return it->second;
-  }
-  case BufferDecl::Input: {
-    auto it = inputs_.find(b.name);
-    if (it == inputs_.end())
-      fail(pkg_.dir + ": function " + fn.name + " refers to unknown input " + b.name);
-    return it->second;
-  }
-  case BufferDecl::Arena:
-    return arena_ + b.offset;
-  case BufferDecl::Alias:
-    return resolve(fn, b.alias) + b.offset;
+  BufferPlace p = place(fn, id);
+  switch (p.kind) {
+  case BufferPlace::Flat:
+    return flat(p.flat) + p.offset;
+  case BufferPlace::Scalars:
+    return scalars_.at(p.name) + p.offset;
+  case BufferPlace::Input:
+    return inputs_.at(p.name) + p.offset;
+  case BufferPlace::Arena:
+    return arena_ + p.offset;
   }
   return 0;
 }
