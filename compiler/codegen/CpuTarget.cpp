@@ -566,22 +566,9 @@ public:
            << "); }\n"
            << "  }\n";
     } else {
-      auto decompose = [](const std::string &var, const Shape &dims, const Shape &strides,
-                          const std::string &out) {
-        std::string s = "    int64_t " + out + " = 0;\n    { int64_t rem = " + var + ";\n";
-        for (size_t d = dims.size(); d-- > 0;)
-          s += "      " + out + " += (rem % " + std::to_string(dims[d]) + ") * " +
-               std::to_string(strides[d]) + "; rem /= " + std::to_string(dims[d]) + ";\n";
-        return s + "    }\n";
-      };
       body << (r.outputs >= 4 ? "#pragma omp parallel for\n" : "")
            << "  for (int64_t r = 0; r < " << r.outputs << "; ++r) {\n"
-           << decompose("r", r.keptDims, r.keptStrides, "base") << "    " << acc << " a = "
-           << init << ";\n    for (int64_t j = 0; j < " << product(r.reducedDims)
-           << "; ++j) {\n"
-           << decompose("j", r.reducedDims, r.reducedStrides, "off") << "      " << acc
-           << " x = p1[base + off];\n      " << combine << "\n    }\n    p0[r] = (" << T
-           << ")(" << finish << ");\n  }\n";
+           << reductionOutput(r, acc, init, combine, finish, T, "    ") << "  }\n";
     }
     return body.str();
   }

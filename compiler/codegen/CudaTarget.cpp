@@ -468,22 +468,9 @@ public:
            << "      for (int64_t q = 0; q < " << chunks << "; ++q) a += part[q * " << C
            << " + c];\n      p0[c] = (" << T << ")(" << finish << ");\n    }\n  }\n";
     } else {
-      auto decompose = [](const std::string &var, const Shape &dims, const Shape &strides,
-                          const std::string &out) {
-        std::string s = "      int64_t " + out + " = 0;\n      { int64_t rem = " + var + ";\n";
-        for (size_t d = dims.size(); d-- > 0;)
-          s += "        " + out + " += (rem % " + n2s(dims[d]) + ") * " + n2s(strides[d]) +
-               "; rem /= " + n2s(dims[d]) + ";\n";
-        return s + "      }\n";
-      };
       body << phase(blocksFor(r.outputs, 256, 4096), 256)
            << "    for (int64_t r = MLC_TID; r < " << r.outputs << "; r += MLC_STRIDE) {\n"
-           << decompose("r", r.keptDims, r.keptStrides, "base") << "      " << acc << " a = "
-           << init << ";\n      for (int64_t j = 0; j < " << product(r.reducedDims)
-           << "; ++j) {\n"
-           << decompose("j", r.reducedDims, r.reducedStrides, "off") << "        " << acc
-           << " x = p1[base + off];\n        " << combine << "\n      }\n      p0[r] = (" << T
-           << ")(" << finish << ");\n    }\n  }\n";
+           << reductionOutput(r, acc, init, combine, finish, T, "      ") << "    }\n  }\n";
     }
     return body.str();
   }

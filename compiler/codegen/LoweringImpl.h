@@ -177,6 +177,32 @@ inline std::string segmentTable(const std::vector<Segment> &segments, bool decay
   return s + "};\n";
 }
 
+/// One output r of a reduction over any axes (ReductionKernel::General):
+/// r's kept index and each reduced index j decomposed into offsets, the
+/// reduced elements combined in order into `acc` a, the result stored.
+/// Both targets' loops over r wrap it.
+inline std::string reductionOutput(const ReductionKernel &r, const std::string &acc,
+                                   const std::string &init, const std::string &combine,
+                                   const std::string &finish, const std::string &T,
+                                   const std::string &in) {
+  auto decompose = [&](const std::string &var, const Shape &dims, const Shape &strides,
+                       const std::string &out, const std::string &at) {
+    std::string s = at + "int64_t " + out + " = 0;\n" + at + "{ int64_t rem = " + var + ";\n";
+    for (size_t d = dims.size(); d-- > 0;)
+      s += at + "  " + out + " += (rem % " + std::to_string(dims[d]) + ") * " +
+           std::to_string(strides[d]) + "; rem /= " + std::to_string(dims[d]) + ";\n";
+    return s + at + "}\n";
+  };
+  int64_t reduced = 1;
+  for (int64_t d : r.reducedDims)
+    reduced *= d;
+  return decompose("r", r.keptDims, r.keptStrides, "base", in) + in + acc + " a = " + init +
+         ";\n" + in + "for (int64_t j = 0; j < " + std::to_string(reduced) + "; ++j) {\n" +
+         decompose("j", r.reducedDims, r.reducedStrides, "off", in + "  ") + in + "  " + acc +
+         " x = p1[base + off];\n" + in + "  " + combine + "\n" + in + "}\n" + in + "p0[r] = (" +
+         T + ")(" + finish + ");\n";
+}
+
 /// exp and tanh for kernels of element type `el`: the vectorizable prelude
 /// versions for f32, libm for f64 (whose results the gradient checks compare).
 inline std::string expFn(Type el) { return el.isF32() ? "mlc_expf" : "std::exp"; }

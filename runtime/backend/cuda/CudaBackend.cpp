@@ -336,7 +336,7 @@ CudaBackend::CudaBackend(const Package &pkg, bool verbose, bool emulated)
   if (pkg.cudaSource.empty())
     fail(pkg.dir + ": the package has no kernels.cu (compiled by an mlc without the CUDA "
          "target); recompile it");
-  if (pkg.dtype != "f32" && pkg.dtype != "f64")
+  if (!pkg.dtype.empty() && pkg.dtype != "f32" && pkg.dtype != "f64") // empty: no parameters
     fail("--device cuda: packages of dtype " + pkg.dtype + " are not supported yet");
   profile.enabled = std::getenv("MLC_PROFILE") != nullptr;
   if (const char *g = std::getenv("MLC_CUDA_GRAPH"))

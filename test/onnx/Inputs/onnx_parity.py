@@ -35,6 +35,7 @@ ap.add_argument("--work", required=True)
 ap.add_argument("--loss", default="")
 ap.add_argument("--train", action="store_true")
 ap.add_argument("--steps", type=int, default=10)
+ap.add_argument("--device", default="cpu")
 args = ap.parse_args()
 
 torch.set_num_threads(1)
@@ -120,7 +121,8 @@ for B, S in ((2, 16), (1, 8)):
         np.save(path, b[name])
         files += ["--input", f"{name}={path}"]
     out = os.path.join(args.work, f"out-{B}x{S}")
-    subprocess.run([args.mlc, "run", model_path, *extra, *files, "--output-dir", out], check=True)
+    subprocess.run([args.mlc, "run", model_path, *extra, *files, "--output-dir", out, "--device",
+                    args.device], check=True)
     got = np.load(os.path.join(out, "logits.npy"))
     ref_ort = dict(zip(output_names, session.run(None, {n: b[n] for n in input_names})))
     with torch.no_grad():
@@ -155,7 +157,8 @@ if args.train:
         opt.step()
         ref.append(loss.item())
     log = os.path.join(args.work, "train.jsonl")
-    subprocess.run([args.mlc, "train", model_path, *extra, "--batches", bdir, "--steps",
+    subprocess.run([args.mlc, "train", model_path, *extra, "--device", args.device, "--batches",
+                    bdir, "--steps",
                     str(args.steps), "--lr", str(LR), "--lr-schedule", "constant",
                     "--weight-decay", str(WD), "--clip-grad", str(CLIP), "--log-json", log,
                     "--log-every", "100"], check=True)

@@ -19,6 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 ap = argparse.ArgumentParser()
 ap.add_argument("--mlc", required=True)
 ap.add_argument("--work", required=True)
+ap.add_argument("--device", default="cpu")
 args = ap.parse_args()
 os.makedirs(args.work, exist_ok=True)
 rng = np.random.default_rng(0)
@@ -82,7 +83,8 @@ for name, (opset, nodes, inputs, outputs, inits) in MODELS.items():
         np.save(os.path.join(args.work, k + ".npy"), v)
         files += ["--input", f"{k}={os.path.join(args.work, k + '.npy')}"]
     out = os.path.join(args.work, "out-" + name)
-    subprocess.run([args.mlc, "run", path, *files, "--output-dir", out], check=True)
+    subprocess.run([args.mlc, "run", path, *files, "--output-dir", out, "--device", args.device],
+                   check=True)
     got = np.load(os.path.join(out, "y.npy"))
     diff = float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-30)) \
         if got.shape == ref.shape else float("inf")
