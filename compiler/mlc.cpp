@@ -372,6 +372,10 @@ struct Graph {
 };
 Expected<Graph> buildGraph(mlir::MLIRContext &ctx, int64_t layers = 0) {
   Graph g;
+  if (dtype != "f32" && dtype != "f64" && dtype != "bf16")
+    return createStringError(inconvertibleErrorCode(),
+                             "--dtype must be f32, f64 or bf16 (mixed precision), got '" +
+                                 std::string(dtype) + "'");
   if (isOnnxModel()) {
     if (!config.empty())
       return createStringError(inconvertibleErrorCode(),
