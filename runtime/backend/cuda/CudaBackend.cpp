@@ -245,6 +245,11 @@ private:
       fail("cuBLASLt: " + what + " failed (status " + std::to_string(int(rc)) + ")");
   }
   CUdeviceptr allocate(int64_t bytes, const std::string &what);
+  /// Host-to-device copies and clears ordered on the compute stream (a
+  /// synchronous cuMemcpy runs on the legacy stream, which a non-blocking
+  /// stream does not wait for), complete when these return.
+  void write(CUdeviceptr dst, const void *src, size_t bytes, const std::string &what);
+  void clear(CUdeviceptr dst, size_t bytes, const std::string &what);
   CUdeviceptr &flat(FlatBuffer which);
   CUdeviceptr resolve(const FunctionPlan &fn, int id);
   void loadKernels(bool verbose);
@@ -310,6 +315,7 @@ private:
   ncclComm_t ncclComm_ = nullptr;
   CUstream commStream_ = nullptr;
   std::map<int, std::pair<CUevent, CUevent>> bucketEvents_;
+  std::pair<CUevent, CUevent> timers_{nullptr, nullptr}; // MLC_PROFILE's
 };
 
 CUdeviceptr CudaBackend::allocate(int64_t bytes, const std::string &what) {
@@ -325,6 +331,16 @@ CUdeviceptr CudaBackend::allocate(int64_t bytes, const std::string &what) {
   check(rc, "allocating " + what);
   allocations_.push_back(p);
   return p;
+}
+
+void CudaBackend::write(CUdeviceptr dst, const void *src, size_t bytes, const std::string &what) {
+  check(d_->htodAsync(dst, src, bytes, stream_), what);
+  check(d_->streamSync(stream_), what);
+}
+
+void CudaBackend::clear(CUdeviceptr dst, size_t bytes, const std::string &what) {
+  check(d_->memset8Async(dst, 0, bytes, stream_), what);
+  check(d_->streamSync(stream_), what);
 }
 
 CudaBackend::CudaBackend(const Package &pkg, bool verbose, bool emulated)
@@ -382,15 +398,14 @@ CudaBackend::CudaBackend(const Package &pkg, bool verbose, bool emulated)
   adamM_ = allocate(flatBytes, "AdamW's first moments");
   adamV_ = allocate(flatBytes, "AdamW's second moments");
   for (CUdeviceptr p : {params_, grads_, adamM_, adamV_})
-    check(d_->memset8(p, 0, size_t(flatBytes)), "clearing a flat buffer");
+    clear(p, size_t(flatBytes), "clearing a flat buffer");
   int64_t arena = 256;
   for (auto &[_, fn] : pkg.functions)
     arena = std::max(arena, fn.arenaBytes);
   arena_ = allocate(arena, "the activation arena");
   for (const InputInfo &in : pkg.inputs) {
     inputs_[in.name] = allocate(in.numel * dtypeSize(in.dtype), "input " + in.name);
-    check(d_->memset8(inputs_[in.name], 0, size_t(in.numel * dtypeSize(in.dtype))),
-          "clearing an input");
+    clear(inputs_[in.name], size_t(in.numel * dtypeSize(in.dtype)), "clearing an input");
   }
   for (const ScalarsInfo &s : pkg.scalars)
     scalars_[s.name] = allocate(s.size * 8, "scalars " + s.name);
@@ -425,7 +440,7 @@ CudaBackend::CudaBackend(const Package &pkg, bool verbose, bool emulated)
     b.argTable = allocate(int64_t(std::max<size_t>(table.size(), 1) * sizeof(CUdeviceptr)),
                           "the kernel argument table of " + name);
     if (!table.empty())
-      check(d_->htod(b.argTable, table.data(), table.size() * sizeof(CUdeviceptr)),
+      write(b.argTable, table.data(), table.size() * sizeof(CUdeviceptr),
             "uploading the kernel arguments");
   }
 }
@@ -519,7 +534,7 @@ CUdeviceptr &CudaBackend::flat(FlatBuffer which) {
   case FlatBuffer::GradSum:
     if (!gradSum_) {
       gradSum_ = allocate(pkg_.paramCount * elementSize_, "the gradient sums");
-      check(d_->memset8(gradSum_, 0, size_t(pkg_.paramCount * elementSize_)), "clearing");
+      clear(gradSum_, size_t(pkg_.paramCount * elementSize_), "clearing the gradient sums");
     }
     return gradSum_;
   }
@@ -534,7 +549,8 @@ static void checkRange(int64_t offset, int64_t bytes, int64_t size) {
 
 void CudaBackend::upload(FlatBuffer which, int64_t offset, const void *src, int64_t bytes) {
   checkRange(offset, bytes, pkg_.paramCount * elementSize_);
-  check(d_->htod(flat(which) + offset, src, size_t(bytes)), "copying to the device");
+  check(d_->streamSync(stream_), "waiting for the device");
+  write(flat(which) + offset, src, size_t(bytes), "copying to the device");
 }
 
 void CudaBackend::download(FlatBuffer which, int64_t offset, void *dst, int64_t bytes) {
@@ -544,7 +560,7 @@ void CudaBackend::download(FlatBuffer which, int64_t offset, void *dst, int64_t 
 }
 
 void CudaBackend::zero(FlatBuffer which) {
-  check(d_->memset8(flat(which), 0, size_t(pkg_.paramCount * elementSize_)), "clearing");
+  clear(flat(which), size_t(pkg_.paramCount * elementSize_), "clearing a flat buffer");
 }
 
 CUdeviceptr CudaBackend::resolve(const FunctionPlan &fn, int id) {
@@ -570,7 +586,7 @@ void CudaBackend::setInput(const std::string &name, const HostTensor &t) {
     rows_ = rows;
   }
   check(d_->streamSync(stream_), "waiting for the device");
-  check(d_->htod(inputs_.at(name), data.data(), data.size()), "copying input " + name);
+  write(inputs_.at(name), data.data(), data.size(), "copying input " + name);
 }
 
 void CudaBackend::setScalars(const std::string &name, const std::vector<double> &values) {
@@ -584,7 +600,7 @@ void CudaBackend::setScalars(const std::string &name, const std::vector<double> 
     fail("scalars '" + name + "' take " + std::to_string(info->size) + " values, got " +
          std::to_string(values.size()));
   check(d_->streamSync(stream_), "waiting for the device");
-  check(d_->htod(scalars_.at(name), values.data(), values.size() * 8), "copying scalars");
+  write(scalars_.at(name), values.data(), values.size() * 8, "copying scalars");
 }
 
 /// C = op(A) op(B) in row-major storage is, in cuBLASLt's column-major
@@ -685,11 +701,11 @@ void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr
 void CudaBackend::enqueue(const std::string &function, bool timed) {
   const FunctionPlan &fn = pkg_.function(function);
   Bound &b = bound_.at(function);
-  CUevent start = nullptr, stop = nullptr;
-  if (timed) {
-    check(d_->eventCreate(&start, CU_EVENT_DEFAULT), "creating an event");
-    check(d_->eventCreate(&stop, CU_EVENT_DEFAULT), "creating an event");
+  if (timed && !timers_.first) {
+    check(d_->eventCreate(&timers_.first, CU_EVENT_DEFAULT), "creating an event");
+    check(d_->eventCreate(&timers_.second, CU_EVENT_DEFAULT), "creating an event");
   }
+  CUevent start = timers_.first, stop = timers_.second;
   for (size_t i = 0; i < fn.steps.size(); ++i) {
     const StepDecl &s = fn.steps[i];
     if (timed)
@@ -822,8 +838,8 @@ void CudaBackend::run(const std::string &function, int64_t step) {
   CudaKernelCtx ctx{step, reinterpret_cast<int64_t *>(errors_), rows_,
                     reinterpret_cast<char *>(scratch_)};
   check(d_->streamSync(stream_), "waiting for the device");
-  check(d_->htod(errors_, words, sizeof words), "resetting the error words");
-  check(d_->htod(ctx_, &ctx, sizeof ctx), "writing the kernel context");
+  write(errors_, words, sizeof words, "resetting the error words");
+  write(ctx_, &ctx, sizeof ctx, "writing the kernel context");
   if (profile.enabled) {
     enqueue(function, /*timed=*/true);
   } else if (!useGraphs_ || b.runs == 0) {
