@@ -624,7 +624,22 @@ void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr
   // One plan per shape, strides and transposes: made once, reused by every
   // step (and by graph captures).
   const bool tf32 = tf32_ && dtype == "f32";
-  std::vector<int64_t> key = {s.m, s.n, s.k, s.transA, s.transB, batches, size, tf32};
+  // Each operand's alignment, which cuBLASLt assumes to be 256 bytes unless
+  // told: the largest power of two (up to 256) dividing its address and its
+  // batch strides. Arena slices are 64-byte aligned; a weight's slice of the
+  // flat parameters is aligned to its element offset.
+  auto alignment = [&](CUdeviceptr base, const std::vector<int64_t> &strides, int64_t matrix) {
+    uint64_t bits = uint64_t(base) | 256;
+    for (int64_t st : strides)
+      bits |= uint64_t(st * size);
+    if (batches > 1)
+      bits |= uint64_t(matrix * size);
+    return uint32_t(bits & (~bits + 1));
+  };
+  const uint32_t alignA = alignment(rhs, s.rhsStrides, 0), alignB = alignment(lhs, s.lhsStrides, 0),
+                 alignC = alignment(out, {}, int64_t(m * n));
+  std::vector<int64_t> key = {s.m,   s.n,  s.k,    s.transA, s.transB, batches,
+                              size,  tf32, alignA, alignB,   alignC};
   key.insert(key.end(), s.lhsStrides.begin(), s.lhsStrides.end());
   key.insert(key.end(), s.rhsStrides.begin(), s.rhsStrides.end());
   GemmPlan &plan = gemmPlans_[key];
@@ -663,6 +678,10 @@ void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr
     cublasLtMatmulPreference_t pref = nullptr;
     lt_->prefCreate(&pref);
     lt_->prefSet(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    lt_->prefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA, sizeof alignA);
+    lt_->prefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB, sizeof alignB);
+    lt_->prefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC, sizeof alignC);
+    lt_->prefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC, sizeof alignC);
     cublasLtMatmulHeuristicResult_t result;
     int found = 0;
     checkBlas(lt_->heuristic(ltHandle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1,

@@ -391,16 +391,36 @@ cublasStatus_t layoutDestroy(cublasLtMatrixLayout_t l) {
   delete reinterpret_cast<Layout *>(l);
   return CUBLAS_STATUS_SUCCESS;
 }
+/// The alignments (A, B, C, D, in bytes) an algorithm may assume: 256
+/// unless the preference says less, as in cuBLASLt. The chosen algorithm
+/// carries them, and a product whose pointers are less aligned is refused,
+/// which on a GPU would be a misaligned access or a failed launch.
+struct Pref {
+  uint32_t align[4] = {256, 256, 256, 256};
+};
 cublasStatus_t prefCreate(cublasLtMatmulPreference_t *p) {
-  static int pref;
-  *p = reinterpret_cast<cublasLtMatmulPreference_t>(&pref);
+  *p = reinterpret_cast<cublasLtMatmulPreference_t>(new Pref());
   return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t prefSet(cublasLtMatmulPreference_t, cublasLtMatmulPreferenceAttributes_t,
-                       const void *, size_t) {
+cublasStatus_t prefSet(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t a,
+                       const void *v, size_t n) {
+  auto *pref = reinterpret_cast<Pref *>(p);
+  int i = a == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES   ? 0
+          : a == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES ? 1
+          : a == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES ? 2
+          : a == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES ? 3
+                                                            : -1;
+  if (i >= 0) {
+    if (n != sizeof(uint32_t))
+      return CUBLAS_STATUS_INVALID_VALUE;
+    std::memcpy(&pref->align[i], v, n);
+  }
   return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t prefDestroy(cublasLtMatmulPreference_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t prefDestroy(cublasLtMatmulPreference_t p) {
+  delete reinterpret_cast<Pref *>(p);
+  return CUBLAS_STATUS_SUCCESS;
+}
 /// The shapes must agree as cuBLASLt requires: op(A) is M x K, op(B) K x N,
 /// C and D M x N, one batch count.
 bool shapesAgree(const Desc &d, const Layout &a, const Layout &b, const Layout &c) {
@@ -411,13 +431,15 @@ bool shapesAgree(const Desc &d, const Layout &a, const Layout &b, const Layout &
 }
 cublasStatus_t heuristic(cublasLtHandle_t, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a,
                          cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
-                         cublasLtMatrixLayout_t, cublasLtMatmulPreference_t, int,
+                         cublasLtMatrixLayout_t, cublasLtMatmulPreference_t p, int,
                          cublasLtMatmulHeuristicResult_t *result, int *found) {
   *found = 0;
   if (!shapesAgree(*reinterpret_cast<Desc *>(d), *reinterpret_cast<Layout *>(a),
                    *reinterpret_cast<Layout *>(b), *reinterpret_cast<Layout *>(c)))
     return CUBLAS_STATUS_INVALID_VALUE;
   std::memset(result, 0, sizeof *result);
+  static_assert(sizeof result->algo >= sizeof(Pref), "the algorithm holds the alignments");
+  std::memcpy(&result->algo, reinterpret_cast<Pref *>(p)->align, sizeof(Pref));
   *found = 1;
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -425,11 +447,22 @@ cublasStatus_t matmul(cublasLtHandle_t, cublasLtMatmulDesc_t dd, const void *alp
                       const void *A, cublasLtMatrixLayout_t al, const void *B,
                       cublasLtMatrixLayout_t bl, const void *beta, const void *C,
                       cublasLtMatrixLayout_t cl, void *D, cublasLtMatrixLayout_t dl,
-                      const cublasLtMatmulAlgo_t *, void *, size_t, cudaStream_t) {
+                      const cublasLtMatmulAlgo_t *algo, void *, size_t, cudaStream_t) {
   const Desc d = *reinterpret_cast<Desc *>(dd);
   const Layout a = *reinterpret_cast<Layout *>(al), b = *reinterpret_cast<Layout *>(bl),
                c = *reinterpret_cast<Layout *>(cl), o = *reinterpret_cast<Layout *>(dl);
   if (!shapesAgree(d, a, b, c))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  Pref assumed;
+  std::memcpy(assumed.align, algo, sizeof assumed.align);
+  auto aligned = [](const void *base, const Layout &l, uint32_t to) {
+    for (int32_t t = 0; t < l.batch; ++t)
+      if ((reinterpret_cast<uintptr_t>(base) + uintptr_t(t * l.stride * elementSize(l.type))) % to)
+        return false;
+    return true;
+  };
+  if (!aligned(A, a, assumed.align[0]) || !aligned(B, b, assumed.align[1]) ||
+      !aligned(C, c, assumed.align[2]) || !aligned(D, o, assumed.align[3]))
     return CUBLAS_STATUS_INVALID_VALUE;
   const bool f64 = d.scale == CUDA_R_64F, tf32 = d.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
   const double al64 = f64 ? *static_cast<const double *>(alpha) : *static_cast<const float *>(alpha);
