@@ -104,3 +104,13 @@ TEST(CudaKernels, BucketKernelsCompile) {
     }
   }
 }
+
+TEST(CudaKernels, LoaderOptionsCompile) {
+  // The options the CUDA backend compiles with (not verbose: split compile).
+  std::string why;
+  Nvrtc *nvrtc = Nvrtc::get(&why);
+  if (!nvrtc)
+    GTEST_SKIP() << why;
+  Nvrtc::Output out = nvrtc->compile(cudaBucketKernels(), "bucket kernels", "sm_90", false);
+  EXPECT_GT(out.image.size(), 1000u);
+}

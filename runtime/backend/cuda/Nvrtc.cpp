@@ -96,6 +96,8 @@ Nvrtc::Output Nvrtc::compile(const std::string &source, const std::string &name,
                                       "-diag-suppress=177,550"};
   if (verbose)
     options.push_back("--ptxas-options=-v");
+  else
+    options.push_back("--split-compile=0"); // every core (a package has 100+ kernels)
   std::vector<const char *> argv;
   for (const std::string &o : options)
     argv.push_back(o.c_str());
