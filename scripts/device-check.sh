@@ -117,9 +117,9 @@ for nccl in 0 1; do
     --device cuda --log-json "$out/buckets-nccl$nccl.jsonl" > "$out/buckets-nccl$nccl.err" 2>&1 &&
     say "mlc gpt2 small B8 f32, 25 MB buckets, NCCL at one rank $nccl: $(steady "$out/buckets-nccl$nccl.jsonl")"
 done
-MLC_PROFILE=1 timeout 120 "$runtime" train small-b8/pkg-bf16 --batches small-b8 --steps 4 --device cuda \
+MLC_PROFILE=all timeout 120 "$runtime" train small-b8/pkg-bf16 --batches small-b8 --steps 4 --device cuda \
   --progress plain > "$out/profile.txt" 2>&1
-grep "mlc profile" "$out/profile.txt" | head -40 | tee -a "$summary"
+grep "mlc profile" "$out/profile.txt" | head -60 | tee -a "$summary"
 
 cd "$src"
 left=$(( 560 - ($(date +%s) - start) ))

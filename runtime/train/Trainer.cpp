@@ -12,6 +12,7 @@
 #include <csignal>
 #include <unistd.h>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iomanip>
@@ -673,7 +674,10 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
     for (auto &[name, sec] : prof.secondsByKernel)
       top.push_back({sec, name});
     std::sort(top.rbegin(), top.rend());
-    for (size_t i = 0; i < top.size() && i < 12; ++i)
+    // The 12 slowest, or every kernel with MLC_PROFILE=all.
+    const char *mode = std::getenv("MLC_PROFILE");
+    const size_t rows = mode && std::string(mode) == "all" ? top.size() : 12;
+    for (size_t i = 0; i < top.size() && i < rows; ++i)
       fprintf(stderr, "mlc profile:   %-24s %8.2f ms/step\n", top[i].second.c_str(),
               1e3 * top[i].first / o.steps);
   }
