@@ -20,34 +20,12 @@ namespace {
 /// The CPU target's words for scalar code: C++ with the prelude's
 /// vectorizable exp and tanh for f32 (libm for f64, whose results the
 /// gradient checks compare) and its counter-based dropout generator.
-class CpuScalarEmitter final : public ScalarEmitter {
+class CpuScalarEmitter final : public CScalarEmitter {
 public:
-  CpuScalarEmitter(const std::string &index, std::string &prologue)
-      : index(index), prologue(prologue) {}
-  std::string literal(double value, Type el) override { return lowering::literal(value, el); }
+  using CScalarEmitter::CScalarEmitter;
   std::string call(llvm::StringRef fn, Type el, llvm::ArrayRef<std::string> args) override {
-    std::string f = fn == "exp"    ? expFn(el)
-                    : fn == "tanh" ? tanhFn(el)
-                                   : "std::" + fn.str();
-    std::string out = f + "(";
-    for (size_t i = 0; i < args.size(); ++i)
-      out += (i ? ", " : "") + args[i];
-    return out + ")";
+    return apply(fn == "exp" ? expFn(el) : fn == "tanh" ? tanhFn(el) : "std::" + fn.str(), args);
   }
-  std::string typeName(Type el) override { return cType(el); }
-  std::string uniform(int64_t seed) override {
-    // The key of (seed, step), declared once per kernel.
-    std::string key = "key" + std::to_string(seed);
-    std::string decl = "  const uint64_t " + key + " = mlc_key(" + std::to_string(seed) +
-                       "ull, (uint64_t)ctx->step);\n";
-    if (prologue.find(decl) == std::string::npos)
-      prologue += decl;
-    return "mlc_uniform(" + key + ", " + index + ")";
-  }
-
-private:
-  const std::string &index;
-  std::string &prologue;
 };
 
 /// Row statistics, each written by one routine for every row kernel.

@@ -76,30 +76,12 @@ std::string mathName(llvm::StringRef fn, Type el) {
 /// The CUDA target's words for scalar code: CUDA's math functions (f
 /// suffixes for f32) and the prelude's counter-based dropout generator,
 /// bit for bit the CPU's.
-class CudaScalarEmitter final : public ScalarEmitter {
+class CudaScalarEmitter final : public CScalarEmitter {
 public:
-  CudaScalarEmitter(const std::string &index, std::string &prologue)
-      : index(index), prologue(prologue) {}
-  std::string literal(double value, Type el) override { return lowering::literal(value, el); }
+  using CScalarEmitter::CScalarEmitter;
   std::string call(llvm::StringRef fn, Type el, llvm::ArrayRef<std::string> args) override {
-    std::string out = mathName(fn, el) + "(";
-    for (size_t i = 0; i < args.size(); ++i)
-      out += (i ? ", " : "") + args[i];
-    return out + ")";
+    return apply(mathName(fn, el), args);
   }
-  std::string typeName(Type el) override { return cType(el); }
-  std::string uniform(int64_t seed) override {
-    std::string key = "key" + n2s(seed);
-    std::string decl = "  const uint64_t " + key + " = mlc_key(" + n2s(seed) +
-                       "ull, (uint64_t)ctx->step);\n";
-    if (prologue.find(decl) == std::string::npos)
-      prologue += decl;
-    return "mlc_uniform(" + key + ", " + index + ")";
-  }
-
-private:
-  const std::string &index;
-  std::string &prologue;
 };
 
 class CudaTarget final : public KernelTarget {

@@ -203,6 +203,38 @@ inline std::string reductionOutput(const ReductionKernel &r, const std::string &
          T + ")(" + finish + ");\n";
 }
 
+/// The scalar words both targets spell alike in C syntax: literals, type
+/// names, and dropout's counter-based draw (the key of (seed, step) declared
+/// once per kernel in `prologue`). A target names its math functions.
+class CScalarEmitter : public ScalarEmitter {
+public:
+  CScalarEmitter(const std::string &index, std::string &prologue)
+      : index(index), prologue(prologue) {}
+  std::string literal(double value, Type el) override { return lowering::literal(value, el); }
+  std::string typeName(Type el) override { return cType(el); }
+  std::string uniform(int64_t seed) override {
+    std::string key = "key" + std::to_string(seed);
+    std::string decl = "  const uint64_t " + key + " = mlc_key(" + std::to_string(seed) +
+                       "ull, (uint64_t)ctx->step);\n";
+    if (prologue.find(decl) == std::string::npos)
+      prologue += decl;
+    return "mlc_uniform(" + key + ", " + index + ")";
+  }
+
+protected:
+  /// `f(args...)`.
+  static std::string apply(const std::string &f, llvm::ArrayRef<std::string> args) {
+    std::string out = f + "(";
+    for (size_t i = 0; i < args.size(); ++i)
+      out += (i ? ", " : "") + args[i];
+    return out + ")";
+  }
+
+private:
+  const std::string &index;
+  std::string &prologue;
+};
+
 /// exp and tanh for kernels of element type `el`: the vectorizable prelude
 /// versions for f32, libm for f64 (whose results the gradient checks compare).
 inline std::string expFn(Type el) { return el.isF32() ? "mlc_expf" : "std::exp"; }

@@ -27,8 +27,7 @@ void Backend::allReduceStart(FlatBuffer, int64_t, int64_t, int) {
 }
 void Backend::allReduceWait(int) {}
 
-std::vector<char> Backend::prepareInput(const std::string &name, const HostTensor &t,
-                                       int64_t &rows) const {
+std::vector<char> Backend::prepareInput(const std::string &name, const HostTensor &t) {
   const InputInfo *info = nullptr;
   for (const InputInfo &in : pkg_.inputs)
     if (in.name == name)
@@ -42,7 +41,8 @@ std::vector<char> Backend::prepareInput(const std::string &name, const HostTenso
       fail("input '" + name + "' has shape " + shapeString(t.shape) + "; the package takes [T" +
            (inner.empty() ? "" : ", ") + shapeString(inner).substr(1) +
            " with 1 <= T <= " + std::to_string(pkg_.tokenCapacity) + " tokens");
-    rows = t.shape[0];
+    inputRows_[name] = t.shape[0];
+    rows_ = t.shape[0];
   } else if (t.shape != info->shape) {
     fail("input '" + name + "' has shape " + shapeString(t.shape) + " but the package was " +
          "compiled for " + shapeString(info->shape));
@@ -144,6 +144,46 @@ Backend::BufferPlace Backend::place(const FunctionPlan &fn, int id) const {
   }
   p.offset = offset;
   return p;
+}
+
+void Backend::checkRows() const {
+  for (auto &[input, rows] : inputRows_)
+    if (rows != rows_)
+      fail("the dynamic token dimension differs between inputs: '" + input + "' has " +
+           std::to_string(rows) + " tokens, another input " + std::to_string(rows_));
+}
+
+HostTensor Backend::outputTensor(const std::string &function, const std::string &name,
+                                 int &buffer) const {
+  const FunctionPlan &fn = pkg_.function(function);
+  for (const FunctionPlan::Output &out : fn.outputs) {
+    if (out.name != name)
+      continue;
+    int root = out.buffer;
+    while (fn.buffers[root].kind == BufferDecl::Alias)
+      root = fn.buffers[root].alias;
+    if (fn.buffers[root].kind != BufferDecl::Arena)
+      fail("output '" + name + "' is not an arena buffer");
+    HostTensor t;
+    t.dtype = fn.buffers[root].dtype;
+    t.shape = out.shape;
+    if (!t.shape.empty() && t.shape[0] < 0)
+      t.shape[0] = rows_; // the batch's tokens
+    t.data.resize(size_t(t.numel() * dtypeSize(t.dtype)));
+    buffer = out.buffer;
+    return t;
+  }
+  fail("function " + function + " has no output '" + name + "'");
+}
+
+void failKernelReport(int64_t code, int64_t row, int64_t value, int64_t limit) {
+  if (code == 1)
+    fail("token id " + std::to_string(value) + " at position " + std::to_string(row) +
+         " is outside the vocabulary [0, " + std::to_string(limit) + ")");
+  if (code == 2)
+    fail("label " + std::to_string(value) + " at row " + std::to_string(row) +
+         " is outside [0, " + std::to_string(limit) + ") and is not the ignore index -100");
+  fail("a kernel reported error code " + std::to_string(code));
 }
 
 std::string Backend::bufferDtype(const FunctionPlan &fn, int id) const {

@@ -110,10 +110,15 @@ public:
 protected:
   /// Checks a batch tensor against input `name` (shape, integer dtypes,
   /// values that fit) and converts it to the input's dtype: the bytes the
-  /// input holds. `rows` becomes the token count where the leading
-  /// dimension is dynamic (else it is left as it is).
-  std::vector<char> prepareInput(const std::string &name, const HostTensor &t,
-                                 int64_t &rows) const;
+  /// input holds. Where the leading dimension is the dynamic token count,
+  /// records it (rows_).
+  std::vector<char> prepareInput(const std::string &name, const HostTensor &t);
+  /// Before a run: every input with a dynamic token dimension has the same.
+  void checkRows() const;
+  /// Output `name` of `function`: its arena buffer's id and an empty tensor
+  /// of its dtype and shape (the token count filled in), data sized.
+  HostTensor outputTensor(const std::string &function, const std::string &name,
+                          int &buffer) const;
   /// Where buffer `id` of `fn` lives: a flat buffer, an input, a scalars
   /// block or the arena, and the byte offset into it (views followed to
   /// what they view; a parameter's slice at its offset). Unknown names are
@@ -133,6 +138,8 @@ protected:
 
   const Package &pkg_;
   int64_t elementSize_;
+  int64_t rows_ = 0; // tokens of the current batch (dynamic token dimension)
+  std::map<std::string, int64_t> inputRows_;
   std::shared_ptr<Communicator> comm_;
   double bucketClip_ = 0;
   double gradWeight_ = 1;
@@ -144,6 +151,10 @@ protected:
 /// devices this build has.
 std::unique_ptr<Backend> createBackend(const std::string &device, const Package &pkg,
                                        bool verbose);
+
+/// A kernel's report of bad data (code 1: token id, 2: label out of range)
+/// as the Error every backend gives.
+[[noreturn]] void failKernelReport(int64_t code, int64_t row, int64_t value, int64_t limit);
 
 /// Whole-buffer host copies, for loading, saving and checkpointing.
 std::vector<char> downloadAll(Backend &backend, FlatBuffer which);

@@ -10,6 +10,7 @@
 #define MLC_RUNTIME_TENSORIO_H
 
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,6 +27,21 @@ struct HostTensor {
   double getDouble(int64_t i) const;
   int64_t getInt(int64_t i) const;
 };
+
+/// bf16 <-> f32, bit for bit the kernels' mlc_bf16: to f32 exactly, from
+/// f32 by rounding to nearest even (a NaN stays a NaN).
+inline float bf16ToFloat(uint16_t b) {
+  uint32_t u = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+inline uint16_t floatToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return (u & 0x7fffffffu) > 0x7f800000u ? uint16_t((u >> 16) | 0x40u)
+                                         : uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
 
 /// Bytes per element of an mlc dtype name; throws on an unknown name.
 int64_t dtypeSize(const std::string &dtype);

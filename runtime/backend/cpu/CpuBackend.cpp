@@ -181,12 +181,7 @@ char *CpuBackend::resolve(const FunctionPlan &fn, int id) {
 }
 
 void CpuBackend::setInput(const std::string &name, const HostTensor &t) {
-  int64_t rows = -1;
-  std::vector<char> data = prepareInput(name, t, rows);
-  if (rows >= 0) {
-    inputRows_[name] = rows;
-    rows_ = rows;
-  }
+  std::vector<char> data = prepareInput(name, t);
   std::memcpy(inputs_[name].data(), data.data(), data.size());
 }
 
@@ -209,20 +204,6 @@ static void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float
   }
 #endif
   rowMajorGemm(ta, tb, m, n, k, A, lda, B, ldb, C);
-}
-
-/// bf16 <-> f32, bit for bit the kernels' mlc_bf16 (round to nearest even).
-static float bf16ToFloat(uint16_t b) {
-  uint32_t u = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-static uint16_t floatToBf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return (u & 0x7fffffffu) > 0x7f800000u ? uint16_t((u >> 16) | 0x40u)
-                                         : uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
 /// One GEMM step of element type `dtype`. bf16 operands are widened to f32
@@ -338,10 +319,7 @@ void CpuBackend::allReduceWait(int tag) {
 void CpuBackend::run(const std::string &function, int64_t step) {
   const FunctionPlan &fn = pkg_.function(function);
   Bound &b = bound_.at(function);
-  for (auto &[input, rows] : inputRows_)
-    if (rows != rows_)
-      fail("the dynamic token dimension differs between inputs: '" + input + "' has " +
-           std::to_string(rows) + " tokens, another input " + std::to_string(rows_));
+  checkRows();
   int64_t error[4] = {0, 0, 0, 0};
   KernelCtx ctx{step, error, rows_};
   using Clock = std::chrono::steady_clock;
@@ -369,36 +347,15 @@ void CpuBackend::run(const std::string &function, int64_t step) {
       profile.secondsByKernel[b.labels[i]] += dt;
     }
   }
-  if (error[0] == 1)
-    fail("token id " + std::to_string(error[2]) + " at position " + std::to_string(error[1]) +
-         " is outside the vocabulary [0, " + std::to_string(error[3]) + ")");
-  if (error[0] == 2)
-    fail("label " + std::to_string(error[2]) + " at row " + std::to_string(error[1]) +
-         " is outside [0, " + std::to_string(error[3]) + ") and is not the ignore index -100");
+  if (error[0])
+    failKernelReport(error[0], error[1], error[2], error[3]);
 }
 
 HostTensor CpuBackend::output(const std::string &function, const std::string &name) {
-  const FunctionPlan &fn = pkg_.function(function);
-  for (const FunctionPlan::Output &out : fn.outputs) {
-    if (out.name != name)
-      continue;
-    int id = out.buffer, root = id;
-    while (fn.buffers[root].kind == BufferDecl::Alias)
-      root = fn.buffers[root].alias;
-    const BufferDecl &decl = fn.buffers[root];
-    HostTensor t;
-    t.dtype = decl.kind == BufferDecl::Arena ? decl.dtype : pkg_.dtype;
-    if (decl.kind != BufferDecl::Arena)
-      fail("output '" + name + "' is not an arena buffer");
-    t.shape = out.shape;
-    if (!t.shape.empty() && t.shape[0] < 0)
-      t.shape[0] = rows_; // the batch's tokens
-    int64_t numel = t.numel();
-    const char *src = bound_.at(function).pointers[id];
-    t.data.assign(src, src + numel * dtypeSize(t.dtype));
-    return t;
-  }
-  fail("function " + function + " has no output '" + name + "'");
+  int id = 0;
+  HostTensor t = outputTensor(function, name, id);
+  std::memcpy(t.data.data(), bound_.at(function).pointers[id], t.data.size());
+  return t;
 }
 
 /// The best of a few 1024^3 GEMMs in the package's precision: what this

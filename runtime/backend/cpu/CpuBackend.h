@@ -36,8 +36,6 @@ private:
   std::vector<char> &flat(FlatBuffer which);
   void prepareBucket(int64_t offset, int64_t count, bool clip);
   char *resolve(const FunctionPlan &fn, int id);
-  int64_t rows_ = 0; // tokens of the current batch (dynamic token dimension)
-  std::map<std::string, int64_t> inputRows_;
 
   std::vector<char> params_, grads_, adamM_, adamV_;
   std::vector<char> gradSum_;

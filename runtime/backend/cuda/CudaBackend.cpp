@@ -282,8 +282,6 @@ private:
   CUdeviceptr ctx_ = 0, errors_ = 0, scratch_ = 0, workspace_ = 0;
   int64_t workspaceBytes_ = 32 << 20;
   std::map<std::string, CUdeviceptr> inputs_, scalars_;
-  std::map<std::string, int64_t> inputRows_;
-  int64_t rows_ = 0;
   std::map<std::string, CudaKernelInfo> kernels_;
   std::map<std::string, CUfunction> functions_;
   struct Bound {
@@ -579,12 +577,7 @@ CUdeviceptr CudaBackend::resolve(const FunctionPlan &fn, int id) {
 }
 
 void CudaBackend::setInput(const std::string &name, const HostTensor &t) {
-  int64_t rows = -1;
-  std::vector<char> data = prepareInput(name, t, rows);
-  if (rows >= 0) {
-    inputRows_[name] = rows;
-    rows_ = rows;
-  }
+  std::vector<char> data = prepareInput(name, t);
   check(d_->streamSync(stream_), "waiting for the device");
   write(inputs_.at(name), data.data(), data.size(), "copying input " + name);
 }
@@ -845,10 +838,7 @@ void CudaBackend::allReduceWait(int tag) {
 }
 
 void CudaBackend::run(const std::string &function, int64_t step) {
-  for (auto &[input, rows] : inputRows_)
-    if (rows != rows_)
-      fail("the dynamic token dimension differs between inputs: '" + input + "' has " +
-           std::to_string(rows) + " tokens, another input " + std::to_string(rows_));
+  checkRows();
   Bound &b = bound_.at(function);
   // The context and error words live in device memory, written before the
   // step (synchronously: the host values are on this stack).
@@ -886,28 +876,12 @@ void CudaBackend::run(const std::string &function, int64_t step) {
 }
 
 HostTensor CudaBackend::output(const std::string &function, const std::string &name) {
-  const FunctionPlan &fn = pkg_.function(function);
-  for (const FunctionPlan::Output &out : fn.outputs) {
-    if (out.name != name)
-      continue;
-    int id = out.buffer, root = id;
-    while (fn.buffers[root].kind == BufferDecl::Alias)
-      root = fn.buffers[root].alias;
-    const BufferDecl &decl = fn.buffers[root];
-    if (decl.kind != BufferDecl::Arena)
-      fail("output '" + name + "' is not an arena buffer");
-    HostTensor t;
-    t.dtype = decl.dtype;
-    t.shape = out.shape;
-    if (!t.shape.empty() && t.shape[0] < 0)
-      t.shape[0] = rows_;
-    t.data.resize(size_t(t.numel() * dtypeSize(t.dtype)));
-    check(d_->streamSync(stream_), "waiting for the device");
-    check(d_->dtoh(t.data.data(), bound_.at(function).pointers[id], t.data.size()),
-          "copying output " + name);
-    return t;
-  }
-  fail("function " + function + " has no output '" + name + "'");
+  int id = 0;
+  HostTensor t = outputTensor(function, name, id);
+  check(d_->streamSync(stream_), "waiting for the device");
+  check(d_->dtoh(t.data.data(), bound_.at(function).pointers[id], t.data.size()),
+        "copying output " + name);
+  return t;
 }
 
 } // namespace

@@ -1,6 +1,7 @@
 //===- CudaKernels.cpp - the kernel lines of kernels.cu ---------------------===//
 
 #include "runtime/backend/cuda/CudaKernels.h"
+#include "runtime/backend/Backend.h"
 #include "runtime/core/Error.h"
 
 #include <sstream>
@@ -130,14 +131,7 @@ void checkCudaErrorWords(const int64_t words[3]) {
   if (words[0] == 0)
     return;
   uint64_t key = uint64_t(words[1]);
-  int64_t row = int64_t(key >> 32), value = int32_t(uint32_t(key & 0xffffffffu));
-  if (words[0] == 1)
-    fail("token id " + std::to_string(value) + " at position " + std::to_string(row) +
-         " is outside the vocabulary [0, " + std::to_string(words[2]) + ")");
-  if (words[0] == 2)
-    fail("label " + std::to_string(value) + " at row " + std::to_string(row) +
-         " is outside [0, " + std::to_string(words[2]) + ") and is not the ignore index -100");
-  fail("a kernel reported error code " + std::to_string(words[0]));
+  failKernelReport(words[0], int64_t(key >> 32), int32_t(uint32_t(key & 0xffffffffu)), words[2]);
 }
 
 } // namespace mlc::rt

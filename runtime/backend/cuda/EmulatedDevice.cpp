@@ -24,6 +24,7 @@
 #include "runtime/backend/cuda/CudaApi.h"
 #include "runtime/backend/cuda/CudaEmulation.h"
 #include "runtime/core/Error.h"
+#include "runtime/core/TensorIO.h"
 
 #include <chrono>
 #include <cstring>
@@ -312,10 +313,7 @@ double load(const void *base, cudaDataType_t t, int64_t i) {
     return static_cast<const double *>(base)[i];
   if (t == CUDA_R_32F)
     return static_cast<const float *>(base)[i];
-  uint32_t u = uint32_t(static_cast<const uint16_t *>(base)[i]) << 16; // bf16
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
+  return bf16ToFloat(static_cast<const uint16_t *>(base)[i]);
 }
 void store(void *base, cudaDataType_t t, int64_t i, double v) {
   if (t == CUDA_R_64F) {
@@ -323,12 +321,7 @@ void store(void *base, cudaDataType_t t, int64_t i, double v) {
   } else if (t == CUDA_R_32F) {
     static_cast<float *>(base)[i] = float(v);
   } else {
-    float f = float(v);
-    uint32_t u;
-    std::memcpy(&u, &f, sizeof u);
-    static_cast<uint16_t *>(base)[i] =
-        (u & 0x7fffffffu) > 0x7f800000u ? uint16_t((u >> 16) | 0x40u)
-                                        : uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    static_cast<uint16_t *>(base)[i] = floatToBf16(float(v));
   }
 }
 int64_t elementSize(cudaDataType_t t) { return t == CUDA_R_64F ? 8 : t == CUDA_R_32F ? 4 : 2; }
