@@ -136,59 +136,93 @@ static inline float mlc_tanhf(float x) {
   return x < 0 ? -y : y;
 }
 
-// C (M x N) = alpha op(A) op(B), added to C when acc: op(A)(m, k) is
-// A[m * lda + k] (ta: A[k * lda + m]), op(B)(k, n) is B[k * ldb + n]
-// (tb: B[n * ldb + k]). The tile products of attention, where M, N and K
-// are a block of queries, the keys it sees and the head dimension. B is
-// packed once into panels NR columns wide and A MR rows at a time, so the
-// micro-kernel streams both contiguously and keeps an MR x NR block of C in
-// vector registers: MR * NR multiply-adds per MR + NR values loaded (8 x 2
-// vectors with AVX-512's 32 registers, 6 x 2 with AVX2's 16). ap and bp
-// are the caller's scratch, grown as needed.
+// Attention's tile products, where M, N and K are a block of queries, the
+// keys it sees and the head dimension (or the transposes of those).
+// mlc_pack lays op(B) (K x N; op(B)(k, n) = B[k * ldb + n], tb: B[n * ldb +
+// k]) out in panels NR columns wide, zero-padded, panel q's row k at
+// d[(q * K + k) * NR]; a head packs its K and V once and every query tile
+// reuses a prefix of each panel. mlc_gemm multiplies A (A(m, k) = A[m * ra
+// + k * ca], read in place) by such panels, packed with K = kcap rows, and
+// keeps an MR x NR block of C in vector registers: MR * NR multiply-adds per
+// MR + NR values loaded (8 x 2 vectors with AVX-512's 32 registers, 6 x 2
+// with AVX2's 16). band skips what a causal mask zeroes, per block of MR
+// rows: 1, row m needs columns n <= m + off (the rest are not written); 2,
+// A(m, k) is 0 for k > m + off; 3, A(m, k) is 0 for k < m - off.
 #if defined(__AVX512F__)
 enum { MLC_VECTOR_BYTES = 64, MLC_GEMM_MR = 8 };
 #else
 enum { MLC_VECTOR_BYTES = 32, MLC_GEMM_MR = 6 };
 #endif
+template <typename T> struct mlc_tile {
+  enum { MR = MLC_GEMM_MR, NR = 2 * MLC_VECTOR_BYTES / int(sizeof(T)) };
+};
+
 template <typename T>
-static void mlc_gemm(int64_t M, int64_t N, int64_t K, T alpha, const T *A, int64_t lda,
-                     bool ta, const T *B, int64_t ldb, bool tb, T *C, int64_t ldc, bool acc,
-                     std::vector<T> &ap, std::vector<T> &bp) {
-  constexpr int MR = MLC_GEMM_MR, NR = 2 * MLC_VECTOR_BYTES / int(sizeof(T));
+static void mlc_pack(int64_t K, int64_t N, const T *B, int64_t ldb, bool tb,
+                     std::vector<T> &d) {
+  constexpr int NR = mlc_tile<T>::NR;
   const int64_t panels = (N + NR - 1) / NR;
-  if (bp.size() < size_t(panels * NR * K))
-    bp.resize(size_t(panels * NR * K));
-  if (ap.size() < size_t(MR * K))
-    ap.resize(size_t(MR * K));
+  if (d.size() < size_t(panels * NR * K))
+    d.resize(size_t(panels * NR * K));
   for (int64_t q = 0; q < panels; ++q) {
-    T *d = bp.data() + q * NR * K;
+    T *p = d.data() + q * NR * K;
     const int64_t n0 = q * NR, nn = N - n0 < NR ? N - n0 : NR;
-    for (int64_t k = 0; k < K; ++k, d += NR) {
-      for (int64_t j = 0; j < nn; ++j)
-        d[j] = tb ? B[(n0 + j) * ldb + k] : B[k * ldb + n0 + j];
+    if (tb) {
+      for (int64_t j = 0; j < nn; ++j) {
+        const T *b = B + (n0 + j) * ldb;
+        for (int64_t k = 0; k < K; ++k)
+          p[k * NR + j] = b[k];
+      }
       for (int64_t j = nn; j < NR; ++j)
-        d[j] = 0;
+        for (int64_t k = 0; k < K; ++k)
+          p[k * NR + j] = 0;
+    } else {
+      for (int64_t k = 0; k < K; ++k) {
+        const T *b = B + k * ldb + n0;
+        for (int64_t j = 0; j < nn; ++j)
+          p[k * NR + j] = b[j];
+        for (int64_t j = nn; j < NR; ++j)
+          p[k * NR + j] = 0;
+      }
     }
   }
+}
+
+// C (M x N) = alpha A Bp, added to C when acc.
+template <typename T>
+static void mlc_gemm(int64_t M, int64_t N, int64_t K, T alpha, const T *A, int64_t ra,
+                     int64_t ca, const T *Bp, int64_t kcap, T *C, int64_t ldc, bool acc,
+                     int band, int64_t off) {
+  constexpr int MR = mlc_tile<T>::MR, NR = mlc_tile<T>::NR;
   for (int64_t m0 = 0; m0 < M; m0 += MR) {
     const int64_t mm = M - m0 < MR ? M - m0 : MR;
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t r = 0; r < MR; ++r)
-        ap[k * MR + r] = r < mm ? (ta ? A[k * lda + m0 + r] : A[(m0 + r) * lda + k]) : T(0);
-    for (int64_t q = 0; q < panels; ++q) {
-      const T *bq = bp.data() + q * NR * K, *aq = ap.data();
+    int64_t n1 = N, k0 = 0, k1 = K;
+    if (band == 1 && m0 + mm + off < n1)
+      n1 = m0 + mm + off;
+    if (band == 2 && m0 + mm + off < k1)
+      k1 = m0 + mm + off;
+    if (band == 3 && m0 - off > 0)
+      k0 = m0 - off;
+    // Rows past M repeat the last one; their sums are not stored.
+    const T *a[MR];
+    for (int r = 0; r < MR; ++r)
+      a[r] = A + (m0 + r < M ? m0 + r : M - 1) * ra;
+    for (int64_t n0 = 0; n0 < n1; n0 += NR) {
+      const T *bq = Bp + n0 * kcap;
       T c[MR][NR];
       for (int r = 0; r < MR; ++r)
         for (int j = 0; j < NR; ++j)
           c[r][j] = 0;
-      for (int64_t k = 0; k < K; ++k)
+      for (int64_t k = k0; k < k1; ++k) {
+        const T *bk = bq + k * NR;
         for (int r = 0; r < MR; ++r) {
-          const T x = aq[k * MR + r];
+          const T x = a[r][k * ca];
 #pragma omp simd
           for (int j = 0; j < NR; ++j)
-            c[r][j] += x * bq[k * NR + j];
+            c[r][j] += x * bk[j];
         }
-      const int64_t n0 = q * NR, nn = N - n0 < NR ? N - n0 : NR;
+      }
+      const int64_t nn = n1 - n0 < NR ? n1 - n0 : NR;
       for (int64_t r = 0; r < mm; ++r) {
         T *cr = C + (m0 + r) * ldc + n0;
         if (acc)
