@@ -30,20 +30,27 @@ public:
 
 /// Row statistics, each written by one routine for every row kernel.
 ///
-/// The max m of row `x` (C elements) and s = sum exp(x - m) in double: the
-/// stable log-sum-exp (m + log s) of softmax, log-softmax, cross-entropy and
-/// its gradient. With `store`, exp(x - m) is also written to store[c], so a
+/// The max m of row `x` (C elements) and s = sum exp(x - m) (in double, by
+/// blocks): the stable log-sum-exp (m + log s) of softmax, log-softmax,
+/// cross-entropy and its gradient. With `store`, exp(x - m) is also written to store[c], so a
 /// gradient scales it in place instead of computing it again.
 std::string rowMaxSumExp(Type el, const std::string &x, int64_t C, const std::string &indent,
                          const std::string &store = "") {
   std::string T = cType(el), n = std::to_string(C);
+  // The sum runs in blocks of 256 terms added in the element type (16 per
+  // vector lane), then in double: one widening per block, not per term.
+  std::string P = el.isF64() ? "double" : "float";
   std::string e = expFn(el) + "(" + x + "[c] - m)";
   return indent + T + " m = " + x + "[0];\n" + "#pragma omp simd reduction(max : m)\n" +
          indent + "for (int64_t c = 1; c < " + n + "; ++c) m = " + x + "[c] > m ? " + x +
-         "[c] : m;\n" + indent + "double s = 0;\n" + "#pragma omp simd reduction(+ : s)\n" +
-         indent + "for (int64_t c = 0; c < " + n + "; ++c) " +
-         (store.empty() ? "s += " + e + ";\n"
-                        : "{ " + store + "[c] = " + e + "; s += " + store + "[c]; }\n");
+         "[c] : m;\n" + indent + "double s = 0;\n" + indent + "for (int64_t c0 = 0; c0 < " + n +
+         "; c0 += 256) {\n" + indent + "  const int64_t c1 = c0 + 256 < " + n + " ? c0 + 256 : " +
+         n + ";\n" + indent + "  " + P + " part = 0;\n" +
+         "#pragma omp simd reduction(+ : part)\n" + indent +
+         "  for (int64_t c = c0; c < c1; ++c) " +
+         (store.empty() ? "part += " + e + ";\n"
+                        : "{ " + store + "[c] = " + e + "; part += " + store + "[c]; }\n") +
+         indent + "  s += part;\n" + indent + "}\n";
 }
 
 /// The mean and rstd = 1 / sqrt(var + eps) of row `x` (E elements), in
@@ -278,8 +285,8 @@ public:
       << " for (int64_t c = 0; c < " << C << "; ++c) d[c] = 0; continue; }\n"
       // exp(x - m) is computed once, into d, then scaled in place (the row
       // stays in cache between the two passes).
-      << rowMaxSumExp(el, "x", C, "    ", "d")
-      << "    total += m + std::log(s) - x[label];\n"
+      << "    const double xl = x[label];\n" << rowMaxSumExp(el, "x", C, "    ", "d")
+      << "    total += m + std::log(s) - xl;\n"
       << "    const " << T << " k = (" << T << ")(scale / s);\n"
       << "#pragma omp simd\n"
       << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] *= k;\n"

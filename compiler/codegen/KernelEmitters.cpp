@@ -387,8 +387,19 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
           cg.getIgnoreIndex() != ce.getIgnoreIndex() || splatLiteral(cg.getGrad()).empty())
         continue;
       bindOut(ce.getResult());
-      bindOut(cg.getResult());
-      bufs.push_back(bufferOf(ce.getLogits()));
+      // The gradient overwrites the logits when nothing else reads them
+      // (each row's x[label] is read before its gradient is written): one
+      // logits-sized slice less, and no second stream through memory.
+      const int logits = bufferOf(ce.getLogits());
+      if (overwritable(ce.getLogits(), {ce.getOperation(), cg.getOperation()})) {
+        int id = newBuffer({Buffer::Alias, el, numel(cg.getResult())});
+        buffers[id].alias = logits;
+        valueBuffers[cg.getResult()] = id;
+        bufs.push_back(id);
+      } else {
+        bindOut(cg.getResult());
+      }
+      bufs.push_back(logits);
       bufs.push_back(bufferOf(ce.getLabels()));
       emittedWith.insert(cg.getOperation());
       addStep(target.crossEntropyWithGrad(el, lt, rows, C, ce.getIgnoreIndex(),

@@ -464,6 +464,26 @@ private:
     return {bufferOf(v), 0, shapeOf(v), rowMajorStrides(shapeOf(v))};
   }
 
+  /// Whether the op that reads `v` last may overwrite its bytes: every use
+  /// of v is one of `readers`, and v owns a fresh arena slice, directly or
+  /// through reshapes that are their input's only use (not an input, a
+  /// parameter, or a slice of a value that others still read).
+  bool overwritable(Value v, llvm::ArrayRef<Operation *> readers) {
+    for (Operation *user : v.getUsers())
+      if (!llvm::is_contained(readers, user))
+        return false;
+    int id = bufferOf(v);
+    while (buffers[id].kind == Buffer::Alias) {
+      auto rs = v.getDefiningOp<ReshapeOp>();
+      if (!rs || !rs.getInput().hasOneUse() || !valueBuffers.count(rs.getInput()) ||
+          buffers[id].alias != valueBuffers[rs.getInput()] || buffers[id].offset != 0)
+        return false;
+      v = rs.getInput();
+      id = buffers[id].alias;
+    }
+    return buffers[id].kind == Buffer::Arena && v.getDefiningOp() != nullptr;
+  }
+
   /// Where a producer can write `r` in place: when r's only use is a
   /// transpose, a reshape or a concatenation, the producer writes straight
   /// into their result (strided) and they cost nothing.

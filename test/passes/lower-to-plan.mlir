@@ -72,3 +72,53 @@ func.func @train_step(%w: tensor<4x3xf32> {mlc.param = "w"}, %b: tensor<3xf32> {
   return %l, %gb, %gw : tensor<f32>, tensor<3xf32>, tensor<4x3xf32>
 }
 
+
+// -----
+
+// The loss's gradient overwrites the logits when nothing else reads them:
+// the fused cross-entropy kernel writes its gradient into a view of the
+// logits' arena slice (reached through the reshape), not a slice of its own.
+// CHECK-LABEL: plan.param "w" : f32 [4, 6]
+// CHECK: plan.func "train_step"
+// CHECK: %[[Y:.*]] = plan.arena -1 : memref<18xf32>
+// CHECK: %[[L:.*]] = plan.view %[[Y]][0] : memref<18xf32> to memref<18xf32>
+// CHECK: %[[G:.*]] = plan.view %[[L]][0] : memref<18xf32> to memref<18xf32>
+// CHECK: plan.launch @k{{[0-9]+}}(%{{.*}}, %[[G]], %[[L]], %{{.*}})
+func.func @forward(%w: tensor<4x6xf32> {mlc.param = "w"}, %x: tensor<3x4xf32> {mlc.input = "x"}, %t: tensor<3xi64> {mlc.input = "t"}) -> (tensor<f32> {mlc.output = "loss"}) {
+  %y = mlc.matmul %x, %w : tensor<3x4xf32>, tensor<4x6xf32>
+  %l = mlc.cross_entropy %y, %t ignore_index = -100 : tensor<3x6xf32>, tensor<3xi64>
+  return %l : tensor<f32>
+}
+func.func @train_step(%w: tensor<4x6xf32> {mlc.param = "w"}, %x: tensor<3x4xf32> {mlc.input = "x"}, %t: tensor<3xi64> {mlc.input = "t"}) -> (tensor<f32> {mlc.output = "loss"}, tensor<4x6xf32> {mlc.grad = "w"}) {
+  %y = mlc.matmul %x, %w : tensor<3x4xf32>, tensor<4x6xf32>
+  %logits = mlc.reshape %y : tensor<3x6xf32> -> tensor<3x6xf32>
+  %l = mlc.cross_entropy %logits, %t ignore_index = -100 : tensor<3x6xf32>, tensor<3xi64>
+  %one = mlc.constant dense<1.0> : tensor<f32>
+  %g = mlc.cross_entropy_grad %one, %logits, %t ignore_index = -100 : tensor<f32>, tensor<3x6xf32>, tensor<3xi64>
+  %gw = mlc.matmul %x, %g transpose_lhs : tensor<3x4xf32>, tensor<3x6xf32>
+  return %l, %gw : tensor<f32>, tensor<4x6xf32>
+}
+
+// -----
+
+// Logits that are also an output keep their bytes: the gradient gets its
+// own arena slice.
+// CHECK-LABEL: plan.param "w" : f32 [4, 6]
+// CHECK: plan.func "train_step"
+// CHECK: %[[Y:.*]] = plan.arena -1 : memref<18xf32>
+// CHECK: %[[G:.*]] = plan.arena -1 : memref<18xf32>
+// CHECK: plan.launch @k{{[0-9]+}}(%{{.*}}, %[[G]], %[[Y]], %{{.*}})
+// CHECK: plan.output "logits" %[[Y]]
+func.func @forward(%w: tensor<4x6xf32> {mlc.param = "w"}, %x: tensor<3x4xf32> {mlc.input = "x"}, %t: tensor<3xi64> {mlc.input = "t"}) -> (tensor<f32> {mlc.output = "loss"}) {
+  %y = mlc.matmul %x, %w : tensor<3x4xf32>, tensor<4x6xf32>
+  %l = mlc.cross_entropy %y, %t ignore_index = -100 : tensor<3x6xf32>, tensor<3xi64>
+  return %l : tensor<f32>
+}
+func.func @train_step(%w: tensor<4x6xf32> {mlc.param = "w"}, %x: tensor<3x4xf32> {mlc.input = "x"}, %t: tensor<3xi64> {mlc.input = "t"}) -> (tensor<f32> {mlc.output = "loss"}, tensor<3x6xf32> {mlc.output = "logits"}, tensor<4x6xf32> {mlc.grad = "w"}) {
+  %y = mlc.matmul %x, %w : tensor<3x4xf32>, tensor<4x6xf32>
+  %l = mlc.cross_entropy %y, %t ignore_index = -100 : tensor<3x6xf32>, tensor<3xi64>
+  %one = mlc.constant dense<1.0> : tensor<f32>
+  %g = mlc.cross_entropy_grad %one, %y, %t ignore_index = -100 : tensor<f32>, tensor<3x6xf32>, tensor<3xi64>
+  %gw = mlc.matmul %x, %g transpose_lhs : tensor<3x4xf32>, tensor<3x6xf32>
+  return %l, %y, %gw : tensor<f32>, tensor<3x6xf32>, tensor<4x6xf32>
+}
