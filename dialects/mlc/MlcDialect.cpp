@@ -17,6 +17,7 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -161,7 +162,13 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                              " do not broadcast");
   batch->push_back(m);
   batch->push_back(n);
-  types.push_back(tensorOf(*batch, elementOf(lt)));
+  Type el = elementOf(lt);
+  if (adaptor.getF32Result()) {
+    if (!el.isBF16())
+      return emitOptionalError(loc, "f32_result takes bf16 operands, got ", el);
+    el = Float32Type::get(lt.getContext());
+  }
+  types.push_back(tensorOf(*batch, el));
   return success();
 }
 
@@ -252,6 +259,35 @@ LogicalResult CastOp::verify() {
 
 OpFoldResult CastOp::fold(FoldAdaptor) {
   return getInput().getType() == getType() ? getInput() : Value();
+}
+
+namespace {
+/// cast(matmul(a, b) : bf16) : f32 -> matmul(a, b) f32_result, when the
+/// cast could not fuse into a consumer (no user is pointwise: a weight
+/// gradient, the logits of the loss, a LayerNorm gradient's input). The
+/// product is then stored once, in f32, instead of rounded to bf16 and
+/// widened by a kernel of its own.
+struct WidenProduct : OpRewritePattern<CastOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(CastOp cast, PatternRewriter &rewriter) const override {
+    auto product = cast.getInput().getDefiningOp<MatmulOp>();
+    if (!product || product.getF32Result() || !product->hasOneUse() ||
+        !elementOf(product.getType()).isBF16() || !elementOf(cast.getType()).isF32())
+      return failure();
+    for (Operation *user : cast->getUsers())
+      if (isa<ScalarOpInterface>(user))
+        return failure();
+    rewriter.replaceOpWithNewOp<MatmulOp>(cast, product.getLhs(), product.getRhs(),
+                                          product.getTransposeLhs(),
+                                          product.getTransposeRhs(), /*f32_result=*/true);
+    rewriter.eraseOp(product);
+    return success();
+  }
+};
+} // namespace
+
+void CastOp::getCanonicalizationPatterns(RewritePatternSet &patterns, MLIRContext *context) {
+  patterns.add<WidenProduct>(context);
 }
 
 //===----------------------------------------------------------------------===//

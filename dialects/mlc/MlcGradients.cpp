@@ -255,6 +255,10 @@ LogicalResult MatmulOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   Location loc = getLoc();
   Value g = rg[0], A = getLhs(), B = getRhs();
   bool tA = getTransposeLhs(), tB = getTransposeRhs();
+  if (getF32Result()) // as for cast(matmul): the gradient narrowed first
+    g = b.create<CastOp>(loc, RankedTensorType::get(tensorType(g).getShape(),
+                                                    tensorType(A).getElementType()),
+                         g);
   Value dA = tA ? b.create<MatmulOp>(loc, B, g, /*tl=*/tB, /*tr=*/true)
                 : b.create<MatmulOp>(loc, g, B, /*tl=*/false, /*tr=*/!tB);
   og.push_back(sumToShape(b, loc, dA, A.getType()));

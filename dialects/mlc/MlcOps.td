@@ -113,19 +113,23 @@ def Mlc_MatmulOp : Mlc_Op<"matmul", [Pure, InferTypeOpAdaptor, DeclareOpInterfac
     `op` transposes the last two dimensions when `transpose_lhs` /
     `transpose_rhs` is set. Batch dimensions broadcast (numpy rules); a rank-2
     operand is shared by every batch. Both operands have rank >= 2 and the same
-    element type.
+    element type, which the result has too, except with `f32_result`: bf16
+    operands, the f32 sums stored without rounding to bf16 (a weight gradient
+    kept in f32, logits read by the loss).
 
     ```mlir
     %h = mlc.matmul %x, %w : tensor<8x1024x768xf32>, tensor<768x2304xf32>
     %s = mlc.matmul %q, %k transpose_rhs : tensor<8x12x1024x64xf32>, tensor<8x12x1024x64xf32>
+    %g = mlc.matmul %a, %d transpose_lhs f32_result : tensor<8192x768xbf16>, tensor<8192x3072xbf16>
     ```
   }];
   let arguments = (ins Mlc_FloatTensor:$lhs, Mlc_FloatTensor:$rhs,
-                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
+                       UnitAttr:$f32_result);
   let results = (outs Mlc_FloatTensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
-    attr-dict `:` type($lhs) `,` type($rhs)
+    (`f32_result` $f32_result^)? attr-dict `:` type($lhs) `,` type($rhs)
   }];
 }
 
@@ -337,6 +341,7 @@ def Mlc_CastOp : Mlc_Op<"cast", [Pure, DeclareOpInterfaceMethods<Mlc_GradientOpI
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
   let hasFolder = 1;
+  let hasCanonicalizer = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -285,9 +285,13 @@ LogicalResult GemmOp::verify() {
   Type el = cast<MemRefType>(getOut().getType()).getElementType();
   if (!isFlatFloat(el) && !el.isBF16())
     return emitOpError("GEMM element type must be f32, f64 or bf16, got ") << el;
-  for (Value v : {getLhs(), getRhs()})
-    if (cast<MemRefType>(v.getType()).getElementType() != el)
-      return emitOpError("GEMM operands must share the element type ") << el;
+  // bf16 operands may have an f32 result (the sums stored without rounding).
+  Type in = cast<MemRefType>(getLhs().getType()).getElementType();
+  if (!(in == el || (in.isBF16() && el.isF32())))
+    return emitOpError("GEMM operands of ") << in << " with a result of " << el
+                                            << "; the types must agree, or be bf16 -> f32";
+  if (cast<MemRefType>(getRhs().getType()).getElementType() != in)
+    return emitOpError("GEMM operands must share the element type ") << in;
   if (getN() < 1 || getM() < -1 || getM() == 0 || getK() < -1 || getK() == 0)
     return emitOpError("GEMM extents must be positive (m or k -1: the token count)");
   size_t nb = getBatch().size();

@@ -208,9 +208,12 @@ std::string Backend::bufferDtype(const FunctionPlan &fn, int id) const {
 std::string Backend::gemmDtype(const FunctionPlan &fn, const StepDecl &s) const {
   std::string out = bufferDtype(fn, s.buffers[0]);
   std::string lhs = bufferDtype(fn, s.buffers[1]), rhs = bufferDtype(fn, s.buffers[2]);
+  if (lhs == "bf16" && rhs == "bf16" && out == "f32")
+    return "bf16-f32";
   if (lhs != out || rhs != out || (out != "f32" && out != "f64" && out != "bf16"))
     fail(pkg_.dir + "/plan.txt: function " + fn.name + " has a GEMM of " + lhs + " x " + rhs +
-         " -> " + out + "; GEMMs take f32, f64 or bf16, one type for all three");
+         " -> " + out + "; GEMMs take f32, f64 or bf16, one type for all three, or bf16 "
+         "operands with an f32 result");
   return out;
 }
 

@@ -132,8 +132,8 @@ protected:
   BufferPlace place(const FunctionPlan &fn, int id) const;
   /// The element type of buffer `id` of `fn` (through views to what they view).
   std::string bufferDtype(const FunctionPlan &fn, int id) const;
-  /// A GEMM step's element type (its three buffers'): f32, f64 or bf16; a
-  /// plan whose GEMM mixes types is refused.
+  /// A GEMM step's element type (its three buffers'): f32, f64 or bf16, or
+  /// "bf16-f32" (bf16 operands, an f32 result); other mixes are refused.
   std::string gemmDtype(const FunctionPlan &fn, const StepDecl &s) const;
 
   const Package &pkg_;

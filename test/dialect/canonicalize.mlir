@@ -127,3 +127,34 @@ func.func @reshape_roundtrip(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
   %1 = mlc.reshape %0 : tensor<24xf32> -> tensor<2x3x4xf32>
   return %1 : tensor<2x3x4xf32>
 }
+
+// -----
+
+// A bf16 product widened for a consumer that is not pointwise (here the
+// function's result: a weight gradient) is stored in f32 by the GEMM itself.
+// CHECK-LABEL: func.func @widen_product
+// CHECK-NEXT: %[[P:.*]] = mlc.matmul %arg0, %arg1 transpose_lhs f32_result : tensor<6x4xbf16>, tensor<6x5xbf16>
+// CHECK-NEXT: return %[[P]] : tensor<4x5xf32>
+func.func @widen_product(%a: tensor<6x4xbf16>, %g: tensor<6x5xbf16>) -> tensor<4x5xf32> {
+  %p = mlc.matmul %a, %g transpose_lhs : tensor<6x4xbf16>, tensor<6x5xbf16>
+  %w = mlc.cast %p : tensor<4x5xbf16> -> tensor<4x5xf32>
+  return %w : tensor<4x5xf32>
+}
+
+// -----
+
+// A widening read by a pointwise op fuses into that op's kernel: the
+// product stays bf16 (half the bytes); so does a product read elsewhere.
+// CHECK-LABEL: func.func @keep_bf16_product
+// CHECK-NOT: f32_result
+// CHECK: mlc.cast
+// CHECK: mlc.cast
+// CHECK-NOT: f32_result
+func.func @keep_bf16_product(%a: tensor<4x6xbf16>, %b: tensor<6x5xbf16>) -> (tensor<4x5xf32>, tensor<5x4xf32>, tensor<5x4xbf16>) {
+  %p = mlc.matmul %a, %b : tensor<4x6xbf16>, tensor<6x5xbf16>
+  %w = mlc.cast %p : tensor<4x5xbf16> -> tensor<4x5xf32>
+  %t = mlc.tanh %w : tensor<4x5xf32>
+  %q = mlc.matmul %b, %a transpose_lhs transpose_rhs : tensor<6x5xbf16>, tensor<4x6xbf16>
+  %v = mlc.cast %q : tensor<5x4xbf16> -> tensor<5x4xf32>
+  return %t, %v, %q : tensor<4x5xf32>, tensor<5x4xf32>, tensor<5x4xbf16>
+}

@@ -41,6 +41,14 @@ func.func @matmul_element_types(%a: tensor<3x4xf32>, %b: tensor<4x5xf16>) {
 
 // -----
 
+func.func @matmul_f32_result(%a: tensor<3x4xf32>, %b: tensor<4x5xf32>) {
+  // expected-error @+1 {{f32_result takes bf16 operands, got 'f32'}}
+  %0 = mlc.matmul %a, %b f32_result : tensor<3x4xf32>, tensor<4x5xf32>
+  return
+}
+
+// -----
+
 func.func @matmul_contraction(%a: tensor<3x4xf32>, %b: tensor<5x6xf32>) {
   // expected-error @+1 {{contraction dimensions differ: 4 vs 5}}
   %0 = mlc.matmul %a, %b : tensor<3x4xf32>, tensor<5x6xf32>

@@ -147,8 +147,28 @@ plan.func "forward" arena 256 {
   %o = plan.arena 0 : memref<6xf32>
   %l = plan.arena 64 : memref<8xf64>
   %r = plan.arena 128 : memref<12xf32>
-  // expected-error @+1 {{GEMM operands must share the element type 'f32'}}
+  // expected-error @+1 {{GEMM operands of 'f64' with a result of 'f32'; the types must agree, or be bf16 -> f32}}
   plan.gemm %o, %l, %r m 2 n 3 k 4 : memref<6xf32>, memref<8xf64>, memref<12xf32>
+}
+
+// -----
+
+plan.func "forward" arena 256 {
+  %o = plan.arena 0 : memref<6xf32>
+  %l = plan.arena 64 : memref<8xbf16>
+  %r = plan.arena 128 : memref<12xf32>
+  // expected-error @+1 {{GEMM operands must share the element type 'bf16'}}
+  plan.gemm %o, %l, %r m 2 n 3 k 4 : memref<6xf32>, memref<8xbf16>, memref<12xf32>
+}
+
+// -----
+
+plan.func "forward" arena 256 {
+  %o = plan.arena 0 : memref<6xbf16>
+  %l = plan.arena 64 : memref<8xf32>
+  %r = plan.arena 128 : memref<12xf32>
+  // expected-error @+1 {{GEMM operands of 'f32' with a result of 'bf16'; the types must agree, or be bf16 -> f32}}
+  plan.gemm %o, %l, %r m 2 n 3 k 4 : memref<6xbf16>, memref<8xf32>, memref<12xf32>
 }
 
 // -----

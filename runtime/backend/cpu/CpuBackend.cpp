@@ -207,8 +207,8 @@ static void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float
 }
 
 /// One GEMM step of element type `dtype`. bf16 operands are widened to f32
-/// (exactly), multiplied in f32 and the product rounded to bf16: what a
-/// tensor core computes, up to the order of the sums.
+/// (exactly), multiplied in f32 and the product rounded to bf16 ("bf16-f32":
+/// stored in f32): what a tensor core computes, up to the order of the sums.
 static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs,
                  const std::string &dtype, int64_t rows) {
   if (s.m < 0)
@@ -233,7 +233,7 @@ static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs,
     if (dtype == "f32") {
       sgemm(s.transA, s.transB, s.m, s.n, s.k, reinterpret_cast<const float *>(lhs) + lo, lda,
             reinterpret_cast<const float *>(rhs) + ro, ldb, reinterpret_cast<float *>(out) + oo);
-    } else if (dtype == "bf16") {
+    } else if (dtype == "bf16" || dtype == "bf16-f32") {
       // (Plain pointers into the scratch: a thread_local named inside a
       // parallel loop would be each worker's own.)
       auto widen = [](std::vector<float> &w, const char *base, int64_t offset, int64_t n) {
@@ -246,6 +246,11 @@ static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs,
       };
       widen(wa, lhs, lo, s.m * s.k);
       widen(wb, rhs, ro, s.k * s.n);
+      if (dtype == "bf16-f32") {
+        sgemm(s.transA, s.transB, s.m, s.n, s.k, wa.data(), lda, wb.data(), ldb,
+              reinterpret_cast<float *>(out) + oo);
+        continue;
+      }
       wc.resize(size_t(s.m * s.n));
       sgemm(s.transA, s.transB, s.m, s.n, s.k, wa.data(), lda, wb.data(), ldb, wc.data());
       uint16_t *o = reinterpret_cast<uint16_t *>(out) + oo;

@@ -610,8 +610,10 @@ void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr
   int64_t batches = 1;
   for (int64_t d : s.batch)
     batches *= d;
-  const bool f64 = dtype == "f64", bf16 = dtype == "bf16";
-  const int64_t size = f64 ? 8 : bf16 ? 2 : 4;
+  // Operand and result element types: one, except bf16 operands with an
+  // f32 result ("bf16-f32").
+  const bool f64 = dtype == "f64", bf16 = dtype == "bf16" || dtype == "bf16-f32";
+  const int64_t size = f64 ? 8 : bf16 ? 2 : 4, outSize = dtype == "bf16" ? 2 : size == 2 ? 4 : size;
   const uint64_t n = uint64_t(s.n), m = uint64_t(s.m), k = uint64_t(s.k);
   const bool strided = s.batch.size() <= 1;
   // One plan per shape, strides and transposes: made once, reused by every
@@ -621,24 +623,27 @@ void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr
   // told: the largest power of two (up to 256) dividing its address and its
   // batch strides. Arena slices are 64-byte aligned; a weight's slice of the
   // flat parameters is aligned to its element offset.
-  auto alignment = [&](CUdeviceptr base, const std::vector<int64_t> &strides, int64_t matrix) {
+  auto alignment = [&](CUdeviceptr base, const std::vector<int64_t> &strides, int64_t matrix,
+                       int64_t bytes) {
     uint64_t bits = uint64_t(base) | 256;
     for (int64_t st : strides)
-      bits |= uint64_t(st * size);
+      bits |= uint64_t(st * bytes);
     if (batches > 1)
-      bits |= uint64_t(matrix * size);
+      bits |= uint64_t(matrix * bytes);
     return uint32_t(bits & (~bits + 1));
   };
-  const uint32_t alignA = alignment(rhs, s.rhsStrides, 0), alignB = alignment(lhs, s.lhsStrides, 0),
-                 alignC = alignment(out, {}, int64_t(m * n));
-  std::vector<int64_t> key = {s.m,   s.n,  s.k,    s.transA, s.transB, batches,
-                              size,  tf32, alignA, alignB,   alignC};
+  const uint32_t alignA = alignment(rhs, s.rhsStrides, 0, size),
+                 alignB = alignment(lhs, s.lhsStrides, 0, size),
+                 alignC = alignment(out, {}, int64_t(m * n), outSize);
+  std::vector<int64_t> key = {s.m,  s.n,  s.k,    s.transA, s.transB, batches, size,
+                              outSize, tf32, alignA, alignB,   alignC};
   key.insert(key.end(), s.lhsStrides.begin(), s.lhsStrides.end());
   key.insert(key.end(), s.rhsStrides.begin(), s.rhsStrides.end());
   GemmPlan &plan = gemmPlans_[key];
   const uint64_t ws = uint64_t(workspaceBytes_);
   if (!plan.desc) {
-    const cudaDataType_t type = f64 ? CUDA_R_64F : bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    const cudaDataType_t type = f64 ? CUDA_R_64F : bf16 ? CUDA_R_16BF : CUDA_R_32F,
+                         outType = outSize == 2 ? CUDA_R_16BF : type == CUDA_R_16BF ? CUDA_R_32F : type;
     const cublasComputeType_t compute = f64    ? CUBLAS_COMPUTE_64F
                                         : tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                : CUBLAS_COMPUTE_32F;
@@ -655,7 +660,7 @@ void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr
     checkBlas(lt_->layoutCreate(&plan.b, type, s.transA ? m : k, s.transA ? k : m,
                                 int64_t(s.transA ? m : k)),
               "creating a layout");
-    checkBlas(lt_->layoutCreate(&plan.c, type, n, m, int64_t(n)), "creating a layout");
+    checkBlas(lt_->layoutCreate(&plan.c, outType, n, m, int64_t(n)), "creating a layout");
     // One strided batch when the batch is one dimension (or absent); other
     // batch shapes loop.
     plan.strided = strided;
@@ -700,7 +705,7 @@ void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr
       ro += i * s.rhsStrides[dd];
     }
     const CUdeviceptr A = rhs + ro * size, B = lhs + lo * size,
-                      C = out + b * int64_t(m * n) * size;
+                      C = out + b * int64_t(m * n) * outSize;
     checkBlas(lt_->matmul(ltHandle_, plan.desc, alpha, reinterpret_cast<const void *>(A), plan.a,
                           reinterpret_cast<const void *>(B), plan.b, beta,
                           reinterpret_cast<void *>(C), plan.c, reinterpret_cast<void *>(C),

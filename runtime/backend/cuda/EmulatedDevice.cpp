@@ -415,12 +415,19 @@ cublasStatus_t prefDestroy(cublasLtMatmulPreference_t p) {
   return CUBLAS_STATUS_SUCCESS;
 }
 /// The shapes must agree as cuBLASLt requires: op(A) is M x K, op(B) K x N,
-/// C and D M x N, one batch count.
+/// C and D M x N, one batch count; and the types must be a combination it
+/// lists: A, B and C of one type (f64 computing in f64, f32 or bf16 in f32),
+/// or bf16 A and B with an f32 C computing in f32.
 bool shapesAgree(const Desc &d, const Layout &a, const Layout &b, const Layout &c) {
   uint64_t m = d.ta == CUBLAS_OP_N ? a.rows : a.cols, ka = d.ta == CUBLAS_OP_N ? a.cols : a.rows;
   uint64_t kb = d.tb == CUBLAS_OP_N ? b.rows : b.cols, n = d.tb == CUBLAS_OP_N ? b.cols : b.rows;
+  const bool f64 = d.compute == CUBLAS_COMPUTE_64F;
+  const bool types = a.type == b.type && (f64 ? a.type == CUDA_R_64F && c.type == CUDA_R_64F
+                                              : a.type != CUDA_R_64F &&
+                                                    (c.type == a.type || (a.type == CUDA_R_16BF &&
+                                                                          c.type == CUDA_R_32F)));
   return m == c.rows && n == c.cols && ka == kb && a.batch == b.batch && b.batch == c.batch &&
-         a.type == b.type;
+         types;
 }
 cublasStatus_t heuristic(cublasLtHandle_t, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a,
                          cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
