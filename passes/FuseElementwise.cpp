@@ -145,6 +145,37 @@ private:
       if (g.ops.size() >= 2)
         buildFusion(g);
     (void)position;
+    for (auto fusion : llvm::make_early_inc_range(block.getOps<FusionOp>()))
+      absorbCasts(fusion);
+  }
+
+  /// A cast that is a fusion result's only reader becomes the fusion's last
+  /// op, so the kernel stores the converted value (--dtype bf16: a
+  /// LayerNorm's or a gradient's bf16 copy for the next product) instead of
+  /// a kernel of its own reading the f32 value back. A column sum's result
+  /// keeps its type (it is not computed per element).
+  void absorbCasts(FusionOp fusion) {
+    if (fusion.getKind() != FusionKind::pointwise && fusion.getKind() != FusionKind::rows)
+      return;
+    auto yield = cast<YieldOp>(fusion.getBody().front().getTerminator());
+    for (auto [i, result] : llvm::enumerate(fusion.getResults())) {
+      if (!result.hasOneUse())
+        continue;
+      auto c = dyn_cast<CastOp>(*result.getUsers().begin());
+      Value inner = yield.getValues()[i];
+      if (!c || inner.getDefiningOp<ReduceSumOp>() ||
+          !isa<FloatType>(cast<RankedTensorType>(c.getType()).getElementType()) ||
+          !isa<FloatType>(cast<RankedTensorType>(inner.getType()).getElementType()))
+        continue;
+      OpBuilder b(yield);
+      auto type = RankedTensorType::get(cast<RankedTensorType>(inner.getType()).getShape(),
+                                        cast<RankedTensorType>(c.getType()).getElementType());
+      Value converted = b.create<CastOp>(c.getLoc(), type, inner);
+      yield->setOperand(i, converted);
+      result.setType(c.getType());
+      c.getResult().replaceAllUsesWith(result);
+      c.erase();
+    }
   }
 
   void buildFusion(Group &g) {

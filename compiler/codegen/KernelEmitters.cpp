@@ -53,10 +53,10 @@ llvm::Error FunctionLowering::emitPointwise(Operation *op) {
 }
 
 /// The per-element code of a fusion region: splat constants become literals,
-/// every pointwise op a scalar temporary; `root` (the region's reduction or
-/// LayerNorm, if any) is left to the caller.
-llvm::Error FunctionLowering::scalarOps(Block &block, Operation *root, const std::string &index,
-                                        const std::string &indent,
+/// every pointwise op a scalar temporary; `roots` (the region's reduction or
+/// LayerNorm and the cast of its result, if any) are left to the caller.
+llvm::Error FunctionLowering::scalarOps(Block &block, llvm::ArrayRef<Operation *> roots,
+                                        const std::string &index, const std::string &indent,
                                         llvm::DenseMap<Value, std::string> &scalar,
                                         std::string &body, std::string &prologue) {
   int tmp = 0;
@@ -68,7 +68,7 @@ llvm::Error FunctionLowering::scalarOps(Block &block, Operation *root, const std
       scalar[c.getResult()] = lit;
       continue;
     }
-    if (&op == root)
+    if (llvm::is_contained(roots, &op))
       continue;
     std::vector<std::string> operands;
     for (Value v : op.getOperands())
@@ -136,7 +136,8 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
     scalar[arg] = name;
   }
   std::string prologue;
-  if (auto err = scalarOps(block, columns, "flat", "    ", scalar, body, prologue))
+  if (auto err = scalarOps(block, {columns.getOperation()}, "flat", "    ", scalar, body,
+                           prologue))
     return err;
   if (columns)
     body += "    sum += " + scalar.lookup(columns.getInput()) + ";\n";
@@ -202,10 +203,17 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
   Shape rowDims(iter.begin(), iter.end() - 1);
   const int64_t E = iter.back(), R = product(rowDims);
   auto [slots, bufs, accs] = bindFusion(fusion, iter);
+  // The normalized row is stored in the result's type (a cast of it that
+  // the fusion absorbed converts on the store).
   int normSlot = -1;
-  for (auto [i, v] : llvm::enumerate(yield.getValues()))
-    if (v == norm.getResult())
+  Operation *normCast = nullptr;
+  for (auto [i, v] : llvm::enumerate(yield.getValues())) {
+    auto c = v.getDefiningOp<CastOp>();
+    if (c && c.getInput() == norm.getResult())
+      normCast = c;
+    if (v == norm.getResult() || (c && c.getInput() == norm.getResult()))
       normSlot = i;
+  }
   llvm::DenseMap<Value, std::string> scalar;
   llvm::DenseMap<Value, int> accessOf; // block argument -> its access
   for (auto [k, arg] : llvm::enumerate(block.getArguments()))
@@ -236,8 +244,8 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
   std::string prologue, body;
   for (auto [arg, in] : llvm::zip(block.getArguments(), fusion.getInputs()))
     scalar[arg] = load(arg);
-  if (auto err = scalarOps(block, norm, "(r * " + std::to_string(E) + " + c)", "      ",
-                           scalar, body, prologue))
+  if (auto err = scalarOps(block, {norm, normCast}, "(r * " + std::to_string(E) + " + c)",
+                           "      ", scalar, body, prologue))
     return err;
   for (auto [i, v] : llvm::enumerate(yield.getValues()))
     if (int(i) != normSlot)
@@ -605,7 +613,7 @@ llvm::Error FunctionLowering::emitOptimizerFusion(FusionOp fusion) {
     static const char *ptr[] = {"pp", "gg", "mm", "vv"};
     body += "      const " + T + " x" + std::to_string(k) + " = " + ptr[k] + "[i];\n";
   }
-  if (auto err = scalarOps(block, nullptr, "i", "      ", scalar, body, prologue))
+  if (auto err = scalarOps(block, {}, "i", "      ", scalar, body, prologue))
     return err;
   const char *out[] = {"pp", "mm", "vv"};
   for (int k = 0; k < 3; ++k)
@@ -651,7 +659,7 @@ llvm::Error FunctionLowering::emitNormFusion(FusionOp fusion) {
   llvm::DenseMap<Value, std::string> scalar;
   scalar[block.getArgument(0)] = "x0";
   std::string body = "      const " + T + " x0 = gg[i];\n", prologue;
-  if (auto err = scalarOps(block, nullptr, "i", "      ", scalar, body, prologue))
+  if (auto err = scalarOps(block, {}, "i", "      ", scalar, body, prologue))
     return err;
   std::vector<Segment> segments;
   for (auto &[off, n] : table)

@@ -610,7 +610,7 @@ private:
     std::vector<Access> accs;
   };
   KernelArgs bindFusion(FusionOp fusion, const Shape &iter);
-  llvm::Error scalarOps(Block &block, Operation *root, const std::string &index,
+  llvm::Error scalarOps(Block &block, llvm::ArrayRef<Operation *> roots, const std::string &index,
                         const std::string &indent, llvm::DenseMap<Value, std::string> &scalar,
                         std::string &body, std::string &prologue);
   llvm::Error emitFusion(FusionOp fusion);

@@ -187,3 +187,66 @@ func.func @no_fuse_layer_norm_weight(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b:
   %n = mlc.layer_norm %x, %e, %b epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
   return %n : tensor<4x8xf32>
 }
+
+// -----
+
+// A cast that is a fusion result's only reader joins the fusion as its last
+// op (the kernel stores bf16): here the LayerNorm's output, read by the
+// next product, while the residual sum stays f32.
+// CHECK-LABEL: func.func @layer_norm_output_cast
+// CHECK: %[[F:.*]]:2 = mlc.fusion rows ins(%arg0, %arg1, %arg2, %arg3 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+// CHECK:   %[[S:.*]] = mlc.add
+// CHECK:   %[[N:.*]] = mlc.layer_norm %[[S]]
+// CHECK:   %[[C:.*]] = mlc.cast %[[N]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK:   mlc.yield %[[S]], %[[C]]
+// CHECK: } : tensor<4x8xf32>, tensor<4x8xbf16>
+// CHECK-NOT: mlc.cast
+// CHECK: mlc.matmul %[[F]]#1, %arg4
+func.func @layer_norm_output_cast(%x: tensor<4x8xf32>, %a: tensor<4x8xf32>, %w: tensor<8xf32>,
+                                  %b: tensor<8xf32>, %m: tensor<8x8xbf16>)
+    -> (tensor<4x8xf32>, tensor<4x8xbf16>) {
+  %s = mlc.add %x, %a : tensor<4x8xf32>, tensor<4x8xf32>
+  %n = mlc.layer_norm %s, %w, %b epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %c = mlc.cast %n : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %y = mlc.matmul %c, %m : tensor<4x8xbf16>, tensor<8x8xbf16>
+  return %s, %y : tensor<4x8xf32>, tensor<4x8xbf16>
+}
+
+// -----
+
+// A gradient's bf16 copy joins its column-sum fusion; the column sum (the
+// bias gradient) keeps its f32 result.
+// CHECK-LABEL: func.func @gradient_cast
+// CHECK: %[[F:.*]]:2 = mlc.fusion pointwise ins(%arg0 : tensor<4x8xf32>)
+// CHECK:   %[[D:.*]] = mlc.dropout
+// CHECK:   %[[R:.*]] = mlc.reduce_sum %[[D]]
+// CHECK:   %[[C:.*]] = mlc.cast %[[D]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK:   mlc.yield %[[C]], %[[R]]
+// CHECK: } : tensor<4x8xbf16>, tensor<8xf32>
+// CHECK-NOT: mlc.cast
+// CHECK: return %[[F]]#0, %[[F]]#1
+func.func @gradient_cast(%g: tensor<4x8xf32>) -> (tensor<4x8xbf16>, tensor<8xf32>) {
+  %d = mlc.dropout %g ratio = 0.1 seed = 3 : tensor<4x8xf32>
+  %r = mlc.reduce_sum %d axes = [0] : tensor<4x8xf32>
+  %c = mlc.cast %d : tensor<4x8xf32> -> tensor<4x8xbf16>
+  return %c, %r : tensor<4x8xbf16>, tensor<8xf32>
+}
+
+// -----
+
+// A cast is not absorbed when the fusion result has another reader (the f32
+// value is stored anyway), nor when it converts a column sum.
+// CHECK-LABEL: func.func @no_absorb_cast
+// CHECK: %[[F:.*]]:2 = mlc.fusion pointwise ins(%arg0 : tensor<4x8xf32>)
+// CHECK: mlc.yield
+// CHECK: } : tensor<4x8xf32>, tensor<8xf32>
+// CHECK: %[[C:.*]] = mlc.cast %[[F]]#0 : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK: %[[B:.*]] = mlc.cast %[[F]]#1 : tensor<8xf32> -> tensor<8xbf16>
+// CHECK: return %[[C]], %[[F]]#0, %[[B]]
+func.func @no_absorb_cast(%g: tensor<4x8xf32>) -> (tensor<4x8xbf16>, tensor<4x8xf32>, tensor<8xbf16>) {
+  %d = mlc.dropout %g ratio = 0.1 seed = 3 : tensor<4x8xf32>
+  %r = mlc.reduce_sum %d axes = [0] : tensor<4x8xf32>
+  %c = mlc.cast %d : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %b = mlc.cast %r : tensor<8xf32> -> tensor<8xbf16>
+  return %c, %d, %b : tensor<4x8xbf16>, tensor<4x8xf32>, tensor<8xbf16>
+}
