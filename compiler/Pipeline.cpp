@@ -28,6 +28,8 @@ llvm::Error runPipeline(ModuleOp module, bool training, bool fuse, const std::st
   pm.addPass(createCSEPass());
   pm.addNestedPass<func::FuncOp>(createMlcRecognize());
   if (!autocast.empty()) {
+    // Kernel targets read it: attention may run its products in bf16 too.
+    module->setAttr("mlc.autocast", StringAttr::get(module.getContext(), autocast));
     MlcAutocastOptions o;
     o.dtype = autocast;
     pm.addNestedPass<func::FuncOp>(createMlcAutocast(o));

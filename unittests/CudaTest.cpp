@@ -1,10 +1,19 @@
-//===- CudaTest.cpp - kernels.cu's kernel lines and ptxas's statistics -----===//
+//===- CudaTest.cpp - kernels.cu's kernel lines, ptxas, tensor cores -------===//
 
+#include "compiler/Pipeline.h"
+#include "dialects/mlc/MlcDialect.h"
+#include "runtime/backend/Backend.h"
 #include "runtime/backend/cuda/CudaKernels.h"
 #include "runtime/backend/cuda/Nvrtc.h"
 #include "runtime/core/Error.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Parser/Parser.h"
+
 #include <gtest/gtest.h>
+#include <cmath>
+#include <random>
+#include <unistd.h>
 
 using namespace mlc::rt;
 
@@ -113,4 +122,89 @@ TEST(CudaKernels, LoaderOptionsCompile) {
     GTEST_SKIP() << why;
   Nvrtc::Output out = nvrtc->compile(cudaBucketKernels(), "bucket kernels", "sm_90", false);
   EXPECT_GT(out.image.size(), 1000u);
+}
+
+//===----------------------------------------------------------------------===//
+// Attention on tensor cores (bf16 packages), run on the emulated device.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The attention output of a forward-only module, on `device`, for the same
+/// q, k, v (and mask) drawn from [-1, 1].
+std::vector<float> attentionOutput(const std::string &dir, const std::string &device) {
+  Package pkg = Package::load(dir);
+  std::unique_ptr<Backend> backend = createBackend(device, pkg, /*verbose=*/false);
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  for (const InputInfo &in : pkg.inputs) {
+    HostTensor t;
+    t.dtype = in.dtype;
+    t.shape = in.shape;
+    t.data.resize(t.numel() * 4);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      reinterpret_cast<float *>(t.data.data())[i] = in.name == "m" ? (i % 7 == 3 ? -1e4f : 0.0f)
+                                                                   : uni(rng);
+    backend->setInput(in.name, t);
+  }
+  backend->run("forward", 5);
+  HostTensor o = backend->output("forward", "o");
+  const float *f = reinterpret_cast<const float *>(o.data.data());
+  return std::vector<float>(f, f + o.numel());
+}
+
+/// Compiles attention(q, k, v) over `type` with bf16 products (mlc-autocast)
+/// and compares the emulated CUDA output (tensor cores: bf16 operands) with
+/// the CPU's (f32): close, but not equal (the products did round).
+void checkTensorCoreAttention(const std::string &type, const std::string &attrs,
+                              const std::string &mask = "") {
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<mlc::MlcDialect, mlir::func::FuncDialect>();
+  std::string text = "func.func @forward(%q: " + type + " {mlc.input = \"q\"}, %k: " + type +
+                     " {mlc.input = \"k\"}, %v: " + type + " {mlc.input = \"v\"}" +
+                     (mask.empty() ? "" : ", %m: " + mask + " {mlc.input = \"m\"}") +
+                     ") -> (" + type + " {mlc.output = \"o\"}) {\n  %o = mlc.attention %q, %k, %v" +
+                     (mask.empty() ? "" : " mask %m") + " " + attrs + " : " + type + ", " + type +
+                     ", " + type + (mask.empty() ? "" : ", " + mask) + "\n  return %o : " + type +
+                     "\n}\n";
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
+  ASSERT_TRUE(bool(module));
+  auto err = mlc::runPipeline(*module, /*training=*/false, /*fuse=*/true, "bf16");
+  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  char tmpl[] = "/tmp/mlc-tc-attention-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  mlc::PackageDescription description{"test", "", mlc::BuildOptions()};
+  description.options.dtype = "bf16";
+  auto lowered = mlc::writePackage(*module, dir, description);
+  ASSERT_TRUE(bool(lowered)) << llvm::toString(lowered.takeError());
+  ASSERT_NE(lowered->kernelsCu.find("mlc_mma_bf16(sv[n]"), std::string::npos)
+      << "the forward pass did not take the tensor-core path";
+  std::vector<float> cpu = attentionOutput(dir, "cpu");
+  std::vector<float> emu;
+  try {
+    emu = attentionOutput(dir, "cuda-emulator");
+  } catch (const Error &e) {
+    GTEST_SKIP() << "no CUDA backend in this build: " << e.what();
+  }
+  ASSERT_EQ(cpu.size(), emu.size());
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    worst = std::max(worst, double(std::fabs(cpu[i] - emu[i])));
+    scale = std::max(scale, double(std::fabs(cpu[i])));
+  }
+  EXPECT_LT(worst, 2e-2 * scale) << type << " " << attrs;
+  EXPECT_GT(worst, 1e-7 * scale) << "bit-equal to f32: were the products rounded to bf16?";
+}
+
+} // namespace
+
+// Sequences of 150: query blocks of 64 rows (the last partial), key tiles of
+// 32 (the last partial), causal rows that see a few keys of a tile.
+TEST(TensorCoreAttention, CausalAcrossTiles) {
+  checkTensorCoreAttention("tensor<2x2x150x32xf32>", "causal");
+  checkTensorCoreAttention("tensor<1x2x70x64xf32>", "causal dropout = 0.2 seed = 3");
+}
+
+TEST(TensorCoreAttention, MaskAndScale) {
+  checkTensorCoreAttention("tensor<2x2x40x16xf32>", "scale = 0.7", "tensor<2x1x1x40xf32>");
 }

@@ -162,6 +162,57 @@ template <typename T> __device__ void mlc_block_lse(T &m, double &s, T *redm, do
 
 #define MLC_TID ((int64_t)blockIdx.x * blockDim.x + threadIdx.x)
 #define MLC_STRIDE ((int64_t)gridDim.x * blockDim.x)
+
+// Two bf16 in one register, the first in the low half (tensor-core operand
+// fragments), and back.
+MLC_FN uint32_t mlc_pack_bf16(float lo, float hi) {
+  return (uint32_t)mlc_bf16(lo).bits | ((uint32_t)mlc_bf16(hi).bits << 16);
+}
+MLC_FN float mlc_bf16_lo(uint32_t u) { return mlc_bits_float(u << 16); }
+MLC_FN float mlc_bf16_hi(uint32_t u) { return mlc_bits_float(u & 0xffff0000u); }
+
+// c += A B on tensor cores, a warp-wide 16 x 8 x 16 product (PTX
+// mma.sync.m16n8k16.row.col, bf16 operands, f32 accumulators). With g =
+// lane / 4 and t = lane % 4, a lane holds A's rows g and g + 8 at columns
+// 2t, 2t + 1 (a[0]: row g, a[1]: row g + 8) and 2t + 8, 2t + 9 (a[2], a[3]);
+// B's column g at rows 2t, 2t + 1 (b[0]) and 2t + 8, 2t + 9 (b[1]); and
+// c's rows g (c[0], c[1]) and g + 8 (c[2], c[3]) at columns 2t, 2t + 1.
+MLC_FN void mlc_mma_bf16(float *c, const uint32_t *a, const uint32_t *b) {
+#ifndef MLC_CUDA_EMULATION
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  // The emulated device: each lane gathers the rows of A and the columns of
+  // B its four sums need from the lanes holding them, and adds in order.
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  float ra[2][16], cb[2][16];
+  for (int s = 0; s < 4; ++s) {
+    const int src = g * 4 + s;
+    const uint32_t r0 = __shfl_sync(0xffffffffu, a[0], src), r1 = __shfl_sync(0xffffffffu, a[1], src),
+                   r2 = __shfl_sync(0xffffffffu, a[2], src), r3 = __shfl_sync(0xffffffffu, a[3], src);
+    ra[0][2 * s] = mlc_bf16_lo(r0), ra[0][2 * s + 1] = mlc_bf16_hi(r0);
+    ra[1][2 * s] = mlc_bf16_lo(r1), ra[1][2 * s + 1] = mlc_bf16_hi(r1);
+    ra[0][2 * s + 8] = mlc_bf16_lo(r2), ra[0][2 * s + 9] = mlc_bf16_hi(r2);
+    ra[1][2 * s + 8] = mlc_bf16_lo(r3), ra[1][2 * s + 9] = mlc_bf16_hi(r3);
+  }
+  for (int n = 0; n < 2; ++n)
+    for (int s = 0; s < 4; ++s) {
+      const int src = (2 * t + n) * 4 + s;
+      const uint32_t r0 = __shfl_sync(0xffffffffu, b[0], src), r1 = __shfl_sync(0xffffffffu, b[1], src);
+      cb[n][2 * s] = mlc_bf16_lo(r0), cb[n][2 * s + 1] = mlc_bf16_hi(r0);
+      cb[n][2 * s + 8] = mlc_bf16_lo(r1), cb[n][2 * s + 9] = mlc_bf16_hi(r1);
+    }
+  for (int r = 0; r < 2; ++r)
+    for (int n = 0; n < 2; ++n) {
+      float sum = 0;
+      for (int k = 0; k < 16; ++k)
+        sum += ra[r][k] * cb[n][k];
+      c[2 * r + n] += sum;
+    }
+#endif
+}
 )PRELUDE";
 }
 

@@ -528,6 +528,9 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   desc.mask = bool(mask);
   desc.maskStrides = maskStrides;
   desc.cuSlot = cuSlot;
+  if (auto module = fn->getParentOfType<ModuleOp>())
+    if (auto products = module->getAttrOfType<StringAttr>("mlc.autocast"))
+      desc.bf16Products = products.getValue() == "bf16";
   addStep(kernels.target.attention(desc), bufs, KernelTemplate::attention);
   return llvm::Error::success();
 }

@@ -91,6 +91,9 @@ struct AttentionKernel {
   int query = 0;                     // argument index of q (k, v follow)
   std::vector<int64_t> maskStrides;  // [B, H, Sq, Sk] broadcast strides
   int cuSlot = -1;                   // argument index of cu_seqlens
+  /// The package's products are bf16 (--dtype bf16): a target may run the
+  /// attention's products in bf16 too (tensor cores), keeping f32 storage.
+  bool bf16Products = false;
 };
 
 /// A reduction p0 = reduce(p1) of `kind` over some axes, in one of three
