@@ -196,6 +196,82 @@ void checkTensorCoreAttention(const std::string &type, const std::string &attrs,
   EXPECT_GT(worst, 1e-7 * scale) << "bit-equal to f32: were the products rounded to bf16?";
 }
 
+/// The gradients of loss = sum(attention(q, k, v) * r) with respect to the
+/// parameters q, k, v (one flat buffer) on `device`.
+std::vector<float> attentionGradients(const std::string &dir, const std::string &device) {
+  Package pkg = Package::load(dir);
+  std::unique_ptr<Backend> backend = createBackend(device, pkg, /*verbose=*/false);
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<float> params(pkg.paramCount);
+  for (float &x : params)
+    x = uni(rng);
+  backend->upload(FlatBuffer::Params, 0, params.data(), int64_t(params.size()) * 4);
+  for (const InputInfo &in : pkg.inputs) {
+    HostTensor t;
+    t.dtype = in.dtype;
+    t.shape = in.shape;
+    t.data.resize(t.numel() * 4);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      reinterpret_cast<float *>(t.data.data())[i] = in.name == "m" ? (i % 5 == 2 ? -1e4f : 0.0f)
+                                                                   : uni(rng);
+    backend->setInput(in.name, t);
+  }
+  backend->run("train_step", 3);
+  std::vector<float> grads(pkg.paramCount);
+  backend->download(FlatBuffer::Grads, 0, grads.data(), int64_t(grads.size()) * 4);
+  return grads;
+}
+
+/// The backward pass on tensor cores against the CPU's f32 gradients: close
+/// (bf16 products), not equal.
+void checkTensorCoreAttentionGrad(const std::string &type, const std::string &attrs,
+                                  const std::string &mask = "") {
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<mlc::MlcDialect, mlir::func::FuncDialect>();
+  std::string text = "func.func @forward(%q: " + type + " {mlc.param = \"q\"}, %k: " + type +
+                     " {mlc.param = \"k\"}, %v: " + type + " {mlc.param = \"v\"}" +
+                     (mask.empty() ? "" : ", %m: " + mask + " {mlc.input = \"m\"}") +
+                     ", %r: " + type + " {mlc.input = \"r\"}) -> (tensor<f32> {mlc.output = \"loss\"}) {\n" +
+                     "  %o = mlc.attention %q, %k, %v" + (mask.empty() ? "" : " mask %m") + " " +
+                     attrs + " : " + type + ", " + type + ", " + type +
+                     (mask.empty() ? "" : ", " + mask) + "\n  %y = mlc.mul %o, %r : " + type +
+                     ", " + type + "\n  %l = mlc.reduce_sum %y axes = [0, 1, 2, 3] : " + type +
+                     "\n  return %l : tensor<f32>\n}\n";
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
+  ASSERT_TRUE(bool(module));
+  auto err = mlc::runPipeline(*module, /*training=*/true, /*fuse=*/true, "bf16");
+  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  char tmpl[] = "/tmp/mlc-tc-attention-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  mlc::PackageDescription description{"test", "", mlc::BuildOptions()};
+  description.options.dtype = "bf16";
+  auto lowered = mlc::writePackage(*module, dir, description);
+  ASSERT_TRUE(bool(lowered)) << llvm::toString(lowered.takeError());
+  ASSERT_NE(lowered->kernelsCu.find("mlc_mma_bf16(gk[n]"), std::string::npos)
+      << "the backward pass did not take the tensor-core path";
+  std::vector<float> cpu = attentionGradients(dir, "cpu");
+  std::vector<float> emu;
+  try {
+    emu = attentionGradients(dir, "cuda-emulator");
+  } catch (const Error &e) {
+    GTEST_SKIP() << "no CUDA backend in this build: " << e.what();
+  }
+  ASSERT_EQ(cpu.size(), emu.size());
+  // Per parameter (q, k, v: a third of the buffer each).
+  const size_t third = cpu.size() / 3;
+  for (size_t part = 0; part < 3; ++part) {
+    double worst = 0, scale = 0;
+    for (size_t i = part * third; i < (part + 1) * third; ++i) {
+      worst = std::max(worst, double(std::fabs(cpu[i] - emu[i])));
+      scale = std::max(scale, double(std::fabs(cpu[i])));
+    }
+    EXPECT_GT(scale, 0.0);
+    EXPECT_LT(worst, 3e-2 * scale) << type << " " << attrs << ": gradient " << "qkv"[part];
+    EXPECT_GT(worst, 1e-7 * scale) << "bit-equal to f32: were the products rounded to bf16?";
+  }
+}
+
 } // namespace
 
 // Sequences of 150: query blocks of 64 rows (the last partial), key tiles of
@@ -207,4 +283,10 @@ TEST(TensorCoreAttention, CausalAcrossTiles) {
 
 TEST(TensorCoreAttention, MaskAndScale) {
   checkTensorCoreAttention("tensor<2x2x40x16xf32>", "scale = 0.7", "tensor<2x1x1x40xf32>");
+}
+
+TEST(TensorCoreAttention, Gradients) {
+  checkTensorCoreAttentionGrad("tensor<1x2x150x32xf32>", "causal");
+  checkTensorCoreAttentionGrad("tensor<2x2x70x16xf32>", "causal dropout = 0.2 seed = 3");
+  checkTensorCoreAttentionGrad("tensor<2x2x40x32xf32>", "scale = 0.7", "tensor<2x1x1x40xf32>");
 }

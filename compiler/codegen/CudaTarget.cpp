@@ -413,6 +413,7 @@ public:
 
   std::string attention(const AttentionKernel &a) override;
   std::string attentionTensorCores(const AttentionKernel &a);
+  std::string attentionTensorCoresBackward(const AttentionKernel &a);
 
   std::string reduction(const ReductionKernel &r) override {
     mlir::Type el = r.element;
@@ -780,11 +781,292 @@ std::string CudaTarget::attentionTensorCores(const AttentionKernel &a) {
   return b.str();
 }
 
+/// The backward pass on tensor cores, in three phases like the SIMT one,
+/// every product a 16 x 8 x 16 bf16 mma with f32 accumulators:
+///   0. a warp per 16 query rows recomputes the forward pass: the row
+///      statistics m, l and D_i = dO_i . O_i go to scratch;
+///   1. a warp per 16 key rows: over the query tiles that see them, S^T =
+///      K Q^T and dP^T = V dO^T, then dV += (P keep)^T dO and dK += dS^T Q;
+///   2. a warp per 16 query rows: S = Q K^T, dP = dO V^T, dQ += dS K.
+/// Tiles of 32 rows of the streamed side are staged in shared memory twice:
+/// as bf16 pairs along their row (B operands read along the head
+/// dimension) and transposed, as pairs along the rows (B operands read
+/// along the tile).
+std::string CudaTarget::attentionTensorCoresBackward(const AttentionKernel &a) {
+  const mlir::Type el = a.element;
+  const bool varlen = a.varlen, causal = a.causal, mask = a.mask;
+  const int64_t H = a.heads, D = a.headDim, Dv = a.valueDim, B = a.batch;
+  const int qi = a.query;
+  const int64_t rowsPer = 64, tile = 32, W = std::max(D, Dv);
+  const int64_t maxLen = varlen ? a.tokenCapacity : std::max(a.seqQ, a.seqK);
+  const int64_t qTiles = (maxLen + rowsPer - 1) / rowsPer;
+  const std::string SQ = varlen ? "L" : n2s(a.seqQ), SK = varlen ? "L" : n2s(a.seqK);
+  auto p = [](int i) { return "p" + std::to_string(i); };
+  auto headBase = [&](int k) {
+    const AttentionKernel::Tensor &w = a.tensors[k];
+    return p(k) + " + " + n2s(w.offset) + (varlen ? " + a * " : " + bb * ") +
+           n2s(w.batchStride) + " + h * " + n2s(w.headStride);
+  };
+  auto rs = [&](int k) { return n2s(a.tensors[k].rowStride); };
+  const std::string sc = literal(a.scale, el);
+  const std::string rowIndex = varlen ? "(h * " + n2s(a.tokenCapacity) + " + a + (i))"
+                                      : "(bh * " + n2s(a.seqQ) + " + (i))";
+  const int64_t statRows = varlen ? H * a.tokenCapacity : B * H * a.seqQ;
+  const int64_t rowWords = W / 2 + 4, colWords = tile / 2 + 4;
+  // The block's head and first row (`first`), as in the forward pass.
+  auto blockHead = [&](const std::string &first, const std::string &limit) {
+    std::string h = "    const int64_t bh = blockIdx.x / " + n2s(qTiles) + ", " + first +
+                    " = (blockIdx.x % " + n2s(qTiles) + ") * " + n2s(rowsPer) + ";\n" +
+                    "    const int64_t bb = bh / " + n2s(H) + ", h = bh % " + n2s(H) + ";\n";
+    if (varlen)
+      h += "    const int64_t a = " + p(a.cuSlot) + "[bb], L = " + p(a.cuSlot) +
+           "[bb + 1] - a;\n";
+    h += "    if (" + first + " >= " + limit + ") return;\n" +
+         "    const float *qh = " + headBase(qi) + ", *kh = " + headBase(qi + 1) +
+         ", *vh = " + headBase(qi + 2) + ", *gh = " + headBase(3) + ";\n" +
+         "    const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;\n" +
+         "    const int64_t r0 = " + first + " + (threadIdx.x >> 5) * 16 + g, r1 = r0 + 8;\n";
+    return h;
+  };
+  // A fragments of the warp's 16 rows of `base` (width `w`, rows below
+  // `limit`), one per 16 columns.
+  auto aFrags = [&](const std::string &name, const std::string &base, const std::string &stride,
+                    int64_t w, const std::string &limit) {
+    return "    uint32_t " + name + "[" + n2s(w / 16) + "][4];\n" +
+           "    for (int ks = 0; ks < " + n2s(w / 16) + "; ++ks)\n" +
+           "      for (int f = 0; f < 4; ++f) {\n" +
+           "        const int64_t r = f & 1 ? r1 : r0, c = ks * 16 + (f >> 1) * 8 + 2 * t4;\n" +
+           "        " + name + "[ks][f] = r < " + limit + " ? mlc_pack_bf16(" + base + "[r * " +
+           stride + " + c], " + base + "[r * " + stride + " + c + 1]) : 0u;\n      }\n";
+  };
+  // Tile rows [r, r + 32) of `base` into `dst` as pairs along the row, and
+  // into `dstT` transposed, pairs along the tile (either may be empty).
+  auto stage = [&](const std::string &dst, const std::string &dstT, const std::string &base,
+                   const std::string &stride, int64_t w, const std::string &r,
+                   const std::string &limit) {
+    std::string c;
+    if (!dst.empty())
+      c += "      for (int e = threadIdx.x; e < " + n2s(tile * w / 2) + "; e += blockDim.x) {\n" +
+           "        const int tr = e / " + n2s(w / 2) + ", cp = e % " + n2s(w / 2) + ";\n" +
+           "        const int64_t x = " + r + " + tr;\n" +
+           "        " + dst + "[tr][cp] = x < " + limit + " ? mlc_pack_bf16(" + base + "[x * " +
+           stride + " + 2 * cp], " + base + "[x * " + stride + " + 2 * cp + 1]) : 0u;\n      }\n";
+    if (!dstT.empty())
+      c += "      for (int e = threadIdx.x; e < " + n2s(tile / 2 * w) + "; e += blockDim.x) {\n" +
+           "        const int kp = e / " + n2s(w) + ", col = e % " + n2s(w) + ";\n" +
+           "        const int64_t x = " + r + " + 2 * kp;\n" +
+           "        " + dstT + "[col][kp] = mlc_pack_bf16(x < " + limit + " ? " + base + "[x * " +
+           stride + " + col] : 0.0f, x + 1 < " + limit + " ? " + base + "[(x + 1) * " + stride +
+           " + col] : 0.0f);\n      }\n";
+    return c;
+  };
+  // acc[n] += A B over `steps` k-steps for n-tiles [0, n): B from rows of
+  // `src` (pairs along the row: src[n * 8 + g][ks * 8 + t4]).
+  auto product = [&](const std::string &acc, int64_t n, const std::string &aName,
+                     int64_t steps, const std::string &src) {
+    return "      for (int n = 0; n < " + n2s(n) + "; ++n)\n" +
+           std::string("        for (int ks = 0; ks < ") + n2s(steps) + "; ++ks) {\n" +
+           "          const uint32_t bf[2] = {" + src + "[n * 8 + g][ks * 8 + t4], " + src +
+           "[n * 8 + g][ks * 8 + 4 + t4]};\n" + "          mlc_mma_bf16(" + acc + "[n], " +
+           aName + "[ks], bf);\n        }\n";
+  };
+  // acc[n] += X B where X (16 x 32) is the f32 tile `x` held as
+  // accumulators (4 n-tiles), rounded to A fragments two n-tiles at a time.
+  auto productOfTile = [&](const std::string &acc, int64_t n, const std::string &x,
+                           const std::string &src) {
+    return std::string("      for (int kk = 0; kk < 2; ++kk) {\n") +
+           "        const uint32_t xa[4] = {mlc_pack_bf16(" + x + "[2 * kk][0], " + x +
+           "[2 * kk][1]), mlc_pack_bf16(" + x + "[2 * kk][2], " + x + "[2 * kk][3]),\n" +
+           "                                mlc_pack_bf16(" + x + "[2 * kk + 1][0], " + x +
+           "[2 * kk + 1][1]), mlc_pack_bf16(" + x + "[2 * kk + 1][2], " + x +
+           "[2 * kk + 1][3])};\n" + "        for (int n = 0; n < " + n2s(n) + "; ++n) {\n" +
+           "          const uint32_t bf[2] = {" + src + "[n * 8 + g][kk * 8 + t4], " + src +
+           "[n * 8 + g][kk * 8 + 4 + t4]};\n" + "          mlc_mma_bf16(" + acc +
+           "[n], xa, bf);\n        }\n      }\n";
+  };
+  auto zero = [](const std::string &acc, int64_t n) {
+    return "    float " + acc + "[" + n2s(n) + "][4];\n    for (int n = 0; n < " + n2s(n) +
+           "; ++n) " + acc + "[n][0] = " + acc + "[n][1] = " + acc + "[n][2] = " + acc +
+           "[n][3] = 0;\n";
+  };
+  // The score of element f of n-tile n: query i, key j, -inf where masked.
+  auto score = [&](const std::string &var, const std::string &from) {
+    std::string c = "          float " + var + " = " + from + " * " + sc + ";\n" +
+                    "          const bool ok = i < " + SQ + " && j < " + SK +
+                    (causal ? " && j <= i" : "") + ";\n";
+    if (mask)
+      c += "          if (ok) " + var + " += " + p(qi + 3) + "[bb * " + n2s(a.maskStrides[0]) +
+           " + h * " + n2s(a.maskStrides[1]) + " + i * " + n2s(a.maskStrides[2]) + " + j * " +
+           n2s(a.maskStrides[3]) + "];\n";
+    c += "          if (!ok) " + var + " = -mlc_inf<float>();\n";
+    return c;
+  };
+  std::string keep = "1.0f";
+  if (a.dropout > 0) {
+    std::string rowKey = varlen ? "((uint64_t)h * " + n2s(a.tokenCapacity) + " + a + i) * " +
+                                      n2s(a.tokenCapacity) + " + a"
+                                : "(uint64_t)(bh * " + n2s(a.seqQ) + " + i) * " + n2s(a.seqK);
+    keep = "(mlc_uniform(key, " + rowKey + " + j) >= " + std::to_string(a.dropout) + " ? " +
+           literal(1.0 / (1.0 - a.dropout), el) + " : 0.0f)";
+  }
+  const std::string causalEnd =
+      causal ? "(i0 + " + n2s(rowsPer) + " < " + SK + " ? i0 + " + n2s(rowsPer) + " : " + SK + ")"
+             : SK;
+
+  std::ostringstream b;
+  b << arguments(a.args);
+  if (a.dropout > 0)
+    b << "  const uint64_t key = mlc_key(" << a.seed << "ull, (uint64_t)ctx->step);\n";
+  b << scratch(statRows * 3 * 8) << "  double *stat = (double *)ctx->scratch;\n"
+    << "  __shared__ uint32_t rowsA[" << tile << "][" << rowWords << "], rowsB[" << tile << "]["
+    << rowWords << "];\n"
+    << "  __shared__ uint32_t colsA[" << W << "][" << colWords << "], colsB[" << W << "]["
+    << colWords << "];\n"
+    << "  __shared__ float sm[" << tile << "], sl[" << tile << "], sd[" << tile << "];\n";
+
+  // Phase 0: the forward pass's statistics, and D_i = dO_i . O_i.
+  b << phase(B * H * qTiles, 128) << blockHead("i0", SQ)
+    << aFrags("qa", "qh", rs(qi), D, SQ) << zero("o", Dv / 8)
+    << "    float m[2] = {-mlc_inf<float>(), -mlc_inf<float>()}, l[2] = {0, 0};\n"
+    << "    const int64_t jEnd = " << causalEnd << ";\n"
+    << "    for (int64_t j0 = 0; j0 < jEnd; j0 += " << tile << ") {\n"
+    << "      __syncthreads();\n"
+    << stage("rowsA", "", "kh", rs(qi + 1), D, "j0", SK)
+    << stage("", "colsA", "vh", rs(qi + 2), Dv, "j0", SK) << "      __syncthreads();\n"
+    << "      float sv[4][4];\n"
+    << "      for (int n = 0; n < 4; ++n) sv[n][0] = sv[n][1] = sv[n][2] = sv[n][3] = 0;\n"
+    << product("sv", 4, "qa", D / 16, "rowsA")
+    << "      float tm[2] = {-mlc_inf<float>(), -mlc_inf<float>()};\n"
+    << "      for (int n = 0; n < 4; ++n)\n"
+    << "        for (int f = 0; f < 4; ++f) {\n"
+    << "          const int64_t i = f < 2 ? r0 : r1, j = j0 + n * 8 + 2 * t4 + (f & 1);\n"
+    << score("s", "sv[n][f]") << "          sv[n][f] = s;\n"
+    << "          tm[f >> 1] = s > tm[f >> 1] ? s : tm[f >> 1];\n        }\n"
+    << "      float f2[2];\n"
+    << "      for (int r = 0; r < 2; ++r) {\n"
+    << "        tm[r] = fmaxf(tm[r], __shfl_xor_sync(0xffffffffu, tm[r], 1));\n"
+    << "        tm[r] = fmaxf(tm[r], __shfl_xor_sync(0xffffffffu, tm[r], 2));\n"
+    << "        const float mn = tm[r] > m[r] ? tm[r] : m[r];\n"
+    << "        f2[r] = mn == -mlc_inf<float>() ? 1.0f : mlc_exp(m[r] - mn);\n"
+    << "        l[r] *= f2[r];\n        m[r] = mn;\n      }\n"
+    << "      for (int n = 0; n < " << Dv / 8 << "; ++n) {\n"
+    << "        o[n][0] *= f2[0]; o[n][1] *= f2[0]; o[n][2] *= f2[1]; o[n][3] *= f2[1];\n      }\n"
+    << "      float w[4][4];\n"
+    << "      for (int n = 0; n < 4; ++n)\n"
+    << "        for (int f = 0; f < 4; ++f) {\n"
+    << "          const int64_t i = f < 2 ? r0 : r1, j = j0 + n * 8 + 2 * t4 + (f & 1);\n"
+    << "          const float e = sv[n][f] == -mlc_inf<float>() ? 0.0f : mlc_exp(sv[n][f] - m[f >> 1]);\n"
+    << "          l[f >> 1] += e;\n"
+    << "          w[n][f] = e * " << keep << ";\n        }\n"
+    << productOfTile("o", Dv / 8, "w", "colsA") << "    }\n"
+    << "    float di[2] = {0, 0};\n"
+    << "    for (int n = 0; n < " << Dv / 8 << "; ++n)\n"
+    << "      for (int f = 0; f < 4; ++f) {\n"
+    << "        const int64_t i = f < 2 ? r0 : r1;\n"
+    << "        if (i < " << SQ << ") di[f >> 1] += gh[i * " << rs(3)
+    << " + n * 8 + 2 * t4 + (f & 1)] * o[n][f];\n      }\n"
+    << "    for (int r = 0; r < 2; ++r) {\n"
+    << "      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);\n"
+    << "      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);\n"
+    << "      di[r] += __shfl_xor_sync(0xffffffffu, di[r], 1);\n"
+    << "      di[r] += __shfl_xor_sync(0xffffffffu, di[r], 2);\n"
+    << "      const int64_t i = r ? r1 : r0;\n"
+    << "      if (t4 == 0 && i < " << SQ << ") {\n"
+    << "        stat[3 * " << rowIndex << "] = m[r];\n"
+    << "        stat[3 * " << rowIndex << " + 1] = l[r];\n"
+    << "        stat[3 * " << rowIndex << " + 2] = di[r] / l[r];\n      }\n    }\n  }\n";
+
+  // P and dS of element f of n-tile n from the statistics of query i
+  // (in shared memory at `st`), its scaled score s and dp = dO_i . v_j.
+  auto grads = [&](const std::string &m, const std::string &l, const std::string &d) {
+    return "          const float pr = s == -mlc_inf<float>() ? 0.0f : mlc_exp(s - " + m +
+           ") / " + l + ";\n" + "          const float kp = " + keep + ";\n" +
+           "          pw[n][f] = pr * kp;\n" + "          ds[n][f] = pr * (dp[n][f] * kp - " + d +
+           ") * " + sc + ";\n";
+  };
+  // Phase 1: dK and dV, a warp per 16 key rows.
+  b << phase(B * H * qTiles, 128) << blockHead("j0", SK)
+    << "    float *dk = " << headBase(1) << ", *dv = " << headBase(2) << ";\n"
+    << aFrags("ka", "kh", rs(qi + 1), D, SK) << aFrags("va", "vh", rs(qi + 2), Dv, SK)
+    << zero("gk", D / 8) << zero("gv", Dv / 8)
+    << "    for (int64_t i0 = " << (causal ? "j0" : "0") << "; i0 < " << SQ << "; i0 += " << tile
+    << ") {\n"
+    << "      __syncthreads();\n"
+    << stage("rowsA", "colsA", "qh", rs(qi), D, "i0", SQ)
+    << stage("rowsB", "colsB", "gh", rs(3), Dv, "i0", SQ)
+    << "      for (int e = threadIdx.x; e < " << tile << "; e += blockDim.x) {\n"
+    << "        const int64_t i = i0 + e;\n"
+    << "        const double *st = stat + 3 * " << rowIndex << ";\n"
+    << "        sm[e] = i < " << SQ << " ? (float)st[0] : 0.0f;\n"
+    << "        sl[e] = i < " << SQ << " ? (float)st[1] : 1.0f;\n"
+    << "        sd[e] = i < " << SQ << " ? (float)st[2] : 0.0f;\n      }\n"
+    << "      __syncthreads();\n"
+    << "      float sv[4][4], dp[4][4], pw[4][4], ds[4][4];\n"
+    << "      for (int n = 0; n < 4; ++n)\n"
+    << "        for (int f = 0; f < 4; ++f) sv[n][f] = dp[n][f] = 0;\n"
+    << product("sv", 4, "ka", D / 16, "rowsA") << product("dp", 4, "va", Dv / 16, "rowsB")
+    << "      for (int n = 0; n < 4; ++n)\n"
+    << "        for (int f = 0; f < 4; ++f) {\n"
+    << "          const int q = n * 8 + 2 * t4 + (f & 1);\n"
+    << "          const int64_t j = f < 2 ? r0 : r1, i = i0 + q;\n"
+    << score("s", "sv[n][f]") << grads("sm[q]", "sl[q]", "sd[q]") << "        }\n"
+    << productOfTile("gv", Dv / 8, "pw", "colsB") << productOfTile("gk", D / 8, "ds", "colsA")
+    << "    }\n"
+    << "    for (int f = 0; f < 4; ++f) {\n"
+    << "      const int64_t j = f < 2 ? r0 : r1;\n"
+    << "      if (j >= " << SK << ") continue;\n"
+    << "      for (int n = 0; n < " << D / 8 << "; ++n) dk[j * " << rs(1)
+    << " + n * 8 + 2 * t4 + (f & 1)] = gk[n][f];\n"
+    << "      for (int n = 0; n < " << Dv / 8 << "; ++n) dv[j * " << rs(2)
+    << " + n * 8 + 2 * t4 + (f & 1)] = gv[n][f];\n"
+    << "    }\n  }\n";
+
+  // Phase 2: dQ, a warp per 16 query rows.
+  b << phase(B * H * qTiles, 128) << blockHead("i0", SQ)
+    << "    float *dq = " << headBase(0) << ";\n"
+    << aFrags("qa", "qh", rs(qi), D, SQ) << aFrags("ga", "gh", rs(3), Dv, SQ)
+    << zero("gq", D / 8)
+    << "    float rm[2], rl[2], rd[2];\n"
+    << "    for (int r = 0; r < 2; ++r) {\n"
+    << "      const int64_t i = r ? r1 : r0;\n"
+    << "      const double *st = stat + 3 * " << rowIndex << ";\n"
+    << "      rm[r] = i < " << SQ << " ? (float)st[0] : 0.0f;\n"
+    << "      rl[r] = i < " << SQ << " ? (float)st[1] : 1.0f;\n"
+    << "      rd[r] = i < " << SQ << " ? (float)st[2] : 0.0f;\n    }\n"
+    << "    const int64_t jEnd = " << causalEnd << ";\n"
+    << "    for (int64_t j0 = 0; j0 < jEnd; j0 += " << tile << ") {\n"
+    << "      __syncthreads();\n"
+    << stage("rowsA", "colsA", "kh", rs(qi + 1), D, "j0", SK)
+    << stage("rowsB", "", "vh", rs(qi + 2), Dv, "j0", SK) << "      __syncthreads();\n"
+    << "      float sv[4][4], dp[4][4], pw[4][4], ds[4][4];\n"
+    << "      for (int n = 0; n < 4; ++n)\n"
+    << "        for (int f = 0; f < 4; ++f) sv[n][f] = dp[n][f] = 0;\n"
+    << product("sv", 4, "qa", D / 16, "rowsA") << product("dp", 4, "ga", Dv / 16, "rowsB")
+    << "      for (int n = 0; n < 4; ++n)\n"
+    << "        for (int f = 0; f < 4; ++f) {\n"
+    << "          const int64_t i = f < 2 ? r0 : r1, j = j0 + n * 8 + 2 * t4 + (f & 1);\n"
+    << score("s", "sv[n][f]")
+    << grads("rm[f >> 1]", "rl[f >> 1]", "rd[f >> 1]") << "        }\n"
+    << "      (void)pw;\n"
+    << productOfTile("gq", D / 8, "ds", "colsA") << "    }\n"
+    << "    for (int f = 0; f < 4; ++f) {\n"
+    << "      const int64_t i = f < 2 ? r0 : r1;\n"
+    << "      if (i >= " << SQ << ") continue;\n"
+    << "      for (int n = 0; n < " << D / 8 << "; ++n) dq[i * " << rs(0)
+    << " + n * 8 + 2 * t4 + (f & 1)] = gq[n][f];\n"
+    << "    }\n  }\n";
+  return b.str();
+}
+
 std::string CudaTarget::attention(const AttentionKernel &a) {
   const mlir::Type el = a.element;
-  if (a.bf16Products && !a.backward && el.isF32() && a.headDim % 16 == 0 &&
-      a.valueDim % 8 == 0 && a.headDim <= 256 && a.valueDim <= 256)
-    return attentionTensorCores(a);
+  if (a.bf16Products && el.isF32() && a.headDim % 16 == 0 && a.headDim <= 256 &&
+      a.valueDim <= 256) {
+    if (!a.backward && a.valueDim % 8 == 0)
+      return attentionTensorCores(a);
+    if (a.backward && a.valueDim % 16 == 0)
+      return attentionTensorCoresBackward(a);
+  }
   const std::string T = cType(el);
   const bool varlen = a.varlen, causal = a.causal, mask = a.mask;
   const int64_t H = a.heads, D = a.headDim, Dv = a.valueDim, B = a.batch;
