@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <unistd.h>
 
@@ -132,72 +133,46 @@ namespace {
 
 /// The attention output of a forward-only module, on `device`, for the same
 /// q, k, v (and mask) drawn from [-1, 1].
-std::vector<float> attentionOutput(const std::string &dir, const std::string &device) {
-  Package pkg = Package::load(dir);
-  std::unique_ptr<Backend> backend = createBackend(device, pkg, /*verbose=*/false);
-  std::mt19937_64 rng(7);
+/// Sets every input: float ones from [-1, 1] (the additive mask "m": 0 or
+/// -1e4), "cu" (cu_seqlens) to kSequences' boundaries, i64 ones (labels) to
+/// classes below 64, a dynamic token dimension to their total.
+const std::vector<int32_t> kSequences = {0, 30, 70, 75};
+void setInputs(Backend &backend, const Package &pkg, std::mt19937_64 &rng) {
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   for (const InputInfo &in : pkg.inputs) {
     HostTensor t;
     t.dtype = in.dtype;
     t.shape = in.shape;
-    t.data.resize(t.numel() * 4);
-    for (int64_t i = 0; i < t.numel(); ++i)
-      reinterpret_cast<float *>(t.data.data())[i] = in.name == "m" ? (i % 7 == 3 ? -1e4f : 0.0f)
-                                                                   : uni(rng);
-    backend->setInput(in.name, t);
+    if (in.dynamic())
+      t.shape[0] = kSequences.back();
+    t.data.resize(t.numel() * dtypeSize(in.dtype));
+    if (in.name == "cu") {
+      std::memcpy(t.data.data(), kSequences.data(), kSequences.size() * 4);
+    } else if (in.dtype == "i64") { // labels
+      for (int64_t i = 0; i < t.numel(); ++i)
+        reinterpret_cast<int64_t *>(t.data.data())[i] = (i * 7) % 64;
+    } else {
+      for (int64_t i = 0; i < t.numel(); ++i)
+        reinterpret_cast<float *>(t.data.data())[i] =
+            in.name == "m" ? (i % 7 == 3 ? -1e4f : 0.0f) : uni(rng);
+    }
+    backend.setInput(in.name, t);
   }
+}
+
+std::vector<float> attentionOutput(const std::string &dir, const std::string &device) {
+  Package pkg = Package::load(dir);
+  std::unique_ptr<Backend> backend = createBackend(device, pkg, /*verbose=*/false);
+  std::mt19937_64 rng(7);
+  setInputs(*backend, pkg, rng);
   backend->run("forward", 5);
   HostTensor o = backend->output("forward", "o");
   const float *f = reinterpret_cast<const float *>(o.data.data());
   return std::vector<float>(f, f + o.numel());
 }
 
-/// Compiles attention(q, k, v) over `type` with bf16 products (mlc-autocast)
-/// and compares the emulated CUDA output (tensor cores: bf16 operands) with
-/// the CPU's (f32): close, but not equal (the products did round).
-void checkTensorCoreAttention(const std::string &type, const std::string &attrs,
-                              const std::string &mask = "") {
-  mlir::MLIRContext ctx;
-  ctx.loadDialect<mlc::MlcDialect, mlir::func::FuncDialect>();
-  std::string text = "func.func @forward(%q: " + type + " {mlc.input = \"q\"}, %k: " + type +
-                     " {mlc.input = \"k\"}, %v: " + type + " {mlc.input = \"v\"}" +
-                     (mask.empty() ? "" : ", %m: " + mask + " {mlc.input = \"m\"}") +
-                     ") -> (" + type + " {mlc.output = \"o\"}) {\n  %o = mlc.attention %q, %k, %v" +
-                     (mask.empty() ? "" : " mask %m") + " " + attrs + " : " + type + ", " + type +
-                     ", " + type + (mask.empty() ? "" : ", " + mask) + "\n  return %o : " + type +
-                     "\n}\n";
-  auto module = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
-  ASSERT_TRUE(bool(module));
-  auto err = mlc::runPipeline(*module, /*training=*/false, /*fuse=*/true, "bf16");
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
-  char tmpl[] = "/tmp/mlc-tc-attention-XXXXXX";
-  std::string dir = mkdtemp(tmpl);
-  mlc::PackageDescription description{"test", "", mlc::BuildOptions()};
-  description.options.dtype = "bf16";
-  auto lowered = mlc::writePackage(*module, dir, description);
-  ASSERT_TRUE(bool(lowered)) << llvm::toString(lowered.takeError());
-  ASSERT_NE(lowered->kernelsCu.find("mlc_mma_bf16(sv[n]"), std::string::npos)
-      << "the forward pass did not take the tensor-core path";
-  std::vector<float> cpu = attentionOutput(dir, "cpu");
-  std::vector<float> emu;
-  try {
-    emu = attentionOutput(dir, "cuda-emulator");
-  } catch (const Error &e) {
-    GTEST_SKIP() << "no CUDA backend in this build: " << e.what();
-  }
-  ASSERT_EQ(cpu.size(), emu.size());
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < cpu.size(); ++i) {
-    worst = std::max(worst, double(std::fabs(cpu[i] - emu[i])));
-    scale = std::max(scale, double(std::fabs(cpu[i])));
-  }
-  EXPECT_LT(worst, 2e-2 * scale) << type << " " << attrs;
-  EXPECT_GT(worst, 1e-7 * scale) << "bit-equal to f32: were the products rounded to bf16?";
-}
-
-/// The gradients of loss = sum(attention(q, k, v) * r) with respect to the
-/// parameters q, k, v (one flat buffer) on `device`.
+/// The gradients of the package's loss with respect to its parameters (one
+/// flat buffer) on `device`.
 std::vector<float> attentionGradients(const std::string &dir, const std::string &device) {
   Package pkg = Package::load(dir);
   std::unique_ptr<Backend> backend = createBackend(device, pkg, /*verbose=*/false);
@@ -207,28 +182,84 @@ std::vector<float> attentionGradients(const std::string &dir, const std::string 
   for (float &x : params)
     x = uni(rng);
   backend->upload(FlatBuffer::Params, 0, params.data(), int64_t(params.size()) * 4);
-  for (const InputInfo &in : pkg.inputs) {
-    HostTensor t;
-    t.dtype = in.dtype;
-    t.shape = in.shape;
-    t.data.resize(t.numel() * 4);
-    for (int64_t i = 0; i < t.numel(); ++i)
-      reinterpret_cast<float *>(t.data.data())[i] = in.name == "m" ? (i % 5 == 2 ? -1e4f : 0.0f)
-                                                                   : uni(rng);
-    backend->setInput(in.name, t);
-  }
+  setInputs(*backend, pkg, rng);
   backend->run("train_step", 3);
   std::vector<float> grads(pkg.paramCount);
   backend->download(FlatBuffer::Grads, 0, grads.data(), int64_t(grads.size()) * 4);
   return grads;
 }
 
-/// The backward pass on tensor cores against the CPU's f32 gradients: close
-/// (bf16 products), not equal.
-void checkTensorCoreAttentionGrad(const std::string &type, const std::string &attrs,
-                                  const std::string &mask = "") {
+/// Compiles a module with bf16 products (mlc-autocast) into a package and
+/// checks that its CUDA kernels hold `kernel` (the tensor-core path).
+std::string compileBf16(const std::string &text, bool training, const std::string &kernel) {
   mlir::MLIRContext ctx;
   ctx.loadDialect<mlc::MlcDialect, mlir::func::FuncDialect>();
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
+  EXPECT_TRUE(bool(module));
+  if (!module)
+    return "";
+  if (auto err = mlc::runPipeline(*module, training, /*fuse=*/true, "bf16")) {
+    ADD_FAILURE() << llvm::toString(std::move(err));
+    return "";
+  }
+  char tmpl[] = "/tmp/mlc-tc-attention-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  mlc::PackageDescription description{"test", "", mlc::BuildOptions()};
+  description.options.dtype = "bf16";
+  auto lowered = mlc::writePackage(*module, dir, description);
+  if (!lowered) {
+    ADD_FAILURE() << llvm::toString(lowered.takeError());
+    return "";
+  }
+  EXPECT_NE(lowered->kernelsCu.find(kernel), std::string::npos)
+      << "no tensor-core attention (" << kernel << ") in kernels.cu";
+  return dir;
+}
+
+/// `emu` (tensor cores: bf16 products) against `cpu` (f32), part by part:
+/// close, but not equal (the products did round).
+void expectClose(const std::vector<float> &cpu, const std::vector<float> &emu, size_t parts,
+                 double tolerance, const std::string &what) {
+  ASSERT_EQ(cpu.size(), emu.size());
+  const size_t n = cpu.size() / parts;
+  for (size_t part = 0; part < parts; ++part) {
+    double worst = 0, scale = 0;
+    for (size_t i = part * n; i < (part + 1) * n; ++i) {
+      worst = std::max(worst, double(std::fabs(cpu[i] - emu[i])));
+      scale = std::max(scale, double(std::fabs(cpu[i])));
+    }
+    EXPECT_GT(scale, 0.0) << what;
+    EXPECT_LT(worst, tolerance * scale) << what << ", part " << part;
+    EXPECT_GT(worst, 1e-7 * scale) << what << ": bit-equal to f32, were the products rounded?";
+  }
+}
+
+/// attention(q, k, v) over `type` (inputs), forward only.
+void checkTensorCoreAttention(const std::string &type, const std::string &attrs,
+                              const std::string &mask = "") {
+  std::string text = "func.func @forward(%q: " + type + " {mlc.input = \"q\"}, %k: " + type +
+                     " {mlc.input = \"k\"}, %v: " + type + " {mlc.input = \"v\"}" +
+                     (mask.empty() ? "" : ", %m: " + mask + " {mlc.input = \"m\"}") +
+                     ") -> (" + type + " {mlc.output = \"o\"}) {\n  %o = mlc.attention %q, %k, %v" +
+                     (mask.empty() ? "" : " mask %m") + " " + attrs + " : " + type + ", " + type +
+                     ", " + type + (mask.empty() ? "" : ", " + mask) + "\n  return %o : " + type +
+                     "\n}\n";
+  std::string dir = compileBf16(text, /*training=*/false, "mlc_mma_bf16(sv[n]");
+  ASSERT_FALSE(dir.empty());
+  std::vector<float> cpu = attentionOutput(dir, "cpu");
+  std::vector<float> emu;
+  try {
+    emu = attentionOutput(dir, "cuda-emulator");
+  } catch (const Error &e) {
+    GTEST_SKIP() << "no CUDA backend in this build: " << e.what();
+  }
+  expectClose(cpu, emu, 1, 2e-2, type + " " + attrs);
+}
+
+/// loss = sum(attention(q, k, v) * r) over parameters q, k, v: their
+/// gradients.
+void checkTensorCoreAttentionGrad(const std::string &type, const std::string &attrs,
+                                  const std::string &mask = "") {
   std::string text = "func.func @forward(%q: " + type + " {mlc.param = \"q\"}, %k: " + type +
                      " {mlc.param = \"k\"}, %v: " + type + " {mlc.param = \"v\"}" +
                      (mask.empty() ? "" : ", %m: " + mask + " {mlc.input = \"m\"}") +
@@ -238,18 +269,8 @@ void checkTensorCoreAttentionGrad(const std::string &type, const std::string &at
                      (mask.empty() ? "" : ", " + mask) + "\n  %y = mlc.mul %o, %r : " + type +
                      ", " + type + "\n  %l = mlc.reduce_sum %y axes = [0, 1, 2, 3] : " + type +
                      "\n  return %l : tensor<f32>\n}\n";
-  auto module = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
-  ASSERT_TRUE(bool(module));
-  auto err = mlc::runPipeline(*module, /*training=*/true, /*fuse=*/true, "bf16");
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
-  char tmpl[] = "/tmp/mlc-tc-attention-XXXXXX";
-  std::string dir = mkdtemp(tmpl);
-  mlc::PackageDescription description{"test", "", mlc::BuildOptions()};
-  description.options.dtype = "bf16";
-  auto lowered = mlc::writePackage(*module, dir, description);
-  ASSERT_TRUE(bool(lowered)) << llvm::toString(lowered.takeError());
-  ASSERT_NE(lowered->kernelsCu.find("mlc_mma_bf16(gk[n]"), std::string::npos)
-      << "the backward pass did not take the tensor-core path";
+  std::string dir = compileBf16(text, /*training=*/true, "mlc_mma_bf16(gk[n]");
+  ASSERT_FALSE(dir.empty());
   std::vector<float> cpu = attentionGradients(dir, "cpu");
   std::vector<float> emu;
   try {
@@ -257,19 +278,7 @@ void checkTensorCoreAttentionGrad(const std::string &type, const std::string &at
   } catch (const Error &e) {
     GTEST_SKIP() << "no CUDA backend in this build: " << e.what();
   }
-  ASSERT_EQ(cpu.size(), emu.size());
-  // Per parameter (q, k, v: a third of the buffer each).
-  const size_t third = cpu.size() / 3;
-  for (size_t part = 0; part < 3; ++part) {
-    double worst = 0, scale = 0;
-    for (size_t i = part * third; i < (part + 1) * third; ++i) {
-      worst = std::max(worst, double(std::fabs(cpu[i] - emu[i])));
-      scale = std::max(scale, double(std::fabs(cpu[i])));
-    }
-    EXPECT_GT(scale, 0.0);
-    EXPECT_LT(worst, 3e-2 * scale) << type << " " << attrs << ": gradient " << "qkv"[part];
-    EXPECT_GT(worst, 1e-7 * scale) << "bit-equal to f32: were the products rounded to bf16?";
-  }
+  expectClose(cpu, emu, 3, 3e-2, type + " " + attrs + " (dq, dk, dv)");
 }
 
 } // namespace
@@ -289,4 +298,49 @@ TEST(TensorCoreAttention, Gradients) {
   checkTensorCoreAttentionGrad("tensor<1x2x150x32xf32>", "causal");
   checkTensorCoreAttentionGrad("tensor<2x2x70x16xf32>", "causal dropout = 0.2 seed = 3");
   checkTensorCoreAttentionGrad("tensor<2x2x40x32xf32>", "scale = 0.7", "tensor<2x1x1x40xf32>");
+}
+
+// Packed sequences of 30, 40 and 5 tokens (cu_seqlens), forward on inputs
+// and backward through projections of a packed [tokens, 64] input: each
+// sequence's rows start at its own offset, and its keys end at its end.
+TEST(TensorCoreAttention, Varlen) {
+  const std::string t = "tensor<?x2x32xf32>";
+  std::string forward =
+      "module attributes {mlc.token_capacity = 80 : i64} {\n"
+      "func.func @forward(%q: " + t + " {mlc.input = \"q\"}, %k: " + t +
+      " {mlc.input = \"k\"}, %v: " + t + " {mlc.input = \"v\"}, %cu: tensor<4xi32> "
+      "{mlc.input = \"cu\"}) -> (" + t + " {mlc.output = \"o\"}) {\n"
+      "  %o = mlc.attention %q, %k, %v cu_seqlens %cu : " + t + ", " + t + ", " + t +
+      ", tensor<4xi32>\n  return %o : " + t + "\n}\n}\n";
+  std::string dir = compileBf16(forward, /*training=*/false, "mlc_mma_bf16(sv[n]");
+  ASSERT_FALSE(dir.empty());
+  std::vector<float> cpu = attentionOutput(dir, "cpu");
+  std::vector<float> emu;
+  try {
+    emu = attentionOutput(dir, "cuda-emulator");
+  } catch (const Error &e) {
+    GTEST_SKIP() << "no CUDA backend in this build: " << e.what();
+  }
+  expectClose(cpu, emu, 1, 2e-2, "varlen forward");
+
+  const std::string x = "tensor<?x64xf32>", w = "tensor<64x64xf32>";
+  std::string project;
+  for (const char *n : {"q", "k", "v"})
+    project += std::string("  %") + n + "f = mlc.matmul %x, %w" + n + " : " + x + ", " + w +
+               "\n  %" + n + " = mlc.reshape %" + n + "f : " + x + " -> " + t + "\n";
+  std::string training =
+      "module attributes {mlc.token_capacity = 80 : i64} {\n"
+      "func.func @forward(%wq: " + w + " {mlc.param = \"wq\"}, %wk: " + w +
+      " {mlc.param = \"wk\"}, %wv: " + w + " {mlc.param = \"wv\"}, %x: " + x +
+      " {mlc.input = \"x\"}, %labels: tensor<?xi64> {mlc.input = \"labels\"}, %cu: "
+      "tensor<4xi32> {mlc.input = \"cu\"}) -> (tensor<f32> {mlc.output = \"loss\"}) {\n" +
+      project + "  %o = mlc.attention %q, %k, %v cu_seqlens %cu causal dropout = 0.1 seed = 5 : " +
+      t + ", " + t + ", " + t + ", tensor<4xi32>\n  %y = mlc.reshape %o : " + t + " -> " + x +
+      "\n  %l = mlc.cross_entropy %y, %labels ignore_index = -100 : " + x +
+      ", tensor<?xi64>\n  return %l : tensor<f32>\n}\n}\n";
+  dir = compileBf16(training, /*training=*/true, "mlc_mma_bf16(gk[n]");
+  ASSERT_FALSE(dir.empty());
+  cpu = attentionGradients(dir, "cpu");
+  emu = attentionGradients(dir, "cuda-emulator");
+  expectClose(cpu, emu, 3, 3e-2, "varlen gradients (wq, wk, wv)");
 }
