@@ -234,6 +234,20 @@ void expectClose(const std::vector<float> &cpu, const std::vector<float> &emu, s
   }
 }
 
+/// run(dir, device) on the CPU and on the emulated device, compared; skips
+/// when this build has no CUDA backend.
+template <typename Run>
+void compareDevices(Run run, const std::string &dir, size_t parts, double tolerance,
+                    const std::string &what) {
+  std::vector<float> cpu = run(dir, "cpu"), emu;
+  try {
+    emu = run(dir, "cuda-emulator");
+  } catch (const Error &e) {
+    GTEST_SKIP() << "no CUDA backend in this build: " << e.what();
+  }
+  expectClose(cpu, emu, parts, tolerance, what);
+}
+
 /// attention(q, k, v) over `type` (inputs), forward only.
 void checkTensorCoreAttention(const std::string &type, const std::string &attrs,
                               const std::string &mask = "") {
@@ -246,14 +260,7 @@ void checkTensorCoreAttention(const std::string &type, const std::string &attrs,
                      "\n}\n";
   std::string dir = compileBf16(text, /*training=*/false, "mlc_mma_bf16(sv[n]");
   ASSERT_FALSE(dir.empty());
-  std::vector<float> cpu = attentionOutput(dir, "cpu");
-  std::vector<float> emu;
-  try {
-    emu = attentionOutput(dir, "cuda-emulator");
-  } catch (const Error &e) {
-    GTEST_SKIP() << "no CUDA backend in this build: " << e.what();
-  }
-  expectClose(cpu, emu, 1, 2e-2, type + " " + attrs);
+  compareDevices(attentionOutput, dir, 1, 2e-2, type + " " + attrs);
 }
 
 /// loss = sum(attention(q, k, v) * r) over parameters q, k, v: their
@@ -271,14 +278,7 @@ void checkTensorCoreAttentionGrad(const std::string &type, const std::string &at
                      "\n  return %l : tensor<f32>\n}\n";
   std::string dir = compileBf16(text, /*training=*/true, "mlc_mma_bf16(gk[n]");
   ASSERT_FALSE(dir.empty());
-  std::vector<float> cpu = attentionGradients(dir, "cpu");
-  std::vector<float> emu;
-  try {
-    emu = attentionGradients(dir, "cuda-emulator");
-  } catch (const Error &e) {
-    GTEST_SKIP() << "no CUDA backend in this build: " << e.what();
-  }
-  expectClose(cpu, emu, 3, 3e-2, type + " " + attrs + " (dq, dk, dv)");
+  compareDevices(attentionGradients, dir, 3, 3e-2, type + " " + attrs + " (dq, dk, dv)");
 }
 
 } // namespace
@@ -314,14 +314,7 @@ TEST(TensorCoreAttention, Varlen) {
       ", tensor<4xi32>\n  return %o : " + t + "\n}\n}\n";
   std::string dir = compileBf16(forward, /*training=*/false, "mlc_mma_bf16(sv[n]");
   ASSERT_FALSE(dir.empty());
-  std::vector<float> cpu = attentionOutput(dir, "cpu");
-  std::vector<float> emu;
-  try {
-    emu = attentionOutput(dir, "cuda-emulator");
-  } catch (const Error &e) {
-    GTEST_SKIP() << "no CUDA backend in this build: " << e.what();
-  }
-  expectClose(cpu, emu, 1, 2e-2, "varlen forward");
+  compareDevices(attentionOutput, dir, 1, 2e-2, "varlen forward");
 
   const std::string x = "tensor<?x64xf32>", w = "tensor<64x64xf32>";
   std::string project;
@@ -340,7 +333,5 @@ TEST(TensorCoreAttention, Varlen) {
       ", tensor<?xi64>\n  return %l : tensor<f32>\n}\n}\n";
   dir = compileBf16(training, /*training=*/true, "mlc_mma_bf16(gk[n]");
   ASSERT_FALSE(dir.empty());
-  cpu = attentionGradients(dir, "cpu");
-  emu = attentionGradients(dir, "cuda-emulator");
-  expectClose(cpu, emu, 3, 3e-2, "varlen gradients (wq, wk, wv)");
+  compareDevices(attentionGradients, dir, 3, 3e-2, "varlen gradients (wq, wk, wv)");
 }

@@ -413,7 +413,6 @@ public:
 
   std::string attention(const AttentionKernel &a) override;
   std::string attentionTensorCores(const AttentionKernel &a);
-  std::string attentionTensorCoresBackward(const AttentionKernel &a);
 
   std::string reduction(const ReductionKernel &r) override {
     mlir::Type el = r.element;
@@ -616,198 +615,56 @@ private:
   }
 };
 
-/// Attention without the S x S matrix. Tensor k's head (bb, h) starts at
-/// headBase(k); its rows are rowStride(k) apart (padded: query/key index;
-/// varlen: the token a + i). A thread owns a query row (forward, dQ) or a
-/// key row (dK, dV); the other side streams through shared memory in tiles.
-/// The dropout mask of probability (i, j) is the CPU's, bit for bit.
-/// The forward pass on tensor cores (packages whose products are bf16):
-/// a warp owns 16 query rows, a block 64; key tiles of 32 are staged in
-/// shared memory as bf16 pairs (K by rows, V transposed), S = Q K^T and
-/// O += P V are 16 x 8 x 16 bf16 products with f32 accumulators, and the
-/// online softmax runs on the accumulators (a row's values are spread over
-/// the four lanes of its group: their max and sum are two shuffles). Q, K,
-/// V and P are rounded to bf16 for the products, as bf16 autocast's
-/// attention does; the scale, mask, softmax and output stay f32.
+/// What the attention kernels spell alike: the query blocks of `rowsPer`
+/// rows, the sequence lengths (varlen: L, the sequence's own), a tensor's
+/// head base (batch bb or sequence start a, head h) and row stride.
+struct AttentionNames {
+  AttentionNames(const AttentionKernel &a, int64_t rowsPer) : a(a) {
+    const int64_t maxLen = a.varlen ? a.tokenCapacity : std::max(a.seqQ, a.seqK);
+    qTiles = (maxLen + rowsPer - 1) / rowsPer;
+    SQ = a.varlen ? "L" : n2s(a.seqQ);
+    SK = a.varlen ? "L" : n2s(a.seqK);
+  }
+  std::string headBase(int k) const {
+    const AttentionKernel::Tensor &w = a.tensors[k];
+    return "p" + std::to_string(k) + " + " + n2s(w.offset) + (a.varlen ? " + a * " : " + bb * ") +
+           n2s(w.batchStride) + " + h * " + n2s(w.headStride);
+  }
+  std::string rowStride(int k) const { return n2s(a.tensors[k].rowStride); }
+  const AttentionKernel &a;
+  int64_t qTiles;
+  std::string SQ, SK;
+};
+
+/// Attention on tensor cores (packages whose products are bf16): every
+/// product a 16 x 8 x 16 bf16 mma with f32 accumulators; Q, K, V, P and dS
+/// are rounded to bf16 for them, as bf16 autocast's attention does, while
+/// the scale, mask, softmax, dropout and outputs stay f32. The forward pass
+/// gives a warp 16 query rows (a block 64): key tiles of 32 are staged in
+/// shared memory, S = Q K^T, the online softmax runs on the accumulators (a
+/// row's values are spread over the four lanes of its group: its max and
+/// sum are two shuffles), O += P V. The backward pass has the SIMT one's
+/// three phases:
+///   0. the forward pass again, for the row statistics m, l and D_i =
+///      dO_i . O_i (to scratch);
+///   1. a warp per 16 key rows: over the query tiles that see them, S^T =
+///      K Q^T and dP^T = V dO^T, then dV += (P keep)^T dO and dK += dS^T Q;
+///   2. a warp per 16 query rows: S = Q K^T, dP = dO V^T, dQ += dS K.
+/// A streamed tile is staged as bf16 pairs along its rows (B operands read
+/// along the head dimension) and, where needed, transposed: pairs along the
+/// tile (B operands read along it). Rows are padded against bank conflicts.
 std::string CudaTarget::attentionTensorCores(const AttentionKernel &a) {
   const mlir::Type el = a.element;
   const bool varlen = a.varlen, causal = a.causal, mask = a.mask;
   const int64_t H = a.heads, D = a.headDim, Dv = a.valueDim, B = a.batch;
   const int qi = a.query;
-  const int64_t rowsPer = 64, tile = 32, kSteps = D / 16, nTiles = Dv / 8;
-  const int64_t maxLen = varlen ? a.tokenCapacity : std::max(a.seqQ, a.seqK);
-  const int64_t qTiles = (maxLen + rowsPer - 1) / rowsPer;
-  const std::string SQ = varlen ? "L" : n2s(a.seqQ), SK = varlen ? "L" : n2s(a.seqK);
-  auto p = [](int i) { return "p" + std::to_string(i); };
-  auto headBase = [&](int k) {
-    const AttentionKernel::Tensor &w = a.tensors[k];
-    return p(k) + " + " + n2s(w.offset) + (varlen ? " + a * " : " + bb * ") +
-           n2s(w.batchStride) + " + h * " + n2s(w.headStride);
-  };
-  auto rs = [&](int k) { return n2s(a.tensors[k].rowStride); };
-  // Padded rows (in 32-bit words) keep a warp's fragment reads off shared
-  // memory bank conflicts.
-  const int64_t kRow = D / 2 + 4, vRow = tile / 2 + 4;
-  std::ostringstream b;
-  b << arguments(a.args);
-  if (a.dropout > 0)
-    b << "  const uint64_t key = mlc_key(" << a.seed << "ull, (uint64_t)ctx->step);\n";
-  b << "  __shared__ uint32_t ksw[" << tile << "][" << kRow << "], vsw[" << Dv << "][" << vRow
-    << "];\n"
-    << phase(B * H * qTiles, 128)
-    << "    const int64_t bh = blockIdx.x / " << qTiles << ", i0 = (blockIdx.x % " << qTiles
-    << ") * " << rowsPer << ";\n"
-    << "    const int64_t bb = bh / " << H << ", h = bh % " << H << ";\n";
-  if (varlen)
-    b << "    const int64_t a = " << p(a.cuSlot) << "[bb], L = " << p(a.cuSlot)
-      << "[bb + 1] - a;\n";
-  b << "    if (i0 >= " << SQ << ") return;\n"
-    << "    const float *qh = " << headBase(qi) << ";\n"
-    << "    const float *kh = " << headBase(qi + 1) << ";\n"
-    << "    const float *vh = " << headBase(qi + 2) << ";\n"
-    << "    float *oh = " << headBase(0) << ";\n"
-    << "    const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;\n"
-    << "    const int64_t r0 = i0 + (threadIdx.x >> 5) * 16 + g, r1 = r0 + 8;\n"
-    // The warp's Q as A fragments, one per 16 columns.
-    << "    uint32_t qa[" << kSteps << "][4];\n"
-    << "    for (int ks = 0; ks < " << kSteps << "; ++ks)\n"
-    << "      for (int f = 0; f < 4; ++f) {\n"
-    << "        const int64_t r = f & 1 ? r1 : r0;\n"
-    << "        const int64_t c = ks * 16 + (f >> 1) * 8 + 2 * t4;\n"
-    << "        qa[ks][f] = r < " << SQ << " ? mlc_pack_bf16(qh[r * " << rs(qi)
-    << " + c], qh[r * " << rs(qi) << " + c + 1]) : 0u;\n"
-    << "      }\n"
-    << "    float o[" << nTiles << "][4];\n"
-    << "    for (int n = 0; n < " << nTiles << "; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0;\n"
-    << "    float m[2] = {-mlc_inf<float>(), -mlc_inf<float>()}, l[2] = {0, 0};\n"
-    << "    const int64_t jEnd = "
-    << (causal ? "(i0 + " + n2s(rowsPer) + " < " + SK + " ? i0 + " + n2s(rowsPer) + " : " + SK + ")"
-               : SK)
-    << ";\n"
-    << "    for (int64_t j0 = 0; j0 < jEnd; j0 += " << tile << ") {\n"
-    << "      __syncthreads();\n"
-    // K rows as pairs along the head dimension; V transposed, pairs along
-    // the keys (a B fragment's two values are consecutive keys).
-    << "      for (int e = threadIdx.x; e < " << tile * D / 2 << "; e += blockDim.x) {\n"
-    << "        const int tr = e / " << D / 2 << ", cp = e % " << D / 2 << ";\n"
-    << "        const int64_t j = j0 + tr;\n"
-    << "        ksw[tr][cp] = j < " << SK << " ? mlc_pack_bf16(kh[j * " << rs(qi + 1)
-    << " + 2 * cp], kh[j * " << rs(qi + 1) << " + 2 * cp + 1]) : 0u;\n"
-    << "      }\n"
-    << "      for (int e = threadIdx.x; e < " << tile / 2 * Dv << "; e += blockDim.x) {\n"
-    << "        const int kp = e / " << Dv << ", c = e % " << Dv << ";\n"
-    << "        const int64_t j = j0 + 2 * kp;\n"
-    << "        const float v0 = j < " << SK << " ? vh[j * " << rs(qi + 2) << " + c] : 0.0f;\n"
-    << "        const float v1 = j + 1 < " << SK << " ? vh[(j + 1) * " << rs(qi + 2)
-    << " + c] : 0.0f;\n"
-    << "        vsw[c][kp] = mlc_pack_bf16(v0, v1);\n"
-    << "      }\n"
-    << "      __syncthreads();\n"
-    // S = Q K^T: four 8-key tiles.
-    << "      float sv[4][4];\n"
-    << "      for (int n = 0; n < 4; ++n) {\n"
-    << "        sv[n][0] = sv[n][1] = sv[n][2] = sv[n][3] = 0;\n"
-    << "        for (int ks = 0; ks < " << kSteps << "; ++ks) {\n"
-    << "          const uint32_t kb[2] = {ksw[n * 8 + g][ks * 8 + t4], ksw[n * 8 + g][ks * 8 + 4 + t4]};\n"
-    << "          mlc_mma_bf16(sv[n], qa[ks], kb);\n"
-    << "        }\n"
-    << "      }\n"
-    // Scale, mask (causal, bounds, additive), and each row's tile maximum.
-    << "      float tm[2] = {-mlc_inf<float>(), -mlc_inf<float>()};\n"
-    << "      for (int n = 0; n < 4; ++n)\n"
-    << "        for (int f = 0; f < 4; ++f) {\n"
-    << "          const int64_t i = f < 2 ? r0 : r1, j = j0 + n * 8 + 2 * t4 + (f & 1);\n"
-    << "          float s = sv[n][f] * " << literal(a.scale, el) << ";\n"
-    << "          if (i >= " << SQ << " || j >= " << SK << (causal ? " || j > i" : "")
-    << ") s = -mlc_inf<float>();\n";
-  if (mask)
-    b << "          else s += " << p(qi + 3) << "[bb * " << a.maskStrides[0] << " + h * "
-      << a.maskStrides[1] << " + i * " << a.maskStrides[2] << " + j * " << a.maskStrides[3]
-      << "];\n";
-  b << "          sv[n][f] = s;\n"
-    << "          tm[f >> 1] = s > tm[f >> 1] ? s : tm[f >> 1];\n"
-    << "        }\n"
-    << "      float f2[2];\n"
-    << "      for (int r = 0; r < 2; ++r) {\n"
-    << "        tm[r] = fmaxf(tm[r], __shfl_xor_sync(0xffffffffu, tm[r], 1));\n"
-    << "        tm[r] = fmaxf(tm[r], __shfl_xor_sync(0xffffffffu, tm[r], 2));\n"
-    << "        const float mn = tm[r] > m[r] ? tm[r] : m[r];\n"
-    << "        f2[r] = mn == -mlc_inf<float>() ? 1.0f : mlc_exp(m[r] - mn);\n"
-    << "        l[r] *= f2[r];\n        m[r] = mn;\n      }\n"
-    << "      for (int n = 0; n < " << nTiles << "; ++n) {\n"
-    << "        o[n][0] *= f2[0]; o[n][1] *= f2[0]; o[n][2] *= f2[1]; o[n][3] *= f2[1];\n"
-    << "      }\n"
-    // P = exp(s - m): the row sums take it as it is, the product takes it
-    // through the dropout mask, as bf16 A fragments (two 8-key tiles each).
-    << "      float w[4][4];\n"
-    << "      for (int n = 0; n < 4; ++n)\n"
-    << "        for (int f = 0; f < 4; ++f) {\n"
-    << "          const float s = sv[n][f], mr = m[f >> 1];\n"
-    << "          const float e = s == -mlc_inf<float>() ? 0.0f : mlc_exp(s - mr);\n"
-    << "          l[f >> 1] += e;\n";
-  if (a.dropout > 0) {
-    std::string rowKey = varlen ? "((uint64_t)h * " + n2s(a.tokenCapacity) + " + a + i) * " +
-                                      n2s(a.tokenCapacity) + " + a"
-                                : "(uint64_t)(bh * " + n2s(a.seqQ) + " + i) * " + n2s(a.seqK);
-    b << "          const int64_t i = f < 2 ? r0 : r1, j = j0 + n * 8 + 2 * t4 + (f & 1);\n"
-      << "          w[n][f] = mlc_uniform(key, " << rowKey << " + j) >= " << std::to_string(a.dropout)
-      << " ? e * " << literal(1.0 / (1.0 - a.dropout), el) << " : 0.0f;\n";
-  } else {
-    b << "          w[n][f] = e;\n";
-  }
-  b << "        }\n"
-    << "      for (int kk = 0; kk < 2; ++kk) {\n"
-    << "        const uint32_t pa[4] = {mlc_pack_bf16(w[2 * kk][0], w[2 * kk][1]),\n"
-    << "                                mlc_pack_bf16(w[2 * kk][2], w[2 * kk][3]),\n"
-    << "                                mlc_pack_bf16(w[2 * kk + 1][0], w[2 * kk + 1][1]),\n"
-    << "                                mlc_pack_bf16(w[2 * kk + 1][2], w[2 * kk + 1][3])};\n"
-    << "        for (int n = 0; n < " << nTiles << "; ++n) {\n"
-    << "          const uint32_t vb[2] = {vsw[n * 8 + g][kk * 8 + t4], vsw[n * 8 + g][kk * 8 + 4 + t4]};\n"
-    << "          mlc_mma_bf16(o[n], pa, vb);\n"
-    << "        }\n"
-    << "      }\n"
-    << "    }\n"
-    // Each row's sum over its group's four lanes, then O / l.
-    << "    for (int r = 0; r < 2; ++r) {\n"
-    << "      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);\n"
-    << "      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);\n"
-    << "    }\n"
-    << "    for (int n = 0; n < " << nTiles << "; ++n)\n"
-    << "      for (int f = 0; f < 4; ++f) {\n"
-    << "        const int64_t i = f < 2 ? r0 : r1;\n"
-    << "        if (i < " << SQ << ") oh[i * " << rs(0) << " + n * 8 + 2 * t4 + (f & 1)] = o[n][f] / l[f >> 1];\n"
-    << "      }\n"
-    << "  }\n";
-  return b.str();
-}
-
-/// The backward pass on tensor cores, in three phases like the SIMT one,
-/// every product a 16 x 8 x 16 bf16 mma with f32 accumulators:
-///   0. a warp per 16 query rows recomputes the forward pass: the row
-///      statistics m, l and D_i = dO_i . O_i go to scratch;
-///   1. a warp per 16 key rows: over the query tiles that see them, S^T =
-///      K Q^T and dP^T = V dO^T, then dV += (P keep)^T dO and dK += dS^T Q;
-///   2. a warp per 16 query rows: S = Q K^T, dP = dO V^T, dQ += dS K.
-/// Tiles of 32 rows of the streamed side are staged in shared memory twice:
-/// as bf16 pairs along their row (B operands read along the head
-/// dimension) and transposed, as pairs along the rows (B operands read
-/// along the tile).
-std::string CudaTarget::attentionTensorCoresBackward(const AttentionKernel &a) {
-  const mlir::Type el = a.element;
-  const bool varlen = a.varlen, causal = a.causal, mask = a.mask;
-  const int64_t H = a.heads, D = a.headDim, Dv = a.valueDim, B = a.batch;
-  const int qi = a.query;
   const int64_t rowsPer = 64, tile = 32, W = std::max(D, Dv);
-  const int64_t maxLen = varlen ? a.tokenCapacity : std::max(a.seqQ, a.seqK);
-  const int64_t qTiles = (maxLen + rowsPer - 1) / rowsPer;
-  const std::string SQ = varlen ? "L" : n2s(a.seqQ), SK = varlen ? "L" : n2s(a.seqK);
+  const AttentionNames names(a, rowsPer);
+  const int64_t qTiles = names.qTiles;
+  const std::string &SQ = names.SQ, &SK = names.SK;
   auto p = [](int i) { return "p" + std::to_string(i); };
-  auto headBase = [&](int k) {
-    const AttentionKernel::Tensor &w = a.tensors[k];
-    return p(k) + " + " + n2s(w.offset) + (varlen ? " + a * " : " + bb * ") +
-           n2s(w.batchStride) + " + h * " + n2s(w.headStride);
-  };
-  auto rs = [&](int k) { return n2s(a.tensors[k].rowStride); };
+  auto headBase = [&](int k) { return names.headBase(k); };
+  auto rs = [&](int k) { return names.rowStride(k); };
   const std::string sc = literal(a.scale, el);
   const std::string rowIndex = varlen ? "(h * " + n2s(a.tokenCapacity) + " + a + (i))"
                                       : "(bh * " + n2s(a.seqQ) + " + (i))";
@@ -823,7 +680,8 @@ std::string CudaTarget::attentionTensorCoresBackward(const AttentionKernel &a) {
            "[bb + 1] - a;\n";
     h += "    if (" + first + " >= " + limit + ") return;\n" +
          "    const float *qh = " + headBase(qi) + ", *kh = " + headBase(qi + 1) +
-         ", *vh = " + headBase(qi + 2) + ", *gh = " + headBase(3) + ";\n" +
+         ", *vh = " + headBase(qi + 2) + ";\n" +
+         (a.backward ? "    const float *gh = " + headBase(3) + ";\n" : std::string()) +
          "    const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;\n" +
          "    const int64_t r0 = " + first + " + (threadIdx.x >> 5) * 16 + g, r1 = r0 + 8;\n";
     return h;
@@ -917,14 +775,18 @@ std::string CudaTarget::attentionTensorCoresBackward(const AttentionKernel &a) {
   b << arguments(a.args);
   if (a.dropout > 0)
     b << "  const uint64_t key = mlc_key(" << a.seed << "ull, (uint64_t)ctx->step);\n";
-  b << scratch(statRows * 3 * 8) << "  double *stat = (double *)ctx->scratch;\n"
-    << "  __shared__ uint32_t rowsA[" << tile << "][" << rowWords << "], rowsB[" << tile << "]["
-    << rowWords << "];\n"
-    << "  __shared__ uint32_t colsA[" << W << "][" << colWords << "], colsB[" << W << "]["
-    << colWords << "];\n"
-    << "  __shared__ float sm[" << tile << "], sl[" << tile << "], sd[" << tile << "];\n";
+  if (a.backward)
+    b << scratch(statRows * 3 * 8) << "  double *stat = (double *)ctx->scratch;\n"
+      << "  __shared__ uint32_t rowsA[" << tile << "][" << rowWords << "], rowsB[" << tile
+      << "][" << rowWords << "];\n"
+      << "  __shared__ uint32_t colsA[" << W << "][" << colWords << "], colsB[" << W << "]["
+      << colWords << "];\n"
+      << "  __shared__ float sm[" << tile << "], sl[" << tile << "], sd[" << tile << "];\n";
+  else
+    b << "  __shared__ uint32_t rowsA[" << tile << "][" << rowWords << "], colsA[" << W << "]["
+      << colWords << "];\n";
 
-  // Phase 0: the forward pass's statistics, and D_i = dO_i . O_i.
+  // The forward pass (backward: phase 0, its statistics and D_i).
   b << phase(B * H * qTiles, 128) << blockHead("i0", SQ)
     << aFrags("qa", "qh", rs(qi), D, SQ) << zero("o", Dv / 8)
     << "    float m[2] = {-mlc_inf<float>(), -mlc_inf<float>()}, l[2] = {0, 0};\n"
@@ -959,15 +821,25 @@ std::string CudaTarget::attentionTensorCoresBackward(const AttentionKernel &a) {
     << "          l[f >> 1] += e;\n"
     << "          w[n][f] = e * " << keep << ";\n        }\n"
     << productOfTile("o", Dv / 8, "w", "colsA") << "    }\n"
-    << "    float di[2] = {0, 0};\n"
+    << "    for (int r = 0; r < 2; ++r) {\n"
+    << "      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);\n"
+    << "      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);\n    }\n";
+  if (!a.backward) {
+    b << "    float *oh = " << headBase(0) << ";\n"
+      << "    for (int n = 0; n < " << Dv / 8 << "; ++n)\n"
+      << "      for (int f = 0; f < 4; ++f) {\n"
+      << "        const int64_t i = f < 2 ? r0 : r1;\n"
+      << "        if (i < " << SQ << ") oh[i * " << rs(0)
+      << " + n * 8 + 2 * t4 + (f & 1)] = o[n][f] / l[f >> 1];\n      }\n  }\n";
+    return b.str();
+  }
+  b << "    float di[2] = {0, 0};\n"
     << "    for (int n = 0; n < " << Dv / 8 << "; ++n)\n"
     << "      for (int f = 0; f < 4; ++f) {\n"
     << "        const int64_t i = f < 2 ? r0 : r1;\n"
     << "        if (i < " << SQ << ") di[f >> 1] += gh[i * " << rs(3)
     << " + n * 8 + 2 * t4 + (f & 1)] * o[n][f];\n      }\n"
     << "    for (int r = 0; r < 2; ++r) {\n"
-    << "      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);\n"
-    << "      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);\n"
     << "      di[r] += __shfl_xor_sync(0xffffffffu, di[r], 1);\n"
     << "      di[r] += __shfl_xor_sync(0xffffffffu, di[r], 2);\n"
     << "      const int64_t i = r ? r1 : r0;\n"
@@ -1058,15 +930,18 @@ std::string CudaTarget::attentionTensorCoresBackward(const AttentionKernel &a) {
   return b.str();
 }
 
+/// Attention without the S x S matrix. Tensor k's head (bb, h) starts at
+/// headBase(k); its rows are rowStride(k) apart (padded: query/key index;
+/// varlen: the token a + i). A thread owns a query row (forward, dQ) or a
+/// key row (dK, dV); the other side streams through shared memory in tiles.
+/// The dropout mask of probability (i, j) is the CPU's, bit for bit.
 std::string CudaTarget::attention(const AttentionKernel &a) {
   const mlir::Type el = a.element;
+  // Tensor cores: D a multiple of 16 (products over the head dimension);
+  // the backward pass also takes products over Dv.
   if (a.bf16Products && el.isF32() && a.headDim % 16 == 0 && a.headDim <= 256 &&
-      a.valueDim <= 256) {
-    if (!a.backward && a.valueDim % 8 == 0)
-      return attentionTensorCores(a);
-    if (a.backward && a.valueDim % 16 == 0)
-      return attentionTensorCoresBackward(a);
-  }
+      a.valueDim <= 256 && a.valueDim % (a.backward ? 16 : 8) == 0)
+    return attentionTensorCores(a);
   const std::string T = cType(el);
   const bool varlen = a.varlen, causal = a.causal, mask = a.mask;
   const int64_t H = a.heads, D = a.headDim, Dv = a.valueDim, B = a.batch;
@@ -1081,16 +956,12 @@ std::string CudaTarget::attention(const AttentionKernel &a) {
     rowsPer /= 2;
   while (tile > 4 && rowsPer * own * bytes + tile * (D + Dv) * bytes > 40 * 1024)
     tile /= 2;
-  const int64_t maxLen = varlen ? a.tokenCapacity : std::max(a.seqQ, a.seqK);
-  const int64_t qTiles = (maxLen + rowsPer - 1) / rowsPer;
-  const std::string SQ = varlen ? "L" : n2s(a.seqQ), SK = varlen ? "L" : n2s(a.seqK);
+  const AttentionNames names(a, rowsPer);
+  const int64_t qTiles = names.qTiles;
+  const std::string &SQ = names.SQ, &SK = names.SK;
   auto p = [](int i) { return "p" + std::to_string(i); };
-  auto headBase = [&](int k) {
-    const AttentionKernel::Tensor &w = a.tensors[k];
-    return p(k) + " + " + n2s(w.offset) + (varlen ? " + a * " : " + bb * ") +
-           n2s(w.batchStride) + " + h * " + n2s(w.headStride);
-  };
-  auto rs = [&](int k) { return n2s(a.tensors[k].rowStride); };
+  auto headBase = [&](int k) { return names.headBase(k); };
+  auto rs = [&](int k) { return names.rowStride(k); };
   const std::string sc = literal(a.scale, el);
   // The block's (bb, h) and first row; L and a for varlen.
   auto blockHead = [&](const std::string &first) {
