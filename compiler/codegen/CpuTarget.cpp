@@ -295,32 +295,44 @@ public:
   /// gradient written once (over the logits when they are dead: no second
   /// buffer's traffic), 8 bytes per f32 logit; the exps make it compute-bound
   /// at a vocabulary of 8192 on two cores.
-  std::string crossEntropyWithGrad(mlir::Type el, mlir::Type lt, const std::string &rows,
-                                   int64_t C, int64_t ignore, const std::string &scale) override {
-    std::string T = cType(el);
+  std::string crossEntropyWithGrad(mlir::Type el, mlir::Type lt, mlir::Type grad,
+                                   const std::string &rows, int64_t C, int64_t ignore,
+                                   const std::string &scale) override {
+    std::string T = cType(el), TG = cType(grad);
+    // exp(x - m) is computed once, into the gradient row, then scaled in
+    // place (the row stays in cache between the two passes); a bf16
+    // gradient takes them from a row of the thread's own in f32.
+    const bool narrow = grad != el;
     std::ostringstream b;
-    b << arguments({{el, true}, {el, true}, {el, false}, {lt, false}}) << "  int64_t count = 0;\n"
+    b << arguments({{el, true}, {grad, true}, {el, false}, {lt, false}}) << "  int64_t count = 0;\n"
       << "  for (int64_t r = 0; r < " << rows << "; ++r) count += p3[r] != " << ignore
       << ";\n  const double scale = count ? (double)(" << scale
       << ") / count : 0.0;\n  double total = 0;\n"
       << "#pragma omp parallel for reduction(+ : total)\n"
       << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "    const " << T << " *x = p2 + r * " << C << "; " << T << " *d = p1 + r * " << C
+      << "    const " << T << " *x = p2 + r * " << C << "; " << TG << " *d = p1 + r * " << C
       << ";\n    int64_t label = p3[r];\n"
       << "    if (label == " << ignore << ") { for (int64_t c = 0; c < " << C
       << "; ++c) d[c] = 0; continue; }\n"
       << "    if (label < 0 || label >= " << C
       << ") { mlc_report(ctx, MLC_ERR_LABEL_RANGE, r, label, " << C << ");"
       << " for (int64_t c = 0; c < " << C << "; ++c) d[c] = 0; continue; }\n"
-      // exp(x - m) is computed once, into d, then scaled in place (the row
-      // stays in cache between the two passes).
-      << "    const double xl = x[label];\n" << rowMaxSumExp(el, "x", C, "    ", "d")
+      << "    const double xl = x[label];\n";
+    if (narrow)
+      b << "    static thread_local std::vector<" << T << "> exps;\n"
+        << "    exps.resize(" << C << ");\n    " << T << " *e = exps.data();\n";
+    b << rowMaxSumExp(el, "x", C, "    ", narrow ? "e" : "d")
       << "    total += m + std::log(s) - xl;\n"
-      << "    const " << T << " k = (" << T << ")(scale / s);\n"
-      << "#pragma omp simd\n"
-      << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] *= k;\n"
-      << "    d[label] -= (" << T << ")scale;\n  }\n"
-      << "  p0[0] = (" << T << ")(count ? total / count : 0.0);\n";
+      << "    const " << T << " k = (" << T << ")(scale / s);\n";
+    if (narrow)
+      b << "#pragma omp simd\n"
+        << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] = e[c] * k;\n"
+        << "    d[label] = e[label] * k - (" << T << ")scale;\n  }\n";
+    else
+      b << "#pragma omp simd\n"
+        << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] *= k;\n"
+        << "    d[label] -= (" << T << ")scale;\n  }\n";
+    b << "  p0[0] = (" << T << ")(count ? total / count : 0.0);\n";
     return b.str();
   }
 

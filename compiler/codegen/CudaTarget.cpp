@@ -359,14 +359,15 @@ public:
     return b.str();
   }
 
-  std::string crossEntropyWithGrad(mlir::Type el, mlir::Type lt, const std::string &rows,
-                                   int64_t C, int64_t ignore, const std::string &scale) override {
-    return crossEntropyGradient(el, lt, rows, C, ignore, scale, /*withLoss=*/true);
+  std::string crossEntropyWithGrad(mlir::Type el, mlir::Type lt, mlir::Type grad,
+                                   const std::string &rows, int64_t C, int64_t ignore,
+                                   const std::string &scale) override {
+    return crossEntropyGradient(el, lt, grad, rows, C, ignore, scale, /*withLoss=*/true);
   }
 
   std::string crossEntropyGrad(mlir::Type el, mlir::Type lt, const std::string &rows, int64_t C,
                                int64_t ignore, const std::string &scale) override {
-    return crossEntropyGradient(el, lt, rows, C, ignore, scale, /*withLoss=*/false);
+    return crossEntropyGradient(el, lt, el, rows, C, ignore, scale, /*withLoss=*/false);
   }
 
   /// A block per row: the prologue is computed once into a shared-memory
@@ -566,16 +567,16 @@ private:
   /// The cross-entropy gradient (and the loss when `withLoss`): phase 0
   /// counts the labelled rows; phase 1 a block per row writes its gradient
   /// (and loss term); phase 2 sums the loss terms.
-  std::string crossEntropyGradient(mlir::Type el, mlir::Type lt, const std::string &rows,
-                                   int64_t C, int64_t ignore, const std::string &scale,
-                                   bool withLoss) {
-    std::string T = cType(el);
+  std::string crossEntropyGradient(mlir::Type el, mlir::Type lt, mlir::Type grad,
+                                   const std::string &rows, int64_t C, int64_t ignore,
+                                   const std::string &scale, bool withLoss) {
+    std::string T = cType(el), TG = cType(grad);
     const int64_t cap = capacityOf(rows);
     const int d = withLoss ? 1 : 0, x = d + 1, l = d + 2;
     std::vector<KernelArg> slots;
     if (withLoss)
       slots.push_back({el, true});
-    slots.insert(slots.end(), {{el, true}, {el, false}, {lt, false}});
+    slots.insert(slots.end(), {{grad, true}, {el, false}, {lt, false}});
     if (!withLoss && scale.empty())
       slots.push_back({el, false});
     std::string pd = "p" + n2s(d), px = "p" + n2s(x), pl = "p" + n2s(l);
@@ -586,8 +587,8 @@ private:
       << "    for (int64_t r = threadIdx.x; r < R; r += blockDim.x) n += " << pl << "[r] != "
       << ignore << ";\n"
       << "    n = mlc_block_sum(n, reds);\n    if (threadIdx.x == 0) count[0] = n;\n  }\n"
-      << rowLoop(rows, C) << "      const " << T << " *x = " << px << " + r * " << C << "; " << T
-      << " *d = " << pd << " + r * " << C << ";\n"
+      << rowLoop(rows, C) << "      const " << T << " *x = " << px << " + r * " << C << "; "
+      << TG << " *d = " << pd << " + r * " << C << ";\n"
       << "      const double scale = count[0] ? (double)(" << (scale.empty() ? "p3[0]" : scale)
       << ") / count[0] : 0.0;\n"
       << "      const int64_t label = " << pl << "[r];\n"
@@ -601,7 +602,7 @@ private:
       << "      __syncthreads(); // every thread has read x[label] before d (maybe x) changes\n"
       << "      const double k = scale / s;\n"
       << "      for (int64_t c = threadIdx.x; c < " << C << "; c += blockDim.x)\n"
-      << "        d[c] = (" << T << ")(mlc_exp(x[c] - m) * k - (c == label ? scale : 0.0));\n";
+      << "        d[c] = (" << TG << ")(mlc_exp(x[c] - m) * k - (c == label ? scale : 0.0));\n";
     if (withLoss)
       b << "      if (threadIdx.x == 0) loss[r] = m + log(s) - xl;\n";
     b << "    }\n  }\n";

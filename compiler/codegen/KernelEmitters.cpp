@@ -395,11 +395,27 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
           cg.getIgnoreIndex() != ce.getIgnoreIndex() || splatLiteral(cg.getGrad()).empty())
         continue;
       bindOut(ce.getResult());
-      // The gradient overwrites the logits when nothing else reads them
-      // (each row's x[label] is read before its gradient is written): one
-      // logits-sized slice less, and no second stream through memory.
+      // --dtype bf16: a gradient read only as a bf16 copy (by a cast,
+      // through a reshape) is written as that copy.
+      CastOp narrow;
+      if (cg.getResult().hasOneUse()) {
+        Operation *reader = *cg.getResult().getUsers().begin();
+        if (auto rs = dyn_cast<ReshapeOp>(reader); rs && rs.getResult().hasOneUse())
+          reader = *rs.getResult().getUsers().begin();
+        auto c = dyn_cast<CastOp>(reader);
+        if (c && el.isF32() && typeOf(c.getResult()).getElementType().isBF16())
+          narrow = c;
+      }
+      // Otherwise the gradient overwrites the logits when nothing else reads
+      // them (each row's x[label] is read before its gradient is written):
+      // one logits-sized slice less, and no second stream through memory.
       const int logits = bufferOf(ce.getLogits());
-      if (overwritable(ce.getLogits(), {ce.getOperation(), cg.getOperation()})) {
+      Type gradType = el;
+      if (narrow) {
+        gradType = typeOf(narrow.getResult()).getElementType();
+        bindOut(narrow.getResult());
+        emittedWith.insert(narrow.getOperation());
+      } else if (overwritable(ce.getLogits(), {ce.getOperation(), cg.getOperation()})) {
         int id = newBuffer({Buffer::Alias, el, numel(cg.getResult())});
         buffers[id].alias = logits;
         valueBuffers[cg.getResult()] = id;
@@ -410,7 +426,7 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
       bufs.push_back(logits);
       bufs.push_back(bufferOf(ce.getLabels()));
       emittedWith.insert(cg.getOperation());
-      addStep(target.crossEntropyWithGrad(el, lt, rows, C, ce.getIgnoreIndex(),
+      addStep(target.crossEntropyWithGrad(el, lt, gradType, rows, C, ce.getIgnoreIndex(),
                                           splatLiteral(cg.getGrad())),
               bufs, KernelTemplate::rows);
       return llvm::Error::success();

@@ -180,9 +180,10 @@ public:
   /// is reported through the kernel context.
   virtual std::string crossEntropy(mlir::Type el, mlir::Type labels, const std::string &rows,
                                    int64_t C, int64_t ignore) = 0;
-  /// The loss p0 and its gradient p1 in one pass over logits p2, labels
-  /// p3; `scale` is the loss's incoming gradient (a literal).
-  virtual std::string crossEntropyWithGrad(mlir::Type el, mlir::Type labels,
+  /// The loss p0 and its gradient p1 (of type `grad`: el, or bf16 when only
+  /// a bf16 copy of it is read) in one pass over logits p2, labels p3;
+  /// `scale` is the loss's incoming gradient (a literal).
+  virtual std::string crossEntropyWithGrad(mlir::Type el, mlir::Type labels, mlir::Type grad,
                                            const std::string &rows, int64_t C, int64_t ignore,
                                            const std::string &scale) = 0;
   /// The gradient p0 from logits p1, labels p2 and the incoming gradient:
