@@ -12,7 +12,8 @@
 #
 # 1. builds the runtime alone (scripts/build-runtime.sh: no LLVM there);
 # 2. parity: GPT-2 (also with bucket-wise clipping, and in bf16), BERT padded
-#    and BERT unpadded (tiny, dropout on) train 10 steps on the device;
+#    and BERT unpadded (also in bf16; bf16 attention runs on tensor cores)
+#    (tiny, dropout on) train 10 steps on the device;
 #    losses within 1e-4 of the CPU's computed here (bf16: 1e-2; its f32
 #    losses within 2e-2), weights within 1e-3 (f32; but the attention key
 #    bias, whose gradient is rounding noise), and the CUDA graph and step-by-step
@@ -70,7 +71,7 @@ while read -r name args; do
   [[ "$name" != *bf16 ]] &&
     say "$name: weights $("$python" compare_safetensors.py "$out/$name.safetensors" "$name/cpu.safetensors" $wtol "$skip")"
   [[ "$name" == *bf16 ]] &&
-    say "$name: against f32: $("$python" compare_logs.py "$out/$name.jsonl" gpt2/cpu.jsonl 2e-2 | tr '\n' ' ')"
+    say "$name: against f32: $("$python" compare_logs.py "$out/$name.jsonl" "${name%-bf16}/cpu.jsonl" 2e-2 | tr '\n' ' ')"
   if [ "$device" = cuda ] || [ "$name" = gpt2-bucket ]; then
     MLC_CUDA_GRAPH=0 timeout 120 "$runtime" train "$name/pkg" $args --steps 10 --device "$device" \
       --log-json "$out/$name.nograph.jsonl" > /dev/null 2>&1

@@ -16,7 +16,7 @@ rm -rf "$dc" && mkdir -p "$dc"
 cp "$src/test/integration/Inputs/compare_logs.py" "$src/test/tools/Inputs/compare_safetensors.py" "$dc/"
 
 # Parity: tiny models, 10 steps with dropout on (its masks are the same bits
-# on every device), f32 (and GPT-2 in bf16), on the CPU here.
+# on every device), f32 (and GPT-2 and unpadded BERT in bf16), on the CPU here.
 batches() { # DIR STEPS ROWS SEQ VOCAB
   "$python" -c "import numpy as np; ids = np.random.default_rng(0).integers(0, $5, ($2, $3, $4)); np.save('$1/input_ids.npy', ids); np.save('$1/labels.npy', ids)"
 }
@@ -38,6 +38,10 @@ rm "$dc/c.jsonl"
 mkdir -p "$dc/bert" "$dc/bert-varlen"
 "$mlc" compile bert --config tiny,vocab_size=141 --micro-batch 8 --seq-len 64 -o "$dc/bert/pkg" > /dev/null
 "$mlc" compile bert --varlen --config tiny,vocab_size=141 --micro-batch 8 --seq-len 64 -o "$dc/bert-varlen/pkg" > /dev/null
+# bf16 packages run attention on tensor cores (packed sequences here).
+mkdir -p "$dc/bert-varlen-bf16"
+"$mlc" compile bert --varlen --config tiny,vocab_size=141 --micro-batch 8 --seq-len 64 --dtype bf16 \
+  -o "$dc/bert-varlen-bf16/pkg" > /dev/null
 
 # The CPU's losses and weights (the GPU machine reruns these lines with
 # --device cuda; device-check.sh reads them from here).
@@ -47,6 +51,7 @@ gpt2-bucket --batches gpt2 --clip bucket
 gpt2-bf16 --batches gpt2
 bert --data wp_text_document --vocab-file vocab.txt --split 100,0,0
 bert-varlen --data wp_text_document --vocab-file vocab.txt --split 100,0,0
+bert-varlen-bf16 --data wp_text_document --vocab-file vocab.txt --split 100,0,0
 CASES
 export MLC_CACHE_DIR="$build/mlc-cache"
 while read -r name args; do
