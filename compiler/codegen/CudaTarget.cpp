@@ -817,7 +817,8 @@ std::string CudaTarget::attentionTensorCores(const AttentionKernel &a) {
     << "      float w[4][4];\n"
     << "      for (int n = 0; n < 4; ++n)\n"
     << "        for (int f = 0; f < 4; ++f) {\n"
-    << "          const int64_t i = f < 2 ? r0 : r1, j = j0 + n * 8 + 2 * t4 + (f & 1);\n"
+    << (a.dropout > 0 ? "          const int64_t i = f < 2 ? r0 : r1, j = j0 + n * 8 + 2 * t4 + (f & 1);\n"
+                      : "")
     << "          const float e = sv[n][f] == -mlc_inf<float>() ? 0.0f : mlc_exp(sv[n][f] - m[f >> 1]);\n"
     << "          l[f >> 1] += e;\n"
     << "          w[n][f] = e * " << keep << ";\n        }\n"
