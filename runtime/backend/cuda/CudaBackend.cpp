@@ -613,7 +613,7 @@ void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr
   // Operand and result element types: one, except bf16 operands with an
   // f32 result ("bf16-f32").
   const bool f64 = dtype == "f64", bf16 = dtype == "bf16" || dtype == "bf16-f32";
-  const int64_t size = f64 ? 8 : bf16 ? 2 : 4, outSize = dtype == "bf16" ? 2 : size == 2 ? 4 : size;
+  const int64_t size = f64 ? 8 : bf16 ? 2 : 4, outSize = dtype == "bf16" ? 2 : f64 ? 8 : 4;
   const uint64_t n = uint64_t(s.n), m = uint64_t(s.m), k = uint64_t(s.k);
   const bool strided = s.batch.size() <= 1;
   // One plan per shape, strides and transposes: made once, reused by every
@@ -643,7 +643,7 @@ void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr
   const uint64_t ws = uint64_t(workspaceBytes_);
   if (!plan.desc) {
     const cudaDataType_t type = f64 ? CUDA_R_64F : bf16 ? CUDA_R_16BF : CUDA_R_32F,
-                         outType = outSize == 2 ? CUDA_R_16BF : type == CUDA_R_16BF ? CUDA_R_32F : type;
+                         outType = outSize == 2 ? CUDA_R_16BF : f64 ? CUDA_R_64F : CUDA_R_32F;
     const cublasComputeType_t compute = f64    ? CUBLAS_COMPUTE_64F
                                         : tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                : CUBLAS_COMPUTE_32F;
