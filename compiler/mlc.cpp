@@ -148,7 +148,7 @@ cl::opt<std::string> compileClip("clip",
                                   cl::init("global"), cl::sub(compileCmd), cl::cat(category));
 
 // compile
-enum class Emit { Package, Graph, Mlir, Plan, Kernels, Cuda };
+enum class Emit { Package, Graph, Mlir, Plan, Kernels, Cuda, Ptx };
 cl::opt<Emit> emit(
     "emit", cl::desc("What to produce"),
     cl::values(clEnumValN(Emit::Package, "package", "a package directory (default)"),
@@ -156,7 +156,9 @@ cl::opt<Emit> emit(
                clEnumValN(Emit::Mlir, "mlir", "the final MLIR: @forward and @train_step"),
                clEnumValN(Emit::Plan, "plan", "the plan dialect: buffers, kernels and steps"),
                clEnumValN(Emit::Kernels, "kernels", "the generated C++ kernels"),
-               clEnumValN(Emit::Cuda, "cuda", "the generated CUDA kernels (kernels.cu)")),
+               clEnumValN(Emit::Cuda, "cuda", "the generated CUDA kernels (kernels.cu)"),
+               clEnumValN(Emit::Ptx, "ptx",
+                          "kernels.cu compiled to PTX by NVRTC, for the first --cuda-arch")),
     cl::init(Emit::Package), cl::sub(compileCmd), cl::cat(category));
 cl::opt<std::string> output("o",
                             cl::desc("Package directory (default MODEL.mlcpkg), or the "
@@ -169,7 +171,8 @@ cl::opt<bool> report("report",
                      cl::sub(compileCmd), cl::cat(category));
 cl::opt<std::string> cudaArch("cuda-arch",
                               cl::desc("--report: the GPU architectures whose ptxas statistics "
-                                       "it prints (NVRTC, comma-separated)"),
+                                       "it prints (NVRTC, comma-separated); --emit=ptx: "
+                                       "the first one's PTX"),
                               cl::value_desc("sm_XX,..."), cl::init("sm_90"), cl::sub(compileCmd),
                               cl::cat(category));
 cl::opt<std::string> reportJson("report-json", cl::desc("Write the report as JSON"),
@@ -670,6 +673,28 @@ int runCompile() {
     if (!lowered)
       return fail(toString(lowered.takeError()));
     return writeText(emit == Emit::Cuda ? lowered->kernelsCu : lowered->kernelsCpp);
+  }
+  if (emit == Emit::Ptx) {
+    auto lowered = mlc::lowerModule(module, g->description.dataParallel);
+    if (!lowered)
+      return fail(toString(lowered.takeError()));
+    std::string why;
+    mlc::rt::Nvrtc *nvrtc = mlc::rt::Nvrtc::get(&why);
+    if (!nvrtc)
+      return fail("--emit=ptx needs NVRTC: " + why);
+    StringRef arch = StringRef(cudaArch).split(',').first.trim();
+    if (!arch.starts_with("sm_"))
+      return fail("--cuda-arch: expected sm_XX, got '" + arch.str() + "'");
+    try {
+      std::string ptx = nvrtc->compile(lowered->kernelsCu, "kernels.cu",
+                                       ("compute_" + arch.drop_front(3)).str(), false)
+                            .image;
+      while (!ptx.empty() && ptx.back() == '\0') // NVRTC's PTX ends in its terminator
+        ptx.pop_back();
+      return writeText(ptx);
+    } catch (const mlc::rt::Error &e) {
+      return fail(e.what());
+    }
   }
   std::string dir = output.empty() ? model + ".mlcpkg" : std::string(output);
   auto lowered = mlc::writePackage(module, dir, g->description);

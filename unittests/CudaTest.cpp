@@ -189,31 +189,39 @@ std::vector<float> attentionGradients(const std::string &dir, const std::string 
   return grads;
 }
 
-/// Compiles a module with bf16 products (mlc-autocast) into a package and
-/// checks that its CUDA kernels hold `kernel` (the tensor-core path).
-std::string compileBf16(const std::string &text, bool training, const std::string &kernel) {
+/// Compiles a module (bf16 products with `autocast` "bf16") into a package
+/// and checks that its CUDA kernels hold `kernel`.
+std::string compilePackage(const std::string &text, bool training, const std::string &autocast,
+                           const std::string &kernel) {
   mlir::MLIRContext ctx;
   ctx.loadDialect<mlc::MlcDialect, mlir::func::FuncDialect>();
   auto module = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
   EXPECT_TRUE(bool(module));
   if (!module)
     return "";
-  if (auto err = mlc::runPipeline(*module, training, /*fuse=*/true, "bf16")) {
+  if (auto err = mlc::runPipeline(*module, training, /*fuse=*/true, autocast)) {
     ADD_FAILURE() << llvm::toString(std::move(err));
     return "";
   }
-  char tmpl[] = "/tmp/mlc-tc-attention-XXXXXX";
+  char tmpl[] = "/tmp/mlc-cuda-test-XXXXXX";
   std::string dir = mkdtemp(tmpl);
   mlc::PackageDescription description{"test", "", mlc::BuildOptions()};
-  description.options.dtype = "bf16";
+  if (!autocast.empty())
+    description.options.dtype = autocast;
   auto lowered = mlc::writePackage(*module, dir, description);
   if (!lowered) {
     ADD_FAILURE() << llvm::toString(lowered.takeError());
     return "";
   }
   EXPECT_NE(lowered->kernelsCu.find(kernel), std::string::npos)
-      << "no tensor-core attention (" << kernel << ") in kernels.cu";
+      << "no " << kernel << " in kernels.cu:\n" << lowered->kernelsCu;
   return dir;
+}
+
+/// A bf16 package whose attention runs on tensor cores (`kernel` names the
+/// product that shows it).
+std::string compileBf16(const std::string &text, bool training, const std::string &kernel) {
+  return compilePackage(text, training, "bf16", kernel);
 }
 
 /// `emu` (tensor cores: bf16 products) against `cpu` (f32), part by part:
@@ -334,4 +342,71 @@ TEST(TensorCoreAttention, Varlen) {
   dir = compileBf16(training, /*training=*/true, "mlc_mma_bf16(gk[n]");
   ASSERT_FALSE(dir.empty());
   compareDevices(attentionGradients, dir, 3, 3e-2, "varlen gradients (wq, wk, wv)");
+}
+
+//===----------------------------------------------------------------------===//
+// Pointwise kernels' vector path (16-byte loads and stores), on the emulated
+// device against the CPU.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Every output of `function` (in the package's order, concatenated) after
+/// one run on `device`, for parameters and inputs drawn from [-1, 1].
+std::vector<float> allOutputs(const std::string &dir, const std::string &device) {
+  Package pkg = Package::load(dir);
+  std::unique_ptr<Backend> backend = createBackend(device, pkg, /*verbose=*/false);
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<float> params(pkg.paramCount);
+  for (float &x : params)
+    x = uni(rng);
+  backend->upload(FlatBuffer::Params, 0, params.data(), int64_t(params.size()) * 4);
+  setInputs(*backend, pkg, rng);
+  backend->run("forward", 1);
+  std::vector<float> all;
+  for (const std::string &name : {"s", "g", "h", "c", "r"}) {
+    HostTensor o = backend->output("forward", name);
+    const float *f = reinterpret_cast<const float *>(o.data.data());
+    all.insert(all.end(), f, f + o.numel());
+  }
+  return all;
+}
+
+} // namespace
+
+// Vectors of 4 f32 (bias + GELU over rows of 8, the parameters at element
+// offsets 3 and 35: unaligned, so their loads stay scalar or the kernel
+// takes its element loop), of 2 (rows of 6), none (rows of 7, and a
+// 3-vector), and a row broadcast over rows of 12 read as one vector per
+// lane group. The emulated device's results equal the CPU's.
+TEST(VectorizedPointwise, MatchesCpu) {
+  const std::string text =
+      "func.func @forward(%a: tensor<3xf32> {mlc.param = \"a\"}, "
+      "%w: tensor<4x8xf32> {mlc.param = \"w\"}, %b: tensor<8xf32> {mlc.param = \"b\"}, "
+      "%x: tensor<4x8xf32> {mlc.input = \"x\"}, %y: tensor<5x6xf32> {mlc.input = \"y\"}, "
+      "%z: tensor<3x7xf32> {mlc.input = \"z\"}, %u: tensor<3x4x12xf32> {mlc.input = \"u\"}, "
+      "%e: tensor<1x12xf32> {mlc.input = \"e\"}) -> (tensor<4x8xf32> {mlc.output = \"s\"}, "
+      "tensor<5x6xf32> {mlc.output = \"g\"}, tensor<3x7xf32> {mlc.output = \"h\"}, "
+      "tensor<3xf32> {mlc.output = \"c\"}, tensor<3x4x12xf32> {mlc.output = \"r\"}) {\n"
+      "  %0 = mlc.mul %w, %x : tensor<4x8xf32>, tensor<4x8xf32>\n"
+      "  %1 = mlc.add %0, %b : tensor<4x8xf32>, tensor<8xf32>\n"
+      "  %s = mlc.gelu %1 approximate = tanh : tensor<4x8xf32>\n"
+      "  %g = mlc.tanh %y : tensor<5x6xf32>\n"
+      "  %h = mlc.tanh %z : tensor<3x7xf32>\n"
+      "  %c = mlc.mul %a, %a : tensor<3xf32>, tensor<3xf32>\n"
+      "  %r = mlc.sub %u, %e : tensor<3x4x12xf32>, tensor<1x12xf32>\n"
+      "  return %s, %g, %h, %c, %r : tensor<4x8xf32>, tensor<5x6xf32>, tensor<3x7xf32>, "
+      "tensor<3xf32>, tensor<3x4x12xf32>\n}\n";
+  std::string dir = compilePackage(text, /*training=*/false, "", "mlc_vload<4>");
+  ASSERT_FALSE(dir.empty());
+  std::vector<float> cpu = allOutputs(dir, "cpu"), emu;
+  try {
+    emu = allOutputs(dir, "cuda-emulator");
+  } catch (const Error &e) {
+    GTEST_SKIP() << "no CUDA backend in this build: " << e.what();
+  }
+  ASSERT_EQ(cpu.size(), emu.size());
+  for (size_t i = 0; i < cpu.size(); ++i)
+    EXPECT_NEAR(cpu[i], emu[i], 1e-6 * (1 + std::fabs(cpu[i]))) << "element " << i;
 }

@@ -163,6 +163,30 @@ template <typename T> __device__ void mlc_block_lse(T &m, double &s, T *redm, do
 #define MLC_TID ((int64_t)blockIdx.x * blockDim.x + threadIdx.x)
 #define MLC_STRIDE ((int64_t)gridDim.x * blockDim.x)
 
+// Vector loads and stores for pointwise kernels: V elements of T as one
+// access of V * sizeof(T) bytes (16: ld.global.v4.u32), at an address
+// aligned to that size (mlc_aligned checks a buffer's pointer once).
+template <int N> struct MlcWords;
+template <> struct alignas(16) MlcWords<16> { uint32_t w[4]; };
+template <> struct alignas(8) MlcWords<8> { uint32_t w[2]; };
+template <> struct alignas(4) MlcWords<4> { uint32_t w[1]; };
+template <> struct alignas(2) MlcWords<2> { uint16_t w[1]; };
+MLC_FN bool mlc_aligned(const void *p, int bytes) { return (uint64_t)p % bytes == 0; }
+template <int V, typename T> MLC_FN void mlc_vload(T *dst, const T *src) {
+#ifdef MLC_CUDA_EMULATION
+  memcpy((void *)dst, (const void *)src, V * sizeof(T));
+#else
+  *(MlcWords<V * sizeof(T)> *)dst = *(const MlcWords<V * sizeof(T)> *)src;
+#endif
+}
+template <int V, typename T> MLC_FN void mlc_vstore(T *dst, const T *src) {
+#ifdef MLC_CUDA_EMULATION
+  memcpy((void *)dst, (const void *)src, V * sizeof(T));
+#else
+  *(MlcWords<V * sizeof(T)> *)dst = *(const MlcWords<V * sizeof(T)> *)src;
+#endif
+}
+
 // Two bf16 in one register, the first in the low half (tensor-core operand
 // fragments), and back.
 MLC_FN uint32_t mlc_pack_bf16(float lo, float hi) {

@@ -33,6 +33,7 @@
 
 #include "llvm/Support/ErrorHandling.h"
 
+#include <cctype>
 #include <sstream>
 
 namespace mlc::lowering {
@@ -63,6 +64,125 @@ std::string phase(int64_t grid, int64_t block) {
 }
 std::string scratch(int64_t bytes) { return "  // @scratch(" + n2s(bytes) + ")\n"; }
 
+/// Whether `text` names identifier `name` (not as part of a longer one).
+bool mentions(const std::string &text, const std::string &name) {
+  auto ident = [](char c) { return std::isalnum((unsigned char)c) || c == '_'; };
+  for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1))
+    if ((at == 0 || !ident(text[at - 1])) &&
+        (at + name.size() == text.size() || !ident(text[at + name.size()])))
+      return true;
+  return false;
+}
+
+/// `text` with `extra` put before every line (bodies arrive indented for a
+/// loop at depth 2).
+std::string indented(const std::string &text, const std::string &extra) {
+  if (extra.empty())
+    return text;
+  std::string out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t eol = text.find('\n', pos);
+    size_t end = eol == std::string::npos ? text.size() : eol + 1;
+    out += extra + text.substr(pos, end - pos);
+    pos = end;
+  }
+  return out;
+}
+
+/// i0..iN of flat element index `i` over `dims` (the last fastest).
+std::string decompose(const Shape &dims, const std::string &in) {
+  if (dims.empty())
+    return "";
+  std::string s = in + "int64_t rem = i;\n";
+  for (size_t d = dims.size(); d-- > 0;)
+    s += d == 0 ? in + "const int64_t i0 = rem;\n"
+                : in + "const int64_t i" + n2s(d) + " = rem % n" + n2s(d) + "; rem /= n" +
+                      n2s(d) + ";\n";
+  return s;
+}
+
+/// How a pointwise kernel moves its contiguous accesses as vectors: `lanes`
+/// consecutive elements per thread (1: not vectorized); per access whether
+/// it is a vector, read, written; and the body with each vector access's
+/// element `p<slot>[o<k>]` turned into its lane `v<k>[u]`.
+struct VectorPlan {
+  int64_t lanes = 1;
+  std::vector<bool> vector, read, written;
+  std::string body;
+};
+
+/// An access is a vector when the body touches its element, its element type
+/// is known, it is contiguous along the innermost dimension, and its base and
+/// outer strides keep every vector aligned (given an aligned pointer). Lanes:
+/// 16 bytes of the widest such element, halved until they divide the
+/// innermost extent (a vector never spans two rows).
+VectorPlan vectorPlan(const Shape &dims, const std::vector<Shape> &strides,
+                      const std::vector<Access> &accs, const std::string &body, bool dynamic) {
+  VectorPlan vp;
+  const size_t n = accs.size();
+  vp.vector.assign(n, false), vp.read.assign(n, false), vp.written.assign(n, false);
+  vp.body = body;
+  if (dims.empty())
+    return vp;
+  const size_t L = dims.size() - 1;
+  // A dynamic single dimension is (rows * per): its extent divides like per.
+  const int64_t extent = L == 0 && dynamic ? dims[0] / tokenCapacity() : dims[L];
+  auto ident = [](char c) { return std::isalnum((unsigned char)c) || c == '_'; };
+  std::vector<bool> candidate(n, false);
+  for (size_t k = 0; k < n; ++k) {
+    const std::string tok = "p" + n2s(accs[k].slot) + "[o" + n2s(k) + "]";
+    for (size_t at = body.find(tok); at != std::string::npos; at = body.find(tok, at + 1)) {
+      if (at && ident(body[at - 1]))
+        continue;
+      size_t after = at + tok.size();
+      bool store = body.compare(after, 3, " = ") == 0;
+      (store ? vp.written : vp.read)[k] = true;
+    }
+    int64_t bytes = accs[k].element ? dtypeBytes(accs[k].element) : 0;
+    candidate[k] = (vp.read[k] || vp.written[k]) && (bytes == 1 || bytes == 2 || bytes == 4 ||
+                                                      bytes == 8) &&
+                   strides[k][L] == 1;
+  }
+  int64_t lanes = 1;
+  for (bool changed = true; changed;) {
+    changed = false;
+    int64_t widest = 0;
+    for (size_t k = 0; k < n; ++k)
+      if (candidate[k])
+        widest = std::max(widest, dtypeBytes(accs[k].element));
+    if (!widest)
+      return vp;
+    lanes = 16 / widest;
+    for (size_t k = 0; k < n; ++k) {
+      if (!candidate[k])
+        continue;
+      bool aligned = accs[k].base % lanes == 0;
+      for (size_t d = 0; d < L; ++d)
+        aligned = aligned && strides[k][d] % lanes == 0;
+      if (!aligned)
+        candidate[k] = false, changed = true;
+    }
+  }
+  while (lanes > 1 && extent % lanes)
+    lanes /= 2;
+  if (lanes == 1)
+    return vp;
+  vp.lanes = lanes;
+  vp.vector = candidate;
+  for (size_t k = 0; k < n; ++k) {
+    if (!candidate[k])
+      continue;
+    const std::string tok = "p" + n2s(accs[k].slot) + "[o" + n2s(k) + "]",
+                      lane = "v" + n2s(k) + "[u]";
+    for (size_t at = vp.body.find(tok); at != std::string::npos;
+         at = vp.body.find(tok, at + lane.size()))
+      if (!at || !ident(vp.body[at - 1]))
+        vp.body.replace(at, tok.size(), lane);
+  }
+  return vp;
+}
+
 /// Threads per row-kernel block: enough warps for the row, at most 256.
 int64_t rowBlock(int64_t C) { return C <= 64 ? 64 : C <= 256 ? 128 : 256; }
 /// Blocks for a block-per-row kernel over at most `rows` rows.
@@ -83,6 +203,15 @@ public:
     return apply(mathName(fn, el), args);
   }
 };
+
+/// The element loop of a pointwise kernel: a thread per element, grid-stride.
+std::string elementLoop(const Shape &dims, const std::vector<Shape> &strides,
+                        const std::vector<Access> &accs, const std::string &body,
+                        const std::string &total, const std::string &in) {
+  return in + "for (int64_t i = MLC_TID; i < " + total + "; i += MLC_STRIDE) {\n" +
+         decompose(dims, in + "  ") + accessOffsets(accs, strides, in + "  ") +
+         indented(body, in.substr(2)) + in + "}\n";
+}
 
 class CudaTarget final : public KernelTarget {
 public:
@@ -138,30 +267,59 @@ public:
 
   /// A grid-stride loop over the flat index of the merged nest; the last
   /// dimension varies fastest, so neighbouring threads touch neighbouring
-  /// elements of every contiguous access.
+  /// elements of every contiguous access. Where the innermost dimension
+  /// allows (vectorPlan), a thread takes `lanes` consecutive elements and
+  /// moves each contiguous access's share as one vector (16 bytes for the
+  /// widest element), when every such pointer is aligned at run time; the
+  /// element loop stays as the path for unaligned buffers.
   std::string pointwise(const Shape &shape, const std::vector<Access> &accs,
                         const std::string &body, bool dynamic) override {
     auto [dims, strides] = mergeDims(shape, accs);
+    VectorPlan vp = vectorPlan(dims, strides, accs, body, dynamic);
     std::ostringstream os;
     const int64_t block = 256;
-    os << phase(blocksFor(product(dims), block, 4096), block);
+    os << phase(blocksFor(product(dims) / vp.lanes, block, 4096), block);
     std::string total = "1";
     for (size_t d = 0; d < dims.size(); ++d) {
       os << "    const int64_t n" << d << " = "
          << (d == 0 ? rowsExpr(dims[0], dynamic) : n2s(dims[d])) << ";\n";
       total += " * n" + n2s(d);
     }
-    os << "    for (int64_t i = MLC_TID; i < " << total << "; i += MLC_STRIDE) {\n";
-    if (!dims.empty()) {
-      os << "      int64_t rem = i;\n";
-      for (size_t d = dims.size(); d-- > 0;) {
-        if (d == 0)
-          os << "      const int64_t i0 = rem;\n";
-        else
-          os << "      const int64_t i" << d << " = rem % n" << d << "; rem /= n" << d << ";\n";
-      }
+    if (vp.lanes == 1) {
+      os << elementLoop(dims, strides, accs, body, total, "    ") << "  }\n";
+      return os.str();
     }
-    os << accessOffsets(accs, strides, "      ") << body << "    }\n  }\n";
+    const std::string V = n2s(vp.lanes), in = "      ";
+    std::string aligned;
+    for (size_t k = 0; k < accs.size(); ++k)
+      if (vp.vector[k])
+        aligned += std::string(aligned.empty() ? "" : " && ") + "mlc_aligned(p" +
+                   n2s(accs[k].slot) + ", " + n2s(vp.lanes * dtypeBytes(accs[k].element)) + ")";
+    os << "    if (" << aligned << ") {\n"
+       << in << "for (int64_t i = MLC_TID * " << V << "; i < " << total << "; i += MLC_STRIDE * "
+       << V << ") {\n"
+       << decompose(dims, in + "  ") << accessOffsets(accs, strides, in + "  ", "q");
+    std::string lanes;
+    for (size_t k = 0; k < accs.size(); ++k) {
+      const std::string K = n2s(k), P = "p" + n2s(accs[k].slot);
+      if (vp.vector[k]) {
+        os << in << "  alignas(16) " << cType(accs[k].element) << " v" << K << "[" << V << "];\n";
+        if (vp.read[k])
+          os << in << "  mlc_vload<" << V << ">(v" << K << ", " << P << " + q" << K << ");\n";
+      }
+      if (mentions(vp.body, "o" + K))
+        lanes += in + "    const int64_t o" + K + " = q" + K +
+                 (strides[k].back() ? " + u * " + n2s(strides[k].back()) : "") + ";\n";
+    }
+    os << in << "  #pragma unroll\n"
+       << in << "  for (int u = 0; u < " << V << "; ++u) {\n"
+       << lanes << indented(vp.body, in) << in << "  }\n";
+    for (size_t k = 0; k < accs.size(); ++k)
+      if (vp.vector[k] && vp.written[k])
+        os << in << "  mlc_vstore<" << V << ">(p" << accs[k].slot << " + q" << k << ", v" << k
+           << ");\n";
+    os << in << "}\n    } else {\n"
+       << elementLoop(dims, strides, accs, body, total, "      ") << "    }\n  }\n";
     return os.str();
   }
 

@@ -29,7 +29,7 @@ llvm::Error FunctionLowering::emitPointwise(Operation *op) {
   Shape out = shapeOf(result);
   std::vector<std::pair<Type, bool>> slots{{typeOf(result).getElementType(), true}};
   std::vector<int> bufs{-1};
-  std::vector<Access> accs{{0, 0, rowMajorStrides(out)}};
+  std::vector<Access> accs{{0, 0, rowMajorStrides(out), typeOf(result).getElementType()}};
   std::vector<std::string> operands;
   for (Value v : op->getOperands()) {
     std::string lit = splatLiteral(v);
@@ -89,7 +89,7 @@ FunctionLowering::KernelArgs FunctionLowering::bindFusion(FusionOp fusion, const
   for (Value r : fusion.getResults()) {
     int id = arenaFor(r);
     valueBuffers[r] = id;
-    a.accs.push_back({int(a.slots.size()), 0, rowMajorStrides(iter)});
+    a.accs.push_back({int(a.slots.size()), 0, rowMajorStrides(iter), typeOf(r).getElementType()});
     a.slots.push_back({typeOf(r).getElementType(), true});
     a.bufs.push_back(id);
   }

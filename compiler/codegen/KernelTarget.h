@@ -49,11 +49,14 @@ namespace mlc::lowering {
 
 using Shape = std::vector<int64_t>;
 
-/// A strided view of one kernel argument inside a loop nest.
+/// A strided view of one kernel argument inside a loop nest; `element` is
+/// the argument's element type (null where unknown: such an access is never
+/// loaded as a vector).
 struct Access {
   int slot;
   int64_t base;
   Shape strides;
+  mlir::Type element = {};
 };
 
 /// One kernel argument: its element type and whether the kernel writes it.
@@ -134,8 +137,10 @@ public:
   virtual std::string arguments(const std::vector<KernelArg> &args) = 0;
 
   /// Runs `body` once per element of `shape`; in it, o<k> is access k's
-  /// offset. With `dynamic`, the leading dimension is the batch's token
-  /// count (rowsExpr of it).
+  /// offset, and access k's element is written `p<slot>[o<k>]` (a store
+  /// being `p<slot>[o<k>] = value;`): a target may load and store those
+  /// elements as vectors. With `dynamic`, the leading dimension is the
+  /// batch's token count (rowsExpr of it).
   virtual std::string pointwise(const Shape &shape, const std::vector<Access> &accs,
                                 const std::string &body, bool dynamic) = 0;
 

@@ -58,7 +58,7 @@ void FunctionLowering::emitCopies(int dstId, Type el, int64_t dstNumel, bool zer
     slots.push_back({el, false});
     bufs.push_back(view.buffer);
     loops += kernels.target.pointwise(
-        view.shape, {{0, dstBases[k], dstStrides}, {slot, view.offset, view.strides}},
+        view.shape, {{0, dstBases[k], dstStrides, el}, {slot, view.offset, view.strides, el}},
         "    p0[o0] = p" + std::to_string(slot) + "[o1];\n", dynamicRows(sources[k]));
   }
   std::string body = args(slots);
@@ -131,7 +131,7 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
         valueBuffers[i.getResult()] = id;
         // Offset o1 of a zero-based access with stride 1 along dim is the index.
         addStep(args({{el, true}}) +
-                    kernels.target.pointwise(s, {{0, 0, rowMajorStrides(s)}, {0, 0, st}},
+                    kernels.target.pointwise(s, {{0, 0, rowMajorStrides(s), el}, {0, 0, st}},
                                              "    p0[o0] = (" + T + ")o1;\n", false),
                 {id});
         return llvm::Error::success();

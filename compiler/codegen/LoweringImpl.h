@@ -137,10 +137,12 @@ inline std::pair<Shape, std::vector<Shape>> mergeDims(const Shape &shape,
 /// `  const int64_t o<k> = base + i<d> * stride...;` for every access of a
 /// merged nest (mergeDims): the offsets both targets' pointwise loops use.
 inline std::string accessOffsets(const std::vector<Access> &accs,
-                                 const std::vector<Shape> &strides, const std::string &indent) {
+                                 const std::vector<Shape> &strides, const std::string &indent,
+                                 const std::string &prefix = "o") {
   std::string s;
   for (size_t k = 0; k < accs.size(); ++k) {
-    s += indent + "const int64_t o" + std::to_string(k) + " = " + std::to_string(accs[k].base);
+    s += indent + "const int64_t " + prefix + std::to_string(k) + " = " +
+         std::to_string(accs[k].base);
     for (size_t d = 0; d < strides[k].size(); ++d)
       if (strides[k][d])
         s += " + i" + std::to_string(d) + " * " + std::to_string(strides[k][d]);
@@ -383,8 +385,8 @@ private:
       id = arenaFor(v);
       Type el = typeOf(v).getElementType();
       addStep(args({{el, true}, {el, false}}) +
-                  kernels.target.pointwise(view.shape, {{0, 0, rowMajorStrides(view.shape)},
-                                                        {1, view.offset, view.strides}},
+                  kernels.target.pointwise(view.shape, {{0, 0, rowMajorStrides(view.shape), el},
+                                                        {1, view.offset, view.strides, el}},
                                            "    p0[o0] = p1[o1];\n", dynamicRows(v)),
               {id, view.buffer}, KernelTemplate::copy);
     }
@@ -458,7 +460,7 @@ private:
     for (size_t i = 0; i < view.shape.size(); ++i)
       st[i + offset] = view.shape[i] == 1 ? 0 : view.strides[i];
     bufs.push_back(view.buffer);
-    return {slot, view.offset, st};
+    return {slot, view.offset, st, typeOf(v).getElementType()};
   }
   View own(Value v) {
     return {bufferOf(v), 0, shapeOf(v), rowMajorStrides(shapeOf(v))};
