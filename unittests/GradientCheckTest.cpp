@@ -239,6 +239,22 @@ func.func @forward(%a: tensor<2x3x4xf64> {mlc.param = "a"}, %w: tensor<5x4xf64> 
   %l = mlc.reduce_sum %y axes = [0, 1, 2] : tensor<2x5x5xf64>
   return %l : tensor<f64>
 })");
+  // A product with a bias (written as the op, batched against a shared
+  // weight, and transposed), and add(matmul, bias) that the canonicalizer
+  // folds into one.
+  checkText(R"(
+func.func @forward(%a: tensor<2x3x4xf64> {mlc.param = "a"}, %w: tensor<5x4xf64> {mlc.param = "w"},
+                   %b: tensor<5xf64> {mlc.param = "b"}, %v: tensor<5x2xf64> {mlc.param = "v"},
+                   %c: tensor<2xf64> {mlc.param = "c"}, %r: tensor<2x3x2xf64> {mlc.input = "r"})
+    -> (tensor<f64> {mlc.output = "loss"}) {
+  %h = mlc.matmul %a, %w transpose_rhs bias(%b : tensor<5xf64>) : tensor<2x3x4xf64>, tensor<5x4xf64>
+  %t = mlc.tanh %h : tensor<2x3x5xf64>
+  %p = mlc.matmul %t, %v : tensor<2x3x5xf64>, tensor<5x2xf64>
+  %o = mlc.add %c, %p : tensor<2xf64>, tensor<2x3x2xf64>
+  %y = mlc.mul %o, %r : tensor<2x3x2xf64>, tensor<2x3x2xf64>
+  %l = mlc.reduce_sum %y axes = [0, 1, 2] : tensor<2x3x2xf64>
+  return %l : tensor<f64>
+})");
   // Embedding with repeated ids (scatter-add) and a tied output projection.
   checkText(R"(
 func.func @forward(%e: tensor<6x4xf64> {mlc.param = "e"}, %ids: tensor<5xi64> {mlc.input = "ids"},

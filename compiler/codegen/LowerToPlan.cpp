@@ -82,6 +82,16 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
     return st;
   };
   Shape ls = batchStrides(l), rs = batchStrides(r);
+  // A product of a stack of matrices with one shared right operand (x W over
+  // [batch, seq, E] activations) is one product over the stacked rows when
+  // the left matrices lie back to back: one large GEMM instead of a batch.
+  bool stacked = !batch.empty() && !tA;
+  for (size_t d = batch.size(); stacked && d-- > 0;)
+    stacked = rs[d] == 0 && ls[d] == (d + 1 == batch.size() ? M * K : ls[d + 1] * batch[d + 1]);
+  if (stacked) {
+    M *= product(batch);
+    batch.clear(), ls.clear(), rs.clear();
+  }
   // A dynamic token dimension can only be a rank-2 operand's rows: it makes M
   // (result rows) or K (contraction over tokens), written "T" in the plan.
   bool dynM = dynamicRows(op.getResult()), dynK = false;
@@ -98,6 +108,8 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
   Step step;
   step.gemm = true;
   step.buffers = {outId, lhs, rhs};
+  if (op.getBias())
+    step.buffers.push_back(bufferOf(op.getBias()));
   step.transA = tA;
   step.transB = tB;
   step.m = dynM ? -1 : M;
@@ -362,7 +374,8 @@ void FunctionLowering::emitPlan(OpBuilder &b) {
                            s.transB ? b.getUnitAttr() : UnitAttr(), b.getI64IntegerAttr(s.m),
                            b.getI64IntegerAttr(s.n), b.getI64IntegerAttr(s.k),
                            b.getDenseI64ArrayAttr(s.batch), b.getDenseI64ArrayAttr(s.lhsStrides),
-                           b.getDenseI64ArrayAttr(s.rhsStrides));
+                           b.getDenseI64ArrayAttr(s.rhsStrides),
+                           operands.size() > 3 ? operands[3] : Value());
   }
   for (const Output &o : outputs)
     b.create<plan::OutputOp>(loc, b.getStringAttr(o.name), values[o.buffer],

@@ -271,7 +271,7 @@ struct WidenProduct : OpRewritePattern<CastOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(CastOp cast, PatternRewriter &rewriter) const override {
     auto product = cast.getInput().getDefiningOp<MatmulOp>();
-    if (!product || product.getF32Result() || !product->hasOneUse() ||
+    if (!product || product.getF32Result() || product.getBias() || !product->hasOneUse() ||
         !elementOf(product.getType()).isBF16() || !elementOf(cast.getType()).isF32())
       return failure();
     for (Operation *user : cast->getUsers())
@@ -279,7 +279,8 @@ struct WidenProduct : OpRewritePattern<CastOp> {
         return failure();
     rewriter.replaceOpWithNewOp<MatmulOp>(cast, product.getLhs(), product.getRhs(),
                                           product.getTransposeLhs(),
-                                          product.getTransposeRhs(), /*f32_result=*/true);
+                                          product.getTransposeRhs(), /*f32_result=*/true,
+                                          /*bias=*/Value());
     rewriter.eraseOp(product);
     return success();
   }
@@ -288,6 +289,64 @@ struct WidenProduct : OpRewritePattern<CastOp> {
 
 void CastOp::getCanonicalizationPatterns(RewritePatternSet &patterns, MLIRContext *context) {
   patterns.add<WidenProduct>(context);
+}
+
+namespace {
+/// add(matmul, b) -> matmul bias(b), when b is a row of the product's
+/// columns (rank 1, its element type) and the add reads the product alone:
+/// the bias becomes the GEMM's epilogue instead of a pointwise kernel. A
+/// bf16 product widened for the add (add(cast(matmul), b), b in f32) becomes
+/// an f32_result product with an f32 bias.
+struct BiasIntoProduct : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp add, PatternRewriter &rewriter) const override {
+    for (int side : {0, 1}) {
+      Value x = add->getOperand(side), bias = add->getOperand(1 - side);
+      auto product = x.getDefiningOp<MatmulOp>();
+      CastOp widen;
+      if (!product && (widen = x.getDefiningOp<CastOp>())) {
+        product = widen.getInput().getDefiningOp<MatmulOp>();
+        if (!product || product.getF32Result() || !widen->hasOneUse() ||
+            !elementOf(product.getType()).isBF16() || !elementOf(widen.getType()).isF32())
+          continue;
+      }
+      if (!product || product.getBias() || !product->hasOneUse())
+        continue;
+      auto bt = cast<RankedTensorType>(bias.getType());
+      auto xt = cast<RankedTensorType>(x.getType());
+      if (bt.getRank() != 1 || add.getType() != xt || bt.getElementType() != xt.getElementType() ||
+          bt.isDynamicDim(0) || xt.isDynamicDim(xt.getRank() - 1) ||
+          bt.getDimSize(0) != xt.getDimSize(xt.getRank() - 1))
+        continue;
+      rewriter.replaceOpWithNewOp<MatmulOp>(add, product.getLhs(), product.getRhs(),
+                                            product.getTransposeLhs(),
+                                            product.getTransposeRhs(),
+                                            /*f32_result=*/bool(widen), bias);
+      if (widen)
+        rewriter.eraseOp(widen);
+      rewriter.eraseOp(product);
+      return success();
+    }
+    return failure();
+  }
+};
+} // namespace
+
+void AddOp::getCanonicalizationPatterns(RewritePatternSet &patterns, MLIRContext *context) {
+  patterns.add<BiasIntoProduct>(context);
+}
+
+LogicalResult MatmulOp::verify() {
+  if (!getBias())
+    return success();
+  auto bt = cast<RankedTensorType>(getBias().getType());
+  auto rt = getType();
+  if (bt.getRank() != 1 || bt.getElementType() != rt.getElementType() ||
+      sizesConflict(bt.getDimSize(0), rt.getDimSize(rt.getRank() - 1)))
+    return emitOpError("bias must be a row of the result's ")
+           << rt.getDimSize(rt.getRank() - 1) << " columns of " << rt.getElementType()
+           << ", got " << bt;
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

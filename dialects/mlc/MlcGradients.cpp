@@ -249,9 +249,20 @@ static Value flattenRows(OpBuilder &b, Location loc, Value v) {
 ///   dA = g op(B)^T   and   dB = op(A)^T g   (transposed back where an operand
 /// was used transposed), summed over broadcast batch dimensions. A shared
 /// rank-2 weight B against a batched A (every linear layer) takes one GEMM
-/// over all rows instead of a batched product and a sum.
+/// over all rows instead of a batched product and a sum. A bias's gradient
+/// is g summed over every row.
 LogicalResult MatmulOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                        SmallVectorImpl<Value> &og) {
+  Location loc = getLoc();
+  if (failed(productGradients(b, rg, og)))
+    return failure();
+  if (getBias())
+    og.push_back(sumToShape(b, loc, rg[0], getBias().getType()));
+  return success();
+}
+
+LogicalResult MatmulOp::productGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                         SmallVectorImpl<Value> &og) {
   Location loc = getLoc();
   Value g = rg[0], A = getLhs(), B = getRhs();
   bool tA = getTransposeLhs(), tB = getTransposeRhs();

@@ -115,21 +115,42 @@ def Mlc_MatmulOp : Mlc_Op<"matmul", [Pure, InferTypeOpAdaptor, DeclareOpInterfac
     operand is shared by every batch. Both operands have rank >= 2 and the same
     element type, which the result has too, except with `f32_result`: bf16
     operands, the f32 sums stored without rounding to bf16 (a weight gradient
-    kept in f32, logits read by the loss).
+    kept in f32, logits read by the loss). An optional `bias` (rank 1, the
+    result's columns and element type) is added to every row: the GEMM's
+    epilogue, so a linear layer's bias costs no kernel of its own. The
+    canonicalizer folds `add(matmul, bias)` (and `add(cast(matmul), bias)`
+    of bf16 products) into it.
 
     ```mlir
     %h = mlc.matmul %x, %w : tensor<8x1024x768xf32>, tensor<768x2304xf32>
     %s = mlc.matmul %q, %k transpose_rhs : tensor<8x12x1024x64xf32>, tensor<8x12x1024x64xf32>
     %g = mlc.matmul %a, %d transpose_lhs f32_result : tensor<8192x768xbf16>, tensor<8192x3072xbf16>
+    %y = mlc.matmul %x, %w bias(%b : tensor<2304xf32>) : tensor<8x1024x768xf32>, tensor<768x2304xf32>
     ```
   }];
   let arguments = (ins Mlc_FloatTensor:$lhs, Mlc_FloatTensor:$rhs,
                        UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
-                       UnitAttr:$f32_result);
+                       UnitAttr:$f32_result, Optional<Mlc_FloatTensor>:$bias);
   let results = (outs Mlc_FloatTensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
-    (`f32_result` $f32_result^)? attr-dict `:` type($lhs) `,` type($rhs)
+    (`f32_result` $f32_result^)? (`bias` `(` $bias^ `:` type($bias) `)`)? attr-dict `:`
+    type($lhs) `,` type($rhs)
+  }];
+  let hasVerifier = 1;
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$lhs, "::mlir::Value":$rhs,
+                   CArg<"bool", "false">:$transpose_lhs, CArg<"bool", "false">:$transpose_rhs,
+                   CArg<"bool", "false">:$f32_result), [{
+      build($_builder, $_state, lhs, rhs, transpose_lhs, transpose_rhs, f32_result,
+            ::mlir::Value());
+    }]>
+  ];
+  let extraClassDeclaration = [{
+    /// The gradients of lhs and rhs (buildGradients adds the bias's).
+    ::mlir::LogicalResult productGradients(::mlir::OpBuilder &b,
+                                           ::llvm::ArrayRef<::mlir::Value> rg,
+                                           ::llvm::SmallVectorImpl<::mlir::Value> &og);
   }];
 }
 
@@ -157,6 +178,7 @@ def Mlc_AddOp : Mlc_BinaryOp<"add", Mlc_NumericTensor, [Commutative]> {
     %y = mlc.add %x, %bias : tensor<8x1024x768xf32>, tensor<768xf32>
     ```
   }];
+  let hasCanonicalizer = 1;
 }
 
 def Mlc_SubOp : Mlc_BinaryOp<"sub", Mlc_NumericTensor> {

@@ -321,8 +321,16 @@ LogicalResult GemmOp::verify() {
     if (reach(getRhsStrides(), getK() * getN()) > numel(getRhs()))
       return emitOpError("GEMM reads past the end of its rhs buffer");
   }
+  if (Value bias = getBias()) {
+    auto bt = cast<MemRefType>(bias.getType());
+    if (bt.getElementType() != el || bt.getNumElements() != getN())
+      return emitOpError("GEMM bias must be the result's ")
+             << getN() << " columns of " << el << ", got " << bt;
+  }
   auto [outRoot, outOff] = arenaRoot(getOut());
-  for (Value in : {getLhs(), getRhs()}) {
+  for (Value in : {getLhs(), getRhs(), getBias()}) {
+    if (!in)
+      continue;
     auto [root, off] = arenaRoot(in);
     if ((root && root == outRoot) || in == getOut())
       return emitOpError("GEMM output must not alias an operand");

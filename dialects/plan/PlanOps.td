@@ -219,17 +219,21 @@ def Plan_GemmOp : Plan_Op<"gemm"> {
     Row-major GEMM through the backend's BLAS. `m` or `k` is -1 when it is
     the batch's token count (dynamic). `batch` lists the result's leading
     dimensions; `lhs_strides` and `rhs_strides` step through the operands'
-    matrices per batch index (0 where an operand is broadcast).
+    matrices per batch index (0 where an operand is broadcast). An optional
+    `bias` (n elements of the result's type) is added to every row of the
+    result, by the GEMM's epilogue where the backend's BLAS has one.
   }];
   let arguments = (ins Plan_Buffer:$out, Plan_Buffer:$lhs, Plan_Buffer:$rhs,
                        UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
                        Plan_I64Attr:$m, Plan_I64Attr:$n, Plan_I64Attr:$k,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$batch,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$lhs_strides,
-                       DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$rhs_strides);
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$rhs_strides,
+                       Optional<Plan_Buffer>:$bias);
   let assemblyFormat = [{
     $out `,` $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
-    `m` $m `n` $n `k` $k attr-dict `:` type($out) `,` type($lhs) `,` type($rhs)
+    `m` $m `n` $n `k` $k (`bias` `(` $bias^ `:` type($bias) `)`)? attr-dict `:` type($out) `,`
+    type($lhs) `,` type($rhs)
   }];
   let hasVerifier = 1;
 }

@@ -208,6 +208,14 @@ std::string Backend::bufferDtype(const FunctionPlan &fn, int id) const {
 std::string Backend::gemmDtype(const FunctionPlan &fn, const StepDecl &s) const {
   std::string out = bufferDtype(fn, s.buffers[0]);
   std::string lhs = bufferDtype(fn, s.buffers[1]), rhs = bufferDtype(fn, s.buffers[2]);
+  if (s.buffers.size() > 3) {
+    const BufferDecl &b = fn.buffers.at(size_t(s.buffers[3]));
+    const std::string bias = bufferDtype(fn, s.buffers[3]);
+    if (bias != out || b.bytes < s.n * int64_t(dtypeSize(out)))
+      fail(pkg_.dir + "/plan.txt: function " + fn.name + " has a GEMM whose bias is " +
+           std::to_string(b.bytes) + " bytes of " + bias + "; it adds " + std::to_string(s.n) +
+           " elements of " + out + " to every row");
+  }
   if (lhs == "bf16" && rhs == "bf16" && out == "f32")
     return "bf16-f32";
   if (lhs != out || rhs != out || (out != "f32" && out != "f64" && out != "bf16"))

@@ -360,8 +360,8 @@ PlanData parsePlan(const std::string &text, const std::string &path) {
       std::string tok;
       while (ls >> tok)
         s.buffers.push_back(bufferId(tok));
-      if (s.buffers.size() != 3)
-        bad("gemm needs 3 buffers");
+      if (s.buffers.size() != 3 && s.buffers.size() != 4)
+        bad("gemm needs 3 buffers (out, lhs, rhs) and an optional bias");
       fn->steps.push_back(s);
     } else if (word == "allreduce_start" || word == "allreduce_wait") {
       StepDecl s;

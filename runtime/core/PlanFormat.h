@@ -80,6 +80,8 @@ struct StepDecl {
   int64_t tag = 0, offset = 0, count = 0;
   bool clip = false;
   std::string kernel;
+  /// Gemm: out, lhs, rhs and, where the product adds a bias to every row,
+  /// the bias (n elements of out's type).
   std::vector<int> buffers;
   bool transA = false, transB = false;
   int64_t m = 0, n = 0, k = 0;

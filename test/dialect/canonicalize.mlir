@@ -158,3 +158,71 @@ func.func @keep_bf16_product(%a: tensor<4x6xbf16>, %b: tensor<6x5xbf16>) -> (ten
   %v = mlc.cast %q : tensor<5x4xbf16> -> tensor<5x4xf32>
   return %t, %v, %q : tensor<4x5xf32>, tensor<5x4xf32>, tensor<5x4xbf16>
 }
+
+// -----
+
+// A bias added to a product becomes the GEMM's epilogue: add(matmul, b)
+// with b one row of the product's columns, either operand order, batched
+// against a shared weight.
+// CHECK-LABEL: func.func @bias_into_product
+// CHECK-NEXT: %[[Y:.*]] = mlc.matmul %arg0, %arg1 bias(%arg2 : tensor<5xf32>) : tensor<2x3x4xf32>, tensor<4x5xf32>
+// CHECK-NEXT: %[[Z:.*]] = mlc.matmul %arg0, %arg3 transpose_rhs bias(%arg4 : tensor<6xf32>) : tensor<2x3x4xf32>, tensor<6x4xf32>
+// CHECK-NEXT: return %[[Y]], %[[Z]]
+func.func @bias_into_product(%x: tensor<2x3x4xf32>, %w: tensor<4x5xf32>, %b: tensor<5xf32>,
+                             %u: tensor<6x4xf32>, %c: tensor<6xf32>)
+    -> (tensor<2x3x5xf32>, tensor<2x3x6xf32>) {
+  %0 = mlc.matmul %x, %w : tensor<2x3x4xf32>, tensor<4x5xf32>
+  %1 = mlc.add %0, %b : tensor<2x3x5xf32>, tensor<5xf32>
+  %2 = mlc.matmul %x, %u transpose_rhs : tensor<2x3x4xf32>, tensor<6x4xf32>
+  %3 = mlc.add %c, %2 : tensor<6xf32>, tensor<2x3x6xf32>
+  return %1, %3 : tensor<2x3x5xf32>, tensor<2x3x6xf32>
+}
+
+// -----
+
+// A bf16 product widened for an f32 bias: one product with an f32 result
+// and the f32 bias.
+// CHECK-LABEL: func.func @bias_into_widened_product
+// CHECK-NEXT: %[[Y:.*]] = mlc.matmul %arg0, %arg1 f32_result bias(%arg2 : tensor<5xf32>) : tensor<3x4xbf16>, tensor<4x5xbf16>
+// CHECK-NEXT: return %[[Y]]
+func.func @bias_into_widened_product(%x: tensor<3x4xbf16>, %w: tensor<4x5xbf16>, %b: tensor<5xf32>) -> tensor<3x5xf32> {
+  %0 = mlc.matmul %x, %w : tensor<3x4xbf16>, tensor<4x5xbf16>
+  %1 = mlc.cast %0 : tensor<3x5xbf16> -> tensor<3x5xf32>
+  %2 = mlc.add %1, %b : tensor<3x5xf32>, tensor<5xf32>
+  return %2 : tensor<3x5xf32>
+}
+
+// -----
+
+// No fold: the product is read elsewhere too (the bias would reach that
+// reader), or the addend is not one row of it (a column, a full matrix, a
+// row that broadcasts the result to more dimensions).
+// CHECK-LABEL: func.func @bias_stays
+// CHECK-COUNT-4: mlc.add
+// CHECK-NOT: bias(
+func.func @bias_stays(%x: tensor<3x4xf32>, %w: tensor<4x5xf32>, %b: tensor<5xf32>, %col: tensor<3x1xf32>,
+                      %m: tensor<3x5xf32>, %v: tensor<4x3x4xf32>)
+    -> (tensor<3x5xf32>, tensor<3x5xf32>, tensor<3x5xf32>, tensor<3x5xf32>, tensor<4x3x5xf32>) {
+  %0 = mlc.matmul %x, %w : tensor<3x4xf32>, tensor<4x5xf32>
+  %1 = mlc.add %0, %b : tensor<3x5xf32>, tensor<5xf32>
+  %2 = mlc.matmul %x, %w : tensor<3x4xf32>, tensor<4x5xf32>
+  %3 = mlc.add %2, %col : tensor<3x5xf32>, tensor<3x1xf32>
+  %4 = mlc.matmul %x, %w : tensor<3x4xf32>, tensor<4x5xf32>
+  %5 = mlc.add %4, %m : tensor<3x5xf32>, tensor<3x5xf32>
+  %6 = mlc.matmul %x, %w : tensor<3x4xf32>, tensor<4x5xf32>
+  %7 = mlc.constant dense<1.0> : tensor<4x1x5xf32>
+  %8 = mlc.add %6, %7 : tensor<3x5xf32>, tensor<4x1x5xf32>
+  return %1, %3, %5, %0, %8 : tensor<3x5xf32>, tensor<3x5xf32>, tensor<3x5xf32>, tensor<3x5xf32>, tensor<4x3x5xf32>
+}
+
+// -----
+
+// A product that has its bias keeps it; a second bias stays an add.
+// CHECK-LABEL: func.func @second_bias_stays
+// CHECK: mlc.matmul %arg0, %arg1 bias(%arg2 : tensor<5xf32>)
+// CHECK-NEXT: mlc.add
+func.func @second_bias_stays(%x: tensor<3x4xf32>, %w: tensor<4x5xf32>, %b: tensor<5xf32>) -> tensor<3x5xf32> {
+  %0 = mlc.matmul %x, %w bias(%b : tensor<5xf32>) : tensor<3x4xf32>, tensor<4x5xf32>
+  %1 = mlc.add %0, %b : tensor<3x5xf32>, tensor<5xf32>
+  return %1 : tensor<3x5xf32>
+}

@@ -621,3 +621,19 @@ func.func @fusion_block_arity(%x: tensor<4xf32>) -> tensor<4xf32> {
   } : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+func.func @matmul_bias_size(%a: tensor<3x4xf32>, %b: tensor<4x5xf32>, %c: tensor<4xf32>) {
+  // expected-error @+1 {{bias must be a row of the result's 5 columns of 'f32', got 'tensor<4xf32>'}}
+  %0 = mlc.matmul %a, %b bias(%c : tensor<4xf32>) : tensor<3x4xf32>, tensor<4x5xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_bias_type(%a: tensor<3x4xbf16>, %b: tensor<4x5xbf16>, %c: tensor<5xbf16>) {
+  // expected-error @+1 {{bias must be a row of the result's 5 columns of 'f32', got 'tensor<5xbf16>'}}
+  %0 = mlc.matmul %a, %b f32_result bias(%c : tensor<5xbf16>) : tensor<3x4xbf16>, tensor<4x5xbf16>
+  return
+}

@@ -122,3 +122,34 @@ func.func @train_step(%w: tensor<4x6xf32> {mlc.param = "w"}, %x: tensor<3x4xf32>
   %gw = mlc.matmul %x, %g transpose_lhs : tensor<3x4xf32>, tensor<3x6xf32>
   return %l, %y, %gw : tensor<f32>, tensor<3x6xf32>, tensor<4x6xf32>
 }
+
+// -----
+
+// A product with a bias: the bias is the GEMM's fourth operand (its
+// epilogue), no kernel adds it. Activations [2, 3, 4] against a shared
+// weight are one product over 6 stacked rows, not a batch of 2.
+// CHECK-LABEL: plan.param "w" : f32 [4, 5]
+// CHECK-NOT: plan.kernel
+// CHECK: plan.func "forward"
+// CHECK-DAG: %[[W:.*]] = plan.bind param "w" : memref<20xf32>
+// CHECK-DAG: %[[B:.*]] = plan.bind param "b" : memref<5xf32>
+// CHECK-DAG: %[[X:.*]] = plan.bind input "x" : memref<24xf32>
+// CHECK: plan.gemm %{{.*}}, %[[X]], %[[W]] m 6 n 5 k 4 bias(%[[B]] : memref<5xf32>) : memref<30xf32>, memref<24xf32>, memref<20xf32>
+// CHECK-NOT: plan.launch
+func.func @forward(%w: tensor<4x5xf32> {mlc.param = "w"}, %b: tensor<5xf32> {mlc.param = "b"}, %x: tensor<2x3x4xf32> {mlc.input = "x"}) -> (tensor<2x3x5xf32> {mlc.output = "y"}) {
+  %y = mlc.matmul %x, %w bias(%b : tensor<5xf32>) : tensor<2x3x4xf32>, tensor<4x5xf32>
+  return %y : tensor<2x3x5xf32>
+}
+
+// -----
+
+// Stacks that are not one product stay batched: a transposed left operand
+// (its matrices are not rows one after another) and a batched right one.
+// CHECK-LABEL: plan.param "w" : f32 [3, 5]
+// CHECK: plan.gemm {{.*}} transpose_lhs m 4 n 5 k 3 {batch = array<i64: 2>, lhs_strides = array<i64: 12>, rhs_strides = array<i64: 0>}
+// CHECK: plan.gemm {{.*}} m 3 n 3 k 4 {batch = array<i64: 2>, lhs_strides = array<i64: 12>, rhs_strides = array<i64: 12>}
+func.func @forward(%w: tensor<3x5xf32> {mlc.param = "w"}, %x: tensor<2x3x4xf32> {mlc.input = "x"}) -> (tensor<2x4x5xf32> {mlc.output = "y"}, tensor<2x3x3xf32> {mlc.output = "s"}) {
+  %y = mlc.matmul %x, %w transpose_lhs : tensor<2x3x4xf32>, tensor<3x5xf32>
+  %s = mlc.matmul %x, %x transpose_rhs : tensor<2x3x4xf32>, tensor<2x3x4xf32>
+  return %y, %s : tensor<2x4x5xf32>, tensor<2x3x3xf32>
+}

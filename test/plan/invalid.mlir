@@ -338,3 +338,25 @@ plan.func "train_step" arena 0 {
   %g = plan.bind grad "*" : memref<4xf32>
   plan.all_reduce_start %g [0, 4] tag 0 : memref<4xf32>
 }
+
+// -----
+
+plan.func "forward" arena 256 {
+  %o = plan.arena 0 : memref<6xf32>
+  %l = plan.arena 64 : memref<8xf32>
+  %r = plan.arena 128 : memref<12xf32>
+  %b = plan.arena 192 : memref<2xf32>
+  // expected-error @+1 {{GEMM bias must be the result's 3 columns of 'f32', got 'memref<2xf32>'}}
+  plan.gemm %o, %l, %r m 2 n 3 k 4 bias(%b : memref<2xf32>) : memref<6xf32>, memref<8xf32>, memref<12xf32>
+}
+
+// -----
+
+plan.func "forward" arena 256 {
+  %o = plan.arena 0 : memref<6xf32>
+  %l = plan.arena 64 : memref<8xf32>
+  %r = plan.arena 128 : memref<12xf32>
+  %b = plan.view %o[0] : memref<6xf32> to memref<3xf32>
+  // expected-error @+1 {{GEMM output must not alias an operand}}
+  plan.gemm %o, %l, %r m 2 n 3 k 4 bias(%b : memref<3xf32>) : memref<6xf32>, memref<8xf32>, memref<12xf32>
+}

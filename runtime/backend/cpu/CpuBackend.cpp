@@ -206,10 +206,24 @@ static void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float
   rowMajorGemm(ta, tb, m, n, k, A, lda, B, ldb, C);
 }
 
+/// c[r][j] += bias[j] over an m x n block (a GEMM's bias, added while the
+/// block is fresh from the product).
+template <typename T> static void addBias(T *c, const T *bias, int64_t m, int64_t n) {
+#pragma omp parallel for if (m * n >= 65536)
+  for (int64_t r = 0; r < m; ++r) {
+    T *row = c + r * n;
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+      row[j] += bias[j];
+  }
+}
+
 /// One GEMM step of element type `dtype`. bf16 operands are widened to f32
 /// (exactly), multiplied in f32 and the product rounded to bf16 ("bf16-f32":
 /// stored in f32): what a tensor core computes, up to the order of the sums.
-static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs,
+/// A bias (of the result's type; null for none) is added to every row before
+/// any rounding to bf16, as cuBLASLt's epilogue does.
+static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs, const char *bias,
                  const std::string &dtype, int64_t rows) {
   if (s.m < 0)
     s.m = rows;
@@ -233,6 +247,9 @@ static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs,
     if (dtype == "f32") {
       sgemm(s.transA, s.transB, s.m, s.n, s.k, reinterpret_cast<const float *>(lhs) + lo, lda,
             reinterpret_cast<const float *>(rhs) + ro, ldb, reinterpret_cast<float *>(out) + oo);
+      if (bias)
+        addBias(reinterpret_cast<float *>(out) + oo, reinterpret_cast<const float *>(bias), s.m,
+                s.n);
     } else if (dtype == "bf16" || dtype == "bf16-f32") {
       // (Plain pointers into the scratch: a thread_local named inside a
       // parallel loop would be each worker's own.)
@@ -249,10 +266,18 @@ static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs,
       if (dtype == "bf16-f32") {
         sgemm(s.transA, s.transB, s.m, s.n, s.k, wa.data(), lda, wb.data(), ldb,
               reinterpret_cast<float *>(out) + oo);
+        if (bias)
+          addBias(reinterpret_cast<float *>(out) + oo, reinterpret_cast<const float *>(bias),
+                  s.m, s.n);
         continue;
       }
       wc.resize(size_t(s.m * s.n));
       sgemm(s.transA, s.transB, s.m, s.n, s.k, wa.data(), lda, wb.data(), ldb, wc.data());
+      if (bias) {
+        static thread_local std::vector<float> wbias;
+        widen(wbias, bias, 0, s.n);
+        addBias(wc.data(), static_cast<const float *>(wbias.data()), s.m, s.n);
+      }
       uint16_t *o = reinterpret_cast<uint16_t *>(out) + oo;
       const float *c = wc.data();
       const int64_t n = s.m * s.n;
@@ -263,6 +288,9 @@ static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs,
       rowMajorGemm(s.transA, s.transB, s.m, s.n, s.k, reinterpret_cast<const double *>(lhs) + lo,
                    lda, reinterpret_cast<const double *>(rhs) + ro, ldb,
                    reinterpret_cast<double *>(out) + oo);
+      if (bias)
+        addBias(reinterpret_cast<double *>(out) + oo, reinterpret_cast<const double *>(bias),
+                s.m, s.n);
     }
   }
 }
@@ -336,7 +364,8 @@ void CpuBackend::run(const std::string &function, int64_t step) {
     if (b.calls[i])
       b.calls[i](b.args[i].data(), &ctx);
     else if (s.kind == StepDecl::Gemm)
-      gemm(s, b.args[i][0], b.args[i][1], b.args[i][2], b.gemmTypes[i], rows_);
+      gemm(s, b.args[i][0], b.args[i][1], b.args[i][2],
+           b.args[i].size() > 3 ? b.args[i][3] : nullptr, b.gemmTypes[i], rows_);
     else if (s.kind == StepDecl::AllReduceStart) {
       prepareBucket(s.offset, s.count, s.clip);
       allReduceStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));

@@ -256,7 +256,7 @@ private:
   /// Enqueues every step of `fn` on the stream (no synchronization).
   void enqueue(const std::string &function, bool timed);
   void gemm(const StepDecl &s, const std::string &dtype, CUdeviceptr out, CUdeviceptr lhs,
-            CUdeviceptr rhs);
+            CUdeviceptr rhs, CUdeviceptr bias);
   /// Scales a gradient bucket before its sum (the rank's weight, bucket-wise
   /// clipping), on the compute stream.
   void prepareBucket(int64_t offset, int64_t count, bool clip);
@@ -600,8 +600,11 @@ void CudaBackend::setScalars(const std::string &name, const std::vector<double> 
 /// terms, C^T = op(B)^T op(A)^T: B is the first operand, A the second, and
 /// the product is n x m. f32 products accumulate in f32, without TF32
 /// unless --tf32 on; bf16 products run on tensor cores, accumulating in f32.
+/// A bias (n elements of the result's type, 0 for none) is cuBLASLt's BIAS
+/// epilogue: added to every row of the row-major result (a column of the
+/// column-major D, whose rows it matches) before the result is rounded.
 void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr out,
-                       CUdeviceptr lhs, CUdeviceptr rhs) {
+                       CUdeviceptr lhs, CUdeviceptr rhs, CUdeviceptr bias) {
   StepDecl s = s0;
   if (s.m < 0)
     s.m = rows_;
@@ -635,8 +638,11 @@ void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr
   const uint32_t alignA = alignment(rhs, s.rhsStrides, 0, size),
                  alignB = alignment(lhs, s.lhsStrides, 0, size),
                  alignC = alignment(out, {}, int64_t(m * n), outSize);
+  // The heuristic reads the bias pointer's alignment (its value, not the
+  // data): a plan holds for biases aligned alike.
+  const uint32_t alignBias = bias ? alignment(bias, {}, 0, outSize) : 0;
   std::vector<int64_t> key = {s.m,  s.n,  s.k,    s.transA, s.transB, batches, size,
-                              outSize, tf32, alignA, alignB,   alignC};
+                              outSize, tf32, alignA, alignB,   alignC, alignBias};
   key.insert(key.end(), s.lhsStrides.begin(), s.lhsStrides.end());
   key.insert(key.end(), s.rhsStrides.begin(), s.rhsStrides.end());
   GemmPlan &plan = gemmPlans_[key];
@@ -653,6 +659,14 @@ void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr
                       tb = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
     lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
     lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    if (bias) {
+      const uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      const void *ptr = reinterpret_cast<const void *>(bias);
+      checkBlas(lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
+                "setting a GEMM's bias epilogue");
+      checkBlas(lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr, sizeof ptr),
+                "setting a GEMM's bias");
+    }
     // Stored shapes (column-major): B^T is n x k (k x n when transposed).
     checkBlas(lt_->layoutCreate(&plan.a, type, s.transB ? k : n, s.transB ? n : k,
                                 int64_t(s.transB ? k : n)),
@@ -688,8 +702,14 @@ void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr
     lt_->prefDestroy(pref);
     if (found < 1)
       fail("cuBLASLt has no algorithm for a " + std::to_string(s.m) + " x " +
-           std::to_string(s.n) + " x " + std::to_string(s.k) + " product");
+           std::to_string(s.n) + " x " + std::to_string(s.k) + " product" +
+           (bias ? " with a bias epilogue" : ""));
     plan.algo = result.algo;
+  }
+  if (bias) { // this step's bias (plans are shared by products of one shape)
+    const void *ptr = reinterpret_cast<const void *>(bias);
+    checkBlas(lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr, sizeof ptr),
+              "setting a GEMM's bias");
   }
   const double oneD = 1.0, zeroD = 0.0;
   const float oneF = 1.0f, zeroF = 0.0f;
@@ -740,7 +760,7 @@ void CudaBackend::enqueue(const std::string &function, bool timed) {
       }
     } else if (s.kind == StepDecl::Gemm) {
       gemm(s, b.gemmTypes[i], b.pointers[s.buffers[0]], b.pointers[s.buffers[1]],
-           b.pointers[s.buffers[2]]);
+           b.pointers[s.buffers[2]], s.buffers.size() > 3 ? b.pointers[s.buffers[3]] : 0);
     } else if (s.kind == StepDecl::AllReduceStart) {
       prepareBucket(s.offset, s.count, s.clip);
       allReduceStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));

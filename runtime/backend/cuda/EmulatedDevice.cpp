@@ -299,6 +299,8 @@ struct Desc {
   cublasComputeType_t compute;
   cudaDataType_t scale;
   cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
+  uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void *bias = nullptr; // D's type, one per row of D
 };
 struct Layout {
   cudaDataType_t type;
@@ -348,15 +350,29 @@ cublasStatus_t descCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t c, cudaDa
 cublasStatus_t descSet(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, const void *v,
                        size_t n) {
   auto *desc = reinterpret_cast<Desc *>(d);
-  if (n != sizeof(cublasOperation_t))
-    return CUBLAS_STATUS_INVALID_VALUE;
+  auto set = [&](auto &field) {
+    if (n != sizeof field)
+      return CUBLAS_STATUS_INVALID_VALUE;
+    std::memcpy(&field, v, n);
+    return CUBLAS_STATUS_SUCCESS;
+  };
   if (a == CUBLASLT_MATMUL_DESC_TRANSA)
-    std::memcpy(&desc->ta, v, n);
-  else if (a == CUBLASLT_MATMUL_DESC_TRANSB)
-    std::memcpy(&desc->tb, v, n);
-  else
-    return CUBLAS_STATUS_NOT_SUPPORTED;
-  return CUBLAS_STATUS_SUCCESS;
+    return set(desc->ta);
+  if (a == CUBLASLT_MATMUL_DESC_TRANSB)
+    return set(desc->tb);
+  if (a == CUBLASLT_MATMUL_DESC_EPILOGUE) {
+    uint32_t e = 0;
+    if (n != sizeof e)
+      return CUBLAS_STATUS_INVALID_VALUE;
+    std::memcpy(&e, v, n);
+    if (e != CUBLASLT_EPILOGUE_DEFAULT && e != CUBLASLT_EPILOGUE_BIAS)
+      return CUBLAS_STATUS_NOT_SUPPORTED; // the emulator knows these two
+    desc->epilogue = e;
+    return CUBLAS_STATUS_SUCCESS;
+  }
+  if (a == CUBLASLT_MATMUL_DESC_BIAS_POINTER)
+    return set(desc->bias);
+  return CUBLAS_STATUS_NOT_SUPPORTED;
 }
 cublasStatus_t descDestroy(cublasLtMatmulDesc_t d) {
   delete reinterpret_cast<Desc *>(d);
@@ -389,7 +405,7 @@ cublasStatus_t layoutDestroy(cublasLtMatrixLayout_t l) {
 /// carries them, and a product whose pointers are less aligned is refused,
 /// which on a GPU would be a misaligned access or a failed launch.
 struct Pref {
-  uint32_t align[4] = {256, 256, 256, 256};
+  uint32_t align[5] = {256, 256, 256, 256, 256}; // A, B, C, D, and the bias
 };
 cublasStatus_t prefCreate(cublasLtMatmulPreference_t *p) {
   *p = reinterpret_cast<cublasLtMatmulPreference_t>(new Pref());
@@ -437,9 +453,17 @@ cublasStatus_t heuristic(cublasLtHandle_t, cublasLtMatmulDesc_t d, cublasLtMatri
   if (!shapesAgree(*reinterpret_cast<Desc *>(d), *reinterpret_cast<Layout *>(a),
                    *reinterpret_cast<Layout *>(b), *reinterpret_cast<Layout *>(c)))
     return CUBLAS_STATUS_INVALID_VALUE;
+  const Desc &desc = *reinterpret_cast<Desc *>(d);
+  if (desc.epilogue == CUBLASLT_EPILOGUE_BIAS && !desc.bias)
+    return CUBLAS_STATUS_INVALID_VALUE;
   std::memset(result, 0, sizeof *result);
   static_assert(sizeof result->algo >= sizeof(Pref), "the algorithm holds the alignments");
-  std::memcpy(&result->algo, reinterpret_cast<Pref *>(p)->align, sizeof(Pref));
+  Pref assumed = *reinterpret_cast<Pref *>(p);
+  // As cuBLASLt, the bias pointer's value sets the alignment the
+  // algorithm assumes of it.
+  uintptr_t bits = reinterpret_cast<uintptr_t>(desc.bias) | 256;
+  assumed.align[4] = uint32_t(bits & (~bits + 1));
+  std::memcpy(&result->algo, assumed.align, sizeof(Pref));
   *found = 1;
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -464,6 +488,10 @@ cublasStatus_t matmul(cublasLtHandle_t, cublasLtMatmulDesc_t dd, const void *alp
   if (!aligned(A, a, assumed.align[0]) || !aligned(B, b, assumed.align[1]) ||
       !aligned(C, c, assumed.align[2]) || !aligned(D, o, assumed.align[3]))
     return CUBLAS_STATUS_INVALID_VALUE;
+  const bool biased = d.epilogue == CUBLASLT_EPILOGUE_BIAS;
+  if (biased && (!d.bias || reinterpret_cast<uintptr_t>(d.bias) % assumed.align[4]))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  const char *bias = static_cast<const char *>(d.bias);
   const bool f64 = d.scale == CUDA_R_64F, tf32 = d.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
   const double al64 = f64 ? *static_cast<const double *>(alpha) : *static_cast<const float *>(alpha);
   const double be64 = f64 ? *static_cast<const double *>(beta) : *static_cast<const float *>(beta);
@@ -489,6 +517,8 @@ cublasStatus_t matmul(cublasLtHandle_t, cublasLtMatmulDesc_t dd, const void *alp
             s += x * y;
           }
           double v = al64 * s + (be64 != 0 ? be64 * load(Cb, c.type, i + j * c.ld) : 0.0);
+          if (biased)
+            v += load(bias, o.type, i);
           store(Db, o.type, i + j * o.ld, v);
         }
     }
