@@ -171,18 +171,27 @@ std::vector<float> attentionOutput(const std::string &dir, const std::string &de
   return std::vector<float>(f, f + o.numel());
 }
 
-/// The gradients of the package's loss with respect to its parameters (one
-/// flat buffer) on `device`.
-std::vector<float> attentionGradients(const std::string &dir, const std::string &device) {
-  Package pkg = Package::load(dir);
+/// The package at `dir` on `device`, its parameters and inputs drawn from
+/// [-1, 1] (setInputs) by a generator seeded with `seed`.
+std::unique_ptr<Backend> backendWithRandomData(const std::string &dir, const std::string &device,
+                                               uint64_t seed, Package &pkg) {
+  pkg = Package::load(dir);
   std::unique_ptr<Backend> backend = createBackend(device, pkg, /*verbose=*/false);
-  std::mt19937_64 rng(11);
+  std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   std::vector<float> params(pkg.paramCount);
   for (float &x : params)
     x = uni(rng);
   backend->upload(FlatBuffer::Params, 0, params.data(), int64_t(params.size()) * 4);
   setInputs(*backend, pkg, rng);
+  return backend;
+}
+
+/// The gradients of the package's loss with respect to its parameters (one
+/// flat buffer) on `device`.
+std::vector<float> attentionGradients(const std::string &dir, const std::string &device) {
+  Package pkg;
+  std::unique_ptr<Backend> backend = backendWithRandomData(dir, device, 11, pkg);
   backend->run("train_step", 3);
   std::vector<float> grads(pkg.paramCount);
   backend->download(FlatBuffer::Grads, 0, grads.data(), int64_t(grads.size()) * 4);
@@ -351,18 +360,11 @@ TEST(TensorCoreAttention, Varlen) {
 
 namespace {
 
-/// Every output of `function` (in the package's order, concatenated) after
-/// one run on `device`, for parameters and inputs drawn from [-1, 1].
+/// @forward's outputs s, g, h, c and r, concatenated, after one run on
+/// `device` for parameters and inputs drawn from [-1, 1].
 std::vector<float> allOutputs(const std::string &dir, const std::string &device) {
-  Package pkg = Package::load(dir);
-  std::unique_ptr<Backend> backend = createBackend(device, pkg, /*verbose=*/false);
-  std::mt19937_64 rng(5);
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  std::vector<float> params(pkg.paramCount);
-  for (float &x : params)
-    x = uni(rng);
-  backend->upload(FlatBuffer::Params, 0, params.data(), int64_t(params.size()) * 4);
-  setInputs(*backend, pkg, rng);
+  Package pkg;
+  std::unique_ptr<Backend> backend = backendWithRandomData(dir, device, 5, pkg);
   backend->run("forward", 1);
   std::vector<float> all;
   for (const std::string &name : {"s", "g", "h", "c", "r"}) {
