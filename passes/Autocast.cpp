@@ -50,9 +50,15 @@ public:
             .getResult();
       };
       Value lhs = to(op.getLhs(), narrow), rhs = to(op.getRhs(), narrow);
-      auto product = b.create<MatmulOp>(op.getLoc(), lhs, rhs, op.getTransposeLhs(),
-                                        op.getTransposeRhs());
-      Value wide = to(product.getResult(), b.getF32Type());
+      Value wide;
+      if (op.getBias()) // the f32 bias added to the f32 sums, as add(cast(product), bias)
+        wide = b.create<MatmulOp>(op.getLoc(), lhs, rhs, op.getTransposeLhs(),
+                                  op.getTransposeRhs(), /*f32_result=*/true, op.getBias());
+      else
+        wide = to(b.create<MatmulOp>(op.getLoc(), lhs, rhs, op.getTransposeLhs(),
+                                     op.getTransposeRhs())
+                      .getResult(),
+                  b.getF32Type());
       op.getResult().replaceAllUsesWith(wide);
       op.erase();
     }

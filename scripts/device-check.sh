@@ -17,10 +17,13 @@
 #    losses within 1e-4 of the CPU's computed here (bf16: 1e-2; its f32
 #    losses within 2e-2), weights within 1e-3 (f32; but the attention key
 #    bias, whose gradient is rounding noise), and the CUDA graph and step-by-step
-#    launches agree; the bucket case also through NCCL at one rank;
+#    launches agree; the bucket case also through NCCL at one rank; GPT-2
+#    bf16 also with the biases added by a kernel (MLC_CUBLASLT_EPILOGUE=0)
+#    instead of cuBLASLt's bias epilogue;
 # 3. speed: GPT-2 124M, seq 1024, micro-batch 8 and 16, f32 and bf16:
-#    ms/step, tokens/s and MFU, with and without the CUDA graph, and the
-#    NCCL path's cost at one rank; the per-kernel time table (MLC_PROFILE=1);
+#    ms/step, tokens/s and MFU, with and without the CUDA graph, bf16 B8
+#    without the bias epilogue, and the NCCL path's cost at one rank; the
+#    per-kernel time table (MLC_PROFILE=1);
 #    PyTorch eager and torch.compile on the same model, batch and optimizer
 #    in fp32 and bf16 (bench/torch_gpu_baseline.py).
 set -uo pipefail
@@ -72,6 +75,11 @@ while read -r name args; do
     say "$name: weights $("$python" compare_safetensors.py "$out/$name.safetensors" "$name/cpu.safetensors" $wtol "$skip")"
   [[ "$name" == *bf16 ]] &&
     say "$name: against f32: $("$python" compare_logs.py "$out/$name.jsonl" "${name%-bf16}/cpu.jsonl" 2e-2 | tr '\n' ' ')"
+  if [ "$name" = gpt2-bf16 ]; then # the biases added by a kernel instead of cuBLASLt's epilogue
+    MLC_CUBLASLT_EPILOGUE=0 timeout 120 "$runtime" train "$name/pkg" $args --steps 10 --device "$device" \
+      --log-json "$out/$name.biaskernel.jsonl" > /dev/null 2>&1
+    say "$name: bias kernels vs cuBLASLt bias epilogue: $("$python" compare_logs.py "$out/$name.biaskernel.jsonl" "$out/$name.jsonl" 1e-4 | tr '\n' ' ')"
+  fi
   if [ "$device" = cuda ] || [ "$name" = gpt2-bucket ]; then
     MLC_CUDA_GRAPH=0 timeout 120 "$runtime" train "$name/pkg" $args --steps 10 --device "$device" \
       --log-json "$out/$name.nograph.jsonl" > /dev/null 2>&1
@@ -113,6 +121,9 @@ for mb in 8 16; do
       say "mlc gpt2 small (124M) B$mb S1024 $type, step by step: $(steady "$out/$name.nograph.jsonl")"
   done
 done
+MLC_CUBLASLT_EPILOGUE=0 timeout 120 "$runtime" train small-b8/pkg-bf16 --batches small-b8 --steps 12 --device cuda \
+  --log-json "$out/small-b8-bf16.biaskernel.jsonl" > /dev/null 2>&1 &&
+  say "mlc gpt2 small (124M) B8 S1024 bf16, biases by a kernel, not cuBLASLt's epilogue: $(steady "$out/small-b8-bf16.biaskernel.jsonl")"
 for nccl in 0 1; do
   MLC_NCCL=$nccl timeout 120 "$runtime" train small-b8/pkg-buckets --batches small-b8 --clip bucket --steps 12 \
     --device cuda --log-json "$out/buckets-nccl$nccl.jsonl" > "$out/buckets-nccl$nccl.err" 2>&1 &&

@@ -11,8 +11,10 @@
 #include "mlir/Parser/Parser.h"
 
 #include <gtest/gtest.h>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <unistd.h>
 
@@ -108,7 +110,8 @@ TEST(CudaKernels, BucketKernelsCompile) {
   for (const char *arch : {"sm_80", "sm_90"}) {
     Nvrtc::Output out = nvrtc->compile(cudaBucketKernels(), "bucket kernels", arch, true);
     auto stats = parsePtxasLog(out.log);
-    for (const char *k : {"mlc_sumsq_f32", "mlc_sumsq_f64", "mlc_scale_f32", "mlc_scale_f64"}) {
+    for (const char *k : {"mlc_sumsq_f32", "mlc_sumsq_f64", "mlc_scale_f32", "mlc_scale_f64",
+                          "mlc_bias_f32", "mlc_bias_f64", "mlc_bias_bf16"}) {
       ASSERT_TRUE(stats.count(k)) << k << " for " << arch << ":\n" << out.log;
       EXPECT_EQ(stats[k].spillStores + stats[k].spillLoads, 0) << k << " for " << arch;
     }
@@ -411,4 +414,79 @@ TEST(VectorizedPointwise, MatchesCpu) {
   ASSERT_EQ(cpu.size(), emu.size());
   for (size_t i = 0; i < cpu.size(); ++i)
     EXPECT_NEAR(cpu[i], emu[i], 1e-6 * (1 + std::fabs(cpu[i]))) << "element " << i;
+}
+
+//===----------------------------------------------------------------------===//
+// A GEMM's bias: cuBLASLt's epilogue, or the runtime's kernel after the
+// product where there is no epilogue (MLC_CUBLASLT_EPILOGUE=0 forces it).
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::vector<float> biasedOutputs(const std::string &dir, const std::string &device) {
+  Package pkg;
+  std::unique_ptr<Backend> backend = backendWithRandomData(dir, device, 9, pkg);
+  backend->run("forward", 1);
+  std::vector<float> all;
+  for (const char *name : {"y", "z"}) {
+    HostTensor o = backend->output("forward", name);
+    const float *f = reinterpret_cast<const float *>(o.data.data());
+    all.insert(all.end(), f, f + o.numel());
+  }
+  return all;
+}
+
+} // namespace
+
+// Activations [2, 3, 8] x a shared weight (one product over 6 rows) and a
+// transposed one, each with its bias, in f32 and with bf16 products (an f32
+// result and bias): the emulated cuBLASLt's epilogue and the bias kernel
+// both give the CPU's results.
+TEST(GemmBias, EpilogueAndKernelMatchCpu) {
+  const std::string text =
+      "func.func @forward(%w: tensor<8x5xf32> {mlc.param = \"w\"}, %b: tensor<5xf32> "
+      "{mlc.param = \"b\"}, %u: tensor<6x8xf32> {mlc.param = \"u\"}, %c: tensor<6xf32> "
+      "{mlc.param = \"c\"}, %x: tensor<2x3x8xf32> {mlc.input = \"x\"}) -> "
+      "(tensor<2x3x5xf32> {mlc.output = \"y\"}, tensor<2x3x6xf32> {mlc.output = \"z\"}) {\n"
+      "  %p = mlc.matmul %x, %w : tensor<2x3x8xf32>, tensor<8x5xf32>\n"
+      "  %y = mlc.add %p, %b : tensor<2x3x5xf32>, tensor<5xf32>\n"
+      "  %q = mlc.matmul %x, %u transpose_rhs : tensor<2x3x8xf32>, tensor<6x8xf32>\n"
+      "  %z = mlc.add %c, %q : tensor<6xf32>, tensor<2x3x6xf32>\n"
+      "  return %y, %z : tensor<2x3x5xf32>, tensor<2x3x6xf32>\n}\n";
+  for (const char *autocast : {"", "bf16"}) {
+    std::string dir = compilePackage(text, /*training=*/false, autocast, "");
+    ASSERT_FALSE(dir.empty());
+    // Two products, each with four buffers (its bias the fourth); in f32 no
+    // kernel at all (bf16: the operands' casts).
+    std::ifstream in(dir + "/plan.txt");
+    int biased = 0, kernels = 0;
+    bool forward = false;
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("func ", 0) == 0)
+        forward = line.rfind("func forward ", 0) == 0;
+      if (!forward)
+        continue;
+      kernels += line.rfind("kernel ", 0) == 0;
+      biased += line.rfind("gemm ", 0) == 0 && std::count(line.begin(), line.end(), '%') == 4;
+    }
+    EXPECT_EQ(biased, 2) << dir;
+    if (!*autocast)
+      EXPECT_EQ(kernels, 0) << dir;
+    std::vector<float> cpu = biasedOutputs(dir, "cpu");
+    for (const char *epilogue : {"1", "0"}) {
+      setenv("MLC_CUBLASLT_EPILOGUE", epilogue, 1);
+      std::vector<float> emu;
+      try {
+        emu = biasedOutputs(dir, "cuda-emulator");
+      } catch (const Error &e) {
+        unsetenv("MLC_CUBLASLT_EPILOGUE");
+        GTEST_SKIP() << "no CUDA backend in this build: " << e.what();
+      }
+      unsetenv("MLC_CUBLASLT_EPILOGUE");
+      ASSERT_EQ(cpu.size(), emu.size());
+      for (size_t i = 0; i < cpu.size(); ++i)
+        EXPECT_NEAR(cpu[i], emu[i], 1e-5 * (1 + std::fabs(cpu[i])))
+            << "element " << i << ", autocast '" << autocast << "', epilogue " << epilogue;
+    }
+  }
 }

@@ -16,6 +16,19 @@ func.func @linear(%x: tensor<8x64xf32>, %w: tensor<32x64xf32>) -> tensor<8x32xf3
   return %r : tensor<8x32xf32>
 }
 
+// A product with its bias: bf16 operands, the f32 sums and the f32 bias
+// (add(cast(product), bias), in one GEMM).
+// CHECK-LABEL: func.func @biased
+// CHECK-SAME: (%[[X:.*]]: tensor<8x64xf32>, %[[W:.*]]: tensor<64x32xf32>, %[[B:.*]]: tensor<32xf32>)
+// CHECK-NEXT: %[[X16:.*]] = mlc.cast %[[X]]
+// CHECK-NEXT: %[[W16:.*]] = mlc.cast %[[W]]
+// CHECK-NEXT: %[[Y:.*]] = mlc.matmul %[[X16]], %[[W16]] f32_result bias(%[[B]] : tensor<32xf32>) : tensor<8x64xbf16>, tensor<64x32xbf16>
+// CHECK-NEXT: return %[[Y]]
+func.func @biased(%x: tensor<8x64xf32>, %w: tensor<64x32xf32>, %b: tensor<32xf32>) -> tensor<8x32xf32> {
+  %y = mlc.matmul %x, %w bias(%b : tensor<32xf32>) : tensor<8x64xf32>, tensor<64x32xf32>
+  return %y : tensor<8x32xf32>
+}
+
 // f64 products (the gradient checks' precision) and products already in
 // bf16 are left as they are; so is everything but matmul.
 // CHECK-LABEL: func.func @untouched

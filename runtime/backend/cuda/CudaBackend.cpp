@@ -302,10 +302,15 @@ private:
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo;
     bool strided = true;
+    /// The bias is added by mlc_bias_* after the product: cuBLASLt had no
+    /// algorithm with the bias epilogue (or MLC_CUBLASLT_EPILOGUE=0).
+    bool biasKernel = false;
   };
+  bool epilogues_ = true, verbose_ = false;
   std::map<std::vector<int64_t>, GemmPlan> gemmPlans_;
   CUmodule builtins_ = nullptr;
   CUfunction sumsq_ = nullptr, scale_ = nullptr;
+  CUfunction biasF32_ = nullptr, biasF64_ = nullptr, biasBf16_ = nullptr;
   CUdeviceptr bucketParts_ = 0;
   static constexpr int kBucketParts = 256;
   // NCCL: the communicator, its stream, and per tag the events that order a
@@ -355,6 +360,9 @@ CudaBackend::CudaBackend(const Package &pkg, bool verbose, bool emulated)
   profile.enabled = std::getenv("MLC_PROFILE") != nullptr;
   if (const char *g = std::getenv("MLC_CUDA_GRAPH"))
     useGraphs_ = std::string(g) != "0";
+  if (const char *e = std::getenv("MLC_CUBLASLT_EPILOGUE"))
+    epilogues_ = std::string(e) != "0";
+  verbose_ = verbose;
   check(d_->deviceGet(&device_, 0), "cuDeviceGet");
   check(d_->retain(&context_, device_), "retaining the device's primary context");
   check(d_->setCurrent(context_), "cuCtxSetCurrent");
@@ -511,6 +519,9 @@ void CudaBackend::loadKernels(bool verbose) {
         "finding the bucket kernels");
   check(d_->getFunction(&scale_, builtins_, (std::string("mlc_scale") + suffix).c_str()),
         "finding the bucket kernels");
+  check(d_->getFunction(&biasF32_, builtins_, "mlc_bias_f32"), "finding the bias kernels");
+  check(d_->getFunction(&biasF64_, builtins_, "mlc_bias_f64"), "finding the bias kernels");
+  check(d_->getFunction(&biasBf16_, builtins_, "mlc_bias_bf16"), "finding the bias kernels");
   bucketParts_ = allocate(kBucketParts * 8, "the bucket norms");
   for (auto &[name, k] : kernels_) {
     CUfunction fn = nullptr;
@@ -659,13 +670,17 @@ void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr
                       tb = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
     lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
     lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
-    if (bias) {
+    // The bias epilogue where cuBLASLt has it for this product (else the
+    // bias kernel after it, below).
+    plan.biasKernel = bias && !epilogues_;
+    if (bias && epilogues_) {
       const uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
       const void *ptr = reinterpret_cast<const void *>(bias);
-      checkBlas(lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
-                "setting a GEMM's bias epilogue");
-      checkBlas(lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr, sizeof ptr),
-                "setting a GEMM's bias");
+      plan.biasKernel =
+          lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue) !=
+              CUBLAS_STATUS_SUCCESS ||
+          lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr, sizeof ptr) !=
+              CUBLAS_STATUS_SUCCESS;
     }
     // Stored shapes (column-major): B^T is n x k (k x n when transposed).
     checkBlas(lt_->layoutCreate(&plan.a, type, s.transB ? k : n, s.transB ? n : k,
@@ -696,17 +711,33 @@ void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr
     lt_->prefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC, sizeof alignC);
     cublasLtMatmulHeuristicResult_t result;
     int found = 0;
-    checkBlas(lt_->heuristic(ltHandle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1,
-                             &result, &found),
-              "choosing a GEMM algorithm");
+    if (bias && !plan.biasKernel &&
+        (lt_->heuristic(ltHandle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1, &result,
+                        &found) != CUBLAS_STATUS_SUCCESS ||
+         found < 1)) {
+      plan.biasKernel = true; // no algorithm with the epilogue: the plain product
+      const uint32_t none = CUBLASLT_EPILOGUE_DEFAULT;
+      checkBlas(lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &none, sizeof none),
+                "clearing a GEMM's epilogue");
+      if (verbose_)
+        std::fprintf(stderr,
+                     "mlc: cuBLASLt has no bias epilogue for a %lld x %lld x %lld product; "
+                     "a kernel adds the bias\n",
+                     (long long)s.m, (long long)s.n, (long long)s.k);
+    }
+    if (!bias || plan.biasKernel) {
+      found = 0;
+      checkBlas(lt_->heuristic(ltHandle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1,
+                               &result, &found),
+                "choosing a GEMM algorithm");
+    }
     lt_->prefDestroy(pref);
     if (found < 1)
       fail("cuBLASLt has no algorithm for a " + std::to_string(s.m) + " x " +
-           std::to_string(s.n) + " x " + std::to_string(s.k) + " product" +
-           (bias ? " with a bias epilogue" : ""));
+           std::to_string(s.n) + " x " + std::to_string(s.k) + " product");
     plan.algo = result.algo;
   }
-  if (bias) { // this step's bias (plans are shared by products of one shape)
+  if (bias && !plan.biasKernel) { // this step's bias (plans are shared by products of one shape)
     const void *ptr = reinterpret_cast<const void *>(bias);
     checkBlas(lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr, sizeof ptr),
               "setting a GEMM's bias");
@@ -732,6 +763,14 @@ void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr
                           plan.c, &plan.algo, reinterpret_cast<void *>(workspace_), ws, stream_),
               "a " + std::to_string(s.m) + " x " + std::to_string(s.n) + " x " +
                   std::to_string(s.k) + " product");
+  }
+  if (bias && plan.biasKernel) {
+    CUfunction fn = outSize == 8 ? biasF64_ : outSize == 4 ? biasF32_ : biasBf16_;
+    long long rows = (long long)(batches * s.m), cols = (long long)s.n;
+    void *args[] = {&out, &bias, &rows, &cols};
+    const unsigned blocks = unsigned(std::min<long long>(4096, (rows * cols + 255) / 256));
+    check(d_->launch(fn, blocks, 1, 1, 256, 1, 1, 0, stream_, args, nullptr),
+          "adding a GEMM's bias");
   }
 }
 

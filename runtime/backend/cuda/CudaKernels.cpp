@@ -79,7 +79,9 @@ std::map<std::string, CudaKernelInfo> parseCudaKernels(const std::string &source
 /// all-reduce, by the rank's weight and, with bucket-wise clipping, by
 /// min(1, threshold / (weight * norm + 1e-6)) (Backend::setBucketClip), the
 /// factor computed on the device from the partials so nothing waits for
-/// the host.
+/// the host; and a GEMM's bias added to every row of its result, where
+/// cuBLASLt has no bias epilogue for the product (bf16 rounded to nearest
+/// even, as the package's kernels do).
 const char *cudaBucketKernels() {
   return R"CU(
 template <typename T>
@@ -113,6 +115,24 @@ __device__ void scale(T *g, long long n, const double *part, int parts, double w
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (long long)gridDim.x * blockDim.x)
     g[i] = (T)(g[i] * factor);
+}
+template <typename T, typename L>
+__device__ void addBias(T *c, const T *bias, long long rows, long long n, L load) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < rows * n;
+       i += (long long)gridDim.x * blockDim.x)
+    c[i] = load(c[i], bias[i % n]);
+}
+__device__ float bf16ToF32(unsigned short b) { return __uint_as_float((unsigned)b << 16); }
+__device__ unsigned short f32ToBf16(float f) {
+  const unsigned u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return (unsigned short)((u >> 16) | 0x40); // NaN stays NaN
+  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+extern "C" __global__ void __launch_bounds__(256) mlc_bias_f32(float *c, const float *bias, long long rows, long long n) { addBias(c, bias, rows, n, [](float x, float b) { return x + b; }); }
+extern "C" __global__ void __launch_bounds__(256) mlc_bias_f64(double *c, const double *bias, long long rows, long long n) { addBias(c, bias, rows, n, [](double x, double b) { return x + b; }); }
+extern "C" __global__ void __launch_bounds__(256) mlc_bias_bf16(unsigned short *c, const unsigned short *bias, long long rows, long long n) {
+  addBias(c, bias, rows, n, [](unsigned short x, unsigned short b) { return f32ToBf16(bf16ToF32(x) + bf16ToF32(b)); });
 }
 extern "C" __global__ void __launch_bounds__(256) mlc_sumsq_f32(const float *g, long long n, double *part) { sumsq(g, n, part); }
 extern "C" __global__ void __launch_bounds__(256) mlc_sumsq_f64(const double *g, long long n, double *part) { sumsq(g, n, part); }

@@ -82,6 +82,11 @@ void sumsqKernel(void *fn, void *const *p) {
       *static_cast<const void *const *>(p[0]), *static_cast<const long long *>(p[1]),
       *static_cast<double *const *>(p[2]));
 }
+void biasKernel(void *fn, void *const *p) {
+  reinterpret_cast<void (*)(void *, const void *, long long, long long)>(fn)(
+      *static_cast<void *const *>(p[0]), *static_cast<const void *const *>(p[1]),
+      *static_cast<const long long *>(p[2]), *static_cast<const long long *>(p[3]));
+}
 void scaleKernel(void *fn, void *const *p) {
   reinterpret_cast<void (*)(void *, long long, const double *, int, double, double)>(fn)(
       *static_cast<void *const *>(p[0]), *static_cast<const long long *>(p[1]),
@@ -176,6 +181,8 @@ CUresult getFunction(CUfunction *f, CUmodule mod, const char *name) {
     *k = Function{m, fn, sumsqKernel, {8, 8, 8}};
   else if (n.rfind("mlc_scale", 0) == 0)
     *k = Function{m, fn, scaleKernel, {8, 8, 8, 4, 8, 8}};
+  else if (n.rfind("mlc_bias", 0) == 0)
+    *k = Function{m, fn, biasKernel, {8, 8, 8, 8}};
   *f = reinterpret_cast<CUfunction>(k);
   return CUDA_SUCCESS;
 }
