@@ -155,6 +155,8 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
           s.batch.assign(gemm.getBatch().begin(), gemm.getBatch().end());
           s.lhsStrides.assign(gemm.getLhsStrides().begin(), gemm.getLhsStrides().end());
           s.rhsStrides.assign(gemm.getRhsStrides().begin(), gemm.getRhsStrides().end());
+          s.bias = bool(gemm.getBias());
+          s.gelu = bool(gemm.getPre());
           ++counts.gemms;
         } else if (auto start = dyn_cast<plan::AllReduceStartOp>(inner)) {
           s.kind = rt::StepDecl::AllReduceStart;

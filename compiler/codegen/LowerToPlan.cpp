@@ -85,9 +85,14 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
   // A product of a stack of matrices with one shared right operand (x W over
   // [batch, seq, E] activations) is one product over the stacked rows when
   // the left matrices lie back to back: one large GEMM instead of a batch.
+  // (Dimensions of one matrix stack trivially.)
   bool stacked = !batch.empty() && !tA;
-  for (size_t d = batch.size(); stacked && d-- > 0;)
-    stacked = rs[d] == 0 && ls[d] == (d + 1 == batch.size() ? M * K : ls[d + 1] * batch[d + 1]);
+  for (int64_t d = int64_t(batch.size()) - 1, next = M * K; stacked && d >= 0; --d) {
+    if (batch[d] == 1)
+      continue;
+    stacked = rs[d] == 0 && ls[d] == next;
+    next *= batch[d];
+  }
   if (stacked) {
     M *= product(batch);
     batch.clear(), ls.clear(), rs.clear();
@@ -108,8 +113,26 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
   Step step;
   step.gemm = true;
   step.buffers = {outId, lhs, rhs};
-  if (op.getBias())
+  if (op.getBias()) {
+    step.bias = true;
     step.buffers.push_back(bufferOf(op.getBias()));
+  }
+  // A tanh GELU of the product (f32, f64) is the GEMM's epilogue: the
+  // product goes to the pre-activation buffer, read by whatever else reads
+  // it (GELU's gradient), the GELU to its own.
+  Type el = typeOf(op.getResult()).getElementType();
+  for (Operation *user : op.getResult().getUsers()) {
+    auto gelu = dyn_cast<GeluOp>(user);
+    if (!gelu || gelu.getApproximate() != GeluApproximation::tanh || !(el.isF32() || el.isF64()))
+      continue;
+    int geluId = arenaFor(gelu.getResult());
+    valueBuffers[gelu.getResult()] = geluId;
+    step.gelu = true;
+    step.buffers[0] = geluId;
+    step.buffers.push_back(outId);
+    emittedWith.insert(gelu);
+    break;
+  }
   step.transA = tA;
   step.transB = tB;
   step.m = dynM ? -1 : M;
@@ -375,7 +398,7 @@ void FunctionLowering::emitPlan(OpBuilder &b) {
                            b.getI64IntegerAttr(s.n), b.getI64IntegerAttr(s.k),
                            b.getDenseI64ArrayAttr(s.batch), b.getDenseI64ArrayAttr(s.lhsStrides),
                            b.getDenseI64ArrayAttr(s.rhsStrides),
-                           operands.size() > 3 ? operands[3] : Value());
+                           s.bias ? operands[3] : Value(), s.gelu ? operands.back() : Value());
   }
   for (const Output &o : outputs)
     b.create<plan::OutputOp>(loc, b.getStringAttr(o.name), values[o.buffer],

@@ -281,6 +281,9 @@ struct Step {
   std::vector<int> buffers;
   // GEMM: extents (-1: the token count), batch dims and operand strides.
   bool transA = false, transB = false;
+  // GEMM epilogues: a bias (buffer after rhs), the tanh GELU of the result
+  // into buffers[0] with the pre-activation in the last buffer.
+  bool bias = false, gelu = false;
   int64_t m = 0, n = 0, k = 0;
   Shape batch, lhsStrides, rhsStrides;
 };

@@ -327,8 +327,14 @@ LogicalResult GemmOp::verify() {
       return emitOpError("GEMM bias must be the result's ")
              << getN() << " columns of " << el << ", got " << bt;
   }
+  if (Value pre = getPre()) {
+    if (pre.getType() != getOut().getType() || !isFlatFloat(el))
+      return emitOpError("GEMM gelu(pre) takes an f32 or f64 pre-activation of the result's "
+                         "type ")
+             << getOut().getType() << ", got " << pre.getType();
+  }
   auto [outRoot, outOff] = arenaRoot(getOut());
-  for (Value in : {getLhs(), getRhs(), getBias()}) {
+  for (Value in : {getLhs(), getRhs(), getBias(), getPre()}) {
     if (!in)
       continue;
     auto [root, off] = arenaRoot(in);

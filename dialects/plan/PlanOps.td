@@ -213,7 +213,7 @@ def Plan_LaunchOp : Plan_Op<"launch"> {
   let hasVerifier = 1;
 }
 
-def Plan_GemmOp : Plan_Op<"gemm"> {
+def Plan_GemmOp : Plan_Op<"gemm", [AttrSizedOperandSegments]> {
   let summary = "out = op(lhs) x op(rhs), batched with broadcasting strides";
   let description = [{
     Row-major GEMM through the backend's BLAS. `m` or `k` is -1 when it is
@@ -221,7 +221,10 @@ def Plan_GemmOp : Plan_Op<"gemm"> {
     dimensions; `lhs_strides` and `rhs_strides` step through the operands'
     matrices per batch index (0 where an operand is broadcast). An optional
     `bias` (n elements of the result's type) is added to every row of the
-    result, by the GEMM's epilogue where the backend's BLAS has one.
+    result, by the GEMM's epilogue where the backend's BLAS has one. With
+    `gelu(%pre)` (f32 or f64), the product (plus bias) goes to `pre` and its
+    tanh GELU, `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`, to `out`:
+    cuBLASLt's GELU_AUX epilogue, the MLP's activation without a kernel.
   }];
   let arguments = (ins Plan_Buffer:$out, Plan_Buffer:$lhs, Plan_Buffer:$rhs,
                        UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
@@ -229,11 +232,11 @@ def Plan_GemmOp : Plan_Op<"gemm"> {
                        DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$batch,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$lhs_strides,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$rhs_strides,
-                       Optional<Plan_Buffer>:$bias);
+                       Optional<Plan_Buffer>:$bias, Optional<Plan_Buffer>:$pre);
   let assemblyFormat = [{
     $out `,` $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
-    `m` $m `n` $n `k` $k (`bias` `(` $bias^ `:` type($bias) `)`)? attr-dict `:` type($out) `,`
-    type($lhs) `,` type($rhs)
+    `m` $m `n` $n `k` $k (`bias` `(` $bias^ `:` type($bias) `)`)?
+    (`gelu` `(` $pre^ `:` type($pre) `)`)? attr-dict `:` type($out) `,` type($lhs) `,` type($rhs)
   }];
   let hasVerifier = 1;
 }

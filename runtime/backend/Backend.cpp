@@ -208,13 +208,23 @@ std::string Backend::bufferDtype(const FunctionPlan &fn, int id) const {
 std::string Backend::gemmDtype(const FunctionPlan &fn, const StepDecl &s) const {
   std::string out = bufferDtype(fn, s.buffers[0]);
   std::string lhs = bufferDtype(fn, s.buffers[1]), rhs = bufferDtype(fn, s.buffers[2]);
-  if (s.buffers.size() > 3) {
+  if (s.bias) {
     const BufferDecl &b = fn.buffers.at(size_t(s.buffers[3]));
     const std::string bias = bufferDtype(fn, s.buffers[3]);
     if (bias != out || b.bytes < s.n * int64_t(dtypeSize(out)))
       fail(pkg_.dir + "/plan.txt: function " + fn.name + " has a GEMM whose bias is " +
            std::to_string(b.bytes) + " bytes of " + bias + "; it adds " + std::to_string(s.n) +
            " elements of " + out + " to every row");
+  }
+  if (s.gelu) {
+    const BufferDecl &p = fn.buffers.at(size_t(s.buffers.back()));
+    const BufferDecl &o = fn.buffers.at(size_t(s.buffers[0]));
+    if (bufferDtype(fn, s.buffers.back()) != out || (out != "f32" && out != "f64") ||
+        p.bytes < o.bytes)
+      fail(pkg_.dir + "/plan.txt: function " + fn.name + " has a GEMM with a GELU whose "
+           "pre-activation is " + std::to_string(p.bytes) + " bytes of " +
+           bufferDtype(fn, s.buffers.back()) + "; it takes the result's " +
+           std::to_string(o.bytes) + " bytes of f32 or f64");
   }
   if (lhs == "bf16" && rhs == "bf16" && out == "f32")
     return "bf16-f32";

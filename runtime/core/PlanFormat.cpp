@@ -131,6 +131,7 @@ std::string writePlan(const PlanData &plan) {
         for (auto *v : {&s.batch, &s.lhsStrides, &s.rhsStrides})
           for (int64_t x : *v)
             os << " " << x;
+        os << (s.bias ? " bias" : "") << (s.gelu ? " gelu" : "");
       }
       for (int b : s.buffers)
         os << " %" << b;
@@ -358,10 +359,19 @@ PlanData parsePlan(const std::string &text, const std::string &path) {
           if (!(ls >> x) || x < 0)
             bad("malformed gemm line");
       std::string tok;
-      while (ls >> tok)
+      while (ls >> tok) {
+        if (tok == "bias" || tok == "gelu") {
+          if (!s.buffers.empty() || (tok == "bias" && (s.bias || s.gelu)) || (tok == "gelu" && s.gelu))
+            bad("gemm epilogues (bias, then gelu) come once each, before the buffers");
+          (tok == "bias" ? s.bias : s.gelu) = true;
+          continue;
+        }
         s.buffers.push_back(bufferId(tok));
-      if (s.buffers.size() != 3 && s.buffers.size() != 4)
-        bad("gemm needs 3 buffers (out, lhs, rhs) and an optional bias");
+      }
+      if (s.buffers.size() != 3 + size_t(s.bias) + size_t(s.gelu))
+        bad("gemm needs " + std::to_string(3 + int(s.bias) + int(s.gelu)) +
+            " buffers (out, lhs, rhs" + (s.bias ? ", bias" : "") + (s.gelu ? ", pre" : "") +
+            "), got " + std::to_string(s.buffers.size()));
       fn->steps.push_back(s);
     } else if (word == "allreduce_start" || word == "allreduce_wait") {
       StepDecl s;

@@ -80,10 +80,11 @@ struct StepDecl {
   int64_t tag = 0, offset = 0, count = 0;
   bool clip = false;
   std::string kernel;
-  /// Gemm: out, lhs, rhs and, where the product adds a bias to every row,
-  /// the bias (n elements of out's type).
+  /// Gemm: out, lhs, rhs, then the bias (n elements of out's type) where
+  /// the product adds one to every row, then (gelu) the pre-activation:
+  /// the product (+ bias) goes there and its tanh GELU to out.
   std::vector<int> buffers;
-  bool transA = false, transB = false;
+  bool transA = false, transB = false, bias = false, gelu = false;
   int64_t m = 0, n = 0, k = 0;
   std::vector<int64_t> batch, lhsStrides, rhsStrides;
 };

@@ -153,3 +153,27 @@ func.func @forward(%w: tensor<3x5xf32> {mlc.param = "w"}, %x: tensor<2x3x4xf32> 
   %s = mlc.matmul %x, %x transpose_rhs : tensor<2x3x4xf32>, tensor<2x3x4xf32>
   return %y, %s : tensor<2x4x5xf32>, tensor<2x3x3xf32>
 }
+
+// -----
+
+// A tanh GELU of an f32 product is the GEMM's epilogue: the product (with
+// its bias) goes to the pre-activation, which GELU's other reader (here an
+// output) reads, and the GELU to its own buffer; no kernel runs. BERT's
+// erf GELU stays a kernel.
+// CHECK-LABEL: plan.param "w" : f32 [4, 8]
+// CHECK: plan.kernel @k0 pointwise {{.*}}erff(
+// CHECK: plan.func "forward"
+// CHECK: plan.gemm %[[G:.*]], %{{.*}}, %{{.*}} m 6 n 8 k 4 bias(%{{.*}} : memref<8xf32>) gelu(%[[P:.*]] : memref<48xf32>) : memref<48xf32>
+// CHECK: plan.gemm %[[Q:.*]], %{{.*}}, %{{.*}} m 6 n 8 k 4 : memref<48xf32>
+// CHECK-NEXT: plan.launch @k0(%[[E:.*]], %[[Q]])
+// CHECK: plan.output "g" %[[G]]
+// CHECK: plan.output "pre" %[[P]]
+// CHECK: plan.output "e" %[[E]]
+func.func @forward(%w: tensor<4x8xf32> {mlc.param = "w"}, %b: tensor<8xf32> {mlc.param = "b"}, %x: tensor<2x3x4xf32> {mlc.input = "x"})
+    -> (tensor<2x3x8xf32> {mlc.output = "g"}, tensor<2x3x8xf32> {mlc.output = "pre"}, tensor<2x3x8xf32> {mlc.output = "e"}) {
+  %y = mlc.matmul %x, %w bias(%b : tensor<8xf32>) : tensor<2x3x4xf32>, tensor<4x8xf32>
+  %g = mlc.gelu %y approximate = tanh : tensor<2x3x8xf32>
+  %q = mlc.matmul %x, %w : tensor<2x3x4xf32>, tensor<4x8xf32>
+  %e = mlc.gelu %q : tensor<2x3x8xf32>
+  return %g, %y, %e : tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x3x8xf32>
+}

@@ -146,6 +146,20 @@ for i, line in enumerate(plan_lines):
     if len(edits) > 60:
         break
 
+# The GEMM epilogues: a product's bias and GELU flags against its buffers
+# (one missing, one too many, flags repeated or after the buffers, the bias
+# or the pre-activation a buffer of another type or size).
+gemm_at = next(i for i, l in enumerate(plan_lines) if l.startswith("gemm ") and " gelu " in l)
+words = plan_lines[gemm_at].split()
+first_buf = next(j for j, w in enumerate(words) if w.startswith("%"))
+ids_buf = next(l.split()[1] for l in plan_lines if l.startswith("buf ") and " input " in l)
+small_buf = next(l.split()[1] for l in plan_lines if l.startswith("buf ") and " param " in l and "bias" in l)
+line_edits = [words[:-1], words + [words[-1]], words[:first_buf] + ["gelu"] + words[first_buf:],
+              words[:first_buf - 2] + ["gelu", "bias"] + words[first_buf:],
+              words + ["bias"], words[:first_buf + 3] + [ids_buf] + words[first_buf + 4:],
+              words[:-1] + [small_buf], words[:-1] + [ids_buf]]
+edits_whole = [(gemm_at, " ".join(w)) for w in line_edits]
+
 
 def fnv1a(data):
     h = 0xcbf29ce484222325
@@ -154,14 +168,18 @@ def fnv1a(data):
     return f"{h:016x}"
 
 
-for k, (i, j, value) in enumerate(edits[::3]):
+def edited_line(i, j, value):
+    words = plan_lines[i].split()
+    words[j] = value
+    return i, " ".join(words)
+
+
+for k, (i, line) in enumerate([edited_line(*e) for e in edits[::3]] + edits_whole):
     out = os.path.join(W, f"edited-{k}")
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(pkg, out)
     lines = list(plan_lines)
-    words = lines[i].split()
-    words[j] = value
-    lines[i] = " ".join(words)
+    lines[i] = line
     text = "\n".join(lines)
     open(os.path.join(out, "plan.txt"), "w").write(text)
     m = json.load(open(os.path.join(out, "manifest.json")))

@@ -206,6 +206,17 @@ static void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float
   rowMajorGemm(ta, tb, m, n, k, A, lda, B, ldb, C);
 }
 
+/// out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) of the product x:
+/// the tanh GELU of a GEMM's gelu epilogue, as the generated kernels
+/// compute it.
+template <typename T> static void geluTanh(T *out, const T *x, int64_t n) {
+#pragma omp parallel for simd if (n >= 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = x[i];
+    out[i] = T(0.5) * v * (T(1) + std::tanh(T(0.7978845608028654) * (v + T(0.044715) * v * v * v)));
+  }
+}
+
 /// c[r][j] += bias[j] over an m x n block (a GEMM's bias, added while the
 /// block is fresh from the product).
 template <typename T> static void addBias(T *c, const T *bias, int64_t m, int64_t n) {
@@ -295,6 +306,23 @@ static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs, const 
   }
 }
 
+/// A GEMM step with its epilogues: the product (+ bias) into out, or with
+/// gelu into the pre-activation and its GELU into out.
+static void runGemm(const StepDecl &s, char *const *args, const std::string &dtype,
+                    int64_t rows) {
+  char *product = s.gelu ? args[s.buffers.size() - 1] : args[0];
+  gemm(s, product, args[1], args[2], s.bias ? args[3] : nullptr, dtype, rows);
+  if (!s.gelu)
+    return;
+  int64_t n = (s.m < 0 ? rows : s.m) * s.n;
+  for (int64_t d : s.batch)
+    n *= d;
+  if (dtype == "f64")
+    geluTanh(reinterpret_cast<double *>(args[0]), reinterpret_cast<const double *>(product), n);
+  else
+    geluTanh(reinterpret_cast<float *>(args[0]), reinterpret_cast<const float *>(product), n);
+}
+
 /// Before a bucket's sum: this rank's weight, then (bucket-wise clipping)
 /// min(1, threshold / norm) of what is left.
 template <typename T>
@@ -364,8 +392,7 @@ void CpuBackend::run(const std::string &function, int64_t step) {
     if (b.calls[i])
       b.calls[i](b.args[i].data(), &ctx);
     else if (s.kind == StepDecl::Gemm)
-      gemm(s, b.args[i][0], b.args[i][1], b.args[i][2],
-           b.args[i].size() > 3 ? b.args[i][3] : nullptr, b.gemmTypes[i], rows_);
+      runGemm(s, b.args[i].data(), b.gemmTypes[i], rows_);
     else if (s.kind == StepDecl::AllReduceStart) {
       prepareBucket(s.offset, s.count, s.clip);
       allReduceStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));

@@ -256,7 +256,7 @@ private:
   /// Enqueues every step of `fn` on the stream (no synchronization).
   void enqueue(const std::string &function, bool timed);
   void gemm(const StepDecl &s, const std::string &dtype, CUdeviceptr out, CUdeviceptr lhs,
-            CUdeviceptr rhs, CUdeviceptr bias);
+            CUdeviceptr rhs, CUdeviceptr bias, CUdeviceptr pre);
   /// Scales a gradient bucket before its sum (the rank's weight, bucket-wise
   /// clipping), on the compute stream.
   void prepareBucket(int64_t offset, int64_t count, bool clip);
@@ -302,15 +302,17 @@ private:
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo;
     bool strided = true;
-    /// The bias is added by mlc_bias_* after the product: cuBLASLt had no
-    /// algorithm with the bias epilogue (or MLC_CUBLASLT_EPILOGUE=0).
-    bool biasKernel = false;
+    /// The bias is added by mlc_bias_*, the GELU by mlc_gelu_*, after the
+    /// product: cuBLASLt had no algorithm with their epilogue (or
+    /// MLC_CUBLASLT_EPILOGUE=0).
+    bool biasKernel = false, geluKernel = false;
   };
   bool epilogues_ = true, verbose_ = false;
   std::map<std::vector<int64_t>, GemmPlan> gemmPlans_;
   CUmodule builtins_ = nullptr;
   CUfunction sumsq_ = nullptr, scale_ = nullptr;
   CUfunction biasF32_ = nullptr, biasF64_ = nullptr, biasBf16_ = nullptr;
+  CUfunction geluF32_ = nullptr, geluF64_ = nullptr;
   CUdeviceptr bucketParts_ = 0;
   static constexpr int kBucketParts = 256;
   // NCCL: the communicator, its stream, and per tag the events that order a
@@ -522,6 +524,8 @@ void CudaBackend::loadKernels(bool verbose) {
   check(d_->getFunction(&biasF32_, builtins_, "mlc_bias_f32"), "finding the bias kernels");
   check(d_->getFunction(&biasF64_, builtins_, "mlc_bias_f64"), "finding the bias kernels");
   check(d_->getFunction(&biasBf16_, builtins_, "mlc_bias_bf16"), "finding the bias kernels");
+  check(d_->getFunction(&geluF32_, builtins_, "mlc_gelu_f32"), "finding the GELU kernels");
+  check(d_->getFunction(&geluF64_, builtins_, "mlc_gelu_f64"), "finding the GELU kernels");
   bucketParts_ = allocate(kBucketParts * 8, "the bucket norms");
   for (auto &[name, k] : kernels_) {
     CUfunction fn = nullptr;
@@ -614,8 +618,12 @@ void CudaBackend::setScalars(const std::string &name, const std::vector<double> 
 /// A bias (n elements of the result's type, 0 for none) is cuBLASLt's BIAS
 /// epilogue: added to every row of the row-major result (a column of the
 /// column-major D, whose rows it matches) before the result is rounded.
+/// With `pre` (f32, f64), GELU_AUX(_BIAS): the product (+ bias) goes to
+/// pre, its tanh GELU to out. Where cuBLASLt has no algorithm with an
+/// epilogue, the next simpler one is asked for and the runtime's kernels
+/// add what it left out after the product.
 void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr out,
-                       CUdeviceptr lhs, CUdeviceptr rhs, CUdeviceptr bias) {
+                       CUdeviceptr lhs, CUdeviceptr rhs, CUdeviceptr bias, CUdeviceptr pre) {
   StepDecl s = s0;
   if (s.m < 0)
     s.m = rows_;
@@ -646,14 +654,18 @@ void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr
       bits |= uint64_t(matrix * bytes);
     return uint32_t(bits & (~bits + 1));
   };
+  // (With a GELU the product may go to pre instead of out: C and D are
+  // assumed aligned as the less aligned of the two.)
   const uint32_t alignA = alignment(rhs, s.rhsStrides, 0, size),
                  alignB = alignment(lhs, s.lhsStrides, 0, size),
-                 alignC = alignment(out, {}, int64_t(m * n), outSize);
+                 alignC = std::min(alignment(out, {}, int64_t(m * n), outSize),
+                                   pre ? alignment(pre, {}, int64_t(m * n), outSize) : 256u);
   // The heuristic reads the bias pointer's alignment (its value, not the
   // data): a plan holds for biases aligned alike.
-  const uint32_t alignBias = bias ? alignment(bias, {}, 0, outSize) : 0;
-  std::vector<int64_t> key = {s.m,  s.n,  s.k,    s.transA, s.transB, batches, size,
-                              outSize, tf32, alignA, alignB,   alignC, alignBias};
+  const uint32_t alignBias = bias ? alignment(bias, {}, 0, outSize) : 0,
+                 alignPre = pre ? alignment(pre, {}, int64_t(m * n), outSize) : 0;
+  std::vector<int64_t> key = {s.m,     s.n,  s.k,    s.transA, s.transB, batches,   size,
+                              outSize, tf32, alignA, alignB,   alignC,   alignBias, alignPre};
   key.insert(key.end(), s.lhsStrides.begin(), s.lhsStrides.end());
   key.insert(key.end(), s.rhsStrides.begin(), s.rhsStrides.end());
   GemmPlan &plan = gemmPlans_[key];
@@ -670,18 +682,6 @@ void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr
                       tb = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
     lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
     lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
-    // The bias epilogue where cuBLASLt has it for this product (else the
-    // bias kernel after it, below).
-    plan.biasKernel = bias && !epilogues_;
-    if (bias && epilogues_) {
-      const uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-      const void *ptr = reinterpret_cast<const void *>(bias);
-      plan.biasKernel =
-          lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue) !=
-              CUBLAS_STATUS_SUCCESS ||
-          lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr, sizeof ptr) !=
-              CUBLAS_STATUS_SUCCESS;
-    }
     // Stored shapes (column-major): B^T is n x k (k x n when transposed).
     checkBlas(lt_->layoutCreate(&plan.a, type, s.transB ? k : n, s.transB ? n : k,
                                 int64_t(s.transB ? k : n)),
@@ -709,27 +709,51 @@ void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr
     lt_->prefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB, sizeof alignB);
     lt_->prefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC, sizeof alignC);
     lt_->prefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC, sizeof alignC);
+    // Epilogues, the most folded first; the plain product always.
+    std::vector<uint32_t> epilogues;
+    if (epilogues_ && pre)
+      epilogues.push_back(bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX);
+    if (epilogues_ && bias)
+      epilogues.push_back(CUBLASLT_EPILOGUE_BIAS);
+    epilogues.push_back(CUBLASLT_EPILOGUE_DEFAULT);
     cublasLtMatmulHeuristicResult_t result;
     int found = 0;
-    if (bias && !plan.biasKernel &&
-        (lt_->heuristic(ltHandle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1, &result,
-                        &found) != CUBLAS_STATUS_SUCCESS ||
-         found < 1)) {
-      plan.biasKernel = true; // no algorithm with the epilogue: the plain product
-      const uint32_t none = CUBLASLT_EPILOGUE_DEFAULT;
-      checkBlas(lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &none, sizeof none),
-                "clearing a GEMM's epilogue");
+    for (uint32_t e : epilogues) {
+      const bool withBias = e & CUBLASLT_EPILOGUE_BIAS, withGelu = e & CUBLASLT_EPILOGUE_GELU;
+      const void *biasPtr = reinterpret_cast<const void *>(bias),
+                 *auxPtr = reinterpret_cast<const void *>(pre);
+      const int64_t auxLd = int64_t(n), auxStride = int64_t(m * n);
+      auto set = [&](cublasLtMatmulDescAttributes_t a, const void *v, size_t bytes) {
+        return lt_->descSet(plan.desc, a, v, bytes) == CUBLAS_STATUS_SUCCESS;
+      };
+      bool ok = set(CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
+      if (withBias)
+        ok = ok && set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasPtr, sizeof biasPtr);
+      if (withGelu) {
+        ok = ok && set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &auxPtr, sizeof auxPtr) &&
+             set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &auxLd, sizeof auxLd);
+        if (strided && batches > 1)
+          ok = ok && set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &auxStride,
+                         sizeof auxStride);
+      }
+      found = 0;
+      if (e == CUBLASLT_EPILOGUE_DEFAULT)
+        checkBlas(lt_->heuristic(ltHandle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1,
+                                 &result, &found),
+                  "choosing a GEMM algorithm");
+      else if (ok)
+        ok = lt_->heuristic(ltHandle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1,
+                            &result, &found) == CUBLAS_STATUS_SUCCESS;
+      if (found >= 1) {
+        plan.biasKernel = bias && !withBias;
+        plan.geluKernel = pre && !withGelu;
+        break;
+      }
       if (verbose_)
         std::fprintf(stderr,
-                     "mlc: cuBLASLt has no bias epilogue for a %lld x %lld x %lld product; "
-                     "a kernel adds the bias\n",
-                     (long long)s.m, (long long)s.n, (long long)s.k);
-    }
-    if (!bias || plan.biasKernel) {
-      found = 0;
-      checkBlas(lt_->heuristic(ltHandle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1,
-                               &result, &found),
-                "choosing a GEMM algorithm");
+                     "mlc: cuBLASLt has no algorithm with epilogue %u for a %lld x %lld x %lld "
+                     "product; trying a simpler one\n",
+                     e, (long long)s.m, (long long)s.n, (long long)s.k);
     }
     lt_->prefDestroy(pref);
     if (found < 1)
@@ -742,6 +766,9 @@ void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr
     checkBlas(lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr, sizeof ptr),
               "setting a GEMM's bias");
   }
+  const bool geluEpilogue = pre && !plan.geluKernel;
+  // The product's destination: out, or with a GELU left to the kernel, pre.
+  const CUdeviceptr product = pre && plan.geluKernel ? pre : out;
   const double oneD = 1.0, zeroD = 0.0;
   const float oneF = 1.0f, zeroF = 0.0f;
   const void *alpha = f64 ? static_cast<const void *>(&oneD) : &oneF;
@@ -756,7 +783,13 @@ void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr
       ro += i * s.rhsStrides[dd];
     }
     const CUdeviceptr A = rhs + ro * size, B = lhs + lo * size,
-                      C = out + b * int64_t(m * n) * outSize;
+                      C = product + b * int64_t(m * n) * outSize;
+    if (geluEpilogue) { // this step's (and batch's) pre-activation
+      const void *aux = reinterpret_cast<const void *>(pre + b * int64_t(m * n) * outSize);
+      checkBlas(lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                             sizeof aux),
+                "setting a GEMM's GELU input");
+    }
     checkBlas(lt_->matmul(ltHandle_, plan.desc, alpha, reinterpret_cast<const void *>(A), plan.a,
                           reinterpret_cast<const void *>(B), plan.b, beta,
                           reinterpret_cast<void *>(C), plan.c, reinterpret_cast<void *>(C),
@@ -764,13 +797,20 @@ void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr
               "a " + std::to_string(s.m) + " x " + std::to_string(s.n) + " x " +
                   std::to_string(s.k) + " product");
   }
+  long long rows = (long long)(batches * s.m), cols = (long long)s.n, count = rows * cols;
+  const unsigned blocks = unsigned(std::min<long long>(4096, (count + 255) / 256));
+  CUdeviceptr target = product;
   if (bias && plan.biasKernel) {
     CUfunction fn = outSize == 8 ? biasF64_ : outSize == 4 ? biasF32_ : biasBf16_;
-    long long rows = (long long)(batches * s.m), cols = (long long)s.n;
-    void *args[] = {&out, &bias, &rows, &cols};
-    const unsigned blocks = unsigned(std::min<long long>(4096, (rows * cols + 255) / 256));
+    void *args[] = {&target, &bias, &rows, &cols};
     check(d_->launch(fn, blocks, 1, 1, 256, 1, 1, 0, stream_, args, nullptr),
           "adding a GEMM's bias");
+  }
+  if (pre && plan.geluKernel) {
+    void *args[] = {&out, &pre, &count};
+    check(d_->launch(outSize == 8 ? geluF64_ : geluF32_, blocks, 1, 1, 256, 1, 1, 0, stream_, args,
+                     nullptr),
+          "a GEMM's GELU");
   }
 }
 
@@ -799,7 +839,8 @@ void CudaBackend::enqueue(const std::string &function, bool timed) {
       }
     } else if (s.kind == StepDecl::Gemm) {
       gemm(s, b.gemmTypes[i], b.pointers[s.buffers[0]], b.pointers[s.buffers[1]],
-           b.pointers[s.buffers[2]], s.buffers.size() > 3 ? b.pointers[s.buffers[3]] : 0);
+           b.pointers[s.buffers[2]], s.bias ? b.pointers[s.buffers[3]] : 0,
+           s.gelu ? b.pointers[s.buffers.back()] : 0);
     } else if (s.kind == StepDecl::AllReduceStart) {
       prepareBucket(s.offset, s.count, s.clip);
       allReduceStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));

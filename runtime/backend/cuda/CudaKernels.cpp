@@ -79,9 +79,9 @@ std::map<std::string, CudaKernelInfo> parseCudaKernels(const std::string &source
 /// all-reduce, by the rank's weight and, with bucket-wise clipping, by
 /// min(1, threshold / (weight * norm + 1e-6)) (Backend::setBucketClip), the
 /// factor computed on the device from the partials so nothing waits for
-/// the host; and a GEMM's bias added to every row of its result, where
-/// cuBLASLt has no bias epilogue for the product (bf16 rounded to nearest
-/// even, as the package's kernels do).
+/// the host; and a GEMM's bias added to every row of its result and the
+/// tanh GELU of it, where cuBLASLt has no epilogue for the product (bf16
+/// rounded to nearest even, as the package's kernels do).
 const char *cudaBucketKernels() {
   return R"CU(
 template <typename T>
@@ -134,6 +134,17 @@ extern "C" __global__ void __launch_bounds__(256) mlc_bias_f64(double *c, const 
 extern "C" __global__ void __launch_bounds__(256) mlc_bias_bf16(unsigned short *c, const unsigned short *bias, long long rows, long long n) {
   addBias(c, bias, rows, n, [](unsigned short x, unsigned short b) { return f32ToBf16(bf16ToF32(x) + bf16ToF32(b)); });
 }
+__device__ float geluTanhOf(float x) { return tanhf(x); }
+__device__ double geluTanhOf(double x) { return tanh(x); }
+template <typename T> __device__ void geluTanh(T *out, const T *x, long long n) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    const T v = x[i];
+    out[i] = (T)0.5 * v * ((T)1 + geluTanhOf((T)0.7978845608028654 * (v + (T)0.044715 * v * v * v)));
+  }
+}
+extern "C" __global__ void __launch_bounds__(256) mlc_gelu_f32(float *out, const float *x, long long n) { geluTanh(out, x, n); }
+extern "C" __global__ void __launch_bounds__(256) mlc_gelu_f64(double *out, const double *x, long long n) { geluTanh(out, x, n); }
 extern "C" __global__ void __launch_bounds__(256) mlc_sumsq_f32(const float *g, long long n, double *part) { sumsq(g, n, part); }
 extern "C" __global__ void __launch_bounds__(256) mlc_sumsq_f64(const double *g, long long n, double *part) { sumsq(g, n, part); }
 extern "C" __global__ void mlc_scale_f32(float *g, long long n, const double *part, int parts, double weight, double threshold) { scale(g, n, part, parts, weight, threshold); }

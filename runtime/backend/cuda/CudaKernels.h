@@ -47,8 +47,9 @@ struct CudaKernelCtx {
 /// The runtime's own CUDA kernels (compiled beside each package's):
 /// mlc_sumsq_{f32,f64}(g, n, partials) and mlc_scale_{f32,f64}(g, n,
 /// partials, count, weight, threshold), which scale a gradient bucket before
-/// its all-reduce; mlc_bias_{f32,f64,bf16}(c, bias, rows, n), a GEMM's bias
-/// where cuBLASLt has no epilogue for it.
+/// its all-reduce; mlc_bias_{f32,f64,bf16}(c, bias, rows, n) and
+/// mlc_gelu_{f32,f64}(out, x, n), a GEMM's bias and tanh GELU where cuBLASLt
+/// has no epilogue for them.
 const char *cudaBucketKernels();
 
 /// The error words' state before a step: {code 0, key ~0, limit 0}.

@@ -87,6 +87,11 @@ void biasKernel(void *fn, void *const *p) {
       *static_cast<void *const *>(p[0]), *static_cast<const void *const *>(p[1]),
       *static_cast<const long long *>(p[2]), *static_cast<const long long *>(p[3]));
 }
+void geluKernel(void *fn, void *const *p) {
+  reinterpret_cast<void (*)(void *, const void *, long long)>(fn)(
+      *static_cast<void *const *>(p[0]), *static_cast<const void *const *>(p[1]),
+      *static_cast<const long long *>(p[2]));
+}
 void scaleKernel(void *fn, void *const *p) {
   reinterpret_cast<void (*)(void *, long long, const double *, int, double, double)>(fn)(
       *static_cast<void *const *>(p[0]), *static_cast<const long long *>(p[1]),
@@ -183,6 +188,8 @@ CUresult getFunction(CUfunction *f, CUmodule mod, const char *name) {
     *k = Function{m, fn, scaleKernel, {8, 8, 8, 4, 8, 8}};
   else if (n.rfind("mlc_bias", 0) == 0)
     *k = Function{m, fn, biasKernel, {8, 8, 8, 8}};
+  else if (n.rfind("mlc_gelu", 0) == 0)
+    *k = Function{m, fn, geluKernel, {8, 8, 8}};
   *f = reinterpret_cast<CUfunction>(k);
   return CUDA_SUCCESS;
 }
@@ -308,6 +315,8 @@ struct Desc {
   cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
   uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   const void *bias = nullptr; // D's type, one per row of D
+  void *aux = nullptr;        // GELU_AUX: the GELU's input, D's type
+  int64_t auxLd = 0, auxStride = 0;
 };
 struct Layout {
   cudaDataType_t type;
@@ -372,13 +381,20 @@ cublasStatus_t descSet(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a,
     if (n != sizeof e)
       return CUBLAS_STATUS_INVALID_VALUE;
     std::memcpy(&e, v, n);
-    if (e != CUBLASLT_EPILOGUE_DEFAULT && e != CUBLASLT_EPILOGUE_BIAS)
-      return CUBLAS_STATUS_NOT_SUPPORTED; // the emulator knows these two
+    if (e != CUBLASLT_EPILOGUE_DEFAULT && e != CUBLASLT_EPILOGUE_BIAS &&
+        e != CUBLASLT_EPILOGUE_GELU_AUX && e != CUBLASLT_EPILOGUE_GELU_AUX_BIAS)
+      return CUBLAS_STATUS_NOT_SUPPORTED; // the emulator knows these four
     desc->epilogue = e;
     return CUBLAS_STATUS_SUCCESS;
   }
   if (a == CUBLASLT_MATMUL_DESC_BIAS_POINTER)
     return set(desc->bias);
+  if (a == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER)
+    return set(desc->aux);
+  if (a == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD)
+    return set(desc->auxLd);
+  if (a == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE)
+    return set(desc->auxStride);
   return CUBLAS_STATUS_NOT_SUPPORTED;
 }
 cublasStatus_t descDestroy(cublasLtMatmulDesc_t d) {
@@ -461,8 +477,17 @@ cublasStatus_t heuristic(cublasLtHandle_t, cublasLtMatmulDesc_t d, cublasLtMatri
                    *reinterpret_cast<Layout *>(b), *reinterpret_cast<Layout *>(c)))
     return CUBLAS_STATUS_INVALID_VALUE;
   const Desc &desc = *reinterpret_cast<Desc *>(d);
-  if (desc.epilogue == CUBLASLT_EPILOGUE_BIAS && !desc.bias)
+  const Layout &cl = *reinterpret_cast<Layout *>(c);
+  if ((desc.epilogue & CUBLASLT_EPILOGUE_BIAS) && !desc.bias)
     return CUBLAS_STATUS_INVALID_VALUE;
+  // GELU_AUX as cuBLASLt documents it: an aux pointer, its leading dimension
+  // and batch stride multiples of 8 (ld >= D's rows); here f32 results only
+  // (f64 products take the runtime's GELU kernel).
+  if ((desc.epilogue & CUBLASLT_EPILOGUE_GELU) &&
+      (!desc.aux || desc.auxLd % 8 || desc.auxLd < int64_t(cl.rows) || desc.auxStride % 8 ||
+       (cl.batch > 1 && desc.auxStride < desc.auxLd * int64_t(cl.cols)) ||
+       cl.type != CUDA_R_32F))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   std::memset(result, 0, sizeof *result);
   static_assert(sizeof result->algo >= sizeof(Pref), "the algorithm holds the alignments");
   Pref assumed = *reinterpret_cast<Pref *>(p);
@@ -495,7 +520,9 @@ cublasStatus_t matmul(cublasLtHandle_t, cublasLtMatmulDesc_t dd, const void *alp
   if (!aligned(A, a, assumed.align[0]) || !aligned(B, b, assumed.align[1]) ||
       !aligned(C, c, assumed.align[2]) || !aligned(D, o, assumed.align[3]))
     return CUBLAS_STATUS_INVALID_VALUE;
-  const bool biased = d.epilogue == CUBLASLT_EPILOGUE_BIAS;
+  const bool biased = d.epilogue & CUBLASLT_EPILOGUE_BIAS, gelu = d.epilogue & CUBLASLT_EPILOGUE_GELU;
+  if (gelu && !d.aux)
+    return CUBLAS_STATUS_INVALID_VALUE;
   if (biased && (!d.bias || reinterpret_cast<uintptr_t>(d.bias) % assumed.align[4]))
     return CUBLAS_STATUS_INVALID_VALUE;
   const char *bias = static_cast<const char *>(d.bias);
@@ -526,6 +553,12 @@ cublasStatus_t matmul(cublasLtHandle_t, cublasLtMatmulDesc_t dd, const void *alp
           double v = al64 * s + (be64 != 0 ? be64 * load(Cb, c.type, i + j * c.ld) : 0.0);
           if (biased)
             v += load(bias, o.type, i);
+          if (gelu) { // the GELU's input (as stored) to aux, its GELU to D
+            char *aux = static_cast<char *>(d.aux) + t * d.auxStride * elementSize(o.type);
+            store(aux, o.type, i + j * d.auxLd, v);
+            v = load(aux, o.type, i + j * d.auxLd);
+            v = 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+          }
           store(Db, o.type, i + j * o.ld, v);
         }
     }
