@@ -147,6 +147,41 @@ private:
     (void)position;
     for (auto fusion : llvm::make_early_inc_range(block.getOps<FusionOp>()))
       absorbCasts(fusion);
+    fuseSumAndCast(block);
+  }
+
+  /// A column sum and a cast of one value, each left a kernel of its own
+  /// (--dtype bf16: the QKV bias gradient and the bf16 copy of the same
+  /// gradient for the next products), become one kernel that reads the
+  /// value once, when nothing reads the earlier one's result before the
+  /// later one.
+  void fuseSumAndCast(Block &block) {
+    SmallVector<std::pair<Operation *, Operation *>> pairs;
+    for (Operation &op : block) {
+      if (!isColumnReduction(&op))
+        continue;
+      Value x = op.getOperand(0);
+      for (Operation *user : x.getUsers()) {
+        auto c = dyn_cast<CastOp>(user);
+        if (c && c->getBlock() == &block && shapeOf(c.getResult()) == shapeOf(x) &&
+            isa<FloatType>(cast<RankedTensorType>(c.getType()).getElementType())) {
+          pairs.push_back({&op, c});
+          break;
+        }
+      }
+    }
+    for (auto [sum, cast] : pairs) {
+      Operation *first = sum->isBeforeInBlock(cast) ? sum : cast;
+      Operation *last = first == sum ? cast : sum;
+      bool early = llvm::any_of(first->getResult(0).getUsers(), [&](Operation *u) {
+        return u->getBlock() != &block || u->isBeforeInBlock(last);
+      });
+      if (early)
+        continue;
+      auto shape = shapeOf(sum->getOperand(0));
+      Group g{{last, first}, last, SmallVector<int64_t>(shape.begin(), shape.end())};
+      buildFusion(g);
+    }
   }
 
   /// A cast that is a fusion result's only reader becomes the fusion's last

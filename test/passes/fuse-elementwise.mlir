@@ -250,3 +250,39 @@ func.func @no_absorb_cast(%g: tensor<4x8xf32>) -> (tensor<4x8xbf16>, tensor<4x8x
   %b = mlc.cast %r : tensor<8xf32> -> tensor<8xbf16>
   return %c, %d, %b : tensor<4x8xbf16>, tensor<4x8xf32>, tensor<8xbf16>
 }
+
+// -----
+
+// A column sum and a cast of the same value (no pointwise op to seed a
+// group: the QKV bias gradient and its bf16 copy) become one kernel that
+// reads the value once.
+// CHECK-LABEL: func.func @sum_and_cast
+// CHECK: %[[F:.*]]:2 = mlc.fusion pointwise ins(%arg0 : tensor<4x8xf32>) {
+// CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<4x8xf32>):
+// CHECK-NEXT:   %[[R:.*]] = mlc.reduce_sum %[[X]] axes = [0]
+// CHECK-NEXT:   %[[C:.*]] = mlc.cast %[[X]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK-NEXT:   mlc.yield %[[R]], %[[C]]
+// CHECK: mlc.matmul %[[F]]#1
+// CHECK: return %[[F]]#0
+func.func @sum_and_cast(%g: tensor<4x8xf32>, %w: tensor<8x8xbf16>) -> (tensor<8xf32>, tensor<4x8xbf16>) {
+  %r = mlc.reduce_sum %g axes = [0] : tensor<4x8xf32>
+  %c = mlc.cast %g : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %y = mlc.matmul %c, %w : tensor<4x8xbf16>, tensor<8x8xbf16>
+  return %r, %y : tensor<8xf32>, tensor<4x8xbf16>
+}
+
+// -----
+
+// Not when the earlier one is read before the later one runs (the fused
+// kernel would come too late for that reader).
+// CHECK-LABEL: func.func @sum_read_before_cast
+// CHECK-NOT: mlc.fusion
+// CHECK: mlc.reduce_sum
+// CHECK: mlc.tanh
+// CHECK: mlc.cast
+func.func @sum_read_before_cast(%g: tensor<4x8xf32>) -> (tensor<8xf32>, tensor<4x8xbf16>) {
+  %r = mlc.reduce_sum %g axes = [0] : tensor<4x8xf32>
+  %t = mlc.tanh %r : tensor<8xf32>
+  %c = mlc.cast %g : tensor<4x8xf32> -> tensor<4x8xbf16>
+  return %t, %c : tensor<8xf32>, tensor<4x8xbf16>
+}
