@@ -372,19 +372,28 @@ TEST(TensorCoreAttention, Varlen) {
 
 namespace {
 
-/// @forward's outputs s, g, h, c and r, concatenated, after one run on
-/// `device` for parameters and inputs drawn from [-1, 1].
-std::vector<float> allOutputs(const std::string &dir, const std::string &device) {
+/// @forward's outputs `names`, concatenated, after one run on `device` for
+/// parameters and inputs drawn from [-1, 1] by a generator seeded `seed`.
+std::vector<float> forwardOutputs(const std::string &dir, const std::string &device,
+                                  uint64_t seed, std::initializer_list<const char *> names) {
   Package pkg;
-  std::unique_ptr<Backend> backend = backendWithRandomData(dir, device, 5, pkg);
+  std::unique_ptr<Backend> backend = backendWithRandomData(dir, device, seed, pkg);
   backend->run("forward", 1);
   std::vector<float> all;
-  for (const std::string &name : {"s", "g", "h", "c", "r"}) {
+  for (const char *name : names) {
     HostTensor o = backend->output("forward", name);
     const float *f = reinterpret_cast<const float *>(o.data.data());
     all.insert(all.end(), f, f + o.numel());
   }
   return all;
+}
+
+/// Element by element within `tolerance` relative (to 1 + |cpu|).
+void expectNear(const std::vector<float> &cpu, const std::vector<float> &emu, double tolerance,
+                const std::string &what) {
+  ASSERT_EQ(cpu.size(), emu.size()) << what;
+  for (size_t i = 0; i < cpu.size(); ++i)
+    EXPECT_NEAR(cpu[i], emu[i], tolerance * (1 + std::fabs(cpu[i]))) << "element " << i << what;
 }
 
 } // namespace
@@ -414,17 +423,18 @@ TEST(VectorizedPointwise, MatchesCpu) {
       "tensor<3xf32>, tensor<3x4x12xf32>\n}\n";
   std::string dir = compilePackage(text, /*training=*/false, "", "mlc_vload<4>");
   ASSERT_FALSE(dir.empty());
-  std::vector<float> cpu = allOutputs(dir, "cpu"), emu;
+  auto outputs = [&](const std::string &device) {
+    return forwardOutputs(dir, device, 5, {"s", "g", "h", "c", "r"});
+  };
+  std::vector<float> cpu = outputs("cpu"), emu;
   try {
-    emu = allOutputs(dir, "cuda-emulator");
+    emu = outputs("cuda-emulator");
   } catch (const Error &e) {
     if (!noCudaBackend(e))
       throw;
     GTEST_SKIP() << e.what();
   }
-  ASSERT_EQ(cpu.size(), emu.size());
-  for (size_t i = 0; i < cpu.size(); ++i)
-    EXPECT_NEAR(cpu[i], emu[i], 1e-6 * (1 + std::fabs(cpu[i]))) << "element " << i;
+  expectNear(cpu, emu, 1e-6, "");
 }
 
 //===----------------------------------------------------------------------===//
@@ -432,23 +442,6 @@ TEST(VectorizedPointwise, MatchesCpu) {
 // after the product where there is no epilogue (MLC_CUBLASLT_EPILOGUE=0
 // forces them).
 //===----------------------------------------------------------------------===//
-
-namespace {
-
-std::vector<float> biasedOutputs(const std::string &dir, const std::string &device) {
-  Package pkg;
-  std::unique_ptr<Backend> backend = backendWithRandomData(dir, device, 9, pkg);
-  backend->run("forward", 1);
-  std::vector<float> all;
-  for (const char *name : {"y", "z", "g", "h"}) {
-    HostTensor o = backend->output("forward", name);
-    const float *f = reinterpret_cast<const float *>(o.data.data());
-    all.insert(all.end(), f, f + o.numel());
-  }
-  return all;
-}
-
-} // namespace
 
 // Activations [2, 3, 8] x a shared weight (one product over 6 rows) and a
 // transposed one, each with its bias; the tanh GELU of the first (whose
@@ -496,23 +489,24 @@ TEST(GemmEpilogues, MatchCpu) {
     EXPECT_EQ(gelus, *autocast ? 1 : 2) << dir;
     if (!*autocast)
       EXPECT_EQ(kernels, 0) << dir;
-    std::vector<float> cpu = biasedOutputs(dir, "cpu");
+    auto outputs = [&](const std::string &device) {
+      return forwardOutputs(dir, device, 9, {"y", "z", "g", "h"});
+    };
+    std::vector<float> cpu = outputs("cpu");
     for (const char *epilogue : {"1", "0"}) {
       setenv("MLC_CUBLASLT_EPILOGUE", epilogue, 1);
       std::vector<float> emu;
       try {
-        emu = biasedOutputs(dir, "cuda-emulator");
+        emu = outputs("cuda-emulator");
       } catch (const Error &e) {
         unsetenv("MLC_CUBLASLT_EPILOGUE");
         if (!noCudaBackend(e))
-      throw;
-    GTEST_SKIP() << e.what();
+          throw;
+        GTEST_SKIP() << e.what();
       }
       unsetenv("MLC_CUBLASLT_EPILOGUE");
-      ASSERT_EQ(cpu.size(), emu.size());
-      for (size_t i = 0; i < cpu.size(); ++i)
-        EXPECT_NEAR(cpu[i], emu[i], 1e-5 * (1 + std::fabs(cpu[i])))
-            << "element " << i << ", autocast '" << autocast << "', epilogue " << epilogue;
+      expectNear(cpu, emu, 1e-5,
+                 std::string(", autocast '") + autocast + "', epilogue " + epilogue);
     }
   }
 }
