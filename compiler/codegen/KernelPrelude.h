@@ -136,6 +136,25 @@ static inline float mlc_tanhf(float x) {
   return x < 0 ? -y : y;
 }
 
+// The tanh GELU of a GEMM's gelu epilogue (plan.gemm ... gelu(%pre)), which
+// the CPU backend runs after the product: out = 0.5 x (1 + tanh(c (x + k
+// x^3))) over n elements, the same expression as mlc.gelu's kernels.
+// Memory: x read, out written once.
+extern "C" void mlc_gemm_gelu_f32(float *out, const float *x, int64_t n) {
+#pragma omp parallel for simd if (n >= 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    out[i] = 0.5f * v * (1.0f + mlc_tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+  }
+}
+extern "C" void mlc_gemm_gelu_f64(double *out, const double *x, int64_t n) {
+#pragma omp parallel for simd if (n >= 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    out[i] = 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+  }
+}
+
 // Attention's tile products, where M, N and K are a block of queries, the
 // keys it sees and the head dimension (or the transposes of those).
 // mlc_pack lays op(B) (K x N; op(B)(k, n) = B[k * ldb + n], tb: B[n * ldb +

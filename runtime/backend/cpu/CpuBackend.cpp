@@ -98,6 +98,13 @@ CpuBackend::CpuBackend(const Package &pkg, bool verbose) : Backend(pkg) {
         args.push_back(b.pointers[id]);
       b.args.push_back(args);
       b.gemmTypes.push_back(s.kind == StepDecl::Gemm ? gemmDtype(fn, s) : "");
+      if (s.kind == StepDecl::Gemm && s.gelu && !geluF32_) {
+        geluF32_ = reinterpret_cast<decltype(geluF32_)>(dlsym(library_, "mlc_gemm_gelu_f32"));
+        geluF64_ = reinterpret_cast<decltype(geluF64_)>(dlsym(library_, "mlc_gemm_gelu_f64"));
+        if (!geluF32_ || !geluF64_)
+          fail(pkg.dir + ": kernels.cpp has no mlc_gemm_gelu_f32/f64 for the GEMMs' GELU "
+                         "epilogue (written by an older mlc); recompile the package");
+      }
       if (s.kind != StepDecl::Kernel) {
         b.calls.push_back(nullptr);
         b.labels.push_back(s.kind == StepDecl::Gemm ? "gemm" : "all-reduce");
@@ -206,17 +213,6 @@ static void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float
   rowMajorGemm(ta, tb, m, n, k, A, lda, B, ldb, C);
 }
 
-/// out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) of the product x:
-/// the tanh GELU of a GEMM's gelu epilogue, as the generated kernels
-/// compute it.
-template <typename T> static void geluTanh(T *out, const T *x, int64_t n) {
-#pragma omp parallel for simd if (n >= 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    const T v = x[i];
-    out[i] = T(0.5) * v * (T(1) + std::tanh(T(0.7978845608028654) * (v + T(0.044715) * v * v * v)));
-  }
-}
-
 /// c[r][j] += bias[j] over an m x n block (a GEMM's bias, added while the
 /// block is fresh from the product).
 template <typename T> static void addBias(T *c, const T *bias, int64_t m, int64_t n) {
@@ -307,20 +303,19 @@ static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs, const 
 }
 
 /// A GEMM step with its epilogues: the product (+ bias) into out, or with
-/// gelu into the pre-activation and its GELU into out.
-static void runGemm(const StepDecl &s, char *const *args, const std::string &dtype,
-                    int64_t rows) {
+/// gelu into the pre-activation and its GELU (kernels.cpp's) into out.
+void CpuBackend::runGemm(const StepDecl &s, char *const *args, const std::string &dtype) {
   char *product = s.gelu ? args[s.buffers.size() - 1] : args[0];
-  gemm(s, product, args[1], args[2], s.bias ? args[3] : nullptr, dtype, rows);
+  gemm(s, product, args[1], args[2], s.bias ? args[3] : nullptr, dtype, rows_);
   if (!s.gelu)
     return;
-  int64_t n = (s.m < 0 ? rows : s.m) * s.n;
+  int64_t n = (s.m < 0 ? rows_ : s.m) * s.n;
   for (int64_t d : s.batch)
     n *= d;
   if (dtype == "f64")
-    geluTanh(reinterpret_cast<double *>(args[0]), reinterpret_cast<const double *>(product), n);
+    geluF64_(reinterpret_cast<double *>(args[0]), reinterpret_cast<const double *>(product), n);
   else
-    geluTanh(reinterpret_cast<float *>(args[0]), reinterpret_cast<const float *>(product), n);
+    geluF32_(reinterpret_cast<float *>(args[0]), reinterpret_cast<const float *>(product), n);
 }
 
 /// Before a bucket's sum: this rank's weight, then (bucket-wise clipping)
@@ -392,7 +387,7 @@ void CpuBackend::run(const std::string &function, int64_t step) {
     if (b.calls[i])
       b.calls[i](b.args[i].data(), &ctx);
     else if (s.kind == StepDecl::Gemm)
-      runGemm(s, b.args[i].data(), b.gemmTypes[i], rows_);
+      runGemm(s, b.args[i].data(), b.gemmTypes[i]);
     else if (s.kind == StepDecl::AllReduceStart) {
       prepareBucket(s.offset, s.count, s.clip);
       allReduceStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));

@@ -35,6 +35,7 @@ public:
 private:
   std::vector<char> &flat(FlatBuffer which);
   void prepareBucket(int64_t offset, int64_t count, bool clip);
+  void runGemm(const StepDecl &s, char *const *args, const std::string &dtype);
   char *resolve(const FunctionPlan &fn, int id);
 
   std::vector<char> params_, grads_, adamM_, adamV_;
@@ -44,6 +45,9 @@ private:
   std::map<std::string, std::vector<double>> scalars_;
   char *arena_ = nullptr;
   void *library_ = nullptr;
+  /// kernels.cpp's GELU for GEMMs with a gelu epilogue (f32, f64).
+  void (*geluF32_)(float *, const float *, int64_t) = nullptr;
+  void (*geluF64_)(double *, const double *, int64_t) = nullptr;
   struct Bound {
     std::vector<char *> pointers;                 // per buffer
     std::vector<void (*)(char **, void *)> calls; // per step (null for gemm)
