@@ -449,15 +449,18 @@ TEST(VectorizedPointwise, MatchesCpu) {
 // GELU's input a multiple of 8 wide, as cuBLASLt's GELU epilogue needs). In
 // f32 and with bf16 products (f32 results and biases): the emulated
 // cuBLASLt's epilogues and the runtime's kernels both give the CPU's
-// results.
+// results. Also a batched product (a weight per batch: a strided batch)
+// with a bias and a GELU, its pre-activation an output (per batch at the
+// aux batch stride).
 TEST(GemmEpilogues, MatchCpu) {
   const std::string text =
       "func.func @forward(%w: tensor<8x8xf32> {mlc.param = \"w\"}, %b: tensor<8xf32> "
       "{mlc.param = \"b\"}, %u: tensor<6x8xf32> {mlc.param = \"u\"}, %c: tensor<6xf32> "
-      "{mlc.param = \"c\"}, %v: tensor<8x16xf32> {mlc.param = \"v\"}, %x: tensor<2x3x8xf32> "
-      "{mlc.input = \"x\"}) -> "
+      "{mlc.param = \"c\"}, %v: tensor<8x16xf32> {mlc.param = \"v\"}, %s: tensor<2x8x8xf32> "
+      "{mlc.param = \"s\"}, %x: tensor<2x3x8xf32> {mlc.input = \"x\"}) -> "
       "(tensor<2x3x8xf32> {mlc.output = \"y\"}, tensor<2x3x6xf32> {mlc.output = \"z\"}, "
-      "tensor<2x3x8xf32> {mlc.output = \"g\"}, tensor<2x3x16xf32> {mlc.output = \"h\"}) {\n"
+      "tensor<2x3x8xf32> {mlc.output = \"g\"}, tensor<2x3x16xf32> {mlc.output = \"h\"}, "
+      "tensor<2x3x8xf32> {mlc.output = \"k\"}, tensor<2x3x8xf32> {mlc.output = \"tb\"}) {\n"
       "  %p = mlc.matmul %x, %w : tensor<2x3x8xf32>, tensor<8x8xf32>\n"
       "  %y = mlc.add %p, %b : tensor<2x3x8xf32>, tensor<8xf32>\n"
       "  %q = mlc.matmul %x, %u transpose_rhs : tensor<2x3x8xf32>, tensor<6x8xf32>\n"
@@ -465,13 +468,16 @@ TEST(GemmEpilogues, MatchCpu) {
       "  %g = mlc.gelu %y approximate = tanh : tensor<2x3x8xf32>\n"
       "  %r = mlc.matmul %x, %v : tensor<2x3x8xf32>, tensor<8x16xf32>\n"
       "  %h = mlc.gelu %r approximate = tanh : tensor<2x3x16xf32>\n"
-      "  return %y, %z, %g, %h : tensor<2x3x8xf32>, tensor<2x3x6xf32>, tensor<2x3x8xf32>, "
-      "tensor<2x3x16xf32>\n}\n";
+      "  %t = mlc.matmul %x, %s : tensor<2x3x8xf32>, tensor<2x8x8xf32>\n"
+      "  %tb = mlc.add %t, %b : tensor<2x3x8xf32>, tensor<8xf32>\n"
+      "  %k = mlc.gelu %tb approximate = tanh : tensor<2x3x8xf32>\n"
+      "  return %y, %z, %g, %h, %k, %tb : tensor<2x3x8xf32>, tensor<2x3x6xf32>, "
+      "tensor<2x3x8xf32>, tensor<2x3x16xf32>, tensor<2x3x8xf32>, tensor<2x3x8xf32>\n}\n";
   for (const char *autocast : {"", "bf16"}) {
     std::string dir = compilePackage(text, /*training=*/false, autocast, "");
     ASSERT_FALSE(dir.empty());
-    // Two products with a bias, two with a GELU; in f32 no kernel at all
-    // (bf16: the operands' casts).
+    // Three products with a bias, three with a GELU; in f32 no kernel at
+    // all (bf16: the operands' casts).
     std::ifstream in(dir + "/plan.txt");
     int biased = 0, gelus = 0, kernels = 0;
     bool forward = false;
@@ -484,13 +490,13 @@ TEST(GemmEpilogues, MatchCpu) {
       biased += line.rfind("gemm ", 0) == 0 && line.find(" bias ") != std::string::npos;
       gelus += line.rfind("gemm ", 0) == 0 && line.find(" gelu ") != std::string::npos;
     }
-    EXPECT_EQ(biased, 2) << dir;
+    EXPECT_EQ(biased, 3) << dir;
     // (bf16: the unbiased product stays bf16, its widening fused with the GELU.)
-    EXPECT_EQ(gelus, *autocast ? 1 : 2) << dir;
+    EXPECT_EQ(gelus, *autocast ? 2 : 3) << dir;
     if (!*autocast)
       EXPECT_EQ(kernels, 0) << dir;
     auto outputs = [&](const std::string &device) {
-      return forwardOutputs(dir, device, 9, {"y", "z", "g", "h"});
+      return forwardOutputs(dir, device, 9, {"y", "z", "g", "h", "k", "tb"});
     };
     std::vector<float> cpu = outputs("cpu");
     for (const char *epilogue : {"1", "0"}) {
