@@ -45,7 +45,7 @@
 
 namespace mlc::rt {
 
-constexpr int kPlanVersion = 2;
+constexpr int kPlanVersion = 3; // 3: GEMM epilogue flags (bias, gelu)
 
 struct ParamInfo {
   std::string name, dtype, init;
