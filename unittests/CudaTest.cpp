@@ -277,16 +277,31 @@ void compareDevices(Run run, const std::string &dir, size_t parts, double tolera
   expectClose(cpu, emu, parts, tolerance, what);
 }
 
+/// A module's @forward over q, k, v of `type` (`role`: "input" or "param"),
+/// [the mask %m of type `mask`] and `extra` arguments: `%o = attention(q, k,
+/// v)` with `attrs`, then `body`, returning `results`.
+std::string attentionModule(const std::string &type, const std::string &role,
+                            const std::string &attrs, const std::string &mask,
+                            const std::string &extra, const std::string &results,
+                            const std::string &body) {
+  std::string args;
+  for (const char *n : {"q", "k", "v"})
+    args += std::string(args.empty() ? "" : ", ") + "%" + n + ": " + type + " {mlc." + role +
+            " = \"" + n + "\"}";
+  if (!mask.empty())
+    args += ", %m: " + mask + " {mlc.input = \"m\"}";
+  return "func.func @forward(" + args + extra + ") -> (" + results + ") {\n" +
+         "  %o = mlc.attention %q, %k, %v" + (mask.empty() ? "" : " mask %m") + " " + attrs +
+         " : " + type + ", " + type + ", " + type + (mask.empty() ? "" : ", " + mask) + "\n" +
+         body + "}\n";
+}
+
 /// attention(q, k, v) over `type` (inputs), forward only.
 void checkTensorCoreAttention(const std::string &type, const std::string &attrs,
                               const std::string &mask = "") {
-  std::string text = "func.func @forward(%q: " + type + " {mlc.input = \"q\"}, %k: " + type +
-                     " {mlc.input = \"k\"}, %v: " + type + " {mlc.input = \"v\"}" +
-                     (mask.empty() ? "" : ", %m: " + mask + " {mlc.input = \"m\"}") +
-                     ") -> (" + type + " {mlc.output = \"o\"}) {\n  %o = mlc.attention %q, %k, %v" +
-                     (mask.empty() ? "" : " mask %m") + " " + attrs + " : " + type + ", " + type +
-                     ", " + type + (mask.empty() ? "" : ", " + mask) + "\n  return %o : " + type +
-                     "\n}\n";
+  std::string text = attentionModule(type, "input", attrs, mask, "",
+                                     type + " {mlc.output = \"o\"}",
+                                     "  return %o : " + type + "\n");
   std::string dir = compileBf16(text, /*training=*/false, "mlc_mma_bf16(sv[n]");
   ASSERT_FALSE(dir.empty());
   compareDevices(attentionOutput, dir, 1, 2e-2, type + " " + attrs);
@@ -296,15 +311,12 @@ void checkTensorCoreAttention(const std::string &type, const std::string &attrs,
 /// gradients.
 void checkTensorCoreAttentionGrad(const std::string &type, const std::string &attrs,
                                   const std::string &mask = "") {
-  std::string text = "func.func @forward(%q: " + type + " {mlc.param = \"q\"}, %k: " + type +
-                     " {mlc.param = \"k\"}, %v: " + type + " {mlc.param = \"v\"}" +
-                     (mask.empty() ? "" : ", %m: " + mask + " {mlc.input = \"m\"}") +
-                     ", %r: " + type + " {mlc.input = \"r\"}) -> (tensor<f32> {mlc.output = \"loss\"}) {\n" +
-                     "  %o = mlc.attention %q, %k, %v" + (mask.empty() ? "" : " mask %m") + " " +
-                     attrs + " : " + type + ", " + type + ", " + type +
-                     (mask.empty() ? "" : ", " + mask) + "\n  %y = mlc.mul %o, %r : " + type +
-                     ", " + type + "\n  %l = mlc.reduce_sum %y axes = [0, 1, 2, 3] : " + type +
-                     "\n  return %l : tensor<f32>\n}\n";
+  std::string text = attentionModule(
+      type, "param", attrs, mask, ", %r: " + type + " {mlc.input = \"r\"}",
+      "tensor<f32> {mlc.output = \"loss\"}",
+      "  %y = mlc.mul %o, %r : " + type + ", " + type +
+          "\n  %l = mlc.reduce_sum %y axes = [0, 1, 2, 3] : " + type +
+          "\n  return %l : tensor<f32>\n");
   std::string dir = compileBf16(text, /*training=*/true, "mlc_mma_bf16(gk[n]");
   ASSERT_FALSE(dir.empty());
   compareDevices(attentionGradients, dir, 3, 3e-2, type + " " + attrs + " (dq, dk, dv)");
@@ -493,8 +505,9 @@ TEST(GemmEpilogues, MatchCpu) {
     EXPECT_EQ(biased, 3) << dir;
     // (bf16: the unbiased product stays bf16, its widening fused with the GELU.)
     EXPECT_EQ(gelus, *autocast ? 2 : 3) << dir;
-    if (!*autocast)
+    if (!*autocast) {
       EXPECT_EQ(kernels, 0) << dir;
+    }
     auto outputs = [&](const std::string &device) {
       return forwardOutputs(dir, device, 9, {"y", "z", "g", "h", "k", "tb"});
     };

@@ -64,12 +64,13 @@ std::string phase(int64_t grid, int64_t block) {
 }
 std::string scratch(int64_t bytes) { return "  // @scratch(" + n2s(bytes) + ")\n"; }
 
+bool isIdentChar(char c) { return std::isalnum((unsigned char)c) || c == '_'; }
+
 /// Whether `text` names identifier `name` (not as part of a longer one).
 bool mentions(const std::string &text, const std::string &name) {
-  auto ident = [](char c) { return std::isalnum((unsigned char)c) || c == '_'; };
   for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1))
-    if ((at == 0 || !ident(text[at - 1])) &&
-        (at + name.size() == text.size() || !ident(text[at + name.size()])))
+    if ((at == 0 || !isIdentChar(text[at - 1])) &&
+        (at + name.size() == text.size() || !isIdentChar(text[at + name.size()])))
       return true;
   return false;
 }
@@ -128,12 +129,11 @@ VectorPlan vectorPlan(const Shape &dims, const std::vector<Shape> &strides,
   const size_t L = dims.size() - 1;
   // A dynamic single dimension is (rows * per): its extent divides like per.
   const int64_t extent = L == 0 && dynamic ? dims[0] / tokenCapacity() : dims[L];
-  auto ident = [](char c) { return std::isalnum((unsigned char)c) || c == '_'; };
   std::vector<bool> candidate(n, false);
   for (size_t k = 0; k < n; ++k) {
     const std::string tok = "p" + n2s(accs[k].slot) + "[o" + n2s(k) + "]";
     for (size_t at = body.find(tok); at != std::string::npos; at = body.find(tok, at + 1)) {
-      if (at && ident(body[at - 1]))
+      if (at && isIdentChar(body[at - 1]))
         continue;
       size_t after = at + tok.size();
       bool store = body.compare(after, 3, " = ") == 0;
@@ -177,7 +177,7 @@ VectorPlan vectorPlan(const Shape &dims, const std::vector<Shape> &strides,
                       lane = "v" + n2s(k) + "[u]";
     for (size_t at = vp.body.find(tok); at != std::string::npos;
          at = vp.body.find(tok, at + lane.size()))
-      if (!at || !ident(vp.body[at - 1]))
+      if (!at || !isIdentChar(vp.body[at - 1]))
         vp.body.replace(at, tok.size(), lane);
   }
   return vp;
@@ -783,16 +783,20 @@ struct AttentionNames {
     qTiles = (maxLen + rowsPer - 1) / rowsPer;
     SQ = a.varlen ? "L" : n2s(a.seqQ);
     SK = a.varlen ? "L" : n2s(a.seqK);
+    scale = literal(a.scale, a.element);
   }
+  /// Kernel argument i's pointer.
+  static std::string arg(int i) { return "p" + std::to_string(i); }
   std::string headBase(int k) const {
     const AttentionKernel::Tensor &w = a.tensors[k];
-    return "p" + std::to_string(k) + " + " + n2s(w.offset) + (a.varlen ? " + a * " : " + bb * ") +
+    return arg(k) + " + " + n2s(w.offset) + (a.varlen ? " + a * " : " + bb * ") +
            n2s(w.batchStride) + " + h * " + n2s(w.headStride);
   }
   std::string rowStride(int k) const { return n2s(a.tensors[k].rowStride); }
   const AttentionKernel &a;
   int64_t qTiles;
   std::string SQ, SK;
+  std::string scale; // the scores' scale, a literal of the element type
 };
 
 /// Attention on tensor cores (packages whose products are bf16): every
@@ -821,10 +825,6 @@ std::string CudaTarget::attentionTensorCores(const AttentionKernel &a) {
   const AttentionNames names(a, rowsPer);
   const int64_t qTiles = names.qTiles;
   const std::string &SQ = names.SQ, &SK = names.SK;
-  auto p = [](int i) { return "p" + std::to_string(i); };
-  auto headBase = [&](int k) { return names.headBase(k); };
-  auto rs = [&](int k) { return names.rowStride(k); };
-  const std::string sc = literal(a.scale, el);
   const std::string rowIndex = varlen ? "(h * " + n2s(a.tokenCapacity) + " + a + (i))"
                                       : "(bh * " + n2s(a.seqQ) + " + (i))";
   const int64_t statRows = varlen ? H * a.tokenCapacity : B * H * a.seqQ;
@@ -835,12 +835,12 @@ std::string CudaTarget::attentionTensorCores(const AttentionKernel &a) {
                     " = (blockIdx.x % " + n2s(qTiles) + ") * " + n2s(rowsPer) + ";\n" +
                     "    const int64_t bb = bh / " + n2s(H) + ", h = bh % " + n2s(H) + ";\n";
     if (varlen)
-      h += "    const int64_t a = " + p(a.cuSlot) + "[bb], L = " + p(a.cuSlot) +
+      h += "    const int64_t a = " + names.arg(a.cuSlot) + "[bb], L = " + names.arg(a.cuSlot) +
            "[bb + 1] - a;\n";
     h += "    if (" + first + " >= " + limit + ") return;\n" +
-         "    const float *qh = " + headBase(qi) + ", *kh = " + headBase(qi + 1) +
-         ", *vh = " + headBase(qi + 2) + ";\n" +
-         (a.backward ? "    const float *gh = " + headBase(3) + ";\n" : std::string()) +
+         "    const float *qh = " + names.headBase(qi) + ", *kh = " + names.headBase(qi + 1) +
+         ", *vh = " + names.headBase(qi + 2) + ";\n" +
+         (a.backward ? "    const float *gh = " + names.headBase(3) + ";\n" : std::string()) +
          "    const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;\n" +
          "    const int64_t r0 = " + first + " + (threadIdx.x >> 5) * 16 + g, r1 = r0 + 8;\n";
     return h;
@@ -908,11 +908,11 @@ std::string CudaTarget::attentionTensorCores(const AttentionKernel &a) {
   };
   // The score of element f of n-tile n: query i, key j, -inf where masked.
   auto score = [&](const std::string &var, const std::string &from) {
-    std::string c = "          float " + var + " = " + from + " * " + sc + ";\n" +
+    std::string c = "          float " + var + " = " + from + " * " + names.scale + ";\n" +
                     "          const bool ok = i < " + SQ + " && j < " + SK +
                     (causal ? " && j <= i" : "") + ";\n";
     if (mask)
-      c += "          if (ok) " + var + " += " + p(qi + 3) + "[bb * " + n2s(a.maskStrides[0]) +
+      c += "          if (ok) " + var + " += " + names.arg(qi + 3) + "[bb * " + n2s(a.maskStrides[0]) +
            " + h * " + n2s(a.maskStrides[1]) + " + i * " + n2s(a.maskStrides[2]) + " + j * " +
            n2s(a.maskStrides[3]) + "];\n";
     c += "          if (!ok) " + var + " = -mlc_inf<float>();\n";
@@ -947,13 +947,13 @@ std::string CudaTarget::attentionTensorCores(const AttentionKernel &a) {
 
   // The forward pass (backward: phase 0, its statistics and D_i).
   b << phase(B * H * qTiles, 128) << blockHead("i0", SQ)
-    << aFrags("qa", "qh", rs(qi), D, SQ) << zero("o", Dv / 8)
+    << aFrags("qa", "qh", names.rowStride(qi), D, SQ) << zero("o", Dv / 8)
     << "    float m[2] = {-mlc_inf<float>(), -mlc_inf<float>()}, l[2] = {0, 0};\n"
     << "    const int64_t jEnd = " << causalEnd << ";\n"
     << "    for (int64_t j0 = 0; j0 < jEnd; j0 += " << tile << ") {\n"
     << "      __syncthreads();\n"
-    << stage("rowsA", "", "kh", rs(qi + 1), D, "j0", SK)
-    << stage("", "colsA", "vh", rs(qi + 2), Dv, "j0", SK) << "      __syncthreads();\n"
+    << stage("rowsA", "", "kh", names.rowStride(qi + 1), D, "j0", SK)
+    << stage("", "colsA", "vh", names.rowStride(qi + 2), Dv, "j0", SK) << "      __syncthreads();\n"
     << "      float sv[4][4];\n"
     << "      for (int n = 0; n < 4; ++n) sv[n][0] = sv[n][1] = sv[n][2] = sv[n][3] = 0;\n"
     << product("sv", 4, "qa", D / 16, "rowsA")
@@ -985,11 +985,11 @@ std::string CudaTarget::attentionTensorCores(const AttentionKernel &a) {
     << "      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);\n"
     << "      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);\n    }\n";
   if (!a.backward) {
-    b << "    float *oh = " << headBase(0) << ";\n"
+    b << "    float *oh = " << names.headBase(0) << ";\n"
       << "    for (int n = 0; n < " << Dv / 8 << "; ++n)\n"
       << "      for (int f = 0; f < 4; ++f) {\n"
       << "        const int64_t i = f < 2 ? r0 : r1;\n"
-      << "        if (i < " << SQ << ") oh[i * " << rs(0)
+      << "        if (i < " << SQ << ") oh[i * " << names.rowStride(0)
       << " + n * 8 + 2 * t4 + (f & 1)] = o[n][f] / l[f >> 1];\n      }\n  }\n";
     return b.str();
   }
@@ -997,7 +997,7 @@ std::string CudaTarget::attentionTensorCores(const AttentionKernel &a) {
     << "    for (int n = 0; n < " << Dv / 8 << "; ++n)\n"
     << "      for (int f = 0; f < 4; ++f) {\n"
     << "        const int64_t i = f < 2 ? r0 : r1;\n"
-    << "        if (i < " << SQ << ") di[f >> 1] += gh[i * " << rs(3)
+    << "        if (i < " << SQ << ") di[f >> 1] += gh[i * " << names.rowStride(3)
     << " + n * 8 + 2 * t4 + (f & 1)] * o[n][f];\n      }\n"
     << "    for (int r = 0; r < 2; ++r) {\n"
     << "      di[r] += __shfl_xor_sync(0xffffffffu, di[r], 1);\n"
@@ -1014,18 +1014,18 @@ std::string CudaTarget::attentionTensorCores(const AttentionKernel &a) {
     return "          const float pr = s == -mlc_inf<float>() ? 0.0f : mlc_exp(s - " + m +
            ") / " + l + ";\n" + "          const float kp = " + keep + ";\n" +
            "          pw[n][f] = pr * kp;\n" + "          ds[n][f] = pr * (dp[n][f] * kp - " + d +
-           ") * " + sc + ";\n";
+           ") * " + names.scale + ";\n";
   };
   // Phase 1: dK and dV, a warp per 16 key rows.
   b << phase(B * H * qTiles, 128) << blockHead("j0", SK)
-    << "    float *dk = " << headBase(1) << ", *dv = " << headBase(2) << ";\n"
-    << aFrags("ka", "kh", rs(qi + 1), D, SK) << aFrags("va", "vh", rs(qi + 2), Dv, SK)
+    << "    float *dk = " << names.headBase(1) << ", *dv = " << names.headBase(2) << ";\n"
+    << aFrags("ka", "kh", names.rowStride(qi + 1), D, SK) << aFrags("va", "vh", names.rowStride(qi + 2), Dv, SK)
     << zero("gk", D / 8) << zero("gv", Dv / 8)
     << "    for (int64_t i0 = " << (causal ? "j0" : "0") << "; i0 < " << SQ << "; i0 += " << tile
     << ") {\n"
     << "      __syncthreads();\n"
-    << stage("rowsA", "colsA", "qh", rs(qi), D, "i0", SQ)
-    << stage("rowsB", "colsB", "gh", rs(3), Dv, "i0", SQ)
+    << stage("rowsA", "colsA", "qh", names.rowStride(qi), D, "i0", SQ)
+    << stage("rowsB", "colsB", "gh", names.rowStride(3), Dv, "i0", SQ)
     << "      for (int e = threadIdx.x; e < " << tile << "; e += blockDim.x) {\n"
     << "        const int64_t i = i0 + e;\n"
     << "        const double *st = stat + 3 * " << rowIndex << ";\n"
@@ -1047,16 +1047,16 @@ std::string CudaTarget::attentionTensorCores(const AttentionKernel &a) {
     << "    for (int f = 0; f < 4; ++f) {\n"
     << "      const int64_t j = f < 2 ? r0 : r1;\n"
     << "      if (j >= " << SK << ") continue;\n"
-    << "      for (int n = 0; n < " << D / 8 << "; ++n) dk[j * " << rs(1)
+    << "      for (int n = 0; n < " << D / 8 << "; ++n) dk[j * " << names.rowStride(1)
     << " + n * 8 + 2 * t4 + (f & 1)] = gk[n][f];\n"
-    << "      for (int n = 0; n < " << Dv / 8 << "; ++n) dv[j * " << rs(2)
+    << "      for (int n = 0; n < " << Dv / 8 << "; ++n) dv[j * " << names.rowStride(2)
     << " + n * 8 + 2 * t4 + (f & 1)] = gv[n][f];\n"
     << "    }\n  }\n";
 
   // Phase 2: dQ, a warp per 16 query rows.
   b << phase(B * H * qTiles, 128) << blockHead("i0", SQ)
-    << "    float *dq = " << headBase(0) << ";\n"
-    << aFrags("qa", "qh", rs(qi), D, SQ) << aFrags("ga", "gh", rs(3), Dv, SQ)
+    << "    float *dq = " << names.headBase(0) << ";\n"
+    << aFrags("qa", "qh", names.rowStride(qi), D, SQ) << aFrags("ga", "gh", names.rowStride(3), Dv, SQ)
     << zero("gq", D / 8)
     << "    float rm[2], rl[2], rd[2];\n"
     << "    for (int r = 0; r < 2; ++r) {\n"
@@ -1068,8 +1068,8 @@ std::string CudaTarget::attentionTensorCores(const AttentionKernel &a) {
     << "    const int64_t jEnd = " << causalEnd << ";\n"
     << "    for (int64_t j0 = 0; j0 < jEnd; j0 += " << tile << ") {\n"
     << "      __syncthreads();\n"
-    << stage("rowsA", "colsA", "kh", rs(qi + 1), D, "j0", SK)
-    << stage("rowsB", "", "vh", rs(qi + 2), Dv, "j0", SK) << "      __syncthreads();\n"
+    << stage("rowsA", "colsA", "kh", names.rowStride(qi + 1), D, "j0", SK)
+    << stage("rowsB", "", "vh", names.rowStride(qi + 2), Dv, "j0", SK) << "      __syncthreads();\n"
     << "      float sv[4][4], dp[4][4], pw[4][4], ds[4][4];\n"
     << "      for (int n = 0; n < 4; ++n)\n"
     << "        for (int f = 0; f < 4; ++f) sv[n][f] = dp[n][f] = 0;\n"
@@ -1084,14 +1084,14 @@ std::string CudaTarget::attentionTensorCores(const AttentionKernel &a) {
     << "    for (int f = 0; f < 4; ++f) {\n"
     << "      const int64_t i = f < 2 ? r0 : r1;\n"
     << "      if (i >= " << SQ << ") continue;\n"
-    << "      for (int n = 0; n < " << D / 8 << "; ++n) dq[i * " << rs(0)
+    << "      for (int n = 0; n < " << D / 8 << "; ++n) dq[i * " << names.rowStride(0)
     << " + n * 8 + 2 * t4 + (f & 1)] = gq[n][f];\n"
     << "    }\n  }\n";
   return b.str();
 }
 
 /// Attention without the S x S matrix. Tensor k's head (bb, h) starts at
-/// headBase(k); its rows are rowStride(k) apart (padded: query/key index;
+/// names.headBase(k); its rows are rowStride(k) apart (padded: query/key index;
 /// varlen: the token a + i). A thread owns a query row (forward, dQ) or a
 /// key row (dK, dV); the other side streams through shared memory in tiles.
 /// The dropout mask of probability (i, j) is the CPU's, bit for bit.
@@ -1119,27 +1119,23 @@ std::string CudaTarget::attention(const AttentionKernel &a) {
   const AttentionNames names(a, rowsPer);
   const int64_t qTiles = names.qTiles;
   const std::string &SQ = names.SQ, &SK = names.SK;
-  auto p = [](int i) { return "p" + std::to_string(i); };
-  auto headBase = [&](int k) { return names.headBase(k); };
-  auto rs = [&](int k) { return names.rowStride(k); };
-  const std::string sc = literal(a.scale, el);
   // The block's (bb, h) and first row; L and a for varlen.
   auto blockHead = [&](const std::string &first) {
     std::string s = "    const int64_t bh = blockIdx.x / " + n2s(qTiles) + ", " + first +
                     " = (blockIdx.x % " + n2s(qTiles) + ") * " + n2s(rowsPer) + ";\n" +
                     "    const int64_t bb = bh / " + n2s(H) + ", h = bh % " + n2s(H) + ";\n";
     if (varlen)
-      s += "    const int64_t a = " + p(a.cuSlot) + "[bb], L = " + p(a.cuSlot) +
+      s += "    const int64_t a = " + names.arg(a.cuSlot) + "[bb], L = " + names.arg(a.cuSlot) +
            "[bb + 1] - a;\n";
     s += "    if (" + first + " >= " + (varlen ? std::string("L") : first == "i0" ? SQ : SK) +
          ") return;\n";
-    s += "    const " + T + " *qh = " + headBase(qi) + ";\n    const " + T + " *kh = " +
-         headBase(qi + 1) + ";\n    const " + T + " *vh = " + headBase(qi + 2) + ";\n";
+    s += "    const " + T + " *qh = " + names.headBase(qi) + ";\n    const " + T + " *kh = " +
+         names.headBase(qi + 1) + ";\n    const " + T + " *vh = " + names.headBase(qi + 2) + ";\n";
     return s;
   };
   // s_ij += mask; keep(i, j): the dropout factor.
   std::string maskAdd =
-      mask ? "          s += " + p(qi + 3) + "[bb * " + n2s(a.maskStrides[0]) + " + h * " +
+      mask ? "          s += " + names.arg(qi + 3) + "[bb * " + n2s(a.maskStrides[0]) + " + h * " +
                  n2s(a.maskStrides[1]) + " + i * " + n2s(a.maskStrides[2]) + " + j * " +
                  n2s(a.maskStrides[3]) + "];\n"
            : "";
@@ -1157,7 +1153,7 @@ std::string CudaTarget::attention(const AttentionKernel &a) {
     return "      for (int64_t e = threadIdx.x; e < " + n2s(n * W) + "; e += blockDim.x) {\n" +
            "        const int64_t t = e / " + n2s(W) + ", c = e % " + n2s(W) + ";\n" +
            "        " + dst + "[t][c] = " + r0 + " + t < " + limit + " ? " + base + "[(" + r0 +
-           " + t) * " + rs(k) + " + c] : (" + T + ")0;\n      }\n";
+           " + t) * " + names.rowStride(k) + " + c] : (" + T + ")0;\n      }\n";
   };
   const std::string jn = causal ? "(i + 1 < " + SK + " ? i + 1 : " + SK + ")" : SK;
   // A thread's query row i: q (pre-scaled) and the output accumulator in
@@ -1165,7 +1161,7 @@ std::string CudaTarget::attention(const AttentionKernel &a) {
   auto queryRow = [&] {
     return "    const int64_t i = i0 + threadIdx.x;\n    const bool active = i < " + SQ + ";\n" +
            "    " + T + " q[" + n2s(D) + "], acc[" + n2s(Dv) + "];\n" + "    for (int c = 0; c < " +
-           n2s(D) + "; ++c) q[c] = active ? qh[i * " + rs(qi) + " + c] * " + sc + " : (" + T +
+           n2s(D) + "; ++c) q[c] = active ? qh[i * " + names.rowStride(qi) + " + c] * " + names.scale + " : (" + T +
            ")0;\n" + "    for (int c = 0; c < " + n2s(Dv) + "; ++c) acc[c] = 0;\n" + "    " + T +
            " m = -mlc_inf<" + T + ">();\n    double l = 0;\n";
   };
@@ -1190,7 +1186,7 @@ std::string CudaTarget::attention(const AttentionKernel &a) {
     // the weighted values.
     b << "  __shared__ " << T << " ks[" << tile << "][" << D << "], vs[" << tile << "][" << Dv
       << "];\n"
-      << phase(B * H * qTiles, rowsPer) << blockHead("i0") << "    " << T << " *oh = " << headBase(0) << ";\n"
+      << phase(B * H * qTiles, rowsPer) << blockHead("i0") << "    " << T << " *oh = " << names.headBase(0) << ";\n"
       << queryRow()
       << keyTiles()
       << "      " << T << " sv[" << tile << "];\n"
@@ -1214,7 +1210,7 @@ std::string CudaTarget::attention(const AttentionKernel &a) {
       << "        for (int c = 0; c < " << Dv << "; ++c) acc[c] += w * vs[t][c];\n      }\n"
       << "    }\n"
       << "    if (active) {\n      const " << T << " inv = (" << T << ")(1.0 / l);\n"
-      << "      for (int c = 0; c < " << Dv << "; ++c) oh[i * " << rs(0) << " + c] = acc[c] * inv;\n"
+      << "      for (int c = 0; c < " << Dv << "; ++c) oh[i * " << names.rowStride(0) << " + c] = acc[c] * inv;\n"
       << "    }\n  }\n";
     return b.str();
   }
@@ -1224,7 +1220,7 @@ std::string CudaTarget::attention(const AttentionKernel &a) {
   const std::string rowIndex =
       varlen ? "(h * " + n2s(a.tokenCapacity) + " + a + i)" : "(bh * " + n2s(a.seqQ) + " + i)";
   const int64_t statRows = varlen ? H * a.tokenCapacity : B * H * a.seqQ;
-  const std::string rg = rs(3);
+  const std::string rg = names.rowStride(3);
   // Shared memory is allocated for every __shared__ declaration of the
   // kernel at once, so the phases share two tiles of the streamed side
   // (keys and values, or queries and output gradients) and two blocks of
@@ -1237,7 +1233,7 @@ std::string CudaTarget::attention(const AttentionKernel &a) {
   // Phase 0: like the forward pass, also accumulating O, then Di = dO . O.
   b << phase(B * H * qTiles, rowsPer) << "    " << T << " (*ks)[" << D << "] = tileA;\n    "
     << T << " (*vs)[" << Dv << "] = tileB;\n"
-    << blockHead("i0") << "    const " << T << " *gh = " << headBase(3) << ";\n"
+    << blockHead("i0") << "    const " << T << " *gh = " << names.headBase(3) << ";\n"
     << queryRow()
     << keyTiles()
     << "      for (int t = 0; t < " << tile << "; ++t) {\n"
@@ -1263,20 +1259,20 @@ std::string CudaTarget::attention(const AttentionKernel &a) {
     return indent + "const double* st = stat + 3 * " + rowIndex + ";\n" + indent + "const " + T +
            " pr = (" + T + ")(mlc_exp(s - (" + T + ")st[0]) / st[1]);\n" + indent + "const " +
            T + " kp = " + keep + ";\n" + indent + "const " + T + " ds = pr * (dp * kp - (" + T +
-           ")st[2]) * " + sc + ";\n";
+           ")st[2]) * " + names.scale + ";\n";
   };
   // Phase 1: a thread per key row j: dK_j = sum_i dS_ij q_i, dV_j = sum_i
   // P_ij keep_ij dO_i, over the query tiles that see j.
   b << phase(B * H * qTiles, rowsPer) << "    " << T << " (*qs)[" << D << "] = tileA;\n    "
     << T << " (*gs)[" << Dv << "] = tileB;\n    " << T << " (*kself)[" << D + 1
     << "] = selfA;\n    " << T << " (*vself)[" << Dv + 1 << "] = selfB;\n"
-    << blockHead("j0") << "    const " << T << " *gh = " << headBase(3) << ";\n"
-    << "    " << T << " *dk = " << headBase(1) << ", *dv = " << headBase(2) << ";\n"
+    << blockHead("j0") << "    const " << T << " *gh = " << names.headBase(3) << ";\n"
+    << "    " << T << " *dk = " << names.headBase(1) << ", *dv = " << names.headBase(2) << ";\n"
     << "    const int64_t j = j0 + threadIdx.x;\n    const bool active = j < " << SK << ";\n"
     << "    for (int c = 0; c < " << D << "; ++c) kself[threadIdx.x][c] = active ? kh[j * "
-    << rs(qi + 1) << " + c] : (" << T << ")0;\n"
+    << names.rowStride(qi + 1) << " + c] : (" << T << ")0;\n"
     << "    for (int c = 0; c < " << Dv << "; ++c) vself[threadIdx.x][c] = active ? vh[j * "
-    << rs(qi + 2) << " + c] : (" << T << ")0;\n"
+    << names.rowStride(qi + 2) << " + c] : (" << T << ")0;\n"
     << "    " << T << " dkj[" << D << "], dvj[" << Dv << "];\n"
     << "    for (int c = 0; c < " << D << "; ++c) dkj[c] = 0;\n"
     << "    for (int c = 0; c < " << Dv << "; ++c) dvj[c] = 0;\n"
@@ -1291,25 +1287,25 @@ std::string CudaTarget::attention(const AttentionKernel &a) {
     << "        if (i >= " << SQ << (causal ? " || j > i" : "") << ") continue;\n"
     << "        " << T << " s = 0, dp = 0;\n"
     << "        for (int c = 0; c < " << D << "; ++c) s += qs[t][c] * kself[threadIdx.x][c];\n"
-    << "        s *= " << sc << ";\n"
+    << "        s *= " << names.scale << ";\n"
     << "        for (int c = 0; c < " << Dv << "; ++c) dp += gs[t][c] * vself[threadIdx.x][c];\n"
     << maskAdd << grads("        ")
     << "        for (int c = 0; c < " << Dv << "; ++c) dvj[c] += pr * kp * gs[t][c];\n"
     << "        for (int c = 0; c < " << D << "; ++c) dkj[c] += ds * qs[t][c];\n"
     << "      }\n    }\n"
     << "    if (active) {\n"
-    << "      for (int c = 0; c < " << D << "; ++c) dk[j * " << rs(1) << " + c] = dkj[c];\n"
-    << "      for (int c = 0; c < " << Dv << "; ++c) dv[j * " << rs(2) << " + c] = dvj[c];\n"
+    << "      for (int c = 0; c < " << D << "; ++c) dk[j * " << names.rowStride(1) << " + c] = dkj[c];\n"
+    << "      for (int c = 0; c < " << Dv << "; ++c) dv[j * " << names.rowStride(2) << " + c] = dvj[c];\n"
     << "    }\n  }\n";
   // Phase 2: a thread per query row i: dQ_i = sum_j dS_ij k_j.
   b << phase(B * H * qTiles, rowsPer) << "    " << T << " (*ks)[" << D << "] = tileA;\n    "
     << T << " (*vs)[" << Dv << "] = tileB;\n    " << T << " (*qself)[" << D + 1
     << "] = selfA;\n    " << T << " (*gself)[" << Dv + 1 << "] = selfB;\n"
-    << blockHead("i0") << "    const " << T << " *gh = " << headBase(3) << ";\n"
-    << "    " << T << " *dq = " << headBase(0) << ";\n"
+    << blockHead("i0") << "    const " << T << " *gh = " << names.headBase(3) << ";\n"
+    << "    " << T << " *dq = " << names.headBase(0) << ";\n"
     << "    const int64_t i = i0 + threadIdx.x;\n    const bool active = i < " << SQ << ";\n"
     << "    for (int c = 0; c < " << D << "; ++c) qself[threadIdx.x][c] = active ? qh[i * "
-    << rs(qi) << " + c] : (" << T << ")0;\n"
+    << names.rowStride(qi) << " + c] : (" << T << ")0;\n"
     << "    for (int c = 0; c < " << Dv << "; ++c) gself[threadIdx.x][c] = active ? gh[i * " << rg
     << " + c] : (" << T << ")0;\n"
     << "    " << T << " dqi[" << D << "];\n"
@@ -1319,13 +1315,13 @@ std::string CudaTarget::attention(const AttentionKernel &a) {
     << "        const int64_t j = j0 + t;\n        if (j >= jn) continue;\n"
     << "        " << T << " s = 0, dp = 0;\n"
     << "        for (int c = 0; c < " << D << "; ++c) s += qself[threadIdx.x][c] * ks[t][c];\n"
-    << "        s *= " << sc << ";\n"
+    << "        s *= " << names.scale << ";\n"
     << "        for (int c = 0; c < " << Dv << "; ++c) dp += gself[threadIdx.x][c] * vs[t][c];\n"
     << maskAdd << grads("        ")
     << "        for (int c = 0; c < " << D << "; ++c) dqi[c] += ds * ks[t][c];\n"
     << "      }\n    }\n"
     << "    if (active)\n"
-    << "      for (int c = 0; c < " << D << "; ++c) dq[i * " << rs(0) << " + c] = dqi[c];\n"
+    << "      for (int c = 0; c < " << D << "; ++c) dq[i * " << names.rowStride(0) << " + c] = dqi[c];\n"
     << "  }\n";
   return b.str();
 }
