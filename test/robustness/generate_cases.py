@@ -20,7 +20,10 @@ import struct
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 import numpy as np
+from harness import counts, failures, report, run, sh
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--mlc", required=True)
@@ -30,30 +33,6 @@ ap.add_argument("--data", required=True)
 args = ap.parse_args()
 W = args.work
 os.makedirs(W, exist_ok=True)
-failures, counts = [], {}
-
-
-def run(boundary, argv, must_name, out_dirs=()):
-    counts[boundary] = counts.get(boundary, 0) + 1
-    try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-    except subprocess.TimeoutExpired:
-        failures.append(f"{boundary}: hang: {' '.join(argv)}")
-        return
-    where = f"{boundary}: {' '.join(argv)[-160:]}"
-    if not 1 <= r.returncode <= 127:
-        failures.append(f"{where}: exit {r.returncode}\n{r.stderr[-400:]}")
-    elif must_name not in r.stderr:
-        failures.append(f"{where}: the message does not name {must_name!r}: {r.stderr[-300:]}")
-    for d in out_dirs:
-        left = glob.glob(os.path.join(d, "*.tmp*")) + glob.glob(os.path.join(d, ".*.tmp*"))
-        if left:
-            failures.append(f"{where}: left {left}")
-
-
-def sh(*argv):
-    subprocess.run(argv, check=True, capture_output=True)
-
 
 pkg = os.path.join(W, "pkg")
 sh(args.mlc, "compile", "gpt2", "--config", "tiny,n_layer=1", "--micro-batch", "2",
@@ -236,11 +215,4 @@ if not 1 <= r.returncode <= 127 or "bad.jsonl:1:" not in r.stderr or \
         glob.glob(os.path.join(W, "strict*")):
     failures.append(f"jsonl --strict: exit {r.returncode}, left {glob.glob(os.path.join(W, 'strict*'))}")
 
-for boundary, n in counts.items():
-    print(f"{boundary}: {n} cases")
-if failures:
-    print(f"ROBUSTNESS FAILURES ({len(failures)}):")
-    for f in failures:
-        print("  " + f)
-    sys.exit(1)
-print(f"ROBUSTNESS OK: {sum(counts.values())} cases")
+report()
