@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -98,6 +99,36 @@ void checkWritableFile(const std::string &path, const std::string &flag) {
     fail(flag + " " + path + ": the directory " + dir + " does not exist");
   if (access(dir.c_str(), W_OK) != 0)
     fail(flag + " " + path + ": the directory " + dir + " is not writable");
+}
+
+void refuseOutputsOverInputs(const std::vector<NamedPath> &inputs,
+                             const std::vector<NamedPath> &outputs) {
+  for (const NamedPath &out : outputs) {
+    struct stat o;
+    if (out.path.empty() || stat(out.path.c_str(), &o) != 0)
+      continue;
+    for (const NamedPath &in : inputs) {
+      struct stat i;
+      if (in.path.empty() || stat(in.path.c_str(), &i) != 0)
+        continue;
+      if (i.st_dev == o.st_dev && i.st_ino == o.st_ino)
+        fail(out.flag + " " + out.path + " is the same file as " + in.flag + " " + in.path +
+             ": writing it would destroy the input; choose another " + out.flag);
+      if (!S_ISDIR(o.st_mode))
+        continue;
+      // An input inside an output directory: walk up the input's parents.
+      char *real = ::realpath(in.path.c_str(), nullptr);
+      std::string up = real ? real : "";
+      std::free(real);
+      while (!up.empty() && up != "/") {
+        up = up.substr(0, std::max<size_t>(1, up.rfind('/')));
+        struct stat u;
+        if (stat(up.c_str(), &u) == 0 && u.st_dev == o.st_dev && u.st_ino == o.st_ino)
+          fail(out.flag + " " + out.path + " holds " + in.flag + " " + in.path +
+               ": writing into it could destroy the input; choose another " + out.flag);
+      }
+    }
+  }
 }
 
 void writeFileAtomically(const std::string &path, const std::string &bytes) {

@@ -64,6 +64,16 @@ std::string readFile(const std::string &path);
 /// directory or special file (a device, a FIFO), or a directory that does
 /// not exist or cannot be written. `flag` names the option in the message.
 void checkWritableFile(const std::string &path, const std::string &flag);
+/// A file the run reads (`flag` names the option) and one it writes.
+struct NamedPath {
+  std::string flag, path;
+};
+/// Refuses, before anything runs, an output that is one of the inputs: the
+/// same device and inode after following links, or for a directory output
+/// (`outputsAreDirectories`), an input inside it. Empty paths and paths that
+/// do not exist yet are skipped. The message names both flags and the file.
+void refuseOutputsOverInputs(const std::vector<NamedPath> &inputs,
+                             const std::vector<NamedPath> &outputs);
 /// Creates `path` and its missing parents; an Error if it is not a directory
 /// afterwards.
 void makeDirectories(const std::string &path);
