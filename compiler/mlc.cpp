@@ -26,6 +26,7 @@
 #include "runtime/core/Error.h"
 #include "runtime/core/Hash.h"
 #include "runtime/data/Preprocess.h"
+#include "runtime/core/TensorIO.h"
 #include "runtime/core/Threads.h"
 #include "runtime/train/Generate.h"
 #include "runtime/train/Plot.h"
@@ -980,6 +981,9 @@ int runTokenizer() {
   if (keys.empty())
     keys = {"text"};
   try {
+    mlc::rt::refuseOutputsOverInputs({{"--input", tokInput}},
+                                     {{"--output-dir", tokOut + "/vocab.json"},
+                                      {"--output-dir", tokOut + "/merges.txt"}});
     std::ifstream in(tokInput);
     if (!in)
       return fail(tokInput + ": cannot open");

@@ -197,7 +197,7 @@ public:
   Gpt2Bpe(const std::string &vocabFile, const std::string &mergeFile) {
     if (vocabFile.empty() || mergeFile.empty())
       fail("GPT2BPETokenizer needs --vocab-file vocab.json and --merge-file merges.txt");
-    Json vocab = Json::parse(readFile(vocabFile), vocabFile);
+    Json vocab = Json::parse(readFile(vocabFile), vocabFile, /*uniqueKeys=*/true);
     if (vocab.kind != Json::Object)
       fail(vocabFile + ": expected a JSON object of token -> id");
     std::unordered_map<int32_t, const std::string *> tokenOf;
