@@ -1639,8 +1639,7 @@ llvm::Error Importer::emit(const onnx::NodeProto &n, const std::vector<const Ent
       scores = reshape(scores, {product(s) / classes, classes});
     }
     Value labels = reshape(V(1), {product(l)});
-    int64_t ignore = attr(n, "ignore_index", onnx::AttributeProto::INT) ? intAttr(n, "ignore_index", 0)
-                                             : std::numeric_limits<int64_t>::min();
+    int64_t ignore = intAttr(n, "ignore_index", std::numeric_limits<int64_t>::min());
     return result(b.create<CrossEntropyOp>(loc, scores, labels, b.getI64IntegerAttr(ignore)));
   }
   if (op == "Trilu" || op == "Range" || op == "ConstantOfShape" || op == "Shape") {

@@ -84,6 +84,11 @@ int lockPrefix(const std::string &prefix) {
   }
 }
 
+void unlockPrefix(const std::string &prefix, int fd) {
+  unlink((prefix + ".lock").c_str());
+  close(fd);
+}
+
 } // namespace
 
 IndexedDatasetWriter::IndexedDatasetWriter(const std::string &prefix, int64_t vocabSize)
@@ -93,8 +98,7 @@ IndexedDatasetWriter::IndexedDatasetWriter(const std::string &prefix, int64_t vo
   bin_ = std::fopen(tmp.c_str(), "wb");
   if (!bin_) {
     int err = errno;
-    unlink((prefix + ".lock").c_str());
-    ::close(lock_);
+    unlockPrefix(prefix, lock_);
     fail(tmp + ": cannot write: " + std::strerror(err));
   }
 }
@@ -106,8 +110,7 @@ IndexedDatasetWriter::~IndexedDatasetWriter() {
     std::remove((prefix_ + ".bin.tmp").c_str());
     std::remove((prefix_ + ".idx.tmp").c_str());
   }
-  unlink((prefix_ + ".lock").c_str());
-  ::close(lock_);
+  unlockPrefix(prefix_, lock_);
 }
 
 void IndexedDatasetWriter::write(FILE *f, const void *data, size_t bytes,
@@ -170,7 +173,7 @@ void IndexedDatasetWriter::finish() {
   }
   close(f, prefix_ + ".idx");
   // The .bin first: a reader that sees the new .bin beside the old .idx
-  // refuses the pair (their sizes disagree) rather than reading it.
+  // refuses the pair when their sizes disagree.
   if (std::rename((prefix_ + ".bin.tmp").c_str(), (prefix_ + ".bin").c_str()) != 0 ||
       std::rename(tmp.c_str(), (prefix_ + ".idx").c_str()) != 0)
     fail(prefix_ + ": cannot move the dataset into place: " + std::strerror(errno));

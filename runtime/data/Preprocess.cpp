@@ -7,6 +7,7 @@
 #include "runtime/core/TensorIO.h"
 #include "runtime/data/Tokenizer.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -21,8 +22,9 @@ namespace {
 /// Malformed lines reported one by one before the rest are only counted.
 constexpr size_t kLinesReported = 10;
 
-/// Refuses, before anything is written, a corpus that is a directory and an
-/// output dataset that is one of the run's input files.
+/// Refuses, before anything is written, a corpus that is a directory, a JSON
+/// key given twice (two writers of one dataset) and an output dataset that is
+/// one of the run's input files.
 void checkPaths(const PreprocessOptions &o) {
   struct stat st;
   if (stat(o.input.c_str(), &st) != 0)
@@ -30,9 +32,12 @@ void checkPaths(const PreprocessOptions &o) {
   if (S_ISDIR(st.st_mode))
     fail("--input " + o.input + " is a directory; expected a JSONL file");
   std::vector<NamedPath> outputs;
-  for (const std::string &key : o.jsonKeys)
+  for (const std::string &key : o.jsonKeys) {
+    if (std::count(o.jsonKeys.begin(), o.jsonKeys.end(), key) > 1)
+      fail("--json-keys names '" + key + "' twice; each key writes a dataset of its own");
     for (const char *ext : {".bin", ".idx"})
       outputs.push_back({"--output-prefix", o.outputPrefix + "_" + key + "_document" + ext});
+  }
   refuseOutputsOverInputs(
       {{"--input", o.input}, {"--vocab-file", o.vocabFile}, {"--merge-file", o.mergeFile}},
       outputs);

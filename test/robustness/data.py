@@ -131,6 +131,8 @@ check("preprocess", not glob.glob(path("none*")), "a run without documents wrote
 open(path("empty.jsonl"), "w").write("\n  \n")
 run("preprocess", preprocess(path("empty.jsonl"), path("none")), path("empty.jsonl"), [W])
 check("preprocess", not glob.glob(path("none*")), "an empty corpus wrote a dataset")
+run("preprocess", preprocess(corpus, path("twice"), "--json-keys", "text,text"), "--json-keys", [W])
+check("preprocess", not glob.glob(path("twice*")), "a key given twice wrote a dataset")
 # A run without documents leaves the dataset it would have replaced as it was.
 before = read(good + ".bin"), read(good + ".idx")
 run("preprocess", preprocess(invalid, path("good")), invalid, [W])
