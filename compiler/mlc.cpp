@@ -26,6 +26,7 @@
 #include "runtime/core/Error.h"
 #include "runtime/core/Hash.h"
 #include "runtime/data/Preprocess.h"
+#include "runtime/core/TensorIO.h"
 #include "runtime/core/Threads.h"
 #include "runtime/train/Generate.h"
 #include "runtime/train/Plot.h"
@@ -980,6 +981,9 @@ int runTokenizer() {
   if (keys.empty())
     keys = {"text"};
   try {
+    mlc::rt::refuseOutputsOverInputs({{"--input", tokInput}},
+                                     {{"--output-dir", tokOut + "/vocab.json"},
+                                      {"--output-dir", tokOut + "/merges.txt"}});
     std::ifstream in(tokInput);
     if (!in)
       return fail(tokInput + ": cannot open");
@@ -1012,7 +1016,24 @@ int runTokenizer() {
   return 0;
 }
 
+/// The numeric flags of `mlc data`, each within what it can mean.
+int checkDataFlags() {
+  struct Range {
+    const char *flag;
+    int64_t value, lo, hi;
+  } ranges[] = {{"--seq-len", seqLen, 1, int64_t(1) << 24},
+                {"--ranks", ranks, 1, 1 << 16},
+                {"--tokens-per-rank", tokensPerRank, 1, int64_t(1) << 40},
+                {"--count", dumpCount, 1, int64_t(1) << 40}};
+  for (const Range &r : ranges)
+    if (r.value < r.lo || r.value > r.hi)
+      return fail(formatv("{0} must be in [{1}, {2}], got {3}", r.flag, r.lo, r.hi, r.value));
+  return 0;
+}
+
 int runData() {
+  if (int rc = checkDataFlags())
+    return rc;
   if (dataArgs.size() != 2 ||
       (dataArgs[0] != "stats" && dataArgs[0] != "dump" && dataArgs[0] != "loader"))
     return fail("usage: mlc data stats PREFIX [--seq-len S --ranks R --tokens-per-rank T "

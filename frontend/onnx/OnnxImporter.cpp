@@ -310,26 +310,48 @@ private:
   llvm::Error finish(const onnx::GraphProto &g);
 
   // Attributes ----------------------------------------------------------
-  const onnx::AttributeProto *attr(const onnx::NodeProto &n, const char *name) const {
-    for (const auto &a : n.attribute())
-      if (a.name() == name)
+  using AttrType = onnx::AttributeProto::AttributeType;
+  /// Attribute `name` of `n`, when it has the type the operator's schema
+  /// gives it. One of another type (a FLOAT axis) reads as absent and becomes
+  /// the node's error, which convert() reports before anything else.
+  const onnx::AttributeProto *attr(const onnx::NodeProto &n, const char *name,
+                                   AttrType type) const {
+    for (const auto &a : n.attribute()) {
+      if (a.name() != name)
+        continue;
+      if (a.type() == type)
         return &a;
+      if (attrMismatch.empty())
+        attrMismatch = "attribute '" + std::string(name) + "' has type " +
+                       onnx::AttributeProto::AttributeType_Name(a.type()) + "; " +
+                       n.op_type() + " expects " +
+                       onnx::AttributeProto::AttributeType_Name(type);
+      return nullptr;
+    }
     return nullptr;
+  }
+  /// `err`, unless an attribute of the node being converted had the wrong
+  /// type: that is the error then, as what followed read it as absent.
+  llvm::Error attrError(const onnx::NodeProto &n, llvm::Error err) const {
+    if (attrMismatch.empty())
+      return err;
+    llvm::consumeError(std::move(err));
+    return nodeError(n, attrMismatch);
   }
   /// True when output `k` of `n` exists and something reads it.
   bool outputUsed(const onnx::NodeProto &n, int k) const {
     return k < n.output_size() && !n.output(k).empty() && consumed.count(n.output(k));
   }
   int64_t intAttr(const onnx::NodeProto &n, const char *name, int64_t def) const {
-    const auto *a = attr(n, name);
+    const auto *a = attr(n, name, onnx::AttributeProto::INT);
     return a ? a->i() : def;
   }
   double floatAttr(const onnx::NodeProto &n, const char *name, double def) const {
-    const auto *a = attr(n, name);
+    const auto *a = attr(n, name, onnx::AttributeProto::FLOAT);
     return a ? a->f() : def;
   }
   std::optional<Shape> intsAttr(const onnx::NodeProto &n, const char *name) const {
-    const auto *a = attr(n, name);
+    const auto *a = attr(n, name, onnx::AttributeProto::INTS);
     if (!a)
       return std::nullopt;
     return Shape(a->ints().begin(), a->ints().end());
@@ -377,6 +399,8 @@ private:
   std::string file;
   const OnnxImportOptions &options;
   int64_t opset = 0;
+  /// The first attribute of the node being converted whose type is wrong.
+  mutable std::string attrMismatch;
 
   func::FuncOp func;
   Block *block = nullptr;
@@ -655,19 +679,19 @@ Importer::fold(const onnx::NodeProto &n, const std::vector<const Entry *> &in) {
     return std::optional<Const>(c);
   }
   if (op == "Constant") {
-    if (const auto *a = attr(n, "value"))
+    if (const auto *a = attr(n, "value", onnx::AttributeProto::TENSOR))
       return tensorFromProto(a->t(), "Constant node '" + nodeName(n) + "'");
     Const c;
-    if (const auto *a = attr(n, "value_float")) {
+    if (const auto *a = attr(n, "value_float", onnx::AttributeProto::FLOAT)) {
       c.f = {a->f()};
-    } else if (const auto *a = attr(n, "value_int")) {
+    } else if (const auto *a = attr(n, "value_int", onnx::AttributeProto::INT)) {
       c.kind = Kind::Int;
       c.i = {a->i()};
-    } else if (const auto *a = attr(n, "value_ints")) {
+    } else if (const auto *a = attr(n, "value_ints", onnx::AttributeProto::INTS)) {
       c.kind = Kind::Int;
       c.i.assign(a->ints().begin(), a->ints().end());
       c.shape = {int64_t(c.i.size())};
-    } else if (const auto *a = attr(n, "value_floats")) {
+    } else if (const auto *a = attr(n, "value_floats", onnx::AttributeProto::FLOATS)) {
       c.f.assign(a->floats().begin(), a->floats().end());
       c.shape = {int64_t(c.f.size())};
     } else {
@@ -906,7 +930,7 @@ Importer::fold(const onnx::NodeProto &n, const std::vector<const Entry *> &in) {
       return std::move(err);
     Const value;
     value.f = {0.0};
-    if (const auto *a = attr(n, "value")) {
+    if (const auto *a = attr(n, "value", onnx::AttributeProto::TENSOR)) {
       auto v = tensorFromProto(a->t(), "node '" + nodeName(n) + "' value");
       if (!v)
         return v.takeError();
@@ -982,15 +1006,18 @@ llvm::Error Importer::convert(const onnx::NodeProto &n) {
     values[name] = {v, nullptr};
     return llvm::Error::success();
   }
+  attrMismatch.clear();
   auto folded = fold(n, in);
   if (!folded)
-    return folded.takeError();
+    return attrError(n, folded.takeError());
+  if (auto err = attrError(n, llvm::Error::success()))
+    return err;
   std::vector<Entry> out;
   if (*folded) {
     if (n.output_size() < 1)
       return nodeError(n, "has no output");
     out.push_back({Value(), std::make_shared<const Const>(std::move(**folded))});
-  } else if (auto err = emit(n, in, out)) {
+  } else if (auto err = attrError(n, emit(n, in, out))) {
     return err;
   }
   for (int k = 0; k < n.output_size(); ++k) {
@@ -1580,7 +1607,7 @@ llvm::Error Importer::emit(const onnx::NodeProto &n, const std::vector<const Ent
       return nodeError(n, "class weights are not supported");
     if (outputUsed(n, 1))
       return nodeError(n, "its log-probability output is not supported");
-    const onnx::AttributeProto *red = attr(n, "reduction");
+    const onnx::AttributeProto *red = attr(n, "reduction", onnx::AttributeProto::STRING);
     std::string reduction = red ? red->s() : "mean";
     if (reduction != "mean")
       return nodeError(n, "reduction '" + reduction + "' is not supported (mean only)");
@@ -1612,8 +1639,7 @@ llvm::Error Importer::emit(const onnx::NodeProto &n, const std::vector<const Ent
       scores = reshape(scores, {product(s) / classes, classes});
     }
     Value labels = reshape(V(1), {product(l)});
-    int64_t ignore = attr(n, "ignore_index") ? intAttr(n, "ignore_index", 0)
-                                             : std::numeric_limits<int64_t>::min();
+    int64_t ignore = intAttr(n, "ignore_index", std::numeric_limits<int64_t>::min());
     return result(b.create<CrossEntropyOp>(loc, scores, labels, b.getI64IntegerAttr(ignore)));
   }
   if (op == "Trilu" || op == "Range" || op == "ConstantOfShape" || op == "Shape") {

@@ -99,7 +99,8 @@ BalanceStats balanceStats(std::vector<int64_t> lengths, int64_t seqLen, int rank
       maxLoad = std::max(maxLoad, load);
       padded += double(longest) * double(rank.size());
     }
-    imbalanceSum += double(maxLoad) / (double(total) / ranks);
+    // A step of empty documents has no tokens to balance: it counts as even.
+    imbalanceSum += total ? double(maxLoad) / (double(total) / ranks) : 1.0;
     stats.tokens += total;
     stats.samples += window.size();
     ++stats.steps;

@@ -3,9 +3,11 @@
 #include "runtime/data/IndexedDataset.h"
 #include "runtime/core/Error.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -56,21 +58,76 @@ const char *mapFile(const std::string &path, size_t &size) {
   return static_cast<const char *>(p);
 }
 
+/// Takes PREFIX.lock, or fails naming the prefix when another process holds
+/// it. The file is removed on release; a lock won on a file that its previous
+/// holder removed meanwhile is taken again on the new file, so two writers
+/// never both hold a prefix.
+int lockPrefix(const std::string &prefix) {
+  std::string path = prefix + ".lock";
+  for (;;) {
+    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+      fail(path + ": cannot create the dataset's lock: " + std::strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      int err = errno;
+      close(fd);
+      if (err == EWOULDBLOCK)
+        fail(prefix + ": another process is writing this dataset (it holds " + path +
+             "); wait for it to finish or write to another prefix");
+      fail(path + ": cannot lock: " + std::strerror(err));
+    }
+    struct stat held, named;
+    if (fstat(fd, &held) == 0 && stat(path.c_str(), &named) == 0 &&
+        held.st_dev == named.st_dev && held.st_ino == named.st_ino)
+      return fd;
+    close(fd);
+  }
+}
+
+void unlockPrefix(const std::string &prefix, int fd) {
+  unlink((prefix + ".lock").c_str());
+  close(fd);
+}
+
 } // namespace
 
 IndexedDatasetWriter::IndexedDatasetWriter(const std::string &prefix, int64_t vocabSize)
     : prefix_(prefix), code_(vocabSize < 65500 ? 8 : 4) {
+  lock_ = lockPrefix(prefix);
   std::string tmp = prefix + ".bin.tmp";
   bin_ = std::fopen(tmp.c_str(), "wb");
-  if (!bin_)
-    fail(tmp + ": cannot write: " + std::strerror(errno));
+  if (!bin_) {
+    int err = errno;
+    unlockPrefix(prefix, lock_);
+    fail(tmp + ": cannot write: " + std::strerror(err));
+  }
 }
 
 IndexedDatasetWriter::~IndexedDatasetWriter() {
-  if (bin_) { // not finished: leave nothing behind under the final names
-    std::fclose(bin_);
+  if (!finished_) { // leave nothing behind, and the previous dataset as it was
+    if (bin_)
+      std::fclose(bin_);
     std::remove((prefix_ + ".bin.tmp").c_str());
+    std::remove((prefix_ + ".idx.tmp").c_str());
   }
+  unlockPrefix(prefix_, lock_);
+}
+
+void IndexedDatasetWriter::write(FILE *f, const void *data, size_t bytes,
+                                 const std::string &path) {
+  if (std::fwrite(data, 1, bytes, f) != bytes)
+    fail(path + ": cannot write: " + std::strerror(errno));
+}
+
+/// Flushed to the disk before it is renamed into place: a crash or a full
+/// disk never publishes a half-written file.
+void IndexedDatasetWriter::close(FILE *&f, const std::string &path) {
+  bool ok = std::fflush(f) == 0 && fsync(fileno(f)) == 0;
+  int err = errno;
+  ok = std::fclose(f) == 0 && ok;
+  f = nullptr;
+  if (!ok)
+    fail(path + ": cannot write: " + std::strerror(err ? err : errno));
 }
 
 void IndexedDatasetWriter::addDocument(const std::vector<int32_t> &tokens) {
@@ -80,9 +137,9 @@ void IndexedDatasetWriter::addDocument(const std::vector<int32_t> &tokens) {
   }
   if (code_ == 8) {
     std::vector<uint16_t> narrow(tokens.begin(), tokens.end());
-    std::fwrite(narrow.data(), 2, narrow.size(), bin_);
+    write(bin_, narrow.data(), narrow.size() * 2, prefix_ + ".bin");
   } else {
-    std::fwrite(tokens.data(), 4, tokens.size(), bin_);
+    write(bin_, tokens.data(), tokens.size() * 4, prefix_ + ".bin");
   }
   lengths_.push_back(int32_t(tokens.size()));
   documentIndex_.push_back(int64_t(lengths_.size()));
@@ -90,11 +147,7 @@ void IndexedDatasetWriter::addDocument(const std::vector<int32_t> &tokens) {
 }
 
 void IndexedDatasetWriter::finish() {
-  if (std::fclose(bin_) != 0) {
-    bin_ = nullptr;
-    fail(prefix_ + ".bin: write failed: " + std::strerror(errno));
-  }
-  bin_ = nullptr;
+  close(bin_, prefix_ + ".bin");
   std::string idx(kMagic, 9);
   put<uint64_t>(idx, 1);
   put<uint8_t>(idx, uint8_t(code_));
@@ -110,11 +163,21 @@ void IndexedDatasetWriter::finish() {
     put<int64_t>(idx, d);
   std::string tmp = prefix_ + ".idx.tmp";
   FILE *f = std::fopen(tmp.c_str(), "wb");
-  if (!f || std::fwrite(idx.data(), 1, idx.size(), f) != idx.size() || std::fclose(f) != 0)
-    fail(tmp + ": write failed: " + std::strerror(errno));
+  if (!f)
+    fail(tmp + ": cannot write: " + std::strerror(errno));
+  try {
+    write(f, idx.data(), idx.size(), prefix_ + ".idx");
+  } catch (...) {
+    std::fclose(f);
+    throw;
+  }
+  close(f, prefix_ + ".idx");
+  // The .bin first: a reader that sees the new .bin beside the old .idx
+  // refuses the pair when their sizes disagree.
   if (std::rename((prefix_ + ".bin.tmp").c_str(), (prefix_ + ".bin").c_str()) != 0 ||
       std::rename(tmp.c_str(), (prefix_ + ".idx").c_str()) != 0)
     fail(prefix_ + ": cannot move the dataset into place: " + std::strerror(errno));
+  finished_ = true;
 }
 
 IndexedDataset::IndexedDataset(const std::string &prefix) : prefix_(prefix) {
@@ -152,16 +215,22 @@ IndexedDataset::IndexedDataset(const std::string &prefix) : prefix_(prefix) {
   for (size_t d = 1; d < docIndex_.size(); ++d)
     if (docIndex_[d] < docIndex_[d - 1])
       bad("the document index decreases at entry " + std::to_string(d));
+  uint64_t end = 0; // where the furthest sequence ends
   for (int64_t i = 0; i < sequences_; ++i) {
     int32_t length = at<int32_t>(lengths_, i);
     int64_t pointer = at<int64_t>(pointers_, i);
-    if (length < 0 || pointer < 0 ||
-        uint64_t(pointer) + uint64_t(length) * itemSize_ > binSize_)
-      fail(binPath + ": sequence " + std::to_string(i) + " (" + std::to_string(length) +
-           " tokens at byte " + std::to_string(pointer) +
-           ") lies past the end of the file (" + std::to_string(binSize_) +
-           " bytes): truncated or not this index's data");
+    if (length < 0 || pointer < 0)
+      bad("sequence " + std::to_string(i) + " has " + std::to_string(length) +
+          " tokens at byte " + std::to_string(pointer));
+    end = std::max(end, uint64_t(pointer) + uint64_t(length) * itemSize_);
   }
+  if (end != binSize_)
+    fail(binPath + " holds " + std::to_string(binSize_) + " bytes, but " + idxPath +
+         " describes " + std::to_string(end) + " (" + std::to_string(sequences_) +
+         " sequences): " +
+         (end > binSize_ ? "its data lies past the end of the file (truncated?)"
+                         : "the file has bytes that no sequence holds (extended?)") +
+         "; the two files are not one dataset");
 }
 
 IndexedDataset::~IndexedDataset() {

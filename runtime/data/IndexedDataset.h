@@ -15,7 +15,9 @@
 //               from 0 to S
 //
 // mlc writes one sequence per document. Reading maps both files; every
-// inconsistency is an error naming the file.
+// inconsistency is an error naming the file, and the .bin must be exactly as
+// long as the .idx says (the end of its furthest sequence), so that a pair
+// from two different runs is refused.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,11 +33,18 @@
 namespace mlc::rt {
 
 /// Streams documents into PREFIX.bin and writes PREFIX.idx at the end; both
-/// appear under their final names only when finish() succeeds.
+/// appear under their final names only when finish() succeeds, the .bin
+/// renamed before the .idx. The writer holds PREFIX.lock (flock) from
+/// construction to the end, so a second writer of the same prefix is refused
+/// instead of mixing its files with the first's. Every write is checked: a
+/// full disk is an error naming the file, and an unfinished writer removes
+/// its temporaries, leaving any earlier dataset under PREFIX as it was.
 class IndexedDatasetWriter {
 public:
   IndexedDatasetWriter(const std::string &prefix, int64_t vocabSize);
   ~IndexedDatasetWriter();
+  IndexedDatasetWriter(const IndexedDatasetWriter &) = delete;
+  IndexedDatasetWriter &operator=(const IndexedDatasetWriter &) = delete;
   /// One document of one sequence; an empty document has no sequence (as
   /// Megatron writes it: a document boundary with nothing in it).
   void addDocument(const std::vector<int32_t> &tokens);
@@ -44,8 +53,13 @@ public:
   int dtypeCode() const { return code_; }
 
 private:
+  void write(FILE *f, const void *data, size_t bytes, const std::string &path);
+  void close(FILE *&f, const std::string &path);
+
   std::string prefix_;
   int code_;
+  int lock_ = -1;
+  bool finished_ = false;
   FILE *bin_ = nullptr;
   std::vector<int32_t> lengths_;
   std::vector<int64_t> documentIndex_{0}; // first sequence of each document, then the end

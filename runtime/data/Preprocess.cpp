@@ -4,20 +4,61 @@
 #include "runtime/core/Error.h"
 #include "runtime/data/IndexedDataset.h"
 #include "runtime/core/Json.h"
+#include "runtime/core/TensorIO.h"
 #include "runtime/data/Tokenizer.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <memory>
+#include <sys/stat.h>
 
 namespace mlc::rt {
 
+namespace {
+
+/// Malformed lines reported one by one before the rest are only counted.
+constexpr size_t kLinesReported = 10;
+
+/// Refuses, before anything is written, a corpus that is a directory, a JSON
+/// key given twice (two writers of one dataset) and an output dataset that is
+/// one of the run's input files.
+void checkPaths(const PreprocessOptions &o) {
+  struct stat st;
+  if (stat(o.input.c_str(), &st) != 0)
+    fail(o.input + ": cannot open: " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode))
+    fail("--input " + o.input + " is a directory; expected a JSONL file");
+  std::vector<NamedPath> outputs;
+  for (const std::string &key : o.jsonKeys) {
+    if (std::count(o.jsonKeys.begin(), o.jsonKeys.end(), key) > 1)
+      fail("--json-keys names '" + key + "' twice; each key writes a dataset of its own");
+    for (const char *ext : {".bin", ".idx"})
+      outputs.push_back({"--output-prefix", o.outputPrefix + "_" + key + "_document" + ext});
+  }
+  refuseOutputsOverInputs(
+      {{"--input", o.input}, {"--vocab-file", o.vocabFile}, {"--merge-file", o.mergeFile}},
+      outputs);
+}
+
+std::string lineList(const std::vector<int64_t> &lines) {
+  std::string s;
+  for (int64_t l : lines)
+    s += (s.empty() ? "" : ", ") + std::to_string(l);
+  return s;
+}
+
+} // namespace
+
 PreprocessStats preprocess(const PreprocessOptions &o) {
+  if (o.outputPrefix.empty())
+    fail("--output-prefix is required");
+  checkPaths(o);
   std::ifstream in(o.input, std::ios::binary);
   if (!in)
     fail(o.input + ": cannot open");
-  if (o.outputPrefix.empty())
-    fail("--output-prefix is required");
   std::unique_ptr<Tokenizer> tokenizer = makeTokenizer(o.tokenizerType, o.vocabFile, o.mergeFile);
   std::vector<std::unique_ptr<IndexedDatasetWriter>> writers;
   for (const std::string &key : o.jsonKeys)
@@ -29,7 +70,7 @@ PreprocessStats preprocess(const PreprocessOptions &o) {
   PreprocessStats stats;
   const size_t batch = size_t(std::max(1, o.workers)) * 256;
   std::vector<std::string> lines;
-  std::vector<int64_t> lineNumbers;
+  std::vector<int64_t> lineNumbers, skippedLines;
   int64_t lineNo = 0;
   bool done = false;
   while (!done) {
@@ -72,8 +113,10 @@ PreprocessStats preprocess(const PreprocessOptions &o) {
         std::string msg = o.input + ":" + std::to_string(lineNumbers[i]) + ": " + errors[i];
         if (o.strict)
           fail(msg);
-        if (!o.quiet)
+        if (!o.quiet && skippedLines.size() < kLinesReported)
           fprintf(stderr, "mlc preprocess: %s; line skipped\n", msg.c_str());
+        if (skippedLines.size() < kLinesReported)
+          skippedLines.push_back(lineNumbers[i]);
         ++stats.skipped;
         continue;
       }
@@ -92,6 +135,20 @@ PreprocessStats preprocess(const PreprocessOptions &o) {
       lastReport = now;
     }
   }
+  if (in.bad())
+    fail(o.input + ": read failed after line " + std::to_string(lineNo));
+  std::string skipped;
+  if (stats.skipped)
+    skipped = std::to_string(stats.skipped) + " of " +
+              std::to_string(stats.skipped + stats.documents) +
+              " lines skipped (first at lines " + lineList(skippedLines) + ")";
+  // Nothing is published from a run without documents: a dataset under the
+  // prefix stays as it was.
+  if (stats.documents == 0)
+    fail(o.input + ": no documents to write" +
+         (skipped.empty() ? std::string(" (it has no lines with text)") : ": " + skipped));
+  if (!skipped.empty() && !o.quiet)
+    fprintf(stderr, "mlc preprocess: %s: %s\n", o.input.c_str(), skipped.c_str());
   for (auto &w : writers)
     w->finish();
   stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();

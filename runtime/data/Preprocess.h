@@ -27,7 +27,9 @@ struct PreprocessStats {
 
 /// Streams the corpus (never holding it in memory), tokenizes `workers`
 /// documents at a time, and writes Megatron datasets. Malformed lines are
-/// reported with their line numbers and skipped.
+/// skipped: the first ten reported with their line numbers, then all of them
+/// counted. A directory as input, an output that is an input file, and a run
+/// with no document to write are errors that publish nothing.
 PreprocessStats preprocess(const PreprocessOptions &options);
 
 } // namespace mlc::rt

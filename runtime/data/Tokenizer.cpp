@@ -13,6 +13,7 @@
 #include "runtime/core/TensorIO.h"
 
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -176,17 +177,38 @@ private:
 // GPT-2 byte-level BPE
 //===----------------------------------------------------------------------===//
 
+/// A vocab.json id: an integer that a dataset's int32 tokens (and the
+/// vocabulary size, one past the largest id) can hold.
+int32_t vocabId(const std::string &file, const std::string &token, const Json &id) {
+  static const char *kinds[] = {"null", "a boolean", "", "a string", "an array", "an object"};
+  char number[32];
+  std::snprintf(number, sizeof number, "%.17g", id.number);
+  std::string found = id.kind == Json::Number ? std::string("id ") + number
+                                              : std::string(kinds[id.kind]) + " as its id";
+  if (id.kind != Json::Number || !(id.number >= 0 && id.number < INT32_MAX) ||
+      id.number != std::floor(id.number))
+    fail(file + ": token '" + token + "' has " + found +
+         "; ids are integers from 0 to " + std::to_string(INT32_MAX - 1));
+  return int32_t(id.number);
+}
+
 class Gpt2Bpe : public Tokenizer {
 public:
   Gpt2Bpe(const std::string &vocabFile, const std::string &mergeFile) {
     if (vocabFile.empty() || mergeFile.empty())
       fail("GPT2BPETokenizer needs --vocab-file vocab.json and --merge-file merges.txt");
-    Json vocab = Json::parse(readFile(vocabFile), vocabFile);
+    Json vocab = Json::parse(readFile(vocabFile), vocabFile, /*uniqueKeys=*/true);
     if (vocab.kind != Json::Object)
       fail(vocabFile + ": expected a JSON object of token -> id");
+    std::unordered_map<int32_t, const std::string *> tokenOf;
     for (auto &[token, id] : vocab.object) {
-      ids_[token] = int32_t(id.number);
-      size_ = std::max<int64_t>(size_, int64_t(id.number) + 1);
+      int32_t v = vocabId(vocabFile, token, id);
+      auto [other, fresh] = tokenOf.emplace(v, &token);
+      if (!fresh)
+        fail(vocabFile + ": tokens '" + *other->second + "' and '" + token + "' share id " +
+             std::to_string(v) + "; every token needs an id of its own");
+      ids_[token] = v;
+      size_ = std::max<int64_t>(size_, int64_t(v) + 1);
     }
     std::ifstream merges(mergeFile);
     if (!merges)
@@ -195,11 +217,19 @@ public:
     int rank = 0, lineNo = 0;
     while (std::getline(merges, line)) {
       ++lineNo;
+      if (!line.empty() && line.back() == '\r')
+        line.pop_back();
       if (line.empty() || line.rfind("#version", 0) == 0)
         continue;
+      std::string where = mergeFile + ":" + std::to_string(lineNo) + ": ";
       size_t space = line.find(' ');
-      if (space == std::string::npos)
-        fail(mergeFile + ":" + std::to_string(lineNo) + ": expected 'left right'");
+      if (space == 0 || space == std::string::npos || space + 1 == line.size() ||
+          line.find(' ', space + 1) != std::string::npos)
+        fail(where + "expected two tokens 'left right', got '" + line + "'");
+      std::string left = line.substr(0, space), right = line.substr(space + 1);
+      for (const std::string &t : {left, right, left + right})
+        if (!ids_.count(t))
+          fail(where + "'" + t + "' is not in the vocabulary " + vocabFile);
       ranks_[line] = rank++;
     }
     auto eod = ids_.find("<|endoftext|>");
@@ -382,7 +412,11 @@ public:
     while (std::getline(in, line)) {
       if (!line.empty() && line.back() == '\r')
         line.pop_back();
-      ids_.emplace(line, id++);
+      // A repeated token would leave an id that no text encodes to.
+      auto [first, fresh] = ids_.emplace(line, id++);
+      if (!fresh)
+        fail(vocabFile + ":" + std::to_string(id) + ": token '" + line +
+             "' repeats line " + std::to_string(first->second + 1));
     }
     size_ = id;
     auto unk = ids_.find("[UNK]");
