@@ -16,7 +16,7 @@
 
 #include "runtime/backend/Backend.h"
 #include "runtime/core/Error.h"
-#include "runtime/core/OptimizerScalars.h"
+#include "contract/OptimizerScalars.h"
 #include "runtime/train/Trainer.h"
 
 #include <algorithm>

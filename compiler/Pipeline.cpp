@@ -2,7 +2,8 @@
 
 #include "compiler/Pipeline.h"
 #include "frontend/Frontend.h"
-#include "passes/Passes.h"
+#include "compiler/codegen/Passes.h"
+#include "passes/Pipelines.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/Hash.h"
 #include "runtime/core/Json.h"
@@ -11,7 +12,6 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -19,68 +19,49 @@ using namespace mlir;
 
 namespace mlc {
 
+namespace {
+
+/// Runs `pm` on the module; the diagnostics, each with its location when
+/// `withLocations`, become the error.
+llvm::Error runPasses(PassManager &pm, ModuleOp module, const llvm::Twine &what,
+                      bool withLocations) {
+  std::string diagnostics;
+  llvm::raw_string_ostream os(diagnostics);
+  ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &d) {
+    if (withLocations)
+      os << d.getLocation() << ": ";
+    os << d << "\n";
+    return success();
+  });
+  if (succeeded(pm.run(module)))
+    return llvm::Error::success();
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 what + llvm::StringRef(diagnostics).rtrim());
+}
+
+} // namespace
+
 llvm::Error runPipeline(ModuleOp module, bool training, bool fuse, const std::string &autocast) {
   if (auto err = verifyFrontendModule(module, training))
     return err;
   PassManager pm(module.getContext());
-  // Imported graphs: constants deduplicated, then their decomposed blocks
-  // recognized (builtin graphs have none).
-  pm.addPass(createCSEPass());
-  pm.addNestedPass<func::FuncOp>(createMlcRecognize());
-  if (!autocast.empty()) {
-    // Kernel targets read it: attention may run its products in bf16 too.
-    module->setAttr("mlc.autocast", StringAttr::get(module.getContext(), autocast));
-    MlcAutocastOptions o;
-    o.dtype = autocast;
-    pm.addNestedPass<func::FuncOp>(createMlcAutocast(o));
-  }
-  pm.addPass(createMlcEvalMode());
-  if (training) {
-    pm.addPass(createMlcAutodiff());
-    pm.addPass(createMlcOptimizer());
-  }
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
-  if (fuse) {
-    pm.addPass(createMlcFuseOptimizer());
-    pm.addNestedPass<func::FuncOp>(createMlcFuseElementwise());
-  }
-  std::string diagnostics;
-  {
-    llvm::raw_string_ostream os(diagnostics);
-    ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &d) {
-      os << d.getLocation() << ": " << d << "\n";
-      return success();
-    });
-    if (failed(pm.run(module)))
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     "compilation failed:\n" + diagnostics);
-  }
-  return llvm::Error::success();
+  GraphPipelineOptions options;
+  options.training = training;
+  options.fuse = fuse;
+  options.autocast = autocast;
+  buildGraphPipeline(pm, options);
+  return runPasses(pm, module, "compilation failed:\n", /*withLocations=*/true);
 }
 
 llvm::Error lowerToPlanPipeline(ModuleOp module, const DataParallelOptions &dp) {
   PassManager pm(module.getContext());
-  pm.addPass(createMlcLowerToPlan());
-  if (dp.ranks > 1 || dp.clip == "bucket") {
-    MlcBucketGradientsOptions o;
-    o.ranks = dp.ranks;
-    o.capMb = dp.bucketCapMb;
-    o.firstBucketMb = dp.firstBucketMb;
-    o.clip = dp.clip;
-    pm.addPass(createMlcBucketGradients(o));
-  }
-  pm.addPass(createMlcPlanMemory());
-  std::string diagnostics;
-  llvm::raw_string_ostream os(diagnostics);
-  ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &d) {
-    os << d << "\n";
-    return success();
-  });
-  if (failed(pm.run(module)))
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   llvm::StringRef(diagnostics).rtrim());
-  return llvm::Error::success();
+  LoweringPipelineOptions options;
+  options.ranks = dp.ranks;
+  options.capMb = dp.bucketCapMb;
+  options.firstBucketMb = dp.firstBucketMb;
+  options.clip = dp.clip;
+  buildLoweringPipeline(pm, options);
+  return runPasses(pm, module, "", /*withLocations=*/false);
 }
 
 llvm::Expected<LoweredPackage> lowerModule(ModuleOp module, const DataParallelOptions &dp) {

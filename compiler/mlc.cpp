@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "contract/StepFunctions.h"
 #include "dialects/mlc/MlcDialect.h"
 #include "compiler/Pipeline.h"
 #include "frontend/Models.h"
@@ -459,7 +460,7 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
   if (!g)
     return g.takeError();
   if (training && g->description.family == "onnx") {
-    auto forward = g->module->lookupSymbol<mlir::func::FuncOp>("forward");
+    auto forward = g->module->lookupSymbol<mlir::func::FuncOp>(mlc::kForwardFn);
     bool hasLoss = false;
     for (unsigned i = 0; forward && i < forward.getNumResults(); ++i)
       if (auto name = forward.getResultAttrOfType<mlir::StringAttr>(i, "mlc.output"))
@@ -568,10 +569,10 @@ int runReport() {
     auto lowered = mlc::lowerModule(*g->module);
     if (!lowered)
       return lowered.takeError();
-    mlc::LoweredPackage::Counts counts = lowered->counts["train_step"];
+    mlc::LoweredPackage::Counts counts = lowered->counts[mlc::kTrainStepFn];
     // The optimizer's kernels (AdamW and the gradient norm), counted from the plan.
     counts.optimizerKernels =
-        lowered->counts["optimizer"].kernels + lowered->counts["grad_norm"].kernels;
+        lowered->counts[mlc::kOptimizerFn].kernels + lowered->counts[mlc::kGradNormFn].kernels;
     return counts;
   };
   struct Side {

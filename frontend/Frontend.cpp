@@ -1,5 +1,6 @@
 //===- Frontend.cpp - the contract between frontends and the compiler ------===//
 
+#include "contract/StepFunctions.h"
 #include "frontend/Frontend.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -15,7 +16,7 @@ static llvm::Error error(const llvm::Twine &msg) {
 }
 
 llvm::Error verifyFrontendModule(ModuleOp module, bool training) {
-  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  auto forward = module.lookupSymbol<func::FuncOp>(mlc::kForwardFn);
   if (!forward)
     return error("the model has no @forward function");
   if (forward.isExternal() || !forward.getBody().hasOneBlock())

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "contract/StepFunctions.h"
 #include "frontend/Models.h"
 #include "dialects/mlc/MlcDialect.h"
 
@@ -193,7 +194,7 @@ public:
   GraphBuilder(MLIRContext &ctx, Type dtype)
       : ctx(ctx), b(&ctx), loc(b.getUnknownLoc()), dtype(dtype) {
     module = ModuleOp::create(loc);
-    auto fn = b.create<func::FuncOp>(loc, "forward", b.getFunctionType({}, {}));
+    auto fn = b.create<func::FuncOp>(loc, mlc::kForwardFn, b.getFunctionType({}, {}));
     module->push_back(fn);
     func = fn;
     block = func.addEntryBlock();

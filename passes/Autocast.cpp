@@ -30,11 +30,18 @@ public:
   using MlcAutocastBase::MlcAutocastBase;
 
   void runOnOperation() final {
-    func::FuncOp fn = getOperation();
+    ModuleOp module = getOperation();
     if (dtype != "bf16") {
-      fn.emitError("mlc-autocast: dtype must be bf16, got '") << dtype << "'";
+      module.emitError("mlc-autocast: dtype must be bf16, got '") << dtype << "'";
       return signalPassFailure();
     }
+    module->setAttr("mlc.autocast", StringAttr::get(&getContext(), dtype));
+    for (auto fn : module.getOps<func::FuncOp>())
+      narrowProducts(fn);
+  }
+
+private:
+  void narrowProducts(func::FuncOp fn) {
     Type narrow = BFloat16Type::get(&getContext());
     SmallVector<MatmulOp> products;
     fn.walk([&](MatmulOp op) {

@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "contract/StepFunctions.h"
 #include "dialects/plan/PlanDialect.h"
 #include "passes/Passes.h"
 
@@ -67,7 +68,7 @@ public:
     }
     FuncOp step;
     for (FuncOp fn : module.getOps<FuncOp>())
-      if (fn.getSymName() == "train_step")
+      if (fn.getSymName() == mlc::kTrainStepFn)
         step = fn;
     if (!step)
       return; // an inference package has no gradients

@@ -1,5 +1,6 @@
 //===- EvalMode.cpp - an inference copy of the forward graph ---------------===//
 
+#include "contract/StepFunctions.h"
 #include "dialects/mlc/MlcDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "passes/Passes.h"
@@ -20,17 +21,17 @@ class EvalModePass : public mlc::impl::MlcEvalModeBase<EvalModePass> {
 public:
   void runOnOperation() final {
     ModuleOp module = getOperation();
-    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    auto forward = module.lookupSymbol<func::FuncOp>(mlc::kForwardFn);
     if (!forward) {
       module.emitError("mlc-eval-mode: no function @forward");
       return signalPassFailure();
     }
-    if (module.lookupSymbol("evaluate"))
+    if (module.lookupSymbol(mlc::kEvaluateFn))
       return; // already there
     OpBuilder b(module.getContext());
     b.setInsertionPointAfter(forward);
     auto eval = cast<func::FuncOp>(b.clone(*forward));
-    eval.setSymName("evaluate");
+    eval.setSymName(mlc::kEvaluateFn);
     eval.walk([&](Operation *op) {
       if (auto d = dyn_cast<DropoutOp>(op)) {
         d.replaceAllUsesWith(d.getInput());

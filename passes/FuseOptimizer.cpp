@@ -9,9 +9,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "contract/StepFunctions.h"
 #include "dialects/mlc/MlcDialect.h"
 #include "passes/Passes.h"
-#include "runtime/core/OptimizerScalars.h"
+#include "contract/OptimizerScalars.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -222,8 +223,8 @@ public:
     for (auto fn : llvm::make_early_inc_range(getOperation().getOps<func::FuncOp>())) {
       if (!fn->hasAttr("mlc.optimizer"))
         continue;
-      LogicalResult done = fn.getSymName() == "grad_norm"   ? fuseNorm(fn)
-                           : fn.getSymName() == "optimizer" ? fuseAdamW(fn)
+      LogicalResult done = fn.getSymName() == mlc::kGradNormFn   ? fuseNorm(fn)
+                           : fn.getSymName() == mlc::kOptimizerFn ? fuseAdamW(fn)
                                                              : success();
       if (failed(done))
         return signalPassFailure();

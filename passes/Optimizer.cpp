@@ -9,7 +9,7 @@
 //
 // The trainer runs @train_step, then @grad_norm (it logs the norm and stops
 // before a non-finite update), computes the step's scalars on the host
-// (runtime/core/OptimizerScalars.h: the clipping scale folded into one
+// (contract/OptimizerScalars.h: the clipping scale folded into one
 // multiplier, the scheduled learning rate, bias corrections) and runs
 // @optimizer. Results marked mlc.param_update / mlc.moment1_update /
 // mlc.moment2_update are written back into the flat buffers in place.
@@ -22,9 +22,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "contract/StepFunctions.h"
 #include "dialects/mlc/MlcDialect.h"
 #include "passes/Passes.h"
-#include "runtime/core/OptimizerScalars.h"
+#include "contract/OptimizerScalars.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -74,7 +75,7 @@ void buildGradNorm(OpBuilder &b, Location loc, ArrayRef<Param> params) {
     argAttrs.push_back(named(b, "mlc.grad", p.name));
   }
   auto f64 = RankedTensorType::get({}, b.getF64Type());
-  func::FuncOp fn = createFunction(b, loc, "grad_norm", args, {f64}, argAttrs,
+  func::FuncOp fn = createFunction(b, loc, mlc::kGradNormFn, args, {f64}, argAttrs,
                                    {named(b, "mlc.output", "grad_norm")});
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&fn.getBody().front());
@@ -92,7 +93,7 @@ void buildGradNorm(OpBuilder &b, Location loc, ArrayRef<Param> params) {
   b.create<func::ReturnOp>(loc, ValueRange{b.create<SqrtOp>(loc, total)});
 }
 
-/// @optimizer: one AdamW update per parameter (runtime/core/OptimizerScalars.h).
+/// @optimizer: one AdamW update per parameter (contract/OptimizerScalars.h).
 void buildAdamW(OpBuilder &b, Location loc, ArrayRef<Param> params) {
   SmallVector<Type> args, results;
   SmallVector<NamedAttrList> argAttrs, resultAttrs;
@@ -109,7 +110,7 @@ void buildAdamW(OpBuilder &b, Location loc, ArrayRef<Param> params) {
       results.push_back(p.type);
       resultAttrs.push_back(named(b, role, p.name));
     }
-  func::FuncOp fn = createFunction(b, loc, "optimizer", args, results, argAttrs, resultAttrs);
+  func::FuncOp fn = createFunction(b, loc, mlc::kOptimizerFn, args, results, argAttrs, resultAttrs);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&fn.getBody().front());
   size_t n = params.size();
@@ -164,7 +165,7 @@ void buildAccumulation(OpBuilder &b, Location loc, ArrayRef<Param> params) {
     results.push_back(p.type);
     resultAttrs.push_back(named(b, "mlc.grad_sum_update", p.name));
   }
-  func::FuncOp acc = createFunction(b, loc, "accumulate", args, results, argAttrs, resultAttrs);
+  func::FuncOp acc = createFunction(b, loc, mlc::kAccumulateFn, args, results, argAttrs, resultAttrs);
   size_t n = params.size();
   {
     OpBuilder::InsertionGuard guard(b);
@@ -179,7 +180,7 @@ void buildAccumulation(OpBuilder &b, Location loc, ArrayRef<Param> params) {
   resultAttrs.clear();
   for (const Param &p : params)
     resultAttrs.push_back(named(b, "mlc.grad_update", p.name));
-  func::FuncOp merge = createFunction(b, loc, "merge", args, results, argAttrs, resultAttrs);
+  func::FuncOp merge = createFunction(b, loc, mlc::kMergeFn, args, results, argAttrs, resultAttrs);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&merge.getBody().front());
   Type el = params[0].type.getElementType();
@@ -197,12 +198,12 @@ class OptimizerPass : public mlc::impl::MlcOptimizerBase<OptimizerPass> {
 public:
   void runOnOperation() final {
     ModuleOp module = getOperation();
-    auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    auto step = module.lookupSymbol<func::FuncOp>(mlc::kTrainStepFn);
     if (!step) {
       module.emitError("mlc-optimizer: no function @train_step (run mlc-autodiff first)");
       return signalPassFailure();
     }
-    if (module.lookupSymbol("optimizer") || module.lookupSymbol("grad_norm"))
+    if (module.lookupSymbol(mlc::kOptimizerFn) || module.lookupSymbol(mlc::kGradNormFn))
       return; // already there
     // The parameters that have gradients, in @train_step's result order.
     std::vector<Param> params;

@@ -3,6 +3,8 @@
 #ifndef MLC_PASSES_PASSES_H
 #define MLC_PASSES_PASSES_H
 
+#include "contract/StepFunctions.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

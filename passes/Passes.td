@@ -42,9 +42,9 @@ def MlcAutodiff : Pass<"mlc-autodiff", "mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::mlc::MlcDialect", "::mlir::func::FuncDialect"];
   let options = [
-    Option<"forwardName", "forward", "std::string", "\"forward\"",
+    Option<"forwardName", "forward", "std::string", "::mlc::kForwardFn",
            "The function to differentiate">,
-    Option<"stepName", "step", "std::string", "\"train_step\"",
+    Option<"stepName", "step", "std::string", "::mlc::kTrainStepFn",
            "The function to create">
   ];
 }
@@ -129,7 +129,7 @@ def MlcFuseElementwise : Pass<"mlc-fuse-elementwise", "mlir::func::FuncOp"> {
   let dependentDialects = ["::mlc::MlcDialect"];
 }
 
-def MlcAutocast : Pass<"mlc-autocast", "mlir::func::FuncOp"> {
+def MlcAutocast : Pass<"mlc-autocast", "mlir::ModuleOp"> {
   let summary = "Mixed precision: matrix products in bf16, everything else in f32";
   let description = [{
     `--dtype bf16`: every f32 `mlc.matmul` reads its operands rounded to
@@ -139,7 +139,8 @@ def MlcAutocast : Pass<"mlc-autocast", "mlir::func::FuncOp"> {
     the backward products in bf16 and casts their gradients back to f32 —
     the semantics of PyTorch's bf16 autocast. Run before `mlc-eval-mode` and
     `mlc-autodiff`. Matmuls of other types (f64, already bf16) are left as
-    they are; so is attention.
+    they are; so is attention. The module is marked `mlc.autocast = "bf16"`,
+    which kernel targets read (attention may run its products in bf16 too).
 
     Before:
     ```mlir
@@ -208,24 +209,6 @@ def MlcFuseOptimizer : Pass<"mlc-fuse-optimizer", "mlir::ModuleOp"> {
     alone.
   }];
   let dependentDialects = ["::mlc::MlcDialect", "::mlir::func::FuncDialect"];
-}
-
-def MlcLowerToPlan : Pass<"mlc-lower-to-plan", "mlir::ModuleOp"> {
-  let summary = "Lowers the graph functions to the plan: buffers, views, kernels, GEMMs";
-  let description = [{
-    Replaces `@forward`, `@evaluate` and `@train_step` by the plan dialect:
-    `plan.param` per parameter in the order backward finishes their
-    gradients (the flat-buffer layout), `plan.input` per model input, one
-    `plan.kernel` per distinct generated kernel, and a `plan.func` per
-    function with its buffers and steps. Matmuls become `plan.gemm`; every
-    other op (or fusion) a `plan.launch`. Transposes, reshapes, splits and
-    slices cost no kernel when their consumers read strided data (a
-    `plan.view`); a view that a consumer needs contiguous is copied by a
-    `copy` kernel. A gradient an op produces directly is written into the
-    flat gradient buffer (`plan.bind grad`). Arena slices are left unplaced
-    (offset -1) for `mlc-plan-memory`.
-  }];
-  let dependentDialects = ["::mlc::plan::PlanDialect"];
 }
 
 def MlcBucketGradients : Pass<"mlc-bucket-gradients", "mlir::ModuleOp"> {

@@ -1,10 +1,11 @@
 //===- Recognize.cpp - decomposed subgraphs as the graph ops mlc fuses ------===//
 //
 // An exported model spells LayerNorm, GELU and attention as chains of
-// elementwise ops, reductions and matmuls. Each matcher below recognizes one
-// spelling (operands of commutative ops in either order) and replaces the
-// chain's result by the graph op, whose kernels and gradients mlc knows;
-// the chain's other ops die unless something else reads them. A chain that
+// elementwise ops, reductions and matmuls. Each rewrite pattern below
+// recognizes one spelling (operands of commutative ops in either order) and
+// replaces the chain's root by the graph op, whose kernels and gradients mlc
+// knows; the chain's other ops die unless something else reads them. A
+// pattern creates nothing until its match is certain. A chain that
 // differs in any constant or shape is left as it is: recognition never
 // changes what the graph computes beyond rounding.
 //
@@ -14,7 +15,9 @@
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Rewrite/FrozenRewritePatternSet.h"
+#include "mlir/Rewrite/PatternApplicator.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include <cmath>
@@ -146,40 +149,44 @@ bool isRowVector(Value v, int64_t hidden) {
 // LayerNorm: (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * w + b
 //===----------------------------------------------------------------------===//
 
-Value matchLayerNorm(OpBuilder &b, AddOp root) {
-  for (auto [mulV, bias] : {std::pair(root.getLhs(), root.getRhs()),
-                            std::pair(root.getRhs(), root.getLhs())}) {
-    auto mul = mulV.getDefiningOp<MulOp>();
-    if (!mul)
-      continue;
-    for (auto [divV, weight] : {std::pair(mul.getLhs(), mul.getRhs()),
-                                std::pair(mul.getRhs(), mul.getLhs())}) {
-      auto div = divV.getDefiningOp<DivOp>();
-      if (!div)
+struct RecognizeLayerNorm : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AddOp root, PatternRewriter &rewriter) const override {
+    for (auto [mulV, bias] : {std::pair(root.getLhs(), root.getRhs()),
+                              std::pair(root.getRhs(), root.getLhs())}) {
+      auto mul = mulV.getDefiningOp<MulOp>();
+      if (!mul)
         continue;
-      auto centered = div.getLhs().getDefiningOp<SubOp>();
-      auto sqrt = div.getRhs().getDefiningOp<SqrtOp>();
-      if (!centered || !sqrt)
-        continue;
-      Value x = centered.getLhs();
-      if (meanOverLastAxis(centered.getRhs()) != x)
-        continue;
-      auto varPlusEps = plusConstant(sqrt.getInput());
-      if (!varPlusEps || !(varPlusEps->second > 0))
-        continue;
-      if (square(meanOverLastAxis(varPlusEps->first)) != centered.getResult())
-        continue;
-      int64_t hidden = shapeOf(x).back();
-      if (shapeOf(root.getResult()) != shapeOf(x) || !isRowVector(weight, hidden) ||
-          !isRowVector(bias, hidden))
-        continue;
-      b.setInsertionPoint(root);
-      return b.create<LayerNormOp>(root.getLoc(), x, weight, bias,
-                                   b.getF64FloatAttr(varPlusEps->second));
+      for (auto [divV, weight] : {std::pair(mul.getLhs(), mul.getRhs()),
+                                  std::pair(mul.getRhs(), mul.getLhs())}) {
+        auto div = divV.getDefiningOp<DivOp>();
+        if (!div)
+          continue;
+        auto centered = div.getLhs().getDefiningOp<SubOp>();
+        auto sqrt = div.getRhs().getDefiningOp<SqrtOp>();
+        if (!centered || !sqrt)
+          continue;
+        Value x = centered.getLhs();
+        if (meanOverLastAxis(centered.getRhs()) != x)
+          continue;
+        auto varPlusEps = plusConstant(sqrt.getInput());
+        if (!varPlusEps || !(varPlusEps->second > 0))
+          continue;
+        if (square(meanOverLastAxis(varPlusEps->first)) != centered.getResult())
+          continue;
+        int64_t hidden = shapeOf(x).back();
+        if (shapeOf(root.getResult()) != shapeOf(x) || !isRowVector(weight, hidden) ||
+            !isRowVector(bias, hidden))
+          continue;
+        rewriter.replaceOpWithNewOp<LayerNormOp>(root, x, weight, bias,
+                                                 rewriter.getF64FloatAttr(varPlusEps->second));
+        return success();
+      }
     }
+    return failure();
   }
-  return Value();
-}
+};
 
 //===----------------------------------------------------------------------===//
 // GELU: x * 0.5 * (1 + erf(x / sqrt(2)))  and
@@ -225,27 +232,31 @@ std::optional<std::pair<Value, GeluApproximation>> geluGate(Value v) {
   return std::nullopt;
 }
 
-Value matchGelu(OpBuilder &b, MulOp root) {
-  SmallVector<Value> f;
-  factors(root.getResult(), f);
-  if (f.size() != 3)
-    return Value();
-  for (int gate = 0; gate < 3; ++gate) {
-    auto g = geluGate(f[gate]);
-    if (!g)
-      continue;
-    Value x = g->first;
-    // The other two factors are x and 0.5, in either order.
-    Value a = f[(gate + 1) % 3], c = f[(gate + 2) % 3];
-    if (!((a == x && near(splat(c), 0.5)) || (c == x && near(splat(a), 0.5))))
-      continue;
-    if (shapeOf(x) != shapeOf(root.getResult()))
-      continue;
-    b.setInsertionPoint(root);
-    return b.create<GeluOp>(root.getLoc(), x, g->second);
+struct RecognizeGelu : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MulOp root, PatternRewriter &rewriter) const override {
+    SmallVector<Value> f;
+    factors(root.getResult(), f);
+    if (f.size() != 3)
+      return failure();
+    for (int gate = 0; gate < 3; ++gate) {
+      auto g = geluGate(f[gate]);
+      if (!g)
+        continue;
+      Value x = g->first;
+      // The other two factors are x and 0.5, in either order.
+      Value a = f[(gate + 1) % 3], c = f[(gate + 2) % 3];
+      if (!((a == x && near(splat(c), 0.5)) || (c == x && near(splat(a), 0.5))))
+        continue;
+      if (shapeOf(x) != shapeOf(root.getResult()))
+        continue;
+      rewriter.replaceOpWithNewOp<GeluOp>(root, x, g->second);
+      return success();
+    }
+    return failure();
   }
-  return Value();
-}
+};
 
 //===----------------------------------------------------------------------===//
 // Attention: softmax(q k^T * scale [+ mask | causal]) [dropout] v
@@ -277,97 +288,100 @@ bool isCausalMask(Value v, int64_t s) {
   return true;
 }
 
-Value matchAttention(OpBuilder &b, MatmulOp root) {
-  if (root.getTransposeLhs() || root.getTransposeRhs() || rankOf(root.getResult()) != 4)
-    return Value();
-  Value probs = root.getLhs(), v = root.getRhs();
-  double dropout = 0;
-  int64_t seed = 0;
-  if (auto d = probs.getDefiningOp<DropoutOp>()) {
-    dropout = d.getRatio().convertToDouble();
-    seed = d.getSeed();
-    probs = d.getInput();
-  }
-  auto softmax = probs.getDefiningOp<SoftmaxOp>();
-  if (!softmax || softmax.getAxis() != 3)
-    return Value();
-  Value scores = softmax.getInput();
-  bool causal = false;
-  Value mask;
-  if (auto sel = scores.getDefiningOp<SelectOp>()) {
-    auto low = splat(sel.getFalseValue());
-    if (!low || *low > -1e30)
-      return Value();
-    causal = true;
-    scores = sel.getTrueValue();
-    if (!isCausalMask(sel.getCondition(), shapeOf(scores).back()) ||
-        shapeOf(scores)[2] != shapeOf(scores)[3])
-      return Value();
-  } else if (auto add = scores.getDefiningOp<AddOp>()) {
-    // The additive mask is the operand that is not a product of q and k.
-    for (auto [s, m] : {std::pair(add.getLhs(), add.getRhs()),
-                        std::pair(add.getRhs(), add.getLhs())}) {
-      Value inner = s;
-      if (auto sc = scaled(inner))
-        inner = sc->first;
-      if (inner.getDefiningOp<MatmulOp>()) {
-        scores = s;
-        mask = m;
-        break;
-      }
+struct RecognizeAttention : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MatmulOp root, PatternRewriter &rewriter) const override {
+    if (root.getTransposeLhs() || root.getTransposeRhs() || rankOf(root.getResult()) != 4)
+      return failure();
+    Value probs = root.getLhs(), v = root.getRhs();
+    double dropout = 0;
+    int64_t seed = 0;
+    if (auto d = probs.getDefiningOp<DropoutOp>()) {
+      dropout = d.getRatio().convertToDouble();
+      seed = d.getSeed();
+      probs = d.getInput();
     }
-    if (!mask || shapeOf(mask).size() != 4)
-      return Value();
-  }
-  double scale = 1.0;
-  if (auto sc = scaled(scores)) {
-    scale = sc->second;
-    scores = sc->first;
-  }
-  if (!(scale > 0) || !std::isfinite(scale))
-    return Value();
-  if (mask && cast<RankedTensorType>(mask.getType()).getElementType() !=
-                  cast<RankedTensorType>(scores.getType()).getElementType())
-    return Value();
-  auto qk = scores.getDefiningOp<MatmulOp>();
-  if (!qk || qk.getTransposeLhs() || rankOf(qk.getResult()) != 4)
-    return Value();
-  Value q = qk.getLhs(), kT = qk.getRhs();
-  auto qs = shapeOf(q);
-  if (qs.size() != 4 || shapeOf(v).size() != 4 || shapeOf(kT).size() != 4)
-    return Value();
-  // Every operand is a full [B, H, S, D] tensor (no broadcast batch dims).
-  auto rs = shapeOf(root.getResult());
-  if (shapeOf(v)[0] != qs[0] || shapeOf(v)[1] != qs[1] || rs[0] != qs[0] || rs[1] != qs[1])
-    return Value();
-  b.setInsertionPoint(root);
-  Value k = kT;
-  if (!qk.getTransposeRhs())
-    k = b.create<TransposeOp>(root.getLoc(), kT, b.getDenseI64ArrayAttr({0, 1, 3, 2}));
-  auto ks = shapeOf(k);
-  if (ks[0] != qs[0] || ks[1] != qs[1] || ks[3] != qs[3] || ks[2] != shapeOf(v)[2]) {
-    if (k != kT)
-      k.getDefiningOp()->erase();
-    return Value();
-  }
-  if (mask) {
-    // The mask must broadcast to the scores [B, H, Sq, Sk].
-    auto ms = shapeOf(mask);
-    auto ss = shapeOf(scores);
-    for (int d = 0; d < 4; ++d)
-      if (ms[d] != 1 && ms[d] != ss[d]) {
-        if (k != kT)
-          k.getDefiningOp()->erase();
-        return Value();
+    auto softmax = probs.getDefiningOp<SoftmaxOp>();
+    if (!softmax || softmax.getAxis() != 3)
+      return failure();
+    Value scores = softmax.getInput();
+    bool causal = false;
+    Value mask;
+    if (auto sel = scores.getDefiningOp<SelectOp>()) {
+      auto low = splat(sel.getFalseValue());
+      if (!low || *low > -1e30)
+        return failure();
+      causal = true;
+      scores = sel.getTrueValue();
+      if (!isCausalMask(sel.getCondition(), shapeOf(scores).back()) ||
+          shapeOf(scores)[2] != shapeOf(scores)[3])
+        return failure();
+    } else if (auto add = scores.getDefiningOp<AddOp>()) {
+      // The additive mask is the operand that is not a product of q and k.
+      for (auto [s, m] : {std::pair(add.getLhs(), add.getRhs()),
+                          std::pair(add.getRhs(), add.getLhs())}) {
+        Value inner = s;
+        if (auto sc = scaled(inner))
+          inner = sc->first;
+        if (inner.getDefiningOp<MatmulOp>()) {
+          scores = s;
+          mask = m;
+          break;
+        }
       }
+      if (!mask || shapeOf(mask).size() != 4)
+        return failure();
+    }
+    double scale = 1.0;
+    if (auto sc = scaled(scores)) {
+      scale = sc->second;
+      scores = sc->first;
+    }
+    if (!(scale > 0) || !std::isfinite(scale))
+      return failure();
+    if (mask && cast<RankedTensorType>(mask.getType()).getElementType() !=
+                    cast<RankedTensorType>(scores.getType()).getElementType())
+      return failure();
+    auto qk = scores.getDefiningOp<MatmulOp>();
+    if (!qk || qk.getTransposeLhs() || rankOf(qk.getResult()) != 4)
+      return failure();
+    Value q = qk.getLhs(), kT = qk.getRhs();
+    auto qs = shapeOf(q);
+    if (qs.size() != 4 || shapeOf(v).size() != 4 || shapeOf(kT).size() != 4)
+      return failure();
+    // Every operand is a full [B, H, S, D] tensor (no broadcast batch dims).
+    auto rs = shapeOf(root.getResult());
+    if (shapeOf(v)[0] != qs[0] || shapeOf(v)[1] != qs[1] || rs[0] != qs[0] || rs[1] != qs[1])
+      return failure();
+    // K as [B, H, Sk, D]: kT read transposed, or transposed by an op made
+    // only once the match is certain.
+    SmallVector<int64_t> ks(shapeOf(kT));
+    if (!qk.getTransposeRhs())
+      std::swap(ks[2], ks[3]);
+    if (ks[0] != qs[0] || ks[1] != qs[1] || ks[3] != qs[3] || ks[2] != shapeOf(v)[2])
+      return failure();
+    if (mask) {
+      // The mask must broadcast to the scores [B, H, Sq, Sk].
+      auto ms = shapeOf(mask);
+      auto ss = shapeOf(scores);
+      for (int d = 0; d < 4; ++d)
+        if (ms[d] != 1 && ms[d] != ss[d])
+          return failure();
+    }
+    Value k = kT;
+    if (!qk.getTransposeRhs())
+      k = rewriter.create<TransposeOp>(root.getLoc(), kT,
+                                       rewriter.getDenseI64ArrayAttr({0, 1, 3, 2}));
+    FloatAttr scaleAttr;
+    if (!near(scale, 1.0 / std::sqrt(double(qs[3])), 1e-6))
+      scaleAttr = rewriter.getF64FloatAttr(scale);
+    rewriter.replaceOpWithNewOp<AttentionOp>(
+        root, q, k, v, mask, /*cu_seqlens=*/Value(), causal ? rewriter.getUnitAttr() : UnitAttr(),
+        scaleAttr, rewriter.getF64FloatAttr(dropout), rewriter.getI64IntegerAttr(seed));
+    return success();
   }
-  FloatAttr scaleAttr;
-  if (!near(scale, 1.0 / std::sqrt(double(qs[3])), 1e-6))
-    scaleAttr = b.getF64FloatAttr(scale);
-  return b.create<AttentionOp>(root.getLoc(), q, k, v, mask, /*cu_seqlens=*/Value(),
-                               causal ? b.getUnitAttr() : UnitAttr(), scaleAttr,
-                               b.getF64FloatAttr(dropout), b.getI64IntegerAttr(seed));
-}
+};
 
 //===----------------------------------------------------------------------===//
 // Linear layers on flattened rows: reshape(matmul(reshape(x, [N, K]), w) [+ b],
@@ -375,66 +389,75 @@ Value matchAttention(OpBuilder &b, MatmulOp root) {
 // same; the bias and its gradient then fuse with their neighbours).
 //===----------------------------------------------------------------------===//
 
-Value matchFlattenedLinear(OpBuilder &b, ReshapeOp root) {
-  Value inner = root.getInput();
-  auto add = inner.getDefiningOp<AddOp>();
-  Value bias;
-  MatmulOp mm;
-  if (add) {
-    for (auto [m, c] : {std::pair(add.getLhs(), add.getRhs()),
-                        std::pair(add.getRhs(), add.getLhs())})
-      if (auto op = m.getDefiningOp<MatmulOp>(); op && rankOf(c) == 1) {
-        mm = op;
-        bias = c;
-        break;
-      }
-  } else {
-    mm = inner.getDefiningOp<MatmulOp>();
+struct RecognizeFlattenedLinear : OpRewritePattern<ReshapeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ReshapeOp root, PatternRewriter &rewriter) const override {
+    Value inner = root.getInput();
+    auto add = inner.getDefiningOp<AddOp>();
+    Value bias;
+    MatmulOp mm;
+    if (add) {
+      for (auto [m, c] : {std::pair(add.getLhs(), add.getRhs()),
+                          std::pair(add.getRhs(), add.getLhs())})
+        if (auto op = m.getDefiningOp<MatmulOp>(); op && rankOf(c) == 1) {
+          mm = op;
+          bias = c;
+          break;
+        }
+    } else {
+      mm = inner.getDefiningOp<MatmulOp>();
+    }
+    if (!mm || mm.getTransposeLhs() || rankOf(mm.getResult()) != 2 || rankOf(mm.getRhs()) != 2)
+      return failure();
+    auto flat = mm.getLhs().getDefiningOp<ReshapeOp>();
+    if (!flat)
+      return failure();
+    Value x = flat.getInput();
+    auto xs = shapeOf(x), out = shapeOf(root.getResult());
+    if (xs.size() < 2 || xs.size() != out.size() ||
+        !std::equal(xs.begin(), xs.end() - 1, out.begin()) ||
+        out.back() != shapeOf(mm.getResult()).back() || ShapedType::isDynamicShape(xs))
+      return failure();
+    if (bias && shapeOf(bias)[0] != out.back())
+      return failure();
+    Location loc = root.getLoc();
+    Value y = rewriter.create<MatmulOp>(loc, x, mm.getRhs(), false, mm.getTransposeRhs());
+    if (bias)
+      y = add.getLhs() == bias ? rewriter.create<AddOp>(loc, bias, y).getResult()
+                               : rewriter.create<AddOp>(loc, y, bias).getResult();
+    rewriter.replaceOp(root, y);
+    return success();
   }
-  if (!mm || mm.getTransposeLhs() || rankOf(mm.getResult()) != 2 || rankOf(mm.getRhs()) != 2)
-    return Value();
-  auto flat = mm.getLhs().getDefiningOp<ReshapeOp>();
-  if (!flat)
-    return Value();
-  Value x = flat.getInput();
-  auto xs = shapeOf(x), out = shapeOf(root.getResult());
-  if (xs.size() < 2 || xs.size() != out.size() ||
-      !std::equal(xs.begin(), xs.end() - 1, out.begin()) ||
-      out.back() != shapeOf(mm.getResult()).back() || ShapedType::isDynamicShape(xs))
-    return Value();
-  if (bias && shapeOf(bias)[0] != out.back())
-    return Value();
-  b.setInsertionPoint(root);
-  Value y = b.create<MatmulOp>(root.getLoc(), x, mm.getRhs(), false, mm.getTransposeRhs());
-  if (bias)
-    y = add.getLhs() == bias ? b.create<AddOp>(root.getLoc(), bias, y).getResult()
-                             : b.create<AddOp>(root.getLoc(), y, bias).getResult();
-  return y;
-}
+};
 
 /// matmul(x, transpose(w)) with the transpose swapping the last two dims is
 /// matmul(x, w, transpose_rhs) (BERT's and GPT-2's `x @ W.T` as exported):
 /// the GEMM reads w transposed instead of a copy, forward and backward.
-Value matchTransposedOperand(OpBuilder &b, MatmulOp mm) {
-  auto swapsLastTwo = [](Value v) -> Value {
-    auto t = v.getDefiningOp<TransposeOp>();
-    if (!t)
-      return Value();
-    ArrayRef<int64_t> p = t.getPermutation();
-    int64_t n = p.size();
-    for (int64_t i = 0; i + 2 < n; ++i)
-      if (p[i] != i)
+struct RecognizeTransposedOperand : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MatmulOp mm, PatternRewriter &rewriter) const override {
+    auto swapsLastTwo = [](Value v) -> Value {
+      auto t = v.getDefiningOp<TransposeOp>();
+      if (!t)
         return Value();
-    return n >= 2 && p[n - 2] == n - 1 && p[n - 1] == n - 2 ? t.getInput() : Value();
-  };
-  Value lhs = swapsLastTwo(mm.getLhs()), rhs = swapsLastTwo(mm.getRhs());
-  if (!lhs && !rhs)
-    return Value();
-  b.setInsertionPoint(mm);
-  return b.create<MatmulOp>(mm.getLoc(), lhs ? lhs : mm.getLhs(), rhs ? rhs : mm.getRhs(),
-                            mm.getTransposeLhs() != bool(lhs),
-                            mm.getTransposeRhs() != bool(rhs));
-}
+      ArrayRef<int64_t> p = t.getPermutation();
+      int64_t n = p.size();
+      for (int64_t i = 0; i + 2 < n; ++i)
+        if (p[i] != i)
+          return Value();
+      return n >= 2 && p[n - 2] == n - 1 && p[n - 1] == n - 2 ? t.getInput() : Value();
+    };
+    Value lhs = swapsLastTwo(mm.getLhs()), rhs = swapsLastTwo(mm.getRhs());
+    if (!lhs && !rhs)
+      return failure();
+    rewriter.replaceOpWithNewOp<MatmulOp>(mm, lhs ? lhs : mm.getLhs(), rhs ? rhs : mm.getRhs(),
+                                          mm.getTransposeLhs() != bool(lhs),
+                                          mm.getTransposeRhs() != bool(rhs));
+    return success();
+  }
+};
 
 //===----------------------------------------------------------------------===//
 // The next-token loss without copies of the logits: cross_entropy(logits[:,
@@ -445,79 +468,83 @@ Value matchTransposedOperand(OpBuilder &b, MatmulOp mm) {
 // (backward).
 //===----------------------------------------------------------------------===//
 
-Value matchShiftedCrossEntropy(OpBuilder &b, CrossEntropyOp ce) {
-  auto logitsRows = ce.getLogits().getDefiningOp<ReshapeOp>();
-  auto labelRows = ce.getLabels().getDefiningOp<ReshapeOp>();
-  if (!logitsRows || !labelRows)
-    return Value();
-  auto logitsSlice = logitsRows.getInput().getDefiningOp<SliceOp>();
-  auto labelSlice = labelRows.getInput().getDefiningOp<SliceOp>();
-  if (!logitsSlice || !labelSlice)
-    return Value();
-  Value logits = logitsSlice.getInput(), labels = labelSlice.getInput();
-  auto ls = shapeOf(logits), ys = shapeOf(labels);
-  if (ls.size() != 3 || ys.size() != 2 || ls[0] != ys[0] || ls[1] != ys[1] || ls[1] < 2 ||
-      ShapedType::isDynamicShape(ls) || ShapedType::isDynamicShape(ys))
-    return Value();
-  const int64_t B = ls[0], S = ls[1], V = ls[2];
-  auto is = [](ArrayRef<int64_t> got, std::initializer_list<int64_t> want) {
-    return got.size() == want.size() && std::equal(got.begin(), got.end(), want.begin());
-  };
-  if (!is(logitsSlice.getStarts(), {0, 0, 0}) || !is(logitsSlice.getEnds(), {B, S - 1, V}) ||
-      !is(logitsSlice.getSteps(), {1, 1, 1}) || !is(labelSlice.getStarts(), {0, 1}) ||
-      !is(labelSlice.getEnds(), {B, S}) || !is(labelSlice.getSteps(), {1, 1}))
-    return Value();
-  b.setInsertionPoint(ce);
-  Location loc = ce.getLoc();
-  auto labelType = cast<RankedTensorType>(labels.getType());
-  auto fillType = RankedTensorType::get({B, 1}, labelType.getElementType());
-  Value ignored = b.create<ConstantOp>(
-      loc, DenseElementsAttr::get(fillType, b.getIntegerAttr(labelType.getElementType(),
-                                                             ce.getIgnoreIndex())));
-  Value shifted = b.create<ConcatOp>(loc, ValueRange{labelSlice.getResult(), ignored},
-                                     b.getI64IntegerAttr(1));
-  auto rows = [&](Value v, ArrayRef<int64_t> shape) {
-    auto t = cast<RankedTensorType>(v.getType());
-    return b.create<ReshapeOp>(loc, RankedTensorType::get(shape, t.getElementType()), v);
-  };
-  return b.create<CrossEntropyOp>(loc, rows(logits, {B * S, V}), rows(shifted, {B * S}),
-                                  ce.getIgnoreIndexAttr());
+struct RecognizeShiftedCrossEntropy : OpRewritePattern<CrossEntropyOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(CrossEntropyOp ce, PatternRewriter &b) const override {
+    auto logitsRows = ce.getLogits().getDefiningOp<ReshapeOp>();
+    auto labelRows = ce.getLabels().getDefiningOp<ReshapeOp>();
+    if (!logitsRows || !labelRows)
+      return failure();
+    auto logitsSlice = logitsRows.getInput().getDefiningOp<SliceOp>();
+    auto labelSlice = labelRows.getInput().getDefiningOp<SliceOp>();
+    if (!logitsSlice || !labelSlice)
+      return failure();
+    Value logits = logitsSlice.getInput(), labels = labelSlice.getInput();
+    auto ls = shapeOf(logits), ys = shapeOf(labels);
+    if (ls.size() != 3 || ys.size() != 2 || ls[0] != ys[0] || ls[1] != ys[1] || ls[1] < 2 ||
+        ShapedType::isDynamicShape(ls) || ShapedType::isDynamicShape(ys))
+      return failure();
+    const int64_t B = ls[0], S = ls[1], V = ls[2];
+    auto is = [](ArrayRef<int64_t> got, std::initializer_list<int64_t> want) {
+      return got.size() == want.size() && std::equal(got.begin(), got.end(), want.begin());
+    };
+    if (!is(logitsSlice.getStarts(), {0, 0, 0}) || !is(logitsSlice.getEnds(), {B, S - 1, V}) ||
+        !is(logitsSlice.getSteps(), {1, 1, 1}) || !is(labelSlice.getStarts(), {0, 1}) ||
+        !is(labelSlice.getEnds(), {B, S}) || !is(labelSlice.getSteps(), {1, 1}))
+      return failure();
+    Location loc = ce.getLoc();
+    auto labelType = cast<RankedTensorType>(labels.getType());
+    auto fillType = RankedTensorType::get({B, 1}, labelType.getElementType());
+    Value ignored = b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(fillType, b.getIntegerAttr(labelType.getElementType(),
+                                                               ce.getIgnoreIndex())));
+    Value shifted = b.create<ConcatOp>(loc, ValueRange{labelSlice.getResult(), ignored},
+                                       b.getI64IntegerAttr(1));
+    auto rows = [&](Value v, ArrayRef<int64_t> shape) {
+      auto t = cast<RankedTensorType>(v.getType());
+      return b.create<ReshapeOp>(loc, RankedTensorType::get(shape, t.getElementType()), v);
+    };
+    b.replaceOpWithNewOp<CrossEntropyOp>(ce, rows(logits, {B * S, V}), rows(shifted, {B * S}),
+                                        ce.getIgnoreIndexAttr());
+    return success();
+  }
+};
+
+/// Offers every op of `fn` that exists now, in order, to `patterns` once
+/// (no folding, no revisiting: ops a rewrite makes are not matched again);
+/// returns how many rewrites applied.
+int64_t applyOnce(func::FuncOp fn, const FrozenRewritePatternSet &patterns) {
+  PatternApplicator applicator(patterns);
+  applicator.applyDefaultCostModel();
+  PatternRewriter rewriter(fn.getContext());
+  SmallVector<Operation *> ops;
+  fn.walk([&](Operation *op) { ops.push_back(op); });
+  int64_t applied = 0;
+  for (Operation *op : ops) {
+    rewriter.setInsertionPoint(op);
+    applied += succeeded(applicator.matchAndRewrite(op, rewriter));
+  }
+  return applied;
 }
 
 class RecognizePass : public mlc::impl::MlcRecognizeBase<RecognizePass> {
 public:
+  LogicalResult initialize(MLIRContext *ctx) final {
+    RewritePatternSet blocks(ctx), attention(ctx);
+    blocks.add<RecognizeLayerNorm, RecognizeGelu, RecognizeFlattenedLinear,
+               RecognizeTransposedOperand, RecognizeShiftedCrossEntropy>(ctx);
+    attention.add<RecognizeAttention>(ctx);
+    blockPatterns = std::move(blocks);
+    attentionPatterns = std::move(attention);
+    return success();
+  }
+
   void runOnOperation() final {
     func::FuncOp fn = getOperation();
-    OpBuilder b(fn.getContext());
-    int64_t found = 0;
     // LayerNorm and GELU first: attention's operands may be built from them.
-    SmallVector<Operation *> ops;
-    fn.walk([&](Operation *op) { ops.push_back(op); });
-    for (Operation *op : ops) {
-      Value replacement;
-      if (auto add = dyn_cast<AddOp>(op))
-        replacement = matchLayerNorm(b, add);
-      else if (auto r = dyn_cast<ReshapeOp>(op))
-        replacement = matchFlattenedLinear(b, r);
-      else if (auto mm = dyn_cast<MatmulOp>(op))
-        replacement = matchTransposedOperand(b, mm);
-      else if (auto ce = dyn_cast<CrossEntropyOp>(op))
-        replacement = matchShiftedCrossEntropy(b, ce);
-      else if (auto mul = dyn_cast<MulOp>(op))
-        replacement = matchGelu(b, mul);
-      if (replacement) {
-        op->getResult(0).replaceAllUsesWith(replacement);
-        ++found;
-      }
-    }
-    ops.clear();
-    fn.walk([&](Operation *op) { ops.push_back(op); });
-    for (Operation *op : ops)
-      if (auto mm = dyn_cast<MatmulOp>(op); mm && !mm->use_empty())
-        if (Value replacement = matchAttention(b, mm)) {
-          mm.getResult().replaceAllUsesWith(replacement);
-          ++found;
-        }
+    int64_t found = applyOnce(fn, blockPatterns);
+    found += applyOnce(fn, attentionPatterns);
     // The replaced chains are dead now (users come after their operands).
     for (Block &block : fn.getBody())
       for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
@@ -525,6 +552,9 @@ public:
           op.erase();
     recognized += found;
   }
+
+private:
+  FrozenRewritePatternSet blockPatterns, attentionPatterns;
 };
 
 } // namespace

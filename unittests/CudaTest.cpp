@@ -1,6 +1,7 @@
 //===- CudaTest.cpp - kernels.cu's kernel lines, ptxas, tensor cores -------===//
 
 #include "compiler/Pipeline.h"
+#include "compiler/codegen/CudaPrelude.h"
 #include "dialects/mlc/MlcDialect.h"
 #include "runtime/backend/Backend.h"
 #include "runtime/backend/cuda/CudaKernels.h"
@@ -117,6 +118,18 @@ TEST(CudaKernels, BucketKernelsCompile) {
       EXPECT_EQ(stats[k].spillStores + stats[k].spillLoads, 0) << k << " for " << arch;
     }
   }
+}
+
+TEST(CudaKernels, PreludeCompilesAlone) {
+  // prelude/cuda.cuh, as embedded, is a translation unit NVRTC compiles on
+  // its own (a package's kernels.cu adds only kernels after it).
+  std::string why;
+  Nvrtc *nvrtc = Nvrtc::get(&why);
+  if (!nvrtc)
+    GTEST_SKIP() << why;
+  for (const char *arch : {"sm_80", "sm_90"})
+    EXPECT_NO_THROW(nvrtc->compile(mlc::cudaKernelPrelude(), "prelude/cuda.cuh", arch, true))
+        << arch;
 }
 
 TEST(CudaKernels, LoaderOptionsCompile) {

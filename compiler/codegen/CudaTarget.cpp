@@ -265,6 +265,9 @@ public:
     return bindArguments(args);
   }
 
+  /// out_k = f(in...) per element of the nest. Memory: each operand read
+  /// once and each result written once (a fusion's intermediates live in
+  /// registers); a broadcast operand is re-read from L2, not DRAM.
   /// A grid-stride loop over the flat index of the merged nest; the last
   /// dimension varies fastest, so neighbouring threads touch neighbouring
   /// elements of every contiguous access. Where the innermost dimension
@@ -323,9 +326,12 @@ public:
     return os.str();
   }
 
+  /// p[c] = sum_r body(r, c) (a bias gradient fused into its producer).
   /// Phase 0: block (chunk, cb) sums rows of its chunk for the columns of
   /// column block cb, a thread per column, into partial[chunk][c]; phase 1:
-  /// a thread per column adds the partials in chunk order.
+  /// a thread per column adds the partials in chunk order. Memory: the rows
+  /// read once (coalesced along c), chunks x C doubles of partials written
+  /// and read back, the C sums written.
   std::string columnReduction(const std::string &rows, int64_t columns,
                               const std::string &offsets, const std::string &body, int slot,
                               const std::string &type) override {
@@ -354,6 +360,11 @@ public:
     return k.str();
   }
 
+  /// AdamW over the flat buffers (contract/OptimizerScalars.h: m = b1 m +
+  /// (1 - b1) g, v = b2 v + (1 - b2) g^2, p = p decay - step m / (sqrt(v)
+  /// inv_sqrt_bc2 + eps)), a grid-stride loop per segment, one launch.
+  /// Memory: p, m, v and g read, p, m and v written: 28 bytes per f32
+  /// parameter, the kernel's whole cost (bandwidth-bound).
   std::string optimizer(mlir::Type el, const std::vector<Segment> &segments,
                         const std::string &setup, const std::string &body) override {
     std::string T = cType(el);
@@ -375,6 +386,9 @@ public:
     return k.str();
   }
 
+  /// out[0] = sqrt(sum_i value(g_i)) in double: phase 0 a block sum per
+  /// block into scratch, phase 1 one block adds them in order (the same
+  /// bits every run). Memory: every gradient read once (4 bytes per f32).
   std::string norm(mlir::Type el, const std::vector<Segment> &segments,
                    const std::string &body, const std::string &value) override {
     std::string T = cType(el);
@@ -398,6 +412,10 @@ public:
     return k.str();
   }
 
+  /// y = exp(x - m) / s per row (log: x - m - log s), m and s the row's max
+  /// and sum exp(x - m) from one online pass (mlc_lse_add), a block per row.
+  /// Memory: x read twice (the second pass mostly from L2), y written once:
+  /// 8 bytes per f32 element from DRAM.
   std::string softmax(mlir::Type el, const std::string &rows, int64_t C, bool log) override {
     std::string T = cType(el);
     std::ostringstream b;
@@ -416,6 +434,9 @@ public:
     return b.str();
   }
 
+  /// dx = y * (g - sum_c g_c y_c) per row, a block per row (the dot product
+  /// a block sum in double). Memory: g and y read (twice, the second from
+  /// L2), dx written: 12 bytes per f32 element.
   std::string softmaxGrad(mlir::Type el, const std::string &rows, int64_t C) override {
     std::string T = cType(el);
     std::ostringstream b;
@@ -430,6 +451,9 @@ public:
     return b.str();
   }
 
+  /// y = (x - mean) * rstd * w + b per row, a block per row, the statistics
+  /// in double over two passes. Memory: x read (three passes over the row,
+  /// two from L2), y written; w and b stay in cache: 8 bytes per f32 element.
   std::string layerNorm(mlir::Type el, const std::string &rows, int64_t E,
                         const std::string &eps) override {
     std::string T = cType(el);
@@ -445,8 +469,12 @@ public:
     return b.str();
   }
 
+  /// dx = rstd * (dxh - mean(dxh) - xh * mean(dxh * xh)), dxh = g * w, xh =
+  /// (x - mean) * rstd; dw = sum_r g * xh, db = sum_r g.
   /// Phase 0: a block per row writes dx and keeps (mean, rstd) in scratch;
   /// phases 1 and 2: dw and db as a deterministic column reduction.
+  /// Memory: g and x read twice (rows, then column chunks), dx written: 20
+  /// bytes per f32 element, plus 16 bytes of statistics per row.
   std::string layerNormGrad(mlir::Type el, const std::string &rows, int64_t capacity, int64_t E,
                             const std::string &eps) override {
     std::string T = cType(el);
@@ -491,6 +519,10 @@ public:
     return b.str();
   }
 
+  /// loss = mean over labelled rows of m + log s - x[label] (m, s the
+  /// row's log-sum-exp terms): phase 0 a block per row writes its term, phase
+  /// 1 one block sums them in order. Memory: the logits read once (4 bytes
+  /// per f32 logit); a label out of range is reported, not read.
   std::string crossEntropy(mlir::Type el, mlir::Type lt, const std::string &rows, int64_t C,
                            int64_t ignore) override {
     std::string T = cType(el);
@@ -528,9 +560,13 @@ public:
     return crossEntropyGradient(el, lt, el, rows, C, ignore, scale, /*withLoss=*/false);
   }
 
-  /// A block per row: the prologue is computed once into a shared-memory
-  /// row (values needed elsewhere are stored on the way), then normalized
-  /// from it. A row too long for shared memory recomputes the prologue.
+  /// LayerNorm of a pointwise prologue (a residual add, a bias), y =
+  /// (u - mean) * rstd * w + b with u = prologue(inputs). A block per row:
+  /// the prologue is computed once into a shared-memory row (values needed
+  /// elsewhere are stored on the way), then normalized from it. A row too
+  /// long for shared memory recomputes the prologue. Memory: the prologue's
+  /// inputs read once, its stored values and y written once; u never
+  /// reaches DRAM.
   std::string layerNormFusion(mlir::Type el, const std::string &rows, int64_t E,
                               const std::string &eps, const std::string &bases,
                               const std::string &offsets, const std::string &body,
@@ -573,6 +609,10 @@ public:
   std::string attention(const AttentionKernel &a) override;
   std::string attentionTensorCores(const AttentionKernel &a);
 
+  /// Sums, means and maxima (double accumulators; int64 for integers):
+  /// Rows a block per row, Columns the two-phase chunked column sums, General
+  /// a thread per output walking its reduced indices. Memory: the input read
+  /// once, the output written once.
   std::string reduction(const ReductionKernel &r) override {
     mlir::Type el = r.element;
     bool isFloat = isa<mlir::FloatType>(el);
@@ -617,6 +657,9 @@ public:
     return body.str();
   }
 
+  /// y[r, c] = table[ids[r], c], a thread per output element (an id out of
+  /// range is reported and row 0 read). Memory: the ids, the selected rows
+  /// of the table and y: 8 bytes per f32 element.
   std::string embedding(mlir::Type el, mlir::Type it, const std::string &rows, int64_t V,
                         int64_t E) override {
     std::ostringstream b;
@@ -632,10 +675,12 @@ public:
     return b.str();
   }
 
-  /// Phase 0 zeroes the table; phase 1: block (vocabulary chunk, column
-  /// block), a thread per column adding, in token order, the rows of the
-  /// tokens whose id falls in its chunk: no two threads add to one element
-  /// and no atomics, so the sums are reproducible.
+  /// dtable[ids[r], c] += dy[r, c]. Phase 0 zeroes the table; phase 1: block
+  /// (vocabulary chunk, column block), a thread per column adding, in token
+  /// order, the rows of the tokens whose id falls in its chunk: no two
+  /// threads add to one element and no atomics, so the sums are
+  /// reproducible. Memory: the table written twice (zeros, then sums), every
+  /// chunk reads all ids and dy's rows of its tokens.
   std::string embeddingGrad(mlir::Type el, mlir::Type it, const std::string &rows, int64_t V,
                             int64_t E) override {
     const int64_t block = 256, colBlocks = (E + block - 1) / block;
@@ -656,6 +701,8 @@ public:
     return b.str();
   }
 
+  /// p0 = value (fill), the constant table (constant), or zero bytes (zero):
+  /// grid-stride stores, one write per element.
   std::string fill(mlir::Type el, int64_t n, const std::string &value) override {
     return arguments({{el, true}}) + phase(blocksFor(n, 256, 4096), 256) +
            "    for (int64_t i = MLC_TID; i < " + n2s(n) + "; i += MLC_STRIDE) p0[i] = " + value +
@@ -722,9 +769,13 @@ private:
            "    s = mlc_block_sum(s, red);\n    if (threadIdx.x == 0) " + finish + "\n  }\n";
   }
 
-  /// The cross-entropy gradient (and the loss when `withLoss`): phase 0
+  /// The cross-entropy gradient d = scale / n * (softmax(x) - onehot(label))
+  /// over the n labelled rows (and the loss when `withLoss`): phase 0
   /// counts the labelled rows; phase 1 a block per row writes its gradient
-  /// (and loss term); phase 2 sums the loss terms.
+  /// (and loss term); phase 2 sums the loss terms. Memory: the logits read
+  /// twice (the second pass mostly from L2) and the gradient written once,
+  /// over the logits when they are dead: 8 bytes per f32 logit (6 when the
+  /// gradient is a bf16 copy).
   std::string crossEntropyGradient(mlir::Type el, mlir::Type lt, mlir::Type grad,
                                    const std::string &rows, int64_t C, int64_t ignore,
                                    const std::string &scale, bool withLoss) {

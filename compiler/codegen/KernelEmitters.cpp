@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/codegen/LoweringImpl.h"
-#include "runtime/core/OptimizerScalars.h"
+#include "contract/OptimizerScalars.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 

@@ -14,8 +14,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "contract/StepFunctions.h"
 #include "compiler/codegen/LoweringImpl.h"
-#include "runtime/core/OptimizerScalars.h"
+#include "contract/OptimizerScalars.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -418,7 +419,7 @@ void FunctionLowering::emitPlan(OpBuilder &b) {
 using namespace lowering;
 
 llvm::Error lowerToPlan(ModuleOp module) {
-  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  auto forward = module.lookupSymbol<func::FuncOp>(mlc::kForwardFn);
   if (!forward)
     return failure("the module has no @forward function");
   // A dynamic dimension is the token count: only leading, sized at run time
@@ -449,12 +450,12 @@ llvm::Error lowerToPlan(ModuleOp module) {
   }
   if (!dynamicError.empty())
     return failure(dynamicError);
-  auto step = module.lookupSymbol<func::FuncOp>("train_step");
-  auto evaluate = module.lookupSymbol<func::FuncOp>("evaluate");
-  auto gradNorm = module.lookupSymbol<func::FuncOp>("grad_norm");
-  auto optimizer = module.lookupSymbol<func::FuncOp>("optimizer");
-  auto accumulate = module.lookupSymbol<func::FuncOp>("accumulate");
-  auto merge = module.lookupSymbol<func::FuncOp>("merge");
+  auto step = module.lookupSymbol<func::FuncOp>(mlc::kTrainStepFn);
+  auto evaluate = module.lookupSymbol<func::FuncOp>(mlc::kEvaluateFn);
+  auto gradNorm = module.lookupSymbol<func::FuncOp>(mlc::kGradNormFn);
+  auto optimizer = module.lookupSymbol<func::FuncOp>(mlc::kOptimizerFn);
+  auto accumulate = module.lookupSymbol<func::FuncOp>(mlc::kAccumulateFn);
+  auto merge = module.lookupSymbol<func::FuncOp>(mlc::kMergeFn);
   if ((gradNorm || optimizer) && !step)
     return failure("@grad_norm and @optimizer need @train_step (its gradient order lays out "
                    "the flat buffers)");

@@ -9,7 +9,7 @@
 
 #include "dialects/mlc/MlcDialect.h"
 #include "dialects/mlc/MlcShapes.h"
-#include "runtime/core/OptimizerScalars.h"
+#include "contract/OptimizerScalars.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "contract/StepFunctions.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "dialects/mlc/MlcDialect.h"
 
@@ -1745,7 +1746,7 @@ llvm::Expected<ImportedModel> Importer::run(const onnx::ModelProto &model) {
   const onnx::GraphProto &g = model.graph();
 
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
-  func = b.create<func::FuncOp>(loc, "forward", b.getFunctionType({}, {}));
+  func = b.create<func::FuncOp>(loc, mlc::kForwardFn, b.getFunctionType({}, {}));
   module->push_back(func);
   block = func.addEntryBlock();
   b.setInsertionPointToStart(block);

@@ -75,7 +75,7 @@ public:
   virtual HostTensor output(const std::string &function, const std::string &name) = 0;
 
   /// Fills a plan's per-step scalars (the optimizer's: the trainer computes
-  /// them on the host before each update, see core/OptimizerScalars.h).
+  /// them on the host before each update, see contract/OptimizerScalars.h).
   virtual void setScalars(const std::string &name, const std::vector<double> &values) = 0;
 
   /// f32 GEMMs in TF32 on tensor cores (a GPU's choice; the CPU has none).

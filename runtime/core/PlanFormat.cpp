@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -144,105 +145,44 @@ std::string writePlan(const PlanData &plan) {
   return os.str();
 }
 
-PlanData parsePlan(const std::string &text, const std::string &path) {
-  PlanData plan;
-  std::istringstream in(text);
-  std::string line;
-  int lineNo = 0;
-  FunctionPlan *fn = nullptr;
-  int64_t paramCount = 0;
-  auto bad = [&](const std::string &msg) {
+namespace {
+
+/// Reads plan.txt line by line: one member per directive, each failing with
+/// the file and line of what it cannot accept.
+class PlanParser {
+public:
+  explicit PlanParser(std::string path) : path(std::move(path)) {}
+
+  PlanData parse(const std::string &text) {
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+      ++lineNo;
+      std::istringstream ls(line);
+      std::string word;
+      if (ls >> word)
+        directive(word, ls);
+    }
+    if (fn)
+      fail(path + ": function " + fn->name + " has no 'end' line (the file is truncated)");
+    return std::move(plan);
+  }
+
+private:
+  [[noreturn]] void bad(const std::string &msg) const {
     fail(path + ":" + std::to_string(lineNo) + ": " + msg);
-  };
-  auto bufferId = [&](const std::string &tok) {
-    if (tok.size() < 2 || tok[0] != '%')
-      bad("expected a buffer id, got '" + tok + "'");
-    char *end = nullptr;
-    long id = std::strtol(tok.c_str() + 1, &end, 10);
-    if (*end || !fn || id < 0 || id >= long(fn->buffers.size()))
-      bad("unknown buffer " + tok);
-    return int(id);
-  };
-  auto shape = [&](const std::string &t) {
-    std::vector<int64_t> s;
-    try {
-      s = parseShape(t);
-    } catch (const Error &e) {
-      bad(e.what());
-    }
-    return s;
-  };
-  auto numel = [&](const std::vector<int64_t> &s, int64_t capacity) {
-    bool overflow = false;
-    int64_t n = product(s, capacity, overflow);
-    // Element counts stay below 2^60 so that bytes (8 per element at most)
-    // and sums of sizes cannot overflow.
-    if (overflow || n > (int64_t(1) << 60))
-      bad("shape " + shapeText(s) + " is too large");
-    return n;
-  };
-  auto elementBytes = [&](const std::string &dtype) -> int64_t {
-    if (dtype == "i1")
-      return 1; // masks: one byte per element
-    int64_t size = 0;
-    try {
-      size = dtypeSize(dtype);
-    } catch (const Error &) {
-      bad("unknown dtype '" + dtype + "'");
-    }
-    return size;
-  };
-  std::set<std::string> names;
-  while (std::getline(in, line)) {
-    ++lineNo;
-    std::istringstream ls(line);
-    std::string word, extra;
-    if (!(ls >> word))
-      continue;
-    if (lineNo == 1) {
-      int v = 0;
-      if (word != "mlc-plan" || !(ls >> v) || v != kPlanVersion)
-        bad("expected 'mlc-plan " + std::to_string(kPlanVersion) + "'");
-    } else if (word == "tokens") {
+  }
+
+  void directive(const std::string &word, std::istringstream &ls) {
+    if (lineNo == 1)
+      return header(word, ls);
+    if (word == "tokens") {
       if (!(ls >> plan.tokenCapacity) || plan.tokenCapacity < 1)
         bad("malformed tokens line");
     } else if (word == "param") {
-      ParamInfo p;
-      std::string s;
-      int decay;
-      if (!(ls >> p.name >> p.dtype >> s >> decay >> p.init) || (decay != 0 && decay != 1))
-        bad("malformed param line");
-      if (p.dtype != "f32" && p.dtype != "f64")
-        bad("parameter " + p.name + " has dtype " + p.dtype + " (f32 or f64 expected)");
-      if (!plan.params.empty() && plan.params[0].dtype != p.dtype)
-        bad("parameters mix dtypes " + plan.params[0].dtype + " and " + p.dtype);
-      if (!names.insert(p.name).second)
-        bad("parameter " + p.name + " is declared twice");
-      if (p.init != "zeros" && p.init != "ones" && p.init != "package") {
-        char *end = nullptr;
-        double std = p.init.rfind("normal:", 0) == 0 ? std::strtod(p.init.c_str() + 7, &end) : -1;
-        if (!end || *end || !std::isfinite(std) || std < 0)
-          bad("parameter " + p.name + " has init '" + p.init + "' (normal:STD, zeros, ones or package)");
-      }
-      p.shape = shape(s);
-      p.numel = numel(p.shape, 0);
-      p.decay = decay;
-      p.offset = paramCount;
-      paramCount += p.numel;
-      if (paramCount > (int64_t(1) << 60))
-        bad("the parameters hold more than 2^60 elements");
-      plan.params.push_back(p);
+      param(ls);
     } else if (word == "input") {
-      InputInfo i;
-      std::string s;
-      if (!(ls >> i.name >> i.dtype >> s))
-        bad("malformed input line");
-      elementBytes(i.dtype);
-      i.shape = shape(s);
-      if (i.dynamic() && plan.tokenCapacity < 1)
-        bad("input " + i.name + " has a dynamic dimension but the plan declares no tokens");
-      i.numel = numel(i.shape, plan.tokenCapacity);
-      plan.inputs.push_back(i);
+      input(ls);
     } else if (word == "scalars") {
       ScalarsInfo sc;
       if (!(ls >> sc.name >> sc.dtype >> sc.size) || sc.dtype != "f64" || sc.size < 1 ||
@@ -258,177 +198,307 @@ PlanData parsePlan(const std::string &text, const std::string &path) {
     } else if (!fn) {
       bad("'" + word + "' outside a function");
     } else if (word == "buf") {
-      std::string id, kind;
-      ls >> id >> kind;
-      BufferDecl b;
-      static const std::pair<const char *, BufferDecl::Kind> named[] = {
-          {"param", BufferDecl::Param},     {"grad", BufferDecl::Grad},
-          {"input", BufferDecl::Input},     {"moment1", BufferDecl::Moment1},
-          {"moment2", BufferDecl::Moment2}, {"scalars", BufferDecl::Scalars},
-          {"grad_sum", BufferDecl::GradSum}};
-      const BufferDecl::Kind *namedKind = nullptr;
-      for (auto &[word, k] : named)
-        if (kind == word)
-          namedKind = &k;
-      if (namedKind) {
-        b.kind = *namedKind;
-        if (!(ls >> b.name))
-          bad("malformed buf line");
-        b.bytes = -1;
-        if (b.kind == BufferDecl::Input) {
-          for (const InputInfo &in : plan.inputs)
-            if (in.name == b.name)
-              b.bytes = in.numel * elementBytes(in.dtype);
-        } else if (b.kind == BufferDecl::Scalars) {
-          for (const ScalarsInfo &sc : plan.scalars)
-            if (sc.name == b.name)
-              b.bytes = sc.size * 8;
-        } else if (b.name == "*") {
-          b.bytes = paramCount * (plan.params.empty() ? 4 : elementBytes(plan.params[0].dtype));
-        } else {
-          for (const ParamInfo &p : plan.params)
-            if (p.name == b.name)
-              b.bytes = p.numel * elementBytes(p.dtype);
-        }
-        if (b.bytes < 0)
-          bad("buffer " + id + " names no " + kind + " '" + b.name + "' of the plan");
-      } else if (kind == "arena") {
-        b.kind = BufferDecl::Arena;
-        if (!(ls >> b.offset >> b.dtype >> b.numel) || b.offset < 0 || b.numel < 0)
-          bad("malformed arena buffer");
-        int64_t es = elementBytes(b.dtype);
-        if (b.numel > (std::numeric_limits<int64_t>::max() - b.offset) / es ||
-            b.offset + b.numel * es > fn->arenaBytes)
-          bad("arena buffer " + id + " lies outside the function's arena of " +
-              std::to_string(fn->arenaBytes) + " bytes");
-        b.bytes = b.numel * es;
-      } else if (kind == "alias") {
-        b.kind = BufferDecl::Alias;
-        std::string target;
-        ls >> target;
-        b.alias = bufferId(target);
-        if (!(ls >> b.offset >> b.dtype >> b.numel) || b.offset < 0 || b.numel < 0)
-          bad("malformed alias buffer (alias %ID BYTE_OFFSET DTYPE NUMEL)");
-        int64_t es = elementBytes(b.dtype), whole = fn->buffers[b.alias].bytes;
-        if (b.numel > (std::numeric_limits<int64_t>::max() - b.offset) / es ||
-            b.offset + b.numel * es > whole)
-          bad("view " + id + " of bytes [" + std::to_string(b.offset) + ", " +
-              std::to_string(b.offset + b.numel * es) + ") lies outside " + target + " (" +
-              std::to_string(whole) + " bytes)");
-        b.bytes = b.numel * es;
-      } else {
-        bad("unknown buffer kind '" + kind + "'");
-      }
-      if (id != "%" + std::to_string(fn->buffers.size()))
-        bad("buffers must be numbered in order");
-      fn->buffers.push_back(b);
+      buffer(ls);
     } else if (word == "kernel") {
-      StepDecl s;
-      s.kind = StepDecl::Kernel;
-      if (!(ls >> s.kernel))
-        bad("malformed kernel line");
-      std::string tok;
-      while (ls >> tok)
-        s.buffers.push_back(bufferId(tok));
-      if (s.buffers.empty())
-        bad("kernel " + s.kernel + " takes no buffers");
-      fn->steps.push_back(s);
+      kernel(ls);
     } else if (word == "gemm") {
-      StepDecl s;
-      s.kind = StepDecl::Gemm;
-      int nb;
-      std::string m, k;
-      if (!(ls >> s.transA >> s.transB >> m >> s.n >> k >> nb) || nb < 0 || nb > 8 || s.n < 1)
-        bad("malformed gemm line");
-      auto extent = [&](const std::string &t) -> int64_t {
-        if (t == "T")
-          return -1; // the batch's token count
-        char *end = nullptr;
-        long long v = std::strtoll(t.c_str(), &end, 10);
-        if (*end || v < 1)
-          bad("malformed gemm extent '" + t + "'");
-        return v;
-      };
-      s.m = extent(m);
-      s.k = extent(k);
-      s.batch.resize(nb);
-      s.lhsStrides.resize(nb);
-      s.rhsStrides.resize(nb);
-      for (auto *v : {&s.batch, &s.lhsStrides, &s.rhsStrides})
-        for (int64_t &x : *v)
-          if (!(ls >> x) || x < 0)
-            bad("malformed gemm line");
-      std::string tok;
-      while (ls >> tok) {
-        if (tok == "bias" || tok == "gelu") {
-          if (!s.buffers.empty() || (tok == "bias" && (s.bias || s.gelu)) || (tok == "gelu" && s.gelu))
-            bad("gemm epilogues (bias, then gelu) come once each, before the buffers");
-          (tok == "bias" ? s.bias : s.gelu) = true;
-          continue;
-        }
-        s.buffers.push_back(bufferId(tok));
-      }
-      if (s.buffers.size() != 3 + size_t(s.bias) + size_t(s.gelu))
-        bad("gemm needs " + std::to_string(3 + int(s.bias) + int(s.gelu)) +
-            " buffers (out, lhs, rhs" + (s.bias ? ", bias" : "") + (s.gelu ? ", pre" : "") +
-            "), got " + std::to_string(s.buffers.size()));
-      fn->steps.push_back(s);
+      gemm(ls);
     } else if (word == "allreduce_start" || word == "allreduce_wait") {
-      StepDecl s;
-      s.kind = word == "allreduce_wait" ? StepDecl::AllReduceWait : StepDecl::AllReduceStart;
-      if (!(ls >> s.tag) || s.tag < 0)
-        bad("malformed " + word + " line (a tag >= 0 first)");
-      bool started = false, waited = false;
-      for (const StepDecl &e : fn->steps)
-        if (e.tag == s.tag) {
-          started |= e.kind == StepDecl::AllReduceStart;
-          waited |= e.kind == StepDecl::AllReduceWait;
-        }
-      if (s.kind == StepDecl::AllReduceWait) {
-        if (!started || waited)
-          bad("allreduce_wait " + std::to_string(s.tag) +
-              (waited ? " waits twice" : " has no allreduce_start before it"));
-      } else {
-        std::string tok;
-        if (!(ls >> s.offset >> s.count >> tok) || s.offset < 0 || s.count < 1)
-          bad("malformed allreduce_start line (TAG OFFSET COUNT %GRADS)");
-        if (started)
-          bad("allreduce_start " + std::to_string(s.tag) + " starts a tag twice");
-        s.buffers.push_back(bufferId(tok));
-        if (ls >> tok) {
-          if (tok != "clip")
-            bad("allreduce_start: unexpected '" + tok + "' (only 'clip' may follow)");
-          s.clip = true;
-        }
-        const BufferDecl &g = fn->buffers[s.buffers[0]];
-        if (g.kind != BufferDecl::Grad || g.name != "*")
-          bad("allreduce_start reduces the whole gradient buffer (grad *)");
-        if (s.offset > paramCount - s.count)
-          bad("allreduce_start slice [" + std::to_string(s.offset) + ", +" +
-              std::to_string(s.count) + ") lies outside the " + std::to_string(paramCount) +
-              " gradients");
-      }
-      fn->steps.push_back(s);
+      allReduce(word, ls);
     } else if (word == "output") {
       std::string name, id, s;
       if (!(ls >> name >> id >> s))
         bad("malformed output line");
       fn->outputs.push_back({name, bufferId(id), shape(s)});
     } else if (word == "end") {
-      for (const StepDecl &a : fn->steps)
-        if (a.kind == StepDecl::AllReduceStart &&
-            std::none_of(fn->steps.begin(), fn->steps.end(), [&](const StepDecl &w) {
-              return w.kind == StepDecl::AllReduceWait && w.tag == a.tag;
-            }))
-          bad("allreduce_start " + std::to_string(a.tag) + " is never waited for");
-      fn = nullptr;
+      end();
     } else {
       bad("unknown directive '" + word + "'");
     }
   }
-  if (fn)
-    fail(path + ": function " + fn->name + " has no 'end' line (the file is truncated)");
-  return plan;
+
+  void header(const std::string &word, std::istringstream &ls) {
+    int v = 0;
+    if (word != "mlc-plan" || !(ls >> v) || v != kPlanVersion)
+      bad("expected 'mlc-plan " + std::to_string(kPlanVersion) + "'");
+  }
+
+  void param(std::istringstream &ls) {
+    ParamInfo p;
+    std::string s;
+    int decay;
+    if (!(ls >> p.name >> p.dtype >> s >> decay >> p.init) || (decay != 0 && decay != 1))
+      bad("malformed param line");
+    if (p.dtype != "f32" && p.dtype != "f64")
+      bad("parameter " + p.name + " has dtype " + p.dtype + " (f32 or f64 expected)");
+    if (!plan.params.empty() && plan.params[0].dtype != p.dtype)
+      bad("parameters mix dtypes " + plan.params[0].dtype + " and " + p.dtype);
+    if (!names.insert(p.name).second)
+      bad("parameter " + p.name + " is declared twice");
+    if (p.init != "zeros" && p.init != "ones" && p.init != "package") {
+      char *end = nullptr;
+      double std = p.init.rfind("normal:", 0) == 0 ? std::strtod(p.init.c_str() + 7, &end) : -1;
+      if (!end || *end || !std::isfinite(std) || std < 0)
+        bad("parameter " + p.name + " has init '" + p.init +
+            "' (normal:STD, zeros, ones or package)");
+    }
+    p.shape = shape(s);
+    p.numel = numel(p.shape, 0);
+    p.decay = decay;
+    p.offset = paramCount;
+    paramCount += p.numel;
+    if (paramCount > (int64_t(1) << 60))
+      bad("the parameters hold more than 2^60 elements");
+    plan.params.push_back(p);
+  }
+
+  void input(std::istringstream &ls) {
+    InputInfo i;
+    std::string s;
+    if (!(ls >> i.name >> i.dtype >> s))
+      bad("malformed input line");
+    elementBytes(i.dtype);
+    i.shape = shape(s);
+    if (i.dynamic() && plan.tokenCapacity < 1)
+      bad("input " + i.name + " has a dynamic dimension but the plan declares no tokens");
+    i.numel = numel(i.shape, plan.tokenCapacity);
+    plan.inputs.push_back(i);
+  }
+
+  /// `buf %ID KIND ...`: a named flat buffer, an arena slice or a view.
+  void buffer(std::istringstream &ls) {
+    std::string id, kind;
+    ls >> id >> kind;
+    BufferDecl b;
+    if (auto named = namedKind(kind)) {
+      b.kind = *named;
+      if (!(ls >> b.name))
+        bad("malformed buf line");
+      b.bytes = namedBytes(b);
+      if (b.bytes < 0)
+        bad("buffer " + id + " names no " + kind + " '" + b.name + "' of the plan");
+    } else if (kind == "arena") {
+      b.kind = BufferDecl::Arena;
+      if (!(ls >> b.offset >> b.dtype >> b.numel) || b.offset < 0 || b.numel < 0)
+        bad("malformed arena buffer");
+      int64_t es = elementBytes(b.dtype);
+      if (b.numel > (std::numeric_limits<int64_t>::max() - b.offset) / es ||
+          b.offset + b.numel * es > fn->arenaBytes)
+        bad("arena buffer " + id + " lies outside the function's arena of " +
+            std::to_string(fn->arenaBytes) + " bytes");
+      b.bytes = b.numel * es;
+    } else if (kind == "alias") {
+      b.kind = BufferDecl::Alias;
+      std::string target;
+      ls >> target;
+      b.alias = bufferId(target);
+      if (!(ls >> b.offset >> b.dtype >> b.numel) || b.offset < 0 || b.numel < 0)
+        bad("malformed alias buffer (alias %ID BYTE_OFFSET DTYPE NUMEL)");
+      int64_t es = elementBytes(b.dtype), whole = fn->buffers[b.alias].bytes;
+      if (b.numel > (std::numeric_limits<int64_t>::max() - b.offset) / es ||
+          b.offset + b.numel * es > whole)
+        bad("view " + id + " of bytes [" + std::to_string(b.offset) + ", " +
+            std::to_string(b.offset + b.numel * es) + ") lies outside " + target + " (" +
+            std::to_string(whole) + " bytes)");
+      b.bytes = b.numel * es;
+    } else {
+      bad("unknown buffer kind '" + kind + "'");
+    }
+    if (id != "%" + std::to_string(fn->buffers.size()))
+      bad("buffers must be numbered in order");
+    fn->buffers.push_back(b);
+  }
+
+  static std::optional<BufferDecl::Kind> namedKind(const std::string &kind) {
+    static const std::pair<const char *, BufferDecl::Kind> named[] = {
+        {"param", BufferDecl::Param},     {"grad", BufferDecl::Grad},
+        {"input", BufferDecl::Input},     {"moment1", BufferDecl::Moment1},
+        {"moment2", BufferDecl::Moment2}, {"scalars", BufferDecl::Scalars},
+        {"grad_sum", BufferDecl::GradSum}};
+    for (auto &[word, k] : named)
+      if (kind == word)
+        return k;
+    return std::nullopt;
+  }
+
+  /// The bytes of the input, scalars or parameter a named buffer refers to
+  /// (every parameter for "*"); -1 if the plan declares none of that name.
+  int64_t namedBytes(const BufferDecl &b) {
+    if (b.kind == BufferDecl::Input) {
+      for (const InputInfo &in : plan.inputs)
+        if (in.name == b.name)
+          return in.numel * elementBytes(in.dtype);
+    } else if (b.kind == BufferDecl::Scalars) {
+      for (const ScalarsInfo &sc : plan.scalars)
+        if (sc.name == b.name)
+          return sc.size * 8;
+    } else if (b.name == "*") {
+      return paramCount * (plan.params.empty() ? 4 : elementBytes(plan.params[0].dtype));
+    } else {
+      for (const ParamInfo &p : plan.params)
+        if (p.name == b.name)
+          return p.numel * elementBytes(p.dtype);
+    }
+    return -1;
+  }
+
+  void kernel(std::istringstream &ls) {
+    StepDecl s;
+    s.kind = StepDecl::Kernel;
+    if (!(ls >> s.kernel))
+      bad("malformed kernel line");
+    std::string tok;
+    while (ls >> tok)
+      s.buffers.push_back(bufferId(tok));
+    if (s.buffers.empty())
+      bad("kernel " + s.kernel + " takes no buffers");
+    fn->steps.push_back(s);
+  }
+
+  void gemm(std::istringstream &ls) {
+    StepDecl s;
+    s.kind = StepDecl::Gemm;
+    int nb;
+    std::string m, k;
+    if (!(ls >> s.transA >> s.transB >> m >> s.n >> k >> nb) || nb < 0 || nb > 8 || s.n < 1)
+      bad("malformed gemm line");
+    s.m = gemmExtent(m);
+    s.k = gemmExtent(k);
+    s.batch.resize(nb);
+    s.lhsStrides.resize(nb);
+    s.rhsStrides.resize(nb);
+    for (auto *v : {&s.batch, &s.lhsStrides, &s.rhsStrides})
+      for (int64_t &x : *v)
+        if (!(ls >> x) || x < 0)
+          bad("malformed gemm line");
+    std::string tok;
+    while (ls >> tok) {
+      if (tok == "bias" || tok == "gelu") {
+        if (!s.buffers.empty() || (tok == "bias" && (s.bias || s.gelu)) ||
+            (tok == "gelu" && s.gelu))
+          bad("gemm epilogues (bias, then gelu) come once each, before the buffers");
+        (tok == "bias" ? s.bias : s.gelu) = true;
+        continue;
+      }
+      s.buffers.push_back(bufferId(tok));
+    }
+    if (s.buffers.size() != 3 + size_t(s.bias) + size_t(s.gelu))
+      bad("gemm needs " + std::to_string(3 + int(s.bias) + int(s.gelu)) +
+          " buffers (out, lhs, rhs" + (s.bias ? ", bias" : "") + (s.gelu ? ", pre" : "") +
+          "), got " + std::to_string(s.buffers.size()));
+    fn->steps.push_back(s);
+  }
+
+  /// A GEMM's m or k: a positive extent, or T (the batch's token count).
+  int64_t gemmExtent(const std::string &t) const {
+    if (t == "T")
+      return -1;
+    char *end = nullptr;
+    long long v = std::strtoll(t.c_str(), &end, 10);
+    if (*end || v < 1)
+      bad("malformed gemm extent '" + t + "'");
+    return v;
+  }
+
+  void allReduce(const std::string &word, std::istringstream &ls) {
+    StepDecl s;
+    s.kind = word == "allreduce_wait" ? StepDecl::AllReduceWait : StepDecl::AllReduceStart;
+    if (!(ls >> s.tag) || s.tag < 0)
+      bad("malformed " + word + " line (a tag >= 0 first)");
+    bool started = false, waited = false;
+    for (const StepDecl &e : fn->steps)
+      if (e.tag == s.tag) {
+        started |= e.kind == StepDecl::AllReduceStart;
+        waited |= e.kind == StepDecl::AllReduceWait;
+      }
+    if (s.kind == StepDecl::AllReduceWait) {
+      if (!started || waited)
+        bad("allreduce_wait " + std::to_string(s.tag) +
+            (waited ? " waits twice" : " has no allreduce_start before it"));
+      fn->steps.push_back(s);
+      return;
+    }
+    std::string tok;
+    if (!(ls >> s.offset >> s.count >> tok) || s.offset < 0 || s.count < 1)
+      bad("malformed allreduce_start line (TAG OFFSET COUNT %GRADS)");
+    if (started)
+      bad("allreduce_start " + std::to_string(s.tag) + " starts a tag twice");
+    s.buffers.push_back(bufferId(tok));
+    if (ls >> tok) {
+      if (tok != "clip")
+        bad("allreduce_start: unexpected '" + tok + "' (only 'clip' may follow)");
+      s.clip = true;
+    }
+    const BufferDecl &g = fn->buffers[s.buffers[0]];
+    if (g.kind != BufferDecl::Grad || g.name != "*")
+      bad("allreduce_start reduces the whole gradient buffer (grad *)");
+    if (s.offset > paramCount - s.count)
+      bad("allreduce_start slice [" + std::to_string(s.offset) + ", +" +
+          std::to_string(s.count) + ") lies outside the " + std::to_string(paramCount) +
+          " gradients");
+    fn->steps.push_back(s);
+  }
+
+  void end() {
+    for (const StepDecl &a : fn->steps)
+      if (a.kind == StepDecl::AllReduceStart &&
+          std::none_of(fn->steps.begin(), fn->steps.end(), [&](const StepDecl &w) {
+            return w.kind == StepDecl::AllReduceWait && w.tag == a.tag;
+          }))
+        bad("allreduce_start " + std::to_string(a.tag) + " is never waited for");
+    fn = nullptr;
+  }
+
+  int bufferId(const std::string &tok) const {
+    if (tok.size() < 2 || tok[0] != '%')
+      bad("expected a buffer id, got '" + tok + "'");
+    char *end = nullptr;
+    long id = std::strtol(tok.c_str() + 1, &end, 10);
+    if (*end || !fn || id < 0 || id >= long(fn->buffers.size()))
+      bad("unknown buffer " + tok);
+    return int(id);
+  }
+
+  std::vector<int64_t> shape(const std::string &t) const {
+    try {
+      return parseShape(t);
+    } catch (const Error &e) {
+      bad(e.what());
+    }
+  }
+
+  int64_t numel(const std::vector<int64_t> &s, int64_t capacity) const {
+    bool overflow = false;
+    int64_t n = product(s, capacity, overflow);
+    // Element counts stay below 2^60 so that bytes (8 per element at most)
+    // and sums of sizes cannot overflow.
+    if (overflow || n > (int64_t(1) << 60))
+      bad("shape " + shapeText(s) + " is too large");
+    return n;
+  }
+
+  int64_t elementBytes(const std::string &dtype) const {
+    if (dtype == "i1")
+      return 1; // masks: one byte per element
+    try {
+      return dtypeSize(dtype);
+    } catch (const Error &) {
+      bad("unknown dtype '" + dtype + "'");
+    }
+  }
+
+  std::string path;
+  PlanData plan;
+  int lineNo = 0;
+  FunctionPlan *fn = nullptr;
+  int64_t paramCount = 0;
+  std::set<std::string> names;
+};
+
+} // namespace
+
+PlanData parsePlan(const std::string &text, const std::string &path) {
+  return PlanParser(path).parse(text);
 }
 
 } // namespace mlc::rt

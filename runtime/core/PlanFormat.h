@@ -13,7 +13,7 @@
 //                                        INIT normal:STD | zeros | ones
 //   input NAME DTYPE SHAPE
 //   scalars NAME DTYPE SIZE              per-step scalars the runtime fills
-//                                        (the optimizer's: OptimizerScalars.h)
+//                                        (the optimizer's: contract/OptimizerScalars.h)
 //   func NAME ARENA_BYTES
 //   buf %ID param NAME | grad NAME | moment1 NAME | moment2 NAME | grad_sum NAME
 //                                        a parameter's slice of a flat buffer,

@@ -2,7 +2,7 @@
 
 #include "runtime/train/Trainer.h"
 #include "runtime/core/Error.h"
-#include "runtime/core/OptimizerScalars.h"
+#include "contract/OptimizerScalars.h"
 #include "runtime/train/BatchSources.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Generate.h"

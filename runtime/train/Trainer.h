@@ -30,7 +30,7 @@ void saveParameters(Backend &backend, const std::string &path);
 double learningRate(const TrainOptions &o, int64_t step);
 
 /// The compiled optimizer's scalars for 1-based step t at learning rate lr
-/// with the clipping scale folded in (core/OptimizerScalars.h).
+/// with the clipping scale folded in (contract/OptimizerScalars.h).
 std::vector<double> adamwScalars(const TrainOptions &o, double lr, int64_t t, double scale);
 
 /// Trains; returns the per-step losses.

@@ -1,6 +1,9 @@
 // RUN: mlc-opt %s --mlc-autocast | FileCheck %s
 // RUN: not mlc-opt %s --mlc-autocast="dtype=f16" 2>&1 | FileCheck %s --check-prefix=BADTYPE
 
+// The module is marked for the kernel targets.
+// CHECK: module attributes {mlc.autocast = "bf16"}
+
 // An f32 product reads its operands as bf16 and is read back as f32.
 // CHECK-LABEL: func.func @linear
 // CHECK-SAME: (%[[X:.*]]: tensor<8x64xf32>, %[[W:.*]]: tensor<32x64xf32>)

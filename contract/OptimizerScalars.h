@@ -16,8 +16,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MLC_RUNTIME_CORE_OPTIMIZERSCALARS_H
-#define MLC_RUNTIME_CORE_OPTIMIZERSCALARS_H
+#ifndef MLC_CONTRACT_OPTIMIZERSCALARS_H
+#define MLC_CONTRACT_OPTIMIZERSCALARS_H
 
 namespace mlc {
 
@@ -39,4 +39,4 @@ inline constexpr const char *kAdamWScalarsName = "adamw";
 
 } // namespace mlc
 
-#endif // MLC_RUNTIME_CORE_OPTIMIZERSCALARS_H
+#endif // MLC_CONTRACT_OPTIMIZERSCALARS_H

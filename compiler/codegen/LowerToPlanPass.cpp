@@ -1,0 +1,60 @@
+//===- LowerToPlanPass.cpp - mlc-lower-to-plan and the lowering pipeline --===//
+//
+// The pass around the lowering (Lowering.h): its errors become diagnostics
+// on the module.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/Lowering.h"
+#include "compiler/codegen/Passes.h"
+#include "dialects/plan/PlanDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+
+namespace mlc {
+#define GEN_PASS_DEF_MLCLOWERTOPLAN
+#include "compiler/codegen/Passes.h.inc"
+} // namespace mlc
+
+using namespace mlir;
+
+namespace {
+
+class LowerToPlanPass : public mlc::impl::MlcLowerToPlanBase<LowerToPlanPass> {
+public:
+  void runOnOperation() final {
+    if (auto err = mlc::lowerToPlan(getOperation())) {
+      getOperation().emitError("mlc-lower-to-plan: ") << llvm::toString(std::move(err));
+      signalPassFailure();
+    }
+  }
+};
+
+} // namespace
+
+namespace mlc {
+
+void buildLoweringPipeline(OpPassManager &pm, const LoweringPipelineOptions &options) {
+  pm.addPass(createMlcLowerToPlan());
+  if (options.ranks > 1 || options.clip == "bucket") {
+    MlcBucketGradientsOptions o;
+    o.ranks = options.ranks;
+    o.capMb = options.capMb;
+    o.firstBucketMb = options.firstBucketMb;
+    o.clip = options.clip;
+    pm.addPass(createMlcBucketGradients(o));
+  }
+  pm.addPass(createMlcPlanMemory());
+}
+
+void registerCodegenPasses() {
+  registerMlcCodegenPasses();
+  PassPipelineRegistration<LoweringPipelineOptions>(
+      "mlc-lowering-pipeline",
+      "The lowering of `mlc compile`: mlc-lower-to-plan, mlc-bucket-gradients (data "
+      "parallelism or bucket-wise clipping), mlc-plan-memory",
+      buildLoweringPipeline);
+}
+
+} // namespace mlc

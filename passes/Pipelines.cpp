@@ -1,0 +1,45 @@
+//===- Pipelines.cpp - the graph passes of `mlc compile`, in order --------===//
+
+#include "passes/Pipelines.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+namespace mlc {
+
+void buildGraphPipeline(OpPassManager &pm, const GraphPipelineOptions &options) {
+  // Imported graphs: constants deduplicated, then their decomposed blocks
+  // recognized (builtin graphs have none).
+  pm.addPass(createCSEPass());
+  pm.addNestedPass<func::FuncOp>(createMlcRecognize());
+  if (!options.autocast.empty()) {
+    MlcAutocastOptions o;
+    o.dtype = options.autocast;
+    pm.addPass(createMlcAutocast(o));
+  }
+  pm.addPass(createMlcEvalMode());
+  if (options.training) {
+    pm.addPass(createMlcAutodiff());
+    pm.addPass(createMlcOptimizer());
+  }
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  if (options.fuse) {
+    pm.addPass(createMlcFuseOptimizer());
+    pm.addNestedPass<func::FuncOp>(createMlcFuseElementwise());
+  }
+}
+
+void registerGraphPipeline() {
+  PassPipelineRegistration<GraphPipelineOptions>(
+      "mlc-graph-pipeline",
+      "The graph passes of `mlc compile`: recognition, autocast, @evaluate, autodiff, the "
+      "optimizer, canonicalization and the fusions",
+      buildGraphPipeline);
+}
+
+} // namespace mlc

@@ -1,0 +1,47 @@
+//===- Pipelines.h - the graph passes of `mlc compile`, in order -*- C++ -*-===//
+//
+// What `mlc compile` runs between a frontend's @forward and the lowering,
+// as one pass pipeline, so that `mlc-opt --mlc-graph-pipeline` replays it:
+//
+//   mlc compile gpt2 --emit=graph | mlc-opt --mlc-graph-pipeline
+//
+// prints what `mlc compile gpt2 --emit=mlir` prints. The lowering's pipeline
+// (compiler/codegen/Passes.h) continues from there to the plan.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_PASSES_PIPELINES_H
+#define MLC_PASSES_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+#include <string>
+
+namespace mlc {
+
+struct GraphPipelineOptions : mlir::PassPipelineOptions<GraphPipelineOptions> {
+  Option<bool> training{*this, "training",
+                        llvm::cl::desc("Build @train_step (mlc-autodiff), @grad_norm and "
+                                       "@optimizer (mlc-optimizer)"),
+                        llvm::cl::init(true)};
+  Option<bool> fuse{*this, "fuse",
+                    llvm::cl::desc("Fuse pointwise ops (mlc-fuse-elementwise) and the "
+                                   "optimizer (mlc-fuse-optimizer)"),
+                    llvm::cl::init(true)};
+  Option<std::string> autocast{*this, "autocast",
+                               llvm::cl::desc("bf16: matrix products in bf16 (mlc-autocast); "
+                                              "empty: every op in the graph's type"),
+                               llvm::cl::init("")};
+};
+
+/// Recognition of decomposed blocks, autocast, @evaluate, autodiff and the
+/// optimizer, canonicalization and CSE, then the fusions.
+void buildGraphPipeline(mlir::OpPassManager &pm, const GraphPipelineOptions &options);
+
+/// Registers `mlc-graph-pipeline` for mlc-opt.
+void registerGraphPipeline();
+
+} // namespace mlc
+
+#endif // MLC_PASSES_PIPELINES_H
