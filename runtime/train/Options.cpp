@@ -116,10 +116,10 @@ const std::vector<TrainFlag> &trainFlags() {
         string("tensorboard-dir", "dir", "Write TensorBoard event files here: loss, lr, "
                                          "grad_norm, tokens_per_s, mfu, val_loss ... per step",
                &TrainOptions::tensorboardDir),
-        {"peak-tflops", "x", "The peak MFU is measured against, in TFLOP/s (default: the "
-                             "device's from its own description: on a CPU cores x FMA units x "
-                             "vector lanes x 2 x clock, on a GPU its dense rate for the "
-                             "GEMMs' type)",
+        {"peak-tflops", "x", "The peak MFU is measured against, in TFLOP/s; without it the "
+                             "device's own: on a CPU its cores x FMA units x vector lanes x 2 "
+                             "FLOPs x clock (/proc/cpuinfo), on a GPU its dense rate for the "
+                             "GEMMs' type",
          [](const TrainOptions &o) { return o.peakTflops > 0 ? text(o.peakTflops) : ""; },
          [](TrainOptions &o, const std::string &v) {
            o.peakTflops = parseNumber("peak-tflops", v);
