@@ -15,12 +15,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iomanip>
 #include <limits>
 #include <random>
 #include <set>
-#include <sstream>
 
 namespace mlc::rt {
 
