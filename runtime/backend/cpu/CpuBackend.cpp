@@ -423,9 +423,11 @@ HostTensor CpuBackend::output(const std::string &function, const std::string &na
 
 namespace {
 
-/// The fields of /proc/cpuinfo, one map per logical CPU.
-std::vector<std::map<std::string, std::string>> readCpuinfo() {
-  std::vector<std::map<std::string, std::string>> cpus(1);
+/// One logical CPU's fields in /proc/cpuinfo.
+using CpuFields = std::map<std::string, std::string>;
+
+std::vector<CpuFields> readCpuinfo() {
+  std::vector<CpuFields> cpus(1);
   std::ifstream in("/proc/cpuinfo");
   for (std::string line; std::getline(in, line);) {
     auto colon = line.find(':');
@@ -448,7 +450,7 @@ std::vector<std::map<std::string, std::string>> readCpuinfo() {
 
 /// The clock in GHz from the CPU's own description: the "@ 2.10GHz" of its
 /// model name, else cpufreq's maximum, else the MHz cpuinfo reports.
-double clockGHz(const std::map<std::string, std::string> &cpu) {
+double clockGHz(const CpuFields &cpu) {
   auto field = [&](const char *key) {
     auto it = cpu.find(key);
     return it == cpu.end() ? std::string() : it->second;
@@ -467,22 +469,15 @@ double clockGHz(const std::map<std::string, std::string> &cpu) {
   return std::atof(field("cpu MHz").c_str()) / 1e3;
 }
 
-} // namespace
-
-/// cores x FMA units x lanes x 2 FLOPs (an FMA) x clock. The cores are the
-/// physical ones among those this process may run on, at most one per
-/// OpenMP thread. The lanes are those of the widest vector ISA the flags
-/// list, for the package's element type; server cores with AVX-512 or AVX2
-/// have two FMA units (a few low-end AVX-512 parts have one: their MFU
-/// reads low, never above 1).
-PeakRate CpuBackend::peakRate() {
-  auto cpus = readCpuinfo();
+/// The physical cores (physical id, core id) among the CPUs this process may
+/// run on, and the first of those CPUs; no CPUs when cpuinfo cannot tell.
+std::pair<int64_t, const CpuFields *> allowedCores(const std::vector<CpuFields> &cpus) {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   sched_getaffinity(0, sizeof allowed, &allowed);
-  std::set<std::pair<std::string, std::string>> cores; // (physical id, core id)
-  const std::map<std::string, std::string> *first = nullptr;
-  for (const auto &cpu : cpus) {
+  std::set<std::pair<std::string, std::string>> cores;
+  const CpuFields *first = nullptr;
+  for (const CpuFields &cpu : cpus) {
     auto p = cpu.find("processor");
     if (p == cpu.end() || !CPU_ISSET(std::atoi(p->second.c_str()), &allowed))
       continue;
@@ -493,36 +488,57 @@ PeakRate CpuBackend::peakRate() {
     };
     cores.insert({id("physical id"), id("core id")});
   }
-  if (!first)
-    return {};
-  const int64_t used = std::min<int64_t>(int64_t(cores.size()), omp_get_max_threads());
-  auto flagsIt = first->find("flags");
-  if (flagsIt == first->end())
-    flagsIt = first->find("Features"); // aarch64
-  std::set<std::string> flags;
-  std::istringstream words(flagsIt == first->end() ? "" : flagsIt->second);
-  for (std::string w; words >> w;)
-    flags.insert(w);
-  // Lanes of f32 per vector; units: FMAs per cycle (or a multiply and an add).
+  return {int64_t(cores.size()), first};
+}
+
+/// A core's vector arithmetic: f32 lanes of its widest ISA and how many
+/// FMAs (or a multiply and an add) it issues per cycle.
+struct VectorUnits {
   int lanes = 4, units = 1;
   const char *unit = "mul+add units";
+};
+
+/// Server cores with AVX-512 or AVX2 have two FMA units (a few low-end
+/// AVX-512 parts have one: their MFU reads low, never above 1).
+VectorUnits vectorUnits(const CpuFields &cpu) {
+  auto it = cpu.find("flags");
+  if (it == cpu.end())
+    it = cpu.find("Features"); // aarch64
+  std::set<std::string> flags;
+  std::istringstream words(it == cpu.end() ? "" : it->second);
+  for (std::string w; words >> w;)
+    flags.insert(w);
   if (flags.count("avx512f"))
-    lanes = 16, units = 2, unit = "FMA units";
-  else if (flags.count("avx2") && flags.count("fma"))
-    lanes = 8, units = 2, unit = "FMA units";
-  else if (flags.count("avx"))
-    lanes = 8;
-  else if (flags.count("asimd"))
-    units = 2, unit = "FMA units";
-  if (elementSize_ == 8)
-    lanes /= 2;
+    return {16, 2, "FMA units"};
+  if (flags.count("avx2") && flags.count("fma"))
+    return {8, 2, "FMA units"};
+  if (flags.count("avx"))
+    return {8, 1, "mul+add units"};
+  if (flags.count("asimd"))
+    return {4, 2, "FMA units"};
+  return {};
+}
+
+} // namespace
+
+/// cores x FMA units x lanes x 2 FLOPs (an FMA) x clock, from the CPU's own
+/// description: the physical cores this process may run on (at most one
+/// per OpenMP thread), the lanes of the package's element type (f64: half).
+PeakRate CpuBackend::peakRate() {
+  const std::vector<CpuFields> cpus = readCpuinfo();
+  auto [cores, first] = allowedCores(cpus);
+  if (!first)
+    return {};
+  const int64_t used = std::min<int64_t>(cores, omp_get_max_threads());
+  const VectorUnits v = vectorUnits(*first);
+  const int lanes = elementSize_ == 8 ? v.lanes / 2 : v.lanes;
   const double ghz = clockGHz(*first);
   if (!(ghz > 0))
     return {};
   char basis[160];
   std::snprintf(basis, sizeof basis, "%lld cores x %d %s x %d %s lanes x 2 FLOPs x %.3g GHz",
-                (long long)used, units, unit, lanes, elementSize_ == 8 ? "f64" : "f32", ghz);
-  return {double(used) * units * lanes * 2.0 * ghz * 1e9, basis};
+                (long long)used, v.units, v.unit, lanes, elementSize_ == 8 ? "f64" : "f32", ghz);
+  return {double(used) * v.units * lanes * 2.0 * ghz * 1e9, basis};
 }
 
 void CpuBackend::setScalars(const std::string &name, const std::vector<double> &values) {
