@@ -14,7 +14,7 @@ APT_PACKAGES := \
   cmake ninja-build ccache g++ clang libclang-rt-14-dev \
   libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools \
   libgtest-dev libopenblas-dev libicu-dev zlib1g-dev python3-venv \
-  libonnx-dev libprotobuf-dev openmpi-bin libopenmpi-dev libdnnl-dev \
+  libonnx-dev libprotobuf-dev protobuf-compiler openmpi-bin libopenmpi-dev libdnnl-dev \
   python3 python3-numpy python3-torch python3-onnx
 
 .PHONY: all build setup test demo clean
@@ -43,17 +43,18 @@ $(BUILD)/build.ninja:
 build: $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-# HuggingFace transformers (the ONNX fixtures' models; it brings tokenizers)
-# and onnxruntime, an independent reference for imported models.
-$(VENV)/.ready-2:
+# HuggingFace transformers (the ONNX fixtures' models; it brings tokenizers),
+# onnxruntime, an independent reference for imported models, and TensorBoard,
+# whose reader checks --tensorboard-dir's event files.
+$(VENV)/.ready-3:
 	$(PY) -m venv --system-site-packages $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check \
-	  transformers==4.38.2 onnxruntime==1.32.0
+	  transformers==4.38.2 onnxruntime==1.32.0 tensorboard==2.21.0
 	touch $@
 
 test: setup
 	$(MAKE) build
-	$(MAKE) $(VENV)/.ready-2
+	$(MAKE) $(VENV)/.ready-3
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 demo: setup

@@ -4,9 +4,10 @@
 #
 #   scripts/build-runtime.sh DIR [--bare]
 #
-# --bare builds as if the CPU BLAS, oneDNN, ICU and Open MPI were absent
-# (what a bare CUDA machine may have): the CPU backend then multiplies with
-# a plain loop and the tokenizers know ASCII only.
+# --bare builds as if the CPU BLAS, oneDNN, ICU, Open MPI and protobuf were
+# absent (what a bare CUDA machine may have): the CPU backend then multiplies
+# with a plain loop, the tokenizers know ASCII only and there is no
+# --tensorboard-dir.
 set -euo pipefail
 src="$(cd "$(dirname "$0")/.." && pwd)"
 dir="$1"
@@ -14,7 +15,7 @@ shift || true
 extra=()
 if [[ "${1:-}" == "--bare" ]]; then
   extra=(-DCMAKE_DISABLE_FIND_PACKAGE_BLAS=ON -DCMAKE_DISABLE_FIND_PACKAGE_ICU=ON
-         -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DMLC_DNNL_INCLUDE=MLC_DNNL_INCLUDE-NOTFOUND
+         -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DCMAKE_DISABLE_FIND_PACKAGE_Protobuf=ON -DMLC_DNNL_INCLUDE=MLC_DNNL_INCLUDE-NOTFOUND
          -DMLC_DNNL_LIBRARY=MLC_DNNL_LIBRARY-NOTFOUND)
 fi
 generator=()

@@ -46,6 +46,13 @@ struct BackendProfile {
   std::map<std::string, double> secondsByKernel;
 };
 
+/// A device's peak rate, and the formula it came from, as the run prints it
+/// ("2 cores x 2 FMA units x 16 f32 lanes x 2 FLOPs x 2.6 GHz").
+struct PeakRate {
+  double flops = 0; ///< FLOP/s; 0 where the device cannot tell
+  std::string basis;
+};
+
 class Backend {
 public:
   explicit Backend(const Package &pkg);
@@ -81,9 +88,9 @@ public:
   /// f32 GEMMs in TF32 on tensor cores (a GPU's choice; the CPU has none).
   virtual void setTf32(bool) {}
 
-  /// The device's peak rate for the package's GEMMs, in FLOP/s (for MFU):
-  /// the CPU backend measures its BLAS on a square GEMM once; 0 if unknown.
-  virtual double peakFlops() { return 0; }
+  /// The hardware's peak arithmetic rate for the package's GEMMs, from the
+  /// device's own description (never measured): the denominator of MFU.
+  virtual PeakRate peakRate() { return {}; }
 
   /// Collectives over the data-parallel ranks: an asynchronous in-place sum
   /// of `count` elements at element `offset` of a flat buffer, identified by

@@ -5,6 +5,7 @@
 #include "runtime/core/Error.h"
 #include "runtime/core/TensorIO.h"
 #include "runtime/data/GptDataset.h"
+#include "runtime/train/RunLog.h"
 
 #include <cerrno>
 #include <cmath>
@@ -112,6 +113,19 @@ const std::vector<TrainFlag> &trainFlags() {
                 &TrainOptions::evalInterval),
         integer("eval-iters", "Validation batches per evaluation", &TrainOptions::evalIters),
         string("log-json", "file", "One JSON object per step", &TrainOptions::logJson),
+        string("tensorboard-dir", "dir", "Write TensorBoard event files here: loss, lr, "
+                                         "grad_norm, tokens_per_s, mfu, val_loss ... per step",
+               &TrainOptions::tensorboardDir),
+        {"peak-tflops", "x", "The peak MFU is measured against, in TFLOP/s; without it the "
+                             "device's own: on a CPU its cores x FMA units x vector lanes x 2 "
+                             "FLOPs x clock (/proc/cpuinfo), on a GPU its dense rate for the "
+                             "GEMMs' type",
+         [](const TrainOptions &o) { return o.peakTflops > 0 ? text(o.peakTflops) : ""; },
+         [](TrainOptions &o, const std::string &v) {
+           o.peakTflops = parseNumber("peak-tflops", v);
+           if (!(o.peakTflops > 0) || !std::isfinite(o.peakTflops))
+             fail("--peak-tflops must be a positive number of TFLOP/s, got '" + v + "'");
+         }},
         integer("log-every", "Print progress every N steps", &TrainOptions::logEvery),
         integer("sample-every", "Print a short generated sample every N steps (0 = never)",
                 &TrainOptions::sampleEvery),
@@ -223,6 +237,8 @@ void validate(const TrainOptions &o) {
     checkWritableFile(o.save, "--save");
   if (!o.logJson.empty())
     checkWritableFile(o.logJson, "--log-json");
+  if (!o.tensorboardDir.empty())
+    checkTensorBoardDir(o.tensorboardDir);
 }
 
 } // namespace mlc::rt

@@ -35,6 +35,8 @@ struct TrainOptions {
   std::string vocabFile;          // BERT data: the WordPiece vocab.txt (special ids)
   int64_t evalInterval = 0, evalIters = 10; // validation loss every N steps
   std::string logJson;
+  std::string tensorboardDir; // TensorBoard event files (scalars of the JSON log's rows)
+  double peakTflops = 0;      // the peak MFU is measured against (0: the device's own)
   int64_t logEvery = 1;
   std::string progress = "auto"; // auto | live | plain: one updating line on a terminal
   int64_t sampleEvery = 0;        // print a generated sample every N steps (GPT-style models)

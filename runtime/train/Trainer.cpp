@@ -6,6 +6,7 @@
 #include "runtime/train/BatchSources.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Generate.h"
+#include "runtime/train/RunLog.h"
 
 #include <algorithm>
 #include <chrono>
@@ -14,28 +15,15 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iomanip>
 #include <limits>
 #include <random>
 #include <set>
-#include <sstream>
 
 namespace mlc::rt {
 
 namespace {
 
 template <typename T> T *as(char *p) { return reinterpret_cast<T *>(p); }
-
-/// A number for the JSON log: 10 significant digits, or null when it is not
-/// finite (JSON has no NaN or infinity).
-std::string jsonNumber(double x) {
-  if (!std::isfinite(x))
-    return "null";
-  std::ostringstream os;
-  os << std::setprecision(10) << x;
-  return os.str();
-}
 
 /// Writes `x` as element i of a flat buffer of `elementSize`-byte floats.
 void store(std::vector<char> &flat, int64_t elementSize, int64_t i, double x) {
@@ -174,6 +162,49 @@ double stepFlops(const Package &pkg, int64_t tokens) {
   }
   return flops;
 }
+
+/// Model FLOPs utilization: a step's model FLOPs per second over the
+/// hardware's peak (--peak-tflops, else the device's own, printed once at
+/// the start). It is never clamped: a step measured above the peak is
+/// reported as measured, with a warning (once) that the peak is too low.
+class MfuMeter {
+public:
+  MfuMeter(Backend &backend, const TrainOptions &o) {
+    peak_ = o.peakTflops > 0 ? PeakRate{o.peakTflops * 1e12, "given by --peak-tflops"}
+                             : backend.peakRate();
+    if (o.quiet)
+      return;
+    if (peak_.flops > 0)
+      fprintf(stderr, "mlc: MFU against a peak of %.4g TFLOP/s (%s%s)\n", peak_.flops / 1e12,
+              peak_.basis.c_str(), o.peakTflops > 0 ? "" : "; --peak-tflops to override");
+    else
+      fprintf(stderr, "mlc: no MFU: the %s device does not tell its peak (give --peak-tflops)\n",
+              backend.name().c_str());
+  }
+
+  /// The step's MFU (NaN without a peak); `warning` gets the text to print
+  /// the first time a step exceeds the peak.
+  double measure(int64_t step, double flops, double seconds, std::string &warning) {
+    if (!(peak_.flops > 0))
+      return NAN;
+    const double rate = flops / seconds, mfu = rate / peak_.flops;
+    if (mfu > 1 && !warned_) {
+      warned_ = true;
+      char text[400];
+      std::snprintf(text, sizeof text,
+                    "mlc: warning: step %lld ran %.4g TFLOP/s of model FLOPs, above the peak "
+                    "of %.4g TFLOP/s (%s): that peak is too low; MFU is reported as "
+                    "measured (%.2f)\n",
+                    (long long)step, rate / 1e12, peak_.flops / 1e12, peak_.basis.c_str(), mfu);
+      warning = text;
+    }
+    return mfu;
+  }
+
+private:
+  PeakRate peak_;
+  bool warned_ = false;
+};
 
 /// "1h02m", "3m05s", "12s".
 std::string duration(double seconds) {
@@ -319,6 +350,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
   if (!lead) {
     o.quiet = true;
     o.logJson.clear();
+    o.tensorboardDir.clear();
     o.save.clear();
   }
   // The plan's all-reduces: its buckets, and whether it clips them.
@@ -384,13 +416,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
   for (const InputInfo &in : pkg.inputs)
     if (in.name == "input_ids")
       tokensPerStep = in.numel;
-  std::ofstream log;
-  if (!o.logJson.empty()) {
-    // A resumed run continues its log.
-    log.open(o.logJson, o.resume.empty() ? std::ios::trunc : std::ios::app);
-    if (!log)
-      fail(o.logJson + ": cannot write the JSON log");
-  }
+  RunLog log(o);
   // Micro-batches per optimizer step (--global-batch).
   int64_t micro = 1;
   if (o.globalBatch > 0) {
@@ -435,7 +461,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
     }
     ~OpenLine() { close(); }
   } line;
-  const double peak = o.quiet ? 0 : backend.peakFlops();
+  MfuMeter mfuMeter(backend, o);
   const auto runStart = std::chrono::steady_clock::now();
   int64_t tokenInput = 0;
   for (const InputInfo &in : pkg.inputs)
@@ -504,6 +530,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
       backend.setScalars("accumulation", {1.0 / double(micro)});
       backend.run("merge", t);
     }
+    const int64_t localTokens = tokensPerStep; // this rank's, before the sum below
     const double waited = backend.profile.commWaitSeconds - waitedBefore;
     waitedBefore = backend.profile.commWaitSeconds;
     double imbalance = 0;
@@ -526,9 +553,9 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
     double norm = backend.output("grad_norm", "grad_norm").getDouble(0) / ranks;
     if ((!std::isfinite(loss) || !std::isfinite(norm)) && ++badSteps <= o.maxBadSteps) {
       // Skipped: no update; the parameters stay those of the last good step.
-      if (log)
-        log << "{\"step\": " << t << ", \"loss\": " << jsonNumber(loss)
-            << ", \"grad_norm\": " << jsonNumber(norm) << ", \"skipped\": true}\n";
+      LogRow row(t);
+      row.add("loss", loss).add("grad_norm", norm).skipped = true;
+      log.write(row);
       line.close();
       if (!o.quiet)
         fprintf(stderr, "step %5lld/%lld | loss %g, gradient norm %g: update skipped (%lld of "
@@ -558,33 +585,32 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
             .count();
     losses.push_back(loss);
     double tps = tokensPerStep / (ms / 1000.0);
-    // Model FLOPs utilization: the GEMMs' FLOPs of the step over the time,
-    // against the device's peak GEMM rate.
+    // This rank's model FLOPs: its micro-batches' tokens (unpadded batches vary).
     double flops = 0;
     for (int64_t j = 0; j < micro; ++j)
-      flops += stepFlops(pkg, tokenInput < 0 ? tokensPerStep / micro : tokenInput);
-    double mfu = peak > 0 ? flops / (ms / 1000.0) / peak : NAN;
+      flops += stepFlops(pkg, tokenInput < 0 ? localTokens / micro : tokenInput);
+    std::string aboveThePeak;
+    const double mfu = mfuMeter.measure(t, flops, ms / 1000.0, aboveThePeak);
+    if (!aboveThePeak.empty() && lead) {
+      line.close();
+      std::fputs(aboveThePeak.c_str(), stderr);
+    }
     if (t > first) { // the first step warms caches up
       waitedTotal += waited;
       stepSecondsTotal += ms / 1000.0;
       ++timedSteps;
     }
-    if (log) {
-      log << "{\"step\": " << t << ", \"loss\": " << jsonNumber(loss)
-          << ", \"lr\": " << jsonNumber(lr) << ", \"grad_norm\": " << jsonNumber(norm)
-          << ", \"ms\": " << jsonNumber(ms) << ", \"tokens_per_s\": " << jsonNumber(tps)
-          << ", \"mfu\": " << jsonNumber(mfu);
-      if (ranks > 1) // rank 0's time blocked waiting for gradient sums
-        log << ", \"comm_wait_ms\": " << jsonNumber(waited * 1000.0);
-      if (imbalance > 0) // max / mean tokens over the ranks
-        log << ", \"imbalance\": " << jsonNumber(imbalance);
-      log << "}\n";
-    }
+    LogRow row(t);
+    row.add("loss", loss).add("lr", lr).add("grad_norm", norm).add("ms", ms);
+    row.add("tokens_per_s", tps).add("mfu", mfu);
+    if (ranks > 1) // rank 0's time blocked waiting for gradient sums
+      row.add("comm_wait_ms", waited * 1000.0);
+    if (imbalance > 0) // max / mean tokens over the ranks
+      row.add("imbalance", imbalance);
+    log.write(row);
     if (o.evalInterval > 0 && (t % o.evalInterval == 0 || t == o.steps)) {
       double val = evaluate(sources.validation);
-      if (log)
-        log << "{\"step\": " << t << ", \"val_loss\": " << jsonNumber(val)
-            << ", \"val_ppl\": " << jsonNumber(std::exp(val)) << "}\n";
+      log.write(LogRow(t).add("val_loss", val).add("val_ppl", std::exp(val)));
       if (!o.quiet)
         fprintf(stderr, "%seval  %5lld/%lld | validation loss %.4f | perplexity %.2f (%lld batches)\n",
                 clear, (long long)t, (long long)o.steps, val, std::exp(val), (long long)o.evalIters);
@@ -650,9 +676,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
   }
   if (sources.test && stoppedAt == o.steps) {
     double test = evaluate(sources.test);
-    if (log)
-      log << "{\"step\": " << o.steps << ", \"test_loss\": " << jsonNumber(test)
-          << ", \"test_ppl\": " << jsonNumber(std::exp(test)) << "}\n";
+    log.write(LogRow(o.steps).add("test_loss", test).add("test_ppl", std::exp(test)));
     if (!o.quiet)
       fprintf(stderr, "test  %5lld/%lld | test loss %.4f | perplexity %.2f (%lld batches)\n",
               (long long)o.steps, (long long)o.steps, test, std::exp(test),
@@ -688,6 +712,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
   }
   if (!o.save.empty())
     saveParameters(backend, o.save);
+  log.close();
   return losses;
 }
 

@@ -10,11 +10,18 @@
 #ifdef MLC_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
 #endif
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <fstream>
+#include <map>
+#include <omp.h>
+#include <sched.h>
+#include <set>
+#include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -414,30 +421,124 @@ HostTensor CpuBackend::output(const std::string &function, const std::string &na
   return t;
 }
 
-/// The best of a few 1024^3 GEMMs in the package's precision: what this
-/// machine's BLAS reaches on large square products, the denominator of MFU.
-double CpuBackend::peakFlops() {
-  if (peakFlops_ >= 0)
-    return peakFlops_;
-#ifdef MLC_HAVE_CBLAS
-  const int n = 1024;
-#else
-  const int n = 256; // the plain loop: a smaller product
-#endif
-  double best = 0;
-  std::vector<char> a(size_t(n) * n * elementSize_), b = a, c = a;
-  for (int rep = 0; rep < 3; ++rep) {
-    auto t0 = std::chrono::steady_clock::now();
-    if (elementSize_ == 4)
-      rowMajorGemm(false, false, n, n, n, reinterpret_cast<float *>(a.data()), n,
-                   reinterpret_cast<float *>(b.data()), n, reinterpret_cast<float *>(c.data()));
-    else
-      rowMajorGemm(false, false, n, n, n, reinterpret_cast<double *>(a.data()), n,
-                   reinterpret_cast<double *>(b.data()), n, reinterpret_cast<double *>(c.data()));
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, 2.0 * n * n * double(n) / s);
+namespace {
+
+/// One logical CPU's fields in /proc/cpuinfo.
+using CpuFields = std::map<std::string, std::string>;
+
+std::vector<CpuFields> readCpuinfo() {
+  std::vector<CpuFields> cpus(1);
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    auto colon = line.find(':');
+    if (colon == std::string::npos) {
+      if (!cpus.back().empty())
+        cpus.emplace_back();
+      continue;
+    }
+    auto trim = [](std::string t) {
+      t.erase(0, t.find_first_not_of(" \t"));
+      t.erase(t.find_last_not_of(" \t") + 1);
+      return t;
+    };
+    cpus.back()[trim(line.substr(0, colon))] = trim(line.substr(colon + 1));
   }
-  return peakFlops_ = best;
+  if (cpus.back().empty())
+    cpus.pop_back();
+  return cpus;
+}
+
+/// The clock in GHz from the CPU's own description: the "@ 2.10GHz" of its
+/// model name, else cpufreq's maximum, else the MHz cpuinfo reports.
+double clockGHz(const CpuFields &cpu) {
+  auto field = [&](const char *key) {
+    auto it = cpu.find(key);
+    return it == cpu.end() ? std::string() : it->second;
+  };
+  std::string model = field("model name");
+  if (auto at = model.rfind('@'); at != std::string::npos) {
+    double ghz = std::atof(model.c_str() + at + 1);
+    if (ghz > 0)
+      return ghz;
+  }
+  std::ifstream freq("/sys/devices/system/cpu/cpu" + field("processor") +
+                     "/cpufreq/cpuinfo_max_freq");
+  double khz = 0;
+  if (freq >> khz && khz > 0)
+    return khz / 1e6;
+  return std::atof(field("cpu MHz").c_str()) / 1e3;
+}
+
+/// The physical cores (physical id, core id) among the CPUs this process may
+/// run on, and the first of those CPUs; no CPUs when cpuinfo cannot tell.
+std::pair<int64_t, const CpuFields *> allowedCores(const std::vector<CpuFields> &cpus) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  sched_getaffinity(0, sizeof allowed, &allowed);
+  std::set<std::pair<std::string, std::string>> cores;
+  const CpuFields *first = nullptr;
+  for (const CpuFields &cpu : cpus) {
+    auto p = cpu.find("processor");
+    if (p == cpu.end() || !CPU_ISSET(std::atoi(p->second.c_str()), &allowed))
+      continue;
+    first = first ? first : &cpu;
+    auto id = [&](const char *key) {
+      auto it = cpu.find(key);
+      return it == cpu.end() ? p->second : it->second; // no topology: each CPU a core
+    };
+    cores.insert({id("physical id"), id("core id")});
+  }
+  return {int64_t(cores.size()), first};
+}
+
+/// A core's vector arithmetic: f32 lanes of its widest ISA and how many
+/// FMAs (or a multiply and an add) it issues per cycle.
+struct VectorUnits {
+  int lanes = 4, units = 1;
+  const char *unit = "mul+add units";
+};
+
+/// Server cores with AVX-512 or AVX2 have two FMA units (a few low-end
+/// AVX-512 parts have one: their MFU reads low, never above 1).
+VectorUnits vectorUnits(const CpuFields &cpu) {
+  auto it = cpu.find("flags");
+  if (it == cpu.end())
+    it = cpu.find("Features"); // aarch64
+  std::set<std::string> flags;
+  std::istringstream words(it == cpu.end() ? "" : it->second);
+  for (std::string w; words >> w;)
+    flags.insert(w);
+  if (flags.count("avx512f"))
+    return {16, 2, "FMA units"};
+  if (flags.count("avx2") && flags.count("fma"))
+    return {8, 2, "FMA units"};
+  if (flags.count("avx"))
+    return {8, 1, "mul+add units"};
+  if (flags.count("asimd"))
+    return {4, 2, "FMA units"};
+  return {};
+}
+
+} // namespace
+
+/// cores x FMA units x lanes x 2 FLOPs (an FMA) x clock, from the CPU's own
+/// description: the physical cores this process may run on (at most one
+/// per OpenMP thread), the lanes of the package's element type (f64: half).
+PeakRate CpuBackend::peakRate() {
+  const std::vector<CpuFields> cpus = readCpuinfo();
+  auto [cores, first] = allowedCores(cpus);
+  if (!first)
+    return {};
+  const int64_t used = std::min<int64_t>(cores, omp_get_max_threads());
+  const VectorUnits v = vectorUnits(*first);
+  const int lanes = elementSize_ == 8 ? v.lanes / 2 : v.lanes;
+  const double ghz = clockGHz(*first);
+  if (!(ghz > 0))
+    return {};
+  char basis[160];
+  std::snprintf(basis, sizeof basis, "%lld cores x %d %s x %d %s lanes x 2 FLOPs x %.3g GHz",
+                (long long)used, v.units, v.unit, lanes, elementSize_ == 8 ? "f64" : "f32", ghz);
+  return {double(used) * v.units * lanes * 2.0 * ghz * 1e9, basis};
 }
 
 void CpuBackend::setScalars(const std::string &name, const std::vector<double> &values) {

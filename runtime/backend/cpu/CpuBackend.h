@@ -28,7 +28,7 @@ public:
   void run(const std::string &function, int64_t step) override;
   HostTensor output(const std::string &function, const std::string &name) override;
   void setScalars(const std::string &name, const std::vector<double> &values) override;
-  double peakFlops() override;
+  PeakRate peakRate() override;
   void allReduceStart(FlatBuffer which, int64_t offset, int64_t count, int tag) override;
   void allReduceWait(int tag) override;
 
@@ -39,8 +39,7 @@ private:
   char *resolve(const FunctionPlan &fn, int id);
 
   std::vector<char> params_, grads_, adamM_, adamV_;
-  std::vector<char> gradSum_;
-  double peakFlops_ = -1; // gradient accumulation, allocated when a function uses it
+  std::vector<char> gradSum_; // gradient accumulation, allocated when a function uses it
   std::map<std::string, std::vector<char>> inputs_;
   std::map<std::string, std::vector<double>> scalars_;
   char *arena_ = nullptr;

@@ -226,7 +226,7 @@ public:
   void run(const std::string &function, int64_t step) override;
   HostTensor output(const std::string &function, const std::string &name) override;
   void setScalars(const std::string &name, const std::vector<double> &values) override;
-  double peakFlops() override { return peakFlops_; }
+  PeakRate peakRate() override;
   void setTf32(bool on) override { tf32_ = on; }
   void allReduceStart(FlatBuffer which, int64_t offset, int64_t count, int tag) override;
   void allReduceWait(int tag) override;
@@ -276,7 +276,10 @@ private:
   CUstream stream_ = nullptr;
   CUmodule module_ = nullptr;
   std::string arch_;
-  double peakFlops_ = 0;
+  struct DeviceInfo {
+    std::string name;
+    int major = 0, sms = 0, clockKHz = 0;
+  } deviceInfo_;
   std::vector<CUdeviceptr> allocations_;
   CUdeviceptr params_ = 0, grads_ = 0, adamM_ = 0, adamV_ = 0, gradSum_ = 0, arena_ = 0;
   CUdeviceptr ctx_ = 0, errors_ = 0, scratch_ = 0, workspace_ = 0;
@@ -348,6 +351,42 @@ void CudaBackend::clear(CUdeviceptr dst, size_t bytes, const std::string &what) 
   check(d_->streamSync(stream_), what);
 }
 
+/// The dense rate of the GEMMs' type: the datasheet's for the data-centre
+/// parts (which NVIDIA quotes at their sustained tensor clock, below the
+/// boost clock the driver reports), else SMs x FLOPs per SM and clock (sm_90:
+/// 4096 bf16, 2048 TF32, 256 f32 and f64; sm_80: half; others: the consumer
+/// parts' 512 bf16, 256 TF32 and f32) x the driver's clock. The emulator has
+/// no peak.
+PeakRate CudaBackend::peakRate() {
+  if (emulated_)
+    return {};
+  const std::string type = pkg_.computeDtype == "bf16" ? "bf16"
+                           : elementSize_ == 8          ? "f64"
+                           : tf32_                      ? "tf32"
+                                                        : "f32";
+  const int t = type == "bf16" ? 0 : type == "tf32" ? 1 : type == "f32" ? 2 : 3;
+  struct Part {
+    int major, sms;
+    const char *what;
+    double tflops[4]; // bf16, tf32, f32, f64 (dense)
+  };
+  static const Part parts[] = {{9, 132, "H100 SXM / H200", {989.4, 494.7, 66.9, 66.9}},
+                               {9, 114, "H100 PCIe", {756.0, 378.0, 51.2, 51.2}},
+                               {8, 108, "A100", {312.0, 156.0, 19.5, 19.5}}};
+  const DeviceInfo &d = deviceInfo_;
+  for (const Part &p : parts)
+    if (p.major == d.major && p.sms == d.sms)
+      return {p.tflops[t] * 1e12, d.name + ": the " + p.what + " datasheet's dense " + type};
+  static const double perClock[3][4] = {{4096, 2048, 256, 256},  // sm_90
+                                        {2048, 1024, 128, 128},  // sm_80
+                                        {512, 256, 256, 4}};     // others
+  const double rate = perClock[d.major >= 9 ? 0 : arch_ == "sm_80" ? 1 : 2][t];
+  char basis[200];
+  std::snprintf(basis, sizeof basis, "%s: %d SMs x %g %s FLOPs per clock x %.3g GHz",
+                d.name.c_str(), d.sms, rate, type.c_str(), d.clockKHz / 1e6);
+  return {rate * d.sms * d.clockKHz * 1e3, basis};
+}
+
 CudaBackend::CudaBackend(const Package &pkg, bool verbose, bool emulated)
     : Backend(pkg), emulated_(emulated) {
   std::string why;
@@ -374,20 +413,13 @@ CudaBackend::CudaBackend(const Package &pkg, bool verbose, bool emulated)
   d_->attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_);
   d_->attribute(&clockKHz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, device_);
   arch_ = "sm_" + std::to_string(major) + std::to_string(minor);
-  // The peak of the GEMMs' type, for MFU: per SM and clock, 128 FP32 FMA
-  // lanes (Ampere and later) or 64 FP64 on the data-centre parts, and for
-  // bf16 the dense tensor-core rate (2048 FLOPs on sm_80, 4096 on sm_90;
-  // at the boost clock the driver reports, a little above the datasheets').
-  const double perClock = pkg.computeDtype == "bf16" ? (major >= 9 ? 4096.0 : 2048.0)
-                          : elementSize_ == 4       ? 256.0
-                                                    : 128.0;
   // (A driver that no longer reports the clock: the boost clocks of the
   // data-centre parts, 1.98 GHz on sm_90, 1.41 GHz before.)
   if (clockKHz <= 0)
     clockKHz = major >= 9 ? 1980000 : 1410000;
-  peakFlops_ = perClock * sms * clockKHz * 1e3;
   char name[256] = {0};
   d_->deviceName(name, sizeof name, device_);
+  deviceInfo_ = {name, major, sms, clockKHz};
   if (verbose)
     std::fprintf(stderr, "mlc: CUDA device 0: %s (%s, %d SMs)\n", name, arch_.c_str(), sms);
   check(d_->streamCreate(&stream_, CU_STREAM_NON_BLOCKING), "creating a stream");

@@ -1,0 +1,265 @@
+//===- RunLog.cpp - the JSON log and TensorBoard's event files --------------===//
+
+#include "runtime/train/RunLog.h"
+#include "runtime/core/Error.h"
+#include "runtime/core/Json.h"
+#include "runtime/core/TensorIO.h"
+
+#ifdef MLC_HAVE_TENSORBOARD
+#include "runtime/train/tensorboard/event.pb.h"
+#endif
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+namespace mlc::rt {
+
+std::string jsonNumber(double x) {
+  if (!std::isfinite(x))
+    return "null";
+  std::ostringstream os;
+  os << std::setprecision(10) << x;
+  return os.str();
+}
+
+std::string jsonLine(const LogRow &row) {
+  std::string line = "{\"step\": " + std::to_string(row.step);
+  for (const auto &[key, value] : row.values)
+    line += ", " + jsonQuote(key) + ": " + jsonNumber(value);
+  if (row.skipped)
+    line += ", \"skipped\": true";
+  return line + "}\n";
+}
+
+namespace {
+
+/// The process holding an flock on the file open at `fd`, from
+/// /proc/locks ("1: FLOCK ADVISORY WRITE <pid> <major>:<minor>:<inode> ..."),
+/// or "" where it cannot be told.
+std::string lockHolder(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0)
+    return "";
+  std::ostringstream file;
+  file << std::hex << std::setfill('0') << std::setw(2) << major(st.st_dev) << ':'
+       << std::setw(2) << minor(st.st_dev) << ':' << std::dec << st.st_ino;
+  std::ifstream locks("/proc/locks");
+  for (std::string line; std::getline(locks, line);) {
+    std::istringstream fields(line);
+    std::string id, kind, mode, access, pid, where;
+    if (fields >> id >> kind >> mode >> access >> pid >> where && kind == "FLOCK" &&
+        where == file.str())
+      return pid;
+  }
+  return "";
+}
+
+/// Takes the run's exclusive hold on `fd`; a file or directory another live
+/// run holds is refused, naming that run's process.
+void holdExclusively(int fd, const std::string &path, const std::string &what) {
+  if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+    return;
+  if (errno != EWOULDBLOCK)
+    fail(path + ": cannot lock the " + what + ": " + std::strerror(errno));
+  std::string pid = lockHolder(fd);
+  fail(path + ": another run" + (pid.empty() ? "" : " (process " + pid + ")") +
+       " is writing this " + what + "; give each run its own");
+}
+
+/// Appends `data` whole: a write that fails (a full disk, a file-size limit)
+/// is cut back off, so the file keeps whole records, and is an Error naming
+/// the file.
+void appendAll(int fd, const std::string &data, const std::string &path,
+               const std::string &what) {
+  struct stat st;
+  const off_t before = fstat(fd, &st) == 0 ? st.st_size : -1;
+  for (size_t done = 0; done < data.size();) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      int err = n < 0 ? errno : ENOSPC;
+      // Best effort: where the cut fails too, the error still says so.
+      [[maybe_unused]] int cut = before >= 0 ? ftruncate(fd, before) : 0;
+      fail(path + ": cannot write the " + what + ": " + std::strerror(err));
+    }
+    done += size_t(n);
+  }
+}
+
+void closeChecked(int &fd, const std::string &path, const std::string &what) {
+  int rc = ::close(fd);
+  fd = -1;
+  if (rc != 0)
+    fail(path + ": cannot write the " + what + ": " + std::strerror(errno));
+}
+
+/// --log-json: one JSON object per line, a line per write() (so that each
+/// reaches the file whole), under the run's flock.
+class JsonLog final : public RunLog::Sink {
+public:
+  JsonLog(const std::string &path, bool resume) : path_(path) {
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      fail(path + ": cannot open the JSON log (--log-json): " + std::strerror(errno));
+    holdExclusively(fd_, path, kWhat);
+    // A new run starts the log afresh; only once it holds the log, so that
+    // it never truncates another run's.
+    if (!resume && ftruncate(fd_, 0) != 0)
+      fail(path + ": cannot write the " + std::string(kWhat) + ": " + std::strerror(errno));
+  }
+  ~JsonLog() override {
+    if (fd_ >= 0)
+      ::close(fd_);
+  }
+  void write(const LogRow &row) override { appendAll(fd_, jsonLine(row), path_, kWhat); }
+  void close() override { closeChecked(fd_, path_, kWhat); }
+
+private:
+  static constexpr const char *kWhat = "JSON log (--log-json)";
+  std::string path_;
+  int fd_ = -1;
+};
+
+#ifdef MLC_HAVE_TENSORBOARD
+/// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), bit by bit over a
+/// table of the 256 byte values.
+uint32_t crc32c(const std::string &data) {
+  static const auto table = [] {
+    std::vector<uint32_t> t(256);
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k)
+        c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t crc = 0xFFFFFFFFu;
+  for (unsigned char byte : data)
+    crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFu;
+}
+
+/// TFRecord's masked CRC (a CRC of data that holds CRCs is not itself).
+std::string maskedCrc(const std::string &data) {
+  uint32_t crc = crc32c(data);
+  uint32_t masked = ((crc >> 15) | (crc << 17)) + 0xA282EAD8u;
+  return std::string(reinterpret_cast<const char *>(&masked), 4); // little-endian hosts
+}
+
+double wallTime() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+/// --tensorboard-dir: a new event file per run, `events.out.tfevents.<time>.<host>.<pid>`,
+/// of TFRecords (length, its masked CRC, an Event, its masked CRC), opened
+/// by a file_version event; a record per row, written as it comes. The
+/// directory is the run's while it writes (its flock).
+class TensorBoardLog final : public RunLog::Sink {
+public:
+  explicit TensorBoardLog(const std::string &dir) {
+    makeDirectories(dir);
+    dirFd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirFd_ < 0)
+      fail(dir + ": cannot open the TensorBoard directory (--tensorboard-dir): " +
+           std::strerror(errno));
+    holdExclusively(dirFd_, dir, "TensorBoard directory (--tensorboard-dir)");
+    char host[256] = "localhost";
+    gethostname(host, sizeof host - 1);
+    path_ = dir + "/events.out.tfevents." + std::to_string(int64_t(wallTime())) + "." + host +
+            "." + std::to_string(getpid());
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      fail(path_ + ": cannot create the TensorBoard event file: " + std::strerror(errno));
+    tensorboard::Event first;
+    first.set_wall_time(wallTime());
+    first.set_file_version("brain.Event:2");
+    append(first);
+  }
+  ~TensorBoardLog() override {
+    if (fd_ >= 0)
+      ::close(fd_);
+    if (dirFd_ >= 0)
+      ::close(dirFd_);
+  }
+  void write(const LogRow &row) override {
+    tensorboard::Event event;
+    event.set_wall_time(wallTime());
+    event.set_step(row.step);
+    for (const auto &[key, value] : row.values)
+      if (std::isfinite(value)) {
+        tensorboard::Summary::Value *v = event.mutable_summary()->add_value();
+        v->set_tag(key);
+        v->set_simple_value(float(value));
+      }
+    append(event);
+  }
+  void close() override {
+    closeChecked(fd_, path_, kWhat);
+    ::close(dirFd_);
+    dirFd_ = -1;
+  }
+
+private:
+  void append(const tensorboard::Event &event) {
+    std::string data = event.SerializeAsString();
+    uint64_t length = data.size();
+    std::string header(reinterpret_cast<const char *>(&length), 8);
+    appendAll(fd_, header + maskedCrc(header) + data + maskedCrc(data), path_, kWhat);
+  }
+
+  static constexpr const char *kWhat = "TensorBoard event file";
+  std::string path_;
+  int fd_ = -1, dirFd_ = -1;
+};
+#endif
+
+} // namespace
+
+void checkTensorBoardDir(const std::string &dir) {
+#ifndef MLC_HAVE_TENSORBOARD
+  fail("--tensorboard-dir " + dir + ": this build of mlc has no TensorBoard writer (it was "
+       "built without protobuf); use --log-json");
+#endif
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+    fail("--tensorboard-dir " + dir + ": is not a directory");
+}
+
+RunLog::RunLog(const TrainOptions &o) {
+  if (!o.logJson.empty())
+    sinks_.push_back(std::make_unique<JsonLog>(o.logJson, !o.resume.empty()));
+  if (!o.tensorboardDir.empty()) {
+    checkTensorBoardDir(o.tensorboardDir);
+#ifdef MLC_HAVE_TENSORBOARD
+    sinks_.push_back(std::make_unique<TensorBoardLog>(o.tensorboardDir));
+#endif
+  }
+}
+
+RunLog::~RunLog() = default;
+
+void RunLog::write(const LogRow &row) {
+  for (auto &sink : sinks_)
+    sink->write(row);
+}
+
+void RunLog::close() {
+  for (auto &sink : sinks_)
+    sink->close();
+  sinks_.clear();
+}
+
+} // namespace mlc::rt
