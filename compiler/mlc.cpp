@@ -712,9 +712,11 @@ std::shared_ptr<mlc::rt::Communicator> world;
 int worldRanks() { return world ? world->size() : 1; }
 
 /// `mlc run` and `mlc train --batches` compile for the arrays they are given:
-/// the micro-batch and sequence length come from input_ids ([B, S] for run,
-/// [steps, B, S] for a batches directory; unpadded BERT: B from cu_seqlens).
-/// A --micro-batch or --seq-len given explicitly must agree with the array.
+/// the micro-batch and sequence length come from input_ids ([B, S] for run;
+/// unpadded BERT: B from cu_seqlens). A batches directory holds [steps, G, S],
+/// each entry a step's global batch over all ranks: its micro-batch is
+/// --micro-batch, which must divide G / ranks, or else G / ranks (one
+/// micro-batch per rank). A --seq-len given explicitly must agree.
 Error takeBatchShapeFromInputs(bool training) {
   if (isPackage(model))
     return Error::success();
@@ -745,14 +747,17 @@ Error takeBatchShapeFromInputs(bool training) {
   }
   if (training && !shape.empty())
     shape.erase(shape.begin()); // the leading dimension is the step
-  // Data parallelism: each rank takes an even share of every step's rows.
-  if (training && worldRanks() > 1 && shape.size() == 2 && !varlen) {
-    if (shape[0] % worldRanks() != 0)
-      return createStringError(inconvertibleErrorCode(),
-                               ids->second + ": " + std::to_string(shape[0]) +
-                                   " rows per step do not split evenly over " +
-                                   std::to_string(worldRanks()) + " ranks");
-    shape[0] /= worldRanks();
+  // Each rank takes an even share of every step's rows, in micro-batches.
+  if (training && shape.size() == 2 && !varlen) {
+    int64_t share = microBatch.getNumOccurrences() ? microBatch * worldRanks() : worldRanks();
+    if (share <= 0 || shape[0] % share != 0)
+      return createStringError(
+          inconvertibleErrorCode(),
+          ids->second + ": a step's " + std::to_string(shape[0]) + " rows (its global batch) " +
+              "do not split evenly over " + std::to_string(worldRanks()) + " ranks" +
+              (microBatch.getNumOccurrences()
+                   ? " x micro-batches of " + std::to_string(microBatch) : std::string()));
+    shape[0] = microBatch.getNumOccurrences() ? int64_t(microBatch) : shape[0] / worldRanks();
   }
   int64_t b = -1, s = -1;
   if (varlen) {

@@ -1,10 +1,15 @@
 //===- BatchSources.h - where a training step's batches come from -*- C++ -*-===//
 //
-// A batch source gives the tensor of each model input for a 0-based step:
-// from a directory of NAME.npy arrays (--batches), GPT samples of indexed
-// datasets or blends (--data PREFIX), masked-LM BERT samples (padded or
-// packed for unpadded BERT), or a plain token file. A step's batch depends
-// only on (seed, step), so a resumed run sees the batches it would have seen.
+// A batch source gives the tensor of each model input for a 0-based block,
+// one micro-batch of the package: from a directory of NAME.npy arrays
+// (--batches), GPT samples of indexed datasets or blends (--data PREFIX),
+// masked-LM BERT samples (padded or packed for unpadded BERT), or a plain
+// token file. Block k is rank k % R's; step t (0-based) of a run with R
+// ranks and M micro-batches per rank trains blocks t R M .. (t + 1) R M - 1,
+// so a step's global batch holds the same sequences however it is split.
+// --data sources take samples k B .. (k + 1) B - 1 for block k. A block
+// depends only on (seed, k), so a resumed run sees the batches it would have
+// seen.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +35,9 @@ struct BatchSources {
   /// the last training batch dealt (every rank deals the same window, so
   /// each knows all shares); 0 when not measured.
   std::shared_ptr<double> imbalance = std::make_shared<double>(0.0);
+  /// --batches: the micro-batches in one entry (a step's global batch over
+  /// all ranks); 0 for the other sources.
+  int64_t batchesPerStep = 0;
 };
 
 /// The sources the options name; errors name the file or flag at fault.
