@@ -412,16 +412,22 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
   backend.zero(FlatBuffer::AdamV);
   if (!o.resume.empty()) {
     std::string dir = resolveCheckpoint(o.resume, o.saveDir);
-    first = loadCheckpoint(backend, o, dir) + 1;
+    Resumed resumed = loadCheckpoint(backend, o, dir);
+    first = resumed.step + 1;
+    o.runId = resumed.runId; // the same run, continued
     if (!o.quiet)
       fprintf(stderr, "mlc: resuming from %s at step %lld\n", dir.c_str(), (long long)first);
-  } else if (!o.init.empty()) {
-    loadParameters(backend, o.init);
   } else {
-    initializeParameters(backend, o.seed);
+    o.runId = newRunId();
+    if (!o.init.empty())
+      loadParameters(backend, o.init);
+    else
+      initializeParameters(backend, o.seed);
   }
-  if (lead && !o.saveDir.empty())
+  if (lead && !o.saveDir.empty()) {
     makeDirectories(o.saveDir);
+    checkSaveDir(o, first);
+  }
   // Mean loss of the first eval-iters batches of a split, without dropout.
   auto evaluate = [&](BatchFn &split) {
     double sum = 0;
