@@ -27,6 +27,7 @@
 #include "runtime/core/Hash.h"
 #include "runtime/data/Preprocess.h"
 #include "runtime/core/Threads.h"
+#include "runtime/train/Checkpoint.h"
 #include "runtime/train/Generate.h"
 #include "runtime/train/Plot.h"
 #include "runtime/train/Trainer.h"
@@ -34,6 +35,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -843,6 +845,34 @@ Expected<std::string> packageFor(bool training) {
   return dir;
 }
 
+/// Every option of `mlc train` as text, given or default, and the model:
+/// the ranks of one run must agree on all of them.
+std::map<std::string, std::string> trainSettings(const mlc::rt::TrainOptions &o) {
+  std::map<std::string, std::string> out{{"model", model}};
+  for (const mlc::rt::TrainFlag &f : mlc::rt::trainFlags())
+    out["--" + f.name] = f.value(o);
+  for (auto &entry : trainCmd.OptionsMap) {
+    cl::Option *opt = entry.getValue();
+    std::string v;
+    if (auto *s = dynamic_cast<cl::opt<std::string> *>(opt))
+      v = *s;
+    else if (auto *i = dynamic_cast<cl::opt<int64_t> *>(opt))
+      v = std::to_string(*i);
+    else if (auto *n = dynamic_cast<cl::opt<int> *>(opt))
+      v = std::to_string(*n);
+    else if (auto *d = dynamic_cast<cl::opt<double> *>(opt))
+      v = formatv("{0}", double(*d)).str();
+    else if (auto *b = dynamic_cast<cl::opt<bool> *>(opt))
+      v = *b ? "true" : "false";
+    else if (auto *l = dynamic_cast<cl::list<std::string> *>(opt))
+      v = llvm::join(l->begin(), l->end(), ",");
+    else
+      continue;
+    out.insert({"--" + entry.getKey().str(), v}); // the table's flags as parsed
+  }
+  return out;
+}
+
 int runTrain() {
   mlc::rt::TrainOptions o;
   try {
@@ -861,7 +891,23 @@ int runTrain() {
     world->abort(1);
     return 1;
   };
+  // Ranks that disagree on their settings or package all stop (no abort
+  // needed: each one knows); rank 0 says why.
+  auto agree = [&](const std::map<std::string, std::string> &settings, const char *what) {
+    try {
+      mlc::rt::requireSameAsRank0(*world, settings, what);
+      return true;
+    } catch (const mlc::rt::Error &e) {
+      if (world->rank() == 0)
+        fail(e.what());
+      return false;
+    }
+  };
   if (worldRanks() > 1) {
+    // Ranks started with other settings (mpirun's A : B form) stop here,
+    // before any of them compiles.
+    if (!agree(trainSettings(o), "settings"))
+      return 1;
     if (ranksFlag.getNumOccurrences() && ranksFlag != worldRanks())
       return failAll("--ranks " + Twine(int64_t(ranksFlag)) + " but mpirun started " +
                      Twine(worldRanks()) + " ranks");
@@ -885,6 +931,8 @@ int runTrain() {
     return failAll(toString(dir.takeError()));
   try {
     mlc::rt::Package pkg = mlc::rt::Package::load(*dir);
+    if (worldRanks() > 1 && !agree({{"package", mlc::rt::packageHash(pkg)}}, "a package"))
+      return 1;
     auto backend = mlc::rt::createBackend(o.device, pkg, /*verbose=*/!world || world->rank() == 0);
     backend->setCommunicator(world);
     if (backend->rank() == 0)
