@@ -230,6 +230,15 @@ settingDifferences(const Package &pkg, const TrainOptions &o, const Json &packag
   return {differences, refused};
 }
 
+/// Refuses to write step `step`'s checkpoint over another run's.
+void refuseOverwrite(const TrainOptions &o, const std::string &dir, int64_t step) {
+  struct stat st;
+  if (stat((dir + "/checkpoint.json").c_str(), &st) == 0 && runIdOf(dir) != o.runId)
+    fail("--save-dir " + o.saveDir + ": " + dir + " is a checkpoint of another run, which "
+         "this run would overwrite at step " + std::to_string(step) +
+         " (use another --save-dir, or resume that run)");
+}
+
 } // namespace
 
 std::string newRunId() {
@@ -248,16 +257,16 @@ std::string packageHash(const Package &pkg) {
 
 void checkSaveDir(const TrainOptions &o, int64_t first) {
   for (const auto &[step, dir] : listCheckpoints(o.saveDir))
-    if (step >= first && step <= o.steps && runIdOf(dir) != o.runId)
-      fail("--save-dir " + o.saveDir + ": " + dir + " is a checkpoint of another run, which "
-           "this run would overwrite at step " + std::to_string(step) +
-           " (use another --save-dir, or resume that run)");
+    if (step >= first && step <= o.steps &&
+        ((o.saveInterval > 0 && step % o.saveInterval == 0) || step == o.steps))
+      refuseOverwrite(o, dir, step);
 }
 
 std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step) {
   const Package &pkg = backend.package();
   makeDirectories(o.saveDir);
   std::string final = o.saveDir + "/" + stepName(step);
+  refuseOverwrite(o, final, step); // an interrupted run stops at any step
   std::string tmp = o.saveDir + "/." + stepName(step) + ".tmp." + std::to_string(getpid());
   removeDirectory(tmp);
   removeAbandoned(o.saveDir);

@@ -208,12 +208,10 @@ int64_t microBatchOf(const Package &pkg) {
 /// per rank. `global` is 0 for a model without input_ids [batch, ...].
 struct BatchLayout {
   int64_t global = 0, micro = 1, sequences = 0;
-  int ranks = 1;
 };
 
 BatchLayout batchLayout(const Package &pkg, const TrainOptions &o, const BatchSources &sources) {
   BatchLayout l;
-  l.ranks = o.ranks;
   l.sequences = microBatchOf(pkg);
   const std::string R = std::to_string(o.ranks), B = std::to_string(l.sequences);
   // Micro-batches of the whole step, over all ranks.
