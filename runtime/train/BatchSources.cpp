@@ -303,6 +303,19 @@ BatchFn batchesForBert(const Package &pkg, const TrainOptions &o, int part,
   };
 }
 
+/// Sequences per micro-batch: input_ids' leading dimension, or for packed
+/// (unpadded) batches the sequence count cu_seqlens allows; 0 when the model
+/// has no input_ids [batch, ...].
+int64_t microBatchOf(const Package &pkg) {
+  for (const InputInfo &in : pkg.inputs)
+    if (in.name == "cu_seqlens")
+      return in.shape[0] - 1;
+  for (const InputInfo &in : pkg.inputs)
+    if (in.name == "input_ids" && !in.shape.empty() && in.shape[0] > 0)
+      return in.shape[0];
+  return 0;
+}
+
 bool isBert(const Package &pkg) {
   for (const InputInfo &in : pkg.inputs)
     if (in.name == "token_type_ids")
@@ -311,6 +324,35 @@ bool isBert(const Package &pkg) {
 }
 
 } // namespace
+
+BatchLayout batchLayout(const Package &pkg, const TrainOptions &o, const BatchSources &sources) {
+  BatchLayout l;
+  l.sequences = microBatchOf(pkg);
+  const std::string R = std::to_string(o.ranks), B = std::to_string(l.sequences);
+  // Micro-batches of the whole step, over all ranks.
+  int64_t parts = o.ranks;
+  if (sources.batchesPerStep > 0) {
+    parts = sources.batchesPerStep;
+    if (o.globalBatch > 0 && o.globalBatch != parts * l.sequences)
+      fail("--global-batch " + std::to_string(o.globalBatch) + " disagrees with --batches " +
+           o.batchesDir + ", whose entries hold " + std::to_string(parts * l.sequences) +
+           " sequences (a step's global batch)");
+    if (parts % o.ranks != 0)
+      fail("--batches " + o.batchesDir + ": a step's " + std::to_string(parts * l.sequences) +
+           " sequences (" + std::to_string(parts) + " micro-batches of " + B +
+           ") do not split evenly over " + R + " ranks");
+  } else if (o.globalBatch > 0) {
+    if (l.sequences == 0)
+      fail("--global-batch needs a model with input_ids [batch, ...]");
+    if (o.globalBatch % (l.sequences * o.ranks) != 0)
+      fail("--global-batch " + std::to_string(o.globalBatch) + " is not a multiple of the "
+           "micro-batch (" + B + " sequences) times the ranks (" + R + ")");
+    parts = o.globalBatch / l.sequences;
+  }
+  l.micro = parts / o.ranks;
+  l.global = parts * l.sequences;
+  return l;
+}
 
 /// The model's inputs under the --data roles that --bind gives them (a model
 /// input not named is its own role).

@@ -40,6 +40,21 @@ struct BatchSources {
   int64_t batchesPerStep = 0;
 };
 
+/// How one optimizer step's global batch is split, as Megatron-LM's
+/// --global-batch-size: over the ranks, then into micro-batches of the
+/// package's micro-batch, so global = ranks x micro x sequences. The global
+/// batch is --global-batch, or one entry of --batches, or one micro-batch
+/// per rank. `global` is 0 for a model without input_ids [batch, ...].
+struct BatchLayout {
+  int64_t global = 0;    // sequences per optimizer step, over all ranks
+  int64_t micro = 1;     // micro-batches per rank and step
+  int64_t sequences = 0; // sequences per micro-batch (the package's)
+};
+
+/// The layout of the run's steps; an error names the numbers that do not
+/// divide.
+BatchLayout batchLayout(const Package &pkg, const TrainOptions &o, const BatchSources &sources);
+
 /// The sources the options name; errors name the file or flag at fault.
 BatchSources openBatchSources(const Package &pkg, const TrainOptions &o);
 

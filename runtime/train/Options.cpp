@@ -217,6 +217,8 @@ void validate(const TrainOptions &o) {
     fail("--max-bad-steps must be >= 0, got " + std::to_string(o.maxBadSteps));
   if (o.saveInterval < 0 || o.keep < 0)
     fail("--save-interval and --keep must be >= 0");
+  if (!o.resumeWithChanges.empty() && o.resume.empty())
+    fail("--resume-with-changes needs --resume (the checkpoint whose settings may change)");
   if (o.saveInterval > 0 && o.saveDir.empty())
     fail("--save-interval needs --save-dir (where the checkpoints go)");
   if (o.tf32 != "on" && o.tf32 != "off")

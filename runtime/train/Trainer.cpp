@@ -188,57 +188,6 @@ std::string duration(double seconds) {
   return buf;
 }
 
-/// Sequences per micro-batch: input_ids' leading dimension, or for packed
-/// (unpadded) batches the sequence count cu_seqlens allows; 0 when the model
-/// has no input_ids [batch, ...].
-int64_t microBatchOf(const Package &pkg) {
-  for (const InputInfo &in : pkg.inputs)
-    if (in.name == "cu_seqlens")
-      return in.shape[0] - 1;
-  for (const InputInfo &in : pkg.inputs)
-    if (in.name == "input_ids" && !in.shape.empty() && in.shape[0] > 0)
-      return in.shape[0];
-  return 0;
-}
-
-/// How one optimizer step's global batch is split, as Megatron-LM's
-/// --global-batch-size: over the ranks, then into micro-batches of the
-/// package's micro-batch, so global = ranks x micro x sequences. The global
-/// batch is --global-batch, or one entry of --batches, or one micro-batch
-/// per rank. `global` is 0 for a model without input_ids [batch, ...].
-struct BatchLayout {
-  int64_t global = 0, micro = 1, sequences = 0;
-};
-
-BatchLayout batchLayout(const Package &pkg, const TrainOptions &o, const BatchSources &sources) {
-  BatchLayout l;
-  l.sequences = microBatchOf(pkg);
-  const std::string R = std::to_string(o.ranks), B = std::to_string(l.sequences);
-  // Micro-batches of the whole step, over all ranks.
-  int64_t parts = o.ranks;
-  if (sources.batchesPerStep > 0) {
-    parts = sources.batchesPerStep;
-    if (o.globalBatch > 0 && o.globalBatch != parts * l.sequences)
-      fail("--global-batch " + std::to_string(o.globalBatch) + " disagrees with --batches " +
-           o.batchesDir + ", whose entries hold " + std::to_string(parts * l.sequences) +
-           " sequences (a step's global batch)");
-    if (parts % o.ranks != 0)
-      fail("--batches " + o.batchesDir + ": a step's " + std::to_string(parts * l.sequences) +
-           " sequences (" + std::to_string(parts) + " micro-batches of " + B +
-           ") do not split evenly over " + R + " ranks");
-  } else if (o.globalBatch > 0) {
-    if (l.sequences == 0)
-      fail("--global-batch needs a model with input_ids [batch, ...]");
-    if (o.globalBatch % (l.sequences * o.ranks) != 0)
-      fail("--global-batch " + std::to_string(o.globalBatch) + " is not a multiple of the "
-           "micro-batch (" + B + " sequences) times the ranks (" + R + ")");
-    parts = o.globalBatch / l.sequences;
-  }
-  l.micro = parts / o.ranks;
-  l.global = parts * l.sequences;
-  return l;
-}
-
 /// Set by SIGINT/SIGTERM: the loop finishes the current step, keeps it (a
 /// checkpoint with --save-dir, the weights with --save) and returns. A second
 /// signal ends the process at once.
