@@ -75,17 +75,23 @@ void requireSameAsRank0(Communicator &comm, const std::map<std::string, std::str
   std::vector<double> differs(size_t(comm.size()), 0.0);
   differs[size_t(me)] = differences.empty() ? 0.0 : 1.0;
   comm.sum(differs.data(), comm.size());
-  int first = -1, count = 0;
-  for (int r = 0; r < comm.size(); ++r)
-    if (differs[size_t(r)] > 0) {
-      first = first < 0 ? r : first;
-      ++count;
-    }
-  if (first < 0)
+  // The differing ranks' lists, the first few of them, on every rank.
+  constexpr int kListed = 4;
+  std::string who, listed;
+  int count = 0;
+  for (int r = 0; r < comm.size(); ++r) {
+    if (differs[size_t(r)] == 0)
+      continue;
+    if (++count > kListed)
+      continue;
+    who += (who.empty() ? "" : ", ") + std::to_string(r);
+    listed += broadcastText(comm, me == r ? differences : "", r);
+  }
+  if (count == 0)
     return;
-  std::string listed = broadcastText(comm, me == first ? differences : "", first);
-  fail("rank " + std::to_string(first) + " was started with " + what + " other than rank 0's" +
-       (count > 1 ? " (and " + std::to_string(count - 1) + " more ranks)" : "") + ":" + listed);
+  fail((count == 1 ? "rank " + who + " was" : "ranks " + who + " were") + " started with " +
+       what + " other than rank 0's:" + listed +
+       (count > kListed ? "\n  (and " + std::to_string(count - kListed) + " more ranks)" : ""));
 }
 
 #ifdef MLC_HAVE_MPI

@@ -49,10 +49,10 @@ public:
 };
 
 /// Compares `settings` (name -> value) with rank 0's; collective. When a
-/// rank's differ, every rank fails with the same Error: the first such
-/// rank's differences, one line each ("--lr: rank 0's '0.001', rank 1's
-/// '0.002'"), and how many ranks differ. `what` names the settings in it
-/// ("settings", "a package").
+/// rank's differ, every rank fails with the same Error: each such rank's
+/// differences (of the first four), one line each ("--lr: rank 0's '0.001',
+/// rank 1's '0.002'"). `what` names the settings in it ("settings", "a
+/// package").
 void requireSameAsRank0(Communicator &comm, const std::map<std::string, std::string> &settings,
                         const std::string &what);
 
