@@ -101,6 +101,7 @@ changes = [  # (names allowed, the package, flags, the line it prints)
     ("clip-grad", pkg, ["--clip-grad", "0.5"], "--clip-grad:"),
     ("clip", pkg, ["--clip", "none"], "--clip:"),
     ("seed", pkg, ["--seed", "7"], "--seed:"),
+    ("vocab-file", pkg, ["--vocab-file", args.data], "--vocab-file:"),
     ("split", pkg, ["--split", "90,5,5"], "--split:"),
     ("global-batch", pkg, ["--global-batch", "4"], "--global-batch:"),
     ("base-batch", pkg, ["--base-batch", "4"], "--base-batch:"),
@@ -124,6 +125,18 @@ run("resume", argv, "--data:")
 run("resume", argv + ["--resume-with-changes", "lr"], "--resume-with-changes data")
 run("resume", train(pkg, "--steps", "2", "--resume", step1, "--resume-with-changes", "colour"),
     "--resume-with-changes")
+# The ranks: a 1-rank checkpoint of a 2-rank package, resumed on 2 ranks.
+pkg2 = os.path.join(W, "pkg2")
+sh(args.mlc, "compile", *model, "--micro-batch", "2", "--ranks", "2", "-o", pkg2)
+sh(args.runtime, "train", pkg2, "--data", args.data, "--steps", "1", "--global-batch", "4",
+   "--save-dir", os.path.join(W, "one"))
+argv = ["mpirun", "--oversubscribe", "-np", "2", args.mlc, "train", pkg2, "--data", args.data,
+        "--steps", "2", "--resume", os.path.join(W, "one", "step-00000001")]
+run("resume", argv, "ranks:", timeout=120)
+r = subprocess.run(argv + ["--resume-with-changes", "ranks"], capture_output=True, text=True,
+                   timeout=120)
+check("resume", r.returncode == 0 and "ranks: the checkpoint's '1', this run's '2'" in r.stderr,
+      f"--resume-with-changes ranks on 2 ranks: exit {r.returncode}: {r.stderr[-300:]}")
 
 
 # 3. Keep-rotation beside another run's checkpoints.
