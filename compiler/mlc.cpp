@@ -29,6 +29,7 @@
 #include "runtime/data/Preprocess.h"
 #include "runtime/core/TensorIO.h"
 #include "runtime/core/Threads.h"
+#include "runtime/train/Checkpoint.h"
 #include "runtime/train/Generate.h"
 #include "runtime/train/Plot.h"
 #include "runtime/train/Trainer.h"
@@ -36,6 +37,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -714,9 +716,11 @@ std::shared_ptr<mlc::rt::Communicator> world;
 int worldRanks() { return world ? world->size() : 1; }
 
 /// `mlc run` and `mlc train --batches` compile for the arrays they are given:
-/// the micro-batch and sequence length come from input_ids ([B, S] for run,
-/// [steps, B, S] for a batches directory; unpadded BERT: B from cu_seqlens).
-/// A --micro-batch or --seq-len given explicitly must agree with the array.
+/// the micro-batch and sequence length come from input_ids ([B, S] for run;
+/// unpadded BERT: B from cu_seqlens). A batches directory holds [steps, G, S],
+/// each entry a step's global batch over all ranks: its micro-batch is
+/// --micro-batch, which must divide G / ranks, or else G / ranks (one
+/// micro-batch per rank). A --seq-len given explicitly must agree.
 Error takeBatchShapeFromInputs(bool training) {
   if (isPackage(model))
     return Error::success();
@@ -747,14 +751,17 @@ Error takeBatchShapeFromInputs(bool training) {
   }
   if (training && !shape.empty())
     shape.erase(shape.begin()); // the leading dimension is the step
-  // Data parallelism: each rank takes an even share of every step's rows.
-  if (training && worldRanks() > 1 && shape.size() == 2 && !varlen) {
-    if (shape[0] % worldRanks() != 0)
-      return createStringError(inconvertibleErrorCode(),
-                               ids->second + ": " + std::to_string(shape[0]) +
-                                   " rows per step do not split evenly over " +
-                                   std::to_string(worldRanks()) + " ranks");
-    shape[0] /= worldRanks();
+  // Each rank takes an even share of every step's rows, in micro-batches.
+  if (training && shape.size() == 2 && !varlen) {
+    int64_t share = microBatch.getNumOccurrences() ? microBatch * worldRanks() : worldRanks();
+    if (share <= 0 || shape[0] % share != 0)
+      return createStringError(
+          inconvertibleErrorCode(),
+          ids->second + ": a step's " + std::to_string(shape[0]) + " rows (its global batch) " +
+              "do not split evenly over " + std::to_string(worldRanks()) + " ranks" +
+              (microBatch.getNumOccurrences()
+                   ? " x micro-batches of " + std::to_string(microBatch) : std::string()));
+    shape[0] = microBatch.getNumOccurrences() ? int64_t(microBatch) : shape[0] / worldRanks();
   }
   int64_t b = -1, s = -1;
   if (varlen) {
@@ -840,6 +847,34 @@ Expected<std::string> packageFor(bool training) {
   return dir;
 }
 
+/// Every option of `mlc train` as text, given or default, and the model:
+/// the ranks of one run must agree on all of them.
+std::map<std::string, std::string> trainSettings(const mlc::rt::TrainOptions &o) {
+  std::map<std::string, std::string> out{{"model", model}};
+  for (const mlc::rt::TrainFlag &f : mlc::rt::trainFlags())
+    out["--" + f.name] = f.value(o);
+  for (auto &entry : trainCmd.OptionsMap) {
+    cl::Option *opt = entry.getValue();
+    std::string v;
+    if (auto *s = dynamic_cast<cl::opt<std::string> *>(opt))
+      v = *s;
+    else if (auto *i = dynamic_cast<cl::opt<int64_t> *>(opt))
+      v = std::to_string(*i);
+    else if (auto *n = dynamic_cast<cl::opt<int> *>(opt))
+      v = std::to_string(*n);
+    else if (auto *d = dynamic_cast<cl::opt<double> *>(opt))
+      v = formatv("{0}", double(*d)).str();
+    else if (auto *b = dynamic_cast<cl::opt<bool> *>(opt))
+      v = *b ? "true" : "false";
+    else if (auto *l = dynamic_cast<cl::list<std::string> *>(opt))
+      v = llvm::join(l->begin(), l->end(), ",");
+    else
+      continue;
+    out.insert({"--" + entry.getKey().str(), v}); // the table's flags as parsed
+  }
+  return out;
+}
+
 int runTrain() {
   mlc::rt::TrainOptions o;
   try {
@@ -858,7 +893,23 @@ int runTrain() {
     world->abort(1);
     return 1;
   };
+  // Ranks that disagree on their settings or package all stop (no abort
+  // needed: each one knows); rank 0 says why.
+  auto agree = [&](const std::map<std::string, std::string> &settings, const char *what) {
+    try {
+      mlc::rt::requireSameAsRank0(*world, settings, what);
+      return true;
+    } catch (const mlc::rt::Error &e) {
+      if (world->rank() == 0)
+        fail(e.what());
+      return false;
+    }
+  };
   if (worldRanks() > 1) {
+    // Ranks started with other settings (mpirun's A : B form) stop here,
+    // before any of them compiles.
+    if (!agree(trainSettings(o), "settings"))
+      return 1;
     if (ranksFlag.getNumOccurrences() && ranksFlag != worldRanks())
       return failAll("--ranks " + Twine(int64_t(ranksFlag)) + " but mpirun started " +
                      Twine(worldRanks()) + " ranks");
@@ -882,6 +933,8 @@ int runTrain() {
     return failAll(toString(dir.takeError()));
   try {
     mlc::rt::Package pkg = mlc::rt::Package::load(*dir);
+    if (worldRanks() > 1 && !agree({{"package", mlc::rt::packageHash(pkg)}}, "a package"))
+      return 1;
     auto backend = mlc::rt::createBackend(o.device, pkg, /*verbose=*/!world || world->rank() == 0);
     backend->setCommunicator(world);
     if (backend->rank() == 0)

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <map>
 #include <thread>
+#include <vector>
 
 #ifdef MLC_HAVE_MPI
 // The C API only (not the deprecated C++ bindings, which need another library).
@@ -22,6 +23,75 @@ bool launchedByMpi() {
     if (std::getenv(var))
       return true;
   return false;
+}
+
+namespace {
+
+/// `text` on rank `root`, on every rank.
+std::string broadcastText(Communicator &comm, std::string text, int root) {
+  int64_t size = int64_t(text.size());
+  comm.broadcast(&size, sizeof size, root);
+  text.resize(size_t(size));
+  comm.broadcast(text.data(), size, root);
+  return text;
+}
+
+std::string encode(const std::map<std::string, std::string> &settings) {
+  std::string text;
+  for (const auto &[name, value] : settings)
+    text += name + '\0' + value + '\0';
+  return text;
+}
+
+std::map<std::string, std::string> decode(const std::string &text) {
+  std::map<std::string, std::string> settings;
+  for (size_t at = 0; at < text.size();) {
+    size_t name = text.find('\0', at), value = text.find('\0', name + 1);
+    settings[text.substr(at, name - at)] = text.substr(name + 1, value - name - 1);
+    at = value + 1;
+  }
+  return settings;
+}
+
+} // namespace
+
+void requireSameAsRank0(Communicator &comm, const std::map<std::string, std::string> &settings,
+                        const std::string &what) {
+  const int me = comm.rank();
+  std::map<std::string, std::string> theirs = decode(broadcastText(comm, encode(settings), 0));
+  std::string differences;
+  auto line = [&](const std::string &name, const std::string *first, const std::string *mine) {
+    differences += "\n  " + name + ": rank 0's " + (first ? "'" + *first + "'" : "none") +
+                   ", rank " + std::to_string(me) + "'s " + (mine ? "'" + *mine + "'" : "none");
+  };
+  for (const auto &[name, value] : theirs) {
+    auto it = settings.find(name);
+    if (it == settings.end() || it->second != value)
+      line(name, &value, it == settings.end() ? nullptr : &it->second);
+  }
+  for (const auto &[name, value] : settings)
+    if (!theirs.count(name))
+      line(name, nullptr, &value);
+  std::vector<double> differs(size_t(comm.size()), 0.0);
+  differs[size_t(me)] = differences.empty() ? 0.0 : 1.0;
+  comm.sum(differs.data(), comm.size());
+  // The differing ranks' lists, the first few of them, on every rank.
+  constexpr int kListed = 4;
+  std::string who, listed;
+  int count = 0;
+  for (int r = 0; r < comm.size(); ++r) {
+    if (differs[size_t(r)] == 0)
+      continue;
+    if (++count > kListed)
+      continue;
+    who += (who.empty() ? "" : ", ") + std::to_string(r);
+    listed += broadcastText(comm, me == r ? differences : "", r);
+  }
+  if (count == 0)
+    return;
+  fail((count == 1 ? "rank " + who + " was" : "ranks " + who + " were") + " started with " +
+       what + " other than rank 0's:" + listed +
+       (count > kListed ? "\n  (and " + std::to_string(count - kListed) + " more ranks)" : ""));
 }
 
 #ifdef MLC_HAVE_MPI

@@ -18,6 +18,7 @@
 #define MLC_RUNTIME_BACKEND_COMM_H
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -46,6 +47,14 @@ public:
   /// Ends the whole run from one rank (after an error it reports).
   [[noreturn]] virtual void abort(int code) = 0;
 };
+
+/// Compares `settings` (name -> value) with rank 0's; collective. When a
+/// rank's differ, every rank fails with the same Error: each such rank's
+/// differences (of the first four), one line each ("--lr: rank 0's '0.001',
+/// rank 1's '0.002'"). `what` names the settings in it ("settings", "a
+/// package").
+void requireSameAsRank0(Communicator &comm, const std::map<std::string, std::string> &settings,
+                        const std::string &what);
 
 /// True when mpirun (or another MPI launcher) started this process.
 bool launchedByMpi();

@@ -38,50 +38,56 @@ const InputInfo *gptTokenInput(const Package &pkg) {
 }
 
 
+/// Batches from NAME.npy files of shape [steps, G, ...]: entry s is step s's
+/// global batch of G rows, P = G / B micro-batches of the model's B. Block k
+/// (see BatchFn) is entry k / P; within it, rank r takes rows [r G / R,
+/// (r + 1) G / R) and micro-batch j of those, so the same files train the
+/// same way on any number of ranks and micro-batches. An input without a
+/// leading batch dimension (dynamic, packed) takes [steps] + its shape: one
+/// micro-batch per step. Sets `parts` to P.
 BatchFn batchesFromDirectory(const Package &pkg, const std::string &dir, int64_t steps,
-                             int rank, int ranks) {
+                             int ranks, int64_t &parts) {
   auto files = std::make_shared<std::map<std::string, HostTensor>>();
+  parts = 0;
   for (const InputInfo &in : pkg.inputs) {
     std::string path = dir + "/" + in.name + ".npy";
     HostTensor t = readNpy(path);
     std::vector<int64_t> inner(t.shape.begin() + (t.shape.empty() ? 0 : 1), t.shape.end());
-    // Data parallelism: each step's rows are split evenly over the ranks;
-    // rank r keeps rows [r B / R, (r + 1) B / R).
-    if (ranks > 1 && !in.dynamic() && inner.size() == in.shape.size() && !inner.empty() &&
-        inner[0] == in.shape[0] * ranks &&
-        std::equal(inner.begin() + 1, inner.end(), in.shape.begin() + 1)) {
-      int64_t rowBytes = in.numel / in.shape[0] * dtypeSize(t.dtype);
-      int64_t stepBytes = inner[0] * rowBytes, mine = in.shape[0] * rowBytes;
-      HostTensor part;
-      part.dtype = t.dtype;
-      part.shape = {t.shape[0]};
-      part.shape.insert(part.shape.end(), in.shape.begin(), in.shape.end());
-      for (int64_t s = 0; s < t.shape[0]; ++s) {
-        const char *src = t.data.data() + s * stepBytes + rank * mine;
-        part.data.insert(part.data.end(), src, src + mine);
-      }
-      t = std::move(part);
-      inner = in.shape;
-    }
-    if (t.shape.empty() || inner != in.shape)
+    int64_t mine = 0; // micro-batches in one entry
+    if (!t.shape.empty() && inner == in.shape)
+      mine = 1;
+    else if (!t.shape.empty() && !in.dynamic() && !in.shape.empty() && in.shape[0] > 0 &&
+             inner.size() == in.shape.size() && inner[0] % in.shape[0] == 0 &&
+             std::equal(inner.begin() + 1, inner.end(), in.shape.begin() + 1))
+      mine = inner[0] / in.shape[0];
+    if (mine == 0 || (parts > 0 && mine != parts)) {
+      std::vector<int64_t> want = in.shape;
+      if (parts > 0 && !want.empty())
+        want[0] *= parts;
       fail(path + ": shape " + shapeString(t.shape) + " is not [steps] + " +
-           shapeString(in.shape) +
-           (ranks > 1 ? " (or its rows for all " + std::to_string(ranks) + " ranks)" : ""));
+           shapeString(want) + (parts > 0 ? " (the global batch of the other inputs)"
+                                          : " or a multiple of its rows (a global batch)"));
+    }
+    parts = mine;
     if (t.shape[0] < steps)
       fail(path + ": holds " + std::to_string(t.shape[0]) + " batches but " +
            std::to_string(steps) + " steps were asked for");
     (*files)[in.name] = std::move(t);
   }
-  return [files, dir](const InputInfo &in, int64_t t) {
+  const int64_t P = parts, M = std::max<int64_t>(1, parts / ranks);
+  return [files, dir, P, M, ranks](const InputInfo &in, int64_t k) {
     const HostTensor &all = files->at(in.name);
-    if (t < 0 || t >= all.shape[0])
+    const int64_t entry = k / P, part = k % P;
+    if (k < 0 || entry >= all.shape[0])
       fail(dir + "/" + in.name + ".npy: holds " + std::to_string(all.shape[0]) +
-           " batches; batch " + std::to_string(t + 1) + " was asked for");
+           " batches; batch " + std::to_string(entry + 1) + " was asked for");
+    const int64_t rows = (part % ranks) * M + part / ranks; // rank, then micro-batch
     HostTensor out;
     out.dtype = all.dtype;
     out.shape = in.shape;
     int64_t bytes = in.numel * dtypeSize(all.dtype);
-    out.data.assign(all.data.begin() + t * bytes, all.data.begin() + (t + 1) * bytes);
+    auto from = all.data.begin() + (entry * P + rows) * bytes;
+    out.data.assign(from, from + bytes);
     return out;
   };
 }
@@ -170,9 +176,10 @@ BatchFn batchesFromIndexed(const Package &pkg, const TrainOptions &o, int part) 
 
 /// Masked-LM batches for BERT (input_ids, token_type_ids, attention_mask,
 /// labels [batch, seq]) from a WordPiece-tokenized indexed dataset. Unpadded
-/// (varlen) over R ranks: step t's window is samples t R B .. (t + 1) R B - 1,
-/// the samples one process with R B sequences would take; every rank deals
-/// it with --balance (at most B sequences each) and keeps its share.
+/// (varlen) over R ranks: blocks k of all ranks with the same k / R = w share
+/// the window of samples w R B .. (w + 1) R B - 1, the samples one process
+/// with R B sequences would take; every rank deals it with --balance (at
+/// most B sequences each) and keeps its share.
 BatchFn batchesForBert(const Package &pkg, const TrainOptions &o, int part,
                        std::shared_ptr<double> imbalance) {
   int64_t B = 0, S = 0;
@@ -216,7 +223,8 @@ BatchFn batchesForBert(const Package &pkg, const TrainOptions &o, int part,
   const int R = varlen ? o.ranks : 1, rank = varlen ? o.rank : 0;
   const BalancePolicy policy = parseBalancePolicy(o.balance);
   return [samples, cache, B, S, varlen, R, rank, policy,
-          imbalance](const InputInfo &in, int64_t t) {
+          imbalance](const InputInfo &in, int64_t k) {
+    const int64_t t = R == 1 ? k : k / R;
     if (cache->first != t) {
       cache->second.clear();
       if (R == 1) {
@@ -295,6 +303,19 @@ BatchFn batchesForBert(const Package &pkg, const TrainOptions &o, int part,
   };
 }
 
+/// Sequences per micro-batch: input_ids' leading dimension, or for packed
+/// (unpadded) batches the sequence count cu_seqlens allows; 0 when the model
+/// has no input_ids [batch, ...].
+int64_t microBatchOf(const Package &pkg) {
+  for (const InputInfo &in : pkg.inputs)
+    if (in.name == "cu_seqlens")
+      return in.shape[0] - 1;
+  for (const InputInfo &in : pkg.inputs)
+    if (in.name == "input_ids" && !in.shape.empty() && in.shape[0] > 0)
+      return in.shape[0];
+  return 0;
+}
+
 bool isBert(const Package &pkg) {
   for (const InputInfo &in : pkg.inputs)
     if (in.name == "token_type_ids")
@@ -303,6 +324,35 @@ bool isBert(const Package &pkg) {
 }
 
 } // namespace
+
+BatchLayout batchLayout(const Package &pkg, const TrainOptions &o, const BatchSources &sources) {
+  BatchLayout l;
+  l.sequences = microBatchOf(pkg);
+  const std::string R = std::to_string(o.ranks), B = std::to_string(l.sequences);
+  // Micro-batches of the whole step, over all ranks.
+  int64_t parts = o.ranks;
+  if (sources.batchesPerStep > 0) {
+    parts = sources.batchesPerStep;
+    if (o.globalBatch > 0 && o.globalBatch != parts * l.sequences)
+      fail("--global-batch " + std::to_string(o.globalBatch) + " disagrees with --batches " +
+           o.batchesDir + ", whose entries hold " + std::to_string(parts * l.sequences) +
+           " sequences (a step's global batch)");
+    if (parts % o.ranks != 0)
+      fail("--batches " + o.batchesDir + ": a step's " + std::to_string(parts * l.sequences) +
+           " sequences (" + std::to_string(parts) + " micro-batches of " + B +
+           ") do not split evenly over " + R + " ranks");
+  } else if (o.globalBatch > 0) {
+    if (l.sequences == 0)
+      fail("--global-batch needs a model with input_ids [batch, ...]");
+    if (o.globalBatch % (l.sequences * o.ranks) != 0)
+      fail("--global-batch " + std::to_string(o.globalBatch) + " is not a multiple of the "
+           "micro-batch (" + B + " sequences) times the ranks (" + R + ")");
+    parts = o.globalBatch / l.sequences;
+  }
+  l.micro = parts / o.ranks;
+  l.global = parts * l.sequences;
+  return l;
+}
 
 /// The model's inputs under the --data roles that --bind gives them (a model
 /// input not named is its own role).
@@ -369,33 +419,9 @@ BatchSources openBatchSources(const Package &pkg, const TrainOptions &o) {
     inner.test = wrap(inner.test);
     return inner;
   }
-  bool packedBert = false;
-  for (const InputInfo &in : pkg.inputs)
-    packedBert |= in.name == "cu_seqlens";
-  // Unpadded BERT deals each step's window to the ranks itself (--balance).
-  if (o.ranks > 1 && o.batchesDir.empty() && !(packedBert && isIndexedData(o.data))) {
-    // --data: rank r's batch of step t is the r-th share of the global batch,
-    // samples (t R + r) B .. (t R + r + 1) B - 1: what a source asked for
-    // batch t R + r of B samples gives.
-    TrainOptions one = o;
-    one.ranks = 1;
-    one.rank = 0;
-    BatchSources inner = openBatchSources(pkg, one);
-    auto shard = [rank = o.rank, ranks = o.ranks](BatchFn fn) -> BatchFn {
-      if (!fn)
-        return fn;
-      return [fn, rank, ranks](const InputInfo &in, int64_t t) {
-        return fn(in, t * ranks + rank);
-      };
-    };
-    inner.train = shard(inner.train);
-    inner.validation = shard(inner.validation);
-    inner.test = shard(inner.test);
-    return inner;
-  }
   BatchSources s;
   if (!o.batchesDir.empty()) {
-    s.train = batchesFromDirectory(pkg, o.batchesDir, o.steps, o.rank, o.ranks);
+    s.train = batchesFromDirectory(pkg, o.batchesDir, o.steps, o.ranks, s.batchesPerStep);
   } else if (!o.data.empty() && isIndexedData(o.data)) {
     auto source = [&](int part) {
       return isBert(pkg) ? batchesForBert(pkg, o, part, part == 0 ? s.imbalance : nullptr)

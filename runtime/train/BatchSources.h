@@ -1,10 +1,15 @@
 //===- BatchSources.h - where a training step's batches come from -*- C++ -*-===//
 //
-// A batch source gives the tensor of each model input for a 0-based step:
-// from a directory of NAME.npy arrays (--batches), GPT samples of indexed
-// datasets or blends (--data PREFIX), masked-LM BERT samples (padded or
-// packed for unpadded BERT), or a plain token file. A step's batch depends
-// only on (seed, step), so a resumed run sees the batches it would have seen.
+// A batch source gives the tensor of each model input for a 0-based block,
+// one micro-batch of the package: from a directory of NAME.npy arrays
+// (--batches), GPT samples of indexed datasets or blends (--data PREFIX),
+// masked-LM BERT samples (padded or packed for unpadded BERT), or a plain
+// token file. Block k is rank k % R's; step t (0-based) of a run with R
+// ranks and M micro-batches per rank trains blocks t R M .. (t + 1) R M - 1,
+// so a step's global batch holds the same sequences however it is split.
+// --data sources take samples k B .. (k + 1) B - 1 for block k. A block
+// depends only on (seed, k), so a resumed run sees the batches it would have
+// seen.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,7 +35,25 @@ struct BatchSources {
   /// the last training batch dealt (every rank deals the same window, so
   /// each knows all shares); 0 when not measured.
   std::shared_ptr<double> imbalance = std::make_shared<double>(0.0);
+  /// --batches: the micro-batches in one entry (a step's global batch over
+  /// all ranks); 0 for the other sources.
+  int64_t batchesPerStep = 0;
 };
+
+/// How one optimizer step's global batch is split, as Megatron-LM's
+/// --global-batch-size: over the ranks, then into micro-batches of the
+/// package's micro-batch, so global = ranks x micro x sequences. The global
+/// batch is --global-batch, or one entry of --batches, or one micro-batch
+/// per rank. `global` is 0 for a model without input_ids [batch, ...].
+struct BatchLayout {
+  int64_t global = 0;    // sequences per optimizer step, over all ranks
+  int64_t micro = 1;     // micro-batches per rank and step
+  int64_t sequences = 0; // sequences per micro-batch (the package's)
+};
+
+/// The layout of the run's steps; an error names the numbers that do not
+/// divide.
+BatchLayout batchLayout(const Package &pkg, const TrainOptions &o, const BatchSources &sources);
 
 /// The sources the options name; errors name the file or flag at fault.
 BatchSources openBatchSources(const Package &pkg, const TrainOptions &o);

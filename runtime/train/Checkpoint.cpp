@@ -9,6 +9,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <set>
+#include <sstream>
 #include <csignal>
 #include <cstdlib>
 #include <cstdio>
@@ -26,7 +31,7 @@ namespace {
 const char *const kRunFlags[] = {"seed",  "lr",   "min-lr",    "warmup", "lr-schedule",
                                  "weight-decay", "beta1", "beta2", "eps", "clip-grad",
                                  "data",  "split", "batches",  "vocab-file", "global-batch",
-                                 "lr-scaling", "base-batch"};
+                                 "lr-scaling", "base-batch", "clip"};
 
 /// The package fields that identify the model and its batches.
 const char *const kPackageFields[] = {"model", "config", "dtype", "micro_batch", "seq_len"};
@@ -115,12 +120,153 @@ const TrainFlag &flag(const char *name) {
   fail(std::string("internal: no training flag --") + name);
 }
 
+/// What state.json's "run" records: the flags above (--global-batch as the
+/// whole step's), the ranks and the package's hash.
+std::vector<std::pair<std::string, std::string>> runSettings(const Package &pkg,
+                                                             const TrainOptions &o) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const char *name : kRunFlags)
+    out.push_back({name, flag(name).value(o)});
+  out.push_back({"ranks", std::to_string(o.ranks)});
+  out.push_back({"package", packageHash(pkg)});
+  return out;
+}
+
+/// A JSON value as a message shows it.
+std::string describe(const Json *v) {
+  if (!v)
+    return "missing";
+  switch (v->kind) {
+  case Json::Number: {
+    std::ostringstream os;
+    os.precision(17);
+    os << v->number;
+    return os.str();
+  }
+  case Json::String:
+    return jsonQuote(v->string);
+  case Json::Bool:
+    return v->boolean ? "true" : "false";
+  case Json::Null:
+    return "null";
+  default:
+    return v->kind == Json::Array ? "an array" : "an object";
+  }
+}
+
+/// The whole number `obj[key]` in [lo, hi], or an Error naming the file and field.
+int64_t wholeNumber(const Json &obj, const char *key, int64_t lo, int64_t hi,
+                    const std::string &path) {
+  const Json *v = obj.find(key);
+  if (!v || v->kind != Json::Number || v->number != std::floor(v->number) ||
+      v->number < double(lo) || v->number > double(hi))
+    fail(path + ": \"" + key + "\" must be a whole number in [" + std::to_string(lo) + ", " +
+         std::to_string(hi) + "], got " + describe(v));
+  return int64_t(v->number);
+}
+
+/// `obj[key]`, an object whose values are all strings, or an Error.
+const Json &stringsObject(const Json &obj, const char *key, const std::string &path) {
+  const Json *v = obj.find(key);
+  if (!v || v->kind != Json::Object)
+    fail(path + ": \"" + key + "\" must be an object, got " + describe(v));
+  for (const auto &[name, value] : v->object)
+    if (value.kind != Json::String)
+      fail(path + ": \"" + key + "\"." + name + " must be a string, got " + describe(&value));
+  return *v;
+}
+
+/// The largest step a checkpoint may hold: every smaller whole number is
+/// exact in a JSON number.
+constexpr int64_t kMaxStep = int64_t(1) << 53;
+
+/// The run id in a checkpoint's manifest, or "" (none, or unreadable).
+std::string runIdOf(const std::string &dir) {
+  try {
+    Json m = Json::parse(readFile(dir + "/checkpoint.json"), dir, /*uniqueKeys=*/true);
+    const Json *id = m.find("run");
+    return id && id->kind == Json::String ? id->string : "";
+  } catch (const Error &) {
+    return "";
+  }
+}
+
+/// Compares the checkpoint's recorded settings with this run's: the
+/// differences, one line each, and the names of those not allowed by
+/// --resume-with-changes.
+std::pair<std::string, std::vector<std::string>>
+settingDifferences(const Package &pkg, const TrainOptions &o, const Json &package,
+                   const Json &run) {
+  std::set<std::string> allowed, known;
+  std::stringstream list(o.resumeWithChanges);
+  for (std::string item; std::getline(list, item, ',');)
+    if (!item.empty())
+      allowed.insert(item.rfind("--", 0) == 0 ? item.substr(2) : item);
+  std::string differences;
+  std::vector<std::string> refused;
+  auto compare = [&](const std::string &name, const std::string &shown, const Json *v,
+                     const std::string &ours, const char *whose) {
+    known.insert(name);
+    std::string theirs = v ? v->string : "(not recorded)";
+    if (theirs == ours)
+      return;
+    differences += "\n  " + shown + ": the checkpoint's '" + theirs + "', " + whose + " '" +
+                   ours + "'";
+    if (!allowed.count(name) && !allowed.count("all"))
+      refused.push_back(name);
+  };
+  for (const char *key : kPackageFields)
+    compare(key, key, package.find(key), manifestField(pkg, key), "this package's");
+  for (const auto &[name, ours] : runSettings(pkg, o))
+    compare(name, name == "ranks" || name == "package" ? name : "--" + name, run.find(name),
+            ours, "this run's");
+  for (const std::string &name : allowed)
+    if (name != "all" && !known.count(name)) {
+      std::string names;
+      for (const std::string &k : known)
+        names += (names.empty() ? "" : ", ") + k;
+      fail("--resume-with-changes: unknown setting '" + name + "' (one of: all, " + names + ")");
+    }
+  return {differences, refused};
+}
+
+/// Refuses to write step `step`'s checkpoint over another run's.
+void refuseOverwrite(const TrainOptions &o, const std::string &dir, int64_t step) {
+  struct stat st;
+  if (stat((dir + "/checkpoint.json").c_str(), &st) == 0 && runIdOf(dir) != o.runId)
+    fail("--save-dir " + o.saveDir + ": " + dir + " is a checkpoint of another run, which "
+         "this run would overwrite at step " + std::to_string(step) +
+         " (use another --save-dir, or resume that run)");
+}
+
 } // namespace
+
+std::string newRunId() {
+  std::random_device device;
+  return contentHash(std::to_string(device()) + "/" + std::to_string(getpid()) + "/" +
+                     std::to_string(std::chrono::system_clock::now().time_since_epoch().count()));
+}
+
+std::string packageHash(const Package &pkg) {
+  std::string text = manifestField(pkg, "fields_hash");
+  if (const Json *files = pkg.manifest.find("files"))
+    for (const auto &[name, hash] : files->object)
+      text += "\n" + name + " " + hash.string;
+  return contentHash(text);
+}
+
+void checkSaveDir(const TrainOptions &o, int64_t first) {
+  for (const auto &[step, dir] : listCheckpoints(o.saveDir))
+    if (step >= first && step <= o.steps &&
+        ((o.saveInterval > 0 && step % o.saveInterval == 0) || step == o.steps))
+      refuseOverwrite(o, dir, step);
+}
 
 std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step) {
   const Package &pkg = backend.package();
   makeDirectories(o.saveDir);
   std::string final = o.saveDir + "/" + stepName(step);
+  refuseOverwrite(o, final, step); // an interrupted run stops at any step
   std::string tmp = o.saveDir + "/." + stepName(step) + ".tmp." + std::to_string(getpid());
   removeDirectory(tmp);
   removeAbandoned(o.saveDir);
@@ -153,15 +299,16 @@ std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step
     }
     state += "\n  },\n  \"run\": {";
     first = true;
-    for (const char *name : kRunFlags) {
+    for (const auto &[name, value] : runSettings(pkg, o)) {
       state += std::string(first ? "" : ",") + "\n    " + jsonQuote(name) + ": " +
-               jsonQuote(flag(name).value(o));
+               jsonQuote(value);
       first = false;
     }
     state += "\n  },\n  \"steps\": " + std::to_string(o.steps) + "\n}\n";
     writeFileAtomically(tmp + "/state.json", state);
     std::string manifest = "{\n  \"format\": \"mlc-checkpoint\",\n  \"version\": " +
-                           std::to_string(kCheckpointVersion) + ",\n  \"step\": " +
+                           std::to_string(kCheckpointVersion) + ",\n  \"run\": " +
+                           jsonQuote(o.runId) + ",\n  \"step\": " +
                            std::to_string(step) + ",\n  \"files\": {";
     first = true;
     for (const char *file : {"model.safetensors", "optimizer.safetensors", "state.json"}) {
@@ -182,9 +329,14 @@ std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step
     throw;
   }
   if (o.keep > 0) {
-    auto all = listCheckpoints(o.saveDir);
-    for (size_t i = 0; i + size_t(o.keep) < all.size(); ++i)
-      removeDirectory(all[i].second);
+    // This run's older checkpoints beyond the newest --keep (the one just
+    // written among them); another run's are never touched.
+    std::vector<std::string> older;
+    for (const auto &[s, dir] : listCheckpoints(o.saveDir))
+      if (dir != final && runIdOf(dir) == o.runId)
+        older.push_back(dir);
+    for (size_t i = 0; i + size_t(o.keep) - 1 < older.size(); ++i)
+      removeDirectory(older[i]);
   }
   return final;
 }
@@ -200,23 +352,24 @@ std::string resolveCheckpoint(const std::string &spec, const std::string &saveDi
   return all.back().second;
 }
 
-int64_t loadCheckpoint(Backend &backend, const TrainOptions &o, const std::string &dir) {
+Resumed loadCheckpoint(Backend &backend, const TrainOptions &o, const std::string &dir) {
   const Package &pkg = backend.package();
   std::string manifestPath = dir + "/checkpoint.json";
   struct stat st;
   if (stat(manifestPath.c_str(), &st) != 0)
     fail(dir + ": not a checkpoint (no checkpoint.json: incomplete or another directory)");
   Json manifest = Json::parse(readFile(manifestPath), manifestPath, /*uniqueKeys=*/true);
-  const Json *format = manifest.find("format"), *version = manifest.find("version");
-  if (!format || format->string != "mlc-checkpoint" || !version)
+  const Json *format = manifest.find("format");
+  if (!format || format->string != "mlc-checkpoint")
     fail(manifestPath + ": not an mlc checkpoint manifest");
-  if (int(version->number) != kCheckpointVersion)
-    fail(manifestPath + ": checkpoint version " + std::to_string(int(version->number)) +
+  int64_t version = wholeNumber(manifest, "version", 0, 1 << 30, manifestPath);
+  if (version != kCheckpointVersion)
+    fail(manifestPath + ": checkpoint version " + std::to_string(version) +
          " is not supported (this runtime reads version " +
          std::to_string(kCheckpointVersion) + ")");
-  const Json *files = manifest.find("files");
+  const Json &files = stringsObject(manifest, "files", manifestPath);
   for (const char *file : {"model.safetensors", "optimizer.safetensors", "state.json"}) {
-    const Json *hash = files ? files->find(file) : nullptr;
+    const Json *hash = files.find(file);
     if (!hash)
       fail(manifestPath + ": lists no " + file);
     std::string actual = contentHash(readFile(dir + "/" + file));
@@ -224,36 +377,46 @@ int64_t loadCheckpoint(Backend &backend, const TrainOptions &o, const std::strin
       fail(dir + "/" + file + ": content hash " + actual + " does not match the manifest's " +
            hash->string + " (the file changed or is corrupt)");
   }
+  Resumed resumed;
+  if (const Json *id = manifest.find("run")) {
+    if (id->kind != Json::String || id->string.empty())
+      fail(manifestPath + ": \"run\" must be a run id (a string), got " + describe(id));
+    resumed.runId = id->string;
+  } else {
+    resumed.runId = newRunId(); // written before runs had ids
+  }
   std::string statePath = dir + "/state.json";
   Json state = Json::parse(readFile(statePath), statePath, /*uniqueKeys=*/true);
-  const Json *step = state.find("step"), *package = state.find("package"),
-             *run = state.find("run");
-  if (!step || step->kind != Json::Number || step->number < 0 || !package || !run)
-    fail(statePath + ": malformed checkpoint state");
-  std::string differences;
-  for (const char *key : kPackageFields) {
-    const Json *v = package->find(key);
-    std::string theirs = v ? v->string : "", ours = manifestField(pkg, key);
-    if (theirs != ours)
-      differences += "\n  " + std::string(key) + ": the checkpoint's '" + theirs +
-                     "', this package's '" + ours + "'";
-  }
-  for (const char *name : kRunFlags) {
-    const Json *v = run->find(name);
-    std::string theirs = v ? v->string : "", ours = flag(name).value(o);
-    if (theirs != ours)
-      differences += "\n  --" + std::string(name) + ": the checkpoint's '" + theirs +
-                     "', this run's '" + ours + "'";
-  }
-  if (!differences.empty())
+  if (state.kind != Json::Object)
+    fail(statePath + ": malformed checkpoint state (not an object)");
+  resumed.step = wholeNumber(state, "step", 1, kMaxStep, statePath);
+  if (manifest.find("step") && wholeNumber(manifest, "step", 1, kMaxStep, manifestPath) != resumed.step)
+    fail(manifestPath + ": step " + describe(manifest.find("step")) + " is not state.json's " +
+         std::to_string(resumed.step));
+  const int64_t steps = wholeNumber(state, "steps", 1, kMaxStep, statePath);
+  const Json &package = stringsObject(state, "package", statePath);
+  const Json &run = stringsObject(state, "run", statePath);
+  auto [differences, refused] = settingDifferences(pkg, o, package, run);
+  if (!refused.empty()) {
+    std::string names;
+    for (const std::string &name : refused)
+      names += (names.empty() ? "" : ",") + name;
     fail(dir + ": the checkpoint was written by another model or run; resume with its "
-         "settings:" + differences);
-  if (const Json *steps = state.find("steps");
-      steps && int64_t(steps->number) != o.steps && o.schedule != "constant")
+         "settings:" + differences + "\n(or continue with this run's: --resume-with-changes " +
+         names + ")");
+  }
+  if (!differences.empty() && !o.quiet)
+    fprintf(stderr, "mlc: resuming with changed settings (--resume-with-changes):%s\n",
+            differences.c_str());
+  if (resumed.step >= o.steps)
+    fail(dir + ": the checkpoint is at step " + std::to_string(resumed.step) + " and --steps is " +
+         std::to_string(o.steps) + ": nothing to train (give --steps above " +
+         std::to_string(resumed.step) + " to continue)");
+  if (steps != o.steps && o.schedule != "constant" && !o.quiet)
     fprintf(stderr,
             "mlc: note: the checkpoint's run was %lld steps long, this one %lld: the "
             "learning rate follows the new length from here on\n",
-            (long long)steps->number, (long long)o.steps);
+            (long long)steps, (long long)o.steps);
   loadParameters(backend, dir + "/model.safetensors");
   auto moments = readSafetensors(dir + "/optimizer.safetensors");
   const int64_t es = backend.elementSize();
@@ -270,7 +433,7 @@ int64_t loadCheckpoint(Backend &backend, const TrainOptions &o, const std::strin
     }
     uploadAll(backend, which, flat);
   }
-  return int64_t(step->number);
+  return resumed;
 }
 
 } // namespace mlc::rt

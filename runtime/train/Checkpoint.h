@@ -6,16 +6,24 @@
 //                          into the matching HuggingFace model)
 //   optimizer.safetensors  the AdamW moments: exp_avg.NAME, exp_avg_sq.NAME
 //   state.json             the step, and what the run's numbers depend on:
-//                          the model and package, the seed, the optimizer
-//                          and schedule settings, the data and its split
-//   checkpoint.json        the format and version and the content hash of
-//                          each file above; written last
+//                          the model and package (its content hash), the
+//                          seed, the optimizer, clipping and schedule
+//                          settings, the data and its split, the ranks and
+//                          the global batch
+//   checkpoint.json        the format and version, the run's id and the
+//                          content hash of each file above; written last
 //
 // The directory is written under a temporary name, every file flushed to
 // disk, and renamed into place: a crash mid-write leaves the previous
 // checkpoints as they were. Batches depend only on (seed, step) and dropout
 // masks on the step, so restoring parameters, moments and the step resumes
 // a run exactly: the same losses, bit for bit, as a run that never stopped.
+//
+// A resumed run is the same run (it keeps the run id); --keep rotates only
+// the checkpoints of this run, never the newest one it wrote, and a run
+// refuses to start where it would overwrite another run's checkpoint.
+// Every field of state.json is checked (type and range) when it is read; a
+// checkpoint at or past --steps leaves nothing to train, which is an error.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,10 +46,28 @@ std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step
 /// "latest" (the newest complete checkpoint in --save-dir) or a directory.
 std::string resolveCheckpoint(const std::string &spec, const std::string &saveDir);
 
-/// Restores parameters and moments from a checkpoint and returns its step.
-/// A checkpoint of another model, package format or run settings is refused
-/// with a message that names the difference.
-int64_t loadCheckpoint(Backend &backend, const TrainOptions &o, const std::string &dir);
+/// What a resumed run continues from.
+struct Resumed {
+  int64_t step = 0;
+  std::string runId;
+};
+
+/// Restores parameters and moments from a checkpoint. A checkpoint of
+/// another model, package or run settings is refused with the differences
+/// listed, unless --resume-with-changes names each of them (then they are
+/// printed and the run continues with its own settings).
+Resumed loadCheckpoint(Backend &backend, const TrainOptions &o, const std::string &dir);
+
+/// A new run's id.
+std::string newRunId();
+
+/// Refuses, before training, a --save-dir where this run (steps `first` ..
+/// --steps) would overwrite a checkpoint of another run.
+void checkSaveDir(const TrainOptions &o, int64_t first);
+
+/// The package's identity: a hash of its manifest's fields and file hashes
+/// (plan, kernels, graph), whatever directory it is in.
+std::string packageHash(const Package &pkg);
 
 } // namespace mlc::rt
 

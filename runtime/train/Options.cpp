@@ -140,8 +140,14 @@ const std::vector<TrainFlag> &trainFlags() {
         integer("save-interval", "A checkpoint every N steps (0: at the end only)",
                 &TrainOptions::saveInterval),
         integer("keep", "Checkpoints kept in --save-dir (0: all)", &TrainOptions::keep),
-        string("resume", "dir", "Continue from a checkpoint directory, or 'latest' in --save-dir",
+        string("resume", "dir", "Continue from a checkpoint directory, or 'latest' in --save-dir; "
+                                "a checkpoint at or past --steps leaves nothing to train (an error)",
                &TrainOptions::resume),
+        string("resume-with-changes", "names",
+               "Settings a resumed run may change from its checkpoint's, comma-separated "
+               "(lr,clip,ranks,package,micro_batch,...), or 'all'; the differences are printed. "
+               "Without it a checkpoint of other settings is refused",
+               &TrainOptions::resumeWithChanges),
         integer("global-batch", "Sequences per optimizer step: a multiple of the micro-batch, "
                                 "its gradients accumulated over micro-batches (0: one)",
                 &TrainOptions::globalBatch),
@@ -225,6 +231,8 @@ void validate(const TrainOptions &o) {
     fail("--max-bad-steps must be >= 0, got " + std::to_string(o.maxBadSteps));
   if (o.saveInterval < 0 || o.keep < 0)
     fail("--save-interval and --keep must be >= 0");
+  if (!o.resumeWithChanges.empty() && o.resume.empty())
+    fail("--resume-with-changes needs --resume (the checkpoint whose settings may change)");
   if (o.saveInterval > 0 && o.saveDir.empty())
     fail("--save-interval needs --save-dir (where the checkpoints go)");
   if (o.tf32 != "on" && o.tf32 != "off")

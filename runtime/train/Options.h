@@ -45,6 +45,7 @@ struct TrainOptions {
   int64_t saveInterval = 0;      // a checkpoint every N steps (0: at the end only)
   int64_t keep = 0;              // checkpoints kept (0: all)
   std::string resume;            // a checkpoint directory, or "latest" in saveDir
+  std::string resumeWithChanges; // settings a resume may change: "lr,ranks,...", or "all"
   int64_t maxBadSteps = 0;       // non-finite steps skipped before the run stops
   int64_t globalBatch = 0;       // sequences per optimizer step (0: one micro-batch)
   std::string lrScaling = "none"; // none | linear | sqrt: --lr is for --base-batch
@@ -57,6 +58,9 @@ struct TrainOptions {
   /// rank and the number of ranks. Each rank feeds its share of every
   /// global batch; rank 0 alone logs and saves.
   int rank = 0, ranks = 1;
+  /// The run's identity in its checkpoints (set by train(): new, or the
+  /// resumed checkpoint's): keep-rotation removes only this run's.
+  std::string runId;
 };
 
 /// One training flag: --NAME VALUE. `set` parses VALUE strictly (a number

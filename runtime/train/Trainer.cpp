@@ -219,18 +219,6 @@ std::string duration(double seconds) {
   return buf;
 }
 
-/// Sequences per micro-batch: input_ids' leading dimension, or for packed
-/// (unpadded) batches the sequence count cu_seqlens allows.
-int64_t microBatchOf(const Package &pkg) {
-  for (const InputInfo &in : pkg.inputs)
-    if (in.name == "cu_seqlens")
-      return in.shape[0] - 1;
-  for (const InputInfo &in : pkg.inputs)
-    if (in.name == "input_ids" && !in.shape.empty() && in.shape[0] > 0)
-      return in.shape[0];
-  fail("--global-batch needs a model with input_ids [batch, ...]");
-}
-
 /// Set by SIGINT/SIGTERM: the loop finishes the current step, keeps it (a
 /// checkpoint with --save-dir, the weights with --save) and returns. A second
 /// signal ends the process at once.
@@ -379,6 +367,23 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
   pkg.function("train_step");
   pkg.function("grad_norm");
   pkg.function("optimizer");
+  BatchSources sources = openBatchSources(pkg, o);
+  BatchFn &batch = sources.train;
+  const BatchLayout layout = batchLayout(pkg, o, sources);
+  const int64_t micro = layout.micro;
+  o.globalBatch = layout.global; // what the checkpoints record
+  if (micro > 1) {
+    pkg.function("accumulate");
+    pkg.function("merge");
+  }
+  if (!o.quiet && layout.global > 0 && (micro > 1 || ranks > 1 || given.globalBatch > 0)) {
+    if (ranks > 1)
+      fprintf(stderr, "mlc: global batch %lld = %d ranks x %lld micro-batches x %lld sequences\n",
+              (long long)layout.global, ranks, (long long)micro, (long long)layout.sequences);
+    else
+      fprintf(stderr, "mlc: global batch %lld = %lld micro-batches of %lld sequences\n",
+              (long long)layout.global, (long long)micro, (long long)layout.sequences);
+  }
   // Where the run starts: a checkpoint (parameters, moments, step), given
   // weights, or the seeded initialization.
   int64_t first = 1;
@@ -386,24 +391,28 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
   backend.zero(FlatBuffer::AdamV);
   if (!o.resume.empty()) {
     std::string dir = resolveCheckpoint(o.resume, o.saveDir);
-    first = loadCheckpoint(backend, o, dir) + 1;
+    Resumed resumed = loadCheckpoint(backend, o, dir);
+    first = resumed.step + 1;
+    o.runId = resumed.runId; // the same run, continued
     if (!o.quiet)
       fprintf(stderr, "mlc: resuming from %s at step %lld\n", dir.c_str(), (long long)first);
-  } else if (!o.init.empty()) {
-    loadParameters(backend, o.init);
   } else {
-    initializeParameters(backend, o.seed);
+    o.runId = newRunId();
+    if (!o.init.empty())
+      loadParameters(backend, o.init);
+    else
+      initializeParameters(backend, o.seed);
   }
-  if (lead && !o.saveDir.empty())
+  if (lead && !o.saveDir.empty()) {
     makeDirectories(o.saveDir);
-  BatchSources sources = openBatchSources(pkg, o);
-  BatchFn &batch = sources.train;
+    checkSaveDir(o, first);
+  }
   // Mean loss of the first eval-iters batches of a split, without dropout.
   auto evaluate = [&](BatchFn &split) {
     double sum = 0;
     for (int64_t i = 0; i < o.evalIters; ++i) {
       for (const InputInfo &in : pkg.inputs)
-        backend.setInput(in.name, split(in, i));
+        backend.setInput(in.name, split(in, i * ranks + o.rank));
       backend.run("evaluate", 0);
       sum += backend.output("evaluate", "loss").getDouble(0);
     }
@@ -417,27 +426,13 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
     if (in.name == "input_ids")
       tokensPerStep = in.numel;
   RunLog log(o);
-  // Micro-batches per optimizer step (--global-batch).
-  int64_t micro = 1;
-  if (o.globalBatch > 0) {
-    int64_t perBatch = microBatchOf(pkg);
-    if (o.globalBatch % perBatch != 0)
-      fail("--global-batch " + std::to_string(o.globalBatch) + " is not a multiple of the "
-           "micro-batch (" + std::to_string(perBatch) + " sequences)");
-    micro = o.globalBatch / perBatch;
-    if (micro > 1) {
-      pkg.function("accumulate");
-      pkg.function("merge");
-    }
-    if (!o.quiet)
-      fprintf(stderr, "mlc: global batch %lld = %lld micro-batches of %lld sequences\n",
-              (long long)o.globalBatch, (long long)micro, (long long)perBatch);
-  }
   // The learning rate scaled to the global batch (--lr-scaling): linear
   // (Goyal et al.) or square-root, from the batch --lr was tuned for.
   TrainOptions sched = o;
   if (o.lrScaling != "none") {
-    double ratio = double(micro * microBatchOf(pkg)) / double(o.baseBatch);
+    if (layout.global == 0)
+      fail("--lr-scaling needs a model with input_ids [batch, ...] (its global batch)");
+    double ratio = double(layout.global) / double(o.baseBatch);
     double factor = o.lrScaling == "linear" ? ratio : std::sqrt(ratio);
     sched.lr = o.lr * factor;
     sched.minLr = o.minLr * factor;
@@ -445,7 +440,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
       fprintf(stderr, "mlc: learning rate %g (--lr %g x %g, %s scaling from batch %lld to "
                       "%lld)\n",
               sched.lr, o.lr, factor, o.lrScaling.c_str(), (long long)o.baseBatch,
-              (long long)(micro * microBatchOf(pkg)));
+              (long long)layout.global);
   }
   // Progress: one updating line on a terminal, a line per step otherwise.
   const bool live = o.progress == "live" || (o.progress == "auto" && isatty(2));
@@ -476,18 +471,21 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
   int64_t timedSteps = 0;
   for (int64_t t = first; t <= o.steps; ++t) {
     auto start = std::chrono::steady_clock::now();
-    // The step's micro-batches: consecutive batches of the source, their
-    // gradients summed (@accumulate) and averaged into the last one's
-    // (@merge); the loss is their mean. Dropout is keyed by micro-batch.
+    // The step's micro-batches: this rank's share of the step's global
+    // batch, their gradients summed (@accumulate) and averaged into the last
+    // one's (@merge); the loss is their mean. Block b of the run's sequence
+    // of micro-batches is rank b % R's: step t's are blocks (t - 1) R M ..
+    // t R M - 1, so the step's sequences are the same however it is split.
+    // Dropout is keyed by the block.
     double loss = 0, weightedLoss = 0, globalTerms = 0;
     tokensPerStep = 0;
     if (micro > 1)
       backend.zero(FlatBuffer::GradSum);
     for (int64_t j = 0; j < micro; ++j) {
-      const int64_t index = (t - 1) * micro + j;
+      const int64_t block = ((t - 1) * micro + j) * ranks + o.rank;
       double terms = -1; // the loss's terms in this batch: labels not ignored
       for (const InputInfo &in : pkg.inputs) {
-        HostTensor tensor = batch(in, index);
+        HostTensor tensor = batch(in, block);
         if (in.name == "input_ids")
           tokensPerStep += tensor.numel(); // unpadded batches vary
         if (ranks > 1 && in.name == "labels") { // for the ranks' weights below
@@ -516,7 +514,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
       }
       try {
         // Dropout masks are keyed by this number: each rank draws its own.
-        backend.run("train_step", index * ranks + o.rank + 1);
+        backend.run("train_step", block + 1);
       } catch (const Error &e) {
         fail(std::string("step ") + std::to_string(t) + ": " + e.what());
       }
