@@ -969,8 +969,8 @@ int runPlot() {
   if (plotLogFile.empty())
     return fail("usage: mlc plot LOG.jsonl [-o loss.png]");
   try {
-    outs() << "mlc plot: " << mlc::rt::plotLog(plotLogFile, plotOut, plotWidth, plotHeight)
-           << "\n";
+    std::string summary = mlc::rt::plotLog(plotLogFile, plotOut, plotWidth, plotHeight);
+    outs() << "mlc plot: " << summary << "\n";
   } catch (const mlc::rt::Error &e) {
     return fail(e.what());
   }

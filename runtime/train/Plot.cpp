@@ -324,9 +324,10 @@ Log readLog(const std::string &path) {
 std::string plotLog(const std::string &logPath, const std::string &pngPath, int width,
                     int height) {
   if (width < 200 || height < 200 || width > 8000 || height > 8000)
-    fail("plot size must be between 200 and 8000 pixels");
-  refuseOutputsOverInputs({{"the log", logPath}}, {{"-o", pngPath}});
+    fail("--width and --height must be between 200 and 8000 pixels, got " +
+         std::to_string(width) + "x" + std::to_string(height));
   checkWritableFile(pngPath, "-o");
+  refuseOutputsOverInputs({{"the log", logPath}}, {{"-o", pngPath}});
   Log log = readLog(logPath);
   if (log.train.empty())
     fail(logPath + ": no training steps to plot (is it an mlc --log-json file?)");
