@@ -36,7 +36,7 @@ std::vector<double> lastLogits(const HostTensor &out, int64_t position, int64_t 
   for (int64_t v = 0; v < V; ++v) {
     x[v] = out.getDouble(position * V + v);
     if (!std::isfinite(x[v]))
-      fail("generate, token " + std::to_string(step + 1) + ": the logit of token id " +
+      fail("generate, step " + std::to_string(step + 1) + ": the logit of token id " +
            std::to_string(v) + " is " + (std::isnan(x[v]) ? "NaN" : "infinite") + "; " +
            o.weights + " hold NaN or infinite values, or overflow");
   }
