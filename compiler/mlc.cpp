@@ -300,13 +300,17 @@ cl::opt<int> plotHeight("height", cl::desc("Pixels"), cl::init(600), cl::sub(plo
 // generate
 cl::opt<std::string> genPrompt("prompt", cl::desc("The text to continue"), cl::init(""),
                                cl::sub(generateCmd), cl::cat(category));
-cl::opt<int64_t> genTokens("max-tokens", cl::desc("Tokens to generate at most"), cl::init(64),
-                           cl::sub(generateCmd), cl::cat(category));
-cl::opt<double> genTemperature("temperature",
-                               cl::desc("Sampling temperature (0: the most likely token)"),
-                               cl::init(1.0), cl::sub(generateCmd), cl::cat(category));
-cl::opt<int64_t> genTopK("top-k", cl::desc("Sample from the k most likely tokens (0: all)"),
-                         cl::init(0), cl::sub(generateCmd), cl::cat(category));
+// The numbers are read as text and parsed by the runtime's generate flags,
+// strictly (cl::opt<double> takes '' for 0 and 'nan' for a temperature).
+cl::opt<std::string> genTokens("max-tokens", cl::desc("Tokens to generate at most (default 64)"),
+                               cl::value_desc("n"), cl::sub(generateCmd), cl::cat(category));
+cl::opt<std::string> genTemperature("temperature",
+                                    cl::desc("Sampling temperature (0: the most likely token; "
+                                             "default 1)"),
+                                    cl::value_desc("x"), cl::sub(generateCmd), cl::cat(category));
+cl::opt<std::string> genTopK("top-k",
+                             cl::desc("Sample from the k most likely tokens (0, the default: all)"),
+                             cl::value_desc("k"), cl::sub(generateCmd), cl::cat(category));
 cl::opt<std::string> genTokenizer("tokenizer-type",
                                   cl::desc("The data's: ByteTokenizer, ByteLevelTokenizer or "
                                            "GPT2BPETokenizer"),
@@ -986,8 +990,14 @@ int runForward() {
 
 int runGenerate() {
   mlc::rt::TrainOptions weights;
+  mlc::rt::GenerateOptions g;
   try {
     weights = trainOptions();
+    for (cl::opt<std::string> *flag : {&genPrompt, &genTokens, &genTemperature, &genTopK,
+                                       &genTokenizer, &genVocab, &genMerges})
+      if (flag->getNumOccurrences())
+        mlc::rt::setGenerateFlag(g, flag->ArgStr.str(), *flag);
+    g.seed = weights.seed;
   } catch (const mlc::rt::Error &e) {
     return fail(e.what());
   }
@@ -999,16 +1009,11 @@ int runGenerate() {
   try {
     mlc::rt::Package pkg = mlc::rt::Package::load(*dir);
     auto backend = mlc::rt::createBackend(weights.device, pkg, /*verbose=*/false);
-    mlc::rt::GenerateOptions g;
-    g.prompt = genPrompt;
-    g.maxTokens = genTokens;
-    g.temperature = genTemperature;
-    g.topK = genTopK;
-    g.seed = weights.seed;
-    g.tokenizerType = genTokenizer;
-    g.vocabFile = genVocab;
-    g.mergeFile = genMerges;
-    outs() << mlc::rt::generateText(*backend, weights, g) << "\n";
+    mlc::rt::generateText(*backend, weights, g, [](const std::string &piece) {
+      outs() << piece;
+      outs().flush(); // each token as it comes
+    });
+    outs() << "\n";
   } catch (const mlc::rt::Error &e) {
     return fail(e.what());
   }
@@ -1019,8 +1024,8 @@ int runPlot() {
   if (plotLogFile.empty())
     return fail("usage: mlc plot LOG.jsonl [-o loss.png]");
   try {
-    outs() << "mlc plot: " << mlc::rt::plotLog(plotLogFile, plotOut, plotWidth, plotHeight)
-           << "\n";
+    std::string summary = mlc::rt::plotLog(plotLogFile, plotOut, plotWidth, plotHeight);
+    outs() << "mlc plot: " << summary << "\n";
   } catch (const mlc::rt::Error &e) {
     return fail(e.what());
   }

@@ -62,13 +62,6 @@ int main(int argc, char **argv) {
   TrainOptions o;
   RunOptions run;
   GenerateOptions gen;
-  auto number = [](const std::string &flag, const std::string &v) {
-    char *end = nullptr;
-    double x = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end)
-      fail("--" + flag + " expects a number, got '" + v + "'");
-    return x;
-  };
   try {
     for (int i = 3; i < argc; ++i) {
       std::string arg = argv[i];
@@ -91,20 +84,8 @@ int main(int argc, char **argv) {
         run.inputs.push_back({value.substr(0, sep), value.substr(sep + 1)});
       } else if (command == "run" && name == "output-dir") {
         run.outputDir = value;
-      } else if (command == "generate" && name == "prompt") {
-        gen.prompt = value;
-      } else if (command == "generate" && name == "max-tokens") {
-        gen.maxTokens = int64_t(number(name, value));
-      } else if (command == "generate" && name == "temperature") {
-        gen.temperature = number(name, value);
-      } else if (command == "generate" && name == "top-k") {
-        gen.topK = int64_t(number(name, value));
-      } else if (command == "generate" && name == "tokenizer-type") {
-        gen.tokenizerType = value;
-      } else if (command == "generate" && name == "vocab-file") {
-        gen.vocabFile = value;
-      } else if (command == "generate" && name == "merge-file") {
-        gen.mergeFile = value;
+      } else if (command == "generate" && setGenerateFlag(gen, name, value)) {
+        // one of generate's own flags, now set
       } else if (auto flag = flags.find(name); flag != flags.end()) {
         flag->second->set(o, value);
       } else {
@@ -119,7 +100,11 @@ int main(int argc, char **argv) {
       train(*backend, o);
     } else if (command == "generate") {
       gen.seed = o.seed;
-      std::printf("%s\n", generateText(*backend, o, gen).c_str());
+      generateText(*backend, o, gen, [](const std::string &piece) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout); // each token as it comes
+      });
+      std::fputs("\n", stdout);
     } else {
       runForward(*backend, o, run);
     }

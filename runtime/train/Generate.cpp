@@ -5,14 +5,90 @@
 #include "runtime/train/Trainer.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <random>
+#include <utility>
 
 namespace mlc::rt {
 
+namespace {
+
+/// A flag's value: all of its text (no blanks around it), finite, >= 0.
+double nonNegative(const std::string &flag, const std::string &v, bool integer) {
+  char *end = nullptr;
+  errno = 0;
+  double x = integer ? double(std::strtoll(v.c_str(), &end, 10)) : std::strtod(v.c_str(), &end);
+  if (v.empty() || std::isspace((unsigned char)v[0]) || *end || errno == ERANGE ||
+      !std::isfinite(x) || x < 0)
+    fail("--" + flag + " expects " + (integer ? "an integer" : "a number") + " >= 0, got '" +
+         v + "'");
+  return x;
+}
+
+/// The logits of one step, which must all be finite.
+std::vector<double> lastLogits(const HostTensor &out, int64_t position, int64_t V, int64_t step,
+                               const GenerateOptions &o) {
+  std::vector<double> x(V);
+  for (int64_t v = 0; v < V; ++v) {
+    x[v] = out.getDouble(position * V + v);
+    if (!std::isfinite(x[v]))
+      fail("generate, step " + std::to_string(step + 1) + ": the logit of token id " +
+           std::to_string(v) + " is " + (std::isnan(x[v]) ? "NaN" : "infinite") + "; " +
+           o.weights + " hold NaN or infinite values, or overflow");
+  }
+  return x;
+}
+
+} // namespace
+
+bool setGenerateFlag(GenerateOptions &o, const std::string &name, const std::string &value) {
+  if (name == "prompt")
+    o.prompt = value;
+  else if (name == "max-tokens")
+    o.maxTokens = int64_t(nonNegative(name, value, /*integer=*/true));
+  else if (name == "temperature")
+    o.temperature = nonNegative(name, value, /*integer=*/false);
+  else if (name == "top-k")
+    o.topK = int64_t(nonNegative(name, value, /*integer=*/true));
+  else if (name == "tokenizer-type")
+    o.tokenizerType = value;
+  else if (name == "vocab-file")
+    o.vocabFile = value;
+  else if (name == "merge-file")
+    o.mergeFile = value;
+  else
+    return false;
+  return true;
+}
+
+std::string TextStream::push(int32_t id) {
+  pending += tokenizer.decode({id});
+  // Hold back the last character if its lead byte announces more bytes than
+  // have come (a stray or invalid byte is passed on as it is).
+  size_t cut = pending.size();
+  for (size_t back = 1; back <= std::min<size_t>(4, pending.size()); ++back) {
+    unsigned char c = pending[pending.size() - back];
+    if ((c & 0xC0) == 0x80)
+      continue; // a continuation byte
+    size_t need = c < 0xC0 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF8 ? 4 : 1;
+    if (need > back)
+      cut = pending.size() - back;
+    break;
+  }
+  std::string ready = pending.substr(0, cut);
+  pending.erase(0, cut);
+  return ready;
+}
+
+std::string TextStream::finish() { return std::exchange(pending, std::string()); }
+
 std::vector<int32_t> generate(Backend &backend, const Tokenizer &tokenizer,
-                              const GenerateOptions &o) {
+                              const GenerateOptions &o,
+                              const std::function<void(int32_t)> &onToken) {
   const Package &pkg = backend.package();
   const FunctionPlan &fn = pkg.function("evaluate");
   const InputInfo *ids = nullptr;
@@ -60,9 +136,7 @@ std::vector<int32_t> generate(Backend &backend, const Tokenizer &tokenizer,
     backend.setInput("labels", labels);
     backend.run("evaluate", 0);
     HostTensor out = backend.output("evaluate", "logits");
-    std::vector<double> x(V);
-    for (int64_t v = 0; v < V; ++v)
-      x[v] = out.getDouble((len - 1) * V + v);
+    std::vector<double> x = lastLogits(out, len - 1, V, n, o);
     int32_t next;
     if (o.temperature == 0) {
       next = int32_t(std::max_element(x.begin(), x.end()) - x.begin()); // first of ties
@@ -86,18 +160,30 @@ std::vector<int32_t> generate(Backend &backend, const Tokenizer &tokenizer,
       break;
     tokens.push_back(next);
     generated.push_back(next);
+    if (onToken)
+      onToken(next);
   }
   return generated;
 }
 
-std::string generateText(Backend &backend, const TrainOptions &weights,
-                         const GenerateOptions &o) {
-  if (!weights.init.empty())
+void generateText(Backend &backend, const TrainOptions &weights, const GenerateOptions &options,
+                  const std::function<void(const std::string &)> &write) {
+  GenerateOptions o = options;
+  if (!weights.init.empty()) {
     loadParameters(backend, weights.init);
-  else
+    o.weights = "the weights in " + weights.init;
+  } else {
     initializeParameters(backend, weights.seed);
+    o.weights = "the weights initialized with --seed " + std::to_string(weights.seed);
+  }
   std::unique_ptr<Tokenizer> tokenizer = makeTokenizer(o.tokenizerType, o.vocabFile, o.mergeFile);
-  return o.prompt + tokenizer->decode(generate(backend, *tokenizer, o));
+  TextStream text(*tokenizer);
+  write(o.prompt);
+  generate(backend, *tokenizer, o, [&](int32_t id) {
+    if (std::string piece = text.push(id); !piece.empty())
+      write(piece);
+  });
+  write(text.finish());
 }
 
 } // namespace mlc::rt

@@ -6,6 +6,8 @@
 // token, by argmax at temperature 0, else sampled from softmax(logits / T)
 // (over the top-k when given) with a seeded generator, so a seed repeats a
 // sample. Generation stops at the end-of-document token or after max-tokens.
+// Logits that are not finite (NaN or infinite weights, an overflow) are an
+// error, never a token. The text is written as it is sampled.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +18,7 @@
 #include "runtime/data/Tokenizer.h"
 #include "runtime/train/Options.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,20 +31,49 @@ struct GenerateOptions {
   double temperature = 1.0;
   int64_t topK = 0; // 0: the whole vocabulary
   uint64_t seed = 1234;
+  /// Where the parameters came from, for messages (a file, the seeded
+  /// initialization, a training step).
+  std::string weights = "the parameters";
 };
 
-/// The generated token ids (the prompt not included). An Error if the
-/// package is not a GPT-style model (input_ids [batch, seq] and logits
-/// [batch, seq, vocab] from @evaluate) or the tokenizer's vocabulary is
-/// larger than the model's.
+/// Sets the generate flag `name` (prompt, max-tokens, temperature, top-k,
+/// tokenizer-type, vocab-file, merge-file) from its text; false if `name` is
+/// none of them. A number must be all of its text, finite and >= 0 (an
+/// integer for max-tokens and top-k); anything else is an Error naming the
+/// flag.
+bool setGenerateFlag(GenerateOptions &options, const std::string &name, const std::string &value);
+
+/// Token ids to text as they are sampled. The GPT tokenizers decode token by
+/// token, but a byte-level token may end inside a UTF-8 character: its bytes
+/// wait until the character is whole, so every piece is text a terminal can
+/// show, and the pieces together are the decoded whole.
+class TextStream {
+public:
+  explicit TextStream(const Tokenizer &tokenizer) : tokenizer(tokenizer) {}
+  /// The text that `id` completes (may be empty).
+  std::string push(int32_t id);
+  /// What is still held back (an unfinished character at the end).
+  std::string finish();
+
+private:
+  const Tokenizer &tokenizer;
+  std::string pending;
+};
+
+/// The generated token ids (the prompt not included); `onToken`, when given,
+/// sees each as it is sampled. An Error if the package is not a GPT-style
+/// model (input_ids [batch, seq] and logits [batch, seq, vocab] from
+/// @evaluate), the tokenizer's vocabulary is larger than the model's, or the
+/// logits of a step are not finite.
 std::vector<int32_t> generate(Backend &backend, const Tokenizer &tokenizer,
-                              const GenerateOptions &options);
+                              const GenerateOptions &options,
+                              const std::function<void(int32_t)> &onToken = {});
 
 /// What `generate` (mlc and mlc-runtime) does: load `weights.init` (or the
-/// seeded initialization), make the tokenizer, and return the prompt and
-/// its continuation as text.
-std::string generateText(Backend &backend, const TrainOptions &weights,
-                         const GenerateOptions &options);
+/// seeded initialization), make the tokenizer, and pass the prompt and then
+/// its continuation, piece by piece as it is sampled, to `write`.
+void generateText(Backend &backend, const TrainOptions &weights, const GenerateOptions &options,
+                  const std::function<void(const std::string &)> &write);
 
 } // namespace mlc::rt
 

@@ -1,6 +1,7 @@
 //===- Plot.cpp - training curves as a PNG ----------------------------------===//
 
 #include "runtime/train/Plot.h"
+#include "runtime/train/PlotFont.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/Json.h"
 #include "runtime/core/TensorIO.h"
@@ -10,7 +11,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <vector>
 #ifdef MLC_HAVE_ZLIB
 #include <zlib.h>
@@ -54,33 +57,36 @@ public:
       }
     }
   }
+  void frame(int x0, int y0, int x1, int y1, Rgb c) {
+    rect(x0, y0, x1, y0, c);
+    rect(x0, y1, x1, y1, c);
+    rect(x0, y0, x0, y1, c);
+    rect(x1, y0, x1, y1, c);
+  }
   void rect(int x0, int y0, int x1, int y1, Rgb c) {
     for (int y = y0; y <= y1; ++y)
       for (int x = x0; x <= x1; ++x)
         set(x, y, c);
   }
-  /// Digits, '.', '-', 'e', 'k' and 'M' in a 5x7 font, scaled by 2.
-  void text(int x, int y, const std::string &s, Rgb c) {
-    static const std::array<std::pair<char, std::array<uint8_t, 7>>, 15> font = {{
-        {'0', {14, 17, 19, 21, 25, 17, 14}}, {'1', {4, 12, 4, 4, 4, 4, 14}},
-        {'2', {14, 17, 1, 2, 4, 8, 31}},     {'3', {30, 1, 1, 14, 1, 1, 30}},
-        {'4', {2, 6, 10, 18, 31, 2, 2}},     {'5', {31, 16, 30, 1, 1, 17, 14}},
-        {'6', {6, 8, 16, 30, 17, 17, 14}},   {'7', {31, 1, 2, 4, 8, 8, 8}},
-        {'8', {14, 17, 17, 14, 17, 17, 14}}, {'9', {14, 17, 17, 15, 1, 2, 12}},
-        {'.', {0, 0, 0, 0, 0, 12, 12}},      {'-', {0, 0, 0, 31, 0, 0, 0}},
-        {'e', {0, 0, 14, 17, 31, 16, 14}},   {'k', {16, 16, 18, 20, 24, 20, 18}},
-        {'M', {17, 27, 21, 21, 17, 17, 17}},
-    }};
+  /// `s` in the plot font, scaled by 2, its top-left corner at (x, y);
+  /// `upward` turns it a quarter left, to read from (x, y) upwards.
+  void text(int x, int y, const std::string &s, Rgb c, bool upward = false) {
     for (char ch : s) {
-      for (auto &[g, rows] : font)
-        if (g == ch)
-          for (int r = 0; r < 7; ++r)
-            for (int b = 0; b < 5; ++b)
-              if (rows[r] & (16 >> b))
-                rect(x + 2 * b, y + 2 * r, x + 2 * b + 1, y + 2 * r + 1, c);
-      x += 12;
+      const plotfont::Glyph &g = plotfont::glyph(ch);
+      for (int r = 0; r < plotfont::kRows; ++r)
+        for (int b = 0; b < plotfont::kWidth; ++b)
+          if (g[r] & (16 >> b)) {
+            int px = upward ? x + 2 * r : x + 2 * b, py = upward ? y - 2 * b : y + 2 * r;
+            rect(px, py, px + 1, py + 1, c);
+          }
+      if (upward)
+        y -= kAdvance;
+      else
+        x += kAdvance;
     }
   }
+  static constexpr int kAdvance = 12, kHeight = 14; // a character's pixels at scale 2
+  static int textWidth(const std::string &s) { return kAdvance * int(s.size()) - 2; }
 
   /// PNG: 8-bit RGB, no filter, the image data in stored deflate blocks.
   std::string png() const {
@@ -182,13 +188,42 @@ std::string number(double x) {
 
 using Series = std::vector<std::pair<double, double>>;
 
-/// One panel: the frame, grid lines, the ranges at the axes' ends, and the
-/// series in their colours.
+struct Curve {
+  const Series *points;
+  Rgb colour;
+  const char *name; // in the legend
+};
+
+/// The box in the panel's upper right corner that names each curve with
+/// points, over a short line in its colour.
+void legend(Image &img, int x1, int y0, const std::vector<Curve> &curves) {
+  std::vector<const Curve *> shown;
+  size_t longest = 0;
+  for (const Curve &c : curves)
+    if (!c.points->empty()) {
+      shown.push_back(&c);
+      longest = std::max(longest, std::string(c.name).size());
+    }
+  if (shown.empty())
+    return;
+  int line = Image::kHeight + 8, w = 44 + Image::textWidth(std::string(longest, 'x')) + 8;
+  int bx0 = x1 - 8 - w, by0 = y0 + 8, by1 = by0 + 6 + line * int(shown.size());
+  img.rect(bx0, by0, x1 - 8, by1, kWhite);
+  img.frame(bx0, by0, x1 - 8, by1, kGrid);
+  for (size_t i = 0; i < shown.size(); ++i) {
+    int y = by0 + 8 + line * int(i);
+    img.rect(bx0 + 8, y + 6, bx0 + 34, y + 8, shown[i]->colour);
+    img.text(bx0 + 44, y, shown[i]->name, kAxis);
+  }
+}
+
+/// One panel: the frame, grid lines, the ranges at the axes' ends, the axis
+/// labels, the curves in their colours and, for more than one, a legend.
 void panel(Image &img, int x0, int y0, int x1, int y1, double xmin, double xmax,
-           const std::vector<std::pair<const Series *, Rgb>> &series) {
+           const std::string &yLabel, const std::vector<Curve> &curves) {
   double ymin = INFINITY, ymax = -INFINITY;
-  for (auto &[s, _] : series)
-    for (auto &[x, y] : *s) {
+  for (const Curve &c : curves)
+    for (auto &[x, y] : *c.points) {
       ymin = std::min(ymin, y);
       ymax = std::max(ymax, y);
     }
@@ -199,7 +234,7 @@ void panel(Image &img, int x0, int y0, int x1, int y1, double xmin, double xmax,
     ymax += 0.5;
   }
   double pad = 0.05 * (ymax - ymin);
-  ymin -= pad;
+  ymin = ymin >= 0 ? std::max(0.0, ymin - pad) : ymin - pad; // no negative tokens/s
   ymax += pad;
   if (xmax - xmin < 1e-12)
     xmax = xmin + 1;
@@ -209,22 +244,79 @@ void panel(Image &img, int x0, int y0, int x1, int y1, double xmin, double xmax,
   }
   img.line(x0, y0, x0, y1, kAxis);
   img.line(x0, y1, x1, y1, kAxis);
-  img.text(8, y0, number(ymax), kAxis);
-  img.text(8, y1 - 14, number(ymin), kAxis);
+  img.text(x0 - 8 - Image::textWidth(number(ymax)), y0, number(ymax), kAxis);
+  img.text(x0 - 8 - Image::textWidth(number(ymin)), y1 - Image::kHeight, number(ymin), kAxis);
   img.text(x0, y1 + 6, number(xmin), kAxis);
   std::string right = number(xmax);
-  img.text(x1 - 12 * int(right.size()), y1 + 6, right, kAxis);
+  img.text(x1 - Image::textWidth(right), y1 + 6, right, kAxis);
+  img.text((x0 + x1 - Image::textWidth("step")) / 2, y1 + 6, "step", kAxis);
+  img.text(6, (y0 + y1 + Image::textWidth(yLabel)) / 2, yLabel, kAxis, /*upward=*/true);
   auto X = [&](double x) { return x0 + int(std::lround((x - xmin) / (xmax - xmin) * (x1 - x0))); };
   auto Y = [&](double y) { return y1 - int(std::lround((y - ymin) / (ymax - ymin) * (y1 - y0))); };
-  for (auto &[s, colour] : series) {
-    for (size_t i = 0; i < s->size(); ++i) {
-      int x = X((*s)[i].first), y = Y((*s)[i].second);
+  for (const Curve &c : curves) {
+    const Series &s = *c.points;
+    for (size_t i = 0; i < s.size(); ++i) {
+      int x = X(s[i].first), y = Y(s[i].second);
       if (i > 0)
-        img.line(X((*s)[i - 1].first), Y((*s)[i - 1].second), x, y, colour);
-      if (s->size() < 40)
-        img.rect(x - 2, y - 2, x + 2, y + 2, colour);
+        img.line(X(s[i - 1].first), Y(s[i - 1].second), x, y, c.colour);
+      if (s.size() < 40)
+        img.rect(x - 2, y - 2, x + 2, y + 2, c.colour);
     }
   }
+  if (curves.size() > 1) // one curve is named by the axis label
+    legend(img, x1, y0, curves);
+}
+
+struct Log {
+  Series train, validation, speed;
+  bool tornLastLine = false;
+};
+
+/// The series of a `--log-json` file. A last line without its newline that
+/// does not parse is a line the trainer is still writing: it is left out.
+Log readLog(const std::string &path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    fail(path + ": is a directory, not a --log-json file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    fail(path + ": cannot open");
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Log log;
+  int64_t lineNo = 0;
+  for (size_t at = 0; at < all.size();) {
+    size_t end = std::min(all.find('\n', at), all.size());
+    std::string line = all.substr(at, end - at), where = path + ":" + std::to_string(++lineNo);
+    bool last = end == all.size();
+    at = end + 1;
+    if (line.find_first_not_of(" \t\r") == std::string::npos)
+      continue;
+    Json row;
+    try {
+      row = Json::parse(line, where);
+    } catch (const Error &) {
+      if (!last)
+        throw;
+      log.tornLastLine = true;
+      break;
+    }
+    const Json *step = row.find("step");
+    if (!step || step->kind != Json::Number || !std::isfinite(step->number))
+      fail(where + ": a log line without a step");
+    auto take = [&](const char *key, Series &s) {
+      const Json *v = row.find(key);
+      if (v && v->kind != Json::Number && v->kind != Json::Null)
+        fail(where + ": \"" + key + "\" is not a number");
+      if (v && v->kind == Json::Number && std::isfinite(v->number))
+        s.push_back({step->number, v->number}); // null: a step that was not finite
+    };
+    if (!row.find("skipped")) {
+      take("loss", log.train);
+      take("tokens_per_s", log.speed);
+    }
+    take("val_loss", log.validation);
+  }
+  return log;
 }
 
 } // namespace
@@ -232,50 +324,39 @@ void panel(Image &img, int x0, int y0, int x1, int y1, double xmin, double xmax,
 std::string plotLog(const std::string &logPath, const std::string &pngPath, int width,
                     int height) {
   if (width < 200 || height < 200 || width > 8000 || height > 8000)
-    fail("plot size must be between 200 and 8000 pixels");
-  std::ifstream in(logPath);
-  if (!in)
-    fail(logPath + ": cannot open");
-  Series train, validation, speed;
-  std::string line;
-  int64_t lineNo = 0;
-  while (std::getline(in, line)) {
-    ++lineNo;
-    if (line.find_first_not_of(" \t\r") == std::string::npos)
-      continue;
-    Json row = Json::parse(line, logPath + ":" + std::to_string(lineNo));
-    const Json *step = row.find("step");
-    if (!step || step->kind != Json::Number)
-      fail(logPath + ":" + std::to_string(lineNo) + ": a log line without a step");
-    auto take = [&](const char *key, Series &s) {
-      if (const Json *v = row.find(key); v && v->kind == Json::Number && std::isfinite(v->number))
-        s.push_back({step->number, v->number});
-    };
-    if (!row.find("skipped")) {
-      take("loss", train);
-      take("tokens_per_s", speed);
-    }
-    take("val_loss", validation);
-  }
-  if (train.empty())
+    fail("--width and --height must be between 200 and 8000 pixels, got " +
+         std::to_string(width) + "x" + std::to_string(height));
+  checkWritableFile(pngPath, "-o");
+  refuseOutputsOverInputs({{"the log", logPath}}, {{"-o", pngPath}});
+  Log log = readLog(logPath);
+  if (log.train.empty())
     fail(logPath + ": no training steps to plot (is it an mlc --log-json file?)");
-  double xmin = train.front().first, xmax = train.back().first;
-  for (auto *s : {&train, &validation, &speed})
+  double xmin = log.train.front().first, xmax = log.train.back().first;
+  for (auto *s : {&log.train, &log.validation, &log.speed})
     for (auto &[x, _] : *s) {
       xmin = std::min(xmin, x);
       xmax = std::max(xmax, x);
     }
   Image img(width, height);
+  std::string name = std::filesystem::path(logPath).filename().string();
+  std::string title = "Training loss and throughput: " + name;
+  if (Image::textWidth(title) > width - 20)
+    title = "Training: " + name;
+  img.text(std::max(10, (width - Image::textWidth(title)) / 2), 12, title, kAxis);
   int left = 110, right = width - 20, split = height * 2 / 3;
-  panel(img, left, 20, right, split - 40, xmin, xmax, {{&train, kTrain}, {&validation, kValidation}});
-  panel(img, left, split, right, height - 40, xmin, xmax, {{&speed, kSpeed}});
+  panel(img, left, 44, right, split - 40, xmin, xmax, "loss",
+        {{&log.train, kTrain, "training loss"}, {&log.validation, kValidation, "validation loss"}});
+  panel(img, left, split, right, height - 40, xmin, xmax, "tokens/s",
+        {{&log.speed, kSpeed, "tokens/s"}});
   writeFileAtomically(pngPath, img.png());
-  char summary[256];
+  char summary[512];
   std::snprintf(summary, sizeof summary,
-                "%s: %zu training steps (loss %.4g -> %.4g), %zu validation points; wrote %s "
+                "%s: %zu training steps (loss %.4g -> %.4g), %zu validation points%s; wrote %s "
                 "(%dx%d)",
-                logPath.c_str(), train.size(), train.front().second, train.back().second,
-                validation.size(), pngPath.c_str(), width, height);
+                logPath.c_str(), log.train.size(), log.train.front().second,
+                log.train.back().second, log.validation.size(),
+                log.tornLastLine ? " (its last line, unfinished, left out)" : "", pngPath.c_str(),
+                width, height);
   return summary;
 }
 

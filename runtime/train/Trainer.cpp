@@ -620,6 +620,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
       g.temperature = 0.8;
       g.topK = 40;
       g.seed = o.seed + uint64_t(t);
+      g.weights = "the parameters after step " + std::to_string(t);
       if (!sampler)
         sampler = o.mergeFile.empty()
                       ? makeTokenizer("ByteTokenizer", "", "")
