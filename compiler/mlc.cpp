@@ -26,6 +26,7 @@
 #include "runtime/core/Error.h"
 #include "runtime/core/Hash.h"
 #include "runtime/data/Preprocess.h"
+#include "runtime/core/TensorIO.h"
 #include "runtime/core/Threads.h"
 #include "runtime/train/Generate.h"
 #include "runtime/train/Plot.h"
@@ -39,12 +40,13 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
 #include <chrono>
 #include <cstdlib>
+#include <csignal>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -479,14 +481,45 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
   return g;
 }
 
-int writeText(const std::string &text) {
-  std::string error;
-  auto out = mlir::openOutputFile(output.empty() ? std::string("-") : std::string(output), &error);
-  if (!out)
-    return fail(error);
-  out->os() << text;
-  out->keep();
+/// Writes `text` to `path`: a file is replaced atomically (a failed write,
+/// a full disk, leaves the previous one as it was); "-" (standard output), a
+/// device or a FIFO is written as a stream. Either way a failed write is an
+/// error that names the file.
+int writeTextTo(const std::string &path, const std::string &text) {
+  struct stat st;
+  bool stream = path == "-" || (stat(path.c_str(), &st) == 0 &&
+                                (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)));
+  if (!stream) {
+    try {
+      mlc::rt::writeFileAtomically(path, text);
+    } catch (const mlc::rt::Error &e) {
+      return fail(e.what());
+    }
+    return 0;
+  }
+  std::error_code ec;
+  std::optional<raw_fd_ostream> file;
+  if (path != "-") {
+    file.emplace(path, ec);
+    if (ec)
+      return fail(path + ": " + ec.message());
+  }
+  raw_fd_ostream &os = file ? *file : outs();
+  os << text;
+  if (file)
+    file->close();
+  else
+    os.flush();
+  if (os.has_error()) {
+    std::string why = os.error().message();
+    os.clear_error();
+    return fail((file ? path : std::string("standard output")) + ": write failed: " + why);
+  }
   return 0;
+}
+
+int writeText(const std::string &text) {
+  return writeTextTo(output.empty() ? std::string("-") : std::string(output), text);
 }
 
 /// Lowers the model with and without fusion (and with one and two layers, to
@@ -624,11 +657,8 @@ int runReport() {
                                u.full.kernels, f.full.kernels, f.full.gemms, perLayer(f),
                                perLayer(u), f.full.optimizerKernels, u.full.bytes, f.full.bytes)
                            .str();
-    std::error_code ec;
-    raw_fd_ostream os(reportJson, ec);
-    if (ec)
-      return fail(reportJson + ": " + ec.message());
-    os << json;
+    if (int rc = writeTextTo(reportJson, json))
+      return rc;
   }
   return 0;
 }
@@ -645,6 +675,14 @@ int printGraph() {
 }
 
 int runCompile() {
+  // What is compiled is never overwritten by what it compiles to: -o (a
+  // file, or a package directory that holds the model) or --report-json.
+  try {
+    mlc::rt::refuseOutputsOverInputs({{"the model", model}},
+                                     {{"-o", output}, {"--report-json", reportJson}});
+  } catch (const mlc::rt::Error &e) {
+    return fail(e.what());
+  }
   if (report || !reportJson.empty())
     return runReport();
   if (emit == Emit::Graph)
@@ -1130,6 +1168,10 @@ static void configureThreadsAndReexec(int argc, char **argv) {
 int main(int argc, char **argv) {
   configureThreadsAndReexec(argc, argv);
   InitLLVM init(argc, argv);
+  // Past a file size limit (ulimit -f) a write fails with EFBIG, which the
+  // writers report naming the file, instead of SIGXFSZ ending mlc with a
+  // stack dump. After InitLLVM, whose handlers would catch it.
+  std::signal(SIGXFSZ, SIG_IGN);
   registerTrainFlags();
   for (cl::SubCommand *sub :
        {&cl::SubCommand::getTopLevel(), &compileCmd, &trainCmd, &runCmd, &preprocessCmd,

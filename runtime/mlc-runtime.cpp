@@ -17,6 +17,7 @@
 #include "runtime/train/Generate.h"
 #include "runtime/train/Trainer.h"
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -48,6 +49,10 @@ int usage(FILE *out) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // Past a file size limit (ulimit -f) a write fails with EFBIG, which the
+  // writers report naming the file, instead of SIGXFSZ ending the process
+  // with its temporary files left behind.
+  std::signal(SIGXFSZ, SIG_IGN);
   configureThreadsAndReexec(argv);
   if (argc >= 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h"))
     return usage(stdout);
