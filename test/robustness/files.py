@@ -105,7 +105,8 @@ def shell_cases():
         env=dict(os.environ, MLC_CACHE_DIR=path("cxx"), CXX="no-such-compiler -O2"))
     # An output with metacharacters is only a name.
     for name in nasty:
-        out = path("out-" + name.replace("/", "_") + ".safetensors")
+        os.makedirs(path("shell-out"), exist_ok=True)
+        out = path("shell-out", name.replace("/", "_") + ".safetensors")
         r = subprocess.run(train1(RUNTIME, "--save", out), env=ENV, cwd=W, capture_output=True,
                            text=True, timeout=120)
         check("shell", r.returncode == 0 and os.path.exists(out) and not pwned(W),
@@ -140,8 +141,10 @@ exec c++ "$@"
             cache = path(f"sig-cache-{int(sig)}-{os.path.basename(tool[0])}")
             if os.path.exists(started):
                 os.remove(started)
+            # Started as from a terminal: a test runner may start us with SIGINT ignored.
             p = subprocess.Popen(tool, env=dict(os.environ, MLC_CACHE_DIR=cache, CXX=slow),
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
             deadline = time.time() + 60
             while not os.path.exists(started) and p.poll() is None and time.time() < deadline:
                 time.sleep(0.05)
