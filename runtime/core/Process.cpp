@@ -109,24 +109,27 @@ int runProcess(const std::vector<std::string> &argv, const std::string &logPath,
   for (const std::string &a : argv)
     args.push_back(const_cast<char *>(a.c_str()));
   args.push_back(nullptr);
-  int status = 0, sig = 0;
+  int status = 0;
   {
     EndChildOnSignal guard;
     SpawnSetup setup(logFd);
     pid_t pid = 0;
     int err = posix_spawnp(&pid, args[0], &setup.actions, &setup.attr, args.data(), environ);
     ::close(logFd);
-    if (err != 0)
+    if (err != 0) {
+      for (const std::string &f : partialFiles)
+        std::remove(f.c_str());
       fail("cannot start " + argv[0] + ": " + std::strerror(err));
+    }
     childGroup = pid;
     if (pendingSignal) // arrived before the group existed
       ::kill(-pid, SIGTERM);
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     childGroup = 0;
-    sig = pendingSignal;
   }
-  if (sig) {
+  // Read once the previous handlers are back: a signal just before is not lost.
+  if (int sig = pendingSignal) {
     for (const std::string &f : partialFiles)
       std::remove(f.c_str());
     std::signal(sig, SIG_DFL);
