@@ -94,6 +94,14 @@ def shell_cases():
                   glob.glob(os.path.join(glob.escape(cache), "kernels-*.so")),
                   f"{var}={name!r}: exit {r.returncode}, no kernels there: {r.stderr[-300:]}")
             check("shell", not pwned(where), f"{var}={name!r}: a command in the path ran")
+    # The form of the report: an absolute cache directory whose quote ends the
+    # old command's quoting, beside a directory the hidden `touch` writes into.
+    os.makedirs(path("x"), exist_ok=True)
+    cache = f"{W}/x';touch {W}/x/PWNED;'"
+    r = subprocess.run(train1(MLC), env=dict(os.environ, MLC_CACHE_DIR=cache), capture_output=True,
+                       text=True, timeout=300)
+    check("shell", r.returncode == 0 and not os.path.exists(path("x", "PWNED")),
+          f"MLC_CACHE_DIR={cache!r}: exit {r.returncode}, or the touch ran: {r.stderr[-300:]}")
     # $CXX is split into words, never given to a shell.
     for cxx in ["c++ -w", "  c++   -O1  ", "c++ -DX=';touch${IFS}PWNED;'$(id)`id`"]:
         r = subprocess.run(train1(MLC), env=dict(os.environ, MLC_CACHE_DIR=path("cxx"), CXX=cxx),
