@@ -483,12 +483,13 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
 
 /// Writes `text` to `path`: a file is replaced atomically (a failed write,
 /// a full disk, leaves the previous one as it was); "-" (standard output), a
-/// device or a FIFO is written as a stream. Either way a failed write is an
-/// error that names the file.
+/// device, a FIFO or a name under /dev (/dev/stdout, even when it leads to a
+/// file) is written as a stream. Either way a failed write is an error that
+/// names the file.
 int writeTextTo(const std::string &path, const std::string &text) {
   struct stat st;
-  bool stream = path == "-" || (stat(path.c_str(), &st) == 0 &&
-                                (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)));
+  bool stream = path == "-" || StringRef(path).starts_with("/dev/") ||
+                (stat(path.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)));
   if (!stream) {
     try {
       mlc::rt::writeFileAtomically(path, text);

@@ -26,7 +26,8 @@ std::vector<std::string> splitCommandWords(const std::string &command);
 /// and standard output and error into `logPath`, and returns its exit status
 /// (128 + N when signal N ended it). An Error names argv[0] when it cannot be
 /// started. If SIGINT or SIGTERM arrives meanwhile, the program is ended,
-/// `partialFiles` are removed and this process ends by that signal.
+/// `partialFiles` are removed and this process ends by that signal. One
+/// program at a time: the signal handlers are the process's.
 int runProcess(const std::vector<std::string> &argv, const std::string &logPath,
                const std::vector<std::string> &partialFiles);
 

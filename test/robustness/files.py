@@ -210,6 +210,11 @@ def full_disk_cases():
             f.write("previous\n")
         full_disk(f"mlc compile --emit={emit} -o", 4,
                   [MLC, *gpt2, "tiny", f"--emit={emit}", "-o", text], text)
+    # A device that is always full, named by -o and as the standard output.
+    if os.path.exists("/dev/full"):
+        run("full-disk", [MLC, *gpt2, "tiny", "--emit=graph", "-o", "/dev/full"], "/dev/full")
+        run("full-disk", ["bash", "-c", 'exec "$@" > /dev/full', "full", MLC, *gpt2, "tiny",
+                          "--emit=plan"], "standard output")
     # Previous outputs from other inputs, so that a rewritten loss.npy would differ.
     out_dir, ones = path("old-out"), path("ones.npy")
     np.save(ones, np.ones((2, 8), dtype=np.int64))
