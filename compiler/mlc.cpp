@@ -1166,26 +1166,8 @@ static void configureThreadsAndReexec(int argc, char **argv) {
     mlc::rt::configureThreadsAndReexec(argv);
 }
 
-int main(int argc, char **argv) {
-  configureThreadsAndReexec(argc, argv);
-  InitLLVM init(argc, argv);
-  // Past a file size limit (ulimit -f) a write fails with EFBIG, which the
-  // writers report naming the file, instead of SIGXFSZ ending mlc with a
-  // stack dump. After InitLLVM, whose handlers would catch it.
-  std::signal(SIGXFSZ, SIG_IGN);
-  registerTrainFlags();
-  for (cl::SubCommand *sub :
-       {&cl::SubCommand::getTopLevel(), &compileCmd, &trainCmd, &runCmd, &preprocessCmd,
-        &dataCmd, &tokenizerCmd, &generateCmd, &plotCmd, &importCmd})
-    cl::HideUnrelatedOptions(category, *sub);
-  if (!cl::ParseCommandLineOptions(
-          argc, argv,
-          "mlc: compile a language model's training step into fused kernels\n\n"
-          "  mlc compile gpt2 --config tiny --emit=graph\n"
-          "  mlc compile model.onnx -o model.mlcpkg\n"
-          "  mlc <subcommand> --help\n",
-          &errs()))
-    return 2;
+/// The subcommand the command line names.
+static int runSubcommand() {
   // Every subcommand reports its own errors; anything else that escapes is
   // still an error message and an exit status, never an abort.
   try {
@@ -1217,4 +1199,36 @@ int main(int argc, char **argv) {
   }
   errs() << "mlc: no subcommand given; see 'mlc --help'\n";
   return 2;
+}
+
+int main(int argc, char **argv) {
+  configureThreadsAndReexec(argc, argv);
+  InitLLVM init(argc, argv);
+  // Past a file size limit (ulimit -f) a write fails with EFBIG, which the
+  // writers report naming the file, instead of SIGXFSZ ending mlc with a
+  // stack dump. After InitLLVM, whose handlers would catch it.
+  std::signal(SIGXFSZ, SIG_IGN);
+  registerTrainFlags();
+  for (cl::SubCommand *sub :
+       {&cl::SubCommand::getTopLevel(), &compileCmd, &trainCmd, &runCmd, &preprocessCmd,
+        &dataCmd, &tokenizerCmd, &generateCmd, &plotCmd, &importCmd})
+    cl::HideUnrelatedOptions(category, *sub);
+  if (!cl::ParseCommandLineOptions(
+          argc, argv,
+          "mlc: compile a language model's training step into fused kernels\n\n"
+          "  mlc compile gpt2 --config tiny --emit=graph\n"
+          "  mlc compile model.onnx -o model.mlcpkg\n"
+          "  mlc <subcommand> --help\n",
+          &errs()))
+    return 2;
+  int rc = runSubcommand();
+  // Standard output that cannot be written (a full disk) is an error that
+  // says so, not LLVM's report at exit.
+  outs().flush();
+  if (outs().has_error()) {
+    std::string why = outs().error().message();
+    outs().clear_error();
+    return rc ? rc : fail("standard output: write failed: " + why);
+  }
+  return rc;
 }

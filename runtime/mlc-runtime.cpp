@@ -17,9 +17,11 @@
 #include "runtime/train/Generate.h"
 #include "runtime/train/Trainer.h"
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 
 using namespace mlc::rt;
@@ -137,6 +139,11 @@ int main(int argc, char **argv) {
     return 1;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "mlc-runtime: error: %s\n", e.what());
+    return 1;
+  }
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "mlc-runtime: error: standard output: write failed: %s\n",
+                 std::strerror(errno));
     return 1;
   }
   return 0;

@@ -213,8 +213,12 @@ def full_disk_cases():
     # A device that is always full, named by -o and as the standard output.
     if os.path.exists("/dev/full"):
         run("full-disk", [MLC, *gpt2, "tiny", "--emit=graph", "-o", "/dev/full"], "/dev/full")
-        run("full-disk", ["bash", "-c", 'exec "$@" > /dev/full', "full", MLC, *gpt2, "tiny",
-                          "--emit=plan"], "standard output")
+        to_full = ["bash", "-c", 'exec "$@" > /dev/full', "full"]
+        run("full-disk", to_full + [MLC, *gpt2, "tiny", "--emit=plan"], "standard output")
+        run("full-disk", to_full + [MLC, *gpt2, "tiny", "-o", path("pkg-full")],
+            "standard output")
+        run("full-disk", to_full + [RUNTIME, "generate", pkg, "--prompt", "a", "--max-tokens", "2"],
+            "standard output", env=ENV)
     # Previous outputs from other inputs, so that a rewritten loss.npy would differ.
     out_dir, ones = path("old-out"), path("ones.npy")
     np.save(ones, np.ones((2, 8), dtype=np.int64))
