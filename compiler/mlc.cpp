@@ -43,8 +43,8 @@
 #include "llvm/Support/WithColor.h"
 
 #include <chrono>
-#include <cstdlib>
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <set>
