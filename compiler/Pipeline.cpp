@@ -81,6 +81,7 @@ llvm::Expected<LoweredPackage> writePackage(ModuleOp module, const std::string &
   auto lowered = lowerModule(module, d.dataParallel);
   if (!lowered)
     return lowered.takeError();
+  bool existed = llvm::sys::fs::exists(dir);
   if (auto ec = llvm::sys::fs::create_directories(dir))
     return llvm::createStringError(ec, "cannot create package directory " + dir);
   std::map<std::string, std::string> files = {{"plan.txt", lowered->plan},
@@ -118,12 +119,18 @@ llvm::Expected<LoweredPackage> writePackage(ModuleOp module, const std::string &
     first = false;
   }
   manifest += "\n  }\n}\n";
+  // All written before any replaces a previous package's file (a full disk
+  // leaves that package as it was); the manifest goes last: a package
+  // without one is incomplete, never stale.
+  std::vector<std::pair<std::string, std::string>> paths;
+  for (auto &[name, bytes] : files)
+    paths.push_back({dir + "/" + name, std::move(bytes)});
+  paths.push_back({dir + "/manifest.json", manifest});
   try {
-    for (auto &[name, bytes] : files)
-      rt::writeFileAtomically(dir + "/" + name, bytes);
-    // The manifest goes last: a package without one is incomplete, never stale.
-    rt::writeFileAtomically(dir + "/manifest.json", manifest);
+    rt::writeFilesAtomically(paths);
   } catch (const ::mlc::rt::Error &e) {
+    if (!existed)
+      llvm::sys::fs::remove(dir); // empty again: no temporary file is left
     return llvm::createStringError(llvm::inconvertibleErrorCode(), e.what());
   }
   return lowered;

@@ -43,12 +43,13 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -487,14 +488,46 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
   return g;
 }
 
-int writeText(const std::string &text) {
-  std::string error;
-  auto out = mlir::openOutputFile(output.empty() ? std::string("-") : std::string(output), &error);
-  if (!out)
-    return fail(error);
-  out->os() << text;
-  out->keep();
+/// Writes `text` to `path`: a file is replaced atomically (a failed write,
+/// a full disk, leaves the previous one as it was); "-" (standard output), a
+/// device, a FIFO or a name under /dev (/dev/stdout, even when it leads to a
+/// file) is written as a stream. Either way a failed write is an error that
+/// names the file.
+int writeTextTo(const std::string &path, const std::string &text) {
+  struct stat st;
+  bool stream = path == "-" || StringRef(path).starts_with("/dev/") ||
+                (stat(path.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)));
+  if (!stream) {
+    try {
+      mlc::rt::writeFileAtomically(path, text);
+    } catch (const mlc::rt::Error &e) {
+      return fail(e.what());
+    }
+    return 0;
+  }
+  std::error_code ec;
+  std::optional<raw_fd_ostream> file;
+  if (path != "-") {
+    file.emplace(path, ec);
+    if (ec)
+      return fail(path + ": " + ec.message());
+  }
+  raw_fd_ostream &os = file ? *file : outs();
+  os << text;
+  if (file)
+    file->close();
+  else
+    os.flush();
+  if (os.has_error()) {
+    std::string why = os.error().message();
+    os.clear_error();
+    return fail((file ? path : std::string("standard output")) + ": write failed: " + why);
+  }
   return 0;
+}
+
+int writeText(const std::string &text) {
+  return writeTextTo(output.empty() ? std::string("-") : std::string(output), text);
 }
 
 /// Lowers the model with and without fusion (and with one and two layers, to
@@ -632,11 +665,8 @@ int runReport() {
                                u.full.kernels, f.full.kernels, f.full.gemms, perLayer(f),
                                perLayer(u), f.full.optimizerKernels, u.full.bytes, f.full.bytes)
                            .str();
-    std::error_code ec;
-    raw_fd_ostream os(reportJson, ec);
-    if (ec)
-      return fail(reportJson + ": " + ec.message());
-    os << json;
+    if (int rc = writeTextTo(reportJson, json))
+      return rc;
   }
   return 0;
 }
@@ -653,6 +683,14 @@ int printGraph() {
 }
 
 int runCompile() {
+  // What is compiled is never overwritten by what it compiles to: -o (a
+  // file, or a package directory that holds the model) or --report-json.
+  try {
+    mlc::rt::refuseOutputsOverInputs({{"the model", model}},
+                                     {{"-o", output}, {"--report-json", reportJson}});
+  } catch (const mlc::rt::Error &e) {
+    return fail(e.what());
+  }
   if (report || !reportJson.empty())
     return runReport();
   if (emit == Emit::Graph)
@@ -1207,22 +1245,8 @@ static void configureThreadsAndReexec(int argc, char **argv) {
     mlc::rt::configureThreadsAndReexec(argv);
 }
 
-int main(int argc, char **argv) {
-  configureThreadsAndReexec(argc, argv);
-  InitLLVM init(argc, argv);
-  registerTrainFlags();
-  for (cl::SubCommand *sub :
-       {&cl::SubCommand::getTopLevel(), &compileCmd, &trainCmd, &runCmd, &preprocessCmd,
-        &dataCmd, &tokenizerCmd, &generateCmd, &plotCmd, &importCmd})
-    cl::HideUnrelatedOptions(category, *sub);
-  if (!cl::ParseCommandLineOptions(
-          argc, argv,
-          "mlc: compile a language model's training step into fused kernels\n\n"
-          "  mlc compile gpt2 --config tiny --emit=graph\n"
-          "  mlc compile model.onnx -o model.mlcpkg\n"
-          "  mlc <subcommand> --help\n",
-          &errs()))
-    return 2;
+/// The subcommand the command line names.
+static int runSubcommand() {
   // Every subcommand reports its own errors; anything else that escapes is
   // still an error message and an exit status, never an abort.
   try {
@@ -1254,4 +1278,36 @@ int main(int argc, char **argv) {
   }
   errs() << "mlc: no subcommand given; see 'mlc --help'\n";
   return 2;
+}
+
+int main(int argc, char **argv) {
+  configureThreadsAndReexec(argc, argv);
+  InitLLVM init(argc, argv);
+  // Past a file size limit (ulimit -f) a write fails with EFBIG, which the
+  // writers report naming the file, instead of SIGXFSZ ending mlc with a
+  // stack dump. After InitLLVM, whose handlers would catch it.
+  std::signal(SIGXFSZ, SIG_IGN);
+  registerTrainFlags();
+  for (cl::SubCommand *sub :
+       {&cl::SubCommand::getTopLevel(), &compileCmd, &trainCmd, &runCmd, &preprocessCmd,
+        &dataCmd, &tokenizerCmd, &generateCmd, &plotCmd, &importCmd})
+    cl::HideUnrelatedOptions(category, *sub);
+  if (!cl::ParseCommandLineOptions(
+          argc, argv,
+          "mlc: compile a language model's training step into fused kernels\n\n"
+          "  mlc compile gpt2 --config tiny --emit=graph\n"
+          "  mlc compile model.onnx -o model.mlcpkg\n"
+          "  mlc <subcommand> --help\n",
+          &errs()))
+    return 2;
+  int rc = runSubcommand();
+  // Standard output that cannot be written (a full disk) is an error that
+  // says so, not LLVM's report at exit.
+  outs().flush();
+  if (outs().has_error()) {
+    std::string why = outs().error().message();
+    outs().clear_error();
+    return rc ? rc : fail("standard output: write failed: " + why);
+  }
+  return rc;
 }

@@ -17,8 +17,11 @@
 #include "runtime/train/Generate.h"
 #include "runtime/train/Trainer.h"
 
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 
 using namespace mlc::rt;
@@ -48,6 +51,10 @@ int usage(FILE *out) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // Past a file size limit (ulimit -f) a write fails with EFBIG, which the
+  // writers report naming the file, instead of SIGXFSZ ending the process
+  // with its temporary files left behind.
+  std::signal(SIGXFSZ, SIG_IGN);
   configureThreadsAndReexec(argv);
   if (argc >= 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h"))
     return usage(stdout);
@@ -117,6 +124,11 @@ int main(int argc, char **argv) {
     return 1;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "mlc-runtime: error: %s\n", e.what());
+    return 1;
+  }
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "mlc-runtime: error: standard output: write failed: %s\n",
+                 std::strerror(errno));
     return 1;
   }
   return 0;

@@ -3,6 +3,7 @@
 #include "runtime/backend/KernelCache.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/Hash.h"
+#include "runtime/core/Process.h"
 #include "runtime/core/TensorIO.h"
 
 #include <chrono>
@@ -23,6 +24,9 @@ std::string cacheRoot() {
     const char *home = std::getenv("HOME");
     dir = std::string(home && *home ? home : "/tmp") + "/.cache/mlc";
   }
+  // Paths under it are compiler arguments: never one that reads as an option.
+  if (dir[0] == '-')
+    dir = "./" + dir;
   makeDirectories(dir);
   return dir;
 }
@@ -43,12 +47,15 @@ std::string cachedArtifact(const std::string &key, const std::string &suffix,
   }
   std::remove(path.c_str());
   std::string tmp = path + ".tmp." + std::to_string(getpid());
-  build(tmp);
-  if (stat(tmp.c_str(), &st) != 0 || st.st_size == 0) {
+  try {
+    build(tmp);
+    if (stat(tmp.c_str(), &st) != 0 || st.st_size == 0)
+      fail(path + ": the compiled kernels are missing or empty");
+    writeFileAtomically(sizeFile, std::to_string((long long)st.st_size) + "\n");
+  } catch (...) {
     std::remove(tmp.c_str());
-    fail(path + ": the compiled kernels are missing or empty");
+    throw;
   }
-  writeFileAtomically(sizeFile, std::to_string((long long)st.st_size) + "\n");
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
     fail(path + ": cannot move the compiled kernels into the cache");
@@ -62,8 +69,12 @@ void evictArtifact(const std::string &path) {
 }
 
 void *loadHostKernelLibrary(const std::string &source, bool verbose) {
+  // $CXX may hold words ("ccache g++"): they become arguments, never shell text.
   const char *cxxEnv = std::getenv("CXX");
   std::string cxx = cxxEnv && *cxxEnv ? cxxEnv : "c++";
+  std::vector<std::string> cxxWords = splitCommandWords(cxx);
+  if (cxxWords.empty())
+    cxxWords = {"c++"};
   // -fno-trapping-math lets the vectorizer if-convert float compares (clamps,
   // max reductions); kernels never rely on floating-point exceptions.
   // -fno-math-errno lets sqrt vectorize (the optimizer kernel, LayerNorm);
@@ -75,15 +86,22 @@ void *loadHostKernelLibrary(const std::string &source, bool verbose) {
     std::string dir = cacheRoot();
     std::string cpp = dir + "/" + key + ".cpp", log = dir + "/" + key + ".log";
     writeFileAtomically(cpp, source);
-    std::string cmd = cxx + " " + flags + " -o '" + tmp + "' '" + cpp + "' > '" + log + "' 2>&1";
+    std::vector<std::string> argv = cxxWords;
+    for (const std::string &w : splitCommandWords(flags))
+      argv.push_back(w);
+    argv.insert(argv.end(), {"-o", tmp, cpp});
     auto t0 = std::chrono::steady_clock::now();
     if (verbose)
       std::fprintf(stderr, "mlc: compiling kernels (%s)\n", cpp.c_str());
-    if (std::system(cmd.c_str()) != 0) {
-      std::remove(tmp.c_str());
-      fail("the host compiler failed on the generated kernels " + cpp + ":\n" +
-           readFile(log).substr(0, 4000));
+    int status;
+    try {
+      status = runProcess(argv, log, {tmp, log});
+    } catch (const Error &e) {
+      fail(std::string("the host compiler ($CXX, else c++): ") + e.what());
     }
+    if (status != 0)
+      fail("the host compiler (" + cxx + ") failed on the generated kernels " + cpp + ":\n" +
+           readFile(log).substr(0, 4000));
     if (verbose)
       std::fprintf(stderr, "mlc: kernels compiled in %.1f s\n",
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

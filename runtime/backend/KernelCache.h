@@ -35,8 +35,10 @@ std::string cachedArtifact(const std::string &key, const std::string &suffix,
 void evictArtifact(const std::string &path);
 
 /// The CPU target: compiles `source` (kernels.cpp) with the host C++ compiler
-/// ($CXX, else c++), or reuses the library an earlier run built from the same
-/// source and flags. Returns a dlopen handle.
+/// ($CXX, else c++; its words, such as "ccache g++", become arguments, never
+/// shell text), or reuses the library an earlier run built from the same
+/// source and flags. A SIGINT or SIGTERM during the compile leaves no
+/// temporary file in the cache (runProcess). Returns a dlopen handle.
 void *loadHostKernelLibrary(const std::string &source, bool verbose);
 
 } // namespace mlc::rt

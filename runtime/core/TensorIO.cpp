@@ -4,6 +4,7 @@
 #include "runtime/core/Error.h"
 #include "runtime/core/Json.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -131,39 +132,82 @@ void refuseOutputsOverInputs(const std::vector<NamedPath> &inputs,
   }
 }
 
-void writeFileAtomically(const std::string &path, const std::string &bytes) {
-  checkWritableFile(path, "output");
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+std::vector<std::string> filesIn(const std::string &dir) {
+  std::vector<std::string> paths;
+  DIR *d = dir.empty() ? nullptr : ::opendir(dir.c_str());
+  if (!d)
+    return paths;
+  while (const dirent *e = ::readdir(d))
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+      paths.push_back(dir + "/" + e->d_name);
+  ::closedir(d);
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+void writeFileDurably(const std::string &path, const std::string &bytes,
+                      const std::string &name) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
-    fail(path + ": cannot write: " + std::strerror(errno));
-  // Written in full and flushed to the disk before it takes the final name,
-  // so that a crash or a full disk never leaves a half-written file there.
+    fail(name + ": cannot write: " + std::strerror(errno));
+  // Every write, the fsync and the close are checked: a full disk or a file
+  // size limit (EFBIG; mlc ignores SIGXFSZ) is an error here, not later.
   const char *p = bytes.data();
   size_t left = bytes.size();
-  while (left > 0) {
+  int err = 0;
+  while (left > 0 && !err) {
     ssize_t n = ::write(fd, p, left);
     if (n < 0 && errno == EINTR)
       continue;
-    if (n <= 0) {
-      int err = errno;
-      ::close(fd);
-      std::remove(tmp.c_str());
-      fail(path + ": write failed: " + std::strerror(err));
+    if (n <= 0)
+      err = n < 0 ? errno : ENOSPC;
+    else {
+      p += n;
+      left -= size_t(n);
     }
-    p += n;
-    left -= size_t(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    int err = errno;
-    std::remove(tmp.c_str());
-    fail(path + ": write failed: " + std::strerror(err));
+  if (!err && ::fsync(fd) != 0)
+    err = errno;
+  if (::close(fd) != 0 && !err)
+    err = errno;
+  if (err) {
+    std::remove(path.c_str());
+    fail(name + ": write failed: " + std::strerror(err));
   }
+}
+
+/// `path`'s temporary sibling, written in full and flushed to the disk.
+static std::string writeTemporary(const std::string &path, const std::string &bytes) {
+  checkWritableFile(path, "output");
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  writeFileDurably(tmp, bytes, path);
+  return tmp;
+}
+
+static void renameIntoPlace(const std::string &tmp, const std::string &path) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     std::remove(tmp.c_str());
     fail(path + ": cannot rename into place: " + std::strerror(err));
   }
+}
+
+void writeFileAtomically(const std::string &path, const std::string &bytes) {
+  renameIntoPlace(writeTemporary(path, bytes), path);
+}
+
+void writeFilesAtomically(const std::vector<std::pair<std::string, std::string>> &files) {
+  std::vector<std::string> written;
+  try {
+    for (const auto &[path, bytes] : files)
+      written.push_back(writeTemporary(path, bytes));
+  } catch (...) {
+    for (const std::string &tmp : written)
+      std::remove(tmp.c_str());
+    throw;
+  }
+  for (size_t i = 0; i < files.size(); ++i)
+    renameIntoPlace(written[i], files[i].first);
 }
 
 //===----------------------------------------------------------------------===//
@@ -245,7 +289,7 @@ HostTensor readNpy(const std::string &path) {
   return t;
 }
 
-void writeNpy(const std::string &path, const HostTensor &t) {
+std::string encodeNpy(const HostTensor &t) {
   std::string descr;
   for (auto &[np, mlc] : npyToMlc())
     if (mlc == t.dtype)
@@ -266,7 +310,11 @@ void writeNpy(const std::string &path, const HostTensor &t) {
   out += char(header.size() >> 8);
   out += header;
   out.append(t.data.begin(), t.data.end());
-  writeFileAtomically(path, out);
+  return out;
+}
+
+void writeNpy(const std::string &path, const HostTensor &t) {
+  writeFileAtomically(path, encodeNpy(t));
 }
 
 //===----------------------------------------------------------------------===//

@@ -49,6 +49,8 @@ std::string shapeString(const std::vector<int64_t> &shape);
 
 HostTensor readNpy(const std::string &path);
 void writeNpy(const std::string &path, const HostTensor &t);
+/// The bytes writeNpy writes.
+std::string encodeNpy(const HostTensor &t);
 
 std::map<std::string, HostTensor> readSafetensors(const std::string &path);
 void writeSafetensors(const std::string &path,
@@ -57,8 +59,19 @@ void writeSafetensors(const std::string &path,
 std::string encodeSafetensors(const std::vector<std::pair<std::string, HostTensor>> &tensors);
 
 /// Writes `bytes` to `path` through a temporary file and a rename, so that a
-/// crash never leaves a half-written file under the final name.
+/// crash, a full disk or a file size limit never leaves a half-written file
+/// under the final name: the previous file stays as it was, the temporary
+/// file is removed, and the Error names `path`.
 void writeFileAtomically(const std::string &path, const std::string &bytes);
+/// Several files (path, bytes), all or none: every temporary file is
+/// written before the first rename, so that a failed write leaves each
+/// previous file as it was. Renamed in the order given (a manifest last).
+void writeFilesAtomically(const std::vector<std::pair<std::string, std::string>> &files);
+/// Writes `bytes` to `path` itself (created or truncated) and flushes it to
+/// the disk; every write, the fsync and the close are checked, and on
+/// failure `path` is removed and the Error names `name`.
+void writeFileDurably(const std::string &path, const std::string &bytes,
+                      const std::string &name);
 std::string readFile(const std::string &path);
 /// Refuses a destination that cannot become a regular file: an existing
 /// directory or special file (a device, a FIFO), or a directory that does
@@ -74,6 +87,9 @@ struct NamedPath {
 /// do not exist yet are skipped. The message names both flags and the file.
 void refuseOutputsOverInputs(const std::vector<NamedPath> &inputs,
                              const std::vector<NamedPath> &outputs);
+/// The paths of the entries of directory `dir` (DIR/NAME, sorted), none
+/// when `dir` is empty or cannot be read.
+std::vector<std::string> filesIn(const std::string &dir);
 /// Creates `path` and its missing parents; an Error if it is not a directory
 /// afterwards.
 void makeDirectories(const std::string &path);

@@ -181,6 +181,34 @@ const std::vector<TrainFlag> &trainFlags() {
   return flags;
 }
 
+/// The files a run reads: each dataset of --data (PREFIX, PREFIX.bin and
+/// PREFIX.idx, or a token file), --init, the tokenizer's files and the
+/// arrays of --batches.
+static std::vector<NamedPath> inputFiles(const TrainOptions &o) {
+  std::vector<NamedPath> inputs = {
+      {"--init", o.init}, {"--vocab-file", o.vocabFile}, {"--merge-file", o.mergeFile}};
+  if (!o.data.empty())
+    for (auto &[weight, prefix] : parseBlend(o.data))
+      for (const char *suffix : {"", ".bin", ".idx"})
+        inputs.push_back({"--data", prefix + suffix});
+  for (const std::string &f : filesIn(o.batchesDir))
+    inputs.push_back({"--batches", f});
+  return inputs;
+}
+
+/// Refuses, before anything runs, an output that would overwrite an input:
+/// --save or --log-json that is (a link to) one of its files. (--save-dir
+/// may hold inputs: the run writes only step-* directories there, never over
+/// another run's, and rotates only its own; --tensorboard-dir only adds
+/// event files of new names.)
+static void refuseOverwritingInputs(const TrainOptions &o) {
+  std::vector<NamedPath> inputs = inputFiles(o);
+  if (o.resume != "latest")
+    for (const std::string &f : filesIn(o.resume))
+      inputs.push_back({"--resume", f});
+  refuseOutputsOverInputs(inputs, {{"--save", o.save}, {"--log-json", o.logJson}});
+}
+
 void validate(const TrainOptions &o) {
   if (o.schedule != "constant" && o.schedule != "cosine")
     fail("--lr-schedule must be constant or cosine, got '" + o.schedule + "'");
@@ -247,6 +275,7 @@ void validate(const TrainOptions &o) {
     checkWritableFile(o.logJson, "--log-json");
   if (!o.tensorboardDir.empty())
     checkTensorBoardDir(o.tensorboardDir);
+  refuseOverwritingInputs(o);
 }
 
 } // namespace mlc::rt

@@ -720,7 +720,17 @@ void runForward(Backend &backend, const TrainOptions &weights, const RunOptions 
   backend.setTf32(weights.tf32 == "on");
   if (run.outputDir.empty())
     fail("run needs --output-dir");
-  pkg.function("evaluate");
+  // Nothing the run reads is overwritten by an output (a NAME.npy that is a
+  // link to an input, to --init or to a file of the package).
+  std::vector<NamedPath> inputs = {{"--init", weights.init}};
+  for (auto &[name, file] : run.inputs)
+    inputs.push_back({"--input " + name, file});
+  for (const std::string &f : filesIn(pkg.dir))
+    inputs.push_back({"the package", f});
+  std::vector<NamedPath> outputs;
+  for (const auto &out : pkg.function("evaluate").outputs)
+    outputs.push_back({"--output-dir", run.outputDir + "/" + out.name + ".npy"});
+  refuseOutputsOverInputs(inputs, outputs);
   if (!weights.init.empty())
     loadParameters(backend, weights.init);
   else
@@ -751,9 +761,13 @@ void runForward(Backend &backend, const TrainOptions &weights, const RunOptions 
       given += (given.empty() ? "" : ", ") + name + "=" + file;
     fail(std::string(e.what()) + " (inputs " + given + ")");
   }
+  // All outputs or none: a failed write leaves every previous NAME.npy.
   makeDirectories(run.outputDir);
+  std::vector<std::pair<std::string, std::string>> files;
   for (const auto &out : pkg.function("evaluate").outputs)
-    writeNpy(run.outputDir + "/" + out.name + ".npy", backend.output("evaluate", out.name));
+    files.push_back({run.outputDir + "/" + out.name + ".npy",
+                     encodeNpy(backend.output("evaluate", out.name))});
+  writeFilesAtomically(files);
 }
 
 } // namespace mlc::rt

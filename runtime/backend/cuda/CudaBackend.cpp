@@ -13,6 +13,7 @@
 #include "runtime/backend/cuda/Nvrtc.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/Hash.h"
+#include "runtime/core/TensorIO.h"
 
 
 #include <chrono>
@@ -518,10 +519,7 @@ CUmodule NvrtcLoader::load(const std::string &source, const std::string &name, b
       std::fprintf(stderr, "mlc: compiling %s for %s (NVRTC %s)\n", name.c_str(), arch_.c_str(),
                    nvrtc->version().c_str());
     Nvrtc::Output out = nvrtc->compile(source, name, arch_, false);
-    std::ofstream f(tmp, std::ios::binary);
-    f.write(out.image.data(), std::streamsize(out.image.size()));
-    if (!f)
-      fail(tmp + ": cannot write the compiled CUDA kernels");
+    writeFileDurably(tmp, out.image, tmp);
     if (verbose)
       std::fprintf(stderr, "mlc: CUDA kernels compiled in %.1f s\n",
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

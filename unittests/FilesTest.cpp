@@ -1,0 +1,92 @@
+//===- FilesTest.cpp - programs started without a shell, checked writes ----===//
+
+#include "runtime/core/Error.h"
+#include "runtime/core/Process.h"
+#include "runtime/core/TensorIO.h"
+
+#include <csignal>
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace mlc::rt;
+
+namespace {
+
+std::string tempDir() {
+  char tmpl[] = "/tmp/mlc-filestest-XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+bool exists(const std::string &path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+TEST(Process, SplitsCommandWordsAtWhitespaceOnly) {
+  EXPECT_EQ(splitCommandWords("  ccache\tg++  -O2 "),
+            (std::vector<std::string>{"ccache", "g++", "-O2"}));
+  EXPECT_EQ(splitCommandWords("c++ -DX='a;b'$(id)"),
+            (std::vector<std::string>{"c++", "-DX='a;b'$(id)"}));
+  EXPECT_TRUE(splitCommandWords(" \n").empty());
+}
+
+TEST(Process, ArgumentsArriveVerbatimAndOutputGoesToTheLog) {
+  std::string dir = tempDir(), log = dir + "/log";
+  std::string nasty = "a'b;touch " + dir + "/PWNED;$(touch " + dir + "/PWNED)`x`\nz";
+  EXPECT_EQ(runProcess({"printf", "%s|", nasty, "two words"}, log, {}), 0);
+  EXPECT_EQ(readFile(log), nasty + "|two words|");
+  EXPECT_FALSE(exists(dir + "/PWNED"));
+}
+
+TEST(Process, ReportsTheExitStatusAndAProgramThatCannotStart) {
+  std::string dir = tempDir();
+  EXPECT_EQ(runProcess({"sh", "-c", "exit 3"}, dir + "/log", {}), 3);
+  EXPECT_EQ(runProcess({"sh", "-c", "kill -TERM $$"}, dir + "/log", {}), 128 + SIGTERM);
+  try {
+    runProcess({"no-such-program-mlc", "-x"}, dir + "/log", {dir + "/log"});
+    FAIL() << "started a missing program";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("cannot start no-such-program-mlc"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(exists(dir + "/log"));
+}
+
+TEST(Files, AFailedWriteKeepsEveryPreviousFile) {
+  std::string dir = tempDir();
+  writeFileAtomically(dir + "/a", "old a");
+  writeFileAtomically(dir + "/b", "old b");
+  // The second destination cannot be written: neither file is replaced.
+  EXPECT_THROW(writeFilesAtomically({{dir + "/a", "new a"}, {dir + "/missing/b", "new b"}}),
+               Error);
+  EXPECT_EQ(readFile(dir + "/a"), "old a");
+  EXPECT_FALSE(exists(dir + "/a.tmp." + std::to_string(getpid())));
+  writeFilesAtomically({{dir + "/a", "new a"}, {dir + "/b", "new b"}});
+  EXPECT_EQ(readFile(dir + "/a") + readFile(dir + "/b"), "new anew b");
+}
+
+TEST(Files, PastTheFileSizeLimitTheErrorNamesTheFile) {
+  std::string dir = tempDir(), path = dir + "/w.bin";
+  writeFileAtomically(path, "previous");
+  struct rlimit old;
+  getrlimit(RLIMIT_FSIZE, &old);
+  auto previous = std::signal(SIGXFSZ, SIG_IGN); // as the tools do
+  struct rlimit small = old;
+  small.rlim_cur = 4096;
+  setrlimit(RLIMIT_FSIZE, &small);
+  std::string error;
+  try {
+    writeFileAtomically(path, std::string(100000, 'x'));
+  } catch (const Error &e) {
+    error = e.what();
+  }
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, previous);
+  EXPECT_EQ(error, path + ": write failed: File too large");
+  EXPECT_EQ(readFile(path), "previous");
+  EXPECT_FALSE(exists(path + ".tmp." + std::to_string(getpid())));
+}
+
+} // namespace
