@@ -1,6 +1,7 @@
 //===- Plot.cpp - training curves as a PNG ----------------------------------===//
 
 #include "runtime/train/Plot.h"
+#include "runtime/core/Hash.h"
 #include "runtime/train/PlotFont.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/Json.h"
@@ -146,27 +147,11 @@ private:
     for (int i = 3; i >= 0; --i)
       s += char((v >> (8 * i)) & 0xFF);
   }
-  static uint32_t crc32(const std::string &s) {
-    static std::array<uint32_t, 256> table = [] {
-      std::array<uint32_t, 256> t{};
-      for (uint32_t n = 0; n < 256; ++n) {
-        uint32_t c = n;
-        for (int k = 0; k < 8; ++k)
-          c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        t[n] = c;
-      }
-      return t;
-    }();
-    uint32_t c = 0xFFFFFFFFu;
-    for (unsigned char ch : s)
-      c = table[(c ^ ch) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
-  }
   static void chunk(std::string &out, const char *type, const std::string &data) {
     append32(out, uint32_t(data.size()));
     std::string body = std::string(type, 4) + data;
     out += body;
-    append32(out, crc32(body));
+    append32(out, crc32<kCrc32>(body));
   }
 
   int w, h;

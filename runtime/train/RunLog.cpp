@@ -1,6 +1,7 @@
 //===- RunLog.cpp - the JSON log and TensorBoard's event files --------------===//
 
 #include "runtime/train/RunLog.h"
+#include "runtime/core/Hash.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/Json.h"
 #include "runtime/core/TensorIO.h"
@@ -132,28 +133,9 @@ private:
 };
 
 #ifdef MLC_HAVE_TENSORBOARD
-/// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), bit by bit over a
-/// table of the 256 byte values.
-uint32_t crc32c(const std::string &data) {
-  static const auto table = [] {
-    std::vector<uint32_t> t(256);
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k)
-        c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  uint32_t crc = 0xFFFFFFFFu;
-  for (unsigned char byte : data)
-    crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8);
-  return crc ^ 0xFFFFFFFFu;
-}
-
 /// TFRecord's masked CRC (a CRC of data that holds CRCs is not itself).
 std::string maskedCrc(const std::string &data) {
-  uint32_t crc = crc32c(data);
+  uint32_t crc = crc32<kCrc32c>(data);
   uint32_t masked = ((crc >> 15) | (crc << 17)) + 0xA282EAD8u;
   return std::string(reinterpret_cast<const char *>(&masked), 4); // little-endian hosts
 }

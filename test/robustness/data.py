@@ -16,7 +16,6 @@ Families (one boundary each):
 Each case must fail cleanly naming the file or flag and leave nothing behind,
 or hold the property that its `check` states.
 """
-import argparse
 import glob
 import json
 import os
@@ -27,16 +26,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import check, report, run, sh
+from harness import arguments, check, report, run, sh
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--mlc", required=True)
-ap.add_argument("--runtime", required=True)
-ap.add_argument("--work", required=True)
-ap.add_argument("--data", required=True)
-args = ap.parse_args()
+args = arguments()
 W = args.work
-os.makedirs(W, exist_ok=True)
 MLC = args.mlc
 
 

@@ -13,7 +13,6 @@ Boundaries:
   * same-file: an output that is one of the run's inputs (or a link to one) is
     refused before anything runs, and the input stays intact.
 """
-import argparse
 import glob
 import hashlib
 import json
@@ -27,17 +26,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np
-from harness import check, report, run, sh
+from harness import arguments, check, report, run, sh
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--mlc", required=True)
-ap.add_argument("--runtime", required=True)
-ap.add_argument("--work", required=True)
-ap.add_argument("--data", required=True)
-ap.add_argument("--only", help="one boundary: shell, signal, full-disk or same-file")
-args = ap.parse_args()
-W = os.path.abspath(args.work)
-os.makedirs(W, exist_ok=True)
+args = arguments(("--only", "one boundary: shell, signal, full-disk or same-file"))
+W = args.work
 MLC, RUNTIME = (os.path.abspath(shutil.which(t) or t) for t in (args.mlc, args.runtime))
 ENV = dict(os.environ, MLC_CACHE_DIR=os.path.join(W, "cache"))
 

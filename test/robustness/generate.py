@@ -9,7 +9,6 @@
   plot              logs that are empty, torn, not numbers, a directory or
                     missing; outputs that are a directory or the log itself
 """
-import argparse
 import json
 import os
 import struct
@@ -19,16 +18,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np
-from harness import check, report, run, sh
+from harness import arguments, check, report, run, sh
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--mlc", required=True)
-ap.add_argument("--runtime", required=True)
-ap.add_argument("--work", required=True)
-ap.add_argument("--data", required=True)
-args = ap.parse_args()
+args = arguments()
 W = args.work
-os.makedirs(W, exist_ok=True)
 
 pkg = os.path.join(W, "pkg")
 sh(args.mlc, "compile", "gpt2", "--config", "tiny,n_layer=1", "--micro-batch", "1",

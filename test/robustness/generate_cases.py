@@ -11,7 +11,6 @@ values — runs the tool on each and requires:
   * nothing left behind: no temporary files, no output from the failed run.
 Prints one line per boundary with its count and exits 1 listing any failure.
 """
-import argparse
 import glob
 import json
 import os
@@ -23,16 +22,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np
-from harness import counts, failures, report, run, sh
+from harness import arguments, counts, failures, report, run, sh
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--mlc", required=True)
-ap.add_argument("--runtime", required=True)
-ap.add_argument("--work", required=True)
-ap.add_argument("--data", required=True)
-args = ap.parse_args()
+args = arguments()
 W = args.work
-os.makedirs(W, exist_ok=True)
 
 pkg = os.path.join(W, "pkg")
 sh(args.mlc, "compile", "gpt2", "--config", "tiny,n_layer=1", "--micro-batch", "2",

@@ -7,12 +7,28 @@ listing any failure. A case passes when the tool
   * says on stderr what is wrong (the flag or the file, `must_name`),
   * leaves nothing behind: no temporary files in `out_dirs`.
 """
+import argparse
 import glob
 import os
 import subprocess
 import sys
 
 failures, counts = [], {}
+
+
+def arguments(*extra):
+    """The command line every family takes (--mlc, --runtime, --work, --data and
+    `extra`, (flag, help) pairs of optional ones); the work directory is
+    created, and `work` is its absolute path."""
+    ap = argparse.ArgumentParser()
+    for flag in ("--mlc", "--runtime", "--work", "--data"):
+        ap.add_argument(flag, required=True)
+    for flag, help in extra:
+        ap.add_argument(flag, help=help)
+    args = ap.parse_args()
+    args.work = os.path.abspath(args.work)
+    os.makedirs(args.work, exist_ok=True)
+    return args
 
 
 def count(boundary):

@@ -14,7 +14,6 @@ flag, and leave no temporary files):
                whose parent is missing or is a file
   peak-tflops  values that are no peak: 0, -1, nan, inf, '', 1e400, text
 """
-import argparse
 import glob
 import json
 import os
@@ -26,16 +25,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import check, report, run, sh
+from harness import arguments, check, report, run, sh
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--mlc", required=True)
-ap.add_argument("--runtime", required=True)
-ap.add_argument("--work", required=True)
-ap.add_argument("--data", required=True)
-args = ap.parse_args()
+args = arguments()
 W = args.work
-os.makedirs(W, exist_ok=True)
 
 pkg = os.path.join(W, "pkg")
 sh(args.mlc, "compile", "gpt2", "--config", "tiny,n_layer=1", "--micro-batch", "2",

@@ -12,7 +12,6 @@ Families (one boundary each):
   * global-batch: global batches that do not split over the ranks and
     micro-batches are refused naming --global-batch.
 """
-import argparse
 import os
 import shutil
 import subprocess
@@ -23,16 +22,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "Inputs"))
 
 from edit_state import edit
-from harness import check, report, run, sh
+from harness import arguments, check, report, run, sh
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--mlc", required=True)
-ap.add_argument("--runtime", required=True)
-ap.add_argument("--work", required=True)
-ap.add_argument("--data", required=True)
-args = ap.parse_args()
+args = arguments()
 W = args.work
-os.makedirs(W, exist_ok=True)
 
 model = ["gpt2", "--config", "tiny,n_layer=1", "--seq-len", "8"]
 pkg = os.path.join(W, "pkg")
