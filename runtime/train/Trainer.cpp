@@ -3,6 +3,7 @@
 #include "runtime/train/Trainer.h"
 #include "runtime/core/Error.h"
 #include "contract/OptimizerScalars.h"
+#include "contract/StepFunctions.h"
 #include "runtime/train/BatchSources.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Generate.h"
@@ -323,113 +324,171 @@ private:
 
 } // namespace
 
-std::vector<double> train(Backend &backend, const TrainOptions &given) {
-  const Package &pkg = backend.package();
-  validate(given);
-  backend.setTf32(given.tf32 == "on");
-  // Data parallelism: every rank trains on its share of each global batch;
-  // the plan sums the gradients (its all-reduce steps), so every rank makes
-  // the same update. Rank 0 alone prints, logs and saves.
-  TrainOptions o = given;
-  const int ranks = backend.worldSize();
-  const bool lead = backend.rank() == 0;
-  o.rank = backend.rank();
-  o.ranks = ranks;
-  if (!lead) {
-    o.quiet = true;
-    o.logJson.clear();
-    o.tensorboardDir.clear();
-    o.save.clear();
-  }
-  // The plan's all-reduces: its buckets, and whether it clips them.
-  int buckets = 0;
-  bool clipsBuckets = false;
-  for (const StepDecl &s : pkg.function("train_step").steps)
-    if (s.kind == StepDecl::AllReduceStart) {
-      ++buckets;
-      clipsBuckets |= s.clip;
+namespace {
+
+/// A step's numbers before the update: the global batch's mean loss and
+/// tokens, this rank's tokens, the ranks' token imbalance, and the seconds
+/// this rank waited for gradient sums.
+struct StepTotals {
+  double loss = 0;
+  int64_t tokens = 0, localTokens = 0;
+  double imbalance = 0, waited = 0;
+};
+
+/// One training run, top to bottom: set-up (the constructor), then per step
+/// the micro-batches (runMicroBatches), the update (update), the log row
+/// (logStep), evaluation, a sample, a checkpoint and the progress line, and
+/// at the end the test split, the summaries and the final checkpoint
+/// (finish).
+class TrainingRun {
+public:
+  TrainingRun(Backend &backend, const TrainOptions &given)
+      : backend(backend), pkg(backend.package()), o(given), ranks(backend.worldSize()),
+        lead(backend.rank() == 0) {
+    setUpRanks(given);
+    checkPlan();
+    sources = openBatchSources(pkg, o);
+    layout = batchLayout(pkg, o, sources);
+    o.globalBatch = layout.global; // what the checkpoints record
+    if (layout.micro > 1) {
+      pkg.function(kAccumulateFn);
+      pkg.function(kMergeFn);
     }
-  if (clipsBuckets != (o.clip == "bucket"))
-    fail(clipsBuckets ? pkg.dir + " clips each gradient bucket: train it with --clip bucket"
-                      : "--clip bucket needs a package compiled with --clip bucket (" +
-                            pkg.dir + " was not)");
-  backend.setBucketClip(o.clip == "bucket" ? o.clipGrad : 0.0);
-  if (ranks > 1) {
-    if (buckets == 0)
+    announceBatch(given);
+    start();
+    if (lead && !o.saveDir.empty()) {
+      makeDirectories(o.saveDir);
+      checkSaveDir(o, first);
+    }
+    log = std::make_unique<RunLog>(o);
+    scaleLearningRate();
+    live = o.progress == "live" || (o.progress == "auto" && isatty(2));
+    clear = live ? "\r\033[K" : "";
+    mfuMeter = std::make_unique<MfuMeter>(backend, o);
+    for (const InputInfo &in : pkg.inputs)
+      if (in.name == "input_ids")
+        tokenInput = in.dynamic() ? -1 : in.numel;
+    guard = std::make_unique<UpdateGuard>(backend);
+    stoppedAt = o.steps;
+    saved = first - 1;
+  }
+
+  std::vector<double> run() {
+    runStart = std::chrono::steady_clock::now();
+    InterruptHandler interruptHandler;
+    for (int64_t t = first; t <= o.steps; ++t) {
+      auto start = std::chrono::steady_clock::now();
+      StepTotals step = runMicroBatches(t);
+      double norm = 0, lr = 0;
+      if (!update(t, step, norm, lr))
+        continue; // skipped: no update
+      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                             start)
+                      .count();
+      losses.push_back(step.loss);
+      const double mfu = logStep(t, step, norm, lr, ms);
+      if (o.evalInterval > 0 && (t % o.evalInterval == 0 || t == o.steps))
+        evaluateValidation(t);
+      if (o.sampleEvery > 0 && t % o.sampleEvery == 0 && !o.quiet)
+        sample(t);
+      if (lead && !o.saveDir.empty() && o.saveInterval > 0 && t % o.saveInterval == 0) {
+        saveCheckpoint(backend, o, t);
+        saved = t;
+      }
+      if (!o.quiet && (live || t % o.logEvery == 0 || t == 1 || t == o.steps))
+        printProgress(t, step, norm, lr, ms, mfu);
+      if (interrupted) {
+        stopOnSignal(t);
+        break;
+      }
+    }
+    finish();
+    return losses;
+  }
+
+private:
+  /// Rank 0 alone prints, logs and saves; every rank trains its share of
+  /// each global batch (the plan sums the gradients, so the updates agree).
+  void setUpRanks(const TrainOptions &given) {
+    validate(given);
+    backend.setTf32(given.tf32 == "on");
+    o.rank = backend.rank();
+    o.ranks = ranks;
+    if (!lead) {
+      o.quiet = true;
+      o.logJson.clear();
+      o.tensorboardDir.clear();
+      o.save.clear();
+    }
+  }
+
+  /// The plan's all-reduces (its buckets, and whether it clips them) against
+  /// the run's ranks and --clip; the functions the loop runs.
+  void checkPlan() {
+    bool clipsBuckets = false;
+    for (const StepDecl &s : pkg.function(kTrainStepFn).steps)
+      if (s.kind == StepDecl::AllReduceStart) {
+        ++buckets;
+        clipsBuckets |= s.clip;
+      }
+    if (clipsBuckets != (o.clip == "bucket"))
+      fail(clipsBuckets ? pkg.dir + " clips each gradient bucket: train it with --clip bucket"
+                        : "--clip bucket needs a package compiled with --clip bucket (" +
+                              pkg.dir + " was not)");
+    backend.setBucketClip(o.clip == "bucket" ? o.clipGrad : 0.0);
+    if (ranks > 1 && buckets == 0)
       fail(pkg.dir + " was compiled for one rank (no gradient all-reduce); compile it with "
                      "--ranks " + std::to_string(ranks) + " for this run");
+    if (o.sampleEvery > 0)
+      for (const InputInfo &in : pkg.inputs)
+        if (in.name != "input_ids" && in.name != "labels")
+          fail("--sample-every samples GPT-style models (inputs input_ids and labels); this "
+               "one also takes '" + in.name + "'");
+    pkg.function(kTrainStepFn);
+    pkg.function(kGradNormFn);
+    pkg.function(kOptimizerFn);
   }
-  if (o.sampleEvery > 0)
-    for (const InputInfo &in : pkg.inputs)
-      if (in.name != "input_ids" && in.name != "labels")
-        fail("--sample-every samples GPT-style models (inputs input_ids and labels); this one "
-             "also takes '" + in.name + "'");
-  pkg.function("train_step");
-  pkg.function("grad_norm");
-  pkg.function("optimizer");
-  BatchSources sources = openBatchSources(pkg, o);
-  BatchFn &batch = sources.train;
-  const BatchLayout layout = batchLayout(pkg, o, sources);
-  const int64_t micro = layout.micro;
-  o.globalBatch = layout.global; // what the checkpoints record
-  if (micro > 1) {
-    pkg.function("accumulate");
-    pkg.function("merge");
-  }
-  if (!o.quiet && layout.global > 0 && (micro > 1 || ranks > 1 || given.globalBatch > 0)) {
+
+  void announceBatch(const TrainOptions &given) const {
+    if (o.quiet || layout.global == 0 ||
+        !(layout.micro > 1 || ranks > 1 || given.globalBatch > 0))
+      return;
     if (ranks > 1)
       fprintf(stderr, "mlc: global batch %lld = %d ranks x %lld micro-batches x %lld sequences\n",
-              (long long)layout.global, ranks, (long long)micro, (long long)layout.sequences);
+              (long long)layout.global, ranks, (long long)layout.micro,
+              (long long)layout.sequences);
     else
       fprintf(stderr, "mlc: global batch %lld = %lld micro-batches of %lld sequences\n",
-              (long long)layout.global, (long long)micro, (long long)layout.sequences);
+              (long long)layout.global, (long long)layout.micro, (long long)layout.sequences);
   }
-  // Where the run starts: a checkpoint (parameters, moments, step), given
-  // weights, or the seeded initialization.
-  int64_t first = 1;
-  backend.zero(FlatBuffer::AdamM);
-  backend.zero(FlatBuffer::AdamV);
-  if (!o.resume.empty()) {
-    std::string dir = resolveCheckpoint(o.resume, o.saveDir);
-    Resumed resumed = loadCheckpoint(backend, o, dir);
-    first = resumed.step + 1;
-    o.runId = resumed.runId; // the same run, continued
-    if (!o.quiet)
-      fprintf(stderr, "mlc: resuming from %s at step %lld\n", dir.c_str(), (long long)first);
-  } else {
+
+  /// Where the run starts: a checkpoint (parameters, moments, step, run id),
+  /// given weights, or the seeded initialization.
+  void start() {
+    backend.zero(FlatBuffer::AdamM);
+    backend.zero(FlatBuffer::AdamV);
+    if (!o.resume.empty()) {
+      std::string dir = resolveCheckpoint(o.resume, o.saveDir);
+      Resumed resumed = loadCheckpoint(backend, o, dir);
+      first = resumed.step + 1;
+      o.runId = resumed.runId; // the same run, continued
+      if (!o.quiet)
+        fprintf(stderr, "mlc: resuming from %s at step %lld\n", dir.c_str(), (long long)first);
+      return;
+    }
     o.runId = newRunId();
     if (!o.init.empty())
       loadParameters(backend, o.init);
     else
       initializeParameters(backend, o.seed);
   }
-  if (lead && !o.saveDir.empty()) {
-    makeDirectories(o.saveDir);
-    checkSaveDir(o, first);
-  }
-  // Mean loss of the first eval-iters batches of a split, without dropout.
-  auto evaluate = [&](BatchFn &split) {
-    double sum = 0;
-    for (int64_t i = 0; i < o.evalIters; ++i) {
-      for (const InputInfo &in : pkg.inputs)
-        backend.setInput(in.name, split(in, i * ranks + o.rank));
-      backend.run("evaluate", 0);
-      sum += backend.output("evaluate", "loss").getDouble(0);
-    }
-    if (ranks > 1) // each rank evaluated its share of the batches
-      backend.communicator()->sum(&sum, 1);
-    return sum / double(std::max<int64_t>(1, o.evalIters) * ranks);
-  };
 
-  int64_t tokensPerStep = 0;
-  for (const InputInfo &in : pkg.inputs)
-    if (in.name == "input_ids")
-      tokensPerStep = in.numel;
-  RunLog log(o);
-  // The learning rate scaled to the global batch (--lr-scaling): linear
-  // (Goyal et al.) or square-root, from the batch --lr was tuned for.
-  TrainOptions sched = o;
-  if (o.lrScaling != "none") {
+  /// The learning rate scaled to the global batch (--lr-scaling): linear
+  /// (Goyal et al.) or square-root, from the batch --lr was tuned for.
+  void scaleLearningRate() {
+    sched = o;
+    if (o.lrScaling == "none")
+      return;
     if (layout.global == 0)
       fail("--lr-scaling needs a model with input_ids [batch, ...] (its global batch)");
     double ratio = double(layout.global) / double(o.baseBatch);
@@ -442,52 +501,30 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
               sched.lr, o.lr, factor, o.lrScaling.c_str(), (long long)o.baseBatch,
               (long long)layout.global);
   }
-  // Progress: one updating line on a terminal, a line per step otherwise.
-  const bool live = o.progress == "live" || (o.progress == "auto" && isatty(2));
-  const char *clear = live ? "\r\033[K" : "";
-  // A live line left open (no newline yet) is closed before anything else is
-  // printed, and when the loop ends, by an error too.
-  struct OpenLine {
-    bool open = false;
-    void close() {
-      if (open)
-        std::fputc('\n', stderr);
-      open = false;
-    }
-    ~OpenLine() { close(); }
-  } line;
-  MfuMeter mfuMeter(backend, o);
-  const auto runStart = std::chrono::steady_clock::now();
-  int64_t tokenInput = 0;
-  for (const InputInfo &in : pkg.inputs)
-    if (in.name == "input_ids")
-      tokenInput = in.dynamic() ? -1 : in.numel;
-  std::unique_ptr<Tokenizer> sampler;
-  UpdateGuard guard(backend);
-  std::vector<double> losses;
-  int64_t saved = first - 1, badSteps = 0, stoppedAt = o.steps;
-  InterruptHandler interruptHandler;
-  double waitedBefore = 0, waitedTotal = 0, stepSecondsTotal = 0;
-  int64_t timedSteps = 0;
-  for (int64_t t = first; t <= o.steps; ++t) {
-    auto start = std::chrono::steady_clock::now();
-    // The step's micro-batches: this rank's share of the step's global
-    // batch, their gradients summed (@accumulate) and averaged into the last
-    // one's (@merge); the loss is their mean. Block b of the run's sequence
-    // of micro-batches is rank b % R's: step t's are blocks (t - 1) R M ..
-    // t R M - 1, so the step's sequences are the same however it is split.
-    // Dropout is keyed by the block.
-    double loss = 0, weightedLoss = 0, globalTerms = 0;
-    tokensPerStep = 0;
+
+  [[noreturn]] static void failAtStep(int64_t t, const Error &e) {
+    fail(std::string("step ") + std::to_string(t) + ": " + e.what());
+  }
+
+  /// Step t's micro-batches: this rank's share of the step's global batch,
+  /// their gradients summed (@accumulate) and averaged into the last one's
+  /// (@merge); the loss is their mean. Block b of the run's sequence of
+  /// micro-batches is rank b % R's: step t's are blocks (t - 1) R M .. t R M
+  /// - 1, so the step's sequences are the same however it is split. Dropout
+  /// is keyed by the block.
+  StepTotals runMicroBatches(int64_t t) {
+    const int64_t micro = layout.micro;
+    StepTotals step;
+    double weightedLoss = 0, globalTerms = 0;
     if (micro > 1)
       backend.zero(FlatBuffer::GradSum);
     for (int64_t j = 0; j < micro; ++j) {
       const int64_t block = ((t - 1) * micro + j) * ranks + o.rank;
       double terms = -1; // the loss's terms in this batch: labels not ignored
       for (const InputInfo &in : pkg.inputs) {
-        HostTensor tensor = batch(in, block);
+        HostTensor tensor = sources.train(in, block);
         if (in.name == "input_ids")
-          tokensPerStep += tensor.numel(); // unpadded batches vary
+          step.tokens += tensor.numel(); // unpadded batches vary
         if (ranks > 1 && in.name == "labels") { // for the ranks' weights below
           terms = 0;
           for (int64_t i = 0; i < tensor.numel(); ++i)
@@ -496,7 +533,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
         try {
           backend.setInput(in.name, tensor);
         } catch (const Error &e) {
-          fail(std::string("step ") + std::to_string(t) + ": " + e.what());
+          failAtStep(t, e);
         }
       }
       if (ranks > 1) {
@@ -506,7 +543,7 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
         try {
           backend.communicator()->sum(&all, 1);
         } catch (const Error &e) {
-          fail(std::string("step ") + std::to_string(t) + ": " + e.what());
+          failAtStep(t, e);
         }
         backend.setGradWeight(all > 0 ? local * ranks / all : 1.0);
         globalTerms += all / micro;
@@ -514,53 +551,60 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
       }
       try {
         // Dropout masks are keyed by this number: each rank draws its own.
-        backend.run("train_step", block + 1);
+        backend.run(kTrainStepFn, block + 1);
       } catch (const Error &e) {
-        fail(std::string("step ") + std::to_string(t) + ": " + e.what());
+        failAtStep(t, e);
       }
-      double stepLoss = backend.output("train_step", "loss").getDouble(0);
-      loss += stepLoss / double(micro);
+      double stepLoss = backend.output(kTrainStepFn, "loss").getDouble(0);
+      step.loss += stepLoss / double(micro);
       weightedLoss += stepLoss * std::max(terms, 0.0) / double(micro);
       if (j + 1 < micro)
-        backend.run("accumulate", t);
+        backend.run(kAccumulateFn, t);
     }
     if (micro > 1) {
       backend.setScalars("accumulation", {1.0 / double(micro)});
-      backend.run("merge", t);
+      backend.run(kMergeFn, t);
     }
-    const int64_t localTokens = tokensPerStep; // this rank's, before the sum below
-    const double waited = backend.profile.commWaitSeconds - waitedBefore;
+    step.localTokens = step.tokens; // this rank's, before the sum below
+    step.waited = backend.profile.commWaitSeconds - waitedBefore;
     waitedBefore = backend.profile.commWaitSeconds;
-    double imbalance = 0;
     if (ranks > 1) {
       // The logged loss and the tokens are the whole global batch's: its
       // terms' mean (the ranks' losses weighed by their terms) and the sum of
       // the ranks' tokens.
-      double both[2] = {weightedLoss, double(tokensPerStep)};
+      double both[2] = {weightedLoss, double(step.tokens)};
       try {
         backend.communicator()->sum(both, 2);
       } catch (const Error &e) {
-        fail(std::string("step ") + std::to_string(t) + ": " + e.what());
+        failAtStep(t, e);
       }
-      loss = globalTerms > 0 ? both[0] / globalTerms : loss;
-      tokensPerStep = int64_t(both[1]);
-      imbalance = *sources.imbalance;
+      step.loss = globalTerms > 0 ? both[0] / globalTerms : step.loss;
+      step.tokens = int64_t(both[1]);
+      step.imbalance = *sources.imbalance;
     }
-    backend.run("grad_norm", t);
+    return step;
+  }
+
+  /// The gradient norm, then the AdamW update (clipped, scheduled, guarded);
+  /// false for a step skipped for a non-finite loss or norm (--max-bad-steps),
+  /// an error past them.
+  bool update(int64_t t, const StepTotals &step, double &norm, double &lr) {
+    backend.run(kGradNormFn, t);
     // The gradients are summed over the ranks: their mean's norm is 1/R of it.
-    double norm = backend.output("grad_norm", "grad_norm").getDouble(0) / ranks;
+    norm = backend.output(kGradNormFn, "grad_norm").getDouble(0) / ranks;
+    const double loss = step.loss;
     if ((!std::isfinite(loss) || !std::isfinite(norm)) && ++badSteps <= o.maxBadSteps) {
       // Skipped: no update; the parameters stay those of the last good step.
       LogRow row(t);
       row.add("loss", loss).add("grad_norm", norm).skipped = true;
-      log.write(row);
+      log->write(row);
       line.close();
       if (!o.quiet)
         fprintf(stderr, "step %5lld/%lld | loss %g, gradient norm %g: update skipped (%lld of "
                         "at most %lld)\n",
                 (long long)t, (long long)o.steps, loss, norm, (long long)badSteps,
                 (long long)o.maxBadSteps);
-      continue;
+      return false;
     }
     if (!std::isfinite(loss) || !std::isfinite(norm)) {
       std::string kept;
@@ -574,145 +618,209 @@ std::vector<double> train(Backend &backend, const TrainOptions &given) {
     double scale = 1.0;
     if (o.clip == "global" && o.clipGrad > 0)
       scale = std::min(1.0, o.clipGrad / (norm + 1e-6));
-    double lr = learningRate(sched, t);
+    lr = learningRate(sched, t);
     std::vector<double> h = adamwScalars(o, lr, t, scale / ranks);
     backend.setScalars(kAdamWScalarsName, h);
-    guard.update(backend, h, norm * scale, t, o);
-    double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count();
-    losses.push_back(loss);
-    double tps = tokensPerStep / (ms / 1000.0);
+    guard->update(backend, h, norm * scale, t, o);
+    return true;
+  }
+
+  /// The step's row of the log (loss, rate, norm, time, tokens/s, MFU);
+  /// returns its MFU.
+  double logStep(int64_t t, const StepTotals &step, double norm, double lr, double ms) {
+    const double tps = step.tokens / (ms / 1000.0);
     // This rank's model FLOPs: its micro-batches' tokens (unpadded batches vary).
     double flops = 0;
-    for (int64_t j = 0; j < micro; ++j)
-      flops += stepFlops(pkg, tokenInput < 0 ? localTokens / micro : tokenInput);
+    for (int64_t j = 0; j < layout.micro; ++j)
+      flops += stepFlops(pkg, tokenInput < 0 ? step.localTokens / layout.micro : tokenInput);
     std::string aboveThePeak;
-    const double mfu = mfuMeter.measure(t, flops, ms / 1000.0, aboveThePeak);
+    const double mfu = mfuMeter->measure(t, flops, ms / 1000.0, aboveThePeak);
     if (!aboveThePeak.empty() && lead) {
       line.close();
       std::fputs(aboveThePeak.c_str(), stderr);
     }
     if (t > first) { // the first step warms caches up
-      waitedTotal += waited;
+      waitedTotal += step.waited;
       stepSecondsTotal += ms / 1000.0;
       ++timedSteps;
     }
     LogRow row(t);
-    row.add("loss", loss).add("lr", lr).add("grad_norm", norm).add("ms", ms);
+    row.add("loss", step.loss).add("lr", lr).add("grad_norm", norm).add("ms", ms);
     row.add("tokens_per_s", tps).add("mfu", mfu);
     if (ranks > 1) // rank 0's time blocked waiting for gradient sums
-      row.add("comm_wait_ms", waited * 1000.0);
-    if (imbalance > 0) // max / mean tokens over the ranks
-      row.add("imbalance", imbalance);
-    log.write(row);
-    if (o.evalInterval > 0 && (t % o.evalInterval == 0 || t == o.steps)) {
-      double val = evaluate(sources.validation);
-      log.write(LogRow(t).add("val_loss", val).add("val_ppl", std::exp(val)));
-      if (!o.quiet)
-        fprintf(stderr, "%seval  %5lld/%lld | validation loss %.4f | perplexity %.2f (%lld batches)\n",
-                clear, (long long)t, (long long)o.steps, val, std::exp(val), (long long)o.evalIters);
-    }
-    if (o.sampleEvery > 0 && t % o.sampleEvery == 0 && !o.quiet) {
-      // A short sample, as a person watching the run would like to see.
-      GenerateOptions g;
-      g.maxTokens = 64;
-      g.temperature = 0.8;
-      g.topK = 40;
-      g.seed = o.seed + uint64_t(t);
-      g.weights = "the parameters after step " + std::to_string(t);
-      if (!sampler)
-        sampler = o.mergeFile.empty()
-                      ? makeTokenizer("ByteTokenizer", "", "")
-                      : makeTokenizer("GPT2BPETokenizer", o.vocabFile, o.mergeFile);
-      std::string text = sampler->decode(generate(backend, *sampler, g));
-      for (char &c : text)
-        if (c == '\n' || c == '\r')
-          c = ' ';
-      line.close();
-      fprintf(stderr, "sample %4lld/%lld | %s\n", (long long)t, (long long)o.steps,
-              text.c_str());
-    }
-    if (lead && !o.saveDir.empty() && o.saveInterval > 0 && t % o.saveInterval == 0) {
-      saveCheckpoint(backend, o, t);
-      saved = t;
-    }
-    if (!o.quiet && (live || t % o.logEvery == 0 || t == 1 || t == o.steps)) {
-      double elapsed =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart).count();
-      double eta = elapsed / double(t - first + 1) * double(o.steps - t);
-      char mfuText[64] = "";
-      if (std::isfinite(mfu))
-        std::snprintf(mfuText, sizeof mfuText, " | MFU %4.1f%%", 100 * mfu);
-      if (imbalance > 0) // unpadded BERT over ranks: max / mean tokens
-        std::snprintf(mfuText + std::strlen(mfuText), sizeof mfuText - std::strlen(mfuText),
-                      " | imbalance %.3f", imbalance);
-      line.open = false;
-      fprintf(stderr,
-              "%sstep %5lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %7.1f ms | %8.0f "
-              "tok/s%s | %s elapsed, ETA %s%s",
-              clear, (long long)t, (long long)o.steps, loss, lr, norm, ms, tps, mfuText,
-              duration(elapsed).c_str(), duration(eta).c_str(),
-              live && t < o.steps ? "" : "\n");
-      std::fflush(stderr);
-      line.open = live && t < o.steps;
-    }
-    if (interrupted) {
-      line.close();
-      // SIGINT/SIGTERM: the step is done; keep it and stop cleanly.
-      if (lead && !o.saveDir.empty() && saved < t) {
-        std::string dir = saveCheckpoint(backend, o, t);
-        saved = t;
-        fprintf(stderr, "mlc: interrupted after step %lld; checkpoint %s (resume with "
-                        "--resume latest)\n",
-                (long long)t, dir.c_str());
-      } else {
-        fprintf(stderr, "mlc: interrupted after step %lld\n", (long long)t);
-      }
-      stoppedAt = t;
-      break;
-    }
+      row.add("comm_wait_ms", step.waited * 1000.0);
+    if (step.imbalance > 0) // max / mean tokens over the ranks
+      row.add("imbalance", step.imbalance);
+    log->write(row);
+    return mfu;
   }
-  if (sources.test && stoppedAt == o.steps) {
-    double test = evaluate(sources.test);
-    log.write(LogRow(o.steps).add("test_loss", test).add("test_ppl", std::exp(test)));
+
+  /// The step's progress line: one updating line on a terminal (--progress
+  /// live), a line per --log-every steps otherwise.
+  void printProgress(int64_t t, const StepTotals &step, double norm, double lr, double ms,
+                     double mfu) {
+    const double tps = step.tokens / (ms / 1000.0);
+    double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart).count();
+    double eta = elapsed / double(t - first + 1) * double(o.steps - t);
+    char mfuText[64] = "";
+    if (std::isfinite(mfu))
+      std::snprintf(mfuText, sizeof mfuText, " | MFU %4.1f%%", 100 * mfu);
+    if (step.imbalance > 0) // unpadded BERT over ranks: max / mean tokens
+      std::snprintf(mfuText + std::strlen(mfuText), sizeof mfuText - std::strlen(mfuText),
+                    " | imbalance %.3f", step.imbalance);
+    line.open = false;
+    fprintf(stderr,
+            "%sstep %5lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %7.1f ms | %8.0f "
+            "tok/s%s | %s elapsed, ETA %s%s",
+            clear, (long long)t, (long long)o.steps, step.loss, lr, norm, ms, tps, mfuText,
+            duration(elapsed).c_str(), duration(eta).c_str(), live && t < o.steps ? "" : "\n");
+    std::fflush(stderr);
+    line.open = live && t < o.steps;
+  }
+
+  /// Mean loss of the first eval-iters batches of a split, without dropout.
+  double evaluate(BatchFn &split) {
+    double sum = 0;
+    for (int64_t i = 0; i < o.evalIters; ++i) {
+      for (const InputInfo &in : pkg.inputs)
+        backend.setInput(in.name, split(in, i * ranks + o.rank));
+      backend.run(kEvaluateFn, 0);
+      sum += backend.output(kEvaluateFn, "loss").getDouble(0);
+    }
+    if (ranks > 1) // each rank evaluated its share of the batches
+      backend.communicator()->sum(&sum, 1);
+    return sum / double(std::max<int64_t>(1, o.evalIters) * ranks);
+  }
+
+  void evaluateValidation(int64_t t) {
+    double val = evaluate(sources.validation);
+    log->write(LogRow(t).add("val_loss", val).add("val_ppl", std::exp(val)));
     if (!o.quiet)
-      fprintf(stderr, "test  %5lld/%lld | test loss %.4f | perplexity %.2f (%lld batches)\n",
-              (long long)o.steps, (long long)o.steps, test, std::exp(test),
-              (long long)o.evalIters);
+      fprintf(stderr, "%seval  %5lld/%lld | validation loss %.4f | perplexity %.2f (%lld batches)\n",
+              clear, (long long)t, (long long)o.steps, val, std::exp(val), (long long)o.evalIters);
   }
-  if (ranks > 1 && !o.quiet && timedSteps > 0) {
-    fprintf(stderr, "mlc: %d ranks, %d gradient buckets: %.2f ms/step blocked waiting for "
-                    "gradient sums (exposed communication %.1f%% of the step)\n",
-            ranks, buckets, 1e3 * waitedTotal / double(timedSteps),
-            100.0 * waitedTotal / std::max(stepSecondsTotal, 1e-12));
+
+  /// A short sample, as a person watching the run would like to see.
+  void sample(int64_t t) {
+    GenerateOptions g;
+    g.maxTokens = 64;
+    g.temperature = 0.8;
+    g.topK = 40;
+    g.seed = o.seed + uint64_t(t);
+    g.weights = "the parameters after step " + std::to_string(t);
+    if (!sampler)
+      sampler = o.mergeFile.empty()
+                    ? makeTokenizer("ByteTokenizer", "", "")
+                    : makeTokenizer("GPT2BPETokenizer", o.vocabFile, o.mergeFile);
+    std::string text = sampler->decode(generate(backend, *sampler, g));
+    for (char &c : text)
+      if (c == '\n' || c == '\r')
+        c = ' ';
+    line.close();
+    fprintf(stderr, "sample %4lld/%lld | %s\n", (long long)t, (long long)o.steps, text.c_str());
   }
-  const BackendProfile &prof = backend.profile;
-  if (prof.enabled)
+
+  /// SIGINT/SIGTERM: step t is done; keep it and stop cleanly.
+  void stopOnSignal(int64_t t) {
+    line.close();
+    if (lead && !o.saveDir.empty() && saved < t) {
+      std::string dir = saveCheckpoint(backend, o, t);
+      saved = t;
+      fprintf(stderr, "mlc: interrupted after step %lld; checkpoint %s (resume with "
+                      "--resume latest)\n",
+              (long long)t, dir.c_str());
+    } else {
+      fprintf(stderr, "mlc: interrupted after step %lld\n", (long long)t);
+    }
+    stoppedAt = t;
+  }
+
+  /// The test split (a run that reached its last step), the communication
+  /// and profile summaries, the last checkpoint and --save.
+  void finish() {
+    if (sources.test && stoppedAt == o.steps) {
+      double test = evaluate(sources.test);
+      log->write(LogRow(o.steps).add("test_loss", test).add("test_ppl", std::exp(test)));
+      if (!o.quiet)
+        fprintf(stderr, "test  %5lld/%lld | test loss %.4f | perplexity %.2f (%lld batches)\n",
+                (long long)o.steps, (long long)o.steps, test, std::exp(test),
+                (long long)o.evalIters);
+    }
+    if (ranks > 1 && !o.quiet && timedSteps > 0)
+      fprintf(stderr, "mlc: %d ranks, %d gradient buckets: %.2f ms/step blocked waiting for "
+                      "gradient sums (exposed communication %.1f%% of the step)\n",
+              ranks, buckets, 1e3 * waitedTotal / double(timedSteps),
+              100.0 * waitedTotal / std::max(stepSecondsTotal, 1e-12));
+    printProfile();
+    if (lead && !o.saveDir.empty() && saved < stoppedAt && first <= stoppedAt) {
+      std::string dir = saveCheckpoint(backend, o, stoppedAt);
+      if (!o.quiet)
+        fprintf(stderr, "mlc: checkpoint %s\n", dir.c_str());
+    }
+    if (!o.save.empty())
+      saveParameters(backend, o.save);
+    log->close();
+  }
+
+  /// MLC_PROFILE: GEMM and kernel time per step, and the 12 slowest kernels
+  /// (every kernel with MLC_PROFILE=all).
+  void printProfile() const {
+    const BackendProfile &prof = backend.profile;
+    if (!prof.enabled)
+      return;
     fprintf(stderr, "mlc profile: %lld steps, GEMMs %.1f ms/step, kernels %.1f ms/step\n",
             (long long)o.steps, 1e3 * prof.gemmSeconds / o.steps,
             1e3 * prof.kernelSeconds / o.steps);
-  if (prof.enabled) {
     std::vector<std::pair<double, std::string>> top;
     for (auto &[name, sec] : prof.secondsByKernel)
       top.push_back({sec, name});
     std::sort(top.rbegin(), top.rend());
-    // The 12 slowest, or every kernel with MLC_PROFILE=all.
     const char *mode = std::getenv("MLC_PROFILE");
     const size_t rows = mode && std::string(mode) == "all" ? top.size() : 12;
     for (size_t i = 0; i < top.size() && i < rows; ++i)
       fprintf(stderr, "mlc profile:   %-24s %8.2f ms/step\n", top[i].second.c_str(),
               1e3 * top[i].first / o.steps);
   }
-  if (lead && !o.saveDir.empty() && saved < stoppedAt && first <= stoppedAt) {
-    std::string dir = saveCheckpoint(backend, o, stoppedAt);
-    if (!o.quiet)
-      fprintf(stderr, "mlc: checkpoint %s\n", dir.c_str());
-  }
-  if (!o.save.empty())
-    saveParameters(backend, o.save);
-  log.close();
-  return losses;
+
+  /// A live progress line left open (no newline yet) is closed before
+  /// anything else is printed, and when the run ends, by an error too.
+  struct OpenLine {
+    bool open = false;
+    void close() {
+      if (open)
+        std::fputc('\n', stderr);
+      open = false;
+    }
+    ~OpenLine() { close(); }
+  };
+
+  Backend &backend;
+  const Package &pkg;
+  TrainOptions o, sched; // sched: o with the learning rate scaled to the batch
+  const int ranks;
+  const bool lead;
+  int buckets = 0;
+  BatchSources sources;
+  BatchLayout layout;
+  int64_t first = 1, saved = 0, stoppedAt = 0, badSteps = 0, tokenInput = 0;
+  std::unique_ptr<RunLog> log;
+  bool live = false;
+  const char *clear = "";
+  OpenLine line;
+  std::unique_ptr<MfuMeter> mfuMeter;
+  std::unique_ptr<UpdateGuard> guard;
+  std::unique_ptr<Tokenizer> sampler;
+  std::vector<double> losses;
+  std::chrono::steady_clock::time_point runStart;
+  double waitedBefore = 0, waitedTotal = 0, stepSecondsTotal = 0;
+  int64_t timedSteps = 0;
+};
+
+} // namespace
+
+std::vector<double> train(Backend &backend, const TrainOptions &given) {
+  return TrainingRun(backend, given).run();
 }
 
 void runForward(Backend &backend, const TrainOptions &weights, const RunOptions &run) {
