@@ -1,6 +1,7 @@
 //===- Package.cpp - reading a compiled package ----------------------------===//
 
 #include "runtime/core/Package.h"
+#include "contract/StepFunctions.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/Hash.h"
 #include "runtime/core/TensorIO.h"
@@ -81,7 +82,7 @@ Package Package::load(const std::string &dir) {
     if (!pkg.functions.emplace(name, std::move(f)).second)
       fail(dir + "/plan.txt: function " + name + " is defined twice");
   }
-  if (!pkg.functions.count("forward"))
+  if (!pkg.functions.count(kForwardFn))
     fail(dir + "/plan.txt: has no forward function");
   return pkg;
 }
@@ -90,7 +91,7 @@ const FunctionPlan &Package::function(const std::string &name) const {
   auto it = functions.find(name);
   if (it == functions.end())
     fail(dir + ": the package has no '" + name + "' function" +
-         (name == "train_step" || name == "optimizer" || name == "grad_norm"
+         (name == kTrainStepFn || name == kOptimizerFn || name == kGradNormFn
               ? " (it was compiled for inference only)"
               : ""));
   return it->second;

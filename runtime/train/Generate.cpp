@@ -1,6 +1,7 @@
 //===- Generate.cpp - text from a trained GPT-style model ------------------===//
 
 #include "runtime/train/Generate.h"
+#include "contract/StepFunctions.h"
 #include "runtime/core/Error.h"
 #include "runtime/train/Trainer.h"
 
@@ -90,7 +91,7 @@ std::vector<int32_t> generate(Backend &backend, const Tokenizer &tokenizer,
                               const GenerateOptions &o,
                               const std::function<void(int32_t)> &onToken) {
   const Package &pkg = backend.package();
-  const FunctionPlan &fn = pkg.function("evaluate");
+  const FunctionPlan &fn = pkg.function(kEvaluateFn);
   const InputInfo *ids = nullptr;
   for (const InputInfo &in : pkg.inputs) {
     if (in.name == "input_ids")
@@ -134,8 +135,8 @@ std::vector<int32_t> generate(Backend &backend, const Tokenizer &tokenizer,
       row[i] = tokens[tokens.size() - len + i];
     backend.setInput("input_ids", input);
     backend.setInput("labels", labels);
-    backend.run("evaluate", 0);
-    HostTensor out = backend.output("evaluate", "logits");
+    backend.run(kEvaluateFn, 0);
+    HostTensor out = backend.output(kEvaluateFn, "logits");
     std::vector<double> x = lastLogits(out, len - 1, V, n, o);
     int32_t next;
     if (o.temperature == 0) {

@@ -152,7 +152,7 @@ namespace {
 /// where a dimension is dynamic): the numerator of MFU.
 double stepFlops(const Package &pkg, int64_t tokens) {
   double flops = 0;
-  for (const StepDecl &s : pkg.function("train_step").steps) {
+  for (const StepDecl &s : pkg.function(kTrainStepFn).steps) {
     if (s.kind != StepDecl::Gemm)
       continue;
     double batches = 1;
@@ -273,7 +273,7 @@ public:
     double m = std::max(mBound, gradBound) * 1.01;
     double p = pBound * std::fabs(h[kDecay]) + h[kStepSize] * m / h[kEps] * 1.01;
     if (std::isfinite(p) && p < limit && m < limit) {
-      backend.run("optimizer", t);
+      backend.run(kOptimizerFn, t);
       pBound = p;
       mBound = m;
       return;
@@ -281,7 +281,7 @@ public:
     std::vector<char> params = downloadAll(backend, FlatBuffer::Params),
                       m1 = downloadAll(backend, FlatBuffer::AdamM),
                       m2 = downloadAll(backend, FlatBuffer::AdamV);
-    backend.run("optimizer", t);
+    backend.run(kOptimizerFn, t);
     pBound = maxAbs(backend, FlatBuffer::Params);
     mBound = maxAbs(backend, FlatBuffer::AdamM);
     if (std::isfinite(pBound) && std::isfinite(mBound) &&
@@ -836,7 +836,7 @@ void runForward(Backend &backend, const TrainOptions &weights, const RunOptions 
   for (const std::string &f : filesIn(pkg.dir))
     inputs.push_back({"the package", f});
   std::vector<NamedPath> outputs;
-  for (const auto &out : pkg.function("evaluate").outputs)
+  for (const auto &out : pkg.function(kEvaluateFn).outputs)
     outputs.push_back({"--output-dir", run.outputDir + "/" + out.name + ".npy"});
   refuseOutputsOverInputs(inputs, outputs);
   if (!weights.init.empty())
@@ -862,7 +862,7 @@ void runForward(Backend &backend, const TrainOptions &weights, const RunOptions 
   // Inference: the dropout-free copy of the forward graph. A bad value in an
   // input (a token id outside the vocabulary) is reported with the inputs.
   try {
-    backend.run("evaluate", 0);
+    backend.run(kEvaluateFn, 0);
   } catch (const Error &e) {
     std::string given;
     for (auto &[name, file] : run.inputs)
@@ -872,9 +872,9 @@ void runForward(Backend &backend, const TrainOptions &weights, const RunOptions 
   // All outputs or none: a failed write leaves every previous NAME.npy.
   makeDirectories(run.outputDir);
   std::vector<std::pair<std::string, std::string>> files;
-  for (const auto &out : pkg.function("evaluate").outputs)
+  for (const auto &out : pkg.function(kEvaluateFn).outputs)
     files.push_back({run.outputDir + "/" + out.name + ".npy",
-                     encodeNpy(backend.output("evaluate", out.name))});
+                     encodeNpy(backend.output(kEvaluateFn, out.name))});
   writeFilesAtomically(files);
 }
 
