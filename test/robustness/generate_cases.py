@@ -22,14 +22,12 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np
-from harness import arguments, counts, failures, report, run, sh
+from harness import arguments, counts, failures, report, run, sh, tiny_package
 
 args = arguments()
 W = args.work
 
-pkg = os.path.join(W, "pkg")
-sh(args.mlc, "compile", "gpt2", "--config", "tiny,n_layer=1", "--micro-batch", "2",
-   "--seq-len", "8", "-o", pkg)
+pkg = tiny_package(args)
 weights = os.path.join(W, "w.safetensors")
 sh(args.mlc, "train", pkg, "--data", args.data, "--steps", "1", "--save", weights)
 train = [args.runtime, "train", pkg, "--data", args.data, "--steps", "1"]

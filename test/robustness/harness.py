@@ -55,6 +55,15 @@ def run(boundary, argv, must_name, out_dirs=(), timeout=30, **kwargs):
     return r
 
 
+def tiny_package(args, name="pkg"):
+    """A one-layer tiny GPT-2 package (micro-batch 2, 8 tokens) in the work
+    directory, the families' usual subject; returns its path."""
+    pkg = os.path.join(args.work, name)
+    sh(args.mlc, "compile", "gpt2", "--config", "tiny,n_layer=1", "--micro-batch", "2",
+       "--seq-len", "8", "-o", pkg)
+    return pkg
+
+
 def check(boundary, ok, what):
     """A case decided by the caller: `ok` false records `what` as a failure."""
     count(boundary)

@@ -25,14 +25,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import arguments, check, report, run, sh
+from harness import arguments, check, report, run, sh, tiny_package
 
 args = arguments()
 W = args.work
 
-pkg = os.path.join(W, "pkg")
-sh(args.mlc, "compile", "gpt2", "--config", "tiny,n_layer=1", "--micro-batch", "2",
-   "--seq-len", "8", "-o", pkg)
+pkg = tiny_package(args)
 train = [args.runtime, "train", pkg, "--data", args.data]
 sh(*train, "--steps", "1")  # compiles the kernels once, outside any limit
 
