@@ -488,16 +488,26 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
   return g;
 }
 
-/// Writes `text` to `path`: a file is replaced atomically (a failed write,
-/// a full disk, leaves the previous one as it was); "-" (standard output), a
-/// device, a FIFO or a name under /dev (/dev/stdout, even when it leads to a
-/// file) is written as a stream. Either way a failed write is an error that
-/// names the file.
+/// Writes `text` to `path`: a file by a temporary and a rename (a failure,
+/// a full disk, leaves the previous one as it was); "-" and the names of an
+/// open descriptor (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N)
+/// through that descriptor, so that whatever it is (a file opened for
+/// appending, a pipe) keeps its contents; a device or FIFO as a stream,
+/// opened as it is. Either way a failed write is an error that names it.
 int writeTextTo(const std::string &path, const std::string &text) {
+  int fd = -1;
+  StringRef p(path);
+  if (p == "-" || p == "/dev/stdout")
+    fd = 1;
+  else if (p == "/dev/stderr")
+    fd = 2;
+  else if ((p.consume_front("/dev/fd/") || p.consume_front("/proc/self/fd/")) &&
+           p.getAsInteger(10, fd))
+    fd = -1;
   struct stat st;
-  bool stream = path == "-" || StringRef(path).starts_with("/dev/") ||
-                (stat(path.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)));
-  if (!stream) {
+  const bool device = fd < 0 && stat(path.c_str(), &st) == 0 &&
+                      (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode));
+  if (fd < 0 && !device) {
     try {
       mlc::rt::writeFileAtomically(path, text);
     } catch (const mlc::rt::Error &e) {
@@ -507,21 +517,20 @@ int writeTextTo(const std::string &path, const std::string &text) {
   }
   std::error_code ec;
   std::optional<raw_fd_ostream> file;
-  if (path != "-") {
-    file.emplace(path, ec);
-    if (ec)
-      return fail(path + ": " + ec.message());
-  }
-  raw_fd_ostream &os = file ? *file : outs();
+  if (fd > 2)
+    file.emplace(fd, /*shouldClose=*/false);
+  else if (fd < 0)
+    file.emplace(path, ec, sys::fs::CD_OpenExisting, sys::fs::FA_Write, sys::fs::OF_Append);
+  if (ec)
+    return fail(path + ": " + ec.message());
+  raw_fd_ostream &os = file ? *file : fd == 2 ? errs() : outs();
   os << text;
-  if (file)
-    file->close();
-  else
-    os.flush();
+  os.flush();
   if (os.has_error()) {
     std::string why = os.error().message();
     os.clear_error();
-    return fail((file ? path : std::string("standard output")) + ": write failed: " + why);
+    return fail((path == "-" ? std::string("standard output") : path) + ": write failed: " +
+                why);
   }
   return 0;
 }

@@ -105,6 +105,15 @@ int runProcess(const std::vector<std::string> &argv, const std::string &logPath,
   int logFd = ::open(logPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (logFd < 0)
     fail(logPath + ": cannot write: " + std::strerror(errno));
+  if (logFd <= 2) {
+    // A standard descriptor was closed: the log took its number, which the
+    // child's redirections would overwrite. It moves above them.
+    int moved = ::fcntl(logFd, F_DUPFD_CLOEXEC, 3);
+    ::close(logFd);
+    if (moved < 0)
+      fail(logPath + ": cannot write: " + std::strerror(errno));
+    logFd = moved;
+  }
   std::vector<char *> args;
   for (const std::string &a : argv)
     args.push_back(const_cast<char *>(a.c_str()));

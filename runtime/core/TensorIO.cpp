@@ -206,8 +206,15 @@ void writeFilesAtomically(const std::vector<std::pair<std::string, std::string>>
       std::remove(tmp.c_str());
     throw;
   }
-  for (size_t i = 0; i < files.size(); ++i)
-    renameIntoPlace(written[i], files[i].first);
+  for (size_t i = 0; i < files.size(); ++i) {
+    try {
+      renameIntoPlace(written[i], files[i].first);
+    } catch (...) {
+      for (size_t j = i + 1; j < written.size(); ++j) // none left behind
+        std::remove(written[j].c_str());
+      throw;
+    }
+  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -113,11 +113,16 @@ public:
     fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd_ < 0)
       fail(path + ": cannot open the JSON log (--log-json): " + std::strerror(errno));
-    holdExclusively(fd_, path, kWhat);
-    // A new run starts the log afresh; only once it holds the log, so that
-    // it never truncates another run's.
-    if (!resume && ftruncate(fd_, 0) != 0)
-      fail(path + ": cannot write the " + std::string(kWhat) + ": " + std::strerror(errno));
+    try {
+      holdExclusively(fd_, path, kWhat);
+      // A new run starts the log afresh; only once it holds the log, so
+      // that it never truncates another run's.
+      if (!resume && ftruncate(fd_, 0) != 0)
+        fail(path + ": cannot write the " + std::string(kWhat) + ": " + std::strerror(errno));
+    } catch (...) {
+      ::close(fd_); // and with it the lock
+      throw;
+    }
   }
   ~JsonLog() override {
     if (fd_ >= 0)
@@ -157,18 +162,15 @@ public:
     if (dirFd_ < 0)
       fail(dir + ": cannot open the TensorBoard directory (--tensorboard-dir): " +
            std::strerror(errno));
-    holdExclusively(dirFd_, dir, "TensorBoard directory (--tensorboard-dir)");
-    char host[256] = "localhost";
-    gethostname(host, sizeof host - 1);
-    path_ = dir + "/events.out.tfevents." + std::to_string(int64_t(wallTime())) + "." + host +
-            "." + std::to_string(getpid());
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
-    if (fd_ < 0)
-      fail(path_ + ": cannot create the TensorBoard event file: " + std::strerror(errno));
-    tensorboard::Event first;
-    first.set_wall_time(wallTime());
-    first.set_file_version("brain.Event:2");
-    append(first);
+    try {
+      holdExclusively(dirFd_, dir, "TensorBoard directory (--tensorboard-dir)");
+      openEventFile(dir);
+    } catch (...) {
+      if (fd_ >= 0)
+        ::close(fd_);
+      ::close(dirFd_); // and with it the lock
+      throw;
+    }
   }
   ~TensorBoardLog() override {
     if (fd_ >= 0)
@@ -195,6 +197,21 @@ public:
   }
 
 private:
+  /// The run's event file, opened by its file_version event.
+  void openEventFile(const std::string &dir) {
+    char host[256] = "localhost";
+    gethostname(host, sizeof host - 1);
+    path_ = dir + "/events.out.tfevents." + std::to_string(int64_t(wallTime())) + "." + host +
+            "." + std::to_string(getpid());
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      fail(path_ + ": cannot create the TensorBoard event file: " + std::strerror(errno));
+    tensorboard::Event first;
+    first.set_wall_time(wallTime());
+    first.set_file_version("brain.Event:2");
+    append(first);
+  }
+
   void append(const tensorboard::Event &event) {
     std::string data = event.SerializeAsString();
     uint64_t length = data.size();

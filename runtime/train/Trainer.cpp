@@ -721,19 +721,27 @@ private:
     fprintf(stderr, "sample %4lld/%lld | %s\n", (long long)t, (long long)o.steps, text.c_str());
   }
 
-  /// SIGINT/SIGTERM: step t is done; keep it and stop cleanly.
+  /// SIGINT/SIGTERM: step t is done; keep it and stop cleanly. A checkpoint
+  /// that cannot be written (--save-dir holds another run's of this step)
+  /// is a warning: finish() still writes --save.
   void stopOnSignal(int64_t t) {
     line.close();
-    if (lead && !o.saveDir.empty() && saved < t) {
+    stoppedAt = t;
+    if (!(lead && !o.saveDir.empty() && saved < t)) {
+      if (lead)
+        fprintf(stderr, "mlc: interrupted after step %lld\n", (long long)t);
+      return;
+    }
+    try {
       std::string dir = saveCheckpoint(backend, o, t);
-      saved = t;
       fprintf(stderr, "mlc: interrupted after step %lld; checkpoint %s (resume with "
                       "--resume latest)\n",
               (long long)t, dir.c_str());
-    } else {
-      fprintf(stderr, "mlc: interrupted after step %lld\n", (long long)t);
+    } catch (const Error &e) {
+      fprintf(stderr, "mlc: interrupted after step %lld; warning: no checkpoint: %s\n",
+              (long long)t, e.what());
     }
-    stoppedAt = t;
+    saved = t; // nothing more to save of this step
   }
 
   /// The test split (a run that reached its last step), the communication
@@ -836,8 +844,14 @@ void runForward(Backend &backend, const TrainOptions &weights, const RunOptions 
   for (const std::string &f : filesIn(pkg.dir))
     inputs.push_back({"the package", f});
   std::vector<NamedPath> outputs;
-  for (const auto &out : pkg.function(kEvaluateFn).outputs)
+  for (const auto &out : pkg.function(kEvaluateFn).outputs) {
+    // Each output is NAME.npy inside --output-dir, never a path elsewhere.
+    if (out.name.empty() || out.name == "." || out.name == ".." ||
+        out.name.find('/') != std::string::npos)
+      fail(pkg.dir + ": the model's output '" + out.name + "' is not a file name; --output-dir "
+           "holds NAME.npy per output");
     outputs.push_back({"--output-dir", run.outputDir + "/" + out.name + ".npy"});
+  }
   refuseOutputsOverInputs(inputs, outputs);
   if (!weights.init.empty())
     loadParameters(backend, weights.init);

@@ -164,6 +164,23 @@ for k, (i, line) in enumerate([edited_line(*e) for e in edits[::3]] + edits_whol
         failures.append(f"plan edit {lines[i]!r}: the message names neither the plan nor the "
                         f"package: {before.stderr[-300:]}")
 
+# An output name that is a path, in a package edited and re-signed: `run`
+# refuses it and writes nothing outside --output-dir.
+for name in ("../escaped", "sub/logits", "..", ""):
+    out = os.path.join(W, "named-" + str(len(name)))
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(pkg, out)
+    text = open(os.path.join(out, "plan.txt")).read().replace("output logits ", f"output {name} ")
+    open(os.path.join(out, "plan.txt"), "w").write(text)
+    m = json.load(open(os.path.join(out, "manifest.json")))
+    m["files"]["plan.txt"] = fnv1a(text.encode())
+    json.dump(m, open(os.path.join(out, "manifest.json"), "w"))
+    dest = os.path.join(W, "named-out", "dir")
+    run("plan", [args.runtime, "run", out, "--input", f"input_ids={W}/ids.npy", "--input",
+                 f"labels={W}/ids.npy", "--output-dir", dest], out)
+    if glob.glob(os.path.join(W, "named-out", "*.npy")) or glob.glob(os.path.join(W, "escaped*")):
+        failures.append(f"plan output named {name!r}: a file was written outside --output-dir")
+
 # 5. Megatron datasets.
 corpus = os.path.join(W, "c.jsonl")
 open(corpus, "w").write("".join(json.dumps({"text": t}) + "\n" for t in ["hello world"] * 50))

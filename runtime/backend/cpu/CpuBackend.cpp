@@ -457,9 +457,12 @@ double clockGHz(const CpuFields &cpu) {
   };
   std::string model = field("model name");
   if (auto at = model.rfind('@'); at != std::string::npos) {
-    double ghz = std::atof(model.c_str() + at + 1);
-    if (ghz > 0)
-      return ghz;
+    char *unit = nullptr;
+    double clock = std::strtod(model.c_str() + at + 1, &unit);
+    while (unit && *unit == ' ')
+      ++unit;
+    if (clock > 0)
+      return unit && (*unit == 'M' || *unit == 'm') ? clock / 1e3 : clock; // "@ 2400MHz"
   }
   std::ifstream freq("/sys/devices/system/cpu/cpu" + field("processor") +
                      "/cpufreq/cpuinfo_max_freq");
@@ -536,8 +539,9 @@ PeakRate CpuBackend::peakRate() {
   if (!(ghz > 0))
     return {};
   char basis[160];
-  std::snprintf(basis, sizeof basis, "%lld cores x %d %s x %d %s lanes x 2 FLOPs x %.3g GHz",
-                (long long)used, v.units, v.unit, lanes, elementSize_ == 8 ? "f64" : "f32", ghz);
+  std::snprintf(basis, sizeof basis, "%lld core%s x %d %s x %d %s lanes x 2 FLOPs x %.3g GHz",
+                (long long)used, used == 1 ? "" : "s", v.units, v.unit, lanes,
+                elementSize_ == 8 ? "f64" : "f32", ghz);
   return {double(used) * v.units * lanes * 2.0 * ghz * 1e9, basis};
 }
 
