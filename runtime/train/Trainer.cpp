@@ -333,6 +333,9 @@ struct StepTotals {
   double loss = 0;
   int64_t tokens = 0, localTokens = 0;
   double imbalance = 0, waited = 0;
+  /// Several ranks: SIGINT/SIGTERM reached one of them by the step's sums;
+  /// every rank then stops after the same step.
+  bool stop = false;
 };
 
 /// One training run, top to bottom: set-up (the constructor), then per step
@@ -397,7 +400,7 @@ public:
       }
       if (!o.quiet && (live || t % o.logEvery == 0 || t == 1 || t == o.steps))
         printProgress(t, step, norm, lr, ms, mfu);
-      if (interrupted) {
+      if (step.stop || (ranks == 1 && interrupted)) {
         stopOnSignal(t);
         break;
       }
@@ -572,15 +575,17 @@ private:
       // The logged loss and the tokens are the whole global batch's: its
       // terms' mean (the ranks' losses weighed by their terms) and the sum of
       // the ranks' tokens.
-      double both[2] = {weightedLoss, double(step.tokens)};
+      // With them, whether any rank was interrupted: all stop together.
+      double both[3] = {weightedLoss, double(step.tokens), interrupted ? 1.0 : 0.0};
       try {
-        backend.communicator()->sum(both, 2);
+        backend.communicator()->sum(both, 3);
       } catch (const Error &e) {
         failAtStep(t, e);
       }
       step.loss = globalTerms > 0 ? both[0] / globalTerms : step.loss;
       step.tokens = int64_t(both[1]);
       step.imbalance = *sources.imbalance;
+      step.stop = both[2] > 0;
     }
     return step;
   }
