@@ -109,15 +109,18 @@ void closeChecked(int &fd, const std::string &path, const std::string &what) {
 /// reaches the file whole), under the run's flock.
 class JsonLog final : public RunLog::Sink {
 public:
-  JsonLog(const std::string &path, bool resume) : path_(path) {
+  /// `resumeAt` > 0: a resumed run, whose log continues from that step.
+  JsonLog(const std::string &path, int64_t resumeAt) : path_(path) {
     fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd_ < 0)
       fail(path + ": cannot open the JSON log (--log-json): " + std::strerror(errno));
     try {
       holdExclusively(fd_, path, kWhat);
-      // A new run starts the log afresh; only once it holds the log, so
-      // that it never truncates another run's.
-      if (!resume && ftruncate(fd_, 0) != 0)
+      // A new run starts the log afresh, a resumed one from its first step
+      // (rows the interrupted run wrote after its checkpoint are cut, not
+      // repeated); only once it holds the log, so that it never truncates
+      // another run's.
+      if (ftruncate(fd_, resumeAt > 0 ? offsetOfStep(resumeAt) : 0) != 0)
         fail(path + ": cannot write the " + std::string(kWhat) + ": " + std::strerror(errno));
     } catch (...) {
       ::close(fd_); // and with it the lock
@@ -132,6 +135,27 @@ public:
   void close() override { closeChecked(fd_, path_, kWhat); }
 
 private:
+  /// The byte offset of the log's first row of step >= `step` (or of a torn
+  /// or unreadable line): the rows before it are the run's up to there.
+  off_t offsetOfStep(int64_t step) const {
+    std::string text = readFile(path_);
+    size_t at = 0;
+    while (at < text.size()) {
+      size_t end = text.find('\n', at);
+      if (end == std::string::npos)
+        break; // a torn last line
+      try {
+        const Json *s = Json::parse(text.substr(at, end - at), path_).find("step");
+        if (!s || s->kind != Json::Number || s->number >= double(step))
+          break;
+      } catch (const Error &) {
+        break;
+      }
+      at = end + 1;
+    }
+    return off_t(at);
+  }
+
   static constexpr const char *kWhat = "JSON log (--log-json)";
   std::string path_;
   int fd_ = -1;
@@ -237,9 +261,9 @@ void checkTensorBoardDir(const std::string &dir) {
     fail("--tensorboard-dir " + dir + ": is not a directory");
 }
 
-RunLog::RunLog(const TrainOptions &o) {
+RunLog::RunLog(const TrainOptions &o, int64_t firstStep) {
   if (!o.logJson.empty())
-    sinks_.push_back(std::make_unique<JsonLog>(o.logJson, !o.resume.empty()));
+    sinks_.push_back(std::make_unique<JsonLog>(o.logJson, o.resume.empty() ? 0 : firstStep));
   if (!o.tensorboardDir.empty()) {
     checkTensorBoardDir(o.tensorboardDir);
 #ifdef MLC_HAVE_TENSORBOARD

@@ -54,8 +54,10 @@ public:
   };
 
   /// Opens the sinks `o` names (--log-json, --tensorboard-dir; none when both
-  /// are empty). A run that resumes (--resume) continues its JSON log.
-  explicit RunLog(const TrainOptions &o);
+  /// are empty). A run that resumes (--resume) at `firstStep` continues its
+  /// JSON log from there: rows of later steps (written after the checkpoint
+  /// by the run that stopped) are cut, so no step is logged twice.
+  RunLog(const TrainOptions &o, int64_t firstStep);
   ~RunLog();
   void write(const LogRow &row);
   /// Closes every sink, checking each (at the end of a run that succeeded).

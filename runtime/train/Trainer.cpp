@@ -363,7 +363,7 @@ public:
       makeDirectories(o.saveDir);
       checkSaveDir(o, first);
     }
-    log = std::make_unique<RunLog>(o);
+    log = std::make_unique<RunLog>(o, first);
     scaleLearningRate();
     live = o.progress == "live" || (o.progress == "auto" && isatty(2));
     clear = live ? "\r\033[K" : "";
@@ -782,9 +782,9 @@ private:
     const BackendProfile &prof = backend.profile;
     if (!prof.enabled)
       return;
+    const int64_t steps = std::max<int64_t>(1, stoppedAt - first + 1); // this run's
     fprintf(stderr, "mlc profile: %lld steps, GEMMs %.1f ms/step, kernels %.1f ms/step\n",
-            (long long)o.steps, 1e3 * prof.gemmSeconds / o.steps,
-            1e3 * prof.kernelSeconds / o.steps);
+            (long long)steps, 1e3 * prof.gemmSeconds / steps, 1e3 * prof.kernelSeconds / steps);
     std::vector<std::pair<double, std::string>> top;
     for (auto &[name, sec] : prof.secondsByKernel)
       top.push_back({sec, name});
@@ -793,7 +793,7 @@ private:
     const size_t rows = mode && std::string(mode) == "all" ? top.size() : 12;
     for (size_t i = 0; i < top.size() && i < rows; ++i)
       fprintf(stderr, "mlc profile:   %-24s %8.2f ms/step\n", top[i].second.c_str(),
-              1e3 * top[i].first / o.steps);
+              1e3 * top[i].first / steps);
   }
 
   /// A live progress line left open (no newline yet) is closed before
