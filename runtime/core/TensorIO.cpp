@@ -145,6 +145,18 @@ std::vector<std::string> filesIn(const std::string &dir) {
   return paths;
 }
 
+int writeAll(int fd, const std::string &bytes) {
+  for (size_t done = 0; done < bytes.size();) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return n < 0 ? errno : ENOSPC;
+    done += size_t(n);
+  }
+  return 0;
+}
+
 void writeFileDurably(const std::string &path, const std::string &bytes,
                       const std::string &name) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -152,20 +164,7 @@ void writeFileDurably(const std::string &path, const std::string &bytes,
     fail(name + ": cannot write: " + std::strerror(errno));
   // Every write, the fsync and the close are checked: a full disk or a file
   // size limit (EFBIG; mlc ignores SIGXFSZ) is an error here, not later.
-  const char *p = bytes.data();
-  size_t left = bytes.size();
-  int err = 0;
-  while (left > 0 && !err) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      err = n < 0 ? errno : ENOSPC;
-    else {
-      p += n;
-      left -= size_t(n);
-    }
-  }
+  int err = writeAll(fd, bytes);
   if (!err && ::fsync(fd) != 0)
     err = errno;
   if (::close(fd) != 0 && !err)

@@ -57,6 +57,9 @@ void writeSafetensors(const std::string &path,
                       const std::vector<std::pair<std::string, HostTensor>> &tensors);
 /// The bytes writeSafetensors writes.
 std::string encodeSafetensors(const std::vector<std::pair<std::string, HostTensor>> &tensors);
+/// Writes all of `bytes` to `fd`, retrying short writes and EINTR; 0, or
+/// the errno of the write that failed (ENOSPC for one that wrote nothing).
+int writeAll(int fd, const std::string &bytes);
 
 /// Writes `bytes` to `path` through a temporary file and a rename, so that a
 /// crash, a full disk or a file size limit never leaves a half-written file

@@ -84,17 +84,10 @@ void appendAll(int fd, const std::string &data, const std::string &path,
                const std::string &what) {
   struct stat st;
   const off_t before = fstat(fd, &st) == 0 ? st.st_size : -1;
-  for (size_t done = 0; done < data.size();) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      int err = n < 0 ? errno : ENOSPC;
-      // Best effort: where the cut fails too, the error still says so.
-      [[maybe_unused]] int cut = before >= 0 ? ftruncate(fd, before) : 0;
-      fail(path + ": cannot write the " + what + ": " + std::strerror(err));
-    }
-    done += size_t(n);
+  if (int err = writeAll(fd, data)) {
+    // Best effort: where the cut fails too, the error still says so.
+    [[maybe_unused]] int cut = before >= 0 ? ftruncate(fd, before) : 0;
+    fail(path + ": cannot write the " + what + ": " + std::strerror(err));
   }
 }
 
