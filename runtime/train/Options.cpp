@@ -191,8 +191,12 @@ static std::vector<NamedPath> inputFiles(const TrainOptions &o) {
     for (auto &[weight, prefix] : parseBlend(o.data))
       for (const char *suffix : {"", ".bin", ".idx"})
         inputs.push_back({"--data", prefix + suffix});
+  // --batches reads NAME.npy per input; other files there (a log, a
+  // checkpoint, one rank's output written while another still checks) are
+  // not inputs.
   for (const std::string &f : filesIn(o.batchesDir))
-    inputs.push_back({"--batches", f});
+    if (f.size() > 4 && f.compare(f.size() - 4, 4, ".npy") == 0)
+      inputs.push_back({"--batches", f});
   return inputs;
 }
 

@@ -282,6 +282,15 @@ def same_file_cases():
               == open(args.data, "rb").read(), f"{tool} --save-dir beside --data: {r.stderr[-300:]}")
         for d in glob.glob(os.path.join(data_dir, "step-*")):
             shutil.rmtree(d)
+        # A --log-json in the --batches directory is fine: only its NAME.npy are inputs
+        # (with ranks, rank 0 creates the log while another rank still checks).
+        beside = os.path.join(batches, "run.jsonl")
+        with open(beside, "w") as f:
+            f.write("{}\n")
+        r = subprocess.run([tool, *t, "--batches", batches, "--log-json", beside],
+                           capture_output=True, text=True, env=ENV, timeout=60)
+        check("same-file", r.returncode == 0, f"{tool} --log-json beside --batches: {r.stderr[-300:]}")
+        os.remove(beside)
         # run: an output NAME.npy that is a link to an input or to a file of the package.
         out = path(f"run-out-{os.path.basename(tool)}")
         os.makedirs(out, exist_ok=True)
