@@ -17,8 +17,8 @@
 // accumulation run several train steps per update and let collectives and
 // the norm check sit between backward and the update.
 //
-// Unfused, every op is a kernel; mlc-fuse-optimizer turns each function
-// into one kernel over the flat buffers.
+// Unfused, every op is a kernel; with `fuse`, each function is one kernel
+// over the flat buffers (one mlc.fusion, built from the same element rules).
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,8 +66,59 @@ func::FuncOp createFunction(OpBuilder &b, Location loc, StringRef name,
   return fn;
 }
 
-/// @grad_norm: sqrt of the sum over every gradient element of g^2, in f64.
-void buildGradNorm(OpBuilder &b, Location loc, ArrayRef<Param> params) {
+// The element rules: what one gradient element adds to the norm, and one
+// element's AdamW update (contract/OptimizerScalars.h). Both forms of each
+// function are built from them: per parameter over whole tensors
+// (unfused), or once over rank-0 values inside one mlc.fusion that the
+// lowering runs across the flat buffers (fuse=true). The optimizer's
+// structure has one home: nothing reads it back out of the IR.
+
+/// g^2 in f64, of one element or of a whole tensor.
+Value normTerm(OpBuilder &b, Location loc, Value g) {
+  auto t = cast<RankedTensorType>(g.getType());
+  Value wide = b.create<CastOp>(loc, RankedTensorType::get(t.getShape(), b.getF64Type()), g);
+  return b.create<MulOp>(loc, wide, wide);
+}
+
+struct Update {
+  Value p, m, v;
+};
+
+/// torch.optim.AdamW's update of p given g, m, v; `decay` multiplies p
+/// first where it is set (s[kDecay] unfused, the per-segment factor fused).
+/// `s` holds the scalars before kDecay, each a rank-0 value of p's type.
+Update adamWUpdate(OpBuilder &b, Location loc, Value p, Value g, Value m, Value v, Value decay,
+                   ArrayRef<Value> s) {
+  Value gs = b.create<MulOp>(loc, g, s[kScale]);
+  Value m1 = b.create<AddOp>(loc, b.create<MulOp>(loc, s[kBeta1], m),
+                             b.create<MulOp>(loc, s[kOneMinusBeta1], gs));
+  Value v1 = b.create<AddOp>(
+      loc, b.create<MulOp>(loc, s[kBeta2], v),
+      b.create<MulOp>(loc, b.create<MulOp>(loc, s[kOneMinusBeta2], gs), gs));
+  Value decayed = decay ? Value(b.create<MulOp>(loc, p, decay)) : p;
+  Value denom = b.create<AddOp>(
+      loc, b.create<MulOp>(loc, b.create<SqrtOp>(loc, v1), s[kInvSqrtBc2]), s[kEps]);
+  Value step = b.create<DivOp>(loc, b.create<MulOp>(loc, s[kStepSize], m1), denom);
+  return {b.create<SubOp>(loc, decayed, step), m1, v1};
+}
+
+/// A fusion of `kind` over `inputs` whose region takes `blockArgs` rank-0
+/// values of `el`; the builder is left at the region's end.
+FusionOp createFusion(OpBuilder &b, Location loc, FusionKind kind, TypeRange results,
+                      ValueRange inputs, int blockArgs, Type el) {
+  auto fusion = b.create<FusionOp>(loc, kind, results, inputs);
+  Block &block = fusion.getBody().front();
+  while (block.getNumArguments())
+    block.eraseArgument(0);
+  for (int k = 0; k < blockArgs; ++k)
+    block.addArgument(RankedTensorType::get({}, el), loc);
+  b.setInsertionPointToEnd(&block);
+  return fusion;
+}
+
+/// @grad_norm: sqrt of the sum over every gradient element of g^2, in f64;
+/// fused, the sum is one mlc.fusion norm whose region is one element's term.
+void buildGradNorm(OpBuilder &b, Location loc, ArrayRef<Param> params, bool fuse) {
   SmallVector<Type> args;
   SmallVector<NamedAttrList> argAttrs;
   for (const Param &p : params) {
@@ -79,22 +130,59 @@ void buildGradNorm(OpBuilder &b, Location loc, ArrayRef<Param> params) {
                                    {named(b, "mlc.output", "grad_norm")});
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&fn.getBody().front());
+  if (fuse) {
+    Block *body = b.getInsertionBlock();
+    FusionOp fusion = createFusion(b, loc, FusionKind::norm, {f64}, fn.getArguments(), 1,
+                                   params[0].type.getElementType());
+    Block &block = fusion.getBody().front();
+    b.create<YieldOp>(loc, ValueRange{normTerm(b, loc, block.getArgument(0))});
+    b.setInsertionPointToEnd(body);
+    b.create<func::ReturnOp>(loc, fusion->getResults());
+    return;
+  }
   Value total;
   for (BlockArgument g : fn.getArguments()) {
-    auto t = cast<RankedTensorType>(g.getType());
-    Value wide = b.create<CastOp>(loc, RankedTensorType::get(t.getShape(), b.getF64Type()), g);
-    Value sq = b.create<MulOp>(loc, wide, wide);
     SmallVector<int64_t> axes;
-    for (int64_t d = 0; d < t.getRank(); ++d)
+    for (int64_t d = 0; d < cast<RankedTensorType>(g.getType()).getRank(); ++d)
       axes.push_back(d);
-    Value sum = b.create<ReduceSumOp>(loc, sq, b.getDenseI64ArrayAttr(axes), false);
+    Value sum = b.create<ReduceSumOp>(loc, normTerm(b, loc, g), b.getDenseI64ArrayAttr(axes),
+                                      false);
     total = total ? Value(b.create<AddOp>(loc, total, sum)) : sum;
   }
   b.create<func::ReturnOp>(loc, ValueRange{b.create<SqrtOp>(loc, total)});
 }
 
-/// @optimizer: one AdamW update per parameter (contract/OptimizerScalars.h).
-void buildAdamW(OpBuilder &b, Location loc, ArrayRef<Param> params) {
+/// The fused update: one mlc.fusion optimizer over the scalars, then the
+/// parameters, gradients, first and second moments. Its region is one
+/// element's update over block arguments p, g, m, v, the decay factor (the
+/// lowering binds it to s[kDecay] or 1 per segment, as mlc.decay says) and
+/// the scalars before kDecay; the factor is applied only where some
+/// parameter decays.
+void buildFusedAdamW(OpBuilder &b, Location loc, func::FuncOp fn, ArrayRef<Param> params) {
+  size_t n = params.size();
+  Type el = params[0].type.getElementType();
+  SmallVector<Value> inputs{fn.getArgument(4 * n)};
+  for (unsigned i = 0; i < 4 * n; ++i)
+    inputs.push_back(fn.getArgument(i));
+  Block *body = b.getInsertionBlock();
+  FusionOp fusion = createFusion(b, loc, FusionKind::optimizer,
+                                 TypeRange(fn.getResultTypes()), inputs, 5 + kDecay, el);
+  SmallVector<bool> decay;
+  for (const Param &p : params)
+    decay.push_back(p.decay);
+  fusion->setAttr("mlc.decay", b.getDenseBoolArrayAttr(decay));
+  Block &block = fusion.getBody().front();
+  SmallVector<Value> a(block.getArguments());
+  bool anyDecay = llvm::is_contained(decay, true);
+  Update u = adamWUpdate(b, loc, a[0], a[1], a[2], a[3], anyDecay ? a[4] : Value(),
+                         ArrayRef<Value>(a).drop_front(5));
+  b.create<YieldOp>(loc, ValueRange{u.p, u.m, u.v});
+  b.setInsertionPointToEnd(body);
+  b.create<func::ReturnOp>(loc, fusion->getResults());
+}
+
+/// @optimizer: one AdamW update per parameter, or (fuse) one fusion of all.
+void buildAdamW(OpBuilder &b, Location loc, ArrayRef<Param> params, bool fuse) {
   SmallVector<Type> args, results;
   SmallVector<NamedAttrList> argAttrs, resultAttrs;
   const char *roles[] = {"mlc.param", "mlc.grad", "mlc.moment1", "mlc.moment2"};
@@ -113,6 +201,8 @@ void buildAdamW(OpBuilder &b, Location loc, ArrayRef<Param> params) {
   func::FuncOp fn = createFunction(b, loc, mlc::kOptimizerFn, args, results, argAttrs, resultAttrs);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&fn.getBody().front());
+  if (fuse)
+    return buildFusedAdamW(b, loc, fn, params);
   size_t n = params.size();
   Value h = fn.getArgument(4 * n);
   Type el = params[0].type.getElementType();
@@ -126,21 +216,12 @@ void buildAdamW(OpBuilder &b, Location loc, ArrayRef<Param> params) {
   }
   SmallVector<Value> newP, newM, newV;
   for (size_t i = 0; i < n; ++i) {
-    Value p = fn.getArgument(i), g = fn.getArgument(n + i), m = fn.getArgument(2 * n + i),
-          v = fn.getArgument(3 * n + i);
-    Value gs = b.create<MulOp>(loc, g, s[kScale]);
-    Value m1 = b.create<AddOp>(loc, b.create<MulOp>(loc, s[kBeta1], m),
-                               b.create<MulOp>(loc, s[kOneMinusBeta1], gs));
-    Value v1 = b.create<AddOp>(
-        loc, b.create<MulOp>(loc, s[kBeta2], v),
-        b.create<MulOp>(loc, b.create<MulOp>(loc, s[kOneMinusBeta2], gs), gs));
-    Value decayed = params[i].decay ? Value(b.create<MulOp>(loc, p, s[kDecay])) : p;
-    Value denom = b.create<AddOp>(
-        loc, b.create<MulOp>(loc, b.create<SqrtOp>(loc, v1), s[kInvSqrtBc2]), s[kEps]);
-    Value step = b.create<DivOp>(loc, b.create<MulOp>(loc, s[kStepSize], m1), denom);
-    newP.push_back(b.create<SubOp>(loc, decayed, step));
-    newM.push_back(m1);
-    newV.push_back(v1);
+    Update u = adamWUpdate(b, loc, fn.getArgument(i), fn.getArgument(n + i),
+                           fn.getArgument(2 * n + i), fn.getArgument(3 * n + i),
+                           params[i].decay ? s[kDecay] : Value(), s);
+    newP.push_back(u.p);
+    newM.push_back(u.m);
+    newV.push_back(u.v);
   }
   SmallVector<Value> all(newP);
   all.append(newM);
@@ -196,6 +277,7 @@ void buildAccumulation(OpBuilder &b, Location loc, ArrayRef<Param> params) {
 
 class OptimizerPass : public mlc::impl::MlcOptimizerBase<OptimizerPass> {
 public:
+  using MlcOptimizerBase::MlcOptimizerBase;
   void runOnOperation() final {
     ModuleOp module = getOperation();
     auto step = module.lookupSymbol<func::FuncOp>(mlc::kTrainStepFn);
@@ -227,8 +309,8 @@ public:
       }
     OpBuilder b(module.getContext());
     b.setInsertionPointToEnd(module.getBody());
-    buildGradNorm(b, step.getLoc(), params);
-    buildAdamW(b, step.getLoc(), params);
+    buildGradNorm(b, step.getLoc(), params, fuse);
+    buildAdamW(b, step.getLoc(), params, fuse);
     buildAccumulation(b, step.getLoc(), params);
   }
 };

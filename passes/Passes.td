@@ -186,6 +186,15 @@ def MlcOptimizer : Pass<"mlc-optimizer", "mlir::ModuleOp"> {
     `mlc.moment2_update`, are written back in place. Weight decay applies to
     parameters of rank >= 2. Both functions carry `mlc.optimizer = "adamw"`.
 
+    With `fuse`, each function is one kernel over the flat buffers: the
+    update is one `mlc.fusion optimizer` over the scalars, then the
+    parameters, gradients, first and second moments, whose region is one
+    element's update (block arguments p, g, m, v, the decay factor, then
+    the scalars before the decay; `mlc.decay` says per parameter whether its
+    factor is the scalar or 1), and the norm's sum is one
+    `mlc.fusion norm` whose region is one element's square. Both forms are
+    built from the same element rules.
+
     ```mlir
     func.func @optimizer(%p: tensor<3xf32> {mlc.param = "b"}, %g: ... {mlc.grad = "b"},
                          %m: ... {mlc.moment1 = "b"}, %v: ... {mlc.moment2 = "b"},
@@ -193,21 +202,10 @@ def MlcOptimizer : Pass<"mlc-optimizer", "mlir::ModuleOp"> {
         -> (tensor<3xf32> {mlc.param_update = "b"}, ...)
     ```
   }];
-  let dependentDialects = ["::mlc::MlcDialect", "::mlir::func::FuncDialect"];
-}
-
-def MlcFuseOptimizer : Pass<"mlc-fuse-optimizer", "mlir::ModuleOp"> {
-  let summary = "One multi-tensor AdamW kernel and one norm reduction";
-  let description = [{
-    Replaces the per-parameter updates of `@optimizer` by one
-    `mlc.fusion optimizer` (the update of one element, run over the flat
-    parameter, gradient and moment buffers; the decay factor per parameter),
-    and the per-gradient sums of `@grad_norm` by one `mlc.fusion norm`. The
-    fused region is the element chain mlc-optimizer wrote, taken from a
-    parameter that decays; every parameter's chain must match it (else an
-    error names the parameter). Functions without `mlc.optimizer` are left
-    alone.
-  }];
+  let options = [
+    Option<"fuse", "fuse", "bool", "false",
+           "Each function as one kernel over the flat buffers (an mlc.fusion)">,
+  ];
   let dependentDialects = ["::mlc::MlcDialect", "::mlir::func::FuncDialect"];
 }
 

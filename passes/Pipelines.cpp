@@ -24,12 +24,13 @@ void buildGraphPipeline(OpPassManager &pm, const GraphPipelineOptions &options) 
   pm.addPass(createMlcEvalMode());
   if (options.training) {
     pm.addPass(createMlcAutodiff());
-    pm.addPass(createMlcOptimizer());
+    MlcOptimizerOptions o;
+    o.fuse = options.fuse;
+    pm.addPass(createMlcOptimizer(o));
   }
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   if (options.fuse) {
-    pm.addPass(createMlcFuseOptimizer());
     pm.addNestedPass<func::FuncOp>(createMlcFuseElementwise());
   }
 }

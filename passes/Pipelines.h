@@ -27,7 +27,7 @@ struct GraphPipelineOptions : mlir::PassPipelineOptions<GraphPipelineOptions> {
                         llvm::cl::init(true)};
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("Fuse pointwise ops (mlc-fuse-elementwise) and the "
-                                   "optimizer (mlc-fuse-optimizer)"),
+                                   "optimizer (mlc-optimizer{fuse})"),
                     llvm::cl::init(true)};
   Option<std::string> autocast{*this, "autocast",
                                llvm::cl::desc("bf16: matrix products in bf16 (mlc-autocast); "

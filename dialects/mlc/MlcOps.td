@@ -827,7 +827,7 @@ def Mlc_FusionOp : Mlc_Op<"fusion", [IsolatedFromAbove, Pure,
     `rows`: pointwise ops as above, closed by a `mlc.layer_norm`
     whose input they compute; the kernel works row by row.
 
-    `optimizer` (formed by `mlc-fuse-optimizer`): one multi-tensor update.
+    `optimizer` (built by `mlc-optimizer{fuse}`): one multi-tensor update.
     The inputs are the optimizer's scalars (a 1-D f64 tensor), then the
     parameters, gradients, first and second moments of every updated
     parameter (N each); the results are the new parameters and moments (3N).
@@ -837,7 +837,7 @@ def Mlc_FusionOp : Mlc_Op<"fusion", [IsolatedFromAbove, Pure,
     rank-0 tensor of the parameters' type; it yields the new parameter and
     moments. The kernel runs it over the flat buffers.
 
-    `norm` (formed by `mlc-fuse-optimizer`): the L2 norm over every element
+    `norm` (built by `mlc-optimizer{fuse}`): the L2 norm over every element
     of its inputs (gradients): the region maps one element (a rank-0 block
     argument) to its square; the result is the square root of their sum.
 

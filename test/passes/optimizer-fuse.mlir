@@ -1,7 +1,7 @@
-// RUN: mlc-opt %s -split-input-file --mlc-optimizer --mlc-fuse-optimizer | FileCheck %s
-// RUN: mlc-opt %s -split-input-file --mlc-optimizer --mlc-fuse-optimizer | mlc-opt -split-input-file | FileCheck %s
+// RUN: mlc-opt %s -split-input-file --mlc-optimizer=fuse=true | FileCheck %s
+// RUN: mlc-opt %s -split-input-file --mlc-optimizer=fuse=true | mlc-opt -split-input-file | FileCheck %s
 
-// Every parameter's AdamW chain becomes one multi-tensor fusion: the
+// With fuse, the update is built as one multi-tensor fusion: the
 // scalars, then 2 parameters, 2 gradients, 2 first and 2 second moments in;
 // 6 results out. The region is one element's update; the decay factor is
 // its fifth argument, 1 for b (a vector) and the scalar for w (a matrix),
@@ -49,8 +49,8 @@ func.func @train_step(%a: tensor<3xf32> {mlc.param = "a"}, %b: tensor<3xf32> {ml
 
 // -----
 
-// A function that mlc-optimizer did not write is left alone, even when it
-// is called @optimizer (and mlc-optimizer then adds nothing).
+// A module that already has an @optimizer is left alone: mlc-optimizer adds
+// nothing and fuses nothing.
 // CHECK-LABEL: func.func @optimizer
 // CHECK-NOT: mlc.fusion
 // CHECK: mlc.sub
