@@ -8,6 +8,7 @@
 #include "contract/StepFunctions.h"
 #include "frontend/Models.h"
 #include "dialects/mlc/MlcDialect.h"
+#include "dialects/mlc/MlcLosses.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -376,14 +377,7 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext &ctx, const ModelConfig &c,
   x = g.layerNorm(x, lnfW, lnfB, eps);
   Value logits = b.create<MatmulOp>(loc, x, wte, false, /*transpose_rhs=*/true);
   // Next-token loss: logits[:, :-1] against labels[:, 1:].
-  Value shifted = b.create<SliceOp>(loc, logits, b.getDenseI64ArrayAttr({0, 0, 0}),
-                                    b.getDenseI64ArrayAttr({B, S - 1, V}),
-                                    b.getDenseI64ArrayAttr({1, 1, 1}));
-  Value targets = b.create<SliceOp>(loc, labels, b.getDenseI64ArrayAttr({0, 1}),
-                                    b.getDenseI64ArrayAttr({B, S}),
-                                    b.getDenseI64ArrayAttr({1, 1}));
-  Value loss = crossEntropy(g, g.reshape(shifted, {B * (S - 1), V}),
-                            g.reshape(targets, {B * (S - 1)}));
+  Value loss = buildLanguageModelLoss(b, loc, logits, labels, LanguageModelLoss::Causal);
   g.finish({{"loss", loss}, {"logits", logits}});
   return std::move(g.module);
 }
@@ -494,8 +488,7 @@ OwningOpRef<ModuleOp> buildBERT(MLIRContext &ctx, const ModelConfig &c,
   t = g.layerNorm(t, headLnW, headLnB, eps);
   Value logits = g.dense(t, word, decoderBias, /*linear=*/true);
   Value loss = varlen ? crossEntropy(g, logits, labels)
-                      : crossEntropy(g, g.reshape(logits, {B * S, V}),
-                                     g.reshape(labels, {B * S}));
+                      : buildLanguageModelLoss(b, loc, logits, labels, LanguageModelLoss::Masked);
   g.finish({{"loss", loss}, {"logits", logits}});
   return std::move(g.module);
 }

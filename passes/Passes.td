@@ -129,6 +129,32 @@ def MlcFuseElementwise : Pass<"mlc-fuse-elementwise", "mlir::func::FuncOp"> {
   let dependentDialects = ["::mlc::MlcDialect"];
 }
 
+def MlcInferLoss : Pass<"mlc-infer-loss", "mlir::ModuleOp"> {
+  let summary = "Picks and builds the loss of a logits-only model from its attention";
+  let description = [{
+    Acts on `@forward` only when the importer marked it
+    `mlc.infer_loss = {logits = "...", labels = "..."}` (an ONNX export
+    without a `loss` output, compiled without `--loss`). After
+    `mlc-recognize`: if every `mlc.attention` is causal the model trains on
+    the next-token loss (causal-lm); if none is and the logits' last
+    dimension is an embedding table's row count, on the masked-LM loss.
+    Otherwise it fails, saying which `--loss` to pass. The loss becomes the
+    first result (`mlc.output = "loss"`), the labels a new last input, and
+    `mlc.inferred_loss` records the choice.
+
+    ```mlir
+    func.func @forward(%ids: tensor<2x8xi64> {mlc.input = "input_ids"}, ...)
+        -> (tensor<2x8x50xf32> {mlc.output = "logits"})
+        attributes {mlc.infer_loss = {labels = "labels", logits = "logits"}}
+    // becomes
+    func.func @forward(..., %labels: tensor<2x8xi64> {mlc.input = "labels"})
+        -> (tensor<f32> {mlc.output = "loss"}, tensor<2x8x50xf32> {mlc.output = "logits"})
+        attributes {mlc.inferred_loss = "causal-lm"}
+    ```
+  }];
+  let dependentDialects = ["::mlc::MlcDialect", "::mlir::func::FuncDialect"];
+}
+
 def MlcAutocast : Pass<"mlc-autocast", "mlir::ModuleOp"> {
   let summary = "Mixed precision: matrix products in bf16, everything else in f32";
   let description = [{

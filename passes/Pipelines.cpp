@@ -16,6 +16,7 @@ void buildGraphPipeline(OpPassManager &pm, const GraphPipelineOptions &options) 
   // recognized (builtin graphs have none).
   pm.addPass(createCSEPass());
   pm.addNestedPass<func::FuncOp>(createMlcRecognize());
+  pm.addPass(createMlcInferLoss());
   if (!options.autocast.empty()) {
     MlcAutocastOptions o;
     o.dtype = options.autocast;

@@ -13,6 +13,7 @@
 #include "contract/StepFunctions.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "dialects/mlc/MlcDialect.h"
+#include "dialects/mlc/MlcLosses.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -1666,8 +1667,27 @@ llvm::Error Importer::finish(const onnx::GraphProto &g) {
   }
   if (outputs.empty())
     return error("the graph has no outputs");
-  // The loss: a named scalar output, or computed from the logits.
-  const std::string &loss = options.loss;
+  // The loss: a named scalar output, or computed from the logits. `auto`
+  // takes the output 'loss' where there is one, else leaves the kind of
+  // loss to mlc-infer-loss, which decides it from the recognized attention.
+  bool hasLoss =
+      std::any_of(outputs.begin(), outputs.end(), [](auto &p) { return p.first == "loss"; });
+  bool hasLogits = std::any_of(outputs.begin(), outputs.end(),
+                               [&](auto &p) { return p.first == options.logits; });
+  std::string loss = options.loss;
+  if (loss == "auto" && !hasLoss) {
+    if (!hasLogits)
+      return error("no output named 'loss' to train on, nor '" + options.logits +
+                   "' to compute one from; pass --loss NAME (a scalar output)");
+    if (values.count(options.labels))
+      return error("the model has an input named '" + options.labels +
+                   "' but no output 'loss'; pass --loss and pick the labels' name with --labels");
+    func->setAttr("mlc.infer_loss",
+                  b.getDictionaryAttr({b.getNamedAttr("logits", b.getStringAttr(options.logits)),
+                                       b.getNamedAttr("labels", b.getStringAttr(options.labels))}));
+  }
+  if (loss == "auto")
+    loss = "loss";
   if (loss == "causal-lm" || loss == "masked-lm") {
     auto logits = std::find_if(outputs.begin(), outputs.end(),
                                [&](auto &p) { return p.first == options.logits; });
@@ -1683,22 +1703,12 @@ llvm::Error Importer::finish(const onnx::GraphProto &g) {
     if (values.count(options.labels))
       return error("--loss " + loss + ": the model already has an input named '" +
                    options.labels + "'; pick another with --labels");
-    int64_t B = s[0], S = s[1], V = s[2];
-    Value labels = block->addArgument(RankedTensorType::get({B, S}, b.getI64Type()), loc);
+    Value labels = block->addArgument(RankedTensorType::get({s[0], s[1]}, b.getI64Type()), loc);
     argAttrs.push_back(
         b.getDictionaryAttr(b.getNamedAttr("mlc.input", b.getStringAttr(options.labels))));
-    Value x = logits->second, y = labels;
-    int64_t rows = B * S;
-    if (loss == "causal-lm") {
-      x = b.create<SliceOp>(loc, x, b.getDenseI64ArrayAttr({0, 0, 0}),
-                            b.getDenseI64ArrayAttr({B, S - 1, V}),
-                            b.getDenseI64ArrayAttr({1, 1, 1}));
-      y = b.create<SliceOp>(loc, y, b.getDenseI64ArrayAttr({0, 1}),
-                            b.getDenseI64ArrayAttr({B, S}), b.getDenseI64ArrayAttr({1, 1}));
-      rows = B * (S - 1);
-    }
-    Value ce = b.create<CrossEntropyOp>(loc, reshape(x, {rows, V}), reshape(y, {rows}),
-                                        b.getI64IntegerAttr(-100));
+    Value ce = buildLanguageModelLoss(
+        b, loc, logits->second, labels,
+        loss == "causal-lm" ? LanguageModelLoss::Causal : LanguageModelLoss::Masked);
     outputs.insert(outputs.begin(), {"loss", ce});
   } else if (loss != "loss") {
     auto it = std::find_if(outputs.begin(), outputs.end(),

@@ -49,7 +49,10 @@ struct OnnxImportOptions {
   /// Which output is the training loss: the name of a scalar output
   /// (default "loss"), or "causal-lm" / "masked-lm" to compute it from the
   /// `logits` output against the input `labels` (HuggingFace's shifted
-  /// next-token loss, or the masked-LM loss with ignore index -100).
+  /// next-token loss, or the masked-LM loss with ignore index -100), or
+  /// "auto": the output 'loss' where the model has one, else @forward is
+  /// marked `mlc.infer_loss` and mlc-infer-loss picks the kind from the
+  /// recognized attention.
   std::string loss = "loss";
   std::string labels = "labels";
   std::string logits = "logits";
