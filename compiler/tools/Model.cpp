@@ -1,0 +1,172 @@
+//===- Model.cpp - MODEL as a graph and through the pipeline ---------------===//
+
+#include "compiler/tools/Model.h"
+#include "compiler/tools/Tool.h"
+
+#include "contract/StepFunctions.h"
+#include "frontend/Models.h"
+#include "frontend/onnx/OnnxImporter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+using namespace llvm;
+
+namespace mlc::tool {
+
+bool isPackage(const std::string &path) {
+  return sys::fs::exists(path + "/manifest.json");
+}
+
+bool isOnnxModel() { return mlc::isOnnxPath(model) && !isPackage(model); }
+
+namespace {
+
+/// Resolves MODEL + --config into a builtin model, or explains what is wrong.
+Expected<mlc::ModelConfig> builtinConfig() {
+  if (model.empty())
+    return createStringError(inconvertibleErrorCode(),
+                             "no model given (gpt2, bert, an ONNX file or a package)");
+  if (model != "gpt2" && model != "bert") {
+    if (!sys::fs::exists(model))
+      return createStringError(inconvertibleErrorCode(),
+                               "'" + model + "': no such file, and not a builtin "
+                                             "model (gpt2, bert)");
+    return createStringError(inconvertibleErrorCode(),
+                             "'" + model + "' is neither a builtin model (gpt2, bert), an "
+                                           "ONNX file (.onnx) nor a package directory");
+  }
+  return mlc::parseModelConfig(model, config);
+}
+
+/// The graph's element type: bf16 builds an f32 graph whose matrix
+/// products mlc-autocast narrows.
+std::string graphDtype() { return dtype == "bf16" ? "f32" : std::string(dtype); }
+
+mlc::BuildOptions buildOptions() {
+  mlc::BuildOptions options;
+  options.microBatch = microBatch;
+  options.seqLen = seqLen;
+  // bf16 builds the f32 graph; mlc-autocast narrows its products.
+  options.dtype = graphDtype();
+  options.varlen = varlen;
+  return options;
+}
+
+/// What the manifest records: the options, with the dtype asked for (bf16
+/// where the graph was built in f32).
+mlc::BuildOptions manifestOptions() {
+  mlc::BuildOptions options = buildOptions();
+  options.dtype = dtype;
+  return options;
+}
+
+Expected<mlc::DataParallelOptions> dataParallelOptions() {
+  mlc::DataParallelOptions dp;
+  if (ranksFlag < 1 || ranksFlag > 65536)
+    return createStringError(inconvertibleErrorCode(),
+                             "--ranks must be in [1, 65536], got " + std::to_string(ranksFlag));
+  if (!(bucketCapMb > 0) || !(firstBucketMb > 0))
+    return createStringError(inconvertibleErrorCode(),
+                             "--bucket-cap-mb and --first-bucket-mb must be positive");
+  dp.ranks = ranksFlag;
+  dp.bucketCapMb = bucketCapMb;
+  dp.firstBucketMb = firstBucketMb;
+  dp.clip = compileCmd() ? std::string(compileClip) : givenFlag("clip");
+  if (dp.clip.empty())
+    dp.clip = "global";
+  if (dp.clip != "global" && dp.clip != "bucket" && dp.clip != "none")
+    return createStringError(inconvertibleErrorCode(),
+                             "--clip must be global, bucket or none, got '" + dp.clip + "'");
+  return dp;
+}
+
+} // namespace
+
+Expected<Graph> buildGraph(mlir::MLIRContext &ctx, int64_t layers) {
+  Graph g;
+  if (dtype != "f32" && dtype != "f64" && dtype != "bf16")
+    return createStringError(inconvertibleErrorCode(),
+                             "--dtype must be f32, f64 or bf16 (mixed precision), got '" +
+                                 std::string(dtype) + "'");
+  if (isOnnxModel()) {
+    if (!config.empty())
+      return createStringError(inconvertibleErrorCode(),
+                               "--config sets a builtin model's hyper-parameters; an ONNX "
+                               "model brings its own");
+    if (varlen)
+      return createStringError(inconvertibleErrorCode(),
+                               "--varlen is for the builtin BERT; ONNX models run padded");
+    mlc::OnnxImportOptions o;
+    o.microBatch = microBatch;
+    o.seqLen = seqLen;
+    o.dtype = graphDtype();
+    o.loss = lossSpec;
+    o.labels = labelsName;
+    for (const std::string &spec : dimSpecs) {
+      auto [name, value] = StringRef(spec).split('=');
+      int64_t size;
+      if (name.empty() || value.getAsInteger(10, size) || size < 1)
+        return createStringError(inconvertibleErrorCode(),
+                                 "--dim expects NAME=SIZE with SIZE >= 1, got '" + spec + "'");
+      o.dims[name.str()] = size;
+    }
+    if (microBatch < 1 || seqLen < 1)
+      return createStringError(inconvertibleErrorCode(),
+                               "--micro-batch and --seq-len must be >= 1");
+    auto imported = mlc::importOnnxFile(ctx, model, o);
+    if (!imported)
+      return imported.takeError();
+    g.module = std::move(imported->module);
+    std::string file = sys::path::filename(model).str();
+    std::string loss = lossSpec == "loss" ? "" : ", loss " + lossSpec;
+    g.description = {"onnx", file + ": " + imported->summary + loss, manifestOptions(),
+                     std::move(imported->weights)};
+    return std::move(g);
+  }
+  if (lossSpec.getNumOccurrences() || labelsName.getNumOccurrences() ||
+      !dimSpecs.empty())
+    return createStringError(inconvertibleErrorCode(),
+                             "--loss, --labels and --dim apply to ONNX models");
+  auto cfg = builtinConfig();
+  if (!cfg)
+    return cfg.takeError();
+  if (layers > 0)
+    cfg->values[cfg->family == "gpt2" ? "n_layer" : "num_hidden_layers"] = layers;
+  auto module = mlc::buildModel(ctx, *cfg, buildOptions());
+  if (!module)
+    return module.takeError();
+  g.module = std::move(*module);
+  g.description = {cfg->family, cfg->preset + ": " + cfg->describe(), manifestOptions(), {}};
+  return std::move(g);
+}
+
+Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t layers,
+                             std::optional<bool> fused) {
+  auto g = buildGraph(ctx, layers);
+  if (!g)
+    return g.takeError();
+  if (training && g->description.family == "onnx") {
+    auto forward = g->module->lookupSymbol<mlir::func::FuncOp>(mlc::kForwardFn);
+    bool hasLoss = false;
+    for (unsigned i = 0; forward && i < forward.getNumResults(); ++i)
+      if (auto name = forward.getResultAttrOfType<mlir::StringAttr>(i, "mlc.output"))
+        hasLoss |= name.getValue() == "loss";
+    if (!hasLoss)
+      return createStringError(inconvertibleErrorCode(),
+                               model + " has no output named 'loss' to train on; a "
+                                       "logits-only export trains with --loss causal-lm "
+                                       "(GPT) or --loss masked-lm (BERT)");
+  }
+  if (auto err = mlc::runPipeline(*g->module, training, fused.value_or(fuse && !noFuse),
+                                  dtype == "bf16" ? "bf16" : ""))
+    return std::move(err);
+  auto dp = dataParallelOptions();
+  if (!dp)
+    return dp.takeError();
+  g->description.dataParallel = *dp;
+  return g;
+}
+
+} // namespace mlc::tool

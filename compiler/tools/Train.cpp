@@ -1,0 +1,379 @@
+//===- Train.cpp - mlc train, mlc run and mlc generate ---------------------===//
+//
+//   mlc train    MODEL [--config ...] [--steps N] ... (mpirun -n R for data parallelism)
+//   mlc run      MODEL --input NAME=FILE.npy ... --output-dir DIR
+//   mlc generate MODEL --init W.safetensors --prompt TEXT
+//
+// Each compiles MODEL into a package (cached by content) unless it is one,
+// then hands it to the runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/tools/Model.h"
+#include "compiler/tools/Tool.h"
+
+#include "contract/StepFunctions.h"
+#include "runtime/backend/Backend.h"
+#include "runtime/backend/Comm.h"
+#include "runtime/backend/KernelCache.h"
+#include "runtime/core/Error.h"
+#include "runtime/core/Hash.h"
+#include "runtime/core/TensorIO.h"
+#include "runtime/train/Checkpoint.h"
+#include "runtime/train/Generate.h"
+#include "runtime/train/Trainer.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+
+#include <map>
+#include <sys/stat.h>
+
+using namespace llvm;
+
+namespace mlc::tool {
+namespace {
+
+// run
+cl::list<std::string> inputs("input", cl::desc("NAME=FILE.npy, one per model input"),
+                             cl::sub(runCmd()), cl::cat(category()));
+cl::opt<std::string> outputDir("output-dir", cl::desc("Where NAME.npy outputs go"),
+                               cl::sub(runCmd()), cl::cat(category()));
+
+
+// generate
+// generate
+cl::opt<std::string> genPrompt("prompt", cl::desc("The text to continue"), cl::init(""),
+                               cl::sub(generateCmd()), cl::cat(category()));
+// The numbers are read as text and parsed by the runtime's generate flags,
+// strictly (cl::opt<double> takes '' for 0 and 'nan' for a temperature).
+cl::opt<std::string> genTokens("max-tokens", cl::desc("Tokens to generate at most (default 64)"),
+                               cl::value_desc("n"), cl::sub(generateCmd()), cl::cat(category()));
+cl::opt<std::string> genTemperature("temperature",
+                                    cl::desc("Sampling temperature (0: the most likely token; "
+                                             "default 1)"),
+                                    cl::value_desc("x"), cl::sub(generateCmd()),
+                                    cl::cat(category()));
+cl::opt<std::string> genTopK("top-k",
+                             cl::desc("Sample from the k most likely tokens (0, the default: all)"),
+                             cl::value_desc("k"), cl::sub(generateCmd()), cl::cat(category()));
+cl::opt<std::string> genTokenizer("tokenizer-type",
+                                  cl::desc("The data's: ByteTokenizer, ByteLevelTokenizer or "
+                                           "GPT2BPETokenizer"),
+                                  cl::init("ByteTokenizer"), cl::sub(generateCmd()),
+                                  cl::cat(category()));
+cl::opt<std::string> genVocab("vocab-file", cl::desc("GPT2BPETokenizer: vocab.json"),
+                              cl::sub(generateCmd()), cl::cat(category()));
+cl::opt<std::string> genMerges("merge-file", cl::desc("GPT2BPETokenizer: merges.txt"),
+                               cl::sub(generateCmd()), cl::cat(category()));
+
+/// Under mpirun: the world, and the rank that errors are prefixed with.
+std::shared_ptr<mlc::rt::Communicator> world;
+int worldRanks() { return world ? world->size() : 1; }
+
+/// `mlc run` and `mlc train --batches` compile for the arrays they are given:
+/// the micro-batch and sequence length come from input_ids ([B, S] for run;
+/// unpadded BERT: B from cu_seqlens). A batches directory holds [steps, G, S],
+/// each entry a step's global batch over all ranks: its micro-batch is
+/// --micro-batch, which must divide G / ranks, or else G / ranks (one
+/// micro-batch per rank). A --seq-len given explicitly must agree.
+Error takeBatchShapeFromInputs(bool training) {
+  if (isPackage(model))
+    return Error::success();
+  std::map<std::string, std::string> files;
+  if (training) {
+    std::string batchesDir = givenFlag("batches");
+    if (batchesDir.empty())
+      return Error::success();
+    for (const char *name : {"input_ids", "cu_seqlens"}) {
+      std::string path = batchesDir + "/" + name + ".npy";
+      if (sys::fs::exists(path))
+        files[name] = path;
+    }
+  } else {
+    for (const std::string &spec : inputs) {
+      auto [name, file] = StringRef(spec).split('=');
+      files[name.str()] = file.str();
+    }
+  }
+  auto ids = files.find("input_ids");
+  if (ids == files.end())
+    return Error::success();
+  std::vector<int64_t> shape;
+  try {
+    shape = mlc::rt::readNpy(ids->second).shape;
+  } catch (const mlc::rt::Error &e) {
+    return createStringError(inconvertibleErrorCode(), e.what());
+  }
+  if (training && !shape.empty())
+    shape.erase(shape.begin()); // the leading dimension is the step
+  // Each rank takes an even share of every step's rows, in micro-batches.
+  if (training && shape.size() == 2 && !varlen) {
+    int64_t share = microBatch.getNumOccurrences() ? microBatch * worldRanks() : worldRanks();
+    if (share <= 0 || shape[0] % share != 0)
+      return createStringError(
+          inconvertibleErrorCode(),
+          ids->second + ": a step's " + std::to_string(shape[0]) + " rows (its global batch) " +
+              "do not split evenly over " + std::to_string(worldRanks()) + " ranks" +
+              (microBatch.getNumOccurrences()
+                   ? " x micro-batches of " + std::to_string(microBatch) : std::string()));
+    shape[0] = microBatch.getNumOccurrences() ? int64_t(microBatch) : shape[0] / worldRanks();
+  }
+  int64_t b = -1, s = -1;
+  if (varlen) {
+    auto cu = files.find("cu_seqlens");
+    if (cu == files.end())
+      return Error::success();
+    std::vector<int64_t> cuShape;
+    try {
+      cuShape = mlc::rt::readNpy(cu->second).shape;
+    } catch (const mlc::rt::Error &e) {
+      return createStringError(inconvertibleErrorCode(), e.what());
+    }
+    if (training && !cuShape.empty())
+      cuShape.erase(cuShape.begin());
+    if (cuShape.size() == 1 && cuShape[0] >= 2)
+      b = cuShape[0] - 1; // the sequence length stays --seq-len: it sizes the capacity
+  } else {
+    if (shape.size() != 2)
+      return createStringError(inconvertibleErrorCode(),
+                               ids->second + ": input_ids has shape " +
+                                   mlc::rt::shapeString(shape) + (training ? " per step" : "") +
+                                   "; the model takes [micro-batch, seq-len]");
+    b = shape[0];
+    s = shape[1];
+  }
+  auto agree = [&](cl::opt<int64_t> &flag, int64_t fromArray, const char *what) -> Error {
+    if (fromArray < 0)
+      return Error::success();
+    if (flag.getNumOccurrences() && flag != fromArray)
+      return createStringError(inconvertibleErrorCode(),
+                               "--" + flag.ArgStr.str() + " " + std::to_string(flag) +
+                                   " disagrees with " + ids->second + ", whose " + what +
+                                   " is " + std::to_string(fromArray));
+    flag = fromArray;
+    return Error::success();
+  };
+  if (auto err = agree(microBatch, b, "micro-batch"))
+    return err;
+  return agree(seqLen, s, "sequence length");
+}
+
+/// MODEL as a package directory, or compiled into one (cached by content).
+Expected<std::string> packageFor(bool training) {
+  if (isPackage(model))
+    return std::string(model);
+  mlir::MLIRContext ctx;
+  auto g = compileModel(ctx, training);
+  if (!g)
+    return g.takeError();
+  std::string dir = packageDir;
+  if (dir.empty()) {
+    std::string text;
+    raw_string_ostream os(text);
+    g->module->print(os);
+    // Imported weights are part of what the package holds.
+    for (auto &[name, t] : g->description.weights)
+      text += name + std::string(t.data.begin(), t.data.end());
+    std::string root;
+    try {
+      root = mlc::rt::cacheRoot();
+    } catch (const mlc::rt::Error &e) {
+      return createStringError(inconvertibleErrorCode(), e.what());
+    }
+    const mlc::DataParallelOptions &dp = g->description.dataParallel;
+    text += formatv("\nranks {0} buckets {1} {2} clip {3}", dp.ranks, dp.bucketCapMb,
+                    dp.firstBucketMb, dp.clip)
+                .str();
+    // And the compiler that lowers it: a rebuilt or upgraded mlc writes new
+    // kernels, so its executable's size and time are part of the key.
+    struct stat self;
+    if (stat("/proc/self/exe", &self) == 0)
+      text += formatv("\nmlc {0} {1}", int64_t(self.st_size), int64_t(self.st_mtime)).str();
+    dir = root + "/packages/" + sys::path::filename(model).str() + "-" +
+          mlc::contentHash(text + std::string(dtype));
+    // The key covers everything the package holds: one written whole (its
+    // manifest goes last) is reused, by another rank too.
+    if (isPackage(dir))
+      return dir;
+  }
+  auto lowered = mlc::writePackage(*g->module, dir, g->description);
+  if (!lowered)
+    return lowered.takeError();
+  return dir;
+}
+
+/// Every option of `mlc train` as text, given or default, and the model:
+/// the ranks of one run must agree on all of them.
+std::map<std::string, std::string> trainSettings(const mlc::rt::TrainOptions &o) {
+  std::map<std::string, std::string> out{{"model", model}};
+  for (const mlc::rt::TrainFlag &f : mlc::rt::trainFlags())
+    out["--" + f.name] = f.value(o);
+  for (auto &entry : trainCmd().OptionsMap) {
+    cl::Option *opt = entry.getValue();
+    std::string v;
+    if (auto *s = dynamic_cast<cl::opt<std::string> *>(opt))
+      v = *s;
+    else if (auto *i = dynamic_cast<cl::opt<int64_t> *>(opt))
+      v = std::to_string(*i);
+    else if (auto *n = dynamic_cast<cl::opt<int> *>(opt))
+      v = std::to_string(*n);
+    else if (auto *d = dynamic_cast<cl::opt<double> *>(opt))
+      v = formatv("{0}", double(*d)).str();
+    else if (auto *b = dynamic_cast<cl::opt<bool> *>(opt))
+      v = *b ? "true" : "false";
+    else if (auto *l = dynamic_cast<cl::list<std::string> *>(opt))
+      v = llvm::join(l->begin(), l->end(), ",");
+    else
+      continue;
+    out.insert({"--" + entry.getKey().str(), v}); // the table's flags as parsed
+  }
+  return out;
+}
+
+} // namespace
+
+int runTrain() {
+  mlc::rt::TrainOptions o;
+  try {
+    o = trainOptions();
+    mlc::rt::validate(o);
+    world = mlc::rt::openWorld(o.commTimeout);
+  } catch (const mlc::rt::Error &e) {
+    return fail(e.what());
+  }
+  // An error on one rank ends the run on all of them, at once.
+  auto failAll = [&](const Twine &msg) {
+    if (worldRanks() == 1)
+      return fail(msg);
+    fail("rank " + Twine(world->rank()) + ": " + msg);
+    errs().flush();
+    world->abort(1);
+    return 1;
+  };
+  // Ranks that disagree on their settings or package all stop (no abort
+  // needed: each one knows); rank 0 says why.
+  auto agree = [&](const std::map<std::string, std::string> &settings, const char *what) {
+    try {
+      mlc::rt::requireSameAsRank0(*world, settings, what);
+      return true;
+    } catch (const mlc::rt::Error &e) {
+      if (world->rank() == 0)
+        fail(e.what());
+      return false;
+    }
+  };
+  if (worldRanks() > 1) {
+    // Ranks started with other settings (mpirun's A : B form) stop here,
+    // before any of them compiles.
+    if (!agree(trainSettings(o), "settings"))
+      return 1;
+    if (ranksFlag.getNumOccurrences() && ranksFlag != worldRanks())
+      return failAll("--ranks " + Twine(int64_t(ranksFlag)) + " but mpirun started " +
+                     Twine(worldRanks()) + " ranks");
+    ranksFlag = worldRanks();
+  }
+  if (auto err = takeBatchShapeFromInputs(/*training=*/true))
+    return failAll(toString(std::move(err)));
+  // Rank 0 compiles (or finds the package in the cache) before the others
+  // look for it there.
+  Expected<std::string> dir = std::string();
+  try {
+    if (world && world->rank() != 0)
+      world->barrier();
+    dir = packageFor(/*training=*/true);
+    if (world && world->rank() == 0)
+      world->barrier();
+  } catch (const mlc::rt::Error &e) {
+    return failAll(e.what());
+  }
+  if (!dir)
+    return failAll(toString(dir.takeError()));
+  try {
+    mlc::rt::Package pkg = mlc::rt::Package::load(*dir);
+    if (worldRanks() > 1 && !agree({{"package", mlc::rt::packageHash(pkg)}}, "a package"))
+      return 1;
+    auto backend = mlc::rt::createBackend(o.device, pkg, /*verbose=*/!world || world->rank() == 0);
+    backend->setCommunicator(world);
+    if (backend->rank() == 0)
+      errs() << "mlc: training " << pkg.paramCount << " parameters ("
+             << (pkg.computeDtype == "bf16" ? "bf16 products, f32 parameters" : pkg.dtype) << ") on "
+             << backend->name()
+             << (worldRanks() > 1 ? " x " + std::to_string(worldRanks()) + " ranks (" +
+                                        world->name() + ")"
+                                  : std::string())
+             << " from " << *dir << "\n";
+    mlc::rt::train(*backend, o);
+  } catch (const mlc::rt::Error &e) {
+    return failAll(e.what());
+  }
+  return 0;
+}
+
+int runForward() {
+  mlc::rt::TrainOptions o;
+  mlc::rt::RunOptions run;
+  try {
+    o = trainOptions();
+  } catch (const mlc::rt::Error &e) {
+    return fail(e.what());
+  }
+  run.outputDir = outputDir;
+  if (run.outputDir.empty())
+    return fail("--output-dir is required");
+  for (const std::string &spec : inputs) {
+    auto [name, file] = StringRef(spec).split('=');
+    if (file.empty())
+      return fail("--input expects NAME=FILE.npy, got '" + spec + "'");
+    run.inputs.push_back({name.str(), file.str()});
+  }
+  if (auto err = takeBatchShapeFromInputs(/*training=*/false))
+    return fail(toString(std::move(err)));
+  auto dir = packageFor(/*training=*/false);
+  if (!dir)
+    return fail(toString(dir.takeError()));
+  try {
+    mlc::rt::Package pkg = mlc::rt::Package::load(*dir);
+    auto backend = mlc::rt::createBackend(o.device, pkg, /*verbose=*/false);
+    mlc::rt::runForward(*backend, o, run);
+  } catch (const mlc::rt::Error &e) {
+    return fail(e.what());
+  }
+  return 0;
+}
+
+int runGenerate() {
+  mlc::rt::TrainOptions weights;
+  mlc::rt::GenerateOptions g;
+  try {
+    weights = trainOptions();
+    for (cl::opt<std::string> *flag : {&genPrompt, &genTokens, &genTemperature, &genTopK,
+                                       &genTokenizer, &genVocab, &genMerges})
+      if (flag->getNumOccurrences())
+        mlc::rt::setGenerateFlag(g, flag->ArgStr.str(), *flag);
+    g.seed = weights.seed;
+  } catch (const mlc::rt::Error &e) {
+    return fail(e.what());
+  }
+  if (!microBatch.getNumOccurrences())
+    microBatch = 1; // one sequence is all generation needs
+  auto dir = packageFor(/*training=*/false);
+  if (!dir)
+    return fail(toString(dir.takeError()));
+  try {
+    mlc::rt::Package pkg = mlc::rt::Package::load(*dir);
+    auto backend = mlc::rt::createBackend(weights.device, pkg, /*verbose=*/false);
+    mlc::rt::generateText(*backend, weights, g, [](const std::string &piece) {
+      outs() << piece;
+      outs().flush(); // each token as it comes
+    });
+    outs() << "\n";
+  } catch (const mlc::rt::Error &e) {
+    return fail(e.what());
+  }
+  return 0;
+}
+
+} // namespace mlc::tool
