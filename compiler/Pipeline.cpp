@@ -28,7 +28,7 @@ llvm::Error runPasses(PassManager &pm, ModuleOp module, const llvm::Twine &what,
   std::string diagnostics;
   llvm::raw_string_ostream os(diagnostics);
   ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &d) {
-    if (withLocations)
+    if (withLocations && !isa<UnknownLoc>(d.getLocation()))
       os << d.getLocation() << ": ";
     os << d << "\n";
     return success();

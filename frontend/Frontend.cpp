@@ -65,7 +65,8 @@ llvm::Error verifyFrontendModule(ModuleOp module, bool training) {
     if (name.getValue() == "loss")
       loss = type && type.getRank() == 0 && isa<FloatType>(type.getElementType());
   }
-  if (training && !loss)
+  // A logits-only import leaves the loss to mlc-infer-loss.
+  if (training && !loss && !forward->hasAttr("mlc.infer_loss"))
     return error("training needs @forward to return a scalar float result marked "
                  "mlc.output = \"loss\"");
   return llvm::Error::success();

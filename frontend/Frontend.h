@@ -27,7 +27,8 @@
 
 namespace mlc {
 
-/// Checks the contract above; `training` also requires the loss.
+/// Checks the contract above; `training` also requires the loss (or
+/// `mlc.infer_loss` on @forward: mlc-infer-loss then builds it).
 llvm::Error verifyFrontendModule(mlir::ModuleOp module, bool training);
 
 } // namespace mlc

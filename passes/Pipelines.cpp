@@ -16,7 +16,11 @@ void buildGraphPipeline(OpPassManager &pm, const GraphPipelineOptions &options) 
   // recognized (builtin graphs have none).
   pm.addPass(createCSEPass());
   pm.addNestedPass<func::FuncOp>(createMlcRecognize());
+  // A logits-only import's loss, from the attention just recognized; then
+  // recognition again, for the loss's own patterns (the shifted
+  // next-token loss). It finds nothing new in any other graph.
   pm.addPass(createMlcInferLoss());
+  pm.addNestedPass<func::FuncOp>(createMlcRecognize());
   if (!options.autocast.empty()) {
     MlcAutocastOptions o;
     o.dtype = options.autocast;

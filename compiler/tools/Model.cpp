@@ -102,7 +102,8 @@ Expected<Graph> buildGraph(mlir::MLIRContext &ctx, int64_t layers) {
     o.microBatch = microBatch;
     o.seqLen = seqLen;
     o.dtype = graphDtype();
-    o.loss = lossSpec;
+    // none: no loss is built or inferred (a forward-only package).
+    o.loss = lossSpec == "none" ? "loss" : std::string(lossSpec);
     o.labels = labelsName;
     for (const std::string &spec : dimSpecs) {
       auto [name, value] = StringRef(spec).split('=');
@@ -120,7 +121,7 @@ Expected<Graph> buildGraph(mlir::MLIRContext &ctx, int64_t layers) {
       return imported.takeError();
     g.module = std::move(imported->module);
     std::string file = sys::path::filename(model).str();
-    std::string loss = lossSpec == "loss" ? "" : ", loss " + lossSpec;
+    std::string loss = lossSpec == "auto" || lossSpec == "loss" ? "" : ", loss " + lossSpec;
     g.description = {"onnx", file + ": " + imported->summary + loss, manifestOptions(),
                      std::move(imported->weights)};
     return std::move(g);
@@ -147,21 +148,48 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
   auto g = buildGraph(ctx, layers);
   if (!g)
     return g.takeError();
-  if (training && g->description.family == "onnx") {
-    auto forward = g->module->lookupSymbol<mlir::func::FuncOp>(mlc::kForwardFn);
-    bool hasLoss = false;
+  bool onnx = g->description.family == "onnx";
+  if (onnx && lossSpec == "none") {
+    if (trainCmd())
+      return createStringError(inconvertibleErrorCode(),
+                               "--loss none compiles @forward only; training needs a loss");
+    training = false;
+  }
+  auto forward = g->module->lookupSymbol<mlir::func::FuncOp>(mlc::kForwardFn);
+  if (training && onnx) {
+    bool hasLoss = forward && forward->hasAttr("mlc.infer_loss"), hasLogits = false;
     for (unsigned i = 0; forward && i < forward.getNumResults(); ++i)
-      if (auto name = forward.getResultAttrOfType<mlir::StringAttr>(i, "mlc.output"))
+      if (auto name = forward.getResultAttrOfType<mlir::StringAttr>(i, "mlc.output")) {
         hasLoss |= name.getValue() == "loss";
+        hasLogits |= name.getValue() == "logits";
+      }
+    if (!hasLoss && hasLogits)
+      return createStringError(inconvertibleErrorCode(),
+                               model + " has no output named 'loss', and its logits cannot be "
+                                       "given one here: it already has an input named '" +
+                                   labelsName + "'; pass --loss causal-lm or masked-lm with "
+                                                "--labels NAME");
     if (!hasLoss)
       return createStringError(inconvertibleErrorCode(),
-                               model + " has no output named 'loss' to train on; a "
-                                       "logits-only export trains with --loss causal-lm "
-                                       "(GPT) or --loss masked-lm (BERT)");
+                               model + " has no output named 'loss' to train on, nor 'logits' "
+                                       "to infer one from; pass --loss NAME (a scalar output)");
   }
+  if (!training && forward)
+    forward->removeAttr("mlc.infer_loss"); // @forward only: no loss to infer
   if (auto err = mlc::runPipeline(*g->module, training, fused.value_or(fuse && !noFuse),
                                   dtype == "bf16" ? "bf16" : ""))
     return std::move(err);
+  forward = g->module->lookupSymbol<mlir::func::FuncOp>(mlc::kForwardFn);
+  if (auto inferred = forward ? forward->getAttrOfType<mlir::StringAttr>("mlc.inferred_loss")
+                              : mlir::StringAttr()) {
+    bool causal = inferred.getValue() == "causal-lm";
+    errs() << "mlc: " << sys::path::filename(model) << " returns no loss: training on the "
+           << inferred.getValue() << " loss ("
+           << (causal ? "its attention is causal" : "bidirectional attention, vocabulary-sized "
+                                                     "logits")
+           << "; --loss overrides)\n";
+    g->description.configText += ", loss " + inferred.getValue().str() + " (inferred)";
+  }
   auto dp = dataParallelOptions();
   if (!dp)
     return dp.takeError();

@@ -103,9 +103,11 @@ cl::opt<bool> noFuse("no-fuse", cl::desc("Run every op as its own kernel"),
 // ONNX models.
 cl::opt<std::string> lossSpec(
     "loss",
-    cl::desc("ONNX: the training loss: the name of a scalar output, or causal-lm / "
-             "masked-lm to compute it from the logits against --labels"),
-    cl::value_desc("name|causal-lm|masked-lm"), cl::init("loss"), cl::sub(compileCmd()),
+    cl::desc("ONNX: the training loss: auto (the output 'loss', else inferred from the "
+             "recognized attention: causal -> causal-lm, bidirectional -> masked-lm), the "
+             "name of a scalar output, causal-lm / masked-lm to compute it from the logits "
+             "against --labels, or none (compile @forward only)"),
+    cl::value_desc("auto|name|causal-lm|masked-lm|none"), cl::init("auto"), cl::sub(compileCmd()),
     cl::sub(trainCmd()), cl::sub(runCmd()), cl::cat(category()));
 cl::opt<std::string> labelsName("labels",
                                 cl::desc("ONNX with --loss causal-lm|masked-lm: the name of "

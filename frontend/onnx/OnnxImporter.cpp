@@ -1675,17 +1675,10 @@ llvm::Error Importer::finish(const onnx::GraphProto &g) {
   bool hasLogits = std::any_of(outputs.begin(), outputs.end(),
                                [&](auto &p) { return p.first == options.logits; });
   std::string loss = options.loss;
-  if (loss == "auto" && !hasLoss) {
-    if (!hasLogits)
-      return error("no output named 'loss' to train on, nor '" + options.logits +
-                   "' to compute one from; pass --loss NAME (a scalar output)");
-    if (values.count(options.labels))
-      return error("the model has an input named '" + options.labels +
-                   "' but no output 'loss'; pass --loss and pick the labels' name with --labels");
+  if (loss == "auto" && !hasLoss && hasLogits && !values.count(options.labels))
     func->setAttr("mlc.infer_loss",
                   b.getDictionaryAttr({b.getNamedAttr("logits", b.getStringAttr(options.logits)),
                                        b.getNamedAttr("labels", b.getStringAttr(options.labels))}));
-  }
   if (loss == "auto")
     loss = "loss";
   if (loss == "causal-lm" || loss == "masked-lm") {
