@@ -14,6 +14,21 @@ symbolic dims ("batch", "sequence").
 needs transformers 4.38.2 beside PyTorch (the test venv has both). Each
 model's HF config goes beside it as NAME.json, so that tests rebuild the
 PyTorch model from the config and the ONNX initializers.
+
+Exports from today's stack (issue 23; test/onnx/Inputs/modern, README.md
+there): torch >= 2.9's default dynamo exporter on transformers 5.x, made in a
+side venv that CI never needs (the files are committed), with their torch
+references (logits, 10 AdamW steps, weights in HF names) and INVENTORY.md:
+
+  /usr/bin/python3 -m venv /work/modern-venv
+  /work/modern-venv/bin/pip install torch transformers onnx onnxscript onnxruntime numpy safetensors
+  /work/modern-venv/bin/python scripts/export_onnx_fixtures.py --modern test/onnx/Inputs/modern
+
+then, with the test venv (torch 1.13), TorchScript re-exports of the same
+weights that today's importer takes, checked against those references by
+test/onnx/modern-references.test:
+
+  build/venv/bin/python scripts/export_onnx_fixtures.py --modern-torchscript test/onnx/Inputs/modern
 """
 
 import copy
@@ -22,7 +37,7 @@ import sys
 
 import numpy as np
 
-try:  # not needed by --opset18
+try:  # not needed by --opset18 (--modern: the side venv's torch and transformers)
     import torch
     import transformers
     from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
@@ -547,6 +562,78 @@ def modern(out_dir):
     print(f"{out_dir}/INVENTORY.md written")
 
 
+
+def modern_torchscript(out_dir):
+    """--modern-torchscript OUT_DIR (the test venv: torch 1.13, transformers
+    4.38.2): the --modern models' initial weights exported by the TorchScript
+    exporter that today's importer takes (opset 17, no constant folding), as
+    FAMILY-torchscript-opset17.onnx with a NAME.json whose references are the
+    dynamo fixtures' (same weights), so that modern_parity.py and its
+    references are checked against today's mlc."""
+    import json
+    import onnx
+    import onnxruntime
+    from safetensors.torch import load_file
+    torch.set_num_threads(1)
+    versions = {"torch": torch.__version__, "transformers": transformers.__version__,
+                "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__,
+                "numpy": np.__version__, "python": sys.version.split()[0]}
+    for family in ("gpt2", "bert"):
+        base = f"{family}-dynamo"
+        src = json.load(open(os.path.join(out_dir, base + "-opset20-noopt.json")))
+        model = modern_model(family)
+        model.load_state_dict(load_file(os.path.join(out_dir, base + "-init.safetensors")),
+                              strict=True)
+        model.eval()
+        model.config.return_dict = False
+        ref = dict(np.load(os.path.join(out_dir, src["reference"])))
+        names = list(src["inputs"])
+        b = {n: torch.from_numpy(ref["export_" + n]) for n in names}
+        with torch.no_grad():
+            own = model(**b)[0].numpy()
+        own_diff = float(np.max(np.abs(own - ref["export_logits"])) /
+                         np.max(np.abs(ref["export_logits"])))
+        name = f"{family}-torchscript-opset17"
+        path = os.path.join(out_dir, name + ".onnx")
+        axes = {n: {0: "batch", 1: "sequence"} for n in names + ["logits"]}
+        torch.onnx.export(model, (b["input_ids"], {n: b[n] for n in names[1:]}), path,
+                          input_names=names, output_names=["logits"], dynamic_axes=axes,
+                          opset_version=17, do_constant_folding=False,
+                          training=torch.onnx.TrainingMode.EVAL)
+        _, init_map, consts, hf_unmatched, proto = modern_inventory(path, name,
+                                                                    model.state_dict())
+        ort_res = modern_check_ort(path, ref, family, names)
+        worst = max(r["max_rel_diff"] for r in ort_res.values())
+        print(f"{name}: {os.path.getsize(path)} bytes; onnxruntime vs the stored torch 2.15 "
+              f"logits: max rel diff {worst:.2e}; torch 1.13 vs them {own_diff:.2e}")
+        assert worst <= 1e-5 and own_diff <= 1e-5
+        meta = dict(src)
+        meta.update({
+            "name": name, "versions": versions,
+            "export_call": "torch.onnx.export(model, (input_ids, {...}), path, input_names=%s, "
+                           "output_names=['logits'], dynamic_axes={batch, sequence}, "
+                           "opset_version=17, do_constant_folding=False, "
+                           "training=TrainingMode.EVAL)" % names,
+            "export_kwargs": {"exporter": "torchscript", "opset_version": 17,
+                              "do_constant_folding": False},
+            "opset": 17,
+            "opset_import": {o.domain or "ai.onnx": o.version for o in proto.opset_import},
+            "optimized": False, "external_data": None,
+            "inputs": {i.name: tensor_type(i.type) for i in proto.graph.input},
+            "outputs": {o.name: tensor_type(o.type) for o in proto.graph.output},
+            "references_from": "the dynamo fixtures' (" + src["reference"] + ", torch " +
+                               src["versions"]["torch"] + ", transformers " +
+                               src["versions"]["transformers"] + "): the same weights",
+            "torch_1_13_vs_reference_logits": own_diff,
+            "onnxruntime_vs_torch": ort_res,
+            "initializer_to_hf": init_map,
+            "hf_without_initializer": hf_unmatched,
+            "constant_initializers": len(consts),
+        })
+        with open(os.path.join(out_dir, name + ".json"), "w") as f:
+            json.dump(meta, f, indent=1)
+
+
 if __name__ == "__main__":
     # --corpus: the same exports of minute models (a few KB), the ONNX fuzz
     # target's seed corpus (fuzz/corpus/onnx).
@@ -554,6 +641,10 @@ if __name__ == "__main__":
     paths = [a for a in sys.argv[1:] if not a.startswith("--")]
     if len(paths) != 1:
         sys.exit(__doc__)
+    if "--modern-torchscript" in sys.argv:
+        assert transformers.__version__ == "4.38.2", transformers.__version__
+        modern_torchscript(paths[0])
+        sys.exit(0)
     if "--modern" in sys.argv:
         modern(paths[0])
         sys.exit(0)
