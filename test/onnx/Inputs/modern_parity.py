@@ -61,7 +61,8 @@ args = ap.parse_args()
 
 names = args.fixture
 if names == ["all"]:
-    names = sorted(os.path.basename(p)[:-len(".json")] for p in glob.glob(os.path.join(HERE, "*.json"))
+    names = sorted(os.path.basename(p)[:-len(".json")]
+                   for p in glob.glob(os.path.join(HERE, "*.json"))
                    if not p.endswith("-config.json"))
 if args.onnx and len(names) != 1:
     sys.exit("--onnx needs exactly one --fixture")
