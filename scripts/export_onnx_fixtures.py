@@ -325,6 +325,13 @@ def modern_inventory(path, name, state):
     m = onnx.load(path)
     g = m.graph
     types = {}
+    # Values the file gives no type: onnx's shape inference's, marked "~".
+    try:
+        inferred = onnx.shape_inference.infer_shapes(m).graph.value_info
+    except Exception:  # noqa: BLE001 (the listing then shows "?")
+        inferred = []
+    for vi in inferred:
+        types[vi.name] = tensor_type(vi.type) + "~"
     for vi in list(g.input) + list(g.output) + list(g.value_info):
         types[vi.name] = tensor_type(vi.type)
     inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
@@ -357,6 +364,12 @@ def modern_inventory(path, name, state):
     attrs = collections.defaultdict(set)
     intbool = collections.Counter()
     lines = []
+    # Which values depend on the graph inputs' values (not only on their
+    # shapes: Shape's output does not): int/bool ones among them are what an
+    # importer cannot evaluate once it has fixed the shapes.
+    by_value = {i.name for i in g.input if i.name not in inits}
+    consumers = collections.defaultdict(list)
+    value_intbool = collections.Counter()
     for node in g.node:
         key = (node.domain or "ai.onnx", node.op_type)
         rows[key] += 1
@@ -364,8 +377,16 @@ def modern_inventory(path, name, state):
         if sig:
             attrs[key].add(sig)
         outs = [types.get(o, "?") for o in node.output]
-        if any(t.startswith(("int", "bool", "uint")) for t in outs):
+        is_intbool = any(t.startswith(("int", "bool", "uint")) for t in outs)
+        if is_intbool:
             intbool[key] += 1
+        for i in node.input:
+            if i in by_value and i in {x.name for x in g.input}:
+                consumers[i].append(node.op_type)
+        if node.op_type != "Shape" and any(i in by_value for i in node.input):
+            by_value.update(node.output)
+            if is_intbool:
+                value_intbool[node.op_type] += 1
         ins = ", ".join(f"{i}:{types.get(i, '?')}" if i else "<none>" for i in node.input)
         lines.append(f"{node.op_type}{'[' + node.domain + ']' if node.domain else ''}"
                      f"({ins}) -> {', '.join(node.output)}:{', '.join(outs)}"
@@ -389,9 +410,16 @@ def modern_inventory(path, name, state):
                 f.write(f"  {node.op_type}({', '.join(node.input)}) -> {', '.join(node.output)}\n")
 
     md = [f"## {name}", ""]
+    raw = onnx.load(path, load_external_data=False)
+    ext = collections.Counter(
+        next(e.value for e in t.external_data if e.key == "location")
+        for t in raw.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL)
+    inline = sum(1 for t in raw.graph.initializer
+                 if t.data_location != onnx.TensorProto.EXTERNAL)
     md.append(f"- file: `{os.path.basename(path)}` ({os.path.getsize(path)} bytes"
-              + (f", external data {os.path.getsize(path + '.data')} bytes in "
-                 f"`{os.path.basename(path)}.data`" if os.path.exists(path + ".data") else "")
+              + "".join(f", {c} initializers in external data `{loc}` "
+                        f"({os.path.getsize(os.path.join(os.path.dirname(path), loc))} bytes), "
+                        f"{inline} inline" for loc, c in ext.items())
               + f"), ir_version {m.ir_version}, producer {m.producer_name} {m.producer_version}")
     md.append("- opset_import: " + ", ".join(f"`{o.domain or 'ai.onnx'}` {o.version}"
                                              for o in m.opset_import))
@@ -403,6 +431,13 @@ def modern_inventory(path, name, state):
               f"transposed), {len(consts)} constants"
               + (f"; HF state_dict entries with no initializer: {', '.join(hf_unmatched)}"
                  if hf_unmatched else ""))
+    md.append("- graph inputs' direct consumers: " + "; ".join(
+        f"`{i}` -> " + ", ".join(f"{op} x{c}" if c > 1 else op
+                                 for op, c in collections.Counter(ops).items())
+        for i, ops in consumers.items()))
+    md.append("- int/bool nodes computed from input *values* (not foldable once shapes are "
+              "fixed): " + (", ".join(f"{op} x{c}" for op, c in sorted(value_intbool.items()))
+                            or "none (all int/bool work derives from shapes and constants)"))
     md.append(f"- nodes: {len(g.node)}; value_info: {len(g.value_info)}; local functions: "
               f"{len(m.functions)}"
               + (" (" + ", ".join(f"{f.domain}::{f.name}" for f in m.functions) + ")"
@@ -472,11 +507,20 @@ def modern(out_dir):
         variants = list(MODERN_VARIANTS)
         if family == "gpt2":
             variants.append(("opset20-extdata", {"external_data": True}))
+            # Every parameter in a side file of another name. (size_threshold=0,
+            # which moves the int64 shape constants too, makes a file that
+            # onnxruntime 1.32 refuses: "Cannot parse data from external
+            # tensors" in Unsqueeze's shape inference.)
+            variants.append(("opset20-extdata-weights", {"_save": "onnx.save_model(proto, path, "
+                             "save_as_external_data=True, all_tensors_to_one_file=True, "
+                             "location=NAME.weights, size_threshold=64)"}))
         for suffix, kwargs in variants:
             name = f"{base}-{suffix}"
             path = os.path.join(out_dir, name + ".onnx")
-            for stale in (path, path + ".data"):
-                if os.path.exists(stale):
+            side = path + ".data" if kwargs.get("external_data") else (
+                os.path.join(out_dir, name + ".weights") if "_save" in kwargs else None)
+            for stale in (path, side):
+                if stale and os.path.exists(stale):
                     os.remove(stale)
             meta = {"name": name, "family": family, "versions": versions,
                     "export_call": "torch.onnx.export(model, (), kwargs={" +
@@ -484,12 +528,18 @@ def modern(out_dir):
                     "Dim('batch'), 1: Dim('sequence', max=%d)}}, input_names=%s, "
                     "output_names=['logits'], dynamo=True%s)" % (
                         MODERN_SIZE["positions"], names,
-                        "".join(f", {k}={v!r}" for k, v in kwargs.items())),
+                        "".join(f", {k}={v!r}" for k, v in kwargs.items() if k != "_save"))
+                    + (", then " + kwargs["_save"] if "_save" in kwargs else ""),
                     "export_kwargs": kwargs}
             try:
-                prog = modern_export(model, family, path, batches["export"], kwargs)
+                prog = modern_export(model, family, path, batches["export"],
+                                     {k: v for k, v in kwargs.items() if k != "_save"})
                 if kwargs.get("external_data"):
                     prog.save(path, external_data=True)
+                elif "_save" in kwargs:
+                    onnx.save_model(prog.model_proto, path, save_as_external_data=True,
+                                    all_tensors_to_one_file=True,
+                                    location=os.path.basename(side), size_threshold=64)
                 else:
                     prog.save(path)
             except Exception as e:  # an opset the exporter refuses: say what happened
@@ -512,8 +562,7 @@ def modern(out_dir):
                 "opset": opset,
                 "opset_import": {o.domain or "ai.onnx": o.version for o in proto.opset_import},
                 "optimized": kwargs.get("optimize", True),
-                "external_data": (os.path.basename(path) + ".data"
-                                  if os.path.exists(path + ".data") else None),
+                "external_data": os.path.basename(side) if side else None,
                 "inputs": {i.name: tensor_type(i.type) for i in proto.graph.input},
                 "outputs": {o.name: tensor_type(o.type) for o in proto.graph.output},
                 "config": base + "-config.json",
@@ -554,8 +603,8 @@ def modern(out_dir):
             })
             with open(os.path.join(out_dir, name + ".json"), "w") as f:
                 json.dump(meta, f, indent=1)
-            for p in (path, path + ".data"):
-                if os.path.exists(p):
+            for p in (path, side):
+                if p:
                     assert os.path.getsize(p) < 1.5e6, p
     with open(os.path.join(out_dir, "INVENTORY.md"), "w") as f:
         f.write("\n".join(inventory) + "\n")
