@@ -8,7 +8,8 @@ For each fixture (NAME of modern/NAME.onnx, or `all`):
 - with --train: the per-step losses of `mlc train NAME.onnx --loss causal-lm
   | masked-lm` for 10 AdamW steps on the stored batches, with the stored
   hyperparameters (decay on rank >= 2 parameters, global clipping, constant
-  lr), against torch's (relative, <= --loss-tol);
+  lr), against torch's (relative, <= --loss-tol), and so their gradient
+  norms before clipping;
 - with --train --weights: `mlc train --save`'s weights against torch's after
   the same 10 steps (FAMILY-dynamo-trained.safetensors), through the JSON's
   initializer -> HF name map (optimized exports rename some weights val_N,
@@ -170,7 +171,8 @@ def check(name):
     if err:
         report(err, False)
         return
-    got = [json.loads(line)["loss"] for line in open(log) if line.strip()]
+    rows = [json.loads(line) for line in open(log) if line.strip()]
+    got = [r["loss"] for r in rows]
     want = ref["train_losses"]
     if len(got) != len(want):
         report(f"{name} train: {len(got)} steps logged, want {len(want)}", False)
@@ -181,6 +183,11 @@ def check(name):
            f"{worst:.1e} (tol {args.loss_tol:g})", ok)
     if not ok:
         print(f"  mlc   {got}\n  torch {want.tolist()}")
+    if all("grad_norm" in r for r in rows):
+        norms = ref["train_grad_norms"]
+        worst = max(abs(r["grad_norm"] - w) / w for r, w in zip(rows, norms))
+        report(f"{name} train: gradient norms before clipping, max rel diff {worst:.1e} "
+               f"(tol {args.loss_tol:g})", worst <= args.loss_tol)
     if not args.weights:
         return
     trained = read_safetensors(os.path.join(HERE, meta["weights"]["trained"]))
