@@ -575,6 +575,8 @@ def modern(out_dir):
                     "train_batches": {n: "train_" + n for n in names + ["labels"]},
                     "train_losses": "train_losses",
                     "train_grad_norms": "train_grad_norms (before clipping)"},
+                "input_values": {tag: {n: ref[f"{tag}_{n}"].tolist() for n in names}
+                                 for tag in MODERN_SHAPES},
                 "logits_summary": {tag: {
                     "shape": list(ref[tag + "_logits"].shape),
                     "sha256_f32": hashlib.sha256(ref[tag + "_logits"].tobytes()).hexdigest(),
