@@ -14,12 +14,30 @@ symbolic dims ("batch", "sequence").
 needs transformers 4.38.2 beside PyTorch (the test venv has both). Each
 model's HF config goes beside it as NAME.json, so that tests rebuild the
 PyTorch model from the config and the ONNX initializers.
+
+Exports from today's stack (issue 23; test/onnx/Inputs/modern, README.md
+there): torch >= 2.9's default dynamo exporter on transformers 5.x, made in a
+side venv that CI never needs (the files are committed), with their torch
+references (logits, 10 AdamW steps, weights in HF names) and INVENTORY.md:
+
+  /usr/bin/python3 -m venv /work/modern-venv
+  /work/modern-venv/bin/pip install torch transformers onnx onnxscript onnxruntime numpy safetensors
+  /work/modern-venv/bin/python scripts/export_onnx_fixtures.py --modern test/onnx/Inputs/modern
+
+then, with the test venv (torch 1.13), TorchScript re-exports of the same
+weights that today's importer takes, checked against those references by
+test/onnx/modern-references.test:
+
+  build/venv/bin/python scripts/export_onnx_fixtures.py --modern-torchscript test/onnx/Inputs/modern
 """
 
+import copy
 import os
 import sys
 
-try:  # not needed by --opset18
+import numpy as np
+
+try:  # not needed by --opset18 (--modern: the side venv's torch and transformers)
     import torch
     import transformers
     from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
@@ -116,6 +134,557 @@ def convert_to_opset18(out_dir):
         print(f"{dst}.onnx: converted from {src}")
 
 
+# ---------------------------------------------------------------------------
+# --modern OUT_DIR: exports from today's stack (torch >= 2.9's default dynamo
+# exporter, transformers 5.x), with their references. Run it with a side
+# venv's python (never the test venv):
+#
+#   /usr/bin/python3 -m venv /work/modern-venv
+#   /work/modern-venv/bin/pip install torch transformers onnx onnxscript \
+#       onnxruntime numpy safetensors
+#   /work/modern-venv/bin/python scripts/export_onnx_fixtures.py --modern test/onnx/Inputs/modern
+#
+# Per family (gpt2, bert), one seeded random model exported several ways:
+#   FAMILY-dynamo-opset20         the default: opset 20, onnx optimizer on
+#   FAMILY-dynamo-opset20-noopt   optimize=False (HF names on every parameter)
+#   FAMILY-dynamo-opset18         opset_version=18
+#   FAMILY-dynamo-opset23         opset_version=23
+#   gpt2-dynamo-opset20-extdata   external_data=True (initializers in .onnx.data)
+# each with NAME.json (versions, opset, shapes, onnxruntime's agreement, the
+# initializer <-> HF name map) and NAME.nodes.txt (the graph, a node a line).
+# Shared by a family's exports (same weights):
+#   FAMILY-dynamo-ref.npz     input ids and torch logits at the exported shape
+#                             and a smaller one; the 10 training batches and
+#                             torch's AdamW losses
+#   FAMILY-dynamo-init.safetensors / -trained.safetensors
+#                             the weights (HF state_dict names, strict-loadable)
+#                             before and after the 10 AdamW steps
+#   FAMILY-dynamo-config.json the HF config
+# INVENTORY.md: ops, opsets, int/bool computations of every export.
+# ---------------------------------------------------------------------------
+
+MODERN_SIZE = {"vocab": 256, "positions": 64, "hidden": 64, "layers": 2, "heads": 4}
+MODERN_SHAPES = {"export": (2, 16), "small": (1, 8)}
+# The training reference: mlc train's AdamW (decoupled decay on rank >= 2
+# parameters only, global gradient-norm clipping, constant lr), i.e.
+#   mlc train NAME.onnx --loss causal-lm|masked-lm --batches DIR --steps 10
+#     --lr 1e-3 --lr-schedule constant --weight-decay 0.01 --beta1 0.9
+#     --beta2 0.999 --eps 1e-8 --clip-grad 1.0
+MODERN_ADAMW = {"steps": 10, "lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01,
+                "clip_grad_norm": 1.0, "lr_schedule": "constant", "warmup": 0,
+                "decay": "parameters of rank >= 2 (matrices); biases, LayerNorm weights and biases "
+                         "get weight_decay 0 (mlc's convention, test/integration/Inputs/"
+                         "torch_models.py adamw)"}
+MODERN_VARIANTS = [
+    # suffix, torch.onnx.export keyword arguments
+    ("opset20", {}),
+    ("opset20-noopt", {"optimize": False}),
+    ("opset18", {"opset_version": 18}),
+    ("opset23", {"opset_version": 23}),
+]
+MASK_ID = MODERN_SIZE["vocab"] - 1  # BERT's stand-in [MASK] token
+
+
+def modern_model(family):
+    z = MODERN_SIZE
+    if family == "gpt2":
+        cfg = GPT2Config(vocab_size=z["vocab"], n_positions=z["positions"], n_embd=z["hidden"],
+                         n_layer=z["layers"], n_head=z["heads"], resid_pdrop=0.0, embd_pdrop=0.0,
+                         attn_pdrop=0.0, summary_first_dropout=0.0, use_cache=False,
+                         bos_token_id=0, eos_token_id=0)
+        return GPT2LMHeadModel(cfg)
+    cfg = BertConfig(vocab_size=z["vocab"], hidden_size=z["hidden"], num_hidden_layers=z["layers"],
+                     num_attention_heads=z["heads"], intermediate_size=4 * z["hidden"],
+                     max_position_embeddings=z["positions"], hidden_dropout_prob=0.0,
+                     attention_probs_dropout_prob=0.0, pad_token_id=0)
+    return BertForMaskedLM(cfg)
+
+
+def modern_batch(family, g, B, S):
+    """One batch of int64 inputs (torch tensors) in forward-signature order,
+    plus its labels: input_ids for GPT-2 (HF and mlc shift them), for BERT the
+    original token at ~30% of the unpadded positions (their inputs replaced by
+    MASK_ID), -100 elsewhere."""
+    V = MODERN_SIZE["vocab"]
+    ids = torch.randint(1, V - 1, (B, S), generator=g)
+    if family == "gpt2":
+        return {"input_ids": ids}, ids.clone()
+    mask = torch.ones(B, S, dtype=torch.int64)
+    mask[-1, S * 3 // 4:] = 0  # the last sequence is padded
+    chosen = (torch.rand(B, S, generator=g) < 0.3) & (mask == 1)
+    chosen[0, 1] = True  # never an empty loss
+    labels = torch.where(chosen, ids, torch.full_like(ids, -100))
+    inputs = torch.where(chosen, torch.full_like(ids, MASK_ID), ids)
+    types = torch.zeros_like(ids)
+    types[:, S // 2:] = 1
+    types[mask == 0] = 0
+    return {"input_ids": inputs, "attention_mask": mask, "token_type_ids": types}, labels
+
+
+def modern_references(family, seed):
+    """The model at its initial weights, its logits at both shapes, and 10
+    AdamW steps in torch (losses, gradient norms, trained weights)."""
+    torch.manual_seed(seed)
+    model = modern_model(family).eval()
+    # HF initializes biases to 0 and LayerNorm weights to 1: perturb every
+    # vector so that each parameter is distinct (the initializer <-> HF name
+    # map is unambiguous, and biases and norms count in the references).
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() < 2:
+                p.add_(0.1 * torch.randn_like(p))
+    init = copy.deepcopy(model.state_dict())
+    g = torch.Generator().manual_seed(seed + 1)
+    ref = {}
+    batches = {}
+    for tag, (B, S) in MODERN_SHAPES.items():
+        b, labels = modern_batch(family, g, B, S)
+        with torch.no_grad():
+            ref[tag + "_logits"] = model(**b).logits.numpy().astype(np.float32)
+        for k, v in b.items():
+            ref[f"{tag}_{k}"] = v.numpy()
+        batches[tag] = b
+    B, S = MODERN_SHAPES["export"]
+    steps = [modern_batch(family, g, B, S) for _ in range(MODERN_ADAMW["steps"])]
+    for k in steps[0][0]:
+        ref["train_" + k] = np.stack([s[0][k].numpy() for s in steps])
+    ref["train_labels"] = np.stack([s[1].numpy() for s in steps])
+
+    # Training: dropout is 0 in the config, so train mode is deterministic.
+    trained = copy.deepcopy(model).train()
+    params = dict(trained.named_parameters())  # tied weights appear once
+    a = MODERN_ADAMW
+    decay = [p for p in params.values() if p.dim() >= 2]
+    no_decay = [p for p in params.values() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=a["lr"], betas=tuple(a["betas"]), eps=a["eps"])
+    losses, norms = [], []
+    for b, labels in steps:
+        opt.zero_grad()
+        loss = trained(**b, labels=labels).loss
+        loss.backward()
+        norms.append(float(torch.nn.utils.clip_grad_norm_(list(params.values()),
+                                                          a["clip_grad_norm"])))
+        opt.step()
+        losses.append(loss.item())
+    ref["train_losses"] = np.array(losses, dtype=np.float64)
+    ref["train_grad_norms"] = np.array(norms, dtype=np.float64)
+    trained_state = {k: v.detach().clone() for k, v in trained.state_dict().items()}
+    return model, init, trained_state, ref, batches
+
+
+def modern_export(model, family, path, batch, kwargs):
+    """torch.onnx.export as today's users call it: the HF model itself, the
+    default dynamo exporter, symbolic batch and sequence."""
+    batch_dim = torch.export.Dim("batch")
+    seq_dim = torch.export.Dim("sequence", max=MODERN_SIZE["positions"])
+    shapes = {k: {0: batch_dim, 1: seq_dim} for k in batch}
+    prog = torch.onnx.export(model, (), kwargs=dict(batch), dynamic_shapes=shapes,
+                             input_names=list(batch), output_names=["logits"], dynamo=True,
+                             **kwargs)
+    return prog
+
+
+def tensor_type(t):
+    import onnx
+    if not t.HasField("tensor_type"):
+        return str(t)
+    tt = t.tensor_type
+    dims = [d.dim_param or (str(d.dim_value) if d.HasField("dim_value") else "?")
+            for d in tt.shape.dim] if tt.HasField("shape") else None
+    et = onnx.TensorProto.DataType.Name(tt.elem_type).lower()
+    return et + ("[" + ",".join(dims) + "]" if dims is not None else "[unranked]")
+
+
+def attr_text(a):
+    import onnx
+    from onnx import helper
+    v = helper.get_attribute_value(a)
+    if a.type == onnx.AttributeProto.TENSOR:
+        arr = onnx.numpy_helper.to_array(v)
+        return f"{a.name}=tensor<{arr.dtype}{list(arr.shape)}>" + (
+            f"({arr.reshape(-1)[:4].tolist()})" if arr.size <= 4 else "")
+    if a.type == onnx.AttributeProto.GRAPH:
+        return f"{a.name}=<graph>"
+    if isinstance(v, bytes):
+        v = v.decode()
+    if isinstance(v, float):
+        v = float(f"{v:.6g}")
+    if a.name == "to":
+        v = onnx.TensorProto.DataType.Name(v).lower()
+    return f"{a.name}={v}"
+
+
+def modern_inventory(path, name, state):
+    """The graph of one export: its op inventory (INVENTORY.md's section),
+    its node list (NAME.nodes.txt), and its initializer <-> HF name map."""
+    import collections
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load(path)
+    g = m.graph
+    types = {}
+    # Values the file gives no type: onnx's shape inference's, marked "~".
+    try:
+        inferred = onnx.shape_inference.infer_shapes(m).graph.value_info
+    except Exception:  # noqa: BLE001 (the listing then shows "?")
+        inferred = []
+    for vi in inferred:
+        types[vi.name] = tensor_type(vi.type) + "~"
+    for vi in list(g.input) + list(g.output) + list(g.value_info):
+        types[vi.name] = tensor_type(vi.type)
+    inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    for n, a in inits.items():
+        types[n] = f"{a.dtype}{list(a.shape)}".replace("float32", "float").replace(" ", "")
+    # Initializer <-> HF state_dict: equal (or transposed) tensors.
+    hf = {k: v.numpy() for k, v in state.items()}
+    init_map, unmatched_init = {}, []
+    matched_hf = set()
+    for n, a in inits.items():
+        hit, rel = [], None
+        if a.dtype == np.float32 and a.ndim >= 1 and a.size > 1:
+            for k, v in hf.items():
+                if v.shape == a.shape and np.array_equal(v, a):
+                    hit.append(k)
+                    rel = "equal"
+                elif v.ndim == 2 and v.T.shape == a.shape and np.array_equal(v.T, a):
+                    hit.append(k)
+                    rel = "transposed"
+        matched_hf.update(hit)
+        if hit:
+            # hf: every state_dict name of that tensor (tied weights: all aliases)
+            init_map[n] = {"hf": hit, "relation": rel, "shape": list(a.shape)}
+        else:
+            unmatched_init.append(n)
+    # A state_dict entry whose tensor is another's (tied) matches it too.
+    hf_unmatched = [k for k in hf if k not in matched_hf]
+
+    rows = collections.Counter()
+    attrs = collections.defaultdict(set)
+    intbool = collections.Counter()
+    lines = []
+    # Which values depend on the graph inputs' values (not only on their
+    # shapes: Shape's output does not): int/bool ones among them are what an
+    # importer cannot evaluate once it has fixed the shapes.
+    by_value = {i.name for i in g.input if i.name not in inits}
+    consumers = collections.defaultdict(list)
+    value_intbool = collections.Counter()
+    for node in g.node:
+        key = (node.domain or "ai.onnx", node.op_type)
+        rows[key] += 1
+        sig = " ".join(attr_text(a) for a in node.attribute)
+        if sig:
+            attrs[key].add(sig)
+        outs = [types.get(o, "?") for o in node.output]
+        is_intbool = any(t.startswith(("int", "bool", "uint")) for t in outs)
+        if is_intbool:
+            intbool[key] += 1
+        for i in node.input:
+            if i in by_value and i in {x.name for x in g.input}:
+                consumers[i].append(node.op_type)
+        if node.op_type != "Shape" and any(i in by_value for i in node.input):
+            by_value.update(node.output)
+            if is_intbool:
+                value_intbool[node.op_type] += 1
+        ins = ", ".join(f"{i}:{types.get(i, '?')}" if i else "<none>" for i in node.input)
+        lines.append(f"{node.op_type}{'[' + node.domain + ']' if node.domain else ''}"
+                     f"({ins}) -> {', '.join(node.output)}:{', '.join(outs)}"
+                     + (f"  {{{sig}}}" if sig else ""))
+    with open(path[:-len(".onnx")] + ".nodes.txt", "w") as f:
+        f.write(f"# {name}: {len(g.node)} nodes, node order as stored; NAME:TYPE\n")
+        for i in g.input:
+            f.write(f"input {i.name}:{tensor_type(i.type)}\n")
+        for o in g.output:
+            f.write(f"output {o.name}:{tensor_type(o.type)}\n")
+        for n, a in inits.items():
+            tag = init_map.get(n)
+            val = f" = {a.reshape(-1)[:6].tolist()}" if a.size <= 6 else ""
+            f.write(f"initializer {n}:{types[n]}{val}"
+                    + (f"  (HF {' = '.join(tag['hf'])}, {tag['relation']})" if tag else "") + "\n")
+        f.write("\n".join(lines) + "\n")
+        for fn in m.functions:
+            f.write(f"\nfunction {fn.domain}::{fn.name}({', '.join(fn.input)}) -> "
+                    f"{', '.join(fn.output)}\n")
+            for node in fn.node:
+                f.write(f"  {node.op_type}({', '.join(node.input)}) -> {', '.join(node.output)}\n")
+
+    md = [f"## {name}", ""]
+    raw = onnx.load(path, load_external_data=False)
+    ext = collections.Counter(
+        next(e.value for e in t.external_data if e.key == "location")
+        for t in raw.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL)
+    inline = sum(1 for t in raw.graph.initializer
+                 if t.data_location != onnx.TensorProto.EXTERNAL)
+    md.append(f"- file: `{os.path.basename(path)}` ({os.path.getsize(path)} bytes"
+              + "".join(f", {c} initializers in external data `{loc}` "
+                        f"({os.path.getsize(os.path.join(os.path.dirname(path), loc))} bytes), "
+                        f"{inline} inline" for loc, c in ext.items())
+              + f"), ir_version {m.ir_version}, producer {m.producer_name} {m.producer_version}")
+    md.append("- opset_import: " + ", ".join(f"`{o.domain or 'ai.onnx'}` {o.version}"
+                                             for o in m.opset_import))
+    md.append("- inputs: " + ", ".join(f"`{i.name}: {tensor_type(i.type)}`" for i in g.input))
+    md.append("- outputs: " + ", ".join(f"`{o.name}: {tensor_type(o.type)}`" for o in g.output))
+    consts = [n for n in unmatched_init]
+    md.append(f"- initializers: {len(inits)}: {len(init_map)} parameters (HF tensors, "
+              f"{sum(1 for v in init_map.values() if v['relation'] == 'transposed')} of them "
+              f"transposed), {len(consts)} constants"
+              + (f"; HF state_dict entries with no initializer: {', '.join(hf_unmatched)}"
+                 if hf_unmatched else ""))
+    md.append("- graph inputs' direct consumers: " + "; ".join(
+        f"`{i}` -> " + ", ".join(f"{op} x{c}" if c > 1 else op
+                                 for op, c in collections.Counter(ops).items())
+        for i, ops in consumers.items()))
+    md.append("- int/bool nodes computed from input *values* (not foldable once shapes are "
+              "fixed): " + (", ".join(f"{op} x{c}" for op, c in sorted(value_intbool.items()))
+                            or "none (all int/bool work derives from shapes and constants)"))
+    md.append(f"- nodes: {len(g.node)}; value_info: {len(g.value_info)}; local functions: "
+              f"{len(m.functions)}"
+              + (" (" + ", ".join(f"{f.domain}::{f.name}" for f in m.functions) + ")"
+                 if m.functions else ""))
+    md.append("")
+    md.append("| domain | op_type | count | int/bool outputs | attributes (distinct) |")
+    md.append("|---|---|---|---|---|")
+    for (dom, op), c in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        at = "; ".join(sorted(attrs[(dom, op)]))
+        md.append(f"| {dom} | {op} | {c} | {intbool[(dom, op)] or ''} | {at} |")
+    md.append("")
+    return "\n".join(md), init_map, consts, hf_unmatched, m
+
+
+def modern_check_ort(path, ref, family, names):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    out = {}
+    for tag in MODERN_SHAPES:
+        feed = {n: ref[f"{tag}_{n}"] for n in names}
+        got = sess.run(["logits"], feed)[0]
+        want = ref[tag + "_logits"]
+        diff = float(np.max(np.abs(got - want)))
+        out[tag] = {"max_abs_diff": diff, "max_rel_diff": diff / float(np.max(np.abs(want)))}
+    return out
+
+
+def modern(out_dir):
+    import hashlib
+    import json
+    import onnx
+    import onnxruntime
+    import onnxscript
+    from safetensors.torch import save_file
+    os.makedirs(out_dir, exist_ok=True)
+    torch.set_num_threads(1)
+    versions = {"torch": torch.__version__, "transformers": transformers.__version__,
+                "onnx": onnx.__version__, "onnxscript": onnxscript.__version__,
+                "onnxruntime": onnxruntime.__version__, "numpy": np.__version__,
+                "python": sys.version.split()[0]}
+    print(versions)
+    inventory = ["# ONNX exports from today's stack: op inventory", "",
+                 "Generated by `scripts/export_onnx_fixtures.py --modern` (see its docstring) "
+                 "with " + ", ".join(f"{k} {v}" for k, v in versions.items()) + ".", "",
+                 "`int/bool outputs`: how many of the op's nodes produce an integer or bool "
+                 "tensor (shape arithmetic, masks, indices). The per-node listing of each "
+                 "export is NAME.nodes.txt beside it; what stands out is in README.md.", ""]
+    for fi, family in enumerate(("gpt2", "bert")):
+        seed = 2000 + fi
+        model, init, trained, ref, batches = modern_references(family, seed)
+        base = f"{family}-dynamo"
+        np.savez(os.path.join(out_dir, base + "-ref.npz"), **ref)
+        tied = {}
+        by_ptr = {}
+        for k, v in model.state_dict().items():
+            by_ptr.setdefault(v.data_ptr(), []).append(k)
+        tied = [ks for ks in by_ptr.values() if len(ks) > 1]
+        save_file({k: v.clone().contiguous() for k, v in init.items()},
+                  os.path.join(out_dir, base + "-init.safetensors"))
+        save_file({k: v.clone().contiguous() for k, v in trained.items()},
+                  os.path.join(out_dir, base + "-trained.safetensors"))
+        with open(os.path.join(out_dir, base + "-config.json"), "w") as f:
+            f.write(model.config.to_json_string())
+        names = list(batches["export"])
+        variants = list(MODERN_VARIANTS)
+        if family == "gpt2":
+            variants.append(("opset20-extdata", {"external_data": True}))
+            # Every parameter in a side file of another name. (size_threshold=0,
+            # which moves the int64 shape constants too, makes a file that
+            # onnxruntime 1.32 refuses: "Cannot parse data from external
+            # tensors" in Unsqueeze's shape inference.)
+            variants.append(("opset20-extdata-weights", {"_save": "onnx.save_model(proto, path, "
+                             "save_as_external_data=True, all_tensors_to_one_file=True, "
+                             "location=NAME.weights, size_threshold=64)"}))
+        for suffix, kwargs in variants:
+            name = f"{base}-{suffix}"
+            path = os.path.join(out_dir, name + ".onnx")
+            side = path + ".data" if kwargs.get("external_data") else (
+                os.path.join(out_dir, name + ".weights") if "_save" in kwargs else None)
+            for stale in (path, side):
+                if stale and os.path.exists(stale):
+                    os.remove(stale)
+            meta = {"name": name, "family": family, "versions": versions,
+                    "export_call": "torch.onnx.export(model, (), kwargs={" +
+                    ", ".join(f'"{n}": {n}' for n in names) + "}, dynamic_shapes={...: {0: "
+                    "Dim('batch'), 1: Dim('sequence', max=%d)}}, input_names=%s, "
+                    "output_names=['logits'], dynamo=True%s)" % (
+                        MODERN_SIZE["positions"], names,
+                        "".join(f", {k}={v!r}" for k, v in kwargs.items() if k != "_save"))
+                    + (", then " + kwargs["_save"] if "_save" in kwargs else ""),
+                    "export_kwargs": kwargs}
+            try:
+                prog = modern_export(model, family, path, batches["export"],
+                                     {k: v for k, v in kwargs.items() if k != "_save"})
+                if kwargs.get("external_data"):
+                    prog.save(path, external_data=True)
+                elif "_save" in kwargs:
+                    onnx.save_model(prog.model_proto, path, save_as_external_data=True,
+                                    all_tensors_to_one_file=True,
+                                    location=os.path.basename(side), size_threshold=64)
+                else:
+                    prog.save(path)
+            except Exception as e:  # an opset the exporter refuses: say what happened
+                meta["error"] = f"{type(e).__name__}: {e}"
+                print(f"{name}: export failed: {meta['error']}")
+                inventory += [f"## {name}", "", "Export failed: `" +
+                              meta["error"].splitlines()[0][:500] + "`", ""]
+                with open(os.path.join(out_dir, name + ".json"), "w") as f:
+                    json.dump(meta, f, indent=1)
+                continue
+            md, init_map, consts, hf_unmatched, proto = modern_inventory(path, name, init)
+            inventory.append(md)
+            ort_res = modern_check_ort(path, ref, family, names)
+            worst = max(r["max_rel_diff"] for r in ort_res.values())
+            print(f"{name}: {os.path.getsize(path)} bytes; onnxruntime vs torch max rel diff "
+                  f"{worst:.2e}")
+            assert worst <= 1e-5, (name, ort_res)
+            opset = next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
+            meta.update({
+                "opset": opset,
+                "opset_import": {o.domain or "ai.onnx": o.version for o in proto.opset_import},
+                "optimized": kwargs.get("optimize", True),
+                "external_data": os.path.basename(side) if side else None,
+                "inputs": {i.name: tensor_type(i.type) for i in proto.graph.input},
+                "outputs": {o.name: tensor_type(o.type) for o in proto.graph.output},
+                "config": base + "-config.json",
+                "reference": base + "-ref.npz",
+                "reference_keys": {
+                    "export_shape": list(MODERN_SHAPES["export"]),
+                    "small_shape": list(MODERN_SHAPES["small"]),
+                    "inputs": {tag: {n: f"{tag}_{n}" for n in names} for tag in MODERN_SHAPES},
+                    "logits": {tag: tag + "_logits" for tag in MODERN_SHAPES},
+                    "train_batches": {n: "train_" + n for n in names + ["labels"]},
+                    "train_losses": "train_losses",
+                    "train_grad_norms": "train_grad_norms (before clipping)"},
+                "input_values": {tag: {n: ref[f"{tag}_{n}"].tolist() for n in names}
+                                 for tag in MODERN_SHAPES},
+                "logits_summary": {tag: {
+                    "shape": list(ref[tag + "_logits"].shape),
+                    "sha256_f32": hashlib.sha256(ref[tag + "_logits"].tobytes()).hexdigest(),
+                    "max_abs": float(np.max(np.abs(ref[tag + "_logits"]))),
+                    "first": ref[tag + "_logits"].reshape(-1)[:4].tolist()}
+                    for tag in MODERN_SHAPES},
+                "onnxruntime_vs_torch": ort_res,
+                "loss": {"gpt2": "causal-lm: HF GPT2LMHeadModel(labels=input_ids): logits[:, :-1]"
+                                 " against input_ids[:, 1:], mean cross entropy (mlc --loss "
+                                 "causal-lm, labels input 'labels')",
+                         "bert": "masked-lm: HF BertForMaskedLM(labels=...): mean cross entropy "
+                                 "over labels != -100, no shift (mlc --loss masked-lm, labels "
+                                 "input 'labels'); inputs at labelled positions are "
+                                 f"MASK_ID={MASK_ID}"}[family],
+                "adamw": MODERN_ADAMW,
+                "train_losses": ref["train_losses"].tolist(),
+                "train_grad_norms": ref["train_grad_norms"].tolist(),
+                "weights": {"init": base + "-init.safetensors",
+                            "trained": base + "-trained.safetensors",
+                            "names": "HF state_dict names (model.state_dict(), tied entries "
+                                     "stored once each)",
+                            "tied": tied},
+                "initializer_to_hf": init_map,
+                "hf_without_initializer": hf_unmatched,
+                "constant_initializers": len(consts),
+            })
+            with open(os.path.join(out_dir, name + ".json"), "w") as f:
+                json.dump(meta, f, indent=1)
+            for p in (path, side):
+                if p:
+                    assert os.path.getsize(p) < 1.5e6, p
+    with open(os.path.join(out_dir, "INVENTORY.md"), "w") as f:
+        f.write("\n".join(inventory) + "\n")
+    print(f"{out_dir}/INVENTORY.md written")
+
+
+
+def modern_torchscript(out_dir):
+    """--modern-torchscript OUT_DIR (the test venv: torch 1.13, transformers
+    4.38.2): the --modern models' initial weights exported by the TorchScript
+    exporter that today's importer takes (opset 17, no constant folding), as
+    FAMILY-torchscript-opset17.onnx with a NAME.json whose references are the
+    dynamo fixtures' (same weights), so that modern_parity.py and its
+    references are checked against today's mlc."""
+    import json
+    import onnx
+    import onnxruntime
+    from safetensors.torch import load_file
+    torch.set_num_threads(1)
+    versions = {"torch": torch.__version__, "transformers": transformers.__version__,
+                "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__,
+                "numpy": np.__version__, "python": sys.version.split()[0]}
+    for family in ("gpt2", "bert"):
+        base = f"{family}-dynamo"
+        src = json.load(open(os.path.join(out_dir, base + "-opset20-noopt.json")))
+        model = modern_model(family)
+        model.load_state_dict(load_file(os.path.join(out_dir, base + "-init.safetensors")),
+                              strict=True)
+        model.eval()
+        model.config.return_dict = False
+        ref = dict(np.load(os.path.join(out_dir, src["reference"])))
+        names = list(src["inputs"])
+        b = {n: torch.from_numpy(ref["export_" + n]) for n in names}
+        with torch.no_grad():
+            own = model(**b)[0].numpy()
+        own_diff = float(np.max(np.abs(own - ref["export_logits"])) /
+                         np.max(np.abs(ref["export_logits"])))
+        name = f"{family}-torchscript-opset17"
+        path = os.path.join(out_dir, name + ".onnx")
+        axes = {n: {0: "batch", 1: "sequence"} for n in names + ["logits"]}
+        torch.onnx.export(model, (b["input_ids"], {n: b[n] for n in names[1:]}), path,
+                          input_names=names, output_names=["logits"], dynamic_axes=axes,
+                          opset_version=17, do_constant_folding=False,
+                          training=torch.onnx.TrainingMode.EVAL)
+        _, init_map, consts, hf_unmatched, proto = modern_inventory(path, name,
+                                                                    model.state_dict())
+        ort_res = modern_check_ort(path, ref, family, names)
+        worst = max(r["max_rel_diff"] for r in ort_res.values())
+        print(f"{name}: {os.path.getsize(path)} bytes; onnxruntime vs the stored torch 2.15 "
+              f"logits: max rel diff {worst:.2e}; torch 1.13 vs them {own_diff:.2e}")
+        assert worst <= 1e-5 and own_diff <= 1e-5
+        meta = dict(src)
+        meta.update({
+            "name": name, "versions": versions,
+            "export_call": "torch.onnx.export(model, (input_ids, {...}), path, input_names=%s, "
+                           "output_names=['logits'], dynamic_axes={batch, sequence}, "
+                           "opset_version=17, do_constant_folding=False, "
+                           "training=TrainingMode.EVAL)" % names,
+            "export_kwargs": {"exporter": "torchscript", "opset_version": 17,
+                              "do_constant_folding": False},
+            "opset": 17,
+            "opset_import": {o.domain or "ai.onnx": o.version for o in proto.opset_import},
+            "optimized": False, "external_data": None,
+            "inputs": {i.name: tensor_type(i.type) for i in proto.graph.input},
+            "outputs": {o.name: tensor_type(o.type) for o in proto.graph.output},
+            "references_from": "the dynamo fixtures' (" + src["reference"] + ", torch " +
+                               src["versions"]["torch"] + ", transformers " +
+                               src["versions"]["transformers"] + "): the same weights",
+            "torch_1_13_vs_reference_logits": own_diff,
+            "onnxruntime_vs_torch": ort_res,
+            "initializer_to_hf": init_map,
+            "hf_without_initializer": hf_unmatched,
+            "constant_initializers": len(consts),
+        })
+        with open(os.path.join(out_dir, name + ".json"), "w") as f:
+            json.dump(meta, f, indent=1)
+
+
 if __name__ == "__main__":
     # --corpus: the same exports of minute models (a few KB), the ONNX fuzz
     # target's seed corpus (fuzz/corpus/onnx).
@@ -123,6 +692,13 @@ if __name__ == "__main__":
     paths = [a for a in sys.argv[1:] if not a.startswith("--")]
     if len(paths) != 1:
         sys.exit(__doc__)
+    if "--modern-torchscript" in sys.argv:
+        assert transformers.__version__ == "4.38.2", transformers.__version__
+        modern_torchscript(paths[0])
+        sys.exit(0)
+    if "--modern" in sys.argv:
+        modern(paths[0])
+        sys.exit(0)
     if "--opset18" in sys.argv:
         convert_to_opset18(paths[0])
         sys.exit(0)
