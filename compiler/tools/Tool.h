@@ -6,6 +6,7 @@
 //   Compile.cpp   compile, import (the graph, the plan, the kernels, reports)
 //   Train.cpp     train, run, generate (compile if needed, then the runtime)
 //   Data.cpp      preprocess, tokenizer, data, plot
+//   ExportOnnx.cpp export-onnx (trained weights back into the ONNX model)
 //
 // Flags that several subcommands take are one table (Options.cpp): the model
 // and its shape, the ONNX import's flags, data parallelism, and the runtime's
@@ -46,6 +47,7 @@ llvm::cl::SubCommand &dataCmd();
 llvm::cl::SubCommand &generateCmd();
 llvm::cl::SubCommand &plotCmd();
 llvm::cl::SubCommand &importCmd();
+llvm::cl::SubCommand &exportOnnxCmd();
 
 /// The shared table (Options.cpp). MODEL and what shapes it, for compile,
 /// train, run, generate and import (each takes the subset it names).
@@ -96,6 +98,7 @@ int runPreprocess();
 int runTokenizer();
 int runData();
 int runPlot();
+int runExportOnnx();
 
 } // namespace mlc::tool
 
