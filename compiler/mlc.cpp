@@ -56,6 +56,8 @@ static int runSubcommand() {
       return runPlot();
     if (importCmd())
       return runImport();
+    if (exportOnnxCmd())
+      return runExportOnnx();
   } catch (const std::bad_alloc &) {
     return fail("out of memory (the model, batch or data is larger than this machine holds)");
   } catch (const std::exception &e) {
@@ -76,7 +78,7 @@ int main(int argc, char **argv) {
   for (cl::SubCommand *sub :
        {&cl::SubCommand::getTopLevel(), &compileCmd(), &trainCmd(), &runCmd(),
         &preprocessCmd(), &dataCmd(), &tokenizerCmd(), &generateCmd(), &plotCmd(),
-        &importCmd()})
+        &importCmd(), &exportOnnxCmd()})
     cl::HideUnrelatedOptions(category(), *sub);
   if (!cl::ParseCommandLineOptions(
           argc, argv,

@@ -61,6 +61,12 @@ cl::SubCommand &importCmd() {
   static cl::SubCommand c("import", "Import an ONNX model and print its mlc graph");
   return c;
 }
+cl::SubCommand &exportOnnxCmd() {
+  static cl::SubCommand c("export-onnx",
+                          "Write an ONNX model with its initializers replaced by trained "
+                          "weights (mlc train --save)");
+  return c;
+}
 
 // MODEL and its shape.
 cl::opt<std::string> model(cl::Positional, cl::desc("<gpt2 | bert | model.onnx | package-dir>"),

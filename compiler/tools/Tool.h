@@ -3,14 +3,20 @@
 // `mlc` is one main (compiler/mlc.cpp) and one file per subcommand or small
 // family of them:
 //
-//   Compile.cpp   compile, import (the graph, the plan, the kernels, reports)
-//   Train.cpp     train, run, generate (compile if needed, then the runtime)
-//   Data.cpp      preprocess, tokenizer, data, plot
+//   Compile.cpp    compile, import (the graph, the plan, the kernels, reports)
+//   Train.cpp      train, run, generate (compile if needed, then the runtime)
+//   Data.cpp       preprocess, tokenizer, data, plot
+//   ExportOnnx.cpp export-onnx (trained weights back into the ONNX model)
 //
-// Flags that several subcommands take are one table (Options.cpp): the model
-// and its shape, the ONNX import's flags, data parallelism, and the runtime's
-// training flags (runtime/train/Options.h). A subcommand's own flags live in
-// its file.
+// Flags that several subcommands take are one table (Options.cpp, with the
+// subcommands themselves): the model and its shape, the ONNX import's flags,
+// data parallelism, and the runtime's training flags (runtime/train/Options.h).
+// A subcommand's own flags live in its file. Model.cpp builds MODEL's graph
+// and runs the pipeline on it for every subcommand that takes a MODEL.
+//
+// A new subcommand: its SubCommand function in Options.cpp, its flags and
+// body in its file, its line in mlc.cpp's dispatch and HideUnrelatedOptions
+// list.
 //
 // Static initialization: a cl::opt registers itself with the SubCommands it
 // names when it is constructed, and objects in different files are
@@ -46,6 +52,7 @@ llvm::cl::SubCommand &dataCmd();
 llvm::cl::SubCommand &generateCmd();
 llvm::cl::SubCommand &plotCmd();
 llvm::cl::SubCommand &importCmd();
+llvm::cl::SubCommand &exportOnnxCmd();
 
 /// The shared table (Options.cpp). MODEL and what shapes it, for compile,
 /// train, run, generate and import (each takes the subset it names).
@@ -96,6 +103,7 @@ int runPreprocess();
 int runTokenizer();
 int runData();
 int runPlot();
+int runExportOnnx();
 
 } // namespace mlc::tool
 

@@ -42,8 +42,6 @@ cl::list<std::string> inputs("input", cl::desc("NAME=FILE.npy, one per model inp
 cl::opt<std::string> outputDir("output-dir", cl::desc("Where NAME.npy outputs go"),
                                cl::sub(runCmd()), cl::cat(category()));
 
-
-// generate
 // generate
 cl::opt<std::string> genPrompt("prompt", cl::desc("The text to continue"), cl::init(""),
                                cl::sub(generateCmd()), cl::cat(category()));

@@ -258,6 +258,33 @@ private:
   void enqueue(const std::string &function, bool timed);
   void gemm(const StepDecl &s, const std::string &dtype, CUdeviceptr out, CUdeviceptr lhs,
             CUdeviceptr rhs, CUdeviceptr bias, CUdeviceptr pre);
+  /// One GEMM step resolved: its sizes (the token count filled in), element
+  /// types and operand alignments, and `key`, which names its plan.
+  struct GemmShape {
+    StepDecl s;
+    int64_t batches = 1;
+    bool f64 = false, bf16 = false, tf32 = false, strided = true;
+    int64_t size = 4, outSize = 4; // bytes per operand, result element
+    uint64_t m = 0, n = 0, k = 0;
+    uint32_t alignA = 0, alignB = 0, alignC = 0, alignBias = 0, alignPre = 0;
+    std::vector<int64_t> key;
+  };
+  struct GemmPlan;
+  GemmShape gemmShape(const StepDecl &s, const std::string &dtype, CUdeviceptr out,
+                      CUdeviceptr lhs, CUdeviceptr rhs, CUdeviceptr bias, CUdeviceptr pre) const;
+  /// cuBLASLt's description and layouts of `g`, and its algorithm.
+  void makeGemmPlan(const GemmShape &g, GemmPlan &plan, CUdeviceptr bias, CUdeviceptr pre);
+  /// Asks cuBLASLt for an algorithm with the most folded epilogue it has
+  /// (GELU and bias, bias, none); false when it has none at all.
+  bool chooseGemmAlgorithm(const GemmShape &g, GemmPlan &plan,
+                           cublasLtMatmulPreference_t pref, CUdeviceptr bias, CUdeviceptr pre);
+  /// The products into `product`: one strided-batch call, or one per batch.
+  void runGemmProducts(const GemmShape &g, GemmPlan &plan, CUdeviceptr product,
+                       CUdeviceptr lhs, CUdeviceptr rhs, CUdeviceptr pre);
+  /// What the chosen epilogue left out, as the runtime's kernels: the bias
+  /// added to `product`, the GELU of pre into out.
+  void gemmEpilogueKernels(const GemmShape &g, const GemmPlan &plan, CUdeviceptr out,
+                           CUdeviceptr product, CUdeviceptr bias, CUdeviceptr pre);
   /// Scales a gradient bucket before its sum (the rank's weight, bucket-wise
   /// clipping), on the compute stream.
   void prepareBucket(int64_t offset, int64_t count, bool clip);
@@ -641,6 +668,220 @@ void CudaBackend::setScalars(const std::string &name, const std::vector<double> 
   write(scalars_.at(name), values.data(), values.size() * 8, "copying scalars");
 }
 
+CudaBackend::GemmShape CudaBackend::gemmShape(const StepDecl &s0, const std::string &dtype,
+                                              CUdeviceptr out, CUdeviceptr lhs,
+                                              CUdeviceptr rhs, CUdeviceptr bias,
+                                              CUdeviceptr pre) const {
+  GemmShape g;
+  StepDecl &s = g.s;
+  s = s0;
+  if (s.m < 0)
+    s.m = rows_;
+  if (s.k < 0)
+    s.k = rows_;
+  for (int64_t d : s.batch)
+    g.batches *= d;
+  // Operand and result element types: one, except bf16 operands with an
+  // f32 result ("bf16-f32").
+  g.f64 = dtype == "f64";
+  g.bf16 = dtype == "bf16" || dtype == "bf16-f32";
+  g.size = g.f64 ? 8 : g.bf16 ? 2 : 4;
+  g.outSize = dtype == "bf16" ? 2 : g.f64 ? 8 : 4;
+  g.n = uint64_t(s.n);
+  g.m = uint64_t(s.m);
+  g.k = uint64_t(s.k);
+  g.strided = s.batch.size() <= 1;
+  g.tf32 = tf32_ && dtype == "f32";
+  // Each operand's alignment, which cuBLASLt assumes to be 256 bytes unless
+  // told: the largest power of two (up to 256) dividing its address and its
+  // batch strides. Arena slices are 64-byte aligned; a weight's slice of the
+  // flat parameters is aligned to its element offset.
+  auto alignment = [&](CUdeviceptr base, const std::vector<int64_t> &strides, int64_t matrix,
+                       int64_t bytes) {
+    uint64_t bits = uint64_t(base) | 256;
+    for (int64_t st : strides)
+      bits |= uint64_t(st * bytes);
+    if (g.batches > 1)
+      bits |= uint64_t(matrix * bytes);
+    return uint32_t(bits & (~bits + 1));
+  };
+  const int64_t mn = int64_t(g.m * g.n);
+  // (With a GELU the product may go to pre instead of out: C and D are
+  // assumed aligned as the less aligned of the two.)
+  g.alignA = alignment(rhs, s.rhsStrides, 0, g.size);
+  g.alignB = alignment(lhs, s.lhsStrides, 0, g.size);
+  g.alignC = std::min(alignment(out, {}, mn, g.outSize),
+                      pre ? alignment(pre, {}, mn, g.outSize) : 256u);
+  // The heuristic reads the bias pointer's alignment (its value, not the
+  // data): a plan holds for biases aligned alike.
+  g.alignBias = bias ? alignment(bias, {}, 0, g.outSize) : 0;
+  g.alignPre = pre ? alignment(pre, {}, mn, g.outSize) : 0;
+  g.key = {s.m,       s.n,    s.k,      s.transA, s.transB, g.batches,   g.size,
+           g.outSize, g.tf32, g.alignA, g.alignB, g.alignC, g.alignBias, g.alignPre};
+  g.key.insert(g.key.end(), s.lhsStrides.begin(), s.lhsStrides.end());
+  g.key.insert(g.key.end(), s.rhsStrides.begin(), s.rhsStrides.end());
+  return g;
+}
+
+void CudaBackend::makeGemmPlan(const GemmShape &g, GemmPlan &plan, CUdeviceptr bias,
+                               CUdeviceptr pre) {
+  const StepDecl &s = g.s;
+  const uint64_t m = g.m, n = g.n, k = g.k;
+  const cudaDataType_t type = g.f64 ? CUDA_R_64F : g.bf16 ? CUDA_R_16BF : CUDA_R_32F,
+                       outType = g.outSize == 2 ? CUDA_R_16BF : g.f64 ? CUDA_R_64F : CUDA_R_32F;
+  const cublasComputeType_t compute = g.f64    ? CUBLAS_COMPUTE_64F
+                                      : g.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                               : CUBLAS_COMPUTE_32F;
+  checkBlas(lt_->descCreate(&plan.desc, compute, g.f64 ? CUDA_R_64F : CUDA_R_32F),
+            "creating a matmul description");
+  cublasOperation_t ta = s.transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                    tb = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+  lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+  // Stored shapes (column-major): B^T is n x k (k x n when transposed).
+  checkBlas(lt_->layoutCreate(&plan.a, type, s.transB ? k : n, s.transB ? n : k,
+                              int64_t(s.transB ? k : n)),
+            "creating a layout");
+  checkBlas(lt_->layoutCreate(&plan.b, type, s.transA ? m : k, s.transA ? k : m,
+                              int64_t(s.transA ? m : k)),
+            "creating a layout");
+  checkBlas(lt_->layoutCreate(&plan.c, outType, n, m, int64_t(n)), "creating a layout");
+  // One strided batch when the batch is one dimension (or absent); other
+  // batch shapes loop.
+  plan.strided = g.strided;
+  if (g.strided && g.batches > 1) {
+    int32_t count = int32_t(g.batches);
+    int64_t sa = s.rhsStrides[0], sb = s.lhsStrides[0], sc = int64_t(m * n);
+    for (auto [layout, stride] : {std::pair{plan.a, sa}, {plan.b, sb}, {plan.c, sc}}) {
+      lt_->layoutSet(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count);
+      lt_->layoutSet(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                     sizeof stride);
+    }
+  }
+  const uint64_t ws = uint64_t(workspaceBytes_);
+  cublasLtMatmulPreference_t pref = nullptr;
+  lt_->prefCreate(&pref);
+  lt_->prefSet(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  lt_->prefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &g.alignA, sizeof g.alignA);
+  lt_->prefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &g.alignB, sizeof g.alignB);
+  lt_->prefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &g.alignC, sizeof g.alignC);
+  lt_->prefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &g.alignC, sizeof g.alignC);
+  const bool found = chooseGemmAlgorithm(g, plan, pref, bias, pre);
+  lt_->prefDestroy(pref);
+  if (!found)
+    fail("cuBLASLt has no algorithm for a " + std::to_string(s.m) + " x " +
+         std::to_string(s.n) + " x " + std::to_string(s.k) + " product");
+}
+
+bool CudaBackend::chooseGemmAlgorithm(const GemmShape &g, GemmPlan &plan,
+                                      cublasLtMatmulPreference_t pref, CUdeviceptr bias,
+                                      CUdeviceptr pre) {
+  // Epilogues, the most folded first; the plain product always.
+  std::vector<uint32_t> epilogues;
+  if (epilogues_ && pre)
+    epilogues.push_back(bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX);
+  if (epilogues_ && bias)
+    epilogues.push_back(CUBLASLT_EPILOGUE_BIAS);
+  epilogues.push_back(CUBLASLT_EPILOGUE_DEFAULT);
+  const void *biasPtr = reinterpret_cast<const void *>(bias),
+             *auxPtr = reinterpret_cast<const void *>(pre);
+  const int64_t auxLd = int64_t(g.n), auxStride = int64_t(g.m * g.n);
+  auto set = [&](cublasLtMatmulDescAttributes_t a, const void *v, size_t bytes) {
+    return lt_->descSet(plan.desc, a, v, bytes) == CUBLAS_STATUS_SUCCESS;
+  };
+  for (uint32_t e : epilogues) {
+    const bool withBias = e & CUBLASLT_EPILOGUE_BIAS, withGelu = e & CUBLASLT_EPILOGUE_GELU;
+    bool ok = set(CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
+    if (withBias)
+      ok = ok && set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasPtr, sizeof biasPtr);
+    if (withGelu) {
+      ok = ok && set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &auxPtr, sizeof auxPtr) &&
+           set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &auxLd, sizeof auxLd);
+      if (g.strided && g.batches > 1)
+        ok = ok && set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &auxStride,
+                       sizeof auxStride);
+    }
+    cublasLtMatmulHeuristicResult_t result;
+    int found = 0;
+    if (e == CUBLASLT_EPILOGUE_DEFAULT)
+      checkBlas(lt_->heuristic(ltHandle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1,
+                               &result, &found),
+                "choosing a GEMM algorithm");
+    else if (ok)
+      ok = lt_->heuristic(ltHandle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1,
+                          &result, &found) == CUBLAS_STATUS_SUCCESS;
+    if (found >= 1) {
+      plan.biasKernel = bias && !withBias;
+      plan.geluKernel = pre && !withGelu;
+      plan.algo = result.algo;
+      return true;
+    }
+    if (verbose_)
+      std::fprintf(stderr,
+                   "mlc: cuBLASLt has no algorithm with epilogue %u for a %lld x %lld x %lld "
+                   "product; trying a simpler one\n",
+                   e, (long long)g.s.m, (long long)g.s.n, (long long)g.s.k);
+  }
+  return false;
+}
+
+void CudaBackend::runGemmProducts(const GemmShape &g, GemmPlan &plan, CUdeviceptr product,
+                                  CUdeviceptr lhs, CUdeviceptr rhs, CUdeviceptr pre) {
+  const StepDecl &s = g.s;
+  const int64_t mn = int64_t(g.m * g.n);
+  const bool geluEpilogue = pre && !plan.geluKernel;
+  const double oneD = 1.0, zeroD = 0.0;
+  const float oneF = 1.0f, zeroF = 0.0f;
+  const void *alpha = g.f64 ? static_cast<const void *>(&oneD) : &oneF;
+  const void *beta = g.f64 ? static_cast<const void *>(&zeroD) : &zeroF;
+  const int64_t loops = g.strided ? 1 : g.batches;
+  for (int64_t b = 0; b < loops; ++b) {
+    int64_t lo = 0, ro = 0, rem = b;
+    for (size_t dd = s.batch.size(); !g.strided && dd-- > 0;) {
+      int64_t i = rem % s.batch[dd];
+      rem /= s.batch[dd];
+      lo += i * s.lhsStrides[dd];
+      ro += i * s.rhsStrides[dd];
+    }
+    const CUdeviceptr A = rhs + ro * g.size, B = lhs + lo * g.size,
+                      C = product + b * mn * g.outSize;
+    if (geluEpilogue) { // this step's (and batch's) pre-activation
+      const void *aux = reinterpret_cast<const void *>(pre + b * mn * g.outSize);
+      checkBlas(lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                             sizeof aux),
+                "setting a GEMM's GELU input");
+    }
+    checkBlas(lt_->matmul(ltHandle_, plan.desc, alpha, reinterpret_cast<const void *>(A), plan.a,
+                          reinterpret_cast<const void *>(B), plan.b, beta,
+                          reinterpret_cast<void *>(C), plan.c, reinterpret_cast<void *>(C),
+                          plan.c, &plan.algo, reinterpret_cast<void *>(workspace_),
+                          uint64_t(workspaceBytes_), stream_),
+              "a " + std::to_string(s.m) + " x " + std::to_string(s.n) + " x " +
+                  std::to_string(s.k) + " product");
+  }
+}
+
+void CudaBackend::gemmEpilogueKernels(const GemmShape &g, const GemmPlan &plan,
+                                      CUdeviceptr out, CUdeviceptr product, CUdeviceptr bias,
+                                      CUdeviceptr pre) {
+  long long rows = (long long)(g.batches * g.s.m), cols = (long long)g.s.n,
+            count = rows * cols;
+  const unsigned blocks = unsigned(std::min<long long>(4096, (count + 255) / 256));
+  CUdeviceptr target = product;
+  if (bias && plan.biasKernel) {
+    CUfunction fn = g.outSize == 8 ? biasF64_ : g.outSize == 4 ? biasF32_ : biasBf16_;
+    void *args[] = {&target, &bias, &rows, &cols};
+    check(d_->launch(fn, blocks, 1, 1, 256, 1, 1, 0, stream_, args, nullptr),
+          "adding a GEMM's bias");
+  }
+  if (pre && plan.geluKernel) {
+    void *args[] = {&out, &pre, &count};
+    check(d_->launch(g.outSize == 8 ? geluF64_ : geluF32_, blocks, 1, 1, 256, 1, 1, 0, stream_,
+                     args, nullptr),
+          "a GEMM's GELU");
+  }
+}
+
 /// C = op(A) op(B) in row-major storage is, in cuBLASLt's column-major
 /// terms, C^T = op(B)^T op(A)^T: B is the first operand, A the second, and
 /// the product is n x m. f32 products accumulate in f32, without TF32
@@ -652,196 +893,23 @@ void CudaBackend::setScalars(const std::string &name, const std::vector<double> 
 /// pre, its tanh GELU to out. Where cuBLASLt has no algorithm with an
 /// epilogue, the next simpler one is asked for and the runtime's kernels
 /// add what it left out after the product.
-void CudaBackend::gemm(const StepDecl &s0, const std::string &dtype, CUdeviceptr out,
+void CudaBackend::gemm(const StepDecl &s, const std::string &dtype, CUdeviceptr out,
                        CUdeviceptr lhs, CUdeviceptr rhs, CUdeviceptr bias, CUdeviceptr pre) {
-  StepDecl s = s0;
-  if (s.m < 0)
-    s.m = rows_;
-  if (s.k < 0)
-    s.k = rows_;
-  int64_t batches = 1;
-  for (int64_t d : s.batch)
-    batches *= d;
-  // Operand and result element types: one, except bf16 operands with an
-  // f32 result ("bf16-f32").
-  const bool f64 = dtype == "f64", bf16 = dtype == "bf16" || dtype == "bf16-f32";
-  const int64_t size = f64 ? 8 : bf16 ? 2 : 4, outSize = dtype == "bf16" ? 2 : f64 ? 8 : 4;
-  const uint64_t n = uint64_t(s.n), m = uint64_t(s.m), k = uint64_t(s.k);
-  const bool strided = s.batch.size() <= 1;
+  const GemmShape g = gemmShape(s, dtype, out, lhs, rhs, bias, pre);
   // One plan per shape, strides and transposes: made once, reused by every
   // step (and by graph captures).
-  const bool tf32 = tf32_ && dtype == "f32";
-  // Each operand's alignment, which cuBLASLt assumes to be 256 bytes unless
-  // told: the largest power of two (up to 256) dividing its address and its
-  // batch strides. Arena slices are 64-byte aligned; a weight's slice of the
-  // flat parameters is aligned to its element offset.
-  auto alignment = [&](CUdeviceptr base, const std::vector<int64_t> &strides, int64_t matrix,
-                       int64_t bytes) {
-    uint64_t bits = uint64_t(base) | 256;
-    for (int64_t st : strides)
-      bits |= uint64_t(st * bytes);
-    if (batches > 1)
-      bits |= uint64_t(matrix * bytes);
-    return uint32_t(bits & (~bits + 1));
-  };
-  // (With a GELU the product may go to pre instead of out: C and D are
-  // assumed aligned as the less aligned of the two.)
-  const uint32_t alignA = alignment(rhs, s.rhsStrides, 0, size),
-                 alignB = alignment(lhs, s.lhsStrides, 0, size),
-                 alignC = std::min(alignment(out, {}, int64_t(m * n), outSize),
-                                   pre ? alignment(pre, {}, int64_t(m * n), outSize) : 256u);
-  // The heuristic reads the bias pointer's alignment (its value, not the
-  // data): a plan holds for biases aligned alike.
-  const uint32_t alignBias = bias ? alignment(bias, {}, 0, outSize) : 0,
-                 alignPre = pre ? alignment(pre, {}, int64_t(m * n), outSize) : 0;
-  std::vector<int64_t> key = {s.m,     s.n,  s.k,    s.transA, s.transB, batches,   size,
-                              outSize, tf32, alignA, alignB,   alignC,   alignBias, alignPre};
-  key.insert(key.end(), s.lhsStrides.begin(), s.lhsStrides.end());
-  key.insert(key.end(), s.rhsStrides.begin(), s.rhsStrides.end());
-  GemmPlan &plan = gemmPlans_[key];
-  const uint64_t ws = uint64_t(workspaceBytes_);
-  if (!plan.desc) {
-    const cudaDataType_t type = f64 ? CUDA_R_64F : bf16 ? CUDA_R_16BF : CUDA_R_32F,
-                         outType = outSize == 2 ? CUDA_R_16BF : f64 ? CUDA_R_64F : CUDA_R_32F;
-    const cublasComputeType_t compute = f64    ? CUBLAS_COMPUTE_64F
-                                        : tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                               : CUBLAS_COMPUTE_32F;
-    checkBlas(lt_->descCreate(&plan.desc, compute, f64 ? CUDA_R_64F : CUDA_R_32F),
-              "creating a matmul description");
-    cublasOperation_t ta = s.transB ? CUBLAS_OP_T : CUBLAS_OP_N,
-                      tb = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-    lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
-    lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
-    // Stored shapes (column-major): B^T is n x k (k x n when transposed).
-    checkBlas(lt_->layoutCreate(&plan.a, type, s.transB ? k : n, s.transB ? n : k,
-                                int64_t(s.transB ? k : n)),
-              "creating a layout");
-    checkBlas(lt_->layoutCreate(&plan.b, type, s.transA ? m : k, s.transA ? k : m,
-                                int64_t(s.transA ? m : k)),
-              "creating a layout");
-    checkBlas(lt_->layoutCreate(&plan.c, outType, n, m, int64_t(n)), "creating a layout");
-    // One strided batch when the batch is one dimension (or absent); other
-    // batch shapes loop.
-    plan.strided = strided;
-    if (strided && batches > 1) {
-      int32_t count = int32_t(batches);
-      int64_t sa = s.rhsStrides[0], sb = s.lhsStrides[0], sc = int64_t(m * n);
-      for (auto [layout, stride] : {std::pair{plan.a, sa}, {plan.b, sb}, {plan.c, sc}}) {
-        lt_->layoutSet(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count);
-        lt_->layoutSet(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                       sizeof stride);
-      }
-    }
-    cublasLtMatmulPreference_t pref = nullptr;
-    lt_->prefCreate(&pref);
-    lt_->prefSet(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    lt_->prefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA, sizeof alignA);
-    lt_->prefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB, sizeof alignB);
-    lt_->prefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC, sizeof alignC);
-    lt_->prefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC, sizeof alignC);
-    // Epilogues, the most folded first; the plain product always.
-    std::vector<uint32_t> epilogues;
-    if (epilogues_ && pre)
-      epilogues.push_back(bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX);
-    if (epilogues_ && bias)
-      epilogues.push_back(CUBLASLT_EPILOGUE_BIAS);
-    epilogues.push_back(CUBLASLT_EPILOGUE_DEFAULT);
-    cublasLtMatmulHeuristicResult_t result;
-    int found = 0;
-    for (uint32_t e : epilogues) {
-      const bool withBias = e & CUBLASLT_EPILOGUE_BIAS, withGelu = e & CUBLASLT_EPILOGUE_GELU;
-      const void *biasPtr = reinterpret_cast<const void *>(bias),
-                 *auxPtr = reinterpret_cast<const void *>(pre);
-      const int64_t auxLd = int64_t(n), auxStride = int64_t(m * n);
-      auto set = [&](cublasLtMatmulDescAttributes_t a, const void *v, size_t bytes) {
-        return lt_->descSet(plan.desc, a, v, bytes) == CUBLAS_STATUS_SUCCESS;
-      };
-      bool ok = set(CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
-      if (withBias)
-        ok = ok && set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasPtr, sizeof biasPtr);
-      if (withGelu) {
-        ok = ok && set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &auxPtr, sizeof auxPtr) &&
-             set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &auxLd, sizeof auxLd);
-        if (strided && batches > 1)
-          ok = ok && set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &auxStride,
-                         sizeof auxStride);
-      }
-      found = 0;
-      if (e == CUBLASLT_EPILOGUE_DEFAULT)
-        checkBlas(lt_->heuristic(ltHandle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1,
-                                 &result, &found),
-                  "choosing a GEMM algorithm");
-      else if (ok)
-        ok = lt_->heuristic(ltHandle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1,
-                            &result, &found) == CUBLAS_STATUS_SUCCESS;
-      if (found >= 1) {
-        plan.biasKernel = bias && !withBias;
-        plan.geluKernel = pre && !withGelu;
-        break;
-      }
-      if (verbose_)
-        std::fprintf(stderr,
-                     "mlc: cuBLASLt has no algorithm with epilogue %u for a %lld x %lld x %lld "
-                     "product; trying a simpler one\n",
-                     e, (long long)s.m, (long long)s.n, (long long)s.k);
-    }
-    lt_->prefDestroy(pref);
-    if (found < 1)
-      fail("cuBLASLt has no algorithm for a " + std::to_string(s.m) + " x " +
-           std::to_string(s.n) + " x " + std::to_string(s.k) + " product");
-    plan.algo = result.algo;
-  }
+  GemmPlan &plan = gemmPlans_[g.key];
+  if (!plan.desc)
+    makeGemmPlan(g, plan, bias, pre);
   if (bias && !plan.biasKernel) { // this step's bias (plans are shared by products of one shape)
     const void *ptr = reinterpret_cast<const void *>(bias);
     checkBlas(lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr, sizeof ptr),
               "setting a GEMM's bias");
   }
-  const bool geluEpilogue = pre && !plan.geluKernel;
   // The product's destination: out, or with a GELU left to the kernel, pre.
   const CUdeviceptr product = pre && plan.geluKernel ? pre : out;
-  const double oneD = 1.0, zeroD = 0.0;
-  const float oneF = 1.0f, zeroF = 0.0f;
-  const void *alpha = f64 ? static_cast<const void *>(&oneD) : &oneF;
-  const void *beta = f64 ? static_cast<const void *>(&zeroD) : &zeroF;
-  const int64_t loops = strided ? 1 : batches;
-  for (int64_t b = 0; b < loops; ++b) {
-    int64_t lo = 0, ro = 0, rem = b;
-    for (size_t dd = s.batch.size(); !strided && dd-- > 0;) {
-      int64_t i = rem % s.batch[dd];
-      rem /= s.batch[dd];
-      lo += i * s.lhsStrides[dd];
-      ro += i * s.rhsStrides[dd];
-    }
-    const CUdeviceptr A = rhs + ro * size, B = lhs + lo * size,
-                      C = product + b * int64_t(m * n) * outSize;
-    if (geluEpilogue) { // this step's (and batch's) pre-activation
-      const void *aux = reinterpret_cast<const void *>(pre + b * int64_t(m * n) * outSize);
-      checkBlas(lt_->descSet(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
-                             sizeof aux),
-                "setting a GEMM's GELU input");
-    }
-    checkBlas(lt_->matmul(ltHandle_, plan.desc, alpha, reinterpret_cast<const void *>(A), plan.a,
-                          reinterpret_cast<const void *>(B), plan.b, beta,
-                          reinterpret_cast<void *>(C), plan.c, reinterpret_cast<void *>(C),
-                          plan.c, &plan.algo, reinterpret_cast<void *>(workspace_), ws, stream_),
-              "a " + std::to_string(s.m) + " x " + std::to_string(s.n) + " x " +
-                  std::to_string(s.k) + " product");
-  }
-  long long rows = (long long)(batches * s.m), cols = (long long)s.n, count = rows * cols;
-  const unsigned blocks = unsigned(std::min<long long>(4096, (count + 255) / 256));
-  CUdeviceptr target = product;
-  if (bias && plan.biasKernel) {
-    CUfunction fn = outSize == 8 ? biasF64_ : outSize == 4 ? biasF32_ : biasBf16_;
-    void *args[] = {&target, &bias, &rows, &cols};
-    check(d_->launch(fn, blocks, 1, 1, 256, 1, 1, 0, stream_, args, nullptr),
-          "adding a GEMM's bias");
-  }
-  if (pre && plan.geluKernel) {
-    void *args[] = {&out, &pre, &count};
-    check(d_->launch(outSize == 8 ? geluF64_ : geluF32_, blocks, 1, 1, 256, 1, 1, 0, stream_, args,
-                     nullptr),
-          "a GEMM's GELU");
-  }
+  runGemmProducts(g, plan, product, lhs, rhs, pre);
+  gemmEpilogueKernels(g, plan, out, product, bias, pre);
 }
 
 void CudaBackend::enqueue(const std::string &function, bool timed) {

@@ -1,0 +1,186 @@
+//===- OnnxExport.cpp - trained weights back into an ONNX model ------------===//
+
+#include "frontend/onnx/OnnxExport.h"
+
+#include "runtime/core/Error.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <set>
+#include <vector>
+
+namespace mlc {
+namespace {
+
+llvm::Error error(const std::string &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+/// The TensorProto element type that holds an mlc dtype's elements as they
+/// are, or UNDEFINED.
+int onnxType(const std::string &dtype) {
+  static const std::map<std::string, int> types = {
+      {"f32", onnx::TensorProto::FLOAT}, {"f64", onnx::TensorProto::DOUBLE},
+      {"i64", onnx::TensorProto::INT64}, {"i32", onnx::TensorProto::INT32},
+      {"u16", onnx::TensorProto::UINT16}, {"u8", onnx::TensorProto::UINT8},
+      {"bool", onnx::TensorProto::BOOL}};
+  auto it = types.find(dtype);
+  return it == types.end() ? int(onnx::TensorProto::UNDEFINED) : it->second;
+}
+
+std::string typeName(int type) {
+  if (!onnx::TensorProto_DataType_IsValid(type))
+    return "type " + std::to_string(type);
+  std::string name = onnx::TensorProto_DataType_Name(onnx::TensorProto_DataType(type));
+  std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+  return name;
+}
+
+std::vector<int64_t> dimsOf(const onnx::TensorProto &t) {
+  return std::vector<int64_t>(t.dims().begin(), t.dims().end());
+}
+
+/// Sets `t`'s value to `w`'s elements, inline and little-endian (raw_data),
+/// every other place a value can be stored cleared.
+void setValue(onnx::TensorProto &t, const rt::HostTensor &w) {
+  t.clear_float_data();
+  t.clear_int32_data();
+  t.clear_string_data();
+  t.clear_int64_data();
+  t.clear_double_data();
+  t.clear_uint64_data();
+  t.clear_external_data();
+  t.set_data_location(onnx::TensorProto::DEFAULT);
+  t.set_raw_data(w.data.data(), w.data.size());
+}
+
+/// A weight may take the place of `init` (element type and shape).
+llvm::Error checkFits(const std::string &name, const rt::HostTensor &w,
+                      const onnx::TensorProto &init, const std::string &modelName,
+                      const std::string &weightsName) {
+  std::string where = weightsName + ": tensor '" + name + "'";
+  if (onnxType(w.dtype) != init.data_type())
+    return error(where + " is " + w.dtype + " but " + modelName + "'s initializer '" +
+                 init.name() + "' is " + typeName(init.data_type()));
+  if (w.shape != dimsOf(init))
+    return error(where + " has shape " + rt::shapeString(w.shape) + " but " + modelName +
+                 "'s initializer '" + init.name() + "' has shape " +
+                 rt::shapeString(dimsOf(init)));
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<OnnxExportResult>
+replaceOnnxInitializers(llvm::StringRef bytes, const std::string &modelName,
+                        const std::map<std::string, rt::HostTensor> &weights,
+                        const std::string &weightsName) {
+  onnx::ModelProto model;
+  if (bytes.size() > size_t(std::numeric_limits<int>::max()) ||
+      !model.ParseFromArray(bytes.data(), int(bytes.size())))
+    return error(modelName + ": not a valid ONNX model (the protobuf does not parse; is the "
+                             "file truncated or not ONNX?)");
+  onnx::GraphProto &graph = *model.mutable_graph();
+
+  // 1. Where each weight goes: an initializer of that name, or the
+  // Identity(initializer) node that writes that name (an untied parameter).
+  std::map<std::string, int> initializers; // name -> index
+  for (int i = 0; i < graph.initializer_size(); ++i)
+    initializers.emplace(graph.initializer(i).name(), i);
+  std::map<std::string, int> identities; // output -> node index
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnx::NodeProto &n = graph.node(i);
+    if (n.op_type() == "Identity" && n.input_size() == 1 && n.output_size() == 1 &&
+        initializers.count(n.input(0)))
+      identities.emplace(n.output(0), i);
+  }
+  std::vector<std::pair<int, const rt::HostTensor *>> inPlace;
+  std::vector<std::pair<int, const rt::HostTensor *>> untied; // node index, weight
+  for (const auto &[name, w] : weights) {
+    if (auto it = initializers.find(name); it != initializers.end()) {
+      if (auto err = checkFits(name, w, graph.initializer(it->second), modelName, weightsName))
+        return std::move(err);
+      inPlace.push_back({it->second, &w});
+    } else if (auto id = identities.find(name); id != identities.end()) {
+      const onnx::TensorProto &source =
+          graph.initializer(initializers.at(graph.node(id->second).input(0)));
+      if (auto err = checkFits(name, w, source, modelName, weightsName))
+        return std::move(err);
+      untied.push_back({id->second, &w});
+    } else {
+      return error(weightsName + ": tensor '" + name + "' is not an initializer of " +
+                   modelName + " (nor the output of an Identity of one); was it saved from "
+                               "another model?");
+    }
+  }
+
+  // 2. The initializers kept as they were must not point outside the output.
+  std::set<int> replaced;
+  for (auto &[index, w] : inPlace)
+    replaced.insert(index);
+  for (int i = 0; i < graph.initializer_size(); ++i)
+    if (!replaced.count(i) &&
+        graph.initializer(i).data_location() == onnx::TensorProto::EXTERNAL)
+      return error(modelName + ": initializer '" + graph.initializer(i).name() +
+                   "' is stored in external data, which the trained model would not "
+                   "carry; export-onnx writes a self-contained model");
+
+  // 3. Replace; each untied Identity becomes an initializer of its name.
+  for (auto &[index, w] : inPlace)
+    setValue(*graph.mutable_initializer(index), *w);
+  std::vector<int> dropped;
+  for (auto &[node, w] : untied) {
+    const onnx::NodeProto &n = graph.node(node);
+    const int type = graph.initializer(initializers.at(n.input(0))).data_type();
+    onnx::TensorProto *t = graph.add_initializer();
+    t->set_name(n.output(0));
+    t->set_data_type(type);
+    for (int64_t d : w->shape)
+      t->add_dims(d);
+    setValue(*t, *w);
+    // Before IR version 4 every initializer is a graph input too.
+    if (model.ir_version() < 4) {
+      auto *tensorType = graph.add_input()->mutable_type()->mutable_tensor_type();
+      graph.mutable_input(graph.input_size() - 1)->set_name(n.output(0));
+      tensorType->set_elem_type(type);
+      for (int64_t d : w->shape)
+        tensorType->mutable_shape()->add_dim()->set_dim_value(d);
+    }
+    dropped.push_back(node);
+  }
+  std::sort(dropped.begin(), dropped.end(), std::greater<int>());
+  for (int node : dropped)
+    graph.mutable_node()->DeleteSubrange(node, 1);
+
+  OnnxExportResult result;
+  result.replaced = int64_t(inPlace.size() + untied.size());
+  result.untied = int64_t(untied.size());
+  result.kept = int64_t(initializers.size() - inPlace.size());
+  if (!model.SerializeToString(&result.bytes))
+    return error(modelName + ": the trained model does not serialize (over protobuf's 2 GB?)");
+  return std::move(result);
+}
+
+llvm::Expected<OnnxExportResult> exportOnnxFile(const std::string &modelPath,
+                                                const std::string &weightsPath,
+                                                const std::string &outputPath) {
+  try {
+    rt::refuseOutputsOverInputs({{"--model", modelPath}, {"--weights", weightsPath}},
+                                {{"-o", outputPath}});
+    rt::checkWritableFile(outputPath, "-o");
+    std::string bytes = rt::readFile(modelPath);
+    std::map<std::string, rt::HostTensor> weights = rt::readSafetensors(weightsPath);
+    auto result = replaceOnnxInitializers(bytes, modelPath, weights, weightsPath);
+    if (!result)
+      return result.takeError();
+    rt::writeFileAtomically(outputPath, result->bytes);
+    return result;
+  } catch (const rt::Error &e) {
+    return error(e.what());
+  }
+}
+
+} // namespace mlc

@@ -1,0 +1,62 @@
+//===- OnnxExport.h - trained weights back into an ONNX model --*- C++ -*-===//
+//
+// The way back from training (what ONNX Runtime Training offered before its
+// deprecation): an imported model's parameters are its initializers, under
+// their ONNX names (OnnxImporter.h), so `mlc train MODEL.onnx --save W` writes
+// a safetensors file keyed by those names, and the model with each named
+// initializer replaced by its trained value is the trained model, which any
+// ONNX runtime runs.
+//
+// - A weight named like an initializer replaces it: same element type and
+//   shape, else an error naming the tensor and both types or shapes.
+// - A weight named like the output of an `Identity(initializer)` node (a
+//   parameter the eval-mode exporter merged, which the importer untied) turns
+//   that node into an initializer of its own, so the two weights stay apart.
+// - A weight the model has neither for is an error; initializers the file
+//   does not name stay as they were (their count is reported).
+//
+// The replaced initializers are written inline (raw_data). An initializer
+// kept in external data is refused: the output would point at files beside
+// the input model.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_FRONTEND_ONNX_ONNXEXPORT_H
+#define MLC_FRONTEND_ONNX_ONNXEXPORT_H
+
+#include "runtime/core/TensorIO.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace mlc {
+
+struct OnnxExportResult {
+  /// The serialized ModelProto.
+  std::string bytes;
+  /// Initializers given the weights' values (`untied` of them new, in place
+  /// of an Identity node), and those left as they were.
+  int64_t replaced = 0, untied = 0, kept = 0;
+};
+
+/// Replaces the initializers of the serialized ModelProto `model` by
+/// `weights`. `modelName` and `weightsName` stand for the files in errors.
+llvm::Expected<OnnxExportResult>
+replaceOnnxInitializers(llvm::StringRef model, const std::string &modelName,
+                        const std::map<std::string, rt::HostTensor> &weights,
+                        const std::string &weightsName);
+
+/// The same over files: reads `modelPath` and the safetensors `weightsPath`
+/// and writes `outputPath` atomically (a temporary file and a rename); an
+/// output that is one of the inputs is refused before anything is read.
+llvm::Expected<OnnxExportResult> exportOnnxFile(const std::string &modelPath,
+                                                const std::string &weightsPath,
+                                                const std::string &outputPath);
+
+} // namespace mlc
+
+#endif // MLC_FRONTEND_ONNX_ONNXEXPORT_H

@@ -1,0 +1,148 @@
+"""`mlc export-onnx` end to end, and the weights files its error cases read.
+
+  export_onnx.py check --mlc MLC --model M.onnx --work DIR
+      trains M.onnx (a logits-only GPT-2 export) for 10 steps with --save,
+      exports the trained model, and checks that onnxruntime's logits of it
+      match `mlc run` on the trained weights (to 1e-5 relative) and differ
+      from the untrained model's (so that an export which kept the old
+      values fails), that every trained tensor is in it bit for bit, and that
+      onnx's checker accepts it. Exits non-zero on any failure.
+
+  export_onnx.py weights --from W.safetensors --out BAD.safetensors --case C
+      writes W with one change: C = shape (a tensor transposed), unknown (a
+      tensor the model lacks), dtype (every tensor as f64), subset (only the
+      first tensor).
+"""
+
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+
+
+def read_safetensors(path):
+    data = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    kinds = {"F32": np.float32, "F64": np.float64, "I64": np.int64}
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = info["data_offsets"]
+        out[name] = np.frombuffer(data[8 + n + a:8 + n + b],
+                                  dtype=kinds[info["dtype"]]).reshape(info["shape"])
+    return out
+
+
+def write_safetensors(path, tensors):
+    kinds = {np.dtype(np.float32): "F32", np.dtype(np.float64): "F64"}
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        t = np.ascontiguousarray(t)
+        header[name] = {"dtype": kinds[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + t.nbytes]}
+        blobs.append(t.tobytes())
+        offset += t.nbytes
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def weights(args):
+    t = dict(read_safetensors(args.src))
+    if args.case == "shape":
+        name = next(n for n, v in sorted(t.items()) if v.ndim == 2 and v.shape[0] != v.shape[1])
+        t[name] = t[name].T
+    elif args.case == "unknown":
+        t["no.such.weight"] = np.zeros(4, np.float32)
+    elif args.case == "subset":
+        t = dict([sorted(t.items())[0]])
+    elif args.case == "dtype":
+        t = {n: v.astype(np.float64) for n, v in t.items()}
+    write_safetensors(args.out, t)
+
+
+def rel(a, b):
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+
+
+def check(args):
+    import onnx
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    os.makedirs(args.work, exist_ok=True)
+    w = os.path.join(args.work, "trained.safetensors")
+    out = os.path.join(args.work, "trained.onnx")
+    proto = onnx.load(args.model)
+    vocab = next(numpy_helper.to_array(t).shape[0] for t in proto.graph.initializer
+                 if t.name == "transformer.wte.weight")
+    rng = np.random.default_rng(0)
+
+    # 10 steps of causal-LM training, saved.
+    batches = os.path.join(args.work, "batches")
+    os.makedirs(batches, exist_ok=True)
+    ids = rng.integers(0, vocab, size=(10, 2, 16))
+    np.save(os.path.join(batches, "input_ids.npy"), ids)
+    np.save(os.path.join(batches, "labels.npy"), ids)
+    subprocess.run([args.mlc, "train", args.model, "--loss", "causal-lm", "--batches", batches,
+                    "--steps", "10", "--lr", "1e-3", "--lr-schedule", "constant", "--save", w,
+                    "--log-every", "100"], check=True)
+    text = subprocess.run([args.mlc, "export-onnx", "--model", args.model, "--weights", w,
+                           "-o", out], check=True, capture_output=True, text=True).stdout
+    print(text.strip())
+
+    failures = []
+    trained = onnx.load(out)
+    onnx.checker.check_model(trained)
+    inits = {t.name: numpy_helper.to_array(t) for t in trained.graph.initializer}
+    saved = read_safetensors(w)
+    for name, value in saved.items():
+        if name not in inits:
+            failures.append(f"{name}: not an initializer of trained.onnx")
+        elif not np.array_equal(inits[name], value):
+            failures.append(f"{name}: trained.onnx holds other values than the weights")
+    print(f"{len(saved)} trained tensors, {len(inits)} initializers in trained.onnx")
+
+    # Logits: onnxruntime on trained.onnx against mlc run on the weights.
+    x = rng.integers(0, vocab, size=(2, 16))
+    xp = os.path.join(args.work, "input_ids.npy")
+    np.save(xp, x)
+    run_dir = os.path.join(args.work, "run")
+    subprocess.run([args.mlc, "run", args.model, "--init", w, "--input", f"input_ids={xp}",
+                    "--output-dir", run_dir], check=True)
+    got = np.load(os.path.join(run_dir, "logits.npy"))
+    ours = ort.InferenceSession(out).run(["logits"], {"input_ids": x})[0]
+    before = ort.InferenceSession(args.model).run(["logits"], {"input_ids": x})[0]
+    r, moved = rel(ours, got), rel(before, got)
+    print(f"trained.onnx logits vs mlc run: max rel diff {r:.1e}; "
+          f"untrained model's: {moved:.1e}")
+    if r > 1e-5:
+        failures.append(f"onnxruntime's logits of trained.onnx differ from mlc run's by {r:.2e}")
+    if moved < 1e-3:
+        failures.append(f"the untrained model's logits are as close ({moved:.2e}): "
+                        "training or the export changed nothing")
+    if failures:
+        print("EXPORT FAILED:\n  " + "\n  ".join(failures))
+        sys.exit(1)
+    print("EXPORT OK")
+
+
+ap = argparse.ArgumentParser()
+sub = ap.add_subparsers(dest="cmd", required=True)
+c = sub.add_parser("check")
+c.add_argument("--mlc", required=True)
+c.add_argument("--model", required=True)
+c.add_argument("--work", required=True)
+wp = sub.add_parser("weights")
+wp.add_argument("--from", dest="src", required=True)
+wp.add_argument("--out", required=True)
+wp.add_argument("--case", choices=["shape", "unknown", "dtype", "subset"], required=True)
+args = ap.parse_args()
+check(args) if args.cmd == "check" else weights(args)
