@@ -56,7 +56,7 @@ llvm::Expected<LoweredPackage> lowerModule(mlir::ModuleOp module,
                                            const DataParallelOptions &dp = {});
 
 struct PackageDescription {
-  std::string family; // gpt2 | bert | onnx
+  std::string family; // gpt2 | bert | llama | onnx
   std::string configText;
   BuildOptions options;
   /// Initial values of the parameters marked mlc.init = "package" (an

@@ -1,12 +1,14 @@
-//===- Models.cpp - builtin GPT-2 and BERT graphs --------------------------===//
+//===- Models.cpp - builtin GPT-2 and BERT graphs, model configs -----------===//
 //
 // The graphs follow transformers' GPT2LMHeadModel and BertForMaskedLM op for
 // op (training mode, so dropout is live when its probability is non-zero).
+// Configs of every builtin family are parsed here; Llama's graph is built in
+// Llama.cpp.
 //
 //===----------------------------------------------------------------------===//
 
-#include "contract/StepFunctions.h"
 #include "frontend/Models.h"
+#include "frontend/GraphBuilder.h"
 #include "dialects/mlc/MlcDialect.h"
 #include "dialects/mlc/MlcLosses.h"
 
@@ -28,7 +30,7 @@ namespace mlc {
 // Configs and presets
 //===----------------------------------------------------------------------===//
 
-using Preset = std::map<std::string, double>;
+using namespace detail;
 
 static const std::map<std::string, Preset> &gpt2Presets() {
   static const Preset base = {{"vocab_size", 50257}, {"n_positions", 1024},
@@ -86,8 +88,7 @@ static const std::map<std::string, Preset> &bertPresets() {
   return presets;
 }
 
-/// Shortest faithful text of a config number: 768, 0.1, 1e-05, 0.0141421.
-static std::string formatNumber(double v) {
+std::string detail::formatNumber(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", v);
   return buf;
@@ -116,8 +117,11 @@ llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef family,
   } else if (family == "bert") {
     presets = &bertPresets();
     defaultPreset = "base";
+  } else if (family == "llama") {
+    presets = &llamaPresets();
+    defaultPreset = "tiny";
   } else {
-    return error("unknown model '" + family + "' (expected gpt2 or bert)");
+    return error("unknown model '" + family + "' (expected gpt2, bert or llama)");
   }
   llvm::SmallVector<llvm::StringRef> parts;
   spec.split(parts, ',', -1, /*KeepEmpty=*/false);
@@ -154,6 +158,11 @@ llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef family,
       return error("config key '" + key + "' needs a number, got '" + value + "'");
     config.values[key.str()] = number;
   }
+  if (family == "llama") {
+    if (auto err = checkLlamaConfig(config))
+      return std::move(err);
+    return config;
+  }
   // Sizes must be positive integers and heads must divide the hidden size.
   for (auto &[key, value] : config.values) {
     bool isProbability = llvm::StringRef(key).contains("drop");
@@ -187,120 +196,6 @@ llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef family,
 //===----------------------------------------------------------------------===//
 
 namespace {
-
-/// Emits graph ops into @forward and collects its parameters and inputs as
-/// block arguments in order of creation.
-class GraphBuilder {
-public:
-  GraphBuilder(MLIRContext &ctx, Type dtype)
-      : ctx(ctx), b(&ctx), loc(b.getUnknownLoc()), dtype(dtype) {
-    module = ModuleOp::create(loc);
-    auto fn = b.create<func::FuncOp>(loc, mlc::kForwardFn, b.getFunctionType({}, {}));
-    module->push_back(fn);
-    func = fn;
-    block = func.addEntryBlock();
-    b.setInsertionPointToStart(block);
-  }
-
-  /// A parameter with HF's initialization: `init` is normal:STD, zeros or
-  /// ones; by default matrices draw from N(0, 0.02) and vectors start at 0.
-  Value param(llvm::StringRef name, ArrayRef<int64_t> shape, std::string init = "") {
-    if (init.empty())
-      init = shape.size() >= 2 ? "normal:0.02" : "zeros";
-    Value v = argument("mlc.param", name, RankedTensorType::get(shape, dtype));
-    argAttrs.back() = b.getDictionaryAttr(
-        {b.getNamedAttr("mlc.param", b.getStringAttr(name)),
-         b.getNamedAttr("mlc.init", b.getStringAttr(init))});
-    return v;
-  }
-  Value input(llvm::StringRef name, ArrayRef<int64_t> shape, Type element) {
-    return argument("mlc.input", name, RankedTensorType::get(shape, element));
-  }
-
-  Value constant(double value) {
-    auto type = RankedTensorType::get({}, dtype);
-    return b.create<ConstantOp>(loc, DenseElementsAttr::get(
-                                         type, b.getFloatAttr(dtype, value)));
-  }
-  Value intConstant(int64_t value, Type element) {
-    auto type = RankedTensorType::get({}, element);
-    return b.create<ConstantOp>(
-        loc, DenseElementsAttr::get(type, b.getIntegerAttr(element, value)));
-  }
-
-  /// x @ w (+ bias); w is [in, out] (Conv1D) or [out, in] (Linear, transposed).
-  Value dense(Value x, Value w, Value bias, bool linear) {
-    Value y = b.create<MatmulOp>(loc, x, w, /*transpose_lhs=*/false,
-                                 /*transpose_rhs=*/linear);
-    return bias ? b.create<AddOp>(loc, y, bias).getResult() : y;
-  }
-  Value layerNorm(Value x, Value w, Value bias, double eps) {
-    return b.create<LayerNormOp>(loc, x, w, bias, b.getF64FloatAttr(eps));
-  }
-  Value dropout(Value x, double ratio) {
-    if (ratio == 0)
-      return x;
-    return b.create<DropoutOp>(loc, x, b.getF64FloatAttr(ratio),
-                               b.getI64IntegerAttr(nextSeed++));
-  }
-  /// Scaled dot-product attention with dropout on the probabilities.
-  Value attention(Value q, Value k, Value v, Value mask, bool causal, double dropout,
-                  Value cuSeqlens = Value()) {
-    return b.create<AttentionOp>(loc, q, k, v, mask, cuSeqlens,
-                                 causal ? b.getUnitAttr() : UnitAttr(),
-                                 /*scale=*/FloatAttr(), b.getF64FloatAttr(dropout),
-                                 b.getI64IntegerAttr(dropout > 0 ? nextSeed++ : 0));
-  }
-  Value reshape(Value x, ArrayRef<int64_t> shape) {
-    auto type = RankedTensorType::get(shape, cast<RankedTensorType>(x.getType())
-                                                 .getElementType());
-    return b.create<ReshapeOp>(loc, type, x);
-  }
-  Value transpose(Value x, ArrayRef<int64_t> perm) {
-    return b.create<TransposeOp>(loc, x, b.getDenseI64ArrayAttr(perm));
-  }
-
-  /// [B, S, E] -> [B, H, S, D]
-  Value splitHeads(Value x, int64_t batch, int64_t seq, int64_t heads, int64_t dim) {
-    return transpose(reshape(x, {batch, seq, heads, dim}), {0, 2, 1, 3});
-  }
-  /// [B, H, S, D] -> [B, S, E]
-  Value mergeHeads(Value x, int64_t batch, int64_t seq, int64_t hidden) {
-    Value t = transpose(x, {0, 2, 1, 3});
-    return reshape(t, {batch, seq, hidden});
-  }
-
-  void finish(ArrayRef<std::pair<llvm::StringRef, Value>> outputs) {
-    SmallVector<Value> values;
-    for (auto &[_, v] : outputs)
-      values.push_back(v);
-    b.create<func::ReturnOp>(loc, values);
-    SmallVector<Type> argTypes(block->getArgumentTypes());
-    func.setFunctionType(b.getFunctionType(argTypes, ValueRange(values).getTypes()));
-    for (auto [i, attrs] : llvm::enumerate(argAttrs))
-      func.setArgAttrs(i, attrs);
-    for (auto [i, output] : llvm::enumerate(outputs))
-      func.setResultAttr(i, "mlc.output", b.getStringAttr(output.first));
-  }
-
-  MLIRContext &ctx;
-  OpBuilder b;
-  Location loc;
-  Type dtype;
-  OwningOpRef<ModuleOp> module;
-  func::FuncOp func;
-
-private:
-  Value argument(llvm::StringRef kind, llvm::StringRef name, Type type) {
-    argAttrs.push_back(b.getDictionaryAttr(
-        b.getNamedAttr(kind, b.getStringAttr(name))));
-    return block->addArgument(type, loc);
-  }
-
-  Block *block;
-  SmallVector<DictionaryAttr> argAttrs;
-  int64_t nextSeed = 1;
-};
 
 /// Mean cross-entropy of flattened logits [N, V] against labels [N].
 Value crossEntropy(GraphBuilder &g, Value logits, Value labels) {
@@ -510,8 +405,9 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildModel(MLIRContext &ctx,
   else
     return error("unsupported dtype '" + options.dtype + "' (expected f32 or f64)");
   if (options.varlen && config.family != "bert")
-    return error("--varlen packs BERT's variable-length sequences; GPT-2 trains on full "
-                 "samples");
+    return error("--varlen packs BERT's variable-length sequences; " +
+                 std::string(config.family == "gpt2" ? "GPT-2" : "Llama") +
+                 " trains on full samples");
   if (options.microBatch < 1)
     return error("micro-batch must be >= 1");
   const char *positions =
@@ -523,7 +419,20 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildModel(MLIRContext &ctx,
   // The memory a training step would need, estimated before anything is
   // built: parameters, gradients and two AdamW moments, and the activations
   // a layer keeps for backward (about 34 E + 5 H S values per token).
-  {
+  if (config.family == "llama") {
+    double params = llamaParameterCount(config);
+    double tokens = double(options.microBatch) * double(options.seqLen);
+    double activations = tokens * llamaActivationsPerToken(config, options.seqLen);
+    double bytes = (4 * params + activations) * (options.dtype == "f64" ? 8 : 4);
+    const double limit = 16.0 * (1ull << 40);
+    if (!std::isfinite(bytes) || bytes > limit || tokens > 1e12)
+      return error(llvm::formatv("this model and batch would need about {0:f0} GiB to train "
+                                 "({1:e2} parameters, micro-batch {2} x seq-len {3}); the "
+                                 "limit is 16384 GiB",
+                                 bytes / double(1ull << 30), params, options.microBatch,
+                                 options.seqLen)
+                       .str());
+  } else {
     const bool gpt = config.family == "gpt2";
     double V = config.get("vocab_size"), P = config.get(positions),
            E = config.get(gpt ? "n_embd" : "hidden_size"),
@@ -544,8 +453,9 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildModel(MLIRContext &ctx,
                        .str());
   }
   OwningOpRef<ModuleOp> module =
-      config.family == "gpt2" ? buildGPT2(ctx, config, options, dtype)
-                              : buildBERT(ctx, config, options, dtype);
+      config.family == "gpt2"   ? buildGPT2(ctx, config, options, dtype)
+      : config.family == "bert" ? buildBERT(ctx, config, options, dtype)
+                                : buildLlama(ctx, config, options, dtype);
   if (failed(verify(*module)))
     return error("internal error: the built " + config.family +
                  " graph does not verify");

@@ -1,6 +1,7 @@
-//===- Models.h - builtin GPT-2 and BERT graphs ----------------*- C++ -*-===//
+//===- Models.h - builtin GPT-2, BERT and Llama graphs ---------*- C++ -*-===//
 //
-// Builders for HuggingFace's GPT2LMHeadModel and BertForMaskedLM as mlc graphs.
+// Builders for HuggingFace's GPT2LMHeadModel, BertForMaskedLM and
+// LlamaForCausalLM (Qwen2ForCausalLM through its keys) as mlc graphs.
 // Parameter and input names follow HF checkpoints exactly, so weights move
 // between mlc and PyTorch by name.
 //
@@ -18,8 +19,11 @@
 
 namespace mlc {
 
-/// A model's hyper-parameters under HF config key names. `family` is "gpt2"
-/// or "bert"; `values` holds every key of that family (numbers as doubles).
+/// A model's hyper-parameters under HF config key names. `family` is "gpt2",
+/// "bert" or "llama"; `values` holds every key of that family (numbers as
+/// doubles, booleans as 0 or 1). Llama's keys are LlamaConfig's plus
+/// `qkv_bias` (biases on q/k/v only, Qwen2's layout; `attention_bias` puts
+/// them on o_proj too, as LlamaConfig does).
 struct ModelConfig {
   std::string family;
   std::string preset;

@@ -1,6 +1,6 @@
 //===- GradientCheckTest.cpp - autodiff against finite differences ---------===//
 //
-// Every gradient rule, and whole tiny GPT-2 and BERT models, checked end to
+// Every gradient rule, and whole tiny GPT-2, BERT and Llama models, checked end to
 // end in f64: the compiled @train_step's gradients against central finite
 // differences of the compiled @forward's loss, both run by the CPU runtime.
 //
@@ -158,7 +158,7 @@ std::string unary(const std::string &body, const std::string &type,
 
 TEST(GradientCheck, Pointwise) {
   const std::string t = "tensor<3x5xf64>";
-  for (std::string op : {"neg", "exp", "tanh", "erf"})
+  for (std::string op : {"neg", "exp", "tanh", "erf", "silu"})
     checkText(unary("  %y = mlc." + op + " %x : " + t, t));
   checkText(unary("  %y = mlc.gelu %x : " + t, t));
   checkText(unary("  %y = mlc.gelu %x approximate = tanh : " + t, t));
@@ -167,6 +167,11 @@ TEST(GradientCheck, Pointwise) {
   positive.hi = 2.0;
   for (std::string op : {"log", "sqrt", "rsqrt"})
     checkText(unary("  %y = mlc." + op + " %x : " + t, t), positive);
+  // silu's tails: sigmoid near 0 and near 1.
+  Inputs wide;
+  wide.lo = -8.0;
+  wide.hi = 8.0;
+  checkText(unary("  %y = mlc.silu %x : " + t, t), wide);
 }
 
 TEST(GradientCheck, BinaryWithBroadcasting) {
@@ -350,6 +355,20 @@ TEST(GradientCheck, TinyBERT) {
              "num_hidden_layers=2,num_attention_heads=2,intermediate_size=12,"
              "hidden_dropout_prob=0.1,attention_probs_dropout_prob=0.2",
              in);
+}
+
+/// Llama: RMSNorm, rotary embeddings, 2 query heads per key/value head,
+/// SwiGLU, with every bias and a tied head (the untied head is one more
+/// matmul, checked against PyTorch in test/integration/llama-parity.test).
+TEST(GradientCheck, TinyLlama) {
+  Inputs in;
+  in.lo = -0.5;
+  in.hi = 0.5;
+  in.intHi = 16;
+  const std::string shape = "tiny,vocab_size=16,max_position_embeddings=8,hidden_size=8,"
+                            "num_hidden_layers=2,num_attention_heads=2,num_key_value_heads=1,"
+                            "intermediate_size=12";
+  checkModel("llama", shape + ",tie_word_embeddings=1,attention_bias=1,mlp_bias=1", in);
 }
 
 /// Unpadded BERT: 11 tokens in a capacity of 18 (3 sequences of up to 6; the

@@ -27,14 +27,14 @@ namespace {
 Expected<mlc::ModelConfig> builtinConfig() {
   if (model.empty())
     return createStringError(inconvertibleErrorCode(),
-                             "no model given (gpt2, bert, an ONNX file or a package)");
-  if (model != "gpt2" && model != "bert") {
+                             "no model given (gpt2, bert, llama, an ONNX file or a package)");
+  if (model != "gpt2" && model != "bert" && model != "llama") {
     if (!sys::fs::exists(model))
       return createStringError(inconvertibleErrorCode(),
                                "'" + model + "': no such file, and not a builtin "
-                                             "model (gpt2, bert)");
+                                             "model (gpt2, bert, llama)");
     return createStringError(inconvertibleErrorCode(),
-                             "'" + model + "' is neither a builtin model (gpt2, bert), an "
+                             "'" + model + "' is neither a builtin model (gpt2, bert, llama), an "
                                            "ONNX file (.onnx) nor a package directory");
   }
   return mlc::parseModelConfig(model, config);

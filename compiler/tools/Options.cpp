@@ -69,12 +69,14 @@ cl::SubCommand &exportOnnxCmd() {
 }
 
 // MODEL and its shape.
-cl::opt<std::string> model(cl::Positional, cl::desc("<gpt2 | bert | model.onnx | package-dir>"),
+cl::opt<std::string> model(cl::Positional, cl::desc("<gpt2 | bert | llama | model.onnx | package-dir>"),
                            cl::sub(compileCmd()), cl::sub(trainCmd()), cl::sub(runCmd()),
                            cl::sub(generateCmd()), cl::sub(importCmd()), cl::cat(category()));
 cl::opt<std::string> config("config",
                             cl::desc("PRESET[,key=value...] with HF config keys "
-                                     "(gpt2: tiny, small, medium; bert: tiny, base, large)"),
+                                     "(gpt2: tiny, small, medium; bert: tiny, base, large; "
+                                     "llama: tiny, qwen2-tiny, tinyllama-1.1b, llama-3.2-1b, "
+                                     "qwen2-0.5b)"),
                             cl::value_desc("spec"), cl::init(""), cl::sub(compileCmd()),
                             cl::sub(trainCmd()), cl::sub(runCmd()), cl::sub(generateCmd()),
                             cl::cat(category()));

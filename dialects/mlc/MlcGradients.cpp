@@ -190,6 +190,20 @@ LogicalResult GeluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success();
 }
 
+LogicalResult SiluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                     SmallVectorImpl<Value> &og) {
+  Location loc = getLoc();
+  // y = x s with s = sigmoid(x) = 1 / (1 + exp(-x)):  dy/dx = s + y (1 - s).
+  // Composed of pointwise ops, so that it fuses with its neighbours.
+  Value x = getInput(), y = getResult();
+  Value one = scalar(b, loc, x, 1.0);
+  Value s = b.create<DivOp>(
+      loc, one, b.create<AddOp>(loc, one, b.create<ExpOp>(loc, b.create<NegOp>(loc, x))));
+  Value d = b.create<AddOp>(loc, s, mul(b, loc, y, b.create<SubOp>(loc, one, s)));
+  og.push_back(mul(b, loc, rg[0], d));
+  return success();
+}
+
 LogicalResult SelectOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                        SmallVectorImpl<Value> &og) {
   Location loc = getLoc();

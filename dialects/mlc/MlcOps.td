@@ -312,6 +312,20 @@ def Mlc_GeluOp : Mlc_UnaryOp<"gelu", Mlc_FloatTensor> {
       "$input (`approximate` `=` $approximate^)? attr-dict `:` type($result)";
 }
 
+def Mlc_SiluOp : Mlc_UnaryOp<"silu", Mlc_FloatTensor> {
+  let summary = "Sigmoid linear unit (swish): x * sigmoid(x)";
+  let description = [{
+    `x / (1 + exp(-x))`: the activation of Llama's gated MLP,
+    `down(silu(gate(x)) * up(x))`. Its gradient is
+    `g * s * (1 + x * (1 - s))` with `s = sigmoid(x)`, written with
+    existing pointwise ops so that it fuses like any other chain.
+
+    ```mlir
+    %y = mlc.silu %gate : tensor<8x1024x5632xf32>
+    ```
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // CompareOp, SelectOp, CastOp
 //===----------------------------------------------------------------------===//

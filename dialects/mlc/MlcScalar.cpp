@@ -54,6 +54,13 @@ std::string RsqrtOp::scalarExpr(ScalarEmitter &e, ArrayRef<std::string> a) {
   return "(" + e.literal(1.0, el) + " / " + e.call("sqrt", el, a) + ")";
 }
 
+// SiLU: x / (1 + exp(-x)); exp's overflow for very negative x gives 0.
+std::string SiluOp::scalarExpr(ScalarEmitter &e, ArrayRef<std::string> a) {
+  Type el = elementOf(getResult());
+  return "(" + a[0] + " / (" + e.literal(1.0, el) + " + " + e.call("exp", el, {"-" + a[0]}) +
+         "))";
+}
+
 // GELU: erf form 0.5 x (1 + erf(x / sqrt 2)); tanh form
 // 0.5 x (1 + tanh(c (x + k x^3))) with c = sqrt(2 / pi), k = 0.044715.
 static constexpr double kGeluC = 0.7978845608028654, kGeluK = 0.044715;

@@ -115,6 +115,22 @@ func.func @unary_needs_floats(%a: tensor<4xi64>) {
 
 // -----
 
+func.func @silu_needs_floats(%a: tensor<4xi64>) {
+  // expected-error @+1 {{operand #0 must be ranked tensor of floating-point values}}
+  %0 = mlc.silu %a : tensor<4xi64>
+  return
+}
+
+// -----
+
+func.func @silu_same_type(%a: tensor<4xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0 = "mlc.silu"(%a) : (tensor<4xf32>) -> tensor<4xf64>
+  return
+}
+
+// -----
+
 func.func @compare_broadcast(%a: tensor<3xi64>, %b: tensor<4xi64>) {
   // expected-error @+1 {{shapes [3] and [4] do not broadcast}}
   %0 = mlc.compare eq %a, %b : tensor<3xi64>, tensor<4xi64>

@@ -67,6 +67,7 @@ func.func @binary(%x: tensor<8x?x4xf32>, %b: tensor<4xf32>, %c: tensor<8x1x1xf32
 // CHECK: mlc.rsqrt %{{.*}} : tensor<4x?xf32>
 // CHECK: mlc.gelu %{{.*}} approximate = tanh : tensor<4x?xf32>
 // CHECK: mlc.gelu %{{.*}} : tensor<4x?xf32>
+// CHECK: mlc.silu %{{.*}} : tensor<4x?xf32>
 func.func @unary(%x: tensor<4x?xf32>) -> tensor<4x?xf32> {
   %0 = mlc.neg %x : tensor<4x?xf32>
   %1 = mlc.exp %0 : tensor<4x?xf32>
@@ -77,7 +78,8 @@ func.func @unary(%x: tensor<4x?xf32>) -> tensor<4x?xf32> {
   %6 = mlc.rsqrt %5 : tensor<4x?xf32>
   %7 = mlc.gelu %6 approximate = tanh : tensor<4x?xf32>
   %8 = mlc.gelu %7 : tensor<4x?xf32>
-  return %8 : tensor<4x?xf32>
+  %9 = mlc.silu %8 : tensor<4x?xf32>
+  return %9 : tensor<4x?xf32>
 }
 
 // -----

@@ -145,6 +145,22 @@ def write_safetensors(path, tensors):
             f.write(b)
 
 
+def read_safetensors(path):
+    """Reads a safetensors file of F32/F64 tensors into numpy arrays by name."""
+    codes = {"F32": np.float32, "F64": np.float64}
+    data = open(path, "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = info["data_offsets"]
+        out[name] = np.frombuffer(data[8 + n + b:8 + n + e],
+                                  dtype=codes[info["dtype"]]).reshape(info["shape"]).copy()
+    return out
+
+
 def adamw(params, lr, wd, betas, eps):
     """torch.optim.AdamW with decay only on matrices (mlc's convention)."""
     decay = [t for t in params.values() if t.dim() >= 2]

@@ -1,0 +1,171 @@
+//===- GraphBuilder.h - the builtin builders' shared helpers ----*- C++ -*-===//
+//
+// What the builtin model builders (Models.cpp: GPT-2, BERT; Llama.cpp) share:
+// a GraphBuilder that writes @forward's ops and collects its parameters and
+// inputs, and the Llama family's config hooks that parseModelConfig and
+// buildModel call. Internal to frontend/.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_FRONTEND_GRAPHBUILDER_H
+#define MLC_FRONTEND_GRAPHBUILDER_H
+
+#include "contract/StepFunctions.h"
+#include "dialects/mlc/MlcDialect.h"
+#include "frontend/Models.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+#include <map>
+#include <string>
+
+namespace mlc {
+namespace detail {
+
+using namespace mlir;
+
+using Preset = std::map<std::string, double>;
+
+/// Shortest faithful text of a config number: 768, 0.1, 1e-05, 0.0141421.
+std::string formatNumber(double v);
+
+/// Emits graph ops into @forward and collects its parameters and inputs as
+/// block arguments in order of creation.
+class GraphBuilder {
+public:
+  GraphBuilder(MLIRContext &ctx, Type dtype)
+      : ctx(ctx), b(&ctx), loc(b.getUnknownLoc()), dtype(dtype) {
+    module = ModuleOp::create(loc);
+    auto fn = b.create<func::FuncOp>(loc, mlc::kForwardFn, b.getFunctionType({}, {}));
+    module->push_back(fn);
+    func = fn;
+    block = func.addEntryBlock();
+    b.setInsertionPointToStart(block);
+  }
+
+  /// A parameter with HF's initialization: `init` is normal:STD, zeros or
+  /// ones; by default matrices draw from N(0, 0.02) and vectors start at 0.
+  Value param(llvm::StringRef name, ArrayRef<int64_t> shape, std::string init = "") {
+    if (init.empty())
+      init = shape.size() >= 2 ? "normal:0.02" : "zeros";
+    Value v = argument("mlc.param", name, RankedTensorType::get(shape, dtype));
+    argAttrs.back() = b.getDictionaryAttr(
+        {b.getNamedAttr("mlc.param", b.getStringAttr(name)),
+         b.getNamedAttr("mlc.init", b.getStringAttr(init))});
+    return v;
+  }
+  Value input(llvm::StringRef name, ArrayRef<int64_t> shape, Type element) {
+    return argument("mlc.input", name, RankedTensorType::get(shape, element));
+  }
+
+  Value constant(double value) {
+    auto type = RankedTensorType::get({}, dtype);
+    return b.create<ConstantOp>(loc, DenseElementsAttr::get(
+                                         type, b.getFloatAttr(dtype, value)));
+  }
+  Value intConstant(int64_t value, Type element) {
+    auto type = RankedTensorType::get({}, element);
+    return b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(type, b.getIntegerAttr(element, value)));
+  }
+
+  /// x @ w (+ bias); w is [in, out] (Conv1D) or [out, in] (Linear, transposed).
+  Value dense(Value x, Value w, Value bias, bool linear) {
+    Value y = b.create<MatmulOp>(loc, x, w, /*transpose_lhs=*/false,
+                                 /*transpose_rhs=*/linear);
+    return bias ? b.create<AddOp>(loc, y, bias).getResult() : y;
+  }
+  Value layerNorm(Value x, Value w, Value bias, double eps) {
+    return b.create<LayerNormOp>(loc, x, w, bias, b.getF64FloatAttr(eps));
+  }
+  Value dropout(Value x, double ratio) {
+    if (ratio == 0)
+      return x;
+    return b.create<DropoutOp>(loc, x, b.getF64FloatAttr(ratio),
+                               b.getI64IntegerAttr(nextSeed++));
+  }
+  /// Scaled dot-product attention with dropout on the probabilities.
+  Value attention(Value q, Value k, Value v, Value mask, bool causal, double dropout,
+                  Value cuSeqlens = Value()) {
+    return b.create<AttentionOp>(loc, q, k, v, mask, cuSeqlens,
+                                 causal ? b.getUnitAttr() : UnitAttr(),
+                                 /*scale=*/FloatAttr(), b.getF64FloatAttr(dropout),
+                                 b.getI64IntegerAttr(dropout > 0 ? nextSeed++ : 0));
+  }
+  Value reshape(Value x, ArrayRef<int64_t> shape) {
+    auto type = RankedTensorType::get(shape, cast<RankedTensorType>(x.getType())
+                                                 .getElementType());
+    return b.create<ReshapeOp>(loc, type, x);
+  }
+  Value transpose(Value x, ArrayRef<int64_t> perm) {
+    return b.create<TransposeOp>(loc, x, b.getDenseI64ArrayAttr(perm));
+  }
+
+  /// [B, S, E] -> [B, H, S, D]
+  Value splitHeads(Value x, int64_t batch, int64_t seq, int64_t heads, int64_t dim) {
+    return transpose(reshape(x, {batch, seq, heads, dim}), {0, 2, 1, 3});
+  }
+  /// [B, H, S, D] -> [B, S, E]
+  Value mergeHeads(Value x, int64_t batch, int64_t seq, int64_t hidden) {
+    Value t = transpose(x, {0, 2, 1, 3});
+    return reshape(t, {batch, seq, hidden});
+  }
+
+  void finish(ArrayRef<std::pair<llvm::StringRef, Value>> outputs) {
+    SmallVector<Value> values;
+    for (auto &[_, v] : outputs)
+      values.push_back(v);
+    b.create<func::ReturnOp>(loc, values);
+    SmallVector<Type> argTypes(block->getArgumentTypes());
+    func.setFunctionType(b.getFunctionType(argTypes, ValueRange(values).getTypes()));
+    for (auto [i, attrs] : llvm::enumerate(argAttrs))
+      func.setArgAttrs(i, attrs);
+    for (auto [i, output] : llvm::enumerate(outputs))
+      func.setResultAttr(i, "mlc.output", b.getStringAttr(output.first));
+  }
+
+  MLIRContext &ctx;
+  OpBuilder b;
+  Location loc;
+  Type dtype;
+  OwningOpRef<ModuleOp> module;
+  func::FuncOp func;
+
+private:
+  Value argument(llvm::StringRef kind, llvm::StringRef name, Type type) {
+    argAttrs.push_back(b.getDictionaryAttr(
+        b.getNamedAttr(kind, b.getStringAttr(name))));
+    return block->addArgument(type, loc);
+  }
+
+  Block *block;
+  SmallVector<DictionaryAttr> argAttrs;
+  int64_t nextSeed = 1;
+};
+
+//===----------------------------------------------------------------------===//
+// The Llama family (Llama.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Presets of `mlc ... llama --config`: tiny and real checkpoints' shapes.
+const std::map<std::string, Preset> &llamaPresets();
+
+/// Checks a llama config after its keys are set (kinds of values, head
+/// counts) and resolves head_dim = 0 to hidden_size / num_attention_heads.
+llvm::Error checkLlamaConfig(ModelConfig &config);
+
+/// Parameters and per-token activation values of a llama training step, for
+/// buildModel's memory estimate.
+double llamaParameterCount(const ModelConfig &config);
+double llamaActivationsPerToken(const ModelConfig &config, int64_t seqLen);
+
+/// LlamaForCausalLM (and Qwen2ForCausalLM through qkv_bias and
+/// tie_word_embeddings) as @forward -> (loss, logits).
+OwningOpRef<ModuleOp> buildLlama(MLIRContext &ctx, const ModelConfig &config,
+                                 const BuildOptions &options, Type dtype);
+
+} // namespace detail
+} // namespace mlc
+
+#endif // MLC_FRONTEND_GRAPHBUILDER_H

@@ -1,0 +1,317 @@
+//===- Llama.cpp - builtin Llama (and Qwen2-shaped) graphs -----------------===//
+//
+// transformers' LlamaForCausalLM op for op: RMSNorm, rotary embeddings
+// (rotate-half), grouped-query attention, the SwiGLU MLP, an untied or tied
+// head and the next-token loss. Qwen2ForCausalLM is the same graph with
+// biases on q/k/v only (`qkv_bias=1`) and a tied head.
+//
+// This first increment composes the new pieces from graph ops that already
+// have kernels: RMSNorm as x * rsqrt(mean(x^2) + eps) * w, the rotary
+// embedding as slices, a negation, a concat and products with constant
+// cos/sin tables, and K/V repeated to every query head before mlc.attention
+// (the kv-head kernel that never expands them is left for the kernel work).
+// SiLU is the one new op (mlc.silu).
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/GraphBuilder.h"
+#include "dialects/mlc/MlcLosses.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+
+namespace mlc {
+namespace detail {
+
+//===----------------------------------------------------------------------===//
+// Config
+//===----------------------------------------------------------------------===//
+
+const std::map<std::string, Preset> &llamaPresets() {
+  // TinyLlama-1.1B (TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T's
+  // config.json); the others change what differs from it.
+  static const Preset tinyllama = {
+      {"vocab_size", 32000},         {"hidden_size", 2048},
+      {"intermediate_size", 5632},   {"num_hidden_layers", 22},
+      {"num_attention_heads", 32},   {"num_key_value_heads", 4},
+      {"head_dim", 0},               {"rms_norm_eps", 1e-5},
+      {"rope_theta", 10000},         {"max_position_embeddings", 2048},
+      {"tie_word_embeddings", 0},    {"attention_bias", 0},
+      {"mlp_bias", 0},               {"qkv_bias", 0},
+      {"initializer_range", 0.02}};
+  static const std::map<std::string, Preset> presets = [] {
+    std::map<std::string, Preset> p;
+    p["tinyllama-1.1b"] = tinyllama;
+    // meta-llama/Llama-3.2-1B (its llama3 rope_scaling is not modelled: the
+    // shapes, not the long-context frequencies, are what --report needs).
+    Preset &l32 = p["llama-3.2-1b"] = tinyllama;
+    l32["vocab_size"] = 128256;
+    l32["intermediate_size"] = 8192;
+    l32["num_hidden_layers"] = 16;
+    l32["num_key_value_heads"] = 8;
+    l32["head_dim"] = 64;
+    l32["rope_theta"] = 500000;
+    l32["max_position_embeddings"] = 131072;
+    l32["tie_word_embeddings"] = 1;
+    // Qwen/Qwen2-0.5B: q/k/v biases, tied head.
+    Preset &q = p["qwen2-0.5b"] = tinyllama;
+    q["vocab_size"] = 151936;
+    q["hidden_size"] = 896;
+    q["intermediate_size"] = 4864;
+    q["num_hidden_layers"] = 24;
+    q["num_attention_heads"] = 14;
+    q["num_key_value_heads"] = 2;
+    q["rms_norm_eps"] = 1e-6;
+    q["rope_theta"] = 1000000;
+    q["max_position_embeddings"] = 32768;
+    q["tie_word_embeddings"] = 1;
+    q["qkv_bias"] = 1;
+    // Trains in seconds on a laptop core; byte-level vocabulary, 4 query
+    // heads over 2 key/value heads.
+    Preset &t = p["tiny"] = tinyllama;
+    t["vocab_size"] = 256;
+    t["hidden_size"] = 64;
+    t["intermediate_size"] = 172;
+    t["num_hidden_layers"] = 2;
+    t["num_attention_heads"] = 4;
+    t["num_key_value_heads"] = 2;
+    t["rms_norm_eps"] = 1e-6;
+    t["max_position_embeddings"] = 256;
+    Preset &qt = p["qwen2-tiny"] = t;
+    qt["tie_word_embeddings"] = 1;
+    qt["qkv_bias"] = 1;
+    return p;
+  }();
+  return presets;
+}
+
+llvm::Error checkLlamaConfig(ModelConfig &config) {
+  auto error = [](const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+  };
+  for (auto &[key, value] : config.values) {
+    llvm::StringRef k(key);
+    if (k == "tie_word_embeddings" || k.ends_with("_bias")) {
+      if (value != 0 && value != 1)
+        return error("config key '" + key + "' must be 0 or 1 (false or true)");
+      continue;
+    }
+    if (k == "rms_norm_eps" || k == "rope_theta" || k == "initializer_range") {
+      if (!(value > 0) || !std::isfinite(value))
+        return error("config key '" + key + "' must be positive");
+      continue;
+    }
+    // head_dim 0: hidden_size / num_attention_heads (HF's default).
+    double lowest = k == "head_dim" ? 0 : 1;
+    if (value < lowest || value != std::floor(value))
+      return error("config key '" + key + "' must be a positive integer");
+    double limit = k == "num_hidden_layers" ? 10000 : 1e9;
+    if (value > limit)
+      return error(llvm::formatv("config key '{0}' must be at most {1}, got {2:f0}", key,
+                                 int64_t(limit), value)
+                       .str());
+  }
+  const int64_t E = config.get("hidden_size"), H = config.get("num_attention_heads"),
+                Hkv = config.get("num_key_value_heads");
+  if (H % Hkv != 0)
+    return error(llvm::formatv("num_attention_heads={0} is not divisible by "
+                               "num_key_value_heads={1}",
+                               H, Hkv)
+                     .str());
+  if (config.get("head_dim") == 0) {
+    if (E % H != 0)
+      return error(llvm::formatv("hidden_size={0} is not divisible by num_attention_heads={1} "
+                                 "(or set head_dim)",
+                                 E, H)
+                       .str());
+    config.values["head_dim"] = double(E / H);
+  }
+  if (config.get("head_dim") % 2 != 0)
+    return error(llvm::formatv("head_dim={0} must be even (rotary embeddings rotate pairs)",
+                               config.get("head_dim"))
+                     .str());
+  return llvm::Error::success();
+}
+
+double llamaParameterCount(const ModelConfig &c) {
+  double V = c.get("vocab_size"), E = c.get("hidden_size"), I = c.get("intermediate_size"),
+         L = c.get("num_hidden_layers"), H = c.get("num_attention_heads"),
+         Hkv = c.get("num_key_value_heads"), D = c.get("head_dim");
+  double attention = 2 * E * H * D + 2 * E * Hkv * D + (H + 2 * Hkv) * D + E;
+  double mlp = 3 * E * I + 2 * I + E;
+  return V * E * (c.get("tie_word_embeddings") ? 1 : 2) + L * (attention + mlp + 2 * E) + E;
+}
+
+double llamaActivationsPerToken(const ModelConfig &c, int64_t seqLen) {
+  double E = c.get("hidden_size"), I = c.get("intermediate_size"),
+         L = c.get("num_hidden_layers"), H = c.get("num_attention_heads"),
+         D = c.get("head_dim");
+  // Norms, q/k/v (k and v repeated), rotary temporaries, attention
+  // probabilities, the gated MLP's three I-wide values; the logits twice.
+  return L * (12 * E + 8 * H * D + 5 * I + 5 * H * double(seqLen)) +
+         2 * double(c.get("vocab_size"));
+}
+
+//===----------------------------------------------------------------------===//
+// Graph
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// LlamaRMSNorm: weight * (x * rsqrt(mean(x^2, -1) + eps)), in the graph's
+/// element type (f32 or f64; autocast keeps these ops in f32).
+Value rmsNorm(GraphBuilder &g, Value x, Value weight, double eps) {
+  OpBuilder &b = g.b;
+  Value square = b.create<MulOp>(g.loc, x, x);
+  Value variance = b.create<ReduceMeanOp>(g.loc, square, b.getDenseI64ArrayAttr({-1}),
+                                          /*keepdims=*/true);
+  Value scale = b.create<RsqrtOp>(g.loc, b.create<AddOp>(g.loc, variance, g.constant(eps)));
+  return b.create<MulOp>(g.loc, weight, b.create<MulOp>(g.loc, x, scale));
+}
+
+/// The rotary tables cos(p * f_i) and sin(p * f_i) over positions p < S and
+/// the head's D dimensions, f_i = theta^(-2i/D) repeated for both halves
+/// (HF's cat(freqs, freqs)). In f32 they are computed as transformers
+/// computes them, in f32 (inv_freq = 1 / theta^(2i/D), the angle p * inv_freq
+/// rounded to f32), so that the tables agree with HF's bit for bit or
+/// within an ulp; in f64 in f64.
+std::pair<Value, Value> rotaryTables(GraphBuilder &g, int64_t S, int64_t D, double theta) {
+  std::vector<double> cosines(S * D), sines(S * D);
+  const bool f32 = g.dtype.isF32();
+  for (int64_t p = 0; p < S; ++p)
+    for (int64_t i = 0; i < D / 2; ++i) {
+      double angle;
+      if (f32) {
+        float exponent = float(2 * i) / float(D);
+        float inv = 1.0f / std::pow(float(theta), exponent);
+        angle = double(float(p) * inv);
+      } else {
+        angle = double(p) * (1.0 / std::pow(theta, double(2 * i) / double(D)));
+      }
+      double c = std::cos(angle), s = std::sin(angle);
+      if (f32) {
+        c = double(float(c));
+        s = double(float(s));
+      }
+      cosines[p * D + i] = cosines[p * D + i + D / 2] = c;
+      sines[p * D + i] = sines[p * D + i + D / 2] = s;
+    }
+  auto type = RankedTensorType::get({S, D}, g.dtype);
+  auto table = [&](ArrayRef<double> values) -> Value {
+    SmallVector<Attribute> attrs;
+    for (double v : values)
+      attrs.push_back(g.b.getFloatAttr(g.dtype, v));
+    return g.b.create<ConstantOp>(g.loc, DenseElementsAttr::get(type, attrs));
+  };
+  return {table(cosines), table(sines)};
+}
+
+/// HF's apply_rotary_pos_emb on x [B, heads, S, D]:
+/// x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x[..., D/2:], x[..., :D/2]).
+Value applyRotary(GraphBuilder &g, Value x, Value cos, Value sin) {
+  OpBuilder &b = g.b;
+  auto shape = cast<RankedTensorType>(x.getType()).getShape();
+  const int64_t half = shape[3] / 2;
+  auto slice = [&](int64_t start, int64_t end) -> Value {
+    return b.create<SliceOp>(g.loc, x, b.getDenseI64ArrayAttr({0, 0, 0, start}),
+                             b.getDenseI64ArrayAttr({shape[0], shape[1], shape[2], end}),
+                             b.getDenseI64ArrayAttr({1, 1, 1, 1}));
+  };
+  Value x1 = slice(0, half), x2 = slice(half, shape[3]);
+  Value rotated = b.create<ConcatOp>(g.loc, ValueRange{b.create<NegOp>(g.loc, x2), x1},
+                                     b.getI64IntegerAttr(3));
+  return b.create<AddOp>(g.loc, b.create<MulOp>(g.loc, x, cos),
+                         b.create<MulOp>(g.loc, rotated, sin));
+}
+
+/// HF's repeat_kv: [B, Hkv, S, D] -> [B, Hkv * rep, S, D], each kv head
+/// serving `rep` consecutive query heads.
+Value repeatHeads(GraphBuilder &g, Value x, int64_t rep) {
+  if (rep == 1)
+    return x;
+  auto shape = cast<RankedTensorType>(x.getType()).getShape();
+  const int64_t B = shape[0], Hkv = shape[1], S = shape[2], D = shape[3];
+  Value one = g.reshape(x, {B, Hkv, 1, S, D});
+  Value wide = g.b.create<BroadcastOp>(
+      g.loc, RankedTensorType::get({B, Hkv, rep, S, D}, g.dtype), one);
+  return g.reshape(wide, {B, Hkv * rep, S, D});
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> buildLlama(MLIRContext &ctx, const ModelConfig &c,
+                                 const BuildOptions &o, Type dtype) {
+  GraphBuilder g(ctx, dtype);
+  OpBuilder &b = g.b;
+  Location loc = g.loc;
+  const int64_t V = c.get("vocab_size"), E = c.get("hidden_size"),
+                I = c.get("intermediate_size"), L = c.get("num_hidden_layers"),
+                H = c.get("num_attention_heads"), Hkv = c.get("num_key_value_heads"),
+                D = c.get("head_dim");
+  const int64_t B = o.microBatch, S = o.seqLen;
+  const double eps = c.getFloat("rms_norm_eps");
+  const bool tied = c.get("tie_word_embeddings"), attentionBias = c.get("attention_bias"),
+             qkvBias = attentionBias || c.get("qkv_bias"), mlpBias = c.get("mlp_bias");
+  const std::string init = "normal:" + formatNumber(c.getFloat("initializer_range"));
+  Type i64 = b.getI64Type();
+
+  // Parameters in the order of HF's state_dict.
+  Value embed = g.param("model.embed_tokens.weight", {V, E}, init);
+  struct Layer {
+    Value qW, qB, kW, kB, vW, vB, oW, oB, gateW, gateB, upW, upB, downW, downB, ln1, ln2;
+  };
+  auto linear = [&](const std::string &name, int64_t out, int64_t in, bool bias, Value &w,
+                    Value &bv) {
+    w = g.param(name + ".weight", {out, in}, init);
+    bv = bias ? g.param(name + ".bias", {out}, "zeros") : Value();
+  };
+  SmallVector<Layer> layers;
+  for (int64_t i = 0; i < L; ++i) {
+    std::string p = "model.layers." + std::to_string(i) + ".";
+    Layer l;
+    linear(p + "self_attn.q_proj", H * D, E, qkvBias, l.qW, l.qB);
+    linear(p + "self_attn.k_proj", Hkv * D, E, qkvBias, l.kW, l.kB);
+    linear(p + "self_attn.v_proj", Hkv * D, E, qkvBias, l.vW, l.vB);
+    linear(p + "self_attn.o_proj", E, H * D, attentionBias, l.oW, l.oB);
+    linear(p + "mlp.gate_proj", I, E, mlpBias, l.gateW, l.gateB);
+    linear(p + "mlp.up_proj", I, E, mlpBias, l.upW, l.upB);
+    linear(p + "mlp.down_proj", E, I, mlpBias, l.downW, l.downB);
+    l.ln1 = g.param(p + "input_layernorm.weight", {E}, "ones");
+    l.ln2 = g.param(p + "post_attention_layernorm.weight", {E}, "ones");
+    layers.push_back(l);
+  }
+  Value norm = g.param("model.norm.weight", {E}, "ones");
+  Value head = tied ? embed : g.param("lm_head.weight", {V, E}, init);
+  Value ids = g.input("input_ids", {B, S}, i64);
+  Value labels = g.input("labels", {B, S}, i64);
+
+  auto [cos, sin] = rotaryTables(g, S, D, c.getFloat("rope_theta"));
+  Value x = b.create<EmbeddingOp>(loc, embed, ids);
+  for (const Layer &l : layers) {
+    Value h = rmsNorm(g, x, l.ln1, eps);
+    Value q = g.splitHeads(g.dense(h, l.qW, l.qB, /*linear=*/true), B, S, H, D);
+    Value k = g.splitHeads(g.dense(h, l.kW, l.kB, true), B, S, Hkv, D);
+    Value v = g.splitHeads(g.dense(h, l.vW, l.vB, true), B, S, Hkv, D);
+    q = applyRotary(g, q, cos, sin);
+    k = applyRotary(g, k, cos, sin);
+    k = repeatHeads(g, k, H / Hkv);
+    v = repeatHeads(g, v, H / Hkv);
+    Value a = g.attention(q, k, v, /*mask=*/Value(), /*causal=*/true, /*dropout=*/0.0);
+    a = g.dense(g.mergeHeads(a, B, S, H * D), l.oW, l.oB, true);
+    x = b.create<AddOp>(loc, x, a);
+    h = rmsNorm(g, x, l.ln2, eps);
+    Value gate = b.create<SiluOp>(loc, g.dense(h, l.gateW, l.gateB, true));
+    Value up = g.dense(h, l.upW, l.upB, true);
+    h = g.dense(b.create<MulOp>(loc, gate, up), l.downW, l.downB, true);
+    x = b.create<AddOp>(loc, x, h);
+  }
+  x = rmsNorm(g, x, norm, eps);
+  Value logits = g.dense(x, head, Value(), /*linear=*/true);
+  Value loss = buildLanguageModelLoss(b, loc, logits, labels, LanguageModelLoss::Causal);
+  g.finish({{"loss", loss}, {"logits", logits}});
+  return std::move(g.module);
+}
+
+} // namespace detail
+} // namespace mlc
