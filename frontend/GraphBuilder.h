@@ -151,6 +151,10 @@ private:
 /// Presets of `mlc ... llama --config`: tiny and real checkpoints' shapes.
 const std::map<std::string, Preset> &llamaPresets();
 
+/// The defaults of HF's LlamaConfig (model_type llama) or Qwen2Config
+/// (qwen2: qkv_bias) for the keys an HF config.json leaves out.
+Preset llamaHFDefaults(llvm::StringRef modelType);
+
 /// Checks a llama config after its keys are set (kinds of values, head
 /// counts) and resolves head_dim = 0 to hidden_size / num_attention_heads.
 llvm::Error checkLlamaConfig(ModelConfig &config);

@@ -86,6 +86,24 @@ const std::map<std::string, Preset> &llamaPresets() {
   return presets;
 }
 
+Preset llamaHFDefaults(llvm::StringRef modelType) {
+  Preset p = {{"vocab_size", 32000},         {"hidden_size", 4096},
+              {"intermediate_size", 11008},  {"num_hidden_layers", 32},
+              {"num_attention_heads", 32},   {"num_key_value_heads", 32},
+              {"head_dim", 0},               {"rms_norm_eps", 1e-6},
+              {"rope_theta", 10000},         {"max_position_embeddings", 2048},
+              {"tie_word_embeddings", 0},    {"attention_bias", 0},
+              {"mlp_bias", 0},               {"qkv_bias", 0},
+              {"initializer_range", 0.02}};
+  if (modelType == "qwen2") {
+    p["vocab_size"] = 151936;
+    p["intermediate_size"] = 22016;
+    p["max_position_embeddings"] = 32768;
+    p["qkv_bias"] = 1; // Qwen2Attention: q/k/v always biased, o_proj never
+  }
+  return p;
+}
+
 llvm::Error checkLlamaConfig(ModelConfig &config) {
   auto error = [](const llvm::Twine &msg) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);

@@ -17,6 +17,8 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <cmath>
 #include <cstdio>
@@ -104,6 +106,105 @@ std::string ModelConfig::describe() const {
   return s;
 }
 
+/// Reads an HF config.json into `config.values`: the family's keys from the
+/// file, HF's defaults (the config class's) for those it leaves out, and an
+/// error for what the builder does not model.
+static llvm::Error readHFConfig(llvm::StringRef path, ModelConfig &config) {
+  auto error = [&](const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), path + ": " + msg);
+  };
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return error("cannot read it (" + buffer.getError().message() + ")");
+  auto parsed = llvm::json::parse((*buffer)->getBuffer());
+  if (!parsed)
+    return error("not JSON: " + llvm::toString(parsed.takeError()));
+  const llvm::json::Object *root = parsed->getAsObject();
+  if (!root)
+    return error("not an HF config (a JSON object)");
+  const std::string &family = config.family;
+  std::string modelType = root->getString("model_type").value_or(family).str();
+  std::vector<std::string> accepted =
+      family == "llama" ? std::vector<std::string>{"llama", "qwen2"}
+                        : std::vector<std::string>{family};
+  if (!llvm::is_contained(accepted, modelType))
+    return error("model_type '" + modelType + "' is not a " + family + " config (mlc " +
+                 family + " reads model_type " + llvm::join(accepted, " or ") + ")");
+  // HF's defaults for keys the file leaves out: the config class's own.
+  if (family == "gpt2")
+    config.values = gpt2Presets().at("small");
+  else if (family == "bert")
+    config.values = bertPresets().at("base");
+  else
+    config.values = llamaHFDefaults(modelType);
+  auto unsupported = [&](llvm::StringRef key, llvm::StringRef ok) -> llvm::Error {
+    const llvm::json::Value *v = root->get(key);
+    if (!v || v->kind() == llvm::json::Value::Null)
+      return llvm::Error::success();
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << *v;
+    if (!ok.empty() && v->getAsString() && *v->getAsString() == ok)
+      return llvm::Error::success();
+    std::string hint = !ok.empty() ? " (only " + ok.str() + ")"
+                       : key == "rope_scaling"
+                           ? " (the presets tinyllama-1.1b, llama-3.2-1b, qwen2-0.5b give "
+                             "real shapes)"
+                           : "";
+    return error(key + " = " + text + " is not supported by the builtin " + family + hint);
+  };
+  // What the builders do not model is refused, not ignored.
+  if (family == "gpt2") {
+    if (auto err = unsupported("activation_function", "gelu_new"))
+      return std::move(err);
+  } else if (family == "bert") {
+    if (auto err = unsupported("hidden_act", "gelu"))
+      return std::move(err);
+    if (auto err = unsupported("position_embedding_type", "absolute"))
+      return std::move(err);
+  } else {
+    if (auto err = unsupported("hidden_act", "silu"))
+      return std::move(err);
+    if (auto err = unsupported("rope_scaling", ""))
+      return std::move(err);
+    if (auto sliding = root->getBoolean("use_sliding_window"); sliding && *sliding)
+      return error("use_sliding_window = true is not supported by the builtin llama");
+    if (auto drop = root->getNumber("attention_dropout"); drop && *drop != 0)
+      return error("attention_dropout is not supported by the builtin llama (0 only)");
+  }
+  for (auto &[key, value] : config.values) {
+    const llvm::json::Value *v = root->get(key);
+    if (!v || v->kind() == llvm::json::Value::Null)
+      continue;
+    if (auto b = v->getAsBoolean())
+      value = *b ? 1 : 0;
+    else if (auto n = v->getAsNumber())
+      value = *n;
+    else
+      return error("'" + key + "' must be a number or a boolean");
+  }
+  if (family == "llama") {
+    // transformers 5's rope_parameters hold the rotary base.
+    if (const llvm::json::Object *rope = root->getObject("rope_parameters")) {
+      auto type = rope->getString("rope_type");
+      if (type && *type != "default")
+        return error("rope_parameters.rope_type '" + *type +
+                     "' is not supported by the builtin llama (only default)");
+      if (auto theta = rope->getNumber("rope_theta"))
+        config.values["rope_theta"] = *theta;
+    }
+    // HF: num_key_value_heads None means one per query head; head_dim None,
+    // hidden_size / num_attention_heads.
+    const llvm::json::Value *kv = root->get("num_key_value_heads");
+    if (!kv || kv->kind() == llvm::json::Value::Null)
+      config.values["num_key_value_heads"] = config.values["num_attention_heads"];
+    const llvm::json::Value *hd = root->get("head_dim");
+    if (!hd || hd->kind() == llvm::json::Value::Null)
+      config.values["head_dim"] = 0;
+  }
+  return llvm::Error::success();
+}
+
 llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef family,
                                              llvm::StringRef spec) {
   auto error = [](const llvm::Twine &msg) {
@@ -134,14 +235,18 @@ llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef family,
     first = 1;
   }
   auto preset = presets->find(config.preset);
-  if (preset == presets->end()) {
+  if (llvm::StringRef(config.preset).ends_with(".json")) {
+    if (auto err = readHFConfig(config.preset, config))
+      return std::move(err);
+  } else if (preset == presets->end()) {
     std::string names;
     for (auto &[name, _] : *presets)
       names += (names.empty() ? "" : ", ") + name;
     return error("unknown " + family + " preset '" + config.preset +
-                 "' (presets: " + names + ")");
+                 "' (presets: " + names + ", or an HF config.json)");
+  } else {
+    config.values = preset->second;
   }
-  config.values = preset->second;
   for (llvm::StringRef part : llvm::ArrayRef(parts).drop_front(first)) {
     auto [key, value] = part.split('=');
     key = key.trim();

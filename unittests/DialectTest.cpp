@@ -66,6 +66,24 @@ TEST(ModelConfig, ErrorsNameTheProblem) {
   EXPECT_NE(errorOf(parseModelConfig("gpt2", "tiny,resid_pdrop=1.5")).find("[0, 1)"),
             std::string::npos);
   EXPECT_NE(errorOf(parseModelConfig("t5", "")).find("unknown model"), std::string::npos);
+  EXPECT_NE(errorOf(parseModelConfig("llama", "tiny,num_key_value_heads=3"))
+                .find("not divisible by num_key_value_heads=3"),
+            std::string::npos);
+  EXPECT_NE(errorOf(parseModelConfig("llama", "tiny,tie_word_embeddings=2")).find("0 or 1"),
+            std::string::npos);
+  EXPECT_NE(errorOf(parseModelConfig("llama", "tiny,head_dim=7")).find("even"),
+            std::string::npos);
+  EXPECT_NE(errorOf(parseModelConfig("llama", "tiny,rope_theta=0")).find("positive"),
+            std::string::npos);
+}
+
+TEST(ModelConfig, LlamaHeadDimDefaultsToHiddenOverHeads) {
+  auto c = parseModelConfig("llama", "tiny,hidden_size=96,num_attention_heads=4");
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  EXPECT_EQ(c->get("head_dim"), 24);
+  auto d = parseModelConfig("llama", "llama-3.2-1b");
+  ASSERT_TRUE(bool(d));
+  EXPECT_EQ(d->get("head_dim"), 64);
 }
 
 // The parameter counts HF reports for the same configurations (tied embeddings
@@ -74,6 +92,11 @@ TEST(ModelConfig, ErrorsNameTheProblem) {
 TEST(Models, ParameterCountsMatchHuggingFace) {
   EXPECT_EQ(countFor("gpt2", "small"), 124439808);
   EXPECT_EQ(countFor("bert", "base"), 109514298);
+  // TinyLlama-1.1B, Llama-3.2-1B (tied) and Qwen2-0.5B (tied, q/k/v biases)
+  // as transformers counts them.
+  EXPECT_EQ(countFor("llama", "tinyllama-1.1b"), 1100048384);
+  EXPECT_EQ(countFor("llama", "llama-3.2-1b"), 1235814400);
+  EXPECT_EQ(countFor("llama", "qwen2-0.5b"), 494032768);
 }
 
 TEST(Models, InputsAndOutputsCarryHFNames) {
@@ -124,7 +147,7 @@ std::string contractError(const std::string &text, bool training = true) {
 
 TEST(FrontendContract, BuiltinModelsHoldIt) {
   mlir::MLIRContext ctx;
-  for (const char *family : {"gpt2", "bert"}) {
+  for (const char *family : {"gpt2", "bert", "llama"}) {
     auto config = parseModelConfig(family, "tiny");
     ASSERT_TRUE(bool(config));
     auto module = buildModel(ctx, *config, BuildOptions());

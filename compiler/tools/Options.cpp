@@ -73,7 +73,7 @@ cl::opt<std::string> model(cl::Positional, cl::desc("<gpt2 | bert | llama | mode
                            cl::sub(compileCmd()), cl::sub(trainCmd()), cl::sub(runCmd()),
                            cl::sub(generateCmd()), cl::sub(importCmd()), cl::cat(category()));
 cl::opt<std::string> config("config",
-                            cl::desc("PRESET[,key=value...] with HF config keys "
+                            cl::desc("PRESET|config.json[,key=value...] with HF config keys "
                                      "(gpt2: tiny, small, medium; bert: tiny, base, large; "
                                      "llama: tiny, qwen2-tiny, tinyllama-1.1b, llama-3.2-1b, "
                                      "qwen2-0.5b)"),
