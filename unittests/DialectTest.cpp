@@ -116,6 +116,32 @@ TEST(Models, InputsAndOutputsCarryHFNames) {
   EXPECT_EQ(fn.getResultAttrOfType<mlir::StringAttr>(1, "mlc.output").str(), "logits");
 }
 
+// LlamaPreTrainedModel._init_weights: linears and the embedding from
+// N(0, initializer_range), biases zero; RMSNorm weights start at one.
+TEST(Models, LlamaInitializesAsHuggingFace) {
+  mlir::MLIRContext ctx;
+  auto config = parseModelConfig("llama", "tiny,initializer_range=0.05,attention_bias=1,mlp_bias=1");
+  ASSERT_TRUE(bool(config));
+  auto module = buildModel(ctx, *config, BuildOptions());
+  ASSERT_TRUE(bool(module));
+  auto fn = (**module).lookupSymbol<mlir::func::FuncOp>("forward");
+  int checked = 0;
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
+    auto name = fn.getArgAttrOfType<mlir::StringAttr>(i, "mlc.param");
+    if (!name)
+      continue;
+    llvm::StringRef n = name.getValue();
+    std::string init = fn.getArgAttrOfType<mlir::StringAttr>(i, "mlc.init").str();
+    std::string expected = n.ends_with("norm.weight") ? "ones"
+                           : n.ends_with(".bias")     ? "zeros"
+                                                      : "normal:0.05";
+    EXPECT_EQ(init, expected) << n.str();
+    ++checked;
+  }
+  // embed, 2 x (4 + 3 linears with biases + 2 norms), norm, lm_head.
+  EXPECT_EQ(checked, 1 + 2 * (14 + 2) + 1 + 1);
+}
+
 TEST(Models, RejectsBadShapes) {
   mlir::MLIRContext ctx;
   auto config = parseModelConfig("gpt2", "tiny");
