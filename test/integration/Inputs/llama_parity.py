@@ -13,6 +13,9 @@ save_pretrained leaves it out). Then:
             load_state_dict(strict=True) (the tied lm_head.weight is the
             alias of model.embed_tokens.weight) and give mlc's logits.
 
+mlc gets the shapes as a `--config tiny,key=value...` spec, or with
+--hf-config as the HF model's own config.json.
+
 The norm weights and biases are perturbed away from HF's ones/zeros init so
 that a wrong norm or bias path cannot hide.
 """
@@ -34,6 +37,8 @@ ap.add_argument("--mlc", required=True)
 ap.add_argument("--family", choices=["llama", "qwen2"], required=True)
 ap.add_argument("--work", required=True)
 ap.add_argument("--steps", type=int, default=10)
+ap.add_argument("--hf-config", action="store_true",
+                help="give mlc the HF model's own config.json instead of a preset spec")
 args = ap.parse_args()
 
 import transformers  # noqa: E402
@@ -87,6 +92,9 @@ def state_dict_for_mlc(m):
     return sd
 
 
+if args.hf_config:
+    config = os.path.join(args.work, "config.json")
+    model.config.to_json_file(config)
 weights = os.path.join(args.work, "weights.safetensors")
 tm.write_safetensors(weights, state_dict_for_mlc(model))
 rng = np.random.default_rng(0)
