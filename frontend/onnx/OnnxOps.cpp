@@ -1,0 +1,815 @@
+//===- OnnxOps.cpp - ONNX tensor, logic and data-movement operators
+//---------===//
+//
+// Elementwise arithmetic, comparisons and logic, casts, and the operators
+// that compute or rearrange shapes and masks (Shape, Constant, Range,
+// Reshape, Slice, Gather, Concat, ...). Each handler evaluates its node when
+// every input is a constant (the exporter's shape arithmetic) and otherwise
+// emits mlc ops; see OnnxNode.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/onnx/OnnxNode.h"
+
+#include <cmath>
+#include <type_traits>
+
+using namespace mlir;
+
+namespace mlc::onnximport {
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+/// One binary op on two numbers. Integers wrap (two's complement) and
+/// divide toward zero (the caller rules out x / 0).
+template <typename T> T binaryOp(const std::string &op, T x, T y) {
+  constexpr bool integral = std::is_integral_v<T>;
+  auto wrap = [](uint64_t v) { return T(int64_t(v)); };
+  if (op == "Add")
+    return integral ? wrap(uint64_t(x) + uint64_t(y)) : T(x + y);
+  if (op == "Sub")
+    return integral ? wrap(uint64_t(x) - uint64_t(y)) : T(x - y);
+  if (op == "Mul")
+    return integral ? wrap(uint64_t(x) * uint64_t(y)) : T(x * y);
+  if (op == "Div")
+    return x / y;
+  if (op == "Pow")
+    return integral ? T(toInt(std::pow(double(x), double(y)))) : T(std::pow(x, y));
+  if (op == "Max")
+    return std::max(x, y);
+  if (op == "Min")
+    return std::min(x, y);
+  if (op == "Equal")
+    return x == y;
+  if (op == "Less")
+    return x < y;
+  if (op == "Greater")
+    return x > y;
+  if (op == "LessOrEqual")
+    return x <= y;
+  if (op == "GreaterOrEqual")
+    return x >= y;
+  if (op == "And")
+    return x != 0 && y != 0;
+  if (op == "Or")
+    return x != 0 || y != 0;
+  return 0;
+}
+
+bool isBooleanResult(const std::string &op) {
+  return op == "Equal" || op == "Less" || op == "Greater" || op == "And" || op == "Or" ||
+         op == "LessOrEqual" || op == "GreaterOrEqual";
+}
+
+/// A binary op of constants, broadcast to `s`.
+llvm::Error evalBinary(Node &nd, const Shape &s) {
+  const std::string &op = nd.op();
+  if (auto err = nd.checkFoldSize(s))
+    return err;
+  const Const &a = nd.c(0), &bb = nd.c(1);
+  Const r;
+  r.kind = isBooleanResult(op) ? Kind::Bool : a.kind;
+  r.shape = s;
+  int64_t total = product(s);
+  r.resize(total);
+  bool ints = a.kind != Kind::Float && bb.kind != Kind::Float;
+  for (int64_t k = 0; k < total; ++k) {
+    int64_t ia = broadcastIndex(k, s, a.shape), ib = broadcastIndex(k, s, bb.shape);
+    if (ints) {
+      int64_t x = a.intAt(ia), y = bb.intAt(ib);
+      if (op == "Div" && (y == 0 || (x == std::numeric_limits<int64_t>::min() && y == -1)))
+        return nd.error("divides integers by zero");
+      r.i[k] = binaryOp(op, x, y);
+    } else {
+      r.set(k, binaryOp(op, a.at(ia), bb.at(ib)));
+    }
+  }
+  // Float results are rounded to the model's float type, as a kernel would.
+  if (r.kind == Kind::Float && nd.im.options.dtype == "f32")
+    for (double &v : r.f)
+      v = double(float(v));
+  return nd.result(std::move(r));
+}
+
+/// Add, Sub, Mul, Div, Pow, Max, Min.
+llvm::Error arithmetic(Node &nd) {
+  const std::string &op = nd.op();
+  if (auto err = nd.need(2))
+    return err;
+  auto s = nd.broadcast(2);
+  if (!s)
+    return s.takeError();
+  if (nd.allConst())
+    return evalBinary(nd, *s);
+  if (op == "Max" || op == "Min")
+    return nd.error("is only supported on inputs the importer can evaluate");
+  if (auto err = nd.floatOperands(2))
+    return err;
+  Value x = nd.v(0), y = nd.v(1);
+  if (op == "Add")
+    return nd.result(nd.b.create<AddOp>(nd.loc, x, y));
+  if (op == "Sub")
+    return nd.result(nd.b.create<SubOp>(nd.loc, x, y));
+  if (op == "Mul")
+    return nd.result(nd.b.create<MulOp>(nd.loc, x, y));
+  if (op == "Div")
+    return nd.result(nd.b.create<DivOp>(nd.loc, x, y));
+  return nd.result(nd.b.create<PowOp>(nd.loc, x, y));
+}
+
+/// Equal, Less, Greater, LessOrEqual, GreaterOrEqual, And, Or.
+llvm::Error comparison(Node &nd) {
+  const std::string &op = nd.op();
+  if (auto err = nd.need(2))
+    return err;
+  auto s = nd.broadcast(2);
+  if (!s)
+    return s.takeError();
+  if (nd.allConst())
+    return evalBinary(nd, *s);
+  if (op != "Equal" && op != "Less" && op != "Greater")
+    return nd.error("is only supported on inputs the importer can evaluate");
+  if (nd.kind(0) != nd.kind(1))
+    return nd.error("compares tensors of different element types");
+  auto pred = op == "Equal"  ? ComparePredicate::eq
+              : op == "Less" ? ComparePredicate::lt
+                             : ComparePredicate::gt;
+  return nd.result(nd.b.create<CompareOp>(nd.loc, pred, nd.v(0), nd.v(1)));
+}
+
+/// A unary op of a constant.
+llvm::Error evalUnary(Node &nd) {
+  const std::string &op = nd.op();
+  Const r = nd.c(0);
+  if (op == "Not") {
+    for (int64_t &v : r.i)
+      v = !v;
+    return nd.result(std::move(r));
+  }
+  if (r.kind != Kind::Float) {
+    if (op == "Neg" || op == "Abs") {
+      for (int64_t &v : r.i)
+        v = op == "Neg" ? int64_t(0 - uint64_t(v)) : (v < 0 ? int64_t(0 - uint64_t(v)) : v);
+      return nd.result(std::move(r));
+    }
+    return nd.error("of integers is not supported");
+  }
+  for (double &v : r.f) {
+    if (op == "Sqrt")
+      v = std::sqrt(v);
+    else if (op == "Neg")
+      v = -v;
+    else if (op == "Erf")
+      v = std::erf(v);
+    else if (op == "Tanh")
+      v = std::tanh(v);
+    else if (op == "Exp")
+      v = std::exp(v);
+    else if (op == "Log")
+      v = std::log(v);
+    else if (op == "Reciprocal")
+      v = 1 / v;
+    else if (op == "Abs")
+      v = std::fabs(v);
+    else if (op == "Floor")
+      v = std::floor(v);
+    else if (op == "Ceil")
+      v = std::ceil(v);
+  }
+  return nd.result(std::move(r));
+}
+
+/// Sqrt, Neg, Erf, Tanh, Exp, Log, Reciprocal, Abs, Floor, Ceil, Not.
+llvm::Error unary(Node &nd) {
+  const std::string &op = nd.op();
+  if (auto err = nd.need(1))
+    return err;
+  if (nd.allConst())
+    return evalUnary(nd);
+  if (op == "Abs" || op == "Floor" || op == "Ceil" || op == "Not")
+    return nd.error("is only supported on inputs the importer can evaluate");
+  if (auto err = nd.floatOperands(1))
+    return err;
+  Value x = nd.v(0);
+  if (op == "Sqrt")
+    return nd.result(nd.b.create<SqrtOp>(nd.loc, x));
+  if (op == "Erf")
+    return nd.result(nd.b.create<ErfOp>(nd.loc, x));
+  if (op == "Tanh")
+    return nd.result(nd.b.create<TanhOp>(nd.loc, x));
+  if (op == "Exp")
+    return nd.result(nd.b.create<ExpOp>(nd.loc, x));
+  if (op == "Log")
+    return nd.result(nd.b.create<LogOp>(nd.loc, x));
+  if (op == "Neg")
+    return nd.result(nd.b.create<NegOp>(nd.loc, x));
+  return nd.result(nd.b.create<DivOp>(nd.loc, nd.im.scalar(1.0), x));
+}
+
+/// `x` of kind `to`: floats truncate toward zero into integers.
+Const castConst(const Const &x, Kind to) {
+  Const c;
+  c.kind = to;
+  c.shape = x.shape;
+  c.resize(x.numel());
+  for (int64_t k = 0; k < x.numel(); ++k)
+    c.set(k, to == Kind::Float ? x.at(k) : double(x.intAt(k)));
+  if (to != Kind::Float && x.kind == Kind::Float)
+    for (int64_t k = 0; k < x.numel(); ++k)
+      c.i[k] = to == Kind::Bool ? x.f[k] != 0 : toInt(std::trunc(x.f[k]));
+  return c;
+}
+
+llvm::Error castOp(Node &nd) {
+  if (auto err = nd.need(1))
+    return err;
+  auto kind = kindOfOnnx(int(nd.intAttr("to", 1)));
+  if (!kind)
+    return nd.error("casts to data type " + std::to_string(nd.intAttr("to", 1)) +
+                    ", which mlc does not support");
+  if (nd.allConst())
+    return nd.result(castConst(nd.c(0), *kind));
+  Value x = nd.v(0);
+  if (nd.kind(0) == *kind)
+    return nd.result(x);
+  auto type = RankedTensorType::get(nd.shape(0), nd.im.elementFor(*kind));
+  return nd.result(nd.b.create<CastOp>(nd.loc, type, x));
+}
+
+llvm::Error identity(Node &nd) {
+  if (auto err = nd.need(1))
+    return err;
+  return nd.forward(0);
+}
+
+llvm::Error where(Node &nd) {
+  if (auto err = nd.need(3))
+    return err;
+  auto s = nd.broadcast(3);
+  if (!s)
+    return s.takeError();
+  if (nd.allConst()) {
+    if (auto err = nd.checkFoldSize(*s))
+      return err;
+    Const r;
+    r.kind = nd.c(1).kind;
+    r.shape = *s;
+    r.resize(product(*s));
+    for (int64_t k = 0; k < product(*s); ++k) {
+      bool cond = nd.c(0).at(broadcastIndex(k, *s, nd.c(0).shape)) != 0;
+      const Const &src = cond ? nd.c(1) : nd.c(2);
+      r.copyFrom(k, src, broadcastIndex(k, *s, src.shape));
+    }
+    return nd.result(std::move(r));
+  }
+  if (nd.kind(0) != Kind::Bool)
+    return nd.error("condition must be boolean");
+  if (nd.kind(1) != nd.kind(2))
+    return nd.error("chooses between tensors of different element types");
+  return nd.result(nd.b.create<SelectOp>(nd.loc, nd.v(0), nd.v(1), nd.v(2)));
+}
+
+//===----------------------------------------------------------------------===//
+// Constants, shapes and masks
+//===----------------------------------------------------------------------===//
+
+llvm::Error constantOp(Node &nd) {
+  if (const auto *a = nd.attr("value", onnx::AttributeProto::TENSOR)) {
+    auto t = nd.im.tensorFromProto(a->t(), "Constant node '" + Importer::nodeName(nd.n) + "'");
+    if (!t)
+      return t.takeError();
+    return nd.result(std::move(*t));
+  }
+  Const c;
+  if (const auto *a = nd.attr("value_float", onnx::AttributeProto::FLOAT)) {
+    c.f = {a->f()};
+  } else if (const auto *a = nd.attr("value_int", onnx::AttributeProto::INT)) {
+    c.kind = Kind::Int;
+    c.i = {a->i()};
+  } else if (const auto *a = nd.attr("value_ints", onnx::AttributeProto::INTS)) {
+    c.kind = Kind::Int;
+    c.i.assign(a->ints().begin(), a->ints().end());
+    c.shape = {int64_t(c.i.size())};
+  } else if (const auto *a = nd.attr("value_floats", onnx::AttributeProto::FLOATS)) {
+    c.f.assign(a->floats().begin(), a->floats().end());
+    c.shape = {int64_t(c.f.size())};
+  } else {
+    return nd.error("has no value attribute mlc supports (value, value_float, "
+                    "value_int, value_floats, value_ints)");
+  }
+  return nd.result(std::move(c));
+}
+
+/// Shape needs only its input's shape: always a constant.
+llvm::Error shapeOp(Node &nd) {
+  if (!nd.has(0))
+    return nd.error("needs one input");
+  Shape s = nd.shape(0);
+  int64_t rank = s.size();
+  int64_t start = nd.intAttr("start", 0), end = nd.intAttr("end", rank);
+  start = std::clamp(start < 0 ? start + rank : start, int64_t(0), rank);
+  end = std::clamp(end < 0 ? end + rank : end, int64_t(0), rank);
+  Const c;
+  c.kind = Kind::Int;
+  for (int64_t k = start; k < end; ++k)
+    c.i.push_back(s[k]);
+  c.shape = {int64_t(c.i.size())};
+  return nd.result(std::move(c));
+}
+
+/// Range, ConstantOfShape and Trilu build masks and shapes: constants only.
+llvm::Error constantsOnly(Node &nd) {
+  return nd.error("is only supported on inputs the importer can evaluate (it builds "
+                  "masks and shapes)");
+}
+
+llvm::Error range(Node &nd) {
+  if (!nd.allConst())
+    return constantsOnly(nd);
+  if (auto err = nd.need(3))
+    return err;
+  double start = nd.c(0).at(0), limit = nd.c(1).at(0), delta = nd.c(2).at(0);
+  if (nd.c(0).numel() != 1 || nd.c(1).numel() != 1 || nd.c(2).numel() != 1 || delta == 0)
+    return nd.error("needs scalar start, limit and a non-zero delta");
+  double count = std::ceil((limit - start) / delta);
+  if (!(count <= double(nd.im.options.foldLimit)))
+    return nd.error("would count past the size limit");
+  int64_t len = std::max<int64_t>(0, toInt(count));
+  Const r;
+  r.kind = nd.c(0).kind;
+  r.shape = {len};
+  r.resize(len);
+  for (int64_t k = 0; k < len; ++k)
+    r.set(k, start + double(k) * delta);
+  return nd.result(std::move(r));
+}
+
+llvm::Error constantOfShape(Node &nd) {
+  if (!nd.allConst())
+    return constantsOnly(nd);
+  if (auto err = nd.need(1))
+    return err;
+  Const r;
+  r.shape = nd.c(0).i;
+  if (nd.c(0).kind == Kind::Float)
+    return nd.error("shape must be integers");
+  if (auto err = nd.checkFoldSize(r.shape))
+    return err;
+  Const value;
+  value.f = {0.0};
+  if (const auto *a = nd.attr("value", onnx::AttributeProto::TENSOR)) {
+    auto v = nd.im.tensorFromProto(a->t(), "node '" + Importer::nodeName(nd.n) + "' value");
+    if (!v)
+      return v.takeError();
+    if (v->numel() != 1)
+      return nd.error("value must hold one element");
+    value = *v;
+  }
+  r.kind = value.kind;
+  r.resize(r.numel());
+  for (int64_t k = 0; k < r.numel(); ++k)
+    r.copyFrom(k, value, 0);
+  return nd.result(std::move(r));
+}
+
+llvm::Error trilu(Node &nd) {
+  if (!nd.allConst())
+    return constantsOnly(nd);
+  if (auto err = nd.need(1))
+    return err;
+  Const r = nd.c(0);
+  if (r.shape.size() < 2)
+    return nd.error("needs a tensor of rank >= 2");
+  int64_t k = nd.has(1) ? nd.c(1).intAt(0) : 0;
+  bool upper = nd.intAttr("upper", 1);
+  int64_t rows = r.shape[r.shape.size() - 2], cols = r.shape.back();
+  for (int64_t e = 0; e < r.numel(); ++e) {
+    int64_t i = (e / cols) % rows, j = e % cols;
+    if (upper ? j - i < k : j - i > k)
+      r.set(e, 0);
+  }
+  return nd.result(std::move(r));
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+/// A result that only needs input 0's data in a new shape: a constant stays
+/// a constant (for the exporter's shape arithmetic), a value becomes a view.
+llvm::Error rearranged(Node &nd, const Shape &shape) {
+  if (nd.isConst(0)) {
+    Const c = nd.c(0);
+    c.shape = shape;
+    return nd.result(std::move(c));
+  }
+  return nd.result(nd.im.reshape(nd.v(0), shape));
+}
+
+/// Reshape, Flatten, Unsqueeze, Squeeze.
+llvm::Error reshapeLike(Node &nd) {
+  const std::string &op = nd.op();
+  if (auto err = nd.need(1))
+    return err;
+  Shape s = nd.shape(0);
+  int64_t rank = s.size();
+  Shape target;
+  if (op == "Reshape") {
+    if (auto err = nd.need(2))
+      return err;
+    if (!nd.in[1]->constant || nd.in[1]->constant->kind == Kind::Float)
+      return nd.error("the target shape must be integers the importer can evaluate");
+    Shape spec = nd.in[1]->constant->i;
+    bool allowZero = nd.intAttr("allowzero", 0);
+    int64_t known = 1, infer = -1;
+    for (size_t k = 0; k < spec.size(); ++k) {
+      int64_t d = spec[k];
+      if (d == 0 && !allowZero) {
+        if (int64_t(k) >= rank)
+          return nd.error("copies dim " + std::to_string(k) + " of a rank-" + std::to_string(rank) +
+                          " input");
+        d = s[k];
+      }
+      if (d == -1) {
+        if (infer >= 0)
+          return nd.error("has two -1 dims in " + shapeText(spec));
+        infer = k;
+      } else if (d < 0) {
+        return nd.error("has the negative dim " + std::to_string(d));
+      } else {
+        known = saturatingMul(known, d);
+      }
+      target.push_back(d);
+    }
+    if (infer >= 0) {
+      if (known == 0 || product(s) % known)
+        return nd.error("cannot reshape " + shapeText(s) + " to " + shapeText(spec));
+      target[infer] = product(s) / known;
+    }
+  } else if (op == "Flatten") {
+    auto axis = nd.axis(nd.intAttr("axis", 1), rank + 1);
+    if (!axis)
+      return axis.takeError();
+    target = {product(Shape(s.begin(), s.begin() + *axis)),
+              product(Shape(s.begin() + *axis, s.end()))};
+  } else {
+    auto axesOr = nd.intsInputOrAttr(1, "axes");
+    if (!axesOr)
+      return axesOr.takeError();
+    Shape axes = axesOr->value_or(Shape());
+    if (op == "Unsqueeze") {
+      int64_t outRank = rank + axes.size();
+      std::set<int64_t> at;
+      for (int64_t a : axes) {
+        auto ax = nd.axis(a, outRank);
+        if (!ax)
+          return ax.takeError();
+        if (!at.insert(*ax).second)
+          return nd.error("repeats axis " + std::to_string(a));
+      }
+      size_t next = 0;
+      for (int64_t d = 0; d < outRank; ++d)
+        target.push_back(at.count(d) ? 1 : s[next++]);
+    } else {
+      std::set<int64_t> drop;
+      for (int64_t a : axes) {
+        auto ax = nd.axis(a, rank);
+        if (!ax)
+          return ax.takeError();
+        if (s[*ax] != 1)
+          return nd.error("squeezes dim " + std::to_string(a) + " of size " +
+                          std::to_string(s[*ax]));
+        drop.insert(*ax);
+      }
+      for (int64_t d = 0; d < rank; ++d)
+        if (!(axes.empty() ? s[d] == 1 : drop.count(d) > 0))
+          target.push_back(s[d]);
+    }
+  }
+  if (product(target) != product(s))
+    return nd.error("cannot reshape " + shapeText(s) + " to " + shapeText(target));
+  return rearranged(nd, target);
+}
+
+llvm::Error transpose(Node &nd) {
+  if (auto err = nd.need(1))
+    return err;
+  Shape s = nd.shape(0);
+  Shape perm = nd.intsAttr("perm").value_or(Shape());
+  if (perm.empty())
+    for (int64_t d = int64_t(s.size()) - 1; d >= 0; --d)
+      perm.push_back(d);
+  std::set<int64_t> seen(perm.begin(), perm.end());
+  if (perm.size() != s.size() || seen.size() != s.size() || *seen.begin() != 0 ||
+      *seen.rbegin() != int64_t(s.size()) - 1)
+    return nd.error("perm " + shapeText(perm) + " does not permute rank " +
+                    std::to_string(s.size()));
+  return nd.result(nd.b.create<TransposeOp>(nd.loc, nd.v(0), nd.b.getDenseI64ArrayAttr(perm)));
+}
+
+llvm::Error concat(Node &nd) {
+  if (nd.in.empty())
+    return nd.error("needs inputs");
+  if (auto err = nd.need(nd.in.size()))
+    return err;
+  int64_t rank = nd.shape(0).size();
+  auto axis = nd.axis(nd.intAttr("axis", 0), rank);
+  if (!axis)
+    return axis.takeError();
+  Shape outShape = nd.shape(0);
+  outShape[*axis] = 0;
+  for (size_t k = 0; k < nd.in.size(); ++k) {
+    Shape s = nd.shape(k);
+    if (int64_t(s.size()) != rank)
+      return nd.error("joins tensors of different ranks");
+    if (nd.kind(k) != nd.kind(0))
+      return nd.error("joins tensors of different element types");
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != *axis && s[d] != nd.shape(0)[d])
+        return nd.error("joins shapes " + shapeText(nd.shape(0)) + " and " + shapeText(s));
+    outShape[*axis] += s[*axis];
+  }
+  if (!nd.allConst()) {
+    SmallVector<Value> xs;
+    for (size_t k = 0; k < nd.in.size(); ++k)
+      xs.push_back(nd.v(k));
+    return nd.result(nd.b.create<ConcatOp>(nd.loc, xs, nd.b.getI64IntegerAttr(*axis)));
+  }
+  if (auto err = nd.checkFoldSize(outShape))
+    return err;
+  Const r;
+  r.kind = nd.c(0).kind;
+  r.shape = outShape;
+  int64_t outer = product(Shape(outShape.begin(), outShape.begin() + *axis));
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t k = 0; k < nd.in.size(); ++k) {
+      const Const &x = nd.c(k);
+      int64_t chunk = product(Shape(x.shape.begin() + *axis, x.shape.end()));
+      for (int64_t e = 0; e < chunk; ++e) {
+        if (r.kind == Kind::Float)
+          r.f.push_back(x.at(o * chunk + e));
+        else
+          r.i.push_back(x.intAt(o * chunk + e));
+      }
+    }
+  return nd.result(std::move(r));
+}
+
+llvm::Error split(Node &nd) {
+  if (auto err = nd.need(1))
+    return err;
+  Shape s = nd.shape(0);
+  auto axis = nd.axis(nd.intAttr("axis", 0), s.size());
+  if (!axis)
+    return axis.takeError();
+  auto splitOr = nd.intsInputOrAttr(1, "split");
+  if (!splitOr)
+    return splitOr.takeError();
+  Shape sizes = splitOr->value_or(Shape());
+  if (sizes.empty()) {
+    int64_t parts = nd.intAttr("num_outputs", nd.n.output_size());
+    if (parts < 1 || parts != nd.n.output_size())
+      return nd.error("splits into " + std::to_string(parts) + " parts for " +
+                      std::to_string(nd.n.output_size()) + " outputs");
+    int64_t each = (s[*axis] + parts - 1) / parts;
+    for (int64_t k = 0; k < parts; ++k)
+      sizes.push_back(std::max<int64_t>(0, std::min(each, s[*axis] - k * each)));
+  }
+  int64_t total = 0;
+  for (int64_t v : sizes) {
+    if (v < 1 || v > s[*axis])
+      return nd.error("has the split size " + std::to_string(v) + " for a dim of " +
+                      std::to_string(s[*axis]));
+    total += v;
+  }
+  if (total != s[*axis] || int64_t(sizes.size()) != nd.n.output_size())
+    return nd.error("splits dim " + std::to_string(*axis) + " of " + shapeText(s) + " into " +
+                    shapeText(sizes) + " for " + std::to_string(nd.n.output_size()) + " outputs");
+  auto split = nd.b.create<SplitOp>(nd.loc, nd.v(0), nd.b.getI64IntegerAttr(*axis),
+                                    nd.b.getDenseI64ArrayAttr(sizes));
+  for (Value r : split.getResults())
+    nd.out.push_back({r, nullptr});
+  return llvm::Error::success();
+}
+
+llvm::Error slice(Node &nd) {
+  if (auto err = nd.need(3))
+    return err;
+  Shape s = nd.shape(0);
+  int64_t rank = s.size();
+  auto starts = nd.intsInputOrAttr(1, "starts");
+  if (!starts)
+    return starts.takeError();
+  auto ends = nd.intsInputOrAttr(2, "ends");
+  if (!ends)
+    return ends.takeError();
+  auto axesOr = nd.intsInputOrAttr(3, "axes");
+  if (!axesOr)
+    return axesOr.takeError();
+  auto stepsOr = nd.intsInputOrAttr(4, "steps");
+  if (!stepsOr)
+    return stepsOr.takeError();
+  Shape st = starts->value_or(Shape()), en = ends->value_or(Shape());
+  Shape axes = axesOr->value_or(Shape()), steps = stepsOr->value_or(Shape());
+  if (axes.empty())
+    for (size_t k = 0; k < st.size(); ++k)
+      axes.push_back(k);
+  if (steps.empty())
+    steps.assign(st.size(), 1);
+  if (st.size() != en.size() || st.size() != axes.size() || st.size() != steps.size())
+    return nd.error("starts, ends, axes and steps differ in length");
+  Shape lo(rank, 0), hi = s, step(rank, 1);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    auto ax = nd.axis(axes[k], rank);
+    if (!ax)
+      return ax.takeError();
+    if (steps[k] < 1)
+      return nd.error("step " + std::to_string(steps[k]) +
+                      " is not supported (steps must be >= 1)");
+    int64_t dim = s[*ax];
+    auto clampIndex = [&](int64_t v) {
+      if (v < 0)
+        v = v < -dim ? 0 : v + dim;
+      return std::min(v, dim);
+    };
+    lo[*ax] = clampIndex(st[k]);
+    hi[*ax] = std::max(lo[*ax], clampIndex(en[k]));
+    step[*ax] = steps[k];
+  }
+  Shape outShape(rank);
+  for (int64_t d = 0; d < rank; ++d)
+    outShape[d] = hi[d] <= lo[d] ? 0 : 1 + (hi[d] - lo[d] - 1) / step[d];
+  if (nd.in[0]->constant) {
+    const Const &c = *nd.in[0]->constant;
+    Const r;
+    r.kind = c.kind;
+    r.shape = outShape;
+    Shape cs = stridesOf(s), os = stridesOf(outShape);
+    int64_t total = product(outShape);
+    r.resize(total);
+    for (int64_t k = 0; k < total; ++k) {
+      int64_t src = 0;
+      for (int64_t d = 0; d < rank; ++d)
+        src += (lo[d] + ((k / os[d]) % outShape[d]) * step[d]) * cs[d];
+      r.copyFrom(k, c, src);
+    }
+    nd.out.push_back({Value(), std::make_shared<const Const>(std::move(r))});
+    return llvm::Error::success();
+  }
+  if (product(outShape) == 0)
+    return nd.error("produces an empty tensor " + shapeText(outShape));
+  return nd.result(nd.b.create<SliceOp>(nd.loc, nd.v(0), nd.b.getDenseI64ArrayAttr(lo),
+                                        nd.b.getDenseI64ArrayAttr(hi),
+                                        nd.b.getDenseI64ArrayAttr(step)));
+}
+
+/// Gather of constants along `axis`.
+llvm::Error evalGather(Node &nd, int64_t axis) {
+  const Const &data = nd.c(0), &idx = nd.c(1);
+  Shape outShape(data.shape.begin(), data.shape.begin() + axis);
+  outShape.insert(outShape.end(), idx.shape.begin(), idx.shape.end());
+  outShape.insert(outShape.end(), data.shape.begin() + axis + 1, data.shape.end());
+  if (auto err = nd.checkFoldSize(outShape))
+    return err;
+  int64_t outer = product(Shape(data.shape.begin(), data.shape.begin() + axis));
+  int64_t inner = product(Shape(data.shape.begin() + axis + 1, data.shape.end()));
+  int64_t dim = data.shape[axis];
+  Const r;
+  r.kind = data.kind;
+  r.shape = outShape;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < idx.numel(); ++j) {
+      int64_t ix = idx.i[j] < 0 ? idx.i[j] + dim : idx.i[j];
+      if (ix < 0 || ix >= dim)
+        return nd.error(
+            llvm::formatv("index {0} is out of range for a dim of {1}", idx.i[j], dim).str());
+      for (int64_t e = 0; e < inner; ++e) {
+        int64_t s = (o * dim + ix) * inner + e;
+        if (r.kind == Kind::Float)
+          r.f.push_back(data.f[s]);
+        else
+          r.i.push_back(data.i[s]);
+      }
+    }
+  return nd.result(std::move(r));
+}
+
+llvm::Error gather(Node &nd) {
+  if (auto err = nd.need(2))
+    return err;
+  Shape data = nd.shape(0), idx = nd.shape(1);
+  int64_t rank = data.size();
+  auto axis = nd.axis(nd.intAttr("axis", 0), rank);
+  if (!axis)
+    return axis.takeError();
+  if (nd.kind(1) == Kind::Float)
+    return nd.error("indices must be integers");
+  if (nd.allConst())
+    return evalGather(nd, *axis);
+  // Constant indices on a value: slices (a scalar index drops the dim).
+  if (nd.in[1]->constant && nd.in[1]->constant->numel() == 1 && idx.size() <= 1) {
+    int64_t ix = nd.in[1]->constant->i[0];
+    if (ix < 0)
+      ix += data[*axis];
+    if (ix < 0 || ix >= data[*axis])
+      return nd.error("index " + std::to_string(nd.in[1]->constant->i[0]) +
+                      " is out of range for dim " + std::to_string(data[*axis]));
+    Shape lo(rank, 0), hi = data, step(rank, 1);
+    lo[*axis] = ix;
+    hi[*axis] = ix + 1;
+    Value s = nd.b.create<SliceOp>(nd.loc, nd.v(0), nd.b.getDenseI64ArrayAttr(lo),
+                                   nd.b.getDenseI64ArrayAttr(hi), nd.b.getDenseI64ArrayAttr(step));
+    Shape target = data;
+    if (idx.empty())
+      target.erase(target.begin() + *axis);
+    else
+      target[*axis] = 1;
+    return nd.result(nd.im.reshape(s, target));
+  }
+  if (*axis != 0 || rank != 2 || nd.kind(0) != Kind::Float)
+    return nd.error("gathers along axis " + std::to_string(*axis) + " of " + shapeText(data) +
+                    "; mlc supports row gathers from a float matrix (embeddings) "
+                    "and constant scalar indices");
+  if (nd.in[1]->constant)
+    for (int64_t v : nd.in[1]->constant->i)
+      if (v < 0 || v >= data[0])
+        return nd.error("index " + std::to_string(v) + " is out of range for the " +
+                        std::to_string(data[0]) + " rows of '" + nd.n.input(0) +
+                        "' (is the sequence longer than the model's positions?)");
+  Value indices = nd.v(1);
+  if (!cast<RankedTensorType>(indices.getType()).getElementType().isInteger(64))
+    indices = nd.b.create<CastOp>(nd.loc, RankedTensorType::get(idx, nd.b.getI64Type()), indices);
+  return nd.result(nd.b.create<EmbeddingOp>(nd.loc, nd.v(0), indices));
+}
+
+llvm::Error expand(Node &nd) {
+  if (auto err = nd.need(2))
+    return err;
+  if (!nd.in[1]->constant || nd.in[1]->constant->kind == Kind::Float)
+    return nd.error("the shape must be integers the importer can evaluate");
+  auto s = broadcastShapes(nd.shape(0), nd.in[1]->constant->i);
+  if (!s)
+    return nd.error("cannot expand " + shapeText(nd.shape(0)) + " to " +
+                    shapeText(nd.in[1]->constant->i));
+  if (*s == nd.shape(0))
+    return nd.result(nd.v(0));
+  auto type = RankedTensorType::get(*s, cast<RankedTensorType>(nd.v(0).getType()).getElementType());
+  return nd.result(nd.b.create<BroadcastOp>(nd.loc, type, nd.v(0)));
+}
+
+constexpr int kAll = kMaxOpset;
+
+const OpSchema kSchemas[] = {
+    {"Add", kMinOpset, kAll, arithmetic},
+    {"Sub", kMinOpset, kAll, arithmetic},
+    {"Mul", kMinOpset, kAll, arithmetic},
+    {"Div", kMinOpset, kAll, arithmetic},
+    {"Pow", kMinOpset, kAll, arithmetic},
+    {"Max", kMinOpset, kAll, arithmetic},
+    {"Min", kMinOpset, kAll, arithmetic},
+    {"Equal", kMinOpset, kAll, comparison},
+    {"Less", kMinOpset, kAll, comparison},
+    {"Greater", kMinOpset, kAll, comparison},
+    {"LessOrEqual", kMinOpset, kAll, comparison},
+    {"GreaterOrEqual", kMinOpset, kAll, comparison},
+    {"And", kMinOpset, kAll, comparison},
+    {"Or", kMinOpset, kAll, comparison},
+    {"Sqrt", kMinOpset, kAll, unary},
+    {"Neg", kMinOpset, kAll, unary},
+    {"Erf", kMinOpset, kAll, unary},
+    {"Tanh", kMinOpset, kAll, unary},
+    {"Exp", kMinOpset, kAll, unary},
+    {"Log", kMinOpset, kAll, unary},
+    {"Reciprocal", kMinOpset, kAll, unary},
+    {"Abs", kMinOpset, kAll, unary},
+    {"Floor", kMinOpset, kAll, unary},
+    {"Ceil", kMinOpset, kAll, unary},
+    {"Not", kMinOpset, kAll, unary},
+    {"Cast", kMinOpset, kAll, castOp},
+    {"Identity", kMinOpset, kAll, identity},
+    {"Where", kMinOpset, kAll, where},
+    {"Constant", kMinOpset, kAll, constantOp},
+    {"Shape", kMinOpset, kAll, shapeOp},
+    {"Range", kMinOpset, kAll, range},
+    {"ConstantOfShape", kMinOpset, kAll, constantOfShape},
+    {"Trilu", kMinOpset, kAll, trilu},
+    {"Reshape", kMinOpset, kAll, reshapeLike},
+    {"Flatten", kMinOpset, kAll, reshapeLike},
+    {"Unsqueeze", kMinOpset, kAll, reshapeLike},
+    {"Squeeze", kMinOpset, kAll, reshapeLike},
+    {"Transpose", kMinOpset, kAll, transpose},
+    {"Concat", kMinOpset, kAll, concat},
+    {"Split", kMinOpset, kAll, split},
+    {"Slice", kMinOpset, kAll, slice},
+    {"Gather", kMinOpset, kAll, gather},
+    {"Expand", kMinOpset, kAll, expand},
+};
+
+} // namespace
+
+llvm::ArrayRef<OpSchema> tensorOpSchemas() { return kSchemas; }
+
+} // namespace mlc::onnximport
