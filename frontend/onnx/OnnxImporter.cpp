@@ -539,7 +539,9 @@ llvm::Error Importer::readInputs(const onnx::NodeProto &n, std::vector<const Ent
 llvm::Error Importer::convert(const onnx::NodeProto &n) {
   if (!n.domain().empty() && n.domain() != "ai.onnx")
     return nodeError(n, "belongs to domain '" + n.domain() +
-                            "'; mlc imports the default ONNX domain only");
+                            "'; mlc imports the default ONNX domain only (opsets " +
+                            std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
+                            ")");
   std::vector<const Entry *> in;
   if (auto err = readInputs(n, in))
     return err;
@@ -562,11 +564,17 @@ llvm::Error Importer::convert(const onnx::NodeProto &n) {
   if (it == table.end())
     return nodeError(n, "is not supported; mlc imports " + supportedOps(opset));
   const OpSchema *schema = nullptr;
-  for (const OpSchema &s : it->getValue())
+  std::string forms;
+  for (const OpSchema &s : it->getValue()) {
     if (s.minOpset <= opset && opset <= s.maxOpset)
       schema = &s;
+    forms += llvm::formatv("{0}opsets {1} to {2}", forms.empty() ? "" : ", ", s.minOpset,
+                           s.maxOpset)
+                 .str();
+  }
   if (!schema)
-    return nodeError(n, "is not supported at this opset");
+    return nodeError(n, "is not defined at this opset; mlc imports " + n.op_type() + " at " +
+                            forms);
   attrMismatch.clear();
   Node node(*this, n, std::move(in));
   llvm::Error err = schema->handler(node);

@@ -1,7 +1,7 @@
 //===- OnnxImporter.h - ONNX models as mlc graphs --------------*- C++ -*-===//
 //
 // Imports an ONNX model (a torch.onnx.export of a HuggingFace GPT-2 or BERT,
-// opsets 14-18) as the `@forward` function every frontend hands the compiler
+// opsets 14-23) as the `@forward` function every frontend hands the compiler
 // (frontend/Frontend.h):
 //
 // - floating initializers of rank >= 1 become parameters under their ONNX
@@ -16,8 +16,10 @@
 //   micro-batch and at position 1 the sequence length. Every shape is then
 //   static: the Shape/Gather/Concat/Reshape/Range arithmetic of an export is
 //   evaluated while importing.
-// - each node becomes mlc graph ops; decomposed LayerNorm, GELU and
-//   attention stay decomposed here and are recognized by `mlc-recognize`.
+// - each node becomes mlc graph ops through the handler its op type and
+//   opset select (OnnxNode.h); single-op Gelu, LayerNormalization and
+//   Attention become mlc.gelu / mlc.layer_norm / mlc.attention, decomposed
+//   ones stay decomposed here and are recognized by `mlc-recognize`.
 //
 // Every error names the file and, for a node, its name, op type and opset.
 //

@@ -236,6 +236,147 @@ llvm::Error crossEntropy(Node &nd) {
       nd.b.create<CrossEntropyOp>(nd.loc, scores, labels, nd.b.getI64IntegerAttr(ignore)));
 }
 
+
+/// Opset 20's Gelu: the graph op, with its approximation.
+llvm::Error gelu(Node &nd) {
+  if (auto err = nd.need(1))
+    return err;
+  if (auto err = nd.floatOperands(1))
+    return err;
+  std::string approximate = nd.stringAttr("approximate", "none");
+  if (approximate != "none" && approximate != "tanh")
+    return nd.error("approximate '" + approximate + "' is not one of none, tanh");
+  auto mode = approximate == "tanh" ? GeluApproximation::tanh : GeluApproximation::none;
+  return nd.result(nd.b.create<GeluOp>(nd.loc, nd.v(0), mode));
+}
+
+/// Opset 23's RMSNormalization, `x * rsqrt(mean(x^2) + epsilon) * scale`
+/// over the last axis. mlc has no RMSNorm graph op yet: this is its
+/// decomposition, computed in the model's float type (stash_type is read
+/// and ignored like LayerNormalization's).
+llvm::Error rmsNorm(Node &nd) {
+  if (auto err = nd.need(2))
+    return err;
+  if (auto err = nd.floatOperands(2))
+    return err;
+  Shape s = nd.shape(0);
+  if (s.empty())
+    return nd.error("normalizes a scalar");
+  double eps = floatDecimal(nd.floatAttr("epsilon", 1e-5));
+  if (!(eps > 0) || !std::isfinite(eps))
+    return nd.error("epsilon " + std::to_string(eps) + " must be positive");
+  auto axis = nd.axis(nd.intAttr("axis", -1), s.size());
+  if (!axis)
+    return axis.takeError();
+  if (*axis != int64_t(s.size()) - 1)
+    return nd.error("normalizes from axis " + std::to_string(*axis) +
+                    "; mlc normalizes over the last axis only");
+  if (nd.shape(1) != Shape{s.back()})
+    return nd.error("scale must be of shape " + shapeText({s.back()}));
+  Value x = nd.v(0);
+  Value sq = nd.b.create<MulOp>(nd.loc, x, x);
+  Value mean = nd.b.create<ReduceMeanOp>(nd.loc, sq, nd.b.getDenseI64ArrayAttr({*axis}),
+                                         nd.b.getUnitAttr());
+  Value inv = nd.b.create<RsqrtOp>(nd.loc, nd.b.create<AddOp>(nd.loc, mean, nd.im.scalar(eps)));
+  Value y = nd.b.create<MulOp>(nd.loc, x, inv);
+  return nd.result(nd.b.create<MulOp>(nd.loc, y, nd.v(1)));
+}
+
+/// [B, S, H * D] as [B, H, S, D], the layout mlc.attention takes.
+Value splitHeads(Node &nd, Value x, int64_t heads) {
+  Shape s = shapeOf(x);
+  Value r = nd.im.reshape(x, {s[0], s[1], heads, s[2] / heads});
+  return nd.b.create<TransposeOp>(nd.loc, r, nd.b.getDenseI64ArrayAttr({0, 2, 1, 3}));
+}
+
+/// An Attention mask as mlc.attention's additive float mask of rank 4:
+/// a boolean mask (true attends) becomes 0 or the lowest float (not -inf,
+/// so a row with every key masked is uniform rather than NaN).
+llvm::Expected<Value> attentionMask(Node &nd, const Shape &scores) {
+  Shape m = nd.shape(3);
+  auto b = broadcastShapes(m, scores);
+  if (m.size() > 4 || !b || *b != scores)
+    return nd.error("attn_mask " + shapeText(m) + " does not broadcast to the scores " +
+                    shapeText(scores));
+  Value mask = nd.v(3);
+  if (nd.kind(3) == Kind::Int)
+    return nd.error("attn_mask must be boolean or floating point");
+  if (nd.kind(3) == Kind::Bool)
+    mask = nd.b.create<SelectOp>(nd.loc, mask, nd.im.scalar(0.0),
+                                 nd.im.scalar(nd.im.options.dtype == "f64"
+                                                  ? std::numeric_limits<double>::lowest()
+                                                  : double(std::numeric_limits<float>::lowest())));
+  while (m.size() < 4)
+    m.insert(m.begin(), 1);
+  return nd.im.reshape(mask, m);
+}
+
+/// Opset 23's Attention: mlc.attention, for inputs of rank 4 [B, H, S, D] or
+/// rank 3 [B, S, H * D] (with q_num_heads / kv_num_heads), an optional
+/// boolean or additive mask, is_causal and scale. Refused: a KV cache
+/// (past_key / past_value and the present outputs), grouped-query heads,
+/// softcap and the qk_matmul_output output.
+llvm::Error attention(Node &nd) {
+  if (auto err = nd.need(3))
+    return err;
+  if (auto err = nd.floatOperands(3))
+    return err;
+  if (nd.has(4) || nd.has(5) || nd.outputUsed(1) || nd.outputUsed(2))
+    return nd.error("a KV cache (past_key, past_value, present_key, present_value) is not "
+                    "supported; mlc trains on whole sequences");
+  if (nd.outputUsed(3))
+    return nd.error("its qk_matmul_output output is not supported");
+  if (nd.floatAttr("softcap", 0.0) != 0.0)
+    return nd.error("softcap is not supported");
+  Shape q = nd.shape(0), k = nd.shape(1), v = nd.shape(2);
+  size_t rank = q.size();
+  if ((rank != 3 && rank != 4) || k.size() != rank || v.size() != rank)
+    return nd.error("takes Q, K, V of rank 3 or 4; got " + shapeText(q) + ", " + shapeText(k) +
+                    ", " + shapeText(v));
+  Value qv = nd.v(0), kv = nd.v(1), vv = nd.v(2);
+  int64_t heads = 0;
+  if (rank == 3) {
+    heads = nd.intAttr("q_num_heads", 0);
+    int64_t kvHeads = nd.intAttr("kv_num_heads", 0);
+    if (heads < 1 || kvHeads < 1 || q[2] % heads || k[2] % kvHeads || v[2] % kvHeads)
+      return nd.error("rank-3 inputs need q_num_heads and kv_num_heads that divide their "
+                      "hidden sizes");
+    if (kvHeads != heads)
+      return nd.error("grouped-query attention (kv_num_heads != q_num_heads) is not "
+                      "supported");
+    qv = splitHeads(nd, qv, heads);
+    kv = splitHeads(nd, kv, heads);
+    vv = splitHeads(nd, vv, heads);
+  } else if (k[1] != q[1] || v[1] != q[1]) {
+    return nd.error("grouped-query attention (K/V heads != Q heads) is not supported");
+  }
+  Shape qs = shapeOf(qv), ks = shapeOf(kv), vs = shapeOf(vv);
+  if (ks[0] != qs[0] || vs[0] != qs[0] || ks[3] != qs[3] || vs[2] != ks[2])
+    return nd.error("Q, K, V of shapes " + shapeText(q) + ", " + shapeText(k) + ", " +
+                    shapeText(v) + " do not fit together");
+  bool causal = nd.intAttr("is_causal", 0);
+  if (causal && qs[2] != ks[2])
+    return nd.error("is_causal with query and key lengths that differ is not supported");
+  Value mask;
+  if (nd.has(3)) {
+    auto m = attentionMask(nd, {qs[0], qs[1], qs[2], ks[2]});
+    if (!m)
+      return m.takeError();
+    mask = *m;
+  }
+  FloatAttr scale;
+  if (const auto *a = nd.attr("scale", onnx::AttributeProto::FLOAT))
+    scale = nd.b.getF64FloatAttr(floatDecimal(a->f()));
+  Value y = nd.b.create<AttentionOp>(nd.loc, qv, kv, vv, mask, Value(),
+                                     causal ? nd.b.getUnitAttr() : UnitAttr(), scale,
+                                     nd.b.getF64FloatAttr(0.0), nd.b.getI64IntegerAttr(0));
+  if (rank == 3) {
+    y = nd.b.create<TransposeOp>(nd.loc, y, nd.b.getDenseI64ArrayAttr({0, 2, 1, 3}));
+    y = nd.im.reshape(y, {qs[0], qs[2], qs[1] * vs[3]});
+  }
+  return nd.result(y);
+}
+
 constexpr int kAll = kMaxOpset;
 
 const OpSchema kSchemas[] = {
@@ -247,7 +388,10 @@ const OpSchema kSchemas[] = {
     {"ReduceMean", kMinOpset, kAll, reduce},
     {"ReduceSum", kMinOpset, kAll, reduce},
     {"ReduceMax", kMinOpset, kAll, reduce},
-    {"LayerNormalization", kMinOpset, kAll, layerNorm},
+    {"LayerNormalization", 17, kAll, layerNorm},
+    {"Gelu", 20, kAll, gelu},
+    {"RMSNormalization", 23, kAll, rmsNorm},
+    {"Attention", 23, kAll, attention},
     {"Dropout", kMinOpset, kAll, dropout},
     {"SoftmaxCrossEntropyLoss", kMinOpset, kAll, crossEntropy},
     {"NegativeLogLikelihoodLoss", kMinOpset, kAll, crossEntropy},

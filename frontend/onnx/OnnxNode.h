@@ -295,7 +295,7 @@ llvm::ArrayRef<OpSchema> tensorOpSchemas();
 llvm::ArrayRef<OpSchema> nnOpSchemas();
 
 /// The opsets of the default domain the importer reads.
-constexpr int kMinOpset = 14, kMaxOpset = 18;
+constexpr int kMinOpset = 14, kMaxOpset = 23;
 
 } // namespace mlc::onnximport
 

@@ -239,6 +239,19 @@ llvm::Error castOp(Node &nd) {
   return nd.result(nd.b.create<CastOp>(nd.loc, type, x));
 }
 
+/// Opset 15's CastLike: a Cast to input 1's element type.
+llvm::Error castLike(Node &nd) {
+  if (auto err = nd.need(2))
+    return err;
+  Kind to = nd.kind(1);
+  if (nd.isConst(0))
+    return nd.result(castConst(nd.c(0), to));
+  if (nd.kind(0) == to)
+    return nd.forward(0);
+  auto type = RankedTensorType::get(nd.shape(0), nd.im.elementFor(to));
+  return nd.result(nd.b.create<CastOp>(nd.loc, type, nd.v(0)));
+}
+
 llvm::Error identity(Node &nd) {
   if (auto err = nd.need(1))
     return err;
@@ -789,13 +802,14 @@ const OpSchema kSchemas[] = {
     {"Ceil", kMinOpset, kAll, unary},
     {"Not", kMinOpset, kAll, unary},
     {"Cast", kMinOpset, kAll, castOp},
+    {"CastLike", 15, kAll, castLike},
     {"Identity", kMinOpset, kAll, identity},
     {"Where", kMinOpset, kAll, where},
     {"Constant", kMinOpset, kAll, constantOp},
     {"Shape", kMinOpset, kAll, shapeOp},
     {"Range", kMinOpset, kAll, range},
     {"ConstantOfShape", kMinOpset, kAll, constantOfShape},
-    {"Trilu", kMinOpset, kAll, trilu},
+    {"Trilu", 14, kAll, trilu},
     {"Reshape", kMinOpset, kAll, reshapeLike},
     {"Flatten", kMinOpset, kAll, reshapeLike},
     {"Unsqueeze", kMinOpset, kAll, reshapeLike},

@@ -2,7 +2,11 @@
 
 Covers operator forms the HF fixtures do not use: opset-18 Split with
 num_outputs and ReduceMean with axes as an input, Gemm's transB/alpha/beta,
-Trilu masks, Expand, Flatten, Relu, LogSoftmax with NegativeLogLikelihoodLoss.
+Trilu masks, Expand, Flatten, Relu, LogSoftmax with NegativeLogLikelihoodLoss;
+and the newer opsets' single-op forms: opset-20 Gelu (none, tanh),
+LayerNormalization without a bias, opset-23 RMSNormalization and Attention
+(rank 4 causal with a scale, rank 3 with a boolean mask), CastLike, ReduceMax
+with axes as an input, and ops of a plain graph at opset 23.
 
     op_models.py --mlc MLC --work DIR
 """
@@ -63,17 +67,48 @@ MODELS = {
                  helper.make_node("NegativeLogLikelihoodLoss", ["lp", "t"], ["y"],
                                   ignore_index=-100)],
             [vi("x2", [3, 6]), vi("t", [3], TensorProto.INT64)], [vi("y", None)], []),
+    "gelu20": (20, [helper.make_node("Gelu", ["x"], ["g"]),
+                    helper.make_node("Gelu", ["x"], ["t"], approximate="tanh"),
+                    helper.make_node("Add", ["g", "t"], ["y"])],
+               [vi("x", [2, 4, 6])], [vi("y", None)], []),
+    "layernorm20": (20, [helper.make_node("LayerNormalization", ["x", "w"], ["y"],
+                                          epsilon=1e-3)],
+                    [vi("x", [2, 4, 6])], [vi("y", None)],
+                    [numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "w")]),
+    "rmsnorm23": (23, [helper.make_node("RMSNormalization", ["x", "w"], ["y"], epsilon=1e-4)],
+                  [vi("x", [2, 4, 6])], [vi("y", None)],
+                  [numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "w")]),
+    "attention23_causal": (23, [helper.make_node("Attention", ["q4", "k4", "v4"], ["y"],
+                                                 is_causal=1, scale=0.3)],
+                           [vi("q4", [2, 2, 4, 3]), vi("k4", [2, 2, 4, 3]), vi("v4", [2, 2, 4, 3])],
+                           [vi("y", None)], []),
+    "attention23_mask": (23, [const("m", np.array([[True, True, False, True]] * 4)),
+                              helper.make_node("Attention", ["x", "x", "x", "m"], ["y"],
+                                               q_num_heads=2, kv_num_heads=2)],
+                         [vi("x", [2, 4, 6])], [vi("y", None)], []),
+    "castlike_reducemax18": (18, [const("axes", np.array([1], np.int64)),
+                                  helper.make_node("ReduceMax", ["x", "axes"], ["m"], keepdims=1),
+                                  helper.make_node("Cast", ["m"], ["i"], to=TensorProto.INT64),
+                                  helper.make_node("CastLike", ["i", "x"], ["f"]),
+                                  helper.make_node("Sub", ["x", "f"], ["y"])],
+                             [vi("x", [2, 4, 6])], [vi("y", None)], []),
+    "split23": (23, [helper.make_node("Split", ["x"], ["a", "b"], axis=1, num_outputs=2),
+                     helper.make_node("Mul", ["a", "b"], ["y"])],
+                [vi("x", [2, 4, 6])], [vi("y", None)], []),
 }
 FEEDS = {"x": rng.standard_normal((2, 4, 6)).astype(np.float32),
          "x2": rng.standard_normal((3, 6)).astype(np.float32),
          "x4": rng.standard_normal((2, 4, 4)).astype(np.float32),
-         "t": np.array([1, -100, 5], np.int64)}
+         "t": np.array([1, -100, 5], np.int64),
+         "q4": rng.standard_normal((2, 2, 4, 3)).astype(np.float32),
+         "k4": rng.standard_normal((2, 2, 4, 3)).astype(np.float32),
+         "v4": rng.standard_normal((2, 2, 4, 3)).astype(np.float32)}
 
 failures = []
 for name, (opset, nodes, inputs, outputs, inits) in MODELS.items():
     graph = helper.make_graph(nodes, name, inputs, outputs, inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
+    model.ir_version = 10 if opset > 20 else 9 if opset > 18 else 8
     path = os.path.join(args.work, name + ".onnx")
     onnx.save(model, path)
     feeds = {i.name: FEEDS[i.name] for i in inputs}
