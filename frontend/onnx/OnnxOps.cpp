@@ -94,6 +94,13 @@ llvm::Error evalBinary(Node &nd, const Shape &s) {
   return nd.result(std::move(r));
 }
 
+Value boolConstant(Node &nd, bool v) {
+  Const c;
+  c.kind = Kind::Bool;
+  c.i = {int64_t(v)};
+  return nd.im.materialize(c);
+}
+
 /// Add, Sub, Mul, Div, Pow, Max, Min.
 llvm::Error arithmetic(Node &nd) {
   const std::string &op = nd.op();
@@ -104,11 +111,18 @@ llvm::Error arithmetic(Node &nd) {
     return s.takeError();
   if (nd.allConst())
     return evalBinary(nd, *s);
-  if (op == "Max" || op == "Min")
-    return nd.error("is only supported on inputs the importer can evaluate");
-  if (auto err = nd.floatOperands(2))
-    return err;
+  if (nd.kind(0) != nd.kind(1) || nd.kind(0) == Kind::Bool)
+    return nd.error("takes two inputs of one numeric element type");
   Value x = nd.v(0), y = nd.v(1);
+  if (op == "Max" || op == "Min") {
+    auto pred = op == "Max" ? ComparePredicate::gt : ComparePredicate::lt;
+    Value pick = nd.b.create<CompareOp>(nd.loc, pred, x, y);
+    return nd.result(nd.b.create<SelectOp>(nd.loc, pick, x, y));
+  }
+  // Run-time integers (position ids, mask arithmetic): add, subtract and
+  // multiply wrap like the folder's; division and powers stay floating.
+  if (nd.kind(0) == Kind::Int && (op == "Div" || op == "Pow"))
+    return nd.error("of run-time integers is not supported (only Add, Sub, Mul, Max, Min)");
   if (op == "Add")
     return nd.result(nd.b.create<AddOp>(nd.loc, x, y));
   if (op == "Sub")
@@ -130,13 +144,29 @@ llvm::Error comparison(Node &nd) {
     return s.takeError();
   if (nd.allConst())
     return evalBinary(nd, *s);
-  if (op != "Equal" && op != "Less" && op != "Greater")
-    return nd.error("is only supported on inputs the importer can evaluate");
   if (nd.kind(0) != nd.kind(1))
     return nd.error("compares tensors of different element types");
-  auto pred = op == "Equal"  ? ComparePredicate::eq
-              : op == "Less" ? ComparePredicate::lt
-                             : ComparePredicate::gt;
+  if (op == "And" || op == "Or") {
+    if (nd.kind(0) != Kind::Bool)
+      return nd.error("needs boolean inputs");
+    // a and b = a ? b : false; a or b = a ? true : b.
+    Value other = boolConstant(nd, op == "Or");
+    return nd.result(op == "And" ? nd.b.create<SelectOp>(nd.loc, nd.v(0), nd.v(1), other)
+                                 : nd.b.create<SelectOp>(nd.loc, nd.v(0), other, nd.v(1)));
+  }
+  if (nd.kind(0) == Kind::Bool) {
+    if (op != "Equal")
+      return nd.error("orders booleans, which is not supported");
+    // a == b on booleans: a ? b : !b.
+    Value notB =
+        nd.b.create<SelectOp>(nd.loc, nd.v(1), boolConstant(nd, false), boolConstant(nd, true));
+    return nd.result(nd.b.create<SelectOp>(nd.loc, nd.v(0), nd.v(1), notB));
+  }
+  auto pred = op == "Equal"         ? ComparePredicate::eq
+              : op == "Less"        ? ComparePredicate::lt
+              : op == "Greater"     ? ComparePredicate::gt
+              : op == "LessOrEqual" ? ComparePredicate::le
+                                    : ComparePredicate::ge;
   return nd.result(nd.b.create<CompareOp>(nd.loc, pred, nd.v(0), nd.v(1)));
 }
 
@@ -189,11 +219,24 @@ llvm::Error unary(Node &nd) {
     return err;
   if (nd.allConst())
     return evalUnary(nd);
-  if (op == "Abs" || op == "Floor" || op == "Ceil" || op == "Not")
+  Value x = nd.v(0);
+  if (op == "Not") {
+    if (nd.kind(0) != Kind::Bool)
+      return nd.error("needs a boolean input");
+    return nd.result(
+        nd.b.create<SelectOp>(nd.loc, x, boolConstant(nd, false), boolConstant(nd, true)));
+  }
+  if (op == "Neg" && nd.kind(0) == Kind::Int)
+    return nd.result(nd.b.create<NegOp>(nd.loc, x));
+  if (op == "Floor" || op == "Ceil")
     return nd.error("is only supported on inputs the importer can evaluate");
   if (auto err = nd.floatOperands(1))
     return err;
-  Value x = nd.v(0);
+  if (op == "Abs") {
+    Value zero = nd.im.scalar(0.0);
+    Value neg = nd.b.create<CompareOp>(nd.loc, ComparePredicate::lt, x, zero);
+    return nd.result(nd.b.create<SelectOp>(nd.loc, neg, nd.b.create<NegOp>(nd.loc, x), x));
+  }
   if (op == "Sqrt")
     return nd.result(nd.b.create<SqrtOp>(nd.loc, x));
   if (op == "Erf")
@@ -207,6 +250,28 @@ llvm::Error unary(Node &nd) {
   if (op == "Neg")
     return nd.result(nd.b.create<NegOp>(nd.loc, x));
   return nd.result(nd.b.create<DivOp>(nd.loc, nd.im.scalar(1.0), x));
+}
+
+/// IsNaN and IsInf (detect_positive, detect_negative).
+llvm::Error isSpecial(Node &nd) {
+  if (auto err = nd.need(1))
+    return err;
+  if (auto err = nd.floatOperands(1))
+    return err;
+  bool nan = nd.op() == "IsNaN";
+  bool pos = nd.intAttr("detect_positive", 1), neg = nd.intAttr("detect_negative", 1);
+  if (nd.allConst()) {
+    Const r;
+    r.kind = Kind::Bool;
+    r.shape = nd.c(0).shape;
+    for (double v : nd.c(0).f)
+      r.i.push_back(nan ? std::isnan(v) : std::isinf(v) && (v > 0 ? pos : neg));
+    return nd.result(std::move(r));
+  }
+  if (!nan)
+    return nd.error("is only supported on inputs the importer can evaluate");
+  // x != x exactly when x is NaN.
+  return nd.result(nd.b.create<CompareOp>(nd.loc, ComparePredicate::ne, nd.v(0), nd.v(0)));
 }
 
 /// `x` of kind `to`: floats truncate toward zero into integers.
@@ -507,6 +572,25 @@ llvm::Error reshapeLike(Node &nd) {
   return rearranged(nd, target);
 }
 
+/// `c` with its dims permuted.
+Const transposeConst(const Const &c, const Shape &perm) {
+  Shape outShape;
+  for (int64_t p : perm)
+    outShape.push_back(c.shape[p]);
+  Shape is = stridesOf(c.shape), os = stridesOf(outShape);
+  Const r;
+  r.kind = c.kind;
+  r.shape = outShape;
+  r.resize(c.numel());
+  for (int64_t k = 0; k < c.numel(); ++k) {
+    int64_t src = 0;
+    for (size_t d = 0; d < perm.size(); ++d)
+      src += ((k / os[d]) % outShape[d]) * is[perm[d]];
+    r.copyFrom(k, c, src);
+  }
+  return r;
+}
+
 llvm::Error transpose(Node &nd) {
   if (auto err = nd.need(1))
     return err;
@@ -520,6 +604,8 @@ llvm::Error transpose(Node &nd) {
       *seen.rbegin() != int64_t(s.size()) - 1)
     return nd.error("perm " + shapeText(perm) + " does not permute rank " +
                     std::to_string(s.size()));
+  if (nd.allConst())
+    return nd.result(transposeConst(nd.c(0), perm));
   return nd.result(nd.b.create<TransposeOp>(nd.loc, nd.v(0), nd.b.getDenseI64ArrayAttr(perm)));
 }
 
@@ -767,10 +853,157 @@ llvm::Error expand(Node &nd) {
   if (!s)
     return nd.error("cannot expand " + shapeText(nd.shape(0)) + " to " +
                     shapeText(nd.in[1]->constant->i));
+  if (nd.isConst(0)) {
+    if (auto err = nd.checkFoldSize(*s))
+      return err;
+    const Const &x = nd.c(0);
+    Const r;
+    r.kind = x.kind;
+    r.shape = *s;
+    r.resize(product(*s));
+    for (int64_t k = 0; k < product(*s); ++k)
+      r.copyFrom(k, x, broadcastIndex(k, *s, x.shape));
+    return nd.result(std::move(r));
+  }
   if (*s == nd.shape(0))
     return nd.result(nd.v(0));
   auto type = RankedTensorType::get(*s, cast<RankedTensorType>(nd.v(0).getType()).getElementType());
   return nd.result(nd.b.create<BroadcastOp>(nd.loc, type, nd.v(0)));
+}
+
+/// GatherND of constants (batch_dims 0): `indices[..., :K]` index data's
+/// first K dims.
+llvm::Error evalGatherND(Node &nd, const Shape &outShape) {
+  if (auto err = nd.checkFoldSize(outShape))
+    return err;
+  const Const &data = nd.c(0), &idx = nd.c(1);
+  int64_t K = idx.shape.back(), tuples = product(Shape(idx.shape.begin(), idx.shape.end() - 1));
+  int64_t inner = product(Shape(data.shape.begin() + K, data.shape.end()));
+  Shape ds = stridesOf(data.shape);
+  Const r;
+  r.kind = data.kind;
+  r.shape = outShape;
+  r.resize(product(outShape));
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t src = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      int64_t ix = idx.i[t * K + k], dim = data.shape[k];
+      if (ix < -dim || ix >= dim)
+        return nd.error(llvm::formatv("index {0} is out of range for a dim of {1}", ix, dim).str());
+      src += (ix < 0 ? ix + dim : ix) * ds[k];
+    }
+    for (int64_t e = 0; e < inner; ++e)
+      r.copyFrom(t * inner + e, data, src + e);
+  }
+  return nd.result(std::move(r));
+}
+
+/// For constant indices into a run-time value: the out dim whose position
+/// each `indices[..., k]` is (the exporter's way of broadcasting a mask),
+/// or -1 for an index that is always 0 into a dim of size 1; nullopt when
+/// the indices are anything else.
+std::optional<Shape> positionalIndices(const Const &idx, const Shape &data) {
+  int64_t K = idx.shape.back(), rank = int64_t(idx.shape.size()) - 1;
+  Shape outer(idx.shape.begin(), idx.shape.end() - 1), os = stridesOf(outer);
+  int64_t tuples = product(outer);
+  auto matches = [&](int64_t k, int64_t d) {
+    for (int64_t t = 0; t < tuples; ++t) {
+      int64_t want = d < 0 ? 0 : (t / os[d]) % outer[d];
+      int64_t ix = idx.i[t * K + k];
+      if ((ix < 0 ? ix + data[k] : ix) != want)
+        return false;
+    }
+    return true;
+  };
+  Shape dims;
+  for (int64_t k = 0; k < K; ++k) {
+    int64_t found = -2;
+    for (int64_t d = dims.empty() ? 0 : std::max<int64_t>(dims.back() + 1, 0); d < rank; ++d)
+      if (outer[d] == data[k] && matches(k, d)) {
+        found = d;
+        break;
+      }
+    if (found == -2 && data[k] == 1 && matches(k, -1))
+      found = -1;
+    if (found == -2)
+      return std::nullopt;
+    dims.push_back(found);
+  }
+  return dims;
+}
+
+/// GatherND (batch_dims 0). Of a run-time value, the indices must be
+/// constants that only broadcast its elements (each index tuple is the
+/// position of an output element, as the exporter builds masks); that is a
+/// reshape and a broadcast.
+llvm::Error gatherND(Node &nd) {
+  if (auto err = nd.need(2))
+    return err;
+  if (nd.intAttr("batch_dims", 0) != 0)
+    return nd.error("batch_dims other than 0 is not supported");
+  if (nd.kind(1) != Kind::Int)
+    return nd.error("indices must be integers");
+  Shape data = nd.shape(0), idx = nd.shape(1);
+  if (idx.empty() || idx.back() < 1 || idx.back() > int64_t(data.size()))
+    return nd.error("indices " + shapeText(idx) + " do not index data " + shapeText(data));
+  int64_t K = idx.back();
+  Shape outShape(idx.begin(), idx.end() - 1);
+  outShape.insert(outShape.end(), data.begin() + K, data.end());
+  if (nd.allConst())
+    return evalGatherND(nd, outShape);
+  std::optional<Shape> dims;
+  if (nd.isConst(1))
+    dims = positionalIndices(nd.c(1), data);
+  if (!dims)
+    return nd.error("gathers from a run-time value with indices that are not constant "
+                    "positions; mlc has no general gather op");
+  Shape target(idx.size() - 1, 1);
+  for (int64_t k = 0; k < K; ++k)
+    if ((*dims)[k] >= 0)
+      target[(*dims)[k]] = data[k];
+  target.insert(target.end(), data.begin() + K, data.end());
+  Value x = nd.im.reshape(nd.v(0), target);
+  if (target == outShape)
+    return nd.result(x);
+  auto type = RankedTensorType::get(outShape, cast<RankedTensorType>(x.getType()).getElementType());
+  return nd.result(nd.b.create<BroadcastOp>(nd.loc, type, x));
+}
+
+/// CumSum along a constant axis (exclusive, reverse). Of constants only:
+/// mlc has no scan op (position ids from a run-time attention_mask need one).
+llvm::Error cumSum(Node &nd) {
+  if (auto err = nd.need(2))
+    return err;
+  if (!nd.isConst(1) || nd.c(1).numel() != 1 || nd.c(1).kind == Kind::Float)
+    return nd.error("axis must be a constant integer");
+  Shape s = nd.shape(0);
+  auto axis = nd.axis(nd.c(1).i[0], s.size());
+  if (!axis)
+    return axis.takeError();
+  if (!nd.isConst(0))
+    return nd.error("of a run-time value is not supported: mlc has no cumulative-sum op "
+                    "(it is needed for position ids computed from attention_mask)");
+  bool exclusive = nd.intAttr("exclusive", 0), reverse = nd.intAttr("reverse", 0);
+  Const r = nd.c(0);
+  Shape st = stridesOf(s);
+  int64_t n = s[*axis], stride = st[*axis];
+  for (int64_t base = 0; base < r.numel(); ++base) {
+    if ((base / stride) % n != 0)
+      continue; // one pass per line along the axis, from its first element
+    double acc = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t k = base + (reverse ? n - 1 - j : j) * stride;
+      double v = r.at(k);
+      if (exclusive) {
+        r.set(k, acc);
+        acc += v;
+      } else {
+        acc += v;
+        r.set(k, acc);
+      }
+    }
+  }
+  return nd.result(std::move(r));
 }
 
 constexpr int kAll = kMaxOpset;
@@ -801,6 +1034,8 @@ const OpSchema kSchemas[] = {
     {"Floor", kMinOpset, kAll, unary},
     {"Ceil", kMinOpset, kAll, unary},
     {"Not", kMinOpset, kAll, unary},
+    {"IsNaN", kMinOpset, kAll, isSpecial},
+    {"IsInf", kMinOpset, kAll, isSpecial},
     {"Cast", kMinOpset, kAll, castOp},
     {"CastLike", 15, kAll, castLike},
     {"Identity", kMinOpset, kAll, identity},
@@ -820,6 +1055,8 @@ const OpSchema kSchemas[] = {
     {"Slice", kMinOpset, kAll, slice},
     {"Gather", kMinOpset, kAll, gather},
     {"Expand", kMinOpset, kAll, expand},
+    {"GatherND", kMinOpset, kAll, gatherND},
+    {"CumSum", kMinOpset, kAll, cumSum},
 };
 
 } // namespace
