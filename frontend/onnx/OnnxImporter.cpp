@@ -14,6 +14,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 
 #include <cmath>
 #include <cstdio>
@@ -214,11 +215,55 @@ llvm::Error decodeTyped(const onnx::TensorProto &t, Const &c,
 
 } // namespace
 
+llvm::Expected<llvm::StringRef> Importer::externalData(const onnx::TensorProto &t,
+                                                       const std::string &what, int64_t need) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto &kv : t.external_data()) {
+    int64_t *field = kv.key() == "offset" ? &offset : kv.key() == "length" ? &length : nullptr;
+    if (kv.key() == "location")
+      location = kv.value();
+    else if (field && (llvm::StringRef(kv.value()).getAsInteger(10, *field) || *field < 0))
+      return error(what + ": external data " + kv.key() + " '" + kv.value() +
+                   "' is not a byte count");
+  }
+  if (modelDir.empty())
+    return error(what + " keeps its data in an external file, which needs the model's "
+                        "directory (import the model from its file)");
+  // The data lies beside the model: a relative path that stays inside its directory.
+  llvm::StringRef loc(location);
+  if (loc.empty() || loc.starts_with("/") || loc.starts_with("\\") || loc == ".." ||
+      loc.starts_with("../") || loc.contains("/../") || loc.ends_with("/.."))
+    return error(what + ": external data location '" + location +
+                 "' must be a file name relative to the model's directory");
+  std::string path = modelDir + "/" + location;
+  auto &buffer = externalFiles[path];
+  if (!buffer) {
+    auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+    if (!file)
+      return error(what + ": cannot read its external data " + path + ": " +
+                   file.getError().message());
+    buffer = std::move(*file);
+  }
+  int64_t size = int64_t(buffer->getBufferSize());
+  if (length < 0)
+    length = std::max<int64_t>(0, size - offset);
+  if (offset > size || length > size - offset)
+    return error(what + llvm::formatv(": external data {0} at offset {1}, length {2} lies "
+                                      "past the file's end ({3} bytes)",
+                                      path, offset, length, size)
+                            .str());
+  if (length != need)
+    return error(what + llvm::formatv(": external data {0} holds {1} bytes at offset {2}; its "
+                                      "shape needs {3}",
+                                      path, length, offset, need)
+                            .str());
+  return buffer->getBuffer().substr(offset, length);
+}
+
 llvm::Expected<Const> Importer::tensorFromProto(const onnx::TensorProto &t,
                                                 const std::string &what) {
-  if (t.data_location() == onnx::TensorProto::EXTERNAL)
-    return error(what + " keeps its data in an external file; re-export with the weights "
-                        "inside the model (torch.onnx.export does for models under 2 GB)");
   auto kind = kindOfOnnx(t.data_type());
   if (!kind)
     return error(what + " has data type " + std::to_string(t.data_type()) +
@@ -232,15 +277,23 @@ llvm::Expected<Const> Importer::tensorFromProto(const onnx::TensorProto &t,
     c.shape.push_back(d);
   }
   const int64_t n = c.numel();
-  const std::string &raw = t.raw_data();
   const int64_t elemBytes = elementBytes(t.data_type());
+  llvm::StringRef raw = t.raw_data();
+  bool hasRaw = t.has_raw_data();
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    auto bytes = externalData(t, what, n * elemBytes);
+    if (!bytes)
+      return bytes.takeError();
+    raw = *bytes;
+    hasRaw = true;
+  }
   // The data must be there before anything is allocated for it.
-  int64_t stored = t.has_raw_data()                             ? int64_t(raw.size()) / elemBytes
+  int64_t stored = hasRaw                                       ? int64_t(raw.size()) / elemBytes
                    : t.data_type() == onnx::TensorProto::FLOAT  ? t.float_data_size()
                    : t.data_type() == onnx::TensorProto::DOUBLE ? t.double_data_size()
                    : t.data_type() == onnx::TensorProto::INT64  ? t.int64_data_size()
                                                                 : t.int32_data_size();
-  if (t.has_raw_data() && int64_t(raw.size()) != n * elemBytes)
+  if (hasRaw && int64_t(raw.size()) != n * elemBytes)
     return error(what + llvm::formatv(" holds {0} bytes; its shape {1} needs {2}", raw.size(),
                                       shapeText(c.shape), n * elemBytes)
                             .str());
@@ -251,7 +304,7 @@ llvm::Expected<Const> Importer::tensorFromProto(const onnx::TensorProto &t,
   if (n > options.foldLimit * 64)
     return error(what + " holds " + std::to_string(n) + " values, more than mlc imports");
   c.resize(n);
-  if (t.has_raw_data()) {
+  if (hasRaw) {
     decodeRaw(raw.data(), t.data_type(), c);
     return c;
   }
@@ -540,8 +593,7 @@ llvm::Error Importer::convert(const onnx::NodeProto &n) {
   if (!n.domain().empty() && n.domain() != "ai.onnx")
     return nodeError(n, "belongs to domain '" + n.domain() +
                             "'; mlc imports the default ONNX domain only (opsets " +
-                            std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
-                            ")");
+                            std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ")");
   std::vector<const Entry *> in;
   if (auto err = readInputs(n, in))
     return err;
@@ -568,13 +620,13 @@ llvm::Error Importer::convert(const onnx::NodeProto &n) {
   for (const OpSchema &s : it->getValue()) {
     if (s.minOpset <= opset && opset <= s.maxOpset)
       schema = &s;
-    forms += llvm::formatv("{0}opsets {1} to {2}", forms.empty() ? "" : ", ", s.minOpset,
-                           s.maxOpset)
-                 .str();
+    forms +=
+        llvm::formatv("{0}opsets {1} to {2}", forms.empty() ? "" : ", ", s.minOpset, s.maxOpset)
+            .str();
   }
   if (!schema)
-    return nodeError(n, "is not defined at this opset; mlc imports " + n.op_type() + " at " +
-                            forms);
+    return nodeError(n,
+                     "is not defined at this opset; mlc imports " + n.op_type() + " at " + forms);
   attrMismatch.clear();
   Node node(*this, n, std::move(in));
   llvm::Error err = schema->handler(node);
@@ -793,7 +845,18 @@ llvm::Expected<ImportedModel> importOnnxFile(MLIRContext &ctx, const std::string
   if (!buffer)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    path + ": " + buffer.getError().message());
-  return importOnnxBytes(ctx, (*buffer)->getBuffer(), path, options);
+  onnx::ModelProto model;
+  llvm::StringRef bytes = (*buffer)->getBuffer();
+  if (bytes.size() > size_t(std::numeric_limits<int>::max()) ||
+      !model.ParseFromArray(bytes.data(), int(bytes.size())))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   path + ": not a valid ONNX model (the protobuf does not "
+                                          "parse; is the file truncated or not ONNX?)");
+  onnximport::Importer importer(ctx, path, options);
+  llvm::SmallString<256> dir(path);
+  llvm::sys::path::remove_filename(dir);
+  importer.modelDir = dir.empty() ? "." : std::string(dir);
+  return importer.run(model);
 }
 
 } // namespace mlc

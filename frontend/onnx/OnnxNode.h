@@ -27,6 +27,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -160,6 +161,11 @@ public:
                             : mlir::Type(b.getI1Type());
   }
   llvm::Expected<Const> tensorFromProto(const onnx::TensorProto &t, const std::string &what);
+  /// The `need` bytes of a tensor stored outside the model (data_location
+  /// EXTERNAL: `location` relative to the model's directory, `offset`,
+  /// `length`), bounds-checked; files are read once.
+  llvm::Expected<llvm::StringRef> externalData(const onnx::TensorProto &t, const std::string &what,
+                                               int64_t need);
   mlir::Value materialize(const Const &c);
   rt::HostTensor weightTensor(const Const &c) const;
   mlir::Value reshape(mlir::Value x, const Shape &shape);
@@ -183,8 +189,12 @@ public:
   /// Dropout's mask, are allowed).
   std::set<std::string> consumed;
   int64_t nextSeed = 1;
+  /// The directory of the model file, where external data lies; empty when
+  /// the model came as bytes (external data is then refused).
+  std::string modelDir;
 
 private:
+  std::map<std::string, std::unique_ptr<llvm::MemoryBuffer>> externalFiles;
   llvm::Error declareInputs(const onnx::GraphProto &g);
   llvm::Error declareInitializers(const onnx::GraphProto &g);
   llvm::Error convert(const onnx::NodeProto &n);
