@@ -404,6 +404,27 @@ MaskParts classifyMask(Value m, int64_t s) {
   return parts;
 }
 
+/// The additive padding mask `select(cond, zero, low)`, with a condition
+/// that is a reshape of a cast of integers (the dynamo exporter's
+/// Cast(attention_mask, bool) gathered to [B, 1, 1, S]) rebuilt as the cast
+/// of the reshaped integers: the cast and the select are then neighbours,
+/// one pointwise kernel.
+Value buildPaddingMask(PatternRewriter &rewriter, Location loc, const MaskParts &parts) {
+  Value cond = parts.cond;
+  if (auto r = cond.getDefiningOp<ReshapeOp>())
+    if (auto c = r.getInput().getDefiningOp<CastOp>()) {
+      Value x = c.getInput();
+      auto xt = cast<RankedTensorType>(x.getType());
+      if (xt.getElementType().isInteger(64) || xt.getElementType().isInteger(32)) {
+        auto shape = cast<RankedTensorType>(cond.getType()).getShape();
+        Value xr = rewriter.create<ReshapeOp>(
+            loc, RankedTensorType::get(shape, xt.getElementType()), x);
+        cond = rewriter.create<CastOp>(loc, cond.getType(), xr);
+      }
+    }
+  return rewriter.create<SelectOp>(loc, cond, parts.zero, parts.low);
+}
+
 /// K from `kT` = K^T over its last two dims: a transpose [0, 1, 3, 2], or
 /// the dynamo exporter's reshape([B*H, S, D]) -> transpose [0, 2, 1] ->
 /// reshape([B, H, D, S]); null otherwise.
@@ -529,7 +550,7 @@ struct RecognizeAttention : OpRewritePattern<MatmulOp> {
                                          rewriter.getDenseI64ArrayAttr({0, 1, 3, 2}));
     }
     if (parts.cond) // the padding mask at its own shape: 0 where a key is kept
-      mask = rewriter.create<SelectOp>(root.getLoc(), parts.cond, parts.zero, parts.low);
+      mask = buildPaddingMask(rewriter, root.getLoc(), parts);
     FloatAttr scaleAttr;
     if (!near(scale, 1.0 / std::sqrt(double(qs[3])), 1e-6))
       scaleAttr = rewriter.getF64FloatAttr(scale);
@@ -559,7 +580,7 @@ struct RecognizeAttentionMask : OpRewritePattern<AttentionOp> {
       return failure();
     Value newMask = parts.keep;
     if (parts.cond)
-      newMask = rewriter.create<SelectOp>(op.getLoc(), parts.cond, parts.zero, parts.low);
+      newMask = buildPaddingMask(rewriter, op.getLoc(), parts);
     bool causal = op.getCausal() || parts.causal;
     rewriter.replaceOpWithNewOp<AttentionOp>(
         op, op.getQuery(), op.getKey(), op.getValue(), newMask, /*cu_seqlens=*/Value(),

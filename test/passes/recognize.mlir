@@ -229,6 +229,32 @@ func.func @dynamo_padding_mask(%q: tensor<2x2x3x4xf32>, %kt: tensor<2x2x4x3xf32>
 
 // -----
 
+// The padding condition as imported from Cast(attention_mask, bool) and a
+// positional GatherND (a reshape): the mask casts the reshaped integers, so
+// the cast and the select are neighbours (one pointwise kernel).
+// CHECK-LABEL: func.func @dynamo_padding_from_ids
+// CHECK: %[[R:.*]] = mlc.reshape %arg3 : tensor<2x3xi64> -> tensor<2x1x1x3xi64>
+// CHECK-NEXT: %[[C:.*]] = mlc.cast %[[R]] : tensor<2x1x1x3xi64> -> tensor<2x1x1x3xi1>
+// CHECK-NEXT: %[[M:.*]] = mlc.select %[[C]], %{{.*}}, %{{.*}} : tensor<2x1x1x3xi1>, tensor<f32>, tensor<f32>
+// CHECK-NEXT: mlc.attention %arg0, %{{.*}}, %arg2 mask %[[M]] scale = 1.000000e+00 :
+func.func @dynamo_padding_from_ids(%q: tensor<2x2x3x4xf32>, %kt: tensor<2x2x4x3xf32>, %v: tensor<2x2x3x4xf32>, %am: tensor<2x3xi64>) -> tensor<2x2x3x4xf32> {
+  %b = mlc.cast %am : tensor<2x3xi64> -> tensor<2x3xi1>
+  %pad = mlc.reshape %b : tensor<2x3xi1> -> tensor<2x1x1x3xi1>
+  %ones = mlc.constant dense<true> : tensor<1x1x3x1xi1>
+  %false = mlc.constant dense<false> : tensor<i1>
+  %and = mlc.select %ones, %pad, %false : tensor<1x1x3x1xi1>, tensor<2x1x1x3xi1>, tensor<i1>
+  %zero = mlc.constant dense<0.0> : tensor<f32>
+  %low = mlc.constant dense<-3.40282347E+38> : tensor<f32>
+  %mask = mlc.select %and, %zero, %low : tensor<2x1x3x3xi1>, tensor<f32>, tensor<f32>
+  %s = mlc.matmul %q, %kt : tensor<2x2x3x4xf32>, tensor<2x2x4x3xf32>
+  %m = mlc.add %s, %mask : tensor<2x2x3x3xf32>, tensor<2x1x3x3xf32>
+  %p = mlc.softmax %m axis = 3 : tensor<2x2x3x3xf32>
+  %o = mlc.matmul %p, %v : tensor<2x2x3x3xf32>, tensor<2x2x3x4xf32>
+  return %o : tensor<2x2x3x4xf32>
+}
+
+// -----
+
 // An additive constant mask that is not causal (one entry of the upper
 // triangle kept) stays the attention's mask: no causal flag.
 // CHECK-LABEL: func.func @additive_not_causal
