@@ -627,6 +627,10 @@ llvm::Error Importer::convert(const onnx::NodeProto &n) {
   if (!schema)
     return nodeError(n,
                      "is not defined at this opset; mlc imports " + n.op_type() + " at " + forms);
+  for (size_t k = 0; k < in.size(); ++k)
+    if (in[k] && in[k]->sequence && n.op_type() != "SequenceAt")
+      return nodeError(n, "reads the sequence '" + n.input(k) +
+                              "'; mlc takes sequences only from SplitToSequence into SequenceAt");
   attrMismatch.clear();
   Node node(*this, n, std::move(in));
   llvm::Error err = schema->handler(node);
@@ -713,6 +717,8 @@ llvm::Error Importer::finish(const onnx::GraphProto &g) {
     auto it = values.find(o.name());
     if (it == values.end())
       return error("output '" + o.name() + "' is not computed by any node");
+    if (it->second.sequence)
+      return error("output '" + o.name() + "' is a sequence; mlc's outputs are tensors");
     outputs.push_back(
         {o.name(), (it->second.value ? it->second.value : materialize(*it->second.constant))});
   }

@@ -120,6 +120,8 @@ using ConstPtr = std::shared_ptr<const Const>;
 struct Entry {
   mlir::Value value;
   ConstPtr constant;
+  /// A sequence (SplitToSequence's result), which only SequenceAt reads.
+  std::shared_ptr<const std::vector<Entry>> sequence;
 };
 
 std::optional<Kind> kindOfOnnx(int onnxType);

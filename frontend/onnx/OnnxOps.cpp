@@ -694,6 +694,84 @@ llvm::Error split(Node &nd) {
   return llvm::Error::success();
 }
 
+/// SplitToSequence: the pieces of input 0 along `axis` as a sequence (of
+/// `split`-sized chunks, the last one smaller; or of size-1 pieces, squeezed
+/// unless keepdims), read back by SequenceAt. mlc has no sequence values:
+/// only these two operators take them.
+llvm::Error splitToSequence(Node &nd) {
+  if (auto err = nd.need(1))
+    return err;
+  Shape s = nd.shape(0);
+  auto axis = nd.axis(nd.intAttr("axis", 0), s.size());
+  if (!axis)
+    return axis.takeError();
+  int64_t dim = s[*axis];
+  Shape sizes;
+  bool squeeze = false;
+  if (nd.has(1)) {
+    if (!nd.isConst(1) || nd.c(1).kind == Kind::Float)
+      return nd.error("split must be integers the importer can evaluate");
+    const Const &sp = nd.c(1);
+    if (sp.shape.empty()) {
+      int64_t chunk = sp.i[0];
+      if (chunk < 1)
+        return nd.error("has the split size " + std::to_string(chunk));
+      for (int64_t at = 0; at < dim; at += chunk)
+        sizes.push_back(std::min(chunk, dim - at));
+    } else {
+      sizes = sp.i;
+    }
+  } else {
+    sizes.assign(dim, 1);
+    squeeze = !nd.intAttr("keepdims", 1);
+  }
+  int64_t total = 0;
+  for (int64_t v : sizes) {
+    if (v < 1 || v > dim)
+      return nd.error("has the split size " + std::to_string(v) + " for a dim of " +
+                      std::to_string(dim));
+    total += v;
+  }
+  if (total != dim)
+    return nd.error("splits dim " + std::to_string(*axis) + " of " + shapeText(s) + " into " +
+                    shapeText(sizes));
+  auto seq = std::make_shared<std::vector<Entry>>();
+  if (sizes.size() == 1) {
+    seq->push_back(*nd.in[0]);
+  } else {
+    auto split = nd.b.create<SplitOp>(nd.loc, nd.v(0), nd.b.getI64IntegerAttr(*axis),
+                                      nd.b.getDenseI64ArrayAttr(sizes));
+    for (Value r : split.getResults())
+      seq->push_back({r, nullptr, nullptr});
+  }
+  if (squeeze) {
+    Shape piece = s;
+    piece.erase(piece.begin() + *axis);
+    for (Entry &e : *seq) {
+      e.value = nd.im.reshape(e.value ? e.value : nd.im.materialize(*e.constant), piece);
+      e.constant = nullptr;
+    }
+  }
+  Entry out;
+  out.sequence = std::move(seq);
+  nd.out.push_back(std::move(out));
+  return llvm::Error::success();
+}
+
+llvm::Error sequenceAt(Node &nd) {
+  if (!nd.has(0) || !nd.in[0]->sequence)
+    return nd.error("needs a sequence from SplitToSequence");
+  if (!nd.isConst(1) || nd.c(1).numel() != 1 || nd.c(1).kind == Kind::Float)
+    return nd.error("position must be a constant integer");
+  const auto &seq = *nd.in[0]->sequence;
+  int64_t n = seq.size(), at = nd.c(1).i[0];
+  if (at < -n || at >= n)
+    return nd.error(
+        llvm::formatv("position {0} is out of range for a sequence of {1}", at, n).str());
+  nd.out.push_back(seq[at < 0 ? at + n : at]);
+  return llvm::Error::success();
+}
+
 llvm::Error slice(Node &nd) {
   if (auto err = nd.need(3))
     return err;
@@ -760,6 +838,8 @@ llvm::Error slice(Node &nd) {
   }
   if (product(outShape) == 0)
     return nd.error("produces an empty tensor " + shapeText(outShape));
+  if (outShape == s) // all of it (the exporter's x[:, 0:INT64_MAX]): no op to differentiate
+    return nd.forward(0);
   return nd.result(nd.b.create<SliceOp>(nd.loc, nd.v(0), nd.b.getDenseI64ArrayAttr(lo),
                                         nd.b.getDenseI64ArrayAttr(hi),
                                         nd.b.getDenseI64ArrayAttr(step)));
@@ -1053,6 +1133,8 @@ const OpSchema kSchemas[] = {
     {"Concat", kMinOpset, kAll, concat},
     {"Split", kMinOpset, kAll, split},
     {"Slice", kMinOpset, kAll, slice},
+    {"SplitToSequence", kMinOpset, kAll, splitToSequence},
+    {"SequenceAt", kMinOpset, kAll, sequenceAt},
     {"Gather", kMinOpset, kAll, gather},
     {"Expand", kMinOpset, kAll, expand},
     {"GatherND", kMinOpset, kAll, gatherND},
