@@ -386,6 +386,14 @@ MaskParts classifyMask(Value m, int64_t s) {
     return parts;
   }
   auto inner = c.getDefiningOp<SelectOp>();
+  if (auto r = c.getDefiningOp<ReshapeOp>(); r && r.getInput().getDefiningOp<CastOp>()) {
+    // A padding condition alone, to be rebuilt as one kernel.
+    parts.keep = Value();
+    parts.cond = c;
+    parts.zero = sel.getTrueValue();
+    parts.low = sel.getFalseValue();
+    return parts;
+  }
   auto f = inner ? inner.getFalseValue().getDefiningOp<ConstantOp>() : ConstantOp();
   auto fd = f ? dyn_cast<DenseElementsAttr>(f.getValue()) : DenseElementsAttr();
   if (!fd || !fd.isSplat() || !fd.getElementType().isInteger(1) || fd.getSplatValue<bool>())
@@ -404,25 +412,20 @@ MaskParts classifyMask(Value m, int64_t s) {
   return parts;
 }
 
-/// The additive padding mask `select(cond, zero, low)`, with a condition
-/// that is a reshape of a cast of integers (the dynamo exporter's
-/// Cast(attention_mask, bool) gathered to [B, 1, 1, S]) rebuilt as the cast
-/// of the reshaped integers: the cast and the select are then neighbours,
-/// one pointwise kernel.
+/// The additive padding mask `select(cond, zero, low)`. A condition that is
+/// a reshape of a cast (the dynamo exporter's Cast(attention_mask, bool)
+/// gathered to [B, 1, 1, S]) gets the mask built at the cast's shape and
+/// reshaped after: the cast and the select are then neighbours, one
+/// pointwise kernel.
 Value buildPaddingMask(PatternRewriter &rewriter, Location loc, const MaskParts &parts) {
   Value cond = parts.cond;
-  if (auto r = cond.getDefiningOp<ReshapeOp>())
-    if (auto c = r.getInput().getDefiningOp<CastOp>()) {
-      Value x = c.getInput();
-      auto xt = cast<RankedTensorType>(x.getType());
-      if (xt.getElementType().isInteger(64) || xt.getElementType().isInteger(32)) {
-        auto shape = cast<RankedTensorType>(cond.getType()).getShape();
-        Value xr = rewriter.create<ReshapeOp>(
-            loc, RankedTensorType::get(shape, xt.getElementType()), x);
-        cond = rewriter.create<CastOp>(loc, cond.getType(), xr);
-      }
-    }
-  return rewriter.create<SelectOp>(loc, cond, parts.zero, parts.low);
+  auto r = cond.getDefiningOp<ReshapeOp>();
+  if (!r || !r.getInput().getDefiningOp<CastOp>())
+    return rewriter.create<SelectOp>(loc, cond, parts.zero, parts.low);
+  Value flat = rewriter.create<SelectOp>(loc, r.getInput(), parts.zero, parts.low);
+  auto shape = cast<RankedTensorType>(cond.getType()).getShape();
+  auto el = cast<RankedTensorType>(flat.getType()).getElementType();
+  return rewriter.create<ReshapeOp>(loc, RankedTensorType::get(shape, el), flat);
 }
 
 /// K from `kT` = K^T over its last two dims: a transpose [0, 1, 3, 2], or

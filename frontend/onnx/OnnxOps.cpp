@@ -606,6 +606,11 @@ llvm::Error transpose(Node &nd) {
                     std::to_string(s.size()));
   if (nd.allConst())
     return nd.result(transposeConst(nd.c(0), perm));
+  bool identity = true;
+  for (size_t d = 0; d < perm.size(); ++d)
+    identity = identity && perm[d] == int64_t(d);
+  if (identity) // the optimize=False export's Transpose(perm=[0, 1, ...])
+    return nd.forward(0);
   return nd.result(nd.b.create<TransposeOp>(nd.loc, nd.v(0), nd.b.getDenseI64ArrayAttr(perm)));
 }
 

@@ -230,12 +230,13 @@ func.func @dynamo_padding_mask(%q: tensor<2x2x3x4xf32>, %kt: tensor<2x2x4x3xf32>
 // -----
 
 // The padding condition as imported from Cast(attention_mask, bool) and a
-// positional GatherND (a reshape): the mask casts the reshaped integers, so
-// the cast and the select are neighbours (one pointwise kernel).
+// positional GatherND (a reshape): the mask is selected at the cast's shape
+// and reshaped after, so the cast and the select are neighbours (one
+// pointwise kernel).
 // CHECK-LABEL: func.func @dynamo_padding_from_ids
-// CHECK: %[[R:.*]] = mlc.reshape %arg3 : tensor<2x3xi64> -> tensor<2x1x1x3xi64>
-// CHECK-NEXT: %[[C:.*]] = mlc.cast %[[R]] : tensor<2x1x1x3xi64> -> tensor<2x1x1x3xi1>
-// CHECK-NEXT: %[[M:.*]] = mlc.select %[[C]], %{{.*}}, %{{.*}} : tensor<2x1x1x3xi1>, tensor<f32>, tensor<f32>
+// CHECK: %[[C:.*]] = mlc.cast %arg3 : tensor<2x3xi64> -> tensor<2x3xi1>
+// CHECK: %[[S:.*]] = mlc.select %[[C]], %{{.*}}, %{{.*}} : tensor<2x3xi1>, tensor<f32>, tensor<f32>
+// CHECK-NEXT: %[[M:.*]] = mlc.reshape %[[S]] : tensor<2x3xf32> -> tensor<2x1x1x3xf32>
 // CHECK-NEXT: mlc.attention %arg0, %{{.*}}, %arg2 mask %[[M]] scale = 1.000000e+00 :
 func.func @dynamo_padding_from_ids(%q: tensor<2x2x3x4xf32>, %kt: tensor<2x2x4x3xf32>, %v: tensor<2x2x3x4xf32>, %am: tensor<2x3xi64>) -> tensor<2x2x3x4xf32> {
   %b = mlc.cast %am : tensor<2x3xi64> -> tensor<2x3xi1>
