@@ -543,7 +543,7 @@ namespace {
 const llvm::StringMap<std::vector<OpSchema>> &opTable() {
   static const llvm::StringMap<std::vector<OpSchema>> table = [] {
     llvm::StringMap<std::vector<OpSchema>> t;
-    for (auto schemas : {tensorOpSchemas(), nnOpSchemas()})
+    for (auto schemas : {tensorOpSchemas(), shapeOpSchemas(), nnOpSchemas()})
       for (const OpSchema &s : schemas)
         t[s.opType].push_back(s);
     return t;

@@ -2,8 +2,9 @@
 //
 // Private to frontend/onnx. The importer (OnnxImporter.cpp) walks the graph
 // and hands each node to the handler registered for its op type
-// (OnnxOps.cpp: tensor, logic and data-movement operators; OnnxNnOps.cpp:
-// matmuls, normalizations, activations, attention and losses).
+// (OnnxOps.cpp: elementwise, logic and constant operators; OnnxShapeOps.cpp:
+// data movement; OnnxNnOps.cpp: matmuls, normalizations, activations,
+// attention and losses).
 //
 // A value of the graph is either a host constant (`Const`: initializers that
 // are not parameters, Constant nodes and whatever is computed from them
@@ -302,8 +303,9 @@ struct OpSchema {
   Handler handler;
 };
 
-/// The handlers of OnnxOps.cpp and OnnxNnOps.cpp.
+/// The handlers of OnnxOps.cpp, OnnxShapeOps.cpp and OnnxNnOps.cpp.
 llvm::ArrayRef<OpSchema> tensorOpSchemas();
+llvm::ArrayRef<OpSchema> shapeOpSchemas();
 llvm::ArrayRef<OpSchema> nnOpSchemas();
 
 /// The opsets of the default domain the importer reads.
