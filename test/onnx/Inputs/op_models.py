@@ -154,6 +154,22 @@ MODELS = {
                                helper.make_node("Slice", ["rt", "sl0", "sl2", "sl2"], ["r2"]),
                                helper.make_node("Add", ["ac", "r2"], ["y"])],
                           [vi("x", [2, 4, 6])], [vi("y", None)], []),
+    # Position ids from a run-time attention_mask (HF's
+    # cumsum(mask) * mask - 1), and a reverse exclusive CumSum of floats
+    # along a middle axis: products with a triangular matrix.
+    "cumsum_runtime": (18, [const("ax1", np.array(1, np.int64)),
+                            helper.make_node("CumSum", ["am", "ax1"], ["cs"]),
+                            helper.make_node("Mul", ["cs", "am"], ["csm"]),
+                            const("one", np.array(1, np.int64)),
+                            helper.make_node("Sub", ["csm", "one"], ["pos"]),
+                            helper.make_node("Cast", ["pos"], ["posf"], to=TensorProto.FLOAT),
+                            helper.make_node("CumSum", ["x", "ax1"], ["xc"], exclusive=1,
+                                             reverse=1),
+                            const("sh", np.array([2, 4, 1], np.int64)),
+                            helper.make_node("Reshape", ["posf", "sh"], ["p3"]),
+                            helper.make_node("Add", ["xc", "p3"], ["y"])],
+                       [vi("am", [2, 4], TensorProto.INT64), vi("x", [2, 4, 6])],
+                       [vi("y", None)], []),
     "split23": (23, [helper.make_node("Split", ["x"], ["a", "b"], axis=1, num_outputs=2),
                      helper.make_node("Mul", ["a", "b"], ["y"])],
                 [vi("x", [2, 4, 6])], [vi("y", None)], []),
