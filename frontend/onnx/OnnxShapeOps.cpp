@@ -279,7 +279,7 @@ llvm::Error splitToSequence(Node &nd) {
                       std::to_string(dim));
     total += v;
   }
-  if (total != dim)
+  if (total != dim || sizes.empty())
     return nd.error("splits dim " + std::to_string(*axis) + " of " + shapeText(s) + " into " +
                     shapeText(sizes));
   auto seq = std::make_shared<std::vector<Entry>>();
@@ -609,7 +609,7 @@ llvm::Error runtimeCumSum(Node &nd, int64_t axis, bool exclusive, bool reverse) 
   int64_t n = s[axis], rank = s.size();
   if (nd.kind(0) == Kind::Bool)
     return nd.error("sums booleans; cast them first");
-  if (n > kMaxScanLength)
+  if (n < 1 || n > kMaxScanLength)
     return nd.error("of a run-time value along a dim of " + std::to_string(n) +
                     " is not supported (mlc has no scan op; it multiplies by an [n, n] "
                     "matrix, up to n = " + std::to_string(kMaxScanLength) + ")");
