@@ -85,7 +85,8 @@ llvm::Error softmax(Node &nd) {
   return nd.result(nd.b.create<LogSoftmaxOp>(nd.loc, nd.v(0), nd.b.getI64IntegerAttr(*axis)));
 }
 
-/// ReduceMean, ReduceSum, ReduceMax.
+/// ReduceMean, ReduceSum, ReduceMax, ReduceMin (axes an input from opset 13
+/// for ReduceSum, 18 for the others).
 llvm::Error reduce(Node &nd) {
   const std::string &op = nd.op();
   if (auto err = nd.need(1))
@@ -122,6 +123,13 @@ llvm::Error reduce(Node &nd) {
   }
   if (op == "ReduceSum")
     return nd.result(nd.b.create<ReduceSumOp>(nd.loc, nd.v(0), axesAttr, keepAttr));
+  if (op == "ReduceMin") { // min(x) = -max(-x): mlc has no reduce_min
+    if (nd.kind(0) == Kind::Bool)
+      return nd.error("reduces booleans, which is not supported");
+    Value neg = nd.b.create<NegOp>(nd.loc, nd.v(0));
+    Value max = nd.b.create<ReduceMaxOp>(nd.loc, neg, axesAttr, keepAttr);
+    return nd.result(nd.b.create<NegOp>(nd.loc, max));
+  }
   return nd.result(nd.b.create<ReduceMaxOp>(nd.loc, nd.v(0), axesAttr, keepAttr));
 }
 
@@ -388,6 +396,7 @@ const OpSchema kSchemas[] = {
     {"ReduceMean", kMinOpset, kAll, reduce},
     {"ReduceSum", kMinOpset, kAll, reduce},
     {"ReduceMax", kMinOpset, kAll, reduce},
+    {"ReduceMin", kMinOpset, kAll, reduce},
     {"LayerNormalization", 17, kAll, layerNorm},
     {"Gelu", 20, kAll, gelu},
     {"RMSNormalization", 23, kAll, rmsNorm},

@@ -170,6 +170,12 @@ MODELS = {
                             helper.make_node("Add", ["xc", "p3"], ["y"])],
                        [vi("am", [2, 4], TensorProto.INT64), vi("x", [2, 4, 6])],
                        [vi("y", None)], []),
+    # ReduceMin as -max(-x): axes as an attribute (opset 17), as an input (18).
+    "reducemin17": (17, [helper.make_node("ReduceMin", ["x"], ["y"], axes=[1], keepdims=1)],
+                    [vi("x", [2, 4, 6])], [vi("y", None)], []),
+    "reducemin18": (18, [const("axes", np.array([0, 2], np.int64)),
+                         helper.make_node("ReduceMin", ["x", "axes"], ["y"], keepdims=0)],
+                    [vi("x", [2, 4, 6])], [vi("y", None)], []),
     "split23": (23, [helper.make_node("Split", ["x"], ["a", "b"], axis=1, num_outputs=2),
                      helper.make_node("Mul", ["a", "b"], ["y"])],
                 [vi("x", [2, 4, 6])], [vi("y", None)], []),
