@@ -101,6 +101,13 @@ std::optional<std::pair<Value, double>> scaled(Value v) {
   return std::nullopt;
 }
 
+int64_t product(ArrayRef<int64_t> s) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    n *= d;
+  return n;
+}
+
 int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
 ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
 
@@ -288,19 +295,172 @@ bool isCausalMask(Value v, int64_t s) {
   return true;
 }
 
+/// True for a constant [..., S, S] whose every [S, S] block is causal: for a
+/// boolean, true exactly where j <= i; for a float (an additive mask), 0
+/// where j <= i and at most -1e30 elsewhere (the lowest float or -inf).
+bool isCausalConstant(Value v, int64_t s) {
+  auto c = v ? v.getDefiningOp<ConstantOp>() : ConstantOp();
+  if (!c)
+    return false;
+  auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+  if (!dense || dense.isSplat() || s < 2)
+    return false;
+  auto shape = dense.getType().getShape();
+  if (shape.size() < 2 || shape[shape.size() - 1] != s || shape[shape.size() - 2] != s)
+    return false;
+  int64_t k = 0;
+  if (dense.getElementType().isInteger(1)) {
+    for (bool bit : dense.getValues<bool>()) {
+      int64_t i = (k / s) % s, j = k % s;
+      if (bit != (j <= i))
+        return false;
+      ++k;
+    }
+    return true;
+  }
+  if (!isa<FloatType>(dense.getElementType()))
+    return false;
+  for (const APFloat &f : dense.getValues<APFloat>()) {
+    int64_t i = (k / s) % s, j = k % s;
+    double x = f.convertToDouble();
+    if (j <= i ? x != 0.0 : !(x <= -1e30))
+      return false;
+    ++k;
+  }
+  return true;
+}
+
+/// True for a constant whose elements are all true.
+bool isAllTrue(Value v) {
+  auto c = v ? v.getDefiningOp<ConstantOp>() : ConstantOp();
+  auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
+  if (!dense || !dense.getElementType().isInteger(1))
+    return false;
+  return llvm::all_of(dense.getValues<bool>(), [](bool b) { return b; });
+}
+
+/// `select(isnan(p), 0, p)` with isnan as `p != p` (the dynamo exporter's
+/// guard after softmax, for rows with every key masked): p. mlc's masks use
+/// the lowest float, so its softmax rows are never NaN.
+Value throughNaNGuard(Value v) {
+  auto sel = v.getDefiningOp<SelectOp>();
+  if (!sel)
+    return v;
+  auto cmp = sel.getCondition().getDefiningOp<CompareOp>();
+  Value p = sel.getFalseValue();
+  if (!cmp || cmp.getPredicate() != ComparePredicate::ne || cmp.getLhs() != p ||
+      cmp.getRhs() != p || !near(splat(sel.getTrueValue()), 0.0) ||
+      shapeOf(p) != shapeOf(sel.getResult()))
+    return v;
+  return p;
+}
+
+/// What an additive mask `m` of scores [B, H, S, S] means: causal (and no
+/// mask left) when it is a causal constant, or `select(cond, 0, lowest)`
+/// with a causal condition; `select(all-true, g, false)` and
+/// `select(causal, g, false)` conditions (the dynamo exporter's And of a
+/// constant with a padding mask) leave `g` as the mask's condition, so the
+/// mask keeps g's smaller shape (no [S, S] mask is built for BERT's
+/// padding). `cond` is the condition to build the smaller mask from, or null.
+struct MaskParts {
+  bool causal = false;
+  Value cond;        // a key-padding condition, or null
+  Value keep;        // the additive mask kept as it is, or null
+  Value zero, low;   // the mask's values for kept and masked keys (with cond)
+};
+MaskParts classifyMask(Value m, int64_t s) {
+  MaskParts parts;
+  if (isCausalConstant(m, s)) {
+    parts.causal = true;
+    return parts;
+  }
+  parts.keep = m;
+  auto sel = m.getDefiningOp<SelectOp>();
+  auto low = sel ? splat(sel.getFalseValue()) : std::nullopt;
+  if (!sel || !near(splat(sel.getTrueValue()), 0.0) || !low || *low > -1e30)
+    return parts;
+  Value c = sel.getCondition();
+  if (isCausalConstant(c, s)) {
+    parts = MaskParts();
+    parts.causal = true;
+    return parts;
+  }
+  auto inner = c.getDefiningOp<SelectOp>();
+  if (auto r = c.getDefiningOp<ReshapeOp>(); r && r.getInput().getDefiningOp<CastOp>()) {
+    // A padding condition alone, to be rebuilt as one kernel.
+    parts.keep = Value();
+    parts.cond = c;
+    parts.zero = sel.getTrueValue();
+    parts.low = sel.getFalseValue();
+    return parts;
+  }
+  auto f = inner ? inner.getFalseValue().getDefiningOp<ConstantOp>() : ConstantOp();
+  auto fd = f ? dyn_cast<DenseElementsAttr>(f.getValue()) : DenseElementsAttr();
+  if (!fd || !fd.isSplat() || !fd.getElementType().isInteger(1) || fd.getSplatValue<bool>())
+    return parts;
+  Value t = inner.getCondition(), g = inner.getTrueValue();
+  bool causal = isCausalConstant(t, s);
+  if (!causal && !isAllTrue(t))
+    return parts;
+  if (shapeOf(g).size() != 4)
+    return parts;
+  parts.keep = Value();
+  parts.causal = causal;
+  parts.cond = g;
+  parts.zero = sel.getTrueValue();
+  parts.low = sel.getFalseValue();
+  return parts;
+}
+
+/// The additive padding mask `select(cond, zero, low)`. A condition that is
+/// a reshape of a cast (the dynamo exporter's Cast(attention_mask, bool)
+/// gathered to [B, 1, 1, S]) gets the mask built at the cast's shape and
+/// reshaped after: the cast and the select are then neighbours, one
+/// pointwise kernel.
+Value buildPaddingMask(PatternRewriter &rewriter, Location loc, const MaskParts &parts) {
+  Value cond = parts.cond;
+  auto r = cond.getDefiningOp<ReshapeOp>();
+  if (!r || !r.getInput().getDefiningOp<CastOp>())
+    return rewriter.create<SelectOp>(loc, cond, parts.zero, parts.low);
+  Value flat = rewriter.create<SelectOp>(loc, r.getInput(), parts.zero, parts.low);
+  auto shape = cast<RankedTensorType>(cond.getType()).getShape();
+  auto el = cast<RankedTensorType>(flat.getType()).getElementType();
+  return rewriter.create<ReshapeOp>(loc, RankedTensorType::get(shape, el), flat);
+}
+
+/// K from `kT` = K^T over its last two dims: a transpose [0, 1, 3, 2], or
+/// the dynamo exporter's reshape([B*H, S, D]) -> transpose [0, 2, 1] ->
+/// reshape([B, H, D, S]); null otherwise.
+Value untransposedKey(Value kT) {
+  if (auto t = kT.getDefiningOp<TransposeOp>())
+    if (t.getPermutation() == ArrayRef<int64_t>{0, 1, 3, 2})
+      return t.getInput();
+  auto outer = kT.getDefiningOp<ReshapeOp>();
+  auto t = outer ? outer.getInput().getDefiningOp<TransposeOp>() : TransposeOp();
+  auto inner = t ? t.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
+  if (!inner || t.getPermutation() != ArrayRef<int64_t>{0, 2, 1})
+    return Value();
+  Value k = inner.getInput();
+  auto ks = shapeOf(k), ts = shapeOf(kT);
+  if (ks.size() != 4 || ts.size() != 4 || ts[0] != ks[0] || ts[1] != ks[1] || ts[2] != ks[3] ||
+      ts[3] != ks[2] || shapeOf(inner.getResult()) != ArrayRef<int64_t>{ks[0] * ks[1], ks[2], ks[3]})
+    return Value();
+  return k;
+}
+
 struct RecognizeAttention : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(MatmulOp root, PatternRewriter &rewriter) const override {
     if (root.getTransposeLhs() || root.getTransposeRhs() || rankOf(root.getResult()) != 4)
       return failure();
-    Value probs = root.getLhs(), v = root.getRhs();
+    Value probs = throughNaNGuard(root.getLhs()), v = root.getRhs();
     double dropout = 0;
     int64_t seed = 0;
     if (auto d = probs.getDefiningOp<DropoutOp>()) {
       dropout = d.getRatio().convertToDouble();
       seed = d.getSeed();
-      probs = d.getInput();
+      probs = throughNaNGuard(d.getInput());
     }
     auto softmax = probs.getDefiningOp<SoftmaxOp>();
     if (!softmax || softmax.getAxis() != 3)
@@ -308,6 +468,7 @@ struct RecognizeAttention : OpRewritePattern<MatmulOp> {
     Value scores = softmax.getInput();
     bool causal = false;
     Value mask;
+    MaskParts parts;
     if (auto sel = scores.getDefiningOp<SelectOp>()) {
       auto low = splat(sel.getFalseValue());
       if (!low || *low > -1e30)
@@ -332,6 +493,11 @@ struct RecognizeAttention : OpRewritePattern<MatmulOp> {
       }
       if (!mask || shapeOf(mask).size() != 4)
         return failure();
+      parts = classifyMask(mask, shapeOf(scores).back());
+      causal = parts.causal;
+      mask = parts.keep;
+      if (causal && shapeOf(scores)[2] != shapeOf(scores)[3])
+        return failure();
     }
     double scale = 1.0;
     if (auto sc = scaled(scores)) {
@@ -347,6 +513,14 @@ struct RecognizeAttention : OpRewritePattern<MatmulOp> {
     if (!qk || qk.getTransposeLhs() || rankOf(qk.getResult()) != 4)
       return failure();
     Value q = qk.getLhs(), kT = qk.getRhs();
+    // The scale applied to q and to k^T separately (sqrt of it on each).
+    for (Value *operand : {&q, &kT})
+      if (auto sc = scaled(*operand); sc && shapeOf(sc->first) == shapeOf(*operand)) {
+        *operand = sc->first;
+        scale *= sc->second;
+      }
+    if (!(scale > 0) || !std::isfinite(scale))
+      return failure();
     auto qs = shapeOf(q);
     if (qs.size() != 4 || shapeOf(v).size() != 4 || shapeOf(kT).size() != 4)
       return failure();
@@ -361,24 +535,60 @@ struct RecognizeAttention : OpRewritePattern<MatmulOp> {
       std::swap(ks[2], ks[3]);
     if (ks[0] != qs[0] || ks[1] != qs[1] || ks[3] != qs[3] || ks[2] != shapeOf(v)[2])
       return failure();
-    if (mask) {
+    for (Value m : {mask, parts.cond}) {
+      if (!m)
+        continue;
       // The mask must broadcast to the scores [B, H, Sq, Sk].
-      auto ms = shapeOf(mask);
+      auto ms = shapeOf(m);
       auto ss = shapeOf(scores);
       for (int d = 0; d < 4; ++d)
         if (ms[d] != 1 && ms[d] != ss[d])
           return failure();
     }
     Value k = kT;
-    if (!qk.getTransposeRhs())
-      k = rewriter.create<TransposeOp>(root.getLoc(), kT,
-                                       rewriter.getDenseI64ArrayAttr({0, 1, 3, 2}));
+    if (!qk.getTransposeRhs()) {
+      k = untransposedKey(kT);
+      if (!k)
+        k = rewriter.create<TransposeOp>(root.getLoc(), kT,
+                                         rewriter.getDenseI64ArrayAttr({0, 1, 3, 2}));
+    }
+    if (parts.cond) // the padding mask at its own shape: 0 where a key is kept
+      mask = buildPaddingMask(rewriter, root.getLoc(), parts);
     FloatAttr scaleAttr;
     if (!near(scale, 1.0 / std::sqrt(double(qs[3])), 1e-6))
       scaleAttr = rewriter.getF64FloatAttr(scale);
     rewriter.replaceOpWithNewOp<AttentionOp>(
         root, q, k, v, mask, /*cu_seqlens=*/Value(), causal ? rewriter.getUnitAttr() : UnitAttr(),
         scaleAttr, rewriter.getF64FloatAttr(dropout), rewriter.getI64IntegerAttr(seed));
+    return success();
+  }
+};
+
+/// mlc.attention with a mask built by the exporter (opset 23's Attention
+/// imports its boolean mask as select(mask, 0, lowest)): a causal constant
+/// becomes the causal flag, a causal or all-true And with a padding
+/// condition keeps only the padding mask at the condition's shape.
+struct RecognizeAttentionMask : OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionOp op, PatternRewriter &rewriter) const override {
+    Value mask = op.getMask();
+    if (!mask || op.getCuSeqlens())
+      return failure();
+    auto qs = shapeOf(op.getQuery()), ks = shapeOf(op.getKey());
+    if (qs[2] != ks[2])
+      return failure();
+    MaskParts parts = classifyMask(mask, ks[2]);
+    if (parts.keep == mask)
+      return failure();
+    Value newMask = parts.keep;
+    if (parts.cond)
+      newMask = buildPaddingMask(rewriter, op.getLoc(), parts);
+    bool causal = op.getCausal() || parts.causal;
+    rewriter.replaceOpWithNewOp<AttentionOp>(
+        op, op.getQuery(), op.getKey(), op.getValue(), newMask, /*cu_seqlens=*/Value(),
+        causal ? rewriter.getUnitAttr() : UnitAttr(), op.getScaleAttr(), op.getDropoutAttr(),
+        op.getSeedAttr());
     return success();
   }
 };
@@ -415,14 +625,37 @@ struct RecognizeFlattenedLinear : OpRewritePattern<ReshapeOp> {
       return failure();
     Value x = flat.getInput();
     auto xs = shapeOf(x), out = shapeOf(root.getResult());
-    if (xs.size() < 2 || xs.size() != out.size() ||
-        !std::equal(xs.begin(), xs.end() - 1, out.begin()) ||
-        out.back() != shapeOf(mm.getResult()).back() || ShapedType::isDynamicShape(xs))
+    auto rows = shapeOf(flat.getResult());
+    // x of shape [d..., a, b] with K = a * b (the dynamo exporter flattens
+    // attention's [B, S, H, D] straight to [B * S, H * D]) is read as
+    // [d..., K]: only its trailing dims merge, so the rows stay x's own.
+    bool sameRows = xs.size() == out.size() && xs.size() >= 2 &&
+                    std::equal(xs.begin(), xs.end() - 1, out.begin());
+    if (!sameRows && (out.size() < 2 || xs.size() <= out.size() ||
+                      ShapedType::isDynamicShape(rows) ||
+                      !std::equal(out.begin(), out.end() - 1, xs.begin()) ||
+                      product(xs.drop_front(out.size() - 1)) != rows[1]))
+      return failure();
+    if (out.back() != shapeOf(mm.getResult()).back() || ShapedType::isDynamicShape(xs))
+      return failure();
+    // A bias the matmul carries itself (canonicalization folds the add in)
+    // stays with it.
+    Value ownBias = mm.getBias();
+    if (ownBias && bias)
       return failure();
     if (bias && shapeOf(bias)[0] != out.back())
       return failure();
     Location loc = root.getLoc();
+    if (!sameRows) {
+      SmallVector<int64_t> shape(out.drop_back());
+      shape.push_back(rows[1]);
+      x = rewriter.create<ReshapeOp>(
+          loc, RankedTensorType::get(shape, cast<RankedTensorType>(x.getType()).getElementType()),
+          x);
+    }
     Value y = rewriter.create<MatmulOp>(loc, x, mm.getRhs(), false, mm.getTransposeRhs());
+    if (ownBias)
+      y = rewriter.create<AddOp>(loc, y, ownBias);
     if (bias)
       y = add.getLhs() == bias ? rewriter.create<AddOp>(loc, bias, y).getResult()
                                : rewriter.create<AddOp>(loc, y, bias).getResult();
@@ -534,7 +767,7 @@ public:
     RewritePatternSet blocks(ctx), attention(ctx);
     blocks.add<RecognizeLayerNorm, RecognizeGelu, RecognizeFlattenedLinear,
                RecognizeTransposedOperand, RecognizeShiftedCrossEntropy>(ctx);
-    attention.add<RecognizeAttention>(ctx);
+    attention.add<RecognizeAttention, RecognizeAttentionMask>(ctx);
     blockPatterns = std::move(blocks);
     attentionPatterns = std::move(attention);
     return success();

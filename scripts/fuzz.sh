@@ -50,7 +50,7 @@ if [[ -f "$build/lib/libMLCDialect.a" ]]; then
   if [[ ! -x "$bin" || -n "$(find fuzz/fuzz_onnx.cpp frontend/onnx "$build/lib/libMLCDialect.a" -newer "$bin" 2> /dev/null)" ]]; then
     llvm=/usr/lib/llvm-19
     "$cxx" "${flags[@]}" -I"$build" -isystem "$llvm/include" -DONNX_NAMESPACE=onnx -DONNX_ML=1 \
-      fuzz/fuzz_onnx.cpp frontend/onnx/OnnxImporter.cpp runtime/core/TensorIO.cpp \
+      fuzz/fuzz_onnx.cpp frontend/onnx/*.cpp runtime/core/TensorIO.cpp \
       runtime/core/Json.cpp "$build/lib/libMLCDialect.a" -L"$llvm/lib" -lMLIR -lLLVM \
       -lonnx_proto -lprotobuf -Wl,-rpath,"$llvm/lib" -o "$bin"
   fi

@@ -101,6 +101,7 @@ Expected<Graph> buildGraph(mlir::MLIRContext &ctx, int64_t layers) {
     mlc::OnnxImportOptions o;
     o.microBatch = microBatch;
     o.seqLen = seqLen;
+    o.capSeqLenAtPositions = !seqLen.getNumOccurrences() && !seqLenFromInputs;
     o.dtype = graphDtype();
     // none: no loss is built or inferred (a forward-only package).
     o.loss = lossSpec == "none" ? "loss" : std::string(lossSpec);
@@ -121,6 +122,11 @@ Expected<Graph> buildGraph(mlir::MLIRContext &ctx, int64_t layers) {
       return imported.takeError();
     g.module = std::move(imported->module);
     std::string file = sys::path::filename(model).str();
+    if (!imported->seqLenCappedBy.empty())
+      errs() << "mlc: " << file << ": the default sequence length " << seqLen.getValue()
+             << " is past the " << imported->seqLenCappedTo << " rows of '"
+             << imported->seqLenCappedBy << "': compiling for " << imported->seqLenCappedTo
+             << " (--seq-len overrides)\n";
     std::string loss = lossSpec == "auto" || lossSpec == "loss" ? "" : ", loss " + lossSpec;
     g.description = {"onnx", file + ": " + imported->summary + loss, manifestOptions(),
                      std::move(imported->weights)};

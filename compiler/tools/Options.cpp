@@ -83,6 +83,7 @@ cl::opt<std::string> config("config",
 cl::opt<int64_t> microBatch("micro-batch", cl::desc("Sequences per micro-batch"), cl::init(8),
                             cl::sub(compileCmd()), cl::sub(trainCmd()), cl::sub(importCmd()),
                             cl::sub(runCmd()), cl::sub(generateCmd()), cl::cat(category()));
+bool seqLenFromInputs = false;
 cl::opt<int64_t> seqLen("seq-len", cl::desc("Tokens per sequence"), cl::init(128),
                         cl::sub(compileCmd()), cl::sub(importCmd()), cl::sub(trainCmd()),
                         cl::sub(runCmd()), cl::sub(generateCmd()), cl::sub(dataCmd()),

@@ -60,6 +60,9 @@ extern llvm::cl::opt<std::string> model;
 extern llvm::cl::opt<std::string> config;
 extern llvm::cl::opt<int64_t> microBatch;
 extern llvm::cl::opt<int64_t> seqLen;
+/// --seq-len was taken from the run's input arrays (mlc run/train --batches):
+/// the user's, though no flag gave it.
+extern bool seqLenFromInputs;
 extern llvm::cl::opt<std::string> dtype;
 extern llvm::cl::opt<bool> varlen;
 extern llvm::cl::opt<bool> fuse;

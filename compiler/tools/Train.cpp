@@ -152,6 +152,7 @@ Error takeBatchShapeFromInputs(bool training) {
                                    " disagrees with " + ids->second + ", whose " + what +
                                    " is " + std::to_string(fromArray));
     flag = fromArray;
+    seqLenFromInputs |= &flag == &seqLen;
     return Error::success();
   };
   if (auto err = agree(microBatch, b, "micro-batch"))

@@ -1,7 +1,7 @@
 //===- OnnxImporter.h - ONNX models as mlc graphs --------------*- C++ -*-===//
 //
 // Imports an ONNX model (a torch.onnx.export of a HuggingFace GPT-2 or BERT,
-// opsets 14-18) as the `@forward` function every frontend hands the compiler
+// opsets 14-23) as the `@forward` function every frontend hands the compiler
 // (frontend/Frontend.h):
 //
 // - floating initializers of rank >= 1 become parameters under their ONNX
@@ -16,8 +16,10 @@
 //   micro-batch and at position 1 the sequence length. Every shape is then
 //   static: the Shape/Gather/Concat/Reshape/Range arithmetic of an export is
 //   evaluated while importing.
-// - each node becomes mlc graph ops; decomposed LayerNorm, GELU and
-//   attention stay decomposed here and are recognized by `mlc-recognize`.
+// - each node becomes mlc graph ops through the handler its op type and
+//   opset select (OnnxNode.h); single-op Gelu, LayerNormalization and
+//   Attention become mlc.gelu / mlc.layer_norm / mlc.attention, decomposed
+//   ones stay decomposed here and are recognized by `mlc-recognize`.
 //
 // Every error names the file and, for a node, its name, op type and opset.
 //
@@ -44,6 +46,10 @@ struct OnnxImportOptions {
   std::map<std::string, int64_t> dims;
   int64_t microBatch = 8;
   int64_t seqLen = 128;
+  /// seqLen is a default, not the user's: it is capped at the rows of a
+  /// learned position table (an initializer named like HuggingFace's,
+  /// `*wpe.weight` or `*position_embeddings.weight`).
+  bool capSeqLenAtPositions = false;
   /// "f32" or "f64": the element type of every floating tensor.
   std::string dtype = "f32";
   /// Which output is the training loss: the name of a scalar output
@@ -67,6 +73,10 @@ struct ImportedModel {
   std::vector<std::pair<std::string, rt::HostTensor>> weights;
   /// One line for logs and manifests: opset, nodes, parameters, dims.
   std::string summary;
+  /// Set when capSeqLenAtPositions shortened the sequence: the table's
+  /// name and the sequence length used (its rows).
+  std::string seqLenCappedBy;
+  int64_t seqLenCappedTo = 0;
 };
 
 /// Imports the model in `path`.

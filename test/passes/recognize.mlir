@@ -175,6 +175,168 @@ func.func @not_linear(%x: tensor<2x8x16xf32>, %w: tensor<16x32xf32>) -> tensor<4
 
 // -----
 
+// The dynamo exporter's SDPA (torch >= 2.9): the scale's square root on q
+// and on k^T separately, k^T as reshape -> transpose -> reshape, an
+// additive constant causal mask of the batch's shape, and the NaN guard
+// select(p != p, 0, p) after the softmax. The key is read as it was (no
+// transpose is built), the scale is the product, no mask is kept.
+// CHECK-LABEL: func.func @dynamo_causal_attention
+// CHECK-NOT: mlc.transpose
+// CHECK: %[[A:.*]] = mlc.attention %arg0, %arg1, %arg2 causal scale = 2.500000e-01 :
+// CHECK-NEXT: return %[[A]]
+func.func @dynamo_causal_attention(%q: tensor<2x2x3x4xf32>, %k: tensor<2x2x3x4xf32>, %v: tensor<2x2x3x4xf32>) -> tensor<2x2x3x4xf32> {
+  %kf = mlc.reshape %k : tensor<2x2x3x4xf32> -> tensor<4x3x4xf32>
+  %kft = mlc.transpose %kf, [0, 2, 1] : tensor<4x3x4xf32>
+  %kt = mlc.reshape %kft : tensor<4x4x3xf32> -> tensor<2x2x4x3xf32>
+  %half = mlc.constant dense<0.5> : tensor<f32>
+  %qs = mlc.mul %q, %half : tensor<2x2x3x4xf32>, tensor<f32>
+  %ks = mlc.mul %kt, %half : tensor<2x2x4x3xf32>, tensor<f32>
+  %s = mlc.matmul %qs, %ks : tensor<2x2x3x4xf32>, tensor<2x2x4x3xf32>
+  %mask = mlc.constant dense<[[[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]], [[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]]]> : tensor<2x1x3x3xf32>
+  %m = mlc.add %s, %mask : tensor<2x2x3x3xf32>, tensor<2x1x3x3xf32>
+  %p = mlc.softmax %m axis = 3 : tensor<2x2x3x3xf32>
+  %nan = mlc.compare ne %p, %p : tensor<2x2x3x3xf32>, tensor<2x2x3x3xf32>
+  %zero = mlc.constant dense<0.0> : tensor<f32>
+  %g = mlc.select %nan, %zero, %p : tensor<2x2x3x3xi1>, tensor<f32>, tensor<2x2x3x3xf32>
+  %o = mlc.matmul %g, %v : tensor<2x2x3x3xf32>, tensor<2x2x3x4xf32>
+  return %o : tensor<2x2x3x4xf32>
+}
+
+// -----
+
+// BERT's padding mask as the dynamo exporter builds it: And (a select) of an
+// all-true [1, 1, S, 1] constant with the [B, 1, 1, S] padding condition,
+// then Where(cond, 0, lowest): the attention's mask is built from the
+// condition at [B, 1, 1, S], not at [B, 1, S, S].
+// CHECK-LABEL: func.func @dynamo_padding_mask
+// CHECK: %[[M:.*]] = mlc.select %arg3, %{{.*}}, %{{.*}} : tensor<2x1x1x3xi1>, tensor<f32>, tensor<f32>
+// CHECK-NEXT: mlc.attention %arg0, %{{.*}}, %arg2 mask %[[M]] : {{.*}}, tensor<2x1x1x3xf32>
+func.func @dynamo_padding_mask(%q: tensor<2x2x3x4xf32>, %kt: tensor<2x2x4x3xf32>, %v: tensor<2x2x3x4xf32>, %pad: tensor<2x1x1x3xi1>) -> tensor<2x2x3x4xf32> {
+  %ones = mlc.constant dense<true> : tensor<1x1x3x1xi1>
+  %false = mlc.constant dense<false> : tensor<i1>
+  %and = mlc.select %ones, %pad, %false : tensor<1x1x3x1xi1>, tensor<2x1x1x3xi1>, tensor<i1>
+  %zero = mlc.constant dense<0.0> : tensor<f32>
+  %low = mlc.constant dense<-3.40282347E+38> : tensor<f32>
+  %mask = mlc.select %and, %zero, %low : tensor<2x1x3x3xi1>, tensor<f32>, tensor<f32>
+  %s = mlc.matmul %q, %kt : tensor<2x2x3x4xf32>, tensor<2x2x4x3xf32>
+  %c = mlc.constant dense<0.5> : tensor<f32>
+  %d = mlc.mul %s, %c : tensor<2x2x3x3xf32>, tensor<f32>
+  %m = mlc.add %d, %mask : tensor<2x2x3x3xf32>, tensor<2x1x3x3xf32>
+  %p = mlc.softmax %m axis = 3 : tensor<2x2x3x3xf32>
+  %o = mlc.matmul %p, %v : tensor<2x2x3x3xf32>, tensor<2x2x3x4xf32>
+  return %o : tensor<2x2x3x4xf32>
+}
+
+// -----
+
+// The padding condition as imported from Cast(attention_mask, bool) and a
+// positional GatherND (a reshape): the mask is selected at the cast's shape
+// and reshaped after, so the cast and the select are neighbours (one
+// pointwise kernel).
+// CHECK-LABEL: func.func @dynamo_padding_from_ids
+// CHECK: %[[C:.*]] = mlc.cast %arg3 : tensor<2x3xi64> -> tensor<2x3xi1>
+// CHECK: %[[S:.*]] = mlc.select %[[C]], %{{.*}}, %{{.*}} : tensor<2x3xi1>, tensor<f32>, tensor<f32>
+// CHECK-NEXT: %[[M:.*]] = mlc.reshape %[[S]] : tensor<2x3xf32> -> tensor<2x1x1x3xf32>
+// CHECK-NEXT: mlc.attention %arg0, %{{.*}}, %arg2 mask %[[M]] scale = 1.000000e+00 :
+func.func @dynamo_padding_from_ids(%q: tensor<2x2x3x4xf32>, %kt: tensor<2x2x4x3xf32>, %v: tensor<2x2x3x4xf32>, %am: tensor<2x3xi64>) -> tensor<2x2x3x4xf32> {
+  %b = mlc.cast %am : tensor<2x3xi64> -> tensor<2x3xi1>
+  %pad = mlc.reshape %b : tensor<2x3xi1> -> tensor<2x1x1x3xi1>
+  %ones = mlc.constant dense<true> : tensor<1x1x3x1xi1>
+  %false = mlc.constant dense<false> : tensor<i1>
+  %and = mlc.select %ones, %pad, %false : tensor<1x1x3x1xi1>, tensor<2x1x1x3xi1>, tensor<i1>
+  %zero = mlc.constant dense<0.0> : tensor<f32>
+  %low = mlc.constant dense<-3.40282347E+38> : tensor<f32>
+  %mask = mlc.select %and, %zero, %low : tensor<2x1x3x3xi1>, tensor<f32>, tensor<f32>
+  %s = mlc.matmul %q, %kt : tensor<2x2x3x4xf32>, tensor<2x2x4x3xf32>
+  %m = mlc.add %s, %mask : tensor<2x2x3x3xf32>, tensor<2x1x3x3xf32>
+  %p = mlc.softmax %m axis = 3 : tensor<2x2x3x3xf32>
+  %o = mlc.matmul %p, %v : tensor<2x2x3x3xf32>, tensor<2x2x3x4xf32>
+  return %o : tensor<2x2x3x4xf32>
+}
+
+// -----
+
+// An additive constant mask that is not causal (one entry of the upper
+// triangle kept) stays the attention's mask: no causal flag.
+// CHECK-LABEL: func.func @additive_not_causal
+// CHECK: %[[C:.*]] = mlc.constant
+// CHECK: mlc.attention %arg0, %{{.*}}, %arg2 mask %[[C]] scale = 1.000000e+00 :
+// CHECK-NOT: causal
+func.func @additive_not_causal(%q: tensor<1x2x3x4xf32>, %kt: tensor<1x2x4x3xf32>, %v: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {
+  %s = mlc.matmul %q, %kt : tensor<1x2x3x4xf32>, tensor<1x2x4x3xf32>
+  %mask = mlc.constant dense<[[[[0.0, 0.0, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]]]> : tensor<1x1x3x3xf32>
+  %m = mlc.add %s, %mask : tensor<1x2x3x3xf32>, tensor<1x1x3x3xf32>
+  %p = mlc.softmax %m axis = 3 : tensor<1x2x3x3xf32>
+  %o = mlc.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32>
+  return %o : tensor<1x2x3x4xf32>
+}
+
+// -----
+
+// A guard that does not put 0 for NaN is not the exporter's: left alone.
+// CHECK-LABEL: func.func @not_nan_guard
+// CHECK-NOT: mlc.attention
+// CHECK: mlc.softmax
+func.func @not_nan_guard(%q: tensor<1x2x3x4xf32>, %kt: tensor<1x2x4x3xf32>, %v: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {
+  %s = mlc.matmul %q, %kt : tensor<1x2x3x4xf32>, tensor<1x2x4x3xf32>
+  %p = mlc.softmax %s axis = 3 : tensor<1x2x3x3xf32>
+  %nan = mlc.compare ne %p, %p : tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>
+  %one = mlc.constant dense<1.0> : tensor<f32>
+  %g = mlc.select %nan, %one, %p : tensor<1x2x3x3xi1>, tensor<f32>, tensor<1x2x3x3xf32>
+  %o = mlc.matmul %g, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32>
+  return %o : tensor<1x2x3x4xf32>
+}
+
+// -----
+
+// Opset 23's Attention imports its boolean mask as select(mask, 0, lowest):
+// a causal constant mask becomes the causal flag.
+// CHECK-LABEL: func.func @attention_causal_mask
+// CHECK: %[[A:.*]] = mlc.attention %arg0, %arg1, %arg2 causal scale = 2.500000e-01 :
+// CHECK-SAME: tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>{{$}}
+// CHECK-NEXT: return %[[A]]
+func.func @attention_causal_mask(%q: tensor<2x2x3x4xf32>, %k: tensor<2x2x3x4xf32>, %v: tensor<2x2x3x4xf32>) -> tensor<2x2x3x4xf32> {
+  %c = mlc.constant dense<[[[[true, false, false], [true, true, false], [true, true, true]]], [[[true, false, false], [true, true, false], [true, true, true]]]]> : tensor<2x1x3x3xi1>
+  %zero = mlc.constant dense<0.0> : tensor<f32>
+  %low = mlc.constant dense<-3.40282347E+38> : tensor<f32>
+  %m = mlc.select %c, %zero, %low : tensor<2x1x3x3xi1>, tensor<f32>, tensor<f32>
+  %o = mlc.attention %q, %k, %v mask %m scale = 0.25 : tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<2x1x3x3xf32>
+  return %o : tensor<2x2x3x4xf32>
+}
+
+// -----
+
+// A mask computed from an input is the attention's mask as it is.
+// CHECK-LABEL: func.func @attention_runtime_mask
+// CHECK: %[[M:.*]] = mlc.select %arg3
+// CHECK-NEXT: mlc.attention %arg0, %arg1, %arg2 mask %[[M]] :
+func.func @attention_runtime_mask(%q: tensor<2x2x3x4xf32>, %k: tensor<2x2x3x4xf32>, %v: tensor<2x2x3x4xf32>, %c: tensor<2x1x3x3xi1>) -> tensor<2x2x3x4xf32> {
+  %zero = mlc.constant dense<0.0> : tensor<f32>
+  %low = mlc.constant dense<-3.40282347E+38> : tensor<f32>
+  %m = mlc.select %c, %zero, %low : tensor<2x1x3x3xi1>, tensor<f32>, tensor<f32>
+  %o = mlc.attention %q, %k, %v mask %m : tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<2x1x3x3xf32>
+  return %o : tensor<2x2x3x4xf32>
+}
+
+// -----
+
+// Attention's output flattened to rows straight from [B, S, H, D] (dynamo),
+// with the bias carried by the matmul: the linear layer reads [B, S, H * D]
+// and keeps its bias.
+// CHECK-LABEL: func.func @linear_from_heads
+// CHECK: %[[X:.*]] = mlc.reshape %arg0 : tensor<2x3x2x4xf32> -> tensor<2x3x8xf32>
+// CHECK-NEXT: %[[M:.*]] = mlc.matmul %[[X]], %arg1 : tensor<2x3x8xf32>, tensor<8x5xf32>
+// CHECK-NEXT: %[[Y:.*]] = mlc.add %[[M]], %arg2
+// CHECK-NEXT: return %[[Y]]
+func.func @linear_from_heads(%x: tensor<2x3x2x4xf32>, %w: tensor<8x5xf32>, %b: tensor<5xf32>) -> tensor<2x3x5xf32> {
+  %f = mlc.reshape %x : tensor<2x3x2x4xf32> -> tensor<6x8xf32>
+  %m = mlc.matmul %f, %w bias(%b : tensor<5xf32>) : tensor<6x8xf32>, tensor<8x5xf32>
+  %y = mlc.reshape %m : tensor<6x5xf32> -> tensor<2x3x5xf32>
+  return %y : tensor<2x3x5xf32>
+}
+
+// -----
+
 // The next-token loss reads the logits in place: the labels are shifted and
 // end each sequence with the ignore index instead.
 // CHECK-LABEL: func.func @shifted_loss

@@ -45,3 +45,32 @@ save("bad-reshape", [helper.make_node("Constant", [], ["s"], value=numpy_helper.
 # Raw data shorter than the shape needs.
 short = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[4, 3], raw_data=b"\0" * 20)
 save("short-initializer", [helper.make_node("MatMul", ["x", "w"], ["y"])], [x], [y], [short])
+# Opsets and domains the importer does not take, and opset-23 Attention forms
+# it refuses (grouped-query heads, a KV cache).
+save("new-opset", [helper.make_node("MatMul", ["x", "w"], ["y"])], [x], [y], [w], opset=24)
+save("gelu-opset18", [helper.make_node("Gelu", ["x"], ["y"], name="act")], [x], [y], opset=18)
+g = helper.make_graph([helper.make_node("FastGelu", ["x"], ["y"], name="fg", domain="com.microsoft")],
+                      "ms", [x], [y])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                        helper.make_opsetid("com.microsoft", 1)])
+m.ir_version = 8
+onnx.save(m, os.path.join(out, "ms-domain.onnx"))
+q3 = helper.make_tensor_value_info("q", TensorProto.FLOAT, [2, 4, 8])
+k3 = helper.make_tensor_value_info("k", TensorProto.FLOAT, [2, 4, 4])
+save("attention-gqa", [helper.make_node("Attention", ["q", "k", "k"], ["y"], name="attn",
+                                        q_num_heads=4, kv_num_heads=2)], [q3, k3], [y], opset=23)
+save("attention-cache", [helper.make_node("Attention", ["q", "q", "q", "", "q", "q"],
+                                          ["y", "pk", "pv"], name="attn",
+                                          q_num_heads=2, kv_num_heads=2)],
+     [q3], [y, helper.make_tensor_value_info("pk", TensorProto.FLOAT, None)], opset=23)
+# Run-time integer computation mlc has no op for: a cumulative sum longer
+# than its [n, n] decomposition takes, a gather at indices computed from an
+# input.
+am = helper.make_tensor_value_info("am", TensorProto.INT64, [2, 4])
+long_am = helper.make_tensor_value_info("am", TensorProto.INT64, [2, 5000])
+ax = numpy_helper.from_array(np.array(1, np.int64), "ax")
+save("cumsum-runtime", [helper.make_node("CumSum", ["am", "ax"], ["y"], name="pos")], [long_am],
+     [y], [ax], opset=18)
+save("gathernd-runtime", [helper.make_node("Unsqueeze", ["am", "ax2"], ["i"]),
+                          helper.make_node("GatherND", ["x", "i"], ["y"], name="gnd")],
+     [x, am], [y], [numpy_helper.from_array(np.array([2], np.int64), "ax2")], opset=18)

@@ -2,7 +2,11 @@
 
 Covers operator forms the HF fixtures do not use: opset-18 Split with
 num_outputs and ReduceMean with axes as an input, Gemm's transB/alpha/beta,
-Trilu masks, Expand, Flatten, Relu, LogSoftmax with NegativeLogLikelihoodLoss.
+Trilu masks, Expand, Flatten, Relu, LogSoftmax with NegativeLogLikelihoodLoss;
+and the newer opsets' single-op forms: opset-20 Gelu (none, tanh),
+LayerNormalization without a bias, opset-23 RMSNormalization and Attention
+(rank 4 causal with a scale, rank 3 with a boolean mask), CastLike, ReduceMax
+with axes as an input, and ops of a plain graph at opset 23.
 
     op_models.py --mlc MLC --work DIR
 """
@@ -63,17 +67,134 @@ MODELS = {
                  helper.make_node("NegativeLogLikelihoodLoss", ["lp", "t"], ["y"],
                                   ignore_index=-100)],
             [vi("x2", [3, 6]), vi("t", [3], TensorProto.INT64)], [vi("y", None)], []),
+    "gelu20": (20, [helper.make_node("Gelu", ["x"], ["g"]),
+                    helper.make_node("Gelu", ["x"], ["t"], approximate="tanh"),
+                    helper.make_node("Add", ["g", "t"], ["y"])],
+               [vi("x", [2, 4, 6])], [vi("y", None)], []),
+    "layernorm20": (20, [helper.make_node("LayerNormalization", ["x", "w"], ["y"],
+                                          epsilon=1e-3)],
+                    [vi("x", [2, 4, 6])], [vi("y", None)],
+                    [numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "w")]),
+    "rmsnorm23": (23, [helper.make_node("RMSNormalization", ["x", "w"], ["y"], epsilon=1e-4)],
+                  [vi("x", [2, 4, 6])], [vi("y", None)],
+                  [numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "w")]),
+    "attention23_causal": (23, [helper.make_node("Attention", ["q4", "k4", "v4"], ["y"],
+                                                 is_causal=1, scale=0.3)],
+                           [vi("q4", [2, 2, 4, 3]), vi("k4", [2, 2, 4, 3]), vi("v4", [2, 2, 4, 3])],
+                           [vi("y", None)], []),
+    "attention23_mask": (23, [const("m", np.array([[True, True, False, True]] * 4)),
+                              helper.make_node("Attention", ["x", "x", "x", "m"], ["y"],
+                                               q_num_heads=2, kv_num_heads=2)],
+                         [vi("x", [2, 4, 6])], [vi("y", None)], []),
+    "castlike_reducemax18": (18, [const("axes", np.array([1], np.int64)),
+                                  helper.make_node("ReduceMax", ["x", "axes"], ["m"], keepdims=1),
+                                  helper.make_node("Cast", ["m"], ["i"], to=TensorProto.INT64),
+                                  helper.make_node("CastLike", ["i", "x"], ["f"]),
+                                  helper.make_node("Sub", ["x", "f"], ["y"])],
+                             [vi("x", [2, 4, 6])], [vi("y", None)], []),
+    # Masks from a run-time attention_mask, the dynamo exporter's way:
+    # Cast to bool, GatherND with constant position indices, And with a
+    # constant causal mask, Not, Where to an additive mask; IsNaN + Where
+    # after the softmax.
+    "mask_runtime": (20, [helper.make_node("Cast", ["am"], ["amb"], to=TensorProto.BOOL),
+                          const("idx", np.stack(np.broadcast_arrays(
+                              np.arange(2).reshape(2, 1, 1, 1), np.arange(4).reshape(1, 1, 1, 4)),
+                              -1).astype(np.int64)),
+                          helper.make_node("GatherND", ["amb", "idx"], ["g"]),
+                          const("tri", np.tril(np.ones((4, 4), bool)).reshape(1, 1, 4, 4)),
+                          helper.make_node("And", ["tri", "g"], ["m"]),
+                          helper.make_node("Not", ["m"], ["nm"]),
+                          const("lo", np.array(-1e4, np.float32)),
+                          const("zero", np.array(0.0, np.float32)),
+                          helper.make_node("Where", ["nm", "lo", "zero"], ["fm"]),
+                          helper.make_node("Add", ["s4", "fm"], ["sc"]),
+                          helper.make_node("Softmax", ["sc"], ["sm"], axis=-1),
+                          helper.make_node("IsNaN", ["sm"], ["nan"]),
+                          helper.make_node("Where", ["nan", "zero", "sm"], ["y"])],
+                     [vi("am", [2, 4], TensorProto.INT64), vi("s4", [2, 2, 4, 4])],
+                     [vi("y", None)], []),
+    # Integer arithmetic and comparisons on a run-time input; constant
+    # CumSum, Expand, Transpose and GatherND folded.
+    "int_runtime": (18, [const("one", np.array(1, np.int64)),
+                         const("three", np.array([3], np.int64)),
+                         const("ones", np.ones((4, 2), np.int64)),
+                         const("ax", np.array(0, np.int64)),
+                         helper.make_node("CumSum", ["ones", "ax"], ["cs"]),
+                         helper.make_node("Transpose", ["cs"], ["cst"], perm=[1, 0]),
+                         const("e", np.array([2, 4], np.int64)),
+                         helper.make_node("Expand", ["one", "e"], ["ex"]),
+                         helper.make_node("Mul", ["cst", "ex"], ["k"]),
+                         helper.make_node("Sub", ["am", "one"], ["s"]),
+                         helper.make_node("Mul", ["s", "three"], ["m3"]),
+                         helper.make_node("Max", ["m3", "k"], ["mx"]),
+                         helper.make_node("LessOrEqual", ["mx", "three"], ["le"]),
+                         helper.make_node("Cast", ["le"], ["lef"], to=TensorProto.FLOAT),
+                         helper.make_node("Cast", ["mx"], ["mxf"], to=TensorProto.FLOAT),
+                         helper.make_node("Add", ["lef", "mxf"], ["y"])],
+                    [vi("am", [2, 4], TensorProto.INT64)], [vi("y", None)], []),
+    # The optimize=False export's q/k/v split: SplitToSequence + SequenceAt;
+    # a full-range Slice (to INT64_MAX) of a value is the value itself.
+    "split_to_sequence": (20, [const("two", np.array(2, np.int64)),
+                               helper.make_node("SplitToSequence", ["x", "two"], ["seq"], axis=2),
+                               const("p0", np.array(0, np.int64)),
+                               const("pl", np.array(-1, np.int64)),
+                               helper.make_node("SequenceAt", ["seq", "p0"], ["a"]),
+                               helper.make_node("SequenceAt", ["seq", "pl"], ["c"]),
+                               helper.make_node("SplitToSequence", ["x"], ["rows"], axis=1,
+                                                keepdims=0),
+                               helper.make_node("SequenceAt", ["rows", "p0"], ["r"]),
+                               const("st", np.array([0], np.int64)),
+                               const("en", np.array([2**63 - 1], np.int64)),
+                               helper.make_node("Slice", ["r", "st", "en"], ["rs"]),
+                               helper.make_node("Unsqueeze", ["rs", "p0"], ["r1"]),
+                               helper.make_node("Mul", ["a", "c"], ["ac"]),
+                               helper.make_node("Transpose", ["r1"], ["rt"], perm=[1, 0, 2]),
+                               const("sl0", np.array([0], np.int64)),
+                               const("sl2", np.array([2], np.int64)),
+                               helper.make_node("Slice", ["rt", "sl0", "sl2", "sl2"], ["r2"]),
+                               helper.make_node("Add", ["ac", "r2"], ["y"])],
+                          [vi("x", [2, 4, 6])], [vi("y", None)], []),
+    # Position ids from a run-time attention_mask (HF's
+    # cumsum(mask) * mask - 1), and a reverse exclusive CumSum of floats
+    # along a middle axis: products with a triangular matrix.
+    "cumsum_runtime": (18, [const("ax1", np.array(1, np.int64)),
+                            helper.make_node("CumSum", ["am", "ax1"], ["cs"]),
+                            helper.make_node("Mul", ["cs", "am"], ["csm"]),
+                            const("one", np.array(1, np.int64)),
+                            helper.make_node("Sub", ["csm", "one"], ["pos"]),
+                            helper.make_node("Cast", ["pos"], ["posf"], to=TensorProto.FLOAT),
+                            helper.make_node("CumSum", ["x", "ax1"], ["xc"], exclusive=1,
+                                             reverse=1),
+                            const("sh", np.array([2, 4, 1], np.int64)),
+                            helper.make_node("Reshape", ["posf", "sh"], ["p3"]),
+                            helper.make_node("Add", ["xc", "p3"], ["y"])],
+                       [vi("am", [2, 4], TensorProto.INT64), vi("x", [2, 4, 6])],
+                       [vi("y", None)], []),
+    # ReduceMin as -max(-x): axes as an attribute (opset 17), as an input (18).
+    "reducemin17": (17, [helper.make_node("ReduceMin", ["x"], ["y"], axes=[1], keepdims=1)],
+                    [vi("x", [2, 4, 6])], [vi("y", None)], []),
+    "reducemin18": (18, [const("axes", np.array([0, 2], np.int64)),
+                         helper.make_node("ReduceMin", ["x", "axes"], ["y"], keepdims=0)],
+                    [vi("x", [2, 4, 6])], [vi("y", None)], []),
+    "split23": (23, [helper.make_node("Split", ["x"], ["a", "b"], axis=1, num_outputs=2),
+                     helper.make_node("Mul", ["a", "b"], ["y"])],
+                [vi("x", [2, 4, 6])], [vi("y", None)], []),
 }
 FEEDS = {"x": rng.standard_normal((2, 4, 6)).astype(np.float32),
          "x2": rng.standard_normal((3, 6)).astype(np.float32),
          "x4": rng.standard_normal((2, 4, 4)).astype(np.float32),
-         "t": np.array([1, -100, 5], np.int64)}
+         "t": np.array([1, -100, 5], np.int64),
+         "am": np.array([[1, 1, 1, 0], [3, 0, 2, 1]], np.int64),
+         "s4": rng.standard_normal((2, 2, 4, 4)).astype(np.float32),
+         "q4": rng.standard_normal((2, 2, 4, 3)).astype(np.float32),
+         "k4": rng.standard_normal((2, 2, 4, 3)).astype(np.float32),
+         "v4": rng.standard_normal((2, 2, 4, 3)).astype(np.float32)}
 
 failures = []
 for name, (opset, nodes, inputs, outputs, inits) in MODELS.items():
     graph = helper.make_graph(nodes, name, inputs, outputs, inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
+    model.ir_version = 10 if opset > 20 else 9 if opset > 18 else 8
     path = os.path.join(args.work, name + ".onnx")
     onnx.save(model, path)
     feeds = {i.name: FEEDS[i.name] for i in inputs}
