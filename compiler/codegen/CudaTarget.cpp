@@ -42,16 +42,6 @@ namespace {
 
 std::string n2s(int64_t v) { return std::to_string(v); }
 
-/// The most rows a rows expression can take: the literal, or the token
-/// capacity times the per-token factor of "ctx->rows" / "(ctx->rows * F)".
-int64_t capacityOf(const std::string &rows) {
-  if (rows.find("ctx->rows") == std::string::npos)
-    return std::stoll(rows);
-  size_t star = rows.find('*');
-  int64_t per = star == std::string::npos ? 1 : std::stoll(rows.substr(star + 1));
-  return tokenCapacity() * per;
-}
-
 /// Blocks for `work` items of `per` items each, at least 1, at most `cap`
 /// (grid-stride loops cover the rest).
 int64_t blocksFor(int64_t work, int64_t per, int64_t cap) {
@@ -119,7 +109,8 @@ struct VectorPlan {
 /// 16 bytes of the widest such element, halved until they divide the
 /// innermost extent (a vector never spans two rows).
 VectorPlan vectorPlan(const Shape &dims, const std::vector<Shape> &strides,
-                      const std::vector<Access> &accs, const std::string &body, bool dynamic) {
+                      const std::vector<Access> &accs, const std::string &body, bool dynamic,
+                      int64_t tokenCapacity) {
   VectorPlan vp;
   const size_t n = accs.size();
   vp.vector.assign(n, false), vp.read.assign(n, false), vp.written.assign(n, false);
@@ -128,7 +119,7 @@ VectorPlan vectorPlan(const Shape &dims, const std::vector<Shape> &strides,
     return vp;
   const size_t L = dims.size() - 1;
   // A dynamic single dimension is (rows * per): its extent divides like per.
-  const int64_t extent = L == 0 && dynamic ? dims[0] / tokenCapacity() : dims[L];
+  const int64_t extent = L == 0 && dynamic ? dims[0] / tokenCapacity : dims[L];
   std::vector<bool> candidate(n, false);
   for (size_t k = 0; k < n; ++k) {
     const std::string tok = "p" + n2s(accs[k].slot) + "[o" + n2s(k) + "]";
@@ -215,6 +206,7 @@ std::string elementLoop(const Shape &dims, const std::vector<Shape> &strides,
 
 class CudaTarget final : public KernelTarget {
 public:
+  using KernelTarget::KernelTarget;
   std::string name() const override { return "cuda"; }
 
   std::unique_ptr<ScalarEmitter> scalarEmitter(const std::string &index,
@@ -278,14 +270,14 @@ public:
   std::string pointwise(const Shape &shape, const std::vector<Access> &accs,
                         const std::string &body, bool dynamic) override {
     auto [dims, strides] = mergeDims(shape, accs);
-    VectorPlan vp = vectorPlan(dims, strides, accs, body, dynamic);
+    VectorPlan vp = vectorPlan(dims, strides, accs, body, dynamic, tokenCapacity);
     std::ostringstream os;
     const int64_t block = 256;
     os << phase(blocksFor(product(dims) / vp.lanes, block, 4096), block);
     std::string total = "1";
     for (size_t d = 0; d < dims.size(); ++d) {
       os << "    const int64_t n" << d << " = "
-         << (d == 0 ? rowsExpr(dims[0], dynamic) : n2s(dims[d])) << ";\n";
+         << (d == 0 ? leadingRows(dims[0], dynamic).expr() : n2s(dims[d])) << ";\n";
       total += " * n" + n2s(d);
     }
     if (vp.lanes == 1) {
@@ -332,11 +324,11 @@ public:
   /// a thread per column adds the partials in chunk order. Memory: the rows
   /// read once (coalesced along c), chunks x C doubles of partials written
   /// and read back, the C sums written.
-  std::string columnReduction(const std::string &rows, int64_t columns,
+  std::string columnReduction(const Rows &rows, int64_t columns,
                               const std::string &offsets, const std::string &body, int slot,
                               const std::string &type) override {
     const int64_t C = columns, block = 256, colBlocks = (C + block - 1) / block;
-    const int64_t chunks = blocksFor(capacityOf(rows), 16, 64);
+    const int64_t chunks = blocksFor(rows.count, 16, 64);
     std::ostringstream k;
     k << scratch(chunks * C * 8) << phase(chunks * colBlocks, block)
       << "    double *part = (double *)ctx->scratch;\n"
@@ -416,7 +408,7 @@ public:
   /// and sum exp(x - m) from one online pass (mlc_lse_add), a block per row.
   /// Memory: x read twice (the second pass mostly from L2), y written once:
   /// 8 bytes per f32 element from DRAM.
-  std::string softmax(mlir::Type el, const std::string &rows, int64_t C, bool log) override {
+  std::string softmax(mlir::Type el, const Rows &rows, int64_t C, bool log) override {
     std::string T = cType(el);
     std::ostringstream b;
     b << arguments({{el, true}, {el, false}}) << lseShared(el)
@@ -437,7 +429,7 @@ public:
   /// dx = y * (g - sum_c g_c y_c) per row, a block per row (the dot product
   /// a block sum in double). Memory: g and y read (twice, the second from
   /// L2), dx written: 12 bytes per f32 element.
-  std::string softmaxGrad(mlir::Type el, const std::string &rows, int64_t C) override {
+  std::string softmaxGrad(mlir::Type el, const Rows &rows, int64_t C) override {
     std::string T = cType(el);
     std::ostringstream b;
     b << arguments({{el, true}, {el, false}, {el, false}}) << "  __shared__ double red[32];\n"
@@ -454,7 +446,7 @@ public:
   /// y = (x - mean) * rstd * w + b per row, a block per row, the statistics
   /// in double over two passes. Memory: x read (three passes over the row,
   /// two from L2), y written; w and b stay in cache: 8 bytes per f32 element.
-  std::string layerNorm(mlir::Type el, const std::string &rows, int64_t E,
+  std::string layerNorm(mlir::Type el, const Rows &rows, int64_t E,
                         const std::string &eps) override {
     std::string T = cType(el);
     std::ostringstream b;
@@ -475,7 +467,7 @@ public:
   /// phases 1 and 2: dw and db as a deterministic column reduction.
   /// Memory: g and x read twice (rows, then column chunks), dx written: 20
   /// bytes per f32 element, plus 16 bytes of statistics per row.
-  std::string layerNormGrad(mlir::Type el, const std::string &rows, int64_t capacity, int64_t E,
+  std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity, int64_t E,
                             const std::string &eps) override {
     std::string T = cType(el);
     const int64_t block = 256, colBlocks = (E + block - 1) / block;
@@ -523,10 +515,10 @@ public:
   /// row's log-sum-exp terms): phase 0 a block per row writes its term, phase
   /// 1 one block sums them in order. Memory: the logits read once (4 bytes
   /// per f32 logit); a label out of range is reported, not read.
-  std::string crossEntropy(mlir::Type el, mlir::Type lt, const std::string &rows, int64_t C,
+  std::string crossEntropy(mlir::Type el, mlir::Type lt, const Rows &rows, int64_t C,
                            int64_t ignore) override {
     std::string T = cType(el);
-    const int64_t cap = capacityOf(rows);
+    const int64_t cap = rows.count;
     std::ostringstream b;
     b << arguments({{el, true}, {el, false}, {lt, false}}) << scratch(2 * cap * 8)
       << lseShared(el) << "  double *loss = (double *)ctx->scratch, *used = loss + " << cap
@@ -550,12 +542,12 @@ public:
   }
 
   std::string crossEntropyWithGrad(mlir::Type el, mlir::Type lt, mlir::Type grad,
-                                   const std::string &rows, int64_t C, int64_t ignore,
+                                   const Rows &rows, int64_t C, int64_t ignore,
                                    const std::string &scale) override {
     return crossEntropyGradient(el, lt, grad, rows, C, ignore, scale, /*withLoss=*/true);
   }
 
-  std::string crossEntropyGrad(mlir::Type el, mlir::Type lt, const std::string &rows, int64_t C,
+  std::string crossEntropyGrad(mlir::Type el, mlir::Type lt, const Rows &rows, int64_t C,
                                int64_t ignore, const std::string &scale) override {
     return crossEntropyGradient(el, lt, el, rows, C, ignore, scale, /*withLoss=*/false);
   }
@@ -567,7 +559,7 @@ public:
   /// long for shared memory recomputes the prologue. Memory: the prologue's
   /// inputs read once, its stored values and y written once; u never
   /// reaches DRAM.
-  std::string layerNormFusion(mlir::Type el, const std::string &rows, int64_t E,
+  std::string layerNormFusion(mlir::Type el, const Rows &rows, int64_t E,
                               const std::string &eps, const std::string &bases,
                               const std::string &offsets, const std::string &body,
                               const std::string &input, int slot, const std::string &weight,
@@ -634,7 +626,7 @@ public:
            << "      if (threadIdx.x == 0) p0[r] = (" << T << ")(" << finish << ");\n    }\n  }\n";
     } else if (r.shape == ReductionKernel::Columns) {
       const int64_t C = r.length, block = 256, colBlocks = (C + block - 1) / block;
-      const int64_t chunks = blocksFor(capacityOf(r.rows), 16, 64);
+      const int64_t chunks = blocksFor(r.rows.count, 16, 64);
       body << scratch(chunks * C * 8) << phase(chunks * colBlocks, block)
            << "    " << acc << " *part = (" << acc << " *)ctx->scratch;\n"
            << "    const int64_t R = " << r.rows << ", chunk = blockIdx.x / " << colBlocks
@@ -660,11 +652,11 @@ public:
   /// y[r, c] = table[ids[r], c], a thread per output element (an id out of
   /// range is reported and row 0 read). Memory: the ids, the selected rows
   /// of the table and y: 8 bytes per f32 element.
-  std::string embedding(mlir::Type el, mlir::Type it, const std::string &rows, int64_t V,
+  std::string embedding(mlir::Type el, mlir::Type it, const Rows &rows, int64_t V,
                         int64_t E) override {
     std::ostringstream b;
     b << arguments({{el, true}, {el, false}, {it, false}})
-      << phase(blocksFor(capacityOf(rows) * E, 256, 4096), 256)
+      << phase(blocksFor(rows.count * E, 256, 4096), 256)
       << "    const int64_t n = (int64_t)" << rows << " * " << E << ";\n"
       << "    for (int64_t i = MLC_TID; i < n; i += MLC_STRIDE) {\n"
       << "      const int64_t r = i / " << E << ", c = i % " << E << ";\n"
@@ -681,7 +673,7 @@ public:
   /// threads add to one element and no atomics, so the sums are
   /// reproducible. Memory: the table written twice (zeros, then sums), every
   /// chunk reads all ids and dy's rows of its tokens.
-  std::string embeddingGrad(mlir::Type el, mlir::Type it, const std::string &rows, int64_t V,
+  std::string embeddingGrad(mlir::Type el, mlir::Type it, const Rows &rows, int64_t V,
                             int64_t E) override {
     const int64_t block = 256, colBlocks = (E + block - 1) / block;
     const int64_t chunks = std::min<int64_t>(V, 64), per = (V + chunks - 1) / chunks;
@@ -730,8 +722,8 @@ private:
 
   /// A phase of one block per row (grid-stride over the rows), opened up to
   /// the row's body; the caller closes it with "    }\n  }\n".
-  static std::string rowLoop(const std::string &rows, int64_t C) {
-    return phase(rowGrid(capacityOf(rows)), rowBlock(C)) + "    const int64_t R = " + rows +
+  static std::string rowLoop(const Rows &rows, int64_t C) {
+    return phase(rowGrid(rows.count), rowBlock(C)) + "    const int64_t R = " + rows.expr() +
            ";\n    for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {\n";
   }
 
@@ -777,10 +769,10 @@ private:
   /// over the logits when they are dead: 8 bytes per f32 logit (6 when the
   /// gradient is a bf16 copy).
   std::string crossEntropyGradient(mlir::Type el, mlir::Type lt, mlir::Type grad,
-                                   const std::string &rows, int64_t C, int64_t ignore,
+                                   const Rows &rows, int64_t C, int64_t ignore,
                                    const std::string &scale, bool withLoss) {
     std::string T = cType(el), TG = cType(grad);
-    const int64_t cap = capacityOf(rows);
+    const int64_t cap = rows.count;
     const int d = withLoss ? 1 : 0, x = d + 1, l = d + 2;
     std::vector<KernelArg> slots;
     if (withLoss)
@@ -1379,6 +1371,8 @@ std::string CudaTarget::attention(const AttentionKernel &a) {
 
 } // namespace
 
-std::unique_ptr<KernelTarget> createCudaTarget() { return std::make_unique<CudaTarget>(); }
+std::unique_ptr<KernelTarget> createCudaTarget(int64_t tokenCapacity) {
+  return std::make_unique<CudaTarget>(tokenCapacity);
+}
 
 } // namespace mlc::lowering

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/codegen/KernelParams.h"
 #include "compiler/codegen/LoweringImpl.h"
 #include "contract/OptimizerScalars.h"
 
@@ -20,7 +21,7 @@ namespace mlc::lowering {
 
 std::string FunctionLowering::pointwiseExpr(Operation *op, const std::vector<std::string> &a,
                                             const std::string &index, std::string &prologue) {
-  std::unique_ptr<ScalarEmitter> emitter = kernels.target.scalarEmitter(index, prologue);
+  std::unique_ptr<ScalarEmitter> emitter = target().scalarEmitter(index, prologue);
   return cast<ScalarOpInterface>(op).scalarExpr(*emitter, a);
 }
 
@@ -46,10 +47,13 @@ llvm::Error FunctionLowering::emitPointwise(Operation *op) {
   int outId = arenaFor(result);
   valueBuffers[result] = outId;
   bufs[0] = outId;
-  std::string prologue;
-  std::string body = "    p0[o0] = " + pointwiseExpr(op, operands, "o0", prologue) + ";\n";
-  addStep(args(slots) + prologue + kernels.target.pointwise(out, accs, body, dynamicRows(result)), bufs);
-  return llvm::Error::success();
+  return addTextStep(
+      [&]() -> llvm::Expected<std::string> {
+        std::string prologue;
+        std::string body = "    p0[o0] = " + pointwiseExpr(op, operands, "o0", prologue) + ";\n";
+        return args(slots) + prologue + target().pointwise(out, accs, body, dynamicRows(result));
+      },
+      bufs);
 }
 
 /// The per-element code of a fusion region: splat constants become literals,
@@ -119,72 +123,75 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
     if (auto r = dyn_cast<ReduceSumOp>(op))
       columns = r;
   Shape iter = columns ? shapeOf(columns.getInput()) : shapeOf(fusion.getResult(0));
-  auto [slots, bufs, accs] = bindFusion(fusion, iter);
+  KernelArgs bound = bindFusion(fusion, iter);
+  auto &slots = bound.slots;
+  auto &bufs = bound.bufs;
+  auto &accs = bound.accs;
   int reduceSlot = -1;
   for (auto [i, v] : llvm::enumerate(yield.getValues()))
     if (columns && v == columns.getResult()) {
       reduceSlot = i;
       accs[i].strides.assign(iter.size(), 0); // accumulated, not indexed per element
     }
-  llvm::DenseMap<Value, std::string> scalar;
-  std::string body;
-  for (auto [k, arg] : llvm::enumerate(block.getArguments())) {
-    int slot = fusion.getNumResults() + k;
-    std::string name = "x" + std::to_string(slot);
-    body += "    const " + cType(typeOf(arg).getElementType()) + " " + name + " = p" +
-            std::to_string(slot) + "[o" + std::to_string(slot) + "];\n";
-    scalar[arg] = name;
-  }
-  std::string prologue;
-  if (auto err = scalarOps(block, {columns.getOperation()}, "flat", "    ", scalar, body,
-                           prologue))
-    return err;
-  if (columns)
-    body += "    sum += " + scalar.lookup(columns.getInput()) + ";\n";
-  for (auto [i, v] : llvm::enumerate(yield.getValues()))
-    if (int(i) != reduceSlot)
-      body += "    p" + std::to_string(i) + "[o" + std::to_string(i) + "] = " +
-              scalar.lookup(v) + ";\n";
-  if (!columns) {
-    body = "    const int64_t flat = o0;\n" + body;
-    addStep(args(slots) + prologue +
-                kernels.target.pointwise(iter, accs, body, dynamicRows(fusion.getResult(0))),
-            bufs);
-    return llvm::Error::success();
-  }
-
-  // Rows are the reduced leading dimensions; each element's offsets are
-  // decomposed from its (row, column).
-  size_t lead = columns.getAxes().size();
-  Shape rowDims(iter.begin(), iter.begin() + lead), colDims(iter.begin() + lead, iter.end());
-  int64_t R = product(rowDims), C = product(colDims);
-  auto decompose = [](const std::string &var, const Shape &dims, const Shape &strides) {
-    std::string e = "0";
-    std::string rem = var;
-    for (size_t d = dims.size(); d-- > 0;) {
-      std::string idx = d == 0 ? rem : "(" + rem + " % " + std::to_string(dims[d]) + ")";
-      if (strides[d])
-        e += " + " + idx + " * " + std::to_string(strides[d]);
-      rem = "(" + rem + " / " + std::to_string(dims[d]) + ")";
+  // The element's code, then its loop: the text of each target in turn.
+  auto text = [&]() -> llvm::Expected<std::string> {
+    llvm::DenseMap<Value, std::string> scalar;
+    std::string body;
+    for (auto [k, arg] : llvm::enumerate(block.getArguments())) {
+      int slot = fusion.getNumResults() + k;
+      std::string name = "x" + std::to_string(slot);
+      body += "    const " + cType(typeOf(arg).getElementType()) + " " + name + " = p" +
+              std::to_string(slot) + "[o" + std::to_string(slot) + "];\n";
+      scalar[arg] = name;
     }
-    return e;
+    std::string prologue;
+    if (auto err = scalarOps(block, {columns.getOperation()}, "flat", "    ", scalar, body,
+                             prologue))
+      return std::move(err);
+    if (columns)
+      body += "    sum += " + scalar.lookup(columns.getInput()) + ";\n";
+    for (auto [i, v] : llvm::enumerate(yield.getValues()))
+      if (int(i) != reduceSlot)
+        body += "    p" + std::to_string(i) + "[o" + std::to_string(i) + "] = " +
+                scalar.lookup(v) + ";\n";
+    if (!columns) {
+      body = "    const int64_t flat = o0;\n" + body;
+      return args(slots) + prologue +
+             target().pointwise(iter, accs, body, dynamicRows(fusion.getResult(0)));
+    }
+    // Rows are the reduced leading dimensions; each element's offsets are
+    // decomposed from its (row, column).
+    size_t lead = columns.getAxes().size();
+    Shape rowDims(iter.begin(), iter.begin() + lead), colDims(iter.begin() + lead, iter.end());
+    int64_t R = product(rowDims), C = product(colDims);
+    auto decompose = [](const std::string &var, const Shape &dims, const Shape &strides) {
+      std::string e = "0";
+      std::string rem = var;
+      for (size_t d = dims.size(); d-- > 0;) {
+        std::string idx = d == 0 ? rem : "(" + rem + " % " + std::to_string(dims[d]) + ")";
+        if (strides[d])
+          e += " + " + idx + " * " + std::to_string(strides[d]);
+        rem = "(" + rem + " / " + std::to_string(dims[d]) + ")";
+      }
+      return e;
+    };
+    std::string offsets;
+    for (size_t k = 0; k < accs.size(); ++k) {
+      if (int(k) == reduceSlot)
+        continue;
+      Shape rs(accs[k].strides.begin(), accs[k].strides.begin() + lead);
+      Shape cs(accs[k].strides.begin() + lead, accs[k].strides.end());
+      offsets += "      const int64_t o" + std::to_string(k) + " = " +
+                 std::to_string(accs[k].base) + " + " + decompose("r", rowDims, rs) + " + " +
+                 decompose("c", colDims, cs) + ";\n";
+    }
+    std::string T = cType(typeOf(columns.getResult()).getElementType());
+    return args(slots) + prologue +
+           target().columnReduction(rowsOf(R, dynamicRows(columns.getInput())), C, offsets,
+                                    body, reduceSlot, T);
   };
-  std::string offsets;
-  for (size_t k = 0; k < accs.size(); ++k) {
-    if (int(k) == reduceSlot)
-      continue;
-    Shape rs(accs[k].strides.begin(), accs[k].strides.begin() + lead);
-    Shape cs(accs[k].strides.begin() + lead, accs[k].strides.end());
-    offsets += "      const int64_t o" + std::to_string(k) + " = " +
-               std::to_string(accs[k].base) + " + " + decompose("r", rowDims, rs) + " + " +
-               decompose("c", colDims, cs) + ";\n";
-  }
-  std::string T = cType(typeOf(columns.getResult()).getElementType());
-  std::string k = args(slots) + prologue +
-                  kernels.target.columnReduction(rowsExpr(R, dynamicRows(columns.getInput())), C,
-                                                 offsets, body, reduceSlot, T);
-  addStep(k, bufs, KernelTemplate::column_reduction);
-  return llvm::Error::success();
+  return addTextStep(text, bufs,
+                     columns ? KernelTemplate::column_reduction : KernelTemplate::pointwise);
 }
 
 /// A "rows" fusion: a LayerNorm and the pointwise prologue of its input.
@@ -202,7 +209,10 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
   Shape iter = shapeOf(norm.getInput());
   Shape rowDims(iter.begin(), iter.end() - 1);
   const int64_t E = iter.back(), R = product(rowDims);
-  auto [slots, bufs, accs] = bindFusion(fusion, iter);
+  KernelArgs bound = bindFusion(fusion, iter);
+  auto &slots = bound.slots;
+  auto &bufs = bound.bufs;
+  auto &accs = bound.accs;
   // The normalized row is stored in the result's type (a cast of it that
   // the fusion absorbed converts on the store).
   int normSlot = -1;
@@ -214,7 +224,6 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
     if (v == norm.getResult() || (c && c.getInput() == norm.getResult()))
       normSlot = i;
   }
-  llvm::DenseMap<Value, std::string> scalar;
   llvm::DenseMap<Value, int> accessOf; // block argument -> its access
   for (auto [k, arg] : llvm::enumerate(block.getArguments()))
     accessOf[arg] = fusion.getNumResults() + k;
@@ -241,28 +250,30 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
            " + c * " + std::to_string(accs[k].strides.back()) + ";\n";
     return o;
   };
-  std::string prologue, body;
-  for (auto [arg, in] : llvm::zip(block.getArguments(), fusion.getInputs()))
-    scalar[arg] = load(arg);
-  if (auto err = scalarOps(block, {norm, normCast}, "(r * " + std::to_string(E) + " + c)",
-                           "      ", scalar, body, prologue))
-    return err;
-  for (auto [i, v] : llvm::enumerate(yield.getValues()))
-    if (int(i) != normSlot)
-      body += "      p" + std::to_string(i) + "[o" + std::to_string(i) + "] = " +
-              scalar.lookup(v) + ";\n";
   Type el = typeOf(norm.getResult()).getElementType();
   std::string eps = literal(norm.getEpsilon().convertToDouble(), Float64Type::get(fusion.getContext()));
   std::string bases;
   for (size_t a = 0; a < accs.size(); ++a)
     bases += "    const int64_t b" + std::to_string(a) + " = " + decompose(accs[a]) + ";\n";
-  std::string k = args(slots) + prologue +
-                  kernels.target.layerNormFusion(
-                      el, rowsExpr(R, dynamicRows(norm.getInput())), E, eps, bases,
-                      offsets("      "), body, scalar.lookup(norm.getInput()), normSlot,
-                      scalar.lookup(norm.getWeight()), scalar.lookup(norm.getBias()));
-  addStep(k, bufs, KernelTemplate::rows);
-  return llvm::Error::success();
+  auto text = [&]() -> llvm::Expected<std::string> {
+    llvm::DenseMap<Value, std::string> scalar;
+    std::string prologue, body;
+    for (auto [arg, in] : llvm::zip(block.getArguments(), fusion.getInputs()))
+      scalar[arg] = load(arg);
+    if (auto err = scalarOps(block, {norm, normCast}, "(r * " + std::to_string(E) + " + c)",
+                             "      ", scalar, body, prologue))
+      return std::move(err);
+    for (auto [i, v] : llvm::enumerate(yield.getValues()))
+      if (int(i) != normSlot)
+        body += "      p" + std::to_string(i) + "[o" + std::to_string(i) + "] = " +
+                scalar.lookup(v) + ";\n";
+    return args(slots) + prologue +
+           target().layerNormFusion(el, rowsOf(R, dynamicRows(norm.getInput())), E, eps, bases,
+                                    offsets("      "), body, scalar.lookup(norm.getInput()),
+                                    normSlot, scalar.lookup(norm.getWeight()),
+                                    scalar.lookup(norm.getBias()));
+  };
+  return addTextStep(text, bufs, KernelTemplate::rows);
 }
 
 llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<int64_t> axes,
@@ -302,11 +313,11 @@ llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<in
       return failure("a full reduction over the dynamic token dimension is not supported");
     r.shape = ReductionKernel::Rows;
     r.outputs = outN;
-    r.rows = rowsExpr(outN, dyn);
+    r.rows = rowsOf(outN, dyn);
     r.length = rows ? groups[1].second : full ? groups[0].second : 1;
   } else if (columns && kind != "max") {
     r.shape = ReductionKernel::Columns;
-    r.rows = rowsExpr(groups[0].second, dyn);
+    r.rows = rowsOf(groups[0].second, dyn);
     r.length = groups[1].second;
   } else {
     // General axes: one output element per iteration, indices decomposed.
@@ -322,7 +333,8 @@ llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<in
   }
   int outId = arenaFor(result);
   valueBuffers[result] = outId;
-  addStep(kernels.target.reduction(r), {outId, bufferOf(input)}, KernelTemplate::reduction);
+  addStep("reduction", encodeReduction(r, op->getContext()), {outId, bufferOf(input)},
+          KernelTemplate::reduction);
   return llvm::Error::success();
 }
 
@@ -333,13 +345,15 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
   };
   Value x = op->getOperand(0);
   Type el = typeOf(op->getResult(0)).getElementType();
-  KernelTarget &target = kernels.target;
   std::string k;
   std::vector<int> bufs;
-  // Row counts as C expressions: dynamic token rows come from ctx->rows.
-  auto rowsOf = [&](Value v) {
+  // The template's parameters: element type, rows (dynamic token rows at
+  // the capacity, per token) and the row's length.
+  ParamsBuilder params(op->getContext());
+  params.type("element", el);
+  auto rowsAndColumns = [&](Value v) {
     Shape s = shapeOf(v);
-    return std::make_pair(rowsExpr(product(s) / s.back(), dynamicRows(v)), s.back());
+    params.rows(rowsOf(product(s) / s.back(), dynamicRows(v))).i64("columns", s.back());
   };
   auto capacityRows = [&](Value v) {
     Shape s = shapeOf(v);
@@ -350,43 +364,56 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     valueBuffers[v] = id;
     bufs.push_back(id);
   };
-  auto eps = [&](llvm::APFloat e) {
-    return literal(e.convertToDouble(), Float64Type::get(op->getContext()));
+  auto eps = [&](llvm::APFloat e) { params.f64("eps", e.convertToDouble()); };
+  // The splat incoming gradient of a loss, in its own type.
+  auto scale = [&](Value grad) {
+    auto c = grad.getDefiningOp<ConstantOp>();
+    auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
+    if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()))
+      return false;
+    params.attr("scale", FloatAttr::get(dense.getElementType(),
+                                        dense.getSplatValue<APFloat>().convertToDouble()));
+    return true;
   };
 
   if (auto sm = dyn_cast<SoftmaxOp>(op); sm || isa<LogSoftmaxOp>(op)) {
     int64_t axis = sm ? int64_t(sm.getAxis()) : int64_t(cast<LogSoftmaxOp>(op).getAxis());
     if (!lastAxis(axis, x))
       return failure("softmax over a dimension other than the last is not supported yet");
-    auto [rows, C] = rowsOf(x);
+    rowsAndColumns(x);
     bindOut(op->getResult(0));
     bufs.push_back(bufferOf(x));
-    k = target.softmax(el, rows, C, /*log=*/!sm);
+    params.flag("log", !sm);
+    k = "softmax";
   } else if (auto sg = dyn_cast<SoftmaxGradOp>(op)) {
     if (!lastAxis(sg.getAxis(), x))
       return failure("softmax over a dimension other than the last is not supported yet");
-    auto [rows, C] = rowsOf(x);
+    rowsAndColumns(x);
     bindOut(sg.getResult());
     bufs.push_back(bufferOf(sg.getGrad()));
     bufs.push_back(bufferOf(sg.getOutput()));
-    k = target.softmaxGrad(el, rows, C);
+    k = "softmax_grad";
   } else if (auto ln = dyn_cast<LayerNormOp>(op)) {
-    auto [rows, E] = rowsOf(x);
+    rowsAndColumns(x);
     bindOut(ln.getResult());
     for (Value v : {ln.getInput(), ln.getWeight(), ln.getBias()})
       bufs.push_back(bufferOf(v));
-    k = target.layerNorm(el, rows, E, eps(ln.getEpsilon()));
+    eps(ln.getEpsilon());
+    k = "layer_norm";
   } else if (auto lg = dyn_cast<LayerNormGradOp>(op)) {
-    auto [rows, E] = rowsOf(x);
+    rowsAndColumns(x);
     bindOut(lg.getInputGrad());
     bindOut(lg.getWeightGrad());
     bindOut(lg.getBiasGrad());
     for (Value v : {lg.getGrad(), lg.getInput(), lg.getWeight()})
       bufs.push_back(bufferOf(v));
-    k = target.layerNormGrad(el, rows, capacityRows(x), E, eps(lg.getEpsilon()));
+    params.i64("capacity", capacityRows(x));
+    eps(lg.getEpsilon());
+    k = "layer_norm_grad";
   } else if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
-    auto [rows, C] = rowsOf(ce.getLogits());
+    rowsAndColumns(ce.getLogits());
     Type lt = typeOf(ce.getLabels()).getElementType();
+    params.type("labels", lt).i64("ignore", ce.getIgnoreIndex());
     // The training step also needs the loss's gradient: one kernel reads each
     // row of logits once for both (log-softmax, loss and its gradient).
     for (Operation *user : ce.getLogits().getUsers()) {
@@ -426,29 +453,29 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
       bufs.push_back(logits);
       bufs.push_back(bufferOf(ce.getLabels()));
       emittedWith.insert(cg.getOperation());
-      addStep(target.crossEntropyWithGrad(el, lt, gradType, rows, C, ce.getIgnoreIndex(),
-                                          splatLiteral(cg.getGrad())),
-              bufs, KernelTemplate::rows);
+      params.type("grad", gradType);
+      scale(cg.getGrad());
+      addStep("cross_entropy_with_grad", params.get(), bufs, KernelTemplate::rows);
       return llvm::Error::success();
     }
     bindOut(ce.getResult());
     bufs.push_back(bufferOf(ce.getLogits()));
     bufs.push_back(bufferOf(ce.getLabels()));
-    k = target.crossEntropy(el, lt, rows, C, ce.getIgnoreIndex());
+    k = "cross_entropy";
   } else if (auto cg = dyn_cast<CrossEntropyGradOp>(op)) {
-    auto [rows, C] = rowsOf(cg.getLogits());
+    rowsAndColumns(cg.getLogits());
     Type lt = typeOf(cg.getLabels()).getElementType();
+    params.type("labels", lt).i64("ignore", cg.getIgnoreIndex());
     bindOut(cg.getResult());
-    std::string gradLit = splatLiteral(cg.getGrad());
     bufs.push_back(bufferOf(cg.getLogits()));
     bufs.push_back(bufferOf(cg.getLabels()));
-    if (gradLit.empty())
+    if (!scale(cg.getGrad()))
       bufs.push_back(bufferOf(cg.getGrad()));
-    k = target.crossEntropyGrad(el, lt, rows, C, cg.getIgnoreIndex(), gradLit);
+    k = "cross_entropy_grad";
   } else {
     return failure("internal error: not a row op");
   }
-  addStep(k, bufs, KernelTemplate::rows);
+  addStep(k, params.get(), bufs, KernelTemplate::rows);
   return llvm::Error::success();
 }
 
@@ -534,7 +561,7 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   desc.varlen = varlen;
   desc.causal = causal;
   desc.batch = B, desc.heads = H, desc.seqQ = Sq, desc.seqK = Sk, desc.headDim = D,
-  desc.valueDim = Dv, desc.tokenCapacity = tokenCapacity();
+  desc.valueDim = Dv, desc.tokenCapacity = kernels.tokenCapacity;
   desc.scale = scale, desc.dropout = dropout, desc.seed = seed;
   for (const View &w : tensors)
     desc.tensors.push_back({w.offset, w.strides[0], w.strides[1], w.strides[varlen ? 0 : 2]});
@@ -547,7 +574,8 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   if (auto module = fn->getParentOfType<ModuleOp>())
     if (auto products = module->getAttrOfType<StringAttr>("mlc.autocast"))
       desc.bf16Products = products.getValue() == "bf16";
-  addStep(kernels.target.attention(desc), bufs, KernelTemplate::attention);
+  addStep("attention", encodeAttention(desc, op->getContext()), bufs,
+          KernelTemplate::attention);
   return llvm::Error::success();
 }
 
@@ -624,34 +652,34 @@ llvm::Error FunctionLowering::emitOptimizerFusion(FusionOp fusion) {
   int gBuf = newBuffer({Buffer::Grad, el, total, "*"});
   int hBuf = bufferOf(fusion.getInputs()[0]);
 
-  llvm::DenseMap<Value, std::string> scalar;
-  for (auto [k, arg] : llvm::enumerate(block.getArguments()))
-    scalar[arg] = "x" + std::to_string(k);
-  std::string body, prologue;
-  for (int k = 0; k < 4; ++k) {
-    static const char *ptr[] = {"pp", "gg", "mm", "vv"};
-    body += "      const " + T + " x" + std::to_string(k) + " = " + ptr[k] + "[i];\n";
-  }
-  if (auto err = scalarOps(block, {}, "i", "      ", scalar, body, prologue))
-    return err;
-  const char *out[] = {"pp", "mm", "vv"};
-  for (int k = 0; k < 3; ++k)
-    body += std::string("      ") + out[k] + "[i] = " + scalar.lookup(yield.getValues()[k]) +
-            ";\n";
-
-  // Scalars: block arguments 5.. are the scalars before the decay factor.
-  std::string setup;
-  for (int j = 0; j < kDecay; ++j)
-    setup += "  const " + T + " x" + std::to_string(5 + j) + " = (" + T + ")h[" +
-             std::to_string(j) + "];\n";
-  setup += "  const " + T + " decayOn = (" + T + ")h[" + std::to_string(int(kDecay)) + "];\n" +
-           prologue;
   std::vector<Segment> table;
   for (auto &[off, n, decay] : merged)
     table.push_back({off, n, decay != 0});
-  std::string k = kernels.target.optimizer(el, table, setup, body);
-  addStep(k, {pBuf, mBuf, vBuf, gBuf, hBuf}, KernelTemplate::optimizer);
-  return llvm::Error::success();
+  auto text = [&]() -> llvm::Expected<std::string> {
+    llvm::DenseMap<Value, std::string> scalar;
+    for (auto [k, arg] : llvm::enumerate(block.getArguments()))
+      scalar[arg] = "x" + std::to_string(k);
+    std::string body, prologue;
+    for (int k = 0; k < 4; ++k) {
+      static const char *ptr[] = {"pp", "gg", "mm", "vv"};
+      body += "      const " + T + " x" + std::to_string(k) + " = " + ptr[k] + "[i];\n";
+    }
+    if (auto err = scalarOps(block, {}, "i", "      ", scalar, body, prologue))
+      return std::move(err);
+    const char *out[] = {"pp", "mm", "vv"};
+    for (int k = 0; k < 3; ++k)
+      body += std::string("      ") + out[k] + "[i] = " + scalar.lookup(yield.getValues()[k]) +
+              ";\n";
+    // Scalars: block arguments 5.. are the scalars before the decay factor.
+    std::string setup;
+    for (int j = 0; j < kDecay; ++j)
+      setup += "  const " + T + " x" + std::to_string(5 + j) + " = (" + T + ")h[" +
+               std::to_string(j) + "];\n";
+    setup += "  const " + T + " decayOn = (" + T + ")h[" + std::to_string(int(kDecay)) +
+             "];\n" + prologue;
+    return target().optimizer(el, table, setup, body);
+  };
+  return addTextStep(text, {pBuf, mBuf, vBuf, gBuf, hBuf}, KernelTemplate::optimizer);
 }
 
 /// The L2 norm over the flat gradient buffer (a `norm` fusion): each
@@ -675,18 +703,18 @@ llvm::Error FunctionLowering::emitNormFusion(FusionOp fusion) {
   int gBuf = newBuffer({Buffer::Grad, el, layout->at("*").numel, "*"});
   int outId = arenaFor(fusion.getResult(0));
   valueBuffers[fusion.getResult(0)] = outId;
-  llvm::DenseMap<Value, std::string> scalar;
-  scalar[block.getArgument(0)] = "x0";
-  std::string body = "      const " + T + " x0 = gg[i];\n", prologue;
-  if (auto err = scalarOps(block, {}, "i", "      ", scalar, body, prologue))
-    return err;
   std::vector<Segment> segments;
   for (auto &[off, n] : table)
     segments.push_back({off, n, false});
-  std::string k = prologue + kernels.target.norm(el, segments, body,
-                                                 scalar.lookup(yield.getValues()[0]));
-  addStep(k, {outId, gBuf}, KernelTemplate::reduction);
-  return llvm::Error::success();
+  auto text = [&]() -> llvm::Expected<std::string> {
+    llvm::DenseMap<Value, std::string> scalar;
+    scalar[block.getArgument(0)] = "x0";
+    std::string body = "      const " + T + " x0 = gg[i];\n", prologue;
+    if (auto err = scalarOps(block, {}, "i", "      ", scalar, body, prologue))
+      return std::move(err);
+    return prologue + target().norm(el, segments, body, scalar.lookup(yield.getValues()[0]));
+  };
+  return addTextStep(text, {outId, gBuf}, KernelTemplate::reduction);
 }
 
 } // namespace mlc::lowering

@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "contract/StepFunctions.h"
+#include "compiler/codegen/KernelParams.h"
 #include "compiler/codegen/LoweringImpl.h"
 #include "contract/OptimizerScalars.h"
 
@@ -28,19 +29,19 @@ namespace lowering {
 void FunctionLowering::emitConstant(ConstantOp c, int id) {
   auto dense = cast<DenseElementsAttr>(c.getValue());
   Type el = dense.getElementType();
+  ParamsBuilder p(c.getContext());
+  p.type("element", el);
   if (dense.isSplat()) {
-    addStep(kernels.target.fill(el, numel(c.getResult()), splatLiteral(c)), {id},
-            KernelTemplate::fill);
+    p.i64("count", numel(c.getResult()));
+    if (isa<FloatType>(el))
+      p.f64("value", dense.getSplatValue<APFloat>().convertToDouble());
+    else
+      p.i64("value", dense.getSplatValue<APInt>().getSExtValue());
+    addStep("fill", p.get(), {id}, KernelTemplate::fill);
     return;
   }
-  std::vector<std::string> values;
-  if (isa<FloatType>(el))
-    for (APFloat v : dense.getValues<APFloat>())
-      values.push_back(literal(v.convertToDouble(), el));
-  else
-    for (APInt v : dense.getValues<APInt>())
-      values.push_back(std::to_string(v.getSExtValue()));
-  addStep(kernels.target.constant(el, values), {id}, KernelTemplate::fill);
+  p.attr("values", dense);
+  addStep("constant", p.get(), {id}, KernelTemplate::fill);
 }
 
 /// One kernel that copies each source (read through its view) into a region
@@ -52,20 +53,29 @@ void FunctionLowering::emitCopies(int dstId, Type el, int64_t dstNumel, bool zer
                                   const Shape &dstStrides) {
   std::vector<std::pair<Type, bool>> slots{{el, true}};
   std::vector<int> bufs{dstId};
-  std::string loops;
+  std::vector<View> views;
   for (size_t k = 0; k < sources.size(); ++k) {
-    View view = viewOf(sources[k]);
-    int slot = slots.size();
+    views.push_back(viewOf(sources[k]));
     slots.push_back({el, false});
-    bufs.push_back(view.buffer);
-    loops += kernels.target.pointwise(
-        view.shape, {{0, dstBases[k], dstStrides, el}, {slot, view.offset, view.strides, el}},
-        "    p0[o0] = p" + std::to_string(slot) + "[o1];\n", dynamicRows(sources[k]));
+    bufs.push_back(views.back().buffer);
   }
-  std::string body = args(slots);
-  if (zeroFirst)
-    body += kernels.target.zero(dstNumel * dtypeBytes(el));
-  addStep(body + loops, bufs, KernelTemplate::copy);
+  llvm::cantFail(addTextStep(
+      [&]() -> llvm::Expected<std::string> {
+        std::string loops;
+        for (size_t k = 0; k < sources.size(); ++k) {
+          const View &view = views[k];
+          int slot = k + 1;
+          loops += target().pointwise(
+              view.shape,
+              {{0, dstBases[k], dstStrides, el}, {slot, view.offset, view.strides, el}},
+              "    p0[o0] = p" + std::to_string(slot) + "[o1];\n", dynamicRows(sources[k]));
+        }
+        std::string body = args(slots);
+        if (zeroFirst)
+          body += target().zero(dstNumel * dtypeBytes(el));
+        return body + loops;
+      },
+      bufs, KernelTemplate::copy));
 }
 
 llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
@@ -166,11 +176,13 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
         int id = arenaFor(i.getResult());
         valueBuffers[i.getResult()] = id;
         // Offset o1 of a zero-based access with stride 1 along dim is the index.
-        addStep(args({{el, true}}) +
-                    kernels.target.pointwise(s, {{0, 0, rowMajorStrides(s), el}, {0, 0, st}},
-                                             "    p0[o0] = (" + T + ")o1;\n", false),
-                {id});
-        return llvm::Error::success();
+        return addTextStep(
+            [&]() -> llvm::Expected<std::string> {
+              return args({{el, true}}) +
+                     target().pointwise(s, {{0, 0, rowMajorStrides(s), el}, {0, 0, st}},
+                                        "    p0[o0] = (" + T + ")o1;\n", false);
+            },
+            {id});
       })
       .Case<ScalarOpInterface>([&](auto) { return emitPointwise(op); })
       .Case<FusionOp>([&](FusionOp f) { return emitFusion(f); })
@@ -222,21 +234,29 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
       .Case<AttentionGradOp>([&](auto) { return emitAttention(op, true); })
       .Case<EmbeddingOp>([&](EmbeddingOp e) {
         Shape w = shapeOf(e.getWeight());
-        std::string rows = rowsExpr(numel(e.getIndices()), dynamicRows(e.getIndices()));
         int id = arenaFor(e.getResult());
         valueBuffers[e.getResult()] = id;
-        addStep(kernels.target.embedding(el, typeOf(e.getIndices()).getElementType(), rows,
-                                         w[0], w[1]),
+        ParamsBuilder p(op->getContext());
+        p.type("element", el)
+            .type("ids", typeOf(e.getIndices()).getElementType())
+            .rows(rowsOf(numel(e.getIndices()), dynamicRows(e.getIndices())))
+            .i64("vocab", w[0])
+            .i64("columns", w[1]);
+        addStep("embedding", p.get(),
                 {id, bufferOf(e.getWeight()), bufferOf(e.getIndices())}, KernelTemplate::gather);
         return llvm::Error::success();
       })
       .Case<EmbeddingGradOp>([&](EmbeddingGradOp e) {
         Shape t = shapeOf(e.getResult());
-        std::string rows = rowsExpr(numel(e.getIndices()), dynamicRows(e.getIndices()));
         int id = arenaFor(e.getResult());
         valueBuffers[e.getResult()] = id;
-        addStep(kernels.target.embeddingGrad(el, typeOf(e.getIndices()).getElementType(), rows,
-                                             t[0], t[1]),
+        ParamsBuilder p(op->getContext());
+        p.type("element", el)
+            .type("ids", typeOf(e.getIndices()).getElementType())
+            .rows(rowsOf(numel(e.getIndices()), dynamicRows(e.getIndices())))
+            .i64("vocab", t[0])
+            .i64("columns", t[1]);
+        addStep("embedding_grad", p.get(),
                 {id, bufferOf(e.getGrad()), bufferOf(e.getIndices())}, KernelTemplate::scatter);
         return llvm::Error::success();
       })
@@ -424,9 +444,9 @@ llvm::Error lowerToPlan(ModuleOp module) {
     return failure("the module has no @forward function");
   // A dynamic dimension is the token count: only leading, sized at run time
   // up to the capacity the module declares.
-  tokenCapacity() = 0;
+  int64_t tokenCapacity = 0;
   if (auto cap = module->getAttrOfType<IntegerAttr>("mlc.token_capacity"))
-    tokenCapacity() = cap.getInt();
+    tokenCapacity = cap.getInt();
   std::string dynamicError;
   module.walk([&](Operation *op) {
     for (Value v : op->getResults()) {
@@ -434,7 +454,7 @@ llvm::Error lowerToPlan(ModuleOp module) {
       if (!t)
         continue;
       for (int64_t d = 0; d < t.getRank(); ++d)
-        if (t.isDynamicDim(d) && (d != 0 || tokenCapacity() < 2) && dynamicError.empty())
+        if (t.isDynamicDim(d) && (d != 0 || tokenCapacity < 2) && dynamicError.empty())
           dynamicError = "'" + op->getName().getStringRef().str() + "' has a dynamic dimension " +
                          std::to_string(d) + (d ? " (only the leading token dimension may be" :
                                                   " but the module declares no mlc.token_capacity (") +
@@ -444,7 +464,7 @@ llvm::Error lowerToPlan(ModuleOp module) {
   for (BlockArgument arg : forward.getArguments()) {
     auto t = typeOf(arg);
     for (int64_t d = 0; d < t.getRank(); ++d)
-      if (t.isDynamicDim(d) && (d != 0 || tokenCapacity() < 2) && dynamicError.empty())
+      if (t.isDynamicDim(d) && (d != 0 || tokenCapacity < 2) && dynamicError.empty())
         dynamicError = "argument #" + std::to_string(arg.getArgNumber()) +
                        " has a dynamic dimension the CPU plan cannot size";
   }
@@ -469,10 +489,9 @@ llvm::Error lowerToPlan(ModuleOp module) {
   std::vector<Param> params;
   std::vector<std::unique_ptr<FunctionLowering>> lowered;
   FunctionLowering::Layout layout; // the optimizer functions keep a pointer to it
-  // Every function lowered with kernels written by `kernels`' target. The
-  // lowering is a pure function of the module, so a second run with
-  // another target adds the same kernels in the same order.
-  auto lowerAll = [&](KernelSet &kernels) -> llvm::Error {
+  // Every function lowered once, its kernels collected in `kernels`.
+  KernelSet kernels(tokenCapacity);
+  auto lowerAll = [&]() -> llvm::Error {
     lowered.clear();
     params.clear();
     // train_step last: the parameter layout reads its gradient order.
@@ -519,18 +538,8 @@ llvm::Error lowerToPlan(ModuleOp module) {
     }
     return llvm::Error::success();
   };
-  // The CUDA kernels first, recorded in the order the lowering adds them;
-  // then the CPU lowering, which builds the plan, pairs each of its kernels
-  // with the CUDA text of the same step.
-  std::unique_ptr<KernelTarget> cudaTarget = createCudaTarget(), cpuTarget = createCpuTarget();
-  KernelSet cudaKernels(*cudaTarget);
-  if (auto err = lowerAll(cudaKernels))
+  if (auto err = lowerAll())
     return err;
-  KernelSet kernels(*cpuTarget, &cudaKernels.added);
-  if (auto err = lowerAll(kernels))
-    return err;
-  if (kernels.added.size() != cudaKernels.added.size())
-    return failure("internal: the CPU and CUDA lowerings added different kernels");
 
   OpBuilder b(module.getContext());
   b.setInsertionPointToEnd(module.getBody());
@@ -561,11 +570,15 @@ llvm::Error lowerToPlan(ModuleOp module) {
   if (merge)
     b.create<plan::ScalarsOp>(loc, b.getStringAttr("accumulation"),
                               TypeAttr::get(b.getF64Type()), b.getI64IntegerAttr(1));
-  for (const KernelSet::Kernel &k : kernels.kernels)
-    b.create<plan::KernelOp>(loc, b.getStringAttr(k.name),
-                             plan::KernelTemplateAttr::get(b.getContext(), k.kind),
-                             b.getI64IntegerAttr(k.numArgs), b.getStringAttr(k.body),
-                             b.getStringAttr(k.cudaBody));
+  for (const KernelSet::Kernel &k : kernels.kernels) {
+    bool templated = !k.templateName.empty();
+    b.create<plan::KernelOp>(
+        loc, b.getStringAttr(k.name), plan::KernelTemplateAttr::get(b.getContext(), k.kind),
+        templated ? b.getStringAttr(k.templateName) : StringAttr(),
+        b.getI64IntegerAttr(k.numArgs), templated ? k.params : DictionaryAttr(),
+        templated ? StringAttr() : b.getStringAttr(k.cpuText),
+        templated ? StringAttr() : b.getStringAttr(k.cudaText));
+  }
   for (auto &f : lowered)
     f->emitPlan(b);
   // The graph functions are now the plan.

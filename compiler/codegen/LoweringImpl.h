@@ -31,37 +31,20 @@ inline llvm::Error failure(const llvm::Twine &msg) {
 }
 
 inline RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
-/// Token capacity of the module being lowered: the static extent that stands
-/// for a dynamic leading (token) dimension in buffer sizes and strides. Kernels
-/// iterate over the run's actual token count, ctx->rows, instead.
-inline int64_t &tokenCapacity() {
-  static int64_t capacity = 0;
-  return capacity;
-}
-inline Shape shapeOf(Value v) {
+/// v's shape with a dynamic leading (token) dimension at the module's token
+/// `capacity`: the static extent that stands for it in buffer sizes and
+/// strides. Kernels iterate over the run's actual token count instead.
+inline Shape shapeOf(Value v, int64_t capacity) {
   auto s = typeOf(v).getShape();
   Shape out(s.begin(), s.end());
   if (!out.empty() && out[0] == kDynamic)
-    out[0] = tokenCapacity();
+    out[0] = capacity;
   return out;
-}
-inline int64_t numel(Value v) {
-  int64_t n = 1;
-  for (int64_t d : shapeOf(v))
-    n *= d;
-  return n;
 }
 /// True when v's leading dimension is the dynamic token count.
 inline bool dynamicRows(Value v) {
   auto t = typeOf(v);
   return t.getRank() >= 1 && t.isDynamicDim(0);
-}
-/// The C expression of `n` rows (a multiple of the capacity when dynamic).
-inline std::string rowsExpr(int64_t n, bool dynamic) {
-  if (!dynamic)
-    return std::to_string(n);
-  int64_t per = n / tokenCapacity();
-  return per == 1 ? "ctx->rows" : "(ctx->rows * " + std::to_string(per) + ")";
 }
 inline int64_t product(const Shape &s) {
   int64_t n = 1;
@@ -290,42 +273,43 @@ struct Step {
 
 using plan::KernelTemplate;
 
-/// Kernels of the whole package, deduplicated by body. Built for one
-/// target; given the bodies another target's lowering added (`second`, in
-/// the same order), each kernel also carries that target's text, and two
-/// steps share a kernel only when both texts agree.
+/// The package's kernels, each once: a template kernel (KernelParams.h) by
+/// its template and parameters, a kernel still written as text by its two
+/// targets' texts (both written in the one lowering, for the same step).
 class KernelSet {
 public:
-  explicit KernelSet(KernelTarget &target, const std::vector<std::string> *second = nullptr)
-      : target(target), second(second) {}
-  /// The target the kernels are written for.
-  KernelTarget &target;
+  explicit KernelSet(int64_t tokenCapacity)
+      : tokenCapacity(tokenCapacity), cpu(createCpuTarget(tokenCapacity)),
+        cuda(createCudaTarget(tokenCapacity)) {}
+  /// The module's token capacity (the extent of a dynamic leading dimension).
+  const int64_t tokenCapacity;
+  /// The targets that write the text kernels.
+  std::unique_ptr<KernelTarget> cpu, cuda;
   struct Kernel {
-    std::string name, body;
+    std::string name;
     KernelTemplate kind;
     int64_t numArgs;
-    std::string cudaBody; // the second target's text ("" without one)
+    std::string templateName; // a template kernel: its template and parameters
+    DictionaryAttr params;
+    std::string cpuText, cudaText; // otherwise: its text per target
   };
-  std::string add(const std::string &body, KernelTemplate kind, int64_t numArgs) {
-    std::string other;
-    if (second && added.size() < second->size())
-      other = (*second)[added.size()];
-    added.push_back(body);
-    std::string key = body + '\0' + other;
+  /// The kernel's name (k<N>), the first kernel's equal to it if any.
+  std::string add(Kernel k) {
+    std::string key = k.templateName.empty()
+                          ? "text\0" + k.cpuText + '\0' + k.cudaText
+                          : "template\0" + k.templateName + '\0' +
+                                std::to_string(uintptr_t(k.params.getAsOpaquePointer()));
     auto it = names.find(key);
     if (it != names.end())
       return kernels[it->second].name;
-    std::string name = "k" + std::to_string(kernels.size());
+    k.name = "k" + std::to_string(kernels.size());
     names.emplace(key, kernels.size());
-    kernels.push_back({name, body, kind, numArgs, other});
-    return name;
+    kernels.push_back(std::move(k));
+    return kernels.back().name;
   }
   std::vector<Kernel> kernels;
-  /// Every body added, in order (repeats included).
-  std::vector<std::string> added;
 
 private:
-  const std::vector<std::string> *second;
   std::map<std::string, size_t> names;
 };
 
@@ -340,6 +324,19 @@ public:
 
   FunctionLowering(func::FuncOp fn, KernelSet &kernels, const Layout *layout = nullptr)
       : fn(fn), kernels(kernels), layout(layout) {}
+
+  /// Shapes with the dynamic token dimension at the module's capacity.
+  Shape shapeOf(Value v) const { return lowering::shapeOf(v, kernels.tokenCapacity); }
+  int64_t numel(Value v) const {
+    int64_t n = 1;
+    for (int64_t d : shapeOf(v))
+      n *= d;
+    return n;
+  }
+  /// `n` rows (at the capacity when `dynamic`) as a row count.
+  Rows rowsOf(int64_t n, bool dynamic) const {
+    return kernels.cpu->leadingRows(n, dynamic);
+  }
 
   llvm::Error run();
   /// Appends the function as a plan.func (arena slices not yet placed).
@@ -387,11 +384,15 @@ private:
     } else {
       id = arenaFor(v);
       Type el = typeOf(v).getElementType();
-      addStep(args({{el, true}, {el, false}}) +
-                  kernels.target.pointwise(view.shape, {{0, 0, rowMajorStrides(view.shape), el},
-                                                        {1, view.offset, view.strides, el}},
-                                           "    p0[o0] = p1[o1];\n", dynamicRows(v)),
-              {id, view.buffer}, KernelTemplate::copy);
+      bool dynamic = dynamicRows(v);
+      llvm::cantFail(addTextStep(
+          [&]() -> llvm::Expected<std::string> {
+            return args({{el, true}, {el, false}}) +
+                   target().pointwise(view.shape, {{0, 0, rowMajorStrides(view.shape), el},
+                                                   {1, view.offset, view.strides, el}},
+                                      "    p0[o0] = p1[o1];\n", dynamic);
+          },
+          {id, view.buffer}, KernelTemplate::copy));
     }
     valueBuffers[v] = id;
     return id;
@@ -587,19 +588,53 @@ private:
     return "(" + cType(el) + ")" +
            std::to_string(dense.getSplatValue<APInt>().getSExtValue());
   }
-  void addStep(const std::string &kernelBody, std::vector<int> bufs,
-               KernelTemplate kind = KernelTemplate::pointwise) {
+  /// A step launching template kernel `templateName` with `params`.
+  void addStep(llvm::StringRef templateName, DictionaryAttr params, std::vector<int> bufs,
+               KernelTemplate kind) {
+    KernelSet::Kernel k;
+    k.kind = kind;
+    k.numArgs = bufs.size();
+    k.templateName = templateName.str();
+    k.params = params;
+    addLaunch(kernels.add(std::move(k)), std::move(bufs));
+  }
+  /// A step launching a kernel written as text: `text` runs once per
+  /// target, with target() that target, and must do nothing but write.
+  llvm::Error addTextStep(llvm::function_ref<llvm::Expected<std::string>()> text,
+                          std::vector<int> bufs,
+                          KernelTemplate kind = KernelTemplate::pointwise) {
+    KernelSet::Kernel k;
+    k.kind = kind;
+    k.numArgs = bufs.size();
+    for (auto [t, out] : {std::make_pair(kernels.cpu.get(), &k.cpuText),
+                          std::make_pair(kernels.cuda.get(), &k.cudaText)}) {
+      current = t;
+      auto written = text();
+      current = nullptr;
+      if (!written)
+        return written.takeError();
+      *out = std::move(*written);
+    }
+    addLaunch(kernels.add(std::move(k)), std::move(bufs));
+    return llvm::Error::success();
+  }
+  void addLaunch(std::string kernel, std::vector<int> bufs) {
     Step step;
-    step.kernel = kernels.add(kernelBody, kind, bufs.size());
+    step.kernel = std::move(kernel);
     step.buffers = std::move(bufs);
     steps.push_back(std::move(step));
+  }
+  /// The target whose text addTextStep is writing.
+  KernelTarget &target() {
+    assert(current && "kernel text written outside addTextStep");
+    return *current;
   }
   /// Typed pointer declarations for the kernel arguments (the target's).
   std::string args(const std::vector<std::pair<Type, bool>> &slots) {
     std::vector<KernelArg> a;
     for (auto [el, written] : slots)
       a.push_back({el, written});
-    return kernels.target.arguments(a);
+    return target().arguments(a);
   }
   /// The target's expression of a pointwise op over scalar operand
   /// expressions `a`; `index` is the flat element index (dropout's counter).
@@ -637,6 +672,7 @@ private:
 
   func::FuncOp fn;
   KernelSet &kernels;
+  KernelTarget *current = nullptr;
   const Layout *layout;
   std::vector<Buffer> buffers;
   std::vector<Step> steps;

@@ -128,9 +128,20 @@ LogicalResult InputOp::verify() {
 LogicalResult KernelOp::verify() {
   if (getNumArgs() < 1)
     return emitOpError("a kernel takes at least one buffer");
-  if (getSource().empty())
+  if (getTemplateName()) {
+    if (getTemplateName()->empty())
+      return emitOpError("a template kernel needs its template's name");
+    if (!getParams())
+      return emitOpError("template kernel '") << *getTemplateName() << "' has no params";
+    if (getSource() || getCuda())
+      return emitOpError("a template kernel carries no text (its targets print it)");
+    return success();
+  }
+  if (!getSource() || getSource()->empty())
     return emitOpError("kernel has no source");
-  if (!getCuda().empty() && getCuda().find("@phase(") == llvm::StringRef::npos)
+  if (getParams())
+    return emitOpError("params belong to a template kernel");
+  if (getCuda() && getCuda()->find("@phase(") == llvm::StringRef::npos)
     return emitOpError("CUDA text has no launch (an @phase(grid,block) mark)");
   return success();
 }

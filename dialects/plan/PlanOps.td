@@ -118,12 +118,26 @@ def Plan_ScalarsOp : Plan_Op<"scalars"> {
 }
 
 def Plan_KernelOp : Plan_Op<"kernel", [Symbol]> {
-  let summary = "a generated kernel: its template, argument count and source";
+  let summary = "a generated kernel: its template and parameters, or its text";
   let description = [{
-    The kernel's body in C++ for the CPU target: `num_args` typed pointers
-    `p0..pN` (outputs first) bound from `b[]`, and the run's context `ctx`;
-    and, when the lowering wrote one, the same kernel in CUDA C (`cuda`:
-    its phases, CudaPrelude.h).
+    A kernel of `num_args` buffers (outputs first). A template kernel names
+    its template (`softmax`, `layer_norm`, `cross_entropy`, `embedding`,
+    `fill`, `reduction`, `attention`, ...) and carries that template's
+    typed parameters (`params`: element types, sizes, row counts, strides,
+    flags); the package writer prints it for each target from them
+    (compiler/codegen/KernelPrinter.cpp), so no target's text is in the
+    plan. A dynamic row count is `rows` (at the token capacity) with
+    `rows_per_token`.
+
+    ```mlir
+    plan.kernel @k3 rows "softmax" args(2)
+        params {columns = 64 : i64, element = f32, rows = 32 : i64, rows_per_token = 1 : i64}
+    ```
+
+    Kernels the lowering still writes as text (pointwise bodies, fusions,
+    the optimizer) carry it per target: `source` the C++ body (typed
+    pointers `p0..pN` bound from `b[]`, the run's context `ctx`), `cuda`
+    the CUDA C body (its phases, CudaPrelude.h).
 
     ```mlir
     plan.kernel @k0 pointwise args(2) source "  float *p0 = ...;\n..."
@@ -131,9 +145,13 @@ def Plan_KernelOp : Plan_Op<"kernel", [Symbol]> {
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, Plan_KernelTemplate:$kind,
-                       Plan_I64Attr:$num_args, StrAttr:$source,
-                       DefaultValuedStrAttr<StrAttr, "">:$cuda);
-  let assemblyFormat = "$sym_name $kind `args` `(` $num_args `)` `source` $source (`cuda` $cuda^)? attr-dict";
+                       OptionalAttr<StrAttr>:$template_name, Plan_I64Attr:$num_args,
+                       OptionalAttr<DictionaryAttr>:$params, OptionalAttr<StrAttr>:$source,
+                       OptionalAttr<StrAttr>:$cuda);
+  let assemblyFormat = [{
+    $sym_name $kind ($template_name^)? `args` `(` $num_args `)` (`params` $params^)?
+    (`source` $source^)? (`cuda` $cuda^)? attr-dict
+  }];
   let hasVerifier = 1;
 }
 
