@@ -91,6 +91,12 @@ public:
     return bindArguments(args);
   }
 
+  std::string pointwiseNest(const PointwiseNest &nest, const std::string &body,
+                            const std::string &) override {
+    return pointwise(nest.dims, nest.accs, body, nest.dynamic);
+  }
+
+private:
   /// A loop nest over `shape`. Unit dimensions are dropped and dimensions
   /// that are contiguous for every access merge, so most nests are one or
   /// two loops; nests of 8192 elements or more are shared out among threads.
@@ -98,7 +104,7 @@ public:
   /// group's intermediates never touch memory); broadcast operands stay in
   /// cache.
   std::string pointwise(const Shape &shape, const std::vector<Access> &accs,
-                        const std::string &body, bool dynamic) override {
+                        const std::string &body, bool dynamic) {
     auto [dims, strides] = mergeDims(shape, accs);
     std::ostringstream os;
     int64_t total = product(dims);
@@ -116,6 +122,9 @@ public:
     os << "{\n" << accessOffsets(accs, strides, "  ") << body << "}\n";
     return os.str();
   }
+
+
+public:
 
   std::string columnReduction(const Rows &rows, int64_t columns,
                               const std::string &offsets, const std::string &body, int slot,

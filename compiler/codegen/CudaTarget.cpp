@@ -30,10 +30,10 @@
 
 #include "compiler/codegen/CudaPrelude.h"
 #include "compiler/codegen/LoweringImpl.h"
+#include "compiler/codegen/Vectorize.h"
 
 #include "llvm/Support/ErrorHandling.h"
 
-#include <cctype>
 #include <sstream>
 
 namespace mlc::lowering {
@@ -53,17 +53,6 @@ std::string phase(int64_t grid, int64_t block) {
   return "  if (phase == @phase(" + n2s(grid) + "," + n2s(block) + ")) {\n";
 }
 std::string scratch(int64_t bytes) { return "  // @scratch(" + n2s(bytes) + ")\n"; }
-
-bool isIdentChar(char c) { return std::isalnum((unsigned char)c) || c == '_'; }
-
-/// Whether `text` names identifier `name` (not as part of a longer one).
-bool mentions(const std::string &text, const std::string &name) {
-  for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1))
-    if ((at == 0 || !isIdentChar(text[at - 1])) &&
-        (at + name.size() == text.size() || !isIdentChar(text[at + name.size()])))
-      return true;
-  return false;
-}
 
 /// `text` with `extra` put before every line (bodies arrive indented for a
 /// loop at depth 2).
@@ -95,84 +84,11 @@ std::string decompose(const Shape &dims, const std::string &in) {
 
 /// How a pointwise kernel moves its contiguous accesses as vectors: `lanes`
 /// consecutive elements per thread (1: not vectorized); per access whether
-/// it is a vector, read, written; and the body with each vector access's
-/// element `p<slot>[o<k>]` turned into its lane `v<k>[u]`.
+/// it is a vector, read, written (mlc-cuda-vectorize decided, on IR).
 struct VectorPlan {
   int64_t lanes = 1;
   std::vector<bool> vector, read, written;
-  std::string body;
 };
-
-/// An access is a vector when the body touches its element, its element type
-/// is known, it is contiguous along the innermost dimension, and its base and
-/// outer strides keep every vector aligned (given an aligned pointer). Lanes:
-/// 16 bytes of the widest such element, halved until they divide the
-/// innermost extent (a vector never spans two rows).
-VectorPlan vectorPlan(const Shape &dims, const std::vector<Shape> &strides,
-                      const std::vector<Access> &accs, const std::string &body, bool dynamic,
-                      int64_t tokenCapacity) {
-  VectorPlan vp;
-  const size_t n = accs.size();
-  vp.vector.assign(n, false), vp.read.assign(n, false), vp.written.assign(n, false);
-  vp.body = body;
-  if (dims.empty())
-    return vp;
-  const size_t L = dims.size() - 1;
-  // A dynamic single dimension is (rows * per): its extent divides like per.
-  const int64_t extent = L == 0 && dynamic ? dims[0] / tokenCapacity : dims[L];
-  std::vector<bool> candidate(n, false);
-  for (size_t k = 0; k < n; ++k) {
-    const std::string tok = "p" + n2s(accs[k].slot) + "[o" + n2s(k) + "]";
-    for (size_t at = body.find(tok); at != std::string::npos; at = body.find(tok, at + 1)) {
-      if (at && isIdentChar(body[at - 1]))
-        continue;
-      size_t after = at + tok.size();
-      bool store = body.compare(after, 3, " = ") == 0;
-      (store ? vp.written : vp.read)[k] = true;
-    }
-    int64_t bytes = accs[k].element ? dtypeBytes(accs[k].element) : 0;
-    candidate[k] = (vp.read[k] || vp.written[k]) && (bytes == 1 || bytes == 2 || bytes == 4 ||
-                                                      bytes == 8) &&
-                   strides[k][L] == 1;
-  }
-  int64_t lanes = 1;
-  for (bool changed = true; changed;) {
-    changed = false;
-    int64_t widest = 0;
-    for (size_t k = 0; k < n; ++k)
-      if (candidate[k])
-        widest = std::max(widest, dtypeBytes(accs[k].element));
-    if (!widest)
-      return vp;
-    lanes = 16 / widest;
-    for (size_t k = 0; k < n; ++k) {
-      if (!candidate[k])
-        continue;
-      bool aligned = accs[k].base % lanes == 0;
-      for (size_t d = 0; d < L; ++d)
-        aligned = aligned && strides[k][d] % lanes == 0;
-      if (!aligned)
-        candidate[k] = false, changed = true;
-    }
-  }
-  while (lanes > 1 && extent % lanes)
-    lanes /= 2;
-  if (lanes == 1)
-    return vp;
-  vp.lanes = lanes;
-  vp.vector = candidate;
-  for (size_t k = 0; k < n; ++k) {
-    if (!candidate[k])
-      continue;
-    const std::string tok = "p" + n2s(accs[k].slot) + "[o" + n2s(k) + "]",
-                      lane = "v" + n2s(k) + "[u]";
-    for (size_t at = vp.body.find(tok); at != std::string::npos;
-         at = vp.body.find(tok, at + lane.size()))
-      if (!at || !isIdentChar(vp.body[at - 1]))
-        vp.body.replace(at, tok.size(), lane);
-  }
-  return vp;
-}
 
 /// Threads per row-kernel block: enough warps for the row, at most 256.
 int64_t rowBlock(int64_t C) { return C <= 64 ? 64 : C <= 256 ? 128 : 256; }
@@ -262,15 +178,29 @@ public:
   /// registers); a broadcast operand is re-read from L2, not DRAM.
   /// A grid-stride loop over the flat index of the merged nest; the last
   /// dimension varies fastest, so neighbouring threads touch neighbouring
-  /// elements of every contiguous access. Where the innermost dimension
-  /// allows (vectorPlan), a thread takes `lanes` consecutive elements and
-  /// moves each contiguous access's share as one vector (16 bytes for the
-  /// widest element), when every such pointer is aligned at run time; the
-  /// element loop stays as the path for unaligned buffers.
-  std::string pointwise(const Shape &shape, const std::vector<Access> &accs,
-                        const std::string &body, bool dynamic) override {
-    auto [dims, strides] = mergeDims(shape, accs);
-    VectorPlan vp = vectorPlan(dims, strides, accs, body, dynamic, tokenCapacity);
+  /// elements of every contiguous access. Where mlc-cuda-vectorize found
+  /// that the innermost dimension allows it, a thread takes `lanes`
+  /// consecutive elements and moves each vector access's share as one
+  /// vector (16 bytes for the widest element), when every such pointer is
+  /// aligned at run time; the element loop stays as the path for unaligned
+  /// buffers.
+  std::string pointwiseNest(const PointwiseNest &n, const std::string &body,
+                            const std::string &vectorBody) override {
+    std::vector<Shape> strides;
+    for (const Access &a : n.accs)
+      strides.push_back(a.strides);
+    VectorPlan vp{n.lanes, n.vector, n.read, n.written};
+    return nest(n.dims, strides, n.accs, vp, n.offsetUsed, body, vectorBody, n.dynamic);
+  }
+
+private:
+  /// The nest of a pointwise kernel over merged `dims`, access k at
+  /// strides[k]; with vectors, the lane loop defines o<k> where
+  /// `offsetUsed[k]` and runs `vectorBody`.
+  std::string nest(const Shape &dims, const std::vector<Shape> &strides,
+                   const std::vector<Access> &accs, const VectorPlan &vp,
+                   const std::vector<bool> &offsetUsed, const std::string &body,
+                   const std::string &vectorBody, bool dynamic) {
     std::ostringstream os;
     const int64_t block = 256;
     os << phase(blocksFor(product(dims) / vp.lanes, block, 4096), block);
@@ -302,13 +232,13 @@ public:
         if (vp.read[k])
           os << in << "  mlc_vload<" << V << ">(v" << K << ", " << P << " + q" << K << ");\n";
       }
-      if (mentions(vp.body, "o" + K))
+      if (offsetUsed[k])
         lanes += in + "    const int64_t o" + K + " = q" + K +
                  (strides[k].back() ? " + u * " + n2s(strides[k].back()) : "") + ";\n";
     }
     os << in << "  #pragma unroll\n"
        << in << "  for (int u = 0; u < " << V << "; ++u) {\n"
-       << lanes << indented(vp.body, in) << in << "  }\n";
+       << lanes << indented(vectorBody, in) << in << "  }\n";
     for (size_t k = 0; k < accs.size(); ++k)
       if (vp.vector[k] && vp.written[k])
         os << in << "  mlc_vstore<" << V << ">(p" << accs[k].slot << " + q" << k << ", v" << k
@@ -318,6 +248,7 @@ public:
     return os.str();
   }
 
+public:
   /// p[c] = sum_r body(r, c) (a bias gradient fused into its producer).
   /// Phase 0: block (chunk, cb) sums rows of its chunk for the columns of
   /// column block cb, a thread per column, into partial[chunk][c]; phase 1:

@@ -1,10 +1,11 @@
-//===- KernelEmitters.cpp - the C++ text of generated kernels --------------===//
+//===- KernelEmitters.cpp - the plan.kernel ops of graph ops ---------------===//
 //
-// Each emitter writes one kernel: pointwise ops and fusion regions (loop
-// nests over strided views), row kernels (softmax, LayerNorm, cross-entropy
-// and their gradients), reductions and attention. Loops keep their innermost
-// dimension contiguous and carry `omp simd` reductions, so the host compiler
-// vectorizes them without -ffast-math.
+// Each emitter builds one kernel as IR: pointwise ops and fusion regions
+// (bodies of loads, scalar ops and stores over strided views), fused bias
+// gradients, fused LayerNorms, the optimizer's update and the gradient norm
+// (bodies too), row kernels (softmax, LayerNorm, cross-entropy and their
+// gradients), reductions and attention (templates with their parameters).
+// No target is involved; the targets print them (KernelPrinter.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,70 +20,92 @@
 
 namespace mlc::lowering {
 
-std::string FunctionLowering::pointwiseExpr(Operation *op, const std::vector<std::string> &a,
-                                            const std::string &index, std::string &prologue) {
-  std::unique_ptr<ScalarEmitter> emitter = target().scalarEmitter(index, prologue);
-  return cast<ScalarOpInterface>(op).scalarExpr(*emitter, a);
+llvm::Error FunctionLowering::addBodyStep(const Shape &shape, const std::vector<Access> &accs,
+                                          bool dynamic, BodyBuilder build, std::vector<int> bufs,
+                                          KernelTemplate kind, bool merge,
+                                          llvm::function_ref<void(ParamsBuilder &)> more) {
+  Shape dims = shape;
+  std::vector<Shape> strides;
+  for (const Access &a : accs)
+    strides.push_back(a.strides);
+  if (merge)
+    std::tie(dims, strides) = mergeDims(shape, accs);
+  MLIRContext *context = fn.getContext();
+  OpBuilder b(context);
+  b.setInsertionPointToEnd(kernels.scratch->getBody());
+  ParamsBuilder params(context);
+  params.i64s("dims", dims).flag("dynamic", dynamic && !dims.empty());
+  if (more)
+    more(params);
+  auto kernel = b.create<plan::KernelOp>(
+      fn.getLoc(), b.getStringAttr("k"), plan::KernelTemplateAttr::get(context, kind),
+      StringAttr(), b.getI64IntegerAttr(bufs.size()), params.get(), StringAttr(), StringAttr());
+  b.setInsertionPointToStart(&kernel.getBody().emplaceBlock());
+  if (auto err = build(b, strides)) {
+    kernel->erase();
+    return err;
+  }
+  KernelSet::Kernel k;
+  k.kind = kind;
+  k.numArgs = bufs.size();
+  k.body = kernel;
+  addLaunch(kernels.add(std::move(k)), std::move(bufs));
+  return llvm::Error::success();
 }
 
+llvm::Error FunctionLowering::scalarClone(OpBuilder &b, Operation *op, IRMapping &map) {
+  if (auto c = dyn_cast<ConstantOp>(op)) {
+    auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+    if (!dense || !dense.isSplat())
+      return failure("a fusion region holds a non-splat constant");
+  }
+  Operation *clone = b.clone(*op, map);
+  for (Value r : clone->getResults())
+    r.setType(RankedTensorType::get({}, typeOf(r).getElementType()));
+  if (auto c = dyn_cast<ConstantOp>(clone)) {
+    auto dense = cast<DenseElementsAttr>(c.getValue());
+    c->setAttr("value", dense.resizeSplat(cast<ShapedType>(c.getResult().getType())));
+  }
+  return llvm::Error::success();
+}
+
+/// One op over elements: its result and each operand read through its view
+/// (broadcast by strides); a splat constant operand is a constant of the body.
 llvm::Error FunctionLowering::emitPointwise(Operation *op) {
   Value result = op->getResult(0);
   Shape out = shapeOf(result);
-  std::vector<std::pair<Type, bool>> slots{{typeOf(result).getElementType(), true}};
   std::vector<int> bufs{-1};
   std::vector<Access> accs{{0, 0, rowMajorStrides(out), typeOf(result).getElementType()}};
-  std::vector<std::string> operands;
+  std::vector<int> accessOf; // operand -> its access (-1: a splat constant)
   for (Value v : op->getOperands()) {
-    std::string lit = splatLiteral(v);
-    if (!lit.empty()) {
-      operands.push_back(lit);
+    if (!splatLiteral(v).empty()) {
+      accessOf.push_back(-1);
       continue;
     }
-    int slot = slots.size();
-    slots.push_back({typeOf(v).getElementType(), false});
-    accs.push_back(readAccess(slot, v, out, bufs));
-    operands.push_back("p" + std::to_string(slot) + "[o" + std::to_string(accs.size() - 1) +
-                       "]");
+    accessOf.push_back(accs.size());
+    accs.push_back(readAccess(accs.size(), v, out, bufs));
   }
   int outId = arenaFor(result);
   valueBuffers[result] = outId;
   bufs[0] = outId;
-  return addTextStep(
-      [&]() -> llvm::Expected<std::string> {
-        std::string prologue;
-        std::string body = "    p0[o0] = " + pointwiseExpr(op, operands, "o0", prologue) + ";\n";
-        return args(slots) + prologue + target().pointwise(out, accs, body, dynamicRows(result));
+  return addBodyStep(
+      out, accs, dynamicRows(result),
+      [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) -> llvm::Error {
+        IRMapping map;
+        for (auto [v, k] : llvm::zip(op->getOperands(), accessOf)) {
+          if (k >= 0) {
+            map.map(v, load(b, accs[k], strides[k]));
+            continue;
+          }
+          if (auto err = scalarClone(b, v.getDefiningOp(), map))
+            return err;
+        }
+        if (auto err = scalarClone(b, op, map))
+          return err;
+        store(b, map.lookup(result), accs[0], strides[0]);
+        return llvm::Error::success();
       },
       bufs);
-}
-
-/// The per-element code of a fusion region: splat constants become literals,
-/// every pointwise op a scalar temporary; `roots` (the region's reduction or
-/// LayerNorm and the cast of its result, if any) are left to the caller.
-llvm::Error FunctionLowering::scalarOps(Block &block, llvm::ArrayRef<Operation *> roots,
-                                        const std::string &index, const std::string &indent,
-                                        llvm::DenseMap<Value, std::string> &scalar,
-                                        std::string &body, std::string &prologue) {
-  int tmp = 0;
-  for (Operation &op : block.without_terminator()) {
-    if (auto c = dyn_cast<ConstantOp>(op)) {
-      std::string lit = splatLiteral(c.getResult());
-      if (lit.empty())
-        return failure("a fusion region holds a non-splat constant");
-      scalar[c.getResult()] = lit;
-      continue;
-    }
-    if (llvm::is_contained(roots, &op))
-      continue;
-    std::vector<std::string> operands;
-    for (Value v : op.getOperands())
-      operands.push_back(scalar.lookup(v));
-    std::string name = "t" + std::to_string(tmp++);
-    body += indent + "const " + cType(typeOf(op.getResult(0)).getElementType()) + " " + name +
-            " = " + pointwiseExpr(&op, operands, index, prologue) + ";\n";
-    scalar[op.getResult(0)] = name;
-  }
-  return llvm::Error::success();
 }
 
 /// The arguments of a fusion kernel over `iter`: its results (contiguous,
@@ -124,7 +147,6 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
       columns = r;
   Shape iter = columns ? shapeOf(columns.getInput()) : shapeOf(fusion.getResult(0));
   KernelArgs bound = bindFusion(fusion, iter);
-  auto &slots = bound.slots;
   auto &bufs = bound.bufs;
   auto &accs = bound.accs;
   int reduceSlot = -1;
@@ -133,65 +155,50 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
       reduceSlot = i;
       accs[i].strides.assign(iter.size(), 0); // accumulated, not indexed per element
     }
-  // The element's code, then its loop: the text of each target in turn.
-  auto text = [&]() -> llvm::Expected<std::string> {
-    llvm::DenseMap<Value, std::string> scalar;
-    std::string body;
-    for (auto [k, arg] : llvm::enumerate(block.getArguments())) {
-      int slot = fusion.getNumResults() + k;
-      std::string name = "x" + std::to_string(slot);
-      body += "    const " + cType(typeOf(arg).getElementType()) + " " + name + " = p" +
-              std::to_string(slot) + "[o" + std::to_string(slot) + "];\n";
-      scalar[arg] = name;
-    }
-    std::string prologue;
-    if (auto err = scalarOps(block, {columns.getOperation()}, "flat", "    ", scalar, body,
-                             prologue))
-      return std::move(err);
-    if (columns)
-      body += "    sum += " + scalar.lookup(columns.getInput()) + ";\n";
-    for (auto [i, v] : llvm::enumerate(yield.getValues()))
-      if (int(i) != reduceSlot)
-        body += "    p" + std::to_string(i) + "[o" + std::to_string(i) + "] = " +
-                scalar.lookup(v) + ";\n";
-    if (!columns) {
-      body = "    const int64_t flat = o0;\n" + body;
-      return args(slots) + prologue +
-             target().pointwise(iter, accs, body, dynamicRows(fusion.getResult(0)));
-    }
-    // Rows are the reduced leading dimensions; each element's offsets are
-    // decomposed from its (row, column).
-    size_t lead = columns.getAxes().size();
-    Shape rowDims(iter.begin(), iter.begin() + lead), colDims(iter.begin() + lead, iter.end());
-    int64_t R = product(rowDims), C = product(colDims);
-    auto decompose = [](const std::string &var, const Shape &dims, const Shape &strides) {
-      std::string e = "0";
-      std::string rem = var;
-      for (size_t d = dims.size(); d-- > 0;) {
-        std::string idx = d == 0 ? rem : "(" + rem + " % " + std::to_string(dims[d]) + ")";
-        if (strides[d])
-          e += " + " + idx + " * " + std::to_string(strides[d]);
-        rem = "(" + rem + " / " + std::to_string(dims[d]) + ")";
-      }
-      return e;
-    };
-    std::string offsets;
-    for (size_t k = 0; k < accs.size(); ++k) {
-      if (int(k) == reduceSlot)
-        continue;
-      Shape rs(accs[k].strides.begin(), accs[k].strides.begin() + lead);
-      Shape cs(accs[k].strides.begin() + lead, accs[k].strides.end());
-      offsets += "      const int64_t o" + std::to_string(k) + " = " +
-                 std::to_string(accs[k].base) + " + " + decompose("r", rowDims, rs) + " + " +
-                 decompose("c", colDims, cs) + ";\n";
-    }
-    std::string T = cType(typeOf(columns.getResult()).getElementType());
-    return args(slots) + prologue +
-           target().columnReduction(rowsOf(R, dynamicRows(columns.getInput())), C, offsets,
-                                    body, reduceSlot, T);
-  };
-  return addTextStep(text, bufs,
-                     columns ? KernelTemplate::column_reduction : KernelTemplate::pointwise);
+  if (!columns)
+    return addBodyStep(
+        iter, accs, dynamicRows(fusion.getResult(0)),
+        [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) -> llvm::Error {
+          IRMapping map;
+          for (auto [k, arg] : llvm::enumerate(block.getArguments())) {
+            size_t a = fusion.getNumResults() + k;
+            map.map(arg, load(b, accs[a], strides[a]));
+          }
+          for (Operation &op : block.without_terminator())
+            if (auto err = scalarClone(b, &op, map))
+              return err;
+          for (auto [i, v] : llvm::enumerate(yield.getValues()))
+            store(b, map.lookup(v), accs[i], strides[i]);
+          return llvm::Error::success();
+        },
+        bufs);
+  // A column reduction: rows are the reduced leading dimensions, each
+  // element's offsets decomposed from its (row, column); the reduction's
+  // input is accumulated into its column's sum.
+  size_t lead = columns.getAxes().size();
+  int64_t R = product(Shape(iter.begin(), iter.begin() + lead));
+  int64_t C = product(Shape(iter.begin() + lead, iter.end()));
+  Rows rows = rowsOf(R, dynamicRows(columns.getInput()));
+  return addBodyStep(
+      iter, accs, false,
+      [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) -> llvm::Error {
+        IRMapping map;
+        for (auto [k, arg] : llvm::enumerate(block.getArguments())) {
+          size_t a = fusion.getNumResults() + k;
+          map.map(arg, load(b, accs[a], strides[a]));
+        }
+        for (Operation &op : block.without_terminator())
+          if (&op != columns.getOperation())
+            if (auto err = scalarClone(b, &op, map))
+              return err;
+        b.create<plan::AccumulateOp>(fn.getLoc(), map.lookup(columns.getInput()), reduceSlot);
+        for (auto [i, v] : llvm::enumerate(yield.getValues()))
+          if (int(i) != reduceSlot)
+            store(b, map.lookup(v), accs[i], strides[i]);
+        return llvm::Error::success();
+      },
+      bufs, KernelTemplate::column_reduction, /*merge=*/false,
+      [&](ParamsBuilder &p) { p.i64("lead", lead).rows(rows).i64("columns", C); });
 }
 
 /// A "rows" fusion: a LayerNorm and the pointwise prologue of its input.
@@ -208,9 +215,8 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
     return failure("a \"rows\" fusion without a layer_norm");
   Shape iter = shapeOf(norm.getInput());
   Shape rowDims(iter.begin(), iter.end() - 1);
-  const int64_t E = iter.back(), R = product(rowDims);
+  const int64_t R = product(rowDims);
   KernelArgs bound = bindFusion(fusion, iter);
-  auto &slots = bound.slots;
   auto &bufs = bound.bufs;
   auto &accs = bound.accs;
   // The normalized row is stored in the result's type (a cast of it that
@@ -224,56 +230,36 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
     if (v == norm.getResult() || (c && c.getInput() == norm.getResult()))
       normSlot = i;
   }
-  llvm::DenseMap<Value, int> accessOf; // block argument -> its access
-  for (auto [k, arg] : llvm::enumerate(block.getArguments()))
-    accessOf[arg] = fusion.getNumResults() + k;
-  auto load = [&](Value arg) {
-    int k = accessOf.lookup(arg);
-    return "p" + std::to_string(accs[k].slot) + "[o" + std::to_string(k) + "]";
-  };
-  // Row bases (decomposed once per row) and the stride along the row.
-  auto decompose = [&](const Access &a) {
-    std::string e = std::to_string(a.base);
-    std::string rem = "r";
-    for (size_t d = rowDims.size(); d-- > 0;) {
-      std::string idx = d == 0 ? rem : "(" + rem + " % " + std::to_string(rowDims[d]) + ")";
-      if (a.strides[d])
-        e += " + " + idx + " * " + std::to_string(a.strides[d]);
-      rem = "(" + rem + " / " + std::to_string(rowDims[d]) + ")";
-    }
-    return e;
-  };
-  auto offsets = [&](const std::string &indent) {
-    std::string o;
-    for (size_t k = 0; k < accs.size(); ++k)
-      o += indent + "const int64_t o" + std::to_string(k) + " = b" + std::to_string(k) +
-           " + c * " + std::to_string(accs[k].strides.back()) + ";\n";
-    return o;
-  };
-  Type el = typeOf(norm.getResult()).getElementType();
-  std::string eps = literal(norm.getEpsilon().convertToDouble(), Float64Type::get(fusion.getContext()));
-  std::string bases;
-  for (size_t a = 0; a < accs.size(); ++a)
-    bases += "    const int64_t b" + std::to_string(a) + " = " + decompose(accs[a]) + ";\n";
-  auto text = [&]() -> llvm::Expected<std::string> {
-    llvm::DenseMap<Value, std::string> scalar;
-    std::string prologue, body;
-    for (auto [arg, in] : llvm::zip(block.getArguments(), fusion.getInputs()))
-      scalar[arg] = load(arg);
-    if (auto err = scalarOps(block, {norm, normCast}, "(r * " + std::to_string(E) + " + c)",
-                             "      ", scalar, body, prologue))
-      return std::move(err);
-    for (auto [i, v] : llvm::enumerate(yield.getValues()))
-      if (int(i) != normSlot)
-        body += "      p" + std::to_string(i) + "[o" + std::to_string(i) + "] = " +
-                scalar.lookup(v) + ";\n";
-    return args(slots) + prologue +
-           target().layerNormFusion(el, rowsOf(R, dynamicRows(norm.getInput())), E, eps, bases,
-                                    offsets("      "), body, scalar.lookup(norm.getInput()),
-                                    normSlot, scalar.lookup(norm.getWeight()),
-                                    scalar.lookup(norm.getBias()));
-  };
-  return addTextStep(text, bufs, KernelTemplate::rows);
+  if (normSlot < 0)
+    return failure("a \"rows\" fusion that does not return its LayerNorm");
+  for (Operation *user : norm.getResult().getUsers())
+    if (user != normCast && !isa<YieldOp>(user))
+      return failure("a \"rows\" fusion computes with its LayerNorm's result");
+  Rows rows = rowsOf(R, dynamicRows(norm.getInput()));
+  double eps = norm.getEpsilon().convertToDouble();
+  return addBodyStep(
+      iter, accs, false,
+      [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) -> llvm::Error {
+        IRMapping map;
+        for (auto [k, arg] : llvm::enumerate(block.getArguments())) {
+          size_t a = fusion.getNumResults() + k;
+          map.map(arg, load(b, accs[a], strides[a]));
+        }
+        for (Operation &op : block.without_terminator())
+          if (&op != norm.getOperation() && &op != normCast)
+            if (auto err = scalarClone(b, &op, map))
+              return err;
+        for (auto [i, v] : llvm::enumerate(yield.getValues()))
+          if (int(i) != normSlot)
+            store(b, map.lookup(v), accs[i], strides[i]);
+        b.create<plan::NormalizeOp>(fn.getLoc(), map.lookup(norm.getInput()),
+                                    map.lookup(norm.getWeight()), map.lookup(norm.getBias()),
+                                    normSlot, accs[normSlot].base, strides[normSlot],
+                                    typeOf(yield.getValues()[normSlot]).getElementType());
+        return llvm::Error::success();
+      },
+      bufs, KernelTemplate::rows, /*merge=*/false,
+      [&](ParamsBuilder &p) { p.rows(rows).f64("eps", eps); });
 }
 
 llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<int64_t> axes,
@@ -644,7 +630,6 @@ llvm::Error FunctionLowering::emitOptimizerFusion(FusionOp fusion) {
       merged.push_back({slot.offset, slot.numel, decay});
   }
   Type el = typeOf(params[0]).getElementType();
-  std::string T = cType(el);
   int64_t total = layout->at("*").numel;
   int pBuf = newBuffer({Buffer::Param, el, total, "*"});
   int mBuf = newBuffer({Buffer::Moment1, el, total, "*"});
@@ -652,34 +637,37 @@ llvm::Error FunctionLowering::emitOptimizerFusion(FusionOp fusion) {
   int gBuf = newBuffer({Buffer::Grad, el, total, "*"});
   int hBuf = bufferOf(fusion.getInputs()[0]);
 
-  std::vector<Segment> table;
-  for (auto &[off, n, decay] : merged)
-    table.push_back({off, n, decay != 0});
-  auto text = [&]() -> llvm::Expected<std::string> {
-    llvm::DenseMap<Value, std::string> scalar;
-    for (auto [k, arg] : llvm::enumerate(block.getArguments()))
-      scalar[arg] = "x" + std::to_string(k);
-    std::string body, prologue;
-    for (int k = 0; k < 4; ++k) {
-      static const char *ptr[] = {"pp", "gg", "mm", "vv"};
-      body += "      const " + T + " x" + std::to_string(k) + " = " + ptr[k] + "[i];\n";
-    }
-    if (auto err = scalarOps(block, {}, "i", "      ", scalar, body, prologue))
-      return std::move(err);
-    const char *out[] = {"pp", "mm", "vv"};
-    for (int k = 0; k < 3; ++k)
-      body += std::string("      ") + out[k] + "[i] = " + scalar.lookup(yield.getValues()[k]) +
-              ";\n";
-    // Scalars: block arguments 5.. are the scalars before the decay factor.
-    std::string setup;
-    for (int j = 0; j < kDecay; ++j)
-      setup += "  const " + T + " x" + std::to_string(5 + j) + " = (" + T + ")h[" +
-               std::to_string(j) + "];\n";
-    setup += "  const " + T + " decayOn = (" + T + ")h[" + std::to_string(int(kDecay)) +
-             "];\n" + prologue;
-    return target().optimizer(el, table, setup, body);
-  };
-  return addTextStep(text, {pBuf, mBuf, vBuf, gBuf, hBuf}, KernelTemplate::optimizer);
+  // The body over the segments' elements: p, g, m, v loaded (arguments
+  // P, G, M, V in the launch's order P, M, V, G), the decay factor and the
+  // step's scalars (block arguments 4 and 5..), the update, p, m, v stored.
+  Shape table;
+  int64_t count = 0;
+  for (auto &[off, n, decay] : merged) {
+    table.insert(table.end(), {off, n, decay});
+    count += n;
+  }
+  return addBodyStep(
+      {count}, {}, false,
+      [&](OpBuilder &b, llvm::ArrayRef<Shape>) -> llvm::Error {
+        static const int argOf[] = {0, 3, 1, 2}; // p, g, m, v
+        IRMapping map;
+        auto scalarType = RankedTensorType::get({}, el);
+        for (int k = 0; k < 4; ++k)
+          map.map(block.getArgument(k), load(b, {argOf[k], 0, {1}, el}, {1}));
+        map.map(block.getArgument(4),
+                b.create<plan::DecayFactorOp>(fn.getLoc(), scalarType, 4, int64_t(kDecay)));
+        for (unsigned k = 5; k < block.getNumArguments(); ++k)
+          map.map(block.getArgument(k),
+                  b.create<plan::ScalarOp>(fn.getLoc(), scalarType, 4, int64_t(k - 5)));
+        for (Operation &op : block.without_terminator())
+          if (auto err = scalarClone(b, &op, map))
+            return err;
+        for (int k = 0; k < 3; ++k)
+          store(b, map.lookup(yield.getValues()[k]), {k, 0, {1}, el}, {1});
+        return llvm::Error::success();
+      },
+      {pBuf, mBuf, vBuf, gBuf, hBuf}, KernelTemplate::optimizer, /*merge=*/false,
+      [&](ParamsBuilder &p) { p.i64s("segments", table); });
 }
 
 /// The L2 norm over the flat gradient buffer (a `norm` fusion): each
@@ -699,22 +687,30 @@ llvm::Error FunctionLowering::emitNormFusion(FusionOp fusion) {
       table.push_back({slot.offset, slot.numel});
   }
   Type el = typeOf(fusion.getInputs()[0]).getElementType();
-  std::string T = cType(el);
   int gBuf = newBuffer({Buffer::Grad, el, layout->at("*").numel, "*"});
   int outId = arenaFor(fusion.getResult(0));
   valueBuffers[fusion.getResult(0)] = outId;
-  std::vector<Segment> segments;
-  for (auto &[off, n] : table)
-    segments.push_back({off, n, false});
-  auto text = [&]() -> llvm::Expected<std::string> {
-    llvm::DenseMap<Value, std::string> scalar;
-    scalar[block.getArgument(0)] = "x0";
-    std::string body = "      const " + T + " x0 = gg[i];\n", prologue;
-    if (auto err = scalarOps(block, {}, "i", "      ", scalar, body, prologue))
-      return std::move(err);
-    return prologue + target().norm(el, segments, body, scalar.lookup(yield.getValues()[0]));
-  };
-  return addTextStep(text, {outId, gBuf}, KernelTemplate::reduction);
+  // The body over the segments' elements: g loaded, the region's value
+  // (its square, in f64) summed into the norm.
+  Shape flat;
+  int64_t count = 0;
+  for (auto &[off, n] : table) {
+    flat.insert(flat.end(), {off, n});
+    count += n;
+  }
+  return addBodyStep(
+      {count}, {}, false,
+      [&](OpBuilder &b, llvm::ArrayRef<Shape>) -> llvm::Error {
+        IRMapping map;
+        map.map(block.getArgument(0), load(b, {1, 0, {1}, el}, {1}));
+        for (Operation &op : block.without_terminator())
+          if (auto err = scalarClone(b, &op, map))
+            return err;
+        b.create<plan::AccumulateOp>(fn.getLoc(), map.lookup(yield.getValues()[0]), 0);
+        return llvm::Error::success();
+      },
+      {outId, gBuf}, KernelTemplate::reduction, /*merge=*/false,
+      [&](ParamsBuilder &p) { p.i64s("segments", flat); });
 }
 
 } // namespace mlc::lowering

@@ -29,10 +29,12 @@
 // (CudaTarget.cpp) writes the same kernels in CUDA C (grid-stride pointwise
 // loops, block-per-row kernels with warp shuffles, two-pass deterministic
 // reductions, an attention that streams tiles through shared memory). The
-// lowering runs once per target and the plan keeps both texts of every
-// kernel. Where a method takes scalar code (pointwise bodies, fused
-// prologues, the optimizer's update), that code is the target's own
-// spelling through its ScalarEmitter, in C syntax both targets share.
+// methods run only when the package's kernels.cpp / kernels.cu are printed
+// (KernelPrinter.cpp), from each plan.kernel's template parameters or body;
+// the lowering (one, target-neutral) never calls them. Where a method takes
+// scalar code (pointwise bodies, fused prologues, the optimizer's update),
+// the printer wrote that code from the kernel's body in the target's own
+// spelling (its ScalarEmitter), in C syntax both targets share.
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,6 +76,20 @@ struct Access {
   int64_t base;
   Shape strides;
   mlir::Type element = {};
+};
+
+/// A pointwise nest whose structure was decided on IR: `dims` merged (no
+/// unit dimensions, no two that every access could walk as one), each
+/// access's strides along them; the target's decisions about it (the
+/// CUDA target's vector lanes, and which access is a vector) and, per
+/// access, whether the body reads or writes it and whether the vector body
+/// uses its offset o<k>.
+struct PointwiseNest {
+  Shape dims;
+  std::vector<Access> accs;
+  bool dynamic = false;
+  int64_t lanes = 1;
+  std::vector<bool> vector, read, written, offsetUsed;
 };
 
 /// One kernel argument: its element type and whether the kernel writes it.
@@ -161,13 +177,15 @@ public:
   /// Binds the typed arguments p0..pN.
   virtual std::string arguments(const std::vector<KernelArg> &args) = 0;
 
-  /// Runs `body` once per element of `shape`; in it, o<k> is access k's
-  /// offset, and access k's element is written `p<slot>[o<k>]` (a store
-  /// being `p<slot>[o<k>] = value;`): a target may load and store those
-  /// elements as vectors. With `dynamic`, the leading dimension is the
-  /// batch's token count (rowsExpr of it).
-  virtual std::string pointwise(const Shape &shape, const std::vector<Access> &accs,
-                                const std::string &body, bool dynamic) = 0;
+  /// Runs `body` once per element of a pointwise nest (PointwiseNest: its
+  /// dims and accesses as the lowering merged them, and the target's
+  /// decisions on it); in the body, o<k> is access k's offset and access
+  /// k's element is `p<slot>[o<k>]`. With a dynamic nest, the leading
+  /// dimension is the batch's token count times dims[0] / capacity.
+  /// `vectorBody` is the body with each vector access's element written
+  /// `v<k>[u]` (lane u of its vector), for the targets that move vectors.
+  virtual std::string pointwiseNest(const PointwiseNest &nest, const std::string &body,
+                                    const std::string &vectorBody) = 0;
 
   /// A pointwise body over rows x columns whose column sums (of `acc[c]
   /// += ...` in `body`) land in argument `slot`, of C type `type`. `rows`

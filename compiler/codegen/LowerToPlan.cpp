@@ -1,10 +1,11 @@
 //===- Lowering.cpp - graph to plan ----------------------------------------===//
 //
 // Every graph op becomes one plan step: a GEMM call (matmul) or the launch of
-// a generated C++ kernel (KernelEmitters.cpp). Kernels have their shapes
-// baked in as constants, so the host compiler unrolls and vectorizes index
-// arithmetic; identical kernels (the same op and shape in every layer) are
-// emitted once.
+// a plan.kernel (KernelEmitters.cpp): a template with its parameters or a
+// body of scalar ops over strided accesses, target-neutral IR that the
+// package writer prints per target. Kernels have their shapes baked in as
+// constants, so the compilers unroll and vectorize index arithmetic;
+// identical kernels (the same op and shape in every layer) are emitted once.
 //
 // Buffers: parameters and gradients are slices of flat buffers named by
 // parameter; gradients that an op produces directly are written in place
@@ -51,31 +52,38 @@ void FunctionLowering::emitCopies(int dstId, Type el, int64_t dstNumel, bool zer
                                   const std::vector<Value> &sources,
                                   const std::vector<int64_t> &dstBases,
                                   const Shape &dstStrides) {
-  std::vector<std::pair<Type, bool>> slots{{el, true}};
   std::vector<int> bufs{dstId};
-  std::vector<View> views;
+  SmallVector<Attribute> nests;
   for (size_t k = 0; k < sources.size(); ++k) {
-    views.push_back(viewOf(sources[k]));
-    slots.push_back({el, false});
-    bufs.push_back(views.back().buffer);
+    View view = viewOf(sources[k]);
+    bufs.push_back(view.buffer);
+    nests.push_back(copyNest(view.shape,
+                             {{0, dstBases[k], dstStrides, el}, {int(k) + 1, view.offset,
+                                                                 view.strides, el}},
+                             dynamicRows(sources[k])));
   }
-  llvm::cantFail(addTextStep(
-      [&]() -> llvm::Expected<std::string> {
-        std::string loops;
-        for (size_t k = 0; k < sources.size(); ++k) {
-          const View &view = views[k];
-          int slot = k + 1;
-          loops += target().pointwise(
-              view.shape,
-              {{0, dstBases[k], dstStrides, el}, {slot, view.offset, view.strides, el}},
-              "    p0[o0] = p" + std::to_string(slot) + "[o1];\n", dynamicRows(sources[k]));
-        }
-        std::string body = args(slots);
-        if (zeroFirst)
-          body += target().zero(dstNumel * dtypeBytes(el));
-        return body + loops;
-      },
-      bufs, KernelTemplate::copy));
+  ParamsBuilder p(fn.getContext());
+  p.type("element", el).attr("nests", ArrayAttr::get(fn.getContext(), nests));
+  if (zeroFirst)
+    p.i64("zero_bytes", dstNumel * dtypeBytes(el));
+  addStep("copies", p.get(), bufs, KernelTemplate::copy);
+}
+
+/// One nest of a copy kernel (or iota's), merged as every pointwise nest:
+/// its dims and the destination's and the source's (or the index's)
+/// offset and strides along them.
+DictionaryAttr FunctionLowering::copyNest(const Shape &shape, const std::vector<Access> &accs,
+                                          bool dynamic) {
+  auto [dims, strides] = mergeDims(shape, accs);
+  ParamsBuilder p(fn.getContext());
+  p.i64s("dims", dims)
+      .flag("dynamic", dynamic && !dims.empty())
+      .i64("dst_offset", accs[0].base)
+      .i64s("dst_strides", strides[0])
+      .i64("src_arg", accs[1].slot)
+      .i64("src_offset", accs[1].base)
+      .i64s("src_strides", strides[1]);
+  return p.get();
 }
 
 llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
@@ -175,14 +183,16 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
         st[dim] = 1;
         int id = arenaFor(i.getResult());
         valueBuffers[i.getResult()] = id;
-        // Offset o1 of a zero-based access with stride 1 along dim is the index.
-        return addTextStep(
-            [&]() -> llvm::Expected<std::string> {
-              return args({{el, true}}) +
-                     target().pointwise(s, {{0, 0, rowMajorStrides(s), el}, {0, 0, st}},
-                                        "    p0[o0] = (" + T + ")o1;\n", false);
-            },
-            {id});
+        // The offset of a zero-based access with stride 1 along dim is the
+        // index: the nest's source is that access (it reads no argument).
+        ParamsBuilder p(op->getContext());
+        p.type("element", el)
+            .attr("nests", ArrayAttr::get(op->getContext(),
+                                          {copyNest(s, {{0, 0, rowMajorStrides(s), el},
+                                                        {-1, 0, st, Type()}},
+                                                    false)}));
+        addStep("iota", p.get(), {id}, KernelTemplate::pointwise);
+        return llvm::Error::success();
       })
       .Case<ScalarOpInterface>([&](auto) { return emitPointwise(op); })
       .Case<FusionOp>([&](FusionOp f) { return emitFusion(f); })
@@ -490,7 +500,7 @@ llvm::Error lowerToPlan(ModuleOp module) {
   std::vector<std::unique_ptr<FunctionLowering>> lowered;
   FunctionLowering::Layout layout; // the optimizer functions keep a pointer to it
   // Every function lowered once, its kernels collected in `kernels`.
-  KernelSet kernels(tokenCapacity);
+  KernelSet kernels(module.getContext(), tokenCapacity);
   auto lowerAll = [&]() -> llvm::Error {
     lowered.clear();
     params.clear();
@@ -571,13 +581,15 @@ llvm::Error lowerToPlan(ModuleOp module) {
     b.create<plan::ScalarsOp>(loc, b.getStringAttr("accumulation"),
                               TypeAttr::get(b.getF64Type()), b.getI64IntegerAttr(1));
   for (const KernelSet::Kernel &k : kernels.kernels) {
-    bool templated = !k.templateName.empty();
-    b.create<plan::KernelOp>(
-        loc, b.getStringAttr(k.name), plan::KernelTemplateAttr::get(b.getContext(), k.kind),
-        templated ? b.getStringAttr(k.templateName) : StringAttr(),
-        b.getI64IntegerAttr(k.numArgs), templated ? k.params : DictionaryAttr(),
-        templated ? StringAttr() : b.getStringAttr(k.cpuText),
-        templated ? StringAttr() : b.getStringAttr(k.cudaText));
+    if (k.body) {
+      k.body->remove();
+      module.getBody()->push_back(k.body);
+      continue;
+    }
+    b.create<plan::KernelOp>(loc, b.getStringAttr(k.name),
+                             plan::KernelTemplateAttr::get(b.getContext(), k.kind),
+                             b.getStringAttr(k.templateName), b.getI64IntegerAttr(k.numArgs),
+                             k.params, StringAttr(), StringAttr());
   }
   for (auto &f : lowered)
     f->emitPlan(b);

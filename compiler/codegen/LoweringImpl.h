@@ -8,6 +8,7 @@
 #ifndef MLC_COMPILER_LOWERINGIMPL_H
 #define MLC_COMPILER_LOWERINGIMPL_H
 
+#include "compiler/codegen/KernelParams.h"
 #include "compiler/codegen/KernelTarget.h"
 #include "compiler/codegen/Lowering.h"
 #include "dialects/mlc/MlcDialect.h"
@@ -15,6 +16,7 @@
 #include "dialects/plan/PlanDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -274,40 +276,50 @@ struct Step {
 using plan::KernelTemplate;
 
 /// The package's kernels, each once: a template kernel (KernelParams.h) by
-/// its template and parameters, a kernel still written as text by its two
-/// targets' texts (both written in the one lowering, for the same step).
+/// its template and parameters, a kernel with a body by its IR. No target
+/// is involved: the lowering is target-neutral.
 class KernelSet {
 public:
-  explicit KernelSet(int64_t tokenCapacity)
-      : tokenCapacity(tokenCapacity), cpu(createCpuTarget(tokenCapacity)),
-        cuda(createCudaTarget(tokenCapacity)) {}
+  KernelSet(MLIRContext *context, int64_t tokenCapacity)
+      : tokenCapacity(tokenCapacity), scratch(ModuleOp::create(UnknownLoc::get(context))) {}
   /// The module's token capacity (the extent of a dynamic leading dimension).
   const int64_t tokenCapacity;
-  /// The targets that write the text kernels.
-  std::unique_ptr<KernelTarget> cpu, cuda;
   struct Kernel {
     std::string name;
     KernelTemplate kind;
     int64_t numArgs;
     std::string templateName; // a template kernel: its template and parameters
     DictionaryAttr params;
-    std::string cpuText, cudaText; // otherwise: its text per target
+    plan::KernelOp body; // a kernel with a body: the op (in `scratch`)
   };
-  /// The kernel's name (k<N>), the first kernel's equal to it if any.
+  /// The kernel's name (k<N>), the first kernel's equal to it if any (a
+  /// kernel with a body equal to an earlier one's is erased).
   std::string add(Kernel k) {
-    std::string key = k.templateName.empty()
-                          ? "text\0" + k.cpuText + '\0' + k.cudaText
-                          : "template\0" + k.templateName + '\0' +
-                                std::to_string(uintptr_t(k.params.getAsOpaquePointer()));
+    std::string key;
+    if (k.body) {
+      llvm::raw_string_ostream os(key);
+      os << "body";
+      k.body->print(os);
+    } else {
+      key = "template\0" + k.templateName + '\0' +
+            std::to_string(uintptr_t(k.params.getAsOpaquePointer()));
+    }
     auto it = names.find(key);
-    if (it != names.end())
+    if (it != names.end()) {
+      if (k.body)
+        k.body->erase();
       return kernels[it->second].name;
+    }
     k.name = "k" + std::to_string(kernels.size());
+    if (k.body)
+      k.body.setSymName(k.name);
     names.emplace(key, kernels.size());
     kernels.push_back(std::move(k));
     return kernels.back().name;
   }
   std::vector<Kernel> kernels;
+  /// Where kernels with bodies are built before they join the plan.
+  OwningOpRef<ModuleOp> scratch;
 
 private:
   std::map<std::string, size_t> names;
@@ -335,7 +347,7 @@ public:
   }
   /// `n` rows (at the capacity when `dynamic`) as a row count.
   Rows rowsOf(int64_t n, bool dynamic) const {
-    return kernels.cpu->leadingRows(n, dynamic);
+    return {n, dynamic && kernels.tokenCapacity ? n / kernels.tokenCapacity : 0};
   }
 
   llvm::Error run();
@@ -384,13 +396,14 @@ private:
     } else {
       id = arenaFor(v);
       Type el = typeOf(v).getElementType();
-      bool dynamic = dynamicRows(v);
-      llvm::cantFail(addTextStep(
-          [&]() -> llvm::Expected<std::string> {
-            return args({{el, true}, {el, false}}) +
-                   target().pointwise(view.shape, {{0, 0, rowMajorStrides(view.shape), el},
-                                                   {1, view.offset, view.strides, el}},
-                                      "    p0[o0] = p1[o1];\n", dynamic);
+      std::vector<Access> accs{{0, 0, rowMajorStrides(view.shape), el},
+                               {1, view.offset, view.strides, el}};
+      llvm::cantFail(addBodyStep(
+          view.shape, accs, dynamicRows(v),
+          [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) {
+            Value x = load(b, accs[1], strides[1]);
+            store(b, x, accs[0], strides[0]);
+            return llvm::Error::success();
           },
           {id, view.buffer}, KernelTemplate::copy));
     }
@@ -598,50 +611,34 @@ private:
     k.params = params;
     addLaunch(kernels.add(std::move(k)), std::move(bufs));
   }
-  /// A step launching a kernel written as text: `text` runs once per
-  /// target, with target() that target, and must do nothing but write.
-  llvm::Error addTextStep(llvm::function_ref<llvm::Expected<std::string>()> text,
-                          std::vector<int> bufs,
-                          KernelTemplate kind = KernelTemplate::pointwise) {
-    KernelSet::Kernel k;
-    k.kind = kind;
-    k.numArgs = bufs.size();
-    for (auto [t, out] : {std::make_pair(kernels.cpu.get(), &k.cpuText),
-                          std::make_pair(kernels.cuda.get(), &k.cudaText)}) {
-      current = t;
-      auto written = text();
-      current = nullptr;
-      if (!written)
-        return written.takeError();
-      *out = std::move(*written);
-    }
-    addLaunch(kernels.add(std::move(k)), std::move(bufs));
-    return llvm::Error::success();
-  }
+  /// A step launching a pointwise kernel over `shape` with accesses `accs`
+  /// (merged, mergeDims) whose body `build` writes: given a builder in the
+  /// body and each access's strides along the merged dims, its loads,
+  /// scalar ops and stores (scalarClone, load, store).
+  using BodyBuilder = llvm::function_ref<llvm::Error(OpBuilder &, llvm::ArrayRef<Shape>)>;
+  /// Without `merge`, the dims stay as given (a column reduction splits
+  /// them into rows and columns); `more` adds the template's parameters.
+  llvm::Error addBodyStep(const Shape &shape, const std::vector<Access> &accs, bool dynamic,
+                          BodyBuilder build, std::vector<int> bufs,
+                          KernelTemplate kind = KernelTemplate::pointwise, bool merge = true,
+                          llvm::function_ref<void(ParamsBuilder &)> more = {});
+  /// In a body: `op` on rank-0 tensors (a splat constant of rank 0), its
+  /// operands looked up in `map`, its results mapped.
+  llvm::Error scalarClone(OpBuilder &b, Operation *op, IRMapping &map);
   void addLaunch(std::string kernel, std::vector<int> bufs) {
     Step step;
     step.kernel = std::move(kernel);
     step.buffers = std::move(bufs);
     steps.push_back(std::move(step));
   }
-  /// The target whose text addTextStep is writing.
-  KernelTarget &target() {
-    assert(current && "kernel text written outside addTextStep");
-    return *current;
+  /// Access `a`'s element (at `strides` along the merged dims) in a body.
+  Value load(OpBuilder &b, const Access &a, const Shape &strides) {
+    return b.create<plan::LoadOp>(fn.getLoc(), RankedTensorType::get({}, a.element), a.slot,
+                                  a.base, strides);
   }
-  /// Typed pointer declarations for the kernel arguments (the target's).
-  std::string args(const std::vector<std::pair<Type, bool>> &slots) {
-    std::vector<KernelArg> a;
-    for (auto [el, written] : slots)
-      a.push_back({el, written});
-    return target().arguments(a);
+  void store(OpBuilder &b, Value v, const Access &a, const Shape &strides) {
+    b.create<plan::StoreOp>(fn.getLoc(), v, a.slot, a.base, strides);
   }
-  /// The target's expression of a pointwise op over scalar operand
-  /// expressions `a`; `index` is the flat element index (dropout's counter).
-  /// Declarations the expression needs once per kernel go to `prologue`.
-  std::string pointwiseExpr(mlir::Operation *op, const std::vector<std::string> &a,
-                            const std::string &index, std::string &prologue);
-
   void emitConstant(ConstantOp c, int id);
   llvm::Error emitPointwise(Operation *op);
   struct KernelArgs {
@@ -661,6 +658,7 @@ private:
   /// `role` attribute), merged where contiguous; with their indices into args.
   llvm::Expected<std::vector<std::pair<Slot, std::vector<size_t>>>>
   segments(ValueRange args, llvm::StringRef role);
+  DictionaryAttr copyNest(const Shape &shape, const std::vector<Access> &accs, bool dynamic);
   void emitCopies(int dstId, Type el, int64_t dstNumel, bool zeroFirst,
                   const std::vector<Value> &sources, const std::vector<int64_t> &dstBases,
                   const Shape &dstStrides);
@@ -672,7 +670,6 @@ private:
 
   func::FuncOp fn;
   KernelSet &kernels;
-  KernelTarget *current = nullptr;
   const Layout *layout;
   std::vector<Buffer> buffers;
   std::vector<Step> steps;
