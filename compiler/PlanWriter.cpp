@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Pipeline.h"
-#include "compiler/codegen/KernelTarget.h"
+#include "compiler/codegen/KernelPrinter.h"
 #include "dialects/plan/PlanDialect.h"
 #include "runtime/core/PlanFormat.h"
 
@@ -38,9 +38,11 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
   if (auto cap = module->getAttrOfType<IntegerAttr>("mlc.token_capacity"))
     data.tokenCapacity = cap.getInt();
   // The CPU target's source file (kernels.cpp) and the CUDA target's
-  // (kernels.cu, when every kernel has CUDA text).
-  std::unique_ptr<lowering::KernelTarget> target = lowering::createCpuTarget();
-  std::unique_ptr<lowering::KernelTarget> cuda = lowering::createCudaTarget();
+  // (kernels.cu, when the CUDA target can print every kernel), printed from
+  // the plan's kernels here and nowhere before.
+  std::unique_ptr<lowering::KernelTarget> target =
+      lowering::createCpuTarget(data.tokenCapacity);
+  std::unique_ptr<lowering::KernelTarget> cuda = lowering::createCudaTarget(data.tokenCapacity);
   std::ostringstream kernels, kernelsCu;
   kernels << target->prelude();
   kernelsCu << cuda->prelude();
@@ -69,14 +71,18 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
     } else if (auto sc = dyn_cast<plan::ScalarsOp>(op)) {
       data.scalars.push_back({sc.getSymName().str(), dtypeName(sc.getElement()), sc.getSize()});
     } else if (auto k = dyn_cast<plan::KernelOp>(op)) {
-      std::string kind = plan::stringifyKernelTemplate(k.getKind()).str();
-      kernels << target->function(k.getSymName().str(), kind, k.getSource().str(),
-                                  k.getNumArgs());
-      if (k.getCuda().empty())
+      auto cpuText = lowering::printKernel(k, *target);
+      if (!cpuText)
+        return cpuText.takeError();
+      kernels << *cpuText;
+      if (!lowering::printable(k, *cuda)) {
         allCuda = false;
-      else
-        kernelsCu << cuda->function(k.getSymName().str(), kind, k.getCuda().str(),
-                                    k.getNumArgs());
+        continue;
+      }
+      auto cudaText = lowering::printKernel(k, *cuda);
+      if (!cudaText)
+        return cudaText.takeError();
+      kernelsCu << *cudaText;
     } else if (auto fn = dyn_cast<plan::FuncOp>(op)) {
       rt::FunctionPlan f;
       f.name = fn.getSymName().str();

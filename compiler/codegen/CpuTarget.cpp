@@ -69,6 +69,7 @@ std::string rowMeanRstd(const std::string &x, int64_t E, const std::string &eps,
 
 class CpuTarget final : public KernelTarget {
 public:
+  using KernelTarget::KernelTarget;
   std::string name() const override { return "cpu"; }
 
   std::unique_ptr<ScalarEmitter> scalarEmitter(const std::string &index,
@@ -90,6 +91,12 @@ public:
     return bindArguments(args);
   }
 
+  std::string pointwiseNest(const PointwiseNest &nest, const std::string &body,
+                            const std::string &) override {
+    return pointwise(nest.dims, nest.accs, body, nest.dynamic);
+  }
+
+private:
   /// A loop nest over `shape`. Unit dimensions are dropped and dimensions
   /// that are contiguous for every access merge, so most nests are one or
   /// two loops; nests of 8192 elements or more are shared out among threads.
@@ -97,7 +104,7 @@ public:
   /// group's intermediates never touch memory); broadcast operands stay in
   /// cache.
   std::string pointwise(const Shape &shape, const std::vector<Access> &accs,
-                        const std::string &body, bool dynamic) override {
+                        const std::string &body, bool dynamic) {
     auto [dims, strides] = mergeDims(shape, accs);
     std::ostringstream os;
     int64_t total = product(dims);
@@ -110,13 +117,16 @@ public:
     // outermost loop, which holds it, runs over the actual rows.
     for (size_t d = 0; d < dims.size(); ++d)
       os << "for (int64_t i" << d << " = 0; i" << d << " < "
-         << (d == 0 ? rowsExpr(dims[0], dynamic) : std::to_string(dims[d])) << "; ++i" << d
+         << (d == 0 ? leadingRows(dims[0], dynamic).expr() : std::to_string(dims[d])) << "; ++i" << d
          << ")\n";
     os << "{\n" << accessOffsets(accs, strides, "  ") << body << "}\n";
     return os.str();
   }
 
-  std::string columnReduction(const std::string &rows, int64_t columns,
+
+public:
+
+  std::string columnReduction(const Rows &rows, int64_t columns,
                               const std::string &offsets, const std::string &body, int slot,
                               const std::string &type) override {
     // Rows are shared out among threads; each thread sums its rows into its
@@ -195,7 +205,7 @@ public:
   /// y = exp(x - m) / s (log: x - m - log s) per row, m and s from
   /// rowMaxSumExp. Memory: x read once from memory (the later passes find
   /// the row in cache), y written once: 8 bytes per f32 element.
-  std::string softmax(mlir::Type el, const std::string &rows, int64_t C, bool log) override {
+  std::string softmax(mlir::Type el, const Rows &rows, int64_t C, bool log) override {
     std::string T = cType(el);
     std::ostringstream b;
     b << arguments({{el, true}, {el, false}}) << "#pragma omp parallel for\n"
@@ -213,7 +223,7 @@ public:
   }
   /// dx = y * (g - sum_c g_c y_c) per row. Memory: g and y read, dx
   /// written: 12 bytes per f32 element.
-  std::string softmaxGrad(mlir::Type el, const std::string &rows, int64_t C) override {
+  std::string softmaxGrad(mlir::Type el, const Rows &rows, int64_t C) override {
     std::string T = cType(el);
     std::ostringstream b;
     b << arguments({{el, true}, {el, false}, {el, false}}) << "#pragma omp parallel for\n"
@@ -229,7 +239,7 @@ public:
 
   /// y = (x - mean) * rstd * w + b per row (statistics in double). Memory:
   /// x read, y written (w and b stay in cache): 8 bytes per f32 element.
-  std::string layerNorm(mlir::Type el, const std::string &rows, int64_t E,
+  std::string layerNorm(mlir::Type el, const Rows &rows, int64_t E,
                         const std::string &eps) override {
     std::string T = cType(el);
     std::ostringstream b;
@@ -249,7 +259,7 @@ public:
   /// (x - mean) * rstd; dw = sum_r g * xh, db = sum_r g. Memory: g and x
   /// read twice (rows, then column blocks), dx written: 20 bytes per f32
   /// element.
-  std::string layerNormGrad(mlir::Type el, const std::string &rows, int64_t capacity, int64_t E,
+  std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity, int64_t E,
                             const std::string &eps) override {
     std::string T = cType(el);
     std::ostringstream b;
@@ -296,7 +306,7 @@ public:
   /// buffer's traffic), 8 bytes per f32 logit; the exps make it compute-bound
   /// at a vocabulary of 8192 on two cores.
   std::string crossEntropyWithGrad(mlir::Type el, mlir::Type lt, mlir::Type grad,
-                                   const std::string &rows, int64_t C, int64_t ignore,
+                                   const Rows &rows, int64_t C, int64_t ignore,
                                    const std::string &scale) override {
     std::string T = cType(el), TG = cType(grad);
     // exp(x - m) is computed once, into the gradient row, then scaled in
@@ -337,7 +347,7 @@ public:
   }
 
   /// The loss alone: the logits read once (4 bytes per f32 logit).
-  std::string crossEntropy(mlir::Type el, mlir::Type lt, const std::string &rows, int64_t C,
+  std::string crossEntropy(mlir::Type el, mlir::Type lt, const Rows &rows, int64_t C,
                            int64_t ignore) override {
     std::string T = cType(el);
     std::ostringstream b;
@@ -356,7 +366,7 @@ public:
     return b.str();
   }
 
-  std::string crossEntropyGrad(mlir::Type el, mlir::Type lt, const std::string &rows, int64_t C,
+  std::string crossEntropyGrad(mlir::Type el, mlir::Type lt, const Rows &rows, int64_t C,
                                int64_t ignore, const std::string &scale) override {
     std::string T = cType(el);
     std::vector<KernelArg> slots{{el, true}, {el, false}, {lt, false}};
@@ -382,7 +392,7 @@ public:
 
   /// Each row's prologue is computed once into a row buffer (values needed
   /// elsewhere are stored on the way), then normalized from that buffer.
-  std::string layerNormFusion(mlir::Type el, const std::string &rows, int64_t E,
+  std::string layerNormFusion(mlir::Type el, const Rows &rows, int64_t E,
                               const std::string &eps, const std::string &bases,
                               const std::string &offsets, const std::string &body,
                               const std::string &input, int slot, const std::string &weight,
@@ -624,7 +634,7 @@ public:
     return body.str();
   }
 
-  std::string embedding(mlir::Type el, mlir::Type it, const std::string &rows, int64_t V,
+  std::string embedding(mlir::Type el, mlir::Type it, const Rows &rows, int64_t V,
                         int64_t E) override {
     std::ostringstream b;
     b << arguments({{el, true}, {el, false}, {it, false}}) << "#pragma omp parallel for\n"
@@ -639,7 +649,7 @@ public:
 
   /// Scatter-add, parallel over blocks of columns so that no two threads
   /// add to the same element.
-  std::string embeddingGrad(mlir::Type el, mlir::Type it, const std::string &rows, int64_t V,
+  std::string embeddingGrad(mlir::Type el, mlir::Type it, const Rows &rows, int64_t V,
                             int64_t E) override {
     std::ostringstream b;
     b << arguments({{el, true}, {el, false}, {it, false}}) << "  std::memset(p0, 0, "
@@ -676,6 +686,8 @@ public:
 
 } // namespace
 
-std::unique_ptr<KernelTarget> createCpuTarget() { return std::make_unique<CpuTarget>(); }
+std::unique_ptr<KernelTarget> createCpuTarget(int64_t tokenCapacity) {
+  return std::make_unique<CpuTarget>(tokenCapacity);
+}
 
 } // namespace mlc::lowering

@@ -30,10 +30,10 @@
 
 #include "compiler/codegen/CudaPrelude.h"
 #include "compiler/codegen/LoweringImpl.h"
+#include "compiler/codegen/Vectorize.h"
 
 #include "llvm/Support/ErrorHandling.h"
 
-#include <cctype>
 #include <sstream>
 
 namespace mlc::lowering {
@@ -41,16 +41,6 @@ namespace mlc::lowering {
 namespace {
 
 std::string n2s(int64_t v) { return std::to_string(v); }
-
-/// The most rows a rows expression can take: the literal, or the token
-/// capacity times the per-token factor of "ctx->rows" / "(ctx->rows * F)".
-int64_t capacityOf(const std::string &rows) {
-  if (rows.find("ctx->rows") == std::string::npos)
-    return std::stoll(rows);
-  size_t star = rows.find('*');
-  int64_t per = star == std::string::npos ? 1 : std::stoll(rows.substr(star + 1));
-  return tokenCapacity() * per;
-}
 
 /// Blocks for `work` items of `per` items each, at least 1, at most `cap`
 /// (grid-stride loops cover the rest).
@@ -63,17 +53,6 @@ std::string phase(int64_t grid, int64_t block) {
   return "  if (phase == @phase(" + n2s(grid) + "," + n2s(block) + ")) {\n";
 }
 std::string scratch(int64_t bytes) { return "  // @scratch(" + n2s(bytes) + ")\n"; }
-
-bool isIdentChar(char c) { return std::isalnum((unsigned char)c) || c == '_'; }
-
-/// Whether `text` names identifier `name` (not as part of a longer one).
-bool mentions(const std::string &text, const std::string &name) {
-  for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1))
-    if ((at == 0 || !isIdentChar(text[at - 1])) &&
-        (at + name.size() == text.size() || !isIdentChar(text[at + name.size()])))
-      return true;
-  return false;
-}
 
 /// `text` with `extra` put before every line (bodies arrive indented for a
 /// loop at depth 2).
@@ -105,83 +84,11 @@ std::string decompose(const Shape &dims, const std::string &in) {
 
 /// How a pointwise kernel moves its contiguous accesses as vectors: `lanes`
 /// consecutive elements per thread (1: not vectorized); per access whether
-/// it is a vector, read, written; and the body with each vector access's
-/// element `p<slot>[o<k>]` turned into its lane `v<k>[u]`.
+/// it is a vector, read, written (mlc-cuda-vectorize decided, on IR).
 struct VectorPlan {
   int64_t lanes = 1;
   std::vector<bool> vector, read, written;
-  std::string body;
 };
-
-/// An access is a vector when the body touches its element, its element type
-/// is known, it is contiguous along the innermost dimension, and its base and
-/// outer strides keep every vector aligned (given an aligned pointer). Lanes:
-/// 16 bytes of the widest such element, halved until they divide the
-/// innermost extent (a vector never spans two rows).
-VectorPlan vectorPlan(const Shape &dims, const std::vector<Shape> &strides,
-                      const std::vector<Access> &accs, const std::string &body, bool dynamic) {
-  VectorPlan vp;
-  const size_t n = accs.size();
-  vp.vector.assign(n, false), vp.read.assign(n, false), vp.written.assign(n, false);
-  vp.body = body;
-  if (dims.empty())
-    return vp;
-  const size_t L = dims.size() - 1;
-  // A dynamic single dimension is (rows * per): its extent divides like per.
-  const int64_t extent = L == 0 && dynamic ? dims[0] / tokenCapacity() : dims[L];
-  std::vector<bool> candidate(n, false);
-  for (size_t k = 0; k < n; ++k) {
-    const std::string tok = "p" + n2s(accs[k].slot) + "[o" + n2s(k) + "]";
-    for (size_t at = body.find(tok); at != std::string::npos; at = body.find(tok, at + 1)) {
-      if (at && isIdentChar(body[at - 1]))
-        continue;
-      size_t after = at + tok.size();
-      bool store = body.compare(after, 3, " = ") == 0;
-      (store ? vp.written : vp.read)[k] = true;
-    }
-    int64_t bytes = accs[k].element ? dtypeBytes(accs[k].element) : 0;
-    candidate[k] = (vp.read[k] || vp.written[k]) && (bytes == 1 || bytes == 2 || bytes == 4 ||
-                                                      bytes == 8) &&
-                   strides[k][L] == 1;
-  }
-  int64_t lanes = 1;
-  for (bool changed = true; changed;) {
-    changed = false;
-    int64_t widest = 0;
-    for (size_t k = 0; k < n; ++k)
-      if (candidate[k])
-        widest = std::max(widest, dtypeBytes(accs[k].element));
-    if (!widest)
-      return vp;
-    lanes = 16 / widest;
-    for (size_t k = 0; k < n; ++k) {
-      if (!candidate[k])
-        continue;
-      bool aligned = accs[k].base % lanes == 0;
-      for (size_t d = 0; d < L; ++d)
-        aligned = aligned && strides[k][d] % lanes == 0;
-      if (!aligned)
-        candidate[k] = false, changed = true;
-    }
-  }
-  while (lanes > 1 && extent % lanes)
-    lanes /= 2;
-  if (lanes == 1)
-    return vp;
-  vp.lanes = lanes;
-  vp.vector = candidate;
-  for (size_t k = 0; k < n; ++k) {
-    if (!candidate[k])
-      continue;
-    const std::string tok = "p" + n2s(accs[k].slot) + "[o" + n2s(k) + "]",
-                      lane = "v" + n2s(k) + "[u]";
-    for (size_t at = vp.body.find(tok); at != std::string::npos;
-         at = vp.body.find(tok, at + lane.size()))
-      if (!at || !isIdentChar(vp.body[at - 1]))
-        vp.body.replace(at, tok.size(), lane);
-  }
-  return vp;
-}
 
 /// Threads per row-kernel block: enough warps for the row, at most 256.
 int64_t rowBlock(int64_t C) { return C <= 64 ? 64 : C <= 256 ? 128 : 256; }
@@ -215,6 +122,7 @@ std::string elementLoop(const Shape &dims, const std::vector<Shape> &strides,
 
 class CudaTarget final : public KernelTarget {
 public:
+  using KernelTarget::KernelTarget;
   std::string name() const override { return "cuda"; }
 
   std::unique_ptr<ScalarEmitter> scalarEmitter(const std::string &index,
@@ -270,22 +178,36 @@ public:
   /// registers); a broadcast operand is re-read from L2, not DRAM.
   /// A grid-stride loop over the flat index of the merged nest; the last
   /// dimension varies fastest, so neighbouring threads touch neighbouring
-  /// elements of every contiguous access. Where the innermost dimension
-  /// allows (vectorPlan), a thread takes `lanes` consecutive elements and
-  /// moves each contiguous access's share as one vector (16 bytes for the
-  /// widest element), when every such pointer is aligned at run time; the
-  /// element loop stays as the path for unaligned buffers.
-  std::string pointwise(const Shape &shape, const std::vector<Access> &accs,
-                        const std::string &body, bool dynamic) override {
-    auto [dims, strides] = mergeDims(shape, accs);
-    VectorPlan vp = vectorPlan(dims, strides, accs, body, dynamic);
+  /// elements of every contiguous access. Where mlc-cuda-vectorize found
+  /// that the innermost dimension allows it, a thread takes `lanes`
+  /// consecutive elements and moves each vector access's share as one
+  /// vector (16 bytes for the widest element), when every such pointer is
+  /// aligned at run time; the element loop stays as the path for unaligned
+  /// buffers.
+  std::string pointwiseNest(const PointwiseNest &n, const std::string &body,
+                            const std::string &vectorBody) override {
+    std::vector<Shape> strides;
+    for (const Access &a : n.accs)
+      strides.push_back(a.strides);
+    VectorPlan vp{n.lanes, n.vector, n.read, n.written};
+    return nest(n.dims, strides, n.accs, vp, n.offsetUsed, body, vectorBody, n.dynamic);
+  }
+
+private:
+  /// The nest of a pointwise kernel over merged `dims`, access k at
+  /// strides[k]; with vectors, the lane loop defines o<k> where
+  /// `offsetUsed[k]` and runs `vectorBody`.
+  std::string nest(const Shape &dims, const std::vector<Shape> &strides,
+                   const std::vector<Access> &accs, const VectorPlan &vp,
+                   const std::vector<bool> &offsetUsed, const std::string &body,
+                   const std::string &vectorBody, bool dynamic) {
     std::ostringstream os;
     const int64_t block = 256;
     os << phase(blocksFor(product(dims) / vp.lanes, block, 4096), block);
     std::string total = "1";
     for (size_t d = 0; d < dims.size(); ++d) {
       os << "    const int64_t n" << d << " = "
-         << (d == 0 ? rowsExpr(dims[0], dynamic) : n2s(dims[d])) << ";\n";
+         << (d == 0 ? leadingRows(dims[0], dynamic).expr() : n2s(dims[d])) << ";\n";
       total += " * n" + n2s(d);
     }
     if (vp.lanes == 1) {
@@ -310,13 +232,13 @@ public:
         if (vp.read[k])
           os << in << "  mlc_vload<" << V << ">(v" << K << ", " << P << " + q" << K << ");\n";
       }
-      if (mentions(vp.body, "o" + K))
+      if (offsetUsed[k])
         lanes += in + "    const int64_t o" + K + " = q" + K +
                  (strides[k].back() ? " + u * " + n2s(strides[k].back()) : "") + ";\n";
     }
     os << in << "  #pragma unroll\n"
        << in << "  for (int u = 0; u < " << V << "; ++u) {\n"
-       << lanes << indented(vp.body, in) << in << "  }\n";
+       << lanes << indented(vectorBody, in) << in << "  }\n";
     for (size_t k = 0; k < accs.size(); ++k)
       if (vp.vector[k] && vp.written[k])
         os << in << "  mlc_vstore<" << V << ">(p" << accs[k].slot << " + q" << k << ", v" << k
@@ -326,17 +248,18 @@ public:
     return os.str();
   }
 
+public:
   /// p[c] = sum_r body(r, c) (a bias gradient fused into its producer).
   /// Phase 0: block (chunk, cb) sums rows of its chunk for the columns of
   /// column block cb, a thread per column, into partial[chunk][c]; phase 1:
   /// a thread per column adds the partials in chunk order. Memory: the rows
   /// read once (coalesced along c), chunks x C doubles of partials written
   /// and read back, the C sums written.
-  std::string columnReduction(const std::string &rows, int64_t columns,
+  std::string columnReduction(const Rows &rows, int64_t columns,
                               const std::string &offsets, const std::string &body, int slot,
                               const std::string &type) override {
     const int64_t C = columns, block = 256, colBlocks = (C + block - 1) / block;
-    const int64_t chunks = blocksFor(capacityOf(rows), 16, 64);
+    const int64_t chunks = blocksFor(rows.count, 16, 64);
     std::ostringstream k;
     k << scratch(chunks * C * 8) << phase(chunks * colBlocks, block)
       << "    double *part = (double *)ctx->scratch;\n"
@@ -416,7 +339,7 @@ public:
   /// and sum exp(x - m) from one online pass (mlc_lse_add), a block per row.
   /// Memory: x read twice (the second pass mostly from L2), y written once:
   /// 8 bytes per f32 element from DRAM.
-  std::string softmax(mlir::Type el, const std::string &rows, int64_t C, bool log) override {
+  std::string softmax(mlir::Type el, const Rows &rows, int64_t C, bool log) override {
     std::string T = cType(el);
     std::ostringstream b;
     b << arguments({{el, true}, {el, false}}) << lseShared(el)
@@ -437,7 +360,7 @@ public:
   /// dx = y * (g - sum_c g_c y_c) per row, a block per row (the dot product
   /// a block sum in double). Memory: g and y read (twice, the second from
   /// L2), dx written: 12 bytes per f32 element.
-  std::string softmaxGrad(mlir::Type el, const std::string &rows, int64_t C) override {
+  std::string softmaxGrad(mlir::Type el, const Rows &rows, int64_t C) override {
     std::string T = cType(el);
     std::ostringstream b;
     b << arguments({{el, true}, {el, false}, {el, false}}) << "  __shared__ double red[32];\n"
@@ -454,7 +377,7 @@ public:
   /// y = (x - mean) * rstd * w + b per row, a block per row, the statistics
   /// in double over two passes. Memory: x read (three passes over the row,
   /// two from L2), y written; w and b stay in cache: 8 bytes per f32 element.
-  std::string layerNorm(mlir::Type el, const std::string &rows, int64_t E,
+  std::string layerNorm(mlir::Type el, const Rows &rows, int64_t E,
                         const std::string &eps) override {
     std::string T = cType(el);
     std::ostringstream b;
@@ -475,7 +398,7 @@ public:
   /// phases 1 and 2: dw and db as a deterministic column reduction.
   /// Memory: g and x read twice (rows, then column chunks), dx written: 20
   /// bytes per f32 element, plus 16 bytes of statistics per row.
-  std::string layerNormGrad(mlir::Type el, const std::string &rows, int64_t capacity, int64_t E,
+  std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity, int64_t E,
                             const std::string &eps) override {
     std::string T = cType(el);
     const int64_t block = 256, colBlocks = (E + block - 1) / block;
@@ -523,10 +446,10 @@ public:
   /// row's log-sum-exp terms): phase 0 a block per row writes its term, phase
   /// 1 one block sums them in order. Memory: the logits read once (4 bytes
   /// per f32 logit); a label out of range is reported, not read.
-  std::string crossEntropy(mlir::Type el, mlir::Type lt, const std::string &rows, int64_t C,
+  std::string crossEntropy(mlir::Type el, mlir::Type lt, const Rows &rows, int64_t C,
                            int64_t ignore) override {
     std::string T = cType(el);
-    const int64_t cap = capacityOf(rows);
+    const int64_t cap = rows.count;
     std::ostringstream b;
     b << arguments({{el, true}, {el, false}, {lt, false}}) << scratch(2 * cap * 8)
       << lseShared(el) << "  double *loss = (double *)ctx->scratch, *used = loss + " << cap
@@ -550,12 +473,12 @@ public:
   }
 
   std::string crossEntropyWithGrad(mlir::Type el, mlir::Type lt, mlir::Type grad,
-                                   const std::string &rows, int64_t C, int64_t ignore,
+                                   const Rows &rows, int64_t C, int64_t ignore,
                                    const std::string &scale) override {
     return crossEntropyGradient(el, lt, grad, rows, C, ignore, scale, /*withLoss=*/true);
   }
 
-  std::string crossEntropyGrad(mlir::Type el, mlir::Type lt, const std::string &rows, int64_t C,
+  std::string crossEntropyGrad(mlir::Type el, mlir::Type lt, const Rows &rows, int64_t C,
                                int64_t ignore, const std::string &scale) override {
     return crossEntropyGradient(el, lt, el, rows, C, ignore, scale, /*withLoss=*/false);
   }
@@ -567,7 +490,7 @@ public:
   /// long for shared memory recomputes the prologue. Memory: the prologue's
   /// inputs read once, its stored values and y written once; u never
   /// reaches DRAM.
-  std::string layerNormFusion(mlir::Type el, const std::string &rows, int64_t E,
+  std::string layerNormFusion(mlir::Type el, const Rows &rows, int64_t E,
                               const std::string &eps, const std::string &bases,
                               const std::string &offsets, const std::string &body,
                               const std::string &input, int slot, const std::string &weight,
@@ -634,7 +557,7 @@ public:
            << "      if (threadIdx.x == 0) p0[r] = (" << T << ")(" << finish << ");\n    }\n  }\n";
     } else if (r.shape == ReductionKernel::Columns) {
       const int64_t C = r.length, block = 256, colBlocks = (C + block - 1) / block;
-      const int64_t chunks = blocksFor(capacityOf(r.rows), 16, 64);
+      const int64_t chunks = blocksFor(r.rows.count, 16, 64);
       body << scratch(chunks * C * 8) << phase(chunks * colBlocks, block)
            << "    " << acc << " *part = (" << acc << " *)ctx->scratch;\n"
            << "    const int64_t R = " << r.rows << ", chunk = blockIdx.x / " << colBlocks
@@ -660,11 +583,11 @@ public:
   /// y[r, c] = table[ids[r], c], a thread per output element (an id out of
   /// range is reported and row 0 read). Memory: the ids, the selected rows
   /// of the table and y: 8 bytes per f32 element.
-  std::string embedding(mlir::Type el, mlir::Type it, const std::string &rows, int64_t V,
+  std::string embedding(mlir::Type el, mlir::Type it, const Rows &rows, int64_t V,
                         int64_t E) override {
     std::ostringstream b;
     b << arguments({{el, true}, {el, false}, {it, false}})
-      << phase(blocksFor(capacityOf(rows) * E, 256, 4096), 256)
+      << phase(blocksFor(rows.count * E, 256, 4096), 256)
       << "    const int64_t n = (int64_t)" << rows << " * " << E << ";\n"
       << "    for (int64_t i = MLC_TID; i < n; i += MLC_STRIDE) {\n"
       << "      const int64_t r = i / " << E << ", c = i % " << E << ";\n"
@@ -681,7 +604,7 @@ public:
   /// threads add to one element and no atomics, so the sums are
   /// reproducible. Memory: the table written twice (zeros, then sums), every
   /// chunk reads all ids and dy's rows of its tokens.
-  std::string embeddingGrad(mlir::Type el, mlir::Type it, const std::string &rows, int64_t V,
+  std::string embeddingGrad(mlir::Type el, mlir::Type it, const Rows &rows, int64_t V,
                             int64_t E) override {
     const int64_t block = 256, colBlocks = (E + block - 1) / block;
     const int64_t chunks = std::min<int64_t>(V, 64), per = (V + chunks - 1) / chunks;
@@ -730,8 +653,8 @@ private:
 
   /// A phase of one block per row (grid-stride over the rows), opened up to
   /// the row's body; the caller closes it with "    }\n  }\n".
-  static std::string rowLoop(const std::string &rows, int64_t C) {
-    return phase(rowGrid(capacityOf(rows)), rowBlock(C)) + "    const int64_t R = " + rows +
+  static std::string rowLoop(const Rows &rows, int64_t C) {
+    return phase(rowGrid(rows.count), rowBlock(C)) + "    const int64_t R = " + rows.expr() +
            ";\n    for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {\n";
   }
 
@@ -777,10 +700,10 @@ private:
   /// over the logits when they are dead: 8 bytes per f32 logit (6 when the
   /// gradient is a bf16 copy).
   std::string crossEntropyGradient(mlir::Type el, mlir::Type lt, mlir::Type grad,
-                                   const std::string &rows, int64_t C, int64_t ignore,
+                                   const Rows &rows, int64_t C, int64_t ignore,
                                    const std::string &scale, bool withLoss) {
     std::string T = cType(el), TG = cType(grad);
-    const int64_t cap = capacityOf(rows);
+    const int64_t cap = rows.count;
     const int d = withLoss ? 1 : 0, x = d + 1, l = d + 2;
     std::vector<KernelArg> slots;
     if (withLoss)
@@ -1379,6 +1302,8 @@ std::string CudaTarget::attention(const AttentionKernel &a) {
 
 } // namespace
 
-std::unique_ptr<KernelTarget> createCudaTarget() { return std::make_unique<CudaTarget>(); }
+std::unique_ptr<KernelTarget> createCudaTarget(int64_t tokenCapacity) {
+  return std::make_unique<CudaTarget>(tokenCapacity);
+}
 
 } // namespace mlc::lowering

@@ -1,13 +1,15 @@
-//===- KernelEmitters.cpp - the C++ text of generated kernels --------------===//
+//===- KernelEmitters.cpp - the plan.kernel ops of graph ops ---------------===//
 //
-// Each emitter writes one kernel: pointwise ops and fusion regions (loop
-// nests over strided views), row kernels (softmax, LayerNorm, cross-entropy
-// and their gradients), reductions and attention. Loops keep their innermost
-// dimension contiguous and carry `omp simd` reductions, so the host compiler
-// vectorizes them without -ffast-math.
+// Each emitter builds one kernel as IR: pointwise ops and fusion regions
+// (bodies of loads, scalar ops and stores over strided views), fused bias
+// gradients, fused LayerNorms, the optimizer's update and the gradient norm
+// (bodies too), row kernels (softmax, LayerNorm, cross-entropy and their
+// gradients), reductions and attention (templates with their parameters).
+// No target is involved; the targets print them (KernelPrinter.cpp).
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/codegen/KernelParams.h"
 #include "compiler/codegen/LoweringImpl.h"
 #include "contract/OptimizerScalars.h"
 
@@ -18,67 +20,92 @@
 
 namespace mlc::lowering {
 
-std::string FunctionLowering::pointwiseExpr(Operation *op, const std::vector<std::string> &a,
-                                            const std::string &index, std::string &prologue) {
-  std::unique_ptr<ScalarEmitter> emitter = kernels.target.scalarEmitter(index, prologue);
-  return cast<ScalarOpInterface>(op).scalarExpr(*emitter, a);
+llvm::Error FunctionLowering::addBodyStep(const Shape &shape, const std::vector<Access> &accs,
+                                          bool dynamic, BodyBuilder build, std::vector<int> bufs,
+                                          KernelTemplate kind, bool merge,
+                                          llvm::function_ref<void(ParamsBuilder &)> more) {
+  Shape dims = shape;
+  std::vector<Shape> strides;
+  for (const Access &a : accs)
+    strides.push_back(a.strides);
+  if (merge)
+    std::tie(dims, strides) = mergeDims(shape, accs);
+  MLIRContext *context = fn.getContext();
+  OpBuilder b(context);
+  b.setInsertionPointToEnd(kernels.scratch->getBody());
+  ParamsBuilder params(context);
+  params.i64s("dims", dims).flag("dynamic", dynamic && !dims.empty());
+  if (more)
+    more(params);
+  auto kernel = b.create<plan::KernelOp>(
+      fn.getLoc(), b.getStringAttr("k"), plan::KernelTemplateAttr::get(context, kind),
+      StringAttr(), b.getI64IntegerAttr(bufs.size()), params.get(), StringAttr(), StringAttr());
+  b.setInsertionPointToStart(&kernel.getBody().emplaceBlock());
+  if (auto err = build(b, strides)) {
+    kernel->erase();
+    return err;
+  }
+  KernelSet::Kernel k;
+  k.kind = kind;
+  k.numArgs = bufs.size();
+  k.body = kernel;
+  addLaunch(kernels.add(std::move(k)), std::move(bufs));
+  return llvm::Error::success();
 }
 
+llvm::Error FunctionLowering::scalarClone(OpBuilder &b, Operation *op, IRMapping &map) {
+  if (auto c = dyn_cast<ConstantOp>(op)) {
+    auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+    if (!dense || !dense.isSplat())
+      return failure("a fusion region holds a non-splat constant");
+  }
+  Operation *clone = b.clone(*op, map);
+  for (Value r : clone->getResults())
+    r.setType(RankedTensorType::get({}, typeOf(r).getElementType()));
+  if (auto c = dyn_cast<ConstantOp>(clone)) {
+    auto dense = cast<DenseElementsAttr>(c.getValue());
+    c->setAttr("value", dense.resizeSplat(cast<ShapedType>(c.getResult().getType())));
+  }
+  return llvm::Error::success();
+}
+
+/// One op over elements: its result and each operand read through its view
+/// (broadcast by strides); a splat constant operand is a constant of the body.
 llvm::Error FunctionLowering::emitPointwise(Operation *op) {
   Value result = op->getResult(0);
   Shape out = shapeOf(result);
-  std::vector<std::pair<Type, bool>> slots{{typeOf(result).getElementType(), true}};
   std::vector<int> bufs{-1};
   std::vector<Access> accs{{0, 0, rowMajorStrides(out), typeOf(result).getElementType()}};
-  std::vector<std::string> operands;
+  std::vector<int> accessOf; // operand -> its access (-1: a splat constant)
   for (Value v : op->getOperands()) {
-    std::string lit = splatLiteral(v);
-    if (!lit.empty()) {
-      operands.push_back(lit);
+    if (!splatLiteral(v).empty()) {
+      accessOf.push_back(-1);
       continue;
     }
-    int slot = slots.size();
-    slots.push_back({typeOf(v).getElementType(), false});
-    accs.push_back(readAccess(slot, v, out, bufs));
-    operands.push_back("p" + std::to_string(slot) + "[o" + std::to_string(accs.size() - 1) +
-                       "]");
+    accessOf.push_back(accs.size());
+    accs.push_back(readAccess(accs.size(), v, out, bufs));
   }
   int outId = arenaFor(result);
   valueBuffers[result] = outId;
   bufs[0] = outId;
-  std::string prologue;
-  std::string body = "    p0[o0] = " + pointwiseExpr(op, operands, "o0", prologue) + ";\n";
-  addStep(args(slots) + prologue + kernels.target.pointwise(out, accs, body, dynamicRows(result)), bufs);
-  return llvm::Error::success();
-}
-
-/// The per-element code of a fusion region: splat constants become literals,
-/// every pointwise op a scalar temporary; `roots` (the region's reduction or
-/// LayerNorm and the cast of its result, if any) are left to the caller.
-llvm::Error FunctionLowering::scalarOps(Block &block, llvm::ArrayRef<Operation *> roots,
-                                        const std::string &index, const std::string &indent,
-                                        llvm::DenseMap<Value, std::string> &scalar,
-                                        std::string &body, std::string &prologue) {
-  int tmp = 0;
-  for (Operation &op : block.without_terminator()) {
-    if (auto c = dyn_cast<ConstantOp>(op)) {
-      std::string lit = splatLiteral(c.getResult());
-      if (lit.empty())
-        return failure("a fusion region holds a non-splat constant");
-      scalar[c.getResult()] = lit;
-      continue;
-    }
-    if (llvm::is_contained(roots, &op))
-      continue;
-    std::vector<std::string> operands;
-    for (Value v : op.getOperands())
-      operands.push_back(scalar.lookup(v));
-    std::string name = "t" + std::to_string(tmp++);
-    body += indent + "const " + cType(typeOf(op.getResult(0)).getElementType()) + " " + name +
-            " = " + pointwiseExpr(&op, operands, index, prologue) + ";\n";
-    scalar[op.getResult(0)] = name;
-  }
-  return llvm::Error::success();
+  return addBodyStep(
+      out, accs, dynamicRows(result),
+      [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) -> llvm::Error {
+        IRMapping map;
+        for (auto [v, k] : llvm::zip(op->getOperands(), accessOf)) {
+          if (k >= 0) {
+            map.map(v, load(b, accs[k], strides[k]));
+            continue;
+          }
+          if (auto err = scalarClone(b, v.getDefiningOp(), map))
+            return err;
+        }
+        if (auto err = scalarClone(b, op, map))
+          return err;
+        store(b, map.lookup(result), accs[0], strides[0]);
+        return llvm::Error::success();
+      },
+      bufs);
 }
 
 /// The arguments of a fusion kernel over `iter`: its results (contiguous,
@@ -119,72 +146,59 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
     if (auto r = dyn_cast<ReduceSumOp>(op))
       columns = r;
   Shape iter = columns ? shapeOf(columns.getInput()) : shapeOf(fusion.getResult(0));
-  auto [slots, bufs, accs] = bindFusion(fusion, iter);
+  KernelArgs bound = bindFusion(fusion, iter);
+  auto &bufs = bound.bufs;
+  auto &accs = bound.accs;
   int reduceSlot = -1;
   for (auto [i, v] : llvm::enumerate(yield.getValues()))
     if (columns && v == columns.getResult()) {
       reduceSlot = i;
       accs[i].strides.assign(iter.size(), 0); // accumulated, not indexed per element
     }
-  llvm::DenseMap<Value, std::string> scalar;
-  std::string body;
-  for (auto [k, arg] : llvm::enumerate(block.getArguments())) {
-    int slot = fusion.getNumResults() + k;
-    std::string name = "x" + std::to_string(slot);
-    body += "    const " + cType(typeOf(arg).getElementType()) + " " + name + " = p" +
-            std::to_string(slot) + "[o" + std::to_string(slot) + "];\n";
-    scalar[arg] = name;
-  }
-  std::string prologue;
-  if (auto err = scalarOps(block, {columns.getOperation()}, "flat", "    ", scalar, body,
-                           prologue))
-    return err;
-  if (columns)
-    body += "    sum += " + scalar.lookup(columns.getInput()) + ";\n";
-  for (auto [i, v] : llvm::enumerate(yield.getValues()))
-    if (int(i) != reduceSlot)
-      body += "    p" + std::to_string(i) + "[o" + std::to_string(i) + "] = " +
-              scalar.lookup(v) + ";\n";
-  if (!columns) {
-    body = "    const int64_t flat = o0;\n" + body;
-    addStep(args(slots) + prologue +
-                kernels.target.pointwise(iter, accs, body, dynamicRows(fusion.getResult(0))),
-            bufs);
-    return llvm::Error::success();
-  }
-
-  // Rows are the reduced leading dimensions; each element's offsets are
-  // decomposed from its (row, column).
+  if (!columns)
+    return addBodyStep(
+        iter, accs, dynamicRows(fusion.getResult(0)),
+        [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) -> llvm::Error {
+          IRMapping map;
+          for (auto [k, arg] : llvm::enumerate(block.getArguments())) {
+            size_t a = fusion.getNumResults() + k;
+            map.map(arg, load(b, accs[a], strides[a]));
+          }
+          for (Operation &op : block.without_terminator())
+            if (auto err = scalarClone(b, &op, map))
+              return err;
+          for (auto [i, v] : llvm::enumerate(yield.getValues()))
+            store(b, map.lookup(v), accs[i], strides[i]);
+          return llvm::Error::success();
+        },
+        bufs);
+  // A column reduction: rows are the reduced leading dimensions, each
+  // element's offsets decomposed from its (row, column); the reduction's
+  // input is accumulated into its column's sum.
   size_t lead = columns.getAxes().size();
-  Shape rowDims(iter.begin(), iter.begin() + lead), colDims(iter.begin() + lead, iter.end());
-  int64_t R = product(rowDims), C = product(colDims);
-  auto decompose = [](const std::string &var, const Shape &dims, const Shape &strides) {
-    std::string e = "0";
-    std::string rem = var;
-    for (size_t d = dims.size(); d-- > 0;) {
-      std::string idx = d == 0 ? rem : "(" + rem + " % " + std::to_string(dims[d]) + ")";
-      if (strides[d])
-        e += " + " + idx + " * " + std::to_string(strides[d]);
-      rem = "(" + rem + " / " + std::to_string(dims[d]) + ")";
-    }
-    return e;
-  };
-  std::string offsets;
-  for (size_t k = 0; k < accs.size(); ++k) {
-    if (int(k) == reduceSlot)
-      continue;
-    Shape rs(accs[k].strides.begin(), accs[k].strides.begin() + lead);
-    Shape cs(accs[k].strides.begin() + lead, accs[k].strides.end());
-    offsets += "      const int64_t o" + std::to_string(k) + " = " +
-               std::to_string(accs[k].base) + " + " + decompose("r", rowDims, rs) + " + " +
-               decompose("c", colDims, cs) + ";\n";
-  }
-  std::string T = cType(typeOf(columns.getResult()).getElementType());
-  std::string k = args(slots) + prologue +
-                  kernels.target.columnReduction(rowsExpr(R, dynamicRows(columns.getInput())), C,
-                                                 offsets, body, reduceSlot, T);
-  addStep(k, bufs, KernelTemplate::column_reduction);
-  return llvm::Error::success();
+  int64_t R = product(Shape(iter.begin(), iter.begin() + lead));
+  int64_t C = product(Shape(iter.begin() + lead, iter.end()));
+  Rows rows = rowsOf(R, dynamicRows(columns.getInput()));
+  return addBodyStep(
+      iter, accs, false,
+      [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) -> llvm::Error {
+        IRMapping map;
+        for (auto [k, arg] : llvm::enumerate(block.getArguments())) {
+          size_t a = fusion.getNumResults() + k;
+          map.map(arg, load(b, accs[a], strides[a]));
+        }
+        for (Operation &op : block.without_terminator())
+          if (&op != columns.getOperation())
+            if (auto err = scalarClone(b, &op, map))
+              return err;
+        b.create<plan::AccumulateOp>(fn.getLoc(), map.lookup(columns.getInput()), reduceSlot);
+        for (auto [i, v] : llvm::enumerate(yield.getValues()))
+          if (int(i) != reduceSlot)
+            store(b, map.lookup(v), accs[i], strides[i]);
+        return llvm::Error::success();
+      },
+      bufs, KernelTemplate::column_reduction, /*merge=*/false,
+      [&](ParamsBuilder &p) { p.i64("lead", lead).rows(rows).i64("columns", C); });
 }
 
 /// A "rows" fusion: a LayerNorm and the pointwise prologue of its input.
@@ -201,8 +215,10 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
     return failure("a \"rows\" fusion without a layer_norm");
   Shape iter = shapeOf(norm.getInput());
   Shape rowDims(iter.begin(), iter.end() - 1);
-  const int64_t E = iter.back(), R = product(rowDims);
-  auto [slots, bufs, accs] = bindFusion(fusion, iter);
+  const int64_t R = product(rowDims);
+  KernelArgs bound = bindFusion(fusion, iter);
+  auto &bufs = bound.bufs;
+  auto &accs = bound.accs;
   // The normalized row is stored in the result's type (a cast of it that
   // the fusion absorbed converts on the store).
   int normSlot = -1;
@@ -214,55 +230,36 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
     if (v == norm.getResult() || (c && c.getInput() == norm.getResult()))
       normSlot = i;
   }
-  llvm::DenseMap<Value, std::string> scalar;
-  llvm::DenseMap<Value, int> accessOf; // block argument -> its access
-  for (auto [k, arg] : llvm::enumerate(block.getArguments()))
-    accessOf[arg] = fusion.getNumResults() + k;
-  auto load = [&](Value arg) {
-    int k = accessOf.lookup(arg);
-    return "p" + std::to_string(accs[k].slot) + "[o" + std::to_string(k) + "]";
-  };
-  // Row bases (decomposed once per row) and the stride along the row.
-  auto decompose = [&](const Access &a) {
-    std::string e = std::to_string(a.base);
-    std::string rem = "r";
-    for (size_t d = rowDims.size(); d-- > 0;) {
-      std::string idx = d == 0 ? rem : "(" + rem + " % " + std::to_string(rowDims[d]) + ")";
-      if (a.strides[d])
-        e += " + " + idx + " * " + std::to_string(a.strides[d]);
-      rem = "(" + rem + " / " + std::to_string(rowDims[d]) + ")";
-    }
-    return e;
-  };
-  auto offsets = [&](const std::string &indent) {
-    std::string o;
-    for (size_t k = 0; k < accs.size(); ++k)
-      o += indent + "const int64_t o" + std::to_string(k) + " = b" + std::to_string(k) +
-           " + c * " + std::to_string(accs[k].strides.back()) + ";\n";
-    return o;
-  };
-  std::string prologue, body;
-  for (auto [arg, in] : llvm::zip(block.getArguments(), fusion.getInputs()))
-    scalar[arg] = load(arg);
-  if (auto err = scalarOps(block, {norm, normCast}, "(r * " + std::to_string(E) + " + c)",
-                           "      ", scalar, body, prologue))
-    return err;
-  for (auto [i, v] : llvm::enumerate(yield.getValues()))
-    if (int(i) != normSlot)
-      body += "      p" + std::to_string(i) + "[o" + std::to_string(i) + "] = " +
-              scalar.lookup(v) + ";\n";
-  Type el = typeOf(norm.getResult()).getElementType();
-  std::string eps = literal(norm.getEpsilon().convertToDouble(), Float64Type::get(fusion.getContext()));
-  std::string bases;
-  for (size_t a = 0; a < accs.size(); ++a)
-    bases += "    const int64_t b" + std::to_string(a) + " = " + decompose(accs[a]) + ";\n";
-  std::string k = args(slots) + prologue +
-                  kernels.target.layerNormFusion(
-                      el, rowsExpr(R, dynamicRows(norm.getInput())), E, eps, bases,
-                      offsets("      "), body, scalar.lookup(norm.getInput()), normSlot,
-                      scalar.lookup(norm.getWeight()), scalar.lookup(norm.getBias()));
-  addStep(k, bufs, KernelTemplate::rows);
-  return llvm::Error::success();
+  if (normSlot < 0)
+    return failure("a \"rows\" fusion that does not return its LayerNorm");
+  for (Operation *user : norm.getResult().getUsers())
+    if (user != normCast && !isa<YieldOp>(user))
+      return failure("a \"rows\" fusion computes with its LayerNorm's result");
+  Rows rows = rowsOf(R, dynamicRows(norm.getInput()));
+  double eps = norm.getEpsilon().convertToDouble();
+  return addBodyStep(
+      iter, accs, false,
+      [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) -> llvm::Error {
+        IRMapping map;
+        for (auto [k, arg] : llvm::enumerate(block.getArguments())) {
+          size_t a = fusion.getNumResults() + k;
+          map.map(arg, load(b, accs[a], strides[a]));
+        }
+        for (Operation &op : block.without_terminator())
+          if (&op != norm.getOperation() && &op != normCast)
+            if (auto err = scalarClone(b, &op, map))
+              return err;
+        for (auto [i, v] : llvm::enumerate(yield.getValues()))
+          if (int(i) != normSlot)
+            store(b, map.lookup(v), accs[i], strides[i]);
+        b.create<plan::NormalizeOp>(fn.getLoc(), map.lookup(norm.getInput()),
+                                    map.lookup(norm.getWeight()), map.lookup(norm.getBias()),
+                                    normSlot, accs[normSlot].base, strides[normSlot],
+                                    typeOf(yield.getValues()[normSlot]).getElementType());
+        return llvm::Error::success();
+      },
+      bufs, KernelTemplate::rows, /*merge=*/false,
+      [&](ParamsBuilder &p) { p.rows(rows).f64("eps", eps); });
 }
 
 llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<int64_t> axes,
@@ -302,11 +299,11 @@ llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<in
       return failure("a full reduction over the dynamic token dimension is not supported");
     r.shape = ReductionKernel::Rows;
     r.outputs = outN;
-    r.rows = rowsExpr(outN, dyn);
+    r.rows = rowsOf(outN, dyn);
     r.length = rows ? groups[1].second : full ? groups[0].second : 1;
   } else if (columns && kind != "max") {
     r.shape = ReductionKernel::Columns;
-    r.rows = rowsExpr(groups[0].second, dyn);
+    r.rows = rowsOf(groups[0].second, dyn);
     r.length = groups[1].second;
   } else {
     // General axes: one output element per iteration, indices decomposed.
@@ -322,7 +319,8 @@ llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<in
   }
   int outId = arenaFor(result);
   valueBuffers[result] = outId;
-  addStep(kernels.target.reduction(r), {outId, bufferOf(input)}, KernelTemplate::reduction);
+  addStep("reduction", encodeReduction(r, op->getContext()), {outId, bufferOf(input)},
+          KernelTemplate::reduction);
   return llvm::Error::success();
 }
 
@@ -333,13 +331,15 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
   };
   Value x = op->getOperand(0);
   Type el = typeOf(op->getResult(0)).getElementType();
-  KernelTarget &target = kernels.target;
   std::string k;
   std::vector<int> bufs;
-  // Row counts as C expressions: dynamic token rows come from ctx->rows.
-  auto rowsOf = [&](Value v) {
+  // The template's parameters: element type, rows (dynamic token rows at
+  // the capacity, per token) and the row's length.
+  ParamsBuilder params(op->getContext());
+  params.type("element", el);
+  auto rowsAndColumns = [&](Value v) {
     Shape s = shapeOf(v);
-    return std::make_pair(rowsExpr(product(s) / s.back(), dynamicRows(v)), s.back());
+    params.rows(rowsOf(product(s) / s.back(), dynamicRows(v))).i64("columns", s.back());
   };
   auto capacityRows = [&](Value v) {
     Shape s = shapeOf(v);
@@ -350,43 +350,56 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     valueBuffers[v] = id;
     bufs.push_back(id);
   };
-  auto eps = [&](llvm::APFloat e) {
-    return literal(e.convertToDouble(), Float64Type::get(op->getContext()));
+  auto eps = [&](llvm::APFloat e) { params.f64("eps", e.convertToDouble()); };
+  // The splat incoming gradient of a loss, in its own type.
+  auto scale = [&](Value grad) {
+    auto c = grad.getDefiningOp<ConstantOp>();
+    auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
+    if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()))
+      return false;
+    params.attr("scale", FloatAttr::get(dense.getElementType(),
+                                        dense.getSplatValue<APFloat>().convertToDouble()));
+    return true;
   };
 
   if (auto sm = dyn_cast<SoftmaxOp>(op); sm || isa<LogSoftmaxOp>(op)) {
     int64_t axis = sm ? int64_t(sm.getAxis()) : int64_t(cast<LogSoftmaxOp>(op).getAxis());
     if (!lastAxis(axis, x))
       return failure("softmax over a dimension other than the last is not supported yet");
-    auto [rows, C] = rowsOf(x);
+    rowsAndColumns(x);
     bindOut(op->getResult(0));
     bufs.push_back(bufferOf(x));
-    k = target.softmax(el, rows, C, /*log=*/!sm);
+    params.flag("log", !sm);
+    k = "softmax";
   } else if (auto sg = dyn_cast<SoftmaxGradOp>(op)) {
     if (!lastAxis(sg.getAxis(), x))
       return failure("softmax over a dimension other than the last is not supported yet");
-    auto [rows, C] = rowsOf(x);
+    rowsAndColumns(x);
     bindOut(sg.getResult());
     bufs.push_back(bufferOf(sg.getGrad()));
     bufs.push_back(bufferOf(sg.getOutput()));
-    k = target.softmaxGrad(el, rows, C);
+    k = "softmax_grad";
   } else if (auto ln = dyn_cast<LayerNormOp>(op)) {
-    auto [rows, E] = rowsOf(x);
+    rowsAndColumns(x);
     bindOut(ln.getResult());
     for (Value v : {ln.getInput(), ln.getWeight(), ln.getBias()})
       bufs.push_back(bufferOf(v));
-    k = target.layerNorm(el, rows, E, eps(ln.getEpsilon()));
+    eps(ln.getEpsilon());
+    k = "layer_norm";
   } else if (auto lg = dyn_cast<LayerNormGradOp>(op)) {
-    auto [rows, E] = rowsOf(x);
+    rowsAndColumns(x);
     bindOut(lg.getInputGrad());
     bindOut(lg.getWeightGrad());
     bindOut(lg.getBiasGrad());
     for (Value v : {lg.getGrad(), lg.getInput(), lg.getWeight()})
       bufs.push_back(bufferOf(v));
-    k = target.layerNormGrad(el, rows, capacityRows(x), E, eps(lg.getEpsilon()));
+    params.i64("capacity", capacityRows(x));
+    eps(lg.getEpsilon());
+    k = "layer_norm_grad";
   } else if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
-    auto [rows, C] = rowsOf(ce.getLogits());
+    rowsAndColumns(ce.getLogits());
     Type lt = typeOf(ce.getLabels()).getElementType();
+    params.type("labels", lt).i64("ignore", ce.getIgnoreIndex());
     // The training step also needs the loss's gradient: one kernel reads each
     // row of logits once for both (log-softmax, loss and its gradient).
     for (Operation *user : ce.getLogits().getUsers()) {
@@ -426,29 +439,29 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
       bufs.push_back(logits);
       bufs.push_back(bufferOf(ce.getLabels()));
       emittedWith.insert(cg.getOperation());
-      addStep(target.crossEntropyWithGrad(el, lt, gradType, rows, C, ce.getIgnoreIndex(),
-                                          splatLiteral(cg.getGrad())),
-              bufs, KernelTemplate::rows);
+      params.type("grad", gradType);
+      scale(cg.getGrad());
+      addStep("cross_entropy_with_grad", params.get(), bufs, KernelTemplate::rows);
       return llvm::Error::success();
     }
     bindOut(ce.getResult());
     bufs.push_back(bufferOf(ce.getLogits()));
     bufs.push_back(bufferOf(ce.getLabels()));
-    k = target.crossEntropy(el, lt, rows, C, ce.getIgnoreIndex());
+    k = "cross_entropy";
   } else if (auto cg = dyn_cast<CrossEntropyGradOp>(op)) {
-    auto [rows, C] = rowsOf(cg.getLogits());
+    rowsAndColumns(cg.getLogits());
     Type lt = typeOf(cg.getLabels()).getElementType();
+    params.type("labels", lt).i64("ignore", cg.getIgnoreIndex());
     bindOut(cg.getResult());
-    std::string gradLit = splatLiteral(cg.getGrad());
     bufs.push_back(bufferOf(cg.getLogits()));
     bufs.push_back(bufferOf(cg.getLabels()));
-    if (gradLit.empty())
+    if (!scale(cg.getGrad()))
       bufs.push_back(bufferOf(cg.getGrad()));
-    k = target.crossEntropyGrad(el, lt, rows, C, cg.getIgnoreIndex(), gradLit);
+    k = "cross_entropy_grad";
   } else {
     return failure("internal error: not a row op");
   }
-  addStep(k, bufs, KernelTemplate::rows);
+  addStep(k, params.get(), bufs, KernelTemplate::rows);
   return llvm::Error::success();
 }
 
@@ -534,7 +547,7 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   desc.varlen = varlen;
   desc.causal = causal;
   desc.batch = B, desc.heads = H, desc.seqQ = Sq, desc.seqK = Sk, desc.headDim = D,
-  desc.valueDim = Dv, desc.tokenCapacity = tokenCapacity();
+  desc.valueDim = Dv, desc.tokenCapacity = kernels.tokenCapacity;
   desc.scale = scale, desc.dropout = dropout, desc.seed = seed;
   for (const View &w : tensors)
     desc.tensors.push_back({w.offset, w.strides[0], w.strides[1], w.strides[varlen ? 0 : 2]});
@@ -547,7 +560,8 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   if (auto module = fn->getParentOfType<ModuleOp>())
     if (auto products = module->getAttrOfType<StringAttr>("mlc.autocast"))
       desc.bf16Products = products.getValue() == "bf16";
-  addStep(kernels.target.attention(desc), bufs, KernelTemplate::attention);
+  addStep("attention", encodeAttention(desc, op->getContext()), bufs,
+          KernelTemplate::attention);
   return llvm::Error::success();
 }
 
@@ -616,7 +630,6 @@ llvm::Error FunctionLowering::emitOptimizerFusion(FusionOp fusion) {
       merged.push_back({slot.offset, slot.numel, decay});
   }
   Type el = typeOf(params[0]).getElementType();
-  std::string T = cType(el);
   int64_t total = layout->at("*").numel;
   int pBuf = newBuffer({Buffer::Param, el, total, "*"});
   int mBuf = newBuffer({Buffer::Moment1, el, total, "*"});
@@ -624,34 +637,37 @@ llvm::Error FunctionLowering::emitOptimizerFusion(FusionOp fusion) {
   int gBuf = newBuffer({Buffer::Grad, el, total, "*"});
   int hBuf = bufferOf(fusion.getInputs()[0]);
 
-  llvm::DenseMap<Value, std::string> scalar;
-  for (auto [k, arg] : llvm::enumerate(block.getArguments()))
-    scalar[arg] = "x" + std::to_string(k);
-  std::string body, prologue;
-  for (int k = 0; k < 4; ++k) {
-    static const char *ptr[] = {"pp", "gg", "mm", "vv"};
-    body += "      const " + T + " x" + std::to_string(k) + " = " + ptr[k] + "[i];\n";
+  // The body over the segments' elements: p, g, m, v loaded (arguments
+  // P, G, M, V in the launch's order P, M, V, G), the decay factor and the
+  // step's scalars (block arguments 4 and 5..), the update, p, m, v stored.
+  Shape table;
+  int64_t count = 0;
+  for (auto &[off, n, decay] : merged) {
+    table.insert(table.end(), {off, n, decay});
+    count += n;
   }
-  if (auto err = scalarOps(block, {}, "i", "      ", scalar, body, prologue))
-    return err;
-  const char *out[] = {"pp", "mm", "vv"};
-  for (int k = 0; k < 3; ++k)
-    body += std::string("      ") + out[k] + "[i] = " + scalar.lookup(yield.getValues()[k]) +
-            ";\n";
-
-  // Scalars: block arguments 5.. are the scalars before the decay factor.
-  std::string setup;
-  for (int j = 0; j < kDecay; ++j)
-    setup += "  const " + T + " x" + std::to_string(5 + j) + " = (" + T + ")h[" +
-             std::to_string(j) + "];\n";
-  setup += "  const " + T + " decayOn = (" + T + ")h[" + std::to_string(int(kDecay)) + "];\n" +
-           prologue;
-  std::vector<Segment> table;
-  for (auto &[off, n, decay] : merged)
-    table.push_back({off, n, decay != 0});
-  std::string k = kernels.target.optimizer(el, table, setup, body);
-  addStep(k, {pBuf, mBuf, vBuf, gBuf, hBuf}, KernelTemplate::optimizer);
-  return llvm::Error::success();
+  return addBodyStep(
+      {count}, {}, false,
+      [&](OpBuilder &b, llvm::ArrayRef<Shape>) -> llvm::Error {
+        static const int argOf[] = {0, 3, 1, 2}; // p, g, m, v
+        IRMapping map;
+        auto scalarType = RankedTensorType::get({}, el);
+        for (int k = 0; k < 4; ++k)
+          map.map(block.getArgument(k), load(b, {argOf[k], 0, {1}, el}, {1}));
+        map.map(block.getArgument(4),
+                b.create<plan::DecayFactorOp>(fn.getLoc(), scalarType, 4, int64_t(kDecay)));
+        for (unsigned k = 5; k < block.getNumArguments(); ++k)
+          map.map(block.getArgument(k),
+                  b.create<plan::ScalarOp>(fn.getLoc(), scalarType, 4, int64_t(k - 5)));
+        for (Operation &op : block.without_terminator())
+          if (auto err = scalarClone(b, &op, map))
+            return err;
+        for (int k = 0; k < 3; ++k)
+          store(b, map.lookup(yield.getValues()[k]), {k, 0, {1}, el}, {1});
+        return llvm::Error::success();
+      },
+      {pBuf, mBuf, vBuf, gBuf, hBuf}, KernelTemplate::optimizer, /*merge=*/false,
+      [&](ParamsBuilder &p) { p.i64s("segments", table); });
 }
 
 /// The L2 norm over the flat gradient buffer (a `norm` fusion): each
@@ -671,22 +687,30 @@ llvm::Error FunctionLowering::emitNormFusion(FusionOp fusion) {
       table.push_back({slot.offset, slot.numel});
   }
   Type el = typeOf(fusion.getInputs()[0]).getElementType();
-  std::string T = cType(el);
   int gBuf = newBuffer({Buffer::Grad, el, layout->at("*").numel, "*"});
   int outId = arenaFor(fusion.getResult(0));
   valueBuffers[fusion.getResult(0)] = outId;
-  llvm::DenseMap<Value, std::string> scalar;
-  scalar[block.getArgument(0)] = "x0";
-  std::string body = "      const " + T + " x0 = gg[i];\n", prologue;
-  if (auto err = scalarOps(block, {}, "i", "      ", scalar, body, prologue))
-    return err;
-  std::vector<Segment> segments;
-  for (auto &[off, n] : table)
-    segments.push_back({off, n, false});
-  std::string k = prologue + kernels.target.norm(el, segments, body,
-                                                 scalar.lookup(yield.getValues()[0]));
-  addStep(k, {outId, gBuf}, KernelTemplate::reduction);
-  return llvm::Error::success();
+  // The body over the segments' elements: g loaded, the region's value
+  // (its square, in f64) summed into the norm.
+  Shape flat;
+  int64_t count = 0;
+  for (auto &[off, n] : table) {
+    flat.insert(flat.end(), {off, n});
+    count += n;
+  }
+  return addBodyStep(
+      {count}, {}, false,
+      [&](OpBuilder &b, llvm::ArrayRef<Shape>) -> llvm::Error {
+        IRMapping map;
+        map.map(block.getArgument(0), load(b, {1, 0, {1}, el}, {1}));
+        for (Operation &op : block.without_terminator())
+          if (auto err = scalarClone(b, &op, map))
+            return err;
+        b.create<plan::AccumulateOp>(fn.getLoc(), map.lookup(yield.getValues()[0]), 0);
+        return llvm::Error::success();
+      },
+      {outId, gBuf}, KernelTemplate::reduction, /*merge=*/false,
+      [&](ParamsBuilder &p) { p.i64s("segments", flat); });
 }
 
 } // namespace mlc::lowering

@@ -29,10 +29,12 @@
 // (CudaTarget.cpp) writes the same kernels in CUDA C (grid-stride pointwise
 // loops, block-per-row kernels with warp shuffles, two-pass deterministic
 // reductions, an attention that streams tiles through shared memory). The
-// lowering runs once per target and the plan keeps both texts of every
-// kernel. Where a method takes scalar code (pointwise bodies, fused
-// prologues, the optimizer's update), that code is the target's own
-// spelling through its ScalarEmitter, in C syntax both targets share.
+// methods run only when the package's kernels.cpp / kernels.cu are printed
+// (KernelPrinter.cpp), from each plan.kernel's template parameters or body;
+// the lowering (one, target-neutral) never calls them. Where a method takes
+// scalar code (pointwise bodies, fused prologues, the optimizer's update),
+// the printer wrote that code from the kernel's body in the target's own
+// spelling (its ScalarEmitter), in C syntax both targets share.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,12 +44,29 @@
 #include "dialects/mlc/ScalarEmitter.h"
 
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
 namespace mlc::lowering {
 
 using Shape = std::vector<int64_t>;
+
+/// A row count: static, or the batch's token count times `perToken` (the
+/// dynamic leading dimension). `count` is the most rows the kernel sees
+/// (for a dynamic count, at the module's token capacity).
+struct Rows {
+  int64_t count = 0;
+  int64_t perToken = 0; // 0: static
+  bool dynamic() const { return perToken != 0; }
+  /// The count as a C expression over the kernel context (ctx->rows).
+  std::string expr() const {
+    if (!perToken)
+      return std::to_string(count);
+    return perToken == 1 ? "ctx->rows" : "(ctx->rows * " + std::to_string(perToken) + ")";
+  }
+};
+inline std::ostream &operator<<(std::ostream &os, const Rows &r) { return os << r.expr(); }
 
 /// A strided view of one kernel argument inside a loop nest; `element` is
 /// the argument's element type (null where unknown: such an access is never
@@ -57,6 +76,20 @@ struct Access {
   int64_t base;
   Shape strides;
   mlir::Type element = {};
+};
+
+/// A pointwise nest whose structure was decided on IR: `dims` merged (no
+/// unit dimensions, no two that every access could walk as one), each
+/// access's strides along them; the target's decisions about it (the
+/// CUDA target's vector lanes, and which access is a vector) and, per
+/// access, whether the body reads or writes it and whether the vector body
+/// uses its offset o<k>.
+struct PointwiseNest {
+  Shape dims;
+  std::vector<Access> accs;
+  bool dynamic = false;
+  int64_t lanes = 1;
+  std::vector<bool> vector, read, written, offsetUsed;
 };
 
 /// One kernel argument: its element type and whether the kernel writes it.
@@ -109,14 +142,22 @@ struct ReductionKernel {
   enum Kind { Sum, Mean, Max } kind = Sum;
   enum Layout { Rows, Columns, General } shape = Rows;
   mlir::Type element;
-  std::string rows;
+  lowering::Rows rows;
   int64_t outputs = 0, length = 0, count = 1;
   Shape keptDims, keptStrides, reducedDims, reducedStrides;
 };
 
 class KernelTarget {
 public:
+  /// `tokenCapacity`: the module's most tokens per batch (the static extent
+  /// of a dynamic leading dimension; 0 when it has none).
+  explicit KernelTarget(int64_t tokenCapacity) : tokenCapacity(tokenCapacity) {}
   virtual ~KernelTarget() = default;
+  const int64_t tokenCapacity;
+  /// `n` leading rows (at the capacity when `dynamic`) as a row count.
+  Rows leadingRows(int64_t n, bool dynamic) const {
+    return {n, dynamic && tokenCapacity ? n / tokenCapacity : 0};
+  }
   virtual std::string name() const = 0;
 
   /// The words for scalar code in one kernel: `index` is the flat element
@@ -136,18 +177,20 @@ public:
   /// Binds the typed arguments p0..pN.
   virtual std::string arguments(const std::vector<KernelArg> &args) = 0;
 
-  /// Runs `body` once per element of `shape`; in it, o<k> is access k's
-  /// offset, and access k's element is written `p<slot>[o<k>]` (a store
-  /// being `p<slot>[o<k>] = value;`): a target may load and store those
-  /// elements as vectors. With `dynamic`, the leading dimension is the
-  /// batch's token count (rowsExpr of it).
-  virtual std::string pointwise(const Shape &shape, const std::vector<Access> &accs,
-                                const std::string &body, bool dynamic) = 0;
+  /// Runs `body` once per element of a pointwise nest (PointwiseNest: its
+  /// dims and accesses as the lowering merged them, and the target's
+  /// decisions on it); in the body, o<k> is access k's offset and access
+  /// k's element is `p<slot>[o<k>]`. With a dynamic nest, the leading
+  /// dimension is the batch's token count times dims[0] / capacity.
+  /// `vectorBody` is the body with each vector access's element written
+  /// `v<k>[u]` (lane u of its vector), for the targets that move vectors.
+  virtual std::string pointwiseNest(const PointwiseNest &nest, const std::string &body,
+                                    const std::string &vectorBody) = 0;
 
   /// A pointwise body over rows x columns whose column sums (of `acc[c]
   /// += ...` in `body`) land in argument `slot`, of C type `type`. `rows`
   /// is the row count expression; `offsets` computes the o<k> from r and c.
-  virtual std::string columnReduction(const std::string &rows, int64_t columns,
+  virtual std::string columnReduction(const Rows &rows, int64_t columns,
                                       const std::string &offsets, const std::string &body,
                                       int slot, const std::string &type) = 0;
 
@@ -169,39 +212,39 @@ public:
   // whole kernel, arguments included, in the order given.
 
   /// p0 = softmax(p1) (or log_softmax) along each row.
-  virtual std::string softmax(mlir::Type el, const std::string &rows, int64_t C, bool log) = 0;
+  virtual std::string softmax(mlir::Type el, const Rows &rows, int64_t C, bool log) = 0;
   /// p0 = y * (g - sum(g * y)) with g = p1, y = p2 (the softmax output).
-  virtual std::string softmaxGrad(mlir::Type el, const std::string &rows, int64_t C) = 0;
+  virtual std::string softmaxGrad(mlir::Type el, const Rows &rows, int64_t C) = 0;
   /// p0 = LayerNorm(p1) * p2 + p3; `eps` a literal.
-  virtual std::string layerNorm(mlir::Type el, const std::string &rows, int64_t E,
+  virtual std::string layerNorm(mlir::Type el, const Rows &rows, int64_t E,
                                 const std::string &eps) = 0;
   /// LayerNorm's gradient: p0 = dx, p1 = dweight, p2 = dbias from the
   /// output gradient p3, the input p4 and the weight p5; `capacity` bounds
   /// the rows (for the per-row statistics kept between the two passes).
-  virtual std::string layerNormGrad(mlir::Type el, const std::string &rows, int64_t capacity,
+  virtual std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity,
                                     int64_t E, const std::string &eps) = 0;
   /// p0 = mean cross-entropy of logits p1 against labels p2 (of type
   /// `labels`), rows whose label is `ignore` skipped; a label out of range
   /// is reported through the kernel context.
-  virtual std::string crossEntropy(mlir::Type el, mlir::Type labels, const std::string &rows,
+  virtual std::string crossEntropy(mlir::Type el, mlir::Type labels, const Rows &rows,
                                    int64_t C, int64_t ignore) = 0;
   /// The loss p0 and its gradient p1 (of type `grad`: el, or bf16 when only
   /// a bf16 copy of it is read) in one pass over logits p2, labels p3;
   /// `scale` is the loss's incoming gradient (a literal).
   virtual std::string crossEntropyWithGrad(mlir::Type el, mlir::Type labels, mlir::Type grad,
-                                           const std::string &rows, int64_t C, int64_t ignore,
+                                           const Rows &rows, int64_t C, int64_t ignore,
                                            const std::string &scale) = 0;
   /// The gradient p0 from logits p1, labels p2 and the incoming gradient:
   /// `scale` (a literal), or p3[0] when it is empty.
   virtual std::string crossEntropyGrad(mlir::Type el, mlir::Type labels,
-                                       const std::string &rows, int64_t C, int64_t ignore,
+                                       const Rows &rows, int64_t C, int64_t ignore,
                                        const std::string &scale) = 0;
   /// A LayerNorm fused with the pointwise prologue of its input (a `rows`
   /// fusion): per row, `bases` computes b<k> (access k's row base); per
   /// element c, `offsets` computes o<k> from b<k>, `body` the prologue whose
   /// value `input` is normalized; the result goes to p<slot>[o<slot>], with
   /// `weight` and `bias` the element's LayerNorm parameters.
-  virtual std::string layerNormFusion(mlir::Type el, const std::string &rows, int64_t E,
+  virtual std::string layerNormFusion(mlir::Type el, const Rows &rows, int64_t E,
                                       const std::string &eps, const std::string &bases,
                                       const std::string &offsets, const std::string &body,
                                       const std::string &input, int slot,
@@ -215,12 +258,12 @@ public:
 
   /// p0[r] = p1[p2[r]] (rows of E elements) for `rows` token ids of type
   /// `ids` in [0, V); an id out of range is reported and row 0 used.
-  virtual std::string embedding(mlir::Type el, mlir::Type ids, const std::string &rows,
+  virtual std::string embedding(mlir::Type el, mlir::Type ids, const Rows &rows,
                                 int64_t V, int64_t E) = 0;
   /// The gradient: p0 = zeros [V, E], then p0[p2[r]] += p1[r] for every
   /// token (ids out of range skipped), with no two threads adding to one
   /// element.
-  virtual std::string embeddingGrad(mlir::Type el, mlir::Type ids, const std::string &rows,
+  virtual std::string embeddingGrad(mlir::Type el, mlir::Type ids, const Rows &rows,
                                     int64_t V, int64_t E) = 0;
 
   /// p0 = n copies of `value` (a literal), or the constant `values`
@@ -231,8 +274,8 @@ public:
   virtual std::string zero(int64_t bytes) = 0;
 };
 
-std::unique_ptr<KernelTarget> createCpuTarget();
-std::unique_ptr<KernelTarget> createCudaTarget();
+std::unique_ptr<KernelTarget> createCpuTarget(int64_t tokenCapacity);
+std::unique_ptr<KernelTarget> createCudaTarget(int64_t tokenCapacity);
 
 } // namespace mlc::lowering
 

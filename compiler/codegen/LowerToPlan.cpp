@@ -1,10 +1,11 @@
 //===- Lowering.cpp - graph to plan ----------------------------------------===//
 //
 // Every graph op becomes one plan step: a GEMM call (matmul) or the launch of
-// a generated C++ kernel (KernelEmitters.cpp). Kernels have their shapes
-// baked in as constants, so the host compiler unrolls and vectorizes index
-// arithmetic; identical kernels (the same op and shape in every layer) are
-// emitted once.
+// a plan.kernel (KernelEmitters.cpp): a template with its parameters or a
+// body of scalar ops over strided accesses, target-neutral IR that the
+// package writer prints per target. Kernels have their shapes baked in as
+// constants, so the compilers unroll and vectorize index arithmetic;
+// identical kernels (the same op and shape in every layer) are emitted once.
 //
 // Buffers: parameters and gradients are slices of flat buffers named by
 // parameter; gradients that an op produces directly are written in place
@@ -15,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "contract/StepFunctions.h"
+#include "compiler/codegen/KernelParams.h"
 #include "compiler/codegen/LoweringImpl.h"
 #include "contract/OptimizerScalars.h"
 
@@ -28,19 +30,19 @@ namespace lowering {
 void FunctionLowering::emitConstant(ConstantOp c, int id) {
   auto dense = cast<DenseElementsAttr>(c.getValue());
   Type el = dense.getElementType();
+  ParamsBuilder p(c.getContext());
+  p.type("element", el);
   if (dense.isSplat()) {
-    addStep(kernels.target.fill(el, numel(c.getResult()), splatLiteral(c)), {id},
-            KernelTemplate::fill);
+    p.i64("count", numel(c.getResult()));
+    if (isa<FloatType>(el))
+      p.f64("value", dense.getSplatValue<APFloat>().convertToDouble());
+    else
+      p.i64("value", dense.getSplatValue<APInt>().getSExtValue());
+    addStep("fill", p.get(), {id}, KernelTemplate::fill);
     return;
   }
-  std::vector<std::string> values;
-  if (isa<FloatType>(el))
-    for (APFloat v : dense.getValues<APFloat>())
-      values.push_back(literal(v.convertToDouble(), el));
-  else
-    for (APInt v : dense.getValues<APInt>())
-      values.push_back(std::to_string(v.getSExtValue()));
-  addStep(kernels.target.constant(el, values), {id}, KernelTemplate::fill);
+  p.attr("values", dense);
+  addStep("constant", p.get(), {id}, KernelTemplate::fill);
 }
 
 /// One kernel that copies each source (read through its view) into a region
@@ -50,22 +52,38 @@ void FunctionLowering::emitCopies(int dstId, Type el, int64_t dstNumel, bool zer
                                   const std::vector<Value> &sources,
                                   const std::vector<int64_t> &dstBases,
                                   const Shape &dstStrides) {
-  std::vector<std::pair<Type, bool>> slots{{el, true}};
   std::vector<int> bufs{dstId};
-  std::string loops;
+  SmallVector<Attribute> nests;
   for (size_t k = 0; k < sources.size(); ++k) {
     View view = viewOf(sources[k]);
-    int slot = slots.size();
-    slots.push_back({el, false});
     bufs.push_back(view.buffer);
-    loops += kernels.target.pointwise(
-        view.shape, {{0, dstBases[k], dstStrides, el}, {slot, view.offset, view.strides, el}},
-        "    p0[o0] = p" + std::to_string(slot) + "[o1];\n", dynamicRows(sources[k]));
+    nests.push_back(copyNest(view.shape,
+                             {{0, dstBases[k], dstStrides, el}, {int(k) + 1, view.offset,
+                                                                 view.strides, el}},
+                             dynamicRows(sources[k])));
   }
-  std::string body = args(slots);
+  ParamsBuilder p(fn.getContext());
+  p.type("element", el).attr("nests", ArrayAttr::get(fn.getContext(), nests));
   if (zeroFirst)
-    body += kernels.target.zero(dstNumel * dtypeBytes(el));
-  addStep(body + loops, bufs, KernelTemplate::copy);
+    p.i64("zero_bytes", dstNumel * dtypeBytes(el));
+  addStep("copies", p.get(), bufs, KernelTemplate::copy);
+}
+
+/// One nest of a copy kernel (or iota's), merged as every pointwise nest:
+/// its dims and the destination's and the source's (or the index's)
+/// offset and strides along them.
+DictionaryAttr FunctionLowering::copyNest(const Shape &shape, const std::vector<Access> &accs,
+                                          bool dynamic) {
+  auto [dims, strides] = mergeDims(shape, accs);
+  ParamsBuilder p(fn.getContext());
+  p.i64s("dims", dims)
+      .flag("dynamic", dynamic && !dims.empty())
+      .i64("dst_offset", accs[0].base)
+      .i64s("dst_strides", strides[0])
+      .i64("src_arg", accs[1].slot)
+      .i64("src_offset", accs[1].base)
+      .i64s("src_strides", strides[1]);
+  return p.get();
 }
 
 llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
@@ -165,11 +183,15 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
         st[dim] = 1;
         int id = arenaFor(i.getResult());
         valueBuffers[i.getResult()] = id;
-        // Offset o1 of a zero-based access with stride 1 along dim is the index.
-        addStep(args({{el, true}}) +
-                    kernels.target.pointwise(s, {{0, 0, rowMajorStrides(s), el}, {0, 0, st}},
-                                             "    p0[o0] = (" + T + ")o1;\n", false),
-                {id});
+        // The offset of a zero-based access with stride 1 along dim is the
+        // index: the nest's source is that access (it reads no argument).
+        ParamsBuilder p(op->getContext());
+        p.type("element", el)
+            .attr("nests", ArrayAttr::get(op->getContext(),
+                                          {copyNest(s, {{0, 0, rowMajorStrides(s), el},
+                                                        {-1, 0, st, Type()}},
+                                                    false)}));
+        addStep("iota", p.get(), {id}, KernelTemplate::pointwise);
         return llvm::Error::success();
       })
       .Case<ScalarOpInterface>([&](auto) { return emitPointwise(op); })
@@ -222,21 +244,29 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
       .Case<AttentionGradOp>([&](auto) { return emitAttention(op, true); })
       .Case<EmbeddingOp>([&](EmbeddingOp e) {
         Shape w = shapeOf(e.getWeight());
-        std::string rows = rowsExpr(numel(e.getIndices()), dynamicRows(e.getIndices()));
         int id = arenaFor(e.getResult());
         valueBuffers[e.getResult()] = id;
-        addStep(kernels.target.embedding(el, typeOf(e.getIndices()).getElementType(), rows,
-                                         w[0], w[1]),
+        ParamsBuilder p(op->getContext());
+        p.type("element", el)
+            .type("ids", typeOf(e.getIndices()).getElementType())
+            .rows(rowsOf(numel(e.getIndices()), dynamicRows(e.getIndices())))
+            .i64("vocab", w[0])
+            .i64("columns", w[1]);
+        addStep("embedding", p.get(),
                 {id, bufferOf(e.getWeight()), bufferOf(e.getIndices())}, KernelTemplate::gather);
         return llvm::Error::success();
       })
       .Case<EmbeddingGradOp>([&](EmbeddingGradOp e) {
         Shape t = shapeOf(e.getResult());
-        std::string rows = rowsExpr(numel(e.getIndices()), dynamicRows(e.getIndices()));
         int id = arenaFor(e.getResult());
         valueBuffers[e.getResult()] = id;
-        addStep(kernels.target.embeddingGrad(el, typeOf(e.getIndices()).getElementType(), rows,
-                                             t[0], t[1]),
+        ParamsBuilder p(op->getContext());
+        p.type("element", el)
+            .type("ids", typeOf(e.getIndices()).getElementType())
+            .rows(rowsOf(numel(e.getIndices()), dynamicRows(e.getIndices())))
+            .i64("vocab", t[0])
+            .i64("columns", t[1]);
+        addStep("embedding_grad", p.get(),
                 {id, bufferOf(e.getGrad()), bufferOf(e.getIndices())}, KernelTemplate::scatter);
         return llvm::Error::success();
       })
@@ -424,9 +454,9 @@ llvm::Error lowerToPlan(ModuleOp module) {
     return failure("the module has no @forward function");
   // A dynamic dimension is the token count: only leading, sized at run time
   // up to the capacity the module declares.
-  tokenCapacity() = 0;
+  int64_t tokenCapacity = 0;
   if (auto cap = module->getAttrOfType<IntegerAttr>("mlc.token_capacity"))
-    tokenCapacity() = cap.getInt();
+    tokenCapacity = cap.getInt();
   std::string dynamicError;
   module.walk([&](Operation *op) {
     for (Value v : op->getResults()) {
@@ -434,7 +464,7 @@ llvm::Error lowerToPlan(ModuleOp module) {
       if (!t)
         continue;
       for (int64_t d = 0; d < t.getRank(); ++d)
-        if (t.isDynamicDim(d) && (d != 0 || tokenCapacity() < 2) && dynamicError.empty())
+        if (t.isDynamicDim(d) && (d != 0 || tokenCapacity < 2) && dynamicError.empty())
           dynamicError = "'" + op->getName().getStringRef().str() + "' has a dynamic dimension " +
                          std::to_string(d) + (d ? " (only the leading token dimension may be" :
                                                   " but the module declares no mlc.token_capacity (") +
@@ -444,7 +474,7 @@ llvm::Error lowerToPlan(ModuleOp module) {
   for (BlockArgument arg : forward.getArguments()) {
     auto t = typeOf(arg);
     for (int64_t d = 0; d < t.getRank(); ++d)
-      if (t.isDynamicDim(d) && (d != 0 || tokenCapacity() < 2) && dynamicError.empty())
+      if (t.isDynamicDim(d) && (d != 0 || tokenCapacity < 2) && dynamicError.empty())
         dynamicError = "argument #" + std::to_string(arg.getArgNumber()) +
                        " has a dynamic dimension the CPU plan cannot size";
   }
@@ -469,10 +499,9 @@ llvm::Error lowerToPlan(ModuleOp module) {
   std::vector<Param> params;
   std::vector<std::unique_ptr<FunctionLowering>> lowered;
   FunctionLowering::Layout layout; // the optimizer functions keep a pointer to it
-  // Every function lowered with kernels written by `kernels`' target. The
-  // lowering is a pure function of the module, so a second run with
-  // another target adds the same kernels in the same order.
-  auto lowerAll = [&](KernelSet &kernels) -> llvm::Error {
+  // Every function lowered once, its kernels collected in `kernels`.
+  KernelSet kernels(module.getContext(), tokenCapacity);
+  auto lowerAll = [&]() -> llvm::Error {
     lowered.clear();
     params.clear();
     // train_step last: the parameter layout reads its gradient order.
@@ -519,18 +548,8 @@ llvm::Error lowerToPlan(ModuleOp module) {
     }
     return llvm::Error::success();
   };
-  // The CUDA kernels first, recorded in the order the lowering adds them;
-  // then the CPU lowering, which builds the plan, pairs each of its kernels
-  // with the CUDA text of the same step.
-  std::unique_ptr<KernelTarget> cudaTarget = createCudaTarget(), cpuTarget = createCpuTarget();
-  KernelSet cudaKernels(*cudaTarget);
-  if (auto err = lowerAll(cudaKernels))
+  if (auto err = lowerAll())
     return err;
-  KernelSet kernels(*cpuTarget, &cudaKernels.added);
-  if (auto err = lowerAll(kernels))
-    return err;
-  if (kernels.added.size() != cudaKernels.added.size())
-    return failure("internal: the CPU and CUDA lowerings added different kernels");
 
   OpBuilder b(module.getContext());
   b.setInsertionPointToEnd(module.getBody());
@@ -561,11 +580,17 @@ llvm::Error lowerToPlan(ModuleOp module) {
   if (merge)
     b.create<plan::ScalarsOp>(loc, b.getStringAttr("accumulation"),
                               TypeAttr::get(b.getF64Type()), b.getI64IntegerAttr(1));
-  for (const KernelSet::Kernel &k : kernels.kernels)
+  for (const KernelSet::Kernel &k : kernels.kernels) {
+    if (k.body) {
+      k.body->remove();
+      module.getBody()->push_back(k.body);
+      continue;
+    }
     b.create<plan::KernelOp>(loc, b.getStringAttr(k.name),
                              plan::KernelTemplateAttr::get(b.getContext(), k.kind),
-                             b.getI64IntegerAttr(k.numArgs), b.getStringAttr(k.body),
-                             b.getStringAttr(k.cudaBody));
+                             b.getStringAttr(k.templateName), b.getI64IntegerAttr(k.numArgs),
+                             k.params, StringAttr(), StringAttr());
+  }
   for (auto &f : lowered)
     f->emitPlan(b);
   // The graph functions are now the plan.

@@ -46,6 +46,8 @@ void buildLoweringPipeline(OpPassManager &pm, const LoweringPipelineOptions &opt
     pm.addPass(createMlcBucketGradients(o));
   }
   pm.addPass(createMlcPlanMemory());
+  // The targets' decisions on the kernels' IR.
+  pm.addPass(createMlcCudaVectorize());
 }
 
 void registerCodegenPasses() {
@@ -53,7 +55,7 @@ void registerCodegenPasses() {
   PassPipelineRegistration<LoweringPipelineOptions>(
       "mlc-lowering-pipeline",
       "The lowering of `mlc compile`: mlc-lower-to-plan, mlc-bucket-gradients (data "
-      "parallelism or bucket-wise clipping), mlc-plan-memory",
+      "parallelism or bucket-wise clipping), mlc-plan-memory, mlc-cuda-vectorize",
       buildLoweringPipeline);
 }
 

@@ -2,7 +2,7 @@
 //
 // The work of `mlc-lower-to-plan`: every graph op of @forward, @evaluate and
 // @train_step becomes a plan step (a GEMM, or the launch of a generated
-// kernel whose C++ body the kernel emitters write), every value a buffer
+// kernel kept as IR: a template's parameters or a body of scalar ops), every value a buffer
 // (a flat parameter or gradient slice, an input, an arena slice or a strided
 // view that costs no copy). The graph functions are replaced by the plan.
 //

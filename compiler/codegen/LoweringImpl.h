@@ -8,6 +8,7 @@
 #ifndef MLC_COMPILER_LOWERINGIMPL_H
 #define MLC_COMPILER_LOWERINGIMPL_H
 
+#include "compiler/codegen/KernelParams.h"
 #include "compiler/codegen/KernelTarget.h"
 #include "compiler/codegen/Lowering.h"
 #include "dialects/mlc/MlcDialect.h"
@@ -15,6 +16,7 @@
 #include "dialects/plan/PlanDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -31,37 +33,20 @@ inline llvm::Error failure(const llvm::Twine &msg) {
 }
 
 inline RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
-/// Token capacity of the module being lowered: the static extent that stands
-/// for a dynamic leading (token) dimension in buffer sizes and strides. Kernels
-/// iterate over the run's actual token count, ctx->rows, instead.
-inline int64_t &tokenCapacity() {
-  static int64_t capacity = 0;
-  return capacity;
-}
-inline Shape shapeOf(Value v) {
+/// v's shape with a dynamic leading (token) dimension at the module's token
+/// `capacity`: the static extent that stands for it in buffer sizes and
+/// strides. Kernels iterate over the run's actual token count instead.
+inline Shape shapeOf(Value v, int64_t capacity) {
   auto s = typeOf(v).getShape();
   Shape out(s.begin(), s.end());
   if (!out.empty() && out[0] == kDynamic)
-    out[0] = tokenCapacity();
+    out[0] = capacity;
   return out;
-}
-inline int64_t numel(Value v) {
-  int64_t n = 1;
-  for (int64_t d : shapeOf(v))
-    n *= d;
-  return n;
 }
 /// True when v's leading dimension is the dynamic token count.
 inline bool dynamicRows(Value v) {
   auto t = typeOf(v);
   return t.getRank() >= 1 && t.isDynamicDim(0);
-}
-/// The C expression of `n` rows (a multiple of the capacity when dynamic).
-inline std::string rowsExpr(int64_t n, bool dynamic) {
-  if (!dynamic)
-    return std::to_string(n);
-  int64_t per = n / tokenCapacity();
-  return per == 1 ? "ctx->rows" : "(ctx->rows * " + std::to_string(per) + ")";
 }
 inline int64_t product(const Shape &s) {
   int64_t n = 1;
@@ -290,42 +275,53 @@ struct Step {
 
 using plan::KernelTemplate;
 
-/// Kernels of the whole package, deduplicated by body. Built for one
-/// target; given the bodies another target's lowering added (`second`, in
-/// the same order), each kernel also carries that target's text, and two
-/// steps share a kernel only when both texts agree.
+/// The package's kernels, each once: a template kernel (KernelParams.h) by
+/// its template and parameters, a kernel with a body by its IR. No target
+/// is involved: the lowering is target-neutral.
 class KernelSet {
 public:
-  explicit KernelSet(KernelTarget &target, const std::vector<std::string> *second = nullptr)
-      : target(target), second(second) {}
-  /// The target the kernels are written for.
-  KernelTarget &target;
+  KernelSet(MLIRContext *context, int64_t tokenCapacity)
+      : tokenCapacity(tokenCapacity), scratch(ModuleOp::create(UnknownLoc::get(context))) {}
+  /// The module's token capacity (the extent of a dynamic leading dimension).
+  const int64_t tokenCapacity;
   struct Kernel {
-    std::string name, body;
+    std::string name;
     KernelTemplate kind;
     int64_t numArgs;
-    std::string cudaBody; // the second target's text ("" without one)
+    std::string templateName; // a template kernel: its template and parameters
+    DictionaryAttr params;
+    plan::KernelOp body; // a kernel with a body: the op (in `scratch`)
   };
-  std::string add(const std::string &body, KernelTemplate kind, int64_t numArgs) {
-    std::string other;
-    if (second && added.size() < second->size())
-      other = (*second)[added.size()];
-    added.push_back(body);
-    std::string key = body + '\0' + other;
+  /// The kernel's name (k<N>), the first kernel's equal to it if any (a
+  /// kernel with a body equal to an earlier one's is erased).
+  std::string add(Kernel k) {
+    std::string key;
+    if (k.body) {
+      llvm::raw_string_ostream os(key);
+      os << "body";
+      k.body->print(os);
+    } else {
+      key = "template\0" + k.templateName + '\0' +
+            std::to_string(uintptr_t(k.params.getAsOpaquePointer()));
+    }
     auto it = names.find(key);
-    if (it != names.end())
+    if (it != names.end()) {
+      if (k.body)
+        k.body->erase();
       return kernels[it->second].name;
-    std::string name = "k" + std::to_string(kernels.size());
+    }
+    k.name = "k" + std::to_string(kernels.size());
+    if (k.body)
+      k.body.setSymName(k.name);
     names.emplace(key, kernels.size());
-    kernels.push_back({name, body, kind, numArgs, other});
-    return name;
+    kernels.push_back(std::move(k));
+    return kernels.back().name;
   }
   std::vector<Kernel> kernels;
-  /// Every body added, in order (repeats included).
-  std::vector<std::string> added;
+  /// Where kernels with bodies are built before they join the plan.
+  OwningOpRef<ModuleOp> scratch;
 
 private:
-  const std::vector<std::string> *second;
   std::map<std::string, size_t> names;
 };
 
@@ -340,6 +336,19 @@ public:
 
   FunctionLowering(func::FuncOp fn, KernelSet &kernels, const Layout *layout = nullptr)
       : fn(fn), kernels(kernels), layout(layout) {}
+
+  /// Shapes with the dynamic token dimension at the module's capacity.
+  Shape shapeOf(Value v) const { return lowering::shapeOf(v, kernels.tokenCapacity); }
+  int64_t numel(Value v) const {
+    int64_t n = 1;
+    for (int64_t d : shapeOf(v))
+      n *= d;
+    return n;
+  }
+  /// `n` rows (at the capacity when `dynamic`) as a row count.
+  Rows rowsOf(int64_t n, bool dynamic) const {
+    return {n, dynamic && kernels.tokenCapacity ? n / kernels.tokenCapacity : 0};
+  }
 
   llvm::Error run();
   /// Appends the function as a plan.func (arena slices not yet placed).
@@ -387,11 +396,16 @@ private:
     } else {
       id = arenaFor(v);
       Type el = typeOf(v).getElementType();
-      addStep(args({{el, true}, {el, false}}) +
-                  kernels.target.pointwise(view.shape, {{0, 0, rowMajorStrides(view.shape), el},
-                                                        {1, view.offset, view.strides, el}},
-                                           "    p0[o0] = p1[o1];\n", dynamicRows(v)),
-              {id, view.buffer}, KernelTemplate::copy);
+      std::vector<Access> accs{{0, 0, rowMajorStrides(view.shape), el},
+                               {1, view.offset, view.strides, el}};
+      llvm::cantFail(addBodyStep(
+          view.shape, accs, dynamicRows(v),
+          [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) {
+            Value x = load(b, accs[1], strides[1]);
+            store(b, x, accs[0], strides[0]);
+            return llvm::Error::success();
+          },
+          {id, view.buffer}, KernelTemplate::copy));
     }
     valueBuffers[v] = id;
     return id;
@@ -587,26 +601,44 @@ private:
     return "(" + cType(el) + ")" +
            std::to_string(dense.getSplatValue<APInt>().getSExtValue());
   }
-  void addStep(const std::string &kernelBody, std::vector<int> bufs,
-               KernelTemplate kind = KernelTemplate::pointwise) {
+  /// A step launching template kernel `templateName` with `params`.
+  void addStep(llvm::StringRef templateName, DictionaryAttr params, std::vector<int> bufs,
+               KernelTemplate kind) {
+    KernelSet::Kernel k;
+    k.kind = kind;
+    k.numArgs = bufs.size();
+    k.templateName = templateName.str();
+    k.params = params;
+    addLaunch(kernels.add(std::move(k)), std::move(bufs));
+  }
+  /// A step launching a pointwise kernel over `shape` with accesses `accs`
+  /// (merged, mergeDims) whose body `build` writes: given a builder in the
+  /// body and each access's strides along the merged dims, its loads,
+  /// scalar ops and stores (scalarClone, load, store).
+  using BodyBuilder = llvm::function_ref<llvm::Error(OpBuilder &, llvm::ArrayRef<Shape>)>;
+  /// Without `merge`, the dims stay as given (a column reduction splits
+  /// them into rows and columns); `more` adds the template's parameters.
+  llvm::Error addBodyStep(const Shape &shape, const std::vector<Access> &accs, bool dynamic,
+                          BodyBuilder build, std::vector<int> bufs,
+                          KernelTemplate kind = KernelTemplate::pointwise, bool merge = true,
+                          llvm::function_ref<void(ParamsBuilder &)> more = {});
+  /// In a body: `op` on rank-0 tensors (a splat constant of rank 0), its
+  /// operands looked up in `map`, its results mapped.
+  llvm::Error scalarClone(OpBuilder &b, Operation *op, IRMapping &map);
+  void addLaunch(std::string kernel, std::vector<int> bufs) {
     Step step;
-    step.kernel = kernels.add(kernelBody, kind, bufs.size());
+    step.kernel = std::move(kernel);
     step.buffers = std::move(bufs);
     steps.push_back(std::move(step));
   }
-  /// Typed pointer declarations for the kernel arguments (the target's).
-  std::string args(const std::vector<std::pair<Type, bool>> &slots) {
-    std::vector<KernelArg> a;
-    for (auto [el, written] : slots)
-      a.push_back({el, written});
-    return kernels.target.arguments(a);
+  /// Access `a`'s element (at `strides` along the merged dims) in a body.
+  Value load(OpBuilder &b, const Access &a, const Shape &strides) {
+    return b.create<plan::LoadOp>(fn.getLoc(), RankedTensorType::get({}, a.element), a.slot,
+                                  a.base, strides);
   }
-  /// The target's expression of a pointwise op over scalar operand
-  /// expressions `a`; `index` is the flat element index (dropout's counter).
-  /// Declarations the expression needs once per kernel go to `prologue`.
-  std::string pointwiseExpr(mlir::Operation *op, const std::vector<std::string> &a,
-                            const std::string &index, std::string &prologue);
-
+  void store(OpBuilder &b, Value v, const Access &a, const Shape &strides) {
+    b.create<plan::StoreOp>(fn.getLoc(), v, a.slot, a.base, strides);
+  }
   void emitConstant(ConstantOp c, int id);
   llvm::Error emitPointwise(Operation *op);
   struct KernelArgs {
@@ -626,6 +658,7 @@ private:
   /// `role` attribute), merged where contiguous; with their indices into args.
   llvm::Expected<std::vector<std::pair<Slot, std::vector<size_t>>>>
   segments(ValueRange args, llvm::StringRef role);
+  DictionaryAttr copyNest(const Shape &shape, const std::vector<Access> &accs, bool dynamic);
   void emitCopies(int dstId, Type el, int64_t dstNumel, bool zeroFirst,
                   const std::vector<Value> &sources, const std::vector<int64_t> &dstBases,
                   const Shape &dstStrides);

@@ -29,4 +29,48 @@ def MlcLowerToPlan : Pass<"mlc-lower-to-plan", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlc::plan::PlanDialect"];
 }
 
+def MlcCudaVectorize : Pass<"mlc-cuda-vectorize", "mlir::ModuleOp"> {
+  let summary = "Decides which accesses of each pointwise kernel the CUDA target moves as vectors";
+  let description = [{
+    On every `plan.kernel` with a body (a pointwise nest of `plan.load`s,
+    scalar ops and `plan.store`s): an access is a vector when its element
+    is 1, 2, 4 or 8 bytes, it is contiguous along the innermost dimension
+    (stride 1), and its offset and outer strides are multiples of the lanes;
+    lanes are 16 bytes of the widest such element, halved until they divide
+    the innermost extent. Records `vector_lanes` in the kernel's params (1:
+    scalar) and `vector` on the loads and stores moved as vectors; a strided
+    or broadcast access (stride 0) stays scalar. The CUDA printer only reads
+    the decision; the CPU target ignores it.
+
+    ```mlir
+    // before
+    plan.kernel @k0 pointwise args(2) params {dims = array<i64: 4, 64>} {
+      %0 = plan.load arg 1 offset 0 strides [0, 1] : tensor<f32>
+      plan.store %0, arg 0 offset 0 strides [64, 1] : tensor<f32>
+    }
+    // after
+    plan.kernel @k0 pointwise args(2) params {dims = array<i64: 4, 64>, vector_lanes = 4 : i64} {
+      %0 = plan.load arg 1 offset 0 strides [0, 1] vector : tensor<f32>
+      plan.store %0, arg 0 offset 0 strides [64, 1] vector : tensor<f32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlc::plan::PlanDialect"];
+}
+
+def MlcPrintKernels : Pass<"mlc-print-kernels", "mlir::ModuleOp"> {
+  let summary = "Prints every plan.kernel as the target writes it (kernels.cpp / kernels.cu)";
+  let description = [{
+    Writes each kernel's function, as the package writer would, to stdout
+    (the module itself is unchanged): for tests and for reading one kernel.
+    `prelude` writes the target's prelude first.
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "The kernel target: cpu or cuda">,
+    Option<"prelude", "prelude", "bool", /*default=*/"false",
+           "Write the target's prelude first">
+  ];
+}
+
 #endif // MLC_CODEGEN_PASSES_TD

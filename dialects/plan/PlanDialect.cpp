@@ -128,10 +128,86 @@ LogicalResult InputOp::verify() {
 LogicalResult KernelOp::verify() {
   if (getNumArgs() < 1)
     return emitOpError("a kernel takes at least one buffer");
-  if (getSource().empty())
+  if (!getBody().empty()) {
+    if (getTemplateName() || getSource() || getCuda())
+      return emitOpError("a kernel with a body has no template and no text");
+    if (!getParamsAttr() || !getParamsAttr().getAs<DenseI64ArrayAttr>("dims"))
+      return emitOpError("a kernel with a body needs its iteration space (params.dims)");
+    return success();
+  }
+  if (getTemplateName()) {
+    if (getTemplateName()->empty())
+      return emitOpError("a template kernel needs its template's name");
+    if (!getParams())
+      return emitOpError("template kernel '") << *getTemplateName() << "' has no params";
+    if (getSource() || getCuda())
+      return emitOpError("a template kernel carries no text (its targets print it)");
+    return success();
+  }
+  if (!getSource() || getSource()->empty())
     return emitOpError("kernel has no source");
-  if (!getCuda().empty() && getCuda().find("@phase(") == llvm::StringRef::npos)
+  if (getParams())
+    return emitOpError("params belong to a template kernel");
+  if (getCuda() && getCuda()->find("@phase(") == llvm::StringRef::npos)
     return emitOpError("CUDA text has no launch (an @phase(grid,block) mark)");
+  return success();
+}
+
+/// A body's accesses: in range, one offset and strides per argument (an
+/// argument read and written is one access), strides over params.dims;
+/// and every argument accessed.
+LogicalResult KernelOp::verifyRegions() {
+  if (getBody().empty())
+    return success();
+  if (!getBody().hasOneBlock() || getBody().front().getNumArguments())
+    return emitOpError("a kernel body is one block without arguments");
+  auto dims = getParamsAttr().getAs<DenseI64ArrayAttr>("dims");
+  llvm::DenseMap<int64_t, std::pair<int64_t, ArrayRef<int64_t>>> accesses;
+  for (Operation &op : getBody().front()) {
+    int64_t arg, offset;
+    ArrayRef<int64_t> strides;
+    if (auto l = dyn_cast<LoadOp>(op))
+      arg = l.getArg(), offset = l.getOffset(), strides = l.getStrides();
+    else if (auto s = dyn_cast<StoreOp>(op))
+      arg = s.getArg(), offset = s.getOffset(), strides = s.getStrides();
+    else if (auto n = dyn_cast<NormalizeOp>(op)) {
+      if (getKind() != KernelTemplate::rows)
+        return op.emitOpError("normalizes in a ") << stringifyKernelTemplate(getKind())
+                                                 << " kernel (only rows kernels do)";
+      arg = n.getArg(), offset = n.getOffset(), strides = n.getStrides();
+    } else if (auto a = dyn_cast<AccumulateOp>(op)) {
+      if (getKind() != KernelTemplate::column_reduction && getKind() != KernelTemplate::reduction)
+        return op.emitOpError("accumulates in a ") << stringifyKernelTemplate(getKind())
+                                                  << " kernel (only column_reduction sums)";
+      if (a.getArg() < 0 || a.getArg() >= getNumArgs() || accesses.count(a.getArg()))
+        return op.emitOpError("accumulates into argument ")
+               << a.getArg() << ", which is out of range or accessed elsewhere";
+      accesses.try_emplace(a.getArg(), -1, ArrayRef<int64_t>());
+      continue;
+    } else if (isa<ScalarOp, DecayFactorOp>(op)) {
+      int64_t a = isa<ScalarOp>(op) ? cast<ScalarOp>(op).getArg() : cast<DecayFactorOp>(op).getArg();
+      if (getKind() != KernelTemplate::optimizer)
+        return op.emitOpError("reads per-step scalars outside an optimizer kernel");
+      if (a < 0 || a >= getNumArgs())
+        return op.emitOpError("argument ") << a << " of a kernel of " << getNumArgs()
+                                           << " arguments";
+      accesses.try_emplace(a, -2, ArrayRef<int64_t>());
+      continue;
+    } else
+      continue;
+    if (arg < 0 || arg >= getNumArgs())
+      return op.emitOpError("argument ") << arg << " of a kernel of " << getNumArgs()
+                                         << " arguments";
+    if (strides.size() != size_t(dims.size()))
+      return op.emitOpError("has ") << strides.size() << " strides for a nest of "
+                                    << dims.size() << " dimensions";
+    auto [it, fresh] = accesses.try_emplace(arg, offset, strides);
+    if (!fresh && (it->second.first != offset || it->second.second != strides))
+      return op.emitOpError("argument ") << arg << " is accessed at two places";
+  }
+  if (int64_t(accesses.size()) != getNumArgs())
+    return emitOpError("a kernel body accesses ") << accesses.size() << " of its "
+                                                  << getNumArgs() << " arguments";
   return success();
 }
 

@@ -117,13 +117,51 @@ def Plan_ScalarsOp : Plan_Op<"scalars"> {
   let hasVerifier = 1;
 }
 
-def Plan_KernelOp : Plan_Op<"kernel", [Symbol]> {
-  let summary = "a generated kernel: its template, argument count and source";
+def Plan_KernelOp : Plan_Op<"kernel", [Symbol, IsolatedFromAbove, NoTerminator]> {
+  let summary = "a generated kernel: its template and parameters, or its text";
   let description = [{
-    The kernel's body in C++ for the CPU target: `num_args` typed pointers
-    `p0..pN` (outputs first) bound from `b[]`, and the run's context `ctx`;
-    and, when the lowering wrote one, the same kernel in CUDA C (`cuda`:
-    its phases, CudaPrelude.h).
+    A kernel of `num_args` buffers (outputs first). A template kernel names
+    its template (`softmax`, `layer_norm`, `cross_entropy`, `embedding`,
+    `fill`, `reduction`, `attention`, ...) and carries that template's
+    typed parameters (`params`: element types, sizes, row counts, strides,
+    flags); the package writer prints it for each target from them
+    (compiler/codegen/KernelPrinter.cpp), so no target's text is in the
+    plan. A dynamic row count is `rows` (at the token capacity) with
+    `rows_per_token`.
+
+    ```mlir
+    plan.kernel @k3 rows "softmax" args(2)
+        params {columns = 64 : i64, element = f32, rows = 32 : i64, rows_per_token = 1 : i64}
+    ```
+
+    A pointwise kernel is a loop nest over `params.dims` (the iteration
+    space, unit dimensions dropped and dimensions contiguous for every
+    access merged; `dynamic`: the leading extent is the token count times
+    dims[0] / capacity) whose body is a region: `plan.load` of each argument
+    it reads and `plan.store` of each it writes, each with its offset and
+    strides along the dims, and between them the scalar computation (mlc
+    ops on rank-0 tensors, each printed through its ScalarOpInterface).
+    A target's pass decides on that structure how it runs (mlc-cuda-
+    vectorize: `vector_lanes` in params, `vector` on each access moved as a
+    vector).
+
+    ```mlir
+    plan.kernel @k0 pointwise args(3) params {dims = array<i64: 4, 3>} {
+      %0 = plan.load arg 1 offset 0 strides [1, 4] : tensor<f32>
+      %1 = plan.load arg 2 offset 0 strides [3, 1] : tensor<f32>
+      %2 = mlc.add %0, %1 : tensor<f32>, tensor<f32>
+      plan.store %2, arg 0 offset 0 strides [3, 1] : tensor<f32>
+    }
+    ```
+
+    The same region form holds a fused bias gradient (`column_reduction`:
+    `plan.accumulate`), a LayerNorm fused with its prologue (`rows`:
+    `plan.normalize`) and the optimizer's update and the gradient norm over
+    flat-buffer segments (`params.segments`; `plan.scalar`,
+    `plan.decay_factor`). A kernel may also be given as text (hand-written,
+    as in tests) per target: `source` the C++ body (typed
+    pointers `p0..pN` bound from `b[]`, the run's context `ctx`), `cuda`
+    the CUDA C body (its phases, CudaPrelude.h).
 
     ```mlir
     plan.kernel @k0 pointwise args(2) source "  float *p0 = ...;\n..."
@@ -131,10 +169,128 @@ def Plan_KernelOp : Plan_Op<"kernel", [Symbol]> {
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, Plan_KernelTemplate:$kind,
-                       Plan_I64Attr:$num_args, StrAttr:$source,
-                       DefaultValuedStrAttr<StrAttr, "">:$cuda);
-  let assemblyFormat = "$sym_name $kind `args` `(` $num_args `)` `source` $source (`cuda` $cuda^)? attr-dict";
+                       OptionalAttr<StrAttr>:$template_name, Plan_I64Attr:$num_args,
+                       OptionalAttr<DictionaryAttr>:$params, OptionalAttr<StrAttr>:$source,
+                       OptionalAttr<StrAttr>:$cuda);
+  let regions = (region AnyRegion:$body);
+  let assemblyFormat = [{
+    $sym_name $kind ($template_name^)? `args` `(` $num_args `)` (`params` $params^)?
+    (`source` $source^)? (`cuda` $cuda^)? attr-dict-with-keyword ($body^)?
+  }];
   let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+}
+
+def Plan_LoadOp : Plan_Op<"load", [HasParent<"KernelOp">]> {
+  let summary = "reads a kernel argument's element at the nest's current index";
+  let description = [{
+    Element `offset + sum_d i_d * strides[d]` of argument `arg` (i_d the
+    indices of the kernel's dims), as a rank-0 tensor of its element type.
+    A stride of 0 broadcasts the argument along that dimension. `vector`
+    (set by a target's pass): the target moves this access as vectors.
+
+    ```mlir
+    %x = plan.load arg 1 offset 0 strides [0, 1] : tensor<f32>
+    ```
+  }];
+  let arguments = (ins Plan_I64Attr:$arg, Plan_I64Attr:$offset, DenseI64ArrayAttr:$strides,
+                       UnitAttr:$vector);
+  let results = (outs 0DTensorOf<[AnyFloat, AnySignlessInteger]>:$value);
+  let assemblyFormat = [{
+    `arg` $arg `offset` $offset `strides` $strides (`vector` $vector^)? attr-dict `:` type($value)
+  }];
+}
+
+def Plan_AccumulateOp : Plan_Op<"accumulate", [HasParent<"KernelOp">]> {
+  let summary = "adds the element's value to its column's sum in a kernel argument";
+  let description = [{
+    In a `column_reduction` kernel (rows x columns over `params.dims`, the
+    first `lead` dims the rows): argument `arg` receives, per column, the
+    sum over the rows of this value (a bias gradient fused into its
+    producer). In a `reduction` kernel over flat-buffer segments (the
+    gradient norm): `arg` receives the square root of the sum over all
+    elements (in f64). How the rows are shared out and summed (in a fixed order, so
+    the sums are deterministic) is the target's.
+
+    ```mlir
+    plan.accumulate %g, arg 1 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins 0DTensorOf<[AnyFloat, AnySignlessInteger]>:$value, Plan_I64Attr:$arg);
+  let assemblyFormat = "$value `,` `arg` $arg attr-dict `:` type($value)";
+}
+
+def Plan_NormalizeOp : Plan_Op<"normalize", [HasParent<"KernelOp">]> {
+  let summary = "stores the LayerNorm of the row's values in a kernel argument";
+  let description = [{
+    In a `rows` kernel (rows x E over `params.dims`, the last the row): the
+    row's values of `input` (a pointwise prologue: a residual add, a bias)
+    normalized, `(u - mean) / sqrt(var + params.eps) * weight + bias`, and
+    stored in argument `arg` at its offset and strides, in its `element`
+    type. How the row is shared out, kept and reduced is the target's.
+
+    ```mlir
+    plan.normalize %u, %w, %b, arg 0 offset 0 strides [128, 1]
+        : tensor<f32>, tensor<f32>, tensor<f32> into f32
+    ```
+  }];
+  let arguments = (ins 0DTensorOf<[AnyFloat]>:$input, 0DTensorOf<[AnyFloat]>:$weight,
+                       0DTensorOf<[AnyFloat]>:$bias, Plan_I64Attr:$arg, Plan_I64Attr:$offset,
+                       DenseI64ArrayAttr:$strides, TypeAttr:$element);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias `,` `arg` $arg `offset` $offset `strides` $strides attr-dict
+    `:` type($input) `,` type($weight) `,` type($bias) `into` $element
+  }];
+}
+
+def Plan_ScalarOp : Plan_Op<"scalar", [HasParent<"KernelOp">]> {
+  let summary = "a per-step scalar of a kernel argument (f64), in the element's type";
+  let description = [{
+    Element `index` of argument `arg` (a `plan.scalars` vector of f64 the
+    runtime fills each step, the optimizer's), read once per kernel and
+    converted to the result's type.
+
+    ```mlir
+    %lr = plan.scalar arg 4 index 0 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins Plan_I64Attr:$arg, Plan_I64Attr:$index);
+  let results = (outs 0DTensorOf<[AnyFloat]>:$value);
+  let assemblyFormat = "`arg` $arg `index` $index attr-dict `:` type($value)";
+}
+
+def Plan_DecayFactorOp : Plan_Op<"decay_factor", [HasParent<"KernelOp">]> {
+  let summary = "the optimizer's decay multiplier of the current segment";
+  let description = [{
+    In an `optimizer` kernel over flat-buffer segments (`params.segments`:
+    offset, count, decays): scalar `index` of argument `arg` for a segment
+    whose parameters decay, 1 for the others (biases, norms).
+
+    ```mlir
+    %d = plan.decay_factor arg 4 index 8 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins Plan_I64Attr:$arg, Plan_I64Attr:$index);
+  let results = (outs 0DTensorOf<[AnyFloat]>:$value);
+  let assemblyFormat = "`arg` $arg `index` $index attr-dict `:` type($value)";
+}
+
+def Plan_StoreOp : Plan_Op<"store", [HasParent<"KernelOp">]> {
+  let summary = "writes a kernel argument's element at the nest's current index";
+  let description = [{
+    The written counterpart of `plan.load`: argument `arg` is an output of
+    the kernel.
+
+    ```mlir
+    plan.store %y, arg 0 offset 0 strides [3, 1] : tensor<f32>
+    ```
+  }];
+  let arguments = (ins 0DTensorOf<[AnyFloat, AnySignlessInteger]>:$value, Plan_I64Attr:$arg,
+                       Plan_I64Attr:$offset, DenseI64ArrayAttr:$strides, UnitAttr:$vector);
+  let assemblyFormat = [{
+    $value `,` `arg` $arg `offset` $offset `strides` $strides (`vector` $vector^)? attr-dict
+    `:` type($value)
+  }];
 }
 
 def Plan_FuncOp : Plan_Op<"func", [SingleBlock, NoTerminator,

@@ -2,13 +2,19 @@
 // RUN: mlc-opt %s -split-input-file --mlc-lower-to-plan | mlc-opt -split-input-file | FileCheck %s
 
 // A transpose read by a pointwise op is a strided view: the add reads x
-// through transposed strides (o1 steps 1 along i0, 4 along i1) and no copy
-// kernel runs. The graph function is gone; the parameter is bound from the
+// through transposed strides (1 along the first dimension, 4 along the
+// second) and no copy kernel runs. The kernel is IR: its iteration space,
+// a load per input, the add on scalars, a store. The graph function is gone; the parameter is bound from the
 // flat buffer, the result is an unplaced arena slice.
 // CHECK-LABEL: plan.param "w" : f32 [4, 3] decay init "normal:0.02"
 // CHECK: plan.input "x" : f32 [3, 4]
 // CHECK-NOT: copy
-// CHECK: plan.kernel @k0 pointwise args(3) source {{.*}}o1 = 0 + i0 * 1 + i1 * 4;{{.*}}p0[o0] = (p1[o1] + p2[o2])
+// CHECK: plan.kernel @k0 pointwise args(3) params {dims = array<i64: 4, 3>} {
+// CHECK-NEXT: %[[A:.*]] = plan.load arg 1 offset 0 strides [1, 4] : tensor<f32>
+// CHECK-NEXT: %[[B:.*]] = plan.load arg 2 offset 0 strides [3, 1] : tensor<f32>
+// CHECK-NEXT: %[[S:.*]] = mlc.add %[[A]], %[[B]] : tensor<f32>, tensor<f32>
+// CHECK-NEXT: plan.store %[[S]], arg 0 offset 0 strides [3, 1] : tensor<f32>
+// CHECK-NEXT: }
 // CHECK-NOT: plan.kernel
 // CHECK: plan.func "forward" arena 0 {
 // CHECK-NEXT: %[[W:.*]] = plan.bind param "w" : memref<12xf32>
@@ -28,8 +34,11 @@ func.func @forward(%w: tensor<4x3xf32> {mlc.param = "w"}, %x: tensor<3x4xf32> {m
 // A GEMM needs its operands contiguous: the transposed value is copied once
 // (a copy kernel), and the reshapes after it are views of the copy.
 // CHECK-LABEL: plan.param "w"
-// CHECK: plan.kernel @k0 pointwise args(2) source {{.*}}mlc_expf
-// CHECK: plan.kernel @k1 copy args(2) source {{.*}}o1 = 0 + i0 * 1 + i1 * 4;{{.*}}p0[o0] = p1[o1];
+// CHECK: plan.kernel @k0 pointwise args(2) params {dims = array<i64: 12>} {
+// CHECK: mlc.exp
+// CHECK: plan.kernel @k1 copy args(2) params {dims = array<i64: 4, 3>} {
+// CHECK-NEXT: %[[X:.*]] = plan.load arg 1 offset 0 strides [1, 4] : tensor<f32>
+// CHECK-NEXT: plan.store %[[X]], arg 0 offset 0 strides [3, 1] : tensor<f32>
 // CHECK: plan.func "forward"
 // CHECK: %[[E:.*]] = plan.arena -1 : memref<12xf32>
 // CHECK: %[[C:.*]] = plan.arena -1 : memref<12xf32>
@@ -161,7 +170,8 @@ func.func @forward(%w: tensor<3x5xf32> {mlc.param = "w"}, %x: tensor<2x3x4xf32> 
 // output) reads, and the GELU to its own buffer; no kernel runs. BERT's
 // erf GELU stays a kernel.
 // CHECK-LABEL: plan.param "w" : f32 [4, 8]
-// CHECK: plan.kernel @k0 pointwise {{.*}}erff(
+// CHECK: plan.kernel @k0 pointwise
+// CHECK: mlc.gelu %{{[0-9]+}} : tensor<f32>{{$}}
 // CHECK: plan.func "forward"
 // CHECK: plan.gemm %[[G:.*]], %{{.*}}, %{{.*}} m 6 n 8 k 4 bias(%{{.*}} : memref<8xf32>) gelu(%[[P:.*]] : memref<48xf32>) : memref<48xf32>
 // CHECK: plan.gemm %[[Q:.*]], %{{.*}}, %{{.*}} m 6 n 8 k 4 : memref<48xf32>

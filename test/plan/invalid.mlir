@@ -36,6 +36,59 @@ plan.kernel @k0 pointwise args(1) source ""
 
 // -----
 
+// expected-error @+1 {{template kernel 'softmax' has no params}}
+plan.kernel @k0 rows "softmax" args(2)
+
+// -----
+
+// expected-error @+1 {{a template kernel carries no text (its targets print it)}}
+plan.kernel @k0 rows "softmax" args(2) params {columns = 4 : i64} source "x"
+
+// -----
+
+// expected-error @+1 {{a kernel with a body needs its iteration space (params.dims)}}
+plan.kernel @k0 pointwise args(1) params {rows = 4 : i64} {
+  %x = plan.load arg 0 offset 0 strides [1] : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{a kernel body accesses 1 of its 2 arguments}}
+plan.kernel @k0 pointwise args(2) params {dims = array<i64: 4>} {
+  %x = plan.load arg 1 offset 0 strides [1] : tensor<f32>
+}
+
+// -----
+
+plan.kernel @k0 pointwise args(2) params {dims = array<i64: 4>} {
+  // expected-error @+1 {{has 2 strides for a nest of 1 dimensions}}
+  %x = plan.load arg 1 offset 0 strides [1, 1] : tensor<f32>
+  plan.store %x, arg 0 offset 0 strides [1] : tensor<f32>
+}
+
+// -----
+
+plan.kernel @k0 pointwise args(2) params {dims = array<i64: 4>} {
+  %x = plan.load arg 1 offset 0 strides [1] : tensor<f32>
+  // expected-error @+1 {{argument 1 is accessed at two places}}
+  plan.store %x, arg 1 offset 4 strides [1] : tensor<f32>
+  plan.store %x, arg 0 offset 0 strides [1] : tensor<f32>
+}
+
+// -----
+
+plan.kernel @k0 pointwise args(2) params {dims = array<i64: 4>} {
+  // expected-error @+1 {{argument 2 of a kernel of 2 arguments}}
+  %x = plan.load arg 2 offset 0 strides [1] : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{'plan.load' op expects parent op 'plan.kernel'}}
+%x = plan.load arg 0 offset 0 strides [1] : tensor<f32>
+
+// -----
+
 plan.func "forward" arena 0 {
   // expected-error @+1 {{is not allowed in a plan.func}}
   %c = arith.constant 0 : index
@@ -391,4 +444,12 @@ plan.func "forward" arena 512 {
   %r = plan.arena 128 : memref<12xf32>
   // expected-error @+1 {{GEMM output must not alias an operand}}
   plan.gemm %o, %l, %r m 2 n 3 k 4 gelu(%o : memref<6xf32>) : memref<6xf32>, memref<8xf32>, memref<12xf32>
+}
+
+// -----
+
+plan.kernel @k0 pointwise args(2) params {dims = array<i64: 4>} {
+  %x = plan.load arg 1 offset 0 strides [1] : tensor<f32>
+  // expected-error @+1 {{accumulates in a pointwise kernel (only column_reduction sums)}}
+  plan.accumulate %x, arg 0 : tensor<f32>
 }

@@ -8,6 +8,12 @@
 // CHECK: plan.input "tokens" : i64 [-1]
 // CHECK: plan.scalars "adamw" : f64 [9]
 // CHECK: plan.kernel @k0 pointwise args(2) source "  p0[0] = p1[0];\0A"
+// CHECK: plan.kernel @k1 rows "softmax" args(2) params {columns = 64 : i64, element = f32, log, rows = 16 : i64, rows_per_token = 2 : i64}
+// CHECK: plan.kernel @k2 pointwise args(2) params {dims = array<i64: 4, 64>, vector_lanes = 4 : i64} {
+// CHECK-NEXT: %[[L:.*]] = plan.load arg 1 offset 0 strides [0, 1] vector : tensor<f32>
+// CHECK-NEXT: %[[E:.*]] = mlc.exp %[[L]] : tensor<f32>
+// CHECK-NEXT: plan.store %[[E]], arg 0 offset 0 strides [64, 1] vector : tensor<f32>
+// CHECK-NEXT: }
 // CHECK: plan.func "forward" arena 128 {
 // CHECK-NEXT: %[[W:.*]] = plan.bind param "w" : memref<12xf32>
 // CHECK-NEXT: %[[X:.*]] = plan.bind input "x" : memref<8xf32>
@@ -29,6 +35,12 @@ plan.input "x" : f32 [2, 4]
 plan.input "tokens" : i64 [-1]
 plan.scalars "adamw" : f64 [9]
 plan.kernel @k0 pointwise args(2) source "  p0[0] = p1[0];\n"
+plan.kernel @k1 rows "softmax" args(2) params {columns = 64 : i64, element = f32, log, rows = 16 : i64, rows_per_token = 2 : i64}
+plan.kernel @k2 pointwise args(2) params {dims = array<i64: 4, 64>, vector_lanes = 4 : i64} {
+  %x = plan.load arg 1 offset 0 strides [0, 1] vector : tensor<f32>
+  %e = mlc.exp %x : tensor<f32>
+  plan.store %e, arg 0 offset 0 strides [64, 1] vector : tensor<f32>
+}
 plan.func "forward" arena 128 {
   %w = plan.bind param "w" : memref<12xf32>
   %x = plan.bind input "x" : memref<8xf32>

@@ -1,0 +1,232 @@
+//===- KernelParams.cpp - a template kernel's parameters as attributes -----===//
+
+#include "compiler/codegen/KernelParams.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+using namespace mlir;
+
+namespace mlc::lowering {
+
+ParamsBuilder &ParamsBuilder::type(llvm::StringRef name, Type t) {
+  list.set(name, TypeAttr::get(t));
+  return *this;
+}
+ParamsBuilder &ParamsBuilder::i64(llvm::StringRef name, int64_t v) {
+  list.set(name, IntegerAttr::get(IntegerType::get(context, 64), v));
+  return *this;
+}
+ParamsBuilder &ParamsBuilder::f64(llvm::StringRef name, double v) {
+  list.set(name, FloatAttr::get(Float64Type::get(context), v));
+  return *this;
+}
+ParamsBuilder &ParamsBuilder::flag(llvm::StringRef name, bool v) {
+  if (v)
+    list.set(name, UnitAttr::get(context));
+  return *this;
+}
+ParamsBuilder &ParamsBuilder::i64s(llvm::StringRef name, llvm::ArrayRef<int64_t> v) {
+  list.set(name, DenseI64ArrayAttr::get(context, v));
+  return *this;
+}
+ParamsBuilder &ParamsBuilder::attr(llvm::StringRef name, Attribute a) {
+  list.set(name, a);
+  return *this;
+}
+ParamsBuilder &ParamsBuilder::rows(const Rows &r) {
+  i64("rows", r.count);
+  if (r.dynamic())
+    i64("rows_per_token", r.perToken);
+  return *this;
+}
+DictionaryAttr ParamsBuilder::get() const { return list.getDictionary(context); }
+
+void ParamsReader::missing(llvm::StringRef name, llvm::StringRef what) {
+  if (problem.empty())
+    problem = "kernel @" + kernel + ": parameter '" + name.str() + "' is missing or not " +
+              what.str();
+}
+Type ParamsReader::type(llvm::StringRef name) {
+  if (auto t = params ? params.getAs<TypeAttr>(name) : TypeAttr())
+    return t.getValue();
+  missing(name, "a type");
+  return params ? Type(NoneType::get(params.getContext())) : Type();
+}
+int64_t ParamsReader::i64(llvm::StringRef name) {
+  if (auto v = params ? params.getAs<IntegerAttr>(name) : IntegerAttr())
+    return v.getValue().getSExtValue();
+  missing(name, "an integer");
+  return 0;
+}
+double ParamsReader::f64(llvm::StringRef name) {
+  if (auto v = params ? params.getAs<FloatAttr>(name) : FloatAttr())
+    return v.getValueAsDouble();
+  missing(name, "a float");
+  return 0;
+}
+bool ParamsReader::flag(llvm::StringRef name) const { return has(name); }
+bool ParamsReader::has(llvm::StringRef name) const { return params && params.get(name); }
+Shape ParamsReader::i64s(llvm::StringRef name) {
+  if (auto v = params ? params.getAs<DenseI64ArrayAttr>(name) : DenseI64ArrayAttr())
+    return Shape(v.asArrayRef().begin(), v.asArrayRef().end());
+  missing(name, "an i64 array");
+  return {};
+}
+Attribute ParamsReader::attr(llvm::StringRef name) {
+  Attribute a = params ? params.get(name) : Attribute();
+  if (!a)
+    missing(name, "present");
+  return a;
+}
+Rows ParamsReader::rows() {
+  Rows r;
+  r.count = i64("rows");
+  if (has("rows_per_token"))
+    r.perToken = i64("rows_per_token");
+  return r;
+}
+llvm::Error ParamsReader::error() {
+  if (problem.empty())
+    return llvm::Error::success();
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), problem);
+}
+
+namespace {
+
+/// Argument types and whether each is written, as two parallel arrays.
+void encodeArgs(ParamsBuilder &b, MLIRContext *context, const std::vector<KernelArg> &args) {
+  SmallVector<Attribute> types;
+  SmallVector<bool> written;
+  for (const KernelArg &a : args) {
+    types.push_back(TypeAttr::get(a.element));
+    written.push_back(a.written);
+  }
+  b.attr("arg_types", ArrayAttr::get(context, types));
+  b.attr("arg_written", DenseBoolArrayAttr::get(context, written));
+}
+std::vector<KernelArg> decodeArgs(ParamsReader &r) {
+  std::vector<KernelArg> args;
+  auto types = dyn_cast_or_null<ArrayAttr>(r.attr("arg_types"));
+  auto written = dyn_cast_or_null<DenseBoolArrayAttr>(r.attr("arg_written"));
+  if (!types || !written || types.size() != size_t(written.size()))
+    return args;
+  for (auto [t, w] : llvm::zip(types, written.asArrayRef()))
+    if (auto ta = dyn_cast<TypeAttr>(t))
+      args.push_back({ta.getValue(), w});
+  return args;
+}
+
+} // namespace
+
+DictionaryAttr encodeAttention(const AttentionKernel &a, MLIRContext *context) {
+  ParamsBuilder b(context);
+  b.type("element", a.element)
+      .flag("backward", a.backward)
+      .flag("varlen", a.varlen)
+      .flag("causal", a.causal)
+      .flag("mask", a.mask)
+      .i64("batch", a.batch)
+      .i64("heads", a.heads)
+      .i64("seq_q", a.seqQ)
+      .i64("seq_k", a.seqK)
+      .i64("head_dim", a.headDim)
+      .i64("value_dim", a.valueDim)
+      .i64("token_capacity", a.tokenCapacity)
+      .f64("scale", a.scale)
+      .f64("dropout", a.dropout)
+      .i64("seed", a.seed)
+      .i64("query", a.query)
+      .i64s("mask_strides", a.maskStrides)
+      .i64("cu_slot", a.cuSlot)
+      .flag("bf16_products", a.bf16Products);
+  // Per tensor: offset, batch, head and row strides.
+  Shape tensors;
+  for (const AttentionKernel::Tensor &t : a.tensors)
+    tensors.insert(tensors.end(), {t.offset, t.batchStride, t.headStride, t.rowStride});
+  b.i64s("tensors", tensors);
+  encodeArgs(b, context, a.args);
+  return b.get();
+}
+
+AttentionKernel decodeAttention(ParamsReader &r) {
+  AttentionKernel a;
+  a.element = r.type("element");
+  a.backward = r.flag("backward");
+  a.varlen = r.flag("varlen");
+  a.causal = r.flag("causal");
+  a.mask = r.flag("mask");
+  a.batch = r.i64("batch");
+  a.heads = r.i64("heads");
+  a.seqQ = r.i64("seq_q");
+  a.seqK = r.i64("seq_k");
+  a.headDim = r.i64("head_dim");
+  a.valueDim = r.i64("value_dim");
+  a.tokenCapacity = r.i64("token_capacity");
+  a.scale = r.f64("scale");
+  a.dropout = r.f64("dropout");
+  a.seed = r.i64("seed");
+  a.query = r.i64("query");
+  a.maskStrides = r.i64s("mask_strides");
+  a.cuSlot = r.i64("cu_slot");
+  a.bf16Products = r.flag("bf16_products");
+  Shape t = r.i64s("tensors");
+  for (size_t i = 0; i + 3 < t.size(); i += 4)
+    a.tensors.push_back({t[i], t[i + 1], t[i + 2], t[i + 3]});
+  a.args = decodeArgs(r);
+  return a;
+}
+
+DictionaryAttr encodeReduction(const ReductionKernel &k, MLIRContext *context) {
+  static const char *kinds[] = {"sum", "mean", "max"};
+  static const char *layouts[] = {"rows", "columns", "general"};
+  ParamsBuilder b(context);
+  b.attr("reduce", StringAttr::get(context, kinds[k.kind]))
+      .attr("layout", StringAttr::get(context, layouts[k.shape]))
+      .type("element", k.element);
+  if (k.shape != ReductionKernel::General)
+    b.rows(k.rows);
+  if (k.shape != ReductionKernel::Columns)
+    b.i64("outputs", k.outputs);
+  if (k.shape != ReductionKernel::General)
+    b.i64("length", k.length);
+  if (k.kind == ReductionKernel::Mean)
+    b.i64("count", k.count);
+  if (k.shape == ReductionKernel::General)
+    b.i64s("kept_dims", k.keptDims)
+        .i64s("kept_strides", k.keptStrides)
+        .i64s("reduced_dims", k.reducedDims)
+        .i64s("reduced_strides", k.reducedStrides);
+  return b.get();
+}
+
+ReductionKernel decodeReduction(ParamsReader &r) {
+  ReductionKernel k;
+  auto kind = dyn_cast_or_null<StringAttr>(r.attr("reduce"));
+  auto layout = dyn_cast_or_null<StringAttr>(r.attr("layout"));
+  llvm::StringRef kn = kind ? kind.getValue() : "", ln = layout ? layout.getValue() : "";
+  k.kind = kn == "max" ? ReductionKernel::Max
+           : kn == "mean" ? ReductionKernel::Mean
+                          : ReductionKernel::Sum;
+  k.shape = ln == "columns" ? ReductionKernel::Columns
+            : ln == "general" ? ReductionKernel::General
+                              : ReductionKernel::Rows;
+  k.element = r.type("element");
+  if (k.shape != ReductionKernel::General)
+    k.rows = r.rows();
+  if (k.shape != ReductionKernel::Columns)
+    k.outputs = r.i64("outputs");
+  if (k.shape != ReductionKernel::General)
+    k.length = r.i64("length");
+  if (k.kind == ReductionKernel::Mean)
+    k.count = r.i64("count");
+  if (k.shape == ReductionKernel::General) {
+    k.keptDims = r.i64s("kept_dims");
+    k.keptStrides = r.i64s("kept_strides");
+    k.reducedDims = r.i64s("reduced_dims");
+    k.reducedStrides = r.i64s("reduced_strides");
+  }
+  return k;
+}
+
+} // namespace mlc::lowering

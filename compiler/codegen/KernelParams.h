@@ -1,0 +1,78 @@
+//===- KernelParams.h - a template kernel's parameters as attributes -*- C++ -*-===//
+//
+// A template kernel (softmax, LayerNorm, cross-entropy, embedding, fill,
+// reduction, attention, ...) is a `plan.kernel` with its template's name and
+// a dictionary of typed parameters:
+//
+//   plan.kernel @k3 rows "softmax" args(2)
+//       params {columns = 64 : i64, element = f32, rows = 32 : i64, rows_per_token = 1 : i64}
+//
+// The lowering writes the dictionary (ParamsBuilder); the printer reads it
+// back (ParamsReader) and calls the target's method of that template with
+// the same values when kernels.cpp / kernels.cu are written. A dynamic row
+// count is `rows` (at the token capacity) with `rows_per_token`, never text.
+// AttentionKernel and ReductionKernel travel as dictionaries of their fields
+// (encode / decode below).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_COMPILER_CODEGEN_KERNELPARAMS_H
+#define MLC_COMPILER_CODEGEN_KERNELPARAMS_H
+
+#include "compiler/codegen/KernelTarget.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/OperationSupport.h"
+#include "llvm/Support/Error.h"
+
+namespace mlc::lowering {
+
+/// Writes a kernel's parameters (flags are present only when set).
+class ParamsBuilder {
+public:
+  explicit ParamsBuilder(mlir::MLIRContext *context) : context(context) {}
+  ParamsBuilder &type(llvm::StringRef name, mlir::Type t);
+  ParamsBuilder &i64(llvm::StringRef name, int64_t v);
+  ParamsBuilder &f64(llvm::StringRef name, double v);
+  ParamsBuilder &flag(llvm::StringRef name, bool v);
+  ParamsBuilder &i64s(llvm::StringRef name, llvm::ArrayRef<int64_t> v);
+  ParamsBuilder &attr(llvm::StringRef name, mlir::Attribute a);
+  /// `rows`, and `rows_per_token` when the count is dynamic.
+  ParamsBuilder &rows(const Rows &r);
+  mlir::DictionaryAttr get() const;
+
+private:
+  mlir::MLIRContext *context;
+  mlir::NamedAttrList list;
+};
+
+/// Reads them back; a missing or mistyped parameter is remembered and
+/// reported by `error()` (the reader returns a zero value meanwhile).
+class ParamsReader {
+public:
+  ParamsReader(mlir::DictionaryAttr params, llvm::StringRef kernel)
+      : params(params), kernel(kernel.str()) {}
+  mlir::Type type(llvm::StringRef name);
+  int64_t i64(llvm::StringRef name);
+  double f64(llvm::StringRef name);
+  bool flag(llvm::StringRef name) const;
+  bool has(llvm::StringRef name) const;
+  Shape i64s(llvm::StringRef name);
+  mlir::Attribute attr(llvm::StringRef name);
+  Rows rows();
+  llvm::Error error();
+
+private:
+  void missing(llvm::StringRef name, llvm::StringRef what);
+  mlir::DictionaryAttr params;
+  std::string kernel, problem;
+};
+
+mlir::DictionaryAttr encodeAttention(const AttentionKernel &a, mlir::MLIRContext *context);
+AttentionKernel decodeAttention(ParamsReader &r);
+mlir::DictionaryAttr encodeReduction(const ReductionKernel &k, mlir::MLIRContext *context);
+ReductionKernel decodeReduction(ParamsReader &r);
+
+} // namespace mlc::lowering
+
+#endif // MLC_COMPILER_CODEGEN_KERNELPARAMS_H

@@ -1,0 +1,36 @@
+//===- KernelPrinter.h - plan.kernel ops to a target's source ---*- C++ -*-===//
+//
+// Kernels stay in the plan as IR (a template and its parameters,
+// KernelParams.h) until the package is written; then each one becomes a
+// function of kernels.cpp or kernels.cu here, through the target's method of
+// its template. Kernels the lowering still writes as text (pointwise bodies,
+// fusions, the optimizer) carry that text per target (`source`, `cuda`).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_COMPILER_CODEGEN_KERNELPRINTER_H
+#define MLC_COMPILER_CODEGEN_KERNELPRINTER_H
+
+#include "compiler/codegen/KernelTarget.h"
+#include "dialects/plan/PlanDialect.h"
+
+#include "llvm/Support/Error.h"
+
+namespace mlc::lowering {
+
+/// The body of template kernel `name` (its arguments bound, the target's
+/// loops) as `target` writes it.
+llvm::Expected<std::string> printTemplateBody(llvm::StringRef templateName,
+                                              mlir::DictionaryAttr params,
+                                              llvm::StringRef name, KernelTarget &target);
+
+/// The kernel as one function of the target's source file.
+llvm::Expected<std::string> printKernel(plan::KernelOp kernel, KernelTarget &target);
+
+/// Whether `target` can print the kernel (a text kernel without that
+/// target's text cannot).
+bool printable(plan::KernelOp kernel, const KernelTarget &target);
+
+} // namespace mlc::lowering
+
+#endif // MLC_COMPILER_CODEGEN_KERNELPRINTER_H

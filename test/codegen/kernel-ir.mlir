@@ -1,0 +1,57 @@
+// RUN: mlc-opt %s -split-input-file --mlc-fuse-elementwise --mlc-lower-to-plan | FileCheck %s
+// RUN: mlc-opt %s -split-input-file --mlc-fuse-elementwise --mlc-lower-to-plan | mlc-opt -split-input-file | FileCheck %s
+
+// Kernels are IR after the lowering. A bias gradient fused into its
+// producer is a column_reduction whose body says each argument's role: the
+// inputs loaded, the element's value stored (arg 0) and accumulated into
+// its column's sum (arg 1).
+// CHECK-LABEL: plan.param "x" : f32 [4, 8]
+// CHECK: plan.kernel @k0 column_reduction args(4) params {columns = 8 : i64, dims = array<i64: 4, 8>, lead = 1 : i64, rows = 4 : i64} {
+// CHECK-NEXT: %[[G:.*]] = plan.load arg 2 offset 0 strides [8, 1] : tensor<f32>
+// CHECK-NEXT: %[[X:.*]] = plan.load arg 3 offset 0 strides [8, 1] : tensor<f32>
+// CHECK-NEXT: %[[D:.*]] = mlc.gelu_grad %[[G]], %[[X]] approximate = tanh : tensor<f32>
+// CHECK-NEXT: plan.accumulate %[[D]], arg 1 : tensor<f32>
+// CHECK-NEXT: plan.store %[[D]], arg 0 offset 0 strides [8, 1] : tensor<f32>
+// CHECK-NEXT: }
+// CHECK-NOT: source
+// CHECK: plan.func "forward"
+func.func @forward(%g: tensor<4x8xf32> {mlc.input = "g"}, %x: tensor<4x8xf32> {mlc.param = "x"}) -> (tensor<4x8xf32> {mlc.output = "d"}, tensor<8xf32> {mlc.output = "db"}) {
+  %d = mlc.gelu_grad %g, %x approximate = tanh : tensor<4x8xf32>
+  %db = mlc.reduce_sum %d axes = [0] : tensor<4x8xf32>
+  return %d, %db : tensor<4x8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// A sum along the rows is no column reduction: the pointwise op is a body
+// kernel, the sum a reduction template with its parameters.
+// CHECK-LABEL: plan.param "x" : f32 [4, 8]
+// CHECK: plan.kernel @k0 pointwise args(2) params {dims = array<i64: 32>} {
+// CHECK: plan.kernel @k1 reduction "reduction" args(2) params {element = f32, layout = "rows", length = 8 : i64, outputs = 4 : i64, reduce = "sum", rows = 4 : i64}{{$}}
+// CHECK-NOT: plan.accumulate
+func.func @forward(%x: tensor<4x8xf32> {mlc.param = "x"}) -> (tensor<4xf32> {mlc.output = "s"}) {
+  %e = mlc.exp %x : tensor<4x8xf32>
+  %s = mlc.reduce_sum %e axes = [1] : tensor<4x8xf32>
+  return %s : tensor<4xf32>
+}
+
+// -----
+
+// A residual add fused into the LayerNorm after it (a rows kernel): the
+// sum is stored (it is also returned) and normalized per row by
+// plan.normalize into the LayerNorm's result.
+// CHECK-LABEL: plan.param "w" : f32 [8]
+// CHECK: plan.kernel @k0 rows args(6) params {dims = array<i64: 4, 8>, eps = 1.000000e-05 : f64, rows = 4 : i64} {
+// CHECK-NEXT: %[[X:.*]] = plan.load arg 2 offset 0 strides [8, 1] : tensor<f32>
+// CHECK-NEXT: %[[A:.*]] = plan.load arg 3 offset 0 strides [8, 1] : tensor<f32>
+// CHECK-NEXT: %[[W:.*]] = plan.load arg 4 offset 0 strides [0, 1] : tensor<f32>
+// CHECK-NEXT: %[[B:.*]] = plan.load arg 5 offset 0 strides [0, 1] : tensor<f32>
+// CHECK-NEXT: %[[S:.*]] = mlc.add %[[X]], %[[A]] : tensor<f32>, tensor<f32>
+// CHECK-NEXT: plan.store %[[S]], arg 0 offset 0 strides [8, 1] : tensor<f32>
+// CHECK-NEXT: plan.normalize %[[S]], %[[W]], %[[B]], arg 1 offset 0 strides [8, 1] : tensor<f32>, tensor<f32>, tensor<f32> into f32
+// CHECK-NEXT: }
+func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"}, %a: tensor<4x8xf32> {mlc.input = "a"}, %w: tensor<8xf32> {mlc.param = "w"}, %b: tensor<8xf32> {mlc.param = "b"}) -> (tensor<4x8xf32> {mlc.output = "s"}, tensor<4x8xf32> {mlc.output = "n"}) {
+  %s = mlc.add %x, %a : tensor<4x8xf32>, tensor<4x8xf32>
+  %n = mlc.layer_norm %s, %w, %b epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  return %s, %n : tensor<4x8xf32>, tensor<4x8xf32>
+}

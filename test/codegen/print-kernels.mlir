@@ -1,0 +1,59 @@
+// RUN: mlc-opt %s --mlc-cuda-vectorize --mlc-print-kernels=target=cpu -o /dev/null | FileCheck %s --check-prefix=CPU
+// RUN: mlc-opt %s --mlc-cuda-vectorize --mlc-print-kernels=target=cuda -o /dev/null | FileCheck %s --check-prefix=CUDA
+// RUN: not mlc-opt %s --mlc-print-kernels=target=cuda -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNDECIDED
+
+// Kernels are IR until they are printed: the same plan.kernel ops as
+// C++ with OpenMP and as CUDA C. A pointwise body (a bias added to rows of
+// 64, the token count dynamic: up to 8 tokens of 2 rows each) and a
+// softmax template over as many rows.
+module attributes {mlc.token_capacity = 8 : i64} {
+  plan.kernel @k0 pointwise args(3) params {dims = array<i64: 16, 64>, dynamic} {
+    %x = plan.load arg 1 offset 0 strides [64, 1] : tensor<f32>
+    %b = plan.load arg 2 offset 0 strides [0, 1] : tensor<f32>
+    %y = mlc.add %x, %b : tensor<f32>, tensor<f32>
+    plan.store %y, arg 0 offset 0 strides [64, 1] : tensor<f32>
+  }
+  plan.kernel @k1 rows "softmax" args(2) params {columns = 64 : i64, element = f32, rows = 16 : i64, rows_per_token = 2 : i64}
+}
+
+// CPU: extern "C" const int64_t k0_args = 3;
+// CPU: extern "C" void k0(char **b, MlcKernelCtx *ctx) {
+// CPU-NEXT: (void)ctx;
+// CPU-NEXT: float *p0 = (float *)b[0];
+// CPU-NEXT: const float *p1 = (const float *)b[1];
+// CPU-NEXT: const float *p2 = (const float *)b[2];
+// CPU-NEXT: for (int64_t i0 = 0; i0 < (ctx->rows * 2); ++i0)
+// CPU-NEXT: for (int64_t i1 = 0; i1 < 64; ++i1)
+// CPU-NEXT: {
+// CPU-NEXT: const int64_t o0 = 0 + i0 * 64 + i1 * 1;
+// CPU-NEXT: const int64_t o1 = 0 + i0 * 64 + i1 * 1;
+// CPU-NEXT: const int64_t o2 = 0 + i1 * 1;
+// CPU-NEXT: const int64_t flat = o0;
+// CPU-NEXT: const float x1 = p1[o1];
+// CPU-NEXT: const float x2 = p2[o2];
+// CPU-NEXT: const float t0 = (x1 + x2);
+// CPU-NEXT: p0[o0] = t0;
+// CPU-NEXT: }
+// CPU-NEXT: }
+// CPU: extern "C" const char k1_kind[] = "rows";
+// CPU: for (int64_t r = 0; r < (ctx->rows * 2); ++r) {
+
+// The CUDA kernel moves the contiguous accesses as four-lane vectors
+// (mlc-cuda-vectorize's decision), the element loop the fallback for
+// unaligned pointers.
+// CUDA: // mlc.kernel k0 pointwise args=3 scratch=0 launch=1x256
+// CUDA-NEXT: extern "C" __global__ void __launch_bounds__(256) k0(char *const *b, const MlcKernelCtx *ctx, int phase) {
+// CUDA: const int64_t n0 = (ctx->rows * 2);
+// CUDA: if (mlc_aligned(p0, 16) && mlc_aligned(p1, 16) && mlc_aligned(p2, 16)) {
+// CUDA: mlc_vload<4>(v1, p1 + q1);
+// CUDA: mlc_vload<4>(v2, p2 + q2);
+// CUDA: const float x1 = v1[u];
+// CUDA: v0[u] = t0;
+// CUDA: mlc_vstore<4>(p0 + q0, v0);
+// CUDA: } else {
+// CUDA: p0[o0] = t0;
+// CUDA: // mlc.kernel k1 rows args=2 scratch=0 launch=16x64
+// CUDA: const int64_t R = (ctx->rows * 2);
+
+// The CUDA printer decides nothing: without the pass's decision it stops.
+// UNDECIDED: kernel @k0: no vector decision (run mlc-cuda-vectorize)
