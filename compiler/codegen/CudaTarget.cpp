@@ -30,6 +30,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/codegen/AttentionSource.h"
 #include "compiler/codegen/CudaPrelude.h"
 #include "compiler/codegen/LoweringImpl.h"
 
@@ -860,50 +861,14 @@ std::string CudaTarget::attention(const AttentionKernel &a) {
   const int64_t qTiles = (maxLen + rowsPer - 1) / rowsPer;
   const int64_t grid = a.batch * a.heads * qTiles;
 
-  // The sizes: per tensor role (O or dQ, dK, dV, dO, Q, K, V) its offset
-  // and strides, from the kernel's tensors in argument order.
-  std::vector<AttentionKernel::Tensor> roles(7, AttentionKernel::Tensor{0, 0, 0, 0});
-  const int nOut = a.backward ? 3 : 1;
-  for (int k = 0; k < nOut; ++k)
-    roles[k] = a.tensors[k];
-  if (a.backward)
-    roles[3] = a.tensors[3];
-  for (int k = 0; k < 3; ++k)
-    roles[4 + k] = a.tensors[a.query + k];
   std::ostringstream b;
-  b << arguments(a.args);
-  b << "  // batch, heads, seq q, seq k, token capacity, query blocks; per tensor (O or dQ, dK, "
-       "dV,\n  // dO, Q, K, V) its offset and batch, head, row strides; the mask's strides;\n"
-       "  // scale, dropout, keep scale, seed\n"
-    << "  const MlcAttention<" << T << "> s = {" << a.batch << ", " << a.heads << ", " << a.seqQ
-    << ", " << a.seqK << ", " << a.tokenCapacity << ", " << qTiles << ",\n      {";
-  for (int k = 0; k < 7; ++k)
-    b << (k ? ", " : "") << "{" << roles[k].offset << ", " << roles[k].batchStride << ", "
-      << roles[k].headStride << ", " << roles[k].rowStride << "}";
-  std::vector<int64_t> ms = a.mask ? a.maskStrides : std::vector<int64_t>(4, 0);
-  b << "},\n      {" << ms[0] << ", " << ms[1] << ", " << ms[2] << ", " << ms[3] << "}, "
-    << literal(a.scale, el) << ", " << std::to_string(a.dropout) << ", "
-    << literal(1.0 / (1.0 - a.dropout), el) << ", " << a.seed << "ull};\n";
-
-  // The buffers, and the template's arguments.
-  auto p = [](int i) { return "p" + std::to_string(i); };
-  const int qi = a.query;
-  const std::string I = a.varlen ? cType(a.args[a.cuSlot].element) : "int32_t";
-  b << "  const MlcAttentionArgs<" << T << ", " << I << "> x = {" << p(0) << ", "
-    << (a.backward ? p(1) + ", " + p(2) + ", " + p(3) : "0, 0, 0") << ", " << p(qi) << ", "
-    << p(qi + 1) << ", " << p(qi + 2) << ", " << (a.mask ? p(qi + 3) : "0") << ", "
-    << (a.varlen ? p(a.cuSlot) : "0") << "};\n";
-  std::string flags;
-  for (auto [on, name] : {std::pair{a.causal, "CAUSAL"}, {a.mask, "MASK"}, {a.varlen, "VARLEN"},
-                          {a.dropout > 0, "DROPOUT"}})
-    if (on)
-      flags += (flags.empty() ? "MLC_ATTN_" : " | MLC_ATTN_") + std::string(name);
+  b << arguments(a.args) << attentionSizes(a, qTiles) << attentionBuffers(a);
   const std::string sizes = tensorCores ? n2s(D) + ", " + n2s(Dv)
                                         : T + ", " + n2s(D) + ", " + n2s(Dv) + ", " +
                                               n2s(rowsPer) + ", " + n2s(tile);
   const std::string call = std::string("mlc_attention_") + (tensorCores ? "tc_" : "") +
                            (a.backward ? "backward<" : "forward<") + sizes + ", " +
-                           (flags.empty() ? "0" : flags) + ">(s, x, ctx";
+                           attentionFlags(a) + ">(s, x, ctx";
   if (!a.backward) {
     b << "  // phase @phase(" << grid << "," << threads << "): O\n  " << call << ");\n";
     return b.str();
