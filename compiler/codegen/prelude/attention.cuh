@@ -9,9 +9,9 @@
 // a literal in the call) and the buffers, with compile time only what must
 // be: the element type, the head dimensions (register arrays), the tile
 // sizes (shared arrays) and the variant flags (MLC_ATTN_*), which select
-// code, so that each instantiation is the straight-line kernel it was when
-// the compiler spliced sizes into text. Both kinds never write the S x S
-// scores:
+// code: an instantiation holds its variant's code only, so its registers
+// stay those of the kernel the compiler once spliced together as text.
+// Neither kind writes the S x S scores:
 //
 //   mlc_attention_forward / _backward              a thread per query (or
 //       key) row, the other side streamed through shared memory in tiles;
