@@ -31,7 +31,8 @@ namespace mlc {
 
 /// kernels.cpp's prelude: prelude/cpu.h with prelude/mlc_shared.h (the
 /// helpers whose results must be the same bits on every target: dropout's
-/// counter-based random numbers and bf16 storage) in place of its include.
+/// counter-based random numbers and bf16 storage; and attention's argument
+/// structs, alike on both targets) in place of its include.
 /// Each prelude defines MLC_FN (a helper's qualifiers), MLC_MEMBER (a member
 /// function's) and mlc_float_bits / mlc_bits_float before the shared part.
 /// The attention templates of prelude/attention.h follow it.
