@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/codegen/AttentionSource.h"
 #include "compiler/codegen/KernelPrelude.h"
 #include "compiler/codegen/LoweringImpl.h"
 
@@ -413,172 +414,16 @@ public:
     return k.str();
   }
 
-  /// Per (batch, head) or (sequence, head), shared out among threads, in
-  /// tiles of 64 query rows: S = scale Q_t K^T over the keys the tile sees
-  /// (causal tiles stop at their last row's diagonal), a softmax per row in
-  /// place, then O_t = P V. The products are mlc_gemm's register-blocked
-  /// tiles, so attention runs at matrix-multiply speed rather than as dot
-  /// products; S is one tile (64 x keys) per thread, never the whole S x S.
-  /// A head packs K and V once for all its tiles, and causal products skip
-  /// the blocks above the diagonal (mlc_gemm's band). The backward pass
-  /// recomputes P tile by tile:
-  ///   dP = dO V^T (then the dropout mask), rowsum_i = sum_j dP_ij P_ij,
-  ///   dS = scale P * (dP - rowsum), dQ_t = dS K, dK += dS^T Q_t,
-  ///   dV += (P * mask)^T dO_t.
-  /// Memory: Q, K, V and O (and their gradients) once per head; the
-  /// products are compute-bound (4 S^2 D flops forward, 10 backward, halved
-  /// when causal).
+  /// Attention, forward or backward, as one call of a template of
+  /// prelude/attention.h (where its math and memory traffic are stated):
+  /// per (batch, head), tiles of 64 query rows whose products are mlc_gemm's.
+  /// The sizes and strides travel as an MlcAttention literal; the element
+  /// type and the variant flags are the template's arguments.
   std::string attention(const AttentionKernel &a) override {
-    const mlir::Type el = a.element;
-    const std::string T = cType(el);
-    const bool varlen = a.varlen, causal = a.causal, backward = a.backward, mask = a.mask;
-    const int64_t H = a.heads, Sq = a.seqQ, Sk = a.seqK, D = a.headDim, Dv = a.valueDim,
-                  B = a.batch, seed = a.seed;
-    const int64_t tile = 64;
-    const double scale = a.scale, dropout = a.dropout;
-    const int qi = a.query;
-    const std::vector<int64_t> &maskStrides = a.maskStrides;
-    const std::string SQ = varlen ? "L" : std::to_string(Sq),
-                      SK = varlen ? "L" : std::to_string(Sk);
-    const int cuSlot = a.cuSlot;
-    // Base of head (bb, h) and row stride of tensor k.
-    auto headBase = [&](int k) {
-      const AttentionKernel::Tensor &w = a.tensors[k];
-      std::string base = "p" + std::to_string(k) + " + " + std::to_string(w.offset);
-      return base + (varlen ? " + a * " : " + bb * ") + std::to_string(w.batchStride) +
-             " + h * " + std::to_string(w.headStride);
-    };
-    auto rowStride = [&](int k) { return std::to_string(a.tensors[k].rowStride); };
-    auto p = [](int i) { return "p" + std::to_string(i); };
-    auto n = [](int64_t v) { return std::to_string(v); };
-    const std::string sc = literal(scale, el), one = "(" + T + ")1";
-    const std::string rq = rowStride(qi), rk = rowStride(qi + 1), rv = rowStride(qi + 2);
-    // Band of a causal product (mlc_gemm's band, offset by the tile's row).
-    auto band = [&](int kind) { return causal ? std::to_string(kind) + ", i0" : "0, 0"; };
-    // One tile product: C = alpha A Bp (+C), A(m, k) = A[m * ra + k * ca].
-    auto gemm = [&](const std::string &m, const std::string &nn, const std::string &k,
-                    const std::string &alpha, const std::string &A, const std::string &ra,
-                    const std::string &ca, const std::string &Bp, const std::string &kcap,
-                    const std::string &C, const std::string &ldc, bool acc, int bandKind) {
-      return "      mlc_gemm<" + T + ">(" + m + ", " + nn + ", " + k + ", " + alpha + ", " + A +
-             ", " + ra + ", " + ca + ", " + Bp + ".data(), " + kcap + ", " + C + ", " + ldc +
-             ", " + (acc ? "true" : "false") + ", " + band(bandKind) + ");\n";
-    };
-    auto pack = [&](const std::string &indent, const std::string &k, const std::string &nn,
-                    const std::string &Bm, const std::string &ldb, bool tb,
-                    const std::string &to) {
-      return indent + "mlc_pack<" + T + ">(" + k + ", " + nn + ", " + Bm + ", " + ldb + ", " +
-             (tb ? "true" : "false") + ", " + to + ");\n";
-    };
-    std::ostringstream b;
-    b << arguments(a.args);
-    // Row t of the tile (query i = i0 + t): its probabilities in si[0, jn),
-    // zeros in [jn, nk).
-    std::string row =
-        std::string("        const int64_t i = i0 + t;\n") + "        " + T + " *si = s.data() + t * nk;\n" +
-        "        const int64_t jn = " + (causal ? "i + 1 < " + SK + " ? i + 1 : " + SK : SK) +
-        ";\n" +
-        (dropout > 0
-             ? (varlen ? "        const uint64_t row = ((uint64_t)h * " + n(a.tokenCapacity) +
-                             " + a + i) * " + n(a.tokenCapacity) + " + a;\n"
-                       : "        const uint64_t row = (uint64_t)(bh * " + n(Sq) + " + i) * " +
-                             n(Sk) + ";\n")
-             : "");
-    std::string softmax =
-        (mask ? "        for (int64_t j = 0; j < jn; ++j)\n          si[j] += " + p(qi + 3) +
-                    "[bb * " + n(maskStrides[0]) + " + h * " + n(maskStrides[1]) + " + i * " +
-                    n(maskStrides[2]) + " + j * " + n(maskStrides[3]) + "];\n"
-              : "") +
-        "        " + T + " m = -std::numeric_limits<" + T + ">::infinity();\n" +
-        "#pragma omp simd reduction(max : m)\n" +
-        "        for (int64_t j = 0; j < jn; ++j) m = si[j] > m ? si[j] : m;\n" +
-        "        double sum = 0;\n" + "#pragma omp simd reduction(+ : sum)\n" +
-        "        for (int64_t j = 0; j < jn; ++j) { si[j] = " +
-        expFn(el) + "(si[j] - m); sum += si[j]; }\n" + "        const " + T + " inv = (" + T +
-        ")(1.0 / sum);\n" + "        for (int64_t j = 0; j < jn; ++j) si[j] *= inv;\n" +
-        "        for (int64_t j = jn; j < nk; ++j) si[j] = 0;\n";
-    // keep(j): the dropout mask of probability (bh, i, j), 1 without dropout.
-    std::string keep = dropout > 0 ? "(mlc_uniform(key, row + j) >= " + std::to_string(dropout) +
-                                         " ? " + literal(1.0 / (1.0 - dropout), el) + " : (" + T +
-                                         ")0)"
-                                   : one;
-    if (dropout > 0)
-      b << "  const uint64_t key = mlc_key(" << seed << "ull, (uint64_t)ctx->step);\n";
-    // Each thread keeps its tiles and packed panels across the heads it takes.
-    b << "#pragma omp parallel\n  {\n"
-      << "  std::vector<" << T << "> s, kp, vp"
-      << (backward ? ", dp, kn, tp" : "") << ";\n"
-      << "#pragma omp for schedule(dynamic)\n"
-      << "  for (int64_t bh = 0; bh < " << B * H << "; ++bh) {\n"
-      << "    const int64_t bb = bh / " << H << ", h = bh % " << H << ";\n";
-    if (varlen)
-      b << "    const int64_t a = " << p(cuSlot) << "[bb], L = " << p(cuSlot) << "[bb + 1] - a;\n"
-        << "    if (L <= 0) continue;\n";
-    b << "    const " << T << " *qh = " << headBase(qi) << ";\n"
-      << "    const " << T << " *kh = " << headBase(qi + 1) << ";\n"
-      << "    const " << T << " *vh = " << headBase(qi + 2) << ";\n"
-      << "    s.resize(" << tile << " * " << SK << ");\n"
-      << pack("    ", n(D), SK, "kh", rk, true, "kp");
-    if (backward)
-      b << pack("    ", n(Dv), SK, "vh", rv, true, "vp") << pack("    ", SK, n(D), "kh", rk, false, "kn")
-        << "    " << T << " *dq = " << headBase(0) << ", *dk = " << headBase(1)
-        << ", *dv = " << headBase(2) << ";\n"
-        << "    const " << T << " *gh = " << headBase(3) << ";\n"
-        << "    dp.resize(" << tile << " * " << SK << ");\n"
-        << "    for (int64_t j = 0; j < " << SK << "; ++j) {\n"
-        << "      for (int64_t c = 0; c < " << D << "; ++c) dk[j * " << rowStride(1)
-        << " + c] = 0;\n"
-        << "      for (int64_t c = 0; c < " << Dv << "; ++c) dv[j * " << rowStride(2)
-        << " + c] = 0;\n"
-        << "    }\n";
-    else
-      b << pack("    ", SK, n(Dv), "vh", rv, false, "vp") << "    " << T
-        << " *oh = " << headBase(0) << ";\n";
-    b << "    for (int64_t i0 = 0; i0 < " << SQ << "; i0 += " << tile << ") {\n"
-      << "      const int64_t mi = " << SQ << " - i0 < " << tile << " ? " << SQ << " - i0 : "
-      << tile << ";\n"
-      << "      const int64_t nk = "
-      << (causal ? "i0 + mi < " + SK + " ? i0 + mi : " + SK : SK) << ";\n"
-      << gemm("mi", "nk", n(D), sc, "qh + i0 * " + rq, rq, "1", "kp", n(D), "s.data()", "nk",
-              false, 1)
-      << "      for (int64_t t = 0; t < mi; ++t) {\n"
-      << row << softmax;
-    if (!backward) {
-      if (dropout > 0)
-        b << "        for (int64_t j = 0; j < jn; ++j) si[j] *= " << keep << ";\n";
-      b << "      }\n"
-        << gemm("mi", n(Dv), "nk", one, "s.data()", "nk", "1", "vp", SK,
-                "oh + i0 * " + rowStride(0), rowStride(0), false, 2)
-        << "    }\n  }\n  }\n";
-    } else {
-      const std::string rg = rowStride(3);
-      b << "      }\n"
-        << gemm("mi", "nk", n(Dv), one, "gh + i0 * " + rg, rg, "1", "vp", n(Dv), "dp.data()",
-                "nk", false, 1)
-        << "      for (int64_t t = 0; t < mi; ++t) {\n"
-        << row << "        " << T << " *di = dp.data() + t * nk;\n"
-        << "        double rowsum = 0;\n"
-        << "#pragma omp simd reduction(+ : rowsum)\n"
-        << "        for (int64_t j = 0; j < jn; ++j) { di[j] *= " << keep
-        << "; rowsum += (double)di[j] * si[j]; }\n"
-        << "#pragma omp simd\n"
-        << "        for (int64_t j = 0; j < jn; ++j) {\n"
-        << "          di[j] = si[j] * (di[j] - (" << T << ")rowsum) * " << sc << ";\n"
-        << "          si[j] *= " << keep << ";\n"
-        << "        }\n"
-        << "        for (int64_t j = jn; j < nk; ++j) di[j] = 0;\n"
-        << "      }\n"
-        << pack("      ", "mi", n(Dv), "gh + i0 * " + rg, rg, false, "tp")
-        << gemm("nk", n(Dv), "mi", one, "s.data()", "1", "nk", "tp", "mi", "dv", rowStride(2),
-                true, 3)
-        << gemm("mi", n(D), "nk", one, "dp.data()", "nk", "1", "kn", SK,
-                "dq + i0 * " + rowStride(0), rowStride(0), false, 2)
-        << pack("      ", "mi", n(D), "qh + i0 * " + rq, rq, false, "tp")
-        << gemm("nk", n(D), "mi", one, "dp.data()", "1", "nk", "tp", "mi", "dk", rowStride(1),
-                true, 3)
-        << "    }\n  }\n  }\n";
-    }
-    return b.str();
+    return arguments(a.args) + attentionSizes(a, 0) + attentionBuffers(a) + "  mlc_attention_" +
+           (a.backward ? "backward<" : "forward<") + cType(a.element) + ", " +
+           attentionFlags(a) + ">(s, x, ctx, " + std::to_string(a.headDim) + ", " +
+           std::to_string(a.valueDim) + ");\n";
   }
 
   /// Sums, means and maxima over rows, columns or a general set of axes, in

@@ -1,7 +1,9 @@
 //===- CudaPrelude.h - the top of every generated kernels.cu ----*- C++ -*-===//
 //
 // The prelude is a source of its own, prelude/cuda.cuh (compiled alone by a
-// test), embedded at build time; the compiler pastes it into kernels.cu.
+// test), embedded at build time; the compiler pastes it into kernels.cu,
+// followed by the attention templates, prelude/attention.cuh (compiled
+// alone, instantiated, by another test).
 // Documented here once: the CUDA kernel ABI, the helpers kernels share, and the line
 // that describes each kernel's launches to the runtime.
 //
@@ -42,11 +44,15 @@
 
 namespace mlc {
 
+#include "compiler/codegen/CudaAttention.inc"
 #include "compiler/codegen/CudaPrelude.inc"
 
 /// kernels.cu's prelude: prelude/cuda.cuh with prelude/mlc_shared.h in place
-/// of its include (the helpers that give the CPU's bits, KernelPrelude.h).
-inline std::string cudaKernelPrelude() { return kCudaPreludeSource; }
+/// of its include (the helpers that give the CPU's bits, KernelPrelude.h),
+/// then the attention templates of prelude/attention.cuh.
+inline std::string cudaKernelPrelude() {
+  return std::string(kCudaPreludeSource) + "\n" + kCudaAttentionSource;
+}
 
 } // namespace mlc
 

@@ -19,7 +19,9 @@
 //                      streams key/value tiles through shared memory with an
 //                      online softmax; backward recomputes the probabilities
 //                      (phase 0 row statistics, phase 1 dK and dV a thread
-//                      per key row, phase 2 dQ a thread per query row)
+//                      per key row, phase 2 dQ a thread per query row); the
+//                      kernels are templates in prelude/attention.cuh (and
+//                      on tensor cores for bf16 products), a kernel one call
 //
 // Inside a template's text, `@phase(G,B)` marks a phase's launch (grid G,
 // block B) and `@scratch(N)` the scratch bytes it needs; function() numbers
@@ -28,6 +30,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/codegen/AttentionSource.h"
 #include "compiler/codegen/CudaPrelude.h"
 #include "compiler/codegen/LoweringImpl.h"
 #include "compiler/codegen/Vectorize.h"
@@ -530,7 +533,6 @@ public:
   }
 
   std::string attention(const AttentionKernel &a) override;
-  std::string attentionTensorCores(const AttentionKernel &a);
 
   /// Sums, means and maxima (double accumulators; int64 for integers):
   /// Rows a block per row, Columns the two-phase chunked column sums, General
@@ -748,555 +750,58 @@ private:
   }
 };
 
-/// What the attention kernels spell alike: the query blocks of `rowsPer`
-/// rows, the sequence lengths (varlen: L, the sequence's own), a tensor's
-/// head base (batch bb or sequence start a, head h) and row stride.
-struct AttentionNames {
-  AttentionNames(const AttentionKernel &a, int64_t rowsPer) : a(a) {
-    const int64_t maxLen = a.varlen ? a.tokenCapacity : std::max(a.seqQ, a.seqK);
-    qTiles = (maxLen + rowsPer - 1) / rowsPer;
-    SQ = a.varlen ? "L" : n2s(a.seqQ);
-    SK = a.varlen ? "L" : n2s(a.seqK);
-    scale = literal(a.scale, a.element);
-  }
-  /// Kernel argument i's pointer.
-  static std::string arg(int i) { return "p" + std::to_string(i); }
-  std::string headBase(int k) const {
-    const AttentionKernel::Tensor &w = a.tensors[k];
-    return arg(k) + " + " + n2s(w.offset) + (a.varlen ? " + a * " : " + bb * ") +
-           n2s(w.batchStride) + " + h * " + n2s(w.headStride);
-  }
-  std::string rowStride(int k) const { return n2s(a.tensors[k].rowStride); }
-  const AttentionKernel &a;
-  int64_t qTiles;
-  std::string SQ, SK;
-  std::string scale; // the scores' scale, a literal of the element type
-};
-
-/// Attention on tensor cores (packages whose products are bf16): every
-/// product a 16 x 8 x 16 bf16 mma with f32 accumulators; Q, K, V, P and dS
-/// are rounded to bf16 for them, as bf16 autocast's attention does, while
-/// the scale, mask, softmax, dropout and outputs stay f32. The forward pass
-/// gives a warp 16 query rows (a block 64): key tiles of 32 are staged in
-/// shared memory, S = Q K^T, the online softmax runs on the accumulators (a
-/// row's values are spread over the four lanes of its group: its max and
-/// sum are two shuffles), O += P V. The backward pass has the SIMT one's
-/// three phases:
-///   0. the forward pass again, for the row statistics m, l and D_i =
-///      dO_i . O_i (to scratch);
-///   1. a warp per 16 key rows: over the query tiles that see them, S^T =
-///      K Q^T and dP^T = V dO^T, then dV += (P keep)^T dO and dK += dS^T Q;
-///   2. a warp per 16 query rows: S = Q K^T, dP = dO V^T, dQ += dS K.
-/// A streamed tile is staged as bf16 pairs along its rows (B operands read
-/// along the head dimension) and, where needed, transposed: pairs along the
-/// tile (B operands read along it). Rows are padded against bank conflicts.
-std::string CudaTarget::attentionTensorCores(const AttentionKernel &a) {
-  const mlir::Type el = a.element;
-  const bool varlen = a.varlen, causal = a.causal, mask = a.mask;
-  const int64_t H = a.heads, D = a.headDim, Dv = a.valueDim, B = a.batch;
-  const int qi = a.query;
-  const int64_t rowsPer = 64, tile = 32, W = std::max(D, Dv);
-  const AttentionNames names(a, rowsPer);
-  const int64_t qTiles = names.qTiles;
-  const std::string &SQ = names.SQ, &SK = names.SK;
-  const std::string rowIndex = varlen ? "(h * " + n2s(a.tokenCapacity) + " + a + (i))"
-                                      : "(bh * " + n2s(a.seqQ) + " + (i))";
-  const int64_t statRows = varlen ? H * a.tokenCapacity : B * H * a.seqQ;
-  const int64_t rowWords = W / 2 + 4, colWords = tile / 2 + 4;
-  // The block's head and first row (`first`), as in the forward pass.
-  auto blockHead = [&](const std::string &first, const std::string &limit) {
-    std::string h = "    const int64_t bh = blockIdx.x / " + n2s(qTiles) + ", " + first +
-                    " = (blockIdx.x % " + n2s(qTiles) + ") * " + n2s(rowsPer) + ";\n" +
-                    "    const int64_t bb = bh / " + n2s(H) + ", h = bh % " + n2s(H) + ";\n";
-    if (varlen)
-      h += "    const int64_t a = " + names.arg(a.cuSlot) + "[bb], L = " + names.arg(a.cuSlot) +
-           "[bb + 1] - a;\n";
-    h += "    if (" + first + " >= " + limit + ") return;\n" +
-         "    const float *qh = " + names.headBase(qi) + ", *kh = " + names.headBase(qi + 1) +
-         ", *vh = " + names.headBase(qi + 2) + ";\n" +
-         (a.backward ? "    const float *gh = " + names.headBase(3) + ";\n" : std::string()) +
-         "    const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;\n" +
-         "    const int64_t r0 = " + first + " + (threadIdx.x >> 5) * 16 + g, r1 = r0 + 8;\n";
-    return h;
-  };
-  // A fragments of the warp's 16 rows of `base` (width `w`, rows below
-  // `limit`), one per 16 columns.
-  auto aFrags = [&](const std::string &name, const std::string &base, const std::string &stride,
-                    int64_t w, const std::string &limit) {
-    return "    uint32_t " + name + "[" + n2s(w / 16) + "][4];\n" +
-           "    for (int ks = 0; ks < " + n2s(w / 16) + "; ++ks)\n" +
-           "      for (int f = 0; f < 4; ++f) {\n" +
-           "        const int64_t r = f & 1 ? r1 : r0, c = ks * 16 + (f >> 1) * 8 + 2 * t4;\n" +
-           "        " + name + "[ks][f] = r < " + limit + " ? mlc_pack_bf16(" + base + "[r * " +
-           stride + " + c], " + base + "[r * " + stride + " + c + 1]) : 0u;\n      }\n";
-  };
-  // Tile rows [r, r + 32) of `base` into `dst` as pairs along the row, and
-  // into `dstT` transposed, pairs along the tile (either may be empty).
-  auto stage = [&](const std::string &dst, const std::string &dstT, const std::string &base,
-                   const std::string &stride, int64_t w, const std::string &r,
-                   const std::string &limit) {
-    std::string c;
-    if (!dst.empty())
-      c += "      for (int e = threadIdx.x; e < " + n2s(tile * w / 2) + "; e += blockDim.x) {\n" +
-           "        const int tr = e / " + n2s(w / 2) + ", cp = e % " + n2s(w / 2) + ";\n" +
-           "        const int64_t x = " + r + " + tr;\n" +
-           "        " + dst + "[tr][cp] = x < " + limit + " ? mlc_pack_bf16(" + base + "[x * " +
-           stride + " + 2 * cp], " + base + "[x * " + stride + " + 2 * cp + 1]) : 0u;\n      }\n";
-    if (!dstT.empty())
-      c += "      for (int e = threadIdx.x; e < " + n2s(tile / 2 * w) + "; e += blockDim.x) {\n" +
-           "        const int kp = e / " + n2s(w) + ", col = e % " + n2s(w) + ";\n" +
-           "        const int64_t x = " + r + " + 2 * kp;\n" +
-           "        " + dstT + "[col][kp] = mlc_pack_bf16(x < " + limit + " ? " + base + "[x * " +
-           stride + " + col] : 0.0f, x + 1 < " + limit + " ? " + base + "[(x + 1) * " + stride +
-           " + col] : 0.0f);\n      }\n";
-    return c;
-  };
-  // acc[n] += A B over `steps` k-steps for n-tiles [0, n): B from rows of
-  // `src` (pairs along the row: src[n * 8 + g][ks * 8 + t4]).
-  auto product = [&](const std::string &acc, int64_t n, const std::string &aName,
-                     int64_t steps, const std::string &src) {
-    return "      for (int n = 0; n < " + n2s(n) + "; ++n)\n" +
-           std::string("        for (int ks = 0; ks < ") + n2s(steps) + "; ++ks) {\n" +
-           "          const uint32_t bf[2] = {" + src + "[n * 8 + g][ks * 8 + t4], " + src +
-           "[n * 8 + g][ks * 8 + 4 + t4]};\n" + "          mlc_mma_bf16(" + acc + "[n], " +
-           aName + "[ks], bf);\n        }\n";
-  };
-  // acc[n] += X B where X (16 x 32) is the f32 tile `x` held as
-  // accumulators (4 n-tiles), rounded to A fragments two n-tiles at a time.
-  auto productOfTile = [&](const std::string &acc, int64_t n, const std::string &x,
-                           const std::string &src) {
-    return std::string("      for (int kk = 0; kk < 2; ++kk) {\n") +
-           "        const uint32_t xa[4] = {mlc_pack_bf16(" + x + "[2 * kk][0], " + x +
-           "[2 * kk][1]), mlc_pack_bf16(" + x + "[2 * kk][2], " + x + "[2 * kk][3]),\n" +
-           "                                mlc_pack_bf16(" + x + "[2 * kk + 1][0], " + x +
-           "[2 * kk + 1][1]), mlc_pack_bf16(" + x + "[2 * kk + 1][2], " + x +
-           "[2 * kk + 1][3])};\n" + "        for (int n = 0; n < " + n2s(n) + "; ++n) {\n" +
-           "          const uint32_t bf[2] = {" + src + "[n * 8 + g][kk * 8 + t4], " + src +
-           "[n * 8 + g][kk * 8 + 4 + t4]};\n" + "          mlc_mma_bf16(" + acc +
-           "[n], xa, bf);\n        }\n      }\n";
-  };
-  auto zero = [](const std::string &acc, int64_t n) {
-    return "    float " + acc + "[" + n2s(n) + "][4];\n    for (int n = 0; n < " + n2s(n) +
-           "; ++n) " + acc + "[n][0] = " + acc + "[n][1] = " + acc + "[n][2] = " + acc +
-           "[n][3] = 0;\n";
-  };
-  // The score of element f of n-tile n: query i, key j, -inf where masked.
-  auto score = [&](const std::string &var, const std::string &from) {
-    std::string c = "          float " + var + " = " + from + " * " + names.scale + ";\n" +
-                    "          const bool ok = i < " + SQ + " && j < " + SK +
-                    (causal ? " && j <= i" : "") + ";\n";
-    if (mask)
-      c += "          if (ok) " + var + " += " + names.arg(qi + 3) + "[bb * " + n2s(a.maskStrides[0]) +
-           " + h * " + n2s(a.maskStrides[1]) + " + i * " + n2s(a.maskStrides[2]) + " + j * " +
-           n2s(a.maskStrides[3]) + "];\n";
-    c += "          if (!ok) " + var + " = -mlc_inf<float>();\n";
-    return c;
-  };
-  std::string keep = "1.0f";
-  if (a.dropout > 0) {
-    std::string rowKey = varlen ? "((uint64_t)h * " + n2s(a.tokenCapacity) + " + a + i) * " +
-                                      n2s(a.tokenCapacity) + " + a"
-                                : "(uint64_t)(bh * " + n2s(a.seqQ) + " + i) * " + n2s(a.seqK);
-    keep = "(mlc_uniform(key, " + rowKey + " + j) >= " + std::to_string(a.dropout) + " ? " +
-           literal(1.0 / (1.0 - a.dropout), el) + " : 0.0f)";
-  }
-  const std::string causalEnd =
-      causal ? "(i0 + " + n2s(rowsPer) + " < " + SK + " ? i0 + " + n2s(rowsPer) + " : " + SK + ")"
-             : SK;
-
-  std::ostringstream b;
-  b << arguments(a.args);
-  if (a.dropout > 0)
-    b << "  const uint64_t key = mlc_key(" << a.seed << "ull, (uint64_t)ctx->step);\n";
-  if (a.backward)
-    b << scratch(statRows * 3 * 8) << "  double *stat = (double *)ctx->scratch;\n"
-      << "  __shared__ uint32_t rowsA[" << tile << "][" << rowWords << "], rowsB[" << tile
-      << "][" << rowWords << "];\n"
-      << "  __shared__ uint32_t colsA[" << W << "][" << colWords << "], colsB[" << W << "]["
-      << colWords << "];\n"
-      << "  __shared__ float sm[" << tile << "], sl[" << tile << "], sd[" << tile << "];\n";
-  else
-    b << "  __shared__ uint32_t rowsA[" << tile << "][" << rowWords << "], colsA[" << W << "]["
-      << colWords << "];\n";
-
-  // The forward pass (backward: phase 0, its statistics and D_i).
-  b << phase(B * H * qTiles, 128) << blockHead("i0", SQ)
-    << aFrags("qa", "qh", names.rowStride(qi), D, SQ) << zero("o", Dv / 8)
-    << "    float m[2] = {-mlc_inf<float>(), -mlc_inf<float>()}, l[2] = {0, 0};\n"
-    << "    const int64_t jEnd = " << causalEnd << ";\n"
-    << "    for (int64_t j0 = 0; j0 < jEnd; j0 += " << tile << ") {\n"
-    << "      __syncthreads();\n"
-    << stage("rowsA", "", "kh", names.rowStride(qi + 1), D, "j0", SK)
-    << stage("", "colsA", "vh", names.rowStride(qi + 2), Dv, "j0", SK) << "      __syncthreads();\n"
-    << "      float sv[4][4];\n"
-    << "      for (int n = 0; n < 4; ++n) sv[n][0] = sv[n][1] = sv[n][2] = sv[n][3] = 0;\n"
-    << product("sv", 4, "qa", D / 16, "rowsA")
-    << "      float tm[2] = {-mlc_inf<float>(), -mlc_inf<float>()};\n"
-    << "      for (int n = 0; n < 4; ++n)\n"
-    << "        for (int f = 0; f < 4; ++f) {\n"
-    << "          const int64_t i = f < 2 ? r0 : r1, j = j0 + n * 8 + 2 * t4 + (f & 1);\n"
-    << score("s", "sv[n][f]") << "          sv[n][f] = s;\n"
-    << "          tm[f >> 1] = s > tm[f >> 1] ? s : tm[f >> 1];\n        }\n"
-    << "      float f2[2];\n"
-    << "      for (int r = 0; r < 2; ++r) {\n"
-    << "        tm[r] = fmaxf(tm[r], __shfl_xor_sync(0xffffffffu, tm[r], 1));\n"
-    << "        tm[r] = fmaxf(tm[r], __shfl_xor_sync(0xffffffffu, tm[r], 2));\n"
-    << "        const float mn = tm[r] > m[r] ? tm[r] : m[r];\n"
-    << "        f2[r] = mn == -mlc_inf<float>() ? 1.0f : mlc_exp(m[r] - mn);\n"
-    << "        l[r] *= f2[r];\n        m[r] = mn;\n      }\n"
-    << "      for (int n = 0; n < " << Dv / 8 << "; ++n) {\n"
-    << "        o[n][0] *= f2[0]; o[n][1] *= f2[0]; o[n][2] *= f2[1]; o[n][3] *= f2[1];\n      }\n"
-    << "      float w[4][4];\n"
-    << "      for (int n = 0; n < 4; ++n)\n"
-    << "        for (int f = 0; f < 4; ++f) {\n"
-    << (a.dropout > 0 ? "          const int64_t i = f < 2 ? r0 : r1, j = j0 + n * 8 + 2 * t4 + (f & 1);\n"
-                      : "")
-    << "          const float e = sv[n][f] == -mlc_inf<float>() ? 0.0f : mlc_exp(sv[n][f] - m[f >> 1]);\n"
-    << "          l[f >> 1] += e;\n"
-    << "          w[n][f] = e * " << keep << ";\n        }\n"
-    << productOfTile("o", Dv / 8, "w", "colsA") << "    }\n"
-    << "    for (int r = 0; r < 2; ++r) {\n"
-    << "      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);\n"
-    << "      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);\n    }\n";
-  if (!a.backward) {
-    b << "    float *oh = " << names.headBase(0) << ";\n"
-      << "    for (int n = 0; n < " << Dv / 8 << "; ++n)\n"
-      << "      for (int f = 0; f < 4; ++f) {\n"
-      << "        const int64_t i = f < 2 ? r0 : r1;\n"
-      << "        if (i < " << SQ << ") oh[i * " << names.rowStride(0)
-      << " + n * 8 + 2 * t4 + (f & 1)] = o[n][f] / l[f >> 1];\n      }\n  }\n";
-    return b.str();
-  }
-  b << "    float di[2] = {0, 0};\n"
-    << "    for (int n = 0; n < " << Dv / 8 << "; ++n)\n"
-    << "      for (int f = 0; f < 4; ++f) {\n"
-    << "        const int64_t i = f < 2 ? r0 : r1;\n"
-    << "        if (i < " << SQ << ") di[f >> 1] += gh[i * " << names.rowStride(3)
-    << " + n * 8 + 2 * t4 + (f & 1)] * o[n][f];\n      }\n"
-    << "    for (int r = 0; r < 2; ++r) {\n"
-    << "      di[r] += __shfl_xor_sync(0xffffffffu, di[r], 1);\n"
-    << "      di[r] += __shfl_xor_sync(0xffffffffu, di[r], 2);\n"
-    << "      const int64_t i = r ? r1 : r0;\n"
-    << "      if (t4 == 0 && i < " << SQ << ") {\n"
-    << "        stat[3 * " << rowIndex << "] = m[r];\n"
-    << "        stat[3 * " << rowIndex << " + 1] = l[r];\n"
-    << "        stat[3 * " << rowIndex << " + 2] = di[r] / l[r];\n      }\n    }\n  }\n";
-
-  // P and dS of element f of n-tile n from the statistics of query i
-  // (in shared memory at `st`), its scaled score s and dp = dO_i . v_j.
-  auto grads = [&](const std::string &m, const std::string &l, const std::string &d) {
-    return "          const float pr = s == -mlc_inf<float>() ? 0.0f : mlc_exp(s - " + m +
-           ") / " + l + ";\n" + "          const float kp = " + keep + ";\n" +
-           "          pw[n][f] = pr * kp;\n" + "          ds[n][f] = pr * (dp[n][f] * kp - " + d +
-           ") * " + names.scale + ";\n";
-  };
-  // Phase 1: dK and dV, a warp per 16 key rows.
-  b << phase(B * H * qTiles, 128) << blockHead("j0", SK)
-    << "    float *dk = " << names.headBase(1) << ", *dv = " << names.headBase(2) << ";\n"
-    << aFrags("ka", "kh", names.rowStride(qi + 1), D, SK) << aFrags("va", "vh", names.rowStride(qi + 2), Dv, SK)
-    << zero("gk", D / 8) << zero("gv", Dv / 8)
-    << "    for (int64_t i0 = " << (causal ? "j0" : "0") << "; i0 < " << SQ << "; i0 += " << tile
-    << ") {\n"
-    << "      __syncthreads();\n"
-    << stage("rowsA", "colsA", "qh", names.rowStride(qi), D, "i0", SQ)
-    << stage("rowsB", "colsB", "gh", names.rowStride(3), Dv, "i0", SQ)
-    << "      for (int e = threadIdx.x; e < " << tile << "; e += blockDim.x) {\n"
-    << "        const int64_t i = i0 + e;\n"
-    << "        const double *st = stat + 3 * " << rowIndex << ";\n"
-    << "        sm[e] = i < " << SQ << " ? (float)st[0] : 0.0f;\n"
-    << "        sl[e] = i < " << SQ << " ? (float)st[1] : 1.0f;\n"
-    << "        sd[e] = i < " << SQ << " ? (float)st[2] : 0.0f;\n      }\n"
-    << "      __syncthreads();\n"
-    << "      float sv[4][4], dp[4][4], pw[4][4], ds[4][4];\n"
-    << "      for (int n = 0; n < 4; ++n)\n"
-    << "        for (int f = 0; f < 4; ++f) sv[n][f] = dp[n][f] = 0;\n"
-    << product("sv", 4, "ka", D / 16, "rowsA") << product("dp", 4, "va", Dv / 16, "rowsB")
-    << "      for (int n = 0; n < 4; ++n)\n"
-    << "        for (int f = 0; f < 4; ++f) {\n"
-    << "          const int q = n * 8 + 2 * t4 + (f & 1);\n"
-    << "          const int64_t j = f < 2 ? r0 : r1, i = i0 + q;\n"
-    << score("s", "sv[n][f]") << grads("sm[q]", "sl[q]", "sd[q]") << "        }\n"
-    << productOfTile("gv", Dv / 8, "pw", "colsB") << productOfTile("gk", D / 8, "ds", "colsA")
-    << "    }\n"
-    << "    for (int f = 0; f < 4; ++f) {\n"
-    << "      const int64_t j = f < 2 ? r0 : r1;\n"
-    << "      if (j >= " << SK << ") continue;\n"
-    << "      for (int n = 0; n < " << D / 8 << "; ++n) dk[j * " << names.rowStride(1)
-    << " + n * 8 + 2 * t4 + (f & 1)] = gk[n][f];\n"
-    << "      for (int n = 0; n < " << Dv / 8 << "; ++n) dv[j * " << names.rowStride(2)
-    << " + n * 8 + 2 * t4 + (f & 1)] = gv[n][f];\n"
-    << "    }\n  }\n";
-
-  // Phase 2: dQ, a warp per 16 query rows.
-  b << phase(B * H * qTiles, 128) << blockHead("i0", SQ)
-    << "    float *dq = " << names.headBase(0) << ";\n"
-    << aFrags("qa", "qh", names.rowStride(qi), D, SQ) << aFrags("ga", "gh", names.rowStride(3), Dv, SQ)
-    << zero("gq", D / 8)
-    << "    float rm[2], rl[2], rd[2];\n"
-    << "    for (int r = 0; r < 2; ++r) {\n"
-    << "      const int64_t i = r ? r1 : r0;\n"
-    << "      const double *st = stat + 3 * " << rowIndex << ";\n"
-    << "      rm[r] = i < " << SQ << " ? (float)st[0] : 0.0f;\n"
-    << "      rl[r] = i < " << SQ << " ? (float)st[1] : 1.0f;\n"
-    << "      rd[r] = i < " << SQ << " ? (float)st[2] : 0.0f;\n    }\n"
-    << "    const int64_t jEnd = " << causalEnd << ";\n"
-    << "    for (int64_t j0 = 0; j0 < jEnd; j0 += " << tile << ") {\n"
-    << "      __syncthreads();\n"
-    << stage("rowsA", "colsA", "kh", names.rowStride(qi + 1), D, "j0", SK)
-    << stage("rowsB", "", "vh", names.rowStride(qi + 2), Dv, "j0", SK) << "      __syncthreads();\n"
-    << "      float sv[4][4], dp[4][4], pw[4][4], ds[4][4];\n"
-    << "      for (int n = 0; n < 4; ++n)\n"
-    << "        for (int f = 0; f < 4; ++f) sv[n][f] = dp[n][f] = 0;\n"
-    << product("sv", 4, "qa", D / 16, "rowsA") << product("dp", 4, "ga", Dv / 16, "rowsB")
-    << "      for (int n = 0; n < 4; ++n)\n"
-    << "        for (int f = 0; f < 4; ++f) {\n"
-    << "          const int64_t i = f < 2 ? r0 : r1, j = j0 + n * 8 + 2 * t4 + (f & 1);\n"
-    << score("s", "sv[n][f]")
-    << grads("rm[f >> 1]", "rl[f >> 1]", "rd[f >> 1]") << "        }\n"
-    << "      (void)pw;\n"
-    << productOfTile("gq", D / 8, "ds", "colsA") << "    }\n"
-    << "    for (int f = 0; f < 4; ++f) {\n"
-    << "      const int64_t i = f < 2 ? r0 : r1;\n"
-    << "      if (i >= " << SQ << ") continue;\n"
-    << "      for (int n = 0; n < " << D / 8 << "; ++n) dq[i * " << names.rowStride(0)
-    << " + n * 8 + 2 * t4 + (f & 1)] = gq[n][f];\n"
-    << "    }\n  }\n";
-  return b.str();
-}
-
-/// Attention without the S x S matrix. Tensor k's head (bb, h) starts at
-/// names.headBase(k); its rows are rowStride(k) apart (padded: query/key index;
-/// varlen: the token a + i). A thread owns a query row (forward, dQ) or a
-/// key row (dK, dV); the other side streams through shared memory in tiles.
-/// The dropout mask of probability (i, j) is the CPU's, bit for bit.
+/// Attention, forward or backward, as one call of a template of
+/// prelude/attention.cuh (where each kernel's math and memory traffic are
+/// stated): on tensor cores (mlc_attention_tc_*) when the package's
+/// products are bf16 and the head dimensions are multiples of 16 (8 for
+/// the forward pass's values), else a thread per row (mlc_attention_*).
+/// The call's template arguments are what must be known at compile time
+/// (element type, head dimensions, tile sizes, variant flags); the sizes
+/// and strides travel as an MlcAttention literal. Here only the launch is
+/// decided: the rows per block, the key tile, and the phases.
 std::string CudaTarget::attention(const AttentionKernel &a) {
   const mlir::Type el = a.element;
-  // Tensor cores: D a multiple of 16 (products over the head dimension);
-  // the backward pass also takes products over Dv.
-  if (a.bf16Products && el.isF32() && a.headDim % 16 == 0 && a.headDim <= 256 &&
-      a.valueDim <= 256 && a.valueDim % (a.backward ? 16 : 8) == 0)
-    return attentionTensorCores(a);
+  const bool tensorCores = a.bf16Products && el.isF32() && a.headDim % 16 == 0 &&
+                           a.headDim <= 256 && a.valueDim <= 256 &&
+                           a.valueDim % (a.backward ? 16 : 8) == 0;
   const std::string T = cType(el);
-  const bool varlen = a.varlen, causal = a.causal, mask = a.mask;
-  const int64_t H = a.heads, D = a.headDim, Dv = a.valueDim, B = a.batch;
-  const int qi = a.query;
-  const int64_t bytes = dtypeBytes(el);
-  // Rows per block, and the rows of the other side per shared tile, so that
-  // the tiles stay within 40 KB of shared memory. The backward pass also
-  // keeps the block's own rows there (padded against bank conflicts).
-  int64_t rowsPer = 64, tile = 32;
-  const int64_t own = a.backward ? D + Dv + 2 : 0;
-  while (rowsPer > 16 && rowsPer * own * bytes + tile * (D + Dv) * bytes > 40 * 1024)
-    rowsPer /= 2;
-  while (tile > 4 && rowsPer * own * bytes + tile * (D + Dv) * bytes > 40 * 1024)
-    tile /= 2;
-  const AttentionNames names(a, rowsPer);
-  const int64_t qTiles = names.qTiles;
-  const std::string &SQ = names.SQ, &SK = names.SK;
-  // The block's (bb, h) and first row; L and a for varlen.
-  auto blockHead = [&](const std::string &first) {
-    std::string s = "    const int64_t bh = blockIdx.x / " + n2s(qTiles) + ", " + first +
-                    " = (blockIdx.x % " + n2s(qTiles) + ") * " + n2s(rowsPer) + ";\n" +
-                    "    const int64_t bb = bh / " + n2s(H) + ", h = bh % " + n2s(H) + ";\n";
-    if (varlen)
-      s += "    const int64_t a = " + names.arg(a.cuSlot) + "[bb], L = " + names.arg(a.cuSlot) +
-           "[bb + 1] - a;\n";
-    s += "    if (" + first + " >= " + (varlen ? std::string("L") : first == "i0" ? SQ : SK) +
-         ") return;\n";
-    s += "    const " + T + " *qh = " + names.headBase(qi) + ";\n    const " + T + " *kh = " +
-         names.headBase(qi + 1) + ";\n    const " + T + " *vh = " + names.headBase(qi + 2) + ";\n";
-    return s;
-  };
-  // s_ij += mask; keep(i, j): the dropout factor.
-  std::string maskAdd =
-      mask ? "          s += " + names.arg(qi + 3) + "[bb * " + n2s(a.maskStrides[0]) + " + h * " +
-                 n2s(a.maskStrides[1]) + " + i * " + n2s(a.maskStrides[2]) + " + j * " +
-                 n2s(a.maskStrides[3]) + "];\n"
-           : "";
-  std::string rowKey, keep = "(" + T + ")1";
-  if (a.dropout > 0) {
-    rowKey = varlen ? "((uint64_t)h * " + n2s(a.tokenCapacity) + " + a + i) * " +
-                          n2s(a.tokenCapacity) + " + a"
-                    : "(uint64_t)(bh * " + n2s(a.seqQ) + " + i) * " + n2s(a.seqK);
-    keep = "(mlc_uniform(key, " + rowKey + " + j) >= " + std::to_string(a.dropout) + " ? " +
-           literal(1.0 / (1.0 - a.dropout), el) + " : (" + T + ")0)";
+  const int64_t D = a.headDim, Dv = a.valueDim, bytes = dtypeBytes(el);
+  // Rows per block and key rows per shared tile. Tensor cores: 64 query
+  // rows on 4 warps, key tiles of 32 (the template's MLC_ATTN_TC_*). A
+  // thread per row: as many threads as rows, and tiles within 40 KB of
+  // shared memory, the backward pass also keeping the block's own rows
+  // there (padded against bank conflicts).
+  int64_t rowsPer = 64, tile = 32, threads = 128;
+  if (!tensorCores) {
+    const int64_t own = a.backward ? D + Dv + 2 : 0;
+    while (rowsPer > 16 && rowsPer * own * bytes + tile * (D + Dv) * bytes > 40 * 1024)
+      rowsPer /= 2;
+    while (tile > 4 && rowsPer * own * bytes + tile * (D + Dv) * bytes > 40 * 1024)
+      tile /= 2;
+    threads = rowsPer;
   }
-  // Loads rows [r0, r0 + n) of tensor `k` (width W) into shared tile `dst`.
-  auto loadTile = [&](const std::string &dst, const std::string &base, int k, int64_t W,
-                      const std::string &r0, const std::string &limit, int64_t n) {
-    return "      for (int64_t e = threadIdx.x; e < " + n2s(n * W) + "; e += blockDim.x) {\n" +
-           "        const int64_t t = e / " + n2s(W) + ", c = e % " + n2s(W) + ";\n" +
-           "        " + dst + "[t][c] = " + r0 + " + t < " + limit + " ? " + base + "[(" + r0 +
-           " + t) * " + names.rowStride(k) + " + c] : (" + T + ")0;\n      }\n";
-  };
-  const std::string jn = causal ? "(i + 1 < " + SK + " ? i + 1 : " + SK + ")" : SK;
-  // A thread's query row i: q (pre-scaled) and the output accumulator in
-  // registers, the running max m and sum l of the online softmax.
-  auto queryRow = [&] {
-    return "    const int64_t i = i0 + threadIdx.x;\n    const bool active = i < " + SQ + ";\n" +
-           "    " + T + " q[" + n2s(D) + "], acc[" + n2s(Dv) + "];\n" + "    for (int c = 0; c < " +
-           n2s(D) + "; ++c) q[c] = active ? qh[i * " + names.rowStride(qi) + " + c] * " + names.scale + " : (" + T +
-           ")0;\n" + "    for (int c = 0; c < " + n2s(Dv) + "; ++c) acc[c] = 0;\n" + "    " + T +
-           " m = -mlc_inf<" + T + ">();\n    double l = 0;\n";
-  };
-  // The loop over the key tiles the block's query rows see (causal: up to
-  // its last row), each staged in ks and vs; row i takes keys below jn.
-  auto keyTiles = [&] {
-    return "    const int64_t jEnd = " +
-           (causal ? "(i0 + " + n2s(rowsPer) + " < " + SK + " ? i0 + " + n2s(rowsPer) + " : " + SK + ")"
-                   : SK) +
-           ";\n    const int64_t jn = active ? " + jn + " : 0;\n" +
-           "    for (int64_t j0 = 0; j0 < jEnd; j0 += " + n2s(tile) + ") {\n" +
-           "      __syncthreads();\n" + loadTile("ks", "kh", qi + 1, D, "j0", SK, tile) +
-           loadTile("vs", "vh", qi + 2, Dv, "j0", SK, tile) + "      __syncthreads();\n";
-  };
+  const int64_t maxLen = a.varlen ? a.tokenCapacity : std::max(a.seqQ, a.seqK);
+  const int64_t qTiles = (maxLen + rowsPer - 1) / rowsPer;
+  const int64_t grid = a.batch * a.heads * qTiles;
+
   std::ostringstream b;
-  b << arguments(a.args);
-  if (a.dropout > 0)
-    b << "  const uint64_t key = mlc_key(" << a.seed << "ull, (uint64_t)ctx->step);\n";
+  b << arguments(a.args) << attentionSizes(a, qTiles) << attentionBuffers(a);
+  const std::string sizes = tensorCores ? n2s(D) + ", " + n2s(Dv)
+                                        : T + ", " + n2s(D) + ", " + n2s(Dv) + ", " +
+                                              n2s(rowsPer) + ", " + n2s(tile);
+  const std::string call = std::string("mlc_attention_") + (tensorCores ? "tc_" : "") +
+                           (a.backward ? "backward<" : "forward<") + sizes + ", " +
+                           attentionFlags(a) + ">(s, x, ctx";
   if (!a.backward) {
-    // A thread per query row: q (pre-scaled) and the output accumulator in
-    // registers; per key tile, the scores, their max, one rescale, then
-    // the weighted values.
-    b << "  __shared__ " << T << " ks[" << tile << "][" << D << "], vs[" << tile << "][" << Dv
-      << "];\n"
-      << phase(B * H * qTiles, rowsPer) << blockHead("i0") << "    " << T << " *oh = " << names.headBase(0) << ";\n"
-      << queryRow()
-      << keyTiles()
-      << "      " << T << " sv[" << tile << "];\n"
-      << "      " << T << " tm = -mlc_inf<" << T << ">();\n"
-      << "      for (int t = 0; t < " << tile << "; ++t) {\n"
-      << "        const int64_t j = j0 + t;\n"
-      << "        " << T << " s = -mlc_inf<" << T << ">();\n"
-      << "        if (j < jn) {\n          s = 0;\n"
-      << "          for (int c = 0; c < " << D << "; ++c) s += q[c] * ks[t][c];\n"
-      << maskAdd << "        }\n"
-      << "        sv[t] = s;\n        tm = s > tm ? s : tm;\n      }\n"
-      << "      if (tm == -mlc_inf<" << T << ">()) continue;\n"
-      << "      if (tm > m) {\n        const " << T << " f = mlc_exp(m - tm);\n"
-      << "        l *= f;\n        for (int c = 0; c < " << Dv << "; ++c) acc[c] *= f;\n"
-      << "        m = tm;\n      }\n"
-      << "      for (int t = 0; t < " << tile << "; ++t) {\n"
-      << "        const int64_t j = j0 + t;\n"
-      << "        if (j >= jn) continue;\n"
-      << "        const " << T << " e = mlc_exp(sv[t] - m);\n        l += e;\n"
-      << "        const " << T << " w = e * " << keep << ";\n"
-      << "        for (int c = 0; c < " << Dv << "; ++c) acc[c] += w * vs[t][c];\n      }\n"
-      << "    }\n"
-      << "    if (active) {\n      const " << T << " inv = (" << T << ")(1.0 / l);\n"
-      << "      for (int c = 0; c < " << Dv << "; ++c) oh[i * " << names.rowStride(0) << " + c] = acc[c] * inv;\n"
-      << "    }\n  }\n";
+    b << "  // phase @phase(" << grid << "," << threads << "): O\n  " << call << ");\n";
     return b.str();
   }
-
-  // Backward. Row statistics per query (m, l, and Di = sum_j P_ij dP_ij =
-  // dO_i . O_i) in scratch, indexed by (head, row).
-  const std::string rowIndex =
-      varlen ? "(h * " + n2s(a.tokenCapacity) + " + a + i)" : "(bh * " + n2s(a.seqQ) + " + i)";
-  const int64_t statRows = varlen ? H * a.tokenCapacity : B * H * a.seqQ;
-  const std::string rg = names.rowStride(3);
-  // Shared memory is allocated for every __shared__ declaration of the
-  // kernel at once, so the phases share two tiles of the streamed side
-  // (keys and values, or queries and output gradients) and two blocks of
-  // the rows the threads own.
-  b << scratch(statRows * 3 * 8) << "  double *stat = (double *)ctx->scratch;\n"
-    << "  __shared__ " << T << " tileA[" << tile << "][" << D << "], tileB[" << tile << "][" << Dv
-    << "];\n"
-    << "  __shared__ " << T << " selfA[" << rowsPer << "][" << D + 1 << "], selfB[" << rowsPer
-    << "][" << Dv + 1 << "];\n";
-  // Phase 0: like the forward pass, also accumulating O, then Di = dO . O.
-  b << phase(B * H * qTiles, rowsPer) << "    " << T << " (*ks)[" << D << "] = tileA;\n    "
-    << T << " (*vs)[" << Dv << "] = tileB;\n"
-    << blockHead("i0") << "    const " << T << " *gh = " << names.headBase(3) << ";\n"
-    << queryRow()
-    << keyTiles()
-    << "      for (int t = 0; t < " << tile << "; ++t) {\n"
-    << "        const int64_t j = j0 + t;\n        if (j >= jn) continue;\n"
-    << "        " << T << " s = 0;\n"
-    << "        for (int c = 0; c < " << D << "; ++c) s += q[c] * ks[t][c];\n"
-    << maskAdd << "        if (s == -mlc_inf<" << T << ">()) continue;\n"
-    << "        if (s > m) {\n          const " << T << " f = mlc_exp(m - s);\n"
-    << "          l *= f;\n          for (int c = 0; c < " << Dv << "; ++c) acc[c] *= f;\n"
-    << "          m = s;\n        }\n"
-    << "        const " << T << " e = mlc_exp(s - m);\n        l += e;\n"
-    << "        const " << T << " w = e * " << keep << ";\n"
-    << "        for (int c = 0; c < " << Dv << "; ++c) acc[c] += w * vs[t][c];\n      }\n"
-    << "    }\n"
-    << "    if (active) {\n      double di = 0;\n"
-    << "      for (int c = 0; c < " << Dv << "; ++c) di += (double)gh[i * " << rg
-    << " + c] * acc[c];\n"
-    << "      stat[3 * " << rowIndex << "] = m;\n      stat[3 * " << rowIndex << " + 1] = l;\n"
-    << "      stat[3 * " << rowIndex << " + 2] = di / l;\n    }\n  }\n";
-  // P_ij and dS_ij from the statistics, for the query row i and key row j
-  // whose dot products `s` (scaled) and `dp` (dO_i . v_j) are known.
-  auto grads = [&](const std::string &indent) {
-    return indent + "const double* st = stat + 3 * " + rowIndex + ";\n" + indent + "const " + T +
-           " pr = (" + T + ")(mlc_exp(s - (" + T + ")st[0]) / st[1]);\n" + indent + "const " +
-           T + " kp = " + keep + ";\n" + indent + "const " + T + " ds = pr * (dp * kp - (" + T +
-           ")st[2]) * " + names.scale + ";\n";
-  };
-  // Phase 1: a thread per key row j: dK_j = sum_i dS_ij q_i, dV_j = sum_i
-  // P_ij keep_ij dO_i, over the query tiles that see j.
-  b << phase(B * H * qTiles, rowsPer) << "    " << T << " (*qs)[" << D << "] = tileA;\n    "
-    << T << " (*gs)[" << Dv << "] = tileB;\n    " << T << " (*kself)[" << D + 1
-    << "] = selfA;\n    " << T << " (*vself)[" << Dv + 1 << "] = selfB;\n"
-    << blockHead("j0") << "    const " << T << " *gh = " << names.headBase(3) << ";\n"
-    << "    " << T << " *dk = " << names.headBase(1) << ", *dv = " << names.headBase(2) << ";\n"
-    << "    const int64_t j = j0 + threadIdx.x;\n    const bool active = j < " << SK << ";\n"
-    << "    for (int c = 0; c < " << D << "; ++c) kself[threadIdx.x][c] = active ? kh[j * "
-    << names.rowStride(qi + 1) << " + c] : (" << T << ")0;\n"
-    << "    for (int c = 0; c < " << Dv << "; ++c) vself[threadIdx.x][c] = active ? vh[j * "
-    << names.rowStride(qi + 2) << " + c] : (" << T << ")0;\n"
-    << "    " << T << " dkj[" << D << "], dvj[" << Dv << "];\n"
-    << "    for (int c = 0; c < " << D << "; ++c) dkj[c] = 0;\n"
-    << "    for (int c = 0; c < " << Dv << "; ++c) dvj[c] = 0;\n"
-    << "    for (int64_t i0 = " << (causal ? "j0 / " + n2s(tile) + " * " + n2s(tile) : "0")
-    << "; i0 < " << SQ << "; i0 += " << tile << ") {\n"
-    << "      __syncthreads();\n"
-    << loadTile("qs", "qh", qi, D, "i0", SQ, tile) << loadTile("gs", "gh", 3, Dv, "i0", SQ, tile)
-    << "      __syncthreads();\n"
-    << "      if (!active) continue;\n"
-    << "      for (int t = 0; t < " << tile << "; ++t) {\n"
-    << "        const int64_t i = i0 + t;\n"
-    << "        if (i >= " << SQ << (causal ? " || j > i" : "") << ") continue;\n"
-    << "        " << T << " s = 0, dp = 0;\n"
-    << "        for (int c = 0; c < " << D << "; ++c) s += qs[t][c] * kself[threadIdx.x][c];\n"
-    << "        s *= " << names.scale << ";\n"
-    << "        for (int c = 0; c < " << Dv << "; ++c) dp += gs[t][c] * vself[threadIdx.x][c];\n"
-    << maskAdd << grads("        ")
-    << "        for (int c = 0; c < " << Dv << "; ++c) dvj[c] += pr * kp * gs[t][c];\n"
-    << "        for (int c = 0; c < " << D << "; ++c) dkj[c] += ds * qs[t][c];\n"
-    << "      }\n    }\n"
-    << "    if (active) {\n"
-    << "      for (int c = 0; c < " << D << "; ++c) dk[j * " << names.rowStride(1) << " + c] = dkj[c];\n"
-    << "      for (int c = 0; c < " << Dv << "; ++c) dv[j * " << names.rowStride(2) << " + c] = dvj[c];\n"
-    << "    }\n  }\n";
-  // Phase 2: a thread per query row i: dQ_i = sum_j dS_ij k_j.
-  b << phase(B * H * qTiles, rowsPer) << "    " << T << " (*ks)[" << D << "] = tileA;\n    "
-    << T << " (*vs)[" << Dv << "] = tileB;\n    " << T << " (*qself)[" << D + 1
-    << "] = selfA;\n    " << T << " (*gself)[" << Dv + 1 << "] = selfB;\n"
-    << blockHead("i0") << "    const " << T << " *gh = " << names.headBase(3) << ";\n"
-    << "    " << T << " *dq = " << names.headBase(0) << ";\n"
-    << "    const int64_t i = i0 + threadIdx.x;\n    const bool active = i < " << SQ << ";\n"
-    << "    for (int c = 0; c < " << D << "; ++c) qself[threadIdx.x][c] = active ? qh[i * "
-    << names.rowStride(qi) << " + c] : (" << T << ")0;\n"
-    << "    for (int c = 0; c < " << Dv << "; ++c) gself[threadIdx.x][c] = active ? gh[i * " << rg
-    << " + c] : (" << T << ")0;\n"
-    << "    " << T << " dqi[" << D << "];\n"
-    << "    for (int c = 0; c < " << D << "; ++c) dqi[c] = 0;\n"
-    << keyTiles()
-    << "      for (int t = 0; t < " << tile << "; ++t) {\n"
-    << "        const int64_t j = j0 + t;\n        if (j >= jn) continue;\n"
-    << "        " << T << " s = 0, dp = 0;\n"
-    << "        for (int c = 0; c < " << D << "; ++c) s += qself[threadIdx.x][c] * ks[t][c];\n"
-    << "        s *= " << names.scale << ";\n"
-    << "        for (int c = 0; c < " << Dv << "; ++c) dp += gself[threadIdx.x][c] * vs[t][c];\n"
-    << maskAdd << grads("        ")
-    << "        for (int c = 0; c < " << D << "; ++c) dqi[c] += ds * ks[t][c];\n"
-    << "      }\n    }\n"
-    << "    if (active)\n"
-    << "      for (int c = 0; c < " << D << "; ++c) dq[i * " << names.rowStride(0) << " + c] = dqi[c];\n"
-    << "  }\n";
+  // Scratch: (m, l, D_i) per query row, f64.
+  const int64_t statRows = a.varlen ? a.heads * a.tokenCapacity : a.batch * a.heads * a.seqQ;
+  b << "// @scratch(" << statRows * 3 * 8 << ")\n  // phase @phase(" << grid << "," << threads
+    << "): the row statistics\n  // phase @phase(" << grid << "," << threads
+    << "): dK, dV\n  // phase @phase(" << grid << "," << threads << "): dQ\n  " << call
+    << ", phase);\n";
   return b.str();
 }
 

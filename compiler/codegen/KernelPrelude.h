@@ -1,7 +1,8 @@
 //===- KernelPrelude.h - the top of every generated kernels.cpp -*- C++ -*-===//
 //
 // The prelude is a source of its own, prelude/cpu.h (compiled alone by a
-// test), embedded at build time; the compiler pastes it into kernels.cpp.
+// test), embedded at build time; the compiler pastes it into kernels.cpp,
+// followed by the attention templates, prelude/attention.h.
 // Documented here once: the kernel ABI, the counter-based random numbers and the
 // helpers kernels share (call-free exp/tanh, attention's tile products).
 //
@@ -25,14 +26,19 @@
 
 namespace mlc {
 
+#include "compiler/codegen/CpuAttention.inc"
 #include "compiler/codegen/CpuPrelude.inc"
 
 /// kernels.cpp's prelude: prelude/cpu.h with prelude/mlc_shared.h (the
 /// helpers whose results must be the same bits on every target: dropout's
-/// counter-based random numbers and bf16 storage) in place of its include.
+/// counter-based random numbers and bf16 storage; and attention's argument
+/// structs, alike on both targets) in place of its include.
 /// Each prelude defines MLC_FN (a helper's qualifiers), MLC_MEMBER (a member
 /// function's) and mlc_float_bits / mlc_bits_float before the shared part.
-inline std::string kernelPrelude() { return kCpuPreludeSource; }
+/// The attention templates of prelude/attention.h follow it.
+inline std::string kernelPrelude() {
+  return std::string(kCpuPreludeSource) + "\n" + kCpuAttentionSource;
+}
 
 } // namespace mlc
 

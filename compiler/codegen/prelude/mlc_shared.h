@@ -29,3 +29,49 @@ struct mlc_bf16 {
   }
   MLC_MEMBER operator float() const { return mlc_bits_float((uint32_t)bits << 16); }
 };
+
+// Attention's arguments, alike on both targets (the kernels that take them:
+// prelude/attention.cuh, prelude/attention.h). The variant flags, a
+// template argument of every entry point:
+enum {
+  MLC_ATTN_CAUSAL = 1,  // key j > query i hidden
+  MLC_ATTN_MASK = 2,    // an additive mask broadcast to [B, H, Sq, Sk]
+  MLC_ATTN_VARLEN = 4,  // packed sequences (cu_seqlens)
+  MLC_ATTN_DROPOUT = 8, // dropout on the probabilities
+};
+
+// Where head (b, h) of a tensor starts, in elements: offset + b * batch +
+// h * head, b being the batch (varlen: the sequence's first token); its
+// rows are `row` elements apart.
+struct MlcAttentionTensor {
+  int64_t offset, batch, head, row;
+};
+
+// The tensor arguments' roles: the output O (backward: dQ), dK, dV, the
+// output gradient dO, then Q, K, V. The forward pass uses O, Q, K, V.
+enum { MLC_ATT_O = 0, MLC_ATT_DK, MLC_ATT_DV, MLC_ATT_GO, MLC_ATT_Q, MLC_ATT_K, MLC_ATT_V };
+
+// One attention kernel's run-time sizes. seqQ and seqK are the padded
+// lengths (varlen: unused, each sequence's L); tokenCapacity the most
+// tokens of a varlen batch (dropout's counters and the statistics' rows);
+// queryBlocks (CUDA) the blocks per head, the grid being batch * heads *
+// queryBlocks;
+// mask the mask's element strides along [B, H, Sq, Sk] (0 where
+// broadcast); dropout the probability p, keepScale 1 / (1 - p).
+template <typename T> struct MlcAttention {
+  int64_t batch, heads, seqQ, seqK, tokenCapacity, queryBlocks;
+  MlcAttentionTensor t[7];
+  int64_t mask[4];
+  T scale;
+  double dropout;
+  T keepScale;
+  uint64_t seed;
+};
+
+// The buffers: O (backward: dQ), dK, dV, dO, Q, K, V, the mask and
+// cu_seqlens (null where absent).
+template <typename T, typename I> struct MlcAttentionArgs {
+  T *o, *dk, *dv;
+  const T *go, *q, *k, *v, *mask;
+  const I *cu;
+};

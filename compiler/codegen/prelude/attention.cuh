@@ -1,0 +1,824 @@
+// Attention for CUDA: the templates CudaTarget::attention instantiates.
+//
+// This file follows prelude/cuda.cuh in every kernels.cu (it uses its
+// MlcKernelCtx, mlc_exp, mlc_inf, mlc_uniform, mlc_pack_bf16 and
+// mlc_mma_bf16) and is embedded at build time like it; a test compiles the
+// two alone, with instantiations, through NVRTC and ptxas.
+//
+// A plan kernel's attention is one call: the run-time sizes (MlcAttention,
+// a literal in the call) and the buffers, with compile time only what must
+// be: the element type, the head dimensions (register arrays), the tile
+// sizes (shared arrays) and the variant flags (MLC_ATTN_*), which select
+// code: an instantiation holds its variant's code only, so its registers
+// stay those of the kernel the compiler once spliced together as text.
+// Neither kind writes the S x S scores:
+//
+//   mlc_attention_forward / _backward              a thread per query (or
+//       key) row, the other side streamed through shared memory in tiles;
+//       any element type (f32, f64; bf16 storage).
+//   mlc_attention_tc_forward / _tc_backward        bf16 tensor cores, a warp
+//       per 16 rows (packages whose products are bf16; f32 storage).
+//
+// The backward passes run as three phases of one kernel (the launch line's
+// phases 0, 1, 2, in stream order), over scratch holding (m, l, D_i) per
+// query row in f64:
+//   0. the forward pass again, for the row statistics: m_i and l_i of the
+//      online softmax and D_i = sum_j P_ij dP_ij = dO_i . O_i;
+//   1. dK_j = sum_i dS_ij q_i and dV_j = sum_i P_ij keep_ij dO_i, a thread
+//      (warp) per key row, over the query tiles that see key j;
+//   2. dQ_i = sum_j dS_ij k_j, a thread (warp) per query row;
+// with P_ij = exp(s_ij - m_i) / l_i, s_ij = scale q_i . k_j (+ mask_ij;
+// -inf where causal hides j > i) and dS_ij = scale P_ij (keep_ij dP_ij -
+// D_i), dP_ij = dO_i . v_j. keep_ij is dropout's factor for probability
+// (i, j): 1 / (1 - p) or 0 from mlc_uniform, bit for bit the CPU's mask.
+//
+// Layouts. Padded: tensors [B, H, S, D], a block per (batch, head, query
+// block). Variable-length (MLC_ATTN_VARLEN): packed tokens [T, H, D],
+// sequence n being tokens cu[n] .. cu[n + 1] (L of them), a block per
+// (sequence, head, query block); blocks past a sequence's end return.
+// Every tensor is strided (MlcAttentionTensor), its rows contiguous.
+
+// The variant flags (MLC_ATTN_*), the sizes (MlcAttention) and the buffers
+// (MlcAttentionArgs) are prelude/mlc_shared.h's: the CPU's attention takes
+// the same.
+
+// A block's place: head bh = (bb, h) and the first of its `rows` rows;
+// varlen: the sequence's first token a and length L. SQ, SK: the lengths
+// of this head's queries and keys.
+struct MlcAttentionBlock {
+  int64_t bh, bb, h, first, a, SQ, SK;
+};
+
+template <int F, typename T, typename I>
+MLC_FN MlcAttentionBlock mlc_attention_block(const MlcAttention<T> &s,
+                                             const MlcAttentionArgs<T, I> &x, int64_t rows) {
+  MlcAttentionBlock k;
+  k.bh = blockIdx.x / s.queryBlocks;
+  k.first = (blockIdx.x % s.queryBlocks) * rows;
+  k.bb = k.bh / s.heads;
+  k.h = k.bh % s.heads;
+  k.a = 0;
+  k.SQ = s.seqQ;
+  k.SK = s.seqK;
+  if (F & MLC_ATTN_VARLEN) {
+    k.a = x.cu[k.bb];
+    const int64_t L = x.cu[k.bb + 1] - k.a;
+    k.SQ = k.SK = L;
+  }
+  return k;
+}
+
+// Tensor `role`'s head of the block's (batch or sequence, head).
+template <int F, typename T, typename P>
+MLC_FN P *mlc_attention_head(const MlcAttention<T> &s, const MlcAttentionBlock &k, int role,
+                             P *base) {
+  const MlcAttentionTensor &w = s.t[role];
+  return base + w.offset + ((F & MLC_ATTN_VARLEN) ? k.a : k.bb) * w.batch + k.h * w.head;
+}
+
+// The additive mask's element for query i, key j.
+template <typename T>
+MLC_FN T mlc_attention_mask(const MlcAttention<T> &s, const T *mask, const MlcAttentionBlock &k,
+                            int64_t i, int64_t j) {
+  return mask[k.bb * s.mask[0] + k.h * s.mask[1] + i * s.mask[2] + j * s.mask[3]];
+}
+
+// Row (head, query i) of the statistics in scratch.
+template <int F, typename T>
+MLC_FN int64_t mlc_attention_stat_row(const MlcAttention<T> &s, const MlcAttentionBlock &k,
+                                      int64_t i) {
+  return (F & MLC_ATTN_VARLEN) ? (k.h * s.tokenCapacity + k.a + (i)) : (k.bh * s.seqQ + (i));
+}
+
+// Dropout's factor for probability (i, j): the counter of (head, i, j) in
+// the padded [B, H, Sq, Sk] (varlen: [H, capacity, capacity]) order, so
+// that the mask is the CPU's; 1 without dropout.
+template <int F, typename T>
+MLC_FN T mlc_attention_keep(const MlcAttention<T> &s, uint64_t key, const MlcAttentionBlock &k,
+                            int64_t i, int64_t j) {
+  if (!(F & MLC_ATTN_DROPOUT))
+    return (T)1;
+  const uint64_t row =
+      (F & MLC_ATTN_VARLEN)
+          ? ((uint64_t)k.h * s.tokenCapacity + k.a + i) * s.tokenCapacity + k.a
+          : (uint64_t)(k.bh * s.seqQ + i) * s.seqK;
+  return mlc_uniform(key, row + j) >= s.dropout ? s.keepScale : (T)0;
+}
+
+// The dropout key of this step (unused without dropout).
+template <int F, typename T>
+MLC_FN uint64_t mlc_attention_key(const MlcAttention<T> &s, const MlcKernelCtx *ctx) {
+  return (F & MLC_ATTN_DROPOUT) ? mlc_key(s.seed, (uint64_t)ctx->step) : 0;
+}
+
+//===----------------------------------------------------------------------===//
+// A thread per row (any element type)
+//===----------------------------------------------------------------------===//
+
+// Rows [r0, r0 + N) of a tensor (width W, rows `stride` apart, `limit`
+// rows) into shared tile dst, zeros past the end.
+template <int N, int W, typename T, int C>
+MLC_FN void mlc_attention_load_tile(T (*dst)[C], const T *base, int64_t stride, int64_t r0,
+                                    int64_t limit) {
+  for (int64_t e = threadIdx.x; e < N * W; e += blockDim.x) {
+    const int64_t t = e / W, c = e % W;
+    dst[t][c] = r0 + t < limit ? base[(r0 + t) * stride + c] : (T)0;
+  }
+}
+
+// The forward pass (backward: phase 0), a thread per query row i: q_i
+// (pre-scaled) and the output accumulator in registers, the running max m
+// and sum l of the online softmax; per key tile of TILE rows (staged in ks,
+// vs), the scores, their max, one rescale, then the weighted values (the
+// backward's phase 0 folds key by key, as the CPU's statistics expect).
+// Writes O_i = acc / l, or (backward) the statistics m_i, l_i, D_i.
+// Math: 4 S^2 D flops per head (halved when causal). Memory: Q, O once;
+// K, V once per query block of ROWS rows (from L2); mask once per score.
+template <typename T, int D, int DV, int ROWS, int TILE, int F, typename I>
+__device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
+                                           const MlcAttentionArgs<T, I> &x,
+                                           const MlcKernelCtx *ctx, T (*ks)[D], T (*vs)[DV],
+                                           bool statistics) {
+  const uint64_t key = mlc_attention_key<F>(s, ctx);
+  const MlcAttentionBlock k = mlc_attention_block<F>(s, x, ROWS);
+  const int64_t i0 = k.first, SQ = k.SQ, SK = k.SK;
+  if (i0 >= SQ)
+    return;
+  const T *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
+  const T *kh = mlc_attention_head<F>(s, k, MLC_ATT_K, x.k);
+  const T *vh = mlc_attention_head<F>(s, k, MLC_ATT_V, x.v);
+  const int64_t i = i0 + threadIdx.x;
+  const bool active = i < SQ;
+  T q[D], acc[DV];
+  for (int c = 0; c < D; ++c)
+    q[c] = active ? qh[i * s.t[MLC_ATT_Q].row + c] * s.scale : (T)0;
+  for (int c = 0; c < DV; ++c)
+    acc[c] = 0;
+  T m = -mlc_inf<T>();
+  double l = 0;
+  const bool causal = F & MLC_ATTN_CAUSAL;
+  const int64_t jEnd = causal ? (i0 + ROWS < SK ? i0 + ROWS : SK) : SK;
+  const int64_t jn = active ? (causal ? (i + 1 < SK ? i + 1 : SK) : SK) : 0;
+  for (int64_t j0 = 0; j0 < jEnd; j0 += TILE) {
+    __syncthreads();
+    mlc_attention_load_tile<TILE, D>(ks, kh, s.t[MLC_ATT_K].row, j0, SK);
+    mlc_attention_load_tile<TILE, DV>(vs, vh, s.t[MLC_ATT_V].row, j0, SK);
+    __syncthreads();
+    if (statistics) {
+      for (int t = 0; t < TILE; ++t) {
+        const int64_t j = j0 + t;
+        if (j >= jn)
+          continue;
+        T sc = 0;
+        for (int c = 0; c < D; ++c)
+          sc += q[c] * ks[t][c];
+        if (F & MLC_ATTN_MASK)
+          sc += mlc_attention_mask(s, x.mask, k, i, j);
+        if (sc == -mlc_inf<T>())
+          continue;
+        if (sc > m) {
+          const T f = mlc_exp(m - sc);
+          l *= f;
+          for (int c = 0; c < DV; ++c)
+            acc[c] *= f;
+          m = sc;
+        }
+        const T e = mlc_exp(sc - m);
+        l += e;
+        const T w = e * mlc_attention_keep<F>(s, key, k, i, j);
+        for (int c = 0; c < DV; ++c)
+          acc[c] += w * vs[t][c];
+      }
+      continue;
+    }
+    T sv[TILE];
+    T tm = -mlc_inf<T>();
+    for (int t = 0; t < TILE; ++t) {
+      const int64_t j = j0 + t;
+      T sc = -mlc_inf<T>();
+      if (j < jn) {
+        sc = 0;
+        for (int c = 0; c < D; ++c)
+          sc += q[c] * ks[t][c];
+        if (F & MLC_ATTN_MASK)
+          sc += mlc_attention_mask(s, x.mask, k, i, j);
+      }
+      sv[t] = sc;
+      tm = sc > tm ? sc : tm;
+    }
+    if (tm == -mlc_inf<T>())
+      continue;
+    if (tm > m) {
+      const T f = mlc_exp(m - tm);
+      l *= f;
+      for (int c = 0; c < DV; ++c)
+        acc[c] *= f;
+      m = tm;
+    }
+    for (int t = 0; t < TILE; ++t) {
+      const int64_t j = j0 + t;
+      if (j >= jn)
+        continue;
+      const T e = mlc_exp(sv[t] - m);
+      l += e;
+      const T w = e * mlc_attention_keep<F>(s, key, k, i, j);
+      for (int c = 0; c < DV; ++c)
+        acc[c] += w * vs[t][c];
+    }
+  }
+  if (!active)
+    return;
+  if (!statistics) {
+    T *oh = mlc_attention_head<F>(s, k, MLC_ATT_O, x.o);
+    const T inv = (T)(1.0 / l);
+    for (int c = 0; c < DV; ++c)
+      oh[i * s.t[MLC_ATT_O].row + c] = acc[c] * inv;
+    return;
+  }
+  const T *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
+  double *stat = (double *)ctx->scratch;
+  const int64_t r = mlc_attention_stat_row<F>(s, k, i);
+  double di = 0;
+  for (int c = 0; c < DV; ++c)
+    di += (double)gh[i * s.t[MLC_ATT_GO].row + c] * acc[c];
+  stat[3 * r] = m;
+  stat[3 * r + 1] = l;
+  stat[3 * r + 2] = di / l;
+}
+
+// P_ij, keep_ij and dS_ij from query i's statistics, for the scaled score
+// sc (mask added) and dp = dO_i . v_j.
+template <int F, typename T>
+MLC_FN void mlc_attention_rows_grads(const MlcAttention<T> &s, const MlcKernelCtx *ctx,
+                                     uint64_t key, const MlcAttentionBlock &k, int64_t i,
+                                     int64_t j, T sc, T dp, T &pr, T &kp, T &ds) {
+  const double *st = (const double *)ctx->scratch + 3 * mlc_attention_stat_row<F>(s, k, i);
+  pr = (T)(mlc_exp(sc - (T)st[0]) / st[1]);
+  kp = mlc_attention_keep<F>(s, key, k, i, j);
+  ds = pr * (dp * kp - (T)st[2]) * s.scale;
+}
+
+// Phase 1, a thread per key row j (k_j, v_j kept in shared rows, padded
+// against bank conflicts), the query tiles that see j streamed through qs
+// (Q) and gs (dO): dK_j = sum_i dS_ij q_i, dV_j = sum_i P_ij keep_ij dO_i.
+// Math: 6 S^2 D flops per head. Memory: K, V, dK, dV once; Q, dO once per
+// key block (from L2); the statistics once per score.
+template <typename T, int D, int DV, int ROWS, int TILE, int F, typename I>
+__device__ void mlc_attention_rows_dkdv(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+                                        const MlcKernelCtx *ctx, T (*qs)[D], T (*gs)[DV],
+                                        T (*kself)[D + 1], T (*vself)[DV + 1]) {
+  const uint64_t key = mlc_attention_key<F>(s, ctx);
+  const MlcAttentionBlock k = mlc_attention_block<F>(s, x, ROWS);
+  const int64_t j0 = k.first, SQ = k.SQ, SK = k.SK;
+  if (j0 >= SK)
+    return;
+  const T *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
+  const T *kh = mlc_attention_head<F>(s, k, MLC_ATT_K, x.k);
+  const T *vh = mlc_attention_head<F>(s, k, MLC_ATT_V, x.v);
+  const T *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
+  T *dk = mlc_attention_head<F>(s, k, MLC_ATT_DK, x.dk);
+  T *dv = mlc_attention_head<F>(s, k, MLC_ATT_DV, x.dv);
+  const int64_t j = j0 + threadIdx.x;
+  const bool active = j < SK;
+  for (int c = 0; c < D; ++c)
+    kself[threadIdx.x][c] = active ? kh[j * s.t[MLC_ATT_K].row + c] : (T)0;
+  for (int c = 0; c < DV; ++c)
+    vself[threadIdx.x][c] = active ? vh[j * s.t[MLC_ATT_V].row + c] : (T)0;
+  T dkj[D], dvj[DV];
+  for (int c = 0; c < D; ++c)
+    dkj[c] = 0;
+  for (int c = 0; c < DV; ++c)
+    dvj[c] = 0;
+  const bool causal = F & MLC_ATTN_CAUSAL;
+  for (int64_t i0 = causal ? j0 / TILE * TILE : 0; i0 < SQ; i0 += TILE) {
+    __syncthreads();
+    mlc_attention_load_tile<TILE, D>(qs, qh, s.t[MLC_ATT_Q].row, i0, SQ);
+    mlc_attention_load_tile<TILE, DV>(gs, gh, s.t[MLC_ATT_GO].row, i0, SQ);
+    __syncthreads();
+    if (!active)
+      continue;
+    for (int t = 0; t < TILE; ++t) {
+      const int64_t i = i0 + t;
+      if (i >= SQ || (causal && j > i))
+        continue;
+      T sc = 0, dp = 0;
+      for (int c = 0; c < D; ++c)
+        sc += qs[t][c] * kself[threadIdx.x][c];
+      sc *= s.scale;
+      for (int c = 0; c < DV; ++c)
+        dp += gs[t][c] * vself[threadIdx.x][c];
+      if (F & MLC_ATTN_MASK)
+        sc += mlc_attention_mask(s, x.mask, k, i, j);
+      T pr, kp, ds;
+      mlc_attention_rows_grads<F>(s, ctx, key, k, i, j, sc, dp, pr, kp, ds);
+      for (int c = 0; c < DV; ++c)
+        dvj[c] += pr * kp * gs[t][c];
+      for (int c = 0; c < D; ++c)
+        dkj[c] += ds * qs[t][c];
+    }
+  }
+  if (!active)
+    return;
+  for (int c = 0; c < D; ++c)
+    dk[j * s.t[MLC_ATT_DK].row + c] = dkj[c];
+  for (int c = 0; c < DV; ++c)
+    dv[j * s.t[MLC_ATT_DV].row + c] = dvj[c];
+}
+
+// Phase 2, a thread per query row i (q_i, dO_i in shared rows), the key
+// tiles it sees streamed through ks, vs: dQ_i = sum_j dS_ij k_j.
+// Math: 6 S^2 D flops per head. Memory: Q, dO, dQ once; K, V once per
+// query block (from L2); the statistics once per row.
+template <typename T, int D, int DV, int ROWS, int TILE, int F, typename I>
+__device__ void mlc_attention_rows_dq(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+                                      const MlcKernelCtx *ctx, T (*ks)[D], T (*vs)[DV],
+                                      T (*qself)[D + 1], T (*gself)[DV + 1]) {
+  const uint64_t key = mlc_attention_key<F>(s, ctx);
+  const MlcAttentionBlock k = mlc_attention_block<F>(s, x, ROWS);
+  const int64_t i0 = k.first, SQ = k.SQ, SK = k.SK;
+  if (i0 >= SQ)
+    return;
+  const T *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
+  const T *kh = mlc_attention_head<F>(s, k, MLC_ATT_K, x.k);
+  const T *vh = mlc_attention_head<F>(s, k, MLC_ATT_V, x.v);
+  const T *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
+  T *dq = mlc_attention_head<F>(s, k, MLC_ATT_O, x.o);
+  const int64_t i = i0 + threadIdx.x;
+  const bool active = i < SQ;
+  for (int c = 0; c < D; ++c)
+    qself[threadIdx.x][c] = active ? qh[i * s.t[MLC_ATT_Q].row + c] : (T)0;
+  for (int c = 0; c < DV; ++c)
+    gself[threadIdx.x][c] = active ? gh[i * s.t[MLC_ATT_GO].row + c] : (T)0;
+  T dqi[D];
+  for (int c = 0; c < D; ++c)
+    dqi[c] = 0;
+  const bool causal = F & MLC_ATTN_CAUSAL;
+  const int64_t jEnd = causal ? (i0 + ROWS < SK ? i0 + ROWS : SK) : SK;
+  const int64_t jn = active ? (causal ? (i + 1 < SK ? i + 1 : SK) : SK) : 0;
+  for (int64_t j0 = 0; j0 < jEnd; j0 += TILE) {
+    __syncthreads();
+    mlc_attention_load_tile<TILE, D>(ks, kh, s.t[MLC_ATT_K].row, j0, SK);
+    mlc_attention_load_tile<TILE, DV>(vs, vh, s.t[MLC_ATT_V].row, j0, SK);
+    __syncthreads();
+    for (int t = 0; t < TILE; ++t) {
+      const int64_t j = j0 + t;
+      if (j >= jn)
+        continue;
+      T sc = 0, dp = 0;
+      for (int c = 0; c < D; ++c)
+        sc += qself[threadIdx.x][c] * ks[t][c];
+      sc *= s.scale;
+      for (int c = 0; c < DV; ++c)
+        dp += gself[threadIdx.x][c] * vs[t][c];
+      if (F & MLC_ATTN_MASK)
+        sc += mlc_attention_mask(s, x.mask, k, i, j);
+      T pr, kp, ds;
+      mlc_attention_rows_grads<F>(s, ctx, key, k, i, j, sc, dp, pr, kp, ds);
+      for (int c = 0; c < D; ++c)
+        dqi[c] += ds * ks[t][c];
+    }
+  }
+  if (active)
+    for (int c = 0; c < D; ++c)
+      dq[i * s.t[MLC_ATT_O].row + c] = dqi[c];
+}
+
+// O = softmax(scale Q K^T + mask) V (with dropout's keep on P), a block of
+// ROWS threads per ROWS query rows, key tiles of TILE rows in shared memory.
+template <typename T, int D, int DV, int ROWS, int TILE, int F, typename I>
+__device__ void mlc_attention_forward(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+                                      const MlcKernelCtx *ctx) {
+  __shared__ T ks[TILE][D], vs[TILE][DV];
+  mlc_attention_rows_forward<T, D, DV, ROWS, TILE, F>(s, x, ctx, ks, vs, false);
+}
+
+// dQ, dK, dV from dO (the three phases above). Shared memory is allocated
+// for every __shared__ declaration of the kernel at once, so the phases
+// share two tiles of the streamed side (K and V, or Q and dO) and two
+// blocks of the rows the threads own.
+template <typename T, int D, int DV, int ROWS, int TILE, int F, typename I>
+__device__ void mlc_attention_backward(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+                                       const MlcKernelCtx *ctx, int phase) {
+  __shared__ T tileA[TILE][D], tileB[TILE][DV];
+  __shared__ T selfA[ROWS][D + 1], selfB[ROWS][DV + 1];
+  if (phase == 0)
+    mlc_attention_rows_forward<T, D, DV, ROWS, TILE, F>(s, x, ctx, tileA, tileB, true);
+  else if (phase == 1)
+    mlc_attention_rows_dkdv<T, D, DV, ROWS, TILE, F>(s, x, ctx, tileA, tileB, selfA, selfB);
+  else
+    mlc_attention_rows_dq<T, D, DV, ROWS, TILE, F>(s, x, ctx, tileA, tileB, selfA, selfB);
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor cores (bf16 products, f32 storage)
+//===----------------------------------------------------------------------===//
+//
+// Every product is a 16 x 8 x 16 bf16 mma with f32 accumulators; Q, K, V, P
+// and dS are rounded to bf16 for them, as bf16 autocast's attention does,
+// while the scale, mask, softmax, dropout and outputs stay f32. A block is
+// four warps (128 threads), a warp 16 rows (lane group g = lane / 4 holds
+// rows g and g + 8, t4 = lane % 4 their column pairs), so 64 rows a block;
+// the other side streams in tiles of 32 rows through shared memory. A tile
+// is staged as bf16 pairs along its rows (B operands read along the head
+// dimension) and, where needed, transposed: pairs along the tile (B
+// operands read along it). Rows are padded by 4 words against bank
+// conflicts.
+
+enum { MLC_ATTN_TC_ROWS = 64, MLC_ATTN_TC_TILE = 32, MLC_ATTN_TC_THREADS = 128 };
+
+// A lane's place in its warp's 16 rows from `first` (the block's first row).
+struct MlcAttentionLane {
+  int g, t4;
+  int64_t r0, r1;
+};
+MLC_FN MlcAttentionLane mlc_attention_lane(int64_t first) {
+  MlcAttentionLane l;
+  const int lane = threadIdx.x & 31;
+  l.g = lane >> 2;
+  l.t4 = lane & 3;
+  l.r0 = first + (threadIdx.x >> 5) * 16 + l.g;
+  l.r1 = l.r0 + 8;
+  return l;
+}
+
+// The A fragments of the warp's 16 rows of `base` (width W, rows `stride`
+// apart, zeros at rows >= limit), one per 16 columns.
+template <int W>
+MLC_FN void mlc_attention_a_frags(uint32_t (*frag)[4], const float *base, int64_t stride,
+                                  const MlcAttentionLane &ln, int64_t limit) {
+  for (int ks = 0; ks < W / 16; ++ks)
+    for (int f = 0; f < 4; ++f) {
+      const int64_t r = f & 1 ? ln.r1 : ln.r0, c = ks * 16 + (f >> 1) * 8 + 2 * ln.t4;
+      frag[ks][f] = r < limit ? mlc_pack_bf16(base[r * stride + c], base[r * stride + c + 1]) : 0u;
+    }
+}
+
+// Tile rows [r, r + 32) of `base` (width W) into dst as bf16 pairs along
+// the row.
+template <int W, int C>
+MLC_FN void mlc_attention_stage_rows(uint32_t (*dst)[C], const float *base, int64_t stride,
+                                     int64_t r, int64_t limit) {
+  for (int e = threadIdx.x; e < MLC_ATTN_TC_TILE * W / 2; e += blockDim.x) {
+    const int tr = e / (W / 2), cp = e % (W / 2);
+    const int64_t x = r + tr;
+    dst[tr][cp] = x < limit ? mlc_pack_bf16(base[x * stride + 2 * cp], base[x * stride + 2 * cp + 1])
+                            : 0u;
+  }
+}
+
+// The same rows transposed into dst: column c's pairs along the tile.
+template <int W, int C>
+MLC_FN void mlc_attention_stage_cols(uint32_t (*dst)[C], const float *base, int64_t stride,
+                                     int64_t r, int64_t limit) {
+  for (int e = threadIdx.x; e < MLC_ATTN_TC_TILE / 2 * W; e += blockDim.x) {
+    const int kp = e / W, col = e % W;
+    const int64_t x = r + 2 * kp;
+    dst[col][kp] = mlc_pack_bf16(x < limit ? base[x * stride + col] : 0.0f,
+                                 x + 1 < limit ? base[(x + 1) * stride + col] : 0.0f);
+  }
+}
+
+// acc[n] += A B over STEPS k-steps for n-tiles [0, N): A the fragments a,
+// B from rows of src (pairs along the row: src[n * 8 + g][ks * 8 + t4]).
+template <int N, int STEPS, int C>
+MLC_FN void mlc_attention_product(float (*acc)[4], const uint32_t (*a)[4], const uint32_t (*src)[C],
+                                  const MlcAttentionLane &ln) {
+  for (int n = 0; n < N; ++n)
+    for (int ks = 0; ks < STEPS; ++ks) {
+      const uint32_t bf[2] = {src[n * 8 + ln.g][ks * 8 + ln.t4], src[n * 8 + ln.g][ks * 8 + 4 + ln.t4]};
+      mlc_mma_bf16(acc[n], a[ks], bf);
+    }
+}
+
+// acc[n] += X B where X (16 x 32) is the f32 tile x held as accumulators
+// (4 n-tiles), rounded to A fragments two n-tiles at a time.
+template <int N, int C>
+MLC_FN void mlc_attention_product_of_tile(float (*acc)[4], const float (*x)[4],
+                                          const uint32_t (*src)[C], const MlcAttentionLane &ln) {
+  for (int kk = 0; kk < 2; ++kk) {
+    const uint32_t xa[4] = {mlc_pack_bf16(x[2 * kk][0], x[2 * kk][1]),
+                            mlc_pack_bf16(x[2 * kk][2], x[2 * kk][3]),
+                            mlc_pack_bf16(x[2 * kk + 1][0], x[2 * kk + 1][1]),
+                            mlc_pack_bf16(x[2 * kk + 1][2], x[2 * kk + 1][3])};
+    for (int n = 0; n < N; ++n) {
+      const uint32_t bf[2] = {src[n * 8 + ln.g][kk * 8 + ln.t4], src[n * 8 + ln.g][kk * 8 + 4 + ln.t4]};
+      mlc_mma_bf16(acc[n], xa, bf);
+    }
+  }
+}
+
+template <int N> MLC_FN void mlc_attention_zero(float (*acc)[4]) {
+  for (int n = 0; n < N; ++n)
+    acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0;
+}
+
+// The score of query i, key j from the product v: scaled, masked, -inf
+// where hidden.
+template <int F, typename I>
+MLC_FN float mlc_attention_tc_score(const MlcAttention<float> &s, const MlcAttentionArgs<float, I> &x,
+                                    const MlcAttentionBlock &k, int64_t i, int64_t j, float v) {
+  float sc = v * s.scale;
+  const bool ok = i < k.SQ && j < k.SK && (!(F & MLC_ATTN_CAUSAL) || j <= i);
+  if ((F & MLC_ATTN_MASK) && ok)
+    sc += mlc_attention_mask(s, x.mask, k, i, j);
+  if (!ok)
+    sc = -mlc_inf<float>();
+  return sc;
+}
+
+// The last key (exclusive) that the block's rows from i0 see.
+template <int F> MLC_FN int64_t mlc_attention_tc_key_end(int64_t i0, int64_t SK) {
+  return (F & MLC_ATTN_CAUSAL) ? (i0 + MLC_ATTN_TC_ROWS < SK ? i0 + MLC_ATTN_TC_ROWS : SK) : SK;
+}
+
+// A streamed tile in shared memory: its rows as bf16 pairs along the row
+// (rows) and transposed, pairs along the tile (cols).
+template <int D, int DV> struct MlcAttentionTcTile {
+  static const int W = D > DV ? D : DV;
+  uint32_t rows[MLC_ATTN_TC_TILE][W / 2 + 4];
+  uint32_t cols[W][MLC_ATTN_TC_TILE / 2 + 4];
+};
+
+// The backward pass's shared memory (one allocation, shared by its
+// phases): two tiles and a query tile's statistics m, l, D.
+template <int D, int DV> struct MlcAttentionTcShared {
+  MlcAttentionTcTile<D, DV> a, b;
+  float sm[MLC_ATTN_TC_TILE], sl[MLC_ATTN_TC_TILE], sd[MLC_ATTN_TC_TILE];
+};
+
+// P (times keep, for dV) and dS of one score from its query's statistics
+// m, l, d: pw = P keep, ds = scale P (dp keep - d).
+template <int F, typename T>
+MLC_FN void mlc_attention_tc_grads(const MlcAttention<T> &s, float sc, float m, float l, float d,
+                                   float dp, float kp, float &pw, float &ds) {
+  const float pr = sc == -mlc_inf<float>() ? 0.0f : mlc_exp(sc - m) / l;
+  pw = pr * kp;
+  ds = pr * (dp * kp - d) * s.scale;
+}
+
+// The forward pass (backward: phase 0, the statistics), a warp per 16
+// query rows: S = Q K^T per key tile of 32 (K as rows, V transposed in
+// shared memory), the online softmax on the accumulators (a row's values
+// are spread over the four lanes of its group: its max and sum are two
+// shuffles), O += P V. Writes O = acc / l, or (statistics) m, l and D_i =
+// dO_i . O_i to scratch.
+// Math: 4 S^2 D flops per head on tensor cores (halved when causal).
+// Memory: Q, O once; K, V once per query block of 64 (from L2).
+template <int D, int DV, int F, typename I>
+__device__ void mlc_attention_tc_rows_forward(const MlcAttention<float> &s,
+                                              const MlcAttentionArgs<float, I> &x,
+                                              const MlcKernelCtx *ctx,
+                                              MlcAttentionTcTile<D, DV> &tile, bool statistics) {
+  const uint64_t key = mlc_attention_key<F>(s, ctx);
+  const MlcAttentionBlock k = mlc_attention_block<F>(s, x, MLC_ATTN_TC_ROWS);
+  const int64_t i0 = k.first, SQ = k.SQ, SK = k.SK;
+  if (i0 >= SQ)
+    return;
+  const float *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
+  const float *kh = mlc_attention_head<F>(s, k, MLC_ATT_K, x.k);
+  const float *vh = mlc_attention_head<F>(s, k, MLC_ATT_V, x.v);
+  const MlcAttentionLane ln = mlc_attention_lane(i0);
+  uint32_t qa[D / 16][4];
+  mlc_attention_a_frags<D>(qa, qh, s.t[MLC_ATT_Q].row, ln, SQ);
+  float o[DV / 8][4];
+  mlc_attention_zero<DV / 8>(o);
+  float m[2] = {-mlc_inf<float>(), -mlc_inf<float>()}, l[2] = {0, 0};
+  const int64_t jEnd = mlc_attention_tc_key_end<F>(i0, SK);
+  for (int64_t j0 = 0; j0 < jEnd; j0 += MLC_ATTN_TC_TILE) {
+    __syncthreads();
+    mlc_attention_stage_rows<D>(tile.rows, kh, s.t[MLC_ATT_K].row, j0, SK);
+    mlc_attention_stage_cols<DV>(tile.cols, vh, s.t[MLC_ATT_V].row, j0, SK);
+    __syncthreads();
+    float sv[4][4];
+    mlc_attention_zero<4>(sv);
+    mlc_attention_product<4, D / 16>(sv, qa, tile.rows, ln);
+    float tm[2] = {-mlc_inf<float>(), -mlc_inf<float>()};
+    for (int n = 0; n < 4; ++n)
+      for (int f = 0; f < 4; ++f) {
+        const int64_t i = f < 2 ? ln.r0 : ln.r1, j = j0 + n * 8 + 2 * ln.t4 + (f & 1);
+        const float sc = mlc_attention_tc_score<F>(s, x, k, i, j, sv[n][f]);
+        sv[n][f] = sc;
+        tm[f >> 1] = sc > tm[f >> 1] ? sc : tm[f >> 1];
+      }
+    float f2[2];
+    for (int r = 0; r < 2; ++r) {
+      tm[r] = fmaxf(tm[r], __shfl_xor_sync(0xffffffffu, tm[r], 1));
+      tm[r] = fmaxf(tm[r], __shfl_xor_sync(0xffffffffu, tm[r], 2));
+      const float mn = tm[r] > m[r] ? tm[r] : m[r];
+      f2[r] = mn == -mlc_inf<float>() ? 1.0f : mlc_exp(m[r] - mn);
+      l[r] *= f2[r];
+      m[r] = mn;
+    }
+    for (int n = 0; n < DV / 8; ++n) {
+      o[n][0] *= f2[0];
+      o[n][1] *= f2[0];
+      o[n][2] *= f2[1];
+      o[n][3] *= f2[1];
+    }
+    float w[4][4];
+    for (int n = 0; n < 4; ++n)
+      for (int f = 0; f < 4; ++f) {
+        const int64_t i = f < 2 ? ln.r0 : ln.r1, j = j0 + n * 8 + 2 * ln.t4 + (f & 1);
+        const float e = sv[n][f] == -mlc_inf<float>() ? 0.0f : mlc_exp(sv[n][f] - m[f >> 1]);
+        l[f >> 1] += e;
+        w[n][f] = e * mlc_attention_keep<F>(s, key, k, i, j);
+      }
+    mlc_attention_product_of_tile<DV / 8>(o, w, tile.cols, ln);
+  }
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  }
+  if (!statistics) {
+    float *oh = mlc_attention_head<F>(s, k, MLC_ATT_O, x.o);
+    for (int n = 0; n < DV / 8; ++n)
+      for (int f = 0; f < 4; ++f) {
+        const int64_t i = f < 2 ? ln.r0 : ln.r1;
+        if (i < SQ)
+          oh[i * s.t[MLC_ATT_O].row + n * 8 + 2 * ln.t4 + (f & 1)] = o[n][f] / l[f >> 1];
+      }
+    return;
+  }
+  const float *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
+  double *stat = (double *)ctx->scratch;
+  float di[2] = {0, 0};
+  for (int n = 0; n < DV / 8; ++n)
+    for (int f = 0; f < 4; ++f) {
+      const int64_t i = f < 2 ? ln.r0 : ln.r1;
+      if (i < SQ)
+        di[f >> 1] += gh[i * s.t[MLC_ATT_GO].row + n * 8 + 2 * ln.t4 + (f & 1)] * o[n][f];
+    }
+  for (int r = 0; r < 2; ++r) {
+    di[r] += __shfl_xor_sync(0xffffffffu, di[r], 1);
+    di[r] += __shfl_xor_sync(0xffffffffu, di[r], 2);
+    const int64_t i = r ? ln.r1 : ln.r0;
+    if (ln.t4 == 0 && i < SQ) {
+      const int64_t row = mlc_attention_stat_row<F>(s, k, i);
+      stat[3 * row] = m[r];
+      stat[3 * row + 1] = l[r];
+      stat[3 * row + 2] = di[r] / l[r];
+    }
+  }
+}
+
+// Phase 1, a warp per 16 key rows (K, V as A fragments): over the query
+// tiles that see them (Q and dO as rows and transposed, their statistics),
+// S^T = K Q^T and dP^T = V dO^T, then dV += (P keep)^T dO, dK += dS^T Q.
+// Math: 8 S^2 D flops per head on tensor cores. Memory: K, V, dK, dV once;
+// Q, dO once per key block of 64 (from L2); the statistics once per tile.
+template <int D, int DV, int F, typename I>
+__device__ void mlc_attention_tc_dkdv(const MlcAttention<float> &s,
+                                      const MlcAttentionArgs<float, I> &x, const MlcKernelCtx *ctx,
+                                      MlcAttentionTcShared<D, DV> &sh) {
+  const uint64_t key = mlc_attention_key<F>(s, ctx);
+  const MlcAttentionBlock k = mlc_attention_block<F>(s, x, MLC_ATTN_TC_ROWS);
+  const int64_t j0 = k.first, SQ = k.SQ, SK = k.SK;
+  if (j0 >= SK)
+    return;
+  const float *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
+  const float *kh = mlc_attention_head<F>(s, k, MLC_ATT_K, x.k);
+  const float *vh = mlc_attention_head<F>(s, k, MLC_ATT_V, x.v);
+  const float *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
+  float *dk = mlc_attention_head<F>(s, k, MLC_ATT_DK, x.dk);
+  float *dv = mlc_attention_head<F>(s, k, MLC_ATT_DV, x.dv);
+  const MlcAttentionLane ln = mlc_attention_lane(j0);
+  const double *stat = (const double *)ctx->scratch;
+  uint32_t ka[D / 16][4], va[DV / 16][4];
+  mlc_attention_a_frags<D>(ka, kh, s.t[MLC_ATT_K].row, ln, SK);
+  mlc_attention_a_frags<DV>(va, vh, s.t[MLC_ATT_V].row, ln, SK);
+  float gk[D / 8][4], gv[DV / 8][4];
+  mlc_attention_zero<D / 8>(gk);
+  mlc_attention_zero<DV / 8>(gv);
+  const int64_t rq = s.t[MLC_ATT_Q].row, rg = s.t[MLC_ATT_GO].row;
+  for (int64_t i0 = (F & MLC_ATTN_CAUSAL) ? j0 : 0; i0 < SQ; i0 += MLC_ATTN_TC_TILE) {
+    __syncthreads();
+    mlc_attention_stage_rows<D>(sh.a.rows, qh, rq, i0, SQ);
+    mlc_attention_stage_cols<D>(sh.a.cols, qh, rq, i0, SQ);
+    mlc_attention_stage_rows<DV>(sh.b.rows, gh, rg, i0, SQ);
+    mlc_attention_stage_cols<DV>(sh.b.cols, gh, rg, i0, SQ);
+    for (int e = threadIdx.x; e < MLC_ATTN_TC_TILE; e += blockDim.x) {
+      const int64_t i = i0 + e;
+      const double *st = stat + 3 * mlc_attention_stat_row<F>(s, k, i);
+      sh.sm[e] = i < SQ ? (float)st[0] : 0.0f;
+      sh.sl[e] = i < SQ ? (float)st[1] : 1.0f;
+      sh.sd[e] = i < SQ ? (float)st[2] : 0.0f;
+    }
+    __syncthreads();
+    float sv[4][4], dp[4][4], pw[4][4], ds[4][4];
+    for (int n = 0; n < 4; ++n)
+      for (int f = 0; f < 4; ++f)
+        sv[n][f] = dp[n][f] = 0;
+    mlc_attention_product<4, D / 16>(sv, ka, sh.a.rows, ln);
+    mlc_attention_product<4, DV / 16>(dp, va, sh.b.rows, ln);
+    for (int n = 0; n < 4; ++n)
+      for (int f = 0; f < 4; ++f) {
+        const int q = n * 8 + 2 * ln.t4 + (f & 1);
+        const int64_t j = f < 2 ? ln.r0 : ln.r1, i = i0 + q;
+        const float sc = mlc_attention_tc_score<F>(s, x, k, i, j, sv[n][f]);
+        mlc_attention_tc_grads<F>(s, sc, sh.sm[q], sh.sl[q], sh.sd[q], dp[n][f],
+                                  mlc_attention_keep<F>(s, key, k, i, j), pw[n][f], ds[n][f]);
+      }
+    mlc_attention_product_of_tile<DV / 8>(gv, pw, sh.b.cols, ln);
+    mlc_attention_product_of_tile<D / 8>(gk, ds, sh.a.cols, ln);
+  }
+  for (int f = 0; f < 4; ++f) {
+    const int64_t j = f < 2 ? ln.r0 : ln.r1;
+    if (j >= SK)
+      continue;
+    for (int n = 0; n < D / 8; ++n)
+      dk[j * s.t[MLC_ATT_DK].row + n * 8 + 2 * ln.t4 + (f & 1)] = gk[n][f];
+    for (int n = 0; n < DV / 8; ++n)
+      dv[j * s.t[MLC_ATT_DV].row + n * 8 + 2 * ln.t4 + (f & 1)] = gv[n][f];
+  }
+}
+
+// Phase 2, a warp per 16 query rows (Q, dO as A fragments, the rows'
+// statistics in registers): over the key tiles they see, S = Q K^T and
+// dP = dO V^T, then dQ += dS K.
+// Math: 6 S^2 D flops per head on tensor cores (halved when causal).
+// Memory: Q, dO, dQ once; K, V once per query block of 64 (from L2).
+template <int D, int DV, int F, typename I>
+__device__ void mlc_attention_tc_dq(const MlcAttention<float> &s, const MlcAttentionArgs<float, I> &x,
+                                    const MlcKernelCtx *ctx, MlcAttentionTcShared<D, DV> &sh) {
+  const uint64_t key = mlc_attention_key<F>(s, ctx);
+  const MlcAttentionBlock k = mlc_attention_block<F>(s, x, MLC_ATTN_TC_ROWS);
+  const int64_t i0 = k.first, SQ = k.SQ, SK = k.SK;
+  if (i0 >= SQ)
+    return;
+  const float *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
+  const float *kh = mlc_attention_head<F>(s, k, MLC_ATT_K, x.k);
+  const float *vh = mlc_attention_head<F>(s, k, MLC_ATT_V, x.v);
+  const float *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
+  float *dq = mlc_attention_head<F>(s, k, MLC_ATT_O, x.o);
+  const MlcAttentionLane ln = mlc_attention_lane(i0);
+  const double *stat = (const double *)ctx->scratch;
+  uint32_t qa[D / 16][4], ga[DV / 16][4];
+  mlc_attention_a_frags<D>(qa, qh, s.t[MLC_ATT_Q].row, ln, SQ);
+  mlc_attention_a_frags<DV>(ga, gh, s.t[MLC_ATT_GO].row, ln, SQ);
+  float gq[D / 8][4];
+  mlc_attention_zero<D / 8>(gq);
+  float rm[2], rl[2], rd[2];
+  for (int r = 0; r < 2; ++r) {
+    const int64_t i = r ? ln.r1 : ln.r0;
+    const double *st = stat + 3 * mlc_attention_stat_row<F>(s, k, i);
+    rm[r] = i < SQ ? (float)st[0] : 0.0f;
+    rl[r] = i < SQ ? (float)st[1] : 1.0f;
+    rd[r] = i < SQ ? (float)st[2] : 0.0f;
+  }
+  const int64_t jEnd = mlc_attention_tc_key_end<F>(i0, SK);
+  for (int64_t j0 = 0; j0 < jEnd; j0 += MLC_ATTN_TC_TILE) {
+    __syncthreads();
+    mlc_attention_stage_rows<D>(sh.a.rows, kh, s.t[MLC_ATT_K].row, j0, SK);
+    mlc_attention_stage_cols<D>(sh.a.cols, kh, s.t[MLC_ATT_K].row, j0, SK);
+    mlc_attention_stage_rows<DV>(sh.b.rows, vh, s.t[MLC_ATT_V].row, j0, SK);
+    __syncthreads();
+    float sv[4][4], dp[4][4], pw[4][4], ds[4][4];
+    for (int n = 0; n < 4; ++n)
+      for (int f = 0; f < 4; ++f)
+        sv[n][f] = dp[n][f] = 0;
+    mlc_attention_product<4, D / 16>(sv, qa, sh.a.rows, ln);
+    mlc_attention_product<4, DV / 16>(dp, ga, sh.b.rows, ln);
+    for (int n = 0; n < 4; ++n)
+      for (int f = 0; f < 4; ++f) {
+        const int64_t i = f < 2 ? ln.r0 : ln.r1, j = j0 + n * 8 + 2 * ln.t4 + (f & 1);
+        const float sc = mlc_attention_tc_score<F>(s, x, k, i, j, sv[n][f]);
+        mlc_attention_tc_grads<F>(s, sc, rm[f >> 1], rl[f >> 1], rd[f >> 1], dp[n][f],
+                                  mlc_attention_keep<F>(s, key, k, i, j), pw[n][f], ds[n][f]);
+      }
+    (void)pw;
+    mlc_attention_product_of_tile<D / 8>(gq, ds, sh.a.cols, ln);
+  }
+  for (int f = 0; f < 4; ++f) {
+    const int64_t i = f < 2 ? ln.r0 : ln.r1;
+    if (i >= SQ)
+      continue;
+    for (int n = 0; n < D / 8; ++n)
+      dq[i * s.t[MLC_ATT_O].row + n * 8 + 2 * ln.t4 + (f & 1)] = gq[n][f];
+  }
+}
+
+// O = softmax(scale Q K^T + mask) V on tensor cores, 128 threads per 64
+// query rows. D a multiple of 16 (products over it), DV of 8.
+template <int D, int DV, int F, typename I>
+__device__ void mlc_attention_tc_forward(const MlcAttention<float> &s,
+                                         const MlcAttentionArgs<float, I> &x,
+                                         const MlcKernelCtx *ctx) {
+  static_assert(D % 16 == 0 && DV % 8 == 0, "tensor-core attention: D % 16, DV % 8");
+  __shared__ MlcAttentionTcTile<D, DV> tile;
+  mlc_attention_tc_rows_forward<D, DV, F>(s, x, ctx, tile, false);
+}
+
+// dQ, dK, dV on tensor cores (the three phases); D and DV multiples of 16.
+template <int D, int DV, int F, typename I>
+__device__ void mlc_attention_tc_backward(const MlcAttention<float> &s,
+                                          const MlcAttentionArgs<float, I> &x,
+                                          const MlcKernelCtx *ctx, int phase) {
+  static_assert(D % 16 == 0 && DV % 16 == 0, "tensor-core attention: D % 16, DV % 16");
+  __shared__ MlcAttentionTcShared<D, DV> sh;
+  if (phase == 0)
+    mlc_attention_tc_rows_forward<D, DV, F>(s, x, ctx, sh.a, true);
+  else if (phase == 1)
+    mlc_attention_tc_dkdv<D, DV, F>(s, x, ctx, sh);
+  else
+    mlc_attention_tc_dq<D, DV, F>(s, x, ctx, sh);
+}

@@ -1,0 +1,244 @@
+// Attention for the CPU: the templates CpuTarget::attention instantiates.
+//
+// This file follows prelude/cpu.h in every kernels.cpp (it uses its
+// MlcKernelCtx, mlc_expf, mlc_pack and mlc_gemm, and mlc_shared.h's
+// MlcAttention, MlcAttentionArgs and dropout generator) and is embedded at
+// build time like it; a test compiles the two alone, with instantiations.
+// A plan kernel's attention is one call: the sizes as an MlcAttention
+// literal, the buffers, and at compile time only the element type and the
+// variant flags (MLC_ATTN_*: code they select).
+//
+// Per (batch, head) or (sequence, head), shared out among threads, in
+// tiles of 64 query rows: S = scale Q_t K^T over the keys the tile sees
+// (causal tiles stop at their last row's diagonal), a softmax per row in
+// place, then O_t = P V. The products are mlc_gemm's register-blocked
+// tiles, so attention runs at matrix-multiply speed rather than as dot
+// products; S is one tile (64 x keys) per thread, never the whole S x S.
+// A head packs K and V once for all its tiles, and causal products skip
+// the blocks above the diagonal (mlc_gemm's band). The backward pass
+// recomputes P tile by tile:
+//   dP = dO V^T (then the dropout mask), rowsum_i = sum_j dP_ij P_ij,
+//   dS = scale P * (dP - rowsum), dQ_t = dS K, dK += dS^T Q_t,
+//   dV += (P * mask)^T dO_t.
+// Memory: Q, K, V and O (and their gradients) once per head; the products
+// are compute-bound (4 S^2 D flops forward, 10 backward, halved when
+// causal).
+
+enum { MLC_ATTN_CPU_TILE = 64 };
+
+static inline float mlc_attention_exp(float x) { return mlc_expf(x); }
+static inline double mlc_attention_exp(double x) { return std::exp(x); }
+
+// One head's place: (batch or sequence bb, head h), the sequence's first
+// token a (varlen), the lengths SQ, SK of its queries and keys.
+struct MlcAttentionHead {
+  int64_t bh, bb, h, a, SQ, SK;
+};
+
+// Head bh's place; false for an empty sequence (varlen).
+template <int F, typename T, typename I>
+static inline bool mlc_attention_head_of(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+                                         int64_t bh, MlcAttentionHead &k) {
+  k.bh = bh;
+  k.bb = bh / s.heads;
+  k.h = bh % s.heads;
+  k.a = 0;
+  k.SQ = s.seqQ;
+  k.SK = s.seqK;
+  if (F & MLC_ATTN_VARLEN) {
+    k.a = x.cu[k.bb];
+    const int64_t L = x.cu[k.bb + 1] - k.a;
+    k.SQ = k.SK = L;
+    return L > 0;
+  }
+  return true;
+}
+
+// Tensor `role`'s head.
+template <int F, typename T, typename P>
+static inline P *mlc_attention_base(const MlcAttention<T> &s, const MlcAttentionHead &k, int role,
+                                    P *base) {
+  const MlcAttentionTensor &w = s.t[role];
+  return base + w.offset + ((F & MLC_ATTN_VARLEN) ? k.a : k.bb) * w.batch + k.h * w.head;
+}
+
+// The band of a causal product (mlc_gemm's), offset by the tile's row i0.
+template <int F> static inline int mlc_attention_band(int kind) {
+  return (F & MLC_ATTN_CAUSAL) ? kind : 0;
+}
+
+// Row t of the tile from query i0 (query i = i0 + t), its scores si[0, nk)
+// on entry: the probabilities in si[0, jn), zeros in [jn, nk). Returns jn
+// and, with dropout, the row's first counter in `row`.
+template <int F, typename T, typename I>
+static inline int64_t mlc_attention_softmax_row(const MlcAttention<T> &s,
+                                                const MlcAttentionArgs<T, I> &x,
+                                                const MlcAttentionHead &k, int64_t i, T *si,
+                                                int64_t nk, uint64_t &row) {
+  const int64_t SK = k.SK;
+  const int64_t jn = (F & MLC_ATTN_CAUSAL) ? (i + 1 < SK ? i + 1 : SK) : SK;
+  row = 0;
+  if (F & MLC_ATTN_DROPOUT)
+    row = (F & MLC_ATTN_VARLEN)
+              ? ((uint64_t)k.h * s.tokenCapacity + k.a + i) * s.tokenCapacity + k.a
+              : (uint64_t)(k.bh * s.seqQ + i) * s.seqK;
+  if (F & MLC_ATTN_MASK)
+    for (int64_t j = 0; j < jn; ++j)
+      si[j] += x.mask[k.bb * s.mask[0] + k.h * s.mask[1] + i * s.mask[2] + j * s.mask[3]];
+  T m = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < jn; ++j)
+    m = si[j] > m ? si[j] : m;
+  double sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < jn; ++j) {
+    si[j] = mlc_attention_exp(si[j] - m);
+    sum += si[j];
+  }
+  const T inv = (T)(1.0 / sum);
+  for (int64_t j = 0; j < jn; ++j)
+    si[j] *= inv;
+  for (int64_t j = jn; j < nk; ++j)
+    si[j] = 0;
+  return jn;
+}
+
+// Dropout's factor for probability (i, j) of the row whose first counter
+// is `row`: bit for bit the CUDA kernels' mask; 1 without dropout.
+template <int F, typename T>
+static inline T mlc_attention_keep(const MlcAttention<T> &s, uint64_t key, uint64_t row,
+                                   int64_t j) {
+  if (!(F & MLC_ATTN_DROPOUT))
+    return (T)1;
+  return mlc_uniform(key, row + j) >= s.dropout ? s.keepScale : (T)0;
+}
+
+// O = softmax(scale Q K^T + mask) V (dropout's keep on P), D and DV the
+// head dimensions of Q, K and of V.
+template <typename T, int F, typename I>
+static void mlc_attention_forward(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+                                  const MlcKernelCtx *ctx, int64_t D, int64_t DV) {
+  const int64_t tile = MLC_ATTN_CPU_TILE;
+  const uint64_t key = (F & MLC_ATTN_DROPOUT) ? mlc_key(s.seed, (uint64_t)ctx->step) : 0;
+  const int64_t rq = s.t[MLC_ATT_Q].row, ro = s.t[MLC_ATT_O].row;
+  // Each thread keeps its tiles and packed panels across the heads it takes.
+#pragma omp parallel
+  {
+    std::vector<T> sb, kp, vp;
+#pragma omp for schedule(dynamic)
+    for (int64_t bh = 0; bh < s.batch * s.heads; ++bh) {
+      MlcAttentionHead k;
+      if (!mlc_attention_head_of<F>(s, x, bh, k))
+        continue;
+      const int64_t SQ = k.SQ, SK = k.SK;
+      const T *qh = mlc_attention_base<F>(s, k, MLC_ATT_Q, x.q);
+      const T *kh = mlc_attention_base<F>(s, k, MLC_ATT_K, x.k);
+      const T *vh = mlc_attention_base<F>(s, k, MLC_ATT_V, x.v);
+      T *oh = mlc_attention_base<F>(s, k, MLC_ATT_O, x.o);
+      sb.resize(tile * SK);
+      mlc_pack<T>(D, SK, kh, s.t[MLC_ATT_K].row, true, kp);
+      mlc_pack<T>(SK, DV, vh, s.t[MLC_ATT_V].row, false, vp);
+      for (int64_t i0 = 0; i0 < SQ; i0 += tile) {
+        const int64_t mi = SQ - i0 < tile ? SQ - i0 : tile;
+        const int64_t nk = (F & MLC_ATTN_CAUSAL) ? (i0 + mi < SK ? i0 + mi : SK) : SK;
+        const int64_t off = (F & MLC_ATTN_CAUSAL) ? i0 : 0;
+        mlc_gemm<T>(mi, nk, D, s.scale, qh + i0 * rq, rq, 1, kp.data(), D, sb.data(), nk, false,
+                    mlc_attention_band<F>(1), off);
+        for (int64_t t = 0; t < mi; ++t) {
+          T *si = sb.data() + t * nk;
+          uint64_t row;
+          const int64_t jn = mlc_attention_softmax_row<F>(s, x, k, i0 + t, si, nk, row);
+          if (F & MLC_ATTN_DROPOUT)
+            for (int64_t j = 0; j < jn; ++j)
+              si[j] *= mlc_attention_keep<F>(s, key, row, j);
+        }
+        mlc_gemm<T>(mi, DV, nk, (T)1, sb.data(), nk, 1, vp.data(), SK, oh + i0 * ro, ro, false,
+                    mlc_attention_band<F>(2), off);
+      }
+    }
+  }
+}
+
+// dQ, dK, dV from dO: per query tile, P again, dP = dO V^T, dS, then the
+// three products (dK and dV accumulated over the tiles).
+template <typename T, int F, typename I>
+static void mlc_attention_backward(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+                                   const MlcKernelCtx *ctx, int64_t D, int64_t DV) {
+  const int64_t tile = MLC_ATTN_CPU_TILE;
+  const uint64_t key = (F & MLC_ATTN_DROPOUT) ? mlc_key(s.seed, (uint64_t)ctx->step) : 0;
+  const int64_t rq = s.t[MLC_ATT_Q].row, rk = s.t[MLC_ATT_K].row, rg = s.t[MLC_ATT_GO].row;
+  const int64_t rdq = s.t[MLC_ATT_O].row, rdk = s.t[MLC_ATT_DK].row, rdv = s.t[MLC_ATT_DV].row;
+#pragma omp parallel
+  {
+    std::vector<T> sb, kp, vp, dp, kn, tp;
+#pragma omp for schedule(dynamic)
+    for (int64_t bh = 0; bh < s.batch * s.heads; ++bh) {
+      MlcAttentionHead k;
+      if (!mlc_attention_head_of<F>(s, x, bh, k))
+        continue;
+      const int64_t SQ = k.SQ, SK = k.SK;
+      const T *qh = mlc_attention_base<F>(s, k, MLC_ATT_Q, x.q);
+      const T *kh = mlc_attention_base<F>(s, k, MLC_ATT_K, x.k);
+      const T *vh = mlc_attention_base<F>(s, k, MLC_ATT_V, x.v);
+      const T *gh = mlc_attention_base<F>(s, k, MLC_ATT_GO, x.go);
+      T *dq = mlc_attention_base<F>(s, k, MLC_ATT_O, x.o);
+      T *dk = mlc_attention_base<F>(s, k, MLC_ATT_DK, x.dk);
+      T *dv = mlc_attention_base<F>(s, k, MLC_ATT_DV, x.dv);
+      sb.resize(tile * SK);
+      mlc_pack<T>(D, SK, kh, rk, true, kp);
+      mlc_pack<T>(DV, SK, vh, s.t[MLC_ATT_V].row, true, vp);
+      mlc_pack<T>(SK, D, kh, rk, false, kn);
+      dp.resize(tile * SK);
+      for (int64_t j = 0; j < SK; ++j) {
+        for (int64_t c = 0; c < D; ++c)
+          dk[j * rdk + c] = 0;
+        for (int64_t c = 0; c < DV; ++c)
+          dv[j * rdv + c] = 0;
+      }
+      for (int64_t i0 = 0; i0 < SQ; i0 += tile) {
+        const int64_t mi = SQ - i0 < tile ? SQ - i0 : tile;
+        const int64_t nk = (F & MLC_ATTN_CAUSAL) ? (i0 + mi < SK ? i0 + mi : SK) : SK;
+        const int64_t off = (F & MLC_ATTN_CAUSAL) ? i0 : 0;
+        mlc_gemm<T>(mi, nk, D, s.scale, qh + i0 * rq, rq, 1, kp.data(), D, sb.data(), nk, false,
+                    mlc_attention_band<F>(1), off);
+        for (int64_t t = 0; t < mi; ++t) {
+          uint64_t row;
+          mlc_attention_softmax_row<F>(s, x, k, i0 + t, sb.data() + t * nk, nk, row);
+        }
+        mlc_gemm<T>(mi, nk, DV, (T)1, gh + i0 * rg, rg, 1, vp.data(), DV, dp.data(), nk, false,
+                    mlc_attention_band<F>(1), off);
+        for (int64_t t = 0; t < mi; ++t) {
+          const int64_t i = i0 + t;
+          T *si = sb.data() + t * nk, *di = dp.data() + t * nk;
+          const int64_t jn = (F & MLC_ATTN_CAUSAL) ? (i + 1 < SK ? i + 1 : SK) : SK;
+          uint64_t row = 0;
+          if (F & MLC_ATTN_DROPOUT)
+            row = (F & MLC_ATTN_VARLEN)
+                      ? ((uint64_t)k.h * s.tokenCapacity + k.a + i) * s.tokenCapacity + k.a
+                      : (uint64_t)(k.bh * s.seqQ + i) * s.seqK;
+          double rowsum = 0;
+#pragma omp simd reduction(+ : rowsum)
+          for (int64_t j = 0; j < jn; ++j) {
+            di[j] *= mlc_attention_keep<F>(s, key, row, j);
+            rowsum += (double)di[j] * si[j];
+          }
+#pragma omp simd
+          for (int64_t j = 0; j < jn; ++j) {
+            di[j] = si[j] * (di[j] - (T)rowsum) * s.scale;
+            si[j] *= mlc_attention_keep<F>(s, key, row, j);
+          }
+          for (int64_t j = jn; j < nk; ++j)
+            di[j] = 0;
+        }
+        mlc_pack<T>(mi, DV, gh + i0 * rg, rg, false, tp);
+        mlc_gemm<T>(nk, DV, mi, (T)1, sb.data(), 1, nk, tp.data(), mi, dv, rdv, true,
+                    mlc_attention_band<F>(3), off);
+        mlc_gemm<T>(mi, D, nk, (T)1, dp.data(), nk, 1, kn.data(), SK, dq + i0 * rdq, rdq, false,
+                    mlc_attention_band<F>(2), off);
+        mlc_pack<T>(mi, D, qh + i0 * rq, rq, false, tp);
+        mlc_gemm<T>(nk, D, mi, (T)1, dp.data(), 1, nk, tp.data(), mi, dk, rdk, true,
+                    mlc_attention_band<F>(3), off);
+      }
+    }
+  }
+}
