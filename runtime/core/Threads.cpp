@@ -1,4 +1,5 @@
-//===- Threads.cpp - thread wait policies for the CPU runtime --------------===//
+//===- Threads.cpp - thread wait policies for the CPU runtime
+//--------------===//
 
 #include "runtime/core/Threads.h"
 
@@ -9,26 +10,30 @@
 
 namespace mlc::rt {
 
+std::vector<std::pair<std::string, std::string>>
+threadEnvironment(long localRanks, long cores) {
+  // Never a policy that spins without end (Threads.h): passive in every
+  // build, with oneDNN as with OpenBLAS.
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"OMP_WAIT_POLICY", "passive"}};
+  // Ranks that mpirun starts on one machine share its cores.
+  if (localRanks > 1 && cores > 0) {
+    std::string threads = std::to_string(std::max(1L, cores / localRanks));
+    env.push_back({"OMP_NUM_THREADS", threads});
+    env.push_back({"OPENBLAS_NUM_THREADS", threads});
+  }
+  env.push_back({"OPENBLAS_THREAD_TIMEOUT", "4"});
+  return env;
+}
+
 void configureThreadsAndReexec(char **argv) {
   if (std::getenv("MLC_THREADS_CONFIGURED"))
     return;
-#ifdef MLC_HAVE_DNNL
-  // f32 GEMMs run on the kernels' own OpenMP pool (oneDNN): threads that
-  // spin between launches pick the next one up sooner (3-5% a GPT-2 step).
-  setenv("OMP_WAIT_POLICY", "active", /*overwrite=*/0);
-#else
-  setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);
-#endif
-  // Ranks that mpirun starts on one machine share its cores.
-  if (const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) {
-    long ranks = std::strtol(local, nullptr, 10), cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (ranks > 1 && cores > 0) {
-      std::string threads = std::to_string(std::max(1L, cores / ranks));
-      setenv("OMP_NUM_THREADS", threads.c_str(), /*overwrite=*/0);
-      setenv("OPENBLAS_NUM_THREADS", threads.c_str(), /*overwrite=*/0);
-    }
-  }
-  setenv("OPENBLAS_THREAD_TIMEOUT", "4", /*overwrite=*/0);
+  const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  for (const auto &[name, value] :
+       threadEnvironment(local ? std::strtol(local, nullptr, 10) : 0,
+                         sysconf(_SC_NPROCESSORS_ONLN)))
+    setenv(name.c_str(), value.c_str(), /*overwrite=*/0);
   setenv("MLC_THREADS_CONFIGURED", "1", 1);
   execv("/proc/self/exe", argv);
   // If the re-exec fails, run as we are: only speed differs.
