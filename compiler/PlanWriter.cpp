@@ -32,6 +32,120 @@ llvm::Error failure(const llvm::Twine &msg) {
 
 using plan::dtypeName;
 
+namespace {
+
+/// The runtime's name for a bound buffer's kind.
+rt::BufferDecl::Kind bufferKind(plan::BufferKind kind) {
+  switch (kind) {
+  case plan::BufferKind::param:
+    return rt::BufferDecl::Param;
+  case plan::BufferKind::grad:
+    return rt::BufferDecl::Grad;
+  case plan::BufferKind::input:
+    return rt::BufferDecl::Input;
+  case plan::BufferKind::moment1:
+    return rt::BufferDecl::Moment1;
+  case plan::BufferKind::moment2:
+    return rt::BufferDecl::Moment2;
+  case plan::BufferKind::scalars:
+    return rt::BufferDecl::Scalars;
+  case plan::BufferKind::grad_sum:
+    return rt::BufferDecl::GradSum;
+  }
+  llvm_unreachable("every buffer kind is listed");
+}
+
+/// One plan.func as the runtime's FunctionPlan: its buffers, its steps in
+/// order, its outputs; `counts` gets its launches, GEMMs and bytes.
+llvm::Expected<rt::FunctionPlan> serializeFunction(plan::FuncOp fn,
+                                                   LoweredPackage::Counts &counts) {
+  rt::FunctionPlan f;
+  f.name = fn.getSymName().str();
+  f.arenaBytes = fn.getArenaBytes();
+  // Beyond any one device: a typo in a batch size, not a model (an
+  // imported model's shapes are only checked here).
+  const int64_t limit = int64_t(16) << 40;
+  if (f.arenaBytes > limit)
+    return failure(llvm::formatv("@{0} would need {1:f0} GiB of activations (the limit "
+                                 "is 16384 GiB); is the micro-batch or sequence length "
+                                 "too large?",
+                                 f.name, double(f.arenaBytes) / double(1ull << 30))
+                       .str());
+  llvm::DenseMap<Value, int> ids;
+  for (Operation &inner : fn.getBody().front()) {
+    if (inner.getNumResults() == 1 && isa<MemRefType>(inner.getResult(0).getType())) {
+      rt::BufferDecl b;
+      if (auto bind = dyn_cast<plan::BindOp>(inner)) {
+        b.kind = bufferKind(bind.getKind());
+        b.name = bind.getName().str();
+      } else if (auto arena = dyn_cast<plan::ArenaOp>(inner)) {
+        if (arena.getOffset() < 0)
+          return failure("@" + f.name + ": an arena slice is not placed (run mlc-plan-memory)");
+        auto t = cast<MemRefType>(arena.getBuffer().getType());
+        b.kind = rt::BufferDecl::Arena;
+        b.offset = arena.getOffset();
+        b.dtype = dtypeName(t.getElementType());
+        b.numel = t.getNumElements();
+      } else if (auto view = dyn_cast<plan::ViewOp>(inner)) {
+        auto t = cast<MemRefType>(view.getBuffer().getType());
+        b.kind = rt::BufferDecl::Alias;
+        b.alias = ids.lookup(view.getSource());
+        b.offset = view.getOffset();
+        b.dtype = dtypeName(t.getElementType());
+        b.numel = t.getNumElements();
+      }
+      ids[inner.getResult(0)] = f.buffers.size();
+      f.buffers.push_back(b);
+      continue;
+    }
+    rt::StepDecl s;
+    if (auto launch = dyn_cast<plan::LaunchOp>(inner)) {
+      s.kind = rt::StepDecl::Kernel;
+      s.kernel = launch.getKernel().str();
+      ++counts.kernels;
+    } else if (auto gemm = dyn_cast<plan::GemmOp>(inner)) {
+      s.kind = rt::StepDecl::Gemm;
+      s.transA = gemm.getTransposeLhs();
+      s.transB = gemm.getTransposeRhs();
+      s.m = gemm.getM();
+      s.n = gemm.getN();
+      s.k = gemm.getK();
+      s.batch.assign(gemm.getBatch().begin(), gemm.getBatch().end());
+      s.lhsStrides.assign(gemm.getLhsStrides().begin(), gemm.getLhsStrides().end());
+      s.rhsStrides.assign(gemm.getRhsStrides().begin(), gemm.getRhsStrides().end());
+      s.bias = bool(gemm.getBias());
+      s.gelu = bool(gemm.getPre());
+      ++counts.gemms;
+    } else if (auto start = dyn_cast<plan::AllReduceStartOp>(inner)) {
+      s.kind = rt::StepDecl::AllReduceStart;
+      s.tag = start.getTag();
+      s.offset = start.getOffset();
+      s.count = start.getCount();
+      s.clip = start.getClip();
+    } else if (auto wait = dyn_cast<plan::AllReduceWaitOp>(inner)) {
+      s.kind = rt::StepDecl::AllReduceWait;
+      s.tag = wait.getTag();
+    } else if (auto o = dyn_cast<plan::OutputOp>(inner)) {
+      f.outputs.push_back({o.getName().str(), ids.lookup(o.getBuffer()),
+                           std::vector<int64_t>(o.getShape().begin(), o.getShape().end())});
+      continue;
+    } else {
+      return failure("@" + f.name + ": cannot serialize '" +
+                     inner.getName().getStringRef() + "'");
+    }
+    llvm::DenseSet<Value> seen;
+    for (Value v : inner.getOperands()) {
+      s.buffers.push_back(ids.lookup(v));
+      if (seen.insert(v).second)
+        counts.bytes += plan::bufferBytes(v);
+    }
+    f.steps.push_back(s);
+  }
+  return f;
+}
+
+} // namespace
+
 llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
   rt::PlanData data;
   LoweredPackage out;
@@ -84,112 +198,10 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
         return cudaText.takeError();
       kernelsCu << *cudaText;
     } else if (auto fn = dyn_cast<plan::FuncOp>(op)) {
-      rt::FunctionPlan f;
-      f.name = fn.getSymName().str();
-      f.arenaBytes = fn.getArenaBytes();
-      // Beyond any one device: a typo in a batch size, not a model (an
-      // imported model's shapes are only checked here).
-      const int64_t limit = int64_t(16) << 40;
-      if (f.arenaBytes > limit)
-        return failure(llvm::formatv("@{0} would need {1:f0} GiB of activations (the limit "
-                                     "is 16384 GiB); is the micro-batch or sequence length "
-                                     "too large?",
-                                     f.name, double(f.arenaBytes) / double(1ull << 30))
-                           .str());
-      LoweredPackage::Counts &counts = out.counts[f.name];
-      llvm::DenseMap<Value, int> ids;
-      for (Operation &inner : fn.getBody().front()) {
-        if (inner.getNumResults() == 1 && isa<MemRefType>(inner.getResult(0).getType())) {
-          rt::BufferDecl b;
-          if (auto bind = dyn_cast<plan::BindOp>(inner)) {
-            switch (bind.getKind()) {
-            case plan::BufferKind::param:
-              b.kind = rt::BufferDecl::Param;
-              break;
-            case plan::BufferKind::grad:
-              b.kind = rt::BufferDecl::Grad;
-              break;
-            case plan::BufferKind::input:
-              b.kind = rt::BufferDecl::Input;
-              break;
-            case plan::BufferKind::moment1:
-              b.kind = rt::BufferDecl::Moment1;
-              break;
-            case plan::BufferKind::moment2:
-              b.kind = rt::BufferDecl::Moment2;
-              break;
-            case plan::BufferKind::scalars:
-              b.kind = rt::BufferDecl::Scalars;
-              break;
-            case plan::BufferKind::grad_sum:
-              b.kind = rt::BufferDecl::GradSum;
-              break;
-            }
-            b.name = bind.getName().str();
-          } else if (auto arena = dyn_cast<plan::ArenaOp>(inner)) {
-            if (arena.getOffset() < 0)
-              return failure("@" + f.name + ": an arena slice is not placed (run mlc-plan-memory)");
-            auto t = cast<MemRefType>(arena.getBuffer().getType());
-            b.kind = rt::BufferDecl::Arena;
-            b.offset = arena.getOffset();
-            b.dtype = dtypeName(t.getElementType());
-            b.numel = t.getNumElements();
-          } else if (auto view = dyn_cast<plan::ViewOp>(inner)) {
-            auto t = cast<MemRefType>(view.getBuffer().getType());
-            b.kind = rt::BufferDecl::Alias;
-            b.alias = ids.lookup(view.getSource());
-            b.offset = view.getOffset();
-            b.dtype = dtypeName(t.getElementType());
-            b.numel = t.getNumElements();
-          }
-          ids[inner.getResult(0)] = f.buffers.size();
-          f.buffers.push_back(b);
-          continue;
-        }
-        rt::StepDecl s;
-        if (auto launch = dyn_cast<plan::LaunchOp>(inner)) {
-          s.kind = rt::StepDecl::Kernel;
-          s.kernel = launch.getKernel().str();
-          ++counts.kernels;
-        } else if (auto gemm = dyn_cast<plan::GemmOp>(inner)) {
-          s.kind = rt::StepDecl::Gemm;
-          s.transA = gemm.getTransposeLhs();
-          s.transB = gemm.getTransposeRhs();
-          s.m = gemm.getM();
-          s.n = gemm.getN();
-          s.k = gemm.getK();
-          s.batch.assign(gemm.getBatch().begin(), gemm.getBatch().end());
-          s.lhsStrides.assign(gemm.getLhsStrides().begin(), gemm.getLhsStrides().end());
-          s.rhsStrides.assign(gemm.getRhsStrides().begin(), gemm.getRhsStrides().end());
-          s.bias = bool(gemm.getBias());
-          s.gelu = bool(gemm.getPre());
-          ++counts.gemms;
-        } else if (auto start = dyn_cast<plan::AllReduceStartOp>(inner)) {
-          s.kind = rt::StepDecl::AllReduceStart;
-          s.tag = start.getTag();
-          s.offset = start.getOffset();
-          s.count = start.getCount();
-          s.clip = start.getClip();
-        } else if (auto wait = dyn_cast<plan::AllReduceWaitOp>(inner)) {
-          s.kind = rt::StepDecl::AllReduceWait;
-          s.tag = wait.getTag();
-        } else if (auto o = dyn_cast<plan::OutputOp>(inner)) {
-          f.outputs.push_back({o.getName().str(), ids.lookup(o.getBuffer()),
-                               std::vector<int64_t>(o.getShape().begin(), o.getShape().end())});
-          continue;
-        } else {
-          return failure("@" + f.name + ": cannot serialize '" +
-                         inner.getName().getStringRef() + "'");
-        }
-        llvm::DenseSet<Value> seen;
-        for (Value v : inner.getOperands()) {
-          s.buffers.push_back(ids.lookup(v));
-          if (seen.insert(v).second)
-            counts.bytes += plan::bufferBytes(v);
-        }
-        f.steps.push_back(s);
-      }
-      data.functions.push_back(std::move(f));
+      auto f = serializeFunction(fn, out.counts[fn.getSymName().str()]);
+      if (!f)
+        return f.takeError();
+      data.functions.push_back(std::move(*f));
     }
   }
   out.plan = rt::writePlan(data);

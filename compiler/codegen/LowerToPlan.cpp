@@ -448,15 +448,20 @@ void FunctionLowering::emitPlan(OpBuilder &b) {
 
 using namespace lowering;
 
-llvm::Error lowerToPlan(ModuleOp module) {
-  auto forward = module.lookupSymbol<func::FuncOp>(mlc::kForwardFn);
-  if (!forward)
-    return failure("the module has no @forward function");
-  // A dynamic dimension is the token count: only leading, sized at run time
-  // up to the capacity the module declares.
-  int64_t tokenCapacity = 0;
-  if (auto cap = module->getAttrOfType<IntegerAttr>("mlc.token_capacity"))
-    tokenCapacity = cap.getInt();
+namespace {
+
+/// A parameter of @forward and the step at which backward finishes its
+/// gradient (the flat buffers are laid out in that order).
+struct Param {
+  std::string name;
+  RankedTensorType type;
+  int ready;
+  unsigned index;
+};
+
+/// A dynamic dimension is the token count: only leading, sized at run time
+/// up to the capacity the module declares.
+llvm::Error checkDynamicDims(ModuleOp module, func::FuncOp forward, int64_t tokenCapacity) {
   std::string dynamicError;
   module.walk([&](Operation *op) {
     for (Value v : op->getResults()) {
@@ -480,6 +485,44 @@ llvm::Error lowerToPlan(ModuleOp module) {
   }
   if (!dynamicError.empty())
     return failure(dynamicError);
+  return llvm::Error::success();
+}
+
+/// plan.param per parameter (in layout order) and plan.input per input.
+void declareParamsAndInputs(OpBuilder &b, Location loc, func::FuncOp forward,
+                            ArrayRef<Param> params) {
+  for (const Param &p : params) {
+    ArrayRef<int64_t> s = p.type.getShape();
+    // Weight decay applies to matrices (rank >= 2), never to biases or norms.
+    std::string init = s.size() >= 2 ? "normal:0.02" : "zeros";
+    if (auto attr = forward.getArgAttrOfType<StringAttr>(p.index, "mlc.init"))
+      init = attr.str();
+    b.create<plan::ParamOp>(loc, b.getStringAttr(p.name), TypeAttr::get(p.type.getElementType()),
+                            b.getDenseI64ArrayAttr(s),
+                            s.size() >= 2 ? b.getUnitAttr() : UnitAttr(), b.getStringAttr(init));
+  }
+  for (BlockArgument arg : forward.getArguments())
+    if (auto in = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "mlc.input")) {
+      Shape shape;
+      for (int64_t d : typeOf(arg).getShape())
+        shape.push_back(d == kDynamic ? -1 : d);
+      b.create<plan::InputOp>(loc, b.getStringAttr(in.str()),
+                              TypeAttr::get(typeOf(arg).getElementType()),
+                              b.getDenseI64ArrayAttr(shape));
+    }
+}
+
+} // namespace
+
+llvm::Error lowerToPlan(ModuleOp module) {
+  auto forward = module.lookupSymbol<func::FuncOp>(mlc::kForwardFn);
+  if (!forward)
+    return failure("the module has no @forward function");
+  int64_t tokenCapacity = 0;
+  if (auto cap = module->getAttrOfType<IntegerAttr>("mlc.token_capacity"))
+    tokenCapacity = cap.getInt();
+  if (auto err = checkDynamicDims(module, forward, tokenCapacity))
+    return err;
   auto step = module.lookupSymbol<func::FuncOp>(mlc::kTrainStepFn);
   auto evaluate = module.lookupSymbol<func::FuncOp>(mlc::kEvaluateFn);
   auto gradNorm = module.lookupSymbol<func::FuncOp>(mlc::kGradNormFn);
@@ -490,12 +533,6 @@ llvm::Error lowerToPlan(ModuleOp module) {
     return failure("@grad_norm and @optimizer need @train_step (its gradient order lays out "
                    "the flat buffers)");
   // Parameters in the order their gradients become ready in backward.
-  struct Param {
-    std::string name;
-    RankedTensorType type;
-    int ready;
-    unsigned index;
-  };
   std::vector<Param> params;
   std::vector<std::unique_ptr<FunctionLowering>> lowered;
   FunctionLowering::Layout layout; // the optimizer functions keep a pointer to it
@@ -554,25 +591,7 @@ llvm::Error lowerToPlan(ModuleOp module) {
   OpBuilder b(module.getContext());
   b.setInsertionPointToEnd(module.getBody());
   Location loc = module.getLoc();
-  for (const Param &p : params) {
-    ArrayRef<int64_t> s = p.type.getShape();
-    // Weight decay applies to matrices (rank >= 2), never to biases or norms.
-    std::string init = s.size() >= 2 ? "normal:0.02" : "zeros";
-    if (auto attr = forward.getArgAttrOfType<StringAttr>(p.index, "mlc.init"))
-      init = attr.str();
-    b.create<plan::ParamOp>(loc, b.getStringAttr(p.name), TypeAttr::get(p.type.getElementType()),
-                            b.getDenseI64ArrayAttr(s),
-                            s.size() >= 2 ? b.getUnitAttr() : UnitAttr(), b.getStringAttr(init));
-  }
-  for (BlockArgument arg : forward.getArguments())
-    if (auto in = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "mlc.input")) {
-      Shape shape;
-      for (int64_t d : typeOf(arg).getShape())
-        shape.push_back(d == kDynamic ? -1 : d);
-      b.create<plan::InputOp>(loc, b.getStringAttr(in.str()),
-                              TypeAttr::get(typeOf(arg).getElementType()),
-                              b.getDenseI64ArrayAttr(shape));
-    }
+  declareParamsAndInputs(b, loc, forward, params);
   if (optimizer)
     b.create<plan::ScalarsOp>(loc, b.getStringAttr(kAdamWScalarsName),
                               TypeAttr::get(b.getF64Type()),
