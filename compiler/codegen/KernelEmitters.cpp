@@ -131,6 +131,22 @@ FunctionLowering::KernelArgs FunctionLowering::bindFusion(FusionOp fusion, const
 /// A pointwise fusion: one loop nest over the iteration shape; each input is
 /// loaded once per element (broadcast by strides), every op becomes a scalar
 /// temporary, and only the yielded values are stored.
+llvm::Error FunctionLowering::cloneFusionRegion(OpBuilder &b, FusionOp fusion,
+                                                const std::vector<Access> &accs,
+                                                llvm::ArrayRef<Shape> strides, IRMapping &map,
+                                                llvm::ArrayRef<Operation *> skip) {
+  Block &block = fusion.getBody().front();
+  for (auto [k, arg] : llvm::enumerate(block.getArguments())) {
+    size_t a = fusion.getNumResults() + k;
+    map.map(arg, load(b, accs[a], strides[a]));
+  }
+  for (Operation &op : block.without_terminator())
+    if (!llvm::is_contained(skip, &op))
+      if (auto err = scalarClone(b, &op, map))
+        return err;
+  return llvm::Error::success();
+}
+
 llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
   if (fusion.getKind() == FusionKind::rows)
     return emitRowFusion(fusion);
@@ -160,13 +176,8 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
         iter, accs, dynamicRows(fusion.getResult(0)),
         [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) -> llvm::Error {
           IRMapping map;
-          for (auto [k, arg] : llvm::enumerate(block.getArguments())) {
-            size_t a = fusion.getNumResults() + k;
-            map.map(arg, load(b, accs[a], strides[a]));
-          }
-          for (Operation &op : block.without_terminator())
-            if (auto err = scalarClone(b, &op, map))
-              return err;
+          if (auto err = cloneFusionRegion(b, fusion, accs, strides, map))
+            return err;
           for (auto [i, v] : llvm::enumerate(yield.getValues()))
             store(b, map.lookup(v), accs[i], strides[i]);
           return llvm::Error::success();
@@ -183,14 +194,8 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
       iter, accs, false,
       [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) -> llvm::Error {
         IRMapping map;
-        for (auto [k, arg] : llvm::enumerate(block.getArguments())) {
-          size_t a = fusion.getNumResults() + k;
-          map.map(arg, load(b, accs[a], strides[a]));
-        }
-        for (Operation &op : block.without_terminator())
-          if (&op != columns.getOperation())
-            if (auto err = scalarClone(b, &op, map))
-              return err;
+        if (auto err = cloneFusionRegion(b, fusion, accs, strides, map, {columns.getOperation()}))
+          return err;
         b.create<plan::AccumulateOp>(fn.getLoc(), map.lookup(columns.getInput()), reduceSlot);
         for (auto [i, v] : llvm::enumerate(yield.getValues()))
           if (int(i) != reduceSlot)
@@ -241,14 +246,9 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
       iter, accs, false,
       [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) -> llvm::Error {
         IRMapping map;
-        for (auto [k, arg] : llvm::enumerate(block.getArguments())) {
-          size_t a = fusion.getNumResults() + k;
-          map.map(arg, load(b, accs[a], strides[a]));
-        }
-        for (Operation &op : block.without_terminator())
-          if (&op != norm.getOperation() && &op != normCast)
-            if (auto err = scalarClone(b, &op, map))
-              return err;
+        if (auto err = cloneFusionRegion(b, fusion, accs, strides, map,
+                                         {norm.getOperation(), normCast}))
+          return err;
         for (auto [i, v] : llvm::enumerate(yield.getValues()))
           if (int(i) != normSlot)
             store(b, map.lookup(v), accs[i], strides[i]);

@@ -625,6 +625,12 @@ private:
   /// In a body: `op` on rank-0 tensors (a splat constant of rank 0), its
   /// operands looked up in `map`, its results mapped.
   llvm::Error scalarClone(OpBuilder &b, Operation *op, IRMapping &map);
+  /// In a body: the fusion's region, each block argument loaded from its
+  /// access (the inputs' accesses follow the results') and every op but
+  /// `skip` cloned on rank-0 values into `map`.
+  llvm::Error cloneFusionRegion(OpBuilder &b, FusionOp fusion, const std::vector<Access> &accs,
+                                llvm::ArrayRef<Shape> strides, IRMapping &map,
+                                llvm::ArrayRef<Operation *> skip = {});
   void addLaunch(std::string kernel, std::vector<int> bufs) {
     Step step;
     step.kernel = std::move(kernel);

@@ -133,14 +133,9 @@ llvm::Error reduce(Node &nd) {
   return nd.result(nd.b.create<ReduceMaxOp>(nd.loc, nd.v(0), axesAttr, keepAttr));
 }
 
-llvm::Error layerNorm(Node &nd) {
-  if (auto err = nd.need(2))
-    return err;
-  if (auto err = nd.floatOperands(nd.in.size() > 2 && nd.in[2] ? 3 : 2))
-    return err;
-  Shape s = nd.shape(0);
-  if (s.empty())
-    return nd.error("normalizes a scalar");
+/// A normalization's epsilon (positive, finite) after checking that it
+/// normalizes over the last axis of `s`, the only one mlc normalizes over.
+llvm::Expected<double> lastAxisEpsilon(Node &nd, const Shape &s) {
   double eps = floatDecimal(nd.floatAttr("epsilon", 1e-5));
   if (!(eps > 0) || !std::isfinite(eps))
     return nd.error("epsilon " + std::to_string(eps) + " must be positive");
@@ -150,6 +145,20 @@ llvm::Error layerNorm(Node &nd) {
   if (*axis != int64_t(s.size()) - 1)
     return nd.error("normalizes from axis " + std::to_string(*axis) +
                     "; mlc normalizes over the last axis only");
+  return eps;
+}
+
+llvm::Error layerNorm(Node &nd) {
+  if (auto err = nd.need(2))
+    return err;
+  if (auto err = nd.floatOperands(nd.in.size() > 2 && nd.in[2] ? 3 : 2))
+    return err;
+  Shape s = nd.shape(0);
+  if (s.empty())
+    return nd.error("normalizes a scalar");
+  auto eps = lastAxisEpsilon(nd, s);
+  if (!eps)
+    return eps.takeError();
   if (nd.outputUsed(1) || nd.outputUsed(2))
     return nd.error("its mean and inverse-deviation outputs are not supported");
   Shape w = {s.back()};
@@ -165,7 +174,7 @@ llvm::Error layerNorm(Node &nd) {
     bias = nd.im.materialize(zero);
   }
   return nd.result(
-      nd.b.create<LayerNormOp>(nd.loc, nd.v(0), nd.v(1), bias, nd.b.getF64FloatAttr(eps)));
+      nd.b.create<LayerNormOp>(nd.loc, nd.v(0), nd.v(1), bias, nd.b.getF64FloatAttr(*eps)));
 }
 
 llvm::Error dropout(Node &nd) {
@@ -270,22 +279,16 @@ llvm::Error rmsNorm(Node &nd) {
   Shape s = nd.shape(0);
   if (s.empty())
     return nd.error("normalizes a scalar");
-  double eps = floatDecimal(nd.floatAttr("epsilon", 1e-5));
-  if (!(eps > 0) || !std::isfinite(eps))
-    return nd.error("epsilon " + std::to_string(eps) + " must be positive");
-  auto axis = nd.axis(nd.intAttr("axis", -1), s.size());
-  if (!axis)
-    return axis.takeError();
-  if (*axis != int64_t(s.size()) - 1)
-    return nd.error("normalizes from axis " + std::to_string(*axis) +
-                    "; mlc normalizes over the last axis only");
+  auto eps = lastAxisEpsilon(nd, s);
+  if (!eps)
+    return eps.takeError();
   if (nd.shape(1) != Shape{s.back()})
     return nd.error("scale must be of shape " + shapeText({s.back()}));
   Value x = nd.v(0);
   Value sq = nd.b.create<MulOp>(nd.loc, x, x);
-  Value mean = nd.b.create<ReduceMeanOp>(nd.loc, sq, nd.b.getDenseI64ArrayAttr({*axis}),
+  Value mean = nd.b.create<ReduceMeanOp>(nd.loc, sq, nd.b.getDenseI64ArrayAttr({int64_t(s.size()) - 1}),
                                          nd.b.getUnitAttr());
-  Value inv = nd.b.create<RsqrtOp>(nd.loc, nd.b.create<AddOp>(nd.loc, mean, nd.im.scalar(eps)));
+  Value inv = nd.b.create<RsqrtOp>(nd.loc, nd.b.create<AddOp>(nd.loc, mean, nd.im.scalar(*eps)));
   Value y = nd.b.create<MulOp>(nd.loc, x, inv);
   return nd.result(nd.b.create<MulOp>(nd.loc, y, nd.v(1)));
 }
