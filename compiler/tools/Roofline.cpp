@@ -40,6 +40,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 using namespace mlir;
 using llvm::formatv;
@@ -235,6 +236,16 @@ llvm::Expected<Cost> nestsCost(plan::KernelOp k, bool iota, double el) {
   return c;
 }
 
+/// Attention's forward FLOPs, 2 B H Sq Sk (D + Dv) (QK^T and PV), before
+/// causal halving; variable-length batches as `batch` sequences that share
+/// the token capacity evenly (the most the FLOPs can be for that count).
+double attentionForwardFlops(const lowering::AttentionKernel &a) {
+  double sq = double(a.seqQ), sk = double(a.seqK);
+  if (a.varlen && a.batch > 0)
+    sq = sk = double(a.tokenCapacity) / double(a.batch);
+  return 2.0 * a.batch * a.heads * sq * sk * (a.headDim + a.valueDim);
+}
+
 /// Attention (AttentionKernel's arguments): each tensor once, [B, H, S, D]
 /// (variable length: the token capacity x H x D); the mask over the
 /// dimensions its strides reach; cu_seqlens.
@@ -269,7 +280,7 @@ llvm::Expected<Cost> attentionCost(plan::KernelOp k, const RooflineDevice &d) {
   }
   if (a.cuSlot >= 0 && size_t(a.cuSlot) < a.args.size())
     c.bytes += (a.batch + 1) * bytesOf(a.args[a.cuSlot].element);
-  double forward = 2.0 * a.batch * a.heads * a.seqQ * a.seqK * (a.headDim + a.valueDim);
+  double forward = attentionForwardFlops(a);
   if (a.causal)
     forward /= 2;
   c.flops = a.backward ? 2.5 * forward : forward;
@@ -407,8 +418,13 @@ Cost gemmCost(plan::GemmOp g, int64_t capacity, const RooflineDevice &d, std::st
   name = formatv("gemm {0}{1}x{2}x{3}{4}{5}", b, m, n, k,
                  g.getTransposeLhs() ? " tA" : "", g.getTransposeRhs() ? " tB" : "")
              .str();
-  name += std::string(" ") + plan::dtypeName(lt) + (bf16 ? "bf16" : "") + "->" +
-          plan::dtypeName(ot) + (ot.isBF16() ? "bf16" : "");
+  auto spell = [](Type t) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    t.print(os);
+    return text;
+  };
+  name += " " + spell(lt) + (lt == rt ? "" : "/" + spell(rt)) + "->" + spell(ot);
   if (g.getBias())
     name += " +bias";
   if (g.getPre())
@@ -457,10 +473,13 @@ llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d, in
   else
     return error("--roofline: the plan has neither @train_step nor @forward");
   std::map<std::string, RooflineItem> items;
+  std::vector<std::string> order; // first launch first
   double attentionForward = 0; // for MFU: forward attention, no causal halving
   auto add = [&](const std::string &name, const std::string &kind, const std::string &group,
                  const Cost &c) {
     RooflineItem &it = items[name];
+    if (it.name.empty())
+      order.push_back(name);
     it.name = name, it.kind = kind, it.group = group;
     it.fromBuffers = c.fromBuffers;
     ++it.launches;
@@ -495,17 +514,32 @@ llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d, in
           lowering::ParamsReader r(k.getParamsAttr(), k.getSymName());
           lowering::AttentionKernel a = lowering::decodeAttention(r);
           if (!a.backward)
-            attentionForward +=
-                2.0 * a.batch * a.heads * a.seqQ * a.seqK * (a.headDim + a.valueDim);
+            attentionForward += attentionForwardFlops(a);
           llvm::consumeError(r.error());
         }
       }
     }
   }
-  for (auto &[name, it] : items) {
-    out.items.push_back(it);
+  // Kernels alike (a layer's copy of another's, differing in a dropout
+  // seed: the same template, bytes and FLOPs per launch) share one row.
+  std::map<std::tuple<std::string, std::string, double, double>, size_t> alike;
+  for (const std::string &name : order) {
+    RooflineItem &it = items[name];
     out.seconds += it.seconds;
     out.launches += it.launches;
+    auto key = std::make_tuple(it.group, it.kind, it.bytes / it.launches, it.flops / it.launches);
+    auto [at, fresh] = alike.try_emplace(key, out.items.size());
+    if (fresh || it.group == "gemm" || it.fromBuffers) {
+      if (it.group != "gemm")
+        it.kernels = {name};
+      out.items.push_back(it);
+      continue;
+    }
+    RooflineItem &row = out.items[at->second];
+    row.kernels.push_back(name);
+    row.launches += it.launches;
+    row.bytes += it.bytes, row.flops += it.flops, row.seconds += it.seconds;
+    row.name = row.kernels.front() + " +" + std::to_string(row.kernels.size() - 1) + " alike";
   }
   out.launchSeconds = out.launches * d.launch;
   out.seconds += out.launchSeconds;
@@ -630,7 +664,10 @@ std::string rooflineJson(const Roofline &r) {
          ", \"kind\": " + quote(it.kind) + ", \"group\": " + quote(it.group) + ", " +
          fields(it.launches, it.bytes, it.flops, it.seconds) + ", \"bound\": " +
          quote(it.computeBound ? "compute" : "memory") +
-         ", \"from_buffers\": " + (it.fromBuffers ? "true" : "false") + "}";
+         ", \"from_buffers\": " + (it.fromBuffers ? "true" : "false") + ", \"kernels\": [";
+    for (size_t j = 0; j < it.kernels.size(); ++j)
+      s += (j ? ", " : "") + quote(it.kernels[j]);
+    s += "]}";
   }
   return s + "]}";
 }

@@ -52,10 +52,13 @@ struct RooflineDevice {
 /// f32gemm, f32, peak-bf16, peak-f32 (TFLOP/s), launch (µs).
 llvm::Expected<RooflineDevice> parseRooflineDevice(llvm::StringRef spec);
 
-/// One row of the table: a kernel (all its launches in the step) or one
-/// GEMM shape (all GEMMs of that shape and types).
+/// One row of the table: a kernel (all its launches in the step), kernels
+/// alike (the same template, bytes and FLOPs per launch: one per layer), or
+/// one GEMM shape (all GEMMs of that shape and types).
 struct RooflineItem {
   std::string name, kind;
+  /// The plan's kernels of the row (none for a GEMM shape).
+  std::vector<std::string> kernels;
   /// gemm | attention | pointwise | rows | optimizer
   std::string group;
   int64_t launches = 0;
