@@ -447,15 +447,43 @@ std::string groupOf(plan::KernelOp k, StringRef fn) {
   }
 }
 
+/// The table's rows in first-launch order: kernels alike (a layer's copy
+/// of another's, differing in a dropout seed: the same template, bytes and
+/// FLOPs per launch) share one row; GEMM shapes and kernels read from their
+/// buffers stay apart.
+std::vector<RooflineItem> rowsOf(std::map<std::string, RooflineItem> &items,
+                                 const std::vector<std::string> &order) {
+  std::vector<RooflineItem> rows;
+  std::map<std::tuple<std::string, std::string, double, double>, size_t> alike;
+  for (const std::string &name : order) {
+    RooflineItem &it = items[name];
+    auto key = std::make_tuple(it.group, it.kind, it.bytes / it.launches, it.flops / it.launches);
+    auto [at, fresh] = alike.try_emplace(key, rows.size());
+    if (fresh || it.group == "gemm" || it.fromBuffers) {
+      if (it.group != "gemm")
+        it.kernels = {name};
+      rows.push_back(it);
+      continue;
+    }
+    RooflineItem &row = rows[at->second];
+    row.kernels.push_back(name);
+    row.launches += it.launches;
+    row.bytes += it.bytes, row.flops += it.flops, row.seconds += it.seconds;
+    row.name = row.kernels.front() + " +" + std::to_string(row.kernels.size() - 1) + " alike";
+  }
+  return rows;
+}
+
 } // namespace
 
-llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d, int64_t tokens) {
+llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d) {
   Roofline out;
   out.device = d;
-  out.tokens = tokens;
   int64_t capacity = 0;
   if (auto cap = module->getAttrOfType<IntegerAttr>("mlc.token_capacity"))
     capacity = cap.getInt();
+  int64_t inputTokens = 0; // the largest integer input: input_ids, labels [B, S]
+
   llvm::StringMap<plan::KernelOp> kernels;
   llvm::StringMap<plan::FuncOp> funcs;
   for (Operation &op : module.getBody()->getOperations()) {
@@ -465,7 +493,10 @@ llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d, in
       funcs[f.getSymName()] = f;
     else if (auto p = dyn_cast<plan::ParamOp>(op))
       out.parameters += product(p.getShape());
+    else if (auto in = dyn_cast<plan::InputOp>(op); in && isa<IntegerType>(in.getElement()))
+      inputTokens = std::max(inputTokens, product(in.getShape()));
   }
+  out.tokens = capacity > 0 ? capacity : inputTokens;
   if (funcs.count("train_step"))
     out.functions = {"train_step", "grad_norm", "optimizer"};
   else if (funcs.count("forward"))
@@ -496,7 +527,7 @@ llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d, in
       if (auto g = dyn_cast<plan::GemmOp>(op)) {
         std::string name;
         Cost c = gemmCost(g, capacity, d, name);
-        out.bf16 = out.bf16 || c.peak == d.bf16;
+        out.bf16 = out.bf16 || elementOf(g.getLhs()).isBF16();
         add(name, "gemm", "gemm", c);
       } else if (auto l = dyn_cast<plan::LaunchOp>(op)) {
         plan::KernelOp k = kernels.lookup(l.getKernel());
@@ -520,27 +551,11 @@ llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d, in
       }
     }
   }
-  // Kernels alike (a layer's copy of another's, differing in a dropout
-  // seed: the same template, bytes and FLOPs per launch) share one row.
-  std::map<std::tuple<std::string, std::string, double, double>, size_t> alike;
   for (const std::string &name : order) {
-    RooflineItem &it = items[name];
-    out.seconds += it.seconds;
-    out.launches += it.launches;
-    auto key = std::make_tuple(it.group, it.kind, it.bytes / it.launches, it.flops / it.launches);
-    auto [at, fresh] = alike.try_emplace(key, out.items.size());
-    if (fresh || it.group == "gemm" || it.fromBuffers) {
-      if (it.group != "gemm")
-        it.kernels = {name};
-      out.items.push_back(it);
-      continue;
-    }
-    RooflineItem &row = out.items[at->second];
-    row.kernels.push_back(name);
-    row.launches += it.launches;
-    row.bytes += it.bytes, row.flops += it.flops, row.seconds += it.seconds;
-    row.name = row.kernels.front() + " +" + std::to_string(row.kernels.size() - 1) + " alike";
+    out.seconds += items[name].seconds;
+    out.launches += items[name].launches;
   }
+  out.items = rowsOf(items, order);
   out.launchSeconds = out.launches * d.launch;
   out.seconds += out.launchSeconds;
   std::stable_sort(out.items.begin(), out.items.end(),
@@ -548,7 +563,7 @@ llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d, in
                      return a.seconds > b.seconds;
                    });
   const bool training = out.functions.size() > 1;
-  out.modelFlops = (training ? 6.0 : 2.0) * double(out.parameters) * double(tokens) +
+  out.modelFlops = (training ? 6.0 : 2.0) * double(out.parameters) * double(out.tokens) +
                    (training ? 3 : 1) * attentionForward;
   out.peak = out.bf16 ? d.peakBf16 : d.peakF32;
   return out;

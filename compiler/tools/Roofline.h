@@ -77,7 +77,7 @@ struct Roofline {
   std::vector<RooflineItem> items;
   double seconds = 0, launchSeconds = 0;
   int64_t launches = 0;
-  /// Tokens per step, parameters, and the step's model FLOPs for MFU:
+  /// Tokens per step (rooflineOf), parameters, and the step's model FLOPs for MFU:
   /// 6 N tokens + 12 x (forward attention's 2 B H Sq Sk (D + Dv), no
   /// causal halving) = PaLM's 6 N + 12 L S E per token.
   int64_t tokens = 0, parameters = 0;
@@ -87,10 +87,11 @@ struct Roofline {
   bool bf16 = false;
 };
 
-/// The roofline of one step of a module in the plan dialect, for `tokens`
-/// tokens per step (micro-batch x sequence length).
-llvm::Expected<Roofline> rooflineOf(mlir::ModuleOp plan, const RooflineDevice &device,
-                                    int64_t tokens);
+/// The roofline of one step of a module in the plan dialect. Its tokens
+/// (for tokens/s and MFU) are the plan's token capacity where it has one
+/// (unpadded batches: a full micro-batch), else the elements of its largest
+/// integer input (input_ids, labels: micro-batch x sequence length).
+llvm::Expected<Roofline> rooflineOf(mlir::ModuleOp plan, const RooflineDevice &device);
 
 /// The report's table and totals, and its JSON object.
 std::string formatRoofline(const Roofline &r);
