@@ -237,8 +237,9 @@ llvm::Expected<Cost> nestsCost(plan::KernelOp k, bool iota, double el) {
 }
 
 /// Attention's forward FLOPs, 2 B H Sq Sk (D + Dv) (QK^T and PV), before
-/// causal halving; variable-length batches as `batch` sequences that share
-/// the token capacity evenly (the most the FLOPs can be for that count).
+/// causal halving; a variable-length batch as `batch` sequences of equal
+/// length sharing the token capacity (its true FLOPs depend on the lengths
+/// each step brings, which the plan does not know).
 double attentionForwardFlops(const lowering::AttentionKernel &a) {
   double sq = double(a.seqQ), sk = double(a.seqK);
   if (a.varlen && a.batch > 0)
