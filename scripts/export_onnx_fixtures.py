@@ -305,6 +305,34 @@ def modern_references(family, seed):
     return model, init, trained_state, ref, batches
 
 
+# The Llama-family files are kept small (all of them together ~6 MB) by
+# dropping one node metadata entry, the Python stack trace of each node
+# (~30% of a file; it names the exporting machine's paths). Importers never
+# read it; the rest of the metadata stays.
+MODERN_STRIPPED = "node metadata_props 'pkg.torch.onnx.stack_trace' removed after export"
+
+
+def modern_strip_stack_traces(path):
+    import onnx
+    m = onnx.load(path)
+    for n in m.graph.node:
+        keep = [(p.key, p.value) for p in n.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]
+        del n.metadata_props[:]
+        for k, v in keep:
+            n.metadata_props.add(key=k, value=v)
+    onnx.save(m, path)
+
+
+def modern_buffers(proto):
+    """Initializers that torch.export's graph signature (graph metadata
+    `pkg.torch.export.ExportedProgram.graph_signature`) calls BUFFER."""
+    import re
+    text = next((p.value for p in proto.graph.metadata_props
+                 if p.key == "pkg.torch.export.ExportedProgram.graph_signature"), "")
+    targets = set(re.findall(r": BUFFER target='([^']*)'", text))
+    return sorted(t.name for t in proto.graph.initializer if t.name in targets)
+
+
 def modern_export(model, family, path, batch, kwargs):
     """torch.onnx.export as today's users call it: the HF model itself, the
     default dynamo exporter, symbolic batch and sequence."""
@@ -594,6 +622,9 @@ def modern(out_dir, families=("gpt2", "bert")):
                                     location=os.path.basename(side), size_threshold=64)
                 else:
                     prog.save(path)
+                if family in ("llama", "qwen2"):
+                    modern_strip_stack_traces(path)
+                    meta["stripped"] = MODERN_STRIPPED
             except Exception as e:  # an opset the exporter refuses: say what happened
                 meta["error"] = f"{type(e).__name__}: {e}"
                 print(f"{name}: export failed: {meta['error']}")
@@ -661,6 +692,9 @@ def modern(out_dir, families=("gpt2", "bert")):
                 "hf_without_initializer": hf_unmatched,
                 "constant_initializers": len(consts),
             })
+            if family in ("llama", "qwen2"):
+                # Constants of the import (never trained, not in --save).
+                meta["buffers"] = modern_buffers(proto)
             with open(os.path.join(out_dir, name + ".json"), "w") as f:
                 json.dump(meta, f, indent=1)
             for p in (path, side):
