@@ -24,6 +24,11 @@ references (logits, 10 AdamW steps, weights in HF names) and INVENTORY.md:
   /work/modern-venv/bin/pip install torch transformers onnx onnxscript onnxruntime numpy safetensors
   /work/modern-venv/bin/python scripts/export_onnx_fixtures.py --modern test/onnx/Inputs/modern
 
+and the Llama family (tiny LlamaForCausalLM and Qwen2ForCausalLM; the other
+families' files and INVENTORY.md sections stay as they are):
+
+  /work/modern-venv/bin/python scripts/export_onnx_fixtures.py --modern --families=llama,qwen2 test/onnx/Inputs/modern
+
 then, with the test venv (torch 1.13), TorchScript re-exports of the same
 weights that today's importer takes, checked against those references by
 test/onnx/modern-references.test:
@@ -145,7 +150,8 @@ def convert_to_opset18(out_dir):
 #       onnxruntime numpy safetensors
 #   /work/modern-venv/bin/python scripts/export_onnx_fixtures.py --modern test/onnx/Inputs/modern
 #
-# Per family (gpt2, bert), one seeded random model exported several ways:
+# Per family (gpt2, bert; llama, qwen2 with --families), one seeded random
+# model exported several ways (the Llama family: opset20, -noopt, opset23):
 #   FAMILY-dynamo-opset20         the default: opset 20, onnx optimizer on
 #   FAMILY-dynamo-opset20-noopt   optimize=False (HF names on every parameter)
 #   FAMILY-dynamo-opset18         opset_version=18
@@ -343,6 +349,25 @@ def modern_export(model, family, path, batch, kwargs):
                              input_names=list(batch), output_names=["logits"], dynamo=True,
                              **kwargs)
     return prog
+
+
+def modern_export_and_save(model, family, path, side, batch, kwargs, meta):
+    """One variant's export, saved as it asks (external data, a side file of
+    another name); the Llama family's without node stack traces."""
+    import onnx
+    prog = modern_export(model, family, path, batch,
+                         {k: v for k, v in kwargs.items() if k != "_save"})
+    if kwargs.get("external_data"):
+        prog.save(path, external_data=True)
+    elif "_save" in kwargs:
+        onnx.save_model(prog.model_proto, path, save_as_external_data=True,
+                        all_tensors_to_one_file=True, location=os.path.basename(side),
+                        size_threshold=64)
+    else:
+        prog.save(path)
+    if family in ("llama", "qwen2"):
+        modern_strip_stack_traces(path)
+        meta["stripped"] = MODERN_STRIPPED
 
 
 def tensor_type(t):
@@ -612,19 +637,8 @@ def modern(out_dir, families=("gpt2", "bert")):
                     + (", then " + kwargs["_save"] if "_save" in kwargs else ""),
                     "export_kwargs": kwargs}
             try:
-                prog = modern_export(model, family, path, batches["export"],
-                                     {k: v for k, v in kwargs.items() if k != "_save"})
-                if kwargs.get("external_data"):
-                    prog.save(path, external_data=True)
-                elif "_save" in kwargs:
-                    onnx.save_model(prog.model_proto, path, save_as_external_data=True,
-                                    all_tensors_to_one_file=True,
-                                    location=os.path.basename(side), size_threshold=64)
-                else:
-                    prog.save(path)
-                if family in ("llama", "qwen2"):
-                    modern_strip_stack_traces(path)
-                    meta["stripped"] = MODERN_STRIPPED
+                modern_export_and_save(model, family, path, side, batches["export"], kwargs,
+                                       meta)
             except Exception as e:  # an opset the exporter refuses: say what happened
                 meta["error"] = f"{type(e).__name__}: {e}"
                 print(f"{name}: export failed: {meta['error']}")
