@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/codegen/KernelPrinter.h"
+#include "compiler/codegen/CudaSchedule.h"
 #include "compiler/codegen/KernelParams.h"
 #include "compiler/codegen/LoweringImpl.h"
 
@@ -489,6 +490,13 @@ bool printable(plan::KernelOp k, const KernelTarget &target) {
 
 llvm::Expected<std::string> printKernel(plan::KernelOp k, KernelTarget &target) {
   std::string name = k.getSymName().str();
+  if (target.name() == "cuda") {
+    std::optional<CudaSchedule> s = readCudaSchedule(k);
+    if (!s)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "kernel @" + name + ": no CUDA schedule (run mlc-cuda-launch)");
+    target.schedule(*s);
+  }
   std::string body;
   if (!k.getBody().empty()) {
     auto printed = printBody(k, target);
