@@ -125,9 +125,42 @@ LogicalResult InputOp::verify() {
   return success();
 }
 
+/// The CUDA schedule's form (mlc-cuda-launch): a non-empty array of
+/// [grid, block] pairs, grid >= 1 and 1 <= block <= 1024 (CUDA's most
+/// threads a block); scratch >= 0 and tile >= 1 where present.
+static LogicalResult verifyCudaSchedule(KernelOp k) {
+  Attribute launch = k->getAttr(kCudaLaunch);
+  if (!launch) {
+    if (k->hasAttr(kCudaScratch) || k->hasAttr(kCudaTile))
+      return k.emitOpError("has a CUDA scratch or tile but no cuda.launch");
+    return success();
+  }
+  auto phases = dyn_cast<ArrayAttr>(launch);
+  if (!phases || phases.empty())
+    return k.emitOpError("cuda.launch must be a non-empty array of [grid, block] phases");
+  for (auto [i, a] : llvm::enumerate(phases)) {
+    auto gb = dyn_cast<DenseI64ArrayAttr>(a);
+    if (!gb || gb.size() != 2)
+      return k.emitOpError("cuda.launch phase ") << i << " is not array<i64: grid, block>";
+    if (gb[0] < 1 || gb[1] < 1 || gb[1] > 1024)
+      return k.emitOpError("cuda.launch phase ")
+             << i << " launches " << gb[0] << " blocks of " << gb[1]
+             << " threads (grid >= 1, 1 <= block <= 1024)";
+  }
+  auto scratch = k->getAttr(kCudaScratch);
+  if (scratch && (!isa<IntegerAttr>(scratch) || cast<IntegerAttr>(scratch).getInt() < 0))
+    return k.emitOpError("cuda.scratch must be a non-negative i64 (bytes)");
+  auto tile = k->getAttr(kCudaTile);
+  if (tile && (!isa<IntegerAttr>(tile) || cast<IntegerAttr>(tile).getInt() < 1))
+    return k.emitOpError("cuda.tile must be a positive i64 (key rows)");
+  return success();
+}
+
 LogicalResult KernelOp::verify() {
   if (getNumArgs() < 1)
     return emitOpError("a kernel takes at least one buffer");
+  if (failed(verifyCudaSchedule(*this)))
+    return failure();
   if (!getBody().empty()) {
     if (getTemplateName() || getSource() || getCuda())
       return emitOpError("a kernel with a body has no template and no text");
