@@ -481,13 +481,6 @@ llvm::Expected<std::string> printTemplateBody(llvm::StringRef t, DictionaryAttr 
   return body;
 }
 
-bool printable(plan::KernelOp k, const KernelTarget &target) {
-  if (k.getTemplateName() || !k.getBody().empty())
-    return true;
-  return target.name() == "cuda" ? k.getCuda() && !k.getCuda()->empty()
-                                 : k.getSource() && !k.getSource()->empty();
-}
-
 llvm::Expected<std::string> printKernel(plan::KernelOp k, KernelTarget &target) {
   std::string name = k.getSymName().str();
   if (target.name() == "cuda") {
@@ -508,11 +501,9 @@ llvm::Expected<std::string> printKernel(plan::KernelOp k, KernelTarget &target) 
     if (!printed)
       return printed.takeError();
     body = std::move(*printed);
-  } else if (!printable(k, target)) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "kernel @" + name + " has no " + target.name() + " text");
   } else {
-    body = (target.name() == "cuda" ? *k.getCuda() : *k.getSource()).str();
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "kernel @" + name + " is neither a template nor a body");
   }
   return target.function(name, plan::stringifyKernelTemplate(k.getKind()).str(), body,
                          k.getNumArgs());

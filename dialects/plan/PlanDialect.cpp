@@ -162,27 +162,18 @@ LogicalResult KernelOp::verify() {
   if (failed(verifyCudaSchedule(*this)))
     return failure();
   if (!getBody().empty()) {
-    if (getTemplateName() || getSource() || getCuda())
-      return emitOpError("a kernel with a body has no template and no text");
+    if (getTemplateName())
+      return emitOpError("a kernel with a body has no template");
     if (!getParamsAttr() || !getParamsAttr().getAs<DenseI64ArrayAttr>("dims"))
       return emitOpError("a kernel with a body needs its iteration space (params.dims)");
     return success();
   }
-  if (getTemplateName()) {
-    if (getTemplateName()->empty())
-      return emitOpError("a template kernel needs its template's name");
-    if (!getParams())
-      return emitOpError("template kernel '") << *getTemplateName() << "' has no params";
-    if (getSource() || getCuda())
-      return emitOpError("a template kernel carries no text (its targets print it)");
-    return success();
-  }
-  if (!getSource() || getSource()->empty())
-    return emitOpError("kernel has no source");
-  if (getParams())
-    return emitOpError("params belong to a template kernel");
-  if (getCuda() && getCuda()->find("@phase(") == llvm::StringRef::npos)
-    return emitOpError("CUDA text has no launch (an @phase(grid,block) mark)");
+  if (!getTemplateName())
+    return emitOpError("a kernel is a template (its name and params) or a body");
+  if (getTemplateName()->empty())
+    return emitOpError("a template kernel needs its template's name");
+  if (!getParams())
+    return emitOpError("template kernel '") << *getTemplateName() << "' has no params";
   return success();
 }
 
