@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/plan/PlanDialect.h"
+#include "dialects/plan/PlanTemplates.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -156,6 +157,26 @@ static LogicalResult verifyCudaSchedule(KernelOp k) {
   return success();
 }
 
+/// A template kernel's params against its template's schema (PlanTemplates.h).
+static LogicalResult verifyTemplateParams(KernelOp k) {
+  llvm::StringRef name = *k.getTemplateName();
+  const TemplateSchema *schema = templateSchema(name);
+  if (!schema)
+    return k.emitOpError("@") << k.getSymName() << ": unknown template '" << name << "'";
+  DictionaryAttr params = k.getParamsAttr();
+  for (const TemplateParam &p : schema->params) {
+    Attribute value = params.get(p.name);
+    if (!value && p.required)
+      return k.emitOpError("@") << k.getSymName() << " (template '" << name
+                                << "'): parameter '" << p.name << "' is missing";
+    if (value && !isParamKind(value, p.kind))
+      return k.emitOpError("@") << k.getSymName() << " (template '" << name
+                                << "'): parameter '" << p.name << "' must be "
+                                << paramKindName(p.kind) << ", got " << value;
+  }
+  return success();
+}
+
 LogicalResult KernelOp::verify() {
   if (getNumArgs() < 1)
     return emitOpError("a kernel takes at least one buffer");
@@ -174,7 +195,7 @@ LogicalResult KernelOp::verify() {
     return emitOpError("a template kernel needs its template's name");
   if (!getParams())
     return emitOpError("template kernel '") << *getTemplateName() << "' has no params";
-  return success();
+  return verifyTemplateParams(*this);
 }
 
 /// A body's accesses: in range, one offset and strides per argument (an

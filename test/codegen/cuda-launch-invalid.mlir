@@ -25,9 +25,3 @@ plan.kernel @k0 fill "fill" args(1) params {count = 4 : i64, element = f32, valu
 // expected-error @+1 {{'plan.kernel' op has a CUDA scratch or tile but no cuda.launch}}
 plan.kernel @k0 fill "fill" args(1) params {count = 4 : i64, element = f32, value = 0.0 : f32} attributes {cuda.scratch = 8 : i64}
 
-// -----
-
-// An unknown template has no schedule.
-// RUN: not mlc-opt %s -split-input-file --mlc-cuda-launch -o /dev/null 2>&1 | FileCheck %s
-// CHECK: error: kernel @k0: no CUDA schedule for template 'nonesuch'
-plan.kernel @k0 rows "nonesuch" args(1) params {count = 4 : i64}
