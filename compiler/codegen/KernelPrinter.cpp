@@ -10,6 +10,7 @@
 #include "compiler/codegen/CudaSchedule.h"
 #include "compiler/codegen/KernelParams.h"
 #include "compiler/codegen/LoweringImpl.h"
+#include "dialects/plan/PlanTemplates.h"
 
 #include <functional>
 
@@ -416,6 +417,9 @@ llvm::Expected<std::string> printNests(bool iota, Type el, DictionaryAttr params
 
 llvm::Expected<std::string> printTemplateBody(llvm::StringRef t, DictionaryAttr params,
                                               llvm::StringRef name, KernelTarget &target) {
+  if (!plan::templateSchema(t)) // the plan's one list of templates
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "kernel @" + name + ": unknown template '" + t + "'");
   ParamsReader r(params, name);
   std::string body;
   Type el = r.type("element");
@@ -474,7 +478,8 @@ llvm::Expected<std::string> printTemplateBody(llvm::StringRef t, DictionaryAttr 
     body = target.attention(a);
   } else {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "kernel @" + name + ": unknown template '" + t + "'");
+                                   "kernel @" + name + ": template '" + t +
+                                       "' has no " + target.name() + " printer");
   }
   if (auto err = r.error())
     return std::move(err);
