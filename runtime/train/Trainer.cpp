@@ -99,6 +99,7 @@ void loadParameters(Backend &backend, const std::string &path) {
         return true;
     return false;
   };
+  std::map<std::string, const HostTensor *> source; // parameter -> its stored values
   for (const ParamInfo &p : pkg.params) {
     auto it = tensors.find(p.name);
     for (const std::string &alias : aliasesOf(p.name)) {
@@ -108,7 +109,7 @@ void loadParameters(Backend &backend, const std::string &path) {
       if (it == tensors.end())
         it = other;
       else if (other->second.shape != it->second.shape ||
-               !sameValues(other->second, it->second, p.numel))
+               !sameValues(other->second, it->second, it->second.numel()))
         problems += "\n  disagreeing: " + alias + " and " + it->first +
                     " (one tied parameter) hold different values";
     }
@@ -117,8 +118,9 @@ void loadParameters(Backend &backend, const std::string &path) {
       continue;
     }
     if (it->second.shape != p.shape)
-      problems += "\n  mis-shaped: " + p.name + " is " + shapeString(it->second.shape) +
+      problems += "\n  mis-shaped: " + it->first + " is " + shapeString(it->second.shape) +
                   ", the model needs " + shapeString(p.shape);
+    source[p.name] = &it->second;
   }
   for (auto &[name, t] : tensors)
     if (!pkg.param(name) && !isAlias(name))
@@ -128,7 +130,7 @@ void loadParameters(Backend &backend, const std::string &path) {
   const int64_t es = backend.elementSize();
   std::vector<char> flat(pkg.paramCount * es);
   for (const ParamInfo &p : pkg.params) {
-    const HostTensor &t = tensors.at(p.name);
+    const HostTensor &t = *source.at(p.name);
     for (int64_t i = 0; i < p.numel; ++i)
       store(flat, es, p.offset + i, t.getDouble(i));
   }
