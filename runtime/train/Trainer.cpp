@@ -154,7 +154,7 @@ void saveParameters(Backend &backend, const std::string &path) {
         out.push_back({alias, t});
     out.push_back({p.name, std::move(t)});
   }
-  writeSafetensors(path, out);
+  writeSafetensors(path, out, {{"format", "pt"}});
 }
 
 double learningRate(const TrainOptions &o, int64_t step) {
