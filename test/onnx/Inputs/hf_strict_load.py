@@ -7,7 +7,9 @@ Trains modern/NAME.onnx (an optimize=False dynamo export, HF names) for
   BertForMaskedLM) and `load_state_dict(saved, strict=True)`: every name the
   model has, tied ones included (GPT-2's transformer.wte.weight is
   lm_head.weight, which the export keeps once), and no other;
-- checks that each tied pair was saved with equal values;
+- checks that each tied pair was saved with equal values, and that
+  `from_pretrained` of a directory with the config and the file reports no
+  missing, unexpected or mismatched keys;
 - runs the HF model on the fixture's 2x16 inputs and compares its logits with
   `mlc run NAME.onnx --init saved` (max abs diff / max abs logit <= --tol).
 
@@ -20,6 +22,7 @@ Prints `HF STRICT MATCH` (exit 0) or `HF STRICT MISMATCH: why` (exit 1).
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -88,12 +91,20 @@ except RuntimeError as e:
 for a, b in meta["weights"].get("tied", []):
     if not torch.equal(state[a], state[b]):
         fail(f"tied {a} and {b} were saved with different values")
+# from_pretrained too: it wants the header's {"format": "pt"} and re-ties.
+pdir = os.path.join(args.work, "pretrained")
+os.makedirs(pdir, exist_ok=True)
+shutil.copy(cfg_path, os.path.join(pdir, "config.json"))
+shutil.copy(saved, os.path.join(pdir, "model.safetensors"))
+_, info = type(model).from_pretrained(pdir, output_loading_info=True)
+if any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs")):
+    fail(f"from_pretrained: {info}")
 model.eval()
 with torch.no_grad():
     want = model(**{n: torch.from_numpy(v) for n, v in inputs.items()}).logits.numpy()
 r = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
 tied = ", ".join("=".join(t) for t in meta["weights"].get("tied", []))
-print(f"{args.fixture}: {len(state)} tensors load strictly (tied: {tied}); "
+print(f"{args.fixture}: {len(state)} tensors load strictly and by from_pretrained (tied: {tied}); "
       f"logits max rel diff {r:.1e} (tol {args.tol:g})")
 if r > args.tol:
     fail("logits differ")
