@@ -83,10 +83,14 @@ std::vector<std::string> moduleScopes(llvm::StringRef text) {
 
 } // namespace
 
+std::map<std::string, std::string> onnxGraphMetadata(const onnx::GraphProto &g) {
+  return metadataEntries(g, kGraphMetadataField);
+}
+
 OnnxAliases onnxParameterAliases(const onnx::ModelProto &model) {
   OnnxAliases result;
   const onnx::GraphProto &g = model.graph();
-  auto graphMeta = metadataEntries(g, kGraphMetadataField);
+  auto graphMeta = onnxGraphMetadata(g);
   auto sig = graphMeta.find(kSignatureKey);
   if (sig == graphMeta.end()) {
     for (const auto &p : model.metadata_props())

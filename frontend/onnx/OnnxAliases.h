@@ -48,6 +48,10 @@ struct OnnxAliases {
 
 OnnxAliases onnxParameterAliases(const onnx::ModelProto &model);
 
+/// The graph's metadata_props by key (GraphProto field 16, known to this
+/// proto or kept as an unknown field); entries that do not parse are left out.
+std::map<std::string, std::string> onnxGraphMetadata(const onnx::GraphProto &g);
+
 } // namespace mlc
 
 #endif // MLC_FRONTEND_ONNX_ONNXALIASES_H
