@@ -25,8 +25,17 @@ using namespace mlc;
 
 namespace {
 
-/// Elementwise ops: those with a per-element expression.
-bool isPointwise(Operation *op) { return isa<ScalarOpInterface>(op); }
+/// Elementwise ops: those with a per-element expression, and mlc.rotary,
+/// whose element also reads its pair partner (see memoryOperand).
+bool isPointwise(Operation *op) { return isa<ScalarOpInterface, RotaryOp>(op); }
+
+/// An operand that a kernel must read from memory because it is read at
+/// two places (the element and its pair partner): a rotary op's input, and
+/// the sin table of a transposed one. Its producer never joins the group.
+bool isMemoryOperand(OpOperand &use) {
+  auto r = dyn_cast<RotaryOp>(use.getOwner());
+  return r && (use.getOperandNumber() == 0 || (r.getTranspose() && use.getOperandNumber() == 2));
+}
 
 /// A sum over the leading dimensions (a bias gradient): it can close a
 /// pointwise group, whose kernel then also accumulates the column sums.
@@ -61,6 +70,7 @@ struct Group {
   SmallVector<Operation *> ops; // in reverse program order while growing
   Operation *root;              // the last op in program order
   SmallVector<int64_t> shape;   // the iteration shape
+  bool rotary = false;          // holds a rotary op (at most one: its split nest)
 };
 
 class FuseElementwisePass : public mlc::impl::MlcFuseElementwiseBase<FuseElementwisePass> {
@@ -109,8 +119,14 @@ private:
           continue;
         if (isRowRoot(user) && use.getOperandNumber() != 0)
           continue; // weight and bias stay inputs of the row kernel
+        if (isMemoryOperand(use))
+          continue;
         Group &g = groups[it->second];
         if (ArrayRef<int64_t>(g.shape) != shapeOf(result))
+          continue;
+        // A rotary op splits the group's nest: only a plain pointwise
+        // group takes one, and only one.
+        if (isa<RotaryOp>(op) && (g.rotary || isRowRoot(g.root) || isColumnReduction(g.root)))
           continue;
         if (target < 0 || position[g.root] < position[groups[target].root])
           target = it->second;
@@ -124,20 +140,22 @@ private:
         for (OpOperand &use : result.getUses()) {
           Operation *user = use.getOwner();
           auto it = groupOf.find(user);
-          bool inside = it != groupOf.end() && it->second == target &&
-                        !(isRowRoot(user) && use.getOperandNumber() != 0);
-          if (!inside && position[user] < position[g.root])
+          bool member = it != groupOf.end() && it->second == target;
+          bool inside = member && !(isRowRoot(user) && use.getOperandNumber() != 0);
+          if ((!inside && position[user] < position[g.root]) || (member && isMemoryOperand(use)))
             ok = false;
         }
         if (ok) {
           g.ops.push_back(op);
+          g.rotary |= isa<RotaryOp>(op);
           groupOf[op] = target;
           joined = true;
         }
       }
       if (!joined) {
         auto shape = shapeOf(result);
-        groups.push_back({{op}, op, SmallVector<int64_t>(shape.begin(), shape.end())});
+        groups.push_back({{op}, op, SmallVector<int64_t>(shape.begin(), shape.end()),
+                          isa<RotaryOp>(op)});
         groupOf[op] = groups.size() - 1;
       }
     }
