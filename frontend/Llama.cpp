@@ -5,12 +5,12 @@
 // head and the next-token loss. Qwen2ForCausalLM is the same graph with
 // biases on q/k/v only (`qkv_bias=1`) and a tied head.
 //
-// This first increment composes the new pieces from graph ops that already
-// have kernels: RMSNorm as x * rsqrt(mean(x^2) + eps) * w, the rotary
-// embedding as slices, a negation, a concat and products with constant
-// cos/sin tables, and K/V repeated to every query head before mlc.attention
-// (the kv-head kernel that never expands them is left for the kernel work).
-// SiLU is the one new op (mlc.silu).
+// RMSNorm is composed as x * rsqrt(mean(x^2) + eps) * w, and K/V are
+// repeated to every query head before mlc.attention (the kv-head kernel that
+// never expands them is left for the kernel work). The rotary embedding is
+// mlc.rotary with constant cos/sin tables: one pointwise kernel per Q and K
+// that reads the projection through the head split's view, forward and
+// backward. SiLU is mlc.silu.
 //
 //===----------------------------------------------------------------------===//
 
@@ -190,7 +190,9 @@ Value rmsNorm(GraphBuilder &g, Value x, Value weight, double eps) {
 
 /// The rotary tables cos(p * f_i) and sin(p * f_i) over positions p < S and
 /// the head's D dimensions, f_i = theta^(-2i/D) repeated for both halves
-/// (HF's cat(freqs, freqs)). In f32 they are computed as transformers
+/// (HF's cat(freqs, freqs)), the sine with mlc.rotary's sign (negated on the
+/// first half). The positions are 0..S-1 of every sequence, so the tables
+/// are constants of the step. In f32 they are computed as transformers
 /// computes them, in f32 (inv_freq = 1 / theta^(2i/D), the angle p * inv_freq
 /// rounded to f32), so that the tables agree with HF's bit for bit or
 /// within an ulp; in f64 in f64.
@@ -213,7 +215,9 @@ std::pair<Value, Value> rotaryTables(GraphBuilder &g, int64_t S, int64_t D, doub
         s = double(float(s));
       }
       cosines[p * D + i] = cosines[p * D + i + D / 2] = c;
-      sines[p * D + i] = sines[p * D + i + D / 2] = s;
+      // rotate_half's sign: -x2 * sin on the first half, +x1 * sin on the second.
+      sines[p * D + i] = -s;
+      sines[p * D + i + D / 2] = s;
     }
   auto type = RankedTensorType::get({S, D}, g.dtype);
   auto table = [&](ArrayRef<double> values) -> Value {
@@ -226,21 +230,10 @@ std::pair<Value, Value> rotaryTables(GraphBuilder &g, int64_t S, int64_t D, doub
 }
 
 /// HF's apply_rotary_pos_emb on x [B, heads, S, D]:
-/// x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x[..., D/2:], x[..., :D/2]).
+/// x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x[..., D/2:], x[..., :D/2]),
+/// one mlc.rotary (the tables carry rotate_half's sign).
 Value applyRotary(GraphBuilder &g, Value x, Value cos, Value sin) {
-  OpBuilder &b = g.b;
-  auto shape = cast<RankedTensorType>(x.getType()).getShape();
-  const int64_t half = shape[3] / 2;
-  auto slice = [&](int64_t start, int64_t end) -> Value {
-    return b.create<SliceOp>(g.loc, x, b.getDenseI64ArrayAttr({0, 0, 0, start}),
-                             b.getDenseI64ArrayAttr({shape[0], shape[1], shape[2], end}),
-                             b.getDenseI64ArrayAttr({1, 1, 1, 1}));
-  };
-  Value x1 = slice(0, half), x2 = slice(half, shape[3]);
-  Value rotated = b.create<ConcatOp>(g.loc, ValueRange{b.create<NegOp>(g.loc, x2), x1},
-                                     b.getI64IntegerAttr(3));
-  return b.create<AddOp>(g.loc, b.create<MulOp>(g.loc, x, cos),
-                         b.create<MulOp>(g.loc, rotated, sin));
+  return g.b.create<RotaryOp>(g.loc, x, cos, sin, /*interleaved=*/false, /*transpose=*/false);
 }
 
 /// HF's repeat_kv: [B, Hkv, S, D] -> [B, Hkv * rep, S, D], each kv head
