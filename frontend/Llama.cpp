@@ -10,7 +10,8 @@
 // never expands them is left for the kernel work). The rotary embedding is
 // mlc.rotary with constant cos/sin tables: one pointwise kernel per Q and K
 // that reads the projection through the head split's view, forward and
-// backward. SiLU is mlc.silu.
+// backward. The MLP's silu(gate) * up is mlc.swiglu: one kernel forward,
+// one backward.
 //
 //===----------------------------------------------------------------------===//
 
@@ -312,9 +313,9 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext &ctx, const ModelConfig &c,
     a = g.dense(g.mergeHeads(a, B, S, H * D), l.oW, l.oB, true);
     x = b.create<AddOp>(loc, x, a);
     h = rmsNorm(g, x, l.ln2, eps);
-    Value gate = b.create<SiluOp>(loc, g.dense(h, l.gateW, l.gateB, true));
+    Value gate = g.dense(h, l.gateW, l.gateB, true);
     Value up = g.dense(h, l.upW, l.upB, true);
-    h = g.dense(b.create<MulOp>(loc, gate, up), l.downW, l.downB, true);
+    h = g.dense(b.create<SwigluOp>(loc, gate, up), l.downW, l.downB, true);
     x = b.create<AddOp>(loc, x, h);
   }
   x = rmsNorm(g, x, norm, eps);

@@ -159,6 +159,7 @@ private:
         groupOf[op] = groups.size() - 1;
       }
     }
+    mergeSiblings(groups, groupOf, position);
     for (Group &g : groups)
       if (g.ops.size() >= 2)
         buildFusion(g);
@@ -166,6 +167,68 @@ private:
     for (auto fusion : llvm::make_early_inc_range(block.getOps<FusionOp>()))
       absorbCasts(fusion);
     fuseSumAndCast(block);
+  }
+
+  /// The values a group reads from outside (splat constants are literals).
+  static llvm::SetVector<Value> groupInputs(const Group &g,
+                                            const llvm::DenseMap<Operation *, int> &groupOf,
+                                            int id) {
+    llvm::SetVector<Value> in;
+    for (Operation *op : g.ops)
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        auto it = def ? groupOf.find(def) : groupOf.end();
+        if ((it == groupOf.end() || it->second != id) && !isSplatConstant(v))
+          in.insert(v);
+      }
+    return in;
+  }
+
+  static bool plainPointwise(const Group &g) {
+    return !g.ops.empty() && !g.rotary && !isRowRoot(g.root) && !isColumnReduction(g.root);
+  }
+
+  /// Sibling groups over one shape whose inputs are all inputs of the
+  /// other (SwiGLU's backward: d up = g * silu(gate) and d gate from g, gate
+  /// and up) become one kernel: it reads the shared inputs once, and the
+  /// smaller group reads nothing the larger does not. The merged group sits
+  /// at the later root, so every reader of the earlier group's results
+  /// outside both must come after that root.
+  void mergeSiblings(std::vector<Group> &groups, llvm::DenseMap<Operation *, int> &groupOf,
+                     llvm::DenseMap<Operation *, int> &position) {
+    for (size_t a = 0; a < groups.size(); ++a) {
+      if (!plainPointwise(groups[a]))
+        continue;
+      auto inA = groupInputs(groups[a], groupOf, a);
+      for (size_t b = 0; b < groups.size() && !inA.empty(); ++b) {
+        if (a == b || !plainPointwise(groups[b]) || groups[a].shape != groups[b].shape)
+          continue;
+        auto inB = groupInputs(groups[b], groupOf, b);
+        if (inA.size() > inB.size() || !llvm::all_of(inA, [&](Value v) { return inB.contains(v); }))
+          continue;
+        Group &early = position[groups[a].root] < position[groups[b].root] ? groups[a] : groups[b];
+        Group &late = &early == &groups[a] ? groups[b] : groups[a];
+        int lateId = &late == &groups[a] ? a : b;
+        bool ok = true;
+        for (Operation *op : early.ops)
+          for (Operation *user : op->getUsers()) {
+            auto it = groupOf.find(user);
+            bool inside = it != groupOf.end() && (it->second == int(a) || it->second == int(b));
+            if (!inside && position[user] < position[late.root])
+              ok = false;
+          }
+        if (!ok)
+          continue;
+        for (Operation *op : early.ops)
+          groupOf[op] = lateId;
+        late.ops.append(early.ops.begin(), early.ops.end());
+        llvm::sort(late.ops, [&](Operation *x, Operation *y) { return position[x] > position[y]; });
+        early.ops.clear();
+        if (&early == &groups[a])
+          break;
+        inA = groupInputs(groups[a], groupOf, a);
+      }
+    }
   }
 
   /// A column sum and a cast of one value, each left a kernel of its own

@@ -204,6 +204,22 @@ LogicalResult SiluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success();
 }
 
+LogicalResult SwigluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                       SmallVectorImpl<Value> &og) {
+  Location loc = getLoc();
+  // y = silu(a) u:  dy/du = silu(a),  dy/da = u s (1 + a (1 - s)), s = sigmoid(a).
+  // Both from a and u only (nothing of the forward is saved), so that the
+  // two gradients fuse into one kernel over the same inputs.
+  Value a = getGate(), u = getUp();
+  Value one = scalar(b, loc, a, 1.0);
+  Value s = b.create<DivOp>(
+      loc, one, b.create<AddOp>(loc, one, b.create<ExpOp>(loc, b.create<NegOp>(loc, a))));
+  Value ds = mul(b, loc, s, b.create<AddOp>(loc, one, mul(b, loc, a, b.create<SubOp>(loc, one, s))));
+  og.push_back(mul(b, loc, mul(b, loc, rg[0], u), ds));
+  og.push_back(mul(b, loc, rg[0], b.create<SiluOp>(loc, a)));
+  return success();
+}
+
 LogicalResult RotaryOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                        SmallVectorImpl<Value> &og) {
   // y = C x + P S x (P the pair permutation, C and S diagonal): dx = C dy +
