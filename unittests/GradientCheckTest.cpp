@@ -172,6 +172,10 @@ TEST(GradientCheck, Pointwise) {
   wide.lo = -8.0;
   wide.hi = 8.0;
   checkText(unary("  %y = mlc.silu %x : " + t, t), wide);
+  // SwiGLU: the gate's and the up projection's gradients (one kernel).
+  const std::string up = ", %u: " + t + " {mlc.param = \"u\"}";
+  checkText(unary("  %y = mlc.swiglu %x, %u : " + t, t, up));
+  checkText(unary("  %y = mlc.swiglu %x, %u : " + t, t, up), wide);
 }
 
 /// mlc.rotary in both conventions, plain and transposed (its own gradient),
