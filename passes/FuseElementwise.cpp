@@ -27,7 +27,12 @@ namespace {
 
 /// Elementwise ops: those with a per-element expression, and mlc.rotary,
 /// whose element also reads its pair partner (see memoryOperand).
-bool isPointwise(Operation *op) { return isa<ScalarOpInterface, RotaryOp>(op); }
+bool isPointwise(Operation *op) {
+  if (auto r = dyn_cast<RotaryOp>(op)) // a partial rotation is two nests
+    return cast<RankedTensorType>(r.getCos().getType()).getShape().back() ==
+           cast<RankedTensorType>(r.getType()).getShape().back();
+  return isa<ScalarOpInterface>(op);
+}
 
 /// An operand that a kernel must read from memory because it is read at
 /// two places (the element and its pair partner): a rotary op's input, and

@@ -152,13 +152,16 @@ llvm::Error FunctionLowering::emitPointwise(Operation *op) {
   bufs[0] = outId;
   RotaryReads rotary;
   Shape iter = out;
-  if (auto r = dyn_cast<RotaryOp>(op)) {
+  std::vector<Access> whole = accs; // before the split: the pass-through's views
+  auto r = dyn_cast<RotaryOp>(op);
+  if (r) {
     if (accessOf[0] < 0 || accessOf[2] < 0)
       return failure("mlc.rotary at " + locationString(op) +
                      ": the input and sin must be tensors in memory, not splats");
+    iter.back() = shapeOf(r.getCos()).back(); // the rotary dim
     rotary = splitForRotary(r, iter, accs, bufs, accessOf[0], accessOf[2]);
   }
-  return addBodyStep(
+  if (auto err = addBodyStep(
       iter, accs, dynamicRows(result),
       [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) -> llvm::Error {
         IRMapping map;
@@ -177,7 +180,25 @@ llvm::Error FunctionLowering::emitPointwise(Operation *op) {
         store(b, map.lookup(result), accs[0], strides[0]);
         return llvm::Error::success();
       },
-      bufs);
+      bufs))
+    return err;
+  if (!r || shapeOf(r.getCos()).back() == out.back())
+    return llvm::Error::success();
+  // A partial rotation: the head dim's last D - R elements pass through.
+  const int64_t R = shapeOf(r.getCos()).back();
+  Shape rest = out;
+  rest.back() -= R;
+  Access dst = whole[0], src = whole[accessOf[0]];
+  dst.base += R * dst.strides.back();
+  src.base += R * src.strides.back();
+  src.slot = 1;
+  return addBodyStep(
+      rest, {dst, src}, dynamicRows(result),
+      [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) -> llvm::Error {
+        store(b, load(b, src, strides[1]), dst, strides[0]);
+        return llvm::Error::success();
+      },
+      {outId, bufs[whole[accessOf[0]].slot]});
 }
 
 /// The arguments of a fusion kernel over `iter`: its results (contiguous,

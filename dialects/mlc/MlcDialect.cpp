@@ -266,11 +266,13 @@ LogicalResult RotaryOp::verify() {
   const int64_t D = x.back();
   if (D == kDynamic || D % 2 != 0)
     return emitOpError("head dim of ") << str(x) << " must be static and even (pairs rotate)";
-  if (t.empty() || t.size() > x.size() || t.back() != D)
-    return emitOpError("tables ") << str(t) << " must end in the head dim " << D
-                                  << " of the input " << str(x);
-  auto b = broadcastShapes(x, t);
-  if (!b || *b != x)
+  if (t.empty() || t.size() > x.size() || t.back() > D || t.back() % 2 != 0 || t.back() < 2)
+    return emitOpError("tables ") << str(t) << " must end in an even rotary dim of at most the head dim "
+                                  << D << " of the input " << str(x);
+  Shape rotated = x;
+  rotated.back() = t.back();
+  auto b = broadcastShapes(rotated, t);
+  if (!b || *b != rotated)
     return emitOpError("tables ") << str(t) << " do not broadcast to the input " << str(x);
   return success();
 }

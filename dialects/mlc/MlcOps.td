@@ -345,8 +345,11 @@ def Mlc_RotaryOp : Mlc_Op<"rotary", [Pure, AllTypesMatch<["input", "result"]>,
       the head dim seen as `[D/2, 2]`, the partner of `(i, j)` is `(i, 1 - j)`.
 
     `cos` and `sin` are per-element tables of the last dimension, broadcast
-    against `input` (`[S, D]` for one position per row, `[B, 1, S, D]` for
+    against `input` (`[S, R]` for one position per row, `[B, 1, S, R]` for
     position ids per sequence, e.g. packed documents whose positions reset).
+    Their last dim `R` is the rotary dim: the first `R` elements of the head
+    dim rotate (pairs within them) and the other `D - R` pass through
+    (`partial_rotary_factor = R / D`, ONNX's `rotary_embedding_dim`).
     `sin` carries rotate-half's sign: where the partner comes first in HF's
     formula (`-x2 * sin` on the first half, `+x1 * sin` on the second), the
     table holds `-sin` and `+sin`, so the op is a sum of two products and no
@@ -360,10 +363,11 @@ def Mlc_RotaryOp : Mlc_Op<"rotary", [Pure, AllTypesMatch<["input", "result"]>,
     transposed op is the plain one.
 
     In a kernel the partner is one more strided read of the same buffer (at
-    offset `D/2` with stride `-D/2` along the split dim, or `1` and `-1`
+    offset `R/2` with stride `-R/2` along the split dim, or `1` and `-1`
     when interleaved), so the op is pointwise over the split iteration
     space and reads each element once from memory (the partner's line is the
-    element's own or its neighbour's).
+    element's own or its neighbour's). A partial rotation is two nests (the
+    rotated part and the pass-through copy) and fuses with nothing.
 
     ```mlir
     %q = mlc.rotary %x, %cos, %sin : tensor<8x32x1024x64xf32>, tensor<1024x64xf32>

@@ -42,3 +42,27 @@ func.func @forward(%g: tensor<2x4x8x16xf32> {mlc.param = "g"}, %cos: tensor<8x16
   return %0 : tensor<2x4x8x16xf32>
 }
 
+
+// -----
+
+// A partial rotation (rotary dim 4 of a head dim 6): the rotated part over
+// [.., 2, 2] and the pass-through copy of the last two elements, two nests
+// that each read and write their part once; it fuses with nothing, so its
+// consumer is a kernel of its own.
+// CHECK-LABEL: plan.param "x" : f32 [2, 3, 4, 6]
+// CHECK:      plan.kernel @k0 pointwise args(5) params {dims = array<i64: 6, 4, 2, 2>} {
+// CHECK-NEXT:   plan.load arg 1 offset 0 strides [24, 6, 2, 1] : tensor<f32>
+// CHECK-NEXT:   plan.load arg 2 offset 0 strides [0, 4, 2, 1] : tensor<f32>
+// CHECK-NEXT:   plan.load arg 3 offset 0 strides [0, 4, 2, 1] : tensor<f32>
+// CHECK-NEXT:   plan.load arg 4 offset 2 strides [24, 6, -2, 1] : tensor<f32>
+// CHECK:      plan.kernel @k1 pointwise args(2) params {dims = array<i64: 24, 2>} {
+// CHECK-NEXT:   %[[P:.*]] = plan.load arg 1 offset 4 strides [6, 1] : tensor<f32>
+// CHECK-NEXT:   plan.store %[[P]], arg 0 offset 4 strides [6, 1] : tensor<f32>
+// CHECK:      plan.kernel @k2 pointwise
+// CHECK-NEXT:   plan.load
+// CHECK-NEXT:   mlc.tanh
+func.func @forward(%x: tensor<2x3x4x6xf32> {mlc.param = "x"}, %c: tensor<4x4xf32> {mlc.input = "c"}, %s: tensor<4x4xf32> {mlc.input = "s"}) -> (tensor<2x3x4x6xf32> {mlc.output = "y"}) {
+  %0 = mlc.rotary %x, %c, %s : tensor<2x3x4x6xf32>, tensor<4x4xf32>
+  %1 = mlc.tanh %0 : tensor<2x3x4x6xf32>
+  return %1 : tensor<2x3x4x6xf32>
+}

@@ -139,9 +139,9 @@ func.func @rotary_odd_head_dim(%x: tensor<2x8x15xf32>, %t: tensor<8x15xf32>) {
 
 // -----
 
-func.func @rotary_table_head_dim(%x: tensor<2x8x16xf32>, %t: tensor<8x8xf32>) {
-  // expected-error @+1 {{tables [8, 8] must end in the head dim 16 of the input [2, 8, 16]}}
-  %0 = mlc.rotary %x, %t, %t : tensor<2x8x16xf32>, tensor<8x8xf32>
+func.func @rotary_table_head_dim(%x: tensor<2x8x16xf32>, %t: tensor<8x18xf32>) {
+  // expected-error @+1 {{tables [8, 18] must end in an even rotary dim of at most the head dim 16 of the input [2, 8, 16]}}
+  %0 = mlc.rotary %x, %t, %t : tensor<2x8x16xf32>, tensor<8x18xf32>
   return
 }
 
