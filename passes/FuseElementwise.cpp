@@ -15,6 +15,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <map>
+
 namespace mlc {
 #define GEN_PASS_DEF_MLCFUSEELEMENTWISE
 #include "passes/Passes.h.inc"
@@ -201,39 +203,46 @@ private:
   /// outside both must come after that root.
   void mergeSiblings(std::vector<Group> &groups, llvm::DenseMap<Operation *, int> &groupOf,
                      llvm::DenseMap<Operation *, int> &position) {
-    for (size_t a = 0; a < groups.size(); ++a) {
-      if (!plainPointwise(groups[a]))
-        continue;
-      auto inA = groupInputs(groups[a], groupOf, a);
-      for (size_t b = 0; b < groups.size() && !inA.empty(); ++b) {
-        if (a == b || !plainPointwise(groups[b]) || groups[a].shape != groups[b].shape)
-          continue;
-        auto inB = groupInputs(groups[b], groupOf, b);
-        if (inA.size() > inB.size() || !llvm::all_of(inA, [&](Value v) { return inB.contains(v); }))
-          continue;
-        Group &early = position[groups[a].root] < position[groups[b].root] ? groups[a] : groups[b];
-        Group &late = &early == &groups[a] ? groups[b] : groups[a];
-        int lateId = &late == &groups[a] ? a : b;
-        bool ok = true;
-        for (Operation *op : early.ops)
-          for (Operation *user : op->getUsers()) {
-            auto it = groupOf.find(user);
-            bool inside = it != groupOf.end() && (it->second == int(a) || it->second == int(b));
-            if (!inside && position[user] < position[late.root])
-              ok = false;
-          }
-        if (!ok)
-          continue;
-        for (Operation *op : early.ops)
-          groupOf[op] = lateId;
-        late.ops.append(early.ops.begin(), early.ops.end());
-        llvm::sort(late.ops, [&](Operation *x, Operation *y) { return position[x] > position[y]; });
-        early.ops.clear();
-        if (&early == &groups[a])
-          break;
-        inA = groupInputs(groups[a], groupOf, a);
+    // Candidates by iteration shape, each group's inputs computed once.
+    std::map<SmallVector<int64_t>, SmallVector<int>> byShape;
+    std::vector<llvm::SetVector<Value>> inputs(groups.size());
+    for (size_t i = 0; i < groups.size(); ++i)
+      if (plainPointwise(groups[i])) {
+        byShape[groups[i].shape].push_back(i);
+        inputs[i] = groupInputs(groups[i], groupOf, i);
       }
-    }
+    auto subset = [&](int a, int b) {
+      return inputs[a].size() <= inputs[b].size() &&
+             llvm::all_of(inputs[a], [&](Value v) { return inputs[b].contains(v); });
+    };
+    for (auto &[shape, ids] : byShape)
+      for (int a : ids)
+        for (int b : ids) {
+          if (a == b || groups[a].ops.empty() || groups[b].ops.empty() || inputs[a].empty() ||
+              !subset(a, b))
+            continue;
+          bool aFirst = position[groups[a].root] < position[groups[b].root];
+          int early = aFirst ? a : b, late = aFirst ? b : a;
+          bool ok = true;
+          for (Operation *op : groups[early].ops)
+            for (Operation *user : op->getUsers()) {
+              auto it = groupOf.find(user);
+              bool inside = it != groupOf.end() && (it->second == a || it->second == b);
+              if (!inside && position[user] < position[groups[late].root])
+                ok = false;
+            }
+          if (!ok)
+            continue;
+          Group &into = groups[late];
+          for (Operation *op : groups[early].ops)
+            groupOf[op] = late;
+          into.ops.append(groups[early].ops.begin(), groups[early].ops.end());
+          llvm::sort(into.ops, [&](Operation *x, Operation *y) { return position[x] > position[y]; });
+          groups[early].ops.clear();
+          inputs[late] = groupInputs(into, groupOf, late);
+          if (early == a)
+            break;
+        }
   }
 
   /// A column sum and a cast of one value, each left a kernel of its own
