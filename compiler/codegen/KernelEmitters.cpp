@@ -77,10 +77,11 @@ llvm::Error FunctionLowering::scalarClone(OpBuilder &b, Operation *op, IRMapping
   return llvm::Error::success();
 }
 
-/// Rotate-half: element d = j * D/2 + i of the head dim is (j, i) of
-/// [2, D/2], its partner (1 - j, i) is at offset D/2 and stride -D/2 along j.
-/// Interleaved: d = 2 i + j is (i, j) of [D/2, 2], its partner (i, 1 - j) at
-/// offset 1 and stride -1 along j. Every other access walks the split dims
+/// `iter` ends in the rotary dim R (the head dim, or its first R elements
+/// for a partial rotation). Rotate-half: element d = j * R/2 + i is (j, i)
+/// of [2, R/2], its partner (1 - j, i) is at offset R/2 and stride -R/2
+/// along j. Interleaved: d = 2 i + j is (i, j) of [R/2, 2], its partner
+/// (i, 1 - j) at offset 1 and stride -1 along j. Every other access walks the split dims
 /// with its own last stride, so the nest is still one pass over memory: the
 /// partner read touches the cache lines of the element reads.
 FunctionLowering::RotaryReads FunctionLowering::splitForRotary(RotaryOp rotary, Shape &iter,
