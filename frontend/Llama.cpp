@@ -8,9 +8,9 @@
 // RMSNorm is composed as x * rsqrt(mean(x^2) + eps) * w, and K/V are
 // repeated to every query head before mlc.attention (the kv-head kernel that
 // never expands them is left for the kernel work). The rotary embedding is
-// mlc.rotary with constant cos/sin tables: one pointwise kernel per Q and K
-// that reads the projection through the head split's view, forward and
-// backward. The MLP's silu(gate) * up is mlc.swiglu: one kernel forward,
+// mlc.rotary with constant cos/sin tables over the projection's rows: one
+// pointwise kernel per Q and K forward and backward, the head split a view
+// on either side of it. The MLP's silu(gate) * up is mlc.swiglu: one kernel forward,
 // one backward.
 //
 //===----------------------------------------------------------------------===//
@@ -220,7 +220,7 @@ std::pair<Value, Value> rotaryTables(GraphBuilder &g, int64_t S, int64_t D, doub
       sines[p * D + i] = -s;
       sines[p * D + i + D / 2] = s;
     }
-  auto type = RankedTensorType::get({S, D}, g.dtype);
+  auto type = RankedTensorType::get({S, 1, D}, g.dtype); // broadcast over the heads
   auto table = [&](ArrayRef<double> values) -> Value {
     SmallVector<Attribute> attrs;
     for (double v : values)
@@ -230,7 +230,7 @@ std::pair<Value, Value> rotaryTables(GraphBuilder &g, int64_t S, int64_t D, doub
   return {table(cosines), table(sines)};
 }
 
-/// HF's apply_rotary_pos_emb on x [B, heads, S, D]:
+/// HF's apply_rotary_pos_emb on x [B, S, heads, D] (tables [S, 1, D]):
 /// x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x[..., D/2:], x[..., :D/2]),
 /// one mlc.rotary (the tables carry rotate_half's sign).
 Value applyRotary(GraphBuilder &g, Value x, Value cos, Value sin) {
@@ -302,11 +302,19 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext &ctx, const ModelConfig &c,
   Value x = b.create<EmbeddingOp>(loc, embed, ids);
   for (const Layer &l : layers) {
     Value h = rmsNorm(g, x, l.ln1, eps);
-    Value q = g.splitHeads(g.dense(h, l.qW, l.qB, /*linear=*/true), B, S, H, D);
-    Value k = g.splitHeads(g.dense(h, l.kW, l.kB, true), B, S, Hkv, D);
+    // Q and K rotate in the projection's [B, S, heads, D] layout (tables
+    // [S, 1, D]) before the heads are split: the rotation reads the GEMM's
+    // rows and writes them contiguous, and in the backward it reads the
+    // attention's gradient through the split's transpose and writes the rows
+    // the weight-gradient GEMM reads, so the split costs no copy either way.
+    Value q = g.transpose(applyRotary(g, g.reshape(g.dense(h, l.qW, l.qB, /*linear=*/true),
+                                                   {B, S, H, D}),
+                                      cos, sin),
+                          {0, 2, 1, 3});
+    Value k = g.transpose(
+        applyRotary(g, g.reshape(g.dense(h, l.kW, l.kB, true), {B, S, Hkv, D}), cos, sin),
+        {0, 2, 1, 3});
     Value v = g.splitHeads(g.dense(h, l.vW, l.vB, true), B, S, Hkv, D);
-    q = applyRotary(g, q, cos, sin);
-    k = applyRotary(g, k, cos, sin);
     k = repeatHeads(g, k, H / Hkv);
     v = repeatHeads(g, v, H / Hkv);
     Value a = g.attention(q, k, v, /*mask=*/Value(), /*causal=*/true, /*dropout=*/0.0);

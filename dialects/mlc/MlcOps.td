@@ -335,8 +335,9 @@ def Mlc_RotaryOp : Mlc_Op<"rotary", [Pure, AllTypesMatch<["input", "result"]>,
   let summary = "Rotary position embedding: x * cos + partner(x) * sin";
   let description = [{
     Rotates each pair of elements of the last (head) dimension of `input`
-    (`[..., S, D]`, Llama's `[B, H, S, D]` after the head split) by the angle
-    of its position: `result[d] = x[d] * cos[d] + x[p(d)] * sin[d]`, with
+    by the angle of its position (`[B, H, S, D]` with `[S, D]` tables, or
+    the projection's rows `[B, S, H, D]` with `[S, 1, D]` tables, as the
+    builtin Llama does so that the head split is a view on both sides): `result[d] = x[d] * cos[d] + x[p(d)] * sin[d]`, with
     `p` the pair partner of element `d`:
 
     - rotate-half (HF's `rotate_half`, the default): the head dim seen as
@@ -346,7 +347,8 @@ def Mlc_RotaryOp : Mlc_Op<"rotary", [Pure, AllTypesMatch<["input", "result"]>,
 
     `cos` and `sin` are per-element tables of the last dimension, broadcast
     against `input` (`[S, R]` for one position per row, `[B, 1, S, R]` for
-    position ids per sequence, e.g. packed documents whose positions reset).
+    position ids per sequence, e.g. packed documents whose positions reset;
+    `[S, 1, R]` and `[B, S, 1, R]` over `[B, S, H, D]`).
     Their last dim `R` is the rotary dim: the first `R` elements of the head
     dim rotate (pairs within them) and the other `D - R` pass through
     (`partial_rotary_factor = R / D`, ONNX's `rotary_embedding_dim`).
