@@ -42,11 +42,11 @@
 // (MlcAttentionArgs) are prelude/mlc_shared.h's: the CPU's attention takes
 // the same.
 
-// A block's place: head bh = (bb, h) and the first of its `rows` rows;
-// varlen: the sequence's first token a and length L. SQ, SK: the lengths
-// of this head's queries and keys.
+// A block's place: head bh = (bb, h) (h the query head, kvh its kv head)
+// and the first of its `rows` rows; varlen: the sequence's first token a
+// and length L. SQ, SK: the lengths of this head's queries and keys.
 struct MlcAttentionBlock {
-  int64_t bh, bb, h, first, a, SQ, SK;
+  int64_t bh, bb, h, kvh, first, a, SQ, SK;
 };
 
 template <int F, typename T, typename I>
@@ -57,6 +57,7 @@ MLC_FN MlcAttentionBlock mlc_attention_block(const MlcAttention<T> &s,
   k.first = (blockIdx.x % s.queryBlocks) * rows;
   k.bb = k.bh / s.heads;
   k.h = k.bh % s.heads;
+  k.kvh = k.h / (s.heads / s.kvHeads);
   k.a = 0;
   k.SQ = s.seqQ;
   k.SK = s.seqK;
@@ -68,12 +69,36 @@ MLC_FN MlcAttentionBlock mlc_attention_block(const MlcAttention<T> &s,
   return k;
 }
 
-// Tensor `role`'s head of the block's (batch or sequence, head).
+// Tensor `role`'s head of the block's (batch or sequence, head): the
+// query head's for O, dO, Q, the kv head's for K, V, dK, dV.
 template <int F, typename T, typename P>
 MLC_FN P *mlc_attention_head(const MlcAttention<T> &s, const MlcAttentionBlock &k, int role,
                              P *base) {
   const MlcAttentionTensor &w = s.t[role];
-  return base + w.offset + ((F & MLC_ATTN_VARLEN) ? k.a : k.bb) * w.batch + k.h * w.head;
+  return base + w.offset + ((F & MLC_ATTN_VARLEN) ? k.a : k.bb) * w.batch +
+         (mlc_attention_kv_role(role) ? k.kvh : k.h) * w.head;
+}
+
+// Phase 1 runs a block per (batch, kv head, key block): of the grid's
+// heads the first kvHeads stand for the kv heads (the others return, false
+// here), and each sums dK, dV over its group of heads / kvHeads query
+// heads in order (grouped-query attention: no atomics, K and V never
+// repeated in memory). Without grouping every block is its own group.
+MLC_FN bool mlc_attention_kv_block(int64_t kvHeads, MlcAttentionBlock &k) {
+  if (k.h >= kvHeads)
+    return false;
+  k.kvh = k.h;
+  return true;
+}
+
+// The block of kv head kv.kvh's g-th query head.
+template <typename T>
+MLC_FN MlcAttentionBlock mlc_attention_group_head(const MlcAttention<T> &s,
+                                                  const MlcAttentionBlock &kv, int64_t g) {
+  MlcAttentionBlock k = kv;
+  k.h = kv.kvh * (s.heads / s.kvHeads) + g;
+  k.bh = kv.bb * s.heads + k.h;
+  return k;
 }
 
 // The additive mask's element for query i, key j.
@@ -268,16 +293,14 @@ __device__ void mlc_attention_rows_dkdv(const MlcAttention<T> &s, const MlcAtten
                                         const MlcKernelCtx *ctx, T (*qs)[D], T (*gs)[DV],
                                         T (*kself)[D + 1], T (*vself)[DV + 1]) {
   const uint64_t key = mlc_attention_key<F>(s, ctx);
-  const MlcAttentionBlock k = mlc_attention_block<F>(s, x, ROWS);
-  const int64_t j0 = k.first, SQ = k.SQ, SK = k.SK;
-  if (j0 >= SK)
+  MlcAttentionBlock kv = mlc_attention_block<F>(s, x, ROWS);
+  const int64_t j0 = kv.first, SQ = kv.SQ, SK = kv.SK;
+  if (j0 >= SK || !mlc_attention_kv_block(s.kvHeads, kv))
     return;
-  const T *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
-  const T *kh = mlc_attention_head<F>(s, k, MLC_ATT_K, x.k);
-  const T *vh = mlc_attention_head<F>(s, k, MLC_ATT_V, x.v);
-  const T *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
-  T *dk = mlc_attention_head<F>(s, k, MLC_ATT_DK, x.dk);
-  T *dv = mlc_attention_head<F>(s, k, MLC_ATT_DV, x.dv);
+  const T *kh = mlc_attention_head<F>(s, kv, MLC_ATT_K, x.k);
+  const T *vh = mlc_attention_head<F>(s, kv, MLC_ATT_V, x.v);
+  T *dk = mlc_attention_head<F>(s, kv, MLC_ATT_DK, x.dk);
+  T *dv = mlc_attention_head<F>(s, kv, MLC_ATT_DV, x.dv);
   const int64_t j = j0 + threadIdx.x;
   const bool active = j < SK;
   for (int c = 0; c < D; ++c)
@@ -290,6 +313,10 @@ __device__ void mlc_attention_rows_dkdv(const MlcAttention<T> &s, const MlcAtten
   for (int c = 0; c < DV; ++c)
     dvj[c] = 0;
   const bool causal = F & MLC_ATTN_CAUSAL;
+  for (int64_t g = 0; g < s.heads / s.kvHeads; ++g) {
+  const MlcAttentionBlock k = mlc_attention_group_head(s, kv, g);
+  const T *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
+  const T *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
   for (int64_t i0 = causal ? j0 / TILE * TILE : 0; i0 < SQ; i0 += TILE) {
     __syncthreads();
     mlc_attention_load_tile<TILE, D>(qs, qh, s.t[MLC_ATT_Q].row, i0, SQ);
@@ -316,6 +343,7 @@ __device__ void mlc_attention_rows_dkdv(const MlcAttention<T> &s, const MlcAtten
       for (int c = 0; c < D; ++c)
         dkj[c] += ds * qs[t][c];
     }
+  }
   }
   if (!active)
     return;
@@ -671,16 +699,14 @@ __device__ void mlc_attention_tc_dkdv(const MlcAttention<float> &s,
                                       const MlcAttentionArgs<float, I> &x, const MlcKernelCtx *ctx,
                                       MlcAttentionTcShared<D, DV> &sh) {
   const uint64_t key = mlc_attention_key<F>(s, ctx);
-  const MlcAttentionBlock k = mlc_attention_block<F>(s, x, MLC_ATTN_TC_ROWS);
-  const int64_t j0 = k.first, SQ = k.SQ, SK = k.SK;
-  if (j0 >= SK)
+  MlcAttentionBlock kv = mlc_attention_block<F>(s, x, MLC_ATTN_TC_ROWS);
+  const int64_t j0 = kv.first, SQ = kv.SQ, SK = kv.SK;
+  if (j0 >= SK || !mlc_attention_kv_block(s.kvHeads, kv))
     return;
-  const float *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
-  const float *kh = mlc_attention_head<F>(s, k, MLC_ATT_K, x.k);
-  const float *vh = mlc_attention_head<F>(s, k, MLC_ATT_V, x.v);
-  const float *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
-  float *dk = mlc_attention_head<F>(s, k, MLC_ATT_DK, x.dk);
-  float *dv = mlc_attention_head<F>(s, k, MLC_ATT_DV, x.dv);
+  const float *kh = mlc_attention_head<F>(s, kv, MLC_ATT_K, x.k);
+  const float *vh = mlc_attention_head<F>(s, kv, MLC_ATT_V, x.v);
+  float *dk = mlc_attention_head<F>(s, kv, MLC_ATT_DK, x.dk);
+  float *dv = mlc_attention_head<F>(s, kv, MLC_ATT_DV, x.dv);
   const MlcAttentionLane ln = mlc_attention_lane(j0);
   const double *stat = (const double *)ctx->scratch;
   uint32_t ka[D / 16][4], va[DV / 16][4];
@@ -690,6 +716,10 @@ __device__ void mlc_attention_tc_dkdv(const MlcAttention<float> &s,
   mlc_attention_zero<D / 8>(gk);
   mlc_attention_zero<DV / 8>(gv);
   const int64_t rq = s.t[MLC_ATT_Q].row, rg = s.t[MLC_ATT_GO].row;
+  for (int64_t g = 0; g < s.heads / s.kvHeads; ++g) {
+  const MlcAttentionBlock k = mlc_attention_group_head(s, kv, g);
+  const float *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
+  const float *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
   for (int64_t i0 = (F & MLC_ATTN_CAUSAL) ? j0 : 0; i0 < SQ; i0 += MLC_ATTN_TC_TILE) {
     __syncthreads();
     mlc_attention_stage_rows<D>(sh.a.rows, qh, rq, i0, SQ);
@@ -720,6 +750,7 @@ __device__ void mlc_attention_tc_dkdv(const MlcAttention<float> &s,
       }
     mlc_attention_product_of_tile<DV / 8>(gv, pw, sh.b.cols, ln);
     mlc_attention_product_of_tile<D / 8>(gk, ds, sh.a.cols, ln);
+  }
   }
   for (int f = 0; f < 4; ++f) {
     const int64_t j = f < 2 ? ln.r0 : ln.r1;
