@@ -8,8 +8,9 @@
 // This first increment composes the new pieces from graph ops that already
 // have kernels: RMSNorm as x * rsqrt(mean(x^2) + eps) * w, the rotary
 // embedding as slices, a negation, a concat and products with constant
-// cos/sin tables, and K/V repeated to every query head before mlc.attention
-// (the kv-head kernel that never expands them is left for the kernel work).
+// cos/sin tables. K and V keep their num_key_value_heads heads:
+// mlc.attention groups the query heads over them (its kernels index K/V by
+// the kv head and sum a group's dK, dV), so they are never expanded.
 // SiLU is the one new op (mlc.silu).
 //
 //===----------------------------------------------------------------------===//
@@ -243,19 +244,6 @@ Value applyRotary(GraphBuilder &g, Value x, Value cos, Value sin) {
                          b.create<MulOp>(g.loc, rotated, sin));
 }
 
-/// HF's repeat_kv: [B, Hkv, S, D] -> [B, Hkv * rep, S, D], each kv head
-/// serving `rep` consecutive query heads.
-Value repeatHeads(GraphBuilder &g, Value x, int64_t rep) {
-  if (rep == 1)
-    return x;
-  auto shape = cast<RankedTensorType>(x.getType()).getShape();
-  const int64_t B = shape[0], Hkv = shape[1], S = shape[2], D = shape[3];
-  Value one = g.reshape(x, {B, Hkv, 1, S, D});
-  Value wide = g.b.create<BroadcastOp>(
-      g.loc, RankedTensorType::get({B, Hkv, rep, S, D}, g.dtype), one);
-  return g.reshape(wide, {B, Hkv * rep, S, D});
-}
-
 } // namespace
 
 OwningOpRef<ModuleOp> buildLlama(MLIRContext &ctx, const ModelConfig &c,
@@ -313,8 +301,6 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext &ctx, const ModelConfig &c,
     Value v = g.splitHeads(g.dense(h, l.vW, l.vB, true), B, S, Hkv, D);
     q = applyRotary(g, q, cos, sin);
     k = applyRotary(g, k, cos, sin);
-    k = repeatHeads(g, k, H / Hkv);
-    v = repeatHeads(g, v, H / Hkv);
     Value a = g.attention(q, k, v, /*mask=*/Value(), /*causal=*/true, /*dropout=*/0.0);
     a = g.dense(g.mergeHeads(a, B, S, H * D), l.oW, l.oB, true);
     x = b.create<AddOp>(loc, x, a);
