@@ -157,6 +157,15 @@ TEST(CudaKernels, AttentionCompilesAlone) {
       {"tc_bwd", "128",
        "mlc_attention_tc_backward<64, 64, MLC_ATTN_CAUSAL | MLC_ATTN_MASK | MLC_ATTN_DROPOUT>"},
       {"tc_bwd_varlen", "128", "mlc_attention_tc_backward<32, 16, MLC_ATTN_VARLEN>"},
+      // Grouped-query attention (phase 1 sums a kv head's query heads).
+      {"rows_bwd_f32_grouped", "32",
+       "mlc_attention_backward<float, 32, 32, 32, 16, MLC_ATTN_CAUSAL | MLC_ATTN_GROUPED>"},
+      {"rows_fwd_f32_grouped_varlen", "64",
+       "mlc_attention_forward<float, 64, 64, 64, 32, MLC_ATTN_VARLEN | MLC_ATTN_GROUPED>"},
+      {"tc_bwd_grouped", "128",
+       "mlc_attention_tc_backward<64, 64, MLC_ATTN_CAUSAL | MLC_ATTN_MASK | MLC_ATTN_GROUPED>"},
+      {"tc_bwd_grouped_varlen", "128",
+       "mlc_attention_tc_backward<32, 16, MLC_ATTN_VARLEN | MLC_ATTN_GROUPED>"},
   };
   std::string source = mlc::cudaKernelPrelude();
   for (const Instance &k : instances) {

@@ -60,7 +60,7 @@ inline std::string attentionBuffers(const AttentionKernel &a) {
 inline std::string attentionFlags(const AttentionKernel &a) {
   std::string flags;
   for (auto [on, name] : {std::pair{a.causal, "CAUSAL"}, {a.mask, "MASK"}, {a.varlen, "VARLEN"},
-                          {a.dropout > 0, "DROPOUT"}})
+                          {a.dropout > 0, "DROPOUT"}, {a.kvHeads != a.heads, "GROUPED"}})
     if (on)
       flags += (flags.empty() ? "MLC_ATTN_" : " | MLC_ATTN_") + std::string(name);
   return flags.empty() ? "0" : flags;

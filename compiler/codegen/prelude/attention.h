@@ -44,7 +44,7 @@ static inline bool mlc_attention_head_of(const MlcAttention<T> &s, const MlcAtte
   k.bb = bb;
   k.h = h;
   k.bh = bb * s.heads + h;
-  k.kvh = h / (s.heads / s.kvHeads);
+  k.kvh = h / mlc_attention_group<F>(s);
   k.a = 0;
   k.SQ = s.seqQ;
   k.SK = s.seqK;
@@ -265,7 +265,7 @@ static void mlc_attention_backward_head(const MlcAttention<T> &s, const MlcAtten
 template <typename T, int F, int D, int DV, typename I>
 static void mlc_attention_backward(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
                                    const MlcKernelCtx *ctx) {
-  const int64_t tile = MLC_ATTN_CPU_TILE, group = s.heads / s.kvHeads;
+  const int64_t tile = MLC_ATTN_CPU_TILE, group = mlc_attention_group<F>(s);
   const uint64_t key = (F & MLC_ATTN_DROPOUT) ? mlc_key(s.seed, (uint64_t)ctx->step) : 0;
   const int64_t rk = s.t[MLC_ATT_K].row, rdk = s.t[MLC_ATT_DK].row, rdv = s.t[MLC_ATT_DV].row;
 #pragma omp parallel

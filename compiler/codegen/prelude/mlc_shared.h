@@ -38,6 +38,7 @@ enum {
   MLC_ATTN_MASK = 2,    // an additive mask broadcast to [B, H, Sq, Sk]
   MLC_ATTN_VARLEN = 4,  // packed sequences (cu_seqlens)
   MLC_ATTN_DROPOUT = 8, // dropout on the probabilities
+  MLC_ATTN_GROUPED = 16, // grouped-query: fewer kv heads than query heads
 };
 
 // Where head (b, h) of a tensor starts, in elements: offset + b * batch +
@@ -76,6 +77,12 @@ template <typename T> struct MlcAttention {
   T keepScale;
   uint64_t seed;
 };
+
+// The query heads per kv head: 1 unless MLC_ATTN_GROUPED (so that the
+// ungrouped instantiations hold no group loop or division).
+template <int F, typename T> MLC_FN int64_t mlc_attention_group(const MlcAttention<T> &s) {
+  return (F & MLC_ATTN_GROUPED) ? s.heads / s.kvHeads : 1;
+}
 
 // The buffers: O (backward: dQ), dK, dV, dO, Q, K, V, the mask and
 // cu_seqlens (null where absent).
