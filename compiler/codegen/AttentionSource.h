@@ -33,8 +33,8 @@ inline std::string attentionSizes(const AttentionKernel &a, int64_t queryBlocks)
        "  // dQ, dK, dV, dO, Q, K, V) its offset and batch, head, row strides; the mask's\n"
        "  // strides; scale, dropout, keep scale, seed\n"
     << "  const MlcAttention<" << cType(a.element) << "> s = {" << a.batch << ", " << a.heads
-    << ", " << a.kvHeads << ", " << a.seqQ << ", " << a.seqK << ", " << a.tokenCapacity << ", " << queryBlocks
-    << ",\n      {";
+    << ", " << a.kvHeads << ", " << a.seqQ << ", " << a.seqK << ", " << a.tokenCapacity << ", "
+    << queryBlocks << ",\n      {";
   for (int k = 0; k < 7; ++k)
     b << (k ? ", " : "") << "{" << roles[k].offset << ", " << roles[k].batchStride << ", "
       << roles[k].headStride << ", " << roles[k].rowStride << "}";

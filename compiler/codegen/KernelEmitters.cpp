@@ -546,8 +546,8 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   desc.backward = backward;
   desc.varlen = varlen;
   desc.causal = causal;
-  desc.batch = B, desc.heads = H, desc.kvHeads = Hkv, desc.seqQ = Sq, desc.seqK = Sk, desc.headDim = D,
-  desc.valueDim = Dv, desc.tokenCapacity = kernels.tokenCapacity;
+  desc.batch = B, desc.heads = H, desc.kvHeads = Hkv, desc.seqQ = Sq, desc.seqK = Sk,
+  desc.headDim = D, desc.valueDim = Dv, desc.tokenCapacity = kernels.tokenCapacity;
   desc.scale = scale, desc.dropout = dropout, desc.seed = seed;
   for (const View &w : tensors)
     desc.tensors.push_back({w.offset, w.strides[0], w.strides[1], w.strides[varlen ? 0 : 2]});

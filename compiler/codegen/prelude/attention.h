@@ -6,7 +6,7 @@
 // build time like it; a test compiles the two alone, with instantiations.
 // A plan kernel's attention is one call: the sizes as an MlcAttention
 // literal, the buffers, and at compile time only the element type and the
-// variant flags (MLC_ATTN_*: code they select).
+// variant flags (MLC_ATTN_*: code they select) and the head dimensions.
 //
 // Per (batch, head) or (sequence, head), shared out among threads, in
 // tiles of 64 query rows: S = scale Q_t K^T over the keys the tile sees
@@ -20,6 +20,9 @@
 //   dP = dO V^T (then the dropout mask), rowsum_i = sum_j dP_ij P_ij,
 //   dS = scale P * (dP - rowsum), dQ_t = dS K, dK += dS^T Q_t,
 //   dV += (P * mask)^T dO_t.
+// Grouped-query attention (MLC_ATTN_GROUPED): query head h reads kv head
+// h / (heads / kvHeads); the backward pass takes a kv head per task and
+// adds its query heads' dK, dV in order, so K and V are never repeated.
 // Memory: Q, K, V and O (and their gradients) once per head; the products
 // are compute-bound (4 S^2 D flops forward, 10 backward, halved when
 // causal).
