@@ -159,6 +159,15 @@ MLC_FN void mlc_attention_load_tile(T (*dst)[C], const T *base, int64_t stride, 
   }
 }
 
+// Row r of a tensor (width W, rows `stride` apart) into the calling
+// thread's shared row of self, zeros where the thread has no row.
+template <int W, typename T, int C>
+MLC_FN void mlc_attention_own_row(T (*self)[C], const T *base, int64_t stride, int64_t r,
+                                  bool active) {
+  for (int c = 0; c < W; ++c)
+    self[threadIdx.x][c] = active ? base[r * stride + c] : (T)0;
+}
+
 // The forward pass (backward: phase 0), a thread per query row i: q_i
 // (pre-scaled) and the output accumulator in registers, the running max m
 // and sum l of the online softmax; per key tile of TILE rows (staged in ks,
@@ -358,10 +367,8 @@ __device__ void mlc_attention_rows_dkdv(const MlcAttention<T> &s, const MlcAtten
   T *dv = mlc_attention_head<F>(s, kv, MLC_ATT_DV, x.dv);
   const int64_t j = j0 + threadIdx.x;
   const bool active = j < SK;
-  for (int c = 0; c < D; ++c)
-    kself[threadIdx.x][c] = active ? kh[j * s.t[MLC_ATT_K].row + c] : (T)0;
-  for (int c = 0; c < DV; ++c)
-    vself[threadIdx.x][c] = active ? vh[j * s.t[MLC_ATT_V].row + c] : (T)0;
+  mlc_attention_own_row<D>(kself, kh, s.t[MLC_ATT_K].row, j, active);
+  mlc_attention_own_row<DV>(vself, vh, s.t[MLC_ATT_V].row, j, active);
   T dkj[D], dvj[DV];
   for (int c = 0; c < D; ++c)
     dkj[c] = 0;
@@ -405,10 +412,8 @@ __device__ void mlc_attention_rows_dq(const MlcAttention<T> &s, const MlcAttenti
   T *dq = mlc_attention_head<F>(s, k, MLC_ATT_O, x.o);
   const int64_t i = i0 + threadIdx.x;
   const bool active = i < SQ;
-  for (int c = 0; c < D; ++c)
-    qself[threadIdx.x][c] = active ? qh[i * s.t[MLC_ATT_Q].row + c] : (T)0;
-  for (int c = 0; c < DV; ++c)
-    gself[threadIdx.x][c] = active ? gh[i * s.t[MLC_ATT_GO].row + c] : (T)0;
+  mlc_attention_own_row<D>(qself, qh, s.t[MLC_ATT_Q].row, i, active);
+  mlc_attention_own_row<DV>(gself, gh, s.t[MLC_ATT_GO].row, i, active);
   T dqi[D];
   for (int c = 0; c < D; ++c)
     dqi[c] = 0;
