@@ -5,13 +5,13 @@
 // head and the next-token loss. Qwen2ForCausalLM is the same graph with
 // biases on q/k/v only (`qkv_bias=1`) and a tied head.
 //
-// RMSNorm is composed as x * rsqrt(mean(x^2) + eps) * w, and K/V are
-// repeated to every query head before mlc.attention (the kv-head kernel that
-// never expands them is left for the kernel work). The rotary embedding is
-// mlc.rotary with constant cos/sin tables over the projection's rows: one
-// pointwise kernel per Q and K forward and backward, the head split a view
-// on either side of it. The MLP's silu(gate) * up is mlc.swiglu: one kernel forward,
-// one backward.
+// RMSNorm is composed as x * rsqrt(mean(x^2) + eps) * w. The rotary
+// embedding is mlc.rotary with constant cos/sin tables over the projection's
+// rows: one pointwise kernel per Q and K forward and backward, the head split
+// a view on either side of it. K and V keep their num_key_value_heads heads:
+// mlc.attention groups the query heads over them (its kernels index K/V by
+// the kv head and sum a group's dK, dV), so they are never expanded. The
+// MLP's silu(gate) * up is mlc.swiglu: one kernel forward, one backward.
 //
 //===----------------------------------------------------------------------===//
 
@@ -237,19 +237,6 @@ Value applyRotary(GraphBuilder &g, Value x, Value cos, Value sin) {
   return g.b.create<RotaryOp>(g.loc, x, cos, sin, /*interleaved=*/false, /*transpose=*/false);
 }
 
-/// HF's repeat_kv: [B, Hkv, S, D] -> [B, Hkv * rep, S, D], each kv head
-/// serving `rep` consecutive query heads.
-Value repeatHeads(GraphBuilder &g, Value x, int64_t rep) {
-  if (rep == 1)
-    return x;
-  auto shape = cast<RankedTensorType>(x.getType()).getShape();
-  const int64_t B = shape[0], Hkv = shape[1], S = shape[2], D = shape[3];
-  Value one = g.reshape(x, {B, Hkv, 1, S, D});
-  Value wide = g.b.create<BroadcastOp>(
-      g.loc, RankedTensorType::get({B, Hkv, rep, S, D}, g.dtype), one);
-  return g.reshape(wide, {B, Hkv * rep, S, D});
-}
-
 } // namespace
 
 OwningOpRef<ModuleOp> buildLlama(MLIRContext &ctx, const ModelConfig &c,
@@ -315,8 +302,6 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext &ctx, const ModelConfig &c,
         applyRotary(g, g.reshape(g.dense(h, l.kW, l.kB, true), {B, S, Hkv, D}), cos, sin),
         {0, 2, 1, 3});
     Value v = g.splitHeads(g.dense(h, l.vW, l.vB, true), B, S, Hkv, D);
-    k = repeatHeads(g, k, H / Hkv);
-    v = repeatHeads(g, v, H / Hkv);
     Value a = g.attention(q, k, v, /*mask=*/Value(), /*causal=*/true, /*dropout=*/0.0);
     a = g.dense(g.mergeHeads(a, B, S, H * D), l.oW, l.oB, true);
     x = b.create<AddOp>(loc, x, a);

@@ -157,6 +157,15 @@ TEST(CudaKernels, AttentionCompilesAlone) {
       {"tc_bwd", "128",
        "mlc_attention_tc_backward<64, 64, MLC_ATTN_CAUSAL | MLC_ATTN_MASK | MLC_ATTN_DROPOUT>"},
       {"tc_bwd_varlen", "128", "mlc_attention_tc_backward<32, 16, MLC_ATTN_VARLEN>"},
+      // Grouped-query attention (phase 1 sums a kv head's query heads).
+      {"rows_bwd_f32_grouped", "32",
+       "mlc_attention_backward<float, 32, 32, 32, 16, MLC_ATTN_CAUSAL | MLC_ATTN_GROUPED>"},
+      {"rows_fwd_f32_grouped_varlen", "64",
+       "mlc_attention_forward<float, 64, 64, 64, 32, MLC_ATTN_VARLEN | MLC_ATTN_GROUPED>"},
+      {"tc_bwd_grouped", "128",
+       "mlc_attention_tc_backward<64, 64, MLC_ATTN_CAUSAL | MLC_ATTN_MASK | MLC_ATTN_GROUPED>"},
+      {"tc_bwd_grouped_varlen", "128",
+       "mlc_attention_tc_backward<32, 16, MLC_ATTN_VARLEN | MLC_ATTN_GROUPED>"},
   };
   std::string source = mlc::cudaKernelPrelude();
   for (const Instance &k : instances) {
@@ -306,7 +315,7 @@ std::string compileBf16(const std::string &text, bool training, const std::strin
 /// `emu` (tensor cores: bf16 products) against `cpu` (f32), part by part:
 /// close, but not equal (the products did round).
 void expectClose(const std::vector<float> &cpu, const std::vector<float> &emu, size_t parts,
-                 double tolerance, const std::string &what) {
+                 double tolerance, const std::string &what, bool rounded = true) {
   ASSERT_EQ(cpu.size(), emu.size());
   const size_t n = cpu.size() / parts;
   for (size_t part = 0; part < parts; ++part) {
@@ -317,7 +326,8 @@ void expectClose(const std::vector<float> &cpu, const std::vector<float> &emu, s
     }
     EXPECT_GT(scale, 0.0) << what;
     EXPECT_LT(worst, tolerance * scale) << what << ", part " << part;
-    EXPECT_GT(worst, 1e-7 * scale) << what << ": bit-equal to f32, were the products rounded?";
+    if (rounded)
+      EXPECT_GT(worst, 1e-7 * scale) << what << ": bit-equal to f32, were the products rounded?";
   }
 }
 
@@ -325,7 +335,7 @@ void expectClose(const std::vector<float> &cpu, const std::vector<float> &emu, s
 /// when this build has no CUDA backend.
 template <typename Run>
 void compareDevices(Run run, const std::string &dir, size_t parts, double tolerance,
-                    const std::string &what) {
+                    const std::string &what, bool rounded = true) {
   std::vector<float> cpu = run(dir, "cpu"), emu;
   try {
     emu = run(dir, "cuda-emulator");
@@ -334,25 +344,28 @@ void compareDevices(Run run, const std::string &dir, size_t parts, double tolera
       throw;
     GTEST_SKIP() << e.what();
   }
-  expectClose(cpu, emu, parts, tolerance, what);
+  expectClose(cpu, emu, parts, tolerance, what, rounded);
 }
 
 /// A module's @forward over q, k, v of `type` (`role`: "input" or "param"),
 /// [the mask %m of type `mask`] and `extra` arguments: `%o = attention(q, k,
 /// v)` with `attrs`, then `body`, returning `results`.
+/// K and V have type `kv` (`type` where empty; fewer heads: grouped-query).
 std::string attentionModule(const std::string &type, const std::string &role,
                             const std::string &attrs, const std::string &mask,
                             const std::string &extra, const std::string &results,
-                            const std::string &body) {
+                            const std::string &body, std::string kv = "") {
+  if (kv.empty())
+    kv = type;
   std::string args;
   for (const char *n : {"q", "k", "v"})
-    args += std::string(args.empty() ? "" : ", ") + "%" + n + ": " + type + " {mlc." + role +
-            " = \"" + n + "\"}";
+    args += std::string(args.empty() ? "" : ", ") + "%" + n + ": " + (*n == 'q' ? type : kv) +
+            " {mlc." + role + " = \"" + n + "\"}";
   if (!mask.empty())
     args += ", %m: " + mask + " {mlc.input = \"m\"}";
   return "func.func @forward(" + args + extra + ") -> (" + results + ") {\n" +
          "  %o = mlc.attention %q, %k, %v" + (mask.empty() ? "" : " mask %m") + " " + attrs +
-         " : " + type + ", " + type + ", " + type + (mask.empty() ? "" : ", " + mask) + "\n" +
+         " : " + type + ", " + kv + ", " + kv + (mask.empty() ? "" : ", " + mask) + "\n" +
          body + "}\n";
 }
 
@@ -369,17 +382,39 @@ void checkTensorCoreAttention(const std::string &type, const std::string &attrs,
 
 /// loss = sum(attention(q, k, v) * r) over parameters q, k, v: their
 /// gradients.
+/// The module of that loss; K and V of type `kv` (grouped-query) if given.
+std::string attentionLossModule(const std::string &type, const std::string &attrs,
+                                const std::string &mask, const std::string &kv = "") {
+  return attentionModule(type, "param", attrs, mask, ", %r: " + type + " {mlc.input = \"r\"}",
+                         "tensor<f32> {mlc.output = \"loss\"}",
+                         "  %y = mlc.mul %o, %r : " + type + ", " + type +
+                             "\n  %l = mlc.reduce_sum %y axes = [0, 1, 2, 3] : " + type +
+                             "\n  return %l : tensor<f32>\n",
+                         kv);
+}
+
 void checkTensorCoreAttentionGrad(const std::string &type, const std::string &attrs,
                                   const std::string &mask = "") {
-  std::string text = attentionModule(
-      type, "param", attrs, mask, ", %r: " + type + " {mlc.input = \"r\"}",
-      "tensor<f32> {mlc.output = \"loss\"}",
-      "  %y = mlc.mul %o, %r : " + type + ", " + type +
-          "\n  %l = mlc.reduce_sum %y axes = [0, 1, 2, 3] : " + type +
-          "\n  return %l : tensor<f32>\n");
-  std::string dir = compileBf16(text, /*training=*/true, "  mlc_attention_tc_backward<");
+  std::string dir = compileBf16(attentionLossModule(type, attrs, mask), /*training=*/true,
+                                "  mlc_attention_tc_backward<");
   ASSERT_FALSE(dir.empty());
   compareDevices(attentionGradients, dir, 3, 3e-2, type + " " + attrs + " (dq, dk, dv)");
+}
+
+/// Grouped-query attention's gradients (q of `type`, k and v of `kv`) on
+/// the emulated device against the CPU: the thread-per-row kernels in f32
+/// (to 1e-5) and the tensor-core ones with bf16 products (to 3e-2). One
+/// part: the flat gradients are dQ, then the smaller dK, dV.
+void checkGroupedQueryGrad(const std::string &type, const std::string &kv,
+                           const std::string &attrs, const std::string &mask = "") {
+  const std::string text = attentionLossModule(type, attrs, mask, kv);
+  std::string dir = compilePackage(text, /*training=*/true, "", "  mlc_attention_backward<");
+  ASSERT_FALSE(dir.empty());
+  compareDevices(attentionGradients, dir, 1, 1e-5, type + " over " + kv + " " + attrs + " f32",
+                 /*rounded=*/false);
+  dir = compileBf16(text, /*training=*/true, "  mlc_attention_tc_backward<");
+  ASSERT_FALSE(dir.empty());
+  compareDevices(attentionGradients, dir, 1, 3e-2, type + " over " + kv + " " + attrs + " bf16");
 }
 
 } // namespace
@@ -399,6 +434,14 @@ TEST(TensorCoreAttention, Gradients) {
   checkTensorCoreAttentionGrad("tensor<1x2x150x32xf32>", "causal");
   checkTensorCoreAttentionGrad("tensor<2x2x70x16xf32>", "causal dropout = 0.2 seed = 3");
   checkTensorCoreAttentionGrad("tensor<2x2x40x32xf32>", "scale = 0.7", "tensor<2x1x1x40xf32>");
+}
+
+// 4 query heads over 2 kv heads (and over 1): dK, dV of a kv head summed
+// over its group in phase 1; causal across query blocks, a per-head mask.
+TEST(GroupedQueryAttention, Gradients) {
+  checkGroupedQueryGrad("tensor<1x4x150x32xf32>", "tensor<1x2x150x32xf32>", "causal");
+  checkGroupedQueryGrad("tensor<2x4x40x16xf32>", "tensor<2x1x40x16xf32>",
+                        "causal dropout = 0.2 seed = 3", "tensor<2x4x40x40xf32>");
 }
 
 // Packed sequences of 30, 40 and 5 tokens (cu_seqlens), forward on inputs

@@ -313,16 +313,19 @@ func.func @forward(%e: tensor<6x4xf64> {mlc.param = "e"}, %ids: tensor<5xi64> {m
             }());
 }
 
-/// loss = sum(attention(q, k, v) * r) over parameters q, k, v of type `t`;
+/// loss = sum(attention(q, k, v) * r) over parameters q of type `t` and k,
+/// v of type `kv` (`t` where empty; fewer heads: grouped-query attention);
 /// `attrs` follow the operands (after `mask %m` when `mask` names its type).
 std::string attentionModel(const std::string &t, const std::string &attrs,
-                           const std::string &mask = "") {
-  return "func.func @forward(%q: " + t + " {mlc.param = \"q\"}, %k: " + t +
-         " {mlc.param = \"k\"}, %v: " + t + " {mlc.param = \"v\"}" +
+                           const std::string &mask = "", std::string kv = "") {
+  if (kv.empty())
+    kv = t;
+  return "func.func @forward(%q: " + t + " {mlc.param = \"q\"}, %k: " + kv +
+         " {mlc.param = \"k\"}, %v: " + kv + " {mlc.param = \"v\"}" +
          (mask.empty() ? "" : ", %m: " + mask + " {mlc.input = \"m\"}") + ", %r: " + t +
          " {mlc.input = \"r\"}) -> (tensor<f64> {mlc.output = \"loss\"}) {\n" +
          "  %o = mlc.attention %q, %k, %v" + (mask.empty() ? "" : " mask %m") + " " + attrs +
-         " : " + t + ", " + t + ", " + t + (mask.empty() ? "" : ", " + mask) + "\n" +
+         " : " + t + ", " + kv + ", " + kv + (mask.empty() ? "" : ", " + mask) + "\n" +
          "  %y = mlc.mul %o, %r : " + t + ", " + t + "\n  %l = mlc.reduce_sum %y axes = [0, 1, 2, 3] : " +
          t + "\n  return %l : tensor<f64>\n}\n";
 }
@@ -334,6 +337,34 @@ TEST(GradientCheck, Attention) {
   checkText(attentionModel(q, "scale = 0.7", "tensor<2x1x1x5xf64>"));
 }
 
+// Grouped-query attention: 4 query heads over 2 kv heads (and over 1), so
+// dK and dV of a kv head sum over its group; causal, a per-head mask (the
+// mask indexed by the query head), dropout (its counters by query head).
+TEST(GradientCheck, AttentionGroupedQuery) {
+  const std::string q = "tensor<2x4x5x3xf64>", kv = "tensor<2x2x5x3xf64>";
+  checkText(attentionModel(q, "causal", "", kv));
+  checkText(attentionModel(q, "causal", "tensor<2x4x5x5xf64>", kv));
+  checkText(attentionModel(q, "causal dropout = 0.3 seed = 9", "", kv));
+  checkText(attentionModel(q, "scale = 0.7", "tensor<1x4x1x5xf64>", "tensor<2x1x5x3xf64>"));
+}
+
+// Grouped-query attention over packed sequences (cu_seqlens): 3 and 4
+// tokens, 4 query heads over 2 kv heads.
+TEST(GradientCheck, AttentionGroupedQueryVarlen) {
+  Inputs in;
+  in.fixed["cu"] = {0, 3, 7};
+  checkText(R"(
+func.func @forward(%q: tensor<7x4x3xf64> {mlc.param = "q"}, %k: tensor<7x2x3xf64> {mlc.param = "k"},
+                   %v: tensor<7x2x2xf64> {mlc.param = "v"}, %cu: tensor<3xi32> {mlc.input = "cu"},
+                   %r: tensor<7x4x2xf64> {mlc.input = "r"}) -> (tensor<f64> {mlc.output = "loss"}) {
+  %o = mlc.attention %q, %k, %v cu_seqlens %cu causal : tensor<7x4x3xf64>, tensor<7x2x3xf64>, tensor<7x2x2xf64>, tensor<3xi32>
+  %y = mlc.mul %o, %r : tensor<7x4x2xf64>, tensor<7x4x2xf64>
+  %l = mlc.reduce_sum %y axes = [0, 1, 2] : tensor<7x4x2xf64>
+  return %l : tensor<f64>
+})",
+            in);
+}
+
 // 150 positions: the CPU kernel's query tiles of 64 rows split them 64, 64,
 // 22, so tiles see different key counts (causal) and accumulate dK and dV
 // across tiles.
@@ -341,6 +372,9 @@ TEST(GradientCheck, AttentionAcrossTiles) {
   const std::string q = "tensor<1x2x150x4xf64>";
   checkText(attentionModel(q, "causal dropout = 0.2 seed = 3"), Inputs(), 40);
   checkText(attentionModel(q, "", "tensor<1x1x1x150xf64>"), Inputs(), 40);
+  // Grouped: the kv head's dK, dV summed across tiles and query heads.
+  checkText(attentionModel("tensor<1x2x70x4xf64>", "causal", "", "tensor<1x1x70x4xf64>"),
+            Inputs(), 40);
 }
 
 /// Whole models: every parameter of a tiny GPT-2 and BERT, dropout on.

@@ -29,12 +29,12 @@ inline std::string attentionSizes(const AttentionKernel &a, int64_t queryBlocks)
     roles[4 + k] = a.tensors[a.query + k];
   const std::vector<int64_t> ms = a.mask ? a.maskStrides : std::vector<int64_t>(4, 0);
   std::ostringstream b;
-  b << "  // batch, heads, seq q, seq k, token capacity, query blocks; per tensor (O or dQ, dK, "
-       "dV,\n  // dO, Q, K, V) its offset and batch, head, row strides; the mask's strides;\n"
-       "  // scale, dropout, keep scale, seed\n"
+  b << "  // batch, heads, kv heads, seq q, seq k, token capacity, query blocks; per tensor (O or\n"
+       "  // dQ, dK, dV, dO, Q, K, V) its offset and batch, head, row strides; the mask's\n"
+       "  // strides; scale, dropout, keep scale, seed\n"
     << "  const MlcAttention<" << cType(a.element) << "> s = {" << a.batch << ", " << a.heads
-    << ", " << a.seqQ << ", " << a.seqK << ", " << a.tokenCapacity << ", " << queryBlocks
-    << ",\n      {";
+    << ", " << a.kvHeads << ", " << a.seqQ << ", " << a.seqK << ", " << a.tokenCapacity << ", "
+    << queryBlocks << ",\n      {";
   for (int k = 0; k < 7; ++k)
     b << (k ? ", " : "") << "{" << roles[k].offset << ", " << roles[k].batchStride << ", "
       << roles[k].headStride << ", " << roles[k].rowStride << "}";
@@ -60,7 +60,7 @@ inline std::string attentionBuffers(const AttentionKernel &a) {
 inline std::string attentionFlags(const AttentionKernel &a) {
   std::string flags;
   for (auto [on, name] : {std::pair{a.causal, "CAUSAL"}, {a.mask, "MASK"}, {a.varlen, "VARLEN"},
-                          {a.dropout > 0, "DROPOUT"}})
+                          {a.dropout > 0, "DROPOUT"}, {a.kvHeads != a.heads, "GROUPED"}})
     if (on)
       flags += (flags.empty() ? "MLC_ATTN_" : " | MLC_ATTN_") + std::string(name);
   return flags.empty() ? "0" : flags;

@@ -418,12 +418,13 @@ public:
   /// prelude/attention.h (where its math and memory traffic are stated):
   /// per (batch, head), tiles of 64 query rows whose products are mlc_gemm's.
   /// The sizes and strides travel as an MlcAttention literal; the element
-  /// type and the variant flags are the template's arguments.
+  /// type, the variant flags and the head dimensions D, DV are the
+  /// template's arguments.
   std::string attention(const AttentionKernel &a) override {
     return arguments(a.args) + attentionSizes(a, 0) + attentionBuffers(a) + "  mlc_attention_" +
            (a.backward ? "backward<" : "forward<") + cType(a.element) + ", " +
-           attentionFlags(a) + ">(s, x, ctx, " + std::to_string(a.headDim) + ", " +
-           std::to_string(a.valueDim) + ");\n";
+           attentionFlags(a) + ", " + std::to_string(a.headDim) + ", " +
+           std::to_string(a.valueDim) + ">(s, x, ctx);\n";
   }
 
   /// Sums, means and maxima over rows, columns or a general set of axes, in

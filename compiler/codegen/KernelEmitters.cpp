@@ -620,12 +620,12 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   // being tokens cu_seqlens[n] .. cu_seqlens[n + 1] (L of them).
   const bool varlen = bool(cu);
   Shape qs = shapeOf(q), ks = shapeOf(k), vs = shapeOf(v);
-  int64_t B = 0, H, Sq = 0, D, Sk = 0, Dv;
+  int64_t B = 0, H, Hkv, Sq = 0, D, Sk = 0, Dv;
   if (varlen) {
-    H = qs[1], D = qs[2], Dv = vs[2];
+    H = qs[1], Hkv = ks[1], D = qs[2], Dv = vs[2];
     B = shapeOf(cu)[0] - 1; // sequences (trailing empty ones allowed)
   } else {
-    B = qs[0], H = qs[1], Sq = qs[2], D = qs[3], Sk = ks[2], Dv = vs[3];
+    B = qs[0], H = qs[1], Hkv = ks[1], Sq = qs[2], D = qs[3], Sk = ks[2], Dv = vs[3];
   }
   double scale = scaleAttr ? scaleAttr.getValueAsDouble() : 1.0 / std::sqrt(double(D));
   Type el = typeOf(q).getElementType();
@@ -680,8 +680,8 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   desc.backward = backward;
   desc.varlen = varlen;
   desc.causal = causal;
-  desc.batch = B, desc.heads = H, desc.seqQ = Sq, desc.seqK = Sk, desc.headDim = D,
-  desc.valueDim = Dv, desc.tokenCapacity = kernels.tokenCapacity;
+  desc.batch = B, desc.heads = H, desc.kvHeads = Hkv, desc.seqQ = Sq, desc.seqK = Sk,
+  desc.headDim = D, desc.valueDim = Dv, desc.tokenCapacity = kernels.tokenCapacity;
   desc.scale = scale, desc.dropout = dropout, desc.seed = seed;
   for (const View &w : tensors)
     desc.tensors.push_back({w.offset, w.strides[0], w.strides[1], w.strides[varlen ? 0 : 2]});

@@ -128,6 +128,7 @@ DictionaryAttr encodeAttention(const AttentionKernel &a, MLIRContext *context) {
       .flag("mask", a.mask)
       .i64("batch", a.batch)
       .i64("heads", a.heads)
+      .i64("kv_heads", a.kvHeads)
       .i64("seq_q", a.seqQ)
       .i64("seq_k", a.seqK)
       .i64("head_dim", a.headDim)
@@ -158,6 +159,7 @@ AttentionKernel decodeAttention(ParamsReader &r) {
   a.mask = r.flag("mask");
   a.batch = r.i64("batch");
   a.heads = r.i64("heads");
+  a.kvHeads = r.i64("kv_heads");
   a.seqQ = r.i64("seq_q");
   a.seqK = r.i64("seq_k");
   a.headDim = r.i64("head_dim");

@@ -114,6 +114,9 @@ struct AttentionKernel {
   mlir::Type element;
   bool backward = false, varlen = false, causal = false, mask = false;
   int64_t batch = 0, heads = 0, seqQ = 0, seqK = 0, headDim = 0, valueDim = 0;
+  /// Key/value heads (grouped-query attention; kvHeads divides heads and
+  /// query head h reads kv head h / (heads / kvHeads)); heads without it.
+  int64_t kvHeads = 0;
   int64_t tokenCapacity = 0; // varlen: the most tokens (dropout's counters)
   double scale = 1, dropout = 0;
   int64_t seed = 0;

@@ -716,12 +716,17 @@ static LogicalResult inferAttention(std::optional<Location> loc, Value query,
   if (sizesConflict(k[seq], v[seq]))
     return emitOptionalError(loc, "key and value lengths differ: ", k[seq], " vs ",
                              v[seq]);
-  for (size_t d = 0; d < rank - 2; ++d) {
-    if (varlen && d == 0)
-      continue; // token counts of query and key may differ
-    if (sizesConflict(q[d], k[d]) || sizesConflict(q[d], v[d]))
-      return emitOptionalError(loc, "query, key and value differ in dimension ", d);
-  }
+  // The batch (padded; varlen token counts of query and key may differ).
+  if (!varlen && (sizesConflict(q[0], k[0]) || sizesConflict(q[0], v[0])))
+    return emitOptionalError(loc, "query, key and value differ in dimension 0");
+  // Heads (dimension 1): key and value share theirs, H_kv, which divides
+  // the query's H (grouped-query attention: query head h reads kv head
+  // h / (H / H_kv)).
+  if (sizesConflict(k[1], v[1]))
+    return emitOptionalError(loc, "key and value head counts differ: ", k[1], " vs ", v[1]);
+  if (q[1] != kDynamic && k[1] != kDynamic && (k[1] <= 0 || q[1] % k[1] != 0))
+    return emitOptionalError(loc, "the key/value heads (", k[1],
+                             ") must divide the query heads (", q[1], ")");
   if (varlen) {
     if (maskValue)
       return emitOptionalError(loc, "a mask cannot be combined with cu_seqlens: "

@@ -723,6 +723,11 @@ def Mlc_AttentionOp : Mlc_Op<"attention",
     broadcasts to `[B, H, Sq, Sk]` (BERT's `(1 - attention_mask) * -10000`).
     `causal` lets query `i` see keys `j <= i` (GPT-2).
 
+    Grouped-query attention (Llama, Mistral, Qwen2): `key` and `value` may
+    have `H_kv` heads where `H_kv` divides `H`; query head `h` reads kv head
+    `h / (H / H_kv)`, and the kernels index K/V by the kv head rather than
+    repeating them in memory (the gradients of a kv head sum its group).
+
     Variable-length form: with `cu_seqlens` (`[N + 1]` int32 offsets into
     the packed token dimension), `query`/`key`/`value` are `[T, H, D]` for
     `T` tokens of `N` sequences, and a token attends only within its own

@@ -58,6 +58,7 @@ const TemplateParam attentionParams[] = {
     {"varlen", K::Flag, opt},           {"causal", K::Flag, opt},
     {"mask", K::Flag, opt},             {"bf16_products", K::Flag, opt},
     {"batch", K::I64, req},             {"heads", K::I64, req},
+    {"kv_heads", K::I64, req},
     {"seq_q", K::I64, req},             {"seq_k", K::I64, req},
     {"head_dim", K::I64, req},          {"value_dim", K::I64, req},
     {"token_capacity", K::I64, req},    {"scale", K::F64, req},

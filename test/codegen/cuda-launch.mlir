@@ -27,7 +27,7 @@
 // CHECK-LABEL: plan.kernel @k4 attention "attention"
 // CHECK-SAME:    attributes {cuda.launch = [array<i64: 8, 64>], cuda.scratch = 0 : i64, cuda.tile = 32 : i64}
 module {
-  plan.kernel @k4 attention "attention" args(4) params {arg_types = [f32, f32, f32, f32], arg_written = array<i1: true, false, false, false>, batch = 2 : i64, causal, cu_slot = -1 : i64, dropout = 1.000000e-01 : f64, element = f32, head_dim = 32 : i64, heads = 4 : i64, mask_strides = array<i64: 0, 0, 0, 0>, query = 1 : i64, scale = 0.17677669529663687 : f64, seed = 2 : i64, seq_k = 8 : i64, seq_q = 8 : i64, tensors = array<i64: 0, 1024, 32, 128, 0, 3072, 32, 384, 128, 3072, 32, 384, 256, 3072, 32, 384>, token_capacity = 0 : i64, value_dim = 32 : i64}
+  plan.kernel @k4 attention "attention" args(4) params {arg_types = [f32, f32, f32, f32], arg_written = array<i1: true, false, false, false>, batch = 2 : i64, causal, cu_slot = -1 : i64, dropout = 1.000000e-01 : f64, element = f32, head_dim = 32 : i64, heads = 4 : i64, kv_heads = 4 : i64, mask_strides = array<i64: 0, 0, 0, 0>, query = 1 : i64, scale = 0.17677669529663687 : f64, seed = 2 : i64, seq_k = 8 : i64, seq_q = 8 : i64, tensors = array<i64: 0, 1024, 32, 128, 0, 3072, 32, 384, 128, 3072, 32, 384, 256, 3072, 32, 384>, token_capacity = 0 : i64, value_dim = 32 : i64}
 }
 
 // -----
@@ -37,7 +37,7 @@ module {
 // CHECK-LABEL: plan.kernel @k20 attention "attention"
 // CHECK-SAME:    attributes {cuda.launch = [array<i64: 8, 64>, array<i64: 8, 64>, array<i64: 8, 64>], cuda.scratch = 1536 : i64, cuda.tile = 32 : i64}
 module {
-  plan.kernel @k20 attention "attention" args(7) params {arg_types = [f32, f32, f32, f32, f32, f32, f32], arg_written = array<i1: true, true, true, false, false, false, false>, backward, batch = 2 : i64, causal, cu_slot = -1 : i64, dropout = 1.000000e-01 : f64, element = f32, head_dim = 32 : i64, heads = 4 : i64, mask_strides = array<i64: 0, 0, 0, 0>, query = 4 : i64, scale = 0.17677669529663687 : f64, seed = 2 : i64, seq_k = 8 : i64, seq_q = 8 : i64, tensors = array<i64: 0, 3072, 32, 384, 128, 3072, 32, 384, 256, 3072, 32, 384, 0, 1024, 32, 128, 0, 3072, 32, 384, 128, 3072, 32, 384, 256, 3072, 32, 384>, token_capacity = 0 : i64, value_dim = 32 : i64}
+  plan.kernel @k20 attention "attention" args(7) params {arg_types = [f32, f32, f32, f32, f32, f32, f32], arg_written = array<i1: true, true, true, false, false, false, false>, backward, batch = 2 : i64, causal, cu_slot = -1 : i64, dropout = 1.000000e-01 : f64, element = f32, head_dim = 32 : i64, heads = 4 : i64, kv_heads = 4 : i64, mask_strides = array<i64: 0, 0, 0, 0>, query = 4 : i64, scale = 0.17677669529663687 : f64, seed = 2 : i64, seq_k = 8 : i64, seq_q = 8 : i64, tensors = array<i64: 0, 3072, 32, 384, 128, 3072, 32, 384, 256, 3072, 32, 384, 0, 1024, 32, 128, 0, 3072, 32, 384, 128, 3072, 32, 384, 256, 3072, 32, 384>, token_capacity = 0 : i64, value_dim = 32 : i64}
 }
 
 // -----

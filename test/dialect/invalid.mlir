@@ -485,8 +485,33 @@ func.func @attention_lengths(%q: tensor<1x2x4x8xf32>, %v: tensor<1x2x5x8xf32>) {
 // -----
 
 func.func @attention_heads(%q: tensor<1x2x4x8xf32>, %k: tensor<1x3x4x8xf32>) {
-  // expected-error @+1 {{query, key and value differ in dimension 1}}
+  // expected-error @+1 {{the key/value heads (3) must divide the query heads (2)}}
   %0 = mlc.attention %q, %k, %k : tensor<1x2x4x8xf32>, tensor<1x3x4x8xf32>, tensor<1x3x4x8xf32>
+  return
+}
+
+// -----
+
+// Grouped-query attention: 6 query heads over 4 kv heads do not group.
+func.func @attention_gqa_heads(%q: tensor<1x6x4x8xf32>, %k: tensor<1x4x4x8xf32>) {
+  // expected-error @+1 {{the key/value heads (4) must divide the query heads (6)}}
+  %0 = mlc.attention %q, %k, %k causal : tensor<1x6x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_gqa_varlen_heads(%q: tensor<?x4x8xf32>, %k: tensor<?x3x8xf32>, %cu: tensor<3xi32>) {
+  // expected-error @+1 {{the key/value heads (3) must divide the query heads (4)}}
+  %0 = mlc.attention %q, %k, %k cu_seqlens %cu : tensor<?x4x8xf32>, tensor<?x3x8xf32>, tensor<?x3x8xf32>, tensor<3xi32>
+  return
+}
+
+// -----
+
+func.func @attention_kv_heads(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x1x4x8xf32>) {
+  // expected-error @+1 {{key and value head counts differ: 2 vs 1}}
+  %0 = mlc.attention %q, %k, %v : tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>
   return
 }
 

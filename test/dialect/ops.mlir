@@ -209,6 +209,22 @@ func.func @attention(%q: tensor<2x4x16x8xf32>, %m: tensor<2x1x1x16xf32>,
 
 // -----
 
+// Grouped-query attention: 4 query heads over 2 kv heads, padded and
+// variable-length; the output has the query's heads and the value's size.
+// CHECK-LABEL: func.func @attention_gqa
+// CHECK: mlc.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} causal : tensor<2x4x16x8xf32>, tensor<2x2x16x8xf32>, tensor<2x2x16x8xf32>, tensor<2x1x1x16xf32>
+// CHECK: mlc.attention %{{.*}}, %{{.*}}, %{{.*}} cu_seqlens %{{.*}} : tensor<?x4x8xf32>, tensor<?x1x8xf32>, tensor<?x1x8xf32>, tensor<3xi32>
+// CHECK: return %{{.*}}, %{{.*}} : tensor<2x4x16x8xf32>, tensor<?x4x8xf32>
+func.func @attention_gqa(%q: tensor<2x4x16x8xf32>, %k: tensor<2x2x16x8xf32>, %m: tensor<2x1x1x16xf32>,
+                         %t: tensor<?x4x8xf32>, %u: tensor<?x1x8xf32>, %cu: tensor<3xi32>)
+    -> (tensor<2x4x16x8xf32>, tensor<?x4x8xf32>) {
+  %0 = mlc.attention %q, %k, %k mask %m causal : tensor<2x4x16x8xf32>, tensor<2x2x16x8xf32>, tensor<2x2x16x8xf32>, tensor<2x1x1x16xf32>
+  %1 = mlc.attention %t, %u, %u cu_seqlens %cu : tensor<?x4x8xf32>, tensor<?x1x8xf32>, tensor<?x1x8xf32>, tensor<3xi32>
+  return %0, %1 : tensor<2x4x16x8xf32>, tensor<?x4x8xf32>
+}
+
+// -----
+
 // The backward ops that mlc-autodiff emits.
 // CHECK-LABEL: func.func @backward_ops
 // CHECK: mlc.pad %{{.*}} low = [0, 1] high = [2, 0] : tensor<2x3xf32>

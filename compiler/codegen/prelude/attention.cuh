@@ -42,11 +42,11 @@
 // (MlcAttentionArgs) are prelude/mlc_shared.h's: the CPU's attention takes
 // the same.
 
-// A block's place: head bh = (bb, h) and the first of its `rows` rows;
-// varlen: the sequence's first token a and length L. SQ, SK: the lengths
-// of this head's queries and keys.
+// A block's place: head bh = (bb, h) (h the query head, kvh its kv head)
+// and the first of its `rows` rows; varlen: the sequence's first token a
+// and length L. SQ, SK: the lengths of this head's queries and keys.
 struct MlcAttentionBlock {
-  int64_t bh, bb, h, first, a, SQ, SK;
+  int64_t bh, bb, h, kvh, first, a, SQ, SK;
 };
 
 template <int F, typename T, typename I>
@@ -57,6 +57,7 @@ MLC_FN MlcAttentionBlock mlc_attention_block(const MlcAttention<T> &s,
   k.first = (blockIdx.x % s.queryBlocks) * rows;
   k.bb = k.bh / s.heads;
   k.h = k.bh % s.heads;
+  k.kvh = (F & MLC_ATTN_GROUPED) ? k.h / mlc_attention_group<F>(s) : 0; // read when grouped
   k.a = 0;
   k.SQ = s.seqQ;
   k.SK = s.seqK;
@@ -68,12 +69,44 @@ MLC_FN MlcAttentionBlock mlc_attention_block(const MlcAttention<T> &s,
   return k;
 }
 
-// Tensor `role`'s head of the block's (batch or sequence, head).
+// Tensor `role`'s head of the block's (batch or sequence, head): the
+// query head's for O, dO, Q, the kv head's for K, V, dK, dV.
 template <int F, typename T, typename P>
 MLC_FN P *mlc_attention_head(const MlcAttention<T> &s, const MlcAttentionBlock &k, int role,
                              P *base) {
   const MlcAttentionTensor &w = s.t[role];
-  return base + w.offset + ((F & MLC_ATTN_VARLEN) ? k.a : k.bb) * w.batch + k.h * w.head;
+  return base + w.offset + ((F & MLC_ATTN_VARLEN) ? k.a : k.bb) * w.batch +
+         ((F & MLC_ATTN_GROUPED) && mlc_attention_kv_role(role) ? k.kvh : k.h) * w.head;
+}
+
+// Phase 1 runs a block per (batch, kv head, key block): of the grid's
+// heads the first kvHeads stand for the kv heads (the others return, false
+// here), and each sums dK, dV over its group of heads / kvHeads query
+// heads in order (grouped-query attention: no atomics, K and V never
+// repeated in memory). Without grouping every block is its own group.
+template <int F, typename T>
+MLC_FN bool mlc_attention_is_kv_block(const MlcAttention<T> &s, const MlcAttentionBlock &b) {
+  return !(F & MLC_ATTN_GROUPED) || b.h < s.kvHeads;
+}
+
+// Block b as kv head b.h's (itself without grouping).
+template <int F> MLC_FN MlcAttentionBlock mlc_attention_kv_block(const MlcAttentionBlock &b) {
+  MlcAttentionBlock k = b;
+  if (F & MLC_ATTN_GROUPED)
+    k.kvh = b.h;
+  return k;
+}
+
+// The block of kv head kv.kvh's g-th query head.
+template <int F, typename T>
+MLC_FN MlcAttentionBlock mlc_attention_group_head(const MlcAttention<T> &s,
+                                                  const MlcAttentionBlock &kv, int64_t g) {
+  if (!(F & MLC_ATTN_GROUPED))
+    return kv;
+  MlcAttentionBlock k = kv;
+  k.h = kv.kvh * mlc_attention_group<F>(s) + g;
+  k.bh = kv.bb * s.heads + k.h;
+  return k;
 }
 
 // The additive mask's element for query i, key j.
@@ -124,6 +157,15 @@ MLC_FN void mlc_attention_load_tile(T (*dst)[C], const T *base, int64_t stride, 
     const int64_t t = e / W, c = e % W;
     dst[t][c] = r0 + t < limit ? base[(r0 + t) * stride + c] : (T)0;
   }
+}
+
+// Row r of a tensor (width W, rows `stride` apart) into the calling
+// thread's shared row of self, zeros where the thread has no row.
+template <int W, typename T, int C>
+MLC_FN void mlc_attention_own_row(T (*self)[C], const T *base, int64_t stride, int64_t r,
+                                  bool active) {
+  for (int c = 0; c < W; ++c)
+    self[threadIdx.x][c] = active ? base[r * stride + c] : (T)0;
 }
 
 // The forward pass (backward: phase 0), a thread per query row i: q_i
@@ -258,38 +300,19 @@ MLC_FN void mlc_attention_rows_grads(const MlcAttention<T> &s, const MlcKernelCt
   ds = pr * (dp * kp - (T)st[2]) * s.scale;
 }
 
-// Phase 1, a thread per key row j (k_j, v_j kept in shared rows, padded
-// against bank conflicts), the query tiles that see j streamed through qs
-// (Q) and gs (dO): dK_j = sum_i dS_ij q_i, dV_j = sum_i P_ij keep_ij dO_i.
-// Math: 6 S^2 D flops per head. Memory: K, V, dK, dV once; Q, dO once per
-// key block (from L2); the statistics once per score.
-template <typename T, int D, int DV, int ROWS, int TILE, int F, typename I>
-__device__ void mlc_attention_rows_dkdv(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
-                                        const MlcKernelCtx *ctx, T (*qs)[D], T (*gs)[DV],
-                                        T (*kself)[D + 1], T (*vself)[DV + 1]) {
-  const uint64_t key = mlc_attention_key<F>(s, ctx);
-  const MlcAttentionBlock k = mlc_attention_block<F>(s, x, ROWS);
-  const int64_t j0 = k.first, SQ = k.SQ, SK = k.SK;
-  if (j0 >= SK)
-    return;
-  const T *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
-  const T *kh = mlc_attention_head<F>(s, k, MLC_ATT_K, x.k);
-  const T *vh = mlc_attention_head<F>(s, k, MLC_ATT_V, x.v);
-  const T *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
-  T *dk = mlc_attention_head<F>(s, k, MLC_ATT_DK, x.dk);
-  T *dv = mlc_attention_head<F>(s, k, MLC_ATT_DV, x.dv);
-  const int64_t j = j0 + threadIdx.x;
-  const bool active = j < SK;
-  for (int c = 0; c < D; ++c)
-    kself[threadIdx.x][c] = active ? kh[j * s.t[MLC_ATT_K].row + c] : (T)0;
-  for (int c = 0; c < DV; ++c)
-    vself[threadIdx.x][c] = active ? vh[j * s.t[MLC_ATT_V].row + c] : (T)0;
-  T dkj[D], dvj[DV];
-  for (int c = 0; c < D; ++c)
-    dkj[c] = 0;
-  for (int c = 0; c < DV; ++c)
-    dvj[c] = 0;
-  const bool causal = F & MLC_ATTN_CAUSAL;
+// Phase 1's sweep for one query head k: over the query tiles that see key
+// row j (Q and dO of head k streamed through qs, gs), dK_j += sum_i dS_ij
+// q_i and dV_j += sum_i P_ij keep_ij dO_i into the registers dkj, dvj.
+template <typename T, int D, int DV, int TILE, int F, typename I>
+MLC_FN void mlc_attention_rows_dkdv_head(const MlcAttention<T> &s,
+                                         const MlcAttentionArgs<T, I> &x,
+                                         const MlcKernelCtx *ctx, uint64_t key,
+                                         const MlcAttentionBlock &k, const T *qh, const T *gh,
+                                         int64_t j0, T (*qs)[D], T (*gs)[DV],
+                                         T (*kself)[D + 1], T (*vself)[DV + 1], T *dkj,
+                                         T *dvj) {
+  const int64_t SQ = k.SQ, SK = k.SK, j = j0 + threadIdx.x;
+  const bool active = j < SK, causal = F & MLC_ATTN_CAUSAL;
   for (int64_t i0 = causal ? j0 / TILE * TILE : 0; i0 < SQ; i0 += TILE) {
     __syncthreads();
     mlc_attention_load_tile<TILE, D>(qs, qh, s.t[MLC_ATT_Q].row, i0, SQ);
@@ -316,6 +339,50 @@ __device__ void mlc_attention_rows_dkdv(const MlcAttention<T> &s, const MlcAtten
       for (int c = 0; c < D; ++c)
         dkj[c] += ds * qs[t][c];
     }
+  }
+}
+
+// Phase 1, a thread per key row j (k_j, v_j kept in shared rows, padded
+// against bank conflicts), the query tiles that see j streamed through qs
+// (Q) and gs (dO): dK_j = sum_i dS_ij q_i, dV_j = sum_i P_ij keep_ij dO_i,
+// summed over the kv head's query heads (grouped-query attention).
+// Math: 6 S^2 D flops per query head. Memory: K, V, dK, dV once; Q, dO
+// once per key block (from L2); the statistics once per score.
+template <typename T, int D, int DV, int ROWS, int TILE, int F, typename I>
+__device__ void mlc_attention_rows_dkdv(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+                                        const MlcKernelCtx *ctx, T (*qs)[D], T (*gs)[DV],
+                                        T (*kself)[D + 1], T (*vself)[DV + 1]) {
+  const uint64_t key = mlc_attention_key<F>(s, ctx);
+  const MlcAttentionBlock b = mlc_attention_block<F>(s, x, ROWS);
+  const int64_t j0 = b.first, SK = b.SK;
+  if (j0 >= SK || !mlc_attention_is_kv_block<F>(s, b))
+    return;
+  const MlcAttentionBlock kv = mlc_attention_kv_block<F>(b);
+  const MlcAttentionBlock k = mlc_attention_group_head<F>(s, kv, 0);
+  const T *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
+  const T *kh = mlc_attention_head<F>(s, kv, MLC_ATT_K, x.k);
+  const T *vh = mlc_attention_head<F>(s, kv, MLC_ATT_V, x.v);
+  const T *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
+  T *dk = mlc_attention_head<F>(s, kv, MLC_ATT_DK, x.dk);
+  T *dv = mlc_attention_head<F>(s, kv, MLC_ATT_DV, x.dv);
+  const int64_t j = j0 + threadIdx.x;
+  const bool active = j < SK;
+  mlc_attention_own_row<D>(kself, kh, s.t[MLC_ATT_K].row, j, active);
+  mlc_attention_own_row<DV>(vself, vh, s.t[MLC_ATT_V].row, j, active);
+  T dkj[D], dvj[DV];
+  for (int c = 0; c < D; ++c)
+    dkj[c] = 0;
+  for (int c = 0; c < DV; ++c)
+    dvj[c] = 0;
+  // The group's query heads in order; without grouping the block's own
+  // head only (the loop after the first sweep is then dead code).
+  mlc_attention_rows_dkdv_head<T, D, DV, TILE, F>(s, x, ctx, key, k, qh, gh, j0, qs, gs, kself,
+                                                  vself, dkj, dvj);
+  for (int64_t g = 1; g < mlc_attention_group<F>(s); ++g) {
+    const MlcAttentionBlock kg = mlc_attention_group_head<F>(s, kv, g);
+    mlc_attention_rows_dkdv_head<T, D, DV, TILE, F>(
+        s, x, ctx, key, kg, mlc_attention_head<F>(s, kg, MLC_ATT_Q, x.q),
+        mlc_attention_head<F>(s, kg, MLC_ATT_GO, x.go), j0, qs, gs, kself, vself, dkj, dvj);
   }
   if (!active)
     return;
@@ -345,10 +412,8 @@ __device__ void mlc_attention_rows_dq(const MlcAttention<T> &s, const MlcAttenti
   T *dq = mlc_attention_head<F>(s, k, MLC_ATT_O, x.o);
   const int64_t i = i0 + threadIdx.x;
   const bool active = i < SQ;
-  for (int c = 0; c < D; ++c)
-    qself[threadIdx.x][c] = active ? qh[i * s.t[MLC_ATT_Q].row + c] : (T)0;
-  for (int c = 0; c < DV; ++c)
-    gself[threadIdx.x][c] = active ? gh[i * s.t[MLC_ATT_GO].row + c] : (T)0;
+  mlc_attention_own_row<D>(qself, qh, s.t[MLC_ATT_Q].row, i, active);
+  mlc_attention_own_row<DV>(gself, gh, s.t[MLC_ATT_GO].row, i, active);
   T dqi[D];
   for (int c = 0; c < D; ++c)
     dqi[c] = 0;
@@ -671,16 +736,15 @@ __device__ void mlc_attention_tc_dkdv(const MlcAttention<float> &s,
                                       const MlcAttentionArgs<float, I> &x, const MlcKernelCtx *ctx,
                                       MlcAttentionTcShared<D, DV> &sh) {
   const uint64_t key = mlc_attention_key<F>(s, ctx);
-  const MlcAttentionBlock k = mlc_attention_block<F>(s, x, MLC_ATTN_TC_ROWS);
-  const int64_t j0 = k.first, SQ = k.SQ, SK = k.SK;
-  if (j0 >= SK)
+  const MlcAttentionBlock b = mlc_attention_block<F>(s, x, MLC_ATTN_TC_ROWS);
+  const int64_t j0 = b.first, SQ = b.SQ, SK = b.SK;
+  if (j0 >= SK || !mlc_attention_is_kv_block<F>(s, b))
     return;
-  const float *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
-  const float *kh = mlc_attention_head<F>(s, k, MLC_ATT_K, x.k);
-  const float *vh = mlc_attention_head<F>(s, k, MLC_ATT_V, x.v);
-  const float *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
-  float *dk = mlc_attention_head<F>(s, k, MLC_ATT_DK, x.dk);
-  float *dv = mlc_attention_head<F>(s, k, MLC_ATT_DV, x.dv);
+  const MlcAttentionBlock kv = mlc_attention_kv_block<F>(b);
+  const float *kh = mlc_attention_head<F>(s, kv, MLC_ATT_K, x.k);
+  const float *vh = mlc_attention_head<F>(s, kv, MLC_ATT_V, x.v);
+  float *dk = mlc_attention_head<F>(s, kv, MLC_ATT_DK, x.dk);
+  float *dv = mlc_attention_head<F>(s, kv, MLC_ATT_DV, x.dv);
   const MlcAttentionLane ln = mlc_attention_lane(j0);
   const double *stat = (const double *)ctx->scratch;
   uint32_t ka[D / 16][4], va[DV / 16][4];
@@ -690,6 +754,10 @@ __device__ void mlc_attention_tc_dkdv(const MlcAttention<float> &s,
   mlc_attention_zero<D / 8>(gk);
   mlc_attention_zero<DV / 8>(gv);
   const int64_t rq = s.t[MLC_ATT_Q].row, rg = s.t[MLC_ATT_GO].row;
+  for (int64_t g = 0; g < mlc_attention_group<F>(s); ++g) {
+  const MlcAttentionBlock k = mlc_attention_group_head<F>(s, kv, g);
+  const float *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
+  const float *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
   for (int64_t i0 = (F & MLC_ATTN_CAUSAL) ? j0 : 0; i0 < SQ; i0 += MLC_ATTN_TC_TILE) {
     __syncthreads();
     mlc_attention_stage_rows<D>(sh.a.rows, qh, rq, i0, SQ);
@@ -720,6 +788,7 @@ __device__ void mlc_attention_tc_dkdv(const MlcAttention<float> &s,
       }
     mlc_attention_product_of_tile<DV / 8>(gv, pw, sh.b.cols, ln);
     mlc_attention_product_of_tile<D / 8>(gk, ds, sh.a.cols, ln);
+  }
   }
   for (int f = 0; f < 4; ++f) {
     const int64_t j = f < 2 ? ln.r0 : ln.r1;

@@ -6,7 +6,7 @@
 // build time like it; a test compiles the two alone, with instantiations.
 // A plan kernel's attention is one call: the sizes as an MlcAttention
 // literal, the buffers, and at compile time only the element type and the
-// variant flags (MLC_ATTN_*: code they select).
+// variant flags (MLC_ATTN_*: code they select) and the head dimensions.
 //
 // Per (batch, head) or (sequence, head), shared out among threads, in
 // tiles of 64 query rows: S = scale Q_t K^T over the keys the tile sees
@@ -20,6 +20,9 @@
 //   dP = dO V^T (then the dropout mask), rowsum_i = sum_j dP_ij P_ij,
 //   dS = scale P * (dP - rowsum), dQ_t = dS K, dK += dS^T Q_t,
 //   dV += (P * mask)^T dO_t.
+// Grouped-query attention (MLC_ATTN_GROUPED): query head h reads kv head
+// h / (heads / kvHeads); the backward pass takes a kv head per task and
+// adds its query heads' dK, dV in order, so K and V are never repeated.
 // Memory: Q, K, V and O (and their gradients) once per head; the products
 // are compute-bound (4 S^2 D flops forward, 10 backward, halved when
 // causal).
@@ -29,19 +32,22 @@ enum { MLC_ATTN_CPU_TILE = 64 };
 static inline float mlc_attention_exp(float x) { return mlc_expf(x); }
 static inline double mlc_attention_exp(double x) { return std::exp(x); }
 
-// One head's place: (batch or sequence bb, head h), the sequence's first
-// token a (varlen), the lengths SQ, SK of its queries and keys.
+// One query head's place: (batch or sequence bb, query head h, kv head
+// kvh), bh = bb * heads + h, the sequence's first token a (varlen), the
+// lengths SQ, SK of its queries and keys.
 struct MlcAttentionHead {
-  int64_t bh, bb, h, a, SQ, SK;
+  int64_t bh, bb, h, kvh, a, SQ, SK;
 };
 
-// Head bh's place; false for an empty sequence (varlen).
+// Query head h of batch (or sequence) bb; false for an empty sequence
+// (varlen).
 template <int F, typename T, typename I>
 static inline bool mlc_attention_head_of(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
-                                         int64_t bh, MlcAttentionHead &k) {
-  k.bh = bh;
-  k.bb = bh / s.heads;
-  k.h = bh % s.heads;
+                                         int64_t bb, int64_t h, MlcAttentionHead &k) {
+  k.bb = bb;
+  k.h = h;
+  k.bh = bb * s.heads + h;
+  k.kvh = h / mlc_attention_group<F>(s);
   k.a = 0;
   k.SQ = s.seqQ;
   k.SK = s.seqK;
@@ -54,12 +60,13 @@ static inline bool mlc_attention_head_of(const MlcAttention<T> &s, const MlcAtte
   return true;
 }
 
-// Tensor `role`'s head.
+// Tensor `role`'s head (the kv head's for K, V, dK, dV).
 template <int F, typename T, typename P>
 static inline P *mlc_attention_base(const MlcAttention<T> &s, const MlcAttentionHead &k, int role,
                                     P *base) {
   const MlcAttentionTensor &w = s.t[role];
-  return base + w.offset + ((F & MLC_ATTN_VARLEN) ? k.a : k.bb) * w.batch + k.h * w.head;
+  return base + w.offset + ((F & MLC_ATTN_VARLEN) ? k.a : k.bb) * w.batch +
+         (mlc_attention_kv_role(role) ? k.kvh : k.h) * w.head;
 }
 
 // The band of a causal product (mlc_gemm's), offset by the tile's row i0.
@@ -67,21 +74,32 @@ template <int F> static inline int mlc_attention_band(int kind) {
   return (F & MLC_ATTN_CAUSAL) ? kind : 0;
 }
 
+// Dropout's first counter of query i's row: (head, i, 0) in the padded
+// [B, H, Sq, Sk] (varlen: [H, capacity, capacity]) order, the CUDA
+// kernels' too.
+template <int F, typename T>
+static inline uint64_t mlc_attention_dropout_row(const MlcAttention<T> &s,
+                                                 const MlcAttentionHead &k, int64_t i) {
+  if (!(F & MLC_ATTN_DROPOUT))
+    return 0;
+  return (F & MLC_ATTN_VARLEN)
+             ? ((uint64_t)k.h * s.tokenCapacity + k.a + i) * s.tokenCapacity + k.a
+             : (uint64_t)(k.bh * s.seqQ + i) * s.seqK;
+}
+
+// The keys query i sees: [0, jn).
+template <int F> static inline int64_t mlc_attention_keys_seen(int64_t i, int64_t SK) {
+  return (F & MLC_ATTN_CAUSAL) ? (i + 1 < SK ? i + 1 : SK) : SK;
+}
+
 // Row t of the tile from query i0 (query i = i0 + t), its scores si[0, nk)
-// on entry: the probabilities in si[0, jn), zeros in [jn, nk). Returns jn
-// and, with dropout, the row's first counter in `row`.
+// on entry: the probabilities in si[0, jn), zeros in [jn, nk). Returns jn.
 template <int F, typename T, typename I>
 static inline int64_t mlc_attention_softmax_row(const MlcAttention<T> &s,
                                                 const MlcAttentionArgs<T, I> &x,
                                                 const MlcAttentionHead &k, int64_t i, T *si,
-                                                int64_t nk, uint64_t &row) {
-  const int64_t SK = k.SK;
-  const int64_t jn = (F & MLC_ATTN_CAUSAL) ? (i + 1 < SK ? i + 1 : SK) : SK;
-  row = 0;
-  if (F & MLC_ATTN_DROPOUT)
-    row = (F & MLC_ATTN_VARLEN)
-              ? ((uint64_t)k.h * s.tokenCapacity + k.a + i) * s.tokenCapacity + k.a
-              : (uint64_t)(k.bh * s.seqQ + i) * s.seqK;
+                                                int64_t nk) {
+  const int64_t jn = mlc_attention_keys_seen<F>(i, k.SK);
   if (F & MLC_ATTN_MASK)
     for (int64_t j = 0; j < jn; ++j)
       si[j] += x.mask[k.bb * s.mask[0] + k.h * s.mask[1] + i * s.mask[2] + j * s.mask[3]];
@@ -113,14 +131,47 @@ static inline T mlc_attention_keep(const MlcAttention<T> &s, uint64_t key, uint6
   return mlc_uniform(key, row + j) >= s.dropout ? s.keepScale : (T)0;
 }
 
+// The query tile from i0 of a head with SQ queries and SK keys: its rows
+// mi, the keys nk it sees, and the band offset of its causal products.
+struct MlcAttentionTile {
+  int64_t mi, nk, off;
+};
+template <int F> static inline MlcAttentionTile mlc_attention_tile(int64_t i0, int64_t SQ,
+                                                                  int64_t SK) {
+  const int64_t tile = MLC_ATTN_CPU_TILE;
+  MlcAttentionTile t;
+  t.mi = SQ - i0 < tile ? SQ - i0 : tile;
+  t.nk = (F & MLC_ATTN_CAUSAL) ? (i0 + t.mi < SK ? i0 + t.mi : SK) : SK;
+  t.off = (F & MLC_ATTN_CAUSAL) ? i0 : 0;
+  return t;
+}
+
+// The tile's probabilities in sb (mi x nk, row pitch nk): S = scale Q_t
+// K^T against the packed K (kp), then each row's softmax.
+template <typename T, int F, int D, typename I>
+static inline void mlc_attention_probabilities(const MlcAttention<T> &s,
+                                               const MlcAttentionArgs<T, I> &x,
+                                               const MlcAttentionHead &k, const T *qh,
+                                               int64_t i0, const MlcAttentionTile &t,
+                                               const T *kp, T *sb) {
+  const int64_t rq = s.t[MLC_ATT_Q].row;
+  mlc_gemm<T>(t.mi, t.nk, D, s.scale, qh + i0 * rq, rq, 1, kp, D, sb, t.nk, false,
+              mlc_attention_band<F>(1), t.off);
+  for (int64_t r = 0; r < t.mi; ++r)
+    mlc_attention_softmax_row<F>(s, x, k, i0 + r, sb + r * t.nk, t.nk);
+}
+
 // O = softmax(scale Q K^T + mask) V (dropout's keep on P), D and DV the
-// head dimensions of Q, K and of V.
-template <typename T, int F, typename I>
+// head dimensions of Q, K and of V: compile-time, so that the products'
+// inner loops over D (the scores) and the packing have constant trip counts
+// (run-time head sizes cost CPU attention 8%). A task per query head, K
+// and V read from its kv head (grouped-query attention).
+template <typename T, int F, int D, int DV, typename I>
 static void mlc_attention_forward(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
-                                  const MlcKernelCtx *ctx, int64_t D, int64_t DV) {
+                                  const MlcKernelCtx *ctx) {
   const int64_t tile = MLC_ATTN_CPU_TILE;
   const uint64_t key = (F & MLC_ATTN_DROPOUT) ? mlc_key(s.seed, (uint64_t)ctx->step) : 0;
-  const int64_t rq = s.t[MLC_ATT_Q].row, ro = s.t[MLC_ATT_O].row;
+  const int64_t ro = s.t[MLC_ATT_O].row;
   // Each thread keeps its tiles and packed panels across the heads it takes.
 #pragma omp parallel
   {
@@ -128,7 +179,7 @@ static void mlc_attention_forward(const MlcAttention<T> &s, const MlcAttentionAr
 #pragma omp for schedule(dynamic)
     for (int64_t bh = 0; bh < s.batch * s.heads; ++bh) {
       MlcAttentionHead k;
-      if (!mlc_attention_head_of<F>(s, x, bh, k))
+      if (!mlc_attention_head_of<F>(s, x, bh / s.heads, bh % s.heads, k))
         continue;
       const int64_t SQ = k.SQ, SK = k.SK;
       const T *qh = mlc_attention_base<F>(s, k, MLC_ATT_Q, x.q);
@@ -139,105 +190,116 @@ static void mlc_attention_forward(const MlcAttention<T> &s, const MlcAttentionAr
       mlc_pack<T>(D, SK, kh, s.t[MLC_ATT_K].row, true, kp);
       mlc_pack<T>(SK, DV, vh, s.t[MLC_ATT_V].row, false, vp);
       for (int64_t i0 = 0; i0 < SQ; i0 += tile) {
-        const int64_t mi = SQ - i0 < tile ? SQ - i0 : tile;
-        const int64_t nk = (F & MLC_ATTN_CAUSAL) ? (i0 + mi < SK ? i0 + mi : SK) : SK;
-        const int64_t off = (F & MLC_ATTN_CAUSAL) ? i0 : 0;
-        mlc_gemm<T>(mi, nk, D, s.scale, qh + i0 * rq, rq, 1, kp.data(), D, sb.data(), nk, false,
-                    mlc_attention_band<F>(1), off);
-        for (int64_t t = 0; t < mi; ++t) {
-          T *si = sb.data() + t * nk;
-          uint64_t row;
-          const int64_t jn = mlc_attention_softmax_row<F>(s, x, k, i0 + t, si, nk, row);
-          if (F & MLC_ATTN_DROPOUT)
+        const MlcAttentionTile t = mlc_attention_tile<F>(i0, SQ, SK);
+        mlc_attention_probabilities<T, F, D>(s, x, k, qh, i0, t, kp.data(), sb.data());
+        if (F & MLC_ATTN_DROPOUT)
+          for (int64_t r = 0; r < t.mi; ++r) {
+            const int64_t i = i0 + r, jn = mlc_attention_keys_seen<F>(i, SK);
+            const uint64_t row = mlc_attention_dropout_row<F>(s, k, i);
             for (int64_t j = 0; j < jn; ++j)
-              si[j] *= mlc_attention_keep<F>(s, key, row, j);
-        }
-        mlc_gemm<T>(mi, DV, nk, (T)1, sb.data(), nk, 1, vp.data(), SK, oh + i0 * ro, ro, false,
-                    mlc_attention_band<F>(2), off);
+              sb[r * t.nk + j] *= mlc_attention_keep<F>(s, key, row, j);
+          }
+        mlc_gemm<T>(t.mi, DV, t.nk, (T)1, sb.data(), t.nk, 1, vp.data(), SK, oh + i0 * ro, ro,
+                    false, mlc_attention_band<F>(2), t.off);
       }
     }
   }
 }
 
-// dQ, dK, dV from dO: per query tile, P again, dP = dO V^T, dS, then the
-// three products (dK and dV accumulated over the tiles).
-template <typename T, int F, typename I>
-static void mlc_attention_backward(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
-                                   const MlcKernelCtx *ctx, int64_t D, int64_t DV) {
-  const int64_t tile = MLC_ATTN_CPU_TILE;
-  const uint64_t key = (F & MLC_ATTN_DROPOUT) ? mlc_key(s.seed, (uint64_t)ctx->step) : 0;
-  const int64_t rq = s.t[MLC_ATT_Q].row, rk = s.t[MLC_ATT_K].row, rg = s.t[MLC_ATT_GO].row;
+// A thread's working memory in the backward pass: the tile's P and dP,
+// K and V packed (K both ways), and a packed dO or Q tile.
+template <typename T> struct MlcAttentionScratch {
+  std::vector<T> sb, dp, kp, vp, kn, tp;
+};
+
+// One query head's share of the backward pass (K, V already packed in w):
+// per query tile, P again, dP = dO V^T, dS, then dQ_t = dS K and dV, dK
+// accumulated (dV += (P keep)^T dO_t, dK += dS^T Q_t).
+template <typename T, int F, int D, int DV, typename I>
+static void mlc_attention_backward_head(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+                                        uint64_t key, const MlcAttentionHead &k,
+                                        MlcAttentionScratch<T> &w, T *dk, T *dv) {
+  const int64_t tile = MLC_ATTN_CPU_TILE, SQ = k.SQ, SK = k.SK;
+  const int64_t rq = s.t[MLC_ATT_Q].row, rg = s.t[MLC_ATT_GO].row;
   const int64_t rdq = s.t[MLC_ATT_O].row, rdk = s.t[MLC_ATT_DK].row, rdv = s.t[MLC_ATT_DV].row;
+  const T *qh = mlc_attention_base<F>(s, k, MLC_ATT_Q, x.q);
+  const T *gh = mlc_attention_base<F>(s, k, MLC_ATT_GO, x.go);
+  T *dq = mlc_attention_base<F>(s, k, MLC_ATT_O, x.o);
+  for (int64_t i0 = 0; i0 < SQ; i0 += tile) {
+    const MlcAttentionTile t = mlc_attention_tile<F>(i0, SQ, SK);
+    const int64_t nk = t.nk;
+    mlc_attention_probabilities<T, F, D>(s, x, k, qh, i0, t, w.kp.data(), w.sb.data());
+    mlc_gemm<T>(t.mi, nk, DV, (T)1, gh + i0 * rg, rg, 1, w.vp.data(), DV, w.dp.data(), nk, false,
+                mlc_attention_band<F>(1), t.off);
+    for (int64_t r = 0; r < t.mi; ++r) {
+      const int64_t i = i0 + r, jn = mlc_attention_keys_seen<F>(i, SK);
+      T *si = w.sb.data() + r * nk, *di = w.dp.data() + r * nk;
+      const uint64_t row = mlc_attention_dropout_row<F>(s, k, i);
+      double rowsum = 0;
+#pragma omp simd reduction(+ : rowsum)
+      for (int64_t j = 0; j < jn; ++j) {
+        di[j] *= mlc_attention_keep<F>(s, key, row, j);
+        rowsum += (double)di[j] * si[j];
+      }
+#pragma omp simd
+      for (int64_t j = 0; j < jn; ++j) {
+        di[j] = si[j] * (di[j] - (T)rowsum) * s.scale;
+        si[j] *= mlc_attention_keep<F>(s, key, row, j);
+      }
+      for (int64_t j = jn; j < nk; ++j)
+        di[j] = 0;
+    }
+    mlc_pack<T>(t.mi, DV, gh + i0 * rg, rg, false, w.tp);
+    mlc_gemm<T>(nk, DV, t.mi, (T)1, w.sb.data(), 1, nk, w.tp.data(), t.mi, dv, rdv, true,
+                mlc_attention_band<F>(3), t.off);
+    mlc_gemm<T>(t.mi, D, nk, (T)1, w.dp.data(), nk, 1, w.kn.data(), SK, dq + i0 * rdq, rdq, false,
+                mlc_attention_band<F>(2), t.off);
+    mlc_pack<T>(t.mi, D, qh + i0 * rq, rq, false, w.tp);
+    mlc_gemm<T>(nk, D, t.mi, (T)1, w.dp.data(), 1, nk, w.tp.data(), t.mi, dk, rdk, true,
+                mlc_attention_band<F>(3), t.off);
+  }
+}
+
+// dQ, dK, dV from dO; D, DV as forward. A task per kv head: its K and V
+// packed once, dK and dV zeroed, then its query heads' shares added in
+// order (grouped-query attention's sum over the group, deterministic and
+// without atomics; K and V are never repeated in memory). Memory: K, V,
+// dK, dV once per kv head; Q, dO, dQ once per query head.
+template <typename T, int F, int D, int DV, typename I>
+static void mlc_attention_backward(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+                                   const MlcKernelCtx *ctx) {
+  const int64_t tile = MLC_ATTN_CPU_TILE, group = mlc_attention_group<F>(s);
+  const uint64_t key = (F & MLC_ATTN_DROPOUT) ? mlc_key(s.seed, (uint64_t)ctx->step) : 0;
+  const int64_t rk = s.t[MLC_ATT_K].row, rdk = s.t[MLC_ATT_DK].row, rdv = s.t[MLC_ATT_DV].row;
 #pragma omp parallel
   {
-    std::vector<T> sb, kp, vp, dp, kn, tp;
+    MlcAttentionScratch<T> w;
 #pragma omp for schedule(dynamic)
-    for (int64_t bh = 0; bh < s.batch * s.heads; ++bh) {
+    for (int64_t bg = 0; bg < s.batch * s.kvHeads; ++bg) {
       MlcAttentionHead k;
-      if (!mlc_attention_head_of<F>(s, x, bh, k))
+      if (!mlc_attention_head_of<F>(s, x, bg / s.kvHeads, bg % s.kvHeads * group, k))
         continue;
-      const int64_t SQ = k.SQ, SK = k.SK;
-      const T *qh = mlc_attention_base<F>(s, k, MLC_ATT_Q, x.q);
+      const int64_t SK = k.SK;
       const T *kh = mlc_attention_base<F>(s, k, MLC_ATT_K, x.k);
       const T *vh = mlc_attention_base<F>(s, k, MLC_ATT_V, x.v);
-      const T *gh = mlc_attention_base<F>(s, k, MLC_ATT_GO, x.go);
-      T *dq = mlc_attention_base<F>(s, k, MLC_ATT_O, x.o);
       T *dk = mlc_attention_base<F>(s, k, MLC_ATT_DK, x.dk);
       T *dv = mlc_attention_base<F>(s, k, MLC_ATT_DV, x.dv);
-      sb.resize(tile * SK);
-      mlc_pack<T>(D, SK, kh, rk, true, kp);
-      mlc_pack<T>(DV, SK, vh, s.t[MLC_ATT_V].row, true, vp);
-      mlc_pack<T>(SK, D, kh, rk, false, kn);
-      dp.resize(tile * SK);
+      w.sb.resize(tile * SK);
+      w.dp.resize(tile * SK);
+      mlc_pack<T>(D, SK, kh, rk, true, w.kp);
+      mlc_pack<T>(DV, SK, vh, s.t[MLC_ATT_V].row, true, w.vp);
+      mlc_pack<T>(SK, D, kh, rk, false, w.kn);
       for (int64_t j = 0; j < SK; ++j) {
         for (int64_t c = 0; c < D; ++c)
           dk[j * rdk + c] = 0;
         for (int64_t c = 0; c < DV; ++c)
           dv[j * rdv + c] = 0;
       }
-      for (int64_t i0 = 0; i0 < SQ; i0 += tile) {
-        const int64_t mi = SQ - i0 < tile ? SQ - i0 : tile;
-        const int64_t nk = (F & MLC_ATTN_CAUSAL) ? (i0 + mi < SK ? i0 + mi : SK) : SK;
-        const int64_t off = (F & MLC_ATTN_CAUSAL) ? i0 : 0;
-        mlc_gemm<T>(mi, nk, D, s.scale, qh + i0 * rq, rq, 1, kp.data(), D, sb.data(), nk, false,
-                    mlc_attention_band<F>(1), off);
-        for (int64_t t = 0; t < mi; ++t) {
-          uint64_t row;
-          mlc_attention_softmax_row<F>(s, x, k, i0 + t, sb.data() + t * nk, nk, row);
-        }
-        mlc_gemm<T>(mi, nk, DV, (T)1, gh + i0 * rg, rg, 1, vp.data(), DV, dp.data(), nk, false,
-                    mlc_attention_band<F>(1), off);
-        for (int64_t t = 0; t < mi; ++t) {
-          const int64_t i = i0 + t;
-          T *si = sb.data() + t * nk, *di = dp.data() + t * nk;
-          const int64_t jn = (F & MLC_ATTN_CAUSAL) ? (i + 1 < SK ? i + 1 : SK) : SK;
-          uint64_t row = 0;
-          if (F & MLC_ATTN_DROPOUT)
-            row = (F & MLC_ATTN_VARLEN)
-                      ? ((uint64_t)k.h * s.tokenCapacity + k.a + i) * s.tokenCapacity + k.a
-                      : (uint64_t)(k.bh * s.seqQ + i) * s.seqK;
-          double rowsum = 0;
-#pragma omp simd reduction(+ : rowsum)
-          for (int64_t j = 0; j < jn; ++j) {
-            di[j] *= mlc_attention_keep<F>(s, key, row, j);
-            rowsum += (double)di[j] * si[j];
-          }
-#pragma omp simd
-          for (int64_t j = 0; j < jn; ++j) {
-            di[j] = si[j] * (di[j] - (T)rowsum) * s.scale;
-            si[j] *= mlc_attention_keep<F>(s, key, row, j);
-          }
-          for (int64_t j = jn; j < nk; ++j)
-            di[j] = 0;
-        }
-        mlc_pack<T>(mi, DV, gh + i0 * rg, rg, false, tp);
-        mlc_gemm<T>(nk, DV, mi, (T)1, sb.data(), 1, nk, tp.data(), mi, dv, rdv, true,
-                    mlc_attention_band<F>(3), off);
-        mlc_gemm<T>(mi, D, nk, (T)1, dp.data(), nk, 1, kn.data(), SK, dq + i0 * rdq, rdq, false,
-                    mlc_attention_band<F>(2), off);
-        mlc_pack<T>(mi, D, qh + i0 * rq, rq, false, tp);
-        mlc_gemm<T>(nk, D, mi, (T)1, dp.data(), 1, nk, tp.data(), mi, dk, rdk, true,
-                    mlc_attention_band<F>(3), off);
+      for (int64_t g = 0; g < group; ++g) {
+        MlcAttentionHead q = k;
+        q.h = k.h + g;
+        q.bh = k.bh + g;
+        mlc_attention_backward_head<T, F, D, DV>(s, x, key, q, w, dk, dv);
       }
     }
   }

@@ -38,10 +38,12 @@ enum {
   MLC_ATTN_MASK = 2,    // an additive mask broadcast to [B, H, Sq, Sk]
   MLC_ATTN_VARLEN = 4,  // packed sequences (cu_seqlens)
   MLC_ATTN_DROPOUT = 8, // dropout on the probabilities
+  MLC_ATTN_GROUPED = 16, // grouped-query: fewer kv heads than query heads
 };
 
 // Where head (b, h) of a tensor starts, in elements: offset + b * batch +
-// h * head, b being the batch (varlen: the sequence's first token); its
+// h * head, b being the batch (varlen: the sequence's first token), h the
+// query head for O, dO, Q (and dQ) and the kv head for K, V, dK, dV; its
 // rows are `row` elements apart.
 struct MlcAttentionTensor {
   int64_t offset, batch, head, row;
@@ -51,7 +53,15 @@ struct MlcAttentionTensor {
 // output gradient dO, then Q, K, V. The forward pass uses O, Q, K, V.
 enum { MLC_ATT_O = 0, MLC_ATT_DK, MLC_ATT_DV, MLC_ATT_GO, MLC_ATT_Q, MLC_ATT_K, MLC_ATT_V };
 
-// One attention kernel's run-time sizes. seqQ and seqK are the padded
+// Whether tensor `role` is indexed by the kv head (K, V, dK, dV).
+MLC_FN bool mlc_attention_kv_role(int role) {
+  return role == MLC_ATT_K || role == MLC_ATT_V || role == MLC_ATT_DK || role == MLC_ATT_DV;
+}
+
+// One attention kernel's run-time sizes. heads counts the query heads,
+// kvHeads the key/value heads (grouped-query attention: kvHeads divides
+// heads, query head h reading kv head h / (heads / kvHeads); equal without
+// grouping). seqQ and seqK are the padded
 // lengths (varlen: unused, each sequence's L); tokenCapacity the most
 // tokens of a varlen batch (dropout's counters and the statistics' rows);
 // queryBlocks (CUDA) the blocks per head, the grid being batch * heads *
@@ -59,7 +69,7 @@ enum { MLC_ATT_O = 0, MLC_ATT_DK, MLC_ATT_DV, MLC_ATT_GO, MLC_ATT_Q, MLC_ATT_K, 
 // mask the mask's element strides along [B, H, Sq, Sk] (0 where
 // broadcast); dropout the probability p, keepScale 1 / (1 - p).
 template <typename T> struct MlcAttention {
-  int64_t batch, heads, seqQ, seqK, tokenCapacity, queryBlocks;
+  int64_t batch, heads, kvHeads, seqQ, seqK, tokenCapacity, queryBlocks;
   MlcAttentionTensor t[7];
   int64_t mask[4];
   T scale;
@@ -67,6 +77,12 @@ template <typename T> struct MlcAttention {
   T keepScale;
   uint64_t seed;
 };
+
+// The query heads per kv head: 1 unless MLC_ATTN_GROUPED (so that the
+// ungrouped instantiations hold no group loop or division).
+template <int F, typename T> MLC_FN int64_t mlc_attention_group(const MlcAttention<T> &s) {
+  return (F & MLC_ATTN_GROUPED) ? s.heads / s.kvHeads : 1;
+}
 
 // The buffers: O (backward: dQ), dK, dV, dO, Q, K, V, the mask and
 // cu_seqlens (null where absent).
