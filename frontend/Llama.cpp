@@ -178,14 +178,9 @@ double llamaActivationsPerToken(const ModelConfig &c, int64_t seqLen) {
 namespace {
 
 /// LlamaRMSNorm: weight * (x * rsqrt(mean(x^2, -1) + eps)), in the graph's
-/// element type (f32 or f64; autocast keeps these ops in f32).
+/// element type (f32 or f64; autocast keeps mlc.rms_norm in f32).
 Value rmsNorm(GraphBuilder &g, Value x, Value weight, double eps) {
-  OpBuilder &b = g.b;
-  Value square = b.create<MulOp>(g.loc, x, x);
-  Value variance = b.create<ReduceMeanOp>(g.loc, square, b.getDenseI64ArrayAttr({-1}),
-                                          /*keepdims=*/true);
-  Value scale = b.create<RsqrtOp>(g.loc, b.create<AddOp>(g.loc, variance, g.constant(eps)));
-  return b.create<MulOp>(g.loc, weight, b.create<MulOp>(g.loc, x, scale));
+  return g.b.create<RmsNormOp>(g.loc, x, weight, g.b.getF64FloatAttr(eps));
 }
 
 /// The rotary tables cos(p * f_i) and sin(p * f_i) over positions p < S and

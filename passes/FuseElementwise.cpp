@@ -46,10 +46,10 @@ bool isColumnReduction(Operation *op) {
          isa<FloatType>(cast<RankedTensorType>(r.getType()).getElementType());
 }
 
-/// LayerNorm closes a group as a row root: its kernel computes the pointwise
+/// LayerNorm and RMSNorm close a group as a row root: its kernel computes the pointwise
 /// prologue of each row (bias, dropout, residual add), writes what others
 /// still need, and normalizes the row while it is in registers or cache.
-bool isRowRoot(Operation *op) { return isa<LayerNormOp>(op); }
+bool isRowRoot(Operation *op) { return isa<LayerNormOp, RmsNormOp>(op); }
 
 bool isSplatConstant(Value v) {
   auto c = v.getDefiningOp<ConstantOp>();

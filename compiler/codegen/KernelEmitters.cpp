@@ -206,19 +206,31 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
       [&](ParamsBuilder &p) { p.i64("lead", lead).rows(rows).i64("columns", C); });
 }
 
-/// A "rows" fusion: a LayerNorm and the pointwise prologue of its input.
-/// Each row's prologue is computed once into a row buffer (values needed
-/// elsewhere are stored on the way), then normalized from that buffer.
+/// A "rows" fusion: a LayerNorm or an RMSNorm and the pointwise prologue of
+/// its input. Each row's prologue is computed once into a row buffer (values
+/// needed elsewhere are stored on the way), then normalized from that buffer.
 llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
   Block &block = fusion.getBody().front();
   auto yield = cast<YieldOp>(block.getTerminator());
-  LayerNormOp norm;
-  for (Operation &op : block.without_terminator())
-    if (auto n = dyn_cast<LayerNormOp>(op))
-      norm = n;
-  if (!norm)
-    return failure("a \"rows\" fusion without a layer_norm");
-  Shape iter = shapeOf(norm.getInput());
+  // The norm's input, weight, bias (none for RMSNorm) and epsilon.
+  Operation *normOp = nullptr;
+  Value input, weight, bias;
+  double eps = 0;
+  for (Operation &op : block.without_terminator()) {
+    if (auto n = dyn_cast<LayerNormOp>(op)) {
+      normOp = n;
+      input = n.getInput(), weight = n.getWeight(), bias = n.getBias();
+      eps = n.getEpsilon().convertToDouble();
+    } else if (auto n = dyn_cast<RmsNormOp>(op)) {
+      normOp = n;
+      input = n.getInput(), weight = n.getWeight(), bias = Value();
+      eps = n.getEpsilon().convertToDouble();
+    }
+  }
+  if (!normOp)
+    return failure("a \"rows\" fusion without a layer_norm or rms_norm");
+  Value normResult = normOp->getResult(0);
+  Shape iter = shapeOf(input);
   Shape rowDims(iter.begin(), iter.end() - 1);
   const int64_t R = product(rowDims);
   KernelArgs bound = bindFusion(fusion, iter);
@@ -230,32 +242,31 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
   Operation *normCast = nullptr;
   for (auto [i, v] : llvm::enumerate(yield.getValues())) {
     auto c = v.getDefiningOp<CastOp>();
-    if (c && c.getInput() == norm.getResult())
+    if (c && c.getInput() == normResult)
       normCast = c;
-    if (v == norm.getResult() || (c && c.getInput() == norm.getResult()))
+    if (v == normResult || (c && c.getInput() == normResult))
       normSlot = i;
   }
   if (normSlot < 0)
-    return failure("a \"rows\" fusion that does not return its LayerNorm");
-  for (Operation *user : norm.getResult().getUsers())
+    return failure("a \"rows\" fusion that does not return its norm");
+  for (Operation *user : normResult.getUsers())
     if (user != normCast && !isa<YieldOp>(user))
-      return failure("a \"rows\" fusion computes with its LayerNorm's result");
-  Rows rows = rowsOf(R, dynamicRows(norm.getInput()));
-  double eps = norm.getEpsilon().convertToDouble();
+      return failure("a \"rows\" fusion computes with its norm's result");
+  Rows rows = rowsOf(R, dynamicRows(input));
   return addBodyStep(
       iter, accs, false,
       [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) -> llvm::Error {
         IRMapping map;
-        if (auto err = cloneFusionRegion(b, fusion, accs, strides, map,
-                                         {norm.getOperation(), normCast}))
+        if (auto err = cloneFusionRegion(b, fusion, accs, strides, map, {normOp, normCast}))
           return err;
         for (auto [i, v] : llvm::enumerate(yield.getValues()))
           if (int(i) != normSlot)
             store(b, map.lookup(v), accs[i], strides[i]);
-        b.create<plan::NormalizeOp>(fn.getLoc(), map.lookup(norm.getInput()),
-                                    map.lookup(norm.getWeight()), map.lookup(norm.getBias()),
-                                    normSlot, accs[normSlot].base, strides[normSlot],
-                                    typeOf(yield.getValues()[normSlot]).getElementType());
+        b.create<plan::NormalizeOp>(fn.getLoc(), map.lookup(input), map.lookup(weight),
+                                    bias ? map.lookup(bias) : Value(), normSlot,
+                                    accs[normSlot].base, strides[normSlot],
+                                    typeOf(yield.getValues()[normSlot]).getElementType(),
+                                    /*rms=*/!bias);
         return llvm::Error::success();
       },
       bufs, KernelTemplate::rows, /*merge=*/false,
@@ -386,6 +397,24 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
       bufs.push_back(bufferOf(v));
     eps(ln.getEpsilon());
     k = "layer_norm";
+  } else if (auto rn = dyn_cast<RmsNormOp>(op)) {
+    rowsAndColumns(x);
+    bindOut(rn.getResult());
+    for (Value v : {rn.getInput(), rn.getWeight()})
+      bufs.push_back(bufferOf(v));
+    eps(rn.getEpsilon());
+    params.flag("rms", true);
+    k = "layer_norm";
+  } else if (auto rg = dyn_cast<RmsNormGradOp>(op)) {
+    rowsAndColumns(x);
+    bindOut(rg.getInputGrad());
+    bindOut(rg.getWeightGrad());
+    for (Value v : {rg.getGrad(), rg.getInput(), rg.getWeight()})
+      bufs.push_back(bufferOf(v));
+    params.i64("capacity", capacityRows(x));
+    eps(rg.getEpsilon());
+    params.flag("rms", true);
+    k = "layer_norm_grad";
   } else if (auto lg = dyn_cast<LayerNormGradOp>(op)) {
     rowsAndColumns(x);
     bindOut(lg.getInputGrad());
