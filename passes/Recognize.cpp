@@ -264,6 +264,13 @@ struct RecognizeRmsNorm : OpRewritePattern<MulOp> {
       int64_t hidden = shapeOf(x).back();
       if (x.getType() != root.getType() || !isRowVector(weight, hidden))
         continue;
+      // A LayerNorm's centered input over its deviation, times the weight,
+      // is an RMSNorm of it: the bias add after it makes it the LayerNorm
+      // its pattern recognizes there.
+      if (auto centered = x.getDefiningOp<SubOp>();
+          centered && meanOverLastAxis(centered.getRhs()) == centered.getLhs() &&
+          llvm::any_of(root->getUsers(), [](Operation *u) { return isa<AddOp>(u); }))
+        continue;
       rewriter.replaceOpWithNewOp<RmsNormOp>(root, x, weight,
                                              rewriter.getF64FloatAttr(found->second));
       return success();
