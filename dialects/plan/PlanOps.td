@@ -243,7 +243,7 @@ def Plan_NormalizeOp : Plan_Op<"normalize", [HasParent<"KernelOp">]> {
                        Plan_I64Attr:$offset, DenseI64ArrayAttr:$strides, TypeAttr:$element,
                        UnitAttr:$rms);
   let assemblyFormat = [{
-    (`rms` $rms^)? $input `,` $weight (`,` $bias^)? `,` `arg` $arg `offset` $offset
+    (`rms` $rms^)? $input `,` $weight `,` ($bias^ `,`)? `arg` $arg `offset` $offset
     `strides` $strides attr-dict `:` type($input) `,` type($weight) (`,` type($bias)^)?
     `into` $element
   }];
