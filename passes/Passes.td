@@ -112,8 +112,10 @@ def MlcFuseElementwise : Pass<"mlc-fuse-elementwise", "mlir::func::FuncOp"> {
     a group as a row root (kind "rows"): its input's pointwise prologue
     (bias, dropout, residual add) is computed row by row and normalized in
     the same kernel, which also writes the prologue values still needed
-    elsewhere (the residual stream). Splat constants are copied into the
-    regions.
+    elsewhere (the residual stream); an RMSNorm likewise. In backward, the
+    sum of an RMSNorm's input gradient and the residual stream's gradient
+    joins the norm gradient's row kernel (`mlc.rms_norm_grad ... plus %r`).
+    Splat constants are copied into the regions.
 
     Before:
     ```mlir

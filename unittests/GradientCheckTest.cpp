@@ -242,6 +242,11 @@ TEST(GradientCheck, LayerNormMatmulEmbedding) {
   checkText(unary("  %s = mlc.add %x, %a : " + t + ", " + t +
                       "\n  %y = mlc.rms_norm %s, %w epsilon = 1.0e-5 : " + t + ", tensor<4xf64>",
                   t, ", %a: " + t + " {mlc.param = \"a\"}, %w: tensor<4xf64> {mlc.param = \"w\"}"));
+  // The residual stream around an RMSNorm: the adjoint sum dx + g is added
+  // in the norm gradient's row kernel (rms_norm_grad ... plus).
+  checkText(unary("  %n = mlc.rms_norm %x, %w epsilon = 1.0e-5 : " + t +
+                      ", tensor<4xf64>\n  %y = mlc.add %n, %x : " + t + ", " + t,
+                  t, ", %w: tensor<4xf64> {mlc.param = \"w\"}"));
   // Batched x shared weight, both transposes.
   checkText(R"(
 func.func @forward(%a: tensor<2x3x4xf64> {mlc.param = "a"}, %w: tensor<5x4xf64> {mlc.param = "w"},

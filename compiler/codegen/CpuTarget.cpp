@@ -276,13 +276,15 @@ public:
   /// mean = 0 and no mean(dxh) term, no db. Memory: g and x read twice
   /// (rows, then column blocks), dx written: 20 bytes per f32 element.
   std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity, int64_t E,
-                            const std::string &eps, bool rms) override {
+                            const std::string &eps, bool rms, bool residual) override {
     std::string T = cType(el);
-    // Outputs dx, dw (, db), then the inputs g, x, w.
+    // Outputs dx, dw (, db), then the inputs g, x, w (, RMSNorm's residual r).
     const std::string G = rms ? "p2" : "p3", X = rms ? "p3" : "p4", W = rms ? "p4" : "p5";
     std::vector<KernelArg> args = {{el, true}, {el, true}, {el, true}, {el, false}, {el, false}};
-    if (!rms)
+    if (!rms || residual)
       args.push_back({el, false});
+    // dx = r + ..., r (p5) the residual stream's gradient, summed in double.
+    const std::string plus = residual ? "(double)p5[r * " + std::to_string(E) + " + c] + " : "";
     std::ostringstream b;
     b << arguments(args) << "  std::vector<double> stats(2 * " << capacity << ");\n"
       << "#pragma omp parallel for\n"
@@ -300,7 +302,7 @@ public:
       << ";\n"
       << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
       << "      double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * " << W << "[c];\n"
-      << "      dx[c] = (" << T << ")(rstd * (dxh - m1 - xh * m2));\n    }\n  }\n"
+      << "      dx[c] = (" << T << ")(" << plus << "rstd * (dxh - m1 - xh * m2));\n    }\n  }\n"
       // dw and db: each thread owns a block of 64 columns and walks the rows,
       // so the inner loop is contiguous and vectorizes; every column still
       // sums its rows in order (deterministic, as the per-column loop was).

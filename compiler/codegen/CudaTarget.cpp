@@ -410,17 +410,19 @@ public:
   /// Memory: g and x read twice (rows, then column chunks), dx written: 20
   /// bytes per f32 element, plus 16 bytes of statistics per row.
   std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity, int64_t E,
-                            const std::string &eps, bool rms) override {
+                            const std::string &eps, bool rms, bool residual) override {
     std::string T = cType(el);
     const int64_t block = 256, colBlocks = (E + block - 1) / block;
     const int64_t chunks = blocksFor(capacity, 16, 64), sums = rms ? 1 : 2;
     const std::string stats = "((double *)ctx->scratch)",
                       part = "((double *)ctx->scratch + " + n2s(2 * capacity) + ")";
-    // Outputs dx, dw (, db), then the inputs g, x, w.
+    // Outputs dx, dw (, db), then the inputs g, x, w (, RMSNorm's residual r).
     const std::string G = rms ? "p2" : "p3", X = rms ? "p3" : "p4", W = rms ? "p4" : "p5";
     std::vector<KernelArg> args = {{el, true}, {el, true}, {el, true}, {el, false}, {el, false}};
-    if (!rms)
+    if (!rms || residual)
       args.push_back({el, false});
+    // dx = r + ..., r (p5) the residual stream's gradient, summed in double.
+    const std::string plus = residual ? "(double)p5[r * " + std::to_string(E) + " + c] + " : "";
     std::ostringstream b;
     b << arguments(args) << scratch((2 * capacity + sums * chunks * E) * 8)
       << "  __shared__ double red[32];\n"
@@ -437,7 +439,7 @@ public:
       << "      m2 = mlc_block_sum(m2, red) / " << E << ";\n"
       << "      for (int64_t c = threadIdx.x; c < " << E << "; c += blockDim.x) {\n"
       << "        double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * " << W << "[c];\n"
-      << "        dx[c] = (" << T << ")(rstd * (dxh - m1 - xh * m2));\n      }\n    }\n  }\n"
+      << "        dx[c] = (" << T << ")(" << plus << "rstd * (dxh - m1 - xh * m2));\n      }\n    }\n  }\n"
       << phase(chunks * colBlocks, block)
       << "    const int64_t R = " << rows << ", chunk = blockIdx.x / " << colBlocks
       << ", c = (blockIdx.x % " << colBlocks << ") * " << block << " + threadIdx.x;\n"

@@ -411,9 +411,11 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     bindOut(rg.getWeightGrad());
     for (Value v : {rg.getGrad(), rg.getInput(), rg.getWeight()})
       bufs.push_back(bufferOf(v));
+    if (rg.getResidual())
+      bufs.push_back(bufferOf(rg.getResidual()));
     params.i64("capacity", capacityRows(x));
     eps(rg.getEpsilon());
-    params.flag("rms", true);
+    params.flag("rms", true).flag("residual", bool(rg.getResidual()));
     k = "layer_norm_grad";
   } else if (auto lg = dyn_cast<LayerNormGradOp>(op)) {
     rowsAndColumns(x);

@@ -440,7 +440,7 @@ llvm::Expected<std::string> printTemplateBody(llvm::StringRef t, DictionaryAttr 
     body = target.layerNorm(el, r.rows(), r.i64("columns"), eps(), r.flag("rms"));
   } else if (t == "layer_norm_grad") {
     body = target.layerNormGrad(el, r.rows(), r.i64("capacity"), r.i64("columns"), eps(),
-                                r.flag("rms"));
+                                r.flag("rms"), r.flag("residual"));
   } else if (t == "cross_entropy") {
     body = target.crossEntropy(el, r.type("labels"), r.rows(), r.i64("columns"),
                                r.i64("ignore"));

@@ -222,9 +222,11 @@ public:
   /// LayerNorm's gradient: p0 = dx, p1 = dweight, p2 = dbias from the
   /// output gradient p3, the input p4 and the weight p5; `capacity` bounds
   /// the rows (for the per-row statistics kept between the two passes).
-  /// With `rms`, RMSNorm's: p0 = dx, p1 = dweight from p2, p3, p4.
+  /// With `rms`, RMSNorm's: p0 = dx, p1 = dweight from p2, p3, p4; with
+  /// `residual` too, p0 = p5 + dx (the residual stream's gradient added).
   virtual std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity,
-                                    int64_t E, const std::string &eps, bool rms) = 0;
+                                    int64_t E, const std::string &eps, bool rms,
+                                    bool residual) = 0;
   /// p0 = mean cross-entropy of logits p1 against labels p2 (of type
   /// `labels`), rows whose label is `ignore` skipped; a label out of range
   /// is reported through the kernel context.

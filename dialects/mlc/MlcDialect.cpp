@@ -816,6 +816,8 @@ LogicalResult RmsNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Locat
   Type input = adaptor.getInput().getType();
   if (adaptor.getGrad().getType() != input)
     return emitOptionalError(loc, "grad and input types differ");
+  if (adaptor.getResidual() && adaptor.getResidual().getType() != input)
+    return emitOptionalError(loc, "the residual gradient (plus) and input types differ");
   if (failed(verifyLastAxisNorm(loc, input, {adaptor.getWeight()}, adaptor.getEpsilonAttr(),
                                 "weight")))
     return failure();

@@ -498,7 +498,7 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
 LogicalResult RmsNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                         SmallVectorImpl<Value> &og) {
   auto grads = b.create<RmsNormGradOp>(getLoc(), rg[0], getInput(), getWeight(),
-                                       getEpsilonAttr());
+                                       /*residual=*/Value(), getEpsilonAttr());
   og.append({grads.getInputGrad(), grads.getWeightGrad()});
   return success();
 }

@@ -781,17 +781,25 @@ def Mlc_RmsNormGradOp : Mlc_Op<"rms_norm_grad", [Pure, InferTypeOpAdaptor]> {
     `d_input = rstd * (dxhat - xhat * mean(dxhat * xhat))` and
     `d_weight = sum over rows of grad * xhat`.
 
+    With `plus %r` (of the input's type), `d_input` is `r + ...`: the
+    residual stream's gradient, added in the row kernel that writes
+    `d_input` (`mlc-fuse-elementwise` forms it from the adjoint sum
+    `d_input + r`), so the sum never makes a pass of its own.
+
     ```mlir
     %dx, %dw = mlc.rms_norm_grad %g, %x, %w epsilon = 1.0e-06
         : tensor<8x4096xf32>, tensor<8x4096xf32>, tensor<4096xf32>
+    %dx2, %dw2 = mlc.rms_norm_grad %g, %x, %w plus %r epsilon = 1.0e-06
+        : tensor<8x4096xf32>, tensor<8x4096xf32>, tensor<4096xf32>, tensor<8x4096xf32>
     ```
   }];
   let arguments = (ins Mlc_FloatTensor:$grad, Mlc_FloatTensor:$input,
-                       Mlc_FloatTensor:$weight, F64Attr:$epsilon);
+                       Mlc_FloatTensor:$weight, Optional<Mlc_FloatTensor>:$residual,
+                       F64Attr:$epsilon);
   let results = (outs Mlc_FloatTensor:$input_grad, Mlc_FloatTensor:$weight_grad);
   let assemblyFormat = [{
-    $grad `,` $input `,` $weight `epsilon` `=` $epsilon attr-dict `:`
-    type($grad) `,` type($input) `,` type($weight)
+    $grad `,` $input `,` $weight (`plus` $residual^)? `epsilon` `=` $epsilon attr-dict `:`
+    type($grad) `,` type($input) `,` type($weight) (`,` type($residual)^)?
   }];
 }
 

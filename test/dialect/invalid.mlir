@@ -709,3 +709,11 @@ func.func @rms_norm_grad_weight(%x: tensor<2x4xf32>, %w: tensor<3xf32>) {
   %0:2 = mlc.rms_norm_grad %x, %x, %w epsilon = 1.0e-6 : tensor<2x4xf32>, tensor<2x4xf32>, tensor<3xf32>
   return
 }
+
+// -----
+
+func.func @rms_norm_grad_residual(%x: tensor<2x4xf32>, %w: tensor<4xf32>, %r: tensor<2x4xf64>) {
+  // expected-error @+1 {{the residual gradient (plus) and input types differ}}
+  %0:2 = mlc.rms_norm_grad %x, %x, %w plus %r epsilon = 1.0e-6 : tensor<2x4xf32>, tensor<2x4xf32>, tensor<4xf32>, tensor<2x4xf64>
+  return
+}
