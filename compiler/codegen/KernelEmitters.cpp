@@ -390,43 +390,22 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     bufs.push_back(bufferOf(sg.getGrad()));
     bufs.push_back(bufferOf(sg.getOutput()));
     k = "softmax_grad";
-  } else if (auto ln = dyn_cast<LayerNormOp>(op)) {
+  } else if (isa<LayerNormOp, RmsNormOp, LayerNormGradOp, RmsNormGradOp>(op)) {
+    // One template pair for both norms: the operands in order (input,
+    // weight[, bias]; grad, input, weight[, residual]), the results out.
+    const bool grad = isa<LayerNormGradOp, RmsNormGradOp>(op);
     rowsAndColumns(x);
-    bindOut(ln.getResult());
-    for (Value v : {ln.getInput(), ln.getWeight(), ln.getBias()})
+    for (Value r : op->getResults())
+      bindOut(r);
+    for (Value v : op->getOperands())
       bufs.push_back(bufferOf(v));
-    eps(ln.getEpsilon());
-    k = "layer_norm";
-  } else if (auto rn = dyn_cast<RmsNormOp>(op)) {
-    rowsAndColumns(x);
-    bindOut(rn.getResult());
-    for (Value v : {rn.getInput(), rn.getWeight()})
-      bufs.push_back(bufferOf(v));
-    eps(rn.getEpsilon());
-    params.flag("rms", true);
-    k = "layer_norm";
-  } else if (auto rg = dyn_cast<RmsNormGradOp>(op)) {
-    rowsAndColumns(x);
-    bindOut(rg.getInputGrad());
-    bindOut(rg.getWeightGrad());
-    for (Value v : {rg.getGrad(), rg.getInput(), rg.getWeight()})
-      bufs.push_back(bufferOf(v));
-    if (rg.getResidual())
-      bufs.push_back(bufferOf(rg.getResidual()));
-    params.i64("capacity", capacityRows(x));
-    eps(rg.getEpsilon());
-    params.flag("rms", true).flag("residual", bool(rg.getResidual()));
-    k = "layer_norm_grad";
-  } else if (auto lg = dyn_cast<LayerNormGradOp>(op)) {
-    rowsAndColumns(x);
-    bindOut(lg.getInputGrad());
-    bindOut(lg.getWeightGrad());
-    bindOut(lg.getBiasGrad());
-    for (Value v : {lg.getGrad(), lg.getInput(), lg.getWeight()})
-      bufs.push_back(bufferOf(v));
-    params.i64("capacity", capacityRows(x));
-    eps(lg.getEpsilon());
-    k = "layer_norm_grad";
+    if (grad)
+      params.i64("capacity", capacityRows(x));
+    eps(op->getAttrOfType<FloatAttr>("epsilon").getValue());
+    params.flag("rms", isa<RmsNormOp, RmsNormGradOp>(op));
+    if (auto rg = dyn_cast<RmsNormGradOp>(op))
+      params.flag("residual", bool(rg.getResidual()));
+    k = grad ? "layer_norm_grad" : "layer_norm";
   } else if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
     rowsAndColumns(ce.getLogits());
     Type lt = typeOf(ce.getLabels()).getElementType();
