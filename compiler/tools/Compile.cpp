@@ -2,11 +2,13 @@
 //
 //   mlc compile MODEL [--emit=package|graph|mlir|plan|kernels|cuda|ptx] [-o PATH]
 //   mlc compile MODEL --report [--report-json FILE] [--cuda-arch sm_90,...]
+//   mlc compile MODEL [--report] --roofline h200|bw=TB/s,bf16=TFLOP/s,f32=TFLOP/s
 //   mlc import MODEL.onnx [-o FILE]
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/tools/Model.h"
+#include "compiler/tools/Roofline.h"
 #include "compiler/tools/Tool.h"
 
 #include "contract/StepFunctions.h"
@@ -58,6 +60,14 @@ cl::opt<std::string> cudaArch("cuda-arch",
 cl::opt<std::string> reportJson("report-json", cl::desc("Write the report as JSON"),
                                 cl::value_desc("file"), cl::sub(compileCmd()),
                                 cl::cat(category()));
+cl::opt<std::string> roofline(
+    "roofline",
+    cl::desc("Print the step time the plan predicts at a GPU's limits, per kernel and GEMM: "
+             "bytes, FLOPs, max(bytes / bandwidth, FLOPs / peak). A device (h200, h100), "
+             "optionally with overrides (h200,launch=3), or one given whole: "
+             "bw=TB/s,bf16=TFLOP/s,f32=TFLOP/s[,f32gemm=,peak-bf16=,peak-f32=TFLOP/s,"
+             "launch=us]"),
+    cl::value_desc("device"), cl::sub(compileCmd()), cl::cat(category()));
 cl::opt<bool> inferenceOnly("inference", cl::desc("Compile @forward only (no training step)"),
                             cl::sub(compileCmd()), cl::cat(category()));
 
@@ -174,10 +184,11 @@ int cudaReport(const std::string &source) {
   return 0;
 }
 
-/// Lowers the model with and without fusion (and with one and two layers, to
-/// count per layer) and reports kernels and bytes per training step.
-/// An ONNX model has one layer count, its own: its per-layer figure is left out.
-int runReport() {
+/// The report's counts: the model lowered with and without fusion (and
+/// with one and two layers, to count per layer), kernels and bytes per
+/// training step; `json` gets their fields. An ONNX model has one layer
+/// count, its own: its per-layer figure is left out.
+int countsReport(std::string &json) {
   const bool onnx = isOnnxModel();
   std::string title;
   auto countsFor = [&](int64_t layers, bool fused) -> Expected<mlc::LoweredPackage::Counts> {
@@ -226,30 +237,63 @@ int runReport() {
                     u.full.bytes / 1e6, f.full.bytes / 1e6);
   outs() << formatv("  {0,-38} {1,12} {2,12}\n", "optimizer kernels (AdamW + norm)",
                     u.full.optimizerKernels, f.full.optimizerKernels);
-  {
-    // The CUDA kernels of the package these flags compile.
-    mlir::MLIRContext ctx;
-    auto g = compileModel(ctx, /*training=*/true);
-    if (!g)
-      return fail(toString(g.takeError()));
-    auto lowered = mlc::lowerModule(*g->module, g->description.dataParallel);
+  json = formatv("\"kernels_unfused\": {0}, \"kernels_fused\": {1}, "
+                 "\"gemms\": {2}, \"nongemm_per_layer\": {3}, "
+                 "\"nongemm_per_layer_unfused\": {4}, "
+                 "\"optimizer_kernels\": {5}, \"bytes_unfused\": {6}, "
+                 "\"bytes_fused\": {7}",
+                 u.full.kernels, f.full.kernels, f.full.gemms, perLayer(f), perLayer(u),
+                 f.full.optimizerKernels, u.full.bytes, f.full.bytes)
+             .str();
+  return 0;
+}
+
+/// --report: the counts, then the CUDA kernels of the package these flags
+/// compile (ptxas statistics); --roofline: that package's step at a GPU's
+/// limits (Roofline.h). --report-json writes what ran as one JSON object.
+int runReport() {
+  std::optional<RooflineDevice> device;
+  if (!roofline.empty()) {
+    auto d = parseRooflineDevice(roofline);
+    if (!d)
+      return fail(toString(d.takeError()));
+    device = *d;
+  }
+  const bool counts = report || !device;
+  std::string json;
+  if (counts)
+    if (int rc = countsReport(json))
+      return rc;
+  mlir::MLIRContext ctx;
+  auto g = compileModel(ctx, /*training=*/true);
+  if (!g)
+    return fail(toString(g.takeError()));
+  if (auto err = mlc::lowerToPlanPipeline(*g->module, g->description.dataParallel))
+    return fail(toString(std::move(err)));
+  if (device) {
+    auto r = rooflineOf(*g->module, *device);
+    if (!r)
+      return fail(toString(r.takeError()));
+    if (!counts) {
+      const std::string &text = g->description.configText;
+      outs() << "mlc roofline: " << g->description.family << " ("
+             << text.substr(0, text.find(": ")) << "), micro-batch " << microBatch
+             << ", seq-len " << seqLen << ", " << dtype << (fuse && !noFuse ? ", fused" : "")
+             << "\n";
+    }
+    outs() << formatRoofline(*r);
+    json += (json.empty() ? "" : ", ") + std::string("\"roofline\": ") + rooflineJson(*r);
+  }
+  if (counts) {
+    auto lowered = mlc::serializePlan(*g->module);
     if (!lowered)
       return fail(toString(lowered.takeError()));
     if (int rc = cudaReport(lowered->kernelsCu))
       return rc;
   }
-  if (!reportJson.empty()) {
-    std::string json = formatv("{{\"kernels_unfused\": {0}, \"kernels_fused\": {1}, "
-                               "\"gemms\": {2}, \"nongemm_per_layer\": {3}, "
-                               "\"nongemm_per_layer_unfused\": {4}, "
-                               "\"optimizer_kernels\": {5}, \"bytes_unfused\": {6}, "
-                               "\"bytes_fused\": {7}}\n",
-                               u.full.kernels, f.full.kernels, f.full.gemms, perLayer(f),
-                               perLayer(u), f.full.optimizerKernels, u.full.bytes, f.full.bytes)
-                           .str();
-    if (int rc = writeTextTo(reportJson, json))
+  if (!reportJson.empty())
+    if (int rc = writeTextTo(reportJson, "{" + json + "}\n"))
       return rc;
-  }
   return 0;
 }
 
@@ -275,7 +319,7 @@ int runCompile() {
   } catch (const mlc::rt::Error &e) {
     return fail(e.what());
   }
-  if (report || !reportJson.empty())
+  if (report || !reportJson.empty() || !roofline.empty())
     return runReport();
   if (emit == Emit::Graph)
     return printGraph();

@@ -4,6 +4,7 @@
 // family of them:
 //
 //   Compile.cpp    compile, import (the graph, the plan, the kernels, reports)
+//   Roofline.cpp   --roofline: a plan's step at a GPU's limits (RooflineReport.cpp prints it)
 //   Train.cpp      train, run, generate (compile if needed, then the runtime)
 //   Data.cpp       preprocess, tokenizer, data, plot
 //   ExportOnnx.cpp export-onnx (trained weights back into the ONNX model)

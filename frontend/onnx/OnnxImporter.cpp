@@ -556,7 +556,7 @@ namespace {
 const llvm::StringMap<std::vector<OpSchema>> &opTable() {
   static const llvm::StringMap<std::vector<OpSchema>> table = [] {
     llvm::StringMap<std::vector<OpSchema>> t;
-    for (auto schemas : {tensorOpSchemas(), shapeOpSchemas(), nnOpSchemas()})
+    for (auto schemas : {tensorOpSchemas(), shapeOpSchemas(), nnOpSchemas(), rotaryOpSchemas()})
       for (const OpSchema &s : schemas)
         t[s.opType].push_back(s);
     return t;
@@ -758,6 +758,10 @@ llvm::Error Importer::finish(const onnx::GraphProto &g) {
 }
 
 llvm::Error Importer::declareInitializers(const onnx::GraphProto &g) {
+  // A float initializer of rank >= 1 is a parameter, unless torch.export's
+  // graph signature calls it a buffer (inv_freq of rotary embeddings):
+  // buffers are constants, folded into what reads them and never trained.
+  std::map<std::string, std::string> kinds = exportedInputKinds(g);
   for (const auto &t : g.initializer()) {
     if (t.name().empty())
       return error("an initializer has no name");
@@ -766,7 +770,9 @@ llvm::Error Importer::declareInitializers(const onnx::GraphProto &g) {
       return c.takeError();
     if (values.count(t.name()) || paramInits.count(t.name()))
       return error("initializer '" + t.name() + "' is defined twice");
-    if (c->kind == Kind::Float && !c->shape.empty() && c->numel() > 0) {
+    auto kind = kinds.find(t.name());
+    bool buffer = kind != kinds.end() && kind->second == "BUFFER";
+    if (c->kind == Kind::Float && !c->shape.empty() && c->numel() > 0 && !buffer) {
       parameterCount += c->numel();
       paramNames.insert(t.name());
       weights.push_back({t.name(), weightTensor(*c)});

@@ -1,0 +1,136 @@
+//===- RooflineReport.cpp - the roofline as a table and as JSON ----------===//
+//
+// `mlc compile --roofline`'s output (Roofline.h): the device, one row per
+// kernel or GEMM shape (longest first), the groups' totals, the predicted
+// step with its tokens/s and MFU; and the same as one JSON object for
+// --report-json.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/tools/Roofline.h"
+
+#include "runtime/core/Json.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+using llvm::formatv;
+using llvm::StringRef;
+
+namespace mlc::tool {
+
+namespace {
+
+const char *const kGroups[] = {"gemm", "attention", "pointwise", "rows", "optimizer"};
+
+struct Totals {
+  int64_t launches = 0;
+  double bytes = 0, flops = 0, seconds = 0;
+};
+Totals totalsOf(const Roofline &r, StringRef group) {
+  Totals t;
+  for (const RooflineItem &it : r.items)
+    if (it.group == group)
+      t.launches += it.launches, t.bytes += it.bytes, t.flops += it.flops,
+          t.seconds += it.seconds;
+  return t;
+}
+
+std::string share(double part, double whole) {
+  return formatv("{0:f1}%", whole > 0 ? 100 * part / whole : 0.0).str();
+}
+
+} // namespace
+
+std::string formatRoofline(const Roofline &r) {
+  const RooflineDevice &d = r.device;
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << formatv("  roofline on {0}: {1:f2} TB/s, bf16 {2:f0} TFLOP/s, f32 GEMM {3:f0} TFLOP/s, "
+                "f32 {4:f0} TFLOP/s, launch {5:f1} us\n",
+                d.name, d.bandwidth / 1e12, d.bf16 / 1e12, d.f32Gemm / 1e12, d.f32 / 1e12,
+                d.launch * 1e6);
+  os << "    (" << d.basis << ")\n";
+  std::string fns;
+  for (const std::string &f : r.functions)
+    fns += (fns.empty() ? "@" : " + @") + f;
+  os << "  one step = " << fns << "; time = max(bytes / bandwidth, FLOPs / peak) per launch\n";
+  os << formatv("    {0,-40} {1,-30} {2,8} {3,10} {4,10} {5,10} {6,7} {7}\n", "kernel / GEMM",
+                "template", "launches", "MB", "GFLOP", "us", "share", "bound");
+  bool buffers = false;
+  for (const RooflineItem &it : r.items) {
+    buffers = buffers || it.fromBuffers;
+    os << formatv("    {0,-40} {1,-30} {2,8} {3,10:f2} {4,10:f3} {5,10:f1} {6,7} {7}\n",
+                  it.name + (it.fromBuffers ? "*" : ""), it.kind, it.launches, it.bytes / 1e6,
+                  it.flops / 1e9, it.seconds * 1e6, share(it.seconds, r.seconds),
+                  it.computeBound ? "compute" : "memory");
+  }
+  if (buffers)
+    os << "    * a kernel the model cannot read (text, or a template it does not know): "
+          "its buffers' bytes, each once, no FLOPs\n";
+  os << formatv("  {0,-12} {1,8} {2,10} {3,10} {4,10} {5,7}\n", "group", "launches", "MB",
+                "GFLOP", "us", "share");
+  for (const char *g : kGroups) {
+    Totals t = totalsOf(r, g);
+    os << formatv("  {0,-12} {1,8} {2,10:f1} {3,10:f1} {4,10:f1} {5,7}\n", g, t.launches,
+                  t.bytes / 1e6, t.flops / 1e9, t.seconds * 1e6, share(t.seconds, r.seconds));
+  }
+  if (d.launch > 0)
+    os << formatv("  {0,-12} {1,8} {2,10} {3,10} {4,10:f1} {5,7}\n", "launch", r.launches, "",
+                  "", r.launchSeconds * 1e6, share(r.launchSeconds, r.seconds));
+  const double tokensPerSecond = r.seconds > 0 ? r.tokens / r.seconds : 0;
+  const double mfu = r.seconds > 0 && r.peak > 0 ? r.modelFlops / r.seconds / r.peak : 0;
+  os << formatv("  predicted step: {0:f3} ms at the limits ({1}), {2:f0} tokens/s, MFU {3:f3}\n",
+                r.seconds * 1e3,
+                d.launch > 0 ? formatv("{0:f1} us per launch", d.launch * 1e6).str()
+                             : std::string("no launch overhead: one CUDA graph"),
+                tokensPerSecond, mfu);
+  os << formatv("    MFU: {0} FLOPs per token = {1:f1} GFLOP per step (N = {2} parameters, "
+                "{3} tokens, attention from the plan, not halved) over {4:f1} TFLOP/s ({5})\n",
+                r.functions.size() > 1 ? "(6 N + 12 L S E)" : "(2 N + 4 L S E)",
+                r.modelFlops / 1e9, r.parameters, r.tokens, r.peak / 1e12,
+                r.bf16 ? "bf16" : "f32");
+  return s;
+}
+
+std::string rooflineJson(const Roofline &r) {
+  auto num = [](double v) { return formatv("{0:e9}", v).str(); };
+  auto quote = [](StringRef text) { return mlc::rt::jsonQuote(text.str()); };
+  const RooflineDevice &d = r.device;
+  std::string s = "{\"device\": " + quote(d.name) + ", \"bandwidth\": " + num(d.bandwidth) +
+                  ", \"bf16_flops\": " + num(d.bf16) + ", \"f32_gemm_flops\": " +
+                  num(d.f32Gemm) + ", \"f32_flops\": " + num(d.f32) + ", \"launch_s\": " +
+                  num(d.launch) + ", \"step_s\": " + num(r.seconds) +
+                  ", \"launches\": " + std::to_string(r.launches) +
+                  ", \"tokens\": " + std::to_string(r.tokens) +
+                  ", \"parameters\": " + std::to_string(r.parameters) +
+                  ", \"model_flops\": " + num(r.modelFlops) + ", \"mfu_peak\": " + num(r.peak) +
+                  ", \"tokens_per_s\": " + num(r.seconds > 0 ? r.tokens / r.seconds : 0) +
+                  ", \"mfu\": " +
+                  num(r.seconds > 0 && r.peak > 0 ? r.modelFlops / r.seconds / r.peak : 0);
+  auto fields = [&](int64_t launches, double bytes, double flops, double seconds) {
+    return "\"launches\": " + std::to_string(launches) + ", \"bytes\": " + num(bytes) +
+           ", \"flops\": " + num(flops) + ", \"s\": " + num(seconds);
+  };
+  s += ", \"groups\": {";
+  for (const char *g : kGroups) {
+    Totals t = totalsOf(r, g);
+    s += (g == kGroups[0] ? "" : ", ") + quote(g) + ": {" +
+         fields(t.launches, t.bytes, t.flops, t.seconds) + "}";
+  }
+  s += "}, \"items\": [";
+  for (size_t i = 0; i < r.items.size(); ++i) {
+    const RooflineItem &it = r.items[i];
+    s += (i ? ", " : "") + std::string("{\"name\": ") + quote(it.name) +
+         ", \"kind\": " + quote(it.kind) + ", \"group\": " + quote(it.group) + ", " +
+         fields(it.launches, it.bytes, it.flops, it.seconds) + ", \"bound\": " +
+         quote(it.computeBound ? "compute" : "memory") +
+         ", \"from_buffers\": " + (it.fromBuffers ? "true" : "false") + ", \"kernels\": [";
+    for (size_t j = 0; j < it.kernels.size(); ++j)
+      s += (j ? ", " : "") + quote(it.kernels[j]);
+    s += "]}";
+  }
+  return s + "]}";
+}
+
+} // namespace mlc::tool
