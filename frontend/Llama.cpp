@@ -5,8 +5,8 @@
 // head and the next-token loss. Qwen2ForCausalLM is the same graph with
 // biases on q/k/v only (`qkv_bias=1`) and a tied head.
 //
-// This first increment composes the new pieces from graph ops that already
-// have kernels: RMSNorm as x * rsqrt(mean(x^2) + eps) * w, the rotary
+// RMSNorm is mlc.rms_norm (a row kernel with the residual add). The other
+// new pieces are composed from graph ops that already have kernels: the rotary
 // embedding as slices, a negation, a concat and products with constant
 // cos/sin tables, and K/V repeated to every query head before mlc.attention
 // (the kv-head kernel that never expands them is left for the kernel work).
