@@ -194,7 +194,7 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
         addStep("iota", p.get(), {id}, KernelTemplate::pointwise);
         return llvm::Error::success();
       })
-      .Case<ScalarOpInterface>([&](auto) { return emitPointwise(op); })
+      .Case<ScalarOpInterface, RotaryOp>([&](auto) { return emitPointwise(op); })
       .Case<FusionOp>([&](FusionOp f) { return emitFusion(f); })
       .Case<PadOp>([&](PadOp p) {
         Shape in = shapeOf(p.getInput()), out = shapeOf(p.getResult());
@@ -608,7 +608,7 @@ llvm::Error lowerToPlan(ModuleOp module) {
     b.create<plan::KernelOp>(loc, b.getStringAttr(k.name),
                              plan::KernelTemplateAttr::get(b.getContext(), k.kind),
                              b.getStringAttr(k.templateName), b.getI64IntegerAttr(k.numArgs),
-                             k.params, StringAttr(), StringAttr());
+                             k.params);
   }
   for (auto &f : lowered)
     f->emitPlan(b);

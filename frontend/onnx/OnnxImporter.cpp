@@ -9,6 +9,7 @@
 
 #include "contract/StepFunctions.h"
 #include "dialects/mlc/MlcLosses.h"
+#include "frontend/onnx/OnnxAliases.h"
 #include "frontend/onnx/OnnxNode.h"
 
 #include "mlir/IR/Verifier.h"
@@ -828,6 +829,15 @@ llvm::Expected<ImportedModel> Importer::run(const onnx::ModelProto &model) {
     if (auto p = func.getArgAttrOfType<StringAttr>(i, "mlc.param"))
       used.insert(p.getValue().str());
   llvm::erase_if(weights, [&](auto &w) { return !used.count(w.first); });
+  OnnxAliases aliases = onnxParameterAliases(model);
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (auto p = func.getArgAttrOfType<StringAttr>(i, "mlc.param"))
+      if (auto it = aliases.byInitializer.find(p.getValue().str());
+          it != aliases.byInitializer.end())
+        func.setArgAttr(i, "mlc.aliases",
+                        b.getStrArrayAttr(llvm::to_vector_of<StringRef>(it->second)));
+  for (auto it = aliases.byInitializer.begin(); it != aliases.byInitializer.end();)
+    it = used.count(it->first) ? std::next(it) : aliases.byInitializer.erase(it);
   if (failed(verify(*module)))
     return error("internal error: the imported graph does not verify");
 
@@ -836,6 +846,8 @@ llvm::Expected<ImportedModel> Importer::run(const onnx::ModelProto &model) {
   m.weights = std::move(weights);
   m.seqLenCappedBy = seqLenCappedBy;
   m.seqLenCappedTo = seqLenCappedTo;
+  m.aliases = std::move(aliases.byInitializer);
+  m.aliasNote = std::move(aliases.note);
   std::string dims;
   for (auto &[name, size] : dimSizes)
     dims += (dims.empty() ? "" : ", ") + name + "=" + std::to_string(size);

@@ -20,30 +20,20 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "frontend/onnx/OnnxAliases.h"
 #include "frontend/onnx/OnnxNode.h"
-
-#include <google/protobuf/unknown_field_set.h>
 
 namespace mlc::onnximport {
 
 namespace {
 
-constexpr int kGraphMetadataProps = 16;
 constexpr const char *kSignatureKey = "pkg.torch.export.ExportedProgram.graph_signature";
 
 /// The signature's text, or "" when the graph has none.
 std::string signatureText(const onnx::GraphProto &g) {
-  const google::protobuf::UnknownFieldSet &fields = g.GetReflection()->GetUnknownFields(g);
-  for (int k = 0; k < fields.field_count(); ++k) {
-    const google::protobuf::UnknownField &f = fields.field(k);
-    if (f.number() != kGraphMetadataProps ||
-        f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
-      continue;
-    onnx::StringStringEntryProto entry;
-    if (entry.ParseFromString(f.length_delimited()) && entry.key() == kSignatureKey)
-      return entry.value();
-  }
-  return "";
+  auto meta = onnxGraphMetadata(g);
+  auto it = meta.find(kSignatureKey);
+  return it == meta.end() ? "" : it->second;
 }
 
 } // namespace
