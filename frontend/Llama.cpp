@@ -5,7 +5,7 @@
 // head and the next-token loss. Qwen2ForCausalLM is the same graph with
 // biases on q/k/v only (`qkv_bias=1`) and a tied head.
 //
-// RMSNorm is composed as x * rsqrt(mean(x^2) + eps) * w. The rotary
+// RMSNorm is mlc.rms_norm (a row kernel with the residual add). The rotary
 // embedding is mlc.rotary with constant cos/sin tables over the projection's
 // rows: one pointwise kernel per Q and K forward and backward, the head split
 // a view on either side of it. K and V keep their num_key_value_heads heads:
@@ -179,14 +179,9 @@ double llamaActivationsPerToken(const ModelConfig &c, int64_t seqLen) {
 namespace {
 
 /// LlamaRMSNorm: weight * (x * rsqrt(mean(x^2, -1) + eps)), in the graph's
-/// element type (f32 or f64; autocast keeps these ops in f32).
+/// element type (f32 or f64; autocast keeps mlc.rms_norm in f32).
 Value rmsNorm(GraphBuilder &g, Value x, Value weight, double eps) {
-  OpBuilder &b = g.b;
-  Value square = b.create<MulOp>(g.loc, x, x);
-  Value variance = b.create<ReduceMeanOp>(g.loc, square, b.getDenseI64ArrayAttr({-1}),
-                                          /*keepdims=*/true);
-  Value scale = b.create<RsqrtOp>(g.loc, b.create<AddOp>(g.loc, variance, g.constant(eps)));
-  return b.create<MulOp>(g.loc, weight, b.create<MulOp>(g.loc, x, scale));
+  return g.b.create<RmsNormOp>(g.loc, x, weight, g.b.getF64FloatAttr(eps));
 }
 
 /// The rotary tables cos(p * f_i) and sin(p * f_i) over positions p < S and

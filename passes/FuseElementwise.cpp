@@ -62,10 +62,10 @@ bool isColumnReduction(Operation *op) {
          isa<FloatType>(cast<RankedTensorType>(r.getType()).getElementType());
 }
 
-/// LayerNorm closes a group as a row root: its kernel computes the pointwise
+/// LayerNorm and RMSNorm close a group as a row root: its kernel computes the pointwise
 /// prologue of each row (bias, dropout, residual add), writes what others
 /// still need, and normalizes the row while it is in registers or cache.
-bool isRowRoot(Operation *op) { return isa<LayerNormOp>(op); }
+bool isRowRoot(Operation *op) { return isa<LayerNormOp, RmsNormOp>(op); }
 
 bool isSplatConstant(Value v) {
   auto c = v.getDefiningOp<ConstantOp>();
@@ -80,11 +80,51 @@ struct Group {
   bool rotary = false;          // holds a rotary op (at most one: its split nest)
 };
 
+/// The adjoint sum `dx + r` of an RMSNorm's input gradient and the residual
+/// stream's (autodiff's sum where the stream forks into the norm) joins the
+/// gradient's row kernel: `rms_norm_grad ... plus %r` writes dx + r in the
+/// pass that writes dx, so the sum reads and writes nothing of its own.
+/// Only when the add is dx's one reader, adds no broadcast, and r exists
+/// before the gradient (the fused op takes the gradient's place, before the
+/// readers of its weight gradient).
+void absorbResidualGradients(Block &block) {
+  SmallVector<RmsNormGradOp> grads;
+  for (Operation &op : block)
+    if (auto g = dyn_cast<RmsNormGradOp>(op); g && !g.getResidual())
+      grads.push_back(g);
+  for (RmsNormGradOp g : grads) {
+    Value dx = g.getInputGrad();
+    if (!dx.hasOneUse())
+      continue;
+    auto add = dyn_cast<AddOp>(*dx.getUsers().begin());
+    if (!add || add.getLhs() == add.getRhs())
+      continue;
+    Value r = add.getLhs() == dx ? add.getRhs() : add.getLhs();
+    if (r.getType() != dx.getType() || add.getResult().getType() != dx.getType())
+      continue;
+    if (Operation *def = r.getDefiningOp()) {
+      if (def->getBlock() != &block || !def->isBeforeInBlock(g))
+        continue;
+    } else if (cast<BlockArgument>(r).getOwner() != &block) {
+      continue;
+    }
+    OpBuilder b(g);
+    auto fused = b.create<RmsNormGradOp>(g.getLoc(), g.getGrad(), g.getInput(), g.getWeight(),
+                                         r, g.getEpsilonAttr());
+    add.getResult().replaceAllUsesWith(fused.getInputGrad());
+    g.getWeightGrad().replaceAllUsesWith(fused.getWeightGrad());
+    add.erase();
+    g.erase();
+  }
+}
+
 class FuseElementwisePass : public mlc::impl::MlcFuseElementwiseBase<FuseElementwisePass> {
 public:
   void runOnOperation() final {
-    for (Block &block : getOperation().getBody())
+    for (Block &block : getOperation().getBody()) {
+      absorbResidualGradients(block);
       fuseBlock(block);
+    }
   }
 
 private:

@@ -60,6 +60,11 @@ def MlcRecognize : Pass<"mlc-recognize", "mlir::func::FuncOp"> {
     - LayerNorm over the last axis: `(x - mean(x)) / sqrt(mean((x -
       mean(x))^2) + eps) * w + b` (square as `pow(d, 2)` or `d * d`) becomes
       `mlc.layer_norm` with that epsilon;
+    - RMSNorm over the last axis: `w * (x * rsqrt(mean(x^2) + eps))`, the
+      inverse root also as `1 / sqrt` (ONNX's Reciprocal) or the product as
+      `x / sqrt(...)`, and with transformers' casts (`x` cast to f32, the
+      normalized value cast back to the weight's type) becomes
+      `mlc.rms_norm` with that epsilon;
     - GELU: `x * 0.5 * (1 + erf(x / sqrt 2))` (or `x * (1/sqrt 2)`) becomes
       `mlc.gelu`, and `x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`
       (`pow(x, 3)` or `x * x * x`) `mlc.gelu approximate = tanh`;
@@ -107,8 +112,10 @@ def MlcFuseElementwise : Pass<"mlc-fuse-elementwise", "mlir::func::FuncOp"> {
     a group as a row root (kind "rows"): its input's pointwise prologue
     (bias, dropout, residual add) is computed row by row and normalized in
     the same kernel, which also writes the prologue values still needed
-    elsewhere (the residual stream). Splat constants are copied into the
-    regions.
+    elsewhere (the residual stream); an RMSNorm likewise. In backward, the
+    sum of an RMSNorm's input gradient and the residual stream's gradient
+    joins the norm gradient's row kernel (`mlc.rms_norm_grad ... plus %r`).
+    Splat constants are copied into the regions.
 
     An mlc.rotary (a full rotation) joins its consumers' group like a
     pointwise op, at most one per group and never in a "rows" or column

@@ -1,6 +1,6 @@
 //===- Recognize.cpp - decomposed subgraphs as the graph ops mlc fuses ------===//
 //
-// An exported model spells LayerNorm, GELU and attention as chains of
+// An exported model spells LayerNorm, RMSNorm, GELU and attention as chains of
 // elementwise ops, reductions and matmuls. Each rewrite pattern below
 // recognizes one spelling (operands of commutative ops in either order) and
 // replaces the chain's root by the graph op, whose kernels and gradients mlc
@@ -117,7 +117,7 @@ Value meanOverLastAxis(Value v) {
     return Value();
   auto r = v.getDefiningOp<ReduceMeanOp>();
   if (!r || !r.getKeepdims() || r.getAxes().size() != 1 ||
-      r.getAxes()[0] != rankOf(r.getInput()) - 1)
+      (r.getAxes()[0] != rankOf(r.getInput()) - 1 && r.getAxes()[0] != -1))
     return Value();
   return r.getInput();
 }
@@ -190,6 +190,90 @@ struct RecognizeLayerNorm : OpRewritePattern<AddOp> {
                                                  rewriter.getF64FloatAttr(varPlusEps->second));
         return success();
       }
+    }
+    return failure();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// RMSNorm: w * (x * rsqrt(mean(x^2) + eps)), or with 1 / sqrt, x / sqrt, and
+// with transformers' f32 casts: w * cast(cast(x, f32) * rstd, type(w))
+//===----------------------------------------------------------------------===//
+
+/// `x * rsqrt(mean(x^2) + eps)` in the forms exporters write (rsqrt; 1 /
+/// sqrt, ONNX's Reciprocal; x / sqrt): x and eps.
+std::optional<std::pair<Value, double>> rmsNormalized(Value v) {
+  if (!v)
+    return std::nullopt;
+  // mean(x^2) + eps under the square root: x and eps.
+  auto meanSquare = [](Value s) -> std::optional<std::pair<Value, double>> {
+    auto plus = plusConstant(s);
+    if (!plus || !(plus->second > 0))
+      return std::nullopt;
+    Value x = square(meanOverLastAxis(plus->first));
+    if (!x)
+      return std::nullopt;
+    return std::make_pair(x, plus->second);
+  };
+  // rsqrt(s) or 1 / sqrt(s): s.
+  auto inverseRoot = [](Value r) -> Value {
+    if (!r)
+      return Value();
+    if (auto rs = r.getDefiningOp<RsqrtOp>())
+      return rs.getInput();
+    if (auto d = r.getDefiningOp<DivOp>(); d && near(splat(d.getLhs()), 1.0))
+      if (auto sq = d.getRhs().getDefiningOp<SqrtOp>())
+        return sq.getInput();
+    return Value();
+  };
+  if (auto d = v.getDefiningOp<DivOp>()) {
+    if (auto sq = d.getRhs().getDefiningOp<SqrtOp>())
+      if (auto m = meanSquare(sq.getInput()); m && m->first == d.getLhs())
+        return m;
+    return std::nullopt;
+  }
+  auto mul = v.getDefiningOp<MulOp>();
+  if (!mul)
+    return std::nullopt;
+  for (auto [x, inv] : {std::pair(mul.getLhs(), mul.getRhs()),
+                        std::pair(mul.getRhs(), mul.getLhs())})
+    if (auto m = meanSquare(inverseRoot(inv)); m && m->first == x)
+      return m;
+  return std::nullopt;
+}
+
+struct RecognizeRmsNorm : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MulOp root, PatternRewriter &rewriter) const override {
+    for (auto [normV, weight] : {std::pair(root.getLhs(), root.getRhs()),
+                                 std::pair(root.getRhs(), root.getLhs())}) {
+      // transformers computes in f32 and casts back before the weight: the
+      // norm's input is then the value cast to f32, in the weight's type.
+      auto back = normV.getDefiningOp<CastOp>();
+      auto found = rmsNormalized(back ? back.getInput() : normV);
+      if (!found)
+        continue;
+      Value x = found->first;
+      if (back) {
+        auto up = x.getDefiningOp<CastOp>();
+        if (!up || up.getInput().getType() != root.getType())
+          continue;
+        x = up.getInput();
+      }
+      int64_t hidden = shapeOf(x).back();
+      if (x.getType() != root.getType() || !isRowVector(weight, hidden))
+        continue;
+      // A LayerNorm's centered input over its deviation, times the weight,
+      // is an RMSNorm of it: the bias add after it makes it the LayerNorm
+      // its pattern recognizes there.
+      if (auto centered = x.getDefiningOp<SubOp>();
+          centered && meanOverLastAxis(centered.getRhs()) == centered.getLhs() &&
+          llvm::any_of(root->getUsers(), [](Operation *u) { return isa<AddOp>(u); }))
+        continue;
+      rewriter.replaceOpWithNewOp<RmsNormOp>(root, x, weight,
+                                             rewriter.getF64FloatAttr(found->second));
+      return success();
     }
     return failure();
   }
@@ -765,7 +849,7 @@ class RecognizePass : public mlc::impl::MlcRecognizeBase<RecognizePass> {
 public:
   LogicalResult initialize(MLIRContext *ctx) final {
     RewritePatternSet blocks(ctx), attention(ctx);
-    blocks.add<RecognizeLayerNorm, RecognizeGelu, RecognizeFlattenedLinear,
+    blocks.add<RecognizeLayerNorm, RecognizeRmsNorm, RecognizeGelu, RecognizeFlattenedLinear,
                RecognizeTransposedOperand, RecognizeShiftedCrossEntropy>(ctx);
     attention.add<RecognizeAttention, RecognizeAttentionMask>(ctx);
     blockPatterns = std::move(blocks);

@@ -267,6 +267,21 @@ TEST(GradientCheck, LayerNormMatmulEmbedding) {
                   ", %w: tensor<150xf64> {mlc.param = \"w\"}, %b: tensor<150xf64> {mlc.param = "
                   "\"b\"}"),
             Inputs(), 40);
+  // RMSNorm (dx and dw): alone, 150 wide (dw in blocks of 64 columns), and
+  // after a residual add (the fused rows kernel, whose dw sums the add).
+  checkText(unary("  %y = mlc.rms_norm %x, %w epsilon = 1.0e-5 : " + t + ", tensor<4xf64>", t,
+                  ", %w: tensor<4xf64> {mlc.param = \"w\"}"));
+  checkText(unary("  %y = mlc.rms_norm %x, %w epsilon = 1.0e-5 : " + wide + ", tensor<150xf64>",
+                  wide, ", %w: tensor<150xf64> {mlc.param = \"w\"}"),
+            Inputs(), 40);
+  checkText(unary("  %s = mlc.add %x, %a : " + t + ", " + t +
+                      "\n  %y = mlc.rms_norm %s, %w epsilon = 1.0e-5 : " + t + ", tensor<4xf64>",
+                  t, ", %a: " + t + " {mlc.param = \"a\"}, %w: tensor<4xf64> {mlc.param = \"w\"}"));
+  // The residual stream around an RMSNorm: the adjoint sum dx + g is added
+  // in the norm gradient's row kernel (rms_norm_grad ... plus).
+  checkText(unary("  %n = mlc.rms_norm %x, %w epsilon = 1.0e-5 : " + t +
+                      ", tensor<4xf64>\n  %y = mlc.add %n, %x : " + t + ", " + t,
+                  t, ", %w: tensor<4xf64> {mlc.param = \"w\"}"));
   // Batched x shared weight, both transposes.
   checkText(R"(
 func.func @forward(%a: tensor<2x3x4xf64> {mlc.param = "a"}, %w: tensor<5x4xf64> {mlc.param = "w"},

@@ -56,10 +56,16 @@ std::string rowMaxSumExp(Type el, const std::string &x, int64_t C, const std::st
 
 /// The mean and rstd = 1 / sqrt(var + eps) of row `x` (E elements), in
 /// double, two passes (the variance around the mean): LayerNorm and its
-/// gradient, fused or not.
+/// gradient, fused or not. With `rms` (RMSNorm) one pass: mean = 0 and
+/// rstd = 1 / sqrt(mean(x^2) + eps).
 std::string rowMeanRstd(const std::string &x, int64_t E, const std::string &eps,
-                               const std::string &indent) {
+                               const std::string &indent, bool rms = false) {
   std::string n = std::to_string(E);
+  if (rms)
+    return indent + "const double mean = 0;\n" + indent + "double var = 0;\n" +
+           "#pragma omp simd reduction(+ : var)\n" + indent + "for (int64_t c = 0; c < " + n +
+           "; ++c) { double d = " + x + "[c]; var += d * d; }\n" + indent +
+           "const double rstd = 1.0 / std::sqrt(var / " + n + " + " + eps + ");\n";
   return indent + "double mean = 0, var = 0;\n#pragma omp simd reduction(+ : mean)\n" + indent +
          "for (int64_t c = 0; c < " + n + "; ++c) mean += " + x + "[c];\n" + indent +
          "mean /= " + n + ";\n#pragma omp simd reduction(+ : var)\n" + indent +
@@ -238,49 +244,65 @@ public:
     return b.str();
   }
 
-  /// y = (x - mean) * rstd * w + b per row (statistics in double). Memory:
+  /// y = (x - mean) * rstd * w + b per row (statistics in double); RMSNorm
+  /// y = (x * rstd) * w, x * rstd rounded to the element type first. Memory:
   /// x read, y written (w and b stay in cache): 8 bytes per f32 element.
-  std::string layerNorm(mlir::Type el, const Rows &rows, int64_t E,
-                        const std::string &eps) override {
+  std::string layerNorm(mlir::Type el, const Rows &rows, int64_t E, const std::string &eps,
+                        bool rms) override {
     std::string T = cType(el);
     std::ostringstream b;
-    b << arguments({{el, true}, {el, false}, {el, false}, {el, false}})
-      << "#pragma omp parallel for\n"
+    std::vector<KernelArg> args = {{el, true}, {el, false}, {el, false}};
+    if (!rms)
+      args.push_back({el, false});
+    b << arguments(args) << "#pragma omp parallel for\n"
       << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
       << "    const " << T << " *x = p1 + r * " << E << "; " << T << " *y = p0 + r * " << E
       << ";\n"
-      << rowMeanRstd("x", E, eps, "    ")
-      << "    const " << T << " rs = (" << T << ")rstd, mu = (" << T << ")mean;\n"
-      << "    for (int64_t c = 0; c < " << E << "; ++c) y[c] = (x[c] - mu) * rs * p2[c] + p3[c];\n"
-      << "  }\n";
+      << rowMeanRstd("x", E, eps, "    ", rms);
+    if (rms)
+      b << "    const " << T << " rs = (" << T << ")rstd;\n"
+        << "    for (int64_t c = 0; c < " << E << "; ++c) y[c] = (" << T
+        << ")(x[c] * rs) * p2[c];\n";
+    else
+      b << "    const " << T << " rs = (" << T << ")rstd, mu = (" << T << ")mean;\n"
+        << "    for (int64_t c = 0; c < " << E
+        << "; ++c) y[c] = (x[c] - mu) * rs * p2[c] + p3[c];\n";
+    b << "  }\n";
     return b.str();
   }
 
   /// dx = rstd * (dxh - mean(dxh) - xh * mean(dxh * xh)), dxh = g * w, xh =
-  /// (x - mean) * rstd; dw = sum_r g * xh, db = sum_r g. Memory: g and x
-  /// read twice (rows, then column blocks), dx written: 20 bytes per f32
-  /// element.
+  /// (x - mean) * rstd; dw = sum_r g * xh, db = sum_r g. RMSNorm (`rms`):
+  /// mean = 0 and no mean(dxh) term, no db. Memory: g and x read twice
+  /// (rows, then column blocks), dx written: 20 bytes per f32 element.
   std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity, int64_t E,
-                            const std::string &eps) override {
+                            const std::string &eps, bool rms, bool residual) override {
     std::string T = cType(el);
+    // Outputs dx, dw (, db), then the inputs g, x, w (, RMSNorm's residual r).
+    const std::string G = rms ? "p2" : "p3", X = rms ? "p3" : "p4", W = rms ? "p4" : "p5";
+    std::vector<KernelArg> args = {{el, true}, {el, true}, {el, true}, {el, false}, {el, false}};
+    if (!rms || residual)
+      args.push_back({el, false});
+    // dx = r + ..., r (p5) the residual stream's gradient, summed in double.
+    const std::string plus = residual ? "(double)p5[r * " + std::to_string(E) + " + c] + " : "";
     std::ostringstream b;
-    b << arguments({{el, true}, {el, true}, {el, true}, {el, false}, {el, false}, {el, false}})
-      << "  std::vector<double> stats(2 * " << capacity << ");\n"
+    b << arguments(args) << "  std::vector<double> stats(2 * " << capacity << ");\n"
       << "#pragma omp parallel for\n"
       << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "    const " << T << " *g = p3 + r * " << E << ", *x = p4 + r * " << E << "; " << T
-      << " *dx = p0 + r * " << E << ";\n"
-      << rowMeanRstd("x", E, eps, "    ")
+      << "    const " << T << " *g = " << G << " + r * " << E << ", *x = " << X << " + r * " << E
+      << "; " << T << " *dx = p0 + r * " << E << ";\n"
+      << rowMeanRstd("x", E, eps, "    ", rms)
       << "    stats[2 * r] = mean; stats[2 * r + 1] = rstd;\n"
       << "    double m1 = 0, m2 = 0;\n"
       << "#pragma omp simd reduction(+ : m1, m2)\n"
       << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
-      << "      double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * p5[c];\n"
+      << "      double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * " << W << "[c];\n"
       << "      m1 += dxh; m2 += dxh * xh;\n    }\n"
-      << "    m1 /= " << E << "; m2 /= " << E << ";\n"
+      << (rms ? "    m1 = 0; m2 /= " : "    m1 /= " + std::to_string(E) + "; m2 /= ") << E
+      << ";\n"
       << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
-      << "      double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * p5[c];\n"
-      << "      dx[c] = (" << T << ")(rstd * (dxh - m1 - xh * m2));\n    }\n  }\n"
+      << "      double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * " << W << "[c];\n"
+      << "      dx[c] = (" << T << ")(" << plus << "rstd * (dxh - m1 - xh * m2));\n    }\n  }\n"
       // dw and db: each thread owns a block of 64 columns and walks the rows,
       // so the inner loop is contiguous and vectorizes; every column still
       // sums its rows in order (deterministic, as the per-column loop was).
@@ -289,15 +311,16 @@ public:
       << "    const int64_t c1 = c0 + 64 < " << E << " ? c0 + 64 : " << E << ";\n"
       << "    double dw[64] = {0}, db[64] = {0};\n"
       << "    for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "      const " << T << " *g = p3 + r * " << E << ", *x = p4 + r * " << E << ";\n"
+      << "      const " << T << " *g = " << G << " + r * " << E << ", *x = " << X << " + r * "
+      << E << ";\n"
       << "      const double mean = stats[2 * r], rstd = stats[2 * r + 1];\n"
       << "#pragma omp simd\n"
       << "      for (int64_t c = c0; c < c1; ++c) {\n"
       << "        const double gc = g[c];\n"
       << "        dw[c - c0] += gc * (x[c] - mean) * rstd; db[c - c0] += gc;\n"
       << "      }\n    }\n"
-      << "    for (int64_t c = c0; c < c1; ++c) { p1[c] = (" << T << ")dw[c - c0]; p2[c] = ("
-      << T << ")db[c - c0]; }\n  }\n";
+      << "    for (int64_t c = c0; c < c1; ++c) { p1[c] = (" << T << ")dw[c - c0];"
+      << (rms ? "" : " p2[c] = (" + T + ")db[c - c0];") << " }\n  }\n";
     return b.str();
   }
 
@@ -397,7 +420,7 @@ public:
                               const std::string &eps, const std::string &bases,
                               const std::string &offsets, const std::string &body,
                               const std::string &input, int slot, const std::string &weight,
-                              const std::string &bias) override {
+                              const std::string &bias, bool rms) override {
     std::string T = cType(el);
     std::ostringstream k;
     k << "#pragma omp parallel for\n"
@@ -405,11 +428,13 @@ public:
       << bases << "    " << T << " row[" << E << "];\n"
       << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
       << offsets << body << "      row[c] = " << input << ";\n    }\n"
-      << rowMeanRstd("row", E, eps, "    ") << "    const " << T << " rs = (" << T
-      << ")rstd, mu = (" << T << ")mean;\n"
+      << rowMeanRstd("row", E, eps, "    ", rms) << "    const " << T << " rs = (" << T
+      << ")rstd" << (rms ? "" : ", mu = (" + T + ")mean") << ";\n"
       << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
-      << offsets << "      p" << slot << "[o" << slot << "] = (row[c] - mu) * rs * " << weight
-      << " + " << bias << ";\n"
+      << offsets << "      p" << slot << "[o" << slot << "] = "
+      << (rms ? "(" + T + ")(row[c] * rs) * " + weight
+              : "(row[c] - mu) * rs * " + weight + " + " + bias)
+      << ";\n"
       << "    }\n  }\n";
     return k.str();
   }

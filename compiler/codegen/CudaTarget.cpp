@@ -369,70 +369,89 @@ public:
     return b.str();
   }
 
-  /// y = (x - mean) * rstd * w + b per row, a block per row, the statistics
-  /// in double over two passes. Memory: x read (three passes over the row,
+  /// y = (x - mean) * rstd * w + b per row (RMSNorm: (x * rstd) * w), a
+  /// block per row, the statistics in double over two passes (RMSNorm one). Memory: x read (three passes over the row,
   /// two from L2), y written; w and b stay in cache: 8 bytes per f32 element.
-  std::string layerNorm(mlir::Type el, const Rows &rows, int64_t E,
-                        const std::string &eps) override {
+  std::string layerNorm(mlir::Type el, const Rows &rows, int64_t E, const std::string &eps,
+                        bool rms) override {
     std::string T = cType(el);
     std::ostringstream b;
-    b << arguments({{el, true}, {el, false}, {el, false}, {el, false}})
-      << "  __shared__ double red[32];\n"
+    std::vector<KernelArg> args = {{el, true}, {el, false}, {el, false}};
+    if (!rms)
+      args.push_back({el, false});
+    b << arguments(args) << "  __shared__ double red[32];\n"
       << rowLoop(rows, E) << "      const " << T << " *x = p1 + r * " << E << "; " << T
       << " *y = p0 + r * " << E << ";\n"
-      << rowMeanRstd("x[c]", E, eps) << "      const " << T << " rs = (" << T << ")rstd, mu = ("
-      << T << ")mean;\n"
-      << "      for (int64_t c = threadIdx.x; c < " << E
-      << "; c += blockDim.x) y[c] = (x[c] - mu) * rs * p2[c] + p3[c];\n    }\n  }\n";
+      << rowMeanRstd("x[c]", E, eps, rms);
+    if (rms)
+      b << "      const " << T << " rs = (" << T << ")rstd;\n"
+        << "      for (int64_t c = threadIdx.x; c < " << E << "; c += blockDim.x) y[c] = ("
+        << T << ")(x[c] * rs) * p2[c];\n    }\n  }\n";
+    else
+      b << "      const " << T << " rs = (" << T << ")rstd, mu = (" << T << ")mean;\n"
+        << "      for (int64_t c = threadIdx.x; c < " << E
+        << "; c += blockDim.x) y[c] = (x[c] - mu) * rs * p2[c] + p3[c];\n    }\n  }\n";
     return b.str();
   }
 
   /// dx = rstd * (dxh - mean(dxh) - xh * mean(dxh * xh)), dxh = g * w, xh =
-  /// (x - mean) * rstd; dw = sum_r g * xh, db = sum_r g.
+  /// (x - mean) * rstd; dw = sum_r g * xh, db = sum_r g. RMSNorm (`rms`):
+  /// mean = 0, no mean(dxh) term, no db.
   /// Phase 0: a block per row writes dx and keeps (mean, rstd) in scratch;
   /// phases 1 and 2: dw and db as a deterministic column reduction.
   /// Memory: g and x read twice (rows, then column chunks), dx written: 20
   /// bytes per f32 element, plus 16 bytes of statistics per row.
   std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity, int64_t E,
-                            const std::string &eps) override {
+                            const std::string &eps, bool rms, bool residual) override {
     std::string T = cType(el);
     const auto [block, colBlocks, chunks] = columnChunks(1);
     const std::string stats = "((double *)ctx->scratch)",
                       part = "((double *)ctx->scratch + " + n2s(2 * capacity) + ")";
+    // Outputs dx, dw (, db), then the inputs g, x, w (, RMSNorm's residual r).
+    const std::string G = rms ? "p2" : "p3", X = rms ? "p3" : "p4", W = rms ? "p4" : "p5";
+    std::vector<KernelArg> args = {{el, true}, {el, true}, {el, true}, {el, false}, {el, false}};
+    if (!rms || residual)
+      args.push_back({el, false});
+    // dx = r + ..., r (p5) the residual stream's gradient, summed in double.
+    const std::string plus = residual ? "(double)p5[r * " + std::to_string(E) + " + c] + " : "";
     std::ostringstream b;
-    b << arguments({{el, true}, {el, true}, {el, true}, {el, false}, {el, false}, {el, false}})
-      << "  __shared__ double red[32];\n"
-      << rowLoop(rows, E) << "      const " << T << " *g = p3 + r * " << E << ", *x = p4 + r * "
-      << E << "; " << T << " *dx = p0 + r * " << E << ";\n"
-      << rowMeanRstd("x[c]", E, eps)
+    b << arguments(args) << "  __shared__ double red[32];\n"
+      << rowLoop(rows, E) << "      const " << T << " *g = " << G << " + r * " << E
+      << ", *x = " << X << " + r * " << E << "; " << T << " *dx = p0 + r * " << E << ";\n"
+      << rowMeanRstd("x[c]", E, eps, rms)
       << "      if (threadIdx.x == 0) { " << stats << "[2 * r] = mean; " << stats
       << "[2 * r + 1] = rstd; }\n"
       << "      double m1 = 0, m2 = 0;\n"
       << "      for (int64_t c = threadIdx.x; c < " << E << "; c += blockDim.x) {\n"
-      << "        double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * p5[c];\n"
-      << "        m1 += dxh; m2 += dxh * xh;\n      }\n"
-      << "      m1 = mlc_block_sum(m1, red) / " << E << ";\n"
+      << "        double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * " << W << "[c];\n"
+      << (rms ? "        m2 += dxh * xh;\n      }\n" : "        m1 += dxh; m2 += dxh * xh;\n      }\n")
+      << (rms ? "" : "      m1 = mlc_block_sum(m1, red) / " + n2s(E) + ";\n")
       << "      m2 = mlc_block_sum(m2, red) / " << E << ";\n"
       << "      for (int64_t c = threadIdx.x; c < " << E << "; c += blockDim.x) {\n"
-      << "        double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * p5[c];\n"
-      << "        dx[c] = (" << T << ")(rstd * (dxh - m1 - xh * m2));\n      }\n    }\n  }\n"
+      << "        double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * " << W << "[c];\n"
+      << "        dx[c] = (" << T << ")(" << plus << "rstd * (dxh - m1 - xh * m2));\n      }\n    }\n  }\n"
       << phase()
       << "    const int64_t R = " << rows << ", chunk = blockIdx.x / " << colBlocks
       << ", c = (blockIdx.x % " << colBlocks << ") * " << block << " + threadIdx.x;\n"
       << "    const int64_t per = (R + " << chunks << " - 1) / " << chunks << ";\n"
-      << "    if (c < " << E << ") {\n      double dw = 0, db = 0;\n"
+      << "    if (c < " << E << ") {\n      double dw = 0" << (rms ? "" : ", db = 0") << ";\n"
       << "      const int64_t r1 = (chunk + 1) * per < R ? (chunk + 1) * per : R;\n"
       << "      for (int64_t r = chunk * per; r < r1; ++r) {\n"
-      << "        const double gc = p3[r * " << E << " + c];\n"
-      << "        dw += gc * (p4[r * " << E << " + c] - " << stats << "[2 * r]) * " << stats
-      << "[2 * r + 1]; db += gc;\n      }\n"
-      << "      " << part << "[chunk * " << E << " + c] = dw;\n"
-      << "      " << part << "[(" << chunks << " + chunk) * " << E << " + c] = db;\n    }\n  }\n"
+      << "        const double gc = " << G << "[r * " << E << " + c];\n"
+      << "        dw += gc * (" << X << "[r * " << E << " + c] - " << stats << "[2 * r]) * "
+      << stats << "[2 * r + 1];" << (rms ? "" : " db += gc;") << "\n      }\n"
+      << "      " << part << "[chunk * " << E << " + c] = dw;\n";
+    if (!rms)
+      b << "      " << part << "[(" << chunks << " + chunk) * " << E << " + c] = db;\n";
+    b << "    }\n  }\n"
       << phase() << "    const int64_t c = MLC_TID;\n"
-      << "    if (c < " << E << ") {\n      double dw = 0, db = 0;\n"
+      << "    if (c < " << E << ") {\n      double dw = 0" << (rms ? "" : ", db = 0") << ";\n"
       << "      for (int64_t q = 0; q < " << chunks << "; ++q) { dw += " << part << "[q * " << E
-      << " + c]; db += " << part << "[(" << chunks << " + q) * " << E << " + c]; }\n"
-      << "      p1[c] = (" << T << ")dw; p2[c] = (" << T << ")db;\n    }\n  }\n";
+      << " + c];";
+    if (!rms)
+      b << " db += " << part << "[(" << chunks << " + q) * " << E << " + c];";
+    b << " }\n      p1[c] = (" << T << ")dw;" << (rms ? "" : " p2[c] = (" + T + ")db;")
+      << "\n    }\n  }\n";
     return b.str();
   }
 
@@ -488,7 +507,7 @@ public:
                               const std::string &eps, const std::string &bases,
                               const std::string &offsets, const std::string &body,
                               const std::string &input, int slot, const std::string &weight,
-                              const std::string &bias) override {
+                              const std::string &bias, bool rms) override {
     std::string T = cType(el);
     const bool shared = E * int64_t(dtypeBytes(el)) <= 24 * 1024;
     auto eachColumn = [&](const std::string &inner) {
@@ -502,7 +521,12 @@ public:
     k << rowLoop(rows, E) << bases;
     if (shared) {
       k << eachColumn(body + "      row[c] = " + input + ";\n")
-        << rowMeanRstd("row[c]", E, eps);
+        << rowMeanRstd("row[c]", E, eps, rms);
+    } else if (rms) {
+      k << "      const double mean = 0;\n      double var = 0;\n"
+        << eachColumn(body + "      { double d = (double)(" + input + "); var += d * d; }\n")
+        << "      var = mlc_block_sum(var, red);\n"
+        << "      const double rstd = rsqrt(var / " << E << " + " << eps << ");\n";
     } else {
       // mean, then the variance around it, each from a recomputed prologue.
       k << "      double mean = 0, var = 0;\n"
@@ -512,13 +536,18 @@ public:
         << "      var = mlc_block_sum(var, red);\n"
         << "      const double rstd = rsqrt(var / " << E << " + " << eps << ");\n";
     }
-    k << "      const " << T << " rs = (" << T << ")rstd, mu = (" << T << ")mean;\n";
+    k << "      const " << T << " rs = (" << T << ")rstd" << (rms ? "" : ", mu = (" + T + ")mean")
+      << ";\n";
+    // y = (u - mu) * rs * w + b, or RMSNorm's (T)(u * rs) * w.
+    auto normalized = [&](const std::string &u) {
+      return rms ? "(" + T + ")(" + u + " * rs) * " + weight
+                 : "(" + u + " - mu) * rs * " + weight + " + " + bias;
+    };
+    const std::string out = "      p" + std::to_string(slot) + "[o" + std::to_string(slot) + "] = ";
     if (shared)
-      k << eachColumn("      p" + std::to_string(slot) + "[o" + std::to_string(slot) +
-                      "] = (row[c] - mu) * rs * " + weight + " + " + bias + ";\n");
+      k << eachColumn(out + normalized("row[c]") + ";\n");
     else
-      k << eachColumn(body + "      p" + std::to_string(slot) + "[o" + std::to_string(slot) +
-                      "] = ((" + input + ") - mu) * rs * " + weight + " + " + bias + ";\n");
+      k << eachColumn(body + out + normalized("(" + input + ")") + ";\n");
     k << "    }\n  }\n";
     return k.str();
   }
@@ -669,8 +698,16 @@ private:
 
   /// mean and rstd of the row whose element c is `x` (two passes, in double;
   /// rsqrt, because a double division's slow path spills a register).
-  static std::string rowMeanRstd(const std::string &x, int64_t E, const std::string &eps) {
+  /// A block's mean and rstd of a row (its element c is `x`), two passes;
+  /// RMSNorm (`rms`): mean = 0, rstd = rsqrt(mean(x^2) + eps), one pass.
+  static std::string rowMeanRstd(const std::string &x, int64_t E, const std::string &eps,
+                                 bool rms = false) {
     std::string n = n2s(E);
+    if (rms)
+      return "      const double mean = 0;\n      double var = 0;\n      for (int64_t c = "
+             "threadIdx.x; c < " + n + "; c += blockDim.x) { double d = (double)" + x +
+             "; var += d * d; }\n      var = mlc_block_sum(var, red);\n" +
+             "      const double rstd = rsqrt(var / " + n + " + " + eps + ");\n";
     return "      double mean = 0, var = 0;\n      for (int64_t c = threadIdx.x; c < " + n +
            "; c += blockDim.x) mean += (double)" + x + ";\n      mean = mlc_block_sum(mean, red) / " +
            n + ";\n      for (int64_t c = threadIdx.x; c < " + n +

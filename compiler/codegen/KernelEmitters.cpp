@@ -340,19 +340,31 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
       [&](ParamsBuilder &p) { p.i64("lead", lead).rows(rows).i64("columns", C); });
 }
 
-/// A "rows" fusion: a LayerNorm and the pointwise prologue of its input.
-/// Each row's prologue is computed once into a row buffer (values needed
-/// elsewhere are stored on the way), then normalized from that buffer.
+/// A "rows" fusion: a LayerNorm or an RMSNorm and the pointwise prologue of
+/// its input. Each row's prologue is computed once into a row buffer (values
+/// needed elsewhere are stored on the way), then normalized from that buffer.
 llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
   Block &block = fusion.getBody().front();
   auto yield = cast<YieldOp>(block.getTerminator());
-  LayerNormOp norm;
-  for (Operation &op : block.without_terminator())
-    if (auto n = dyn_cast<LayerNormOp>(op))
-      norm = n;
-  if (!norm)
-    return failure("a \"rows\" fusion without a layer_norm");
-  Shape iter = shapeOf(norm.getInput());
+  // The norm's input, weight, bias (none for RMSNorm) and epsilon.
+  Operation *normOp = nullptr;
+  Value input, weight, bias;
+  double eps = 0;
+  for (Operation &op : block.without_terminator()) {
+    if (auto n = dyn_cast<LayerNormOp>(op)) {
+      normOp = n;
+      input = n.getInput(), weight = n.getWeight(), bias = n.getBias();
+      eps = n.getEpsilon().convertToDouble();
+    } else if (auto n = dyn_cast<RmsNormOp>(op)) {
+      normOp = n;
+      input = n.getInput(), weight = n.getWeight(), bias = Value();
+      eps = n.getEpsilon().convertToDouble();
+    }
+  }
+  if (!normOp)
+    return failure("a \"rows\" fusion without a layer_norm or rms_norm");
+  Value normResult = normOp->getResult(0);
+  Shape iter = shapeOf(input);
   Shape rowDims(iter.begin(), iter.end() - 1);
   const int64_t R = product(rowDims);
   KernelArgs bound = bindFusion(fusion, iter);
@@ -364,32 +376,31 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
   Operation *normCast = nullptr;
   for (auto [i, v] : llvm::enumerate(yield.getValues())) {
     auto c = v.getDefiningOp<CastOp>();
-    if (c && c.getInput() == norm.getResult())
+    if (c && c.getInput() == normResult)
       normCast = c;
-    if (v == norm.getResult() || (c && c.getInput() == norm.getResult()))
+    if (v == normResult || (c && c.getInput() == normResult))
       normSlot = i;
   }
   if (normSlot < 0)
-    return failure("a \"rows\" fusion that does not return its LayerNorm");
-  for (Operation *user : norm.getResult().getUsers())
+    return failure("a \"rows\" fusion that does not return its norm");
+  for (Operation *user : normResult.getUsers())
     if (user != normCast && !isa<YieldOp>(user))
-      return failure("a \"rows\" fusion computes with its LayerNorm's result");
-  Rows rows = rowsOf(R, dynamicRows(norm.getInput()));
-  double eps = norm.getEpsilon().convertToDouble();
+      return failure("a \"rows\" fusion computes with its norm's result");
+  Rows rows = rowsOf(R, dynamicRows(input));
   return addBodyStep(
       iter, accs, false,
       [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) -> llvm::Error {
         IRMapping map;
-        if (auto err = cloneFusionRegion(b, fusion, accs, strides, map,
-                                         {norm.getOperation(), normCast}))
+        if (auto err = cloneFusionRegion(b, fusion, accs, strides, map, {normOp, normCast}))
           return err;
         for (auto [i, v] : llvm::enumerate(yield.getValues()))
           if (int(i) != normSlot)
             store(b, map.lookup(v), accs[i], strides[i]);
-        b.create<plan::NormalizeOp>(fn.getLoc(), map.lookup(norm.getInput()),
-                                    map.lookup(norm.getWeight()), map.lookup(norm.getBias()),
-                                    normSlot, accs[normSlot].base, strides[normSlot],
-                                    typeOf(yield.getValues()[normSlot]).getElementType());
+        b.create<plan::NormalizeOp>(fn.getLoc(), map.lookup(input), map.lookup(weight),
+                                    bias ? map.lookup(bias) : Value(), normSlot,
+                                    accs[normSlot].base, strides[normSlot],
+                                    typeOf(yield.getValues()[normSlot]).getElementType(),
+                                    /*rms=*/!bias);
         return llvm::Error::success();
       },
       bufs, KernelTemplate::rows, /*merge=*/false,
@@ -513,23 +524,22 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     bufs.push_back(bufferOf(sg.getGrad()));
     bufs.push_back(bufferOf(sg.getOutput()));
     k = "softmax_grad";
-  } else if (auto ln = dyn_cast<LayerNormOp>(op)) {
+  } else if (isa<LayerNormOp, RmsNormOp, LayerNormGradOp, RmsNormGradOp>(op)) {
+    // One template pair for both norms: the operands in order (input,
+    // weight[, bias]; grad, input, weight[, residual]), the results out.
+    const bool grad = isa<LayerNormGradOp, RmsNormGradOp>(op);
     rowsAndColumns(x);
-    bindOut(ln.getResult());
-    for (Value v : {ln.getInput(), ln.getWeight(), ln.getBias()})
+    for (Value r : op->getResults())
+      bindOut(r);
+    for (Value v : op->getOperands())
       bufs.push_back(bufferOf(v));
-    eps(ln.getEpsilon());
-    k = "layer_norm";
-  } else if (auto lg = dyn_cast<LayerNormGradOp>(op)) {
-    rowsAndColumns(x);
-    bindOut(lg.getInputGrad());
-    bindOut(lg.getWeightGrad());
-    bindOut(lg.getBiasGrad());
-    for (Value v : {lg.getGrad(), lg.getInput(), lg.getWeight()})
-      bufs.push_back(bufferOf(v));
-    params.i64("capacity", capacityRows(x));
-    eps(lg.getEpsilon());
-    k = "layer_norm_grad";
+    if (grad)
+      params.i64("capacity", capacityRows(x));
+    eps(op->getAttrOfType<FloatAttr>("epsilon").getValue());
+    params.flag("rms", isa<RmsNormOp, RmsNormGradOp>(op));
+    if (auto rg = dyn_cast<RmsNormGradOp>(op))
+      params.flag("residual", bool(rg.getResidual()));
+    k = grad ? "layer_norm_grad" : "layer_norm";
   } else if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
     rowsAndColumns(ce.getLogits());
     Type lt = typeOf(ce.getLabels()).getElementType();

@@ -252,7 +252,8 @@ llvm::Expected<std::string> printRowNorm(plan::KernelOp k, KernelTarget &target)
          target.layerNormFusion(el, rows, E, literal(eps, Float64Type::get(k.getContext())),
                                 bases, offsets, *body, scalar.lookup(n.getInput()),
                                 n.getArg(), scalar.lookup(n.getWeight()),
-                                scalar.lookup(n.getBias()));
+                                n.getBias() ? scalar.lookup(n.getBias()) : std::string(),
+                                n.getRms());
 }
 
 /// The optimizer's update and the gradient norm: element code over the
@@ -441,9 +442,10 @@ llvm::Expected<std::string> printTemplateBody(llvm::StringRef t, DictionaryAttr 
   } else if (t == "softmax_grad") {
     body = target.softmaxGrad(el, r.rows(), r.i64("columns"));
   } else if (t == "layer_norm") {
-    body = target.layerNorm(el, r.rows(), r.i64("columns"), eps());
+    body = target.layerNorm(el, r.rows(), r.i64("columns"), eps(), r.flag("rms"));
   } else if (t == "layer_norm_grad") {
-    body = target.layerNormGrad(el, r.rows(), r.i64("capacity"), r.i64("columns"), eps());
+    body = target.layerNormGrad(el, r.rows(), r.i64("capacity"), r.i64("columns"), eps(),
+                                r.flag("rms"), r.flag("residual"));
   } else if (t == "cross_entropy") {
     body = target.crossEntropy(el, r.type("labels"), r.rows(), r.i64("columns"),
                                r.i64("ignore"));

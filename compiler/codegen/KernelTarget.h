@@ -233,14 +233,18 @@ public:
   virtual std::string softmax(mlir::Type el, const Rows &rows, int64_t C, bool log) = 0;
   /// p0 = y * (g - sum(g * y)) with g = p1, y = p2 (the softmax output).
   virtual std::string softmaxGrad(mlir::Type el, const Rows &rows, int64_t C) = 0;
-  /// p0 = LayerNorm(p1) * p2 + p3; `eps` a literal.
+  /// p0 = LayerNorm(p1) * p2 + p3; `eps` a literal. With `rms`, RMSNorm:
+  /// p0 = (p1 * rstd) * p2, rstd = 1 / sqrt(mean(p1^2) + eps), no bias.
   virtual std::string layerNorm(mlir::Type el, const Rows &rows, int64_t E,
-                                const std::string &eps) = 0;
+                                const std::string &eps, bool rms) = 0;
   /// LayerNorm's gradient: p0 = dx, p1 = dweight, p2 = dbias from the
   /// output gradient p3, the input p4 and the weight p5; `capacity` bounds
   /// the rows (for the per-row statistics kept between the two passes).
+  /// With `rms`, RMSNorm's: p0 = dx, p1 = dweight from p2, p3, p4; with
+  /// `residual` too, p0 = p5 + dx (the residual stream's gradient added).
   virtual std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity,
-                                    int64_t E, const std::string &eps) = 0;
+                                    int64_t E, const std::string &eps, bool rms,
+                                    bool residual) = 0;
   /// p0 = mean cross-entropy of logits p1 against labels p2 (of type
   /// `labels`), rows whose label is `ignore` skipped; a label out of range
   /// is reported through the kernel context.
@@ -261,12 +265,14 @@ public:
   /// fusion): per row, `bases` computes b<k> (access k's row base); per
   /// element c, `offsets` computes o<k> from b<k>, `body` the prologue whose
   /// value `input` is normalized; the result goes to p<slot>[o<slot>], with
-  /// `weight` and `bias` the element's LayerNorm parameters.
+  /// `weight` and `bias` the element's LayerNorm parameters. With `rms`
+  /// the norm is RMSNorm's, `(T)(input * rstd) * weight` (`bias` unused).
   virtual std::string layerNormFusion(mlir::Type el, const Rows &rows, int64_t E,
                                       const std::string &eps, const std::string &bases,
                                       const std::string &offsets, const std::string &body,
                                       const std::string &input, int slot,
-                                      const std::string &weight, const std::string &bias) = 0;
+                                      const std::string &weight, const std::string &bias,
+                                      bool rms) = 0;
 
   /// Attention, forward or backward (AttentionKernel).
   virtual std::string attention(const AttentionKernel &kernel) = 0;

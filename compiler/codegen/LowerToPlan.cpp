@@ -238,8 +238,8 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
         return emitReduce(op, r.getInput(), r.getAxes(), "max");
       })
       .Case<MatmulOp>([&](MatmulOp m) { return emitGemm(m); })
-      .Case<SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LayerNormOp, LayerNormGradOp,
-            CrossEntropyOp, CrossEntropyGradOp>([&](auto) { return emitRows(op); })
+      .Case<SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LayerNormOp, LayerNormGradOp, RmsNormOp,
+            RmsNormGradOp, CrossEntropyOp, CrossEntropyGradOp>([&](auto) { return emitRows(op); })
       .Case<AttentionOp>([&](auto) { return emitAttention(op, false); })
       .Case<AttentionGradOp>([&](auto) { return emitAttention(op, true); })
       .Case<EmbeddingOp>([&](EmbeddingOp e) {

@@ -636,24 +636,45 @@ LogicalResult LogSoftmaxOp::verify() {
   return success();
 }
 
+/// A normalization over the last dimension: `params` (weight, bias) are
+/// vectors of that dimension's size in the input's element type, epsilon is
+/// positive; `what` names them in the diagnostics.
+static LogicalResult verifyLastAxisNorm(std::optional<Location> loc, Type input,
+                                        ValueRange params, FloatAttr epsilon,
+                                        StringRef what) {
+  Shape in = shapeOf(input);
+  if (in.empty())
+    return emitOptionalError(loc, "input must have rank >= 1");
+  for (Value param : params) {
+    Shape p = shapeOf(param.getType());
+    if (p.size() != 1 || sizesConflict(p[0], in.back()))
+      return emitOptionalError(loc, what, " must be [", in.back(),
+                               "] like the normalized dimension, got ", str(p));
+    if (elementOf(param.getType()) != elementOf(input))
+      return emitOptionalError(loc, what, " must have the input's element type");
+  }
+  if (!epsilon || !(epsilon.getValueAsDouble() > 0.0))
+    return emitOptionalError(loc, "epsilon must be positive");
+  return success();
+}
+
 LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
   Type input = adaptor.getInput().getType();
-  Shape in = shapeOf(input);
-  if (in.empty())
-    return emitOptionalError(loc, "input must have rank >= 1");
-  for (Value param : {adaptor.getWeight(), adaptor.getBias()}) {
-    Shape p = shapeOf(param.getType());
-    if (p.size() != 1 || sizesConflict(p[0], in.back()))
-      return emitOptionalError(loc, "weight and bias must be [", in.back(),
-                               "] like the normalized dimension, got ", str(p));
-    if (elementOf(param.getType()) != elementOf(input))
-      return emitOptionalError(loc, "weight and bias must have the input's "
-                                    "element type");
-  }
-  if (!adaptor.getEpsilonAttr() || !(adaptor.getEpsilon().convertToDouble() > 0.0))
-    return emitOptionalError(loc, "epsilon must be positive");
+  if (failed(verifyLastAxisNorm(loc, input, {adaptor.getWeight(), adaptor.getBias()},
+                                adaptor.getEpsilonAttr(), "weight and bias")))
+    return failure();
+  types.push_back(input);
+  return success();
+}
+
+LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  Type input = adaptor.getInput().getType();
+  if (failed(verifyLastAxisNorm(loc, input, {adaptor.getWeight()}, adaptor.getEpsilonAttr(),
+                                "weight")))
+    return failure();
   types.push_back(input);
   return success();
 }
@@ -810,6 +831,22 @@ LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *,
                              "] like the normalized dimension, got ", str(w));
   types.push_back(input);
   types.push_back(adaptor.getWeight().getType());
+  types.push_back(adaptor.getWeight().getType());
+  return success();
+}
+
+LogicalResult RmsNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &types) {
+  Type input = adaptor.getInput().getType();
+  if (adaptor.getGrad().getType() != input)
+    return emitOptionalError(loc, "grad and input types differ");
+  if (adaptor.getResidual() && adaptor.getResidual().getType() != input)
+    return emitOptionalError(loc, "the residual gradient (plus) and input types differ");
+  if (failed(verifyLastAxisNorm(loc, input, {adaptor.getWeight()}, adaptor.getEpsilonAttr(),
+                                "weight")))
+    return failure();
+  types.push_back(input);
   types.push_back(adaptor.getWeight().getType());
   return success();
 }

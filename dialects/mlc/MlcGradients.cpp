@@ -527,6 +527,14 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success();
 }
 
+LogicalResult RmsNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                        SmallVectorImpl<Value> &og) {
+  auto grads = b.create<RmsNormGradOp>(getLoc(), rg[0], getInput(), getWeight(),
+                                       /*residual=*/Value(), getEpsilonAttr());
+  og.append({grads.getInputGrad(), grads.getWeightGrad()});
+  return success();
+}
+
 LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                              SmallVectorImpl<Value> &og) {
   og.push_back(b.create<CrossEntropyGradOp>(getLoc(), rg[0], getLogits(), getLabels(),

@@ -662,6 +662,28 @@ def Mlc_LayerNormOp : Mlc_Op<"layer_norm", [Pure, InferTypeOpAdaptor, DeclareOpI
   }];
 }
 
+def Mlc_RmsNormOp : Mlc_Op<"rms_norm", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
+  let summary = "Root-mean-square normalization over the last dimension";
+  let description = [{
+    `y = weight * (x * rstd)` with `rstd = 1 / sqrt(mean(x^2) + epsilon)`,
+    the mean taken over the last dimension; `weight` has that dimension's
+    size. No mean is subtracted and there is no bias (Llama's, Qwen2's and
+    ONNX opset 23's RMSNormalization). The row statistic is computed in
+    double by the kernels; `x * rstd` is rounded to the element type before
+    the weight multiplies it, the order transformers' LlamaRMSNorm uses.
+
+    ```mlir
+    %y = mlc.rms_norm %x, %w epsilon = 1.0e-06
+        : tensor<8x1024x4096xf32>, tensor<4096xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_FloatTensor:$input, Mlc_FloatTensor:$weight, F64Attr:$epsilon);
+  let results = (outs Mlc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `epsilon` `=` $epsilon attr-dict `:` type($input) `,` type($weight)
+  }];
+}
+
 def Mlc_CrossEntropyOp : Mlc_Op<"cross_entropy", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
   let summary = "Mean softmax cross-entropy over rows, skipping ignored labels";
   let description = [{
@@ -839,6 +861,36 @@ def Mlc_LayerNormGradOp : Mlc_Op<"layer_norm_grad", [Pure, InferTypeOpAdaptor]> 
   }];
 }
 
+def Mlc_RmsNormGradOp : Mlc_Op<"rms_norm_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Gradients of rms_norm: input and weight";
+  let description = [{
+    Recomputes the row's `rstd = 1 / sqrt(mean(x^2) + epsilon)` from
+    `input`, then with `xhat = x * rstd` and `dxhat = grad * weight`:
+    `d_input = rstd * (dxhat - xhat * mean(dxhat * xhat))` and
+    `d_weight = sum over rows of grad * xhat`.
+
+    With `plus %r` (of the input's type), `d_input` is `r + ...`: the
+    residual stream's gradient, added in the row kernel that writes
+    `d_input` (`mlc-fuse-elementwise` forms it from the adjoint sum
+    `d_input + r`), so the sum never makes a pass of its own.
+
+    ```mlir
+    %dx, %dw = mlc.rms_norm_grad %g, %x, %w epsilon = 1.0e-06
+        : tensor<8x4096xf32>, tensor<8x4096xf32>, tensor<4096xf32>
+    %dx2, %dw2 = mlc.rms_norm_grad %g, %x, %w plus %r epsilon = 1.0e-06
+        : tensor<8x4096xf32>, tensor<8x4096xf32>, tensor<4096xf32>, tensor<8x4096xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_FloatTensor:$grad, Mlc_FloatTensor:$input,
+                       Mlc_FloatTensor:$weight, Optional<Mlc_FloatTensor>:$residual,
+                       F64Attr:$epsilon);
+  let results = (outs Mlc_FloatTensor:$input_grad, Mlc_FloatTensor:$weight_grad);
+  let assemblyFormat = [{
+    $grad `,` $input `,` $weight (`plus` $residual^)? `epsilon` `=` $epsilon attr-dict `:`
+    type($grad) `,` type($input) `,` type($weight) (`,` type($residual)^)?
+  }];
+}
+
 def Mlc_CrossEntropyGradOp : Mlc_Op<"cross_entropy_grad", [Pure, InferTypeOpAdaptor]> {
   let summary = "Gradient of mean cross-entropy with respect to the logits";
   let description = [{
@@ -926,8 +978,8 @@ def Mlc_FusionOp : Mlc_Op<"fusion", [IsolatedFromAbove, Pure,
     leading dimensions may end the region (a bias gradient): its result is
     accumulated while the region iterates.
 
-    `rows`: pointwise ops as above, closed by a `mlc.layer_norm`
-    whose input they compute; the kernel works row by row.
+    `rows`: pointwise ops as above, closed by a `mlc.layer_norm` or
+    `mlc.rms_norm` whose input they compute; the kernel works row by row.
 
     `optimizer` (built by `mlc-optimizer{fuse}`): one multi-tensor update.
     The inputs are the optimizer's scalars (a 1-D f64 tensor), then the

@@ -323,6 +323,13 @@ LogicalResult ScalarsOp::verify() {
   return success();
 }
 
+LogicalResult NormalizeOp::verify() {
+  if (getRms() == bool(getBias()))
+    return emitOpError(getRms() ? "an RMSNorm (rms) takes no bias"
+                                : "a LayerNorm needs a bias (or rms for an RMSNorm)");
+  return success();
+}
+
 LogicalResult BindOp::verify() {
   auto module = (*this)->getParentOfType<ModuleOp>();
   if (!module)

@@ -229,20 +229,27 @@ def Plan_NormalizeOp : Plan_Op<"normalize", [HasParent<"KernelOp">]> {
     row's values of `input` (a pointwise prologue: a residual add, a bias)
     normalized, `(u - mean) / sqrt(var + params.eps) * weight + bias`, and
     stored in argument `arg` at its offset and strides, in its `element`
-    type. How the row is shared out, kept and reduced is the target's.
+    type. With `rms` (RMSNorm, no bias) it is `(u * rstd) * weight`, rstd
+    = 1 / sqrt(mean(u^2) + params.eps), `u * rstd` rounded to the input's
+    type first. How the row is shared out, kept and reduced is the target's.
 
     ```mlir
     plan.normalize %u, %w, %b, arg 0 offset 0 strides [128, 1]
         : tensor<f32>, tensor<f32>, tensor<f32> into f32
+    plan.normalize rms %u, %w, arg 0 offset 0 strides [128, 1]
+        : tensor<f32>, tensor<f32> into f32
     ```
   }];
   let arguments = (ins 0DTensorOf<[AnyFloat]>:$input, 0DTensorOf<[AnyFloat]>:$weight,
-                       0DTensorOf<[AnyFloat]>:$bias, Plan_I64Attr:$arg, Plan_I64Attr:$offset,
-                       DenseI64ArrayAttr:$strides, TypeAttr:$element);
+                       Optional<0DTensorOf<[AnyFloat]>>:$bias, Plan_I64Attr:$arg,
+                       Plan_I64Attr:$offset, DenseI64ArrayAttr:$strides, TypeAttr:$element,
+                       UnitAttr:$rms);
   let assemblyFormat = [{
-    $input `,` $weight `,` $bias `,` `arg` $arg `offset` $offset `strides` $strides attr-dict
-    `:` type($input) `,` type($weight) `,` type($bias) `into` $element
+    (`rms` $rms^)? $input `,` $weight `,` ($bias^ `,`)? `arg` $arg `offset` $offset
+    `strides` $strides attr-dict `:` type($input) `,` type($weight) (`,` type($bias)^)?
+    `into` $element
   }];
+  let hasVerifier = 1;
 }
 
 def Plan_ScalarOp : Plan_Op<"scalar", [HasParent<"KernelOp">]> {

@@ -25,12 +25,14 @@ const TemplateParam softmaxParams[] = {
     {"element", K::Type, req}, MLC_ROWS, {"columns", K::I64, req}, {"log", K::Flag, opt}};
 const TemplateParam softmaxGradParams[] = {
     {"element", K::Type, req}, MLC_ROWS, {"columns", K::I64, req}};
-const TemplateParam layerNormParams[] = {
-    {"element", K::Type, req}, MLC_ROWS, {"columns", K::I64, req}, {"eps", K::F64, req}};
-const TemplateParam layerNormGradParams[] = {{"element", K::Type, req}, MLC_ROWS,
-                                             {"capacity", K::I64, req},
-                                             {"columns", K::I64, req},
-                                             {"eps", K::F64, req}};
+// `rms`: RMSNorm's form of the template; `residual`: its gradient adds the
+// residual stream's (rms_norm_grad ... plus).
+const TemplateParam layerNormParams[] = {{"element", K::Type, req}, MLC_ROWS,
+                                         {"columns", K::I64, req},  {"eps", K::F64, req},
+                                         {"rms", K::Flag, opt}};
+const TemplateParam layerNormGradParams[] = {
+    {"element", K::Type, req}, MLC_ROWS,          {"capacity", K::I64, req}, {"columns", K::I64, req},
+    {"eps", K::F64, req},      {"rms", K::Flag, opt}, {"residual", K::Flag, opt}};
 const TemplateParam crossEntropyParams[] = {{"element", K::Type, req}, {"labels", K::Type, req},
                                             MLC_ROWS, {"columns", K::I64, req},
                                             {"ignore", K::I64, req}};

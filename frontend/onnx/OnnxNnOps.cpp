@@ -268,9 +268,8 @@ llvm::Error gelu(Node &nd) {
 }
 
 /// Opset 23's RMSNormalization, `x * rsqrt(mean(x^2) + epsilon) * scale`
-/// over the last axis. mlc has no RMSNorm graph op yet: this is its
-/// decomposition, computed in the model's float type (stash_type is read
-/// and ignored like LayerNormalization's).
+/// over the last axis, as mlc.rms_norm (stash_type is read and ignored like
+/// LayerNormalization's: the statistic is computed in double).
 llvm::Error rmsNorm(Node &nd) {
   if (auto err = nd.need(2))
     return err;
@@ -284,13 +283,7 @@ llvm::Error rmsNorm(Node &nd) {
     return eps.takeError();
   if (nd.shape(1) != Shape{s.back()})
     return nd.error("scale must be of shape " + shapeText({s.back()}));
-  Value x = nd.v(0);
-  Value sq = nd.b.create<MulOp>(nd.loc, x, x);
-  Value mean = nd.b.create<ReduceMeanOp>(nd.loc, sq, nd.b.getDenseI64ArrayAttr({int64_t(s.size()) - 1}),
-                                         nd.b.getUnitAttr());
-  Value inv = nd.b.create<RsqrtOp>(nd.loc, nd.b.create<AddOp>(nd.loc, mean, nd.im.scalar(*eps)));
-  Value y = nd.b.create<MulOp>(nd.loc, x, inv);
-  return nd.result(nd.b.create<MulOp>(nd.loc, y, nd.v(1)));
+  return nd.result(nd.b.create<RmsNormOp>(nd.loc, nd.v(0), nd.v(1), nd.b.getF64FloatAttr(*eps)));
 }
 
 /// [B, S, H * D] as [B, H, S, D], the layout mlc.attention takes.

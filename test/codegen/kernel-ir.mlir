@@ -55,3 +55,33 @@ func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"}, %a: tensor<4x8xf32> {m
   %n = mlc.layer_norm %s, %w, %b epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
   return %s, %n : tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// RMSNorm's rows kernel: the residual sum stored and normalized by
+// plan.normalize in its rms form (no bias operand).
+// CHECK-LABEL: plan.param "w" : f32 [8]
+// CHECK: plan.kernel @k0 rows args(5) params {dims = array<i64: 4, 8>, eps = 1.000000e-05 : f64, rows = 4 : i64} {
+// CHECK-NEXT: %[[X:.*]] = plan.load arg 2 offset 0 strides [8, 1] : tensor<f32>
+// CHECK-NEXT: %[[A:.*]] = plan.load arg 3 offset 0 strides [8, 1] : tensor<f32>
+// CHECK-NEXT: %[[W:.*]] = plan.load arg 4 offset 0 strides [0, 1] : tensor<f32>
+// CHECK-NEXT: %[[S:.*]] = mlc.add %[[X]], %[[A]] : tensor<f32>, tensor<f32>
+// CHECK-NEXT: plan.store %[[S]], arg 0 offset 0 strides [8, 1] : tensor<f32>
+// CHECK-NEXT: plan.normalize rms %[[S]], %[[W]], arg 1 offset 0 strides [8, 1] : tensor<f32>, tensor<f32> into f32
+// CHECK-NEXT: }
+func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"}, %a: tensor<4x8xf32> {mlc.input = "a"}, %w: tensor<8xf32> {mlc.param = "w"}) -> (tensor<4x8xf32> {mlc.output = "s"}, tensor<4x8xf32> {mlc.output = "n"}) {
+  %s = mlc.add %x, %a : tensor<4x8xf32>, tensor<4x8xf32>
+  %n = mlc.rms_norm %s, %w epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<8xf32>
+  return %s, %n : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Without a residual add the RMSNorm is the row template, flagged rms.
+// CHECK-LABEL: plan.param "w" : f32 [8]
+// CHECK: plan.kernel @k0 rows "layer_norm" args(3) params {columns = 8 : i64, element = f32, eps = 1.000000e-05 : f64, rms, rows = 4 : i64}{{$}}
+// CHECK-NOT: plan.normalize
+func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"}, %w: tensor<8xf32> {mlc.param = "w"}) -> (tensor<4x8xf32> {mlc.output = "n"}) {
+  %n = mlc.rms_norm %x, %w epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<8xf32>
+  return %n : tensor<4x8xf32>
+}

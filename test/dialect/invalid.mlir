@@ -710,3 +710,67 @@ func.func @matmul_bias_type(%a: tensor<3x4xbf16>, %b: tensor<4x5xbf16>, %c: tens
   %0 = mlc.matmul %a, %b f32_result bias(%c : tensor<5xbf16>) : tensor<3x4xbf16>, tensor<4x5xbf16>
   return
 }
+
+// -----
+
+func.func @rms_norm_rank(%a: tensor<f32>, %w: tensor<1xf32>) {
+  // expected-error @+1 {{input must have rank >= 1}}
+  %0 = mlc.rms_norm %a, %w epsilon = 1.0e-6 : tensor<f32>, tensor<1xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_weight(%a: tensor<2x6xf32>, %w: tensor<5xf32>) {
+  // expected-error @+1 {{weight must be [6] like the normalized dimension, got [5]}}
+  %0 = mlc.rms_norm %a, %w epsilon = 1.0e-6 : tensor<2x6xf32>, tensor<5xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_weight_rank(%a: tensor<2x6xf32>, %w: tensor<2x6xf32>) {
+  // expected-error @+1 {{weight must be [6] like the normalized dimension, got [2, 6]}}
+  %0 = mlc.rms_norm %a, %w epsilon = 1.0e-6 : tensor<2x6xf32>, tensor<2x6xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_element_type(%a: tensor<2x6xf32>, %w: tensor<6xbf16>) {
+  // expected-error @+1 {{weight must have the input's element type}}
+  %0 = mlc.rms_norm %a, %w epsilon = 1.0e-6 : tensor<2x6xf32>, tensor<6xbf16>
+  return
+}
+
+// -----
+
+func.func @rms_norm_epsilon(%a: tensor<2x6xf32>, %w: tensor<6xf32>) {
+  // expected-error @+1 {{epsilon must be positive}}
+  %0 = mlc.rms_norm %a, %w epsilon = -1.0e-6 : tensor<2x6xf32>, tensor<6xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_grad_types(%g: tensor<2x3xf32>, %x: tensor<2x4xf32>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{grad and input types differ}}
+  %0:2 = mlc.rms_norm_grad %g, %x, %w epsilon = 1.0e-6 : tensor<2x3xf32>, tensor<2x4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_grad_weight(%x: tensor<2x4xf32>, %w: tensor<3xf32>) {
+  // expected-error @+1 {{weight must be [4] like the normalized dimension, got [3]}}
+  %0:2 = mlc.rms_norm_grad %x, %x, %w epsilon = 1.0e-6 : tensor<2x4xf32>, tensor<2x4xf32>, tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_grad_residual(%x: tensor<2x4xf32>, %w: tensor<4xf32>, %r: tensor<2x4xf64>) {
+  // expected-error @+1 {{the residual gradient (plus) and input types differ}}
+  %0:2 = mlc.rms_norm_grad %x, %x, %w plus %r epsilon = 1.0e-6 : tensor<2x4xf32>, tensor<2x4xf32>, tensor<4xf32>, tensor<2x4xf64>
+  return
+}

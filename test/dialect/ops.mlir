@@ -247,3 +247,18 @@ func.func @backward_ops(%g: tensor<2x3xf32>, %x: tensor<2x3xf32>, %w: tensor<3xf
   %6:3 = mlc.attention_grad %q, %q, %q, %q causal : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
   return %0 : tensor<4x4xf32>
 }
+
+// -----
+
+// RMSNorm and its gradient (Llama's norm: no mean, no bias).
+// CHECK-LABEL: func.func @rms_norm
+// CHECK: %[[Y:.*]] = mlc.rms_norm %arg0, %arg1 epsilon = 9.9999999999999995E-7 : tensor<2x?x8xf32>, tensor<8xf32>
+// CHECK: %[[DX:.*]], %{{.*}} = mlc.rms_norm_grad %arg2, %arg3, %arg1 epsilon = 9.9999999999999995E-7 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>{{$}}
+// CHECK: mlc.rms_norm_grad %arg2, %arg3, %arg1 plus %[[DX]] epsilon = 9.9999999999999995E-7 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>{{$}}
+func.func @rms_norm(%x: tensor<2x?x8xf32>, %w: tensor<8xf32>, %g: tensor<4x8xf32>,
+                    %y: tensor<4x8xf32>) -> (tensor<2x?x8xf32>, tensor<4x8xf32>, tensor<8xf32>) {
+  %0 = mlc.rms_norm %x, %w epsilon = 1.0e-06 : tensor<2x?x8xf32>, tensor<8xf32>
+  %1:2 = mlc.rms_norm_grad %g, %y, %w epsilon = 1.0e-06 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  %2:2 = mlc.rms_norm_grad %g, %y, %w plus %1#0 epsilon = 1.0e-06 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>
+  return %0, %2#0, %1#1 : tensor<2x?x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+}

@@ -286,3 +286,89 @@ func.func @sum_read_before_cast(%g: tensor<4x8xf32>) -> (tensor<8xf32>, tensor<4
   %c = mlc.cast %g : tensor<4x8xf32> -> tensor<4x8xbf16>
   return %t, %c : tensor<8xf32>, tensor<4x8xbf16>
 }
+
+// -----
+
+// Residual add + RMSNorm (Llama's layer): one row kernel, as LayerNorm's.
+// CHECK-LABEL: func.func @residual_rms_norm
+// CHECK: %[[F:.*]]:2 = mlc.fusion rows ins(%arg0, %arg1, %arg2 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>)
+// CHECK:   %[[S:.*]] = mlc.add
+// CHECK:   %[[N:.*]] = mlc.rms_norm %[[S]]
+// CHECK:   mlc.yield %[[S]], %[[N]]
+// CHECK: return %[[F]]#0, %[[F]]#1
+func.func @residual_rms_norm(%x: tensor<4x8xf32>, %a: tensor<4x8xf32>, %w: tensor<8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %s = mlc.add %x, %a : tensor<4x8xf32>, tensor<4x8xf32>
+  %n = mlc.rms_norm %s, %w epsilon = 1.0e-6 : tensor<4x8xf32>, tensor<8xf32>
+  return %s, %n : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Only the normalized input is the row kernel's prologue: a pointwise op
+// computing the RMSNorm's weight is not.
+// CHECK-LABEL: func.func @no_fuse_rms_norm_weight
+// CHECK: %[[W:.*]] = mlc.exp %arg1 : tensor<8xf32>
+// CHECK: mlc.rms_norm %arg0, %[[W]]
+// CHECK-NOT: mlc.fusion
+func.func @no_fuse_rms_norm_weight(%x: tensor<4x8xf32>, %w: tensor<8xf32>) -> tensor<4x8xf32> {
+  %e = mlc.exp %w : tensor<8xf32>
+  %n = mlc.rms_norm %x, %e epsilon = 1.0e-6 : tensor<4x8xf32>, tensor<8xf32>
+  return %n : tensor<4x8xf32>
+}
+
+// -----
+
+// A product's result is not a prologue: the RMSNorm of a matmul stays alone.
+// CHECK-LABEL: func.func @no_fuse_rms_norm_of_matmul
+// CHECK: %[[M:.*]] = mlc.matmul
+// CHECK-NEXT: mlc.rms_norm %[[M]], %arg2
+// CHECK-NOT: mlc.fusion
+func.func @no_fuse_rms_norm_of_matmul(%x: tensor<4x8xf32>, %m: tensor<8x8xf32>, %w: tensor<8xf32>)
+    -> tensor<4x8xf32> {
+  %p = mlc.matmul %x, %m : tensor<4x8xf32>, tensor<8x8xf32>
+  %n = mlc.rms_norm %p, %w epsilon = 1.0e-6 : tensor<4x8xf32>, tensor<8xf32>
+  return %n : tensor<4x8xf32>
+}
+
+// -----
+
+// Backward through the residual stream: the adjoint sum of the RMSNorm's
+// input gradient and the stream's gradient joins the norm gradient's row
+// kernel.
+// CHECK-LABEL: func.func @rms_norm_grad_residual
+// CHECK: %[[DX:.*]], %[[DW:.*]] = mlc.rms_norm_grad %arg0, %arg1, %arg2 plus %arg3 epsilon = 9.9999999999999995E-7 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>
+// CHECK-NOT: mlc.add
+// CHECK: return %[[DX]], %[[DW]]
+func.func @rms_norm_grad_residual(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xf32>,
+                                  %r: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>) {
+  %dx, %dw = mlc.rms_norm_grad %g, %x, %w epsilon = 1.0e-6 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  %s = mlc.add %r, %dx : tensor<4x8xf32>, tensor<4x8xf32>
+  return %s, %dw : tensor<4x8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// dx read elsewhere too, or a residual gradient computed after the norm's
+// gradient, or a broadcast add: the sum stays its own op.
+// CHECK-LABEL: func.func @no_absorb_rms_norm_grad
+// CHECK-NOT: plus
+// CHECK: %[[DX:.*]], %{{.*}} = mlc.rms_norm_grad %arg0, %arg1, %arg2 epsilon
+// CHECK-NEXT: mlc.add %arg3, %[[DX]]
+// CHECK: %[[DX2:.*]], %{{.*}} = mlc.rms_norm_grad %arg0, %arg3, %arg2 epsilon
+// CHECK: mlc.fusion pointwise ins(%arg1, %[[DX2]]
+// CHECK: %[[DX3:.*]], %{{.*}} = mlc.rms_norm_grad %arg0, %arg0, %arg2 epsilon
+// CHECK-NEXT: mlc.add %[[DX3]], %arg4
+// CHECK-NOT: plus
+func.func @no_absorb_rms_norm_grad(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xf32>,
+                                   %r: tensor<4x8xf32>, %b: tensor<8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %dx, %dw = mlc.rms_norm_grad %g, %x, %w epsilon = 1.0e-6 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  %s = mlc.add %r, %dx : tensor<4x8xf32>, tensor<4x8xf32>
+  %dx2, %dw2 = mlc.rms_norm_grad %g, %r, %w epsilon = 1.0e-6 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  %late = mlc.exp %x : tensor<4x8xf32>
+  %s2 = mlc.add %dx2, %late : tensor<4x8xf32>, tensor<4x8xf32>
+  %dx3, %dw3 = mlc.rms_norm_grad %g, %g, %w epsilon = 1.0e-6 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  %s3 = mlc.add %dx3, %b : tensor<4x8xf32>, tensor<8xf32>
+  return %s, %dx, %s2, %s3 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}

@@ -370,3 +370,128 @@ func.func @not_shifted_by_one(%logits: tensor<2x4x8xf32>, %labels: tensor<2x4xi6
   %l = mlc.cross_entropy %xr, %yr ignore_index = -100 : tensor<4x8xf32>, tensor<4xi64>
   return %l : tensor<f32>
 }
+
+// -----
+
+// RMSNorm as the ONNX exporters write it: Pow(x, 2) -> ReduceMean -> Add eps
+// -> Sqrt -> Reciprocal (imported as 1 / s) -> Mul x -> Mul w.
+// CHECK-LABEL: func.func @rms_norm_reciprocal
+// CHECK-NEXT: %[[N:.*]] = mlc.rms_norm %arg0, %arg1 epsilon = 9.9999999999999995E-7 : tensor<2x8x16xf32>, tensor<16xf32>
+// CHECK-NEXT: return %[[N]]
+func.func @rms_norm_reciprocal(%x: tensor<2x8x16xf32>, %w: tensor<16xf32>) -> tensor<2x8x16xf32> {
+  %two = mlc.constant dense<2.0> : tensor<f32>
+  %sq = mlc.pow %x, %two : tensor<2x8x16xf32>, tensor<f32>
+  %v = mlc.reduce_mean %sq axes = [2] keepdims : tensor<2x8x16xf32>
+  %eps = mlc.constant dense<1.0e-6> : tensor<f32>
+  %ve = mlc.add %v, %eps : tensor<2x8x1xf32>, tensor<f32>
+  %s = mlc.sqrt %ve : tensor<2x8x1xf32>
+  %one = mlc.constant dense<1.0> : tensor<f32>
+  %r = mlc.div %one, %s : tensor<f32>, tensor<2x8x1xf32>
+  %n = mlc.mul %x, %r : tensor<2x8x16xf32>, tensor<2x8x1xf32>
+  %y = mlc.mul %n, %w : tensor<2x8x16xf32>, tensor<16xf32>
+  return %y : tensor<2x8x16xf32>
+}
+
+// -----
+
+// transformers' LlamaRMSNorm in bf16: the input cast to f32, x * x, mean over
+// axis -1, rsqrt, the normalized value cast back before the weight.
+// CHECK-LABEL: func.func @rms_norm_rsqrt_casts
+// CHECK-NEXT: %[[N:.*]] = mlc.rms_norm %arg0, %arg1 epsilon = 1.000000e-05 : tensor<4x16xbf16>, tensor<16xbf16>
+// CHECK-NEXT: return %[[N]]
+func.func @rms_norm_rsqrt_casts(%x: tensor<4x16xbf16>, %w: tensor<16xbf16>) -> tensor<4x16xbf16> {
+  %xf = mlc.cast %x : tensor<4x16xbf16> -> tensor<4x16xf32>
+  %sq = mlc.mul %xf, %xf : tensor<4x16xf32>, tensor<4x16xf32>
+  %v = mlc.reduce_mean %sq axes = [-1] keepdims : tensor<4x16xf32>
+  %eps = mlc.constant dense<1.0e-5> : tensor<f32>
+  %ve = mlc.add %eps, %v : tensor<f32>, tensor<4x1xf32>
+  %r = mlc.rsqrt %ve : tensor<4x1xf32>
+  %n = mlc.mul %r, %xf : tensor<4x1xf32>, tensor<4x16xf32>
+  %nb = mlc.cast %n : tensor<4x16xf32> -> tensor<4x16xbf16>
+  %y = mlc.mul %w, %nb : tensor<16xbf16>, tensor<4x16xbf16>
+  return %y : tensor<4x16xbf16>
+}
+
+// -----
+
+// x / sqrt(mean(x^2) + eps) * w.
+// CHECK-LABEL: func.func @rms_norm_div
+// CHECK-NEXT: %[[N:.*]] = mlc.rms_norm %arg0, %arg1 epsilon = 9.9999999999999995E-7
+// CHECK-NEXT: return %[[N]]
+func.func @rms_norm_div(%x: tensor<4x16xf32>, %w: tensor<16xf32>) -> tensor<4x16xf32> {
+  %sq = mlc.mul %x, %x : tensor<4x16xf32>, tensor<4x16xf32>
+  %v = mlc.reduce_mean %sq axes = [1] keepdims : tensor<4x16xf32>
+  %eps = mlc.constant dense<1.0e-6> : tensor<f32>
+  %ve = mlc.add %v, %eps : tensor<4x1xf32>, tensor<f32>
+  %s = mlc.sqrt %ve : tensor<4x1xf32>
+  %n = mlc.div %x, %s : tensor<4x16xf32>, tensor<4x1xf32>
+  %y = mlc.mul %w, %n : tensor<16xf32>, tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+// A mean over another axis than the last is not an RMSNorm.
+// CHECK-LABEL: func.func @not_rms_norm_axis
+// CHECK-NOT: mlc.rms_norm
+// CHECK: mlc.rsqrt
+func.func @not_rms_norm_axis(%x: tensor<4x16xf32>, %w: tensor<16xf32>) -> tensor<4x16xf32> {
+  %sq = mlc.mul %x, %x : tensor<4x16xf32>, tensor<4x16xf32>
+  %v = mlc.reduce_mean %sq axes = [0] keepdims : tensor<4x16xf32>
+  %eps = mlc.constant dense<1.0e-6> : tensor<f32>
+  %ve = mlc.add %v, %eps : tensor<1x16xf32>, tensor<f32>
+  %r = mlc.rsqrt %ve : tensor<1x16xf32>
+  %n = mlc.mul %x, %r : tensor<4x16xf32>, tensor<1x16xf32>
+  %y = mlc.mul %n, %w : tensor<4x16xf32>, tensor<16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+// An epsilon that is not a constant is not an RMSNorm's.
+// CHECK-LABEL: func.func @not_rms_norm_eps
+// CHECK-NOT: mlc.rms_norm
+// CHECK: mlc.rsqrt
+func.func @not_rms_norm_eps(%x: tensor<4x16xf32>, %w: tensor<16xf32>, %eps: tensor<f32>) -> tensor<4x16xf32> {
+  %sq = mlc.mul %x, %x : tensor<4x16xf32>, tensor<4x16xf32>
+  %v = mlc.reduce_mean %sq axes = [1] keepdims : tensor<4x16xf32>
+  %ve = mlc.add %v, %eps : tensor<4x1xf32>, tensor<f32>
+  %r = mlc.rsqrt %ve : tensor<4x1xf32>
+  %n = mlc.mul %x, %r : tensor<4x16xf32>, tensor<4x1xf32>
+  %y = mlc.mul %n, %w : tensor<4x16xf32>, tensor<16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+// The mean square of one tensor scaling another is not an RMSNorm.
+// CHECK-LABEL: func.func @not_rms_norm_other_input
+// CHECK-NOT: mlc.rms_norm
+// CHECK: mlc.rsqrt
+func.func @not_rms_norm_other_input(%x: tensor<4x16xf32>, %z: tensor<4x16xf32>, %w: tensor<16xf32>) -> tensor<4x16xf32> {
+  %sq = mlc.mul %z, %z : tensor<4x16xf32>, tensor<4x16xf32>
+  %v = mlc.reduce_mean %sq axes = [1] keepdims : tensor<4x16xf32>
+  %eps = mlc.constant dense<1.0e-6> : tensor<f32>
+  %ve = mlc.add %v, %eps : tensor<4x1xf32>, tensor<f32>
+  %r = mlc.rsqrt %ve : tensor<4x1xf32>
+  %n = mlc.mul %x, %r : tensor<4x16xf32>, tensor<4x1xf32>
+  %y = mlc.mul %n, %w : tensor<4x16xf32>, tensor<16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+// A weight that is not a vector of the hidden size leaves the chain alone.
+// CHECK-LABEL: func.func @not_rms_norm_weight
+// CHECK-NOT: mlc.rms_norm
+// CHECK: mlc.rsqrt
+func.func @not_rms_norm_weight(%x: tensor<4x16xf32>, %w: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %sq = mlc.mul %x, %x : tensor<4x16xf32>, tensor<4x16xf32>
+  %v = mlc.reduce_mean %sq axes = [1] keepdims : tensor<4x16xf32>
+  %eps = mlc.constant dense<1.0e-6> : tensor<f32>
+  %ve = mlc.add %v, %eps : tensor<4x1xf32>, tensor<f32>
+  %r = mlc.rsqrt %ve : tensor<4x1xf32>
+  %n = mlc.mul %x, %r : tensor<4x16xf32>, tensor<4x1xf32>
+  %y = mlc.mul %n, %w : tensor<4x16xf32>, tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}

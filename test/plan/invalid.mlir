@@ -455,3 +455,21 @@ plan.kernel @k0 pointwise args(2) params {dims = array<i64: 4>} {
   // expected-error @+1 {{accumulates in a pointwise kernel (only column_reduction sums)}}
   plan.accumulate %x, arg 0 : tensor<f32>
 }
+
+// -----
+
+plan.kernel @k0 rows args(3) params {dims = array<i64: 4, 8>, eps = 1.0e-5 : f64, rows = 4 : i64} {
+  %x = plan.load arg 1 offset 0 strides [8, 1] : tensor<f32>
+  %w = plan.load arg 2 offset 0 strides [0, 1] : tensor<f32>
+  // expected-error @+1 {{an RMSNorm (rms) takes no bias}}
+  plan.normalize rms %x, %w, %w, arg 0 offset 0 strides [8, 1] : tensor<f32>, tensor<f32>, tensor<f32> into f32
+}
+
+// -----
+
+plan.kernel @k0 rows args(3) params {dims = array<i64: 4, 8>, eps = 1.0e-5 : f64, rows = 4 : i64} {
+  %x = plan.load arg 1 offset 0 strides [8, 1] : tensor<f32>
+  %w = plan.load arg 2 offset 0 strides [0, 1] : tensor<f32>
+  // expected-error @+1 {{a LayerNorm needs a bias (or rms for an RMSNorm)}}
+  plan.normalize %x, %w, arg 0 offset 0 strides [8, 1] : tensor<f32>, tensor<f32> into f32
+}

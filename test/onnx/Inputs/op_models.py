@@ -4,7 +4,8 @@ Covers operator forms the HF fixtures do not use: opset-18 Split with
 num_outputs and ReduceMean with axes as an input, Gemm's transB/alpha/beta,
 Trilu masks, Expand, Flatten, Relu, LogSoftmax with NegativeLogLikelihoodLoss;
 and the newer opsets' single-op forms: opset-20 Gelu (none, tanh),
-LayerNormalization without a bias, opset-23 RMSNormalization and Attention
+LayerNormalization without a bias, opset-23 RMSNormalization (and RMSNorm's
+decomposition) and Attention
 (rank 4 causal with a scale, rank 3 with a boolean mask), CastLike, ReduceMax
 with axes as an input, and ops of a plain graph at opset 23; SiLU as
 x * Sigmoid(x), opset-23 RotaryEmbedding (rank 4; rank 3, interleaved,
@@ -95,6 +96,24 @@ MODELS = {
     "rmsnorm23": (23, [helper.make_node("RMSNormalization", ["x", "w"], ["y"], epsilon=1e-4)],
                   [vi("x", [2, 4, 6])], [vi("y", None)],
                   [numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "w")]),
+    # RMSNorm as exporters decompose it (Pow, ReduceMean, Add eps, Sqrt,
+    # Reciprocal, Mul x, Mul w) after a residual add: mlc-recognize makes it
+    # mlc.rms_norm, fused with the add as one row kernel.
+    "rmsnorm_decomposed": (18, [helper.make_node("Add", ["x", "res"], ["h"]),
+                                const("two", np.array(2.0, np.float32)),
+                                const("axes", np.array([-1], np.int64)),
+                                const("eps", np.array(1e-5, np.float32)),
+                                helper.make_node("Pow", ["h", "two"], ["sq"]),
+                                helper.make_node("ReduceMean", ["sq", "axes"], ["ms"]),
+                                helper.make_node("Add", ["ms", "eps"], ["mse"]),
+                                helper.make_node("Sqrt", ["mse"], ["rms"]),
+                                helper.make_node("Reciprocal", ["rms"], ["inv"]),
+                                helper.make_node("Mul", ["h", "inv"], ["n"]),
+                                helper.make_node("Mul", ["w", "n"], ["y"])],
+                           [vi("x", [2, 4, 6])], [vi("y", None)],
+                           [numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "w"),
+                            numpy_helper.from_array(
+                                rng.standard_normal((2, 4, 6)).astype(np.float32), "res")]),
     "attention23_causal": (23, [helper.make_node("Attention", ["q4", "k4", "v4"], ["y"],
                                                  is_causal=1, scale=0.3)],
                            [vi("q4", [2, 2, 4, 3]), vi("k4", [2, 2, 4, 3]), vi("v4", [2, 2, 4, 3])],
