@@ -129,6 +129,11 @@ const std::vector<TrainFlag> &trainFlags() {
                 &TrainOptions::evalInterval),
         integer("eval-iters", "Validation batches per evaluation", &TrainOptions::evalIters),
         string("log-json", "file", "One JSON object per step", &TrainOptions::logJson),
+        string("dump-batches", "dir",
+               "Write every training input this rank fed as DIR/NAME.npy, [micro-batches, "
+               "...] in the order they ran (what the data became: packed documents' "
+               "cu_seqlens, position_ids, masked labels)",
+               &TrainOptions::dumpBatches),
         string("tensorboard-dir", "dir", "Write TensorBoard event files here: loss, lr, "
                                          "grad_norm, tokens_per_s, mfu, val_loss ... per step",
                &TrainOptions::tensorboardDir),
