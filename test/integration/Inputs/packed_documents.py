@@ -7,7 +7,8 @@ against Megatron-LM's semantics and HF's GPT2LMHeadModel.
    the position ids are its, and --eod-mask-loss masks the labels it masks.
 2. Logits of a packed batch (several documents per sample) against HF's
    GPT2LMHeadModel run on each document alone (positions from 0), and 10
-   AdamW steps' losses on the batches the data source dealt.
+   AdamW steps' losses on the batches the data source dealt; the first steps
+   again with the CUDA kernels on the emulated device.
 3. With no EOD in the batch the packed package gives the plain causal one's
    logits and losses.
 """
@@ -199,6 +200,20 @@ print(f"train: {len(got)} steps, loss {ref_losses[0]:.5f} -> {ref_losses[-1]:.5f
       f"max rel diff {worst:.2e}")
 if len(got) != args.steps or worst > 1e-4:
     failures.append(f"losses differ by {worst:.2e}: mlc {got} HF {ref_losses}")
+
+# The CUDA kernels (the emulated device) on the same batches: forward and
+# backward of the variable-length causal attention over the packed tokens.
+emulated = 3
+log = os.path.join(args.work, "emulated.jsonl")
+run(args.mlc, "train", "gpt2", *common, *packed, "--eod-mask-loss", "--data", data,
+    "--steps", str(emulated), "--lr", str(LR), "--lr-schedule", "constant",
+    "--weight-decay", str(WD), "--clip-grad", "0", "--log-json", log, "--log-every", "100",
+    "--device", "cuda-emulator")
+emu = [json.loads(line)["loss"] for line in open(log)]
+worst = max(abs(a - b) / abs(b) for a, b in zip(emu, got))
+print(f"cuda-emulator: {len(emu)} steps, max rel diff {worst:.2e} against the CPU")
+if len(emu) != emulated or worst > 1e-5:
+    failures.append(f"the emulated CUDA kernels differ by {worst:.2e}: {emu} vs {got}")
 
 # 3. No EOD: the packed package is the plain causal one.
 rng = np.random.default_rng(1)
