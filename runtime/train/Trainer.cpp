@@ -448,9 +448,11 @@ private:
                      "--ranks " + std::to_string(ranks) + " for this run");
     if (o.sampleEvery > 0)
       for (const InputInfo &in : pkg.inputs)
-        if (in.name != "input_ids" && in.name != "labels")
-          fail("--sample-every samples GPT-style models (inputs input_ids and labels); this "
-               "one also takes '" + in.name + "'");
+        if (in.name != "input_ids" && in.name != "labels" && in.name != "position_ids" &&
+            in.name != "cu_seqlens")
+          fail("--sample-every samples GPT-style models (inputs input_ids and labels, and "
+               "position_ids, cu_seqlens of packed documents); this one also takes '" +
+               in.name + "'");
     pkg.function(kTrainStepFn);
     pkg.function(kGradNormFn);
     pkg.function(kOptimizerFn);

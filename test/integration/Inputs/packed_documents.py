@@ -10,7 +10,7 @@ against Megatron-LM's semantics and HF's GPT2LMHeadModel.
    AdamW steps' losses on the batches the data source dealt; the first steps
    again with the CUDA kernels on the emulated device.
 3. With no EOD in the batch the packed package gives the plain causal one's
-   logits and losses.
+   losses, and greedy generation from it the plain one's text.
 """
 
 import argparse
@@ -239,6 +239,13 @@ worst = max(abs(a - b) / abs(b) for a, b in zip(results["packed"], results["plai
 print(f"no EOD: packed and plain losses over {steps} steps, max rel diff {worst:.2e}")
 if worst > 1e-6:
     failures.append(f"without EOD packed differs from plain by {worst:.2e}: {results}")
+
+# Generation from a packed package: one document per row, the plain model's text.
+texts = [run(args.mlc, "generate", "gpt2", *common, *flags, "--prompt", "abc", "--max-tokens",
+             "12", "--temperature", "0").stdout for flags in ([], packed)]
+print(f"generate: packed and plain greedy text {'agree' if texts[0] == texts[1] else 'differ'}")
+if texts[0] != texts[1] or not texts[0]:
+    failures.append(f"greedy generation differs: plain {texts[0]!r}, packed {texts[1]!r}")
 
 if failures:
     print("PACKED DOCUMENTS FAILED:\n  " + "\n  ".join(failures))
