@@ -91,6 +91,16 @@ llvm::Expected<LoweredPackage> writePackage(ModuleOp module, const std::string &
     files["kernels.cu"] = lowered->kernelsCu;
   if (!d.weights.empty())
     files["weights.safetensors"] = rt::encodeSafetensors(d.weights);
+  if (!d.aliases.empty()) {
+    std::string json = "{";
+    for (auto &[param, names] : d.aliases) {
+      json += std::string(json.size() > 1 ? "," : "") + "\n  " + rt::jsonQuote(param) + ": [";
+      for (size_t k = 0; k < names.size(); ++k)
+        json += (k ? ", " : "") + rt::jsonQuote(names[k]);
+      json += "]";
+    }
+    files["aliases.json"] = json + "\n}\n";
+  }
   std::string manifest = "{\n  \"format\": \"mlc-package\",\n  \"version\": " +
                          std::to_string(rt::kPackageVersion) + ",\n  \"model\": " +
                          rt::jsonQuote(d.family) + ",\n  \"config\": " +

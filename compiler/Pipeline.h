@@ -63,11 +63,15 @@ struct PackageDescription {
   /// imported model's initializers): written as weights.safetensors.
   std::vector<std::pair<std::string, rt::HostTensor>> weights;
   DataParallelOptions dataParallel;
+  /// Parameter -> its other names (an imported model's tied weights):
+  /// written as aliases.json, {"lm_head.weight": ["transformer.wte.weight"]},
+  /// when there are any.
+  std::map<std::string, std::vector<std::string>> aliases;
 };
 
 /// Lowers the module and writes the package directory (manifest.json,
-/// plan.txt, kernels.cpp, graph.mlir, and weights.safetensors when the
-/// description has weights). Returns the lowered package.
+/// plan.txt, kernels.cpp, graph.mlir, weights.safetensors when the
+/// description has weights, aliases.json when it has aliases). Returns the lowered package.
 llvm::Expected<LoweredPackage> writePackage(mlir::ModuleOp module, const std::string &dir,
                                             const PackageDescription &description);
 

@@ -152,7 +152,7 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
   if (auto cap = module->getAttrOfType<IntegerAttr>("mlc.token_capacity"))
     data.tokenCapacity = cap.getInt();
   // The CPU target's source file (kernels.cpp) and the CUDA target's
-  // (kernels.cu, when the CUDA target can print every kernel), printed from
+  // (kernels.cu), printed from
   // the plan's kernels here and nowhere before.
   std::unique_ptr<lowering::KernelTarget> target =
       lowering::createCpuTarget(data.tokenCapacity);
@@ -160,7 +160,6 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
   std::ostringstream kernels, kernelsCu;
   kernels << target->prelude();
   kernelsCu << cuda->prelude();
-  bool allCuda = true;
   int64_t offset = 0;
   for (Operation &op : module.getBody()->getOperations()) {
     if (auto p = dyn_cast<plan::ParamOp>(op)) {
@@ -189,10 +188,6 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
       if (!cpuText)
         return cpuText.takeError();
       kernels << *cpuText;
-      if (!lowering::printable(k, *cuda)) {
-        allCuda = false;
-        continue;
-      }
       auto cudaText = lowering::printKernel(k, *cuda);
       if (!cudaText)
         return cudaText.takeError();
@@ -206,8 +201,7 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
   }
   out.plan = rt::writePlan(data);
   out.kernelsCpp = kernels.str();
-  if (allCuda)
-    out.kernelsCu = kernelsCu.str();
+  out.kernelsCu = kernelsCu.str();
   return out;
 }
 

@@ -8,6 +8,7 @@
 
 #include "compiler/Pipeline.h"
 #include "dialects/mlc/MlcDialect.h"
+#include "frontend/onnx/OnnxImporter.h"
 #include "runtime/backend/cpu/CpuBackend.h"
 #include "runtime/core/Error.h"
 
@@ -29,14 +30,18 @@ std::string tempDir() {
   return mkdtemp(tmpl);
 }
 
-/// Compiles a module (with @forward) for training into a package.
-std::string compile(mlir::OwningOpRef<mlir::ModuleOp> &module) {
+/// Compiles a module (with @forward) for training into a package; `weights`
+/// are an imported model's initial parameters.
+std::string compile(mlir::OwningOpRef<mlir::ModuleOp> &module,
+                    std::vector<std::pair<std::string, rt::HostTensor>> weights = {}) {
   if (auto err = runPipeline(*module, /*training=*/true)) {
     ADD_FAILURE() << llvm::toString(std::move(err));
     return "";
   }
   std::string dir = tempDir();
-  auto lowered = writePackage(*module, dir, {"test", "", BuildOptions()});
+  PackageDescription description{"test", "", BuildOptions()};
+  description.weights = std::move(weights);
+  auto lowered = writePackage(*module, dir, description);
   if (!lowered) {
     ADD_FAILURE() << llvm::toString(lowered.takeError());
     return "";
@@ -409,3 +414,37 @@ TEST(GradientCheck, TinyBERTVarlen) {
              "hidden_dropout_prob=0.1,attention_probs_dropout_prob=0.2",
              in, /*varlen=*/true, /*microBatch=*/3);
 }
+
+/// The Llama family as the dynamo exporter writes it, imported in f64: the
+/// opset-20 Llama (RMSNorm written out, rotate-half Slice/Neg/Concat, SiLU
+/// as x * Sigmoid(x), K/V expanded to the query heads) and the opset-23
+/// Qwen2 (RMSNormalization, RotaryEmbedding, Attention; q/k/v biases, tied
+/// embeddings), 1 x 6 tokens, every parameter's gradient against finite
+/// differences of the loss.
+void checkOnnx(const std::string &fixture) {
+  mlir::MLIRContext ctx;
+  OnnxImportOptions options;
+  options.microBatch = 1;
+  options.seqLen = 6;
+  options.dtype = "f64";
+  options.loss = "causal-lm";
+  auto imported = importOnnxFile(
+      ctx, std::string(MLC_SOURCE_DIR) + "/test/onnx/Inputs/modern/" + fixture + ".onnx",
+      options);
+  ASSERT_TRUE(bool(imported)) << llvm::toString(imported.takeError());
+  std::string dir = compile(imported->module, std::move(imported->weights));
+  ASSERT_FALSE(dir.empty());
+  Inputs in;
+  in.lo = -0.5;
+  in.hi = 0.5;
+  in.intHi = 256;
+  try {
+    double worst = gradientCheck(dir, in, 4);
+    ::testing::Test::RecordProperty("worst_relative_error", std::to_string(worst));
+  } catch (const rt::Error &e) {
+    FAIL() << e.what();
+  }
+}
+
+TEST(GradientCheck, OnnxLlamaOpset20) { checkOnnx("llama-dynamo-opset20"); }
+TEST(GradientCheck, OnnxQwen2Opset23) { checkOnnx("qwen2-dynamo-opset23"); }

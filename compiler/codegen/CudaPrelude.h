@@ -20,6 +20,7 @@
 // static, fixed at compile time from the package's shapes (a dynamic token
 // count is read from ctx->rows inside the kernel and covered by grid-stride
 // loops), so a whole training step can be captured once as a CUDA graph.
+// mlc-cuda-launch decides them on the plan (cuda.launch, cuda.scratch).
 // scratch is the bytes of device scratch the kernel needs between phases
 // (ctx->scratch; the runtime allocates the largest). b[i] is the i-th
 // buffer of the launch, as on the CPU.

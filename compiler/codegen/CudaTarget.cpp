@@ -23,15 +23,17 @@
 //                      kernels are templates in prelude/attention.cuh (and
 //                      on tensor cores for bf16 products), a kernel one call
 //
-// Inside a template's text, `@phase(G,B)` marks a phase's launch (grid G,
-// block B) and `@scratch(N)` the scratch bytes it needs; function() numbers
-// the phases in the order they appear and turns the marks into the kernel's
-// `// mlc.kernel` line.
+// How each kernel is launched (its phases' grids and blocks, its scratch,
+// attention's tile) was decided by mlc-cuda-launch on the kernel's IR
+// (CudaLaunch.cpp); the printer hands that schedule over before the body,
+// the templates open phase after phase and take their chunk counts from
+// it, and function() writes it as the kernel's `// mlc.kernel` line.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/codegen/AttentionSource.h"
 #include "compiler/codegen/CudaPrelude.h"
+#include "compiler/codegen/CudaSchedule.h"
 #include "compiler/codegen/LoweringImpl.h"
 #include "compiler/codegen/Vectorize.h"
 
@@ -44,18 +46,6 @@ namespace mlc::lowering {
 namespace {
 
 std::string n2s(int64_t v) { return std::to_string(v); }
-
-/// Blocks for `work` items of `per` items each, at least 1, at most `cap`
-/// (grid-stride loops cover the rest).
-int64_t blocksFor(int64_t work, int64_t per, int64_t cap) {
-  int64_t g = (work + per - 1) / per;
-  return std::max<int64_t>(1, std::min(g, cap));
-}
-
-std::string phase(int64_t grid, int64_t block) {
-  return "  if (phase == @phase(" + n2s(grid) + "," + n2s(block) + ")) {\n";
-}
-std::string scratch(int64_t bytes) { return "  // @scratch(" + n2s(bytes) + ")\n"; }
 
 /// `text` with `extra` put before every line (bodies arrive indented for a
 /// loop at depth 2).
@@ -93,11 +83,6 @@ struct VectorPlan {
   std::vector<bool> vector, read, written;
 };
 
-/// Threads per row-kernel block: enough warps for the row, at most 256.
-int64_t rowBlock(int64_t C) { return C <= 64 ? 64 : C <= 256 ? 128 : 256; }
-/// Blocks for a block-per-row kernel over at most `rows` rows.
-int64_t rowGrid(int64_t rows) { return std::max<int64_t>(1, std::min<int64_t>(rows, 1 << 20)); }
-
 std::string mathName(llvm::StringRef fn, Type el) {
   std::string f = fn.str();
   return el.isF32() ? f + "f" : f;
@@ -124,6 +109,34 @@ std::string elementLoop(const Shape &dims, const std::vector<Shape> &strides,
 }
 
 class CudaTarget final : public KernelTarget {
+  /// The schedule of the kernel being printed, and the phases opened so far.
+  CudaSchedule sched;
+  size_t opened = 0;
+
+  /// The launch of phase `k` of the schedule.
+  const CudaSchedule::Phase &launch(size_t k) const {
+    if (k >= sched.phases.size())
+      llvm::report_fatal_error("a CUDA template opens more phases than its schedule has");
+    return sched.phases[k];
+  }
+  /// The index of the next phase (a template's phases in schedule order).
+  std::string nextPhase() {
+    launch(opened);
+    return n2s(opened++);
+  }
+  /// Opens the next phase: its code runs when the runtime launches it.
+  std::string phase() { return "  if (phase == " + nextPhase() + ") {\n"; }
+
+  /// Column sums as mlc-cuda-launch shaped them in phases k (row chunk x
+  /// column block blocks) and k + 1 (column blocks).
+  struct ColumnChunks {
+    int64_t block, colBlocks, chunks;
+  };
+  ColumnChunks columnChunks(size_t k) const {
+    const CudaSchedule::Phase &a = launch(k), &b = launch(k + 1);
+    return {a.block, b.grid, a.grid / b.grid};
+  }
+
 public:
   using KernelTarget::KernelTarget;
   std::string name() const override { return "cuda"; }
@@ -135,41 +148,27 @@ public:
 
   std::string prelude() override { return cudaKernelPrelude(); }
 
+  void schedule(const CudaSchedule &s) override {
+    sched = s;
+    opened = 0;
+  }
+
   std::string function(const std::string &name, const std::string &kind,
                        const std::string &body, int64_t args) override {
-    std::string text, launches;
-    int64_t scratchBytes = 0, maxBlock = 1;
-    int phases = 0;
-    size_t pos = 0;
-    while (pos < body.size()) {
-      size_t p = body.find("@phase(", pos), s = body.find("// @scratch(", pos);
-      size_t next = std::min(p, s);
-      if (next == std::string::npos) {
-        text += body.substr(pos);
-        break;
-      }
-      text += body.substr(pos, next - pos);
-      size_t close = body.find(')', next);
-      if (next == p) {
-        std::string spec = body.substr(p + 7, close - p - 7);
-        size_t comma = spec.find(',');
-        int64_t grid = std::stoll(spec.substr(0, comma)), block = std::stoll(spec.substr(comma + 1));
-        maxBlock = std::max(maxBlock, block);
-        launches += (phases ? "," : "") + n2s(grid) + "x" + n2s(block);
-        text += n2s(phases++);
-        pos = close + 1;
-      } else {
-        scratchBytes = std::max<int64_t>(scratchBytes, std::stoll(body.substr(s + 12, close - s - 12)));
-        size_t eol = body.find('\n', close);
-        pos = eol == std::string::npos ? body.size() : eol + 1;
-      }
+    if (sched.phases.empty() || opened != sched.phases.size())
+      llvm::report_fatal_error(llvm::Twine("CUDA kernel ") + name + " opens " +
+                               llvm::Twine(opened) + " phases, its schedule has " +
+                               llvm::Twine(sched.phases.size()));
+    std::string launches;
+    int64_t maxBlock = 1;
+    for (const CudaSchedule::Phase &p : sched.phases) {
+      launches += (launches.empty() ? "" : ",") + n2s(p.grid) + "x" + n2s(p.block);
+      maxBlock = std::max(maxBlock, p.block);
     }
-    if (!phases)
-      llvm::report_fatal_error(llvm::Twine("CUDA kernel ") + name + " has no launch");
     return "\n// mlc.kernel " + name + " " + kind + " args=" + n2s(args) + " scratch=" +
-           n2s(scratchBytes) + " launch=" + launches + "\nextern \"C\" __global__ void " +
+           n2s(sched.scratch) + " launch=" + launches + "\nextern \"C\" __global__ void " +
            "__launch_bounds__(" + n2s(maxBlock) + ") " + name +
-           "(char *const *b, const MlcKernelCtx *ctx, int phase) {\n" + text + "}\n";
+           "(char *const *b, const MlcKernelCtx *ctx, int phase) {\n" + body + "}\n";
   }
 
   std::string arguments(const std::vector<KernelArg> &args) override {
@@ -205,8 +204,7 @@ private:
                    const std::vector<bool> &offsetUsed, const std::string &body,
                    const std::string &vectorBody, bool dynamic) {
     std::ostringstream os;
-    const int64_t block = 256;
-    os << phase(blocksFor(product(dims) / vp.lanes, block, 4096), block);
+    os << phase();
     std::string total = "1";
     for (size_t d = 0; d < dims.size(); ++d) {
       os << "    const int64_t n" << d << " = "
@@ -261,10 +259,10 @@ public:
   std::string columnReduction(const Rows &rows, int64_t columns,
                               const std::string &offsets, const std::string &body, int slot,
                               const std::string &type) override {
-    const int64_t C = columns, block = 256, colBlocks = (C + block - 1) / block;
-    const int64_t chunks = blocksFor(rows.count, 16, 64);
+    const int64_t C = columns;
+    const auto [block, colBlocks, chunks] = columnChunks(0);
     std::ostringstream k;
-    k << scratch(chunks * C * 8) << phase(chunks * colBlocks, block)
+    k << phase()
       << "    double *part = (double *)ctx->scratch;\n"
       << "    const int64_t R = " << rows << ", chunk = blockIdx.x / " << colBlocks
       << ", c = (blockIdx.x % " << colBlocks << ") * " << block << " + threadIdx.x;\n"
@@ -277,7 +275,7 @@ public:
       << "      (void)flat;\n"
       << offsets << body << "      }\n"
       << "      part[chunk * " << C << " + c] = sum;\n    }\n  }\n"
-      << phase(colBlocks, block)
+      << phase()
       << "    const double *part = (const double *)ctx->scratch;\n"
       << "    const int64_t c = MLC_TID;\n"
       << "    if (c < " << C << ") {\n      double s = 0;\n"
@@ -294,14 +292,11 @@ public:
   std::string optimizer(mlir::Type el, const std::vector<Segment> &segments,
                         const std::string &setup, const std::string &body) override {
     std::string T = cType(el);
-    int64_t total = 0;
-    for (const Segment &s : segments)
-      total += s.numel;
     std::ostringstream k;
     k << "  " << T << " *P = (" << T << " *)b[0];\n  " << T << " *M = (" << T << " *)b[1];\n  "
       << T << " *V = (" << T << " *)b[2];\n  const " << T << " *G = (const " << T
       << " *)b[3];\n  const double *h = (const double *)b[4];\n"
-      << setup << segmentTable(segments, true) << phase(blocksFor(total, 256 * 4, 4096), 256)
+      << setup << segmentTable(segments, true) << phase()
       << "    for (int s = 0; s < " << segments.size() << "; ++s) {\n"
       << "      const int64_t off = seg[s][0], n = seg[s][1];\n"
       << "      const " << T << " x4 = seg[s][2] ? decayOn : (" << T << ")1;\n"
@@ -318,15 +313,12 @@ public:
   std::string norm(mlir::Type el, const std::vector<Segment> &segments,
                    const std::string &body, const std::string &value) override {
     std::string T = cType(el);
-    int64_t total = 0;
-    for (const Segment &s : segments)
-      total += s.numel;
-    const int64_t blocks = blocksFor(total, 256 * 8, 1024);
+    const int64_t blocks = launch(0).grid;
     std::ostringstream k;
     k << "  double *out = (double *)b[0];\n  const " << T << " *G = (const " << T << " *)b[1];\n"
-      << segmentTable(segments, false) << scratch(blocks * 8)
+      << segmentTable(segments, false)
       << "  __shared__ double red[32];\n"
-      << phase(blocks, 256) << "    double sum = 0;\n"
+      << phase() << "    double sum = 0;\n"
       << "    for (int s = 0; s < " << segments.size() << "; ++s) {\n"
       << "      const " << T << " *gg = G + seg[s][0];\n"
       << "      const int64_t n = seg[s][1];\n"
@@ -404,13 +396,12 @@ public:
   std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity, int64_t E,
                             const std::string &eps) override {
     std::string T = cType(el);
-    const int64_t block = 256, colBlocks = (E + block - 1) / block;
-    const int64_t chunks = blocksFor(capacity, 16, 64);
+    const auto [block, colBlocks, chunks] = columnChunks(1);
     const std::string stats = "((double *)ctx->scratch)",
                       part = "((double *)ctx->scratch + " + n2s(2 * capacity) + ")";
     std::ostringstream b;
     b << arguments({{el, true}, {el, true}, {el, true}, {el, false}, {el, false}, {el, false}})
-      << scratch((2 * capacity + 2 * chunks * E) * 8) << "  __shared__ double red[32];\n"
+      << "  __shared__ double red[32];\n"
       << rowLoop(rows, E) << "      const " << T << " *g = p3 + r * " << E << ", *x = p4 + r * "
       << E << "; " << T << " *dx = p0 + r * " << E << ";\n"
       << rowMeanRstd("x[c]", E, eps)
@@ -425,7 +416,7 @@ public:
       << "      for (int64_t c = threadIdx.x; c < " << E << "; c += blockDim.x) {\n"
       << "        double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * p5[c];\n"
       << "        dx[c] = (" << T << ")(rstd * (dxh - m1 - xh * m2));\n      }\n    }\n  }\n"
-      << phase(chunks * colBlocks, block)
+      << phase()
       << "    const int64_t R = " << rows << ", chunk = blockIdx.x / " << colBlocks
       << ", c = (blockIdx.x % " << colBlocks << ") * " << block << " + threadIdx.x;\n"
       << "    const int64_t per = (R + " << chunks << " - 1) / " << chunks << ";\n"
@@ -437,7 +428,7 @@ public:
       << "[2 * r + 1]; db += gc;\n      }\n"
       << "      " << part << "[chunk * " << E << " + c] = dw;\n"
       << "      " << part << "[(" << chunks << " + chunk) * " << E << " + c] = db;\n    }\n  }\n"
-      << phase(colBlocks, block) << "    const int64_t c = MLC_TID;\n"
+      << phase() << "    const int64_t c = MLC_TID;\n"
       << "    if (c < " << E << ") {\n      double dw = 0, db = 0;\n"
       << "      for (int64_t q = 0; q < " << chunks << "; ++q) { dw += " << part << "[q * " << E
       << " + c]; db += " << part << "[(" << chunks << " + q) * " << E << " + c]; }\n"
@@ -454,7 +445,7 @@ public:
     std::string T = cType(el);
     const int64_t cap = rows.count;
     std::ostringstream b;
-    b << arguments({{el, true}, {el, false}, {lt, false}}) << scratch(2 * cap * 8)
+    b << arguments({{el, true}, {el, false}, {lt, false}})
       << lseShared(el) << "  double *loss = (double *)ctx->scratch, *used = loss + " << cap
       << ";\n"
       << rowLoop(rows, C) << "      const int64_t label = p2[r];\n"
@@ -466,7 +457,7 @@ public:
       << rowLse(el, "x", C)
       << "      if (threadIdx.x == 0) { loss[r] = m + log(s) - x[label]; used[r] = 1; }\n"
       << "    }\n  }\n"
-      << phase(1, 256) << "    const int64_t R = " << rows << ";\n"
+      << phase() << "    const int64_t R = " << rows << ";\n"
       << "    double total = 0, count = 0;\n"
       << "    for (int64_t r = threadIdx.x; r < R; r += blockDim.x) { total += loss[r]; count += "
          "used[r]; }\n"
@@ -558,9 +549,9 @@ public:
            << "      a = " << (max ? "mlc_block_max" : "mlc_block_sum") << "(a, red);\n"
            << "      if (threadIdx.x == 0) p0[r] = (" << T << ")(" << finish << ");\n    }\n  }\n";
     } else if (r.shape == ReductionKernel::Columns) {
-      const int64_t C = r.length, block = 256, colBlocks = (C + block - 1) / block;
-      const int64_t chunks = blocksFor(r.rows.count, 16, 64);
-      body << scratch(chunks * C * 8) << phase(chunks * colBlocks, block)
+      const int64_t C = r.length;
+      const auto [block, colBlocks, chunks] = columnChunks(0);
+      body << phase()
            << "    " << acc << " *part = (" << acc << " *)ctx->scratch;\n"
            << "    const int64_t R = " << r.rows << ", chunk = blockIdx.x / " << colBlocks
            << ", c = (blockIdx.x % " << colBlocks << ") * " << block << " + threadIdx.x;\n"
@@ -569,13 +560,13 @@ public:
            << "      const int64_t r1 = (chunk + 1) * per < R ? (chunk + 1) * per : R;\n"
            << "      for (int64_t r = chunk * per; r < r1; ++r) a += p1[r * " << C << " + c];\n"
            << "      part[chunk * " << C << " + c] = a;\n    }\n  }\n"
-           << phase(colBlocks, block) << "    const " << acc << " *part = (const " << acc
+           << phase() << "    const " << acc << " *part = (const " << acc
            << " *)ctx->scratch;\n    const int64_t c = MLC_TID;\n"
            << "    if (c < " << C << ") {\n      " << acc << " a = 0;\n"
            << "      for (int64_t q = 0; q < " << chunks << "; ++q) a += part[q * " << C
            << " + c];\n      p0[c] = (" << T << ")(" << finish << ");\n    }\n  }\n";
     } else {
-      body << phase(blocksFor(r.outputs, 256, 4096), 256)
+      body << phase()
            << "    for (int64_t r = MLC_TID; r < " << r.outputs << "; r += MLC_STRIDE) {\n"
            << reductionOutput(r, acc, init, combine, finish, T, "      ") << "    }\n  }\n";
     }
@@ -589,7 +580,7 @@ public:
                         int64_t E) override {
     std::ostringstream b;
     b << arguments({{el, true}, {el, false}, {it, false}})
-      << phase(blocksFor(rows.count * E, 256, 4096), 256)
+      << phase()
       << "    const int64_t n = (int64_t)" << rows << " * " << E << ";\n"
       << "    for (int64_t i = MLC_TID; i < n; i += MLC_STRIDE) {\n"
       << "      const int64_t r = i / " << E << ", c = i % " << E << ";\n"
@@ -608,13 +599,14 @@ public:
   /// chunk reads all ids and dy's rows of its tokens.
   std::string embeddingGrad(mlir::Type el, mlir::Type it, const Rows &rows, int64_t V,
                             int64_t E) override {
-    const int64_t block = 256, colBlocks = (E + block - 1) / block;
-    const int64_t chunks = std::min<int64_t>(V, 64), per = (V + chunks - 1) / chunks;
+    // Phase 1's blocks are (vocabulary chunk, column block) pairs.
+    const int64_t block = launch(1).block, colBlocks = (E + block - 1) / block;
+    const int64_t chunks = launch(1).grid / colBlocks, per = (V + chunks - 1) / chunks;
     std::ostringstream b;
     b << arguments({{el, true}, {el, false}, {it, false}})
-      << phase(blocksFor(V * E, 256 * 4, 4096), 256)
+      << phase()
       << "    for (int64_t i = MLC_TID; i < " << V * E << "; i += MLC_STRIDE) p0[i] = 0;\n  }\n"
-      << phase(chunks * colBlocks, block)
+      << phase()
       << "    const int64_t v0 = (blockIdx.x / " << colBlocks << ") * " << per
       << ", c = (blockIdx.x % " << colBlocks << ") * " << block << " + threadIdx.x;\n"
       << "    const int64_t R = " << rows << ";\n"
@@ -629,7 +621,7 @@ public:
   /// p0 = value (fill), the constant table (constant), or zero bytes (zero):
   /// grid-stride stores, one write per element.
   std::string fill(mlir::Type el, int64_t n, const std::string &value) override {
-    return arguments({{el, true}}) + phase(blocksFor(n, 256, 4096), 256) +
+    return arguments({{el, true}}) + phase() +
            "    for (int64_t i = MLC_TID; i < " + n2s(n) + "; i += MLC_STRIDE) p0[i] = " + value +
            ";\n  }\n";
   }
@@ -641,22 +633,23 @@ public:
     for (size_t i = 0; i < values.size(); ++i)
       b << (i ? ", " : "") << values[i];
     b << "};\n"
-      << phase(blocksFor(values.size(), 256, 4096), 256) << "    for (int64_t i = MLC_TID; i < "
+      << phase() << "    for (int64_t i = MLC_TID; i < "
       << values.size() << "; i += MLC_STRIDE) p0[i] = data[i];\n  }\n";
     return b.str();
   }
 
   std::string zero(int64_t bytes) override {
-    return phase(blocksFor(bytes, 256 * 4, 4096), 256) + "    for (int64_t i = MLC_TID; i < " +
+    return phase() + "    for (int64_t i = MLC_TID; i < " +
            n2s(bytes) + "; i += MLC_STRIDE) ((char *)b[0])[i] = 0;\n  }\n";
   }
 
 private:
 
-  /// A phase of one block per row (grid-stride over the rows), opened up to
+  /// A phase of one block per row (grid-stride over the rows; the block's
+  /// threads, chosen for rows of C elements, stride the row), opened up to
   /// the row's body; the caller closes it with "    }\n  }\n".
-  static std::string rowLoop(const Rows &rows, int64_t C) {
-    return phase(rowGrid(rows.count), rowBlock(C)) + "    const int64_t R = " + rows.expr() +
+  std::string rowLoop(const Rows &rows, int64_t /*C*/) {
+    return phase() + "    const int64_t R = " + rows.expr() +
            ";\n    for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {\n";
   }
 
@@ -688,8 +681,8 @@ private:
 
   /// A one-block phase that sums `parts` partials from scratch in order
   /// into s, then runs `finish`.
-  static std::string sumPartials(int64_t parts, const std::string &finish) {
-    return phase(1, 256) + "    double s = 0;\n    for (int64_t q = threadIdx.x; q < " +
+  std::string sumPartials(int64_t parts, const std::string &finish) {
+    return phase() + "    double s = 0;\n    for (int64_t q = threadIdx.x; q < " +
            n2s(parts) + "; q += blockDim.x) s += ((const double *)ctx->scratch)[q];\n" +
            "    s = mlc_block_sum(s, red);\n    if (threadIdx.x == 0) " + finish + "\n  }\n";
   }
@@ -705,7 +698,6 @@ private:
                                    const Rows &rows, int64_t C, int64_t ignore,
                                    const std::string &scale, bool withLoss) {
     std::string T = cType(el), TG = cType(grad);
-    const int64_t cap = rows.count;
     const int d = withLoss ? 1 : 0, x = d + 1, l = d + 2;
     std::vector<KernelArg> slots;
     if (withLoss)
@@ -715,9 +707,9 @@ private:
       slots.push_back({el, false});
     std::string pd = "p" + n2s(d), px = "p" + n2s(x), pl = "p" + n2s(l);
     std::ostringstream b;
-    b << arguments(slots) << scratch((1 + cap) * 8) << lseShared(el)
+    b << arguments(slots) << lseShared(el)
       << "  double *count = (double *)ctx->scratch, *loss = count + 1;\n"
-      << phase(1, 256) << "    const int64_t R = " << rows << ";\n    double n = 0;\n"
+      << phase() << "    const int64_t R = " << rows << ";\n    double n = 0;\n"
       << "    for (int64_t r = threadIdx.x; r < R; r += blockDim.x) n += " << pl << "[r] != "
       << ignore << ";\n"
       << "    n = mlc_block_sum(n, reds);\n    if (threadIdx.x == 0) count[0] = n;\n  }\n"
@@ -741,7 +733,7 @@ private:
       b << "      if (threadIdx.x == 0) loss[r] = m + log(s) - xl;\n";
     b << "    }\n  }\n";
     if (withLoss)
-      b << phase(1, 256) << "    const int64_t R = " << rows << ";\n    double total = 0;\n"
+      b << phase() << "    const int64_t R = " << rows << ";\n    double total = 0;\n"
         << "    for (int64_t r = threadIdx.x; r < R; r += blockDim.x) total += loss[r];\n"
         << "    total = mlc_block_sum(total, reds);\n"
         << "    if (threadIdx.x == 0) p0[0] = (" << T
@@ -758,31 +750,16 @@ private:
 /// The call's template arguments are what must be known at compile time
 /// (element type, head dimensions, tile sizes, variant flags); the sizes
 /// and strides travel as an MlcAttention literal. Here only the launch is
-/// decided: the rows per block, the key tile, and the phases.
+/// decided: mlc-cuda-launch chose the blocks (a block of query rows per
+/// sequence and head), the key tile and the phases.
 std::string CudaTarget::attention(const AttentionKernel &a) {
   const mlir::Type el = a.element;
-  const bool tensorCores = a.bf16Products && el.isF32() && a.headDim % 16 == 0 &&
-                           a.headDim <= 256 && a.valueDim <= 256 &&
-                           a.valueDim % (a.backward ? 16 : 8) == 0;
+  const bool tensorCores = attentionOnTensorCores(a);
   const std::string T = cType(el);
-  const int64_t D = a.headDim, Dv = a.valueDim, bytes = dtypeBytes(el);
-  // Rows per block and key rows per shared tile. Tensor cores: 64 query
-  // rows on 4 warps, key tiles of 32 (the template's MLC_ATTN_TC_*). A
-  // thread per row: as many threads as rows, and tiles within 40 KB of
-  // shared memory, the backward pass also keeping the block's own rows
-  // there (padded against bank conflicts).
-  int64_t rowsPer = 64, tile = 32, threads = 128;
-  if (!tensorCores) {
-    const int64_t own = a.backward ? D + Dv + 2 : 0;
-    while (rowsPer > 16 && rowsPer * own * bytes + tile * (D + Dv) * bytes > 40 * 1024)
-      rowsPer /= 2;
-    while (tile > 4 && rowsPer * own * bytes + tile * (D + Dv) * bytes > 40 * 1024)
-      tile /= 2;
-    threads = rowsPer;
-  }
-  const int64_t maxLen = a.varlen ? a.tokenCapacity : std::max(a.seqQ, a.seqK);
-  const int64_t qTiles = (maxLen + rowsPer - 1) / rowsPer;
-  const int64_t grid = a.batch * a.heads * qTiles;
+  const int64_t D = a.headDim, Dv = a.valueDim;
+  // A thread per query row off tensor cores: the block's threads are its rows.
+  const int64_t rowsPer = launch(0).block, tile = sched.tile;
+  const int64_t qTiles = launch(0).grid / std::max<int64_t>(1, a.batch * a.heads);
 
   std::ostringstream b;
   b << arguments(a.args) << attentionSizes(a, qTiles) << attentionBuffers(a);
@@ -793,15 +770,12 @@ std::string CudaTarget::attention(const AttentionKernel &a) {
                            (a.backward ? "backward<" : "forward<") + sizes + ", " +
                            attentionFlags(a) + ">(s, x, ctx";
   if (!a.backward) {
-    b << "  // phase @phase(" << grid << "," << threads << "): O\n  " << call << ");\n";
+    b << "  // phase " << nextPhase() << ": O\n  " << call << ");\n";
     return b.str();
   }
-  // Scratch: (m, l, D_i) per query row, f64.
-  const int64_t statRows = a.varlen ? a.heads * a.tokenCapacity : a.batch * a.heads * a.seqQ;
-  b << "// @scratch(" << statRows * 3 * 8 << ")\n  // phase @phase(" << grid << "," << threads
-    << "): the row statistics\n  // phase @phase(" << grid << "," << threads
-    << "): dK, dV\n  // phase @phase(" << grid << "," << threads << "): dQ\n  " << call
-    << ", phase);\n";
+  // Scratch (cuda.scratch): (m, l, D_i) per query row, f64.
+  b << "  // phase " << nextPhase() << ": the row statistics\n  // phase " << nextPhase()
+    << ": dK, dV\n  // phase " << nextPhase() << ": dQ\n  " << call << ", phase);\n";
   return b.str();
 }
 

@@ -39,7 +39,7 @@ llvm::Error FunctionLowering::addBodyStep(const Shape &shape, const std::vector<
     more(params);
   auto kernel = b.create<plan::KernelOp>(
       fn.getLoc(), b.getStringAttr("k"), plan::KernelTemplateAttr::get(context, kind),
-      StringAttr(), b.getI64IntegerAttr(bufs.size()), params.get(), StringAttr(), StringAttr());
+      StringAttr(), b.getI64IntegerAttr(bufs.size()), params.get());
   b.setInsertionPointToStart(&kernel.getBody().emplaceBlock());
   if (auto err = build(b, strides)) {
     kernel->erase();

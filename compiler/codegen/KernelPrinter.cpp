@@ -7,8 +7,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/codegen/KernelPrinter.h"
+#include "compiler/codegen/CudaSchedule.h"
 #include "compiler/codegen/KernelParams.h"
 #include "compiler/codegen/LoweringImpl.h"
+#include "dialects/plan/PlanTemplates.h"
 
 #include <functional>
 
@@ -415,6 +417,9 @@ llvm::Expected<std::string> printNests(bool iota, Type el, DictionaryAttr params
 
 llvm::Expected<std::string> printTemplateBody(llvm::StringRef t, DictionaryAttr params,
                                               llvm::StringRef name, KernelTarget &target) {
+  if (!plan::templateSchema(t)) // the plan's one list of templates
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "kernel @" + name + ": unknown template '" + t + "'");
   ParamsReader r(params, name);
   std::string body;
   Type el = r.type("element");
@@ -473,22 +478,23 @@ llvm::Expected<std::string> printTemplateBody(llvm::StringRef t, DictionaryAttr 
     body = target.attention(a);
   } else {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "kernel @" + name + ": unknown template '" + t + "'");
+                                   "kernel @" + name + ": template '" + t +
+                                       "' has no " + target.name() + " printer");
   }
   if (auto err = r.error())
     return std::move(err);
   return body;
 }
 
-bool printable(plan::KernelOp k, const KernelTarget &target) {
-  if (k.getTemplateName() || !k.getBody().empty())
-    return true;
-  return target.name() == "cuda" ? k.getCuda() && !k.getCuda()->empty()
-                                 : k.getSource() && !k.getSource()->empty();
-}
-
 llvm::Expected<std::string> printKernel(plan::KernelOp k, KernelTarget &target) {
   std::string name = k.getSymName().str();
+  if (target.name() == "cuda") {
+    std::optional<CudaSchedule> s = readCudaSchedule(k);
+    if (!s)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "kernel @" + name + ": no CUDA schedule (run mlc-cuda-launch)");
+    target.schedule(*s);
+  }
   std::string body;
   if (!k.getBody().empty()) {
     auto printed = printBody(k, target);
@@ -500,11 +506,9 @@ llvm::Expected<std::string> printKernel(plan::KernelOp k, KernelTarget &target) 
     if (!printed)
       return printed.takeError();
     body = std::move(*printed);
-  } else if (!printable(k, target)) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "kernel @" + name + " has no " + target.name() + " text");
   } else {
-    body = (target.name() == "cuda" ? *k.getCuda() : *k.getSource()).str();
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "kernel @" + name + " is neither a template nor a body");
   }
   return target.function(name, plan::stringifyKernelTemplate(k.getKind()).str(), body,
                          k.getNumArgs());

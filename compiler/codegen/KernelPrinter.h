@@ -3,8 +3,8 @@
 // Kernels stay in the plan as IR (a template and its parameters,
 // KernelParams.h) until the package is written; then each one becomes a
 // function of kernels.cpp or kernels.cu here, through the target's method of
-// its template. Kernels the lowering still writes as text (pointwise bodies,
-// fusions, the optimizer) carry that text per target (`source`, `cuda`).
+// its template, or from its body (pointwise nests, fusions, the optimizer).
+// The CUDA target prints from the schedule mlc-cuda-launch recorded.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,10 +26,6 @@ llvm::Expected<std::string> printTemplateBody(llvm::StringRef templateName,
 
 /// The kernel as one function of the target's source file.
 llvm::Expected<std::string> printKernel(plan::KernelOp kernel, KernelTarget &target);
-
-/// Whether `target` can print the kernel (a text kernel without that
-/// target's text cannot).
-bool printable(plan::KernelOp kernel, const KernelTarget &target);
 
 } // namespace mlc::lowering
 

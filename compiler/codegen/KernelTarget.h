@@ -147,6 +147,18 @@ struct ReductionKernel {
   Shape keptDims, keptStrides, reducedDims, reducedStrides;
 };
 
+/// How the CUDA target runs one kernel, decided by mlc-cuda-launch on the
+/// kernel's IR (its `cuda.launch`, `cuda.scratch` and `cuda.tile`): a grid
+/// and block per phase in phase order, the scratch bytes the phases share,
+/// and attention's key rows per shared-memory tile (0 elsewhere).
+struct CudaSchedule {
+  struct Phase {
+    int64_t grid = 1, block = 1;
+  };
+  std::vector<Phase> phases;
+  int64_t scratch = 0, tile = 0;
+};
+
 class KernelTarget {
 public:
   /// `tokenCapacity`: the module's most tokens per batch (the static extent
@@ -173,6 +185,9 @@ public:
   /// profiles.
   virtual std::string function(const std::string &name, const std::string &kind,
                                const std::string &body, int64_t args) = 0;
+  /// The schedule of the kernel printed next (the CUDA target's; others
+  /// ignore it).
+  virtual void schedule(const CudaSchedule &) {}
 
   /// Binds the typed arguments p0..pN.
   virtual std::string arguments(const std::vector<KernelArg> &args) = 0;

@@ -608,7 +608,7 @@ llvm::Error lowerToPlan(ModuleOp module) {
     b.create<plan::KernelOp>(loc, b.getStringAttr(k.name),
                              plan::KernelTemplateAttr::get(b.getContext(), k.kind),
                              b.getStringAttr(k.templateName), b.getI64IntegerAttr(k.numArgs),
-                             k.params, StringAttr(), StringAttr());
+                             k.params);
   }
   for (auto &f : lowered)
     f->emitPlan(b);

@@ -48,6 +48,7 @@ void buildLoweringPipeline(OpPassManager &pm, const LoweringPipelineOptions &opt
   pm.addPass(createMlcPlanMemory());
   // The targets' decisions on the kernels' IR.
   pm.addPass(createMlcCudaVectorize());
+  pm.addPass(createMlcCudaLaunch());
 }
 
 void registerCodegenPasses() {
@@ -55,7 +56,8 @@ void registerCodegenPasses() {
   PassPipelineRegistration<LoweringPipelineOptions>(
       "mlc-lowering-pipeline",
       "The lowering of `mlc compile`: mlc-lower-to-plan, mlc-bucket-gradients (data "
-      "parallelism or bucket-wise clipping), mlc-plan-memory, mlc-cuda-vectorize",
+      "parallelism or bucket-wise clipping), mlc-plan-memory, mlc-cuda-vectorize, "
+      "mlc-cuda-launch",
       buildLoweringPipeline);
 }
 

@@ -2,7 +2,9 @@
 //
 // `mlc-lower-to-plan` (the lowering of Lowering.h as a pass) and the
 // lowering pipeline of `mlc compile`: lower-to-plan, then, for data
-// parallelism, mlc-bucket-gradients, then mlc-plan-memory. After the graph
+// parallelism, mlc-bucket-gradients, then mlc-plan-memory, then the CUDA
+// target's decisions on the kernels (mlc-cuda-vectorize, mlc-cuda-launch;
+// the CPU target ignores them, plan.txt holds none). After the graph
 // pipeline (passes/Pipelines.h),
 //
 //   mlc-opt --mlc-graph-pipeline --mlc-lowering-pipeline
@@ -44,7 +46,8 @@ struct LoweringPipelineOptions : mlir::PassPipelineOptions<LoweringPipelineOptio
 };
 
 /// The graph functions to the plan: lowered, bucketed for data parallelism
-/// (ranks > 1 or clip=bucket), their arenas placed.
+/// (ranks > 1 or clip=bucket), their arenas placed, the CUDA target's
+/// vectors and launches decided.
 void buildLoweringPipeline(mlir::OpPassManager &pm, const LoweringPipelineOptions &options);
 
 /// Registers mlc-lower-to-plan and `mlc-lowering-pipeline` for mlc-opt.

@@ -58,6 +58,33 @@ def MlcCudaVectorize : Pass<"mlc-cuda-vectorize", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlc::plan::PlanDialect"];
 }
 
+def MlcCudaLaunch : Pass<"mlc-cuda-launch", "mlir::ModuleOp"> {
+  let summary = "Decides each kernel's CUDA phases (grid, block) and scratch bytes";
+  let description = [{
+    On every `plan.kernel` without a schedule: from its template and params
+    (a body: its nest, or its flat-buffer segments, and the `vector_lanes`
+    of mlc-cuda-vectorize, which runs first), the CUDA target's launch of
+    each phase in order and the scratch bytes the phases share, recorded as
+    `cuda.launch` (a `[grid, block]` array per phase), `cuda.scratch` and,
+    for attention, `cuda.tile` (key rows per shared-memory tile).
+    CudaLaunch.cpp states the rules. The CUDA printer writes `if (phase ==
+    K)` and the kernel's `// mlc.kernel ... launch=GxB,...` line from them;
+    the CPU target ignores them. A kernel that carries a schedule is left
+    as it is.
+
+    ```mlir
+    // before
+    plan.kernel @k0 rows "softmax" args(2)
+        params {columns = 64 : i64, element = f32, rows = 32 : i64}
+    // after
+    plan.kernel @k0 rows "softmax" args(2)
+        params {columns = 64 : i64, element = f32, rows = 32 : i64}
+        attributes {cuda.launch = [array<i64: 32, 64>], cuda.scratch = 0 : i64}
+    ```
+  }];
+  let dependentDialects = ["::mlc::plan::PlanDialect"];
+}
+
 def MlcPrintKernels : Pass<"mlc-print-kernels", "mlir::ModuleOp"> {
   let summary = "Prints every plan.kernel as the target writes it (kernels.cpp / kernels.cu)";
   let description = [{

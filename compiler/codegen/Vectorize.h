@@ -1,8 +1,7 @@
 //===- Vectorize.h - which accesses of a pointwise nest move as vectors -*- C++ -*-===//
 //
 // The CUDA target's rule, decided on the structure of a nest (the
-// mlc-cuda-vectorize pass on a kernel's IR; the text kernels' path in
-// CudaTarget.cpp until they are IR too): an access is a vector when the
+// mlc-cuda-vectorize pass on a kernel's IR): an access is a vector when the
 // kernel touches it, its element is 1, 2, 4 or 8 bytes, it is contiguous
 // along the innermost dimension, and its offset and outer strides keep
 // every vector aligned (given an aligned pointer). Lanes: 16 bytes of the

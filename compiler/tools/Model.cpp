@@ -137,6 +137,9 @@ Expected<Graph> buildGraph(mlir::MLIRContext &ctx, int64_t layers) {
     std::string loss = lossSpec == "auto" || lossSpec == "loss" ? "" : ", loss " + lossSpec;
     g.description = {"onnx", file + ": " + imported->summary + loss, manifestOptions(),
                      std::move(imported->weights)};
+    g.description.aliases = std::move(imported->aliases);
+    if (!imported->aliasNote.empty())
+      errs() << "mlc: " << file << ": note: " << imported->aliasNote << "\n";
     return std::move(g);
   }
   if (lossSpec.getNumOccurrences() || labelsName.getNumOccurrences() ||

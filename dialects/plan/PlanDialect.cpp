@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/plan/PlanDialect.h"
+#include "dialects/plan/PlanTemplates.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -125,32 +126,76 @@ LogicalResult InputOp::verify() {
   return success();
 }
 
+/// The CUDA schedule's form (mlc-cuda-launch): a non-empty array of
+/// [grid, block] pairs, grid >= 1 and 1 <= block <= 1024 (CUDA's most
+/// threads a block); scratch >= 0 and tile >= 1 where present.
+static LogicalResult verifyCudaSchedule(KernelOp k) {
+  Attribute launch = k->getAttr(kCudaLaunch);
+  if (!launch) {
+    if (k->hasAttr(kCudaScratch) || k->hasAttr(kCudaTile))
+      return k.emitOpError("has a CUDA scratch or tile but no cuda.launch");
+    return success();
+  }
+  auto phases = dyn_cast<ArrayAttr>(launch);
+  if (!phases || phases.empty())
+    return k.emitOpError("cuda.launch must be a non-empty array of [grid, block] phases");
+  for (auto [i, a] : llvm::enumerate(phases)) {
+    auto gb = dyn_cast<DenseI64ArrayAttr>(a);
+    if (!gb || gb.size() != 2)
+      return k.emitOpError("cuda.launch phase ") << i << " is not array<i64: grid, block>";
+    if (gb[0] < 1 || gb[1] < 1 || gb[1] > 1024)
+      return k.emitOpError("cuda.launch phase ")
+             << i << " launches " << gb[0] << " blocks of " << gb[1]
+             << " threads (grid >= 1, 1 <= block <= 1024)";
+  }
+  auto scratch = k->getAttr(kCudaScratch);
+  if (scratch && (!isa<IntegerAttr>(scratch) || cast<IntegerAttr>(scratch).getInt() < 0))
+    return k.emitOpError("cuda.scratch must be a non-negative i64 (bytes)");
+  auto tile = k->getAttr(kCudaTile);
+  if (tile && (!isa<IntegerAttr>(tile) || cast<IntegerAttr>(tile).getInt() < 1))
+    return k.emitOpError("cuda.tile must be a positive i64 (key rows)");
+  return success();
+}
+
+/// A template kernel's params against its template's schema (PlanTemplates.h).
+static LogicalResult verifyTemplateParams(KernelOp k) {
+  llvm::StringRef name = *k.getTemplateName();
+  const TemplateSchema *schema = templateSchema(name);
+  if (!schema)
+    return k.emitOpError("@") << k.getSymName() << ": unknown template '" << name << "'";
+  DictionaryAttr params = k.getParamsAttr();
+  for (const TemplateParam &p : schema->params) {
+    Attribute value = params.get(p.name);
+    if (!value && p.required)
+      return k.emitOpError("@") << k.getSymName() << " (template '" << name
+                                << "'): parameter '" << p.name << "' is missing";
+    if (value && !isParamKind(value, p.kind))
+      return k.emitOpError("@") << k.getSymName() << " (template '" << name
+                                << "'): parameter '" << p.name << "' must be "
+                                << paramKindName(p.kind) << ", got " << value;
+  }
+  return success();
+}
+
 LogicalResult KernelOp::verify() {
   if (getNumArgs() < 1)
     return emitOpError("a kernel takes at least one buffer");
+  if (failed(verifyCudaSchedule(*this)))
+    return failure();
   if (!getBody().empty()) {
-    if (getTemplateName() || getSource() || getCuda())
-      return emitOpError("a kernel with a body has no template and no text");
+    if (getTemplateName())
+      return emitOpError("a kernel with a body has no template");
     if (!getParamsAttr() || !getParamsAttr().getAs<DenseI64ArrayAttr>("dims"))
       return emitOpError("a kernel with a body needs its iteration space (params.dims)");
     return success();
   }
-  if (getTemplateName()) {
-    if (getTemplateName()->empty())
-      return emitOpError("a template kernel needs its template's name");
-    if (!getParams())
-      return emitOpError("template kernel '") << *getTemplateName() << "' has no params";
-    if (getSource() || getCuda())
-      return emitOpError("a template kernel carries no text (its targets print it)");
-    return success();
-  }
-  if (!getSource() || getSource()->empty())
-    return emitOpError("kernel has no source");
-  if (getParams())
-    return emitOpError("params belong to a template kernel");
-  if (getCuda() && getCuda()->find("@phase(") == llvm::StringRef::npos)
-    return emitOpError("CUDA text has no launch (an @phase(grid,block) mark)");
-  return success();
+  if (!getTemplateName())
+    return emitOpError("a kernel is a template (its name and params) or a body");
+  if (getTemplateName()->empty())
+    return emitOpError("a template kernel needs its template's name");
+  if (!getParams())
+    return emitOpError("template kernel '") << *getTemplateName() << "' has no params";
+  return verifyTemplateParams(*this);
 }
 
 /// A body's accesses: in range, one offset and strides per argument (an

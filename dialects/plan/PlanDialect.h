@@ -20,6 +20,14 @@
 
 namespace mlc::plan {
 
+/// A kernel's CUDA schedule (mlc-cuda-launch): `cuda.launch` a [grid,
+/// block] array<i64> per phase, `cuda.scratch` the scratch bytes (i64),
+/// `cuda.tile` attention's key rows per shared tile (i64). KernelOp's
+/// verifier checks their form.
+inline constexpr llvm::StringLiteral kCudaLaunch = "cuda.launch";
+inline constexpr llvm::StringLiteral kCudaScratch = "cuda.scratch";
+inline constexpr llvm::StringLiteral kCudaTile = "cuda.tile";
+
 /// Bytes of a plan buffer (elements x element size; i1 is one byte).
 int64_t bufferBytes(mlir::Value buffer);
 /// Bytes of one element of `type` as the runtime stores it.

@@ -118,7 +118,7 @@ def Plan_ScalarsOp : Plan_Op<"scalars"> {
 }
 
 def Plan_KernelOp : Plan_Op<"kernel", [Symbol, IsolatedFromAbove, NoTerminator]> {
-  let summary = "a generated kernel: its template and parameters, or its text";
+  let summary = "a generated kernel: its template and parameters, or its body";
   let description = [{
     A kernel of `num_args` buffers (outputs first). A template kernel names
     its template (`softmax`, `layer_norm`, `cross_entropy`, `embedding`,
@@ -158,24 +158,26 @@ def Plan_KernelOp : Plan_Op<"kernel", [Symbol, IsolatedFromAbove, NoTerminator]>
     `plan.accumulate`), a LayerNorm fused with its prologue (`rows`:
     `plan.normalize`) and the optimizer's update and the gradient norm over
     flat-buffer segments (`params.segments`; `plan.scalar`,
-    `plan.decay_factor`). A kernel may also be given as text (hand-written,
-    as in tests) per target: `source` the C++ body (typed
-    pointers `p0..pN` bound from `b[]`, the run's context `ctx`), `cuda`
-    the CUDA C body (its phases, CudaPrelude.h).
+    `plan.decay_factor`). No kernel is text: every target prints each one
+    from its template and params or its body.
+
+    A target's scheduling pass records how it runs the kernel as
+    discardable attributes (mlc-cuda-launch: `cuda.launch`, a `[grid,
+    block]` array per phase, `cuda.scratch` bytes, attention's
+    `cuda.tile`); the verifier checks their form.
 
     ```mlir
-    plan.kernel @k0 pointwise args(2) source "  float *p0 = ...;\n..."
-        cuda "  float *p0 = ...;\n  if (phase == @phase(1,256)) {..."
+    plan.kernel @k3 rows "softmax" args(2) params {columns = 64 : i64, ...}
+        attributes {cuda.launch = [array<i64: 32, 64>], cuda.scratch = 0 : i64}
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, Plan_KernelTemplate:$kind,
                        OptionalAttr<StrAttr>:$template_name, Plan_I64Attr:$num_args,
-                       OptionalAttr<DictionaryAttr>:$params, OptionalAttr<StrAttr>:$source,
-                       OptionalAttr<StrAttr>:$cuda);
+                       OptionalAttr<DictionaryAttr>:$params);
   let regions = (region AnyRegion:$body);
   let assemblyFormat = [{
     $sym_name $kind ($template_name^)? `args` `(` $num_args `)` (`params` $params^)?
-    (`source` $source^)? (`cuda` $cuda^)? attr-dict-with-keyword ($body^)?
+    attr-dict-with-keyword ($body^)?
   }];
   let hasVerifier = 1;
   let hasRegionVerifier = 1;

@@ -1,6 +1,7 @@
 //===- OnnxExport.cpp - trained weights back into an ONNX model ------------===//
 
 #include "frontend/onnx/OnnxExport.h"
+#include "frontend/onnx/OnnxAliases.h"
 
 #include "runtime/core/Error.h"
 
@@ -97,9 +98,21 @@ replaceOnnxInitializers(llvm::StringRef bytes, const std::string &modelName,
         initializers.count(n.input(0)))
       identities.emplace(n.output(0), i);
   }
+  // A tied parameter's other names (OnnxAliases.h), as --save writes them:
+  // the initializer's own name wins where both are given.
+  std::map<std::string, std::string> aliasOf; // alias -> initializer
+  for (auto &[init, names] : onnxParameterAliases(model).byInitializer)
+    for (const std::string &alias : names)
+      aliasOf.emplace(alias, init);
   std::vector<std::pair<int, const rt::HostTensor *>> inPlace;
   std::vector<std::pair<int, const rt::HostTensor *>> untied; // node index, weight
-  for (const auto &[name, w] : weights) {
+  for (const auto &[given, w] : weights) {
+    std::string name = given;
+    if (auto a = aliasOf.find(name); a != aliasOf.end() && !initializers.count(name)) {
+      if (weights.count(a->second))
+        continue;
+      name = a->second;
+    }
     if (auto it = initializers.find(name); it != initializers.end()) {
       if (auto err = checkFits(name, w, graph.initializer(it->second), modelName, weightsName))
         return std::move(err);

@@ -9,6 +9,7 @@
 
 #include "contract/StepFunctions.h"
 #include "dialects/mlc/MlcLosses.h"
+#include "frontend/onnx/OnnxAliases.h"
 #include "frontend/onnx/OnnxNode.h"
 
 #include "mlir/IR/Verifier.h"
@@ -556,7 +557,7 @@ namespace {
 const llvm::StringMap<std::vector<OpSchema>> &opTable() {
   static const llvm::StringMap<std::vector<OpSchema>> table = [] {
     llvm::StringMap<std::vector<OpSchema>> t;
-    for (auto schemas : {tensorOpSchemas(), shapeOpSchemas(), nnOpSchemas()})
+    for (auto schemas : {tensorOpSchemas(), shapeOpSchemas(), nnOpSchemas(), rotaryOpSchemas()})
       for (const OpSchema &s : schemas)
         t[s.opType].push_back(s);
     return t;
@@ -758,6 +759,10 @@ llvm::Error Importer::finish(const onnx::GraphProto &g) {
 }
 
 llvm::Error Importer::declareInitializers(const onnx::GraphProto &g) {
+  // A float initializer of rank >= 1 is a parameter, unless torch.export's
+  // graph signature calls it a buffer (inv_freq of rotary embeddings):
+  // buffers are constants, folded into what reads them and never trained.
+  std::map<std::string, std::string> kinds = exportedInputKinds(g);
   for (const auto &t : g.initializer()) {
     if (t.name().empty())
       return error("an initializer has no name");
@@ -766,7 +771,9 @@ llvm::Error Importer::declareInitializers(const onnx::GraphProto &g) {
       return c.takeError();
     if (values.count(t.name()) || paramInits.count(t.name()))
       return error("initializer '" + t.name() + "' is defined twice");
-    if (c->kind == Kind::Float && !c->shape.empty() && c->numel() > 0) {
+    auto kind = kinds.find(t.name());
+    bool buffer = kind != kinds.end() && kind->second == "BUFFER";
+    if (c->kind == Kind::Float && !c->shape.empty() && c->numel() > 0 && !buffer) {
       parameterCount += c->numel();
       paramNames.insert(t.name());
       weights.push_back({t.name(), weightTensor(*c)});
@@ -822,6 +829,15 @@ llvm::Expected<ImportedModel> Importer::run(const onnx::ModelProto &model) {
     if (auto p = func.getArgAttrOfType<StringAttr>(i, "mlc.param"))
       used.insert(p.getValue().str());
   llvm::erase_if(weights, [&](auto &w) { return !used.count(w.first); });
+  OnnxAliases aliases = onnxParameterAliases(model);
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (auto p = func.getArgAttrOfType<StringAttr>(i, "mlc.param"))
+      if (auto it = aliases.byInitializer.find(p.getValue().str());
+          it != aliases.byInitializer.end())
+        func.setArgAttr(i, "mlc.aliases",
+                        b.getStrArrayAttr(llvm::to_vector_of<StringRef>(it->second)));
+  for (auto it = aliases.byInitializer.begin(); it != aliases.byInitializer.end();)
+    it = used.count(it->first) ? std::next(it) : aliases.byInitializer.erase(it);
   if (failed(verify(*module)))
     return error("internal error: the imported graph does not verify");
 
@@ -830,6 +846,8 @@ llvm::Expected<ImportedModel> Importer::run(const onnx::ModelProto &model) {
   m.weights = std::move(weights);
   m.seqLenCappedBy = seqLenCappedBy;
   m.seqLenCappedTo = seqLenCappedTo;
+  m.aliases = std::move(aliases.byInitializer);
+  m.aliasNote = std::move(aliases.note);
   std::string dims;
   for (auto &[name, size] : dimSizes)
     dims += (dims.empty() ? "" : ", ") + name + "=" + std::to_string(size);

@@ -20,6 +20,9 @@
 //   opset select (OnnxNode.h); single-op Gelu, LayerNormalization and
 //   Attention become mlc.gelu / mlc.layer_norm / mlc.attention, decomposed
 //   ones stay decomposed here and are recognized by `mlc-recognize`.
+// - a parameter torch.export knew under more names (a tied embedding) keeps
+//   its initializer's name and lists the others as `mlc.aliases`
+//   (OnnxAliases.h): `mlc train --save` writes each with the same values.
 //
 // Every error names the file and, for a node, its name, op type and opset.
 //
@@ -77,6 +80,11 @@ struct ImportedModel {
   /// name and the sequence length used (its rows).
   std::string seqLenCappedBy;
   int64_t seqLenCappedTo = 0;
+  /// Parameter -> its other names (tied weights the export keeps once;
+  /// OnnxAliases.h), also on @forward's argument as `mlc.aliases`; and why
+  /// a parameter the graph signature names got no alias ("" if none).
+  std::map<std::string, std::vector<std::string>> aliases;
+  std::string aliasNote;
 };
 
 /// Imports the model in `path`.

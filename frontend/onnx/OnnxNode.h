@@ -306,10 +306,17 @@ struct OpSchema {
   Handler handler;
 };
 
-/// The handlers of OnnxOps.cpp, OnnxShapeOps.cpp and OnnxNnOps.cpp.
+/// The handlers of OnnxOps.cpp, OnnxShapeOps.cpp, OnnxNnOps.cpp and
+/// OnnxRotaryOps.cpp.
 llvm::ArrayRef<OpSchema> tensorOpSchemas();
 llvm::ArrayRef<OpSchema> shapeOpSchemas();
 llvm::ArrayRef<OpSchema> nnOpSchemas();
+llvm::ArrayRef<OpSchema> rotaryOpSchemas();
+
+/// What torch.export's graph signature says of each initializer, by name:
+/// "PARAMETER", "BUFFER", "CONSTANT_TENSOR", ... (OnnxSignature.cpp). Empty
+/// when the file carries no signature.
+std::map<std::string, std::string> exportedInputKinds(const onnx::GraphProto &g);
 
 /// The opsets of the default domain the importer reads.
 constexpr int kMinOpset = 14, kMaxOpset = 23;

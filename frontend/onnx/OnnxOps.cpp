@@ -208,11 +208,25 @@ llvm::Error evalUnary(Node &nd) {
       v = std::floor(v);
     else if (op == "Ceil")
       v = std::ceil(v);
+    else if (op == "Sin")
+      v = std::sin(v);
+    else if (op == "Cos")
+      v = std::cos(v);
+    else if (op == "Sigmoid")
+      v = 1 / (1 + std::exp(-v));
   }
+  // Rotary tables (cos and sin of positions x inverse frequencies) are
+  // rounded to the model's float type, as torch computes them.
+  if ((op == "Sin" || op == "Cos") && nd.im.options.dtype == "f32")
+    for (double &v : r.f)
+      v = double(float(v));
   return nd.result(std::move(r));
 }
 
-/// Sqrt, Neg, Erf, Tanh, Exp, Log, Reciprocal, Abs, Floor, Ceil, Not.
+/// Sqrt, Neg, Erf, Tanh, Exp, Log, Reciprocal, Abs, Floor, Ceil, Not,
+/// Sigmoid; Sin and Cos (evaluated only: mlc has no trigonometric kernel, and
+/// the exporters' Sin/Cos are the rotary tables, computed from a buffer and
+/// positions that are constants once the shapes are fixed).
 llvm::Error unary(Node &nd) {
   const std::string &op = nd.op();
   if (auto err = nd.need(1))
@@ -228,8 +242,10 @@ llvm::Error unary(Node &nd) {
   }
   if (op == "Neg" && nd.kind(0) == Kind::Int)
     return nd.result(nd.b.create<NegOp>(nd.loc, x));
-  if (op == "Floor" || op == "Ceil")
-    return nd.error("is only supported on inputs the importer can evaluate");
+  if (op == "Floor" || op == "Ceil" || op == "Sin" || op == "Cos")
+    return nd.error("is only supported on inputs the importer can evaluate (constants and "
+                    "shapes: rotary tables of a buffer such as inv_freq and positions), not on "
+                    "a value computed from the model's inputs or parameters");
   if (auto err = nd.floatOperands(1))
     return err;
   if (op == "Abs") {
@@ -249,6 +265,15 @@ llvm::Error unary(Node &nd) {
     return nd.result(nd.b.create<LogOp>(nd.loc, x));
   if (op == "Neg")
     return nd.result(nd.b.create<NegOp>(nd.loc, x));
+  if (op == "Sigmoid") {
+    // sigmoid(x) = (1 + tanh(x/2)) / 2: no overflow at either end, in value
+    // or gradient (1 / (1 + exp(-x)) has exp(-x) = inf below x ~ -88 and
+    // its gradient inf/inf). SiLU x * sigmoid(x) stays a pointwise chain.
+    Value half = nd.im.scalar(0.5);
+    Value t = nd.b.create<TanhOp>(nd.loc, nd.b.create<MulOp>(nd.loc, x, half));
+    return nd.result(
+        nd.b.create<MulOp>(nd.loc, nd.b.create<AddOp>(nd.loc, t, nd.im.scalar(1.0)), half));
+  }
   return nd.result(nd.b.create<DivOp>(nd.loc, nd.im.scalar(1.0), x));
 }
 
@@ -500,6 +525,9 @@ const OpSchema kSchemas[] = {
     {"Floor", kMinOpset, kAll, unary},
     {"Ceil", kMinOpset, kAll, unary},
     {"Not", kMinOpset, kAll, unary},
+    {"Sigmoid", kMinOpset, kAll, unary},
+    {"Sin", kMinOpset, kAll, unary},
+    {"Cos", kMinOpset, kAll, unary},
     {"IsNaN", kMinOpset, kAll, isSpecial},
     {"IsInf", kMinOpset, kAll, isSpecial},
     {"Cast", kMinOpset, kAll, castOp},

@@ -17,6 +17,34 @@ std::string manifestFieldsHash(const std::string &model, const std::string &conf
                      "\n" + std::to_string(seqLen));
 }
 
+namespace {
+
+std::map<std::string, std::vector<std::string>>
+parseAliases(const std::string &text, const std::string &path, const Package &pkg) {
+  Json json = Json::parse(text, path, /*uniqueKeys=*/true);
+  if (json.kind != Json::Object)
+    fail(path + ": expected an object of parameter -> [alias names]");
+  std::map<std::string, std::vector<std::string>> out;
+  std::map<std::string, std::string> seen; // alias -> parameter
+  for (auto &[param, names] : json.object) {
+    if (!pkg.param(param))
+      fail(path + ": '" + param + "' is not a parameter of the package");
+    if (names.kind != Json::Array)
+      fail(path + ": the aliases of '" + param + "' are not an array of names");
+    for (const Json &n : names.array) {
+      if (n.kind != Json::String || n.string.empty())
+        fail(path + ": an alias of '" + param + "' is not a name");
+      if (pkg.param(n.string) || !seen.emplace(n.string, param).second)
+        fail(path + ": alias '" + n.string + "' of '" + param + "' is already the name of " +
+             (pkg.param(n.string) ? "a parameter" : "an alias of '" + seen[n.string] + "'"));
+      out[param].push_back(n.string);
+    }
+  }
+  return out;
+}
+
+} // namespace
+
 Package Package::load(const std::string &dir) {
   struct stat st;
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
@@ -84,6 +112,8 @@ Package Package::load(const std::string &dir) {
   }
   if (!pkg.functions.count(kForwardFn))
     fail(dir + "/plan.txt: has no forward function");
+  if (contents.count("aliases.json"))
+    pkg.aliases = parseAliases(contents["aliases.json"], dir + "/aliases.json", pkg);
   return pkg;
 }
 

@@ -9,6 +9,8 @@
 //   kernels.cu     the same kernels in CUDA C (compiled by NVRTC at load on
 //                  a GPU; compiler/codegen/CudaPrelude.h documents its ABI)
 //   graph.mlir     the final graph, for inspection
+//   aliases.json   optional: parameter -> its other names (tied weights an
+//                  ONNX export keeps once); --save writes each name
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,6 +50,9 @@ struct Package {
   std::string computeDtype;
   int64_t paramCount = 0;
   int64_t tokenCapacity = 0; // > 0 when inputs have a dynamic token dimension
+  /// aliases.json: parameter -> its other names, each a name no parameter
+  /// has and no other alias repeats.
+  std::map<std::string, std::vector<std::string>> aliases;
 
   /// Reads and checks a package directory; errors name the file and line.
   static Package load(const std::string &dir);

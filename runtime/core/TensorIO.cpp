@@ -413,8 +413,15 @@ std::map<std::string, HostTensor> readSafetensors(const std::string &path) {
   return out;
 }
 
-std::string encodeSafetensors(const std::vector<std::pair<std::string, HostTensor>> &tensors) {
+std::string encodeSafetensors(const std::vector<std::pair<std::string, HostTensor>> &tensors,
+                              const std::map<std::string, std::string> &metadata) {
   std::string header = "{";
+  if (!metadata.empty()) {
+    header += "\"__metadata__\":{";
+    for (auto &[key, value] : metadata)
+      header += (header.back() == '{' ? "" : ",") + jsonQuote(key) + ":" + jsonQuote(value);
+    header += tensors.empty() ? "}" : "},";
+  }
   size_t offset = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const HostTensor &t = tensors[i].second;
@@ -443,8 +450,9 @@ std::string encodeSafetensors(const std::vector<std::pair<std::string, HostTenso
 }
 
 void writeSafetensors(const std::string &path,
-                      const std::vector<std::pair<std::string, HostTensor>> &tensors) {
-  writeFileAtomically(path, encodeSafetensors(tensors));
+                      const std::vector<std::pair<std::string, HostTensor>> &tensors,
+                      const std::map<std::string, std::string> &metadata) {
+  writeFileAtomically(path, encodeSafetensors(tensors, metadata));
 }
 
 void makeDirectories(const std::string &path) {

@@ -53,10 +53,14 @@ void writeNpy(const std::string &path, const HostTensor &t);
 std::string encodeNpy(const HostTensor &t);
 
 std::map<std::string, HostTensor> readSafetensors(const std::string &path);
+/// `metadata` becomes the header's "__metadata__" (string to string) when
+/// not empty: transformers' from_pretrained wants {"format": "pt"}.
 void writeSafetensors(const std::string &path,
-                      const std::vector<std::pair<std::string, HostTensor>> &tensors);
+                      const std::vector<std::pair<std::string, HostTensor>> &tensors,
+                      const std::map<std::string, std::string> &metadata = {});
 /// The bytes writeSafetensors writes.
-std::string encodeSafetensors(const std::vector<std::pair<std::string, HostTensor>> &tensors);
+std::string encodeSafetensors(const std::vector<std::pair<std::string, HostTensor>> &tensors,
+                              const std::map<std::string, std::string> &metadata = {});
 /// Writes all of `bytes` to `fd`, retrying short writes and EINTR; 0, or
 /// the errno of the write that failed (ENOSPC for one that wrote nothing).
 int writeAll(int fd, const std::string &bytes);

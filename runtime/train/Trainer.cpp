@@ -80,29 +80,61 @@ void initializeParameters(Backend &backend, uint64_t seed) {
   uploadAll(backend, FlatBuffer::Params, flat);
 }
 
+static bool sameValues(const HostTensor &a, const HostTensor &b, int64_t numel) {
+  for (int64_t i = 0; i < numel; ++i)
+    if (a.getDouble(i) != b.getDouble(i))
+      return false;
+  return true;
+}
+
 void loadParameters(Backend &backend, const std::string &path) {
   const Package &pkg = backend.package();
   auto tensors = readSafetensors(path);
   std::string problems;
+  // A tied parameter may be stored under any of its names (HF's own files
+  // keep one of them); where several are stored, they must agree.
+  auto aliasesOf = [&](const std::string &name) {
+    auto a = pkg.aliases.find(name);
+    return a == pkg.aliases.end() ? std::vector<std::string>{} : a->second;
+  };
+  auto isAlias = [&](const std::string &name) {
+    for (auto &[param, names] : pkg.aliases)
+      if (std::find(names.begin(), names.end(), name) != names.end())
+        return true;
+    return false;
+  };
+  std::map<std::string, const HostTensor *> source; // parameter -> its stored values
   for (const ParamInfo &p : pkg.params) {
     auto it = tensors.find(p.name);
+    for (const std::string &alias : aliasesOf(p.name)) {
+      auto other = tensors.find(alias);
+      if (other == tensors.end())
+        continue;
+      if (it == tensors.end())
+        it = other;
+      else if (other->second.shape != it->second.shape ||
+               !sameValues(other->second, it->second, it->second.numel()))
+        problems += "\n  disagreeing: " + alias + " and " + it->first +
+                    " (one tied parameter) hold different values";
+    }
     if (it == tensors.end()) {
       problems += "\n  missing: " + p.name + " " + shapeString(p.shape);
       continue;
     }
     if (it->second.shape != p.shape)
-      problems += "\n  mis-shaped: " + p.name + " is " + shapeString(it->second.shape) +
+      problems += "\n  mis-shaped: " + it->first + " is " + shapeString(it->second.shape) +
                   ", the model needs " + shapeString(p.shape);
+    source[p.name] = &it->second;
   }
   for (auto &[name, t] : tensors)
-    if (!pkg.param(name))
+    if (!pkg.param(name) && !isAlias(name))
       problems += "\n  unexpected: " + name + " " + shapeString(t.shape);
   if (!problems.empty())
     fail(path + ": weights do not match the model:" + problems);
   const int64_t es = backend.elementSize();
   std::vector<char> flat(pkg.paramCount * es);
   for (const ParamInfo &p : pkg.params) {
-    const HostTensor &t = tensors.at(p.name);
+    const HostTensor &t = *source.at(p.name);
     for (int64_t i = 0; i < p.numel; ++i)
       store(flat, es, p.offset + i, t.getDouble(i));
   }
@@ -118,9 +150,15 @@ void saveParameters(Backend &backend, const std::string &path) {
     t.shape = p.shape;
     const char *base = flat.data() + p.offset * backend.elementSize();
     t.data.assign(base, base + p.numel * backend.elementSize());
+    // Each alias of a tied parameter gets its own copy: safetensors files
+    // hold no shared storage, and load_state_dict(strict=True) wants every
+    // name the model has.
+    if (auto a = backend.package().aliases.find(p.name); a != backend.package().aliases.end())
+      for (const std::string &alias : a->second)
+        out.push_back({alias, t});
     out.push_back({p.name, std::move(t)});
   }
-  writeSafetensors(path, out);
+  writeSafetensors(path, out, {{"format", "pt"}});
 }
 
 double learningRate(const TrainOptions &o, int64_t step) {

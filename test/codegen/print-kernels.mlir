@@ -1,6 +1,7 @@
 // RUN: mlc-opt %s --mlc-cuda-vectorize --mlc-print-kernels=target=cpu -o /dev/null | FileCheck %s --check-prefix=CPU
-// RUN: mlc-opt %s --mlc-cuda-vectorize --mlc-print-kernels=target=cuda -o /dev/null | FileCheck %s --check-prefix=CUDA
-// RUN: not mlc-opt %s --mlc-print-kernels=target=cuda -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNDECIDED
+// RUN: mlc-opt %s --mlc-cuda-vectorize --mlc-cuda-launch --mlc-print-kernels=target=cuda -o /dev/null | FileCheck %s --check-prefix=CUDA
+// RUN: not mlc-opt %s --mlc-cuda-launch -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNDECIDED
+// RUN: not mlc-opt %s --mlc-cuda-vectorize --mlc-print-kernels=target=cuda -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNSCHEDULED
 
 // Kernels are IR until they are printed: the same plan.kernel ops as
 // C++ with OpenMP and as CUDA C. A pointwise body (a bias added to rows of
@@ -56,4 +57,5 @@ module attributes {mlc.token_capacity = 8 : i64} {
 // CUDA: const int64_t R = (ctx->rows * 2);
 
 // The CUDA printer decides nothing: without the pass's decision it stops.
-// UNDECIDED: kernel @k0: no vector decision (run mlc-cuda-vectorize)
+// UNDECIDED: kernel @k0: no vector decision (run mlc-cuda-vectorize first)
+// UNSCHEDULED: kernel @k0: no CUDA schedule (run mlc-cuda-launch)

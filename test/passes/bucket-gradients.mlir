@@ -27,7 +27,10 @@ plan.param "w0" : f32 [16] init "zeros"
 plan.param "w1" : f32 [8] init "zeros"
 plan.param "w2" : f32 [32] init "zeros"
 plan.param "w3" : f32 [24] init "zeros"
-plan.kernel @k pointwise args(2) source "x"
+plan.kernel @k pointwise args(2) params {dims = array<i64: 1>} {
+  %0 = plan.load arg 1 offset 0 strides [1] : tensor<f32>
+  plan.store %0, arg 0 offset 0 strides [1] : tensor<f32>
+}
 plan.func "train_step" arena 64 {
   %x = plan.arena 0 : memref<16xf32>
   %g0 = plan.bind grad "w0" : memref<16xf32>
@@ -55,7 +58,10 @@ plan.func "train_step" arena 64 {
 // CHECK-NEXT: plan.all_reduce_wait tag 1
 plan.param "w0" : f32 [32] init "zeros"
 plan.param "w1" : f32 [32] init "zeros"
-plan.kernel @k pointwise args(2) source "x"
+plan.kernel @k pointwise args(2) params {dims = array<i64: 1>} {
+  %0 = plan.load arg 1 offset 0 strides [1] : tensor<f32>
+  plan.store %0, arg 0 offset 0 strides [1] : tensor<f32>
+}
 plan.func "train_step" arena 64 {
   %x = plan.arena 0 : memref<16xf32>
   %g0 = plan.bind grad "w0" : memref<32xf32>
@@ -74,7 +80,10 @@ plan.func "train_step" arena 64 {
 // CHECK-NOT: all_reduce
 // CHECK: plan.output
 plan.param "w0" : f32 [32] init "zeros"
-plan.kernel @k pointwise args(2) source "x"
+plan.kernel @k pointwise args(2) params {dims = array<i64: 1>} {
+  %0 = plan.load arg 1 offset 0 strides [1] : tensor<f32>
+  plan.store %0, arg 0 offset 0 strides [1] : tensor<f32>
+}
 plan.func "forward" arena 64 {
   %x = plan.arena 0 : memref<16xf32>
   %w = plan.bind param "w0" : memref<32xf32>
@@ -91,7 +100,10 @@ plan.func "forward" arena 64 {
 // CLIP: plan.all_reduce_wait tag 0
 plan.param "w0" : f32 [32] init "zeros"
 plan.param "w1" : f32 [32] init "zeros"
-plan.kernel @k pointwise args(2) source "x"
+plan.kernel @k pointwise args(2) params {dims = array<i64: 1>} {
+  %0 = plan.load arg 1 offset 0 strides [1] : tensor<f32>
+  plan.store %0, arg 0 offset 0 strides [1] : tensor<f32>
+}
 plan.func "train_step" arena 64 {
   %x = plan.arena 0 : memref<16xf32>
   %g0 = plan.bind grad "w0" : memref<32xf32>

@@ -8,7 +8,10 @@
 // CHECK: plan.arena 128 : memref<16xf32>
 // CHECK-NEXT: plan.arena 0 : memref<32xf32>
 // CHECK-NEXT: plan.arena 128 : memref<16xf32>
-plan.kernel @k0 pointwise args(2) source "x"
+plan.kernel @k0 pointwise args(2) params {dims = array<i64: 1>} {
+  %0 = plan.load arg 1 offset 0 strides [1] : tensor<f32>
+  plan.store %0, arg 0 offset 0 strides [1] : tensor<f32>
+}
 plan.func "forward" arena 0 {
   %a = plan.arena -1 : memref<16xf32>
   %b = plan.arena -1 : memref<32xf32>
@@ -27,7 +30,10 @@ plan.func "forward" arena 0 {
 // CHECK: plan.arena 0 : memref<16xf32>
 // CHECK-NEXT: plan.view
 // CHECK-NEXT: plan.arena 64 : memref<16xf32>
-plan.kernel @k0 pointwise args(2) source "x"
+plan.kernel @k0 pointwise args(2) params {dims = array<i64: 1>} {
+  %0 = plan.load arg 1 offset 0 strides [1] : tensor<f32>
+  plan.store %0, arg 0 offset 0 strides [1] : tensor<f32>
+}
 plan.func "forward" arena 0 {
   %a = plan.arena -1 : memref<16xf32>
   %v = plan.view %a [32] : memref<16xf32> to memref<8xf32>
@@ -43,7 +49,10 @@ plan.func "forward" arena 0 {
 // Buffers bound to parameters, gradients and inputs take no arena space.
 // CHECK-LABEL: plan.func "forward" arena 64 {
 plan.param "w" : f32 [16] init "zeros"
-plan.kernel @k0 pointwise args(2) source "x"
+plan.kernel @k0 pointwise args(2) params {dims = array<i64: 1>} {
+  %0 = plan.load arg 1 offset 0 strides [1] : tensor<f32>
+  plan.store %0, arg 0 offset 0 strides [1] : tensor<f32>
+}
 plan.func "forward" arena 0 {
   %w = plan.bind param "w" : memref<16xf32>
   %y = plan.arena -1 : memref<16xf32>

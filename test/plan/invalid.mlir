@@ -27,22 +27,18 @@ plan.input "x" : i64 [4, -1]
 // -----
 
 // expected-error @+1 {{a kernel takes at least one buffer}}
-plan.kernel @k0 pointwise args(0) source "x"
+plan.kernel @k0 pointwise args(0) params {dims = array<i64: 1>} {
+}
 
 // -----
 
-// expected-error @+1 {{kernel has no source}}
-plan.kernel @k0 pointwise args(1) source ""
+// expected-error @+1 {{a kernel is a template (its name and params) or a body}}
+plan.kernel @k0 pointwise args(1)
 
 // -----
 
 // expected-error @+1 {{template kernel 'softmax' has no params}}
 plan.kernel @k0 rows "softmax" args(2)
-
-// -----
-
-// expected-error @+1 {{a template kernel carries no text (its targets print it)}}
-plan.kernel @k0 rows "softmax" args(2) params {columns = 4 : i64} source "x"
 
 // -----
 
@@ -119,7 +115,10 @@ plan.func "forward" arena 64 {
 
 // -----
 
-plan.kernel @k0 pointwise args(2) source "  p0[0] = p1[0];\n"
+plan.kernel @k0 pointwise args(2) params {dims = array<i64: 1>} {
+  %0 = plan.load arg 1 offset 0 strides [1] : tensor<f32>
+  plan.store %0, arg 0 offset 0 strides [1] : tensor<f32>
+}
 plan.func "forward" arena 64 {
   %a = plan.arena 0 : memref<4xf32>
   // expected-error @+1 {{shares arena bytes [8, 16) with another slice while both are live (steps 0-1 and 0-1)}}
@@ -177,7 +176,10 @@ plan.func "forward" arena 64 {
 
 // -----
 
-plan.kernel @k0 pointwise args(2) source "  p0[0] = p1[0];\n"
+plan.kernel @k0 pointwise args(2) params {dims = array<i64: 1>} {
+  %0 = plan.load arg 1 offset 0 strides [1] : tensor<f32>
+  plan.store %0, arg 0 offset 0 strides [1] : tensor<f32>
+}
 plan.func "forward" arena 64 {
   %a = plan.arena 0 : memref<4xf32>
   // expected-error @+1 {{passes 1 buffers to @k0, which takes 2}}

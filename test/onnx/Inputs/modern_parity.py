@@ -29,6 +29,7 @@ also checks the fixture itself with --ort).
 """
 
 import argparse
+import fnmatch
 import glob
 import json
 import os
@@ -45,7 +46,7 @@ HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "modern")
 ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 ap.add_argument("--mlc", required=True)
 ap.add_argument("--fixture", action="append", required=True,
-                help="NAME of modern/NAME.onnx (repeatable), or all")
+                help="NAME of modern/NAME.onnx (repeatable), a pattern (llama-*), or all")
 ap.add_argument("--onnx", help="run this ONNX file against the (single) fixture's references")
 ap.add_argument("--work", help="scratch directory (default: a temporary one)")
 ap.add_argument("--device", default="cpu")
@@ -60,11 +61,13 @@ ap.add_argument("--extra", action="append", default=[],
                 help="an extra argument for mlc run and mlc train (repeatable)")
 args = ap.parse_args()
 
-names = args.fixture
-if names == ["all"]:
-    names = sorted(os.path.basename(p)[:-len(".json")]
-                   for p in glob.glob(os.path.join(HERE, "*.json"))
-                   if not p.endswith("-config.json"))
+# `all`, or a shell pattern (`llama-*`), stands for every fixture it matches.
+every = sorted(os.path.basename(p)[:-len(".json")]
+               for p in glob.glob(os.path.join(HERE, "*.json")) if not p.endswith("-config.json"))
+names = []
+for pattern in args.fixture:
+    names += [n for n in every if fnmatch.fnmatch(n, "*" if pattern == "all" else pattern)
+              and n not in names]
 if args.onnx and len(names) != 1:
     sys.exit("--onnx needs exactly one --fixture")
 work = args.work or tempfile.mkdtemp(prefix="modern-parity-")
@@ -158,7 +161,7 @@ def check(name):
         np.save(os.path.join(bdir, n + ".npy"), ref[k])
     log = os.path.join(wdir, "train.jsonl")
     saved = os.path.join(wdir, "trained.safetensors")
-    loss = "causal-lm" if meta["family"] == "gpt2" else "masked-lm"
+    loss = "masked-lm" if meta["family"] == "bert" else "causal-lm"
     cmd = ["train", model, "--loss", loss, "--batches", bdir, "--steps", str(a["steps"]),
            "--lr", repr(a["lr"]), "--lr-schedule", a["lr_schedule"], "--warmup",
            str(a["warmup"]), "--weight-decay", repr(a["weight_decay"]), "--beta1",
@@ -211,6 +214,13 @@ def check(name):
         r = float(np.max(np.abs(v.astype(np.float64) - w))) / (a["lr"] * a["steps"])
         if r > worst:
             worst, where = r, n
+    # torch.export's BUFFERs (inv_freq) are the import's constants: never
+    # trained, so never among the saved parameters.
+    trainedBuffers = sorted(set(meta.get("buffers", [])) & set(mine))
+    if meta.get("buffers"):
+        report(f"{name} buffers {meta['buffers']}: not trained" +
+               (f"; saved as parameters: {trainedBuffers}" if trainedBuffers else ""),
+               not trainedBuffers)
     covered = {imap[n]["hf"][0] if n in imap else n for n in mine}
     params = {m["hf"][0] for m in imap.values()}
     unsaved = sorted(params - covered)

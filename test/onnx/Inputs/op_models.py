@@ -6,7 +6,9 @@ Trilu masks, Expand, Flatten, Relu, LogSoftmax with NegativeLogLikelihoodLoss;
 and the newer opsets' single-op forms: opset-20 Gelu (none, tanh),
 LayerNormalization without a bias, opset-23 RMSNormalization and Attention
 (rank 4 causal with a scale, rank 3 with a boolean mask), CastLike, ReduceMax
-with axes as an input, and ops of a plain graph at opset 23.
+with axes as an input, and ops of a plain graph at opset 23; SiLU as
+x * Sigmoid(x), opset-23 RotaryEmbedding (rank 4; rank 3, interleaved,
+partial) with Cos/Sin rotary tables of constants.
 
     op_models.py --mlc MLC --work DIR
 """
@@ -36,6 +38,21 @@ def vi(name, shape, t=F):
 
 def const(name, array):
     return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(array))
+
+
+def rotary_tables(half):
+    """cos and sin [2, 4, half] of positions 0..3 x theta^(-2i/(2 half))."""
+    freq = (10000.0 ** (-np.arange(half) / half)).astype(np.float32)
+    return [const("start", np.array(0, np.int64)), const("limit", np.array(4, np.int64)),
+            const("delta", np.array(1, np.int64)),
+            helper.make_node("Range", ["start", "limit", "delta"], ["pos"]),
+            helper.make_node("Cast", ["pos"], ["posf"], to=F),
+            const("col", np.array([1, 4, 1], np.int64)),
+            helper.make_node("Reshape", ["posf", "col"], ["p3"]),
+            const("freq", freq), helper.make_node("Mul", ["p3", "freq"], ["ang1"]),
+            const("bshape", np.array([2, 4, half], np.int64)),
+            helper.make_node("Expand", ["ang1", "bshape"], ["ang"]),
+            helper.make_node("Cos", ["ang"], ["cos"]), helper.make_node("Sin", ["ang"], ["sin"])]
 
 
 MODELS = {
@@ -179,6 +196,24 @@ MODELS = {
     "split23": (23, [helper.make_node("Split", ["x"], ["a", "b"], axis=1, num_outputs=2),
                      helper.make_node("Mul", ["a", "b"], ["y"])],
                 [vi("x", [2, 4, 6])], [vi("y", None)], []),
+    # SiLU as x * Sigmoid(x), with |x| up to ~100 (no overflow at either end).
+    "silu": (20, [const("big", np.array(30.0, np.float32)),
+                  helper.make_node("Mul", ["x", "big"], ["xb"]),
+                  helper.make_node("Sigmoid", ["xb"], ["sg"]),
+                  helper.make_node("Mul", ["xb", "sg"], ["y"])],
+             [vi("x", [2, 4, 6])], [vi("y", None)], []),
+    # Opset 23 RotaryEmbedding with rotary tables the importer evaluates
+    # (Cos/Sin of positions x inverse frequencies, as the exporter writes
+    # them): rank 4, rotate-half pairs, the whole head.
+    "rotary23": (23, rotary_tables(3) + [
+        helper.make_node("RotaryEmbedding", ["r4", "cos", "sin"], ["y"])],
+        [vi("r4", [2, 2, 4, 6])], [vi("y", None)], []),
+    # Rank 3 [B, S, heads * D] with num_heads, interleaved pairs, and a
+    # partial rotary_embedding_dim (4 of the head's 6 features rotate).
+    "rotary23_interleaved": (23, rotary_tables(2) + [
+        helper.make_node("RotaryEmbedding", ["r3", "cos", "sin"], ["y"], interleaved=1,
+                         num_heads=2, rotary_embedding_dim=4)],
+        [vi("r3", [2, 4, 12])], [vi("y", None)], []),
 }
 FEEDS = {"x": rng.standard_normal((2, 4, 6)).astype(np.float32),
          "x2": rng.standard_normal((3, 6)).astype(np.float32),
@@ -188,7 +223,9 @@ FEEDS = {"x": rng.standard_normal((2, 4, 6)).astype(np.float32),
          "s4": rng.standard_normal((2, 2, 4, 4)).astype(np.float32),
          "q4": rng.standard_normal((2, 2, 4, 3)).astype(np.float32),
          "k4": rng.standard_normal((2, 2, 4, 3)).astype(np.float32),
-         "v4": rng.standard_normal((2, 2, 4, 3)).astype(np.float32)}
+         "v4": rng.standard_normal((2, 2, 4, 3)).astype(np.float32),
+         "r4": rng.standard_normal((2, 2, 4, 6)).astype(np.float32),
+         "r3": rng.standard_normal((2, 4, 12)).astype(np.float32)}
 
 failures = []
 for name, (opset, nodes, inputs, outputs, inits) in MODELS.items():

@@ -1,0 +1,45 @@
+//===- CudaSchedule.h - how the CUDA target launches a kernel --*- C++ -*-===//
+//
+// mlc-cuda-launch decides, from each kernel's template and params (and its
+// body's nest), the CUDA launch of every phase and the scratch it needs,
+// and records it on the plan.kernel:
+//
+//   plan.kernel @k7 rows "softmax" args(2) params {columns = 64 : i64, ...}
+//       attributes {cuda.launch = [array<i64: 32, 64>], cuda.scratch = 0 : i64}
+//
+// The CUDA printer reads the schedule back (readCudaSchedule) to write
+// `if (phase == K)` per phase and the kernel's `// mlc.kernel ... scratch=N
+// launch=GxB,...` line, which the runtime launches from; the templates take
+// their chunk counts and tiles from it, so each number is decided once,
+// here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_COMPILER_CODEGEN_CUDASCHEDULE_H
+#define MLC_COMPILER_CODEGEN_CUDASCHEDULE_H
+
+#include "compiler/codegen/KernelTarget.h"
+#include "dialects/plan/PlanDialect.h"
+
+#include "llvm/Support/Error.h"
+
+#include <optional>
+
+namespace mlc::lowering {
+
+/// Whether attention runs on tensor cores (mlc_attention_tc_*): bf16
+/// products of f32 tensors, head dimensions multiples of 16 (8 for the
+/// forward pass's values) and at most 256.
+bool attentionOnTensorCores(const AttentionKernel &a);
+
+/// The schedule of kernel `k`;
+/// an error names the kernel and what it lacks.
+llvm::Expected<CudaSchedule> decideCudaSchedule(plan::KernelOp k);
+
+/// The schedule recorded on `k` (none: mlc-cuda-launch has not run).
+std::optional<CudaSchedule> readCudaSchedule(plan::KernelOp k);
+void writeCudaSchedule(plan::KernelOp k, const CudaSchedule &s);
+
+} // namespace mlc::lowering
+
+#endif // MLC_COMPILER_CODEGEN_CUDASCHEDULE_H
