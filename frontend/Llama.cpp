@@ -5,12 +5,13 @@
 // head and the next-token loss. Qwen2ForCausalLM is the same graph with
 // biases on q/k/v only (`qkv_bias=1`) and a tied head.
 //
-// This first increment composes the new pieces from graph ops that already
-// have kernels: RMSNorm as x * rsqrt(mean(x^2) + eps) * w, the rotary
-// embedding as slices, a negation, a concat and products with constant
-// cos/sin tables, and K/V repeated to every query head before mlc.attention
-// (the kv-head kernel that never expands them is left for the kernel work).
-// SiLU is the one new op (mlc.silu).
+// RMSNorm is composed as x * rsqrt(mean(x^2) + eps) * w, and K/V are
+// repeated to every query head before mlc.attention (the kv-head kernel that
+// never expands them is left for the kernel work). The rotary embedding is
+// mlc.rotary with constant cos/sin tables over the projection's rows: one
+// pointwise kernel per Q and K forward and backward, the head split a view
+// on either side of it. The MLP's silu(gate) * up is mlc.swiglu: one kernel forward,
+// one backward.
 //
 //===----------------------------------------------------------------------===//
 
@@ -190,7 +191,9 @@ Value rmsNorm(GraphBuilder &g, Value x, Value weight, double eps) {
 
 /// The rotary tables cos(p * f_i) and sin(p * f_i) over positions p < S and
 /// the head's D dimensions, f_i = theta^(-2i/D) repeated for both halves
-/// (HF's cat(freqs, freqs)). In f32 they are computed as transformers
+/// (HF's cat(freqs, freqs)), the sine with mlc.rotary's sign (negated on the
+/// first half). The positions are 0..S-1 of every sequence, so the tables
+/// are constants of the step. In f32 they are computed as transformers
 /// computes them, in f32 (inv_freq = 1 / theta^(2i/D), the angle p * inv_freq
 /// rounded to f32), so that the tables agree with HF's bit for bit or
 /// within an ulp; in f64 in f64.
@@ -213,9 +216,11 @@ std::pair<Value, Value> rotaryTables(GraphBuilder &g, int64_t S, int64_t D, doub
         s = double(float(s));
       }
       cosines[p * D + i] = cosines[p * D + i + D / 2] = c;
-      sines[p * D + i] = sines[p * D + i + D / 2] = s;
+      // rotate_half's sign: -x2 * sin on the first half, +x1 * sin on the second.
+      sines[p * D + i] = -s;
+      sines[p * D + i + D / 2] = s;
     }
-  auto type = RankedTensorType::get({S, D}, g.dtype);
+  auto type = RankedTensorType::get({S, 1, D}, g.dtype); // broadcast over the heads
   auto table = [&](ArrayRef<double> values) -> Value {
     SmallVector<Attribute> attrs;
     for (double v : values)
@@ -225,22 +230,11 @@ std::pair<Value, Value> rotaryTables(GraphBuilder &g, int64_t S, int64_t D, doub
   return {table(cosines), table(sines)};
 }
 
-/// HF's apply_rotary_pos_emb on x [B, heads, S, D]:
-/// x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x[..., D/2:], x[..., :D/2]).
+/// HF's apply_rotary_pos_emb on x [B, S, heads, D] (tables [S, 1, D]):
+/// x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x[..., D/2:], x[..., :D/2]),
+/// one mlc.rotary (the tables carry rotate_half's sign).
 Value applyRotary(GraphBuilder &g, Value x, Value cos, Value sin) {
-  OpBuilder &b = g.b;
-  auto shape = cast<RankedTensorType>(x.getType()).getShape();
-  const int64_t half = shape[3] / 2;
-  auto slice = [&](int64_t start, int64_t end) -> Value {
-    return b.create<SliceOp>(g.loc, x, b.getDenseI64ArrayAttr({0, 0, 0, start}),
-                             b.getDenseI64ArrayAttr({shape[0], shape[1], shape[2], end}),
-                             b.getDenseI64ArrayAttr({1, 1, 1, 1}));
-  };
-  Value x1 = slice(0, half), x2 = slice(half, shape[3]);
-  Value rotated = b.create<ConcatOp>(g.loc, ValueRange{b.create<NegOp>(g.loc, x2), x1},
-                                     b.getI64IntegerAttr(3));
-  return b.create<AddOp>(g.loc, b.create<MulOp>(g.loc, x, cos),
-                         b.create<MulOp>(g.loc, rotated, sin));
+  return g.b.create<RotaryOp>(g.loc, x, cos, sin, /*interleaved=*/false, /*transpose=*/false);
 }
 
 /// HF's repeat_kv: [B, Hkv, S, D] -> [B, Hkv * rep, S, D], each kv head
@@ -308,20 +302,28 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext &ctx, const ModelConfig &c,
   Value x = b.create<EmbeddingOp>(loc, embed, ids);
   for (const Layer &l : layers) {
     Value h = rmsNorm(g, x, l.ln1, eps);
-    Value q = g.splitHeads(g.dense(h, l.qW, l.qB, /*linear=*/true), B, S, H, D);
-    Value k = g.splitHeads(g.dense(h, l.kW, l.kB, true), B, S, Hkv, D);
+    // Q and K rotate in the projection's [B, S, heads, D] layout (tables
+    // [S, 1, D]) before the heads are split: the rotation reads the GEMM's
+    // rows and writes them contiguous, and in the backward it reads the
+    // attention's gradient through the split's transpose and writes the rows
+    // the weight-gradient GEMM reads, so the split costs no copy either way.
+    Value q = g.transpose(applyRotary(g, g.reshape(g.dense(h, l.qW, l.qB, /*linear=*/true),
+                                                   {B, S, H, D}),
+                                      cos, sin),
+                          {0, 2, 1, 3});
+    Value k = g.transpose(
+        applyRotary(g, g.reshape(g.dense(h, l.kW, l.kB, true), {B, S, Hkv, D}), cos, sin),
+        {0, 2, 1, 3});
     Value v = g.splitHeads(g.dense(h, l.vW, l.vB, true), B, S, Hkv, D);
-    q = applyRotary(g, q, cos, sin);
-    k = applyRotary(g, k, cos, sin);
     k = repeatHeads(g, k, H / Hkv);
     v = repeatHeads(g, v, H / Hkv);
     Value a = g.attention(q, k, v, /*mask=*/Value(), /*causal=*/true, /*dropout=*/0.0);
     a = g.dense(g.mergeHeads(a, B, S, H * D), l.oW, l.oB, true);
     x = b.create<AddOp>(loc, x, a);
     h = rmsNorm(g, x, l.ln2, eps);
-    Value gate = b.create<SiluOp>(loc, g.dense(h, l.gateW, l.gateB, true));
+    Value gate = g.dense(h, l.gateW, l.gateB, true);
     Value up = g.dense(h, l.upW, l.upB, true);
-    h = g.dense(b.create<MulOp>(loc, gate, up), l.downW, l.downB, true);
+    h = g.dense(b.create<SwigluOp>(loc, gate, up), l.downW, l.downB, true);
     x = b.create<AddOp>(loc, x, h);
   }
   x = rmsNorm(g, x, norm, eps);

@@ -15,6 +15,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <map>
+
 namespace mlc {
 #define GEN_PASS_DEF_MLCFUSEELEMENTWISE
 #include "passes/Passes.h.inc"
@@ -25,8 +27,22 @@ using namespace mlc;
 
 namespace {
 
-/// Elementwise ops: those with a per-element expression.
-bool isPointwise(Operation *op) { return isa<ScalarOpInterface>(op); }
+/// Elementwise ops: those with a per-element expression, and mlc.rotary,
+/// whose element also reads its pair partner (see memoryOperand).
+bool isPointwise(Operation *op) {
+  if (auto r = dyn_cast<RotaryOp>(op)) // a partial rotation is two nests
+    return cast<RankedTensorType>(r.getCos().getType()).getShape().back() ==
+           cast<RankedTensorType>(r.getType()).getShape().back();
+  return isa<ScalarOpInterface>(op);
+}
+
+/// An operand that a kernel must read from memory because it is read at
+/// two places (the element and its pair partner): a rotary op's input, and
+/// the sin table of a transposed one. Its producer never joins the group.
+bool isMemoryOperand(OpOperand &use) {
+  auto r = dyn_cast<RotaryOp>(use.getOwner());
+  return r && (use.getOperandNumber() == 0 || (r.getTranspose() && use.getOperandNumber() == 2));
+}
 
 /// A sum over the leading dimensions (a bias gradient): it can close a
 /// pointwise group, whose kernel then also accumulates the column sums.
@@ -61,6 +77,7 @@ struct Group {
   SmallVector<Operation *> ops; // in reverse program order while growing
   Operation *root;              // the last op in program order
   SmallVector<int64_t> shape;   // the iteration shape
+  bool rotary = false;          // holds a rotary op (at most one: its split nest)
 };
 
 class FuseElementwisePass : public mlc::impl::MlcFuseElementwiseBase<FuseElementwisePass> {
@@ -109,8 +126,14 @@ private:
           continue;
         if (isRowRoot(user) && use.getOperandNumber() != 0)
           continue; // weight and bias stay inputs of the row kernel
+        if (isMemoryOperand(use))
+          continue;
         Group &g = groups[it->second];
         if (ArrayRef<int64_t>(g.shape) != shapeOf(result))
+          continue;
+        // A rotary op splits the group's nest: only a plain pointwise
+        // group takes one, and only one.
+        if (isa<RotaryOp>(op) && (g.rotary || isRowRoot(g.root) || isColumnReduction(g.root)))
           continue;
         if (target < 0 || position[g.root] < position[groups[target].root])
           target = it->second;
@@ -124,23 +147,26 @@ private:
         for (OpOperand &use : result.getUses()) {
           Operation *user = use.getOwner();
           auto it = groupOf.find(user);
-          bool inside = it != groupOf.end() && it->second == target &&
-                        !(isRowRoot(user) && use.getOperandNumber() != 0);
-          if (!inside && position[user] < position[g.root])
+          bool member = it != groupOf.end() && it->second == target;
+          bool inside = member && !(isRowRoot(user) && use.getOperandNumber() != 0);
+          if ((!inside && position[user] < position[g.root]) || (member && isMemoryOperand(use)))
             ok = false;
         }
         if (ok) {
           g.ops.push_back(op);
+          g.rotary |= isa<RotaryOp>(op);
           groupOf[op] = target;
           joined = true;
         }
       }
       if (!joined) {
         auto shape = shapeOf(result);
-        groups.push_back({{op}, op, SmallVector<int64_t>(shape.begin(), shape.end())});
+        groups.push_back({{op}, op, SmallVector<int64_t>(shape.begin(), shape.end()),
+                          isa<RotaryOp>(op)});
         groupOf[op] = groups.size() - 1;
       }
     }
+    mergeSiblings(groups, groupOf, position);
     for (Group &g : groups)
       if (g.ops.size() >= 2)
         buildFusion(g);
@@ -148,6 +174,75 @@ private:
     for (auto fusion : llvm::make_early_inc_range(block.getOps<FusionOp>()))
       absorbCasts(fusion);
     fuseSumAndCast(block);
+  }
+
+  /// The values a group reads from outside (splat constants are literals).
+  static llvm::SetVector<Value> groupInputs(const Group &g,
+                                            const llvm::DenseMap<Operation *, int> &groupOf,
+                                            int id) {
+    llvm::SetVector<Value> in;
+    for (Operation *op : g.ops)
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        auto it = def ? groupOf.find(def) : groupOf.end();
+        if ((it == groupOf.end() || it->second != id) && !isSplatConstant(v))
+          in.insert(v);
+      }
+    return in;
+  }
+
+  static bool plainPointwise(const Group &g) {
+    return !g.ops.empty() && !g.rotary && !isRowRoot(g.root) && !isColumnReduction(g.root);
+  }
+
+  /// Sibling groups over one shape whose inputs are all inputs of the
+  /// other (SwiGLU's backward: d up = g * silu(gate) and d gate from g, gate
+  /// and up) become one kernel: it reads the shared inputs once, and the
+  /// smaller group reads nothing the larger does not. The merged group sits
+  /// at the later root, so every reader of the earlier group's results
+  /// outside both must come after that root.
+  void mergeSiblings(std::vector<Group> &groups, llvm::DenseMap<Operation *, int> &groupOf,
+                     llvm::DenseMap<Operation *, int> &position) {
+    // Candidates by iteration shape, each group's inputs computed once.
+    std::map<SmallVector<int64_t>, SmallVector<int>> byShape;
+    std::vector<llvm::SetVector<Value>> inputs(groups.size());
+    for (size_t i = 0; i < groups.size(); ++i)
+      if (plainPointwise(groups[i])) {
+        byShape[groups[i].shape].push_back(i);
+        inputs[i] = groupInputs(groups[i], groupOf, i);
+      }
+    auto subset = [&](int a, int b) {
+      return inputs[a].size() <= inputs[b].size() &&
+             llvm::all_of(inputs[a], [&](Value v) { return inputs[b].contains(v); });
+    };
+    for (auto &[shape, ids] : byShape)
+      for (int a : ids)
+        for (int b : ids) {
+          if (a == b || groups[a].ops.empty() || groups[b].ops.empty() || inputs[a].empty() ||
+              !subset(a, b))
+            continue;
+          bool aFirst = position[groups[a].root] < position[groups[b].root];
+          int early = aFirst ? a : b, late = aFirst ? b : a;
+          bool ok = true;
+          for (Operation *op : groups[early].ops)
+            for (Operation *user : op->getUsers()) {
+              auto it = groupOf.find(user);
+              bool inside = it != groupOf.end() && (it->second == a || it->second == b);
+              if (!inside && position[user] < position[groups[late].root])
+                ok = false;
+            }
+          if (!ok)
+            continue;
+          Group &into = groups[late];
+          for (Operation *op : groups[early].ops)
+            groupOf[op] = late;
+          into.ops.append(groups[early].ops.begin(), groups[early].ops.end());
+          llvm::sort(into.ops, [&](Operation *x, Operation *y) { return position[x] > position[y]; });
+          groups[early].ops.clear();
+          inputs[late] = groupInputs(into, groupOf, late);
+          if (early == a)
+            break;
+        }
   }
 
   /// A column sum and a cast of one value, each left a kernel of its own

@@ -110,6 +110,15 @@ def MlcFuseElementwise : Pass<"mlc-fuse-elementwise", "mlir::func::FuncOp"> {
     elsewhere (the residual stream). Splat constants are copied into the
     regions.
 
+    An mlc.rotary (a full rotation) joins its consumers' group like a
+    pointwise op, at most one per group and never in a "rows" or column
+    group: its input (and a transposed op's sin) is read at the element and
+    at its pair partner, so that input's producer never joins it and the
+    kernel reads it from memory. Sibling groups over one shape whose inputs
+    are all inputs of the other (SwiGLU's two gradients) are merged into one
+    kernel that reads the shared inputs once, when no reader of the earlier
+    one's results runs before the later one.
+
     Before:
     ```mlir
     %0 = mlc.add %h, %b : tensor<8x3072xf32>, tensor<3072xf32>

@@ -177,6 +177,36 @@ TEST(GradientCheck, Pointwise) {
   wide.lo = -8.0;
   wide.hi = 8.0;
   checkText(unary("  %y = mlc.silu %x : " + t, t), wide);
+  // SwiGLU: the gate's and the up projection's gradients (one kernel).
+  const std::string up = ", %u: " + t + " {mlc.param = \"u\"}";
+  checkText(unary("  %y = mlc.swiglu %x, %u : " + t, t, up));
+  checkText(unary("  %y = mlc.swiglu %x, %u : " + t, t, up), wide);
+}
+
+/// mlc.rotary in both conventions, plain and transposed (its own gradient),
+/// full and partial (rotary dim 4 of a head dim 6: the last two elements
+/// pass through), with random tables (the op is linear in x for any
+/// tables), read through a transpose (the head split's view) and followed
+/// by a pointwise op that fuses with it, or produced by one that cannot
+/// (the partner is a read).
+TEST(GradientCheck, Rotary) {
+  const std::string t = "tensor<3x4xf64>";
+  for (std::string D : {"4", "6"})
+    for (std::string attrs : {"", " interleaved", " transpose", " interleaved transpose"})
+      for (bool viewed : {true, false}) {
+        const std::string x = "tensor<2x2x3x" + D + "xf64>", in = "tensor<2x3x2x" + D + "xf64>";
+        std::string text =
+            "func.func @forward(%x: " + in + " {mlc.param = \"x\"}, %c: " + t +
+            " {mlc.input = \"c\"}, %s: " + t + " {mlc.input = \"s\"}, %r: " + x +
+            " {mlc.input = \"r\"}) -> (tensor<f64> {mlc.output = \"loss\"}) {\n"
+            "  %xt0 = mlc.transpose %x, [0, 2, 1, 3] : " + in + "\n  %xt = " +
+            (viewed ? "mlc.transpose %x, [0, 2, 1, 3] : " + in : "mlc.exp %xt0 : " + x) +
+            "\n  %y0 = mlc.rotary %xt, %c, %s" + attrs + " : " + x + ", " + t +
+            "\n  %y = mlc.tanh %y0 : " + x + "\n  %w = mlc.mul %y, %r : " + x + ", " + x +
+            "\n  %l = mlc.reduce_sum %w axes = [0, 1, 2, 3] : " + x +
+            "\n  return %l : tensor<f64>\n}\n";
+        checkText(text);
+      }
 }
 
 TEST(GradientCheck, BinaryWithBroadcasting) {

@@ -20,6 +20,14 @@
 
 namespace mlc::lowering {
 
+/// An op's source location, for diagnostics that name it.
+static std::string locationString(Operation *op) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << op->getLoc();
+  return s;
+}
+
 llvm::Error FunctionLowering::addBodyStep(const Shape &shape, const std::vector<Access> &accs,
                                           bool dynamic, BodyBuilder build, std::vector<int> bufs,
                                           KernelTemplate kind, bool merge,
@@ -69,8 +77,63 @@ llvm::Error FunctionLowering::scalarClone(OpBuilder &b, Operation *op, IRMapping
   return llvm::Error::success();
 }
 
+/// `iter` ends in the rotary dim R (the head dim, or its first R elements
+/// for a partial rotation). Rotate-half: element d = j * R/2 + i is (j, i)
+/// of [2, R/2], its partner (1 - j, i) is at offset R/2 and stride -R/2
+/// along j. Interleaved: d = 2 i + j is (i, j) of [R/2, 2], its partner
+/// (i, 1 - j) at offset 1 and stride -1 along j. Every other access walks the split dims
+/// with its own last stride, so the nest is still one pass over memory: the
+/// partner read touches the cache lines of the element reads.
+FunctionLowering::RotaryReads FunctionLowering::splitForRotary(RotaryOp rotary, Shape &iter,
+                                                               std::vector<Access> &accs,
+                                                               std::vector<int> &bufs, int x,
+                                                               int sin) {
+  const bool interleaved = rotary.getInterleaved();
+  const int64_t half = iter.back() / 2;
+  iter.back() = interleaved ? half : 2;
+  iter.push_back(interleaved ? 2 : half);
+  for (Access &a : accs) {
+    int64_t s = a.strides.back();
+    a.strides.back() = interleaved ? 2 * s : half * s;
+    a.strides.push_back(s);
+  }
+  // A partner read is an argument of its own bound to the same buffer (a
+  // kernel accesses each argument at one place); the arena never gives a
+  // kernel's output the bytes of its inputs, so reading it twice is safe.
+  auto partnerOf = [&](int k) {
+    Access p = accs[k];
+    size_t j = p.strides.size() - (interleaved ? 1 : 2);
+    p.base += p.strides[j];
+    p.strides[j] = -p.strides[j];
+    p.slot = bufs.size();
+    bufs.push_back(bufs[accs[k].slot]);
+    accs.push_back(p);
+    return int(accs.size()) - 1;
+  };
+  RotaryReads r;
+  r.op = rotary;
+  r.partner = partnerOf(x);
+  if (rotary.getTranspose())
+    r.sinPartner = partnerOf(sin);
+  return r;
+}
+
+void FunctionLowering::rotaryScalar(OpBuilder &b, const RotaryReads &r,
+                                    const std::vector<Access> &accs,
+                                    llvm::ArrayRef<Shape> strides, IRMapping &map) {
+  auto rotary = cast<RotaryOp>(r.op);
+  Location loc = rotary.getLoc();
+  Value partner = load(b, accs[r.partner], strides[r.partner]);
+  Value sin = r.sinPartner >= 0 ? load(b, accs[r.sinPartner], strides[r.sinPartner])
+                                : map.lookup(rotary.getSin());
+  Value direct = b.create<MulOp>(loc, map.lookup(rotary.getInput()), map.lookup(rotary.getCos()));
+  map.map(rotary.getResult(),
+          b.create<AddOp>(loc, direct, b.create<MulOp>(loc, partner, sin)).getResult());
+}
+
 /// One op over elements: its result and each operand read through its view
 /// (broadcast by strides); a splat constant operand is a constant of the body.
+/// A rotary op splits the head dim into its pairs (splitForRotary).
 llvm::Error FunctionLowering::emitPointwise(Operation *op) {
   Value result = op->getResult(0);
   Shape out = shapeOf(result);
@@ -88,8 +151,19 @@ llvm::Error FunctionLowering::emitPointwise(Operation *op) {
   int outId = arenaFor(result);
   valueBuffers[result] = outId;
   bufs[0] = outId;
-  return addBodyStep(
-      out, accs, dynamicRows(result),
+  RotaryReads rotary;
+  Shape iter = out;
+  std::vector<Access> whole = accs; // before the split: the pass-through's views
+  auto r = dyn_cast<RotaryOp>(op);
+  if (r) {
+    if (accessOf[0] < 0 || accessOf[2] < 0)
+      return failure("mlc.rotary at " + locationString(op) +
+                     ": the input and sin must be tensors in memory, not splats");
+    iter.back() = shapeOf(r.getCos()).back(); // the rotary dim
+    rotary = splitForRotary(r, iter, accs, bufs, accessOf[0], accessOf[2]);
+  }
+  if (auto err = addBodyStep(
+      iter, accs, dynamicRows(result),
       [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) -> llvm::Error {
         IRMapping map;
         for (auto [v, k] : llvm::zip(op->getOperands(), accessOf)) {
@@ -100,12 +174,32 @@ llvm::Error FunctionLowering::emitPointwise(Operation *op) {
           if (auto err = scalarClone(b, v.getDefiningOp(), map))
             return err;
         }
-        if (auto err = scalarClone(b, op, map))
+        if (rotary.op)
+          rotaryScalar(b, rotary, accs, strides, map);
+        else if (auto err = scalarClone(b, op, map))
           return err;
         store(b, map.lookup(result), accs[0], strides[0]);
         return llvm::Error::success();
       },
-      bufs);
+      bufs))
+    return err;
+  if (!r || shapeOf(r.getCos()).back() == out.back())
+    return llvm::Error::success();
+  // A partial rotation: the head dim's last D - R elements pass through.
+  const int64_t R = shapeOf(r.getCos()).back();
+  Shape rest = out;
+  rest.back() -= R;
+  Access dst = whole[0], src = whole[accessOf[0]];
+  dst.base += R * dst.strides.back();
+  src.base += R * src.strides.back();
+  src.slot = 1;
+  return addBodyStep(
+      rest, {dst, src}, dynamicRows(result),
+      [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) -> llvm::Error {
+        store(b, load(b, src, strides[1]), dst, strides[0]);
+        return llvm::Error::success();
+      },
+      {outId, bufs[whole[accessOf[0]].slot]});
 }
 
 /// The arguments of a fusion kernel over `iter`: its results (contiguous,
@@ -134,17 +228,51 @@ FunctionLowering::KernelArgs FunctionLowering::bindFusion(FusionOp fusion, const
 llvm::Error FunctionLowering::cloneFusionRegion(OpBuilder &b, FusionOp fusion,
                                                 const std::vector<Access> &accs,
                                                 llvm::ArrayRef<Shape> strides, IRMapping &map,
-                                                llvm::ArrayRef<Operation *> skip) {
+                                                llvm::ArrayRef<Operation *> skip,
+                                                const RotaryReads *rotary) {
   Block &block = fusion.getBody().front();
   for (auto [k, arg] : llvm::enumerate(block.getArguments())) {
     size_t a = fusion.getNumResults() + k;
     map.map(arg, load(b, accs[a], strides[a]));
   }
-  for (Operation &op : block.without_terminator())
-    if (!llvm::is_contained(skip, &op))
-      if (auto err = scalarClone(b, &op, map))
-        return err;
+  for (Operation &op : block.without_terminator()) {
+    if (llvm::is_contained(skip, &op))
+      continue;
+    if (rotary && rotary->op == &op)
+      rotaryScalar(b, *rotary, accs, strides, map);
+    else if (auto err = scalarClone(b, &op, map))
+      return err;
+  }
   return llvm::Error::success();
+}
+
+/// The nest of a pointwise fusion that holds a rotary op (at most one, as
+/// mlc-fuse-elementwise forms them): its input and sin are block arguments,
+/// read through accesses of their own, so the partner is one more read.
+llvm::Expected<FunctionLowering::RotaryReads>
+FunctionLowering::splitFusionForRotary(FusionOp fusion, Shape &iter, KernelArgs &bound) {
+  RotaryReads none;
+  RotaryOp rotary;
+  for (Operation &op : fusion.getBody().front().without_terminator())
+    if (auto r = dyn_cast<RotaryOp>(op)) {
+      if (rotary)
+        return failure("fusion at " + locationString(fusion) + " holds two mlc.rotary ops");
+      rotary = r;
+    }
+  if (!rotary)
+    return none;
+  auto argOf = [&](Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg ? int(fusion.getNumResults() + arg.getArgNumber()) : -1;
+  };
+  int x = argOf(rotary.getInput()), sin = argOf(rotary.getSin());
+  if (x < 0 || (rotary.getTranspose() && sin < 0))
+    return failure("mlc.rotary at " + locationString(rotary) +
+                   ": its input (and a transposed op's sin) must be inputs of the fusion");
+  RotaryReads r = splitForRotary(rotary, iter, bound.accs, bound.bufs, x, sin);
+  while (bound.slots.size() < bound.bufs.size())
+    bound.slots.push_back({bound.slots[bound.accs[x].slot].first, false});
+  return r;
 }
 
 llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
@@ -171,12 +299,18 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
       reduceSlot = i;
       accs[i].strides.assign(iter.size(), 0); // accumulated, not indexed per element
     }
+  auto rotary = splitFusionForRotary(fusion, iter, bound);
+  if (!rotary)
+    return rotary.takeError();
+  if (columns && rotary->op)
+    return failure("fusion at " + locationString(fusion) +
+                   ": a rotary op cannot close into a column reduction");
   if (!columns)
     return addBodyStep(
         iter, accs, dynamicRows(fusion.getResult(0)),
         [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) -> llvm::Error {
           IRMapping map;
-          if (auto err = cloneFusionRegion(b, fusion, accs, strides, map))
+          if (auto err = cloneFusionRegion(b, fusion, accs, strides, map, {}, &*rotary))
             return err;
           for (auto [i, v] : llvm::enumerate(yield.getValues()))
             store(b, map.lookup(v), accs[i], strides[i]);

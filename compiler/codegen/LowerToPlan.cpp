@@ -194,7 +194,7 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
         addStep("iota", p.get(), {id}, KernelTemplate::pointwise);
         return llvm::Error::success();
       })
-      .Case<ScalarOpInterface>([&](auto) { return emitPointwise(op); })
+      .Case<ScalarOpInterface, RotaryOp>([&](auto) { return emitPointwise(op); })
       .Case<FusionOp>([&](FusionOp f) { return emitFusion(f); })
       .Case<PadOp>([&](PadOp p) {
         Shape in = shapeOf(p.getInput()), out = shapeOf(p.getResult());

@@ -625,12 +625,32 @@ private:
   /// In a body: `op` on rank-0 tensors (a splat constant of rank 0), its
   /// operands looked up in `map`, its results mapped.
   llvm::Error scalarClone(OpBuilder &b, Operation *op, IRMapping &map);
+  /// The partner reads of the one mlc.rotary op of a kernel (see
+  /// splitForRotary): access indices, -1 where none.
+  struct RotaryReads {
+    Operation *op = nullptr;
+    int partner = -1, sinPartner = -1;
+  };
   /// In a body: the fusion's region, each block argument loaded from its
   /// access (the inputs' accesses follow the results') and every op but
   /// `skip` cloned on rank-0 values into `map`.
   llvm::Error cloneFusionRegion(OpBuilder &b, FusionOp fusion, const std::vector<Access> &accs,
                                 llvm::ArrayRef<Shape> strides, IRMapping &map,
-                                llvm::ArrayRef<Operation *> skip = {});
+                                llvm::ArrayRef<Operation *> skip = {},
+                                const RotaryReads *rotary = nullptr);
+  /// Splits a kernel's nest for `rotary`: the last dim (the head dim) into
+  /// its pairs, [2, D/2] or [D/2, 2] interleaved, in `iter` and in every
+  /// access; appends the partner reads of access `x` (the rotary input) and,
+  /// for a transposed op, of access `sin`.
+  RotaryReads splitForRotary(RotaryOp rotary, Shape &iter, std::vector<Access> &accs,
+                             std::vector<int> &bufs, int x, int sin);
+  struct KernelArgs;
+  llvm::Expected<RotaryReads> splitFusionForRotary(FusionOp fusion, Shape &iter,
+                                                   KernelArgs &bound);
+  /// In a body: the rotary op's element x * cos + partner * sin from the
+  /// mapped operands and the partner reads.
+  void rotaryScalar(OpBuilder &b, const RotaryReads &r, const std::vector<Access> &accs,
+                    llvm::ArrayRef<Shape> strides, IRMapping &map);
   void addLaunch(std::string kernel, std::vector<int> bufs) {
     Step step;
     step.kernel = std::move(kernel);

@@ -257,6 +257,26 @@ LogicalResult CastOp::verify() {
   return success();
 }
 
+/// The tables broadcast to the input with the head dim unbroadcast; the
+/// head dim (the pairs) is static and even.
+LogicalResult RotaryOp::verify() {
+  Shape x = shapeOf(getInput().getType()), t = shapeOf(getCos().getType());
+  if (x.size() < 2)
+    return emitOpError("input must be [..., S, D], got ") << str(x);
+  const int64_t D = x.back();
+  if (D == kDynamic || D % 2 != 0)
+    return emitOpError("head dim of ") << str(x) << " must be static and even (pairs rotate)";
+  if (t.empty() || t.size() > x.size() || t.back() > D || t.back() % 2 != 0 || t.back() < 2)
+    return emitOpError("tables ") << str(t) << " must end in an even rotary dim of at most the head dim "
+                                  << D << " of the input " << str(x);
+  Shape rotated = x;
+  rotated.back() = t.back();
+  auto b = broadcastShapes(rotated, t);
+  if (!b || *b != rotated)
+    return emitOpError("tables ") << str(t) << " do not broadcast to the input " << str(x);
+  return success();
+}
+
 OpFoldResult CastOp::fold(FoldAdaptor) {
   return getInput().getType() == getType() ? getInput() : Value();
 }

@@ -190,17 +190,49 @@ LogicalResult GeluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success();
 }
 
+/// sigmoid(x) = 1 / (1 + exp(-x)) as pointwise ops, with the constant 1 it uses.
+static std::pair<Value, Value> sigmoid(OpBuilder &b, Location loc, Value x) {
+  Value one = scalar(b, loc, x, 1.0);
+  Value s = b.create<DivOp>(
+      loc, one, b.create<AddOp>(loc, one, b.create<ExpOp>(loc, b.create<NegOp>(loc, x))));
+  return {s, one};
+}
+
 LogicalResult SiluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                      SmallVectorImpl<Value> &og) {
   Location loc = getLoc();
   // y = x s with s = sigmoid(x) = 1 / (1 + exp(-x)):  dy/dx = s + y (1 - s).
   // Composed of pointwise ops, so that it fuses with its neighbours.
-  Value x = getInput(), y = getResult();
-  Value one = scalar(b, loc, x, 1.0);
-  Value s = b.create<DivOp>(
-      loc, one, b.create<AddOp>(loc, one, b.create<ExpOp>(loc, b.create<NegOp>(loc, x))));
+  Value y = getResult();
+  auto [s, one] = sigmoid(b, loc, getInput());
   Value d = b.create<AddOp>(loc, s, mul(b, loc, y, b.create<SubOp>(loc, one, s)));
   og.push_back(mul(b, loc, rg[0], d));
+  return success();
+}
+
+LogicalResult SwigluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                       SmallVectorImpl<Value> &og) {
+  Location loc = getLoc();
+  // y = silu(a) u:  dy/du = silu(a),  dy/da = u s (1 + a (1 - s)), s = sigmoid(a).
+  // Both from a and u only (nothing of the forward is saved), so that the
+  // two gradients fuse into one kernel over the same inputs.
+  Value a = getGate(), u = getUp();
+  auto [s, one] = sigmoid(b, loc, a);
+  Value ds = mul(b, loc, s, b.create<AddOp>(loc, one, mul(b, loc, a, b.create<SubOp>(loc, one, s))));
+  og.push_back(mul(b, loc, mul(b, loc, rg[0], u), ds));
+  og.push_back(mul(b, loc, rg[0], b.create<SiluOp>(loc, a)));
+  return success();
+}
+
+LogicalResult RotaryOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                       SmallVectorImpl<Value> &og) {
+  // y = C x + P S x (P the pair permutation, C and S diagonal): dx = C dy +
+  // S P dy, the same op reading sin at the partner (the rotation by -theta);
+  // a transposed op's transpose is the plain op. The tables are constants
+  // of the step (from the positions): no gradient.
+  og.push_back(b.create<RotaryOp>(getLoc(), rg[0], getCos(), getSin(), getInterleaved(),
+                                  !getTranspose()));
+  og.append({Value(), Value()});
   return success();
 }
 

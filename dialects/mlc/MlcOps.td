@@ -327,6 +327,89 @@ def Mlc_SiluOp : Mlc_UnaryOp<"silu", Mlc_FloatTensor> {
 }
 
 //===----------------------------------------------------------------------===//
+// RotaryOp
+//===----------------------------------------------------------------------===//
+
+def Mlc_RotaryOp : Mlc_Op<"rotary", [Pure, AllTypesMatch<["input", "result"]>,
+    AllTypesMatch<["cos", "sin"]>, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
+  let summary = "Rotary position embedding: x * cos + partner(x) * sin";
+  let description = [{
+    Rotates each pair of elements of the last (head) dimension of `input`
+    by the angle of its position (`[B, H, S, D]` with `[S, D]` tables, or
+    the projection's rows `[B, S, H, D]` with `[S, 1, D]` tables, as the
+    builtin Llama does so that the head split is a view on both sides): `result[d] = x[d] * cos[d] + x[p(d)] * sin[d]`, with
+    `p` the pair partner of element `d`:
+
+    - rotate-half (HF's `rotate_half`, the default): the head dim seen as
+      `[2, D/2]`, the partner of `(j, i)` is `(1 - j, i)`;
+    - `interleaved` (GPT-J, ONNX `RotaryEmbedding` with `interleaved = 1`):
+      the head dim seen as `[D/2, 2]`, the partner of `(i, j)` is `(i, 1 - j)`.
+
+    `cos` and `sin` are per-element tables of the last dimension, broadcast
+    against `input` (`[S, R]` for one position per row, `[B, 1, S, R]` for
+    position ids per sequence, e.g. packed documents whose positions reset;
+    `[S, 1, R]` and `[B, S, 1, R]` over `[B, S, H, D]`).
+    Their last dim `R` is the rotary dim: the first `R` elements of the head
+    dim rotate (pairs within them) and the other `D - R` pass through
+    (`partial_rotary_factor = R / D`, ONNX's `rotary_embedding_dim`).
+    `sin` carries rotate-half's sign: where the partner comes first in HF's
+    formula (`-x2 * sin` on the first half, `+x1 * sin` on the second), the
+    table holds `-sin` and `+sin`, so the op is a sum of two products and no
+    sign depends on the index. The tables are constants of the step (they
+    come from the positions, nothing trained), so they get no gradient.
+
+    `transpose` reads `sin` at the partner too:
+    `result[d] = x[d] * cos[d] + x[p(d)] * sin[p(d)]`. That is the transpose
+    of the rotation (the rotation by `-theta`), the gradient of the op:
+    `d input = mlc.rotary %dy, %cos, %sin transpose`, and the gradient of a
+    transposed op is the plain one.
+
+    In a kernel the partner is one more strided read of the same buffer (at
+    offset `R/2` with stride `-R/2` along the split dim, or `1` and `-1`
+    when interleaved), so the op is pointwise over the split iteration
+    space and reads each element once from memory (the partner's line is the
+    element's own or its neighbour's). A partial rotation is two nests (the
+    rotated part and the pass-through copy) and fuses with nothing.
+
+    ```mlir
+    %q = mlc.rotary %x, %cos, %sin : tensor<8x32x1024x64xf32>, tensor<1024x64xf32>
+    %g = mlc.rotary %dy, %cos, %sin interleaved transpose
+        : tensor<8x32x1024x64xf32>, tensor<1024x64xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_FloatTensor:$input, Mlc_FloatTensor:$cos, Mlc_FloatTensor:$sin,
+                       UnitAttr:$interleaved, UnitAttr:$transpose);
+  let results = (outs Mlc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $cos `,` $sin (`interleaved` $interleaved^)? (`transpose` $transpose^)?
+    attr-dict `:` type($input) `,` type($cos)
+  }];
+  let hasVerifier = 1;
+}
+
+def Mlc_SwigluOp : Mlc_Op<"swiglu", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Mlc_GradientOpInterface>,
+    DeclareOpInterfaceMethods<Mlc_ScalarOpInterface>]> {
+  let summary = "Gated linear unit with SiLU: silu(gate) * up";
+  let description = [{
+    The product of Llama's gated MLP, `down(silu(gate(x)) * up(x))`, as one
+    elementwise op. Its gradient is written from `gate` and `up` alone
+    (`d up = g * silu(gate)`, `d gate = g * up * s * (1 + gate * (1 - s))`
+    with `s = sigmoid(gate)`), so the forward kernel stores only the
+    product (no SiLU saved for the backward) and the two gradients, which
+    read the same inputs, are one backward kernel: 8 bytes read and 4
+    written per element forward, 12 read and 8 written backward (f32).
+
+    ```mlir
+    %h = mlc.swiglu %gate, %up : tensor<8x1024x5632xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_FloatTensor:$gate, Mlc_FloatTensor:$up);
+  let results = (outs Mlc_FloatTensor:$result);
+  let assemblyFormat = "$gate `,` $up attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
 // CompareOp, SelectOp, CastOp
 //===----------------------------------------------------------------------===//
 

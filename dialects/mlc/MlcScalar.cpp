@@ -61,6 +61,12 @@ std::string SiluOp::scalarExpr(ScalarEmitter &e, ArrayRef<std::string> a) {
          "))";
 }
 
+std::string SwigluOp::scalarExpr(ScalarEmitter &e, ArrayRef<std::string> a) {
+  Type el = elementOf(getResult());
+  return "(" + a[0] + " / (" + e.literal(1.0, el) + " + " + e.call("exp", el, {"-" + a[0]}) +
+         ") * " + a[1] + ")";
+}
+
 // GELU: erf form 0.5 x (1 + erf(x / sqrt 2)); tanh form
 // 0.5 x (1 + tanh(c (x + k x^3))) with c = sqrt(2 / pi), k = 0.044715.
 static constexpr double kGeluC = 0.7978845608028654, kGeluK = 0.044715;

@@ -131,6 +131,38 @@ func.func @silu_same_type(%a: tensor<4xf32>) {
 
 // -----
 
+func.func @rotary_odd_head_dim(%x: tensor<2x8x15xf32>, %t: tensor<8x15xf32>) {
+  // expected-error @+1 {{head dim of [2, 8, 15] must be static and even (pairs rotate)}}
+  %0 = mlc.rotary %x, %t, %t : tensor<2x8x15xf32>, tensor<8x15xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_table_head_dim(%x: tensor<2x8x16xf32>, %t: tensor<8x18xf32>) {
+  // expected-error @+1 {{tables [8, 18] must end in an even rotary dim of at most the head dim 16 of the input [2, 8, 16]}}
+  %0 = mlc.rotary %x, %t, %t : tensor<2x8x16xf32>, tensor<8x18xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_table_positions(%x: tensor<2x8x16xf32>, %t: tensor<4x16xf32>) {
+  // expected-error @+1 {{tables [4, 16] do not broadcast to the input [2, 8, 16]}}
+  %0 = mlc.rotary %x, %t, %t : tensor<2x8x16xf32>, tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @swiglu_same_type(%a: tensor<4xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0 = "mlc.swiglu"(%a, %b) : (tensor<4xf32>, tensor<8xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
 func.func @compare_broadcast(%a: tensor<3xi64>, %b: tensor<4xi64>) {
   // expected-error @+1 {{shapes [3] and [4] do not broadcast}}
   %0 = mlc.compare eq %a, %b : tensor<3xi64>, tensor<4xi64>

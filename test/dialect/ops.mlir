@@ -84,6 +84,21 @@ func.func @unary(%x: tensor<4x?xf32>) -> tensor<4x?xf32> {
 
 // -----
 
+// Rotary embeddings over [B, H, S, D] with [S, D] or per-sequence
+// [B, 1, S, D] tables, both conventions, and the transposed op; SwiGLU.
+// CHECK-LABEL: func.func @rotary_swiglu
+// CHECK: mlc.rotary %arg0, %arg1, %arg1 : tensor<2x4x8x16xf32>, tensor<8x16xf32>
+// CHECK: mlc.rotary %{{.*}}, %arg2, %arg2 interleaved transpose : tensor<2x4x8x16xf32>, tensor<2x1x8x16xf32>
+// CHECK: mlc.swiglu %{{.*}}, %{{.*}} : tensor<2x4x8x16xf32>
+func.func @rotary_swiglu(%x: tensor<2x4x8x16xf32>, %t: tensor<8x16xf32>, %p: tensor<2x1x8x16xf32>) -> tensor<2x4x8x16xf32> {
+  %0 = mlc.rotary %x, %t, %t : tensor<2x4x8x16xf32>, tensor<8x16xf32>
+  %1 = mlc.rotary %0, %p, %p interleaved transpose : tensor<2x4x8x16xf32>, tensor<2x1x8x16xf32>
+  %2 = mlc.swiglu %0, %1 : tensor<2x4x8x16xf32>
+  return %2 : tensor<2x4x8x16xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @compare_select_cast
 // CHECK: %[[C:.*]] = mlc.compare ne %{{.*}}, %{{.*}} : tensor<2x8xi64>, tensor<i64>
 // CHECK: mlc.select %[[C]], %{{.*}}, %{{.*}} : tensor<2x8xi1>, tensor<2x8xf32>, tensor<f32>
