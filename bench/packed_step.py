@@ -25,34 +25,23 @@ import sys
 import tempfile
 
 import numpy as np
-import torch
 
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, "..", "test", "integration", "Inputs"))
-import torch_models as tm  # noqa: E402
+sys.path.insert(0, here)
+import gpt2_bench  # noqa: E402
 
 ap = argparse.ArgumentParser()
-ap.add_argument("--mlc", default=os.path.join(here, "..", "build", "bin", "mlc"))
-ap.add_argument("--steps", type=int, default=6)
+gpt2_bench.add_model_arguments(ap, steps=6)
 ap.add_argument("--runs", type=int, default=3)
-ap.add_argument("--layers", type=int, default=4)
-ap.add_argument("--embd", type=int, default=256)
-ap.add_argument("--heads", type=int, default=4)
-ap.add_argument("--vocab", type=int, default=8192)
-ap.add_argument("--seq", type=int, default=256)
-ap.add_argument("--batch", type=int, default=8)
 args = ap.parse_args()
 
-B, S, V, E, L, H = args.batch, args.seq, args.vocab, args.embd, args.layers, args.heads
+B, S, V = args.batch, args.seq, args.vocab
 work = tempfile.mkdtemp(prefix="mlc-bench-packed-")
 rng = np.random.default_rng(0)
 EOD = 0
 ids = rng.integers(1, V, size=(args.steps, B, S))
-params = tm.init_params(tm.gpt2_shapes(V, S, E, L), seed=1, dtype=torch.float32)
-weights = os.path.join(work, "w.safetensors")
-tm.write_safetensors(weights, params)
-config = (f"tiny,vocab_size={V},n_positions={S},n_embd={E},n_layer={L},n_head={H},"
-          "resid_pdrop=0,embd_pdrop=0,attn_pdrop=0")
+weights, _ = gpt2_bench.initial_weights(args, work)
+config = gpt2_bench.model_config(args)
 
 
 def documents(tokens):
@@ -125,7 +114,7 @@ for run in range(args.runs):
         best[name] = (min(best[name][0], ms), min(best[name][1], attn))
         print(f"run {run + 1}: {name:6s} step {ms:7.1f} ms, attention {attn:6.1f} ms", flush=True)
 
-print(f"gpt2 L{L} E{E} H{H} S{S} B{B} V{V} f32, CPU, {os.cpu_count()} cores; min over "
+print(f"gpt2 L{args.layers} E{args.embd} H{args.heads} S{S} B{B} V{V} f32, CPU, {os.cpu_count()} cores; min over "
       f"{args.runs} runs of the median step")
 for name, ((_, docs), _) in cases.items():
     ms, attn = best[name]
