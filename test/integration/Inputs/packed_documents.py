@@ -52,6 +52,19 @@ def run(*argv):
     return r
 
 
+def losses_of(log):
+    return [json.loads(line)["loss"] for line in open(log)]
+
+
+def worst_rel(got, ref, steps, what, tolerance):
+    """The largest relative difference of two loss lists; a failure past
+    `tolerance` or when `got` is not `steps` long."""
+    worst = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
+    if len(got) != steps or worst > tolerance:
+        failures.append(f"{what}: losses differ by {worst:.2e}: {got} vs {ref}")
+    return worst
+
+
 def rel(a, b):
     return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
 
@@ -194,12 +207,10 @@ for t in range(args.steps):
     loss.backward()
     opt.step()
     ref_losses.append(loss.item())
-got = [json.loads(line)["loss"] for line in open(log)]
-worst = max(abs(a - b) / abs(b) for a, b in zip(got, ref_losses))
+got = losses_of(log)
+worst = worst_rel(got, ref_losses, args.steps, "mlc against HF", 1e-4)
 print(f"train: {len(got)} steps, loss {ref_losses[0]:.5f} -> {ref_losses[-1]:.5f}, "
       f"max rel diff {worst:.2e}")
-if len(got) != args.steps or worst > 1e-4:
-    failures.append(f"losses differ by {worst:.2e}: mlc {got} HF {ref_losses}")
 
 # The CUDA kernels (the emulated device) on the same batches: forward and
 # backward of the variable-length causal attention over the packed tokens.
@@ -209,11 +220,9 @@ run(args.mlc, "train", "gpt2", *common, *packed, "--eod-mask-loss", "--data", da
     "--steps", str(emulated), "--lr", str(LR), "--lr-schedule", "constant",
     "--weight-decay", str(WD), "--clip-grad", "0", "--log-json", log, "--log-every", "100",
     "--device", "cuda-emulator")
-emu = [json.loads(line)["loss"] for line in open(log)]
-worst = max(abs(a - b) / abs(b) for a, b in zip(emu, got))
+emu = losses_of(log)
+worst = worst_rel(emu, got, emulated, "the emulated CUDA kernels against the CPU", 1e-5)
 print(f"cuda-emulator: {len(emu)} steps, max rel diff {worst:.2e} against the CPU")
-if len(emu) != emulated or worst > 1e-5:
-    failures.append(f"the emulated CUDA kernels differ by {worst:.2e}: {emu} vs {got}")
 
 # 3. No EOD: the packed package is the plain causal one.
 rng = np.random.default_rng(1)
@@ -234,11 +243,10 @@ for name, d, flags in (("plain", plain_dir, []), ("packed", packed_dir, packed))
     log = os.path.join(d, "train.jsonl")
     run(args.mlc, "train", "gpt2", *common, *flags, "--batches", d, "--steps", str(steps),
         "--lr", str(LR), "--lr-schedule", "constant", "--log-json", log, "--log-every", "100")
-    results[name] = [json.loads(line)["loss"] for line in open(log)]
-worst = max(abs(a - b) / abs(b) for a, b in zip(results["packed"], results["plain"]))
+    results[name] = losses_of(log)
+worst = worst_rel(results["packed"], results["plain"], steps, "without EOD, packed against plain",
+                  1e-6)
 print(f"no EOD: packed and plain losses over {steps} steps, max rel diff {worst:.2e}")
-if worst > 1e-6:
-    failures.append(f"without EOD packed differs from plain by {worst:.2e}: {results}")
 
 # Generation from a packed package: one document per row, the plain model's text.
 texts = [run(args.mlc, "generate", "gpt2", *common, *flags, "--prompt", "abc", "--max-tokens",
