@@ -117,8 +117,16 @@ BatchFn withDocuments(const Package &pkg, const TrainOptions &o, BatchFn tokens)
       return t;
     if (in.name == "labels") {
       HostTensor labels = t;
-      if (maskLoss)
-        maskLossAfterEod(src, reinterpret_cast<int64_t *>(labels.data.data()), B, S, eod);
+      int64_t *dst = reinterpret_cast<int64_t *>(labels.data.data());
+      if (maskLoss) {
+        maskLossAfterEod(src, dst, B, S, eod);
+        // A sample's first label is no target of the causal loss (it pairs
+        // the prediction at i with labels[i + 1]); ignoring it makes the
+        // labels not ignored the loss's terms, which weigh the ranks' losses
+        // when their masks differ.
+        for (int64_t b = 0; b < B; ++b)
+          dst[b * S] = -100;
+      }
       return labels;
     }
     DocumentBoundaries d = findDocuments(src, B, S, eod);
