@@ -63,7 +63,7 @@ TrainFlag string(const char *name, const char *valueName, const char *help,
 }
 
 TrainFlag boolean(const char *name, const char *help, bool TrainOptions::*field) {
-  TrainFlag f{name, "", help,
+  TrainFlag f{name, "true|false", help,
               [field](const TrainOptions &o) { return std::string(o.*field ? "true" : "false"); },
               [field, name](TrainOptions &o, const std::string &v) {
                 if (v.empty() || v == "true" || v == "1")
