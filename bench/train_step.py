@@ -27,18 +27,12 @@ import numpy as np
 import torch
 
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, "..", "test", "integration", "Inputs"))
-import torch_models as tm  # noqa: E402
+sys.path.insert(0, here)
+import gpt2_bench  # noqa: E402
+import torch_models as tm  # noqa: E402 (on the path gpt2_bench adds)
 
 ap = argparse.ArgumentParser()
-ap.add_argument("--mlc", default=os.path.join(here, "..", "build", "bin", "mlc"))
-ap.add_argument("--steps", type=int, default=8)
-ap.add_argument("--layers", type=int, default=4)
-ap.add_argument("--embd", type=int, default=256)
-ap.add_argument("--heads", type=int, default=4)
-ap.add_argument("--vocab", type=int, default=8192)
-ap.add_argument("--seq", type=int, default=256)
-ap.add_argument("--batch", type=int, default=8)
+gpt2_bench.add_model_arguments(ap, steps=8)
 args = ap.parse_args()
 
 B, S, V, E, L, H = args.batch, args.seq, args.vocab, args.embd, args.layers, args.heads
@@ -48,12 +42,8 @@ ids = rng.integers(0, V, size=(args.steps, B, S))
 os.makedirs(os.path.join(work, "b"))
 np.save(os.path.join(work, "b", "input_ids.npy"), ids)
 np.save(os.path.join(work, "b", "labels.npy"), ids)
-params = tm.init_params(tm.gpt2_shapes(V, S, E, L), seed=1, dtype=torch.float32)
-weights = os.path.join(work, "w.safetensors")
-tm.write_safetensors(weights, params)
-
-config = (f"tiny,vocab_size={V},n_positions={S},n_embd={E},n_layer={L},n_head={H},"
-          "resid_pdrop=0,embd_pdrop=0,attn_pdrop=0")
+weights, params = gpt2_bench.initial_weights(args, work)
+config = gpt2_bench.model_config(args)
 
 
 def mlc_step(fuse):

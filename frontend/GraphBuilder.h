@@ -145,6 +145,64 @@ private:
 };
 
 //===----------------------------------------------------------------------===//
+// Packed documents (any causal builder)
+//===----------------------------------------------------------------------===//
+
+/// The positions and attention of a causal model's micro-batch [B, S] when
+/// its samples are packed documents (BuildOptions::resetPositionIds,
+/// resetAttentionMask, Megatron-LM's --reset-position-ids and
+/// --reset-attention-mask), and the plain causal forms otherwise. Built
+/// after the builder's input_ids and labels: it adds the inputs
+/// position_ids [B, S] (i64) and cu_seqlens [B * S + 1] (i32), in that
+/// order, only when asked, so a plain model's graph is unchanged.
+///
+/// With cu_seqlens the micro-batch is one packed stream of B * S tokens:
+/// document n is tokens cu[n] .. cu[n + 1] of the flattened [B * S] (a
+/// document never crosses a sample: the batch source cuts at both), and
+/// attention is the variable-length causal form over it: query i sees keys
+/// j <= i of its own document, what Megatron's block-diagonal lower
+/// triangular [B, 1, S, S] mask allows, without any S x S tensor. The
+/// heads of [B, S, H * D] are then [B * S, H, D], a reshape (a view of the
+/// projection's columns) where the padded form transposes to [B, H, S, D].
+struct PackedDocuments {
+  PackedDocuments(GraphBuilder &g, const BuildOptions &o, int64_t batch, int64_t seq)
+      : g(g), batch(batch), seq(seq) {
+    Type i64 = g.b.getI64Type();
+    if (o.resetPositionIds)
+      positions = g.input("position_ids", {batch, seq}, i64);
+    else
+      positions = g.b.create<IotaOp>(g.loc, RankedTensorType::get({seq}, i64),
+                                     g.b.getI64IntegerAttr(0));
+    if (o.resetAttentionMask)
+      cuSeqlens = g.input("cu_seqlens", {batch * seq + 1}, g.b.getI32Type());
+  }
+
+  /// Token positions: position_ids [B, S], or 0..S-1 as [S] (broadcast over
+  /// the batch by the embedding or rotary op that takes them).
+  Value positions;
+  /// The documents' boundaries, or null for plain causal attention.
+  Value cuSeqlens;
+
+  /// [B, S, heads * dim] -> [B * S, heads, dim] (packed) or [B, heads, S, dim].
+  Value heads(Value x, int64_t heads, int64_t dim) {
+    return cuSeqlens ? g.reshape(x, {batch * seq, heads, dim})
+                     : g.splitHeads(x, batch, seq, heads, dim);
+  }
+  /// The attention's result back to [B, S, hidden].
+  Value merge(Value a, int64_t hidden) {
+    return cuSeqlens ? g.reshape(a, {batch, seq, hidden}) : g.mergeHeads(a, batch, seq, hidden);
+  }
+  /// Causal attention over heads() of q, k and v.
+  Value attention(Value q, Value k, Value v, double dropout) {
+    return g.attention(q, k, v, /*mask=*/Value(), /*causal=*/true, dropout, cuSeqlens);
+  }
+
+private:
+  GraphBuilder &g;
+  int64_t batch, seq;
+};
+
+//===----------------------------------------------------------------------===//
 // The Llama family (Llama.cpp)
 //===----------------------------------------------------------------------===//
 

@@ -350,22 +350,19 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext &ctx, const ModelConfig &c,
   Value ids = g.input("input_ids", {B, S}, i64);
   Value labels = g.input("labels", {B, S}, i64);
 
-  Value pos = b.create<IotaOp>(loc, RankedTensorType::get({S}, i64),
-                               b.getI64IntegerAttr(0));
+  PackedDocuments docs(g, o, B, S);
   Value x = b.create<AddOp>(loc, b.create<EmbeddingOp>(loc, wte, ids),
-                            b.create<EmbeddingOp>(loc, wpe, pos));
+                            b.create<EmbeddingOp>(loc, wpe, docs.positions));
   x = g.dropout(x, c.getFloat("embd_pdrop"));
   for (const Layer &l : layers) {
     Value h = g.layerNorm(x, l.ln1w, l.ln1b, eps);
     Value qkv = g.dense(h, l.attnW, l.attnB, /*linear=*/false);
     auto split = b.create<SplitOp>(loc, qkv, b.getI64IntegerAttr(2),
                                    b.getDenseI64ArrayAttr({E, E, E}));
-    Value q = g.splitHeads(split.getResult(0), B, S, H, D);
-    Value k = g.splitHeads(split.getResult(1), B, S, H, D);
-    Value v = g.splitHeads(split.getResult(2), B, S, H, D);
-    Value a = g.attention(q, k, v, /*mask=*/Value(), /*causal=*/true,
-                          c.getFloat("attn_pdrop"));
-    a = g.mergeHeads(a, B, S, E);
+    Value q = docs.heads(split.getResult(0), H, D);
+    Value k = docs.heads(split.getResult(1), H, D);
+    Value v = docs.heads(split.getResult(2), H, D);
+    Value a = docs.merge(docs.attention(q, k, v, c.getFloat("attn_pdrop")), E);
     a = g.dropout(g.dense(a, l.projW, l.projB, false), c.getFloat("resid_pdrop"));
     x = b.create<AddOp>(loc, x, a);
     h = g.layerNorm(x, l.ln2w, l.ln2b, eps);
@@ -513,6 +510,13 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildModel(MLIRContext &ctx,
     return error("--varlen packs BERT's variable-length sequences; " +
                  std::string(config.family == "gpt2" ? "GPT-2" : "Llama") +
                  " trains on full samples");
+  if ((options.resetAttentionMask || options.resetPositionIds) && config.family != "gpt2")
+    return error(config.family == "bert"
+                     ? "--reset-attention-mask and --reset-position-ids split causal samples "
+                       "at their EOD tokens; BERT's attention is bidirectional (--varlen "
+                       "packs BERT's sequences)"
+                     : "--reset-attention-mask and --reset-position-ids are built for the "
+                       "builtin gpt2; the builtin llama does not take them yet");
   if (options.microBatch < 1)
     return error("micro-batch must be >= 1");
   const char *positions =

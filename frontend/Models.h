@@ -50,6 +50,16 @@ struct BuildOptions {
   /// dynamic token dimension (at most micro-batch x seq-len tokens) with
   /// their boundaries in cu_seqlens.
   bool varlen = false;
+  /// Causal models trained on packed documents (Megatron-LM's
+  /// --reset-attention-mask): a token attends only to the earlier tokens of
+  /// its own document. Attention takes the variable-length causal form over
+  /// the micro-batch's B x S tokens, the documents' boundaries coming in the
+  /// input cu_seqlens [B * S + 1] (int32; entries past the last document
+  /// repeat B * S: empty sequences). No S x S mask is built.
+  bool resetAttentionMask = false;
+  /// Megatron-LM's --reset-position-ids: the positions come from the input
+  /// position_ids [B, S] (restarting at 0 after each EOD) instead of 0..S-1.
+  bool resetPositionIds = false;
 };
 
 /// Builds `func.func @forward(params..., inputs...) -> (loss, logits)`.

@@ -79,6 +79,8 @@ int main(int argc, char **argv) {
       if (eq != std::string::npos) {
         value = name.substr(eq + 1);
         name = name.substr(0, eq);
+      } else if (auto sw = flags.find(name); sw != flags.end() && sw->second->isSwitch) {
+        value = "true";
       } else if (i + 1 < argc) {
         value = argv[++i];
       } else {

@@ -121,6 +121,30 @@ TEST(Split, FollowsMegatron) {
   EXPECT_EQ(q[1], (std::pair<int64_t, int64_t>{6, 7}));
 }
 
+// Megatron's documents at the edges: an EOD first (a one-token document),
+// two in a row, one last (ends nothing more), none at all.
+TEST(PackedDocuments, EdgesAsMegatron) {
+  const int64_t E = 0, S = 5;
+  const std::vector<int64_t> tokens = {E, 1, E, E, 2,  // [0] [1 E] [E] [2]
+                                       3, 4, 5, 6, E,  // one document ending in EOD
+                                       7, 8, 9, 1, 2}; // no EOD
+  DocumentBoundaries d = findDocuments(tokens.data(), 3, S, E);
+  std::vector<int32_t> cu = {0, 1, 3, 4, 5, 10, 15};
+  cu.resize(3 * S + 1, 15);
+  EXPECT_EQ(d.cuSeqlens, cu);
+  EXPECT_EQ(d.positionIds,
+            (std::vector<int64_t>{0, 0, 1, 0, 0, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4}));
+  std::vector<int64_t> labels = tokens;
+  maskLossAfterEod(tokens.data(), labels.data(), 3, S, E);
+  EXPECT_EQ(labels, (std::vector<int64_t>{E, -100, E, -100, -100, 3, 4, 5, 6, E, 7, 8, 9, 1, 2}));
+  // Every token an EOD: B x S one-token documents fill cu_seqlens exactly.
+  const std::vector<int64_t> all(2 * S, E);
+  d = findDocuments(all.data(), 2, S, E);
+  std::vector<int32_t> each(2 * S + 1);
+  std::iota(each.begin(), each.end(), 0);
+  EXPECT_EQ(d.cuSeqlens, each);
+}
+
 TEST(Balance, PresortBeatsRandomOnHeavyTails) {
   std::vector<int64_t> lengths;
   std::mt19937 rng(5);

@@ -394,7 +394,7 @@ TEST(GradientCheck, AttentionAcrossTiles) {
 
 /// Whole models: every parameter of a tiny GPT-2 and BERT, dropout on.
 void checkModel(const std::string &family, const std::string &spec, Inputs inputs,
-                bool varlen = false, int64_t microBatch = 2) {
+                bool varlen = false, int64_t microBatch = 2, bool packedDocuments = false) {
   mlir::MLIRContext ctx;
   auto config = parseModelConfig(family, spec);
   ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
@@ -403,6 +403,7 @@ void checkModel(const std::string &family, const std::string &spec, Inputs input
   options.seqLen = 6;
   options.dtype = "f64";
   options.varlen = varlen;
+  options.resetAttentionMask = options.resetPositionIds = packedDocuments;
   auto module = buildModel(ctx, *config, options);
   ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
   std::string dir = compile(*module);
@@ -424,6 +425,25 @@ TEST(GradientCheck, TinyGPT2) {
              "tiny,vocab_size=16,n_positions=8,n_embd=8,n_layer=2,n_head=2,resid_pdrop=0.1,"
              "embd_pdrop=0.1,attn_pdrop=0.2",
              in);
+}
+
+/// GPT-2 on packed documents: samples of 6 tokens holding documents of 2
+/// and 4, and 3 and 3 tokens (cu_seqlens over the 12 tokens, trailing empty
+/// sequences), positions restarting in each, the loss ignored where the
+/// prediction is made from a document's last token (--eod-mask-loss).
+TEST(GradientCheck, TinyGPT2PackedDocuments) {
+  Inputs in;
+  in.lo = -0.5;
+  in.hi = 0.5;
+  in.intHi = 16;
+  in.fixed["input_ids"] = {3, 0, 1, 12, 5, 9, 2, 4, 0, 7, 6, 11};
+  in.fixed["labels"] = {3, 0, -100, 12, 5, 9, 2, 4, 0, -100, 6, 11};
+  in.fixed["position_ids"] = {0, 1, 0, 1, 2, 3, 0, 1, 2, 0, 1, 2};
+  in.fixed["cu_seqlens"] = {0, 2, 6, 9, 12, 12, 12, 12, 12, 12, 12, 12, 12};
+  checkModel("gpt2",
+             "tiny,vocab_size=16,n_positions=8,n_embd=8,n_layer=2,n_head=2,resid_pdrop=0.1,"
+             "embd_pdrop=0.1,attn_pdrop=0.2",
+             in, /*varlen=*/false, /*microBatch=*/2, /*packedDocuments=*/true);
 }
 
 TEST(GradientCheck, TinyBERT) {

@@ -693,6 +693,11 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   desc.batch = B, desc.heads = H, desc.kvHeads = Hkv, desc.seqQ = Sq, desc.seqK = Sk,
   desc.headDim = D, desc.valueDim = Dv, desc.tokenCapacity = kernels.tokenCapacity;
   desc.scale = scale, desc.dropout = dropout, desc.seed = seed;
+  // A static token dimension (packed documents of a fixed-size micro-batch)
+  // is its own capacity: the CUDA grid's query tiles and the backward's
+  // per-row statistics cover its tokens.
+  if (varlen && !ShapedType::isDynamic(qs[0]))
+    desc.tokenCapacity = std::max(desc.tokenCapacity, qs[0]);
   for (const View &w : tensors)
     desc.tensors.push_back({w.offset, w.strides[0], w.strides[1], w.strides[varlen ? 0 : 2]});
   for (auto [t, written] : slots)

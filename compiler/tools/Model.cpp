@@ -51,6 +51,8 @@ mlc::BuildOptions buildOptions() {
   // bf16 builds the f32 graph; mlc-autocast narrows its products.
   options.dtype = graphDtype();
   options.varlen = varlen;
+  options.resetAttentionMask = resetAttentionMask;
+  options.resetPositionIds = resetPositionIds;
   return options;
 }
 
@@ -98,6 +100,11 @@ Expected<Graph> buildGraph(mlir::MLIRContext &ctx, int64_t layers) {
     if (varlen)
       return createStringError(inconvertibleErrorCode(),
                                "--varlen is for the builtin BERT; ONNX models run padded");
+    if (resetAttentionMask || resetPositionIds)
+      return createStringError(inconvertibleErrorCode(),
+                               "--reset-attention-mask and --reset-position-ids are built into "
+                               "the builtin gpt2; " + sys::path::filename(model).str() +
+                                   " brings its own attention and positions");
     mlc::OnnxImportOptions o;
     o.microBatch = microBatch;
     o.seqLen = seqLen;
@@ -148,7 +155,13 @@ Expected<Graph> buildGraph(mlir::MLIRContext &ctx, int64_t layers) {
   if (!module)
     return module.takeError();
   g.module = std::move(*module);
-  g.description = {cfg->family, cfg->preset + ": " + cfg->describe(), manifestOptions(), {}};
+  std::string packed;
+  if (resetAttentionMask || resetPositionIds)
+    packed = std::string(", packed documents:") +
+             (resetAttentionMask ? " reset-attention-mask" : "") +
+             (resetPositionIds ? " reset-position-ids" : "");
+  g.description = {cfg->family, cfg->preset + ": " + cfg->describe() + packed,
+                   manifestOptions(), {}};
   return std::move(g);
 }
 

@@ -100,6 +100,20 @@ cl::opt<bool> varlen("varlen",
                               "micro-batch sequences and micro-batch x seq-len tokens)"),
                      cl::sub(compileCmd()), cl::sub(trainCmd()), cl::sub(runCmd()),
                      cl::cat(category()));
+cl::opt<bool> resetAttentionMask(
+    "reset-attention-mask",
+    cl::desc("GPT-2 on packed documents (Megatron-LM's): a token attends only to its own "
+             "document's earlier tokens; attention is variable-length causal over the "
+             "micro-batch's tokens, the documents' boundaries (split at EOD) in the input "
+             "cu_seqlens [micro-batch x seq-len + 1]"),
+    cl::sub(compileCmd()), cl::sub(trainCmd()), cl::sub(runCmd()), cl::sub(generateCmd()),
+    cl::cat(category()));
+cl::opt<bool> resetPositionIds(
+    "reset-position-ids",
+    cl::desc("GPT-2 on packed documents (Megatron-LM's): positions restart at 0 after each "
+             "EOD, from the input position_ids [micro-batch, seq-len]"),
+    cl::sub(compileCmd()), cl::sub(trainCmd()), cl::sub(runCmd()), cl::sub(generateCmd()),
+    cl::cat(category()));
 cl::opt<bool> fuse("fuse",
                    cl::desc("Fuse pointwise chains into single kernels (--fuse=false or "
                             "--no-fuse turns it off)"),
@@ -174,6 +188,7 @@ void registerTrainFlags() {
     // cl::opt keeps StringRefs: the strings live as long as the program.
     auto *help = new std::string(f.help + (def.empty() ? "" : " (default " + def + ")"));
     auto *name = new std::string(f.name), *valueName = new std::string(f.valueName);
+    auto valueWanted = f.isSwitch ? cl::ValueOptional : cl::ValueRequired;
     if (f.forRun)
       trainFlagOptions()[f.name] = std::make_unique<cl::opt<std::string>>(
           StringRef(*name), cl::desc(*help), cl::value_desc(*valueName), cl::sub(trainCmd()),
@@ -181,7 +196,7 @@ void registerTrainFlags() {
     else
       trainFlagOptions()[f.name] = std::make_unique<cl::opt<std::string>>(
           StringRef(*name), cl::desc(*help), cl::value_desc(*valueName), cl::sub(trainCmd()),
-          cl::cat(category()));
+          valueWanted, cl::cat(category()));
   }
 }
 

@@ -66,6 +66,7 @@ extern llvm::cl::opt<int64_t> seqLen;
 extern bool seqLenFromInputs;
 extern llvm::cl::opt<std::string> dtype;
 extern llvm::cl::opt<bool> varlen;
+extern llvm::cl::opt<bool> resetAttentionMask, resetPositionIds;
 extern llvm::cl::opt<bool> fuse;
 extern llvm::cl::opt<bool> noFuse;
 /// ONNX models.

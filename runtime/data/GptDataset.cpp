@@ -158,4 +158,33 @@ void GptSamples::sample(int64_t index, int64_t *out) {
   sourceSample(sources_[source], local, out);
 }
 
+DocumentBoundaries findDocuments(const int64_t *tokens, int64_t B, int64_t S, int64_t eod) {
+  DocumentBoundaries d;
+  d.cuSeqlens.reserve(B * S + 1);
+  d.positionIds.resize(B * S);
+  d.cuSeqlens.push_back(0);
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t start = 0;
+    for (int64_t i = 0; i < S; ++i) {
+      d.positionIds[b * S + i] = i - start;
+      // An EOD in the last position ends the sample's document anyway.
+      if (tokens[b * S + i] == eod && i + 1 < S) {
+        start = i + 1;
+        d.cuSeqlens.push_back(int32_t(b * S + start));
+      }
+    }
+    d.cuSeqlens.push_back(int32_t((b + 1) * S));
+  }
+  d.cuSeqlens.resize(B * S + 1, int32_t(B * S));
+  return d;
+}
+
+void maskLossAfterEod(const int64_t *tokens, int64_t *labels, int64_t B, int64_t S,
+                      int64_t eod) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i + 1 < S; ++i)
+      if (tokens[b * S + i] == eod)
+        labels[b * S + i + 1] = -100;
+}
+
 } // namespace mlc::rt

@@ -34,6 +34,28 @@ std::vector<std::pair<int64_t, int64_t>> splitRanges(const std::string &split,
 /// --data "PREFIX" or "W1 PREFIX1 W2 PREFIX2 ...".
 std::vector<std::pair<double, std::string>> parseBlend(const std::string &spec);
 
+/// The documents of a micro-batch of GPT samples, as Megatron-LM's
+/// _get_ltor_masks_and_position_ids finds them: an EOD token at position i
+/// of a sample ends a document there (the EOD is its last token), and the
+/// next one starts at i + 1. With --reset-attention-mask tokens after i
+/// do not attend to tokens <= i; with --reset-position-ids positions
+/// restart at 0 at i + 1. Here the block-diagonal mask is not built: the
+/// documents are offsets into the micro-batch flattened to B x S tokens.
+struct DocumentBoundaries {
+  /// [B * S + 1] offsets of the documents in the flattened micro-batch:
+  /// 0, every sample's starts, B * S, then B * S again up to the fixed size
+  /// (empty sequences), so the model's shape does not depend on the data.
+  std::vector<int32_t> cuSeqlens;
+  /// [B, S] each token's position within its document.
+  std::vector<int64_t> positionIds;
+};
+/// The documents of `tokens` [B, S] split at `eod`.
+DocumentBoundaries findDocuments(const int64_t *tokens, int64_t B, int64_t S, int64_t eod);
+/// Megatron's --eod-mask-loss for mlc's labels [B, S] (the loss compares
+/// the prediction at i with labels[i + 1]): labels[i + 1] = -100, ignored,
+/// where tokens[i] is an EOD, within each sample.
+void maskLossAfterEod(const int64_t *tokens, int64_t *labels, int64_t B, int64_t S, int64_t eod);
+
 class GptSamples {
 public:
   /// `part` is 0 (train), 1 (validation) or 2 (test) of `split`.

@@ -234,6 +234,7 @@ public:
     }
     auto eod = ids_.find("<|endoftext|>");
     eod_ = eod != ids_.end() ? eod->second : int32_t(size_ - 1);
+    hasEod_ = eod != ids_.end();
   }
 
   std::vector<int32_t> encode(const std::string &text) const override {
@@ -264,6 +265,7 @@ public:
   }
   int64_t vocabSize() const override { return size_; }
   int32_t eod() const override { return eod_; }
+  bool hasEod() const override { return hasEod_; }
 
 private:
   mutable std::vector<std::string> tokens_;
@@ -322,6 +324,7 @@ private:
   std::unordered_map<std::string, int> ranks_;
   int64_t size_ = 0;
   int32_t eod_ = 0;
+  bool hasEod_ = false;
 };
 
 //===----------------------------------------------------------------------===//

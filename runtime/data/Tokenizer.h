@@ -29,6 +29,9 @@ public:
   virtual std::string decode(const std::vector<int32_t> &ids) const = 0;
   virtual int64_t vocabSize() const = 0;
   virtual int32_t eod() const = 0;
+  /// False when the vocabulary has no end-of-document token of its own (a
+  /// GPT-2 vocab.json without <|endoftext|>: eod() is then its last id).
+  virtual bool hasEod() const { return true; }
 };
 
 /// The tokenizer of a --tokenizer-type; files as Megatron takes them.

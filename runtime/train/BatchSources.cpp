@@ -6,8 +6,10 @@
 #include "runtime/data/Balance.h"
 #include "runtime/data/BertDataset.h"
 #include "runtime/data/GptDataset.h"
+#include "runtime/data/Tokenizer.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -22,19 +24,116 @@ uint64_t nameSeed(uint64_t seed, const std::string &name) {
 namespace {
 
 /// The input_ids input of a model that --data can feed: one whose inputs are
-/// input_ids [batch, seq] and labels (GPT-style; labels = input_ids).
+/// input_ids [batch, seq] and labels (GPT-style; labels = input_ids), and
+/// for packed documents position_ids and cu_seqlens.
 const InputInfo *gptTokenInput(const Package &pkg) {
   const InputInfo *ids = nullptr;
   for (const InputInfo &in : pkg.inputs) {
     if (in.name == "input_ids")
       ids = &in;
-    else if (in.name != "labels")
-      fail("--data feeds input_ids and labels only; this model also needs '" + in.name +
-           "' (use --batches, or --bind " + in.name + "=ROLE)");
+    else if (in.name != "labels" && in.name != "position_ids" && in.name != "cu_seqlens")
+      fail("--data feeds input_ids and labels (and position_ids, cu_seqlens of packed "
+           "documents) only; this model also needs '" + in.name + "' (use --batches, or "
+           "--bind " + in.name + "=ROLE)");
   }
   if (!ids || ids->shape.size() != 2)
     fail("--data needs a model with input_ids [batch, seq]");
   return ids;
+}
+
+bool hasInput(const Package &pkg, const char *name) {
+  for (const InputInfo &in : pkg.inputs)
+    if (in.name == name)
+      return true;
+  return false;
+}
+
+/// An integer tensor of `dtype` (i32 or i64) holding `values`.
+template <typename T>
+HostTensor intTensor(const std::string &dtype, std::vector<int64_t> shape,
+                     const std::vector<T> &values) {
+  HostTensor out;
+  out.dtype = dtype;
+  out.shape = std::move(shape);
+  out.data.resize(values.size() * dtypeSize(dtype));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == "i32")
+      reinterpret_cast<int32_t *>(out.data.data())[i] = int32_t(values[i]);
+    else
+      reinterpret_cast<int64_t *>(out.data.data())[i] = int64_t(values[i]);
+  }
+  return out;
+}
+
+/// The end-of-document id of GPT data: --eod-token, else the tokenizer's
+/// (<|endoftext|> of a GPT-2 vocab.json with --merge-file, else mlc's byte
+/// tokenizer's 0, the data --sample-every decodes as bytes).
+int64_t eodTokenOf(const TrainOptions &o, const std::string &why) {
+  if (o.eodToken >= 0)
+    return o.eodToken;
+  if (o.mergeFile.empty() && !o.vocabFile.empty())
+    fail(why + " needs the data's EOD id: --eod-token N, or the GPT-2 tokenizer's "
+         "--vocab-file vocab.json with --merge-file merges.txt (" + o.vocabFile +
+         " alone is no GPT tokenizer)");
+  if (o.mergeFile.empty())
+    return makeTokenizer("ByteTokenizer", "", "")->eod();
+  std::unique_ptr<Tokenizer> t = makeTokenizer("GPT2BPETokenizer", o.vocabFile, o.mergeFile);
+  if (!t->hasEod())
+    fail(why + ": the tokenizer of --vocab-file " + o.vocabFile + " has no end-of-document "
+         "token (<|endoftext|>); give its id with --eod-token N");
+  return t->eod();
+}
+
+/// GPT samples as packed documents: `tokens` gives input_ids [B, S] for a
+/// block; the other inputs follow from them and the EOD id, as Megatron-LM
+/// builds them (findDocuments): cu_seqlens [B * S + 1] and position_ids
+/// [B, S] when the package takes them (compiled with --reset-attention-mask,
+/// --reset-position-ids), and labels = input_ids, ignored after each EOD
+/// with --eod-mask-loss. Without any of these, `tokens` itself.
+BatchFn withDocuments(const Package &pkg, const TrainOptions &o, BatchFn tokens) {
+  const bool cu = hasInput(pkg, "cu_seqlens"), positions = hasInput(pkg, "position_ids");
+  if (!cu && !positions && !o.eodMaskLoss)
+    return tokens;
+  const InputInfo ids = *gptTokenInput(pkg);
+  const int64_t B = ids.shape[0], S = ids.shape[1];
+  if (B * S >= INT32_MAX)
+    fail("packed documents: a micro-batch of " + std::to_string(B * S) +
+         " tokens does not fit cu_seqlens' int32 offsets");
+  const int64_t eod = eodTokenOf(o, o.eodMaskLoss ? "--eod-mask-loss"
+                                                  : "a package compiled with "
+                                                    "--reset-attention-mask or "
+                                                    "--reset-position-ids");
+  const bool maskLoss = o.eodMaskLoss;
+  // A block's inputs come from the same tokens: read them once.
+  auto cache = std::make_shared<std::pair<int64_t, HostTensor>>(-1, HostTensor());
+  return [tokens, ids, B, S, eod, maskLoss, cache](const InputInfo &in, int64_t k) {
+    if (cache->first != k) {
+      cache->second = tokens(ids, k);
+      cache->first = k;
+    }
+    const HostTensor &t = cache->second;
+    const int64_t *src = reinterpret_cast<const int64_t *>(t.data.data());
+    if (in.name == "input_ids")
+      return t;
+    if (in.name == "labels") {
+      HostTensor labels = t;
+      int64_t *dst = reinterpret_cast<int64_t *>(labels.data.data());
+      if (maskLoss) {
+        maskLossAfterEod(src, dst, B, S, eod);
+        // A sample's first label is no target of the causal loss (it pairs
+        // the prediction at i with labels[i + 1]); ignoring it makes the
+        // labels not ignored the loss's terms, which weigh the ranks' losses
+        // when their masks differ.
+        for (int64_t b = 0; b < B; ++b)
+          dst[b * S] = -100;
+      }
+      return labels;
+    }
+    DocumentBoundaries d = findDocuments(src, B, S, eod);
+    if (in.name == "cu_seqlens")
+      return intTensor("i32", {B * S + 1}, d.cuSeqlens);
+    return intTensor("i64", {B, S}, d.positionIds);
+  };
 }
 
 
@@ -255,8 +354,6 @@ BatchFn batchesForBert(const Package &pkg, const TrainOptions &o, int part,
     }
     if (varlen) {
       // Only the real tokens of each sample, back to back.
-      HostTensor out;
-      out.dtype = in.name == "cu_seqlens" ? "i32" : "i64";
       std::vector<int64_t> values;
       int64_t offset = 0;
       if (in.name == "cu_seqlens")
@@ -276,15 +373,8 @@ BatchFn batchesForBert(const Package &pkg, const TrainOptions &o, int part,
         if (in.name == "cu_seqlens")
           values.push_back(offset);
       }
-      out.shape = {int64_t(values.size())};
-      out.data.resize(values.size() * dtypeSize(out.dtype));
-      for (size_t i = 0; i < values.size(); ++i) {
-        if (out.dtype == "i32")
-          reinterpret_cast<int32_t *>(out.data.data())[i] = int32_t(values[i]);
-        else
-          reinterpret_cast<int64_t *>(out.data.data())[i] = values[i];
-      }
-      return out;
+      return intTensor(in.name == "cu_seqlens" ? "i32" : "i64", {int64_t(values.size())},
+                       values);
     }
     HostTensor out;
     out.dtype = "i64";
@@ -307,6 +397,10 @@ BatchFn batchesForBert(const Package &pkg, const TrainOptions &o, int part,
 /// (unpadded) batches the sequence count cu_seqlens allows; 0 when the model
 /// has no input_ids [batch, ...].
 int64_t microBatchOf(const Package &pkg) {
+  // Packed documents: input_ids [B, S] beside cu_seqlens [B * S + 1].
+  for (const InputInfo &in : pkg.inputs)
+    if (in.name == "input_ids" && in.shape.size() == 2 && in.shape[0] > 0)
+      return in.shape[0];
   for (const InputInfo &in : pkg.inputs)
     if (in.name == "cu_seqlens")
       return in.shape[0] - 1;
@@ -420,12 +514,15 @@ BatchSources openBatchSources(const Package &pkg, const TrainOptions &o) {
     return inner;
   }
   BatchSources s;
+  if (o.eodMaskLoss && (isBert(pkg) || o.data.empty()))
+    fail("--eod-mask-loss masks the labels of GPT samples from --data" +
+         std::string(isBert(pkg) ? "; BERT's masked-LM labels have no EOD" : ""));
   if (!o.batchesDir.empty()) {
     s.train = batchesFromDirectory(pkg, o.batchesDir, o.steps, o.ranks, s.batchesPerStep);
   } else if (!o.data.empty() && isIndexedData(o.data)) {
     auto source = [&](int part) {
       return isBert(pkg) ? batchesForBert(pkg, o, part, part == 0 ? s.imbalance : nullptr)
-                         : batchesFromIndexed(pkg, o, part);
+                         : withDocuments(pkg, o, batchesFromIndexed(pkg, o, part));
     };
     s.train = source(0);
     if (o.evalInterval > 0) {
@@ -440,7 +537,7 @@ BatchSources openBatchSources(const Package &pkg, const TrainOptions &o) {
       }
     }
   } else if (!o.data.empty()) {
-    s.train = batchesFromTokens(pkg, o.data, o.seed);
+    s.train = withDocuments(pkg, o, batchesFromTokens(pkg, o.data, o.seed));
   } else {
     fail("no training data: give --data FILE or --batches DIR");
   }

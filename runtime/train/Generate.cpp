@@ -87,6 +87,31 @@ std::string TextStream::push(int32_t id) {
 
 std::string TextStream::finish() { return std::exchange(pending, std::string()); }
 
+/// A package compiled for packed documents generates from one document per
+/// row: positions 0..S-1 and cu_seqlens 0, S, 2S, ..., B S (then empty
+/// sequences), the plain causal model's attention.
+static void setOneDocumentPerRow(Backend &backend, int64_t B, int64_t S) {
+  for (const InputInfo &in : backend.package().inputs) {
+    HostTensor t;
+    if (in.name == "position_ids") {
+      t.dtype = "i64";
+      t.shape = {B, S};
+      t.data.resize(B * S * 8);
+      for (int64_t i = 0; i < B * S; ++i)
+        reinterpret_cast<int64_t *>(t.data.data())[i] = i % S;
+    } else if (in.name == "cu_seqlens") {
+      t.dtype = "i32";
+      t.shape = in.shape;
+      t.data.resize(in.numel * 4);
+      for (int64_t i = 0; i < in.numel; ++i)
+        reinterpret_cast<int32_t *>(t.data.data())[i] = int32_t(std::min(i, B) * S);
+    } else {
+      continue;
+    }
+    backend.setInput(in.name, t);
+  }
+}
+
 std::vector<int32_t> generate(Backend &backend, const Tokenizer &tokenizer,
                               const GenerateOptions &o,
                               const std::function<void(int32_t)> &onToken) {
@@ -96,9 +121,9 @@ std::vector<int32_t> generate(Backend &backend, const Tokenizer &tokenizer,
   for (const InputInfo &in : pkg.inputs) {
     if (in.name == "input_ids")
       ids = &in;
-    else if (in.name != "labels")
-      fail("generate needs a GPT-style model (inputs input_ids and labels); this one also "
-           "takes '" + in.name + "'");
+    else if (in.name != "labels" && in.name != "position_ids" && in.name != "cu_seqlens")
+      fail("generate needs a GPT-style model (inputs input_ids and labels, and position_ids, "
+           "cu_seqlens of packed documents); this one also takes '" + in.name + "'");
   }
   const FunctionPlan::Output *logits = nullptr;
   for (const FunctionPlan::Output &out : fn.outputs)
@@ -125,6 +150,7 @@ std::vector<int32_t> generate(Backend &backend, const Tokenizer &tokenizer,
   input.dtype = labels.dtype = "i64";
   input.shape = labels.shape = ids->shape;
   labels.data.assign(B * S * 8, 0);
+  setOneDocumentPerRow(backend, B, S);
   for (int64_t n = 0; n < o.maxTokens; ++n) {
     // The last S tokens in the first row; later positions do not reach
     // earlier ones (causal attention), so what fills them does not matter.

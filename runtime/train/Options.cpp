@@ -8,6 +8,7 @@
 #include "runtime/train/RunLog.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -59,6 +60,21 @@ TrainFlag string(const char *name, const char *valueName, const char *help,
                  std::string TrainOptions::*field) {
   return {name, valueName, help, [field](const TrainOptions &o) { return o.*field; },
           [field](TrainOptions &o, const std::string &v) { o.*field = v; }};
+}
+
+TrainFlag boolean(const char *name, const char *help, bool TrainOptions::*field) {
+  TrainFlag f{name, "true|false", help,
+              [field](const TrainOptions &o) { return std::string(o.*field ? "true" : "false"); },
+              [field, name](TrainOptions &o, const std::string &v) {
+                if (v.empty() || v == "true" || v == "1")
+                  o.*field = true;
+                else if (v == "false" || v == "0")
+                  o.*field = false;
+                else
+                  fail(std::string("--") + name + " takes true or false, got '" + v + "'");
+              }};
+  f.isSwitch = true;
+  return f;
 }
 
 } // namespace
@@ -113,6 +129,11 @@ const std::vector<TrainFlag> &trainFlags() {
                 &TrainOptions::evalInterval),
         integer("eval-iters", "Validation batches per evaluation", &TrainOptions::evalIters),
         string("log-json", "file", "One JSON object per step", &TrainOptions::logJson),
+        string("dump-batches", "dir",
+               "Write every training input this rank fed as DIR/NAME.npy, [micro-batches, "
+               "...] in the order they ran (what the data became: packed documents' "
+               "cu_seqlens, position_ids, masked labels)",
+               &TrainOptions::dumpBatches),
         string("tensorboard-dir", "dir", "Write TensorBoard event files here: loss, lr, "
                                          "grad_norm, tokens_per_s, mfu, val_loss ... per step",
                &TrainOptions::tensorboardDir),
@@ -132,6 +153,16 @@ const std::vector<TrainFlag> &trainFlags() {
         string("merge-file", "file", "Samples of GPT-2 BPE data: merges.txt (with --vocab-file "
                                      "vocab.json); bytes otherwise",
                &TrainOptions::mergeFile),
+        boolean("eod-mask-loss", "GPT data (Megatron-LM's --eod-mask-loss): no loss on the "
+                                 "prediction made from an EOD token (of the next document's "
+                                 "first token)",
+                &TrainOptions::eodMaskLoss),
+        integer("eod-token", "GPT data: the end-of-document id that --eod-mask-loss and a "
+                             "package compiled with --reset-attention-mask or "
+                             "--reset-position-ids split samples at (-1: the tokenizer's: "
+                             "<|endoftext|> of --vocab-file with --merge-file, else the "
+                             "byte tokenizer's 0)",
+                &TrainOptions::eodToken),
         string("progress", "mode", "auto, live (one updating line) or plain (a line per "
                                    "step); auto is live on a terminal",
                &TrainOptions::progress),
@@ -259,6 +290,9 @@ void validate(const TrainOptions &o) {
     fail("--progress must be auto, live or plain, got '" + o.progress + "'");
   if (o.globalBatch < 0)
     fail("--global-batch must be >= 0, got " + std::to_string(o.globalBatch));
+  if (o.eodToken < -1 || o.eodToken > INT32_MAX)
+    fail("--eod-token must be a token id >= 0 (or -1: the tokenizer's), got " +
+         std::to_string(o.eodToken));
   if (o.maxBadSteps < 0)
     fail("--max-bad-steps must be >= 0, got " + std::to_string(o.maxBadSteps));
   if (o.saveInterval < 0 || o.keep < 0)

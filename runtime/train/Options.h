@@ -35,12 +35,15 @@ struct TrainOptions {
   std::string vocabFile;          // BERT data: the WordPiece vocab.txt (special ids)
   int64_t evalInterval = 0, evalIters = 10; // validation loss every N steps
   std::string logJson;
+  std::string dumpBatches;    // every training input fed, as DIR/NAME.npy [micro-batches, ...]
   std::string tensorboardDir; // TensorBoard event files (scalars of the JSON log's rows)
   double peakTflops = 0;      // the peak MFU is measured against (0: the device's own)
   int64_t logEvery = 1;
   std::string progress = "auto"; // auto | live | plain: one updating line on a terminal
   int64_t sampleEvery = 0;        // print a generated sample every N steps (GPT-style models)
   std::string mergeFile;          // samples from GPT-2 BPE data: merges.txt (with --vocab-file)
+  bool eodMaskLoss = false;       // GPT data: no loss on predictions made from an EOD token
+  int64_t eodToken = -1;          // GPT data's EOD id (-1: the tokenizer's)
   std::string saveDir;           // checkpoints: one directory per step
   int64_t saveInterval = 0;      // a checkpoint every N steps (0: at the end only)
   int64_t keep = 0;              // checkpoints kept (0: all)
@@ -71,6 +74,8 @@ struct TrainFlag {
   std::function<std::string(const TrainOptions &)> value; // current value, as text
   std::function<void(TrainOptions &, const std::string &)> set;
   bool forRun = false;
+  /// A switch: --NAME alone means --NAME=true (the value is optional).
+  bool isSwitch = false;
 };
 const std::vector<TrainFlag> &trainFlags();
 

@@ -8,8 +8,10 @@
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Generate.h"
 #include "runtime/train/RunLog.h"
+#include "runtime/core/TensorIO.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <unistd.h>
@@ -18,7 +20,9 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <map>
 #include <set>
+#include <sys/stat.h>
 
 namespace mlc::rt {
 
@@ -482,9 +486,11 @@ private:
                      "--ranks " + std::to_string(ranks) + " for this run");
     if (o.sampleEvery > 0)
       for (const InputInfo &in : pkg.inputs)
-        if (in.name != "input_ids" && in.name != "labels")
-          fail("--sample-every samples GPT-style models (inputs input_ids and labels); this "
-               "one also takes '" + in.name + "'");
+        if (in.name != "input_ids" && in.name != "labels" && in.name != "position_ids" &&
+            in.name != "cu_seqlens")
+          fail("--sample-every samples GPT-style models (inputs input_ids and labels, and "
+               "position_ids, cu_seqlens of packed documents); this one also takes '" +
+               in.name + "'");
     pkg.function(kTrainStepFn);
     pkg.function(kGradNormFn);
     pkg.function(kOptimizerFn);
@@ -564,6 +570,8 @@ private:
       double terms = -1; // the loss's terms in this batch: labels not ignored
       for (const InputInfo &in : pkg.inputs) {
         HostTensor tensor = sources.train(in, block);
+        if (!o.dumpBatches.empty())
+          recordInput(in, tensor);
         if (in.name == "input_ids")
           step.tokens += tensor.numel(); // unpadded batches vary
         if (ranks > 1 && in.name == "labels") { // for the ranks' weights below
@@ -811,7 +819,32 @@ private:
     }
     if (!o.save.empty())
       saveParameters(backend, o.save);
+    writeDumpedInputs();
     log->close();
+  }
+
+  /// --dump-batches: the inputs fed so far, stacked (one row per micro-batch).
+  void recordInput(const InputInfo &in, const HostTensor &t) {
+    if (in.dynamic())
+      fail("--dump-batches stacks fixed-shape inputs; '" + in.name +
+           "' has a dynamic token dimension (unpadded BERT)");
+    HostTensor &all = dumped[in.name];
+    if (all.shape.empty()) {
+      all.dtype = t.dtype;
+      all.shape = t.shape;
+      all.shape.insert(all.shape.begin(), 0);
+    }
+    all.shape[0] += 1;
+    all.data.insert(all.data.end(), t.data.begin(), t.data.end());
+  }
+  void writeDumpedInputs() {
+    if (o.dumpBatches.empty())
+      return;
+    if (::mkdir(o.dumpBatches.c_str(), 0755) != 0 && errno != EEXIST)
+      fail("--dump-batches " + o.dumpBatches + ": cannot create it (" +
+           std::string(std::strerror(errno)) + ")");
+    for (auto &[name, t] : dumped)
+      writeNpy(o.dumpBatches + "/" + name + ".npy", t);
   }
 
   /// MLC_PROFILE: GEMM and kernel time per step, and the 12 slowest kernels
@@ -862,6 +895,7 @@ private:
   std::unique_ptr<MfuMeter> mfuMeter;
   std::unique_ptr<UpdateGuard> guard;
   std::unique_ptr<Tokenizer> sampler;
+  std::map<std::string, HostTensor> dumped; // --dump-batches
   std::vector<double> losses;
   std::chrono::steady_clock::time_point runStart;
   double waitedBefore = 0, waitedTotal = 0, stepSecondsTotal = 0;
