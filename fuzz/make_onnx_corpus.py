@@ -21,6 +21,9 @@ embeddings are too big to stay initializers):
                       target no node reads, the signature in the model's
                       metadata_props (the older place): the note's paths.
 
+The campaigns' findings, each a seed that must give an error (fuzz/CAMPAIGNS.md):
+  finding-attention-scale.onnx  Attention (opset 23) with scale=-4.
+
 Run with an onnx that knows metadata_props (>= 1.16; /work/modern-venv):
     make_onnx_corpus.py MODERN_DIR OUT_DIR
 """
@@ -143,6 +146,16 @@ def ambiguous_model():
     return m
 
 
+def attention_scale_model():
+    """Attention with a negative scale (the importer aborted in the op's
+    builder; now an error naming the node)."""
+    qkv = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 2, 4, 3]) for n in "qkv"]
+    node = helper.make_node("Attention", ["q", "k", "v"], ["y"], name="attn", scale=-4.0)
+    g = helper.make_graph([node], "attention_scale", qkv,
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2, 4, 3])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
+
+
 src, out = sys.argv[1], sys.argv[2]
 for name in ["gpt2-dynamo-opset20", "gpt2-dynamo-opset20-noopt", "gpt2-dynamo-opset23",
              "bert-dynamo-opset20", "bert-dynamo-opset23", "llama-dynamo-opset20",
@@ -152,3 +165,4 @@ for name in ["gpt2-dynamo-opset20", "gpt2-dynamo-opset20-noopt", "gpt2-dynamo-op
     onnx.save(minimize(m, keep_metadata), os.path.join(out, "modern-" + name + ".onnx"))
 onnx.save(tied_model(), os.path.join(out, "sig-tied.onnx"))
 onnx.save(ambiguous_model(), os.path.join(out, "sig-ambiguous.onnx"))
+onnx.save(attention_scale_model(), os.path.join(out, "finding-attention-scale.onnx"))
