@@ -3,15 +3,19 @@
 # .npy, plan.txt, indexed datasets, ONNX models), built with clang, ASan and
 # UBSan. The ONNX target instruments the importer and links the build's MLIR
 # dialect library (BUILD_DIR must hold a build).
-#   scripts/fuzz.sh [BUILD_DIR] [SECONDS_PER_TARGET | -runs=N]
+#   scripts/fuzz.sh [BUILD_DIR] [SECONDS_PER_TARGET | -runs=N] [TARGET...]
 # `make test` runs each target briefly on the seed corpus (fuzz/corpus/); a
 # campaign passes seconds. New inputs go to BUILD_DIR/fuzz/corpus-TARGET, a
-# crash to BUILD_DIR/fuzz/crash-* (the input that reproduces it).
+# crash to BUILD_DIR/fuzz/crash-* (the input that reproduces it). TARGETs
+# (json safetensors npy plan indexed onnx) pick some; all by default. A
+# campaign's record: fuzz/CAMPAIGNS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 budget=${2:--runs=2000}
 [[ "$budget" == -* ]] || budget="-max_total_time=$budget"
+shift $(($# < 2 ? $# : 2))
+targets=" ${*:-json safetensors npy plan indexed onnx} "
 cxx=${FUZZ_CXX:-clang++}
 out="$build/fuzz"
 mkdir -p "$out"
@@ -37,6 +41,7 @@ run_target() {
   fi
 }
 for target in json safetensors npy plan indexed; do
+  [[ "$targets" == *" $target "* ]] || continue
   bin="$out/fuzz_$target"
   if [[ ! -x "$bin" || "fuzz/fuzz_$target.cpp" -nt "$bin" ]] ||
      [[ -n "$(find "${common[@]}" runtime/core runtime/data/IndexedDataset.h -newer "$bin" 2> /dev/null)" ]]; then
@@ -45,7 +50,7 @@ for target in json safetensors npy plan indexed; do
   run_target "$target" "$bin"
 done
 # The ONNX importer: instrumented itself, linked with the build's dialect.
-if [[ -f "$build/lib/libMLCDialect.a" ]]; then
+if [[ "$targets" == *" onnx "* && -f "$build/lib/libMLCDialect.a" ]]; then
   bin="$out/fuzz_onnx"
   if [[ ! -x "$bin" || -n "$(find fuzz/fuzz_onnx.cpp frontend/onnx "$build/lib/libMLCDialect.a" -newer "$bin" 2> /dev/null)" ]]; then
     llvm=/usr/lib/llvm-19

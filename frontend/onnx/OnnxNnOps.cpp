@@ -369,8 +369,13 @@ llvm::Error attention(Node &nd) {
     mask = *m;
   }
   FloatAttr scale;
-  if (const auto *a = nd.attr("scale", onnx::AttributeProto::FLOAT))
+  if (const auto *a = nd.attr("scale", onnx::AttributeProto::FLOAT)) {
+    // softmax(scale * Q K^T): a scale <= 0 (or NaN) is no attention mlc's
+    // op can hold, which would abort in the op's builder.
+    if (!(a->f() > 0.0f))
+      return nd.error("scale must be positive; got " + std::to_string(a->f()));
     scale = nd.b.getF64FloatAttr(floatDecimal(a->f()));
+  }
   Value y = nd.b.create<AttentionOp>(nd.loc, qv, kv, vv, mask, Value(),
                                      causal ? nd.b.getUnitAttr() : UnitAttr(), scale,
                                      nd.b.getF64FloatAttr(0.0), nd.b.getI64IntegerAttr(0));
