@@ -257,7 +257,7 @@ hf_loss(hf_logits_of(ref_model, torch.from_numpy(batch["input_ids"][0]), batch["
         torch.from_numpy(batch["labels"][0])).backward()
 worst_grad = 0.0
 for name, t in ref_model.named_parameters():
-    d = params[name].numpy().astype(np.float64) - stepped[name].astype(np.float64)
+    d = params[name].detach().numpy().astype(np.float64) - stepped[name].astype(np.float64)
     r = rel(d / (1 - np.abs(d)), t.grad.numpy().astype(np.float64))
     worst_grad = max(worst_grad, r)
     if r > 1e-3:
