@@ -243,6 +243,23 @@ r = rel(np.load(os.path.join(out, "loss.npy")), ref_loss.numpy())
 if r > 1e-4:
     failures.append(f"loss differs from HF's by {r:.2e}")
 
+# --reset-position-ids alone: every token sees the whole sample (causal), at
+# the positions that restart after each EOD: the HF model given those
+# position_ids. (With the reset mask too, Llama's rotary embedding cannot
+# tell reset positions from 0..S-1: a score depends only on i - j within a
+# document. This is where its gathered tables show.)
+out = os.path.join(args.work, "out-positions")
+positional = [a for n in ("input_ids", "labels", "position_ids")
+              for a in ("--input", f"{n}={os.path.join(args.work, n + '0.npy')}")]
+run(args.mlc, "run", MODEL, *common, "--reset-position-ids", *positional, "--output-dir", out)
+with torch.no_grad():
+    ref = hf(input_ids=torch.from_numpy(batch["input_ids"][0]),
+             position_ids=torch.from_numpy(batch["position_ids"][0])).logits
+r = rel(np.load(os.path.join(out, "logits.npy")), ref.numpy())
+print(f"positions alone: logits max rel diff {r:.2e} against HF's with position_ids")
+if r > 1e-4:
+    failures.append(f"--reset-position-ids alone: logits differ from HF's by {r:.2e}")
+
 # Gradients of step 0's packed batch. One AdamW step with betas 0 and eps 1
 # (lr 1, no decay) moves each weight by d = g / (|g| + 1), so the gradient
 # the compiled backward computed is g = d / (1 - |d|).
