@@ -13,6 +13,14 @@
 // the kv head and sum a group's dK, dV), so they are never expanded. The
 // MLP's silu(gate) * up is mlc.swiglu: one kernel forward, one backward.
 //
+// Packed documents (--reset-attention-mask, --reset-position-ids) go through
+// PackedDocuments as in GPT-2: the heads are [B * S, heads, D] views and the
+// grouped-query attention is variable-length causal over cu_seqlens; the
+// rotary tables are gathered at position_ids once per step. With the reset
+// mask the reset positions change only rounding (a rotary score depends on
+// i - j within a document, the same from any start); they matter, and match
+// HF's position_ids, under --reset-position-ids alone.
+//
 //===----------------------------------------------------------------------===//
 
 #include "frontend/GraphBuilder.h"
