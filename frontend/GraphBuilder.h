@@ -188,6 +188,14 @@ struct PackedDocuments {
     return cuSeqlens ? g.reshape(x, {batch * seq, heads, dim})
                      : g.splitHeads(x, batch, seq, heads, dim);
   }
+  /// The same from the heads' rows [B, S, heads, dim] (a builder that works
+  /// on them first, as Llama's rotary does): a reshape when packed, the
+  /// transpose to [B, heads, S, dim] otherwise.
+  Value headsOfRows(Value x) {
+    auto shape = cast<RankedTensorType>(x.getType()).getShape();
+    return cuSeqlens ? g.reshape(x, {batch * seq, shape[2], shape[3]})
+                     : g.transpose(x, {0, 2, 1, 3});
+  }
   /// The attention's result back to [B, S, hidden].
   Value merge(Value a, int64_t hidden) {
     return cuSeqlens ? g.reshape(a, {batch, seq, hidden}) : g.mergeHeads(a, batch, seq, hidden);

@@ -13,6 +13,14 @@
 // the kv head and sum a group's dK, dV), so they are never expanded. The
 // MLP's silu(gate) * up is mlc.swiglu: one kernel forward, one backward.
 //
+// Packed documents (--reset-attention-mask, --reset-position-ids) go through
+// PackedDocuments as in GPT-2: the heads are [B * S, heads, D] views and the
+// grouped-query attention is variable-length causal over cu_seqlens; the
+// rotary tables are gathered at position_ids once per step. With the reset
+// mask the reset positions change only rounding (a rotary score depends on
+// i - j within a document, the same from any start); they matter, and match
+// HF's position_ids, under --reset-position-ids alone.
+//
 //===----------------------------------------------------------------------===//
 
 #include "frontend/GraphBuilder.h"
@@ -191,8 +199,11 @@ Value rmsNorm(GraphBuilder &g, Value x, Value weight, double eps) {
 /// are constants of the step. In f32 they are computed as transformers
 /// computes them, in f32 (inv_freq = 1 / theta^(2i/D), the angle p * inv_freq
 /// rounded to f32), so that the tables agree with HF's bit for bit or
-/// within an ulp; in f64 in f64.
-std::pair<Value, Value> rotaryTables(GraphBuilder &g, int64_t S, int64_t D, double theta) {
+/// within an ulp; in f64 in f64. `shape` is [S, 1, D] (broadcast over the
+/// heads of [B, S, heads, D]) or [S, D] (rows to gather by position).
+std::pair<Value, Value> rotaryTableConstants(GraphBuilder &g, ArrayRef<int64_t> shape,
+                                             double theta) {
+  const int64_t S = shape.front(), D = shape.back();
   std::vector<double> cosines(S * D), sines(S * D);
   const bool f32 = g.dtype.isF32();
   for (int64_t p = 0; p < S; ++p)
@@ -215,7 +226,7 @@ std::pair<Value, Value> rotaryTables(GraphBuilder &g, int64_t S, int64_t D, doub
       sines[p * D + i] = -s;
       sines[p * D + i + D / 2] = s;
     }
-  auto type = RankedTensorType::get({S, 1, D}, g.dtype); // broadcast over the heads
+  auto type = RankedTensorType::get(shape, g.dtype);
   auto table = [&](ArrayRef<double> values) -> Value {
     SmallVector<Attribute> attrs;
     for (double v : values)
@@ -225,7 +236,26 @@ std::pair<Value, Value> rotaryTables(GraphBuilder &g, int64_t S, int64_t D, doub
   return {table(cosines), table(sines)};
 }
 
-/// HF's apply_rotary_pos_emb on x [B, S, heads, D] (tables [S, 1, D]):
+/// The rotary tables of the micro-batch's tokens over [B, S, heads, D]: the
+/// constants [S, 1, D] when every sample's positions are 0..S-1, or, when
+/// they reset at each document (--reset-position-ids), the rows of the
+/// [S, D] constants at position_ids, gathered into [B, S, 1, D]: one gather
+/// kernel per table and step (B * S * D reads and writes each), shared by
+/// every layer. The tables are constants, so autodiff builds no gradient
+/// for them (nothing trained flows into the gather).
+std::pair<Value, Value> rotaryTables(GraphBuilder &g, PackedDocuments &docs, int64_t B,
+                                     int64_t S, int64_t D, double theta, bool reset) {
+  if (!reset)
+    return rotaryTableConstants(g, {S, 1, D}, theta);
+  auto [cos, sin] = rotaryTableConstants(g, {S, D}, theta);
+  auto gather = [&](Value table) {
+    return g.reshape(g.b.create<EmbeddingOp>(g.loc, table, docs.positions), {B, S, 1, D});
+  };
+  return {gather(cos), gather(sin)};
+}
+
+/// HF's apply_rotary_pos_emb on x [B, S, heads, D] (tables [S, 1, D] or
+/// [B, S, 1, D]):
 /// x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x[..., D/2:], x[..., :D/2]),
 /// one mlc.rotary (the tables carry rotate_half's sign).
 Value applyRotary(GraphBuilder &g, Value x, Value cos, Value sin) {
@@ -280,7 +310,11 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext &ctx, const ModelConfig &c,
   Value ids = g.input("input_ids", {B, S}, i64);
   Value labels = g.input("labels", {B, S}, i64);
 
-  auto [cos, sin] = rotaryTables(g, S, D, c.getFloat("rope_theta"));
+  // Packed documents (--reset-attention-mask, --reset-position-ids) add
+  // position_ids and cu_seqlens after the labels, as in GPT-2.
+  PackedDocuments docs(g, o, B, S);
+  auto [cos, sin] =
+      rotaryTables(g, docs, B, S, D, c.getFloat("rope_theta"), o.resetPositionIds);
   Value x = b.create<EmbeddingOp>(loc, embed, ids);
   for (const Layer &l : layers) {
     Value h = rmsNorm(g, x, l.ln1, eps);
@@ -289,16 +323,14 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext &ctx, const ModelConfig &c,
     // rows and writes them contiguous, and in the backward it reads the
     // attention's gradient through the split's transpose and writes the rows
     // the weight-gradient GEMM reads, so the split costs no copy either way.
-    Value q = g.transpose(applyRotary(g, g.reshape(g.dense(h, l.qW, l.qB, /*linear=*/true),
-                                                   {B, S, H, D}),
-                                      cos, sin),
-                          {0, 2, 1, 3});
-    Value k = g.transpose(
-        applyRotary(g, g.reshape(g.dense(h, l.kW, l.kB, true), {B, S, Hkv, D}), cos, sin),
-        {0, 2, 1, 3});
-    Value v = g.splitHeads(g.dense(h, l.vW, l.vB, true), B, S, Hkv, D);
-    Value a = g.attention(q, k, v, /*mask=*/Value(), /*causal=*/true, /*dropout=*/0.0);
-    a = g.dense(g.mergeHeads(a, B, S, H * D), l.oW, l.oB, true);
+    // Packed, the split is a reshape to [B * S, heads, D], a view as well.
+    Value q = docs.headsOfRows(applyRotary(
+        g, g.reshape(g.dense(h, l.qW, l.qB, /*linear=*/true), {B, S, H, D}), cos, sin));
+    Value k = docs.headsOfRows(
+        applyRotary(g, g.reshape(g.dense(h, l.kW, l.kB, true), {B, S, Hkv, D}), cos, sin));
+    Value v = docs.heads(g.dense(h, l.vW, l.vB, true), Hkv, D);
+    Value a = docs.attention(q, k, v, /*dropout=*/0.0);
+    a = g.dense(docs.merge(a, H * D), l.oW, l.oB, true);
     x = b.create<AddOp>(loc, x, a);
     h = rmsNorm(g, x, l.ln2, eps);
     Value gate = g.dense(h, l.gateW, l.gateB, true);

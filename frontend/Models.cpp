@@ -510,13 +510,10 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildModel(MLIRContext &ctx,
     return error("--varlen packs BERT's variable-length sequences; " +
                  std::string(config.family == "gpt2" ? "GPT-2" : "Llama") +
                  " trains on full samples");
-  if ((options.resetAttentionMask || options.resetPositionIds) && config.family != "gpt2")
-    return error(config.family == "bert"
-                     ? "--reset-attention-mask and --reset-position-ids split causal samples "
-                       "at their EOD tokens; BERT's attention is bidirectional (--varlen "
-                       "packs BERT's sequences)"
-                     : "--reset-attention-mask and --reset-position-ids are built for the "
-                       "builtin gpt2; the builtin llama does not take them yet");
+  if ((options.resetAttentionMask || options.resetPositionIds) && config.family == "bert")
+    return error("--reset-attention-mask and --reset-position-ids split causal samples "
+                 "at their EOD tokens; BERT's attention is bidirectional (--varlen "
+                 "packs BERT's sequences)");
   if (options.microBatch < 1)
     return error("micro-batch must be >= 1");
   const char *positions =

@@ -427,11 +427,11 @@ TEST(GradientCheck, TinyGPT2) {
              in);
 }
 
-/// GPT-2 on packed documents: samples of 6 tokens holding documents of 2
-/// and 4, and 3 and 3 tokens (cu_seqlens over the 12 tokens, trailing empty
+/// Packed documents: samples of 6 tokens holding documents of 2 and 4, and
+/// 3 and 3 tokens (cu_seqlens over the 12 tokens, trailing empty
 /// sequences), positions restarting in each, the loss ignored where the
 /// prediction is made from a document's last token (--eod-mask-loss).
-TEST(GradientCheck, TinyGPT2PackedDocuments) {
+Inputs packedDocumentInputs() {
   Inputs in;
   in.lo = -0.5;
   in.hi = 0.5;
@@ -440,10 +440,15 @@ TEST(GradientCheck, TinyGPT2PackedDocuments) {
   in.fixed["labels"] = {3, 0, -100, 12, 5, 9, 2, 4, 0, -100, 6, 11};
   in.fixed["position_ids"] = {0, 1, 0, 1, 2, 3, 0, 1, 2, 0, 1, 2};
   in.fixed["cu_seqlens"] = {0, 2, 6, 9, 12, 12, 12, 12, 12, 12, 12, 12, 12};
+  return in;
+}
+
+TEST(GradientCheck, TinyGPT2PackedDocuments) {
   checkModel("gpt2",
              "tiny,vocab_size=16,n_positions=8,n_embd=8,n_layer=2,n_head=2,resid_pdrop=0.1,"
              "embd_pdrop=0.1,attn_pdrop=0.2",
-             in, /*varlen=*/false, /*microBatch=*/2, /*packedDocuments=*/true);
+             packedDocumentInputs(), /*varlen=*/false, /*microBatch=*/2,
+             /*packedDocuments=*/true);
 }
 
 TEST(GradientCheck, TinyBERT) {
@@ -473,6 +478,17 @@ TEST(GradientCheck, TinyLlama) {
                             "num_hidden_layers=2,num_attention_heads=2,num_key_value_heads=1,"
                             "intermediate_size=12";
   checkModel("llama", shape + ",tie_word_embeddings=1,attention_bias=1,mlp_bias=1", in);
+}
+
+/// Llama on packed documents: the rotary tables gathered at the restarting
+/// positions, grouped-query attention over cu_seqlens.
+TEST(GradientCheck, TinyLlamaPackedDocuments) {
+  checkModel("llama",
+             "tiny,vocab_size=16,max_position_embeddings=8,hidden_size=8,"
+             "num_hidden_layers=2,num_attention_heads=2,num_key_value_heads=1,"
+             "intermediate_size=12,attention_bias=1",
+             packedDocumentInputs(), /*varlen=*/false, /*microBatch=*/2,
+             /*packedDocuments=*/true);
 }
 
 /// Unpadded BERT: 11 tokens in a capacity of 18 (3 sequences of up to 6; the

@@ -103,7 +103,7 @@ Expected<Graph> buildGraph(mlir::MLIRContext &ctx, int64_t layers) {
     if (resetAttentionMask || resetPositionIds)
       return createStringError(inconvertibleErrorCode(),
                                "--reset-attention-mask and --reset-position-ids are built into "
-                               "the builtin gpt2; " + sys::path::filename(model).str() +
+                               "the builtin gpt2 and llama; " + sys::path::filename(model).str() +
                                    " brings its own attention and positions");
     mlc::OnnxImportOptions o;
     o.microBatch = microBatch;

@@ -102,16 +102,16 @@ cl::opt<bool> varlen("varlen",
                      cl::cat(category()));
 cl::opt<bool> resetAttentionMask(
     "reset-attention-mask",
-    cl::desc("GPT-2 on packed documents (Megatron-LM's): a token attends only to its own "
-             "document's earlier tokens; attention is variable-length causal over the "
+    cl::desc("GPT-2 or Llama on packed documents (Megatron-LM's): a token attends only to "
+             "its own document's earlier tokens; attention is variable-length causal over the "
              "micro-batch's tokens, the documents' boundaries (split at EOD) in the input "
              "cu_seqlens [micro-batch x seq-len + 1]"),
     cl::sub(compileCmd()), cl::sub(trainCmd()), cl::sub(runCmd()), cl::sub(generateCmd()),
     cl::cat(category()));
 cl::opt<bool> resetPositionIds(
     "reset-position-ids",
-    cl::desc("GPT-2 on packed documents (Megatron-LM's): positions restart at 0 after each "
-             "EOD, from the input position_ids [micro-batch, seq-len]"),
+    cl::desc("GPT-2 or Llama on packed documents (Megatron-LM's): positions restart at 0 "
+             "after each EOD, from the input position_ids [micro-batch, seq-len]"),
     cl::sub(compileCmd()), cl::sub(trainCmd()), cl::sub(runCmd()), cl::sub(generateCmd()),
     cl::cat(category()));
 cl::opt<bool> fuse("fuse",
