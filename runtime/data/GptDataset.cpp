@@ -87,6 +87,7 @@ GptSamples::GptSamples(const std::vector<std::pair<double, std::string>> &blend,
     s.begin = s.data->documentStart(range.first);
     s.end = s.data->documentStart(range.second);
     s.weight = w / total;
+    s.position = int(sources_.size());
     for (int64_t d = s.begin; d < s.end; ++d)
       s.tokens += s.data->length(d);
     if (s.tokens < seqLen)
@@ -108,7 +109,10 @@ int64_t GptSamples::tokens() const {
 void GptSamples::sourceSample(Source &s, int64_t index, int64_t *out) {
   const int64_t perEpoch = s.tokens / seqLen_;
   const int64_t epoch = index / perEpoch, k = index % perEpoch;
-  const std::string tag = s.data->prefix() + "/" + std::to_string(epoch);
+  // The shuffles are seeded by the source's place in the blend and the
+  // epoch, not by its path: the same data gives the same batches wherever
+  // it is stored.
+  const std::string tag = "source" + std::to_string(s.position) + "/" + std::to_string(epoch);
   auto &order = s.docOrder[epoch];
   auto &starts = s.starts[epoch];
   auto &samples = s.sampleOrder[epoch];

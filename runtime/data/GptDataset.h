@@ -71,6 +71,7 @@ private:
     int64_t begin, end; // document range of the split
     double weight;
     int64_t tokens = 0;
+    int position = 0; // in the blend: names its shuffles, so they don't depend on the path
     std::map<int64_t, std::vector<int64_t>> docOrder, starts, sampleOrder; // per epoch
   };
   void sourceSample(Source &s, int64_t index, int64_t *out);
