@@ -170,22 +170,24 @@ def torch_side(python, tag):
     if run.returncode != 0:
         sys.exit(f"the PyTorch side in {python} failed (exit {run.returncode})")
     out = json.load(open(result))
-    name = "torch" if os.path.abspath(python) == os.path.abspath(sys.executable) else f"torch {out['torch']}"
+    version = ".".join(out["torch"].split(".")[:2])
+    name = "torch" if os.path.abspath(python) == os.path.abspath(sys.executable) else f"torch {version}"
     return [dict(r, name=f"{name} {r['mode']}", version=out["torch"]) for r in out["runs"]]
 
 
 runs = [r for i, py in enumerate(args.torch or [sys.executable]) for r in torch_side(py, i)]
 cores = os.cpu_count()
 tokens = B * S
+w = max([13] + [len(r["name"]) for r in runs])  # the name column
 print(f"{title}, {cores} cores:")
-print(f"  mlc           {mlc_ms:8.1f} ms/step  {tokens / mlc_ms * 1e3:8.0f} tok/s  "
+print(f"  {'mlc':{w}} {mlc_ms:8.1f} ms/step  {tokens / mlc_ms * 1e3:8.0f} tok/s  "
       f"(GEMMs {gemm_ms:.1f} ms, generated kernels {kern_ms:.1f} ms, "
       f"outside GEMMs {100 * (1 - gemm_ms / mlc_ms):.0f}%)")
-print(f"  mlc --no-fuse {unfused_ms:8.1f} ms/step  (generated kernels {unfused_kern_ms:.1f} ms); "
+print(f"  {'mlc --no-fuse':{w}} {unfused_ms:8.1f} ms/step  (generated kernels {unfused_kern_ms:.1f} ms); "
       f"fused / unfused {mlc_ms / unfused_ms:.2f}")
 for r in runs:
     compiled = f", compile step {r['first_ms'] / 1e3:.1f} s excluded" if r["mode"] == "compile" else ""
-    print(f"  {r['name']:13} {r['ms']:8.1f} ms/step  {tokens / r['ms'] * 1e3:8.0f} tok/s  "
+    print(f"  {r['name']:{w}} {r['ms']:8.1f} ms/step  {tokens / r['ms'] * 1e3:8.0f} tok/s  "
           f"({r['label']}{compiled})")
 
 # Losses first: a ratio against a step that computes something else means nothing.
@@ -200,9 +202,9 @@ load_after = os.getloadavg()
 print(f"  load average {load_before[0]:.2f} before, {load_after[0]:.2f} after ({cores} cores)")
 if worst_rel > TOLERANCE or any(len(r["losses"]) != len(mlc_losses) for r in runs):
     print("LOSSES DISAGREE: no ratios printed")
-    print(f"  mlc           {mlc_losses}\n  mlc --no-fuse {unfused_losses}")
+    print(f"  {'mlc':{w}} {mlc_losses}\n  {'mlc --no-fuse':{w}} {unfused_losses}")
     for r in runs:
-        print(f"  {r['name']:13} {r['losses']} ({r['label']})")
+        print(f"  {r['name']:{w}} {r['losses']} ({r['label']})")
     sys.exit(1)
 
 best = min(runs, key=lambda r: r["ms"])
