@@ -48,22 +48,16 @@ import numpy as np
 import torch
 
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, "..", "test", "integration", "Inputs"))
-import torch_models as tm  # noqa: E402
+sys.path.insert(0, here)
+import gpt2_bench  # noqa: E402
+import torch_models as tm  # noqa: E402 (on the path gpt2_bench adds)
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--model", choices=["gpt2", "llama"], default="gpt2")
-ap.add_argument("--mlc", default=os.path.join(here, "..", "build", "bin", "mlc"))
-ap.add_argument("--steps", type=int, default=8)
-ap.add_argument("--layers", type=int, default=4)
-ap.add_argument("--embd", type=int, default=256)
-ap.add_argument("--heads", type=int, default=4)
+gpt2_bench.add_model_arguments(ap, steps=8)
 ap.add_argument("--kv-heads", type=int, default=2, help="llama: key/value heads")
 ap.add_argument("--intermediate", type=int, default=0,
                 help="llama: the MLP's width (default 8/3 embd rounded up to 16)")
-ap.add_argument("--vocab", type=int, default=8192)
-ap.add_argument("--seq", type=int, default=256)
-ap.add_argument("--batch", type=int, default=8)
 ap.add_argument("--torch", action="append", metavar="PYTHON",
                 help="interpreter for the PyTorch side (repeatable; default: this one)")
 ap.add_argument("--no-compile", action="store_true",
@@ -85,11 +79,9 @@ np.save(os.path.join(work, "b", "labels.npy"), ids)
 
 
 def gpt2():
-    """(title, mlc --config, parameter shapes, dims for the PyTorch side)."""
-    config = (f"tiny,vocab_size={V},n_positions={S},n_embd={E},n_layer={L},n_head={H},"
-              "resid_pdrop=0,embd_pdrop=0,attn_pdrop=0")
-    return (f"gpt2 L{L} E{E} H{H} S{S} B{B} V{V} f32", config, tm.gpt2_shapes(V, S, E, L),
-            dict(layers=L, heads=H))
+    """(title, mlc --config, dims for the PyTorch side, initial weights' file)."""
+    return (f"gpt2 L{L} E{E} H{H} S{S} B{B} V{V} f32", gpt2_bench.model_config(args),
+            dict(layers=L, heads=H), gpt2_bench.initial_weights(args, work)[0])
 
 
 def llama():
@@ -100,18 +92,17 @@ def llama():
     config = (f"tiny,vocab_size={V},hidden_size={E},intermediate_size={I},num_hidden_layers={L},"
               f"num_attention_heads={H},num_key_value_heads={HKV},max_position_embeddings={S},"
               f"rms_norm_eps={RMS_EPS},rope_theta={THETA:g}")
-    return (f"llama L{L} E{E} H{H}/{HKV} I{I} S{S} B{B} V{V} f32", config,
-            tm.llama_shapes(V, E, I, L, H, HKV), dims)
+    params = tm.init_params(tm.llama_shapes(V, E, I, L, H, HKV), seed=1, dtype=torch.float32)
+    with torch.no_grad():  # RMSNorm weights about 1, as init_params does for LayerNorm's
+        for name, t in params.items():
+            if name.endswith("norm.weight"):
+                t.add_(1.0)
+    weights = os.path.join(work, "w.safetensors")
+    tm.write_safetensors(weights, params)
+    return f"llama L{L} E{E} H{H}/{HKV} I{I} S{S} B{B} V{V} f32", config, dims, weights
 
 
-title, config, shapes, dims = {"gpt2": gpt2, "llama": llama}[args.model]()
-params = tm.init_params(shapes, seed=1, dtype=torch.float32)
-with torch.no_grad():  # RMSNorm weights about 1, as init_params does for LayerNorm's
-    for name, t in params.items():
-        if args.model == "llama" and name.endswith("norm.weight"):
-            t.add_(1.0)
-weights = os.path.join(work, "w.safetensors")
-tm.write_safetensors(weights, params)
+title, config, dims, weights = {"gpt2": gpt2, "llama": llama}[args.model]()
 
 
 def mlc_step(fuse):
