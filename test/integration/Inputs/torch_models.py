@@ -53,6 +53,25 @@ def bert_shapes(V, P, T, E, L, I):
     return s
 
 
+def llama_shapes(V, E, I, L, H, HKV):
+    """LlamaForCausalLM's parameters by HF name: no biases, an untied head,
+    H query heads of E // H over HKV key/value heads (the reference itself is
+    transformers' own model, as in llama_parity.py)."""
+    D = E // H
+    s = {"model.embed_tokens.weight": (V, E)}
+    for i in range(L):
+        p = f"model.layers.{i}."
+        s.update({p + "input_layernorm.weight": (E,),
+                  p + "self_attn.q_proj.weight": (H * D, E),
+                  p + "self_attn.k_proj.weight": (HKV * D, E),
+                  p + "self_attn.v_proj.weight": (HKV * D, E),
+                  p + "self_attn.o_proj.weight": (E, H * D),
+                  p + "post_attention_layernorm.weight": (E,),
+                  p + "mlp.gate_proj.weight": (I, E), p + "mlp.up_proj.weight": (I, E),
+                  p + "mlp.down_proj.weight": (E, I)})
+    s.update({"model.norm.weight": (E,), "lm_head.weight": (V, E)})
+    return s
+
 def init_params(shapes, seed, dtype):
     g = torch.Generator().manual_seed(seed)
     params = {}
