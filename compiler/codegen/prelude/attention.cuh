@@ -300,6 +300,18 @@ MLC_FN void mlc_attention_rows_grads(const MlcAttention<T> &s, const MlcKernelCt
   ds = pr * (dp * kp - (T)st[2]) * s.scale;
 }
 
+// A compiler barrier where ON (no instruction): shared memory read after
+// it is read again rather than kept in registers. Phase 1 reads q_i and
+// dO_i from its tiles twice, for the score and dP, then for dK_j and dV_j;
+// at D + DV = 128 (f32) keeping those D + DV values live across the
+// statistics and the dropout draw, on top of the D + DV accumulators,
+// spilled 288 bytes, while reading them again costs D + DV shared loads
+// per score and spills nothing. Small heads keep them (fewer registers).
+template <bool ON> MLC_FN void mlc_attention_reload_shared() {
+  if (ON)
+    asm volatile("" ::: "memory");
+}
+
 // Phase 1's sweep for one query head k: over the query tiles that see key
 // row j (Q and dO of head k streamed through qs, gs), dK_j += sum_i dS_ij
 // q_i and dV_j += sum_i P_ij keep_ij dO_i into the registers dkj, dvj.
@@ -334,6 +346,7 @@ MLC_FN void mlc_attention_rows_dkdv_head(const MlcAttention<T> &s,
         sc += mlc_attention_mask(s, x.mask, k, i, j);
       T pr, kp, ds;
       mlc_attention_rows_grads<F>(s, ctx, key, k, i, j, sc, dp, pr, kp, ds);
+      mlc_attention_reload_shared<(D + DV >= 128)>();
       for (int c = 0; c < DV; ++c)
         dvj[c] += pr * kp * gs[t][c];
       for (int c = 0; c < D; ++c)
