@@ -58,25 +58,8 @@ MLC_FN MlcAttentionBlock mlc_attention_block(const MlcAttention<T> &s,
   k.bb = k.bh / s.heads;
   k.h = k.bh % s.heads;
   k.kvh = (F & MLC_ATTN_GROUPED) ? k.h / mlc_attention_group<F>(s) : 0; // read when grouped
-  k.a = 0;
-  k.SQ = s.seqQ;
-  k.SK = s.seqK;
-  if (F & MLC_ATTN_VARLEN) {
-    k.a = x.cu[k.bb];
-    const int64_t L = x.cu[k.bb + 1] - k.a;
-    k.SQ = k.SK = L;
-  }
+  mlc_attention_lengths<F>(s, x, k);
   return k;
-}
-
-// Tensor `role`'s head of the block's (batch or sequence, head): the
-// query head's for O, dO, Q, the kv head's for K, V, dK, dV.
-template <int F, typename T, typename P>
-MLC_FN P *mlc_attention_head(const MlcAttention<T> &s, const MlcAttentionBlock &k, int role,
-                             P *base) {
-  const MlcAttentionTensor &w = s.t[role];
-  return base + w.offset + ((F & MLC_ATTN_VARLEN) ? k.a : k.bb) * w.batch +
-         ((F & MLC_ATTN_GROUPED) && mlc_attention_kv_role(role) ? k.kvh : k.h) * w.head;
 }
 
 // Phase 1 runs a block per (batch, kv head, key block): of the grid's
@@ -109,13 +92,6 @@ MLC_FN MlcAttentionBlock mlc_attention_group_head(const MlcAttention<T> &s,
   return k;
 }
 
-// The additive mask's element for query i, key j.
-template <typename T>
-MLC_FN T mlc_attention_mask(const MlcAttention<T> &s, const T *mask, const MlcAttentionBlock &k,
-                            int64_t i, int64_t j) {
-  return mask[k.bb * s.mask[0] + k.h * s.mask[1] + i * s.mask[2] + j * s.mask[3]];
-}
-
 // Row (head, query i) of the statistics in scratch.
 template <int F, typename T>
 MLC_FN int64_t mlc_attention_stat_row(const MlcAttention<T> &s, const MlcAttentionBlock &k,
@@ -123,25 +99,12 @@ MLC_FN int64_t mlc_attention_stat_row(const MlcAttention<T> &s, const MlcAttenti
   return (F & MLC_ATTN_VARLEN) ? (k.h * s.tokenCapacity + k.a + (i)) : (k.bh * s.seqQ + (i));
 }
 
-// Dropout's factor for probability (i, j): the counter of (head, i, j) in
-// the padded [B, H, Sq, Sk] (varlen: [H, capacity, capacity]) order, so
-// that the mask is the CPU's; 1 without dropout.
+// Dropout's factor for probability (i, j), bit for bit the CPU's; 1
+// without dropout.
 template <int F, typename T>
 MLC_FN T mlc_attention_keep(const MlcAttention<T> &s, uint64_t key, const MlcAttentionBlock &k,
                             int64_t i, int64_t j) {
-  if (!(F & MLC_ATTN_DROPOUT))
-    return (T)1;
-  const uint64_t row =
-      (F & MLC_ATTN_VARLEN)
-          ? ((uint64_t)k.h * s.tokenCapacity + k.a + i) * s.tokenCapacity + k.a
-          : (uint64_t)(k.bh * s.seqQ + i) * s.seqK;
-  return mlc_uniform(key, row + j) >= s.dropout ? s.keepScale : (T)0;
-}
-
-// The dropout key of this step (unused without dropout).
-template <int F, typename T>
-MLC_FN uint64_t mlc_attention_key(const MlcAttention<T> &s, const MlcKernelCtx *ctx) {
-  return (F & MLC_ATTN_DROPOUT) ? mlc_key(s.seed, (uint64_t)ctx->step) : 0;
+  return mlc_attention_keep<F>(s, key, mlc_attention_dropout_row<F>(s, k, i), j);
 }
 
 //===----------------------------------------------------------------------===//
@@ -166,6 +129,29 @@ MLC_FN void mlc_attention_own_row(T (*self)[C], const T *base, int64_t stride, i
                                   bool active) {
   for (int c = 0; c < W; ++c)
     self[threadIdx.x][c] = active ? base[r * stride + c] : (T)0;
+}
+
+// The online softmax's step to a larger running max mn: l and acc, sums
+// relative to exp(m), rescaled by exp(m - mn).
+template <int DV, typename T> MLC_FN void mlc_attention_rescale(T *acc, T &m, double &l, T mn) {
+  const T f = mlc_exp(m - mn);
+  l *= f;
+  for (int c = 0; c < DV; ++c)
+    acc[c] *= f;
+  m = mn;
+}
+
+// Score sc of key j (value row v) into the online softmax of query i:
+// e = exp(sc - m) into l, e keep_ij v into acc.
+template <int DV, int F, typename T>
+MLC_FN void mlc_attention_accumulate(const MlcAttention<T> &s, uint64_t key,
+                                     const MlcAttentionBlock &k, int64_t i, int64_t j, T sc, T m,
+                                     double &l, T *acc, const T *v) {
+  const T e = mlc_exp(sc - m);
+  l += e;
+  const T w = e * mlc_attention_keep<F>(s, key, k, i, j);
+  for (int c = 0; c < DV; ++c)
+    acc[c] += w * v[c];
 }
 
 // The forward pass (backward: phase 0), a thread per query row i: q_i
@@ -200,7 +186,7 @@ __device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
   double l = 0;
   const bool causal = F & MLC_ATTN_CAUSAL;
   const int64_t jEnd = causal ? (i0 + ROWS < SK ? i0 + ROWS : SK) : SK;
-  const int64_t jn = active ? (causal ? (i + 1 < SK ? i + 1 : SK) : SK) : 0;
+  const int64_t jn = active ? mlc_attention_keys_seen<F>(i, SK) : 0;
   for (int64_t j0 = 0; j0 < jEnd; j0 += TILE) {
     __syncthreads();
     mlc_attention_load_tile<TILE, D>(ks, kh, s.t[MLC_ATT_K].row, j0, SK);
@@ -218,18 +204,9 @@ __device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
           sc += mlc_attention_mask(s, x.mask, k, i, j);
         if (sc == -mlc_inf<T>())
           continue;
-        if (sc > m) {
-          const T f = mlc_exp(m - sc);
-          l *= f;
-          for (int c = 0; c < DV; ++c)
-            acc[c] *= f;
-          m = sc;
-        }
-        const T e = mlc_exp(sc - m);
-        l += e;
-        const T w = e * mlc_attention_keep<F>(s, key, k, i, j);
-        for (int c = 0; c < DV; ++c)
-          acc[c] += w * vs[t][c];
+        if (sc > m)
+          mlc_attention_rescale<DV>(acc, m, l, sc);
+        mlc_attention_accumulate<DV, F>(s, key, k, i, j, sc, m, l, acc, vs[t]);
       }
       continue;
     }
@@ -250,22 +227,13 @@ __device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
     }
     if (tm == -mlc_inf<T>())
       continue;
-    if (tm > m) {
-      const T f = mlc_exp(m - tm);
-      l *= f;
-      for (int c = 0; c < DV; ++c)
-        acc[c] *= f;
-      m = tm;
-    }
+    if (tm > m)
+      mlc_attention_rescale<DV>(acc, m, l, tm);
     for (int t = 0; t < TILE; ++t) {
       const int64_t j = j0 + t;
       if (j >= jn)
         continue;
-      const T e = mlc_exp(sv[t] - m);
-      l += e;
-      const T w = e * mlc_attention_keep<F>(s, key, k, i, j);
-      for (int c = 0; c < DV; ++c)
-        acc[c] += w * vs[t][c];
+      mlc_attention_accumulate<DV, F>(s, key, k, i, j, sv[t], m, l, acc, vs[t]);
     }
   }
   if (!active)
@@ -288,12 +256,22 @@ __device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
   stat[3 * r + 2] = di / l;
 }
 
-// P_ij, keep_ij and dS_ij from query i's statistics, for the scaled score
-// sc (mask added) and dp = dO_i . v_j.
-template <int F, typename T>
-MLC_FN void mlc_attention_rows_grads(const MlcAttention<T> &s, const MlcKernelCtx *ctx,
-                                     uint64_t key, const MlcAttentionBlock &k, int64_t i,
-                                     int64_t j, T sc, T dp, T &pr, T &kp, T &ds) {
+// P_ij, keep_ij and dS_ij of query i, key j from the rows q_i, k_j, dO_i,
+// v_j (shared memory) and query i's statistics: s_ij = scale q_i . k_j
+// (+ mask_ij), dP_ij = dO_i . v_j.
+template <int F, int D, int DV, typename T, typename I>
+MLC_FN void mlc_attention_rows_grads(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+                                     const MlcKernelCtx *ctx, uint64_t key,
+                                     const MlcAttentionBlock &k, int64_t i, int64_t j, const T *qi,
+                                     const T *kj, const T *gi, const T *vj, T &pr, T &kp, T &ds) {
+  T sc = 0, dp = 0;
+  for (int c = 0; c < D; ++c)
+    sc += qi[c] * kj[c];
+  sc *= s.scale;
+  for (int c = 0; c < DV; ++c)
+    dp += gi[c] * vj[c];
+  if (F & MLC_ATTN_MASK)
+    sc += mlc_attention_mask(s, x.mask, k, i, j);
   const double *st = (const double *)ctx->scratch + 3 * mlc_attention_stat_row<F>(s, k, i);
   pr = (T)(mlc_exp(sc - (T)st[0]) / st[1]);
   kp = mlc_attention_keep<F>(s, key, k, i, j);
@@ -336,16 +314,9 @@ MLC_FN void mlc_attention_rows_dkdv_head(const MlcAttention<T> &s,
       const int64_t i = i0 + t;
       if (i >= SQ || (causal && j > i))
         continue;
-      T sc = 0, dp = 0;
-      for (int c = 0; c < D; ++c)
-        sc += qs[t][c] * kself[threadIdx.x][c];
-      sc *= s.scale;
-      for (int c = 0; c < DV; ++c)
-        dp += gs[t][c] * vself[threadIdx.x][c];
-      if (F & MLC_ATTN_MASK)
-        sc += mlc_attention_mask(s, x.mask, k, i, j);
       T pr, kp, ds;
-      mlc_attention_rows_grads<F>(s, ctx, key, k, i, j, sc, dp, pr, kp, ds);
+      mlc_attention_rows_grads<F, D, DV>(s, x, ctx, key, k, i, j, qs[t], kself[threadIdx.x], gs[t],
+                                         vself[threadIdx.x], pr, kp, ds);
       mlc_attention_reload_shared<(D + DV >= 128)>();
       for (int c = 0; c < DV; ++c)
         dvj[c] += pr * kp * gs[t][c];
@@ -432,7 +403,7 @@ __device__ void mlc_attention_rows_dq(const MlcAttention<T> &s, const MlcAttenti
     dqi[c] = 0;
   const bool causal = F & MLC_ATTN_CAUSAL;
   const int64_t jEnd = causal ? (i0 + ROWS < SK ? i0 + ROWS : SK) : SK;
-  const int64_t jn = active ? (causal ? (i + 1 < SK ? i + 1 : SK) : SK) : 0;
+  const int64_t jn = active ? mlc_attention_keys_seen<F>(i, SK) : 0;
   for (int64_t j0 = 0; j0 < jEnd; j0 += TILE) {
     __syncthreads();
     mlc_attention_load_tile<TILE, D>(ks, kh, s.t[MLC_ATT_K].row, j0, SK);
@@ -442,16 +413,9 @@ __device__ void mlc_attention_rows_dq(const MlcAttention<T> &s, const MlcAttenti
       const int64_t j = j0 + t;
       if (j >= jn)
         continue;
-      T sc = 0, dp = 0;
-      for (int c = 0; c < D; ++c)
-        sc += qself[threadIdx.x][c] * ks[t][c];
-      sc *= s.scale;
-      for (int c = 0; c < DV; ++c)
-        dp += gself[threadIdx.x][c] * vs[t][c];
-      if (F & MLC_ATTN_MASK)
-        sc += mlc_attention_mask(s, x.mask, k, i, j);
       T pr, kp, ds;
-      mlc_attention_rows_grads<F>(s, ctx, key, k, i, j, sc, dp, pr, kp, ds);
+      mlc_attention_rows_grads<F, D, DV>(s, x, ctx, key, k, i, j, qself[threadIdx.x], ks[t],
+                                         gself[threadIdx.x], vs[t], pr, kp, ds);
       for (int c = 0; c < D; ++c)
         dqi[c] += ds * ks[t][c];
     }
