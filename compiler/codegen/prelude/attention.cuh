@@ -62,6 +62,26 @@ MLC_FN MlcAttentionBlock mlc_attention_block(const MlcAttention<T> &s,
   return k;
 }
 
+// Block k's heads of the tensors, in role order (MLC_ATT_O .. MLC_ATT_V):
+// O (or dQ), dK, dV, dO, Q, K, V; what a kernel does not use is not
+// computed.
+template <typename T> struct MlcAttentionHeads {
+  T *o, *dk, *dv;
+  const T *go, *q, *k, *v;
+};
+template <int F, typename T, typename I>
+MLC_FN MlcAttentionHeads<T> mlc_attention_heads(const MlcAttention<T> &s,
+                                                const MlcAttentionBlock &k,
+                                                const MlcAttentionArgs<T, I> &x) {
+  return {mlc_attention_head<F>(s, k, MLC_ATT_O, x.o),
+          mlc_attention_head<F>(s, k, MLC_ATT_DK, x.dk),
+          mlc_attention_head<F>(s, k, MLC_ATT_DV, x.dv),
+          mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go),
+          mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q),
+          mlc_attention_head<F>(s, k, MLC_ATT_K, x.k),
+          mlc_attention_head<F>(s, k, MLC_ATT_V, x.v)};
+}
+
 // Phase 1 runs a block per (batch, kv head, key block): of the grid's
 // heads the first kvHeads stand for the kv heads (the others return, false
 // here), and each sums dK, dV over its group of heads / kvHeads query
@@ -343,12 +363,9 @@ __device__ void mlc_attention_rows_dkdv(const MlcAttention<T> &s, const MlcAtten
     return;
   const MlcAttentionBlock kv = mlc_attention_kv_block<F>(b);
   const MlcAttentionBlock k = mlc_attention_group_head<F>(s, kv, 0);
-  const T *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
-  const T *kh = mlc_attention_head<F>(s, kv, MLC_ATT_K, x.k);
-  const T *vh = mlc_attention_head<F>(s, kv, MLC_ATT_V, x.v);
-  const T *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
-  T *dk = mlc_attention_head<F>(s, kv, MLC_ATT_DK, x.dk);
-  T *dv = mlc_attention_head<F>(s, kv, MLC_ATT_DV, x.dv);
+  // k's K, V, dK, dV are its kv head's, kv's.
+  const auto [dq, dk, dv, gh, qh, kh, vh] = mlc_attention_heads<F>(s, k, x);
+  (void)dq;
   const int64_t j = j0 + threadIdx.x;
   const bool active = j < SK;
   mlc_attention_own_row<D>(kself, kh, s.t[MLC_ATT_K].row, j, active);
@@ -389,11 +406,8 @@ __device__ void mlc_attention_rows_dq(const MlcAttention<T> &s, const MlcAttenti
   const int64_t i0 = k.first, SQ = k.SQ, SK = k.SK;
   if (i0 >= SQ)
     return;
-  const T *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
-  const T *kh = mlc_attention_head<F>(s, k, MLC_ATT_K, x.k);
-  const T *vh = mlc_attention_head<F>(s, k, MLC_ATT_V, x.v);
-  const T *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
-  T *dq = mlc_attention_head<F>(s, k, MLC_ATT_O, x.o);
+  const auto [dq, dk, dv, gh, qh, kh, vh] = mlc_attention_heads<F>(s, k, x);
+  (void)dk, (void)dv;
   const int64_t i = i0 + threadIdx.x;
   const bool active = i < SQ;
   mlc_attention_own_row<D>(qself, qh, s.t[MLC_ATT_Q].row, i, active);
@@ -588,6 +602,55 @@ template <int D, int DV> struct MlcAttentionTcShared {
   float sm[MLC_ATTN_TC_TILE], sl[MLC_ATTN_TC_TILE], sd[MLC_ATTN_TC_TILE];
 };
 
+// The backward's two products of a tile, S = A_s B^T (rows of sh.a) and
+// dP = A_p C^T (rows of sh.b), from zero: phase 1's S^T, dP^T (A_s, A_p =
+// K, V; B, C = Q, dO), phase 2's S, dP (A_s, A_p = Q, dO; B, C = K, V).
+template <int D, int DV>
+MLC_FN void mlc_attention_tc_scores(float (*sv)[4], float (*dp)[4], const uint32_t (*as)[4],
+                                    const uint32_t (*ap)[4], const MlcAttentionTcShared<D, DV> &sh,
+                                    const MlcAttentionLane &ln) {
+  mlc_attention_zero<4>(sv);
+  mlc_attention_zero<4>(dp);
+  mlc_attention_product<4, D / 16>(sv, as, sh.a.rows, ln);
+  mlc_attention_product<4, DV / 16>(dp, ap, sh.b.rows, ln);
+}
+
+// A row's sum and max over the four lanes of its lane group (t4 = 0..3).
+MLC_FN float mlc_attention_quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+MLC_FN float mlc_attention_quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+// The warp's accumulators acc (N n-tiles of 8 columns) into rows r0, r1 of
+// dst (rows `stride` apart; those >= limit skipped), divided by div[0]
+// (row r0) and div[1] (r1).
+template <int N>
+MLC_FN void mlc_attention_tc_store(float *dst, int64_t stride, const MlcAttentionLane &ln,
+                                   int64_t limit, const float (*acc)[4], const float *div) {
+  for (int f = 0; f < 4; ++f) {
+    const int64_t r = f < 2 ? ln.r0 : ln.r1;
+    if (r >= limit)
+      continue;
+    for (int n = 0; n < N; ++n)
+      dst[r * stride + n * 8 + 2 * ln.t4 + (f & 1)] = acc[n][f] / div[f >> 1];
+  }
+}
+
+// Query i's statistics m, l, D (scratch, f64) as f32: 0, 1, 0 past its end.
+template <int F>
+MLC_FN void mlc_attention_tc_stats(const MlcAttention<float> &s, const double *stat,
+                                   const MlcAttentionBlock &k, int64_t i, float &m, float &l,
+                                   float &d) {
+  const double *st = stat + 3 * mlc_attention_stat_row<F>(s, k, i);
+  m = i < k.SQ ? (float)st[0] : 0.0f;
+  l = i < k.SQ ? (float)st[1] : 1.0f;
+  d = i < k.SQ ? (float)st[2] : 0.0f;
+}
+
 // P (times keep, for dV) and dS of one score from its query's statistics
 // m, l, d: pw = P keep, ds = scale P (dp keep - d).
 template <int F, typename T>
@@ -644,8 +707,7 @@ __device__ void mlc_attention_tc_rows_forward(const MlcAttention<float> &s,
       }
     float f2[2];
     for (int r = 0; r < 2; ++r) {
-      tm[r] = fmaxf(tm[r], __shfl_xor_sync(0xffffffffu, tm[r], 1));
-      tm[r] = fmaxf(tm[r], __shfl_xor_sync(0xffffffffu, tm[r], 2));
+      tm[r] = mlc_attention_quad_max(tm[r]);
       const float mn = tm[r] > m[r] ? tm[r] : m[r];
       f2[r] = mn == -mlc_inf<float>() ? 1.0f : mlc_exp(m[r] - mn);
       l[r] *= f2[r];
@@ -668,17 +730,11 @@ __device__ void mlc_attention_tc_rows_forward(const MlcAttention<float> &s,
     mlc_attention_product_of_tile<DV / 8>(o, w, tile.cols, ln);
   }
   for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    l[r] = mlc_attention_quad_sum(l[r]);
   }
   if (!statistics) {
-    float *oh = mlc_attention_head<F>(s, k, MLC_ATT_O, x.o);
-    for (int n = 0; n < DV / 8; ++n)
-      for (int f = 0; f < 4; ++f) {
-        const int64_t i = f < 2 ? ln.r0 : ln.r1;
-        if (i < SQ)
-          oh[i * s.t[MLC_ATT_O].row + n * 8 + 2 * ln.t4 + (f & 1)] = o[n][f] / l[f >> 1];
-      }
+    mlc_attention_tc_store<DV / 8>(mlc_attention_head<F>(s, k, MLC_ATT_O, x.o), s.t[MLC_ATT_O].row,
+                                   ln, SQ, o, l);
     return;
   }
   const float *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
@@ -691,8 +747,7 @@ __device__ void mlc_attention_tc_rows_forward(const MlcAttention<float> &s,
         di[f >> 1] += gh[i * s.t[MLC_ATT_GO].row + n * 8 + 2 * ln.t4 + (f & 1)] * o[n][f];
     }
   for (int r = 0; r < 2; ++r) {
-    di[r] += __shfl_xor_sync(0xffffffffu, di[r], 1);
-    di[r] += __shfl_xor_sync(0xffffffffu, di[r], 2);
+    di[r] = mlc_attention_quad_sum(di[r]);
     const int64_t i = r ? ln.r1 : ln.r0;
     if (ln.t4 == 0 && i < SQ) {
       const int64_t row = mlc_attention_stat_row<F>(s, k, i);
@@ -742,19 +797,11 @@ __device__ void mlc_attention_tc_dkdv(const MlcAttention<float> &s,
     mlc_attention_stage_rows<DV>(sh.b.rows, gh, rg, i0, SQ);
     mlc_attention_stage_cols<DV>(sh.b.cols, gh, rg, i0, SQ);
     for (int e = threadIdx.x; e < MLC_ATTN_TC_TILE; e += blockDim.x) {
-      const int64_t i = i0 + e;
-      const double *st = stat + 3 * mlc_attention_stat_row<F>(s, k, i);
-      sh.sm[e] = i < SQ ? (float)st[0] : 0.0f;
-      sh.sl[e] = i < SQ ? (float)st[1] : 1.0f;
-      sh.sd[e] = i < SQ ? (float)st[2] : 0.0f;
+      mlc_attention_tc_stats<F>(s, stat, k, i0 + e, sh.sm[e], sh.sl[e], sh.sd[e]);
     }
     __syncthreads();
     float sv[4][4], dp[4][4], pw[4][4], ds[4][4];
-    for (int n = 0; n < 4; ++n)
-      for (int f = 0; f < 4; ++f)
-        sv[n][f] = dp[n][f] = 0;
-    mlc_attention_product<4, D / 16>(sv, ka, sh.a.rows, ln);
-    mlc_attention_product<4, DV / 16>(dp, va, sh.b.rows, ln);
+    mlc_attention_tc_scores<D, DV>(sv, dp, ka, va, sh, ln);
     for (int n = 0; n < 4; ++n)
       for (int f = 0; f < 4; ++f) {
         const int q = n * 8 + 2 * ln.t4 + (f & 1);
@@ -791,11 +838,8 @@ __device__ void mlc_attention_tc_dq(const MlcAttention<float> &s, const MlcAtten
   const int64_t i0 = k.first, SQ = k.SQ, SK = k.SK;
   if (i0 >= SQ)
     return;
-  const float *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
-  const float *kh = mlc_attention_head<F>(s, k, MLC_ATT_K, x.k);
-  const float *vh = mlc_attention_head<F>(s, k, MLC_ATT_V, x.v);
-  const float *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
-  float *dq = mlc_attention_head<F>(s, k, MLC_ATT_O, x.o);
+  const auto [dq, dk, dv, gh, qh, kh, vh] = mlc_attention_heads<F>(s, k, x);
+  (void)dk, (void)dv;
   const MlcAttentionLane ln = mlc_attention_lane(i0);
   const double *stat = (const double *)ctx->scratch;
   uint32_t qa[D / 16][4], ga[DV / 16][4];
@@ -805,11 +849,7 @@ __device__ void mlc_attention_tc_dq(const MlcAttention<float> &s, const MlcAtten
   mlc_attention_zero<D / 8>(gq);
   float rm[2], rl[2], rd[2];
   for (int r = 0; r < 2; ++r) {
-    const int64_t i = r ? ln.r1 : ln.r0;
-    const double *st = stat + 3 * mlc_attention_stat_row<F>(s, k, i);
-    rm[r] = i < SQ ? (float)st[0] : 0.0f;
-    rl[r] = i < SQ ? (float)st[1] : 1.0f;
-    rd[r] = i < SQ ? (float)st[2] : 0.0f;
+    mlc_attention_tc_stats<F>(s, stat, k, r ? ln.r1 : ln.r0, rm[r], rl[r], rd[r]);
   }
   const int64_t jEnd = mlc_attention_tc_key_end<F>(i0, SK);
   for (int64_t j0 = 0; j0 < jEnd; j0 += MLC_ATTN_TC_TILE) {
@@ -819,11 +859,7 @@ __device__ void mlc_attention_tc_dq(const MlcAttention<float> &s, const MlcAtten
     mlc_attention_stage_rows<DV>(sh.b.rows, vh, s.t[MLC_ATT_V].row, j0, SK);
     __syncthreads();
     float sv[4][4], dp[4][4], pw[4][4], ds[4][4];
-    for (int n = 0; n < 4; ++n)
-      for (int f = 0; f < 4; ++f)
-        sv[n][f] = dp[n][f] = 0;
-    mlc_attention_product<4, D / 16>(sv, qa, sh.a.rows, ln);
-    mlc_attention_product<4, DV / 16>(dp, ga, sh.b.rows, ln);
+    mlc_attention_tc_scores<D, DV>(sv, dp, qa, ga, sh, ln);
     for (int n = 0; n < 4; ++n)
       for (int f = 0; f < 4; ++f) {
         const int64_t i = f < 2 ? ln.r0 : ln.r1, j = j0 + n * 8 + 2 * ln.t4 + (f & 1);
@@ -834,13 +870,8 @@ __device__ void mlc_attention_tc_dq(const MlcAttention<float> &s, const MlcAtten
     (void)pw;
     mlc_attention_product_of_tile<D / 8>(gq, ds, sh.a.cols, ln);
   }
-  for (int f = 0; f < 4; ++f) {
-    const int64_t i = f < 2 ? ln.r0 : ln.r1;
-    if (i >= SQ)
-      continue;
-    for (int n = 0; n < D / 8; ++n)
-      dq[i * s.t[MLC_ATT_O].row + n * 8 + 2 * ln.t4 + (f & 1)] = gq[n][f];
-  }
+  const float one[2] = {1, 1};
+  mlc_attention_tc_store<D / 8>(dq, s.t[MLC_ATT_O].row, ln, SQ, gq, one);
 }
 
 // O = softmax(scale Q K^T + mask) V on tensor cores, 128 threads per 64
