@@ -192,9 +192,8 @@ __device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
   const int64_t i0 = k.first, SQ = k.SQ, SK = k.SK;
   if (i0 >= SQ)
     return;
-  const T *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
-  const T *kh = mlc_attention_head<F>(s, k, MLC_ATT_K, x.k);
-  const T *vh = mlc_attention_head<F>(s, k, MLC_ATT_V, x.v);
+  const auto [oh, dk, dv, gh, qh, kh, vh] = mlc_attention_heads<F>(s, k, x);
+  (void)dk, (void)dv;
   const int64_t i = i0 + threadIdx.x;
   const bool active = i < SQ;
   T q[D], acc[DV];
@@ -259,13 +258,11 @@ __device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
   if (!active)
     return;
   if (!statistics) {
-    T *oh = mlc_attention_head<F>(s, k, MLC_ATT_O, x.o);
     const T inv = (T)(1.0 / l);
     for (int c = 0; c < DV; ++c)
       oh[i * s.t[MLC_ATT_O].row + c] = acc[c] * inv;
     return;
   }
-  const T *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
   double *stat = (double *)ctx->scratch;
   const int64_t r = mlc_attention_stat_row<F>(s, k, i);
   double di = 0;
@@ -679,9 +676,8 @@ __device__ void mlc_attention_tc_rows_forward(const MlcAttention<float> &s,
   const int64_t i0 = k.first, SQ = k.SQ, SK = k.SK;
   if (i0 >= SQ)
     return;
-  const float *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
-  const float *kh = mlc_attention_head<F>(s, k, MLC_ATT_K, x.k);
-  const float *vh = mlc_attention_head<F>(s, k, MLC_ATT_V, x.v);
+  const auto [oh, dk, dv, gh, qh, kh, vh] = mlc_attention_heads<F>(s, k, x);
+  (void)dk, (void)dv;
   const MlcAttentionLane ln = mlc_attention_lane(i0);
   uint32_t qa[D / 16][4];
   mlc_attention_a_frags<D>(qa, qh, s.t[MLC_ATT_Q].row, ln, SQ);
@@ -733,11 +729,9 @@ __device__ void mlc_attention_tc_rows_forward(const MlcAttention<float> &s,
     l[r] = mlc_attention_quad_sum(l[r]);
   }
   if (!statistics) {
-    mlc_attention_tc_store<DV / 8>(mlc_attention_head<F>(s, k, MLC_ATT_O, x.o), s.t[MLC_ATT_O].row,
-                                   ln, SQ, o, l);
+    mlc_attention_tc_store<DV / 8>(oh, s.t[MLC_ATT_O].row, ln, SQ, o, l);
     return;
   }
-  const float *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
   double *stat = (double *)ctx->scratch;
   float di[2] = {0, 0};
   for (int n = 0; n < DV / 8; ++n)
