@@ -136,9 +136,10 @@ TEST(CudaKernels, AttentionCompilesAlone) {
   // prelude/attention.cuh after the prelude, as kernels.cu has them,
   // instantiated for a few parameter sets: a thread per row (f32 and f64,
   // padded and varlen, every flag) and tensor cores (bf16 products); NVRTC
-  // compiles them and ptxas reports each kernel, none spilling (a thread
-  // per row's backward pass spills from head dimension 64 on: its dK and
-  // dV rows live in registers).
+  // compiles them and ptxas reports each kernel, none spilling (at head
+  // dimension 64 the f32 backward's phase 1 holds 128 accumulators: its
+  // tile values are read again from shared memory, see
+  // mlc_attention_reload_shared).
   std::string why;
   Nvrtc *nvrtc = Nvrtc::get(&why);
   if (!nvrtc)
@@ -151,6 +152,10 @@ TEST(CudaKernels, AttentionCompilesAlone) {
        "mlc_attention_forward<float, 64, 64, 64, 32, MLC_ATTN_CAUSAL | MLC_ATTN_DROPOUT>"},
       {"rows_bwd_f32", "32",
        "mlc_attention_backward<float, 32, 32, 32, 16, MLC_ATTN_MASK | MLC_ATTN_DROPOUT>"},
+      {"rows_bwd_f32_d64", "32",
+       "mlc_attention_backward<float, 64, 64, 32, 32, MLC_ATTN_CAUSAL | MLC_ATTN_DROPOUT>"},
+      {"rows_bwd_f32_d64_grouped", "32",
+       "mlc_attention_backward<float, 64, 64, 32, 32, MLC_ATTN_MASK | MLC_ATTN_GROUPED>"},
       {"rows_bwd_f64_varlen", "32",
        "mlc_attention_backward<double, 32, 16, 32, 8, MLC_ATTN_CAUSAL | MLC_ATTN_VARLEN>"},
       {"tc_fwd", "128", "mlc_attention_tc_forward<64, 64, MLC_ATTN_CAUSAL | MLC_ATTN_DROPOUT>"},

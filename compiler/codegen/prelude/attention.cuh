@@ -58,25 +58,28 @@ MLC_FN MlcAttentionBlock mlc_attention_block(const MlcAttention<T> &s,
   k.bb = k.bh / s.heads;
   k.h = k.bh % s.heads;
   k.kvh = (F & MLC_ATTN_GROUPED) ? k.h / mlc_attention_group<F>(s) : 0; // read when grouped
-  k.a = 0;
-  k.SQ = s.seqQ;
-  k.SK = s.seqK;
-  if (F & MLC_ATTN_VARLEN) {
-    k.a = x.cu[k.bb];
-    const int64_t L = x.cu[k.bb + 1] - k.a;
-    k.SQ = k.SK = L;
-  }
+  mlc_attention_lengths<F>(s, x, k);
   return k;
 }
 
-// Tensor `role`'s head of the block's (batch or sequence, head): the
-// query head's for O, dO, Q, the kv head's for K, V, dK, dV.
-template <int F, typename T, typename P>
-MLC_FN P *mlc_attention_head(const MlcAttention<T> &s, const MlcAttentionBlock &k, int role,
-                             P *base) {
-  const MlcAttentionTensor &w = s.t[role];
-  return base + w.offset + ((F & MLC_ATTN_VARLEN) ? k.a : k.bb) * w.batch +
-         ((F & MLC_ATTN_GROUPED) && mlc_attention_kv_role(role) ? k.kvh : k.h) * w.head;
+// Block k's heads of the tensors, in role order (MLC_ATT_O .. MLC_ATT_V):
+// O (or dQ), dK, dV, dO, Q, K, V; what a kernel does not use is not
+// computed.
+template <typename T> struct MlcAttentionHeads {
+  T *o, *dk, *dv;
+  const T *go, *q, *k, *v;
+};
+template <int F, typename T, typename I>
+MLC_FN MlcAttentionHeads<T> mlc_attention_heads(const MlcAttention<T> &s,
+                                                const MlcAttentionBlock &k,
+                                                const MlcAttentionArgs<T, I> &x) {
+  return {mlc_attention_head<F>(s, k, MLC_ATT_O, x.o),
+          mlc_attention_head<F>(s, k, MLC_ATT_DK, x.dk),
+          mlc_attention_head<F>(s, k, MLC_ATT_DV, x.dv),
+          mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go),
+          mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q),
+          mlc_attention_head<F>(s, k, MLC_ATT_K, x.k),
+          mlc_attention_head<F>(s, k, MLC_ATT_V, x.v)};
 }
 
 // Phase 1 runs a block per (batch, kv head, key block): of the grid's
@@ -109,13 +112,6 @@ MLC_FN MlcAttentionBlock mlc_attention_group_head(const MlcAttention<T> &s,
   return k;
 }
 
-// The additive mask's element for query i, key j.
-template <typename T>
-MLC_FN T mlc_attention_mask(const MlcAttention<T> &s, const T *mask, const MlcAttentionBlock &k,
-                            int64_t i, int64_t j) {
-  return mask[k.bb * s.mask[0] + k.h * s.mask[1] + i * s.mask[2] + j * s.mask[3]];
-}
-
 // Row (head, query i) of the statistics in scratch.
 template <int F, typename T>
 MLC_FN int64_t mlc_attention_stat_row(const MlcAttention<T> &s, const MlcAttentionBlock &k,
@@ -123,25 +119,12 @@ MLC_FN int64_t mlc_attention_stat_row(const MlcAttention<T> &s, const MlcAttenti
   return (F & MLC_ATTN_VARLEN) ? (k.h * s.tokenCapacity + k.a + (i)) : (k.bh * s.seqQ + (i));
 }
 
-// Dropout's factor for probability (i, j): the counter of (head, i, j) in
-// the padded [B, H, Sq, Sk] (varlen: [H, capacity, capacity]) order, so
-// that the mask is the CPU's; 1 without dropout.
+// Dropout's factor for probability (i, j), bit for bit the CPU's; 1
+// without dropout.
 template <int F, typename T>
 MLC_FN T mlc_attention_keep(const MlcAttention<T> &s, uint64_t key, const MlcAttentionBlock &k,
                             int64_t i, int64_t j) {
-  if (!(F & MLC_ATTN_DROPOUT))
-    return (T)1;
-  const uint64_t row =
-      (F & MLC_ATTN_VARLEN)
-          ? ((uint64_t)k.h * s.tokenCapacity + k.a + i) * s.tokenCapacity + k.a
-          : (uint64_t)(k.bh * s.seqQ + i) * s.seqK;
-  return mlc_uniform(key, row + j) >= s.dropout ? s.keepScale : (T)0;
-}
-
-// The dropout key of this step (unused without dropout).
-template <int F, typename T>
-MLC_FN uint64_t mlc_attention_key(const MlcAttention<T> &s, const MlcKernelCtx *ctx) {
-  return (F & MLC_ATTN_DROPOUT) ? mlc_key(s.seed, (uint64_t)ctx->step) : 0;
+  return mlc_attention_keep<F>(s, key, mlc_attention_dropout_row<F>(s, k, i), j);
 }
 
 //===----------------------------------------------------------------------===//
@@ -168,6 +151,29 @@ MLC_FN void mlc_attention_own_row(T (*self)[C], const T *base, int64_t stride, i
     self[threadIdx.x][c] = active ? base[r * stride + c] : (T)0;
 }
 
+// The online softmax's step to a larger running max mn: l and acc, sums
+// relative to exp(m), rescaled by exp(m - mn).
+template <int DV, typename T> MLC_FN void mlc_attention_rescale(T *acc, T &m, double &l, T mn) {
+  const T f = mlc_exp(m - mn);
+  l *= f;
+  for (int c = 0; c < DV; ++c)
+    acc[c] *= f;
+  m = mn;
+}
+
+// Score sc of key j (value row v) into the online softmax of query i:
+// e = exp(sc - m) into l, e keep_ij v into acc.
+template <int DV, int F, typename T>
+MLC_FN void mlc_attention_accumulate(const MlcAttention<T> &s, uint64_t key,
+                                     const MlcAttentionBlock &k, int64_t i, int64_t j, T sc, T m,
+                                     double &l, T *acc, const T *v) {
+  const T e = mlc_exp(sc - m);
+  l += e;
+  const T w = e * mlc_attention_keep<F>(s, key, k, i, j);
+  for (int c = 0; c < DV; ++c)
+    acc[c] += w * v[c];
+}
+
 // The forward pass (backward: phase 0), a thread per query row i: q_i
 // (pre-scaled) and the output accumulator in registers, the running max m
 // and sum l of the online softmax; per key tile of TILE rows (staged in ks,
@@ -186,9 +192,8 @@ __device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
   const int64_t i0 = k.first, SQ = k.SQ, SK = k.SK;
   if (i0 >= SQ)
     return;
-  const T *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
-  const T *kh = mlc_attention_head<F>(s, k, MLC_ATT_K, x.k);
-  const T *vh = mlc_attention_head<F>(s, k, MLC_ATT_V, x.v);
+  const auto [oh, dk, dv, gh, qh, kh, vh] = mlc_attention_heads<F>(s, k, x);
+  (void)dk, (void)dv;
   const int64_t i = i0 + threadIdx.x;
   const bool active = i < SQ;
   T q[D], acc[DV];
@@ -200,7 +205,7 @@ __device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
   double l = 0;
   const bool causal = F & MLC_ATTN_CAUSAL;
   const int64_t jEnd = causal ? (i0 + ROWS < SK ? i0 + ROWS : SK) : SK;
-  const int64_t jn = active ? (causal ? (i + 1 < SK ? i + 1 : SK) : SK) : 0;
+  const int64_t jn = active ? mlc_attention_keys_seen<F>(i, SK) : 0;
   for (int64_t j0 = 0; j0 < jEnd; j0 += TILE) {
     __syncthreads();
     mlc_attention_load_tile<TILE, D>(ks, kh, s.t[MLC_ATT_K].row, j0, SK);
@@ -218,18 +223,9 @@ __device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
           sc += mlc_attention_mask(s, x.mask, k, i, j);
         if (sc == -mlc_inf<T>())
           continue;
-        if (sc > m) {
-          const T f = mlc_exp(m - sc);
-          l *= f;
-          for (int c = 0; c < DV; ++c)
-            acc[c] *= f;
-          m = sc;
-        }
-        const T e = mlc_exp(sc - m);
-        l += e;
-        const T w = e * mlc_attention_keep<F>(s, key, k, i, j);
-        for (int c = 0; c < DV; ++c)
-          acc[c] += w * vs[t][c];
+        if (sc > m)
+          mlc_attention_rescale<DV>(acc, m, l, sc);
+        mlc_attention_accumulate<DV, F>(s, key, k, i, j, sc, m, l, acc, vs[t]);
       }
       continue;
     }
@@ -250,34 +246,23 @@ __device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
     }
     if (tm == -mlc_inf<T>())
       continue;
-    if (tm > m) {
-      const T f = mlc_exp(m - tm);
-      l *= f;
-      for (int c = 0; c < DV; ++c)
-        acc[c] *= f;
-      m = tm;
-    }
+    if (tm > m)
+      mlc_attention_rescale<DV>(acc, m, l, tm);
     for (int t = 0; t < TILE; ++t) {
       const int64_t j = j0 + t;
       if (j >= jn)
         continue;
-      const T e = mlc_exp(sv[t] - m);
-      l += e;
-      const T w = e * mlc_attention_keep<F>(s, key, k, i, j);
-      for (int c = 0; c < DV; ++c)
-        acc[c] += w * vs[t][c];
+      mlc_attention_accumulate<DV, F>(s, key, k, i, j, sv[t], m, l, acc, vs[t]);
     }
   }
   if (!active)
     return;
   if (!statistics) {
-    T *oh = mlc_attention_head<F>(s, k, MLC_ATT_O, x.o);
     const T inv = (T)(1.0 / l);
     for (int c = 0; c < DV; ++c)
       oh[i * s.t[MLC_ATT_O].row + c] = acc[c] * inv;
     return;
   }
-  const T *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
   double *stat = (double *)ctx->scratch;
   const int64_t r = mlc_attention_stat_row<F>(s, k, i);
   double di = 0;
@@ -288,16 +273,38 @@ __device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
   stat[3 * r + 2] = di / l;
 }
 
-// P_ij, keep_ij and dS_ij from query i's statistics, for the scaled score
-// sc (mask added) and dp = dO_i . v_j.
-template <int F, typename T>
-MLC_FN void mlc_attention_rows_grads(const MlcAttention<T> &s, const MlcKernelCtx *ctx,
-                                     uint64_t key, const MlcAttentionBlock &k, int64_t i,
-                                     int64_t j, T sc, T dp, T &pr, T &kp, T &ds) {
+// P_ij, keep_ij and dS_ij of query i, key j from the rows q_i, k_j, dO_i,
+// v_j (shared memory) and query i's statistics: s_ij = scale q_i . k_j
+// (+ mask_ij), dP_ij = dO_i . v_j.
+template <int F, int D, int DV, typename T, typename I>
+MLC_FN void mlc_attention_rows_grads(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+                                     const MlcKernelCtx *ctx, uint64_t key,
+                                     const MlcAttentionBlock &k, int64_t i, int64_t j, const T *qi,
+                                     const T *kj, const T *gi, const T *vj, T &pr, T &kp, T &ds) {
+  T sc = 0, dp = 0;
+  for (int c = 0; c < D; ++c)
+    sc += qi[c] * kj[c];
+  sc *= s.scale;
+  for (int c = 0; c < DV; ++c)
+    dp += gi[c] * vj[c];
+  if (F & MLC_ATTN_MASK)
+    sc += mlc_attention_mask(s, x.mask, k, i, j);
   const double *st = (const double *)ctx->scratch + 3 * mlc_attention_stat_row<F>(s, k, i);
   pr = (T)(mlc_exp(sc - (T)st[0]) / st[1]);
   kp = mlc_attention_keep<F>(s, key, k, i, j);
   ds = pr * (dp * kp - (T)st[2]) * s.scale;
+}
+
+// A compiler barrier where ON (no instruction): shared memory read after
+// it is read again rather than kept in registers. Phase 1 reads q_i and
+// dO_i from its tiles twice, for the score and dP, then for dK_j and dV_j;
+// at D + DV = 128 (f32) keeping those D + DV values live across the
+// statistics and the dropout draw, on top of the D + DV accumulators,
+// spilled 288 bytes, while reading them again costs D + DV shared loads
+// per score and spills nothing. Small heads keep them (fewer registers).
+template <bool ON> MLC_FN void mlc_attention_reload_shared() {
+  if (ON)
+    asm volatile("" ::: "memory");
 }
 
 // Phase 1's sweep for one query head k: over the query tiles that see key
@@ -324,16 +331,10 @@ MLC_FN void mlc_attention_rows_dkdv_head(const MlcAttention<T> &s,
       const int64_t i = i0 + t;
       if (i >= SQ || (causal && j > i))
         continue;
-      T sc = 0, dp = 0;
-      for (int c = 0; c < D; ++c)
-        sc += qs[t][c] * kself[threadIdx.x][c];
-      sc *= s.scale;
-      for (int c = 0; c < DV; ++c)
-        dp += gs[t][c] * vself[threadIdx.x][c];
-      if (F & MLC_ATTN_MASK)
-        sc += mlc_attention_mask(s, x.mask, k, i, j);
       T pr, kp, ds;
-      mlc_attention_rows_grads<F>(s, ctx, key, k, i, j, sc, dp, pr, kp, ds);
+      mlc_attention_rows_grads<F, D, DV>(s, x, ctx, key, k, i, j, qs[t], kself[threadIdx.x], gs[t],
+                                         vself[threadIdx.x], pr, kp, ds);
+      mlc_attention_reload_shared<(D + DV >= 128)>();
       for (int c = 0; c < DV; ++c)
         dvj[c] += pr * kp * gs[t][c];
       for (int c = 0; c < D; ++c)
@@ -359,12 +360,9 @@ __device__ void mlc_attention_rows_dkdv(const MlcAttention<T> &s, const MlcAtten
     return;
   const MlcAttentionBlock kv = mlc_attention_kv_block<F>(b);
   const MlcAttentionBlock k = mlc_attention_group_head<F>(s, kv, 0);
-  const T *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
-  const T *kh = mlc_attention_head<F>(s, kv, MLC_ATT_K, x.k);
-  const T *vh = mlc_attention_head<F>(s, kv, MLC_ATT_V, x.v);
-  const T *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
-  T *dk = mlc_attention_head<F>(s, kv, MLC_ATT_DK, x.dk);
-  T *dv = mlc_attention_head<F>(s, kv, MLC_ATT_DV, x.dv);
+  // k's K, V, dK, dV are its kv head's, kv's.
+  const auto [dq, dk, dv, gh, qh, kh, vh] = mlc_attention_heads<F>(s, k, x);
+  (void)dq;
   const int64_t j = j0 + threadIdx.x;
   const bool active = j < SK;
   mlc_attention_own_row<D>(kself, kh, s.t[MLC_ATT_K].row, j, active);
@@ -405,11 +403,8 @@ __device__ void mlc_attention_rows_dq(const MlcAttention<T> &s, const MlcAttenti
   const int64_t i0 = k.first, SQ = k.SQ, SK = k.SK;
   if (i0 >= SQ)
     return;
-  const T *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
-  const T *kh = mlc_attention_head<F>(s, k, MLC_ATT_K, x.k);
-  const T *vh = mlc_attention_head<F>(s, k, MLC_ATT_V, x.v);
-  const T *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
-  T *dq = mlc_attention_head<F>(s, k, MLC_ATT_O, x.o);
+  const auto [dq, dk, dv, gh, qh, kh, vh] = mlc_attention_heads<F>(s, k, x);
+  (void)dk, (void)dv;
   const int64_t i = i0 + threadIdx.x;
   const bool active = i < SQ;
   mlc_attention_own_row<D>(qself, qh, s.t[MLC_ATT_Q].row, i, active);
@@ -419,7 +414,7 @@ __device__ void mlc_attention_rows_dq(const MlcAttention<T> &s, const MlcAttenti
     dqi[c] = 0;
   const bool causal = F & MLC_ATTN_CAUSAL;
   const int64_t jEnd = causal ? (i0 + ROWS < SK ? i0 + ROWS : SK) : SK;
-  const int64_t jn = active ? (causal ? (i + 1 < SK ? i + 1 : SK) : SK) : 0;
+  const int64_t jn = active ? mlc_attention_keys_seen<F>(i, SK) : 0;
   for (int64_t j0 = 0; j0 < jEnd; j0 += TILE) {
     __syncthreads();
     mlc_attention_load_tile<TILE, D>(ks, kh, s.t[MLC_ATT_K].row, j0, SK);
@@ -429,16 +424,9 @@ __device__ void mlc_attention_rows_dq(const MlcAttention<T> &s, const MlcAttenti
       const int64_t j = j0 + t;
       if (j >= jn)
         continue;
-      T sc = 0, dp = 0;
-      for (int c = 0; c < D; ++c)
-        sc += qself[threadIdx.x][c] * ks[t][c];
-      sc *= s.scale;
-      for (int c = 0; c < DV; ++c)
-        dp += gself[threadIdx.x][c] * vs[t][c];
-      if (F & MLC_ATTN_MASK)
-        sc += mlc_attention_mask(s, x.mask, k, i, j);
       T pr, kp, ds;
-      mlc_attention_rows_grads<F>(s, ctx, key, k, i, j, sc, dp, pr, kp, ds);
+      mlc_attention_rows_grads<F, D, DV>(s, x, ctx, key, k, i, j, qself[threadIdx.x], ks[t],
+                                         gself[threadIdx.x], vs[t], pr, kp, ds);
       for (int c = 0; c < D; ++c)
         dqi[c] += ds * ks[t][c];
     }
@@ -611,6 +599,55 @@ template <int D, int DV> struct MlcAttentionTcShared {
   float sm[MLC_ATTN_TC_TILE], sl[MLC_ATTN_TC_TILE], sd[MLC_ATTN_TC_TILE];
 };
 
+// The backward's two products of a tile, S = A_s B^T (rows of sh.a) and
+// dP = A_p C^T (rows of sh.b), from zero: phase 1's S^T, dP^T (A_s, A_p =
+// K, V; B, C = Q, dO), phase 2's S, dP (A_s, A_p = Q, dO; B, C = K, V).
+template <int D, int DV>
+MLC_FN void mlc_attention_tc_scores(float (*sv)[4], float (*dp)[4], const uint32_t (*as)[4],
+                                    const uint32_t (*ap)[4], const MlcAttentionTcShared<D, DV> &sh,
+                                    const MlcAttentionLane &ln) {
+  mlc_attention_zero<4>(sv);
+  mlc_attention_zero<4>(dp);
+  mlc_attention_product<4, D / 16>(sv, as, sh.a.rows, ln);
+  mlc_attention_product<4, DV / 16>(dp, ap, sh.b.rows, ln);
+}
+
+// A row's sum and max over the four lanes of its lane group (t4 = 0..3).
+MLC_FN float mlc_attention_quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+MLC_FN float mlc_attention_quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+// The warp's accumulators acc (N n-tiles of 8 columns) into rows r0, r1 of
+// dst (rows `stride` apart; those >= limit skipped), divided by div[0]
+// (row r0) and div[1] (r1).
+template <int N>
+MLC_FN void mlc_attention_tc_store(float *dst, int64_t stride, const MlcAttentionLane &ln,
+                                   int64_t limit, const float (*acc)[4], const float *div) {
+  for (int f = 0; f < 4; ++f) {
+    const int64_t r = f < 2 ? ln.r0 : ln.r1;
+    if (r >= limit)
+      continue;
+    for (int n = 0; n < N; ++n)
+      dst[r * stride + n * 8 + 2 * ln.t4 + (f & 1)] = acc[n][f] / div[f >> 1];
+  }
+}
+
+// Query i's statistics m, l, D (scratch, f64) as f32: 0, 1, 0 past its end.
+template <int F>
+MLC_FN void mlc_attention_tc_stats(const MlcAttention<float> &s, const double *stat,
+                                   const MlcAttentionBlock &k, int64_t i, float &m, float &l,
+                                   float &d) {
+  const double *st = stat + 3 * mlc_attention_stat_row<F>(s, k, i);
+  m = i < k.SQ ? (float)st[0] : 0.0f;
+  l = i < k.SQ ? (float)st[1] : 1.0f;
+  d = i < k.SQ ? (float)st[2] : 0.0f;
+}
+
 // P (times keep, for dV) and dS of one score from its query's statistics
 // m, l, d: pw = P keep, ds = scale P (dp keep - d).
 template <int F, typename T>
@@ -639,9 +676,8 @@ __device__ void mlc_attention_tc_rows_forward(const MlcAttention<float> &s,
   const int64_t i0 = k.first, SQ = k.SQ, SK = k.SK;
   if (i0 >= SQ)
     return;
-  const float *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
-  const float *kh = mlc_attention_head<F>(s, k, MLC_ATT_K, x.k);
-  const float *vh = mlc_attention_head<F>(s, k, MLC_ATT_V, x.v);
+  const auto [oh, dk, dv, gh, qh, kh, vh] = mlc_attention_heads<F>(s, k, x);
+  (void)dk, (void)dv;
   const MlcAttentionLane ln = mlc_attention_lane(i0);
   uint32_t qa[D / 16][4];
   mlc_attention_a_frags<D>(qa, qh, s.t[MLC_ATT_Q].row, ln, SQ);
@@ -667,8 +703,7 @@ __device__ void mlc_attention_tc_rows_forward(const MlcAttention<float> &s,
       }
     float f2[2];
     for (int r = 0; r < 2; ++r) {
-      tm[r] = fmaxf(tm[r], __shfl_xor_sync(0xffffffffu, tm[r], 1));
-      tm[r] = fmaxf(tm[r], __shfl_xor_sync(0xffffffffu, tm[r], 2));
+      tm[r] = mlc_attention_quad_max(tm[r]);
       const float mn = tm[r] > m[r] ? tm[r] : m[r];
       f2[r] = mn == -mlc_inf<float>() ? 1.0f : mlc_exp(m[r] - mn);
       l[r] *= f2[r];
@@ -691,20 +726,12 @@ __device__ void mlc_attention_tc_rows_forward(const MlcAttention<float> &s,
     mlc_attention_product_of_tile<DV / 8>(o, w, tile.cols, ln);
   }
   for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    l[r] = mlc_attention_quad_sum(l[r]);
   }
   if (!statistics) {
-    float *oh = mlc_attention_head<F>(s, k, MLC_ATT_O, x.o);
-    for (int n = 0; n < DV / 8; ++n)
-      for (int f = 0; f < 4; ++f) {
-        const int64_t i = f < 2 ? ln.r0 : ln.r1;
-        if (i < SQ)
-          oh[i * s.t[MLC_ATT_O].row + n * 8 + 2 * ln.t4 + (f & 1)] = o[n][f] / l[f >> 1];
-      }
+    mlc_attention_tc_store<DV / 8>(oh, s.t[MLC_ATT_O].row, ln, SQ, o, l);
     return;
   }
-  const float *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
   double *stat = (double *)ctx->scratch;
   float di[2] = {0, 0};
   for (int n = 0; n < DV / 8; ++n)
@@ -714,8 +741,7 @@ __device__ void mlc_attention_tc_rows_forward(const MlcAttention<float> &s,
         di[f >> 1] += gh[i * s.t[MLC_ATT_GO].row + n * 8 + 2 * ln.t4 + (f & 1)] * o[n][f];
     }
   for (int r = 0; r < 2; ++r) {
-    di[r] += __shfl_xor_sync(0xffffffffu, di[r], 1);
-    di[r] += __shfl_xor_sync(0xffffffffu, di[r], 2);
+    di[r] = mlc_attention_quad_sum(di[r]);
     const int64_t i = r ? ln.r1 : ln.r0;
     if (ln.t4 == 0 && i < SQ) {
       const int64_t row = mlc_attention_stat_row<F>(s, k, i);
@@ -765,19 +791,11 @@ __device__ void mlc_attention_tc_dkdv(const MlcAttention<float> &s,
     mlc_attention_stage_rows<DV>(sh.b.rows, gh, rg, i0, SQ);
     mlc_attention_stage_cols<DV>(sh.b.cols, gh, rg, i0, SQ);
     for (int e = threadIdx.x; e < MLC_ATTN_TC_TILE; e += blockDim.x) {
-      const int64_t i = i0 + e;
-      const double *st = stat + 3 * mlc_attention_stat_row<F>(s, k, i);
-      sh.sm[e] = i < SQ ? (float)st[0] : 0.0f;
-      sh.sl[e] = i < SQ ? (float)st[1] : 1.0f;
-      sh.sd[e] = i < SQ ? (float)st[2] : 0.0f;
+      mlc_attention_tc_stats<F>(s, stat, k, i0 + e, sh.sm[e], sh.sl[e], sh.sd[e]);
     }
     __syncthreads();
     float sv[4][4], dp[4][4], pw[4][4], ds[4][4];
-    for (int n = 0; n < 4; ++n)
-      for (int f = 0; f < 4; ++f)
-        sv[n][f] = dp[n][f] = 0;
-    mlc_attention_product<4, D / 16>(sv, ka, sh.a.rows, ln);
-    mlc_attention_product<4, DV / 16>(dp, va, sh.b.rows, ln);
+    mlc_attention_tc_scores<D, DV>(sv, dp, ka, va, sh, ln);
     for (int n = 0; n < 4; ++n)
       for (int f = 0; f < 4; ++f) {
         const int q = n * 8 + 2 * ln.t4 + (f & 1);
@@ -814,11 +832,8 @@ __device__ void mlc_attention_tc_dq(const MlcAttention<float> &s, const MlcAtten
   const int64_t i0 = k.first, SQ = k.SQ, SK = k.SK;
   if (i0 >= SQ)
     return;
-  const float *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
-  const float *kh = mlc_attention_head<F>(s, k, MLC_ATT_K, x.k);
-  const float *vh = mlc_attention_head<F>(s, k, MLC_ATT_V, x.v);
-  const float *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
-  float *dq = mlc_attention_head<F>(s, k, MLC_ATT_O, x.o);
+  const auto [dq, dk, dv, gh, qh, kh, vh] = mlc_attention_heads<F>(s, k, x);
+  (void)dk, (void)dv;
   const MlcAttentionLane ln = mlc_attention_lane(i0);
   const double *stat = (const double *)ctx->scratch;
   uint32_t qa[D / 16][4], ga[DV / 16][4];
@@ -828,11 +843,7 @@ __device__ void mlc_attention_tc_dq(const MlcAttention<float> &s, const MlcAtten
   mlc_attention_zero<D / 8>(gq);
   float rm[2], rl[2], rd[2];
   for (int r = 0; r < 2; ++r) {
-    const int64_t i = r ? ln.r1 : ln.r0;
-    const double *st = stat + 3 * mlc_attention_stat_row<F>(s, k, i);
-    rm[r] = i < SQ ? (float)st[0] : 0.0f;
-    rl[r] = i < SQ ? (float)st[1] : 1.0f;
-    rd[r] = i < SQ ? (float)st[2] : 0.0f;
+    mlc_attention_tc_stats<F>(s, stat, k, r ? ln.r1 : ln.r0, rm[r], rl[r], rd[r]);
   }
   const int64_t jEnd = mlc_attention_tc_key_end<F>(i0, SK);
   for (int64_t j0 = 0; j0 < jEnd; j0 += MLC_ATTN_TC_TILE) {
@@ -842,11 +853,7 @@ __device__ void mlc_attention_tc_dq(const MlcAttention<float> &s, const MlcAtten
     mlc_attention_stage_rows<DV>(sh.b.rows, vh, s.t[MLC_ATT_V].row, j0, SK);
     __syncthreads();
     float sv[4][4], dp[4][4], pw[4][4], ds[4][4];
-    for (int n = 0; n < 4; ++n)
-      for (int f = 0; f < 4; ++f)
-        sv[n][f] = dp[n][f] = 0;
-    mlc_attention_product<4, D / 16>(sv, qa, sh.a.rows, ln);
-    mlc_attention_product<4, DV / 16>(dp, ga, sh.b.rows, ln);
+    mlc_attention_tc_scores<D, DV>(sv, dp, qa, ga, sh, ln);
     for (int n = 0; n < 4; ++n)
       for (int f = 0; f < 4; ++f) {
         const int64_t i = f < 2 ? ln.r0 : ln.r1, j = j0 + n * 8 + 2 * ln.t4 + (f & 1);
@@ -857,13 +864,8 @@ __device__ void mlc_attention_tc_dq(const MlcAttention<float> &s, const MlcAtten
     (void)pw;
     mlc_attention_product_of_tile<D / 8>(gq, ds, sh.a.cols, ln);
   }
-  for (int f = 0; f < 4; ++f) {
-    const int64_t i = f < 2 ? ln.r0 : ln.r1;
-    if (i >= SQ)
-      continue;
-    for (int n = 0; n < D / 8; ++n)
-      dq[i * s.t[MLC_ATT_O].row + n * 8 + 2 * ln.t4 + (f & 1)] = gq[n][f];
-  }
+  const float one[2] = {1, 1};
+  mlc_attention_tc_store<D / 8>(dq, s.t[MLC_ATT_O].row, ln, SQ, gq, one);
 }
 
 // O = softmax(scale Q K^T + mask) V on tensor cores, 128 threads per 64

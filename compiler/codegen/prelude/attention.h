@@ -48,48 +48,13 @@ static inline bool mlc_attention_head_of(const MlcAttention<T> &s, const MlcAtte
   k.h = h;
   k.bh = bb * s.heads + h;
   k.kvh = h / mlc_attention_group<F>(s);
-  k.a = 0;
-  k.SQ = s.seqQ;
-  k.SK = s.seqK;
-  if (F & MLC_ATTN_VARLEN) {
-    k.a = x.cu[k.bb];
-    const int64_t L = x.cu[k.bb + 1] - k.a;
-    k.SQ = k.SK = L;
-    return L > 0;
-  }
-  return true;
-}
-
-// Tensor `role`'s head (the kv head's for K, V, dK, dV).
-template <int F, typename T, typename P>
-static inline P *mlc_attention_base(const MlcAttention<T> &s, const MlcAttentionHead &k, int role,
-                                    P *base) {
-  const MlcAttentionTensor &w = s.t[role];
-  return base + w.offset + ((F & MLC_ATTN_VARLEN) ? k.a : k.bb) * w.batch +
-         (mlc_attention_kv_role(role) ? k.kvh : k.h) * w.head;
+  mlc_attention_lengths<F>(s, x, k);
+  return k.SQ > 0;
 }
 
 // The band of a causal product (mlc_gemm's), offset by the tile's row i0.
 template <int F> static inline int mlc_attention_band(int kind) {
   return (F & MLC_ATTN_CAUSAL) ? kind : 0;
-}
-
-// Dropout's first counter of query i's row: (head, i, 0) in the padded
-// [B, H, Sq, Sk] (varlen: [H, capacity, capacity]) order, the CUDA
-// kernels' too.
-template <int F, typename T>
-static inline uint64_t mlc_attention_dropout_row(const MlcAttention<T> &s,
-                                                 const MlcAttentionHead &k, int64_t i) {
-  if (!(F & MLC_ATTN_DROPOUT))
-    return 0;
-  return (F & MLC_ATTN_VARLEN)
-             ? ((uint64_t)k.h * s.tokenCapacity + k.a + i) * s.tokenCapacity + k.a
-             : (uint64_t)(k.bh * s.seqQ + i) * s.seqK;
-}
-
-// The keys query i sees: [0, jn).
-template <int F> static inline int64_t mlc_attention_keys_seen(int64_t i, int64_t SK) {
-  return (F & MLC_ATTN_CAUSAL) ? (i + 1 < SK ? i + 1 : SK) : SK;
 }
 
 // Row t of the tile from query i0 (query i = i0 + t), its scores si[0, nk)
@@ -102,7 +67,7 @@ static inline int64_t mlc_attention_softmax_row(const MlcAttention<T> &s,
   const int64_t jn = mlc_attention_keys_seen<F>(i, k.SK);
   if (F & MLC_ATTN_MASK)
     for (int64_t j = 0; j < jn; ++j)
-      si[j] += x.mask[k.bb * s.mask[0] + k.h * s.mask[1] + i * s.mask[2] + j * s.mask[3]];
+      si[j] += mlc_attention_mask(s, x.mask, k, i, j);
   T m = -std::numeric_limits<T>::infinity();
 #pragma omp simd reduction(max : m)
   for (int64_t j = 0; j < jn; ++j)
@@ -119,16 +84,6 @@ static inline int64_t mlc_attention_softmax_row(const MlcAttention<T> &s,
   for (int64_t j = jn; j < nk; ++j)
     si[j] = 0;
   return jn;
-}
-
-// Dropout's factor for probability (i, j) of the row whose first counter
-// is `row`: bit for bit the CUDA kernels' mask; 1 without dropout.
-template <int F, typename T>
-static inline T mlc_attention_keep(const MlcAttention<T> &s, uint64_t key, uint64_t row,
-                                   int64_t j) {
-  if (!(F & MLC_ATTN_DROPOUT))
-    return (T)1;
-  return mlc_uniform(key, row + j) >= s.dropout ? s.keepScale : (T)0;
 }
 
 // The query tile from i0 of a head with SQ queries and SK keys: its rows
@@ -170,7 +125,7 @@ template <typename T, int F, int D, int DV, typename I>
 static void mlc_attention_forward(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
                                   const MlcKernelCtx *ctx) {
   const int64_t tile = MLC_ATTN_CPU_TILE;
-  const uint64_t key = (F & MLC_ATTN_DROPOUT) ? mlc_key(s.seed, (uint64_t)ctx->step) : 0;
+  const uint64_t key = mlc_attention_key<F>(s, ctx);
   const int64_t ro = s.t[MLC_ATT_O].row;
   // Each thread keeps its tiles and packed panels across the heads it takes.
 #pragma omp parallel
@@ -182,10 +137,10 @@ static void mlc_attention_forward(const MlcAttention<T> &s, const MlcAttentionAr
       if (!mlc_attention_head_of<F>(s, x, bh / s.heads, bh % s.heads, k))
         continue;
       const int64_t SQ = k.SQ, SK = k.SK;
-      const T *qh = mlc_attention_base<F>(s, k, MLC_ATT_Q, x.q);
-      const T *kh = mlc_attention_base<F>(s, k, MLC_ATT_K, x.k);
-      const T *vh = mlc_attention_base<F>(s, k, MLC_ATT_V, x.v);
-      T *oh = mlc_attention_base<F>(s, k, MLC_ATT_O, x.o);
+      const T *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
+      const T *kh = mlc_attention_head<F>(s, k, MLC_ATT_K, x.k);
+      const T *vh = mlc_attention_head<F>(s, k, MLC_ATT_V, x.v);
+      T *oh = mlc_attention_head<F>(s, k, MLC_ATT_O, x.o);
       sb.resize(tile * SK);
       mlc_pack<T>(D, SK, kh, s.t[MLC_ATT_K].row, true, kp);
       mlc_pack<T>(SK, DV, vh, s.t[MLC_ATT_V].row, false, vp);
@@ -222,9 +177,9 @@ static void mlc_attention_backward_head(const MlcAttention<T> &s, const MlcAtten
   const int64_t tile = MLC_ATTN_CPU_TILE, SQ = k.SQ, SK = k.SK;
   const int64_t rq = s.t[MLC_ATT_Q].row, rg = s.t[MLC_ATT_GO].row;
   const int64_t rdq = s.t[MLC_ATT_O].row, rdk = s.t[MLC_ATT_DK].row, rdv = s.t[MLC_ATT_DV].row;
-  const T *qh = mlc_attention_base<F>(s, k, MLC_ATT_Q, x.q);
-  const T *gh = mlc_attention_base<F>(s, k, MLC_ATT_GO, x.go);
-  T *dq = mlc_attention_base<F>(s, k, MLC_ATT_O, x.o);
+  const T *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
+  const T *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
+  T *dq = mlc_attention_head<F>(s, k, MLC_ATT_O, x.o);
   for (int64_t i0 = 0; i0 < SQ; i0 += tile) {
     const MlcAttentionTile t = mlc_attention_tile<F>(i0, SQ, SK);
     const int64_t nk = t.nk;
@@ -269,7 +224,7 @@ template <typename T, int F, int D, int DV, typename I>
 static void mlc_attention_backward(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
                                    const MlcKernelCtx *ctx) {
   const int64_t tile = MLC_ATTN_CPU_TILE, group = mlc_attention_group<F>(s);
-  const uint64_t key = (F & MLC_ATTN_DROPOUT) ? mlc_key(s.seed, (uint64_t)ctx->step) : 0;
+  const uint64_t key = mlc_attention_key<F>(s, ctx);
   const int64_t rk = s.t[MLC_ATT_K].row, rdk = s.t[MLC_ATT_DK].row, rdv = s.t[MLC_ATT_DV].row;
 #pragma omp parallel
   {
@@ -280,10 +235,10 @@ static void mlc_attention_backward(const MlcAttention<T> &s, const MlcAttentionA
       if (!mlc_attention_head_of<F>(s, x, bg / s.kvHeads, bg % s.kvHeads * group, k))
         continue;
       const int64_t SK = k.SK;
-      const T *kh = mlc_attention_base<F>(s, k, MLC_ATT_K, x.k);
-      const T *vh = mlc_attention_base<F>(s, k, MLC_ATT_V, x.v);
-      T *dk = mlc_attention_base<F>(s, k, MLC_ATT_DK, x.dk);
-      T *dv = mlc_attention_base<F>(s, k, MLC_ATT_DV, x.dv);
+      const T *kh = mlc_attention_head<F>(s, k, MLC_ATT_K, x.k);
+      const T *vh = mlc_attention_head<F>(s, k, MLC_ATT_V, x.v);
+      T *dk = mlc_attention_head<F>(s, k, MLC_ATT_DK, x.dk);
+      T *dv = mlc_attention_head<F>(s, k, MLC_ATT_DV, x.dv);
       w.sb.resize(tile * SK);
       w.dp.resize(tile * SK);
       mlc_pack<T>(D, SK, kh, rk, true, w.kp);

@@ -91,3 +91,72 @@ template <typename T, typename I> struct MlcAttentionArgs {
   const T *go, *q, *k, *v, *mask;
   const I *cu;
 };
+
+// The pieces of attention's indexing both targets share. K is a target's
+// head record (prelude/attention.cuh's MlcAttentionBlock, attention.h's
+// MlcAttentionHead): bb the batch (varlen: the sequence), h the query
+// head, kvh its kv head, bh = bb * heads + h, a the sequence's first
+// token, SQ, SK the lengths of its queries and keys.
+
+// k's lengths: the padded ones, or (varlen) sequence bb's tokens cu[bb] ..
+// cu[bb + 1] from a.
+template <int F, typename T, typename I, typename K>
+MLC_FN void mlc_attention_lengths(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+                                  K &k) {
+  k.a = 0;
+  k.SQ = s.seqQ;
+  k.SK = s.seqK;
+  if (F & MLC_ATTN_VARLEN) {
+    k.a = x.cu[k.bb];
+    const int64_t L = x.cu[k.bb + 1] - k.a;
+    k.SQ = k.SK = L;
+  }
+}
+
+// Tensor `role`'s head of k's (batch or sequence, head): the query head's
+// for O, dO, Q, the kv head's for K, V, dK, dV.
+template <int F, typename T, typename K, typename P>
+MLC_FN P *mlc_attention_head(const MlcAttention<T> &s, const K &k, int role, P *base) {
+  const MlcAttentionTensor &w = s.t[role];
+  return base + w.offset + ((F & MLC_ATTN_VARLEN) ? k.a : k.bb) * w.batch +
+         ((F & MLC_ATTN_GROUPED) && mlc_attention_kv_role(role) ? k.kvh : k.h) * w.head;
+}
+
+// The additive mask's element for query i, key j.
+template <typename T, typename K>
+MLC_FN T mlc_attention_mask(const MlcAttention<T> &s, const T *mask, const K &k, int64_t i,
+                            int64_t j) {
+  return mask[k.bb * s.mask[0] + k.h * s.mask[1] + i * s.mask[2] + j * s.mask[3]];
+}
+
+// The keys query i sees: [0, keys) (causal: up to the diagonal).
+template <int F> MLC_FN int64_t mlc_attention_keys_seen(int64_t i, int64_t SK) {
+  return (F & MLC_ATTN_CAUSAL) ? (i + 1 < SK ? i + 1 : SK) : SK;
+}
+
+// The dropout key of this step (unused without dropout).
+template <int F, typename T, typename C>
+MLC_FN uint64_t mlc_attention_key(const MlcAttention<T> &s, const C *ctx) {
+  return (F & MLC_ATTN_DROPOUT) ? mlc_key(s.seed, (uint64_t)ctx->step) : 0;
+}
+
+// Dropout's first counter of query i's row: (head, i, 0) in the padded
+// [B, H, Sq, Sk] (varlen: [H, capacity, capacity]) order, so that both
+// targets draw the same mask.
+template <int F, typename T, typename K>
+MLC_FN uint64_t mlc_attention_dropout_row(const MlcAttention<T> &s, const K &k, int64_t i) {
+  if (!(F & MLC_ATTN_DROPOUT))
+    return 0;
+  return (F & MLC_ATTN_VARLEN)
+             ? ((uint64_t)k.h * s.tokenCapacity + k.a + i) * s.tokenCapacity + k.a
+             : (uint64_t)(k.bh * s.seqQ + i) * s.seqK;
+}
+
+// Dropout's factor for probability (i, j) of the row whose first counter
+// is `row`: 1 / (1 - p) or 0; 1 without dropout.
+template <int F, typename T>
+MLC_FN T mlc_attention_keep(const MlcAttention<T> &s, uint64_t key, uint64_t row, int64_t j) {
+  if (!(F & MLC_ATTN_DROPOUT))
+    return (T)1;
+  return mlc_uniform(key, row + j) >= s.dropout ? s.keepScale : (T)0;
+}
