@@ -3,9 +3,7 @@ into the test's GPT-2 (HuggingFace parameter names, every one used) and gives
 the logits `mlc run` computes from the same file.
 """
 import argparse
-import json
 import os
-import struct
 import subprocess
 import sys
 
@@ -31,14 +29,7 @@ subprocess.run([args.mlc, "train", "gpt2", "--config", config, "--micro-batch", 
                check=True, capture_output=True)
 model = os.path.join(args.work, "ckpt", "step-00000003", "model.safetensors")
 
-data = open(model, "rb").read()
-n = struct.unpack("<Q", data[:8])[0]
-header = json.loads(data[8:8 + n])
-params = {}
-for name, info in header.items():
-    b, e = info["data_offsets"]
-    params[name] = torch.from_numpy(
-        np.frombuffer(data[8 + n + b:8 + n + e], dtype=np.float32).reshape(info["shape"]).copy())
+params = {name: torch.from_numpy(a) for name, a in tm.read_safetensors(model).items()}
 expected = set(tm.gpt2_shapes(V, P, E, L))
 missing, unexpected = expected - params.keys(), params.keys() - expected
 if missing or unexpected:
