@@ -713,6 +713,41 @@ DenseElementsAttr rotaryTable(Value v, ArrayRef<int64_t> shape) {
   return dense;
 }
 
+/// The tables [..., S, R] of a rotation of [B, H, S, D] as [S, 1, R], the
+/// tables of the same rotation of [B, S, H, D] (null unless the tables are
+/// the same for every batch and head).
+DenseElementsAttr rowLayoutTable(DenseElementsAttr t) {
+  ArrayRef<int64_t> s = t.getType().getShape();
+  for (size_t i = 0; i + 2 < s.size(); ++i)
+    if (s[i] != 1)
+      return {};
+  int64_t seq = s.size() >= 2 ? s[s.size() - 2] : 1;
+  return t.reshape(RankedTensorType::get({seq, 1, s.back()}, t.getElementType()));
+}
+
+/// mlc.rotary x, cos, sin. When x is the head split transpose(p, [0, 2, 1, 3])
+/// of a projection's rows p [B, S, H, D], the rotation is done on p (tables
+/// [S, 1, R]) and then transposed, as frontend/Llama.cpp builds it: it reads
+/// the GEMM's rows and writes them contiguous, and in the backward the
+/// attention's gradient is read through the transpose and the rows the
+/// weight-gradient GEMM reads are written directly, so the split costs no
+/// copy in either direction.
+Value buildRotary(PatternRewriter &rewriter, Location loc, Value x, DenseElementsAttr cos,
+                  DenseElementsAttr sin, bool interleaved) {
+  auto split = x.getDefiningOp<TransposeOp>();
+  DenseElementsAttr rowCos = cos ? rowLayoutTable(cos) : DenseElementsAttr();
+  DenseElementsAttr rowSin = sin ? rowLayoutTable(sin) : DenseElementsAttr();
+  const SmallVector<int64_t> headSplit = {0, 2, 1, 3};
+  if (split && rowCos && rowSin && split.getPermutation() == ArrayRef<int64_t>(headSplit)) {
+    Value rows = split.getInput();
+    Value c = rewriter.create<ConstantOp>(loc, rowCos), s = rewriter.create<ConstantOp>(loc, rowSin);
+    Value r = rewriter.create<RotaryOp>(loc, rows, c, s, interleaved, /*transpose=*/false);
+    return rewriter.create<TransposeOp>(loc, r, split.getPermutationAttr());
+  }
+  Value c = rewriter.create<ConstantOp>(loc, cos), s = rewriter.create<ConstantOp>(loc, sin);
+  return rewriter.create<RotaryOp>(loc, x, c, s, interleaved, /*transpose=*/false);
+}
+
 /// HF's apply_rotary_pos_emb as the exporters write it out:
 ///   x * cos + concat(-x[..., D/2:], x[..., :D/2]) * sin
 /// with constant [..., D] tables, as mlc.rotary x, cos, sin' where sin'
@@ -759,10 +794,30 @@ private:
     for (size_t i = 0; i < signedSin.size(); ++i)
       if (int64_t(i % d) < d / 2)
         signedSin[i].changeSign();
-    Value sinTable = rewriter.create<ConstantOp>(
-        root.getLoc(), DenseElementsAttr::get(t.getType(), ArrayRef<APFloat>(signedSin)));
-    rewriter.replaceOpWithNewOp<RotaryOp>(root, x, cos, sinTable, /*interleaved=*/false,
-                                          /*transpose=*/false);
+    auto sinAttr = DenseElementsAttr::get(t.getType(), ArrayRef<APFloat>(signedSin));
+    rewriter.replaceOp(root, buildRotary(rewriter, root.getLoc(), x, c, sinAttr, false));
+    return success();
+  }
+};
+
+/// An imported mlc.rotary of a head split (ONNX RotaryEmbedding) with
+/// constant tables rotates the projection's rows instead (buildRotary).
+struct RecognizeRotaryRows : OpRewritePattern<RotaryOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(RotaryOp op, PatternRewriter &rewriter) const override {
+    auto split = op.getInput().getDefiningOp<TransposeOp>();
+    auto cc = op.getCos().getDefiningOp<ConstantOp>(), sc = op.getSin().getDefiningOp<ConstantOp>();
+    if (!split || !cc || !sc || op.getTranspose() || rankOf(op.getInput()) != 4)
+      return failure();
+    auto cos = dyn_cast<DenseElementsAttr>(cc.getValue());
+    auto sin = dyn_cast<DenseElementsAttr>(sc.getValue());
+    const SmallVector<int64_t> headSplit = {0, 2, 1, 3};
+    if (!cos || !sin || !rowLayoutTable(cos) || !rowLayoutTable(sin) ||
+        split.getPermutation() != ArrayRef<int64_t>(headSplit))
+      return failure();
+    rewriter.replaceOp(op, buildRotary(rewriter, op.getLoc(), split.getResult(), cos, sin,
+                                       op.getInterleaved()));
     return success();
   }
 };
@@ -786,8 +841,14 @@ struct RecognizePartialRotary : OpRewritePattern<ConcatOp> {
     Value x = lastAxisSliceOf(rot.getInput(), 0, r);
     if (!x || lastAxisSliceOf(root.getInputs()[1], r, d) != x)
       return failure();
-    rewriter.replaceOpWithNewOp<RotaryOp>(root, x, rot.getCos(), rot.getSin(),
-                                          rot.getInterleaved(), /*transpose=*/false);
+    auto cc = rot.getCos().getDefiningOp<ConstantOp>(), sc = rot.getSin().getDefiningOp<ConstantOp>();
+    auto cos = cc ? dyn_cast<DenseElementsAttr>(cc.getValue()) : DenseElementsAttr();
+    auto sin = sc ? dyn_cast<DenseElementsAttr>(sc.getValue()) : DenseElementsAttr();
+    if (cos && sin)
+      rewriter.replaceOp(root, buildRotary(rewriter, root.getLoc(), x, cos, sin, rot.getInterleaved()));
+    else
+      rewriter.replaceOpWithNewOp<RotaryOp>(root, x, rot.getCos(), rot.getSin(),
+                                            rot.getInterleaved(), /*transpose=*/false);
     return success();
   }
 };
@@ -1050,7 +1111,7 @@ public:
   LogicalResult initialize(MLIRContext *ctx) final {
     RewritePatternSet blocks(ctx), attention(ctx), grouped(ctx);
     blocks.add<RecognizeLayerNorm, RecognizeRmsNorm, RecognizeGelu, RecognizeRotary,
-               RecognizePartialRotary, RecognizeSwiglu, RecognizeFlattenedLinear,
+               RecognizeRotaryRows, RecognizePartialRotary, RecognizeSwiglu, RecognizeFlattenedLinear,
                RecognizeTransposedOperand, RecognizeShiftedCrossEntropy>(ctx);
     attention.add<RecognizeAttention, RecognizeAttentionMask>(ctx);
     grouped.add<RecognizeGroupedKV>(ctx);
