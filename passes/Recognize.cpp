@@ -681,6 +681,12 @@ struct RecognizeAttentionMask : OpRewritePattern<AttentionOp> {
 // The Llama family: rotate-half RoPE, SwiGLU, grouped-query K/V
 //===----------------------------------------------------------------------===//
 
+/// The elements of a constant (null for anything else).
+DenseElementsAttr constantOf(Value v) {
+  auto c = v ? v.getDefiningOp<ConstantOp>() : ConstantOp();
+  return c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
+}
+
 /// `x[..., lo:hi]` (unit steps, every other axis whole): x.
 Value lastAxisSliceOf(Value v, int64_t lo, int64_t hi) {
   auto s = v ? v.getDefiningOp<SliceOp>() : SliceOp();
@@ -700,8 +706,7 @@ Value lastAxisSliceOf(Value v, int64_t lo, int64_t hi) {
 /// A float constant whose shape broadcasts to `shape` (rank at most its,
 /// each dim 1 or equal) and whose last dim is `shape`'s.
 DenseElementsAttr rotaryTable(Value v, ArrayRef<int64_t> shape) {
-  auto c = v ? v.getDefiningOp<ConstantOp>() : ConstantOp();
-  auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
+  DenseElementsAttr dense = constantOf(v);
   if (!dense || !isa<FloatType>(dense.getElementType()))
     return {};
   ArrayRef<int64_t> t = dense.getType().getShape();
@@ -711,6 +716,14 @@ DenseElementsAttr rotaryTable(Value v, ArrayRef<int64_t> shape) {
     if (t[t.size() - i] != 1 && t[t.size() - i] != shape[shape.size() - i])
       return {};
   return dense;
+}
+
+/// p of the head split transpose(p, [0, 2, 1, 3]) (null for anything else).
+Value headSplitRows(Value x) {
+  auto split = x.getDefiningOp<TransposeOp>();
+  const int64_t headSplit[] = {0, 2, 1, 3};
+  return split && split.getPermutation() == ArrayRef<int64_t>(headSplit) ? split.getInput()
+                                                                        : Value();
 }
 
 /// The tables [..., S, R] of a rotation of [B, H, S, D] as [S, 1, R], the
@@ -734,18 +747,17 @@ DenseElementsAttr rowLayoutTable(DenseElementsAttr t) {
 /// copy in either direction.
 Value buildRotary(PatternRewriter &rewriter, Location loc, Value x, DenseElementsAttr cos,
                   DenseElementsAttr sin, bool interleaved) {
-  auto split = x.getDefiningOp<TransposeOp>();
-  DenseElementsAttr rowCos = cos ? rowLayoutTable(cos) : DenseElementsAttr();
-  DenseElementsAttr rowSin = sin ? rowLayoutTable(sin) : DenseElementsAttr();
-  const SmallVector<int64_t> headSplit = {0, 2, 1, 3};
-  if (split && rowCos && rowSin && split.getPermutation() == ArrayRef<int64_t>(headSplit)) {
-    Value rows = split.getInput();
-    Value c = rewriter.create<ConstantOp>(loc, rowCos), s = rewriter.create<ConstantOp>(loc, rowSin);
-    Value r = rewriter.create<RotaryOp>(loc, rows, c, s, interleaved, /*transpose=*/false);
-    return rewriter.create<TransposeOp>(loc, r, split.getPermutationAttr());
-  }
-  Value c = rewriter.create<ConstantOp>(loc, cos), s = rewriter.create<ConstantOp>(loc, sin);
-  return rewriter.create<RotaryOp>(loc, x, c, s, interleaved, /*transpose=*/false);
+  Value rows = headSplitRows(x);
+  DenseElementsAttr rowCos = rowLayoutTable(cos), rowSin = rowLayoutTable(sin);
+  auto rotary = [&](Value in, DenseElementsAttr c, DenseElementsAttr s) -> Value {
+    return rewriter.create<RotaryOp>(loc, in, rewriter.create<ConstantOp>(loc, c),
+                                     rewriter.create<ConstantOp>(loc, s), interleaved,
+                                     /*transpose=*/false);
+  };
+  if (!rows || !rowCos || !rowSin)
+    return rotary(x, cos, sin);
+  return rewriter.create<TransposeOp>(loc, rotary(rows, rowCos, rowSin),
+                                      x.getDefiningOp<TransposeOp>().getPermutationAttr());
 }
 
 /// HF's apply_rotary_pos_emb as the exporters write it out:
@@ -763,7 +775,8 @@ struct RecognizeRotary : OpRewritePattern<AddOp> {
       auto dm = direct.getDefiningOp<MulOp>(), rm = rotated.getDefiningOp<MulOp>();
       if (!dm || !rm)
         continue;
-      for (auto [x, cos] : {std::pair(dm.getLhs(), dm.getRhs()), std::pair(dm.getRhs(), dm.getLhs())})
+      for (auto [x, cos] :
+           {std::pair(dm.getLhs(), dm.getRhs()), std::pair(dm.getRhs(), dm.getLhs())})
         for (auto [half, sin] :
              {std::pair(rm.getLhs(), rm.getRhs()), std::pair(rm.getRhs(), rm.getLhs())})
           if (succeeded(rewrite(root, x, cos, half, sin, rewriter)))
@@ -806,17 +819,11 @@ struct RecognizeRotaryRows : OpRewritePattern<RotaryOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(RotaryOp op, PatternRewriter &rewriter) const override {
-    auto split = op.getInput().getDefiningOp<TransposeOp>();
-    auto cc = op.getCos().getDefiningOp<ConstantOp>(), sc = op.getSin().getDefiningOp<ConstantOp>();
-    if (!split || !cc || !sc || op.getTranspose() || rankOf(op.getInput()) != 4)
+    DenseElementsAttr cos = constantOf(op.getCos()), sin = constantOf(op.getSin());
+    if (op.getTranspose() || !headSplitRows(op.getInput()) || !cos || !sin ||
+        !rowLayoutTable(cos) || !rowLayoutTable(sin))
       return failure();
-    auto cos = dyn_cast<DenseElementsAttr>(cc.getValue());
-    auto sin = dyn_cast<DenseElementsAttr>(sc.getValue());
-    const SmallVector<int64_t> headSplit = {0, 2, 1, 3};
-    if (!cos || !sin || !rowLayoutTable(cos) || !rowLayoutTable(sin) ||
-        split.getPermutation() != ArrayRef<int64_t>(headSplit))
-      return failure();
-    rewriter.replaceOp(op, buildRotary(rewriter, op.getLoc(), split.getResult(), cos, sin,
+    rewriter.replaceOp(op, buildRotary(rewriter, op.getLoc(), op.getInput(), cos, sin,
                                        op.getInterleaved()));
     return success();
   }
@@ -841,11 +848,10 @@ struct RecognizePartialRotary : OpRewritePattern<ConcatOp> {
     Value x = lastAxisSliceOf(rot.getInput(), 0, r);
     if (!x || lastAxisSliceOf(root.getInputs()[1], r, d) != x)
       return failure();
-    auto cc = rot.getCos().getDefiningOp<ConstantOp>(), sc = rot.getSin().getDefiningOp<ConstantOp>();
-    auto cos = cc ? dyn_cast<DenseElementsAttr>(cc.getValue()) : DenseElementsAttr();
-    auto sin = sc ? dyn_cast<DenseElementsAttr>(sc.getValue()) : DenseElementsAttr();
+    DenseElementsAttr cos = constantOf(rot.getCos()), sin = constantOf(rot.getSin());
     if (cos && sin)
-      rewriter.replaceOp(root, buildRotary(rewriter, root.getLoc(), x, cos, sin, rot.getInterleaved()));
+      rewriter.replaceOp(root,
+                         buildRotary(rewriter, root.getLoc(), x, cos, sin, rot.getInterleaved()));
     else
       rewriter.replaceOpWithNewOp<RotaryOp>(root, x, rot.getCos(), rot.getSin(),
                                             rot.getInterleaved(), /*transpose=*/false);
@@ -1111,8 +1117,9 @@ public:
   LogicalResult initialize(MLIRContext *ctx) final {
     RewritePatternSet blocks(ctx), attention(ctx), grouped(ctx);
     blocks.add<RecognizeLayerNorm, RecognizeRmsNorm, RecognizeGelu, RecognizeRotary,
-               RecognizeRotaryRows, RecognizePartialRotary, RecognizeSwiglu, RecognizeFlattenedLinear,
-               RecognizeTransposedOperand, RecognizeShiftedCrossEntropy>(ctx);
+               RecognizeRotaryRows, RecognizePartialRotary, RecognizeSwiglu,
+               RecognizeFlattenedLinear, RecognizeTransposedOperand,
+               RecognizeShiftedCrossEntropy>(ctx);
     attention.add<RecognizeAttention, RecognizeAttentionMask>(ctx);
     grouped.add<RecognizeGroupedKV>(ctx);
     blockPatterns = std::move(blocks);
