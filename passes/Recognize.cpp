@@ -1,7 +1,7 @@
 //===- Recognize.cpp - decomposed subgraphs as the graph ops mlc fuses ------===//
 //
-// An exported model spells LayerNorm, RMSNorm, GELU and attention as chains of
-// elementwise ops, reductions and matmuls. Each rewrite pattern below
+// An exported model spells LayerNorm, RMSNorm, GELU, rotary embeddings, SwiGLU
+// and attention as chains of elementwise ops, reductions and matmuls. Each rewrite pattern below
 // recognizes one spelling (operands of commutative ops in either order) and
 // replaces the chain's root by the graph op, whose kernels and gradients mlc
 // knows; the chain's other ops die unless something else reads them. A
