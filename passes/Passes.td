@@ -50,7 +50,7 @@ def MlcAutodiff : Pass<"mlc-autodiff", "mlir::ModuleOp"> {
 }
 
 def MlcRecognize : Pass<"mlc-recognize", "mlir::func::FuncOp"> {
-  let summary = "Recognizes decomposed LayerNorm, GELU and attention as graph ops";
+  let summary = "Recognizes decomposed norms, GELU, RoPE, SwiGLU and attention as graph ops";
   let description = [{
     An exported model (ONNX) spells its blocks as chains of elementwise ops,
     reductions and matmuls. This pass replaces each chain it recognizes by
@@ -74,7 +74,17 @@ def MlcRecognize : Pass<"mlc-recognize", "mlir::func::FuncOp"> {
       scores) or causal (`select` of a lower-triangular boolean constant
       against a value below -1e30, as GPT-2's exporter writes it). It
       becomes `mlc.attention` (with `scale` when it is not 1/sqrt(D), the
-      dropout of the probabilities as the attention's dropout).
+      dropout of the probabilities as the attention's dropout); then K/V
+      repeated to the query heads (`reshape [B, Hkv, 1, S, D]`, `broadcast`
+      to `[B, Hkv, n, S, D]`, `reshape [B, Hkv * n, S, D]`, read by nothing
+      else) are replaced by the kv heads themselves (grouped-query attention);
+    - rotary embeddings: `x * cos + concat(-x[..., D/2:], x[..., :D/2]) * sin`
+      with constant tables becomes `mlc.rotary` (rotate_half's sign folded
+      into the sine table), `concat(rotary(x[..., :R]), x[..., R:])` one
+      partial `mlc.rotary` of x, and a rotation of the head split
+      `transpose(p, [0, 2, 1, 3])` rotates the rows p and transposes after;
+    - SwiGLU: `silu(gate) * up` (`mlc.silu`, or the import's `gate * (1 +
+      tanh(gate / 2)) / 2` read by nothing else) becomes `mlc.swiglu`;
 
     - a linear layer on flattened rows, `reshape(matmul(reshape(x, [N, K]),
       w) [+ b], [d..., M])` as exporters write `Gemm`, becomes `matmul(x, w)

@@ -1,7 +1,7 @@
 //===- Recognize.cpp - decomposed subgraphs as the graph ops mlc fuses ------===//
 //
-// An exported model spells LayerNorm, RMSNorm, GELU and attention as chains of
-// elementwise ops, reductions and matmuls. Each rewrite pattern below
+// An exported model spells LayerNorm, RMSNorm, GELU, rotary embeddings, SwiGLU
+// and attention as chains of elementwise ops, reductions and matmuls. Each rewrite pattern below
 // recognizes one spelling (operands of commutative ops in either order) and
 // replaces the chain's root by the graph op, whose kernels and gradients mlc
 // knows; the chain's other ops die unless something else reads them. A
@@ -678,6 +678,273 @@ struct RecognizeAttentionMask : OpRewritePattern<AttentionOp> {
 };
 
 //===----------------------------------------------------------------------===//
+// The Llama family: rotate-half RoPE, SwiGLU, grouped-query K/V
+//===----------------------------------------------------------------------===//
+
+/// The elements of a constant (null for anything else).
+DenseElementsAttr constantOf(Value v) {
+  auto c = v ? v.getDefiningOp<ConstantOp>() : ConstantOp();
+  return c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
+}
+
+/// `x[..., lo:hi]` (unit steps, every other axis whole): x.
+Value lastAxisSliceOf(Value v, int64_t lo, int64_t hi) {
+  auto s = v ? v.getDefiningOp<SliceOp>() : SliceOp();
+  if (!s)
+    return Value();
+  ArrayRef<int64_t> in = shapeOf(s.getInput());
+  auto starts = s.getStarts(), ends = s.getEnds(), steps = s.getSteps();
+  const size_t last = in.size() - 1;
+  for (size_t i = 0; i < in.size(); ++i) {
+    int64_t wantLo = i == last ? lo : 0, wantHi = i == last ? hi : in[i];
+    if (steps[i] != 1 || starts[i] != wantLo || ends[i] != wantHi)
+      return Value();
+  }
+  return s.getInput();
+}
+
+/// A float constant whose shape broadcasts to `shape` (rank at most its,
+/// each dim 1 or equal) and whose last dim is `shape`'s.
+DenseElementsAttr rotaryTable(Value v, ArrayRef<int64_t> shape) {
+  DenseElementsAttr dense = constantOf(v);
+  if (!dense || !isa<FloatType>(dense.getElementType()))
+    return {};
+  ArrayRef<int64_t> t = dense.getType().getShape();
+  if (t.empty() || t.size() > shape.size() || t.back() != shape.back())
+    return {};
+  for (size_t i = 1; i <= t.size(); ++i)
+    if (t[t.size() - i] != 1 && t[t.size() - i] != shape[shape.size() - i])
+      return {};
+  return dense;
+}
+
+/// p of the head split transpose(p, [0, 2, 1, 3]) (null for anything else).
+Value headSplitRows(Value x) {
+  auto split = x.getDefiningOp<TransposeOp>();
+  const int64_t headSplit[] = {0, 2, 1, 3};
+  return split && split.getPermutation() == ArrayRef<int64_t>(headSplit) ? split.getInput()
+                                                                        : Value();
+}
+
+/// The tables [..., S, R] of a rotation of [B, H, S, D] as [S, 1, R], the
+/// tables of the same rotation of [B, S, H, D] (null unless the tables are
+/// the same for every batch and head).
+DenseElementsAttr rowLayoutTable(DenseElementsAttr t) {
+  ArrayRef<int64_t> s = t.getType().getShape();
+  for (size_t i = 0; i + 2 < s.size(); ++i)
+    if (s[i] != 1)
+      return {};
+  int64_t seq = s.size() >= 2 ? s[s.size() - 2] : 1;
+  return t.reshape(RankedTensorType::get({seq, 1, s.back()}, t.getElementType()));
+}
+
+/// mlc.rotary x, cos, sin. When x is the head split transpose(p, [0, 2, 1, 3])
+/// of a projection's rows p [B, S, H, D], the rotation is done on p (tables
+/// [S, 1, R]) and then transposed, as frontend/Llama.cpp builds it: it reads
+/// the GEMM's rows and writes them contiguous, and in the backward the
+/// attention's gradient is read through the transpose and the rows the
+/// weight-gradient GEMM reads are written directly, so the split costs no
+/// copy in either direction.
+Value buildRotary(PatternRewriter &rewriter, Location loc, Value x, DenseElementsAttr cos,
+                  DenseElementsAttr sin, bool interleaved) {
+  Value rows = headSplitRows(x);
+  DenseElementsAttr rowCos = rowLayoutTable(cos), rowSin = rowLayoutTable(sin);
+  auto rotary = [&](Value in, DenseElementsAttr c, DenseElementsAttr s) -> Value {
+    return rewriter.create<RotaryOp>(loc, in, rewriter.create<ConstantOp>(loc, c),
+                                     rewriter.create<ConstantOp>(loc, s), interleaved,
+                                     /*transpose=*/false);
+  };
+  if (!rows || !rowCos || !rowSin)
+    return rotary(x, cos, sin);
+  return rewriter.create<TransposeOp>(loc, rotary(rows, rowCos, rowSin),
+                                      x.getDefiningOp<TransposeOp>().getPermutationAttr());
+}
+
+/// HF's apply_rotary_pos_emb as the exporters write it out:
+///   x * cos + concat(-x[..., D/2:], x[..., :D/2]) * sin
+/// with constant [..., D] tables, as mlc.rotary x, cos, sin' where sin'
+/// carries rotate_half's sign (-sin on the first half, +sin on the second).
+/// One pointwise op instead of two slices, a neg, a concat, two products and
+/// a sum; its gradient is the transposed rotation, no concat's split.
+struct RecognizeRotary : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AddOp root, PatternRewriter &rewriter) const override {
+    for (auto [direct, rotated] : {std::pair(root.getLhs(), root.getRhs()),
+                                   std::pair(root.getRhs(), root.getLhs())}) {
+      auto dm = direct.getDefiningOp<MulOp>(), rm = rotated.getDefiningOp<MulOp>();
+      if (!dm || !rm)
+        continue;
+      for (auto [x, cos] :
+           {std::pair(dm.getLhs(), dm.getRhs()), std::pair(dm.getRhs(), dm.getLhs())})
+        for (auto [half, sin] :
+             {std::pair(rm.getLhs(), rm.getRhs()), std::pair(rm.getRhs(), rm.getLhs())})
+          if (succeeded(rewrite(root, x, cos, half, sin, rewriter)))
+            return success();
+    }
+    return failure();
+  }
+
+private:
+  /// `half` = concat(-x[..., D/2:], x[..., :D/2]); cos and sin tables of x.
+  static LogicalResult rewrite(AddOp root, Value x, Value cos, Value half, Value sin,
+                               PatternRewriter &rewriter) {
+    auto cat = half.getDefiningOp<ConcatOp>();
+    if (!cat || cat.getInputs().size() != 2 || shapeOf(x) != shapeOf(root.getResult()))
+      return failure();
+    ArrayRef<int64_t> s = shapeOf(x);
+    const int64_t d = s.back();
+    if (d == ShapedType::kDynamic || d % 2 || cat.getAxis() != int64_t(s.size()) - 1)
+      return failure();
+    auto neg = cat.getInputs()[0].getDefiningOp<NegOp>();
+    if (!neg || lastAxisSliceOf(neg.getInput(), d / 2, d) != x ||
+        lastAxisSliceOf(cat.getInputs()[1], 0, d / 2) != x)
+      return failure();
+    DenseElementsAttr c = rotaryTable(cos, s), t = rotaryTable(sin, s);
+    if (!c || !t || c.getType() != t.getType())
+      return failure();
+    SmallVector<APFloat> signedSin(t.getValues<APFloat>());
+    for (size_t i = 0; i < signedSin.size(); ++i)
+      if (int64_t(i % d) < d / 2)
+        signedSin[i].changeSign();
+    auto sinAttr = DenseElementsAttr::get(t.getType(), ArrayRef<APFloat>(signedSin));
+    rewriter.replaceOp(root, buildRotary(rewriter, root.getLoc(), x, c, sinAttr, false));
+    return success();
+  }
+};
+
+/// An imported mlc.rotary of a head split (ONNX RotaryEmbedding) with
+/// constant tables rotates the projection's rows instead (buildRotary).
+struct RecognizeRotaryRows : OpRewritePattern<RotaryOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(RotaryOp op, PatternRewriter &rewriter) const override {
+    DenseElementsAttr cos = constantOf(op.getCos()), sin = constantOf(op.getSin());
+    if (op.getTranspose() || !headSplitRows(op.getInput()) || !cos || !sin ||
+        !rowLayoutTable(cos) || !rowLayoutTable(sin))
+      return failure();
+    rewriter.replaceOp(op, buildRotary(rewriter, op.getLoc(), op.getInput(), cos, sin,
+                                       op.getInterleaved()));
+    return success();
+  }
+};
+
+/// Partial rotary (partial_rotary_factor < 1): concat(rotary(x[..., :R]),
+/// x[..., R:]) is mlc.rotary of x with its R-wide tables, whose other D - R
+/// features pass through.
+struct RecognizePartialRotary : OpRewritePattern<ConcatOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ConcatOp root, PatternRewriter &rewriter) const override {
+    if (root.getInputs().size() != 2)
+      return failure();
+    auto rot = root.getInputs()[0].getDefiningOp<RotaryOp>();
+    if (!rot || rot.getTranspose() || !rot->hasOneUse())
+      return failure();
+    ArrayRef<int64_t> out = shapeOf(root.getResult());
+    const int64_t d = out.back(), r = shapeOf(rot.getResult()).back();
+    if (root.getAxis() != int64_t(out.size()) - 1 || d == ShapedType::kDynamic)
+      return failure();
+    Value x = lastAxisSliceOf(rot.getInput(), 0, r);
+    if (!x || lastAxisSliceOf(root.getInputs()[1], r, d) != x)
+      return failure();
+    DenseElementsAttr cos = constantOf(rot.getCos()), sin = constantOf(rot.getSin());
+    if (cos && sin)
+      rewriter.replaceOp(root,
+                         buildRotary(rewriter, root.getLoc(), x, cos, sin, rot.getInterleaved()));
+    else
+      rewriter.replaceOpWithNewOp<RotaryOp>(root, x, rot.getCos(), rot.getSin(),
+                                            rot.getInterleaved(), /*transpose=*/false);
+    return success();
+  }
+};
+
+/// x of `silu(x)`: mlc.silu x, or x * (1 + tanh(x / 2)) / 2 (the ONNX
+/// import's x * Sigmoid(x)), factors in any order.
+Value siluInput(Value v) {
+  if (auto s = v.getDefiningOp<SiluOp>())
+    return s.getInput();
+  SmallVector<Value> f;
+  factors(v, f);
+  if (f.size() != 3)
+    return Value();
+  for (int g = 0; g < 3; ++g) {
+    auto onePlus = plusConstant(f[g]);
+    auto tanh = onePlus && near(onePlus->second, 1.0) ? onePlus->first.getDefiningOp<TanhOp>()
+                                                      : TanhOp();
+    auto half = tanh ? scaled(tanh.getInput()) : std::nullopt;
+    if (!half || !near(half->second, 0.5))
+      continue;
+    Value x = half->first, a = f[(g + 1) % 3], c = f[(g + 2) % 3];
+    if ((a == x && near(splat(c), 0.5)) || (c == x && near(splat(a), 0.5)))
+      return x;
+  }
+  return Value();
+}
+
+/// silu(gate) * up as mlc.swiglu gate, up: one forward kernel that stores
+/// only the product, and one backward kernel for both gradients. Only when
+/// the SiLU has no other reader (otherwise it would be computed twice).
+struct RecognizeSwiglu : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MulOp root, PatternRewriter &rewriter) const override {
+    for (auto [act, up] : {std::pair(root.getLhs(), root.getRhs()),
+                           std::pair(root.getRhs(), root.getLhs())}) {
+      Value gate = act.hasOneUse() ? siluInput(act) : Value();
+      if (!gate || gate.getType() != root.getType() || up.getType() != root.getType())
+        continue;
+      rewriter.replaceOpWithNewOp<SwigluOp>(root, gate, up);
+      return success();
+    }
+    return failure();
+  }
+};
+
+/// The exporters' repeat_kv: kv [B, Hkv, S, D] -> reshape [B, Hkv, 1, S, D]
+/// -> broadcast [B, Hkv, n, S, D] -> reshape [B, Hkv * n, S, D]: kv, when
+/// the expansion has no other reader.
+Value unexpandedHeads(Value v, int64_t &groups) {
+  auto merge = v.getDefiningOp<ReshapeOp>();
+  auto bc = merge && merge->hasOneUse() ? merge.getInput().getDefiningOp<BroadcastOp>()
+                                        : BroadcastOp();
+  auto split = bc && bc->hasOneUse() ? bc.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
+  if (!split || !split->hasOneUse())
+    return Value();
+  Value kv = split.getInput();
+  ArrayRef<int64_t> k = shapeOf(kv), e = shapeOf(bc.getResult()), out = shapeOf(v);
+  if (k.size() != 4 || out.size() != 4 || e.size() != 5 ||
+      shapeOf(split.getResult()) != ArrayRef<int64_t>{k[0], k[1], 1, k[2], k[3]} ||
+      e != ArrayRef<int64_t>{k[0], k[1], e[2], k[2], k[3]} ||
+      out != ArrayRef<int64_t>{k[0], k[1] * e[2], k[2], k[3]})
+    return Value();
+  groups = e[2];
+  return kv;
+}
+
+/// Grouped-query attention over K/V repeated to the query heads: the
+/// attention reads the kv heads themselves (query head h reads kv head
+/// h / n), so the repeated K/V are neither written nor read, and their
+/// gradients are summed over the group inside the attention's backward.
+struct RecognizeGroupedKV : OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionOp op, PatternRewriter &rewriter) const override {
+    if (op.getCuSeqlens() || op.getKey() == op.getValue())
+      return failure();
+    int64_t kg = 0, vg = 0;
+    Value k = unexpandedHeads(op.getKey(), kg), v = unexpandedHeads(op.getValue(), vg);
+    if (!k || !v || kg != vg || kg < 2)
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] {
+      op.getKeyMutable().assign(k);
+      op.getValueMutable().assign(v);
+    });
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
 // Linear layers on flattened rows: reshape(matmul(reshape(x, [N, K]), w) [+ b],
 // [d..., M]) is matmul(x, w) [+ b] on x's own shape [d..., K] (the GEMM is the
 // same; the bias and its gradient then fuse with their neighbours).
@@ -848,12 +1115,16 @@ int64_t applyOnce(func::FuncOp fn, const FrozenRewritePatternSet &patterns) {
 class RecognizePass : public mlc::impl::MlcRecognizeBase<RecognizePass> {
 public:
   LogicalResult initialize(MLIRContext *ctx) final {
-    RewritePatternSet blocks(ctx), attention(ctx);
-    blocks.add<RecognizeLayerNorm, RecognizeRmsNorm, RecognizeGelu, RecognizeFlattenedLinear,
-               RecognizeTransposedOperand, RecognizeShiftedCrossEntropy>(ctx);
+    RewritePatternSet blocks(ctx), attention(ctx), grouped(ctx);
+    blocks.add<RecognizeLayerNorm, RecognizeRmsNorm, RecognizeGelu, RecognizeRotary,
+               RecognizeRotaryRows, RecognizePartialRotary, RecognizeSwiglu,
+               RecognizeFlattenedLinear, RecognizeTransposedOperand,
+               RecognizeShiftedCrossEntropy>(ctx);
     attention.add<RecognizeAttention, RecognizeAttentionMask>(ctx);
+    grouped.add<RecognizeGroupedKV>(ctx);
     blockPatterns = std::move(blocks);
     attentionPatterns = std::move(attention);
+    groupedPatterns = std::move(grouped);
     return success();
   }
 
@@ -862,6 +1133,8 @@ public:
     // LayerNorm and GELU first: attention's operands may be built from them.
     int64_t found = applyOnce(fn, blockPatterns);
     found += applyOnce(fn, attentionPatterns);
+    // Then the attention ops (imported or just recognized) read grouped K/V.
+    found += applyOnce(fn, groupedPatterns);
     // The replaced chains are dead now (users come after their operands).
     for (Block &block : fn.getBody())
       for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
@@ -871,7 +1144,7 @@ public:
   }
 
 private:
-  FrozenRewritePatternSet blockPatterns, attentionPatterns;
+  FrozenRewritePatternSet blockPatterns, attentionPatterns, groupedPatterns;
 };
 
 } // namespace

@@ -317,9 +317,11 @@ llvm::Expected<Value> attentionMask(Node &nd, const Shape &scores) {
 
 /// Opset 23's Attention: mlc.attention, for inputs of rank 4 [B, H, S, D] or
 /// rank 3 [B, S, H * D] (with q_num_heads / kv_num_heads), an optional
-/// boolean or additive mask, is_causal and scale. Refused: a KV cache
-/// (past_key / past_value and the present outputs), grouped-query heads,
-/// softcap and the qk_matmul_output output.
+/// boolean or additive mask, is_causal and scale. Grouped-query heads (K/V
+/// with kv heads that divide the query heads) stay at their kv heads: query
+/// head h reads kv head h / (H / H_kv) in mlc.attention, nothing repeats
+/// K/V. Refused: a KV cache (past_key / past_value and the present
+/// outputs), softcap and the qk_matmul_output output.
 llvm::Error attention(Node &nd) {
   if (auto err = nd.need(3))
     return err;
@@ -345,17 +347,18 @@ llvm::Error attention(Node &nd) {
     if (heads < 1 || kvHeads < 1 || q[2] % heads || k[2] % kvHeads || v[2] % kvHeads)
       return nd.error("rank-3 inputs need q_num_heads and kv_num_heads that divide their "
                       "hidden sizes");
-    if (kvHeads != heads)
-      return nd.error("grouped-query attention (kv_num_heads != q_num_heads) is not "
-                      "supported");
+    if (heads % kvHeads)
+      return nd.error("grouped-query attention needs kv_num_heads " + std::to_string(kvHeads) +
+                      " to divide q_num_heads " + std::to_string(heads));
     qv = splitHeads(nd, qv, heads);
-    kv = splitHeads(nd, kv, heads);
-    vv = splitHeads(nd, vv, heads);
-  } else if (k[1] != q[1] || v[1] != q[1]) {
-    return nd.error("grouped-query attention (K/V heads != Q heads) is not supported");
+    kv = splitHeads(nd, kv, kvHeads);
+    vv = splitHeads(nd, vv, kvHeads);
+  } else if (k[1] != v[1] || q[1] % k[1]) {
+    return nd.error("grouped-query attention needs K and V of the same heads, which divide "
+                    "Q's; got " + shapeText(q) + ", " + shapeText(k) + ", " + shapeText(v));
   }
   Shape qs = shapeOf(qv), ks = shapeOf(kv), vs = shapeOf(vv);
-  if (ks[0] != qs[0] || vs[0] != qs[0] || ks[3] != qs[3] || vs[2] != ks[2])
+  if (ks[0] != qs[0] || vs[0] != qs[0] || ks[3] != qs[3] || vs[2] != ks[2] || vs[1] != ks[1])
     return nd.error("Q, K, V of shapes " + shapeText(q) + ", " + shapeText(k) + ", " +
                     shapeText(v) + " do not fit together");
   bool causal = nd.intAttr("is_causal", 0);

@@ -1,13 +1,15 @@
 //===- OnnxRotaryOps.cpp - ONNX RotaryEmbedding ---------------------------===//
 //
 // Opset 23's RotaryEmbedding, which the dynamo exporter writes for the Llama
-// family's apply_rotary_pos_emb. It imports into mlc's elementwise ops
-// (slices, products, a concat), the same graph frontend/Llama.cpp builds;
-// the cos/sin caches are constants (the exporter computes them from the
-// inv_freq buffer and positions, which fold once the shapes are fixed).
+// family's apply_rotary_pos_emb. With constant cos/sin caches (the exporter
+// computes them from the inv_freq buffer and positions, which fold once the
+// shapes are fixed) it imports as one mlc.rotary, the op frontend/Llama.cpp
+// builds; caches computed from the model's inputs import into elementwise
+// ops (slices, products, a concat).
 //
 // At opsets below 23 the exporter writes the rotation out (Slice, Neg,
-// Concat, Mul, Add) and the ordinary handlers import it.
+// Concat, Mul, Add); the ordinary handlers import it and mlc-recognize
+// (passes/Recognize.cpp) makes it mlc.rotary.
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,6 +66,27 @@ Value rotate(Node &nd, Value x, Value cos, Value sin, int64_t rd, bool interleav
   return rd == d ? y : concatLast(nd, y, lastAxisSlice(nd, x, rd, d));
 }
 
+/// mlc.rotary's table of shape `shape` ([cb, 1, S, rd] or [cb, S, 1, rd])
+/// from a constant cache [cb, S, rd/2] (one angle per pair): the pair's two
+/// elements (i and i + rd/2, or 2i and 2i + 1 when interleaved) both take
+/// the angle's value; in the sine table the first takes it negated, the sign
+/// of its partner's term (y1 = x1 cos - x2 sin, y2 = x2 cos + x1 sin).
+Value rotaryTable(Node &nd, const Const &cache, const Shape &shape, bool interleaved,
+                  bool sine) {
+  const int64_t rd = shape.back(), half = rd / 2, rows = cache.numel() / half;
+  Const t;
+  t.shape = shape;
+  t.resize(rows * rd);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < half; ++i) {
+      double v = cache.at(r * half + i);
+      int64_t first = interleaved ? 2 * i : i, second = interleaved ? 2 * i + 1 : i + half;
+      t.f[r * rd + first] = sine ? -v : v;
+      t.f[r * rd + second] = v;
+    }
+  return nd.im.materialize(t);
+}
+
 /// RotaryEmbedding(X, cos_cache, sin_cache[, position_ids]) {interleaved,
 /// num_heads, rotary_embedding_dim}: X [B, H, S, D], or [B, S, H*D] with
 /// num_heads; caches [B, S, rd/2] (no position_ids).
@@ -99,13 +122,23 @@ llvm::Error rotaryEmbedding(Node &nd) {
     return nd.error("cos_cache and sin_cache must be " + shapeText(want) + " (or of batch 1); "
                     "got " + shapeText(c) + " and " + shapeText(nd.shape(2)));
   // Caches against [B, H, S, rd/2] ([B, S, H, rd/2] for rank 3).
-  Shape cs = x.size() == 4 ? Shape{cb, 1, seq, rd / 2} : Shape{cb, seq, 1, rd / 2};
-  Value cos = nd.im.reshape(nd.v(1), cs), sin = nd.im.reshape(nd.v(2), cs);
+  const bool bhsd = x.size() == 4;
+  Shape cs = bhsd ? Shape{cb, 1, seq, rd / 2} : Shape{cb, seq, 1, rd / 2};
   bool interleaved = nd.intAttr("interleaved", 0) != 0;
-  if (x.size() == 4)
-    return nd.result(rotate(nd, nd.v(0), cos, sin, rd, interleaved));
-  Value x4 = nd.im.reshape(nd.v(0), {x[0], x[1], heads, d});
-  return nd.result(nd.im.reshape(rotate(nd, x4, cos, sin, rd, interleaved), x));
+  Value x4 = bhsd ? nd.v(0) : nd.im.reshape(nd.v(0), {x[0], x[1], heads, d});
+  Value y;
+  if (nd.isConst(1) && nd.isConst(2)) {
+    // One mlc.rotary: the first rd features rotate, the others pass through.
+    Shape ts = cs;
+    ts.back() = rd;
+    Value cos = rotaryTable(nd, nd.c(1), ts, interleaved, /*sine=*/false);
+    Value sin = rotaryTable(nd, nd.c(2), ts, interleaved, /*sine=*/true);
+    y = nd.b.create<RotaryOp>(nd.loc, x4, cos, sin, interleaved, /*transpose=*/false);
+  } else {
+    Value cos = nd.im.reshape(nd.v(1), cs), sin = nd.im.reshape(nd.v(2), cs);
+    y = rotate(nd, x4, cos, sin, rd, interleaved);
+  }
+  return nd.result(bhsd ? y : nd.im.reshape(y, x));
 }
 
 constexpr int kAll = kMaxOpset;

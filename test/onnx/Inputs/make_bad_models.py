@@ -56,9 +56,10 @@ m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
 m.ir_version = 8
 onnx.save(m, os.path.join(out, "ms-domain.onnx"))
 q3 = helper.make_tensor_value_info("q", TensorProto.FLOAT, [2, 4, 8])
+q12 = helper.make_tensor_value_info("q", TensorProto.FLOAT, [2, 4, 12])
 k3 = helper.make_tensor_value_info("k", TensorProto.FLOAT, [2, 4, 4])
 save("attention-gqa", [helper.make_node("Attention", ["q", "k", "k"], ["y"], name="attn",
-                                        q_num_heads=4, kv_num_heads=2)], [q3, k3], [y], opset=23)
+                                        q_num_heads=3, kv_num_heads=2)], [q12, k3], [y], opset=23)
 save("attention-cache", [helper.make_node("Attention", ["q", "q", "q", "", "q", "q"],
                                           ["y", "pk", "pv"], name="attn",
                                           q_num_heads=2, kv_num_heads=2)],

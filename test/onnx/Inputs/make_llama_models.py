@@ -81,3 +81,23 @@ save(m, "buffer-signature",
      "\n# inputs\np_w: PARAMETER target='w'\n"
      "b_freq: BUFFER target='freq' persistent=False\nx: USER_INPUT\n\n# outputs\ny: USER_OUTPUT\n")
 save(m, "no-signature")
+
+# Grouped-query Attention (4 query heads over 2 kv heads, rank 3): K/V stay
+# at their 2 heads in mlc.attention.
+q12 = helper.make_tensor_value_info("q", F, [2, 4, 12])
+kv6 = helper.make_tensor_value_info("kv", F, [2, 4, 6])
+save(model("attention-gqa", [helper.make_node("Attention", ["q", "kv", "kv"], ["y"], name="attn",
+                                              q_num_heads=4, kv_num_heads=2, is_causal=1)],
+           [q12, kv6], [y]), "attention-gqa")
+# Interleaved rotation of the first 4 of 6 features (constant caches
+# [2, 4, 2] of distinct values): one mlc.rotary with [2, 1, 4, 4] tables,
+# each angle on both members of its pair, the sine negated on the first.
+# The same with the caches an initializer (a parameter, as no signature says
+# otherwise): not constant, so the rotation is written out.
+ci = numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(2, 4, 2) / 16, "ci")
+rope = helper.make_node("RotaryEmbedding", ["x", "ci", "ci"], ["y"], name="rope", interleaved=1,
+                        rotary_embedding_dim=4)
+save(model("rotary-interleaved-partial",
+           [helper.make_node("Constant", [], ["ci"], value=ci), rope], [x4], [y]),
+     "rotary-interleaved-partial")
+save(model("rotary-parameter-cache", [rope], [x4], [y], [ci]), "rotary-parameter-cache")
