@@ -174,9 +174,11 @@ double llamaActivationsPerToken(const ModelConfig &c, int64_t seqLen) {
   double E = c.get("hidden_size"), I = c.get("intermediate_size"),
          L = c.get("num_hidden_layers"), H = c.get("num_attention_heads"),
          D = c.get("head_dim");
-  // Norms, q/k/v (k and v repeated), rotary temporaries, attention
-  // probabilities, the gated MLP's three I-wide values; the logits twice.
-  return L * (12 * E + 8 * H * D + 5 * I + 5 * H * double(seqLen)) +
+  // Norms, q (H heads) and k, v (Hkv heads each), rotary temporaries,
+  // attention probabilities, the gated MLP's three I-wide values; the logits
+  // twice.
+  const double Hkv = c.get("num_key_value_heads");
+  return L * (12 * E + 4 * (H + Hkv) * D + 5 * I + 5 * H * double(seqLen)) +
          2 * double(c.get("vocab_size"));
 }
 
@@ -195,8 +197,9 @@ Value rmsNorm(GraphBuilder &g, Value x, Value weight, double eps) {
 /// The rotary tables cos(p * f_i) and sin(p * f_i) over positions p < S and
 /// the head's D dimensions, f_i = theta^(-2i/D) repeated for both halves
 /// (HF's cat(freqs, freqs)), the sine with mlc.rotary's sign (negated on the
-/// first half). The positions are 0..S-1 of every sequence, so the tables
-/// are constants of the step. In f32 they are computed as transformers
+/// first half). Over positions 0..S-1 the tables are constants of the
+/// step; with --reset-position-ids they are gathered at each token's
+/// position (still constants: no gradient reaches them). In f32 they are computed as transformers
 /// computes them, in f32 (inv_freq = 1 / theta^(2i/D), the angle p * inv_freq
 /// rounded to f32), so that the tables agree with HF's bit for bit or
 /// within an ulp; in f64 in f64. `shape` is [S, 1, D] (broadcast over the

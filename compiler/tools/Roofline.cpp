@@ -256,22 +256,26 @@ llvm::Expected<Cost> attentionCost(plan::KernelOp k, const RooflineDevice &d) {
     return std::move(err);
   if (a.args.size() < size_t(a.query + 3))
     return error("kernel @" + k.getSymName() + ": attention without q, k, v");
-  const double bh = double(a.heads) * (a.varlen ? 1 : a.batch);
-  auto rowsQ = [&] { return a.varlen ? double(a.tokenCapacity) : double(a.seqQ); };
-  auto rowsK = [&] { return a.varlen ? double(a.tokenCapacity) : double(a.seqK); };
-  // Per tensor argument: rows x width, in argument order.
+  // Q, O and their gradients have `heads` heads; K, V and theirs `kv_heads`
+  // (grouped-query attention reads each kv head for a group of query heads).
+  const double perBatch = a.varlen ? 1 : a.batch;
+  const double rowsQ = a.varlen ? double(a.tokenCapacity) : double(a.seqQ);
+  const double rowsK = a.varlen ? double(a.tokenCapacity) : double(a.seqK);
+  const double qSide = perBatch * a.heads * rowsQ,
+               kSide = perBatch * (a.kvHeads > 0 ? a.kvHeads : a.heads) * rowsK;
+  // Per tensor argument: rows (over all heads) x width, in argument order.
   std::vector<std::pair<double, double>> shapes;
   if (a.backward)
-    shapes = {{rowsQ(), double(a.headDim)}, {rowsK(), double(a.headDim)},
-              {rowsK(), double(a.valueDim)}, {rowsQ(), double(a.valueDim)}};
+    shapes = {{qSide, double(a.headDim)}, {kSide, double(a.headDim)},
+              {kSide, double(a.valueDim)}, {qSide, double(a.valueDim)}};
   else
-    shapes = {{rowsQ(), double(a.valueDim)}};
-  shapes.push_back({rowsQ(), double(a.headDim)});
-  shapes.push_back({rowsK(), double(a.headDim)});
-  shapes.push_back({rowsK(), double(a.valueDim)});
+    shapes = {{qSide, double(a.valueDim)}};
+  shapes.push_back({qSide, double(a.headDim)});
+  shapes.push_back({kSide, double(a.headDim)});
+  shapes.push_back({kSide, double(a.valueDim)});
   Cost c;
   for (size_t i = 0; i < shapes.size() && i < a.args.size(); ++i)
-    c.bytes += bh * shapes[i].first * shapes[i].second * bytesOf(a.args[i].element);
+    c.bytes += shapes[i].first * shapes[i].second * bytesOf(a.args[i].element);
   size_t next = a.query + 3;
   if (a.mask && next < a.args.size()) {
     c.bytes += extent({a.batch, a.heads, a.seqQ, a.seqK}, a.maskStrides) *

@@ -64,8 +64,8 @@ struct RooflineItem {
   int64_t launches = 0;
   double bytes = 0, flops = 0, seconds = 0;
   bool computeBound = false;
-  /// A kernel whose template the model does not know (text kernels, new
-  /// templates): its bytes are its buffers', each once, and no FLOPs.
+  /// A kernel whose template the model does not know (a template added
+  /// without a cost here): its bytes are its buffers', each once, and no FLOPs.
   bool fromBuffers = false;
 };
 

@@ -269,6 +269,13 @@ LogicalResult RotaryOp::verify() {
   if (t.empty() || t.size() > x.size() || t.back() > D || t.back() % 2 != 0 || t.back() < 2)
     return emitOpError("tables ") << str(t) << " must end in an even rotary dim of at most the head dim "
                                   << D << " of the input " << str(x);
+  if (getSin().getType() != getCos().getType())
+    return emitOpError("sin table ") << getSin().getType() << " differs from the cos table "
+                                     << getCos().getType();
+  if (getElementTypeOrSelf(getCos().getType()) != getElementTypeOrSelf(getInput().getType()))
+    return emitOpError("tables of ") << getElementTypeOrSelf(getCos().getType())
+                                     << " rotate an input of "
+                                     << getElementTypeOrSelf(getInput().getType());
   Shape rotated = x;
   rotated.back() = t.back();
   auto b = broadcastShapes(rotated, t);

@@ -226,8 +226,8 @@ LogicalResult SwigluOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
 
 LogicalResult RotaryOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                        SmallVectorImpl<Value> &og) {
-  // y = C x + P S x (P the pair permutation, C and S diagonal): dx = C dy +
-  // S P dy, the same op reading sin at the partner (the rotation by -theta);
+  // y = C x + S P x (P the pair permutation, C and S diagonal): dx = C dy +
+  // P S dy, the same op reading sin at the partner (the rotation by -theta);
   // a transposed op's transpose is the plain op. The tables are constants
   // of the step (from the positions): no gradient.
   og.push_back(b.create<RotaryOp>(getLoc(), rg[0], getCos(), getSin(), getInterleaved(),

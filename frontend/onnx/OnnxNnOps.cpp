@@ -353,7 +353,7 @@ llvm::Error attention(Node &nd) {
     qv = splitHeads(nd, qv, heads);
     kv = splitHeads(nd, kv, kvHeads);
     vv = splitHeads(nd, vv, kvHeads);
-  } else if (k[1] != v[1] || q[1] % k[1]) {
+  } else if (k[1] < 1 || k[1] != v[1] || q[1] % k[1]) {
     return nd.error("grouped-query attention needs K and V of the same heads, which divide "
                     "Q's; got " + shapeText(q) + ", " + shapeText(k) + ", " + shapeText(v));
   }

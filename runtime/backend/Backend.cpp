@@ -27,6 +27,25 @@ void Backend::allReduceStart(FlatBuffer, int64_t, int64_t, int) {
 }
 void Backend::allReduceWait(int) {}
 
+/// The attention kernels take sequence n to be tokens cu[n] .. cu[n + 1] of
+/// the packed token dimension: offsets that start past 0, decrease or run
+/// past the tokens a buffer holds would read and write outside it. A package
+/// with a dynamic token dimension holds up to its token capacity; a static
+/// one (packed documents) has one offset slot per token, so at most n - 1.
+static void checkOffsets(const std::string &name, const HostTensor &t, int64_t tokens) {
+  const int64_t n = t.numel();
+  if (n < 1 || t.getInt(0) != 0)
+    fail("input '" + name + "': sequence offsets must start at 0" +
+         (n < 1 ? std::string() : "; got " + std::to_string(t.getInt(0))));
+  for (int64_t i = 1; i < n; ++i)
+    if (t.getInt(i) < t.getInt(i - 1) || t.getInt(i) > tokens)
+      fail("input '" + name + "': offset " + std::to_string(t.getInt(i)) + " at index " +
+           std::to_string(i) + (t.getInt(i) > tokens
+                                    ? " is past the " + std::to_string(tokens) + " tokens"
+                                    : " is below the one before it (" +
+                                          std::to_string(t.getInt(i - 1)) + ")"));
+}
+
 std::vector<char> Backend::prepareInput(const std::string &name, const HostTensor &t) {
   const InputInfo *info = nullptr;
   for (const InputInfo &in : pkg_.inputs)
@@ -61,6 +80,8 @@ std::vector<char> Backend::prepareInput(const std::string &name, const HostTenso
       if (t.getInt(i) != int64_t(int32_t(t.getInt(i))))
         fail("input '" + name + "': value " + std::to_string(t.getInt(i)) + " at index " +
              std::to_string(i) + " does not fit in i32");
+  if (name == "cu_seqlens")
+    checkOffsets(name, t, pkg_.tokenCapacity > 0 ? pkg_.tokenCapacity : n - 1);
   if (t.dtype == info->dtype) {
     std::memcpy(dst, t.data.data(), t.data.size());
   } else if (info->dtype == "i64") {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -75,8 +76,18 @@ int64_t eodTokenOf(const TrainOptions &o, const std::string &why) {
     fail(why + " needs the data's EOD id: --eod-token N, or the GPT-2 tokenizer's "
          "--vocab-file vocab.json with --merge-file merges.txt (" + o.vocabFile +
          " alone is no GPT tokenizer)");
-  if (o.mergeFile.empty())
-    return makeTokenizer("ByteTokenizer", "", "")->eod();
+  if (o.mergeFile.empty()) {
+    // A dataset's .bin/.idx do not say which tokenizer wrote them: say which
+    // id splits documents, so BPE data read without its tokenizer (where 0
+    // is an ordinary token) is noticed.
+    const int64_t eod = makeTokenizer("ByteTokenizer", "", "")->eod();
+    std::fprintf(stderr,
+                 "mlc: note: %s: documents end at token %lld (mlc's byte tokenizer's EOD); "
+                 "data of another tokenizer needs --eod-token N or its --vocab-file and "
+                 "--merge-file\n",
+                 why.c_str(), (long long)eod);
+    return eod;
+  }
   std::unique_ptr<Tokenizer> t = makeTokenizer("GPT2BPETokenizer", o.vocabFile, o.mergeFile);
   if (!t->hasEod())
     fail(why + ": the tokenizer of --vocab-file " + o.vocabFile + " has no end-of-document "

@@ -147,6 +147,14 @@ func.func @rotary_table_head_dim(%x: tensor<2x8x16xf32>, %t: tensor<8x18xf32>) {
 
 // -----
 
+func.func @rotary_table_element(%x: tensor<2x8x16xbf16>, %t: tensor<8x16xf32>) {
+  // expected-error @+1 {{tables of 'f32' rotate an input of 'bf16'}}
+  %0 = mlc.rotary %x, %t, %t : tensor<2x8x16xbf16>, tensor<8x16xf32>
+  return
+}
+
+// -----
+
 func.func @rotary_table_positions(%x: tensor<2x8x16xf32>, %t: tensor<4x16xf32>) {
   // expected-error @+1 {{tables [4, 16] do not broadcast to the input [2, 8, 16]}}
   %0 = mlc.rotary %x, %t, %t : tensor<2x8x16xf32>, tensor<4x16xf32>
