@@ -525,19 +525,13 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildModel(MLIRContext &ctx,
   // The memory a training step would need, estimated before anything is
   // built: parameters, gradients and two AdamW moments, and the activations
   // a layer keeps for backward (about 34 E + 5 H S values per token).
+  // The step's memory estimate: parameters with their gradient and moments,
+  // and the activations the backward keeps.
+  const double tokens = double(options.microBatch) * double(options.seqLen);
+  double params, activations;
   if (config.family == "llama") {
-    double params = llamaParameterCount(config);
-    double tokens = double(options.microBatch) * double(options.seqLen);
-    double activations = tokens * llamaActivationsPerToken(config, options.seqLen);
-    double bytes = (4 * params + activations) * (options.dtype == "f64" ? 8 : 4);
-    const double limit = 16.0 * (1ull << 40);
-    if (!std::isfinite(bytes) || bytes > limit || tokens > 1e12)
-      return error(llvm::formatv("this model and batch would need about {0:f0} GiB to train "
-                                 "({1:e2} parameters, micro-batch {2} x seq-len {3}); the "
-                                 "limit is 16384 GiB",
-                                 bytes / double(1ull << 30), params, options.microBatch,
-                                 options.seqLen)
-                       .str());
+    params = llamaParameterCount(config);
+    activations = tokens * llamaActivationsPerToken(config, options.seqLen);
   } else {
     const bool gpt = config.family == "gpt2";
     double V = config.get("vocab_size"), P = config.get(positions),
@@ -545,19 +539,18 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildModel(MLIRContext &ctx,
            L = config.get(gpt ? "n_layer" : "num_hidden_layers"),
            H = config.get(gpt ? "n_head" : "num_attention_heads"),
            I = gpt ? 4 * E : double(config.get("intermediate_size"));
-    double params = (V + P) * E + L * (4 * E * E + 2 * E * I + 9 * E + I) + 4 * E;
-    double tokens = double(options.microBatch) * double(options.seqLen);
-    double activations = tokens * L * (34 * E + 5 * H * double(options.seqLen)) + tokens * V * 2;
-    double bytes = (4 * params + activations) * (options.dtype == "f64" ? 8 : 4);
-    const double limit = 16.0 * (1ull << 40); // far beyond any one device
-    if (!std::isfinite(bytes) || bytes > limit || tokens > 1e12)
-      return error(llvm::formatv("this model and batch would need about {0:f0} GiB to train "
-                                 "({1:e2} parameters, micro-batch {2} x seq-len {3}); the "
-                                 "limit is 16384 GiB",
-                                 bytes / double(1ull << 30), params, options.microBatch,
-                                 options.seqLen)
-                       .str());
+    params = (V + P) * E + L * (4 * E * E + 2 * E * I + 9 * E + I) + 4 * E;
+    activations = tokens * L * (34 * E + 5 * H * double(options.seqLen)) + tokens * V * 2;
   }
+  const double bytes = (4 * params + activations) * (options.dtype == "f64" ? 8 : 4);
+  const double limit = 16.0 * (1ull << 40); // far beyond any one device
+  if (!std::isfinite(bytes) || bytes > limit || tokens > 1e12)
+    return error(llvm::formatv("this model and batch would need about {0:f0} GiB to train "
+                               "({1:e2} parameters, micro-batch {2} x seq-len {3}); the "
+                               "limit is 16384 GiB",
+                               bytes / double(1ull << 30), params, options.microBatch,
+                               options.seqLen)
+                     .str());
   OwningOpRef<ModuleOp> module =
       config.family == "gpt2"   ? buildGPT2(ctx, config, options, dtype)
       : config.family == "bert" ? buildBERT(ctx, config, options, dtype)
