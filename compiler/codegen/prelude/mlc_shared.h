@@ -39,6 +39,8 @@ enum {
   MLC_ATTN_VARLEN = 4,  // packed sequences (cu_seqlens)
   MLC_ATTN_DROPOUT = 8, // dropout on the probabilities
   MLC_ATTN_GROUPED = 16, // grouped-query: fewer kv heads than query heads
+  MLC_ATTN_ROTARY = 32,  // Q and K rotated where they are read (rotary embedding)
+  MLC_ATTN_INTERLEAVED = 64, // with ROTARY: pairs (2i, 2i + 1), not rotate-half's
 };
 
 // Where head (b, h) of a tensor starts, in elements: offset + b * batch +
@@ -68,6 +70,15 @@ MLC_FN bool mlc_attention_kv_role(int role) {
 // queryBlocks;
 // mask the mask's element strides along [B, H, Sq, Sk] (0 where
 // broadcast); dropout the probability p, keepScale 1 / (1 - p).
+// The rotary embedding's tables (MLC_ATTN_ROTARY): dim R, the first R
+// elements of a Q or K row rotating (even, at most the head dim; the rest
+// pass through), and the element d of the tables' row for token i of
+// batch b at b * batch + i * row + d (varlen: token i of the packed stream
+// at i * row + d, batch unused).
+struct MlcAttentionRotary {
+  int64_t dim, batch, row;
+};
+
 template <typename T> struct MlcAttention {
   int64_t batch, heads, kvHeads, seqQ, seqK, tokenCapacity, queryBlocks;
   MlcAttentionTensor t[7];
@@ -76,6 +87,7 @@ template <typename T> struct MlcAttention {
   double dropout;
   T keepScale;
   uint64_t seed;
+  MlcAttentionRotary rot;
 };
 
 // The query heads per kv head: 1 unless MLC_ATTN_GROUPED (so that the
@@ -84,12 +96,13 @@ template <int F, typename T> MLC_FN int64_t mlc_attention_group(const MlcAttenti
   return (F & MLC_ATTN_GROUPED) ? s.heads / s.kvHeads : 1;
 }
 
-// The buffers: O (backward: dQ), dK, dV, dO, Q, K, V, the mask and
-// cu_seqlens (null where absent).
+// The buffers: O (backward: dQ), dK, dV, dO, Q, K, V, the mask,
+// cu_seqlens and the rotary tables cos, sin (null where absent).
 template <typename T, typename I> struct MlcAttentionArgs {
   T *o, *dk, *dv;
   const T *go, *q, *k, *v, *mask;
   const I *cu;
+  const T *cos, *sin;
 };
 
 // The pieces of attention's indexing both targets share. K is a target's
@@ -120,6 +133,33 @@ MLC_FN P *mlc_attention_head(const MlcAttention<T> &s, const K &k, int role, P *
   const MlcAttentionTensor &w = s.t[role];
   return base + w.offset + ((F & MLC_ATTN_VARLEN) ? k.a : k.bb) * w.batch +
          ((F & MLC_ATTN_GROUPED) && mlc_attention_kv_role(role) ? k.kvh : k.h) * w.head;
+}
+
+// Rotary embedding (MLC_ATTN_ROTARY), mlc.rotary's semantics on the rows
+// of Q and K: y[d] = x[d] cos[d] + x[p(d)] sin[d] for d < R (sin carrying
+// rotate-half's sign), y[d] = x[d] past R. The backward pass writes dQ and
+// dK of the unrotated inputs by the transpose, dx[d] = dy[d] cos[d] +
+// dy[p(d)] sin[p(d)]. p(d) is d's pair partner: d ^ 1 when interleaved,
+// else d + R/2 in the first half and d - R/2 in the second.
+template <int F> MLC_FN int64_t mlc_rotary_partner(int64_t d, int64_t R) {
+  return (F & MLC_ATTN_INTERLEAVED) ? (d ^ 1) : (d < R / 2 ? d + R / 2 : d - R / 2);
+}
+
+// Where the tables' row of query or key i of k's head starts.
+template <int F, typename T, typename K>
+MLC_FN int64_t mlc_rotary_row(const MlcAttention<T> &s, const K &k, int64_t i) {
+  return (F & MLC_ATTN_VARLEN) ? (k.a + i) * s.rot.row : k.bb * s.rot.batch + i * s.rot.row;
+}
+
+// Element d of row x rotated by the tables' row c, sn (TRANSPOSE: by the
+// transpose, for gradients), computed in A (float for f32 and bf16
+// storage, double for f64).
+template <int F, bool TRANSPOSE, typename A, typename X, typename T>
+MLC_FN A mlc_rotary_element(const X *x, const T *c, const T *sn, int64_t d, int64_t R) {
+  if (d >= R)
+    return (A)x[d];
+  const int64_t p = mlc_rotary_partner<F>(d, R);
+  return (A)x[d] * (A)c[d] + (A)x[p] * (A)(TRANSPOSE ? sn[p] : sn[d]);
 }
 
 // The additive mask's element for query i, key j.
