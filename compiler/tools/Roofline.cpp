@@ -19,7 +19,8 @@
 // FLOPs: a GEMM's 2 m n k per batch matrix, at the tensor-core rate for
 // bf16 operands and the f32 GEMM rate otherwise (mlc's f32 GEMMs run without
 // TF32); attention's 2 B H Sq Sk (D + Dv) forward (QK^T and PV), halved when
-// causal, and 2.5 times that backward (QK^T again, dV, dP, dQ, dK), at the
+// causal, and 2.5 times that backward (QK^T again, dV, dP, dQ, dK) (a
+// variable-length batch at its upper bound, the padded form's), at the
 // bf16 rate when its products are bf16 and at the CUDA-core f32 rate
 // otherwise; every other kernel about one FLOP per scalar op and element, at
 // the CUDA-core rate (never the binding limit: 60 TFLOP/s over 4.3 TB/s is
@@ -235,21 +236,40 @@ llvm::Expected<Cost> nestsCost(plan::KernelOp k, bool iota, double el) {
   return c;
 }
 
+/// The micro-batch's rows: the integer input [B, S] (input_ids), if any.
+struct MicroBatch {
+  int64_t rows = 0, length = 0;
+};
+
+/// The longest sequence a variable-length attention's batch can hold:
+/// packed documents (a slot per token of the micro-batch's B x S, each
+/// document cut at its row's end) S; otherwise (unpadded BERT: B sequences
+/// sharing B x S tokens) the token capacity over the sequences.
+double longestSequence(const lowering::AttentionKernel &a, const MicroBatch &mb) {
+  if (mb.rows > 0 && mb.rows * mb.length == a.tokenCapacity && a.batch > mb.rows)
+    return double(mb.length);
+  return double(a.tokenCapacity) / double(a.batch);
+}
+
 /// Attention's forward FLOPs, 2 B H Sq Sk (D + Dv) (QK^T and PV), before
-/// causal halving; a variable-length batch as `batch` sequences of equal
-/// length sharing the token capacity (its true FLOPs depend on the lengths
-/// each step brings, which the plan does not know).
-double attentionForwardFlops(const lowering::AttentionKernel &a) {
-  double sq = double(a.seqQ), sk = double(a.seqK);
-  if (a.varlen && a.batch > 0)
-    sq = sk = double(a.tokenCapacity) / double(a.batch);
-  return 2.0 * a.batch * a.heads * sq * sk * (a.headDim + a.valueDim);
+/// causal halving. A variable-length batch's depend on the lengths each
+/// step brings, which the plan does not know: its upper bound, every
+/// sequence as long as it can be (as many as the token capacity holds),
+/// which is the padded form's count.
+double attentionForwardFlops(const lowering::AttentionKernel &a, const MicroBatch &mb) {
+  double batch = double(a.batch), sq = double(a.seqQ), sk = double(a.seqK);
+  if (a.varlen && a.batch > 0) {
+    sq = sk = longestSequence(a, mb);
+    batch = std::min(batch, std::floor(double(a.tokenCapacity) / sq));
+  }
+  return 2.0 * batch * a.heads * sq * sk * (a.headDim + a.valueDim);
 }
 
 /// Attention (AttentionKernel's arguments): each tensor once, [B, H, S, D]
 /// (variable length: the token capacity x H x D); the mask over the
 /// dimensions its strides reach; cu_seqlens.
-llvm::Expected<Cost> attentionCost(plan::KernelOp k, const RooflineDevice &d) {
+llvm::Expected<Cost> attentionCost(plan::KernelOp k, const RooflineDevice &d,
+                                   const MicroBatch &mb) {
   lowering::ParamsReader r(k.getParamsAttr(), k.getSymName());
   lowering::AttentionKernel a = lowering::decodeAttention(r);
   if (auto err = r.error())
@@ -284,7 +304,7 @@ llvm::Expected<Cost> attentionCost(plan::KernelOp k, const RooflineDevice &d) {
   }
   if (a.cuSlot >= 0 && size_t(a.cuSlot) < a.args.size())
     c.bytes += (a.batch + 1) * bytesOf(a.args[a.cuSlot].element);
-  double forward = attentionForwardFlops(a);
+  double forward = attentionForwardFlops(a, mb);
   if (a.causal)
     forward /= 2;
   c.flops = a.backward ? 2.5 * forward : forward;
@@ -361,7 +381,7 @@ llvm::Expected<std::optional<Cost>> templateCost(plan::KernelOp k, StringRef t) 
 /// One launch of kernel `k`: its cost from the IR, or (a kernel given as
 /// text, a template the model does not know) its buffers' bytes, each once.
 llvm::Expected<Cost> launchCost(plan::KernelOp k, plan::LaunchOp launch,
-                                const RooflineDevice &d) {
+                                const RooflineDevice &d, const MicroBatch &mb) {
   std::optional<StringRef> t = k.getTemplateName();
   llvm::Expected<Cost> known = Cost();
   bool modelled = true;
@@ -374,7 +394,7 @@ llvm::Expected<Cost> launchCost(plan::KernelOp k, plan::LaunchOp launch,
       return std::move(err);
     known = nestsCost(k, *t == "iota", el);
   } else if (t && *t == "attention") {
-    known = attentionCost(k, d);
+    known = attentionCost(k, d, mb);
   } else if (t) {
     auto c = templateCost(k, *t);
     if (!c)
@@ -487,6 +507,7 @@ llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d) {
   if (auto cap = module->getAttrOfType<IntegerAttr>("mlc.token_capacity"))
     capacity = cap.getInt();
   int64_t inputTokens = 0; // the largest integer input: input_ids, labels [B, S]
+  MicroBatch mb;
 
   llvm::StringMap<plan::KernelOp> kernels;
   llvm::StringMap<plan::FuncOp> funcs;
@@ -497,10 +518,14 @@ llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d) {
       funcs[f.getSymName()] = f;
     else if (auto p = dyn_cast<plan::ParamOp>(op))
       out.parameters += product(p.getShape());
-    else if (auto in = dyn_cast<plan::InputOp>(op); in && isa<IntegerType>(in.getElement()))
+    else if (auto in = dyn_cast<plan::InputOp>(op); in && isa<IntegerType>(in.getElement())) {
       inputTokens = std::max(inputTokens, product(in.getShape()));
+      if (in.getShape().size() == 2 && in.getShape()[0] > 0 && in.getShape()[1] > 0)
+        mb = {in.getShape()[0], in.getShape()[1]};
+    }
   }
-  out.tokens = capacity > 0 ? capacity : inputTokens;
+  // Packed documents' cu_seqlens [B S + 1] is no token count: the rows are.
+  out.tokens = capacity > 0 ? capacity : mb.rows > 0 ? mb.rows * mb.length : inputTokens;
   if (funcs.count("train_step"))
     out.functions = {"train_step", "grad_norm", "optimizer"};
   else if (funcs.count("forward"))
@@ -538,7 +563,7 @@ llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d) {
         if (!k)
           return error("--roofline: @" + fn + " launches @" + l.getKernel() +
                        ", which the plan does not declare");
-        auto c = launchCost(k, l, d);
+        auto c = launchCost(k, l, d, mb);
         if (!c)
           return c.takeError();
         std::string kind = plan::stringifyKernelTemplate(k.getKind()).str();
@@ -549,7 +574,8 @@ llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d) {
           lowering::ParamsReader r(k.getParamsAttr(), k.getSymName());
           lowering::AttentionKernel a = lowering::decodeAttention(r);
           if (!a.backward)
-            attentionForward += attentionForwardFlops(a);
+            attentionForward += attentionForwardFlops(a, mb);
+          out.attentionUpperBound = out.attentionUpperBound || a.varlen;
           llvm::consumeError(r.error());
         }
       }

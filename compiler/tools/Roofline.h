@@ -82,6 +82,10 @@ struct Roofline {
   /// causal halving) = PaLM's 6 N + 12 L S E per token.
   int64_t tokens = 0, parameters = 0;
   double modelFlops = 0;
+  /// Variable-length attention (packed documents, unpadded BERT): its
+  /// FLOPs are an upper bound, every sequence as long as the batch allows
+  /// (the padded form's), since the lengths come with each batch.
+  bool attentionUpperBound = false;
   /// The MFU peak that applies (bf16 when the package's GEMMs are bf16).
   double peak = 0;
   bool bf16 = false;
@@ -89,8 +93,9 @@ struct Roofline {
 
 /// The roofline of one step of a module in the plan dialect. Its tokens
 /// (for tokens/s and MFU) are the plan's token capacity where it has one
-/// (unpadded batches: a full micro-batch), else the elements of its largest
-/// integer input (input_ids, labels: micro-batch x sequence length).
+/// (unpadded batches: a full micro-batch), else the elements of its integer
+/// input [B, S] (input_ids, labels: micro-batch x sequence length), else of
+/// its largest integer input.
 llvm::Expected<Roofline> rooflineOf(mlir::ModuleOp plan, const RooflineDevice &device);
 
 /// The report's table and totals, and its JSON object.

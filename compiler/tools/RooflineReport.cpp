@@ -72,8 +72,13 @@ std::string formatRoofline(const Roofline &r) {
                 "GFLOP", "us", "share");
   for (const char *g : kGroups) {
     Totals t = totalsOf(r, g);
-    os << formatv("  {0,-12} {1,8} {2,10:f1} {3,10:f1} {4,10:f1} {5,7}\n", g, t.launches,
+    os << formatv("  {0,-12} {1,8} {2,10:f1} {3,10:f1} {4,10:f1} {5,7}", g, t.launches,
                   t.bytes / 1e6, t.flops / 1e9, t.seconds * 1e6, share(t.seconds, r.seconds));
+    // Variable-length attention's lengths come with each batch.
+    if (r.attentionUpperBound && StringRef(g) == "attention")
+      os << "  upper bound: variable-length, each sequence as long as the batch allows "
+            "(the padded FLOPs)";
+    os << "\n";
   }
   if (d.launch > 0)
     os << formatv("  {0,-12} {1,8} {2,10} {3,10} {4,10:f1} {5,7}\n", "launch", r.launches, "",
@@ -86,10 +91,11 @@ std::string formatRoofline(const Roofline &r) {
                              : std::string("no launch overhead: one CUDA graph"),
                 tokensPerSecond, mfu);
   os << formatv("    MFU: {0} FLOPs per token = {1:f1} GFLOP per step (N = {2} parameters, "
-                "{3} tokens, attention from the plan, not halved) over {4:f1} TFLOP/s ({5})\n",
+                "{3} tokens, attention from the plan, not halved{6}) over {4:f1} TFLOP/s "
+                "({5})\n",
                 r.functions.size() > 1 ? "(6 N + 12 L S E)" : "(2 N + 4 L S E)",
                 r.modelFlops / 1e9, r.parameters, r.tokens, r.peak / 1e12,
-                r.bf16 ? "bf16" : "f32");
+                r.bf16 ? "bf16" : "f32", r.attentionUpperBound ? ", its upper bound" : "");
   return s;
 }
 
@@ -105,6 +111,7 @@ std::string rooflineJson(const Roofline &r) {
                   ", \"tokens\": " + std::to_string(r.tokens) +
                   ", \"parameters\": " + std::to_string(r.parameters) +
                   ", \"model_flops\": " + num(r.modelFlops) + ", \"mfu_peak\": " + num(r.peak) +
+                  ", \"attention_upper_bound\": " + (r.attentionUpperBound ? "true" : "false") +
                   ", \"tokens_per_s\": " + num(r.seconds > 0 ? r.tokens / r.seconds : 0) +
                   ", \"mfu\": " +
                   num(r.seconds > 0 && r.peak > 0 ? r.modelFlops / r.seconds / r.peak : 0);

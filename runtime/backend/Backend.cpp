@@ -6,6 +6,7 @@
 #include "runtime/backend/cuda/CudaBackend.h"
 #endif
 #include "runtime/core/Error.h"
+#include "contract/StepFunctions.h"
 
 #include <cstdio>
 #include <cstring>
@@ -165,6 +166,15 @@ Backend::BufferPlace Backend::place(const FunctionPlan &fn, int id) const {
   }
   p.offset = offset;
   return p;
+}
+
+bool Backend::weighsAfterRun(const std::string &function) const {
+  if (function != kTrainStepFn)
+    return false;
+  for (const StepDecl &s : pkg_.function(function).steps)
+    if (s.kind == StepDecl::AllReduceStart)
+      return false;
+  return true;
 }
 
 void Backend::checkRows() const {

@@ -106,11 +106,15 @@ public:
   /// threshold c; each bucket of n_b of the n gradients is clipped to
   /// c sqrt(n_b / n) before its sum starts. 0: off.
   void setBucketClip(double threshold) { bucketClip_ = threshold; }
-  /// This rank's share of the global batch's loss terms, times the ranks:
-  /// each bucket is scaled by it before its sum starts, so that the averaged
-  /// gradient is the global batch's (ranks with fewer labels weigh less). 1
-  /// when every rank holds as many.
-  void setGradWeight(double weight) { gradWeight_ = weight; }
+  /// The weight of the next @train_step's gradients in the step's average
+  /// (--calculate-per-token-loss: its micro-batch's share of the step's loss
+  /// terms, times the micro-batches and ranks; 1 otherwise). Each bucket is
+  /// scaled by it before its sum starts; a plan without sums (one rank)
+  /// scales the gradients after @train_step.
+  void setGradWeight(double weight) {
+    gradWeight_ = weight;
+    gradWeighted_ = gradWeighted_ || weight != 1.0;
+  }
 
   BackendProfile profile;
 
@@ -122,6 +126,9 @@ protected:
   std::vector<char> prepareInput(const std::string &name, const HostTensor &t);
   /// Before a run: every input with a dynamic token dimension has the same.
   void checkRows() const;
+  /// @train_step of a plan without gradient sums (one rank): its gradients
+  /// take the weight after the run, not bucket by bucket.
+  bool weighsAfterRun(const std::string &function) const;
   /// Output `name` of `function`: its arena buffer's id and an empty tensor
   /// of its dtype and shape (the token count filled in), data sized.
   HostTensor outputTensor(const std::string &function, const std::string &name,
@@ -150,6 +157,9 @@ protected:
   std::shared_ptr<Communicator> comm_;
   double bucketClip_ = 0;
   double gradWeight_ = 1;
+  /// A weight other than 1 was ever set: the weighting varies by micro-batch
+  /// (a CUDA graph would replay the one it captured).
+  bool gradWeighted_ = false;
 };
 
 /// The backend for `device`: "cpu", "cuda", "cuda-emulator", or "auto" (CUDA

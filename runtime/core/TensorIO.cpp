@@ -295,26 +295,34 @@ HostTensor readNpy(const std::string &path) {
   return t;
 }
 
-std::string encodeNpy(const HostTensor &t) {
+std::string npyHeader(const std::string &dtype, const std::vector<int64_t> &shape,
+                      size_t size) {
   std::string descr;
   for (auto &[np, mlc] : npyToMlc())
-    if (mlc == t.dtype)
+    if (mlc == dtype)
       descr = np;
-  std::string shape = "(";
-  for (int64_t d : t.shape)
-    shape += std::to_string(d) + ",";
-  if (t.shape.size() > 1)
-    shape.pop_back();
-  shape += ")";
+  std::string dims = "(";
+  for (int64_t d : shape)
+    dims += std::to_string(d) + ",";
+  if (shape.size() > 1)
+    dims.pop_back();
+  dims += ")";
   std::string header =
-      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + dims + ", }";
   size_t total = 10 + header.size() + 1;
-  header += std::string((64 - total % 64) % 64, ' ') + "\n";
+  size_t padded = total + (64 - total % 64) % 64;
+  if (size > padded)
+    padded = size;
+  header += std::string(padded - total, ' ') + "\n";
   std::string out = "\x93NUMPY\x01";
   out += '\0';
   out += char(header.size() & 0xFF);
   out += char(header.size() >> 8);
-  out += header;
+  return out + header;
+}
+
+std::string encodeNpy(const HostTensor &t) {
+  std::string out = npyHeader(t.dtype, t.shape);
   out.append(t.data.begin(), t.data.end());
   return out;
 }

@@ -51,6 +51,11 @@ HostTensor readNpy(const std::string &path);
 void writeNpy(const std::string &path, const HostTensor &t);
 /// The bytes writeNpy writes.
 std::string encodeNpy(const HostTensor &t);
+/// The .npy header (magic, version, dict) of an array of `dtype` and
+/// `shape`, padded with spaces to a multiple of 64 bytes and to at least
+/// `size` (a file written before its row count is known reserves room).
+std::string npyHeader(const std::string &dtype, const std::vector<int64_t> &shape,
+                      size_t size = 0);
 
 std::map<std::string, HostTensor> readSafetensors(const std::string &path);
 /// `metadata` becomes the header's "__metadata__" (string to string) when

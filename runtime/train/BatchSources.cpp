@@ -133,8 +133,8 @@ BatchFn withDocuments(const Package &pkg, const TrainOptions &o, BatchFn tokens)
         maskLossAfterEod(src, dst, B, S, eod);
         // A sample's first label is no target of the causal loss (it pairs
         // the prediction at i with labels[i + 1]); ignoring it makes the
-        // labels not ignored the loss's terms, which weigh the ranks' losses
-        // when their masks differ.
+        // labels not ignored the loss's terms, which
+        // --calculate-per-token-loss weighs the micro-batches by.
         for (int64_t b = 0; b < B; ++b)
           dst[b * S] = -100;
       }

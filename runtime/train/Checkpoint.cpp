@@ -28,10 +28,13 @@ namespace {
 
 /// The settings a run's numbers depend on; a resumed run must use the same.
 /// (--steps may change: the cosine schedule then follows the new length.)
+/// --eod-mask-loss and --eod-token decide which labels the loss counts,
+/// --calculate-per-token-loss how the micro-batches' losses weigh.
 const char *const kRunFlags[] = {"seed",  "lr",   "min-lr",    "warmup", "lr-schedule",
                                  "weight-decay", "beta1", "beta2", "eps", "clip-grad",
                                  "data",  "split", "batches",  "vocab-file", "global-batch",
-                                 "lr-scaling", "base-batch", "clip"};
+                                 "lr-scaling", "base-batch", "clip", "eod-mask-loss",
+                                 "eod-token", "calculate-per-token-loss"};
 
 /// The package fields that identify the model and its batches.
 const char *const kPackageFields[] = {"model", "config", "dtype", "micro_batch", "seq_len"};

@@ -8,8 +8,9 @@
 //   state.json             the step, and what the run's numbers depend on:
 //                          the model and package (its content hash), the
 //                          seed, the optimizer, clipping and schedule
-//                          settings, the data and its split, the ranks and
-//                          the global batch
+//                          settings, the data and its split, the loss's
+//                          labels (--eod-mask-loss, --eod-token) and
+//                          weighting, the ranks and the global batch
 //   checkpoint.json        the format and version, the run's id and the
 //                          content hash of each file above; written last
 //

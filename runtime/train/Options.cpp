@@ -132,7 +132,8 @@ const std::vector<TrainFlag> &trainFlags() {
         string("dump-batches", "dir",
                "Write every training input this rank fed as DIR/NAME.npy, [micro-batches, "
                "...] in the order they ran (what the data became: packed documents' "
-               "cu_seqlens, position_ids, masked labels)",
+               "cu_seqlens, position_ids, masked labels); each batch is written as it is "
+               "drawn, the files named when the run ends",
                &TrainOptions::dumpBatches),
         string("tensorboard-dir", "dir", "Write TensorBoard event files here: loss, lr, "
                                          "grad_norm, tokens_per_s, mfu, val_loss ... per step",
@@ -157,6 +158,11 @@ const std::vector<TrainFlag> &trainFlags() {
                                  "prediction made from an EOD token (of the next document's "
                                  "first token)",
                 &TrainOptions::eodMaskLoss),
+        boolean("calculate-per-token-loss",
+                "Megatron-LM's --calculate-per-token-loss: the step's loss is the mean over "
+                "all its labels not ignored (each micro-batch of every rank weighs by its "
+                "count of them); without it each micro-batch's mean weighs the same",
+                &TrainOptions::perTokenLoss),
         integer("eod-token", "GPT data: the end-of-document id that --eod-mask-loss and a "
                              "package compiled with --reset-attention-mask or "
                              "--reset-position-ids split samples at (-1: the tokenizer's: "

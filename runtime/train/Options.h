@@ -44,6 +44,11 @@ struct TrainOptions {
   std::string mergeFile;          // samples from GPT-2 BPE data: merges.txt (with --vocab-file)
   bool eodMaskLoss = false;       // GPT data: no loss on predictions made from an EOD token
   int64_t eodToken = -1;          // GPT data's EOD id (-1: the tokenizer's)
+  /// How a step's micro-batches weigh (their losses are each a mean over its
+  /// labels not ignored): false, equally (Megatron-LM's default); true, by
+  /// those labels, so the step's loss is the mean over all of them, over
+  /// every micro-batch and rank (Megatron-LM's --calculate-per-token-loss).
+  bool perTokenLoss = false;
   std::string saveDir;           // checkpoints: one directory per step
   int64_t saveInterval = 0;      // a checkpoint every N steps (0: at the end only)
   int64_t keep = 0;              // checkpoints kept (0: all)

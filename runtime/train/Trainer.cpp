@@ -4,6 +4,7 @@
 #include "runtime/core/Error.h"
 #include "contract/OptimizerScalars.h"
 #include "contract/StepFunctions.h"
+#include "runtime/train/BatchDump.h"
 #include "runtime/train/BatchSources.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Generate.h"
@@ -11,7 +12,6 @@
 #include "runtime/core/TensorIO.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <unistd.h>
@@ -414,6 +414,16 @@ public:
       if (in.name == "input_ids")
         tokenInput = in.dynamic() ? -1 : in.numel;
     guard = std::make_unique<UpdateGuard>(backend);
+    if (o.perTokenLoss) {
+      for (const InputInfo &in : pkg.inputs)
+        if (in.name == "labels")
+          labelsInput = &in;
+      if (!labelsInput)
+        fail("--calculate-per-token-loss weighs the micro-batches by their labels not "
+             "ignored; " + pkg.dir + " has no input 'labels'");
+    }
+    if (!o.dumpBatches.empty())
+      dump = std::make_unique<BatchDump>(o.dumpBatches, pkg.inputs);
     stoppedAt = o.steps;
     saved = first - 1;
   }
@@ -555,58 +565,53 @@ private:
 
   /// Step t's micro-batches: this rank's share of the step's global batch,
   /// their gradients summed (@accumulate) and averaged into the last one's
-  /// (@merge); the loss is their mean. Block b of the run's sequence of
-  /// micro-batches is rank b % R's: step t's are blocks (t - 1) R M .. t R M
-  /// - 1, so the step's sequences are the same however it is split. Dropout
-  /// is keyed by the block.
+  /// (@merge). Block b of the run's sequence of micro-batches is rank b % R's:
+  /// step t's are blocks (t - 1) R M .. t R M - 1, so the step's sequences are
+  /// the same however it is split. Dropout is keyed by the block.
+  ///
+  /// Each micro-batch's loss is the mean over its labels not ignored. As in
+  /// Megatron-LM, the step's loss (and gradient) is by default the mean of
+  /// its R M micro-batches' losses, each weighing the same; with
+  /// --calculate-per-token-loss it is the mean over all the step's terms:
+  /// micro-batch j with n_j of the N terms of every rank weighs n_j / N
+  /// (its gradient scaled by n_j R M / N before @merge's 1 / M and the
+  /// optimizer's 1 / R).
   StepTotals runMicroBatches(int64_t t) {
     const int64_t micro = layout.micro;
+    auto blockOf = [&](int64_t j) { return ((t - 1) * micro + j) * ranks + o.rank; };
     StepTotals step;
-    double weightedLoss = 0, globalTerms = 0;
+    std::vector<double> terms(size_t(micro), 1.0);
+    double allTerms = double(micro * ranks);
+    if (o.perTokenLoss)
+      allTerms = countTerms(t, blockOf, terms);
+    double lossSum = 0; // the micro-batches' losses (per token: each times its terms)
     if (micro > 1)
       backend.zero(FlatBuffer::GradSum);
     for (int64_t j = 0; j < micro; ++j) {
-      const int64_t block = ((t - 1) * micro + j) * ranks + o.rank;
-      double terms = -1; // the loss's terms in this batch: labels not ignored
+      const int64_t block = blockOf(j);
       for (const InputInfo &in : pkg.inputs) {
         HostTensor tensor = sources.train(in, block);
-        if (!o.dumpBatches.empty())
-          recordInput(in, tensor);
+        if (dump)
+          dump->append(in.name, tensor);
         if (in.name == "input_ids")
           step.tokens += tensor.numel(); // unpadded batches vary
-        if (ranks > 1 && in.name == "labels") { // for the ranks' weights below
-          terms = 0;
-          for (int64_t i = 0; i < tensor.numel(); ++i)
-            terms += tensor.getInt(i) != -100;
-        }
         try {
           backend.setInput(in.name, tensor);
         } catch (const Error &e) {
           failAtStep(t, e);
         }
       }
-      if (ranks > 1) {
-        // Each rank's mean loss weighs by its share of the global batch's
-        // terms, so that the averaged gradient is the global batch's mean.
-        double local = terms >= 0 ? terms : 1.0, all = local;
-        try {
-          backend.communicator()->sum(&all, 1);
-        } catch (const Error &e) {
-          failAtStep(t, e);
-        }
-        backend.setGradWeight(all > 0 ? local * ranks / all : 1.0);
-        globalTerms += all / micro;
-        terms = local;
-      }
+      if (o.perTokenLoss)
+        backend.setGradWeight(allTerms > 0 ? terms[j] * double(micro * ranks) / allTerms : 1.0);
       try {
         // Dropout masks are keyed by this number: each rank draws its own.
         backend.run(kTrainStepFn, block + 1);
       } catch (const Error &e) {
         failAtStep(t, e);
       }
-      double stepLoss = backend.output(kTrainStepFn, "loss").getDouble(0);
-      step.loss += stepLoss / double(micro);
-      weightedLoss += stepLoss * std::max(terms, 0.0) / double(micro);
+      const double loss = backend.output(kTrainStepFn, "loss").getDouble(0);
+      if (terms[j] > 0) // a micro-batch with no terms adds none (its mean is 0 / 0)
+        lossSum += loss * terms[j];
       if (j + 1 < micro)
         backend.run(kAccumulateFn, t);
     }
@@ -617,23 +622,44 @@ private:
     step.localTokens = step.tokens; // this rank's, before the sum below
     step.waited = backend.profile.commWaitSeconds - waitedBefore;
     waitedBefore = backend.profile.commWaitSeconds;
+    double sums[3] = {lossSum, double(step.tokens), interrupted ? 1.0 : 0.0};
     if (ranks > 1) {
-      // The logged loss and the tokens are the whole global batch's: its
-      // terms' mean (the ranks' losses weighed by their terms) and the sum of
-      // the ranks' tokens.
-      // With them, whether any rank was interrupted: all stop together.
-      double both[3] = {weightedLoss, double(step.tokens), interrupted ? 1.0 : 0.0};
+      // The logged loss and the tokens are the whole global batch's, and
+      // with them whether any rank was interrupted: all stop together.
       try {
-        backend.communicator()->sum(both, 3);
+        backend.communicator()->sum(sums, 3);
       } catch (const Error &e) {
         failAtStep(t, e);
       }
-      step.loss = globalTerms > 0 ? both[0] / globalTerms : step.loss;
-      step.tokens = int64_t(both[1]);
+      step.tokens = int64_t(sums[1]);
       step.imbalance = *sources.imbalance;
-      step.stop = both[2] > 0;
+      step.stop = sums[2] > 0;
     }
+    step.loss = sums[0] / allTerms;
     return step;
+  }
+
+  /// --calculate-per-token-loss: the loss's terms (labels not ignored) of
+  /// this rank's micro-batches of step t into `terms`; returns the step's
+  /// over all ranks (one sum per step, before any gradient).
+  double countTerms(int64_t t, const std::function<int64_t(int64_t)> &blockOf,
+                    std::vector<double> &terms) {
+    double local = 0;
+    for (size_t j = 0; j < terms.size(); ++j) {
+      HostTensor labels = sources.train(*labelsInput, blockOf(int64_t(j)));
+      terms[j] = 0;
+      for (int64_t i = 0; i < labels.numel(); ++i)
+        terms[j] += labels.getInt(i) != -100;
+      local += terms[j];
+    }
+    if (ranks > 1) {
+      try {
+        backend.communicator()->sum(&local, 1);
+      } catch (const Error &e) {
+        failAtStep(t, e);
+      }
+    }
+    return local;
   }
 
   /// The gradient norm, then the AdamW update (clipped, scheduled, guarded);
@@ -819,32 +845,9 @@ private:
     }
     if (!o.save.empty())
       saveParameters(backend, o.save);
-    writeDumpedInputs();
+    if (dump)
+      dump->commit();
     log->close();
-  }
-
-  /// --dump-batches: the inputs fed so far, stacked (one row per micro-batch).
-  void recordInput(const InputInfo &in, const HostTensor &t) {
-    if (in.dynamic())
-      fail("--dump-batches stacks fixed-shape inputs; '" + in.name +
-           "' has a dynamic token dimension (unpadded BERT)");
-    HostTensor &all = dumped[in.name];
-    if (all.shape.empty()) {
-      all.dtype = t.dtype;
-      all.shape = t.shape;
-      all.shape.insert(all.shape.begin(), 0);
-    }
-    all.shape[0] += 1;
-    all.data.insert(all.data.end(), t.data.begin(), t.data.end());
-  }
-  void writeDumpedInputs() {
-    if (o.dumpBatches.empty())
-      return;
-    if (::mkdir(o.dumpBatches.c_str(), 0755) != 0 && errno != EEXIST)
-      fail("--dump-batches " + o.dumpBatches + ": cannot create it (" +
-           std::string(std::strerror(errno)) + ")");
-    for (auto &[name, t] : dumped)
-      writeNpy(o.dumpBatches + "/" + name + ".npy", t);
   }
 
   /// MLC_PROFILE: GEMM and kernel time per step, and the 12 slowest kernels
@@ -895,7 +898,8 @@ private:
   std::unique_ptr<MfuMeter> mfuMeter;
   std::unique_ptr<UpdateGuard> guard;
   std::unique_ptr<Tokenizer> sampler;
-  std::map<std::string, HostTensor> dumped; // --dump-batches
+  std::unique_ptr<BatchDump> dump; // --dump-batches
+  const InputInfo *labelsInput = nullptr; // --calculate-per-token-loss
   std::vector<double> losses;
   std::chrono::steady_clock::time_point runStart;
   double waitedBefore = 0, waitedTotal = 0, stepSecondsTotal = 0;

@@ -3,6 +3,7 @@
 #include "runtime/backend/cpu/CpuBackend.h"
 #include "runtime/backend/KernelCache.h"
 #include "runtime/core/Error.h"
+#include "contract/StepFunctions.h"
 
 #ifdef MLC_HAVE_CBLAS
 #include <cblas.h>
@@ -410,6 +411,8 @@ void CpuBackend::run(const std::string &function, int64_t step) {
       profile.secondsByKernel[b.labels[i]] += dt;
     }
   }
+  if (weighsAfterRun(function))
+    prepareBucket(0, pkg_.paramCount, /*clip=*/false); // the weight, where not 1
   if (error[0])
     failKernelReport(error[0], error[1], error[2], error[3]);
 }

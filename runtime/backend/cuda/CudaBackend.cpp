@@ -12,6 +12,7 @@
 #include "runtime/backend/cuda/CudaKernels.h"
 #include "runtime/backend/cuda/Nvrtc.h"
 #include "runtime/core/Error.h"
+#include "contract/StepFunctions.h"
 #include "runtime/core/Hash.h"
 #include "runtime/core/TensorIO.h"
 
@@ -1054,8 +1055,11 @@ void CudaBackend::run(const std::string &function, int64_t step) {
   write(ctx_, &ctx, sizeof ctx, "writing the kernel context");
   if (profile.enabled) {
     enqueue(function, /*timed=*/true);
-  } else if (!useGraphs_ || b.runs == 0) {
+  } else if (!useGraphs_ || b.runs == 0 || (gradWeighted_ && !weighsAfterRun(function) &&
+                                             function == kTrainStepFn)) {
     // The first run is eager: cuBLASLt settles its choices before capture.
+    // So is a step whose buckets take a weight that varies by micro-batch
+    // (a graph would replay the weight it captured).
     enqueue(function, /*timed=*/false);
   } else {
     auto it = b.graphs.find(rows_);
@@ -1072,6 +1076,8 @@ void CudaBackend::run(const std::string &function, int64_t step) {
     }
     check(d_->graphLaunch(it->second, stream_), "launching the step's CUDA graph");
   }
+  if (weighsAfterRun(function))
+    prepareBucket(0, pkg_.paramCount, /*clip=*/false); // the weight, where not 1
   ++b.runs;
   check(d_->streamSync(stream_), "running " + function);
   check(d_->dtoh(words, errors_, sizeof words), "reading the error words");
