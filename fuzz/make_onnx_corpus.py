@@ -7,9 +7,9 @@ stay initializers), so a seed is a few kB (the fuzzer's max_len is 64 kB)
 and still walks the exporter's mask, attention, RoPE and shape code through
 the importer. The GPT-2/BERT seeds (modern-gpt2-*, modern-bert-*) drop all
 metadata; the Llama/Qwen2 seeds keep the two entries the importer reads:
-the graph's torch.export signature (OnnxSignature.cpp: buffers;
-OnnxAliases.cpp: tied parameters) and the name scopes of the nodes that
-read an initializer (OnnxAliases.cpp), nothing else.
+the graph's torch.export signature (OnnxSignature.cpp reads it: buffers,
+and tied parameters in OnnxAliases.cpp) and the name scopes of the nodes
+that read an initializer (OnnxAliases.cpp), nothing else.
 
 Two hand-built models reach the tie rule itself (the fixtures' tied
 embeddings are too big to stay initializers):
