@@ -21,8 +21,8 @@
 #define MLC_FRONTEND_ONNX_ONNXNODE_H
 
 #include "dialects/mlc/MlcDialect.h"
-#include "frontend/onnx/OnnxImporter.h"
 #include "frontend/onnx/OnnxAliases.h"
+#include "frontend/onnx/OnnxImporter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
