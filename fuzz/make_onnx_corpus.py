@@ -6,10 +6,11 @@ ConstantOfShape node of its shape (smaller ones, norms' and biases' weights,
 stay initializers), so a seed is a few kB (the fuzzer's max_len is 64 kB)
 and still walks the exporter's mask, attention, RoPE and shape code through
 the importer. The GPT-2/BERT seeds (modern-gpt2-*, modern-bert-*) drop all
-metadata; the Llama/Qwen2 seeds keep the two entries the importer reads:
-the graph's torch.export signature (OnnxSignature.cpp: buffers;
-OnnxAliases.cpp: tied parameters) and the name scopes of the nodes that
-read an initializer (OnnxAliases.cpp), nothing else.
+metadata; the Llama/Qwen2/Phi3 seeds (Phi3's: partial rotary) keep the
+two entries the importer reads: the graph's torch.export signature
+(OnnxSignature.cpp reads it: buffers, and tied parameters in
+OnnxAliases.cpp) and the name scopes of the nodes that read an initializer
+(OnnxAliases.cpp), nothing else.
 
 Two hand-built models reach the tie rule itself (the fixtures' tied
 embeddings are too big to stay initializers):
@@ -159,9 +160,10 @@ def attention_scale_model():
 src, out = sys.argv[1], sys.argv[2]
 for name in ["gpt2-dynamo-opset20", "gpt2-dynamo-opset20-noopt", "gpt2-dynamo-opset23",
              "bert-dynamo-opset20", "bert-dynamo-opset23", "llama-dynamo-opset20",
-             "llama-dynamo-opset23", "qwen2-dynamo-opset20", "qwen2-dynamo-opset23"]:
+             "llama-dynamo-opset23", "qwen2-dynamo-opset20", "qwen2-dynamo-opset23",
+             "phi3-dynamo-opset20", "phi3-dynamo-opset23"]:
     m = onnx.load(os.path.join(src, name + ".onnx"), load_external_data=False)
-    keep_metadata = name.startswith(("llama", "qwen2"))
+    keep_metadata = name.startswith(("llama", "qwen2", "phi3"))
     onnx.save(minimize(m, keep_metadata), os.path.join(out, "modern-" + name + ".onnx"))
 onnx.save(tied_model(), os.path.join(out, "sig-tied.onnx"))
 onnx.save(ambiguous_model(), os.path.join(out, "sig-ambiguous.onnx"))

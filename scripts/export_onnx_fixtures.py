@@ -24,10 +24,12 @@ references (logits, 10 AdamW steps, weights in HF names) and INVENTORY.md:
   /work/modern-venv/bin/pip install torch transformers onnx onnxscript onnxruntime numpy safetensors
   /work/modern-venv/bin/python scripts/export_onnx_fixtures.py --modern test/onnx/Inputs/modern
 
-and the Llama family (tiny LlamaForCausalLM and Qwen2ForCausalLM; the other
-families' files and INVENTORY.md sections stay as they are):
+and the Llama family (tiny LlamaForCausalLM, Qwen2ForCausalLM and
+Phi3ForCausalLM with partial rotary; the other families' files and
+INVENTORY.md sections stay as they are):
 
   /work/modern-venv/bin/python scripts/export_onnx_fixtures.py --modern --families=llama,qwen2 test/onnx/Inputs/modern
+  /work/modern-venv/bin/python scripts/export_onnx_fixtures.py --modern --families=phi3 test/onnx/Inputs/modern
 
 then, with the test venv (torch 1.13), TorchScript re-exports of the same
 weights that today's importer takes, checked against those references by
@@ -49,6 +51,10 @@ try:  # not needed by --opset18 (--modern: the side venv's torch and transformer
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 except ImportError:
     torch = None
+try:  # --modern only (transformers >= 4.40)
+    from transformers import Phi3Config, Phi3ForCausalLM
+except ImportError:
+    Phi3ForCausalLM = None
 
 B, S = 2, 16
 
@@ -150,8 +156,9 @@ def convert_to_opset18(out_dir):
 #       onnxruntime numpy safetensors
 #   /work/modern-venv/bin/python scripts/export_onnx_fixtures.py --modern test/onnx/Inputs/modern
 #
-# Per family (gpt2, bert; llama, qwen2 with --families), one seeded random
-# model exported several ways (the Llama family: opset20, -noopt, opset23):
+# Per family (gpt2, bert; llama, qwen2, phi3 with --families), one seeded
+# random model exported several ways (Llama and Qwen2: opset20, -noopt,
+# opset23; Phi3: opset20, opset23):
 #   FAMILY-dynamo-opset20         the default: opset 20, onnx optimizer on
 #   FAMILY-dynamo-opset20-noopt   optimize=False (HF names on every parameter)
 #   FAMILY-dynamo-opset18         opset_version=18
@@ -197,15 +204,23 @@ MASK_ID = MODERN_SIZE["vocab"] - 1  # BERT's stand-in [MASK] token
 # embeddings, q/k/v biases), both with grouped-query attention (4 query heads
 # over 2 key/value heads, head_dim 16), RoPE theta 10000 and RMSNorm eps 1e-5.
 # They export at the default opset 20 (optimize on and off) and at 23.
-MODERN_LLAMA_SIZE = {"intermediate": 128, "kv_heads": 2, "rope_theta": 10000.0, "eps": 1e-5}
+# Phi3ForCausalLM (fused qkv_proj and gate_up_proj, untied head) is the same
+# size with partial rotary (Phi-4-mini's partial_rotary_factor 0.75: the
+# first 12 of each head's 16 features rotate, the last 4 pass), exported at
+# opsets 20 and 23 (whose RotaryEmbedding reads the sliced 12 features: the
+# exporter writes no rotary_embedding_dim).
+MODERN_LLAMA_SIZE = {"intermediate": 128, "kv_heads": 2, "rope_theta": 10000.0, "eps": 1e-5,
+                     "partial_rotary_factor": 0.75}
 MODERN_LLAMA_VARIANTS = [("opset20", {}), ("opset20-noopt", {"optimize": False}),
                          ("opset23", {"opset_version": 23})]
-MODERN_FAMILIES = ("gpt2", "bert", "llama", "qwen2")
+MODERN_PHI3_VARIANTS = [("opset20", {}), ("opset23", {"opset_version": 23})]
+MODERN_FAMILIES = ("gpt2", "bert", "llama", "qwen2", "phi3")
+LLAMA_FAMILIES = ("llama", "qwen2", "phi3")
 
 
 def modern_llama_config(family):
-    """The HF config of the tiny Llama or Qwen2; the same keywords build it
-    in transformers 4.38.2 (the test venv) and 5.x."""
+    """The HF config of the tiny Llama, Qwen2 or Phi3; the same keywords
+    build Llama's and Qwen2's in transformers 4.38.2 (the test venv) and 5.x."""
     z, l = MODERN_SIZE, MODERN_LLAMA_SIZE
     common = dict(vocab_size=z["vocab"], hidden_size=z["hidden"],
                   intermediate_size=l["intermediate"], num_hidden_layers=z["layers"],
@@ -216,14 +231,20 @@ def modern_llama_config(family):
     if family == "llama":
         return LlamaConfig(tie_word_embeddings=False, attention_bias=False, mlp_bias=False,
                            **common)
+    if family == "phi3":
+        return Phi3Config(tie_word_embeddings=False, resid_pdrop=0.0, embd_pdrop=0.0,
+                          partial_rotary_factor=l["partial_rotary_factor"],
+                          original_max_position_embeddings=z["positions"], pad_token_id=None,
+                          **common)
     return Qwen2Config(tie_word_embeddings=True, use_sliding_window=False, **common)
 
 
 def modern_model(family):
     z = MODERN_SIZE
-    if family in ("llama", "qwen2"):
+    if family in LLAMA_FAMILIES:
         cfg = modern_llama_config(family)
-        return (LlamaForCausalLM if family == "llama" else Qwen2ForCausalLM)(cfg)
+        return {"llama": LlamaForCausalLM, "qwen2": Qwen2ForCausalLM,
+                "phi3": Phi3ForCausalLM}[family](cfg)
     if family == "gpt2":
         cfg = GPT2Config(vocab_size=z["vocab"], n_positions=z["positions"], n_embd=z["hidden"],
                          n_layer=z["layers"], n_head=z["heads"], resid_pdrop=0.0, embd_pdrop=0.0,
@@ -365,7 +386,7 @@ def modern_export_and_save(model, family, path, side, batch, kwargs, meta):
                         size_threshold=64)
     else:
         prog.save(path)
-    if family in ("llama", "qwen2"):
+    if family in LLAMA_FAMILIES:
         modern_strip_stack_traces(path)
         meta["stripped"] = MODERN_STRIPPED
 
@@ -609,7 +630,8 @@ def modern(out_dir, families=("gpt2", "bert")):
         with open(os.path.join(out_dir, base + "-config.json"), "w") as f:
             f.write(model.config.to_json_string())
         names = list(batches["export"])
-        variants = list(MODERN_LLAMA_VARIANTS if family in ("llama", "qwen2") else MODERN_VARIANTS)
+        variants = list({"phi3": MODERN_PHI3_VARIANTS}.get(family, MODERN_LLAMA_VARIANTS)
+                        if family in LLAMA_FAMILIES else MODERN_VARIANTS)
         if family == "gpt2":
             variants.append(("opset20-extdata", {"external_data": True}))
             # Every parameter in a side file of another name. (size_threshold=0,
@@ -657,7 +679,7 @@ def modern(out_dir, families=("gpt2", "bert")):
             # writes it (cos/sin caches [batch, sequence, head_dim/2]): the
             # JSON records its message; every other export must agree.
             assert worst <= 1e-5 and all("error" not in r for r in ort_res.values()
-                                         ) or family in ("llama", "qwen2"), (name, ort_res)
+                                         ) or family in LLAMA_FAMILIES, (name, ort_res)
             opset = next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
             meta.update({
                 "opset": opset,
@@ -690,6 +712,7 @@ def modern(out_dir, families=("gpt2", "bert")):
                                  "causal-lm, labels input 'labels')",
                          "llama": "causal-lm: HF LlamaForCausalLM(labels=input_ids), as GPT-2",
                          "qwen2": "causal-lm: HF Qwen2ForCausalLM(labels=input_ids), as GPT-2",
+                         "phi3": "causal-lm: HF Phi3ForCausalLM(labels=input_ids), as GPT-2",
                          "bert": "masked-lm: HF BertForMaskedLM(labels=...): mean cross entropy "
                                  "over labels != -100, no shift (mlc --loss masked-lm, labels "
                                  "input 'labels'); inputs at labelled positions are "
@@ -706,7 +729,7 @@ def modern(out_dir, families=("gpt2", "bert")):
                 "hf_without_initializer": hf_unmatched,
                 "constant_initializers": len(consts),
             })
-            if family in ("llama", "qwen2"):
+            if family in LLAMA_FAMILIES:
                 # Constants of the import (never trained, not in --save).
                 meta["buffers"] = modern_buffers(proto)
             with open(os.path.join(out_dir, name + ".json"), "w") as f:

@@ -9,59 +9,12 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringRef.h"
 
-#include <google/protobuf/descriptor.h>
-#include <google/protobuf/unknown_field_set.h>
-
 #include <set>
 
 namespace mlc {
 namespace {
 
-constexpr const char *kSignatureKey = "pkg.torch.export.ExportedProgram.graph_signature";
 constexpr const char *kScopesKey = "pkg.torch.onnx.name_scopes";
-constexpr int kGraphMetadataField = 16, kNodeMetadataField = 9;
-
-/// The key/value entries of the repeated StringStringEntryProto field
-/// `number` of `m`, known to this proto or not.
-std::map<std::string, std::string> metadataEntries(const google::protobuf::Message &m,
-                                                   int number) {
-  std::map<std::string, std::string> out;
-  auto add = [&](const std::string &bytes) {
-    onnx::StringStringEntryProto e;
-    if (e.ParseFromString(bytes))
-      out.emplace(e.key(), e.value());
-  };
-  const google::protobuf::FieldDescriptor *fd = m.GetDescriptor()->FindFieldByNumber(number);
-  const google::protobuf::Reflection *r = m.GetReflection();
-  if (fd && fd->is_repeated() && fd->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE) {
-    for (int i = 0, n = r->FieldSize(m, fd); i < n; ++i)
-      add(r->GetRepeatedMessage(m, fd, i).SerializeAsString());
-    return out;
-  }
-  const google::protobuf::UnknownFieldSet &unknown = r->GetUnknownFields(m);
-  for (int i = 0; i < unknown.field_count(); ++i) {
-    const google::protobuf::UnknownField &f = unknown.field(i);
-    if (f.number() == number && f.type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
-      add(f.length_delimited());
-  }
-  return out;
-}
-
-/// The `target='NAME'` of each `NAME: PARAMETER target=...` line.
-std::vector<std::string> signatureParameters(llvm::StringRef signature) {
-  std::vector<std::string> out;
-  while (!signature.empty()) {
-    auto [line, rest] = signature.split('\n');
-    signature = rest;
-    size_t at = line.find(": PARAMETER target=");
-    if (at == llvm::StringRef::npos)
-      continue;
-    llvm::StringRef t = line.drop_front(at + 19).trim();
-    if (t.size() >= 2 && (t.front() == '\'' || t.front() == '"') && t.back() == t.front())
-      out.push_back(t.drop_front().drop_back().str());
-  }
-  return out;
-}
 
 /// The module scopes of a node: "['', 'transformer', 'transformer.wte',
 /// 'embedding']" -> {transformer, transformer.wte} (the last entry is the
@@ -83,31 +36,16 @@ std::vector<std::string> moduleScopes(llvm::StringRef text) {
 
 } // namespace
 
-std::map<std::string, std::string> onnxGraphMetadata(const onnx::GraphProto &g) {
-  return metadataEntries(g, kGraphMetadataField);
-}
-
-OnnxAliases onnxParameterAliases(const onnx::ModelProto &model) {
+OnnxAliases onnxParameterAliases(const onnx::ModelProto &model,
+                                 const ExportSignature &signature) {
   OnnxAliases result;
   const onnx::GraphProto &g = model.graph();
-  auto graphMeta = onnxGraphMetadata(g);
-  auto sig = graphMeta.find(kSignatureKey);
-  if (sig == graphMeta.end()) {
-    for (const auto &p : model.metadata_props())
-      if (p.key() == kSignatureKey)
-        graphMeta[p.key()] = p.value();
-    sig = graphMeta.find(kSignatureKey);
-    if (sig == graphMeta.end())
-      return result;
-  }
-  result.hasSignature = true;
   std::set<std::string> initializers;
   for (const auto &t : g.initializer())
     initializers.insert(t.name());
-  std::vector<std::string> targets = signatureParameters(sig->second);
   std::vector<std::string> missing;
-  for (const std::string &t : targets)
-    if (!initializers.count(t))
+  for (const auto &[t, kind] : signature)
+    if (kind == "PARAMETER" && !initializers.count(t))
       missing.push_back(t);
   if (missing.empty())
     return result;
@@ -116,7 +54,7 @@ OnnxAliases onnxParameterAliases(const onnx::ModelProto &model) {
   // depth: the scope chain from the root down to the innermost module.
   std::map<std::string, std::vector<std::vector<std::string>>> readIn;
   for (const auto &n : g.node()) {
-    auto meta = metadataEntries(n, kNodeMetadataField);
+    auto meta = onnxNodeMetadata(n);
     auto scopes = meta.find(kScopesKey);
     if (scopes == meta.end())
       continue;

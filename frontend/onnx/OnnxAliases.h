@@ -1,26 +1,41 @@
-//===- OnnxAliases.h - tied parameters of a torch.export ONNX file -*- C++ -*-===//
+//===- OnnxAliases.h - what a torch.export ONNX file says of its inputs -*- C++ -*-===//
 //
-// torch's dynamo exporter keeps a tensor the model holds under two names (a
-// tied embedding: GPT-2's `transformer.wte.weight` is `lm_head.weight`)
-// once, as one initializer. The file still says so: the graph's metadata
-// entry `pkg.torch.export.ExportedProgram.graph_signature` lists every
-// parameter of the model (`p_x: PARAMETER target='NAME'`), and each node's
-// metadata (`pkg.torch.onnx.name_scopes`) the modules it ran in.
+// The dynamo exporter (torch >= 2.5) stores torch.export's graph signature
+// as text under the metadata key
+// `pkg.torch.export.ExportedProgram.graph_signature`, in the graph's
+// metadata_props (older exports: the model's):
 //
-// The tie rule: a signature target `M.P` (module M, attribute P) that is no
-// initializer is an alias of the initializer `I` named `*.P` that a node
-// reads in module M or the nearest module below it: the embedding's Gather
-// reads `lm_head.weight` in `transformer.wte` (depth 0), BERT's decoder
-// reads `cls.predictions.decoder.bias` one module below `cls.predictions`
-// (whose `bias` it is), nearer than `cls.predictions.transform.dense.bias`.
-// A target with no such initializer, or two at the same depth, gets no
-// alias and a note. A file with no signature (the TorchScript exporter's)
-// has no aliases.
+//   # inputs
+//   p_model_norm_weight: PARAMETER target='model.norm.weight'
+//   b_model_rotary_emb_inv_freq: BUFFER target='model.rotary_emb.inv_freq' persistent=False
+//   input_ids: USER_INPUT
+//
+//   # outputs
+//   linear_14: USER_OUTPUT
+//
+// An initializer carries its target's name when the exporter kept it (every
+// parameter of an optimize=False export; buffers such as inv_freq in every
+// export). The kind tells a trained parameter from a buffer, which mlc keeps
+// constant (OnnxSignature.cpp reads it).
+//
+// The exporter also keeps a tensor the model holds under two names (a tied
+// embedding: GPT-2's `transformer.wte.weight` is `lm_head.weight`) once, as
+// one initializer. The signature still lists every parameter, and each
+// node's metadata (`pkg.torch.onnx.name_scopes`) the modules it ran in.
+// The tie rule (OnnxAliases.cpp): a PARAMETER target `M.P` (module M,
+// attribute P) that is no initializer is an alias of the initializer `I`
+// named `*.P` that a node reads in module M or the nearest module below it:
+// the embedding's Gather reads `lm_head.weight` in `transformer.wte` (depth
+// 0), BERT's decoder reads `cls.predictions.decoder.bias` one module below
+// `cls.predictions` (whose `bias` it is), nearer than
+// `cls.predictions.transform.dense.bias`. A target with no such initializer,
+// or two at the same depth, gets no alias and a note. A file with no
+// signature (the TorchScript exporter's) has no aliases.
 //
 // The graph's and nodes' metadata_props (GraphProto field 16, NodeProto
-// field 9) are newer than some onnx protos mlc is built with: they are read
-// through reflection where the proto knows them, else from the unknown
-// fields; an entry that does not parse is skipped.
+// field 9) are newer than some onnx protos mlc is built with (Debian's 1.12):
+// they are read through reflection where the proto knows them, else from
+// the unknown fields; an entry that does not parse is skipped.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,9 +46,21 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mlc {
+
+/// Each `# inputs` line of the signature with a target: {target, kind
+/// ("PARAMETER", "BUFFER", "CONSTANT_TENSOR", ...)}, in signature order;
+/// empty when the file carries none.
+using ExportSignature = std::vector<std::pair<std::string, std::string>>;
+
+/// The signature of `model`: the graph's metadata entry, else the model's.
+ExportSignature readExportSignature(const onnx::ModelProto &model);
+
+/// A node's metadata_props by key.
+std::map<std::string, std::string> onnxNodeMetadata(const onnx::NodeProto &node);
 
 struct OnnxAliases {
   /// Initializer name -> the other names of that parameter, in signature
@@ -42,15 +69,11 @@ struct OnnxAliases {
   /// Why some target has no alias ("" when every one was placed, or when
   /// the file has no signature).
   std::string note;
-  /// The file carries a torch.export graph signature.
-  bool hasSignature = false;
 };
 
-OnnxAliases onnxParameterAliases(const onnx::ModelProto &model);
-
-/// The graph's metadata_props by key (GraphProto field 16, known to this
-/// proto or kept as an unknown field); entries that do not parse are left out.
-std::map<std::string, std::string> onnxGraphMetadata(const onnx::GraphProto &g);
+/// The tie rule on `model`, whose signature is `signature`.
+OnnxAliases onnxParameterAliases(const onnx::ModelProto &model,
+                                 const ExportSignature &signature);
 
 } // namespace mlc
 

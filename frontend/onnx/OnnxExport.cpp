@@ -101,7 +101,8 @@ replaceOnnxInitializers(llvm::StringRef bytes, const std::string &modelName,
   // A tied parameter's other names (OnnxAliases.h), as --save writes them:
   // the initializer's own name wins where both are given.
   std::map<std::string, std::string> aliasOf; // alias -> initializer
-  for (auto &[init, names] : onnxParameterAliases(model).byInitializer)
+  OnnxAliases aliases = onnxParameterAliases(model, readExportSignature(model));
+  for (auto &[init, names] : aliases.byInitializer)
     for (const std::string &alias : names)
       aliasOf.emplace(alias, init);
   std::vector<std::pair<int, const rt::HostTensor *>> inPlace;

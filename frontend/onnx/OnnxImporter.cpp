@@ -758,11 +758,15 @@ llvm::Error Importer::finish(const onnx::GraphProto &g) {
   return llvm::Error::success();
 }
 
-llvm::Error Importer::declareInitializers(const onnx::GraphProto &g) {
+llvm::Error Importer::declareInitializers(const onnx::GraphProto &g,
+                                          const ExportSignature &signature) {
   // A float initializer of rank >= 1 is a parameter, unless torch.export's
   // graph signature calls it a buffer (inv_freq of rotary embeddings):
   // buffers are constants, folded into what reads them and never trained.
-  std::map<std::string, std::string> kinds = exportedInputKinds(g);
+  std::set<std::string> buffers;
+  for (const auto &[target, kind] : signature)
+    if (kind == "BUFFER")
+      buffers.insert(target);
   for (const auto &t : g.initializer()) {
     if (t.name().empty())
       return error("an initializer has no name");
@@ -771,8 +775,7 @@ llvm::Error Importer::declareInitializers(const onnx::GraphProto &g) {
       return c.takeError();
     if (values.count(t.name()) || paramInits.count(t.name()))
       return error("initializer '" + t.name() + "' is defined twice");
-    auto kind = kinds.find(t.name());
-    bool buffer = kind != kinds.end() && kind->second == "BUFFER";
+    bool buffer = buffers.count(t.name());
     if (c->kind == Kind::Float && !c->shape.empty() && c->numel() > 0 && !buffer) {
       parameterCount += c->numel();
       paramNames.insert(t.name());
@@ -811,7 +814,8 @@ llvm::Expected<ImportedModel> Importer::run(const onnx::ModelProto &model) {
 
   if (auto err = declareInputs(g))
     return std::move(err);
-  if (auto err = declareInitializers(g))
+  ExportSignature signature = readExportSignature(model);
+  if (auto err = declareInitializers(g, signature))
     return std::move(err);
   for (const auto &n : g.node())
     for (const std::string &name : n.input())
@@ -829,7 +833,7 @@ llvm::Expected<ImportedModel> Importer::run(const onnx::ModelProto &model) {
     if (auto p = func.getArgAttrOfType<StringAttr>(i, "mlc.param"))
       used.insert(p.getValue().str());
   llvm::erase_if(weights, [&](auto &w) { return !used.count(w.first); });
-  OnnxAliases aliases = onnxParameterAliases(model);
+  OnnxAliases aliases = onnxParameterAliases(model, signature);
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
     if (auto p = func.getArgAttrOfType<StringAttr>(i, "mlc.param"))
       if (auto it = aliases.byInitializer.find(p.getValue().str());

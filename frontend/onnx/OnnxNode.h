@@ -21,6 +21,7 @@
 #define MLC_FRONTEND_ONNX_ONNXNODE_H
 
 #include "dialects/mlc/MlcDialect.h"
+#include "frontend/onnx/OnnxAliases.h"
 #include "frontend/onnx/OnnxImporter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -199,7 +200,7 @@ public:
 private:
   std::map<std::string, std::unique_ptr<llvm::MemoryBuffer>> externalFiles;
   llvm::Error declareInputs(const onnx::GraphProto &g);
-  llvm::Error declareInitializers(const onnx::GraphProto &g);
+  llvm::Error declareInitializers(const onnx::GraphProto &g, const ExportSignature &signature);
   llvm::Error convert(const onnx::NodeProto &n);
   llvm::Error readInputs(const onnx::NodeProto &n, std::vector<const Entry *> &in);
   llvm::Error finish(const onnx::GraphProto &g);
@@ -312,11 +313,6 @@ llvm::ArrayRef<OpSchema> tensorOpSchemas();
 llvm::ArrayRef<OpSchema> shapeOpSchemas();
 llvm::ArrayRef<OpSchema> nnOpSchemas();
 llvm::ArrayRef<OpSchema> rotaryOpSchemas();
-
-/// What torch.export's graph signature says of each initializer, by name:
-/// "PARAMETER", "BUFFER", "CONSTANT_TENSOR", ... (OnnxSignature.cpp). Empty
-/// when the file carries no signature.
-std::map<std::string, std::string> exportedInputKinds(const onnx::GraphProto &g);
 
 /// The opsets of the default domain the importer reads.
 constexpr int kMinOpset = 14, kMaxOpset = 23;

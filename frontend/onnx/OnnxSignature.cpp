@@ -1,66 +1,88 @@
 //===- OnnxSignature.cpp - torch.export's graph signature -----------------===//
 //
-// The dynamo exporter (torch >= 2.5) stores torch.export's graph signature
-// in the graph's metadata_props (GraphProto field 16, newer than Debian's
-// onnx 1.12 protos, which keep it as an unknown field) under the key
-// `pkg.torch.export.ExportedProgram.graph_signature`, as text:
-//
-//   # inputs
-//   p_model_norm_weight: PARAMETER target='model.norm.weight'
-//   b_model_rotary_emb_inv_freq: BUFFER target='model.rotary_emb.inv_freq' persistent=False
-//   input_ids: USER_INPUT
-//
-//   # outputs
-//   linear_14: USER_OUTPUT
-//
-// An initializer carries its target's name when the exporter kept it (every
-// parameter of an optimize=False export; buffers such as inv_freq in every
-// export). The kind tells a trained parameter from a buffer, which mlc keeps
-// constant.
+// Where the signature is stored and how it reads: OnnxAliases.h.
 //
 //===----------------------------------------------------------------------===//
 
 #include "frontend/onnx/OnnxAliases.h"
-#include "frontend/onnx/OnnxNode.h"
 
-namespace mlc::onnximport {
+#include "llvm/ADT/StringRef.h"
 
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/unknown_field_set.h>
+
+namespace mlc {
 namespace {
 
 constexpr const char *kSignatureKey = "pkg.torch.export.ExportedProgram.graph_signature";
+constexpr int kGraphMetadataField = 16, kNodeMetadataField = 9;
 
-/// The signature's text, or "" when the graph has none.
-std::string signatureText(const onnx::GraphProto &g) {
-  auto meta = onnxGraphMetadata(g);
-  auto it = meta.find(kSignatureKey);
-  return it == meta.end() ? "" : it->second;
+/// The key/value entries of the repeated StringStringEntryProto field
+/// `number` of `m`, known to this proto or not.
+std::map<std::string, std::string> metadataEntries(const google::protobuf::Message &m,
+                                                   int number) {
+  std::map<std::string, std::string> out;
+  auto add = [&](const std::string &bytes) {
+    onnx::StringStringEntryProto e;
+    if (e.ParseFromString(bytes))
+      out.emplace(e.key(), e.value());
+  };
+  const google::protobuf::FieldDescriptor *fd = m.GetDescriptor()->FindFieldByNumber(number);
+  const google::protobuf::Reflection *r = m.GetReflection();
+  if (fd && fd->is_repeated() && fd->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE) {
+    for (int i = 0, n = r->FieldSize(m, fd); i < n; ++i)
+      add(r->GetRepeatedMessage(m, fd, i).SerializeAsString());
+    return out;
+  }
+  const google::protobuf::UnknownFieldSet &unknown = r->GetUnknownFields(m);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField &f = unknown.field(i);
+    if (f.number() == number && f.type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      add(f.length_delimited());
+  }
+  return out;
+}
+
+/// The signature's text, or "" when the file has none.
+std::string signatureText(const onnx::ModelProto &model) {
+  auto graphMeta = metadataEntries(model.graph(), kGraphMetadataField);
+  if (auto it = graphMeta.find(kSignatureKey); it != graphMeta.end())
+    return it->second;
+  for (const auto &p : model.metadata_props())
+    if (p.key() == kSignatureKey)
+      return p.value();
+  return "";
 }
 
 } // namespace
 
-std::map<std::string, std::string> exportedInputKinds(const onnx::GraphProto &g) {
-  std::map<std::string, std::string> kinds;
-  llvm::SmallVector<llvm::StringRef> lines;
-  std::string text = signatureText(g);
-  llvm::StringRef(text).split(lines, '\n');
-  bool inputs = false;
-  for (llvm::StringRef line : lines) {
+ExportSignature readExportSignature(const onnx::ModelProto &model) {
+  ExportSignature sig;
+  std::string text = signatureText(model);
+  bool inInputs = false;
+  for (llvm::StringRef rest = text; !rest.empty();) {
+    llvm::StringRef line;
+    std::tie(line, rest) = rest.split('\n');
     line = line.trim();
     if (line.starts_with("#")) {
-      inputs = line == "# inputs";
+      inInputs = line == "# inputs";
       continue;
     }
     // NAME: KIND target='TARGET' ...
-    auto [name, rest] = line.split(": ");
-    auto [kind, attrs] = rest.split(' ');
+    auto [kind, attrs] = line.split(": ").second.split(' ');
     size_t at = attrs.find("target='");
-    if (!inputs || kind.empty() || at == llvm::StringRef::npos)
+    if (!inInputs || kind.empty() || at == llvm::StringRef::npos)
       continue;
     llvm::StringRef target = attrs.drop_front(at + 8);
-    target = target.take_until([](char ch) { return ch == '\''; });
-    kinds[target.str()] = kind.str();
+    size_t end = target.find('\'');
+    if (end != llvm::StringRef::npos)
+      sig.push_back({target.take_front(end).str(), kind.str()});
   }
-  return kinds;
+  return sig;
 }
 
-} // namespace mlc::onnximport
+std::map<std::string, std::string> onnxNodeMetadata(const onnx::NodeProto &node) {
+  return metadataEntries(node, kNodeMetadataField);
+}
+
+} // namespace mlc

@@ -71,16 +71,24 @@ save(model("rotary-bad-cache",
            [helper.make_node("RotaryEmbedding", ["x", "short", "short"], ["y"], name="rope")],
            [x4], [y], [short]), "rotary-bad-cache")
 
-# y = x * freq + w: `freq` a BUFFER, `w` a PARAMETER in the signature; the
-# same model without one (both parameters, the rule for files without it).
+# y = x * freq + w: `freq` a BUFFER, `w` a PARAMETER in the signature (in the
+# graph's metadata, or the model's); the same model without one (both
+# parameters, the rule for files without it).
 freq = numpy_helper.from_array(np.linspace(0.5, 1, 6).astype(np.float32), "freq")
 w = numpy_helper.from_array(np.full(6, 0.25, np.float32), "w")
 m = model("buffers", [helper.make_node("Mul", ["x", "freq"], ["xf"]),
                       helper.make_node("Add", ["xf", "w"], ["y"])], [x], [y], [freq, w], opset=20)
-save(m, "buffer-signature",
-     "\n# inputs\np_w: PARAMETER target='w'\n"
-     "b_freq: BUFFER target='freq' persistent=False\nx: USER_INPUT\n\n# outputs\ny: USER_OUTPUT\n")
+buffers_signature = ("\n# inputs\np_w: PARAMETER target='w'\n"
+                     "b_freq: BUFFER target='freq' persistent=False\nx: USER_INPUT\n\n"
+                     "# outputs\ny: USER_OUTPUT\n")
 save(m, "no-signature")
+# The signature in the model's metadata_props (older exporters' place).
+older = onnx.ModelProto()
+older.CopyFrom(m)
+older.metadata_props.append(onnx.StringStringEntryProto(
+    key="pkg.torch.export.ExportedProgram.graph_signature", value=buffers_signature))
+save(older, "buffer-signature-model-metadata")
+save(m, "buffer-signature", buffers_signature)
 
 # Grouped-query Attention (4 query heads over 2 kv heads, rank 3): K/V stay
 # at their 2 heads in mlc.attention.
