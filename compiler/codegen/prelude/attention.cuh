@@ -194,9 +194,10 @@ MLC_FN void mlc_attention_own_row(T (*self)[C], const MlcAttention<T> &s,
                : (T)0;
 }
 
-// The calling thread's gradient g (D registers) of Q or K row r to dst:
-// under MLC_ATTN_ROTARY that of the unrotated row (the transposed
-// rotation), g first stored in the thread's shared row own.
+// The calling thread's gradient g (D registers) of Q or K row r to that
+// row of base (rows `stride` apart): under MLC_ATTN_ROTARY the gradient of
+// the unrotated row (the transposed rotation), g first stored in the
+// thread's shared row own.
 template <int D, int F, typename T, typename I>
 MLC_FN void mlc_attention_store_qk_grad(T *base, int64_t stride, const MlcAttention<T> &s,
                                         const MlcAttentionArgs<T, I> &x,
@@ -259,8 +260,9 @@ __device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
   const bool active = i < SQ;
   T q[D], acc[DV];
   for (int c = 0; c < D; ++c)
-    q[c] = active ? (T)mlc_attention_qk<F, MlcAttentionAcc<T>>(s, x, k, qh, s.t[MLC_ATT_Q].row,
-                                                        i, c) * s.scale
+    q[c] = active ? (T)mlc_attention_qk<F, MlcAttentionAcc<T>>(s, x, k, qh, s.t[MLC_ATT_Q].row, i,
+                                                               c) *
+                        s.scale
                   : (T)0;
   for (int c = 0; c < DV; ++c)
     acc[c] = 0;
@@ -922,7 +924,7 @@ __device__ void mlc_attention_tc_dkdv(const MlcAttention<float> &s,
     mlc_attention_product_of_tile<D / 8>(gk, ds, sh.a.cols, ln);
   }
   }
-  if (!(F & MLC_ATTN_ROTARY)) {
+  if (!(F & MLC_ATTN_ROTARY)) { // dK and dV in one loop (fewer registers)
     for (int f = 0; f < 4; ++f) {
       const int64_t j = f < 2 ? ln.r0 : ln.r1;
       if (j >= SK)
