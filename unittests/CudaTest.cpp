@@ -4,6 +4,7 @@
 #include "compiler/codegen/CudaPrelude.h"
 #include "dialects/mlc/MlcDialect.h"
 #include "runtime/backend/Backend.h"
+#include "runtime/backend/KernelCache.h"
 #include "runtime/backend/cuda/CudaKernels.h"
 #include "runtime/backend/cuda/Nvrtc.h"
 #include "runtime/core/Error.h"
@@ -15,7 +16,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <dlfcn.h>
 #include <fstream>
+#include <iterator>
+#include <limits>
 #include <random>
 #include <unistd.h>
 
@@ -171,6 +175,26 @@ TEST(CudaKernels, AttentionCompilesAlone) {
        "mlc_attention_tc_backward<64, 64, MLC_ATTN_CAUSAL | MLC_ATTN_MASK | MLC_ATTN_GROUPED>"},
       {"tc_bwd_grouped_varlen", "128",
        "mlc_attention_tc_backward<32, 16, MLC_ATTN_VARLEN | MLC_ATTN_GROUPED>"},
+      // Rotary embedding of Q and K where they are staged (rotate-half and
+      // interleaved; at D = 64 the f32 backward too spills nothing).
+      {"rows_fwd_f32_rotary", "64",
+       "mlc_attention_forward<float, 64, 64, 64, 32, MLC_ATTN_CAUSAL | MLC_ATTN_ROTARY>"},
+      {"rows_bwd_f32_d64_rotary", "32",
+       "mlc_attention_backward<float, 64, 64, 32, 32, MLC_ATTN_CAUSAL | MLC_ATTN_DROPOUT | "
+       "MLC_ATTN_ROTARY>"},
+      {"rows_bwd_f32_d64_grouped_interleaved", "32",
+       "mlc_attention_backward<float, 64, 64, 32, 32, MLC_ATTN_MASK | MLC_ATTN_GROUPED | "
+       "MLC_ATTN_ROTARY | MLC_ATTN_INTERLEAVED>"},
+      {"rows_bwd_f64_varlen_rotary", "32",
+       "mlc_attention_backward<double, 32, 16, 32, 8, MLC_ATTN_CAUSAL | MLC_ATTN_VARLEN | "
+       "MLC_ATTN_ROTARY>"},
+      {"tc_fwd_rotary", "128",
+       "mlc_attention_tc_forward<64, 64, MLC_ATTN_CAUSAL | MLC_ATTN_VARLEN | MLC_ATTN_ROTARY>"},
+      {"tc_bwd_rotary", "128",
+       "mlc_attention_tc_backward<64, 64, MLC_ATTN_CAUSAL | MLC_ATTN_ROTARY | "
+       "MLC_ATTN_INTERLEAVED>"},
+      {"tc_bwd_grouped_varlen_rotary", "128",
+       "mlc_attention_tc_backward<32, 16, MLC_ATTN_VARLEN | MLC_ATTN_GROUPED | MLC_ATTN_ROTARY>"},
   };
   std::string source = mlc::cudaKernelPrelude();
   for (const Instance &k : instances) {
@@ -483,6 +507,309 @@ TEST(TensorCoreAttention, Varlen) {
   dir = compileBf16(training, /*training=*/true, "  mlc_attention_tc_backward<");
   ASSERT_FALSE(dir.empty());
   compareDevices(attentionGradients, dir, 3, 3e-2, "varlen gradients (wq, wk, wv)");
+}
+
+//===----------------------------------------------------------------------===//
+// Rotary embedding inside the attention kernels (MLC_ATTN_ROTARY), the
+// templates called directly on the emulated device: the kernel that rotates
+// Q and K where it reads them equals the kernel without the flag on Q and K
+// rotated beforehand (mlc.rotary's formula, here on the host); its dQ and
+// dK are the transposed rotation of that kernel's (dV equal).
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// What the emulated kernels below are built from: each instance is
+/// `extern "C" NAME(const int64_t *p, void *const *b, double scale, int
+/// phase)` calling one template with the sizes p (MlcAttention's fields in
+/// order, the rotary ones last) and the buffers b (O or dQ, dK, dV, dO, Q,
+/// K, V, cu_seqlens, cos, sin, scratch), so that the struct layouts are the
+/// prelude's own.
+const char *kRotaryHarness = R"(
+MLC_FN MlcAttention<float> mlc_test_sizes(const int64_t *p, double scale) {
+  MlcAttention<float> s = {};
+  s.batch = p[0], s.heads = p[1], s.kvHeads = p[2], s.seqQ = p[3], s.seqK = p[4];
+  s.tokenCapacity = p[5], s.queryBlocks = p[6];
+  for (int r = 0; r < 7; ++r)
+    s.t[r] = {p[7 + 4 * r], p[8 + 4 * r], p[9 + 4 * r], p[10 + 4 * r]};
+  s.scale = (float)scale, s.dropout = 0, s.keepScale = 1, s.seed = 0;
+  s.rot = {p[35], p[36], p[37]};
+  return s;
+}
+MLC_FN MlcAttentionArgs<float, int32_t> mlc_test_args(void *const *b) {
+  return {(float *)b[0], (float *)b[1], (float *)b[2], (const float *)b[3],
+          (const float *)b[4], (const float *)b[5], (const float *)b[6], nullptr,
+          (const int32_t *)b[7], (const float *)b[8], (const float *)b[9]};
+}
+)";
+
+void rotaryKernelThunk(void *fn, void *const *p) {
+  reinterpret_cast<void (*)(const int64_t *, void *const *, double, int)>(fn)(
+      *static_cast<const int64_t *const *>(p[0]), *static_cast<void *const *const *>(p[1]),
+      *static_cast<const double *>(p[2]), *static_cast<const int *>(p[3]));
+}
+
+/// The instances (name, template call) compiled as the CUDA emulator
+/// compiles a package's kernels.cu: its header (backend/cuda/emulation.h),
+/// then the prelude with the attention templates, then the kernels.
+class EmulatedKernels {
+public:
+  explicit EmulatedKernels(const std::vector<std::pair<std::string, std::string>> &instances) {
+    std::ifstream in(std::string(MLC_SOURCE_DIR) + "/runtime/backend/cuda/emulation.h");
+    std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_FALSE(source.empty()) << "no runtime/backend/cuda/emulation.h";
+    source += mlc::cudaKernelPrelude() + kRotaryHarness;
+    for (const auto &[name, call] : instances)
+      source += "extern \"C\" __global__ void " + name +
+                "(const int64_t *p, void *const *b, double scale, int phase) {\n"
+                "  const MlcKernelCtx ctx = {0, nullptr, 0, (char *)b[10]};\n  " + call +
+                "(mlc_test_sizes(p, scale), mlc_test_args(b), &ctx" +
+                (call.find("backward") != std::string::npos ? ", phase" : "") + ");\n}\n";
+    library_ = loadHostKernelLibrary(source, /*verbose=*/false);
+    launch_ = reinterpret_cast<Launch>(dlsym(library_, "mlc_emu_launch"));
+  }
+  /// Kernel `name`'s phase on `grid` blocks of `threads`.
+  void run(const std::string &name, const std::vector<int64_t> &p, void *const *b, double scale,
+           int phase, int64_t grid, int64_t threads) {
+    void *fn = dlsym(library_, name.c_str());
+    ASSERT_TRUE(fn && launch_) << name;
+    const int64_t *pp = p.data();
+    void *const params[4] = {&pp, &b, &scale, &phase};
+    launch_(rotaryKernelThunk, fn, params, grid, threads);
+  }
+
+private:
+  using Launch = void (*)(void (*)(void *, void *const *), void *, void *const *, int64_t,
+                          int64_t);
+  void *library_ = nullptr;
+  Launch launch_ = nullptr;
+};
+
+/// One layout of the rotary checks: the kernel kind (tensor cores or a
+/// thread per row), packed sequences (kSequences) or padded [2, H, 70, D],
+/// grouped-query (4 query heads over 2 kv heads; else 2 over 2), causal.
+struct RotaryCase {
+  bool tc, varlen, grouped, causal;
+  std::string name() const {
+    return std::string(tc ? "tc" : "rows") + (varlen ? "_varlen" : "_padded") +
+           (grouped ? "_grouped" : "") + (causal ? "_causal" : "");
+  }
+  int flags() const {
+    return (varlen ? 4 : 0) | (grouped ? 16 : 0) | (causal ? 1 : 0);
+  }
+};
+constexpr int64_t kRotD = 32, kRotDV = 16, kRotS = 70, kRotB = 2;
+
+/// The template calls of case c: forward and backward, without rotary
+/// ("plain"), rotate-half ("half") and interleaved ("inter").
+std::vector<std::pair<std::string, std::string>> rotaryInstances(const RotaryCase &c) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const std::string dims = c.tc ? "32, 16" : "float, 32, 16, 32, 16";
+  for (const char *dir : {"forward", "backward"})
+    for (int rot : {0, 32, 32 | 64})
+      out.push_back({c.name() + "_" + dir + (rot == 0 ? "_plain" : rot == 32 ? "_half" : "_inter"),
+                     std::string("mlc_attention_") + (c.tc ? "tc_" : "") + dir + "<" + dims +
+                         ", " + std::to_string(c.flags() | rot) + ">"});
+  return out;
+}
+
+/// A layout's tensors: Q, O (query heads, widths D and DV), K, V (kv
+/// heads), the rows' tables (R wide) and every row's place.
+struct RotaryLayout {
+  RotaryCase c;
+  int64_t H, KH, N, seqs, maxLen, capacity; // N: tokens (varlen) or B * S
+  /// The element offset of (token-or-(batch, position) n, head h) of a
+  /// tensor with `heads` heads of width W; n runs over [0, N).
+  int64_t row(int64_t n, int64_t h, int64_t heads, int64_t W) const {
+    if (c.varlen)
+      return (n * heads + h) * W;
+    const int64_t b = n / kRotS, i = n % kRotS;
+    return ((b * heads + h) * kRotS + i) * W;
+  }
+  int64_t position(int64_t n) const {
+    if (!c.varlen)
+      return n % kRotS + 3 * (n / kRotS); // per-batch tables: positions differ
+    int64_t q = 0;
+    while (kSequences[q + 1] <= n)
+      ++q;
+    return n - kSequences[q];
+  }
+  /// MlcAttention's fields (mlc_test_sizes) for rotated dims R: the
+  /// tensors' strides in role order (O DV wide, or dQ D wide; dK D, dV DV,
+  /// dO DV, Q D, K D, V DV).
+  std::vector<int64_t> sizes(int64_t R, int64_t rowsPerBlock, bool backward) const {
+    const int64_t S = c.varlen ? 0 : kRotS;
+    std::vector<int64_t> p = {c.varlen ? seqs : kRotB, H, KH, S, S, capacity,
+                              (maxLen + rowsPerBlock - 1) / rowsPerBlock};
+    const int64_t widths[7] = {backward ? kRotD : kRotDV, kRotD, kRotDV, kRotDV,
+                               kRotD,                     kRotD, kRotDV};
+    for (int role = 0; role < 7; ++role) {
+      const int64_t heads = role == 1 || role == 2 || role == 5 || role == 6 ? KH : H,
+                    W = widths[role];
+      if (c.varlen)
+        p.insert(p.end(), {0, heads * W, W, heads * W});
+      else
+        p.insert(p.end(), {0, heads * kRotS * W, kRotS * W, W});
+    }
+    p.insert(p.end(), {R, c.varlen ? 0 : kRotS * R, R});
+    return p;
+  }
+};
+
+RotaryLayout rotaryLayout(const RotaryCase &c) {
+  RotaryLayout l{c};
+  l.H = c.grouped ? 4 : 2;
+  l.KH = 2;
+  l.seqs = int64_t(kSequences.size()) - 1;
+  l.N = c.varlen ? kSequences.back() : kRotB * kRotS;
+  l.maxLen = c.varlen ? 40 : kRotS;
+  l.capacity = c.varlen ? 80 : 0;
+  return l;
+}
+
+/// mlc.rotary's tables for rows [0, N) of layout l, R wide: cos, and sin
+/// with rotate-half's sign (or the interleaved pairs').
+void rotaryTables(const RotaryLayout &l, int64_t R, bool interleaved, std::vector<float> &cs,
+                  std::vector<float> &sn) {
+  cs.assign(l.N * R, 0);
+  sn.assign(l.N * R, 0);
+  for (int64_t n = 0; n < l.N; ++n)
+    for (int64_t d = 0; d < R; ++d) {
+      const int64_t i = interleaved ? d / 2 : d % (R / 2);
+      const bool first = interleaved ? d % 2 == 0 : d < R / 2;
+      const double theta = double(l.position(n)) * std::pow(10000.0, -2.0 * double(i) / double(R));
+      cs[n * R + d] = float(std::cos(theta));
+      sn[n * R + d] = float(first ? -std::sin(theta) : std::sin(theta));
+    }
+}
+
+/// x's rows (`heads` heads, D wide) rotated by mlc.rotary's formula
+/// (transpose: by its transpose), the first R elements of each row.
+std::vector<float> rotateRows(const RotaryLayout &l, const std::vector<float> &x, int64_t heads,
+                              int64_t R, bool interleaved, bool transpose,
+                              const std::vector<float> &cs, const std::vector<float> &sn) {
+  std::vector<float> y = x;
+  for (int64_t n = 0; n < l.N; ++n)
+    for (int64_t h = 0; h < heads; ++h) {
+      const float *a = x.data() + l.row(n, h, heads, kRotD);
+      float *b = y.data() + l.row(n, h, heads, kRotD);
+      const float *c = cs.data() + n * R, *s = sn.data() + n * R;
+      for (int64_t d = 0; d < R; ++d) {
+        const int64_t p = interleaved ? (d ^ 1) : d < R / 2 ? d + R / 2 : d - R / 2;
+        b[d] = a[d] * c[d] + a[p] * (transpose ? s[p] : s[d]);
+      }
+    }
+  return y;
+}
+
+/// max |a - b| / max |a| (NaN, an unwritten element, never passes).
+double relativeError(const std::vector<float> &a, const std::vector<float> &b) {
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::fabs(double(a[i]) - double(b[i]));
+    if (!(d <= worst))
+      worst = d;
+    scale = std::max(scale, double(std::fabs(a[i])));
+  }
+  return worst / scale;
+}
+
+/// The outputs of one kernel run: O (forward) or dQ, dK, dV.
+struct AttentionRun {
+  std::vector<float> o, dk, dv;
+};
+
+/// Kernel `name` of layout l on q, k, v (and dO for the backward's three
+/// phases), with tables cs, sn of R dims.
+AttentionRun runAttention(EmulatedKernels &kernels, const RotaryLayout &l,
+                          const std::string &name, bool backward, int64_t R,
+                          const std::vector<float> &q, const std::vector<float> &k,
+                          const std::vector<float> &v, const std::vector<float> &go,
+                          const std::vector<float> &cs, const std::vector<float> &sn) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  AttentionRun r{std::vector<float>(l.N * l.H * (backward ? kRotD : kRotDV), nan),
+                 std::vector<float>(backward ? l.N * l.KH * kRotD : 0, nan),
+                 std::vector<float>(backward ? l.N * l.KH * kRotDV : 0, nan)};
+  std::vector<double> scratch(3 * l.H * std::max(l.N, l.capacity), 0.0);
+  const int64_t rowsPerBlock = l.c.tc ? 64 : 32, threads = l.c.tc ? 128 : 32;
+  const std::vector<int64_t> p = l.sizes(R, rowsPerBlock, backward);
+  void *const b[11] = {r.o.data(),       r.dk.data(),      r.dv.data(),
+                       (void *)go.data(), (void *)q.data(), (void *)k.data(),
+                       (void *)v.data(),  (void *)kSequences.data(), (void *)cs.data(),
+                       (void *)sn.data(), scratch.data()};
+  const int64_t grid = p[0] * l.H * p[6];
+  const double scale = 1.0 / std::sqrt(double(kRotD));
+  for (int phase = 0; phase < (backward ? 3 : 1); ++phase)
+    kernels.run(name, p, b, scale, phase, grid, threads);
+  return r;
+}
+
+/// Case c's checks, forward and backward, for rotate-half and interleaved
+/// pairs at R = D and R < D (20: rotate-half's partners 10 apart, across
+/// the tensor cores' 8-column tiles). Tolerances: those of the
+/// neighbouring tests (f32 1e-5; bf16 products 2e-2, gradients 3e-2).
+void checkRotaryAttention(const RotaryCase &c) {
+  EmulatedKernels kernels(rotaryInstances(c));
+  const RotaryLayout l = rotaryLayout(c);
+  std::mt19937_64 rng(13);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  auto draw = [&](int64_t n) {
+    std::vector<float> x(n);
+    for (float &e : x)
+      e = uni(rng);
+    return x;
+  };
+  const std::vector<float> q = draw(l.N * l.H * kRotD), k = draw(l.N * l.KH * kRotD),
+                           v = draw(l.N * l.KH * kRotDV);
+  const std::vector<float> go = draw(l.N * l.H * kRotDV);
+  const double tolForward = c.tc ? 2e-2 : 1e-5, tolGrad = c.tc ? 3e-2 : 1e-5;
+  for (bool interleaved : {false, true})
+    for (int64_t R : {kRotD, int64_t(20)}) {
+      const std::string what = c.name() + (interleaved ? " interleaved" : " rotate-half") +
+                               " R=" + std::to_string(R);
+      const std::string rot = interleaved ? "_inter" : "_half";
+      std::vector<float> cs, sn;
+      rotaryTables(l, R, interleaved, cs, sn);
+      const std::vector<float> qr = rotateRows(l, q, l.H, R, interleaved, false, cs, sn),
+                               kr = rotateRows(l, k, l.KH, R, interleaved, false, cs, sn);
+      // Forward: O.
+      const AttentionRun want = runAttention(kernels, l, c.name() + "_forward_plain", false, R,
+                                             qr, kr, v, go, cs, sn);
+      const AttentionRun got = runAttention(kernels, l, c.name() + "_forward" + rot, false, R,
+                                            q, k, v, go, cs, sn);
+      const AttentionRun unrotated = runAttention(kernels, l, c.name() + "_forward_plain", false,
+                                                  R, q, k, v, go, cs, sn);
+      EXPECT_LT(relativeError(want.o, got.o), tolForward) << what << ": O";
+      // (the tables rotate: O of the unrotated Q and K differs by 10% or so)
+      EXPECT_GT(relativeError(want.o, unrotated.o), 0.05) << what << ": rotation seen";
+      // Backward: dQ, dK of the unrotated inputs, dV.
+      const AttentionRun plain = runAttention(kernels, l, c.name() + "_backward_plain", true, R,
+                                              qr, kr, v, go, cs, sn);
+      const AttentionRun grads = runAttention(kernels, l, c.name() + "_backward" + rot, true, R,
+                                              q, k, v, go, cs, sn);
+      EXPECT_LT(relativeError(rotateRows(l, plain.o, l.H, R, interleaved, true, cs, sn), grads.o),
+                tolGrad)
+          << what << ": dQ";
+      EXPECT_LT(relativeError(rotateRows(l, plain.dk, l.KH, R, interleaved, true, cs, sn),
+                              grads.dk),
+                tolGrad)
+          << what << ": dK";
+      EXPECT_LT(relativeError(plain.dv, grads.dv), tolGrad) << what << ": dV";
+    }
+}
+
+} // namespace
+
+TEST(RotaryAttention, ThreadPerRow) {
+  for (bool varlen : {false, true})
+    for (bool grouped : {false, true})
+      checkRotaryAttention({false, varlen, grouped, /*causal=*/varlen || !grouped});
+}
+
+TEST(RotaryAttention, TensorCores) {
+  for (bool varlen : {false, true})
+    for (bool grouped : {false, true})
+      checkRotaryAttention({true, varlen, grouped, /*causal=*/varlen || !grouped});
 }
 
 //===----------------------------------------------------------------------===//

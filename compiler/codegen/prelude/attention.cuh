@@ -127,28 +127,90 @@ MLC_FN T mlc_attention_keep(const MlcAttention<T> &s, uint64_t key, const MlcAtt
   return mlc_attention_keep<F>(s, key, mlc_attention_dropout_row<F>(s, k, i), j);
 }
 
+// Rotary embedding (MLC_ATTN_ROTARY). Q and K are rotated where a row or
+// tile of them is staged (registers or shared memory), once per load; the
+// backward pass works with the rotated Q and K throughout and, where it
+// stores dQ and dK, applies the transposed rotation (the gradients of the
+// unrotated inputs; grouped-query: dK after the sum over the group). The
+// transpose reads each element's pair partner, at a distance known at run
+// time only, so the gradients pass through shared memory first (registers
+// cannot be indexed so). V, dO and O are never rotated.
+
+// The arithmetic type of a rotation: float for f32 (and bf16 storage),
+// double for f64.
+template <typename T> using MlcAttentionAcc = decltype(T() * T());
+
+// Element c of row r of a Q or K head of block k (rows `stride` apart from
+// base) as attention reads it: rotated by the tables' row of r under RF's
+// MLC_ATTN_ROTARY, else as stored. RF is the kernel's flags for Q and K,
+// 0 for V and dO (never rotated).
+template <int RF, typename A, typename T, typename I>
+MLC_FN A mlc_attention_qk(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+                          const MlcAttentionBlock &k, const T *base, int64_t stride, int64_t r,
+                          int64_t c) {
+  if (!(RF & MLC_ATTN_ROTARY))
+    return (A)base[r * stride + c];
+  const int64_t t = mlc_rotary_row<RF>(s, k, r);
+  return mlc_rotary_element<RF, false, A>(base + r * stride, x.cos + t, x.sin + t, c, s.rot.dim);
+}
+
+// Element c of the gradient of row r's unrotated Q or K from the gradient
+// g of the rotated row (shared memory): the transposed rotation.
+template <int F, typename A, typename T, typename I>
+MLC_FN A mlc_attention_qk_grad(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+                               const MlcAttentionBlock &k, const T *g, int64_t r, int64_t c) {
+  const int64_t t = mlc_rotary_row<F>(s, k, r);
+  return mlc_rotary_element<F, true, A>(g, x.cos + t, x.sin + t, c, s.rot.dim);
+}
+
 //===----------------------------------------------------------------------===//
 // A thread per row (any element type)
 //===----------------------------------------------------------------------===//
 
-// Rows [r0, r0 + N) of a tensor (width W, rows `stride` apart, `limit`
-// rows) into shared tile dst, zeros past the end.
-template <int N, int W, typename T, int C>
-MLC_FN void mlc_attention_load_tile(T (*dst)[C], const T *base, int64_t stride, int64_t r0,
-                                    int64_t limit) {
+// Rows [r0, r0 + N) of a tensor of block k's head (width W, rows `stride`
+// apart, `limit` rows) into shared tile dst, zeros past the end; rotated
+// under RF's MLC_ATTN_ROTARY (mlc_attention_qk).
+template <int N, int W, int RF, typename T, int C, typename I>
+MLC_FN void mlc_attention_load_tile(T (*dst)[C], const MlcAttention<T> &s,
+                                    const MlcAttentionArgs<T, I> &x, const MlcAttentionBlock &k,
+                                    const T *base, int64_t stride, int64_t r0, int64_t limit) {
   for (int64_t e = threadIdx.x; e < N * W; e += blockDim.x) {
-    const int64_t t = e / W, c = e % W;
-    dst[t][c] = r0 + t < limit ? base[(r0 + t) * stride + c] : (T)0;
+    const int64_t t = e / W, c = e % W, r = r0 + t;
+    dst[t][c] = r < limit ? (T)mlc_attention_qk<RF, MlcAttentionAcc<T>>(s, x, k, base, stride, r, c)
+                          : (T)0;
   }
 }
 
-// Row r of a tensor (width W, rows `stride` apart) into the calling
-// thread's shared row of self, zeros where the thread has no row.
-template <int W, typename T, int C>
-MLC_FN void mlc_attention_own_row(T (*self)[C], const T *base, int64_t stride, int64_t r,
-                                  bool active) {
+// Row r of a tensor of block k's head (width W, rows `stride` apart) into
+// the calling thread's shared row of self, zeros where the thread has no
+// row; rotated under RF's MLC_ATTN_ROTARY.
+template <int W, int RF, typename T, int C, typename I>
+MLC_FN void mlc_attention_own_row(T (*self)[C], const MlcAttention<T> &s,
+                                  const MlcAttentionArgs<T, I> &x, const MlcAttentionBlock &k,
+                                  const T *base, int64_t stride, int64_t r, bool active) {
   for (int c = 0; c < W; ++c)
-    self[threadIdx.x][c] = active ? base[r * stride + c] : (T)0;
+    self[threadIdx.x][c] =
+        active ? (T)mlc_attention_qk<RF, MlcAttentionAcc<T>>(s, x, k, base, stride, r, c)
+               : (T)0;
+}
+
+// The calling thread's gradient g (D registers) of Q or K row r to that
+// row of base (rows `stride` apart): under MLC_ATTN_ROTARY the gradient of
+// the unrotated row (the transposed rotation), g first stored in the
+// thread's shared row own.
+template <int D, int F, typename T, typename I>
+MLC_FN void mlc_attention_store_qk_grad(T *base, int64_t stride, const MlcAttention<T> &s,
+                                        const MlcAttentionArgs<T, I> &x,
+                                        const MlcAttentionBlock &k, const T *g, T *own, int64_t r) {
+  if (!(F & MLC_ATTN_ROTARY)) {
+    for (int c = 0; c < D; ++c)
+      base[r * stride + c] = g[c];
+    return;
+  }
+  for (int c = 0; c < D; ++c)
+    own[c] = g[c];
+  for (int c = 0; c < D; ++c)
+    base[r * stride + c] = (T)mlc_attention_qk_grad<F, MlcAttentionAcc<T>>(s, x, k, own, r, c);
 }
 
 // The online softmax's step to a larger running max mn: l and acc, sums
@@ -198,7 +260,10 @@ __device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
   const bool active = i < SQ;
   T q[D], acc[DV];
   for (int c = 0; c < D; ++c)
-    q[c] = active ? qh[i * s.t[MLC_ATT_Q].row + c] * s.scale : (T)0;
+    q[c] = active ? (T)mlc_attention_qk<F, MlcAttentionAcc<T>>(s, x, k, qh, s.t[MLC_ATT_Q].row, i,
+                                                               c) *
+                        s.scale
+                  : (T)0;
   for (int c = 0; c < DV; ++c)
     acc[c] = 0;
   T m = -mlc_inf<T>();
@@ -208,8 +273,8 @@ __device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
   const int64_t jn = active ? mlc_attention_keys_seen<F>(i, SK) : 0;
   for (int64_t j0 = 0; j0 < jEnd; j0 += TILE) {
     __syncthreads();
-    mlc_attention_load_tile<TILE, D>(ks, kh, s.t[MLC_ATT_K].row, j0, SK);
-    mlc_attention_load_tile<TILE, DV>(vs, vh, s.t[MLC_ATT_V].row, j0, SK);
+    mlc_attention_load_tile<TILE, D, F>(ks, s, x, k, kh, s.t[MLC_ATT_K].row, j0, SK);
+    mlc_attention_load_tile<TILE, DV, 0>(vs, s, x, k, vh, s.t[MLC_ATT_V].row, j0, SK);
     __syncthreads();
     if (statistics) {
       for (int t = 0; t < TILE; ++t) {
@@ -322,8 +387,8 @@ MLC_FN void mlc_attention_rows_dkdv_head(const MlcAttention<T> &s,
   const bool active = j < SK, causal = F & MLC_ATTN_CAUSAL;
   for (int64_t i0 = causal ? j0 / TILE * TILE : 0; i0 < SQ; i0 += TILE) {
     __syncthreads();
-    mlc_attention_load_tile<TILE, D>(qs, qh, s.t[MLC_ATT_Q].row, i0, SQ);
-    mlc_attention_load_tile<TILE, DV>(gs, gh, s.t[MLC_ATT_GO].row, i0, SQ);
+    mlc_attention_load_tile<TILE, D, F>(qs, s, x, k, qh, s.t[MLC_ATT_Q].row, i0, SQ);
+    mlc_attention_load_tile<TILE, DV, 0>(gs, s, x, k, gh, s.t[MLC_ATT_GO].row, i0, SQ);
     __syncthreads();
     if (!active)
       continue;
@@ -365,8 +430,8 @@ __device__ void mlc_attention_rows_dkdv(const MlcAttention<T> &s, const MlcAtten
   (void)dq;
   const int64_t j = j0 + threadIdx.x;
   const bool active = j < SK;
-  mlc_attention_own_row<D>(kself, kh, s.t[MLC_ATT_K].row, j, active);
-  mlc_attention_own_row<DV>(vself, vh, s.t[MLC_ATT_V].row, j, active);
+  mlc_attention_own_row<D, F>(kself, s, x, k, kh, s.t[MLC_ATT_K].row, j, active);
+  mlc_attention_own_row<DV, 0>(vself, s, x, k, vh, s.t[MLC_ATT_V].row, j, active);
   T dkj[D], dvj[DV];
   for (int c = 0; c < D; ++c)
     dkj[c] = 0;
@@ -384,8 +449,9 @@ __device__ void mlc_attention_rows_dkdv(const MlcAttention<T> &s, const MlcAtten
   }
   if (!active)
     return;
-  for (int c = 0; c < D; ++c)
-    dk[j * s.t[MLC_ATT_DK].row + c] = dkj[c];
+  // dK of the unrotated K (its own shared row free: the sweeps are over).
+  mlc_attention_store_qk_grad<D, F>(dk, s.t[MLC_ATT_DK].row, s, x, k, dkj, kself[threadIdx.x],
+                                    j);
   for (int c = 0; c < DV; ++c)
     dv[j * s.t[MLC_ATT_DV].row + c] = dvj[c];
 }
@@ -407,8 +473,8 @@ __device__ void mlc_attention_rows_dq(const MlcAttention<T> &s, const MlcAttenti
   (void)dk, (void)dv;
   const int64_t i = i0 + threadIdx.x;
   const bool active = i < SQ;
-  mlc_attention_own_row<D>(qself, qh, s.t[MLC_ATT_Q].row, i, active);
-  mlc_attention_own_row<DV>(gself, gh, s.t[MLC_ATT_GO].row, i, active);
+  mlc_attention_own_row<D, F>(qself, s, x, k, qh, s.t[MLC_ATT_Q].row, i, active);
+  mlc_attention_own_row<DV, 0>(gself, s, x, k, gh, s.t[MLC_ATT_GO].row, i, active);
   T dqi[D];
   for (int c = 0; c < D; ++c)
     dqi[c] = 0;
@@ -417,8 +483,8 @@ __device__ void mlc_attention_rows_dq(const MlcAttention<T> &s, const MlcAttenti
   const int64_t jn = active ? mlc_attention_keys_seen<F>(i, SK) : 0;
   for (int64_t j0 = 0; j0 < jEnd; j0 += TILE) {
     __syncthreads();
-    mlc_attention_load_tile<TILE, D>(ks, kh, s.t[MLC_ATT_K].row, j0, SK);
-    mlc_attention_load_tile<TILE, DV>(vs, vh, s.t[MLC_ATT_V].row, j0, SK);
+    mlc_attention_load_tile<TILE, D, F>(ks, s, x, k, kh, s.t[MLC_ATT_K].row, j0, SK);
+    mlc_attention_load_tile<TILE, DV, 0>(vs, s, x, k, vh, s.t[MLC_ATT_V].row, j0, SK);
     __syncthreads();
     for (int t = 0; t < TILE; ++t) {
       const int64_t j = j0 + t;
@@ -432,8 +498,8 @@ __device__ void mlc_attention_rows_dq(const MlcAttention<T> &s, const MlcAttenti
     }
   }
   if (active)
-    for (int c = 0; c < D; ++c)
-      dq[i * s.t[MLC_ATT_O].row + c] = dqi[c];
+    mlc_attention_store_qk_grad<D, F>(dq, s.t[MLC_ATT_O].row, s, x, k, dqi, qself[threadIdx.x],
+                                      i);
 }
 
 // O = softmax(scale Q K^T + mask) V (with dropout's keep on P), a block of
@@ -495,39 +561,52 @@ MLC_FN MlcAttentionLane mlc_attention_lane(int64_t first) {
 }
 
 // The A fragments of the warp's 16 rows of `base` (width W, rows `stride`
-// apart, zeros at rows >= limit), one per 16 columns.
-template <int W>
-MLC_FN void mlc_attention_a_frags(uint32_t (*frag)[4], const float *base, int64_t stride,
-                                  const MlcAttentionLane &ln, int64_t limit) {
+// apart, zeros at rows >= limit; rotated under RF's MLC_ATTN_ROTARY, see
+// mlc_attention_qk), one per 16 columns.
+template <int W, int RF, typename I>
+MLC_FN void mlc_attention_a_frags(uint32_t (*frag)[4], const MlcAttention<float> &s,
+                                  const MlcAttentionArgs<float, I> &x, const MlcAttentionBlock &k,
+                                  const float *base, int64_t stride, const MlcAttentionLane &ln,
+                                  int64_t limit) {
   for (int ks = 0; ks < W / 16; ++ks)
     for (int f = 0; f < 4; ++f) {
       const int64_t r = f & 1 ? ln.r1 : ln.r0, c = ks * 16 + (f >> 1) * 8 + 2 * ln.t4;
-      frag[ks][f] = r < limit ? mlc_pack_bf16(base[r * stride + c], base[r * stride + c + 1]) : 0u;
+      frag[ks][f] = r < limit
+                        ? mlc_pack_bf16(mlc_attention_qk<RF, float>(s, x, k, base, stride, r, c),
+                                        mlc_attention_qk<RF, float>(s, x, k, base, stride, r, c + 1))
+                        : 0u;
     }
 }
 
-// Tile rows [r, r + 32) of `base` (width W) into dst as bf16 pairs along
-// the row.
-template <int W, int C>
-MLC_FN void mlc_attention_stage_rows(uint32_t (*dst)[C], const float *base, int64_t stride,
-                                     int64_t r, int64_t limit) {
+// Tile rows [r, r + 32) of `base` (width W; rotated under RF) into dst as
+// bf16 pairs along the row.
+template <int W, int RF, int C, typename I>
+MLC_FN void mlc_attention_stage_rows(uint32_t (*dst)[C], const MlcAttention<float> &s,
+                                     const MlcAttentionArgs<float, I> &x,
+                                     const MlcAttentionBlock &k, const float *base,
+                                     int64_t stride, int64_t r, int64_t limit) {
   for (int e = threadIdx.x; e < MLC_ATTN_TC_TILE * W / 2; e += blockDim.x) {
     const int tr = e / (W / 2), cp = e % (W / 2);
-    const int64_t x = r + tr;
-    dst[tr][cp] = x < limit ? mlc_pack_bf16(base[x * stride + 2 * cp], base[x * stride + 2 * cp + 1])
-                            : 0u;
+    const int64_t y = r + tr;
+    dst[tr][cp] =
+        y < limit ? mlc_pack_bf16(mlc_attention_qk<RF, float>(s, x, k, base, stride, y, 2 * cp),
+                                  mlc_attention_qk<RF, float>(s, x, k, base, stride, y, 2 * cp + 1))
+                  : 0u;
   }
 }
 
 // The same rows transposed into dst: column c's pairs along the tile.
-template <int W, int C>
-MLC_FN void mlc_attention_stage_cols(uint32_t (*dst)[C], const float *base, int64_t stride,
-                                     int64_t r, int64_t limit) {
+template <int W, int RF, int C, typename I>
+MLC_FN void mlc_attention_stage_cols(uint32_t (*dst)[C], const MlcAttention<float> &s,
+                                     const MlcAttentionArgs<float, I> &x,
+                                     const MlcAttentionBlock &k, const float *base,
+                                     int64_t stride, int64_t r, int64_t limit) {
   for (int e = threadIdx.x; e < MLC_ATTN_TC_TILE / 2 * W; e += blockDim.x) {
     const int kp = e / W, col = e % W;
-    const int64_t x = r + 2 * kp;
-    dst[col][kp] = mlc_pack_bf16(x < limit ? base[x * stride + col] : 0.0f,
-                                 x + 1 < limit ? base[(x + 1) * stride + col] : 0.0f);
+    const int64_t y = r + 2 * kp;
+    dst[col][kp] = mlc_pack_bf16(
+        y < limit ? mlc_attention_qk<RF, float>(s, x, k, base, stride, y, col) : 0.0f,
+        y + 1 < limit ? mlc_attention_qk<RF, float>(s, x, k, base, stride, y + 1, col) : 0.0f);
   }
 }
 
@@ -599,6 +678,14 @@ template <int D, int DV> struct MlcAttentionTcShared {
   float sm[MLC_ATTN_TC_TILE], sl[MLC_ATTN_TC_TILE], sd[MLC_ATTN_TC_TILE];
 };
 
+// The same memory as phases 1 and 2 end (MLC_ATTN_ROTARY): their block's
+// 64 rows of dK or dQ, before the transposed rotation; no larger than the
+// tiles (D at most their width), so the allocation does not grow.
+template <int D, int DV> union MlcAttentionTcBackwardShared {
+  MlcAttentionTcShared<D, DV> phase;
+  float out[MLC_ATTN_TC_ROWS][D + 1];
+};
+
 // The backward's two products of a tile, S = A_s B^T (rows of sh.a) and
 // dP = A_p C^T (rows of sh.b), from zero: phase 1's S^T, dP^T (A_s, A_p =
 // K, V; B, C = Q, dO), phase 2's S, dP (A_s, A_p = Q, dO; B, C = K, V).
@@ -634,6 +721,35 @@ MLC_FN void mlc_attention_tc_store(float *dst, int64_t stride, const MlcAttentio
       continue;
     for (int n = 0; n < N; ++n)
       dst[r * stride + n * 8 + 2 * ln.t4 + (f & 1)] = acc[n][f] / div[f >> 1];
+  }
+}
+
+// The warp's gradient acc (D / 8 n-tiles) of Q or K rows r0, r1 to dst
+// (rows `stride` apart, those >= limit skipped). Under MLC_ATTN_ROTARY
+// that of the unrotated rows: the block's 64 rows from `first` staged in
+// out (shared memory, free once every warp is past the phase's tiles),
+// then written by the transposed rotation.
+template <int D, int F, typename I>
+MLC_FN void mlc_attention_tc_store_qk_grad(float *dst, int64_t stride,
+                                           const MlcAttention<float> &s,
+                                           const MlcAttentionArgs<float, I> &x,
+                                           const MlcAttentionBlock &k, const MlcAttentionLane &ln,
+                                           int64_t first, int64_t limit, const float (*acc)[4],
+                                           float (*out)[D + 1]) {
+  if (!(F & MLC_ATTN_ROTARY)) {
+    const float one[2] = {1, 1};
+    mlc_attention_tc_store<D / 8>(dst, stride, ln, limit, acc, one);
+    return;
+  }
+  __syncthreads();
+  for (int f = 0; f < 4; ++f)
+    for (int n = 0; n < D / 8; ++n)
+      out[(f < 2 ? ln.r0 : ln.r1) - first][n * 8 + 2 * ln.t4 + (f & 1)] = acc[n][f];
+  __syncthreads();
+  for (int e = threadIdx.x; e < MLC_ATTN_TC_ROWS * D; e += blockDim.x) {
+    const int64_t rr = e / D, c = e % D, r = first + rr;
+    if (r < limit)
+      dst[r * stride + c] = mlc_attention_qk_grad<F, float>(s, x, k, out[rr], r, c);
   }
 }
 
@@ -680,15 +796,15 @@ __device__ void mlc_attention_tc_rows_forward(const MlcAttention<float> &s,
   (void)dk, (void)dv;
   const MlcAttentionLane ln = mlc_attention_lane(i0);
   uint32_t qa[D / 16][4];
-  mlc_attention_a_frags<D>(qa, qh, s.t[MLC_ATT_Q].row, ln, SQ);
+  mlc_attention_a_frags<D, F>(qa, s, x, k, qh, s.t[MLC_ATT_Q].row, ln, SQ);
   float o[DV / 8][4];
   mlc_attention_zero<DV / 8>(o);
   float m[2] = {-mlc_inf<float>(), -mlc_inf<float>()}, l[2] = {0, 0};
   const int64_t jEnd = mlc_attention_tc_key_end<F>(i0, SK);
   for (int64_t j0 = 0; j0 < jEnd; j0 += MLC_ATTN_TC_TILE) {
     __syncthreads();
-    mlc_attention_stage_rows<D>(tile.rows, kh, s.t[MLC_ATT_K].row, j0, SK);
-    mlc_attention_stage_cols<DV>(tile.cols, vh, s.t[MLC_ATT_V].row, j0, SK);
+    mlc_attention_stage_rows<D, F>(tile.rows, s, x, k, kh, s.t[MLC_ATT_K].row, j0, SK);
+    mlc_attention_stage_cols<DV, 0>(tile.cols, s, x, k, vh, s.t[MLC_ATT_V].row, j0, SK);
     __syncthreads();
     float sv[4][4];
     mlc_attention_zero<4>(sv);
@@ -760,7 +876,7 @@ __device__ void mlc_attention_tc_rows_forward(const MlcAttention<float> &s,
 template <int D, int DV, int F, typename I>
 __device__ void mlc_attention_tc_dkdv(const MlcAttention<float> &s,
                                       const MlcAttentionArgs<float, I> &x, const MlcKernelCtx *ctx,
-                                      MlcAttentionTcShared<D, DV> &sh) {
+                                      MlcAttentionTcShared<D, DV> &sh, float (*out)[D + 1]) {
   const uint64_t key = mlc_attention_key<F>(s, ctx);
   const MlcAttentionBlock b = mlc_attention_block<F>(s, x, MLC_ATTN_TC_ROWS);
   const int64_t j0 = b.first, SQ = b.SQ, SK = b.SK;
@@ -774,8 +890,8 @@ __device__ void mlc_attention_tc_dkdv(const MlcAttention<float> &s,
   const MlcAttentionLane ln = mlc_attention_lane(j0);
   const double *stat = (const double *)ctx->scratch;
   uint32_t ka[D / 16][4], va[DV / 16][4];
-  mlc_attention_a_frags<D>(ka, kh, s.t[MLC_ATT_K].row, ln, SK);
-  mlc_attention_a_frags<DV>(va, vh, s.t[MLC_ATT_V].row, ln, SK);
+  mlc_attention_a_frags<D, F>(ka, s, x, kv, kh, s.t[MLC_ATT_K].row, ln, SK);
+  mlc_attention_a_frags<DV, 0>(va, s, x, kv, vh, s.t[MLC_ATT_V].row, ln, SK);
   float gk[D / 8][4], gv[DV / 8][4];
   mlc_attention_zero<D / 8>(gk);
   mlc_attention_zero<DV / 8>(gv);
@@ -786,10 +902,10 @@ __device__ void mlc_attention_tc_dkdv(const MlcAttention<float> &s,
   const float *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
   for (int64_t i0 = (F & MLC_ATTN_CAUSAL) ? j0 : 0; i0 < SQ; i0 += MLC_ATTN_TC_TILE) {
     __syncthreads();
-    mlc_attention_stage_rows<D>(sh.a.rows, qh, rq, i0, SQ);
-    mlc_attention_stage_cols<D>(sh.a.cols, qh, rq, i0, SQ);
-    mlc_attention_stage_rows<DV>(sh.b.rows, gh, rg, i0, SQ);
-    mlc_attention_stage_cols<DV>(sh.b.cols, gh, rg, i0, SQ);
+    mlc_attention_stage_rows<D, F>(sh.a.rows, s, x, k, qh, rq, i0, SQ);
+    mlc_attention_stage_cols<D, F>(sh.a.cols, s, x, k, qh, rq, i0, SQ);
+    mlc_attention_stage_rows<DV, 0>(sh.b.rows, s, x, k, gh, rg, i0, SQ);
+    mlc_attention_stage_cols<DV, 0>(sh.b.cols, s, x, k, gh, rg, i0, SQ);
     for (int e = threadIdx.x; e < MLC_ATTN_TC_TILE; e += blockDim.x) {
       mlc_attention_tc_stats<F>(s, stat, k, i0 + e, sh.sm[e], sh.sl[e], sh.sd[e]);
     }
@@ -808,15 +924,22 @@ __device__ void mlc_attention_tc_dkdv(const MlcAttention<float> &s,
     mlc_attention_product_of_tile<D / 8>(gk, ds, sh.a.cols, ln);
   }
   }
-  for (int f = 0; f < 4; ++f) {
-    const int64_t j = f < 2 ? ln.r0 : ln.r1;
-    if (j >= SK)
-      continue;
-    for (int n = 0; n < D / 8; ++n)
-      dk[j * s.t[MLC_ATT_DK].row + n * 8 + 2 * ln.t4 + (f & 1)] = gk[n][f];
-    for (int n = 0; n < DV / 8; ++n)
-      dv[j * s.t[MLC_ATT_DV].row + n * 8 + 2 * ln.t4 + (f & 1)] = gv[n][f];
+  if (!(F & MLC_ATTN_ROTARY)) { // dK and dV in one loop (fewer registers)
+    for (int f = 0; f < 4; ++f) {
+      const int64_t j = f < 2 ? ln.r0 : ln.r1;
+      if (j >= SK)
+        continue;
+      for (int n = 0; n < D / 8; ++n)
+        dk[j * s.t[MLC_ATT_DK].row + n * 8 + 2 * ln.t4 + (f & 1)] = gk[n][f];
+      for (int n = 0; n < DV / 8; ++n)
+        dv[j * s.t[MLC_ATT_DV].row + n * 8 + 2 * ln.t4 + (f & 1)] = gv[n][f];
+    }
+    return;
   }
+  // dV as is, dK of the unrotated K.
+  const float one[2] = {1, 1};
+  mlc_attention_tc_store<DV / 8>(dv, s.t[MLC_ATT_DV].row, ln, SK, gv, one);
+  mlc_attention_tc_store_qk_grad<D, F>(dk, s.t[MLC_ATT_DK].row, s, x, kv, ln, j0, SK, gk, out);
 }
 
 // Phase 2, a warp per 16 query rows (Q, dO as A fragments, the rows'
@@ -826,7 +949,8 @@ __device__ void mlc_attention_tc_dkdv(const MlcAttention<float> &s,
 // Memory: Q, dO, dQ once; K, V once per query block of 64 (from L2).
 template <int D, int DV, int F, typename I>
 __device__ void mlc_attention_tc_dq(const MlcAttention<float> &s, const MlcAttentionArgs<float, I> &x,
-                                    const MlcKernelCtx *ctx, MlcAttentionTcShared<D, DV> &sh) {
+                                    const MlcKernelCtx *ctx, MlcAttentionTcShared<D, DV> &sh,
+                                    float (*out)[D + 1]) {
   const uint64_t key = mlc_attention_key<F>(s, ctx);
   const MlcAttentionBlock k = mlc_attention_block<F>(s, x, MLC_ATTN_TC_ROWS);
   const int64_t i0 = k.first, SQ = k.SQ, SK = k.SK;
@@ -837,8 +961,8 @@ __device__ void mlc_attention_tc_dq(const MlcAttention<float> &s, const MlcAtten
   const MlcAttentionLane ln = mlc_attention_lane(i0);
   const double *stat = (const double *)ctx->scratch;
   uint32_t qa[D / 16][4], ga[DV / 16][4];
-  mlc_attention_a_frags<D>(qa, qh, s.t[MLC_ATT_Q].row, ln, SQ);
-  mlc_attention_a_frags<DV>(ga, gh, s.t[MLC_ATT_GO].row, ln, SQ);
+  mlc_attention_a_frags<D, F>(qa, s, x, k, qh, s.t[MLC_ATT_Q].row, ln, SQ);
+  mlc_attention_a_frags<DV, 0>(ga, s, x, k, gh, s.t[MLC_ATT_GO].row, ln, SQ);
   float gq[D / 8][4];
   mlc_attention_zero<D / 8>(gq);
   float rm[2], rl[2], rd[2];
@@ -848,9 +972,9 @@ __device__ void mlc_attention_tc_dq(const MlcAttention<float> &s, const MlcAtten
   const int64_t jEnd = mlc_attention_tc_key_end<F>(i0, SK);
   for (int64_t j0 = 0; j0 < jEnd; j0 += MLC_ATTN_TC_TILE) {
     __syncthreads();
-    mlc_attention_stage_rows<D>(sh.a.rows, kh, s.t[MLC_ATT_K].row, j0, SK);
-    mlc_attention_stage_cols<D>(sh.a.cols, kh, s.t[MLC_ATT_K].row, j0, SK);
-    mlc_attention_stage_rows<DV>(sh.b.rows, vh, s.t[MLC_ATT_V].row, j0, SK);
+    mlc_attention_stage_rows<D, F>(sh.a.rows, s, x, k, kh, s.t[MLC_ATT_K].row, j0, SK);
+    mlc_attention_stage_cols<D, F>(sh.a.cols, s, x, k, kh, s.t[MLC_ATT_K].row, j0, SK);
+    mlc_attention_stage_rows<DV, 0>(sh.b.rows, s, x, k, vh, s.t[MLC_ATT_V].row, j0, SK);
     __syncthreads();
     float sv[4][4], dp[4][4], pw[4][4], ds[4][4];
     mlc_attention_tc_scores<D, DV>(sv, dp, qa, ga, sh, ln);
@@ -864,8 +988,7 @@ __device__ void mlc_attention_tc_dq(const MlcAttention<float> &s, const MlcAtten
     (void)pw;
     mlc_attention_product_of_tile<D / 8>(gq, ds, sh.a.cols, ln);
   }
-  const float one[2] = {1, 1};
-  mlc_attention_tc_store<D / 8>(dq, s.t[MLC_ATT_O].row, ln, SQ, gq, one);
+  mlc_attention_tc_store_qk_grad<D, F>(dq, s.t[MLC_ATT_O].row, s, x, k, ln, i0, SQ, gq, out);
 }
 
 // O = softmax(scale Q K^T + mask) V on tensor cores, 128 threads per 64
@@ -885,11 +1008,13 @@ __device__ void mlc_attention_tc_backward(const MlcAttention<float> &s,
                                           const MlcAttentionArgs<float, I> &x,
                                           const MlcKernelCtx *ctx, int phase) {
   static_assert(D % 16 == 0 && DV % 16 == 0, "tensor-core attention: D % 16, DV % 16");
-  __shared__ MlcAttentionTcShared<D, DV> sh;
+  static_assert(sizeof(MlcAttentionTcBackwardShared<D, DV>) == sizeof(MlcAttentionTcShared<D, DV>),
+                "tensor-core attention: the staged gradients fit in the tiles");
+  __shared__ MlcAttentionTcBackwardShared<D, DV> sh;
   if (phase == 0)
-    mlc_attention_tc_rows_forward<D, DV, F>(s, x, ctx, sh.a, true);
+    mlc_attention_tc_rows_forward<D, DV, F>(s, x, ctx, sh.phase.a, true);
   else if (phase == 1)
-    mlc_attention_tc_dkdv<D, DV, F>(s, x, ctx, sh);
+    mlc_attention_tc_dkdv<D, DV, F>(s, x, ctx, sh.phase, sh.out);
   else
-    mlc_attention_tc_dq<D, DV, F>(s, x, ctx, sh);
+    mlc_attention_tc_dq<D, DV, F>(s, x, ctx, sh.phase, sh.out);
 }
