@@ -121,9 +121,17 @@ std::optional<Shape> mappedTables(const Rotated &r) {
   for (Operation *view : r.views) {
     Shape out = shapeOfValue(view->getResult(0));
     if (auto tr = dyn_cast<TransposeOp>(view)) {
+      // Only unit dims may move: the tables' elements keep their order,
+      // so that the mapped tables are a reshape of theirs.
       Shape n;
-      for (int64_t p : tr.getPermutation())
+      int64_t last = -1;
+      for (int64_t p : tr.getPermutation()) {
         n.push_back(t[p]);
+        if (t[p] != 1 && p < last)
+          return std::nullopt;
+        if (t[p] != 1)
+          last = p;
+      }
       t = n;
     } else {
       std::optional<Shape> n = reshapeTable(t, x, out);
@@ -135,15 +143,6 @@ std::optional<Shape> mappedTables(const Rotated &r) {
   }
   t.back() = R;
   return t;
-}
-
-/// The non-unit dims of a shape, in order.
-Shape nonUnit(const Shape &s) {
-  Shape r;
-  for (int64_t d : s)
-    if (d != 1)
-      r.push_back(d);
-  return r;
 }
 
 /// The attention ops that read a rotary's result (through head views), by
@@ -223,8 +222,7 @@ std::optional<Fold> foldOf(Operation *op) {
       rq.getInterleaved() != rk.getInterleaved())
     return std::nullopt;
   std::optional<Shape> tq = mappedTables(*q), tk = mappedTables(*k);
-  if (!tq || !tk || *tq != *tk || tq->size() < 3 || (*tq)[1] != 1 ||
-      nonUnit(*tq) != nonUnit(shapeOfValue(rq.getCos())))
+  if (!tq || !tk || *tq != *tk || tq->size() < 3 || (*tq)[1] != 1)
     return std::nullopt;
   // Q and K share the tables' rows (as many queries as keys).
   Shape qs = shapeOfValue(op->getOperand(base)), ksh = shapeOfValue(op->getOperand(base + 1));
