@@ -51,6 +51,23 @@ func.func @heads_partial_interleaved(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x
 
 // -----
 
+// [B, H, S, D] with one [S, D] table row per position (an ONNX Llama's
+// constant caches): the tables become [1, 1, S, D], a view.
+// CHECK-LABEL: func.func @heads_per_position
+// CHECK-DAG:  %[[C:.*]] = mlc.reshape %arg3 : tensor<8x16xf32> -> tensor<1x1x8x16xf32>
+// CHECK-DAG:  %[[S:.*]] = mlc.reshape %arg4 : tensor<8x16xf32> -> tensor<1x1x8x16xf32>
+// CHECK:      mlc.attention %arg0, %arg1, %arg2 rotary %[[C]], %[[S]] causal
+// CHECK-NOT:  mlc.rotary
+func.func @heads_per_position(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>,
+                              %cos: tensor<8x16xf32>, %sin: tensor<8x16xf32>) -> tensor<2x4x8x16xf32> {
+  %qr = mlc.rotary %q, %cos, %sin : tensor<2x4x8x16xf32>, tensor<8x16xf32>
+  %kr = mlc.rotary %k, %cos, %sin : tensor<2x2x8x16xf32>, tensor<8x16xf32>
+  %o = mlc.attention %qr, %kr, %v causal : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>
+  return %o : tensor<2x4x8x16xf32>
+}
+
+// -----
+
 // Packed documents: per-token [B, S, 1, D] tables, the head split a reshape
 // to [B * S, heads, D] for variable-length attention: the tables become
 // [T, 1, D], a view.
