@@ -132,17 +132,23 @@ func.func @rotary_on_v(%q: tensor<2x4x8x16xf32>, %v: tensor<2x4x8x16xf32>,
 
 // -----
 
-// Not folded: tables that vary per head ([S, H, D] over [B, S, H, D]).
+// Not folded: tables that vary per head ([S, H, D] over [B, S, H, D], and
+// [H, S, D] over [B, H, S, D]).
 // CHECK-LABEL: func.func @per_head_tables
-// CHECK-COUNT-2: mlc.rotary
+// CHECK-COUNT-4: mlc.rotary
+// CHECK-NOT:  rotary %
 func.func @per_head_tables(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x4x16xf32>, %v: tensor<2x4x8x16xf32>,
-                           %cos: tensor<8x4x16xf32>, %sin: tensor<8x4x16xf32>) -> tensor<2x4x8x16xf32> {
+                           %cos: tensor<8x4x16xf32>, %sin: tensor<8x4x16xf32>,
+                           %hcos: tensor<4x8x16xf32>, %hsin: tensor<4x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) {
   %qr = mlc.rotary %q, %cos, %sin : tensor<2x8x4x16xf32>, tensor<8x4x16xf32>
   %qh = mlc.transpose %qr, [0, 2, 1, 3] : tensor<2x8x4x16xf32>
   %kr = mlc.rotary %k, %cos, %sin : tensor<2x8x4x16xf32>, tensor<8x4x16xf32>
   %kh = mlc.transpose %kr, [0, 2, 1, 3] : tensor<2x8x4x16xf32>
   %o = mlc.attention %qh, %kh, %v : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>
-  return %o : tensor<2x4x8x16xf32>
+  %q2 = mlc.rotary %v, %hcos, %hsin : tensor<2x4x8x16xf32>, tensor<4x8x16xf32>
+  %k2 = mlc.rotary %o, %hcos, %hsin : tensor<2x4x8x16xf32>, tensor<4x8x16xf32>
+  %p = mlc.attention %q2, %k2, %v : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>
+  return %o, %p : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>
 }
 
 // -----
