@@ -355,7 +355,7 @@ void applyFold(const Fold &f) {
 }
 
 struct FoldRotaryPass : mlc::impl::MlcFoldRotaryBase<FoldRotaryPass> {
-  void runOnOperation() override {
+  void runOnOperation() final {
     bool changed = true;
     while (changed) {
       changed = false;
