@@ -155,6 +155,50 @@ def MlcFuseElementwise : Pass<"mlc-fuse-elementwise", "mlir::func::FuncOp"> {
   let dependentDialects = ["::mlc::MlcDialect"];
 }
 
+def MlcFoldRotary : Pass<"mlc-fold-rotary", "mlir::func::FuncOp"> {
+  let summary = "Reads rotary embeddings of Q and K inside attention";
+  let description = [{
+    An `mlc.rotary` of Q and one of K with the same tables, read (through
+    the transposes and reshapes that split the heads) by nothing but
+    `mlc.attention` / `mlc.attention_grad` in their query and key slots,
+    become the attention ops' `rotary %cos, %sin` (and `interleaved`): the
+    kernels rotate Q and K rows where they read them, so the rotated Q and K
+    are never written. In the backward pass the gradient op then returns
+    the gradients of the unrotated inputs, and the transposed rotaries of dQ
+    and dK that followed it go too: a Llama layer loses four kernels.
+
+    The tables are reshaped into the attention's index space, `[B | 1, 1,
+    S | 1, R]` (variable-length `[T | 1, 1, R]`), a view of theirs. The
+    pass leaves the rotaries where a rotated Q or K has another reader, Q
+    and K rotate by different tables (or only one of them rotates), a
+    gradient is not followed by its transposed rotary, or the tables vary
+    per head or have no strided form in that space (a view mixing whole
+    and broadcast dims). It runs in the fused pipeline only, so that
+    `--no-fuse` keeps the separate rotaries to compare against.
+
+    Before:
+    ```mlir
+    %qr = mlc.rotary %q, %cos, %sin : tensor<2x8x4x16xf32>, tensor<8x1x16xf32>
+    %qh = mlc.transpose %qr, [0, 2, 1, 3] : tensor<2x8x4x16xf32>
+    %kr = mlc.rotary %k, %cos, %sin : tensor<2x8x4x16xf32>, tensor<8x1x16xf32>
+    %kh = mlc.transpose %kr, [0, 2, 1, 3] : tensor<2x8x4x16xf32>
+    %o = mlc.attention %qh, %kh, %v causal : ...
+    ```
+    After:
+    ```mlir
+    %c = mlc.reshape %cos : tensor<8x1x16xf32> -> tensor<1x1x8x16xf32>
+    %s = mlc.reshape %sin : tensor<8x1x16xf32> -> tensor<1x1x8x16xf32>
+    %qh = mlc.transpose %q, [0, 2, 1, 3] : tensor<2x8x4x16xf32>
+    %kh = mlc.transpose %k, [0, 2, 1, 3] : tensor<2x8x4x16xf32>
+    %o = mlc.attention %qh, %kh, %v rotary %c, %s causal : ...
+    ```
+  }];
+  let statistics = [
+    Statistic<"folded", "folded", "Rotary pairs read inside attention">
+  ];
+  let dependentDialects = ["::mlc::MlcDialect"];
+}
+
 def MlcInferLoss : Pass<"mlc-infer-loss", "mlir::ModuleOp"> {
   let summary = "Picks and builds the loss of a logits-only model from its attention";
   let description = [{

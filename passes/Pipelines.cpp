@@ -36,6 +36,7 @@ void buildGraphPipeline(OpPassManager &pm, const GraphPipelineOptions &options) 
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   if (options.fuse) {
+    pm.addNestedPass<func::FuncOp>(createMlcFoldRotary());
     pm.addNestedPass<func::FuncOp>(createMlcFuseElementwise());
   }
 }
@@ -44,7 +45,7 @@ void registerGraphPipeline() {
   PassPipelineRegistration<GraphPipelineOptions>(
       "mlc-graph-pipeline",
       "The graph passes of `mlc compile`: recognition, autocast, @evaluate, autodiff, the "
-      "optimizer, canonicalization and the fusions",
+      "optimizer, canonicalization, rotary inside attention and the fusions",
       buildGraphPipeline);
 }
 

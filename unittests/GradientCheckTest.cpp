@@ -392,6 +392,50 @@ TEST(GradientCheck, AttentionAcrossTiles) {
             Inputs(), 40);
 }
 
+/// loss = sum(attention(q, k, v rotary %c, %s) * r): the fused op that
+/// mlc-fold-rotary forms, q of type `t`, k and v of `kv`, random tables of
+/// type `tables` (the rotation is linear in q and k for any tables), `attrs`
+/// after the tables; `cu` adds cu_seqlens (variable-length).
+std::string rotaryAttentionModel(const std::string &t, const std::string &kv,
+                                 const std::string &tables, const std::string &attrs,
+                                 const std::string &cu = "") {
+  const std::string axes = cu.empty() ? "[0, 1, 2, 3]" : "[0, 1, 2]";
+  return "func.func @forward(%q: " + t + " {mlc.param = \"q\"}, %k: " + kv +
+         " {mlc.param = \"k\"}, %v: " + kv + " {mlc.param = \"v\"}, %c: " + tables +
+         " {mlc.input = \"c\"}, %s: " + tables + " {mlc.input = \"s\"}" +
+         (cu.empty() ? "" : ", %cu: " + cu + " {mlc.input = \"cu\"}") + ", %r: " + t +
+         " {mlc.input = \"r\"}) -> (tensor<f64> {mlc.output = \"loss\"}) {\n" +
+         "  %o = mlc.attention %q, %k, %v" + (cu.empty() ? "" : " cu_seqlens %cu") +
+         " rotary %c, %s " + attrs + " : " + t + ", " + kv + ", " + kv +
+         (cu.empty() ? "" : ", " + cu) + ", " + tables + ", " + tables + "\n" +
+         "  %y = mlc.mul %o, %r : " + t + ", " + t + "\n  %l = mlc.reduce_sum %y axes = " + axes +
+         " : " + t + "\n  return %l : tensor<f64>\n}\n";
+}
+
+// Rotary embedding inside attention (rotary %c, %s): rotate-half and
+// interleaved, full and partial (4 of 6 head dims rotate), one table row
+// per position or per sequence, grouped-query (dK un-rotated after the
+// group's sum), across the CPU kernel's query tiles, and variable-length.
+TEST(GradientCheck, AttentionRotary) {
+  const std::string q = "tensor<2x2x5x4xf64>";
+  checkText(rotaryAttentionModel(q, q, "tensor<1x1x5x4xf64>", "causal"));
+  checkText(rotaryAttentionModel(q, q, "tensor<2x1x5x4xf64>", "interleaved"));
+  const std::string gq = "tensor<2x4x5x6xf64>", gkv = "tensor<2x2x5x6xf64>";
+  checkText(rotaryAttentionModel(gq, gkv, "tensor<2x1x5x4xf64>", "causal"));
+  checkText(rotaryAttentionModel(gq, gkv, "tensor<1x1x5x4xf64>", "interleaved causal"));
+  checkText(rotaryAttentionModel("tensor<1x2x70x4xf64>", "tensor<1x1x70x4xf64>",
+                                 "tensor<1x1x70x4xf64>", "causal"),
+            Inputs(), 40);
+  Inputs in;
+  in.fixed["cu"] = {0, 3, 7};
+  checkText(rotaryAttentionModel("tensor<7x4x6xf64>", "tensor<7x2x6xf64>", "tensor<7x1x4xf64>",
+                                 "causal", "tensor<3xi32>"),
+            in);
+  checkText(rotaryAttentionModel("tensor<7x4x6xf64>", "tensor<7x2x6xf64>", "tensor<7x1x6xf64>",
+                                 "interleaved", "tensor<3xi32>"),
+            in);
+}
+
 /// Whole models: every parameter of a tiny GPT-2 and BERT, dropout on.
 void checkModel(const std::string &family, const std::string &spec, Inputs inputs,
                 bool varlen = false, int64_t microBatch = 2, bool packedDocuments = false) {

@@ -31,7 +31,7 @@ inline std::string attentionSizes(const AttentionKernel &a, int64_t queryBlocks)
   std::ostringstream b;
   b << "  // batch, heads, kv heads, seq q, seq k, token capacity, query blocks; per tensor (O or\n"
        "  // dQ, dK, dV, dO, Q, K, V) its offset and batch, head, row strides; the mask's\n"
-       "  // strides; scale, dropout, keep scale, seed\n"
+       "  // strides; scale, dropout, keep scale, seed; rotary dim, tables' batch and row strides\n"
     << "  const MlcAttention<" << cType(a.element) << "> s = {" << a.batch << ", " << a.heads
     << ", " << a.kvHeads << ", " << a.seqQ << ", " << a.seqK << ", " << a.tokenCapacity << ", "
     << queryBlocks << ",\n      {";
@@ -40,12 +40,13 @@ inline std::string attentionSizes(const AttentionKernel &a, int64_t queryBlocks)
       << roles[k].headStride << ", " << roles[k].rowStride << "}";
   b << "},\n      {" << ms[0] << ", " << ms[1] << ", " << ms[2] << ", " << ms[3] << "}, "
     << literal(a.scale, a.element) << ", " << std::to_string(a.dropout) << ", "
-    << literal(1.0 / (1.0 - a.dropout), a.element) << ", " << a.seed << "ull};\n";
+    << literal(1.0 / (1.0 - a.dropout), a.element) << ", " << a.seed << "ull, {"
+    << a.rotaryDim << ", " << a.rotaryBatch << ", " << a.rotaryRow << "}};\n";
   return b.str();
 }
 
 /// `const MlcAttentionArgs<T, I> x = {...};` over the bound arguments
-/// p0..pN (outputs, [dO], q, k, v, [mask], [cu_seqlens]).
+/// p0..pN (outputs, [dO], q, k, v, [mask], [cu_seqlens], [cos, sin]).
 inline std::string attentionBuffers(const AttentionKernel &a) {
   auto p = [](int i) { return "p" + std::to_string(i); };
   const int qi = a.query;
@@ -53,14 +54,16 @@ inline std::string attentionBuffers(const AttentionKernel &a) {
   return "  const MlcAttentionArgs<" + cType(a.element) + ", " + I + "> x = {" + p(0) + ", " +
          (a.backward ? p(1) + ", " + p(2) + ", " + p(3) : "0, 0, 0") + ", " + p(qi) + ", " +
          p(qi + 1) + ", " + p(qi + 2) + ", " + (a.mask ? p(qi + 3) : "0") + ", " +
-         (a.varlen ? p(a.cuSlot) : "0") + "};\n";
+         (a.varlen ? p(a.cuSlot) : "0") + ", " +
+         (a.rotaryDim > 0 ? p(a.rotarySlot) + ", " + p(a.rotarySlot + 1) : "0, 0") + "};\n";
 }
 
 /// The variant flags: `MLC_ATTN_CAUSAL | MLC_ATTN_DROPOUT`, or `0`.
 inline std::string attentionFlags(const AttentionKernel &a) {
   std::string flags;
   for (auto [on, name] : {std::pair{a.causal, "CAUSAL"}, {a.mask, "MASK"}, {a.varlen, "VARLEN"},
-                          {a.dropout > 0, "DROPOUT"}, {a.kvHeads != a.heads, "GROUPED"}})
+                          {a.dropout > 0, "DROPOUT"}, {a.kvHeads != a.heads, "GROUPED"},
+                          {a.rotaryDim > 0, "ROTARY"}, {a.interleaved, "INTERLEAVED"}})
     if (on)
       flags += (flags.empty() ? "MLC_ATTN_" : " | MLC_ATTN_") + std::string(name);
   return flags.empty() ? "0" : flags;

@@ -609,21 +609,44 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
   return llvm::Error::success();
 }
 
+/// The rotary tables of an attention kernel, [B | 1, 1, S | 1, R] (varlen
+/// [T | 1, 1, R]): their buffers, R and the batch and row strides that
+/// MlcAttentionRotary holds. The kernel reads both tables at those strides
+/// from their first element, so a view with an offset, a strided last dim
+/// or strides other than the other table's is copied first.
+void FunctionLowering::rotaryTables(Value cos, Value sin, bool varlen, AttentionKernel &desc,
+                                    std::vector<int> &bufs) {
+  View c = viewOf(cos), s = viewOf(sin);
+  auto plain = [](const View &w) { return w.offset == 0 && w.strides.back() == 1; };
+  if (!plain(c) || !plain(s) || c.strides != s.strides) {
+    c = own(cos);
+    s = own(sin);
+  }
+  auto stride = [&](size_t d) { return c.shape[d] == 1 ? 0 : c.strides[d]; };
+  desc.rotaryDim = c.shape.back();
+  desc.rotaryBatch = varlen ? 0 : stride(0);
+  desc.rotaryRow = stride(varlen ? 0 : 2);
+  bufs.push_back(c.buffer);
+  bufs.push_back(s.buffer);
+}
+
 llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
-  Value q, k, v, mask, cu;
+  Value q, k, v, mask, cu, cos, sin;
   FloatAttr scaleAttr;
-  bool causal;
+  bool causal, interleaved;
   double dropout;
   int64_t seed;
   if (auto a = dyn_cast<AttentionOp>(op)) {
     q = a.getQuery(), k = a.getKey(), v = a.getValue(), mask = a.getMask(),
     cu = a.getCuSeqlens(), scaleAttr = a.getScaleAttr(), causal = a.getCausal();
     dropout = a.getDropout().convertToDouble(), seed = a.getSeed();
+    cos = a.getCos(), sin = a.getSin(), interleaved = a.getInterleaved();
   } else {
     auto g = cast<AttentionGradOp>(op);
     q = g.getQuery(), k = g.getKey(), v = g.getValue(), mask = g.getMask(),
     cu = g.getCuSeqlens(), scaleAttr = g.getScaleAttr(), causal = g.getCausal();
     dropout = g.getDropout().convertToDouble(), seed = g.getSeed();
+    cos = g.getCos(), sin = g.getSin(), interleaved = g.getInterleaved();
   }
   // Padded: [B, H, S, D], one (batch, head) per iteration. Variable-length:
   // [T, H, D] packed tokens, one (sequence, head) per iteration, the sequence
@@ -686,6 +709,13 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   }
   // The kernel's description: sizes, flags and each tensor's strides.
   AttentionKernel desc;
+  if (cos) {
+    desc.rotarySlot = slots.size();
+    rotaryTables(cos, sin, varlen, desc, bufs);
+    slots.push_back({el, false});
+    slots.push_back({el, false});
+    desc.interleaved = interleaved;
+  }
   desc.element = el;
   desc.backward = backward;
   desc.varlen = varlen;

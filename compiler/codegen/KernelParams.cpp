@@ -141,6 +141,11 @@ DictionaryAttr encodeAttention(const AttentionKernel &a, MLIRContext *context) {
       .i64s("mask_strides", a.maskStrides)
       .i64("cu_slot", a.cuSlot)
       .flag("bf16_products", a.bf16Products);
+  if (a.rotaryDim > 0)
+    b.i64("rotary_dim", a.rotaryDim)
+        .flag("interleaved", a.interleaved)
+        .i64s("rotary_strides", {a.rotaryBatch, a.rotaryRow})
+        .i64("rotary_slot", a.rotarySlot);
   // Per tensor: offset, batch, head and row strides.
   Shape tensors;
   for (const AttentionKernel::Tensor &t : a.tensors)
@@ -172,6 +177,14 @@ AttentionKernel decodeAttention(ParamsReader &r) {
   a.maskStrides = r.i64s("mask_strides");
   a.cuSlot = r.i64("cu_slot");
   a.bf16Products = r.flag("bf16_products");
+  if (r.has("rotary_dim")) {
+    a.rotaryDim = r.i64("rotary_dim");
+    a.interleaved = r.flag("interleaved");
+    Shape st = r.i64s("rotary_strides");
+    if (st.size() == 2)
+      a.rotaryBatch = st[0], a.rotaryRow = st[1];
+    a.rotarySlot = r.i64("rotary_slot");
+  }
   Shape t = r.i64s("tensors");
   for (size_t i = 0; i + 3 < t.size(); i += 4)
     a.tensors.push_back({t[i], t[i + 1], t[i + 2], t[i + 3]});

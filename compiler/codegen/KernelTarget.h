@@ -107,7 +107,7 @@ struct Segment {
 
 /// An attention kernel (forward, or backward when `backward`): arguments
 /// outputs (o; or dq, dk, dv), [the output gradient], q, k, v, [an additive
-/// mask], [cu_seqlens]. Padded: [B, H, S, D] per tensor; variable-length
+/// mask], [cu_seqlens], [the rotary tables cos, sin]. Padded: [B, H, S, D] per tensor; variable-length
 /// (`varlen`): [T, H, D] packed tokens, sequence n being tokens
 /// cu_seqlens[n] .. cu_seqlens[n + 1].
 struct AttentionKernel {
@@ -133,6 +133,12 @@ struct AttentionKernel {
   /// The package's products are bf16 (--dtype bf16): a target may run the
   /// attention's products in bf16 too (tensor cores), keeping f32 storage.
   bool bf16Products = false;
+  /// Rotary embedding read inside (MLC_ATTN_ROTARY): the rotated dims R
+  /// (0: none), interleaved pairs, the tables' batch and row strides
+  /// (MlcAttentionRotary's), and the argument index of cos (sin follows).
+  int64_t rotaryDim = 0, rotaryBatch = 0, rotaryRow = 0;
+  bool interleaved = false;
+  int rotarySlot = -1;
 };
 
 /// A reduction p0 = reduce(p1) of `kind` over some axes, in one of three

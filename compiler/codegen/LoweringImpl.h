@@ -693,6 +693,8 @@ private:
   llvm::Error emitGemm(MatmulOp op);
   llvm::Error emitRows(Operation *op);
   llvm::Error emitAttention(Operation *op, bool backward);
+  void rotaryTables(Value cos, Value sin, bool varlen, AttentionKernel &desc,
+                    std::vector<int> &bufs);
 
   func::FuncOp fn;
   KernelSet &kernels;

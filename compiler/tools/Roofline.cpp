@@ -267,7 +267,7 @@ double attentionForwardFlops(const lowering::AttentionKernel &a, const MicroBatc
 
 /// Attention (AttentionKernel's arguments): each tensor once, [B, H, S, D]
 /// (variable length: the token capacity x H x D); the mask over the
-/// dimensions its strides reach; cu_seqlens.
+/// dimensions its strides reach; cu_seqlens; the rotary tables.
 llvm::Expected<Cost> attentionCost(plan::KernelOp k, const RooflineDevice &d,
                                    const MicroBatch &mb) {
   lowering::ParamsReader r(k.getParamsAttr(), k.getSymName());
@@ -304,6 +304,14 @@ llvm::Expected<Cost> attentionCost(plan::KernelOp k, const RooflineDevice &d,
   }
   if (a.cuSlot >= 0 && size_t(a.cuSlot) < a.args.size())
     c.bytes += (a.batch + 1) * bytesOf(a.args[a.cuSlot].element);
+  // The rotary tables: cos and sin, R wide, over the rows their strides
+  // reach (positions, per sequence or per token).
+  if (a.rotaryDim > 0 && size_t(a.rotarySlot + 1) < a.args.size()) {
+    const double rows = a.varlen ? (a.rotaryRow ? double(a.tokenCapacity) : 1)
+                                 : (a.rotaryBatch ? double(a.batch) : 1) *
+                                       (a.rotaryRow ? double(a.seqQ) : 1);
+    c.bytes += 2 * rows * double(a.rotaryDim) * bytesOf(a.args[a.rotarySlot].element);
+  }
   double forward = attentionForwardFlops(a, mb);
   if (a.causal)
     forward /= 2;

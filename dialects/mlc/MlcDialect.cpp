@@ -781,6 +781,44 @@ static LogicalResult inferAttention(std::optional<Location> loc, Value query,
 }
 
 
+/// The rotary tables of attention (`rotary %cos, %sin`): one type, the
+/// query's element type, [B | 1, 1, S | 1, R] (varlen [T | 1, 1, R]) with R
+/// even and at most the head dim; Q and K share the rows (Sq = Sk).
+static LogicalResult checkAttentionRotary(std::optional<Location> loc, Value query, Value key,
+                                          Value cos, Value sin, bool interleaved,
+                                          bool varlen) {
+  if (!cos && !sin) {
+    if (interleaved)
+      return emitOptionalError(loc, "interleaved needs the rotary tables");
+    return success();
+  }
+  if (!cos || !sin)
+    return emitOptionalError(loc, "rotary needs both tables, cos and sin");
+  if (cos.getType() != sin.getType())
+    return emitOptionalError(loc, "rotary sin table ", sin.getType(),
+                             " differs from the cos table ", cos.getType());
+  if (elementOf(cos.getType()) != elementOf(query.getType()))
+    return emitOptionalError(loc, "rotary tables must have the query's element type");
+  Shape q = shapeOf(query.getType()), k = shapeOf(key.getType()), t = shapeOf(cos.getType());
+  const size_t rank = q.size();
+  const int64_t R = t.empty() ? 0 : t.back(), D = q.back();
+  if (t.size() != rank || R == kDynamic || R < 2 || R % 2 != 0 || (D != kDynamic && R > D))
+    return emitOptionalError(loc, "rotary tables ", str(t), " must be ",
+                             varlen ? "[T | 1, 1, R]" : "[B | 1, 1, S | 1, R]",
+                             " with R even and at most the head dim ", D);
+  auto fits = [](int64_t td, int64_t qd) { return td == 1 || !sizesConflict(td, qd); };
+  const size_t seq = varlen ? 0 : 2;
+  if (t[rank - 3 + (varlen ? 1 : 0)] != 1 || !fits(t[seq], q[seq]) ||
+      (!varlen && !fits(t[0], q[0])))
+    return emitOptionalError(loc, "rotary tables ", str(t),
+                             " must broadcast over the heads to the query's rows ", str(q));
+  if (sizesConflict(q[seq], k[seq]))
+    return emitOptionalError(loc, "rotary attention needs as many queries as keys (the "
+                                  "tables' rows are shared), got ",
+                             q[seq], " and ", k[seq]);
+  return success();
+}
+
 static LogicalResult checkAttentionDropout(std::optional<Location> loc, FloatAttr d) {
   if (d && !(d.getValueAsDouble() >= 0.0 && d.getValueAsDouble() < 1.0))
     return emitOptionalError(loc, "dropout must be in [0, 1), got ", d.getValueAsDouble());
@@ -790,7 +828,10 @@ static LogicalResult checkAttentionDropout(std::optional<Location> loc, FloatAtt
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
-  if (failed(checkAttentionDropout(loc, adaptor.getDropoutAttr())))
+  if (failed(checkAttentionDropout(loc, adaptor.getDropoutAttr())) ||
+      failed(checkAttentionRotary(loc, adaptor.getQuery(), adaptor.getKey(), adaptor.getCos(),
+                                  adaptor.getSin(), adaptor.getInterleaved(),
+                                  bool(adaptor.getCuSeqlens()))))
     return failure();
   return inferAttention(loc, adaptor.getQuery(), adaptor.getKey(), adaptor.getValue(),
                         adaptor.getMask(), adaptor.getCuSeqlens(),
@@ -892,7 +933,10 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
                                                 Adaptor adaptor,
                                                 SmallVectorImpl<Type> &types) {
   SmallVector<Type, 1> out;
-  if (failed(checkAttentionDropout(loc, adaptor.getDropoutAttr())))
+  if (failed(checkAttentionDropout(loc, adaptor.getDropoutAttr())) ||
+      failed(checkAttentionRotary(loc, adaptor.getQuery(), adaptor.getKey(), adaptor.getCos(),
+                                  adaptor.getSin(), adaptor.getInterleaved(),
+                                  bool(adaptor.getCuSeqlens()))))
     return failure();
   if (failed(inferAttention(loc, adaptor.getQuery(), adaptor.getKey(),
                             adaptor.getValue(), adaptor.getMask(),

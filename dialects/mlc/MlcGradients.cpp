@@ -545,14 +545,18 @@ LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
 
 LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                           SmallVectorImpl<Value> &og) {
-  auto grads = b.create<AttentionGradOp>(getLoc(), rg[0], getQuery(), getKey(),
-                                         getValue(), getMask(), getCuSeqlens(),
-                                         getCausalAttr(), getScaleAttr(), getDropoutAttr(),
-                                         getSeedAttr());
+  // With rotary tables the gradient op reads Q and K rotated too and
+  // returns the gradients of the unrotated inputs.
+  auto grads = b.create<AttentionGradOp>(
+      getLoc(), rg[0], getQuery(), getKey(), getValue(), getMask(), getCuSeqlens(), getCos(),
+      getSin(), getCausalAttr(), getScaleAttr(), getDropoutAttr(), getSeedAttr(),
+      getInterleavedAttr());
   og.append({grads.getQueryGrad(), grads.getKeyGrad(), grads.getValueGrad()});
   if (getMask())
     og.push_back(Value()); // masks are data, not parameters
   if (getCuSeqlens())
     og.push_back(Value());
+  if (getCos())
+    og.append({Value(), Value()}); // the tables come from the positions
   return success();
 }

@@ -755,6 +755,15 @@ def Mlc_AttentionOp : Mlc_Op<"attention",
     `T` tokens of `N` sequences, and a token attends only within its own
     sequence: no padding is stored or computed.
 
+    Rotary embedding (`rotary %cos, %sin`, `mlc-fold-rotary`): `query` and
+    `key` are read rotated, `mlc.rotary`'s rotation of their rows (pairs of
+    the first `R` head dims; `interleaved` pairs `(2i, 2i + 1)`, else
+    rotate-half's), so the rotated Q and K are never written to memory.
+    The tables are `[B | 1, 1, S | 1, R]` (varlen: `[T | 1, 1, R]`):
+    broadcast over the heads (Q's and the kv heads alike), one row per
+    position, which Q and K share (`Sq = Sk`). The gradients are those of
+    the unrotated inputs; the tables get none.
+
     `dropout` drops attention probabilities in training (HF's `attn_pdrop`,
     `attention_probs_dropout_prob`) with masks drawn like `mlc.dropout`'s
     from `seed`, the step and the probability's index, so the backward pass
@@ -769,19 +778,32 @@ def Mlc_AttentionOp : Mlc_Op<"attention",
         : tensor<8x12x1024x64xf32>, tensor<8x12x1024x64xf32>, tensor<8x12x1024x64xf32>
     %u = mlc.attention %qt, %kt, %vt cu_seqlens %cu
         : tensor<?x12x64xf32>, tensor<?x12x64xf32>, tensor<?x12x64xf32>, tensor<9xi32>
+    %r = mlc.attention %q, %k, %v rotary %cos, %sin causal
+        : tensor<8x32x1024x64xf32>, tensor<8x4x1024x64xf32>, tensor<8x4x1024x64xf32>,
+          tensor<1x1x1024x64xf32>, tensor<1x1x1024x64xf32>
     ```
   }];
   let arguments = (ins Mlc_FloatTensor:$query, Mlc_FloatTensor:$key,
                        Mlc_FloatTensor:$value,
                        Optional<Mlc_FloatTensor>:$mask,
                        Optional<RankedTensorOf<[I32]>>:$cu_seqlens,
+                       Optional<Mlc_FloatTensor>:$cos, Optional<Mlc_FloatTensor>:$sin,
                        UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout,
-                       DefaultValuedAttr<I64Attr, "0">:$seed);
+                       DefaultValuedAttr<I64Attr, "0">:$seed, UnitAttr:$interleaved);
+  let builders = [
+    // Attention without rotary tables.
+    OpBuilder<(ins "::mlir::Value":$query, "::mlir::Value":$key, "::mlir::Value":$value,
+                   "::mlir::Value":$mask, "::mlir::Value":$cu_seqlens,
+                   "::mlir::UnitAttr":$causal, "::mlir::FloatAttr":$scale,
+                   "::mlir::FloatAttr":$dropout, "::mlir::IntegerAttr":$seed), [{
+      build($_builder, $_state, query, key, value, mask, cu_seqlens, ::mlir::Value(),
+            ::mlir::Value(), causal, scale, dropout, seed, ::mlir::UnitAttr());
+    }]>];
   let results = (outs Mlc_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` $mask^)? (`cu_seqlens` $cu_seqlens^)?
-    (`causal` $causal^)? (`scale` `=` $scale^)?
+    (`rotary` $cos^ `,` $sin)? (`interleaved` $interleaved^)? (`causal` $causal^)? (`scale` `=` $scale^)?
     (`dropout` `=` $dropout^ `seed` `=` $seed)? attr-dict `:` type(operands)
   }];
 }
@@ -938,6 +960,9 @@ def Mlc_AttentionGradOp : Mlc_Op<"attention_grad",
     `dq = scale * dS k`, `dk = scale * dS^T q`, `dv = Pd^T grad`, where
     `Pd` is P after dropout (mask M, kept entries scaled by 1 / (1 - dropout)),
     `dP = (grad v^T) * M / (1 - dropout)` and `dS = P * (dP - rowsum(P * dP))`.
+    With `rotary %cos, %sin` (as `mlc.attention`'s) q and k are read rotated
+    and `dq`, `dk` are the gradients of the unrotated inputs (the transposed
+    rotation applied to them; grouped-query: to dk summed over the group).
 
     ```mlir
     %dq, %dk, %dv = mlc.attention_grad %g, %q, %k, %v causal
@@ -948,14 +973,15 @@ def Mlc_AttentionGradOp : Mlc_Op<"attention_grad",
                        Mlc_FloatTensor:$key, Mlc_FloatTensor:$value,
                        Optional<Mlc_FloatTensor>:$mask,
                        Optional<RankedTensorOf<[I32]>>:$cu_seqlens,
+                       Optional<Mlc_FloatTensor>:$cos, Optional<Mlc_FloatTensor>:$sin,
                        UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout,
-                       DefaultValuedAttr<I64Attr, "0">:$seed);
+                       DefaultValuedAttr<I64Attr, "0">:$seed, UnitAttr:$interleaved);
   let results = (outs Mlc_FloatTensor:$query_grad, Mlc_FloatTensor:$key_grad,
                       Mlc_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $grad `,` $query `,` $key `,` $value (`mask` $mask^)? (`cu_seqlens` $cu_seqlens^)?
-    (`causal` $causal^)? (`scale` `=` $scale^)?
+    (`rotary` $cos^ `,` $sin)? (`interleaved` $interleaved^)? (`causal` $causal^)? (`scale` `=` $scale^)?
     (`dropout` `=` $dropout^ `seed` `=` $seed)? attr-dict `:` type(operands)
   }];
 }

@@ -66,7 +66,9 @@ const TemplateParam attentionParams[] = {
     {"token_capacity", K::I64, req},    {"scale", K::F64, req},
     {"dropout", K::F64, req},           {"seed", K::I64, req},
     {"query", K::I64, req},             {"mask_strides", K::I64Array, req},
-    {"cu_slot", K::I64, req},           {"tensors", K::I64Array, req}};
+    {"cu_slot", K::I64, req},           {"tensors", K::I64Array, req},
+    {"rotary_dim", K::I64, opt},        {"interleaved", K::Flag, opt},
+    {"rotary_strides", K::I64Array, opt}, {"rotary_slot", K::I64, opt}};
 
 #undef MLC_ROWS
 

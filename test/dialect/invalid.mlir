@@ -782,3 +782,60 @@ func.func @rms_norm_grad_residual(%x: tensor<2x4xf32>, %w: tensor<4xf32>, %r: te
   %0:2 = mlc.rms_norm_grad %x, %x, %w plus %r epsilon = 1.0e-6 : tensor<2x4xf32>, tensor<2x4xf32>, tensor<4xf32>, tensor<2x4xf64>
   return
 }
+
+// -----
+
+func.func @attention_rotary_one_table(%q: tensor<1x2x4x8xf32>, %t: tensor<1x1x4x8xf32>) {
+  // expected-error @+2 {{rotary needs both tables, cos and sin}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = "mlc.attention"(%q, %q, %q, %t) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0>}> : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_rotary_types(%q: tensor<1x2x4x8xf32>, %c: tensor<1x1x4x8xf32>, %s: tensor<1x1x4x4xf32>) {
+  // expected-error @+1 {{rotary sin table 'tensor<1x1x4x4xf32>' differs from the cos table 'tensor<1x1x4x8xf32>'}}
+  %0 = mlc.attention %q, %q, %q rotary %c, %s : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @attention_rotary_dim(%q: tensor<1x2x4x8xf32>, %c: tensor<1x1x4x3xf32>) {
+  // expected-error @+1 {{rotary tables [1, 1, 4, 3] must be [B | 1, 1, S | 1, R] with R even and at most the head dim 8}}
+  %0 = mlc.attention %q, %q, %q rotary %c, %c : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x3xf32>, tensor<1x1x4x3xf32>
+  return
+}
+
+// -----
+
+func.func @attention_rotary_per_head(%q: tensor<1x2x4x8xf32>, %c: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{rotary tables [1, 2, 4, 8] must broadcast over the heads to the query's rows [1, 2, 4, 8]}}
+  %0 = mlc.attention %q, %q, %q rotary %c, %c : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_rotary_lengths(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x5x8xf32>, %c: tensor<1x1x4x8xf32>) {
+  // expected-error @+1 {{rotary attention needs as many queries as keys (the tables' rows are shared), got 4 and 5}}
+  %0 = mlc.attention %q, %k, %k rotary %c, %c : tensor<1x2x4x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_interleaved_alone(%q: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{interleaved needs the rotary tables}}
+  %0 = mlc.attention %q, %q, %q interleaved : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_rotary_varlen(%g: tensor<6x2x8xf32>, %q: tensor<6x2x8xf32>, %cu: tensor<3xi32>, %c: tensor<6x2x8xf32>) {
+  // expected-error @+1 {{rotary tables [6, 2, 8] must broadcast over the heads to the query's rows [6, 2, 8]}}
+  %0:3 = mlc.attention_grad %g, %q, %q, %q cu_seqlens %cu rotary %c, %c : tensor<6x2x8xf32>, tensor<6x2x8xf32>, tensor<6x2x8xf32>, tensor<6x2x8xf32>, tensor<3xi32>, tensor<6x2x8xf32>, tensor<6x2x8xf32>
+  return
+}

@@ -209,6 +209,23 @@ func.func @attention(%q: tensor<2x4x16x8xf32>, %m: tensor<2x1x1x16xf32>,
 
 // -----
 
+// Rotary tables read inside attention (rotate-half, interleaved and
+// partial, padded and variable-length), and the gradient op's.
+// CHECK-LABEL: func.func @attention_rotary
+// CHECK: mlc.attention %{{.*}}, %{{.*}}, %{{.*}} rotary %{{.*}}, %{{.*}} causal : tensor<2x4x16x8xf32>, tensor<2x2x16x8xf32>, tensor<2x2x16x8xf32>, tensor<1x1x16x8xf32>, tensor<1x1x16x8xf32>
+// CHECK: mlc.attention %{{.*}}, %{{.*}}, %{{.*}} cu_seqlens %{{.*}} rotary %{{.*}}, %{{.*}} interleaved : tensor<6x4x8xf32>, tensor<6x4x8xf32>, tensor<6x4x8xf32>, tensor<3xi32>, tensor<6x1x4xf32>, tensor<6x1x4xf32>
+// CHECK: mlc.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} rotary %{{.*}}, %{{.*}} causal : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x2x16x8xf32>, tensor<2x2x16x8xf32>, tensor<1x1x16x8xf32>, tensor<1x1x16x8xf32>
+func.func @attention_rotary(%q: tensor<2x4x16x8xf32>, %k: tensor<2x2x16x8xf32>, %c: tensor<1x1x16x8xf32>,
+                            %t: tensor<6x4x8xf32>, %cu: tensor<3xi32>, %p: tensor<6x1x4xf32>)
+    -> (tensor<2x4x16x8xf32>, tensor<6x4x8xf32>, tensor<2x4x16x8xf32>) {
+  %0 = mlc.attention %q, %k, %k rotary %c, %c causal : tensor<2x4x16x8xf32>, tensor<2x2x16x8xf32>, tensor<2x2x16x8xf32>, tensor<1x1x16x8xf32>, tensor<1x1x16x8xf32>
+  %1 = mlc.attention %t, %t, %t cu_seqlens %cu rotary %p, %p interleaved : tensor<6x4x8xf32>, tensor<6x4x8xf32>, tensor<6x4x8xf32>, tensor<3xi32>, tensor<6x1x4xf32>, tensor<6x1x4xf32>
+  %2:3 = mlc.attention_grad %0, %q, %k, %k rotary %c, %c causal : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x2x16x8xf32>, tensor<2x2x16x8xf32>, tensor<1x1x16x8xf32>, tensor<1x1x16x8xf32>
+  return %0, %1, %2#0 : tensor<2x4x16x8xf32>, tensor<6x4x8xf32>, tensor<2x4x16x8xf32>
+}
+
+// -----
+
 // Grouped-query attention: 4 query heads over 2 kv heads, padded and
 // variable-length; the output has the query's heads and the value's size.
 // CHECK-LABEL: func.func @attention_gqa

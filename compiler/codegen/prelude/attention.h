@@ -23,6 +23,12 @@
 // Grouped-query attention (MLC_ATTN_GROUPED): query head h reads kv head
 // h / (heads / kvHeads); the backward pass takes a kv head per task and
 // adds its query heads' dK, dV in order, so K and V are never repeated.
+// Rotary embedding (MLC_ATTN_ROTARY, mlc_shared.h's mlc_rotary_*): a
+// query tile's rows are rotated into a thread's buffer as the tile is
+// formed, a head's K rows as K is packed; the backward pass writes dQ's
+// tile through the transposed rotation and un-rotates a kv head's dK rows
+// in place once its group's sum is complete. The rotated Q and K never
+// reach memory.
 // Memory: Q, K, V and O (and their gradients) once per head; the products
 // are compute-bound (4 S^2 D flops forward, 10 backward, halved when
 // causal).
@@ -50,6 +56,59 @@ static inline bool mlc_attention_head_of(const MlcAttention<T> &s, const MlcAtte
   k.kvh = h / mlc_attention_group<F>(s);
   mlc_attention_lengths<F>(s, x, k);
   return k.SQ > 0;
+}
+
+// The rotation's arithmetic type: double for f64, else float.
+template <typename T> struct MlcRotaryAcc {
+  typedef float type;
+};
+template <> struct MlcRotaryAcc<double> {
+  typedef double type;
+};
+
+// Rows [i0, i0 + n) of a Q or K head h (rows `row` apart) as the products
+// read them: rotated into buf (rows D apart) with MLC_ATTN_ROTARY, else h's
+// own rows. Sets pitch to the rows' distance.
+template <typename T, int F, int D, typename I>
+static inline const T *mlc_attention_rows(const MlcAttention<T> &s,
+                                          const MlcAttentionArgs<T, I> &x,
+                                          const MlcAttentionHead &k, const T *h, int64_t row,
+                                          int64_t i0, int64_t n, std::vector<T> &buf,
+                                          int64_t &pitch) {
+  pitch = row;
+  if (!(F & MLC_ATTN_ROTARY))
+    return h + i0 * row;
+  if (buf.size() < size_t(n * D))
+    buf.resize(size_t(n * D));
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t t = mlc_rotary_row<F>(s, k, i0 + r);
+    const T *xr = h + (i0 + r) * row;
+    for (int64_t d = 0; d < D; ++d)
+      buf[r * D + d] = (T)mlc_rotary_element<F, false, typename MlcRotaryAcc<T>::type>(
+          xr, x.cos + t, x.sin + t, d, s.rot.dim);
+  }
+  pitch = D;
+  return buf.data();
+}
+
+// Rows [i0, i0 + n) of g (rows gp apart) through the transposed rotation
+// into rows i0.. of out (rows `row` apart): the gradients of the unrotated
+// Q or K. g may be out itself (in place, row by row through tmp).
+template <typename T, int F, int D, typename I>
+static inline void mlc_attention_unrotate(const MlcAttention<T> &s,
+                                          const MlcAttentionArgs<T, I> &x,
+                                          const MlcAttentionHead &k, const T *g, int64_t gp,
+                                          int64_t i0, int64_t n, T *out, int64_t row) {
+  T tmp[D];
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t t = mlc_rotary_row<F>(s, k, i0 + r);
+    for (int64_t d = 0; d < D; ++d)
+      tmp[d] = g[r * gp + d];
+    T *o = out + (i0 + r) * row;
+    for (int64_t d = 0; d < D; ++d)
+      o[d] = (T)mlc_rotary_element<F, true, typename MlcRotaryAcc<T>::type>(
+          tmp, x.cos + t, x.sin + t, d, s.rot.dim);
+  }
 }
 
 // The band of a causal product (mlc_gemm's), offset by the tile's row i0.
@@ -102,15 +161,15 @@ template <int F> static inline MlcAttentionTile mlc_attention_tile(int64_t i0, i
 }
 
 // The tile's probabilities in sb (mi x nk, row pitch nk): S = scale Q_t
-// K^T against the packed K (kp), then each row's softmax.
+// K^T of the tile's query rows qt (rq apart) against the packed K (kp),
+// then each row's softmax.
 template <typename T, int F, int D, typename I>
 static inline void mlc_attention_probabilities(const MlcAttention<T> &s,
                                                const MlcAttentionArgs<T, I> &x,
-                                               const MlcAttentionHead &k, const T *qh,
-                                               int64_t i0, const MlcAttentionTile &t,
+                                               const MlcAttentionHead &k, const T *qt,
+                                               int64_t rq, int64_t i0, const MlcAttentionTile &t,
                                                const T *kp, T *sb) {
-  const int64_t rq = s.t[MLC_ATT_Q].row;
-  mlc_gemm<T>(t.mi, t.nk, D, s.scale, qh + i0 * rq, rq, 1, kp, D, sb, t.nk, false,
+  mlc_gemm<T>(t.mi, t.nk, D, s.scale, qt, rq, 1, kp, D, sb, t.nk, false,
               mlc_attention_band<F>(1), t.off);
   for (int64_t r = 0; r < t.mi; ++r)
     mlc_attention_softmax_row<F>(s, x, k, i0 + r, sb + r * t.nk, t.nk);
@@ -130,7 +189,7 @@ static void mlc_attention_forward(const MlcAttention<T> &s, const MlcAttentionAr
   // Each thread keeps its tiles and packed panels across the heads it takes.
 #pragma omp parallel
   {
-    std::vector<T> sb, kp, vp;
+    std::vector<T> sb, kp, vp, qr, kr;
 #pragma omp for schedule(dynamic)
     for (int64_t bh = 0; bh < s.batch * s.heads; ++bh) {
       MlcAttentionHead k;
@@ -142,11 +201,15 @@ static void mlc_attention_forward(const MlcAttention<T> &s, const MlcAttentionAr
       const T *vh = mlc_attention_head<F>(s, k, MLC_ATT_V, x.v);
       T *oh = mlc_attention_head<F>(s, k, MLC_ATT_O, x.o);
       sb.resize(tile * SK);
-      mlc_pack<T>(D, SK, kh, s.t[MLC_ATT_K].row, true, kp);
+      int64_t rk, rq;
+      const T *kt = mlc_attention_rows<T, F, D>(s, x, k, kh, s.t[MLC_ATT_K].row, 0, SK, kr, rk);
+      mlc_pack<T>(D, SK, kt, rk, true, kp);
       mlc_pack<T>(SK, DV, vh, s.t[MLC_ATT_V].row, false, vp);
       for (int64_t i0 = 0; i0 < SQ; i0 += tile) {
         const MlcAttentionTile t = mlc_attention_tile<F>(i0, SQ, SK);
-        mlc_attention_probabilities<T, F, D>(s, x, k, qh, i0, t, kp.data(), sb.data());
+        const T *qt =
+            mlc_attention_rows<T, F, D>(s, x, k, qh, s.t[MLC_ATT_Q].row, i0, t.mi, qr, rq);
+        mlc_attention_probabilities<T, F, D>(s, x, k, qt, rq, i0, t, kp.data(), sb.data());
         if (F & MLC_ATTN_DROPOUT)
           for (int64_t r = 0; r < t.mi; ++r) {
             const int64_t i = i0 + r, jn = mlc_attention_keys_seen<F>(i, SK);
@@ -162,9 +225,11 @@ static void mlc_attention_forward(const MlcAttention<T> &s, const MlcAttentionAr
 }
 
 // A thread's working memory in the backward pass: the tile's P and dP,
-// K and V packed (K both ways), and a packed dO or Q tile.
+// K and V packed (K both ways), and a packed dO or Q tile; with rotary
+// embedding the rotated Q tile and K rows and dQ's tile before its
+// transposed rotation.
 template <typename T> struct MlcAttentionScratch {
-  std::vector<T> sb, dp, kp, vp, kn, tp;
+  std::vector<T> sb, dp, kp, vp, kn, tp, qr, kr, dq;
 };
 
 // One query head's share of the backward pass (K, V already packed in w):
@@ -183,7 +248,9 @@ static void mlc_attention_backward_head(const MlcAttention<T> &s, const MlcAtten
   for (int64_t i0 = 0; i0 < SQ; i0 += tile) {
     const MlcAttentionTile t = mlc_attention_tile<F>(i0, SQ, SK);
     const int64_t nk = t.nk;
-    mlc_attention_probabilities<T, F, D>(s, x, k, qh, i0, t, w.kp.data(), w.sb.data());
+    int64_t pq;
+    const T *qt = mlc_attention_rows<T, F, D>(s, x, k, qh, rq, i0, t.mi, w.qr, pq);
+    mlc_attention_probabilities<T, F, D>(s, x, k, qt, pq, i0, t, w.kp.data(), w.sb.data());
     mlc_gemm<T>(t.mi, nk, DV, (T)1, gh + i0 * rg, rg, 1, w.vp.data(), DV, w.dp.data(), nk, false,
                 mlc_attention_band<F>(1), t.off);
     for (int64_t r = 0; r < t.mi; ++r) {
@@ -207,9 +274,16 @@ static void mlc_attention_backward_head(const MlcAttention<T> &s, const MlcAtten
     mlc_pack<T>(t.mi, DV, gh + i0 * rg, rg, false, w.tp);
     mlc_gemm<T>(nk, DV, t.mi, (T)1, w.sb.data(), 1, nk, w.tp.data(), t.mi, dv, rdv, true,
                 mlc_attention_band<F>(3), t.off);
-    mlc_gemm<T>(t.mi, D, nk, (T)1, w.dp.data(), nk, 1, w.kn.data(), SK, dq + i0 * rdq, rdq, false,
+    // dQ_t = dS K (rotated K: through the transposed rotation on its way out).
+    const bool rot = F & MLC_ATTN_ROTARY;
+    if (rot && w.dq.size() < size_t(t.mi * D))
+      w.dq.resize(size_t(t.mi * D));
+    mlc_gemm<T>(t.mi, D, nk, (T)1, w.dp.data(), nk, 1, w.kn.data(), SK,
+                rot ? w.dq.data() : dq + i0 * rdq, rot ? D : rdq, false,
                 mlc_attention_band<F>(2), t.off);
-    mlc_pack<T>(t.mi, D, qh + i0 * rq, rq, false, w.tp);
+    if (rot)
+      mlc_attention_unrotate<T, F, D>(s, x, k, w.dq.data(), D, i0, t.mi, dq, rdq);
+    mlc_pack<T>(t.mi, D, qt, pq, false, w.tp);
     mlc_gemm<T>(nk, D, t.mi, (T)1, w.dp.data(), 1, nk, w.tp.data(), t.mi, dk, rdk, true,
                 mlc_attention_band<F>(3), t.off);
   }
@@ -241,9 +315,11 @@ static void mlc_attention_backward(const MlcAttention<T> &s, const MlcAttentionA
       T *dv = mlc_attention_head<F>(s, k, MLC_ATT_DV, x.dv);
       w.sb.resize(tile * SK);
       w.dp.resize(tile * SK);
-      mlc_pack<T>(D, SK, kh, rk, true, w.kp);
+      int64_t pk;
+      const T *kt = mlc_attention_rows<T, F, D>(s, x, k, kh, rk, 0, SK, w.kr, pk);
+      mlc_pack<T>(D, SK, kt, pk, true, w.kp);
       mlc_pack<T>(DV, SK, vh, s.t[MLC_ATT_V].row, true, w.vp);
-      mlc_pack<T>(SK, D, kh, rk, false, w.kn);
+      mlc_pack<T>(SK, D, kt, pk, false, w.kn);
       for (int64_t j = 0; j < SK; ++j) {
         for (int64_t c = 0; c < D; ++c)
           dk[j * rdk + c] = 0;
@@ -256,6 +332,9 @@ static void mlc_attention_backward(const MlcAttention<T> &s, const MlcAttentionA
         q.bh = k.bh + g;
         mlc_attention_backward_head<T, F, D, DV>(s, x, key, q, w, dk, dv);
       }
+      // dK of the unrotated K: the group's sum through the transposed rotation.
+      if (F & MLC_ATTN_ROTARY)
+        mlc_attention_unrotate<T, F, D>(s, x, k, dk, rdk, 0, SK, dk, rdk);
     }
   }
 }
