@@ -19,7 +19,8 @@
 //   sums of partials (the gradient norm, the loss)
 //       per-block partials in scratch, then one block of 256 adds them
 //   attention
-//       a block per (sequence, head, query tile); tensor cores: 64 query
+//       a block per (batch, head, query tile), varlen per (head, tile of the
+//       packed stream: the token capacity's); tensor cores: 64 query
 //       rows on 128 threads, key tiles of 32; else a thread per query row,
 //       as many rows and key rows per tile as keep the tiles (and, in
 //       backward, the block's own rows) within 40 KB of shared memory;
@@ -87,9 +88,10 @@ void attentionSchedule(const AttentionKernel &a, CudaSchedule &s) {
       tile /= 2;
     threads = rowsPer;
   }
+  // Varlen: tiles of the packed stream, whatever its sequences.
   const int64_t maxLen = a.varlen ? a.tokenCapacity : std::max(a.seqQ, a.seqK);
   const int64_t qTiles = (maxLen + rowsPer - 1) / rowsPer;
-  const Phase launch{a.batch * a.heads * qTiles, threads};
+  const Phase launch{attentionGridHeads(a) * qTiles, threads};
   s.phases.assign(a.backward ? 3 : 1, launch);
   s.tile = tile;
   if (a.backward) {
@@ -212,6 +214,10 @@ llvm::Expected<CudaSchedule> bodySchedule(plan::KernelOp k) {
 }
 
 } // namespace
+
+int64_t attentionGridHeads(const AttentionKernel &a) {
+  return (a.varlen ? 1 : a.batch) * a.heads;
+}
 
 bool attentionOnTensorCores(const AttentionKernel &a) {
   return a.bf16Products && a.element.isF32() && a.headDim % 16 == 0 && a.headDim <= 256 &&

@@ -67,7 +67,8 @@ MLC_FN bool mlc_attention_kv_role(int role) {
 // lengths (varlen: unused, each sequence's L); tokenCapacity the most
 // tokens of a varlen batch (dropout's counters and the statistics' rows);
 // queryBlocks (CUDA) the blocks per head, the grid being batch * heads *
-// queryBlocks;
+// queryBlocks (varlen: heads * queryBlocks, tiles of the packed stream's
+// tokenCapacity);
 // mask the mask's element strides along [B, H, Sq, Sk] (0 where
 // broadcast); dropout the probability p, keepScale 1 / (1 - p).
 // The rotary embedding's tables (MLC_ATTN_ROTARY): dim R, the first R
