@@ -22,8 +22,8 @@
 //       a block per (batch, head, query tile), varlen per (head, tile of the
 //       packed stream: the token capacity's); tensor cores: 64 query
 //       rows on 128 threads, key tiles of 32; else a thread per query row,
-//       as many rows and key rows per tile as keep the tiles (and, in
-//       backward, the block's own rows) within 40 KB of shared memory;
+//       64 or 32 rows and as many key rows per tile as keep the tiles (and,
+//       in backward, the block's own rows) within 40 KB of shared memory;
 //       backward: three phases (row statistics, dK/dV, dQ) over (m, l, D)
 //       per query row in f64 scratch
 //
@@ -80,11 +80,14 @@ void attentionSchedule(const AttentionKernel &a, CudaSchedule &s) {
   int64_t rowsPer = 64, tile = 32, threads = 128;
   if (!attentionOnTensorCores(a)) {
     // The block's own rows (backward: q, dO, dQ and two statistics, padded)
-    // and a key/value tile within 40 KB.
+    // and a key/value tile within 40 KB: fewer rows first, down to a warp
+    // (a block is whole warps), then a smaller tile, down to one key row
+    // (f64 heads of 64 in backward: 32 rows, tiles of 4).
     const int64_t own = a.backward ? D + Dv + 2 : 0;
-    while (rowsPer > 16 && rowsPer * own * bytes + tile * (D + Dv) * bytes > 40 * 1024)
+    auto shared = [&] { return rowsPer * own * bytes + tile * (D + Dv) * bytes; };
+    while (rowsPer > 32 && shared() > 40 * 1024)
       rowsPer /= 2;
-    while (tile > 4 && rowsPer * own * bytes + tile * (D + Dv) * bytes > 40 * 1024)
+    while (tile > 1 && shared() > 40 * 1024)
       tile /= 2;
     threads = rowsPer;
   }
