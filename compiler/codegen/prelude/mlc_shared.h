@@ -110,7 +110,9 @@ template <typename T, typename I> struct MlcAttentionArgs {
 // head record (prelude/attention.cuh's MlcAttentionBlock, attention.h's
 // MlcAttentionHead): bb the batch (varlen: the sequence), h the query
 // head, kvh its kv head, bh = bb * heads + h, a the sequence's first
-// token, SQ, SK the lengths of its queries and keys.
+// token, SQ, SK the lengths of its queries and keys. (CUDA's varlen blocks
+// span the packed stream instead: bb = a = 0, SQ = SK = the token count,
+// indices the stream's tokens, so that the expressions below still hold.)
 
 // k's lengths: the padded ones, or (varlen) sequence bb's tokens cu[bb] ..
 // cu[bb + 1] from a.
