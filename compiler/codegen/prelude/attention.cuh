@@ -178,7 +178,8 @@ MLC_FN MlcAttentionHeads<T> mlc_attention_heads(const MlcAttention<T> &s,
           mlc_attention_head<F>(s, k, MLC_ATT_V, x.v)};
 }
 
-// Phase 1 runs a block per (batch, kv head, key block): of the grid's
+// Phase 1 runs a block per (batch, kv head, key block; varlen: kv head,
+// block of the packed stream's keys): of the grid's
 // heads the first kvHeads stand for the kv heads (the others return, false
 // here), and each sums dK, dV over its group of heads / kvHeads query
 // heads in order (grouped-query attention: no atomics, K and V never
