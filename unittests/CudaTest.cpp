@@ -242,20 +242,23 @@ bool noCudaBackend(const Error &e) {
 }
 
 /// Sets every input: float ones from [-1, 1] (the additive mask "m": 0 or
-/// -1e4), "cu" (cu_seqlens) to kSequences' boundaries, i64 ones (labels) to
-/// classes below 64, a dynamic token dimension to their total.
+/// -1e4), "cu" (cu_seqlens) to `cu`, the sequences' boundaries (by default
+/// kSequences'), i64 ones (labels) to classes below 64, a dynamic token
+/// dimension to their total.
 const std::vector<int32_t> kSequences = {0, 30, 70, 75};
-void setInputs(Backend &backend, const Package &pkg, std::mt19937_64 &rng) {
+void setInputs(Backend &backend, const Package &pkg, std::mt19937_64 &rng,
+               const std::vector<int32_t> &cu = kSequences) {
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   for (const InputInfo &in : pkg.inputs) {
     HostTensor t;
     t.dtype = in.dtype;
     t.shape = in.shape;
     if (in.dynamic())
-      t.shape[0] = kSequences.back();
+      t.shape[0] = cu.back();
     t.data.resize(t.numel() * dtypeSize(in.dtype));
     if (in.name == "cu") {
-      std::memcpy(t.data.data(), kSequences.data(), kSequences.size() * 4);
+      ASSERT_EQ(t.numel(), int64_t(cu.size())) << "cu_seqlens' entries";
+      std::memcpy(t.data.data(), cu.data(), cu.size() * 4);
     } else if (in.dtype == "i64") { // labels
       for (int64_t i = 0; i < t.numel(); ++i)
         reinterpret_cast<int64_t *>(t.data.data())[i] = (i * 7) % 64;
@@ -268,21 +271,27 @@ void setInputs(Backend &backend, const Package &pkg, std::mt19937_64 &rng) {
   }
 }
 
-std::vector<float> attentionOutput(const std::string &dir, const std::string &device) {
+/// Output "o" of one forward run on `device`, the sequences `cu`.
+std::vector<float> attentionOutputOver(const std::string &dir, const std::string &device,
+                                       const std::vector<int32_t> &cu) {
   Package pkg = Package::load(dir);
   std::unique_ptr<Backend> backend = createBackend(device, pkg, /*verbose=*/false);
   std::mt19937_64 rng(7);
-  setInputs(*backend, pkg, rng);
+  setInputs(*backend, pkg, rng, cu);
   backend->run("forward", 5);
   HostTensor o = backend->output("forward", "o");
   const float *f = reinterpret_cast<const float *>(o.data.data());
   return std::vector<float>(f, f + o.numel());
 }
+std::vector<float> attentionOutput(const std::string &dir, const std::string &device) {
+  return attentionOutputOver(dir, device, kSequences);
+}
 
 /// The package at `dir` on `device`, its parameters and inputs drawn from
 /// [-1, 1] (setInputs) by a generator seeded with `seed`.
 std::unique_ptr<Backend> backendWithRandomData(const std::string &dir, const std::string &device,
-                                               uint64_t seed, Package &pkg) {
+                                               uint64_t seed, Package &pkg,
+                                               const std::vector<int32_t> &cu = kSequences) {
   pkg = Package::load(dir);
   std::unique_ptr<Backend> backend = createBackend(device, pkg, /*verbose=*/false);
   std::mt19937_64 rng(seed);
@@ -291,19 +300,23 @@ std::unique_ptr<Backend> backendWithRandomData(const std::string &dir, const std
   for (float &x : params)
     x = uni(rng);
   backend->upload(FlatBuffer::Params, 0, params.data(), int64_t(params.size()) * 4);
-  setInputs(*backend, pkg, rng);
+  setInputs(*backend, pkg, rng, cu);
   return backend;
 }
 
 /// The gradients of the package's loss with respect to its parameters (one
-/// flat buffer) on `device`.
-std::vector<float> attentionGradients(const std::string &dir, const std::string &device) {
+/// flat buffer) on `device`, the sequences `cu`.
+std::vector<float> attentionGradientsOver(const std::string &dir, const std::string &device,
+                                          const std::vector<int32_t> &cu) {
   Package pkg;
-  std::unique_ptr<Backend> backend = backendWithRandomData(dir, device, 11, pkg);
+  std::unique_ptr<Backend> backend = backendWithRandomData(dir, device, 11, pkg, cu);
   backend->run("train_step", 3);
   std::vector<float> grads(pkg.paramCount);
   backend->download(FlatBuffer::Grads, 0, grads.data(), int64_t(grads.size()) * 4);
   return grads;
+}
+std::vector<float> attentionGradients(const std::string &dir, const std::string &device) {
+  return attentionGradientsOver(dir, device, kSequences);
 }
 
 /// Compiles a module (bf16 products with `autocast` "bf16") into a package
@@ -350,7 +363,8 @@ void expectClose(const std::vector<float> &cpu, const std::vector<float> &emu, s
   for (size_t part = 0; part < parts; ++part) {
     double worst = 0, scale = 0;
     for (size_t i = part * n; i < (part + 1) * n; ++i) {
-      worst = std::max(worst, double(std::fabs(cpu[i] - emu[i])));
+      const double d = std::fabs(double(cpu[i]) - double(emu[i]));
+      worst = std::isnan(d) ? HUGE_VAL : std::max(worst, d); // a NaN is the worst
       scale = std::max(scale, double(std::fabs(cpu[i])));
     }
     EXPECT_GT(scale, 0.0) << what;
@@ -507,6 +521,87 @@ TEST(TensorCoreAttention, Varlen) {
   dir = compileBf16(training, /*training=*/true, "  mlc_attention_tc_backward<");
   ASSERT_FALSE(dir.empty());
   compareDevices(attentionGradients, dir, 3, 3e-2, "varlen gradients (wq, wk, wv)");
+}
+
+namespace {
+
+/// Packed documents of very different lengths: 1 token, an empty slot, 138
+/// tokens (past two 64-row tiles, crossing the stream's tile boundaries at
+/// 64 and 128), 1 token, 65 tokens, then two empty trailing slots (entries
+/// equal to the token count, as cu_seqlens pads its B x S + 1 slots). Tiles
+/// of the packed stream hold parts of several documents.
+const std::vector<int32_t> kDocuments = {0, 1, 1, 139, 140, 205, 205, 205};
+
+/// Varlen attention with `attrs` over kDocuments, `heads` query heads over
+/// `kvHeads` (grouped-query when fewer), head dim 32, both CUDA kernel
+/// kinds on the emulated device against the CPU: the forward pass (q, k, v
+/// inputs of a dynamic token count, capacity 256: the stream's last tiles
+/// are past its tokens) and the gradients dQ, dK, dV of sum(o * r) (q, k,
+/// v parameters of 205 tokens).
+void checkVarlenDocuments(const std::string &attrs, int heads, int kvHeads) {
+  const std::string cu = "tensor<" + std::to_string(kDocuments.size()) + "xi32>";
+  auto module = [&](const std::string &tokens, const char *role, const std::string &extra,
+                    const std::string &result, const std::string &body) {
+    const std::string tq = "tensor<" + tokens + "x" + std::to_string(heads) + "x32xf32>";
+    const std::string tkv = "tensor<" + tokens + "x" + std::to_string(kvHeads) + "x32xf32>";
+    std::string args;
+    for (const char *n : {"q", "k", "v"})
+      args += std::string("%") + n + ": " + (*n == 'q' ? tq : tkv) + " {mlc." + role + " = \"" +
+              n + "\"}, ";
+    return "module attributes {mlc.token_capacity = 256 : i64} {\nfunc.func @forward(" + args +
+           "%cu: " + cu + " {mlc.input = \"cu\"}" + extra + ") -> (" + result + ") {\n" +
+           "  %o = mlc.attention %q, %k, %v cu_seqlens %cu " + attrs + " : " + tq + ", " + tkv +
+           ", " + tkv + ", " + cu + "\n" + body + "}\n}\n";
+  };
+  const std::string tq = "tensor<205x" + std::to_string(heads) + "x32xf32>";
+  const std::string forward =
+      module("?", "input", "", "tensor<?x" + std::to_string(heads) + "x32xf32> {mlc.output = \"o\"}",
+             "  return %o : tensor<?x" + std::to_string(heads) + "x32xf32>\n");
+  const std::string training = module(
+      "205", "param", ", %r: " + tq + " {mlc.input = \"r\"}", "tensor<f32> {mlc.output = \"loss\"}",
+      "  %y = mlc.mul %o, %r : " + tq + ", " + tq + "\n  %l = mlc.reduce_sum %y axes = [0, 1, 2] : " +
+          tq + "\n  return %l : tensor<f32>\n");
+  auto output = [](const std::string &dir, const std::string &device) {
+    return attentionOutputOver(dir, device, kDocuments);
+  };
+  auto gradients = [](const std::string &dir, const std::string &device) {
+    return attentionGradientsOver(dir, device, kDocuments);
+  };
+  // dQ, dK, dV as parts when of one size; else (grouped) one part.
+  const size_t parts = heads == kvHeads ? 3 : 1;
+  const std::string what = "documents " + attrs + ", " + std::to_string(heads) + " over " +
+                           std::to_string(kvHeads) + " heads";
+  std::string dir = compilePackage(forward, /*training=*/false, "", "  mlc_attention_forward<");
+  ASSERT_FALSE(dir.empty());
+  compareDevices(output, dir, 1, 1e-5, what + ": f32 forward", /*rounded=*/false);
+  dir = compilePackage(training, /*training=*/true, "", "  mlc_attention_backward<");
+  ASSERT_FALSE(dir.empty());
+  compareDevices(gradients, dir, parts, 1e-5, what + ": f32 (dq, dk, dv)", /*rounded=*/false);
+  dir = compileBf16(forward, /*training=*/false, "  mlc_attention_tc_forward<");
+  ASSERT_FALSE(dir.empty());
+  compareDevices(output, dir, 1, 2e-2, what + ": tensor-core forward");
+  dir = compileBf16(training, /*training=*/true, "  mlc_attention_tc_backward<");
+  ASSERT_FALSE(dir.empty());
+  compareDevices(gradients, dir, parts, 3e-2, what + ": tensor-core (dq, dk, dv)");
+}
+
+} // namespace
+
+// The grid tiles the packed stream (a block per head and 64 tokens, or the
+// thread-per-row kernel's rows), whatever the documents: each row finds its
+// document in cu_seqlens, each block streams the union of its rows' keys
+// (phase 1: of its key rows' queries) and each row sees its own document's
+// only. Causal with dropout (the counters the CPU's), and non-causal.
+TEST(VarlenAttention, DocumentsOfMixedLengths) {
+  checkVarlenDocuments("causal dropout = 0.1 seed = 5", 2, 2);
+  checkVarlenDocuments("", 2, 2);
+}
+
+// Grouped-query over the packed stream: phase 1's kv-head blocks sum their
+// group's query heads over the same stream tiles.
+TEST(VarlenAttention, GroupedDocuments) {
+  checkVarlenDocuments("causal", 4, 2);
+  checkVarlenDocuments("dropout = 0.2 seed = 3", 4, 1);
 }
 
 //===----------------------------------------------------------------------===//

@@ -19,10 +19,11 @@
 //   sums of partials (the gradient norm, the loss)
 //       per-block partials in scratch, then one block of 256 adds them
 //   attention
-//       a block per (sequence, head, query tile); tensor cores: 64 query
+//       a block per (batch, head, query tile), varlen per (head, tile of the
+//       packed stream: the token capacity's); tensor cores: 64 query
 //       rows on 128 threads, key tiles of 32; else a thread per query row,
-//       as many rows and key rows per tile as keep the tiles (and, in
-//       backward, the block's own rows) within 40 KB of shared memory;
+//       64 or 32 rows and as many key rows per tile as keep the tiles (and,
+//       in backward, the block's own rows) within 40 KB of shared memory;
 //       backward: three phases (row statistics, dK/dV, dQ) over (m, l, D)
 //       per query row in f64 scratch
 //
@@ -79,17 +80,21 @@ void attentionSchedule(const AttentionKernel &a, CudaSchedule &s) {
   int64_t rowsPer = 64, tile = 32, threads = 128;
   if (!attentionOnTensorCores(a)) {
     // The block's own rows (backward: q, dO, dQ and two statistics, padded)
-    // and a key/value tile within 40 KB.
+    // and a key/value tile within 40 KB: fewer rows first, down to a warp
+    // (a block is whole warps), then a smaller tile, down to one key row
+    // (f64 heads of 64 in backward: 32 rows, tiles of 4).
     const int64_t own = a.backward ? D + Dv + 2 : 0;
-    while (rowsPer > 16 && rowsPer * own * bytes + tile * (D + Dv) * bytes > 40 * 1024)
+    auto shared = [&] { return rowsPer * own * bytes + tile * (D + Dv) * bytes; };
+    while (rowsPer > 32 && shared() > 40 * 1024)
       rowsPer /= 2;
-    while (tile > 4 && rowsPer * own * bytes + tile * (D + Dv) * bytes > 40 * 1024)
+    while (tile > 1 && shared() > 40 * 1024)
       tile /= 2;
     threads = rowsPer;
   }
+  // Varlen: tiles of the packed stream, whatever its sequences.
   const int64_t maxLen = a.varlen ? a.tokenCapacity : std::max(a.seqQ, a.seqK);
   const int64_t qTiles = (maxLen + rowsPer - 1) / rowsPer;
-  const Phase launch{a.batch * a.heads * qTiles, threads};
+  const Phase launch{attentionGridHeads(a) * qTiles, threads};
   s.phases.assign(a.backward ? 3 : 1, launch);
   s.tile = tile;
   if (a.backward) {
@@ -212,6 +217,10 @@ llvm::Expected<CudaSchedule> bodySchedule(plan::KernelOp k) {
 }
 
 } // namespace
+
+int64_t attentionGridHeads(const AttentionKernel &a) {
+  return (a.varlen ? 1 : a.batch) * a.heads;
+}
 
 bool attentionOnTensorCores(const AttentionKernel &a) {
   return a.bf16Products && a.element.isF32() && a.headDim % 16 == 0 && a.headDim <= 256 &&

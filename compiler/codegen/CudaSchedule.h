@@ -32,6 +32,11 @@ namespace mlc::lowering {
 /// forward pass's values) and at most 256.
 bool attentionOnTensorCores(const AttentionKernel &a);
 
+/// The heads an attention grid's query tiles repeat over: batch x heads
+/// padded, heads varlen (its tiles are the packed stream's), so that the
+/// grid is attentionGridHeads(a) x MlcAttention::queryBlocks.
+int64_t attentionGridHeads(const AttentionKernel &a);
+
 /// The schedule of kernel `k`;
 /// an error names the kernel and what it lacks.
 llvm::Expected<CudaSchedule> decideCudaSchedule(plan::KernelOp k);

@@ -788,7 +788,8 @@ private:
 /// (element type, head dimensions, tile sizes, variant flags); the sizes
 /// and strides travel as an MlcAttention literal. Here only the launch is
 /// decided: mlc-cuda-launch chose the blocks (a block of query rows per
-/// sequence and head), the key tile and the phases.
+/// batch and head, varlen per head and tile of the packed stream), the key
+/// tile and the phases.
 std::string CudaTarget::attention(const AttentionKernel &a) {
   const mlir::Type el = a.element;
   const bool tensorCores = attentionOnTensorCores(a);
@@ -796,7 +797,7 @@ std::string CudaTarget::attention(const AttentionKernel &a) {
   const int64_t D = a.headDim, Dv = a.valueDim;
   // A thread per query row off tensor cores: the block's threads are its rows.
   const int64_t rowsPer = launch(0).block, tile = sched.tile;
-  const int64_t qTiles = launch(0).grid / std::max<int64_t>(1, a.batch * a.heads);
+  const int64_t qTiles = launch(0).grid / std::max<int64_t>(1, attentionGridHeads(a));
 
   std::ostringstream b;
   b << arguments(a.args) << attentionSizes(a, qTiles) << attentionBuffers(a);

@@ -127,34 +127,87 @@ LogicalResult InputOp::verify() {
 }
 
 /// The CUDA schedule's form (mlc-cuda-launch): a non-empty array of
-/// [grid, block] pairs, grid >= 1 and 1 <= block <= 1024 (CUDA's most
-/// threads a block); scratch >= 0 and tile >= 1 where present.
+/// [grid, block] pairs, grid >= 1 and the block whole warps (a multiple of
+/// 32: the runtime launches no other) of at most 1024 threads (CUDA's
+/// most); scratch >= 0 and tile >= 1 where present. Errors name the kernel.
 static LogicalResult verifyCudaSchedule(KernelOp k) {
+  auto error = [&] { return k.emitOpError("@") << k.getSymName() << ": "; };
   Attribute launch = k->getAttr(kCudaLaunch);
   if (!launch) {
     if (k->hasAttr(kCudaScratch) || k->hasAttr(kCudaTile))
-      return k.emitOpError("has a CUDA scratch or tile but no cuda.launch");
+      return error() << "has a CUDA scratch or tile but no cuda.launch";
     return success();
   }
   auto phases = dyn_cast<ArrayAttr>(launch);
   if (!phases || phases.empty())
-    return k.emitOpError("cuda.launch must be a non-empty array of [grid, block] phases");
+    return error() << "cuda.launch must be a non-empty array of [grid, block] phases";
   for (auto [i, a] : llvm::enumerate(phases)) {
     auto gb = dyn_cast<DenseI64ArrayAttr>(a);
     if (!gb || gb.size() != 2)
-      return k.emitOpError("cuda.launch phase ") << i << " is not array<i64: grid, block>";
-    if (gb[0] < 1 || gb[1] < 1 || gb[1] > 1024)
-      return k.emitOpError("cuda.launch phase ")
-             << i << " launches " << gb[0] << " blocks of " << gb[1]
-             << " threads (grid >= 1, 1 <= block <= 1024)";
+      return error() << "cuda.launch phase " << i << " is not array<i64: grid, block>";
+    if (gb[0] < 1 || gb[1] < 32 || gb[1] > 1024 || gb[1] % 32 != 0)
+      return error() << "cuda.launch phase " << i << " launches " << gb[0] << " blocks of "
+                     << gb[1] << " threads (grid >= 1, block a multiple of 32 up to 1024)";
   }
   auto scratch = k->getAttr(kCudaScratch);
   if (scratch && (!isa<IntegerAttr>(scratch) || cast<IntegerAttr>(scratch).getInt() < 0))
-    return k.emitOpError("cuda.scratch must be a non-negative i64 (bytes)");
+    return error() << "cuda.scratch must be a non-negative i64 (bytes)";
   auto tile = k->getAttr(kCudaTile);
   if (tile && (!isa<IntegerAttr>(tile) || cast<IntegerAttr>(tile).getInt() < 1))
-    return k.emitOpError("cuda.tile must be a positive i64 (key rows)");
+    return error() << "cuda.tile must be a positive i64 (key rows)";
   return success();
+}
+
+/// The phases CUDA runs kernel `k` in, in stream order, as mlc-cuda-launch
+/// schedules them and the CUDA printer writes them (one `if (phase == K)`
+/// each): one, but for the kernels that sum across blocks or whose passes
+/// depend on each other.
+static int64_t cudaPhases(KernelOp k) {
+  DictionaryAttr params = k.getParamsAttr();
+  if (!k.getBody().empty()) {
+    switch (k.getKind()) {
+    case KernelTemplate::reduction:        // the gradient norm: block partials, their sum
+    case KernelTemplate::column_reduction: // row chunks' partial sums, then their sums
+      return 2;
+    default:
+      return 1;
+    }
+  }
+  StringRef t = *k.getTemplateName();
+  if (t == "attention") // backward: the row statistics, dK and dV, dQ
+    return params.get("backward") ? 3 : 1;
+  if (t == "layer_norm_grad")         // rows, then the column sums' two phases
+    return 3;
+  if (t == "cross_entropy_with_grad") // the labelled rows, the rows, the loss
+    return 3;
+  if (t == "cross_entropy" || t == "cross_entropy_grad" || t == "embedding_grad")
+    return 2;
+  if (t == "reduction") { // columns: row chunks' partial sums, then their sums
+    auto layout = params.getAs<StringAttr>("layout");
+    return layout && layout.getValue() == "columns" ? 2 : 1;
+  }
+  if (t == "copies" || t == "iota") { // [zeroing], then one per nest
+    auto nests = params.getAs<ArrayAttr>("nests");
+    return (params.get("zero_bytes") ? 1 : 0) + (nests ? int64_t(nests.size()) : 0);
+  }
+  return 1;
+}
+
+/// A CUDA launch's phases against those its kernel runs.
+static LogicalResult verifyCudaPhases(KernelOp k) {
+  auto phases = k->getAttrOfType<ArrayAttr>(kCudaLaunch);
+  if (!phases)
+    return success();
+  const int64_t want = cudaPhases(k);
+  if (int64_t(phases.size()) == want)
+    return success();
+  InFlightDiagnostic d = k.emitOpError("@") << k.getSymName() << ": cuda.launch has "
+                                            << phases.size() << " phases where ";
+  if (auto t = k.getTemplateName())
+    d << "template '" << *t << "'" << (k.getParamsAttr().get("backward") ? " (backward)" : "");
+  else
+    d << "its " << stringifyKernelTemplate(k.getKind()) << " body";
+  return d << " runs " << want;
 }
 
 /// A template kernel's params against its template's schema (PlanTemplates.h).
@@ -187,7 +240,7 @@ LogicalResult KernelOp::verify() {
       return emitOpError("a kernel with a body has no template");
     if (!getParamsAttr() || !getParamsAttr().getAs<DenseI64ArrayAttr>("dims"))
       return emitOpError("a kernel with a body needs its iteration space (params.dims)");
-    return success();
+    return verifyCudaPhases(*this);
   }
   if (!getTemplateName())
     return emitOpError("a kernel is a template (its name and params) or a body");
@@ -195,7 +248,9 @@ LogicalResult KernelOp::verify() {
     return emitOpError("a template kernel needs its template's name");
   if (!getParams())
     return emitOpError("template kernel '") << *getTemplateName() << "' has no params";
-  return verifyTemplateParams(*this);
+  if (failed(verifyTemplateParams(*this)))
+    return failure();
+  return verifyCudaPhases(*this);
 }
 
 /// A body's accesses: in range, one offset and strides per argument (an

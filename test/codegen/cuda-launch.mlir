@@ -11,6 +11,10 @@
 // PRINT: // phase 0: the row statistics
 // PRINT-NEXT: // phase 1: dK, dV
 // PRINT-NEXT: // phase 2: dQ
+// PRINT: // mlc.kernel k14 attention args=5 scratch=0 launch=8x64{{$}}
+// PRINT: const MlcAttention<float> s = {128, 4, 4, 0, 0, 128, 2,
+// PRINT: // mlc.kernel k23 attention args=8 scratch=12288 launch=8x64,8x64,8x64{{$}}
+// PRINT: const MlcAttention<float> s = {128, 4, 4, 0, 0, 128, 2,
 // PRINT: // mlc.kernel k18 column_reduction args=4 scratch=4096 launch=2x256,2x256{{$}}
 // PRINT: if (phase == 0) {
 // PRINT: if (phase == 1) {
@@ -22,7 +26,7 @@
 // CPU-NOT: phase ==
 
 // Attention forward, f32 (no tensor cores): a block of 64 query rows, a
-// thread each, per (sequence, head): 2 x 4 heads x ceil(8 / 64) tiles; key
+// thread each, per (batch, head): 2 x 4 heads x ceil(8 / 64) tiles; key
 // tiles of 32 rows (32 x (32 + 32) floats = 8 KB of shared memory).
 // CHECK-LABEL: plan.kernel @k4 attention "attention"
 // CHECK-SAME:    attributes {cuda.launch = [array<i64: 8, 64>], cuda.scratch = 0 : i64, cuda.tile = 32 : i64}
@@ -38,6 +42,28 @@ module {
 // CHECK-SAME:    attributes {cuda.launch = [array<i64: 8, 64>, array<i64: 8, 64>, array<i64: 8, 64>], cuda.scratch = 1536 : i64, cuda.tile = 32 : i64}
 module {
   plan.kernel @k20 attention "attention" args(7) params {arg_types = [f32, f32, f32, f32, f32, f32, f32], arg_written = array<i1: true, true, true, false, false, false, false>, backward, batch = 2 : i64, causal, cu_slot = -1 : i64, dropout = 1.000000e-01 : f64, element = f32, head_dim = 32 : i64, heads = 4 : i64, kv_heads = 4 : i64, mask_strides = array<i64: 0, 0, 0, 0>, query = 4 : i64, scale = 0.17677669529663687 : f64, seed = 2 : i64, seq_k = 8 : i64, seq_q = 8 : i64, tensors = array<i64: 0, 3072, 32, 384, 128, 3072, 32, 384, 256, 3072, 32, 384, 0, 1024, 32, 128, 0, 3072, 32, 384, 128, 3072, 32, 384, 256, 3072, 32, 384>, token_capacity = 0 : i64, value_dim = 32 : i64}
+}
+
+// -----
+
+// Packed documents (varlen): a block per (head, 64-token tile of the packed
+// stream) whatever the documents, 4 heads x ceil(128 / 64) = 8 blocks for
+// 128 sequence slots (not 128 x 4 x 2); the sizes' literal says 2 blocks per
+// head.
+// CHECK-LABEL: plan.kernel @k14 attention "attention"
+// CHECK-SAME:    attributes {cuda.launch = [array<i64: 8, 64>], cuda.scratch = 0 : i64, cuda.tile = 32 : i64}
+module {
+  plan.kernel @k14 attention "attention" args(5) params {arg_types = [f32, f32, f32, f32, i32], arg_written = array<i1: true, false, false, false, false>, batch = 128 : i64, causal, cu_slot = 4 : i64, dropout = 0.000000e+00 : f64, element = f32, head_dim = 32 : i64, heads = 4 : i64, kv_heads = 4 : i64, mask_strides = array<i64: 0, 0, 0, 0>, query = 1 : i64, scale = 0.17677669529663687 : f64, seed = 0 : i64, seq_k = 0 : i64, seq_q = 0 : i64, tensors = array<i64: 0, 128, 32, 128, 0, 384, 32, 384, 128, 384, 32, 384, 256, 384, 32, 384>, token_capacity = 128 : i64, value_dim = 32 : i64, varlen}
+}
+
+// -----
+
+// Its backward: the same grid in its three phases, the statistics per
+// (head, token of the capacity): 4 x 128 rows x 24 bytes.
+// CHECK-LABEL: plan.kernel @k23 attention "attention"
+// CHECK-SAME:    attributes {cuda.launch = [array<i64: 8, 64>, array<i64: 8, 64>, array<i64: 8, 64>], cuda.scratch = 12288 : i64, cuda.tile = 32 : i64}
+module {
+  plan.kernel @k23 attention "attention" args(8) params {arg_types = [f32, f32, f32, f32, f32, f32, f32, i32], arg_written = array<i1: true, true, true, false, false, false, false, false>, backward, batch = 128 : i64, causal, cu_slot = 7 : i64, dropout = 1.000000e-01 : f64, element = f32, head_dim = 32 : i64, heads = 4 : i64, kv_heads = 4 : i64, mask_strides = array<i64: 0, 0, 0, 0>, query = 4 : i64, scale = 0.17677669529663687 : f64, seed = 5 : i64, seq_k = 0 : i64, seq_q = 0 : i64, tensors = array<i64: 0, 384, 32, 384, 128, 384, 32, 384, 256, 384, 32, 384, 0, 128, 32, 128, 0, 384, 32, 384, 128, 384, 32, 384, 256, 384, 32, 384>, token_capacity = 128 : i64, value_dim = 32 : i64, varlen}
 }
 
 // -----

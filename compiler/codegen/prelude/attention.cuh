@@ -35,7 +35,10 @@
 // Layouts. Padded: tensors [B, H, S, D], a block per (batch, head, query
 // block). Variable-length (MLC_ATTN_VARLEN): packed tokens [T, H, D],
 // sequence n being tokens cu[n] .. cu[n + 1] (L of them), a block per
-// (sequence, head, query block); blocks past a sequence's end return.
+// (head, block of the packed stream's tokens), whatever the sequences: a
+// row finds its sequence by binary search in cu, the block streams the
+// union of its rows' keys (phase 1: queries) and each row skips those
+// outside its own sequence; blocks past the token count cu[B] return.
 // Every tensor is strided (MlcAttentionTensor), its rows contiguous.
 
 // The variant flags (MLC_ATTN_*), the sizes (MlcAttention) and the buffers
@@ -43,10 +46,13 @@
 // the same.
 
 // A block's place: head bh = (bb, h) (h the query head, kvh its kv head)
-// and the first of its `rows` rows; varlen: the sequence's first token a
-// and length L. SQ, SK: the lengths of this head's queries and keys.
+// and its rows first .. first + rows; SQ, SK: the lengths of this head's
+// queries and keys. Varlen blocks tile the packed stream: bb = 0, the
+// first token a = 0 and SQ = SK = the token count cu[batch], so that row
+// and key indices are the stream's tokens (dropout's counters and the
+// statistics' rows are the CPU's, whose sequence-relative indices add a).
 struct MlcAttentionBlock {
-  int64_t bh, bb, h, kvh, first, a, SQ, SK;
+  int64_t bh, bb, h, kvh, first, rows, a, SQ, SK;
 };
 
 template <int F, typename T, typename I>
@@ -55,11 +61,101 @@ MLC_FN MlcAttentionBlock mlc_attention_block(const MlcAttention<T> &s,
   MlcAttentionBlock k;
   k.bh = blockIdx.x / s.queryBlocks;
   k.first = (blockIdx.x % s.queryBlocks) * rows;
+  k.rows = rows;
   k.bb = k.bh / s.heads;
   k.h = k.bh % s.heads;
   k.kvh = (F & MLC_ATTN_GROUPED) ? k.h / mlc_attention_group<F>(s) : 0; // read when grouped
-  mlc_attention_lengths<F>(s, x, k);
+  if (F & MLC_ATTN_VARLEN) {
+    k.a = 0;
+    k.SQ = k.SK = x.cu[s.batch];
+  } else {
+    mlc_attention_lengths<F>(s, x, k);
+  }
   return k;
+}
+
+// A range [lo, hi) of rows or keys.
+struct MlcAttentionSpan {
+  int64_t lo, hi;
+};
+
+// The sequence holding stream token r (varlen, r below the token count):
+// tokens cu[n] .. cu[n + 1], n the last sequence with cu[n] <= r, found by
+// binary search (an empty sequence, cu[n] = cu[n + 1], holds none; cu's
+// trailing entries may all equal the token count). Padded: [0, len).
+template <int F, typename T, typename I>
+MLC_FN MlcAttentionSpan mlc_attention_sequence(const MlcAttention<T> &s,
+                                               const MlcAttentionArgs<T, I> &x, int64_t r,
+                                               int64_t len) {
+  if (!(F & MLC_ATTN_VARLEN))
+    return {0, len};
+  int64_t lo = 0, hi = s.batch - 1; // cu[lo] <= r
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (x.cu[mid] <= r)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return {x.cu[lo], x.cu[lo + 1]};
+}
+
+// The keys query i of block k sees: its sequence's (padded: all SK), up to
+// i when causal.
+template <int F, typename T, typename I>
+MLC_FN MlcAttentionSpan mlc_attention_row_keys(const MlcAttention<T> &s,
+                                               const MlcAttentionArgs<T, I> &x,
+                                               const MlcAttentionBlock &k, int64_t i) {
+  MlcAttentionSpan r = mlc_attention_sequence<F>(s, x, i, k.SK);
+  if ((F & MLC_ATTN_CAUSAL) && i + 1 < r.hi)
+    r.hi = i + 1;
+  return r;
+}
+
+// The queries that see key j of block k: its sequence's (padded: all SQ),
+// from j when causal.
+template <int F, typename T, typename I>
+MLC_FN MlcAttentionSpan mlc_attention_row_queries(const MlcAttention<T> &s,
+                                                  const MlcAttentionArgs<T, I> &x,
+                                                  const MlcAttentionBlock &k, int64_t j) {
+  MlcAttentionSpan r = mlc_attention_sequence<F>(s, x, j, k.SQ);
+  if ((F & MLC_ATTN_CAUSAL) && j > r.lo)
+    r.lo = j;
+  return r;
+}
+
+// The keys block k's query rows see, the union of theirs: from the first
+// row's sequence start (padded: 0) to, causal, the last row, else the last
+// row's sequence end (padded: SK).
+template <int F, typename T, typename I>
+MLC_FN MlcAttentionSpan mlc_attention_block_keys(const MlcAttention<T> &s,
+                                                 const MlcAttentionArgs<T, I> &x,
+                                                 const MlcAttentionBlock &k) {
+  const int64_t end = k.first + k.rows;
+  MlcAttentionSpan r = {0, (F & MLC_ATTN_CAUSAL) && end < k.SK ? end : k.SK};
+  if (F & MLC_ATTN_VARLEN) {
+    r.lo = mlc_attention_sequence<F>(s, x, k.first, k.SK).lo;
+    if (!(F & MLC_ATTN_CAUSAL))
+      r.hi = mlc_attention_sequence<F>(s, x, (end < k.SQ ? end : k.SQ) - 1, k.SK).hi;
+  }
+  return r;
+}
+
+// The queries that see block k's key rows (phase 1), the union of theirs:
+// from, causal, the first row, else the first row's sequence start
+// (padded: 0), to the last row's sequence end (padded: SQ).
+template <int F, typename T, typename I>
+MLC_FN MlcAttentionSpan mlc_attention_block_queries(const MlcAttention<T> &s,
+                                                    const MlcAttentionArgs<T, I> &x,
+                                                    const MlcAttentionBlock &k) {
+  const int64_t end = k.first + k.rows;
+  MlcAttentionSpan r = {(F & MLC_ATTN_CAUSAL) ? k.first : 0, k.SQ};
+  if (F & MLC_ATTN_VARLEN) {
+    if (!(F & MLC_ATTN_CAUSAL))
+      r.lo = mlc_attention_sequence<F>(s, x, k.first, k.SQ).lo;
+    r.hi = mlc_attention_sequence<F>(s, x, (end < k.SK ? end : k.SK) - 1, k.SQ).hi;
+  }
+  return r;
 }
 
 // Block k's heads of the tensors, in role order (MLC_ATT_O .. MLC_ATT_V):
@@ -82,7 +178,8 @@ MLC_FN MlcAttentionHeads<T> mlc_attention_heads(const MlcAttention<T> &s,
           mlc_attention_head<F>(s, k, MLC_ATT_V, x.v)};
 }
 
-// Phase 1 runs a block per (batch, kv head, key block): of the grid's
+// Phase 1 runs a block per (batch, kv head, key block; varlen: kv head,
+// block of the packed stream's keys): of the grid's
 // heads the first kvHeads stand for the kv heads (the others return, false
 // here), and each sums dK, dV over its group of heads / kvHeads query
 // heads in order (grouped-query attention: no atomics, K and V never
@@ -268,10 +365,10 @@ __device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
     acc[c] = 0;
   T m = -mlc_inf<T>();
   double l = 0;
-  const bool causal = F & MLC_ATTN_CAUSAL;
-  const int64_t jEnd = causal ? (i0 + ROWS < SK ? i0 + ROWS : SK) : SK;
-  const int64_t jn = active ? mlc_attention_keys_seen<F>(i, SK) : 0;
-  for (int64_t j0 = 0; j0 < jEnd; j0 += TILE) {
+  const MlcAttentionSpan keys = mlc_attention_block_keys<F>(s, x, k);
+  const MlcAttentionSpan seen =
+      active ? mlc_attention_row_keys<F>(s, x, k, i) : MlcAttentionSpan{0, 0};
+  for (int64_t j0 = keys.lo; j0 < keys.hi; j0 += TILE) {
     __syncthreads();
     mlc_attention_load_tile<TILE, D, F>(ks, s, x, k, kh, s.t[MLC_ATT_K].row, j0, SK);
     mlc_attention_load_tile<TILE, DV, 0>(vs, s, x, k, vh, s.t[MLC_ATT_V].row, j0, SK);
@@ -279,7 +376,7 @@ __device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
     if (statistics) {
       for (int t = 0; t < TILE; ++t) {
         const int64_t j = j0 + t;
-        if (j >= jn)
+        if (j < seen.lo || j >= seen.hi)
           continue;
         T sc = 0;
         for (int c = 0; c < D; ++c)
@@ -299,7 +396,7 @@ __device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
     for (int t = 0; t < TILE; ++t) {
       const int64_t j = j0 + t;
       T sc = -mlc_inf<T>();
-      if (j < jn) {
+      if (j >= seen.lo && j < seen.hi) {
         sc = 0;
         for (int c = 0; c < D; ++c)
           sc += q[c] * ks[t][c];
@@ -315,7 +412,7 @@ __device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
       mlc_attention_rescale<DV>(acc, m, l, tm);
     for (int t = 0; t < TILE; ++t) {
       const int64_t j = j0 + t;
-      if (j >= jn)
+      if (j < seen.lo || j >= seen.hi)
         continue;
       mlc_attention_accumulate<DV, F>(s, key, k, i, j, sv[t], m, l, acc, vs[t]);
     }
@@ -384,8 +481,11 @@ MLC_FN void mlc_attention_rows_dkdv_head(const MlcAttention<T> &s,
                                          T (*kself)[D + 1], T (*vself)[DV + 1], T *dkj,
                                          T *dvj) {
   const int64_t SQ = k.SQ, SK = k.SK, j = j0 + threadIdx.x;
-  const bool active = j < SK, causal = F & MLC_ATTN_CAUSAL;
-  for (int64_t i0 = causal ? j0 / TILE * TILE : 0; i0 < SQ; i0 += TILE) {
+  const bool active = j < SK;
+  const MlcAttentionSpan queries = mlc_attention_block_queries<F>(s, x, k);
+  const MlcAttentionSpan seen =
+      active ? mlc_attention_row_queries<F>(s, x, k, j) : MlcAttentionSpan{0, 0};
+  for (int64_t i0 = queries.lo; i0 < queries.hi; i0 += TILE) {
     __syncthreads();
     mlc_attention_load_tile<TILE, D, F>(qs, s, x, k, qh, s.t[MLC_ATT_Q].row, i0, SQ);
     mlc_attention_load_tile<TILE, DV, 0>(gs, s, x, k, gh, s.t[MLC_ATT_GO].row, i0, SQ);
@@ -394,7 +494,7 @@ MLC_FN void mlc_attention_rows_dkdv_head(const MlcAttention<T> &s,
       continue;
     for (int t = 0; t < TILE; ++t) {
       const int64_t i = i0 + t;
-      if (i >= SQ || (causal && j > i))
+      if (i < seen.lo || i >= seen.hi)
         continue;
       T pr, kp, ds;
       mlc_attention_rows_grads<F, D, DV>(s, x, ctx, key, k, i, j, qs[t], kself[threadIdx.x], gs[t],
@@ -478,17 +578,17 @@ __device__ void mlc_attention_rows_dq(const MlcAttention<T> &s, const MlcAttenti
   T dqi[D];
   for (int c = 0; c < D; ++c)
     dqi[c] = 0;
-  const bool causal = F & MLC_ATTN_CAUSAL;
-  const int64_t jEnd = causal ? (i0 + ROWS < SK ? i0 + ROWS : SK) : SK;
-  const int64_t jn = active ? mlc_attention_keys_seen<F>(i, SK) : 0;
-  for (int64_t j0 = 0; j0 < jEnd; j0 += TILE) {
+  const MlcAttentionSpan keys = mlc_attention_block_keys<F>(s, x, k);
+  const MlcAttentionSpan seen =
+      active ? mlc_attention_row_keys<F>(s, x, k, i) : MlcAttentionSpan{0, 0};
+  for (int64_t j0 = keys.lo; j0 < keys.hi; j0 += TILE) {
     __syncthreads();
     mlc_attention_load_tile<TILE, D, F>(ks, s, x, k, kh, s.t[MLC_ATT_K].row, j0, SK);
     mlc_attention_load_tile<TILE, DV, 0>(vs, s, x, k, vh, s.t[MLC_ATT_V].row, j0, SK);
     __syncthreads();
     for (int t = 0; t < TILE; ++t) {
       const int64_t j = j0 + t;
-      if (j >= jn)
+      if (j < seen.lo || j >= seen.hi)
         continue;
       T pr, kp, ds;
       mlc_attention_rows_grads<F, D, DV>(s, x, ctx, key, k, i, j, qself[threadIdx.x], ks[t],
@@ -645,12 +745,16 @@ template <int N> MLC_FN void mlc_attention_zero(float (*acc)[4]) {
 }
 
 // The score of query i, key j from the product v: scaled, masked, -inf
-// where hidden.
+// where hidden (varlen: also where i or j is outside `seq`, the sequence
+// of the lane's row, mlc_attention_sequence).
 template <int F, typename I>
 MLC_FN float mlc_attention_tc_score(const MlcAttention<float> &s, const MlcAttentionArgs<float, I> &x,
-                                    const MlcAttentionBlock &k, int64_t i, int64_t j, float v) {
+                                    const MlcAttentionBlock &k, int64_t i, int64_t j, float v,
+                                    const MlcAttentionSpan &seq) {
   float sc = v * s.scale;
-  const bool ok = i < k.SQ && j < k.SK && (!(F & MLC_ATTN_CAUSAL) || j <= i);
+  bool ok = i < k.SQ && j < k.SK && (!(F & MLC_ATTN_CAUSAL) || j <= i);
+  if (F & MLC_ATTN_VARLEN)
+    ok = ok && i >= seq.lo && i < seq.hi && j >= seq.lo && j < seq.hi;
   if ((F & MLC_ATTN_MASK) && ok)
     sc += mlc_attention_mask(s, x.mask, k, i, j);
   if (!ok)
@@ -658,9 +762,13 @@ MLC_FN float mlc_attention_tc_score(const MlcAttention<float> &s, const MlcAtten
   return sc;
 }
 
-// The last key (exclusive) that the block's rows from i0 see.
-template <int F> MLC_FN int64_t mlc_attention_tc_key_end(int64_t i0, int64_t SK) {
-  return (F & MLC_ATTN_CAUSAL) ? (i0 + MLC_ATTN_TC_ROWS < SK ? i0 + MLC_ATTN_TC_ROWS : SK) : SK;
+// The sequences of the lane's rows r0, r1 (varlen; unused padded).
+template <int F, typename I>
+MLC_FN void mlc_attention_tc_sequences(const MlcAttention<float> &s,
+                                       const MlcAttentionArgs<float, I> &x,
+                                       const MlcAttentionLane &ln, MlcAttentionSpan *seq) {
+  seq[0] = mlc_attention_sequence<F>(s, x, ln.r0, 0);
+  seq[1] = mlc_attention_sequence<F>(s, x, ln.r1, 0);
 }
 
 // A streamed tile in shared memory: its rows as bf16 pairs along the row
@@ -800,8 +908,10 @@ __device__ void mlc_attention_tc_rows_forward(const MlcAttention<float> &s,
   float o[DV / 8][4];
   mlc_attention_zero<DV / 8>(o);
   float m[2] = {-mlc_inf<float>(), -mlc_inf<float>()}, l[2] = {0, 0};
-  const int64_t jEnd = mlc_attention_tc_key_end<F>(i0, SK);
-  for (int64_t j0 = 0; j0 < jEnd; j0 += MLC_ATTN_TC_TILE) {
+  MlcAttentionSpan seq[2];
+  mlc_attention_tc_sequences<F>(s, x, ln, seq);
+  const MlcAttentionSpan keys = mlc_attention_block_keys<F>(s, x, k);
+  for (int64_t j0 = keys.lo; j0 < keys.hi; j0 += MLC_ATTN_TC_TILE) {
     __syncthreads();
     mlc_attention_stage_rows<D, F>(tile.rows, s, x, k, kh, s.t[MLC_ATT_K].row, j0, SK);
     mlc_attention_stage_cols<DV, 0>(tile.cols, s, x, k, vh, s.t[MLC_ATT_V].row, j0, SK);
@@ -813,7 +923,7 @@ __device__ void mlc_attention_tc_rows_forward(const MlcAttention<float> &s,
     for (int n = 0; n < 4; ++n)
       for (int f = 0; f < 4; ++f) {
         const int64_t i = f < 2 ? ln.r0 : ln.r1, j = j0 + n * 8 + 2 * ln.t4 + (f & 1);
-        const float sc = mlc_attention_tc_score<F>(s, x, k, i, j, sv[n][f]);
+        const float sc = mlc_attention_tc_score<F>(s, x, k, i, j, sv[n][f], seq[f >> 1]);
         sv[n][f] = sc;
         tm[f >> 1] = sc > tm[f >> 1] ? sc : tm[f >> 1];
       }
@@ -896,11 +1006,14 @@ __device__ void mlc_attention_tc_dkdv(const MlcAttention<float> &s,
   mlc_attention_zero<D / 8>(gk);
   mlc_attention_zero<DV / 8>(gv);
   const int64_t rq = s.t[MLC_ATT_Q].row, rg = s.t[MLC_ATT_GO].row;
+  MlcAttentionSpan seq[2];
+  mlc_attention_tc_sequences<F>(s, x, ln, seq);
+  const MlcAttentionSpan queries = mlc_attention_block_queries<F>(s, x, b);
   for (int64_t g = 0; g < mlc_attention_group<F>(s); ++g) {
   const MlcAttentionBlock k = mlc_attention_group_head<F>(s, kv, g);
   const float *qh = mlc_attention_head<F>(s, k, MLC_ATT_Q, x.q);
   const float *gh = mlc_attention_head<F>(s, k, MLC_ATT_GO, x.go);
-  for (int64_t i0 = (F & MLC_ATTN_CAUSAL) ? j0 : 0; i0 < SQ; i0 += MLC_ATTN_TC_TILE) {
+  for (int64_t i0 = queries.lo; i0 < queries.hi; i0 += MLC_ATTN_TC_TILE) {
     __syncthreads();
     mlc_attention_stage_rows<D, F>(sh.a.rows, s, x, k, qh, rq, i0, SQ);
     mlc_attention_stage_cols<D, F>(sh.a.cols, s, x, k, qh, rq, i0, SQ);
@@ -916,7 +1029,7 @@ __device__ void mlc_attention_tc_dkdv(const MlcAttention<float> &s,
       for (int f = 0; f < 4; ++f) {
         const int q = n * 8 + 2 * ln.t4 + (f & 1);
         const int64_t j = f < 2 ? ln.r0 : ln.r1, i = i0 + q;
-        const float sc = mlc_attention_tc_score<F>(s, x, k, i, j, sv[n][f]);
+        const float sc = mlc_attention_tc_score<F>(s, x, k, i, j, sv[n][f], seq[f >> 1]);
         mlc_attention_tc_grads<F>(s, sc, sh.sm[q], sh.sl[q], sh.sd[q], dp[n][f],
                                   mlc_attention_keep<F>(s, key, k, i, j), pw[n][f], ds[n][f]);
       }
@@ -969,8 +1082,10 @@ __device__ void mlc_attention_tc_dq(const MlcAttention<float> &s, const MlcAtten
   for (int r = 0; r < 2; ++r) {
     mlc_attention_tc_stats<F>(s, stat, k, r ? ln.r1 : ln.r0, rm[r], rl[r], rd[r]);
   }
-  const int64_t jEnd = mlc_attention_tc_key_end<F>(i0, SK);
-  for (int64_t j0 = 0; j0 < jEnd; j0 += MLC_ATTN_TC_TILE) {
+  MlcAttentionSpan seq[2];
+  mlc_attention_tc_sequences<F>(s, x, ln, seq);
+  const MlcAttentionSpan keys = mlc_attention_block_keys<F>(s, x, k);
+  for (int64_t j0 = keys.lo; j0 < keys.hi; j0 += MLC_ATTN_TC_TILE) {
     __syncthreads();
     mlc_attention_stage_rows<D, F>(sh.a.rows, s, x, k, kh, s.t[MLC_ATT_K].row, j0, SK);
     mlc_attention_stage_cols<D, F>(sh.a.cols, s, x, k, kh, s.t[MLC_ATT_K].row, j0, SK);
@@ -981,7 +1096,7 @@ __device__ void mlc_attention_tc_dq(const MlcAttention<float> &s, const MlcAtten
     for (int n = 0; n < 4; ++n)
       for (int f = 0; f < 4; ++f) {
         const int64_t i = f < 2 ? ln.r0 : ln.r1, j = j0 + n * 8 + 2 * ln.t4 + (f & 1);
-        const float sc = mlc_attention_tc_score<F>(s, x, k, i, j, sv[n][f]);
+        const float sc = mlc_attention_tc_score<F>(s, x, k, i, j, sv[n][f], seq[f >> 1]);
         mlc_attention_tc_grads<F>(s, sc, rm[f >> 1], rl[f >> 1], rd[f >> 1], dp[n][f],
                                   mlc_attention_keep<F>(s, key, k, i, j), pw[n][f], ds[n][f]);
       }

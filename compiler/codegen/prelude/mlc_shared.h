@@ -67,7 +67,8 @@ MLC_FN bool mlc_attention_kv_role(int role) {
 // lengths (varlen: unused, each sequence's L); tokenCapacity the most
 // tokens of a varlen batch (dropout's counters and the statistics' rows);
 // queryBlocks (CUDA) the blocks per head, the grid being batch * heads *
-// queryBlocks;
+// queryBlocks (varlen: heads * queryBlocks, tiles of the packed stream's
+// tokenCapacity);
 // mask the mask's element strides along [B, H, Sq, Sk] (0 where
 // broadcast); dropout the probability p, keepScale 1 / (1 - p).
 // The rotary embedding's tables (MLC_ATTN_ROTARY): dim R, the first R
@@ -109,7 +110,9 @@ template <typename T, typename I> struct MlcAttentionArgs {
 // head record (prelude/attention.cuh's MlcAttentionBlock, attention.h's
 // MlcAttentionHead): bb the batch (varlen: the sequence), h the query
 // head, kvh its kv head, bh = bb * heads + h, a the sequence's first
-// token, SQ, SK the lengths of its queries and keys.
+// token, SQ, SK the lengths of its queries and keys. (CUDA's varlen blocks
+// span the packed stream instead: bb = a = 0, SQ = SK = the token count,
+// indices the stream's tokens, so that the expressions below still hold.)
 
 // k's lengths: the padded ones, or (varlen) sequence bb's tokens cu[bb] ..
 // cu[bb + 1] from a.
