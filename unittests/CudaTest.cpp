@@ -735,7 +735,7 @@ struct RotaryLayout {
   std::vector<int64_t> sizes(int64_t R, int64_t rowsPerBlock, bool backward) const {
     const int64_t S = c.varlen ? 0 : kRotS;
     std::vector<int64_t> p = {c.varlen ? seqs : kRotB, H, KH, S, S, capacity,
-                              (maxLen + rowsPerBlock - 1) / rowsPerBlock};
+                              ((c.varlen ? capacity : maxLen) + rowsPerBlock - 1) / rowsPerBlock};
     const int64_t widths[7] = {backward ? kRotD : kRotDV, kRotD, kRotDV, kRotDV,
                                kRotD,                     kRotD, kRotDV};
     for (int role = 0; role < 7; ++role) {
@@ -832,7 +832,9 @@ AttentionRun runAttention(EmulatedKernels &kernels, const RotaryLayout &l,
                        (void *)go.data(), (void *)q.data(), (void *)k.data(),
                        (void *)v.data(),  (void *)kSequences.data(), (void *)cs.data(),
                        (void *)sn.data(), scratch.data()};
-  const int64_t grid = p[0] * l.H * p[6];
+  // Padded: a block per (batch, head, query tile); varlen: per (head, tile
+  // of the packed stream).
+  const int64_t grid = (l.c.varlen ? 1 : p[0]) * l.H * p[6];
   const double scale = 1.0 / std::sqrt(double(kRotD));
   for (int phase = 0; phase < (backward ? 3 : 1); ++phase)
     kernels.run(name, p, b, scale, phase, grid, threads);
