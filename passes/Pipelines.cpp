@@ -36,6 +36,7 @@ void buildGraphPipeline(OpPassManager &pm, const GraphPipelineOptions &options) 
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   if (options.fuse) {
+    pm.addNestedPass<func::FuncOp>(createMlcAccumulateGemms());
     pm.addNestedPass<func::FuncOp>(createMlcFuseElementwise());
   }
 }
