@@ -658,7 +658,7 @@ TEST(GemmAccumulate, MatchCpu) {
       "  %f = mlc.matmul %y, %w : tensor<2x3x8xf32>, tensor<8x8xf32>\n"
       "  %de = mlc.add %d, %e : tensor<2x3x8xf32>, tensor<2x3x8xf32>\n"
       "  %three = mlc.add %de, %f : tensor<2x3x8xf32>, tensor<2x3x8xf32>\n"
-      "  %h = mlc.matmul %y, %u : tensor<2x3x8xf32>, tensor<8x8xf32>\n"
+      "  %h = mlc.matmul %y, %w transpose_rhs : tensor<2x3x8xf32>, tensor<8x8xf32>\n"
       "  %g = mlc.matmul %x, %s : tensor<2x3x8xf32>, tensor<2x8x8xf32>\n"
       "  %gb = mlc.add %g, %b : tensor<2x3x8xf32>, tensor<8xf32>\n"
       "  %biased = mlc.add %h, %gb : tensor<2x3x8xf32>, tensor<2x3x8xf32>\n"
