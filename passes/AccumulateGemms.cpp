@@ -101,8 +101,10 @@ public:
   void runOnOperation() final {
     RewritePatternSet patterns(&getContext());
     patterns.add<SumOfProducts>(&getContext());
-    if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+    if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns)))) {
+      getOperation().emitError("mlc-accumulate-gemms: the rewrites did not converge");
       signalPassFailure();
+    }
   }
 };
 
