@@ -169,13 +169,13 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
 
 /// The buffer an accumulating product adds itself to: its accumulator's
 /// own, when the accumulator is a product (whose buffer holds exactly it)
-/// that nothing else reads; else a copy of the accumulator, in the result's
-/// arena slice or flat buffer.
+/// that nothing else reads (a gradient's flat buffer where the chain ends
+/// in one: accumulateInTargets); else a copy of the accumulator, in the
+/// result's arena slice or flat buffer.
 int FunctionLowering::accumulatorBuffer(MatmulOp op) {
   Value acc = op.getAcc();
   auto it = valueBuffers.find(acc);
-  if (acc.getDefiningOp<MatmulOp>() && acc.hasOneUse() && it != valueBuffers.end() &&
-      targets.count(acc) == targets.count(op.getResult()))
+  if (acc.getDefiningOp<MatmulOp>() && acc.hasOneUse() && it != valueBuffers.end())
     return it->second;
   int id = arenaFor(op.getResult());
   Type el = typeOf(acc).getElementType();
@@ -183,8 +183,9 @@ int FunctionLowering::accumulatorBuffer(MatmulOp op) {
   return id;
 }
 
-/// A gradient written in place by a chain of accumulating products: the
-/// chain's first product writes the flat buffer, the others add to it.
+/// A gradient written in place by a chain of accumulating products (each
+/// accumulator a product read by the next alone): the chain's first product
+/// writes the flat buffer, the others add to it (accumulatorBuffer).
 void FunctionLowering::accumulateInTargets() {
   SmallVector<std::pair<Value, Value>> firsts;
   for (auto &[v, role] : targets) {
