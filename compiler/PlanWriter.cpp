@@ -115,6 +115,7 @@ llvm::Expected<rt::FunctionPlan> serializeFunction(plan::FuncOp fn,
       s.rhsStrides.assign(gemm.getRhsStrides().begin(), gemm.getRhsStrides().end());
       s.bias = bool(gemm.getBias());
       s.gelu = bool(gemm.getPre());
+      s.accumulate = gemm.getAccumulate();
       ++counts.gemms;
     } else if (auto start = dyn_cast<plan::AllReduceStartOp>(inner)) {
       s.kind = rt::StepDecl::AllReduceStart;

@@ -58,9 +58,12 @@ private:
       };
       Value lhs = to(op.getLhs(), narrow), rhs = to(op.getRhs(), narrow);
       Value wide;
-      if (op.getBias()) // the f32 bias added to the f32 sums, as add(cast(product), bias)
+      // The f32 bias (and accumulator) added to the f32 sums, as
+      // add(cast(product), bias).
+      if (op.getBias() || op.getAcc())
         wide = b.create<MatmulOp>(op.getLoc(), lhs, rhs, op.getTransposeLhs(),
-                                  op.getTransposeRhs(), /*f32_result=*/true, op.getBias());
+                                  op.getTransposeRhs(), /*f32_result=*/true, op.getBias(),
+                                  op.getAcc());
       else
         wide = to(b.create<MatmulOp>(op.getLoc(), lhs, rhs, op.getTransposeLhs(),
                                      op.getTransposeRhs())

@@ -106,6 +106,40 @@ def MlcRecognize : Pass<"mlc-recognize", "mlir::func::FuncOp"> {
   let dependentDialects = ["::mlc::MlcDialect"];
 }
 
+def MlcAccumulateGemms : Pass<"mlc-accumulate-gemms", "mlir::func::FuncOp"> {
+  let summary = "Sums of matrix products accumulate in the GEMM (beta = 1)";
+  let description = [{
+    `add(matmul_a, matmul_b)` of two products that nothing else reads
+    becomes `matmul_b acc(matmul_a)`: the second GEMM adds its product to
+    the first's result (the BLAS call's beta = 1, in the first's buffer)
+    instead of a pointwise kernel that reads both and writes the sum. A
+    three-way sum chains, `c acc(b acc(a))`. Backward is full of such sums:
+    the input gradient of projections sharing one input (Q, K, V; gate and
+    up), of a weight used twice, of an input read by several products.
+
+    The sum's type is the products': the add must not broadcast, and a
+    bf16 product widened for an f32 add (`add(cast(matmul), ...)` after
+    mlc-autocast) becomes an `f32_result` product, so the sum accumulates in
+    f32 and is rounded nowhere. Nothing else is narrowed or widened (an add
+    of bf16 casts of f32 products stays). An add with an operand that is no
+    product, or a product read elsewhere too, is left to mlc-fuse-elementwise.
+    It runs in the fused pipeline only (`--no-fuse` keeps the adds).
+
+    Before:
+    ```mlir
+    %a = mlc.matmul %dq, %wq : tensor<8x64xf32>, tensor<64x64xf32>
+    %b = mlc.matmul %dk, %wk : tensor<8x32xf32>, tensor<32x64xf32>
+    %s = mlc.add %a, %b : tensor<8x64xf32>, tensor<8x64xf32>
+    ```
+    After:
+    ```mlir
+    %a = mlc.matmul %dq, %wq : tensor<8x64xf32>, tensor<64x64xf32>
+    %s = mlc.matmul %dk, %wk acc(%a : tensor<8x64xf32>) : tensor<8x32xf32>, tensor<32x64xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlc::MlcDialect"];
+}
+
 def MlcFuseElementwise : Pass<"mlc-fuse-elementwise", "mlir::func::FuncOp"> {
   let summary = "Groups chains of pointwise ops into mlc.fusion kernels";
   let description = [{

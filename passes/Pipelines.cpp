@@ -37,6 +37,7 @@ void buildGraphPipeline(OpPassManager &pm, const GraphPipelineOptions &options) 
   pm.addPass(createCSEPass());
   if (options.fuse) {
     pm.addNestedPass<func::FuncOp>(createMlcFoldRotary());
+    pm.addNestedPass<func::FuncOp>(createMlcAccumulateGemms());
     pm.addNestedPass<func::FuncOp>(createMlcFuseElementwise());
   }
 }

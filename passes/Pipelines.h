@@ -26,7 +26,8 @@ struct GraphPipelineOptions : mlir::PassPipelineOptions<GraphPipelineOptions> {
                                        "@optimizer (mlc-optimizer)"),
                         llvm::cl::init(true)};
   Option<bool> fuse{*this, "fuse",
-                    llvm::cl::desc("Fuse pointwise ops (mlc-fuse-elementwise) and the "
+                    llvm::cl::desc("Fuse sums of products (mlc-accumulate-gemms), pointwise ops "
+                                   "(mlc-fuse-elementwise) and the "
                                    "optimizer (mlc-optimizer{fuse})"),
                     llvm::cl::init(true)};
   Option<std::string> autocast{*this, "autocast",

@@ -969,7 +969,8 @@ struct RecognizeFlattenedLinear : OpRewritePattern<ReshapeOp> {
     } else {
       mm = inner.getDefiningOp<MatmulOp>();
     }
-    if (!mm || mm.getTransposeLhs() || rankOf(mm.getResult()) != 2 || rankOf(mm.getRhs()) != 2)
+    if (!mm || mm.getTransposeLhs() || mm.getAcc() || rankOf(mm.getResult()) != 2 ||
+        rankOf(mm.getRhs()) != 2)
       return failure();
     auto flat = mm.getLhs().getDefiningOp<ReshapeOp>();
     if (!flat)
@@ -1038,7 +1039,8 @@ struct RecognizeTransposedOperand : OpRewritePattern<MatmulOp> {
       return failure();
     rewriter.replaceOpWithNewOp<MatmulOp>(mm, lhs ? lhs : mm.getLhs(), rhs ? rhs : mm.getRhs(),
                                           mm.getTransposeLhs() != bool(lhs),
-                                          mm.getTransposeRhs() != bool(rhs));
+                                          mm.getTransposeRhs() != bool(rhs), mm.getF32Result(),
+                                          mm.getBias(), mm.getAcc());
     return success();
   }
 };

@@ -1061,3 +1061,69 @@ TEST(GemmEpilogues, MatchCpu) {
     }
   }
 }
+
+// Sums of products accumulating in the GEMMs (beta = 1): two products, a
+// chain of three (a transposed and a batched one among them: a strided
+// batch) and a biased one accumulating into another. In f32 and with bf16 products (f32_result
+// products accumulating in f32): the plan has the accumulating GEMMs and
+// no kernel, and the emulated cuBLASLt gives the CPU's results.
+TEST(GemmAccumulate, MatchCpu) {
+  const std::string text =
+      "func.func @forward(%w: tensor<8x8xf32> {mlc.param = \"w\"}, %u: tensor<8x8xf32> "
+      "{mlc.param = \"u\"}, %s: tensor<2x8x8xf32> {mlc.param = \"s\"}, %b: tensor<8xf32> "
+      "{mlc.param = \"b\"}, %x: tensor<2x3x8xf32> {mlc.input = \"x\"}, %y: tensor<2x3x8xf32> "
+      "{mlc.input = \"y\"}) -> (tensor<2x3x8xf32> {mlc.output = \"two\"}, tensor<2x3x8xf32> "
+      "{mlc.output = \"three\"}, tensor<2x3x8xf32> {mlc.output = \"biased\"}) {\n"
+      "  %a = mlc.matmul %x, %w : tensor<2x3x8xf32>, tensor<8x8xf32>\n"
+      "  %c = mlc.matmul %y, %u : tensor<2x3x8xf32>, tensor<8x8xf32>\n"
+      "  %two = mlc.add %a, %c : tensor<2x3x8xf32>, tensor<2x3x8xf32>\n"
+      "  %d = mlc.matmul %x, %u transpose_rhs : tensor<2x3x8xf32>, tensor<8x8xf32>\n"
+      "  %e = mlc.matmul %y, %s : tensor<2x3x8xf32>, tensor<2x8x8xf32>\n"
+      "  %f = mlc.matmul %y, %w : tensor<2x3x8xf32>, tensor<8x8xf32>\n"
+      "  %de = mlc.add %d, %e : tensor<2x3x8xf32>, tensor<2x3x8xf32>\n"
+      "  %three = mlc.add %de, %f : tensor<2x3x8xf32>, tensor<2x3x8xf32>\n"
+      "  %h = mlc.matmul %y, %w transpose_rhs : tensor<2x3x8xf32>, tensor<8x8xf32>\n"
+      "  %g = mlc.matmul %x, %s : tensor<2x3x8xf32>, tensor<2x8x8xf32>\n"
+      "  %gb = mlc.add %g, %b : tensor<2x3x8xf32>, tensor<8xf32>\n"
+      "  %biased = mlc.add %h, %gb : tensor<2x3x8xf32>, tensor<2x3x8xf32>\n"
+      "  return %two, %three, %biased : tensor<2x3x8xf32>, tensor<2x3x8xf32>, "
+      "tensor<2x3x8xf32>\n}\n";
+  for (const char *autocast : {"", "bf16"}) {
+    std::string dir = compilePackage(text, /*training=*/false, autocast, "");
+    ASSERT_FALSE(dir.empty());
+    std::ifstream in(dir + "/plan.txt");
+    int accumulating = 0, kernels = 0;
+    bool forward = false;
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("func ", 0) == 0)
+        forward = line.rfind("func forward ", 0) == 0;
+      if (!forward)
+        continue;
+      kernels += line.rfind("kernel ", 0) == 0;
+      accumulating += line.rfind("gemm ", 0) == 0 && line.find(" accumulate ") != std::string::npos;
+    }
+    EXPECT_EQ(accumulating, 4) << dir;
+    if (!*autocast) {
+      EXPECT_EQ(kernels, 0) << dir;
+    }
+    auto outputs = [&](const std::string &device) {
+      return forwardOutputs(dir, device, 11, {"two", "three", "biased"});
+    };
+    std::vector<float> cpu = outputs("cpu");
+    for (const char *epilogue : {"1", "0"}) {
+      setenv("MLC_CUBLASLT_EPILOGUE", epilogue, 1);
+      std::vector<float> emu;
+      try {
+        emu = outputs("cuda-emulator");
+      } catch (const Error &e) {
+        unsetenv("MLC_CUBLASLT_EPILOGUE");
+        if (!noCudaBackend(e))
+          throw;
+        GTEST_SKIP() << e.what();
+      }
+      unsetenv("MLC_CUBLASLT_EPILOGUE");
+      expectNear(cpu, emu, 1e-5,
+                 std::string(", autocast '") + autocast + "', epilogue " + epilogue);
+    }
+  }
+}

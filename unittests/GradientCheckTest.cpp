@@ -310,6 +310,25 @@ func.func @forward(%a: tensor<2x3x4xf64> {mlc.param = "a"}, %w: tensor<5x4xf64> 
   %l = mlc.reduce_sum %y axes = [0, 1, 2] : tensor<2x3x2xf64>
   return %l : tensor<f64>
 })");
+  // Products accumulating into each other (acc: its gradient is the
+  // result's), one input read by three products: its gradient, a sum of
+  // three products, accumulates in the GEMMs too (mlc-accumulate-gemms).
+  checkText(R"(
+func.func @forward(%a: tensor<2x3x4xf64> {mlc.param = "a"}, %w: tensor<4x5xf64> {mlc.param = "w"},
+                   %u: tensor<5x4xf64> {mlc.param = "u"}, %c: tensor<2x3x2xf64> {mlc.param = "c"},
+                   %v: tensor<2x5xf64> {mlc.param = "v"}, %z: tensor<4x5xf64> {mlc.param = "z"},
+                   %r: tensor<2x3x5xf64> {mlc.input = "r"})
+    -> (tensor<f64> {mlc.output = "loss"}) {
+  %p = mlc.matmul %a, %w : tensor<2x3x4xf64>, tensor<4x5xf64>
+  %q = mlc.matmul %a, %u transpose_rhs acc(%p : tensor<2x3x5xf64>) : tensor<2x3x4xf64>, tensor<5x4xf64>
+  %s = mlc.matmul %c, %v acc(%q : tensor<2x3x5xf64>) : tensor<2x3x2xf64>, tensor<2x5xf64>
+  %t = mlc.tanh %s : tensor<2x3x5xf64>
+  %e = mlc.matmul %a, %z : tensor<2x3x4xf64>, tensor<4x5xf64>
+  %o = mlc.mul %t, %e : tensor<2x3x5xf64>, tensor<2x3x5xf64>
+  %y = mlc.mul %o, %r : tensor<2x3x5xf64>, tensor<2x3x5xf64>
+  %l = mlc.reduce_sum %y axes = [0, 1, 2] : tensor<2x3x5xf64>
+  return %l : tensor<f64>
+})");
   // Embedding with repeated ids (scatter-add) and a tied output projection.
   checkText(R"(
 func.func @forward(%e: tensor<6x4xf64> {mlc.param = "e"}, %ids: tensor<5xi64> {mlc.input = "ids"},

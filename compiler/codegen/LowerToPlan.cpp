@@ -126,11 +126,12 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
     if ((dynamicRows(op.getRhs()) && tB) || (dynamicRows(op.getLhs()) && !tA && !dynM))
       return failure("unsupported placement of the dynamic token dimension in a matmul");
   }
-  int outId = arenaFor(op.getResult());
-  valueBuffers[op.getResult()] = outId;
   int lhs = bufferOf(op.getLhs()), rhs = bufferOf(op.getRhs());
+  int outId = op.getAcc() ? accumulatorBuffer(op) : arenaFor(op.getResult());
+  valueBuffers[op.getResult()] = outId;
   Step step;
   step.gemm = true;
+  step.accumulate = bool(op.getAcc());
   step.buffers = {outId, lhs, rhs};
   if (op.getBias()) {
     step.bias = true;
@@ -142,6 +143,8 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
   Type el = typeOf(op.getResult()).getElementType();
   for (Operation *user : op.getResult().getUsers()) {
     auto gelu = dyn_cast<GeluOp>(user);
+    if (step.accumulate) // the GELU epilogue would not see the accumulator
+      break;
     if (!gelu || gelu.getApproximate() != GeluApproximation::tanh || !(el.isF32() || el.isF64()))
       continue;
     int geluId = arenaFor(gelu.getResult());
@@ -162,6 +165,42 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
   step.rhsStrides = rs;
   steps.push_back(std::move(step));
   return llvm::Error::success();
+}
+
+/// The buffer an accumulating product adds itself to: its accumulator's
+/// own, when the accumulator is a product (whose buffer holds exactly it)
+/// that nothing else reads (a gradient's flat buffer where the chain ends
+/// in one: accumulateInTargets); else a copy of the accumulator, in the
+/// result's arena slice or flat buffer.
+int FunctionLowering::accumulatorBuffer(MatmulOp op) {
+  Value acc = op.getAcc();
+  auto it = valueBuffers.find(acc);
+  if (acc.getDefiningOp<MatmulOp>() && acc.hasOneUse() && it != valueBuffers.end())
+    return it->second;
+  int id = arenaFor(op.getResult());
+  Type el = typeOf(acc).getElementType();
+  emitCopies(id, el, numel(acc), false, {acc}, {0}, rowMajorStrides(shapeOf(acc)));
+  return id;
+}
+
+/// A gradient written in place by a chain of accumulating products (each
+/// accumulator a product read by the next alone): the chain's first product
+/// writes the flat buffer, the others add to it (accumulatorBuffer).
+void FunctionLowering::accumulateInTargets() {
+  SmallVector<std::pair<Value, Value>> firsts;
+  for (auto &[v, role] : targets) {
+    Value first = v;
+    while (auto m = first.getDefiningOp<MatmulOp>()) {
+      Value acc = m.getAcc();
+      if (!acc || !acc.getDefiningOp<MatmulOp>() || !acc.hasOneUse())
+        break;
+      first = acc;
+    }
+    if (first != v)
+      firsts.push_back({first, v});
+  }
+  for (auto [first, v] : firsts)
+    targets[first] = targets[v];
 }
 
 llvm::Error FunctionLowering::lowerOp(Operation *op) {
@@ -326,6 +365,7 @@ llvm::Error FunctionLowering::run() {
         returnUses[v] == 1)
       targets[v] = *role;
   }
+  accumulateInTargets();
   for (Operation &op : block.without_terminator())
     if (auto err = lowerOp(&op))
       return llvm::createStringError(
@@ -351,11 +391,13 @@ llvm::Error FunctionLowering::run() {
     }
     if (auto g = fn.getResultAttrOfType<StringAttr>(i, "mlc.grad")) {
       if (targets.count(v)) {
-        gradReadyStep[g.str()] = steps.size() - 1;
+        // The last step that writes it (an accumulating chain has several).
+        int ready = -1;
         for (size_t s = 0; s < steps.size(); ++s)
           for (int b : steps[s].buffers)
             if (b == valueBuffers[v])
-              gradReadyStep[g.str()] = std::min<int>(gradReadyStep[g.str()], s);
+              ready = int(s);
+        gradReadyStep[g.str()] = ready < 0 ? int(steps.size()) - 1 : ready;
         continue;
       }
       int dst = newBuffer({Buffer::Grad, typeOf(v).getElementType(),
@@ -429,7 +471,8 @@ void FunctionLowering::emitPlan(OpBuilder &b) {
                            b.getI64IntegerAttr(s.n), b.getI64IntegerAttr(s.k),
                            b.getDenseI64ArrayAttr(s.batch), b.getDenseI64ArrayAttr(s.lhsStrides),
                            b.getDenseI64ArrayAttr(s.rhsStrides),
-                           s.bias ? operands[3] : Value(), s.gelu ? operands.back() : Value());
+                           s.bias ? operands[3] : Value(), s.gelu ? operands.back() : Value(),
+                           s.accumulate ? b.getUnitAttr() : UnitAttr());
   }
   for (const Output &o : outputs)
     b.create<plan::OutputOp>(loc, b.getStringAttr(o.name), values[o.buffer],

@@ -269,6 +269,8 @@ struct Step {
   // GEMM epilogues: a bias (buffer after rhs), the tanh GELU of the result
   // into buffers[0] with the pre-activation in the last buffer.
   bool bias = false, gelu = false;
+  // GEMM: buffers[0] is read too, the product added to it (beta = 1).
+  bool accumulate = false;
   int64_t m = 0, n = 0, k = 0;
   Shape batch, lhsStrides, rhsStrides;
 };
@@ -691,6 +693,8 @@ private:
   llvm::Error emitReduce(Operation *op, Value input, ArrayRef<int64_t> axes,
                          const std::string &kind);
   llvm::Error emitGemm(MatmulOp op);
+  int accumulatorBuffer(MatmulOp op);
+  void accumulateInTargets();
   llvm::Error emitRows(Operation *op);
   llvm::Error emitAttention(Operation *op, bool backward);
   void rotaryTables(Value cos, Value sin, bool varlen, AttentionKernel &desc,

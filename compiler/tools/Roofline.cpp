@@ -426,7 +426,8 @@ llvm::Expected<Cost> launchCost(plan::KernelOp k, plan::LaunchOp launch,
 
 /// One GEMM: 2 m n k FLOPs per batch matrix; the operands read once (a
 /// broadcast operand, batch stride 0, once for all), the result written,
-/// the bias read and GELU's pre-activation written.
+/// the bias read and GELU's pre-activation written; an accumulating GEMM
+/// reads its result too (beta = 1).
 Cost gemmCost(plan::GemmOp g, int64_t capacity, const RooflineDevice &d, std::string &name) {
   auto dim = [&](int64_t v) { return v < 0 ? capacity : v; };
   const int64_t m = dim(g.getM()), n = g.getN(), k = dim(g.getK());
@@ -437,6 +438,8 @@ Cost gemmCost(plan::GemmOp g, int64_t capacity, const RooflineDevice &d, std::st
   c.bytes = double(extent(batch, g.getLhsStrides())) * m * k * bytesOf(lt) +
             double(extent(batch, g.getRhsStrides())) * k * n * bytesOf(rt) +
             batches * m * n * bytesOf(ot);
+  if (g.getAccumulate())
+    c.bytes += batches * m * n * bytesOf(ot);
   if (g.getBias())
     c.bytes += n * bytesOf(elementOf(g.getBias()));
   if (g.getPre())
@@ -457,6 +460,8 @@ Cost gemmCost(plan::GemmOp g, int64_t capacity, const RooflineDevice &d, std::st
     return text;
   };
   name += " " + spell(lt) + (lt == rt ? "" : "/" + spell(rt)) + "->" + spell(ot);
+  if (g.getAccumulate())
+    name += " +=";
   if (g.getBias())
     name += " +bias";
   if (g.getPre())

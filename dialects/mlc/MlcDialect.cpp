@@ -298,7 +298,8 @@ struct WidenProduct : OpRewritePattern<CastOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(CastOp cast, PatternRewriter &rewriter) const override {
     auto product = cast.getInput().getDefiningOp<MatmulOp>();
-    if (!product || product.getF32Result() || product.getBias() || !product->hasOneUse() ||
+    if (!product || product.getF32Result() || product.getBias() || product.getAcc() ||
+        !product->hasOneUse() ||
         !elementOf(product.getType()).isBF16() || !elementOf(cast.getType()).isF32())
       return failure();
     for (Operation *user : cast->getUsers())
@@ -307,7 +308,7 @@ struct WidenProduct : OpRewritePattern<CastOp> {
     rewriter.replaceOpWithNewOp<MatmulOp>(cast, product.getLhs(), product.getRhs(),
                                           product.getTransposeLhs(),
                                           product.getTransposeRhs(), /*f32_result=*/true,
-                                          /*bias=*/Value());
+                                          /*bias=*/Value(), /*acc=*/Value());
     rewriter.eraseOp(product);
     return success();
   }
@@ -337,7 +338,9 @@ struct BiasIntoProduct : OpRewritePattern<AddOp> {
             !elementOf(product.getType()).isBF16() || !elementOf(widen.getType()).isF32())
           continue;
       }
-      if (!product || product.getBias() || !product->hasOneUse())
+      // (An accumulating product's acc is of its own type: not one widened.)
+      if (!product || product.getBias() || !product->hasOneUse() ||
+          (widen && product.getAcc()))
         continue;
       auto bt = cast<RankedTensorType>(bias.getType());
       auto xt = cast<RankedTensorType>(x.getType());
@@ -348,7 +351,8 @@ struct BiasIntoProduct : OpRewritePattern<AddOp> {
       rewriter.replaceOpWithNewOp<MatmulOp>(add, product.getLhs(), product.getRhs(),
                                             product.getTransposeLhs(),
                                             product.getTransposeRhs(),
-                                            /*f32_result=*/bool(widen), bias);
+                                            /*f32_result=*/bool(widen), bias,
+                                            product.getAcc());
       if (widen)
         rewriter.eraseOp(widen);
       rewriter.eraseOp(product);
@@ -364,10 +368,13 @@ void AddOp::getCanonicalizationPatterns(RewritePatternSet &patterns, MLIRContext
 }
 
 LogicalResult MatmulOp::verify() {
+  auto rt = getType();
+  if (getAcc() && getAcc().getType() != rt)
+    return emitOpError("acc must have the result's type ") << rt << ", got "
+                                                           << getAcc().getType();
   if (!getBias())
     return success();
   auto bt = cast<RankedTensorType>(getBias().getType());
-  auto rt = getType();
   if (bt.getRank() != 1 || bt.getElementType() != rt.getElementType() ||
       sizesConflict(bt.getDimSize(0), rt.getDimSize(rt.getRank() - 1)))
     return emitOpError("bias must be a row of the result's ")

@@ -296,7 +296,7 @@ static Value flattenRows(OpBuilder &b, Location loc, Value v) {
 /// was used transposed), summed over broadcast batch dimensions. A shared
 /// rank-2 weight B against a batched A (every linear layer) takes one GEMM
 /// over all rows instead of a batched product and a sum. A bias's gradient
-/// is g summed over every row.
+/// is g summed over every row; an accumulator's is g itself.
 LogicalResult MatmulOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                        SmallVectorImpl<Value> &og) {
   Location loc = getLoc();
@@ -304,6 +304,8 @@ LogicalResult MatmulOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
     return failure();
   if (getBias())
     og.push_back(sumToShape(b, loc, rg[0], getBias().getType()));
+  if (getAcc())
+    og.push_back(rg[0]);
   return success();
 }
 

@@ -106,7 +106,8 @@ def Mlc_EmbeddingOp : Mlc_Op<"embedding", [Pure, InferTypeOpAdaptor, DeclareOpIn
       "$weight `,` $indices attr-dict `:` type($weight) `,` type($indices)";
 }
 
-def Mlc_MatmulOp : Mlc_Op<"matmul", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
+def Mlc_MatmulOp : Mlc_Op<"matmul", [Pure, InferTypeOpAdaptor, AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
   let summary = "Batched matrix product with optional transposes";
   let description = [{
     `result[b..., m, n] = sum_k op(lhs)[b..., m, k] * op(rhs)[b..., k, n]` where
@@ -119,23 +120,30 @@ def Mlc_MatmulOp : Mlc_Op<"matmul", [Pure, InferTypeOpAdaptor, DeclareOpInterfac
     result's columns and element type) is added to every row: the GEMM's
     epilogue, so a linear layer's bias costs no kernel of its own. The
     canonicalizer folds `add(matmul, bias)` (and `add(cast(matmul), bias)`
-    of bf16 products) into it.
+    of bf16 products) into it. An optional accumulator `acc` (the result's
+    type) is added too, `result = op(lhs) op(rhs) (+ bias) + acc`: the BLAS
+    call's beta = 1, so a sum of products (the input gradient of Q, K and V
+    projections sharing one input) costs no add kernel. mlc-accumulate-gemms
+    forms it from `add(matmul, matmul)` in the fused pipeline; the lowering
+    writes the product into acc's own buffer where acc has no other reader.
 
     ```mlir
     %h = mlc.matmul %x, %w : tensor<8x1024x768xf32>, tensor<768x2304xf32>
     %s = mlc.matmul %q, %k transpose_rhs : tensor<8x12x1024x64xf32>, tensor<8x12x1024x64xf32>
     %g = mlc.matmul %a, %d transpose_lhs f32_result : tensor<8192x768xbf16>, tensor<8192x3072xbf16>
     %y = mlc.matmul %x, %w bias(%b : tensor<2304xf32>) : tensor<8x1024x768xf32>, tensor<768x2304xf32>
+    %dx = mlc.matmul %dk, %wk acc(%dq : tensor<8x1024x768xf32>) : tensor<8x1024x768xf32>, tensor<768x768xf32>
     ```
   }];
   let arguments = (ins Mlc_FloatTensor:$lhs, Mlc_FloatTensor:$rhs,
                        UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
-                       UnitAttr:$f32_result, Optional<Mlc_FloatTensor>:$bias);
+                       UnitAttr:$f32_result, Optional<Mlc_FloatTensor>:$bias,
+                       Optional<Mlc_FloatTensor>:$acc);
   let results = (outs Mlc_FloatTensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
-    (`f32_result` $f32_result^)? (`bias` `(` $bias^ `:` type($bias) `)`)? attr-dict `:`
-    type($lhs) `,` type($rhs)
+    (`f32_result` $f32_result^)? (`bias` `(` $bias^ `:` type($bias) `)`)?
+    (`acc` `(` $acc^ `:` type($acc) `)`)? attr-dict `:` type($lhs) `,` type($rhs)
   }];
   let hasVerifier = 1;
   let builders = [
@@ -143,11 +151,11 @@ def Mlc_MatmulOp : Mlc_Op<"matmul", [Pure, InferTypeOpAdaptor, DeclareOpInterfac
                    CArg<"bool", "false">:$transpose_lhs, CArg<"bool", "false">:$transpose_rhs,
                    CArg<"bool", "false">:$f32_result), [{
       build($_builder, $_state, lhs, rhs, transpose_lhs, transpose_rhs, f32_result,
-            ::mlir::Value());
+            ::mlir::Value(), ::mlir::Value());
     }]>
   ];
   let extraClassDeclaration = [{
-    /// The gradients of lhs and rhs (buildGradients adds the bias's).
+    /// The gradients of lhs and rhs (buildGradients adds the bias's and acc's).
     ::mlir::LogicalResult productGradients(::mlir::OpBuilder &b,
                                            ::llvm::ArrayRef<::mlir::Value> rg,
                                            ::llvm::SmallVectorImpl<::mlir::Value> &og);

@@ -464,6 +464,27 @@ LogicalResult LaunchOp::verify() {
   return success();
 }
 
+/// The buffer a view chain starts from (an arena slice or a binding).
+static Value rootBuffer(Value buffer) {
+  while (auto view = buffer.getDefiningOp<ViewOp>())
+    buffer = view.getSource();
+  return buffer;
+}
+
+/// Whether a step before `step` in its function uses `buffer`'s root: what
+/// an accumulating GEMM adds to must have been written first.
+static bool writtenBefore(Operation *step, Value buffer) {
+  Value root = rootBuffer(buffer);
+  for (Operation *op = step->getPrevNode(); op; op = op->getPrevNode()) {
+    if (!isa<LaunchOp, GemmOp>(op))
+      continue;
+    for (Value v : op->getOperands())
+      if (rootBuffer(v) == root)
+        return true;
+  }
+  return false;
+}
+
 LogicalResult GemmOp::verify() {
   Type el = cast<MemRefType>(getOut().getType()).getElementType();
   if (!isFlatFloat(el) && !el.isBF16())
@@ -515,6 +536,13 @@ LogicalResult GemmOp::verify() {
       return emitOpError("GEMM gelu(pre) takes an f32 or f64 pre-activation of the result's "
                          "type ")
              << getOut().getType() << ", got " << pre.getType();
+  }
+  if (getAccumulate()) {
+    if (getPre())
+      return emitOpError("an accumulating GEMM has no GELU epilogue");
+    if (!writtenBefore(*this, getOut()))
+      return emitOpError("accumulates into a buffer that no earlier step of the function "
+                         "touches (its value would be undefined)");
   }
   auto [outRoot, outOff] = arenaRoot(getOut());
   for (Value in : {getLhs(), getRhs(), getBias(), getPre()}) {

@@ -379,7 +379,7 @@ def Plan_LaunchOp : Plan_Op<"launch"> {
 }
 
 def Plan_GemmOp : Plan_Op<"gemm", [AttrSizedOperandSegments]> {
-  let summary = "out = op(lhs) x op(rhs), batched with broadcasting strides";
+  let summary = "out = op(lhs) x op(rhs) (+ out), batched with broadcasting strides";
   let description = [{
     Row-major GEMM through the backend's BLAS. `m` or `k` is -1 when it is
     the batch's token count (dynamic). `batch` lists the result's leading
@@ -390,6 +390,18 @@ def Plan_GemmOp : Plan_Op<"gemm", [AttrSizedOperandSegments]> {
     `gelu(%pre)` (f32 or f64), the product (plus bias) goes to `pre` and its
     tanh GELU, `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`, to `out`:
     cuBLASLt's GELU_AUX epilogue, the MLP's activation without a kernel.
+
+    With `accumulate`, `out` is read as well as written: `out = op(lhs)
+    op(rhs) (+ bias) + out`, the BLAS call's beta = 1 (a sum of products,
+    mlc-accumulate-gemms), the sum computed in the GEMM's accumulation type
+    and rounded once to out's. An earlier step of the function must have
+    written `out` (the memory planner then keeps it live from that step
+    on, and `out` never aliases an operand); there is no GELU epilogue.
+
+    ```mlir
+    plan.gemm %dx, %dq, %wq m 1024 n 64 k 64 : memref<65536xf32>, memref<65536xf32>, memref<4096xf32>
+    plan.gemm %dx, %dk, %wk accumulate m 1024 n 64 k 32 : memref<65536xf32>, memref<32768xf32>, memref<2048xf32>
+    ```
   }];
   let arguments = (ins Plan_Buffer:$out, Plan_Buffer:$lhs, Plan_Buffer:$rhs,
                        UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
@@ -397,10 +409,11 @@ def Plan_GemmOp : Plan_Op<"gemm", [AttrSizedOperandSegments]> {
                        DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$batch,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$lhs_strides,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$rhs_strides,
-                       Optional<Plan_Buffer>:$bias, Optional<Plan_Buffer>:$pre);
+                       Optional<Plan_Buffer>:$bias, Optional<Plan_Buffer>:$pre,
+                       UnitAttr:$accumulate);
   let assemblyFormat = [{
     $out `,` $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
-    `m` $m `n` $n `k` $k (`bias` `(` $bias^ `:` type($bias) `)`)?
+    (`accumulate` $accumulate^)? `m` $m `n` $n `k` $k (`bias` `(` $bias^ `:` type($bias) `)`)?
     (`gelu` `(` $pre^ `:` type($pre) `)`)? attr-dict `:` type($out) `,` type($lhs) `,` type($rhs)
   }];
   let hasVerifier = 1;

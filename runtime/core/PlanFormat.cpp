@@ -132,7 +132,8 @@ std::string writePlan(const PlanData &plan) {
         for (auto *v : {&s.batch, &s.lhsStrides, &s.rhsStrides})
           for (int64_t x : *v)
             os << " " << x;
-        os << (s.bias ? " bias" : "") << (s.gelu ? " gelu" : "");
+        os << (s.accumulate ? " accumulate" : "") << (s.bias ? " bias" : "")
+           << (s.gelu ? " gelu" : "");
       }
       for (int b : s.buffers)
         os << " %" << b;
@@ -373,15 +374,19 @@ private:
           bad("malformed gemm line");
     std::string tok;
     while (ls >> tok) {
-      if (tok == "bias" || tok == "gelu") {
-        if (!s.buffers.empty() || (tok == "bias" && (s.bias || s.gelu)) ||
-            (tok == "gelu" && s.gelu))
-          bad("gemm epilogues (bias, then gelu) come once each, before the buffers");
-        (tok == "bias" ? s.bias : s.gelu) = true;
+      if (tok == "accumulate" || tok == "bias" || tok == "gelu") {
+        bool &flag = tok == "accumulate" ? s.accumulate : tok == "bias" ? s.bias : s.gelu;
+        bool later = tok == "accumulate" ? s.bias || s.gelu : tok == "bias" ? s.gelu : false;
+        if (!s.buffers.empty() || flag || later)
+          bad("gemm flags (accumulate, bias, gelu) come once each, in that order, before the "
+              "buffers");
+        flag = true;
         continue;
       }
       s.buffers.push_back(bufferId(tok));
     }
+    if (s.accumulate && s.gelu)
+      bad("an accumulating gemm has no gelu epilogue");
     if (s.buffers.size() != 3 + size_t(s.bias) + size_t(s.gelu))
       bad("gemm needs " + std::to_string(3 + int(s.bias) + int(s.gelu)) +
           " buffers (out, lhs, rhs" + (s.bias ? ", bias" : "") + (s.gelu ? ", pre" : "") +

@@ -21,7 +21,9 @@
 //       | input NAME | scalars NAME | arena OFFSET DTYPE NUMEL
 //       | alias %ID BYTE_OFFSET DTYPE NUMEL  a view inside another buffer
 //   kernel NAME %ID...                   outputs first, then inputs
-//   gemm TA TB M N K NB DIMS.. LSTRIDES.. RSTRIDES.. %OUT %LHS %RHS
+//   gemm TA TB M N K NB DIMS.. LSTRIDES.. RSTRIDES.. [accumulate] [bias] [gelu]
+//        %OUT %LHS %RHS [%BIAS] [%PRE]
+//                                        accumulate: OUT += the product (beta 1)
 //   allreduce_start TAG OFFSET COUNT %GRADS [clip]
 //                                        sum COUNT gradients at element OFFSET
 //                                        over the ranks (async); %GRADS is the
@@ -45,7 +47,7 @@
 
 namespace mlc::rt {
 
-constexpr int kPlanVersion = 3; // 3: GEMM epilogue flags (bias, gelu)
+constexpr int kPlanVersion = 4; // 3: GEMM epilogue flags (bias, gelu); 4: accumulate
 
 struct ParamInfo {
   std::string name, dtype, init;
@@ -83,8 +85,9 @@ struct StepDecl {
   /// Gemm: out, lhs, rhs, then the bias (n elements of out's type) where
   /// the product adds one to every row, then (gelu) the pre-activation:
   /// the product (+ bias) goes there and its tanh GELU to out.
+  /// accumulate: out is read too, out += the product (+ bias); no gelu.
   std::vector<int> buffers;
-  bool transA = false, transB = false, bias = false, gelu = false;
+  bool transA = false, transB = false, bias = false, gelu = false, accumulate = false;
   int64_t m = 0, n = 0, k = 0;
   std::vector<int64_t> batch, lhsStrides, rhsStrides;
 };

@@ -721,6 +721,14 @@ func.func @matmul_bias_type(%a: tensor<3x4xbf16>, %b: tensor<4x5xbf16>, %c: tens
 
 // -----
 
+func.func @matmul_acc_type(%a: tensor<3x4xbf16>, %b: tensor<4x5xbf16>, %c: tensor<3x5xbf16>) {
+  // expected-error @+1 {{acc must have the result's type 'tensor<3x5xf32>', got 'tensor<3x5xbf16>'}}
+  %0 = mlc.matmul %a, %b f32_result acc(%c : tensor<3x5xbf16>) : tensor<3x4xbf16>, tensor<4x5xbf16>
+  return
+}
+
+// -----
+
 func.func @rms_norm_rank(%a: tensor<f32>, %w: tensor<1xf32>) {
   // expected-error @+1 {{input must have rank >= 1}}
   %0 = mlc.rms_norm %a, %w epsilon = 1.0e-6 : tensor<f32>, tensor<1xf32>

@@ -27,12 +27,15 @@ func.func @embedding(%w: tensor<100x16xf32>, %ids: tensor<2x?xi64>) -> tensor<2x
 // CHECK-LABEL: func.func @matmul
 // CHECK: mlc.matmul %{{.*}}, %{{.*}} : tensor<2x3x4xf32>, tensor<4x5xf32>
 // CHECK: mlc.matmul %{{.*}}, %{{.*}} transpose_lhs transpose_rhs : tensor<2x1x4x3xf32>, tensor<7x5x4xf32>
+// CHECK: mlc.matmul %{{.*}}, %{{.*}} bias(%{{.*}} : tensor<5xf32>) acc(%[[P:.*]] : tensor<2x3x5xf32>) : tensor<2x3x4xf32>, tensor<4x5xf32>
 // CHECK: return %{{.*}}, %{{.*}} : tensor<2x3x5xf32>, tensor<2x7x3x5xf32>
 func.func @matmul(%a: tensor<2x3x4xf32>, %b: tensor<4x5xf32>, %c: tensor<2x1x4x3xf32>,
                   %d: tensor<7x5x4xf32>) -> (tensor<2x3x5xf32>, tensor<2x7x3x5xf32>) {
   %0 = mlc.matmul %a, %b : tensor<2x3x4xf32>, tensor<4x5xf32>
   %1 = mlc.matmul %c, %d transpose_lhs transpose_rhs : tensor<2x1x4x3xf32>, tensor<7x5x4xf32>
-  return %0, %1 : tensor<2x3x5xf32>, tensor<2x7x3x5xf32>
+  %bias = mlc.constant dense<1.0> : tensor<5xf32>
+  %2 = mlc.matmul %a, %b bias(%bias : tensor<5xf32>) acc(%0 : tensor<2x3x5xf32>) : tensor<2x3x4xf32>, tensor<4x5xf32>
+  return %2, %1 : tensor<2x3x5xf32>, tensor<2x7x3x5xf32>
 }
 
 // -----

@@ -187,3 +187,69 @@ func.func @forward(%w: tensor<4x8xf32> {mlc.param = "w"}, %b: tensor<8xf32> {mlc
   %e = mlc.gelu %q : tensor<2x3x8xf32>
   return %g, %y, %e : tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x3x8xf32>
 }
+
+// -----
+
+// A product with an accumulator that nothing else reads adds itself to the
+// accumulator's own buffer: two GEMMs into one arena slice, the second
+// `accumulate`, and no kernel.
+// CHECK: plan.func "forward"
+// CHECK: %[[S:.*]] = plan.arena -1 : memref<24xf32>
+// CHECK-NOT: plan.launch
+// CHECK: plan.gemm %[[S]], %{{.*}}, %{{.*}} m 2 n 12 k 4 :
+// CHECK-NEXT: plan.gemm %[[S]], %{{.*}}, %{{.*}} accumulate m 2 n 12 k 4 :
+// CHECK-NEXT: plan.output "y" %[[S]]
+func.func @forward(%w: tensor<4x12xf32> {mlc.param = "w"}, %u: tensor<4x12xf32> {mlc.param = "u"},
+                   %x: tensor<2x4xf32> {mlc.input = "x"}) -> (tensor<2x12xf32> {mlc.output = "y"}) {
+  %a = mlc.matmul %x, %w : tensor<2x4xf32>, tensor<4x12xf32>
+  %s = mlc.matmul %x, %u acc(%a : tensor<2x12xf32>) : tensor<2x4xf32>, tensor<4x12xf32>
+  return %s : tensor<2x12xf32>
+}
+
+// -----
+
+// An accumulator read elsewhere too (here an output of its own) keeps its
+// buffer: it is copied into the sum's first, and the sum accumulates there.
+// CHECK: plan.func "forward"
+// CHECK: plan.gemm %[[A:.*]], %{{.*}}, %{{.*}} m 2 n 12 k 4 :
+// CHECK-NEXT: plan.launch @{{.*}}(%[[S:.*]], %[[A]])
+// CHECK-NEXT: plan.gemm %[[S]], %{{.*}}, %{{.*}} accumulate m 2 n 12 k 4 :
+// CHECK-NEXT: plan.output "y" %[[S]]
+// CHECK-NEXT: plan.output "a" %[[A]]
+func.func @forward(%w: tensor<4x12xf32> {mlc.param = "w"}, %u: tensor<4x12xf32> {mlc.param = "u"},
+                   %x: tensor<2x4xf32> {mlc.input = "x"})
+    -> (tensor<2x12xf32> {mlc.output = "y"}, tensor<2x12xf32> {mlc.output = "a"}) {
+  %a = mlc.matmul %x, %w : tensor<2x4xf32>, tensor<4x12xf32>
+  %s = mlc.matmul %x, %u acc(%a : tensor<2x12xf32>) : tensor<2x4xf32>, tensor<4x12xf32>
+  return %s, %a : tensor<2x12xf32>, tensor<2x12xf32>
+}
+
+// -----
+
+// A gradient that is a chain of three accumulating products (a weight read
+// by three products) is written in place: the chain's first GEMM writes the
+// flat gradient buffer, the other two add to it; no copy.
+// CHECK: plan.func "train_step"
+// CHECK: %[[G:.*]] = plan.bind grad "w" : memref<48xf32>
+// CHECK-NOT: plan.launch
+// CHECK: plan.gemm %[[G]], %{{.*}}, %{{.*}} transpose_lhs m 4 n 12 k 2 :
+// CHECK-NEXT: plan.gemm %[[G]], %{{.*}}, %{{.*}} transpose_lhs accumulate m 4 n 12 k 2 :
+// CHECK-NEXT: plan.gemm %[[G]], %{{.*}}, %{{.*}} transpose_lhs accumulate m 4 n 12 k 2 :
+// CHECK-NOT: plan.launch
+// CHECK: }
+func.func @forward(%w: tensor<4x12xf32> {mlc.param = "w"}, %x: tensor<2x4xf32> {mlc.input = "x"},
+                   %g1: tensor<2x12xf32> {mlc.input = "g1"}, %g2: tensor<2x12xf32> {mlc.input = "g2"},
+                   %g3: tensor<2x12xf32> {mlc.input = "g3"})
+    -> (tensor<2x12xf32> {mlc.output = "y"}) {
+  %y = mlc.matmul %x, %w : tensor<2x4xf32>, tensor<4x12xf32>
+  return %y : tensor<2x12xf32>
+}
+func.func @train_step(%w: tensor<4x12xf32> {mlc.param = "w"}, %x: tensor<2x4xf32> {mlc.input = "x"},
+                      %g1: tensor<2x12xf32> {mlc.input = "g1"}, %g2: tensor<2x12xf32> {mlc.input = "g2"},
+                      %g3: tensor<2x12xf32> {mlc.input = "g3"})
+    -> (tensor<4x12xf32> {mlc.grad = "w"}) {
+  %a = mlc.matmul %x, %g1 transpose_lhs : tensor<2x4xf32>, tensor<2x12xf32>
+  %b = mlc.matmul %x, %g2 transpose_lhs acc(%a : tensor<4x12xf32>) : tensor<2x4xf32>, tensor<2x12xf32>
+  %c = mlc.matmul %x, %g3 transpose_lhs acc(%b : tensor<4x12xf32>) : tensor<2x4xf32>, tensor<2x12xf32>
+  return %c : tensor<4x12xf32>
+}

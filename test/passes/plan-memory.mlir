@@ -59,3 +59,28 @@ plan.func "forward" arena 0 {
   plan.launch @k0(%y, %w) : memref<16xf32>, memref<16xf32>
   plan.output "y" %y [16] : memref<16xf32>
 }
+
+// -----
+
+// An accumulating GEMM reads its output: %s is live from the GEMM that
+// first writes it (step 0) to the one that adds to it (step 2), so %t,
+// written and read in between, gets bytes of its own.
+// CHECK-LABEL: plan.func "forward" arena 256 {
+// CHECK: plan.arena 0 : memref<24xf32>
+// CHECK-NEXT: plan.arena 128 : memref<24xf32>
+plan.kernel @k0 pointwise args(2) params {dims = array<i64: 1>} {
+  %0 = plan.load arg 1 offset 0 strides [1] : tensor<f32>
+  plan.store %0, arg 0 offset 0 strides [1] : tensor<f32>
+}
+plan.param "w" : f32 [4, 12] init "zeros"
+plan.input "x" : f32 [2, 4]
+plan.func "forward" arena 0 {
+  %w = plan.bind param "w" : memref<48xf32>
+  %x = plan.bind input "x" : memref<8xf32>
+  %s = plan.arena -1 : memref<24xf32>
+  %t = plan.arena -1 : memref<24xf32>
+  plan.gemm %s, %x, %w m 2 n 12 k 4 : memref<24xf32>, memref<8xf32>, memref<48xf32>
+  plan.launch @k0(%t, %x) : memref<24xf32>, memref<8xf32>
+  plan.gemm %s, %x, %w accumulate m 2 n 12 k 4 : memref<24xf32>, memref<8xf32>, memref<48xf32>
+  plan.output "y" %s [2, 12] : memref<24xf32>
+}

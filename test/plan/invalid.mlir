@@ -473,3 +473,36 @@ plan.kernel @k0 rows args(3) params {dims = array<i64: 4, 8>, eps = 1.0e-5 : f64
   // expected-error @+1 {{a LayerNorm needs a bias (or rms for an RMSNorm)}}
   plan.normalize %x, %w, arg 0 offset 0 strides [8, 1] : tensor<f32>, tensor<f32> into f32
 }
+
+// -----
+
+plan.func "forward" arena 256 {
+  %o = plan.arena 0 : memref<6xf32>
+  %l = plan.arena 64 : memref<8xf32>
+  %r = plan.arena 128 : memref<12xf32>
+  // expected-error @+1 {{accumulates into a buffer that no earlier step of the function touches (its value would be undefined)}}
+  plan.gemm %o, %l, %r accumulate m 2 n 3 k 4 : memref<6xf32>, memref<8xf32>, memref<12xf32>
+}
+
+// -----
+
+plan.func "forward" arena 512 {
+  %o = plan.arena 0 : memref<6xf32>
+  %l = plan.arena 64 : memref<8xf32>
+  %r = plan.arena 128 : memref<12xf32>
+  %p = plan.arena 192 : memref<6xf32>
+  plan.gemm %o, %l, %r m 2 n 3 k 4 : memref<6xf32>, memref<8xf32>, memref<12xf32>
+  // expected-error @+1 {{an accumulating GEMM has no GELU epilogue}}
+  plan.gemm %o, %l, %r accumulate m 2 n 3 k 4 gelu(%p : memref<6xf32>) : memref<6xf32>, memref<8xf32>, memref<12xf32>
+}
+
+// -----
+
+plan.func "forward" arena 256 {
+  %o = plan.arena 0 : memref<6xf32>
+  %l = plan.arena 64 : memref<8xf32>
+  %r = plan.arena 128 : memref<12xf32>
+  plan.gemm %o, %l, %r m 2 n 3 k 4 : memref<6xf32>, memref<8xf32>, memref<12xf32>
+  // expected-error @+1 {{GEMM output must not alias an operand}}
+  plan.gemm %o, %o, %r accumulate m 2 n 3 k 2 : memref<6xf32>, memref<6xf32>, memref<12xf32>
+}

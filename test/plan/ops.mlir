@@ -25,6 +25,7 @@
 // CHECK-NEXT: %[[V:.*]] = plan.view %[[Y]][12] : memref<6xf32> to memref<3xf32>
 // CHECK-NEXT: plan.gemm %[[Y]], %[[X]], %[[W]] m 2 n 3 k 4 : memref<6xf32>, memref<8xf32>, memref<12xf32>
 // CHECK-NEXT: plan.gemm %[[Y]], %[[X]], %[[W]] transpose_rhs m -1 n 3 k 4 {batch = array<i64: 1>, lhs_strides = array<i64: 0>, rhs_strides = array<i64: 0>}
+// CHECK-NEXT: plan.gemm %[[Y]], %[[X]], %[[W]] accumulate m 2 n 3 k 4 : memref<6xf32>, memref<8xf32>, memref<12xf32>
 // CHECK-NEXT: plan.launch @k0(%[[G]], %[[V]]) : memref<3xf32>, memref<3xf32>
 // CHECK-NEXT: plan.output "y" %[[Y]] [2, 3] : memref<6xf32>
 // CHECK: plan.func "optimizer" arena 0 {
@@ -55,6 +56,7 @@ plan.func "forward" arena 128 {
   %v = plan.view %y [12] : memref<6xf32> to memref<3xf32>
   plan.gemm %y, %x, %w m 2 n 3 k 4 : memref<6xf32>, memref<8xf32>, memref<12xf32>
   plan.gemm %y, %x, %w transpose_rhs m -1 n 3 k 4 {batch = array<i64: 1>, lhs_strides = array<i64: 0>, rhs_strides = array<i64: 0>} : memref<6xf32>, memref<8xf32>, memref<12xf32>
+  plan.gemm %y, %x, %w accumulate m 2 n 3 k 4 : memref<6xf32>, memref<8xf32>, memref<12xf32>
   plan.launch @k0(%g, %v) : memref<3xf32>, memref<3xf32>
   plan.output "y" %y [2, 3] : memref<6xf32>
 }

@@ -116,7 +116,7 @@ for i, line in enumerate(plan_lines):
     if len(edits) > 60:
         break
 
-# The GEMM epilogues: a product's bias and GELU flags against its buffers
+# The GEMM flags: a product's bias and GELU flags against its buffers
 # (one missing, one too many, flags repeated or after the buffers, the bias
 # or the pre-activation a buffer of another type or size).
 gemm_at = next(i for i, l in enumerate(plan_lines) if l.startswith("gemm ") and " gelu " in l)
@@ -128,6 +128,10 @@ line_edits = [words[:-1], words + [words[-1]], words[:first_buf] + ["gelu"] + wo
               words[:first_buf - 2] + ["gelu", "bias"] + words[first_buf:],
               words + ["bias"], words[:first_buf + 3] + [ids_buf] + words[first_buf + 4:],
               words[:-1] + [small_buf], words[:-1] + [ids_buf]]
+# accumulate (out += the product): never with a GELU, and before the other flags.
+first_flag = next(j for j, w in enumerate(words) if w in ("bias", "gelu"))
+line_edits += [words[:first_flag] + ["accumulate"] + words[first_flag:],
+               words[:first_buf] + ["accumulate"] + words[first_buf:]]
 edits_whole = [(gemm_at, " ".join(w)) for w in line_edits]
 
 

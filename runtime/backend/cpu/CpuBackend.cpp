@@ -36,22 +36,24 @@ struct KernelCtx {
   int64_t rows;
 };
 
-/// C = op(A) op(B), row-major (C is m x n, ldc = n): the CPU BLAS, or in a
-/// build without one (a GPU machine's runtime-only build) a plain loop.
+/// C = op(A) op(B) (+ C with `accumulate`: beta = 1), row-major (C is m x
+/// n, ldc = n): the CPU BLAS, or in a build without one (a GPU machine's
+/// runtime-only build) a plain loop.
 template <typename T>
 void rowMajorGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T *A, int64_t lda,
-                  const T *B, int64_t ldb, T *C) {
+                  const T *B, int64_t ldb, T *C, bool accumulate) {
 #ifdef MLC_HAVE_CBLAS
   const auto opA = ta ? CblasTrans : CblasNoTrans, opB = tb ? CblasTrans : CblasNoTrans;
+  const T beta = accumulate ? 1 : 0;
   if constexpr (sizeof(T) == 4)
-    cblas_sgemm(CblasRowMajor, opA, opB, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C, n);
+    cblas_sgemm(CblasRowMajor, opA, opB, m, n, k, 1.0f, A, lda, B, ldb, beta, C, n);
   else
-    cblas_dgemm(CblasRowMajor, opA, opB, m, n, k, 1.0, A, lda, B, ldb, 0.0, C, n);
+    cblas_dgemm(CblasRowMajor, opA, opB, m, n, k, 1.0, A, lda, B, ldb, beta, C, n);
 #else
 #pragma omp parallel for
   for (int64_t i = 0; i < m; ++i) {
     T *c = C + i * n;
-    for (int64_t j = 0; j < n; ++j)
+    for (int64_t j = 0; j < n && !accumulate; ++j)
       c[j] = 0;
     for (int64_t p = 0; p < k; ++p) {
       const T a = ta ? A[p * lda + i] : A[i * lda + p];
@@ -204,21 +206,21 @@ void CpuBackend::setInput(const std::string &name, const HostTensor &t) {
 /// step's shapes, bench/blas_compare.py, and threaded on the kernels'
 /// OpenMP pool; MLC_BLAS=openblas measures the alternative), else the BLAS.
 static void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *A, int64_t lda,
-                  const float *B, int64_t ldb, float *C) {
+                  const float *B, int64_t ldb, float *C, bool accumulate) {
 #ifdef MLC_HAVE_DNNL
   static const bool dnnl = [] {
     const char *v = std::getenv("MLC_BLAS");
     return !v || std::string(v) != "openblas";
   }();
   if (dnnl) {
-    if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C, n) !=
-        dnnl_success)
+    if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, A, lda, B, ldb,
+                   accumulate ? 1.0f : 0.0f, C, n) != dnnl_success)
       fail("oneDNN sgemm failed on a " + std::to_string(m) + " x " + std::to_string(n) + " x " +
            std::to_string(k) + " product");
     return;
   }
 #endif
-  rowMajorGemm(ta, tb, m, n, k, A, lda, B, ldb, C);
+  rowMajorGemm(ta, tb, m, n, k, A, lda, B, ldb, C, accumulate);
 }
 
 /// c[r][j] += bias[j] over an m x n block (a GEMM's bias, added while the
@@ -237,7 +239,8 @@ template <typename T> static void addBias(T *c, const T *bias, int64_t m, int64_
 /// (exactly), multiplied in f32 and the product rounded to bf16 ("bf16-f32":
 /// stored in f32): what a tensor core computes, up to the order of the sums.
 /// A bias (of the result's type; null for none) is added to every row before
-/// any rounding to bf16, as cuBLASLt's epilogue does.
+/// any rounding to bf16, as cuBLASLt's epilogue does. With `accumulate`
+/// the product is added to out (bf16: widened, summed in f32, rounded once).
 static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs, const char *bias,
                  const std::string &dtype, int64_t rows) {
   if (s.m < 0)
@@ -261,7 +264,8 @@ static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs, const 
     int64_t oo = b * s.m * s.n;
     if (dtype == "f32") {
       sgemm(s.transA, s.transB, s.m, s.n, s.k, reinterpret_cast<const float *>(lhs) + lo, lda,
-            reinterpret_cast<const float *>(rhs) + ro, ldb, reinterpret_cast<float *>(out) + oo);
+            reinterpret_cast<const float *>(rhs) + ro, ldb, reinterpret_cast<float *>(out) + oo,
+            s.accumulate);
       if (bias)
         addBias(reinterpret_cast<float *>(out) + oo, reinterpret_cast<const float *>(bias), s.m,
                 s.n);
@@ -280,14 +284,18 @@ static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs, const 
       widen(wb, rhs, ro, s.k * s.n);
       if (dtype == "bf16-f32") {
         sgemm(s.transA, s.transB, s.m, s.n, s.k, wa.data(), lda, wb.data(), ldb,
-              reinterpret_cast<float *>(out) + oo);
+              reinterpret_cast<float *>(out) + oo, s.accumulate);
         if (bias)
           addBias(reinterpret_cast<float *>(out) + oo, reinterpret_cast<const float *>(bias),
                   s.m, s.n);
         continue;
       }
-      wc.resize(size_t(s.m * s.n));
-      sgemm(s.transA, s.transB, s.m, s.n, s.k, wa.data(), lda, wb.data(), ldb, wc.data());
+      if (s.accumulate)
+        widen(wc, out, oo, s.m * s.n);
+      else
+        wc.resize(size_t(s.m * s.n));
+      sgemm(s.transA, s.transB, s.m, s.n, s.k, wa.data(), lda, wb.data(), ldb, wc.data(),
+            s.accumulate);
       if (bias) {
         static thread_local std::vector<float> wbias;
         widen(wbias, bias, 0, s.n);
@@ -302,7 +310,7 @@ static void gemm(StepDecl s, char *out, const char *lhs, const char *rhs, const 
     } else {
       rowMajorGemm(s.transA, s.transB, s.m, s.n, s.k, reinterpret_cast<const double *>(lhs) + lo,
                    lda, reinterpret_cast<const double *>(rhs) + ro, ldb,
-                   reinterpret_cast<double *>(out) + oo);
+                   reinterpret_cast<double *>(out) + oo, s.accumulate);
       if (bias)
         addBias(reinterpret_cast<double *>(out) + oo, reinterpret_cast<const double *>(bias),
                 s.m, s.n);

@@ -834,7 +834,9 @@ void CudaBackend::runGemmProducts(const GemmShape &g, GemmPlan &plan, CUdevicept
   const double oneD = 1.0, zeroD = 0.0;
   const float oneF = 1.0f, zeroF = 0.0f;
   const void *alpha = g.f64 ? static_cast<const void *>(&oneD) : &oneF;
-  const void *beta = g.f64 ? static_cast<const void *>(&zeroD) : &zeroF;
+  // beta = 1: an accumulating GEMM adds its product to C (= D, in place).
+  const void *beta = s.accumulate ? (g.f64 ? static_cast<const void *>(&oneD) : &oneF)
+                                  : (g.f64 ? static_cast<const void *>(&zeroD) : &zeroF);
   const int64_t loops = g.strided ? 1 : g.batches;
   for (int64_t b = 0; b < loops; ++b) {
     int64_t lo = 0, ro = 0, rem = b;
@@ -893,7 +895,8 @@ void CudaBackend::gemmEpilogueKernels(const GemmShape &g, const GemmPlan &plan,
 /// With `pre` (f32, f64), GELU_AUX(_BIAS): the product (+ bias) goes to
 /// pre, its tanh GELU to out. Where cuBLASLt has no algorithm with an
 /// epilogue, the next simpler one is asked for and the runtime's kernels
-/// add what it left out after the product.
+/// add what it left out after the product. With `accumulate` the product
+/// is added to out (beta = 1, C = D), before any bias kernel.
 void CudaBackend::gemm(const StepDecl &s, const std::string &dtype, CUdeviceptr out,
                        CUdeviceptr lhs, CUdeviceptr rhs, CUdeviceptr bias, CUdeviceptr pre) {
   const GemmShape g = gemmShape(s, dtype, out, lhs, rhs, bias, pre);

@@ -1,0 +1,111 @@
+//===- AccumulateGemms.cpp - sums of products accumulate in the GEMM -------===//
+//
+// add(matmul_a, matmul_b) -> matmul_b acc(matmul_a): the second product is
+// added to the first by its own GEMM (the BLAS call's beta = 1) instead of
+// by a pointwise kernel that reads both and writes the sum. The input
+// gradient of projections that share one input (Q, K and V; gate and up)
+// is such a sum, as is the gradient of a weight or input read by several
+// products. A three-way sum chains: add(add(a, b), c) -> c acc(b acc(a)).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/mlc/MlcDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlc {
+#define GEN_PASS_DEF_MLCACCUMULATEGEMMS
+#include "passes/Passes.h.inc"
+} // namespace mlc
+
+using namespace mlir;
+using namespace mlc;
+
+namespace {
+
+/// An operand of the sum that a GEMM can produce in the sum's type: a
+/// product read by the add alone, or (autocast) a bf16 product widened to
+/// f32 for the add alone, which becomes an f32_result product.
+struct Term {
+  MatmulOp product;
+  CastOp widen; // null when the product already has the sum's type
+};
+
+std::optional<Term> termOf(Value v, Type sumType) {
+  Term t;
+  t.product = v.getDefiningOp<MatmulOp>();
+  if (!t.product && (t.widen = v.getDefiningOp<CastOp>())) {
+    t.product = t.widen.getInput().getDefiningOp<MatmulOp>();
+    // Widening stores the f32 sums unrounded: a bias or accumulator of the
+    // bf16 product would have the wrong type.
+    if (!t.product || !t.widen->hasOneUse() || t.product.getF32Result() ||
+        t.product.getBias() || t.product.getAcc() ||
+        !cast<RankedTensorType>(t.product.getType()).getElementType().isBF16() ||
+        !cast<RankedTensorType>(sumType).getElementType().isF32())
+      return std::nullopt;
+  }
+  if (!t.product || !t.product->hasOneUse() || v.getType() != sumType)
+    return std::nullopt;
+  return t;
+}
+
+/// The term in the sum's type: its product, or the widened product
+/// replaced by an f32_result one (at the cast).
+Value inSumType(PatternRewriter &rewriter, const Term &t) {
+  MatmulOp p = t.product;
+  if (!t.widen)
+    return p.getResult();
+  rewriter.setInsertionPoint(t.widen);
+  Value wide = rewriter.create<MatmulOp>(p.getLoc(), p.getLhs(), p.getRhs(), p.getTransposeLhs(),
+                                         p.getTransposeRhs(), /*f32_result=*/true,
+                                         /*bias=*/Value(), /*acc=*/Value());
+  rewriter.replaceOp(t.widen, wide);
+  rewriter.eraseOp(p);
+  return wide;
+}
+
+struct SumOfProducts : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp add, PatternRewriter &rewriter) const override {
+    Type sumType = add.getType();
+    std::optional<Term> x = termOf(add.getLhs(), sumType), y = termOf(add.getRhs(), sumType);
+    if (!x || !y || x->product == y->product || x->product->getBlock() != add->getBlock() ||
+        y->product->getBlock() != add->getBlock())
+      return failure();
+    // x accumulates into y: x has no accumulator of its own and, when
+    // neither has, is the later product, so a chain grows at its end.
+    if (x->product.getAcc() || (!y->product.getAcc() && x->product->isBeforeInBlock(y->product)))
+      std::swap(x, y);
+    if (x->product.getAcc())
+      return failure();
+    Value acc = inSumType(rewriter, *y);
+    // At the add, where x's operands and the accumulator are all defined.
+    MatmulOp p = x->product;
+    rewriter.setInsertionPoint(add);
+    Value sum = rewriter.create<MatmulOp>(p.getLoc(), p.getLhs(), p.getRhs(), p.getTransposeLhs(),
+                                          p.getTransposeRhs(),
+                                          p.getF32Result() || bool(x->widen), p.getBias(), acc);
+    rewriter.replaceOp(add, sum);
+    if (x->widen)
+      rewriter.eraseOp(x->widen);
+    rewriter.eraseOp(p);
+    return success();
+  }
+};
+
+class AccumulateGemmsPass : public mlc::impl::MlcAccumulateGemmsBase<AccumulateGemmsPass> {
+public:
+  void runOnOperation() final {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<SumOfProducts>(&getContext());
+    if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns)))) {
+      getOperation().emitError("mlc-accumulate-gemms: the rewrites did not converge");
+      signalPassFailure();
+    }
+  }
+};
+
+} // namespace

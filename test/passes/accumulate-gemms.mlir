@@ -1,0 +1,120 @@
+// RUN: mlc-opt %s -split-input-file --mlc-accumulate-gemms | FileCheck %s
+// RUN: mlc-opt %s -split-input-file --mlc-accumulate-gemms | mlc-opt -split-input-file | FileCheck %s
+
+// Two products summed (an MLP's input gradient): the later accumulates into
+// the earlier; the add is gone.
+// CHECK-LABEL: func.func @two_way
+// CHECK-NEXT: %[[A:.*]] = mlc.matmul %arg0, %arg2 : tensor<8x16xf32>, tensor<16x4xf32>
+// CHECK-NEXT: %[[S:.*]] = mlc.matmul %arg1, %arg3 acc(%[[A]] : tensor<8x4xf32>) : tensor<8x16xf32>, tensor<16x4xf32>
+// CHECK-NEXT: return %[[S]]
+func.func @two_way(%dg: tensor<8x16xf32>, %du: tensor<8x16xf32>, %wg: tensor<16x4xf32>,
+                   %wu: tensor<16x4xf32>) -> tensor<8x4xf32> {
+  %a = mlc.matmul %dg, %wg : tensor<8x16xf32>, tensor<16x4xf32>
+  %b = mlc.matmul %du, %wu : tensor<8x16xf32>, tensor<16x4xf32>
+  %s = mlc.add %a, %b : tensor<8x4xf32>, tensor<8x4xf32>
+  return %s : tensor<8x4xf32>
+}
+
+// -----
+
+// Three products (Q, K, V): a chain, each accumulating into the one before;
+// transposes and batch dimensions carry over.
+// CHECK-LABEL: func.func @three_way
+// CHECK-NEXT: %[[Q:.*]] = mlc.matmul %arg0, %arg3 transpose_rhs : tensor<2x8x16xf32>, tensor<4x16xf32>
+// CHECK-NEXT: %[[K:.*]] = mlc.matmul %arg1, %arg4 acc(%[[Q]] : tensor<2x8x4xf32>) : tensor<2x8x8xf32>, tensor<8x4xf32>
+// CHECK-NEXT: %[[V:.*]] = mlc.matmul %arg2, %arg4 acc(%[[K]] : tensor<2x8x4xf32>) : tensor<2x8x8xf32>, tensor<8x4xf32>
+// CHECK-NEXT: return %[[V]]
+// CHECK-NOT: mlc.add
+func.func @three_way(%dq: tensor<2x8x16xf32>, %dk: tensor<2x8x8xf32>, %dv: tensor<2x8x8xf32>,
+                     %wq: tensor<4x16xf32>, %wk: tensor<8x4xf32>) -> tensor<2x8x4xf32> {
+  %q = mlc.matmul %dq, %wq transpose_rhs : tensor<2x8x16xf32>, tensor<4x16xf32>
+  %k = mlc.matmul %dk, %wk : tensor<2x8x8xf32>, tensor<8x4xf32>
+  %v = mlc.matmul %dv, %wk : tensor<2x8x8xf32>, tensor<8x4xf32>
+  %0 = mlc.add %q, %k : tensor<2x8x4xf32>, tensor<2x8x4xf32>
+  %1 = mlc.add %0, %v : tensor<2x8x4xf32>, tensor<2x8x4xf32>
+  return %1 : tensor<2x8x4xf32>
+}
+
+// -----
+
+// bf16 products widened for an f32 sum (autocast): f32_result products
+// accumulating in f32, no rounding to bf16 and no casts left.
+// CHECK-LABEL: func.func @widened
+// CHECK-NEXT: %[[A:.*]] = mlc.matmul %arg0, %arg2 f32_result : tensor<8x16xbf16>, tensor<16x4xbf16>
+// CHECK-NEXT: %[[S:.*]] = mlc.matmul %arg1, %arg2 f32_result acc(%[[A]] : tensor<8x4xf32>) : tensor<8x16xbf16>, tensor<16x4xbf16>
+// CHECK-NEXT: return %[[S]]
+func.func @widened(%x: tensor<8x16xbf16>, %y: tensor<8x16xbf16>, %w: tensor<16x4xbf16>)
+    -> tensor<8x4xf32> {
+  %a = mlc.matmul %x, %w : tensor<8x16xbf16>, tensor<16x4xbf16>
+  %b = mlc.matmul %y, %w : tensor<8x16xbf16>, tensor<16x4xbf16>
+  %ca = mlc.cast %a : tensor<8x4xbf16> -> tensor<8x4xf32>
+  %cb = mlc.cast %b : tensor<8x4xbf16> -> tensor<8x4xf32>
+  %s = mlc.add %ca, %cb : tensor<8x4xf32>, tensor<8x4xf32>
+  return %s : tensor<8x4xf32>
+}
+
+// -----
+
+// A product read elsewhere too stays a product of its own, and so does the
+// add.
+// CHECK-LABEL: func.func @product_used_twice
+// CHECK: %[[A:.*]] = mlc.matmul %arg0, %arg2 :
+// CHECK: %[[B:.*]] = mlc.matmul %arg1, %arg2 :
+// CHECK: mlc.add %[[A]], %[[B]]
+// CHECK-NOT: acc(
+func.func @product_used_twice(%x: tensor<8x16xf32>, %y: tensor<8x16xf32>, %w: tensor<16x4xf32>)
+    -> (tensor<8x4xf32>, tensor<8x4xf32>) {
+  %a = mlc.matmul %x, %w : tensor<8x16xf32>, tensor<16x4xf32>
+  %b = mlc.matmul %y, %w : tensor<8x16xf32>, tensor<16x4xf32>
+  %s = mlc.add %a, %b : tensor<8x4xf32>, tensor<8x4xf32>
+  return %s, %a : tensor<8x4xf32>, tensor<8x4xf32>
+}
+
+// -----
+
+// Products of another type than the sum's (f32 products narrowed to a bf16
+// sum): nothing is narrowed, the add stays.
+// CHECK-LABEL: func.func @types_differ
+// CHECK: mlc.cast
+// CHECK: mlc.cast
+// CHECK: mlc.add
+// CHECK-NOT: acc(
+func.func @types_differ(%x: tensor<8x16xf32>, %y: tensor<8x16xf32>, %w: tensor<16x4xf32>)
+    -> tensor<8x4xbf16> {
+  %a = mlc.matmul %x, %w : tensor<8x16xf32>, tensor<16x4xf32>
+  %b = mlc.matmul %y, %w : tensor<8x16xf32>, tensor<16x4xf32>
+  %ca = mlc.cast %a : tensor<8x4xf32> -> tensor<8x4xbf16>
+  %cb = mlc.cast %b : tensor<8x4xf32> -> tensor<8x4xbf16>
+  %s = mlc.add %ca, %cb : tensor<8x4xbf16>, tensor<8x4xbf16>
+  return %s : tensor<8x4xbf16>
+}
+
+// -----
+
+// An operand that is no product (the residual stream's gradient): left to
+// the pointwise fusion, which reads it anyway.
+// CHECK-LABEL: func.func @non_gemm_operand
+// CHECK: %[[A:.*]] = mlc.matmul %arg0, %arg2 :
+// CHECK: mlc.add %[[A]], %arg1
+// CHECK-NOT: acc(
+func.func @non_gemm_operand(%x: tensor<8x16xf32>, %r: tensor<8x4xf32>, %w: tensor<16x4xf32>)
+    -> tensor<8x4xf32> {
+  %a = mlc.matmul %x, %w : tensor<8x16xf32>, tensor<16x4xf32>
+  %s = mlc.add %a, %r : tensor<8x4xf32>, tensor<8x4xf32>
+  return %s : tensor<8x4xf32>
+}
+
+// -----
+
+// A broadcasting add (a product of one row): the sum is not the products'
+// shape, the add stays.
+// CHECK-LABEL: func.func @broadcast
+// CHECK: mlc.add
+// CHECK-NOT: acc(
+func.func @broadcast(%x: tensor<8x16xf32>, %y: tensor<1x16xf32>, %w: tensor<16x4xf32>)
+    -> tensor<8x4xf32> {
+  %a = mlc.matmul %x, %w : tensor<8x16xf32>, tensor<16x4xf32>
+  %b = mlc.matmul %y, %w : tensor<1x16xf32>, tensor<16x4xf32>
+  %s = mlc.add %a, %b : tensor<8x4xf32>, tensor<1x4xf32>
+  return %s : tensor<8x4xf32>
+}
