@@ -42,6 +42,21 @@ TEST(CudaKernels, ParsesLaunchesAndScratch) {
   EXPECT_EQ(k.at("k4").launches.size(), 1u);
 }
 
+TEST(CudaKernels, RefusesKernelsCudaCannotRun) {
+  auto message = [](const std::string &source) {
+    try {
+      parseCudaKernels(source, "pkg/kernels.cu");
+    } catch (const Error &e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(message("// mlc.refuse k7 kernel @k7: too much shared memory\n"
+                    "// mlc.kernel k7 attention args=4 scratch=0 launch=1x32\n"),
+            "pkg/kernels.cu: kernel @k7: too much shared memory");
+  EXPECT_EQ(message("// mlc.refuse k7\n"), "pkg/kernels.cu: CUDA cannot run kernel k7");
+}
+
 TEST(CudaKernels, RefusesMalformedLines) {
   auto message = [](const std::string &line) {
     try {

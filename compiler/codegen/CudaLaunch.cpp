@@ -25,7 +25,11 @@
 //       64 or 32 rows and as many key rows per tile as keep the tiles (and,
 //       in backward, the block's own rows) within 40 KB of shared memory;
 //       backward: three phases (row statistics, dK/dV, dQ) over (m, l, D)
-//       per query row in f64 scratch
+//       per query row in f64 scratch. A block still beyond CUDA's 48 KB of
+//       static shared memory (in backward, f64 heads above 92, f32 above
+//       185 off tensor cores, above 160 on them) is recorded as refused
+//       (cuda.refusal: the kernel, D, Dv, its element type and what fits),
+//       for the CUDA readers of kernels.cu; the CPU runs it
 //
 //===----------------------------------------------------------------------===//
 
@@ -75,22 +79,73 @@ int64_t columnSums(CudaSchedule &s, int64_t R, int64_t C) {
   return chunks;
 }
 
-void attentionSchedule(const AttentionKernel &a, CudaSchedule &s) {
+/// An attention kernel's CUDA block: query rows, threads, key rows per
+/// tile, and the static shared memory of its template (attention.cuh).
+struct AttentionBlock {
+  int64_t rows = 64, threads = 128, tile = 32, sharedBytes = 0;
+};
+
+AttentionBlock attentionBlock(const AttentionKernel &a) {
   const int64_t D = a.headDim, Dv = a.valueDim, bytes = plan::elementBytes(a.element);
-  int64_t rowsPer = 64, tile = 32, threads = 128;
-  if (!attentionOnTensorCores(a)) {
-    // The block's own rows (backward: q, dO, dQ and two statistics, padded)
-    // and a key/value tile within 40 KB: fewer rows first, down to a warp
-    // (a block is whole warps), then a smaller tile, down to one key row
-    // (f64 heads of 64 in backward: 32 rows, tiles of 4).
-    const int64_t own = a.backward ? D + Dv + 2 : 0;
-    auto shared = [&] { return rowsPer * own * bytes + tile * (D + Dv) * bytes; };
-    while (rowsPer > 32 && shared() > 40 * 1024)
-      rowsPer /= 2;
-    while (tile > 1 && shared() > 40 * 1024)
-      tile /= 2;
-    threads = rowsPer;
+  AttentionBlock b;
+  if (attentionOnTensorCores(a)) {
+    // MlcAttentionTcTile: 32 rows of W / 2 + 4 words and W columns of
+    // 16 + 4; backward two of them and three statistics per tile row (or,
+    // in their place, 64 rows of D + 1 floats).
+    const int64_t W = std::max(D, Dv), tileBytes = (32 * (W / 2 + 4) + W * (16 + 4)) * 4;
+    b.sharedBytes =
+        a.backward ? std::max(2 * tileBytes + 3 * 32 * 4, 64 * (D + 1) * 4) : tileBytes;
+    return b;
   }
+  // The block's own rows (backward: q, dO, dQ and two statistics, padded)
+  // and a key/value tile within 40 KB: fewer rows first, down to a warp
+  // (a block is whole warps), then a smaller tile, down to one key row
+  // (f64 heads of 64 in backward: 32 rows, tiles of 4).
+  const int64_t own = a.backward ? D + Dv + 2 : 0;
+  auto shared = [&] { return (b.rows * own + b.tile * (D + Dv)) * bytes; };
+  while (b.rows > 32 && shared() > 40 * 1024)
+    b.rows /= 2;
+  while (b.tile > 1 && shared() > 40 * 1024)
+    b.tile /= 2;
+  b.threads = b.rows;
+  b.sharedBytes = shared();
+  return b;
+}
+
+/// Why CUDA cannot run attention kernel `name` (its block over 48 KB of
+/// shared memory even at its smallest), and what would fit; "" if it can.
+std::string attentionRefusal(const AttentionKernel &a, int64_t sharedBytes,
+                             llvm::StringRef name) {
+  if (sharedBytes <= kCudaStaticSharedBytes)
+    return "";
+  auto fits = [&](AttentionKernel k) {
+    return attentionBlock(k).sharedBytes <= kCudaStaticSharedBytes;
+  };
+  // The largest D = Dv that fits on the same kind of kernel (tensor cores or not).
+  int64_t most = std::max(a.headDim, a.valueDim);
+  for (; most > 1; --most) {
+    AttentionKernel smaller = a;
+    smaller.headDim = smaller.valueDim = most;
+    if (attentionOnTensorCores(smaller) == attentionOnTensorCores(a) && fits(smaller))
+      break;
+  }
+  AttentionKernel bf16 = a;
+  bf16.element = Float32Type::get(a.element.getContext());
+  bf16.bf16Products = true;
+  const std::string type = plan::dtypeName(a.element) + (a.bf16Products ? ", bf16 products" : "");
+  return ("kernel @" + name + ": attention" + (a.backward ? " backward" : "") + " (" + type +
+          ", D = " + llvm::Twine(a.headDim) + ", Dv = " + llvm::Twine(a.valueDim) + ") needs " +
+          llvm::Twine(sharedBytes) + " bytes of shared memory a block, more than CUDA's " +
+          llvm::Twine(kCudaStaticSharedBytes) +
+          ": it runs on the CPU only (for CUDA, a head dimension of at most " +
+          llvm::Twine(most) + (fits(bf16) && !a.bf16Products ? ", or --dtype bf16" : "") + ")")
+      .str();
+}
+
+void attentionSchedule(const AttentionKernel &a, CudaSchedule &s, llvm::StringRef name) {
+  const AttentionBlock b = attentionBlock(a);
+  const int64_t rowsPer = b.rows, tile = b.tile, threads = b.threads;
+  s.refusal = attentionRefusal(a, b.sharedBytes, name);
   // Varlen: tiles of the packed stream, whatever its sequences.
   const int64_t maxLen = a.varlen ? a.tokenCapacity : std::max(a.seqQ, a.seqK);
   const int64_t qTiles = (maxLen + rowsPer - 1) / rowsPer;
@@ -164,7 +219,7 @@ llvm::Expected<CudaSchedule> templateSchedule(plan::KernelOp k, llvm::StringRef 
     AttentionKernel a = decodeAttention(r);
     if (auto err = r.error())
       return std::move(err);
-    attentionSchedule(a, s);
+    attentionSchedule(a, s, k.getSymName());
   } else {
     return failure(k, "no CUDA schedule for template '" + t + "'");
   }
@@ -248,6 +303,8 @@ std::optional<CudaSchedule> readCudaSchedule(plan::KernelOp k) {
     s.scratch = scratch.getInt();
   if (auto tile = k->getAttrOfType<IntegerAttr>(plan::kCudaTile))
     s.tile = tile.getInt();
+  if (auto refusal = k->getAttrOfType<StringAttr>(kCudaRefusal))
+    s.refusal = refusal.str();
   return s;
 }
 
@@ -260,6 +317,8 @@ void writeCudaSchedule(plan::KernelOp k, const CudaSchedule &s) {
   k->setAttr(plan::kCudaScratch, b.getI64IntegerAttr(s.scratch));
   if (s.tile)
     k->setAttr(plan::kCudaTile, b.getI64IntegerAttr(s.tile));
+  if (!s.refusal.empty())
+    k->setAttr(kCudaRefusal, b.getStringAttr(s.refusal));
 }
 
 } // namespace mlc::lowering

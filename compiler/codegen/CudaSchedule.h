@@ -13,6 +13,13 @@
 // their chunk counts and tiles from it, so each number is decided once,
 // here.
 //
+// A kernel CUDA cannot run (an attention block whose shared memory exceeds
+// the 48 KB a block may declare statically) is not an error here, since
+// every package is lowered for both targets and the CPU runs it: its
+// `cuda.refusal` says why, the printer writes it as a `// mlc.refuse` line,
+// and whatever reads kernels.cu for CUDA (the CUDA backend and emulator,
+// `mlc compile --report`, `--emit=ptx`) fails with it.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MLC_COMPILER_CODEGEN_CUDASCHEDULE_H
@@ -36,6 +43,11 @@ bool attentionOnTensorCores(const AttentionKernel &a);
 /// padded, heads varlen (its tiles are the packed stream's), so that the
 /// grid is attentionGridHeads(a) x MlcAttention::queryBlocks.
 int64_t attentionGridHeads(const AttentionKernel &a);
+
+/// The most static shared memory a CUDA block may declare (48 KB).
+inline constexpr int64_t kCudaStaticSharedBytes = 48 * 1024;
+/// The attribute of a kernel CUDA cannot run: why (a string naming it).
+inline constexpr llvm::StringLiteral kCudaRefusal = "cuda.refusal";
 
 /// The schedule of kernel `k`;
 /// an error names the kernel and what it lacks.

@@ -165,7 +165,10 @@ public:
       launches += (launches.empty() ? "" : ",") + n2s(p.grid) + "x" + n2s(p.block);
       maxBlock = std::max(maxBlock, p.block);
     }
-    return "\n// mlc.kernel " + name + " " + kind + " args=" + n2s(args) + " scratch=" +
+    // A kernel CUDA cannot run: the readers of kernels.cu fail with why.
+    const std::string refusal =
+        sched.refusal.empty() ? "" : "\n// mlc.refuse " + name + " " + sched.refusal;
+    return refusal + "\n// mlc.kernel " + name + " " + kind + " args=" + n2s(args) + " scratch=" +
            n2s(sched.scratch) + " launch=" + launches + "\nextern \"C\" __global__ void " +
            "__launch_bounds__(" + n2s(maxBlock) + ") " + name +
            "(char *const *b, const MlcKernelCtx *ctx, int phase) {\n" + body + "}\n";

@@ -159,13 +159,16 @@ struct ReductionKernel {
 /// How the CUDA target runs one kernel, decided by mlc-cuda-launch on the
 /// kernel's IR (its `cuda.launch`, `cuda.scratch` and `cuda.tile`): a grid
 /// and block per phase in phase order, the scratch bytes the phases share,
-/// and attention's key rows per shared-memory tile (0 elsewhere).
+/// and attention's key rows per shared-memory tile (0 elsewhere); and, for
+/// a kernel CUDA cannot run (`cuda.refusal`: an attention block beyond 48 KB
+/// of shared memory), why, naming the kernel (empty: it can).
 struct CudaSchedule {
   struct Phase {
     int64_t grid = 1, block = 1;
   };
   std::vector<Phase> phases;
   int64_t scratch = 0, tile = 0;
+  std::string refusal;
 };
 
 class KernelTarget {

@@ -66,7 +66,10 @@ def MlcCudaLaunch : Pass<"mlc-cuda-launch", "mlir::ModuleOp"> {
     of mlc-cuda-vectorize, which runs first), the CUDA target's launch of
     each phase in order and the scratch bytes the phases share, recorded as
     `cuda.launch` (a `[grid, block]` array per phase), `cuda.scratch` and,
-    for attention, `cuda.tile` (key rows per shared-memory tile).
+    for attention, `cuda.tile` (key rows per shared-memory tile) and, for
+    one whose block would exceed CUDA's 48 KB of static shared memory,
+    `cuda.refusal` (why, naming the kernel: the CUDA readers of kernels.cu
+    fail with it, the CPU runs the kernel).
     CudaLaunch.cpp states the rules. The CUDA printer writes `if (phase ==
     K)` and the kernel's `// mlc.kernel ... launch=GxB,...` line from them;
     the CPU target ignores them. A kernel that carries a schedule is left

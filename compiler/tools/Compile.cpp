@@ -128,13 +128,14 @@ int writeText(const std::string &text) {
 /// their total is its last line per architecture.
 int cudaReport(const std::string &source) {
   std::string why;
-  mlc::rt::Nvrtc *nvrtc = mlc::rt::Nvrtc::get(&why);
-  if (!nvrtc) {
-    outs() << "  CUDA kernels: not compiled (" << why << ")\n";
-    return 0;
-  }
   try {
+    // Read first, with or without NVRTC: a kernel CUDA cannot run fails here.
     auto kernels = mlc::rt::parseCudaKernels(source, "kernels.cu");
+    mlc::rt::Nvrtc *nvrtc = mlc::rt::Nvrtc::get(&why);
+    if (!nvrtc) {
+      outs() << "  CUDA kernels: not compiled (" << why << ")\n";
+      return 0;
+    }
     SmallVector<StringRef> arches;
     StringRef(cudaArch).split(arches, ',', -1, false);
     for (StringRef arch : arches) {
@@ -352,6 +353,11 @@ int runCompile() {
     auto lowered = mlc::lowerModule(module, g->description.dataParallel);
     if (!lowered)
       return fail(toString(lowered.takeError()));
+    try {
+      mlc::rt::parseCudaKernels(lowered->kernelsCu, "kernels.cu"); // a kernel CUDA refuses
+    } catch (const mlc::rt::Error &e) {
+      return fail(e.what());
+    }
     std::string why;
     mlc::rt::Nvrtc *nvrtc = mlc::rt::Nvrtc::get(&why);
     if (!nvrtc)

@@ -36,6 +36,11 @@ const char *const kRunFlags[] = {"seed",  "lr",   "min-lr",    "warmup", "lr-sch
                                  "lr-scaling", "base-batch", "clip", "eod-mask-loss",
                                  "eod-token", "calculate-per-token-loss"};
 
+/// The run flags added after checkpoints were first written: a checkpoint
+/// without one was written before it existed, so it ran with the flag's
+/// default (false, -1, false), and compares as that.
+const char *const kLaterRunFlags[] = {"eod-mask-loss", "eod-token", "calculate-per-token-loss"};
+
 /// The package fields that identify the model and its batches.
 const char *const kPackageFields[] = {"model", "config", "dtype", "micro_batch", "seq_len"};
 
@@ -194,6 +199,15 @@ std::string runIdOf(const std::string &dir) {
   }
 }
 
+/// What a checkpoint that does not record setting `name` ran with: the
+/// default of a flag added later (kLaterRunFlags), else "(not recorded)".
+std::string recordedDefault(const std::string &name) {
+  for (const char *later : kLaterRunFlags)
+    if (name == later)
+      return flag(later).value(TrainOptions{});
+  return "(not recorded)";
+}
+
 /// Compares the checkpoint's recorded settings with this run's: the
 /// differences, one line each, and the names of those not allowed by
 /// --resume-with-changes.
@@ -210,7 +224,7 @@ settingDifferences(const Package &pkg, const TrainOptions &o, const Json &packag
   auto compare = [&](const std::string &name, const std::string &shown, const Json *v,
                      const std::string &ours, const char *whose) {
     known.insert(name);
-    std::string theirs = v ? v->string : "(not recorded)";
+    std::string theirs = v ? v->string : recordedDefault(name);
     if (theirs == ours)
       return;
     differences += "\n  " + shown + ": the checkpoint's '" + theirs + "', " + whose + " '" +

@@ -394,6 +394,8 @@ public:
     checkPlan();
     sources = openBatchSources(pkg, o);
     layout = batchLayout(pkg, o, sources);
+    if (backend.profile.enabled)
+      profileDraws();
     o.globalBatch = layout.global; // what the checkpoints record
     if (layout.micro > 1) {
       pkg.function(kAccumulateFn);
@@ -415,10 +417,10 @@ public:
         tokenInput = in.dynamic() ? -1 : in.numel;
     guard = std::make_unique<UpdateGuard>(backend);
     if (o.perTokenLoss) {
-      for (const InputInfo &in : pkg.inputs)
-        if (in.name == "labels")
-          labelsInput = &in;
-      if (!labelsInput)
+      for (size_t i = 0; i < pkg.inputs.size(); ++i)
+        if (pkg.inputs[i].name == "labels")
+          labelsInput = int64_t(i);
+      if (labelsInput < 0)
         fail("--calculate-per-token-loss weighs the micro-batches by their labels not "
              "ignored; " + pkg.dir + " has no input 'labels'");
     }
@@ -582,15 +584,25 @@ private:
     StepTotals step;
     std::vector<double> terms(size_t(micro), 1.0);
     double allTerms = double(micro * ranks);
-    if (o.perTokenLoss)
-      allTerms = countTerms(t, blockOf, terms);
+    // --calculate-per-token-loss weighs each micro-batch by its labels before
+    // the first runs: the step's micro-batches are drawn once, up front (and
+    // only this step's are held); otherwise each is drawn as it runs.
+    std::vector<std::vector<HostTensor>> drawn;
+    if (o.perTokenLoss) {
+      for (int64_t j = 0; j < micro; ++j)
+        drawn.push_back(drawMicroBatch(blockOf(j)));
+      allTerms = countTerms(t, drawn, terms);
+    }
     double lossSum = 0; // the micro-batches' losses (per token: each times its terms)
     if (micro > 1)
       backend.zero(FlatBuffer::GradSum);
     for (int64_t j = 0; j < micro; ++j) {
       const int64_t block = blockOf(j);
-      for (const InputInfo &in : pkg.inputs) {
-        HostTensor tensor = sources.train(in, block);
+      std::vector<HostTensor> inputs =
+          drawn.empty() ? drawMicroBatch(block) : std::move(drawn[size_t(j)]);
+      for (size_t i = 0; i < pkg.inputs.size(); ++i) {
+        const InputInfo &in = pkg.inputs[i];
+        const HostTensor &tensor = inputs[i];
         if (dump)
           dump->append(in.name, tensor);
         if (in.name == "input_ids")
@@ -639,14 +651,22 @@ private:
     return step;
   }
 
+  /// Block `block`'s inputs, in pkg.inputs' order.
+  std::vector<HostTensor> drawMicroBatch(int64_t block) {
+    std::vector<HostTensor> inputs;
+    for (const InputInfo &in : pkg.inputs)
+      inputs.push_back(sources.train(in, block));
+    return inputs;
+  }
+
   /// --calculate-per-token-loss: the loss's terms (labels not ignored) of
-  /// this rank's micro-batches of step t into `terms`; returns the step's
-  /// over all ranks (one sum per step, before any gradient).
-  double countTerms(int64_t t, const std::function<int64_t(int64_t)> &blockOf,
+  /// this rank's micro-batches of step t (`drawn`) into `terms`; returns the
+  /// step's over all ranks (one sum per step, before any gradient).
+  double countTerms(int64_t t, const std::vector<std::vector<HostTensor>> &drawn,
                     std::vector<double> &terms) {
     double local = 0;
     for (size_t j = 0; j < terms.size(); ++j) {
-      HostTensor labels = sources.train(*labelsInput, blockOf(int64_t(j)));
+      const HostTensor &labels = drawn[j][size_t(labelsInput)];
       terms[j] = 0;
       for (int64_t i = 0; i < labels.numel(); ++i)
         terms[j] += labels.getInt(i) != -100;
@@ -850,8 +870,21 @@ private:
     log->close();
   }
 
+  /// MLC_PROFILE: the training inputs drawn (each micro-batch's once a
+  /// step) and the host time spent drawing them.
+  void profileDraws() {
+    sources.train = [this, draw = sources.train](const InputInfo &in, int64_t block) {
+      const auto start = std::chrono::steady_clock::now();
+      HostTensor tensor = draw(in, block);
+      drawSeconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      ++tensorsDrawn;
+      return tensor;
+    };
+  }
+
   /// MLC_PROFILE: GEMM and kernel time per step, and the 12 slowest kernels
-  /// (every kernel with MLC_PROFILE=all).
+  /// (every kernel with MLC_PROFILE=all), then the training inputs drawn.
   void printProfile() const {
     const BackendProfile &prof = backend.profile;
     if (!prof.enabled)
@@ -859,6 +892,8 @@ private:
     const int64_t steps = std::max<int64_t>(1, stoppedAt - first + 1); // this run's
     fprintf(stderr, "mlc profile: %lld steps, GEMMs %.1f ms/step, kernels %.1f ms/step\n",
             (long long)steps, 1e3 * prof.gemmSeconds / steps, 1e3 * prof.kernelSeconds / steps);
+    fprintf(stderr, "mlc profile: batches %.2f ms/step, %lld input tensors drawn\n",
+            1e3 * drawSeconds / steps, (long long)tensorsDrawn);
     std::vector<std::pair<double, std::string>> top;
     for (auto &[name, sec] : prof.secondsByKernel)
       top.push_back({sec, name});
@@ -899,7 +934,9 @@ private:
   std::unique_ptr<UpdateGuard> guard;
   std::unique_ptr<Tokenizer> sampler;
   std::unique_ptr<BatchDump> dump; // --dump-batches
-  const InputInfo *labelsInput = nullptr; // --calculate-per-token-loss
+  int64_t tensorsDrawn = 0; // MLC_PROFILE: training inputs drawn, and the time drawing them
+  double drawSeconds = 0;
+  int64_t labelsInput = -1; // --calculate-per-token-loss: the index of 'labels' in pkg.inputs
   std::vector<double> losses;
   std::chrono::steady_clock::time_point runStart;
   double waitedBefore = 0, waitedTotal = 0, stepSecondsTotal = 0;

@@ -13,8 +13,14 @@ std::map<std::string, CudaKernelInfo> parseCudaKernels(const std::string &source
   std::map<std::string, CudaKernelInfo> out;
   std::istringstream in(source);
   std::string line;
-  const std::string tag = "// mlc.kernel ";
+  const std::string tag = "// mlc.kernel ", refuse = "// mlc.refuse ";
   for (int lineNo = 1; std::getline(in, line); ++lineNo) {
+    if (line.compare(0, refuse.size(), refuse) == 0) { // "// mlc.refuse NAME WHY"
+      const size_t why = line.find(' ', refuse.size());
+      fail(path + ": " +
+           (why == std::string::npos ? "CUDA cannot run kernel " + line.substr(refuse.size())
+                                     : line.substr(why + 1)));
+    }
     if (line.compare(0, tag.size(), tag) != 0)
       continue;
     auto bad = [&](const std::string &why) {

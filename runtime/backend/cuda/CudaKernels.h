@@ -6,7 +6,13 @@
 //   // mlc.kernel k7 rows args=4 scratch=8200 launch=1x256,1024x128,1x256
 //
 // Both the CUDA backend and the CUDA emulator read these lines, so that a
-// package's launches are the same wherever it runs. The error words that
+// package's launches are the same wherever it runs. A kernel CUDA cannot run
+// (its attention block needs more shared memory than a block may declare)
+// is announced before its line as
+//
+//   // mlc.refuse k7 kernel @k7: attention backward (f64, D = 128, ...) ...
+//
+// and reading the file fails with that message. The error words that
 // kernels report through are decoded here too.
 //
 //===----------------------------------------------------------------------===//
