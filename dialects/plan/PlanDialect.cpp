@@ -230,6 +230,41 @@ static LogicalResult verifyTemplateParams(KernelOp k) {
   return success();
 }
 
+/// An attention kernel's rotary tables (MLC_ATTN_ROTARY), checked together:
+/// `rotary_dim` R (even, 0 < R <= head_dim) names them, and with it come
+/// their batch and row strides (`rotary_strides`, two) and cos's argument
+/// (`rotary_slot`; sin is the next argument, both within the kernel's).
+/// None of the others goes without R.
+static LogicalResult verifyAttentionRotary(KernelOp k) {
+  DictionaryAttr params = k.getParamsAttr();
+  auto error = [&]() {
+    return k.emitOpError("@") << k.getSymName() << " (template 'attention'): ";
+  };
+  auto dim = params.getAs<IntegerAttr>("rotary_dim");
+  if (!dim) {
+    for (StringRef name : {"rotary_strides", "rotary_slot", "interleaved"})
+      if (params.get(name))
+        return error() << "parameter '" << name << "' without 'rotary_dim'";
+    return success();
+  }
+  const int64_t r = dim.getInt(), headDim = params.getAs<IntegerAttr>("head_dim").getInt();
+  if (r <= 0 || r % 2 || r > headDim)
+    return error() << "rotary_dim " << r << " must be even, positive and at most head_dim ("
+                   << headDim << ")";
+  auto strides = params.getAs<DenseI64ArrayAttr>("rotary_strides");
+  if (!strides || strides.size() != 2)
+    return error() << "rotary_dim needs rotary_strides of 2 entries (the tables' batch and "
+                      "row strides), got "
+                   << (strides ? std::to_string(strides.size()) : std::string("none"));
+  auto slot = params.getAs<IntegerAttr>("rotary_slot");
+  if (!slot)
+    return error() << "rotary_dim needs rotary_slot (the argument of the cos table)";
+  if (slot.getInt() < 0 || slot.getInt() + 1 >= int64_t(k.getNumArgs()))
+    return error() << "rotary_slot " << slot.getInt() << " puts cos and sin outside its "
+                   << k.getNumArgs() << " arguments";
+  return success();
+}
+
 LogicalResult KernelOp::verify() {
   if (getNumArgs() < 1)
     return emitOpError("a kernel takes at least one buffer");
@@ -249,6 +284,8 @@ LogicalResult KernelOp::verify() {
   if (!getParams())
     return emitOpError("template kernel '") << *getTemplateName() << "' has no params";
   if (failed(verifyTemplateParams(*this)))
+    return failure();
+  if (*getTemplateName() == "attention" && failed(verifyAttentionRotary(*this)))
     return failure();
   return verifyCudaPhases(*this);
 }
