@@ -508,15 +508,44 @@ static Value rootBuffer(Value buffer) {
   return buffer;
 }
 
-/// Whether a step before `step` in its function uses `buffer`'s root: what
-/// an accumulating GEMM adds to must have been written first.
+/// Whether kernel `k` writes its argument `arg`: a body's plan.store,
+/// plan.normalize or plan.accumulate into it, or one of its template's
+/// outputs (templateWritesArg).
+static bool kernelWritesArg(KernelOp k, int64_t arg) {
+  if (k.getBody().empty())
+    return k.getTemplateName() && templateWritesArg(*k.getTemplateName(), k.getParamsAttr(), arg);
+  for (Operation &op : k.getBody().front()) {
+    if (auto s = dyn_cast<StoreOp>(op); s && s.getArg() == arg)
+      return true;
+    if (auto n = dyn_cast<NormalizeOp>(op); n && n.getArg() == arg)
+      return true;
+    if (auto a = dyn_cast<AccumulateOp>(op); a && a.getArg() == arg)
+      return true;
+  }
+  return false;
+}
+
+/// Whether a step before `step` in its function writes `buffer`'s root (a
+/// GEMM's out or gelu pre-activation, a launch's argument its kernel
+/// writes): what an accumulating GEMM adds to must hold a value first. A
+/// step that only reads it does not count.
 static bool writtenBefore(Operation *step, Value buffer) {
   Value root = rootBuffer(buffer);
+  auto isRoot = [&](Value v) { return v && rootBuffer(v) == root; };
   for (Operation *op = step->getPrevNode(); op; op = op->getPrevNode()) {
-    if (!isa<LaunchOp, GemmOp>(op))
+    if (auto g = dyn_cast<GemmOp>(op)) {
+      if (isRoot(g.getOut()) || isRoot(g.getPre()))
+        return true;
       continue;
-    for (Value v : op->getOperands())
-      if (rootBuffer(v) == root)
+    }
+    auto launch = dyn_cast<LaunchOp>(op);
+    if (!launch)
+      continue;
+    auto kernel = SymbolTable::lookupNearestSymbolFrom<KernelOp>(launch, launch.getKernelAttr());
+    if (!kernel)
+      continue;
+    for (auto [i, v] : llvm::enumerate(launch.getOperands()))
+      if (isRoot(v) && kernelWritesArg(kernel, int64_t(i)))
         return true;
   }
   return false;
@@ -579,7 +608,7 @@ LogicalResult GemmOp::verify() {
       return emitOpError("an accumulating GEMM has no GELU epilogue");
     if (!writtenBefore(*this, getOut()))
       return emitOpError("accumulates into a buffer that no earlier step of the function "
-                         "touches (its value would be undefined)");
+                         "writes (its value would be undefined)");
   }
   auto [outRoot, outOff] = arenaRoot(getOut());
   for (Value in : {getLhs(), getRhs(), getBias(), getPre()}) {
