@@ -208,8 +208,9 @@ struct Fold {
 /// The fold that attention op `op` starts, when every condition holds: Q
 /// and K rotated by the same tables (broadcast over the heads, strided
 /// views of them) and read by nothing but attention ops in their slots,
-/// each reading that same pair; the gradient op's dQ and dK going straight
-/// to the transposed rotaries.
+/// each reading that same pair through views that map the tables to the
+/// same shape; the gradient op's dQ and dK going straight to the
+/// transposed rotaries.
 std::optional<Fold> foldOf(Operation *op) {
   const unsigned base = isa<AttentionGradOp>(op) ? 1 : 0;
   Fold f;
@@ -243,7 +244,10 @@ std::optional<Fold> foldOf(Operation *op) {
   for (Operation *reader : f.readers) {
     const unsigned b = isa<AttentionGradOp>(reader) ? 1 : 0;
     auto rq2 = rotatedSource(reader->getOperand(b)), rk2 = rotatedSource(reader->getOperand(b + 1));
-    if (!rq2 || !rk2 || rq2->rotary != rq || rk2->rotary != rk)
+    // The same rotaries, and through views that map their tables as the
+    // starting op's do (the one pair of tables every reader is given).
+    if (!rq2 || !rk2 || rq2->rotary != rq || rk2->rotary != rk ||
+        mappedTables(*rq2) != f.tables || mappedTables(*rk2) != f.tables)
       return std::nullopt;
     auto g = dyn_cast<AttentionGradOp>(reader);
     if (g && (g.getCos() || !gradientSink(g.getQueryGrad(), *rq2) ||

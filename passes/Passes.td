@@ -205,9 +205,12 @@ def MlcFoldRotary : Pass<"mlc-fold-rotary", "mlir::func::FuncOp"> {
     S | 1, R]` (variable-length `[T | 1, 1, R]`), a view of theirs. The
     pass leaves the rotaries where a rotated Q or K has another reader, Q
     and K rotate by different tables (or only one of them rotates), a
-    gradient is not followed by its transposed rotary, or the tables vary
-    per head or have no strided form in that space (a view mixing whole
-    and broadcast dims). It runs in the fused pipeline only, so that
+    gradient is not followed by its transposed rotary, the tables vary per
+    head or have no strided form in that space (a view mixing whole and
+    broadcast dims), two attention ops read the rotated Q and K through
+    views that map the tables differently, or the token dimension is
+    dynamic (unpadded variable-length attention: `tensor<?x...>`; the
+    padded packed stream folds). It runs in the fused pipeline only, so that
     `--no-fuse` keeps the separate rotaries to compare against.
 
     Before:

@@ -46,7 +46,9 @@ void registerGraphPipeline() {
   PassPipelineRegistration<GraphPipelineOptions>(
       "mlc-graph-pipeline",
       "The graph passes of `mlc compile`: recognition, autocast, @evaluate, autodiff, the "
-      "optimizer, canonicalization, rotary inside attention and the fusions",
+      "optimizer, canonicalization; with fuse=true mlc-fold-rotary (rotary inside "
+      "attention), mlc-accumulate-gemms (sums of products in the GEMMs) and "
+      "mlc-fuse-elementwise",
       buildGraphPipeline);
 }
 

@@ -26,7 +26,8 @@ struct GraphPipelineOptions : mlir::PassPipelineOptions<GraphPipelineOptions> {
                                        "@optimizer (mlc-optimizer)"),
                         llvm::cl::init(true)};
   Option<bool> fuse{*this, "fuse",
-                    llvm::cl::desc("Fuse sums of products (mlc-accumulate-gemms), pointwise ops "
+                    llvm::cl::desc("Read rotaries inside attention (mlc-fold-rotary), fuse "
+                                   "sums of products (mlc-accumulate-gemms), pointwise ops "
                                    "(mlc-fuse-elementwise) and the "
                                    "optimizer (mlc-optimizer{fuse})"),
                     llvm::cl::init(true)};

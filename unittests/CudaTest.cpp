@@ -22,6 +22,7 @@
 #include <limits>
 #include <random>
 #include <unistd.h>
+#include <utility>
 
 using namespace mlc::rt;
 
@@ -369,6 +370,21 @@ std::string compileBf16(const std::string &text, bool training, const std::strin
   return compilePackage(text, training, "bf16", kernel);
 }
 
+/// max |a - b| and max |a| over elements [begin, end) of a and b. A NaN
+/// difference (an element never written, left NaN) makes the worst +inf for
+/// good: no later finite difference hides it.
+std::pair<double, double> worstDifference(const std::vector<float> &a,
+                                          const std::vector<float> &b, size_t begin,
+                                          size_t end) {
+  double worst = 0, scale = 0;
+  for (size_t i = begin; i < end; ++i) {
+    const double d = std::fabs(double(a[i]) - double(b[i]));
+    worst = std::isnan(d) ? HUGE_VAL : std::max(worst, d);
+    scale = std::max(scale, double(std::fabs(a[i])));
+  }
+  return {worst, scale};
+}
+
 /// `emu` (tensor cores: bf16 products) against `cpu` (f32), part by part:
 /// close, but not equal (the products did round).
 void expectClose(const std::vector<float> &cpu, const std::vector<float> &emu, size_t parts,
@@ -376,16 +392,12 @@ void expectClose(const std::vector<float> &cpu, const std::vector<float> &emu, s
   ASSERT_EQ(cpu.size(), emu.size());
   const size_t n = cpu.size() / parts;
   for (size_t part = 0; part < parts; ++part) {
-    double worst = 0, scale = 0;
-    for (size_t i = part * n; i < (part + 1) * n; ++i) {
-      const double d = std::fabs(double(cpu[i]) - double(emu[i]));
-      worst = std::isnan(d) ? HUGE_VAL : std::max(worst, d); // a NaN is the worst
-      scale = std::max(scale, double(std::fabs(cpu[i])));
-    }
+    const auto [worst, scale] = worstDifference(cpu, emu, part * n, (part + 1) * n);
     EXPECT_GT(scale, 0.0) << what;
     EXPECT_LT(worst, tolerance * scale) << what << ", part " << part;
-    if (rounded)
+    if (rounded) {
       EXPECT_GT(worst, 1e-7 * scale) << what << ": bit-equal to f32, were the products rounded?";
+    }
   }
 }
 
@@ -812,16 +824,12 @@ std::vector<float> rotateRows(const RotaryLayout &l, const std::vector<float> &x
   return y;
 }
 
-/// max |a - b| / max |a| (NaN, an unwritten element, never passes).
+/// max |a - b| / max |a|; +inf where a difference is NaN (an unwritten
+/// element never passes, wherever it lies).
 double relativeError(const std::vector<float> &a, const std::vector<float> &b) {
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = std::fabs(double(a[i]) - double(b[i]));
-    if (!(d <= worst))
-      worst = d;
-    scale = std::max(scale, double(std::fabs(a[i])));
-  }
-  return worst / scale;
+  EXPECT_EQ(a.size(), b.size());
+  const auto [worst, scale] = worstDifference(a, b, 0, std::min(a.size(), b.size()));
+  return worst == HUGE_VAL ? HUGE_VAL : worst / scale;
 }
 
 /// The outputs of one kernel run: O (forward) or dQ, dK, dV.

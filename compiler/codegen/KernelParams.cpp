@@ -177,7 +177,7 @@ AttentionKernel decodeAttention(ParamsReader &r) {
   a.maskStrides = r.i64s("mask_strides");
   a.cuSlot = r.i64("cu_slot");
   a.bf16Products = r.flag("bf16_products");
-  if (r.has("rotary_dim")) {
+  if (r.has("rotary_dim")) { // the plan verifier checked the four together
     a.rotaryDim = r.i64("rotary_dim");
     a.interleaved = r.flag("interleaved");
     Shape st = r.i64s("rotary_strides");

@@ -230,6 +230,41 @@ static LogicalResult verifyTemplateParams(KernelOp k) {
   return success();
 }
 
+/// An attention kernel's rotary tables (MLC_ATTN_ROTARY), checked together:
+/// `rotary_dim` R (even, 0 < R <= head_dim) names them, and with it come
+/// their batch and row strides (`rotary_strides`, two) and cos's argument
+/// (`rotary_slot`; sin is the next argument, both within the kernel's).
+/// None of the others goes without R.
+static LogicalResult verifyAttentionRotary(KernelOp k) {
+  DictionaryAttr params = k.getParamsAttr();
+  auto error = [&]() {
+    return k.emitOpError("@") << k.getSymName() << " (template 'attention'): ";
+  };
+  auto dim = params.getAs<IntegerAttr>("rotary_dim");
+  if (!dim) {
+    for (StringRef name : {"rotary_strides", "rotary_slot", "interleaved"})
+      if (params.get(name))
+        return error() << "parameter '" << name << "' without 'rotary_dim'";
+    return success();
+  }
+  const int64_t r = dim.getInt(), headDim = params.getAs<IntegerAttr>("head_dim").getInt();
+  if (r <= 0 || r % 2 || r > headDim)
+    return error() << "rotary_dim " << r << " must be even, positive and at most head_dim ("
+                   << headDim << ")";
+  auto strides = params.getAs<DenseI64ArrayAttr>("rotary_strides");
+  if (!strides || strides.size() != 2)
+    return error() << "rotary_dim needs rotary_strides of 2 entries (the tables' batch and "
+                      "row strides), got "
+                   << (strides ? std::to_string(strides.size()) : std::string("none"));
+  auto slot = params.getAs<IntegerAttr>("rotary_slot");
+  if (!slot)
+    return error() << "rotary_dim needs rotary_slot (the argument of the cos table)";
+  if (slot.getInt() < 0 || slot.getInt() + 1 >= int64_t(k.getNumArgs()))
+    return error() << "rotary_slot " << slot.getInt() << " puts cos and sin outside its "
+                   << k.getNumArgs() << " arguments";
+  return success();
+}
+
 LogicalResult KernelOp::verify() {
   if (getNumArgs() < 1)
     return emitOpError("a kernel takes at least one buffer");
@@ -249,6 +284,8 @@ LogicalResult KernelOp::verify() {
   if (!getParams())
     return emitOpError("template kernel '") << *getTemplateName() << "' has no params";
   if (failed(verifyTemplateParams(*this)))
+    return failure();
+  if (*getTemplateName() == "attention" && failed(verifyAttentionRotary(*this)))
     return failure();
   return verifyCudaPhases(*this);
 }
@@ -471,15 +508,44 @@ static Value rootBuffer(Value buffer) {
   return buffer;
 }
 
-/// Whether a step before `step` in its function uses `buffer`'s root: what
-/// an accumulating GEMM adds to must have been written first.
+/// Whether kernel `k` writes its argument `arg`: a body's plan.store,
+/// plan.normalize or plan.accumulate into it, or one of its template's
+/// outputs (templateWritesArg).
+static bool kernelWritesArg(KernelOp k, int64_t arg) {
+  if (k.getBody().empty())
+    return k.getTemplateName() && templateWritesArg(*k.getTemplateName(), k.getParamsAttr(), arg);
+  for (Operation &op : k.getBody().front()) {
+    if (auto s = dyn_cast<StoreOp>(op); s && s.getArg() == arg)
+      return true;
+    if (auto n = dyn_cast<NormalizeOp>(op); n && n.getArg() == arg)
+      return true;
+    if (auto a = dyn_cast<AccumulateOp>(op); a && a.getArg() == arg)
+      return true;
+  }
+  return false;
+}
+
+/// Whether a step before `step` in its function writes `buffer`'s root (a
+/// GEMM's out or gelu pre-activation, a launch's argument its kernel
+/// writes): what an accumulating GEMM adds to must hold a value first. A
+/// step that only reads it does not count.
 static bool writtenBefore(Operation *step, Value buffer) {
   Value root = rootBuffer(buffer);
+  auto isRoot = [&](Value v) { return v && rootBuffer(v) == root; };
   for (Operation *op = step->getPrevNode(); op; op = op->getPrevNode()) {
-    if (!isa<LaunchOp, GemmOp>(op))
+    if (auto g = dyn_cast<GemmOp>(op)) {
+      if (isRoot(g.getOut()) || isRoot(g.getPre()))
+        return true;
       continue;
-    for (Value v : op->getOperands())
-      if (rootBuffer(v) == root)
+    }
+    auto launch = dyn_cast<LaunchOp>(op);
+    if (!launch)
+      continue;
+    auto kernel = SymbolTable::lookupNearestSymbolFrom<KernelOp>(launch, launch.getKernelAttr());
+    if (!kernel)
+      continue;
+    for (auto [i, v] : llvm::enumerate(launch.getOperands()))
+      if (isRoot(v) && kernelWritesArg(kernel, int64_t(i)))
         return true;
   }
   return false;
@@ -542,7 +608,7 @@ LogicalResult GemmOp::verify() {
       return emitOpError("an accumulating GEMM has no GELU epilogue");
     if (!writtenBefore(*this, getOut()))
       return emitOpError("accumulates into a buffer that no earlier step of the function "
-                         "touches (its value would be undefined)");
+                         "writes (its value would be undefined)");
   }
   auto [outRoot, outOff] = arenaRoot(getOut());
   for (Value in : {getLhs(), getRhs(), getBias(), getPre()}) {

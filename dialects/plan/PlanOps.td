@@ -395,8 +395,11 @@ def Plan_GemmOp : Plan_Op<"gemm", [AttrSizedOperandSegments]> {
     op(rhs) (+ bias) + out`, the BLAS call's beta = 1 (a sum of products,
     mlc-accumulate-gemms), the sum computed in the GEMM's accumulation type
     and rounded once to out's. An earlier step of the function must have
-    written `out` (the memory planner then keeps it live from that step
-    on, and `out` never aliases an operand); there is no GELU epilogue.
+    written `out` (a GEMM as its `out` or `gelu` pre-activation, or a launch
+    whose kernel writes that argument: a body's store, a template's output;
+    a step that only reads it does not count; the memory planner then keeps
+    it live from that step on, and `out` never aliases an operand); there is
+    no GELU epilogue.
 
     ```mlir
     plan.gemm %dx, %dq, %wq m 1024 n 64 k 64 : memref<65536xf32>, memref<65536xf32>, memref<4096xf32>

@@ -106,6 +106,17 @@ const TemplateSchema *templateSchema(llvm::StringRef name) {
   return nullptr;
 }
 
+bool templateWritesArg(llvm::StringRef name, DictionaryAttr params, int64_t arg) {
+  if (auto written = params ? params.getAs<DenseBoolArrayAttr>("arg_written") : nullptr)
+    return arg >= 0 && arg < int64_t(written.size()) && written[arg];
+  int64_t outputs = 1;
+  if (name == "layer_norm_grad") // dx, dw (, db)
+    outputs = params && params.get("rms") ? 2 : 3;
+  else if (name == "cross_entropy_with_grad") // the loss, the gradient
+    outputs = 2;
+  return arg >= 0 && arg < outputs;
+}
+
 bool isParamKind(Attribute a, ParamKind kind) {
   switch (kind) {
   case K::I64:

@@ -13,6 +13,7 @@
 #define MLC_DIALECTS_PLAN_PLANTEMPLATES_H
 
 #include "mlir/IR/Attributes.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -53,6 +54,12 @@ const TemplateSchema *templateSchema(llvm::StringRef name);
 bool isParamKind(mlir::Attribute value, ParamKind kind);
 /// The kind's name in a diagnostic ("an i64", "an i64 array", ...).
 llvm::StringRef paramKindName(ParamKind kind);
+/// Whether a kernel of template `name` with `params` writes its argument
+/// `arg`. Outputs come first: every template writes argument 0;
+/// layer_norm_grad also dw and db (not an RMSNorm's: it has none),
+/// cross_entropy_with_grad the gradient; attention marks each argument
+/// (`arg_written`).
+bool templateWritesArg(llvm::StringRef name, mlir::DictionaryAttr params, int64_t arg);
 
 } // namespace mlc::plan
 

@@ -167,3 +167,41 @@ func.func @tables_without_strides(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x4x16x
   %o = mlc.attention %qh, %kh, %v cu_seqlens %cu causal : tensor<16x4x16xf32>, tensor<16x4x16xf32>, tensor<16x4x16xf32>, tensor<5xi32>
   return %o : tensor<16x4x16xf32>
 }
+
+// -----
+
+// Not folded: two attention ops read the same rotated Q and K through
+// different views of [B, S, H, D] (B = H = 2, per-token [B, S, 1, D]
+// tables): [B, H, S, D] maps the tables to [B, 1, S, D], [H, B, S, D] to
+// [1, B, S, D]. One pair of tables cannot serve both (the second would
+// rotate head h by batch h's positions).
+// CHECK-LABEL: func.func @readers_map_tables_differently
+// CHECK-COUNT-2: mlc.rotary
+// CHECK-NOT:  rotary %
+func.func @readers_map_tables_differently(%q: tensor<2x8x2x16xf32>, %k: tensor<2x8x2x16xf32>, %v: tensor<2x2x8x16xf32>,
+                                          %cos: tensor<2x8x1x16xf32>, %sin: tensor<2x8x1x16xf32>) -> (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) {
+  %qr = mlc.rotary %q, %cos, %sin : tensor<2x8x2x16xf32>, tensor<2x8x1x16xf32>
+  %kr = mlc.rotary %k, %cos, %sin : tensor<2x8x2x16xf32>, tensor<2x8x1x16xf32>
+  %qh = mlc.transpose %qr, [0, 2, 1, 3] : tensor<2x8x2x16xf32>
+  %kh = mlc.transpose %kr, [0, 2, 1, 3] : tensor<2x8x2x16xf32>
+  %o = mlc.attention %qh, %kh, %v causal : tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>
+  %qb = mlc.transpose %qr, [2, 0, 1, 3] : tensor<2x8x2x16xf32>
+  %kb = mlc.transpose %kr, [2, 0, 1, 3] : tensor<2x8x2x16xf32>
+  %p = mlc.attention %qb, %kb, %v causal : tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>
+  return %o, %p : tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>
+}
+
+// -----
+
+// Not folded: unpadded variable-length attention, its token dimension
+// dynamic (the tables' rows are not known to match Q's and K's).
+// CHECK-LABEL: func.func @unpadded_tokens
+// CHECK-COUNT-2: mlc.rotary
+// CHECK-NOT:  rotary %
+func.func @unpadded_tokens(%q: tensor<?x4x16xf32>, %k: tensor<?x4x16xf32>, %v: tensor<?x4x16xf32>,
+                           %cos: tensor<?x1x16xf32>, %sin: tensor<?x1x16xf32>, %cu: tensor<5xi32>) -> tensor<?x4x16xf32> {
+  %qr = mlc.rotary %q, %cos, %sin : tensor<?x4x16xf32>, tensor<?x1x16xf32>
+  %kr = mlc.rotary %k, %cos, %sin : tensor<?x4x16xf32>, tensor<?x1x16xf32>
+  %o = mlc.attention %qr, %kr, %v cu_seqlens %cu causal : tensor<?x4x16xf32>, tensor<?x4x16xf32>, tensor<?x4x16xf32>, tensor<5xi32>
+  return %o : tensor<?x4x16xf32>
+}

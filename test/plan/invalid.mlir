@@ -480,8 +480,56 @@ plan.func "forward" arena 256 {
   %o = plan.arena 0 : memref<6xf32>
   %l = plan.arena 64 : memref<8xf32>
   %r = plan.arena 128 : memref<12xf32>
-  // expected-error @+1 {{accumulates into a buffer that no earlier step of the function touches (its value would be undefined)}}
+  // expected-error @+1 {{accumulates into a buffer that no earlier step of the function writes (its value would be undefined)}}
   plan.gemm %o, %l, %r accumulate m 2 n 3 k 4 : memref<6xf32>, memref<8xf32>, memref<12xf32>
+}
+
+// -----
+
+// Earlier steps that only read the accumulator do not write it: a GEMM's
+// operand, a body kernel's load, a template's input (softmax's argument 1).
+plan.kernel @k0 pointwise args(2) params {dims = array<i64: 6>} {
+  %x = plan.load arg 1 offset 0 strides [1] : tensor<f32>
+  plan.store %x, arg 0 offset 0 strides [1] : tensor<f32>
+}
+plan.kernel @k1 rows "softmax" args(2) params {columns = 3 : i64, element = f32, rows = 2 : i64}
+plan.func "forward" arena 512 {
+  %o = plan.arena 0 : memref<6xf32>
+  %l = plan.arena 64 : memref<8xf32>
+  %r = plan.arena 128 : memref<12xf32>
+  %t = plan.arena 192 : memref<6xf32>
+  %v = plan.view %o [0] : memref<6xf32> to memref<6xf32>
+  plan.gemm %t, %o, %r m 2 n 3 k 2 : memref<6xf32>, memref<6xf32>, memref<12xf32>
+  plan.launch @k0(%t, %v) : memref<6xf32>, memref<6xf32>
+  plan.launch @k1(%t, %o) : memref<6xf32>, memref<6xf32>
+  // expected-error @+1 {{accumulates into a buffer that no earlier step of the function writes (its value would be undefined)}}
+  plan.gemm %o, %l, %r accumulate m 2 n 3 k 4 : memref<6xf32>, memref<8xf32>, memref<12xf32>
+}
+
+// -----
+
+// Written first, each accumulation is valid: by a body kernel's store (into
+// a view of the buffer), a template's output (softmax's argument 0), a
+// GEMM's gelu pre-activation.
+plan.kernel @k0 pointwise args(2) params {dims = array<i64: 6>} {
+  %x = plan.load arg 1 offset 0 strides [1] : tensor<f32>
+  plan.store %x, arg 0 offset 0 strides [1] : tensor<f32>
+}
+plan.kernel @k1 rows "softmax" args(2) params {columns = 3 : i64, element = f32, rows = 2 : i64}
+plan.func "forward" arena 1024 {
+  %a = plan.arena 0 : memref<6xf32>
+  %b = plan.arena 64 : memref<6xf32>
+  %c = plan.arena 128 : memref<6xf32>
+  %t = plan.arena 192 : memref<6xf32>
+  %l = plan.arena 256 : memref<8xf32>
+  %r = plan.arena 320 : memref<12xf32>
+  %v = plan.view %a [0] : memref<6xf32> to memref<6xf32>
+  plan.launch @k0(%v, %t) : memref<6xf32>, memref<6xf32>
+  plan.gemm %a, %l, %r accumulate m 2 n 3 k 4 : memref<6xf32>, memref<8xf32>, memref<12xf32>
+  plan.launch @k1(%b, %t) : memref<6xf32>, memref<6xf32>
+  plan.gemm %b, %l, %r accumulate m 2 n 3 k 4 : memref<6xf32>, memref<8xf32>, memref<12xf32>
+  plan.gemm %t, %l, %r m 2 n 3 k 4 gelu(%c : memref<6xf32>) : memref<6xf32>, memref<8xf32>, memref<12xf32>
+  plan.gemm %c, %l, %r accumulate m 2 n 3 k 4 : memref<6xf32>, memref<8xf32>, memref<12xf32>
 }
 
 // -----
