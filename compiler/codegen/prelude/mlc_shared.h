@@ -157,8 +157,8 @@ MLC_FN int64_t mlc_rotary_row(const MlcAttention<T> &s, const K &k, int64_t i) {
 // Element d of row x rotated by the tables' row c, sn (TRANSPOSE: by the
 // transpose, for gradients), computed in A (float for f32 and bf16
 // storage, double for f64).
-template <int F, bool TRANSPOSE, typename A, typename X, typename T>
-MLC_FN A mlc_rotary_element(const X *x, const T *c, const T *sn, int64_t d, int64_t R) {
+template <int F, bool TRANSPOSE, typename A, typename E, typename T>
+MLC_FN A mlc_rotary_element(const E *x, const T *c, const T *sn, int64_t d, int64_t R) {
   if (d >= R)
     return (A)x[d];
   const int64_t p = mlc_rotary_partner<F>(d, R);
