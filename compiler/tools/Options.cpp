@@ -216,7 +216,17 @@ std::string givenFlag(const std::string &name) {
 }
 
 int fail(const Twine &msg) {
-  WithColor::error(errs(), "mlc") << msg << "\n";
+  // One write of the whole line where stderr is not a terminal: under
+  // mpirun every rank that fails writes to the same pipe, and a line
+  // written in pieces would interleave with another rank's.
+  if (errs().has_colors()) {
+    WithColor::error(errs(), "mlc") << msg << "\n";
+    return 1;
+  }
+  std::string line;
+  raw_string_ostream os(line);
+  os << "mlc: error: " << msg << "\n";
+  errs() << os.str();
   return 1;
 }
 
