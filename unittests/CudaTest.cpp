@@ -18,6 +18,7 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <random>
@@ -963,6 +964,44 @@ void expectNear(const std::vector<float> &cpu, const std::vector<float> &emu, do
     EXPECT_NEAR(cpu[i], emu[i], tolerance * (1 + std::fabs(cpu[i]))) << "element " << i << what;
 }
 
+/// The lines of package `dir`'s plan.txt inside `func forward`.
+std::vector<std::string> forwardPlanLines(const std::string &dir) {
+  std::ifstream in(dir + "/plan.txt");
+  std::vector<std::string> lines;
+  bool forward = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("func ", 0) == 0)
+      forward = line.rfind("func forward ", 0) == 0;
+    if (forward)
+      lines.push_back(line);
+  }
+  return lines;
+}
+
+/// The emulated device's outputs against the CPU's, with cuBLASLt's
+/// epilogues and without (MLC_CUBLASLT_EPILOGUE 1 and 0); false (the test
+/// skipped) where the build has no CUDA backend.
+bool expectEmulatorMatchesCpu(const std::function<std::vector<float>(const std::string &)> &outputs,
+                              const char *autocast) {
+  std::vector<float> cpu = outputs("cpu");
+  for (const char *epilogue : {"1", "0"}) {
+    setenv("MLC_CUBLASLT_EPILOGUE", epilogue, 1);
+    std::vector<float> emu;
+    try {
+      emu = outputs("cuda-emulator");
+    } catch (const Error &e) {
+      unsetenv("MLC_CUBLASLT_EPILOGUE");
+      if (!noCudaBackend(e))
+        throw;
+      [&] { GTEST_SKIP() << e.what(); }();
+      return false;
+    }
+    unsetenv("MLC_CUBLASLT_EPILOGUE");
+    expectNear(cpu, emu, 1e-5, std::string(", autocast '") + autocast + "', epilogue " + epilogue);
+  }
+  return true;
+}
+
 } // namespace
 
 // Vectors of 4 f32 (bias + GELU over rows of 8, the parameters at element
@@ -1045,14 +1084,8 @@ TEST(GemmEpilogues, MatchCpu) {
     ASSERT_FALSE(dir.empty());
     // Three products with a bias, three with a GELU; in f32 no kernel at
     // all (bf16: the operands' casts).
-    std::ifstream in(dir + "/plan.txt");
     int biased = 0, gelus = 0, kernels = 0;
-    bool forward = false;
-    for (std::string line; std::getline(in, line);) {
-      if (line.rfind("func ", 0) == 0)
-        forward = line.rfind("func forward ", 0) == 0;
-      if (!forward)
-        continue;
+    for (const std::string &line : forwardPlanLines(dir)) {
       kernels += line.rfind("kernel ", 0) == 0;
       biased += line.rfind("gemm ", 0) == 0 && line.find(" bias ") != std::string::npos;
       gelus += line.rfind("gemm ", 0) == 0 && line.find(" gelu ") != std::string::npos;
@@ -1066,22 +1099,8 @@ TEST(GemmEpilogues, MatchCpu) {
     auto outputs = [&](const std::string &device) {
       return forwardOutputs(dir, device, 9, {"y", "z", "g", "h", "k", "tb"});
     };
-    std::vector<float> cpu = outputs("cpu");
-    for (const char *epilogue : {"1", "0"}) {
-      setenv("MLC_CUBLASLT_EPILOGUE", epilogue, 1);
-      std::vector<float> emu;
-      try {
-        emu = outputs("cuda-emulator");
-      } catch (const Error &e) {
-        unsetenv("MLC_CUBLASLT_EPILOGUE");
-        if (!noCudaBackend(e))
-          throw;
-        GTEST_SKIP() << e.what();
-      }
-      unsetenv("MLC_CUBLASLT_EPILOGUE");
-      expectNear(cpu, emu, 1e-5,
-                 std::string(", autocast '") + autocast + "', epilogue " + epilogue);
-    }
+    if (!expectEmulatorMatchesCpu(outputs, autocast))
+      return;
   }
 }
 
@@ -1114,14 +1133,8 @@ TEST(GemmAccumulate, MatchCpu) {
   for (const char *autocast : {"", "bf16"}) {
     std::string dir = compilePackage(text, /*training=*/false, autocast, "");
     ASSERT_FALSE(dir.empty());
-    std::ifstream in(dir + "/plan.txt");
     int accumulating = 0, kernels = 0;
-    bool forward = false;
-    for (std::string line; std::getline(in, line);) {
-      if (line.rfind("func ", 0) == 0)
-        forward = line.rfind("func forward ", 0) == 0;
-      if (!forward)
-        continue;
+    for (const std::string &line : forwardPlanLines(dir)) {
       kernels += line.rfind("kernel ", 0) == 0;
       accumulating += line.rfind("gemm ", 0) == 0 && line.find(" accumulate ") != std::string::npos;
     }
@@ -1132,21 +1145,7 @@ TEST(GemmAccumulate, MatchCpu) {
     auto outputs = [&](const std::string &device) {
       return forwardOutputs(dir, device, 11, {"two", "three", "biased"});
     };
-    std::vector<float> cpu = outputs("cpu");
-    for (const char *epilogue : {"1", "0"}) {
-      setenv("MLC_CUBLASLT_EPILOGUE", epilogue, 1);
-      std::vector<float> emu;
-      try {
-        emu = outputs("cuda-emulator");
-      } catch (const Error &e) {
-        unsetenv("MLC_CUBLASLT_EPILOGUE");
-        if (!noCudaBackend(e))
-          throw;
-        GTEST_SKIP() << e.what();
-      }
-      unsetenv("MLC_CUBLASLT_EPILOGUE");
-      expectNear(cpu, emu, 1e-5,
-                 std::string(", autocast '") + autocast + "', epilogue " + epilogue);
-    }
+    if (!expectEmulatorMatchesCpu(outputs, autocast))
+      return;
   }
 }

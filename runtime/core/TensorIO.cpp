@@ -145,9 +145,9 @@ std::vector<std::string> filesIn(const std::string &dir) {
   return paths;
 }
 
-int writeAll(int fd, const std::string &bytes) {
-  for (size_t done = 0; done < bytes.size();) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+int writeAll(int fd, const char *bytes, size_t size) {
+  for (size_t done = 0; done < size;) {
+    ssize_t n = ::write(fd, bytes + done, size - done);
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0)
@@ -156,6 +156,8 @@ int writeAll(int fd, const std::string &bytes) {
   }
   return 0;
 }
+
+int writeAll(int fd, const std::string &bytes) { return writeAll(fd, bytes.data(), bytes.size()); }
 
 void writeFileDurably(const std::string &path, const std::string &bytes,
                       const std::string &name) {

@@ -68,6 +68,7 @@ std::string encodeSafetensors(const std::vector<std::pair<std::string, HostTenso
                               const std::map<std::string, std::string> &metadata = {});
 /// Writes all of `bytes` to `fd`, retrying short writes and EINTR; 0, or
 /// the errno of the write that failed (ENOSPC for one that wrote nothing).
+int writeAll(int fd, const char *bytes, size_t size);
 int writeAll(int fd, const std::string &bytes);
 
 /// Writes `bytes` to `path` through a temporary file and a rename, so that a

@@ -71,7 +71,7 @@ void BatchDump::append(const std::string &name, const HostTensor &t) {
     fail("--dump-batches: input '" + name + "' was " + f.dtype + " " + shapeString(f.shape) +
          " and is now " + t.dtype + " " + shapeString(t.shape));
   }
-  if (int err = writeAll(f.fd, std::string(t.data.begin(), t.data.end())))
+  if (int err = writeAll(f.fd, t.data.data(), t.data.size()))
     failWriting(f, err);
   ++f.rows;
 }

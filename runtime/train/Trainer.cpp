@@ -22,7 +22,6 @@
 #include <random>
 #include <map>
 #include <set>
-#include <sys/stat.h>
 
 namespace mlc::rt {
 
