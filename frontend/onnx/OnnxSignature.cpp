@@ -69,14 +69,15 @@ ExportSignature readExportSignature(const onnx::ModelProto &model) {
       continue;
     }
     // NAME: KIND target='TARGET' ...
-    auto [kind, attrs] = line.split(": ").second.split(' ');
+    auto [placeholder, spec] = line.split(": ");
+    auto [kind, attrs] = spec.split(' ');
     size_t at = attrs.find("target='");
     if (!inInputs || kind.empty() || at == llvm::StringRef::npos)
       continue;
     llvm::StringRef target = attrs.drop_front(at + 8);
     size_t end = target.find('\'');
     if (end != llvm::StringRef::npos)
-      sig.push_back({target.take_front(end).str(), kind.str()});
+      sig.push_back({placeholder.trim().str(), kind.str(), target.take_front(end).str()});
   }
   return sig;
 }
