@@ -77,6 +77,8 @@ std::vector<std::string> moduleScopes(llvm::StringRef text);
 
 /// A node's metadata_props by key.
 std::map<std::string, std::string> onnxNodeMetadata(const onnx::NodeProto &node);
+/// A value_info's metadata_props (ValueInfoProto field 4) by key.
+std::map<std::string, std::string> onnxValueMetadata(const onnx::ValueInfoProto &value);
 
 struct OnnxAliases {
   /// Initializer name -> the other names of that parameter, in signature

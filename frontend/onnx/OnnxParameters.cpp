@@ -18,6 +18,7 @@ namespace {
 constexpr const char *kFxNodeKey = "pkg.torch.onnx.fx_node";
 constexpr const char *kScopesKey = "pkg.torch.onnx.name_scopes";
 constexpr const char *kRuleKey = "pkg.onnxscript.rewriter.rule_name";
+constexpr const char *kFoldedKey = "pkg.onnxscript.optimizer.folded_from";
 
 /// What a node's `pkg.torch.onnx.fx_node` says: the op (`torch.ops.aten.
 /// linear.default`) and the FX values its arguments name, in order.
@@ -112,6 +113,28 @@ std::optional<bool> onnxTransposes(const onnx::NodeProto &n, int k) {
   return std::nullopt;
 }
 
+/// The names in a `folded_from` list: "['model.x.weight', 'val_5']".
+std::vector<std::string> quotedNames(llvm::StringRef text) {
+  std::vector<std::string> out;
+  for (size_t at = text.find('\''); at != llvm::StringRef::npos;) {
+    size_t end = text.find('\'', at + 1);
+    if (end == llvm::StringRef::npos)
+      break;
+    out.push_back(text.slice(at + 1, end).str());
+    at = text.find('\'', end + 1);
+  }
+  return out;
+}
+
+/// An FX value named for a transposition of its one argument (torch names
+/// a call_function node after its op: `permute`, `t_3`, `transpose_1`).
+bool namesTransposition(llvm::StringRef fxValue) {
+  llvm::StringRef op = fxValue.rtrim("0123456789");
+  if (op.size() < fxValue.size())
+    op = op.drop_back(op.ends_with("_") ? 1 : 0);
+  return op == "permute" || op == "t" || op == "transpose" || op == "numpy_T";
+}
+
 } // namespace
 
 llvm::Expected<ParameterPlan> planParameters(const onnx::ModelProto &model,
@@ -141,6 +164,25 @@ llvm::Expected<ParameterPlan> planParameters(const onnx::ModelProto &model,
   if (targets.empty() || !anyFx)
     return plan;
   plan.attributed = true;
+
+  // Initializers the optimizer folded from one parameter by a transposition
+  // (Falcon's `weight.T`, an FX node `permute` of its own): the value_info
+  // of the folded value says what it was folded from.
+  std::map<std::string, std::string> foldedTranspose; // initializer -> parameter
+  for (const auto &vi : g.value_info()) {
+    if (!floatInits.count(vi.name()) || !namesTransposition(vi.name()))
+      continue;
+    auto m = onnxValueMetadata(vi);
+    auto from = m.find(kFoldedKey);
+    if (from == m.end())
+      continue;
+    std::vector<std::string> sources;
+    for (const std::string &src : quotedNames(from->second))
+      if (targets.count(src))
+        sources.push_back(src);
+    if (sources.size() == 1)
+      foldedTranspose[vi.name()] = sources[0];
+  }
 
   std::map<std::string, std::string> mentionedBy; // target -> a node that computes with it
   std::map<std::string, std::vector<std::vector<std::string>>> readIn; // target -> module chains
@@ -204,10 +246,18 @@ llvm::Expected<ParameterPlan> planParameters(const onnx::ModelProto &model,
                   "', and torch's op for it computes with the parameters '" +
                   llvm::join(left, "', '") + "': which one it holds cannot be told");
     // Read under its own name by a node torch's op does not attribute (one
-    // the optimizer made): that parameter; else a constant.
-    for (int k : open)
-      if (targets.count(n.input(k)))
+    // the optimizer made): that parameter; a transposition of a parameter
+    // the optimizer folded, which torch's op reads as the FX value of that
+    // name: the parameter, transposed; else a constant.
+    for (int k : open) {
+      if (targets.count(n.input(k))) {
         claim(k, n.input(k));
+      } else if (auto f = foldedTranspose.find(n.input(k));
+                 f != foldedTranspose.end() && llvm::is_contained(fx.args, n.input(k))) {
+        plan.reads[{i, k}] = {f->second, true};
+        mentionedBy.emplace(f->second, n.name());
+      }
+    }
     // 3. A zero bias the optimizer removed from a Gemm.
     auto rule = meta[i].find(kRuleKey);
     if (n.op_type() == "Gemm" && (n.input_size() < 3 || n.input(2).empty()) && left.size() == 1 &&

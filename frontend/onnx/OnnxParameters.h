@@ -26,7 +26,11 @@
 //    parameters, each starting from that value: torch trains them apart.
 // 2. The initializer holds the parameter's transpose where torch's op uses
 //    the parameter transposed and the ONNX node does not (aten.linear's weight
-//    as MatMul's B), or the other way round (Gemm's transB).
+//    as MatMul's B), or the other way round (Gemm's transB). An initializer
+//    that is an FX value named for a transposition (`permute_5`: Falcon's
+//    `x @ weight.T`), which the optimizer folded from one parameter (its
+//    value_info's `pkg.onnxscript.optimizer.folded_from`), is that parameter
+//    transposed.
 // 3. A Gemm whose FX node reads a bias that no input carries, and which the
 //    optimizer's RemoveOptionalBiasFromGemm rewrote, gets that bias back as
 //    its input C: a parameter of zeros (the rule removes only zero biases).

@@ -15,7 +15,7 @@ namespace mlc {
 namespace {
 
 constexpr const char *kSignatureKey = "pkg.torch.export.ExportedProgram.graph_signature";
-constexpr int kGraphMetadataField = 16, kNodeMetadataField = 9;
+constexpr int kGraphMetadataField = 16, kNodeMetadataField = 9, kValueInfoMetadataField = 4;
 
 /// The key/value entries of the repeated StringStringEntryProto field
 /// `number` of `m`, known to this proto or not.
@@ -84,6 +84,10 @@ ExportSignature readExportSignature(const onnx::ModelProto &model) {
 
 std::map<std::string, std::string> onnxNodeMetadata(const onnx::NodeProto &node) {
   return metadataEntries(node, kNodeMetadataField);
+}
+
+std::map<std::string, std::string> onnxValueMetadata(const onnx::ValueInfoProto &value) {
+  return metadataEntries(value, kValueInfoMetadataField);
 }
 
 } // namespace mlc
