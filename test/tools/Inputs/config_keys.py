@@ -17,6 +17,12 @@ For GPT2Config, BertConfig and LlamaConfig of the installed transformers:
              scale_attn_by_inverse_layer_idx) give transformers'
              GPT2LMHeadModel's logits on the same weights (1e-5 relative).
 
+transformers 5 writes some keys 4.38 does not (dtype, head_dim, mlp_bias,
+rope_parameters, ...): --transformers5 DIR holds each class's tiny config as
+transformers 5 writes it, with its constructor's keywords (written by this
+script's --write-transformers5 DIR under transformers 5). Their keys must have
+rows too, and each must build the graph of the same model's 4.38 config.
+
 Prints one line per class and check; exits non-zero listing every failure.
 """
 
@@ -40,7 +46,32 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--mlc", required=True)
 ap.add_argument("--docs", required=True)
 ap.add_argument("--work", required=True)
+ap.add_argument("--transformers5", help="transformers 5's configs of the same tiny models")
+ap.add_argument("--write-transformers5", help="write them (under transformers 5) and stop")
 args = ap.parse_args()
+
+TINY = {
+    "GPT2Config": dict(vocab_size=64, n_positions=32, n_embd=32, n_layer=2, n_head=4),
+    "BertConfig": dict(vocab_size=64, hidden_size=32, num_hidden_layers=2,
+                       num_attention_heads=4, intermediate_size=48, max_position_embeddings=32),
+    "LlamaConfig": dict(vocab_size=64, hidden_size=32, intermediate_size=48,
+                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                        max_position_embeddings=32),
+}
+
+
+def constructor_keys(cls):
+    return [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "kwargs")]
+
+
+if args.write_transformers5:
+    for cname, kw in TINY.items():
+        cls = getattr(transformers, cname)
+        with open(os.path.join(args.write_transformers5, cname + ".json"), "w") as f:
+            json.dump({"config": json.loads(cls(**kw).to_json_string(use_diff=False)),
+                       "constructor_keys": constructor_keys(cls),
+                       "transformers": transformers.__version__}, f, indent=1, sort_keys=True)
+    sys.exit(0)
 os.makedirs(args.work, exist_ok=True)
 torch.set_num_threads(1)
 
@@ -131,25 +162,12 @@ BOUNDS = {"max_position_embeddings", "n_positions"}
 REFUSED_SAMPLE = {"activation_function": "relu", "hidden_act": "relu",
                   "attention_dropout": 0.1, "layer_types": ["sliding_attention"] * 2}
 
-classes = {
-    "GPT2Config": ("gpt2", transformers.GPT2Config(vocab_size=64, n_positions=32, n_embd=32,
-                                                    n_layer=2, n_head=4)),
-    "BertConfig": ("bert", transformers.BertConfig(vocab_size=64, hidden_size=32,
-                                                    num_hidden_layers=2, num_attention_heads=4,
-                                                    intermediate_size=48,
-                                                    max_position_embeddings=32)),
-    "LlamaConfig": ("llama", transformers.LlamaConfig(vocab_size=64, hidden_size=32,
-                                                       intermediate_size=48,
-                                                       num_hidden_layers=2,
-                                                       num_attention_heads=4,
-                                                       num_key_value_heads=2,
-                                                       max_position_embeddings=32)),
-}
+FAMILIES = {"GPT2Config": "gpt2", "BertConfig": "bert", "LlamaConfig": "llama"}
+classes = {c: (FAMILIES[c], getattr(transformers, c)(**kw)) for c, kw in TINY.items()}
 
 for cname, (family, hf) in classes.items():
     base = json.loads(hf.to_json_string(use_diff=False))
-    signature = [p for p in inspect.signature(type(hf).__init__).parameters
-                 if p not in ("self", "kwargs")]
+    signature = constructor_keys(type(hf))
     rows = dict(tables["common"])
     rows.update(tables[cname])
     # Coverage: every key of the class has a row.
@@ -160,6 +178,20 @@ for cname, (family, hf) in classes.items():
     if not ok:
         fail(f"{cname}: the default config does not build: {base_graph.strip()}")
         continue
+    if args.transformers5:
+        new = json.load(open(os.path.join(args.transformers5, cname + ".json")))
+        keys5 = set(new["config"]) | set(new["constructor_keys"])
+        missing = sorted(k for k in keys5 if k not in rows)
+        if missing:
+            fail(f"{cname} (transformers {new['transformers']}): keys with no row in "
+                 f"docs/models.md: {', '.join(missing)}")
+        ok, graph = compile_graph(family, new["config"])
+        if not ok or graph != base_graph:
+            fail(f"{cname}: transformers {new['transformers']}'s config of the same model "
+                 + ("is refused: " + graph.strip() if not ok else "builds another graph"))
+        else:
+            print(f"{cname}: transformers {new['transformers']}'s config ({len(keys5)} keys) "
+                  "builds the same graph")
     counts = {"modeled": 0, "refused": 0, "no effect": 0}
     # No effect: every such key changed at once builds the same graph; if not,
     # one at a time to name the culprit.
