@@ -235,7 +235,7 @@ struct KeyRule {
 const char *const kNoEffectCommon[] = {
     "_name_or_path", "architectures", "transformers_version", "torch_dtype", "dtype",
     "use_bfloat16", "output_attentions", "output_hidden_states", "output_scores",
-    "return_dict", "return_dict_in_generate", "use_cache", "torchscript", "tokenizer_class",
+    "return_dict", "return_dict_in_generate", "use_cache", "tokenizer_class",
     "prefix", "finetuning_task", "id2label", "label2id", "num_labels", "problem_type",
     "tf_legacy_loss", "chunk_size_feed_forward", "is_encoder_decoder", "tie_encoder_decoder",
     "cross_attention_hidden_size", "bos_token_id", "eos_token_id", "sep_token_id",
@@ -249,6 +249,7 @@ const char *const kNoEffectCommon[] = {
 
 const std::vector<KeyRule> &keyRules(llvm::StringRef family) {
   static const std::vector<KeyRule> gpt2 = {
+      {"torchscript", "false"},
       {"activation_function", "\"gelu_new\"|\"gelu_pytorch_tanh\""},
       {"reorder_and_upcast_attn", "false"},
       {"add_cross_attention", "false"},
@@ -262,6 +263,7 @@ const std::vector<KeyRule> &keyRules(llvm::StringRef family) {
       {"summary_first_dropout", ""},
   };
   static const std::vector<KeyRule> bert = {
+      {"torchscript", "false"},
       {"hidden_act", "\"gelu\""},
       {"position_embedding_type", "\"absolute\"|null"},
       {"is_decoder", "false"},
@@ -272,6 +274,7 @@ const std::vector<KeyRule> &keyRules(llvm::StringRef family) {
   };
   // LlamaConfig, and Qwen2Config, MistralConfig and Qwen3Config beside it.
   static const std::vector<KeyRule> llama = {
+      {"torchscript", "false"},
       {"hidden_act", "\"silu\""},
       {"rope_scaling", "null"},
       {"attention_dropout", "0"},
