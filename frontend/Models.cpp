@@ -381,12 +381,14 @@ static llvm::Error readHFConfig(llvm::StringRef path, ModelConfig &config) {
     const llvm::json::Value *v = root->get(key);
     if (!v || v->kind() == llvm::json::Value::Null || key == "sliding_window")
       continue; // the window: below
-    if (auto b = v->getAsBoolean())
+    const bool boolean = isBooleanKey(key);
+    if (auto b = v->getAsBoolean(); b && boolean)
       value = *b ? 1 : 0;
     else if (auto n = v->getAsNumber())
       value = *n;
     else
-      return error("'" + key + "' must be a number or a boolean");
+      return error("'" + key + "' must be " + (boolean ? "a boolean" : "a number") +
+                   ", got " + jsonText(*v));
   }
   if (family == "llama") {
     // transformers 5's rope_parameters hold the rotary base.
