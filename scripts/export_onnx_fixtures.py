@@ -239,7 +239,8 @@ FAMILY_CONFIGS = {
     "olmo": ("OlmoConfig", "OlmoForCausalLM", {}),
     "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", {}),
     "gptneox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {"intermediate_size": 256}),
-    "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM", {"no_rope_layer_interval": 2}),
+    "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM", {"no_rope_layer_interval": 2,
+                                                       "pad_token_id": None}),
     "stablelm": ("StableLmConfig", "StableLmForCausalLM", {}),
     "falcon": ("FalconConfig", "FalconForCausalLM", {}),
 }
