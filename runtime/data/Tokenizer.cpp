@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/data/Tokenizer.h"
+#include "runtime/data/HfTokenizer.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/Json.h"
 #include "runtime/core/TensorIO.h"
@@ -542,9 +543,11 @@ std::unique_ptr<Tokenizer> makeTokenizer(const std::string &type, const std::str
     return std::make_unique<WordPiece>(vocabFile, true);
   if (type == "BertWordPieceCase")
     return std::make_unique<WordPiece>(vocabFile, false);
+  if (type == "HuggingFaceTokenizer")
+    return loadHfTokenizer(vocabFile);
   fail("unknown --tokenizer-type '" + type +
        "' (expected ByteLevelTokenizer, GPT2BPETokenizer, BertWordPieceLowerCase, "
-       "BertWordPieceCase or mlc's ByteTokenizer)");
+       "BertWordPieceCase, HuggingFaceTokenizer or mlc's ByteTokenizer)");
 }
 
 } // namespace mlc::rt
