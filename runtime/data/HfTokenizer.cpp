@@ -169,31 +169,11 @@ std::string unicodeNormalize(const std::string &s, const char *form) {
 // Regexes (ICU over UTF-8, byte offsets)
 //===----------------------------------------------------------------------===//
 
-/// The library's regexes are Oniguruma's, whose \s is Unicode White_Space;
-/// ICU's \s lacks U+000B and U+0085, so \s and \S are spelled out.
-std::string onigToIcu(const std::string &p) {
-  std::string out;
-  for (size_t i = 0; i < p.size(); ++i) {
-    if (p[i] == '\\' && i + 1 < p.size()) {
-      char n = p[i + 1];
-      if (n == 's')
-        out += "\\p{White_Space}";
-      else if (n == 'S')
-        out += "\\P{White_Space}";
-      else
-        out += p.substr(i, 2);
-      ++i;
-    } else {
-      out += p[i];
-    }
-  }
-  return out;
-}
-
 class Regex {
 public:
   Regex(const std::string &pattern, const std::string &where) : id_(nextId()) {
-    std::string icu = onigToIcu(pattern);
+    // ICU's \s, like Oniguruma's that the library runs, is Unicode White_Space.
+    const std::string &icu = pattern;
     UErrorCode err = U_ZERO_ERROR;
     UParseError pe;
     std::vector<UChar> u16(icu.size() + 1);
@@ -278,8 +258,11 @@ struct Pattern {
 
 enum class Behavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous };
 
-/// A pre-tokenized piece; `first` when it starts the input (Metaspace's
-/// prepend_scheme "first").
+/// A pre-tokenized piece; `first` on the first piece that the pre-tokenizers
+/// see in an input, which Metaspace's prepend_scheme "first" prepends to (as
+/// tokenizers 0.15, the version transformers 4.38 runs, does: the first piece
+/// even after a special token; versions from 0.19 prepend only where the
+/// piece starts the text).
 struct Piece {
   std::string text;
   bool first = false;
@@ -351,9 +334,12 @@ void splitPiece(const Piece &p, const std::vector<std::pair<size_t, size_t>> &ma
     std::reverse(kept.begin(), kept.end());
     break;
   }
+  bool first = p.first;
   for (Part q : kept)
-    if (!q.match && q.b > q.a)
-      out.push_back({s.substr(q.a, q.b - q.a), p.first && q.a == 0});
+    if (!q.match && q.b > q.a) {
+      out.push_back({s.substr(q.a, q.b - q.a), first});
+      first = false;
+    }
 }
 
 /// The one-character delimiters where `pred` holds.
@@ -654,7 +640,7 @@ struct PreTokenizer {
         break;
       case Metaspace: {
         Piece q{Pattern{" ", nullptr}.replaceAll(p.text, replacement), p.first};
-        if (q.text.compare(0, replacement.size(), replacement) != 0 &&
+        if (!q.text.empty() && q.text.compare(0, replacement.size(), replacement) != 0 &&
             (prepend == Always || (prepend == First && p.first)))
           q.text.insert(0, replacement);
         if (split) {
@@ -1445,12 +1431,11 @@ public:
     std::vector<int32_t> ids;
     std::vector<std::pair<const AddedToken *, std::string>> segments, inner;
     raw_.split(text, segments);
-    bool atStart = true; // the segment starts the input
+    bool atStart = true; // no piece has met the pre-tokenizers yet
     std::vector<Piece> pieces;
     for (auto &[token, segment] : segments) {
       if (token) {
         ids.push_back(token->id);
-        atStart = false;
         continue;
       }
       std::string s = segment;
@@ -1464,7 +1449,6 @@ public:
       for (auto &[t, piece] : inner) {
         if (t) {
           ids.push_back(t->id);
-          atStart = false;
           continue;
         }
         pieces.assign(1, Piece{std::move(piece), atStart});

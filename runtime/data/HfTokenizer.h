@@ -21,9 +21,9 @@
 //                  WordPiece, Sequence.
 //
 // Whatever else a file names is refused with the field and its value (e.g.
-// "pre_tokenizer.type 'Punctuation'"), never approximated. Regexes run on
-// ICU with `\s` as Oniguruma's (Unicode White_Space); a build without ICU
-// refuses tokenizer.json.
+// "pre_tokenizer.type 'CharDelimiterSplit'"), never approximated. Regexes run
+// on ICU (whose \s, as Oniguruma's in the library, is Unicode White_Space); a
+// build without ICU refuses tokenizer.json.
 //
 //===----------------------------------------------------------------------===//
 
