@@ -107,6 +107,12 @@ bool isChinese(int32_t c) {
          (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
 }
 
+std::string formatNumber(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 std::string cpString(int32_t c) {
   std::string s;
   utf8Append(s, c);
@@ -995,7 +1001,7 @@ Model readModel(const Fields &f, const Json &root, int64_t &size) {
   if (type == "BPE") {
     if (const Json *d = f.opt(j, "dropout"))
       if (!(d->kind == Json::Number && d->number == 0))
-        f.unsupported("model.dropout", d->kind == Json::Number ? std::to_string(d->number) : "?",
+        f.unsupported("model.dropout", d->kind == Json::Number ? formatNumber(d->number) : "?",
                       "BPE without dropout: ids must not be random");
     for (const char *key : {"continuing_subword_prefix", "end_of_word_suffix"})
       if (const Json *v = f.opt(j, key))
