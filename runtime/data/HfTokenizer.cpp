@@ -264,14 +264,15 @@ struct Pattern {
 
 enum class Behavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous };
 
-/// A pre-tokenized piece; `first` on the first piece that the pre-tokenizers
-/// see in an input, which Metaspace's prepend_scheme "first" prepends to (as
-/// tokenizers 0.15, the version transformers 4.38 runs, does: the first piece
-/// even after a special token; versions from 0.19 prepend only where the
-/// piece starts the text).
+/// A pre-tokenized piece. Metaspace's prepend_scheme "first" prepends to
+/// the piece that is `first` as the library version that wrote the file
+/// decides: up to 0.18 (transformers 4.38 runs 0.15), the first piece the
+/// pre-tokenizers see, even after a special token; from 0.19 (whose files
+/// give Metaspace a `split` field), only a piece that starts the text
+/// (`atZero`).
 struct Piece {
   std::string text;
-  bool first = false;
+  bool first = false, atZero = false;
 };
 
 /// Splits `p` at the [start, end) `matches` (the delimiters; with `invert`,
@@ -343,7 +344,7 @@ void splitPiece(const Piece &p, const std::vector<std::pair<size_t, size_t>> &ma
   bool first = p.first;
   for (Part q : kept)
     if (!q.match && q.b > q.a) {
-      out.push_back({s.substr(q.a, q.b - q.a), first});
+      out.push_back({s.substr(q.a, q.b - q.a), first, p.atZero && q.a == 0});
       first = false;
     }
 }
@@ -613,6 +614,7 @@ struct PreTokenizer {
   std::string replacement;                        // Metaspace
   enum Prepend { Always, First, Never } prepend = Always;
   bool split = true;                              // Metaspace
+  bool firstAtZero = false;                       // Metaspace: a file of 0.19 on
   bool individualDigits = false;                  // Digits
   std::shared_ptr<Regex> whitespace;              // Whitespace
 
@@ -636,7 +638,7 @@ struct PreTokenizer {
           for (std::string &w : gpt2PreTokenize(p.text))
             out.push_back({mapBytes(w), false});
         } else if (!p.text.empty()) {
-          out.push_back({mapBytes(p.text), p.first});
+          out.push_back({mapBytes(p.text), p.first, p.atZero});
         }
         break;
       }
@@ -645,9 +647,9 @@ struct PreTokenizer {
         splitPiece(p, m, invert, behavior, out);
         break;
       case Metaspace: {
-        Piece q{Pattern{" ", nullptr}.replaceAll(p.text, replacement), p.first};
+        Piece q{Pattern{" ", nullptr}.replaceAll(p.text, replacement), p.first, p.atZero};
         if (!q.text.empty() && q.text.compare(0, replacement.size(), replacement) != 0 &&
-            (prepend == Always || (prepend == First && p.first)))
+            (prepend == Always || (prepend == First && (firstAtZero ? p.atZero : p.first))))
           q.text.insert(0, replacement);
         if (split) {
           Pattern{replacement, nullptr}.findAll(q.text, m);
@@ -750,6 +752,7 @@ void readPreTokenizer(const Fields &f, const Json &j, const std::string &path,
     p.replacement = cpString(f.character(j, "replacement", path));
     p.prepend = readPrepend(f, j, path);
     p.split = f.flag(j, "split", path, true);
+    p.firstAtZero = j.find("split") != nullptr;
   } else if (type == "BertPreTokenizer") {
     p.kind = PreTokenizer::Bert;
   } else if (type == "Whitespace") {
@@ -1438,10 +1441,12 @@ public:
     std::vector<std::pair<const AddedToken *, std::string>> segments, inner;
     raw_.split(text, segments);
     bool atStart = true; // no piece has met the pre-tokenizers yet
+    bool atZero = true;  // nothing precedes in the text
     std::vector<Piece> pieces;
     for (auto &[token, segment] : segments) {
       if (token) {
         ids.push_back(token->id);
+        atZero = false;
         continue;
       }
       std::string s = segment;
@@ -1455,14 +1460,15 @@ public:
       for (auto &[t, piece] : inner) {
         if (t) {
           ids.push_back(t->id);
+          atZero = false;
           continue;
         }
-        pieces.assign(1, Piece{std::move(piece), atStart});
+        pieces.assign(1, Piece{std::move(piece), atStart, atZero});
         for (const PreTokenizer &p : preTokenizers_)
           p.apply(pieces);
         for (const Piece &p : pieces)
           model_.tokenize(p.text, ids);
-        atStart = false;
+        atStart = atZero = false;
       }
     }
     if (prefix_.empty() && suffix_.empty())
