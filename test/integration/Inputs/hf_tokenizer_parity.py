@@ -35,7 +35,7 @@ ap.add_argument("--only", default="", help="comma-separated fixture names")
 args = ap.parse_args()
 os.makedirs(args.work, exist_ok=True)
 
-FIXTURES = ["llama3", "gpt2", "llama2", "metaspace", "bert"]
+FIXTURES = ["llama3", "gpt2", "llama2", "metaspace", "bert", "misc", "misc2"]
 if args.only:
     FIXTURES = args.only.split(",")
 specials = sorted({t["content"] for name in FIXTURES for t in json.load(

@@ -4,6 +4,9 @@ corpus plus mixed-script text (hf_corpus.py), saved beside this script.
 
     python make_fixtures.py   # tokenizers 0.15 (transformers 4.38's)
 
+(The library's trainers break some ties differently from run to run, so a
+rerun may learn slightly different files; any of them must match.)
+
   llama3/           byte-level BPE, Llama-3's split regex (Split, then
                     ByteLevel without its own regex), <|begin_of_text|> added
                     by a TemplateProcessing post-processor; plus a
@@ -19,6 +22,11 @@ corpus plus mixed-script text (hf_corpus.py), saved beside this script.
                     (prepend_scheme first) and decoder.
   bert/             WordPiece, BertNormalizer (lowercase, strip accents),
                     BertPreTokenizer, [CLS] $A [SEP].
+  misc/             BPE with [UNK] behind the other normalizers (NFKD,
+                    StripAccents, Lowercase, a Replace regex, Strip) and
+                    pre-tokenizers (WhitespaceSplit, Punctuation, Digits).
+  misc2/            the same model behind NFC, Whitespace and a Split on a
+                    string (merged with the previous piece), BertProcessing.
 """
 
 import json
@@ -127,3 +135,24 @@ bert.post_processor = processors.TemplateProcessing(
     single="[CLS] $A [SEP]", special_tokens=[("[CLS]", bert.token_to_id("[CLS]")),
                                              ("[SEP]", bert.token_to_id("[SEP]"))])
 save(bert, "bert")
+
+misc = Tokenizer(models.BPE(unk_token="[UNK]"))
+misc.normalizer = normalizers.Sequence([
+    normalizers.NFKD(), normalizers.StripAccents(), normalizers.Lowercase(),
+    normalizers.Replace(Regex(r"[0-9]{5,}"), "#"), normalizers.Strip()])
+misc.pre_tokenizer = pre_tokenizers.Sequence([
+    pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation(behavior="contiguous"),
+    pre_tokenizers.Digits(individual_digits=True)])
+trainer = trainers.BpeTrainer(vocab_size=1200, limit_alphabet=200, show_progress=False,
+                              special_tokens=["[UNK]", "[CLS]", "[SEP]"])
+misc.train_from_iterator(TEXTS, trainer)
+save(misc, "misc")
+misc2 = Tokenizer.from_str(misc.to_str())
+misc2.normalizer = normalizers.NFC()
+misc2.pre_tokenizer = pre_tokenizers.Sequence([
+    pre_tokenizers.Whitespace(),
+    pre_tokenizers.Split("-", behavior="merged_with_previous"),
+    pre_tokenizers.Digits(individual_digits=False)])
+misc2.post_processor = processors.BertProcessing(("[SEP]", misc2.token_to_id("[SEP]")),
+                                                 ("[CLS]", misc2.token_to_id("[CLS]")))
+save(misc2, "misc2")
