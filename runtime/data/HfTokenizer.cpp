@@ -200,11 +200,22 @@ public:
   /// The [start, end) byte ranges of the matches in `s`, left to right.
   void findAll(const std::string &s, std::vector<std::pair<size_t, size_t>> &out) const {
     out.clear();
-    thread_local std::unordered_map<uint64_t, URegularExpression *> clones;
-    URegularExpression *&re = clones[id_];
+    // A matcher per thread (ICU's are not shared), closed with the thread;
+    // clones share the compiled pattern, counted by ICU.
+    struct Clones {
+      std::unordered_map<uint64_t, URegularExpression *> byId;
+      ~Clones() {
+        for (auto &[id, re] : byId)
+          uregex_close(re);
+      }
+    };
+    thread_local Clones clones;
+    URegularExpression *&re = clones.byId[id_];
     UErrorCode err = U_ZERO_ERROR;
     if (!re)
       re = uregex_clone(proto_, &err);
+    if (U_FAILURE(err))
+      fail(std::string("regex clone failed: ") + u_errorName(err));
     UText ut = UTEXT_INITIALIZER;
     utext_openUTF8(&ut, s.data(), int64_t(s.size()), &err);
     uregex_setUText(re, &ut, &err);
