@@ -979,6 +979,8 @@ void readVocab(const Fields &f, const Json &model, Vocab &vocab, int64_t &size) 
   if (v.kind != Json::Object)
     f.bad("model.vocab", "expected an object of token -> id");
   std::unordered_map<int32_t, const std::string *> tokenOf;
+  tokenOf.reserve(v.object.size());
+  vocab.reserve(v.object.size());
   for (auto &[token, id] : v.object) {
     int32_t k = int32_t(f.integer(id, "model.vocab['" + token + "']", 0, INT32_MAX - 1));
     auto [other, fresh] = tokenOf.emplace(k, &token);
@@ -1035,31 +1037,32 @@ Model readModel(const Fields &f, const Json &root, int64_t &size) {
     const Json &merges = f.need(j, "merges", "model");
     if (merges.kind != Json::Array)
       f.bad("model.merges", "expected an array");
+    m.merges.reserve(merges.array.size());
+    std::string left, right, merged;
     for (size_t r = 0; r < merges.array.size(); ++r) {
       const Json &e = merges.array[r];
-      std::string where = "model.merges[" + std::to_string(r) + "]";
-      std::string left, right;
+      auto where = [&] { return "model.merges[" + std::to_string(r) + "]"; };
       if (e.kind == Json::String) {
         size_t space = e.string.find(' ');
         if (space == 0 || space == std::string::npos || space + 1 == e.string.size() ||
             e.string.find(' ', space + 1) != std::string::npos)
-          f.bad(where, "expected two tokens 'left right', got '" + e.string + "'");
-        left = e.string.substr(0, space);
-        right = e.string.substr(space + 1);
-      } else if (e.kind == Json::Array && e.array.size() == 2) {
-        left = f.str(e.array[0], where + "[0]");
-        right = f.str(e.array[1], where + "[1]");
+          f.bad(where(), "expected two tokens 'left right', got '" + e.string + "'");
+        left.assign(e.string, 0, space);
+        right.assign(e.string, space + 1);
+      } else if (e.kind == Json::Array && e.array.size() == 2 &&
+                 e.array[0].kind == Json::String && e.array[1].kind == Json::String) {
+        left = e.array[0].string;
+        right = e.array[1].string;
       } else {
-        f.bad(where, "expected 'left right' or [left, right]");
+        f.bad(where(), "expected 'left right' or [left, right]");
       }
+      merged.assign(left).append(right);
       int32_t ids[3];
-      const std::string *parts[3] = {&left, &right, nullptr};
-      std::string merged = left + right;
-      parts[2] = &merged;
+      const std::string *parts[3] = {&left, &right, &merged};
       for (int k = 0; k < 3; ++k) {
         auto it = m.vocab.find(*parts[k]);
         if (it == m.vocab.end())
-          f.bad(where, "'" + *parts[k] + "' is not in model.vocab");
+          f.bad(where(), "'" + *parts[k] + "' is not in model.vocab");
         ids[k] = it->second;
       }
       m.merges.emplace(Model::pairKey(ids[0], ids[1]), std::make_pair(int32_t(r), ids[2]));
