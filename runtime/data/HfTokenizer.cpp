@@ -791,11 +791,49 @@ void readPreTokenizer(const Fields &f, const Json &j, const std::string &path,
 
 using Vocab = std::unordered_map<std::string, int32_t>;
 
+/// BPE's merges, (left id, right id) -> (rank, merged id), by open
+/// addressing: the merge loop's every step looks one up.
+class PairTable {
+public:
+  struct Slot {
+    uint64_t key;
+    int32_t rank, id;
+  };
+  void reserve(size_t n) {
+    size_t cap = 16;
+    while (cap < 2 * n + 2)
+      cap <<= 1;
+    slots_.assign(cap, Slot{kEmpty, 0, 0});
+    mask_ = cap - 1;
+  }
+  /// A pair listed twice keeps its last rank, as the library's map does.
+  void put(uint64_t key, int32_t rank, int32_t id) {
+    Slot *s = slot(key);
+    *s = Slot{key, rank, id};
+  }
+  const Slot *find(uint64_t key) const {
+    const Slot *s = const_cast<PairTable *>(this)->slot(key);
+    return s->key == key ? s : nullptr;
+  }
+
+private:
+  static constexpr uint64_t kEmpty = ~uint64_t(0); // ids are below INT32_MAX
+  Slot *slot(uint64_t key) {
+    size_t i = size_t((key * 0x9E3779B97F4A7C15ull) >> 20) & mask_;
+    while (slots_[i].key != kEmpty && slots_[i].key != key)
+      i = (i + 1) & mask_;
+    return &slots_[i];
+  }
+  std::vector<Slot> slots_{16, Slot{kEmpty, 0, 0}};
+  size_t mask_ = 15;
+};
+
 struct Model {
   enum Kind { BPE, WordPiece } kind = BPE;
   Vocab vocab;
   // BPE: (left id, right id) -> (rank, merged id)
-  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges;
+  PairTable merges;
+  std::vector<int32_t> charIds; // BPE: the id of each one-character token below U+10000, or -1
   int32_t unk = -1;
   bool fuseUnk = false, byteFallback = false, ignoreMerges = false;
   int32_t byteIds[256];
@@ -817,9 +855,12 @@ struct Model {
       }
     }
     // Words repeat: a cache per thread, so threads never wait on each other.
-    thread_local std::unordered_map<uint64_t, std::unordered_map<std::string, std::vector<int32_t>>>
-        caches;
-    auto &cache = caches[id_];
+    using Cache = std::unordered_map<std::string, std::vector<int32_t>>;
+    thread_local std::unordered_map<uint64_t, Cache> caches;
+    thread_local std::pair<uint64_t, Cache *> last{0, nullptr};
+    if (last.first != id_)
+      last = {id_, &caches[id_]};
+    Cache &cache = *last.second;
     auto hit = cache.find(word);
     if (hit != cache.end()) {
       out.insert(out.end(), hit->second.begin(), hit->second.end());
@@ -858,12 +899,17 @@ struct Model {
     std::string ch;
     for (size_t i = 0; i < word.size();) {
       size_t a = i;
-      nextCp(word, i);
-      ch.assign(word, a, i - a);
-      auto it = vocab.find(ch);
-      if (it != vocab.end()) {
+      int32_t cp = nextCp(word, i), id = -1;
+      if (cp < int32_t(charIds.size())) {
+        id = charIds[cp];
+      } else {
+        ch.assign(word, a, i - a);
+        auto it = vocab.find(ch);
+        id = it == vocab.end() ? -1 : it->second;
+      }
+      if (id >= 0) {
         flushUnk();
-        add(it->second);
+        add(id);
         continue;
       }
       if (byteFallback) {
@@ -894,9 +940,8 @@ struct Model {
     };
     std::priority_queue<Merge> queue;
     for (size_t k = 0; k + 1 < syms.size(); ++k) {
-      auto m = merges.find(pairKey(syms[k].id, syms[k + 1].id));
-      if (m != merges.end())
-        queue.push({int32_t(k), m->second.first, m->second.second});
+      if (auto *m = merges.find(pairKey(syms[k].id, syms[k + 1].id)))
+        queue.push({int32_t(k), m->rank, m->id});
     }
     while (!queue.empty()) {
       Merge top = queue.top();
@@ -905,8 +950,8 @@ struct Model {
       if (cur.gone || cur.next < 0)
         continue;
       Sym &right = syms[cur.next];
-      auto m = merges.find(pairKey(cur.id, right.id));
-      if (m == merges.end() || m->second.second != top.id)
+      auto *m = merges.find(pairKey(cur.id, right.id));
+      if (!m || m->id != top.id)
         continue;
       cur.id = top.id;
       right.gone = true;
@@ -914,14 +959,12 @@ struct Model {
       if (right.next >= 0)
         syms[right.next].prev = top.pos;
       if (cur.prev >= 0) {
-        auto p = merges.find(pairKey(syms[cur.prev].id, cur.id));
-        if (p != merges.end())
-          queue.push({cur.prev, p->second.first, p->second.second});
+        if (auto *p = merges.find(pairKey(syms[cur.prev].id, cur.id)))
+          queue.push({cur.prev, p->rank, p->id});
       }
       if (cur.next >= 0) {
-        auto n = merges.find(pairKey(cur.id, syms[cur.next].id));
-        if (n != merges.end())
-          queue.push({top.pos, n->second.first, n->second.second});
+        if (auto *n = merges.find(pairKey(cur.id, syms[cur.next].id)))
+          queue.push({top.pos, n->rank, n->id});
       }
     }
     std::vector<int32_t> ids;
@@ -1038,6 +1081,15 @@ Model readModel(const Fields &f, const Json &root, int64_t &size) {
     if (merges.kind != Json::Array)
       f.bad("model.merges", "expected an array");
     m.merges.reserve(merges.array.size());
+    m.charIds.assign(0x10000, -1);
+    for (auto &[token, id] : m.vocab) {
+      size_t i = 0;
+      if (!token.empty() && validUtf8(token) == token) {
+        int32_t cp = nextCp(token, i);
+        if (i == token.size() && cp < 0x10000)
+          m.charIds[cp] = id;
+      }
+    }
     std::string left, right, merged;
     for (size_t r = 0; r < merges.array.size(); ++r) {
       const Json &e = merges.array[r];
@@ -1065,7 +1117,7 @@ Model readModel(const Fields &f, const Json &root, int64_t &size) {
           f.bad(where(), "'" + *parts[k] + "' is not in model.vocab");
         ids[k] = it->second;
       }
-      m.merges.emplace(Model::pairKey(ids[0], ids[1]), std::make_pair(int32_t(r), ids[2]));
+      m.merges.put(Model::pairKey(ids[0], ids[1]), int32_t(r), ids[2]);
     }
   } else if (type == "WordPiece") {
     m.kind = Model::WordPiece;
