@@ -26,8 +26,10 @@ std::unique_ptr<Tokenizer> loadHfTokenizer(const std::string &path) {
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <queue>
 #include <sys/stat.h>
@@ -1459,7 +1461,10 @@ public:
       file = path + "/tokenizer.json";
       if (!exists(file))
         fail(path + ": the directory holds no tokenizer.json (HuggingFaceTokenizer reads a "
-                    "tokenizer.json or a directory with one)");
+                    "tokenizer.json or a directory with one" +
+             (exists(path + "/tokenizer.model")
+                  ? std::string("; its SentencePiece tokenizer.model is not read by mlc)")
+                  : std::string(")")));
       if (exists(path + "/tokenizer_config.json"))
         config = path + "/tokenizer_config.json";
     } else {
