@@ -95,12 +95,13 @@ bool isPunct(int32_t c) { // BERT's: ASCII punctuation or a P category
            (c >= 123 && c <= 126);
   return U_GET_GC_MASK(c) & U_GC_P_MASK;
 }
+/// What BertNormalizer's clean_text drops: Cc, Cf and Co, but not
+/// unassigned code points (the library keeps those).
 bool isBertControl(int32_t c) {
   if (c == '\t' || c == '\n' || c == '\r')
     return false;
   int8_t t = u_charType(c);
-  return t == U_CONTROL_CHAR || t == U_FORMAT_CHAR || t == U_UNASSIGNED ||
-         t == U_PRIVATE_USE_CHAR;
+  return t == U_CONTROL_CHAR || t == U_FORMAT_CHAR || t == U_PRIVATE_USE_CHAR;
 }
 bool isChinese(int32_t c) {
   return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||

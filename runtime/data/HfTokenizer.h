@@ -23,7 +23,11 @@
 // Whatever else a file names is refused with the field and its value (e.g.
 // "pre_tokenizer.type 'CharDelimiterSplit'"), never approximated. Regexes run
 // on ICU (whose \s, as Oniguruma's in the library, is Unicode White_Space); a
-// build without ICU refuses tokenizer.json.
+// build without ICU refuses tokenizer.json. Character classes come from ICU's
+// Unicode tables, the library's from its own (older) ones: a character
+// assigned in a recent Unicode version (U+061D, say) may be classed
+// differently, and its word tokenized differently.
+
 //
 //===----------------------------------------------------------------------===//
 

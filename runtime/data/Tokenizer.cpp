@@ -338,9 +338,9 @@ bool isBertWhitespace(int32_t c) {
 bool isBertControl(int32_t c) {
   if (c == '\t' || c == '\n' || c == '\r')
     return false;
+  // Cc, Cf and Co; unassigned code points stay, as in HF's BertNormalizer.
   int8_t t = u_charType(c);
-  return t == U_CONTROL_CHAR || t == U_FORMAT_CHAR || t == U_UNASSIGNED ||
-         t == U_PRIVATE_USE_CHAR;
+  return t == U_CONTROL_CHAR || t == U_FORMAT_CHAR || t == U_PRIVATE_USE_CHAR;
 }
 bool isBertPunctuation(int32_t c) {
   if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) ||
