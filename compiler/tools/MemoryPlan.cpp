@@ -17,12 +17,13 @@
 //
 // CUDA allocations are at least 256 bytes each (contract/DeviceMemory.h).
 //
-// Saved for backward: the @train_step arena slices live across its loss
-// step (the first step that touches the buffer plan.output "loss" returns):
-// written before it, read after it. Autodiff appends backward after the
-// forward ops and the lowering keeps that order, so the loss step divides
-// the two; a slice the loss step itself writes (the loss, a fused
-// cross-entropy's gradient) is backward's.
+// Saved for backward: the @train_step arena slices that hold a value
+// written before its loss step (the first step that writes the buffer
+// plan.output "loss" returns) and read after it, before anything from the
+// loss step on overwrites the whole slice. Autodiff appends backward after
+// the forward ops and the lowering keeps that order, so the loss step
+// divides the two. What the loss step itself writes (the loss, a fused
+// cross-entropy's gradient, written in place over the logits) is backward's.
 //
 // Per layer: a step belongs to the highest layer whose parameters it binds
 // (the first all-digit component of a parameter's name: `h.3.attn...`,
@@ -42,6 +43,7 @@
 #include "dialects/plan/PlanDialect.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -72,52 +74,123 @@ int64_t layerOf(StringRef name) {
   return -1;
 }
 
-/// The layer groups of @train_step's arena slices and its saved bytes.
+/// How a step uses one operand.
+struct Access {
+  Value buffer;
+  bool read = false, write = false;
+};
+
+/// The operands a step (plan.launch, plan.gemm) reads and writes: a GEMM
+/// reads its operands and bias (and its out when it accumulates) and writes
+/// its out and GELU pre-activation; a kernel writes what its body stores or
+/// its template outputs, and reads what its body loads (a template, what
+/// it does not write).
+SmallVector<Access> accesses(Operation &step) {
+  SmallVector<Access> out;
+  if (auto g = dyn_cast<plan::GemmOp>(step)) {
+    out.push_back({g.getOut(), g.getAccumulate(), true});
+    out.push_back({g.getLhs(), true, false});
+    out.push_back({g.getRhs(), true, false});
+    if (g.getBias())
+      out.push_back({g.getBias(), true, false});
+    if (g.getPre())
+      out.push_back({g.getPre(), false, true});
+    return out;
+  }
+  auto launch = cast<plan::LaunchOp>(step);
+  auto k = SymbolTable::lookupNearestSymbolFrom<plan::KernelOp>(launch, launch.getKernelAttr());
+  for (auto [i, v] : llvm::enumerate(launch.getOperands())) {
+    bool write = k && plan::kernelWritesArg(k, int64_t(i));
+    bool read = !write;
+    if (k && !k.getBody().empty()) {
+      read = false;
+      k.getBody().walk([&](plan::LoadOp l) { read |= l.getArg() == int64_t(i); });
+    }
+    out.push_back({v, read, write});
+  }
+  return out;
+}
+
+/// Whether `v` covers all of its arena root's bytes.
+bool coversRoot(Value v, plan::ArenaOp root) {
+  return plan::arenaRoot(v).second == 0 &&
+         plan::bufferBytes(v) >= plan::bufferBytes(root.getBuffer());
+}
+
+/// The activations @train_step saves for backward, by layer group.
+///
+/// A slice is saved when a value written into it before the loss step is
+/// read after it: a step after the loss step reads it before any step from
+/// the loss step on has overwritten all of it. (A value written in place
+/// over a forward one, a cross-entropy's gradient over the logits, is
+/// backward's: the slice is live across the loss step but holds nothing
+/// forward saved.)
 void savedActivations(plan::FuncOp step, MemoryPlan &p) {
-  auto ranges = plan::liveRanges(step);
   Block &body = step.getBody().front();
-  // The loss step: the first to touch the buffer the function returns as "loss".
+  SmallVector<Operation *> steps;
+  for (Operation &op : body)
+    if (isa<plan::LaunchOp, plan::GemmOp>(op))
+      steps.push_back(&op);
+  // The loss step: the first to write the buffer the function returns as "loss".
   int loss = -1;
   for (auto out : body.getOps<plan::OutputOp>())
     if (out.getName() == "loss")
       if (plan::ArenaOp root = plan::arenaRoot(out.getBuffer()).first)
-        loss = ranges.lookup(root).first;
+        for (int s = 0; s < int(steps.size()) && loss < 0; ++s)
+          for (const Access &a : accesses(*steps[s]))
+            if (a.write && plan::arenaRoot(a.buffer).first == root)
+              loss = s;
   if (loss < 0)
     return;
 
-  // Groups: -2 none yet, -1 outside the layers, else the layer.
+  // Forward: which slices hold a value written before the loss step, and
+  // each slice's layer group (-1 outside the layers), from the first step
+  // that touches it.
   llvm::DenseMap<Operation *, int64_t> group;
-  int index = 0;
-  for (Operation &op : body) {
-    if (!isa<plan::LaunchOp, plan::GemmOp>(op))
-      continue;
-    if (index++ > loss)
-      break;
+  llvm::DenseSet<Operation *> forward;
+  for (int s = 0; s < loss; ++s) {
     int64_t fromParams = -2, fromInputs = -2;
-    for (Value v : op.getOperands()) {
-      Value root = v;
+    SmallVector<Access> use = accesses(*steps[s]);
+    for (const Access &a : use) {
+      Value root = a.buffer;
       while (auto view = root.getDefiningOp<plan::ViewOp>())
         root = view.getSource();
       if (auto bind = root.getDefiningOp<plan::BindOp>()) {
         if (bind.getName() != "*" && bind.getKind() != plan::BufferKind::input &&
             bind.getKind() != plan::BufferKind::scalars)
           fromParams = std::max(fromParams, layerOf(bind.getName()));
-      } else if (plan::ArenaOp a = plan::arenaRoot(v).first) {
-        auto it = group.find(a);
+      } else if (plan::ArenaOp r = plan::arenaRoot(a.buffer).first) {
+        auto it = group.find(r);
         if (it != group.end())
           fromInputs = std::max(fromInputs, it->second);
       }
     }
     int64_t g = fromParams != -2 ? fromParams : fromInputs != -2 ? fromInputs : -1;
-    for (Value v : op.getOperands())
-      if (plan::ArenaOp a = plan::arenaRoot(v).first)
-        group.try_emplace(a, g);
+    for (const Access &a : use)
+      if (plan::ArenaOp r = plan::arenaRoot(a.buffer).first) {
+        group.try_emplace(r, g);
+        if (a.write)
+          forward.insert(r);
+      }
+  }
+  // Backward: a forward slice read before it is overwritten whole.
+  llvm::DenseSet<Operation *> overwritten, saved;
+  for (int s = loss; s < int(steps.size()); ++s) {
+    SmallVector<Access> use = accesses(*steps[s]);
+    if (s > loss)
+      for (const Access &a : use)
+        if (plan::ArenaOp r = plan::arenaRoot(a.buffer).first)
+          if (a.read && forward.count(r) && !overwritten.count(r))
+            saved.insert(r);
+    for (const Access &a : use)
+      if (plan::ArenaOp r = plan::arenaRoot(a.buffer).first)
+        if (a.write && !a.read && coversRoot(a.buffer, r))
+          overwritten.insert(r);
   }
 
   std::map<int64_t, int64_t> byGroup;
   for (plan::ArenaOp a : body.getOps<plan::ArenaOp>()) {
-    auto it = ranges.find(a);
-    if (it == ranges.end() || !(it->second.first < loss && it->second.last > loss))
+    if (!saved.count(a))
       continue;
     int64_t bytes = (plan::bufferBytes(a.getBuffer()) + 63) / 64 * 64; // as placed
     p.saved += bytes;
@@ -392,11 +465,11 @@ llvm::Error checkFits(const MemoryPlan &p, int64_t limit, StringRef spec) {
   const bool f64 = p.paramDtype == "f64";
   const std::string state = f64 ? "--dtype f32 halves it"
                                 : "fixed by the model and its " + p.paramDtype + " parameters";
+  // (Not --dtype bf16: its products' copies come beside the f32 values
+  // they are cast from, and the arena barely shrinks, or grows.)
   std::string activations = "a smaller --micro-batch or --seq-len";
   if (p.computeDtype == "f64")
     activations += ", or --dtype f32";
-  else if (p.computeDtype != "bf16")
-    activations += ", or --dtype bf16";
   std::vector<Item> items = {
       {"optimizer moments", p.cuda.at(mem::kMoments), state},
       {"parameters", p.cuda.at(mem::kParameters), state},

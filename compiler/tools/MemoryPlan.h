@@ -41,8 +41,8 @@ struct LayerBytes {
 struct MemoryPlan {
   /// The bytes each backend allocates, by item (contract/DeviceMemory.h).
   std::map<std::string, int64_t> cuda, cpu;
-  /// Of the arena: the slices of @train_step live across its loss step
-  /// (written in forward, read in backward), their bytes as placed.
+  /// Of the arena: the slices of @train_step that hold a value written in
+  /// forward (before the loss step) and read in backward, as placed.
   int64_t saved = 0;
   std::vector<LayerBytes> savedByLayer; // layers in order, then layer -1
   /// The most bytes of arena slices live at any one step: the arena minus
