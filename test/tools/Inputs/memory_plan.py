@@ -4,8 +4,13 @@
       the items of a GPT-2 against a hand computation: P parameters
       (wte, wpe, per layer 12 E^2 + 13 E, ln_f), 4 bytes each (f32) for the
       parameters, the gradients and the accumulation sums, 8 for AdamW's two
-      moments; input_ids and labels as B x S int64; cuBLASLt's 32 MiB; the
-      saved activations summed over the layers and the arena split in two.
+      moments; input_ids and labels as B x S int64; cuBLASLt's 32 MiB. Saved
+      for backward, per layer, 16 f32 [B x S, E] tensors: the layer's input
+      and ln_1 of it, q/k/v (3), the attention's output, the residual after
+      it and ln_2 of it, the MLP's pre-activation (4) and GELU output (4);
+      outside the layers the last residual and ln_f of it (2) and the
+      labels, but not the logits (the loss step writes their gradient over
+      them in place).
   memory_plan.py scale REPORT_B.json REPORT_2B.json
       the saved activations of every layer double when the micro-batch does.
   memory_plan.py runtime REPORT.json RUNTIME.json cpu|cuda
@@ -54,6 +59,13 @@ def gpt2(args):
     by_layer = {entry["layer"]: entry["bytes"] for entry in m["saved_by_layer"]}
     expect("layers with saved activations", sorted(k for k in by_layer if k >= 0),
            list(range(layers)))
+    tokens = batch * seq
+    for layer in range(layers):
+        expect(f"layer {layer} saved", by_layer.get(layer), 16 * tokens * embd * 4)
+    outside = by_layer.get(-1, 0)
+    if not 2 * tokens * embd * 4 <= outside < 2 * tokens * embd * 4 + tokens * 8 + 64:
+        problems.append(f"outside the layers: {outside} saved, expected 2 x {tokens} x {embd} "
+                        f"x 4 and the labels (the logits, {tokens * vocab * 4}, are not saved)")
     expect("saved activations = the sum over the layers", m["saved_activations"],
            sum(by_layer.values()))
     expect("saved + transient = arena", m["saved_activations"] + m["transient_peak"],
