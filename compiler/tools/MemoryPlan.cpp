@@ -146,31 +146,42 @@ void savedActivations(plan::FuncOp step, MemoryPlan &p) {
   // Forward: which slices hold a value written before the loss step, and
   // each slice's layer group (-1 outside the layers), from the first step
   // that touches it.
+  // Slices computed from the parameters alone (their bf16 copies under
+  // --dtype bf16) are copies of the weights, not activations.
   llvm::DenseMap<Operation *, int64_t> group;
-  llvm::DenseSet<Operation *> forward;
+  llvm::DenseSet<Operation *> forward, fromWeights;
   for (int s = 0; s < loss; ++s) {
     int64_t fromParams = -2, fromInputs = -2;
+    bool readsParams = false, readsOther = false;
     SmallVector<Access> use = accesses(*steps[s]);
     for (const Access &a : use) {
       Value root = a.buffer;
       while (auto view = root.getDefiningOp<plan::ViewOp>())
         root = view.getSource();
       if (auto bind = root.getDefiningOp<plan::BindOp>()) {
-        if (bind.getName() != "*" && bind.getKind() != plan::BufferKind::input &&
-            bind.getKind() != plan::BufferKind::scalars)
+        bool param = bind.getName() != "*" && bind.getKind() != plan::BufferKind::input &&
+                     bind.getKind() != plan::BufferKind::scalars;
+        if (param)
           fromParams = std::max(fromParams, layerOf(bind.getName()));
+        if (a.read)
+          (param ? readsParams : readsOther) = true;
       } else if (plan::ArenaOp r = plan::arenaRoot(a.buffer).first) {
         auto it = group.find(r);
         if (it != group.end())
           fromInputs = std::max(fromInputs, it->second);
+        if (a.read)
+          (fromWeights.count(r) ? readsParams : readsOther) = true;
       }
     }
     int64_t g = fromParams != -2 ? fromParams : fromInputs != -2 ? fromInputs : -1;
     for (const Access &a : use)
       if (plan::ArenaOp r = plan::arenaRoot(a.buffer).first) {
         group.try_emplace(r, g);
-        if (a.write)
+        if (a.write) {
           forward.insert(r);
+          if (readsParams && !readsOther)
+            fromWeights.insert(r);
+        }
       }
   }
   // Backward: a forward slice read before it is overwritten whole.
@@ -193,6 +204,10 @@ void savedActivations(plan::FuncOp step, MemoryPlan &p) {
     if (!saved.count(a))
       continue;
     int64_t bytes = (plan::bufferBytes(a.getBuffer()) + 63) / 64 * 64; // as placed
+    if (fromWeights.count(a)) {
+      p.weightCopies += bytes;
+      continue;
+    }
     p.saved += bytes;
     byGroup[group.lookup(a)] += bytes;
   }
@@ -253,7 +268,7 @@ int64_t MemoryPlan::total(const std::map<std::string, int64_t> &items) const {
 
 int64_t MemoryPlan::transient() const {
   auto it = cuda.find(mem::kArena);
-  return (it == cuda.end() ? 0 : it->second) - saved;
+  return (it == cuda.end() ? 0 : it->second) - saved - weightCopies;
 }
 
 llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
@@ -381,6 +396,8 @@ std::string formatMemoryPlan(const MemoryPlan &p) {
     i = j + 1;
   }
   const int64_t gaps = p.cuda.at(mem::kArena) - p.livePeak;
+  if (p.weightCopies)
+    line("weight copies kept for backward (bf16)", p.weightCopies);
   line("arena beyond them (transient peak)", p.transient(),
        p.training && gaps > 0 ? formatv("(of which {0} gaps between slices)", humanBytes(gaps)).str()
                               : std::string());
@@ -410,10 +427,10 @@ std::string memoryPlanJson(const MemoryPlan &p) {
   layers += "]";
   return formatv("{{\"ranks\": {0}, \"parameter_count\": {1}, \"parameter_dtype\": \"{2}\", "
                  "\"saved_activations\": {3}, \"saved_by_layer\": {4}, "
-                 "\"transient_peak\": {5}, \"arena_live_peak\": {6}, \"cuda\": {7}, "
-                 "\"cpu\": {8}}",
-                 p.ranks, p.parameters, p.paramDtype, p.saved, layers, p.transient(), p.livePeak,
-                 items(p.cuda), items(p.cpu))
+                 "\"weight_copies\": {5}, \"transient_peak\": {6}, \"arena_live_peak\": {7}, "
+                 "\"cuda\": {8}, \"cpu\": {9}}",
+                 p.ranks, p.parameters, p.paramDtype, p.saved, layers, p.weightCopies,
+                 p.transient(), p.livePeak, items(p.cuda), items(p.cpu))
       .str();
 }
 
@@ -477,6 +494,7 @@ llvm::Error checkFits(const MemoryPlan &p, int64_t limit, StringRef spec) {
       {"gradient accumulation sums", p.cuda.at(mem::kGradientSums), state},
       {"activations saved for backward", p.saved, activations},
       {"the arena's transient peak", p.transient(), activations},
+      {"weight copies kept for backward", p.weightCopies, "fixed by the model"},
       {"inputs", p.cuda.at(mem::kInputs), "a smaller --micro-batch or --seq-len"},
       {"the GEMM workspace", p.cuda.at(mem::kGemmWorkspace), "fixed"}};
   std::stable_sort(items.begin(), items.end(),

@@ -45,6 +45,9 @@ struct MemoryPlan {
   /// forward (before the loss step) and read in backward, as placed.
   int64_t saved = 0;
   std::vector<LayerBytes> savedByLayer; // layers in order, then layer -1
+  /// Of the arena: values computed in forward from the parameters alone and
+  /// read in backward (the weights' bf16 copies under --dtype bf16).
+  int64_t weightCopies = 0;
   /// The most bytes of arena slices live at any one step: the arena minus
   /// this is what first-fit placement loses to fragmentation.
   int64_t livePeak = 0;
@@ -57,8 +60,8 @@ struct MemoryPlan {
   int64_t ranks = 1;
 
   int64_t total(const std::map<std::string, int64_t> &items) const;
-  /// The arena's bytes beyond the saved activations (the transient peak
-  /// with fragmentation), on the CUDA backend.
+  /// The arena's bytes beyond the saved activations and weight copies (the
+  /// transient peak with fragmentation), on the CUDA backend.
   int64_t transient() const;
 };
 

@@ -68,8 +68,9 @@ def gpt2(args):
                         f"x 4 and the labels (the logits, {tokens * vocab * 4}, are not saved)")
     expect("saved activations = the sum over the layers", m["saved_activations"],
            sum(by_layer.values()))
-    expect("saved + transient = arena", m["saved_activations"] + m["transient_peak"],
-           m["cuda"]["arena"])
+    expect("weight copies (f32: none)", m["weight_copies"], 0)
+    expect("saved + weight copies + transient = arena",
+           m["saved_activations"] + m["weight_copies"] + m["transient_peak"], m["cuda"]["arena"])
     if not 0 < m["saved_activations"] < m["cuda"]["arena"]:
         problems.append(f"saved activations {m['saved_activations']} not inside the arena")
     if problems:
