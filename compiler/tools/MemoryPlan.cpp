@@ -482,8 +482,9 @@ llvm::Error checkFits(const MemoryPlan &p, int64_t limit, StringRef spec) {
   const bool f64 = p.paramDtype == "f64";
   const std::string state = f64 ? "--dtype f32 halves it"
                                 : "fixed by the model and its " + p.paramDtype + " parameters";
-  // (Not --dtype bf16: its products' copies come beside the f32 values
-  // they are cast from, and the arena barely shrinks, or grows.)
+  // (Not --dtype bf16: it halves the products' activations but keeps the
+  // weights' bf16 copies from forward to backward, and its transient peak
+  // grows; whether it saves bytes depends on the model and the batch.)
   std::string activations = "a smaller --micro-batch or --seq-len";
   if (p.computeDtype == "f64")
     activations += ", or --dtype f32";
