@@ -40,9 +40,9 @@ inline constexpr const char *kGemmWorkspace = "gemm_workspace";
 inline constexpr const char *kRuntime = "runtime";
 
 /// Every item, in the report's order.
-inline constexpr const char *kItems[] = {kParameters,    kGradients, kMoments,
-                                         kGradientSums,  kArena,     kInputs,
-                                         kCommunication, kGemmWorkspace, kRuntime};
+inline constexpr const char *kItems[] = {
+    kParameters, kGradients,     kMoments,       kGradientSums, kArena,
+    kInputs,     kCommunication, kGemmWorkspace, kRuntime};
 
 /// The CPU backend aligns its arena to this and allocates at least this.
 inline constexpr int64_t kCpuArenaAlignment = 64;

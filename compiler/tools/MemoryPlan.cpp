@@ -24,6 +24,9 @@
 // the forward ops and the lowering keeps that order, so the loss step
 // divides the two. What the loss step itself writes (the loss, a fused
 // cross-entropy's gradient, written in place over the logits) is backward's.
+// Saved slices computed from the parameters alone (under --dtype bf16, the
+// weights' bf16 casts that backward's GEMMs read again) are weight copies,
+// a line of their own.
 //
 // Per layer: a step belongs to the highest layer whose parameters it binds
 // (the first all-digit component of a parameter's name: `h.3.attn...`,
@@ -98,13 +101,15 @@ SmallVector<Access> accesses(Operation &step) {
     return out;
   }
   auto launch = cast<plan::LaunchOp>(step);
-  auto k = SymbolTable::lookupNearestSymbolFrom<plan::KernelOp>(launch, launch.getKernelAttr());
+  auto k = SymbolTable::lookupNearestSymbolFrom<plan::KernelOp>(
+      launch, launch.getKernelAttr());
   for (auto [i, v] : llvm::enumerate(launch.getOperands())) {
     bool write = k && plan::kernelWritesArg(k, int64_t(i));
     bool read = !write;
     if (k && !k.getBody().empty()) {
       read = false;
-      k.getBody().walk([&](plan::LoadOp l) { read |= l.getArg() == int64_t(i); });
+      k.getBody().walk(
+          [&](plan::LoadOp l) { read |= l.getArg() == int64_t(i); });
     }
     out.push_back({v, read, write});
   }
@@ -131,7 +136,8 @@ void savedActivations(plan::FuncOp step, MemoryPlan &p) {
   for (Operation &op : body)
     if (isa<plan::LaunchOp, plan::GemmOp>(op))
       steps.push_back(&op);
-  // The loss step: the first to write the buffer the function returns as "loss".
+  // The loss step: the first to write the buffer the function returns as
+  // "loss".
   int loss = -1;
   for (auto out : body.getOps<plan::OutputOp>())
     if (out.getName() == "loss")
@@ -159,7 +165,8 @@ void savedActivations(plan::FuncOp step, MemoryPlan &p) {
       while (auto view = root.getDefiningOp<plan::ViewOp>())
         root = view.getSource();
       if (auto bind = root.getDefiningOp<plan::BindOp>()) {
-        bool param = bind.getName() != "*" && bind.getKind() != plan::BufferKind::input &&
+        bool param = bind.getName() != "*" &&
+                     bind.getKind() != plan::BufferKind::input &&
                      bind.getKind() != plan::BufferKind::scalars;
         if (param)
           fromParams = std::max(fromParams, layerOf(bind.getName()));
@@ -173,7 +180,9 @@ void savedActivations(plan::FuncOp step, MemoryPlan &p) {
           (fromWeights.count(r) ? readsParams : readsOther) = true;
       }
     }
-    int64_t g = fromParams != -2 ? fromParams : fromInputs != -2 ? fromInputs : -1;
+    int64_t g = fromParams != -2   ? fromParams
+                : fromInputs != -2 ? fromInputs
+                                   : -1;
     for (const Access &a : use)
       if (plan::ArenaOp r = plan::arenaRoot(a.buffer).first) {
         group.try_emplace(r, g);
@@ -203,7 +212,8 @@ void savedActivations(plan::FuncOp step, MemoryPlan &p) {
   for (plan::ArenaOp a : body.getOps<plan::ArenaOp>()) {
     if (!saved.count(a))
       continue;
-    int64_t bytes = (plan::bufferBytes(a.getBuffer()) + 63) / 64 * 64; // as placed
+    int64_t bytes =
+        (plan::bufferBytes(a.getBuffer()) + 63) / 64 * 64; // as placed
     if (fromWeights.count(a)) {
       p.weightCopies += bytes;
       continue;
@@ -256,7 +266,10 @@ std::string humanBytes(int64_t bytes) {
     v /= 1024, ++u;
   if (u == 0)
     return std::to_string(bytes) + " B";
-  return formatv(v >= 100 ? "{0:f0} {1}" : v >= 10 ? "{0:f1} {1}" : "{0:f2} {1}", v, units[u]);
+  return formatv(v >= 100  ? "{0:f0} {1}"
+                 : v >= 10 ? "{0:f1} {1}"
+                           : "{0:f2} {1}",
+                 v, units[u]);
 }
 
 int64_t MemoryPlan::total(const std::map<std::string, int64_t> &items) const {
@@ -279,7 +292,8 @@ llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
   int64_t capacity = 0;
   if (auto cap = module->getAttrOfType<IntegerAttr>("mlc.token_capacity"))
     capacity = cap.getInt();
-  int64_t paramBytes = 0, inputBytes = 0, scalarsCpu = 0, scalarsCuda = 0, arena = 0;
+  int64_t paramBytes = 0, inputBytes = 0, scalarsCpu = 0, scalarsCuda = 0,
+          arena = 0;
   int64_t scratch = mem::kCudaMinScratch, argTables = 0;
   bool gradSums = false, lowered = false;
   for (Operation &op : module.getBody()->getOperations()) {
@@ -344,32 +358,37 @@ llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
     inputsCuda += mem::cudaAllocation(n * plan::elementBytes(in.getElement()));
   }
   const int64_t flat = mem::cudaAllocation(paramBytes);
-  p.cuda = {{mem::kParameters, flat},
-            {mem::kGradients, flat},
-            {mem::kMoments, 2 * flat},
-            {mem::kGradientSums, gradSums ? flat : 0},
-            {mem::kArena, mem::cudaAllocation(arena)},
-            {mem::kInputs, inputsCuda},
-            {mem::kCommunication, mem::cudaAllocation(mem::kCudaBucketNormParts * 8)},
-            {mem::kGemmWorkspace, mem::cudaAllocation(mem::kCublasLtWorkspaceBytes)},
-            {mem::kRuntime, scalarsCuda + mem::cudaAllocation(mem::kCudaKernelContextBytes) +
-                                mem::cudaAllocation(mem::kCudaErrorWordsBytes) +
-                                mem::cudaAllocation(scratch) + argTables}};
+  p.cuda = {
+      {mem::kParameters, flat},
+      {mem::kGradients, flat},
+      {mem::kMoments, 2 * flat},
+      {mem::kGradientSums, gradSums ? flat : 0},
+      {mem::kArena, mem::cudaAllocation(arena)},
+      {mem::kInputs, inputsCuda},
+      {mem::kCommunication, mem::cudaAllocation(mem::kCudaBucketNormParts * 8)},
+      {mem::kGemmWorkspace, mem::cudaAllocation(mem::kCublasLtWorkspaceBytes)},
+      {mem::kRuntime, scalarsCuda +
+                          mem::cudaAllocation(mem::kCudaKernelContextBytes) +
+                          mem::cudaAllocation(mem::kCudaErrorWordsBytes) +
+                          mem::cudaAllocation(scratch) + argTables}};
   return p;
 }
 
 std::string formatMemoryPlan(const MemoryPlan &p) {
   std::string s;
   auto line = [&](StringRef label, int64_t bytes, StringRef note = "") {
-    s += formatv("    {0,-44} {1,17} {2,11}{3}\n", label, withCommas(bytes), humanBytes(bytes),
+    s += formatv("    {0,-44} {1,17} {2,11}{3}\n", label, withCommas(bytes),
+                 humanBytes(bytes),
                  note.empty() ? std::string() : "  " + note.str());
   };
   s += formatv("  memory per rank, as the CUDA backend allocates it{0}:\n",
-               p.ranks > 1 ? formatv(" ({0} ranks, each the same)", p.ranks).str()
-                           : std::string());
+               p.ranks > 1
+                   ? formatv(" ({0} ranks, each the same)", p.ranks).str()
+                   : std::string());
   s += formatv("    {0,-44} {1,17} {2,11}\n", "", "bytes", "");
   auto at = [&](const char *item) { return p.cuda.at(item); };
-  line(formatv("parameters ({0} x {1})", withCommas(p.parameters), p.paramDtype).str(),
+  line(formatv("parameters ({0} x {1})", withCommas(p.parameters), p.paramDtype)
+           .str(),
        at(mem::kParameters));
   line("gradients", at(mem::kGradients));
   line("optimizer moments (AdamW m and v)", at(mem::kMoments));
@@ -385,13 +404,16 @@ std::string formatMemoryPlan(const MemoryPlan &p) {
       continue;
     }
     size_t j = i;
-    while (j + 1 < p.savedByLayer.size() && p.savedByLayer[j + 1].layer == l.layer + int64_t(j + 1 - i) &&
+    while (j + 1 < p.savedByLayer.size() &&
+           p.savedByLayer[j + 1].layer == l.layer + int64_t(j + 1 - i) &&
            p.savedByLayer[j + 1].bytes == l.bytes)
       ++j;
     if (j == i)
       line(formatv("  layer {0}", l.layer).str(), l.bytes);
     else
-      line(formatv("  layers {0}-{1}, each", l.layer, p.savedByLayer[j].layer).str(), l.bytes,
+      line(formatv("  layers {0}-{1}, each", l.layer, p.savedByLayer[j].layer)
+               .str(),
+           l.bytes,
            formatv("({0} x {1})", j - i + 1, humanBytes(l.bytes)).str());
     i = j + 1;
   }
@@ -399,16 +421,19 @@ std::string formatMemoryPlan(const MemoryPlan &p) {
   if (p.weightCopies)
     line("weight copies kept for backward (bf16)", p.weightCopies);
   line("arena beyond them (transient peak)", p.transient(),
-       p.training && gaps > 0 ? formatv("(of which {0} gaps between slices)", humanBytes(gaps)).str()
-                              : std::string());
+       p.training && gaps > 0
+           ? formatv("(of which {0} gaps between slices)", humanBytes(gaps))
+                 .str()
+           : std::string());
   line("inputs (one micro-batch)", at(mem::kInputs));
   line("communication buffers", at(mem::kCommunication),
        "(gradients are summed in place; NCCL's own buffers not counted)");
   line("GEMM workspace (cuBLASLt)", at(mem::kGemmWorkspace));
   line("runtime (scalars, kernel args, scratch)", at(mem::kRuntime));
   line("total", p.total(p.cuda));
-  s += formatv("    on the CPU backend: {0} ({1}; no GEMM workspace or CUDA buffers)\n",
-               withCommas(p.total(p.cpu)), humanBytes(p.total(p.cpu)));
+  s += formatv(
+      "    on the CPU backend: {0} ({1}; no GEMM workspace or CUDA buffers)\n",
+      withCommas(p.total(p.cpu)), humanBytes(p.total(p.cpu)));
   return s;
 }
 
@@ -421,16 +446,19 @@ std::string memoryPlanJson(const MemoryPlan &p) {
   };
   std::string layers = "[";
   for (const LayerBytes &l : p.savedByLayer)
-    layers += formatv("{0}{{\"layer\": {1}, \"bytes\": {2}}", layers.size() > 1 ? ", " : "",
-                      l.layer, l.bytes)
+    layers += formatv("{0}{{\"layer\": {1}, \"bytes\": {2}}",
+                      layers.size() > 1 ? ", " : "", l.layer, l.bytes)
                   .str();
   layers += "]";
-  return formatv("{{\"ranks\": {0}, \"parameter_count\": {1}, \"parameter_dtype\": \"{2}\", "
+  return formatv("{{\"ranks\": {0}, \"parameter_count\": {1}, "
+                 "\"parameter_dtype\": \"{2}\", "
                  "\"saved_activations\": {3}, \"saved_by_layer\": {4}, "
-                 "\"weight_copies\": {5}, \"transient_peak\": {6}, \"arena_live_peak\": {7}, "
+                 "\"weight_copies\": {5}, \"transient_peak\": {6}, "
+                 "\"arena_live_peak\": {7}, "
                  "\"cuda\": {8}, \"cpu\": {9}}",
-                 p.ranks, p.parameters, p.paramDtype, p.saved, layers, p.weightCopies,
-                 p.transient(), p.livePeak, items(p.cuda), items(p.cpu))
+                 p.ranks, p.parameters, p.paramDtype, p.saved, layers,
+                 p.weightCopies, p.transient(), p.livePeak, items(p.cuda),
+                 items(p.cpu))
       .str();
 }
 
@@ -443,27 +471,39 @@ llvm::Expected<int64_t> parseDeviceMemory(StringRef spec) {
     return int64_t(141e9);
   // The number's end: digits, a point, an exponent.
   size_t end = 0;
-  while (end < s.size() && (isdigit(s[end]) || s[end] == '.' ||
-                            ((s[end] == 'e' || s[end] == 'E') && end > 0 && end + 1 < s.size() &&
-                             (isdigit(s[end + 1]) || s[end + 1] == '+' || s[end + 1] == '-')) ||
-                            ((s[end] == '+' || s[end] == '-') && end > 0 &&
-                             (s[end - 1] == 'e' || s[end - 1] == 'E'))))
+  while (end < s.size() &&
+         (isdigit(s[end]) || s[end] == '.' ||
+          ((s[end] == 'e' || s[end] == 'E') && end > 0 && end + 1 < s.size() &&
+           (isdigit(s[end + 1]) || s[end + 1] == '+' || s[end + 1] == '-')) ||
+          ((s[end] == '+' || s[end] == '-') && end > 0 &&
+           (s[end - 1] == 'e' || s[end - 1] == 'E'))))
     ++end;
   double number;
   StringRef unit = s.drop_front(end).trim();
   std::string u = unit.lower();
   static const std::pair<const char *, double> units[] = {
-      {"", 1},         {"b", 1},         {"k", 1e3},       {"kb", 1e3},
-      {"m", 1e6},      {"mb", 1e6},      {"g", 1e9},       {"gb", 1e9},
-      {"t", 1e12},     {"tb", 1e12},     {"kib", 1024.0},  {"mib", 1048576.0},
-      {"gib", 1073741824.0}, {"tib", 1099511627776.0}};
+      {"", 1},
+      {"b", 1},
+      {"k", 1e3},
+      {"kb", 1e3},
+      {"m", 1e6},
+      {"mb", 1e6},
+      {"g", 1e9},
+      {"gb", 1e9},
+      {"t", 1e12},
+      {"tb", 1e12},
+      {"kib", 1024.0},
+      {"mib", 1048576.0},
+      {"gib", 1073741824.0},
+      {"tib", 1099511627776.0}};
   const double *scale = nullptr;
   for (auto &[name, value] : units)
     if (u == name)
       scale = &value;
-  if (end == 0 || s.take_front(end).getAsDouble(number) || !scale || !(number > 0) ||
-      number * *scale > 9e18)
-    return error("--device-memory: expected a size (80GB, 80GiB, 141e9 bytes) or a device "
+  if (end == 0 || s.take_front(end).getAsDouble(number) || !scale ||
+      !(number > 0) || number * *scale > 9e18)
+    return error("--device-memory: expected a size (80GB, 80GiB, 141e9 bytes) "
+                 "or a device "
                  "(h100, h200), got '" +
                  spec + "'");
   return int64_t(number * *scale);
@@ -480,8 +520,9 @@ llvm::Error checkFits(const MemoryPlan &p, int64_t limit, StringRef spec) {
     std::string shrink;
   };
   const bool f64 = p.paramDtype == "f64";
-  const std::string state = f64 ? "--dtype f32 halves it"
-                                : "fixed by the model and its " + p.paramDtype + " parameters";
+  const std::string state =
+      f64 ? "--dtype f32 halves it"
+          : "fixed by the model and its " + p.paramDtype + " parameters";
   // (Not --dtype bf16: it halves the products' activations but keeps the
   // weights' bf16 copies from forward to backward, and its transient peak
   // grows; whether it saves bytes depends on the model and the batch.)
@@ -496,18 +537,22 @@ llvm::Error checkFits(const MemoryPlan &p, int64_t limit, StringRef spec) {
       {"activations saved for backward", p.saved, activations},
       {"the arena's transient peak", p.transient(), activations},
       {"weight copies kept for backward", p.weightCopies, "fixed by the model"},
-      {"inputs", p.cuda.at(mem::kInputs), "a smaller --micro-batch or --seq-len"},
+      {"inputs", p.cuda.at(mem::kInputs),
+       "a smaller --micro-batch or --seq-len"},
       {"the GEMM workspace", p.cuda.at(mem::kGemmWorkspace), "fixed"}};
-  std::stable_sort(items.begin(), items.end(),
-                   [](const Item &a, const Item &b) { return a.bytes > b.bytes; });
+  std::stable_sort(
+      items.begin(), items.end(),
+      [](const Item &a, const Item &b) { return a.bytes > b.bytes; });
   std::string largest;
   for (size_t i = 0; i < 3 && i < items.size(); ++i)
-    largest += formatv("\n  {0}: {1} ({2})", items[i].name, humanBytes(items[i].bytes),
-                       items[i].shrink)
+    largest += formatv("\n  {0}: {1} ({2})", items[i].name,
+                       humanBytes(items[i].bytes), items[i].shrink)
                    .str();
-  return error(formatv("the plan needs {0} ({1} bytes) per rank, more than --device-memory {2} "
+  return error(formatv("the plan needs {0} ({1} bytes) per rank, more than "
+                       "--device-memory {2} "
                        "({3} bytes) holds; its largest items:{4}",
-                       humanBytes(total), withCommas(total), spec, withCommas(limit), largest)
+                       humanBytes(total), withCommas(total), spec,
+                       withCommas(limit), largest)
                    .str());
 }
 

@@ -1,4 +1,5 @@
-//===- MemoryPlan.h - what a rank allocates, stated from the plan -*- C++ -*-===//
+//===- MemoryPlan.h - what a rank allocates, stated from the plan -*- C++
+//-*-===//
 //
 // `mlc compile MODEL --report` prints, per rank and before anything runs,
 // the bytes each backend will allocate for the package these flags compile,

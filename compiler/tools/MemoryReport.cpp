@@ -18,11 +18,14 @@ using namespace llvm;
 namespace mlc::tool {
 namespace {
 
-cl::opt<std::string> deviceMemory(
-    "device-memory",
-    cl::desc("Refuse a plan whose memory per rank (as --report states it) exceeds this: a size "
-             "(80GB, 80GiB, 141e9 bytes) or a device's capacity (h100: 80 GB, h200: 141 GB)"),
-    cl::value_desc("size"), cl::sub(compileCmd()), cl::cat(category()));
+cl::opt<std::string>
+    deviceMemory("device-memory",
+                 cl::desc("Refuse a plan whose memory per rank (as --report "
+                          "states it) exceeds this: a size "
+                          "(80GB, 80GiB, 141e9 bytes) or a device's capacity "
+                          "(h100: 80 GB, h200: 141 GB)"),
+                 cl::value_desc("size"), cl::sub(compileCmd()),
+                 cl::cat(category()));
 
 Expected<MemoryPlan> planOf(mlir::ModuleOp plan) {
   return memoryPlanOf(plan, ranksFlag, dtype);
@@ -44,7 +47,8 @@ int memoryReport(mlir::ModuleOp plan, std::string &json) {
   if (!p)
     return fail(toString(p.takeError()));
   outs() << formatMemoryPlan(*p);
-  json += (json.empty() ? "" : ", ") + std::string("\"memory\": ") + memoryPlanJson(*p);
+  json += (json.empty() ? "" : ", ") + std::string("\"memory\": ") +
+          memoryPlanJson(*p);
   if (deviceMemory.empty())
     return 0;
   auto limit = parseDeviceMemory(deviceMemory);
@@ -52,9 +56,10 @@ int memoryReport(mlir::ModuleOp plan, std::string &json) {
     return fail(toString(limit.takeError()));
   Error err = checkFits(*p, *limit, deviceMemory);
   const bool fits = !err;
-  consumeError(std::move(err)); // the refusal comes after the report (runReport)
-  outs() << "    " << (fits ? "fits" : "does not fit") << " --device-memory " << deviceMemory
-         << " (" << humanBytes(*limit) << ")\n";
+  consumeError(
+      std::move(err)); // the refusal comes after the report (runReport)
+  outs() << "    " << (fits ? "fits" : "does not fit") << " --device-memory "
+         << deviceMemory << " (" << humanBytes(*limit) << ")\n";
   return 0;
 }
 
