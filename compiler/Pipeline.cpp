@@ -78,7 +78,12 @@ llvm::Expected<LoweredPackage> writePackage(ModuleOp module, const std::string &
     llvm::raw_string_ostream os(graph);
     module->print(os);
   }
-  auto lowered = lowerModule(module, d.dataParallel);
+  if (auto err = lowerToPlanPipeline(module, d.dataParallel))
+    return std::move(err);
+  if (d.checkPlan)
+    if (auto err = d.checkPlan(module))
+      return std::move(err);
+  auto lowered = serializePlan(module);
   if (!lowered)
     return lowered.takeError();
   bool existed = llvm::sys::fs::exists(dir);

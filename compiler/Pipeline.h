@@ -10,6 +10,7 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/Error.h"
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -67,6 +68,9 @@ struct PackageDescription {
   /// written as aliases.json, {"lm_head.weight": ["transformer.wte.weight"]},
   /// when there are any.
   std::map<std::string, std::vector<std::string>> aliases;
+  /// Called with the lowered plan before anything is written: an error
+  /// (a plan over `mlc compile --device-memory`) leaves no package.
+  std::function<llvm::Error(mlir::ModuleOp)> checkPlan;
 };
 
 /// Lowers the module and writes the package directory (manifest.json,

@@ -3,10 +3,12 @@
 //   mlc compile MODEL [--emit=package|graph|mlir|plan|kernels|cuda|ptx] [-o PATH]
 //   mlc compile MODEL --report [--report-json FILE] [--cuda-arch sm_90,...]
 //   mlc compile MODEL [--report] --roofline h200|bw=TB/s,bf16=TFLOP/s,f32=TFLOP/s
+//   mlc compile MODEL [--report] --device-memory SIZE|h100|h200  (MemoryReport.cpp)
 //   mlc import MODEL.onnx [-o FILE]
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/tools/MemoryPlan.h"
 #include "compiler/tools/Model.h"
 #include "compiler/tools/Roofline.h"
 #include "compiler/tools/Tool.h"
@@ -49,7 +51,7 @@ cl::opt<std::string> output("o",
                             cl::cat(category()));
 cl::opt<bool> report("report",
                      cl::desc("Print kernel counts and bytes moved per step, unfused and "
-                              "fused"),
+                              "fused, and the memory each rank allocates"),
                      cl::sub(compileCmd()), cl::cat(category()));
 cl::opt<std::string> cudaArch("cuda-arch",
                               cl::desc("--report: the GPU architectures whose ptxas statistics "
@@ -249,9 +251,10 @@ int countsReport(std::string &json) {
   return 0;
 }
 
-/// --report: the counts, then the CUDA kernels of the package these flags
-/// compile (ptxas statistics); --roofline: that package's step at a GPU's
-/// limits (Roofline.h). --report-json writes what ran as one JSON object.
+/// --report: the counts, the memory per rank (MemoryPlan.h), then the CUDA
+/// kernels of the package these flags compile (ptxas statistics);
+/// --roofline: that package's step at a GPU's limits (Roofline.h).
+/// --report-json writes what ran as one JSON object.
 int runReport() {
   std::optional<RooflineDevice> device;
   if (!roofline.empty()) {
@@ -286,6 +289,8 @@ int runReport() {
     json += (json.empty() ? "" : ", ") + std::string("\"roofline\": ") + rooflineJson(*r);
   }
   if (counts) {
+    if (int rc = memoryReport(*g->module, json))
+      return rc;
     auto lowered = mlc::serializePlan(*g->module);
     if (!lowered)
       return fail(toString(lowered.takeError()));
@@ -295,6 +300,8 @@ int runReport() {
   if (!reportJson.empty())
     if (int rc = writeTextTo(reportJson, "{" + json + "}\n"))
       return rc;
+  if (auto err = checkDeviceMemory(*g->module)) // after the report that shows why
+    return fail(toString(std::move(err)));
   return 0;
 }
 
@@ -320,6 +327,9 @@ int runCompile() {
   } catch (const mlc::rt::Error &e) {
     return fail(e.what());
   }
+  auto limited = deviceMemoryGiven(); // a bad --device-memory fails before compiling
+  if (!limited)
+    return fail(toString(limited.takeError()));
   if (report || !reportJson.empty() || !roofline.empty())
     return runReport();
   if (emit == Emit::Graph)
@@ -337,6 +347,8 @@ int runCompile() {
   }
   if (emit == Emit::Plan) {
     if (auto err = mlc::lowerToPlanPipeline(module, g->description.dataParallel))
+      return fail(toString(std::move(err)));
+    if (auto err = checkDeviceMemory(module))
       return fail(toString(std::move(err)));
     std::string text;
     raw_string_ostream os(text);
@@ -377,6 +389,8 @@ int runCompile() {
     }
   }
   std::string dir = output.empty() ? model + ".mlcpkg" : std::string(output);
+  if (*limited)
+    g->description.checkPlan = checkDeviceMemory;
   auto lowered = mlc::writePackage(module, dir, g->description);
   if (!lowered)
     return fail(toString(lowered.takeError()));

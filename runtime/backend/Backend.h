@@ -118,7 +118,16 @@ public:
 
   BackendProfile profile;
 
+  /// Bytes this backend has allocated so far, by item (the keys of
+  /// contract/DeviceMemory.h): what `mlc train --memory-report` writes and
+  /// `mlc compile --report` states in advance from the plan.
+  const std::map<std::string, int64_t> &allocated() const { return allocated_; }
+
 protected:
+  /// Records an allocation of `bytes` under `item` (every backend calls it
+  /// where it allocates, with the bytes it asks for).
+  void account(const char *item, int64_t bytes) { allocated_[item] += bytes; }
+
   /// Checks a batch tensor against input `name` (shape, integer dtypes,
   /// values that fit) and converts it to the input's dtype: the bytes the
   /// input holds. Where the leading dimension is the dynamic token count,
@@ -160,6 +169,7 @@ protected:
   /// A weight other than 1 was ever set: the weighting varies by micro-batch
   /// (a CUDA graph would replay the one it captured).
   bool gradWeighted_ = false;
+  std::map<std::string, int64_t> allocated_;
 };
 
 /// The backend for `device`: "cpu", "cuda", "cuda-emulator", or "auto" (CUDA

@@ -129,6 +129,11 @@ const std::vector<TrainFlag> &trainFlags() {
                 &TrainOptions::evalInterval),
         integer("eval-iters", "Validation batches per evaluation", &TrainOptions::evalIters),
         string("log-json", "file", "One JSON object per step", &TrainOptions::logJson),
+        string("memory-report", "file",
+               "Write the bytes the backend allocated, by item (parameters, gradients, "
+               "moments, arena, ...), as JSON when the run ends: what `mlc compile --report` "
+               "states in advance",
+               &TrainOptions::memoryReport),
         string("dump-batches", "dir",
                "Write every training input this rank fed as DIR/NAME.npy, [micro-batches, "
                "...] in the order they ran (what the data became: packed documents' "
@@ -247,7 +252,8 @@ static void refuseOverwritingInputs(const TrainOptions &o) {
   if (o.resume != "latest")
     for (const std::string &f : filesIn(o.resume))
       inputs.push_back({"--resume", f});
-  refuseOutputsOverInputs(inputs, {{"--save", o.save}, {"--log-json", o.logJson}});
+  refuseOutputsOverInputs(inputs, {{"--save", o.save}, {"--log-json", o.logJson},
+                                   {"--memory-report", o.memoryReport}});
 }
 
 void validate(const TrainOptions &o) {
@@ -317,6 +323,8 @@ void validate(const TrainOptions &o) {
     checkWritableFile(o.save, "--save");
   if (!o.logJson.empty())
     checkWritableFile(o.logJson, "--log-json");
+  if (!o.memoryReport.empty())
+    checkWritableFile(o.memoryReport, "--memory-report");
   if (!o.tensorboardDir.empty())
     checkTensorBoardDir(o.tensorboardDir);
   refuseOverwritingInputs(o);

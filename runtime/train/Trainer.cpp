@@ -2,6 +2,7 @@
 
 #include "runtime/train/Trainer.h"
 #include "runtime/core/Error.h"
+#include "contract/DeviceMemory.h"
 #include "contract/OptimizerScalars.h"
 #include "contract/StepFunctions.h"
 #include "runtime/train/BatchDump.h"
@@ -9,6 +10,7 @@
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Generate.h"
 #include "runtime/train/RunLog.h"
+#include "runtime/core/Json.h"
 #include "runtime/core/TensorIO.h"
 
 #include <algorithm>
@@ -138,6 +140,24 @@ void loadParameters(Backend &backend, const std::string &path) {
       store(flat, es, p.offset + i, t.getDouble(i));
   }
   uploadAll(backend, FlatBuffer::Params, flat);
+}
+
+/// --memory-report: what the backend allocated, by item (contract/
+/// DeviceMemory.h), and the total, as one JSON object.
+void writeMemoryReport(const Backend &backend, const std::string &path) {
+  std::string json = "{\"device\": " + jsonQuote(backend.name());
+  int64_t total = 0;
+  for (const char *item : memory::kItems) {
+    auto it = backend.allocated().find(item);
+    int64_t bytes = it == backend.allocated().end() ? 0 : it->second;
+    json += ", \"" + std::string(item) + "\": " + std::to_string(bytes);
+    total += bytes;
+  }
+  for (auto &[item, bytes] : backend.allocated())
+    if (std::find_if(std::begin(memory::kItems), std::end(memory::kItems),
+                     [&](const char *k) { return item == k; }) == std::end(memory::kItems))
+      fail("internal: the backend allocated under an unknown item '" + item + "'");
+  writeFileAtomically(path, json + ", \"total\": " + std::to_string(total) + "}\n");
 }
 
 void saveParameters(Backend &backend, const std::string &path) {
@@ -473,6 +493,7 @@ private:
     if (!lead) {
       o.quiet = true;
       o.logJson.clear();
+      o.memoryReport.clear();
       o.tensorboardDir.clear();
       o.save.clear();
     }
@@ -864,6 +885,8 @@ private:
     }
     if (!o.save.empty())
       saveParameters(backend, o.save);
+    if (!o.memoryReport.empty())
+      writeMemoryReport(backend, o.memoryReport);
     if (dump)
       dump->commit();
     log->close();
