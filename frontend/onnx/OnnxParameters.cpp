@@ -290,29 +290,7 @@ llvm::Expected<ParameterPlan> planParameters(const onnx::ModelProto &model,
                   "', is in no input of the graph" + reexport);
     // 4. A tie: the parameter read in the module of `t` (or the nearest
     // module below it) under the same attribute name.
-    llvm::StringRef module, attr;
-    std::tie(module, attr) = llvm::StringRef(t).rsplit('.');
-    if (attr.empty())
-      std::swap(module, attr);
-    int best = -1;
-    std::vector<std::string> at;
-    for (const auto &[read, chains] : readIn) {
-      if (lastComponent(read) != attr)
-        continue;
-      int depth = -1;
-      for (const auto &chain : chains)
-        for (size_t k = 0; k < chain.size(); ++k)
-          if (chain[k] == module && (depth < 0 || int(chain.size() - 1 - k) < depth))
-            depth = int(chain.size() - 1 - k);
-      if (depth < 0)
-        continue;
-      if (best < 0 || depth < best) {
-        best = depth;
-        at = {read};
-      } else if (depth == best) {
-        at.push_back(read);
-      }
-    }
+    std::vector<std::string> at = nearestReads(t, readIn);
     if (at.size() != 1)
       return fail("parameter '" + t + "' is read by no node of the graph and tied to " +
                   (at.empty() ? "no other parameter" : "'" + at[0] + "' and '" + at[1] + "' alike") +
