@@ -606,3 +606,18 @@ void checkOnnx(const std::string &fixture) {
 
 TEST(GradientCheck, OnnxLlamaOpset20) { checkOnnx("llama-dynamo-opset20"); }
 TEST(GradientCheck, OnnxQwen2Opset23) { checkOnnx("qwen2-dynamo-opset23"); }
+// The other decoder families of test/onnx/families.test, each at its own
+// initialization and with the parameters the default export merged trained
+// apart: q/k norms per head (Qwen3) and over the projection (OLMo2),
+// post-norms, weightless LayerNorm (OLMo), a sliding-window mask shorter than
+// the sequence (Mistral), layers without rotary (SmolLM3), partial rotary with
+// LayerNorm biases (StableLM), GeGLU and 1 + w norms (Gemma, optimize=False),
+// parallel residual (GPT-NeoX, optimize=False).
+TEST(GradientCheck, OnnxQwen3) { checkOnnx("qwen3-dynamo-opset20"); }
+TEST(GradientCheck, OnnxOlmo) { checkOnnx("olmo-dynamo-opset20"); }
+TEST(GradientCheck, OnnxOlmo2) { checkOnnx("olmo2-dynamo-opset20"); }
+TEST(GradientCheck, OnnxMistralWindow) { checkOnnx("mistral-swa-dynamo-opset20"); }
+TEST(GradientCheck, OnnxSmolLM3) { checkOnnx("smollm3-dynamo-opset20"); }
+TEST(GradientCheck, OnnxStableLm) { checkOnnx("stablelm-dynamo-opset20"); }
+TEST(GradientCheck, OnnxGemma) { checkOnnx("gemma-dynamo-opset20-noopt"); }
+TEST(GradientCheck, OnnxGptNeoX) { checkOnnx("gptneox-dynamo-opset20-noopt"); }
