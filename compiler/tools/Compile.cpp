@@ -53,8 +53,8 @@ cl::opt<bool> report("report",
                      cl::sub(compileCmd()), cl::cat(category()));
 cl::opt<std::string> cudaArch("cuda-arch",
                               cl::desc("--report: the GPU architectures whose ptxas statistics "
-                                       "it prints (NVRTC, comma-separated); --emit=ptx: "
-                                       "the first one's PTX"),
+                                       "it prints (NVRTC, comma-separated), or none for no "
+                                       "CUDA statistics; --emit=ptx: the first one's PTX"),
                               cl::value_desc("sm_XX,..."), cl::init("sm_90"), cl::sub(compileCmd()),
                               cl::cat(category()));
 cl::opt<std::string> reportJson("report-json", cl::desc("Write the report as JSON"),
@@ -127,6 +127,8 @@ int writeText(const std::string &text) {
 /// pointwise, row and optimizer kernels are the ones that cost bandwidth;
 /// their total is its last line per architecture.
 int cudaReport(const std::string &source) {
+  if (cudaArch == "none")
+    return 0;
   std::string why;
   try {
     // Read first, with or without NVRTC: a kernel CUDA cannot run fails here.
@@ -269,6 +271,11 @@ int runReport() {
   auto g = compileModel(ctx, /*training=*/true);
   if (!g)
     return fail(toString(g.takeError()));
+  // -o: the package the report is of is written too (from a copy: the
+  // report lowers the graph in place).
+  mlir::OwningOpRef<mlir::ModuleOp> packaged;
+  if (!output.empty() && emit == Emit::Package)
+    packaged = g->module->clone();
   if (auto err = mlc::lowerToPlanPipeline(*g->module, g->description.dataParallel))
     return fail(toString(std::move(err)));
   if (device) {
@@ -295,6 +302,12 @@ int runReport() {
   if (!reportJson.empty())
     if (int rc = writeTextTo(reportJson, "{" + json + "}\n"))
       return rc;
+  if (packaged) {
+    auto lowered = mlc::writePackage(*packaged, output, g->description);
+    if (!lowered)
+      return fail(toString(lowered.takeError()));
+    outs() << "mlc: wrote " << output << "\n";
+  }
   return 0;
 }
 
@@ -319,6 +332,21 @@ int runCompile() {
                                      {{"-o", output}, {"--report-json", reportJson}});
   } catch (const mlc::rt::Error &e) {
     return fail(e.what());
+  }
+  // --cuda-arch: sm_XX names, or none (no CUDA statistics), before any work.
+  {
+    SmallVector<StringRef> arches;
+    StringRef(cudaArch).split(arches, ',', -1, false);
+    bool none = cudaArch == "none";
+    if (none && emit == Emit::Ptx)
+      return fail("--emit=ptx needs a --cuda-arch sm_XX to compile for, got 'none'");
+    for (StringRef arch : arches)
+      if (!none && !arch.trim().starts_with("sm_"))
+        return fail("--cuda-arch: expected sm_XX, got '" + arch.trim().str() +
+                    "' (a list sm_XX,sm_YY, or none: no CUDA statistics)");
+    if (!none && arches.empty())
+      return fail("--cuda-arch: expected sm_XX, got '' (a list sm_XX,sm_YY, or none: no CUDA "
+                  "statistics)");
   }
   if (report || !reportJson.empty() || !roofline.empty())
     return runReport();
