@@ -53,8 +53,9 @@ cl::opt<bool> report("report",
                      cl::sub(compileCmd()), cl::cat(category()));
 cl::opt<std::string> cudaArch("cuda-arch",
                               cl::desc("--report: the GPU architectures whose ptxas statistics "
-                                       "it prints (NVRTC, comma-separated), or none for no "
-                                       "CUDA statistics; --emit=ptx: the first one's PTX"),
+                                       "it prints (NVRTC, comma-separated), or none (or "
+                                       "nothing) for no CUDA statistics; --emit=ptx: the first "
+                                       "one's PTX"),
                               cl::value_desc("sm_XX,..."), cl::init("sm_90"), cl::sub(compileCmd()),
                               cl::cat(category()));
 cl::opt<std::string> reportJson("report-json", cl::desc("Write the report as JSON"),
@@ -118,6 +119,9 @@ int writeTextTo(const std::string &path, const std::string &text) {
   return 0;
 }
 
+/// --cuda-arch none, or an empty list: no CUDA statistics in the report.
+bool noCudaArch() { return cudaArch == "none" || StringRef(cudaArch).trim(" ,").empty(); }
+
 int writeText(const std::string &text) {
   return writeTextTo(output.empty() ? std::string("-") : std::string(output), text);
 }
@@ -127,7 +131,7 @@ int writeText(const std::string &text) {
 /// pointwise, row and optimizer kernels are the ones that cost bandwidth;
 /// their total is its last line per architecture.
 int cudaReport(const std::string &source) {
-  if (cudaArch == "none")
+  if (noCudaArch())
     return 0;
   std::string why;
   try {
@@ -333,20 +337,18 @@ int runCompile() {
   } catch (const mlc::rt::Error &e) {
     return fail(e.what());
   }
-  // --cuda-arch: sm_XX names, or none (no CUDA statistics), before any work.
-  {
+  // --cuda-arch: sm_XX names, or none (or nothing: --cuda-arch=) for no
+  // CUDA statistics, checked before any work.
+  if (noCudaArch() && emit == Emit::Ptx)
+    return fail("--emit=ptx needs a --cuda-arch sm_XX to compile for, got '" +
+                std::string(cudaArch) + "'");
+  if (!noCudaArch()) {
     SmallVector<StringRef> arches;
     StringRef(cudaArch).split(arches, ',', -1, false);
-    bool none = cudaArch == "none";
-    if (none && emit == Emit::Ptx)
-      return fail("--emit=ptx needs a --cuda-arch sm_XX to compile for, got 'none'");
     for (StringRef arch : arches)
-      if (!none && !arch.trim().starts_with("sm_"))
+      if (!arch.trim().starts_with("sm_"))
         return fail("--cuda-arch: expected sm_XX, got '" + arch.trim().str() +
                     "' (a list sm_XX,sm_YY, or none: no CUDA statistics)");
-    if (!none && arches.empty())
-      return fail("--cuda-arch: expected sm_XX, got '' (a list sm_XX,sm_YY, or none: no CUDA "
-                  "statistics)");
   }
   if (report || !reportJson.empty() || !roofline.empty())
     return runReport();
