@@ -120,7 +120,8 @@ double gradientCheck(const std::string &dir, const Inputs &spec, int samples = 1
     auto zero = spec.zero.find(param.name);
     if (zero != spec.zero.end())
       for (int64_t e = zero->second.first; e < zero->second.second; ++e)
-        EXPECT_EQ(grads[param.offset + e], 0.0) << param.name << "[" << e << "] must get no gradient";
+        EXPECT_EQ(grads[param.offset + e], 0.0)
+            << param.name << "[" << e << "] must get no gradient";
     for (int s = 0; s < samples && s < param.numel; ++s) {
       int64_t e = s == 0 ? 0 : int64_t(rng() % param.numel);
       if (zero != spec.zero.end() && e >= zero->second.first && e < zero->second.second)

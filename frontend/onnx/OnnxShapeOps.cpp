@@ -472,8 +472,9 @@ llvm::Error gather(Node &nd) {
   if (!pad)
     return nd.error(llvm::toString(pad.takeError()));
   if (*pad && (**pad < 0 || **pad >= data[0]))
-    return nd.error("padding_idx " + std::to_string(**pad) + " (its FX node's) is not a row of the " +
-                    std::to_string(data[0]) + " rows of '" + nd.n.input(0) + "'");
+    return nd.error("padding_idx " + std::to_string(**pad) +
+                    " (its FX node's) is not a row of the " + std::to_string(data[0]) +
+                    " rows of '" + nd.n.input(0) + "'");
   Value indices = nd.v(1);
   if (!cast<RankedTensorType>(indices.getType()).getElementType().isInteger(64))
     indices = nd.b.create<CastOp>(nd.loc, RankedTensorType::get(idx, nd.b.getI64Type()), indices);
