@@ -521,7 +521,7 @@ public:
   /// Scatter-add, parallel over blocks of columns so that no two threads
   /// add to the same element.
   std::string embeddingGrad(mlir::Type el, mlir::Type it, const Rows &rows, int64_t V,
-                            int64_t E) override {
+                            int64_t E, int64_t pad) override {
     std::ostringstream b;
     b << arguments({{el, true}, {el, false}, {it, false}}) << "  std::memset(p0, 0, "
       << V * E << " * sizeof(*p0));\n"
@@ -530,6 +530,7 @@ public:
       << "    const int64_t c1 = c0 + 64 < " << E << " ? c0 + 64 : " << E << ";\n"
       << "    for (int64_t r = 0; r < " << rows << "; ++r) {\n"
       << "      int64_t t = p2[r];\n      if (t < 0 || t >= " << V << ") continue;\n"
+      << (pad >= 0 ? "      if (t == " + std::to_string(pad) + ") continue;\n" : "")
       << "      for (int64_t c = c0; c < c1; ++c) p0[t * " << E << " + c] += p1[r * " << E
       << " + c];\n    }\n  }\n";
     return b.str();

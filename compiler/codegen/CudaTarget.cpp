@@ -630,7 +630,7 @@ public:
   /// reproducible. Memory: the table written twice (zeros, then sums), every
   /// chunk reads all ids and dy's rows of its tokens.
   std::string embeddingGrad(mlir::Type el, mlir::Type it, const Rows &rows, int64_t V,
-                            int64_t E) override {
+                            int64_t E, int64_t pad) override {
     // Phase 1's blocks are (vocabulary chunk, column block) pairs.
     const int64_t block = launch(1).block, colBlocks = (E + block - 1) / block;
     const int64_t chunks = launch(1).grid / colBlocks, per = (V + chunks - 1) / chunks;
@@ -645,7 +645,8 @@ public:
       << "    if (c < " << E << ")\n"
       << "      for (int64_t r = 0; r < R; ++r) {\n"
       << "        const int64_t t = p2[r];\n"
-      << "        if (t >= v0 && t < v0 + " << per << " && t < " << V << ") p0[t * " << E
+      << "        if (t >= v0 && t < v0 + " << per << " && t < " << V
+      << (pad >= 0 ? " && t != " + n2s(pad) : std::string()) << ") p0[t * " << E
       << " + c] += p1[r * " << E << " + c];\n      }\n  }\n";
     return b.str();
   }

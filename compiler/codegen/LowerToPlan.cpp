@@ -305,6 +305,8 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
             .rows(rowsOf(numel(e.getIndices()), dynamicRows(e.getIndices())))
             .i64("vocab", t[0])
             .i64("columns", t[1]);
+        if (auto pad = e.getPaddingIdx())
+          p.i64("padding", *pad);
         addStep("embedding_grad", p.get(),
                 {id, bufferOf(e.getGrad()), bufferOf(e.getIndices())}, KernelTemplate::scatter);
         return llvm::Error::success();

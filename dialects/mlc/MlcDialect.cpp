@@ -941,6 +941,8 @@ LogicalResult EmbeddingGradOp::verify() {
   if (failed(verifyCompatibleShape(g, expected)))
     return emitOpError("grad ") << str(g) << " must be the indices' shape "
                                 << "followed by the row size: " << str(expected);
+  if (auto pad = getPaddingIdx(); pad && (*pad < 0 || (t[0] != kDynamic && *pad >= t[0])))
+    return emitOpError("padding_idx ") << *pad << " is not a row of the " << t[0] << "-row table";
   return success();
 }
 

@@ -45,6 +45,9 @@ const TemplateParam crossEntropyGradParams[] = {
 const TemplateParam embeddingParams[] = {{"element", K::Type, req}, {"ids", K::Type, req},
                                          MLC_ROWS, {"vocab", K::I64, req},
                                          {"columns", K::I64, req}};
+const TemplateParam embeddingGradParams[] = {
+    {"element", K::Type, req}, {"ids", K::Type, req}, MLC_ROWS,
+    {"vocab", K::I64, req},    {"columns", K::I64, req}, {"padding", K::I64, opt}};
 const TemplateParam copiesParams[] = {
     {"element", K::Type, req}, {"nests", K::Nests, req}, {"zero_bytes", K::I64, opt}};
 const TemplateParam reductionParams[] = {
@@ -83,7 +86,7 @@ const TemplateSchema schemas[] = {
     {"cross_entropy_with_grad", crossEntropyWithGradParams},
     {"cross_entropy_grad", crossEntropyGradParams},
     {"embedding", embeddingParams},
-    {"embedding_grad", embeddingParams},
+    {"embedding_grad", embeddingGradParams},
     {"copies", copiesParams},
     {"iota", copiesParams},
     {"reduction", reductionParams},
