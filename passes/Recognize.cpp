@@ -350,7 +350,7 @@ struct RecognizeGelu : OpRewritePattern<MulOp> {
 };
 
 //===----------------------------------------------------------------------===//
-// Attention: softmax(q k^T * scale [+ mask | causal]) [dropout] v
+// Attention: softmax([softcap](q k^T * scale) [+ mask | causal]) [dropout] v
 //===----------------------------------------------------------------------===//
 
 /// True for a boolean constant [1.., S, S] that is lower-triangular (j <= i).
@@ -532,6 +532,20 @@ Value untransposedKey(Value kT) {
   return k;
 }
 
+/// `c * tanh(x / c)` (or `tanh(x * (1/c)) * c`), the attention-logit
+/// soft-capping of Gemma 2 as exporters write it: x and c (c > 0). The two
+/// constants must agree, or the chain is something else.
+std::optional<std::pair<Value, double>> softcapped(Value v) {
+  auto outer = mulByConstant(v);
+  if (!outer || !(outer->second > 0) || !std::isfinite(outer->second))
+    return std::nullopt;
+  auto t = outer->first.getDefiningOp<TanhOp>();
+  auto in = t ? scaled(t.getInput()) : std::nullopt;
+  if (!in || !near(in->second * outer->second, 1.0, 1e-6))
+    return std::nullopt;
+  return std::make_pair(in->first, outer->second);
+}
+
 struct RecognizeAttention : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -567,6 +581,8 @@ struct RecognizeAttention : OpRewritePattern<MatmulOp> {
       for (auto [s, m] : {std::pair(add.getLhs(), add.getRhs()),
                           std::pair(add.getRhs(), add.getLhs())}) {
         Value inner = s;
+        if (auto c = softcapped(inner))
+          inner = c->first;
         if (auto sc = scaled(inner))
           inner = sc->first;
         if (inner.getDefiningOp<MatmulOp>()) {
@@ -582,6 +598,12 @@ struct RecognizeAttention : OpRewritePattern<MatmulOp> {
       mask = parts.keep;
       if (causal && shapeOf(scores)[2] != shapeOf(scores)[3])
         return failure();
+    }
+    // Soft-capping, c * tanh(s / c) of the scaled scores before the mask.
+    FloatAttr softcapAttr;
+    if (auto c = softcapped(scores)) {
+      softcapAttr = rewriter.getF64FloatAttr(c->second);
+      scores = c->first;
     }
     double scale = 1.0;
     if (auto sc = scaled(scores)) {
@@ -608,16 +630,19 @@ struct RecognizeAttention : OpRewritePattern<MatmulOp> {
     auto qs = shapeOf(q);
     if (qs.size() != 4 || shapeOf(v).size() != 4 || shapeOf(kT).size() != 4)
       return failure();
-    // Every operand is a full [B, H, S, D] tensor (no broadcast batch dims).
-    auto rs = shapeOf(root.getResult());
-    if (shapeOf(v)[0] != qs[0] || shapeOf(v)[1] != qs[1] || rs[0] != qs[0] || rs[1] != qs[1])
+    // Every operand is a full [B, H, S, D] tensor (no broadcast batch dims),
+    // except that K and V may both have one head that the products
+    // broadcast to every query head (multi-query attention as Falcon's
+    // export writes it): grouped-query attention with one kv head.
+    auto rs = shapeOf(root.getResult()), vs = shapeOf(v);
+    if (vs[0] != qs[0] || (vs[1] != qs[1] && vs[1] != 1) || rs[0] != qs[0] || rs[1] != qs[1])
       return failure();
     // K as [B, H, Sk, D]: kT read transposed, or transposed by an op made
     // only once the match is certain.
     SmallVector<int64_t> ks(shapeOf(kT));
     if (!qk.getTransposeRhs())
       std::swap(ks[2], ks[3]);
-    if (ks[0] != qs[0] || ks[1] != qs[1] || ks[3] != qs[3] || ks[2] != shapeOf(v)[2])
+    if (ks[0] != qs[0] || ks[1] != vs[1] || ks[3] != qs[3] || ks[2] != vs[2])
       return failure();
     for (Value m : {mask, parts.cond}) {
       if (!m)
@@ -643,7 +668,8 @@ struct RecognizeAttention : OpRewritePattern<MatmulOp> {
       scaleAttr = rewriter.getF64FloatAttr(scale);
     rewriter.replaceOpWithNewOp<AttentionOp>(
         root, q, k, v, mask, /*cu_seqlens=*/Value(), causal ? rewriter.getUnitAttr() : UnitAttr(),
-        scaleAttr, rewriter.getF64FloatAttr(dropout), rewriter.getI64IntegerAttr(seed));
+        scaleAttr, rewriter.getF64FloatAttr(dropout), rewriter.getI64IntegerAttr(seed),
+        softcapAttr);
     return success();
   }
 };
@@ -672,7 +698,7 @@ struct RecognizeAttentionMask : OpRewritePattern<AttentionOp> {
     rewriter.replaceOpWithNewOp<AttentionOp>(
         op, op.getQuery(), op.getKey(), op.getValue(), newMask, /*cu_seqlens=*/Value(),
         causal ? rewriter.getUnitAttr() : UnitAttr(), op.getScaleAttr(), op.getDropoutAttr(),
-        op.getSeedAttr());
+        op.getSeedAttr(), op.getSoftcapAttr());
     return success();
   }
 };
