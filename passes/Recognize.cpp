@@ -1123,6 +1123,89 @@ struct RecognizeShiftedCrossEntropy : OpRewritePattern<CrossEntropyOp> {
   }
 };
 
+//===----------------------------------------------------------------------===//
+// Slices that tile a dim: one split
+//===----------------------------------------------------------------------===//
+
+/// Of a unit-step slice whose every dim but one is whole: that dim and the
+/// range [lo, hi) it keeps (Python's bounds normalized).
+struct Cut {
+  int64_t axis, lo, hi;
+};
+std::optional<Cut> cutOf(SliceOp s) {
+  auto shape = shapeOf(s.getInput());
+  std::optional<Cut> cut;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const int64_t n = shape[d];
+    if (s.getSteps()[d] != 1 || ShapedType::isDynamic(n))
+      return std::nullopt;
+    auto norm = [n](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + n : i, 0, n); };
+    const int64_t lo = norm(s.getStarts()[d]), hi = norm(s.getEnds()[d]);
+    if (lo == 0 && hi == n)
+      continue;
+    if (cut || lo >= hi)
+      return std::nullopt;
+    cut = Cut{int64_t(d), lo, hi};
+  }
+  return cut;
+}
+
+/// Slices of one value that tile one of its dims (not the last: rotate-half
+/// and partial rotary slice the head dim, which their own patterns read) as
+/// one mlc.split. Falcon's fused QKV projection is cut into its Q, K and V
+/// heads by three slices; as a split, the gradient is one concat that the
+/// attention's backward writes in place, where the slices' gradients were
+/// three zero-padded copies and their sum.
+struct RecognizeSlicesAsSplit : OpRewritePattern<SliceOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(SliceOp root, PatternRewriter &rewriter) const override {
+    std::optional<Cut> mine = cutOf(root);
+    Value x = root.getInput();
+    if (!mine || root->use_empty() || mine->axis + 1 == rankOf(x))
+      return failure();
+    SmallVector<std::pair<Cut, SliceOp>> pieces;
+    for (Operation *user : x.getUsers()) {
+      auto s = dyn_cast<SliceOp>(user);
+      std::optional<Cut> c = s ? cutOf(s) : std::nullopt;
+      if (!c || c->axis != mine->axis || s->use_empty())
+        continue;
+      // The split goes where the first slice is: every slice after it.
+      if (s->getBlock() != root->getBlock() || s->isBeforeInBlock(root))
+        return failure();
+      pieces.push_back({*c, s});
+    }
+    llvm::sort(pieces, [](auto &a, auto &b) {
+      return std::tie(a.first.lo, a.first.hi) < std::tie(b.first.lo, b.first.hi);
+    });
+    // Consecutive ranges from 0 to the end (a range sliced twice is one piece).
+    SmallVector<int64_t> sizes;
+    int64_t end = 0;
+    for (auto &[c, s] : pieces) {
+      if (!sizes.empty() && c.lo == end - sizes.back() && c.hi == end)
+        continue; // the previous range again
+      if (c.lo != end)
+        return failure();
+      sizes.push_back(c.hi - c.lo);
+      end = c.hi;
+    }
+    if (sizes.size() < 2 || end != shapeOf(x)[mine->axis])
+      return failure();
+    auto split = rewriter.create<SplitOp>(root.getLoc(), x, rewriter.getI64IntegerAttr(mine->axis),
+                                          rewriter.getDenseI64ArrayAttr(sizes));
+    for (auto &[c, s] : pieces) {
+      int64_t k = 0;
+      for (int64_t at = 0; at != c.lo; at += sizes[k++])
+        ;
+      if (s == root)
+        rewriter.replaceOp(root, split.getResult(k));
+      else // left dead: erased with the other replaced chains
+        rewriter.replaceAllUsesWith(s.getResult(), split.getResult(k));
+    }
+    return success();
+  }
+};
+
 /// Offers every op of `fn` that exists now, in order, to `patterns` once
 /// (no folding, no revisiting: ops a rewrite makes are not matched again);
 /// returns how many rewrites applied.
@@ -1143,14 +1226,16 @@ int64_t applyOnce(func::FuncOp fn, const FrozenRewritePatternSet &patterns) {
 class RecognizePass : public mlc::impl::MlcRecognizeBase<RecognizePass> {
 public:
   LogicalResult initialize(MLIRContext *ctx) final {
-    RewritePatternSet blocks(ctx), attention(ctx), grouped(ctx);
+    RewritePatternSet blocks(ctx), attention(ctx), grouped(ctx), splits(ctx);
     blocks.add<RecognizeLayerNorm, RecognizeRmsNorm, RecognizeGelu, RecognizeRotary,
                RecognizeRotaryRows, RecognizePartialRotary, RecognizeSwiglu,
                RecognizeFlattenedLinear, RecognizeTransposedOperand,
                RecognizeShiftedCrossEntropy>(ctx);
     attention.add<RecognizeAttention, RecognizeAttentionMask>(ctx);
     grouped.add<RecognizeGroupedKV>(ctx);
+    splits.add<RecognizeSlicesAsSplit>(ctx);
     blockPatterns = std::move(blocks);
+    splitPatterns = std::move(splits);
     attentionPatterns = std::move(attention);
     groupedPatterns = std::move(grouped);
     return success();
@@ -1163,6 +1248,8 @@ public:
     found += applyOnce(fn, attentionPatterns);
     // Then the attention ops (imported or just recognized) read grouped K/V.
     found += applyOnce(fn, groupedPatterns);
+    // Last, slices that tile a dim (after the rotaries read theirs).
+    found += applyOnce(fn, splitPatterns);
     // The replaced chains are dead now (users come after their operands).
     for (Block &block : fn.getBody())
       for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
@@ -1172,7 +1259,7 @@ public:
   }
 
 private:
-  FrozenRewritePatternSet blockPatterns, attentionPatterns, groupedPatterns;
+  FrozenRewritePatternSet blockPatterns, attentionPatterns, groupedPatterns, splitPatterns;
 };
 
 } // namespace

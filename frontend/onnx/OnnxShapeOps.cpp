@@ -599,6 +599,29 @@ llvm::Error gatherSlabs(Node &nd, const Shape &data, const Shape &outShape) {
   }
   Shape flatShape{product(lead)};
   flatShape.insert(flatShape.end(), rest.begin(), rest.end());
+  // One index into a transposed value (the exporter's way of indexing an
+  // inner dim): slice the value before the transpose along the dim that
+  // became the first, and transpose after. Falcon's K and V are then
+  // slices of the QKV projection's heads beside Q's, whose transposes
+  // compose into the head split the attention reads in place.
+  if (auto t = nd.v(0).getDefiningOp<TransposeOp>(); t && K == 1) {
+    Value src = t.getInput();
+    Shape ss = shapeOf(src);
+    const int64_t axis = t.getPermutation()[0];
+    SmallVector<Value> pieces;
+    for (auto [first, count] : runs) {
+      Shape lo(ss.size(), 0), hi = ss, step(ss.size(), 1);
+      lo[axis] = first, hi[axis] = first + count;
+      pieces.push_back(nd.b.create<SliceOp>(nd.loc, src, nd.b.getDenseI64ArrayAttr(lo),
+                                            nd.b.getDenseI64ArrayAttr(hi),
+                                            nd.b.getDenseI64ArrayAttr(step)));
+    }
+    Value y = pieces.size() == 1
+                  ? pieces.front()
+                  : Value(nd.b.create<ConcatOp>(nd.loc, pieces, nd.b.getI64IntegerAttr(axis)));
+    y = nd.b.create<TransposeOp>(nd.loc, y, t.getPermutationAttr());
+    return nd.result(nd.im.reshape(y, outShape));
+  }
   Value x = nd.im.reshape(nd.v(0), flatShape);
   SmallVector<Value> pieces;
   for (auto [first, count] : runs) {

@@ -619,3 +619,34 @@ func.func @multi_query_key_only(%q: tensor<2x4x3x4xf32>, %k: tensor<2x1x3x4xf32>
   %o = mlc.matmul %p, %v : tensor<2x4x3x3xf32>, tensor<2x4x3x4xf32>
   return %o : tensor<2x4x3x4xf32>
 }
+
+// -----
+
+// Falcon's fused QKV heads cut by three slices along the heads: one split
+// (its gradient one concat, not three padded copies and their sum).
+// CHECK-LABEL: func.func @slices_tile_heads
+// CHECK-NEXT: %[[S:.*]]:3 = mlc.split %arg0 axis = 2 sizes = [4, 1, 1] : tensor<2x3x6x8xf32>
+// CHECK-NOT: mlc.slice
+// CHECK: return %[[S]]#0, %[[S]]#1, %[[S]]#2
+func.func @slices_tile_heads(%x: tensor<2x3x6x8xf32>) -> (tensor<2x3x4x8xf32>, tensor<2x3x1x8xf32>, tensor<2x3x1x8xf32>) {
+  %q = mlc.slice %x starts = [0, 0, 0, 0] ends = [2, 3, 4, 8] steps = [1, 1, 1, 1] : tensor<2x3x6x8xf32>
+  %k = mlc.slice %x starts = [0, 0, -2, 0] ends = [2, 3, 5, 8] steps = [1, 1, 1, 1] : tensor<2x3x6x8xf32>
+  %v = mlc.slice %x starts = [0, 0, 5, 0] ends = [2, 3, 6, 8] steps = [1, 1, 1, 1] : tensor<2x3x6x8xf32>
+  return %q, %k, %v : tensor<2x3x4x8xf32>, tensor<2x3x1x8xf32>, tensor<2x3x1x8xf32>
+}
+
+// -----
+
+// Slices that leave a gap, or that cut the last dim (rotate-half's halves,
+// which the rotary patterns read), stay slices.
+// CHECK-LABEL: func.func @slices_not_a_split
+// CHECK-NOT: mlc.split
+// CHECK-COUNT-4: mlc.slice
+// CHECK-NOT: mlc.split
+func.func @slices_not_a_split(%x: tensor<2x3x6x8xf32>) -> (tensor<2x3x4x8xf32>, tensor<2x3x1x8xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>) {
+  %a = mlc.slice %x starts = [0, 0, 0, 0] ends = [2, 3, 4, 8] steps = [1, 1, 1, 1] : tensor<2x3x6x8xf32>
+  %b = mlc.slice %x starts = [0, 0, 5, 0] ends = [2, 3, 6, 8] steps = [1, 1, 1, 1] : tensor<2x3x6x8xf32>
+  %lo = mlc.slice %x starts = [0, 0, 0, 0] ends = [2, 3, 6, 4] steps = [1, 1, 1, 1] : tensor<2x3x6x8xf32>
+  %hi = mlc.slice %x starts = [0, 0, 0, 4] ends = [2, 3, 6, 8] steps = [1, 1, 1, 1] : tensor<2x3x6x8xf32>
+  return %a, %b, %lo, %hi : tensor<2x3x4x8xf32>, tensor<2x3x1x8xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>
+}
