@@ -30,6 +30,10 @@ using Preset = std::map<std::string, double>;
 /// Shortest faithful text of a config number: 768, 0.1, 1e-05, 0.0141421.
 std::string formatNumber(double v);
 
+/// Whether a builtin config key is a boolean (held as 0 or 1; true and false
+/// on the command line and in config.json).
+bool isBooleanKey(llvm::StringRef key);
+
 /// Emits graph ops into @forward and collects its parameters and inputs as
 /// block arguments in order of creation.
 class GraphBuilder {
@@ -85,12 +89,14 @@ public:
     return b.create<DropoutOp>(loc, x, b.getF64FloatAttr(ratio),
                                b.getI64IntegerAttr(nextSeed++));
   }
-  /// Scaled dot-product attention with dropout on the probabilities.
+  /// Scaled dot-product attention with dropout on the probabilities; `scale`
+  /// multiplies the scores (0: the op's default, 1 / sqrt(head dim)).
   Value attention(Value q, Value k, Value v, Value mask, bool causal, double dropout,
-                  Value cuSeqlens = Value()) {
+                  Value cuSeqlens = Value(), double scale = 0) {
     return b.create<AttentionOp>(loc, q, k, v, mask, cuSeqlens,
                                  causal ? b.getUnitAttr() : UnitAttr(),
-                                 /*scale=*/FloatAttr(), b.getF64FloatAttr(dropout),
+                                 scale ? b.getF64FloatAttr(scale) : FloatAttr(),
+                                 b.getF64FloatAttr(dropout),
                                  b.getI64IntegerAttr(dropout > 0 ? nextSeed++ : 0));
   }
   Value reshape(Value x, ArrayRef<int64_t> shape) {
@@ -200,9 +206,10 @@ struct PackedDocuments {
   Value merge(Value a, int64_t hidden) {
     return cuSeqlens ? g.reshape(a, {batch, seq, hidden}) : g.mergeHeads(a, batch, seq, hidden);
   }
-  /// Causal attention over heads() of q, k and v.
-  Value attention(Value q, Value k, Value v, double dropout) {
-    return g.attention(q, k, v, /*mask=*/Value(), /*causal=*/true, dropout, cuSeqlens);
+  /// Causal attention over heads() of q, k and v (`scale` as
+  /// GraphBuilder::attention's).
+  Value attention(Value q, Value k, Value v, double dropout, double scale = 0) {
+    return g.attention(q, k, v, /*mask=*/Value(), /*causal=*/true, dropout, cuSeqlens, scale);
   }
 
 private:

@@ -48,7 +48,8 @@ const std::map<std::string, Preset> &llamaPresets() {
       {"rope_theta", 10000},         {"max_position_embeddings", 2048},
       {"tie_word_embeddings", 0},    {"attention_bias", 0},
       {"mlp_bias", 0},               {"qkv_bias", 0},
-      {"initializer_range", 0.02}};
+      {"initializer_range", 0.02},   {"qk_norm", 0},
+      {"sliding_window", 0}};
   static const std::map<std::string, Preset> presets = [] {
     std::map<std::string, Preset> p;
     p["tinyllama-1.1b"] = tinyllama;
@@ -103,12 +104,24 @@ Preset llamaHFDefaults(llvm::StringRef modelType) {
               {"rope_theta", 10000},         {"max_position_embeddings", 2048},
               {"tie_word_embeddings", 0},    {"attention_bias", 0},
               {"mlp_bias", 0},               {"qkv_bias", 0},
-              {"initializer_range", 0.02}};
-  if (modelType == "qwen2") {
+              {"initializer_range", 0.02},   {"qk_norm", 0},
+              {"sliding_window", 0}};
+  if (modelType == "qwen2" || modelType == "qwen3") {
     p["vocab_size"] = 151936;
     p["intermediate_size"] = 22016;
     p["max_position_embeddings"] = 32768;
+  }
+  if (modelType == "qwen2")
     p["qkv_bias"] = 1; // Qwen2Attention: q/k/v always biased, o_proj never
+  if (modelType == "qwen3") {
+    p["head_dim"] = 128;
+    p["qk_norm"] = 1; // Qwen3Attention: RMSNorm over each head's q and k
+  }
+  if (modelType == "mistral") {
+    p["intermediate_size"] = 14336;
+    p["num_key_value_heads"] = 8;
+    p["max_position_embeddings"] = 4096 * 32;
+    p["sliding_window"] = 4096;
   }
   return p;
 }
@@ -119,18 +132,20 @@ llvm::Error checkLlamaConfig(ModelConfig &config) {
   };
   for (auto &[key, value] : config.values) {
     llvm::StringRef k(key);
-    if (k == "tie_word_embeddings" || k.ends_with("_bias")) {
+    if (isBooleanKey(k)) {
       if (value != 0 && value != 1)
         return error("config key '" + key + "' must be 0 or 1 (false or true)");
       continue;
     }
     if (k == "rms_norm_eps" || k == "rope_theta" || k == "initializer_range") {
       if (!(value > 0) || !std::isfinite(value))
-        return error("config key '" + key + "' must be positive");
+        return error("config key '" + key + "' must be a finite positive number, got " +
+                     formatNumber(value));
       continue;
     }
-    // head_dim 0: hidden_size / num_attention_heads (HF's default).
-    double lowest = k == "head_dim" ? 0 : 1;
+    // head_dim 0: hidden_size / num_attention_heads (HF's default);
+    // sliding_window 0: no window.
+    double lowest = k == "head_dim" || k == "sliding_window" ? 0 : 1;
     if (value < lowest || value != std::floor(value))
       return error("config key '" + key + "' must be a positive integer");
     double limit = k == "num_hidden_layers" ? 10000 : 1e9;
@@ -165,7 +180,8 @@ double llamaParameterCount(const ModelConfig &c) {
   double V = c.get("vocab_size"), E = c.get("hidden_size"), I = c.get("intermediate_size"),
          L = c.get("num_hidden_layers"), H = c.get("num_attention_heads"),
          Hkv = c.get("num_key_value_heads"), D = c.get("head_dim");
-  double attention = 2 * E * H * D + 2 * E * Hkv * D + (H + 2 * Hkv) * D + E;
+  double attention = 2 * E * H * D + 2 * E * Hkv * D + (H + 2 * Hkv) * D + E +
+                     (c.get("qk_norm") ? 2 * D : 0);
   double mlp = 3 * E * I + 2 * I + E;
   return V * E * (c.get("tie_word_embeddings") ? 1 : 2) + L * (attention + mlp + 2 * E) + E;
 }
@@ -286,8 +302,10 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext &ctx, const ModelConfig &c,
   // Parameters in the order of HF's state_dict.
   Value embed = g.param("model.embed_tokens.weight", {V, E}, init);
   struct Layer {
-    Value qW, qB, kW, kB, vW, vB, oW, oB, gateW, gateB, upW, upB, downW, downB, ln1, ln2;
+    Value qW, qB, kW, kB, vW, vB, oW, oB, qNorm, kNorm, gateW, gateB, upW, upB, downW,
+        downB, ln1, ln2;
   };
+  const bool qkNorm = c.get("qk_norm");
   auto linear = [&](const std::string &name, int64_t out, int64_t in, bool bias, Value &w,
                     Value &bv) {
     w = g.param(name + ".weight", {out, in}, init);
@@ -301,6 +319,10 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext &ctx, const ModelConfig &c,
     linear(p + "self_attn.k_proj", Hkv * D, E, qkvBias, l.kW, l.kB);
     linear(p + "self_attn.v_proj", Hkv * D, E, qkvBias, l.vW, l.vB);
     linear(p + "self_attn.o_proj", E, H * D, attentionBias, l.oW, l.oB);
+    if (qkNorm) {
+      l.qNorm = g.param(p + "self_attn.q_norm.weight", {D}, "ones");
+      l.kNorm = g.param(p + "self_attn.k_norm.weight", {D}, "ones");
+    }
     linear(p + "mlp.gate_proj", I, E, mlpBias, l.gateW, l.gateB);
     linear(p + "mlp.up_proj", I, E, mlpBias, l.upW, l.upB);
     linear(p + "mlp.down_proj", E, I, mlpBias, l.downW, l.downB);
@@ -327,10 +349,15 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext &ctx, const ModelConfig &c,
     // attention's gradient through the split's transpose and writes the rows
     // the weight-gradient GEMM reads, so the split costs no copy either way.
     // Packed, the split is a reshape to [B * S, heads, D], a view as well.
+    // Qwen3 (qk_norm): an RMSNorm over each head's D values of q and k,
+    // before the rotation.
+    auto headNorm = [&](Value x, Value weight) { return weight ? rmsNorm(g, x, weight, eps) : x; };
     Value q = docs.headsOfRows(applyRotary(
-        g, g.reshape(g.dense(h, l.qW, l.qB, /*linear=*/true), {B, S, H, D}), cos, sin));
-    Value k = docs.headsOfRows(
-        applyRotary(g, g.reshape(g.dense(h, l.kW, l.kB, true), {B, S, Hkv, D}), cos, sin));
+        g, headNorm(g.reshape(g.dense(h, l.qW, l.qB, /*linear=*/true), {B, S, H, D}), l.qNorm),
+        cos, sin));
+    Value k = docs.headsOfRows(applyRotary(
+        g, headNorm(g.reshape(g.dense(h, l.kW, l.kB, true), {B, S, Hkv, D}), l.kNorm), cos,
+        sin));
     Value v = docs.heads(g.dense(h, l.vW, l.vB, true), Hkv, D);
     Value a = docs.attention(q, k, v, /*dropout=*/0.0);
     a = g.dense(docs.merge(a, H * D), l.oW, l.oB, true);

@@ -18,7 +18,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/FileSystem.h"
 
 #include <cmath>
 #include <cstdio>
@@ -35,11 +35,21 @@ namespace mlc {
 using namespace detail;
 
 static const std::map<std::string, Preset> &gpt2Presets() {
-  static const Preset base = {{"vocab_size", 50257}, {"n_positions", 1024},
-                              {"n_embd", 768},       {"n_layer", 12},
-                              {"n_head", 12},        {"resid_pdrop", 0.1},
-                              {"embd_pdrop", 0.1},   {"attn_pdrop", 0.1},
-                              {"layer_norm_epsilon", 1e-5}};
+  // n_inner 0 stands for HF's null: an MLP 4 * n_embd wide.
+  static const Preset base = {{"vocab_size", 50257},
+                              {"n_positions", 1024},
+                              {"n_embd", 768},
+                              {"n_layer", 12},
+                              {"n_head", 12},
+                              {"n_inner", 0},
+                              {"resid_pdrop", 0.1},
+                              {"embd_pdrop", 0.1},
+                              {"attn_pdrop", 0.1},
+                              {"layer_norm_epsilon", 1e-5},
+                              {"initializer_range", 0.02},
+                              {"tie_word_embeddings", 1},
+                              {"scale_attn_weights", 1},
+                              {"scale_attn_by_inverse_layer_idx", 0}};
   static const std::map<std::string, Preset> presets = [] {
     std::map<std::string, Preset> p;
     p["small"] = base;
@@ -69,7 +79,8 @@ static const std::map<std::string, Preset> &bertPresets() {
                               {"type_vocab_size", 2},
                               {"hidden_dropout_prob", 0.1},
                               {"attention_probs_dropout_prob", 0.1},
-                              {"layer_norm_eps", 1e-12}};
+                              {"layer_norm_eps", 1e-12},
+                              {"initializer_range", 0.02}};
   static const std::map<std::string, Preset> presets = [] {
     std::map<std::string, Preset> p;
     p["base"] = base;
@@ -96,6 +107,12 @@ std::string detail::formatNumber(double v) {
   return buf;
 }
 
+bool detail::isBooleanKey(llvm::StringRef key) {
+  return key == "tie_word_embeddings" || key == "scale_attn_weights" ||
+         key == "scale_attn_by_inverse_layer_idx" || key == "attention_bias" ||
+         key == "mlp_bias" || key == "qkv_bias" || key == "qk_norm";
+}
+
 std::string ModelConfig::describe() const {
   std::string s;
   for (auto &[key, value] : values) {
@@ -106,17 +123,191 @@ std::string ModelConfig::describe() const {
   return s;
 }
 
+//===----------------------------------------------------------------------===//
+// HF config.json
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// An HF config file is a few kilobytes (a classifier's id2label of 1000
+/// labels, some 40 KB); a larger file is not one.
+constexpr uint64_t kMaxConfigBytes = 4u << 20;
+/// A config nests 3 levels (rope_parameters, id2label); the limit is the
+/// runtime's JSON reader's (rt::Json::kMaxDepth), and keeps llvm::json's
+/// recursive parser far from the end of the stack.
+constexpr int kMaxConfigDepth = 64;
+
+/// The text of `path`, read as the runtime reads its files: a regular file
+/// only (a FIFO would block, a device never end), at most kMaxConfigBytes.
+llvm::Expected<std::string> readConfigFile(llvm::StringRef path) {
+  namespace fs = llvm::sys::fs;
+  auto error = [&](const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), path + ": " + msg);
+  };
+  auto special = [&](const fs::file_status &st) -> std::optional<std::string> {
+    if (st.type() == fs::file_type::regular_file)
+      return std::nullopt;
+    return std::string(st.type() == fs::file_type::directory_file
+                           ? "a directory"
+                           : "a FIFO, device or other special file");
+  };
+  fs::file_status st;
+  if (std::error_code ec = fs::status(path, st)) // follows symbolic links
+    return error("cannot read it (" + ec.message() + ")");
+  if (auto what = special(st))
+    return error("is not a regular file (" + *what + "); --config reads an HF config.json");
+  auto size = [&](uint64_t bytes) {
+    return error(llvm::formatv("is {0} bytes; an HF config.json is at most {1} bytes", bytes,
+                               kMaxConfigBytes)
+                     .str());
+  };
+  if (st.getSize() > kMaxConfigBytes)
+    return size(st.getSize());
+  auto file = fs::openNativeFileForRead(path);
+  if (!file)
+    return error("cannot read it (" + llvm::toString(file.takeError()) + ")");
+  // The file as opened (it may have been replaced since the check above).
+  fs::file_status opened;
+  std::error_code ec = fs::status(*file, opened);
+  std::optional<std::string> what = ec ? std::nullopt : special(opened);
+  std::string text;
+  if (!ec && !what) {
+    char chunk[65536];
+    while (text.size() <= kMaxConfigBytes) {
+      auto n = fs::readNativeFile(*file, chunk);
+      if (!n) {
+        ec = llvm::errorToErrorCode(n.takeError());
+        break;
+      }
+      if (*n == 0)
+        break;
+      text.append(chunk, *n);
+    }
+  }
+  fs::closeFile(*file);
+  if (ec)
+    return error("cannot read it (" + ec.message() + ")");
+  if (what)
+    return error("is not a regular file (" + *what + "); --config reads an HF config.json");
+  if (text.size() > kMaxConfigBytes)
+    return size(text.size());
+  // Nesting, counted outside strings before the recursive parser sees it.
+  int depth = 0;
+  bool inString = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (inString) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > kMaxConfigDepth)
+        return error(llvm::formatv("not an HF config: its JSON nests deeper than {0} levels "
+                                   "(at byte {1})",
+                                   kMaxConfigDepth, i)
+                         .str());
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return text;
+}
+
+/// What mlc does with an HF config key that is not one of the family's
+/// numbers (ModelConfig::values, which the builders read). docs/models.md
+/// lists every key with the reason, and test/tools/config-keys.test walks
+/// that table against this one.
+struct KeyRule {
+  const char *key;
+  /// The values the builder builds, as JSON ("false", "\"gelu_new\"", "{}",
+  /// "null"), separated by '|': any other value is refused by name. Empty:
+  /// the key does not change the trained model, and any value is accepted.
+  const char *builds;
+};
+
+/// Keys of every transformers config (PretrainedConfig's, 4.x and 5.x)
+/// that do not change the trained model: names and metadata, what forward()
+/// returns, generation settings, classification heads' labels, token ids
+/// the loss does not read.
+const char *const kNoEffectCommon[] = {
+    "_name_or_path", "architectures", "transformers_version", "torch_dtype", "dtype",
+    "use_bfloat16", "output_attentions", "output_hidden_states", "output_scores",
+    "return_dict", "return_dict_in_generate", "use_cache", "tokenizer_class",
+    "prefix", "finetuning_task", "id2label", "label2id", "num_labels", "problem_type",
+    "tf_legacy_loss", "chunk_size_feed_forward", "is_encoder_decoder", "tie_encoder_decoder",
+    "cross_attention_hidden_size", "bos_token_id", "eos_token_id", "sep_token_id",
+    "decoder_start_token_id", "forced_bos_token_id", "forced_eos_token_id", "pad_token_id",
+    "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups",
+    "diversity_penalty", "temperature", "top_k", "top_p", "typical_p", "repetition_penalty",
+    "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
+    "num_return_sequences", "remove_invalid_values", "exponential_decay_length_penalty",
+    "suppress_tokens", "begin_suppress_tokens", "task_specific_params",
+    "gradient_checkpointing"};
+
+const std::vector<KeyRule> &keyRules(llvm::StringRef family) {
+  static const std::vector<KeyRule> gpt2 = {
+      {"torchscript", "false"},
+      {"activation_function", "\"gelu_new\"|\"gelu_pytorch_tanh\""},
+      {"reorder_and_upcast_attn", "false"},
+      {"add_cross_attention", "false"},
+      {"pruned_heads", "{}"},
+      {"is_decoder", ""},
+      {"n_ctx", ""},
+      {"summary_type", ""},
+      {"summary_use_proj", ""},
+      {"summary_activation", ""},
+      {"summary_proj_to_labels", ""},
+      {"summary_first_dropout", ""},
+  };
+  static const std::vector<KeyRule> bert = {
+      {"torchscript", "false"},
+      {"hidden_act", "\"gelu\""},
+      {"position_embedding_type", "\"absolute\"|null"},
+      {"is_decoder", "false"},
+      {"add_cross_attention", "false"},
+      {"pruned_heads", "{}"},
+      {"tie_word_embeddings", "true"},
+      {"classifier_dropout", ""},
+  };
+  // LlamaConfig, and Qwen2Config, MistralConfig and Qwen3Config beside it.
+  static const std::vector<KeyRule> llama = {
+      {"torchscript", "false"},
+      {"hidden_act", "\"silu\""},
+      {"rope_scaling", "null"},
+      {"attention_dropout", "0"},
+      {"add_cross_attention", "false"},
+      {"pruned_heads", "{}"},
+      {"use_sliding_window", "false"},
+      {"is_decoder", ""},
+      {"pretraining_tp", ""},
+      {"max_window_layers", ""},
+  };
+  return family == "gpt2" ? gpt2 : family == "bert" ? bert : llama;
+}
+
+std::string jsonText(const llvm::json::Value &v) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << v;
+  return text;
+}
+
+} // namespace
+
 /// Reads an HF config.json into `config.values`: the family's keys from the
 /// file, HF's defaults (the config class's) for those it leaves out, and an
-/// error for what the builder does not model.
+/// error naming any key whose value the builder does not build.
 static llvm::Error readHFConfig(llvm::StringRef path, ModelConfig &config) {
   auto error = [&](const llvm::Twine &msg) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), path + ": " + msg);
   };
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer)
-    return error("cannot read it (" + buffer.getError().message() + ")");
-  auto parsed = llvm::json::parse((*buffer)->getBuffer());
+  auto text = readConfigFile(path);
+  if (!text)
+    return text.takeError();
+  auto parsed = llvm::json::parse(*text);
   if (!parsed)
     return error("not JSON: " + llvm::toString(parsed.takeError()));
   const llvm::json::Object *root = parsed->getAsObject();
@@ -125,11 +316,11 @@ static llvm::Error readHFConfig(llvm::StringRef path, ModelConfig &config) {
   const std::string &family = config.family;
   std::string modelType = root->getString("model_type").value_or(family).str();
   std::vector<std::string> accepted =
-      family == "llama" ? std::vector<std::string>{"llama", "qwen2"}
+      family == "llama" ? std::vector<std::string>{"llama", "qwen2", "mistral", "qwen3"}
                         : std::vector<std::string>{family};
   if (!llvm::is_contained(accepted, modelType))
     return error("model_type '" + modelType + "' is not a " + family + " config (mlc " +
-                 family + " reads model_type " + llvm::join(accepted, " or ") + ")");
+                 family + " reads model_type " + llvm::join(accepted, ", ") + ")");
   // HF's defaults for keys the file leaves out: the config class's own.
   if (family == "gpt2")
     config.values = gpt2Presets().at("small");
@@ -137,61 +328,114 @@ static llvm::Error readHFConfig(llvm::StringRef path, ModelConfig &config) {
     config.values = bertPresets().at("base");
   else
     config.values = llamaHFDefaults(modelType);
-  auto unsupported = [&](llvm::StringRef key, llvm::StringRef ok) -> llvm::Error {
-    const llvm::json::Value *v = root->get(key);
-    if (!v || v->kind() == llvm::json::Value::Null)
-      return llvm::Error::success();
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    os << *v;
-    if (!ok.empty() && v->getAsString() && *v->getAsString() == ok)
-      return llvm::Error::success();
-    std::string hint = !ok.empty() ? " (only " + ok.str() + ")"
-                       : key == "rope_scaling"
+
+  // Every key is modeled, accepted as changing nothing, or refused: in key
+  // order, so that the first refusal is the same from run to run.
+  std::vector<llvm::StringRef> keys;
+  for (auto &entry : *root)
+    keys.push_back(entry.first);
+  llvm::sort(keys);
+  const std::vector<KeyRule> &rules = keyRules(family);
+  for (llvm::StringRef key : keys) {
+    const llvm::json::Value &v = *root->get(key);
+    if (key == "model_type" || config.values.count(key.str()))
+      continue; // checked above; read below
+    // Read below: the rotary base of transformers 5 (Llama family), and the
+    // attention window of Mistral and Qwen2/Qwen3.
+    if (family == "llama" && (key == "rope_parameters" || key == "sliding_window" ||
+                              key == "layer_types"))
+      continue;
+    if (llvm::is_contained(kNoEffectCommon, key))
+      continue;
+    auto rule = llvm::find_if(rules, [&](const KeyRule &r) { return key == r.key; });
+    if (rule == rules.end())
+      return error("'" + key + "' is not a key mlc knows for the builtin " + family +
+                   ": refused rather than ignored (docs/models.md lists the keys mlc "
+                   "models and those that do not change the trained model)");
+    if (!*rule->builds)
+      continue;
+    llvm::SmallVector<llvm::StringRef> builds;
+    llvm::StringRef(rule->builds).split(builds, '|');
+    bool ok = false;
+    for (llvm::StringRef b : builds) {
+      auto expected = llvm::json::parse(b);
+      if (!expected) {
+        llvm::consumeError(expected.takeError());
+        continue;
+      }
+      ok |= *expected == v;
+    }
+    if (ok)
+      continue;
+    std::string only;
+    for (llvm::StringRef b : builds)
+      only += (only.empty() ? "" : " or ") + b.trim('"').str();
+    std::string hint = key == "rope_scaling"
                            ? " (the presets tinyllama-1.1b, llama-3.2-1b, qwen2-0.5b give "
                              "real shapes)"
-                           : "";
-    return error(key + " = " + text + " is not supported by the builtin " + family + hint);
-  };
-  // What the builders do not model is refused, not ignored.
-  if (family == "gpt2") {
-    if (auto err = unsupported("activation_function", "gelu_new"))
-      return std::move(err);
-  } else if (family == "bert") {
-    if (auto err = unsupported("hidden_act", "gelu"))
-      return std::move(err);
-    if (auto err = unsupported("position_embedding_type", "absolute"))
-      return std::move(err);
-  } else {
-    if (auto err = unsupported("hidden_act", "silu"))
-      return std::move(err);
-    if (auto err = unsupported("rope_scaling", ""))
-      return std::move(err);
-    if (auto sliding = root->getBoolean("use_sliding_window"); sliding && *sliding)
-      return error("use_sliding_window = true is not supported by the builtin llama");
-    if (auto drop = root->getNumber("attention_dropout"); drop && *drop != 0)
-      return error("attention_dropout is not supported by the builtin llama (0 only)");
+                           : " (only " + only + ")";
+    return error(key + " = " + jsonText(v) + " is not supported by the builtin " + family +
+                 hint);
   }
   for (auto &[key, value] : config.values) {
     const llvm::json::Value *v = root->get(key);
-    if (!v || v->kind() == llvm::json::Value::Null)
-      continue;
-    if (auto b = v->getAsBoolean())
+    if (!v || v->kind() == llvm::json::Value::Null || key == "sliding_window")
+      continue; // the window: below
+    const bool boolean = isBooleanKey(key);
+    if (auto b = v->getAsBoolean(); b && boolean)
       value = *b ? 1 : 0;
     else if (auto n = v->getAsNumber())
       value = *n;
     else
-      return error("'" + key + "' must be a number or a boolean");
+      return error("'" + key + "' must be " + (boolean ? "a boolean" : "a number") +
+                   ", got " + jsonText(*v));
   }
   if (family == "llama") {
     // transformers 5's rope_parameters hold the rotary base.
-    if (const llvm::json::Object *rope = root->getObject("rope_parameters")) {
-      auto type = rope->getString("rope_type");
-      if (type && *type != "default")
-        return error("rope_parameters.rope_type '" + *type +
-                     "' is not supported by the builtin llama (only default)");
-      if (auto theta = rope->getNumber("rope_theta"))
-        config.values["rope_theta"] = *theta;
+    if (const llvm::json::Value *rp = root->get("rope_parameters");
+        rp && rp->kind() != llvm::json::Value::Null) {
+      const llvm::json::Object *rope = rp->getAsObject();
+      if (!rope)
+        return error("rope_parameters = " + jsonText(*rp) + " is not an object");
+      for (auto &[k, value] : *rope) {
+        if (k == "rope_type") {
+          auto type = value.getAsString();
+          if (!type || *type != "default")
+            return error("rope_parameters.rope_type = " + jsonText(value) +
+                         " is not supported by the builtin llama (only default)");
+        } else if (k == "rope_theta") {
+          auto theta = value.getAsNumber();
+          if (!theta)
+            return error("rope_parameters.rope_theta must be a number");
+          config.values["rope_theta"] = *theta;
+        } else {
+          return error("rope_parameters." + k.str() + " = " + jsonText(value) +
+                       " is not supported by the builtin llama (only rope_type default "
+                       "and rope_theta)");
+        }
+      }
+    }
+    // transformers 5 lists each layer's attention: full only, or the window.
+    if (const llvm::json::Array *types = root->getArray("layer_types"))
+      for (auto [i, t] : llvm::enumerate(*types)) {
+        auto type = t.getAsString();
+        if (type && *type == "full_attention")
+          continue;
+        if (type && *type == "sliding_attention" && modelType == "mistral")
+          continue;
+        return error(llvm::formatv("layer_types[{0}] = {1} is not supported by the builtin "
+                                   "llama (only full_attention)",
+                                   i, jsonText(t))
+                         .str());
+      }
+    // The attention window: Mistral's applies to every layer (null: none);
+    // Qwen2's and Qwen3's only with use_sliding_window, which is refused.
+    if (const llvm::json::Value *w = root->get("sliding_window")) {
+      auto window = w->getAsNumber();
+      if (!window && w->kind() != llvm::json::Value::Null)
+        return error("'sliding_window' must be a number or null");
+      if (modelType == "mistral")
+        config.values["sliding_window"] = window ? *window : 0;
     }
     // HF: num_key_value_heads None means one per query head; head_dim None,
     // hidden_size / num_attention_heads.
@@ -258,9 +502,15 @@ llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef family,
       return error("unknown " + family + " config key '" + key + "' (keys: " +
                    keys + ")");
     }
+    // A boolean key takes what HF's config.json holds (true, false) or 1, 0.
     double number;
-    if (value.empty() || value.getAsDouble(number))
-      return error("config key '" + key + "' needs a number, got '" + value + "'");
+    const bool boolean = isBooleanKey(key);
+    if (boolean && (value.equals_insensitive("true") || value.equals_insensitive("false")))
+      number = value.equals_insensitive("true") ? 1 : 0;
+    else if (value.empty() || value.getAsDouble(number))
+      return error("config key '" + key + "' needs " +
+                   (boolean ? "true or false (or 1 or 0)" : "a number") + ", got '" + value +
+                   "'");
     config.values[key.str()] = number;
   }
   if (family == "llama") {
@@ -270,19 +520,34 @@ llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef family,
   }
   // Sizes must be positive integers and heads must divide the hidden size.
   for (auto &[key, value] : config.values) {
-    bool isProbability = llvm::StringRef(key).contains("drop");
-    bool isEps = llvm::StringRef(key).contains("eps");
-    if (isProbability && !(value >= 0 && value < 1))
-      return error("config key '" + key + "' must be in [0, 1)");
-    if (isEps && !(value > 0))
-      return error("config key '" + key + "' must be positive");
-    if (!isProbability && !isEps && (value < 1 || value != std::floor(value)))
+    llvm::StringRef k(key);
+    if (isBooleanKey(k)) {
+      if (value != 0 && value != 1)
+        return error("config key '" + key + "' must be true or false (1 or 0)");
+      continue;
+    }
+    if (k.contains("drop")) { // a probability: resid_pdrop, hidden_dropout_prob, ...
+      if (!(value >= 0 && value < 1))
+        return error("config key '" + key + "' must be in [0, 1)");
+      continue;
+    }
+    // An epsilon or a standard deviation: a non-finite or zero epsilon
+    // makes every normalized value 0 or NaN, and the model never learns.
+    if (k.contains("eps") || k == "initializer_range") {
+      if (!(value > 0) || !std::isfinite(value))
+        return error("config key '" + key + "' must be a finite positive number, got " +
+                     formatNumber(value));
+      continue;
+    }
+    // n_inner 0: HF's null (4 * n_embd).
+    double lowest = k == "n_inner" ? 0 : 1;
+    if (value < lowest || value != std::floor(value))
       return error("config key '" + key + "' must be a positive integer");
     // Sizes beyond these are not models but typos (and would overflow the
     // element counts or build a graph of billions of ops).
     bool layers = key == "n_layer" || key == "num_hidden_layers";
     double limit = layers ? 10000 : 1e9;
-    if (!isProbability && !isEps && value > limit)
+    if (value > limit)
       return error(llvm::formatv("config key '{0}' must be at most {1}, got {2:f0}", key,
                                  int64_t(limit), value)
                        .str());
@@ -316,14 +581,19 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext &ctx, const ModelConfig &c,
   const int64_t V = c.get("vocab_size"), P = c.get("n_positions"),
                 E = c.get("n_embd"), L = c.get("n_layer"), H = c.get("n_head");
   const int64_t B = o.microBatch, S = o.seqLen, D = E / H;
+  // n_inner: the MLP's width (HF's null, held as 0: 4 * n_embd).
+  const int64_t I = c.get("n_inner") ? c.get("n_inner") : 4 * E;
   const double eps = c.getFloat("layer_norm_epsilon");
+  const double range = c.getFloat("initializer_range");
+  const bool tied = c.get("tie_word_embeddings");
   Type i64 = b.getI64Type();
 
-  Value wte = g.param("transformer.wte.weight", {V, E});
-  Value wpe = g.param("transformer.wpe.weight", {P, E});
-  // GPT-2 scales the init of residual projections by 1/sqrt(2 * n_layer).
-  std::string residualInit =
-      "normal:" + formatNumber(0.02 / std::sqrt(2.0 * L));
+  // GPT2PreTrainedModel._init_weights: N(0, initializer_range), the residual
+  // projections' weights scaled by 1/sqrt(2 * n_layer).
+  const std::string init = "normal:" + formatNumber(range);
+  std::string residualInit = "normal:" + formatNumber(range / std::sqrt(2.0 * L));
+  Value wte = g.param("transformer.wte.weight", {V, E}, init);
+  Value wpe = g.param("transformer.wpe.weight", {P, E}, init);
   struct Layer {
     Value ln1w, ln1b, attnW, attnB, projW, projB, ln2w, ln2b, fcW, fcB, mlpW, mlpB;
   };
@@ -333,20 +603,23 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext &ctx, const ModelConfig &c,
     Layer l;
     l.ln1w = g.param(p + "ln_1.weight", {E}, "ones");
     l.ln1b = g.param(p + "ln_1.bias", {E});
-    l.attnW = g.param(p + "attn.c_attn.weight", {E, 3 * E});
+    l.attnW = g.param(p + "attn.c_attn.weight", {E, 3 * E}, init);
     l.attnB = g.param(p + "attn.c_attn.bias", {3 * E});
     l.projW = g.param(p + "attn.c_proj.weight", {E, E}, residualInit);
     l.projB = g.param(p + "attn.c_proj.bias", {E});
     l.ln2w = g.param(p + "ln_2.weight", {E}, "ones");
     l.ln2b = g.param(p + "ln_2.bias", {E});
-    l.fcW = g.param(p + "mlp.c_fc.weight", {E, 4 * E});
-    l.fcB = g.param(p + "mlp.c_fc.bias", {4 * E});
-    l.mlpW = g.param(p + "mlp.c_proj.weight", {4 * E, E}, residualInit);
+    l.fcW = g.param(p + "mlp.c_fc.weight", {E, I}, init);
+    l.fcB = g.param(p + "mlp.c_fc.bias", {I});
+    l.mlpW = g.param(p + "mlp.c_proj.weight", {I, E}, residualInit);
     l.mlpB = g.param(p + "mlp.c_proj.bias", {E});
     layers.push_back(l);
   }
   Value lnfW = g.param("transformer.ln_f.weight", {E}, "ones");
   Value lnfB = g.param("transformer.ln_f.bias", {E});
+  // tie_word_embeddings false: GPT2LMHeadModel's lm_head (nn.Linear, no bias)
+  // is its own parameter.
+  Value head = tied ? wte : g.param("lm_head.weight", {V, E}, init);
   Value ids = g.input("input_ids", {B, S}, i64);
   Value labels = g.input("labels", {B, S}, i64);
 
@@ -354,7 +627,14 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext &ctx, const ModelConfig &c,
   Value x = b.create<AddOp>(loc, b.create<EmbeddingOp>(loc, wte, ids),
                             b.create<EmbeddingOp>(loc, wpe, docs.positions));
   x = g.dropout(x, c.getFloat("embd_pdrop"));
-  for (const Layer &l : layers) {
+  // GPT2Attention divides the scores by sqrt(head dim) (scale_attn_weights)
+  // and by layer_idx + 1 (scale_attn_by_inverse_layer_idx): one scale.
+  const bool scaleBySqrtD = c.get("scale_attn_weights"),
+             scaleByLayer = c.get("scale_attn_by_inverse_layer_idx");
+  for (auto [index, l] : llvm::enumerate(layers)) {
+    double scale = scaleBySqrtD ? 1.0 / std::sqrt(double(D)) : 1.0;
+    if (scaleByLayer)
+      scale /= double(index + 1);
     Value h = g.layerNorm(x, l.ln1w, l.ln1b, eps);
     Value qkv = g.dense(h, l.attnW, l.attnB, /*linear=*/false);
     auto split = b.create<SplitOp>(loc, qkv, b.getI64IntegerAttr(2),
@@ -362,7 +642,10 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext &ctx, const ModelConfig &c,
     Value q = docs.heads(split.getResult(0), H, D);
     Value k = docs.heads(split.getResult(1), H, D);
     Value v = docs.heads(split.getResult(2), H, D);
-    Value a = docs.merge(docs.attention(q, k, v, c.getFloat("attn_pdrop")), E);
+    // The op's default scale is 1/sqrt(D): leave it unset where it is that.
+    bool defaultScale = scaleBySqrtD && !scaleByLayer;
+    Value a = docs.merge(
+        docs.attention(q, k, v, c.getFloat("attn_pdrop"), defaultScale ? 0.0 : scale), E);
     a = g.dropout(g.dense(a, l.projW, l.projB, false), c.getFloat("resid_pdrop"));
     x = b.create<AddOp>(loc, x, a);
     h = g.layerNorm(x, l.ln2w, l.ln2b, eps);
@@ -372,7 +655,7 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext &ctx, const ModelConfig &c,
     x = b.create<AddOp>(loc, x, h);
   }
   x = g.layerNorm(x, lnfW, lnfB, eps);
-  Value logits = b.create<MatmulOp>(loc, x, wte, false, /*transpose_rhs=*/true);
+  Value logits = b.create<MatmulOp>(loc, x, head, false, /*transpose_rhs=*/true);
   // Next-token loss: logits[:, :-1] against labels[:, 1:].
   Value loss = buildLanguageModelLoss(b, loc, logits, labels, LanguageModelLoss::Causal);
   g.finish({{"loss", loss}, {"logits", logits}});
@@ -392,10 +675,13 @@ OwningOpRef<ModuleOp> buildBERT(MLIRContext &ctx, const ModelConfig &c,
   const double eps = c.getFloat("layer_norm_eps");
   const double hiddenDrop = c.getFloat("hidden_dropout_prob");
   Type i64 = b.getI64Type();
+  // BertPreTrainedModel._init_weights: linears and embeddings from
+  // N(0, initializer_range), biases zero, LayerNorms one and zero.
+  const std::string init = "normal:" + formatNumber(c.getFloat("initializer_range"));
 
-  Value word = g.param("bert.embeddings.word_embeddings.weight", {V, E});
-  Value position = g.param("bert.embeddings.position_embeddings.weight", {P, E});
-  Value tokenType = g.param("bert.embeddings.token_type_embeddings.weight", {T, E});
+  Value word = g.param("bert.embeddings.word_embeddings.weight", {V, E}, init);
+  Value position = g.param("bert.embeddings.position_embeddings.weight", {P, E}, init);
+  Value tokenType = g.param("bert.embeddings.token_type_embeddings.weight", {T, E}, init);
   Value embLnW = g.param("bert.embeddings.LayerNorm.weight", {E}, "ones");
   Value embLnB = g.param("bert.embeddings.LayerNorm.bias", {E});
   struct Layer {
@@ -405,25 +691,25 @@ OwningOpRef<ModuleOp> buildBERT(MLIRContext &ctx, const ModelConfig &c,
   for (int64_t i = 0; i < L; ++i) {
     std::string p = "bert.encoder.layer." + std::to_string(i) + ".";
     Layer l;
-    l.qW = g.param(p + "attention.self.query.weight", {E, E});
+    l.qW = g.param(p + "attention.self.query.weight", {E, E}, init);
     l.qB = g.param(p + "attention.self.query.bias", {E});
-    l.kW = g.param(p + "attention.self.key.weight", {E, E});
+    l.kW = g.param(p + "attention.self.key.weight", {E, E}, init);
     l.kB = g.param(p + "attention.self.key.bias", {E});
-    l.vW = g.param(p + "attention.self.value.weight", {E, E});
+    l.vW = g.param(p + "attention.self.value.weight", {E, E}, init);
     l.vB = g.param(p + "attention.self.value.bias", {E});
-    l.oW = g.param(p + "attention.output.dense.weight", {E, E});
+    l.oW = g.param(p + "attention.output.dense.weight", {E, E}, init);
     l.oB = g.param(p + "attention.output.dense.bias", {E});
     l.ln1W = g.param(p + "attention.output.LayerNorm.weight", {E}, "ones");
     l.ln1B = g.param(p + "attention.output.LayerNorm.bias", {E});
-    l.iW = g.param(p + "intermediate.dense.weight", {I, E});
+    l.iW = g.param(p + "intermediate.dense.weight", {I, E}, init);
     l.iB = g.param(p + "intermediate.dense.bias", {I});
-    l.outW = g.param(p + "output.dense.weight", {E, I});
+    l.outW = g.param(p + "output.dense.weight", {E, I}, init);
     l.outB = g.param(p + "output.dense.bias", {E});
     l.ln2W = g.param(p + "output.LayerNorm.weight", {E}, "ones");
     l.ln2B = g.param(p + "output.LayerNorm.bias", {E});
     layers.push_back(l);
   }
-  Value headW = g.param("cls.predictions.transform.dense.weight", {E, E});
+  Value headW = g.param("cls.predictions.transform.dense.weight", {E, E}, init);
   Value headB = g.param("cls.predictions.transform.dense.bias", {E});
   Value headLnW = g.param("cls.predictions.transform.LayerNorm.weight", {E}, "ones");
   Value headLnB = g.param("cls.predictions.transform.LayerNorm.bias", {E});
@@ -522,6 +808,15 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildModel(MLIRContext &ctx,
     return error(llvm::formatv("seq-len {0} must be in [2, {1}] ({2})",
                                options.seqLen, config.get(positions), positions)
                      .str());
+  // Mistral's window: token i attends to tokens i - sliding_window + 1 .. i.
+  // A window of seq-len tokens or more is plain causal attention.
+  if (config.family == "llama" && config.get("sliding_window") > 0 &&
+      config.get("sliding_window") < options.seqLen)
+    return error(llvm::formatv("sliding_window={0} is shorter than seq-len {1}: the builtin "
+                               "llama's attention is causal over the whole sequence (a "
+                               "window of seq-len tokens or more is the same attention)",
+                               config.get("sliding_window"), options.seqLen)
+                     .str());
   // The memory a training step would need, estimated before anything is
   // built: parameters, gradients and two AdamW moments, and the activations
   // a layer keeps for backward (about 34 E + 5 H S values per token).
@@ -538,8 +833,10 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildModel(MLIRContext &ctx,
            E = config.get(gpt ? "n_embd" : "hidden_size"),
            L = config.get(gpt ? "n_layer" : "num_hidden_layers"),
            H = config.get(gpt ? "n_head" : "num_attention_heads"),
-           I = gpt ? 4 * E : double(config.get("intermediate_size"));
-    params = (V + P) * E + L * (4 * E * E + 2 * E * I + 9 * E + I) + 4 * E;
+           I = gpt ? double(config.get("n_inner") ? config.get("n_inner") : 4 * E)
+                   : double(config.get("intermediate_size"));
+    const bool untied = gpt && !config.get("tie_word_embeddings");
+    params = (V * (untied ? 2 : 1) + P) * E + L * (4 * E * E + 2 * E * I + 9 * E + I) + 4 * E;
     activations = tokens * L * (34 * E + 5 * H * double(options.seqLen)) + tokens * V * 2;
   }
   const double bytes = (4 * params + activations) * (options.dtype == "f64" ? 8 : 4);

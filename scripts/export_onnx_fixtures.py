@@ -214,8 +214,44 @@ MODERN_LLAMA_SIZE = {"intermediate": 128, "kv_heads": 2, "rope_theta": 10000.0, 
 MODERN_LLAMA_VARIANTS = [("opset20", {}), ("opset20-noopt", {"optimize": False}),
                          ("opset23", {"opset_version": 23})]
 MODERN_PHI3_VARIANTS = [("opset20", {}), ("opset23", {"opset_version": 23})]
-MODERN_FAMILIES = ("gpt2", "bert", "llama", "qwen2", "phi3")
-LLAMA_FAMILIES = ("llama", "qwen2", "phi3")
+# Every other decoder family transformers ships, each a tiny random model of
+# the same size at its own defaults (transformers 5.x): its own config class
+# and *ForCausalLM, exported at opset 20 with the onnx optimizer on (the
+# default) and off. What each adds to the Llama layer:
+#   mistral      sliding_window 64 (>= any sequence the fixtures use)
+#   mistral-swa  sliding_window 8 (< the export's sequence of 16)
+#   qwen3        RMSNorm of q and k per head; tied embeddings
+#   gemma        RMSNorm scaled by 1 + w, GeGLU (tanh GELU), embeddings x sqrt(E)
+#   gemma2       sandwich norms, query_pre_attn_scalar, attention-logit and
+#                final-logit soft-capping
+#   olmo         LayerNorm without weight or bias
+#   olmo2        post-norms, q/k RMSNorm over the whole projection
+#   gptneox      parallel residual, LayerNorm with bias, rotary on 1/4 of a head
+#   smollm3      layers without rotary (no_rope_layer_interval 2)
+#   stablelm     LayerNorm with bias, partial rotary
+#   falcon       multi-query attention, parallel attention + MLP, LayerNorm
+FAMILY_CONFIGS = {
+    "mistral": ("MistralConfig", "MistralForCausalLM", {"sliding_window": 64}),
+    "mistral-swa": ("MistralConfig", "MistralForCausalLM", {"sliding_window": 8}),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {"head_dim": 16, "tie_word_embeddings": True}),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", {"head_dim": 16}),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", {"head_dim": 16}),
+    "olmo": ("OlmoConfig", "OlmoForCausalLM", {}),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", {}),
+    "gptneox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {"intermediate_size": 256}),
+    "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM", {"no_rope_layer_interval": 2,
+                                                       "pad_token_id": None}),
+    "stablelm": ("StableLmConfig", "StableLmForCausalLM", {}),
+    "falcon": ("FalconConfig", "FalconForCausalLM", {}),
+}
+FAMILY_VARIANTS = [("opset20", {}), ("opset20-noopt", {"optimize": False})]
+MODERN_FAMILIES = ("gpt2", "bert", "llama", "qwen2", "phi3") + tuple(FAMILY_CONFIGS)
+LLAMA_FAMILIES = ("llama", "qwen2", "phi3") + tuple(FAMILY_CONFIGS)
+# Beside the fresh models (HF's own initialization: every norm weight 1,
+# every bias 0, as a user trains from scratch), a pretrained-like variant of
+# these: every vector parameter perturbed by N(0, 0.1), so that none is 0 or
+# 1 and no two are equal (FAMILY-perturbed-dynamo-opset20).
+PERTURBED_FAMILIES = ("gpt2", "bert", "llama")
 
 
 def modern_llama_config(family):
@@ -239,8 +275,29 @@ def modern_llama_config(family):
     return Qwen2Config(tie_word_embeddings=True, use_sliding_window=False, **common)
 
 
+def family_model(family):
+    """A tiny random model of one of FAMILY_CONFIGS (transformers 5.x)."""
+    z, l = MODERN_SIZE, MODERN_LLAMA_SIZE
+    cfg_name, model_name, extra = FAMILY_CONFIGS[family]
+    kw = dict(vocab_size=z["vocab"], hidden_size=z["hidden"], num_hidden_layers=z["layers"],
+              num_attention_heads=z["heads"], max_position_embeddings=z["positions"],
+              use_cache=False, bos_token_id=0, eos_token_id=0)
+    if family != "falcon":
+        kw["intermediate_size"] = l["intermediate"]
+    if family not in ("gptneox", "falcon"):
+        kw["num_key_value_heads"] = l["kv_heads"]
+    kw.update(extra)
+    cfg = getattr(transformers, cfg_name)(**kw)
+    for k in ("attention_dropout", "hidden_dropout", "resid_pdrop", "embd_pdrop"):
+        if hasattr(cfg, k):
+            setattr(cfg, k, 0.0)
+    return getattr(transformers, model_name)(cfg)
+
+
 def modern_model(family):
     z = MODERN_SIZE
+    if family in FAMILY_CONFIGS:
+        return family_model(family)
     if family in LLAMA_FAMILIES:
         cfg = modern_llama_config(family)
         return {"llama": LlamaForCausalLM, "qwen2": Qwen2ForCausalLM,
@@ -279,18 +336,20 @@ def modern_batch(family, g, B, S):
     return {"input_ids": inputs, "attention_mask": mask, "token_type_ids": types}, labels
 
 
-def modern_references(family, seed):
+def modern_references(family, seed, perturbed=False):
     """The model at its initial weights, its logits at both shapes, and 10
-    AdamW steps in torch (losses, gradient norms, trained weights)."""
+    AdamW steps in torch (losses, gradient norms, trained weights).
+    `perturbed`: the pretrained-like variant (PERTURBED_FAMILIES)."""
     torch.manual_seed(seed)
     model = modern_model(family).eval()
-    # HF initializes biases to 0 and LayerNorm weights to 1: perturb every
-    # vector so that each parameter is distinct (the initializer <-> HF name
-    # map is unambiguous, and biases and norms count in the references).
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() < 2:
-                p.add_(0.1 * torch.randn_like(p))
+    if perturbed:
+        # HF initializes biases to 0 and norm weights to 1 (and the default
+        # exporter then merges the equal ones): perturb every vector so that
+        # none is 0 or 1 and each is distinct, as in a trained model.
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.dim() < 2:
+                    p.add_(0.1 * torch.randn_like(p))
     init = copy.deepcopy(model.state_dict())
     g = torch.Generator().manual_seed(seed + 1)
     ref = {}
@@ -592,7 +651,7 @@ def modern_inventory_merge(path, header, text):
     return "\n".join(header) + "\n" + body
 
 
-def modern(out_dir, families=("gpt2", "bert")):
+def modern(out_dir, families=("gpt2", "bert"), perturbed=False):
     import hashlib
     import json
     import onnx
@@ -615,8 +674,8 @@ def modern(out_dir, families=("gpt2", "bert")):
     header = list(inventory)
     for family in families:
         seed = 2000 + MODERN_FAMILIES.index(family)
-        model, init, trained, ref, batches = modern_references(family, seed)
-        base = f"{family}-dynamo"
+        model, init, trained, ref, batches = modern_references(family, seed, perturbed)
+        base = f"{family}-perturbed-dynamo" if perturbed else f"{family}-dynamo"
         np.savez(os.path.join(out_dir, base + "-ref.npz"), **ref)
         tied = {}
         by_ptr = {}
@@ -632,7 +691,11 @@ def modern(out_dir, families=("gpt2", "bert")):
         names = list(batches["export"])
         variants = list({"phi3": MODERN_PHI3_VARIANTS}.get(family, MODERN_LLAMA_VARIANTS)
                         if family in LLAMA_FAMILIES else MODERN_VARIANTS)
-        if family == "gpt2":
+        if family in FAMILY_CONFIGS:
+            variants = list(FAMILY_VARIANTS)
+        if perturbed:
+            variants = [("opset20", {})]
+        elif family == "gpt2":
             variants.append(("opset20-extdata", {"external_data": True}))
             # Every parameter in a side file of another name. (size_threshold=0,
             # which moves the int64 shape constants too, makes a file that
@@ -713,6 +776,8 @@ def modern(out_dir, families=("gpt2", "bert")):
                          "llama": "causal-lm: HF LlamaForCausalLM(labels=input_ids), as GPT-2",
                          "qwen2": "causal-lm: HF Qwen2ForCausalLM(labels=input_ids), as GPT-2",
                          "phi3": "causal-lm: HF Phi3ForCausalLM(labels=input_ids), as GPT-2",
+                         **{f: f"causal-lm: HF {FAMILY_CONFIGS[f][1]}(labels=input_ids), as GPT-2"
+                            for f in FAMILY_CONFIGS},
                          "bert": "masked-lm: HF BertForMaskedLM(labels=...): mean cross entropy "
                                  "over labels != -100, no shift (mlc --loss masked-lm, labels "
                                  "input 'labels'); inputs at labelled positions are "
@@ -832,7 +897,9 @@ if __name__ == "__main__":
         # --families llama,qwen2: only those (INVENTORY.md keeps the others)
         fam = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--families=")),
                    "gpt2,bert")
-        modern(paths[0], tuple(fam.split(",")))
+        if fam == "all":
+            fam = ",".join(MODERN_FAMILIES)
+        modern(paths[0], tuple(fam.split(",")), perturbed="--perturbed" in sys.argv)
         sys.exit(0)
     if "--opset18" in sys.argv:
         convert_to_opset18(paths[0])

@@ -99,6 +99,13 @@ TEST(Models, ParameterCountsMatchHuggingFace) {
   EXPECT_EQ(countFor("llama", "qwen2-0.5b"), 494032768);
 }
 
+// GPT2LMHeadModel(GPT2Config(vocab_size=256, n_positions=256, n_embd=128,
+// n_layer=2, n_head=4, n_inner=200, tie_word_embeddings=False)) has 334,736
+// parameters: an MLP 200 wide and its own lm_head.weight.
+TEST(Models, GPT2InnerWidthAndUntiedHeadMatchHuggingFace) {
+  EXPECT_EQ(countFor("gpt2", "tiny,n_inner=200,tie_word_embeddings=false"), 334736);
+}
+
 TEST(Models, InputsAndOutputsCarryHFNames) {
   mlir::MLIRContext ctx;
   auto config = parseModelConfig("bert", "tiny");

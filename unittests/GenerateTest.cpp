@@ -48,6 +48,32 @@ TEST(TextStream, PiecesMakeTheDecodedWhole) {
   EXPECT_EQ(joined, bytes->decode(ids));
 }
 
+// A tokenizer.json whose decoder strips the first token's leading space and
+// joins <0xNN> byte tokens (Llama-2's): one id at a time would lose every
+// word's space and turn each byte of a character into U+FFFD, so the stream
+// decodes in context; its pieces still make the decoded whole, and a
+// character spread over byte tokens comes whole.
+TEST(TextStream, DecodesInContextForHuggingFaceDecoders) {
+  std::unique_ptr<Tokenizer> t = makeTokenizer(
+      "HuggingFaceTokenizer",
+      MLC_SOURCE_DIR "/test/integration/Inputs/hf_tokenizers/llama2/tokenizer.json", "");
+  ASSERT_TRUE(t->decodesInContext());
+  std::string text = "Grüße, the world 世界 \xF0\x9F\xA7\xAA ok";
+  std::vector<int32_t> ids = t->encode(text);
+  TextStream s(*t);
+  std::string joined;
+  std::vector<std::string> pieces;
+  for (int32_t id : ids) {
+    pieces.push_back(s.push(id));
+    joined += pieces.back();
+  }
+  joined += s.finish();
+  EXPECT_EQ(joined, t->decode(ids));
+  EXPECT_EQ(joined, text);
+  for (const std::string &p : pieces)
+    EXPECT_EQ(p.find("\xEF\xBF\xBD"), std::string::npos) << "a piece with U+FFFD: " << p;
+}
+
 TEST(GenerateFlags, NumbersParseStrictly) {
   GenerateOptions o;
   EXPECT_TRUE(setGenerateFlag(o, "temperature", "0.7"));
@@ -55,6 +81,8 @@ TEST(GenerateFlags, NumbersParseStrictly) {
   EXPECT_TRUE(setGenerateFlag(o, "max-tokens", "12"));
   EXPECT_EQ(o.maxTokens, 12);
   EXPECT_FALSE(setGenerateFlag(o, "steps", "3"));
+  EXPECT_TRUE(setGenerateFlag(o, "tokenizer-model", "dir"));
+  EXPECT_EQ(o.vocabFile, "dir");
   for (const char *bad : {"", "abc", "1e400", "nan", "inf", "-1", " 1", "1x"})
     for (const char *flag : {"temperature", "max-tokens", "top-k"}) {
       try {

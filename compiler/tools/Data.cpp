@@ -2,6 +2,7 @@
 //
 //   mlc preprocess --input FILE.jsonl --output-prefix P [--tokenizer-type ...]
 //   mlc tokenizer train --input FILE.jsonl --vocab-size N --output-dir DIR
+//   mlc tokenizer decode --input IDS.txt --tokenizer-type T [--tokenizer-model M ...]
 //   mlc data stats|dump|loader PREFIX
 //   mlc plot LOG.jsonl [-o loss.png]
 //
@@ -25,7 +26,9 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <chrono>
+#include <climits>
 #include <fstream>
+#include <sstream>
 
 using namespace llvm;
 
@@ -42,11 +45,16 @@ cl::list<std::string> ppJsonKeys("json-keys", cl::desc("JSON fields to tokenize 
                                  cl::CommaSeparated, cl::sub(preprocessCmd()), cl::cat(category()));
 cl::opt<std::string> ppTokenizer("tokenizer-type",
                                  cl::desc("ByteLevelTokenizer, GPT2BPETokenizer, "
-                                          "BertWordPieceLowerCase, BertWordPieceCase "
-                                          "(Megatron's names) or ByteTokenizer"),
+                                          "BertWordPieceLowerCase, BertWordPieceCase, "
+                                          "HuggingFaceTokenizer (Megatron's names) or "
+                                          "ByteTokenizer"),
                                  cl::init("ByteTokenizer"), cl::sub(preprocessCmd()),
                                  cl::cat(category()));
 cl::opt<std::string> ppVocab("vocab-file", cl::desc("Vocabulary (vocab.json or vocab.txt)"),
+                             cl::sub(preprocessCmd()), cl::cat(category()));
+cl::opt<std::string> ppModel("tokenizer-model",
+                             cl::desc("HuggingFaceTokenizer: a tokenizer.json, or a model "
+                                      "directory holding one (and tokenizer_config.json)"),
                              cl::sub(preprocessCmd()), cl::cat(category()));
 cl::opt<std::string> ppMerges("merge-file", cl::desc("BPE merges (merges.txt)"),
                               cl::sub(preprocessCmd()), cl::cat(category()));
@@ -58,7 +66,7 @@ cl::opt<bool> ppStrict("strict", cl::desc("Fail on the first malformed line"),
                        cl::sub(preprocessCmd()), cl::cat(category()));
 
 // tokenizer
-cl::list<std::string> tokArgs(cl::Positional, cl::desc("train"), cl::sub(tokenizerCmd()),
+cl::list<std::string> tokArgs(cl::Positional, cl::desc("train|decode"), cl::sub(tokenizerCmd()),
                               cl::cat(category()));
 cl::opt<std::string> tokInput("input", cl::desc("JSONL corpus"), cl::sub(tokenizerCmd()),
                               cl::cat(category()));
@@ -68,6 +76,17 @@ cl::opt<int64_t> tokVocab("vocab-size", cl::desc("Entries of the vocabulary"), c
                           cl::sub(tokenizerCmd()), cl::cat(category()));
 cl::opt<std::string> tokOut("output-dir", cl::desc("Where vocab.json and merges.txt go"),
                             cl::sub(tokenizerCmd()), cl::cat(category()));
+cl::opt<std::string> tokType("tokenizer-type", cl::desc("decode: the ids' tokenizer"),
+                             cl::init("ByteTokenizer"), cl::sub(tokenizerCmd()),
+                             cl::cat(category()));
+cl::opt<std::string> tokModel("tokenizer-model",
+                              cl::desc("decode, HuggingFaceTokenizer: tokenizer.json or its "
+                                       "directory"),
+                              cl::sub(tokenizerCmd()), cl::cat(category()));
+cl::opt<std::string> tokVocabFile("vocab-file", cl::desc("decode: vocab.json or vocab.txt"),
+                                  cl::sub(tokenizerCmd()), cl::cat(category()));
+cl::opt<std::string> tokMergeFile("merge-file", cl::desc("decode: merges.txt"),
+                                  cl::sub(tokenizerCmd()), cl::cat(category()));
 
 // data
 cl::list<std::string> dataArgs(cl::Positional, cl::desc("stats|dump PREFIX"),
@@ -112,10 +131,45 @@ int runPlot() {
   return 0;
 }
 
+/// `mlc tokenizer decode`: each line of --input holds token ids (separated
+/// by spaces); prints each line's text as one JSON string.
+static int runDecode() {
+  try {
+    std::unique_ptr<mlc::rt::Tokenizer> t = mlc::rt::makeTokenizer(
+        tokType, tokType == "HuggingFaceTokenizer" ? tokModel : tokVocabFile, tokMergeFile);
+    std::ifstream in(tokInput);
+    if (!in)
+      return fail(tokInput + ": cannot open");
+    std::string line;
+    int64_t lineNo = 0;
+    while (std::getline(in, line)) {
+      ++lineNo;
+      std::vector<int32_t> ids;
+      std::istringstream words(line);
+      std::string w;
+      while (words >> w) {
+        char *end = nullptr;
+        long long v = std::strtoll(w.c_str(), &end, 10);
+        if (*end || v < 0 || v > INT32_MAX)
+          return fail(tokInput + ":" + std::to_string(lineNo) + ": '" + w +
+                      "' is not a token id");
+        ids.push_back(int32_t(v));
+      }
+      outs() << mlc::rt::jsonQuote(t->decode(ids)) << "\n";
+    }
+  } catch (const mlc::rt::Error &e) {
+    return fail(e.what());
+  }
+  return 0;
+}
+
 int runTokenizer() {
+  if (tokArgs.size() == 1 && tokArgs[0] == "decode" && !tokInput.empty())
+    return runDecode();
   if (tokArgs.size() != 1 || tokArgs[0] != "train" || tokInput.empty() || tokOut.empty())
     return fail("usage: mlc tokenizer train --input FILE.jsonl [--json-keys text] "
-                "--vocab-size N --output-dir DIR");
+                "--vocab-size N --output-dir DIR | mlc tokenizer decode --input IDS.txt "
+                "--tokenizer-type T [--tokenizer-model M | --vocab-file V --merge-file M]");
   std::vector<std::string> keys(tokKeys.begin(), tokKeys.end());
   if (keys.empty())
     keys = {"text"};
@@ -261,6 +315,18 @@ int runPreprocess() {
     o.jsonKeys.assign(ppJsonKeys.begin(), ppJsonKeys.end());
   o.tokenizerType = ppTokenizer;
   o.vocabFile = ppVocab;
+  if (ppTokenizer == "HuggingFaceTokenizer") {
+    if (ppModel.empty())
+      return fail("--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model "
+                  "(a tokenizer.json or a directory holding one)");
+    if (!ppVocab.empty() || !ppMerges.empty())
+      return fail("--tokenizer-type HuggingFaceTokenizer reads --tokenizer-model; "
+                  "--vocab-file and --merge-file belong to the other tokenizers");
+    o.vocabFile = ppModel;
+  } else if (!ppModel.empty()) {
+    return fail("--tokenizer-model is HuggingFaceTokenizer's; --tokenizer-type is '" +
+                ppTokenizer + "'");
+  }
   o.mergeFile = ppMerges;
   o.appendEod = ppAppendEod;
   if (ppWorkers < 1 || ppWorkers > 1024)

@@ -58,11 +58,14 @@ cl::opt<std::string> genTopK("top-k",
                              cl::desc("Sample from the k most likely tokens (0, the default: all)"),
                              cl::value_desc("k"), cl::sub(generateCmd()), cl::cat(category()));
 cl::opt<std::string> genTokenizer("tokenizer-type",
-                                  cl::desc("The data's: ByteTokenizer, ByteLevelTokenizer or "
-                                           "GPT2BPETokenizer"),
+                                  cl::desc("The data's: ByteTokenizer, ByteLevelTokenizer, "
+                                           "GPT2BPETokenizer or HuggingFaceTokenizer"),
                                   cl::init("ByteTokenizer"), cl::sub(generateCmd()),
                                   cl::cat(category()));
 cl::opt<std::string> genVocab("vocab-file", cl::desc("GPT2BPETokenizer: vocab.json"),
+                              cl::sub(generateCmd()), cl::cat(category()));
+cl::opt<std::string> genModel("tokenizer-model",
+                              cl::desc("HuggingFaceTokenizer: tokenizer.json or its directory"),
                               cl::sub(generateCmd()), cl::cat(category()));
 cl::opt<std::string> genMerges("merge-file", cl::desc("GPT2BPETokenizer: merges.txt"),
                                cl::sub(generateCmd()), cl::cat(category()));
@@ -349,7 +352,7 @@ int runGenerate() {
   try {
     weights = trainOptions();
     for (cl::opt<std::string> *flag : {&genPrompt, &genTokens, &genTemperature, &genTopK,
-                                       &genTokenizer, &genVocab, &genMerges})
+                                       &genTokenizer, &genVocab, &genMerges, &genModel})
       if (flag->getNumOccurrences())
         mlc::rt::setGenerateFlag(g, flag->ArgStr.str(), *flag);
     g.seed = weights.seed;

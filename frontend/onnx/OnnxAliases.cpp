@@ -16,9 +16,8 @@ namespace {
 
 constexpr const char *kScopesKey = "pkg.torch.onnx.name_scopes";
 
-/// The module scopes of a node: "['', 'transformer', 'transformer.wte',
-/// 'embedding']" -> {transformer, transformer.wte} (the last entry is the
-/// FX node's own name, the first the root module).
+} // namespace
+
 std::vector<std::string> moduleScopes(llvm::StringRef text) {
   std::vector<std::string> all;
   for (size_t at = text.find('\''); at != llvm::StringRef::npos;) {
@@ -34,8 +33,6 @@ std::vector<std::string> moduleScopes(llvm::StringRef text) {
   return all;
 }
 
-} // namespace
-
 OnnxAliases onnxParameterAliases(const onnx::ModelProto &model,
                                  const ExportSignature &signature) {
   OnnxAliases result;
@@ -44,9 +41,9 @@ OnnxAliases onnxParameterAliases(const onnx::ModelProto &model,
   for (const auto &t : g.initializer())
     initializers.insert(t.name());
   std::vector<std::string> missing;
-  for (const auto &[t, kind] : signature)
-    if (kind == "PARAMETER" && !initializers.count(t))
-      missing.push_back(t);
+  for (const SignatureInput &in : signature)
+    if (in.kind == "PARAMETER" && !initializers.count(in.target))
+      missing.push_back(in.target);
   if (missing.empty())
     return result;
 

@@ -42,6 +42,8 @@
 #ifndef MLC_FRONTEND_ONNX_ONNXALIASES_H
 #define MLC_FRONTEND_ONNX_ONNXALIASES_H
 
+#include "llvm/ADT/StringRef.h"
+
 #include <onnx/onnx_pb.h>
 
 #include <map>
@@ -51,16 +53,32 @@
 
 namespace mlc {
 
-/// Each `# inputs` line of the signature with a target: {target, kind
-/// ("PARAMETER", "BUFFER", "CONSTANT_TENSOR", ...)}, in signature order;
-/// empty when the file carries none.
-using ExportSignature = std::vector<std::pair<std::string, std::string>>;
+/// One `# inputs` line of the signature that has a target.
+struct SignatureInput {
+  /// The FX placeholder (`p_model_norm_weight`), as node metadata names it.
+  std::string placeholder;
+  /// "PARAMETER", "BUFFER", "CONSTANT_TENSOR", ...
+  std::string kind;
+  /// The module attribute's name (`model.norm.weight`).
+  std::string target;
+};
+/// The signature's inputs, in signature order; empty when the file carries
+/// none.
+using ExportSignature = std::vector<SignatureInput>;
 
 /// The signature of `model`: the graph's metadata entry, else the model's.
 ExportSignature readExportSignature(const onnx::ModelProto &model);
 
+/// The module scopes of a node's `pkg.torch.onnx.name_scopes`: "['',
+/// 'transformer', 'transformer.wte', 'embedding']" -> {transformer,
+/// transformer.wte} (the last entry is the FX node's own name, the first the
+/// root module).
+std::vector<std::string> moduleScopes(llvm::StringRef text);
+
 /// A node's metadata_props by key.
 std::map<std::string, std::string> onnxNodeMetadata(const onnx::NodeProto &node);
+/// A value_info's metadata_props (ValueInfoProto field 4) by key.
+std::map<std::string, std::string> onnxValueMetadata(const onnx::ValueInfoProto &value);
 
 struct OnnxAliases {
   /// Initializer name -> the other names of that parameter, in signature

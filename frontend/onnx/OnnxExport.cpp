@@ -2,12 +2,14 @@
 
 #include "frontend/onnx/OnnxExport.h"
 #include "frontend/onnx/OnnxAliases.h"
+#include "frontend/onnx/OnnxParameters.h"
 
 #include "runtime/core/Error.h"
 
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <set>
@@ -73,6 +75,158 @@ llvm::Error checkFits(const std::string &name, const rt::HostTensor &w,
   return llvm::Error::success();
 }
 
+/// `w` transposed (2-D, any element size).
+rt::HostTensor transposedTensor(const rt::HostTensor &w) {
+  rt::HostTensor t = w;
+  int64_t rows = w.shape[0], cols = w.shape[1];
+  size_t e = w.data.size() / size_t(std::max<int64_t>(rows * cols, 1));
+  t.shape = {cols, rows};
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      std::memcpy(&t.data[(c * rows + r) * e], &w.data[(r * cols + c) * e], e);
+  return t;
+}
+
+/// The float initializers of rank >= 1 that are no BUFFER: the ones a
+/// parameter may be read from (as OnnxImporter declares them).
+std::set<std::string> parameterCandidates(const onnx::GraphProto &graph,
+                                          const ExportSignature &signature) {
+  std::set<std::string> buffers, out;
+  for (const SignatureInput &in : signature)
+    if (in.kind == "BUFFER")
+      buffers.insert(in.target);
+  for (const auto &t : graph.initializer()) {
+    bool isFloat = t.data_type() == onnx::TensorProto::FLOAT ||
+                   t.data_type() == onnx::TensorProto::DOUBLE ||
+                   t.data_type() == onnx::TensorProto::FLOAT16 ||
+                   t.data_type() == onnx::TensorProto::BFLOAT16;
+    bool empty = t.dims_size() == 0 ||
+                 std::any_of(t.dims().begin(), t.dims().end(), [](int64_t d) { return d <= 0; });
+    if (isFloat && !empty && !buffers.count(t.name()))
+      out.insert(t.name());
+  }
+  return out;
+}
+
+/// An attributed file (OnnxParameters.h): every read of a parameter gets an
+/// initializer of the trained value, `NAME` (or `NAME.T`, the transpose the
+/// node reads), the Gemm biases the optimizer removed come back as input C,
+/// and initializers nothing reads any more go.
+llvm::Expected<OnnxExportResult>
+replaceAttributed(onnx::ModelProto &model, const ParameterPlan &plan, const std::string &modelName,
+                  const std::map<std::string, rt::HostTensor> &weights,
+                  const std::string &weightsName) {
+  onnx::GraphProto &graph = *model.mutable_graph();
+  std::map<std::string, std::string> paramOf; // a weight's name -> its parameter
+  for (const std::string &p : plan.parameters)
+    paramOf[p] = p;
+  for (auto &[p, names] : plan.aliases)
+    for (const std::string &a : names)
+      paramOf[a] = p;
+  std::map<std::string, const rt::HostTensor *> trained; // parameter -> value
+  for (const auto &[given, w] : weights) {
+    auto p = paramOf.find(given);
+    if (p == paramOf.end())
+      return error(weightsName + ": tensor '" + given + "' is no parameter of " + modelName +
+                   " (its graph signature names " + std::to_string(plan.parameters.size()) +
+                   "); was it saved from another model?");
+    if (given == p->second || !trained.count(p->second))
+      trained[p->second] = &w;
+  }
+  std::map<std::string, int> initializers;
+  for (int i = 0; i < graph.initializer_size(); ++i)
+    initializers.emplace(graph.initializer(i).name(), i);
+
+  // Each (parameter, transposed) read gets one initializer.
+  std::map<std::pair<std::string, bool>, std::string> written;
+  std::set<std::string> replaced;
+  auto initializerFor = [&](const ParameterRead &r, int type) -> llvm::Expected<std::string> {
+    auto key = std::make_pair(r.target, r.transposed);
+    if (auto it = written.find(key); it != written.end())
+      return it->second;
+    auto w = trained.find(r.target);
+    if (w == trained.end())
+      return std::string();
+    rt::HostTensor value = r.transposed ? transposedTensor(*w->second) : *w->second;
+    if (onnxType(value.dtype) != type)
+      return error(weightsName + ": tensor '" + r.target + "' is " + value.dtype + " but " +
+                   modelName + " reads it as " + typeName(type));
+    std::string name = r.target + (r.transposed ? ".T" : "");
+    onnx::TensorProto *t;
+    if (auto it = initializers.find(name); it != initializers.end()) {
+      t = graph.mutable_initializer(it->second);
+      if (dimsOf(*t) != value.shape)
+        return error(weightsName + ": tensor '" + r.target + "' has shape " +
+                     rt::shapeString(value.shape) + " but " + modelName + "'s initializer '" +
+                     name + "' has shape " + rt::shapeString(dimsOf(*t)));
+    } else {
+      t = graph.add_initializer();
+      t->set_name(name);
+      t->set_data_type(type);
+      for (int64_t d : value.shape)
+        t->add_dims(d);
+      initializers.emplace(name, graph.initializer_size() - 1);
+    }
+    setValue(*t, value);
+    replaced.insert(name);
+    written[key] = name;
+    return name;
+  };
+  for (auto &[at, r] : plan.reads) {
+    onnx::NodeProto &n = *graph.mutable_node(at.first);
+    const onnx::TensorProto &source = graph.initializer(initializers.at(n.input(at.second)));
+    std::vector<int64_t> want = dimsOf(source);
+    auto name = initializerFor(r, source.data_type());
+    if (!name)
+      return name.takeError();
+    if (name->empty())
+      continue; // not in the weights: the node keeps its initializer
+    if (dimsOf(graph.initializer(initializers.at(*name))) != want)
+      return error(weightsName + ": tensor '" + r.target + "' has shape " +
+                   rt::shapeString(trained.at(r.target)->shape) + " but " + modelName +
+                   " reads '" + n.input(at.second) + "' of shape " + rt::shapeString(want) +
+                   " as it");
+    n.set_input(at.second, *name);
+  }
+  for (auto &[node, target] : plan.removedBias) {
+    onnx::NodeProto &n = *graph.mutable_node(node);
+    auto name = initializerFor({target, false}, onnx::TensorProto::FLOAT);
+    if (!name)
+      return name.takeError();
+    if (name->empty())
+      continue;
+    while (n.input_size() < 3)
+      n.add_input("");
+    n.set_input(2, *name);
+  }
+
+  // Initializers no node reads any more (merged or folded copies now
+  // replaced by the parameters' own) go.
+  std::set<std::string> read;
+  for (const auto &n : graph.node())
+    for (const std::string &in : n.input())
+      read.insert(in);
+  for (const auto &o : graph.output())
+    read.insert(o.name());
+  int64_t dropped = 0;
+  for (int i = graph.initializer_size() - 1; i >= 0; --i)
+    if (!read.count(graph.initializer(i).name())) {
+      graph.mutable_initializer()->DeleteSubrange(i, 1);
+      ++dropped;
+    }
+  for (const auto &t : graph.initializer())
+    if (!replaced.count(t.name()) && t.data_location() == onnx::TensorProto::EXTERNAL)
+      return error(modelName + ": initializer '" + t.name() +
+                   "' is stored in external data, which the trained model would not "
+                   "carry; export-onnx writes a self-contained model");
+  OnnxExportResult result;
+  result.replaced = int64_t(replaced.size());
+  result.kept = int64_t(graph.initializer_size()) - result.replaced;
+  if (!model.SerializeToString(&result.bytes))
+    return error(modelName + ": the trained model does not serialize (over protobuf's 2 GB?)");
+  return std::move(result);
+}
+
 } // namespace
 
 llvm::Expected<OnnxExportResult>
@@ -85,6 +239,12 @@ replaceOnnxInitializers(llvm::StringRef bytes, const std::string &modelName,
     return error(modelName + ": not a valid ONNX model (the protobuf does not parse; is the "
                              "file truncated or not ONNX?)");
   onnx::GraphProto &graph = *model.mutable_graph();
+  ExportSignature signature = readExportSignature(model);
+  auto plan = planParameters(model, signature, parameterCandidates(graph, signature), modelName);
+  if (!plan)
+    return plan.takeError();
+  if (plan->attributed)
+    return replaceAttributed(model, *plan, modelName, weights, weightsName);
 
   // 1. Where each weight goes: an initializer of that name, or the
   // Identity(initializer) node that writes that name (an untied parameter).
@@ -101,7 +261,7 @@ replaceOnnxInitializers(llvm::StringRef bytes, const std::string &modelName,
   // A tied parameter's other names (OnnxAliases.h), as --save writes them:
   // the initializer's own name wins where both are given.
   std::map<std::string, std::string> aliasOf; // alias -> initializer
-  OnnxAliases aliases = onnxParameterAliases(model, readExportSignature(model));
+  OnnxAliases aliases = onnxParameterAliases(model, signature);
   for (auto &[init, names] : aliases.byInitializer)
     for (const std::string &alias : names)
       aliasOf.emplace(alias, init);

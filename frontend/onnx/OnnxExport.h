@@ -15,6 +15,15 @@
 // - A weight the model has neither for is an error; initializers the file
 //   does not name stay as they were (their count is reported).
 //
+// A file that says which parameter each initializer read is (torch.export's
+// signature and FX node metadata, OnnxParameters.h) is written by that rule
+// instead: the weights are named by torch's parameters (as `--save` writes
+// them); each read gets an initializer of its parameter's trained value,
+// `NAME`, or `NAME.T` where the node reads the transpose (a weight the
+// exporter's optimizer folded transposed); a zero bias the optimizer removed
+// from a Gemm comes back as its input C; initializers that only merged or
+// folded copies were, which no node reads any more, go.
+//
 // The replaced initializers are written inline (raw_data). An initializer
 // kept in external data is refused: the output would point at files beside
 // the input model.

@@ -585,6 +585,25 @@ llvm::Error Importer::readInputs(const onnx::NodeProto &n, std::vector<const Ent
       in.push_back(nullptr); // an omitted optional input
       continue;
     }
+    if (plan.attributed && paramInits.count(name)) {
+      // Which parameter this read is, or a constant (OnnxParameters.h).
+      auto read = plan.reads.find({nodeIndex, int(in.size())});
+      if (read == plan.reads.end()) {
+        auto c = paramEntries.find("const:" + name);
+        if (c == paramEntries.end())
+          c = paramEntries
+                  .emplace("const:" + name,
+                           Entry{Value(), std::make_shared<const Const>(paramInits.at(name))})
+                  .first;
+        in.push_back(&c->second);
+        continue;
+      }
+      auto e = parameterRead(read->second, name, n);
+      if (!e)
+        return e.takeError();
+      in.push_back(*e);
+      continue;
+    }
     auto it = values.find(name);
     if (it == values.end()) {
       // A parameter is materialized on its first use.
@@ -603,6 +622,59 @@ llvm::Error Importer::readInputs(const onnx::NodeProto &n, std::vector<const Ent
   return llvm::Error::success();
 }
 
+Value Importer::addParameter(const std::string &name, const Const &value) {
+  Value v = block->addArgument(RankedTensorType::get(value.shape, floatType()), loc);
+  argAttrs.push_back(
+      b.getDictionaryAttr({b.getNamedAttr("mlc.param", b.getStringAttr(name)),
+                           b.getNamedAttr("mlc.init", b.getStringAttr("package"))}));
+  paramNames.insert(name);
+  weights.push_back({name, weightTensor(value)});
+  paramValues.emplace(name, value);
+  return v;
+}
+
+/// `c` transposed (2-D).
+static Const transposed(const Const &c) {
+  Const t = c;
+  int64_t rows = c.shape[0], cols = c.shape[1];
+  t.shape = {cols, rows};
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < cols; ++k)
+      t.f[k * rows + r] = c.f[r * cols + k];
+  return t;
+}
+
+llvm::Expected<const Entry *> Importer::parameterRead(const ParameterRead &read,
+                                                      const std::string &init,
+                                                      const onnx::NodeProto &n) {
+  const std::string key = read.target + (read.transposed ? "^T" : "");
+  if (auto it = paramEntries.find(key); it != paramEntries.end()) {
+    // Another initializer read as the same parameter must hold its value.
+    const Const &held = paramValues.at(read.target), &here = paramInits.at(init);
+    if ((read.transposed ? transposed(here).f : here.f) != held.f)
+      return nodeError(n, "reads initializer '" + init + "' as parameter '" + read.target +
+                              "', whose value another initializer gives differently");
+    return &it->second;
+  }
+  const Const &c = paramInits.at(init);
+  if (read.transposed && c.shape.size() != 2)
+    return nodeError(n, "reads initializer '" + init + "' of shape " + shapeText(c.shape) +
+                            " as the transposed matrix '" + read.target + "'");
+  Const value = read.transposed ? transposed(c) : c;
+  auto base = paramEntries.find(read.target);
+  if (base == paramEntries.end()) {
+    base = paramEntries.emplace(read.target, Entry{addParameter(read.target, value), nullptr})
+               .first;
+  } else if (paramValues.at(read.target).f != value.f) {
+    return nodeError(n, "reads initializer '" + init + "' as parameter '" + read.target +
+                            "', whose value another initializer gives differently");
+  }
+  if (!read.transposed)
+    return &base->second;
+  Value t = b.create<TransposeOp>(loc, base->second.value, b.getDenseI64ArrayAttr({1, 0}));
+  return &paramEntries.emplace(key, Entry{t, nullptr}).first->second;
+}
+
 llvm::Error Importer::convert(const onnx::NodeProto &n) {
   if (!n.domain().empty() && n.domain() != "ai.onnx")
     return nodeError(n, "belongs to domain '" + n.domain() +
@@ -611,8 +683,24 @@ llvm::Error Importer::convert(const onnx::NodeProto &n) {
   std::vector<const Entry *> in;
   if (auto err = readInputs(n, in))
     return err;
+  // A Gemm's zero bias that the exporter's optimizer removed: the parameter
+  // comes back as input C, zeros of the product's column count.
+  if (auto bias = plan.removedBias.find(nodeIndex); bias != plan.removedBias.end()) {
+    if (in.size() < 2 || !in[1])
+      return nodeError(n, "has no input B");
+    Shape s = in[1]->value ? shapeOf(in[1]->value) : in[1]->constant->shape;
+    const onnx::AttributeProto *tB = attr(n, "transB", onnx::AttributeProto::INT);
+    if (s.size() != 2)
+      return nodeError(n, "input B has shape " + shapeText(s) + "; Gemm needs a matrix");
+    Const zeros;
+    zeros.shape = {tB && tB->i() ? s[0] : s[1]};
+    zeros.resize(zeros.shape[0]);
+    Value v = addParameter(bias->second, zeros);
+    in.resize(2);
+    in.push_back(&paramEntries.emplace(bias->second, Entry{v, nullptr}).first->second);
+  }
   // Identity of an initializer the exporter merged: a parameter of its own.
-  if (n.op_type() == "Identity" && n.input_size() == 1 && n.output_size() == 1 &&
+  if (!plan.attributed && n.op_type() == "Identity" && n.input_size() == 1 && n.output_size() == 1 &&
       paramInits.count(n.input(0)) && !paramNames.count(n.output(0))) {
     Const init = paramInits.at(n.input(0));
     const std::string &name = n.output(0);
@@ -764,9 +852,9 @@ llvm::Error Importer::declareInitializers(const onnx::GraphProto &g,
   // graph signature calls it a buffer (inv_freq of rotary embeddings):
   // buffers are constants, folded into what reads them and never trained.
   std::set<std::string> buffers;
-  for (const auto &[target, kind] : signature)
-    if (kind == "BUFFER")
-      buffers.insert(target);
+  for (const SignatureInput &in : signature)
+    if (in.kind == "BUFFER")
+      buffers.insert(in.target);
   for (const auto &t : g.initializer()) {
     if (t.name().empty())
       return error("an initializer has no name");
@@ -822,9 +910,22 @@ llvm::Expected<ImportedModel> Importer::run(const onnx::ModelProto &model) {
       consumed.insert(name);
   for (const auto &o : g.output())
     consumed.insert(o.name());
-  for (const auto &n : g.node())
+  std::set<std::string> floatInits;
+  for (auto &[name, c] : paramInits)
+    floatInits.insert(name);
+  auto planned = planParameters(model, signature, floatInits, file);
+  if (!planned)
+    return planned.takeError();
+  plan = std::move(*planned);
+  // Attributed: the weights are the parameters' values, added as they are
+  // first read (parameterRead), not the initializers.
+  if (plan.attributed)
+    weights.clear();
+  for (const auto &n : g.node()) {
+    ++nodeIndex;
     if (auto err = convert(n))
       return std::move(err);
+  }
   if (auto err = finish(g))
     return std::move(err);
   // Parameters that no node reads are dropped from the weights.
@@ -833,7 +934,11 @@ llvm::Expected<ImportedModel> Importer::run(const onnx::ModelProto &model) {
     if (auto p = func.getArgAttrOfType<StringAttr>(i, "mlc.param"))
       used.insert(p.getValue().str());
   llvm::erase_if(weights, [&](auto &w) { return !used.count(w.first); });
-  OnnxAliases aliases = onnxParameterAliases(model, signature);
+  OnnxAliases aliases;
+  if (plan.attributed)
+    aliases.byInitializer = plan.aliases;
+  else
+    aliases = onnxParameterAliases(model, signature);
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
     if (auto p = func.getArgAttrOfType<StringAttr>(i, "mlc.param"))
       if (auto it = aliases.byInitializer.find(p.getValue().str());

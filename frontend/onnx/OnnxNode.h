@@ -23,6 +23,7 @@
 #include "dialects/mlc/MlcDialect.h"
 #include "frontend/onnx/OnnxAliases.h"
 #include "frontend/onnx/OnnxImporter.h"
+#include "frontend/onnx/OnnxParameters.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -203,6 +204,12 @@ private:
   llvm::Error declareInitializers(const onnx::GraphProto &g, const ExportSignature &signature);
   llvm::Error convert(const onnx::NodeProto &n);
   llvm::Error readInputs(const onnx::NodeProto &n, std::vector<const Entry *> &in);
+  /// The value parameter `read.target` has where a node reads it from
+  /// initializer `init` (OnnxParameters.h), created on first use.
+  llvm::Expected<const Entry *> parameterRead(const ParameterRead &read, const std::string &init,
+                                              const onnx::NodeProto &n);
+  /// A block argument for parameter `name`, starting from `value`.
+  mlir::Value addParameter(const std::string &name, const Const &value);
   llvm::Error finish(const onnx::GraphProto &g);
   llvm::Error addLoss(std::vector<std::pair<std::string, mlir::Value>> &outputs);
 
@@ -216,6 +223,15 @@ private:
   int64_t seqLenCappedTo = 0;
   /// Float initializers that become parameters, by name, until first use.
   std::map<std::string, Const> paramInits;
+  /// Which parameter each read of an initializer is (OnnxParameters.h).
+  ParameterPlan plan;
+  /// The index of the node being converted.
+  int nodeIndex = -1;
+  /// Attributed files: a parameter's value as torch holds it, by name; and
+  /// the entries of parameters (`name`, `name^T`) and of constant
+  /// initializers.
+  std::map<std::string, Const> paramValues;
+  std::map<std::string, Entry> paramEntries;
   std::vector<std::pair<std::string, rt::HostTensor>> weights;
   std::set<std::string> paramNames;
   int64_t parameterCount = 0;

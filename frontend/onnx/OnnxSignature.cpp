@@ -15,7 +15,7 @@ namespace mlc {
 namespace {
 
 constexpr const char *kSignatureKey = "pkg.torch.export.ExportedProgram.graph_signature";
-constexpr int kGraphMetadataField = 16, kNodeMetadataField = 9;
+constexpr int kGraphMetadataField = 16, kNodeMetadataField = 9, kValueInfoMetadataField = 4;
 
 /// The key/value entries of the repeated StringStringEntryProto field
 /// `number` of `m`, known to this proto or not.
@@ -69,20 +69,25 @@ ExportSignature readExportSignature(const onnx::ModelProto &model) {
       continue;
     }
     // NAME: KIND target='TARGET' ...
-    auto [kind, attrs] = line.split(": ").second.split(' ');
+    auto [placeholder, spec] = line.split(": ");
+    auto [kind, attrs] = spec.split(' ');
     size_t at = attrs.find("target='");
     if (!inInputs || kind.empty() || at == llvm::StringRef::npos)
       continue;
     llvm::StringRef target = attrs.drop_front(at + 8);
     size_t end = target.find('\'');
     if (end != llvm::StringRef::npos)
-      sig.push_back({target.take_front(end).str(), kind.str()});
+      sig.push_back({placeholder.trim().str(), kind.str(), target.take_front(end).str()});
   }
   return sig;
 }
 
 std::map<std::string, std::string> onnxNodeMetadata(const onnx::NodeProto &node) {
   return metadataEntries(node, kNodeMetadataField);
+}
+
+std::map<std::string, std::string> onnxValueMetadata(const onnx::ValueInfoProto &value) {
+  return metadataEntries(value, kValueInfoMetadataField);
 }
 
 } // namespace mlc

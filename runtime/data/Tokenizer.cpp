@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/data/Tokenizer.h"
+#include "runtime/data/HfTokenizer.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/Json.h"
 #include "runtime/core/TensorIO.h"
@@ -337,9 +338,9 @@ bool isBertWhitespace(int32_t c) {
 bool isBertControl(int32_t c) {
   if (c == '\t' || c == '\n' || c == '\r')
     return false;
+  // Cc, Cf and Co; unassigned code points stay, as in HF's BertNormalizer.
   int8_t t = u_charType(c);
-  return t == U_CONTROL_CHAR || t == U_FORMAT_CHAR || t == U_UNASSIGNED ||
-         t == U_PRIVATE_USE_CHAR;
+  return t == U_CONTROL_CHAR || t == U_FORMAT_CHAR || t == U_PRIVATE_USE_CHAR;
 }
 bool isBertPunctuation(int32_t c) {
   if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) ||
@@ -542,9 +543,11 @@ std::unique_ptr<Tokenizer> makeTokenizer(const std::string &type, const std::str
     return std::make_unique<WordPiece>(vocabFile, true);
   if (type == "BertWordPieceCase")
     return std::make_unique<WordPiece>(vocabFile, false);
+  if (type == "HuggingFaceTokenizer")
+    return loadHfTokenizer(vocabFile);
   fail("unknown --tokenizer-type '" + type +
        "' (expected ByteLevelTokenizer, GPT2BPETokenizer, BertWordPieceLowerCase, "
-       "BertWordPieceCase or mlc's ByteTokenizer)");
+       "BertWordPieceCase, HuggingFaceTokenizer or mlc's ByteTokenizer)");
 }
 
 } // namespace mlc::rt

@@ -32,9 +32,15 @@ public:
   /// False when the vocabulary has no end-of-document token of its own (a
   /// GPT-2 vocab.json without <|endoftext|>: eod() is then its last id).
   virtual bool hasEod() const { return true; }
+  /// True when a token's text depends on its neighbours (a decoder that
+  /// strips the first token's leading space, or joins <0xNN> bytes): a
+  /// stream then decodes the ids so far as a whole, not one by one.
+  virtual bool decodesInContext() const { return false; }
 };
 
-/// The tokenizer of a --tokenizer-type; files as Megatron takes them.
+/// The tokenizer of a --tokenizer-type; files as Megatron takes them. For
+/// HuggingFaceTokenizer, `vocabFile` is its --tokenizer-model (a
+/// tokenizer.json or a directory holding one; see HfTokenizer.h).
 std::unique_ptr<Tokenizer> makeTokenizer(const std::string &type, const std::string &vocabFile,
                                          const std::string &mergeFile);
 

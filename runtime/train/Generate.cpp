@@ -61,12 +61,28 @@ bool setGenerateFlag(GenerateOptions &o, const std::string &name, const std::str
     o.vocabFile = value;
   else if (name == "merge-file")
     o.mergeFile = value;
+  else if (name == "tokenizer-model")
+    o.vocabFile = value; // HuggingFaceTokenizer's tokenizer.json or its directory
   else
     return false;
   return true;
 }
 
 std::string TextStream::push(int32_t id) {
+  if (tokenizer.decodesInContext()) {
+    // Decode everything so far; a trailing U+FFFD may be a character whose
+    // bytes have not all come, so it waits.
+    ids.push_back(id);
+    std::string all = tokenizer.decode(ids);
+    size_t end = all.size();
+    while (end >= emitted + 3 && all.compare(end - 3, 3, "\xEF\xBF\xBD") == 0)
+      end -= 3;
+    if (end <= emitted)
+      return "";
+    std::string ready = all.substr(emitted, end - emitted);
+    emitted = end;
+    return ready;
+  }
   pending += tokenizer.decode({id});
   // Hold back the last character if its lead byte announces more bytes than
   // have come (a stray or invalid byte is passed on as it is).
@@ -85,7 +101,15 @@ std::string TextStream::push(int32_t id) {
   return ready;
 }
 
-std::string TextStream::finish() { return std::exchange(pending, std::string()); }
+std::string TextStream::finish() {
+  if (tokenizer.decodesInContext()) {
+    std::string all = tokenizer.decode(ids);
+    std::string rest = all.size() > emitted ? all.substr(emitted) : std::string();
+    emitted = all.size();
+    return rest;
+  }
+  return std::exchange(pending, std::string());
+}
 
 /// A package compiled for packed documents generates from one document per
 /// row: positions 0..S-1 and cu_seqlens 0, S, 2S, ..., B S (then empty

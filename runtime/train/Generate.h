@@ -58,6 +58,8 @@ public:
 private:
   const Tokenizer &tokenizer;
   std::string pending;
+  std::vector<int32_t> ids; // a tokenizer that decodes in context: all so far
+  size_t emitted = 0;       // and the bytes of their text already returned
 };
 
 /// The generated token ids (the prompt not included); `onToken`, when given,

@@ -32,6 +32,7 @@ import argparse
 import fnmatch
 import glob
 import json
+import re
 import os
 import shutil
 import struct
@@ -84,9 +85,13 @@ def rel_max(got, want):
     return float(np.max(np.abs(got.astype(np.float64) - want)) / max(np.max(np.abs(want)), 1e-30))
 
 
+last_output = [""]  # what the last mlc command printed
+
+
 def mlc(cmd, what):
     p = subprocess.run([args.mlc] + cmd + args.extra, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True)
+    last_output[0] = p.stdout
     if p.returncode != 0:
         tail = " | ".join(p.stdout.strip().splitlines()[-3:])[:300]
         return f"{what}: mlc exited {p.returncode}: {tail}"
@@ -174,6 +179,7 @@ def check(name):
     if err:
         report(err, False)
         return
+    trained_count = re.search(r"training (\d+) parameters", last_output[0])
     rows = [json.loads(line) for line in open(log) if line.strip()]
     got = [r["loss"] for r in rows]
     want = ref["train_losses"]
@@ -198,7 +204,9 @@ def check(name):
     imap = meta["initializer_to_hf"]
     worst, where, missing = 0.0, None, []
     for n, v in mine.items():
-        m = imap.get(n)
+        # A name torch's state_dict has is that tensor; others (val_N of a
+        # file without the graph signature) go through the value map.
+        m = imap.get(n) if n not in trained else None
         hf, transposed = (m["hf"][0], m["relation"] == "transposed") if m else (n, False)
         if hf not in trained:
             missing.append(n)
@@ -221,8 +229,29 @@ def check(name):
         report(f"{name} buffers {meta['buffers']}: not trained" +
                (f"; saved as parameters: {trainedBuffers}" if trainedBuffers else ""),
                not trainedBuffers)
-    covered = {imap[n]["hf"][0] if n in imap else n for n in mine}
+    if "-dynamo" in name:
+        # torch.export names every parameter: --save writes each under its
+        # name, so the file loads strictly into the model (the same names and
+        # shapes as its state_dict), and mlc trains as many parameters as torch
+        # (a tied weight once: its names share one tensor in torch).
+        shapes = {k: v.shape for k, v in trained.items()}
+        extra = sorted(set(mine) - set(shapes))
+        absent = sorted(set(shapes) - set(mine))
+        bad = sorted(k for k in set(mine) & set(shapes) if mine[k].shape != shapes[k])
+        report(f"{name} --save against torch's state_dict: {len(mine)} tensors"
+               + (f", not in torch's: {extra}" if extra else "")
+               + (f", missing: {absent}" if absent else "")
+               + (f", other shapes: {bad}" if bad else ""), not (extra or absent or bad))
+        tied = meta["weights"].get("tied", [])
+        torch_count = sum(v.size for v in trained.values()) - sum(
+            (len(group) - 1) * trained[group[0]].size for group in tied)
+        got_count = int(trained_count.group(1)) if trained_count else None
+        report(f"{name} trained parameters: mlc {got_count}, torch {torch_count}",
+               got_count == torch_count)
+    covered = {imap[n]["hf"][0] if n in imap and n not in trained else n for n in mine}
     params = {m["hf"][0] for m in imap.values()}
+    if "-dynamo" in name:
+        params = set(trained)
     unsaved = sorted(params - covered)
     ok = worst <= args.weight_tol and not missing and not unsaved
     report(f"{name} trained weights: {len(mine)} tensors, max abs diff / (lr x steps) {worst:.1e} "

@@ -152,9 +152,13 @@ def check(args):
     saved = read_safetensors(w)
     aliases = 0
     for name, value in saved.items():
-        if name in inits:
-            if not np.array_equal(inits[name], value):
+        if name in inits or name + ".T" in inits:
+            # NAME.T: the transpose a product reads, where the exporter had
+            # folded one (torch's orientation is the weights').
+            if name in inits and not np.array_equal(inits[name], value):
                 failures.append(f"{name}: trained.onnx holds other values than the weights")
+            if name + ".T" in inits and not np.array_equal(inits[name + ".T"], value.T):
+                failures.append(f"{name}.T: trained.onnx holds other values than the weights")
         # A tied parameter's other name: its one initializer holds it.
         elif any(v.shape == value.shape and np.array_equal(v, value) for v in inits.values()):
             aliases += 1

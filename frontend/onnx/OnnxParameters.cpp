@@ -1,0 +1,325 @@
+//===- OnnxParameters.cpp - which parameter each initializer read is ------===//
+//
+// The rule and the facts it reads: OnnxParameters.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/onnx/OnnxParameters.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <algorithm>
+
+namespace mlc {
+namespace {
+
+constexpr const char *kFxNodeKey = "pkg.torch.onnx.fx_node";
+constexpr const char *kScopesKey = "pkg.torch.onnx.name_scopes";
+constexpr const char *kRuleKey = "pkg.onnxscript.rewriter.rule_name";
+constexpr const char *kFoldedKey = "pkg.onnxscript.optimizer.folded_from";
+
+/// What a node's `pkg.torch.onnx.fx_node` says: the op (`torch.ops.aten.
+/// linear.default`) and the FX values its arguments name, in order.
+struct FxNode {
+  std::string name, op;
+  std::vector<std::string> args;
+};
+
+bool identChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+FxNode parseFxNode(llvm::StringRef text) {
+  FxNode fx;
+  if (text.consume_front("%")) {
+    size_t end = 0;
+    while (end < text.size() && identChar(text[end]))
+      ++end;
+    fx.name = text.take_front(end).str();
+  }
+  size_t at = text.find("target=");
+  size_t open = text.find("](", at);
+  if (at == llvm::StringRef::npos || open == llvm::StringRef::npos)
+    return fx;
+  fx.op = text.slice(at + 7, open).str();
+  // args = (A, B, ...): each top-level argument, its FX value's name where
+  // it is one (`%name`), else "" (a literal, a list).
+  size_t begin = text.find("args = (", open);
+  if (begin == llvm::StringRef::npos)
+    return fx;
+  int depth = 0;
+  std::string arg;
+  bool isValue = false;
+  for (size_t i = begin + 8; i < text.size(); ++i) {
+    char c = text[i];
+    if (depth == 0 && (c == ',' || c == ')')) {
+      fx.args.push_back(isValue ? arg : "");
+      arg.clear();
+      isValue = false;
+      if (c == ')')
+        break;
+      continue;
+    }
+    if (c == '(' || c == '[' || c == '{')
+      ++depth;
+    else if (c == ')' || c == ']' || c == '}')
+      --depth;
+    else if (depth == 0 && c == '%' && arg.empty())
+      isValue = true;
+    else if (depth == 0 && isValue && identChar(c))
+      arg += c;
+  }
+  return fx;
+}
+
+/// The position of the weight among the arguments of torch's product `op`
+/// (aten.linear(x, W, b), aten.addmm(b, x, W), aten.mm(x, W)), if it is one.
+std::optional<size_t> weightArgument(llvm::StringRef op) {
+  if (op.contains("aten.linear.") || op.contains("aten.mm.") || op.contains("aten.matmul.") ||
+      op.contains("aten.bmm."))
+    return 1;
+  if (op.contains("aten.addmm.") || op.contains("aten.baddbmm."))
+    return 2;
+  return std::nullopt;
+}
+
+std::string lastComponent(llvm::StringRef name) {
+  auto [head, tail] = name.rsplit('.');
+  return tail.empty() ? head.str() : tail.str();
+}
+
+/// Whether torch's `op` uses its argument weight transposed as the right
+/// operand of a product (true), as it is (false), or is no product.
+std::optional<bool> torchTransposes(llvm::StringRef op) {
+  if (op.contains("aten.linear."))
+    return true;
+  for (const char *p : {"aten.addmm.", "aten.mm.", "aten.matmul.", "aten.bmm.", "aten.baddbmm."})
+    if (op.contains(p))
+      return false;
+  return std::nullopt;
+}
+
+/// Whether ONNX node `n` uses its input `k` transposed as the right operand
+/// of a product, or is no product over that input.
+std::optional<bool> onnxTransposes(const onnx::NodeProto &n, int k) {
+  if (n.op_type() == "MatMul" && k == 1)
+    return false;
+  if (n.op_type() == "Gemm" && k == 1) {
+    for (const auto &a : n.attribute())
+      if (a.name() == "transB")
+        return a.i() != 0;
+    return false;
+  }
+  return std::nullopt;
+}
+
+/// The names in a `folded_from` list: "['model.x.weight', 'val_5']".
+std::vector<std::string> quotedNames(llvm::StringRef text) {
+  std::vector<std::string> out;
+  for (size_t at = text.find('\''); at != llvm::StringRef::npos;) {
+    size_t end = text.find('\'', at + 1);
+    if (end == llvm::StringRef::npos)
+      break;
+    out.push_back(text.slice(at + 1, end).str());
+    at = text.find('\'', end + 1);
+  }
+  return out;
+}
+
+/// An FX value named for a transposition of its one argument (torch names
+/// a call_function node after its op: `permute`, `t_3`, `transpose_1`).
+bool namesTransposition(llvm::StringRef fxValue) {
+  llvm::StringRef op = fxValue.rtrim("0123456789");
+  if (op.size() < fxValue.size())
+    op = op.drop_back(op.ends_with("_") ? 1 : 0);
+  return op == "permute" || op == "t" || op == "transpose" || op == "numpy_T";
+}
+
+} // namespace
+
+llvm::Expected<ParameterPlan> planParameters(const onnx::ModelProto &model,
+                                             const ExportSignature &signature,
+                                             const std::set<std::string> &floatInits,
+                                             const std::string &file) {
+  ParameterPlan plan;
+  auto fail = [&](const std::string &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), file + ": " + msg);
+  };
+  std::map<std::string, std::string> targetOf; // FX placeholder -> PARAMETER target
+  std::set<std::string> targets;
+  for (const SignatureInput &in : signature)
+    if (in.kind == "PARAMETER") {
+      targetOf[in.placeholder] = in.target;
+      targets.insert(in.target);
+      plan.parameters.push_back(in.target);
+    }
+  const onnx::GraphProto &g = model.graph();
+  std::vector<std::map<std::string, std::string>> meta;
+  meta.reserve(g.node_size());
+  bool anyFx = false;
+  for (const auto &n : g.node()) {
+    meta.push_back(onnxNodeMetadata(n));
+    anyFx |= meta.back().count(kFxNodeKey) > 0;
+  }
+  if (targets.empty() || !anyFx)
+    return plan;
+  plan.attributed = true;
+
+  // Initializers the optimizer folded from one parameter by a transposition
+  // (Falcon's `weight.T`, an FX node `permute` of its own): the value_info
+  // of the folded value says what it was folded from.
+  std::map<std::string, std::string> foldedTranspose; // initializer -> parameter
+  for (const auto &vi : g.value_info()) {
+    if (!floatInits.count(vi.name()) || !namesTransposition(vi.name()))
+      continue;
+    auto m = onnxValueMetadata(vi);
+    auto from = m.find(kFoldedKey);
+    if (from == m.end())
+      continue;
+    std::vector<std::string> sources;
+    for (const std::string &src : quotedNames(from->second))
+      if (targets.count(src))
+        sources.push_back(src);
+    if (sources.size() == 1)
+      foldedTranspose[vi.name()] = sources[0];
+  }
+
+  std::map<std::string, std::string> mentionedBy; // target -> a node that computes with it
+  std::map<std::string, std::vector<std::vector<std::string>>> readIn; // target -> module chains
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto &n = g.node(i);
+    FxNode fx;
+    if (auto it = meta[i].find(kFxNodeKey); it != meta[i].end())
+      fx = parseFxNode(it->second);
+    std::vector<std::string> left; // the FX node's parameters not yet matched
+    for (const std::string &a : fx.args)
+      if (auto t = targetOf.find(a); !a.empty() && t != targetOf.end() && !llvm::is_contained(left, t->second)) {
+        left.push_back(t->second);
+        mentionedBy.emplace(t->second, n.name().empty() ? fx.name : n.name());
+      }
+    std::vector<int> open; // float initializer inputs not yet matched
+    auto claim = [&](int k, const std::string &target) {
+      ParameterRead r{target, false};
+      std::optional<bool> torchT = torchTransposes(fx.op), onnxT = onnxTransposes(n, k);
+      if (torchT && onnxT)
+        r.transposed = *torchT != *onnxT;
+      plan.reads[{i, k}] = r;
+      left.erase(std::remove(left.begin(), left.end(), target), left.end());
+    };
+    for (int k = 0; k < n.input_size(); ++k) {
+      if (!floatInits.count(n.input(k)))
+        continue;
+      if (llvm::is_contained(left, n.input(k)))
+        claim(k, n.input(k));
+      else
+        open.push_back(k);
+    }
+    // The product's right operand is torch's weight argument.
+    if (std::optional<size_t> w = weightArgument(fx.op); w && *w < fx.args.size())
+      if (auto t = targetOf.find(fx.args[*w]); t != targetOf.end())
+        for (auto it = open.begin(); it != open.end(); ++it)
+          if (onnxTransposes(n, *it) && llvm::is_contained(left, t->second)) {
+            claim(*it, t->second);
+            open.erase(it);
+            break;
+          }
+    if (open.size() == 1 && left.size() == 1) {
+      claim(open[0], left[0]);
+      open.clear();
+    }
+    for (auto it = open.begin(); it != open.end();) {
+      std::string attr = lastComponent(n.input(*it));
+      std::vector<std::string> same;
+      for (const std::string &t : left)
+        if (lastComponent(t) == attr)
+          same.push_back(t);
+      if (same.size() == 1) {
+        claim(*it, same[0]);
+        it = open.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (!open.empty() && !left.empty())
+      return fail("node '" + (n.name().empty() ? fx.name : n.name()) + "' (" + n.op_type() +
+                  ") reads initializer '" + n.input(open[0]) +
+                  "', and torch's op for it computes with the parameters '" +
+                  llvm::join(left, "', '") + "': which one it holds cannot be told");
+    // Read under its own name by a node torch's op does not attribute (one
+    // the optimizer made): that parameter; a transposition of a parameter
+    // the optimizer folded, which torch's op reads as the FX value of that
+    // name: the parameter, transposed; else a constant.
+    for (int k : open) {
+      if (targets.count(n.input(k))) {
+        claim(k, n.input(k));
+      } else if (auto f = foldedTranspose.find(n.input(k));
+                 f != foldedTranspose.end() && llvm::is_contained(fx.args, n.input(k))) {
+        plan.reads[{i, k}] = {f->second, true};
+        mentionedBy.emplace(f->second, n.name());
+      }
+    }
+    // 3. A zero bias the optimizer removed from a Gemm.
+    auto rule = meta[i].find(kRuleKey);
+    if (n.op_type() == "Gemm" && (n.input_size() < 3 || n.input(2).empty()) && left.size() == 1 &&
+        rule != meta[i].end() && rule->second == "RemoveOptionalBiasFromGemm") {
+      plan.removedBias[i] = left[0];
+      left.clear();
+    }
+    if (auto s = meta[i].find(kScopesKey); s != meta[i].end()) {
+      std::vector<std::string> chain = moduleScopes(s->second);
+      for (int k = 0; k < n.input_size(); ++k)
+        if (auto r = plan.reads.find({i, k}); r != plan.reads.end())
+          readIn[r->second.target].push_back(chain);
+    }
+  }
+
+  std::set<std::string> claimed;
+  for (auto &[at, r] : plan.reads)
+    claimed.insert(r.target);
+  for (auto &[node, t] : plan.removedBias)
+    claimed.insert(t);
+  const std::string reexport =
+      ": the exporter's optimizer folded it into a constant or removed it, and training that "
+      "graph would not train this parameter; export with torch.onnx.export(..., "
+      "optimize=False)";
+  for (const std::string &t : plan.parameters) {
+    if (claimed.count(t))
+      continue;
+    if (auto m = mentionedBy.find(t); m != mentionedBy.end())
+      return fail("parameter '" + t + "', which torch computes with at node '" + m->second +
+                  "', is in no input of the graph" + reexport);
+    // 4. A tie: the parameter read in the module of `t` (or the nearest
+    // module below it) under the same attribute name.
+    llvm::StringRef module, attr;
+    std::tie(module, attr) = llvm::StringRef(t).rsplit('.');
+    if (attr.empty())
+      std::swap(module, attr);
+    int best = -1;
+    std::vector<std::string> at;
+    for (const auto &[read, chains] : readIn) {
+      if (lastComponent(read) != attr)
+        continue;
+      int depth = -1;
+      for (const auto &chain : chains)
+        for (size_t k = 0; k < chain.size(); ++k)
+          if (chain[k] == module && (depth < 0 || int(chain.size() - 1 - k) < depth))
+            depth = int(chain.size() - 1 - k);
+      if (depth < 0)
+        continue;
+      if (best < 0 || depth < best) {
+        best = depth;
+        at = {read};
+      } else if (depth == best) {
+        at.push_back(read);
+      }
+    }
+    if (at.size() != 1)
+      return fail("parameter '" + t + "' is read by no node of the graph and tied to " +
+                  (at.empty() ? "no other parameter" : "'" + at[0] + "' and '" + at[1] + "' alike") +
+                  reexport);
+    plan.aliases[at[0]].push_back(t);
+  }
+  return plan;
+}
+
+} // namespace mlc
