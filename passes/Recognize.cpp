@@ -746,10 +746,27 @@ DenseElementsAttr rotaryTable(Value v, ArrayRef<int64_t> shape) {
 
 /// p of the head split transpose(p, [0, 2, 1, 3]) (null for anything else).
 Value headSplitRows(Value x) {
-  auto split = x.getDefiningOp<TransposeOp>();
+  // A chain of transposes counts as the one they compose to (Falcon's K and
+  // V: a slice of the heads moved first, indexed, and moved back).
+  // The nearest value the chain's composition makes a head split of.
   const int64_t headSplit[] = {0, 2, 1, 3};
-  return split && split.getPermutation() == ArrayRef<int64_t>(headSplit) ? split.getInput()
-                                                                        : Value();
+  SmallVector<int64_t> perm;
+  Value v = x;
+  for (int depth = 0; depth < 4; ++depth) {
+    auto t = v.getDefiningOp<TransposeOp>();
+    if (!t)
+      return Value();
+    if (perm.empty()) {
+      perm.assign(t.getPermutation().begin(), t.getPermutation().end());
+    } else { // transpose(transpose(y, inner), perm) = transpose(y, inner[perm[i]])
+      for (int64_t &p : perm)
+        p = t.getPermutation()[p];
+    }
+    v = t.getInput();
+    if (perm == ArrayRef<int64_t>(headSplit))
+      return v;
+  }
+  return Value();
 }
 
 /// The tables [..., S, R] of a rotation of [B, H, S, D] as [S, 1, R], the
@@ -783,7 +800,7 @@ Value buildRotary(PatternRewriter &rewriter, Location loc, Value x, DenseElement
   if (!rows || !rowCos || !rowSin)
     return rotary(x, cos, sin);
   return rewriter.create<TransposeOp>(loc, rotary(rows, rowCos, rowSin),
-                                      x.getDefiningOp<TransposeOp>().getPermutationAttr());
+                                      rewriter.getDenseI64ArrayAttr({0, 2, 1, 3}));
 }
 
 /// HF's apply_rotary_pos_emb as the exporters write it out:
