@@ -10,6 +10,7 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/Error.h"
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -63,10 +64,17 @@ struct PackageDescription {
   /// imported model's initializers): written as weights.safetensors.
   std::vector<std::pair<std::string, rt::HostTensor>> weights;
   DataParallelOptions dataParallel;
+  /// Whether pointwise chains were fused (--fuse, --no-fuse): the manifest
+  /// records it with the other compile flags, which a run of the package
+  /// (`mlc train PACKAGE --micro-batch ...`) checks its flags against.
+  bool fused = true;
   /// Parameter -> its other names (an imported model's tied weights):
   /// written as aliases.json, {"lm_head.weight": ["transformer.wte.weight"]},
   /// when there are any.
   std::map<std::string, std::vector<std::string>> aliases;
+  /// Called with the lowered plan before anything is written: an error
+  /// (a plan over `mlc compile --device-memory`) leaves no package.
+  std::function<llvm::Error(mlir::ModuleOp)> checkPlan;
 };
 
 /// Lowers the module and writes the package directory (manifest.json,

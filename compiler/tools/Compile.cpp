@@ -3,10 +3,12 @@
 //   mlc compile MODEL [--emit=package|graph|mlir|plan|kernels|cuda|ptx] [-o PATH]
 //   mlc compile MODEL --report [--report-json FILE] [--cuda-arch sm_90,...]
 //   mlc compile MODEL [--report] --roofline h200|bw=TB/s,bf16=TFLOP/s,f32=TFLOP/s
+//   mlc compile MODEL [--report] --device-memory SIZE|h100|h200  (MemoryReport.cpp)
 //   mlc import MODEL.onnx [-o FILE]
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/tools/MemoryPlan.h"
 #include "compiler/tools/Model.h"
 #include "compiler/tools/Roofline.h"
 #include "compiler/tools/Tool.h"
@@ -49,12 +51,13 @@ cl::opt<std::string> output("o",
                             cl::cat(category()));
 cl::opt<bool> report("report",
                      cl::desc("Print kernel counts and bytes moved per step, unfused and "
-                              "fused"),
+                              "fused, and the memory each rank allocates"),
                      cl::sub(compileCmd()), cl::cat(category()));
 cl::opt<std::string> cudaArch("cuda-arch",
                               cl::desc("--report: the GPU architectures whose ptxas statistics "
-                                       "it prints (NVRTC, comma-separated); --emit=ptx: "
-                                       "the first one's PTX"),
+                                       "it prints (NVRTC, comma-separated), or none (or "
+                                       "nothing) for no CUDA statistics; --emit=ptx: the first "
+                                       "one's PTX"),
                               cl::value_desc("sm_XX,..."), cl::init("sm_90"), cl::sub(compileCmd()),
                               cl::cat(category()));
 cl::opt<std::string> reportJson("report-json", cl::desc("Write the report as JSON"),
@@ -118,6 +121,9 @@ int writeTextTo(const std::string &path, const std::string &text) {
   return 0;
 }
 
+/// --cuda-arch none, or an empty list: no CUDA statistics in the report.
+bool noCudaArch() { return cudaArch == "none" || StringRef(cudaArch).trim(" ,").empty(); }
+
 int writeText(const std::string &text) {
   return writeTextTo(output.empty() ? std::string("-") : std::string(output), text);
 }
@@ -127,6 +133,8 @@ int writeText(const std::string &text) {
 /// pointwise, row and optimizer kernels are the ones that cost bandwidth;
 /// their total is its last line per architecture.
 int cudaReport(const std::string &source) {
+  if (noCudaArch())
+    return 0;
   std::string why;
   try {
     // Read first, with or without NVRTC: a kernel CUDA cannot run fails here.
@@ -249,9 +257,10 @@ int countsReport(std::string &json) {
   return 0;
 }
 
-/// --report: the counts, then the CUDA kernels of the package these flags
-/// compile (ptxas statistics); --roofline: that package's step at a GPU's
-/// limits (Roofline.h). --report-json writes what ran as one JSON object.
+/// --report: the counts, the memory per rank (MemoryPlan.h), then the CUDA
+/// kernels of the package these flags compile (ptxas statistics);
+/// --roofline: that package's step at a GPU's limits (Roofline.h).
+/// --report-json writes what ran as one JSON object.
 int runReport() {
   std::optional<RooflineDevice> device;
   if (!roofline.empty()) {
@@ -269,6 +278,11 @@ int runReport() {
   auto g = compileModel(ctx, /*training=*/true);
   if (!g)
     return fail(toString(g.takeError()));
+  // -o: the package the report is of is written too (from a copy: the
+  // report lowers the graph in place).
+  mlir::OwningOpRef<mlir::ModuleOp> packaged;
+  if (!output.empty() && emit == Emit::Package)
+    packaged = g->module->clone();
   if (auto err = mlc::lowerToPlanPipeline(*g->module, g->description.dataParallel))
     return fail(toString(std::move(err)));
   if (device) {
@@ -286,6 +300,8 @@ int runReport() {
     json += (json.empty() ? "" : ", ") + std::string("\"roofline\": ") + rooflineJson(*r);
   }
   if (counts) {
+    if (int rc = memoryReport(*g->module, json))
+      return rc;
     auto lowered = mlc::serializePlan(*g->module);
     if (!lowered)
       return fail(toString(lowered.takeError()));
@@ -295,6 +311,14 @@ int runReport() {
   if (!reportJson.empty())
     if (int rc = writeTextTo(reportJson, "{" + json + "}\n"))
       return rc;
+  if (auto err = checkDeviceMemory(*g->module)) // after the report that shows why
+    return fail(toString(std::move(err)));
+  if (packaged) {
+    auto lowered = mlc::writePackage(*packaged, output, g->description);
+    if (!lowered)
+      return fail(toString(lowered.takeError()));
+    outs() << "mlc: wrote " << output << "\n";
+  }
   return 0;
 }
 
@@ -320,6 +344,22 @@ int runCompile() {
   } catch (const mlc::rt::Error &e) {
     return fail(e.what());
   }
+  auto limited = deviceMemoryGiven(); // a bad --device-memory fails before compiling
+  if (!limited)
+    return fail(toString(limited.takeError()));
+  // --cuda-arch: sm_XX names, or none (or nothing: --cuda-arch=) for no
+  // CUDA statistics, checked before any work.
+  if (noCudaArch() && emit == Emit::Ptx)
+    return fail("--emit=ptx needs a --cuda-arch sm_XX to compile for, got '" +
+                std::string(cudaArch) + "'");
+  if (!noCudaArch()) {
+    SmallVector<StringRef> arches;
+    StringRef(cudaArch).split(arches, ',', -1, false);
+    for (StringRef arch : arches)
+      if (!arch.trim().starts_with("sm_"))
+        return fail("--cuda-arch: expected sm_XX, got '" + arch.trim().str() +
+                    "' (a list sm_XX,sm_YY, or none: no CUDA statistics)");
+  }
   if (report || !reportJson.empty() || !roofline.empty())
     return runReport();
   if (emit == Emit::Graph)
@@ -337,6 +377,8 @@ int runCompile() {
   }
   if (emit == Emit::Plan) {
     if (auto err = mlc::lowerToPlanPipeline(module, g->description.dataParallel))
+      return fail(toString(std::move(err)));
+    if (auto err = checkDeviceMemory(module))
       return fail(toString(std::move(err)));
     std::string text;
     raw_string_ostream os(text);
@@ -377,6 +419,8 @@ int runCompile() {
     }
   }
   std::string dir = output.empty() ? model + ".mlcpkg" : std::string(output);
+  if (*limited)
+    g->description.checkPlan = checkDeviceMemory;
   auto lowered = mlc::writePackage(module, dir, g->description);
   if (!lowered)
     return fail(toString(lowered.takeError()));

@@ -513,10 +513,7 @@ static Value rootBuffer(Value buffer) {
   return buffer;
 }
 
-/// Whether kernel `k` writes its argument `arg`: a body's plan.store,
-/// plan.normalize or plan.accumulate into it, or one of its template's
-/// outputs (templateWritesArg).
-static bool kernelWritesArg(KernelOp k, int64_t arg) {
+bool kernelWritesArg(KernelOp k, int64_t arg) {
   if (k.getBody().empty())
     return k.getTemplateName() && templateWritesArg(*k.getTemplateName(), k.getParamsAttr(), arg);
   for (Operation &op : k.getBody().front()) {

@@ -39,6 +39,11 @@ std::string dtypeName(mlir::Type type);
 /// into it; {null, 0} for buffers bound to parameters, gradients or inputs.
 std::pair<ArenaOp, int64_t> arenaRoot(mlir::Value buffer);
 
+/// Whether kernel `k` writes its argument `arg`: a body's plan.store,
+/// plan.normalize or plan.accumulate into it, or one of its template's
+/// outputs (templateWritesArg).
+bool kernelWritesArg(KernelOp k, int64_t arg);
+
 /// Live ranges of a function's arena buffers: the first and last step (the
 /// index of a plan.launch or plan.gemm in execution order) that reads or
 /// writes the buffer or a view of it; a buffer a plan.output returns stays

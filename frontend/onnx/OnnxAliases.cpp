@@ -33,6 +33,35 @@ std::vector<std::string> moduleScopes(llvm::StringRef text) {
   return all;
 }
 
+std::vector<std::string>
+nearestReads(llvm::StringRef target,
+             const std::map<std::string, std::vector<std::vector<std::string>>> &readIn) {
+  llvm::StringRef module, attr;
+  std::tie(module, attr) = target.rsplit('.');
+  if (attr.empty()) // a parameter of the root module: no scope names it
+    std::swap(module, attr);
+  int best = -1;
+  std::vector<std::string> at;
+  for (const auto &[name, chains] : readIn) {
+    if (!llvm::StringRef(name).ends_with("." + attr.str()) && name != attr)
+      continue;
+    int depth = -1;
+    for (const auto &chain : chains)
+      for (size_t k = 0; k < chain.size(); ++k)
+        if (chain[k] == module && (depth < 0 || int(chain.size() - 1 - k) < depth))
+          depth = int(chain.size() - 1 - k);
+    if (depth < 0)
+      continue;
+    if (best < 0 || depth < best) {
+      best = depth;
+      at = {name};
+    } else if (depth == best) {
+      at.push_back(name);
+    }
+  }
+  return at;
+}
+
 OnnxAliases onnxParameterAliases(const onnx::ModelProto &model,
                                  const ExportSignature &signature) {
   OnnxAliases result;
@@ -63,29 +92,9 @@ OnnxAliases onnxParameterAliases(const onnx::ModelProto &model,
   for (const std::string &t : missing) {
     llvm::StringRef module, attr;
     std::tie(module, attr) = llvm::StringRef(t).rsplit('.');
-    if (attr.empty()) // a parameter of the root module: no scope names it
+    if (attr.empty())
       std::swap(module, attr);
-    // The nearest reader: depth below `module` of the innermost module of
-    // a node that reads a `*.attr` initializer inside `module`.
-    int best = -1;
-    std::vector<std::string> at;
-    for (const auto &[init, chains] : readIn) {
-      if (!llvm::StringRef(init).ends_with("." + attr.str()) && init != attr)
-        continue;
-      int depth = -1;
-      for (const auto &chain : chains)
-        for (size_t k = 0; k < chain.size(); ++k)
-          if (chain[k] == module && (depth < 0 || int(chain.size() - 1 - k) < depth))
-            depth = int(chain.size() - 1 - k);
-      if (depth < 0)
-        continue;
-      if (best < 0 || depth < best) {
-        best = depth;
-        at = {init};
-      } else if (depth == best) {
-        at.push_back(init);
-      }
-    }
+    std::vector<std::string> at = nearestReads(t, readIn);
     if (at.size() == 1) {
       result.byInitializer[at[0]].push_back(t);
       continue;

@@ -80,6 +80,14 @@ std::map<std::string, std::string> onnxNodeMetadata(const onnx::NodeProto &node)
 /// A value_info's metadata_props (ValueInfoProto field 4) by key.
 std::map<std::string, std::string> onnxValueMetadata(const onnx::ValueInfoProto &value);
 
+/// The tie rule's search: the names among `readIn` (name -> the module
+/// chains of the nodes reading it) whose last component is `target`'s
+/// attribute and that a node reads in `target`'s module, at the nearest depth
+/// below it. One name is the tie; none or two are no tie.
+std::vector<std::string>
+nearestReads(llvm::StringRef target,
+             const std::map<std::string, std::vector<std::vector<std::string>>> &readIn);
+
 struct OnnxAliases {
   /// Initializer name -> the other names of that parameter, in signature
   /// order.

@@ -702,15 +702,7 @@ llvm::Error Importer::convert(const onnx::NodeProto &n) {
   // Identity of an initializer the exporter merged: a parameter of its own.
   if (!plan.attributed && n.op_type() == "Identity" && n.input_size() == 1 && n.output_size() == 1 &&
       paramInits.count(n.input(0)) && !paramNames.count(n.output(0))) {
-    Const init = paramInits.at(n.input(0));
-    const std::string &name = n.output(0);
-    Value v = block->addArgument(RankedTensorType::get(init.shape, floatType()), loc);
-    argAttrs.push_back(
-        b.getDictionaryAttr({b.getNamedAttr("mlc.param", b.getStringAttr(name)),
-                             b.getNamedAttr("mlc.init", b.getStringAttr("package"))}));
-    paramNames.insert(name);
-    weights.push_back({name, weightTensor(init)});
-    values[name] = {v, nullptr};
+    values[n.output(0)] = {addParameter(n.output(0), paramInits.at(n.input(0))), nullptr};
     return llvm::Error::success();
   }
   const auto &table = opTable();

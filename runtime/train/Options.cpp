@@ -84,7 +84,8 @@ const std::vector<TrainFlag> &trainFlags() {
     std::vector<TrainFlag> f = {
         integer("steps", "Optimizer steps", &TrainOptions::steps),
         number("lr", "Peak learning rate", &TrainOptions::lr),
-        number("min-lr", "Learning rate at the end of the cosine decay", &TrainOptions::minLr),
+        number("min-lr", "Learning rate at the end of the cosine decay (at most --lr)",
+               &TrainOptions::minLr),
         integer("warmup", "Linear warmup steps", &TrainOptions::warmup),
         string("lr-schedule", "name", "constant or cosine (after warmup)",
                &TrainOptions::schedule),
@@ -129,6 +130,11 @@ const std::vector<TrainFlag> &trainFlags() {
                 &TrainOptions::evalInterval),
         integer("eval-iters", "Validation batches per evaluation", &TrainOptions::evalIters),
         string("log-json", "file", "One JSON object per step", &TrainOptions::logJson),
+        string("memory-report", "file",
+               "Write the bytes the backend allocated, by item (parameters, gradients, "
+               "moments, arena, ...), as JSON when the run ends: what `mlc compile --report` "
+               "states in advance",
+               &TrainOptions::memoryReport),
         string("dump-batches", "dir",
                "Write every training input this rank fed as DIR/NAME.npy, [micro-batches, "
                "...] in the order they ran (what the data became: packed documents' "
@@ -161,13 +167,16 @@ const std::vector<TrainFlag> &trainFlags() {
         boolean("calculate-per-token-loss",
                 "Megatron-LM's --calculate-per-token-loss: the step's loss is the mean over "
                 "all its labels not ignored (each micro-batch of every rank weighs by its "
-                "count of them); without it each micro-batch's mean weighs the same",
+                "count of them); without it each micro-batch's mean weighs the same. In both, "
+                "a step with no label not ignored (all -100, or all masked by --eod-mask-loss) "
+                "stops the run with an error naming it, before its update",
                 &TrainOptions::perTokenLoss),
         integer("eod-token", "GPT data: the end-of-document id that --eod-mask-loss and a "
                              "package compiled with --reset-attention-mask or "
                              "--reset-position-ids split samples at (-1: the tokenizer's: "
                              "<|endoftext|> of --vocab-file with --merge-file, else the "
-                             "byte tokenizer's 0)",
+                             "byte tokenizer's 0); an id of the data's vocabulary (a plain "
+                             "file's bytes: 0..255) and the model's",
                 &TrainOptions::eodToken),
         string("progress", "mode", "auto, live (one updating line) or plain (a line per "
                                    "step); auto is live on a terminal",
@@ -247,7 +256,8 @@ static void refuseOverwritingInputs(const TrainOptions &o) {
   if (o.resume != "latest")
     for (const std::string &f : filesIn(o.resume))
       inputs.push_back({"--resume", f});
-  refuseOutputsOverInputs(inputs, {{"--save", o.save}, {"--log-json", o.logJson}});
+  refuseOutputsOverInputs(inputs, {{"--save", o.save}, {"--log-json", o.logJson},
+                                   {"--memory-report", o.memoryReport}});
 }
 
 void validate(const TrainOptions &o) {
@@ -268,6 +278,11 @@ void validate(const TrainOptions &o) {
   };
   finiteAtLeast("lr", o.lr, 0);
   finiteAtLeast("min-lr", o.minLr, 0);
+  // The schedule decays from --lr down to --min-lr: a floor above the peak
+  // would make it climb (Megatron-LM refuses it too).
+  if (o.minLr > o.lr)
+    fail("--min-lr " + text(o.minLr) + " is above --lr " + text(o.lr) +
+         ": the schedule decays from --lr down to --min-lr");
   finiteAtLeast("weight-decay", o.weightDecay, 0);
   finiteAtLeast("clip-grad", o.clipGrad, 0);
   parseBalancePolicy(o.balance); // an unknown policy is an error that lists them
@@ -317,6 +332,8 @@ void validate(const TrainOptions &o) {
     checkWritableFile(o.save, "--save");
   if (!o.logJson.empty())
     checkWritableFile(o.logJson, "--log-json");
+  if (!o.memoryReport.empty())
+    checkWritableFile(o.memoryReport, "--memory-report");
   if (!o.tensorboardDir.empty())
     checkTensorBoardDir(o.tensorboardDir);
   refuseOverwritingInputs(o);

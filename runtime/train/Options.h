@@ -35,6 +35,7 @@ struct TrainOptions {
   std::string vocabFile;          // BERT data: the WordPiece vocab.txt (special ids)
   int64_t evalInterval = 0, evalIters = 10; // validation loss every N steps
   std::string logJson;
+  std::string memoryReport;   // the backend's allocations by item, as JSON, at the end
   std::string dumpBatches;    // every training input fed, as DIR/NAME.npy [micro-batches, ...]
   std::string tensorboardDir; // TensorBoard event files (scalars of the JSON log's rows)
   double peakTflops = 0;      // the peak MFU is measured against (0: the device's own)

@@ -3,6 +3,7 @@
 #include "runtime/backend/cpu/CpuBackend.h"
 #include "runtime/backend/KernelCache.h"
 #include "runtime/core/Error.h"
+#include "contract/DeviceMemory.h"
 #include "contract/StepFunctions.h"
 
 #ifdef MLC_HAVE_CBLAS
@@ -84,18 +85,29 @@ CpuBackend::CpuBackend(const Package &pkg, bool verbose) : Backend(pkg) {
            " MiB (parameters, gradients, AdamW moments, activations, inputs); this machine "
            "has " + std::to_string(int64_t(have / (1 << 20))) + " MiB");
   }
+  namespace mem = mlc::memory;
   for (auto *flat : {&params_, &grads_, &adamM_, &adamV_})
     flat->assign(pkg.paramCount * elementSize_, 0);
-  for (const InputInfo &in : pkg.inputs)
+  account(mem::kParameters, int64_t(params_.size()));
+  account(mem::kGradients, int64_t(grads_.size()));
+  account(mem::kMoments, int64_t(adamM_.size() + adamV_.size()));
+  for (const InputInfo &in : pkg.inputs) {
     inputs_[in.name].assign(in.numel * dtypeSize(in.dtype), 0);
-  for (const ScalarsInfo &s : pkg.scalars)
+    account(mem::kInputs, int64_t(inputs_[in.name].size()));
+  }
+  for (const ScalarsInfo &s : pkg.scalars) {
     scalars_[s.name].assign(s.size, 0.0);
-  int64_t arena = 64;
+    account(mem::kRuntime, int64_t(s.size * sizeof(double)));
+  }
+  const int64_t align = mem::kCpuArenaAlignment;
+  int64_t arena = align;
   for (auto &[_, fn] : pkg.functions)
     arena = std::max(arena, fn.arenaBytes);
-  arena_ = static_cast<char *>(std::aligned_alloc(64, (arena + 63) / 64 * 64));
+  arena = (arena + align - 1) / align * align;
+  arena_ = static_cast<char *>(std::aligned_alloc(align, arena));
   if (!arena_)
     fail("cannot allocate the " + std::to_string(arena >> 20) + " MiB activation arena");
+  account(mem::kArena, arena);
   library_ = loadHostKernelLibrary(pkg.kernelsSource, verbose);
 
   for (auto &[name, fn] : pkg.functions) {
@@ -184,8 +196,10 @@ char *CpuBackend::resolve(const FunctionPlan &fn, int id) {
   BufferPlace p = place(fn, id);
   switch (p.kind) {
   case BufferPlace::Flat:
-    if (p.flat == FlatBuffer::GradSum && gradSum_.empty())
+    if (p.flat == FlatBuffer::GradSum && gradSum_.empty()) {
       gradSum_.assign(pkg_.paramCount * elementSize_, 0);
+      account(mlc::memory::kGradientSums, int64_t(gradSum_.size()));
+    }
     return flat(p.flat).data() + p.offset;
   case BufferPlace::Scalars:
     return reinterpret_cast<char *>(scalars_.at(p.name).data()) + p.offset;
@@ -422,7 +436,7 @@ void CpuBackend::run(const std::string &function, int64_t step) {
   if (weighsAfterRun(function))
     prepareBucket(0, pkg_.paramCount, /*clip=*/false); // the weight, where not 1
   if (error[0])
-    failKernelReport(error[0], error[1], error[2], error[3]);
+    failKernelReport(error[0], error[1], error[2], error[3], gatheredIds_);
 }
 
 HostTensor CpuBackend::output(const std::string &function, const std::string &name) {

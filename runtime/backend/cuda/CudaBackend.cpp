@@ -12,6 +12,7 @@
 #include "runtime/backend/cuda/CudaKernels.h"
 #include "runtime/backend/cuda/Nvrtc.h"
 #include "runtime/core/Error.h"
+#include "contract/DeviceMemory.h"
 #include "contract/StepFunctions.h"
 #include "runtime/core/Hash.h"
 #include "runtime/core/TensorIO.h"
@@ -29,6 +30,9 @@
 #include <sstream>
 
 namespace mlc::rt {
+
+static_assert(sizeof(CudaKernelCtx) == memory::kCudaKernelContextBytes,
+              "contract/DeviceMemory.h states the kernel context's size");
 
 namespace {
 
@@ -246,7 +250,8 @@ private:
     if (rc != CUBLAS_STATUS_SUCCESS)
       fail("cuBLASLt: " + what + " failed (status " + std::to_string(int(rc)) + ")");
   }
-  CUdeviceptr allocate(int64_t bytes, const std::string &what);
+  /// Device memory for `what`, recorded under `item` (contract/DeviceMemory.h).
+  CUdeviceptr allocate(int64_t bytes, const std::string &what, const char *item);
   /// Host-to-device copies and clears ordered on the compute stream (a
   /// synchronous cuMemcpy runs on the legacy stream, which a non-blocking
   /// stream does not wait for), complete when these return.
@@ -312,7 +317,7 @@ private:
   std::vector<CUdeviceptr> allocations_;
   CUdeviceptr params_ = 0, grads_ = 0, adamM_ = 0, adamV_ = 0, gradSum_ = 0, arena_ = 0;
   CUdeviceptr ctx_ = 0, errors_ = 0, scratch_ = 0, workspace_ = 0;
-  int64_t workspaceBytes_ = 32 << 20;
+  int64_t workspaceBytes_ = memory::kCublasLtWorkspaceBytes;
   std::map<std::string, CUdeviceptr> inputs_, scalars_;
   std::map<std::string, CudaKernelInfo> kernels_;
   std::map<std::string, CUfunction> functions_;
@@ -346,7 +351,7 @@ private:
   CUfunction biasF32_ = nullptr, biasF64_ = nullptr, biasBf16_ = nullptr;
   CUfunction geluF32_ = nullptr, geluF64_ = nullptr;
   CUdeviceptr bucketParts_ = 0;
-  static constexpr int kBucketParts = 256;
+  static constexpr int kBucketParts = memory::kCudaBucketNormParts;
   // NCCL: the communicator, its stream, and per tag the events that order a
   // bucket's sum after its gradients and the optimizer after the sum.
   ncclComm_t ncclComm_ = nullptr;
@@ -355,9 +360,10 @@ private:
   std::pair<CUevent, CUevent> timers_{nullptr, nullptr}; // MLC_PROFILE's
 };
 
-CUdeviceptr CudaBackend::allocate(int64_t bytes, const std::string &what) {
+CUdeviceptr CudaBackend::allocate(int64_t bytes, const std::string &what, const char *item) {
   CUdeviceptr p = 0;
-  CUresult rc = d_->alloc(&p, size_t(std::max<int64_t>(bytes, 256)));
+  const int64_t size = memory::cudaAllocation(bytes);
+  CUresult rc = d_->alloc(&p, size_t(size));
   if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
     size_t total = 0;
     d_->totalMem(&total, device_);
@@ -367,6 +373,7 @@ CUdeviceptr CudaBackend::allocate(int64_t bytes, const std::string &what) {
   }
   check(rc, "allocating " + what);
   allocations_.push_back(p);
+  account(item, size);
   return p;
 }
 
@@ -462,25 +469,26 @@ CudaBackend::CudaBackend(const Package &pkg, bool verbose, bool emulated)
   checkBlas(lt_->create(&ltHandle_), "cublasLtCreate");
 
   const int64_t flatBytes = pkg.paramCount * elementSize_;
-  params_ = allocate(flatBytes, "the parameters");
-  grads_ = allocate(flatBytes, "the gradients");
-  adamM_ = allocate(flatBytes, "AdamW's first moments");
-  adamV_ = allocate(flatBytes, "AdamW's second moments");
+  params_ = allocate(flatBytes, "the parameters", memory::kParameters);
+  grads_ = allocate(flatBytes, "the gradients", memory::kGradients);
+  adamM_ = allocate(flatBytes, "AdamW's first moments", memory::kMoments);
+  adamV_ = allocate(flatBytes, "AdamW's second moments", memory::kMoments);
   for (CUdeviceptr p : {params_, grads_, adamM_, adamV_})
     clear(p, size_t(flatBytes), "clearing a flat buffer");
   int64_t arena = 256;
   for (auto &[_, fn] : pkg.functions)
     arena = std::max(arena, fn.arenaBytes);
-  arena_ = allocate(arena, "the activation arena");
+  arena_ = allocate(arena, "the activation arena", memory::kArena);
   for (const InputInfo &in : pkg.inputs) {
-    inputs_[in.name] = allocate(in.numel * dtypeSize(in.dtype), "input " + in.name);
+    inputs_[in.name] =
+        allocate(in.numel * dtypeSize(in.dtype), "input " + in.name, memory::kInputs);
     clear(inputs_[in.name], size_t(in.numel * dtypeSize(in.dtype)), "clearing an input");
   }
   for (const ScalarsInfo &s : pkg.scalars)
-    scalars_[s.name] = allocate(s.size * 8, "scalars " + s.name);
-  ctx_ = allocate(sizeof(CudaKernelCtx), "the kernel context");
-  errors_ = allocate(3 * sizeof(int64_t), "the error words");
-  workspace_ = allocate(workspaceBytes_, "the cuBLASLt workspace");
+    scalars_[s.name] = allocate(s.size * 8, "scalars " + s.name, memory::kRuntime);
+  ctx_ = allocate(sizeof(CudaKernelCtx), "the kernel context", memory::kRuntime);
+  errors_ = allocate(memory::kCudaErrorWordsBytes, "the error words", memory::kRuntime);
+  workspace_ = allocate(workspaceBytes_, "the cuBLASLt workspace", memory::kGemmWorkspace);
   loadKernels(verbose);
 
   for (auto &[name, fn] : pkg.functions) {
@@ -507,7 +515,7 @@ CudaBackend::CudaBackend(const Package &pkg, bool verbose, bool emulated)
       b.labels.push_back(s.kernel + " " + it->second.kind);
     }
     b.argTable = allocate(int64_t(std::max<size_t>(table.size(), 1) * sizeof(CUdeviceptr)),
-                          "the kernel argument table of " + name);
+                          "the kernel argument table of " + name, memory::kRuntime);
     if (!table.empty())
       write(b.argTable, table.data(), table.size() * sizeof(CUdeviceptr),
             "uploading the kernel arguments");
@@ -568,10 +576,10 @@ CUmodule NvrtcLoader::load(const std::string &source, const std::string &name, b
 /// kernels.cu, its kernels, and the runtime's own.
 void CudaBackend::loadKernels(bool verbose) {
   kernels_ = parseCudaKernels(pkg_.cudaSource, pkg_.dir + "/kernels.cu");
-  int64_t scratch = 8;
+  int64_t scratch = memory::kCudaMinScratch;
   for (auto &[_, k] : kernels_)
     scratch = std::max(scratch, k.scratch);
-  scratch_ = allocate(scratch, "the kernels' scratch");
+  scratch_ = allocate(scratch, "the kernels' scratch", memory::kRuntime);
   module_ = loader_->load(pkg_.cudaSource, pkg_.dir + "/kernels.cu", verbose);
   builtins_ = loader_->load(cudaBucketKernels(), "the runtime's bucket kernels", false);
   const char *suffix = elementSize_ == 8 ? "_f64" : "_f32";
@@ -584,7 +592,7 @@ void CudaBackend::loadKernels(bool verbose) {
   check(d_->getFunction(&biasBf16_, builtins_, "mlc_bias_bf16"), "finding the bias kernels");
   check(d_->getFunction(&geluF32_, builtins_, "mlc_gelu_f32"), "finding the GELU kernels");
   check(d_->getFunction(&geluF64_, builtins_, "mlc_gelu_f64"), "finding the GELU kernels");
-  bucketParts_ = allocate(kBucketParts * 8, "the bucket norms");
+  bucketParts_ = allocate(kBucketParts * 8, "the bucket norms", memory::kCommunication);
   for (auto &[name, k] : kernels_) {
     CUfunction fn = nullptr;
     check(d_->getFunction(&fn, module_, name.c_str()), "finding kernel " + name);
@@ -604,7 +612,8 @@ CUdeviceptr &CudaBackend::flat(FlatBuffer which) {
     return adamV_;
   case FlatBuffer::GradSum:
     if (!gradSum_) {
-      gradSum_ = allocate(pkg_.paramCount * elementSize_, "the gradient sums");
+      gradSum_ = allocate(pkg_.paramCount * elementSize_, "the gradient sums",
+                          memory::kGradientSums);
       clear(gradSum_, size_t(pkg_.paramCount * elementSize_), "clearing the gradient sums");
     }
     return gradSum_;
@@ -1084,7 +1093,7 @@ void CudaBackend::run(const std::string &function, int64_t step) {
   ++b.runs;
   check(d_->streamSync(stream_), "running " + function);
   check(d_->dtoh(words, errors_, sizeof words), "reading the error words");
-  checkCudaErrorWords(words);
+  checkCudaErrorWords(words, gatheredIds_);
 }
 
 HostTensor CudaBackend::output(const std::string &function, const std::string &name) {

@@ -1,0 +1,103 @@
+//===- MemoryPlan.h - what a rank allocates, stated from the plan -*- C++
+//-*-===//
+//
+// `mlc compile MODEL --report` prints, per rank and before anything runs,
+// the bytes each backend will allocate for the package these flags compile,
+// item by item (contract/DeviceMemory.h): the flat parameter, gradient,
+// moment and accumulation buffers, the activation arena (split into the
+// activations saved for backward, per layer, and the transient rest), the
+// inputs, communication buffers, the GEMM workspace and the runtime's small
+// buffers. `--device-memory SIZE` refuses a plan whose total does not fit.
+//
+// Everything comes from the lowered plan (after mlc-plan-memory and the
+// CUDA target's passes): plan.param shapes, plan.input shapes at the token
+// capacity, each plan.func's arena_bytes, the arena slices' live ranges,
+// the kernels' cuda.scratch and the launches' operands. The runtime records
+// what it allocates under the same items (`mlc train --memory-report`), and
+// test/tools/memory-runtime.test holds the two equal on the CPU and on the
+// emulated CUDA device.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_COMPILER_TOOLS_MEMORYPLAN_H
+#define MLC_COMPILER_TOOLS_MEMORYPLAN_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mlc::tool {
+
+/// Saved activations of one group of buffers: a layer (its index in the
+/// parameters' names, `h.3.`, `layers.3.`, `layer.3.`) or, with layer -1,
+/// those outside the layers (embeddings, final norm, head, loss).
+struct LayerBytes {
+  int64_t layer = -1;
+  int64_t bytes = 0;
+};
+
+struct MemoryPlan {
+  /// The bytes each backend allocates, by item (contract/DeviceMemory.h).
+  std::map<std::string, int64_t> cuda, cpu;
+  /// Of the arena: the slices of @train_step that hold a value written in
+  /// forward (before the loss step) and read in backward, as placed.
+  int64_t saved = 0;
+  std::vector<LayerBytes> savedByLayer; // layers in order, then layer -1
+  /// Of the arena: values computed in forward from the parameters alone and
+  /// read in backward (the weights' bf16 copies under --dtype bf16).
+  int64_t weightCopies = 0;
+  /// The most bytes of arena slices live at any one step: the arena minus
+  /// this is what first-fit placement loses to fragmentation.
+  int64_t livePeak = 0;
+  /// Flat-buffer elements and their type; the products' type (bf16 under
+  /// --dtype bf16); whether the plan has a training step at all.
+  int64_t parameters = 0;
+  std::string paramDtype, computeDtype;
+  bool training = false;
+  /// Ranks the package runs on (every rank allocates the same today).
+  int64_t ranks = 1;
+
+  int64_t total(const std::map<std::string, int64_t> &items) const;
+  /// The arena's bytes beyond the saved activations and weight copies (the
+  /// transient peak with fragmentation), on the CUDA backend.
+  int64_t transient() const;
+};
+
+/// The memory plan of a module in the plan dialect. `computeDtype` is the
+/// products' type (the --dtype flag), for the advice on what shrinks it.
+llvm::Expected<MemoryPlan> memoryPlanOf(mlir::ModuleOp plan, int64_t ranks,
+                                        const std::string &computeDtype);
+
+/// The report's memory section, and its JSON object.
+std::string formatMemoryPlan(const MemoryPlan &p);
+std::string memoryPlanJson(const MemoryPlan &p);
+
+/// --device-memory: a size (80GB, 80GiB, 141e9 bytes; K/M/G/T in powers of
+/// 1000, Ki/Mi/Gi/Ti in powers of 1024) or a device, h100 (80 GB) or h200
+/// (141 GB), the capacities their datasheets state.
+llvm::Expected<int64_t> parseDeviceMemory(llvm::StringRef spec);
+
+/// An error when the plan's CUDA total exceeds `limit` bytes: it names the
+/// largest items and the flags that would shrink them; success otherwise.
+llvm::Error checkFits(const MemoryPlan &p, int64_t limit, llvm::StringRef spec);
+
+/// Bytes in human units (1.50 GiB, 12.0 MiB, 512 B).
+std::string humanBytes(int64_t bytes);
+
+// `mlc compile`'s side (MemoryReport.cpp, which owns --device-memory).
+
+/// Whether --device-memory was given; a bad value is an error before
+/// anything compiles.
+llvm::Expected<bool> deviceMemoryGiven();
+/// --report's memory section of a lowered module: printed (with whether it
+/// fits --device-memory), and `json` gets its "memory" field.
+int memoryReport(mlir::ModuleOp plan, std::string &json);
+/// --device-memory without --report: an error when the plan does not fit.
+llvm::Error checkDeviceMemory(mlir::ModuleOp plan);
+
+} // namespace mlc::tool
+
+#endif // MLC_COMPILER_TOOLS_MEMORYPLAN_H
