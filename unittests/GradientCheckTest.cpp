@@ -798,3 +798,7 @@ TEST(GradientCheck, OnnxSmolLM3) { checkOnnx("smollm3-dynamo-opset20"); }
 TEST(GradientCheck, OnnxStableLm) { checkOnnx("stablelm-dynamo-opset20"); }
 TEST(GradientCheck, OnnxGemma) { checkOnnx("gemma-dynamo-opset20-noopt"); }
 TEST(GradientCheck, OnnxGptNeoX) { checkOnnx("gptneox-dynamo-opset20-noopt"); }
+// Falcon: multi-query attention over one K/V head, its QKV heads one split;
+// Gemma 2: sandwich norms, GeGLU, soft-capped attention and final logits.
+TEST(GradientCheck, OnnxFalcon) { checkOnnx("falcon-dynamo-opset20"); }
+TEST(GradientCheck, OnnxGemma2) { checkOnnx("gemma2-dynamo-opset20-noopt"); }
