@@ -350,7 +350,7 @@ struct RecognizeGelu : OpRewritePattern<MulOp> {
 };
 
 //===----------------------------------------------------------------------===//
-// Attention: softmax(q k^T * scale [+ mask | causal]) [dropout] v
+// Attention: softmax([softcap](q k^T * scale) [+ mask | causal]) [dropout] v
 //===----------------------------------------------------------------------===//
 
 /// True for a boolean constant [1.., S, S] that is lower-triangular (j <= i).
@@ -532,6 +532,20 @@ Value untransposedKey(Value kT) {
   return k;
 }
 
+/// `c * tanh(x / c)` (or `tanh(x * (1/c)) * c`), the attention-logit
+/// soft-capping of Gemma 2 as exporters write it: x and c (c > 0). The two
+/// constants must agree, or the chain is something else.
+std::optional<std::pair<Value, double>> softcapped(Value v) {
+  auto outer = mulByConstant(v);
+  if (!outer || !(outer->second > 0) || !std::isfinite(outer->second))
+    return std::nullopt;
+  auto t = outer->first.getDefiningOp<TanhOp>();
+  auto in = t ? scaled(t.getInput()) : std::nullopt;
+  if (!in || !near(in->second * outer->second, 1.0, 1e-6))
+    return std::nullopt;
+  return std::make_pair(in->first, outer->second);
+}
+
 struct RecognizeAttention : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -567,6 +581,8 @@ struct RecognizeAttention : OpRewritePattern<MatmulOp> {
       for (auto [s, m] : {std::pair(add.getLhs(), add.getRhs()),
                           std::pair(add.getRhs(), add.getLhs())}) {
         Value inner = s;
+        if (auto c = softcapped(inner))
+          inner = c->first;
         if (auto sc = scaled(inner))
           inner = sc->first;
         if (inner.getDefiningOp<MatmulOp>()) {
@@ -582,6 +598,12 @@ struct RecognizeAttention : OpRewritePattern<MatmulOp> {
       mask = parts.keep;
       if (causal && shapeOf(scores)[2] != shapeOf(scores)[3])
         return failure();
+    }
+    // Soft-capping, c * tanh(s / c) of the scaled scores before the mask.
+    FloatAttr softcapAttr;
+    if (auto c = softcapped(scores)) {
+      softcapAttr = rewriter.getF64FloatAttr(c->second);
+      scores = c->first;
     }
     double scale = 1.0;
     if (auto sc = scaled(scores)) {
@@ -608,16 +630,19 @@ struct RecognizeAttention : OpRewritePattern<MatmulOp> {
     auto qs = shapeOf(q);
     if (qs.size() != 4 || shapeOf(v).size() != 4 || shapeOf(kT).size() != 4)
       return failure();
-    // Every operand is a full [B, H, S, D] tensor (no broadcast batch dims).
-    auto rs = shapeOf(root.getResult());
-    if (shapeOf(v)[0] != qs[0] || shapeOf(v)[1] != qs[1] || rs[0] != qs[0] || rs[1] != qs[1])
+    // Every operand is a full [B, H, S, D] tensor (no broadcast batch dims),
+    // except that K and V may both have one head that the products
+    // broadcast to every query head (multi-query attention as Falcon's
+    // export writes it): grouped-query attention with one kv head.
+    auto rs = shapeOf(root.getResult()), vs = shapeOf(v);
+    if (vs[0] != qs[0] || (vs[1] != qs[1] && vs[1] != 1) || rs[0] != qs[0] || rs[1] != qs[1])
       return failure();
     // K as [B, H, Sk, D]: kT read transposed, or transposed by an op made
     // only once the match is certain.
     SmallVector<int64_t> ks(shapeOf(kT));
     if (!qk.getTransposeRhs())
       std::swap(ks[2], ks[3]);
-    if (ks[0] != qs[0] || ks[1] != qs[1] || ks[3] != qs[3] || ks[2] != shapeOf(v)[2])
+    if (ks[0] != qs[0] || ks[1] != vs[1] || ks[3] != qs[3] || ks[2] != vs[2])
       return failure();
     for (Value m : {mask, parts.cond}) {
       if (!m)
@@ -643,7 +668,8 @@ struct RecognizeAttention : OpRewritePattern<MatmulOp> {
       scaleAttr = rewriter.getF64FloatAttr(scale);
     rewriter.replaceOpWithNewOp<AttentionOp>(
         root, q, k, v, mask, /*cu_seqlens=*/Value(), causal ? rewriter.getUnitAttr() : UnitAttr(),
-        scaleAttr, rewriter.getF64FloatAttr(dropout), rewriter.getI64IntegerAttr(seed));
+        scaleAttr, rewriter.getF64FloatAttr(dropout), rewriter.getI64IntegerAttr(seed),
+        softcapAttr);
     return success();
   }
 };
@@ -672,7 +698,7 @@ struct RecognizeAttentionMask : OpRewritePattern<AttentionOp> {
     rewriter.replaceOpWithNewOp<AttentionOp>(
         op, op.getQuery(), op.getKey(), op.getValue(), newMask, /*cu_seqlens=*/Value(),
         causal ? rewriter.getUnitAttr() : UnitAttr(), op.getScaleAttr(), op.getDropoutAttr(),
-        op.getSeedAttr());
+        op.getSeedAttr(), op.getSoftcapAttr());
     return success();
   }
 };
@@ -720,10 +746,27 @@ DenseElementsAttr rotaryTable(Value v, ArrayRef<int64_t> shape) {
 
 /// p of the head split transpose(p, [0, 2, 1, 3]) (null for anything else).
 Value headSplitRows(Value x) {
-  auto split = x.getDefiningOp<TransposeOp>();
+  // A chain of transposes counts as the one they compose to (Falcon's K and
+  // V: a slice of the heads moved first, indexed, and moved back).
+  // The nearest value the chain's composition makes a head split of.
   const int64_t headSplit[] = {0, 2, 1, 3};
-  return split && split.getPermutation() == ArrayRef<int64_t>(headSplit) ? split.getInput()
-                                                                        : Value();
+  SmallVector<int64_t> perm;
+  Value v = x;
+  for (int depth = 0; depth < 4; ++depth) {
+    auto t = v.getDefiningOp<TransposeOp>();
+    if (!t)
+      return Value();
+    if (perm.empty()) {
+      perm.assign(t.getPermutation().begin(), t.getPermutation().end());
+    } else { // transpose(transpose(y, inner), perm) = transpose(y, inner[perm[i]])
+      for (int64_t &p : perm)
+        p = t.getPermutation()[p];
+    }
+    v = t.getInput();
+    if (perm == ArrayRef<int64_t>(headSplit))
+      return v;
+  }
+  return Value();
 }
 
 /// The tables [..., S, R] of a rotation of [B, H, S, D] as [S, 1, R], the
@@ -757,7 +800,7 @@ Value buildRotary(PatternRewriter &rewriter, Location loc, Value x, DenseElement
   if (!rows || !rowCos || !rowSin)
     return rotary(x, cos, sin);
   return rewriter.create<TransposeOp>(loc, rotary(rows, rowCos, rowSin),
-                                      x.getDefiningOp<TransposeOp>().getPermutationAttr());
+                                      rewriter.getDenseI64ArrayAttr({0, 2, 1, 3}));
 }
 
 /// HF's apply_rotary_pos_emb as the exporters write it out:
@@ -1097,6 +1140,89 @@ struct RecognizeShiftedCrossEntropy : OpRewritePattern<CrossEntropyOp> {
   }
 };
 
+//===----------------------------------------------------------------------===//
+// Slices that tile a dim: one split
+//===----------------------------------------------------------------------===//
+
+/// Of a unit-step slice whose every dim but one is whole: that dim and the
+/// range [lo, hi) it keeps (Python's bounds normalized).
+struct Cut {
+  int64_t axis, lo, hi;
+};
+std::optional<Cut> cutOf(SliceOp s) {
+  auto shape = shapeOf(s.getInput());
+  std::optional<Cut> cut;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const int64_t n = shape[d];
+    if (s.getSteps()[d] != 1 || ShapedType::isDynamic(n))
+      return std::nullopt;
+    auto norm = [n](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + n : i, 0, n); };
+    const int64_t lo = norm(s.getStarts()[d]), hi = norm(s.getEnds()[d]);
+    if (lo == 0 && hi == n)
+      continue;
+    if (cut || lo >= hi)
+      return std::nullopt;
+    cut = Cut{int64_t(d), lo, hi};
+  }
+  return cut;
+}
+
+/// Slices of one value that tile one of its dims (not the last: rotate-half
+/// and partial rotary slice the head dim, which their own patterns read) as
+/// one mlc.split. Falcon's fused QKV projection is cut into its Q, K and V
+/// heads by three slices; as a split, the gradient is one concat that the
+/// attention's backward writes in place, where the slices' gradients were
+/// three zero-padded copies and their sum.
+struct RecognizeSlicesAsSplit : OpRewritePattern<SliceOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(SliceOp root, PatternRewriter &rewriter) const override {
+    std::optional<Cut> mine = cutOf(root);
+    Value x = root.getInput();
+    if (!mine || root->use_empty() || mine->axis + 1 == rankOf(x))
+      return failure();
+    SmallVector<std::pair<Cut, SliceOp>> pieces;
+    for (Operation *user : x.getUsers()) {
+      auto s = dyn_cast<SliceOp>(user);
+      std::optional<Cut> c = s ? cutOf(s) : std::nullopt;
+      if (!c || c->axis != mine->axis || s->use_empty())
+        continue;
+      // The split goes where the first slice is: every slice after it.
+      if (s->getBlock() != root->getBlock() || s->isBeforeInBlock(root))
+        return failure();
+      pieces.push_back({*c, s});
+    }
+    llvm::sort(pieces, [](auto &a, auto &b) {
+      return std::tie(a.first.lo, a.first.hi) < std::tie(b.first.lo, b.first.hi);
+    });
+    // Consecutive ranges from 0 to the end (a range sliced twice is one piece).
+    SmallVector<int64_t> sizes;
+    int64_t end = 0;
+    for (auto &[c, s] : pieces) {
+      if (!sizes.empty() && c.lo == end - sizes.back() && c.hi == end)
+        continue; // the previous range again
+      if (c.lo != end)
+        return failure();
+      sizes.push_back(c.hi - c.lo);
+      end = c.hi;
+    }
+    if (sizes.size() < 2 || end != shapeOf(x)[mine->axis])
+      return failure();
+    auto split = rewriter.create<SplitOp>(root.getLoc(), x, rewriter.getI64IntegerAttr(mine->axis),
+                                          rewriter.getDenseI64ArrayAttr(sizes));
+    for (auto &[c, s] : pieces) {
+      int64_t k = 0;
+      for (int64_t at = 0; at != c.lo; at += sizes[k++])
+        ;
+      if (s == root)
+        rewriter.replaceOp(root, split.getResult(k));
+      else // left dead: erased with the other replaced chains
+        rewriter.replaceAllUsesWith(s.getResult(), split.getResult(k));
+    }
+    return success();
+  }
+};
+
 /// Offers every op of `fn` that exists now, in order, to `patterns` once
 /// (no folding, no revisiting: ops a rewrite makes are not matched again);
 /// returns how many rewrites applied.
@@ -1117,14 +1243,16 @@ int64_t applyOnce(func::FuncOp fn, const FrozenRewritePatternSet &patterns) {
 class RecognizePass : public mlc::impl::MlcRecognizeBase<RecognizePass> {
 public:
   LogicalResult initialize(MLIRContext *ctx) final {
-    RewritePatternSet blocks(ctx), attention(ctx), grouped(ctx);
+    RewritePatternSet blocks(ctx), attention(ctx), grouped(ctx), splits(ctx);
     blocks.add<RecognizeLayerNorm, RecognizeRmsNorm, RecognizeGelu, RecognizeRotary,
                RecognizeRotaryRows, RecognizePartialRotary, RecognizeSwiglu,
                RecognizeFlattenedLinear, RecognizeTransposedOperand,
                RecognizeShiftedCrossEntropy>(ctx);
     attention.add<RecognizeAttention, RecognizeAttentionMask>(ctx);
     grouped.add<RecognizeGroupedKV>(ctx);
+    splits.add<RecognizeSlicesAsSplit>(ctx);
     blockPatterns = std::move(blocks);
+    splitPatterns = std::move(splits);
     attentionPatterns = std::move(attention);
     groupedPatterns = std::move(grouped);
     return success();
@@ -1137,6 +1265,8 @@ public:
     found += applyOnce(fn, attentionPatterns);
     // Then the attention ops (imported or just recognized) read grouped K/V.
     found += applyOnce(fn, groupedPatterns);
+    // Last, slices that tile a dim (after the rotaries read theirs).
+    found += applyOnce(fn, splitPatterns);
     // The replaced chains are dead now (users come after their operands).
     for (Block &block : fn.getBody())
       for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
@@ -1146,7 +1276,7 @@ public:
   }
 
 private:
-  FrozenRewritePatternSet blockPatterns, attentionPatterns, groupedPatterns;
+  FrozenRewritePatternSet blockPatterns, attentionPatterns, groupedPatterns, splitPatterns;
 };
 
 } // namespace

@@ -212,6 +212,14 @@ TEST(CudaKernels, AttentionCompilesAlone) {
        "MLC_ATTN_INTERLEAVED>"},
       {"tc_bwd_grouped_varlen_rotary", "128",
        "mlc_attention_tc_backward<32, 16, MLC_ATTN_VARLEN | MLC_ATTN_GROUPED | MLC_ATTN_ROTARY>"},
+      // Soft-capped scores (Gemma 2): the tanh where each score is formed,
+      // 1 - tanh^2 in dS (the backward's phase 0 is the forward's code).
+      {"rows_bwd_f32_d64_softcap", "32",
+       "mlc_attention_backward<float, 64, 64, 32, 32, MLC_ATTN_CAUSAL | MLC_ATTN_GROUPED | "
+       "MLC_ATTN_ROTARY | MLC_ATTN_SOFTCAP>"},
+      {"tc_bwd_softcap", "128",
+       "mlc_attention_tc_backward<64, 64, MLC_ATTN_CAUSAL | MLC_ATTN_GROUPED | MLC_ATTN_DROPOUT | "
+       "MLC_ATTN_SOFTCAP>"},
   };
   std::string source = mlc::cudaKernelPrelude();
   for (const Instance &k : instances) {

@@ -15,8 +15,12 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
 #include <gtest/gtest.h>
 #include <random>
 #include <unistd.h>
@@ -443,6 +447,143 @@ TEST(GradientCheck, AttentionAcrossTiles) {
             Inputs(), 40);
 }
 
+// Soft-capping (softcap = c: c tanh(s / c) of the scaled scores before the
+// mask and softmax), with caps small enough for tanh to bend the scores:
+// causal, masked with a scale, grouped-query with dropout, across the CPU
+// kernel's query tiles, and with rotary tables read inside.
+TEST(GradientCheck, AttentionSoftcap) {
+  const std::string q = "tensor<2x2x5x3xf64>";
+  checkText(attentionModel(q, "causal softcap = 0.8"));
+  checkText(attentionModel(q, "scale = 1.7 softcap = 1.5", "tensor<2x1x1x5xf64>"));
+  checkText(attentionModel("tensor<2x4x5x3xf64>", "causal softcap = 0.6 dropout = 0.3 seed = 9",
+                           "", "tensor<2x2x5x3xf64>"));
+  checkText(attentionModel("tensor<1x2x70x4xf64>", "causal softcap = 1.0", "",
+                           "tensor<1x1x70x4xf64>"),
+            Inputs(), 40);
+}
+
+/// One training step of a compiled package at values drawn per name (so
+/// that two packages with the same parameters and inputs see the same
+/// numbers whatever their flat layouts): the loss, and each parameter's
+/// gradient by name.
+std::pair<double, std::map<std::string, std::vector<double>>> stepByName(const std::string &dir) {
+  rt::Package pkg = rt::Package::load(dir);
+  rt::CpuBackend backend(pkg);
+  auto draw = [](const std::string &name, int64_t n) {
+    std::mt19937_64 rng(std::hash<std::string>()(name));
+    std::uniform_real_distribution<double> uni(-1.0, 1.0);
+    std::vector<double> v(n);
+    for (double &x : v)
+      x = uni(rng);
+    return v;
+  };
+  for (const rt::ParamInfo &param : pkg.params) {
+    std::vector<double> v = draw(param.name, param.numel);
+    backend.upload(rt::FlatBuffer::Params, param.offset * 8, v.data(), v.size() * 8);
+  }
+  for (const rt::InputInfo &in : pkg.inputs) {
+    rt::HostTensor t;
+    t.dtype = in.dtype;
+    t.shape = in.shape;
+    std::vector<double> v = draw(in.name, t.numel());
+    t.data.resize(v.size() * 8);
+    std::memcpy(t.data.data(), v.data(), t.data.size());
+    backend.setInput(in.name, t);
+  }
+  backend.run("train_step", 1);
+  std::vector<double> grads(pkg.paramCount);
+  backend.download(rt::FlatBuffer::Grads, 0, grads.data(), grads.size() * 8);
+  std::map<std::string, std::vector<double>> byName;
+  for (const rt::ParamInfo &param : pkg.params)
+    byName[param.name].assign(grads.begin() + param.offset,
+                              grads.begin() + param.offset + param.numel);
+  backend.run("forward", 1);
+  return {backend.output("forward", "loss").getDouble(0), byName};
+}
+
+/// loss = sum(attention(q, k, v) * r) with additive mask m and soft-capping
+/// c: fused, `mlc.attention ... softcap = c` (the cap inside the kernels,
+/// forward and backward), or unfused: the scores, the cap, the mask, the
+/// softmax and the products as graph ops differentiated one by one, the cap
+/// written c (1 - 2 / (exp(2 s / c) + 1)), which is c tanh(s / c) but no
+/// chain mlc-recognize folds into an attention.
+std::string softcapModel(bool fused, const std::string &q, const std::string &kv,
+                         const std::string &kt, const std::string &scores,
+                         const std::string &mask, double scale, double cap) {
+  std::string head = "func.func @forward(%q: " + q + " {mlc.param = \"q\"}, %k: " + kv +
+                     " {mlc.param = \"k\"}, %v: " + kv + " {mlc.param = \"v\"}, %m: " + mask +
+                     " {mlc.input = \"m\"}, %r: " + q +
+                     " {mlc.input = \"r\"}) -> (tensor<f64> {mlc.output = \"loss\"}) {\n";
+  std::string tail = "  %y = mlc.mul %o, %r : " + q + ", " + q +
+                     "\n  %l = mlc.reduce_sum %y axes = [0, 1, 2, 3] : " + q +
+                     "\n  return %l : tensor<f64>\n}\n";
+  auto num = [](double v) { return llvm::formatv("{0:e16}", v).str(); };
+  if (fused)
+    return head + "  %o = mlc.attention %q, %k, %v mask %m scale = " + num(scale) +
+           " softcap = " + num(cap) + " : " + q + ", " + kv + ", " + kv + ", " + mask + "\n" +
+           tail;
+  const std::string S = scores, f = "tensor<f64>";
+  return head + "  %kt = mlc.transpose %k, [0, 1, 3, 2] : " + kv + "\n" +
+         "  %s = mlc.matmul %q, %kt : " + q + ", " + kt + "\n" +
+         "  %sc = mlc.constant dense<" + num(scale) + "> : " + f + "\n" +
+         "  %ss = mlc.mul %s, %sc : " + S + ", " + f + "\n" +
+         "  %two = mlc.constant dense<" + num(2.0 / cap) + "> : " + f + "\n" +
+         "  %x2 = mlc.mul %ss, %two : " + S + ", " + f + "\n" +
+         "  %e = mlc.exp %x2 : " + S + "\n" +
+         "  %one = mlc.constant dense<1.0> : " + f + "\n" +
+         "  %e1 = mlc.add %e, %one : " + S + ", " + f + "\n" +
+         "  %twoc = mlc.constant dense<2.0> : " + f + "\n" +
+         "  %fr = mlc.div %twoc, %e1 : " + f + ", " + S + "\n" +
+         "  %th = mlc.sub %one, %fr : " + f + ", " + S + "\n" +
+         "  %cap = mlc.constant dense<" + num(cap) + "> : " + f + "\n" +
+         "  %capped = mlc.mul %th, %cap : " + S + ", " + f + "\n" +
+         "  %masked = mlc.add %capped, %m : " + S + ", " + mask + "\n" +
+         "  %p = mlc.softmax %masked axis = 3 : " + S + "\n" +
+         "  %o = mlc.matmul %p, %v : " + S + ", " + kv + "\n" + tail;
+}
+
+// The soft-capped attention kernels against the same math as unfused graph
+// ops: the loss and every gradient agree to f64 rounding (one head over
+// 70 positions crosses the CPU kernel's query tiles).
+TEST(GradientCheck, AttentionSoftcapFusedVsUnfused) {
+  struct Case {
+    std::string q, kt, scores, mask;
+  };
+  for (const Case &c : {Case{"tensor<2x2x5x3xf64>", "tensor<2x2x3x5xf64>", "tensor<2x2x5x5xf64>",
+                             "tensor<2x1x5x5xf64>"},
+                        Case{"tensor<1x1x70x4xf64>", "tensor<1x1x4x70xf64>",
+                             "tensor<1x1x70x70xf64>", "tensor<1x1x1x70xf64>"}}) {
+    std::pair<double, std::map<std::string, std::vector<double>>> runs[2];
+    for (int fused = 0; fused < 2; ++fused) {
+      mlir::MLIRContext ctx;
+      ctx.loadDialect<MlcDialect, mlir::func::FuncDialect>();
+      std::string text = softcapModel(fused, c.q, c.q, c.kt, c.scores, c.mask, 1.3, 0.9);
+      auto module = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
+      ASSERT_TRUE(module) << text;
+      std::string dir = compile(module);
+      ASSERT_FALSE(dir.empty());
+      // The fused model calls the soft-capped attention kernels; the unfused
+      // one has none.
+      std::ifstream kernels(dir + "/kernels.cpp");
+      std::string all((std::istreambuf_iterator<char>(kernels)), std::istreambuf_iterator<char>());
+      EXPECT_EQ(all.find("MLC_ATTN_MASK | MLC_ATTN_SOFTCAP") != std::string::npos, bool(fused))
+          << dir;
+      try {
+        runs[fused] = stepByName(dir);
+      } catch (const rt::Error &e) {
+        FAIL() << e.what();
+      }
+    }
+    EXPECT_NEAR(runs[0].first, runs[1].first, 1e-12 * std::fabs(runs[1].first));
+    for (const auto &[name, unfused] : runs[0].second) {
+      const std::vector<double> &fused = runs[1].second[name];
+      ASSERT_EQ(fused.size(), unfused.size()) << name;
+      for (size_t i = 0; i < fused.size(); ++i)
+        EXPECT_NEAR(fused[i], unfused[i], 1e-11) << name << "[" << i << "]";
+    }
+  }
+}
+
 /// loss = sum(attention(q, k, v rotary %c, %s) * r): the fused op that
 /// mlc-fold-rotary forms, q of type `t`, k and v of `kv`, random tables of
 /// type `tables` (the rotation is linear in q and k for any tables), `attrs`
@@ -484,6 +625,10 @@ TEST(GradientCheck, AttentionRotary) {
             in);
   checkText(rotaryAttentionModel("tensor<7x4x6xf64>", "tensor<7x2x6xf64>", "tensor<7x1x6xf64>",
                                  "interleaved", "tensor<3xi32>"),
+            in);
+  checkText(rotaryAttentionModel(gq, gkv, "tensor<1x1x5x4xf64>", "causal softcap = 0.7"));
+  checkText(rotaryAttentionModel("tensor<7x4x6xf64>", "tensor<7x2x6xf64>", "tensor<7x1x4xf64>",
+                                 "causal softcap = 0.9", "tensor<3xi32>"),
             in);
 }
 
@@ -653,3 +798,7 @@ TEST(GradientCheck, OnnxSmolLM3) { checkOnnx("smollm3-dynamo-opset20"); }
 TEST(GradientCheck, OnnxStableLm) { checkOnnx("stablelm-dynamo-opset20"); }
 TEST(GradientCheck, OnnxGemma) { checkOnnx("gemma-dynamo-opset20-noopt"); }
 TEST(GradientCheck, OnnxGptNeoX) { checkOnnx("gptneox-dynamo-opset20-noopt"); }
+// Falcon: multi-query attention over one K/V head, its QKV heads one split;
+// Gemma 2: sandwich norms, GeGLU, soft-capped attention and final logits.
+TEST(GradientCheck, OnnxFalcon) { checkOnnx("falcon-dynamo-opset20"); }
+TEST(GradientCheck, OnnxGemma2) { checkOnnx("gemma2-dynamo-opset20-noopt"); }

@@ -141,6 +141,8 @@ DictionaryAttr encodeAttention(const AttentionKernel &a, MLIRContext *context) {
       .i64s("mask_strides", a.maskStrides)
       .i64("cu_slot", a.cuSlot)
       .flag("bf16_products", a.bf16Products);
+  if (a.softcap > 0)
+    b.f64("softcap", a.softcap);
   if (a.rotaryDim > 0)
     b.i64("rotary_dim", a.rotaryDim)
         .flag("interleaved", a.interleaved)
@@ -177,6 +179,8 @@ AttentionKernel decodeAttention(ParamsReader &r) {
   a.maskStrides = r.i64s("mask_strides");
   a.cuSlot = r.i64("cu_slot");
   a.bf16Products = r.flag("bf16_products");
+  if (r.has("softcap"))
+    a.softcap = r.f64("softcap");
   if (r.has("rotary_dim")) { // the plan verifier checked the four together
     a.rotaryDim = r.i64("rotary_dim");
     a.interleaved = r.flag("interleaved");

@@ -119,6 +119,9 @@ struct AttentionKernel {
   int64_t kvHeads = 0;
   int64_t tokenCapacity = 0; // varlen: the most tokens (dropout's counters)
   double scale = 1, dropout = 0;
+  /// Soft-capping of the scores, c * tanh(s / c) before the mask
+  /// (MLC_ATTN_SOFTCAP); 0: none.
+  double softcap = 0;
   int64_t seed = 0;
   /// Per tensor argument, in argument order up to v: the element offset,
   /// the stride between batches (varlen: tokens), heads and query rows.

@@ -22,6 +22,8 @@
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace mlc;
 
@@ -835,16 +837,22 @@ static LogicalResult checkAttentionRotary(std::optional<Location> loc, Value que
   return success();
 }
 
-static LogicalResult checkAttentionDropout(std::optional<Location> loc, FloatAttr d) {
+static LogicalResult checkAttentionDropout(std::optional<Location> loc, FloatAttr d,
+                                           FloatAttr softcap) {
   if (d && !(d.getValueAsDouble() >= 0.0 && d.getValueAsDouble() < 1.0))
     return emitOptionalError(loc, "dropout must be in [0, 1), got ", d.getValueAsDouble());
+  // c * tanh(s / c): a cap of 0, below or not finite caps nothing mlc can compute.
+  if (softcap && !(softcap.getValueAsDouble() > 0.0 &&
+                   softcap.getValueAsDouble() < std::numeric_limits<double>::infinity()))
+    return emitOptionalError(loc, "softcap must be positive and finite, got ",
+                             softcap.getValueAsDouble());
   return success();
 }
 
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
-  if (failed(checkAttentionDropout(loc, adaptor.getDropoutAttr())) ||
+  if (failed(checkAttentionDropout(loc, adaptor.getDropoutAttr(), adaptor.getSoftcapAttr())) ||
       failed(checkAttentionRotary(loc, adaptor.getQuery(), adaptor.getKey(), adaptor.getCos(),
                                   adaptor.getSin(), adaptor.getInterleaved(),
                                   bool(adaptor.getCuSeqlens()))))
@@ -951,7 +959,7 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
                                                 Adaptor adaptor,
                                                 SmallVectorImpl<Type> &types) {
   SmallVector<Type, 1> out;
-  if (failed(checkAttentionDropout(loc, adaptor.getDropoutAttr())) ||
+  if (failed(checkAttentionDropout(loc, adaptor.getDropoutAttr(), adaptor.getSoftcapAttr())) ||
       failed(checkAttentionRotary(loc, adaptor.getQuery(), adaptor.getKey(), adaptor.getCos(),
                                   adaptor.getSin(), adaptor.getInterleaved(),
                                   bool(adaptor.getCuSeqlens()))))

@@ -786,6 +786,12 @@ def Mlc_AttentionOp : Mlc_Op<"attention",
     position, which Q and K share (`Sq = Sk`). The gradients are those of
     the unrotated inputs; the tables get none.
 
+    Soft-capping (`softcap = c`, Gemma 2's `attn_logit_softcapping`,
+    FlashAttention's `softcap`): each score `s = scale * q k^T` becomes
+    `c * tanh(s / c)` before the mask and the softmax, so no logit leaves
+    (-c, c). The backward pass multiplies the scores' gradient by
+    `1 - tanh^2(s / c)`. Both kernels apply it as they form the scores.
+
     `dropout` drops attention probabilities in training (HF's `attn_pdrop`,
     `attention_probs_dropout_prob`) with masks drawn like `mlc.dropout`'s
     from `seed`, the step and the probability's index, so the backward pass
@@ -803,6 +809,8 @@ def Mlc_AttentionOp : Mlc_Op<"attention",
     %r = mlc.attention %q, %k, %v rotary %cos, %sin causal
         : tensor<8x32x1024x64xf32>, tensor<8x4x1024x64xf32>, tensor<8x4x1024x64xf32>,
           tensor<1x1x1024x64xf32>, tensor<1x1x1024x64xf32>
+    %c = mlc.attention %q, %k, %v causal scale = 6.25e-02 softcap = 5.0e+01
+        : tensor<8x8x1024x256xf32>, tensor<8x4x1024x256xf32>, tensor<8x4x1024x256xf32>
     ```
   }];
   let arguments = (ins Mlc_FloatTensor:$query, Mlc_FloatTensor:$key,
@@ -812,21 +820,23 @@ def Mlc_AttentionOp : Mlc_Op<"attention",
                        Optional<Mlc_FloatTensor>:$cos, Optional<Mlc_FloatTensor>:$sin,
                        UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout,
-                       DefaultValuedAttr<I64Attr, "0">:$seed, UnitAttr:$interleaved);
+                       DefaultValuedAttr<I64Attr, "0">:$seed, UnitAttr:$interleaved,
+                       OptionalAttr<F64Attr>:$softcap);
   let builders = [
-    // Attention without rotary tables.
+    // Attention without rotary tables (and soft-capping when given).
     OpBuilder<(ins "::mlir::Value":$query, "::mlir::Value":$key, "::mlir::Value":$value,
                    "::mlir::Value":$mask, "::mlir::Value":$cu_seqlens,
                    "::mlir::UnitAttr":$causal, "::mlir::FloatAttr":$scale,
-                   "::mlir::FloatAttr":$dropout, "::mlir::IntegerAttr":$seed), [{
+                   "::mlir::FloatAttr":$dropout, "::mlir::IntegerAttr":$seed,
+                   CArg<"::mlir::FloatAttr", "{}">:$softcap), [{
       build($_builder, $_state, query, key, value, mask, cu_seqlens, ::mlir::Value(),
-            ::mlir::Value(), causal, scale, dropout, seed, ::mlir::UnitAttr());
+            ::mlir::Value(), causal, scale, dropout, seed, ::mlir::UnitAttr(), softcap);
     }]>];
   let results = (outs Mlc_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` $mask^)? (`cu_seqlens` $cu_seqlens^)?
     (`rotary` $cos^ `,` $sin)? (`interleaved` $interleaved^)? (`causal` $causal^)? (`scale` `=` $scale^)?
-    (`dropout` `=` $dropout^ `seed` `=` $seed)? attr-dict `:` type(operands)
+    (`softcap` `=` $softcap^)? (`dropout` `=` $dropout^ `seed` `=` $seed)? attr-dict `:` type(operands)
   }];
 }
 
@@ -990,6 +1000,8 @@ def Mlc_AttentionGradOp : Mlc_Op<"attention_grad",
     With `rotary %cos, %sin` (as `mlc.attention`'s) q and k are read rotated
     and `dq`, `dk` are the gradients of the unrotated inputs (the transposed
     rotation applied to them; grouped-query: to dk summed over the group).
+    With `softcap = c` the scores are capped as in `mlc.attention` and dS
+    is multiplied by `1 - tanh^2(scale * q k^T / c)` before dq and dk.
 
     ```mlir
     %dq, %dk, %dv = mlc.attention_grad %g, %q, %k, %v causal
@@ -1003,13 +1015,14 @@ def Mlc_AttentionGradOp : Mlc_Op<"attention_grad",
                        Optional<Mlc_FloatTensor>:$cos, Optional<Mlc_FloatTensor>:$sin,
                        UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout,
-                       DefaultValuedAttr<I64Attr, "0">:$seed, UnitAttr:$interleaved);
+                       DefaultValuedAttr<I64Attr, "0">:$seed, UnitAttr:$interleaved,
+                       OptionalAttr<F64Attr>:$softcap);
   let results = (outs Mlc_FloatTensor:$query_grad, Mlc_FloatTensor:$key_grad,
                       Mlc_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $grad `,` $query `,` $key `,` $value (`mask` $mask^)? (`cu_seqlens` $cu_seqlens^)?
     (`rotary` $cos^ `,` $sin)? (`interleaved` $interleaved^)? (`causal` $causal^)? (`scale` `=` $scale^)?
-    (`dropout` `=` $dropout^ `seed` `=` $seed)? attr-dict `:` type(operands)
+    (`softcap` `=` $softcap^)? (`dropout` `=` $dropout^ `seed` `=` $seed)? attr-dict `:` type(operands)
   }];
 }
 

@@ -17,6 +17,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <cmath>
 #include <set>
 
 using namespace mlir;
@@ -234,12 +235,16 @@ static LogicalResult verifyTemplateParams(KernelOp k) {
 /// `rotary_dim` R (even, 0 < R <= head_dim) names them, and with it come
 /// their batch and row strides (`rotary_strides`, two) and cos's argument
 /// (`rotary_slot`; sin is the next argument, both within the kernel's).
-/// None of the others goes without R.
+/// None of the others goes without R. A `softcap` is positive and finite.
 static LogicalResult verifyAttentionRotary(KernelOp k) {
   DictionaryAttr params = k.getParamsAttr();
   auto error = [&]() {
     return k.emitOpError("@") << k.getSymName() << " (template 'attention'): ";
   };
+  // Soft-capping c * tanh(s / c): c positive and finite (absent: none).
+  if (auto cap = params.getAs<FloatAttr>("softcap");
+      cap && !(cap.getValueAsDouble() > 0.0 && std::isfinite(cap.getValueAsDouble())))
+    return error() << "softcap " << cap.getValueAsDouble() << " must be positive and finite";
   auto dim = params.getAs<IntegerAttr>("rotary_dim");
   if (!dim) {
     for (StringRef name : {"rotary_strides", "rotary_slot", "interleaved"})

@@ -71,7 +71,8 @@ const TemplateParam attentionParams[] = {
     {"query", K::I64, req},             {"mask_strides", K::I64Array, req},
     {"cu_slot", K::I64, req},           {"tensors", K::I64Array, req},
     {"rotary_dim", K::I64, opt},        {"interleaved", K::Flag, opt},
-    {"rotary_strides", K::I64Array, opt}, {"rotary_slot", K::I64, opt}};
+    {"rotary_strides", K::I64Array, opt}, {"rotary_slot", K::I64, opt},
+    {"softcap", K::F64, opt}};
 
 #undef MLC_ROWS
 

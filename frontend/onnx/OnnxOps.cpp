@@ -65,8 +65,7 @@ bool isBooleanResult(const std::string &op) {
 }
 
 /// A binary op of constants, broadcast to `s`.
-llvm::Error evalBinary(Node &nd, const Shape &s) {
-  const std::string &op = nd.op();
+llvm::Error evalBinary(Node &nd, const Shape &s, const std::string &op) {
   if (auto err = nd.checkFoldSize(s))
     return err;
   const Const &a = nd.c(0), &bb = nd.c(1);
@@ -101,16 +100,16 @@ Value boolConstant(Node &nd, bool v) {
   return nd.im.materialize(c);
 }
 
-/// Add, Sub, Mul, Div, Pow, Max, Min.
-llvm::Error arithmetic(Node &nd) {
-  const std::string &op = nd.op();
+/// Add, Sub, Mul, Div, Pow, Max, Min of the node's two inputs (`op`: the
+/// node's op type, or the binary step of a variadic one).
+llvm::Error binary(Node &nd, const std::string &op) {
   if (auto err = nd.need(2))
     return err;
   auto s = nd.broadcast(2);
   if (!s)
     return s.takeError();
   if (nd.allConst())
-    return evalBinary(nd, *s);
+    return evalBinary(nd, *s, op);
   if (nd.kind(0) != nd.kind(1) || nd.kind(0) == Kind::Bool)
     return nd.error("takes two inputs of one numeric element type");
   Value x = nd.v(0), y = nd.v(1);
@@ -134,6 +133,47 @@ llvm::Error arithmetic(Node &nd) {
   return nd.result(nd.b.create<PowOp>(nd.loc, x, y));
 }
 
+llvm::Error arithmetic(Node &nd) { return binary(nd, nd.op()); }
+
+/// Max, Min, Sum and Mean take 1 to N inputs that broadcast together: a
+/// left fold of the binary op (Mean: the sum divided by N). One input is
+/// the input itself (the optimize=False export's `Max(x)`).
+llvm::Error variadic(Node &nd) {
+  const std::string &op = nd.op();
+  if (nd.in.empty())
+    return nd.error("needs at least 1 input");
+  if (auto err = nd.need(nd.in.size()))
+    return err;
+  if (op == "Mean")
+    for (size_t k = 0; k < nd.in.size(); ++k)
+      if (nd.kind(k) != Kind::Float)
+        return nd.error("takes floating-point inputs");
+  const std::string step = op == "Sum" || op == "Mean" ? "Add" : op;
+  // Each step's result feeds the next (entries kept alive until the end).
+  std::vector<std::unique_ptr<Entry>> partial;
+  const Entry *acc = nd.in[0];
+  for (size_t k = 1; k < nd.in.size(); ++k) {
+    Node pair(nd.im, nd.n, {acc, nd.in[k]});
+    if (auto err = binary(pair, step))
+      return err;
+    partial.push_back(std::make_unique<Entry>(pair.out.front()));
+    acc = partial.back().get();
+  }
+  if (op == "Mean" && nd.in.size() > 1) {
+    Const n;
+    n.kind = Kind::Float;
+    n.f = {double(nd.in.size())};
+    Entry count{Value(), std::make_shared<const Const>(std::move(n)), nullptr};
+    Node mean(nd.im, nd.n, {acc, &count});
+    if (auto err = binary(mean, "Div"))
+      return err;
+    nd.out.push_back(mean.out.front());
+    return llvm::Error::success();
+  }
+  nd.out.push_back(*acc);
+  return llvm::Error::success();
+}
+
 /// Equal, Less, Greater, LessOrEqual, GreaterOrEqual, And, Or.
 llvm::Error comparison(Node &nd) {
   const std::string &op = nd.op();
@@ -143,7 +183,7 @@ llvm::Error comparison(Node &nd) {
   if (!s)
     return s.takeError();
   if (nd.allConst())
-    return evalBinary(nd, *s);
+    return evalBinary(nd, *s, op);
   if (nd.kind(0) != nd.kind(1))
     return nd.error("compares tensors of different element types");
   if (op == "And" || op == "Or") {
@@ -505,8 +545,10 @@ const OpSchema kSchemas[] = {
     {"Mul", kMinOpset, kAll, arithmetic},
     {"Div", kMinOpset, kAll, arithmetic},
     {"Pow", kMinOpset, kAll, arithmetic},
-    {"Max", kMinOpset, kAll, arithmetic},
-    {"Min", kMinOpset, kAll, arithmetic},
+    {"Max", kMinOpset, kAll, variadic},
+    {"Min", kMinOpset, kAll, variadic},
+    {"Sum", kMinOpset, kAll, variadic},
+    {"Mean", kMinOpset, kAll, variadic},
     {"Equal", kMinOpset, kAll, comparison},
     {"Less", kMinOpset, kAll, comparison},
     {"Greater", kMinOpset, kAll, comparison},

@@ -572,10 +572,92 @@ std::optional<Shape> positionalIndices(const Const &idx, const Shape &data) {
   return dims;
 }
 
+/// The most separate runs of slabs a GatherND of a run-time value may
+/// pick (one slice each).
+constexpr int64_t kMaxGatherRuns = 64;
+
+/// GatherND of a run-time value at constant indices that are not positions
+/// (Falcon's `qkv[..., [-2], :]`, which the exporter writes as a Transpose,
+/// a GatherND of indices [[-2]] and a Transpose back): each index tuple
+/// picks one slab `data[i0, .., iK-1, ...]`. The first K dims are flattened
+/// into one, each run of consecutive slabs is one slice of it, the runs are
+/// concatenated and the result takes the indices' outer shape.
+llvm::Error gatherSlabs(Node &nd, const Shape &data, const Shape &outShape) {
+  const Const &idx = nd.c(1);
+  int64_t K = idx.shape.back(), tuples = product(Shape(idx.shape.begin(), idx.shape.end() - 1));
+  Shape lead(data.begin(), data.begin() + K), rest(data.begin() + K, data.end());
+  for (int64_t d : lead)
+    if (ShapedType::isDynamic(d))
+      return nd.error("gathers along a dim whose size is not known when importing " +
+                      shapeText(data));
+  Shape ls = stridesOf(lead);
+  std::vector<std::pair<int64_t, int64_t>> runs; // [first slab, count]
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t flat = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      int64_t ix = idx.i[t * K + k], dim = lead[k];
+      if (ix < -dim || ix >= dim)
+        return nd.error(llvm::formatv("index {0} is out of range for a dim of {1}", ix, dim).str());
+      flat += (ix < 0 ? ix + dim : ix) * ls[k];
+    }
+    if (!runs.empty() && runs.back().first + runs.back().second == flat)
+      ++runs.back().second;
+    else
+      runs.push_back({flat, 1});
+    if (int64_t(runs.size()) > kMaxGatherRuns)
+      return nd.error(llvm::formatv("gathers more than {0} separate runs of slabs from a run-time "
+                                    "value; mlc has no general gather op",
+                                    kMaxGatherRuns)
+                          .str());
+  }
+  Shape flatShape{product(lead)};
+  flatShape.insert(flatShape.end(), rest.begin(), rest.end());
+  // One index into a transposed value (the exporter's way of indexing an
+  // inner dim): slice the value before the transpose along the dim that
+  // became the first, and transpose after. Falcon's K and V are then
+  // slices of the QKV projection's heads beside Q's, whose transposes
+  // compose into the head split the attention reads in place.
+  if (auto t = nd.v(0).getDefiningOp<TransposeOp>(); t && K == 1) {
+    Value src = t.getInput();
+    Shape ss = shapeOf(src);
+    const int64_t axis = t.getPermutation()[0];
+    SmallVector<Value> pieces;
+    for (auto [first, count] : runs) {
+      Shape lo(ss.size(), 0), hi = ss, step(ss.size(), 1);
+      lo[axis] = first, hi[axis] = first + count;
+      pieces.push_back(nd.b.create<SliceOp>(nd.loc, src, nd.b.getDenseI64ArrayAttr(lo),
+                                            nd.b.getDenseI64ArrayAttr(hi),
+                                            nd.b.getDenseI64ArrayAttr(step)));
+    }
+    Value y = pieces.size() == 1
+                  ? pieces.front()
+                  : Value(nd.b.create<ConcatOp>(nd.loc, pieces, nd.b.getI64IntegerAttr(axis)));
+    y = nd.b.create<TransposeOp>(nd.loc, y, t.getPermutationAttr());
+    return nd.result(nd.im.reshape(y, outShape));
+  }
+  Value x = nd.im.reshape(nd.v(0), flatShape);
+  SmallVector<Value> pieces;
+  for (auto [first, count] : runs) {
+    if (first == 0 && count == flatShape[0]) {
+      pieces.push_back(x);
+      continue;
+    }
+    Shape lo(flatShape.size(), 0), hi = flatShape, step(flatShape.size(), 1);
+    lo[0] = first, hi[0] = first + count;
+    pieces.push_back(nd.b.create<SliceOp>(nd.loc, x, nd.b.getDenseI64ArrayAttr(lo),
+                                          nd.b.getDenseI64ArrayAttr(hi),
+                                          nd.b.getDenseI64ArrayAttr(step)));
+  }
+  Value y = pieces.size() == 1
+                ? pieces.front()
+                : Value(nd.b.create<ConcatOp>(nd.loc, pieces, nd.b.getI64IntegerAttr(0)));
+  return nd.result(nd.im.reshape(y, outShape));
+}
+
 /// GatherND (batch_dims 0). Of a run-time value, the indices must be
-/// constants that only broadcast its elements (each index tuple is the
-/// position of an output element, as the exporter builds masks); that is a
-/// reshape and a broadcast.
+/// constants. Indices that only broadcast its elements (each index tuple is
+/// the position of an output element, as the exporter builds masks) are a
+/// reshape and a broadcast; others pick slabs (gatherSlabs).
 llvm::Error gatherND(Node &nd) {
   if (auto err = nd.need(2))
     return err;
@@ -591,12 +673,12 @@ llvm::Error gatherND(Node &nd) {
   outShape.insert(outShape.end(), data.begin() + K, data.end());
   if (nd.allConst())
     return evalGatherND(nd, outShape);
-  std::optional<Shape> dims;
-  if (nd.isConst(1))
-    dims = positionalIndices(nd.c(1), data);
+  if (!nd.isConst(1))
+    return nd.error("gathers from a run-time value at run-time indices; mlc has no general "
+                    "gather op (constant indices are supported)");
+  std::optional<Shape> dims = positionalIndices(nd.c(1), data);
   if (!dims)
-    return nd.error("gathers from a run-time value with indices that are not constant "
-                    "positions; mlc has no general gather op");
+    return gatherSlabs(nd, data, outShape);
   Shape target(idx.size() - 1, 1);
   for (int64_t k = 0; k < K; ++k)
     if ((*dims)[k] >= 0)

@@ -677,6 +677,22 @@ func.func @attention_dropout(%q: tensor<1x2x4x8xf32>) {
 
 // -----
 
+func.func @attention_softcap(%q: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{softcap must be positive and finite, got 0}}
+  %0 = mlc.attention %q, %q, %q causal softcap = 0.0 : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_softcap(%g: tensor<1x2x4x8xf32>, %q: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{softcap must be positive and finite, got -3}}
+  %0:3 = mlc.attention_grad %g, %q, %q, %q softcap = -3.0 : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
 func.func @fusion_kind(%x: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'kind' [pointwise, rows, optimizer, norm]}}
   %0 = mlc.fusion magic ins(%x : tensor<4xf32>) {

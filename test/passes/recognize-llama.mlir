@@ -49,6 +49,29 @@ func.func @rotate_half_rows(%p: tensor<2x3x4x4xf32>) -> tensor<2x4x3x4xf32> {
 
 // -----
 
+// A chain of transposes that composes to the head split (Falcon's K: the
+// heads moved first, one taken, moved back) is the head split of the rows.
+// CHECK-LABEL: func.func @rotate_half_rows_through_transposes
+// CHECK: %[[R:.*]] = mlc.rotary %arg0, %{{.*}}, %{{.*}} : tensor<2x3x1x4xf32>, tensor<3x1x4xf32>
+// CHECK-NEXT: %[[T:.*]] = mlc.transpose %[[R]], [0, 2, 1, 3] : tensor<2x3x1x4xf32>
+// CHECK-NEXT: return %[[T]]
+func.func @rotate_half_rows_through_transposes(%p: tensor<2x3x1x4xf32>) -> tensor<2x1x3x4xf32> {
+  %a = mlc.transpose %p, [2, 0, 1, 3] : tensor<2x3x1x4xf32>
+  %x = mlc.transpose %a, [1, 0, 2, 3] : tensor<1x2x3x4xf32>
+  %cos = mlc.constant dense<0.5> : tensor<1x1x3x4xf32>
+  %sin = mlc.constant dense<0.25> : tensor<1x1x3x4xf32>
+  %xc = mlc.mul %x, %cos : tensor<2x1x3x4xf32>, tensor<1x1x3x4xf32>
+  %x1 = mlc.slice %x starts = [0, 0, 0, 0] ends = [2, 1, 3, 2] steps = [1, 1, 1, 1] : tensor<2x1x3x4xf32>
+  %x2 = mlc.slice %x starts = [0, 0, 0, 2] ends = [2, 1, 3, 4] steps = [1, 1, 1, 1] : tensor<2x1x3x4xf32>
+  %n = mlc.neg %x2 : tensor<2x1x3x2xf32>
+  %h = mlc.concat(%n, %x1) axis = 3 : tensor<2x1x3x2xf32>, tensor<2x1x3x2xf32>
+  %hs = mlc.mul %h, %sin : tensor<2x1x3x4xf32>, tensor<1x1x3x4xf32>
+  %y = mlc.add %xc, %hs : tensor<2x1x3x4xf32>, tensor<2x1x3x4xf32>
+  return %y : tensor<2x1x3x4xf32>
+}
+
+// -----
+
 // Partial rotary (partial_rotary_factor 1/2): the rotation of x[..., :4]
 // concatenated with x[..., 4:] is one mlc.rotary of x with 4-wide tables.
 // CHECK-LABEL: func.func @partial_rotary

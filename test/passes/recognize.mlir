@@ -495,3 +495,158 @@ func.func @not_rms_norm_weight(%x: tensor<4x16xf32>, %w: tensor<4x16xf32>) -> te
   %y = mlc.mul %n, %w : tensor<4x16xf32>, tensor<4x16xf32>
   return %y : tensor<4x16xf32>
 }
+
+// -----
+
+// Gemma 2's attention-logit soft-capping as the dynamo exporter writes it:
+// scores * scale, / cap, tanh, * cap, then the causal mask: the cap is the
+// attention's softcap (before the mask, as the kernels apply it), the
+// scale query_pre_attn_scalar^-0.5.
+// CHECK-LABEL: func.func @softcap_attention
+// CHECK-NOT: mlc.tanh
+// CHECK: %[[A:.*]] = mlc.attention %arg0, %arg1, %arg2 causal scale = 2.500000e-01 softcap = 5.000000e+01 :
+// CHECK-NEXT: return %[[A]]
+func.func @softcap_attention(%q: tensor<2x2x3x4xf32>, %k: tensor<2x2x3x4xf32>, %v: tensor<2x2x3x4xf32>) -> tensor<2x2x3x4xf32> {
+  %kt = mlc.transpose %k, [0, 1, 3, 2] : tensor<2x2x3x4xf32>
+  %s = mlc.matmul %q, %kt : tensor<2x2x3x4xf32>, tensor<2x2x4x3xf32>
+  %scale = mlc.constant dense<0.25> : tensor<f32>
+  %ss = mlc.mul %s, %scale : tensor<2x2x3x3xf32>, tensor<f32>
+  %cap = mlc.constant dense<50.0> : tensor<f32>
+  %d = mlc.div %ss, %cap : tensor<2x2x3x3xf32>, tensor<f32>
+  %t = mlc.tanh %d : tensor<2x2x3x3xf32>
+  %c = mlc.mul %t, %cap : tensor<2x2x3x3xf32>, tensor<f32>
+  %mask = mlc.constant dense<[[[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]]]> : tensor<1x1x3x3xf32>
+  %m = mlc.add %c, %mask : tensor<2x2x3x3xf32>, tensor<1x1x3x3xf32>
+  %p = mlc.softmax %m axis = 3 : tensor<2x2x3x3xf32>
+  %o = mlc.matmul %p, %v : tensor<2x2x3x3xf32>, tensor<2x2x3x4xf32>
+  return %o : tensor<2x2x3x4xf32>
+}
+
+// -----
+
+// Soft-capping without a mask, the cap as a product by its reciprocal and
+// the outer constant on the left: still the attention's softcap.
+// CHECK-LABEL: func.func @softcap_attention_unmasked
+// CHECK-NOT: mlc.tanh
+// CHECK: mlc.attention %arg0, %arg1, %arg2 softcap = 4.000000e+00 :
+func.func @softcap_attention_unmasked(%q: tensor<1x2x3x4xf32>, %k: tensor<1x2x3x4xf32>, %v: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {
+  %kt = mlc.transpose %k, [0, 1, 3, 2] : tensor<1x2x3x4xf32>
+  %s = mlc.matmul %q, %kt : tensor<1x2x3x4xf32>, tensor<1x2x4x3xf32>
+  %scale = mlc.constant dense<0.5> : tensor<f32>
+  %ss = mlc.mul %s, %scale : tensor<1x2x3x3xf32>, tensor<f32>
+  %inv = mlc.constant dense<0.25> : tensor<f32>
+  %d = mlc.mul %ss, %inv : tensor<1x2x3x3xf32>, tensor<f32>
+  %t = mlc.tanh %d : tensor<1x2x3x3xf32>
+  %cap = mlc.constant dense<4.0> : tensor<f32>
+  %c = mlc.mul %cap, %t : tensor<f32>, tensor<1x2x3x3xf32>
+  %p = mlc.softmax %c axis = 3 : tensor<1x2x3x3xf32>
+  %o = mlc.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32>
+  return %o : tensor<1x2x3x4xf32>
+}
+
+// -----
+
+// c1 * tanh(s / c2) with c1 != c2 is no soft-capping: the chain stays.
+// CHECK-LABEL: func.func @softcap_caps_differ
+// CHECK-NOT: mlc.attention
+// CHECK: mlc.tanh
+// CHECK: mlc.softmax
+func.func @softcap_caps_differ(%q: tensor<1x2x3x4xf32>, %k: tensor<1x2x3x4xf32>, %v: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {
+  %kt = mlc.transpose %k, [0, 1, 3, 2] : tensor<1x2x3x4xf32>
+  %s = mlc.matmul %q, %kt : tensor<1x2x3x4xf32>, tensor<1x2x4x3xf32>
+  %c2 = mlc.constant dense<50.0> : tensor<f32>
+  %d = mlc.div %s, %c2 : tensor<1x2x3x3xf32>, tensor<f32>
+  %t = mlc.tanh %d : tensor<1x2x3x3xf32>
+  %c1 = mlc.constant dense<30.0> : tensor<f32>
+  %c = mlc.mul %t, %c1 : tensor<1x2x3x3xf32>, tensor<f32>
+  %p = mlc.softmax %c axis = 3 : tensor<1x2x3x3xf32>
+  %o = mlc.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32>
+  return %o : tensor<1x2x3x4xf32>
+}
+
+// -----
+
+// Capping after the mask (c tanh((s + m) / c)) is not the attention's
+// softcap, which caps the scores before the mask: the chain stays.
+// CHECK-LABEL: func.func @softcap_after_mask
+// CHECK-NOT: mlc.attention
+// CHECK: mlc.tanh
+func.func @softcap_after_mask(%q: tensor<1x2x3x4xf32>, %k: tensor<1x2x3x4xf32>, %v: tensor<1x2x3x4xf32>, %mask: tensor<1x1x1x3xf32>) -> tensor<1x2x3x4xf32> {
+  %kt = mlc.transpose %k, [0, 1, 3, 2] : tensor<1x2x3x4xf32>
+  %s = mlc.matmul %q, %kt : tensor<1x2x3x4xf32>, tensor<1x2x4x3xf32>
+  %a = mlc.add %s, %mask : tensor<1x2x3x3xf32>, tensor<1x1x1x3xf32>
+  %cap = mlc.constant dense<50.0> : tensor<f32>
+  %d = mlc.div %a, %cap : tensor<1x2x3x3xf32>, tensor<f32>
+  %t = mlc.tanh %d : tensor<1x2x3x3xf32>
+  %c = mlc.mul %t, %cap : tensor<1x2x3x3xf32>, tensor<f32>
+  %p = mlc.softmax %c axis = 3 : tensor<1x2x3x3xf32>
+  %o = mlc.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32>
+  return %o : tensor<1x2x3x4xf32>
+}
+
+// -----
+
+// Multi-query attention as Falcon's export writes it: one K/V head that the
+// products broadcast to the 4 query heads is grouped-query attention with
+// one kv head (the kernels index it, nothing is repeated).
+// CHECK-LABEL: func.func @multi_query_attention
+// CHECK: %[[A:.*]] = mlc.attention %arg0, %arg1, %arg2 causal : tensor<2x4x3x4xf32>, tensor<2x1x3x4xf32>, tensor<2x1x3x4xf32>
+// CHECK-NEXT: return %[[A]]
+func.func @multi_query_attention(%q: tensor<2x4x3x4xf32>, %k: tensor<2x1x3x4xf32>, %v: tensor<2x1x3x4xf32>) -> tensor<2x4x3x4xf32> {
+  %kt = mlc.transpose %k, [0, 1, 3, 2] : tensor<2x1x3x4xf32>
+  %s = mlc.matmul %q, %kt : tensor<2x4x3x4xf32>, tensor<2x1x4x3xf32>
+  %c = mlc.constant dense<0.5> : tensor<f32>
+  %ss = mlc.mul %s, %c : tensor<2x4x3x3xf32>, tensor<f32>
+  %mask = mlc.constant dense<[[[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]]]> : tensor<1x1x3x3xf32>
+  %m = mlc.add %ss, %mask : tensor<2x4x3x3xf32>, tensor<1x1x3x3xf32>
+  %p = mlc.softmax %m axis = 3 : tensor<2x4x3x3xf32>
+  %o = mlc.matmul %p, %v : tensor<2x4x3x3xf32>, tensor<2x1x3x4xf32>
+  return %o : tensor<2x4x3x4xf32>
+}
+
+// -----
+
+// One K head but 4 V heads is no attention mlc's op holds: the chain stays.
+// CHECK-LABEL: func.func @multi_query_key_only
+// CHECK-NOT: mlc.attention
+// CHECK: mlc.softmax
+func.func @multi_query_key_only(%q: tensor<2x4x3x4xf32>, %k: tensor<2x1x3x4xf32>, %v: tensor<2x4x3x4xf32>) -> tensor<2x4x3x4xf32> {
+  %kt = mlc.transpose %k, [0, 1, 3, 2] : tensor<2x1x3x4xf32>
+  %s = mlc.matmul %q, %kt : tensor<2x4x3x4xf32>, tensor<2x1x4x3xf32>
+  %c = mlc.constant dense<0.5> : tensor<f32>
+  %ss = mlc.mul %s, %c : tensor<2x4x3x3xf32>, tensor<f32>
+  %p = mlc.softmax %ss axis = 3 : tensor<2x4x3x3xf32>
+  %o = mlc.matmul %p, %v : tensor<2x4x3x3xf32>, tensor<2x4x3x4xf32>
+  return %o : tensor<2x4x3x4xf32>
+}
+
+// -----
+
+// Falcon's fused QKV heads cut by three slices along the heads: one split
+// (its gradient one concat, not three padded copies and their sum).
+// CHECK-LABEL: func.func @slices_tile_heads
+// CHECK-NEXT: %[[S:.*]]:3 = mlc.split %arg0 axis = 2 sizes = [4, 1, 1] : tensor<2x3x6x8xf32>
+// CHECK-NOT: mlc.slice
+// CHECK: return %[[S]]#0, %[[S]]#1, %[[S]]#2
+func.func @slices_tile_heads(%x: tensor<2x3x6x8xf32>) -> (tensor<2x3x4x8xf32>, tensor<2x3x1x8xf32>, tensor<2x3x1x8xf32>) {
+  %q = mlc.slice %x starts = [0, 0, 0, 0] ends = [2, 3, 4, 8] steps = [1, 1, 1, 1] : tensor<2x3x6x8xf32>
+  %k = mlc.slice %x starts = [0, 0, -2, 0] ends = [2, 3, 5, 8] steps = [1, 1, 1, 1] : tensor<2x3x6x8xf32>
+  %v = mlc.slice %x starts = [0, 0, 5, 0] ends = [2, 3, 6, 8] steps = [1, 1, 1, 1] : tensor<2x3x6x8xf32>
+  return %q, %k, %v : tensor<2x3x4x8xf32>, tensor<2x3x1x8xf32>, tensor<2x3x1x8xf32>
+}
+
+// -----
+
+// Slices that leave a gap, or that cut the last dim (rotate-half's halves,
+// which the rotary patterns read), stay slices.
+// CHECK-LABEL: func.func @slices_not_a_split
+// CHECK-NOT: mlc.split
+// CHECK-COUNT-4: mlc.slice
+// CHECK-NOT: mlc.split
+func.func @slices_not_a_split(%x: tensor<2x3x6x8xf32>) -> (tensor<2x3x4x8xf32>, tensor<2x3x1x8xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>) {
+  %a = mlc.slice %x starts = [0, 0, 0, 0] ends = [2, 3, 4, 8] steps = [1, 1, 1, 1] : tensor<2x3x6x8xf32>
+  %b = mlc.slice %x starts = [0, 0, 5, 0] ends = [2, 3, 6, 8] steps = [1, 1, 1, 1] : tensor<2x3x6x8xf32>
+  %lo = mlc.slice %x starts = [0, 0, 0, 0] ends = [2, 3, 6, 4] steps = [1, 1, 1, 1] : tensor<2x3x6x8xf32>
+  %hi = mlc.slice %x starts = [0, 0, 0, 4] ends = [2, 3, 6, 8] steps = [1, 1, 1, 1] : tensor<2x3x6x8xf32>
+  return %a, %b, %lo, %hi : tensor<2x3x4x8xf32>, tensor<2x3x1x8xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32>
+}

@@ -31,6 +31,8 @@
 // -inf where causal hides j > i) and dS_ij = scale P_ij (keep_ij dP_ij -
 // D_i), dP_ij = dO_i . v_j. keep_ij is dropout's factor for probability
 // (i, j): 1 / (1 - p) or 0 from mlc_uniform, bit for bit the CPU's mask.
+// Soft-capping (MLC_ATTN_SOFTCAP, mlc_attention_cap): s_ij is c tanh(scale
+// q_i . k_j / c) before the mask, and dS_ij takes the factor 1 - tanh^2.
 //
 // Layouts. Padded: tensors [B, H, S, D], a block per (batch, head, query
 // block). Variable-length (MLC_ATTN_VARLEN): packed tokens [T, H, D],
@@ -237,6 +239,18 @@ MLC_FN T mlc_attention_keep(const MlcAttention<T> &s, uint64_t key, const MlcAtt
 // double for f64.
 template <typename T> using MlcAttentionAcc = decltype(T() * T());
 
+// Soft-capping (MLC_ATTN_SOFTCAP) of a scaled score sc: c tanh(sc / c),
+// the tanh in th (the backward's factor 1 - th^2); sc itself without.
+MLC_FN float mlc_attention_tanh(float v) { return tanhf(v); }
+MLC_FN double mlc_attention_tanh(double v) { return tanh(v); }
+template <int F, typename A, typename T>
+MLC_FN A mlc_attention_cap(const MlcAttention<T> &s, A sc, A &th) {
+  if (!(F & MLC_ATTN_SOFTCAP))
+    return sc;
+  th = mlc_attention_tanh(sc * (A)(1.0 / s.softcap));
+  return (A)s.softcap * th;
+}
+
 // Element c of row r of a Q or K head of block k (rows `stride` apart from
 // base) as attention reads it: rotated by the tables' row of r under RF's
 // MLC_ATTN_ROTARY, else as stored. RF is the kernel's flags for Q and K,
@@ -378,9 +392,10 @@ __device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
         const int64_t j = j0 + t;
         if (j < seen.lo || j >= seen.hi)
           continue;
-        T sc = 0;
+        T sc = 0, th = 0;
         for (int c = 0; c < D; ++c)
           sc += q[c] * ks[t][c];
+        sc = mlc_attention_cap<F>(s, sc, th);
         if (F & MLC_ATTN_MASK)
           sc += mlc_attention_mask(s, x.mask, k, i, j);
         if (sc == -mlc_inf<T>())
@@ -400,6 +415,8 @@ __device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
         sc = 0;
         for (int c = 0; c < D; ++c)
           sc += q[c] * ks[t][c];
+        T th = 0;
+        sc = mlc_attention_cap<F>(s, sc, th);
         if (F & MLC_ATTN_MASK)
           sc += mlc_attention_mask(s, x.mask, k, i, j);
       }
@@ -443,10 +460,10 @@ MLC_FN void mlc_attention_rows_grads(const MlcAttention<T> &s, const MlcAttentio
                                      const MlcKernelCtx *ctx, uint64_t key,
                                      const MlcAttentionBlock &k, int64_t i, int64_t j, const T *qi,
                                      const T *kj, const T *gi, const T *vj, T &pr, T &kp, T &ds) {
-  T sc = 0, dp = 0;
+  T sc = 0, dp = 0, th = 0;
   for (int c = 0; c < D; ++c)
     sc += qi[c] * kj[c];
-  sc *= s.scale;
+  sc = mlc_attention_cap<F>(s, sc * s.scale, th);
   for (int c = 0; c < DV; ++c)
     dp += gi[c] * vj[c];
   if (F & MLC_ATTN_MASK)
@@ -455,6 +472,8 @@ MLC_FN void mlc_attention_rows_grads(const MlcAttention<T> &s, const MlcAttentio
   pr = (T)(mlc_exp(sc - (T)st[0]) / st[1]);
   kp = mlc_attention_keep<F>(s, key, k, i, j);
   ds = pr * (dp * kp - (T)st[2]) * s.scale;
+  if (F & MLC_ATTN_SOFTCAP)
+    ds *= (T)1 - th * th;
 }
 
 // A compiler barrier where ON (no instruction): shared memory read after
@@ -744,14 +763,14 @@ template <int N> MLC_FN void mlc_attention_zero(float (*acc)[4]) {
     acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0;
 }
 
-// The score of query i, key j from the product v: scaled, masked, -inf
-// where hidden (varlen: also where i or j is outside `seq`, the sequence
-// of the lane's row, mlc_attention_sequence).
+// The score of query i, key j from the product v: scaled, soft-capped (th:
+// the tanh), masked, -inf where hidden (varlen: also where i or j is
+// outside `seq`, the sequence of the lane's row, mlc_attention_sequence).
 template <int F, typename I>
 MLC_FN float mlc_attention_tc_score(const MlcAttention<float> &s, const MlcAttentionArgs<float, I> &x,
                                     const MlcAttentionBlock &k, int64_t i, int64_t j, float v,
-                                    const MlcAttentionSpan &seq) {
-  float sc = v * s.scale;
+                                    const MlcAttentionSpan &seq, float &th) {
+  float sc = mlc_attention_cap<F>(s, v * s.scale, th);
   bool ok = i < k.SQ && j < k.SK && (!(F & MLC_ATTN_CAUSAL) || j <= i);
   if (F & MLC_ATTN_VARLEN)
     ok = ok && i >= seq.lo && i < seq.hi && j >= seq.lo && j < seq.hi;
@@ -873,13 +892,16 @@ MLC_FN void mlc_attention_tc_stats(const MlcAttention<float> &s, const double *s
 }
 
 // P (times keep, for dV) and dS of one score from its query's statistics
-// m, l, d: pw = P keep, ds = scale P (dp keep - d).
+// m, l, d: pw = P keep, ds = scale P (dp keep - d) (soft-capped: times
+// 1 - th^2, th the score's tanh).
 template <int F, typename T>
-MLC_FN void mlc_attention_tc_grads(const MlcAttention<T> &s, float sc, float m, float l, float d,
-                                   float dp, float kp, float &pw, float &ds) {
+MLC_FN void mlc_attention_tc_grads(const MlcAttention<T> &s, float sc, float th, float m, float l,
+                                   float d, float dp, float kp, float &pw, float &ds) {
   const float pr = sc == -mlc_inf<float>() ? 0.0f : mlc_exp(sc - m) / l;
   pw = pr * kp;
   ds = pr * (dp * kp - d) * s.scale;
+  if (F & MLC_ATTN_SOFTCAP)
+    ds *= 1.0f - th * th;
 }
 
 // The forward pass (backward: phase 0, the statistics), a warp per 16
@@ -923,7 +945,8 @@ __device__ void mlc_attention_tc_rows_forward(const MlcAttention<float> &s,
     for (int n = 0; n < 4; ++n)
       for (int f = 0; f < 4; ++f) {
         const int64_t i = f < 2 ? ln.r0 : ln.r1, j = j0 + n * 8 + 2 * ln.t4 + (f & 1);
-        const float sc = mlc_attention_tc_score<F>(s, x, k, i, j, sv[n][f], seq[f >> 1]);
+        float th = 0;
+        const float sc = mlc_attention_tc_score<F>(s, x, k, i, j, sv[n][f], seq[f >> 1], th);
         sv[n][f] = sc;
         tm[f >> 1] = sc > tm[f >> 1] ? sc : tm[f >> 1];
       }
@@ -1029,8 +1052,9 @@ __device__ void mlc_attention_tc_dkdv(const MlcAttention<float> &s,
       for (int f = 0; f < 4; ++f) {
         const int q = n * 8 + 2 * ln.t4 + (f & 1);
         const int64_t j = f < 2 ? ln.r0 : ln.r1, i = i0 + q;
-        const float sc = mlc_attention_tc_score<F>(s, x, k, i, j, sv[n][f], seq[f >> 1]);
-        mlc_attention_tc_grads<F>(s, sc, sh.sm[q], sh.sl[q], sh.sd[q], dp[n][f],
+        float th = 0;
+        const float sc = mlc_attention_tc_score<F>(s, x, k, i, j, sv[n][f], seq[f >> 1], th);
+        mlc_attention_tc_grads<F>(s, sc, th, sh.sm[q], sh.sl[q], sh.sd[q], dp[n][f],
                                   mlc_attention_keep<F>(s, key, k, i, j), pw[n][f], ds[n][f]);
       }
     mlc_attention_product_of_tile<DV / 8>(gv, pw, sh.b.cols, ln);
@@ -1096,8 +1120,9 @@ __device__ void mlc_attention_tc_dq(const MlcAttention<float> &s, const MlcAtten
     for (int n = 0; n < 4; ++n)
       for (int f = 0; f < 4; ++f) {
         const int64_t i = f < 2 ? ln.r0 : ln.r1, j = j0 + n * 8 + 2 * ln.t4 + (f & 1);
-        const float sc = mlc_attention_tc_score<F>(s, x, k, i, j, sv[n][f], seq[f >> 1]);
-        mlc_attention_tc_grads<F>(s, sc, rm[f >> 1], rl[f >> 1], rd[f >> 1], dp[n][f],
+        float th = 0;
+        const float sc = mlc_attention_tc_score<F>(s, x, k, i, j, sv[n][f], seq[f >> 1], th);
+        mlc_attention_tc_grads<F>(s, sc, th, rm[f >> 1], rl[f >> 1], rd[f >> 1], dp[n][f],
                                   mlc_attention_keep<F>(s, key, k, i, j), pw[n][f], ds[n][f]);
       }
     (void)pw;

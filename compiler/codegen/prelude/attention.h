@@ -29,6 +29,9 @@
 // tile through the transposed rotation and un-rotates a kv head's dK rows
 // in place once its group's sum is complete. The rotated Q and K never
 // reach memory.
+// Soft-capping (MLC_ATTN_SOFTCAP): each scaled score becomes c tanh(s / c)
+// as the tile's scores are formed, before the mask; the backward pass
+// keeps the tile's tanh values and multiplies dS by 1 - tanh^2.
 // Memory: Q, K, V and O (and their gradients) once per head; the products
 // are compute-bound (4 S^2 D flops forward, 10 backward, halved when
 // causal).
@@ -37,6 +40,8 @@ enum { MLC_ATTN_CPU_TILE = 64 };
 
 static inline float mlc_attention_exp(float x) { return mlc_expf(x); }
 static inline double mlc_attention_exp(double x) { return std::exp(x); }
+static inline float mlc_attention_tanh(float x) { return mlc_tanhf(x); }
+static inline double mlc_attention_tanh(double x) { return std::tanh(x); }
 
 // One query head's place: (batch or sequence bb, query head h, kv head
 // kvh), bh = bb * heads + h, the sequence's first token a (varlen), the
@@ -162,15 +167,29 @@ template <int F> static inline MlcAttentionTile mlc_attention_tile(int64_t i0, i
 
 // The tile's probabilities in sb (mi x nk, row pitch nk): S = scale Q_t
 // K^T of the tile's query rows qt (rq apart) against the packed K (kp),
-// then each row's softmax.
+// soft-capped (MLC_ATTN_SOFTCAP: th, when given, gets each seen score's
+// tanh(s / c) at the same place), then each row's softmax.
 template <typename T, int F, int D, typename I>
 static inline void mlc_attention_probabilities(const MlcAttention<T> &s,
                                                const MlcAttentionArgs<T, I> &x,
                                                const MlcAttentionHead &k, const T *qt,
                                                int64_t rq, int64_t i0, const MlcAttentionTile &t,
-                                               const T *kp, T *sb) {
+                                               const T *kp, T *sb, T *th = nullptr) {
   mlc_gemm<T>(t.mi, t.nk, D, s.scale, qt, rq, 1, kp, D, sb, t.nk, false,
               mlc_attention_band<F>(1), t.off);
+  if (F & MLC_ATTN_SOFTCAP) {
+    const T cap = (T)s.softcap, inv = (T)(1.0 / s.softcap);
+    for (int64_t r = 0; r < t.mi; ++r) {
+      const int64_t jn = mlc_attention_keys_seen<F>(i0 + r, k.SK);
+      T *si = sb + r * t.nk;
+      for (int64_t j = 0; j < jn; ++j) {
+        const T h = mlc_attention_tanh(si[j] * inv);
+        if (th)
+          th[r * t.nk + j] = h;
+        si[j] = cap * h;
+      }
+    }
+  }
   for (int64_t r = 0; r < t.mi; ++r)
     mlc_attention_softmax_row<F>(s, x, k, i0 + r, sb + r * t.nk, t.nk);
 }
@@ -227,9 +246,9 @@ static void mlc_attention_forward(const MlcAttention<T> &s, const MlcAttentionAr
 // A thread's working memory in the backward pass: the tile's P and dP,
 // K and V packed (K both ways), and a packed dO or Q tile; with rotary
 // embedding the rotated Q tile and K rows and dQ's tile before its
-// transposed rotation.
+// transposed rotation; with soft-capping the tile's tanh values.
 template <typename T> struct MlcAttentionScratch {
-  std::vector<T> sb, dp, kp, vp, kn, tp, qr, kr, dq;
+  std::vector<T> sb, dp, kp, vp, kn, tp, qr, kr, dq, th;
 };
 
 // One query head's share of the backward pass (K, V already packed in w):
@@ -250,7 +269,8 @@ static void mlc_attention_backward_head(const MlcAttention<T> &s, const MlcAtten
     const int64_t nk = t.nk;
     int64_t pq;
     const T *qt = mlc_attention_rows<T, F, D>(s, x, k, qh, rq, i0, t.mi, w.qr, pq);
-    mlc_attention_probabilities<T, F, D>(s, x, k, qt, pq, i0, t, w.kp.data(), w.sb.data());
+    mlc_attention_probabilities<T, F, D>(s, x, k, qt, pq, i0, t, w.kp.data(), w.sb.data(),
+                                         (F & MLC_ATTN_SOFTCAP) ? w.th.data() : nullptr);
     mlc_gemm<T>(t.mi, nk, DV, (T)1, gh + i0 * rg, rg, 1, w.vp.data(), DV, w.dp.data(), nk, false,
                 mlc_attention_band<F>(1), t.off);
     for (int64_t r = 0; r < t.mi; ++r) {
@@ -267,6 +287,12 @@ static void mlc_attention_backward_head(const MlcAttention<T> &s, const MlcAtten
       for (int64_t j = 0; j < jn; ++j) {
         di[j] = si[j] * (di[j] - (T)rowsum) * s.scale;
         si[j] *= mlc_attention_keep<F>(s, key, row, j);
+      }
+      if (F & MLC_ATTN_SOFTCAP) { // d(c tanh(s / c)) / ds = 1 - tanh^2
+        const T *hi = w.th.data() + r * nk;
+#pragma omp simd
+        for (int64_t j = 0; j < jn; ++j)
+          di[j] *= (T)1 - hi[j] * hi[j];
       }
       for (int64_t j = jn; j < nk; ++j)
         di[j] = 0;
@@ -315,6 +341,8 @@ static void mlc_attention_backward(const MlcAttention<T> &s, const MlcAttentionA
       T *dv = mlc_attention_head<F>(s, k, MLC_ATT_DV, x.dv);
       w.sb.resize(tile * SK);
       w.dp.resize(tile * SK);
+      if (F & MLC_ATTN_SOFTCAP)
+        w.th.resize(tile * SK);
       int64_t pk;
       const T *kt = mlc_attention_rows<T, F, D>(s, x, k, kh, rk, 0, SK, w.kr, pk);
       mlc_pack<T>(D, SK, kt, pk, true, w.kp);

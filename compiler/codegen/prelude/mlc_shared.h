@@ -41,6 +41,7 @@ enum {
   MLC_ATTN_GROUPED = 16, // grouped-query: fewer kv heads than query heads
   MLC_ATTN_ROTARY = 32,  // Q and K rotated where they are read (rotary embedding)
   MLC_ATTN_INTERLEAVED = 64, // with ROTARY: pairs (2i, 2i + 1), not rotate-half's
+  MLC_ATTN_SOFTCAP = 128,    // scores soft-capped: softcap * tanh(s / softcap), before the mask
 };
 
 // Where head (b, h) of a tensor starts, in elements: offset + b * batch +
@@ -75,7 +76,8 @@ MLC_FN bool mlc_attention_kv_role(int role) {
 // elements of a Q or K row rotating (even, at most the head dim; the rest
 // pass through), and the element d of the tables' row for token i of
 // batch b at b * batch + i * row + d (varlen: token i of the packed stream
-// at i * row + d, batch unused).
+// at i * row + d, batch unused). softcap: the cap c of MLC_ATTN_SOFTCAP
+// (each scaled score s becomes c tanh(s / c) before the mask; 0 without).
 struct MlcAttentionRotary {
   int64_t dim, batch, row;
 };
@@ -89,6 +91,7 @@ template <typename T> struct MlcAttention {
   T keepScale;
   uint64_t seed;
   MlcAttentionRotary rot;
+  double softcap;
 };
 
 // The query heads per kv head: 1 unless MLC_ATTN_GROUPED (so that the

@@ -75,3 +75,10 @@ save("cumsum-runtime", [helper.make_node("CumSum", ["am", "ax"], ["y"], name="po
 save("gathernd-runtime", [helper.make_node("Unsqueeze", ["am", "ax2"], ["i"]),
                           helper.make_node("GatherND", ["x", "i"], ["y"], name="gnd")],
      [x, am], [y], [numpy_helper.from_array(np.array([2], np.int64), "ax2")], opset=18)
+# GatherND of a run-time value at a constant index past its dim; a Max of
+# no inputs (ONNX's Max takes 1 to N).
+x3 = helper.make_tensor_value_info("x3", TensorProto.FLOAT, [3, 2, 4])
+save("gathernd-range", [helper.make_node("GatherND", ["x3", "i"], ["y"], name="gnd")], [x3], [y],
+     [numpy_helper.from_array(np.array([[1], [-5]], np.int64), "i")], opset=20)
+save("max-none", [helper.make_node("Max", [], ["m"], name="mx"),
+                  helper.make_node("Add", ["x3", "m"], ["y"])], [x3], [y], opset=20)

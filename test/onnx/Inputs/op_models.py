@@ -9,7 +9,10 @@ decomposition) and Attention
 (rank 4 causal with a scale, rank 3 with a boolean mask), CastLike, ReduceMax
 with axes as an input, and ops of a plain graph at opset 23; SiLU as
 x * Sigmoid(x), opset-23 RotaryEmbedding (rank 4; rank 3, interleaved,
-partial) with Cos/Sin rotary tables of constants.
+partial) with Cos/Sin rotary tables of constants; GatherND at constant
+indices that pick slabs (Falcon's qkv[..., [-2], :]), Max/Min/Sum/Mean of
+1 to 3 inputs, and attention scores soft-capped as Gemma 2's export writes
+them.
 
     op_models.py --mlc MLC --work DIR
 """
@@ -233,6 +236,58 @@ MODELS = {
         helper.make_node("RotaryEmbedding", ["r3", "cos", "sin"], ["y"], interleaved=1,
                          num_heads=2, rotary_embedding_dim=4)],
         [vi("r3", [2, 4, 12])], [vi("y", None)], []),
+    # GatherND at constant indices that are not positions: Falcon's
+    # qkv[..., [-2], :] (Transpose, GatherND of [[-2]], Transpose back), and
+    # tuples of two indices picking three runs of slabs.
+    "gathernd_slabs": (20, [helper.make_node("Transpose", ["x"], ["xt"], perm=[2, 0, 1]),
+                            const("i1", np.array([[-2]], np.int64)),
+                            helper.make_node("GatherND", ["xt", "i1"], ["g1"]),
+                            helper.make_node("Transpose", ["g1"], ["g1t"], perm=[1, 2, 0]),
+                            const("i2", np.array([[[1, 2], [1, 3]], [[0, 0], [-1, -4]]], np.int64)),
+                            helper.make_node("GatherND", ["x", "i2"], ["g2"]),
+                            const("sh", np.array([2, 1, 2, 6], np.int64)),
+                            helper.make_node("Reshape", ["g2", "sh"], ["g2r"]),
+                            helper.make_node("Transpose", ["g2r"], ["g2t"], perm=[0, 2, 1, 3]),
+                            const("sh2", np.array([2, 4, 3], np.int64)),
+                            helper.make_node("Reshape", ["g2t", "sh2"], ["g2s"]),
+                            const("sl0", np.array([0], np.int64)),
+                            const("sl1", np.array([1], np.int64)),
+                            const("sl2", np.array([2], np.int64)),
+                            helper.make_node("Slice", ["g2s", "sl0", "sl1", "sl2"], ["g2c"]),
+                            helper.make_node("Add", ["g1t", "g2c"], ["y"])],
+                       [vi("x", [2, 4, 6])], [vi("y", None)], []),
+    # Gemma 2's attention-logit soft-capping as the dynamo exporter writes
+    # it (scores * scale, / cap, Tanh, * cap, then the causal mask), with
+    # scores of several caps: one attention whose kernels apply the cap.
+    "attention_softcap": (20, [helper.make_node("Transpose", ["k4"], ["kt"], perm=[0, 1, 3, 2]),
+                               helper.make_node("MatMul", ["q4", "kt"], ["s"]),
+                               const("scale", np.array(1.2, np.float32)),
+                               helper.make_node("Mul", ["s", "scale"], ["ss"]),
+                               const("cap", np.array(0.8, np.float32)),
+                               helper.make_node("Div", ["ss", "cap"], ["sd"]),
+                               helper.make_node("Tanh", ["sd"], ["st"]),
+                               helper.make_node("Mul", ["st", "cap"], ["sc"]),
+                               const("causal", np.where(np.tril(np.ones((4, 4), bool)), 0.0,
+                                                        -3.4028235e38).astype(np.float32)
+                                     .reshape(1, 1, 4, 4)),
+                               helper.make_node("Add", ["sc", "causal"], ["sm"]),
+                               helper.make_node("Softmax", ["sm"], ["p"], axis=-1),
+                               helper.make_node("MatMul", ["p", "v4"], ["y"])],
+                          [vi("q4", [2, 2, 4, 3]), vi("k4", [2, 2, 4, 3]), vi("v4", [2, 2, 4, 3])],
+                          [vi("y", None)], []),
+    # Max, Min, Sum and Mean of 1 to 3 inputs that broadcast together (the
+    # optimize=False export writes a one-input Max); Sum of constants folded.
+    "variadic": (20, [helper.make_node("Max", ["x"], ["mx"]),
+                      const("c6", rng.standard_normal(6).astype(np.float32)),
+                      const("c41", rng.standard_normal((4, 1)).astype(np.float32)),
+                      helper.make_node("Sum", ["c6", "c6"], ["c6x2"]),
+                      helper.make_node("Min", ["x", "c41", "c6x2"], ["mn"]),
+                      helper.make_node("Sum", ["mx", "c6", "c41"], ["sm"]),
+                      helper.make_node("Mean", ["x", "c6", "mn"], ["me"]),
+                      helper.make_node("Mean", ["me"], ["me1"]),
+                      helper.make_node("Max", ["sm", "me1"], ["mm"]),
+                      helper.make_node("Mul", ["mm", "mn"], ["y"])],
+                 [vi("x", [2, 4, 6])], [vi("y", None)], []),
 }
 FEEDS = {"x": rng.standard_normal((2, 4, 6)).astype(np.float32),
          "x2": rng.standard_normal((3, 6)).astype(np.float32),
