@@ -9,6 +9,7 @@
 #include "runtime/train/BatchSources.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Generate.h"
+#include "runtime/train/ModelDirectory.h"
 #include "runtime/train/RunLog.h"
 #include "runtime/core/Json.h"
 #include "runtime/core/TensorIO.h"
@@ -90,7 +91,7 @@ static bool sameValues(const HostTensor &a, const HostTensor &b, int64_t numel) 
 
 void loadParameters(Backend &backend, const std::string &path) {
   const Package &pkg = backend.package();
-  auto tensors = readSafetensors(path);
+  auto tensors = readModelWeights(path);
   std::string problems;
   // A tied parameter may be stored under any of its names (HF's own files
   // keep one of them); where several are stored, they must agree.
@@ -178,6 +179,14 @@ void saveParameters(Backend &backend, const std::string &path) {
     out.push_back({p.name, std::move(t)});
   }
   writeSafetensors(path, out, {{"format", "pt"}});
+}
+
+/// --save: a safetensors file, or a Hugging Face model directory.
+static void saveWeights(Backend &backend, const TrainOptions &o) {
+  if (isDirectoryPath(o.save))
+    saveModelDirectory(backend, o, o.save);
+  else
+    saveParameters(backend, o.save);
 }
 
 double learningRate(const TrainOptions &o, int64_t step) {
@@ -353,7 +362,7 @@ public:
     uploadAll(backend, FlatBuffer::AdamV, m2);
     std::string kept;
     if (!o.save.empty()) {
-      saveParameters(backend, o.save);
+      saveWeights(backend, o);
       kept = "; the parameters before this step are saved in " + o.save;
     }
     fail("the update at step " + std::to_string(t) + " would make the parameters or the AdamW "
@@ -726,7 +735,7 @@ private:
     if (!std::isfinite(loss) || !std::isfinite(norm)) {
       std::string kept;
       if (!o.save.empty()) {
-        saveParameters(backend, o.save);
+        saveWeights(backend, o);
         kept = "; the parameters before this step are saved in " + o.save;
       }
       fail("the loss became " + std::to_string(loss) + " (gradient norm " +
@@ -884,7 +893,7 @@ private:
         fprintf(stderr, "mlc: checkpoint %s\n", dir.c_str());
     }
     if (!o.save.empty())
-      saveParameters(backend, o.save);
+      saveWeights(backend, o);
     if (!o.memoryReport.empty())
       writeMemoryReport(backend, o.memoryReport);
     if (dump)
