@@ -199,12 +199,8 @@ void checkModelDirectory(const std::string &dir, const std::string &flag) {
     fail(flag + " " + dir + ": the directory " + parent + " is not writable");
 }
 
-void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::string &dir) {
-  const Package &pkg = backend.package();
-  std::string final = dir;
-  while (final.size() > 1 && final.back() == '/')
-    final.pop_back();
-  checkModelDirectory(final, "--save");
+/// The package's hf_config.json: the builtin model's config.json.
+static std::string hfConfigOf(const Package &pkg, const std::string &dir) {
   std::string config;
   if (isRegularFile(pkg.dir + "/hf_config.json"))
     config = readFile(pkg.dir + "/hf_config.json");
@@ -212,6 +208,22 @@ void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::stri
     fail("--save " + dir + ": a model directory needs the model's Hugging Face config, and " +
          pkg.dir + " has none (an ONNX model, a builtin config that no transformers class " +
          "builds, or a package of an older mlc): save to a .safetensors file instead");
+  return config;
+}
+
+void checkModelDirectorySource(const Package &pkg, const TrainOptions &o) {
+  hfConfigOf(pkg, o.save);
+  parseShardSize(o.maxShardSize);
+  tokenizerFiles(o);
+}
+
+void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::string &dir) {
+  const Package &pkg = backend.package();
+  std::string final = dir;
+  while (final.size() > 1 && final.back() == '/')
+    final.pop_back();
+  checkModelDirectory(final, "--save");
+  std::string config = hfConfigOf(pkg, dir);
   if (pkg.dtype == "f64") // the parameters as the file stores them
     if (auto at = config.find("\"torch_dtype\": \"float32\""); at != std::string::npos)
       config.replace(at, 24, "\"torch_dtype\": \"float64\"");

@@ -40,6 +40,10 @@ bool isModelDirectoryFile(const std::string &name);
 /// Refuses, before training, a --save DIR that cannot be written or that
 /// holds files other than a model directory's.
 void checkModelDirectory(const std::string &dir, const std::string &flag);
+/// Refuses, before training, a --save DIR that the run cannot fill: a
+/// package without the model's Hugging Face config, a bad --max-shard-size,
+/// a --tokenizer-model with no tokenizer file.
+void checkModelDirectorySource(const Package &pkg, const TrainOptions &o);
 /// Writes the trained parameters as a model directory (see above): into a
 /// temporary sibling, flushed, then renamed over `dir`.
 void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::string &dir);

@@ -420,6 +420,8 @@ public:
         lead(backend.rank() == 0) {
     setUpRanks(given);
     checkPlan();
+    if (lead && !o.save.empty() && isDirectoryPath(o.save))
+      checkModelDirectorySource(pkg, o); // before any step, not after the last
     sources = openBatchSources(pkg, o);
     layout = batchLayout(pkg, o, sources);
     if (backend.profile.enabled)
