@@ -117,28 +117,19 @@ int64_t parseShardSize(const std::string &text) {
   double value = std::strtod(number.c_str(), &end);
   if (*end || !std::isfinite(value))
     return bad();
-  std::string unit = text.substr(digits);
+  // As transformers: the unit's case does not matter, except that KB, MB
+  // and GB ending in a lower-case b count bits.
+  std::string unit = text.substr(digits), upper;
+  for (char c : unit)
+    upper += char(std::toupper((unsigned char)c));
   double scale;
   if (unit.empty())
     scale = 1;
-  else if (unit == "KB" || unit == "kB")
-    scale = 1e3;
-  else if (unit == "MB")
-    scale = 1e6;
-  else if (unit == "GB")
-    scale = 1e9;
-  else if (unit == "KiB")
-    scale = 1024.0;
-  else if (unit == "MiB")
-    scale = 1024.0 * 1024;
-  else if (unit == "GiB")
-    scale = 1024.0 * 1024 * 1024;
-  else if (unit == "Kb" || unit == "kb")
-    scale = 1e3 / 8;
-  else if (unit == "Mb")
-    scale = 1e6 / 8;
-  else if (unit == "Gb")
-    scale = 1e9 / 8;
+  else if (upper == "KIB" || upper == "MIB" || upper == "GIB")
+    scale = std::pow(1024.0, upper == "KIB" ? 1 : upper == "MIB" ? 2 : 3);
+  else if (upper == "KB" || upper == "MB" || upper == "GB")
+    scale = std::pow(1000.0, upper == "KB" ? 1 : upper == "MB" ? 2 : 3) /
+            (unit.back() == 'b' ? 8 : 1);
   else
     return bad();
   double bytes = std::floor(value * scale);

@@ -25,8 +25,9 @@
 namespace mlc::rt {
 
 /// Bytes in a --max-shard-size, read as transformers reads it: a number of
-/// bytes, or a number with a unit: KB, MB, GB (powers of 1000), KiB, MiB,
-/// GiB (of 1024), or Kb, Mb, Gb (bits). An Error names the flag.
+/// bytes, or a number with a unit in any case: KB, MB, GB (powers of
+/// 1000), KiB, MiB, GiB (of 1024); KB, MB, GB ending in a lower-case b
+/// (Kb, mb) count bits. An Error names the flag.
 int64_t parseShardSize(const std::string &text);
 /// How save_pretrained splits tensors of `bytes` (in order) into shards:
 /// a tensor starts a new shard when it would take the current one, which
