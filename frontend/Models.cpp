@@ -565,8 +565,13 @@ llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef family,
   }
   auto preset = presets->find(config.preset);
   // A Hugging Face model directory: its config.json.
-  if (preset == presets->end() && llvm::sys::fs::is_directory(config.preset))
-    config.preset = (llvm::StringRef(config.preset).rtrim('/') + "/config.json").str();
+  if (preset == presets->end() && llvm::sys::fs::is_directory(config.preset)) {
+    std::string file = (llvm::StringRef(config.preset).rtrim('/') + "/config.json").str();
+    if (!llvm::sys::fs::exists(file))
+      return error(config.preset + ": a directory without config.json (--config reads an HF "
+                   "config.json, or the model directory that holds it)");
+    config.preset = file;
+  }
   if (llvm::StringRef(config.preset).ends_with(".json")) {
     if (auto err = readHFConfig(config.preset, config))
       return std::move(err);
