@@ -254,6 +254,11 @@ void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::stri
         t.shape = p.shape;
         const char *base = flat.data() + p.offset * es;
         t.data.assign(base, base + p.numel * es);
+        // No directory of weights that are not finite is written.
+        for (int64_t e = 0; e < p.numel; ++e)
+          if (!std::isfinite(t.getDouble(e)))
+            fail(dir + " was not written: parameter " + p.name + " holds " +
+                 std::to_string(t.getDouble(e)) + " at index " + std::to_string(e));
         total += p.numel * es;
         weightMap[p.name] = shardName(s);
         tensors.push_back({p.name, std::move(t)});
