@@ -10,10 +10,12 @@
                 mis-shaped keys, its shards keep save_pretrained's size rule,
                 its tokenizer loads with AutoTokenizer, and transformers'
                 logits equal `mlc run --config OUT --init OUT`'s.
-  --part gpt2, --part bert
+  --part gpt2, --part bert, --part qwen2
                 `mlc train MODEL --config tiny,... --save OUT/` loads with
                 AutoModelForCausalLM / AutoModelForMaskedLM, and gives mlc's
-                logits.
+                logits (qwen2: the builtin llama with q/k/v biases and a tied
+                head, which config.json names Qwen2ForCausalLM; the tied head
+                is stored once, as save_pretrained stores it).
   --part bad    Writes broken copies of the sharded Llama for the test's error
                 cases: DIR/missing-shard, two-shards, lacks, unlisted.
 """
@@ -33,7 +35,7 @@ import torch_models as tm  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--mlc", required=True)
-ap.add_argument("--part", choices=["llama", "gpt2", "bert", "bad"], required=True)
+ap.add_argument("--part", choices=["llama", "qwen2", "gpt2", "bert", "bad"], required=True)
 ap.add_argument("--work", required=True)
 args = ap.parse_args()
 
@@ -198,9 +200,16 @@ if args.part == "llama":
     if enc != [1, 2, 63, 0]:
         failures.append(f"tokenizer gives {enc}")
 
-if args.part in ("gpt2", "bert"):
+if args.part in ("gpt2", "bert", "qwen2"):
     out = os.path.join(args.work, args.part) + "/"
-    if args.part == "gpt2":
+    model_name = "llama" if args.part == "qwen2" else args.part
+    if args.part == "qwen2":
+        config = ("tiny,vocab_size=64,hidden_size=32,intermediate_size=48,num_hidden_layers=2,"
+                  "num_attention_heads=4,num_key_value_heads=2,max_position_embeddings=32,"
+                  "qkv_bias=1,tie_word_embeddings=1")
+        auto = transformers.AutoModelForCausalLM
+        extra = []
+    elif args.part == "gpt2":
         config = ("tiny,vocab_size=64,n_positions=32,n_embd=32,n_layer=2,n_head=2,"
                   "resid_pdrop=0,embd_pdrop=0,attn_pdrop=0")
         auto = transformers.AutoModelForCausalLM
@@ -224,7 +233,7 @@ if args.part in ("gpt2", "bert"):
     if args.part == "bert":
         np.save(os.path.join(bdir, "token_type_ids.npy"), np.zeros_like(steps))
         np.save(os.path.join(bdir, "attention_mask.npy"), np.ones_like(steps))
-    subprocess.run([args.mlc, "train", args.part, "--config", config, "--micro-batch", str(B),
+    subprocess.run([args.mlc, "train", model_name, "--config", config, "--micro-batch", str(B),
                     "--seq-len", str(S), "--batches", bdir, "--steps", "2", "--save", out,
                     "--max-shard-size", "20KB", "--log-every", "100"], check=True)
     loaded, info = auto.from_pretrained(out, output_loading_info=True)
@@ -236,7 +245,7 @@ if args.part in ("gpt2", "bert"):
             kw["token_type_ids"] = torch.from_numpy(types)
             kw["attention_mask"] = torch.from_numpy(mask)
         hf_logits = loaded(**kw).logits.numpy()
-    mlc_logits = mlc_run(args.part, out, out, args.part, extra)
+    mlc_logits = mlc_run(model_name, out, out, args.part, extra)
     r = rel(hf_logits, mlc_logits)
     print(f"{args.part} --save DIR/: {len(shards_of(out))} shards; from_pretrained: "
           f"{type(loaded).__name__}, no missing or unexpected keys: {not any(info.values())}; "
