@@ -194,6 +194,20 @@ if args.part == "llama":
           f"initial ones by {moved:.2e})")
     if r > 1e-5 or moved < 1e-3:
         failures.append(f"trained logits vs mlc {r:.2e}, moved {moved:.2e}")
+    # Under the default 5GB: one model.safetensors, no index; the tokenizer
+    # named by --tokenizer-model (a file: the configs beside it come too).
+    out1 = os.path.join(args.work, "one-file") + "/"
+    subprocess.run([args.mlc, "train", "llama", "--config", single, "--init", single,
+                    "--micro-batch", str(B), "--seq-len", str(S), "--batches", bdir,
+                    "--steps", "1", "--save", out1, "--log-every", "100",
+                    "--tokenizer-model", os.path.join(sharded, "tokenizer.json")], check=True)
+    print("--save DIR/ under 5GB: " + " ".join(sorted(os.listdir(out1))))
+    loaded1, info1 = transformers.AutoModelForCausalLM.from_pretrained(
+        out1, output_loading_info=True)
+    check_loading_info(info1, "from_pretrained of one file")
+    tok = transformers.AutoTokenizer.from_pretrained(out1)
+    if tok("w1 w2")["input_ids"] != [1, 2]:
+        failures.append("the --tokenizer-model copy does not tokenize as the original")
     tok = transformers.AutoTokenizer.from_pretrained(out)
     enc = tok("w1 w2 w63 nope")["input_ids"]
     print(f"AutoTokenizer: {type(tok).__name__} {enc}")
