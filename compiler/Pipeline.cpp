@@ -106,6 +106,8 @@ llvm::Expected<LoweredPackage> writePackage(ModuleOp module, const std::string &
     files["kernels.cu"] = lowered->kernelsCu;
   if (!d.weights.empty())
     files["weights.safetensors"] = rt::encodeSafetensors(d.weights);
+  if (!d.hfConfig.empty())
+    files["hf_config.json"] = d.hfConfig;
   if (!d.aliases.empty()) {
     std::string json = "{";
     for (auto &[param, names] : d.aliases) {

@@ -72,6 +72,9 @@ struct PackageDescription {
   /// written as aliases.json, {"lm_head.weight": ["transformer.wte.weight"]},
   /// when there are any.
   std::map<std::string, std::vector<std::string>> aliases;
+  /// A builtin model's Hugging Face config.json (hfConfigJson): written as
+  /// hf_config.json, which `--save DIR` copies into the model directory.
+  std::string hfConfig;
   /// Called with the lowered plan before anything is written: an error
   /// (a plan over `mlc compile --device-memory`) leaves no package.
   std::function<llvm::Error(mlir::ModuleOp)> checkPlan;

@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <set>
 
 using namespace mlir;
 
@@ -449,6 +450,90 @@ static llvm::Error readHFConfig(llvm::StringRef path, ModelConfig &config) {
   return llvm::Error::success();
 }
 
+/// `v` as JSON: an integer without a fraction, any other number in the
+/// fewest digits that read back the same double.
+static std::string jsonNumber(double v) {
+  char buf[40];
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+    std::snprintf(buf, sizeof buf, "%lld", (long long)v);
+    return buf;
+  }
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v)
+      break;
+  }
+  return buf;
+}
+
+std::string hfConfigJson(const ModelConfig &config, std::string &whyNot) {
+  const std::string &family = config.family;
+  std::string modelType = family, architecture;
+  std::vector<std::pair<std::string, std::string>> keys; // key -> JSON value
+  std::set<std::string> skip;
+  if (family == "gpt2") {
+    architecture = "GPT2LMHeadModel";
+    keys.push_back({"activation_function", "\"gelu_new\""});
+  } else if (family == "bert") {
+    architecture = "BertForMaskedLM";
+    keys.push_back({"hidden_act", "\"gelu\""});
+    keys.push_back({"position_embedding_type", "\"absolute\""});
+  } else {
+    bool qkNorm = config.get("qk_norm"), qkvBias = config.get("qkv_bias"),
+         attentionBias = config.get("attention_bias"),
+         window = config.get("sliding_window") > 0;
+    // mlc's qkv_bias and qk_norm are no transformers keys: the class is.
+    skip = {"qkv_bias", "qk_norm", "sliding_window"};
+    if (qkNorm || qkvBias) {
+      modelType = qkNorm ? "qwen3" : "qwen2";
+      if (window || (qkvBias && attentionBias) || config.get("mlp_bias") ||
+          (qkNorm && qkvBias)) {
+        whyNot = std::string("no transformers class has ") +
+                 (qkNorm ? "Qwen3's q/k norms" : "Qwen2's q/k/v biases") + " with " +
+                 (window ? "an attention window" : "these other biases");
+        return "";
+      }
+      skip.insert("attention_bias");
+      skip.insert("mlp_bias");
+      keys.push_back({"use_sliding_window", "false"});
+    } else if (window) {
+      modelType = "mistral";
+      if (attentionBias || config.get("mlp_bias")) {
+        whyNot = "no transformers class has Mistral's attention window with biases";
+        return "";
+      }
+      skip.insert("attention_bias");
+      skip.insert("mlp_bias");
+      keys.push_back({"sliding_window", jsonNumber(config.getFloat("sliding_window"))});
+    }
+    if (config.get("head_dim") == 0)
+      skip.insert("head_dim"); // hidden_size / num_attention_heads
+    architecture = modelType == "qwen3"     ? "Qwen3ForCausalLM"
+                   : modelType == "qwen2"   ? "Qwen2ForCausalLM"
+                   : modelType == "mistral" ? "MistralForCausalLM"
+                                            : "LlamaForCausalLM";
+    keys.push_back({"hidden_act", "\"silu\""});
+  }
+  for (auto &[key, value] : config.values) {
+    if (skip.count(key))
+      continue;
+    if (isBooleanKey(key))
+      keys.push_back({key, value ? "true" : "false"});
+    else if (key == "n_inner" && value == 0)
+      keys.push_back({key, "null"}); // 4 * n_embd
+    else
+      keys.push_back({key, jsonNumber(value)});
+  }
+  keys.push_back({"architectures", "[\"" + architecture + "\"]"});
+  keys.push_back({"model_type", "\"" + modelType + "\""});
+  keys.push_back({"torch_dtype", "\"float32\""});
+  llvm::sort(keys);
+  std::string json = "{";
+  for (auto &[key, value] : keys)
+    json += std::string(json.size() > 1 ? "," : "") + "\n  \"" + key + "\": " + value;
+  return json + "\n}\n";
+}
+
 llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef family,
                                              llvm::StringRef spec) {
   auto error = [](const llvm::Twine &msg) {
@@ -479,6 +564,14 @@ llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef family,
     first = 1;
   }
   auto preset = presets->find(config.preset);
+  // A Hugging Face model directory: its config.json.
+  if (preset == presets->end() && llvm::sys::fs::is_directory(config.preset)) {
+    std::string file = (llvm::StringRef(config.preset).rtrim('/') + "/config.json").str();
+    if (!llvm::sys::fs::exists(file))
+      return error(config.preset + ": a directory without config.json (--config reads an HF "
+                   "config.json, or the model directory that holds it)");
+    config.preset = file;
+  }
   if (llvm::StringRef(config.preset).ends_with(".json")) {
     if (auto err = readHFConfig(config.preset, config))
       return std::move(err);

@@ -40,6 +40,16 @@ struct ModelConfig {
 llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef family,
                                              llvm::StringRef spec);
 
+/// The config.json of a Hugging Face model directory for `config`:
+/// model_type, architectures and every key the builtin model was built
+/// with, as transformers writes them (booleans as true/false, n_inner 0 as
+/// null), so that from_pretrained builds the same model and mlc's
+/// `--config DIR` reads it back. The Llama family's class follows the keys:
+/// Qwen3 (qk_norm), Qwen2 (qkv_bias), Mistral (sliding_window), else
+/// Llama. Empty, with the reason in `whyNot`, for a config no transformers
+/// class builds (Qwen2's biases with a window, say).
+std::string hfConfigJson(const ModelConfig &config, std::string &whyNot);
+
 /// Shapes and element type of the graph to build.
 struct BuildOptions {
   int64_t microBatch = 8;

@@ -3,6 +3,7 @@
 #include "runtime/core/Error.h"
 #include "runtime/core/Process.h"
 #include "runtime/core/TensorIO.h"
+#include "runtime/train/ModelDirectory.h"
 
 #include <csignal>
 #include <gtest/gtest.h>
@@ -87,6 +88,32 @@ TEST(Files, PastTheFileSizeLimitTheErrorNamesTheFile) {
   EXPECT_EQ(error, path + ": write failed: File too large");
   EXPECT_EQ(readFile(path), "previous");
   EXPECT_FALSE(exists(path + ".tmp." + std::to_string(getpid())));
+}
+
+// --max-shard-size reads sizes as transformers' convert_file_size_to_int.
+TEST(ModelDirectory, ShardSizesAreReadAsTransformersReadsThem) {
+  EXPECT_EQ(parseShardSize("5GB"), 5000000000);
+  EXPECT_EQ(parseShardSize("500KB"), 500000);
+  EXPECT_EQ(parseShardSize("2MiB"), 2 * 1024 * 1024);
+  EXPECT_EQ(parseShardSize("1GiB"), 1024 * 1024 * 1024);
+  EXPECT_EQ(parseShardSize("8Mb"), 1000000); // bits
+  EXPECT_EQ(parseShardSize("1234"), 1234);
+  EXPECT_EQ(parseShardSize("3gB"), 3000000000);
+  EXPECT_EQ(parseShardSize("2kb"), 250);
+  for (const char *bad : {"", "GB", "5 GB", "5TB", "-5GB", "0", "5GBs", "1e3"})
+    EXPECT_THROW(parseShardSize(bad), Error) << bad;
+}
+
+// save_pretrained's rule: a tensor opens a new shard when it would take
+// the current one past the size, unless that shard is still empty (a tensor
+// larger than the size has a shard of its own).
+TEST(ModelDirectory, ShardsFollowSavePretrained) {
+  using Shards = std::vector<std::vector<size_t>>;
+  EXPECT_EQ(planShards({40, 40, 40}, 100), (Shards{{0, 1}, {2}}));
+  EXPECT_EQ(planShards({50, 50, 10}, 100), (Shards{{0, 1}, {2}}));
+  EXPECT_EQ(planShards({250, 10, 10}, 100), (Shards{{0}, {1, 2}}));
+  EXPECT_EQ(planShards({10, 250, 10}, 100), (Shards{{0}, {1}, {2}}));
+  EXPECT_EQ(planShards({10, 20}, 5000000000), (Shards{{0, 1}}));
 }
 
 } // namespace

@@ -162,6 +162,9 @@ Expected<Graph> buildGraph(mlir::MLIRContext &ctx, int64_t layers) {
              (resetPositionIds ? " reset-position-ids" : "");
   g.description = {cfg->family, cfg->preset + ": " + cfg->describe() + packed,
                    manifestOptions(), {}};
+  // None where no transformers class builds the model: --save DIR refuses.
+  std::string whyNot;
+  g.description.hfConfig = mlc::hfConfigJson(*cfg, whyNot);
   return std::move(g);
 }
 

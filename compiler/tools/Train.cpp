@@ -380,6 +380,10 @@ int runTrain() {
   mlc::rt::TrainOptions o;
   try {
     o = trainOptions();
+    // --config DIR: its tokenizer files go into a --save directory.
+    if (std::string preset = StringRef(config).split(',').first.trim().str();
+        !preset.empty() && sys::fs::is_directory(preset))
+      o.configDir = preset;
     mlc::rt::validate(o);
     world = mlc::rt::openWorld(o.commTimeout);
   } catch (const mlc::rt::Error &e) {

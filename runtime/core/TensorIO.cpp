@@ -423,6 +423,81 @@ std::map<std::string, HostTensor> readSafetensors(const std::string &path) {
   return out;
 }
 
+bool isDirectoryPath(const std::string &path) {
+  struct stat st;
+  return (!path.empty() && path.back() == '/') ||
+         (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode));
+}
+
+/// Reads the shards a model.safetensors.index.json names, checking each
+/// against the index.
+static std::map<std::string, HostTensor> readShardedSafetensors(const std::string &index) {
+  Json root = Json::parse(readFile(index), index, /*uniqueKeys=*/true);
+  const Json *map = root.kind == Json::Object ? root.find("weight_map") : nullptr;
+  if (!map || map->kind != Json::Object)
+    fail(index + ": \"weight_map\" is missing or not an object (a safetensors index maps "
+         "each tensor to its shard)");
+  std::string dir = ".";
+  if (auto slash = index.rfind('/'); slash != std::string::npos)
+    dir = slash == 0 ? "/" : index.substr(0, slash);
+  // Shard -> the tensors the index puts in it, in the index's order.
+  std::map<std::string, std::vector<std::string>> shards;
+  for (const auto &[tensor, file] : map->object) {
+    if (file.kind != Json::String || file.string.empty())
+      fail(index + ": \"weight_map\".\"" + tensor + "\" is not a file name");
+    if (file.string.find('/') != std::string::npos || file.string == "." || file.string == "..")
+      fail(index + ": \"weight_map\".\"" + tensor + "\" = \"" + file.string +
+           "\": a shard is a file beside the index, not a path");
+    shards[file.string].push_back(tensor);
+  }
+  if (shards.empty())
+    fail(index + ": \"weight_map\" lists no tensors");
+  std::map<std::string, HostTensor> out;
+  for (auto &[file, tensors] : shards) {
+    std::string path = dir + "/" + file;
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0)
+      fail(index + ": \"weight_map\".\"" + tensors.front() + "\" names the shard " + file +
+           ", which does not exist (" + path + ")");
+    std::map<std::string, HostTensor> shard = readSafetensors(path);
+    for (const std::string &tensor : tensors) {
+      auto it = shard.find(tensor);
+      if (it == shard.end())
+        fail(path + ": lacks tensor '" + tensor + "', which " + index +
+             " (\"weight_map\") places in this shard");
+      out.emplace(tensor, std::move(it->second));
+      shard.erase(it);
+    }
+    for (const auto &[tensor, _] : shard) {
+      auto listed = map->object.find(tensor);
+      if (listed != map->object.end())
+        fail(path + ": holds tensor '" + tensor + "', which " + index +
+             " (\"weight_map\") places in " + listed->second.string +
+             ": a tensor in two shards");
+      fail(path + ": holds tensor '" + tensor + "', which " + index +
+           " (\"weight_map\") does not list");
+    }
+  }
+  return out;
+}
+
+std::map<std::string, HostTensor> readModelWeights(const std::string &path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    std::string dir = path.back() == '/' ? path.substr(0, path.size() - 1) : path;
+    std::string index = dir + "/" + kSafetensorsIndex, single = dir + "/model.safetensors";
+    if (stat(index.c_str(), &st) == 0)
+      return readShardedSafetensors(index);
+    if (stat(single.c_str(), &st) == 0)
+      return readSafetensors(single);
+    fail(path + ": a model directory holds " + kSafetensorsIndex +
+         " (sharded weights) or model.safetensors; this one holds neither");
+  }
+  if (path.size() >= 11 && path.compare(path.size() - 11, 11, ".index.json") == 0)
+    return readShardedSafetensors(path);
+  return readSafetensors(path);
+}
+
 std::string encodeSafetensors(const std::vector<std::pair<std::string, HostTensor>> &tensors,
                               const std::map<std::string, std::string> &metadata) {
   std::string header = "{";

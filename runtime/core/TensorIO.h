@@ -58,6 +58,19 @@ std::string npyHeader(const std::string &dtype, const std::vector<int64_t> &shap
                       size_t size = 0);
 
 std::map<std::string, HostTensor> readSafetensors(const std::string &path);
+/// The name of a Hugging Face model's index of its safetensors shards.
+inline constexpr const char *kSafetensorsIndex = "model.safetensors.index.json";
+/// True for a path that names a directory: one that exists as a directory,
+/// or any path ending in '/'.
+bool isDirectoryPath(const std::string &path);
+/// The weights of a model as Hugging Face keeps them: `path` is one
+/// safetensors file, a model.safetensors.index.json, or a model directory
+/// holding either (the index first, as from_pretrained looks). Through an
+/// index, every shard it names is read and must hold exactly the tensors
+/// the index puts in it: a missing shard, a tensor in two shards, a tensor
+/// the index places in a shard that lacks it, or one a shard holds that the
+/// index does not list, is an Error naming the file and the tensor.
+std::map<std::string, HostTensor> readModelWeights(const std::string &path);
 /// `metadata` becomes the header's "__metadata__" (string to string) when
 /// not empty: transformers' from_pretrained wants {"format": "pt"}.
 void writeSafetensors(const std::string &path,

@@ -1,6 +1,7 @@
 //===- Options.cpp - the table of training flags ----------------------------===//
 
 #include "runtime/train/Options.h"
+#include "runtime/train/ModelDirectory.h"
 #include "runtime/data/Balance.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/TensorIO.h"
@@ -109,8 +110,22 @@ const std::vector<TrainFlag> &trainFlags() {
            o.seed = uint64_t(x);
          },
          /*forRun=*/true},
-        string("init", "file", "Initial weights (safetensors, HF names)", &TrainOptions::init),
-        string("save", "file", "Write the trained weights (safetensors)", &TrainOptions::save),
+        string("init", "path", "Initial weights, HF names: a safetensors file, or a Hugging "
+                               "Face model directory (sharded through "
+                               "model.safetensors.index.json)",
+               &TrainOptions::init),
+        string("save", "path", "Write the trained weights: a safetensors file, or (a path "
+                               "ending in '/' or an existing directory) a Hugging Face model "
+                               "directory with config.json, sharded weights and the tokenizer",
+               &TrainOptions::save),
+        string("max-shard-size", "size", "--save DIR: the largest safetensors shard (as "
+                                         "save_pretrained: 500KB, 5MB, 2GB, 1GiB)",
+               &TrainOptions::maxShardSize),
+        string("tokenizer-model", "path", "--save DIR: the tokenizer (tokenizer.json, "
+                                          "tokenizer.model or their directory) copied into "
+                                          "the model directory (default: the one beside "
+                                          "--init DIR or --config DIR)",
+               &TrainOptions::tokenizerModel),
         string("batches", "dir", "Directory with NAME.npy per model input, leading dimension "
                                  "= step", &TrainOptions::batchesDir),
         string("data", "data", "Indexed dataset PREFIX (PREFIX.bin/.idx from mlc preprocess or "
@@ -232,7 +247,8 @@ const std::vector<TrainFlag> &trainFlags() {
 /// arrays of --batches.
 static std::vector<NamedPath> inputFiles(const TrainOptions &o) {
   std::vector<NamedPath> inputs = {
-      {"--init", o.init}, {"--vocab-file", o.vocabFile}, {"--merge-file", o.mergeFile}};
+      {"--init", o.init}, {"--vocab-file", o.vocabFile}, {"--merge-file", o.mergeFile},
+      {"--tokenizer-model", o.tokenizerModel}};
   if (!o.data.empty())
     for (auto &[weight, prefix] : parseBlend(o.data))
       for (const char *suffix : {"", ".bin", ".idx"})
@@ -328,8 +344,12 @@ void validate(const TrainOptions &o) {
       o.device != "cuda-emulator")
     fail("--device must be auto, cpu, cuda or cuda-emulator, got '" + o.device + "'");
   // Where results go is checked before any work is done.
-  if (!o.save.empty())
+  if (!o.save.empty() && isDirectoryPath(o.save)) {
+    checkModelDirectory(o.save, "--save");
+    parseShardSize(o.maxShardSize);
+  } else if (!o.save.empty()) {
     checkWritableFile(o.save, "--save");
+  }
   if (!o.logJson.empty())
     checkWritableFile(o.logJson, "--log-json");
   if (!o.memoryReport.empty())

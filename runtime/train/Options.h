@@ -27,7 +27,12 @@ struct TrainOptions {
   std::string balance = "presort"; // unpadded BERT over ranks: presort | zigzag | random
   uint64_t seed = 1234;
   std::string init;       // safetensors with HF names
-  std::string save;       // safetensors written at the end
+  std::string save;       // safetensors, or a model directory, written at the end
+  std::string maxShardSize = "5GB"; // --save DIR: the largest safetensors shard
+  std::string tokenizerModel;       // --save DIR: tokenizer files to copy into it
+  /// --save DIR: the --config directory of a builtin model (set by mlc train,
+  /// not a flag), whose tokenizer files are copied when it has them.
+  std::string configDir;
   std::string batchesDir; // NAME.npy per input, leading dim = step
   std::string data;       // indexed dataset PREFIX, a blend "W1 P1 W2 P2", or a token file
   std::string bind;       // NAME=ROLE,... : which --data field feeds each model input

@@ -9,6 +9,7 @@
 #include "runtime/train/BatchSources.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Generate.h"
+#include "runtime/train/ModelDirectory.h"
 #include "runtime/train/RunLog.h"
 #include "runtime/core/Json.h"
 #include "runtime/core/TensorIO.h"
@@ -98,7 +99,7 @@ static std::string valueText(double x) {
 
 void loadParameters(Backend &backend, const std::string &path) {
   const Package &pkg = backend.package();
-  auto tensors = readSafetensors(path);
+  auto tensors = readModelWeights(path);
   std::string problems;
   // A tied parameter may be stored under any of its names (HF's own files
   // keep one of them); where several are stored, they must agree.
@@ -201,6 +202,14 @@ void saveParameters(Backend &backend, const std::string &path) {
     out.push_back({p.name, std::move(t)});
   }
   writeSafetensors(path, out, {{"format", "pt"}});
+}
+
+/// --save: a safetensors file, or a Hugging Face model directory.
+static void saveWeights(Backend &backend, const TrainOptions &o) {
+  if (isDirectoryPath(o.save))
+    saveModelDirectory(backend, o, o.save);
+  else
+    saveParameters(backend, o.save);
 }
 
 double learningRate(const TrainOptions &o, int64_t step) {
@@ -342,7 +351,7 @@ static std::string keepParameters(Backend &backend, const TrainOptions &o) {
   if (o.save.empty())
     return "";
   try {
-    saveParameters(backend, o.save);
+    saveWeights(backend, o);
   } catch (const Error &e) {
     return std::string("; ") + e.what();
   }
@@ -447,6 +456,8 @@ public:
         lead(backend.rank() == 0) {
     setUpRanks(given);
     checkPlan();
+    if (lead && !o.save.empty() && isDirectoryPath(o.save))
+      checkModelDirectorySource(pkg, o); // before any step, not after the last
     sources = openBatchSources(pkg, o);
     layout = batchLayout(pkg, o, sources);
     if (backend.profile.enabled)
@@ -949,7 +960,7 @@ private:
         fprintf(stderr, "mlc: checkpoint %s\n", dir.c_str());
     }
     if (!o.save.empty())
-      saveParameters(backend, o.save);
+      saveWeights(backend, o);
     if (!o.memoryReport.empty())
       writeMemoryReport(backend, o.memoryReport);
     if (dump)
