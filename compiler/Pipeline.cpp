@@ -41,7 +41,8 @@ llvm::Error runPasses(PassManager &pm, ModuleOp module, const llvm::Twine &what,
 
 } // namespace
 
-llvm::Error runPipeline(ModuleOp module, bool training, bool fuse, const std::string &autocast) {
+llvm::Error runPipeline(ModuleOp module, bool training, bool fuse, const std::string &autocast,
+                        const std::string &recompute) {
   if (auto err = verifyFrontendModule(module, training))
     return err;
   PassManager pm(module.getContext());
@@ -49,6 +50,7 @@ llvm::Error runPipeline(ModuleOp module, bool training, bool fuse, const std::st
   options.training = training;
   options.fuse = fuse;
   options.autocast = autocast;
+  options.recompute = recompute;
   buildGraphPipeline(pm, options);
   return runPasses(pm, module, "compilation failed:\n", /*withLocations=*/true);
 }

@@ -21,8 +21,10 @@ namespace mlc {
 /// (@grad_norm, @optimizer) when `training`, canonicalization and CSE, then,
 /// when `fuse`, the optimizer's and the pointwise fusions.
 /// `autocast` ("bf16") runs the products in that type (mlc-autocast).
+/// `recompute` (full, selective) recomputes saved activations in backward
+/// (mlc-recompute).
 llvm::Error runPipeline(mlir::ModuleOp module, bool training, bool fuse = true,
-                        const std::string &autocast = "");
+                        const std::string &autocast = "", const std::string &recompute = "");
 
 /// The serialized plan of a lowered module: plan.txt, kernels.cpp,
 /// kernels.cu, and counts for reports, taken from the plan (per function).

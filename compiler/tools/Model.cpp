@@ -198,8 +198,13 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
   }
   if (!training && forward)
     forward->removeAttr("mlc.infer_loss"); // @forward only: no loss to infer
+  if (recompute != "none" && recompute != "full" && recompute != "selective")
+    return createStringError(inconvertibleErrorCode(),
+                             "--recompute must be full, selective or none, got '" +
+                                 std::string(recompute) + "'");
   if (auto err = mlc::runPipeline(*g->module, training, fused.value_or(fuse && !noFuse),
-                                  dtype == "bf16" ? "bf16" : ""))
+                                  dtype == "bf16" ? "bf16" : "",
+                                  recompute == "none" ? "" : std::string(recompute)))
     return std::move(err);
   forward = g->module->lookupSymbol<mlir::func::FuncOp>(mlc::kForwardFn);
   if (auto inferred = forward ? forward->getAttrOfType<mlir::StringAttr>("mlc.inferred_loss")

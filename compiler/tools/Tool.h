@@ -69,6 +69,8 @@ extern llvm::cl::opt<bool> varlen;
 extern llvm::cl::opt<bool> resetAttentionMask, resetPositionIds;
 extern llvm::cl::opt<bool> fuse;
 extern llvm::cl::opt<bool> noFuse;
+/// --recompute (--recompute-granularity): full | selective | none.
+extern llvm::cl::opt<std::string> recompute;
 /// ONNX models.
 extern llvm::cl::opt<std::string> lossSpec;
 extern llvm::cl::opt<std::string> labelsName;
