@@ -59,13 +59,25 @@ int64_t layerOfName(StringRef name) {
   return -1;
 }
 
+/// A tanh GELU of a product is that GEMM's epilogue (mlc-lower-to-plan;
+/// cuBLASLt's on a GPU, which rounds its own way): only the GEMM could
+/// compute the same bits again.
+bool isGemmEpilogue(Operation *op) {
+  auto gelu = dyn_cast<GeluOp>(op);
+  if (!gelu || gelu.getApproximate() != GeluApproximation::tanh)
+    return false;
+  auto product = gelu.getInput().getDefiningOp<MatmulOp>();
+  Type el = cast<RankedTensorType>(gelu.getType()).getElementType();
+  return product && !product.getAcc() && (el.isF32() || el.isF64());
+}
+
 /// Ops whose values selective recomputation computes again: pointwise ops
 /// (those with a scalar rule, as mlc-fuse-elementwise groups them), rotary
 /// embeddings, the norms and reshapes. No GEMM, attention, reduction,
-/// gather or copy.
+/// gather or copy, and no GEMM's epilogue.
 bool isCheap(Operation *op) {
   return isa<ScalarOpInterface, RotaryOp, LayerNormOp, RmsNormOp, ReshapeOp>(op) &&
-         !isa<ConstantOp>(op);
+         !isa<ConstantOp>(op) && !isGemmEpilogue(op);
 }
 
 class RecomputePass : public mlc::impl::MlcRecomputeBase<RecomputePass> {
