@@ -15,6 +15,9 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <iomanip>
+#include <sstream>
+
 using namespace mlir;
 
 namespace mlc {
@@ -72,6 +75,13 @@ llvm::Expected<LoweredPackage> lowerModule(ModuleOp module, const DataParallelOp
   return serializePlan(module);
 }
 
+/// A finite double as JSON writes it (25, 0.5, 1e-05).
+static std::string numberText(double x) {
+  std::ostringstream os;
+  os << std::setprecision(15) << x; // what a user typed reads back the same
+  return os.str();
+}
+
 llvm::Expected<LoweredPackage> writePackage(ModuleOp module, const std::string &dir,
                                             const PackageDescription &d) {
   // The final graph, for inspection, before the lowering replaces it.
@@ -120,6 +130,18 @@ llvm::Expected<LoweredPackage> writePackage(ModuleOp module, const std::string &
                                                               d.options.microBatch,
                                                               d.options.seqLen)) +
                          ",\n  \"ranks\": " + std::to_string(d.dataParallel.ranks) +
+                         // The other compile flags: what `mlc train PACKAGE` checks
+                         // the flags given with a package against.
+                         ",\n  \"fuse\": " + (d.fused ? "true" : "false") +
+                         ",\n  \"varlen\": " + (d.options.varlen ? "true" : "false") +
+                         ",\n  \"reset_attention_mask\": " +
+                         (d.options.resetAttentionMask ? "true" : "false") +
+                         ",\n  \"reset_position_ids\": " +
+                         (d.options.resetPositionIds ? "true" : "false") +
+                         ",\n  \"bucket_cap_mb\": " +
+                         numberText(d.dataParallel.bucketCapMb) +
+                         ",\n  \"first_bucket_mb\": " +
+                         numberText(d.dataParallel.firstBucketMb) +
                          ",\n  \"kernels\": {";
   bool first = true;
   for (auto &[fn, c] : lowered->counts) {

@@ -66,6 +66,10 @@ struct PackageDescription {
   /// imported model's initializers): written as weights.safetensors.
   std::vector<std::pair<std::string, rt::HostTensor>> weights;
   DataParallelOptions dataParallel;
+  /// Whether pointwise chains were fused (--fuse, --no-fuse): the manifest
+  /// records it with the other compile flags, which a run of the package
+  /// (`mlc train PACKAGE --micro-batch ...`) checks its flags against.
+  bool fused = true;
   /// Parameter -> its other names (an imported model's tied weights):
   /// written as aliases.json, {"lm_head.weight": ["transformer.wte.weight"]},
   /// when there are any.

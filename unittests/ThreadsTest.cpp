@@ -46,6 +46,17 @@ TEST(Threads, LocalRanksShareTheCores) {
   EXPECT_EQ(asMap(3, 2)["OMP_NUM_THREADS"], "1");
 }
 
+TEST(Threads, CountsAboveTheCoresAreCapped) {
+  EXPECT_EQ(capThreadCounts("100000", 16), "16");
+  EXPECT_EQ(capThreadCounts("99999999999999999999999", 4), "4"); // past int64: capped too
+  EXPECT_EQ(capThreadCounts("8,100", 16), "8,16");               // per nesting level
+  // Within the cores, or not a count (libgomp reports those itself): unchanged.
+  EXPECT_EQ(capThreadCounts("16", 16), "");
+  EXPECT_EQ(capThreadCounts("1", 16), "");
+  for (const char *odd : {"", "abc", "0", "-3", "4,", "4x"})
+    EXPECT_EQ(capThreadCounts(odd, 16), "") << odd;
+}
+
 // Run in a process that configureThreadsAndReexec started (below): what it
 // sees is what libgomp read when it loaded.
 TEST(Threads, ReexecChild) {

@@ -55,8 +55,9 @@ cl::opt<bool> report("report",
                      cl::sub(compileCmd()), cl::cat(category()));
 cl::opt<std::string> cudaArch("cuda-arch",
                               cl::desc("--report: the GPU architectures whose ptxas statistics "
-                                       "it prints (NVRTC, comma-separated); --emit=ptx: "
-                                       "the first one's PTX"),
+                                       "it prints (NVRTC, comma-separated), or none (or "
+                                       "nothing) for no CUDA statistics; --emit=ptx: the first "
+                                       "one's PTX"),
                               cl::value_desc("sm_XX,..."), cl::init("sm_90"), cl::sub(compileCmd()),
                               cl::cat(category()));
 cl::opt<std::string> reportJson("report-json", cl::desc("Write the report as JSON"),
@@ -120,6 +121,9 @@ int writeTextTo(const std::string &path, const std::string &text) {
   return 0;
 }
 
+/// --cuda-arch none, or an empty list: no CUDA statistics in the report.
+bool noCudaArch() { return cudaArch == "none" || StringRef(cudaArch).trim(" ,").empty(); }
+
 int writeText(const std::string &text) {
   return writeTextTo(output.empty() ? std::string("-") : std::string(output), text);
 }
@@ -129,6 +133,8 @@ int writeText(const std::string &text) {
 /// pointwise, row and optimizer kernels are the ones that cost bandwidth;
 /// their total is its last line per architecture.
 int cudaReport(const std::string &source) {
+  if (noCudaArch())
+    return 0;
   std::string why;
   try {
     // Read first, with or without NVRTC: a kernel CUDA cannot run fails here.
@@ -272,6 +278,11 @@ int runReport() {
   auto g = compileModel(ctx, /*training=*/true);
   if (!g)
     return fail(toString(g.takeError()));
+  // -o: the package the report is of is written too (from a copy: the
+  // report lowers the graph in place).
+  mlir::OwningOpRef<mlir::ModuleOp> packaged;
+  if (!output.empty() && emit == Emit::Package)
+    packaged = g->module->clone();
   if (auto err = mlc::lowerToPlanPipeline(*g->module, g->description.dataParallel))
     return fail(toString(std::move(err)));
   if (device) {
@@ -302,6 +313,12 @@ int runReport() {
       return rc;
   if (auto err = checkDeviceMemory(*g->module)) // after the report that shows why
     return fail(toString(std::move(err)));
+  if (packaged) {
+    auto lowered = mlc::writePackage(*packaged, output, g->description);
+    if (!lowered)
+      return fail(toString(lowered.takeError()));
+    outs() << "mlc: wrote " << output << "\n";
+  }
   return 0;
 }
 
@@ -330,6 +347,19 @@ int runCompile() {
   auto limited = deviceMemoryGiven(); // a bad --device-memory fails before compiling
   if (!limited)
     return fail(toString(limited.takeError()));
+  // --cuda-arch: sm_XX names, or none (or nothing: --cuda-arch=) for no
+  // CUDA statistics, checked before any work.
+  if (noCudaArch() && emit == Emit::Ptx)
+    return fail("--emit=ptx needs a --cuda-arch sm_XX to compile for, got '" +
+                std::string(cudaArch) + "'");
+  if (!noCudaArch()) {
+    SmallVector<StringRef> arches;
+    StringRef(cudaArch).split(arches, ',', -1, false);
+    for (StringRef arch : arches)
+      if (!arch.trim().starts_with("sm_"))
+        return fail("--cuda-arch: expected sm_XX, got '" + arch.trim().str() +
+                    "' (a list sm_XX,sm_YY, or none: no CUDA statistics)");
+  }
   if (report || !reportJson.empty() || !roofline.empty())
     return runReport();
   if (emit == Emit::Graph)

@@ -23,6 +23,7 @@
 #include "runtime/data/Tokenizer.h"
 #include "runtime/train/Plot.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <chrono>
@@ -174,6 +175,7 @@ int runTokenizer() {
   if (keys.empty())
     keys = {"text"};
   try {
+    mlc::rt::checkCorpusPath(tokInput); // as preprocess: a directory is no corpus
     mlc::rt::refuseOutputsOverInputs({{"--input", tokInput}},
                                      {{"--output-dir", tokOut + "/vocab.json"},
                                       {"--output-dir", tokOut + "/merges.txt"}});
@@ -197,6 +199,10 @@ int runTokenizer() {
                << "; line skipped\n";
       }
     }
+    // As preprocess: no vocabulary is written from no text.
+    if (texts.empty())
+      return fail(tokInput + ": no documents to learn from (no line has a string under --json-keys " +
+                  join(keys, ",") + ")");
     int64_t written = mlc::rt::trainBpe(texts, tokVocab, tokOut);
     outs() << "mlc tokenizer: learned " << written << " entries from " << texts.size()
            << " documents; wrote " << tokOut << "/vocab.json and merges.txt\n";

@@ -221,6 +221,7 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
   if (!dp)
     return dp.takeError();
   g->description.dataParallel = *dp;
+  g->description.fused = fused.value_or(fuse && !noFuse);
   return g;
 }
 

@@ -137,8 +137,10 @@ llvm::Expected<RooflineDevice> parseRooflineDevice(StringRef spec) {
   for (auto [what, v] : {std::pair<const char *, double>{"bw", d.bandwidth},
                          {"bf16", d.bf16},
                          {"f32", d.f32},
-                         {"f32gemm", d.f32Gemm}})
-    if (!(v > 0))
+                         {"f32gemm", d.f32Gemm},
+                         {"peak-bf16", d.peakBf16},
+                         {"peak-f32", d.peakF32}})
+    if (!(v > 0)) // MFU divides by the peaks: a zero one is as wrong as a zero rate
       return error(llvm::Twine("--roofline: the device needs a positive ") + what +
                    " (TB/s for bw, TFLOP/s otherwise)");
   return d;

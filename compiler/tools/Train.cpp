@@ -11,6 +11,7 @@
 
 #include "compiler/tools/Model.h"
 #include "compiler/tools/Tool.h"
+#include "frontend/Models.h"
 
 #include "contract/StepFunctions.h"
 #include "runtime/backend/Backend.h"
@@ -28,7 +29,11 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 
+#include <algorithm>
+#include <iomanip>
 #include <map>
+#include <memory>
+#include <sstream>
 #include <sys/stat.h>
 
 using namespace llvm;
@@ -163,10 +168,144 @@ Error takeBatchShapeFromInputs(bool training) {
   return agree(seqLen, s, "sequence length");
 }
 
+/// A number as the manifest and a user write it: 2, 25, 0.5.
+std::string numberText(double x) {
+  std::ostringstream os;
+  os << std::setprecision(15) << x;
+  return os.str();
+}
+
+/// MODEL is a package: compiled already, under the flags its manifest
+/// records. A compile flag given with it must say what the package holds:
+/// one that differs is refused, naming both values (a flag it would not
+/// apply is no flag to ignore in silence). The ONNX import's flags, which
+/// the manifest does not record, are refused outright.
+Error checkFlagsAgainstPackage(const std::string &dir) {
+  const std::string path = dir + "/manifest.json";
+  mlc::rt::Json m;
+  try {
+    m = mlc::rt::Json::parse(mlc::rt::readFile(path), path, /*uniqueKeys=*/true);
+  } catch (const mlc::rt::Error &e) {
+    return createStringError(inconvertibleErrorCode(), e.what());
+  }
+  // The manifest's value of `key` as text ("" where it has none: a package
+  // written before it recorded the flag).
+  auto recorded = [&](const char *key) -> std::string {
+    const mlc::rt::Json *v = m.find(key);
+    if (!v)
+      return "";
+    if (v->kind == mlc::rt::Json::String)
+      return v->string;
+    if (v->kind == mlc::rt::Json::Bool)
+      return v->boolean ? "true" : "false";
+    if (v->kind == mlc::rt::Json::Number)
+      return numberText(v->number);
+    return "";
+  };
+  auto differs = [&](const std::string &flag, const std::string &given,
+                     const std::string &held) -> Error {
+    return createStringError(
+        inconvertibleErrorCode(),
+        flag + " " + given + " disagrees with the package " + dir + ", compiled with " +
+            (held.empty() ? std::string("no record of it (an older mlc)") : flag + " " + held) +
+            ": a package's compile flags are fixed; compile the model again with " + flag +
+            " " + given + ", or leave the flag out");
+  };
+  auto check = [&](bool given, const char *flag, const std::string &value,
+                   const char *key) -> Error {
+    if (!given)
+      return Error::success();
+    std::string held = recorded(key);
+    return held == value ? Error::success() : differs(flag, value, held);
+  };
+  auto text = [](bool b) { return std::string(b ? "true" : "false"); };
+  if (auto err = check(microBatch.getNumOccurrences(), "--micro-batch",
+                       std::to_string(microBatch), "micro_batch"))
+    return err;
+  if (auto err = check(seqLen.getNumOccurrences(), "--seq-len", std::to_string(seqLen),
+                       "seq_len"))
+    return err;
+  if (auto err = check(dtype.getNumOccurrences(), "--dtype", dtype, "dtype"))
+    return err;
+  if (auto err = check(ranksFlag.getNumOccurrences(), "--ranks", std::to_string(ranksFlag),
+                       "ranks"))
+    return err;
+  if (auto err = check(fuse.getNumOccurrences() || noFuse.getNumOccurrences(), "--fuse",
+                       text(fuse && !noFuse), "fuse"))
+    return err;
+  if (auto err = check(varlen.getNumOccurrences(), "--varlen", text(varlen), "varlen"))
+    return err;
+  if (auto err = check(resetAttentionMask.getNumOccurrences(), "--reset-attention-mask",
+                       text(resetAttentionMask), "reset_attention_mask"))
+    return err;
+  if (auto err = check(resetPositionIds.getNumOccurrences(), "--reset-position-ids",
+                       text(resetPositionIds), "reset_position_ids"))
+    return err;
+  if (auto err = check(bucketCapMb.getNumOccurrences(), "--bucket-cap-mb", numberText(bucketCapMb),
+                       "bucket_cap_mb"))
+    return err;
+  if (auto err = check(firstBucketMb.getNumOccurrences(), "--first-bucket-mb",
+                       numberText(firstBucketMb), "first_bucket_mb"))
+    return err;
+  if (config.getNumOccurrences()) {
+    // The model the flag builds against the one compiled: their
+    // descriptions (preset and every key), as the manifest's config holds.
+    const std::string family = recorded("model");
+    if (family == "onnx")
+      return createStringError(inconvertibleErrorCode(),
+                               "--config sets a builtin model's hyper-parameters; the package " +
+                                   dir + " was compiled from an ONNX model, which brings its own");
+    auto cfg = mlc::parseModelConfig(family, config);
+    if (!cfg)
+      return cfg.takeError();
+    std::string held = recorded("config");
+    held = held.substr(0, held.find(", packed documents:"));
+    std::string built = cfg->preset + ": " + cfg->describe();
+    if (built != held) {
+      // "PRESET: k=v, k=v, ...": the preset and the entries that differ,
+      // each side's, in the description's order.
+      auto entries = [](StringRef d) {
+        auto [preset, rest] = d.split(": ");
+        SmallVector<StringRef> items;
+        rest.split(items, ", ");
+        std::vector<std::string> out{"preset " + preset.str()};
+        out.insert(out.end(), items.begin(), items.end());
+        return out;
+      };
+      std::vector<std::string> mine = entries(built), theirs = entries(held);
+      auto notIn = [](const std::vector<std::string> &a, const std::vector<std::string> &b) {
+        std::string out;
+        for (const std::string &e : a)
+          if (std::find(b.begin(), b.end(), e) == b.end())
+            out += (out.empty() ? "" : ", ") + e;
+        return out;
+      };
+      std::string given = notIn(mine, theirs), compiled = notIn(theirs, mine);
+      return createStringError(inconvertibleErrorCode(),
+                               "--config " + config + " disagrees with the package " + dir +
+                                   ": it gives " + given + "; the package was compiled with " +
+                                   compiled + " (compile the model again with this --config, "
+                                   "or leave the flag out)");
+    }
+  }
+  for (cl::Option *onnxFlag : {static_cast<cl::Option *>(&lossSpec),
+                               static_cast<cl::Option *>(&labelsName),
+                               static_cast<cl::Option *>(std::addressof(dimSpecs))})
+    if (onnxFlag->getNumOccurrences())
+      return createStringError(inconvertibleErrorCode(),
+                               "--" + onnxFlag->ArgStr.str() + " applies when an ONNX model is "
+                               "compiled; " + dir + " is a package, compiled already "
+                               "(compile the .onnx file again with it)");
+  return Error::success();
+}
+
 /// MODEL as a package directory, or compiled into one (cached by content).
 Expected<std::string> packageFor(bool training) {
-  if (isPackage(model))
+  if (isPackage(model)) {
+    if (auto err = checkFlagsAgainstPackage(model))
+      return std::move(err);
     return std::string(model);
+  }
   mlir::MLIRContext ctx;
   auto g = compileModel(ctx, training);
   if (!g)

@@ -136,6 +136,15 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   return success();
 }
 
+LogicalResult EmbeddingOp::verify() {
+  IntegerAttr pad = getPaddingIdxAttr();
+  int64_t rows = shapeOf(getWeight().getType())[0];
+  if (pad && (pad.getInt() < 0 || (rows != ShapedType::kDynamic && pad.getInt() >= rows)))
+    return emitOpError("padding_idx ") << pad.getInt() << " is not a row of the " << rows
+                                       << "-row table";
+  return success();
+}
+
 LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &types) {

@@ -275,8 +275,25 @@ LogicalResult DropoutOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
 
 LogicalResult EmbeddingOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                           SmallVectorImpl<Value> &og) {
-  og.push_back(b.create<EmbeddingGradOp>(getLoc(), getWeight().getType(), rg[0],
-                                         getIndices()));
+  Location loc = getLoc();
+  Value grad = rg[0];
+  if (auto pad = getPaddingIdx()) {
+    // torch's padding_idx: the lookups of row `pad` scatter nothing. Their
+    // rows of the adjoint are zeroed before the scatter-add (a pointwise op
+    // over the lookups that fuses with the adjoint's producer), so the
+    // table's gradient of that row is exactly 0.
+    RankedTensorType ids = tensorType(getIndices());
+    SmallVector<int64_t> column(ids.getShape());
+    column.push_back(1);
+    Value idsColumn =
+        b.create<ReshapeOp>(loc, RankedTensorType::get(column, ids.getElementType()), getIndices());
+    auto scalarType = RankedTensorType::get({}, ids.getElementType());
+    Value padId = b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(scalarType, b.getIntegerAttr(ids.getElementType(), *pad)));
+    Value isPad = b.create<CompareOp>(loc, ComparePredicate::eq, idsColumn, padId);
+    grad = b.create<SelectOp>(loc, isPad, scalar(b, loc, grad, 0.0), grad);
+  }
+  og.push_back(b.create<EmbeddingGradOp>(loc, getWeight().getType(), grad, getIndices()));
   og.push_back(Value());
   return success();
 }

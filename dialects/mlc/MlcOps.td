@@ -99,9 +99,23 @@ def Mlc_EmbeddingOp : Mlc_Op<"embedding", [Pure, InferTypeOpAdaptor, DeclareOpIn
     %x = mlc.embedding %wte, %input_ids : tensor<50257x768xf32>, tensor<8x1024xi64>
     // %x : tensor<8x1024x768xf32>
     ```
+
+    `padding_idx` is torch's `nn.Embedding(padding_idx=p)`: row `p` is looked
+    up like any other, but the lookups of it give the table no gradient, so
+    training never moves that row (only weight decay does). The table's other
+    uses (a tied output projection) still reach every row.
+
+    ```mlir
+    %x = mlc.embedding %wte, %input_ids {padding_idx = 1 : i64} : tensor<256x64xf32>, tensor<2x16xi64>
+    ```
   }];
-  let arguments = (ins Mlc_FloatTensor:$weight, Mlc_IntTensor:$indices);
+  let arguments = (ins Mlc_FloatTensor:$weight, Mlc_IntTensor:$indices,
+                       OptionalAttr<I64Attr>:$padding_idx);
   let results = (outs Mlc_FloatTensor:$result);
+  let builders = [OpBuilder<(ins "::mlir::Value":$weight, "::mlir::Value":$indices), [{
+    build($_builder, $_state, weight, indices, ::mlir::IntegerAttr());
+  }]>];
+  let hasVerifier = 1;
   let assemblyFormat =
       "$weight `,` $indices attr-dict `:` type($weight) `,` type($indices)";
 }

@@ -25,6 +25,8 @@ constexpr const char *kFoldedKey = "pkg.onnxscript.optimizer.folded_from";
 struct FxNode {
   std::string name, op;
   std::vector<std::string> args;
+  /// Each top-level argument as written (`%input_ids`, `1`, `[64]`, `True`).
+  std::vector<std::string> text;
 };
 
 bool identChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
@@ -48,13 +50,17 @@ FxNode parseFxNode(llvm::StringRef text) {
   if (begin == llvm::StringRef::npos)
     return fx;
   int depth = 0;
-  std::string arg;
+  std::string arg, raw;
   bool isValue = false;
   for (size_t i = begin + 8; i < text.size(); ++i) {
     char c = text[i];
+    if (!(depth == 0 && (c == ',' || c == ')')))
+      raw += c;
     if (depth == 0 && (c == ',' || c == ')')) {
       fx.args.push_back(isValue ? arg : "");
+      fx.text.push_back(llvm::StringRef(raw).trim().str());
       arg.clear();
+      raw.clear();
       isValue = false;
       if (c == ')')
         break;
@@ -136,6 +142,34 @@ bool namesTransposition(llvm::StringRef fxValue) {
 }
 
 } // namespace
+
+llvm::Expected<std::optional<int64_t>> torchEmbeddingPadding(const onnx::NodeProto &node) {
+  std::map<std::string, std::string> meta = onnxNodeMetadata(node);
+  auto it = meta.find(kFxNodeKey);
+  if (it == meta.end())
+    return std::nullopt;
+  FxNode fx = parseFxNode(it->second);
+  if (!llvm::StringRef(fx.op).contains("aten.embedding."))
+    return std::nullopt;
+  auto fail = [&](const std::string &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "its FX node `" + it->second + "` " + msg);
+  };
+  // aten.embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False,
+  // sparse=False); nn.Embedding has made a negative padding_idx a row
+  // already, so -1 is "none".
+  if (fx.text.size() > 3 && fx.text[3] != "False")
+    return fail("scales the gradient by the ids' frequency (scale_grad_by_freq=" + fx.text[3] +
+                "), which mlc does not train");
+  if (fx.text.size() < 3)
+    return std::nullopt;
+  int64_t pad;
+  if (llvm::StringRef(fx.text[2]).getAsInteger(10, pad))
+    return fail("has padding_idx '" + fx.text[2] + "', not an integer");
+  if (pad == -1)
+    return std::nullopt;
+  return pad;
+}
 
 llvm::Expected<ParameterPlan> planParameters(const onnx::ModelProto &model,
                                              const ExportSignature &signature,

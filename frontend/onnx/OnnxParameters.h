@@ -56,6 +56,7 @@
 #include "llvm/Support/Error.h"
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -94,6 +95,15 @@ llvm::Expected<ParameterPlan> planParameters(const onnx::ModelProto &model,
                                              const ExportSignature &signature,
                                              const std::set<std::string> &floatInits,
                                              const std::string &file);
+
+/// torch's `padding_idx` of the lookup whose FX node (`pkg.torch.onnx.
+/// fx_node`) `node` carries: `aten.embedding.default(args = (%w, %ids, 1))`
+/// is 1; none where the FX node is no aten.embedding, has no padding_idx or
+/// -1 (nn.Embedding without one), or the node has no FX metadata (then the
+/// file cannot say: TorchScript exports train every row). A lookup with
+/// scale_grad_by_freq, or a padding_idx that is no integer, is an error
+/// that quotes the FX node.
+llvm::Expected<std::optional<int64_t>> torchEmbeddingPadding(const onnx::NodeProto &node);
 
 } // namespace mlc
 

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontend/onnx/OnnxNode.h"
+#include "frontend/onnx/OnnxParameters.h"
 
 using namespace mlir;
 
@@ -465,10 +466,22 @@ llvm::Error gather(Node &nd) {
         return nd.error("index " + std::to_string(v) + " is out of range for the " +
                         std::to_string(data[0]) + " rows of '" + nd.n.input(0) +
                         "' (is the sequence longer than the model's positions?)");
+  // torch's nn.Embedding(padding_idx=p) trains every row but p; the ONNX
+  // Gather does not say so, the exporter's FX node on it does.
+  auto pad = torchEmbeddingPadding(nd.n);
+  if (!pad)
+    return nd.error(llvm::toString(pad.takeError()));
+  if (*pad && (**pad < 0 || **pad >= data[0]))
+    return nd.error("padding_idx " + std::to_string(**pad) +
+                    " (its FX node's) is not a row of the " + std::to_string(data[0]) +
+                    " rows of '" + nd.n.input(0) + "'");
   Value indices = nd.v(1);
   if (!cast<RankedTensorType>(indices.getType()).getElementType().isInteger(64))
     indices = nd.b.create<CastOp>(nd.loc, RankedTensorType::get(idx, nd.b.getI64Type()), indices);
-  return nd.result(nd.b.create<EmbeddingOp>(nd.loc, nd.v(0), indices));
+  auto lookup = nd.b.create<EmbeddingOp>(nd.loc, nd.v(0), indices);
+  if (*pad)
+    lookup.setPaddingIdxAttr(nd.b.getI64IntegerAttr(**pad));
+  return nd.result(lookup.getResult());
 }
 
 llvm::Error expand(Node &nd) {

@@ -32,8 +32,12 @@ void Backend::allReduceWait(int) {}
 /// the packed token dimension: offsets that start past 0, decrease or run
 /// past the tokens a buffer holds would read and write outside it. A package
 /// with a dynamic token dimension holds up to its token capacity; a static
-/// one (packed documents) has one offset slot per token, so at most n - 1.
-static void checkOffsets(const std::string &name, const HostTensor &t, int64_t tokens) {
+/// one (packed documents) has one offset slot per token, so at most n - 1,
+/// and its last offset is n - 1: tokens past it would be in no sequence, yet
+/// computed and counted in the loss. (A dynamic batch's last offset is
+/// checked against its token count before the run: checkRows.)
+static void checkOffsets(const std::string &name, const HostTensor &t, int64_t tokens,
+                         bool lastIsTokens) {
   const int64_t n = t.numel();
   if (n < 1 || t.getInt(0) != 0)
     fail("input '" + name + "': sequence offsets must start at 0" +
@@ -45,6 +49,10 @@ static void checkOffsets(const std::string &name, const HostTensor &t, int64_t t
                                     ? " is past the " + std::to_string(tokens) + " tokens"
                                     : " is below the one before it (" +
                                           std::to_string(t.getInt(i - 1)) + ")"));
+  if (lastIsTokens && t.getInt(n - 1) != tokens)
+    fail("input '" + name + "': the last offset is " + std::to_string(t.getInt(n - 1)) +
+         ", short of the " + std::to_string(tokens) + " tokens: every token must lie in a "
+         "sequence (offsets past the last sequence repeat the token count)");
 }
 
 std::vector<char> Backend::prepareInput(const std::string &name, const HostTensor &t) {
@@ -81,8 +89,17 @@ std::vector<char> Backend::prepareInput(const std::string &name, const HostTenso
       if (t.getInt(i) != int64_t(int32_t(t.getInt(i))))
         fail("input '" + name + "': value " + std::to_string(t.getInt(i)) + " at index " +
              std::to_string(i) + " does not fit in i32");
-  if (name == "cu_seqlens")
-    checkOffsets(name, t, pkg_.tokenCapacity > 0 ? pkg_.tokenCapacity : n - 1);
+  if (name == "cu_seqlens") {
+    checkOffsets(name, t, pkg_.tokenCapacity > 0 ? pkg_.tokenCapacity : n - 1,
+                 /*lastIsTokens=*/pkg_.tokenCapacity == 0);
+    cuSeqlensEnd_ = t.getInt(n - 1);
+  }
+  if (name == "input_ids" || name == "position_ids" || name == "token_type_ids") {
+    std::vector<int64_t> &ids = gatheredIds_[name];
+    ids.resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i)
+      ids[size_t(i)] = t.getInt(i);
+  }
   if (t.dtype == info->dtype) {
     std::memcpy(dst, t.data.data(), t.data.size());
   } else if (info->dtype == "i64") {
@@ -182,6 +199,11 @@ void Backend::checkRows() const {
     if (rows != rows_)
       fail("the dynamic token dimension differs between inputs: '" + input + "' has " +
            std::to_string(rows) + " tokens, another input " + std::to_string(rows_));
+  if (pkg_.tokenCapacity > 0 && cuSeqlensEnd_ >= 0 && !inputRows_.empty() &&
+      cuSeqlensEnd_ != rows_)
+    fail("input 'cu_seqlens': the last offset is " + std::to_string(cuSeqlensEnd_) +
+         ", but the batch holds " + std::to_string(rows_) + " tokens: every token must lie "
+         "in a sequence");
 }
 
 HostTensor Backend::outputTensor(const std::string &function, const std::string &name,
@@ -207,7 +229,26 @@ HostTensor Backend::outputTensor(const std::string &function, const std::string 
   fail("function " + function + " has no output '" + name + "'");
 }
 
-void failKernelReport(int64_t code, int64_t row, int64_t value, int64_t limit) {
+void failKernelReport(int64_t code, int64_t row, int64_t value, int64_t limit,
+                      const GatheredIds &ids) {
+  auto holds = [&](const char *input) {
+    auto it = ids.find(input);
+    return it != ids.end() && row >= 0 && row < int64_t(it->second.size()) &&
+           it->second[size_t(row)] == value;
+  };
+  // The embedding kernel knows only the table's rows: the value tells which
+  // input it gathered by (input_ids first: a token out of range is the
+  // common case).
+  if (code == 1 && !holds("input_ids")) {
+    if (holds("position_ids"))
+      fail("input 'position_ids': position " + std::to_string(value) + " at index " +
+           std::to_string(row) + " is outside the model's " + std::to_string(limit) +
+           " positions [0, " + std::to_string(limit) + ")");
+    if (holds("token_type_ids"))
+      fail("input 'token_type_ids': type id " + std::to_string(value) + " at index " +
+           std::to_string(row) + " is outside the model's " + std::to_string(limit) +
+           " token types [0, " + std::to_string(limit) + ")");
+  }
   if (code == 1)
     fail("token id " + std::to_string(value) + " at position " + std::to_string(row) +
          " is outside the vocabulary [0, " + std::to_string(limit) + ")");

@@ -53,6 +53,11 @@ struct PeakRate {
   std::string basis;
 };
 
+/// The host copies of the id inputs an embedding gathers by (input_ids,
+/// position_ids, token_type_ids) of the last batch, by input name: a
+/// kernel's report of an id out of range names the input that holds it.
+using GatheredIds = std::map<std::string, std::vector<int64_t>>;
+
 class Backend {
 public:
   explicit Backend(const Package &pkg);
@@ -133,7 +138,8 @@ protected:
   /// input holds. Where the leading dimension is the dynamic token count,
   /// records it (rows_).
   std::vector<char> prepareInput(const std::string &name, const HostTensor &t);
-  /// Before a run: every input with a dynamic token dimension has the same.
+  /// Before a run: every input with a dynamic token dimension has the same
+  /// token count, and cu_seqlens' last offset is that count.
   void checkRows() const;
   /// @train_step of a plan without gradient sums (one rank): its gradients
   /// take the weight after the run, not bucket by bucket.
@@ -163,6 +169,10 @@ protected:
   int64_t elementSize_;
   int64_t rows_ = 0; // tokens of the current batch (dynamic token dimension)
   std::map<std::string, int64_t> inputRows_;
+  /// The last batch's cu_seqlens' final offset (-1: none given): a package
+  /// with a dynamic token dimension needs it to cover every token (checkRows).
+  int64_t cuSeqlensEnd_ = -1;
+  GatheredIds gatheredIds_;
   std::shared_ptr<Communicator> comm_;
   double bucketClip_ = 0;
   double gradWeight_ = 1;
@@ -179,9 +189,12 @@ protected:
 std::unique_ptr<Backend> createBackend(const std::string &device, const Package &pkg,
                                        bool verbose);
 
-/// A kernel's report of bad data (code 1: token id, 2: label out of range)
-/// as the Error every backend gives.
-[[noreturn]] void failKernelReport(int64_t code, int64_t row, int64_t value, int64_t limit);
+/// A kernel's report of bad data (code 1: an id an embedding gathers by, 2:
+/// a label out of range) as the Error every backend gives. Code 1 names the
+/// input of `ids` whose value at `row` it is (a position past the model's
+/// positions is not a token outside the vocabulary).
+[[noreturn]] void failKernelReport(int64_t code, int64_t row, int64_t value, int64_t limit,
+                                   const GatheredIds &ids = {});
 
 /// Whole-buffer host copies, for loading, saving and checkpointing.
 std::vector<char> downloadAll(Backend &backend, FlatBuffer which);

@@ -391,7 +391,75 @@ private:
       bad("gemm needs " + std::to_string(3 + int(s.bias) + int(s.gelu)) +
           " buffers (out, lhs, rhs" + (s.bias ? ", bias" : "") + (s.gelu ? ", pre" : "") +
           "), got " + std::to_string(s.buffers.size()));
+    checkGemmExtents(s);
     fn->steps.push_back(s);
+  }
+
+  /// A GEMM reads and writes row-major matrices whose leading dimensions
+  /// follow from its sizes (lhs M x K, or K x M transposed; rhs K x N, or
+  /// N x K; out M x N), batch b's at the batch strides' offsets (out's
+  /// packed, b M N): every element it touches must lie in the buffer it
+  /// names, at the token capacity where M or K is T. Sizes edited past the
+  /// buffers would read and write other buffers' memory.
+  void checkGemmExtents(const StepDecl &s) const {
+    const int64_t m = s.m < 0 ? plan.tokenCapacity : s.m, k = s.k < 0 ? plan.tokenCapacity : s.k;
+    if (m < 1 || k < 1)
+      bad("gemm: M or K is T (the token count) but the plan declares no tokens");
+    // Elements touched, saturating at 2^62 (no buffer holds that many).
+    const int64_t kMax = int64_t(1) << 62;
+    auto mul = [&](int64_t a, int64_t b) {
+      int64_t r;
+      return __builtin_mul_overflow(a, b, &r) || r > kMax ? kMax : r;
+    };
+    auto add = [&](int64_t a, int64_t b) { return std::min(kMax, a + b); };
+    int64_t batches = 1, lhsLast = 0, rhsLast = 0; // the last batch's element offsets
+    for (size_t d = 0; d < s.batch.size(); ++d) {
+      batches = mul(batches, s.batch[d]);
+      if (s.batch[d] > 0) {
+        lhsLast = add(lhsLast, mul(s.batch[d] - 1, s.lhsStrides[d]));
+        rhsLast = add(rhsLast, mul(s.batch[d] - 1, s.rhsStrides[d]));
+      }
+    }
+    if (batches == 0)
+      return; // no product: nothing is touched
+    struct Operand {
+      const char *what;
+      int buffer;
+      int64_t elements;
+    };
+    std::vector<Operand> operands = {{"result", s.buffers[0], mul(batches, mul(m, s.n))},
+                                     {"lhs", s.buffers[1], add(lhsLast, mul(m, k))},
+                                     {"rhs", s.buffers[2], add(rhsLast, mul(k, s.n))}};
+    if (s.bias)
+      operands.push_back({"bias", s.buffers[3], s.n});
+    if (s.gelu)
+      operands.push_back({"pre-activation", s.buffers.back(), operands[0].elements});
+    for (const Operand &o : operands) {
+      const BufferDecl &b = fn->buffers[size_t(o.buffer)];
+      const int64_t es = bufferElementBytes(b), held = b.bytes / es;
+      if (o.elements > held)
+        bad("gemm " + std::string(s.transA ? "T" : "N") + (s.transB ? "T" : "N") + " M " +
+            std::to_string(m) + " N " + std::to_string(s.n) + " K " + std::to_string(k) +
+            (s.batch.empty() ? std::string() : " x " + std::to_string(batches) + " batches") +
+            ": its " + o.what + " spans " + (o.elements >= kMax ? std::string("over 2^62")
+                                                               : std::to_string(o.elements)) +
+            " elements, but buffer %" + std::to_string(o.buffer) + " holds " +
+            std::to_string(held));
+    }
+  }
+
+  /// Bytes per element of a buffer: a view's or arena slice's own dtype, an
+  /// input's, the scalars' f64, else the parameters' dtype.
+  int64_t bufferElementBytes(const BufferDecl &b) const {
+    if (b.kind == BufferDecl::Arena || b.kind == BufferDecl::Alias)
+      return elementBytes(b.dtype);
+    if (b.kind == BufferDecl::Scalars)
+      return 8;
+    if (b.kind == BufferDecl::Input)
+      for (const InputInfo &in : plan.inputs)
+        if (in.name == b.name)
+          return elementBytes(in.dtype);
+    return plan.params.empty() ? 4 : elementBytes(plan.params[0].dtype);
   }
 
   /// A GEMM's m or k: a positive extent, or T (the batch's token count).

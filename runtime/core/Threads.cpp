@@ -4,6 +4,8 @@
 #include "runtime/core/Threads.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <unistd.h>
@@ -26,13 +28,50 @@ threadEnvironment(long localRanks, long cores) {
   return env;
 }
 
+std::string capThreadCounts(const std::string &value, long cores) {
+  if (cores < 1)
+    return "";
+  std::string out;
+  bool capped = false;
+  size_t start = 0;
+  while (true) {
+    size_t comma = value.find(',', start);
+    std::string item = value.substr(start, comma == std::string::npos ? std::string::npos
+                                                                       : comma - start);
+    char *end = nullptr;
+    errno = 0;
+    long long n = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end || n < 1) // not a count: OpenMP's to report
+      return "";
+    if (n > cores || errno == ERANGE) {
+      n = cores;
+      capped = true;
+    }
+    out += (out.empty() ? "" : ",") + std::to_string(n);
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
+  return capped ? out : "";
+}
+
 void configureThreadsAndReexec(char **argv) {
   if (std::getenv("MLC_THREADS_CONFIGURED"))
     return;
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (const char *threads = std::getenv("OMP_NUM_THREADS")) {
+    std::string capped = capThreadCounts(threads, cores);
+    if (!capped.empty()) {
+      std::fprintf(stderr, "mlc: note: OMP_NUM_THREADS=%s is more threads than the %ld cores "
+                           "of this machine: using %s\n",
+                   threads, cores, capped.c_str());
+      setenv("OMP_NUM_THREADS", capped.c_str(), 1);
+    }
+  }
   const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   for (const auto &[name, value] :
        threadEnvironment(local ? std::strtol(local, nullptr, 10) : 0,
-                         sysconf(_SC_NPROCESSORS_ONLN)))
+                         cores))
     setenv(name.c_str(), value.c_str(), /*overwrite=*/0);
   setenv("MLC_THREADS_CONFIGURED", "1", 1);
   execv("/proc/self/exe", argv);

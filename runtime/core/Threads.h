@@ -24,8 +24,18 @@ namespace mlc::rt {
 ///
 /// The policies are read when the libraries load, before main, so a tool
 /// that runs the runtime sets them and re-executes itself once; a user's
-/// own settings win. Returns only if no re-exec happened.
+/// own settings win, except an OMP_NUM_THREADS above the machine's cores,
+/// which is capped at them (capThreadCounts; a note says so). Returns only if
+/// no re-exec happened.
 void configureThreadsAndReexec(char **argv);
+
+/// OMP_NUM_THREADS `value` (a count, or a comma-separated count per nesting
+/// level) with every count above `cores` lowered to it; "" when nothing is
+/// above (or the value is not a list of counts: OpenMP reports and ignores
+/// that itself). libgomp makes every thread it is told to, each with its
+/// own stack: 100000 of them ran out of memory and crashed in the first
+/// kernel, and more threads than cores only take turns on them.
+std::string capThreadCounts(const std::string &value, long cores);
 
 /// The variables configureThreadsAndReexec sets, each only where the
 /// environment lacks it: `localRanks` processes (mpirun's local size, 0 for

@@ -26,11 +26,7 @@ constexpr size_t kLinesReported = 10;
 /// key given twice (two writers of one dataset) and an output dataset that is
 /// one of the run's input files.
 void checkPaths(const PreprocessOptions &o) {
-  struct stat st;
-  if (stat(o.input.c_str(), &st) != 0)
-    fail(o.input + ": cannot open: " + std::strerror(errno));
-  if (S_ISDIR(st.st_mode))
-    fail("--input " + o.input + " is a directory; expected a JSONL file");
+  checkCorpusPath(o.input);
   std::vector<NamedPath> outputs;
   for (const std::string &key : o.jsonKeys) {
     if (std::count(o.jsonKeys.begin(), o.jsonKeys.end(), key) > 1)
@@ -51,6 +47,14 @@ std::string lineList(const std::vector<int64_t> &lines) {
 }
 
 } // namespace
+
+void checkCorpusPath(const std::string &input) {
+  struct stat st;
+  if (stat(input.c_str(), &st) != 0)
+    fail(input + ": cannot open: " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode))
+    fail("--input " + input + " is a directory; expected a JSONL file");
+}
 
 PreprocessStats preprocess(const PreprocessOptions &o) {
   if (o.outputPrefix.empty())

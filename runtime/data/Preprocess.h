@@ -32,6 +32,11 @@ struct PreprocessStats {
 /// with no document to write are errors that publish nothing.
 PreprocessStats preprocess(const PreprocessOptions &options);
 
+/// Refuses a corpus path that cannot be read as a JSONL file: missing, or a
+/// directory (a directory reads as no lines, so a run would see no
+/// documents). preprocess and tokenizer train share it.
+void checkCorpusPath(const std::string &input);
+
 } // namespace mlc::rt
 
 #endif // MLC_RUNTIME_PREPROCESS_H

@@ -1,6 +1,7 @@
 //===- BatchSources.cpp - where a training step's batches come from --------===//
 
 #include "runtime/train/BatchSources.h"
+#include "contract/StepFunctions.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/Hash.h"
 #include "runtime/data/Balance.h"
@@ -494,7 +495,38 @@ std::map<std::string, std::string> parseBind(const Package &pkg, const std::stri
   return roleOf;
 }
 
+/// --eod-token N given: an id the data can hold and the model can embed.
+/// An id no token of the data is, never splits a document or masks a label:
+/// --reset-attention-mask, --reset-position-ids and --eod-mask-loss would
+/// silently do nothing. The data's vocabulary is known for a plain file (read
+/// as bytes: 256 ids) and for the GPT-2 tokenizer of --vocab-file and
+/// --merge-file; the model's from its logits.
+void checkEodToken(const Package &pkg, const TrainOptions &o) {
+  if (o.eodToken < 0)
+    return;
+  const std::string eod = "--eod-token " + std::to_string(o.eodToken);
+  if (!o.data.empty() && !isIndexedData(o.data)) {
+    const int64_t bytes = makeTokenizer("ByteTokenizer", "", "")->vocabSize();
+    if (o.eodToken >= bytes)
+      fail(eod + " is no token of --data " + o.data + ", which is read as bytes (a vocabulary "
+           "of " + std::to_string(bytes) + " ids, 0.." + std::to_string(bytes - 1) + ")");
+  } else if (!o.vocabFile.empty() && !o.mergeFile.empty()) {
+    const int64_t size = makeTokenizer("GPT2BPETokenizer", o.vocabFile, o.mergeFile)->vocabSize();
+    if (o.eodToken >= size)
+      fail(eod + " is outside the vocabulary of --vocab-file " + o.vocabFile + " (" +
+           std::to_string(size) + " ids, 0.." + std::to_string(size - 1) + ")");
+  }
+  auto fn = pkg.functions.find(kForwardFn);
+  if (fn == pkg.functions.end())
+    return;
+  for (const FunctionPlan::Output &out : fn->second.outputs)
+    if (out.name == "logits" && !out.shape.empty() && o.eodToken >= out.shape.back())
+      fail(eod + " is outside the model's vocabulary of " + std::to_string(out.shape.back()) +
+           " tokens (ids 0.." + std::to_string(out.shape.back() - 1) + ")");
+}
+
 BatchSources openBatchSources(const Package &pkg, const TrainOptions &o) {
+  checkEodToken(pkg, o);
   if (!o.bind.empty()) {
     if (o.data.empty())
       fail("--bind maps --data fields to model inputs; --batches files are named by input");

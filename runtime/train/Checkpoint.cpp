@@ -369,6 +369,13 @@ std::string resolveCheckpoint(const std::string &spec, const std::string &saveDi
   return all.back().second;
 }
 
+/// A value as a message shows it: -0.5, 1e-09, nan, inf.
+static std::string valueText(double x) {
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
+
 Resumed loadCheckpoint(Backend &backend, const TrainOptions &o, const std::string &dir) {
   const Package &pkg = backend.package();
   std::string manifestPath = dir + "/checkpoint.json";
@@ -445,6 +452,18 @@ Resumed loadCheckpoint(Backend &backend, const TrainOptions &o, const std::strin
       if (it == moments.end() || it->second.shape != p.shape || it->second.dtype != pkg.dtype)
         fail(dir + "/optimizer.safetensors: " + prefix + p.name + " is missing or has "
              "another shape or dtype than the model's");
+      // An edited or corrupt file whose hash was recomputed: a NaN, or a
+      // negative second moment (sqrt(v) of the next update is NaN), would
+      // make the next update non-finite.
+      const bool second = which == FlatBuffer::AdamV;
+      for (int64_t i = 0; i < p.numel; ++i) {
+        const double x = it->second.getDouble(i);
+        if (!std::isfinite(x) || (second && x < 0))
+          fail(dir + "/optimizer.safetensors: " + prefix + p.name + " holds " +
+               valueText(x) + " at index " + std::to_string(i) + ": " +
+               (second ? "AdamW's second moments must be finite and >= 0"
+                       : "AdamW's first moments must be finite"));
+      }
       std::copy(it->second.data.begin(), it->second.data.end(),
                 flat.begin() + p.offset * es);
     }

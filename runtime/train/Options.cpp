@@ -84,7 +84,8 @@ const std::vector<TrainFlag> &trainFlags() {
     std::vector<TrainFlag> f = {
         integer("steps", "Optimizer steps", &TrainOptions::steps),
         number("lr", "Peak learning rate", &TrainOptions::lr),
-        number("min-lr", "Learning rate at the end of the cosine decay", &TrainOptions::minLr),
+        number("min-lr", "Learning rate at the end of the cosine decay (at most --lr)",
+               &TrainOptions::minLr),
         integer("warmup", "Linear warmup steps", &TrainOptions::warmup),
         string("lr-schedule", "name", "constant or cosine (after warmup)",
                &TrainOptions::schedule),
@@ -166,13 +167,16 @@ const std::vector<TrainFlag> &trainFlags() {
         boolean("calculate-per-token-loss",
                 "Megatron-LM's --calculate-per-token-loss: the step's loss is the mean over "
                 "all its labels not ignored (each micro-batch of every rank weighs by its "
-                "count of them); without it each micro-batch's mean weighs the same",
+                "count of them); without it each micro-batch's mean weighs the same. In both, "
+                "a step with no label not ignored (all -100, or all masked by --eod-mask-loss) "
+                "stops the run with an error naming it, before its update",
                 &TrainOptions::perTokenLoss),
         integer("eod-token", "GPT data: the end-of-document id that --eod-mask-loss and a "
                              "package compiled with --reset-attention-mask or "
                              "--reset-position-ids split samples at (-1: the tokenizer's: "
                              "<|endoftext|> of --vocab-file with --merge-file, else the "
-                             "byte tokenizer's 0)",
+                             "byte tokenizer's 0); an id of the data's vocabulary (a plain "
+                             "file's bytes: 0..255) and the model's",
                 &TrainOptions::eodToken),
         string("progress", "mode", "auto, live (one updating line) or plain (a line per "
                                    "step); auto is live on a terminal",
@@ -274,6 +278,11 @@ void validate(const TrainOptions &o) {
   };
   finiteAtLeast("lr", o.lr, 0);
   finiteAtLeast("min-lr", o.minLr, 0);
+  // The schedule decays from --lr down to --min-lr: a floor above the peak
+  // would make it climb (Megatron-LM refuses it too).
+  if (o.minLr > o.lr)
+    fail("--min-lr " + text(o.minLr) + " is above --lr " + text(o.lr) +
+         ": the schedule decays from --lr down to --min-lr");
   finiteAtLeast("weight-decay", o.weightDecay, 0);
   finiteAtLeast("clip-grad", o.clipGrad, 0);
   parseBalancePolicy(o.balance); // an unknown policy is an error that lists them

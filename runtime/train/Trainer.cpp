@@ -24,6 +24,7 @@
 #include <random>
 #include <map>
 #include <set>
+#include <sstream>
 
 namespace mlc::rt {
 
@@ -88,6 +89,13 @@ static bool sameValues(const HostTensor &a, const HostTensor &b, int64_t numel) 
   return true;
 }
 
+/// A value as a message shows it: -0.5, 1e-09, nan, inf.
+static std::string valueText(double x) {
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
+
 void loadParameters(Backend &backend, const std::string &path) {
   const Package &pkg = backend.package();
   auto tensors = readSafetensors(path);
@@ -136,8 +144,18 @@ void loadParameters(Backend &backend, const std::string &path) {
   std::vector<char> flat(pkg.paramCount * es);
   for (const ParamInfo &p : pkg.params) {
     const HostTensor &t = *source.at(p.name);
-    for (int64_t i = 0; i < p.numel; ++i)
+    for (int64_t i = 0; i < p.numel; ++i) {
       store(flat, es, p.offset + i, t.getDouble(i));
+      // A NaN or infinity (or a value past the package's f32) would make
+      // the first step's loss non-finite: refused where it comes from.
+      if (!std::isfinite(es == 4 ? double(as<float>(flat.data())[p.offset + i])
+                                 : as<double>(flat.data())[p.offset + i]))
+        fail(path + ": " + p.name + " holds " + valueText(t.getDouble(i)) + " at index " +
+             std::to_string(i) + (std::isfinite(t.getDouble(i)) ? ", past the package's " +
+                                                                     pkg.dtype
+                                                               : std::string()) +
+             ": parameters must be finite");
+    }
   }
   uploadAll(backend, FlatBuffer::Params, flat);
 }
@@ -169,6 +187,11 @@ void saveParameters(Backend &backend, const std::string &path) {
     t.shape = p.shape;
     const char *base = flat.data() + p.offset * backend.elementSize();
     t.data.assign(base, base + p.numel * backend.elementSize());
+    // No file of weights that are not finite is written, under any label.
+    for (int64_t i = 0; i < p.numel; ++i)
+      if (!std::isfinite(t.getDouble(i)))
+        fail(path + " was not written: parameter " + p.name + " holds " +
+             valueText(t.getDouble(i)) + " at index " + std::to_string(i));
     // Each alias of a tied parameter gets its own copy: safetensors files
     // hold no shared storage, and load_state_dict(strict=True) wants every
     // name the model has.
@@ -312,6 +335,20 @@ private:
   struct sigaction oldInt {}, oldTerm {};
 };
 
+/// A run that stops on a non-finite step writes --save with the parameters
+/// before it, when they are finite (saveParameters writes no others); the
+/// end of its error message says which.
+static std::string keepParameters(Backend &backend, const TrainOptions &o) {
+  if (o.save.empty())
+    return "";
+  try {
+    saveParameters(backend, o.save);
+  } catch (const Error &e) {
+    return std::string("; ") + e.what();
+  }
+  return "; the parameters before this step are saved in " + o.save;
+}
+
 /// Runs @optimizer so that no update makes the parameters non-finite. It
 /// keeps upper bounds on max |p| and max |m| (from the previous bounds, the
 /// gradient norm and the step's scalars: |m'| <= max(|m|, |g'|), |update| <=
@@ -351,11 +388,7 @@ public:
     uploadAll(backend, FlatBuffer::Params, params);
     uploadAll(backend, FlatBuffer::AdamM, m1);
     uploadAll(backend, FlatBuffer::AdamV, m2);
-    std::string kept;
-    if (!o.save.empty()) {
-      saveParameters(backend, o.save);
-      kept = "; the parameters before this step are saved in " + o.save;
-    }
+    std::string kept = keepParameters(backend, o);
     fail("the update at step " + std::to_string(t) + " would make the parameters or the AdamW "
          "moments non-finite (learning rate " + jsonNumber(h[kStepSize] * (1 - std::pow(o.beta1, double(t)))) +
          "); it was not applied" + kept);
@@ -397,6 +430,9 @@ struct StepTotals {
   /// Several ranks: SIGINT/SIGTERM reached one of them by the step's sums;
   /// every rank then stops after the same step.
   bool stop = false;
+  /// The step's labels not ignored, over all its micro-batches and ranks
+  /// (-1: the package has no input 'labels' to count them in).
+  double terms = -1;
 };
 
 /// One training run, top to bottom: set-up (the constructor), then per step
@@ -435,10 +471,10 @@ public:
       if (in.name == "input_ids")
         tokenInput = in.dynamic() ? -1 : in.numel;
     guard = std::make_unique<UpdateGuard>(backend);
+    for (size_t i = 0; i < pkg.inputs.size(); ++i)
+      if (pkg.inputs[i].name == "labels")
+        labelsInput = int64_t(i);
     if (o.perTokenLoss) {
-      for (size_t i = 0; i < pkg.inputs.size(); ++i)
-        if (pkg.inputs[i].name == "labels")
-          labelsInput = int64_t(i);
       if (labelsInput < 0)
         fail("--calculate-per-token-loss weighs the micro-batches by their labels not "
              "ignored; " + pkg.dir + " has no input 'labels'");
@@ -455,6 +491,8 @@ public:
     for (int64_t t = first; t <= o.steps; ++t) {
       auto start = std::chrono::steady_clock::now();
       StepTotals step = runMicroBatches(t);
+      if (step.terms == 0)
+        failWithoutLabels(t);
       double norm = 0, lr = 0;
       if (!update(t, step, norm, lr))
         continue; // skipped: no update
@@ -487,6 +525,13 @@ private:
   /// each global batch (the plan sums the gradients, so the updates agree).
   void setUpRanks(const TrainOptions &given) {
     validate(given);
+    // The optimizer computes in the parameters' type: an --eps that is 0 or
+    // subnormal there divides AdamW's update by (almost) nothing.
+    const double smallest = backend.elementSize() == 4 ? double(std::numeric_limits<float>::min())
+                                                       : std::numeric_limits<double>::min();
+    if (given.eps < smallest)
+      fail("--eps " + valueText(given.eps) + " is below the smallest normal " + pkg.dtype +
+           " number (" + valueText(smallest) + ") that the package's optimizer computes in");
     backend.setTf32(given.tf32 == "on");
     o.rank = backend.rank();
     o.ranks = ranks;
@@ -585,6 +630,20 @@ private:
     fail(std::string("step ") + std::to_string(t) + ": " + e.what());
   }
 
+  /// A step none of whose micro-batches (on any rank) holds a label not
+  /// ignored has no loss to learn from: each micro-batch's mean is 0 / 0.
+  /// With or without --calculate-per-token-loss the run stops here, before
+  /// any update (no weight decay, no change to AdamW's moments), naming the
+  /// step, as Megatron-LM stops on the NaN such a step's loss is. --save
+  /// keeps the parameters of the steps before.
+  [[noreturn]] void failWithoutLabels(int64_t t) {
+    fail("step " + std::to_string(t) + ": no micro-batch of the step holds a label to learn "
+         "from (every label is -100, the ignore index" +
+         (o.eodMaskLoss ? std::string(", or follows an EOD under --eod-mask-loss") : "") +
+         "): its loss is 0 / 0, so the run stops before its update" +
+         keepParameters(backend, o));
+  }
+
   /// Step t's micro-batches: this rank's share of the step's global batch,
   /// their gradients summed (@accumulate) and averaged into the last one's
   /// (@merge). Block b of the run's sequence of micro-batches is rank b % R's:
@@ -614,6 +673,7 @@ private:
       allTerms = countTerms(t, drawn, terms);
     }
     double lossSum = 0; // the micro-batches' losses (per token: each times its terms)
+    double localTerms = 0; // without --calculate-per-token-loss: counted as they run
     if (micro > 1)
       backend.zero(FlatBuffer::GradSum);
     for (int64_t j = 0; j < micro; ++j) {
@@ -627,6 +687,8 @@ private:
           dump->append(in.name, tensor);
         if (in.name == "input_ids")
           step.tokens += tensor.numel(); // unpadded batches vary
+        if (int64_t(i) == labelsInput && !o.perTokenLoss)
+          localTerms += countLabels(tensor);
         try {
           backend.setInput(in.name, tensor);
         } catch (const Error &e) {
@@ -654,12 +716,12 @@ private:
     step.localTokens = step.tokens; // this rank's, before the sum below
     step.waited = backend.profile.commWaitSeconds - waitedBefore;
     waitedBefore = backend.profile.commWaitSeconds;
-    double sums[3] = {lossSum, double(step.tokens), interrupted ? 1.0 : 0.0};
+    double sums[4] = {lossSum, double(step.tokens), interrupted ? 1.0 : 0.0, localTerms};
     if (ranks > 1) {
       // The logged loss and the tokens are the whole global batch's, and
       // with them whether any rank was interrupted: all stop together.
       try {
-        backend.communicator()->sum(sums, 3);
+        backend.communicator()->sum(sums, 4);
       } catch (const Error &e) {
         failAtStep(t, e);
       }
@@ -668,6 +730,8 @@ private:
       step.stop = sums[2] > 0;
     }
     step.loss = sums[0] / allTerms;
+    if (labelsInput >= 0)
+      step.terms = o.perTokenLoss ? allTerms : sums[3];
     return step;
   }
 
@@ -679,6 +743,14 @@ private:
     return inputs;
   }
 
+  /// The labels not ignored (-100) of a micro-batch: its loss's terms.
+  static double countLabels(const HostTensor &labels) {
+    double n = 0;
+    for (int64_t i = 0; i < labels.numel(); ++i)
+      n += labels.getInt(i) != -100;
+    return n;
+  }
+
   /// --calculate-per-token-loss: the loss's terms (labels not ignored) of
   /// this rank's micro-batches of step t (`drawn`) into `terms`; returns the
   /// step's over all ranks (one sum per step, before any gradient).
@@ -686,10 +758,7 @@ private:
                     std::vector<double> &terms) {
     double local = 0;
     for (size_t j = 0; j < terms.size(); ++j) {
-      const HostTensor &labels = drawn[j][size_t(labelsInput)];
-      terms[j] = 0;
-      for (int64_t i = 0; i < labels.numel(); ++i)
-        terms[j] += labels.getInt(i) != -100;
+      terms[j] = countLabels(drawn[j][size_t(labelsInput)]);
       local += terms[j];
     }
     if (ranks > 1) {
@@ -724,11 +793,7 @@ private:
       return false;
     }
     if (!std::isfinite(loss) || !std::isfinite(norm)) {
-      std::string kept;
-      if (!o.save.empty()) {
-        saveParameters(backend, o.save);
-        kept = "; the parameters before this step are saved in " + o.save;
-      }
+      std::string kept = keepParameters(backend, o);
       fail("the loss became " + std::to_string(loss) + " (gradient norm " +
            std::to_string(norm) + ") at step " + std::to_string(t) + kept);
     }
@@ -958,7 +1023,7 @@ private:
   std::unique_ptr<BatchDump> dump; // --dump-batches
   int64_t tensorsDrawn = 0; // MLC_PROFILE: training inputs drawn, and the time drawing them
   double drawSeconds = 0;
-  int64_t labelsInput = -1; // --calculate-per-token-loss: the index of 'labels' in pkg.inputs
+  int64_t labelsInput = -1; // the index of 'labels' in pkg.inputs (-1: none)
   std::vector<double> losses;
   std::chrono::steady_clock::time_point runStart;
   double waitedBefore = 0, waitedTotal = 0, stepSecondsTotal = 0;

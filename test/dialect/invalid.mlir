@@ -17,6 +17,22 @@ func.func @embedding_table_rank(%w: tensor<100xf32>, %i: tensor<4xi64>) {
 
 // -----
 
+func.func @embedding_padding_row(%w: tensor<100x4xf32>, %i: tensor<4xi64>) {
+  // expected-error @+1 {{padding_idx 100 is not a row of the 100-row table}}
+  %0 = mlc.embedding %w, %i {padding_idx = 100 : i64} : tensor<100x4xf32>, tensor<4xi64>
+  return
+}
+
+// -----
+
+func.func @embedding_negative_padding(%w: tensor<100x4xf32>, %i: tensor<4xi64>) {
+  // expected-error @+1 {{padding_idx -1 is not a row of the 100-row table}}
+  %0 = mlc.embedding %w, %i {padding_idx = -1 : i64} : tensor<100x4xf32>, tensor<4xi64>
+  return
+}
+
+// -----
+
 func.func @embedding_float_indices(%w: tensor<100x4xf32>, %i: tensor<4xf32>) {
   // expected-error @+1 {{operand #1 must be ranked tensor of 32-bit signless integer or 64-bit signless integer values}}
   %0 = "mlc.embedding"(%w, %i) : (tensor<100x4xf32>, tensor<4xf32>) -> tensor<4x4xf32>

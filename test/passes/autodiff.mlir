@@ -56,6 +56,34 @@ func.func @forward(%wte: tensor<6x4xf32> {mlc.param = "wte"}, %u: tensor<4xf32> 
 
 // -----
 
+// torch's padding_idx (nn.Embedding(padding_idx=1)): the lookups of row 1
+// are zeroed in the adjoint before the scatter-add, so that row gets no
+// gradient from the lookup; the tied projection's gradient still reaches
+// every row (added after). Without padding_idx (the test above) no select.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: tensor<6x4xf32> {mlc.grad = "wte"}
+// CHECK: %[[COL:.*]] = mlc.reshape %arg1 : tensor<2x3xi64> -> tensor<2x3x1xi64>
+// CHECK: %[[PAD:.*]] = mlc.constant dense<1> : tensor<i64>
+// CHECK: %[[IS:.*]] = mlc.compare eq %[[COL]], %[[PAD]] : tensor<2x3x1xi64>, tensor<i64>
+// CHECK: %[[KEPT:.*]] = mlc.select %[[IS]], %{{[0-9]+}}, %{{[0-9]+}} : tensor<2x3x1xi1>, tensor<f32>, tensor<2x3x4xf32>
+// CHECK: %[[E:.*]] = mlc.embedding_grad %[[KEPT]], %arg1 : tensor<2x3x4xf32>, tensor<2x3xi64> -> tensor<6x4xf32>
+// CHECK: mlc.add %{{.*}}, %[[E]] : tensor<6x4xf32>, tensor<6x4xf32>
+// CANON-LABEL: func.func @train_step
+// CANON: mlc.compare eq
+// CANON: mlc.select
+// CANON: mlc.embedding_grad
+func.func @forward(%wte: tensor<6x4xf32> {mlc.param = "wte"}, %ids: tensor<2x3xi64> {mlc.input = "input_ids"},
+                   %labels: tensor<6xi64> {mlc.input = "labels"})
+    -> (tensor<f32> {mlc.output = "loss"}) {
+  %x = mlc.embedding %wte, %ids {padding_idx = 1 : i64} : tensor<6x4xf32>, tensor<2x3xi64>
+  %rows = mlc.reshape %x : tensor<2x3x4xf32> -> tensor<6x4xf32>
+  %logits = mlc.matmul %rows, %wte transpose_rhs : tensor<6x4xf32>, tensor<6x4xf32>
+  %l = mlc.cross_entropy %logits, %labels ignore_index = -100 : tensor<6x6xf32>, tensor<6xi64>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Only ops between parameters and loss are differentiated: the mask path
 // (from an input) gets no backward ops.
 // CHECK-LABEL: func.func @train_step

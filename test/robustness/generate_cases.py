@@ -3,9 +3,9 @@
     generate_cases.py --mlc MLC --runtime MLC_RUNTIME --work DIR
 
 For each boundary (training flags, safetensors weights, .npy batches and run
-inputs, packages with an edited plan, Megatron datasets, JSONL corpora) it
-generates bad inputs — truncation, nesting, overflow, wrong dtype, out-of-range
-values — runs the tool on each and requires:
+inputs, packages with an edited plan or GEMM sizes, Megatron datasets, JSONL
+corpora) it generates bad inputs — truncation, nesting, overflow, wrong dtype,
+out-of-range values — runs the tool on each and requires:
   * a clean exit: a status in 1..127 (never a signal or a hang; 30 s limit),
   * a message on stderr that names what is wrong (the flag, or the file),
   * nothing left behind: no temporary files, no output from the failed run.
@@ -184,6 +184,27 @@ for name in ("../escaped", "sub/logits", "..", ""):
                  f"labels={W}/ids.npy", "--output-dir", dest], out)
     if glob.glob(os.path.join(W, "named-out", "*.npy")) or glob.glob(os.path.join(W, "escaped*")):
         failures.append(f"plan output named {name!r}: a file was written outside --output-dir")
+
+# GEMM sizes edited past the buffers they read and write (M, N or K doubled),
+# in every function's products: refused at load naming the plan, never run.
+for i in [i for i, l in enumerate(plan_lines) if l.startswith("gemm ")][::3]:
+    for j in (3, 4, 5):  # gemm TA TB M N K
+        words = plan_lines[i].split()
+        if words[j] == "T":
+            continue
+        words[j] = str(int(words[j]) * 2)
+        out = os.path.join(W, f"gemm-{i}-{j}")
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.copytree(pkg, out)
+        lines = list(plan_lines)
+        lines[i] = " ".join(words)
+        text = "\n".join(lines)
+        open(os.path.join(out, "plan.txt"), "w").write(text)
+        m = json.load(open(os.path.join(out, "manifest.json")))
+        m["files"]["plan.txt"] = fnv1a(text.encode())
+        json.dump(m, open(os.path.join(out, "manifest.json"), "w"))
+        run("gemm", [args.runtime, "train", out, "--data", args.data, "--steps", "1"],
+            "plan.txt:" + str(i + 1) + ": gemm")
 
 # 5. Megatron datasets.
 corpus = os.path.join(W, "c.jsonl")

@@ -5,6 +5,9 @@
 Families (one boundary each):
   * state: state.json and checkpoint.json with a field edited (wrong type,
     out of range, missing) and the hash recomputed: refused naming the field;
+  * tensors: a checkpoint's moment or parameter edited to a non-finite value
+    (a second moment to a negative one), the hash recomputed: refused naming
+    the file and the tensor, and --save writes nothing;
   * resume: a resume under each changed setting is refused naming it, and
     accepted with --resume-with-changes, the difference printed;
   * keep: --keep beside another run's checkpoints deletes only this run's,
@@ -12,8 +15,10 @@ Families (one boundary each):
   * global-batch: global batches that do not split over the ranks and
     micro-batches are refused naming --global-batch.
 """
+import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 
@@ -21,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools",
                                 "Inputs"))
 
-from edit_state import edit
+from edit_state import content_hash, edit
 from harness import arguments, check, report, run, sh
 
 args = arguments()
@@ -66,6 +71,39 @@ for field, values in manifest_fields.items():
         d = copy(f"manifest-{field}-{i}")
         edit(d, field, value, "checkpoint.json")
         run("state", train(pkg, "--steps", "3", "--resume", d), "checkpoint.json")
+
+
+# The tensors of a checkpoint, a value edited and the file's hash recomputed
+# (a corrupt or hand-edited file): refused naming the file and the tensor,
+# before any update; --save writes nothing.
+def edit_tensor(d, file, name, value):
+    path = os.path.join(d, file)
+    data = bytearray(open(path, "rb").read())
+    n = struct.unpack("<Q", data[:8])[0]
+    entry = json.loads(data[8:8 + n])[name]
+    assert entry["dtype"] == "F32", entry
+    at = 8 + n + entry["data_offsets"][0]
+    data[at:at + 4] = struct.pack("<f", value)
+    open(path, "wb").write(bytes(data))
+    manifest = json.load(open(os.path.join(d, "checkpoint.json")))
+    manifest["files"][file] = content_hash(bytes(data))
+    json.dump(manifest, open(os.path.join(d, "checkpoint.json"), "w"), indent=2)
+
+
+tensor_cases = [("optimizer.safetensors", "exp_avg_sq.transformer.h.0.mlp.c_fc.weight", v)
+                for v in (-0.5, -1e-30, float("nan"), float("inf"))]
+tensor_cases += [("optimizer.safetensors", "exp_avg.transformer.wte.weight", v)
+                 for v in (float("nan"), float("-inf"))]
+tensor_cases += [("model.safetensors", "transformer.ln_f.weight", v)
+                 for v in (float("nan"), float("inf"))]
+for i, (file, name, value) in enumerate(tensor_cases):
+    d = copy(f"tensor-{i}")
+    edit_tensor(d, file, name, value)
+    saved = os.path.join(W, "cases", f"tensor-{i}.safetensors")
+    r = run("tensors", train(pkg, "--steps", "3", "--resume", d, "--save", saved),
+            f"{d}/{file}: {name} holds")
+    check("tensors", not os.path.exists(saved), f"{file} {name} = {value}: --save wrote {saved}")
+
 # Past --steps and at it: nothing to train.
 d = copy("past")
 edit(d, "step", "9")

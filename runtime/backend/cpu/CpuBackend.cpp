@@ -436,7 +436,7 @@ void CpuBackend::run(const std::string &function, int64_t step) {
   if (weighsAfterRun(function))
     prepareBucket(0, pkg_.paramCount, /*clip=*/false); // the weight, where not 1
   if (error[0])
-    failKernelReport(error[0], error[1], error[2], error[3]);
+    failKernelReport(error[0], error[1], error[2], error[3], gatheredIds_);
 }
 
 HostTensor CpuBackend::output(const std::string &function, const std::string &name) {

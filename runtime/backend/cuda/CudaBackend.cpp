@@ -1093,7 +1093,7 @@ void CudaBackend::run(const std::string &function, int64_t step) {
   ++b.runs;
   check(d_->streamSync(stream_), "running " + function);
   check(d_->dtoh(words, errors_, sizeof words), "reading the error words");
-  checkCudaErrorWords(words);
+  checkCudaErrorWords(words, gatheredIds_);
 }
 
 HostTensor CudaBackend::output(const std::string &function, const std::string &name) {

@@ -164,11 +164,12 @@ void resetCudaErrorWords(int64_t words[3]) {
   words[2] = 0;
 }
 
-void checkCudaErrorWords(const int64_t words[3]) {
+void checkCudaErrorWords(const int64_t words[3], const GatheredIds &ids) {
   if (words[0] == 0)
     return;
   uint64_t key = uint64_t(words[1]);
-  failKernelReport(words[0], int64_t(key >> 32), int32_t(uint32_t(key & 0xffffffffu)), words[2]);
+  failKernelReport(words[0], int64_t(key >> 32), int32_t(uint32_t(key & 0xffffffffu)), words[2],
+                   ids);
 }
 
 } // namespace mlc::rt

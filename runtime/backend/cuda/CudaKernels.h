@@ -60,8 +60,10 @@ const char *cudaBucketKernels();
 
 /// The error words' state before a step: {code 0, key ~0, limit 0}.
 void resetCudaErrorWords(int64_t words[3]);
-/// Fails with the message of a kernel's report, if there is one.
-void checkCudaErrorWords(const int64_t words[3]);
+/// Fails with the message of a kernel's report, if there is one (`ids`: the
+/// batch's id inputs, Backend.h's failKernelReport).
+void checkCudaErrorWords(const int64_t words[3],
+                         const std::map<std::string, std::vector<int64_t>> &ids = {});
 
 } // namespace mlc::rt
 

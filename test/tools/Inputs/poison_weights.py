@@ -1,9 +1,10 @@
 """Copies a safetensors file with every floating-point value replaced.
 
-    poison_weights.py IN OUT nan|inf
+    poison_weights.py IN OUT nan|inf|huge
 
-The header is kept as it is, so the file still loads; only the numbers are
-NaN (or +inf) — what a diverged run would have saved.
+The header is kept as it is, so the file still parses; only the numbers are
+NaN (or +inf) — what a diverged run would have saved — or 3e38, finite
+values whose products overflow.
 """
 import json
 import struct
@@ -16,7 +17,7 @@ data = open(src, "rb").read()
 n = struct.unpack("<Q", data[:8])[0]
 header = json.loads(data[8:8 + n])
 body = bytearray(data[8 + n:])
-value = {"nan": np.nan, "inf": np.inf}[what]
+value = {"nan": np.nan, "inf": np.inf, "huge": 3e38}[what]
 for name, t in header.items():
     if name == "__metadata__":
         continue
