@@ -133,6 +133,7 @@ llvm::Expected<LoweredPackage> writePackage(ModuleOp module, const std::string &
                          // The other compile flags: what `mlc train PACKAGE` checks
                          // the flags given with a package against.
                          ",\n  \"fuse\": " + (d.fused ? "true" : "false") +
+                         ",\n  \"recompute\": " + rt::jsonQuote(d.recompute) +
                          ",\n  \"varlen\": " + (d.options.varlen ? "true" : "false") +
                          ",\n  \"reset_attention_mask\": " +
                          (d.options.resetAttentionMask ? "true" : "false") +

@@ -70,6 +70,8 @@ struct PackageDescription {
   /// records it with the other compile flags, which a run of the package
   /// (`mlc train PACKAGE --micro-batch ...`) checks its flags against.
   bool fused = true;
+  /// --recompute's mode (none, selective, full), recorded alike.
+  std::string recompute = "none";
   /// Parameter -> its other names (an imported model's tied weights):
   /// written as aliases.json, {"lm_head.weight": ["transformer.wte.weight"]},
   /// when there are any.

@@ -222,6 +222,7 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
     return dp.takeError();
   g->description.dataParallel = *dp;
   g->description.fused = fused.value_or(fuse && !noFuse);
+  g->description.recompute = training ? std::string(recompute) : "none";
   return g;
 }
 
