@@ -45,7 +45,7 @@ llvm::Error runPasses(PassManager &pm, ModuleOp module, const llvm::Twine &what,
 } // namespace
 
 llvm::Error runPipeline(ModuleOp module, bool training, bool fuse, const std::string &autocast,
-                        const std::string &recompute) {
+                        const std::string &recompute, int64_t recomputeNumLayers) {
   if (auto err = verifyFrontendModule(module, training))
     return err;
   PassManager pm(module.getContext());
@@ -54,6 +54,7 @@ llvm::Error runPipeline(ModuleOp module, bool training, bool fuse, const std::st
   options.fuse = fuse;
   options.autocast = autocast;
   options.recompute = recompute;
+  options.recomputeNumLayers = recomputeNumLayers;
   buildGraphPipeline(pm, options);
   return runPasses(pm, module, "compilation failed:\n", /*withLocations=*/true);
 }
@@ -134,6 +135,8 @@ llvm::Expected<LoweredPackage> writePackage(ModuleOp module, const std::string &
                          // the flags given with a package against.
                          ",\n  \"fuse\": " + (d.fused ? "true" : "false") +
                          ",\n  \"recompute\": " + rt::jsonQuote(d.recompute) +
+                         ",\n  \"recompute_num_layers\": " +
+                         std::to_string(d.recomputeNumLayers) +
                          ",\n  \"varlen\": " + (d.options.varlen ? "true" : "false") +
                          ",\n  \"reset_attention_mask\": " +
                          (d.options.resetAttentionMask ? "true" : "false") +

@@ -22,9 +22,11 @@ namespace mlc {
 /// when `fuse`, the optimizer's and the pointwise fusions.
 /// `autocast` ("bf16") runs the products in that type (mlc-autocast).
 /// `recompute` (full, selective) recomputes saved activations in backward
-/// (mlc-recompute).
+/// (mlc-recompute); under full, only layers 0 to `recomputeNumLayers` - 1
+/// when it is not -1.
 llvm::Error runPipeline(mlir::ModuleOp module, bool training, bool fuse = true,
-                        const std::string &autocast = "", const std::string &recompute = "");
+                        const std::string &autocast = "", const std::string &recompute = "",
+                        int64_t recomputeNumLayers = -1);
 
 /// The serialized plan of a lowered module: plan.txt, kernels.cpp,
 /// kernels.cu, and counts for reports, taken from the plan (per function).
@@ -72,6 +74,7 @@ struct PackageDescription {
   bool fused = true;
   /// --recompute's mode (none, selective, full), recorded alike.
   std::string recompute = "none";
+  int64_t recomputeNumLayers = -1;
   /// Parameter -> its other names (an imported model's tied weights):
   /// written as aliases.json, {"lm_head.weight": ["transformer.wte.weight"]},
   /// when there are any.

@@ -76,7 +76,9 @@ def MlcRecompute : Pass<"mlc-recompute", "mlir::ModuleOp"> {
       recomputed in backward, GEMMs and attention included (Megatron's full
       recomputation, one layer per checkpoint). A layer's value that a
       later layer or the head reads (its output) is kept. Values outside
-      the layers are kept.
+      the layers are kept. With `num-layers=N`, only layers 0 to N-1 are
+      recomputed and the others keep everything (Megatron's `block`
+      method).
     - `mode=selective`: only values of cheap ops are recomputed: pointwise
       ops (GELU, SiLU, SwiGLU, dropout, casts, adds), rotary embeddings,
       LayerNorm and RMSNorm outputs and reshapes, when everything they are
@@ -92,7 +94,9 @@ def MlcRecompute : Pass<"mlc-recompute", "mlir::ModuleOp"> {
     kept. Dropout is: its mask is drawn from its `seed`, the step and the
     element's index (counter-based), so the clone draws the same mask, as
     the gradient's dropout already does; likewise attention's dropout.
-    Recomputed values are bit-identical to the forward's on every target.
+    A clone computes what its forward op computed, from the same operands
+    and seeds; a fused kernel's bits can still depend on which of its
+    values it writes out (docs/scaling.md).
 
     Before (`mode=selective`):
     ```mlir
@@ -120,6 +124,8 @@ def MlcRecompute : Pass<"mlc-recompute", "mlir::ModuleOp"> {
     Option<"mode", "mode", "std::string", "\"\"",
            "full (keep each layer's input), selective (recompute cheap ops' "
            "values) or none">,
+    Option<"numLayers", "num-layers", "int64_t", "-1",
+           "full: recompute layers 0 to N-1 only (-1: every layer)">,
     Option<"stepName", "step", "std::string", "::mlc::kTrainStepFn",
            "The training step function">
   ];

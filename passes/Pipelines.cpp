@@ -40,6 +40,7 @@ void buildGraphPipeline(OpPassManager &pm, const GraphPipelineOptions &options) 
   if (options.training && !options.recompute.empty()) {
     MlcRecomputeOptions o;
     o.mode = options.recompute;
+    o.numLayers = options.recomputeNumLayers;
     pm.addPass(createMlcRecompute(o));
   }
   if (options.fuse) {

@@ -41,6 +41,9 @@ struct GraphPipelineOptions : mlir::PassPipelineOptions<GraphPipelineOptions> {
                      "kept (mlc-recompute, after autodiff, canonicalization and CSE, before "
                      "the fusions); empty or none: every saved value is kept"),
       llvm::cl::init("")};
+  Option<int64_t> recomputeNumLayers{
+      *this, "recompute-num-layers",
+      llvm::cl::desc("recompute=full: only layers 0 to N-1 (-1: all)"), llvm::cl::init(-1)};
 };
 
 /// Recognition of decomposed blocks, autocast, @evaluate, autodiff and the

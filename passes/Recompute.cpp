@@ -178,9 +178,10 @@ private:
       bool yes = false;
       if (isPure(op) && op->getNumRegions() == 0 && op->getNumOperands() > 0 && op != lossOp) {
         if (mode == "full") {
-          // A value of layer L, unless a forward op outside L reads it.
+          // A value of layer L (of the first num-layers), unless a forward
+          // op outside L reads it.
           int64_t l = layer.lookup(op);
-          yes = l >= 0 && llvm::none_of(v.getUsers(), [&](Operation *u) {
+          yes = l >= 0 && (numLayers < 0 || l < numLayers) && llvm::none_of(v.getUsers(), [&](Operation *u) {
                   return u != ret && position.lookup(u) <= lossPos && layer.lookup(u) != l;
                 });
         } else {

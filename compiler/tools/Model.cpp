@@ -202,9 +202,15 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
     return createStringError(inconvertibleErrorCode(),
                              "--recompute must be full, selective or none, got '" +
                                  std::string(recompute) + "'");
+  if (recomputeNumLayers.getNumOccurrences() && (recompute != "full" || recomputeNumLayers < 1))
+    return createStringError(inconvertibleErrorCode(),
+                             "--recompute-num-layers takes N >= 1 layers, with --recompute full; "
+                             "got " + std::to_string(recomputeNumLayers) + " with --recompute " +
+                                 std::string(recompute));
   if (auto err = mlc::runPipeline(*g->module, training, fused.value_or(fuse && !noFuse),
                                   dtype == "bf16" ? "bf16" : "",
-                                  recompute == "none" ? "" : std::string(recompute)))
+                                  recompute == "none" ? "" : std::string(recompute),
+                                  recomputeNumLayers))
     return std::move(err);
   forward = g->module->lookupSymbol<mlir::func::FuncOp>(mlc::kForwardFn);
   if (auto inferred = forward ? forward->getAttrOfType<mlir::StringAttr>("mlc.inferred_loss")
@@ -223,6 +229,7 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
   g->description.dataParallel = *dp;
   g->description.fused = fused.value_or(fuse && !noFuse);
   g->description.recompute = training ? std::string(recompute) : "none";
+  g->description.recomputeNumLayers = training ? int64_t(recomputeNumLayers) : -1;
   return g;
 }
 

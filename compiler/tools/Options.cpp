@@ -133,6 +133,11 @@ cl::opt<std::string> recompute(
              "no GEMM), or none"),
     cl::value_desc("full|selective|none"), cl::init("none"), cl::sub(compileCmd()),
     cl::sub(trainCmd()), cl::cat(category()));
+cl::opt<int64_t> recomputeNumLayers(
+    "recompute-num-layers",
+    cl::desc("With --recompute full: recompute only the first N layers, the others keep "
+             "every activation (Megatron-LM's block method); -1: every layer"),
+    cl::init(-1), cl::sub(compileCmd()), cl::sub(trainCmd()), cl::cat(category()));
 cl::alias recomputeGranularity("recompute-granularity",
                                cl::desc("Alias for --recompute (Megatron-LM's name)"),
                                cl::aliasopt(recompute), cl::cat(category()));

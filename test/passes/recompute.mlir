@@ -1,5 +1,6 @@
 // RUN: mlc-opt %s -split-input-file --mlc-autodiff --canonicalize --cse --mlc-recompute=mode=full | FileCheck %s --check-prefix=FULL
 // RUN: mlc-opt %s -split-input-file --mlc-autodiff --canonicalize --cse --mlc-recompute=mode=full | FileCheck %s --check-prefix=DEAD
+// RUN: mlc-opt %s -split-input-file --mlc-autodiff --canonicalize --cse --mlc-recompute="mode=full num-layers=1" | FileCheck %s --check-prefix=BLOCK
 // RUN: mlc-opt %s -split-input-file --mlc-autodiff --canonicalize --cse --mlc-recompute=mode=selective | FileCheck %s --check-prefix=SEL
 // RUN: mlc-opt %s -split-input-file --mlc-autodiff --canonicalize --cse --mlc-recompute | FileCheck %s --check-prefix=NONE
 // RUN: mlc-opt %s -split-input-file --mlc-autodiff --canonicalize --cse --mlc-recompute=mode=none | FileCheck %s --check-prefix=NONE
@@ -51,6 +52,16 @@
 // DEAD-NOT:   %[[M1]]{{[^0-9_]}}
 // DEAD-NOT:   %[[T1]]{{[^0-9_]}}
 // DEAD:       return
+//
+// full with num-layers=1: layer 0 is recomputed, layer 1 keeps its tanh.
+// BLOCK-LABEL: func.func @train_step
+// BLOCK:       %[[T1:.*]] = mlc.tanh
+// BLOCK:       mlc.reduce_sum
+// BLOCK-NOT:   mlc.tanh
+// BLOCK:       mlc.mul %[[T1]], %[[T1]]
+// BLOCK:       %[[N0B:.*]] = mlc.layer_norm %arg0, %arg1, %arg2
+// BLOCK-NEXT:  %[[M0B:.*]] = mlc.matmul %[[N0B]], %arg3
+// BLOCK-NEXT:  mlc.gelu_grad %{{.*}}, %[[M0B]]
 //
 // selective: the cheap values are computed again from kept ones: the
 // LayerNorm's output from %x, the GELU's (and the dropout's, the same mask
@@ -112,6 +123,7 @@ func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"},
 // FULL:       mlc.reduce_sum
 // FULL:       %[[MB:.*]] = mlc.matmul %arg0, %arg1
 // FULL-NEXT:  mlc.gelu %[[MB]] approximate = tanh
+// BLOCK-LABEL: func.func @train_step
 // SEL-LABEL:  func.func @train_step
 // SEL:        %[[A:.*]] = mlc.gelu %{{.*}} approximate = tanh
 // SEL:        mlc.reduce_sum
