@@ -76,7 +76,8 @@ bool isGemmEpilogue(Operation *op) {
 /// embeddings, the norms and reshapes. No GEMM, attention, reduction,
 /// gather or copy, and no GEMM's epilogue.
 bool isCheap(Operation *op) {
-  return isa<ScalarOpInterface, RotaryOp, LayerNormOp, RmsNormOp, ReshapeOp>(op) &&
+  return isa<ScalarOpInterface, RotaryOp, LayerNormOp, RmsNormOp, ReshapeOp>(
+             op) &&
          !isa<ConstantOp>(op) && !isGemmEpilogue(op);
 }
 
@@ -88,7 +89,8 @@ public:
     if (mode.empty() || mode == "none")
       return;
     if (mode != "full" && mode != "selective") {
-      getOperation().emitError("mlc-recompute: mode must be full, selective or none, got '")
+      getOperation().emitError(
+          "mlc-recompute: mode must be full, selective or none, got '")
           << mode << "'";
       return signalPassFailure();
     }
@@ -115,7 +117,8 @@ private:
         if (name.getValue() == "loss")
           lossIndex = i;
     if (fn.getNumResults() == 0)
-      return fn.emitError("mlc-recompute: @") << fn.getSymName() << " returns no loss";
+      return fn.emitError("mlc-recompute: @")
+             << fn.getSymName() << " returns no loss";
     Operation *lossOp = ret.getOperand(lossIndex).getDefiningOp();
     if (!lossOp)
       return success(); // the loss is an argument: there is no forward
@@ -150,18 +153,23 @@ private:
       int64_t fromParams = -2, fromOperands = -2;
       for (Value v : op.getOperands()) {
         if (auto arg = dyn_cast<BlockArgument>(v)) {
-          if (auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "mlc.param"))
+          if (auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                          "mlc.param"))
             fromParams = std::max(fromParams, layerOfName(name.getValue()));
         } else if (isForward(v)) {
-          fromOperands = std::max(fromOperands, layer.lookup(v.getDefiningOp()));
+          fromOperands =
+              std::max(fromOperands, layer.lookup(v.getDefiningOp()));
         }
       }
-      int64_t l = fromParams != -2 ? fromParams : fromOperands != -2 ? fromOperands : -1;
+      int64_t l = fromParams != -2     ? fromParams
+                  : fromOperands != -2 ? fromOperands
+                                       : -1;
       layer[&op] = l;
       anyLayer |= l >= 0;
     }
     if (mode == "full" && !anyLayer)
-      return fn.emitError("mlc-recompute: full recomputation keeps each layer's input, but no "
+      return fn.emitError("mlc-recompute: full recomputation keeps each "
+                          "layer's input, but no "
                           "parameter of @")
              << fn.getSymName()
              << " names a layer (a numbered component, like h.3. or layers.3.)";
@@ -176,13 +184,16 @@ private:
         return it->second;
       Operation *op = v.getDefiningOp();
       bool yes = false;
-      if (isPure(op) && op->getNumRegions() == 0 && op->getNumOperands() > 0 && op != lossOp) {
+      if (isPure(op) && op->getNumRegions() == 0 && op->getNumOperands() > 0 &&
+          op != lossOp) {
         if (mode == "full") {
           // A value of layer L (of the first num-layers), unless a forward
           // op outside L reads it.
           int64_t l = layer.lookup(op);
-          yes = l >= 0 && (numLayers < 0 || l < numLayers) && llvm::none_of(v.getUsers(), [&](Operation *u) {
-                  return u != ret && position.lookup(u) <= lossPos && layer.lookup(u) != l;
+          yes = l >= 0 && (numLayers < 0 || l < numLayers) &&
+                llvm::none_of(v.getUsers(), [&](Operation *u) {
+                  return u != ret && position.lookup(u) <= lossPos &&
+                         layer.lookup(u) != l;
                 });
         } else {
           // A cheap op whose operands are all at hand in backward: kept
