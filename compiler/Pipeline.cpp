@@ -44,7 +44,8 @@ llvm::Error runPasses(PassManager &pm, ModuleOp module, const llvm::Twine &what,
 
 } // namespace
 
-llvm::Error runPipeline(ModuleOp module, bool training, bool fuse, const std::string &autocast) {
+llvm::Error runPipeline(ModuleOp module, bool training, bool fuse, const std::string &autocast,
+                        const std::string &recompute, int64_t recomputeNumLayers) {
   if (auto err = verifyFrontendModule(module, training))
     return err;
   PassManager pm(module.getContext());
@@ -52,6 +53,8 @@ llvm::Error runPipeline(ModuleOp module, bool training, bool fuse, const std::st
   options.training = training;
   options.fuse = fuse;
   options.autocast = autocast;
+  options.recompute = recompute;
+  options.recomputeNumLayers = recomputeNumLayers;
   buildGraphPipeline(pm, options);
   return runPasses(pm, module, "compilation failed:\n", /*withLocations=*/true);
 }
@@ -133,6 +136,9 @@ llvm::Expected<LoweredPackage> writePackage(ModuleOp module, const std::string &
                          // The other compile flags: what `mlc train PACKAGE` checks
                          // the flags given with a package against.
                          ",\n  \"fuse\": " + (d.fused ? "true" : "false") +
+                         ",\n  \"recompute\": " + rt::jsonQuote(d.recompute) +
+                         ",\n  \"recompute_num_layers\": " +
+                         std::to_string(d.recomputeNumLayers) +
                          ",\n  \"varlen\": " + (d.options.varlen ? "true" : "false") +
                          ",\n  \"reset_attention_mask\": " +
                          (d.options.resetAttentionMask ? "true" : "false") +

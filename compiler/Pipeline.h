@@ -21,8 +21,12 @@ namespace mlc {
 /// (@grad_norm, @optimizer) when `training`, canonicalization and CSE, then,
 /// when `fuse`, the optimizer's and the pointwise fusions.
 /// `autocast` ("bf16") runs the products in that type (mlc-autocast).
+/// `recompute` (full, selective) recomputes saved activations in backward
+/// (mlc-recompute); under full, only layers 0 to `recomputeNumLayers` - 1
+/// when it is not -1.
 llvm::Error runPipeline(mlir::ModuleOp module, bool training, bool fuse = true,
-                        const std::string &autocast = "");
+                        const std::string &autocast = "", const std::string &recompute = "",
+                        int64_t recomputeNumLayers = -1);
 
 /// The serialized plan of a lowered module: plan.txt, kernels.cpp,
 /// kernels.cu, and counts for reports, taken from the plan (per function).
@@ -68,6 +72,9 @@ struct PackageDescription {
   /// records it with the other compile flags, which a run of the package
   /// (`mlc train PACKAGE --micro-batch ...`) checks its flags against.
   bool fused = true;
+  /// --recompute's mode (none, selective, full), recorded alike.
+  std::string recompute = "none";
+  int64_t recomputeNumLayers = -1;
   /// Parameter -> its other names (an imported model's tied weights):
   /// written as aliases.json, {"lm_head.weight": ["transformer.wte.weight"]},
   /// when there are any.

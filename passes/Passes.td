@@ -49,6 +49,93 @@ def MlcAutodiff : Pass<"mlc-autodiff", "mlir::ModuleOp"> {
   ];
 }
 
+def MlcRecompute : Pass<"mlc-recompute", "mlir::ModuleOp"> {
+  let summary = "Recomputes chosen forward values in backward instead of keeping them";
+  let description = [{
+    Activation recomputation (Megatron-LM's `--recompute-granularity`) on
+    `@train_step` after mlc-autodiff and before the fusions. The forward
+    ops are those up to the loss's op (mlc-autodiff emits backward after
+    them); a forward value read by a backward op is *saved*: it lives from
+    forward to backward. For each saved value the pass chooses, it clones
+    the forward ops that compute it into backward, right before its first
+    backward reader, and every backward reader reads the clone. The forward
+    value then dies in forward; the clones die right after their readers,
+    and mlc-fuse-elementwise fuses them with their backward neighbours like
+    any op (a recomputed GELU joins the kernel that reads it).
+
+    Ops belong to layers by their parameters' names, as the memory report
+    attributes them: the first all-digit component (`transformer.h.3.mlp`,
+    `model.layers.3.self_attn`, `bert.encoder.layer.3.output`). An op that
+    reads parameters belongs to the highest layer they name (-1 when they
+    name none: embeddings, final norm, head); one that reads none, to the
+    highest layer of its operands.
+
+    - `mode=full`: each layer keeps only its inputs (the residual stream
+      entering it, the parameters and what is computed outside the
+      layers); every other value of the layer that backward reads is
+      recomputed in backward, GEMMs and attention included (Megatron's full
+      recomputation, one layer per checkpoint). A layer's value that a
+      later layer or the head reads (its output) is kept. Values outside
+      the layers are kept. With `num-layers=N`, only layers 0 to N-1 are
+      recomputed and the others keep everything (Megatron's `block`
+      method).
+    - `mode=selective`: only values of cheap ops are recomputed: pointwise
+      ops (GELU, SiLU, SwiGLU, dropout, casts, adds), rotary embeddings,
+      LayerNorm and RMSNorm outputs and reshapes, when everything they are
+      computed from is kept anyway (a value backward reads, a parameter, an
+      input) or is itself such a cheap op. No GEMM or attention runs twice.
+      (Megatron's selective recomputation recomputes the attention's
+      softmax and dropout; mlc's fused attention never stores them, so
+      here the cheap, large values are the MLP activation's output and the
+      norms' outputs.)
+    - empty or `none`: nothing changes.
+
+    Ops with side effects (not Pure) are never cloned, and their values are
+    kept. Dropout is: its mask is drawn from its `seed`, the step and the
+    element's index (counter-based), so the clone draws the same mask, as
+    the gradient's dropout already does; likewise attention's dropout.
+    A clone computes what its forward op computed, from the same operands
+    and seeds; a fused kernel's bits can still depend on which of its
+    values it writes out (docs/scaling.md).
+
+    Before (`mode=selective`):
+    ```mlir
+    %a = mlc.gelu %h approximate = tanh : tensor<8x3072xf32>
+    %y = mlc.matmul %a, %w : tensor<8x3072xf32>, tensor<3072x768xf32>
+    %l = ... loss ...
+    ...
+    %dw = mlc.matmul %a, %dy transpose_lhs : tensor<8x3072xf32>, tensor<8x768xf32>
+    %dh = mlc.gelu_grad %da, %h approximate = tanh : tensor<8x3072xf32>
+    ```
+    After:
+    ```mlir
+    %a = mlc.gelu %h approximate = tanh : tensor<8x3072xf32>
+    %y = mlc.matmul %a, %w : tensor<8x3072xf32>, tensor<3072x768xf32>
+    %l = ... loss ...
+    ...
+    %a2 = mlc.gelu %h approximate = tanh : tensor<8x3072xf32>
+    %dw = mlc.matmul %a2, %dy transpose_lhs : tensor<8x3072xf32>, tensor<8x768xf32>
+    %dh = mlc.gelu_grad %da, %h approximate = tanh : tensor<8x3072xf32>
+    ```
+    (`%h` stays saved: GELU's gradient reads it.)
+  }];
+  let dependentDialects = ["::mlc::MlcDialect", "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"mode", "mode", "std::string", "\"\"",
+           "full (keep each layer's input), selective (recompute cheap ops' "
+           "values) or none">,
+    Option<"numLayers", "num-layers", "int64_t", "-1",
+           "full: recompute layers 0 to N-1 only (-1: every layer)">,
+    Option<"stepName", "step", "std::string", "::mlc::kTrainStepFn",
+           "The training step function">
+  ];
+  let statistics = [
+    Statistic<"recomputedValues", "recomputed-values",
+              "Saved values now recomputed in backward">,
+    Statistic<"clonedOps", "cloned-ops", "Forward ops cloned into backward">
+  ];
+}
+
 def MlcRecognize : Pass<"mlc-recognize", "mlir::func::FuncOp"> {
   let summary = "Recognizes decomposed norms, GELU, RoPE, SwiGLU and attention as graph ops";
   let description = [{

@@ -35,6 +35,14 @@ void buildGraphPipeline(OpPassManager &pm, const GraphPipelineOptions &options) 
   }
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  // After CSE, which would merge the clones back into the forward ops;
+  // before the fusions, which fuse the clones with their backward readers.
+  if (options.training && !options.recompute.empty()) {
+    MlcRecomputeOptions o;
+    o.mode = options.recompute;
+    o.numLayers = options.recomputeNumLayers;
+    pm.addPass(createMlcRecompute(o));
+  }
   if (options.fuse) {
     pm.addNestedPass<func::FuncOp>(createMlcFoldRotary());
     pm.addNestedPass<func::FuncOp>(createMlcAccumulateGemms());
@@ -46,7 +54,7 @@ void registerGraphPipeline() {
   PassPipelineRegistration<GraphPipelineOptions>(
       "mlc-graph-pipeline",
       "The graph passes of `mlc compile`: recognition, autocast, @evaluate, autodiff, the "
-      "optimizer, canonicalization; with fuse=true mlc-fold-rotary (rotary inside "
+      "optimizer, canonicalization; with recompute=full|selective mlc-recompute; with fuse=true mlc-fold-rotary (rotary inside "
       "attention), mlc-accumulate-gemms (sums of products in the GEMMs) and "
       "mlc-fuse-elementwise",
       buildGraphPipeline);

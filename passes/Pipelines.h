@@ -35,10 +35,19 @@ struct GraphPipelineOptions : mlir::PassPipelineOptions<GraphPipelineOptions> {
                                llvm::cl::desc("bf16: matrix products in bf16 (mlc-autocast); "
                                               "empty: every op in the graph's type"),
                                llvm::cl::init("")};
+  Option<std::string> recompute{
+      *this, "recompute",
+      llvm::cl::desc("full | selective: forward values recomputed in backward instead of "
+                     "kept (mlc-recompute, after autodiff, canonicalization and CSE, before "
+                     "the fusions); empty or none: every saved value is kept"),
+      llvm::cl::init("")};
+  Option<int64_t> recomputeNumLayers{
+      *this, "recompute-num-layers",
+      llvm::cl::desc("recompute=full: only layers 0 to N-1 (-1: all)"), llvm::cl::init(-1)};
 };
 
 /// Recognition of decomposed blocks, autocast, @evaluate, autodiff and the
-/// optimizer, canonicalization and CSE, then the fusions.
+/// optimizer, canonicalization and CSE, recomputation, then the fusions.
 void buildGraphPipeline(mlir::OpPassManager &pm, const GraphPipelineOptions &options);
 
 /// Registers `mlc-graph-pipeline` for mlc-opt.

@@ -140,20 +140,27 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
   // A tanh GELU of the product (f32, f64) is the GEMM's epilogue: the
   // product goes to the pre-activation buffer, read by whatever else reads
   // it (GELU's gradient), the GELU to its own.
+  // Only a product's one GELU: several (the forward's and its recomputation
+  // in backward, mlc-recompute) are all pointwise kernels, since a GPU's
+  // epilogue (cuBLASLt's) does not round as mlc's GELU kernel does and a
+  // recomputed value must be the forward's, bit for bit.
   Type el = typeOf(op.getResult()).getElementType();
-  for (Operation *user : op.getResult().getUsers()) {
-    auto gelu = dyn_cast<GeluOp>(user);
-    if (step.accumulate) // the GELU epilogue would not see the accumulator
-      break;
-    if (!gelu || gelu.getApproximate() != GeluApproximation::tanh || !(el.isF32() || el.isF64()))
-      continue;
+  GeluOp gelu;
+  int gelus = 0;
+  for (Operation *user : op.getResult().getUsers())
+    if (auto g = dyn_cast<GeluOp>(user)) {
+      gelu = g;
+      ++gelus;
+    }
+  // (Not with an accumulator: the GELU epilogue would not see it.)
+  if (gelus == 1 && !step.accumulate && gelu.getApproximate() == GeluApproximation::tanh &&
+      (el.isF32() || el.isF64())) {
     int geluId = arenaFor(gelu.getResult());
     valueBuffers[gelu.getResult()] = geluId;
     step.gelu = true;
     step.buffers[0] = geluId;
     step.buffers.push_back(outId);
     emittedWith.insert(gelu);
-    break;
   }
   step.transA = tA;
   step.transB = tB;

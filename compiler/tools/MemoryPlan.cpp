@@ -529,12 +529,19 @@ llvm::Error checkFits(const MemoryPlan &p, int64_t limit, StringRef spec) {
   std::string activations = "a smaller --micro-batch or --seq-len";
   if (p.computeDtype == "f64")
     activations += ", or --dtype f32";
+  // Recomputation shrinks the saved activations only (its clones live in
+  // backward's transient peak).
+  std::string saved = activations;
+  if (p.recompute == "none")
+    saved = "--recompute selective or full, " + activations;
+  else if (p.recompute == "selective")
+    saved = "--recompute full, " + activations;
   std::vector<Item> items = {
       {"optimizer moments", p.cuda.at(mem::kMoments), state},
       {"parameters", p.cuda.at(mem::kParameters), state},
       {"gradients", p.cuda.at(mem::kGradients), state},
       {"gradient accumulation sums", p.cuda.at(mem::kGradientSums), state},
-      {"activations saved for backward", p.saved, activations},
+      {"activations saved for backward", p.saved, saved},
       {"the arena's transient peak", p.transient(), activations},
       {"weight copies kept for backward", p.weightCopies, "fixed by the model"},
       {"inputs", p.cuda.at(mem::kInputs),

@@ -59,6 +59,9 @@ struct MemoryPlan {
   bool training = false;
   /// Ranks the package runs on (every rank allocates the same today).
   int64_t ranks = 1;
+  /// The --recompute the plan was compiled with (none, selective, full),
+  /// for the advice on what shrinks the saved activations.
+  std::string recompute = "none";
 
   int64_t total(const std::map<std::string, int64_t> &items) const;
   /// The arena's bytes beyond the saved activations and weight copies (the

@@ -28,7 +28,10 @@ cl::opt<std::string>
                  cl::cat(category()));
 
 Expected<MemoryPlan> planOf(mlir::ModuleOp plan) {
-  return memoryPlanOf(plan, ranksFlag, dtype);
+  auto p = memoryPlanOf(plan, ranksFlag, dtype);
+  if (p)
+    p->recompute = recompute;
+  return p;
 }
 
 } // namespace

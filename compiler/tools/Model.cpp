@@ -201,8 +201,19 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
   }
   if (!training && forward)
     forward->removeAttr("mlc.infer_loss"); // @forward only: no loss to infer
+  if (recompute != "none" && recompute != "full" && recompute != "selective")
+    return createStringError(inconvertibleErrorCode(),
+                             "--recompute must be full, selective or none, got '" +
+                                 std::string(recompute) + "'");
+  if (recomputeNumLayers.getNumOccurrences() && (recompute != "full" || recomputeNumLayers < 1))
+    return createStringError(inconvertibleErrorCode(),
+                             "--recompute-num-layers takes N >= 1 layers, with --recompute full; "
+                             "got " + std::to_string(recomputeNumLayers) + " with --recompute " +
+                                 std::string(recompute));
   if (auto err = mlc::runPipeline(*g->module, training, fused.value_or(fuse && !noFuse),
-                                  dtype == "bf16" ? "bf16" : ""))
+                                  dtype == "bf16" ? "bf16" : "",
+                                  recompute == "none" ? "" : std::string(recompute),
+                                  recomputeNumLayers))
     return std::move(err);
   forward = g->module->lookupSymbol<mlir::func::FuncOp>(mlc::kForwardFn);
   if (auto inferred = forward ? forward->getAttrOfType<mlir::StringAttr>("mlc.inferred_loss")
@@ -220,6 +231,8 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
     return dp.takeError();
   g->description.dataParallel = *dp;
   g->description.fused = fused.value_or(fuse && !noFuse);
+  g->description.recompute = training ? std::string(recompute) : "none";
+  g->description.recomputeNumLayers = training ? int64_t(recomputeNumLayers) : -1;
   return g;
 }
 

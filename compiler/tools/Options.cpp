@@ -123,6 +123,25 @@ cl::opt<bool> noFuse("no-fuse", cl::desc("Run every op as its own kernel"),
                      cl::sub(compileCmd()), cl::sub(trainCmd()), cl::sub(runCmd()),
                      cl::sub(generateCmd()), cl::cat(category()));
 
+// Activation recomputation (mlc-recompute): Megatron-LM's spelling is an
+// alias.
+cl::opt<std::string> recompute(
+    "recompute",
+    cl::desc("Recompute activations in backward instead of keeping them from forward: full "
+             "(each transformer layer keeps only its input and recomputes the rest, GEMMs "
+             "included), selective (recompute the norms' and the pointwise ops' outputs, "
+             "no GEMM), or none"),
+    cl::value_desc("full|selective|none"), cl::init("none"), cl::sub(compileCmd()),
+    cl::sub(trainCmd()), cl::cat(category()));
+cl::opt<int64_t> recomputeNumLayers(
+    "recompute-num-layers",
+    cl::desc("With --recompute full: recompute only the first N layers, the others keep "
+             "every activation (Megatron-LM's block method); -1: every layer"),
+    cl::init(-1), cl::sub(compileCmd()), cl::sub(trainCmd()), cl::cat(category()));
+cl::alias recomputeGranularity("recompute-granularity",
+                               cl::desc("Alias for --recompute (Megatron-LM's name)"),
+                               cl::aliasopt(recompute), cl::cat(category()));
+
 // ONNX models.
 cl::opt<std::string> lossSpec(
     "loss",

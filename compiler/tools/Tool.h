@@ -69,6 +69,9 @@ extern llvm::cl::opt<bool> varlen;
 extern llvm::cl::opt<bool> resetAttentionMask, resetPositionIds;
 extern llvm::cl::opt<bool> fuse;
 extern llvm::cl::opt<bool> noFuse;
+/// --recompute (--recompute-granularity): full | selective | none.
+extern llvm::cl::opt<std::string> recompute;
+extern llvm::cl::opt<int64_t> recomputeNumLayers;
 /// ONNX models.
 extern llvm::cl::opt<std::string> lossSpec;
 extern llvm::cl::opt<std::string> labelsName;

@@ -235,6 +235,11 @@ Error checkFlagsAgainstPackage(const std::string &dir) {
     return err;
   if (auto err = check(varlen.getNumOccurrences(), "--varlen", text(varlen), "varlen"))
     return err;
+  if (auto err = check(recompute.getNumOccurrences(), "--recompute", recompute, "recompute"))
+    return err;
+  if (auto err = check(recomputeNumLayers.getNumOccurrences(), "--recompute-num-layers",
+                       std::to_string(recomputeNumLayers), "recompute_num_layers"))
+    return err;
   if (auto err = check(resetAttentionMask.getNumOccurrences(), "--reset-attention-mask",
                        text(resetAttentionMask), "reset_attention_mask"))
     return err;

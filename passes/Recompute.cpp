@@ -1,0 +1,250 @@
+//===- Recompute.cpp - activation recomputation on the training step ------===//
+//
+// Trades compute for memory: forward values that backward reads are either
+// kept from forward to backward (saved activations, the bulk of a training
+// step's memory) or computed again in backward from values that are kept.
+// The pass decides which, by `mode`, and writes the decision into the IR
+// as clones of forward ops placed in backward, so the memory planner, the
+// fusions and every report see it. Passes.td describes the modes.
+//
+// 1. Split @train_step at the loss's op: forward before and at it,
+//    backward after it (mlc-autodiff's order, which canonicalization and CSE
+//    keep).
+// 2. Give every forward op its layer, from its parameters' names, else its
+//    operands' layers.
+// 3. Decide per forward value whether backward reads a clone of it
+//    (`cloned`): full: every value of a layer but its output; selective:
+//    values of cheap ops computable from kept values.
+// 4. Walk backward in order; each operand that is a cloned value is
+//    replaced by its clone, built (with the clones it needs, recursively)
+//    right before the first backward op that reads it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/mlc/MlcDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <functional>
+
+#include <cctype>
+
+namespace mlc {
+#define GEN_PASS_DEF_MLCRECOMPUTE
+#include "passes/Passes.h.inc"
+} // namespace mlc
+
+using namespace mlir;
+using namespace mlc;
+
+namespace {
+
+/// The layer a parameter's name names: its first all-digit component
+/// (`transformer.h.3.attn.c_attn.weight` -> 3), or -1. The memory report
+/// (compiler/tools/MemoryPlan.cpp) attributes saved bytes by the same rule.
+int64_t layerOfName(StringRef name) {
+  SmallVector<StringRef> parts;
+  name.split(parts, '.');
+  for (StringRef p : parts) {
+    int64_t n;
+    if (!p.empty() && llvm::all_of(p, ::isdigit) && !p.getAsInteger(10, n))
+      return n;
+  }
+  return -1;
+}
+
+/// A tanh GELU of a product is that GEMM's epilogue (mlc-lower-to-plan;
+/// cuBLASLt's on a GPU, which rounds its own way): only the GEMM could
+/// compute the same bits again.
+bool isGemmEpilogue(Operation *op) {
+  auto gelu = dyn_cast<GeluOp>(op);
+  if (!gelu || gelu.getApproximate() != GeluApproximation::tanh)
+    return false;
+  auto product = gelu.getInput().getDefiningOp<MatmulOp>();
+  Type el = cast<RankedTensorType>(gelu.getType()).getElementType();
+  return product && !product.getAcc() && (el.isF32() || el.isF64());
+}
+
+/// Ops whose values selective recomputation computes again: pointwise ops
+/// (those with a scalar rule, as mlc-fuse-elementwise groups them), rotary
+/// embeddings, the norms and reshapes. No GEMM, attention, reduction,
+/// gather or copy, and no GEMM's epilogue.
+bool isCheap(Operation *op) {
+  return isa<ScalarOpInterface, RotaryOp, LayerNormOp, RmsNormOp, ReshapeOp>(
+             op) &&
+         !isa<ConstantOp>(op) && !isGemmEpilogue(op);
+}
+
+class RecomputePass : public mlc::impl::MlcRecomputeBase<RecomputePass> {
+public:
+  using MlcRecomputeBase::MlcRecomputeBase;
+
+  void runOnOperation() final {
+    if (mode.empty() || mode == "none")
+      return;
+    if (mode != "full" && mode != "selective") {
+      getOperation().emitError(
+          "mlc-recompute: mode must be full, selective or none, got '")
+          << mode << "'";
+      return signalPassFailure();
+    }
+    auto fn = getOperation().lookupSymbol<func::FuncOp>(stepName);
+    if (!fn) // a forward-only module: nothing is saved for backward
+      return;
+    if (!fn.getBody().hasOneBlock()) {
+      fn.emitError("mlc-recompute: expects a single-block function");
+      return signalPassFailure();
+    }
+    if (failed(recompute(fn)))
+      signalPassFailure();
+  }
+
+private:
+  LogicalResult recompute(func::FuncOp fn) {
+    Block &block = fn.getBody().front();
+    auto ret = cast<func::ReturnOp>(block.getTerminator());
+
+    // 1. Forward and backward, divided at the loss's op.
+    unsigned lossIndex = 0;
+    for (unsigned i = 0; i < fn.getNumResults(); ++i)
+      if (auto name = fn.getResultAttrOfType<StringAttr>(i, "mlc.output"))
+        if (name.getValue() == "loss")
+          lossIndex = i;
+    if (fn.getNumResults() == 0)
+      return fn.emitError("mlc-recompute: @")
+             << fn.getSymName() << " returns no loss";
+    Operation *lossOp = ret.getOperand(lossIndex).getDefiningOp();
+    if (!lossOp)
+      return success(); // the loss is an argument: there is no forward
+    llvm::DenseMap<Operation *, int64_t> position;
+    SmallVector<Operation *> backward;
+    bool afterLoss = false;
+    for (Operation &op : block.without_terminator()) {
+      position[&op] = position.size();
+      if (afterLoss)
+        backward.push_back(&op);
+      afterLoss |= &op == lossOp;
+    }
+    int64_t lossPos = position.lookup(lossOp);
+    auto isForward = [&](Value v) {
+      Operation *d = v.getDefiningOp();
+      return d && d->getBlock() == &block && position.lookup(d) <= lossPos;
+    };
+    // Saved: read by a backward op (the return's loss is no such read).
+    llvm::DenseSet<Value> saved;
+    for (Operation *op : backward)
+      for (Value v : op->getOperands())
+        if (isForward(v))
+          saved.insert(v);
+    auto isSaved = [&](Value v) { return saved.contains(v); };
+
+    // 2. Layers.
+    llvm::DenseMap<Operation *, int64_t> layer;
+    bool anyLayer = false;
+    for (Operation &op : block.without_terminator()) {
+      if (position.lookup(&op) > lossPos)
+        break;
+      int64_t fromParams = -2, fromOperands = -2;
+      for (Value v : op.getOperands()) {
+        if (auto arg = dyn_cast<BlockArgument>(v)) {
+          if (auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                          "mlc.param"))
+            fromParams = std::max(fromParams, layerOfName(name.getValue()));
+        } else if (isForward(v)) {
+          fromOperands =
+              std::max(fromOperands, layer.lookup(v.getDefiningOp()));
+        }
+      }
+      int64_t l = fromParams != -2     ? fromParams
+                  : fromOperands != -2 ? fromOperands
+                                       : -1;
+      layer[&op] = l;
+      anyLayer |= l >= 0;
+    }
+    if (mode == "full" && !anyLayer)
+      return fn.emitError("mlc-recompute: full recomputation keeps each "
+                          "layer's input, but no "
+                          "parameter of @")
+             << fn.getSymName()
+             << " names a layer (a numbered component, like h.3. or layers.3.)";
+
+    // 3. Which forward values backward reads as clones.
+    llvm::DenseMap<Value, bool> cloned;
+    std::function<bool(Value)> isCloned = [&](Value v) -> bool {
+      if (!isForward(v))
+        return false;
+      auto it = cloned.find(v);
+      if (it != cloned.end())
+        return it->second;
+      Operation *op = v.getDefiningOp();
+      bool yes = false;
+      if (isPure(op) && op->getNumRegions() == 0 && op->getNumOperands() > 0 &&
+          op != lossOp) {
+        if (mode == "full") {
+          // A value of layer L (of the first num-layers), unless a forward
+          // op outside L reads it.
+          int64_t l = layer.lookup(op);
+          yes = l >= 0 && (numLayers < 0 || l < numLayers) &&
+                llvm::none_of(v.getUsers(), [&](Operation *u) {
+                  return u != ret && position.lookup(u) <= lossPos &&
+                         layer.lookup(u) != l;
+                });
+        } else {
+          // A cheap op whose operands are all at hand in backward: kept
+          // (saved, an argument) or cloned themselves.
+          yes = isCheap(op) && llvm::all_of(op->getOperands(), [&](Value u) {
+                  return !isForward(u) || isSaved(u) || isCloned(u) ||
+                         isa<ConstantOp>(u.getDefiningOp());
+                });
+        }
+      }
+      cloned[v] = yes;
+      return yes;
+    };
+    // Decided before any reader changes.
+    for (Operation &op : block.without_terminator()) {
+      if (position.lookup(&op) > lossPos)
+        break;
+      for (Value r : op.getResults())
+        isCloned(r);
+    }
+
+    // 4. Clones, right before their first backward reader.
+    IRMapping clones;
+    OpBuilder b(fn.getContext());
+    std::function<Value(Value)> materialize = [&](Value v) -> Value {
+      if (!isCloned(v))
+        return v;
+      if (Value c = clones.lookupOrNull(v))
+        return c;
+      Operation *op = v.getDefiningOp();
+      for (Value operand : op->getOperands())
+        if (!clones.contains(operand))
+          if (Value c = materialize(operand); c != operand)
+            clones.map(operand, c);
+      b.clone(*op, clones); // maps op's results to the clone's
+      ++clonedOps;
+      return clones.lookup(v);
+    };
+    for (Operation *op : backward) {
+      for (OpOperand &use : op->getOpOperands()) {
+        Value v = use.get();
+        if (!isForward(v) || !isCloned(v))
+          continue;
+        if (!clones.contains(v))
+          ++recomputedValues;
+        b.setInsertionPoint(op);
+        use.set(materialize(v));
+      }
+    }
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,143 @@
+// RUN: mlc-opt %s -split-input-file --mlc-autodiff --canonicalize --cse --mlc-recompute=mode=full | FileCheck %s --check-prefix=FULL
+// RUN: mlc-opt %s -split-input-file --mlc-autodiff --canonicalize --cse --mlc-recompute=mode=full | FileCheck %s --check-prefix=DEAD
+// RUN: mlc-opt %s -split-input-file --mlc-autodiff --canonicalize --cse --mlc-recompute="mode=full num-layers=1" | FileCheck %s --check-prefix=BLOCK
+// RUN: mlc-opt %s -split-input-file --mlc-autodiff --canonicalize --cse --mlc-recompute=mode=selective | FileCheck %s --check-prefix=SEL
+// RUN: mlc-opt %s -split-input-file --mlc-autodiff --canonicalize --cse --mlc-recompute | FileCheck %s --check-prefix=NONE
+// RUN: mlc-opt %s -split-input-file --mlc-autodiff --canonicalize --cse --mlc-recompute=mode=none | FileCheck %s --check-prefix=NONE
+
+// Two layers (h.0: LayerNorm, product, GELU, dropout, residual; h.1:
+// product, tanh, residual) and a head outside the layers.
+//
+// full: each layer keeps only its input (the residual stream entering it,
+// %x and %[[R0]]); what backward reads of the layer is computed again right
+// before backward reads it, products included, and the layer's output
+// %[[R1]] (read by the head) is kept.
+// FULL-LABEL: func.func @train_step
+// FULL:       %[[N0:.*]] = mlc.layer_norm %arg0, %arg1, %arg2
+// FULL-NEXT:  %[[M0:.*]] = mlc.matmul %[[N0]], %arg3
+// FULL-NEXT:  %[[A0:.*]] = mlc.gelu %[[M0]]
+// FULL-NEXT:  %[[D0:.*]] = mlc.dropout %[[A0]] ratio = 1.000000e-01 seed = 3
+// FULL-NEXT:  %[[R0:.*]] = mlc.add %arg0, %[[D0]]
+// FULL-NEXT:  %[[M1:.*]] = mlc.matmul %[[R0]], %arg4
+// FULL-NEXT:  %[[T1:.*]] = mlc.tanh %[[M1]]
+// FULL-NEXT:  %[[R1:.*]] = mlc.add %[[R0]], %[[T1]]
+// FULL-NEXT:  %[[H:.*]] = mlc.matmul %[[R1]], %arg5
+// FULL-NEXT:  %[[L:.*]] = mlc.reduce_sum %[[H]]
+// FULL:       mlc.matmul %[[R1]], %{{.*}} transpose_lhs
+// FULL-NEXT:  %[[M1B:.*]] = mlc.matmul %[[R0]], %arg4
+// FULL-NEXT:  %[[T1B:.*]] = mlc.tanh %[[M1B]]
+// FULL-NEXT:  mlc.mul %[[T1B]], %[[T1B]]
+// FULL:       mlc.matmul %[[R0]], %{{.*}} transpose_lhs
+// FULL:       %[[N0B:.*]] = mlc.layer_norm %arg0, %arg1, %arg2
+// FULL-NEXT:  %[[M0B:.*]] = mlc.matmul %[[N0B]], %arg3
+// FULL-NEXT:  mlc.gelu_grad %{{.*}}, %[[M0B]]
+// FULL:       mlc.matmul %[[N0B]], %{{.*}} transpose_lhs
+// FULL:       return %[[L]]
+//
+// No forward value of a layer but its input and output is read after the
+// loss.
+// DEAD-LABEL: func.func @train_step
+// DEAD:       %[[N0:.*]] = mlc.layer_norm %arg0
+// DEAD-NEXT:  %[[M0:.*]] = mlc.matmul %[[N0]]
+// DEAD-NEXT:  %[[A0:.*]] = mlc.gelu %[[M0]]
+// DEAD-NEXT:  %[[D0:.*]] = mlc.dropout %[[A0]]
+// DEAD-NEXT:  %[[R0:.*]] = mlc.add %arg0, %[[D0]]
+// DEAD-NEXT:  %[[M1:.*]] = mlc.matmul %[[R0]]
+// DEAD-NEXT:  %[[T1:.*]] = mlc.tanh %[[M1]]
+// DEAD:       mlc.reduce_sum
+// DEAD-NOT:   %[[N0]]{{[^0-9_]}}
+// DEAD-NOT:   %[[M0]]{{[^0-9_]}}
+// DEAD-NOT:   %[[A0]]{{[^0-9_]}}
+// DEAD-NOT:   %[[D0]]{{[^0-9_]}}
+// DEAD-NOT:   %[[M1]]{{[^0-9_]}}
+// DEAD-NOT:   %[[T1]]{{[^0-9_]}}
+// DEAD:       return
+//
+// full with num-layers=1: layer 0 is recomputed, layer 1 keeps its tanh.
+// BLOCK-LABEL: func.func @train_step
+// BLOCK:       %[[T1:.*]] = mlc.tanh
+// BLOCK:       mlc.reduce_sum
+// BLOCK-NOT:   mlc.tanh
+// BLOCK:       mlc.mul %[[T1]], %[[T1]]
+// BLOCK:       %[[N0B:.*]] = mlc.layer_norm %arg0, %arg1, %arg2
+// BLOCK-NEXT:  %[[M0B:.*]] = mlc.matmul %[[N0B]], %arg3
+// BLOCK-NEXT:  mlc.gelu_grad %{{.*}}, %[[M0B]]
+//
+// selective: the cheap values are computed again from kept ones: the
+// LayerNorm's output from %x, the GELU's (and the dropout's, the same mask
+// from its seed) from the saved product %[[M0]], the residual sums. The
+// tanh of a product nothing else keeps stays saved: recomputing it would
+// need the product. No GEMM runs twice.
+// SEL-LABEL:  func.func @train_step
+// SEL:        %[[M0:.*]] = mlc.matmul
+// SEL:        %[[T1:.*]] = mlc.tanh
+// SEL:        mlc.reduce_sum
+// SEL:        %[[A0B:.*]] = mlc.gelu %[[M0]]
+// SEL-NEXT:   %[[D0B:.*]] = mlc.dropout %[[A0B]] ratio = 1.000000e-01 seed = 3
+// SEL-NEXT:   %[[R0B:.*]] = mlc.add %arg0, %[[D0B]]
+// SEL-NEXT:   %[[R1B:.*]] = mlc.add %[[R0B]], %[[T1]]
+// SEL-NEXT:   mlc.matmul %[[R1B]], %{{.*}} transpose_lhs
+// SEL-NEXT:   mlc.mul %[[T1]], %[[T1]]
+// SEL:        mlc.gelu_grad %{{.*}}, %[[M0]]
+// SEL:        %[[N0B:.*]] = mlc.layer_norm %arg0, %arg1, %arg2
+// SEL-NEXT:   mlc.matmul %[[N0B]], %{{.*}} transpose_lhs
+// SEL-COUNT-2: mlc.matmul
+// SEL-NOT:     mlc.matmul
+// SEL:        return
+//
+// Without a mode (or none) backward reads the forward's values.
+// NONE-LABEL: func.func @train_step
+// NONE:       %[[N0:.*]] = mlc.layer_norm
+// NONE-NEXT:  %[[M0:.*]] = mlc.matmul %[[N0]]
+// NONE:       mlc.reduce_sum
+// NONE-NOT:   mlc.layer_norm
+// NONE:       mlc.gelu_grad %{{.*}}, %[[M0]]
+// NONE-NEXT:  mlc.matmul
+// NONE-NEXT:  mlc.matmul %[[N0]]
+func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"},
+                   %g0: tensor<8xf32> {mlc.param = "h.0.ln.weight"},
+                   %b0: tensor<8xf32> {mlc.param = "h.0.ln.bias"},
+                   %w0: tensor<8x8xf32> {mlc.param = "h.0.fc.weight"},
+                   %w1: tensor<8x8xf32> {mlc.param = "h.1.fc.weight"},
+                   %wh: tensor<8x8xf32> {mlc.param = "head.weight"})
+    -> (tensor<f32> {mlc.output = "loss"}) {
+  %n0 = mlc.layer_norm %x, %g0, %b0 epsilon = 1.0e-05 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %m0 = mlc.matmul %n0, %w0 : tensor<4x8xf32>, tensor<8x8xf32>
+  %a0 = mlc.gelu %m0 : tensor<4x8xf32>
+  %d0 = mlc.dropout %a0 ratio = 1.0e-01 seed = 3 : tensor<4x8xf32>
+  %r0 = mlc.add %x, %d0 : tensor<4x8xf32>, tensor<4x8xf32>
+  %m1 = mlc.matmul %r0, %w1 : tensor<4x8xf32>, tensor<8x8xf32>
+  %a1 = mlc.tanh %m1 : tensor<4x8xf32>
+  %r1 = mlc.add %r0, %a1 : tensor<4x8xf32>, tensor<4x8xf32>
+  %h = mlc.matmul %r1, %wh : tensor<4x8xf32>, tensor<8x8xf32>
+  %l = mlc.reduce_sum %h axes = [0, 1] : tensor<4x8xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A tanh GELU of a product is the GEMM's epilogue (cuBLASLt's on a GPU,
+// rounded its own way): selective keeps it, full recomputes it with its
+// product.
+// FULL-LABEL: func.func @train_step
+// FULL:       mlc.reduce_sum
+// FULL:       %[[MB:.*]] = mlc.matmul %arg0, %arg1
+// FULL-NEXT:  mlc.gelu %[[MB]] approximate = tanh
+// BLOCK-LABEL: func.func @train_step
+// SEL-LABEL:  func.func @train_step
+// SEL:        %[[A:.*]] = mlc.gelu %{{.*}} approximate = tanh
+// SEL:        mlc.reduce_sum
+// SEL-NOT:    mlc.gelu {{.*}}approximate
+// SEL:        mlc.matmul %[[A]], %{{.*}} transpose_lhs
+// NONE-LABEL: func.func @train_step
+func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"},
+                   %w0: tensor<8x8xf32> {mlc.param = "h.0.fc.weight"},
+                   %w1: tensor<8x8xf32> {mlc.param = "h.0.proj.weight"})
+    -> (tensor<f32> {mlc.output = "loss"}) {
+  %m = mlc.matmul %x, %w0 : tensor<4x8xf32>, tensor<8x8xf32>
+  %a = mlc.gelu %m approximate = tanh : tensor<4x8xf32>
+  %p = mlc.matmul %a, %w1 : tensor<4x8xf32>, tensor<8x8xf32>
+  %l = mlc.reduce_sum %p axes = [0, 1] : tensor<4x8xf32>
+  return %l : tensor<f32>
+}
+
