@@ -23,6 +23,14 @@ namespace mlc {
 using namespace mlir;
 using namespace mlc;
 
+unsigned mlc::lossResultIndex(func::FuncOp fn) {
+  for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    if (auto name = fn.getResultAttrOfType<StringAttr>(i, "mlc.output"))
+      if (name.getValue() == "loss")
+        return i;
+  return 0;
+}
+
 namespace {
 
 bool isFloatTensor(Value v) {
@@ -63,11 +71,7 @@ private:
     auto ret = cast<func::ReturnOp>(block.getTerminator());
 
     // The loss: the result marked mlc.output = "loss", else the first.
-    unsigned lossIndex = 0;
-    for (unsigned i = 0; i < fn.getNumResults(); ++i)
-      if (auto name = fn.getResultAttrOfType<StringAttr>(i, "mlc.output"))
-        if (name.getValue() == "loss")
-          lossIndex = i;
+    unsigned lossIndex = lossResultIndex(fn);
     if (fn.getNumResults() == 0)
       return fn.emitError("mlc-autodiff: @") << fn.getSymName() << " returns no loss";
     Value loss = ret.getOperand(lossIndex);

@@ -5,10 +5,19 @@
 
 #include "contract/StepFunctions.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlc {
+
+/// The layer a parameter's name names: its first all-digit component
+/// (`transformer.h.3.attn.c_attn.weight` -> 3), or -1. mlc-recompute cuts
+/// layers by it, and the memory report attributes saved bytes by it.
+int64_t layerOfParameterName(llvm::StringRef name);
+
+/// The index of @fn's result marked `mlc.output = "loss"`, else 0.
+unsigned lossResultIndex(mlir::func::FuncOp fn);
 
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"

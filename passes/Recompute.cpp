@@ -43,12 +43,7 @@ namespace mlc {
 using namespace mlir;
 using namespace mlc;
 
-namespace {
-
-/// The layer a parameter's name names: its first all-digit component
-/// (`transformer.h.3.attn.c_attn.weight` -> 3), or -1. The memory report
-/// (compiler/tools/MemoryPlan.cpp) attributes saved bytes by the same rule.
-int64_t layerOfName(StringRef name) {
+int64_t mlc::layerOfParameterName(StringRef name) {
   SmallVector<StringRef> parts;
   name.split(parts, '.');
   for (StringRef p : parts) {
@@ -58,6 +53,8 @@ int64_t layerOfName(StringRef name) {
   }
   return -1;
 }
+
+namespace {
 
 /// A tanh GELU of a product is that GEMM's epilogue (mlc-lower-to-plan;
 /// cuBLASLt's on a GPU, which rounds its own way): only the GEMM could
@@ -111,11 +108,7 @@ private:
     auto ret = cast<func::ReturnOp>(block.getTerminator());
 
     // 1. Forward and backward, divided at the loss's op.
-    unsigned lossIndex = 0;
-    for (unsigned i = 0; i < fn.getNumResults(); ++i)
-      if (auto name = fn.getResultAttrOfType<StringAttr>(i, "mlc.output"))
-        if (name.getValue() == "loss")
-          lossIndex = i;
+    unsigned lossIndex = lossResultIndex(fn);
     if (fn.getNumResults() == 0)
       return fn.emitError("mlc-recompute: @")
              << fn.getSymName() << " returns no loss";
@@ -155,7 +148,7 @@ private:
         if (auto arg = dyn_cast<BlockArgument>(v)) {
           if (auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                           "mlc.param"))
-            fromParams = std::max(fromParams, layerOfName(name.getValue()));
+            fromParams = std::max(fromParams, layerOfParameterName(name.getValue()));
         } else if (isForward(v)) {
           fromOperands =
               std::max(fromOperands, layer.lookup(v.getDefiningOp()));

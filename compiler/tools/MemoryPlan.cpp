@@ -44,6 +44,7 @@
 #include "contract/DeviceMemory.h"
 #include "contract/StepFunctions.h"
 #include "dialects/plan/PlanDialect.h"
+#include "passes/Passes.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -63,18 +64,6 @@ namespace {
 
 llvm::Error error(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-}
-
-/// The layer of a parameter's name: its first all-digit component, or -1.
-int64_t layerOf(StringRef name) {
-  llvm::SmallVector<StringRef> parts;
-  name.split(parts, '.');
-  for (StringRef p : parts) {
-    int64_t n;
-    if (!p.empty() && llvm::all_of(p, ::isdigit) && !p.getAsInteger(10, n))
-      return n;
-  }
-  return -1;
 }
 
 /// How a step uses one operand.
@@ -169,7 +158,7 @@ void savedActivations(plan::FuncOp step, MemoryPlan &p) {
                      bind.getKind() != plan::BufferKind::input &&
                      bind.getKind() != plan::BufferKind::scalars;
         if (param)
-          fromParams = std::max(fromParams, layerOf(bind.getName()));
+          fromParams = std::max(fromParams, layerOfParameterName(bind.getName()));
         if (a.read)
           (param ? readsParams : readsOther) = true;
       } else if (plan::ArenaOp r = plan::arenaRoot(a.buffer).first) {

@@ -18,7 +18,7 @@ constexpr const char *kScopesKey = "pkg.torch.onnx.name_scopes";
 
 } // namespace
 
-std::vector<std::string> moduleScopes(llvm::StringRef text) {
+std::vector<std::string> quotedStrings(llvm::StringRef text) {
   std::vector<std::string> all;
   for (size_t at = text.find('\''); at != llvm::StringRef::npos;) {
     size_t end = text.find('\'', at + 1);
@@ -27,6 +27,11 @@ std::vector<std::string> moduleScopes(llvm::StringRef text) {
     all.push_back(text.slice(at + 1, end).str());
     at = text.find('\'', end + 1);
   }
+  return all;
+}
+
+std::vector<std::string> moduleScopes(llvm::StringRef text) {
+  std::vector<std::string> all = quotedStrings(text);
   if (!all.empty())
     all.pop_back();
   llvm::erase_if(all, [](const std::string &s) { return s.empty(); });

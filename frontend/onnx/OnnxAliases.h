@@ -69,6 +69,10 @@ using ExportSignature = std::vector<SignatureInput>;
 /// The signature of `model`: the graph's metadata entry, else the model's.
 ExportSignature readExportSignature(const onnx::ModelProto &model);
 
+/// The single-quoted strings of a Python list's text, in order:
+/// "['a.b', 'val_5']" -> {a.b, val_5}.
+std::vector<std::string> quotedStrings(llvm::StringRef text);
+
 /// The module scopes of a node's `pkg.torch.onnx.name_scopes`: "['',
 /// 'transformer', 'transformer.wte', 'embedding']" -> {transformer,
 /// transformer.wte} (the last entry is the FX node's own name, the first the

@@ -119,19 +119,6 @@ std::optional<bool> onnxTransposes(const onnx::NodeProto &n, int k) {
   return std::nullopt;
 }
 
-/// The names in a `folded_from` list: "['model.x.weight', 'val_5']".
-std::vector<std::string> quotedNames(llvm::StringRef text) {
-  std::vector<std::string> out;
-  for (size_t at = text.find('\''); at != llvm::StringRef::npos;) {
-    size_t end = text.find('\'', at + 1);
-    if (end == llvm::StringRef::npos)
-      break;
-    out.push_back(text.slice(at + 1, end).str());
-    at = text.find('\'', end + 1);
-  }
-  return out;
-}
-
 /// An FX value named for a transposition of its one argument (torch names
 /// a call_function node after its op: `permute`, `t_3`, `transpose_1`).
 bool namesTransposition(llvm::StringRef fxValue) {
@@ -211,7 +198,7 @@ llvm::Expected<ParameterPlan> planParameters(const onnx::ModelProto &model,
     if (from == m.end())
       continue;
     std::vector<std::string> sources;
-    for (const std::string &src : quotedNames(from->second))
+    for (const std::string &src : quotedStrings(from->second))
       if (targets.count(src))
         sources.push_back(src);
     if (sources.size() == 1)
