@@ -128,6 +128,66 @@ bool namesTransposition(llvm::StringRef fxValue) {
   return op == "permute" || op == "t" || op == "transpose" || op == "numpy_T";
 }
 
+/// Initializers the optimizer folded from one parameter by a transposition
+/// (Falcon's `weight.T`, an FX node `permute` of its own), by name -> that
+/// parameter: the value_info of the folded value says what it was folded
+/// from.
+std::map<std::string, std::string> foldedTranspositions(const onnx::GraphProto &g,
+                                                        const std::set<std::string> &floatInits,
+                                                        const std::set<std::string> &targets) {
+  std::map<std::string, std::string> foldedTranspose; // initializer -> parameter
+  for (const auto &vi : g.value_info()) {
+    if (!floatInits.count(vi.name()) || !namesTransposition(vi.name()))
+      continue;
+    auto m = onnxValueMetadata(vi);
+    auto from = m.find(kFoldedKey);
+    if (from == m.end())
+      continue;
+    std::vector<std::string> sources;
+    for (const std::string &src : quotedStrings(from->second))
+      if (targets.count(src))
+        sources.push_back(src);
+    if (sources.size() == 1)
+      foldedTranspose[vi.name()] = sources[0];
+  }
+  return foldedTranspose;
+}
+
+/// Rules 4 and 5 for the parameters no read claims: a tie (an alias of the
+/// parameter read under the same attribute in their module), else refused.
+llvm::Error placeUnread(ParameterPlan &plan, const std::map<std::string, std::string> &mentionedBy,
+                        const std::map<std::string, std::vector<std::vector<std::string>>> &readIn,
+                        const std::string &file) {
+  auto fail = [&](const std::string &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), file + ": " + msg);
+  };
+  std::set<std::string> claimed;
+  for (auto &[at, r] : plan.reads)
+    claimed.insert(r.target);
+  for (auto &[node, t] : plan.removedBias)
+    claimed.insert(t);
+  const std::string reexport =
+      ": the exporter's optimizer folded it into a constant or removed it, and training that "
+      "graph would not train this parameter; export with torch.onnx.export(..., "
+      "optimize=False)";
+  for (const std::string &t : plan.parameters) {
+    if (claimed.count(t))
+      continue;
+    if (auto m = mentionedBy.find(t); m != mentionedBy.end())
+      return fail("parameter '" + t + "', which torch computes with at node '" + m->second +
+                  "', is in no input of the graph" + reexport);
+    // 4. A tie: the parameter read in the module of `t` (or the nearest
+    // module below it) under the same attribute name.
+    std::vector<std::string> at = nearestReads(t, readIn);
+    if (at.size() != 1)
+      return fail("parameter '" + t + "' is read by no node of the graph and tied to " +
+                  (at.empty() ? "no other parameter" : "'" + at[0] + "' and '" + at[1] + "' alike") +
+                  reexport);
+    plan.aliases[at[0]].push_back(t);
+  }
+  return llvm::Error::success();
+}
+
 } // namespace
 
 llvm::Expected<std::optional<int64_t>> torchEmbeddingPadding(const onnx::NodeProto &node) {
@@ -186,24 +246,8 @@ llvm::Expected<ParameterPlan> planParameters(const onnx::ModelProto &model,
     return plan;
   plan.attributed = true;
 
-  // Initializers the optimizer folded from one parameter by a transposition
-  // (Falcon's `weight.T`, an FX node `permute` of its own): the value_info
-  // of the folded value says what it was folded from.
-  std::map<std::string, std::string> foldedTranspose; // initializer -> parameter
-  for (const auto &vi : g.value_info()) {
-    if (!floatInits.count(vi.name()) || !namesTransposition(vi.name()))
-      continue;
-    auto m = onnxValueMetadata(vi);
-    auto from = m.find(kFoldedKey);
-    if (from == m.end())
-      continue;
-    std::vector<std::string> sources;
-    for (const std::string &src : quotedStrings(from->second))
-      if (targets.count(src))
-        sources.push_back(src);
-    if (sources.size() == 1)
-      foldedTranspose[vi.name()] = sources[0];
-  }
+  std::map<std::string, std::string> foldedTranspose =
+      foldedTranspositions(g, floatInits, targets);
 
   std::map<std::string, std::string> mentionedBy; // target -> a node that computes with it
   std::map<std::string, std::vector<std::vector<std::string>>> readIn; // target -> module chains
@@ -294,30 +338,8 @@ llvm::Expected<ParameterPlan> planParameters(const onnx::ModelProto &model,
     }
   }
 
-  std::set<std::string> claimed;
-  for (auto &[at, r] : plan.reads)
-    claimed.insert(r.target);
-  for (auto &[node, t] : plan.removedBias)
-    claimed.insert(t);
-  const std::string reexport =
-      ": the exporter's optimizer folded it into a constant or removed it, and training that "
-      "graph would not train this parameter; export with torch.onnx.export(..., "
-      "optimize=False)";
-  for (const std::string &t : plan.parameters) {
-    if (claimed.count(t))
-      continue;
-    if (auto m = mentionedBy.find(t); m != mentionedBy.end())
-      return fail("parameter '" + t + "', which torch computes with at node '" + m->second +
-                  "', is in no input of the graph" + reexport);
-    // 4. A tie: the parameter read in the module of `t` (or the nearest
-    // module below it) under the same attribute name.
-    std::vector<std::string> at = nearestReads(t, readIn);
-    if (at.size() != 1)
-      return fail("parameter '" + t + "' is read by no node of the graph and tied to " +
-                  (at.empty() ? "no other parameter" : "'" + at[0] + "' and '" + at[1] + "' alike") +
-                  reexport);
-    plan.aliases[at[0]].push_back(t);
-  }
+  if (auto err = placeUnread(plan, mentionedBy, readIn, file))
+    return std::move(err);
   return plan;
 }
 

@@ -16,57 +16,12 @@ writes OUT_DIR/
 import os
 import sys
 
+from onnx_wire import fields, ld
+
 GRAPH, NODE, NODE_META = 7, 1, 9  # ModelProto.graph, GraphProto.node, NodeProto.metadata_props
 KEY = b"pkg.torch.onnx.fx_node"
 ARGS = b"%input_ids, 0)"  # the word-embedding lookup's last arguments
 
-
-def varint(b, i):
-    v = s = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7F) << s
-        s += 7
-        if c < 0x80:
-            return v, i
-
-
-def enc_varint(v):
-    out = bytearray()
-    while True:
-        c = v & 0x7F
-        v >>= 7
-        out.append(c | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
-
-
-def fields(b):
-    """(number, wire type, raw bytes of the whole field, payload) per field."""
-    i = 0
-    while i < len(b):
-        start = i
-        key, i = varint(b, i)
-        num, wt = key >> 3, key & 7
-        payload = None
-        if wt == 0:
-            _, i = varint(b, i)
-        elif wt == 1:
-            i += 8
-        elif wt == 5:
-            i += 4
-        elif wt == 2:
-            n, i = varint(b, i)
-            payload = b[i:i + n]
-            i += n
-        else:
-            raise ValueError(f"wire type {wt}")
-        yield num, wt, b[start:i], payload
-
-
-def ld(num, payload):
-    return enc_varint(num << 3 | 2) + enc_varint(len(payload)) + payload
 
 
 def with_fx_node(node, args):

@@ -25,58 +25,11 @@ writes, from GPT-2's --save (both names of the tied embedding), OUT_DIR/
 import os
 import sys
 
+from onnx_wire import fields, ld
+
 GRAPH, NODE = 7, 1  # ModelProto.graph, GraphProto.node
 GRAPH_META, NODE_META = 16, 9
 
-
-def varint(b, i):
-    v = s = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7F) << s
-        s += 7
-        if c < 0x80:
-            return v, i
-
-
-def enc_varint(v):
-    out = bytearray()
-    while True:
-        c = v & 0x7F
-        v >>= 7
-        out.append(c | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
-
-
-def fields(b):
-    """(number, wire type, raw bytes of the whole field, payload) per field."""
-    i = 0
-    while i < len(b):
-        start = i
-        key, i = varint(b, i)
-        num, wt = key >> 3, key & 7
-        if wt == 0:
-            _, i = varint(b, i)
-            payload = None
-        elif wt == 1:
-            i += 8
-            payload = None
-        elif wt == 5:
-            i += 4
-            payload = None
-        elif wt == 2:
-            n, i = varint(b, i)
-            payload = b[i:i + n]
-            i += n
-        else:
-            raise ValueError(f"wire type {wt}")
-        yield num, wt, b[start:i], payload
-
-
-def ld(num, payload):
-    return enc_varint(num << 3 | 2) + enc_varint(len(payload)) + payload
 
 
 def rewrite(model, graph_fn):
