@@ -274,10 +274,14 @@ llvm::Error placeUnread(ParameterPlan &plan, const std::map<std::string, std::st
     if (auto m = mentionedBy.find(t); m != mentionedBy.end())
       return fail("parameter '" + t + "', which torch computes with at node '" + m->second +
                   "', is in no input of the graph" + reexport);
-    // The file holds what the parameter was folded into, not the parameter:
-    // neither the operation nor the other operands (removed with it) are
-    // left, and a fold rounds (1 + w in f32 keeps w only to 2^-24).
-    if (auto f = lost.folded.find(t); f != lost.folded.end())
+    // 4. A tie: the parameter read in the module of `t` (or the nearest
+    // module below it) under the same attribute name.
+    std::vector<std::string> at = nearestReads(t, readIn);
+    // 5. Refused, naming what the optimizer did where the file shows it. A
+    // folded parameter: the file holds what it was folded into, not the
+    // parameter; neither the operation nor the other operands (removed with
+    // it) are left, and a fold rounds (1 + w in f32 keeps w only to 2^-24).
+    if (auto f = lost.folded.find(t); at.size() != 1 && f != lost.folded.end())
       return fail("parameter '" + t + "' is folded into the constant '" + f->second.initializer +
                   "' (its value_info's " + kFoldedKey + " " + f->second.sources +
                   "), which node '" + f->second.reader +
@@ -285,9 +289,6 @@ llvm::Error placeUnread(ParameterPlan &plan, const std::map<std::string, std::st
                   "operation or the other operands it was folded with, and training that "
                   "constant would not train this parameter; export with "
                   "torch.onnx.export(..., optimize=False)");
-    // 4. A tie: the parameter read in the module of `t` (or the nearest
-    // module below it) under the same attribute name.
-    std::vector<std::string> at = nearestReads(t, readIn);
     if (at.empty() && !lost.merged.empty()) {
       const LostParameters::Merged &m = lost.merged.front();
       return fail("parameter '" + t +
