@@ -250,8 +250,10 @@ LLAMA_FAMILIES = ("llama", "qwen2", "phi3") + tuple(FAMILY_CONFIGS)
 # Beside the fresh models (HF's own initialization: every norm weight 1,
 # every bias 0, as a user trains from scratch), a pretrained-like variant of
 # these: every vector parameter perturbed by N(0, 0.1), so that none is 0 or
-# 1 and no two are equal (FAMILY-perturbed-dynamo-opset20).
-PERTURBED_FAMILIES = ("gpt2", "bert", "llama")
+# 1 and no two are equal (FAMILY-perturbed-dynamo-opset20). GPT-NeoX's: its
+# two LayerNorms of one input then differ, so the default export merges
+# neither them nor their initializers, and trains.
+PERTURBED_FAMILIES = ("gpt2", "bert", "llama", "gptneox")
 
 
 def modern_llama_config(family):

@@ -177,6 +177,55 @@ TEST(OnnxParameters, FoldedParameterIsRefused) {
   EXPECT_NE(err.find("optimize=False"), std::string::npos) << err;
 }
 
+/// An FX node's text with its own name: `%NAME : ... aten.OP(args = (ARGS))`.
+std::string fxNamed(const std::string &name, const std::string &op, const std::string &args) {
+  return "%" + name + " : [num_users=1] = call_function[target=torch.ops.aten." + op +
+         "](args = (" + args + "), kwargs = {})";
+}
+
+// Gemma's RMSNorm scale 1 + w, folded by the optimizer into the constant
+// `add_6`: the value_info says which parameter the constant was folded from,
+// and the refusal names both; the parameter's own value is not in the file.
+TEST(OnnxParameters, FoldedParameterNamesItsConstant) {
+  Graph m;
+  m.signature({"norm.weight"});
+  m.initializer("add_6", {4});
+  onnx::ValueInfoProto *vi = m.g.add_value_info();
+  vi->set_name("add_6");
+  addMetadata(*vi, 4, "pkg.onnxscript.optimizer.folded_from", "['norm.weight', 'val_5']");
+  m.node("Mul", {"x", "add_6"}, fxNamed("mul_5", "mul.Tensor", "%mul_4, %add_6"),
+         "['', 'norm', 'mul_5']");
+  std::string err = errorOf(m.plan());
+  EXPECT_NE(err.find("m.onnx: parameter 'norm.weight' is folded into the constant 'add_6' (its "
+                     "value_info's pkg.onnxscript.optimizer.folded_from ['norm.weight', "
+                     "'val_5']), which node 'node_1' reads"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("optimize=False"), std::string::npos) << err;
+}
+
+// GPT-NeoX's parallel residual: two LayerNorms of one input with equal
+// weights, merged by the optimizer into one node. The consumer of the
+// merged one still names it (`%layer_norm_1`), but no node says which
+// parameters it computed with: refused, naming what was merged.
+TEST(OnnxParameters, MergedComputationIsRefused) {
+  Graph m;
+  m.signature({"ln1.weight", "ln2.weight"});
+  m.initializer("ln1.weight", {4});
+  m.initializer("val_7", {4, 8});
+  m.node("LayerNormalization", {"x", "ln1.weight"},
+         fxNamed("layer_norm", "layer_norm.default", "%x, [4], %p_ln1_weight"));
+  m.node("MatMul", {"out_1", "val_7"}, fxNamed("mm", "mm.default", "%layer_norm, %c"));
+  m.node("MatMul", {"out_1", "val_7"}, fxNamed("mm_1", "mm.default", "%layer_norm_1, %c"));
+  std::string err = errorOf(m.plan());
+  EXPECT_NE(err.find("m.onnx: parameter 'ln2.weight' is read by no node of the graph: the "
+                     "exporter's optimizer merged equal computations into one (node 'node_3' "
+                     "reads 'out_1', torch's `%layer_norm`, where torch's op read "
+                     "`%layer_norm_1`, which no node computes)"),
+            std::string::npos)
+      << err;
+}
+
 TEST(OnnxParameters, AmbiguousReadIsRefused) {
   Graph m;
   m.signature({"a.scale", "a.shift"});

@@ -153,11 +153,109 @@ std::map<std::string, std::string> foldedTranspositions(const onnx::GraphProto &
   return foldedTranspose;
 }
 
+/// An FX value's name without torch's `_N` suffix (`layer_norm_1` ->
+/// `layer_norm`): torch names a call_function node after its op.
+llvm::StringRef fxStem(llvm::StringRef fxValue) {
+  llvm::StringRef digits = fxValue.rtrim("0123456789");
+  if (digits.size() < fxValue.size() && digits.ends_with("_"))
+    return digits.drop_back();
+  return fxValue;
+}
+
+std::string nodeLabel(const onnx::NodeProto &n, const FxNode &fx) {
+  return n.name().empty() ? fx.name : n.name();
+}
+
+/// What the optimizer left of the rewrites that lose a parameter, for the
+/// refusal to name (rule 5).
+struct LostParameters {
+  /// A parameter folded into a constant initializer: the value_info of
+  /// `initializer` lists it in `pkg.onnxscript.optimizer.folded_from`.
+  struct Folded {
+    std::string initializer, sources, reader;
+  };
+  std::map<std::string, Folded> folded; // target -> where it went
+  /// A node that reads `value` (computed as torch's `%kept`) where its FX
+  /// node reads `%merged`, an FX value of the same op that no node of the
+  /// graph computes: the optimizer merged the two equal computations.
+  struct Merged {
+    std::string reader, value, kept, merged;
+  };
+  std::vector<Merged> merged;
+};
+
+/// The folded and merged computations of graph `g` (LostParameters), from
+/// its value_info and its nodes' FX nodes `fxs`.
+LostParameters findLost(const onnx::GraphProto &g, const std::vector<FxNode> &fxs,
+                        const ExportSignature &signature, const std::set<std::string> &targets) {
+  LostParameters lost;
+  std::set<std::string> initializers;
+  for (const auto &t : g.initializer())
+    initializers.insert(t.name());
+  std::map<std::string, std::string> firstReader; // initializer -> a node reading it
+  for (int i = 0; i < g.node_size(); ++i)
+    for (const std::string &v : g.node(i).input())
+      if (initializers.count(v))
+        firstReader.emplace(v, nodeLabel(g.node(i), fxs[i]));
+  for (const auto &vi : g.value_info()) {
+    if (!initializers.count(vi.name()))
+      continue;
+    auto m = onnxValueMetadata(vi);
+    auto from = m.find(kFoldedKey);
+    if (from == m.end())
+      continue;
+    std::string reader = firstReader.count(vi.name()) ? firstReader[vi.name()] : "";
+    for (const std::string &src : quotedStrings(from->second))
+      if (targets.count(src))
+        lost.folded.emplace(src, LostParameters::Folded{vi.name(), from->second, reader});
+  }
+  // Every FX value the file still holds: a node's, a placeholder, an
+  // initializer or input named for one.
+  std::set<std::string> held = initializers;
+  std::map<std::string, std::string> fxOf; // ONNX value -> FX value computing it
+  std::set<std::string> parameterPlaceholders, withParameters; // FX values
+  for (const auto &in : g.input())
+    held.insert(in.name());
+  for (const SignatureInput &in : signature) {
+    held.insert(in.placeholder);
+    if (in.kind == "PARAMETER")
+      parameterPlaceholders.insert(in.placeholder);
+  }
+  for (int i = 0; i < g.node_size(); ++i) {
+    held.insert(fxs[i].name);
+    for (const std::string &o : g.node(i).output())
+      if (!fxs[i].name.empty())
+        fxOf[o] = fxs[i].name;
+    for (const std::string &a : fxs[i].args)
+      if (parameterPlaceholders.count(a))
+        withParameters.insert(fxs[i].name);
+  }
+  // Only a merge of computations with parameters (an FX node reading one, or
+  // a constant folded from one) can lose a parameter.
+  for (auto &[target, f] : lost.folded)
+    withParameters.insert(f.initializer);
+  std::set<std::string> seen;
+  for (int i = 0; i < g.node_size(); ++i) {
+    const FxNode &fx = fxs[i];
+    for (const std::string &v : g.node(i).input()) {
+      std::string kept = initializers.count(v) ? v : (fxOf.count(v) ? fxOf[v] : "");
+      if (kept.empty() || !withParameters.count(kept) || llvm::is_contained(fx.args, kept))
+        continue;
+      for (const std::string &a : fx.args)
+        if (!a.empty() && !held.count(a) && a != kept && fxStem(a) == fxStem(kept) &&
+            seen.insert(a).second)
+          lost.merged.push_back({nodeLabel(g.node(i), fx), v, kept, a});
+    }
+  }
+  return lost;
+}
+
 /// Rules 4 and 5 for the parameters no read claims: a tie (an alias of the
-/// parameter read under the same attribute in their module), else refused.
+/// parameter read under the same attribute in their module), else refused,
+/// saying what the optimizer did with it where the file shows that.
 llvm::Error placeUnread(ParameterPlan &plan, const std::map<std::string, std::string> &mentionedBy,
                         const std::map<std::string, std::vector<std::vector<std::string>>> &readIn,
-                        const std::string &file) {
+                        const LostParameters &lost, const std::string &file) {
   auto fail = [&](const std::string &msg) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), file + ": " + msg);
   };
@@ -179,6 +277,28 @@ llvm::Error placeUnread(ParameterPlan &plan, const std::map<std::string, std::st
     // 4. A tie: the parameter read in the module of `t` (or the nearest
     // module below it) under the same attribute name.
     std::vector<std::string> at = nearestReads(t, readIn);
+    // 5. Refused, naming what the optimizer did where the file shows it. A
+    // folded parameter: the file holds what it was folded into, not the
+    // parameter; neither the operation nor the other operands (removed with
+    // it) are left, and a fold rounds (1 + w in f32 keeps w only to 2^-24).
+    if (auto f = lost.folded.find(t); at.size() != 1 && f != lost.folded.end())
+      return fail("parameter '" + t + "' is folded into the constant '" + f->second.initializer +
+                  "' (its value_info's " + kFoldedKey + " " + f->second.sources +
+                  "), which node '" + f->second.reader +
+                  "' reads: the file holds the folded value, not the parameter's, nor the "
+                  "operation or the other operands it was folded with, and training that "
+                  "constant would not train this parameter; export with "
+                  "torch.onnx.export(..., optimize=False)");
+    if (at.empty() && !lost.merged.empty()) {
+      const LostParameters::Merged &m = lost.merged.front();
+      return fail("parameter '" + t +
+                  "' is read by no node of the graph: the exporter's optimizer merged equal "
+                  "computations into one (node '" + m.reader + "' reads '" + m.value +
+                  "', torch's `%" + m.kept + "`, where torch's op read `%" + m.merged +
+                  "`, which no node computes), and the file does not say which parameters `%" +
+                  m.merged + "` computed with; export with torch.onnx.export(..., "
+                  "optimize=False)");
+    }
     if (at.size() != 1)
       return fail("parameter '" + t + "' is read by no node of the graph and tied to " +
                   (at.empty() ? "no other parameter" : "'" + at[0] + "' and '" + at[1] + "' alike") +
@@ -236,11 +356,15 @@ llvm::Expected<ParameterPlan> planParameters(const onnx::ModelProto &model,
     }
   const onnx::GraphProto &g = model.graph();
   std::vector<std::map<std::string, std::string>> meta;
+  std::vector<FxNode> fxs;
   meta.reserve(g.node_size());
+  fxs.reserve(g.node_size());
   bool anyFx = false;
   for (const auto &n : g.node()) {
     meta.push_back(onnxNodeMetadata(n));
-    anyFx |= meta.back().count(kFxNodeKey) > 0;
+    auto it = meta.back().find(kFxNodeKey);
+    fxs.push_back(it == meta.back().end() ? FxNode{} : parseFxNode(it->second));
+    anyFx |= it != meta.back().end();
   }
   if (targets.empty() || !anyFx)
     return plan;
@@ -253,14 +377,12 @@ llvm::Expected<ParameterPlan> planParameters(const onnx::ModelProto &model,
   std::map<std::string, std::vector<std::vector<std::string>>> readIn; // target -> module chains
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto &n = g.node(i);
-    FxNode fx;
-    if (auto it = meta[i].find(kFxNodeKey); it != meta[i].end())
-      fx = parseFxNode(it->second);
+    const FxNode &fx = fxs[i];
     std::vector<std::string> left; // the FX node's parameters not yet matched
     for (const std::string &a : fx.args)
       if (auto t = targetOf.find(a); !a.empty() && t != targetOf.end() && !llvm::is_contained(left, t->second)) {
         left.push_back(t->second);
-        mentionedBy.emplace(t->second, n.name().empty() ? fx.name : n.name());
+        mentionedBy.emplace(t->second, nodeLabel(n, fx));
       }
     std::vector<int> open; // float initializer inputs not yet matched
     auto claim = [&](int k, const std::string &target) {
@@ -306,7 +428,7 @@ llvm::Expected<ParameterPlan> planParameters(const onnx::ModelProto &model,
       }
     }
     if (!open.empty() && !left.empty())
-      return fail("node '" + (n.name().empty() ? fx.name : n.name()) + "' (" + n.op_type() +
+      return fail("node '" + nodeLabel(n, fx) + "' (" + n.op_type() +
                   ") reads initializer '" + n.input(open[0]) +
                   "', and torch's op for it computes with the parameters '" +
                   llvm::join(left, "', '") + "': which one it holds cannot be told");
@@ -338,7 +460,7 @@ llvm::Expected<ParameterPlan> planParameters(const onnx::ModelProto &model,
     }
   }
 
-  if (auto err = placeUnread(plan, mentionedBy, readIn, file))
+  if (auto err = placeUnread(plan, mentionedBy, readIn, findLost(g, fxs, signature, targets), file))
     return std::move(err);
   return plan;
 }

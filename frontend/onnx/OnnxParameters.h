@@ -38,9 +38,15 @@
 //    gives a tied weight one placeholder): the tie rule of OnnxAliases.h,
 //    over the parameters' reads.
 // 5. A PARAMETER that an FX node reads but no read claims, or that no FX node
-//    reads and that ties to none, is refused by name: the optimizer folded it
-//    into a constant (Gemma's 1 + w), and training that constant would train
-//    a tensor that is not the model's parameter.
+//    reads and that ties to none, is refused by name, saying what the file
+//    shows of where it went; the file does not hold the parameter:
+//    - folded into a constant (Gemma's 1 + w): the constant's value_info
+//      lists it in `pkg.onnxscript.optimizer.folded_from`, but neither the
+//      operation nor its other operands are left, and the fold rounds;
+//    - read by a computation merged into an equal one (GPT-NeoX's two
+//      LayerNorms of one input, equal at initialization): a consumer's FX
+//      node still names the merged FX value (`%layer_norm_1`), which no node
+//      computes, but nothing says which parameters that value computed with.
 //
 // A file without the signature or the FX metadata (the TorchScript exporter,
 // older dynamo exports) is not attributed: each float initializer is a
