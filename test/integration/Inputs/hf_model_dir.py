@@ -389,6 +389,30 @@ if args.part == "generate":
     if got != want[:n_prompt + 3]:
         failures.append(f"--max-tokens 3: {got}")
 
+    # --save-dir-hf: each checkpoint holds hf/, which from_pretrained loads
+    # with the checkpoint's own weights; --keep rotates it with its checkpoint.
+    ck = os.path.join(args.work, "checkpoints")
+    shutil.rmtree(ck, ignore_errors=True)
+    subprocess.run([args.mlc, "train", "llama", "--config", config, "--micro-batch", "4",
+                    "--seq-len", "64", "--data", prefix + "_text_document", "--steps", "4",
+                    "--save-dir", ck, "--save-interval", "2", "--keep", "1", "--save-dir-hf",
+                    "--tokenizer-model", tok_dir, "--max-shard-size", "200KB",
+                    "--log-every", "100", "--progress", "plain"], check=True)
+    steps = sorted(os.listdir(ck))
+    hf = os.path.join(ck, steps[-1], "hf")
+    loaded, info = transformers.AutoModelForCausalLM.from_pretrained(hf, output_loading_info=True)
+    check_loading_info(info, "from_pretrained of hf/")
+    saved = tm.read_safetensors(os.path.join(ck, steps[-1], "model.safetensors"))
+    state = loaded.state_dict()
+    same = set(saved) == set(state) and all(
+        np.array_equal(saved[k], state[k].numpy()) for k in saved)
+    hf_tok = transformers.AutoTokenizer.from_pretrained(hf)
+    print(f"--save-dir-hf: {' '.join(steps)}, hf/ of {len(shards_of(hf))} shards; "
+          f"from_pretrained holds the checkpoint's weights: {same}; "
+          f"AutoTokenizer: {hf_tok(prompt)['input_ids'] == tok(prompt)['input_ids']}")
+    if not same or steps != ["step-00000004"] or len(shards_of(hf)) < 2:
+        failures.append(f"--save-dir-hf: {steps}, weights equal {same}")
+
 if failures:
     print("MODEL DIRECTORY FAILED:\n  " + "\n  ".join(failures))
     sys.exit(1)
