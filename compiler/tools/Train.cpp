@@ -526,6 +526,16 @@ int runGenerate() {
     if (std::string preset = StringRef(config).split(',').first.trim().str();
         !preset.empty() && sys::fs::is_directory(preset))
       g.modelDirectory = preset;
+    // An ONNX export beside its model directory (optimum's model.onnx with
+    // tokenizer.json and generation_config.json) takes them from there.
+    if (isOnnxModel() && g.modelDirectory.empty()) {
+      std::string dir = sys::path::parent_path(model.getValue()).str();
+      if (dir.empty())
+        dir = ".";
+      if (sys::fs::exists(dir + "/tokenizer.json") ||
+          sys::fs::exists(dir + "/generation_config.json"))
+        g.modelDirectory = dir;
+    }
   } catch (const mlc::rt::Error &e) {
     return fail(e.what());
   }
