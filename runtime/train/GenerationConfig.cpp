@@ -19,9 +19,9 @@ bool isRegularFile(const std::string &path) {
 
 /// What mlc does with a key of transformers' GenerationConfig.
 enum class Key {
-  Modeled,     // read into a generate option
-  Neutral,     // refused unless null or its neutral value (`neutral` below)
-  NoEffect,    // cannot change the generated tokens (`why` below)
+  Modeled,  // read into a generate option
+  Neutral,  // refused unless null or its neutral value (`detail` below)
+  NoEffect, // cannot change the generated tokens (`detail` says why)
 };
 
 struct GenerationKey {
