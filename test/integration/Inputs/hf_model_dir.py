@@ -27,7 +27,9 @@
                 decoded text; and with a generation_config.json of greedy
                 defaults, `mlc generate` with no flags equals `generate()` with
                 no arguments (the file's max_new_tokens and eos ids on both
-                sides), while --max-tokens overrides the file.
+                sides), while --max-tokens overrides the file. Then
+                --save-dir-hf: the checkpoint's hf/ loads with from_pretrained
+                and holds the checkpoint's weights.
   --part bad    Writes broken copies of the sharded Llama for the test's error
                 cases: DIR/missing-shard, two-shards, lacks, unlisted.
 """
