@@ -60,6 +60,9 @@ test: setup
 demo: setup
 	$(MAKE) build
 	./scripts/demo.sh $(BUILD)
+	$(MAKE) $(VENV)/.ready-3
+	@echo "== part 2: a tiny Llama with a tokenizer.json, saved as a Hugging Face model directory and sampled by transformers (examples/hf-llama)"
+	OUT=$(BUILD)/demo/hf-llama ./examples/hf-llama/run.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

@@ -2,6 +2,7 @@
 
 #include "runtime/core/Error.h"
 #include "runtime/train/Generate.h"
+#include "runtime/train/GenerationConfig.h"
 
 #include <gtest/gtest.h>
 
@@ -92,4 +93,76 @@ TEST(GenerateFlags, NumbersParseStrictly) {
         EXPECT_NE(std::string(e.what()).find(std::string("--") + flag), std::string::npos);
       }
     }
+}
+
+TEST(GenerateFlags, TopPAndRepetitionPenaltyHaveTheirRanges) {
+  GenerateOptions o;
+  EXPECT_TRUE(setGenerateFlag(o, "top-p", "0.9"));
+  EXPECT_EQ(o.topP, 0.9);
+  EXPECT_TRUE(setGenerateFlag(o, "repetition-penalty", "1.2"));
+  EXPECT_EQ(o.repetitionPenalty, 1.2);
+  EXPECT_EQ(o.given, (std::set<std::string>{"top-p", "repetition-penalty"}));
+  for (const char *bad : {"0", "1.5", "nan"})
+    EXPECT_THROW(setGenerateFlag(o, "top-p", bad), Error) << bad;
+  EXPECT_THROW(setGenerateFlag(o, "repetition-penalty", "0"), Error);
+}
+
+// A generation_config.json stands for transformers' GenerationConfig: what
+// it leaves out takes GenerationConfig's defaults, and a flag given on the
+// command line wins over it.
+TEST(GenerationConfig, KeysLeftOutTakeTransformersDefaults) {
+  GenerateOptions o; // mlc's own defaults: temperature 1, 64 tokens
+  applyGenerationConfig(o, R"({"eos_token_id": [7, 9], "bos_token_id": 3})", "g.json");
+  EXPECT_EQ(o.temperature, 0.0); // do_sample false: greedy
+  EXPECT_EQ(o.maxLength, 20);    // max_length 20, prompt included
+  EXPECT_EQ(o.topK, 50);
+  EXPECT_EQ(o.eosIds, (std::vector<int32_t>{7, 9}));
+  EXPECT_EQ(o.bosId, 3);
+
+  GenerateOptions s;
+  applyGenerationConfig(s, R"({"do_sample": true, "temperature": 0.6, "top_p": 0.9,
+                               "max_new_tokens": 12, "repetition_penalty": 1.1})",
+                        "g.json");
+  EXPECT_EQ(s.temperature, 0.6);
+  EXPECT_EQ(s.topP, 0.9);
+  EXPECT_EQ(s.maxTokens, 12);
+  EXPECT_EQ(s.maxLength, -1);
+  EXPECT_EQ(s.repetitionPenalty, 1.1);
+}
+
+TEST(GenerationConfig, FlagsWin) {
+  GenerateOptions o;
+  setGenerateFlag(o, "temperature", "0.8");
+  setGenerateFlag(o, "max-tokens", "5");
+  setGenerateFlag(o, "top-k", "3");
+  applyGenerationConfig(o, R"({"do_sample": false, "max_length": 30, "top_k": 10})", "g.json");
+  EXPECT_EQ(o.temperature, 0.8);
+  EXPECT_EQ(o.maxTokens, 5);
+  EXPECT_EQ(o.maxLength, -1);
+  EXPECT_EQ(o.topK, 3);
+}
+
+TEST(GenerationConfig, RefusesWhatChangesTokensAndMlcDoesNotDo) {
+  auto error = [](const std::string &text) {
+    GenerateOptions o;
+    try {
+      applyGenerationConfig(o, text, "d/generation_config.json");
+    } catch (const Error &e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(error(R"({"num_beams": 1, "length_penalty": 2.0, "pad_token_id": 0})"), "accepted");
+  EXPECT_NE(error(R"({"no_repeat_ngram_size": 3})").find("\"no_repeat_ngram_size\" is 3"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"suppress_tokens": [1, 2]})").find("\"suppress_tokens\""),
+            std::string::npos);
+  EXPECT_NE(error(R"({"top_k": 2.5})").find("\"top_k\" must be an integer"), std::string::npos);
+  EXPECT_NE(error(R"({"top_p": 0})").find("\"top_p\" must be in (0, 1]"), std::string::npos);
+  EXPECT_NE(error(R"({"do_sample": 1})").find("\"do_sample\" must be true or false"),
+            std::string::npos);
+  EXPECT_NE(error(R"([1])").find("expected a JSON object"), std::string::npos);
+  EXPECT_NE(error(R"({"frobnicate": true})").find("d/generation_config.json: \"frobnicate\" is "
+                                                   "not a key"),
+            std::string::npos);
 }

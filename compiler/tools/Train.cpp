@@ -3,6 +3,8 @@
 //   mlc train    MODEL [--config ...] [--steps N] ... (mpirun -n R for data parallelism)
 //   mlc run      MODEL --input NAME=FILE.npy ... --output-dir DIR
 //   mlc generate MODEL --init W.safetensors --prompt TEXT
+//   mlc generate MODEL --config DIR --init DIR --prompt TEXT (the directory's
+//                tokenizer and generation_config.json)
 //
 // Each compiles MODEL into a package (cached by content) unless it is one,
 // then hands it to the runtime.
@@ -62,6 +64,20 @@ cl::opt<std::string> genTemperature("temperature",
 cl::opt<std::string> genTopK("top-k",
                              cl::desc("Sample from the k most likely tokens (0, the default: all)"),
                              cl::value_desc("k"), cl::sub(generateCmd()), cl::cat(category()));
+cl::opt<std::string> genTopP("top-p",
+                             cl::desc("Sample from the most likely tokens that hold this share "
+                                      "of the probability (1, the default: all)"),
+                             cl::value_desc("p"), cl::sub(generateCmd()), cl::cat(category()));
+cl::opt<std::string> genPenalty("repetition-penalty",
+                                cl::desc("transformers' repetition penalty on tokens already in "
+                                         "the text (1, the default: none)"),
+                                cl::value_desc("x"), cl::sub(generateCmd()), cl::cat(category()));
+cl::opt<std::string> genOutputIds("output-ids",
+                                  cl::desc("Write the token ids (the prompt's, then the "
+                                           "generated) to this file, as mlc tokenizer decode "
+                                           "reads them"),
+                                  cl::value_desc("file"), cl::sub(generateCmd()),
+                                  cl::cat(category()));
 cl::opt<std::string> genTokenizer("tokenizer-type",
                                   cl::desc("The data's: ByteTokenizer, ByteLevelTokenizer, "
                                            "GPT2BPETokenizer or HuggingFaceTokenizer"),
@@ -499,16 +515,43 @@ int runGenerate() {
   mlc::rt::GenerateOptions g;
   try {
     weights = trainOptions();
-    for (cl::opt<std::string> *flag : {&genPrompt, &genTokens, &genTemperature, &genTopK,
-                                       &genTokenizer, &genVocab, &genMerges, &genModel})
+    for (cl::opt<std::string> *flag :
+         {&genPrompt, &genTokens, &genTemperature, &genTopK, &genTopP, &genPenalty, &genOutputIds, &genTokenizer,
+          &genVocab, &genMerges, &genModel})
       if (flag->getNumOccurrences())
         mlc::rt::setGenerateFlag(g, flag->ArgStr.str(), *flag);
     g.seed = weights.seed;
+    // --config DIR: its tokenizer and generation_config.json, unless --init
+    // is a model directory of its own.
+    if (std::string preset = StringRef(config).split(',').first.trim().str();
+        !preset.empty() && sys::fs::is_directory(preset))
+      g.modelDirectory = preset;
+    // An ONNX export beside its model directory (optimum's model.onnx with
+    // tokenizer.json and generation_config.json) takes them from there.
+    if (isOnnxModel() && g.modelDirectory.empty()) {
+      std::string dir = sys::path::parent_path(model.getValue()).str();
+      if (dir.empty())
+        dir = ".";
+      if (sys::fs::exists(dir + "/tokenizer.json") ||
+          sys::fs::exists(dir + "/generation_config.json"))
+        g.modelDirectory = dir;
+    }
   } catch (const mlc::rt::Error &e) {
     return fail(e.what());
   }
   if (!microBatch.getNumOccurrences())
     microBatch = 1; // one sequence is all generation needs
+  // The context is the last --seq-len tokens: by default 128, or all the
+  // positions of a builtin model that has fewer.
+  if (!seqLen.getNumOccurrences() && (model == "gpt2" || model == "llama")) {
+    if (auto cfg = mlc::parseModelConfig(model, config)) {
+      int64_t positions = cfg->get(model == "gpt2" ? "n_positions" : "max_position_embeddings");
+      if (positions >= 2 && positions < seqLen)
+        seqLen = positions;
+    } else {
+      return fail(toString(cfg.takeError()));
+    }
+  }
   auto dir = packageFor(/*training=*/false);
   if (!dir)
     return fail(toString(dir.takeError()));

@@ -1,6 +1,7 @@
 //===- Checkpoint.cpp - checkpoints and exact resume -----------------------===//
 
 #include "runtime/train/Checkpoint.h"
+#include "runtime/train/ModelDirectory.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/Hash.h"
 #include "runtime/core/Json.h"
@@ -61,9 +62,14 @@ void syncDirectory(const std::string &dir) {
 void removeDirectory(const std::string &dir) {
   if (DIR *d = opendir(dir.c_str())) {
     while (dirent *e = readdir(d)) {
-      std::string name = e->d_name;
-      if (name != "." && name != "..")
-        std::remove((dir + "/" + name).c_str());
+      std::string name = e->d_name, path = dir + "/" + name;
+      struct stat st;
+      if (name == "." || name == "..")
+        continue;
+      if (lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        removeDirectory(path); // hf/ of --save-dir-hf, and its temporary
+      else
+        std::remove(path.c_str());
     }
     closedir(d);
   }
@@ -323,6 +329,10 @@ std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step
     }
     state += "\n  },\n  \"steps\": " + std::to_string(o.steps) + "\n}\n";
     writeFileAtomically(tmp + "/state.json", state);
+    // --save-dir-hf: the parameters once more, as transformers loads them.
+    // Not read on resume, so not among the manifest's files.
+    if (o.saveDirHf)
+      saveModelDirectory(backend, o, tmp + "/hf", "--save-dir-hf");
     std::string manifest = "{\n  \"format\": \"mlc-checkpoint\",\n  \"version\": " +
                            std::to_string(kCheckpointVersion) + ",\n  \"run\": " +
                            jsonQuote(o.runId) + ",\n  \"step\": " +

@@ -11,8 +11,12 @@
 //                          settings, the data and its split, the loss's
 //                          labels (--eod-mask-loss, --eod-token) and
 //                          weighting, the ranks and the global batch
+//   hf/                    with --save-dir-hf: the parameters as a Hugging
+//                          Face model directory (ModelDirectory.h) that
+//                          from_pretrained loads; not read on resume
 //   checkpoint.json        the format and version, the run's id and the
-//                          content hash of each file above; written last
+//                          content hash of each file above (hf/ aside);
+//                          written last
 //
 // The directory is written under a temporary name, every file flushed to
 // disk, and renamed into place: a crash mid-write leaves the previous

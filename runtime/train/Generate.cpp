@@ -3,6 +3,8 @@
 #include "runtime/train/Generate.h"
 #include "contract/StepFunctions.h"
 #include "runtime/core/Error.h"
+#include "runtime/core/TensorIO.h"
+#include "runtime/train/GenerationConfig.h"
 #include "runtime/train/Trainer.h"
 
 #include <algorithm>
@@ -55,16 +57,28 @@ bool setGenerateFlag(GenerateOptions &o, const std::string &name, const std::str
     o.temperature = nonNegative(name, value, /*integer=*/false);
   else if (name == "top-k")
     o.topK = int64_t(nonNegative(name, value, /*integer=*/true));
+  else if (name == "top-p") {
+    o.topP = nonNegative(name, value, /*integer=*/false);
+    if (!(o.topP > 0 && o.topP <= 1))
+      fail("--top-p expects a number in (0, 1], got '" + value + "'");
+  } else if (name == "repetition-penalty") {
+    o.repetitionPenalty = nonNegative(name, value, /*integer=*/false);
+    if (!(o.repetitionPenalty > 0))
+      fail("--repetition-penalty expects a number > 0, got '" + value + "'");
+  }
   else if (name == "tokenizer-type")
     o.tokenizerType = value;
   else if (name == "vocab-file")
     o.vocabFile = value;
+  else if (name == "output-ids")
+    o.outputIds = value;
   else if (name == "merge-file")
     o.mergeFile = value;
   else if (name == "tokenizer-model")
     o.vocabFile = value; // HuggingFaceTokenizer's tokenizer.json or its directory
   else
     return false;
+  o.given.insert(name);
   return true;
 }
 
@@ -138,7 +152,8 @@ static void setOneDocumentPerRow(Backend &backend, int64_t B, int64_t S) {
 
 std::vector<int32_t> generate(Backend &backend, const Tokenizer &tokenizer,
                               const GenerateOptions &o,
-                              const std::function<void(int32_t)> &onToken) {
+                              const std::function<void(int32_t)> &onToken,
+                              std::vector<int32_t> *sequence) {
   const Package &pkg = backend.package();
   const FunctionPlan &fn = pkg.function(kEvaluateFn);
   const InputInfo *ids = nullptr;
@@ -156,12 +171,21 @@ std::vector<int32_t> generate(Backend &backend, const Tokenizer &tokenizer,
   if (!ids || ids->shape.size() != 2 || !logits || logits->shape.size() != 3)
     fail("generate needs input_ids [batch, seq] and logits [batch, seq, vocab]");
   const int64_t B = ids->shape[0], S = ids->shape[1], V = logits->shape[2];
-  if (o.maxTokens < 0 || !(o.temperature >= 0) || o.topK < 0)
-    fail("generate: max-tokens and top-k must be >= 0 and the temperature a number >= 0");
+  if (o.maxTokens < 0 || !(o.temperature >= 0) || o.topK < 0 || !(o.topP > 0 && o.topP <= 1) ||
+      !(o.repetitionPenalty > 0))
+    fail("generate: max-tokens and top-k must be >= 0, the temperature a number >= 0, top-p "
+         "in (0, 1] and the repetition penalty > 0");
 
   std::vector<int32_t> tokens = tokenizer.encode(o.prompt);
-  if (tokens.empty())
-    tokens.push_back(tokenizer.eod()); // an empty prompt starts a document
+  if (tokens.empty()) // an empty prompt starts a document
+    tokens.push_back(o.bosId >= 0 ? o.bosId : tokenizer.eod());
+  const int64_t maxTokens =
+      o.maxLength >= 0 ? std::max<int64_t>(0, o.maxLength - int64_t(tokens.size())) : o.maxTokens;
+  auto stops = [&](int32_t id) {
+    if (o.eosIds.empty())
+      return id == tokenizer.eod();
+    return std::find(o.eosIds.begin(), o.eosIds.end(), id) != o.eosIds.end();
+  };
   // A tokenizer may reserve more ids than the model has rows (Megatron's
   // ByteLevelTokenizer has 512 for 256 bytes); what matters is the prompt.
   for (int32_t t : tokens)
@@ -170,12 +194,14 @@ std::vector<int32_t> generate(Backend &backend, const Tokenizer &tokenizer,
            std::to_string(V) + "-token vocabulary (a --tokenizer-type other than the data's?)");
   std::vector<int32_t> generated;
   std::mt19937_64 rng(o.seed);
+  if (sequence)
+    *sequence = tokens;
   HostTensor input, labels;
   input.dtype = labels.dtype = "i64";
   input.shape = labels.shape = ids->shape;
   labels.data.assign(B * S * 8, 0);
   setOneDocumentPerRow(backend, B, S);
-  for (int64_t n = 0; n < o.maxTokens; ++n) {
+  for (int64_t n = 0; n < maxTokens; ++n) {
     // The last S tokens in the first row; later positions do not reach
     // earlier ones (causal attention), so what fills them does not matter.
     int64_t len = std::min<int64_t>(int64_t(tokens.size()), S);
@@ -188,6 +214,14 @@ std::vector<int32_t> generate(Backend &backend, const Tokenizer &tokenizer,
     backend.run(kEvaluateFn, 0);
     HostTensor out = backend.output(kEvaluateFn, "logits");
     std::vector<double> x = lastLogits(out, len - 1, V, n, o);
+    if (o.repetitionPenalty != 1.0) {
+      std::vector<bool> seen(V, false);
+      for (int32_t t : tokens)
+        if (t >= 0 && t < V && !seen[t]) {
+          seen[t] = true;
+          x[t] = x[t] < 0 ? x[t] * o.repetitionPenalty : x[t] / o.repetitionPenalty;
+        }
+    }
     int32_t next;
     if (o.temperature == 0) {
       next = int32_t(std::max_element(x.begin(), x.end()) - x.begin()); // first of ties
@@ -201,16 +235,38 @@ std::vector<int32_t> generate(Backend &backend, const Tokenizer &tokenizer,
       std::vector<double> p(k);
       for (int64_t i = 0; i < k; ++i)
         sum += p[i] = std::exp((x[order[i]] - top) / o.temperature);
+      if (o.topP < 1) {
+        // The most likely tokens while those before them hold less than
+        // top-p of the probability (at least one), as transformers keeps.
+        double before = 0;
+        int64_t keep = 0;
+        while (keep < k && before < o.topP * sum)
+          before += p[keep++];
+        k = std::max<int64_t>(keep, 1);
+        sum = 0;
+        for (int64_t i = 0; i < k; ++i)
+          sum += p[i];
+      }
       double u = std::uniform_real_distribution<double>(0.0, sum)(rng);
       int64_t i = 0;
       while (i + 1 < k && u >= p[i])
         u -= p[i++];
       next = order[i];
     }
-    if (next == tokenizer.eod())
+    if (stops(next)) {
+      if (sequence)
+        sequence->push_back(next);
+      // transformers' sequence ends with the eos id, and its decoded text
+      // shows the id unless it is a special token: so does mlc's for the
+      // eos ids of a generation_config.json.
+      if (!o.eosIds.empty() && onToken)
+        onToken(next);
       break;
+    }
     tokens.push_back(next);
     generated.push_back(next);
+    if (sequence)
+      sequence->push_back(next);
     if (onToken)
       onToken(next);
   }
@@ -220,6 +276,21 @@ std::vector<int32_t> generate(Backend &backend, const Tokenizer &tokenizer,
 void generateText(Backend &backend, const TrainOptions &weights, const GenerateOptions &options,
                   const std::function<void(const std::string &)> &write) {
   GenerateOptions o = options;
+  // --tokenizer-model names HuggingFaceTokenizer's file; with no type it is
+  // that one, and with another type it would be ignored: refused.
+  if (o.given.count("tokenizer-model")) {
+    if (!o.given.count("tokenizer-type"))
+      o.tokenizerType = "HuggingFaceTokenizer";
+    else if (o.tokenizerType != "HuggingFaceTokenizer")
+      fail("--tokenizer-model is HuggingFaceTokenizer's; --tokenizer-type is '" +
+           o.tokenizerType + "'");
+  }
+  // A model directory brings its tokenizer and generation defaults.
+  if (std::string dir = !weights.init.empty() && isDirectoryPath(weights.init)
+                            ? weights.init
+                            : o.modelDirectory;
+      !dir.empty())
+    applyModelDirectory(o, dir);
   if (!weights.init.empty()) {
     loadParameters(backend, weights.init);
     o.weights = "the weights in " + weights.init;
@@ -228,13 +299,25 @@ void generateText(Backend &backend, const TrainOptions &weights, const GenerateO
     o.weights = "the weights initialized with --seed " + std::to_string(weights.seed);
   }
   std::unique_ptr<Tokenizer> tokenizer = makeTokenizer(o.tokenizerType, o.vocabFile, o.mergeFile);
+  if (!o.outputIds.empty())
+    checkWritableFile(o.outputIds, "--output-ids");
   TextStream text(*tokenizer);
   write(o.prompt);
-  generate(backend, *tokenizer, o, [&](int32_t id) {
-    if (std::string piece = text.push(id); !piece.empty())
-      write(piece);
-  });
+  std::vector<int32_t> ids;
+  generate(
+      backend, *tokenizer, o,
+      [&](int32_t id) {
+        if (std::string piece = text.push(id); !piece.empty())
+          write(piece);
+      },
+      &ids);
   write(text.finish());
+  if (!o.outputIds.empty()) {
+    std::string line;
+    for (int32_t id : ids)
+      line += (line.empty() ? "" : " ") + std::to_string(id);
+    writeFileAtomically(o.outputIds, line + "\n");
+  }
 }
 
 } // namespace mlc::rt

@@ -190,31 +190,34 @@ void checkModelDirectory(const std::string &dir, const std::string &flag) {
     fail(flag + " " + dir + ": the directory " + parent + " is not writable");
 }
 
-/// The package's hf_config.json: the builtin model's config.json.
-static std::string hfConfigOf(const Package &pkg, const std::string &dir) {
+/// The package's hf_config.json: the builtin model's config.json. `what`
+/// names the destination in messages ("--save DIR").
+static std::string hfConfigOf(const Package &pkg, const std::string &what) {
   std::string config;
   if (isRegularFile(pkg.dir + "/hf_config.json"))
     config = readFile(pkg.dir + "/hf_config.json");
   if (config.empty())
-    fail("--save " + dir + ": a model directory needs the model's Hugging Face config, and " +
+    fail(what + ": a model directory needs the model's Hugging Face config, and " +
          pkg.dir + " has none (an ONNX model, a builtin config that no transformers class " +
          "builds, or a package of an older mlc): save to a .safetensors file instead");
   return config;
 }
 
-void checkModelDirectorySource(const Package &pkg, const TrainOptions &o) {
-  hfConfigOf(pkg, o.save);
+void checkModelDirectorySource(const Package &pkg, const TrainOptions &o,
+                               const std::string &what) {
+  hfConfigOf(pkg, what);
   parseShardSize(o.maxShardSize);
   tokenizerFiles(o);
 }
 
-void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::string &dir) {
+void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::string &dir,
+                        const std::string &flag) {
   const Package &pkg = backend.package();
   std::string final = dir;
   while (final.size() > 1 && final.back() == '/')
     final.pop_back();
-  checkModelDirectory(final, "--save");
-  std::string config = hfConfigOf(pkg, dir);
+  checkModelDirectory(final, flag);
+  std::string config = hfConfigOf(pkg, flag + " " + dir);
   if (pkg.dtype == "f64") // the parameters as the file stores them
     if (auto at = config.find("\"torch_dtype\": \"float32\""); at != std::string::npos)
       config.replace(at, 24, "\"torch_dtype\": \"float64\"");
@@ -291,12 +294,12 @@ void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::stri
       old = parentOf(final) + "/." + baseName(final) + ".old." + std::to_string(getpid());
       removeFlatDirectory(old);
       if (std::rename(final.c_str(), old.c_str()) != 0)
-        fail("--save " + dir + ": cannot move the previous directory aside");
+        fail(flag + " " + dir + ": cannot move the previous directory aside");
     }
     if (std::rename(tmp.c_str(), final.c_str()) != 0) {
       if (!old.empty())
         std::rename(old.c_str(), final.c_str());
-      fail("--save " + dir + ": cannot move the model directory into place");
+      fail(flag + " " + dir + ": cannot move the model directory into place");
     }
     if (!old.empty())
       removeFlatDirectory(old);

@@ -9,6 +9,7 @@
 //   model.safetensors.index.json     {"metadata": {"total_size"}, "weight_map"}
 //   tokenizer.json, ...              the tokenizer files of the run, if any
 // (--init DIR reads such a directory back: readModelWeights in TensorIO.h).
+// With --save-dir-hf, each checkpoint of --save-dir holds one too, as hf/.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,13 +42,17 @@ bool isModelDirectoryFile(const std::string &name);
 /// Refuses, before training, a --save DIR that cannot be written or that
 /// holds files other than a model directory's.
 void checkModelDirectory(const std::string &dir, const std::string &flag);
-/// Refuses, before training, a --save DIR that the run cannot fill: a
+/// Refuses, before training, a model directory that the run cannot fill: a
 /// package without the model's Hugging Face config, a bad --max-shard-size,
-/// a --tokenizer-model with no tokenizer file.
-void checkModelDirectorySource(const Package &pkg, const TrainOptions &o);
+/// a --tokenizer-model with no tokenizer file. `what` names the destination
+/// in messages ("--save out/", "--save-dir-hf").
+void checkModelDirectorySource(const Package &pkg, const TrainOptions &o,
+                               const std::string &what);
 /// Writes the trained parameters as a model directory (see above): into a
-/// temporary sibling, flushed, then renamed over `dir`.
-void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::string &dir);
+/// temporary sibling, flushed, then renamed over `dir`. `flag` names the
+/// option that asked for it in messages.
+void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::string &dir,
+                        const std::string &flag = "--save");
 
 } // namespace mlc::rt
 

@@ -198,6 +198,11 @@ const std::vector<TrainFlag> &trainFlags() {
                &TrainOptions::progress),
         string("save-dir", "dir", "Write checkpoints (weights, AdamW moments, step) here",
                &TrainOptions::saveDir),
+        boolean("save-dir-hf", "Each --save-dir checkpoint also holds hf/, a Hugging Face "
+                               "model directory (config.json, safetensors sharded past "
+                               "--max-shard-size, the tokenizer files) that from_pretrained "
+                               "loads; resuming reads the checkpoint's own files",
+                &TrainOptions::saveDirHf),
         integer("save-interval", "A checkpoint every N steps (0: at the end only)",
                 &TrainOptions::saveInterval),
         integer("keep", "Checkpoints kept in --save-dir (0: all)", &TrainOptions::keep),
@@ -338,6 +343,8 @@ void validate(const TrainOptions &o) {
     fail("--resume-with-changes needs --resume (the checkpoint whose settings may change)");
   if (o.saveInterval > 0 && o.saveDir.empty())
     fail("--save-interval needs --save-dir (where the checkpoints go)");
+  if (o.saveDirHf && o.saveDir.empty())
+    fail("--save-dir-hf needs --save-dir (whose checkpoints hold the model directories)");
   if (o.tf32 != "on" && o.tf32 != "off")
     fail("--tf32 must be on or off, got '" + o.tf32 + "'");
   if (o.device != "auto" && o.device != "cpu" && o.device != "cuda" &&

@@ -56,6 +56,7 @@ struct TrainOptions {
   /// every micro-batch and rank (Megatron-LM's --calculate-per-token-loss).
   bool perTokenLoss = false;
   std::string saveDir;           // checkpoints: one directory per step
+  bool saveDirHf = false;        // each checkpoint also holds hf/, a Hugging Face model directory
   int64_t saveInterval = 0;      // a checkpoint every N steps (0: at the end only)
   int64_t keep = 0;              // checkpoints kept (0: all)
   std::string resume;            // a checkpoint directory, or "latest" in saveDir

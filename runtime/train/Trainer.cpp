@@ -457,7 +457,9 @@ public:
     setUpRanks(given);
     checkPlan();
     if (lead && !o.save.empty() && isDirectoryPath(o.save))
-      checkModelDirectorySource(pkg, o); // before any step, not after the last
+      checkModelDirectorySource(pkg, o, "--save " + o.save); // before any step, not after the last
+    if (lead && o.saveDirHf)
+      checkModelDirectorySource(pkg, o, "--save-dir-hf");
     sources = openBatchSources(pkg, o);
     layout = batchLayout(pkg, o, sources);
     if (backend.profile.enabled)

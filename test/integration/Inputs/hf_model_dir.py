@@ -16,6 +16,20 @@
                 logits (qwen2: the builtin llama with q/k/v biases and a tied
                 head, which config.json names Qwen2ForCausalLM; the tied head
                 is stored once, as save_pretrained stores it).
+  --part generate
+                A tiny Llama-shaped model with a byte-level BPE tokenizer.json
+                (examples/hf-llama/tokenizer, made by the tokenizers library),
+                trained 10 steps on the bundled corpus (`mlc preprocess
+                --tokenizer-type HuggingFaceTokenizer`) and saved with --save
+                OUT/: AutoModelForCausalLM and AutoTokenizer load OUT; the
+                logits equal `mlc run`'s; greedy generation in transformers
+                equals `mlc generate --temperature 0` token for token and as
+                decoded text; and with a generation_config.json of greedy
+                defaults, `mlc generate` with no flags equals `generate()` with
+                no arguments (the file's max_new_tokens and eos ids on both
+                sides), while --max-tokens overrides the file. Then
+                --save-dir-hf: the checkpoint's hf/ loads with from_pretrained
+                and holds the checkpoint's weights.
   --part bad    Writes broken copies of the sharded Llama for the test's error
                 cases: DIR/missing-shard, two-shards, lacks, unlisted.
 """
@@ -35,7 +49,8 @@ import torch_models as tm  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--mlc", required=True)
-ap.add_argument("--part", choices=["llama", "qwen2", "gpt2", "bert", "bad"], required=True)
+ap.add_argument("--part", choices=["llama", "qwen2", "gpt2", "bert", "generate", "bad"],
+                required=True)
 ap.add_argument("--work", required=True)
 args = ap.parse_args()
 
@@ -266,6 +281,139 @@ if args.part in ("gpt2", "bert", "qwen2"):
           f"logits vs mlc run {r:.2e}")
     if r > 1e-5:
         failures.append(f"logits differ by {r:.2e}")
+
+if args.part == "generate":
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.join(here, "..", "..", "..")
+    tok_dir = os.path.join(args.work, "tokenizer")
+    shutil.rmtree(tok_dir, ignore_errors=True)
+    shutil.copytree(os.path.join(root, "examples", "hf-llama", "tokenizer"), tok_dir)
+    text = open(os.path.join(root, "data", "corpus", "python-docs.txt"), encoding="utf-8").read()
+    corpus = os.path.join(args.work, "corpus.jsonl")
+    with open(corpus, "w") as f:
+        for p in [p for p in text[:200_000].split("\n\n") if p.strip()]:
+            f.write(json.dumps({"text": p}) + "\n")
+    prefix = os.path.join(args.work, "corpus")
+    subprocess.run([args.mlc, "preprocess", "--input", corpus, "--output-prefix", prefix,
+                    "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", tok_dir,
+                    "--append-eod"], check=True, stdout=subprocess.DEVNULL)
+    config = ("tiny,vocab_size=512,hidden_size=64,intermediate_size=128,num_hidden_layers=2,"
+              "num_attention_heads=4,num_key_value_heads=2,max_position_embeddings=64")
+    out = os.path.join(args.work, "trained") + "/"
+    subprocess.run([args.mlc, "train", "llama", "--config", config, "--micro-batch", "4",
+                    "--seq-len", "64", "--data", prefix + "_text_document", "--steps", "10",
+                    "--lr", "1e-3", "--warmup", "2", "--save", out, "--tokenizer-model", tok_dir,
+                    "--log-every", "100", "--progress", "plain"], check=True)
+    model, info = transformers.AutoModelForCausalLM.from_pretrained(out, output_loading_info=True)
+    check_loading_info(info, "from_pretrained")
+    model.eval()
+    tok = transformers.AutoTokenizer.from_pretrained(out)
+    # Logits on the tokenizer's ids of two pieces of the corpus.
+    rows = [tok(t)["input_ids"][:S] for t in ("The list of arguments is", "def main():\n    ")]
+    rows = [r + [tok.eos_token_id] * (S - len(r)) for r in rows]
+    np.save(ids_path, np.array(rows, dtype=np.int64))
+    ids = np.load(ids_path)
+    with torch.no_grad():
+        hf_logits = model(input_ids=torch.from_numpy(ids)).logits.numpy()
+    r = rel(hf_logits, mlc_logits := mlc_run("llama", out, out, "generate"))
+    print(f"from_pretrained: {type(model).__name__}, AutoTokenizer: {type(tok).__name__}; "
+          f"logits vs mlc run {r:.2e}")
+    if r > 1e-5:
+        failures.append(f"logits differ by {r:.2e}")
+
+    def mlc_generate(directory, prompt, *flags):
+        ids_file = os.path.join(args.work, "generated-ids.txt")
+        res = subprocess.run([args.mlc, "generate", "llama", "--config", directory, "--init",
+                              directory, "--prompt", prompt, "--output-ids", ids_file] +
+                             list(flags), capture_output=True)
+        if res.returncode != 0:
+            sys.exit("mlc generate failed:\n" + res.stderr.decode())
+        got = [int(x) for x in open(ids_file).read().split()]
+        return got, res.stdout.decode()[:-1]  # the trailing newline
+
+    def hf_generate(prompt, **kw):
+        ids = tok(prompt, return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            seq = model.generate(ids, attention_mask=torch.ones_like(ids),
+                                 pad_token_id=tok.eos_token_id, **kw)[0].tolist()
+        return seq, tok.decode(seq, skip_special_tokens=True)
+
+    def margins(seq, start):
+        """The smallest gap between the first and second logit of the steps."""
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([seq[:-1]])).logits[0]
+        top = logits[start - 1:].topk(2, dim=-1).values
+        return float((top[:, 0] - top[:, 1]).min())
+
+    prompt = "The list of arguments"
+    n_prompt = len(tok(prompt)["input_ids"])
+    # Flags override the directory's generation_config.json (which samples).
+    want, want_text = hf_generate(prompt, do_sample=False, max_new_tokens=24)
+    got, got_text = mlc_generate(out, prompt, "--temperature", "0", "--max-tokens", "24")
+    print(f"greedy, {len(want) - n_prompt} tokens: transformers and mlc generate --temperature 0: "
+          f"ids equal: {got == want}, text equal: {got_text == want_text} "
+          f"(smallest top-2 logit gap {margins(want, n_prompt):.2e})")
+    if got != want or got_text != want_text:
+        failures.append(f"greedy generation differs:\n    mlc  {got} {got_text!r}\n"
+                        f"    hf   {want} {want_text!r}")
+    # The committed generation_config.json samples (temperature 0.7, top_k 40,
+    # top_p 0.95, 40 new tokens): with one seed, no flags give what those
+    # flags give, and not the greedy continuation.
+    sampled = mlc_generate(out, prompt, "--seed", "7")
+    flagged = mlc_generate(out, prompt, "--seed", "7", "--temperature", "0.7", "--top-k", "40",
+                           "--top-p", "0.95", "--max-tokens", "40")
+    print(f"the file's sampling defaults equal the same flags: {sampled == flagged}; "
+          f"{len(sampled[0]) - n_prompt} tokens")
+    if sampled != flagged or sampled[0][:len(want)] == want:
+        failures.append(f"sampling defaults: {sampled} vs flags {flagged}")
+    # The directory's generation_config.json as the defaults on both sides.
+    greedy = os.path.join(args.work, "greedy")
+    shutil.rmtree(greedy, ignore_errors=True)
+    shutil.copytree(out, greedy)
+    # An eos id that the greedy continuation reaches after a few tokens.
+    later = [t for i, t in enumerate(want) if i >= n_prompt + 4 and t not in want[n_prompt:i]]
+    if not later:
+        sys.exit(f"the greedy continuation {want[n_prompt:]} repeats itself: retrain")
+    stop = later[0]
+    with open(os.path.join(greedy, "generation_config.json"), "w") as f:
+        json.dump({"bos_token_id": tok.bos_token_id, "eos_token_id": [tok.eos_token_id, stop],
+                   "do_sample": False, "max_new_tokens": 30, "transformers_version": "4.38.2"},
+                  f)
+    model = transformers.AutoModelForCausalLM.from_pretrained(greedy).eval()
+    want, want_text = hf_generate(prompt)
+    got, got_text = mlc_generate(greedy, prompt)
+    print(f"generation_config.json defaults: {len(want) - n_prompt} tokens, ids equal: "
+          f"{got == want}, text equal: {got_text == want_text}")
+    if got != want or got_text != want_text or want[-1] != stop:
+        failures.append(f"generation_config.json defaults:\n    mlc  {got}\n    hf   {want}")
+    got, _ = mlc_generate(greedy, prompt, "--max-tokens", "3")
+    print(f"--max-tokens 3 over the file's: {len(got) - n_prompt} tokens")
+    if got != want[:n_prompt + 3]:
+        failures.append(f"--max-tokens 3: {got}")
+
+    # --save-dir-hf: each checkpoint holds hf/, which from_pretrained loads
+    # with the checkpoint's own weights; --keep rotates it with its checkpoint.
+    ck = os.path.join(args.work, "checkpoints")
+    shutil.rmtree(ck, ignore_errors=True)
+    subprocess.run([args.mlc, "train", "llama", "--config", config, "--micro-batch", "4",
+                    "--seq-len", "64", "--data", prefix + "_text_document", "--steps", "4",
+                    "--save-dir", ck, "--save-interval", "2", "--keep", "1", "--save-dir-hf",
+                    "--tokenizer-model", tok_dir, "--max-shard-size", "200KB",
+                    "--log-every", "100", "--progress", "plain"], check=True)
+    steps = sorted(os.listdir(ck))
+    hf = os.path.join(ck, steps[-1], "hf")
+    loaded, info = transformers.AutoModelForCausalLM.from_pretrained(hf, output_loading_info=True)
+    check_loading_info(info, "from_pretrained of hf/")
+    saved = tm.read_safetensors(os.path.join(ck, steps[-1], "model.safetensors"))
+    state = loaded.state_dict()
+    same = set(saved) == set(state) and all(
+        np.array_equal(saved[k], state[k].numpy()) for k in saved)
+    hf_tok = transformers.AutoTokenizer.from_pretrained(hf)
+    print(f"--save-dir-hf: {' '.join(steps)}, hf/ of {len(shards_of(hf))} shards; "
+          f"from_pretrained holds the checkpoint's weights: {same}; "
+          f"AutoTokenizer: {hf_tok(prompt)['input_ids'] == tok(prompt)['input_ids']}")
+    if not same or steps != ["step-00000004"] or len(shards_of(hf)) < 2:
+        failures.append(f"--save-dir-hf: {steps}, weights equal {same}")
 
 if failures:
     print("MODEL DIRECTORY FAILED:\n  " + "\n  ".join(failures))
