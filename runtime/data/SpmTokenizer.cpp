@@ -1,0 +1,849 @@
+//===- SpmTokenizer.cpp - SentencePiece tokenizer.model -------------------===//
+//
+// The reader follows the `sentencepiece` library (src/normalizer.cc,
+// bpe_model.cc, unigram_model.cc, sentencepiece_processor.cc) step for step,
+// down to its float arithmetic and its priority queue's ties, so that ids
+// are the library's own; see SpmTokenizer.h for what is read and refused.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/data/SpmTokenizer.h"
+#include "runtime/core/Error.h"
+#include "runtime/core/TensorIO.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cstring>
+#include <functional>
+#include <queue>
+#include <string_view>
+#include <unordered_map>
+
+namespace mlc::rt {
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Protocol buffer wire format
+//===----------------------------------------------------------------------===//
+
+/// One field of a message as the wire holds it.
+struct Field {
+  uint32_t number = 0;
+  int wire = 0;       // 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32
+  uint64_t value = 0; // varint and fixed values
+  std::string_view bytes;
+};
+
+/// Splits a message into its fields. A file that is not a protobuf, or ends
+/// inside a field, is an error naming the file and the message.
+std::vector<Field> readMessage(std::string_view data, const std::string &file,
+                               const std::string &what) {
+  std::vector<Field> fields;
+  const uint8_t *p = reinterpret_cast<const uint8_t *>(data.data()), *end = p + data.size();
+  auto broken = [&](const std::string &why) {
+    fail(file + ": " + what + ": " + why + " at byte " +
+         std::to_string(p - reinterpret_cast<const uint8_t *>(data.data())) +
+         " (not a SentencePiece model, or a truncated or corrupt one)");
+  };
+  auto varint = [&]() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (p == end)
+        broken("the data ends inside a number");
+      uint8_t b = *p++;
+      v |= uint64_t(b & 0x7F) << shift;
+      if (!(b & 0x80))
+        return v;
+    }
+    broken("a number longer than 10 bytes");
+    return uint64_t(0);
+  };
+  while (p < end) {
+    uint64_t key = varint();
+    Field f;
+    f.number = uint32_t(key >> 3);
+    f.wire = int(key & 7);
+    if (f.number == 0)
+      broken("field number 0");
+    switch (f.wire) {
+    case 0:
+      f.value = varint();
+      break;
+    case 1:
+    case 5: {
+      size_t n = f.wire == 1 ? 8 : 4;
+      if (size_t(end - p) < n)
+        broken("the data ends inside field " + std::to_string(f.number));
+      uint64_t v = 0;
+      std::memcpy(&v, p, n); // little-endian, as the wire
+      f.value = v;
+      p += n;
+      break;
+    }
+    case 2: {
+      uint64_t n = varint();
+      if (n > uint64_t(end - p))
+        broken("field " + std::to_string(f.number) + " claims " + std::to_string(n) +
+               " bytes, " + std::to_string(end - p) + " are left");
+      f.bytes = std::string_view(reinterpret_cast<const char *>(p), n);
+      p += n;
+      break;
+    }
+    default:
+      broken("wire type " + std::to_string(f.wire) + " (field " + std::to_string(f.number) +
+             ")");
+    }
+    fields.push_back(f);
+  }
+  return fields;
+}
+
+void expectWire(const Field &f, int wire, const std::string &file, const std::string &path) {
+  if (f.wire != wire)
+    fail(file + ": " + path + ": wire type " + std::to_string(f.wire) + ", expected " +
+         std::to_string(wire) + " (a corrupt SentencePiece model)");
+}
+
+//===----------------------------------------------------------------------===//
+// UTF-8 as the library reads it
+//===----------------------------------------------------------------------===//
+
+/// The length of the character a lead byte starts (the library's OneCharLen:
+/// it does not look at the bytes that follow).
+inline size_t oneCharLen(const char *s) {
+  return "\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[(*s & 0xFF) >> 4];
+}
+inline bool isTrail(char c) { return static_cast<signed char>(c) < -0x40; }
+inline bool isValidCodepoint(uint32_t c) { return c < 0xD800 || (c >= 0xE000 && c <= 0x10FFFF); }
+
+/// The library's IsValidDecodeUTF8: the length of the valid character at
+/// `s`, or 0 for a byte that starts none (U+FFFD itself is valid).
+size_t validCharLen(const char *s, size_t len) {
+  unsigned char b = s[0];
+  if (b < 0x80)
+    return 1;
+  if (len >= 2 && (b & 0xE0) == 0xC0) {
+    uint32_t cp = ((b & 0x1F) << 6) | (s[1] & 0x3F);
+    if (isTrail(s[1]) && cp >= 0x80 && isValidCodepoint(cp))
+      return 2;
+  } else if (len >= 3 && (b & 0xF0) == 0xE0) {
+    uint32_t cp = ((b & 0x0F) << 12) | ((s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+    if (isTrail(s[1]) && isTrail(s[2]) && cp >= 0x800 && isValidCodepoint(cp))
+      return 3;
+  } else if (len >= 4 && (b & 0xF8) == 0xF0) {
+    uint32_t cp = ((b & 0x07) << 18) | ((s[1] & 0x3F) << 12) | ((s[2] & 0x3F) << 6) |
+                  (s[3] & 0x3F);
+    if (isTrail(s[1]) && isTrail(s[2]) && isTrail(s[3]) && cp >= 0x10000 &&
+        isValidCodepoint(cp))
+      return 4;
+  }
+  return 0;
+}
+
+constexpr std::string_view kSpaceSymbol = "\xE2\x96\x81"; // U+2581
+constexpr std::string_view kReplacement = "\xEF\xBF\xBD"; // U+FFFD
+
+/// Invalid UTF-8 becomes U+FFFD, one per maximal ill-formed subpart, as
+/// Python's bytes.decode(errors="replace") gives the library its str (the
+/// library alone would replace each byte).
+std::string validUtf8(const std::string &s) {
+  size_t i = 0, n = s.size();
+  while (i < n && static_cast<unsigned char>(s[i]) < 0x80)
+    ++i;
+  if (i == n)
+    return s;
+  std::string out = s.substr(0, i);
+  while (i < n) {
+    size_t k = validCharLen(s.data() + i, n - i);
+    if (k) {
+      out.append(s, i, k);
+      i += k;
+      continue;
+    }
+    // A maximal subpart: a lead byte and the trail bytes that could still
+    // continue it (the bounds of Unicode's table 3-7).
+    unsigned char b = s[i];
+    size_t need = b >= 0xC2 && b <= 0xDF ? 1 : b >= 0xE0 && b <= 0xEF ? 2
+                  : b >= 0xF0 && b <= 0xF4                             ? 3
+                                                                       : 0;
+    size_t j = i + 1;
+    for (size_t t = 0; t < need && j < n; ++t, ++j) {
+      unsigned char c = s[j];
+      unsigned char lo = 0x80, hi = 0xBF;
+      if (t == 0) {
+        if (b == 0xE0)
+          lo = 0xA0;
+        else if (b == 0xED)
+          hi = 0x9F;
+        else if (b == 0xF0)
+          lo = 0x90;
+        else if (b == 0xF4)
+          hi = 0x8F;
+      }
+      if (c < lo || c > hi)
+        break;
+    }
+    out += kReplacement;
+    i = j;
+  }
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// The model file
+//===----------------------------------------------------------------------===//
+
+enum PieceType { Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6 };
+
+struct Piece {
+  std::string text;
+  float score = 0;
+  int type = Normal;
+};
+
+/// The fields of ModelProto that encoding and decoding read.
+struct ModelFile {
+  std::vector<Piece> pieces;
+  int modelType = 1; // UNIGRAM = 1, BPE = 2, WORD = 3, CHAR = 4
+  bool byteFallback = false, whitespaceAsSuffix = false;
+  std::string bosPiece = "<s>", eosPiece = "</s>", unkSurface = " \xE2\x81\x87 ";
+  std::string rule;         // normalizer_spec.name
+  std::string charsmap;     // normalizer_spec.precompiled_charsmap
+  bool addDummyPrefix = true, removeExtraWhitespaces = true, escapeWhitespaces = true;
+  bool hasTrainerSpec = false, hasNormalizerSpec = false;
+};
+
+ModelFile readModelFile(const std::string &file) {
+  std::string bytes = readFile(file);
+  ModelFile m;
+  auto str = [&](const Field &f, const std::string &path) {
+    expectWire(f, 2, file, path);
+    return std::string(f.bytes);
+  };
+  auto flag = [&](const Field &f, const std::string &path) {
+    expectWire(f, 0, file, path);
+    return f.value != 0;
+  };
+  for (const Field &f : readMessage(bytes, file, "ModelProto")) {
+    if (f.number == 1) {
+      std::string path = "pieces[" + std::to_string(m.pieces.size()) + "]";
+      expectWire(f, 2, file, path);
+      Piece piece;
+      for (const Field &g : readMessage(f.bytes, file, path)) {
+        if (g.number == 1) {
+          piece.text = str(g, path + ".piece");
+        } else if (g.number == 2) {
+          expectWire(g, 5, file, path + ".score");
+          uint32_t u = uint32_t(g.value);
+          std::memcpy(&piece.score, &u, 4);
+        } else if (g.number == 3) {
+          expectWire(g, 0, file, path + ".type");
+          piece.type = int(g.value);
+          if (piece.type < Normal || piece.type > Byte)
+            fail(file + ": " + path + ".type: " + std::to_string(g.value) +
+                 " is no piece type (1 normal .. 6 byte)");
+        }
+      }
+      if (piece.text.empty())
+        fail(file + ": " + path + ".piece: empty (a piece must have text)");
+      m.pieces.push_back(std::move(piece));
+    } else if (f.number == 2) {
+      expectWire(f, 2, file, "trainer_spec");
+      m.hasTrainerSpec = true;
+      for (const Field &g : readMessage(f.bytes, file, "trainer_spec")) {
+        if (g.number == 3) {
+          expectWire(g, 0, file, "trainer_spec.model_type");
+          m.modelType = int(g.value);
+        } else if (g.number == 24) {
+          m.whitespaceAsSuffix = flag(g, "trainer_spec.treat_whitespace_as_suffix");
+        } else if (g.number == 35) {
+          m.byteFallback = flag(g, "trainer_spec.byte_fallback");
+        } else if (g.number == 44) {
+          m.unkSurface = str(g, "trainer_spec.unk_surface");
+        } else if (g.number == 46) {
+          m.bosPiece = str(g, "trainer_spec.bos_piece");
+        } else if (g.number == 47) {
+          m.eosPiece = str(g, "trainer_spec.eos_piece");
+        }
+      }
+    } else if (f.number == 3 || f.number == 5) {
+      std::string path = f.number == 3 ? "normalizer_spec" : "denormalizer_spec";
+      expectWire(f, 2, file, path);
+      if (f.number == 3)
+        m.hasNormalizerSpec = true;
+      for (const Field &g : readMessage(f.bytes, file, path)) {
+        if (f.number == 5) {
+          if (g.number == 2 && !g.bytes.empty())
+            fail(file + ": denormalizer_spec.precompiled_charsmap is not supported by mlc "
+                        "(it decodes without a denormalization rule)");
+          continue;
+        }
+        if (g.number == 1)
+          m.rule = str(g, path + ".name");
+        else if (g.number == 2)
+          m.charsmap = str(g, path + ".precompiled_charsmap");
+        else if (g.number == 3)
+          m.addDummyPrefix = flag(g, path + ".add_dummy_prefix");
+        else if (g.number == 4)
+          m.removeExtraWhitespaces = flag(g, path + ".remove_extra_whitespaces");
+        else if (g.number == 5)
+          m.escapeWhitespaces = flag(g, path + ".escape_whitespaces");
+      }
+    }
+  }
+  // The library writes every message; a file cut short at a field's end
+  // parses, but lacks the specs that follow the pieces.
+  if (m.pieces.empty() || !m.hasTrainerSpec || !m.hasNormalizerSpec)
+    fail(file + ": holds " + std::to_string(m.pieces.size()) + " pieces" +
+         (m.hasTrainerSpec ? "" : ", no trainer_spec") +
+         (m.hasNormalizerSpec ? "" : ", no normalizer_spec") +
+         ": not a complete SentencePiece model (truncated, or not a tokenizer.model)");
+  return m;
+}
+
+//===----------------------------------------------------------------------===//
+// The normalizer
+//===----------------------------------------------------------------------===//
+
+/// A darts-clone double array as the library's precompiled character map
+/// stores it: u32 size of the trie in bytes, the trie's u32 units, then the
+/// replacement strings, each ended by NUL. Every index is checked, so a
+/// corrupt map is an error naming the file, never a read out of bounds.
+class CharsMap {
+public:
+  CharsMap() = default;
+  CharsMap(const std::string &blob, const std::string &file) : file_(file) {
+    uint32_t trieBytes = 0;
+    if (blob.size() <= 4)
+      broken("shorter than its header");
+    std::memcpy(&trieBytes, blob.data(), 4);
+    if (trieBytes > blob.size() - 4 || trieBytes % 4 || trieBytes == 0)
+      broken("its trie of " + std::to_string(trieBytes) + " bytes does not fit its " +
+             std::to_string(blob.size()) + " bytes");
+    units_.resize(trieBytes / 4);
+    std::memcpy(units_.data(), blob.data() + 4, trieBytes);
+    normalized_ = blob.substr(4 + trieBytes);
+  }
+  bool empty() const { return units_.empty(); }
+
+  /// The longest rule that `s` starts with (among the first 32 matches, as
+  /// the library keeps): its length and replacement, or length 0.
+  size_t longestPrefix(std::string_view s, std::string_view &replacement) const {
+    size_t node = 0, best = 0, found = 0;
+    uint32_t bestValue = 0;
+    node ^= offset(unit(node));
+    for (size_t i = 0; i < s.size(); ++i) {
+      unsigned char c = s[i];
+      node ^= c;
+      uint32_t u = unit(node);
+      if ((u & ((1U << 31) | 0xFF)) != c)
+        break;
+      node ^= offset(u);
+      if ((u >> 8) & 1) {
+        if (found++ < 32 && (best == 0 || i + 1 > best)) {
+          best = i + 1;
+          bestValue = unit(node) & ((1U << 31) - 1);
+        }
+      }
+    }
+    if (best) {
+      if (bestValue >= normalized_.size())
+        broken("a rule's replacement at " + std::to_string(bestValue) + " is past its end");
+      size_t end = normalized_.find('\0', bestValue);
+      replacement = std::string_view(normalized_).substr(
+          bestValue, end == std::string::npos ? std::string::npos : end - bestValue);
+    }
+    return best;
+  }
+
+private:
+  static uint32_t offset(uint32_t u) { return (u >> 10) << ((u & (1U << 9)) >> 6); }
+  uint32_t unit(size_t i) const {
+    if (i >= units_.size())
+      broken("its trie reaches unit " + std::to_string(i) + " of " +
+             std::to_string(units_.size()));
+    return units_[i];
+  }
+  [[noreturn]] void broken(const std::string &why) const {
+    fail(file_ + ": normalizer_spec.precompiled_charsmap is corrupt: " + why);
+  }
+  std::string file_;
+  std::vector<uint32_t> units_;
+  std::string normalized_;
+};
+
+//===----------------------------------------------------------------------===//
+// The tokenizer
+//===----------------------------------------------------------------------===//
+
+class SpmTokenizer : public Tokenizer {
+public:
+  SpmTokenizer(const std::string &path, bool addBos) {
+    file_ = isDirectoryPath(path) ? path + "/tokenizer.model" : path;
+    if (isDirectoryPath(path) && !fileExists(file_))
+      fail(path + ": the directory holds no tokenizer.model (SentencePieceTokenizer reads a "
+                  "tokenizer.model or a directory with one)");
+    ModelFile m = readModelFile(file_);
+    if (m.modelType != 1 && m.modelType != 2)
+      fail(file_ + ": trainer_spec.model_type " +
+           (m.modelType == 3 ? std::string("WORD") : m.modelType == 4 ? "CHAR"
+                                                                       : std::to_string(m.modelType)) +
+           " is not supported by mlc (it reads UNIGRAM and BPE)");
+    bpe_ = m.modelType == 2;
+    byteFallback_ = m.byteFallback;
+    whitespaceAsSuffix_ = m.whitespaceAsSuffix;
+    addDummyPrefix_ = m.addDummyPrefix;
+    removeExtraWhitespaces_ = m.removeExtraWhitespaces;
+    escapeWhitespaces_ = m.escapeWhitespaces;
+    unkSurface_ = m.unkSurface;
+    if (!m.charsmap.empty())
+      charsMap_ = CharsMap(m.charsmap, file_);
+    pieces_ = std::move(m.pieces);
+
+    // As the library's InitializePieces: normal, user-defined and unused
+    // pieces are the model's; the others (unknown, control, byte) reserved.
+    minScore_ = FLT_MAX;
+    maxScore_ = FLT_MIN;
+    std::vector<bool> byteFound(256, false);
+    for (size_t i = 0; i < pieces_.size(); ++i) {
+      const Piece &p = pieces_[i];
+      std::string where = file_ + ": pieces[" + std::to_string(i) + "] '" + p.text + "'";
+      bool normal = p.type == Normal || p.type == UserDefined || p.type == Unused;
+      auto &map = normal ? model_ : reserved_;
+      if (!map.emplace(p.text, int32_t(i)).second)
+        fail(where + ": defined twice");
+      if (p.type == Normal) {
+        minScore_ = std::min(minScore_, p.score);
+        maxScore_ = std::max(maxScore_, p.score);
+      }
+      if (p.type == UserDefined)
+        userDefined_.push_back(p.text);
+      if (p.type == Unknown) {
+        if (unk_ >= 0)
+          fail(where + ": a second unknown piece (the first is " + std::to_string(unk_) + ")");
+        unk_ = int32_t(i);
+      }
+      if (p.type == Byte) {
+        int b = pieceToByte(p.text);
+        if (!byteFallback_)
+          fail(where + ": a byte piece, but trainer_spec.byte_fallback is false");
+        if (b < 0)
+          fail(where + ": a byte piece must be <0xNN>");
+        byteFound[b] = true;
+        byteIds_[b] = int32_t(i);
+      }
+    }
+    if (unk_ < 0)
+      fail(file_ + ": no piece has the unknown type (<unk>)");
+    if (byteFallback_ && std::find(byteFound.begin(), byteFound.end(), false) != byteFound.end())
+      fail(file_ + ": trainer_spec.byte_fallback is true, but the pieces lack <0x" +
+           hexByte(int(std::find(byteFound.begin(), byteFound.end(), false) - byteFound.begin())) +
+           ">");
+    // Longest first: the first match is the longest.
+    std::sort(userDefined_.begin(), userDefined_.end(),
+              [](const std::string &a, const std::string &b) { return a.size() > b.size(); });
+    auto control = [&](const std::string &piece) {
+      auto it = reserved_.find(piece);
+      return it != reserved_.end() && pieces_[it->second].type == Control ? it->second : -1;
+    };
+    bos_ = control(m.bosPiece);
+    eos_ = control(m.eosPiece);
+    if (addBos && bos_ < 0)
+      fail(file_ + ": Llama2Tokenizer puts the model's BOS first, and '" + m.bosPiece +
+           "' (trainer_spec.bos_piece) is no control piece of it");
+    addBos_ = addBos;
+    if (!bpe_)
+      buildTrie();
+  }
+
+  std::vector<int32_t> encode(const std::string &raw) const override {
+    std::string normalized = normalize(validUtf8(raw));
+    std::vector<std::pair<std::string_view, int32_t>> result;
+    if (!normalized.empty()) {
+      if (bpe_)
+        encodeBpe(normalized, result);
+      else
+        encodeUnigram(normalized, result);
+    }
+    // As the library's PopulateSentencePieceText: an unknown piece is its
+    // bytes with byte_fallback, else one <unk> for a run of them.
+    std::vector<int32_t> ids;
+    if (addBos_)
+      ids.push_back(bos_);
+    bool prevUnk = false;
+    for (auto &[piece, id] : result) {
+      bool unk = id == unk_;
+      if (unk && byteFallback_) {
+        for (unsigned char c : piece)
+          ids.push_back(byteIds_[c]);
+      } else if (!(unk && prevUnk)) {
+        ids.push_back(id);
+      }
+      prevUnk = unk;
+    }
+    return ids;
+  }
+
+  std::string decode(const std::vector<int32_t> &ids) const override {
+    std::string text, bytes;
+    // <0xNN> runs become UTF-8, a byte that starts no character U+FFFD.
+    auto flushBytes = [&]() {
+      size_t i = 0;
+      while (i < bytes.size()) {
+        size_t k = validCharLen(bytes.data() + i, bytes.size() - i);
+        if (k) {
+          text.append(bytes, i, k);
+          i += k;
+        } else {
+          text += kReplacement;
+          ++i;
+        }
+      }
+      bytes.clear();
+    };
+    bool bosWhitespace = true, bosWhitespaceSeen = false;
+    for (int32_t id : ids) {
+      if (id < 0 || id >= int64_t(pieces_.size()))
+        continue;
+      const Piece &p = pieces_[id];
+      if (p.type == Byte) {
+        bytes += char(pieceToByte(p.text));
+        continue;
+      }
+      flushBytes();
+      if (bosWhitespaceSeen || !text.empty())
+        bosWhitespace = false;
+      bosWhitespaceSeen = false;
+      if (p.type == Control)
+        continue;
+      if (p.type == Unknown) {
+        text += unkSurface_;
+        continue;
+      }
+      std::string_view piece = p.text;
+      if (bosWhitespace && (addDummyPrefix_ || removeExtraWhitespaces_)) {
+        bool consumed = piece.substr(0, kSpaceSymbol.size()) == kSpaceSymbol;
+        if (consumed)
+          piece.remove_prefix(kSpaceSymbol.size());
+        bosWhitespaceSeen = consumed && !removeExtraWhitespaces_;
+      }
+      for (size_t i = 0; i < piece.size();) {
+        if (piece.substr(i, kSpaceSymbol.size()) == kSpaceSymbol) {
+          text += ' ';
+          i += kSpaceSymbol.size();
+        } else {
+          text += piece[i++];
+        }
+      }
+    }
+    flushBytes();
+    return text;
+  }
+
+  int64_t vocabSize() const override { return int64_t(pieces_.size()); }
+  int32_t eod() const override { return eos_ >= 0 ? eos_ : int32_t(pieces_.size() - 1); }
+  bool hasEod() const override { return eos_ >= 0; }
+  bool decodesInContext() const override { return true; }
+
+private:
+  static int pieceToByte(const std::string &p) {
+    if (p.size() != 6 || p.compare(0, 3, "<0x") != 0 || p[5] != '>')
+      return -1;
+    auto hex = [](char c) {
+      return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    };
+    int hi = hex(p[3]), lo = hex(p[4]);
+    return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+  }
+  static std::string hexByte(int b) {
+    const char *digits = "0123456789ABCDEF";
+    return {digits[b >> 4], digits[b & 15]};
+  }
+  static bool fileExists(const std::string &path) {
+    FILE *f = std::fopen(path.c_str(), "rb");
+    if (f)
+      std::fclose(f);
+    return f != nullptr;
+  }
+
+  /// The longest user-defined symbol `s` starts with, or 0.
+  size_t userDefinedPrefix(std::string_view s) const {
+    for (const std::string &u : userDefined_)
+      if (s.size() >= u.size() && s.compare(0, u.size(), u) == 0)
+        return u.size();
+    return 0;
+  }
+
+  /// The library's Normalizer::NormalizePrefix: the replacement of the
+  /// text's first character (or rule, or user-defined symbol) and the bytes
+  /// it consumes.
+  std::pair<std::string_view, size_t> normalizePrefix(std::string_view s) const {
+    if (size_t n = userDefinedPrefix(s))
+      return {s.substr(0, n), n};
+    std::string_view replacement;
+    if (!charsMap_.empty())
+      if (size_t n = charsMap_.longestPrefix(s, replacement))
+        return {replacement, n};
+    size_t n = validCharLen(s.data(), s.size());
+    if (!n)
+      return {kReplacement, 1};
+    return {s.substr(0, n), n};
+  }
+
+  /// The library's Normalizer::Normalize.
+  std::string normalize(std::string_view input) const {
+    std::string out;
+    if (removeExtraWhitespaces_)
+      while (!input.empty()) {
+        auto [sp, n] = normalizePrefix(input);
+        if (sp != " ")
+          break;
+        input.remove_prefix(n);
+      }
+    if (input.empty())
+      return out;
+    out.reserve(input.size() * 3);
+    auto addSpace = [&]() {
+      if (escapeWhitespaces_)
+        out += kSpaceSymbol;
+      else
+        out += ' ';
+    };
+    if (!whitespaceAsSuffix_ && addDummyPrefix_)
+      addSpace();
+    bool prevSpace = removeExtraWhitespaces_;
+    while (!input.empty()) {
+      auto [sp, n] = normalizePrefix(input);
+      while (prevSpace && !sp.empty() && sp[0] == ' ')
+        sp.remove_prefix(1);
+      if (!sp.empty()) {
+        for (char c : sp) {
+          if (escapeWhitespaces_ && c == ' ')
+            out += kSpaceSymbol;
+          else
+            out += c;
+        }
+        prevSpace = sp.back() == ' ';
+      }
+      input.remove_prefix(n);
+      if (!removeExtraWhitespaces_)
+        prevSpace = false;
+    }
+    if (removeExtraWhitespaces_) {
+      std::string_view space = escapeWhitespaces_ ? kSpaceSymbol : " ";
+      while (out.size() >= space.size() &&
+             std::string_view(out).substr(out.size() - space.size()) == space)
+        out.resize(out.size() - space.size());
+    }
+    if (whitespaceAsSuffix_ && addDummyPrefix_)
+      addSpace();
+    return out;
+  }
+
+  /// The library's PieceToId: reserved pieces first, then the model's, else
+  /// <unk>.
+  int32_t pieceToId(std::string_view piece) const {
+    if (auto it = reserved_.find(piece); it != reserved_.end())
+      return it->second;
+    if (auto it = model_.find(piece); it != model_.end())
+      return it->second;
+    return unk_;
+  }
+
+  /// bpe_model.cc's Model::SampleEncode without dropout: characters (a
+  /// user-defined symbol is one, and never merges), then the adjacent pair
+  /// whose merged piece scores best merged first (ties: the leftmost), with
+  /// the library's priority queue so that stale pairs pop in its order;
+  /// unused pieces are split back into the pieces they were merged from.
+  void encodeBpe(std::string_view text,
+                 std::vector<std::pair<std::string_view, int32_t>> &out) const {
+    struct Pair {
+      int left, right;
+      float score;
+      size_t size;
+    };
+    struct Order {
+      bool operator()(const Pair *a, const Pair *b) const {
+        return a->score < b->score || (a->score == b->score && a->left > b->left);
+      }
+    };
+    struct Symbol {
+      int prev, next;
+      bool freeze;
+      std::string_view piece;
+    };
+    std::vector<Symbol> symbols;
+    symbols.reserve(text.size());
+    std::vector<std::unique_ptr<Pair>> storage;
+    std::priority_queue<Pair *, std::vector<Pair *>, Order> agenda;
+    std::unordered_map<std::string_view, std::pair<std::string_view, std::string_view>> revMerge;
+    auto maybeAdd = [&](int left, int right) {
+      if (left == -1 || right == -1 || symbols[left].freeze || symbols[right].freeze)
+        return;
+      std::string_view piece(symbols[left].piece.data(),
+                             symbols[left].piece.size() + symbols[right].piece.size());
+      auto it = model_.find(piece);
+      if (it == model_.end())
+        return;
+      storage.push_back(std::make_unique<Pair>(
+          Pair{left, right, pieces_[it->second].score, piece.size()}));
+      agenda.push(storage.back().get());
+      if (pieces_[it->second].type == Unused)
+        revMerge[piece] = {symbols[left].piece, symbols[right].piece};
+    };
+    int index = 0;
+    std::string_view rest = text;
+    while (!rest.empty()) {
+      Symbol s;
+      size_t n = userDefinedPrefix(rest);
+      s.freeze = n > 0;
+      if (!n)
+        n = std::min(rest.size(), oneCharLen(rest.data()));
+      s.piece = rest.substr(0, n);
+      s.prev = index == 0 ? -1 : index - 1;
+      rest.remove_prefix(n);
+      s.next = rest.empty() ? -1 : index + 1;
+      ++index;
+      symbols.push_back(s);
+    }
+    for (size_t i = 1; i < symbols.size(); ++i)
+      maybeAdd(int(i) - 1, int(i));
+    while (!agenda.empty()) {
+      Pair *top = agenda.top();
+      agenda.pop();
+      Symbol &l = symbols[top->left], &r = symbols[top->right];
+      if (l.piece.empty() || r.piece.empty() || l.piece.size() + r.piece.size() != top->size)
+        continue;
+      l.piece = std::string_view(l.piece.data(), l.piece.size() + r.piece.size());
+      l.next = r.next;
+      if (r.next >= 0)
+        symbols[r.next].prev = top->left;
+      r.piece = std::string_view();
+      maybeAdd(l.prev, top->left);
+      maybeAdd(top->left, l.next);
+    }
+    std::function<void(std::string_view)> resegment = [&](std::string_view w) {
+      int32_t id = pieceToId(w);
+      if (id < 0 || pieces_[id].type != Unused) {
+        out.push_back({w, id});
+        return;
+      }
+      auto it = revMerge.find(w);
+      if (it == revMerge.end()) {
+        out.push_back({w, id});
+        return;
+      }
+      resegment(it->second.first);
+      resegment(it->second.second);
+    };
+    for (int i = 0; i != -1; i = symbols[i].next)
+      resegment(symbols[i].piece);
+  }
+
+  /// A byte trie of the model's pieces (Unigram): node 0 is the root.
+  void buildTrie() {
+    trieValue_.assign(1, -1);
+    for (auto &[piece, id] : model_) {
+      uint32_t node = 0;
+      for (unsigned char c : piece) {
+        uint64_t key = (uint64_t(node) << 8) | c;
+        auto it = trieNext_.find(key);
+        if (it == trieNext_.end()) {
+          it = trieNext_.emplace(key, uint32_t(trieValue_.size())).first;
+          trieValue_.push_back(-1);
+        }
+        node = it->second;
+      }
+      trieValue_[node] = id;
+    }
+  }
+
+  /// unigram_model.cc's Model::EncodeOptimized: the best path through the
+  /// pieces that start at each character, a piece's score its log
+  /// probability (a user-defined symbol length * max score - 0.1, an
+  /// unknown character min score - 10), in the library's float and double
+  /// arithmetic.
+  void encodeUnigram(std::string_view text,
+                     std::vector<std::pair<std::string_view, int32_t>> &out) const {
+    struct Best {
+      int id = -1;
+      float score = 0;
+      int start = -1;
+    };
+    const int size = int(text.size());
+    const float unkScore = minScore_ - 10.0f;
+    std::vector<Best> best(size + 1);
+    int start = 0;
+    while (start < size) {
+      const float here = best[start].score;
+      bool single = false;
+      const int mblen = std::min<int>(int(oneCharLen(text.data() + start)), size - start);
+      uint32_t node = 0;
+      for (int pos = start; pos < size; ++pos) {
+        auto it = trieNext_.find((uint64_t(node) << 8) | static_cast<unsigned char>(text[pos]));
+        if (it == trieNext_.end())
+          break;
+        node = it->second;
+        int32_t id = trieValue_[node];
+        if (id < 0 || pieces_[id].type == Unused)
+          continue;
+        Best &target = best[pos + 1];
+        const size_t length = size_t(pos + 1 - start);
+        const double score = pieces_[id].type == UserDefined ? length * maxScore_ - 0.1
+                                                             : double(pieces_[id].score);
+        const double candidate = score + here;
+        if (target.start == -1 || candidate > target.score) {
+          target.score = float(candidate);
+          target.start = start;
+          target.id = id;
+        }
+        if (!single && int(length) == mblen)
+          single = true;
+      }
+      if (!single) {
+        Best &target = best[start + mblen];
+        const float candidate = unkScore + here;
+        if (target.start == -1 || candidate > target.score) {
+          target.score = candidate;
+          target.start = start;
+          target.id = unk_;
+        }
+      }
+      start += mblen;
+    }
+    size_t first = out.size();
+    for (int end = size; end > 0; end = best[end].start)
+      out.push_back({text.substr(best[end].start, end - best[end].start), best[end].id});
+    std::reverse(out.begin() + first, out.end());
+  }
+
+  std::string file_;
+  std::vector<Piece> pieces_;
+  std::unordered_map<std::string_view, int32_t> model_, reserved_;
+  std::vector<std::string> userDefined_;
+  CharsMap charsMap_;
+  std::unordered_map<uint64_t, uint32_t> trieNext_;
+  std::vector<int32_t> trieValue_;
+  int32_t byteIds_[256] = {};
+  int32_t unk_ = -1, bos_ = -1, eos_ = -1;
+  float minScore_ = 0, maxScore_ = 0;
+  bool bpe_ = false, byteFallback_ = false, whitespaceAsSuffix_ = false, addBos_ = false;
+  bool addDummyPrefix_ = true, removeExtraWhitespaces_ = true, escapeWhitespaces_ = true;
+  std::string unkSurface_;
+};
+
+} // namespace
+
+std::unique_ptr<Tokenizer> loadSentencePieceTokenizer(const std::string &path, bool addBos) {
+  const char *type = addBos ? "Llama2Tokenizer" : "SentencePieceTokenizer";
+  if (path.empty())
+    fail(std::string(type) + " needs --tokenizer-model (a tokenizer.model or a directory "
+                             "holding one)");
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    fail(path + ": no such file or directory (--tokenizer-model)");
+  std::fclose(f);
+  return std::make_unique<SpmTokenizer>(path, addBos);
+}
+
+} // namespace mlc::rt
