@@ -1059,6 +1059,14 @@ Model readModel(const Fields &f, const Json &root, int64_t &size) {
   std::string type = j.find("type") ? f.type(j, "model") : "";
   if (type.empty()) // files of old versions name no type: the fields tell
     type = j.find("merges") ? "BPE" : j.find("continuing_subword_prefix") ? "WordPiece" : "";
+  // Refused before the vocabulary is read: a Unigram model's is a list of
+  // [piece, score] pairs, which would be reported as a malformed BPE one.
+  if (type == "Unigram")
+    f.unsupported("model.type", type,
+                  "BPE and WordPiece; a SentencePiece model's tokenizer.model reads with "
+                  "--tokenizer-type SentencePieceTokenizer");
+  if (type != "BPE" && type != "WordPiece")
+    f.unsupported("model.type", type.empty() ? "(none)" : type, "BPE and WordPiece");
   readVocab(f, j, m.vocab, size);
   if (type == "BPE") {
     if (const Json *d = f.opt(j, "dropout"))
@@ -1129,8 +1137,6 @@ Model readModel(const Fields &f, const Json &root, int64_t &size) {
       m.prefix = f.str(*p, "model.continuing_subword_prefix");
     if (const Json *c = f.opt(j, "max_input_chars_per_word"))
       m.maxChars = f.integer(*c, "model.max_input_chars_per_word", 0, INT64_MAX / 2);
-  } else {
-    f.unsupported("model.type", type.empty() ? "(none)" : type, "BPE and WordPiece");
   }
   return m;
 }
@@ -1464,7 +1470,8 @@ public:
         fail(path + ": the directory holds no tokenizer.json (HuggingFaceTokenizer reads a "
                     "tokenizer.json or a directory with one" +
              (exists(path + "/tokenizer.model")
-                  ? std::string("; its SentencePiece tokenizer.model is not read by mlc)")
+                  ? std::string("; its SentencePiece tokenizer.model reads with "
+                                "--tokenizer-type SentencePieceTokenizer)")
                   : std::string(")")));
       if (exists(path + "/tokenizer_config.json"))
         config = path + "/tokenizer_config.json";

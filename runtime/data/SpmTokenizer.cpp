@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <queue>
 #include <string_view>
@@ -674,7 +675,7 @@ private:
     };
     std::vector<Symbol> symbols;
     symbols.reserve(text.size());
-    std::vector<std::unique_ptr<Pair>> storage;
+    std::deque<Pair> storage; // stable addresses, few allocations
     std::priority_queue<Pair *, std::vector<Pair *>, Order> agenda;
     std::unordered_map<std::string_view, std::pair<std::string_view, std::string_view>> revMerge;
     auto maybeAdd = [&](int left, int right) {
@@ -685,9 +686,8 @@ private:
       auto it = model_.find(piece);
       if (it == model_.end())
         return;
-      storage.push_back(std::make_unique<Pair>(
-          Pair{left, right, pieces_[it->second].score, piece.size()}));
-      agenda.push(storage.back().get());
+      storage.push_back(Pair{left, right, pieces_[it->second].score, piece.size()});
+      agenda.push(&storage.back());
       if (pieces_[it->second].type == Unused)
         revMerge[piece] = {symbols[left].piece, symbols[right].piece};
     };
