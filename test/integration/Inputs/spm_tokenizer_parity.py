@@ -2,7 +2,8 @@
 
 The tokenizer.model fixtures (spm_tokenizers/, made by make_fixtures.py with
 the library's trainer: BPE with byte fallback as Llama-2's, Unigram with
-nmt_nfkc and user-defined symbols as T5's) are read by both. On > 1 MB of
+nmt_nfkc and user-defined symbols as T5's, BPE with user-defined symbols,
+collapsed whitespace and U+2581 as a suffix) are read by both. On > 1 MB of
 mixed text (hf_corpus.py: prose, code, CJK, Cyrillic, Arabic, Devanagari,
 emoji, whitespace runs, control characters, special tokens inside the text,
 and documents with invalid UTF-8 bytes), mlc tokenizes through `mlc
@@ -62,7 +63,7 @@ ok = size >= 1_000_000
 if not ok:
     print(f"the mixed corpus is only {size} bytes")
 CASES = [("bpe", "SentencePieceTokenizer"), ("unigram", "SentencePieceTokenizer"),
-         ("bpe", "Llama2Tokenizer")]
+         ("suffix", "SentencePieceTokenizer"), ("bpe", "Llama2Tokenizer")]
 for name, kind in CASES:
     label = f"{name} {kind}"
     model = os.path.join(args.fixtures, name, "tokenizer.model")

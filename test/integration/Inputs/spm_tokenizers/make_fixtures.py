@@ -14,6 +14,10 @@ saved beside this script.
                            whitespace runs collapsed, <unk> for what the
                            vocabulary lacks; user-defined symbols (<sep>,
                            <|tool|>) matched inside the text.
+  suffix/tokenizer.model   BPE with byte fallback and user-defined symbols
+                           (which never merge), no dummy prefix, whitespace
+                           runs collapsed, and U+2581 at the end of a word
+                           (treat_whitespace_as_suffix).
 """
 
 import io
@@ -53,3 +57,6 @@ train("bpe", model_type="bpe", vocab_size=3000, byte_fallback=True, split_digits
       allow_whitespace_only_pieces=True, add_dummy_prefix=True)
 train("unigram", model_type="unigram", vocab_size=3000, normalization_rule_name="nmt_nfkc",
       user_defined_symbols=["<sep>", "<|tool|>"])
+train("suffix", model_type="bpe", vocab_size=2000, byte_fallback=True,
+      normalization_rule_name="identity", add_dummy_prefix=False, remove_extra_whitespaces=True,
+      treat_whitespace_as_suffix=True, user_defined_symbols=["<sep>", "<|tool|>", "<sep><sep>"])
