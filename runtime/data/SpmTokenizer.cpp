@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/data/SpmTokenizer.h"
+#include "runtime/data/CharsMap.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/TensorIO.h"
 
@@ -303,77 +304,6 @@ ModelFile readModelFile(const std::string &file) {
 }
 
 //===----------------------------------------------------------------------===//
-// The normalizer
-//===----------------------------------------------------------------------===//
-
-/// A darts-clone double array as the library's precompiled character map
-/// stores it: u32 size of the trie in bytes, the trie's u32 units, then the
-/// replacement strings, each ended by NUL. Every index is checked, so a
-/// corrupt map is an error naming the file, never a read out of bounds.
-class CharsMap {
-public:
-  CharsMap() = default;
-  CharsMap(const std::string &blob, const std::string &file) : file_(file) {
-    uint32_t trieBytes = 0;
-    if (blob.size() <= 4)
-      broken("shorter than its header");
-    std::memcpy(&trieBytes, blob.data(), 4);
-    if (trieBytes > blob.size() - 4 || trieBytes % 4 || trieBytes == 0)
-      broken("its trie of " + std::to_string(trieBytes) + " bytes does not fit its " +
-             std::to_string(blob.size()) + " bytes");
-    units_.resize(trieBytes / 4);
-    std::memcpy(units_.data(), blob.data() + 4, trieBytes);
-    normalized_ = blob.substr(4 + trieBytes);
-  }
-  bool empty() const { return units_.empty(); }
-
-  /// The longest rule that `s` starts with (among the first 32 matches, as
-  /// the library keeps): its length and replacement, or length 0.
-  size_t longestPrefix(std::string_view s, std::string_view &replacement) const {
-    size_t node = 0, best = 0, found = 0;
-    uint32_t bestValue = 0;
-    node ^= offset(unit(node));
-    for (size_t i = 0; i < s.size(); ++i) {
-      unsigned char c = s[i];
-      node ^= c;
-      uint32_t u = unit(node);
-      if ((u & ((1U << 31) | 0xFF)) != c)
-        break;
-      node ^= offset(u);
-      if ((u >> 8) & 1) {
-        if (found++ < 32 && (best == 0 || i + 1 > best)) {
-          best = i + 1;
-          bestValue = unit(node) & ((1U << 31) - 1);
-        }
-      }
-    }
-    if (best) {
-      if (bestValue >= normalized_.size())
-        broken("a rule's replacement at " + std::to_string(bestValue) + " is past its end");
-      size_t end = normalized_.find('\0', bestValue);
-      replacement = std::string_view(normalized_).substr(
-          bestValue, end == std::string::npos ? std::string::npos : end - bestValue);
-    }
-    return best;
-  }
-
-private:
-  static uint32_t offset(uint32_t u) { return (u >> 10) << ((u & (1U << 9)) >> 6); }
-  uint32_t unit(size_t i) const {
-    if (i >= units_.size())
-      broken("its trie reaches unit " + std::to_string(i) + " of " +
-             std::to_string(units_.size()));
-    return units_[i];
-  }
-  [[noreturn]] void broken(const std::string &why) const {
-    fail(file_ + ": normalizer_spec.precompiled_charsmap is corrupt: " + why);
-  }
-  std::string file_;
-  std::vector<uint32_t> units_;
-  std::string normalized_;
-};
-
-//===----------------------------------------------------------------------===//
 // The tokenizer
 //===----------------------------------------------------------------------===//
 
@@ -398,7 +328,7 @@ public:
     escapeWhitespaces_ = m.escapeWhitespaces;
     unkSurface_ = m.unkSurface;
     if (!m.charsmap.empty())
-      charsMap_ = CharsMap(m.charsmap, file_);
+      charsMap_ = CharsMap(m.charsmap, file_ + ": normalizer_spec.precompiled_charsmap");
     pieces_ = std::move(m.pieces);
 
     // As the library's InitializePieces: normal, user-defined and unused
