@@ -68,7 +68,8 @@ PreprocessStats preprocess(const PreprocessOptions &o) {
   std::vector<std::unique_ptr<IndexedDatasetWriter>> writers;
   std::vector<TokenizerRecord> records;
   const TokenizerRecord record =
-      describeTokenizer(o.tokenizerType, o.vocabFile, o.mergeFile, tokenizer->vocabSize());
+      describeTokenizer(o.tokenizerType, o.vocabFile, o.mergeFile, tokenizer->vocabSize(),
+                        tokenizer->idsBelow());
   for (const std::string &key : o.jsonKeys) {
     writers.push_back(std::make_unique<IndexedDatasetWriter>(
         o.outputPrefix + "_" + key + "_document", tokenizer->vocabSize()));

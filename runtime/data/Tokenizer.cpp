@@ -169,6 +169,7 @@ public:
     return text;
   }
   int64_t vocabSize() const override { return vocabSize_; }
+  int64_t idsBelow() const override { return 256; }
   int32_t eod() const override { return 0; }
 
 private:

@@ -29,6 +29,10 @@ public:
   /// skipped.
   virtual std::string decode(const std::vector<int32_t> &ids) const = 0;
   virtual int64_t vocabSize() const = 0;
+  /// One past the largest id encode() returns (with eod()): the vocabulary,
+  /// or less where it reserves ids no text encodes to (Megatron's
+  /// ByteLevelTokenizer: 512 ids, of which bytes use 256).
+  virtual int64_t idsBelow() const { return vocabSize(); }
   virtual int32_t eod() const = 0;
   /// False when the vocabulary has no end-of-document token of its own (a
   /// GPT-2 vocab.json without <|endoftext|>: eod() is then its last id).

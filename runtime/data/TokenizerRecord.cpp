@@ -70,10 +70,12 @@ std::string tokenizerRecordPath(const std::string &datasetPrefix) {
 }
 
 TokenizerRecord describeTokenizer(const std::string &type, const std::string &vocabFile,
-                                  const std::string &mergeFile, int64_t vocabSize) {
+                                  const std::string &mergeFile, int64_t vocabSize,
+                                  int64_t idsBelow) {
   TokenizerRecord r;
   r.type = type;
   r.vocabSize = vocabSize;
+  r.idsBelow = idsBelow;
   for (const std::string &file : tokenizerFiles(type, vocabFile, mergeFile))
     r.files.push_back({baseName(file), absolute(file), sha256Hex(readFile(file))});
   r.sha256 = overallHash(r);
@@ -88,6 +90,7 @@ std::string tokenizerRecordJson(const TokenizerRecord &r) {
   return "{\"format\": \"mlc-dataset-tokenizer\", \"version\": 1,\n"
          "  \"tokenizer_type\": " + jsonQuote(r.type) + ",\n"
          "  \"vocab_size\": " + std::to_string(r.vocabSize) + ",\n"
+         "  \"ids_below\": " + std::to_string(r.idsBelow) + ",\n"
          "  \"max_id\": " + std::to_string(r.maxId) + ",\n"
          "  \"documents\": " + std::to_string(r.documents) + ", \"tokens\": " +
          std::to_string(r.tokens) + ",\n"
@@ -124,6 +127,7 @@ std::optional<TokenizerRecord> readTokenizerRecord(const std::string &datasetPre
   r.recordPath = path;
   r.type = field("tokenizer_type", Json::String).string;
   r.vocabSize = integer("vocab_size", 1);
+  r.idsBelow = integer("ids_below", 1);
   r.maxId = integer("max_id", -1);
   r.documents = integer("documents", 0);
   r.tokens = integer("tokens", 0);
@@ -138,9 +142,12 @@ std::optional<TokenizerRecord> readTokenizerRecord(const std::string &datasetPre
     r.files.push_back({name->string, p->string, sha->string});
   }
   r.sha256 = field("sha256", Json::String).string;
-  if (r.maxId >= r.vocabSize)
-    bad("max_id", std::to_string(r.maxId) + " is outside vocab_size " +
-                      std::to_string(r.vocabSize));
+  if (r.idsBelow > r.vocabSize)
+    bad("ids_below", std::to_string(r.idsBelow) + " is past vocab_size " +
+                         std::to_string(r.vocabSize));
+  if (r.maxId >= r.idsBelow)
+    bad("max_id", std::to_string(r.maxId) + " is not below ids_below " +
+                      std::to_string(r.idsBelow));
   return r;
 }
 
@@ -162,10 +169,11 @@ void checkDatasetsFitModel(const std::vector<std::string> &prefixes, int64_t mod
     if (r->maxId >= modelVocab)
       fail("--data " + prefix + ": its tokens reach id " + std::to_string(r->maxId) +
            ", and " + fits + "; the dataset was tokenized by " + tokenizer);
-    if (r->vocabSize > modelVocab)
-      fail("--data " + prefix + ": its tokenizer, " + tokenizer + ", has a vocabulary of " +
-           std::to_string(r->vocabSize) + " ids, and " + fits +
-           ": train a model of at least " + std::to_string(r->vocabSize) +
+    if (r->idsBelow > modelVocab)
+      fail("--data " + prefix + ": its tokenizer, " + tokenizer + ", encodes to ids up to " +
+           std::to_string(r->idsBelow - 1) + " (a vocabulary of " +
+           std::to_string(r->vocabSize) + "), and " + fits + ": train a model of at least " +
+           std::to_string(r->idsBelow) +
            " (vocab_size), or tokenize the data with the model's tokenizer");
     if (first && first->sha256 != r->sha256)
       fail("--data mixes datasets of different tokenizers: " + first->recordPath + " (" +

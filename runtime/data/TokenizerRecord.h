@@ -7,6 +7,8 @@
 //   {"format": "mlc-dataset-tokenizer", "version": 1,
 //    "tokenizer_type": "SentencePieceTokenizer",
 //    "vocab_size": 32000,                    the tokenizer's ids are 0..N-1
+//    "ids_below": 32000,                     no text encodes to an id past it
+//                                            (ByteLevelTokenizer: 256 of 512)
 //    "max_id": 31871,                        the largest id in the dataset
 //    "documents": 1000, "tokens": 523211,
 //    "files": [{"name": "tokenizer.model", "path": "/abs/path/tokenizer.model",
@@ -14,8 +16,8 @@
 //    "sha256": "..."}                        of the type and the files' hashes
 //
 // `mlc train` reads it for each dataset of --data and refuses a model whose
-// vocabulary cannot embed the dataset's ids (its max_id, or its tokenizer's
-// vocabulary, past the model's), and a blend of datasets from different
+// vocabulary cannot embed the dataset's ids (its max_id, or the ids its
+// tokenizer encodes to, past the model's), and a blend of datasets from different
 // tokenizers. A dataset without the file (one Megatron made, or an older
 // mlc's) is trained as before, unchecked.
 //
@@ -37,6 +39,7 @@ struct TokenizerRecord {
   };
   std::string type;
   int64_t vocabSize = 0;
+  int64_t idsBelow = 0; // ids the tokenizer encodes to are below it
   int64_t maxId = -1; // -1: the dataset holds no token
   int64_t documents = 0, tokens = 0;
   std::vector<File> files;
@@ -50,7 +53,8 @@ std::string tokenizerRecordPath(const std::string &datasetPrefix);
 /// The record of a --tokenizer-type and its files (--vocab-file and
 /// --merge-file, or --tokenizer-model, as makeTokenizer takes them), hashed.
 TokenizerRecord describeTokenizer(const std::string &type, const std::string &vocabFile,
-                                  const std::string &mergeFile, int64_t vocabSize);
+                                  const std::string &mergeFile, int64_t vocabSize,
+                                  int64_t idsBelow);
 
 std::string tokenizerRecordJson(const TokenizerRecord &r);
 
