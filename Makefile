@@ -44,17 +44,18 @@ build: $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
 # HuggingFace transformers (the ONNX fixtures' models; it brings tokenizers),
-# onnxruntime, an independent reference for imported models, and TensorBoard,
-# whose reader checks --tensorboard-dir's event files.
-$(VENV)/.ready-3:
+# onnxruntime, an independent reference for imported models, TensorBoard,
+# whose reader checks --tensorboard-dir's event files, and sentencepiece, the
+# reference for SentencePieceTokenizer.
+$(VENV)/.ready-4:
 	$(PY) -m venv --system-site-packages $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check \
-	  transformers==4.38.2 onnxruntime==1.32.0 tensorboard==2.21.0
+	  transformers==4.38.2 onnxruntime==1.32.0 tensorboard==2.21.0 sentencepiece==0.2.1
 	touch $@
 
 test: setup
 	$(MAKE) build
-	$(MAKE) $(VENV)/.ready-3
+	$(MAKE) $(VENV)/.ready-4
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 demo: setup

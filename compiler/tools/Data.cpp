@@ -47,7 +47,8 @@ cl::list<std::string> ppJsonKeys("json-keys", cl::desc("JSON fields to tokenize 
 cl::opt<std::string> ppTokenizer("tokenizer-type",
                                  cl::desc("ByteLevelTokenizer, GPT2BPETokenizer, "
                                           "BertWordPieceLowerCase, BertWordPieceCase, "
-                                          "HuggingFaceTokenizer (Megatron's names) or "
+                                          "HuggingFaceTokenizer, SentencePieceTokenizer, "
+                                          "Llama2Tokenizer (Megatron's names) or "
                                           "ByteTokenizer"),
                                  cl::init("ByteTokenizer"), cl::sub(preprocessCmd()),
                                  cl::cat(category()));
@@ -55,7 +56,9 @@ cl::opt<std::string> ppVocab("vocab-file", cl::desc("Vocabulary (vocab.json or v
                              cl::sub(preprocessCmd()), cl::cat(category()));
 cl::opt<std::string> ppModel("tokenizer-model",
                              cl::desc("HuggingFaceTokenizer: a tokenizer.json, or a model "
-                                      "directory holding one (and tokenizer_config.json)"),
+                                      "directory holding one (and tokenizer_config.json); "
+                                      "SentencePieceTokenizer, Llama2Tokenizer: a "
+                                      "tokenizer.model or its directory"),
                              cl::sub(preprocessCmd()), cl::cat(category()));
 cl::opt<std::string> ppMerges("merge-file", cl::desc("BPE merges (merges.txt)"),
                               cl::sub(preprocessCmd()), cl::cat(category()));
@@ -82,7 +85,8 @@ cl::opt<std::string> tokType("tokenizer-type", cl::desc("decode: the ids' tokeni
                              cl::cat(category()));
 cl::opt<std::string> tokModel("tokenizer-model",
                               cl::desc("decode, HuggingFaceTokenizer: tokenizer.json or its "
-                                       "directory"),
+                                       "directory; SentencePieceTokenizer, Llama2Tokenizer: "
+                                       "tokenizer.model or its directory"),
                               cl::sub(tokenizerCmd()), cl::cat(category()));
 cl::opt<std::string> tokVocabFile("vocab-file", cl::desc("decode: vocab.json or vocab.txt"),
                                   cl::sub(tokenizerCmd()), cl::cat(category()));
@@ -118,6 +122,12 @@ cl::opt<int> plotWidth("width", cl::desc("Pixels"), cl::init(960), cl::sub(plotC
 cl::opt<int> plotHeight("height", cl::desc("Pixels"), cl::init(600), cl::sub(plotCmd()),
                         cl::cat(category()));
 
+/// The tokenizers whose one file (or directory) is --tokenizer-model.
+bool readsTokenizerModel(const std::string &type) {
+  return type == "HuggingFaceTokenizer" || type == "SentencePieceTokenizer" ||
+         type == "Llama2Tokenizer";
+}
+
 } // namespace
 
 int runPlot() {
@@ -137,7 +147,7 @@ int runPlot() {
 static int runDecode() {
   try {
     std::unique_ptr<mlc::rt::Tokenizer> t = mlc::rt::makeTokenizer(
-        tokType, tokType == "HuggingFaceTokenizer" ? tokModel : tokVocabFile, tokMergeFile);
+        tokType, readsTokenizerModel(tokType) ? tokModel : tokVocabFile, tokMergeFile);
     std::ifstream in(tokInput);
     if (!in)
       return fail(tokInput + ": cannot open");
@@ -321,17 +331,19 @@ int runPreprocess() {
     o.jsonKeys.assign(ppJsonKeys.begin(), ppJsonKeys.end());
   o.tokenizerType = ppTokenizer;
   o.vocabFile = ppVocab;
-  if (ppTokenizer == "HuggingFaceTokenizer") {
+  if (readsTokenizerModel(ppTokenizer)) {
     if (ppModel.empty())
-      return fail("--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model "
-                  "(a tokenizer.json or a directory holding one)");
+      return fail("--tokenizer-type " + ppTokenizer + " needs --tokenizer-model (" +
+                  (ppTokenizer == "HuggingFaceTokenizer"
+                       ? "a tokenizer.json or a directory holding one)"
+                       : "a SentencePiece tokenizer.model or a directory holding one)"));
     if (!ppVocab.empty() || !ppMerges.empty())
-      return fail("--tokenizer-type HuggingFaceTokenizer reads --tokenizer-model; "
+      return fail("--tokenizer-type " + ppTokenizer + " reads --tokenizer-model; "
                   "--vocab-file and --merge-file belong to the other tokenizers");
     o.vocabFile = ppModel;
   } else if (!ppModel.empty()) {
-    return fail("--tokenizer-model is HuggingFaceTokenizer's; --tokenizer-type is '" +
-                ppTokenizer + "'");
+    return fail("--tokenizer-model is HuggingFaceTokenizer's, SentencePieceTokenizer's and "
+                "Llama2Tokenizer's; --tokenizer-type is '" + ppTokenizer + "'");
   }
   o.mergeFile = ppMerges;
   o.appendEod = ppAppendEod;

@@ -80,13 +80,15 @@ cl::opt<std::string> genOutputIds("output-ids",
                                   cl::cat(category()));
 cl::opt<std::string> genTokenizer("tokenizer-type",
                                   cl::desc("The data's: ByteTokenizer, ByteLevelTokenizer, "
-                                           "GPT2BPETokenizer or HuggingFaceTokenizer"),
+                                           "GPT2BPETokenizer, HuggingFaceTokenizer, "
+                                           "SentencePieceTokenizer or Llama2Tokenizer"),
                                   cl::init("ByteTokenizer"), cl::sub(generateCmd()),
                                   cl::cat(category()));
 cl::opt<std::string> genVocab("vocab-file", cl::desc("GPT2BPETokenizer: vocab.json"),
                               cl::sub(generateCmd()), cl::cat(category()));
 cl::opt<std::string> genModel("tokenizer-model",
-                              cl::desc("HuggingFaceTokenizer: tokenizer.json or its directory"),
+                              cl::desc("HuggingFaceTokenizer: tokenizer.json or its directory; "
+                                       "SentencePieceTokenizer, Llama2Tokenizer: tokenizer.model"),
                               cl::sub(generateCmd()), cl::cat(category()));
 cl::opt<std::string> genMerges("merge-file", cl::desc("GPT2BPETokenizer: merges.txt"),
                                cl::sub(generateCmd()), cl::cat(category()));

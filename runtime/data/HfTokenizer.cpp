@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/data/HfTokenizer.h"
+#include "runtime/data/CharsMap.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/Json.h"
 #include "runtime/core/TensorIO.h"
@@ -31,11 +32,13 @@ std::unique_ptr<Tokenizer> loadHfTokenizer(const std::string &path) {
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <queue>
 #include <sys/stat.h>
 #include <unordered_map>
 #include <unordered_set>
 
+#include <unicode/ubrk.h>
 #include <unicode/uchar.h>
 #include <unicode/unorm2.h>
 #include <unicode/uregex.h>
@@ -463,12 +466,13 @@ struct Fields {
 //===----------------------------------------------------------------------===//
 
 struct Normalizer {
-  enum Kind { NF, Lowercase, Strip, StripAccents, Replace, Prepend, Bert } kind;
+  enum Kind { NF, Lowercase, Strip, StripAccents, Replace, Prepend, Bert, Precompiled } kind;
   const char *form = "";
   bool left = false, right = false;         // Strip
   Pattern pattern;                          // Replace
   std::string content;                      // Replace, Prepend
   bool cleanText = false, chinese = false, stripAccents = false, lower = false; // Bert
+  std::shared_ptr<const CharsMap> charsMap;                                     // Precompiled
 
   std::string apply(const std::string &s) const {
     switch (kind) {
@@ -515,6 +519,8 @@ struct Normalizer {
       return pattern.replaceAll(s, content);
     case Prepend:
       return s.empty() ? s : content + s;
+    case Precompiled:
+      return precompiled(s);
     case Bert: {
       std::string t;
       t.reserve(s.size());
@@ -555,7 +561,81 @@ struct Normalizer {
     }
     return s;
   }
+
+  /// Hugging Face's Precompiled normalizer (the spm_precompiled crate), not
+  /// sentencepiece's own walk: per extended grapheme cluster, the
+  /// replacement of the shortest rule the cluster starts with, when it is
+  /// under 6 bytes and has one; else each character's own replacement, or
+  /// the character.
+  std::string precompiled(const std::string &s) const {
+    if (charsMap->empty() || s.empty())
+      return s;
+    struct Close {
+      void operator()(UBreakIterator *b) const { ubrk_close(b); }
+    };
+    thread_local std::unique_ptr<UBreakIterator, Close> breaks;
+    UErrorCode err = U_ZERO_ERROR;
+    if (!breaks) {
+      breaks.reset(ubrk_open(UBRK_CHARACTER, "", nullptr, 0, &err));
+      if (U_FAILURE(err))
+        fail(std::string("grapheme break iterator: ") + u_errorName(err));
+    }
+    UText *text = utext_openUTF8(nullptr, s.data(), int64_t(s.size()), &err);
+    ubrk_setUText(breaks.get(), text, &err);
+    if (U_FAILURE(err))
+      fail(std::string("grapheme breaks: ") + u_errorName(err));
+    std::string out;
+    out.reserve(s.size());
+    std::string_view all(s), replacement;
+    for (int32_t a = ubrk_first(breaks.get()), b = ubrk_next(breaks.get()); b != UBRK_DONE;
+         a = b, b = ubrk_next(breaks.get())) {
+      std::string_view g = all.substr(a, b - a);
+      if (g.size() < 6 && charsMap->longestPrefix(g, replacement, /*shortest=*/true)) {
+        out += replacement;
+        continue;
+      }
+      for (size_t i = 0; i < g.size();) {
+        size_t k = i;
+        nextCp(std::string(g), k); // one character
+        std::string_view c = g.substr(i, k - i);
+        if (charsMap->longestPrefix(c, replacement, /*shortest=*/true))
+          out += replacement;
+        else
+          out += c;
+        i = k;
+      }
+    }
+    utext_close(text);
+    return out;
+  }
 };
+
+/// Base64 (RFC 4648, with padding) to bytes; an invalid character is an
+/// error naming the field.
+std::string base64Decode(const std::string &in, const std::string &where) {
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : in) {
+    int v = c >= 'A' && c <= 'Z'   ? c - 'A'
+            : c >= 'a' && c <= 'z' ? c - 'a' + 26
+            : c >= '0' && c <= '9' ? c - '0' + 52
+            : c == '+'             ? 62
+            : c == '/'             ? 63
+                                   : -1;
+    if (c == '=')
+      break;
+    if (v < 0)
+      fail(where + ": not base64 (the character '" + std::string(1, c) + "')");
+    acc = (acc << 6) | uint32_t(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += char((acc >> bits) & 0xFF);
+    }
+  }
+  return out;
+}
 
 void readNormalizer(const Fields &f, const Json &j, const std::string &path,
                     std::vector<Normalizer> &out) {
@@ -589,6 +669,13 @@ void readNormalizer(const Fields &f, const Json &j, const std::string &path,
   } else if (type == "Prepend") {
     n.kind = Normalizer::Prepend;
     n.content = f.str(j, "prepend", path);
+  } else if (type == "Precompiled") {
+    n.kind = Normalizer::Precompiled;
+    const Json *m = f.opt(j, "precompiled_charsmap");
+    std::string where = f.file + ": " + path + ".precompiled_charsmap";
+    std::string blob = m ? base64Decode(f.str(*m, path + ".precompiled_charsmap"), where) : "";
+    n.charsMap = std::make_shared<const CharsMap>(
+        blob.empty() ? CharsMap() : CharsMap(blob, where));
   } else if (type == "BertNormalizer") {
     n.kind = Normalizer::Bert;
     n.cleanText = f.flag(j, "clean_text", path, true);
@@ -598,7 +685,7 @@ void readNormalizer(const Fields &f, const Json &j, const std::string &path,
   } else {
     f.unsupported(path + ".type", type,
                   "NFC, NFD, NFKC, NFKD, Lowercase, Strip, StripAccents, Replace, Prepend, "
-                  "BertNormalizer and Sequence");
+                  "Precompiled, BertNormalizer and Sequence");
   }
   out.push_back(std::move(n));
 }
@@ -832,7 +919,7 @@ private:
 };
 
 struct Model {
-  enum Kind { BPE, WordPiece } kind = BPE;
+  enum Kind { BPE, WordPiece, Unigram } kind = BPE;
   Vocab vocab;
   // BPE: (left id, right id) -> (rank, merged id)
   PairTable merges;
@@ -840,6 +927,11 @@ struct Model {
   int32_t unk = -1;
   bool fuseUnk = false, byteFallback = false, ignoreMerges = false;
   int32_t byteIds[256];
+  // Unigram: each id's score, and a byte trie of the pieces
+  std::vector<double> scores;
+  double minScore = 0;
+  std::unordered_map<uint64_t, uint32_t> trieNext; // (node << 8 | byte) -> node
+  std::vector<int32_t> trieId;                     // the piece a node ends, or -1
   // WordPiece
   std::string prefix = "##";
   int64_t maxChars = 100;
@@ -850,6 +942,8 @@ struct Model {
   void tokenize(const std::string &word, std::vector<int32_t> &out) const {
     if (kind == WordPiece)
       return wordPiece(word, out);
+    if (kind == Unigram)
+      return unigram(word, out);
     if (ignoreMerges) {
       auto it = vocab.find(word);
       if (it != vocab.end()) {
@@ -979,6 +1073,86 @@ struct Model {
 
   /// Longest match first; a word with a piece not in the vocabulary, or
   /// longer than max_input_chars_per_word, is [UNK].
+  /// The library's Unigram::encode_optimized (as sentencepiece's): the best
+  /// path through the pieces that start at each character, scores added in
+  /// f64, an uncovered character <unk> at min score - 10; a run of unknown
+  /// pieces becomes one string, which is its id if the vocabulary has it,
+  /// else its <0xNN> bytes with byte_fallback, else <unk>.
+  void unigram(const std::string &word, std::vector<int32_t> &out) const {
+    struct Best {
+      int32_t id = 0;
+      double score = 0;
+      int64_t start = -1;
+    };
+    const int64_t size = int64_t(word.size());
+    if (!size)
+      return;
+    std::vector<Best> best(size + 1);
+    for (int64_t start = 0; start < size;) {
+      const double here = best[start].score;
+      size_t next = size_t(start);
+      nextCp(word, next);
+      const int64_t mblen = int64_t(next) - start;
+      bool single = false;
+      uint32_t node = 0;
+      for (int64_t pos = start; pos < size; ++pos) {
+        auto it = trieNext.find((uint64_t(node) << 8) | static_cast<unsigned char>(word[pos]));
+        if (it == trieNext.end())
+          break;
+        node = it->second;
+        int32_t id = trieId[node];
+        if (id < 0)
+          continue;
+        Best &target = best[pos + 1];
+        const double candidate = scores[id] + here;
+        if (target.start < 0 || candidate > target.score)
+          target = {id, candidate, start};
+        if (!single && pos + 1 - start == mblen)
+          single = true;
+      }
+      if (!single) {
+        if (unk < 0)
+          fail("a character the Unigram vocabulary lacks, and model.unk_id is null");
+        Best &target = best[start + mblen];
+        const double candidate = (minScore - 10.0) + here;
+        if (target.start < 0 || candidate > target.score)
+          target = {unk, candidate, start};
+      }
+      start += mblen;
+    }
+    std::vector<std::pair<int64_t, int64_t>> pieces; // [start, end), unknown runs fused
+    bool inUnk = false;
+    for (int64_t end = size; end > 0; end = best[end].start) {
+      const Best &b = best[end];
+      bool isUnk = b.id == unk;
+      if (isUnk && inUnk)
+        pieces.back().first = b.start;
+      else
+        pieces.push_back({b.start, end});
+      inUnk = isUnk;
+    }
+    std::reverse(pieces.begin(), pieces.end());
+    for (auto [a, b] : pieces) {
+      std::string piece = word.substr(a, b - a);
+      auto it = vocab.find(piece);
+      if (it != vocab.end()) {
+        out.push_back(it->second);
+        continue;
+      }
+      bool bytes = byteFallback;
+      for (unsigned char c : piece)
+        bytes &= byteIds[c] >= 0;
+      if (bytes) {
+        for (unsigned char c : piece)
+          out.push_back(byteIds[c]);
+        continue;
+      }
+      if (unk < 0)
+        fail("a character the Unigram vocabulary lacks, and model.unk_id is null");
+      out.push_back(unk);
+    }
+  }
+
   void wordPiece(const std::string &word, std::vector<int32_t> &out) const {
     int64_t chars = 0;
     for (unsigned char c : word)
@@ -1038,6 +1212,53 @@ void readVocab(const Fields &f, const Json &model, Vocab &vocab, int64_t &size) 
   }
 }
 
+/// A Unigram model: "vocab" is [piece, score] pairs, the id its index (a
+/// piece listed twice keeps its last id, as the library's map), "unk_id" an
+/// index or null.
+void readUnigram(const Fields &f, const Json &j, Model &m, int64_t &size) {
+  m.kind = Model::Unigram;
+  const Json &v = f.need(j, "vocab", "model");
+  if (v.kind != Json::Array)
+    f.bad("model.vocab", "expected an array of [piece, score] pairs (a Unigram model)");
+  m.minScore = INFINITY;
+  for (size_t i = 0; i < v.array.size(); ++i) {
+    const Json &e = v.array[i];
+    const std::string where = "model.vocab[" + std::to_string(i) + "]";
+    if (e.kind != Json::Array || e.array.size() != 2 || e.array[0].kind != Json::String ||
+        e.array[1].kind != Json::Number)
+      f.bad(where, "expected a [piece, score] pair");
+    if (i >= size_t(INT32_MAX))
+      f.bad("model.vocab", "more than 2^31 - 1 pieces");
+    m.vocab[e.array[0].string] = int32_t(i);
+    m.scores.push_back(e.array[1].number);
+    m.minScore = std::min(m.minScore, e.array[1].number);
+  }
+  size = int64_t(v.array.size());
+  if (const Json *u = f.opt(j, "unk_id"))
+    m.unk = int32_t(f.integer(*u, "model.unk_id", 0, std::max<int64_t>(size - 1, 0)));
+  if (m.unk >= 0 && size == 0)
+    f.bad("model.unk_id", "the vocabulary is empty");
+  m.byteFallback = f.flag(j, "byte_fallback", "model", false);
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    auto it = m.vocab.find(name);
+    m.byteIds[b] = it == m.vocab.end() ? -1 : it->second;
+  }
+  m.trieId.assign(1, -1);
+  for (auto &[piece, id] : m.vocab) {
+    uint32_t node = 0;
+    for (unsigned char c : piece) {
+      auto [it, fresh] =
+          m.trieNext.emplace((uint64_t(node) << 8) | c, uint32_t(m.trieId.size()));
+      if (fresh)
+        m.trieId.push_back(-1);
+      node = it->second;
+    }
+    m.trieId[node] = id;
+  }
+}
+
 int32_t readUnk(const Fields &f, const Json &model, const Vocab &vocab, bool required) {
   const Json *u = f.opt(model, "unk_token");
   if (!u) {
@@ -1059,6 +1280,12 @@ Model readModel(const Fields &f, const Json &root, int64_t &size) {
   std::string type = j.find("type") ? f.type(j, "model") : "";
   if (type.empty()) // files of old versions name no type: the fields tell
     type = j.find("merges") ? "BPE" : j.find("continuing_subword_prefix") ? "WordPiece" : "";
+  if (type != "BPE" && type != "WordPiece" && type != "Unigram")
+    f.unsupported("model.type", type.empty() ? "(none)" : type, "BPE, WordPiece and Unigram");
+  if (type == "Unigram") {
+    readUnigram(f, j, m, size);
+    return m;
+  }
   readVocab(f, j, m.vocab, size);
   if (type == "BPE") {
     if (const Json *d = f.opt(j, "dropout"))
@@ -1129,8 +1356,6 @@ Model readModel(const Fields &f, const Json &root, int64_t &size) {
       m.prefix = f.str(*p, "model.continuing_subword_prefix");
     if (const Json *c = f.opt(j, "max_input_chars_per_word"))
       m.maxChars = f.integer(*c, "model.max_input_chars_per_word", 0, INT64_MAX / 2);
-  } else {
-    f.unsupported("model.type", type.empty() ? "(none)" : type, "BPE and WordPiece");
   }
   return m;
 }
@@ -1464,7 +1689,8 @@ public:
         fail(path + ": the directory holds no tokenizer.json (HuggingFaceTokenizer reads a "
                     "tokenizer.json or a directory with one" +
              (exists(path + "/tokenizer.model")
-                  ? std::string("; its SentencePiece tokenizer.model is not read by mlc)")
+                  ? std::string("; its SentencePiece tokenizer.model reads with "
+                                "--tokenizer-type SentencePieceTokenizer)")
                   : std::string(")")));
       if (exists(path + "/tokenizer_config.json"))
         config = path + "/tokenizer_config.json";

@@ -7,12 +7,16 @@
 //   added tokens   matched in the raw text first (special/normalized/lstrip/
 //                  rstrip/single_word as the library does);
 //   normalizer     NFC/NFD/NFKC/NFKD, Lowercase, Strip, StripAccents,
-//                  Replace, Prepend, BertNormalizer, Sequence;
+//                  Replace, Prepend, Precompiled (a SentencePiece model's
+//                  compiled rules, applied per grapheme cluster as the
+//                  library does), BertNormalizer, Sequence;
 //   pre_tokenizer  ByteLevel, Split (the model's regex, e.g. Llama-3's or
 //                  Qwen2's), Metaspace, BertPreTokenizer, Whitespace,
 //                  WhitespaceSplit, Digits, Sequence;
 //   model          BPE (byte-level, or byte_fallback with <0xNN> tokens),
-//                  WordPiece;
+//                  WordPiece, Unigram (as transformers converts a
+//                  SentencePiece model: the library's Viterbi, unknown runs
+//                  fused, byte_fallback);
 //   post_processor TemplateProcessing, BertProcessing, RobertaProcessing,
 //                  ByteLevel, Sequence; tokenizer_config.json's
 //                  add_bos_token/add_eos_token, where present, decide the

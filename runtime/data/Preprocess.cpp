@@ -1,6 +1,7 @@
 //===- Preprocess.cpp - JSONL corpus to indexed datasets -------------------===//
 
 #include "runtime/data/Preprocess.h"
+#include "runtime/data/TokenizerRecord.h"
 #include "runtime/core/Error.h"
 #include "runtime/data/IndexedDataset.h"
 #include "runtime/core/Json.h"
@@ -65,9 +66,15 @@ PreprocessStats preprocess(const PreprocessOptions &o) {
     fail(o.input + ": cannot open");
   std::unique_ptr<Tokenizer> tokenizer = makeTokenizer(o.tokenizerType, o.vocabFile, o.mergeFile);
   std::vector<std::unique_ptr<IndexedDatasetWriter>> writers;
-  for (const std::string &key : o.jsonKeys)
+  std::vector<TokenizerRecord> records;
+  const TokenizerRecord record =
+      describeTokenizer(o.tokenizerType, o.vocabFile, o.mergeFile, tokenizer->vocabSize(),
+                        tokenizer->idsBelow());
+  for (const std::string &key : o.jsonKeys) {
     writers.push_back(std::make_unique<IndexedDatasetWriter>(
         o.outputPrefix + "_" + key + "_document", tokenizer->vocabSize()));
+    records.push_back(record);
+  }
 
   using Clock = std::chrono::steady_clock;
   auto start = Clock::now(), lastReport = start;
@@ -125,8 +132,14 @@ PreprocessStats preprocess(const PreprocessOptions &o) {
         continue;
       }
       for (size_t k = 0; k < keys; ++k) {
-        writers[k]->addDocument(tokens[i * keys + k]);
-        stats.tokens += tokens[i * keys + k].size();
+        const std::vector<int32_t> &ids = tokens[i * keys + k];
+        writers[k]->addDocument(ids);
+        stats.tokens += ids.size();
+        TokenizerRecord &r = records[k];
+        r.tokens += ids.size();
+        r.documents += 1;
+        for (int32_t id : ids)
+          r.maxId = std::max<int64_t>(r.maxId, id);
       }
       ++stats.documents;
     }
@@ -153,8 +166,15 @@ PreprocessStats preprocess(const PreprocessOptions &o) {
          (skipped.empty() ? std::string(" (it has no lines with text)") : ": " + skipped));
   if (!skipped.empty() && !o.quiet)
     fprintf(stderr, "mlc preprocess: %s: %s\n", o.input.c_str(), skipped.c_str());
+  // The old record goes before the new dataset is published and the new
+  // record after: an interrupted run leaves no record rather than a wrong one.
+  for (const std::string &key : o.jsonKeys)
+    std::remove(tokenizerRecordPath(o.outputPrefix + "_" + key + "_document").c_str());
   for (auto &w : writers)
     w->finish();
+  for (size_t k = 0; k < writers.size(); ++k)
+    writeFileAtomically(tokenizerRecordPath(o.outputPrefix + "_" + o.jsonKeys[k] + "_document"),
+                        tokenizerRecordJson(records[k]));
   stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return stats;
 }

@@ -26,7 +26,8 @@ struct PreprocessStats {
 };
 
 /// Streams the corpus (never holding it in memory), tokenizes `workers`
-/// documents at a time, and writes Megatron datasets. Malformed lines are
+/// documents at a time, and writes Megatron datasets, each with the record
+/// of its tokenizer beside it (PREFIX.tokenizer.json: TokenizerRecord.h). Malformed lines are
 /// skipped: the first ten reported with their line numbers, then all of them
 /// counted. A directory as input, an output that is an input file, and a run
 /// with no document to write are errors that publish nothing.

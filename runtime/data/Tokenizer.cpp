@@ -9,6 +9,7 @@
 
 #include "runtime/data/Tokenizer.h"
 #include "runtime/data/HfTokenizer.h"
+#include "runtime/data/SpmTokenizer.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/Json.h"
 #include "runtime/core/TensorIO.h"
@@ -168,6 +169,7 @@ public:
     return text;
   }
   int64_t vocabSize() const override { return vocabSize_; }
+  int64_t idsBelow() const override { return 256; }
   int32_t eod() const override { return 0; }
 
 private:
@@ -545,9 +547,12 @@ std::unique_ptr<Tokenizer> makeTokenizer(const std::string &type, const std::str
     return std::make_unique<WordPiece>(vocabFile, false);
   if (type == "HuggingFaceTokenizer")
     return loadHfTokenizer(vocabFile);
+  if (type == "SentencePieceTokenizer" || type == "Llama2Tokenizer")
+    return loadSentencePieceTokenizer(vocabFile, type == "Llama2Tokenizer");
   fail("unknown --tokenizer-type '" + type +
        "' (expected ByteLevelTokenizer, GPT2BPETokenizer, BertWordPieceLowerCase, "
-       "BertWordPieceCase, HuggingFaceTokenizer or mlc's ByteTokenizer)");
+       "BertWordPieceCase, HuggingFaceTokenizer, SentencePieceTokenizer, Llama2Tokenizer or "
+       "mlc's ByteTokenizer)");
 }
 
 } // namespace mlc::rt

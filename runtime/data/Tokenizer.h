@@ -1,7 +1,8 @@
 //===- Tokenizer.h - text to token ids -------------------------*- C++ -*-===//
 //
 // Tokenizers are named as Megatron-LM names them (--tokenizer-type):
-// ByteLevelTokenizer, GPT2BPETokenizer, BertWordPieceLowerCase/Case.
+// ByteLevelTokenizer, GPT2BPETokenizer, BertWordPieceLowerCase/Case,
+// HuggingFaceTokenizer, SentencePieceTokenizer, Llama2Tokenizer.
 // ByteLevelTokenizer: the UTF-8 bytes themselves, ids 0..255, no vocabulary
 // file; its end-of-document id is 0 (NUL, which text does not contain) and
 // its vocabulary 512, as Megatron's (room for special tokens mlc does not
@@ -28,6 +29,10 @@ public:
   /// skipped.
   virtual std::string decode(const std::vector<int32_t> &ids) const = 0;
   virtual int64_t vocabSize() const = 0;
+  /// One past the largest id encode() returns (with eod()): the vocabulary,
+  /// or less where it reserves ids no text encodes to (Megatron's
+  /// ByteLevelTokenizer: 512 ids, of which bytes use 256).
+  virtual int64_t idsBelow() const { return vocabSize(); }
   virtual int32_t eod() const = 0;
   /// False when the vocabulary has no end-of-document token of its own (a
   /// GPT-2 vocab.json without <|endoftext|>: eod() is then its last id).
@@ -40,7 +45,9 @@ public:
 
 /// The tokenizer of a --tokenizer-type; files as Megatron takes them. For
 /// HuggingFaceTokenizer, `vocabFile` is its --tokenizer-model (a
-/// tokenizer.json or a directory holding one; see HfTokenizer.h).
+/// tokenizer.json or a directory holding one; see HfTokenizer.h); for
+/// SentencePieceTokenizer and Llama2Tokenizer, a tokenizer.model or a
+/// directory holding one (SpmTokenizer.h).
 std::unique_ptr<Tokenizer> makeTokenizer(const std::string &type, const std::string &vocabFile,
                                          const std::string &mergeFile);
 

@@ -1,6 +1,7 @@
 //===- BatchSources.cpp - where a training step's batches come from --------===//
 
 #include "runtime/train/BatchSources.h"
+#include "runtime/data/TokenizerRecord.h"
 #include "contract/StepFunctions.h"
 #include "runtime/core/Error.h"
 #include "runtime/core/Hash.h"
@@ -525,6 +526,24 @@ void checkEodToken(const Package &pkg, const TrainOptions &o) {
            " tokens (ids 0.." + std::to_string(out.shape.back() - 1) + ")");
 }
 
+/// The datasets of --data against the model's vocabulary (its logits' last
+/// dimension), through the record of the tokenizer that `mlc preprocess`
+/// wrote beside each (TokenizerRecord.h).
+void checkDataFitsModel(const Package &pkg, const TrainOptions &o) {
+  auto fn = pkg.functions.find(kForwardFn);
+  if (fn == pkg.functions.end())
+    return;
+  for (const FunctionPlan::Output &out : fn->second.outputs)
+    if (out.name == "logits" && !out.shape.empty()) {
+      std::vector<std::string> prefixes;
+      for (auto &[weight, prefix] : parseBlend(o.data))
+        prefixes.push_back(prefix);
+      checkDatasetsFitModel(prefixes, out.shape.back(),
+                            "its logits' last dimension" +
+                                (o.init.empty() ? std::string() : ", --init " + o.init));
+    }
+}
+
 BatchSources openBatchSources(const Package &pkg, const TrainOptions &o) {
   checkEodToken(pkg, o);
   if (!o.bind.empty()) {
@@ -563,6 +582,7 @@ BatchSources openBatchSources(const Package &pkg, const TrainOptions &o) {
   if (!o.batchesDir.empty()) {
     s.train = batchesFromDirectory(pkg, o.batchesDir, o.steps, o.ranks, s.batchesPerStep);
   } else if (!o.data.empty() && isIndexedData(o.data)) {
+    checkDataFitsModel(pkg, o);
     auto source = [&](int part) {
       return isBert(pkg) ? batchesForBert(pkg, o, part, part == 0 ? s.imbalance : nullptr)
                          : withDocuments(pkg, o, batchesFromIndexed(pkg, o, part));
