@@ -1,9 +1,9 @@
 //===- OnnxNnOps.cpp - ONNX neural-network operators
 //------------------------===//
 //
-// Matmuls, activations, softmax, reductions, normalizations, dropout and
-// losses: the operators that compute on the model's activations, emitted as
-// mlc graph ops (see OnnxNode.h).
+// Matmuls, activations, softmax, reductions and running sums (CumSum),
+// normalizations, dropout and losses: the operators that compute on the
+// model's activations, emitted as mlc graph ops (see OnnxNode.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -131,6 +131,93 @@ llvm::Error reduce(Node &nd) {
     return nd.result(nd.b.create<NegOp>(nd.loc, max));
   }
   return nd.result(nd.b.create<ReduceMaxOp>(nd.loc, nd.v(0), axesAttr, keepAttr));
+}
+
+/// The largest axis a run-time CumSum runs along (its [n, n] matrix).
+constexpr int64_t kMaxScanLength = 4096;
+
+/// CumSum of a run-time value (position ids from attention_mask). mlc has
+/// no scan op: this is the product with an [n, n] triangular matrix of ones,
+/// in the model's float type, exact for integers below 2^24 in f32 (token
+/// counts, positions); integers are cast there and back.
+llvm::Error runtimeCumSum(Node &nd, int64_t axis, bool exclusive, bool reverse) {
+  Shape s = nd.shape(0);
+  int64_t n = s[axis], rank = s.size();
+  if (nd.kind(0) == Kind::Bool)
+    return nd.error("sums booleans; cast them first");
+  if (n < 1 || n > kMaxScanLength)
+    return nd.error("of a run-time value along a dim of " + std::to_string(n) +
+                    " is not supported (mlc has no scan op; it multiplies by an [n, n] "
+                    "matrix, up to n = " + std::to_string(kMaxScanLength) + ")");
+  Value x = nd.v(0);
+  bool ints = nd.kind(0) == Kind::Int;
+  if (ints)
+    x = nd.b.create<CastOp>(nd.loc, RankedTensorType::get(s, nd.im.floatType()), x);
+  // The summed axis last: y[..., i] = sum_j x[..., j] * tri[j, i].
+  Shape perm;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis)
+      perm.push_back(d);
+  perm.push_back(axis);
+  bool moved = axis != rank - 1;
+  if (moved)
+    x = nd.b.create<TransposeOp>(nd.loc, x, nd.b.getDenseI64ArrayAttr(perm));
+  Const tri;
+  tri.shape = {n, n};
+  tri.f.assign(n * n, 0.0);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < n; ++i)
+      tri.f[j * n + i] = reverse ? (exclusive ? j > i : j >= i) : (exclusive ? j < i : j <= i);
+  Value y = x;
+  if (rank == 1)
+    y = nd.im.reshape(y, {1, n});
+  y = nd.b.create<MatmulOp>(nd.loc, y, nd.im.materialize(tri), false, false);
+  if (rank == 1)
+    y = nd.im.reshape(y, {n});
+  if (moved) {
+    Shape inverse(rank);
+    for (int64_t d = 0; d < rank; ++d)
+      inverse[perm[d]] = d;
+    y = nd.b.create<TransposeOp>(nd.loc, y, nd.b.getDenseI64ArrayAttr(inverse));
+  }
+  if (ints)
+    y = nd.b.create<CastOp>(nd.loc, RankedTensorType::get(s, nd.b.getI64Type()), y);
+  return nd.result(y);
+}
+
+/// CumSum along a constant axis (exclusive, reverse).
+llvm::Error cumSum(Node &nd) {
+  if (auto err = nd.need(2))
+    return err;
+  if (!nd.isConst(1) || nd.c(1).numel() != 1 || nd.c(1).kind == Kind::Float)
+    return nd.error("axis must be a constant integer");
+  Shape s = nd.shape(0);
+  auto axis = nd.axis(nd.c(1).i[0], s.size());
+  if (!axis)
+    return axis.takeError();
+  bool exclusive = nd.intAttr("exclusive", 0), reverse = nd.intAttr("reverse", 0);
+  if (!nd.isConst(0))
+    return runtimeCumSum(nd, *axis, exclusive, reverse);
+  Const r = nd.c(0);
+  Shape st = stridesOf(s);
+  int64_t n = s[*axis], stride = st[*axis];
+  for (int64_t base = 0; base < r.numel(); ++base) {
+    if ((base / stride) % n != 0)
+      continue; // one pass per line along the axis, from its first element
+    double acc = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t k = base + (reverse ? n - 1 - j : j) * stride;
+      double v = r.at(k);
+      if (exclusive) {
+        r.set(k, acc);
+        acc += v;
+      } else {
+        acc += v;
+        r.set(k, acc);
+      }
+    }
+  }
+  return nd.result(std::move(r));
 }
 
 /// A normalization's epsilon (positive, finite) after checking that it
@@ -401,6 +488,7 @@ const OpSchema kSchemas[] = {
     {"ReduceSum", kMinOpset, kAll, reduce},
     {"ReduceMax", kMinOpset, kAll, reduce},
     {"ReduceMin", kMinOpset, kAll, reduce},
+    {"CumSum", kMinOpset, kAll, cumSum},
     {"LayerNormalization", 17, kAll, layerNorm},
     {"Gelu", 20, kAll, gelu},
     {"RMSNormalization", 23, kAll, rmsNorm},
