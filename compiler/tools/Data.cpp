@@ -122,12 +122,6 @@ cl::opt<int> plotWidth("width", cl::desc("Pixels"), cl::init(960), cl::sub(plotC
 cl::opt<int> plotHeight("height", cl::desc("Pixels"), cl::init(600), cl::sub(plotCmd()),
                         cl::cat(category()));
 
-/// The tokenizers whose one file (or directory) is --tokenizer-model.
-bool readsTokenizerModel(const std::string &type) {
-  return type == "HuggingFaceTokenizer" || type == "SentencePieceTokenizer" ||
-         type == "Llama2Tokenizer";
-}
-
 } // namespace
 
 int runPlot() {
@@ -147,7 +141,7 @@ int runPlot() {
 static int runDecode() {
   try {
     std::unique_ptr<mlc::rt::Tokenizer> t = mlc::rt::makeTokenizer(
-        tokType, readsTokenizerModel(tokType) ? tokModel : tokVocabFile, tokMergeFile);
+        tokType, rt::readsTokenizerModel(tokType) ? tokModel : tokVocabFile, tokMergeFile);
     std::ifstream in(tokInput);
     if (!in)
       return fail(tokInput + ": cannot open");
@@ -331,7 +325,7 @@ int runPreprocess() {
     o.jsonKeys.assign(ppJsonKeys.begin(), ppJsonKeys.end());
   o.tokenizerType = ppTokenizer;
   o.vocabFile = ppVocab;
-  if (readsTokenizerModel(ppTokenizer)) {
+  if (rt::readsTokenizerModel(ppTokenizer)) {
     if (ppModel.empty())
       return fail("--tokenizer-type " + ppTokenizer + " needs --tokenizer-model (" +
                   (ppTokenizer == "HuggingFaceTokenizer"

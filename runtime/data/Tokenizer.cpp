@@ -533,6 +533,11 @@ private:
 
 } // namespace
 
+bool readsTokenizerModel(const std::string &type) {
+  return type == "HuggingFaceTokenizer" || type == "SentencePieceTokenizer" ||
+         type == "Llama2Tokenizer";
+}
+
 std::unique_ptr<Tokenizer> makeTokenizer(const std::string &type, const std::string &vocabFile,
                                          const std::string &mergeFile) {
   if (type == "ByteTokenizer")

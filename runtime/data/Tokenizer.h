@@ -51,6 +51,10 @@ public:
 std::unique_ptr<Tokenizer> makeTokenizer(const std::string &type, const std::string &vocabFile,
                                          const std::string &mergeFile);
 
+/// True for the tokenizers whose one file (or directory) is --tokenizer-model:
+/// HuggingFaceTokenizer, SentencePieceTokenizer and Llama2Tokenizer.
+bool readsTokenizerModel(const std::string &type);
+
 /// GPT-2's pre-tokenization: the words its regex splits text into,
 ///   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 std::vector<std::string> gpt2PreTokenize(const std::string &text);

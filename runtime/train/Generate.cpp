@@ -276,14 +276,15 @@ std::vector<int32_t> generate(Backend &backend, const Tokenizer &tokenizer,
 void generateText(Backend &backend, const TrainOptions &weights, const GenerateOptions &options,
                   const std::function<void(const std::string &)> &write) {
   GenerateOptions o = options;
-  // --tokenizer-model names HuggingFaceTokenizer's file; with no type it is
-  // that one, and with another type it would be ignored: refused.
+  // --tokenizer-model names the file of HuggingFaceTokenizer (the type when
+  // none is given), SentencePieceTokenizer or Llama2Tokenizer; with any other
+  // type it would be ignored: refused.
   if (o.given.count("tokenizer-model")) {
     if (!o.given.count("tokenizer-type"))
       o.tokenizerType = "HuggingFaceTokenizer";
-    else if (o.tokenizerType != "HuggingFaceTokenizer")
-      fail("--tokenizer-model is HuggingFaceTokenizer's; --tokenizer-type is '" +
-           o.tokenizerType + "'");
+    else if (!readsTokenizerModel(o.tokenizerType))
+      fail("--tokenizer-model is HuggingFaceTokenizer's, SentencePieceTokenizer's or "
+           "Llama2Tokenizer's; --tokenizer-type is '" + o.tokenizerType + "'");
   }
   // A model directory brings its tokenizer and generation defaults.
   if (std::string dir = !weights.init.empty() && isDirectoryPath(weights.init)
