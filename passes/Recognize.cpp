@@ -1167,19 +1167,22 @@ std::optional<Cut> cutOf(SliceOp s) {
   return cut;
 }
 
-/// Slices of one value that tile one of its dims (not the last: rotate-half
-/// and partial rotary slice the head dim, which their own patterns read) as
-/// one mlc.split. Falcon's fused QKV projection is cut into its Q, K and V
-/// heads by three slices; as a split, the gradient is one concat that the
-/// attention's backward writes in place, where the slices' gradients were
-/// three zero-padded copies and their sum.
+/// Slices of one value that tile one of its dims as one mlc.split. Falcon's
+/// fused QKV projection is cut into its Q, K and V heads by three slices,
+/// Phi3's into its Q, K and V columns; as a split, the gradient is one
+/// concat that the attention's backward writes in place, where the slices'
+/// gradients were three zero-padded copies and their sum. The last dim is
+/// cut so only where it is a product's columns (a fused projection's): a
+/// head's last dim is rotate-half's and partial rotary's to slice, which
+/// their own patterns read.
 struct RecognizeSlicesAsSplit : OpRewritePattern<SliceOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(SliceOp root, PatternRewriter &rewriter) const override {
     std::optional<Cut> mine = cutOf(root);
     Value x = root.getInput();
-    if (!mine || root->use_empty() || mine->axis + 1 == rankOf(x))
+    if (!mine || root->use_empty() ||
+        (mine->axis + 1 == rankOf(x) && !x.getDefiningOp<MatmulOp>()))
       return failure();
     SmallVector<std::pair<Cut, SliceOp>> pieces;
     for (Operation *user : x.getUsers()) {

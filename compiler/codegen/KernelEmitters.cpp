@@ -539,6 +539,8 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     params.flag("rms", isa<RmsNormOp, RmsNormGradOp>(op));
     if (auto rg = dyn_cast<RmsNormGradOp>(op))
       params.flag("residual", bool(rg.getResidual()));
+    if (auto lg = dyn_cast<LayerNormGradOp>(op))
+      params.flag("residual", bool(lg.getResidual()));
     k = grad ? "layer_norm_grad" : "layer_norm";
   } else if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
     rowsAndColumns(ce.getLogits());

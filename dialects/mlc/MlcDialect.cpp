@@ -897,6 +897,8 @@ LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *,
   Type input = adaptor.getInput().getType();
   if (adaptor.getGrad().getType() != input)
     return emitOptionalError(loc, "grad and input types differ");
+  if (adaptor.getResidual() && adaptor.getResidual().getType() != input)
+    return emitOptionalError(loc, "the residual gradient (plus) and input types differ");
   Shape in = shapeOf(input), w = shapeOf(adaptor.getWeight().getType());
   if (in.empty() || w.size() != 1 || sizesConflict(w[0], in.back()))
     return emitOptionalError(loc, "weight must be [", in.empty() ? 0 : in.back(),

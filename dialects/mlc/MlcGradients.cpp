@@ -528,7 +528,7 @@ LogicalResult LogSoftmaxOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
 LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                           SmallVectorImpl<Value> &og) {
   auto grads = b.create<LayerNormGradOp>(getLoc(), rg[0], getInput(), getWeight(),
-                                         getEpsilonAttr());
+                                         /*residual=*/Value(), getEpsilonAttr());
   og.append({grads.getInputGrad(), grads.getWeightGrad(), grads.getBiasGrad()});
   return success();
 }

@@ -900,18 +900,25 @@ def Mlc_LayerNormGradOp : Mlc_Op<"layer_norm_grad", [Pure, InferTypeOpAdaptor]> 
     `d_input = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))`,
     `d_weight = sum over rows of grad * xhat`, `d_bias = sum over rows of grad`.
 
+    With `plus %r` (of the input's type), `d_input` is `r + ...`: the
+    residual stream's gradient, added in the row kernel that writes
+    `d_input`, as `rms_norm_grad`'s `plus` does.
+
     ```mlir
     %dx, %dw, %db = mlc.layer_norm_grad %g, %x, %w epsilon = 1.0e-05
         : tensor<8x768xf32>, tensor<8x768xf32>, tensor<768xf32>
+    %dx2, %dw2, %db2 = mlc.layer_norm_grad %g, %x, %w plus %r epsilon = 1.0e-05
+        : tensor<8x768xf32>, tensor<8x768xf32>, tensor<768xf32>, tensor<8x768xf32>
     ```
   }];
   let arguments = (ins Mlc_FloatTensor:$grad, Mlc_FloatTensor:$input,
-                       Mlc_FloatTensor:$weight, F64Attr:$epsilon);
+                       Mlc_FloatTensor:$weight, Optional<Mlc_FloatTensor>:$residual,
+                       F64Attr:$epsilon);
   let results = (outs Mlc_FloatTensor:$input_grad, Mlc_FloatTensor:$weight_grad,
                       Mlc_FloatTensor:$bias_grad);
   let assemblyFormat = [{
-    $grad `,` $input `,` $weight `epsilon` `=` $epsilon attr-dict `:`
-    type($grad) `,` type($input) `,` type($weight)
+    $grad `,` $input `,` $weight (`plus` $residual^)? `epsilon` `=` $epsilon attr-dict `:`
+    type($grad) `,` type($input) `,` type($weight) (`,` type($residual)^)?
   }];
 }
 

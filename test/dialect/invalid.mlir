@@ -833,6 +833,14 @@ func.func @rms_norm_grad_residual(%x: tensor<2x4xf32>, %w: tensor<4xf32>, %r: te
 
 // -----
 
+func.func @layer_norm_grad_residual(%x: tensor<2x4xf32>, %w: tensor<4xf32>, %r: tensor<2x4xf64>) {
+  // expected-error @+1 {{the residual gradient (plus) and input types differ}}
+  %0:3 = mlc.layer_norm_grad %x, %x, %w plus %r epsilon = 1.0e-5 : tensor<2x4xf32>, tensor<2x4xf32>, tensor<4xf32>, tensor<2x4xf64>
+  return
+}
+
+// -----
+
 func.func @attention_rotary_one_table(%q: tensor<1x2x4x8xf32>, %t: tensor<1x1x4x8xf32>) {
   // expected-error @+2 {{rotary needs both tables, cos and sin}}
   // expected-error @+1 {{failed to infer returned types}}

@@ -637,8 +637,26 @@ func.func @slices_tile_heads(%x: tensor<2x3x6x8xf32>) -> (tensor<2x3x4x8xf32>, t
 
 // -----
 
-// Slices that leave a gap, or that cut the last dim (rotate-half's halves,
-// which the rotary patterns read), stay slices.
+// Phi3's fused QKV projection cut by three slices of its columns (the
+// product's last dim): one split.
+// CHECK-LABEL: func.func @slices_tile_projection
+// CHECK: %[[P:.*]] = mlc.matmul
+// CHECK-NEXT: %[[S:.*]]:3 = mlc.split %[[P]] axis = 2 sizes = [8, 4, 4] : tensor<2x3x16xf32>
+// CHECK-NOT: mlc.slice
+// CHECK: return %[[S]]#0, %[[S]]#1, %[[S]]#2
+func.func @slices_tile_projection(%x: tensor<2x3x8xf32>, %w: tensor<16x8xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) {
+  %p = mlc.matmul %x, %w transpose_rhs : tensor<2x3x8xf32>, tensor<16x8xf32>
+  %q = mlc.slice %p starts = [0, 0, 0] ends = [2, 3, 8] steps = [1, 1, 1] : tensor<2x3x16xf32>
+  %k = mlc.slice %p starts = [0, 0, 8] ends = [2, 3, 12] steps = [1, 1, 1] : tensor<2x3x16xf32>
+  %v = mlc.slice %p starts = [0, 0, 12] ends = [2, 3, 16] steps = [1, 1, 1] : tensor<2x3x16xf32>
+  return %q, %k, %v : tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>
+}
+
+// -----
+
+// Slices that leave a gap, or that cut the last dim of what is not a
+// product (rotate-half's halves, which the rotary patterns read), stay
+// slices.
 // CHECK-LABEL: func.func @slices_not_a_split
 // CHECK-NOT: mlc.split
 // CHECK-COUNT-4: mlc.slice
