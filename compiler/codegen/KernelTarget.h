@@ -122,6 +122,9 @@ struct AttentionKernel {
   /// Soft-capping of the scores, c * tanh(s / c) before the mask
   /// (MLC_ATTN_SOFTCAP); 0: none.
   double softcap = 0;
+  /// Sliding window (causal only): query i sees keys i - window + 1 .. i
+  /// (MLC_ATTN_WINDOW); 0: none.
+  int64_t window = 0;
   int64_t seed = 0;
   /// Per tensor argument, in argument order up to v: the element offset,
   /// the stride between batches (varlen: tokens), heads and query rows.

@@ -556,7 +556,7 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   auto grads = b.create<AttentionGradOp>(
       getLoc(), rg[0], getQuery(), getKey(), getValue(), getMask(), getCuSeqlens(), getCos(),
       getSin(), getCausalAttr(), getScaleAttr(), getDropoutAttr(), getSeedAttr(),
-      getInterleavedAttr(), getSoftcapAttr());
+      getInterleavedAttr(), getSoftcapAttr(), getWindowAttr());
   og.append({grads.getQueryGrad(), grads.getKeyGrad(), grads.getValueGrad()});
   if (getMask())
     og.push_back(Value()); // masks are data, not parameters

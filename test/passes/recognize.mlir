@@ -273,6 +273,42 @@ func.func @additive_not_causal(%q: tensor<1x2x3x4xf32>, %kt: tensor<1x2x4x3xf32>
 
 // -----
 
+// Mistral's sliding window (transformers' mask for sliding_window 2 < S):
+// query i sees keys i - 1 .. i, the window read from the constant; no mask
+// is kept.
+// CHECK-LABEL: func.func @sliding_window_attention
+// CHECK: %[[A:.*]] = mlc.attention %arg0, %{{.*}}, %arg2 causal scale = 1.000000e+00 window = 2 :
+// CHECK-SAME: tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>{{$}}
+// CHECK-NEXT: return %[[A]]
+func.func @sliding_window_attention(%q: tensor<1x2x4x4xf32>, %kt: tensor<1x2x4x4xf32>, %v: tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32> {
+  %s = mlc.matmul %q, %kt : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
+  %mask = mlc.constant dense<[[[[0.0, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38, -3.40282347E+38], [-3.40282347E+38, 0.0, 0.0, -3.40282347E+38], [-3.40282347E+38, -3.40282347E+38, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %m = mlc.add %s, %mask : tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>
+  %p = mlc.softmax %m axis = 3 : tensor<1x2x4x4xf32>
+  %o = mlc.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
+  return %o : tensor<1x2x4x4xf32>
+}
+
+// -----
+
+// A band whose rows see windows of different lengths (query 2 sees 3 keys,
+// query 3 two) is no sliding window: the mask stays, no causal flag.
+// CHECK-LABEL: func.func @uneven_window_not_causal
+// CHECK: %[[C:.*]] = mlc.constant
+// CHECK: mlc.attention %arg0, %{{.*}}, %arg2 mask %[[C]] scale = 1.000000e+00 :
+// CHECK-NOT: causal
+// CHECK-NOT: window
+func.func @uneven_window_not_causal(%q: tensor<1x2x4x4xf32>, %kt: tensor<1x2x4x4xf32>, %v: tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32> {
+  %s = mlc.matmul %q, %kt : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
+  %mask = mlc.constant dense<[[[[0.0, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, 0.0, -3.40282347E+38], [-3.40282347E+38, -3.40282347E+38, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %m = mlc.add %s, %mask : tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>
+  %p = mlc.softmax %m axis = 3 : tensor<1x2x4x4xf32>
+  %o = mlc.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
+  return %o : tensor<1x2x4x4xf32>
+}
+
+// -----
+
 // A guard that does not put 0 for NaN is not the exporter's: left alone.
 // CHECK-LABEL: func.func @not_nan_guard
 // CHECK-NOT: mlc.attention
