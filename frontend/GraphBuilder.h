@@ -90,14 +90,17 @@ public:
                                b.getI64IntegerAttr(nextSeed++));
   }
   /// Scaled dot-product attention with dropout on the probabilities; `scale`
-  /// multiplies the scores (0: the op's default, 1 / sqrt(head dim)).
+  /// multiplies the scores (0: the op's default, 1 / sqrt(head dim));
+  /// `window` > 0 (causal only): each query sees its last `window` keys.
   Value attention(Value q, Value k, Value v, Value mask, bool causal, double dropout,
-                  Value cuSeqlens = Value(), double scale = 0) {
+                  Value cuSeqlens = Value(), double scale = 0, int64_t window = 0) {
     return b.create<AttentionOp>(loc, q, k, v, mask, cuSeqlens,
                                  causal ? b.getUnitAttr() : UnitAttr(),
                                  scale ? b.getF64FloatAttr(scale) : FloatAttr(),
                                  b.getF64FloatAttr(dropout),
-                                 b.getI64IntegerAttr(dropout > 0 ? nextSeed++ : 0));
+                                 b.getI64IntegerAttr(dropout > 0 ? nextSeed++ : 0),
+                                 /*softcap=*/FloatAttr(),
+                                 window > 0 ? b.getI64IntegerAttr(window) : IntegerAttr());
   }
   Value reshape(Value x, ArrayRef<int64_t> shape) {
     auto type = RankedTensorType::get(shape, cast<RankedTensorType>(x.getType())
@@ -206,10 +209,12 @@ struct PackedDocuments {
   Value merge(Value a, int64_t hidden) {
     return cuSeqlens ? g.reshape(a, {batch, seq, hidden}) : g.mergeHeads(a, batch, seq, hidden);
   }
-  /// Causal attention over heads() of q, k and v (`scale` as
+  /// Causal attention over heads() of q, k and v (`scale` and `window` as
   /// GraphBuilder::attention's).
-  Value attention(Value q, Value k, Value v, double dropout, double scale = 0) {
-    return g.attention(q, k, v, /*mask=*/Value(), /*causal=*/true, dropout, cuSeqlens, scale);
+  Value attention(Value q, Value k, Value v, double dropout, double scale = 0,
+                  int64_t window = 0) {
+    return g.attention(q, k, v, /*mask=*/Value(), /*causal=*/true, dropout, cuSeqlens, scale,
+                       window);
   }
 
 private:

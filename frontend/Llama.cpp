@@ -292,7 +292,7 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext &ctx, const ModelConfig &c,
                 I = c.get("intermediate_size"), L = c.get("num_hidden_layers"),
                 H = c.get("num_attention_heads"), Hkv = c.get("num_key_value_heads"),
                 D = c.get("head_dim");
-  const int64_t B = o.microBatch, S = o.seqLen;
+  const int64_t B = o.microBatch, S = o.seqLen, window = c.get("sliding_window");
   const double eps = c.getFloat("rms_norm_eps");
   const bool tied = c.get("tie_word_embeddings"), attentionBias = c.get("attention_bias"),
              qkvBias = attentionBias || c.get("qkv_bias"), mlpBias = c.get("mlp_bias");
@@ -359,7 +359,10 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext &ctx, const ModelConfig &c,
         g, headNorm(g.reshape(g.dense(h, l.kW, l.kB, true), {B, S, Hkv, D}), l.kNorm), cos,
         sin));
     Value v = docs.heads(g.dense(h, l.vW, l.vB, true), Hkv, D);
-    Value a = docs.attention(q, k, v, /*dropout=*/0.0);
+    // Mistral's sliding window: a window shorter than the sequence narrows
+    // the causal attention (in its kernels: no mask is built); a longer one
+    // is the same attention as none.
+    Value a = docs.attention(q, k, v, /*dropout=*/0.0, /*scale=*/0, window < S ? window : 0);
     a = g.dense(docs.merge(a, H * D), l.oW, l.oB, true);
     x = b.create<AddOp>(loc, x, a);
     h = rmsNorm(g, x, l.ln2, eps);

@@ -901,15 +901,6 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildModel(MLIRContext &ctx,
     return error(llvm::formatv("seq-len {0} must be in [2, {1}] ({2})",
                                options.seqLen, config.get(positions), positions)
                      .str());
-  // Mistral's window: token i attends to tokens i - sliding_window + 1 .. i.
-  // A window of seq-len tokens or more is plain causal attention.
-  if (config.family == "llama" && config.get("sliding_window") > 0 &&
-      config.get("sliding_window") < options.seqLen)
-    return error(llvm::formatv("sliding_window={0} is shorter than seq-len {1}: the builtin "
-                               "llama's attention is causal over the whole sequence (a "
-                               "window of seq-len tokens or more is the same attention)",
-                               config.get("sliding_window"), options.seqLen)
-                     .str());
   // The memory a training step would need, estimated before anything is
   // built: parameters, gradients and two AdamW moments, and the activations
   // a layer keeps for backward (about 34 E + 5 H S values per token).

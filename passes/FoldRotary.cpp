@@ -329,7 +329,8 @@ void applyFold(const Fold &f) {
       auto n = b.create<AttentionOp>(a.getLoc(), q, k, a.getValue(), a.getMask(),
                                      a.getCuSeqlens(), cos, sin, a.getCausalAttr(),
                                      a.getScaleAttr(), a.getDropoutAttr(), a.getSeedAttr(),
-                                     interleaved, a.getSoftcapAttr());
+                                     interleaved, a.getSoftcapAttr(),
+                                       a.getWindowAttr());
       a.getResult().replaceAllUsesWith(n.getResult());
       dead.push_back(a);
       continue;
@@ -341,7 +342,8 @@ void applyFold(const Fold &f) {
     auto n = b.create<AttentionGradOp>(g.getLoc(), g.getGrad(), q, k, g.getValue(), g.getMask(),
                                        g.getCuSeqlens(), cos, sin, g.getCausalAttr(),
                                        g.getScaleAttr(), g.getDropoutAttr(), g.getSeedAttr(),
-                                       interleaved, g.getSoftcapAttr());
+                                       interleaved, g.getSoftcapAttr(),
+                                       g.getWindowAttr());
     redirectGradient(b, g.getQueryGrad(), n.getQueryGrad(), fq, dead);
     redirectGradient(b, g.getKeyGrad(), n.getKeyGrad(), fk, dead);
     g.getValueGrad().replaceAllUsesWith(n.getValueGrad());

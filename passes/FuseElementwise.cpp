@@ -80,19 +80,20 @@ struct Group {
   bool rotary = false;          // holds a rotary op (at most one: its split nest)
 };
 
-/// The adjoint sum `dx + r` of an RMSNorm's input gradient and the residual
-/// stream's (autodiff's sum where the stream forks into the norm) joins the
-/// gradient's row kernel: `rms_norm_grad ... plus %r` writes dx + r in the
-/// pass that writes dx, so the sum reads and writes nothing of its own.
-/// Only when the add is dx's one reader, adds no broadcast, and r exists
-/// before the gradient (the fused op takes the gradient's place, before the
-/// readers of its weight gradient).
+/// The adjoint sum `dx + r` of a LayerNorm's or RMSNorm's input gradient and
+/// the residual stream's (autodiff's sum where the stream forks into the
+/// norm) joins the gradient's row kernel: `rms_norm_grad ... plus %r` (or
+/// `layer_norm_grad`'s) writes dx + r in the pass that writes dx, so the sum
+/// reads and writes nothing of its own. Only when the add is dx's one
+/// reader, adds no broadcast, and r exists before the gradient (the fused op
+/// takes the gradient's place, before the readers of its weight gradient).
+template <typename GradOp>
 void absorbResidualGradients(Block &block) {
-  SmallVector<RmsNormGradOp> grads;
+  SmallVector<GradOp> grads;
   for (Operation &op : block)
-    if (auto g = dyn_cast<RmsNormGradOp>(op); g && !g.getResidual())
+    if (auto g = dyn_cast<GradOp>(op); g && !g.getResidual())
       grads.push_back(g);
-  for (RmsNormGradOp g : grads) {
+  for (GradOp g : grads) {
     Value dx = g.getInputGrad();
     if (!dx.hasOneUse())
       continue;
@@ -109,10 +110,11 @@ void absorbResidualGradients(Block &block) {
       continue;
     }
     OpBuilder b(g);
-    auto fused = b.create<RmsNormGradOp>(g.getLoc(), g.getGrad(), g.getInput(), g.getWeight(),
-                                         r, g.getEpsilonAttr());
+    auto fused = b.create<GradOp>(g.getLoc(), g.getGrad(), g.getInput(), g.getWeight(), r,
+                                  g.getEpsilonAttr());
     add.getResult().replaceAllUsesWith(fused.getInputGrad());
-    g.getWeightGrad().replaceAllUsesWith(fused.getWeightGrad());
+    for (unsigned i = 1; i < g->getNumResults(); ++i)
+      g->getResult(i).replaceAllUsesWith(fused->getResult(i));
     add.erase();
     g.erase();
   }
@@ -122,7 +124,8 @@ class FuseElementwisePass : public mlc::impl::MlcFuseElementwiseBase<FuseElement
 public:
   void runOnOperation() final {
     for (Block &block : getOperation().getBody()) {
-      absorbResidualGradients(block);
+      absorbResidualGradients<RmsNormGradOp>(block);
+      absorbResidualGradients<LayerNormGradOp>(block);
       fuseBlock(block);
     }
   }

@@ -379,39 +379,51 @@ bool isCausalMask(Value v, int64_t s) {
   return true;
 }
 
-/// True for a constant [..., S, S] whose every [S, S] block is causal: for a
-/// boolean, true exactly where j <= i; for a float (an additive mask), 0
-/// where j <= i and at most -1e30 elsewhere (the lowest float or -inf).
-bool isCausalConstant(Value v, int64_t s) {
+/// The sliding window of a constant [..., S, S] whose every [S, S] block is
+/// causal: for a boolean, true exactly where key j is seen by query i; for
+/// a float (an additive mask), 0 there and at most -1e30 elsewhere (the
+/// lowest float or -inf). 0 when query i sees keys 0 .. i (causal), W when
+/// it sees exactly i - W + 1 .. i (Mistral's sliding window, W < S);
+/// nullopt for anything else.
+std::optional<int64_t> causalWindow(Value v, int64_t s) {
   auto c = v ? v.getDefiningOp<ConstantOp>() : ConstantOp();
   if (!c)
-    return false;
+    return std::nullopt;
   auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
   if (!dense || dense.isSplat() || s < 2)
-    return false;
+    return std::nullopt;
   auto shape = dense.getType().getShape();
   if (shape.size() < 2 || shape[shape.size() - 1] != s || shape[shape.size() - 2] != s)
-    return false;
-  int64_t k = 0;
+    return std::nullopt;
+  // Which keys each element shows; any value that is neither kept nor
+  // masked is no causal mask.
+  SmallVector<bool> seen;
+  seen.reserve(dense.getNumElements());
   if (dense.getElementType().isInteger(1)) {
-    for (bool bit : dense.getValues<bool>()) {
-      int64_t i = (k / s) % s, j = k % s;
-      if (bit != (j <= i))
-        return false;
-      ++k;
+    for (bool bit : dense.getValues<bool>())
+      seen.push_back(bit);
+  } else if (isa<FloatType>(dense.getElementType())) {
+    for (const APFloat &f : dense.getValues<APFloat>()) {
+      double x = f.convertToDouble();
+      if (x != 0.0 && !(x <= -1e30))
+        return std::nullopt;
+      seen.push_back(x == 0.0);
     }
-    return true;
+  } else {
+    return std::nullopt;
   }
-  if (!isa<FloatType>(dense.getElementType()))
-    return false;
-  for (const APFloat &f : dense.getValues<APFloat>()) {
-    int64_t i = (k / s) % s, j = k % s;
-    double x = f.convertToDouble();
-    if (j <= i ? x != 0.0 : !(x <= -1e30))
-      return false;
-    ++k;
+  // The last query sees the window's W keys (all S: causal).
+  int64_t w = 0;
+  for (int64_t j = 0; j < s; ++j)
+    w += seen[(s - 1) * s + j];
+  if (w < 1)
+    return std::nullopt;
+  for (size_t k = 0; k < seen.size(); ++k) {
+    int64_t i = int64_t(k / s) % s, j = int64_t(k % s);
+    if (seen[k] != (j <= i && j > i - w))
+      return std::nullopt;
   }
-  return true;
+  return w == s ? 0 : w;
 }
 
 /// True for a constant whose elements are all true.
@@ -448,14 +460,16 @@ Value throughNaNGuard(Value v) {
 /// padding). `cond` is the condition to build the smaller mask from, or null.
 struct MaskParts {
   bool causal = false;
+  int64_t window = 0; // with causal: a sliding window (0: none)
   Value cond;        // a key-padding condition, or null
   Value keep;        // the additive mask kept as it is, or null
   Value zero, low;   // the mask's values for kept and masked keys (with cond)
 };
 MaskParts classifyMask(Value m, int64_t s) {
   MaskParts parts;
-  if (isCausalConstant(m, s)) {
+  if (auto w = causalWindow(m, s)) {
     parts.causal = true;
+    parts.window = *w;
     return parts;
   }
   parts.keep = m;
@@ -464,9 +478,10 @@ MaskParts classifyMask(Value m, int64_t s) {
   if (!sel || !near(splat(sel.getTrueValue()), 0.0) || !low || *low > -1e30)
     return parts;
   Value c = sel.getCondition();
-  if (isCausalConstant(c, s)) {
+  if (auto w = causalWindow(c, s)) {
     parts = MaskParts();
     parts.causal = true;
+    parts.window = *w;
     return parts;
   }
   auto inner = c.getDefiningOp<SelectOp>();
@@ -483,13 +498,15 @@ MaskParts classifyMask(Value m, int64_t s) {
   if (!fd || !fd.isSplat() || !fd.getElementType().isInteger(1) || fd.getSplatValue<bool>())
     return parts;
   Value t = inner.getCondition(), g = inner.getTrueValue();
-  bool causal = isCausalConstant(t, s);
+  std::optional<int64_t> window = causalWindow(t, s);
+  bool causal = window.has_value();
   if (!causal && !isAllTrue(t))
     return parts;
   if (shapeOf(g).size() != 4)
     return parts;
   parts.keep = Value();
   parts.causal = causal;
+  parts.window = window.value_or(0);
   parts.cond = g;
   parts.zero = sel.getTrueValue();
   parts.low = sel.getFalseValue();
@@ -669,7 +686,8 @@ struct RecognizeAttention : OpRewritePattern<MatmulOp> {
     rewriter.replaceOpWithNewOp<AttentionOp>(
         root, q, k, v, mask, /*cu_seqlens=*/Value(), causal ? rewriter.getUnitAttr() : UnitAttr(),
         scaleAttr, rewriter.getF64FloatAttr(dropout), rewriter.getI64IntegerAttr(seed),
-        softcapAttr);
+        softcapAttr,
+        parts.window ? rewriter.getI64IntegerAttr(parts.window) : IntegerAttr());
     return success();
   }
 };
@@ -695,10 +713,15 @@ struct RecognizeAttentionMask : OpRewritePattern<AttentionOp> {
     if (parts.cond)
       newMask = buildPaddingMask(rewriter, op.getLoc(), parts);
     bool causal = op.getCausal() || parts.causal;
+    // A window met twice (the op's and the mask's) is the narrower.
+    int64_t window = op.getWindow().value_or(0);
+    if (parts.window && (!window || parts.window < window))
+      window = parts.window;
     rewriter.replaceOpWithNewOp<AttentionOp>(
         op, op.getQuery(), op.getKey(), op.getValue(), newMask, /*cu_seqlens=*/Value(),
         causal ? rewriter.getUnitAttr() : UnitAttr(), op.getScaleAttr(), op.getDropoutAttr(),
-        op.getSeedAttr(), op.getSoftcapAttr());
+        op.getSeedAttr(), op.getSoftcapAttr(),
+        window ? rewriter.getI64IntegerAttr(window) : IntegerAttr());
     return success();
   }
 };
@@ -1167,19 +1190,22 @@ std::optional<Cut> cutOf(SliceOp s) {
   return cut;
 }
 
-/// Slices of one value that tile one of its dims (not the last: rotate-half
-/// and partial rotary slice the head dim, which their own patterns read) as
-/// one mlc.split. Falcon's fused QKV projection is cut into its Q, K and V
-/// heads by three slices; as a split, the gradient is one concat that the
-/// attention's backward writes in place, where the slices' gradients were
-/// three zero-padded copies and their sum.
+/// Slices of one value that tile one of its dims as one mlc.split. Falcon's
+/// fused QKV projection is cut into its Q, K and V heads by three slices,
+/// Phi3's into its Q, K and V columns; as a split, the gradient is one
+/// concat that the attention's backward writes in place, where the slices'
+/// gradients were three zero-padded copies and their sum. The last dim is
+/// cut so only where it is a product's columns (a fused projection's): a
+/// head's last dim is rotate-half's and partial rotary's to slice, which
+/// their own patterns read.
 struct RecognizeSlicesAsSplit : OpRewritePattern<SliceOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(SliceOp root, PatternRewriter &rewriter) const override {
     std::optional<Cut> mine = cutOf(root);
     Value x = root.getInput();
-    if (!mine || root->use_empty() || mine->axis + 1 == rankOf(x))
+    if (!mine || root->use_empty() ||
+        (mine->axis + 1 == rankOf(x) && !x.getDefiningOp<MatmulOp>()))
       return failure();
     SmallVector<std::pair<Cut, SliceOp>> pieces;
     for (Operation *user : x.getUsers()) {

@@ -220,6 +220,19 @@ TEST(CudaKernels, AttentionCompilesAlone) {
       {"tc_bwd_softcap", "128",
        "mlc_attention_tc_backward<64, 64, MLC_ATTN_CAUSAL | MLC_ATTN_GROUPED | MLC_ATTN_DROPOUT | "
        "MLC_ATTN_SOFTCAP>"},
+      // Mistral's sliding window: the spans of keys (queries) a row sees
+      // start (end) at the window's edge.
+      {"rows_fwd_f32_window", "64",
+       "mlc_attention_forward<float, 64, 64, 64, 32, MLC_ATTN_CAUSAL | MLC_ATTN_GROUPED | "
+       "MLC_ATTN_ROTARY | MLC_ATTN_WINDOW>"},
+      {"rows_bwd_f32_d64_window", "32",
+       "mlc_attention_backward<float, 64, 64, 32, 32, MLC_ATTN_CAUSAL | MLC_ATTN_GROUPED | "
+       "MLC_ATTN_ROTARY | MLC_ATTN_WINDOW>"},
+      {"tc_fwd_window", "128",
+       "mlc_attention_tc_forward<64, 64, MLC_ATTN_CAUSAL | MLC_ATTN_VARLEN | MLC_ATTN_WINDOW>"},
+      {"tc_bwd_window", "128",
+       "mlc_attention_tc_backward<64, 64, MLC_ATTN_CAUSAL | MLC_ATTN_GROUPED | MLC_ATTN_ROTARY | "
+       "MLC_ATTN_WINDOW>"},
   };
   std::string source = mlc::cudaKernelPrelude();
   for (const Instance &k : instances) {
@@ -521,6 +534,17 @@ TEST(GroupedQueryAttention, Gradients) {
   checkGroupedQueryGrad("tensor<1x4x150x32xf32>", "tensor<1x2x150x32xf32>", "causal");
   checkGroupedQueryGrad("tensor<2x4x40x16xf32>", "tensor<2x1x40x16xf32>",
                         "causal dropout = 0.2 seed = 3", "tensor<2x4x40x40xf32>");
+}
+
+// Mistral's sliding window (query i sees keys i - W + 1 .. i) across query
+// blocks and key tiles (a window of 37 crosses them; one of 7, shorter than
+// a tile, with dropout), grouped-query: the thread-per-row kernels (f32)
+// and the tensor-core ones (bf16) against the CPU's.
+TEST(SlidingWindowAttention, AcrossTiles) {
+  checkTensorCoreAttention("tensor<2x2x150x32xf32>", "causal window = 37");
+  checkGroupedQueryGrad("tensor<1x4x150x32xf32>", "tensor<1x2x150x32xf32>", "causal window = 37");
+  checkGroupedQueryGrad("tensor<2x4x40x16xf32>", "tensor<2x1x40x16xf32>",
+                        "causal window = 7 dropout = 0.2 seed = 3");
 }
 
 // Packed sequences of 30, 40 and 5 tokens (cu_seqlens), forward on inputs

@@ -462,6 +462,18 @@ TEST(GradientCheck, AttentionSoftcap) {
             Inputs(), 40);
 }
 
+// Mistral's sliding window (window = W: query i sees keys i - W + 1 .. i):
+// a window of 2 of 5 keys, grouped-query with dropout, and across the CPU
+// kernel's query tiles (70 positions, a window of 9).
+TEST(GradientCheck, AttentionWindow) {
+  checkText(attentionModel("tensor<2x2x5x3xf64>", "causal window = 2"));
+  checkText(attentionModel("tensor<2x4x5x3xf64>", "causal window = 3 dropout = 0.3 seed = 9", "",
+                           "tensor<2x2x5x3xf64>"));
+  checkText(attentionModel("tensor<1x2x70x4xf64>", "causal window = 9", "",
+                           "tensor<1x1x70x4xf64>"),
+            Inputs(), 40);
+}
+
 /// One training step of a compiled package at values drawn per name (so
 /// that two packages with the same parameters and inputs see the same
 /// numbers whatever their flat layouts): the loss, and each parameter's

@@ -32,7 +32,7 @@ inline std::string attentionSizes(const AttentionKernel &a, int64_t queryBlocks)
   b << "  // batch, heads, kv heads, seq q, seq k, token capacity, query blocks; per tensor (O or\n"
        "  // dQ, dK, dV, dO, Q, K, V) its offset and batch, head, row strides; the mask's\n"
        "  // strides; scale, dropout, keep scale, seed; rotary dim, tables' batch and row strides;\n"
-       "  // soft-capping (where given)\n"
+       "  // soft-capping, sliding window (where given)\n"
     << "  const MlcAttention<" << cType(a.element) << "> s = {" << a.batch << ", " << a.heads
     << ", " << a.kvHeads << ", " << a.seqQ << ", " << a.seqK << ", " << a.tokenCapacity << ", "
     << queryBlocks << ",\n      {";
@@ -43,8 +43,11 @@ inline std::string attentionSizes(const AttentionKernel &a, int64_t queryBlocks)
     << literal(a.scale, a.element) << ", " << std::to_string(a.dropout) << ", "
     << literal(1.0 / (1.0 - a.dropout), a.element) << ", " << a.seed << "ull, {"
     << a.rotaryDim << ", " << a.rotaryBatch << ", " << a.rotaryRow << "}";
-  if (a.softcap > 0) // else left out: the aggregate's 0, no capping
+  // Left out where not given: the aggregate's 0, no capping, no window.
+  if (a.softcap > 0 || a.window > 0)
     b << ", " << literal(a.softcap, mlir::Float64Type::get(a.element.getContext()));
+  if (a.window > 0)
+    b << ", " << a.window;
   b << "};\n";
   return b.str();
 }
@@ -68,7 +71,7 @@ inline std::string attentionFlags(const AttentionKernel &a) {
   for (auto [on, name] : {std::pair{a.causal, "CAUSAL"}, {a.mask, "MASK"}, {a.varlen, "VARLEN"},
                           {a.dropout > 0, "DROPOUT"}, {a.kvHeads != a.heads, "GROUPED"},
                           {a.rotaryDim > 0, "ROTARY"}, {a.interleaved, "INTERLEAVED"},
-                          {a.softcap > 0, "SOFTCAP"}})
+                          {a.softcap > 0, "SOFTCAP"}, {a.window > 0, "WINDOW"}})
     if (on)
       flags += (flags.empty() ? "MLC_ATTN_" : " | MLC_ATTN_") + std::string(name);
   return flags.empty() ? "0" : flags;

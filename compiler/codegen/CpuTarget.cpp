@@ -278,13 +278,17 @@ public:
   std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity, int64_t E,
                             const std::string &eps, bool rms, bool residual) override {
     std::string T = cType(el);
-    // Outputs dx, dw (, db), then the inputs g, x, w (, RMSNorm's residual r).
+    // Outputs dx, dw (, db), then the inputs g, x, w (, the residual r).
     const std::string G = rms ? "p2" : "p3", X = rms ? "p3" : "p4", W = rms ? "p4" : "p5";
     std::vector<KernelArg> args = {{el, true}, {el, true}, {el, true}, {el, false}, {el, false}};
-    if (!rms || residual)
+    if (!rms)
       args.push_back({el, false});
-    // dx = r + ..., r (p5) the residual stream's gradient, summed in double.
-    const std::string plus = residual ? "(double)p5[r * " + std::to_string(E) + " + c] + " : "";
+    if (residual)
+      args.push_back({el, false});
+    // dx = r + ..., r (after w) the residual stream's gradient, summed in double.
+    const std::string R = rms ? "p5" : "p6";
+    const std::string plus =
+        residual ? "(double)" + R + "[r * " + std::to_string(E) + " + c] + " : "";
     std::ostringstream b;
     b << arguments(args) << "  std::vector<double> stats(2 * " << capacity << ");\n"
       << "#pragma omp parallel for\n"

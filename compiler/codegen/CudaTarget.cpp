@@ -410,13 +410,17 @@ public:
     const auto [block, colBlocks, chunks] = columnChunks(1);
     const std::string stats = "((double *)ctx->scratch)",
                       part = "((double *)ctx->scratch + " + n2s(2 * capacity) + ")";
-    // Outputs dx, dw (, db), then the inputs g, x, w (, RMSNorm's residual r).
+    // Outputs dx, dw (, db), then the inputs g, x, w (, the residual r).
     const std::string G = rms ? "p2" : "p3", X = rms ? "p3" : "p4", W = rms ? "p4" : "p5";
     std::vector<KernelArg> args = {{el, true}, {el, true}, {el, true}, {el, false}, {el, false}};
-    if (!rms || residual)
+    if (!rms)
       args.push_back({el, false});
-    // dx = r + ..., r (p5) the residual stream's gradient, summed in double.
-    const std::string plus = residual ? "(double)p5[r * " + std::to_string(E) + " + c] + " : "";
+    if (residual)
+      args.push_back({el, false});
+    // dx = r + ..., r (after w) the residual stream's gradient, summed in double.
+    const std::string R = rms ? "p5" : "p6";
+    const std::string plus =
+        residual ? "(double)" + R + "[r * " + std::to_string(E) + " + c] + " : "";
     std::ostringstream b;
     b << arguments(args) << "  __shared__ double red[32];\n"
       << rowLoop(rows, E) << "      const " << T << " *g = " << G << " + r * " << E

@@ -539,6 +539,8 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     params.flag("rms", isa<RmsNormOp, RmsNormGradOp>(op));
     if (auto rg = dyn_cast<RmsNormGradOp>(op))
       params.flag("residual", bool(rg.getResidual()));
+    if (auto lg = dyn_cast<LayerNormGradOp>(op))
+      params.flag("residual", bool(lg.getResidual()));
     k = grad ? "layer_norm_grad" : "layer_norm";
   } else if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
     rowsAndColumns(ce.getLogits());
@@ -633,6 +635,7 @@ void FunctionLowering::rotaryTables(Value cos, Value sin, bool varlen, Attention
 llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   Value q, k, v, mask, cu, cos, sin;
   FloatAttr scaleAttr, softcapAttr;
+  IntegerAttr windowAttr;
   bool causal, interleaved;
   double dropout;
   int64_t seed;
@@ -641,14 +644,14 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
     cu = a.getCuSeqlens(), scaleAttr = a.getScaleAttr(), causal = a.getCausal();
     dropout = a.getDropout().convertToDouble(), seed = a.getSeed();
     cos = a.getCos(), sin = a.getSin(), interleaved = a.getInterleaved();
-    softcapAttr = a.getSoftcapAttr();
+    softcapAttr = a.getSoftcapAttr(), windowAttr = a.getWindowAttr();
   } else {
     auto g = cast<AttentionGradOp>(op);
     q = g.getQuery(), k = g.getKey(), v = g.getValue(), mask = g.getMask(),
     cu = g.getCuSeqlens(), scaleAttr = g.getScaleAttr(), causal = g.getCausal();
     dropout = g.getDropout().convertToDouble(), seed = g.getSeed();
     cos = g.getCos(), sin = g.getSin(), interleaved = g.getInterleaved();
-    softcapAttr = g.getSoftcapAttr();
+    softcapAttr = g.getSoftcapAttr(), windowAttr = g.getWindowAttr();
   }
   // Padded: [B, H, S, D], one (batch, head) per iteration. Variable-length:
   // [T, H, D] packed tokens, one (sequence, head) per iteration, the sequence
@@ -726,6 +729,9 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   desc.headDim = D, desc.valueDim = Dv, desc.tokenCapacity = kernels.tokenCapacity;
   desc.scale = scale, desc.dropout = dropout, desc.seed = seed;
   desc.softcap = softcapAttr ? softcapAttr.getValueAsDouble() : 0.0;
+  // A window as long as the keys (padded) hides nothing causal attention
+  // shows; varlen sequences may be longer than any static bound.
+  desc.window = windowAttr && (varlen || windowAttr.getInt() < Sk) ? windowAttr.getInt() : 0;
   // A static token dimension (packed documents of a fixed-size micro-batch)
   // is its own capacity: the CUDA grid's query tiles and the backward's
   // per-row statistics cover its tokens.

@@ -143,6 +143,8 @@ DictionaryAttr encodeAttention(const AttentionKernel &a, MLIRContext *context) {
       .flag("bf16_products", a.bf16Products);
   if (a.softcap > 0)
     b.f64("softcap", a.softcap);
+  if (a.window > 0)
+    b.i64("window", a.window);
   if (a.rotaryDim > 0)
     b.i64("rotary_dim", a.rotaryDim)
         .flag("interleaved", a.interleaved)
@@ -181,6 +183,8 @@ AttentionKernel decodeAttention(ParamsReader &r) {
   a.bf16Products = r.flag("bf16_products");
   if (r.has("softcap"))
     a.softcap = r.f64("softcap");
+  if (r.has("window"))
+    a.window = r.i64("window");
   if (r.has("rotary_dim")) { // the plan verifier checked the four together
     a.rotaryDim = r.i64("rotary_dim");
     a.interleaved = r.flag("interleaved");

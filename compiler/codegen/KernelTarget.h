@@ -122,6 +122,9 @@ struct AttentionKernel {
   /// Soft-capping of the scores, c * tanh(s / c) before the mask
   /// (MLC_ATTN_SOFTCAP); 0: none.
   double softcap = 0;
+  /// Sliding window (causal only): query i sees keys i - window + 1 .. i
+  /// (MLC_ATTN_WINDOW); 0: none.
+  int64_t window = 0;
   int64_t seed = 0;
   /// Per tensor argument, in argument order up to v: the element offset,
   /// the stride between batches (varlen: tokens), heads and query rows.
@@ -252,8 +255,9 @@ public:
   /// LayerNorm's gradient: p0 = dx, p1 = dweight, p2 = dbias from the
   /// output gradient p3, the input p4 and the weight p5; `capacity` bounds
   /// the rows (for the per-row statistics kept between the two passes).
-  /// With `rms`, RMSNorm's: p0 = dx, p1 = dweight from p2, p3, p4; with
-  /// `residual` too, p0 = p5 + dx (the residual stream's gradient added).
+  /// With `rms`, RMSNorm's: p0 = dx, p1 = dweight from p2, p3, p4. With
+  /// `residual`, the residual stream's gradient r, the argument after the
+  /// weight (p6; RMSNorm's p5), is added: p0 = r + dx.
   virtual std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity,
                                     int64_t E, const std::string &eps, bool rms,
                                     bool residual) = 0;

@@ -838,7 +838,14 @@ static LogicalResult checkAttentionRotary(std::optional<Location> loc, Value que
 }
 
 static LogicalResult checkAttentionDropout(std::optional<Location> loc, FloatAttr d,
-                                           FloatAttr softcap) {
+                                           FloatAttr softcap, IntegerAttr window,
+                                           bool causal) {
+  // A sliding window narrows causal attention: query i sees keys i - W + 1 .. i.
+  if (window && window.getInt() < 1)
+    return emitOptionalError(loc, "window must be at least 1, got ", window.getInt());
+  if (window && !causal)
+    return emitOptionalError(loc, "a sliding window (window = ", window.getInt(),
+                             ") needs causal attention");
   if (d && !(d.getValueAsDouble() >= 0.0 && d.getValueAsDouble() < 1.0))
     return emitOptionalError(loc, "dropout must be in [0, 1), got ", d.getValueAsDouble());
   // c * tanh(s / c): a cap of 0, below or not finite caps nothing mlc can compute.
@@ -852,7 +859,8 @@ static LogicalResult checkAttentionDropout(std::optional<Location> loc, FloatAtt
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
-  if (failed(checkAttentionDropout(loc, adaptor.getDropoutAttr(), adaptor.getSoftcapAttr())) ||
+  if (failed(checkAttentionDropout(loc, adaptor.getDropoutAttr(), adaptor.getSoftcapAttr(),
+                                   adaptor.getWindowAttr(), bool(adaptor.getCausal()))) ||
       failed(checkAttentionRotary(loc, adaptor.getQuery(), adaptor.getKey(), adaptor.getCos(),
                                   adaptor.getSin(), adaptor.getInterleaved(),
                                   bool(adaptor.getCuSeqlens()))))
@@ -897,6 +905,8 @@ LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *,
   Type input = adaptor.getInput().getType();
   if (adaptor.getGrad().getType() != input)
     return emitOptionalError(loc, "grad and input types differ");
+  if (adaptor.getResidual() && adaptor.getResidual().getType() != input)
+    return emitOptionalError(loc, "the residual gradient (plus) and input types differ");
   Shape in = shapeOf(input), w = shapeOf(adaptor.getWeight().getType());
   if (in.empty() || w.size() != 1 || sizesConflict(w[0], in.back()))
     return emitOptionalError(loc, "weight must be [", in.empty() ? 0 : in.back(),
@@ -959,7 +969,8 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
                                                 Adaptor adaptor,
                                                 SmallVectorImpl<Type> &types) {
   SmallVector<Type, 1> out;
-  if (failed(checkAttentionDropout(loc, adaptor.getDropoutAttr(), adaptor.getSoftcapAttr())) ||
+  if (failed(checkAttentionDropout(loc, adaptor.getDropoutAttr(), adaptor.getSoftcapAttr(),
+                                   adaptor.getWindowAttr(), bool(adaptor.getCausal()))) ||
       failed(checkAttentionRotary(loc, adaptor.getQuery(), adaptor.getKey(), adaptor.getCos(),
                                   adaptor.getSin(), adaptor.getInterleaved(),
                                   bool(adaptor.getCuSeqlens()))))

@@ -528,7 +528,7 @@ LogicalResult LogSoftmaxOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
 LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                           SmallVectorImpl<Value> &og) {
   auto grads = b.create<LayerNormGradOp>(getLoc(), rg[0], getInput(), getWeight(),
-                                         getEpsilonAttr());
+                                         /*residual=*/Value(), getEpsilonAttr());
   og.append({grads.getInputGrad(), grads.getWeightGrad(), grads.getBiasGrad()});
   return success();
 }
@@ -556,7 +556,7 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   auto grads = b.create<AttentionGradOp>(
       getLoc(), rg[0], getQuery(), getKey(), getValue(), getMask(), getCuSeqlens(), getCos(),
       getSin(), getCausalAttr(), getScaleAttr(), getDropoutAttr(), getSeedAttr(),
-      getInterleavedAttr(), getSoftcapAttr());
+      getInterleavedAttr(), getSoftcapAttr(), getWindowAttr());
   og.append({grads.getQueryGrad(), grads.getKeyGrad(), grads.getValueGrad()});
   if (getMask())
     og.push_back(Value()); // masks are data, not parameters

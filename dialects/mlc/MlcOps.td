@@ -792,6 +792,11 @@ def Mlc_AttentionOp : Mlc_Op<"attention",
     (-c, c). The backward pass multiplies the scores' gradient by
     `1 - tanh^2(s / c)`. Both kernels apply it as they form the scores.
 
+    Sliding window (`window = W`, with `causal`: Mistral's `sliding_window`,
+    FlashAttention's `window_size = (W - 1, 0)`): query `i` sees the `W`
+    keys `i - W + 1 .. i` only. The kernels skip the keys outside the
+    window; no mask is built or read.
+
     `dropout` drops attention probabilities in training (HF's `attn_pdrop`,
     `attention_probs_dropout_prob`) with masks drawn like `mlc.dropout`'s
     from `seed`, the step and the probability's index, so the backward pass
@@ -811,6 +816,8 @@ def Mlc_AttentionOp : Mlc_Op<"attention",
           tensor<1x1x1024x64xf32>, tensor<1x1x1024x64xf32>
     %c = mlc.attention %q, %k, %v causal scale = 6.25e-02 softcap = 5.0e+01
         : tensor<8x8x1024x256xf32>, tensor<8x4x1024x256xf32>, tensor<8x4x1024x256xf32>
+    %w = mlc.attention %q, %k, %v causal window = 4096
+        : tensor<8x32x8192x128xf32>, tensor<8x8x8192x128xf32>, tensor<8x8x8192x128xf32>
     ```
   }];
   let arguments = (ins Mlc_FloatTensor:$query, Mlc_FloatTensor:$key,
@@ -821,22 +828,23 @@ def Mlc_AttentionOp : Mlc_Op<"attention",
                        UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout,
                        DefaultValuedAttr<I64Attr, "0">:$seed, UnitAttr:$interleaved,
-                       OptionalAttr<F64Attr>:$softcap);
+                       OptionalAttr<F64Attr>:$softcap, OptionalAttr<I64Attr>:$window);
   let builders = [
     // Attention without rotary tables (and soft-capping when given).
     OpBuilder<(ins "::mlir::Value":$query, "::mlir::Value":$key, "::mlir::Value":$value,
                    "::mlir::Value":$mask, "::mlir::Value":$cu_seqlens,
                    "::mlir::UnitAttr":$causal, "::mlir::FloatAttr":$scale,
                    "::mlir::FloatAttr":$dropout, "::mlir::IntegerAttr":$seed,
-                   CArg<"::mlir::FloatAttr", "{}">:$softcap), [{
+                   CArg<"::mlir::FloatAttr", "{}">:$softcap,
+                   CArg<"::mlir::IntegerAttr", "{}">:$window), [{
       build($_builder, $_state, query, key, value, mask, cu_seqlens, ::mlir::Value(),
-            ::mlir::Value(), causal, scale, dropout, seed, ::mlir::UnitAttr(), softcap);
+            ::mlir::Value(), causal, scale, dropout, seed, ::mlir::UnitAttr(), softcap, window);
     }]>];
   let results = (outs Mlc_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` $mask^)? (`cu_seqlens` $cu_seqlens^)?
     (`rotary` $cos^ `,` $sin)? (`interleaved` $interleaved^)? (`causal` $causal^)? (`scale` `=` $scale^)?
-    (`softcap` `=` $softcap^)? (`dropout` `=` $dropout^ `seed` `=` $seed)? attr-dict `:` type(operands)
+    (`softcap` `=` $softcap^)? (`window` `=` $window^)? (`dropout` `=` $dropout^ `seed` `=` $seed)? attr-dict `:` type(operands)
   }];
 }
 
@@ -900,18 +908,25 @@ def Mlc_LayerNormGradOp : Mlc_Op<"layer_norm_grad", [Pure, InferTypeOpAdaptor]> 
     `d_input = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))`,
     `d_weight = sum over rows of grad * xhat`, `d_bias = sum over rows of grad`.
 
+    With `plus %r` (of the input's type), `d_input` is `r + ...`: the
+    residual stream's gradient, added in the row kernel that writes
+    `d_input`, as `rms_norm_grad`'s `plus` does.
+
     ```mlir
     %dx, %dw, %db = mlc.layer_norm_grad %g, %x, %w epsilon = 1.0e-05
         : tensor<8x768xf32>, tensor<8x768xf32>, tensor<768xf32>
+    %dx2, %dw2, %db2 = mlc.layer_norm_grad %g, %x, %w plus %r epsilon = 1.0e-05
+        : tensor<8x768xf32>, tensor<8x768xf32>, tensor<768xf32>, tensor<8x768xf32>
     ```
   }];
   let arguments = (ins Mlc_FloatTensor:$grad, Mlc_FloatTensor:$input,
-                       Mlc_FloatTensor:$weight, F64Attr:$epsilon);
+                       Mlc_FloatTensor:$weight, Optional<Mlc_FloatTensor>:$residual,
+                       F64Attr:$epsilon);
   let results = (outs Mlc_FloatTensor:$input_grad, Mlc_FloatTensor:$weight_grad,
                       Mlc_FloatTensor:$bias_grad);
   let assemblyFormat = [{
-    $grad `,` $input `,` $weight `epsilon` `=` $epsilon attr-dict `:`
-    type($grad) `,` type($input) `,` type($weight)
+    $grad `,` $input `,` $weight (`plus` $residual^)? `epsilon` `=` $epsilon attr-dict `:`
+    type($grad) `,` type($input) `,` type($weight) (`,` type($residual)^)?
   }];
 }
 
@@ -1002,6 +1017,8 @@ def Mlc_AttentionGradOp : Mlc_Op<"attention_grad",
     rotation applied to them; grouped-query: to dk summed over the group).
     With `softcap = c` the scores are capped as in `mlc.attention` and dS
     is multiplied by `1 - tanh^2(scale * q k^T / c)` before dq and dk.
+    With `window = W` the keys outside each query's window are skipped, as
+    in `mlc.attention`.
 
     ```mlir
     %dq, %dk, %dv = mlc.attention_grad %g, %q, %k, %v causal
@@ -1016,13 +1033,13 @@ def Mlc_AttentionGradOp : Mlc_Op<"attention_grad",
                        UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout,
                        DefaultValuedAttr<I64Attr, "0">:$seed, UnitAttr:$interleaved,
-                       OptionalAttr<F64Attr>:$softcap);
+                       OptionalAttr<F64Attr>:$softcap, OptionalAttr<I64Attr>:$window);
   let results = (outs Mlc_FloatTensor:$query_grad, Mlc_FloatTensor:$key_grad,
                       Mlc_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $grad `,` $query `,` $key `,` $value (`mask` $mask^)? (`cu_seqlens` $cu_seqlens^)?
     (`rotary` $cos^ `,` $sin)? (`interleaved` $interleaved^)? (`causal` $causal^)? (`scale` `=` $scale^)?
-    (`softcap` `=` $softcap^)? (`dropout` `=` $dropout^ `seed` `=` $seed)? attr-dict `:` type(operands)
+    (`softcap` `=` $softcap^)? (`window` `=` $window^)? (`dropout` `=` $dropout^ `seed` `=` $seed)? attr-dict `:` type(operands)
   }];
 }
 

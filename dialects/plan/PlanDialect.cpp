@@ -235,7 +235,8 @@ static LogicalResult verifyTemplateParams(KernelOp k) {
 /// `rotary_dim` R (even, 0 < R <= head_dim) names them, and with it come
 /// their batch and row strides (`rotary_strides`, two) and cos's argument
 /// (`rotary_slot`; sin is the next argument, both within the kernel's).
-/// None of the others goes without R. A `softcap` is positive and finite.
+/// None of the others goes without R. A `softcap` is positive and finite;
+/// a `window` at least 1, on causal attention only.
 static LogicalResult verifyAttentionRotary(KernelOp k) {
   DictionaryAttr params = k.getParamsAttr();
   auto error = [&]() {
@@ -245,6 +246,13 @@ static LogicalResult verifyAttentionRotary(KernelOp k) {
   if (auto cap = params.getAs<FloatAttr>("softcap");
       cap && !(cap.getValueAsDouble() > 0.0 && std::isfinite(cap.getValueAsDouble())))
     return error() << "softcap " << cap.getValueAsDouble() << " must be positive and finite";
+  // The sliding window: query i sees keys i - window + 1 .. i.
+  if (auto window = params.getAs<IntegerAttr>("window")) {
+    if (window.getInt() < 1)
+      return error() << "window " << window.getInt() << " must be at least 1";
+    if (!params.get("causal"))
+      return error() << "a sliding window needs causal attention";
+  }
   auto dim = params.getAs<IntegerAttr>("rotary_dim");
   if (!dim) {
     for (StringRef name : {"rotary_strides", "rotary_slot", "interleaved"})

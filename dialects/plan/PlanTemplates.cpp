@@ -72,7 +72,7 @@ const TemplateParam attentionParams[] = {
     {"cu_slot", K::I64, req},           {"tensors", K::I64Array, req},
     {"rotary_dim", K::I64, opt},        {"interleaved", K::Flag, opt},
     {"rotary_strides", K::I64Array, opt}, {"rotary_slot", K::I64, opt},
-    {"softcap", K::F64, opt}};
+    {"softcap", K::F64, opt},           {"window", K::I64, opt}};
 
 #undef MLC_ROWS
 

@@ -677,6 +677,22 @@ func.func @attention_dropout(%q: tensor<1x2x4x8xf32>) {
 
 // -----
 
+func.func @attention_window(%q: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{window must be at least 1, got 0}}
+  %0 = mlc.attention %q, %q, %q causal window = 0 : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_window(%g: tensor<1x2x4x8xf32>, %q: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{a sliding window (window = 2) needs causal attention}}
+  %0:3 = mlc.attention_grad %g, %q, %q, %q window = 2 : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
 func.func @attention_softcap(%q: tensor<1x2x4x8xf32>) {
   // expected-error @+1 {{softcap must be positive and finite, got 0}}
   %0 = mlc.attention %q, %q, %q causal softcap = 0.0 : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
@@ -828,6 +844,14 @@ func.func @rms_norm_grad_weight(%x: tensor<2x4xf32>, %w: tensor<3xf32>) {
 func.func @rms_norm_grad_residual(%x: tensor<2x4xf32>, %w: tensor<4xf32>, %r: tensor<2x4xf64>) {
   // expected-error @+1 {{the residual gradient (plus) and input types differ}}
   %0:2 = mlc.rms_norm_grad %x, %x, %w plus %r epsilon = 1.0e-6 : tensor<2x4xf32>, tensor<2x4xf32>, tensor<4xf32>, tensor<2x4xf64>
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_residual(%x: tensor<2x4xf32>, %w: tensor<4xf32>, %r: tensor<2x4xf64>) {
+  // expected-error @+1 {{the residual gradient (plus) and input types differ}}
+  %0:3 = mlc.layer_norm_grad %x, %x, %w plus %r epsilon = 1.0e-5 : tensor<2x4xf32>, tensor<2x4xf32>, tensor<4xf32>, tensor<2x4xf64>
   return
 }
 

@@ -372,3 +372,39 @@ func.func @no_absorb_rms_norm_grad(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w:
   %s3 = mlc.add %dx3, %b : tensor<4x8xf32>, tensor<8xf32>
   return %s, %dx, %s2, %s3 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// The same for a LayerNorm's gradient (StableLM, OLMo, GPT-NeoX): the
+// adjoint sum joins the row kernel, the weight and bias gradients unchanged.
+// CHECK-LABEL: func.func @layer_norm_grad_residual
+// CHECK: %[[DX:.*]], %[[DW:.*]], %[[DB:.*]] = mlc.layer_norm_grad %arg0, %arg1, %arg2 plus %arg3 epsilon = 1.000000e-05 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>
+// CHECK-NOT: mlc.add
+// CHECK: return %[[DX]], %[[DW]], %[[DB]]
+func.func @layer_norm_grad_residual(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xf32>,
+                                    %r: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %dx, %dw, %db = mlc.layer_norm_grad %g, %x, %w epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  %s = mlc.add %dx, %r : tensor<4x8xf32>, tensor<4x8xf32>
+  return %s, %dw, %db : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// A LayerNorm's dx read elsewhere too, or a broadcast add: the sum stays its
+// own op.
+// CHECK-LABEL: func.func @no_absorb_layer_norm_grad
+// CHECK-NOT: plus
+// CHECK: %[[DX:.*]], %{{.*}}, %{{.*}} = mlc.layer_norm_grad %arg0, %arg1, %arg2 epsilon
+// CHECK-NEXT: mlc.add %arg3, %[[DX]]
+// CHECK: %[[DX2:.*]], %{{.*}}, %{{.*}} = mlc.layer_norm_grad %arg0, %arg0, %arg2 epsilon
+// CHECK-NEXT: mlc.add %[[DX2]], %arg4
+// CHECK-NOT: plus
+func.func @no_absorb_layer_norm_grad(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xf32>,
+                                     %r: tensor<4x8xf32>, %b: tensor<8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %dx, %dw, %db = mlc.layer_norm_grad %g, %x, %w epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  %s = mlc.add %r, %dx : tensor<4x8xf32>, tensor<4x8xf32>
+  %dx2, %dw2, %db2 = mlc.layer_norm_grad %g, %g, %w epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  %s2 = mlc.add %dx2, %b : tensor<4x8xf32>, tensor<8xf32>
+  return %s, %dx, %s2 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}

@@ -273,6 +273,42 @@ func.func @additive_not_causal(%q: tensor<1x2x3x4xf32>, %kt: tensor<1x2x4x3xf32>
 
 // -----
 
+// Mistral's sliding window (transformers' mask for sliding_window 2 < S):
+// query i sees keys i - 1 .. i, the window read from the constant; no mask
+// is kept.
+// CHECK-LABEL: func.func @sliding_window_attention
+// CHECK: %[[A:.*]] = mlc.attention %arg0, %{{.*}}, %arg2 causal scale = 1.000000e+00 window = 2 :
+// CHECK-SAME: tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>{{$}}
+// CHECK-NEXT: return %[[A]]
+func.func @sliding_window_attention(%q: tensor<1x2x4x4xf32>, %kt: tensor<1x2x4x4xf32>, %v: tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32> {
+  %s = mlc.matmul %q, %kt : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
+  %mask = mlc.constant dense<[[[[0.0, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38, -3.40282347E+38], [-3.40282347E+38, 0.0, 0.0, -3.40282347E+38], [-3.40282347E+38, -3.40282347E+38, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %m = mlc.add %s, %mask : tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>
+  %p = mlc.softmax %m axis = 3 : tensor<1x2x4x4xf32>
+  %o = mlc.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
+  return %o : tensor<1x2x4x4xf32>
+}
+
+// -----
+
+// A band whose rows see windows of different lengths (query 2 sees 3 keys,
+// query 3 two) is no sliding window: the mask stays, no causal flag.
+// CHECK-LABEL: func.func @uneven_window_not_causal
+// CHECK: %[[C:.*]] = mlc.constant
+// CHECK: mlc.attention %arg0, %{{.*}}, %arg2 mask %[[C]] scale = 1.000000e+00 :
+// CHECK-NOT: causal
+// CHECK-NOT: window
+func.func @uneven_window_not_causal(%q: tensor<1x2x4x4xf32>, %kt: tensor<1x2x4x4xf32>, %v: tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32> {
+  %s = mlc.matmul %q, %kt : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
+  %mask = mlc.constant dense<[[[[0.0, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, 0.0, -3.40282347E+38], [-3.40282347E+38, -3.40282347E+38, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %m = mlc.add %s, %mask : tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>
+  %p = mlc.softmax %m axis = 3 : tensor<1x2x4x4xf32>
+  %o = mlc.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
+  return %o : tensor<1x2x4x4xf32>
+}
+
+// -----
+
 // A guard that does not put 0 for NaN is not the exporter's: left alone.
 // CHECK-LABEL: func.func @not_nan_guard
 // CHECK-NOT: mlc.attention
@@ -637,8 +673,26 @@ func.func @slices_tile_heads(%x: tensor<2x3x6x8xf32>) -> (tensor<2x3x4x8xf32>, t
 
 // -----
 
-// Slices that leave a gap, or that cut the last dim (rotate-half's halves,
-// which the rotary patterns read), stay slices.
+// Phi3's fused QKV projection cut by three slices of its columns (the
+// product's last dim): one split.
+// CHECK-LABEL: func.func @slices_tile_projection
+// CHECK: %[[P:.*]] = mlc.matmul
+// CHECK-NEXT: %[[S:.*]]:3 = mlc.split %[[P]] axis = 2 sizes = [8, 4, 4] : tensor<2x3x16xf32>
+// CHECK-NOT: mlc.slice
+// CHECK: return %[[S]]#0, %[[S]]#1, %[[S]]#2
+func.func @slices_tile_projection(%x: tensor<2x3x8xf32>, %w: tensor<16x8xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) {
+  %p = mlc.matmul %x, %w transpose_rhs : tensor<2x3x8xf32>, tensor<16x8xf32>
+  %q = mlc.slice %p starts = [0, 0, 0] ends = [2, 3, 8] steps = [1, 1, 1] : tensor<2x3x16xf32>
+  %k = mlc.slice %p starts = [0, 0, 8] ends = [2, 3, 12] steps = [1, 1, 1] : tensor<2x3x16xf32>
+  %v = mlc.slice %p starts = [0, 0, 12] ends = [2, 3, 16] steps = [1, 1, 1] : tensor<2x3x16xf32>
+  return %q, %k, %v : tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>
+}
+
+// -----
+
+// Slices that leave a gap, or that cut the last dim of what is not a
+// product (rotate-half's halves, which the rotary patterns read), stay
+// slices.
 // CHECK-LABEL: func.func @slices_not_a_split
 // CHECK-NOT: mlc.split
 // CHECK-COUNT-4: mlc.slice

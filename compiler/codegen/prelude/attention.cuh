@@ -33,6 +33,10 @@
 // (i, j): 1 / (1 - p) or 0 from mlc_uniform, bit for bit the CPU's mask.
 // Soft-capping (MLC_ATTN_SOFTCAP, mlc_attention_cap): s_ij is c tanh(scale
 // q_i . k_j / c) before the mask, and dS_ij takes the factor 1 - tanh^2.
+// Sliding window (MLC_ATTN_WINDOW, with CAUSAL): query i sees keys
+// i - window + 1 .. i only; the spans below start there, so the keys before
+// the window are never loaded by a row (nor by a block all of whose rows
+// are past them).
 //
 // Layouts. Padded: tensors [B, H, S, D], a block per (batch, head, query
 // block). Variable-length (MLC_ATTN_VARLEN): packed tokens [T, H, D],
@@ -103,7 +107,7 @@ MLC_FN MlcAttentionSpan mlc_attention_sequence(const MlcAttention<T> &s,
 }
 
 // The keys query i of block k sees: its sequence's (padded: all SK), up to
-// i when causal.
+// i when causal, from i - window + 1 with a sliding window.
 template <int F, typename T, typename I>
 MLC_FN MlcAttentionSpan mlc_attention_row_keys(const MlcAttention<T> &s,
                                                const MlcAttentionArgs<T, I> &x,
@@ -111,11 +115,13 @@ MLC_FN MlcAttentionSpan mlc_attention_row_keys(const MlcAttention<T> &s,
   MlcAttentionSpan r = mlc_attention_sequence<F>(s, x, i, k.SK);
   if ((F & MLC_ATTN_CAUSAL) && i + 1 < r.hi)
     r.hi = i + 1;
+  if ((F & MLC_ATTN_WINDOW) && mlc_attention_first_key<F>(s, i) > r.lo)
+    r.lo = mlc_attention_first_key<F>(s, i);
   return r;
 }
 
 // The queries that see key j of block k: its sequence's (padded: all SQ),
-// from j when causal.
+// from j when causal, up to j + window - 1 with a sliding window.
 template <int F, typename T, typename I>
 MLC_FN MlcAttentionSpan mlc_attention_row_queries(const MlcAttention<T> &s,
                                                   const MlcAttentionArgs<T, I> &x,
@@ -123,6 +129,8 @@ MLC_FN MlcAttentionSpan mlc_attention_row_queries(const MlcAttention<T> &s,
   MlcAttentionSpan r = mlc_attention_sequence<F>(s, x, j, k.SQ);
   if ((F & MLC_ATTN_CAUSAL) && j > r.lo)
     r.lo = j;
+  if ((F & MLC_ATTN_WINDOW) && j + s.window < r.hi)
+    r.hi = j + s.window;
   return r;
 }
 
@@ -140,6 +148,10 @@ MLC_FN MlcAttentionSpan mlc_attention_block_keys(const MlcAttention<T> &s,
     if (!(F & MLC_ATTN_CAUSAL))
       r.hi = mlc_attention_sequence<F>(s, x, (end < k.SQ ? end : k.SQ) - 1, k.SK).hi;
   }
+  // Sliding window: from the first row's first key (the later rows' start
+  // later).
+  if ((F & MLC_ATTN_WINDOW) && mlc_attention_first_key<F>(s, k.first) > r.lo)
+    r.lo = mlc_attention_first_key<F>(s, k.first);
   return r;
 }
 
@@ -157,6 +169,9 @@ MLC_FN MlcAttentionSpan mlc_attention_block_queries(const MlcAttention<T> &s,
       r.lo = mlc_attention_sequence<F>(s, x, k.first, k.SQ).lo;
     r.hi = mlc_attention_sequence<F>(s, x, (end < k.SK ? end : k.SK) - 1, k.SQ).hi;
   }
+  // Sliding window: up to the last key row's last query.
+  if ((F & MLC_ATTN_WINDOW) && end - 1 + s.window < r.hi)
+    r.hi = end - 1 + s.window;
   return r;
 }
 
@@ -771,7 +786,8 @@ MLC_FN float mlc_attention_tc_score(const MlcAttention<float> &s, const MlcAtten
                                     const MlcAttentionBlock &k, int64_t i, int64_t j, float v,
                                     const MlcAttentionSpan &seq, float &th) {
   float sc = mlc_attention_cap<F>(s, v * s.scale, th);
-  bool ok = i < k.SQ && j < k.SK && (!(F & MLC_ATTN_CAUSAL) || j <= i);
+  bool ok = i < k.SQ && j < k.SK && (!(F & MLC_ATTN_CAUSAL) || j <= i) &&
+            (!(F & MLC_ATTN_WINDOW) || j >= mlc_attention_first_key<F>(s, i));
   if (F & MLC_ATTN_VARLEN)
     ok = ok && i >= seq.lo && i < seq.hi && j >= seq.lo && j < seq.hi;
   if ((F & MLC_ATTN_MASK) && ok)

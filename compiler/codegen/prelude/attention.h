@@ -32,6 +32,8 @@
 // Soft-capping (MLC_ATTN_SOFTCAP): each scaled score becomes c tanh(s / c)
 // as the tile's scores are formed, before the mask; the backward pass
 // keeps the tile's tanh values and multiplies dS by 1 - tanh^2.
+// Sliding window (MLC_ATTN_WINDOW): a row's softmax starts at its first
+// key in the window, the probabilities before it 0 (so are their dS).
 // Memory: Q, K, V and O (and their gradients) once per head; the products
 // are compute-bound (4 S^2 D flops forward, 10 backward, halved when
 // causal).
@@ -122,28 +124,32 @@ template <int F> static inline int mlc_attention_band(int kind) {
 }
 
 // Row t of the tile from query i0 (query i = i0 + t), its scores si[0, nk)
-// on entry: the probabilities in si[0, jn), zeros in [jn, nk). Returns jn.
+// on entry: the probabilities in si[j0, jn), zeros in [0, j0) (the keys
+// before a sliding window) and [jn, nk). Returns jn.
 template <int F, typename T, typename I>
 static inline int64_t mlc_attention_softmax_row(const MlcAttention<T> &s,
                                                 const MlcAttentionArgs<T, I> &x,
                                                 const MlcAttentionHead &k, int64_t i, T *si,
                                                 int64_t nk) {
   const int64_t jn = mlc_attention_keys_seen<F>(i, k.SK);
+  const int64_t j0 = mlc_attention_first_key<F>(s, i);
   if (F & MLC_ATTN_MASK)
-    for (int64_t j = 0; j < jn; ++j)
+    for (int64_t j = j0; j < jn; ++j)
       si[j] += mlc_attention_mask(s, x.mask, k, i, j);
   T m = -std::numeric_limits<T>::infinity();
 #pragma omp simd reduction(max : m)
-  for (int64_t j = 0; j < jn; ++j)
+  for (int64_t j = j0; j < jn; ++j)
     m = si[j] > m ? si[j] : m;
   double sum = 0;
 #pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < jn; ++j) {
+  for (int64_t j = j0; j < jn; ++j) {
     si[j] = mlc_attention_exp(si[j] - m);
     sum += si[j];
   }
   const T inv = (T)(1.0 / sum);
-  for (int64_t j = 0; j < jn; ++j)
+  for (int64_t j = 0; j < j0; ++j)
+    si[j] = 0;
+  for (int64_t j = j0; j < jn; ++j)
     si[j] *= inv;
   for (int64_t j = jn; j < nk; ++j)
     si[j] = 0;

@@ -42,6 +42,7 @@ enum {
   MLC_ATTN_ROTARY = 32,  // Q and K rotated where they are read (rotary embedding)
   MLC_ATTN_INTERLEAVED = 64, // with ROTARY: pairs (2i, 2i + 1), not rotate-half's
   MLC_ATTN_SOFTCAP = 128,    // scores soft-capped: softcap * tanh(s / softcap), before the mask
+  MLC_ATTN_WINDOW = 256,     // with CAUSAL: query i sees keys i - window + 1 .. i only
 };
 
 // Where head (b, h) of a tensor starts, in elements: offset + b * batch +
@@ -78,6 +79,8 @@ MLC_FN bool mlc_attention_kv_role(int role) {
 // batch b at b * batch + i * row + d (varlen: token i of the packed stream
 // at i * row + d, batch unused). softcap: the cap c of MLC_ATTN_SOFTCAP
 // (each scaled score s becomes c tanh(s / c) before the mask; 0 without).
+// window: MLC_ATTN_WINDOW's W (query i sees keys i - W + 1 .. i, indices
+// within its sequence; 0 without).
 struct MlcAttentionRotary {
   int64_t dim, batch, row;
 };
@@ -92,6 +95,7 @@ template <typename T> struct MlcAttention {
   uint64_t seed;
   MlcAttentionRotary rot;
   double softcap;
+  int64_t window;
 };
 
 // The query heads per kv head: 1 unless MLC_ATTN_GROUPED (so that the
@@ -178,6 +182,14 @@ MLC_FN T mlc_attention_mask(const MlcAttention<T> &s, const T *mask, const K &k,
 // The keys query i sees: [0, keys) (causal: up to the diagonal).
 template <int F> MLC_FN int64_t mlc_attention_keys_seen(int64_t i, int64_t SK) {
   return (F & MLC_ATTN_CAUSAL) ? (i + 1 < SK ? i + 1 : SK) : SK;
+}
+
+// The first key query i sees: i - window + 1 under MLC_ATTN_WINDOW (the
+// sliding window's), else 0 (i, and the result, relative to any origin
+// keys and queries share: a sequence's first token, or the packed stream's).
+template <int F, typename T>
+MLC_FN int64_t mlc_attention_first_key(const MlcAttention<T> &s, int64_t i) {
+  return (F & MLC_ATTN_WINDOW) && i + 1 > s.window ? i + 1 - s.window : 0;
 }
 
 // The dropout key of this step (unused without dropout).

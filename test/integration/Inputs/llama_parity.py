@@ -16,7 +16,8 @@ save_pretrained leaves it out). Then:
 mlc gets the shapes as a `--config tiny,key=value...` spec, or with
 --hf-config as the HF model's own config.json. --family mistral
 (MistralForCausalLM, its sliding window as long as the sequence: causal
-attention) and qwen3 (Qwen3ForCausalLM: RMSNorm over each head's q and k)
+attention; --window W < 16 a shorter one, query i seeing keys i - W + 1 .. i
+as transformers' eager attention masks them) and qwen3 (Qwen3ForCausalLM: RMSNorm over each head's q and k)
 always give mlc the config.json, whose model_type the builtin llama reads.
 
 transformers 4.38 (the test's) has no Qwen3: `--write-fixture DIR`, run with
@@ -48,6 +49,8 @@ ap.add_argument("--work", required=True)
 ap.add_argument("--fixture", help="compare against the references in this directory")
 ap.add_argument("--write-fixture", help="write the references into this directory and stop")
 ap.add_argument("--steps", type=int, default=10)
+ap.add_argument("--window", type=int, default=0,
+                help="--family mistral: its sliding_window (default: the sequence's length)")
 ap.add_argument("--hf-config", action="store_true",
                 help="give mlc the HF model's own config.json instead of a preset spec")
 args = ap.parse_args()
@@ -87,7 +90,8 @@ def hf_model():
     else:  # transformers 5 takes the rotary base in rope_parameters
         kw["rope_parameters"] = {"rope_type": "default", "rope_theta": THETA}
     if args.family == "mistral":
-        kw["sliding_window"] = S  # the whole sequence: causal attention
+        # The whole sequence (causal attention), or a shorter window.
+        kw["sliding_window"] = args.window or S
     if args.family == "qwen3":
         kw["head_dim"] = E // H
     cfg = getattr(transformers, prefix + "Config")(**kw)
