@@ -124,6 +124,20 @@ private:
     return {};
   }
 
+  /// Whether an activation's result reaches, through elementwise ops, the
+  /// input of a matmul by a parameter: an MLP's down projection.
+  bool feedsDownProjection(Value v) {
+    while (v.hasOneUse()) {
+      Operation *user = *v.getUsers().begin();
+      if (auto mm = dyn_cast<MatmulOp>(user))
+        return mm.getLhs() == v && asParam(fn, mm.getRhs());
+      if (!isa<ScalarOpInterface, DropoutOp, CastOp>(user) || user->getNumResults() != 1)
+        return false;
+      v = user->getResult(0);
+    }
+    return false;
+  }
+
   LogicalResult addSeed(Operation *user, Value v, StringRef what) {
     MatmulOp mm = traceProjection(v);
     if (!mm)
@@ -158,8 +172,8 @@ private:
           return failure();
         continue;
       }
-      if (!isa<GeluOp, SiluOp, SwigluOp>(op))
-        continue;
+      if (!isa<GeluOp, SiluOp, SwigluOp>(op) || !feedsDownProjection(op.getResult(0)))
+        continue; // Not an MLP (BERT's MLM transform ends in a norm): replicated.
       for (Value in : op.getOperands()) {
         MatmulOp mm = traceProjection(in);
         if (!mm)

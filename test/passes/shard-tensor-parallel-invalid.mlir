@@ -69,12 +69,33 @@ func.func @forward(%x: tensor<1x4x8xf32> {mlc.input = "x"},
 // The MLP's hidden units, which each rank holds only a part of, cannot be
 // reduced as if whole.
 func.func @forward(%x: tensor<1x4x8xf32> {mlc.input = "x"},
-                   %w1: tensor<8x16xf32> {mlc.param = "c_fc.weight"})
+                   %w1: tensor<8x16xf32> {mlc.param = "c_fc.weight"},
+                   %w2: tensor<16x8xf32> {mlc.param = "c_proj.weight"})
     -> (tensor<f32> {mlc.output = "loss"}) {
   %h = mlc.matmul %x, %w1 : tensor<1x4x8xf32>, tensor<8x16xf32>
   %a = mlc.gelu %h approximate = tanh : tensor<1x4x16xf32>
+  %y = mlc.matmul %a, %w2 : tensor<1x4x16xf32>, tensor<16x8xf32>
   // expected-error @+1 {{reads a value split over the tensor-parallel group, and mlc cannot split or gather it here}}
-  %l = mlc.reduce_sum %a axes = [0, 1, 2] : tensor<1x4x16xf32>
+  %s = mlc.reduce_sum %h axes = [0, 1, 2] : tensor<1x4x16xf32>
+  %l = mlc.reduce_sum %y axes = [0, 1, 2] : tensor<1x4x8xf32>
+  %t = mlc.add %l, %s : tensor<f32>, tensor<f32>
+  return %t : tensor<f32>
+}
+
+// -----
+
+// A GELU that feeds no down projection (BERT's MLM transform, which ends in
+// a norm) is no MLP: with nothing else in the graph, nothing is split.
+// expected-error @+1 {{has no attention and no MLP to split}}
+func.func @forward(%x: tensor<1x4x8xf32> {mlc.input = "x"},
+                   %w: tensor<8x8xf32> {mlc.param = "transform.dense.weight"},
+                   %g: tensor<8xf32> {mlc.param = "transform.LayerNorm.weight"},
+                   %b: tensor<8xf32> {mlc.param = "transform.LayerNorm.bias"})
+    -> (tensor<f32> {mlc.output = "loss"}) {
+  %h = mlc.matmul %x, %w : tensor<1x4x8xf32>, tensor<8x8xf32>
+  %a = mlc.gelu %h approximate = none : tensor<1x4x8xf32>
+  %n = mlc.layer_norm %a, %g, %b epsilon = 1.0e-05 : tensor<1x4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %l = mlc.reduce_sum %n axes = [0, 1, 2] : tensor<1x4x8xf32>
   return %l : tensor<f32>
 }
 
