@@ -185,6 +185,14 @@ private:
         if (failed(addSeed(&op, in, "input")))
           return failure();
       }
+      // A gated MLP spelled out (Gemma's GeGLU: mul(gelu(gate), up)): the
+      // other factor's projection is column-parallel too.
+      Value act = op.getResult(0);
+      if (auto mul = dyn_cast<MulOp>(*act.getUsers().begin())) {
+        Value other = mul.getLhs() == act ? mul.getRhs() : mul.getLhs();
+        if (traceProjection(other) && failed(addSeed(mul, other, "gated factor")))
+          return failure();
+      }
     }
     if (seeds.empty())
       return fn.emitError("mlc-shard-tensor-parallel: @")

@@ -196,3 +196,31 @@ func.func @forward(%x: tensor<1x4x8xf32> {mlc.input = "x"},
   %l = mlc.reduce_sum %y axes = [0, 1, 2] : tensor<1x4x8xf32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// A gated MLP spelled out (Gemma's GeGLU, mul(gelu(gate), up)): up's
+// projection is column-parallel like gate's, and the product stays split.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: %arg1: tensor<6x8xf32> {mlc.param = "model.layers.0.mlp.gate_proj.weight", mlc.tp_split = {blocks = array<i64: 12>, dim = 0 : i64}}
+// CHECK-SAME: %arg2: tensor<6x8xf32> {mlc.param = "model.layers.0.mlp.up_proj.weight", mlc.tp_split = {blocks = array<i64: 12>, dim = 0 : i64}}
+// CHECK: %[[X:.*]] = mlc.tp_copy %arg0 : tensor<1x4x8xf32>
+// CHECK: %[[A:.*]] = mlc.gelu %{{.*}} approximate = tanh : tensor<1x4x6xf32>
+// CHECK: %[[H:.*]] = mlc.mul %[[A]], %{{.*}} : tensor<1x4x6xf32>, tensor<1x4x6xf32>
+// CHECK-NEXT: %[[P:.*]] = mlc.matmul %[[H]], %arg3 transpose_rhs : tensor<1x4x6xf32>, tensor<8x6xf32>
+// CHECK-NEXT: mlc.tp_reduce sum %[[P]] : tensor<1x4x8xf32>
+// ONE-LABEL: func.func @forward
+// ONE-NOT: mlc.tp_
+func.func @forward(%x: tensor<1x4x8xf32> {mlc.input = "x"},
+                   %wg: tensor<12x8xf32> {mlc.param = "model.layers.0.mlp.gate_proj.weight"},
+                   %wu: tensor<12x8xf32> {mlc.param = "model.layers.0.mlp.up_proj.weight"},
+                   %wd: tensor<8x12xf32> {mlc.param = "model.layers.0.mlp.down_proj.weight"})
+    -> (tensor<f32> {mlc.output = "loss"}) {
+  %g = mlc.matmul %x, %wg transpose_rhs : tensor<1x4x8xf32>, tensor<12x8xf32>
+  %u = mlc.matmul %x, %wu transpose_rhs : tensor<1x4x8xf32>, tensor<12x8xf32>
+  %a = mlc.gelu %g approximate = tanh : tensor<1x4x12xf32>
+  %h = mlc.mul %a, %u : tensor<1x4x12xf32>, tensor<1x4x12xf32>
+  %y = mlc.matmul %h, %wd transpose_rhs : tensor<1x4x12xf32>, tensor<8x12xf32>
+  %l = mlc.reduce_sum %y axes = [0, 1, 2] : tensor<1x4x8xf32>
+  return %l : tensor<f32>
+}
