@@ -116,6 +116,8 @@ private:
         v = def->getOperand(0);
       else if (auto rot = dyn_cast<RotaryOp>(def))
         v = rot.getInput();
+      else if (isa<RmsNormOp, LayerNormOp>(def))
+        v = def->getOperand(0); // Qwen3's per-head QK norm.
       else if (auto add = dyn_cast<AddOp>(def))
         v = asParam(fn, add.getRhs()) ? add.getLhs() : add.getRhs();
       else
@@ -349,6 +351,19 @@ private:
         if (a == tensorType(rot.getInput()).getRank() - 1 || (d >= 0 && ct.getDimSize(d) != 1))
           return fail("rotates along the split dim");
         axis[rot.getResult()] = a;
+        continue;
+      }
+      if (isa<RmsNormOp, LayerNormOp>(op)) {
+        // A norm over each head's dims (Qwen3's QK norm) runs on every rank's
+        // own heads; one over the whole split dim (OLMo 2's) needs every rank's.
+        int64_t a = axis.lookup(op.getOperand(0));
+        if (!axis.count(op.getOperand(0)) ||
+            llvm::any_of(op.getOperands().drop_front(), [&](Value w) { return axis.count(w); }))
+          return fail("a norm's parameters cannot be split");
+        if (a == tensorType(op.getOperand(0)).getRank() - 1)
+          return fail("normalizes over the split dim (a QK norm over all heads): every "
+                      "rank would need the whole row");
+        axis[op.getResult(0)] = a;
         continue;
       }
       if (auto att = dyn_cast<AttentionOp>(op)) {

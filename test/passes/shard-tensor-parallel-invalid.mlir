@@ -101,6 +101,23 @@ func.func @forward(%x: tensor<1x4x8xf32> {mlc.input = "x"},
 
 // -----
 
+// OLMo 2's QK norm runs over the whole projection, which no rank holds.
+func.func @forward(%x: tensor<1x4x16xf32> {mlc.input = "x"},
+                   %wq: tensor<16x16xf32> {mlc.param = "q_proj.weight"},
+                   %gq: tensor<16xf32> {mlc.param = "q_norm.weight"})
+    -> (tensor<f32> {mlc.output = "loss"}) {
+  %0 = mlc.matmul %x, %wq transpose_rhs : tensor<1x4x16xf32>, tensor<16x16xf32>
+  // expected-error @+1 {{normalizes over the split dim (a QK norm over all heads)}}
+  %1 = mlc.rms_norm %0, %gq epsilon = 1.0e-06 : tensor<1x4x16xf32>, tensor<16xf32>
+  %2 = mlc.reshape %1 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %3 = mlc.transpose %2, [0, 2, 1, 3] : tensor<1x4x4x4xf32>
+  %4 = mlc.attention %3, %3, %3 causal : tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>
+  %l = mlc.reduce_sum %4 axes = [0, 1, 2, 3] : tensor<1x4x4x4xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // A graph with no attention and no MLP has nothing to split.
 // expected-error @+1 {{has no attention and no MLP to split}}
 func.func @forward(%x: tensor<4xf32> {mlc.input = "x"}, %w: tensor<4xf32> {mlc.param = "w"})

@@ -224,3 +224,30 @@ func.func @forward(%x: tensor<1x4x8xf32> {mlc.input = "x"},
   %l = mlc.reduce_sum %y axes = [0, 1, 2] : tensor<1x4x8xf32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Qwen3's QK norm runs over each head's dims: each rank normalizes its own
+// heads, and the norm's weight (over head_dim) stays whole.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: %arg2: tensor<4xf32> {mlc.param = "model.layers.0.self_attn.q_norm.weight"}
+// CHECK: mlc.rms_norm %{{.*}}, %arg2 {{.*}} : tensor<1x4x2x4xf32>, tensor<4xf32>
+// CHECK: mlc.attention %{{.*}} : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
+// ONE-LABEL: func.func @forward
+// ONE-NOT: mlc.tp_
+func.func @forward(%x: tensor<1x4x16xf32> {mlc.input = "x"},
+                   %wq: tensor<16x16xf32> {mlc.param = "model.layers.0.self_attn.q_proj.weight"},
+                   %gq: tensor<4xf32> {mlc.param = "model.layers.0.self_attn.q_norm.weight"},
+                   %wo: tensor<16x16xf32> {mlc.param = "model.layers.0.self_attn.o_proj.weight"})
+    -> (tensor<f32> {mlc.output = "loss"}) {
+  %0 = mlc.matmul %x, %wq transpose_rhs : tensor<1x4x16xf32>, tensor<16x16xf32>
+  %1 = mlc.reshape %0 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %2 = mlc.rms_norm %1, %gq epsilon = 1.0e-06 : tensor<1x4x4x4xf32>, tensor<4xf32>
+  %3 = mlc.transpose %2, [0, 2, 1, 3] : tensor<1x4x4x4xf32>
+  %4 = mlc.attention %3, %3, %3 causal : tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>
+  %5 = mlc.transpose %4, [0, 2, 1, 3] : tensor<1x4x4x4xf32>
+  %6 = mlc.reshape %5 : tensor<1x4x4x4xf32> -> tensor<1x4x16xf32>
+  %7 = mlc.matmul %6, %wo transpose_rhs : tensor<1x4x16xf32>, tensor<16x16xf32>
+  %l = mlc.reduce_sum %7 axes = [0, 1, 2] : tensor<1x4x16xf32>
+  return %l : tensor<f32>
+}
