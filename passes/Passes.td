@@ -49,6 +49,53 @@ def MlcAutodiff : Pass<"mlc-autodiff", "mlir::ModuleOp"> {
   ];
 }
 
+def MlcShardTensorParallel : Pass<"mlc-shard-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "Splits attention heads and MLP units over a tensor-parallel group (Megatron's layout)";
+  let description = [{
+    Runs on the recognized `@forward`, before mlc-autodiff, and rewrites it
+    into the program each of `size` ranks runs. Q/K/V and the MLP's up/gate
+    projections become column-parallel (their weights and biases keep
+    1/size of the output units: heads per rank = heads / size, KV heads
+    too), the attention output and MLP down projections row-parallel (1/size
+    of the input units). `mlc.tp_copy` (identity forward, all-reduce
+    backward) enters each parallel region; `mlc.tp_reduce sum` sums each
+    row-parallel product over the group, and its bias is added after it,
+    once. Norms, embeddings, the head and the loss stay replicated. Each
+    split parameter gets `mlc.tp_split = {dim, blocks}` (which dim of its
+    HF tensor is split, and the blocks each cut into `size` slices: Q, K
+    and V of a fused c_attn), so a writer can gather full tensors. The
+    module gets `mlc.tensor_parallel = size`.
+
+    What cannot be split exactly is refused with the config key or op:
+    heads or KV heads not divisible by `size`, an MLP width not divisible,
+    a parameter read both split and whole (a tied projection inside a
+    region), a split value reaching an op that would need it whole.
+    `size=1` leaves the module unchanged.
+
+    Before (one head pair shown, size=2):
+    ```mlir
+    %q = mlc.matmul %x, %wq transpose_rhs : tensor<2x8x64xf32>, tensor<64x64xf32>
+    ...
+    %o = mlc.matmul %a, %wo transpose_rhs : tensor<2x8x64xf32>, tensor<64x64xf32>
+    ```
+    After:
+    ```mlir
+    %x1 = mlc.tp_copy %x : tensor<2x8x64xf32>
+    %q = mlc.matmul %x1, %wq transpose_rhs : tensor<2x8x64xf32>, tensor<32x64xf32>
+    ...
+    %p = mlc.matmul %a, %wo transpose_rhs : tensor<2x8x32xf32>, tensor<64x32xf32>
+    %o = mlc.tp_reduce sum %p : tensor<2x8x64xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlc::MlcDialect", "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"size", "size", "int64_t", "1",
+           "Ranks of the tensor-parallel group (Megatron's --tensor-model-parallel-size)">,
+    Option<"forwardName", "forward", "std::string", "::mlc::kForwardFn",
+           "The function to shard">
+  ];
+}
+
 def MlcRecompute : Pass<"mlc-recompute", "mlir::ModuleOp"> {
   let summary = "Recomputes chosen forward values in backward instead of keeping them";
   let description = [{

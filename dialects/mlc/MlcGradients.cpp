@@ -270,6 +270,32 @@ LogicalResult DropoutOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
 }
 
 //===----------------------------------------------------------------------===//
+// Tensor-parallel collectives: Megatron's conjugate pair
+//===----------------------------------------------------------------------===//
+
+LogicalResult TpCopyOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                       SmallVectorImpl<Value> &og) {
+  // Each rank's adjoint is its shard's part: the all-reduce makes it whole.
+  og.push_back(b.create<TpReduceOp>(getLoc(), rg[0].getType(), TpReduceKind::sum, rg[0]));
+  return success();
+}
+
+LogicalResult TpReduceOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                         SmallVectorImpl<Value> &og) {
+  Location loc = getLoc();
+  if (getKind() == TpReduceKind::sum) {
+    // The consumers are replicated: every rank already holds the whole
+    // adjoint, which is each partial sum's adjoint.
+    og.push_back(b.create<TpCopyOp>(loc, rg[0]));
+    return success();
+  }
+  // max: the gradient flows to the elements that attain the group's maximum.
+  Value hit = b.create<CompareOp>(loc, ComparePredicate::eq, getInput(), getResult());
+  og.push_back(b.create<SelectOp>(loc, hit, rg[0], scalar(b, loc, rg[0], 0.0)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Lookups and products
 //===----------------------------------------------------------------------===//
 

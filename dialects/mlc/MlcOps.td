@@ -751,6 +751,68 @@ def Mlc_DropoutOp : Mlc_Op<"dropout", [Pure, SameOperandsAndResultType, DeclareO
 }
 
 //===----------------------------------------------------------------------===//
+// Tensor-parallel collectives: TpCopyOp, TpReduceOp
+//===----------------------------------------------------------------------===//
+
+def Mlc_TpReduceKind : I32EnumAttr<"TpReduceKind",
+    "how mlc.tp_reduce combines the ranks' tensors", [
+      I32EnumAttrCase<"sum", 0>,
+      I32EnumAttrCase<"max", 1>
+    ]> {
+  let cppNamespace = "::mlc";
+}
+
+def Mlc_TpCopyOp : Mlc_Op<"tp_copy", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
+  let summary = "Enters a tensor-parallel region: identity forward, all-reduce backward";
+  let description = [{
+    Megatron-LM's `f` (`copy_to_tensor_model_parallel_region`). Every rank of
+    the tensor-parallel group holds the same `input` (a replicated
+    activation); each rank feeds it to its own shard of the column-parallel
+    projections that follow. The forward is the identity. Each rank's
+    adjoint is only its shard's part of the full gradient, so the gradient
+    rule is `mlc.tp_reduce sum`: the all-reduce that makes the adjoint whole
+    on every rank. `mlc-shard-tensor-parallel` places it on the input of
+    every column-parallel region.
+
+    ```mlir
+    %x1 = mlc.tp_copy %x : tensor<8x1024x768xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_FloatTensor:$input);
+  let results = (outs Mlc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Mlc_TpReduceOp : Mlc_Op<"tp_reduce", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
+  let summary = "All-reduce over the tensor-parallel group (sum or max)";
+  let description = [{
+    `sum` is Megatron-LM's `g` (`reduce_from_tensor_model_parallel_region`):
+    each rank holds a partial sum (a row-parallel projection's product over
+    its shard of the hidden units) and every rank gets the total. Its
+    consumers are replicated, so every rank holds the same whole adjoint of
+    the result, which is already each partial's adjoint: the gradient rule is
+    `mlc.tp_copy` (the identity forward, whose own gradient is this
+    all-reduce again, so the pair stays dual under repeated differentiation).
+
+    `max` is the maximum over the group, the shift of a vocabulary-parallel
+    softmax (Megatron's `vocab_parallel_cross_entropy`). Its gradient goes to
+    the elements that attain the maximum (`select(input == result, g, 0)`,
+    the rule of `mlc.reduce_max`); as a softmax's shift its adjoint is zero
+    in exact arithmetic, so ties cost nothing there.
+
+    ```mlir
+    %y = mlc.tp_reduce sum %partial : tensor<8x1024x768xf32>
+    %m = mlc.tp_reduce max %local_max : tensor<8192x1xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_TpReduceKind:$kind, Mlc_FloatTensor:$input);
+  let results = (outs Mlc_FloatTensor:$result);
+  let assemblyFormat = "$kind $input attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
 // AttentionOp
 //===----------------------------------------------------------------------===//
 

@@ -911,3 +911,19 @@ func.func @attention_grad_rotary_varlen(%g: tensor<6x2x8xf32>, %q: tensor<6x2x8x
   %0:3 = mlc.attention_grad %g, %q, %q, %q cu_seqlens %cu rotary %c, %c : tensor<6x2x8xf32>, tensor<6x2x8xf32>, tensor<6x2x8xf32>, tensor<6x2x8xf32>, tensor<3xi32>, tensor<6x2x8xf32>, tensor<6x2x8xf32>
   return
 }
+
+// -----
+
+func.func @tp_reduce_kind(%x: tensor<4xf32>) {
+  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'kind' [sum, max]}}
+  %0 = mlc.tp_reduce min %x : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @tp_copy_integer(%x: tensor<4xi64>) {
+  // expected-error @+1 {{'mlc.tp_copy' op operand #0 must be}}
+  %0 = mlc.tp_copy %x : tensor<4xi64>
+  return
+}

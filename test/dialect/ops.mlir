@@ -282,3 +282,17 @@ func.func @rms_norm(%x: tensor<2x?x8xf32>, %w: tensor<8xf32>, %g: tensor<4x8xf32
   %2:2 = mlc.rms_norm_grad %g, %y, %w plus %1#0 epsilon = 1.0e-06 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>
   return %0, %2#0, %1#1 : tensor<2x?x8xf32>, tensor<4x8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// The tensor-parallel collectives: f, g and the group's maximum.
+// CHECK-LABEL: func.func @tensor_parallel
+// CHECK: %[[C:.*]] = mlc.tp_copy %arg0 : tensor<2x?x8xf32>
+// CHECK: %[[S:.*]] = mlc.tp_reduce sum %[[C]] : tensor<2x?x8xf32>
+// CHECK: mlc.tp_reduce max %[[S]] : tensor<2x?x8xf32>
+func.func @tensor_parallel(%x: tensor<2x?x8xf32>) -> tensor<2x?x8xf32> {
+  %0 = mlc.tp_copy %x : tensor<2x?x8xf32>
+  %1 = mlc.tp_reduce sum %0 : tensor<2x?x8xf32>
+  %2 = mlc.tp_reduce max %1 : tensor<2x?x8xf32>
+  return %2 : tensor<2x?x8xf32>
+}

@@ -98,3 +98,57 @@ func.func @forward(%w: tensor<2x3xf32> {mlc.param = "w"}, %m: tensor<2x3xi64> {m
   return %l : tensor<f32>
 }
 
+
+// -----
+
+// Megatron's f: mlc.tp_copy is the identity forward, and its gradient is the
+// all-reduce (g) of its adjoint, the only collective of the backward pass.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[C:.*]] = mlc.tp_copy %arg0 : tensor<4xf32>
+// CHECK: mlc.mul %[[C]], %arg1
+// CHECK: %[[DW:.*]] = mlc.tp_reduce sum %{{.*}} : tensor<4xf32>
+// CHECK-NOT: mlc.tp_
+// CHECK: return %{{.*}}, %[[DW]]
+func.func @forward(%w: tensor<4xf32> {mlc.param = "w"}, %x: tensor<4xf32> {mlc.input = "x"})
+    -> (tensor<f32> {mlc.output = "loss"}) {
+  %c = mlc.tp_copy %w : tensor<4xf32>
+  %y = mlc.mul %c, %x : tensor<4xf32>, tensor<4xf32>
+  %l = mlc.reduce_sum %y axes = [0] : tensor<4xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Megatron's g: mlc.tp_reduce sum's gradient is the identity of f, mlc.tp_copy
+// (its consumers are replicated: every rank holds the whole adjoint).
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[R:.*]] = mlc.tp_reduce sum %arg0 : tensor<4xf32>
+// CHECK: mlc.mul %[[R]], %arg1
+// CHECK: %[[DW:.*]] = mlc.tp_copy %{{.*}} : tensor<4xf32>
+// CHECK-NOT: mlc.tp_
+// CHECK: return %{{.*}}, %[[DW]]
+func.func @forward(%w: tensor<4xf32> {mlc.param = "w"}, %x: tensor<4xf32> {mlc.input = "x"})
+    -> (tensor<f32> {mlc.output = "loss"}) {
+  %r = mlc.tp_reduce sum %w : tensor<4xf32>
+  %y = mlc.mul %r, %x : tensor<4xf32>, tensor<4xf32>
+  %l = mlc.reduce_sum %y axes = [0] : tensor<4xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// The group's maximum passes its adjoint to the elements that attain it, and
+// is no collective in backward.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[M:.*]] = mlc.tp_reduce max %arg0 : tensor<4xf32>
+// CHECK: %[[HIT:.*]] = mlc.compare eq %arg0, %[[M]]
+// CHECK: %[[DW:.*]] = mlc.select %[[HIT]], %{{.*}}, %{{.*}}
+// CHECK-NOT: mlc.tp_
+// CHECK: return %{{.*}}, %[[DW]]
+func.func @forward(%w: tensor<4xf32> {mlc.param = "w"}, %x: tensor<4xf32> {mlc.input = "x"})
+    -> (tensor<f32> {mlc.output = "loss"}) {
+  %m = mlc.tp_reduce max %w : tensor<4xf32>
+  %y = mlc.mul %m, %x : tensor<4xf32>, tensor<4xf32>
+  %l = mlc.reduce_sum %y axes = [0] : tensor<4xf32>
+  return %l : tensor<f32>
+}
