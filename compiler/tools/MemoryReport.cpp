@@ -162,7 +162,8 @@ Expected<RecomputeChoice> chooseRecompute(const RecomputeTrial &trial) {
   if (deviceMemory.empty())
     return createStringError(inconvertibleErrorCode(),
                              "--recompute auto chooses what to recompute for a memory "
-                             "budget: give it one with --device-memory SIZE|h100|h200");
+                             "budget: give it one with mlc compile --device-memory "
+                             "SIZE|h100|h200 (mlc train PKG trains the package it writes)");
   auto limit = parseDeviceMemory(deviceMemory);
   if (!limit)
     return limit.takeError();
