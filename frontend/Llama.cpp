@@ -64,6 +64,21 @@ const std::map<std::string, Preset> &llamaPresets() {
     l32["rope_theta"] = 500000;
     l32["max_position_embeddings"] = 131072;
     l32["tie_word_embeddings"] = 1;
+    // meta-llama/Meta-Llama-3-8B: 8.03B parameters. (Llama-3.1-8B adds
+    // a llama3 rope_scaling the builtin rotary does not build: refused by
+    // name in parseModelConfig.)
+    Preset &l3 = p["llama-3-8b"] = tinyllama;
+    l3["vocab_size"] = 128256;
+    l3["hidden_size"] = 4096;
+    l3["intermediate_size"] = 14336;
+    l3["num_hidden_layers"] = 32;
+    l3["num_attention_heads"] = 32;
+    l3["num_key_value_heads"] = 8;
+    l3["head_dim"] = 128;
+    l3["rms_norm_eps"] = 1e-5;
+    l3["rope_theta"] = 500000;
+    l3["max_position_embeddings"] = 8192;
+    l3["tie_word_embeddings"] = 0;
     // Qwen/Qwen2-0.5B: q/k/v biases, tied head.
     Preset &q = p["qwen2-0.5b"] = tinyllama;
     q["vocab_size"] = 151936;
@@ -215,44 +230,34 @@ Value rmsNorm(GraphBuilder &g, Value x, Value weight, double eps) {
 /// (HF's cat(freqs, freqs)), the sine with mlc.rotary's sign (negated on the
 /// first half). Over positions 0..S-1 the tables are constants of the
 /// step; with --reset-position-ids they are gathered at each token's
-/// position (still constants: no gradient reaches them). In f32 they are computed as transformers
-/// computes them, in f32 (inv_freq = 1 / theta^(2i/D), the angle p * inv_freq
-/// rounded to f32), so that the tables agree with HF's bit for bit or
-/// within an ulp; in f64 in f64. `shape` is [S, 1, D] (broadcast over the
-/// heads of [B, S, heads, D]) or [S, D] (rows to gather by position).
+/// position (still constants: no gradient reaches them). They are
+/// mlc.rotary_table ops: only the D/2 frequencies are in the IR, and the
+/// kernel computes the S * D values (a literal table of 8192 positions made
+/// kernel sources of 60 MB). In f32 the frequencies are computed as
+/// transformers computes them, in f32 (inv_freq = 1 / theta^(2i/D)), and
+/// the table rounds the f32 angle p * inv_freq's cosine to f32, so that the
+/// tables agree with HF's bit for bit or within an ulp; in f64 in f64.
+/// `shape` is [S, 1, D] (broadcast over the heads of [B, S, heads, D]) or
+/// [S, D] (rows to gather by position).
 std::pair<Value, Value> rotaryTableConstants(GraphBuilder &g, ArrayRef<int64_t> shape,
                                              double theta) {
-  const int64_t S = shape.front(), D = shape.back();
-  std::vector<double> cosines(S * D), sines(S * D);
+  const int64_t D = shape.back();
   const bool f32 = g.dtype.isF32();
-  for (int64_t p = 0; p < S; ++p)
-    for (int64_t i = 0; i < D / 2; ++i) {
-      double angle;
-      if (f32) {
-        float exponent = float(2 * i) / float(D);
-        float inv = 1.0f / std::pow(float(theta), exponent);
-        angle = double(float(p) * inv);
-      } else {
-        angle = double(p) * (1.0 / std::pow(theta, double(2 * i) / double(D)));
-      }
-      double c = std::cos(angle), s = std::sin(angle);
-      if (f32) {
-        c = double(float(c));
-        s = double(float(s));
-      }
-      cosines[p * D + i] = cosines[p * D + i + D / 2] = c;
-      // rotate_half's sign: -x2 * sin on the first half, +x1 * sin on the second.
-      sines[p * D + i] = -s;
-      sines[p * D + i + D / 2] = s;
+  SmallVector<double> inv(D / 2);
+  for (int64_t i = 0; i < D / 2; ++i) {
+    if (f32) {
+      float exponent = float(2 * i) / float(D);
+      inv[i] = double(1.0f / std::pow(float(theta), exponent));
+    } else {
+      inv[i] = 1.0 / std::pow(theta, double(2 * i) / double(D));
     }
+  }
   auto type = RankedTensorType::get(shape, g.dtype);
-  auto table = [&](ArrayRef<double> values) -> Value {
-    SmallVector<Attribute> attrs;
-    for (double v : values)
-      attrs.push_back(g.b.getFloatAttr(g.dtype, v));
-    return g.b.create<ConstantOp>(g.loc, DenseElementsAttr::get(type, attrs));
+  auto table = [&](bool sine) -> Value {
+    return g.b.create<RotaryTableOp>(g.loc, type, g.b.getDenseF64ArrayAttr(inv),
+                                     g.b.getBoolAttr(sine));
   };
-  return {table(cosines), table(sines)};
+  return {table(false), table(true)};
 }
 
 /// The rotary tables of the micro-batch's tokens over [B, S, heads, D]: the

@@ -58,6 +58,11 @@ static const std::map<std::string, Preset> &gpt2Presets() {
     p["medium"]["n_embd"] = 1024;
     p["medium"]["n_layer"] = 24;
     p["medium"]["n_head"] = 16;
+    // gpt2-xl (openai-community/gpt2-xl's config.json): 1.56B parameters.
+    p["gpt2-xl"] = base;
+    p["gpt2-xl"]["n_embd"] = 1600;
+    p["gpt2-xl"]["n_layer"] = 48;
+    p["gpt2-xl"]["n_head"] = 25;
     // Small enough to train in seconds on a laptop core; byte-level vocabulary.
     p["tiny"] = base;
     p["tiny"]["vocab_size"] = 256;
@@ -563,6 +568,16 @@ llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef family,
     config.preset = parts[0].trim().str();
     first = 1;
   }
+  // meta-llama/Llama-3.1-8B is Llama-3-8B's shapes with rope_scaling
+  // {rope_type: llama3, factor: 8, low_freq_factor: 1, high_freq_factor: 4,
+  // original_max_position_embeddings: 8192}, which the builtin rotary does
+  // not build: refused by name rather than trained with Llama 3's
+  // frequencies.
+  if (family == "llama" && config.preset == "llama-3.1-8b")
+    return error("llama-3.1-8b: its rope_scaling (llama3: factor 8, low_freq_factor 1, "
+                 "high_freq_factor 4, original_max_position_embeddings 8192) is not built by "
+                 "the builtin rotary; llama-3-8b has the same shapes and parameters, with "
+                 "Llama 3's unscaled frequencies");
   auto preset = presets->find(config.preset);
   // A Hugging Face model directory: its config.json.
   if (preset == presets->end() && llvm::sys::fs::is_directory(config.preset)) {

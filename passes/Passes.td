@@ -135,6 +135,10 @@ def MlcRecompute : Pass<"mlc-recompute", "mlir::ModuleOp"> {
       softmax and dropout; mlc's fused attention never stores them, so
       here the cheap, large values are the MLP activation's output and the
       norms' outputs.)
+    - `mode=full+selective`: full on layers 0 to N-1 (`num-layers`, which
+      it needs) and selective on every other value: the layers past N and
+      the values outside the layers. `mlc compile --recompute auto` chooses
+      among none, selective and this with N from 1 to every layer.
     - empty or `none`: nothing changes.
 
     Ops with side effects (not Pure) are never cloned, and their values are
@@ -170,7 +174,8 @@ def MlcRecompute : Pass<"mlc-recompute", "mlir::ModuleOp"> {
   let options = [
     Option<"mode", "mode", "std::string", "\"\"",
            "full (keep each layer's input), selective (recompute cheap ops' "
-           "values) or none">,
+           "values), full+selective (full on the first num-layers, selective "
+           "elsewhere) or none">,
     Option<"numLayers", "num-layers", "int64_t", "-1",
            "full: recompute layers 0 to N-1 only (-1: every layer)">,
     Option<"stepName", "step", "std::string", "::mlc::kTrainStepFn",

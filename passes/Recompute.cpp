@@ -14,7 +14,10 @@
 //    operands' layers.
 // 3. Decide per forward value whether backward reads a clone of it
 //    (`cloned`): full: every value of a layer but its output; selective:
-//    values of cheap ops computable from kept values.
+//    values of cheap ops computable from kept values; full+selective: full
+//    on layers 0 to num-layers - 1, selective on every other value (what
+//    `mlc compile --recompute auto` chooses between, compiler/tools/
+//    RecomputeAuto.cpp).
 // 4. Walk backward in order; each operand that is a cloned value is
 //    replaced by its clone, built (with the clones it needs, recursively)
 //    right before the first backward op that reads it.
@@ -85,9 +88,9 @@ public:
   void runOnOperation() final {
     if (mode.empty() || mode == "none")
       return;
-    if (mode != "full" && mode != "selective") {
+    if (mode != "full" && mode != "selective" && mode != "full+selective") {
       getOperation().emitError(
-          "mlc-recompute: mode must be full, selective or none, got '")
+          "mlc-recompute: mode must be full, selective, full+selective or none, got '")
           << mode << "'";
       return signalPassFailure();
     }
@@ -160,7 +163,9 @@ private:
       layer[&op] = l;
       anyLayer |= l >= 0;
     }
-    if (mode == "full" && !anyLayer)
+    const bool full = mode == "full" || mode == "full+selective";
+    const bool selective = mode == "selective" || mode == "full+selective";
+    if (full && !anyLayer)
       return fn.emitError("mlc-recompute: full recomputation keeps each "
                           "layer's input, but no "
                           "parameter of @")
@@ -179,16 +184,15 @@ private:
       bool yes = false;
       if (isPure(op) && op->getNumRegions() == 0 && op->getNumOperands() > 0 &&
           op != lossOp) {
-        if (mode == "full") {
+        int64_t l = layer.lookup(op);
+        if (full && l >= 0 && (numLayers < 0 || l < numLayers)) {
           // A value of layer L (of the first num-layers), unless a forward
-          // op outside L reads it.
-          int64_t l = layer.lookup(op);
-          yes = l >= 0 && (numLayers < 0 || l < numLayers) &&
-                llvm::none_of(v.getUsers(), [&](Operation *u) {
-                  return u != ret && position.lookup(u) <= lossPos &&
-                         layer.lookup(u) != l;
-                });
-        } else {
+          // op outside L reads it (the layer's output, the next one's
+          // input, is kept, also under full+selective).
+          yes = llvm::none_of(v.getUsers(), [&](Operation *u) {
+            return u != ret && position.lookup(u) <= lossPos && layer.lookup(u) != l;
+          });
+        } else if (selective) {
           // A cheap op whose operands are all at hand in backward: kept
           // (saved, an argument) or cloned themselves.
           yes = isCheap(op) && llvm::all_of(op->getOperands(), [&](Value u) {

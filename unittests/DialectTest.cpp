@@ -97,6 +97,17 @@ TEST(Models, ParameterCountsMatchHuggingFace) {
   EXPECT_EQ(countFor("llama", "tinyllama-1.1b"), 1100048384);
   EXPECT_EQ(countFor("llama", "llama-3.2-1b"), 1235814400);
   EXPECT_EQ(countFor("llama", "qwen2-0.5b"), 494032768);
+  // The sizes people train: gpt2-xl and Meta-Llama-3-8B as transformers
+  // counts them (num_parameters()).
+  EXPECT_EQ(countFor("gpt2", "gpt2-xl"), 1557611200);
+  EXPECT_EQ(countFor("llama", "llama-3-8b"), 8030261248);
+}
+
+// Llama-3.1-8B's llama3 rope_scaling is not built: the preset is refused by
+// name, never trained with unscaled frequencies.
+TEST(Models, Llama31PresetRefusedForItsRopeScaling) {
+  std::string e = errorOf(parseModelConfig("llama", "llama-3.1-8b"));
+  EXPECT_NE(e.find("llama-3.1-8b: its rope_scaling (llama3: factor 8"), std::string::npos) << e;
 }
 
 // GPT2LMHeadModel(GPT2Config(vocab_size=256, n_positions=256, n_embd=128,

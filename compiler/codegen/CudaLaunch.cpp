@@ -173,6 +173,9 @@ llvm::Expected<CudaSchedule> templateSchedule(plan::KernelOp k, llvm::StringRef 
   } else if (t == "constant") {
     auto values = dyn_cast_or_null<DenseElementsAttr>(r.attr("values"));
     s.phases = {strided(values ? values.getNumElements() : 0)};
+  } else if (t == "rotary_table") {
+    auto inv = dyn_cast_or_null<DenseElementsAttr>(r.attr("inv_freq"));
+    s.phases = {strided(r.i64("positions") * 2 * (inv ? inv.getNumElements() : 0))};
   } else if (t == "softmax" || t == "softmax_grad" || t == "layer_norm") {
     rowsOf(r.i64("columns"));
   } else if (t == "layer_norm_grad") {

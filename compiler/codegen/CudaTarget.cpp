@@ -675,6 +675,28 @@ public:
     return b.str();
   }
 
+  std::string rotaryTable(mlir::Type el, int64_t positions, const std::vector<std::string> &inv,
+                          bool sine) override {
+    const int64_t half = int64_t(inv.size()), D = 2 * half;
+    std::ostringstream b;
+    b << arguments({{el, true}}) << "  const double inv[" << half << "] = {";
+    for (size_t i = 0; i < inv.size(); ++i)
+      b << (i ? ", " : "") << inv[i];
+    b << "};\n" << phase() << "    for (int64_t e = MLC_TID; e < " << positions * D << "; e += MLC_STRIDE) {\n" << "    const int64_t p = e / " << D << ", j = e % " << D
+      << ", i = j % " << half << ";\n";
+    if (el.isF32())
+      b << "    const double a = (double)((float)p * (float)inv[i]);\n";
+    else
+      b << "    const double a = (double)p * inv[i];\n";
+    if (sine)
+      b << "    const " << cType(el) << " s = (" << cType(el) << ")sin(a);\n"
+        << "    p0[e] = j < " << half << " ? -s : s;\n";
+    else
+      b << "    p0[e] = (" << cType(el) << ")cos(a);\n";
+    b << "    }\n  }\n";
+    return b.str();
+  }
+
   std::string zero(int64_t bytes) override {
     return phase() + "    for (int64_t i = MLC_TID; i < " +
            n2s(bytes) + "; i += MLC_STRIDE) ((char *)b[0])[i] = 0;\n  }\n";

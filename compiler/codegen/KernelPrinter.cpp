@@ -437,6 +437,12 @@ llvm::Expected<std::string> printTemplateBody(llvm::StringRef t, DictionaryAttr 
       for (APInt v : dense.getValues<APInt>())
         values.push_back(std::to_string(v.getSExtValue()));
     body = target.constant(el, values);
+  } else if (t == "rotary_table") {
+    std::vector<std::string> inv;
+    if (auto dense = dyn_cast_or_null<DenseElementsAttr>(r.attr("inv_freq")))
+      for (APFloat v : dense.getValues<APFloat>())
+        inv.push_back(literal(v.convertToDouble(), Float64Type::get(params.getContext())));
+    body = target.rotaryTable(el, r.i64("positions"), inv, r.flag("sine"));
   } else if (t == "softmax") {
     body = target.softmax(el, r.rows(), r.i64("columns"), r.flag("log"));
   } else if (t == "softmax_grad") {

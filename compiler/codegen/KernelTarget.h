@@ -310,6 +310,13 @@ public:
   /// (literals) when it is not a splat.
   virtual std::string fill(mlir::Type el, int64_t n, const std::string &value) = 0;
   virtual std::string constant(mlir::Type el, const std::vector<std::string> &values) = 0;
+  /// p0 = a rotary embedding's cosine (or, with `sine`, signed sine) table
+  /// over `positions` rows of 2 * inv.size() columns (mlc.rotary_table): in
+  /// f32 the angle is the f32 product of the position and the f32 inv[i],
+  /// its cos/sin taken in f64 and rounded; otherwise all in f64. `inv`
+  /// holds the frequencies as exact f64 literals.
+  virtual std::string rotaryTable(mlir::Type el, int64_t positions,
+                                  const std::vector<std::string> &inv, bool sine) = 0;
   /// Sets the first `bytes` bytes of p0 to zero (a statement in a kernel).
   virtual std::string zero(int64_t bytes) = 0;
 };

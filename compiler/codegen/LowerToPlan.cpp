@@ -222,6 +222,21 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
       // for consumers that need contiguous data (bufferOf).
       .Case<ReshapeOp, TransposeOp, SplitOp, SliceOp>(
           [&](auto) { return llvm::Error::success(); })
+      .Case<RotaryTableOp>([&](RotaryTableOp t) {
+        Shape s = shapeOf(t.getResult());
+        int id = arenaFor(t.getResult());
+        valueBuffers[t.getResult()] = id;
+        ArrayRef<double> inv = t.getInvFreq();
+        auto invType = RankedTensorType::get({int64_t(inv.size())},
+                                             Float64Type::get(op->getContext()));
+        ParamsBuilder p(op->getContext());
+        p.type("element", el)
+            .i64("positions", s.front())
+            .attr("inv_freq", DenseElementsAttr::get(invType, inv))
+            .flag("sine", t.getSine());
+        addStep("rotary_table", p.get(), {id}, KernelTemplate::fill);
+        return llvm::Error::success();
+      })
       .Case<IotaOp>([&](IotaOp i) {
         Shape s = shapeOf(i.getResult());
         int64_t dim = *normalizeAxis(i.getDim(), s.size());

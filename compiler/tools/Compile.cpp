@@ -271,13 +271,15 @@ int runReport() {
   }
   const bool counts = report || !device;
   std::string json;
-  if (counts)
-    if (int rc = countsReport(json))
-      return rc;
+  // The package's graph first: --recompute auto chooses on it, and the
+  // counts' compiles (unfused, one and two layers) recompute what it chose.
   mlir::MLIRContext ctx;
   auto g = compileModel(ctx, /*training=*/true);
   if (!g)
     return fail(toString(g.takeError()));
+  if (counts)
+    if (int rc = countsReport(json))
+      return rc;
   // -o: the package the report is of is written too (from a copy: the
   // report lowers the graph in place).
   mlir::OwningOpRef<mlir::ModuleOp> packaged;
@@ -427,6 +429,10 @@ int runCompile() {
   for (auto &[fn, c] : lowered->counts)
     outs() << "mlc: @" << fn << ": " << c.kernels << " kernel launches, " << c.gemms
            << " GEMMs\n";
+  if (const RecomputeChoice *c = lastRecomputeChoice())
+    outs() << "mlc: --recompute auto: " << c->describe() << "; saved activations "
+           << humanBytes(c->savedNone) << " -> " << humanBytes(c->savedChosen) << ", total "
+           << humanBytes(c->totalChosen) << " (--report for its cost)\n";
   outs() << "mlc: wrote " << dir << "\n";
   return 0;
 }

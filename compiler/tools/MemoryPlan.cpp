@@ -235,6 +235,8 @@ int64_t livePeak(plan::FuncOp fn) {
   return live.empty() ? 0 : *std::max_element(live.begin(), live.end());
 }
 
+} // namespace
+
 std::string withCommas(int64_t n) {
   std::string digits = std::to_string(n), out;
   for (size_t i = 0; i < digits.size(); ++i) {
@@ -245,7 +247,6 @@ std::string withCommas(int64_t n) {
   return out;
 }
 
-} // namespace
 
 std::string humanBytes(int64_t bytes) {
   static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

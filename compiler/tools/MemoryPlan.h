@@ -25,6 +25,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -89,6 +90,8 @@ llvm::Error checkFits(const MemoryPlan &p, int64_t limit, llvm::StringRef spec);
 
 /// Bytes in human units (1.50 GiB, 12.0 MiB, 512 B).
 std::string humanBytes(int64_t bytes);
+/// A count with thousands separators (1,048,576).
+std::string withCommas(int64_t n);
 
 // `mlc compile`'s side (MemoryReport.cpp, which owns --device-memory).
 
@@ -100,6 +103,47 @@ llvm::Expected<bool> deviceMemoryGiven();
 int memoryReport(mlir::ModuleOp plan, std::string &json);
 /// --device-memory without --report: an error when the plan does not fit.
 llvm::Error checkDeviceMemory(mlir::ModuleOp plan);
+
+/// `--recompute auto`: what it chose and what that costs, measured on the
+/// plans it compiled (MemoryReport.cpp).
+struct RecomputeChoice {
+  /// mlc-recompute's mode ("" for none, selective, full+selective) and
+  /// num-layers (-1: every layer).
+  std::string mode;
+  int64_t numLayers = -1;
+  /// Layers the model has (from the parameters' names).
+  int64_t layers = 0;
+  /// Saved activations and the CUDA total without recomputation and with
+  /// the choice; the step's FLOPs and predicted time (h200's roofline)
+  /// without and with it.
+  int64_t savedNone = 0, savedChosen = 0, totalNone = 0, totalChosen = 0;
+  double flopsNone = 0, flopsChosen = 0, secondsNone = 0, secondsChosen = 0;
+  /// Plans compiled to choose, in order: the mode and num-layers, the
+  /// saved activations, the CUDA total and the step's FLOPs of each.
+  struct Trial {
+    std::string mode;
+    int64_t numLayers = -1, saved = 0, total = 0;
+    double flops = 0;
+  };
+  std::vector<Trial> trials;
+  /// The choice in words (none, selective, selective + full on layers 0-N).
+  std::string describe() const;
+};
+
+/// Compiles the training step with one mlc-recompute mode and num-layers
+/// and lowers it to the plan.
+using RecomputeTrial = std::function<llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>(
+    const std::string &mode, int64_t numLayers)>;
+
+/// `--recompute auto` with --device-memory: the least recomputation whose
+/// plan fits (none, selective, then selective with full recomputation of
+/// layers 0 to N-1 for the least N); an error naming the largest items of
+/// the plan that recomputes everything when even that does not fit, or
+/// when --device-memory is missing.
+llvm::Expected<RecomputeChoice> chooseRecompute(const RecomputeTrial &trial);
+
+/// The last choice of chooseRecompute (for --report), if any.
+const RecomputeChoice *lastRecomputeChoice();
 
 } // namespace mlc::tool
 

@@ -1,6 +1,7 @@
 //===- Model.cpp - MODEL as a graph and through the pipeline ---------------===//
 
 #include "compiler/tools/Model.h"
+#include "compiler/tools/MemoryPlan.h"
 #include "compiler/tools/Tool.h"
 
 #include "contract/StepFunctions.h"
@@ -201,19 +202,50 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
   }
   if (!training && forward)
     forward->removeAttr("mlc.infer_loss"); // @forward only: no loss to infer
-  if (recompute != "none" && recompute != "full" && recompute != "selective")
+  if (recompute != "none" && recompute != "full" && recompute != "selective" &&
+      recompute != "auto")
     return createStringError(inconvertibleErrorCode(),
-                             "--recompute must be full, selective or none, got '" +
+                             "--recompute must be full, selective, auto or none, got '" +
                                  std::string(recompute) + "'");
   if (recomputeNumLayers.getNumOccurrences() && (recompute != "full" || recomputeNumLayers < 1))
     return createStringError(inconvertibleErrorCode(),
                              "--recompute-num-layers takes N >= 1 layers, with --recompute full; "
                              "got " + std::to_string(recomputeNumLayers) + " with --recompute " +
                                  std::string(recompute));
-  if (auto err = mlc::runPipeline(*g->module, training, fused.value_or(fuse && !noFuse),
-                                  dtype == "bf16" ? "bf16" : "",
-                                  recompute == "none" ? "" : std::string(recompute),
-                                  recomputeNumLayers))
+  std::string recomputeMode = recompute == "none" ? "" : std::string(recompute);
+  int64_t recomputeLayers = recomputeNumLayers;
+  const bool fuseGraph = fused.value_or(fuse && !noFuse);
+  const std::string autocast = dtype == "bf16" ? "bf16" : "";
+  if (recompute == "auto" && !training) {
+    recomputeMode = ""; // @forward only: nothing is saved for backward
+  } else if (const RecomputeChoice *c = recompute == "auto" ? lastRecomputeChoice() : nullptr) {
+    // Chosen for this model already: --report's counts compile it again
+    // (unfused, with one and two layers) with the same recomputation.
+    recomputeMode = c->mode;
+    recomputeLayers = c->numLayers;
+  } else if (recompute == "auto") {
+    // Each candidate is the step compiled and lowered from a copy of the
+    // graph; the chosen one is compiled below, as any mode is.
+    auto dp = dataParallelOptions();
+    if (!dp)
+      return dp.takeError();
+    auto choice = chooseRecompute(
+        [&](const std::string &mode,
+            int64_t numLayers) -> Expected<mlir::OwningOpRef<mlir::ModuleOp>> {
+          mlir::OwningOpRef<mlir::ModuleOp> trial = g->module->clone();
+          if (auto err = mlc::runPipeline(*trial, training, fuseGraph, autocast, mode, numLayers))
+            return std::move(err);
+          if (auto err = mlc::lowerToPlanPipeline(*trial, *dp))
+            return std::move(err);
+          return std::move(trial);
+        });
+    if (!choice)
+      return choice.takeError();
+    recomputeMode = choice->mode;
+    recomputeLayers = choice->numLayers;
+  }
+  if (auto err = mlc::runPipeline(*g->module, training, fuseGraph, autocast, recomputeMode,
+                                  recomputeLayers))
     return std::move(err);
   forward = g->module->lookupSymbol<mlir::func::FuncOp>(mlc::kForwardFn);
   if (auto inferred = forward ? forward->getAttrOfType<mlir::StringAttr>("mlc.inferred_loss")
@@ -231,8 +263,11 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
     return dp.takeError();
   g->description.dataParallel = *dp;
   g->description.fused = fused.value_or(fuse && !noFuse);
-  g->description.recompute = training ? std::string(recompute) : "none";
-  g->description.recomputeNumLayers = training ? int64_t(recomputeNumLayers) : -1;
+  // What was compiled: under auto, what it chose (full+selective: full on
+  // the first recompute_num_layers layers, selective elsewhere).
+  g->description.recompute =
+      training && !recomputeMode.empty() ? recomputeMode : std::string("none");
+  g->description.recomputeNumLayers = training ? recomputeLayers : -1;
   return g;
 }
 

@@ -74,8 +74,8 @@ cl::opt<std::string> model(cl::Positional, cl::desc("<gpt2 | bert | llama | mode
                            cl::sub(generateCmd()), cl::sub(importCmd()), cl::cat(category()));
 cl::opt<std::string> config("config",
                             cl::desc("PRESET|config.json[,key=value...] with HF config keys "
-                                     "(gpt2: tiny, small, medium; bert: tiny, base, large; "
-                                     "llama: tiny, qwen2-tiny, tinyllama-1.1b, llama-3.2-1b, "
+                                     "(gpt2: tiny, small, medium, gpt2-xl; bert: tiny, base, large; "
+                                     "llama: tiny, qwen2-tiny, tinyllama-1.1b, llama-3.2-1b, llama-3-8b, "
                                      "qwen2-0.5b)"),
                             cl::value_desc("spec"), cl::init(""), cl::sub(compileCmd()),
                             cl::sub(trainCmd()), cl::sub(runCmd()), cl::sub(generateCmd()),
@@ -130,8 +130,9 @@ cl::opt<std::string> recompute(
     cl::desc("Recompute activations in backward instead of keeping them from forward: full "
              "(each transformer layer keeps only its input and recomputes the rest, GEMMs "
              "included), selective (recompute the norms' and the pointwise ops' outputs, "
-             "no GEMM), or none"),
-    cl::value_desc("full|selective|none"), cl::init("none"), cl::sub(compileCmd()),
+             "no GEMM), auto (with --device-memory: the least recomputation whose plan fits, "
+             "selective then whole layers; mlc compile), or none"),
+    cl::value_desc("full|selective|auto|none"), cl::init("none"), cl::sub(compileCmd()),
     cl::sub(trainCmd()), cl::cat(category()));
 cl::opt<int64_t> recomputeNumLayers(
     "recompute-num-layers",

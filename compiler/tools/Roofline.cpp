@@ -338,6 +338,10 @@ llvm::Expected<std::optional<Cost>> templateCost(plan::KernelOp k, StringRef t) 
   } else if (t == "constant") {
     auto dense = dyn_cast_or_null<DenseElementsAttr>(r.attr("values"));
     c.bytes = (dense ? dense.getNumElements() : 0) * el;
+  } else if (t == "rotary_table") { // one cos or sin and a product per element
+    auto inv = dyn_cast_or_null<DenseElementsAttr>(r.attr("inv_freq"));
+    const double n = double(r.i64("positions")) * 2 * (inv ? inv.getNumElements() : 0);
+    c.bytes = n * el, c.flops = 2 * n;
   } else if (t == "softmax") { // y = softmax(x)
     rowsAndColumns(R, C);
     c.bytes = 2 * R * C * el, c.flops = 5 * R * C;

@@ -121,6 +121,21 @@ LogicalResult IotaOp::verify() {
   return success();
 }
 
+LogicalResult RotaryTableOp::verify() {
+  auto type = cast<RankedTensorType>(getType());
+  if (!type.hasStaticShape() || type.getRank() < 2)
+    return emitOpError("result must be a static [positions, 1..., head_dim] tensor, got ")
+           << type;
+  Shape s = shapeOf(type);
+  const int64_t D = s.back();
+  if (llvm::any_of(ArrayRef<int64_t>(s).slice(1, s.size() - 2), [](int64_t d) { return d != 1; }))
+    return emitOpError("result's middle dims must be 1, got ") << type;
+  if (D != 2 * int64_t(getInvFreq().size()))
+    return emitOpError("head_dim ") << D << " must be twice the " << getInvFreq().size()
+                                    << " inv_freq values";
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // EmbeddingOp, MatmulOp
 //===----------------------------------------------------------------------===//

@@ -21,6 +21,12 @@ const TemplateParam fillParams[] = {
     {"element", K::Type, req}, {"count", K::I64, req}, {"value", K::Number, req}};
 const TemplateParam constantParams[] = {{"element", K::Type, req},
                                         {"values", K::Elements, req}};
+// The cosine or sine table of a rotary embedding (mlc.rotary_table):
+// positions x 2 * len(inv_freq) values computed in the kernel.
+const TemplateParam rotaryTableParams[] = {{"element", K::Type, req},
+                                           {"positions", K::I64, req},
+                                           {"inv_freq", K::Elements, req},
+                                           {"sine", K::Flag, opt}};
 const TemplateParam softmaxParams[] = {
     {"element", K::Type, req}, MLC_ROWS, {"columns", K::I64, req}, {"log", K::Flag, opt}};
 const TemplateParam softmaxGradParams[] = {
@@ -79,6 +85,7 @@ const TemplateParam attentionParams[] = {
 const TemplateSchema schemas[] = {
     {"fill", fillParams},
     {"constant", constantParams},
+    {"rotary_table", rotaryTableParams},
     {"softmax", softmaxParams},
     {"softmax_grad", softmaxGradParams},
     {"layer_norm", layerNormParams},

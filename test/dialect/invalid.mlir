@@ -9,6 +9,30 @@ func.func @iota_dim(%x: tensor<4xf32>) {
 
 // -----
 
+func.func @rotary_table_head_dim() {
+  // expected-error @+1 {{'mlc.rotary_table' op head_dim 6 must be twice the 2 inv_freq values}}
+  %0 = mlc.rotary_table {inv_freq = array<f64: 1.0, 0.1>, sine = false} : tensor<8x1x6xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_table_middle_dims() {
+  // expected-error @+1 {{'mlc.rotary_table' op result's middle dims must be 1, got 'tensor<8x2x4xf32>'}}
+  %0 = mlc.rotary_table {inv_freq = array<f64: 1.0, 0.1>, sine = true} : tensor<8x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_table_rank() {
+  // expected-error @+1 {{'mlc.rotary_table' op result must be a static [positions, 1..., head_dim] tensor, got 'tensor<4xf32>'}}
+  %0 = mlc.rotary_table {inv_freq = array<f64: 1.0, 0.1>, sine = true} : tensor<4xf32>
+  return
+}
+
+// -----
+
 func.func @embedding_table_rank(%w: tensor<100xf32>, %i: tensor<4xi64>) {
   // expected-error @+1 {{weight must be a [rows, dim] table, got [100]}}
   %0 = mlc.embedding %w, %i : tensor<100xf32>, tensor<4xi64>

@@ -1,6 +1,6 @@
 // RUN: mlc-opt %s -split-input-file -verify-diagnostics --mlc-recompute=mode=full
 // RUN: not mlc-opt %s --mlc-recompute=mode=everything 2>&1 | FileCheck %s --check-prefix=MODE
-// MODE: mlc-recompute: mode must be full, selective or none, got 'everything'
+// MODE: mlc-recompute: mode must be full, selective, full+selective or none, got 'everything'
 
 // full needs layers: the parameters' names number none.
 // expected-error @+1 {{mlc-recompute: full recomputation keeps each layer's input, but no parameter of @train_step names a layer (a numbered component, like h.3. or layers.3.)}}

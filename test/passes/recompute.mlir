@@ -2,6 +2,7 @@
 // RUN: mlc-opt %s -split-input-file --mlc-autodiff --canonicalize --cse --mlc-recompute=mode=full | FileCheck %s --check-prefix=DEAD
 // RUN: mlc-opt %s -split-input-file --mlc-autodiff --canonicalize --cse --mlc-recompute="mode=full num-layers=1" | FileCheck %s --check-prefix=BLOCK
 // RUN: mlc-opt %s -split-input-file --mlc-autodiff --canonicalize --cse --mlc-recompute=mode=selective | FileCheck %s --check-prefix=SEL
+// RUN: mlc-opt %s -split-input-file --mlc-autodiff --canonicalize --cse --mlc-recompute="mode=full+selective num-layers=1" | FileCheck %s --check-prefix=MIX
 // RUN: mlc-opt %s -split-input-file --mlc-autodiff --canonicalize --cse --mlc-recompute | FileCheck %s --check-prefix=NONE
 // RUN: mlc-opt %s -split-input-file --mlc-autodiff --canonicalize --cse --mlc-recompute=mode=none | FileCheck %s --check-prefix=NONE
 
@@ -85,6 +86,22 @@
 // SEL-NOT:     mlc.matmul
 // SEL:        return
 //
+// full+selective with num-layers=1 (what --recompute auto chooses between):
+// layer 0 as under full (its LayerNorm and product computed again), layer
+// 1 as under selective: its residual sum %[[R1B]] is computed again from
+// the kept %[[R0]] and tanh, which stays saved (not as under BLOCK, which
+// keeps the sum; not as under SEL, which keeps layer 0's product).
+// MIX-LABEL:  func.func @train_step
+// MIX:        %[[R0:.*]] = mlc.add %arg0
+// MIX:        %[[T1:.*]] = mlc.tanh
+// MIX:        mlc.reduce_sum
+// MIX:        %[[R1B:.*]] = mlc.add %[[R0]], %[[T1]]
+// MIX-NEXT:   mlc.matmul %[[R1B]], %{{.*}} transpose_lhs
+// MIX-NEXT:   mlc.mul %[[T1]], %[[T1]]
+// MIX:        %[[N0B:.*]] = mlc.layer_norm %arg0, %arg1, %arg2
+// MIX-NEXT:   %[[M0B:.*]] = mlc.matmul %[[N0B]], %arg3
+// MIX-NEXT:   mlc.gelu_grad %{{.*}}, %[[M0B]]
+//
 // Without a mode (or none) backward reads the forward's values.
 // NONE-LABEL: func.func @train_step
 // NONE:       %[[N0:.*]] = mlc.layer_norm
@@ -124,6 +141,10 @@ func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"},
 // FULL:       %[[MB:.*]] = mlc.matmul %arg0, %arg1
 // FULL-NEXT:  mlc.gelu %[[MB]] approximate = tanh
 // BLOCK-LABEL: func.func @train_step
+// MIX-LABEL:  func.func @train_step
+// MIX:        mlc.reduce_sum
+// MIX:        %[[MB:.*]] = mlc.matmul %arg0, %arg1
+// MIX-NEXT:   mlc.gelu %[[MB]] approximate = tanh
 // SEL-LABEL:  func.func @train_step
 // SEL:        %[[A:.*]] = mlc.gelu %{{.*}} approximate = tanh
 // SEL:        mlc.reduce_sum
