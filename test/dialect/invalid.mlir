@@ -694,7 +694,7 @@ func.func @attention_grad_softcap(%g: tensor<1x2x4x8xf32>, %q: tensor<1x2x4x8xf3
 // -----
 
 func.func @fusion_kind(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'kind' [pointwise, rows, optimizer, norm]}}
+  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'kind' [pointwise, rows, optimizer, norm, params]}}
   %0 = mlc.fusion magic ins(%x : tensor<4xf32>) {
   ^bb0(%a: tensor<4xf32>):
     mlc.yield %a : tensor<4xf32>
@@ -886,4 +886,40 @@ func.func @attention_grad_rotary_varlen(%g: tensor<6x2x8xf32>, %q: tensor<6x2x8x
   // expected-error @+1 {{rotary tables [6, 2, 8] must broadcast over the heads to the query's rows [6, 2, 8]}}
   %0:3 = mlc.attention_grad %g, %q, %q, %q cu_seqlens %cu rotary %c, %c : tensor<6x2x8xf32>, tensor<6x2x8xf32>, tensor<6x2x8xf32>, tensor<6x2x8xf32>, tensor<3xi32>, tensor<6x2x8xf32>, tensor<6x2x8xf32>
   return
+}
+
+// -----
+
+func.func @params_fusion_not_parameter(%w: tensor<4xf32>) -> tensor<4xbf16> {
+  // expected-error @+1 {{a params fusion reads function arguments marked mlc.param}}
+  %0 = mlc.fusion params ins(%w : tensor<4xf32>) {
+  ^bb0(%x: tensor<f32>):
+    %1 = mlc.cast %x : tensor<f32> -> tensor<bf16>
+    mlc.yield %1 : tensor<bf16>
+  } : tensor<4xbf16>
+  return %0 : tensor<4xbf16>
+}
+
+// -----
+
+func.func @params_fusion_shape(%w: tensor<4xf32> {mlc.param = "w"}) -> tensor<8xbf16> {
+  // expected-error @+1 {{a params fusion's result has its input's shape}}
+  %0 = mlc.fusion params ins(%w : tensor<4xf32>) {
+  ^bb0(%x: tensor<f32>):
+    %1 = mlc.cast %x : tensor<f32> -> tensor<bf16>
+    mlc.yield %1 : tensor<bf16>
+  } : tensor<8xbf16>
+  return %0 : tensor<8xbf16>
+}
+
+// -----
+
+func.func @params_fusion_element(%w: tensor<4xf32> {mlc.param = "w"}) -> tensor<4xbf16> {
+  // expected-error @+1 {{a params region takes one element (a rank-0 tensor)}}
+  %0 = mlc.fusion params ins(%w : tensor<4xf32>) {
+  ^bb0(%x: tensor<4xf32>):
+    %1 = mlc.cast %x : tensor<4xf32> -> tensor<4xbf16>
+    mlc.yield %1 : tensor<4xbf16>
+  } : tensor<4xbf16>
+  return %0 : tensor<4xbf16>
 }
