@@ -243,7 +243,8 @@ private:
   /// and up) become one kernel: it reads the shared inputs once, and the
   /// smaller group reads nothing the larger does not. The merged group sits
   /// at the later root, so every reader of the earlier group's results
-  /// outside both must come after that root.
+  /// outside both must come after that root; or else at the earlier root,
+  /// so every input of the later group must exist before it.
   void mergeSiblings(std::vector<Group> &groups, llvm::DenseMap<Operation *, int> &groupOf,
                      llvm::DenseMap<Operation *, int> &position) {
     // Candidates by iteration shape, each group's inputs computed once.
@@ -274,9 +275,21 @@ private:
               if (!inside && position[user] < position[groups[late].root])
                 ok = false;
             }
+          // Else the merged group sits at the earlier root, when the later
+          // group's inputs all exist there (--dtype bf16: each gradient's
+          // bf16 copy is read by its GEMMs before the other is computed).
+          Operation *root = groups[late].root;
+          if (!ok) {
+            ok = llvm::all_of(inputs[late], [&](Value v) {
+              Operation *def = v.getDefiningOp();
+              return !def || position[def] < position[groups[early].root];
+            });
+            root = groups[early].root;
+          }
           if (!ok)
             continue;
           Group &into = groups[late];
+          into.root = root;
           for (Operation *op : groups[early].ops)
             groupOf[op] = late;
           into.ops.append(groups[early].ops.begin(), groups[early].ops.end());

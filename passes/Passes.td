@@ -279,6 +279,60 @@ def MlcAccumulateGemms : Pass<"mlc-accumulate-gemms", "mlir::func::FuncOp"> {
   let dependentDialects = ["::mlc::MlcDialect"];
 }
 
+def MlcFoldCasts : Pass<"mlc-fold-casts", "mlir::func::FuncOp"> {
+  let summary = "--dtype bf16: casts become conversions at a neighbouring kernel's loads or stores";
+  let description = [{
+    After mlc-autocast every edge between a bf16 product and the f32 ops
+    around it is an `mlc.cast`. mlc-fuse-elementwise folds most of them
+    into the fusion that computes or reads the value (a cast is pointwise).
+    This pass decides, before fusion, the casts grouping cannot fold:
+
+    A bf16 product widened to f32 for several readers
+    (`cast(matmul) : f32` with two or more users, the product read by the
+    cast alone, no bias or accumulator) becomes an `f32_result` product: the
+    GEMM stores f32, no widening kernel reads 2 and writes 4 bytes per
+    element, and the readers group as they do in f32 (SwiGLU's two
+    gradients become one kernel). A widening read by one op is left to
+    fusion, which folds it into that op's kernel (the product stays bf16,
+    half the bytes).
+
+    The casts of parameters (function arguments marked `mlc.param`: the
+    weights' bf16 copies that the products read) become one
+    `mlc.fusion params` at the top of the function: a single kernel over
+    the flat parameter buffer writes every copy (each a view of its
+    output at the parameter's place), instead of a cast kernel per weight
+    in every layer. Only when every such cast maps one element type to
+    another and the cast parameters hold at least half of the parameters'
+    elements (the kernel maps them all; biases and norms ride along).
+
+    f32 and f64 graphs have no such casts: the pass changes nothing there.
+    It runs in the fused pipeline only.
+
+    Before:
+    ```mlir
+    %p = mlc.matmul %dh, %w : tensor<8x64xbf16>, tensor<64x172xbf16>
+    %g = mlc.cast %p : tensor<8x172xbf16> -> tensor<8x172xf32>
+    %a = mlc.mul %g, %x : tensor<8x172xf32>, tensor<8x172xf32>
+    %b = mlc.mul %g, %y : tensor<8x172xf32>, tensor<8x172xf32>
+    ```
+    After:
+    ```mlir
+    %g = mlc.matmul %dh, %w f32_result : tensor<8x64xbf16>, tensor<64x172xbf16>
+    %a = mlc.mul %g, %x : tensor<8x172xf32>, tensor<8x172xf32>
+    %b = mlc.mul %g, %y : tensor<8x172xf32>, tensor<8x172xf32>
+    ```
+    and, for the parameters `%w1` and `%w2`:
+    ```mlir
+    %c:2 = mlc.fusion params ins(%w1, %w2 : tensor<64x64xf32>, tensor<64x172xf32>) {
+    ^bb0(%x: tensor<f32>):
+      %y = mlc.cast %x : tensor<f32> -> tensor<bf16>
+      mlc.yield %y : tensor<bf16>
+    } : tensor<64x64xbf16>, tensor<64x172xbf16>
+    ```
+  }];
+  let dependentDialects = ["::mlc::MlcDialect"];
+}
+
 def MlcFuseElementwise : Pass<"mlc-fuse-elementwise", "mlir::func::FuncOp"> {
   let summary = "Groups chains of pointwise ops into mlc.fusion kernels";
   let description = [{
@@ -307,7 +361,8 @@ def MlcFuseElementwise : Pass<"mlc-fuse-elementwise", "mlir::func::FuncOp"> {
     kernel reads it from memory. Sibling groups over one shape whose inputs
     are all inputs of the other (SwiGLU's two gradients) are merged into one
     kernel that reads the shared inputs once, when no reader of the earlier
-    one's results runs before the later one.
+    one's results runs before the later one, or when the later one's inputs
+    all exist before the earlier one (the merged kernel then runs there).
 
     Before:
     ```mlir

@@ -46,6 +46,7 @@ void buildGraphPipeline(OpPassManager &pm, const GraphPipelineOptions &options) 
   if (options.fuse) {
     pm.addNestedPass<func::FuncOp>(createMlcFoldRotary());
     pm.addNestedPass<func::FuncOp>(createMlcAccumulateGemms());
+    pm.addNestedPass<func::FuncOp>(createMlcFoldCasts());
     pm.addNestedPass<func::FuncOp>(createMlcFuseElementwise());
   }
 }
@@ -55,8 +56,8 @@ void registerGraphPipeline() {
       "mlc-graph-pipeline",
       "The graph passes of `mlc compile`: recognition, autocast, @evaluate, autodiff, the "
       "optimizer, canonicalization; with recompute=full|selective mlc-recompute; with fuse=true mlc-fold-rotary (rotary inside "
-      "attention), mlc-accumulate-gemms (sums of products in the GEMMs) and "
-      "mlc-fuse-elementwise",
+      "attention), mlc-accumulate-gemms (sums of products in the GEMMs), "
+      "mlc-fold-casts (bf16 casts at loads and stores) and mlc-fuse-elementwise",
       buildGraphPipeline);
 }
 

@@ -282,6 +282,8 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
     return emitOptimizerFusion(fusion);
   if (fusion.getKind() == FusionKind::norm)
     return emitNormFusion(fusion);
+  if (fusion.getKind() == FusionKind::params)
+    return emitParamsFusion(fusion);
   Block &block = fusion.getBody().front();
   auto yield = cast<YieldOp>(block.getTerminator());
   // A column reduction closing the region iterates over its input's shape.
@@ -899,6 +901,67 @@ llvm::Error FunctionLowering::emitNormFusion(FusionOp fusion) {
       },
       {outId, gBuf}, KernelTemplate::reduction, /*merge=*/false,
       [&](ParamsBuilder &p) { p.i64s("segments", flat); });
+}
+
+/// The parameters mapped element by element (a `params` fusion: under
+/// --dtype bf16 the weights' bf16 copies), as one kernel over the whole
+/// flat parameter buffer (parameters the fusion does not read ride along:
+/// biases and norms, a few elements). Its output is one arena slice laid
+/// out as the flat buffer; each result is a view of it at its parameter's
+/// place, which the layout fixes only after @train_step is lowered
+/// (placeParameterViews). 4 + 2 bytes per element for f32 -> bf16.
+llvm::Error FunctionLowering::emitParamsFusion(FusionOp fusion) {
+  Block &block = fusion.getBody().front();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  Type el = typeOf(fusion.getInputs()[0]).getElementType();
+  Type out = typeOf(fusion.getResult(0)).getElementType();
+  int64_t total = 0;
+  for (BlockArgument arg : fn.getArguments())
+    if (fn.getArgAttr(arg.getArgNumber(), "mlc.param")) {
+      if (typeOf(arg).getElementType() != el)
+        return failure("a params fusion needs every parameter of one element type");
+      total += numel(arg);
+    }
+  int src = newBuffer({Buffer::Param, el, total, "*"});
+  int dst = newBuffer({Buffer::Arena, out, total});
+  for (auto [in, r] : llvm::zip(fusion.getInputs(), fusion.getResults())) {
+    auto name = fn.getArgAttrOfType<StringAttr>(cast<BlockArgument>(in).getArgNumber(),
+                                                "mlc.param");
+    Buffer view{Buffer::Alias, out, numel(r)};
+    view.alias = dst;
+    view.atParam = name.str();
+    valueBuffers[r] = newBuffer(view);
+  }
+  paramsFusionCounts.push_back(total);
+  return addBodyStep(
+      {total}, {}, false,
+      [&](OpBuilder &b, llvm::ArrayRef<Shape>) -> llvm::Error {
+        IRMapping map;
+        map.map(block.getArgument(0), load(b, {1, 0, {1}, el}, {1}));
+        for (Operation &op : block.without_terminator())
+          if (auto err = scalarClone(b, &op, map))
+            return err;
+        store(b, map.lookup(yield.getValues()[0]), {0, 0, {1}, out}, {1});
+        return llvm::Error::success();
+      },
+      {dst, src}, KernelTemplate::pointwise, /*merge=*/false);
+}
+
+llvm::Error FunctionLowering::placeParameterViews(const Layout &flat) {
+  auto all = flat.find("*");
+  for (int64_t count : paramsFusionCounts)
+    if (all == flat.end() || all->second.numel != count)
+      return failure("a params fusion in @" + fn.getSymName().str() +
+                     " maps a parameter set other than the flat buffer's");
+  for (Buffer &b : buffers) {
+    if (b.atParam.empty())
+      continue;
+    auto it = flat.find(b.atParam);
+    if (it == flat.end())
+      return failure("parameter '" + b.atParam + "' has no place in the flat buffers");
+    b.offset = it->second.offset * dtypeBytes(b.element);
+  }
+  return llvm::Error::success();
 }
 
 } // namespace mlc::lowering

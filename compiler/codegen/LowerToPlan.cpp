@@ -641,6 +641,9 @@ llvm::Error lowerToPlan(ModuleOp module) {
       offset += p.type.getNumElements();
     }
     layout["*"] = {0, offset};
+    for (auto &f : lowered)
+      if (auto err = f->placeParameterViews(layout))
+        return err;
     for (func::FuncOp fn : {gradNorm, optimizer, accumulate, merge}) {
       if (!fn)
         continue;

@@ -256,6 +256,10 @@ struct Buffer {
   std::string name; // parameter or input name
   int alias = -1;
   int64_t offset = 0; // alias: bytes into the aliased buffer
+  /// Alias of a `params` fusion's output: the offset is this parameter's
+  /// place in the flat layout, known once @train_step is lowered
+  /// (FunctionLowering::placeParameterViews).
+  std::string atParam;
 };
 
 /// One step of a function: a kernel launch or a GEMM over buffer ids
@@ -353,6 +357,9 @@ public:
   }
 
   llvm::Error run();
+  /// The offsets of the views of `params` fusions' outputs, from the flat
+  /// layout of the parameters (`layout["*"]`: all of them); before emitPlan.
+  llvm::Error placeParameterViews(const Layout &layout);
   /// Appends the function as a plan.func (arena slices not yet placed).
   void emitPlan(OpBuilder &builder);
   /// Parameter name -> step at which its gradient is complete (train step).
@@ -682,6 +689,9 @@ private:
   llvm::Error emitRowFusion(FusionOp fusion);
   llvm::Error emitOptimizerFusion(FusionOp fusion);
   llvm::Error emitNormFusion(FusionOp fusion);
+  llvm::Error emitParamsFusion(FusionOp fusion);
+  /// The `params` fusions' kernels: the flat buffer's elements they map.
+  std::vector<int64_t> paramsFusionCounts;
   /// The flat-buffer segments of the parameters `args` name (by their
   /// `role` attribute), merged where contiguous; with their indices into args.
   llvm::Expected<std::vector<std::pair<Slot, std::vector<size_t>>>>

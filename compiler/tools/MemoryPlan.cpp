@@ -159,8 +159,11 @@ void savedActivations(plan::FuncOp step, MemoryPlan &p) {
                      bind.getKind() != plan::BufferKind::scalars;
         if (param)
           fromParams = std::max(fromParams, layerOfParameterName(bind.getName()));
+        // The whole flat parameter buffer (a params fusion: every weight's
+        // bf16 copy) is parameters too, of no one layer.
+        bool allParams = bind.getName() == "*" && bind.getKind() == plan::BufferKind::param;
         if (a.read)
-          (param ? readsParams : readsOther) = true;
+          (param || allParams ? readsParams : readsOther) = true;
       } else if (plan::ArenaOp r = plan::arenaRoot(a.buffer).first) {
         auto it = group.find(r);
         if (it != group.end())

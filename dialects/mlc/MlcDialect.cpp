@@ -18,6 +18,7 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -1081,6 +1082,33 @@ static LogicalResult verifyNormFusion(FusionOp op, YieldOp yield) {
   return success();
 }
 
+/// The `params` kind: one map of each parameter, element by element.
+static LogicalResult verifyParamsFusion(FusionOp op, YieldOp yield) {
+  if (op.getInputs().empty() || op.getNumResults() != op.getInputs().size())
+    return op.emitOpError("a params fusion maps each of its inputs to one result");
+  Type el = cast<RankedTensorType>(op.getInputs()[0].getType()).getElementType();
+  Type out = cast<RankedTensorType>(op.getResult(0).getType()).getElementType();
+  for (auto [in, r] : llvm::zip(op.getInputs(), op.getResults())) {
+    auto it = cast<RankedTensorType>(in.getType()), rt = cast<RankedTensorType>(r.getType());
+    if (it.getElementType() != el || rt.getElementType() != out)
+      return op.emitOpError("a params fusion's inputs share one element type, its results another");
+    if (it.getShape() != rt.getShape())
+      return op.emitOpError("a params fusion's result has its input's shape");
+    auto arg = dyn_cast<BlockArgument>(in);
+    auto fn = arg ? dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp()) : nullptr;
+    if (!fn || !fn.getArgAttr(arg.getArgNumber(), "mlc.param"))
+      return op.emitOpError("a params fusion reads function arguments marked mlc.param");
+  }
+  Block &block = op.getBody().front();
+  if (block.getNumArguments() != 1 ||
+      block.getArgument(0).getType() != RankedTensorType::get({}, el))
+    return op.emitOpError("a params region takes one element (a rank-0 tensor)");
+  if (yield.getValues().size() != 1 ||
+      yield.getValues()[0].getType() != RankedTensorType::get({}, out))
+    return op.emitOpError("a params region yields one element of its results' type");
+  return success();
+}
+
 LogicalResult FusionOp::verify() {
   Block &block = getBody().front();
   auto yield = cast<YieldOp>(block.getTerminator());
@@ -1088,6 +1116,8 @@ LogicalResult FusionOp::verify() {
     return verifyOptimizerFusion(*this, yield);
   if (getKind() == FusionKind::norm)
     return verifyNormFusion(*this, yield);
+  if (getKind() == FusionKind::params)
+    return verifyParamsFusion(*this, yield);
   if (block.getNumArguments() != getInputs().size())
     return emitOpError("has ") << getInputs().size() << " inputs but its block takes "
                                << block.getNumArguments() << " arguments";

@@ -34,7 +34,8 @@ def Mlc_FusionKind : I32EnumAttr<"FusionKind",
       I32EnumAttrCase<"pointwise", 0>,
       I32EnumAttrCase<"rows", 1>,
       I32EnumAttrCase<"optimizer", 2>,
-      I32EnumAttrCase<"norm", 3>
+      I32EnumAttrCase<"norm", 3>,
+      I32EnumAttrCase<"params", 4>
     ]> {
   let cppNamespace = "::mlc";
 }
@@ -1162,6 +1163,15 @@ def Mlc_FusionOp : Mlc_Op<"fusion", [IsolatedFromAbove, Pure,
     `norm` (built by `mlc-optimizer{fuse}`): the L2 norm over every element
     of its inputs (gradients): the region maps one element (a rank-0 block
     argument) to its square; the result is the square root of their sum.
+
+    `params` (built by `mlc-fold-casts`): one map of the parameters, as a
+    single kernel over the flat parameter buffer. The inputs are function
+    arguments marked `mlc.param`, of one element type; result i is input i
+    mapped element by element: the region takes one element (a rank-0 block
+    argument) and yields its image (a rank-0 tensor of the results' element
+    type). Under --dtype bf16 it writes the bf16 copies of the weights that
+    the step's products read, in one pass over memory instead of a cast
+    kernel per weight.
 
     ```mlir
     %r = mlc.fusion pointwise ins(%h, %b : tensor<8x3072xf32>, tensor<3072xf32>) {

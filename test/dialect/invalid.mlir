@@ -734,7 +734,7 @@ func.func @attention_grad_softcap(%g: tensor<1x2x4x8xf32>, %q: tensor<1x2x4x8xf3
 // -----
 
 func.func @fusion_kind(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'kind' [pointwise, rows, optimizer, norm]}}
+  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'kind' [pointwise, rows, optimizer, norm, params]}}
   %0 = mlc.fusion magic ins(%x : tensor<4xf32>) {
   ^bb0(%a: tensor<4xf32>):
     mlc.yield %a : tensor<4xf32>
@@ -946,8 +946,44 @@ func.func @tp_reduce_kind(%x: tensor<4xf32>) {
 
 // -----
 
+func.func @params_fusion_not_parameter(%w: tensor<4xf32>) -> tensor<4xbf16> {
+  // expected-error @+1 {{a params fusion reads function arguments marked mlc.param}}
+  %0 = mlc.fusion params ins(%w : tensor<4xf32>) {
+  ^bb0(%x: tensor<f32>):
+    %1 = mlc.cast %x : tensor<f32> -> tensor<bf16>
+    mlc.yield %1 : tensor<bf16>
+  } : tensor<4xbf16>
+  return %0 : tensor<4xbf16>
+}
+
+// -----
+
 func.func @tp_copy_integer(%x: tensor<4xi64>) {
   // expected-error @+1 {{'mlc.tp_copy' op operand #0 must be}}
   %0 = mlc.tp_copy %x : tensor<4xi64>
   return
+}
+
+// -----
+
+func.func @params_fusion_shape(%w: tensor<4xf32> {mlc.param = "w"}) -> tensor<8xbf16> {
+  // expected-error @+1 {{a params fusion's result has its input's shape}}
+  %0 = mlc.fusion params ins(%w : tensor<4xf32>) {
+  ^bb0(%x: tensor<f32>):
+    %1 = mlc.cast %x : tensor<f32> -> tensor<bf16>
+    mlc.yield %1 : tensor<bf16>
+  } : tensor<8xbf16>
+  return %0 : tensor<8xbf16>
+}
+
+// -----
+
+func.func @params_fusion_element(%w: tensor<4xf32> {mlc.param = "w"}) -> tensor<4xbf16> {
+  // expected-error @+1 {{a params region takes one element (a rank-0 tensor)}}
+  %0 = mlc.fusion params ins(%w : tensor<4xf32>) {
+  ^bb0(%x: tensor<4xf32>):
+    %1 = mlc.cast %x : tensor<4xf32> -> tensor<4xbf16>
+    mlc.yield %1 : tensor<4xbf16>
+  } : tensor<4xbf16>
+  return %0 : tensor<4xbf16>
 }

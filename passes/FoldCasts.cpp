@@ -1,0 +1,129 @@
+//===- FoldCasts.cpp - casts as conversions at a neighbour's load or store ===//
+//
+// --dtype bf16 (mlc-autocast) puts a cast on every edge between a product
+// and the f32 ops around it. A cast must never be a pass over memory of its
+// own: it is a conversion at a store or a load of the kernel beside it.
+// Most casts get there by mlc-fuse-elementwise (a cast is pointwise, so it
+// joins the fusion that computes or reads its value). This pass decides the
+// cases where grouping cannot, before it runs, and records each decision in
+// the IR:
+//
+//   A bf16 product widened to f32 for several readers becomes an
+//   `f32_result` product: the GEMM stores the f32 value once, and the
+//   readers (SwiGLU's two gradients, for one) read it as f32 kernels do
+//   unfused-from-casts, so they can be grouped into one kernel as in f32.
+//   A widening cast with several readers could join at most one of their
+//   kernels, and would otherwise be a kernel of its own that reads 2 bytes
+//   and writes 4 per element.
+//
+//   The casts of parameters (the weights' bf16 copies for the products)
+//   become one `mlc.fusion params`: a single kernel over the flat
+//   parameter buffer writes every copy, instead of one cast kernel per
+//   weight in every layer. Only when the cast parameters hold at least
+//   half of the parameters' elements (the kernel maps all of them).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/mlc/MlcDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlc {
+#define GEN_PASS_DEF_MLCFOLDCASTS
+#include "passes/Passes.h.inc"
+} // namespace mlc
+
+using namespace mlir;
+using namespace mlc;
+
+namespace {
+
+Type elementOf(Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); }
+
+/// cast(matmul(a, b) : bf16) : f32 read by more than one op, the product
+/// read by the cast alone and free of epilogues (a bias or accumulator
+/// already makes it f32_result).
+bool isSharedWidening(CastOp c) {
+  auto product = c.getInput().getDefiningOp<MatmulOp>();
+  if (!product || product.getF32Result() || product.getBias() || product.getAcc() ||
+      !product->hasOneUse() || !elementOf(product.getResult()).isBF16() ||
+      !elementOf(c.getResult()).isF32())
+    return false;
+  llvm::SmallPtrSet<Operation *, 4> readers(c->getUsers().begin(), c->getUsers().end());
+  return readers.size() >= 2;
+}
+
+/// The casts of parameters (function arguments marked mlc.param) in `fn`
+/// as one params fusion at the top of its body, when they all cast one
+/// element type to another and their parameters hold at least half of the
+/// parameters' elements.
+void gatherParameterCasts(func::FuncOp fn) {
+  SmallVector<CastOp> casts;
+  int64_t all = 0, narrowed = 0;
+  for (BlockArgument arg : fn.getArguments()) {
+    if (!fn.getArgAttr(arg.getArgNumber(), "mlc.param"))
+      continue;
+    all += mlir::cast<RankedTensorType>(arg.getType()).getNumElements();
+    for (Operation *user : arg.getUsers())
+      if (auto c = dyn_cast<CastOp>(user)) {
+        casts.push_back(c);
+        narrowed += mlir::cast<RankedTensorType>(arg.getType()).getNumElements();
+        break; // (after CSE, one cast of an argument to one type)
+      }
+  }
+  if (casts.empty() || 2 * narrowed < all)
+    return;
+  Type from = elementOf(casts[0].getInput()), to = elementOf(casts[0].getResult());
+  if (!isa<FloatType>(from) || !isa<FloatType>(to) || from == to ||
+      llvm::any_of(casts, [&](CastOp c) {
+        return elementOf(c.getInput()) != from || elementOf(c.getResult()) != to;
+      }))
+    return;
+  SmallVector<Value> inputs;
+  SmallVector<Type> results;
+  for (CastOp c : casts) {
+    inputs.push_back(c.getInput());
+    results.push_back(c.getType());
+  }
+  Block &body = fn.getBody().front();
+  OpBuilder b = OpBuilder::atBlockBegin(&body);
+  Location loc = casts[0].getLoc();
+  auto fusion = b.create<FusionOp>(loc, FusionKind::params, results, inputs);
+  Block &block = fusion.getBody().front();
+  while (block.getNumArguments())
+    block.eraseArgument(0);
+  Value x = block.addArgument(RankedTensorType::get({}, from), loc);
+  b.setInsertionPointToEnd(&block);
+  Value y = b.create<CastOp>(loc, RankedTensorType::get({}, to), x);
+  b.create<YieldOp>(loc, ValueRange{y});
+  for (auto [c, r] : llvm::zip(casts, fusion.getResults())) {
+    c.getResult().replaceAllUsesWith(r);
+    c.erase();
+  }
+}
+
+class FoldCastsPass : public mlc::impl::MlcFoldCastsBase<FoldCastsPass> {
+public:
+  void runOnOperation() final {
+    SmallVector<CastOp> widenings;
+    getOperation().walk([&](CastOp c) {
+      if (isSharedWidening(c))
+        widenings.push_back(c);
+    });
+    for (CastOp c : widenings) {
+      auto product = c.getInput().getDefiningOp<MatmulOp>();
+      OpBuilder b(c);
+      auto wide = b.create<MatmulOp>(product.getLoc(), product.getLhs(), product.getRhs(),
+                                     product.getTransposeLhs(), product.getTransposeRhs(),
+                                     /*f32_result=*/true, /*bias=*/Value(), /*acc=*/Value());
+      c.getResult().replaceAllUsesWith(wide.getResult());
+      c.erase();
+      product.erase();
+    }
+    gatherParameterCasts(getOperation());
+  }
+};
+
+} // namespace

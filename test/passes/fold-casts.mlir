@@ -1,0 +1,103 @@
+// RUN: mlc-opt %s -split-input-file --mlc-fold-casts | FileCheck %s
+// RUN: mlc-opt %s -split-input-file --mlc-fold-casts | mlc-opt -split-input-file | FileCheck %s
+// RUN: mlc-opt %s -split-input-file --mlc-fold-casts --mlc-fuse-elementwise | FileCheck %s --check-prefix=FUSED
+
+// A bf16 product widened for two readers (SwiGLU's two gradients) is an
+// f32_result product: no widening kernel, and the readers fuse into one
+// kernel as they do in f32.
+// CHECK-LABEL: func.func @shared_widening
+// CHECK-NOT: mlc.cast
+// CHECK: %[[P:.*]] = mlc.matmul %arg0, %arg1 f32_result : tensor<4x8xbf16>, tensor<8x16xbf16>
+// CHECK-NOT: mlc.cast
+// CHECK: mlc.mul %[[P]], %arg2
+// CHECK: mlc.mul %[[P]], %arg3
+// FUSED-LABEL: func.func @shared_widening
+// FUSED: mlc.matmul %arg0, %arg1 f32_result
+// FUSED-NEXT: mlc.fusion pointwise ins(%{{.*}}, %arg2, %arg3 :
+// FUSED-NOT: mlc.fusion
+// FUSED: return
+func.func @shared_widening(%a: tensor<4x8xbf16>, %b: tensor<8x16xbf16>, %x: tensor<4x16xf32>,
+                           %y: tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+  %p = mlc.matmul %a, %b : tensor<4x8xbf16>, tensor<8x16xbf16>
+  %g = mlc.cast %p : tensor<4x16xbf16> -> tensor<4x16xf32>
+  %u = mlc.mul %g, %x : tensor<4x16xf32>, tensor<4x16xf32>
+  %w = mlc.mul %g, %y : tensor<4x16xf32>, tensor<4x16xf32>
+  %v = mlc.add %w, %x : tensor<4x16xf32>, tensor<4x16xf32>
+  return %u, %v : tensor<4x16xf32>, tensor<4x16xf32>
+}
+
+// -----
+
+// A widening with one reader stays: fusion folds it into that reader's
+// kernel, which reads the bf16 product (half the bytes). So does the
+// widening of a product something else reads too.
+// CHECK-LABEL: func.func @no_widening
+// CHECK: %[[P:.*]] = mlc.matmul %arg0, %arg1 : tensor<4x8xbf16>, tensor<8x16xbf16>
+// CHECK: mlc.cast %[[P]] : tensor<4x16xbf16> -> tensor<4x16xf32>
+// CHECK: %[[Q:.*]] = mlc.matmul %arg0, %arg3 transpose_lhs
+// CHECK: mlc.cast %[[Q]]
+// CHECK: return
+func.func @no_widening(%a: tensor<4x8xbf16>, %b: tensor<8x16xbf16>, %x: tensor<4x16xf32>,
+                       %c: tensor<4x16xbf16>)
+    -> (tensor<4x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xbf16>) {
+  %p = mlc.matmul %a, %b : tensor<4x8xbf16>, tensor<8x16xbf16>
+  %g = mlc.cast %p : tensor<4x16xbf16> -> tensor<4x16xf32>
+  %u = mlc.mul %g, %x : tensor<4x16xf32>, tensor<4x16xf32>
+  %q = mlc.matmul %a, %c transpose_lhs : tensor<4x8xbf16>, tensor<4x16xbf16>
+  %h = mlc.cast %q : tensor<8x16xbf16> -> tensor<8x16xf32>
+  %e = mlc.exp %h : tensor<8x16xf32>
+  %t = mlc.tanh %h : tensor<8x16xf32>
+  return %u, %e, %t, %q : tensor<4x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xbf16>
+}
+
+// -----
+
+// The bf16 copies of the weights: one params fusion at the top of the
+// function, each copy one of its results (one kernel over the flat
+// parameter buffer, where each was a cast kernel of its own).
+// CHECK-LABEL: func.func @weights
+// CHECK-NEXT: %[[C:.*]]:2 = mlc.fusion params ins(%arg0, %arg2 : tensor<8x16xf32>, tensor<16x8xf32>) {
+// CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<f32>):
+// CHECK-NEXT: %[[Y:.*]] = mlc.cast %[[X]] : tensor<f32> -> tensor<bf16>
+// CHECK-NEXT: mlc.yield %[[Y]] : tensor<bf16>
+// CHECK-NEXT: } : tensor<8x16xbf16>, tensor<16x8xbf16>
+// CHECK-NEXT: %[[H:.*]] = mlc.cast %arg3
+// CHECK-NEXT: mlc.matmul %[[H]], %[[C]]#0 f32_result bias(%arg1
+// CHECK: mlc.matmul %{{.*}}, %[[C]]#1 f32_result
+func.func @weights(%w1: tensor<8x16xf32> {mlc.param = "w1"}, %b1: tensor<16xf32> {mlc.param = "b1"},
+                   %w2: tensor<16x8xf32> {mlc.param = "w2"}, %x: tensor<4x8xf32> {mlc.input = "x"})
+    -> tensor<4x8xf32> {
+  %x16 = mlc.cast %x : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %w116 = mlc.cast %w1 : tensor<8x16xf32> -> tensor<8x16xbf16>
+  %h = mlc.matmul %x16, %w116 f32_result bias(%b1 : tensor<16xf32>) : tensor<4x8xbf16>, tensor<8x16xbf16>
+  %h16 = mlc.cast %h : tensor<4x16xf32> -> tensor<4x16xbf16>
+  %w216 = mlc.cast %w2 : tensor<16x8xf32> -> tensor<16x8xbf16>
+  %y = mlc.matmul %h16, %w216 f32_result : tensor<4x16xbf16>, tensor<16x8xbf16>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// Casts of parameters that hold less than half of the parameters'
+// elements stay (the kernel would map them all), as do casts of inputs
+// and f32 functions' parameters (no casts at all).
+// CHECK-LABEL: func.func @few_weights
+// CHECK-NOT: mlc.fusion
+// CHECK: mlc.cast %arg0 : tensor<2x2xf32> -> tensor<2x2xbf16>
+// CHECK-NOT: mlc.fusion
+func.func @few_weights(%w: tensor<2x2xf32> {mlc.param = "w"}, %e: tensor<64x2xf32> {mlc.param = "e"},
+                       %x: tensor<4x2xbf16> {mlc.input = "x"}) -> (tensor<4x2xf32>, tensor<64x2xf32>) {
+  %w16 = mlc.cast %w : tensor<2x2xf32> -> tensor<2x2xbf16>
+  %y = mlc.matmul %x, %w16 f32_result : tensor<4x2xbf16>, tensor<2x2xbf16>
+  %t = mlc.tanh %e : tensor<64x2xf32>
+  return %y, %t : tensor<4x2xf32>, tensor<64x2xf32>
+}
+
+// CHECK-LABEL: func.func @f32_weights
+// CHECK-NOT: mlc.fusion
+// CHECK-NOT: mlc.cast
+func.func @f32_weights(%w: tensor<8x8xf32> {mlc.param = "w"}, %x: tensor<4x8xf32> {mlc.input = "x"})
+    -> tensor<4x8xf32> {
+  %y = mlc.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32>
+  return %y : tensor<4x8xf32>
+}
