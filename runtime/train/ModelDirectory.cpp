@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -98,6 +99,41 @@ std::vector<std::pair<std::string, std::string>> tokenizerFiles(const TrainOptio
       break;
     }
   return files;
+}
+
+/// A tokenizer.json copied into a model directory must be JSON and produce
+/// only ids of the model's vocabulary (its model's vocab and its added
+/// tokens): an id past the embedding's rows is an index error in the first
+/// forward of whoever loads the directory. The file is copied as it is, so
+/// its model type need not be one mlc's tokenizers read.
+void checkTokenizerFits(const std::vector<std::pair<std::string, std::string>> &files,
+                        const std::string &config) {
+  const Json *vocab = nullptr;
+  Json parsedConfig = Json::parse(config, "the model's config");
+  vocab = parsedConfig.find("vocab_size");
+  for (const auto &[name, source] : files) {
+    if (name != "tokenizer.json" || !vocab || vocab->kind != Json::Number)
+      continue;
+    Json tok = Json::parse(readFile(source), source);
+    double top = -1; // the largest id the tokenizer produces
+    const Json *model = tok.find("model");
+    if (const Json *v = model ? model->find("vocab") : nullptr) {
+      if (v->kind == Json::Array) // Unigram: [piece, score] pairs, ids their order
+        top = double(v->array.size()) - 1;
+      for (const auto &[piece, id] : v->object)
+        if (id.kind == Json::Number)
+          top = std::max(top, id.number);
+    }
+    if (const Json *added = tok.find("added_tokens"))
+      for (const Json &t : added->array)
+        if (const Json *id = t.find("id"); id && id->kind == Json::Number)
+          top = std::max(top, id->number);
+    if (top >= vocab->number)
+      fail("--save: the tokenizer " + source + " produces ids up to " +
+           std::to_string(int64_t(top)) + ", outside the model's vocabulary (vocab_size " +
+           std::to_string(int64_t(vocab->number)) +
+           "): give --tokenizer-model the model's own tokenizer");
+  }
 }
 
 } // namespace
@@ -203,9 +239,9 @@ static std::string hfConfigOf(const Package &pkg, const std::string &dir) {
 }
 
 void checkModelDirectorySource(const Package &pkg, const TrainOptions &o) {
-  hfConfigOf(pkg, o.save);
+  std::string config = hfConfigOf(pkg, o.save);
   parseShardSize(o.maxShardSize);
-  tokenizerFiles(o);
+  checkTokenizerFits(tokenizerFiles(o), config);
 }
 
 void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::string &dir) {
