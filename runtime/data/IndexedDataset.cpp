@@ -46,7 +46,7 @@ const char *mapFile(const std::string &path, size_t &size) {
   int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK);
   if (fd < 0)
     fail(path + ": cannot open: " + std::strerror(errno));
-  struct stat st;
+  struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
     fail(path + ": is not a regular file (" +

@@ -108,9 +108,8 @@ std::vector<std::pair<std::string, std::string>> tokenizerFiles(const TrainOptio
 /// its model type need not be one mlc's tokenizers read.
 void checkTokenizerFits(const std::vector<std::pair<std::string, std::string>> &files,
                         const std::string &config) {
-  const Json *vocab = nullptr;
   Json parsedConfig = Json::parse(config, "the model's config");
-  vocab = parsedConfig.find("vocab_size");
+  const Json *vocab = parsedConfig.find("vocab_size");
   for (const auto &[name, source] : files) {
     if (name != "tokenizer.json")
       continue;
@@ -120,7 +119,7 @@ void checkTokenizerFits(const std::vector<std::pair<std::string, std::string>> &
       fail("--save: " + source + " is no tokenizer.json (it has no \"model\" object): "
            "AutoTokenizer could not load the model directory");
     double top = -1; // the largest id the tokenizer produces
-    if (const Json *v = model ? model->find("vocab") : nullptr) {
+    if (const Json *v = model->find("vocab")) {
       if (v->kind == Json::Array) // Unigram: [piece, score] pairs, ids their order
         top = double(v->array.size()) - 1;
       for (const auto &[piece, id] : v->object)
