@@ -320,6 +320,9 @@ static llvm::Error readHFConfig(llvm::StringRef path, ModelConfig &config) {
   if (!root)
     return error("not an HF config (a JSON object)");
   const std::string &family = config.family;
+  const llvm::json::Value *typeValue = root->get("model_type");
+  if (typeValue && !typeValue->getAsString())
+    return error("model_type must be a string, got " + jsonText(*typeValue));
   std::string modelType = root->getString("model_type").value_or(family).str();
   std::vector<std::string> accepted =
       family == "llama" ? std::vector<std::string>{"llama", "qwen2", "mistral", "qwen3"}
@@ -385,8 +388,23 @@ static llvm::Error readHFConfig(llvm::StringRef path, ModelConfig &config) {
   }
   for (auto &[key, value] : config.values) {
     const llvm::json::Value *v = root->get(key);
-    if (!v || v->kind() == llvm::json::Value::Null || key == "sliding_window")
+    if (!v || key == "sliding_window")
       continue; // the window: below
+    // null means something to HF only for these (GPT-2's MLP 4 x n_embd wide,
+    // a key/value head per query head, hidden_size / num_attention_heads);
+    // for any other key HF's class builds no model (or, for a boolean, reads
+    // it as false), so mlc does not fall back to its default either.
+    if (v->kind() == llvm::json::Value::Null) {
+      if (key == "n_inner" || key == "num_key_value_heads" || key == "head_dim")
+        continue;
+      return error("'" + key + "' is null: it needs " +
+                   (isBooleanKey(key) ? "true or false" : "a number") +
+                   " (only n_inner, num_key_value_heads, head_dim and sliding_window may "
+                   "be null)");
+    }
+    // GPT-2's n_inner 0 is not null: HF builds an MLP 0 wide from it.
+    if (key == "n_inner" && v->getAsNumber() && *v->getAsNumber() == 0)
+      return error("'n_inner' = 0 builds an MLP 0 wide (null: 4 x n_embd)");
     const bool boolean = isBooleanKey(key);
     if (auto b = v->getAsBoolean(); b && boolean)
       value = *b ? 1 : 0;
@@ -440,6 +458,11 @@ static llvm::Error readHFConfig(llvm::StringRef path, ModelConfig &config) {
       auto window = w->getAsNumber();
       if (!window && w->kind() != llvm::json::Value::Null)
         return error("'sliding_window' must be a number or null");
+      // HF's mask keeps the keys within the window before each query: a
+      // window of 0 (or less) keeps none of them. null is no window.
+      if (modelType == "mistral" && window && !(*window >= 1 && std::isfinite(*window)))
+        return error("'sliding_window' = " + jsonText(*w) +
+                     " must be a positive number of tokens (null: no window)");
       if (modelType == "mistral")
         config.values["sliding_window"] = window ? *window : 0;
     }

@@ -12,6 +12,9 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
+#include <cmath>
+#include <sstream>
+
 using namespace llvm;
 
 namespace mlc::tool {
@@ -70,9 +73,18 @@ Expected<mlc::DataParallelOptions> dataParallelOptions() {
   if (ranksFlag < 1 || ranksFlag > 65536)
     return createStringError(inconvertibleErrorCode(),
                              "--ranks must be in [1, 65536], got " + std::to_string(ranksFlag));
-  if (!(bucketCapMb > 0) || !(firstBucketMb > 0))
+  if (!(bucketCapMb > 0) || !(firstBucketMb > 0) || !std::isfinite(bucketCapMb) ||
+      !std::isfinite(firstBucketMb)) {
+    auto text = [](double x) {
+      std::ostringstream os;
+      os << x;
+      return os.str();
+    };
     return createStringError(inconvertibleErrorCode(),
-                             "--bucket-cap-mb and --first-bucket-mb must be positive");
+                             "--bucket-cap-mb and --first-bucket-mb must be finite and "
+                             "positive, got " + text(bucketCapMb) + " and " +
+                                 text(firstBucketMb));
+  }
   dp.ranks = ranksFlag;
   dp.bucketCapMb = bucketCapMb;
   dp.firstBucketMb = firstBucketMb;
@@ -207,6 +219,13 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
     return createStringError(inconvertibleErrorCode(),
                              "--recompute must be full, selective, auto or none, got '" +
                                  std::string(recompute) + "'");
+  // Recomputation trades forward activations for backward work: a compile
+  // of @forward alone has no backward to recompute in.
+  if (!training && recompute != "none")
+    return createStringError(inconvertibleErrorCode(),
+                             "--recompute " + std::string(recompute) +
+                                 " recomputes activations in backward, and this compile "
+                                 "(--inference or --loss none) builds @forward only");
   if (recomputeNumLayers.getNumOccurrences() && (recompute != "full" || recomputeNumLayers < 1))
     return createStringError(inconvertibleErrorCode(),
                              "--recompute-num-layers takes N >= 1 layers, with --recompute full; "

@@ -486,6 +486,13 @@ std::map<std::string, HostTensor> readModelWeights(const std::string &path) {
   if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     std::string dir = path.back() == '/' ? path.substr(0, path.size() - 1) : path;
     std::string index = dir + "/" + kSafetensorsIndex, single = dir + "/model.safetensors";
+    // from_pretrained loads model.safetensors when both are there and never
+    // reads the shards: which of the two is stale, only the user knows.
+    if (stat(index.c_str(), &st) == 0 && stat(single.c_str(), &st) == 0)
+      fail(path + ": the model directory holds both model.safetensors and " +
+           kSafetensorsIndex + " (sharded weights): from_pretrained would load " +
+           "model.safetensors and ignore the shards; remove the stale one, or name the "
+           "file to read (--init " + single + " or " + index + ")");
     if (stat(index.c_str(), &st) == 0)
       return readShardedSafetensors(index);
     if (stat(single.c_str(), &st) == 0)

@@ -41,11 +41,18 @@ template <typename T> void put(std::string &out, T v) {
 }
 
 const char *mapFile(const std::string &path, size_t &size) {
-  int fd = open(path.c_str(), O_RDONLY);
+  // O_NONBLOCK: opening a FIFO would wait for a writer that never comes;
+  // only a regular file is a dataset (a FIFO or a device has no size to map).
+  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK);
   if (fd < 0)
     fail(path + ": cannot open: " + std::strerror(errno));
-  struct stat st;
-  fstat(fd, &st);
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    fail(path + ": is not a regular file (" +
+         std::string(S_ISDIR(st.st_mode) ? "a directory" : "a device or other special file") +
+         ")");
+  }
   size = st.st_size;
   if (size == 0) {
     close(fd);
@@ -222,6 +229,12 @@ IndexedDataset::IndexedDataset(const std::string &prefix) : prefix_(prefix) {
     if (length < 0 || pointer < 0)
       bad("sequence " + std::to_string(i) + " has " + std::to_string(length) +
           " tokens at byte " + std::to_string(pointer));
+    // Writers (Megatron's and mlc's) place each sequence at a whole number
+    // of tokens; one that starts mid-token reads every id from two halves.
+    if (pointer % int64_t(itemSize_) != 0)
+      bad("sequence " + std::to_string(i) + " starts at byte " + std::to_string(pointer) +
+          ", inside a token (the dtype's tokens are " + std::to_string(itemSize_) +
+          " bytes)");
     end = std::max(end, uint64_t(pointer) + uint64_t(length) * itemSize_);
   }
   if (end != binSize_)

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -98,6 +99,43 @@ std::vector<std::pair<std::string, std::string>> tokenizerFiles(const TrainOptio
       break;
     }
   return files;
+}
+
+/// A tokenizer.json copied into a model directory must be JSON and produce
+/// only ids of the model's vocabulary (its model's vocab and its added
+/// tokens): an id past the embedding's rows is an index error in the first
+/// forward of whoever loads the directory. The file is copied as it is, so
+/// its model type need not be one mlc's tokenizers read.
+void checkTokenizerFits(const std::vector<std::pair<std::string, std::string>> &files,
+                        const std::string &config) {
+  Json parsedConfig = Json::parse(config, "the model's config");
+  const Json *vocab = parsedConfig.find("vocab_size");
+  for (const auto &[name, source] : files) {
+    if (name != "tokenizer.json")
+      continue;
+    Json tok = Json::parse(readFile(source), source);
+    const Json *model = tok.find("model");
+    if (!model || model->kind != Json::Object)
+      fail("--save: " + source + " is no tokenizer.json (it has no \"model\" object): "
+           "AutoTokenizer could not load the model directory");
+    double top = -1; // the largest id the tokenizer produces
+    if (const Json *v = model->find("vocab")) {
+      if (v->kind == Json::Array) // Unigram: [piece, score] pairs, ids their order
+        top = double(v->array.size()) - 1;
+      for (const auto &[piece, id] : v->object)
+        if (id.kind == Json::Number)
+          top = std::max(top, id.number);
+    }
+    if (const Json *added = tok.find("added_tokens"))
+      for (const Json &t : added->array)
+        if (const Json *id = t.find("id"); id && id->kind == Json::Number)
+          top = std::max(top, id->number);
+    if (vocab && vocab->kind == Json::Number && top >= vocab->number)
+      fail("--save: the tokenizer " + source + " produces ids up to " +
+           std::to_string(int64_t(top)) + ", outside the model's vocabulary (vocab_size " +
+           std::to_string(int64_t(vocab->number)) +
+           "): give --tokenizer-model the model's own tokenizer");
+  }
 }
 
 } // namespace
@@ -205,9 +243,9 @@ static std::string hfConfigOf(const Package &pkg, const std::string &what) {
 
 void checkModelDirectorySource(const Package &pkg, const TrainOptions &o,
                                const std::string &what) {
-  hfConfigOf(pkg, what);
+  std::string config = hfConfigOf(pkg, what);
   parseShardSize(o.maxShardSize);
-  tokenizerFiles(o);
+  checkTokenizerFits(tokenizerFiles(o), config);
 }
 
 void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::string &dir,

@@ -345,6 +345,23 @@ void validate(const TrainOptions &o) {
     fail("--save-interval needs --save-dir (where the checkpoints go)");
   if (o.saveDirHf && o.saveDir.empty())
     fail("--save-dir-hf needs --save-dir (whose checkpoints hold the model directories)");
+  // A flag that only shapes another's output is refused without it, not
+  // dropped in silence.
+  if (o.keep > 0 && o.saveDir.empty())
+    fail("--keep " + std::to_string(o.keep) +
+         " needs --save-dir (the checkpoints it keeps are there)");
+  if (o.baseBatch > 0 && o.lrScaling == "none")
+    fail("--base-batch " + std::to_string(o.baseBatch) +
+         " scales --lr only with --lr-scaling linear or sqrt");
+  const bool saveDirectory = (!o.save.empty() && isDirectoryPath(o.save)) || o.saveDirHf;
+  if (o.maxShardSize != TrainOptions().maxShardSize && !saveDirectory)
+    fail("--max-shard-size " + o.maxShardSize + " shards a model directory: it needs --save "
+         "DIR/ (a path ending in '/' or an existing directory) or --save-dir-hf" +
+         (o.save.empty() ? std::string() : ", not the file " + o.save));
+  if (!o.tokenizerModel.empty() && !saveDirectory)
+    fail("--tokenizer-model " + o.tokenizerModel + " is copied into a model directory: it "
+         "needs --save DIR/ (a path ending in '/' or an existing directory) or --save-dir-hf" +
+         (o.save.empty() ? std::string() : ", not the file " + o.save));
   if (o.tf32 != "on" && o.tf32 != "off")
     fail("--tf32 must be on or off, got '" + o.tf32 + "'");
   if (o.device != "auto" && o.device != "cpu" && o.device != "cuda" &&

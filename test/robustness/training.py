@@ -135,7 +135,6 @@ changes = [  # (names allowed, the package, flags, the line it prints)
     ("vocab-file", pkg, ["--vocab-file", args.data], "--vocab-file:"),
     ("split", pkg, ["--split", "90,5,5"], "--split:"),
     ("global-batch", pkg, ["--global-batch", "4"], "--global-batch:"),
-    ("base-batch", pkg, ["--base-batch", "4"], "--base-batch:"),
     ("lr-scaling,base-batch", pkg, ["--lr-scaling", "sqrt", "--base-batch", "2"],
      "--lr-scaling:"),
     ("package", nofuse, [], "package:"),
