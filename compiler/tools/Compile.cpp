@@ -16,8 +16,8 @@
 #include "contract/StepFunctions.h"
 #include "runtime/backend/cuda/CudaKernels.h"
 #include "runtime/backend/cuda/Nvrtc.h"
-#include "runtime/core/Error.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Error.h"
+#include "support/TensorIO.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"

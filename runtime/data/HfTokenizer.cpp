@@ -9,9 +9,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/data/HfTokenizer.h"
-#include "runtime/core/Error.h"
-#include "runtime/core/Json.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Error.h"
+#include "support/Json.h"
+#include "support/TensorIO.h"
 
 #ifndef MLC_HAVE_ICU
 

@@ -1,10 +1,10 @@
 //===- Preprocess.cpp - JSONL corpus to indexed datasets -------------------===//
 
 #include "runtime/data/Preprocess.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 #include "runtime/data/IndexedDataset.h"
-#include "runtime/core/Json.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Json.h"
+#include "support/TensorIO.h"
 #include "runtime/data/Tokenizer.h"
 
 #include <algorithm>

@@ -2,7 +2,7 @@
 
 #include "runtime/train/BatchSources.h"
 #include "contract/StepFunctions.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 #include "runtime/core/Hash.h"
 #include "runtime/data/Balance.h"
 #include "runtime/data/BertDataset.h"

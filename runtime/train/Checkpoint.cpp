@@ -1,10 +1,10 @@
 //===- Checkpoint.cpp - checkpoints and exact resume -----------------------===//
 
 #include "runtime/train/Checkpoint.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 #include "runtime/core/Hash.h"
-#include "runtime/core/Json.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Json.h"
+#include "support/TensorIO.h"
 #include "runtime/train/Trainer.h"
 
 #include <algorithm>

@@ -2,7 +2,7 @@
 
 #include "runtime/train/Generate.h"
 #include "contract/StepFunctions.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 #include "runtime/train/Trainer.h"
 
 #include <algorithm>
