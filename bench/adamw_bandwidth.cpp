@@ -15,7 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/backend/Backend.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 #include "contract/OptimizerScalars.h"
 #include "runtime/train/Trainer.h"
 

@@ -4,7 +4,7 @@
 #define MLC_COMPILER_PIPELINE_H
 
 #include "frontend/Models.h"
-#include "runtime/core/TensorIO.h"
+#include "support/TensorIO.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"

@@ -48,6 +48,13 @@ public:
     b.setInsertionPointToStart(block);
   }
 
+  /// Names the ops built from here on after where they sit in the model:
+  /// the family and Hugging Face's module path (`gpt2.h.3.attn`,
+  /// `llama.layers.0.mlp`). The NameLoc is what --mlir-print-debuginfo
+  /// prints, what a verifier or pass error on the op (or on the gradient
+  /// autodiff builds from it) names, and it changes no kernel.
+  void at(const llvm::Twine &where) { loc = NameLoc::get(StringAttr::get(&ctx, where)); }
+
   /// A parameter with HF's initialization: `init` is normal:STD, zeros or
   /// ones; by default matrices draw from N(0, 0.02) and vectors start at 0.
   Value param(llvm::StringRef name, ArrayRef<int64_t> shape, std::string init = "") {
@@ -145,7 +152,7 @@ private:
   Value argument(llvm::StringRef kind, llvm::StringRef name, Type type) {
     argAttrs.push_back(b.getDictionaryAttr(
         b.getNamedAttr(kind, b.getStringAttr(name))));
-    return block->addArgument(type, loc);
+    return block->addArgument(type, b.getUnknownLoc()); // named by its attribute
   }
 
   Block *block;

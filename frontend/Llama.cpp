@@ -292,7 +292,7 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext &ctx, const ModelConfig &c,
                                  const BuildOptions &o, Type dtype) {
   GraphBuilder g(ctx, dtype);
   OpBuilder &b = g.b;
-  Location loc = g.loc;
+  Location &loc = g.loc; // follows g.at(): the part of the model being built
   const int64_t V = c.get("vocab_size"), E = c.get("hidden_size"),
                 I = c.get("intermediate_size"), L = c.get("num_hidden_layers"),
                 H = c.get("num_attention_heads"), Hkv = c.get("num_key_value_heads"),
@@ -342,11 +342,14 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext &ctx, const ModelConfig &c,
 
   // Packed documents (--reset-attention-mask, --reset-position-ids) add
   // position_ids and cu_seqlens after the labels, as in GPT-2.
+  g.at("llama.embed_tokens");
   PackedDocuments docs(g, o, B, S);
   auto [cos, sin] =
       rotaryTables(g, docs, B, S, D, c.getFloat("rope_theta"), o.resetPositionIds);
   Value x = b.create<EmbeddingOp>(loc, embed, ids);
-  for (const Layer &l : layers) {
+  for (auto [index, l] : llvm::enumerate(layers)) {
+    const std::string layer = "llama.layers." + std::to_string(index);
+    g.at(layer + ".self_attn");
     Value h = rmsNorm(g, x, l.ln1, eps);
     // Q and K rotate in the projection's [B, S, heads, D] layout (tables
     // [S, 1, D]) before the heads are split: the rotation reads the GEMM's
@@ -370,12 +373,14 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext &ctx, const ModelConfig &c,
     Value a = docs.attention(q, k, v, /*dropout=*/0.0, /*scale=*/0, window < S ? window : 0);
     a = g.dense(docs.merge(a, H * D), l.oW, l.oB, true);
     x = b.create<AddOp>(loc, x, a);
+    g.at(layer + ".mlp");
     h = rmsNorm(g, x, l.ln2, eps);
     Value gate = g.dense(h, l.gateW, l.gateB, true);
     Value up = g.dense(h, l.upW, l.upB, true);
     h = g.dense(b.create<SwigluOp>(loc, gate, up), l.downW, l.downB, true);
     x = b.create<AddOp>(loc, x, h);
   }
+  g.at("llama.lm_head");
   x = rmsNorm(g, x, norm, eps);
   Value logits = g.dense(x, head, Value(), /*linear=*/true);
   Value loss = buildLanguageModelLoss(b, loc, logits, labels, LanguageModelLoss::Causal);

@@ -708,7 +708,7 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext &ctx, const ModelConfig &c,
                                 const BuildOptions &o, Type dtype) {
   GraphBuilder g(ctx, dtype);
   OpBuilder &b = g.b;
-  Location loc = g.loc;
+  Location &loc = g.loc; // follows g.at(): the part of the model being built
   const int64_t V = c.get("vocab_size"), P = c.get("n_positions"),
                 E = c.get("n_embd"), L = c.get("n_layer"), H = c.get("n_head");
   const int64_t B = o.microBatch, S = o.seqLen, D = E / H;
@@ -754,6 +754,7 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext &ctx, const ModelConfig &c,
   Value ids = g.input("input_ids", {B, S}, i64);
   Value labels = g.input("labels", {B, S}, i64);
 
+  g.at("gpt2.embeddings");
   PackedDocuments docs(g, o, B, S);
   Value x = b.create<AddOp>(loc, b.create<EmbeddingOp>(loc, wte, ids),
                             b.create<EmbeddingOp>(loc, wpe, docs.positions));
@@ -766,6 +767,8 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext &ctx, const ModelConfig &c,
     double scale = scaleBySqrtD ? 1.0 / std::sqrt(double(D)) : 1.0;
     if (scaleByLayer)
       scale /= double(index + 1);
+    const std::string layer = "gpt2.h." + std::to_string(index);
+    g.at(layer + ".attn");
     Value h = g.layerNorm(x, l.ln1w, l.ln1b, eps);
     Value qkv = g.dense(h, l.attnW, l.attnB, /*linear=*/false);
     auto split = b.create<SplitOp>(loc, qkv, b.getI64IntegerAttr(2),
@@ -779,12 +782,14 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext &ctx, const ModelConfig &c,
         docs.attention(q, k, v, c.getFloat("attn_pdrop"), defaultScale ? 0.0 : scale), E);
     a = g.dropout(g.dense(a, l.projW, l.projB, false), c.getFloat("resid_pdrop"));
     x = b.create<AddOp>(loc, x, a);
+    g.at(layer + ".mlp");
     h = g.layerNorm(x, l.ln2w, l.ln2b, eps);
     h = b.create<GeluOp>(loc, g.dense(h, l.fcW, l.fcB, false),
                          GeluApproximation::tanh);
     h = g.dropout(g.dense(h, l.mlpW, l.mlpB, false), c.getFloat("resid_pdrop"));
     x = b.create<AddOp>(loc, x, h);
   }
+  g.at("gpt2.lm_head");
   x = g.layerNorm(x, lnfW, lnfB, eps);
   Value logits = b.create<MatmulOp>(loc, x, head, false, /*transpose_rhs=*/true);
   // Next-token loss: logits[:, :-1] against labels[:, 1:].
@@ -797,7 +802,7 @@ OwningOpRef<ModuleOp> buildBERT(MLIRContext &ctx, const ModelConfig &c,
                                 const BuildOptions &o, Type dtype) {
   GraphBuilder g(ctx, dtype);
   OpBuilder &b = g.b;
-  Location loc = g.loc;
+  Location &loc = g.loc; // follows g.at(): the part of the model being built
   const int64_t V = c.get("vocab_size"), P = c.get("max_position_embeddings"),
                 E = c.get("hidden_size"), L = c.get("num_hidden_layers"),
                 H = c.get("num_attention_heads"), I = c.get("intermediate_size"),
@@ -853,6 +858,7 @@ OwningOpRef<ModuleOp> buildBERT(MLIRContext &ctx, const ModelConfig &c,
   const bool varlen = o.varlen;
   const int64_t tokens = ShapedType::kDynamic;
   Value ids, types, positions, labels, cu, additive;
+  g.at("bert.embeddings");
   if (varlen) {
     g.module->getOperation()->setAttr("mlc.token_capacity", b.getI64IntegerAttr(B * S));
     ids = g.input("input_ids", {tokens}, i64);
@@ -884,7 +890,9 @@ OwningOpRef<ModuleOp> buildBERT(MLIRContext &ctx, const ModelConfig &c,
                             b.create<EmbeddingOp>(loc, tokenType, types));
   x = b.create<AddOp>(loc, x, b.create<EmbeddingOp>(loc, position, positions));
   x = g.dropout(g.layerNorm(x, embLnW, embLnB, eps), hiddenDrop);
-  for (const Layer &l : layers) {
+  for (auto [index, l] : llvm::enumerate(layers)) {
+    const std::string layer = "bert.encoder.layer." + std::to_string(index);
+    g.at(layer + ".attention");
     Value q = heads(g.dense(x, l.qW, l.qB, true));
     Value k = heads(g.dense(x, l.kW, l.kB, true));
     Value v = heads(g.dense(x, l.vW, l.vB, true));
@@ -892,11 +900,13 @@ OwningOpRef<ModuleOp> buildBERT(MLIRContext &ctx, const ModelConfig &c,
                           c.getFloat("attention_probs_dropout_prob"), cu);
     a = g.dropout(g.dense(merge(a), l.oW, l.oB, true), hiddenDrop);
     x = g.layerNorm(b.create<AddOp>(loc, a, x), l.ln1W, l.ln1B, eps);
+    g.at(layer + ".mlp"); // HF's intermediate and output
     Value h = b.create<GeluOp>(loc, g.dense(x, l.iW, l.iB, true),
                                GeluApproximation::none);
     h = g.dropout(g.dense(h, l.outW, l.outB, true), hiddenDrop);
     x = g.layerNorm(b.create<AddOp>(loc, h, x), l.ln2W, l.ln2B, eps);
   }
+  g.at("bert.cls");
   Value t = b.create<GeluOp>(loc, g.dense(x, headW, headB, true),
                              GeluApproximation::none);
   t = g.layerNorm(t, headLnW, headLnB, eps);

@@ -1,7 +1,7 @@
 // Fuzz target: Megatron indexed datasets (.idx with its .bin). The first two
 // bytes give the size of the .idx; the rest is the .bin.
 #include "fuzz/FuzzReaders.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 #include "runtime/data/IndexedDataset.h"
 
 #include <algorithm>

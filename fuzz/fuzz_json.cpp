@@ -1,6 +1,6 @@
 // Fuzz target: the JSON reader (manifests, safetensors headers, JSONL lines).
-#include "runtime/core/Error.h"
-#include "runtime/core/Json.h"
+#include "support/Error.h"
+#include "support/Json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string text(reinterpret_cast<const char *>(data), size);

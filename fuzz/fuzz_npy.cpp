@@ -1,7 +1,7 @@
 // Fuzz target: the .npy reader (batches, run inputs).
 #include "fuzz/FuzzReaders.h"
-#include "runtime/core/Error.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Error.h"
+#include "support/TensorIO.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string path = mlc::fuzz::writeTemp(".npy", data, size);

@@ -1,5 +1,5 @@
 // Fuzz target: plan.txt, the package's plan.
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 #include "runtime/core/PlanFormat.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -1,7 +1,7 @@
 // Fuzz target: the safetensors reader (weights, checkpoints).
 #include "fuzz/FuzzReaders.h"
-#include "runtime/core/Error.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Error.h"
+#include "support/TensorIO.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string path = mlc::fuzz::writeTemp(".safetensors", data, size);

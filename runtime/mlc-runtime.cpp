@@ -12,7 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/backend/Backend.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 #include "runtime/core/Threads.h"
 #include "runtime/train/Generate.h"
 #include "runtime/train/Trainer.h"

@@ -24,7 +24,7 @@ if ! echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char *, unsigned
   echo "fuzz: $cxx cannot build libFuzzer targets; skipped"
   exit 0
 fi
-common=(runtime/core/Json.cpp runtime/core/TensorIO.cpp runtime/core/PlanFormat.cpp
+common=(support/Json.cpp support/TensorIO.cpp runtime/core/PlanFormat.cpp
         runtime/data/IndexedDataset.cpp)
 flags=(-std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 run_target() {
@@ -55,8 +55,8 @@ if [[ "$targets" == *" onnx "* && -f "$build/lib/libMLCDialect.a" ]]; then
   if [[ ! -x "$bin" || -n "$(find fuzz/fuzz_onnx.cpp frontend/onnx "$build/lib/libMLCDialect.a" -newer "$bin" 2> /dev/null)" ]]; then
     llvm=/usr/lib/llvm-19
     "$cxx" "${flags[@]}" -I"$build" -isystem "$llvm/include" -DONNX_NAMESPACE=onnx -DONNX_ML=1 \
-      fuzz/fuzz_onnx.cpp frontend/onnx/*.cpp runtime/core/TensorIO.cpp \
-      runtime/core/Json.cpp "$build/lib/libMLCDialect.a" -L"$llvm/lib" -lMLIR -lLLVM \
+      fuzz/fuzz_onnx.cpp frontend/onnx/*.cpp support/TensorIO.cpp \
+      support/Json.cpp "$build/lib/libMLCDialect.a" -L"$llvm/lib" -lMLIR -lLLVM \
       -lonnx_proto -lprotobuf -Wl,-rpath,"$llvm/lib" -o "$bin"
   fi
   run_target onnx "$bin" -max_len=65536

@@ -7,7 +7,7 @@
 #include "runtime/backend/KernelCache.h"
 #include "runtime/backend/cuda/CudaKernels.h"
 #include "runtime/backend/cuda/Nvrtc.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Parser/Parser.h"

@@ -1,8 +1,8 @@
 //===- FilesTest.cpp - programs started without a shell, checked writes ----===//
 
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 #include "runtime/core/Process.h"
-#include "runtime/core/TensorIO.h"
+#include "support/TensorIO.h"
 #include "runtime/train/ModelDirectory.h"
 
 #include <csignal>

@@ -1,6 +1,6 @@
 //===- GenerateTest.cpp - streaming generated text --------------------------===//
 
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 #include "runtime/train/Generate.h"
 #include "runtime/train/GenerationConfig.h"
 

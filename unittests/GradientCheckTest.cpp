@@ -10,7 +10,7 @@
 #include "dialects/mlc/MlcDialect.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "runtime/backend/cpu/CpuBackend.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"

@@ -16,8 +16,8 @@
 #include "contract/StepFunctions.h"
 #include "runtime/backend/cuda/CudaKernels.h"
 #include "runtime/backend/cuda/Nvrtc.h"
-#include "runtime/core/Error.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Error.h"
+#include "support/TensorIO.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -73,6 +73,12 @@ cl::opt<std::string> roofline(
     cl::value_desc("device"), cl::sub(compileCmd()), cl::cat(category()));
 cl::opt<bool> inferenceOnly("inference", cl::desc("Compile @forward only (no training step)"),
                             cl::sub(compileCmd()), cl::cat(category()));
+cl::opt<bool> printDebugInfo(
+    "mlir-print-debuginfo",
+    cl::desc("--emit=graph|mlir|plan and mlc import: print each op's location, the ONNX "
+             "node or the builtin model's layer it comes from (gpt2.h.3.attn)"),
+    cl::sub(compileCmd()), cl::sub(importCmd()), cl::cat(category()));
+
 
 /// Writes `text` to `path`: a file by a temporary and a rename (a failure,
 /// a full disk, leaves the previous one as it was); "-" and the names of an
@@ -126,6 +132,14 @@ bool noCudaArch() { return cudaArch == "none" || StringRef(cudaArch).trim(" ,").
 
 int writeText(const std::string &text) {
   return writeTextTo(output.empty() ? std::string("-") : std::string(output), text);
+}
+
+/// Prints `module` for --emit, with locations under --mlir-print-debuginfo.
+int writeModule(mlir::Operation *module) {
+  std::string text;
+  raw_string_ostream os(text);
+  module->print(os, mlir::OpPrintingFlags().enableDebugInfo(printDebugInfo));
+  return writeText(text + "\n");
 }
 
 /// The report's CUDA part: kernels.cu compiled by NVRTC for each of
@@ -329,10 +343,7 @@ int printGraph() {
   auto g = buildGraph(ctx);
   if (!g)
     return fail(toString(g.takeError()));
-  std::string text;
-  raw_string_ostream os(text);
-  g->module->print(os);
-  return writeText(text + "\n");
+  return writeModule(*g->module);
 }
 
 } // namespace
@@ -371,21 +382,14 @@ int runCompile() {
   if (!g)
     return fail(toString(g.takeError()));
   mlir::ModuleOp module = *g->module;
-  if (emit == Emit::Mlir) {
-    std::string text;
-    raw_string_ostream os(text);
-    module->print(os);
-    return writeText(text + "\n");
-  }
+  if (emit == Emit::Mlir)
+    return writeModule(module);
   if (emit == Emit::Plan) {
     if (auto err = mlc::lowerToPlanPipeline(module, g->description.dataParallel))
       return fail(toString(std::move(err)));
     if (auto err = checkDeviceMemory(module))
       return fail(toString(std::move(err)));
-    std::string text;
-    raw_string_ostream os(text);
-    module->print(os);
-    return writeText(text + "\n");
+    return writeModule(module);
   }
   if (emit == Emit::Kernels || emit == Emit::Cuda) {
     auto lowered = mlc::lowerModule(module, g->description.dataParallel);

@@ -13,9 +13,9 @@
 
 #include "compiler/tools/Tool.h"
 
-#include "runtime/core/Error.h"
-#include "runtime/core/Json.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Error.h"
+#include "support/Json.h"
+#include "support/TensorIO.h"
 #include "runtime/data/Balance.h"
 #include "runtime/data/GptDataset.h"
 #include "runtime/data/IndexedDataset.h"

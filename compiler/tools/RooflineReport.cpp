@@ -9,7 +9,7 @@
 
 #include "compiler/tools/Roofline.h"
 
-#include "runtime/core/Json.h"
+#include "support/Json.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"

@@ -4,7 +4,7 @@
 #include "frontend/onnx/OnnxAliases.h"
 #include "frontend/onnx/OnnxParameters.h"
 
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 
 #include <onnx/onnx_pb.h>
 

@@ -33,7 +33,7 @@
 #ifndef MLC_FRONTEND_ONNX_ONNXEXPORT_H
 #define MLC_FRONTEND_ONNX_ONNXEXPORT_H
 
-#include "runtime/core/TensorIO.h"
+#include "support/TensorIO.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"

@@ -915,9 +915,16 @@ llvm::Expected<ImportedModel> Importer::run(const onnx::ModelProto &model) {
     weights.clear();
   for (const auto &n : g.node()) {
     ++nodeIndex;
+    // Each op a node becomes carries the node's name (as onnx-mlir's do; an
+    // unnamed node is its op type and index, Add#7): --mlir-print-debuginfo
+    // shows it, and a verifier or pass error on the op, or on the gradient
+    // autodiff builds from it, names the node.
+    loc = NameLoc::get(b.getStringAttr(
+        n.name().empty() ? n.op_type() + "#" + std::to_string(nodeIndex) : n.name()));
     if (auto err = convert(n))
       return std::move(err);
   }
+  loc = b.getUnknownLoc();
   if (auto err = finish(g))
     return std::move(err);
   // Parameters that no node reads are dropped from the weights.

@@ -31,7 +31,7 @@
 #ifndef MLC_FRONTEND_ONNX_ONNXIMPORTER_H
 #define MLC_FRONTEND_ONNX_ONNXIMPORTER_H
 
-#include "runtime/core/TensorIO.h"
+#include "support/TensorIO.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"

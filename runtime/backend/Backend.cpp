@@ -5,7 +5,7 @@
 #ifdef MLC_HAVE_CUDA
 #include "runtime/backend/cuda/CudaBackend.h"
 #endif
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 #include "contract/StepFunctions.h"
 
 #include <cstdio>

@@ -22,7 +22,7 @@
 
 #include "runtime/backend/Comm.h"
 #include "runtime/core/Package.h"
-#include "runtime/core/TensorIO.h"
+#include "support/TensorIO.h"
 
 #include <map>
 #include <memory>

@@ -1,7 +1,7 @@
 //===- Comm.cpp - Open MPI collectives ---------------------------------------===//
 
 #include "runtime/backend/Comm.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 
 #include <chrono>
 #include <cstdlib>

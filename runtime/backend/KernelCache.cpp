@@ -1,10 +1,10 @@
 //===- KernelCache.cpp - compiled kernels, cached on disk by content --------===//
 
 #include "runtime/backend/KernelCache.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 #include "runtime/core/Hash.h"
 #include "runtime/core/Process.h"
-#include "runtime/core/TensorIO.h"
+#include "support/TensorIO.h"
 
 #include <chrono>
 #include <cstdio>

@@ -2,9 +2,9 @@
 
 #include "runtime/core/Package.h"
 #include "contract/StepFunctions.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 #include "runtime/core/Hash.h"
-#include "runtime/core/TensorIO.h"
+#include "support/TensorIO.h"
 
 #include <sstream>
 #include <sys/stat.h>

@@ -17,7 +17,7 @@
 #ifndef MLC_RUNTIME_PACKAGE_H
 #define MLC_RUNTIME_PACKAGE_H
 
-#include "runtime/core/Json.h"
+#include "support/Json.h"
 #include "runtime/core/PlanFormat.h"
 
 #include <cstdint>

@@ -1,8 +1,8 @@
 //===- PlanFormat.cpp - writing and reading plan.txt ------------------------===//
 
 #include "runtime/core/PlanFormat.h"
-#include "runtime/core/Error.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Error.h"
+#include "support/TensorIO.h"
 
 #include <algorithm>
 #include <cerrno>

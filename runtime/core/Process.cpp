@@ -1,7 +1,7 @@
 //===- Process.cpp - starting another program, without a shell -----------===//
 
 #include "runtime/core/Process.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 
 #include <atomic>
 #include <cerrno>

@@ -1,7 +1,7 @@
 //===- Balance.cpp - dealing variable-length samples to ranks --------------===//
 
 #include "runtime/data/Balance.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 
 #include <algorithm>
 #include <numeric>

@@ -1,7 +1,7 @@
 //===- BertDataset.cpp - masked-language-model samples ---------------------===//
 
 #include "runtime/data/BertDataset.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 #include "runtime/data/GptDataset.h"
 #include "runtime/core/Hash.h"
 

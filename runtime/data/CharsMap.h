@@ -10,7 +10,7 @@
 #ifndef MLC_RUNTIME_CHARSMAP_H
 #define MLC_RUNTIME_CHARSMAP_H
 
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 
 #include <cstdint>
 #include <cstring>

@@ -1,7 +1,7 @@
 //===- GptDataset.cpp - GPT samples from indexed datasets ------------------===//
 
 #include "runtime/data/GptDataset.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 #include "runtime/core/Hash.h"
 
 #include <algorithm>

@@ -14,8 +14,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/data/HfTokenizer.h"
-#include "runtime/core/Error.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Error.h"
+#include "support/TensorIO.h"
+#include "support/Json.h"
 
 #ifndef MLC_HAVE_ICU
 

@@ -20,8 +20,8 @@
 #ifndef MLC_RUNTIME_HFTOKENIZERPARTS_H
 #define MLC_RUNTIME_HFTOKENIZERPARTS_H
 
-#include "runtime/core/Error.h"
-#include "runtime/core/Json.h"
+#include "support/Error.h"
+#include "support/Json.h"
 #include "runtime/data/CharsMap.h"
 #include "runtime/data/Tokenizer.h"
 

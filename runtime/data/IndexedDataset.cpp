@@ -1,7 +1,7 @@
 //===- IndexedDataset.cpp - Megatron's .bin/.idx datasets ------------------===//
 
 #include "runtime/data/IndexedDataset.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 
 #include <algorithm>
 #include <cerrno>

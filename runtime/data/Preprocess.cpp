@@ -2,10 +2,10 @@
 
 #include "runtime/data/Preprocess.h"
 #include "runtime/data/TokenizerRecord.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 #include "runtime/data/IndexedDataset.h"
-#include "runtime/core/Json.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Json.h"
+#include "support/TensorIO.h"
 #include "runtime/data/Tokenizer.h"
 
 #include <algorithm>

@@ -1,8 +1,8 @@
 //===- SpmModel.cpp - a SentencePiece ModelProto, read --------------------===//
 
 #include "runtime/data/SpmModel.h"
-#include "runtime/core/Error.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Error.h"
+#include "support/TensorIO.h"
 
 #include <cstdint>
 #include <cstring>

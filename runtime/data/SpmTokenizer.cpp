@@ -10,8 +10,8 @@
 #include "runtime/data/SpmTokenizer.h"
 #include "runtime/data/CharsMap.h"
 #include "runtime/data/SpmModel.h"
-#include "runtime/core/Error.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Error.h"
+#include "support/TensorIO.h"
 
 #include <algorithm>
 #include <cfloat>

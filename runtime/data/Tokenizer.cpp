@@ -10,9 +10,9 @@
 #include "runtime/data/Tokenizer.h"
 #include "runtime/data/HfTokenizer.h"
 #include "runtime/data/SpmTokenizer.h"
-#include "runtime/core/Error.h"
-#include "runtime/core/Json.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Error.h"
+#include "support/Json.h"
+#include "support/TensorIO.h"
 
 #include <climits>
 #include <cmath>

@@ -1,10 +1,10 @@
 //===- TokenizerRecord.cpp - which tokenizer made a dataset ---------------===//
 
 #include "runtime/data/TokenizerRecord.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 #include "runtime/core/Hash.h"
-#include "runtime/core/Json.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Json.h"
+#include "support/TensorIO.h"
 
 #include <climits>
 #include <cmath>

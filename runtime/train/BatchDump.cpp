@@ -1,7 +1,7 @@
 //===- BatchDump.cpp - --dump-batches: the inputs a run fed ----------------===//
 
 #include "runtime/train/BatchDump.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 
 #include <cerrno>
 #include <cstdio>

@@ -18,7 +18,7 @@
 #define MLC_RUNTIME_TRAIN_BATCHDUMP_H
 
 #include "runtime/core/PlanFormat.h"
-#include "runtime/core/TensorIO.h"
+#include "support/TensorIO.h"
 
 #include <map>
 #include <string>

@@ -3,7 +3,7 @@
 #include "runtime/train/BatchSources.h"
 #include "runtime/data/TokenizerRecord.h"
 #include "contract/StepFunctions.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 #include "runtime/core/Hash.h"
 #include "runtime/data/Balance.h"
 #include "runtime/data/BertDataset.h"

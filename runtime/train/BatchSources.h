@@ -17,7 +17,7 @@
 #define MLC_RUNTIME_TRAIN_BATCHSOURCES_H
 
 #include "runtime/core/Package.h"
-#include "runtime/core/TensorIO.h"
+#include "support/TensorIO.h"
 #include "runtime/train/Options.h"
 
 #include <functional>

@@ -2,10 +2,10 @@
 
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/ModelDirectory.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 #include "runtime/core/Hash.h"
-#include "runtime/core/Json.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Json.h"
+#include "support/TensorIO.h"
 #include "runtime/train/Trainer.h"
 
 #include <algorithm>

@@ -2,8 +2,8 @@
 
 #include "runtime/train/Generate.h"
 #include "contract/StepFunctions.h"
-#include "runtime/core/Error.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Error.h"
+#include "support/TensorIO.h"
 #include "runtime/train/GenerationConfig.h"
 #include "runtime/train/Trainer.h"
 

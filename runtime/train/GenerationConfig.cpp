@@ -1,9 +1,9 @@
 //===- GenerationConfig.cpp - a model directory's generation defaults -----===//
 
 #include "runtime/train/GenerationConfig.h"
-#include "runtime/core/Error.h"
-#include "runtime/core/Json.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Error.h"
+#include "support/Json.h"
+#include "support/TensorIO.h"
 
 #include <cmath>
 #include <sys/stat.h>

@@ -1,9 +1,9 @@
 //===- ModelDirectory.cpp - Hugging Face model directories -----------------===//
 
 #include "runtime/train/ModelDirectory.h"
-#include "runtime/core/Error.h"
-#include "runtime/core/Json.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Error.h"
+#include "support/Json.h"
+#include "support/TensorIO.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -3,8 +3,8 @@
 #include "runtime/train/Options.h"
 #include "runtime/train/ModelDirectory.h"
 #include "runtime/data/Balance.h"
-#include "runtime/core/Error.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Error.h"
+#include "support/TensorIO.h"
 #include "runtime/data/GptDataset.h"
 #include "runtime/train/RunLog.h"
 

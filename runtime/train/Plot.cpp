@@ -3,9 +3,9 @@
 #include "runtime/train/Plot.h"
 #include "runtime/core/Hash.h"
 #include "runtime/train/PlotFont.h"
-#include "runtime/core/Error.h"
-#include "runtime/core/Json.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Error.h"
+#include "support/Json.h"
+#include "support/TensorIO.h"
 
 #include <algorithm>
 #include <array>

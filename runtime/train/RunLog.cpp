@@ -2,9 +2,9 @@
 
 #include "runtime/train/RunLog.h"
 #include "runtime/core/Hash.h"
-#include "runtime/core/Error.h"
-#include "runtime/core/Json.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Error.h"
+#include "support/Json.h"
+#include "support/TensorIO.h"
 
 #ifdef MLC_HAVE_TENSORBOARD
 #include "runtime/train/tensorboard/event.pb.h"

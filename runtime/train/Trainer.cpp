@@ -1,7 +1,7 @@
 //===- Trainer.cpp - the training loop -------------------------------------===//
 
 #include "runtime/train/Trainer.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 #include "contract/DeviceMemory.h"
 #include "contract/OptimizerScalars.h"
 #include "contract/StepFunctions.h"
@@ -11,8 +11,8 @@
 #include "runtime/train/Generate.h"
 #include "runtime/train/ModelDirectory.h"
 #include "runtime/train/RunLog.h"
-#include "runtime/core/Json.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Json.h"
+#include "support/TensorIO.h"
 
 #include <algorithm>
 #include <chrono>

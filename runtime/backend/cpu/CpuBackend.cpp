@@ -2,7 +2,7 @@
 
 #include "runtime/backend/cpu/CpuBackend.h"
 #include "runtime/backend/KernelCache.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 #include "contract/DeviceMemory.h"
 #include "contract/StepFunctions.h"
 

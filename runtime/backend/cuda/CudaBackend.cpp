@@ -11,11 +11,11 @@
 #include "runtime/backend/cuda/CudaApi.h"
 #include "runtime/backend/cuda/CudaKernels.h"
 #include "runtime/backend/cuda/Nvrtc.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 #include "contract/DeviceMemory.h"
 #include "contract/StepFunctions.h"
 #include "runtime/core/Hash.h"
-#include "runtime/core/TensorIO.h"
+#include "support/TensorIO.h"
 
 
 #include <chrono>

@@ -2,7 +2,7 @@
 
 #include "runtime/backend/cuda/CudaKernels.h"
 #include "runtime/backend/Backend.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 
 #include <sstream>
 

@@ -23,8 +23,8 @@
 #include "runtime/backend/KernelCache.h"
 #include "runtime/backend/cuda/CudaApi.h"
 #include "runtime/backend/cuda/CudaEmulation.h"
-#include "runtime/core/Error.h"
-#include "runtime/core/TensorIO.h"
+#include "support/Error.h"
+#include "support/TensorIO.h"
 
 #include <chrono>
 #include <cstring>

@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/backend/cuda/Nvrtc.h"
-#include "runtime/core/Error.h"
+#include "support/Error.h"
 
 #include <dlfcn.h>
 #include <mutex>

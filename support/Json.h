@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MLC_RUNTIME_JSON_H
-#define MLC_RUNTIME_JSON_H
+#ifndef MLC_SUPPORT_JSON_H
+#define MLC_SUPPORT_JSON_H
 
 #include <map>
 #include <memory>
@@ -42,4 +42,4 @@ std::string jsonQuote(const std::string &text);
 
 } // namespace mlc::rt
 
-#endif // MLC_RUNTIME_JSON_H
+#endif // MLC_SUPPORT_JSON_H

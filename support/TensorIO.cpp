@@ -1,8 +1,8 @@
 //===- TensorIO.cpp - .npy and .safetensors files --------------------------===//
 
-#include "runtime/core/TensorIO.h"
-#include "runtime/core/Error.h"
-#include "runtime/core/Json.h"
+#include "support/TensorIO.h"
+#include "support/Error.h"
+#include "support/Json.h"
 
 #include <dirent.h>
 #include <fcntl.h>

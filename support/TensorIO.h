@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MLC_RUNTIME_TENSORIO_H
-#define MLC_RUNTIME_TENSORIO_H
+#ifndef MLC_SUPPORT_TENSORIO_H
+#define MLC_SUPPORT_TENSORIO_H
 
 #include <cstdint>
 #include <cstring>
@@ -122,4 +122,4 @@ void makeDirectories(const std::string &path);
 
 } // namespace mlc::rt
 
-#endif // MLC_RUNTIME_TENSORIO_H
+#endif // MLC_SUPPORT_TENSORIO_H

@@ -1,7 +1,7 @@
 //===- Json.cpp - a small JSON reader and writer ---------------------------===//
 
-#include "runtime/core/Json.h"
-#include "runtime/core/Error.h"
+#include "support/Json.h"
+#include "support/Error.h"
 
 #include <cstdlib>
 
