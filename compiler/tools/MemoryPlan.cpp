@@ -3,7 +3,11 @@
 // The model (MemoryPlan.h), item by item, as each backend allocates:
 //
 //   parameters, gradients   P x dtype each (P: the plan.params' elements)
-//   moments                 2 x P x dtype (AdamW's m and v)
+//   moments                 2 x P x dtype (AdamW's m and v); under the
+//                           distributed optimizer 2 x S x dtype, S the
+//                           largest rank's shards: ceil(c / R) of every
+//                           reduce-scattered bucket of c (every rank
+//                           allocates that much)
 //   gradient_sums           P x dtype when a function binds grad_sum
 //   arena                   max over plan.funcs of arena_bytes (CPU: at
 //                           least 64 and a multiple of it; CUDA: at least 256)
@@ -282,7 +286,8 @@ llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
   if (auto cap = module->getAttrOfType<IntegerAttr>("mlc.token_capacity"))
     capacity = cap.getInt();
   int64_t paramBytes = 0, inputBytes = 0, scalarsCpu = 0, scalarsCuda = 0,
-          arena = 0;
+          arena = 0, shardElements = 0, elementSize = 4;
+  bool sharded = false;
   int64_t scratch = mem::kCudaMinScratch, argTables = 0;
   bool gradSums = false, lowered = false;
   for (Operation &op : module.getBody()->getOperations()) {
@@ -293,6 +298,7 @@ llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
       p.parameters += n;
       p.paramDtype = plan::dtypeName(param.getElement());
       paramBytes += n * plan::elementBytes(param.getElement());
+      elementSize = plan::elementBytes(param.getElement());
     } else if (auto in = dyn_cast<plan::InputOp>(op)) {
       int64_t n = 1;
       for (int64_t d : in.getShape())
@@ -313,6 +319,10 @@ llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
           pointers += launch.getOperands().size();
         if (auto bind = dyn_cast<plan::BindOp>(step))
           gradSums |= bind.getKind() == plan::BufferKind::grad_sum;
+        if (auto rs = dyn_cast<plan::ReduceScatterStartOp>(step)) {
+          sharded = true;
+          shardElements += (rs.getCount() + ranks - 1) / std::max<int64_t>(ranks, 1);
+        }
       }
       argTables += mem::cudaAllocation(std::max<int64_t>(pointers, 1) * 8);
       if (fn.getSymName() == mlc::kTrainStepFn) {
@@ -327,11 +337,13 @@ llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
   if (p.paramDtype.empty())
     p.paramDtype = "f32"; // the runtime's flat buffers when nothing trains
 
+  p.shardedMoments = sharded;
+  const int64_t momentBytes = sharded ? shardElements * elementSize : paramBytes;
   // The CPU backend (CpuBackend.cpp): vectors of exactly these bytes.
   const int64_t align = mem::kCpuArenaAlignment;
   p.cpu = {{mem::kParameters, paramBytes},
            {mem::kGradients, paramBytes},
-           {mem::kMoments, 2 * paramBytes},
+           {mem::kMoments, 2 * momentBytes},
            {mem::kGradientSums, gradSums ? paramBytes : 0},
            {mem::kArena, (std::max(arena, align) + align - 1) / align * align},
            {mem::kInputs, inputBytes},
@@ -350,7 +362,7 @@ llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
   p.cuda = {
       {mem::kParameters, flat},
       {mem::kGradients, flat},
-      {mem::kMoments, 2 * flat},
+      {mem::kMoments, 2 * mem::cudaAllocation(momentBytes)},
       {mem::kGradientSums, gradSums ? flat : 0},
       {mem::kArena, mem::cudaAllocation(arena)},
       {mem::kInputs, inputsCuda},
@@ -380,7 +392,9 @@ std::string formatMemoryPlan(const MemoryPlan &p) {
            .str(),
        at(mem::kParameters));
   line("gradients", at(mem::kGradients));
-  line("optimizer moments (AdamW m and v)", at(mem::kMoments));
+  line(p.shardedMoments ? formatv("optimizer moments (AdamW m and v, 1/{0} each)", p.ranks).str()
+                        : std::string("optimizer moments (AdamW m and v)"),
+       at(mem::kMoments));
   if (at(mem::kGradientSums))
     line("gradient accumulation sums", at(mem::kGradientSums));
   line("activations saved for backward", p.saved);
@@ -439,7 +453,8 @@ std::string memoryPlanJson(const MemoryPlan &p) {
                       layers.size() > 1 ? ", " : "", l.layer, l.bytes)
                   .str();
   layers += "]";
-  return formatv("{{\"ranks\": {0}, \"parameter_count\": {1}, "
+  return formatv("{{\"ranks\": {0}, \"distributed_optimizer\": {10}, "
+                 "\"parameter_count\": {1}, "
                  "\"parameter_dtype\": \"{2}\", "
                  "\"saved_activations\": {3}, \"saved_by_layer\": {4}, "
                  "\"weight_copies\": {5}, \"transient_peak\": {6}, "
@@ -447,7 +462,7 @@ std::string memoryPlanJson(const MemoryPlan &p) {
                  "\"cuda\": {8}, \"cpu\": {9}}",
                  p.ranks, p.parameters, p.paramDtype, p.saved, layers,
                  p.weightCopies, p.transient(), p.livePeak, items(p.cuda),
-                 items(p.cpu))
+                 items(p.cpu), p.shardedMoments ? "true" : "false")
       .str();
 }
 
@@ -526,7 +541,10 @@ llvm::Error checkFits(const MemoryPlan &p, int64_t limit, StringRef spec) {
   else if (p.recompute == "selective")
     saved = "--recompute full, " + activations;
   std::vector<Item> items = {
-      {"optimizer moments", p.cuda.at(mem::kMoments), state},
+      {"optimizer moments", p.cuda.at(mem::kMoments),
+       p.ranks > 1 && !p.shardedMoments
+           ? formatv("--use-distributed-optimizer divides it by {0}", p.ranks).str()
+           : state},
       {"parameters", p.cuda.at(mem::kParameters), state},
       {"gradients", p.cuda.at(mem::kGradients), state},
       {"gradient accumulation sums", p.cuda.at(mem::kGradientSums), state},

@@ -434,6 +434,12 @@ CudaBackend::CudaBackend(const Package &pkg, bool verbose, bool emulated)
          "target); recompile it");
   if (!pkg.dtype.empty() && pkg.dtype != "f32" && pkg.dtype != "f64") // empty: no parameters
     fail("--device cuda: packages of dtype " + pkg.dtype + " are not supported yet");
+  // Its kernels take no shard windows yet: a sharded update would run over
+  // every parameter once per bucket.
+  if (sharded())
+    fail("--device cuda: " + pkg.dir + " shards the optimizer (--use-distributed-optimizer), "
+         "which the CUDA backend does not run yet; use --device cpu, or compile without the "
+         "flag");
   profile.enabled = std::getenv("MLC_PROFILE") != nullptr;
   if (const char *g = std::getenv("MLC_CUDA_GRAPH"))
     useGraphs_ = std::string(g) != "0";
