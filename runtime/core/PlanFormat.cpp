@@ -580,7 +580,8 @@ private:
                          : " reduces the whole gradient buffer (grad *)"));
     if (s.offset > paramCount - s.count)
       bad(word + " slice [" + std::to_string(s.offset) + ", +" + std::to_string(s.count) +
-          ") lies outside the " + std::to_string(paramCount) + " elements");
+          ") lies outside the " + std::to_string(paramCount) +
+          (params ? " parameters" : " gradients"));
     fn->steps.push_back(s);
   }
 
