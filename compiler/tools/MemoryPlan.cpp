@@ -15,7 +15,8 @@
 //   communication           CUDA: the bucket norms (256 f64)
 //   gemm_workspace          CUDA: cuBLASLt's 32 MiB
 //   runtime                 each plan.scalars (f64); CUDA also the kernel
-//                           context, error words, the largest cuda.scratch
+//                           context, error words, the largest cuda.scratch,
+//                           each sharded launch's own context and windows
 //                           and per function a table of its launches' buffer
 //                           pointers (8 bytes each)
 //
@@ -288,6 +289,8 @@ llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
   int64_t paramBytes = 0, inputBytes = 0, scalarsCpu = 0, scalarsCuda = 0,
           arena = 0, shardElements = 0, elementSize = 4;
   bool sharded = false;
+  std::vector<int64_t> shardLaunches; // each sharded launch's bucket (-1: all)
+  int64_t buckets = 0;
   int64_t scratch = mem::kCudaMinScratch, argTables = 0;
   bool gradSums = false, lowered = false;
   for (Operation &op : module.getBody()->getOperations()) {
@@ -315,12 +318,16 @@ llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
       arena = std::max(arena, fn.getArenaBytes());
       int64_t pointers = 0;
       for (Operation &step : fn.getBody().front()) {
-        if (auto launch = dyn_cast<plan::LaunchOp>(step))
+        if (auto launch = dyn_cast<plan::LaunchOp>(step)) {
           pointers += launch.getOperands().size();
+          if (auto shard = launch.getShard())
+            shardLaunches.push_back(*shard);
+        }
         if (auto bind = dyn_cast<plan::BindOp>(step))
           gradSums |= bind.getKind() == plan::BufferKind::grad_sum;
         if (auto rs = dyn_cast<plan::ReduceScatterStartOp>(step)) {
           sharded = true;
+          ++buckets;
           shardElements += (rs.getCount() + ranks - 1) / std::max<int64_t>(ranks, 1);
         }
       }
@@ -350,7 +357,11 @@ llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
            {mem::kCommunication, 0},
            {mem::kGemmWorkspace, 0},
            {mem::kRuntime, scalarsCpu}};
-  // The CUDA backend (CudaBackend.cpp): one driver allocation each.
+  // The CUDA backend (CudaBackend.cpp): one driver allocation each; a
+  // sharded launch has a kernel context and a window table of its own.
+  for (int64_t shard : shardLaunches)
+    argTables += mem::cudaAllocation(mem::kCudaKernelContextBytes) +
+                 mem::cudaAllocation((shard < 0 ? buckets : 1) * 3 * 8);
   int64_t inputsCuda = 0;
   for (auto in : module.getBody()->getOps<plan::InputOp>()) {
     int64_t n = 1;

@@ -49,6 +49,17 @@ void Backend::setCommunicator(std::shared_ptr<Communicator> comm) {
   shardsLaidOut();
 }
 
+std::vector<int64_t> Backend::windows(int64_t shard) const {
+  std::vector<int64_t> w;
+  for (size_t t = 0; t < shards_.size(); ++t)
+    if (shard == StepDecl::kAllShards || shard == int64_t(t))
+      w.insert(w.end(), {shards_[t].offset, shards_[t].count, shards_[t].moment});
+  if (w.empty())
+    fail(pkg_.dir + "/plan.txt: a kernel runs over the shard of bucket " +
+         std::to_string(shard) + ", which no reducescatter_start deals");
+  return w;
+}
+
 void Backend::reduceScatterStart(FlatBuffer, int64_t, int64_t, int) {
   if (comm_ && comm_->size() > 1)
     fail(name() + " backend: the distributed optimizer's collectives are not implemented "

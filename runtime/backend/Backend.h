@@ -165,6 +165,9 @@ protected:
   /// Records an allocation of `bytes` under `item` (every backend calls it
   /// where it allocates, with the bytes it asks for).
   void account(const char *item, int64_t bytes) { allocated_[item] += bytes; }
+  /// The kernel context's shard windows of a launch marked shard: {first,
+  /// count, moment offset} per window (every bucket's for kAllShards).
+  std::vector<int64_t> windows(int64_t shard) const;
   /// Called once the communicator (and so this rank's shards) is known: a
   /// sharded plan's backend sizes its moments to momentCount() here.
   virtual void shardsLaidOut() {}

@@ -177,17 +177,6 @@ void CpuBackend::shardsLaidOut() {
   bindPointers();
 }
 
-std::vector<int64_t> CpuBackend::windows(int64_t shard) const {
-  std::vector<int64_t> w;
-  for (size_t t = 0; t < shards_.size(); ++t)
-    if (shard == StepDecl::kAllShards || shard == int64_t(t))
-      w.insert(w.end(), {shards_[t].offset, shards_[t].count, shards_[t].moment});
-  if (w.empty())
-    fail(pkg_.dir + "/plan.txt: a kernel runs over the shard of bucket " +
-         std::to_string(shard) + ", which no reducescatter_start deals");
-  return w;
-}
-
 // The kernel library stays loaded: OpenMP's worker threads may still be
 // leaving a parallel region of its code when the backend goes away, and
 // unmapping it under them crashes. dlopen reference-counts, so loading the

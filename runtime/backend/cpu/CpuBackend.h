@@ -48,9 +48,6 @@ private:
   void bindPointers();
   /// The slice a collective step covers, checked against the flat buffer.
   char *bucket(FlatBuffer which, int64_t offset, int64_t count, const char *what);
-  /// The kernel context's shard windows of a launch marked shard: {first,
-  /// count, moment offset} per window.
-  std::vector<int64_t> windows(int64_t shard) const;
 
   std::vector<char> params_, grads_, adamM_, adamV_;
   std::vector<char> gradSum_; // gradient accumulation, allocated when a function uses it
