@@ -66,6 +66,7 @@ llvm::Error lowerToPlanPipeline(ModuleOp module, const DataParallelOptions &dp) 
   options.capMb = dp.bucketCapMb;
   options.firstBucketMb = dp.firstBucketMb;
   options.clip = dp.clip;
+  options.distributedOptimizer = dp.distributedOptimizer;
   buildLoweringPipeline(pm, options);
   return runPasses(pm, module, "", /*withLocations=*/false);
 }
@@ -148,6 +149,8 @@ llvm::Expected<LoweredPackage> writePackage(ModuleOp module, const std::string &
                          numberText(d.dataParallel.bucketCapMb) +
                          ",\n  \"first_bucket_mb\": " +
                          numberText(d.dataParallel.firstBucketMb) +
+                         ",\n  \"distributed_optimizer\": " +
+                         (d.dataParallel.distributedOptimizer ? "true" : "false") +
                          ",\n  \"kernels\": {";
   bool first = true;
   for (auto &[fn, c] : lowered->counts) {

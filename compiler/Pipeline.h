@@ -49,6 +49,9 @@ struct DataParallelOptions {
   double bucketCapMb = 25, firstBucketMb = 1;
   /// global | bucket | none (bucket: each bucket clipped before its sum).
   std::string clip = "global";
+  /// --use-distributed-optimizer: the optimizer sharded over the ranks
+  /// (reduce-scatter, sharded update, all-gather; nothing for one rank).
+  bool distributedOptimizer = false;
 };
 
 /// Runs mlc-lower-to-plan, mlc-bucket-gradients and mlc-plan-memory on the

@@ -102,6 +102,8 @@ llvm::Expected<rt::FunctionPlan> serializeFunction(plan::FuncOp fn,
     if (auto launch = dyn_cast<plan::LaunchOp>(inner)) {
       s.kind = rt::StepDecl::Kernel;
       s.kernel = launch.getKernel().str();
+      if (auto shard = launch.getShard())
+        s.shard = *shard < 0 ? rt::StepDecl::kAllShards : *shard;
       ++counts.kernels;
     } else if (auto gemm = dyn_cast<plan::GemmOp>(inner)) {
       s.kind = rt::StepDecl::Gemm;
@@ -126,6 +128,25 @@ llvm::Expected<rt::FunctionPlan> serializeFunction(plan::FuncOp fn,
     } else if (auto wait = dyn_cast<plan::AllReduceWaitOp>(inner)) {
       s.kind = rt::StepDecl::AllReduceWait;
       s.tag = wait.getTag();
+    } else if (auto start = dyn_cast<plan::ReduceScatterStartOp>(inner)) {
+      s.kind = rt::StepDecl::ReduceScatterStart;
+      s.tag = start.getTag();
+      s.offset = start.getOffset();
+      s.count = start.getCount();
+      s.clip = start.getClip();
+    } else if (auto wait = dyn_cast<plan::ReduceScatterWaitOp>(inner)) {
+      s.kind = rt::StepDecl::ReduceScatterWait;
+      s.tag = wait.getTag();
+    } else if (auto start = dyn_cast<plan::AllGatherStartOp>(inner)) {
+      s.kind = rt::StepDecl::AllGatherStart;
+      s.tag = start.getTag();
+      s.offset = start.getOffset();
+      s.count = start.getCount();
+    } else if (auto wait = dyn_cast<plan::AllGatherWaitOp>(inner)) {
+      s.kind = rt::StepDecl::AllGatherWait;
+      s.tag = wait.getTag();
+    } else if (isa<plan::AllReduceNormOp>(inner)) {
+      s.kind = rt::StepDecl::AllReduceNorm;
     } else if (auto o = dyn_cast<plan::OutputOp>(inner)) {
       f.outputs.push_back({o.getName().str(), ids.lookup(o.getBuffer()),
                            std::vector<int64_t>(o.getShape().begin(), o.getShape().end())});

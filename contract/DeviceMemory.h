@@ -54,7 +54,7 @@ inline constexpr int64_t kCudaMinAllocation = 256;
 inline constexpr int64_t kCublasLtWorkspaceBytes = int64_t(32) << 20;
 /// The kernel context every generated kernel reads (CudaKernelCtx: step,
 /// error pointer, rows, scratch pointer) and the three error words.
-inline constexpr int64_t kCudaKernelContextBytes = 32;
+inline constexpr int64_t kCudaKernelContextBytes = 48;
 inline constexpr int64_t kCudaErrorWordsBytes = 3 * 8;
 /// The smallest kernel scratch the CUDA backend allocates.
 inline constexpr int64_t kCudaMinScratch = 8;

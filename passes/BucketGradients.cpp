@@ -16,6 +16,23 @@
 // @train_step, as late as they can be: the first reads of the summed
 // gradients are @grad_norm's and @optimizer's, which run after it.
 //
+// The distributed optimizer (`distributed-optimizer`, Megatron's
+// --use-distributed-optimizer, ZeRO-1) keeps the same buckets and places,
+// but each bucket is reduce-scattered: rank r of R keeps the sum of
+// elements [floor(r c / R), floor((r + 1) c / R)) of a bucket of c (the
+// layout rule: shards of a bucket differ by at most one element, so the
+// flat buffers need no padding; the runtime holds the AdamW moments of its
+// shards only, bucket after bucket). Then:
+//   - @grad_norm's norm kernel runs over this rank's shards (`shard = -1`)
+//     and plan.all_reduce_norm sums the squares over the ranks;
+//   - @optimizer's fused AdamW runs once per bucket over this rank's shard
+//     (`shard = tag`), and right after it the bucket's updated parameters
+//     start their all-gather (Megatron's overlapped param gather: bucket b's
+//     gather runs while the later buckets are updated); the waits close
+//     @optimizer, before anything reads the parameters again.
+// Bucket-wise clipping is unchanged: it scales this rank's whole bucket by
+// its own norm before the collective starts, which needs no other rank.
+//
 //===----------------------------------------------------------------------===//
 
 #include "contract/StepFunctions.h"
@@ -72,7 +89,8 @@ public:
         step = fn;
     if (!step)
       return; // an inference package has no gradients
-    if (!step.getBody().front().getOps<AllReduceStartOp>().empty())
+    if (!step.getBody().front().getOps<AllReduceStartOp>().empty() ||
+        !step.getBody().front().getOps<ReduceScatterStartOp>().empty())
       return; // already bucketed
 
     std::vector<Param> params;
@@ -142,12 +160,20 @@ public:
                                          builder.getStringAttr("*"));
     // Starts after their buckets' last steps (buckets that end at the same
     // step start in layout order); a bucket no step touches starts first.
+    const bool shard = distributedOptimizer && ranks > 1;
     for (size_t t = buckets.size(); t-- > 0;) {
       const Bucket &b = buckets[t];
       if (b.after)
         builder.setInsertionPointAfter(b.after);
       else
         builder.setInsertionPointAfter(grads.getDefiningOp());
+      if (shard) {
+        auto start = builder.create<ReduceScatterStartOp>(step.getLoc(), grads, b.offset,
+                                                          b.count, int64_t(t));
+        if (clipBuckets)
+          start.setClip(true);
+        continue;
+      }
       auto start =
           builder.create<AllReduceStartOp>(step.getLoc(), grads, b.offset, b.count, int64_t(t));
       if (clipBuckets)
@@ -162,9 +188,91 @@ public:
       builder.setInsertionPoint(end);
     else
       builder.setInsertionPointToEnd(&body);
-    for (size_t t = 0; t < buckets.size(); ++t)
-      builder.create<AllReduceWaitOp>(step.getLoc(), int64_t(t));
+    for (size_t t = 0; t < buckets.size(); ++t) {
+      if (shard)
+        builder.create<ReduceScatterWaitOp>(step.getLoc(), int64_t(t));
+      else
+        builder.create<AllReduceWaitOp>(step.getLoc(), int64_t(t));
+    }
     numBuckets = buckets.size();
+    if (!shard)
+      return;
+    std::vector<std::pair<int64_t, int64_t>> slices;
+    for (const Bucket &b : buckets)
+      slices.push_back({b.offset, b.count});
+    if (failed(shardNorm(module)) || failed(shardOptimizer(module, slices)))
+      return signalPassFailure();
+  }
+
+  /// @grad_norm: its norm kernel over this rank's shards, then the sum of
+  /// the squares over the ranks.
+  LogicalResult shardNorm(ModuleOp module) {
+    FuncOp fn = lookup(module, mlc::kGradNormFn);
+    if (!fn)
+      return success(); // no gradient norm (no clipping asked for it)
+    LaunchOp norm;
+    for (LaunchOp launch : fn.getBody().front().getOps<LaunchOp>()) {
+      if (norm)
+        return launch.emitOpError("mlc-bucket-gradients: @grad_norm has more than one launch; "
+                                  "the distributed optimizer shards one norm kernel");
+      norm = launch;
+    }
+    if (!norm || norm.getOperands().size() != 2 || !isWholeGrad(norm.getOperand(1)))
+      return fn.emitOpError("mlc-bucket-gradients: @grad_norm is not one norm kernel over "
+                            "the whole gradient buffer; cannot shard it");
+    norm.setShardAttr(IntegerAttr::get(IntegerType::get(module.getContext(), 64), -1));
+    OpBuilder builder(norm);
+    builder.setInsertionPointAfter(norm);
+    builder.create<AllReduceNormOp>(norm.getLoc(), norm.getOperand(0));
+    return success();
+  }
+
+  /// @optimizer: one launch of the fused AdamW per bucket, over this
+  /// rank's shard of it, each followed by the bucket's all-gather; the
+  /// waits at the end.
+  LogicalResult shardOptimizer(ModuleOp module,
+                               const std::vector<std::pair<int64_t, int64_t>> &buckets) {
+    FuncOp fn = lookup(module, mlc::kOptimizerFn);
+    if (!fn)
+      return module.emitError("mlc-bucket-gradients: the distributed optimizer needs an "
+                              "@optimizer function");
+    LaunchOp update;
+    for (LaunchOp launch : fn.getBody().front().getOps<LaunchOp>()) {
+      if (update)
+        return launch.emitOpError("mlc-bucket-gradients: @optimizer has more than one launch; "
+                                  "the distributed optimizer shards one fused update");
+      update = launch;
+    }
+    if (!update || update.getOperands().empty())
+      return fn.emitOpError("mlc-bucket-gradients: @optimizer launches no update");
+    Value params = update.getOperand(0);
+    auto bind = params.getDefiningOp<BindOp>();
+    if (!bind || bind.getKind() != BufferKind::param || bind.getName() != "*")
+      return update.emitOpError("mlc-bucket-gradients: the update's first buffer is not the "
+                                "whole parameter buffer");
+    OpBuilder builder(update);
+    auto i64 = IntegerType::get(module.getContext(), 64);
+    for (size_t t = 0; t < buckets.size(); ++t) {
+      auto launch = cast<LaunchOp>(builder.clone(*update));
+      launch.setShardAttr(IntegerAttr::get(i64, int64_t(t)));
+      builder.create<AllGatherStartOp>(update.getLoc(), params, buckets[t].first,
+                                       buckets[t].second, int64_t(t));
+    }
+    for (size_t t = 0; t < buckets.size(); ++t)
+      builder.create<AllGatherWaitOp>(update.getLoc(), int64_t(t));
+    update.erase();
+    return success();
+  }
+
+  static FuncOp lookup(ModuleOp module, StringRef name) {
+    for (FuncOp fn : module.getOps<FuncOp>())
+      if (fn.getSymName() == name)
+        return fn;
+    return {};
+  }
+  static bool isWholeGrad(Value v) {
+    auto bind = v.getDefiningOp<BindOp>();
+    return bind && bind.getKind() == BufferKind::grad && bind.getName() == "*";
   }
 
 private:

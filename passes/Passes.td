@@ -553,6 +553,14 @@ def MlcBucketGradients : Pass<"mlc-bucket-gradients", "mlir::ModuleOp"> {
     `@optimizer`. With one rank (the default) nothing changes, unless
     `clip=bucket`.
 
+    `distributed-optimizer=1` (with `ranks` > 1) shards the optimizer:
+    each bucket gets a `plan.reduce_scatter_start`/`_wait` where the
+    all-reduce would be; @grad_norm's kernel runs over this rank's shards
+    (`shard = -1`) followed by `plan.all_reduce_norm`; @optimizer's fused
+    update becomes one launch per bucket (`shard = tag`), each followed by
+    the bucket's `plan.all_gather_start`, the `plan.all_gather_wait`s at its
+    end.
+
     `clip=bucket` marks every start `clip`: before its all-reduce, the
     bucket's gradients on this rank are scaled by min(1, c_b / (norm + 1e-6))
     with the bucket's own L2 norm and c_b = c * sqrt(n_b / n) for the run's
@@ -567,7 +575,11 @@ def MlcBucketGradients : Pass<"mlc-bucket-gradients", "mlir::ModuleOp"> {
            "Cap of the first bucket, which starts earliest">,
     Option<"clip", "clip", "std::string", "\"global\"",
            "global (the trainer clips the summed gradient), bucket (each bucket "
-           "clipped by its own norm before its all-reduce starts) or none">
+           "clipped by its own norm before its all-reduce starts) or none">,
+    Option<"distributedOptimizer", "distributed-optimizer", "bool", "false",
+           "Shard the optimizer over the ranks (ZeRO-1): a reduce-scatter per "
+           "bucket, the update over this rank's shards, an all-gather of the "
+           "updated parameters per bucket">
   ];
   let statistics = [
     Statistic<"numBuckets", "buckets", "Gradient buckets">

@@ -162,6 +162,8 @@ public:
   /// loops without barriers between them, so the update is a single pass
   /// over the flat buffers. Memory (AdamW): parameter, moments and gradient
   /// read, parameter and moments written: 28 bytes per f32 parameter.
+  /// Under the distributed optimizer each segment is cut to the launch's
+  /// windows (ctx->win: this rank's shards), whose moments are this rank's.
   std::string optimizer(mlir::Type el, const std::vector<Segment> &segments,
                         const std::string &setup, const std::string &body) override {
     std::string T = cType(el);
@@ -170,12 +172,18 @@ public:
       << " *)b[1];\n  " << T << " *V = (" << T << " *)b[2];\n  const " << T
       << " *G = (const " << T << " *)b[3];\n  const double *h = (const double *)b[4];\n"
       << setup << segmentTable(segments, true)
+      << "  const int64_t nw = ctx->nwin ? ctx->nwin : 1;\n"
       << "#pragma omp parallel\n"
-      << "  for (int s = 0; s < " << segments.size() << "; ++s) {\n"
-      << "    const int64_t off = seg[s][0], n = seg[s][1];\n"
+      << "  for (int s = 0; s < " << segments.size() << "; ++s)\n"
+      << "  for (int64_t w = 0; w < nw; ++w) {\n"
+      << "    int64_t w0, wn, wm;\n    mlc_window(ctx, w, w0, wn, wm);\n"
+      << "    const int64_t lo = seg[s][0] > w0 ? seg[s][0] : w0;\n"
+      << "    const int64_t hi = seg[s][0] + seg[s][1] < w0 + wn ? seg[s][0] + seg[s][1] : w0 + wn;\n"
+      << "    if (lo >= hi) continue;\n"
+      << "    const int64_t off = lo, n = hi - lo, moff = wm + (lo - w0);\n"
       << "    const " << T << " x4 = seg[s][2] ? decayOn : (" << T << ")1;\n"
       << "    " << T << " *__restrict pp = P + off;\n    " << T
-      << " *__restrict mm = M + off;\n    " << T << " *__restrict vv = V + off;\n    const "
+      << " *__restrict mm = M + moff;\n    " << T << " *__restrict vv = V + moff;\n    const "
       << T << " *__restrict gg = G + off;\n"
       << "#pragma omp for simd schedule(static) nowait\n"
       << "    for (int64_t i = 0; i < n; ++i) {\n"
@@ -191,10 +199,16 @@ public:
     k << "  double *out = (double *)b[0];\n  const " << T << " *G = (const " << T
       << " *)b[1];\n"
       << segmentTable(segments, false) << "  double sum = 0;\n"
+      << "  const int64_t nw = ctx->nwin ? ctx->nwin : 1;\n"
       << "#pragma omp parallel reduction(+ : sum)\n"
-      << "  for (int s = 0; s < " << segments.size() << "; ++s) {\n"
-      << "    const " << T << " *__restrict gg = G + seg[s][0];\n"
-      << "    const int64_t n = seg[s][1];\n"
+      << "  for (int s = 0; s < " << segments.size() << "; ++s)\n"
+      << "  for (int64_t w = 0; w < nw; ++w) {\n"
+      << "    int64_t w0, wn, wm;\n    mlc_window(ctx, w, w0, wn, wm);\n"
+      << "    const int64_t lo = seg[s][0] > w0 ? seg[s][0] : w0;\n"
+      << "    const int64_t hi = seg[s][0] + seg[s][1] < w0 + wn ? seg[s][0] + seg[s][1] : w0 + wn;\n"
+      << "    if (lo >= hi) continue;\n"
+      << "    const " << T << " *__restrict gg = G + lo;\n"
+      << "    const int64_t n = hi - lo;\n"
       // Chunks of 4096 shared out, each summed by a vector reduction (a
       // scalar chain of double adds would be latency-bound, not memory-bound).
       << "    const int64_t chunks = (n + 4095) / 4096;\n"

@@ -43,6 +43,7 @@ void buildLoweringPipeline(OpPassManager &pm, const LoweringPipelineOptions &opt
     o.capMb = options.capMb;
     o.firstBucketMb = options.firstBucketMb;
     o.clip = options.clip;
+    o.distributedOptimizer = options.distributedOptimizer;
     pm.addPass(createMlcBucketGradients(o));
   }
   pm.addPass(createMlcPlanMemory());

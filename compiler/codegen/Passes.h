@@ -43,6 +43,9 @@ struct LoweringPipelineOptions : mlir::PassPipelineOptions<LoweringPipelineOptio
   Option<std::string> clip{*this, "clip",
                            llvm::cl::desc("Gradient clipping: global, bucket or none"),
                            llvm::cl::init("global")};
+  Option<bool> distributedOptimizer{
+      *this, "distributed-optimizer",
+      llvm::cl::desc("Shard the optimizer over the ranks (ZeRO-1)"), llvm::cl::init(false)};
 };
 
 /// The graph functions to the plan: lowered, bucketed for data parallelism

@@ -3,7 +3,11 @@
 // The model (MemoryPlan.h), item by item, as each backend allocates:
 //
 //   parameters, gradients   P x dtype each (P: the plan.params' elements)
-//   moments                 2 x P x dtype (AdamW's m and v)
+//   moments                 2 x P x dtype (AdamW's m and v); under the
+//                           distributed optimizer 2 x S x dtype, S the
+//                           largest rank's shards: ceil(c / R) of every
+//                           reduce-scattered bucket of c (every rank
+//                           allocates that much)
 //   gradient_sums           P x dtype when a function binds grad_sum
 //   arena                   max over plan.funcs of arena_bytes (CPU: at
 //                           least 64 and a multiple of it; CUDA: at least 256)
@@ -11,7 +15,8 @@
 //   communication           CUDA: the bucket norms (256 f64)
 //   gemm_workspace          CUDA: cuBLASLt's 32 MiB
 //   runtime                 each plan.scalars (f64); CUDA also the kernel
-//                           context, error words, the largest cuda.scratch
+//                           context, error words, the largest cuda.scratch,
+//                           each sharded launch's own context and windows
 //                           and per function a table of its launches' buffer
 //                           pointers (8 bytes each)
 //
@@ -286,7 +291,10 @@ llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
   if (auto cap = module->getAttrOfType<IntegerAttr>("mlc.token_capacity"))
     capacity = cap.getInt();
   int64_t paramBytes = 0, inputBytes = 0, scalarsCpu = 0, scalarsCuda = 0,
-          arena = 0;
+          arena = 0, shardElements = 0, elementSize = 4;
+  bool sharded = false;
+  std::vector<int64_t> shardLaunches; // each sharded launch's bucket (-1: all)
+  int64_t buckets = 0;
   int64_t scratch = mem::kCudaMinScratch, argTables = 0;
   bool gradSums = false, lowered = false;
   for (Operation &op : module.getBody()->getOperations()) {
@@ -297,6 +305,7 @@ llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
       p.parameters += n;
       p.paramDtype = plan::dtypeName(param.getElement());
       paramBytes += n * plan::elementBytes(param.getElement());
+      elementSize = plan::elementBytes(param.getElement());
     } else if (auto in = dyn_cast<plan::InputOp>(op)) {
       int64_t n = 1;
       for (int64_t d : in.getShape())
@@ -313,10 +322,18 @@ llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
       arena = std::max(arena, fn.getArenaBytes());
       int64_t pointers = 0;
       for (Operation &step : fn.getBody().front()) {
-        if (auto launch = dyn_cast<plan::LaunchOp>(step))
+        if (auto launch = dyn_cast<plan::LaunchOp>(step)) {
           pointers += launch.getOperands().size();
+          if (auto shard = launch.getShard())
+            shardLaunches.push_back(*shard);
+        }
         if (auto bind = dyn_cast<plan::BindOp>(step))
           gradSums |= bind.getKind() == plan::BufferKind::grad_sum;
+        if (auto rs = dyn_cast<plan::ReduceScatterStartOp>(step)) {
+          sharded = true;
+          ++buckets;
+          shardElements += (rs.getCount() + ranks - 1) / std::max<int64_t>(ranks, 1);
+        }
       }
       argTables += mem::cudaAllocation(std::max<int64_t>(pointers, 1) * 8);
       if (fn.getSymName() == mlc::kTrainStepFn) {
@@ -331,18 +348,24 @@ llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
   if (p.paramDtype.empty())
     p.paramDtype = "f32"; // the runtime's flat buffers when nothing trains
 
+  p.shardedMoments = sharded;
+  const int64_t momentBytes = sharded ? shardElements * elementSize : paramBytes;
   // The CPU backend (CpuBackend.cpp): vectors of exactly these bytes.
   const int64_t align = mem::kCpuArenaAlignment;
   p.cpu = {{mem::kParameters, paramBytes},
            {mem::kGradients, paramBytes},
-           {mem::kMoments, 2 * paramBytes},
+           {mem::kMoments, 2 * momentBytes},
            {mem::kGradientSums, gradSums ? paramBytes : 0},
            {mem::kArena, (std::max(arena, align) + align - 1) / align * align},
            {mem::kInputs, inputBytes},
            {mem::kCommunication, 0},
            {mem::kGemmWorkspace, 0},
            {mem::kRuntime, scalarsCpu}};
-  // The CUDA backend (CudaBackend.cpp): one driver allocation each.
+  // The CUDA backend (CudaBackend.cpp): one driver allocation each; a
+  // sharded launch has a kernel context and a window table of its own.
+  for (int64_t shard : shardLaunches)
+    argTables += mem::cudaAllocation(mem::kCudaKernelContextBytes) +
+                 mem::cudaAllocation((shard < 0 ? buckets : 1) * 3 * 8);
   int64_t inputsCuda = 0;
   for (auto in : module.getBody()->getOps<plan::InputOp>()) {
     int64_t n = 1;
@@ -354,7 +377,7 @@ llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
   p.cuda = {
       {mem::kParameters, flat},
       {mem::kGradients, flat},
-      {mem::kMoments, 2 * flat},
+      {mem::kMoments, 2 * mem::cudaAllocation(momentBytes)},
       {mem::kGradientSums, gradSums ? flat : 0},
       {mem::kArena, mem::cudaAllocation(arena)},
       {mem::kInputs, inputsCuda},
@@ -384,7 +407,9 @@ std::string formatMemoryPlan(const MemoryPlan &p) {
            .str(),
        at(mem::kParameters));
   line("gradients", at(mem::kGradients));
-  line("optimizer moments (AdamW m and v)", at(mem::kMoments));
+  line(p.shardedMoments ? formatv("optimizer moments (AdamW m and v, 1/{0} each)", p.ranks).str()
+                        : std::string("optimizer moments (AdamW m and v)"),
+       at(mem::kMoments));
   if (at(mem::kGradientSums))
     line("gradient accumulation sums", at(mem::kGradientSums));
   line("activations saved for backward", p.saved);
@@ -443,7 +468,8 @@ std::string memoryPlanJson(const MemoryPlan &p) {
                       layers.size() > 1 ? ", " : "", l.layer, l.bytes)
                   .str();
   layers += "]";
-  return formatv("{{\"ranks\": {0}, \"parameter_count\": {1}, "
+  return formatv("{{\"ranks\": {0}, \"distributed_optimizer\": {10}, "
+                 "\"parameter_count\": {1}, "
                  "\"parameter_dtype\": \"{2}\", "
                  "\"saved_activations\": {3}, \"saved_by_layer\": {4}, "
                  "\"weight_copies\": {5}, \"transient_peak\": {6}, "
@@ -451,7 +477,7 @@ std::string memoryPlanJson(const MemoryPlan &p) {
                  "\"cuda\": {8}, \"cpu\": {9}}",
                  p.ranks, p.parameters, p.paramDtype, p.saved, layers,
                  p.weightCopies, p.transient(), p.livePeak, items(p.cuda),
-                 items(p.cpu))
+                 items(p.cpu), p.shardedMoments ? "true" : "false")
       .str();
 }
 
@@ -530,7 +556,10 @@ llvm::Error checkFits(const MemoryPlan &p, int64_t limit, StringRef spec) {
   else if (p.recompute == "selective")
     saved = "--recompute full, " + activations;
   std::vector<Item> items = {
-      {"optimizer moments", p.cuda.at(mem::kMoments), state},
+      {"optimizer moments", p.cuda.at(mem::kMoments),
+       p.ranks > 1 && !p.shardedMoments
+           ? formatv("--use-distributed-optimizer divides it by {0}", p.ranks).str()
+           : state},
       {"parameters", p.cuda.at(mem::kParameters), state},
       {"gradients", p.cuda.at(mem::kGradients), state},
       {"gradient accumulation sums", p.cuda.at(mem::kGradientSums), state},

@@ -58,8 +58,10 @@ struct MemoryPlan {
   int64_t parameters = 0;
   std::string paramDtype, computeDtype;
   bool training = false;
-  /// Ranks the package runs on (every rank allocates the same today).
+  /// Ranks the package runs on (every rank allocates the same).
   int64_t ranks = 1;
+  /// --use-distributed-optimizer: each rank holds its shards of the moments.
+  bool shardedMoments = false;
   /// The --recompute the plan was compiled with (none, selective, full),
   /// for the advice on what shrinks the saved activations.
   std::string recompute = "none";

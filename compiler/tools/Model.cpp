@@ -88,6 +88,7 @@ Expected<mlc::DataParallelOptions> dataParallelOptions() {
   dp.ranks = ranksFlag;
   dp.bucketCapMb = bucketCapMb;
   dp.firstBucketMb = firstBucketMb;
+  dp.distributedOptimizer = useDistributedOptimizer;
   dp.clip = compileCmd() ? std::string(compileClip) : givenFlag("clip");
   if (dp.clip.empty())
     dp.clip = "global";

@@ -178,6 +178,12 @@ cl::opt<double> firstBucketMb("first-bucket-mb",
                                        "earliest)"),
                               cl::init(1.0), cl::sub(compileCmd()), cl::sub(trainCmd()),
                               cl::cat(category()));
+cl::opt<bool> useDistributedOptimizer(
+    "use-distributed-optimizer",
+    cl::desc("Shard the AdamW moments and update over the data-parallel ranks (Megatron's "
+             "flag, ZeRO-1): each bucket is reduce-scattered, each rank updates its shard "
+             "and the updated parameters are all-gathered per bucket"),
+    cl::init(false), cl::sub(compileCmd()), cl::sub(trainCmd()), cl::cat(category()));
 cl::opt<std::string> compileClip("clip",
                                  cl::desc("global, bucket or none: how the training step "
                                           "clips gradients (bucket: each gradient bucket "

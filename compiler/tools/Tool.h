@@ -80,6 +80,7 @@ extern llvm::cl::list<std::string> dimSpecs;
 extern llvm::cl::opt<int64_t> ranksFlag;
 extern llvm::cl::opt<double> bucketCapMb;
 extern llvm::cl::opt<double> firstBucketMb;
+extern llvm::cl::opt<bool> useDistributedOptimizer;
 /// compile's --clip (train's is the training table's).
 extern llvm::cl::opt<std::string> compileClip;
 /// train, run, generate: where a compiled package goes.

@@ -270,6 +270,10 @@ Error checkFlagsAgainstPackage(const std::string &dir) {
   if (auto err = check(firstBucketMb.getNumOccurrences(), "--first-bucket-mb",
                        numberText(firstBucketMb), "first_bucket_mb"))
     return err;
+  if (auto err = check(useDistributedOptimizer.getNumOccurrences(),
+                       "--use-distributed-optimizer", text(useDistributedOptimizer),
+                       "distributed_optimizer"))
+    return err;
   if (config.getNumOccurrences()) {
     // The model the flag builds against the one compiled: their
     // descriptions (preset and every key), as the manifest's config holds.
@@ -348,8 +352,8 @@ Expected<std::string> packageFor(bool training) {
       return createStringError(inconvertibleErrorCode(), e.what());
     }
     const mlc::DataParallelOptions &dp = g->description.dataParallel;
-    text += formatv("\nranks {0} buckets {1} {2} clip {3}", dp.ranks, dp.bucketCapMb,
-                    dp.firstBucketMb, dp.clip)
+    text += formatv("\nranks {0} buckets {1} {2} clip {3} distributed-optimizer {4}", dp.ranks,
+                    dp.bucketCapMb, dp.firstBucketMb, dp.clip, dp.distributedOptimizer)
                 .str();
     // And the compiler that lowers it: a rebuilt or upgraded mlc writes new
     // kernels, so its executable's size and time are part of the key.

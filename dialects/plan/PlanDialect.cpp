@@ -368,19 +368,44 @@ LogicalResult FuncOp::verifyRegions() {
   std::set<int64_t> started, waited;
   for (Operation &op : getBody().front()) {
     if (!isa<BindOp, ArenaOp, ViewOp, LaunchOp, GemmOp, OutputOp, AllReduceStartOp,
-             AllReduceWaitOp>(op))
+             AllReduceWaitOp, ReduceScatterStartOp, ReduceScatterWaitOp, AllGatherStartOp,
+             AllGatherWaitOp, AllReduceNormOp>(op))
       return op.emitOpError("is not allowed in a plan.func (bind, arena, view, launch, "
-                            "gemm, all_reduce_start, all_reduce_wait and output are)");
-    // Each all-reduce starts once and is waited for once, after its start.
+                            "gemm, the collectives and output are)");
+    // Each collective starts once and is waited for once, after its start
+    // (tags are per kind: an all-gather's tag 0 is not a reduce-scatter's).
+    auto startTag = [&](Operation *start, int kind, int64_t tag) -> LogicalResult {
+      if (!started.insert(tag * 4 + kind).second)
+        return start->emitOpError("tag ") << tag << " is started twice";
+      return success();
+    };
+    auto waitTag = [&](Operation *wait, int kind, int64_t tag,
+                       StringRef startName) -> LogicalResult {
+      if (!started.count(tag * 4 + kind))
+        return wait->emitOpError("waits for tag ")
+               << tag << ", which no earlier " << startName << " started";
+      if (!waited.insert(tag * 4 + kind).second)
+        return wait->emitOpError("tag ") << tag << " is waited for twice";
+      return success();
+    };
     if (auto start = dyn_cast<AllReduceStartOp>(op)) {
-      if (!started.insert(start.getTag()).second)
-        return start.emitOpError("tag ") << start.getTag() << " is started twice";
+      if (failed(startTag(start, 0, start.getTag())))
+        return failure();
     } else if (auto wait = dyn_cast<AllReduceWaitOp>(op)) {
-      if (!started.count(wait.getTag()))
-        return wait.emitOpError("waits for tag ") << wait.getTag() << ", which no earlier "
-                                                   "plan.all_reduce_start started";
-      if (!waited.insert(wait.getTag()).second)
-        return wait.emitOpError("tag ") << wait.getTag() << " is waited for twice";
+      if (failed(waitTag(wait, 0, wait.getTag(), "plan.all_reduce_start")))
+        return failure();
+    } else if (auto start = dyn_cast<ReduceScatterStartOp>(op)) {
+      if (failed(startTag(start, 1, start.getTag())))
+        return failure();
+    } else if (auto wait = dyn_cast<ReduceScatterWaitOp>(op)) {
+      if (failed(waitTag(wait, 1, wait.getTag(), "plan.reduce_scatter_start")))
+        return failure();
+    } else if (auto start = dyn_cast<AllGatherStartOp>(op)) {
+      if (failed(startTag(start, 2, start.getTag())))
+        return failure();
+    } else if (auto wait = dyn_cast<AllGatherWaitOp>(op)) {
+      if (failed(waitTag(wait, 2, wait.getTag(), "plan.all_gather_start")))
+        return failure();
     }
     if (auto out = dyn_cast<OutputOp>(op))
       if (!outputs.insert(out.getName()).second)
@@ -511,6 +536,17 @@ LogicalResult LaunchOp::verify() {
   if (int64_t(getOperands().size()) != kernel.getNumArgs())
     return emitOpError("passes ") << getOperands().size() << " buffers to @" << getKernel()
                                   << ", which takes " << kernel.getNumArgs();
+  if (auto shard = getShard()) {
+    // Only the flat-buffer kernels know what a shard of a bucket is.
+    const bool flat = kernel.getKind() == KernelTemplate::optimizer ||
+                      (kernel.getKind() == KernelTemplate::reduction && kernel.getParams() &&
+                       kernel.getParams()->get("segments"));
+    if (!flat)
+      return emitOpError("shard applies to the optimizer and gradient-norm kernels only; @")
+             << getKernel() << " is neither";
+    if (*shard < -1)
+      return emitOpError("shard is a bucket's tag or -1 (every bucket), got ") << *shard;
+  }
   return success();
 }
 
@@ -641,6 +677,41 @@ LogicalResult AllReduceStartOp::verify() {
                                   << ") is not inside the " << n << " gradients";
   if (getTag() < 0)
     return emitOpError("tag must be >= 0");
+  return success();
+}
+
+/// A collective's slice [offset, offset + count) of a whole flat buffer of
+/// `kind` (plan.bind KIND "*").
+static LogicalResult verifyBucket(Operation *op, Value buffer, BufferKind kind,
+                                  StringRef kindName, int64_t offset, int64_t count,
+                                  int64_t tag) {
+  auto bind = buffer.getDefiningOp<BindOp>();
+  if (!bind || bind.getKind() != kind || bind.getName() != "*")
+    return op->emitOpError("takes the whole ") << kindName << " buffer (plan.bind " << kindName
+                                                << " \"*\")";
+  int64_t n = cast<MemRefType>(buffer.getType()).getNumElements();
+  if (offset < 0 || count < 1 || offset > n - count)
+    return op->emitOpError("slice [") << offset << ", " << offset + count
+                                      << ") is not inside the " << n << " elements";
+  if (tag < 0)
+    return op->emitOpError("tag must be >= 0");
+  return success();
+}
+
+LogicalResult ReduceScatterStartOp::verify() {
+  return verifyBucket(*this, getBuffer(), BufferKind::grad, "grad", getOffset(), getCount(),
+                      getTag());
+}
+
+LogicalResult AllGatherStartOp::verify() {
+  return verifyBucket(*this, getBuffer(), BufferKind::param, "param", getOffset(), getCount(),
+                      getTag());
+}
+
+LogicalResult AllReduceNormOp::verify() {
+  auto t = cast<MemRefType>(getBuffer().getType());
+  if (t.getNumElements() != 1 || !t.getElementType().isF64())
+    return emitOpError("sums one f64 norm over the ranks, got ") << t;
   return success();
 }
 

@@ -373,7 +373,20 @@ def Plan_ViewOp : Plan_Op<"view"> {
 
 def Plan_LaunchOp : Plan_Op<"launch"> {
   let summary = "runs a generated kernel over buffers (outputs first)";
-  let arguments = (ins FlatSymbolRefAttr:$kernel, Variadic<Plan_Buffer>:$operands);
+  let description = [{
+    An optional `shard` (distributed optimizer, optimizer and norm kernels
+    only) runs the kernel over this rank's shard of the bucket with that
+    tag (the slice its `plan.reduce_scatter_start` leaves summed here), or
+    of every bucket (-1); the moment buffers then hold this rank's shards
+    only, bucket after bucket.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$kernel, Variadic<Plan_Buffer>:$operands,
+                       OptionalAttr<Plan_I64Attr>:$shard);
+  let builders = [
+    OpBuilder<(ins "::mlir::FlatSymbolRefAttr":$kernel, "::mlir::ValueRange":$operands), [{
+      build($_builder, $_state, kernel, operands, ::mlir::IntegerAttr());
+    }]>
+  ];
   let assemblyFormat = "$kernel `(` $operands `)` attr-dict `:` type($operands)";
   let hasVerifier = 1;
 }
@@ -453,6 +466,91 @@ def Plan_AllReduceWaitOp : Plan_Op<"all_reduce_wait"> {
   let summary = "waits for the all-reduce started with the same tag";
   let arguments = (ins Plan_I64Attr:$tag);
   let assemblyFormat = "`tag` $tag attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// The distributed optimizer (mlc-bucket-gradients distributed-optimizer=1)
+//===----------------------------------------------------------------------===//
+
+def Plan_ReduceScatterStartOp : Plan_Op<"reduce_scatter_start"> {
+  let summary = "starts summing a bucket of gradients over the ranks, each rank "
+                "keeping its shard of the sum";
+  let description = [{
+    The distributed optimizer's form of `plan.all_reduce_start`: the same
+    bucket of the whole gradient buffer, but after the
+    `plan.reduce_scatter_wait` of the same `tag` only this rank's shard of
+    the bucket holds the sum over the ranks (the rest holds partial sums
+    nobody reads). Rank r of R holds elements
+    [offset + floor(r count / R), offset + floor((r + 1) count / R)) of the
+    buffer: the shards of a bucket differ by at most one element, and the
+    flat buffers need no padding. `clip` is bucket-wise clipping of this
+    rank's whole bucket before the sum starts, as for the all-reduce.
+
+    ```mlir
+    %g = plan.bind grad "*" : memref<120576xf32>
+    plan.reduce_scatter_start %g [102400, 18176] tag 0 : memref<120576xf32>
+    ...
+    plan.reduce_scatter_wait tag 0
+    ```
+  }];
+  let arguments = (ins Plan_Buffer:$buffer, Plan_I64Attr:$offset, Plan_I64Attr:$count,
+                       Plan_I64Attr:$tag, UnitAttr:$clip);
+  let assemblyFormat = [{
+    $buffer `[` $offset `,` $count `]` `tag` $tag (`clip` $clip^)? attr-dict `:` type($buffer)
+  }];
+  let hasVerifier = 1;
+}
+
+def Plan_ReduceScatterWaitOp : Plan_Op<"reduce_scatter_wait"> {
+  let summary = "waits for the reduce-scatter started with the same tag";
+  let arguments = (ins Plan_I64Attr:$tag);
+  let assemblyFormat = "`tag` $tag attr-dict";
+}
+
+def Plan_AllGatherStartOp : Plan_Op<"all_gather_start"> {
+  let summary = "starts sending this rank's updated shard of a bucket of "
+                "parameters to every rank";
+  let description = [{
+    After the optimizer has updated this rank's shard of a bucket (a launch
+    marked `shard = tag`), every rank's shard of the bucket
+    [offset, offset + count) of the whole parameter buffer is copied to
+    every rank, in place (the shards as `plan.reduce_scatter_start` deals
+    them). The `plan.all_gather_wait` of the same tag, later in the same
+    function, blocks until the whole bucket has arrived; the gathers of the
+    first buckets proceed while the optimizer updates the later ones.
+
+    ```mlir
+    %p = plan.bind param "*" : memref<120576xf32>
+    plan.launch @k27(%p, %m, %v, %g, %h) {shard = 0 : i64} : ...
+    plan.all_gather_start %p [102400, 18176] tag 0 : memref<120576xf32>
+    ```
+  }];
+  let arguments = (ins Plan_Buffer:$buffer, Plan_I64Attr:$offset, Plan_I64Attr:$count,
+                       Plan_I64Attr:$tag);
+  let assemblyFormat = [{
+    $buffer `[` $offset `,` $count `]` `tag` $tag attr-dict `:` type($buffer)
+  }];
+  let hasVerifier = 1;
+}
+
+def Plan_AllGatherWaitOp : Plan_Op<"all_gather_wait"> {
+  let summary = "waits for the all-gather started with the same tag";
+  let arguments = (ins Plan_I64Attr:$tag);
+  let assemblyFormat = "`tag` $tag attr-dict";
+}
+
+def Plan_AllReduceNormOp : Plan_Op<"all_reduce_norm"> {
+  let summary = "the norm of every rank's shard from each rank's own: "
+                "out = sqrt(sum over ranks of out^2)";
+  let description = [{
+    A blocking scalar sum over the ranks (one f64). @grad_norm of a
+    distributed-optimizer plan runs its norm kernel over this rank's shard
+    (`shard = -1`: every bucket's shard) and then this: the global norm of
+    the summed gradient.
+  }];
+  let arguments = (ins Plan_Buffer:$buffer);
+  let assemblyFormat = "$buffer attr-dict `:` type($buffer)";
+  let hasVerifier = 1;
 }
 
 def Plan_OutputOp : Plan_Op<"output"> {

@@ -14,7 +14,92 @@
 namespace mlc::rt {
 
 Backend::Backend(const Package &pkg)
-    : pkg_(pkg), elementSize_(dtypeSize(pkg.dtype.empty() ? "f32" : pkg.dtype)) {}
+    : pkg_(pkg), elementSize_(dtypeSize(pkg.dtype.empty() ? "f32" : pkg.dtype)) {
+  // One rank's shards until a communicator says otherwise.
+  setCommunicator(nullptr);
+}
+
+void Backend::setCommunicator(std::shared_ptr<Communicator> comm) {
+  comm_ = std::move(comm);
+  shards_.clear();
+  shardedPlan_ = false;
+  momentCount_ = momentCapacity_ = 0;
+  auto fn = pkg_.functions.find(kTrainStepFn);
+  if (fn == pkg_.functions.end())
+    return;
+  std::vector<const StepDecl *> buckets;
+  for (const StepDecl &s : fn->second.steps)
+    if (s.kind == StepDecl::ReduceScatterStart) {
+      if (s.tag >= int64_t(buckets.size()))
+        buckets.resize(size_t(s.tag) + 1, nullptr);
+      buckets[size_t(s.tag)] = &s;
+    }
+  if (buckets.empty())
+    return;
+  shardedPlan_ = true;
+  for (size_t t = 0; t < buckets.size(); ++t) {
+    if (!buckets[t])
+      fail(pkg_.dir + "/plan.txt: the reduce-scatter tags skip " + std::to_string(t) +
+           " (buckets are tagged 0, 1, ... in layout order)");
+    ShardRange r = shardOf(buckets[t]->count, rank(), worldSize());
+    shards_.push_back({buckets[t]->offset + r.first, r.count, momentCount_});
+    momentCount_ += r.count;
+    momentCapacity_ += shardOf(buckets[t]->count, worldSize() - 1, worldSize()).count;
+  }
+  shardsLaidOut();
+}
+
+std::vector<int64_t> Backend::windows(int64_t shard) const {
+  std::vector<int64_t> w;
+  for (size_t t = 0; t < shards_.size(); ++t)
+    if (shard == StepDecl::kAllShards || shard == int64_t(t))
+      w.insert(w.end(), {shards_[t].offset, shards_[t].count, shards_[t].moment});
+  if (w.empty())
+    fail(pkg_.dir + "/plan.txt: a kernel runs over the shard of bucket " +
+         std::to_string(shard) + ", which no reducescatter_start deals");
+  return w;
+}
+
+void Backend::reduceScatterStart(FlatBuffer, int64_t, int64_t, int) {
+  if (comm_ && comm_->size() > 1)
+    fail(name() + " backend: the distributed optimizer's collectives are not implemented "
+                  "on this device for " + std::to_string(comm_->size()) +
+         " ranks (run it on the CPU, or without --use-distributed-optimizer)");
+}
+void Backend::reduceScatterWait(int) {}
+void Backend::allGatherStart(FlatBuffer which, int64_t offset, int64_t count, int tag) {
+  reduceScatterStart(which, offset, count, tag);
+}
+void Backend::allGatherWait(int) {}
+
+std::vector<char> Backend::wholeMoment(FlatBuffer which) {
+  std::vector<char> mine = downloadAll(*this, which);
+  if (!shardedPlan_)
+    return mine;
+  // Each element is some rank's alone: a sum of it and zeros is exact.
+  std::vector<char> whole(size_t(pkg_.paramCount * elementSize_), 0);
+  for (const Shard &s : shards_)
+    std::memcpy(whole.data() + s.offset * elementSize_, mine.data() + s.moment * elementSize_,
+                size_t(s.count * elementSize_));
+  if (comm_ && comm_->size() > 1) {
+    const int tag = 1 << 20; // apart from the plan's bucket tags
+    comm_->allReduceStart(whole.data(), pkg_.paramCount, elementSize_ == 8, tag);
+    comm_->allReduceWait(tag);
+  }
+  return whole;
+}
+
+std::vector<char> Backend::shardOfWhole(const std::vector<char> &whole) const {
+  if (!shardedPlan_)
+    return whole;
+  if (int64_t(whole.size()) != pkg_.paramCount * elementSize_)
+    fail("internal: whole moments of " + std::to_string(whole.size()) + " bytes");
+  std::vector<char> mine(size_t(momentCount_ * elementSize_));
+  for (const Shard &s : shards_)
+    std::memcpy(mine.data() + s.moment * elementSize_, whole.data() + s.offset * elementSize_,
+                size_t(s.count * elementSize_));
+  return mine;
+}
 
 Backend::~Backend() = default;
 
@@ -146,10 +231,12 @@ Backend::BufferPlace Backend::place(const FunctionPlan &fn, int id) const {
     flatSlice(FlatBuffer::Grads);
     break;
   case BufferDecl::Moment1:
-    flatSlice(FlatBuffer::AdamM);
-    break;
   case BufferDecl::Moment2:
-    flatSlice(FlatBuffer::AdamV);
+    // A sharded plan's moments hold this rank's shards, not the flat layout.
+    if (shardedPlan_ && b.name != "*")
+      fail(pkg_.dir + ": function " + fn.name + " reads the moments of parameter " + b.name +
+           ", but a distributed-optimizer plan holds only this rank's shards of them");
+    flatSlice(b.kind == BufferDecl::Moment1 ? FlatBuffer::AdamM : FlatBuffer::AdamV);
     break;
   case BufferDecl::GradSum:
     flatSlice(FlatBuffer::GradSum);
@@ -189,7 +276,7 @@ bool Backend::weighsAfterRun(const std::string &function) const {
   if (function != kTrainStepFn)
     return false;
   for (const StepDecl &s : pkg_.function(function).steps)
-    if (s.kind == StepDecl::AllReduceStart)
+    if (s.kind == StepDecl::AllReduceStart || s.kind == StepDecl::ReduceScatterStart)
       return false;
   return true;
 }
@@ -335,14 +422,20 @@ std::unique_ptr<Backend> createBackend(const std::string &device, const Package 
 #endif
 }
 
+/// Elements of a flat buffer on this rank.
+static int64_t flatCount(const Backend &backend, FlatBuffer which) {
+  return which == FlatBuffer::AdamM || which == FlatBuffer::AdamV ? backend.momentCount()
+                                                                  : backend.package().paramCount;
+}
+
 std::vector<char> downloadAll(Backend &backend, FlatBuffer which) {
-  std::vector<char> host(backend.package().paramCount * backend.elementSize());
+  std::vector<char> host(flatCount(backend, which) * backend.elementSize());
   backend.download(which, 0, host.data(), host.size());
   return host;
 }
 
 void uploadAll(Backend &backend, FlatBuffer which, const std::vector<char> &host) {
-  int64_t bytes = backend.package().paramCount * backend.elementSize();
+  int64_t bytes = flatCount(backend, which) * backend.elementSize();
   if (int64_t(host.size()) != bytes)
     fail("internal: a flat buffer of " + std::to_string(host.size()) + " bytes where the " +
          "package needs " + std::to_string(bytes));

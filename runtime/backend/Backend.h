@@ -101,12 +101,45 @@ public:
   /// of `count` elements at element `offset` of a flat buffer, identified by
   /// `tag` until its wait (the plan's all-reduce steps call them). Without a
   /// communicator (one rank) the sum is the buffer itself and both do nothing.
-  void setCommunicator(std::shared_ptr<Communicator> comm) { comm_ = std::move(comm); }
+  /// Also lays out this rank's shards of a distributed-optimizer plan.
+  void setCommunicator(std::shared_ptr<Communicator> comm);
   Communicator *communicator() const { return comm_.get(); }
   int worldSize() const;
   int rank() const;
   virtual void allReduceStart(FlatBuffer which, int64_t offset, int64_t count, int tag);
   virtual void allReduceWait(int tag);
+  /// The distributed optimizer's collectives (reducescatter, allgather,
+  /// allreduce_norm steps), as the all-reduce's.
+  virtual void reduceScatterStart(FlatBuffer which, int64_t offset, int64_t count, int tag);
+  virtual void reduceScatterWait(int tag);
+  virtual void allGatherStart(FlatBuffer which, int64_t offset, int64_t count, int tag);
+  virtual void allGatherWait(int tag);
+
+  /// The distributed optimizer: this rank's shard of each bucket the plan
+  /// reduce-scatters (by tag): elements [offset, offset + count) of the
+  /// flat buffers, whose AdamW moments are at `moment` of this rank's
+  /// moment buffers (the shards bucket after bucket). Empty for a plan
+  /// without the distributed optimizer.
+  struct Shard {
+    int64_t offset = 0, count = 0, moment = 0;
+  };
+  const std::vector<Shard> &shards() const { return shards_; }
+  bool sharded() const { return shardedPlan_; }
+  /// Elements of each AdamW moment buffer on this rank: the package's
+  /// parameters, or the sum of this rank's shards. FlatBuffer::AdamM and
+  /// AdamV hold this many (download/upload/downloadAll/uploadAll).
+  int64_t momentCount() const { return shardedPlan_ ? momentCount_ : pkg_.paramCount; }
+  /// Elements each moment buffer is allocated with: the largest rank's
+  /// shards (the last rank's, ceil(c / R) of every bucket of c), so that
+  /// every rank allocates the same, as `mlc compile --report` states.
+  int64_t momentCapacity() const { return shardedPlan_ ? momentCapacity_ : pkg_.paramCount; }
+  /// The moments of the whole model in the flat layout (paramCount
+  /// elements) from every rank's shards: collective (every rank calls it);
+  /// the result is whole on every rank.
+  std::vector<char> wholeMoment(FlatBuffer which);
+  /// This rank's part (momentCount() elements) of whole moments.
+  std::vector<char> shardOfWhole(const std::vector<char> &whole) const;
+
   /// Bucket-wise clipping (all-reduce steps marked clip): the run's
   /// threshold c; each bucket of n_b of the n gradients is clipped to
   /// c sqrt(n_b / n) before its sum starts. 0: off.
@@ -132,6 +165,12 @@ protected:
   /// Records an allocation of `bytes` under `item` (every backend calls it
   /// where it allocates, with the bytes it asks for).
   void account(const char *item, int64_t bytes) { allocated_[item] += bytes; }
+  /// The kernel context's shard windows of a launch marked shard: {first,
+  /// count, moment offset} per window (every bucket's for kAllShards).
+  std::vector<int64_t> windows(int64_t shard) const;
+  /// Called once the communicator (and so this rank's shards) is known: a
+  /// sharded plan's backend sizes its moments to momentCount() here.
+  virtual void shardsLaidOut() {}
 
   /// Checks a batch tensor against input `name` (shape, integer dtypes,
   /// values that fit) and converts it to the input's dtype: the bytes the
@@ -174,6 +213,9 @@ protected:
   int64_t cuSeqlensEnd_ = -1;
   GatheredIds gatheredIds_;
   std::shared_ptr<Communicator> comm_;
+  bool shardedPlan_ = false;
+  std::vector<Shard> shards_;
+  int64_t momentCount_ = 0, momentCapacity_ = 0;
   double bucketClip_ = 0;
   double gradWeight_ = 1;
   /// A weight other than 1 was ever set: the weighting varies by micro-batch

@@ -2,9 +2,11 @@
 
 #include "runtime/backend/Comm.h"
 #include "support/Error.h"
+#include "runtime/core/PlanFormat.h"
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <thread>
 #include <vector>
@@ -148,6 +150,39 @@ public:
       MPI_Test(&request, &done, MPI_STATUS_IGNORE);
       (void)tag;
     }
+    for (auto &[tag, shard] : sharded_) {
+      int done = 0;
+      MPI_Test(&shard.request, &done, MPI_STATUS_IGNORE);
+      (void)tag;
+    }
+  }
+
+  // In place, as the gradients' all-reduce: MPI_Ireduce_scatter leaves this
+  // rank's sum at the start of the bucket (moved to its shard at the wait),
+  // MPI_Iallgatherv takes each rank's shard where it lies.
+  void reduceScatterStart(void *data, int64_t count, bool f64, int tag) override {
+    Shard &s = startShard(data, count, f64, kReduceScatter, tag);
+    check(MPI_Ireduce_scatter(MPI_IN_PLACE, data, s.counts.data(), f64 ? MPI_DOUBLE : MPI_FLOAT,
+                              MPI_SUM, MPI_COMM_WORLD, &s.request),
+          "starting the gradient reduce-scatter");
+  }
+  void reduceScatterWait(int tag) override {
+    Shard s = finishShard(kReduceScatter, tag, "the gradient reduce-scatter of bucket ");
+    const size_t es = s.f64 ? 8 : 4;
+    char *base = static_cast<char *>(s.data);
+    if (s.displs[size_t(rank_)] > 0)
+      std::memmove(base + size_t(s.displs[size_t(rank_)]) * es, base,
+                   size_t(s.counts[size_t(rank_)]) * es);
+  }
+  void allGatherStart(void *data, int64_t count, bool f64, int tag) override {
+    Shard &s = startShard(data, count, f64, kAllGather, tag);
+    check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, s.counts.data(),
+                          s.displs.data(), f64 ? MPI_DOUBLE : MPI_FLOAT, MPI_COMM_WORLD,
+                          &s.request),
+          "starting the parameter all-gather");
+  }
+  void allGatherWait(int tag) override {
+    finishShard(kAllGather, tag, "the parameter all-gather of bucket ");
   }
 
   void sum(double *values, int count) override {
@@ -207,9 +242,44 @@ private:
     }
   }
 
+  enum ShardKind { kReduceScatter, kAllGather };
+  struct Shard {
+    MPI_Request request;
+    void *data = nullptr;
+    bool f64 = false;
+    std::vector<int> counts, displs; // per rank, as shardOf() deals the bucket
+  };
+  Shard &startShard(void *data, int64_t count, bool f64, ShardKind kind, int tag) {
+    const int key = tag * 2 + kind;
+    if (sharded_.count(key))
+      fail("internal: " + std::string(kind == kReduceScatter ? "reduce-scatter " : "all-gather ") +
+           std::to_string(tag) + " started twice");
+    if (count > INT32_MAX)
+      fail("a bucket of " + std::to_string(count) + " elements is larger than MPI takes");
+    Shard &s = sharded_[key];
+    s.data = data;
+    s.f64 = f64;
+    for (int r = 0; r < size_; ++r) {
+      ShardRange range = shardOf(count, r, size_);
+      s.counts.push_back(int(range.count));
+      s.displs.push_back(int(range.first));
+    }
+    return s;
+  }
+  Shard finishShard(ShardKind kind, int tag, const std::string &what) {
+    auto it = sharded_.find(tag * 2 + kind);
+    if (it == sharded_.end())
+      fail("internal: " + what + std::to_string(tag) + " was never started");
+    waitFor(it->second.request, what + std::to_string(tag));
+    Shard s = std::move(it->second);
+    sharded_.erase(it);
+    return s;
+  }
+
   double timeout_;
   int rank_ = 0, size_ = 1;
   std::map<int, MPI_Request> pending_;
+  std::map<int, Shard> sharded_;
 };
 
 } // namespace

@@ -36,6 +36,16 @@ public:
   /// over the ranks, in place; `tag` names it until its wait.
   virtual void allReduceStart(void *data, int64_t count, bool f64, int tag) = 0;
   virtual void allReduceWait(int tag) = 0;
+  /// The distributed optimizer's collectives over a bucket of `count`
+  /// elements at `data`, each rank's shard as shardOf() deals them
+  /// (PlanFormat.h). reduceScatter: after its wait, this rank's shard of the
+  /// bucket holds the sum over the ranks (the rest of the bucket holds
+  /// partial sums). allGather: after its wait, every rank's shard is in
+  /// place on every rank. Tags are per kind.
+  virtual void reduceScatterStart(void *data, int64_t count, bool f64, int tag) = 0;
+  virtual void reduceScatterWait(int tag) = 0;
+  virtual void allGatherStart(void *data, int64_t count, bool f64, int tag) = 0;
+  virtual void allGatherWait(int tag) = 0;
   /// Lets outstanding sums progress; cheap when none is outstanding.
   virtual void progress() = 0;
   /// Blocking sum of a few doubles (losses, token counts).

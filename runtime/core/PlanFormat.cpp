@@ -89,6 +89,26 @@ std::vector<int64_t> parseShape(const std::string &text) {
   return shape;
 }
 
+/// A collective step's directive.
+static const char *collectiveName(StepDecl::Kind kind) {
+  switch (kind) {
+  case StepDecl::AllReduceStart:
+    return "allreduce_start";
+  case StepDecl::AllReduceWait:
+    return "allreduce_wait";
+  case StepDecl::ReduceScatterStart:
+    return "reducescatter_start";
+  case StepDecl::ReduceScatterWait:
+    return "reducescatter_wait";
+  case StepDecl::AllGatherStart:
+    return "allgather_start";
+  case StepDecl::AllGatherWait:
+    return "allgather_wait";
+  default:
+    return "?";
+  }
+}
+
 std::string writePlan(const PlanData &plan) {
   std::ostringstream os;
   os << "mlc-plan " << kPlanVersion << "\n";
@@ -117,14 +137,25 @@ std::string writePlan(const PlanData &plan) {
     for (const StepDecl &s : fn.steps) {
       if (s.kind == StepDecl::Kernel) {
         os << "kernel " << s.kernel;
-      } else if (s.kind == StepDecl::AllReduceStart) {
-        os << "allreduce_start " << s.tag << " " << s.offset << " " << s.count;
+        for (int b : s.buffers)
+          os << " %" << b;
+        if (s.shard != StepDecl::kNoShard)
+          os << " shard "
+             << (s.shard == StepDecl::kAllShards ? std::string("*") : std::to_string(s.shard));
+        os << "\n";
+        continue;
+      } else if (s.kind == StepDecl::AllReduceStart || s.kind == StepDecl::ReduceScatterStart ||
+                 s.kind == StepDecl::AllGatherStart) {
+        os << collectiveName(s.kind) << " " << s.tag << " " << s.offset << " " << s.count;
         for (int b : s.buffers)
           os << " %" << b;
         os << (s.clip ? " clip\n" : "\n");
         continue;
-      } else if (s.kind == StepDecl::AllReduceWait) {
-        os << "allreduce_wait " << s.tag;
+      } else if (s.kind == StepDecl::AllReduceWait || s.kind == StepDecl::ReduceScatterWait ||
+                 s.kind == StepDecl::AllGatherWait) {
+        os << collectiveName(s.kind) << " " << s.tag;
+      } else if (s.kind == StepDecl::AllReduceNorm) {
+        os << "allreduce_norm";
       } else {
         auto extent = [](int64_t v) { return v < 0 ? std::string("T") : std::to_string(v); };
         os << "gemm " << s.transA << " " << s.transB << " " << extent(s.m) << " " << s.n << " "
@@ -204,8 +235,21 @@ private:
       kernel(ls);
     } else if (word == "gemm") {
       gemm(ls);
-    } else if (word == "allreduce_start" || word == "allreduce_wait") {
+    } else if (word == "allreduce_start" || word == "allreduce_wait" ||
+               word == "reducescatter_start" || word == "reducescatter_wait" ||
+               word == "allgather_start" || word == "allgather_wait") {
       allReduce(word, ls);
+    } else if (word == "allreduce_norm") {
+      StepDecl s;
+      s.kind = StepDecl::AllReduceNorm;
+      std::string tok;
+      if (!(ls >> tok))
+        bad("malformed allreduce_norm line (%ID)");
+      s.buffers.push_back(bufferId(tok));
+      const BufferDecl &b = fn->buffers[size_t(s.buffers[0])];
+      if (bufferElementBytes(b) != 8 || b.bytes != 8)
+        bad("allreduce_norm sums one f64 over the ranks");
+      fn->steps.push_back(s);
     } else if (word == "output") {
       std::string name, id, s;
       if (!(ls >> name >> id >> s))
@@ -349,8 +393,25 @@ private:
     if (!(ls >> s.kernel))
       bad("malformed kernel line");
     std::string tok;
-    while (ls >> tok)
+    while (ls >> tok) {
+      if (tok == "shard") {
+        if (!(ls >> tok))
+          bad("kernel " + s.kernel + ": shard takes a bucket's tag or *");
+        if (tok == "*") {
+          s.shard = StepDecl::kAllShards;
+        } else {
+          char *end = nullptr;
+          long long v = std::strtoll(tok.c_str(), &end, 10);
+          if (*end || v < 0)
+            bad("kernel " + s.kernel + ": shard takes a bucket's tag or *, got '" + tok + "'");
+          s.shard = v;
+        }
+        if (ls >> tok)
+          bad("kernel " + s.kernel + ": unexpected '" + tok + "' after its shard");
+        break;
+      }
       s.buffers.push_back(bufferId(tok));
+    }
     if (s.buffers.empty())
       bad("kernel " + s.kernel + " takes no buffers");
     fn->steps.push_back(s);
@@ -473,52 +534,66 @@ private:
     return v;
   }
 
+  /// allreduce_*, reducescatter_*, allgather_*: STARTS TAG OFFSET COUNT
+  /// %BUF [clip] and WAITS TAG, each tag started and waited for once per kind.
   void allReduce(const std::string &word, std::istringstream &ls) {
+    const std::string family = word.substr(0, word.find('_'));
+    const bool wait = word.size() > 5 && word.compare(word.size() - 5, 5, "_wait") == 0;
+    StepDecl::Kind startKind = family == "allreduce"       ? StepDecl::AllReduceStart
+                               : family == "reducescatter" ? StepDecl::ReduceScatterStart
+                                                           : StepDecl::AllGatherStart;
+    StepDecl::Kind waitKind = StepDecl::Kind(int(startKind) + 1);
+    const std::string startWord = family + "_start";
     StepDecl s;
-    s.kind = word == "allreduce_wait" ? StepDecl::AllReduceWait : StepDecl::AllReduceStart;
+    s.kind = wait ? waitKind : startKind;
     if (!(ls >> s.tag) || s.tag < 0)
       bad("malformed " + word + " line (a tag >= 0 first)");
     bool started = false, waited = false;
     for (const StepDecl &e : fn->steps)
       if (e.tag == s.tag) {
-        started |= e.kind == StepDecl::AllReduceStart;
-        waited |= e.kind == StepDecl::AllReduceWait;
+        started |= e.kind == startKind;
+        waited |= e.kind == waitKind;
       }
-    if (s.kind == StepDecl::AllReduceWait) {
+    if (wait) {
       if (!started || waited)
-        bad("allreduce_wait " + std::to_string(s.tag) +
-            (waited ? " waits twice" : " has no allreduce_start before it"));
+        bad(word + " " + std::to_string(s.tag) +
+            (waited ? " waits twice" : " has no " + startWord + " before it"));
       fn->steps.push_back(s);
       return;
     }
     std::string tok;
     if (!(ls >> s.offset >> s.count >> tok) || s.offset < 0 || s.count < 1)
-      bad("malformed allreduce_start line (TAG OFFSET COUNT %GRADS)");
+      bad("malformed " + word + " line (TAG OFFSET COUNT %BUFFER)");
     if (started)
-      bad("allreduce_start " + std::to_string(s.tag) + " starts a tag twice");
+      bad(word + " " + std::to_string(s.tag) + " starts a tag twice");
     s.buffers.push_back(bufferId(tok));
     if (ls >> tok) {
-      if (tok != "clip")
-        bad("allreduce_start: unexpected '" + tok + "' (only 'clip' may follow)");
+      if (tok != "clip" || startKind == StepDecl::AllGatherStart)
+        bad(word + ": unexpected '" + tok + "'" +
+            (startKind == StepDecl::AllGatherStart ? "" : " (only 'clip' may follow)"));
       s.clip = true;
     }
     const BufferDecl &g = fn->buffers[s.buffers[0]];
-    if (g.kind != BufferDecl::Grad || g.name != "*")
-      bad("allreduce_start reduces the whole gradient buffer (grad *)");
+    const bool params = startKind == StepDecl::AllGatherStart;
+    if (g.kind != (params ? BufferDecl::Param : BufferDecl::Grad) || g.name != "*")
+      bad(word + (params ? " gathers the whole parameter buffer (param *)"
+                         : " reduces the whole gradient buffer (grad *)"));
     if (s.offset > paramCount - s.count)
-      bad("allreduce_start slice [" + std::to_string(s.offset) + ", +" +
-          std::to_string(s.count) + ") lies outside the " + std::to_string(paramCount) +
-          " gradients");
+      bad(word + " slice [" + std::to_string(s.offset) + ", +" + std::to_string(s.count) +
+          ") lies outside the " + std::to_string(paramCount) +
+          (params ? " parameters" : " gradients"));
     fn->steps.push_back(s);
   }
 
   void end() {
     for (const StepDecl &a : fn->steps)
-      if (a.kind == StepDecl::AllReduceStart &&
+      if ((a.kind == StepDecl::AllReduceStart || a.kind == StepDecl::ReduceScatterStart ||
+           a.kind == StepDecl::AllGatherStart) &&
           std::none_of(fn->steps.begin(), fn->steps.end(), [&](const StepDecl &w) {
-            return w.kind == StepDecl::AllReduceWait && w.tag == a.tag;
+            return w.kind == StepDecl::Kind(int(a.kind) + 1) && w.tag == a.tag;
           }))
-        bad("allreduce_start " + std::to_string(a.tag) + " is never waited for");
+        bad(std::string(collectiveName(a.kind)) + " " + std::to_string(a.tag) +
+            " is never waited for");
     fn = nullptr;
   }
 

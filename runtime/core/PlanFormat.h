@@ -30,6 +30,21 @@
 //                                        whole gradient buffer; clip: clip the
 //                                        slice by its own norm first
 //   allreduce_wait TAG                   until that sum has arrived
+//   reducescatter_start TAG OFFSET COUNT %GRADS [clip]
+//                                        the distributed optimizer's sum: rank
+//                                        r of R keeps elements [OFFSET +
+//                                        floor(r COUNT / R), OFFSET +
+//                                        floor((r + 1) COUNT / R)) of it
+//   reducescatter_wait TAG
+//   allgather_start TAG OFFSET COUNT %PARAMS
+//                                        every rank's shard of the slice (as
+//                                        reducescatter deals them) to all
+//   allgather_wait TAG
+//   allreduce_norm %ID                   %ID (one f64) = sqrt(sum over ranks
+//                                        of %ID^2)
+//   kernel NAME %ID... shard TAG|*       the optimizer or norm kernel over
+//                                        this rank's shard of bucket TAG (*:
+//                                        of every bucket)
 //   output NAME %ID SHAPE
 //   end
 //
@@ -47,7 +62,9 @@
 
 namespace mlc::rt {
 
-constexpr int kPlanVersion = 4; // 3: GEMM epilogue flags (bias, gelu); 4: accumulate
+// 3: GEMM epilogue flags (bias, gelu); 4: accumulate; 5: the distributed
+// optimizer's steps (reducescatter, allgather, allreduce_norm, kernel shard)
+constexpr int kPlanVersion = 5;
 
 struct ParamInfo {
   std::string name, dtype, init;
@@ -76,10 +93,24 @@ struct BufferDecl {
 };
 
 struct StepDecl {
-  enum Kind { Kernel, Gemm, AllReduceStart, AllReduceWait } kind;
-  /// AllReduceStart/Wait: the tag; the slice is [offset, offset + count);
-  /// clip: bucket-wise clipping before the sum starts.
+  enum Kind {
+    Kernel,
+    Gemm,
+    AllReduceStart,
+    AllReduceWait,
+    ReduceScatterStart,
+    ReduceScatterWait,
+    AllGatherStart,
+    AllGatherWait,
+    AllReduceNorm
+  } kind;
+  /// The collectives' starts and waits: the tag; the slice is [offset,
+  /// offset + count); clip: bucket-wise clipping before the sum starts.
   int64_t tag = 0, offset = 0, count = 0;
+  /// Kernel: kNoShard, or the bucket (its reducescatter's tag) whose shard
+  /// on this rank the kernel covers, kAllShards for every bucket's.
+  static constexpr int64_t kNoShard = -2, kAllShards = -1;
+  int64_t shard = kNoShard;
   bool clip = false;
   std::string kernel;
   /// Gemm: out, lhs, rhs, then the bias (n elements of out's type) where
@@ -123,6 +154,17 @@ struct PlanData {
 /// "2x8x128", "?x768" (-1: the token dimension) or "scalar".
 std::string shapeText(const std::vector<int64_t> &shape);
 std::vector<int64_t> parseShape(const std::string &text);
+
+/// The distributed optimizer's layout rule: rank `rank` of `ranks` holds
+/// elements [first, first + count) of a bucket of `n` (first =
+/// floor(rank n / ranks)): shards differ by at most one element.
+struct ShardRange {
+  int64_t first = 0, count = 0;
+};
+inline ShardRange shardOf(int64_t n, int rank, int ranks) {
+  const int64_t a = n * rank / ranks, b = n * (rank + 1) / ranks;
+  return {a, b - a};
+}
 
 std::string writePlan(const PlanData &plan);
 /// Parses and checks plan.txt; errors name `path` and the line.

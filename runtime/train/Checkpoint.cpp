@@ -285,7 +285,12 @@ void checkSaveDir(const TrainOptions &o, int64_t first) {
       refuseOverwrite(o, dir, step);
 }
 
-std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step) {
+WholeMoments gatherMoments(Backend &backend) {
+  return {backend.wholeMoment(FlatBuffer::AdamM), backend.wholeMoment(FlatBuffer::AdamV)};
+}
+
+std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step,
+                           const WholeMoments *gathered) {
   const Package &pkg = backend.package();
   makeDirectories(o.saveDir);
   std::string final = o.saveDir + "/" + stepName(step);
@@ -296,10 +301,13 @@ std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step
   makeDirectories(tmp);
   try {
     saveParameters(backend, tmp + "/model.safetensors");
-    std::vector<char> m = downloadAll(backend, FlatBuffer::AdamM),
-                      v = downloadAll(backend, FlatBuffer::AdamV);
+    if (!gathered && backend.sharded())
+      fail("internal: a sharded run's checkpoint needs its moments gathered first");
+    WholeMoments own = gathered ? WholeMoments{} : gatherMoments(backend);
+    const std::vector<char> &m = gathered ? gathered->m : own.m,
+                            &v = gathered ? gathered->v : own.v;
     std::vector<std::pair<std::string, HostTensor>> moments;
-    for (const auto &[prefix, flat] : {std::pair<const char *, std::vector<char> *>{"exp_avg.", &m},
+    for (const auto &[prefix, flat] : {std::pair<const char *, const std::vector<char> *>{"exp_avg.", &m},
                                        {"exp_avg_sq.", &v}})
       for (const ParamInfo &p : pkg.params) {
         HostTensor t;
@@ -477,7 +485,8 @@ Resumed loadCheckpoint(Backend &backend, const TrainOptions &o, const std::strin
       std::copy(it->second.data.begin(), it->second.data.end(),
                 flat.begin() + p.offset * es);
     }
-    uploadAll(backend, which, flat);
+    // Whole in the file; this rank keeps its shards (at any rank count).
+    uploadAll(backend, which, backend.shardOfWhole(flat));
   }
   return resumed;
 }

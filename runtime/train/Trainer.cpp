@@ -518,8 +518,8 @@ public:
         evaluateValidation(t);
       if (o.sampleEvery > 0 && t % o.sampleEvery == 0 && !o.quiet)
         sample(t);
-      if (lead && !o.saveDir.empty() && o.saveInterval > 0 && t % o.saveInterval == 0) {
-        saveCheckpoint(backend, o, t);
+      if (!o.saveDir.empty() && o.saveInterval > 0 && t % o.saveInterval == 0) {
+        checkpoint(t);
         saved = t;
       }
       if (!o.quiet && (live || t % o.logEvery == 0 || t == 1 || t == o.steps))
@@ -562,7 +562,7 @@ private:
   void checkPlan() {
     bool clipsBuckets = false;
     for (const StepDecl &s : pkg.function(kTrainStepFn).steps)
-      if (s.kind == StepDecl::AllReduceStart) {
+      if (s.kind == StepDecl::AllReduceStart || s.kind == StepDecl::ReduceScatterStart) {
         ++buckets;
         clipsBuckets |= s.clip;
       }
@@ -916,19 +916,30 @@ private:
     fprintf(stderr, "sample %4lld/%lld | %s\n", (long long)t, (long long)o.steps, text.c_str());
   }
 
+  /// Step t's checkpoint, written by rank 0 (its directory; "" elsewhere).
+  /// Every rank calls it: a sharded run's moments are gathered whole first.
+  std::string checkpoint(int64_t t) {
+    if (!backend.sharded())
+      return lead ? saveCheckpoint(backend, o, t) : std::string();
+    WholeMoments whole = gatherMoments(backend);
+    return lead ? saveCheckpoint(backend, o, t, &whole) : std::string();
+  }
+
   /// SIGINT/SIGTERM: step t is done; keep it and stop cleanly. A checkpoint
   /// that cannot be written (--save-dir holds another run's of this step)
   /// is a warning: finish() still writes --save.
   void stopOnSignal(int64_t t) {
     line.close();
     stoppedAt = t;
-    if (!(lead && !o.saveDir.empty() && saved < t)) {
+    if (!(!o.saveDir.empty() && saved < t)) {
       if (lead)
         fprintf(stderr, "mlc: interrupted after step %lld\n", (long long)t);
       return;
     }
     try {
-      std::string dir = saveCheckpoint(backend, o, t);
+      std::string dir = checkpoint(t);
+      if (!lead)
+        return;
       fprintf(stderr, "mlc: interrupted after step %lld; checkpoint %s (resume with "
                       "--resume latest)\n",
               (long long)t, dir.c_str());
@@ -956,9 +967,9 @@ private:
               ranks, buckets, 1e3 * waitedTotal / double(timedSteps),
               100.0 * waitedTotal / std::max(stepSecondsTotal, 1e-12));
     printProfile();
-    if (lead && !o.saveDir.empty() && saved < stoppedAt && first <= stoppedAt) {
-      std::string dir = saveCheckpoint(backend, o, stoppedAt);
-      if (!o.quiet)
+    if (!o.saveDir.empty() && saved < stoppedAt && first <= stoppedAt) {
+      std::string dir = checkpoint(stoppedAt);
+      if (lead && !o.quiet)
         fprintf(stderr, "mlc: checkpoint %s\n", dir.c_str());
     }
     if (!o.save.empty())

@@ -554,3 +554,60 @@ plan.func "forward" arena 256 {
   // expected-error @+1 {{GEMM output must not alias an operand}}
   plan.gemm %o, %o, %r accumulate m 2 n 3 k 2 : memref<6xf32>, memref<6xf32>, memref<12xf32>
 }
+
+// -----
+
+// The distributed optimizer's collectives: an all-gather gathers parameters.
+plan.param "w" : f32 [4] init "zeros"
+plan.func "optimizer" arena 0 {
+  %g = plan.bind grad "*" : memref<4xf32>
+  // expected-error @+1 {{takes the whole param buffer (plan.bind param "*")}}
+  plan.all_gather_start %g [0, 4] tag 0 : memref<4xf32>
+  plan.all_gather_wait tag 0
+}
+
+// -----
+
+plan.param "w" : f32 [4] init "zeros"
+plan.func "train_step" arena 0 {
+  %g = plan.bind grad "*" : memref<4xf32>
+  // expected-error @+1 {{slice [2, 6) is not inside the 4 elements}}
+  plan.reduce_scatter_start %g [2, 4] tag 0 : memref<4xf32>
+  plan.reduce_scatter_wait tag 0
+}
+
+// -----
+
+// Tags are per kind: a reduce-scatter's wait needs a reduce-scatter's start.
+plan.param "w" : f32 [4] init "zeros"
+plan.func "train_step" arena 0 {
+  %g = plan.bind grad "*" : memref<4xf32>
+  plan.all_reduce_start %g [0, 4] tag 0 : memref<4xf32>
+  plan.all_reduce_wait tag 0
+  // expected-error @+1 {{waits for tag 0, which no earlier plan.reduce_scatter_start started}}
+  plan.reduce_scatter_wait tag 0
+}
+
+// -----
+
+plan.param "w" : f32 [4] init "zeros"
+plan.func "grad_norm" arena 8 {
+  %n = plan.arena 0 : memref<2xf32>
+  // expected-error @+1 {{sums one f64 norm over the ranks, got 'memref<2xf32>'}}
+  plan.all_reduce_norm %n : memref<2xf32>
+}
+
+// -----
+
+// Only the flat-buffer kernels (the update, the gradient norm) take a shard.
+plan.param "w" : f32 [4] init "zeros"
+plan.kernel @k pointwise args(2) params {dims = array<i64: 1>} {
+  %0 = plan.load arg 1 offset 0 strides [1] : tensor<f32>
+  plan.store %0, arg 0 offset 0 strides [1] : tensor<f32>
+}
+plan.func "optimizer" arena 0 {
+  %p = plan.bind param "*" : memref<4xf32>
+  %g = plan.bind grad "*" : memref<4xf32>
+  // expected-error @+1 {{shard applies to the optimizer and gradient-norm kernels only; @k is neither}}
+  plan.launch @k(%p, %g) {shard = 0 : i64} : memref<4xf32>, memref<4xf32>
+}

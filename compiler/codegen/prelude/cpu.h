@@ -10,7 +10,27 @@ struct MlcKernelCtx {
   int64_t step;
   int64_t *error; // {code, row, value, limit}; code 0 = no error
   int64_t rows;   // tokens in this batch, for a dynamic token dimension
+  // The distributed optimizer: a launch over this rank's shards covers
+  // nwin windows {first, count, moment}: elements [first, first + count)
+  // of the flat buffers, their AdamW moments at element `moment` of this
+  // rank's moment buffers. nwin 0: the whole flat buffers.
+  const int64_t *win;
+  int64_t nwin;
 };
+
+// Window w of a launch (the whole flat buffers where there are none).
+static inline void mlc_window(const MlcKernelCtx *ctx, int64_t w, int64_t &first,
+                              int64_t &count, int64_t &moment) {
+  if (ctx->nwin == 0) {
+    first = 0;
+    count = INT64_MAX;
+    moment = 0;
+  } else {
+    first = ctx->win[3 * w];
+    count = ctx->win[3 * w + 1];
+    moment = ctx->win[3 * w + 2];
+  }
+}
 
 enum { MLC_ERR_TOKEN_RANGE = 1, MLC_ERR_LABEL_RANGE = 2 };
 

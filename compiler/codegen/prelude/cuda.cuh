@@ -14,7 +14,25 @@ struct MlcKernelCtx {
   int64_t *error; // {code, (row << 32) | uint32(value), limit}
   int64_t rows;   // tokens in this batch, for a dynamic token dimension
   char *scratch;  // the kernel's scratch between phases
+  // The distributed optimizer: a launch over this rank's shards covers
+  // nwin windows {first, count, moment} of the flat buffers (prelude/cpu.h);
+  // nwin 0: the whole flat buffers.
+  const int64_t *win;
+  int64_t nwin;
 };
+
+__device__ __forceinline__ void mlc_window(const MlcKernelCtx *ctx, int64_t w, int64_t &first,
+                                           int64_t &count, int64_t &moment) {
+  if (ctx->nwin == 0) {
+    first = 0;
+    count = (int64_t)0x7fffffffffffffffLL;
+    moment = 0;
+  } else {
+    first = ctx->win[3 * w];
+    count = ctx->win[3 * w + 1];
+    moment = ctx->win[3 * w + 2];
+  }
+}
 
 enum { MLC_ERR_TOKEN_RANGE = 1, MLC_ERR_LABEL_RANGE = 2 };
 

@@ -31,10 +31,13 @@ namespace mlc::rt {
 
 namespace {
 
+/// prelude/cpu.h's MlcKernelCtx.
 struct KernelCtx {
   int64_t step;
   int64_t *error;
   int64_t rows;
+  const int64_t *win; // a sharded launch's windows (nwin triples), else null
+  int64_t nwin;
 };
 
 /// C = op(A) op(B) (+ C with `accumulate`: beta = 1), row-major (C is m x
@@ -86,8 +89,10 @@ CpuBackend::CpuBackend(const Package &pkg, bool verbose) : Backend(pkg) {
            "has " + std::to_string(int64_t(have / (1 << 20))) + " MiB");
   }
   namespace mem = mlc::memory;
-  for (auto *flat : {&params_, &grads_, &adamM_, &adamV_})
+  for (auto *flat : {&params_, &grads_})
     flat->assign(pkg.paramCount * elementSize_, 0);
+  for (auto *flat : {&adamM_, &adamV_})
+    flat->assign(momentCapacity() * elementSize_, 0);
   account(mem::kParameters, int64_t(params_.size()));
   account(mem::kGradients, int64_t(grads_.size()));
   account(mem::kMoments, int64_t(adamM_.size() + adamV_.size()));
@@ -110,15 +115,10 @@ CpuBackend::CpuBackend(const Package &pkg, bool verbose) : Backend(pkg) {
   account(mem::kArena, arena);
   library_ = loadHostKernelLibrary(pkg.kernelsSource, verbose);
 
+  bindPointers();
   for (auto &[name, fn] : pkg.functions) {
     Bound &b = bound_[name];
-    for (size_t i = 0; i < fn.buffers.size(); ++i)
-      b.pointers.push_back(resolve(fn, i));
     for (const StepDecl &s : fn.steps) {
-      std::vector<char *> args;
-      for (int id : s.buffers)
-        args.push_back(b.pointers[id]);
-      b.args.push_back(args);
       b.gemmTypes.push_back(s.kind == StepDecl::Gemm ? gemmDtype(fn, s) : "");
       if (s.kind == StepDecl::Gemm && s.gelu && !geluF32_) {
         geluF32_ = reinterpret_cast<decltype(geluF32_)>(dlsym(library_, "mlc_gemm_gelu_f32"));
@@ -129,7 +129,10 @@ CpuBackend::CpuBackend(const Package &pkg, bool verbose) : Backend(pkg) {
       }
       if (s.kind != StepDecl::Kernel) {
         b.calls.push_back(nullptr);
-        b.labels.push_back(s.kind == StepDecl::Gemm ? "gemm" : "all-reduce");
+        b.labels.push_back(s.kind == StepDecl::Gemm                 ? "gemm"
+                           : s.kind == StepDecl::ReduceScatterStart ? "reduce-scatter"
+                           : s.kind == StepDecl::AllGatherStart     ? "all-gather"
+                                                                    : "all-reduce");
         continue;
       }
       void *sym = dlsym(library_, s.kernel.c_str());
@@ -147,6 +150,31 @@ CpuBackend::CpuBackend(const Package &pkg, bool verbose) : Backend(pkg) {
       b.labels.push_back(kind ? s.kernel + " " + kind : s.kernel);
     }
   }
+}
+
+void CpuBackend::bindPointers() {
+  for (auto &[name, fn] : pkg_.functions) {
+    Bound &b = bound_[name];
+    b.pointers.clear();
+    b.args.clear();
+    for (size_t i = 0; i < fn.buffers.size(); ++i)
+      b.pointers.push_back(resolve(fn, int(i)));
+    for (const StepDecl &s : fn.steps) {
+      std::vector<char *> args;
+      for (int id : s.buffers)
+        args.push_back(b.pointers[size_t(id)]);
+      b.args.push_back(args);
+    }
+  }
+}
+
+void CpuBackend::shardsLaidOut() {
+  if (int64_t(adamM_.size()) == momentCapacity() * elementSize_)
+    return;
+  for (auto *flat : {&adamM_, &adamV_})
+    flat->assign(momentCapacity() * elementSize_, 0);
+  allocated_[mlc::memory::kMoments] = int64_t(adamM_.size() + adamV_.size());
+  bindPointers();
 }
 
 // The kernel library stays loaded: OpenMP's worker threads may still be
@@ -382,6 +410,49 @@ void CpuBackend::prepareBucket(int64_t offset, int64_t count, bool clip) {
     prepareSlice(reinterpret_cast<float *>(base), count, gradWeight_, threshold);
 }
 
+char *CpuBackend::bucket(FlatBuffer which, int64_t offset, int64_t count, const char *what) {
+  std::vector<char> &buf = flat(which);
+  if (offset < 0 || count < 0 || (offset + count) * elementSize_ > int64_t(buf.size()))
+    fail(std::string("internal: ") + what + " past the end of a flat buffer");
+  return buf.data() + offset * elementSize_;
+}
+
+void CpuBackend::reduceScatterStart(FlatBuffer which, int64_t offset, int64_t count, int tag) {
+  if (!comm_ || comm_->size() == 1)
+    return;
+  comm_->reduceScatterStart(bucket(which, offset, count, "a reduce-scatter"), count,
+                            elementSize_ == 8, tag);
+  ++outstanding_;
+}
+
+void CpuBackend::reduceScatterWait(int tag) {
+  if (!comm_ || comm_->size() == 1)
+    return;
+  auto start = std::chrono::steady_clock::now();
+  comm_->reduceScatterWait(tag);
+  profile.commWaitSeconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  --outstanding_;
+}
+
+void CpuBackend::allGatherStart(FlatBuffer which, int64_t offset, int64_t count, int tag) {
+  if (!comm_ || comm_->size() == 1)
+    return;
+  comm_->allGatherStart(bucket(which, offset, count, "an all-gather"), count,
+                        elementSize_ == 8, tag);
+  ++outstanding_;
+}
+
+void CpuBackend::allGatherWait(int tag) {
+  if (!comm_ || comm_->size() == 1)
+    return;
+  auto start = std::chrono::steady_clock::now();
+  comm_->allGatherWait(tag);
+  profile.commWaitSeconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  --outstanding_;
+}
+
 void CpuBackend::allReduceStart(FlatBuffer which, int64_t offset, int64_t count, int tag) {
   if (!comm_ || comm_->size() == 1)
     return;
@@ -407,23 +478,46 @@ void CpuBackend::run(const std::string &function, int64_t step) {
   Bound &b = bound_.at(function);
   checkRows();
   int64_t error[4] = {0, 0, 0, 0};
-  KernelCtx ctx{step, error, rows_};
+  KernelCtx ctx{step, error, rows_, nullptr, 0};
   using Clock = std::chrono::steady_clock;
   for (size_t i = 0; i < fn.steps.size(); ++i) {
     Clock::time_point t0;
     if (profile.enabled)
       t0 = Clock::now();
     const StepDecl &s = fn.steps[i];
-    if (b.calls[i])
+    if (b.calls[i] && s.shard != StepDecl::kNoShard) {
+      const std::vector<int64_t> w = windows(s.shard);
+      KernelCtx sharded = ctx;
+      sharded.win = w.data();
+      sharded.nwin = int64_t(w.size() / 3);
+      b.calls[i](b.args[i].data(), &sharded);
+    } else if (b.calls[i]) {
       b.calls[i](b.args[i].data(), &ctx);
-    else if (s.kind == StepDecl::Gemm)
+    } else if (s.kind == StepDecl::Gemm) {
       runGemm(s, b.args[i].data(), b.gemmTypes[i]);
-    else if (s.kind == StepDecl::AllReduceStart) {
+    } else if (s.kind == StepDecl::AllReduceStart) {
       prepareBucket(s.offset, s.count, s.clip);
       allReduceStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));
-    }
-    else
+    } else if (s.kind == StepDecl::AllReduceWait) {
       allReduceWait(int(s.tag));
+    } else if (s.kind == StepDecl::ReduceScatterStart) {
+      prepareBucket(s.offset, s.count, s.clip);
+      reduceScatterStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));
+    } else if (s.kind == StepDecl::ReduceScatterWait) {
+      reduceScatterWait(int(s.tag));
+    } else if (s.kind == StepDecl::AllGatherStart) {
+      allGatherStart(FlatBuffer::Params, s.offset, s.count, int(s.tag));
+    } else if (s.kind == StepDecl::AllGatherWait) {
+      allGatherWait(int(s.tag));
+    } else if (s.kind == StepDecl::AllReduceNorm) {
+      // The norm of every rank's shard from each rank's: sqrt(sum of squares).
+      double *norm = reinterpret_cast<double *>(b.args[i][0]);
+      if (comm_ && comm_->size() > 1) {
+        double squares = *norm * *norm;
+        comm_->sum(&squares, 1);
+        *norm = std::sqrt(squares);
+      }
+    }
     // MPI moves a non-blocking sum forward only inside MPI calls.
     if (outstanding_ > 0)
       comm_->progress();

@@ -31,12 +31,23 @@ public:
   PeakRate peakRate() override;
   void allReduceStart(FlatBuffer which, int64_t offset, int64_t count, int tag) override;
   void allReduceWait(int tag) override;
+  void reduceScatterStart(FlatBuffer which, int64_t offset, int64_t count, int tag) override;
+  void reduceScatterWait(int tag) override;
+  void allGatherStart(FlatBuffer which, int64_t offset, int64_t count, int tag) override;
+  void allGatherWait(int tag) override;
+
+protected:
+  void shardsLaidOut() override;
 
 private:
   std::vector<char> &flat(FlatBuffer which);
   void prepareBucket(int64_t offset, int64_t count, bool clip);
   void runGemm(const StepDecl &s, char *const *args, const std::string &dtype);
   char *resolve(const FunctionPlan &fn, int id);
+  /// Every step's buffer pointers (again, after the moments moved).
+  void bindPointers();
+  /// The slice a collective step covers, checked against the flat buffer.
+  char *bucket(FlatBuffer which, int64_t offset, int64_t count, const char *what);
 
   std::vector<char> params_, grads_, adamM_, adamV_;
   std::vector<char> gradSum_; // gradient accumulation, allocated when a function uses it

@@ -237,6 +237,11 @@ public:
   void allReduceStart(FlatBuffer which, int64_t offset, int64_t count, int tag) override;
   void allReduceWait(int tag) override;
 
+protected:
+  void shardsLaidOut() override;
+
+public:
+
 private:
   void check(CUresult rc, const std::string &what) const {
     if (rc == CUDA_SUCCESS)
@@ -328,6 +333,9 @@ private:
     std::vector<std::string> labels;   // per step, for the profile
     std::vector<std::string> gemmTypes; // per step: a GEMM's dtype
     std::map<int64_t, CUgraphExec> graphs; // by token count
+    /// Per step: a launch over this rank's shards has its own kernel
+    /// context and windows (0 otherwise).
+    std::vector<CUdeviceptr> shardCtx, shardWindows;
     int runs = 0;
   };
   std::map<std::string, Bound> bound_;
@@ -434,6 +442,7 @@ CudaBackend::CudaBackend(const Package &pkg, bool verbose, bool emulated)
          "target); recompile it");
   if (!pkg.dtype.empty() && pkg.dtype != "f32" && pkg.dtype != "f64") // empty: no parameters
     fail("--device cuda: packages of dtype " + pkg.dtype + " are not supported yet");
+
   profile.enabled = std::getenv("MLC_PROFILE") != nullptr;
   if (const char *g = std::getenv("MLC_CUDA_GRAPH"))
     useGraphs_ = std::string(g) != "0";
@@ -471,8 +480,10 @@ CudaBackend::CudaBackend(const Package &pkg, bool verbose, bool emulated)
   const int64_t flatBytes = pkg.paramCount * elementSize_;
   params_ = allocate(flatBytes, "the parameters", memory::kParameters);
   grads_ = allocate(flatBytes, "the gradients", memory::kGradients);
-  adamM_ = allocate(flatBytes, "AdamW's first moments", memory::kMoments);
-  adamV_ = allocate(flatBytes, "AdamW's second moments", memory::kMoments);
+  // The distributed optimizer's moments: the largest rank's shards.
+  const int64_t momentBytes = momentCapacity() * elementSize_;
+  adamM_ = allocate(momentBytes, "AdamW's first moments", memory::kMoments);
+  adamV_ = allocate(momentBytes, "AdamW's second moments", memory::kMoments);
   for (CUdeviceptr p : {params_, grads_, adamM_, adamV_})
     clear(p, size_t(flatBytes), "clearing a flat buffer");
   int64_t arena = 256;
@@ -499,9 +510,22 @@ CudaBackend::CudaBackend(const Package &pkg, bool verbose, bool emulated)
     for (const StepDecl &s : fn.steps) {
       b.argOffset.push_back(int64_t(table.size()));
       b.gemmTypes.push_back(s.kind == StepDecl::Gemm ? gemmDtype(fn, s) : "");
+      b.shardCtx.push_back(0);
+      b.shardWindows.push_back(0);
       if (s.kind != StepDecl::Kernel) {
-        b.labels.push_back(s.kind == StepDecl::Gemm ? "gemm" : "all-reduce");
+        b.labels.push_back(s.kind == StepDecl::Gemm                 ? "gemm"
+                           : s.kind == StepDecl::ReduceScatterStart ? "reduce-scatter"
+                           : s.kind == StepDecl::AllGatherStart     ? "all-gather"
+                                                                    : "all-reduce");
         continue;
+      }
+      if (s.shard != StepDecl::kNoShard) {
+        // A context of its own, pointing at its windows (written each run).
+        b.shardCtx.back() = allocate(sizeof(CudaKernelCtx), "a sharded launch's kernel context",
+                                     memory::kRuntime);
+        b.shardWindows.back() =
+            allocate(int64_t(windows(s.shard).size() * sizeof(int64_t)),
+                     "a sharded launch's windows", memory::kRuntime);
       }
       auto it = kernels_.find(s.kernel);
       if (it == kernels_.end())
@@ -627,20 +651,34 @@ static void checkRange(int64_t offset, int64_t bytes, int64_t size) {
          " overruns a flat buffer of " + std::to_string(size));
 }
 
+/// Bytes of a flat buffer: the moments hold the largest rank's shards.
+static int64_t flatBytes(const Backend &b, FlatBuffer which) {
+  return (which == FlatBuffer::AdamM || which == FlatBuffer::AdamV ? b.momentCapacity()
+                                                                   : b.package().paramCount) *
+         b.elementSize();
+}
+
+void CudaBackend::shardsLaidOut() {
+  if (worldSize() > 1)
+    fail("--device cuda: " + pkg_.dir + " shards the optimizer (--use-distributed-optimizer), "
+         "which the CUDA backend runs on one rank only (its NCCL reduce-scatter and all-gather "
+         "are not written yet); use --device cpu for " + std::to_string(worldSize()) + " ranks");
+}
+
 void CudaBackend::upload(FlatBuffer which, int64_t offset, const void *src, int64_t bytes) {
-  checkRange(offset, bytes, pkg_.paramCount * elementSize_);
+  checkRange(offset, bytes, flatBytes(*this, which));
   check(d_->streamSync(stream_), "waiting for the device");
   write(flat(which) + offset, src, size_t(bytes), "copying to the device");
 }
 
 void CudaBackend::download(FlatBuffer which, int64_t offset, void *dst, int64_t bytes) {
-  checkRange(offset, bytes, pkg_.paramCount * elementSize_);
+  checkRange(offset, bytes, flatBytes(*this, which));
   check(d_->streamSync(stream_), "waiting for the device");
   check(d_->dtoh(dst, flat(which) + offset, size_t(bytes)), "copying from the device");
 }
 
 void CudaBackend::zero(FlatBuffer which) {
-  clear(flat(which), size_t(pkg_.paramCount * elementSize_), "clearing a flat buffer");
+  clear(flat(which), size_t(flatBytes(*this, which)), "clearing a flat buffer");
 }
 
 CUdeviceptr CudaBackend::resolve(const FunctionPlan &fn, int id) {
@@ -943,7 +981,8 @@ void CudaBackend::enqueue(const std::string &function, bool timed) {
       CUdeviceptr args = b.argTable + b.argOffset[i] * sizeof(CUdeviceptr);
       for (size_t p = 0; p < k.launches.size(); ++p) {
         int phase = int(p);
-        void *params[] = {&args, &ctx_, &phase};
+        CUdeviceptr *ctx = b.shardCtx[i] ? &b.shardCtx[i] : &ctx_;
+        void *params[] = {&args, ctx, &phase};
         check(d_->launch(f, unsigned(k.launches[p].grid), 1, 1, unsigned(k.launches[p].block), 1,
                          1, 0, stream_, params, nullptr),
               "launching kernel " + s.kernel + " phase " + std::to_string(p));
@@ -955,9 +994,17 @@ void CudaBackend::enqueue(const std::string &function, bool timed) {
     } else if (s.kind == StepDecl::AllReduceStart) {
       prepareBucket(s.offset, s.count, s.clip);
       allReduceStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));
-    } else {
+    } else if (s.kind == StepDecl::AllReduceWait) {
       allReduceWait(int(s.tag));
-    }
+    } else if (s.kind == StepDecl::ReduceScatterStart) {
+      prepareBucket(s.offset, s.count, s.clip);
+      reduceScatterStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));
+    } else if (s.kind == StepDecl::AllGatherStart) {
+      allGatherStart(FlatBuffer::Params, s.offset, s.count, int(s.tag));
+    } else if (s.kind == StepDecl::AllReduceNorm && worldSize() > 1) {
+      fail("internal: a sharded norm over " + std::to_string(worldSize()) + " ranks on CUDA");
+    } // the waits and one rank's norm: nothing to do (shardsLaidOut refuses more ranks)
+
     if (timed) {
       d_->eventRecord(stop, stream_);
       check(d_->eventSync(stop), "running " + b.labels[i]);
@@ -1065,6 +1112,17 @@ void CudaBackend::run(const std::string &function, int64_t step) {
   check(d_->streamSync(stream_), "waiting for the device");
   write(errors_, words, sizeof words, "resetting the error words");
   write(ctx_, &ctx, sizeof ctx, "writing the kernel context");
+  const FunctionPlan &fn = pkg_.function(function);
+  for (size_t i = 0; i < b.shardCtx.size(); ++i) {
+    if (!b.shardCtx[i])
+      continue;
+    std::vector<int64_t> w = windows(fn.steps[i].shard);
+    write(b.shardWindows[i], w.data(), w.size() * sizeof(int64_t), "writing a launch's windows");
+    CudaKernelCtx sharded = ctx;
+    sharded.win = reinterpret_cast<const int64_t *>(b.shardWindows[i]);
+    sharded.nwin = int64_t(w.size() / 3);
+    write(b.shardCtx[i], &sharded, sizeof sharded, "writing a sharded launch's context");
+  }
   if (profile.enabled) {
     enqueue(function, /*timed=*/true);
   } else if (!useGraphs_ || b.runs == 0 || (gradWeighted_ && !weighsAfterRun(function) &&

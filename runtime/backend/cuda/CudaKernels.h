@@ -48,6 +48,8 @@ struct CudaKernelCtx {
   int64_t *error;
   int64_t rows;
   char *scratch;
+  const int64_t *win; // a sharded launch's windows (prelude/cuda.cuh)
+  int64_t nwin;
 };
 
 /// The runtime's own CUDA kernels (compiled beside each package's):
