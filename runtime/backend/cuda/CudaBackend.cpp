@@ -1094,7 +1094,8 @@ void CudaBackend::collectiveStart(
     check(d_->eventCreate(&ready, CU_EVENT_DISABLE_TIMING), "creating an event");
     check(d_->eventCreate(&done, CU_EVENT_DISABLE_TIMING), "creating an event");
   }
-  const std::string ordering = std::string("ordering ") + what + " of bucket " + std::to_string(tag);
+  const std::string ordering =
+      std::string("ordering ") + what + " of bucket " + std::to_string(tag);
   check(d_->eventRecord(ready, stream_), ordering);
   check(d_->streamWaitEvent(commStream_, ready, 0), ordering);
   ncclResult_t rc = issue(flat(which) + offset * elementSize_,
