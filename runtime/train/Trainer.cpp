@@ -366,13 +366,23 @@ static std::string keepParameters(Backend &backend, const TrainOptions &o) {
 /// and moments are copied first and checked after; a non-finite result is
 /// undone (the previous values restored) and the run stops, saving the
 /// parameters of the last good step.
+///
+/// Under --use-distributed-optimizer each rank holds only its shard of the
+/// moments, so its own max |m| bounds nothing on the others' shards, and a
+/// moment that goes non-finite on one rank's shard (its parameters staying
+/// finite) is seen by that rank alone. The bounds are therefore taken over
+/// all the ranks (maxOverRanks): every rank holds the same ones, takes the
+/// same path, and stops at the same step with the same message.
 class UpdateGuard {
 public:
   explicit UpdateGuard(Backend &backend) {
     limit = 0.25 * (backend.elementSize() == 4 ? double(std::numeric_limits<float>::max())
                                                : std::numeric_limits<double>::max());
-    pBound = maxAbs(backend, FlatBuffer::Params);
-    mBound = maxAbs(backend, FlatBuffer::AdamM); // nonzero after a resume
+    double bounds[] = {maxAbs(backend, FlatBuffer::Params),
+                       maxAbs(backend, FlatBuffer::AdamM)}; // nonzero after a resume
+    maxOverRanks(backend, bounds, 2);
+    pBound = bounds[0];
+    mBound = bounds[1];
   }
 
   void update(Backend &backend, const std::vector<double> &h, double gradBound, int64_t t,
@@ -389,21 +399,51 @@ public:
                       m1 = downloadAll(backend, FlatBuffer::AdamM),
                       m2 = downloadAll(backend, FlatBuffer::AdamV);
     backend.run(kOptimizerFn, t);
-    pBound = maxAbs(backend, FlatBuffer::Params);
-    mBound = maxAbs(backend, FlatBuffer::AdamM);
-    if (std::isfinite(pBound) && std::isfinite(mBound) &&
-        std::isfinite(maxAbs(backend, FlatBuffer::AdamV)))
+    double bounds[] = {maxAbs(backend, FlatBuffer::Params), maxAbs(backend, FlatBuffer::AdamM),
+                       maxAbs(backend, FlatBuffer::AdamV)};
+    maxOverRanks(backend, bounds, 3);
+    pBound = bounds[0];
+    mBound = bounds[1];
+    if (std::isfinite(pBound) && std::isfinite(mBound) && std::isfinite(bounds[2]))
       return;
     uploadAll(backend, FlatBuffer::Params, params);
     uploadAll(backend, FlatBuffer::AdamM, m1);
     uploadAll(backend, FlatBuffer::AdamV, m2);
     std::string kept = keepParameters(backend, o);
+    if (backend.sharded() && backend.communicator() && backend.communicator()->size() > 1) {
+      // Every rank stops here: none ends the run (and the others with it)
+      // while another still writes --save.
+      try {
+        backend.communicator()->barrier();
+      } catch (const Error &) {
+      }
+    }
     fail("the update at step " + std::to_string(t) + " would make the parameters or the AdamW "
          "moments non-finite (learning rate " + jsonNumber(h[kStepSize] * (1 - std::pow(o.beta1, double(t)))) +
          "); it was not applied" + kept);
   }
 
 private:
+  /// A sharded run: each of @values (n of them, none negative) becomes its
+  /// largest over the ranks. Exact: each rank sums its values into its own
+  /// slots, zeros elsewhere (an infinity stays one). Other runs hold the
+  /// same buffers on every rank: nothing to combine.
+  static void maxOverRanks(Backend &backend, double *values, int n) {
+    Communicator *comm = backend.communicator();
+    if (!backend.sharded() || !comm || comm->size() <= 1)
+      return;
+    const int ranks = comm->size();
+    std::vector<double> slots(size_t(n) * size_t(ranks), 0.0);
+    for (int i = 0; i < n; ++i)
+      slots[size_t(comm->rank()) * size_t(n) + size_t(i)] = values[i];
+    comm->sum(slots.data(), int(slots.size()));
+    for (int i = 0; i < n; ++i) {
+      values[i] = 0;
+      for (int r = 0; r < ranks; ++r)
+        values[i] = std::max(values[i], slots[size_t(r) * size_t(n) + size_t(i)]);
+    }
+  }
+
   /// max |x| over a flat buffer (infinity if any element is not finite).
   static double maxAbs(Backend &backend, FlatBuffer which) {
     std::vector<char> flat = downloadAll(backend, which);

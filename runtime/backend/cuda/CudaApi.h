@@ -32,6 +32,14 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId,
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream);
+ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
+                        ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                        cudaStream_t stream);
+ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, int root, ncclComm_t comm,
+                           cudaStream_t stream);
+ncclResult_t ncclGroupStart();
+ncclResult_t ncclGroupEnd();
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
 const char *ncclGetErrorString(ncclResult_t result);
 }
@@ -101,6 +109,11 @@ struct Nccl {
   decltype(&::ncclAllReduce) allReduce;
   decltype(&::ncclCommDestroy) destroy;
   decltype(&::ncclGetErrorString) errorString;
+  // The distributed optimizer's collectives (CudaBackend::reduceScatterStart).
+  decltype(&::ncclReduce) reduce;
+  decltype(&::ncclBroadcast) broadcast;
+  decltype(&::ncclGroupStart) groupStart;
+  decltype(&::ncclGroupEnd) groupEnd;
 };
 
 /// How kernels.cu (and the runtime's own kernels) become a module: a cubin

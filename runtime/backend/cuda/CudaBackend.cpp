@@ -25,6 +25,7 @@
 #include <dlfcn.h>
 #include <fstream>
 #include <iterator>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -195,6 +196,10 @@ Nccl *nccl() {
     sym(n->allReduce, "ncclAllReduce");
     sym(n->destroy, "ncclCommDestroy");
     sym(n->errorString, "ncclGetErrorString");
+    sym(n->reduce, "ncclReduce");
+    sym(n->broadcast, "ncclBroadcast");
+    sym(n->groupStart, "ncclGroupStart");
+    sym(n->groupEnd, "ncclGroupEnd");
     if (!ok) {
       delete n;
       return;
@@ -236,6 +241,10 @@ public:
   void setTf32(bool on) override { tf32_ = on; }
   void allReduceStart(FlatBuffer which, int64_t offset, int64_t count, int tag) override;
   void allReduceWait(int tag) override;
+  void reduceScatterStart(FlatBuffer which, int64_t offset, int64_t count, int tag) override;
+  void reduceScatterWait(int tag) override;
+  void allGatherStart(FlatBuffer which, int64_t offset, int64_t count, int tag) override;
+  void allGatherWait(int tag) override;
 
 protected:
   void shardsLaidOut() override;
@@ -302,6 +311,15 @@ private:
   /// NCCL over the run's ranks (MLC_NCCL=1: also for one rank, to measure it).
   bool ncclWanted() const;
   void openNccl();
+  /// A collective on the NCCL stream, ordered after the compute stream's
+  /// work so far (`events`[tag].first) and recording `events`[tag].second
+  /// when done; `issue` enqueues its NCCL calls on that stream.
+  using Events = std::map<int, std::pair<CUevent, CUevent>>;
+  void collectiveStart(Events &events, int tag, FlatBuffer which, int64_t offset, int64_t count,
+                       const char *what,
+                       const std::function<ncclResult_t(CUdeviceptr, cudaStream_t)> &issue);
+  /// The compute stream waits for `events`[tag]'s collective.
+  void collectiveWait(Events &events, int tag, const char *what);
 
   bool emulated_;
   Driver *d_;
@@ -364,7 +382,7 @@ private:
   // bucket's sum after its gradients and the optimizer after the sum.
   ncclComm_t ncclComm_ = nullptr;
   CUstream commStream_ = nullptr;
-  std::map<int, std::pair<CUevent, CUevent>> bucketEvents_;
+  Events bucketEvents_, scatterEvents_, gatherEvents_;
   std::pair<CUevent, CUevent> timers_{nullptr, nullptr}; // MLC_PROFILE's
 };
 
@@ -658,12 +676,7 @@ static int64_t flatBytes(const Backend &b, FlatBuffer which) {
          b.elementSize();
 }
 
-void CudaBackend::shardsLaidOut() {
-  if (worldSize() > 1)
-    fail("--device cuda: " + pkg_.dir + " shards the optimizer (--use-distributed-optimizer), "
-         "which the CUDA backend runs on one rank only (its NCCL reduce-scatter and all-gather "
-         "are not written yet); use --device cpu for " + std::to_string(worldSize()) + " ranks");
-}
+void CudaBackend::shardsLaidOut() {}
 
 void CudaBackend::upload(FlatBuffer which, int64_t offset, const void *src, int64_t bytes) {
   checkRange(offset, bytes, flatBytes(*this, which));
@@ -999,11 +1012,13 @@ void CudaBackend::enqueue(const std::string &function, bool timed) {
     } else if (s.kind == StepDecl::ReduceScatterStart) {
       prepareBucket(s.offset, s.count, s.clip);
       reduceScatterStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));
+    } else if (s.kind == StepDecl::ReduceScatterWait) {
+      reduceScatterWait(int(s.tag));
     } else if (s.kind == StepDecl::AllGatherStart) {
       allGatherStart(FlatBuffer::Params, s.offset, s.count, int(s.tag));
-    } else if (s.kind == StepDecl::AllReduceNorm && worldSize() > 1) {
-      fail("internal: a sharded norm over " + std::to_string(worldSize()) + " ranks on CUDA");
-    } // the waits and one rank's norm: nothing to do (shardsLaidOut refuses more ranks)
+    } else if (s.kind == StepDecl::AllGatherWait) {
+      allGatherWait(int(s.tag));
+    } // AllReduceNorm: after the function, on the host (run())
 
     if (timed) {
       d_->eventRecord(stop, stream_);
@@ -1067,37 +1082,122 @@ void CudaBackend::openNccl() {
 /// written its gradients (an event), so backward goes on computing; its
 /// wait makes the compute stream wait for the sum's event. Both are stream
 /// orderings: nothing blocks the host, and a captured graph holds them.
-void CudaBackend::allReduceStart(FlatBuffer which, int64_t offset, int64_t count, int tag) {
-  if (!ncclWanted())
-    return;
+void CudaBackend::collectiveStart(
+    Events &events, int tag, FlatBuffer which, int64_t offset, int64_t count, const char *what,
+    const std::function<ncclResult_t(CUdeviceptr, cudaStream_t)> &issue) {
   if (!ncclComm_)
     openNccl();
   if (offset < 0 || count < 1 || offset + count > pkg_.paramCount)
-    fail("internal: an all-reduce past the end of a flat buffer");
-  auto &[ready, done] = bucketEvents_[tag];
+    fail(std::string("internal: ") + what + " past the end of a flat buffer");
+  auto &[ready, done] = events[tag];
   if (!ready) {
     check(d_->eventCreate(&ready, CU_EVENT_DISABLE_TIMING), "creating an event");
     check(d_->eventCreate(&done, CU_EVENT_DISABLE_TIMING), "creating an event");
   }
-  check(d_->eventRecord(ready, stream_), "ordering a gradient bucket's sum");
-  check(d_->streamWaitEvent(commStream_, ready, 0), "ordering a gradient bucket's sum");
-  CUdeviceptr data = flat(which) + offset * elementSize_;
-  ncclResult_t rc = nccl_->allReduce(reinterpret_cast<void *>(data), reinterpret_cast<void *>(data),
-                                      size_t(count), elementSize_ == 8 ? ncclFloat64 : ncclFloat32,
-                                      ncclSum, ncclComm_, reinterpret_cast<cudaStream_t>(commStream_));
+  const std::string ordering =
+      std::string("ordering ") + what + " of bucket " + std::to_string(tag);
+  check(d_->eventRecord(ready, stream_), ordering);
+  check(d_->streamWaitEvent(commStream_, ready, 0), ordering);
+  ncclResult_t rc = issue(flat(which) + offset * elementSize_,
+                          reinterpret_cast<cudaStream_t>(commStream_));
   if (rc != ncclSuccess)
-    fail("NCCL: the all-reduce of gradient bucket " + std::to_string(tag) + " failed: " +
-         nccl_->errorString(rc));
-  check(d_->eventRecord(done, commStream_), "ordering a gradient bucket's sum");
+    fail(std::string("NCCL: ") + what + " of gradient bucket " + std::to_string(tag) +
+         " failed: " + nccl_->errorString(rc));
+  check(d_->eventRecord(done, commStream_), ordering);
+}
+
+void CudaBackend::collectiveWait(Events &events, int tag, const char *what) {
+  auto it = events.find(tag);
+  if (it == events.end())
+    fail(std::string("internal: ") + what + " " + std::to_string(tag) + " was never started");
+  check(d_->streamWaitEvent(stream_, it->second.second, 0),
+        std::string("waiting for ") + what + " of bucket " + std::to_string(tag));
+}
+
+/// The bucket's sum runs on the NCCL stream once the compute stream has
+/// written its gradients (an event), so backward goes on computing; its
+/// wait makes the compute stream wait for the sum's event. Both are stream
+/// orderings: nothing blocks the host, and a captured graph holds them.
+void CudaBackend::allReduceStart(FlatBuffer which, int64_t offset, int64_t count, int tag) {
+  if (!ncclWanted())
+    return;
+  const ncclDataType_t type = elementSize_ == 8 ? ncclFloat64 : ncclFloat32;
+  collectiveStart(bucketEvents_, tag, which, offset, count, "the all-reduce",
+                  [&](CUdeviceptr data, cudaStream_t stream) {
+                    void *p = reinterpret_cast<void *>(data);
+                    return nccl_->allReduce(p, p, size_t(count), type, ncclSum, ncclComm_, stream);
+                  });
 }
 
 void CudaBackend::allReduceWait(int tag) {
   if (!ncclWanted())
     return;
-  auto it = bucketEvents_.find(tag);
-  if (it == bucketEvents_.end())
-    fail("internal: all-reduce " + std::to_string(tag) + " was never started");
-  check(d_->streamWaitEvent(stream_, it->second.second, 0), "waiting for a gradient bucket");
+  collectiveWait(bucketEvents_, tag, "the all-reduce");
+}
+
+// The distributed optimizer's collectives, ordered as the all-reduce is.
+// Its shards are uneven (shardOf(): floor(r * c / R) to floor((r + 1) * c /
+// R) of a bucket of c), while ncclReduceScatter and ncclAllGather take the
+// same count from every rank; rather than pad every bucket (and the
+// moments, and the AdamW windows) to a multiple of R on CUDA alone, each is
+// a group of per-shard collectives in place: a reduce-scatter is one
+// ncclReduce per shard, to its rank, and an all-gather one ncclBroadcast
+// per shard, from its rank (NCCL runs a group's calls as one operation; each
+// moves what the equal-count collective would). After a reduce-scatter, the
+// other ranks' shards here are left as this rank's own gradients, which
+// nothing reads (Comm.h: "partial sums").
+
+void CudaBackend::reduceScatterStart(FlatBuffer which, int64_t offset, int64_t count, int tag) {
+  if (!ncclWanted())
+    return;
+  const ncclDataType_t type = elementSize_ == 8 ? ncclFloat64 : ncclFloat32;
+  const int ranks = worldSize();
+  collectiveStart(scatterEvents_, tag, which, offset, count, "the reduce-scatter",
+                  [&](CUdeviceptr data, cudaStream_t stream) {
+                    ncclResult_t rc = nccl_->groupStart();
+                    for (int r = 0; r < ranks && rc == ncclSuccess; ++r) {
+                      ShardRange sh = shardOf(count, r, ranks);
+                      if (sh.count == 0)
+                        continue; // every rank skips the same shards
+                      void *p = reinterpret_cast<void *>(data + sh.first * elementSize_);
+                      rc = nccl_->reduce(p, p, size_t(sh.count), type, ncclSum, r, ncclComm_,
+                                         stream);
+                    }
+                    ncclResult_t end = nccl_->groupEnd();
+                    return rc != ncclSuccess ? rc : end;
+                  });
+}
+
+void CudaBackend::reduceScatterWait(int tag) {
+  if (!ncclWanted())
+    return;
+  collectiveWait(scatterEvents_, tag, "the reduce-scatter");
+}
+
+void CudaBackend::allGatherStart(FlatBuffer which, int64_t offset, int64_t count, int tag) {
+  if (!ncclWanted())
+    return;
+  const ncclDataType_t type = elementSize_ == 8 ? ncclFloat64 : ncclFloat32;
+  const int ranks = worldSize();
+  collectiveStart(gatherEvents_, tag, which, offset, count, "the all-gather",
+                  [&](CUdeviceptr data, cudaStream_t stream) {
+                    ncclResult_t rc = nccl_->groupStart();
+                    for (int r = 0; r < ranks && rc == ncclSuccess; ++r) {
+                      ShardRange sh = shardOf(count, r, ranks);
+                      if (sh.count == 0)
+                        continue;
+                      void *p = reinterpret_cast<void *>(data + sh.first * elementSize_);
+                      rc = nccl_->broadcast(p, p, size_t(sh.count), type, r, ncclComm_, stream);
+                    }
+                    ncclResult_t end = nccl_->groupEnd();
+                    return rc != ncclSuccess ? rc : end;
+                  });
+}
+
+void CudaBackend::allGatherWait(int tag) {
+  if (!ncclWanted())
+    return;
+  collectiveWait(gatherEvents_, tag, "the all-gather");
 }
 
 void CudaBackend::run(const std::string &function, int64_t step) {
@@ -1152,6 +1252,23 @@ void CudaBackend::run(const std::string &function, int64_t step) {
   check(d_->streamSync(stream_), "running " + function);
   check(d_->dtoh(words, errors_, sizeof words), "reading the error words");
   checkCudaErrorWords(words, gatheredIds_);
+  // A sharded norm (@grad_norm's last step): this rank's kernel took the
+  // norm of its shards; their squares are summed over the ranks here, on
+  // the host, which reads the norm next anyway (and so no graph holds it).
+  for (size_t i = 0; i < fn.steps.size(); ++i) {
+    const StepDecl &s = fn.steps[i];
+    if (s.kind != StepDecl::AllReduceNorm || !comm_ || worldSize() <= 1)
+      continue;
+    if (i + 1 != fn.steps.size())
+      fail("internal: " + function + "'s allreduce_norm is not its last step");
+    double norm = 0;
+    CUdeviceptr at = b.pointers[size_t(s.buffers[0])];
+    check(d_->dtoh(&norm, at, sizeof norm), "reading this rank's gradient norm");
+    double squares = norm * norm;
+    comm_->sum(&squares, 1);
+    norm = std::sqrt(squares);
+    write(at, &norm, sizeof norm, "writing the gradient norm");
+  }
 }
 
 HostTensor CudaBackend::output(const std::string &function, const std::string &name) {

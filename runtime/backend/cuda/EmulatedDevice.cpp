@@ -588,6 +588,21 @@ ncclResult_t allReduce(const void *send, void *recv, size_t count, ncclDataType_
     submit([=] { std::memcpy(recv, send, bytes); });
   return ncclSuccess;
 }
+// One rank: a reduction to it, or a broadcast from it, is the buffer itself.
+ncclResult_t reduce(const void *send, void *recv, size_t count, ncclDataType_t type,
+                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  if (root != 0)
+    return ncclInvalidUsage;
+  return allReduce(send, recv, count, type, op, comm, stream);
+}
+ncclResult_t broadcast(const void *send, void *recv, size_t count, ncclDataType_t type, int root,
+                       ncclComm_t comm, cudaStream_t stream) {
+  if (root != 0)
+    return ncclInvalidUsage;
+  return allReduce(send, recv, count, type, ncclSum, comm, stream);
+}
+ncclResult_t groupStart() { return ncclSuccess; }
+ncclResult_t groupEnd() { return ncclSuccess; }
 ncclResult_t destroy(ncclComm_t) { return ncclSuccess; }
 const char *ncclError(ncclResult_t rc) {
   return rc == ncclInvalidUsage ? "the CUDA emulator's NCCL has one rank" : "NCCL emulator error";
@@ -606,7 +621,8 @@ EmulatedDevice &emulatedDevice() {
   static BlasLt blasLt = {ltCreate,   descCreate,  descSet,     descDestroy,
                           layoutCreate, layoutSet, layoutDestroy, prefCreate,
                           prefSet,    prefDestroy, heuristic,   matmul};
-  static Nccl nccl = {uniqueId, initRank, allReduce, destroy, ncclError};
+  static Nccl nccl = {uniqueId, initRank, allReduce, destroy, ncclError,
+                      reduce,   broadcast, groupStart, groupEnd};
   static HostModuleLoader loader;
   static EmulatedDevice device = {&driver, &blasLt, &nccl, &loader};
   return device;
