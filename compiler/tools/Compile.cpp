@@ -302,7 +302,7 @@ int runReport() {
   if (auto err = mlc::lowerToPlanPipeline(*g->module, g->description.dataParallel))
     return fail(toString(std::move(err)));
   if (device) {
-    auto r = rooflineOf(*g->module, *device);
+    auto r = rooflineOf(*g->module, *device, ranksFlag);
     if (!r)
       return fail(toString(r.takeError()));
     if (!counts) {

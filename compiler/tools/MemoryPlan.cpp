@@ -8,7 +8,10 @@
 //                           largest rank's shards: ceil(c / R) of every
 //                           reduce-scattered bucket of c (every rank
 //                           allocates that much)
-//   gradient_sums           P x dtype when a function binds grad_sum
+//   gradient_sums           0: allocated only by a run that accumulates
+//                           micro-batches (--global-batch above micro-batch
+//                           x ranks), then P x dtype when a function binds
+//                           grad_sum; stated apart (accumulationSums)
 //   arena                   max over plan.funcs of arena_bytes (CPU: at
 //                           least 64 and a multiple of it; CUDA: at least 256)
 //   inputs                  each plan.input at the token capacity
@@ -355,7 +358,7 @@ llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
   p.cpu = {{mem::kParameters, paramBytes},
            {mem::kGradients, paramBytes},
            {mem::kMoments, 2 * momentBytes},
-           {mem::kGradientSums, gradSums ? paramBytes : 0},
+           {mem::kGradientSums, 0},
            {mem::kArena, (std::max(arena, align) + align - 1) / align * align},
            {mem::kInputs, inputBytes},
            {mem::kCommunication, 0},
@@ -374,11 +377,15 @@ llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
     inputsCuda += mem::cudaAllocation(n * plan::elementBytes(in.getElement()));
   }
   const int64_t flat = mem::cudaAllocation(paramBytes);
+  // The sums' buffer: only a run that accumulates allocates it (the
+  // runtime binds it on first use), so it is stated apart from the total.
+  p.accumulationSumsCpu = gradSums ? paramBytes : 0;
+  p.accumulationSums = gradSums ? flat : 0;
   p.cuda = {
       {mem::kParameters, flat},
       {mem::kGradients, flat},
       {mem::kMoments, 2 * mem::cudaAllocation(momentBytes)},
-      {mem::kGradientSums, gradSums ? flat : 0},
+      {mem::kGradientSums, 0},
       {mem::kArena, mem::cudaAllocation(arena)},
       {mem::kInputs, inputsCuda},
       {mem::kCommunication, mem::cudaAllocation(mem::kCudaBucketNormParts * 8)},
@@ -410,8 +417,6 @@ std::string formatMemoryPlan(const MemoryPlan &p) {
   line(p.shardedMoments ? formatv("optimizer moments (AdamW m and v, 1/{0} each)", p.ranks).str()
                         : std::string("optimizer moments (AdamW m and v)"),
        at(mem::kMoments));
-  if (at(mem::kGradientSums))
-    line("gradient accumulation sums", at(mem::kGradientSums));
   line("activations saved for backward", p.saved);
   // Runs of layers with equal bytes on one line.
   for (size_t i = 0; i < p.savedByLayer.size();) {
@@ -449,6 +454,9 @@ std::string formatMemoryPlan(const MemoryPlan &p) {
   line("GEMM workspace (cuBLASLt)", at(mem::kGemmWorkspace));
   line("runtime (scalars, kernel args, scratch)", at(mem::kRuntime));
   line("total", p.total(p.cuda));
+  if (p.accumulationSums)
+    line("with accumulation: gradient sums", p.accumulationSums,
+         "(more, only when --global-batch > micro-batch x ranks)");
   s += formatv(
       "    on the CPU backend: {0} ({1}; no GEMM workspace or CUDA buffers)\n",
       withCommas(p.total(p.cpu)), humanBytes(p.total(p.cpu)));
@@ -474,10 +482,13 @@ std::string memoryPlanJson(const MemoryPlan &p) {
                  "\"saved_activations\": {3}, \"saved_by_layer\": {4}, "
                  "\"weight_copies\": {5}, \"transient_peak\": {6}, "
                  "\"arena_live_peak\": {7}, "
-                 "\"cuda\": {8}, \"cpu\": {9}}",
+                 "\"cuda\": {8}, \"cpu\": {9}, "
+                 "\"gradient_sums_when_accumulating\": "
+                 "{{\"cuda\": {11}, \"cpu\": {12}}}",
                  p.ranks, p.parameters, p.paramDtype, p.saved, layers,
                  p.weightCopies, p.transient(), p.livePeak, items(p.cuda),
-                 items(p.cpu), p.shardedMoments ? "true" : "false")
+                 items(p.cpu), p.shardedMoments ? "true" : "false",
+                 p.accumulationSums, p.accumulationSumsCpu)
       .str();
 }
 
@@ -562,7 +573,6 @@ llvm::Error checkFits(const MemoryPlan &p, int64_t limit, StringRef spec) {
            : state},
       {"parameters", p.cuda.at(mem::kParameters), state},
       {"gradients", p.cuda.at(mem::kGradients), state},
-      {"gradient accumulation sums", p.cuda.at(mem::kGradientSums), state},
       {"activations saved for backward", p.saved, saved},
       {"the arena's transient peak", p.transient(), activations},
       {"weight copies kept for backward", p.weightCopies, "fixed by the model"},

@@ -66,6 +66,12 @@ struct MemoryPlan {
   /// for the advice on what shrinks the saved activations.
   std::string recompute = "none";
 
+  /// The gradient-sum buffer a run allocates when it accumulates
+  /// micro-batches (--global-batch above micro-batch x ranks; 0 when no
+  /// function binds one): outside cuda and cpu and their totals, since a
+  /// run without accumulation never allocates it.
+  int64_t accumulationSums = 0, accumulationSumsCpu = 0;
+
   int64_t total(const std::map<std::string, int64_t> &items) const;
   /// The arena's bytes beyond the saved activations and weight copies (the
   /// transient peak with fragmentation), on the CUDA backend.

@@ -53,7 +53,7 @@ Expected<std::pair<double, double>> stepCost(mlir::ModuleOp plan) {
   auto device = parseRooflineDevice("h200");
   if (!device)
     return device.takeError();
-  auto r = rooflineOf(plan, *device);
+  auto r = rooflineOf(plan, *device, ranksFlag);
   if (!r)
     return r.takeError();
   double flops = 0;

@@ -14,7 +14,11 @@
 // gradient reads dy and x twice: once per row for dx, once per column for
 // dw/db). Scratch (a reduction's per-block partials, a LayerNorm's per-row
 // statistics) is a few KB per launch and is left out, as are the step's
-// scalars. Caches are assumed to hold nothing between launches.
+// scalars. Caches are assumed to hold nothing between launches. Under the
+// distributed optimizer a launch with a `shard` (AdamW per bucket, the norm)
+// moves and computes its body's share of this rank's ceil(c / R) elements
+// of the bucket (of every bucket, shard -1); the reduce-scatters and
+// all-gathers themselves are not in the step (docs/scaling.md models them).
 //
 // FLOPs: a GEMM's 2 m n k per batch matrix, at the tensor-core rate for
 // bf16 operands and the f32 GEMM rate otherwise (mlc's f32 GEMMs run without
@@ -519,7 +523,7 @@ std::vector<RooflineItem> rowsOf(std::map<std::string, RooflineItem> &items,
 
 } // namespace
 
-llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d) {
+llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d, int64_t ranks) {
   Roofline out;
   out.device = d;
   int64_t capacity = 0;
@@ -551,6 +555,24 @@ llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d) {
     out.functions = {"forward"};
   else
     return error("--roofline: the plan has neither @train_step nor @forward");
+  // The distributed optimizer's buckets (tag -> gradients reduce-scattered):
+  // a launch with a `shard` runs over this rank's ceil(c / R) of bucket c
+  // (of every bucket: shard -1), not over the flat buffers its body spans.
+  std::map<int64_t, int64_t> buckets;
+  for (const std::string &fn : out.functions)
+    if (auto f = funcs.lookup(fn))
+      for (auto rs : f.getBody().front().getOps<plan::ReduceScatterStartOp>())
+        buckets[rs.getTag()] = rs.getCount();
+  const int64_t r = std::max<int64_t>(ranks, 1);
+  auto shardFraction = [&](int64_t tag) {
+    int64_t elements = 0;
+    for (auto [t, count] : buckets)
+      if (tag < 0 || t == tag)
+        elements += (count + r - 1) / r;
+    return out.parameters > 0 && elements > 0
+               ? std::min(1.0, double(elements) / double(out.parameters))
+               : 1.0;
+  };
   std::map<std::string, RooflineItem> items;
   std::vector<std::string> order; // first launch first
   double attentionForward = 0; // for MFU: forward attention, no causal halving
@@ -585,6 +607,10 @@ llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d) {
         auto c = launchCost(k, l, d, mb);
         if (!c)
           return c.takeError();
+        if (auto shard = l.getShard()) {
+          const double f = shardFraction(*shard);
+          c->bytes *= f, c->flops *= f;
+        }
         std::string kind = plan::stringifyKernelTemplate(k.getKind()).str();
         if (auto t = k.getTemplateName())
           kind += " " + t->str();

@@ -96,7 +96,10 @@ struct Roofline {
 /// (unpadded batches: a full micro-batch), else the elements of its integer
 /// input [B, S] (input_ids, labels: micro-batch x sequence length), else of
 /// its largest integer input.
-llvm::Expected<Roofline> rooflineOf(mlir::ModuleOp plan, const RooflineDevice &device);
+/// `ranks`: the data-parallel ranks, for the distributed optimizer's
+/// launches over this rank's shards (ceil(c / ranks) of each bucket of c).
+llvm::Expected<Roofline> rooflineOf(mlir::ModuleOp plan, const RooflineDevice &device,
+                                    int64_t ranks = 1);
 
 /// The report's table and totals, and its JSON object.
 std::string formatRoofline(const Roofline &r);

@@ -157,8 +157,11 @@ void CpuBackend::bindPointers() {
     Bound &b = bound_[name];
     b.pointers.clear();
     b.args.clear();
-    for (size_t i = 0; i < fn.buffers.size(); ++i)
+    for (size_t i = 0; i < fn.buffers.size(); ++i) {
+      BufferPlace p = place(fn, int(i));
+      b.usesGradSums |= p.kind == BufferPlace::Flat && p.flat == FlatBuffer::GradSum;
       b.pointers.push_back(resolve(fn, int(i)));
+    }
     for (const StepDecl &s : fn.steps) {
       std::vector<char *> args;
       for (int id : s.buffers)
@@ -166,6 +169,12 @@ void CpuBackend::bindPointers() {
       b.args.push_back(args);
     }
   }
+}
+
+void CpuBackend::allocateGradSums() {
+  gradSum_.assign(pkg_.paramCount * elementSize_, 0);
+  account(mlc::memory::kGradientSums, int64_t(gradSum_.size()));
+  bindPointers();
 }
 
 void CpuBackend::shardsLaidOut() {
@@ -194,6 +203,8 @@ std::vector<char> &CpuBackend::flat(FlatBuffer which) {
   case FlatBuffer::AdamV:
     return adamV_;
   case FlatBuffer::GradSum:
+    if (gradSum_.empty())
+      allocateGradSums();
     return gradSum_;
   }
   fail("internal: unknown flat buffer");
@@ -224,10 +235,8 @@ char *CpuBackend::resolve(const FunctionPlan &fn, int id) {
   BufferPlace p = place(fn, id);
   switch (p.kind) {
   case BufferPlace::Flat:
-    if (p.flat == FlatBuffer::GradSum && gradSum_.empty()) {
-      gradSum_.assign(pkg_.paramCount * elementSize_, 0);
-      account(mlc::memory::kGradientSums, int64_t(gradSum_.size()));
-    }
+    if (p.flat == FlatBuffer::GradSum && gradSum_.empty())
+      return nullptr; // bound when a run first accumulates (allocateGradSums)
     return flat(p.flat).data() + p.offset;
   case BufferPlace::Scalars:
     return reinterpret_cast<char *>(scalars_.at(p.name).data()) + p.offset;
@@ -476,6 +485,8 @@ void CpuBackend::allReduceWait(int tag) {
 void CpuBackend::run(const std::string &function, int64_t step) {
   const FunctionPlan &fn = pkg_.function(function);
   Bound &b = bound_.at(function);
+  if (b.usesGradSums && gradSum_.empty())
+    allocateGradSums();
   checkRows();
   int64_t error[4] = {0, 0, 0, 0};
   KernelCtx ctx{step, error, rows_, nullptr, 0};

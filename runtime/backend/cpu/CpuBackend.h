@@ -50,7 +50,7 @@ private:
   char *bucket(FlatBuffer which, int64_t offset, int64_t count, const char *what);
 
   std::vector<char> params_, grads_, adamM_, adamV_;
-  std::vector<char> gradSum_; // gradient accumulation, allocated when a function uses it
+  std::vector<char> gradSum_; // gradient accumulation, allocated when a run accumulates
   std::map<std::string, std::vector<char>> inputs_;
   std::map<std::string, std::vector<double>> scalars_;
   char *arena_ = nullptr;
@@ -64,7 +64,12 @@ private:
     std::vector<std::vector<char *>> args;        // per step
     std::vector<std::string> labels;              // per step, for the profile
     std::vector<std::string> gemmTypes;           // per step: a GEMM's dtype
+    bool usesGradSums = false; // its gradient-sum pointers are null until allocateGradSums
   };
+  /// The gradient-sum buffer, allocated by the first run that accumulates
+  /// micro-batches (none without --global-batch accumulation); binds the
+  /// functions' pointers again.
+  void allocateGradSums();
 
   std::map<std::string, Bound> bound_;
   int outstanding_ = 0; // all-reduces started and not yet waited for

@@ -355,7 +355,15 @@ private:
     /// context and windows (0 otherwise).
     std::vector<CUdeviceptr> shardCtx, shardWindows;
     int runs = 0;
+    /// Binds the gradient sums: their pointers stay 0 until a run
+    /// accumulates (allocateGradSums binds them then).
+    bool usesGradSums = false;
   };
+  /// The gradient-sum buffer, allocated by the first run that accumulates
+  /// micro-batches (none without --global-batch accumulation), and the
+  /// pointers and argument tables of the functions that bind it.
+  void allocateGradSums();
+  std::vector<CUdeviceptr> argTable(const FunctionPlan &fn, const Bound &b) const;
   std::map<std::string, Bound> bound_;
   bool useGraphs_ = true;
   bool tf32_ = false;
@@ -522,8 +530,11 @@ CudaBackend::CudaBackend(const Package &pkg, bool verbose, bool emulated)
 
   for (auto &[name, fn] : pkg.functions) {
     Bound &b = bound_[name];
-    for (size_t i = 0; i < fn.buffers.size(); ++i)
+    for (size_t i = 0; i < fn.buffers.size(); ++i) {
+      BufferPlace p = place(fn, int(i));
+      b.usesGradSums |= p.kind == BufferPlace::Flat && p.flat == FlatBuffer::GradSum;
       b.pointers.push_back(resolve(fn, int(i)));
+    }
     std::vector<CUdeviceptr> table;
     for (const StepDecl &s : fn.steps) {
       b.argOffset.push_back(int64_t(table.size()));
@@ -653,14 +664,37 @@ CUdeviceptr &CudaBackend::flat(FlatBuffer which) {
   case FlatBuffer::AdamV:
     return adamV_;
   case FlatBuffer::GradSum:
-    if (!gradSum_) {
-      gradSum_ = allocate(pkg_.paramCount * elementSize_, "the gradient sums",
-                          memory::kGradientSums);
-      clear(gradSum_, size_t(pkg_.paramCount * elementSize_), "clearing the gradient sums");
-    }
+    if (!gradSum_)
+      allocateGradSums();
     return gradSum_;
   }
   fail("internal: unknown flat buffer");
+}
+
+void CudaBackend::allocateGradSums() {
+  gradSum_ = allocate(pkg_.paramCount * elementSize_, "the gradient sums", memory::kGradientSums);
+  clear(gradSum_, size_t(pkg_.paramCount * elementSize_), "clearing the gradient sums");
+  for (auto &[name, b] : bound_) {
+    if (!b.usesGradSums)
+      continue;
+    const FunctionPlan &fn = pkg_.function(name);
+    for (size_t i = 0; i < fn.buffers.size(); ++i)
+      b.pointers[i] = resolve(fn, int(i));
+    std::vector<CUdeviceptr> table = argTable(fn, b);
+    if (!table.empty())
+      write(b.argTable, table.data(), table.size() * sizeof(CUdeviceptr),
+            "uploading the kernel arguments");
+  }
+}
+
+/// Every kernel step's buffer pointers, in step order (the argument table).
+std::vector<CUdeviceptr> CudaBackend::argTable(const FunctionPlan &fn, const Bound &b) const {
+  std::vector<CUdeviceptr> table;
+  for (const StepDecl &s : fn.steps)
+    if (s.kind == StepDecl::Kernel)
+      for (int id : s.buffers)
+        table.push_back(b.pointers[size_t(id)]);
+  return table;
 }
 
 static void checkRange(int64_t offset, int64_t bytes, int64_t size) {
@@ -698,6 +732,8 @@ CUdeviceptr CudaBackend::resolve(const FunctionPlan &fn, int id) {
   BufferPlace p = place(fn, id);
   switch (p.kind) {
   case BufferPlace::Flat:
+    if (p.flat == FlatBuffer::GradSum && !gradSum_)
+      return 0; // bound when a run first accumulates (allocateGradSums)
     return flat(p.flat) + p.offset;
   case BufferPlace::Scalars:
     return scalars_.at(p.name) + p.offset;
@@ -1203,6 +1239,8 @@ void CudaBackend::allGatherWait(int tag) {
 void CudaBackend::run(const std::string &function, int64_t step) {
   checkRows();
   Bound &b = bound_.at(function);
+  if (b.usesGradSums && !gradSum_)
+    allocateGradSums();
   // The context and error words live in device memory, written before the
   // step (synchronously: the host values are on this stack).
   int64_t words[3];

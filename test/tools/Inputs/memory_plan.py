@@ -3,8 +3,9 @@
   memory_plan.py gpt2 REPORT.json VOCAB POSITIONS EMBD LAYERS BATCH SEQ
       the items of a GPT-2 against a hand computation: P parameters
       (wte, wpe, per layer 12 E^2 + 13 E, ln_f), 4 bytes each (f32) for the
-      parameters, the gradients and the accumulation sums, 8 for AdamW's two
-      moments; input_ids and labels as B x S int64; cuBLASLt's 32 MiB. Saved
+      parameters and the gradients, 8 for AdamW's two moments, none for the
+      accumulation sums (stated apart: 4 bytes each, allocated only by a run
+      that accumulates); input_ids and labels as B x S int64; cuBLASLt's 32 MiB. Saved
       for backward, per layer, 16 f32 [B x S, E] tensors: the layer's input
       and ln_1 of it, q/k/v (3), the attention's output, the residual after
       it and ln_2 of it, the MLP's pre-activation (4) and GELU output (4);
@@ -13,9 +14,11 @@
       them in place).
   memory_plan.py scale REPORT_B.json REPORT_2B.json
       the saved activations of every layer double when the micro-batch does.
-  memory_plan.py runtime REPORT.json RUNTIME.json cpu|cuda
+  memory_plan.py runtime REPORT.json RUNTIME.json cpu|cuda [accumulating]
       what the runtime allocated (mlc train --memory-report) equals the
-      report's items for that backend, item by item, and its total.
+      report's items for that backend, item by item, and its total; with
+      `accumulating` (a run with --global-batch above micro-batch x ranks)
+      plus the gradient sums the report states apart.
 
 Exits non-zero with every mismatch listed.
 """
@@ -50,7 +53,9 @@ def gpt2(args):
         expect(f"{backend} parameters", items["parameters"], 4 * params)
         expect(f"{backend} gradients", items["gradients"], 4 * params)
         expect(f"{backend} moments", items["moments"], 8 * params)
-        expect(f"{backend} gradient_sums", items["gradient_sums"], 4 * params)
+        expect(f"{backend} gradient_sums", items["gradient_sums"], 0)
+        expect(f"{backend} sums when accumulating",
+               m["gradient_sums_when_accumulating"][backend], 4 * params)
         expect(f"{backend} inputs", items["inputs"], 2 * batch * seq * 8)
         expect(f"{backend} total", items["total"],
                sum(v for k, v in items.items() if k != "total"))
@@ -91,7 +96,14 @@ def scale(args):
 
 
 def runtime(args):
-    report, allocated, backend = memory(args[0])[args[2]], json.load(open(args[1])), args[2]
+    m, allocated, backend = memory(args[0]), json.load(open(args[1])), args[2]
+    report = dict(m[backend])
+    if args[3:] == ["accumulating"]:
+        sums = m["gradient_sums_when_accumulating"][backend]
+        report["gradient_sums"] += sums
+        report["total"] += sums
+    elif args[3:]:
+        fail([f"unknown argument {args[3:]}"])
     problems = [f"{k}: report {report.get(k)}, runtime {allocated.get(k)}"
                 for k in sorted(set(report) | set(allocated) - {"device"})
                 if report.get(k) != allocated.get(k)]
