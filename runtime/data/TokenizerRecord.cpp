@@ -1,6 +1,7 @@
 //===- TokenizerRecord.cpp - which tokenizer made a dataset ---------------===//
 
 #include "runtime/data/TokenizerRecord.h"
+#include "runtime/data/Tokenizer.h"
 #include "support/Error.h"
 #include "runtime/core/Hash.h"
 #include "support/Json.h"
@@ -80,6 +81,23 @@ TokenizerRecord describeTokenizer(const std::string &type, const std::string &vo
     r.files.push_back({baseName(file), absolute(file), sha256Hex(readFile(file))});
   r.sha256 = overallHash(r);
   return r;
+}
+
+std::unique_ptr<Tokenizer> loadRecordedTokenizer(const TokenizerRecord &r) {
+  for (const TokenizerRecord::File &f : r.files) {
+    if (!exists(f.path))
+      fail(r.recordPath + ": the dataset's tokenizer file " + f.path + " is gone");
+    if (sha256Hex(readFile(f.path)) != f.sha256)
+      fail(r.recordPath + ": the dataset's tokenizer file " + f.path +
+           " changed since the dataset was made (its SHA-256 is not the recorded " + f.sha256 +
+           ")");
+  }
+  // The files in the order tokenizerFiles lists them: GPT-2's vocabulary and
+  // merges, or the one file (a tokenizer.json with its tokenizer_config.json
+  // found beside it).
+  std::string first = r.files.empty() ? "" : r.files[0].path;
+  std::string second = r.files.size() > 1 && r.type == "GPT2BPETokenizer" ? r.files[1].path : "";
+  return makeTokenizer(r.type, first, second);
 }
 
 std::string tokenizerRecordJson(const TokenizerRecord &r) {
@@ -169,12 +187,16 @@ void checkDatasetsFitModel(const std::vector<std::string> &prefixes, int64_t mod
     if (r->maxId >= modelVocab)
       fail("--data " + prefix + ": its tokens reach id " + std::to_string(r->maxId) +
            ", and " + fits + "; the dataset was tokenized by " + tokenizer);
+    // The dataset's ids fit, but its tokenizer's do not all: the model trains
+    // on this data, and text that encodes past it (at generation, or in the
+    // next dataset) is refused there. Said, not refused: a small model over
+    // the ASCII ids of a byte tokenizer is a legitimate choice.
     if (r->idsBelow > modelVocab)
-      fail("--data " + prefix + ": its tokenizer, " + tokenizer + ", encodes to ids up to " +
-           std::to_string(r->idsBelow - 1) + " (a vocabulary of " +
-           std::to_string(r->vocabSize) + "), and " + fits + ": train a model of at least " +
-           std::to_string(r->idsBelow) +
-           " (vocab_size), or tokenize the data with the model's tokenizer");
+      fprintf(stderr,
+              "warning: --data %s: its tokenizer, %s, encodes to ids up to %lld (a vocabulary "
+              "of %lld), and %s: text past id %lld cannot be embedded by this model\n",
+              prefix.c_str(), tokenizer.c_str(), (long long)(r->idsBelow - 1),
+              (long long)r->vocabSize, fits.c_str(), (long long)(modelVocab - 1));
     if (first && first->sha256 != r->sha256)
       fail("--data mixes datasets of different tokenizers: " + first->recordPath + " (" +
            first->type + ", sha256 " + first->sha256.substr(0, 12) + ") and " +

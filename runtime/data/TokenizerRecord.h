@@ -16,9 +16,10 @@
 //    "sha256": "..."}                        of the type and the files' hashes
 //
 // `mlc train` reads it for each dataset of --data and refuses a model whose
-// vocabulary cannot embed the dataset's ids (its max_id, or the ids its
-// tokenizer encodes to, past the model's), and a blend of datasets from different
-// tokenizers. A dataset without the file (one Megatron made, or an older
+// vocabulary cannot embed the dataset's ids (its max_id past the model's), and
+// a blend of datasets from different tokenizers; a tokenizer that encodes to
+// ids past the model, on data that fits, is a warning. `--sample-every`
+// decodes with the tokenizer it names. A dataset without the file (one Megatron made, or an older
 // mlc's) is trained as before, unchecked.
 //
 //===----------------------------------------------------------------------===//
@@ -27,11 +28,14 @@
 #define MLC_RUNTIME_TOKENIZERRECORD_H
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace mlc::rt {
+
+class Tokenizer;
 
 struct TokenizerRecord {
   struct File {
@@ -62,10 +66,17 @@ std::string tokenizerRecordJson(const TokenizerRecord &r);
 /// an error naming it and the field.
 std::optional<TokenizerRecord> readTokenizerRecord(const std::string &datasetPrefix);
 
+/// The tokenizer a record names, loaded from the files it lists (what
+/// decodes the dataset's ids: `mlc train --sample-every`). A file that is
+/// gone, or whose SHA-256 is no longer the recorded one, is an error naming
+/// it and the record.
+std::unique_ptr<Tokenizer> loadRecordedTokenizer(const TokenizerRecord &r);
+
 /// Refuses datasets whose ids a model with `modelVocab` embedding rows
-/// cannot take, naming the dataset, its tokenizer and both numbers; and a
-/// blend of datasets that different tokenizers made. `model` says where the
-/// model's vocabulary comes from (for the message).
+/// cannot take, naming the dataset, its tokenizer and both numbers (and
+/// warns where only their tokenizer's ids reach past it); and a blend of
+/// datasets that different tokenizers made. `model` says where the model's
+/// vocabulary comes from (for the message).
 void checkDatasetsFitModel(const std::vector<std::string> &prefixes, int64_t modelVocab,
                            const std::string &model);
 

@@ -544,6 +544,13 @@ void checkDataFitsModel(const Package &pkg, const TrainOptions &o) {
     }
 }
 
+std::unique_ptr<Tokenizer> datasetTokenizer(const TrainOptions &o) {
+  if (o.data.empty() || !isIndexedData(o.data))
+    return nullptr;
+  std::optional<TokenizerRecord> record = readTokenizerRecord(parseBlend(o.data).front().second);
+  return record ? loadRecordedTokenizer(*record) : nullptr;
+}
+
 BatchSources openBatchSources(const Package &pkg, const TrainOptions &o) {
   checkEodToken(pkg, o);
   if (!o.bind.empty()) {

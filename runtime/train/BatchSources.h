@@ -25,6 +25,8 @@
 
 namespace mlc::rt {
 
+class Tokenizer;
+
 using BatchFn = std::function<HostTensor(const InputInfo &input, int64_t t)>;
 
 struct BatchSources {
@@ -57,6 +59,11 @@ BatchLayout batchLayout(const Package &pkg, const TrainOptions &o, const BatchSo
 
 /// The sources the options name; errors name the file or flag at fault.
 BatchSources openBatchSources(const Package &pkg, const TrainOptions &o);
+
+/// The tokenizer that made --data's first dataset, from the record `mlc
+/// preprocess` wrote beside it; null where there is none (no indexed
+/// --data, or a dataset without a record).
+std::unique_ptr<Tokenizer> datasetTokenizer(const TrainOptions &o);
 
 /// A 64-bit seed derived from the run's seed and a name (a parameter, an
 /// epoch): the same whatever the order things are drawn in.

@@ -621,6 +621,15 @@ private:
           fail("--sample-every samples GPT-style models (inputs input_ids and labels, and "
                "position_ids, cu_seqlens of packed documents); this one also takes '" +
                in.name + "'");
+    // Samples decode with the tokenizer that made the data (its record beside
+    // the dataset), else GPT-2's BPE of --vocab-file/--merge-file, else bytes.
+    if (o.sampleEvery > 0) {
+      sampler = datasetTokenizer(o);
+      if (!sampler)
+        sampler = o.mergeFile.empty()
+                      ? makeTokenizer("ByteTokenizer", "", "")
+                      : makeTokenizer("GPT2BPETokenizer", o.vocabFile, o.mergeFile);
+    }
     pkg.function(kTrainStepFn);
     pkg.function(kGradNormFn);
     pkg.function(kOptimizerFn);
@@ -944,10 +953,6 @@ private:
     g.topK = 40;
     g.seed = o.seed + uint64_t(t);
     g.weights = "the parameters after step " + std::to_string(t);
-    if (!sampler)
-      sampler = o.mergeFile.empty()
-                    ? makeTokenizer("ByteTokenizer", "", "")
-                    : makeTokenizer("GPT2BPETokenizer", o.vocabFile, o.mergeFile);
     std::string text = sampler->decode(generate(backend, *sampler, g));
     for (char &c : text)
       if (c == '\n' || c == '\r')
