@@ -173,13 +173,7 @@ public:
       << " *G = (const " << T << " *)b[3];\n  const double *h = (const double *)b[4];\n"
       << setup << segmentTable(segments, true)
       << "  const int64_t nw = ctx->nwin ? ctx->nwin : 1;\n"
-      << "#pragma omp parallel\n"
-      << "  for (int s = 0; s < " << segments.size() << "; ++s)\n"
-      << "  for (int64_t w = 0; w < nw; ++w) {\n"
-      << "    int64_t w0, wn, wm;\n    mlc_window(ctx, w, w0, wn, wm);\n"
-      << "    const int64_t lo = seg[s][0] > w0 ? seg[s][0] : w0;\n"
-      << "    const int64_t hi = seg[s][0] + seg[s][1] < w0 + wn ? seg[s][0] + seg[s][1] : w0 + wn;\n"
-      << "    if (lo >= hi) continue;\n"
+      << "#pragma omp parallel\n" << segmentWindowLoops(segments.size(), "  ")
       << "    const int64_t off = lo, n = hi - lo, moff = wm + (lo - w0);\n"
       << "    const " << T << " x4 = seg[s][2] ? decayOn : (" << T << ")1;\n"
       << "    " << T << " *__restrict pp = P + off;\n    " << T
@@ -200,13 +194,7 @@ public:
       << " *)b[1];\n"
       << segmentTable(segments, false) << "  double sum = 0;\n"
       << "  const int64_t nw = ctx->nwin ? ctx->nwin : 1;\n"
-      << "#pragma omp parallel reduction(+ : sum)\n"
-      << "  for (int s = 0; s < " << segments.size() << "; ++s)\n"
-      << "  for (int64_t w = 0; w < nw; ++w) {\n"
-      << "    int64_t w0, wn, wm;\n    mlc_window(ctx, w, w0, wn, wm);\n"
-      << "    const int64_t lo = seg[s][0] > w0 ? seg[s][0] : w0;\n"
-      << "    const int64_t hi = seg[s][0] + seg[s][1] < w0 + wn ? seg[s][0] + seg[s][1] : w0 + wn;\n"
-      << "    if (lo >= hi) continue;\n"
+      << "#pragma omp parallel reduction(+ : sum)\n" << segmentWindowLoops(segments.size(), "  ")
       << "    const " << T << " *__restrict gg = G + lo;\n"
       << "    const int64_t n = hi - lo;\n"
       // Chunks of 4096 shared out, each summed by a vector reduction (a

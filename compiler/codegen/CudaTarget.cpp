@@ -301,12 +301,7 @@ public:
       << " *)b[3];\n  const double *h = (const double *)b[4];\n"
       << setup << segmentTable(segments, true) << phase()
       << "    const int64_t nw = ctx->nwin ? ctx->nwin : 1;\n"
-      << "    for (int s = 0; s < " << segments.size() << "; ++s)\n"
-      << "    for (int64_t w = 0; w < nw; ++w) {\n"
-      << "      int64_t w0, wn, wm;\n      mlc_window(ctx, w, w0, wn, wm);\n"
-      << "      const int64_t lo = seg[s][0] > w0 ? seg[s][0] : w0;\n"
-      << "      const int64_t hi = seg[s][0] + seg[s][1] < w0 + wn ? seg[s][0] + seg[s][1] : w0 + wn;\n"
-      << "      if (lo >= hi) continue;\n"
+      << segmentWindowLoops(segments.size(), "    ")
       << "      const int64_t off = lo, n = hi - lo, moff = wm + (lo - w0);\n"
       << "      const " << T << " x4 = seg[s][2] ? decayOn : (" << T << ")1;\n"
       << "      " << T << " *pp = P + off;\n      " << T << " *mm = M + moff;\n      " << T
@@ -329,12 +324,7 @@ public:
       << "  __shared__ double red[32];\n"
       << phase() << "    double sum = 0;\n"
       << "    const int64_t nw = ctx->nwin ? ctx->nwin : 1;\n"
-      << "    for (int s = 0; s < " << segments.size() << "; ++s)\n"
-      << "    for (int64_t w = 0; w < nw; ++w) {\n"
-      << "      int64_t w0, wn, wm;\n      mlc_window(ctx, w, w0, wn, wm);\n"
-      << "      const int64_t lo = seg[s][0] > w0 ? seg[s][0] : w0;\n"
-      << "      const int64_t hi = seg[s][0] + seg[s][1] < w0 + wn ? seg[s][0] + seg[s][1] : w0 + wn;\n"
-      << "      if (lo >= hi) continue;\n"
+      << segmentWindowLoops(segments.size(), "    ")
       << "      const " << T << " *gg = G + lo;\n"
       << "      const int64_t n = hi - lo;\n"
       << "      for (int64_t i = MLC_TID; i < n; i += MLC_STRIDE) {\n"

@@ -164,6 +164,22 @@ inline std::string segmentTable(const std::vector<Segment> &segments, bool decay
   return s + "};\n";
 }
 
+/// The optimizer's and norm's loops over `seg` and this rank's windows of
+/// the flat buffers (mlc_window: the whole buffer, or the shards of the
+/// distributed optimizer), each segment clipped to the window as [lo, hi);
+/// an empty piece is skipped. The body follows at `indent` + two spaces,
+/// and closes the window loop's brace.
+inline std::string segmentWindowLoops(size_t segments, const std::string &indent) {
+  const std::string &i = indent;
+  return i + "for (int s = 0; s < " + std::to_string(segments) + "; ++s)\n" + i +
+         "for (int64_t w = 0; w < nw; ++w) {\n" + i + "  int64_t w0, wn, wm;\n" + i +
+         "  mlc_window(ctx, w, w0, wn, wm);\n" + i +
+         "  const int64_t lo = seg[s][0] > w0 ? seg[s][0] : w0;\n" + i +
+         "  const int64_t hi = seg[s][0] + seg[s][1] < w0 + wn ? seg[s][0] + seg[s][1] : w0 + "
+         "wn;\n" +
+         i + "  if (lo >= hi) continue;\n";
+}
+
 /// One output r of a reduction over any axes (ReductionKernel::General):
 /// r's kept index and each reduced index j decomposed into offsets, the
 /// reduced elements combined in order into `acc` a, the result stored.
