@@ -442,4 +442,31 @@ void uploadAll(Backend &backend, FlatBuffer which, const std::vector<char> &host
   backend.upload(which, 0, host.data(), bytes);
 }
 
+bool Backend::startOrWaitCollective(const StepDecl &s) {
+  switch (s.kind) {
+  case StepDecl::AllReduceStart:
+    prepareBucket(s.offset, s.count, s.clip);
+    allReduceStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));
+    return true;
+  case StepDecl::AllReduceWait:
+    allReduceWait(int(s.tag));
+    return true;
+  case StepDecl::ReduceScatterStart:
+    prepareBucket(s.offset, s.count, s.clip);
+    reduceScatterStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));
+    return true;
+  case StepDecl::ReduceScatterWait:
+    reduceScatterWait(int(s.tag));
+    return true;
+  case StepDecl::AllGatherStart:
+    allGatherStart(FlatBuffer::Params, s.offset, s.count, int(s.tag));
+    return true;
+  case StepDecl::AllGatherWait:
+    allGatherWait(int(s.tag));
+    return true;
+  default:
+    return false;
+  }
+}
+
 } // namespace mlc::rt

@@ -114,6 +114,11 @@ public:
   virtual void reduceScatterWait(int tag);
   virtual void allGatherStart(FlatBuffer which, int64_t offset, int64_t count, int tag);
   virtual void allGatherWait(int tag);
+  /// Runs a plan step that starts or waits for one of the collectives above
+  /// (a gradient bucket scaled by prepareBucket before its sum starts) and
+  /// returns true; any other step (kernels, GEMMs, AllReduceNorm, whose
+  /// place differs per backend) returns false, untouched.
+  bool startOrWaitCollective(const StepDecl &s);
 
   /// The distributed optimizer: this rank's shard of each bucket the plan
   /// reduce-scatters (by tag): elements [offset, offset + count) of the
@@ -171,6 +176,9 @@ protected:
   /// Called once the communicator (and so this rank's shards) is known: a
   /// sharded plan's backend sizes its moments to momentCount() here.
   virtual void shardsLaidOut() {}
+  /// Scales a gradient bucket before its sum starts (the rank's weight,
+  /// bucket-wise clipping); startOrWaitCollective calls it.
+  virtual void prepareBucket(int64_t offset, int64_t count, bool clip) {}
 
   /// Checks a batch tensor against input `name` (shape, integer dtypes,
   /// values that fit) and converts it to the input's dtype: the bytes the

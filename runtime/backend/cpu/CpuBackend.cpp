@@ -506,20 +506,6 @@ void CpuBackend::run(const std::string &function, int64_t step) {
       b.calls[i](b.args[i].data(), &ctx);
     } else if (s.kind == StepDecl::Gemm) {
       runGemm(s, b.args[i].data(), b.gemmTypes[i]);
-    } else if (s.kind == StepDecl::AllReduceStart) {
-      prepareBucket(s.offset, s.count, s.clip);
-      allReduceStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));
-    } else if (s.kind == StepDecl::AllReduceWait) {
-      allReduceWait(int(s.tag));
-    } else if (s.kind == StepDecl::ReduceScatterStart) {
-      prepareBucket(s.offset, s.count, s.clip);
-      reduceScatterStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));
-    } else if (s.kind == StepDecl::ReduceScatterWait) {
-      reduceScatterWait(int(s.tag));
-    } else if (s.kind == StepDecl::AllGatherStart) {
-      allGatherStart(FlatBuffer::Params, s.offset, s.count, int(s.tag));
-    } else if (s.kind == StepDecl::AllGatherWait) {
-      allGatherWait(int(s.tag));
     } else if (s.kind == StepDecl::AllReduceNorm) {
       // The norm of every rank's shard from each rank's: sqrt(sum of squares).
       double *norm = reinterpret_cast<double *>(b.args[i][0]);
@@ -528,6 +514,8 @@ void CpuBackend::run(const std::string &function, int64_t step) {
         comm_->sum(&squares, 1);
         *norm = std::sqrt(squares);
       }
+    } else {
+      startOrWaitCollective(s);
     }
     // MPI moves a non-blocking sum forward only inside MPI calls.
     if (outstanding_ > 0)

@@ -38,10 +38,10 @@ public:
 
 protected:
   void shardsLaidOut() override;
+  void prepareBucket(int64_t offset, int64_t count, bool clip) override;
 
 private:
   std::vector<char> &flat(FlatBuffer which);
-  void prepareBucket(int64_t offset, int64_t count, bool clip);
   void runGemm(const StepDecl &s, char *const *args, const std::string &dtype);
   char *resolve(const FunctionPlan &fn, int id);
   /// Every step's buffer pointers (again, after the moments moved).

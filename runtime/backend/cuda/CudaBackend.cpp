@@ -307,7 +307,7 @@ private:
                            CUdeviceptr product, CUdeviceptr bias, CUdeviceptr pre);
   /// Scales a gradient bucket before its sum (the rank's weight, bucket-wise
   /// clipping), on the compute stream.
-  void prepareBucket(int64_t offset, int64_t count, bool clip);
+  void prepareBucket(int64_t offset, int64_t count, bool clip) override;
   /// NCCL over the run's ranks (MLC_NCCL=1: also for one rank, to measure it).
   bool ncclWanted() const;
   void openNccl();
@@ -1040,20 +1040,8 @@ void CudaBackend::enqueue(const std::string &function, bool timed) {
       gemm(s, b.gemmTypes[i], b.pointers[s.buffers[0]], b.pointers[s.buffers[1]],
            b.pointers[s.buffers[2]], s.bias ? b.pointers[s.buffers[3]] : 0,
            s.gelu ? b.pointers[s.buffers.back()] : 0);
-    } else if (s.kind == StepDecl::AllReduceStart) {
-      prepareBucket(s.offset, s.count, s.clip);
-      allReduceStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));
-    } else if (s.kind == StepDecl::AllReduceWait) {
-      allReduceWait(int(s.tag));
-    } else if (s.kind == StepDecl::ReduceScatterStart) {
-      prepareBucket(s.offset, s.count, s.clip);
-      reduceScatterStart(FlatBuffer::Grads, s.offset, s.count, int(s.tag));
-    } else if (s.kind == StepDecl::ReduceScatterWait) {
-      reduceScatterWait(int(s.tag));
-    } else if (s.kind == StepDecl::AllGatherStart) {
-      allGatherStart(FlatBuffer::Params, s.offset, s.count, int(s.tag));
-    } else if (s.kind == StepDecl::AllGatherWait) {
-      allGatherWait(int(s.tag));
+    } else {
+      startOrWaitCollective(s);
     } // AllReduceNorm: after the function, on the host (run())
 
     if (timed) {
