@@ -378,12 +378,12 @@ std::string Backend::gemmDtype(const FunctionPlan &fn, const StepDecl &s) const 
   if (s.gelu) {
     const BufferDecl &p = fn.buffers.at(size_t(s.buffers.back()));
     const BufferDecl &o = fn.buffers.at(size_t(s.buffers[0]));
-    if (bufferDtype(fn, s.buffers.back()) != out || (out != "f32" && out != "f64") ||
-        p.bytes < o.bytes)
+    if (bufferDtype(fn, s.buffers.back()) != out ||
+        (out != "f32" && out != "f64" && out != "bf16") || p.bytes < o.bytes)
       fail(pkg_.dir + "/plan.txt: function " + fn.name + " has a GEMM with a GELU whose "
            "pre-activation is " + std::to_string(p.bytes) + " bytes of " +
            bufferDtype(fn, s.buffers.back()) + "; it takes the result's " +
-           std::to_string(o.bytes) + " bytes of f32 or f64");
+           std::to_string(o.bytes) + " bytes of f32, f64 or bf16");
   }
   if (lhs == "bf16" && rhs == "bf16" && out == "f32")
     return "bf16-f32";

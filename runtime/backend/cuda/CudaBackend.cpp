@@ -227,6 +227,7 @@ void CudaBackend::loadKernels(bool verbose) {
   check(d_->getFunction(&biasBf16_, builtins_, "mlc_bias_bf16"), "finding the bias kernels");
   check(d_->getFunction(&geluF32_, builtins_, "mlc_gelu_f32"), "finding the GELU kernels");
   check(d_->getFunction(&geluF64_, builtins_, "mlc_gelu_f64"), "finding the GELU kernels");
+  check(d_->getFunction(&geluBf16_, builtins_, "mlc_gelu_bf16"), "finding the GELU kernels");
   bucketParts_ = allocate(kBucketParts * 8, "the bucket norms", memory::kCommunication);
   for (auto &[name, k] : kernels_) {
     CUfunction fn = nullptr;

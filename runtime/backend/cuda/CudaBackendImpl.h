@@ -192,7 +192,7 @@ private:
   CUmodule builtins_ = nullptr;
   CUfunction sumsq_ = nullptr, scale_ = nullptr;
   CUfunction biasF32_ = nullptr, biasF64_ = nullptr, biasBf16_ = nullptr;
-  CUfunction geluF32_ = nullptr, geluF64_ = nullptr;
+  CUfunction geluF32_ = nullptr, geluF64_ = nullptr, geluBf16_ = nullptr;
   CUdeviceptr bucketParts_ = 0;
   static constexpr int kBucketParts = memory::kCudaBucketNormParts;
   // NCCL: the communicator, its stream, and per tag the events that order a

@@ -225,7 +225,8 @@ void CudaBackend::gemmEpilogueKernels(const GemmShape &g, const GemmPlan &plan,
   }
   if (pre && plan.geluKernel) {
     void *args[] = {&out, &pre, &count};
-    check(d_->launch(g.outSize == 8 ? geluF64_ : geluF32_, blocks, 1, 1, 256, 1, 1, 0, stream_,
+    check(d_->launch(g.outSize == 8 ? geluF64_ : g.outSize == 2 ? geluBf16_ : geluF32_, blocks, 1,
+                     1, 256, 1, 1, 0, stream_,
                      args, nullptr),
           "a GEMM's GELU");
   }
@@ -238,7 +239,7 @@ void CudaBackend::gemmEpilogueKernels(const GemmShape &g, const GemmPlan &plan,
 /// A bias (n elements of the result's type, 0 for none) is cuBLASLt's BIAS
 /// epilogue: added to every row of the row-major result (a column of the
 /// column-major D, whose rows it matches) before the result is rounded.
-/// With `pre` (f32, f64), GELU_AUX(_BIAS): the product (+ bias) goes to
+/// With `pre` (f32, f64, bf16), GELU_AUX(_BIAS): the product (+ bias) goes to
 /// pre, its tanh GELU to out. Where cuBLASLt has no algorithm with an
 /// epilogue, the next simpler one is asked for and the runtime's kernels
 /// add what it left out after the product. With `accumulate` the product

@@ -481,12 +481,12 @@ cublasStatus_t heuristic(cublasLtHandle_t, cublasLtMatmulDesc_t d, cublasLtMatri
   if ((desc.epilogue & CUBLASLT_EPILOGUE_BIAS) && !desc.bias)
     return CUBLAS_STATUS_INVALID_VALUE;
   // GELU_AUX as cuBLASLt documents it: an aux pointer, its leading dimension
-  // and batch stride multiples of 8 (ld >= D's rows); here f32 results only
-  // (f64 products take the runtime's GELU kernel).
+  // and batch stride multiples of 8 (ld >= D's rows); here f32 and bf16
+  // results (aux in D's type; f64 products take the runtime's GELU kernel).
   if ((desc.epilogue & CUBLASLT_EPILOGUE_GELU) &&
       (!desc.aux || desc.auxLd % 8 || desc.auxLd < int64_t(cl.rows) || desc.auxStride % 8 ||
        (cl.batch > 1 && desc.auxStride < desc.auxLd * int64_t(cl.cols)) ||
-       cl.type != CUDA_R_32F))
+       (cl.type != CUDA_R_32F && cl.type != CUDA_R_16BF)))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   std::memset(result, 0, sizeof *result);
   static_assert(sizeof result->algo >= sizeof(Pref), "the algorithm holds the alignments");
