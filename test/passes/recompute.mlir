@@ -165,8 +165,9 @@ func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"},
 
 // -----
 
-// What the loss reads is never recomputed: the labels' reshape (a view of an
-// input) and the logits stay the forward's, so the cross-entropy's gradient
+// What a cross-entropy reads is never recomputed: the labels' reshape (a view
+// of an input) and the logits (a cheap product of a saved one) stay the
+// forward's, so the cross-entropy's gradient
 // reads the very values the cross-entropy does and the lowering fuses the two
 // (recomputing them would free nothing). A reshape of a recomputed value is
 // recomputed with it: selective computes the LayerNorm's output again and
@@ -174,10 +175,12 @@ func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"},
 // SEL-LABEL:  func.func @train_step
 // SEL:        %[[V:.*]] = mlc.reshape %{{.*}} : tensor<2x4x8xf32> -> tensor<8x8xf32>
 // SEL:        %[[H:.*]] = mlc.matmul %[[V]], %arg4
+// SEL:        %[[S:.*]] = mlc.mul %[[H]], %[[H]]
 // SEL:        %[[YL:.*]] = mlc.reshape %arg1 : tensor<2x4xi64> -> tensor<8xi64>
-// SEL:        mlc.cross_entropy %[[H]], %[[YL]]
+// SEL:        mlc.cross_entropy %[[S]], %[[YL]]
 // SEL-NOT:    mlc.reshape %arg1
-// SEL:        mlc.cross_entropy_grad %{{.*}}, %[[H]], %[[YL]]
+// SEL-NOT:    mlc.mul %[[H]], %[[H]]
+// SEL:        mlc.cross_entropy_grad %{{.*}}, %[[S]], %[[YL]]
 // SEL:        %[[NB:.*]] = mlc.layer_norm %arg0, %arg2, %arg3
 // SEL-NEXT:   %[[VB:.*]] = mlc.reshape %[[NB]] : tensor<2x4x8xf32> -> tensor<8x8xf32>
 // SEL-NEXT:   mlc.matmul %{{.*}}, %[[VB]]
@@ -200,8 +203,9 @@ func.func @forward(%x: tensor<2x4x8xf32> {mlc.input = "x"},
   %n = mlc.layer_norm %x, %g, %b epsilon = 1.0e-05 : tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>
   %v = mlc.reshape %n : tensor<2x4x8xf32> -> tensor<8x8xf32>
   %h = mlc.matmul %v, %w transpose_rhs : tensor<8x8xf32>, tensor<16x8xf32>
+  %s = mlc.mul %h, %h : tensor<8x16xf32>, tensor<8x16xf32>
   %yl = mlc.reshape %y : tensor<2x4xi64> -> tensor<8xi64>
-  %l = mlc.cross_entropy %h, %yl ignore_index = -100 : tensor<8x16xf32>, tensor<8xi64>
+  %l = mlc.cross_entropy %s, %yl ignore_index = -100 : tensor<8x16xf32>, tensor<8xi64>
   return %l : tensor<f32>
 }
 
@@ -218,7 +222,10 @@ func.func @forward(%x: tensor<2x4x8xf32> {mlc.input = "x"},
 // FULL-LABEL: func.func @train_step
 // BLOCK-LABEL: func.func @train_step
 // MIX-LABEL:  func.func @train_step
-// MIX-NOT:    mlc.reshape %arg0 :{{.*}}
+// MIX:        %[[XR:.*]] = mlc.reshape %arg0
+// MIX:        mlc.reduce_sum
+// MIX-NOT:    mlc.reshape %arg0
+// MIX:        mlc.matmul %[[XR]], %{{.*}} transpose_lhs
 // NONE-LABEL: func.func @train_step
 func.func @forward(%x: tensor<2x4x8xf32> {mlc.input = "x"},
                    %w: tensor<8x8xf32> {mlc.param = "h.0.fc.weight"})
