@@ -240,7 +240,10 @@ private:
         if (!clones.contains(operand))
           if (Value c = materialize(operand); c != operand)
             clones.map(operand, c);
-      b.clone(*op, clones); // maps op's results to the clone's
+      // Marked, so that no fusion moves the clone back into forward (where
+      // its value would be kept again): mlc-fuse-elementwise merges
+      // siblings at the earlier one's place only when none is recomputed.
+      b.clone(*op, clones)->setAttr(kRecomputedAttr, b.getUnitAttr());
       ++clonedOps;
       return clones.lookup(v);
     };

@@ -181,8 +181,8 @@ func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"},
 // SEL-NOT:    mlc.reshape %arg1
 // SEL-NOT:    mlc.mul %[[H]], %[[H]]
 // SEL:        mlc.cross_entropy_grad %{{.*}}, %[[S]], %[[YL]]
-// SEL:        %[[NB:.*]] = mlc.layer_norm %arg0, %arg2, %arg3
-// SEL-NEXT:   %[[VB:.*]] = mlc.reshape %[[NB]] : tensor<2x4x8xf32> -> tensor<8x8xf32>
+// SEL:        %[[NB:.*]] = mlc.layer_norm %arg0, %arg2, %arg3 epsilon = {{.*}} {mlc.recomputed}
+// SEL-NEXT:   %[[VB:.*]] = mlc.reshape %[[NB]] {mlc.recomputed} : tensor<2x4x8xf32> -> tensor<8x8xf32>
 // SEL-NEXT:   mlc.matmul %{{.*}}, %[[VB]]
 // SEL:        return
 // FULL-LABEL: func.func @train_step
