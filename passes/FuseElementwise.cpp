@@ -278,8 +278,12 @@ private:
           // Else the merged group sits at the earlier root, when the later
           // group's inputs all exist there (--dtype bf16: each gradient's
           // bf16 copy is read by its GEMMs before the other is computed).
+          // A value recomputed in backward (mlc-recompute) is never moved
+          // to a sibling in forward, where it would be kept again.
           Operation *root = groups[late].root;
-          if (!ok) {
+          if (!ok && llvm::none_of(groups[late].ops, [](Operation *op) {
+                return op->hasAttr(kRecomputedAttr);
+              })) {
             ok = llvm::all_of(inputs[late], [&](Value v) {
               Operation *def = v.getDefiningOp();
               return !def || position[def] < position[groups[early].root];
