@@ -510,15 +510,17 @@ int runTrain() {
     mlc::rt::Package pkg = mlc::rt::Package::load(*dir);
     if (worldRanks() > 1 && !agree({{"package", mlc::rt::packageHash(pkg)}}, "a package"))
       return 1;
+    const int64_t groupRanks = groups.tensor ? groups.tensor->size() : 1;
+    if (pkg.tensorParallel != groupRanks)
+      return failAll(*dir + " is one rank of a tensor-parallel group of " +
+                     Twine(pkg.tensorParallel) + "; this run has groups of " + Twine(groupRanks) +
+                     " (--tensor-parallel)");
     auto backend = mlc::rt::createBackend(o.device, pkg, /*verbose=*/!world || world->rank() == 0);
     backend->setCommunicator(groups.data ? groups.data : world);
     backend->setTensorParallel(groups.tensor);
-    if (pkg.tensorParallel != backend->tpSize())
-      return failAll(*dir + " is one rank of a tensor-parallel group of " +
-                     Twine(pkg.tensorParallel) + "; this run has groups of " +
-                     Twine(backend->tpSize()) + " (--tensor-parallel)");
     if (!world || world->rank() == 0)
-      errs() << "mlc: training " << pkg.paramCount << " parameters ("
+      errs() << "mlc: training " << pkg.paramCount
+             << (groups.tensor ? " parameters per tensor-parallel rank (" : " parameters (")
              << (pkg.computeDtype == "bf16" ? "bf16 products, f32 parameters" : pkg.dtype) << ") on "
              << backend->name()
              << (worldRanks() > 1 ? " x " + std::to_string(worldRanks()) + " ranks (" +
