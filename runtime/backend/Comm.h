@@ -4,6 +4,9 @@
 // world is what launched the process: `mpirun -np R mlc train ...` gives R
 // ranks over Open MPI (CPU buffers; NCCL for device buffers goes behind the
 // same interface), a plain launch gives none (one rank, no collectives).
+// split() makes sub-communicators of it: under --tensor-parallel T, the
+// tensor-parallel group of T consecutive ranks (plan.tp_all_reduce) and the
+// data-parallel group across the groups (the gradient buckets).
 //
 // Sums are in place. allReduceStart() returns at once; the sum progresses
 // while the caller computes (the backend calls progress() between kernel
