@@ -12,6 +12,7 @@
 #include "contract/StepFunctions.h"
 #include "runtime/train/BatchSources.h"
 #include "runtime/train/ModelDirectory.h"
+#include "runtime/train/TensorParallel.h"
 #include "runtime/train/TrainerParts.h"
 #include "support/Error.h"
 #include "support/Json.h"
@@ -41,6 +42,8 @@ void store(std::vector<char> &flat, int64_t elementSize, int64_t i, double x) {
 } // namespace
 
 void initializeParameters(Backend &backend, uint64_t seed) {
+  if (backend.package().tensorParallel > 1)
+    return initializeSlicedParameters(backend, seed); // drawn whole, then sliced
   const Package &pkg = backend.package();
   const int64_t es = backend.elementSize();
   std::vector<char> flat(pkg.paramCount * es);
@@ -97,6 +100,7 @@ std::string valueText(double x) {
 void loadParameters(Backend &backend, const std::string &path) {
   const Package &pkg = backend.package();
   auto tensors = readModelWeights(path);
+  sliceLoadedWeights(backend, tensors, path); // whole HF tensors -> this rank's slices
   std::string problems;
   // A tied parameter may be stored under any of its names (HF's own files
   // keep one of them); where several are stored, they must agree.
@@ -177,16 +181,13 @@ void writeMemoryReport(const Backend &backend, const std::string &path) {
 }
 
 void saveParameters(Backend &backend, const std::string &path) {
-  std::vector<char> flat = downloadAll(backend, FlatBuffer::Params);
+  // Whole HF tensors, gathered from the tensor-parallel group's slices.
+  std::vector<char> flats = groupParameterFlats(backend);
   std::vector<std::pair<std::string, HostTensor>> out;
   for (const ParamInfo &p : backend.package().params) {
-    HostTensor t;
-    t.dtype = backend.package().dtype;
-    t.shape = p.shape;
-    const char *base = flat.data() + p.offset * backend.elementSize();
-    t.data.assign(base, base + p.numel * backend.elementSize());
+    HostTensor t = wholeParameter(backend, p, flats);
     // No file of weights that are not finite is written, under any label.
-    for (int64_t i = 0; i < p.numel; ++i)
+    for (int64_t i = 0; i < t.numel(); ++i)
       if (!std::isfinite(t.getDouble(i)))
         fail(path + " was not written: parameter " + p.name + " holds " +
              valueText(t.getDouble(i)) + " at index " + std::to_string(i));
@@ -198,7 +199,8 @@ void saveParameters(Backend &backend, const std::string &path) {
         out.push_back({alias, t});
     out.push_back({p.name, std::move(t)});
   }
-  writeSafetensors(path, out, {{"format", "pt"}});
+  if (backend.tpRank() == 0) // the group's first rank writes the whole model
+    writeSafetensors(path, out, {{"format", "pt"}});
 }
 
 /// --save: a safetensors file, or a Hugging Face model directory.

@@ -16,6 +16,7 @@
 #include "runtime/train/Generate.h"
 #include "runtime/train/ModelDirectory.h"
 #include "runtime/train/RunLog.h"
+#include "runtime/train/TensorParallel.h"
 #include "runtime/train/TrainerParts.h"
 #include "support/TensorIO.h"
 
@@ -380,7 +381,8 @@ private:
   bool update(int64_t t, const StepTotals &step, double &norm, double &lr) {
     backend.run(kGradNormFn, t);
     // The gradients are summed over the ranks: their mean's norm is 1/R of it.
-    norm = backend.output(kGradNormFn, "grad_norm").getDouble(0) / ranks;
+    norm = tensorParallelGradNorm(backend, backend.output(kGradNormFn, "grad_norm").getDouble(0)) /
+           ranks;
     const double loss = step.loss;
     if ((!std::isfinite(loss) || !std::isfinite(norm)) && ++badSteps <= o.maxBadSteps) {
       // Skipped: no update; the parameters stay those of the last good step.
