@@ -4,7 +4,7 @@
 // reduction, attention, ...) is a `plan.kernel` with its template's name and
 // a dictionary of typed parameters:
 //
-//   plan.kernel @k3 rows "softmax" args(2)
+//   plan.kernel @k3 rows #plan.softmax args(2)
 //       params {columns = 64 : i64, element = f32, rows = 32 : i64, rows_per_token = 1 : i64}
 //
 // The lowering writes the dictionary (ParamsBuilder); the printer reads it
