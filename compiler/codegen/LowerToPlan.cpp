@@ -30,17 +30,18 @@ namespace lowering {
 void FunctionLowering::emitConstant(ConstantOp c, int id) {
   auto dense = cast<DenseElementsAttr>(c.getValue());
   Type el = dense.getElementType();
-  ParamsBuilder p(c.getContext());
-  p.type("element", el);
   if (dense.isSplat()) {
-    p.i64("count", numel(c.getResult()));
-    if (isa<FloatType>(el))
-      p.f64("value", dense.getSplatValue<APFloat>().convertToDouble());
-    else
-      p.i64("value", dense.getSplatValue<APInt>().getSExtValue());
-    addStep(plan::FillTemplateAttr::get(context()), p.get(), {id}, KernelTemplate::fill);
+    OpBuilder b(c.getContext());
+    Attribute value =
+        isa<FloatType>(el)
+            ? Attribute(b.getF64FloatAttr(dense.getSplatValue<APFloat>().convertToDouble()))
+            : Attribute(b.getI64IntegerAttr(dense.getSplatValue<APInt>().getSExtValue()));
+    addStep(plan::FillTemplateAttr::get(context(), el, numel(c.getResult()), value),
+            DictionaryAttr(), {id}, KernelTemplate::fill);
     return;
   }
+  ParamsBuilder p(c.getContext());
+  p.type("element", el);
   p.attr("values", dense);
   addStep(plan::ConstantTemplateAttr::get(context()), p.get(), {id}, KernelTemplate::fill);
 }

@@ -171,16 +171,6 @@ int64_t product(ArrayRef<int64_t> dims) {
   return n;
 }
 
-/// The elements an access reaches: the dims it strides along (a stride of
-/// 0 reads one element for the whole dimension).
-int64_t extent(ArrayRef<int64_t> dims, ArrayRef<int64_t> strides) {
-  int64_t n = 1;
-  for (size_t d = 0; d < dims.size(); ++d)
-    if (d >= strides.size() || strides[d] != 0)
-      n *= dims[d];
-  return n;
-}
-
 double bytesOf(Type t) { return double(plan::elementBytes(t)); }
 Type elementOf(Value v) { return cast<ShapedType>(v.getType()).getElementType(); }
 
@@ -199,11 +189,11 @@ llvm::Expected<Cost> bodyCost(plan::KernelOp k) {
   Cost c;
   for (Operation &op : k.getBody().front()) {
     if (auto l = dyn_cast<plan::LoadOp>(op)) {
-      c.bytes += extent(dims, l.getStrides()) * bytesOf(elementOf(l.getValue()));
+      c.bytes += lowering::accessExtent(dims, l.getStrides()) * bytesOf(elementOf(l.getValue()));
     } else if (auto s = dyn_cast<plan::StoreOp>(op)) {
-      c.bytes += extent(dims, s.getStrides()) * bytesOf(elementOf(s.getValue()));
+      c.bytes += lowering::accessExtent(dims, s.getStrides()) * bytesOf(elementOf(s.getValue()));
     } else if (auto n = dyn_cast<plan::NormalizeOp>(op)) {
-      c.bytes += extent(dims, n.getStrides()) * bytesOf(n.getElement());
+      c.bytes += lowering::accessExtent(dims, n.getStrides()) * bytesOf(n.getElement());
       c.flops += 8 * elements;
     } else if (auto a = dyn_cast<plan::AccumulateOp>(op)) {
       // A column reduction's sums, one per column; the norm's one f64.
@@ -260,8 +250,8 @@ Cost gemmCost(plan::GemmOp g, int64_t capacity, const RooflineDevice &d, std::st
   const double batches = double(product(batch));
   Type lt = elementOf(g.getLhs()), rt = elementOf(g.getRhs()), ot = elementOf(g.getOut());
   Cost c;
-  c.bytes = double(extent(batch, g.getLhsStrides())) * m * k * bytesOf(lt) +
-            double(extent(batch, g.getRhsStrides())) * k * n * bytesOf(rt) +
+  c.bytes = double(lowering::accessExtent(batch, g.getLhsStrides())) * m * k * bytesOf(lt) +
+            double(lowering::accessExtent(batch, g.getRhsStrides())) * k * n * bytesOf(rt) +
             batches * m * n * bytesOf(ot);
   if (g.getAccumulate())
     c.bytes += batches * m * n * bytesOf(ot);

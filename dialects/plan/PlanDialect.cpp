@@ -188,8 +188,6 @@ LogicalResult KernelOp::verify() {
   TemplateAttrInterface t = getKernelTemplateAttr();
   if (!t)
     return emitOpError("a kernel is a template (#plan.NAME and params) or a body");
-  if (!getParams())
-    return emitOpError("template kernel '") << t.getTemplateName() << "' has no params";
   return t.verifyKernel(*this);
 }
 

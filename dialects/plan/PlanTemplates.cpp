@@ -25,6 +25,8 @@ LogicalResult verifyTemplateParams(Operation *op, ArrayRef<TemplateParam> schema
   auto k = cast<KernelOp>(op);
   StringRef name = k.getKernelTemplateAttr().getTemplateName();
   DictionaryAttr params = k.getParamsAttr();
+  if (!params)
+    return k.emitOpError("template kernel '") << name << "' has no params";
   for (const TemplateParam &p : schema) {
     Attribute value = params.get(p.name);
     if (!value && p.required)

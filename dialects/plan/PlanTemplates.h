@@ -72,7 +72,8 @@ bool isParamKind(mlir::Attribute value, ParamKind kind);
 /// The kind's name in a diagnostic ("an i64", "an i64 array", ...).
 llvm::StringRef paramKindName(ParamKind kind);
 
-/// Checks template kernel `kernel`'s params against `schema` (every
+/// Checks template kernel `kernel`'s params against `schema` (the
+/// dictionary there, every
 /// required parameter present, each present one of its kind), emitting the
 /// error on the kernel: "@k3 (template 'softmax'): parameter 'columns' is
 /// missing".

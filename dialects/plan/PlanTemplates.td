@@ -15,8 +15,10 @@
 // stops with MLIR's "promised interface ... never implemented" at the first
 // template kernel it verifies.
 //
-// The template's parameters travel in the kernel's `params` dictionary,
-// checked by the implementation's verifyKernel against the template's
+// A template's parameters are the attribute's own, typed in ODS (`fill`:
+// `#plan.fill<element = f32, count = 4, value = 0.0 : f32>`), or, for the
+// templates not yet moved to that form, the kernel's `params` dictionary,
+// which the implementation's verifyKernel checks against the template's
 // schema (TemplateParam lists, PlanTemplates.h).
 //
 // docs/design.md "Adding a template" walks through adding one.
@@ -37,7 +39,21 @@ class Plan_Template<string cppName, string name, string summaryText>
 }
 
 // Fills.
-def Plan_FillTemplate : Plan_Template<"FillTemplate", "fill", "p0 = `count` copies of `value`">;
+def Plan_FillTemplate : Plan_Template<"FillTemplate", "fill", "p0 = `count` copies of `value`"> {
+  let description = [{
+    A typed template: its parameters are the attribute's own, and its
+    kernel has no `params` dictionary.
+
+    ```mlir
+    plan.kernel @k0 fill #plan.fill<element = f32, count = 4, value = 0.0 : f32> args(1)
+    ```
+  }];
+  // `value`: an integer or float attribute, a literal of `element`
+  // (checked by the model's verifyKernel, which names the kernel).
+  let parameters = (ins "::mlir::Type":$element, "int64_t":$count,
+                        "::mlir::Attribute":$value);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
 def Plan_ConstantTemplate : Plan_Template<"ConstantTemplate", "constant", "p0 = the dense `values`">;
 def Plan_RotaryTableTemplate : Plan_Template<"RotaryTableTemplate", "rotary_table",
     "p0 = a rotary embedding's cosine (or, with `sine`, signed sine) table">;

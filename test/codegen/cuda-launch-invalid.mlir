@@ -2,41 +2,41 @@
 
 // A phase is [grid, block].
 // expected-error @+1 {{'plan.kernel' op @k0: cuda.launch phase 0 is not array<i64: grid, block>}}
-plan.kernel @k0 fill #plan.fill args(1) params {count = 4 : i64, element = f32, value = 0.0 : f32} attributes {cuda.launch = [array<i64: 1>]}
+plan.kernel @k0 fill #plan.fill<element = f32, count = 4, value = 0.0 : f32> args(1) attributes {cuda.launch = [array<i64: 1>]}
 
 // -----
 
 // CUDA runs at most 1024 threads a block.
 // expected-error @+1 {{'plan.kernel' op @k0: cuda.launch phase 1 launches 1 blocks of 2048 threads (grid >= 1, block a multiple of 32 up to 1024)}}
-plan.kernel @k0 fill #plan.fill args(1) params {count = 4 : i64, element = f32, value = 0.0 : f32} attributes {cuda.launch = [array<i64: 1, 256>, array<i64: 1, 2048>]}
+plan.kernel @k0 fill #plan.fill<element = f32, count = 4, value = 0.0 : f32> args(1) attributes {cuda.launch = [array<i64: 1, 256>, array<i64: 1, 2048>]}
 
 // -----
 
 // expected-error @+1 {{'plan.kernel' op @k0: cuda.launch must be a non-empty array of [grid, block] phases}}
-plan.kernel @k0 fill #plan.fill args(1) params {count = 4 : i64, element = f32, value = 0.0 : f32} attributes {cuda.launch = []}
+plan.kernel @k0 fill #plan.fill<element = f32, count = 4, value = 0.0 : f32> args(1) attributes {cuda.launch = []}
 
 // -----
 
 // expected-error @+1 {{'plan.kernel' op @k0: cuda.scratch must be a non-negative i64 (bytes)}}
-plan.kernel @k0 fill #plan.fill args(1) params {count = 4 : i64, element = f32, value = 0.0 : f32} attributes {cuda.launch = [array<i64: 1, 256>], cuda.scratch = -8 : i64}
+plan.kernel @k0 fill #plan.fill<element = f32, count = 4, value = 0.0 : f32> args(1) attributes {cuda.launch = [array<i64: 1, 256>], cuda.scratch = -8 : i64}
 
 // -----
 
 // expected-error @+1 {{'plan.kernel' op @k0: has a CUDA scratch or tile but no cuda.launch}}
-plan.kernel @k0 fill #plan.fill args(1) params {count = 4 : i64, element = f32, value = 0.0 : f32} attributes {cuda.scratch = 8 : i64}
+plan.kernel @k0 fill #plan.fill<element = f32, count = 4, value = 0.0 : f32> args(1) attributes {cuda.scratch = 8 : i64}
 
 
 // -----
 
 // A block is whole warps: the runtime launches no other.
 // expected-error @+1 {{'plan.kernel' op @k0: cuda.launch phase 0 launches 1 blocks of 48 threads (grid >= 1, block a multiple of 32 up to 1024)}}
-plan.kernel @k0 fill #plan.fill args(1) params {count = 4 : i64, element = f32, value = 0.0 : f32} attributes {cuda.launch = [array<i64: 1, 48>]}
+plan.kernel @k0 fill #plan.fill<element = f32, count = 4, value = 0.0 : f32> args(1) attributes {cuda.launch = [array<i64: 1, 48>]}
 
 // -----
 
 // Less than a warp (an f64 attention backward once scheduled 16 threads).
 // expected-error @+1 {{'plan.kernel' op @k0: cuda.launch phase 0 launches 1 blocks of 16 threads (grid >= 1, block a multiple of 32 up to 1024)}}
-plan.kernel @k0 fill #plan.fill args(1) params {count = 4 : i64, element = f32, value = 0.0 : f32} attributes {cuda.launch = [array<i64: 1, 16>]}
+plan.kernel @k0 fill #plan.fill<element = f32, count = 4, value = 0.0 : f32> args(1) attributes {cuda.launch = [array<i64: 1, 16>]}
 
 // -----
 

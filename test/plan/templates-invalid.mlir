@@ -43,3 +43,32 @@ plan.kernel @k0 copy #plan.copies args(2) params {element = f32, nests = [1 : i6
 
 // Every required parameter of its kind: no error.
 plan.kernel @k0 rows #plan.cross_entropy args(3) params {columns = 256 : i64, element = f32, ignore = -100 : i64, labels = i64, rows = 16 : i64}
+
+// -----
+
+// A typed template (#plan.fill<...>) checks its parameters' names and
+// types as it parses...
+// expected-error @+1 {{duplicate or unknown struct parameter name: cnt}}
+plan.kernel @k0 fill #plan.fill<element = f32, cnt = 4, value = 0.0 : f32> args(1)
+
+// -----
+
+// ... and its model checks what the types cannot say, naming the kernel.
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'fill'): parameter 'value' must be an integer or a float, got "zero"}}
+plan.kernel @k0 fill #plan.fill<element = f32, count = 4, value = "zero"> args(1)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'fill'): parameter 'count' must be >= 0, got -4}}
+plan.kernel @k0 fill #plan.fill<element = f32, count = -4, value = 0.0 : f32> args(1)
+
+// -----
+
+// Its parameters are the attribute's: a params dictionary beside them is refused.
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'fill'): takes its parameters in #plan.fill<...>, not in params}}
+plan.kernel @k0 fill #plan.fill<element = f32, count = 4, value = 0.0 : f32> args(1) params {count = 4 : i64}
+
+// -----
+
+// A well-formed fill: no error.
+plan.kernel @k0 fill #plan.fill<element = f64, count = 4, value = 1 : i64> args(1)

@@ -26,16 +26,6 @@ using K = plan::ParamKind;
 
 double elementBytesOf(Type t) { return double(plan::elementBytes(t)); }
 
-/// The elements an access reaches: the dims it strides along (a stride of
-/// 0 reads one element for the whole dimension).
-int64_t extent(ArrayRef<int64_t> dims, ArrayRef<int64_t> strides) {
-  int64_t n = 1;
-  for (size_t d = 0; d < dims.size(); ++d)
-    if (d >= strides.size() || strides[d] != 0)
-      n *= dims[d];
-  return n;
-}
-
 /// An attention kernel's rotary tables (MLC_ATTN_ROTARY), checked together:
 /// `rotary_dim` R (even, 0 < R <= head_dim) names them, and with it come
 /// their batch and row strides (`rotary_strides`, two) and cos's argument
@@ -225,7 +215,7 @@ llvm::Expected<plan::TemplateCost> attentionCost(plan::KernelOp k,
     c.bytes += shapes[i].first * shapes[i].second * elementBytesOf(a.args[i].element);
   size_t next = a.query + 3;
   if (a.mask && next < a.args.size()) {
-    c.bytes += extent({a.batch, a.heads, a.seqQ, a.seqK}, a.maskStrides) *
+    c.bytes += accessExtent({a.batch, a.heads, a.seqQ, a.seqK}, a.maskStrides) *
                elementBytesOf(a.args[next].element);
     ++next;
   }

@@ -20,16 +20,6 @@ namespace {
 
 using K = plan::ParamKind;
 
-/// The elements an access reaches: the dims it strides along (a stride of
-/// 0 reads one element for the whole dimension).
-int64_t extent(ArrayRef<int64_t> dims, ArrayRef<int64_t> strides) {
-  int64_t n = 1;
-  for (size_t d = 0; d < dims.size(); ++d)
-    if (d >= strides.size() || strides[d] != 0)
-      n *= dims[d];
-  return n;
-}
-
 llvm::Error noNests(plan::KernelOp k) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  "kernel @" + k.getSymName() + ": no nests");
@@ -63,9 +53,9 @@ struct NestsModel : TemplateModel<Model, Attr> {
       Shape dims = r.i64s("dims"), dst = r.i64s("dst_strides"), src = r.i64s("src_strides");
       if (auto err = r.error())
         return std::move(err);
-      c.bytes += extent(dims, dst) * el;
+      c.bytes += accessExtent(dims, dst) * el;
       if (!Iota)
-        c.bytes += extent(dims, src) * el;
+        c.bytes += accessExtent(dims, src) * el;
     }
     return c;
   }

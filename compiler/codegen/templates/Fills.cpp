@@ -24,27 +24,36 @@ int64_t denseCount(ParamsReader &r, StringRef name) {
   return dense ? dense.getNumElements() : 0;
 }
 
-/// p0 = `count` copies of `value` (a literal of `element`).
+/// p0 = `count` copies of `value` (a literal of `element`): a typed
+/// template, its parameters the attribute's (#plan.fill<...>).
 struct FillModel : TemplateModel<FillModel, plan::FillTemplateAttr> {
-  static constexpr plan::TemplateParam kSchema[] = {
-      {"element", K::Type, true}, {"count", K::I64, true}, {"value", K::Number, true}};
-
-  llvm::Expected<plan::TemplateCost> getCost(Attribute, Operation *k,
+  LogicalResult verifyKernel(Attribute attr, Operation *op) const {
+    auto fill = cast<plan::FillTemplateAttr>(attr);
+    plan::KernelOp k = kernelOf(op);
+    auto error = [&]() { return k.emitOpError("@") << k.getSymName() << " (template 'fill'): "; };
+    if (k.getParams())
+      return error() << "takes its parameters in #plan.fill<...>, not in params";
+    if (!isa<FloatAttr, IntegerAttr>(fill.getValue()))
+      return error() << "parameter 'value' must be an integer or a float, got " << fill.getValue();
+    if (fill.getCount() < 0)
+      return error() << "parameter 'count' must be >= 0, got " << fill.getCount();
+    return success();
+  }
+  llvm::Expected<plan::TemplateCost> getCost(Attribute attr, Operation *,
                                              const plan::CostContext &) const {
-    ParamsReader r = reader(k);
+    auto fill = cast<plan::FillTemplateAttr>(attr);
     plan::TemplateCost c;
-    c.bytes = double(r.i64("count")) * plan::elementBytes(r.type("element"));
-    return checked(r, c);
+    c.bytes = double(fill.getCount()) * plan::elementBytes(fill.getElement());
+    return c;
   }
-  llvm::Error scheduleCuda(Attribute, Operation *k, CudaSchedule &s) const {
-    ParamsReader r = reader(k);
-    s.phases = {cudaStrided(r.i64("count"))};
-    return r.error();
+  llvm::Error scheduleCuda(Attribute attr, Operation *, CudaSchedule &s) const {
+    s.phases = {cudaStrided(cast<plan::FillTemplateAttr>(attr).getCount())};
+    return llvm::Error::success();
   }
-  llvm::Expected<std::string> print(Attribute, Operation *k, KernelTarget &target) const {
-    ParamsReader r = reader(k);
-    Type el = r.type("element");
-    return checked(r, target.fill(el, r.i64("count"), literalOf(r.attr("value"), el)));
+  llvm::Expected<std::string> print(Attribute attr, Operation *, KernelTarget &target) const {
+    auto fill = cast<plan::FillTemplateAttr>(attr);
+    return target.fill(fill.getElement(), fill.getCount(),
+                       literalOf(fill.getValue(), fill.getElement()));
   }
 };
 

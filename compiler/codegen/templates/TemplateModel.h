@@ -14,8 +14,9 @@
 //                  CUDA printer's `if (phase == K)` follow these phases
 //   print          the call of the target's method (KernelTarget.h)
 //
-// TemplateModel supplies the name and the defaults; registerTemplateModels
-// attaches every model to its attribute. docs/design.md "Adding a template"
+// TemplateModel supplies the name and the defaults; each file's attach
+// function attaches its models to their attributes, and
+// registerTemplateModels (TemplateModels.cpp) calls every attach function. docs/design.md "Adding a template"
 // walks through adding one.
 //
 //===----------------------------------------------------------------------===//
@@ -78,21 +79,16 @@ CudaSchedule::Phase cudaOneBlock();
 /// The two column-sum phases over R rows of C columns; returns the chunks.
 int64_t cudaColumnSums(CudaSchedule &s, int64_t R, int64_t C);
 
+/// The elements an access reaches: the dims it strides along (a stride of
+/// 0 reads one element for the whole dimension).
+int64_t accessExtent(llvm::ArrayRef<int64_t> dims, llvm::ArrayRef<int64_t> strides);
+
 /// A literal of type `el` (a float attribute's value, or an integer's).
 std::string literalOf(mlir::Attribute value, mlir::Type el);
 
 /// Attention's forward FLOPs, 2 B H Sq Sk (D + Dv), before causal halving
 /// (a variable-length batch's upper bound: Attention.cpp).
 double attentionForwardFlops(const AttentionKernel &a, const plan::CostContext &context);
-
-// Each family's attach function (TemplateModels.cpp calls them).
-void attachFillModels(mlir::MLIRContext *context);
-void attachRowModels(mlir::MLIRContext *context);
-void attachCrossEntropyModels(mlir::MLIRContext *context);
-void attachEmbeddingModels(mlir::MLIRContext *context);
-void attachCopyModels(mlir::MLIRContext *context);
-void attachReductionModels(mlir::MLIRContext *context);
-void attachAttentionModels(mlir::MLIRContext *context);
 
 /// Attaches every template's model to its attribute once the plan dialect
 /// loads in a context with `registry`.
