@@ -466,7 +466,8 @@ llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<in
   }
   int outId = arenaFor(result);
   valueBuffers[result] = outId;
-  addStep(plan::ReductionTemplateAttr::get(op->getContext()), encodeReduction(r, op->getContext()), {outId, bufferOf(input)},
+  addStep(plan::ReductionTemplateAttr::get(op->getContext()),
+          encodeReduction(r, op->getContext()), {outId, bufferOf(input)},
           KernelTemplate::reduction);
   return llvm::Error::success();
 }
@@ -590,7 +591,8 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
       emittedWith.insert(cg.getOperation());
       params.type("grad", gradType);
       scale(cg.getGrad());
-      addStep(plan::CrossEntropyWithGradTemplateAttr::get(op->getContext()), params.get(), bufs, KernelTemplate::rows);
+      addStep(plan::CrossEntropyWithGradTemplateAttr::get(op->getContext()), params.get(), bufs,
+              KernelTemplate::rows);
       return llvm::Error::success();
     }
     bindOut(ce.getResult());
@@ -751,8 +753,8 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   if (auto module = fn->getParentOfType<ModuleOp>())
     if (auto products = module->getAttrOfType<StringAttr>("mlc.autocast"))
       desc.bf16Products = products.getValue() == "bf16";
-  addStep(plan::AttentionTemplateAttr::get(op->getContext()), encodeAttention(desc, op->getContext()), bufs,
-          KernelTemplate::attention);
+  addStep(plan::AttentionTemplateAttr::get(op->getContext()),
+          encodeAttention(desc, op->getContext()), bufs, KernelTemplate::attention);
   return llvm::Error::success();
 }
 

@@ -157,7 +157,8 @@ void attentionSchedule(const AttentionKernel &a, CudaSchedule &s, llvm::StringRe
 /// document cut at its row's end) S; otherwise (unpadded BERT: B sequences
 /// sharing B x S tokens) the token capacity over the sequences.
 double longestSequence(const AttentionKernel &a, const plan::CostContext &mb) {
-  if (mb.batchRows > 0 && mb.batchRows * mb.batchLength == a.tokenCapacity && a.batch > mb.batchRows)
+  if (mb.batchRows > 0 && mb.batchRows * mb.batchLength == a.tokenCapacity &&
+      a.batch > mb.batchRows)
     return double(mb.batchLength);
   return double(a.tokenCapacity) / double(a.batch);
 }

@@ -68,7 +68,8 @@ struct EmbeddingGradModel : TemplateModel<EmbeddingGradModel, plan::EmbeddingGra
   llvm::Error scheduleCuda(Attribute, Operation *k, CudaSchedule &s) const {
     ParamsReader r = reader(k);
     const int64_t V = r.i64("vocab"), E = r.i64("columns");
-    const int64_t chunks = std::min<int64_t>(V, 64), colBlocks = (E + kCudaThreads - 1) / kCudaThreads;
+    const int64_t chunks = std::min<int64_t>(V, 64);
+    const int64_t colBlocks = (E + kCudaThreads - 1) / kCudaThreads;
     s.phases = {cudaStrided(V * E, 4), {chunks * colBlocks, kCudaThreads}};
     return r.error();
   }

@@ -16,8 +16,8 @@
 //
 // TemplateModel supplies the name and the defaults; each file's attach
 // function attaches its models to their attributes, and
-// registerTemplateModels (TemplateModels.cpp) calls every attach function. docs/design.md "Adding a template"
-// walks through adding one.
+// registerTemplateModels (TemplateModels.cpp) calls every attach function.
+// docs/design.md "Adding a template" walks through adding one.
 //
 //===----------------------------------------------------------------------===//
 
