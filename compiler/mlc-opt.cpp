@@ -9,6 +9,7 @@
 
 #include "dialects/mlc/MlcDialect.h"
 #include "dialects/plan/PlanDialect.h"
+#include "compiler/codegen/templates/TemplateModel.h"
 #include "compiler/codegen/Passes.h"
 #include "passes/Passes.h"
 #include "passes/Pipelines.h"
@@ -31,6 +32,7 @@ int main(int argc, char **argv) {
   registry.insert<mlc::MlcDialect, mlc::plan::PlanDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
                   mlir::math::MathDialect, mlir::scf::SCFDialect,
                   mlir::tensor::TensorDialect>();
+  mlc::lowering::registerTemplateModels(registry);
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "mlc optimizer driver\n", registry));
 }

@@ -1,7 +1,8 @@
 //===- CudaLaunch.cpp - mlc-cuda-launch: the CUDA schedule on kernel IR ----===//
 //
-// The CUDA target's launch decisions, made once per kernel on its template
-// and params (and, for a body, its nest and mlc-cuda-vectorize's lanes):
+// The CUDA target's launch decisions, made once per kernel: a template's by
+// its model's scheduleCuda (compiler/codegen/templates/) from the building
+// blocks below, a body's here from its nest and mlc-cuda-vectorize's lanes:
 //
 //   grid-stride phases (pointwise nests, fills, embeddings, the optimizer)
 //       256 threads a block, enough blocks for the work at `per` items a
@@ -37,6 +38,7 @@
 #include "compiler/codegen/KernelParams.h"
 #include "compiler/codegen/LoweringImpl.h"
 #include "compiler/codegen/Passes.h"
+#include "compiler/codegen/templates/TemplateModel.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -52,7 +54,7 @@ namespace mlc::lowering {
 namespace {
 
 using Phase = CudaSchedule::Phase;
-constexpr int64_t kThreads = 256; // a grid-stride or column phase's block
+constexpr int64_t kThreads = kCudaThreads; // a grid-stride or column phase's block
 
 /// Blocks for `work` items of `per` items each, at least 1, at most `cap`.
 int64_t blocksFor(int64_t work, int64_t per, int64_t cap) {
@@ -60,175 +62,31 @@ int64_t blocksFor(int64_t work, int64_t per, int64_t cap) {
   return std::max<int64_t>(1, std::min(g, cap));
 }
 
-/// A grid-stride phase over `work` items, `perThread` a thread.
-Phase strided(int64_t work, int64_t perThread = 1) {
+} // namespace
+
+Phase cudaStrided(int64_t work, int64_t perThread) {
   return {blocksFor(work, kThreads * perThread, 4096), kThreads};
 }
 
-/// A block per row of C elements.
-Phase perRow(const Rows &rows, int64_t C) {
+Phase cudaPerRow(const Rows &rows, int64_t C) {
   return {std::max<int64_t>(1, std::min<int64_t>(rows.count, 1 << 20)),
           C <= 64 ? 64 : C <= 256 ? 128 : 256};
 }
 
-/// The two column-sum phases over R rows of C columns; returns the chunks.
-int64_t columnSums(CudaSchedule &s, int64_t R, int64_t C) {
+Phase cudaOneBlock() { return {1, kThreads}; }
+
+int64_t cudaColumnSums(CudaSchedule &s, int64_t R, int64_t C) {
   const int64_t chunks = blocksFor(R, 16, 64), colBlocks = (C + kThreads - 1) / kThreads;
   s.phases.push_back({chunks * colBlocks, kThreads});
   s.phases.push_back({colBlocks, kThreads});
   return chunks;
 }
 
-/// An attention kernel's CUDA block: query rows, threads, key rows per
-/// tile, and the static shared memory of its template (attention.cuh).
-struct AttentionBlock {
-  int64_t rows = 64, threads = 128, tile = 32, sharedBytes = 0;
-};
-
-AttentionBlock attentionBlock(const AttentionKernel &a) {
-  const int64_t D = a.headDim, Dv = a.valueDim, bytes = plan::elementBytes(a.element);
-  AttentionBlock b;
-  if (attentionOnTensorCores(a)) {
-    // MlcAttentionTcTile: 32 rows of W / 2 + 4 words and W columns of
-    // 16 + 4; backward two of them and three statistics per tile row (or,
-    // in their place, 64 rows of D + 1 floats).
-    const int64_t W = std::max(D, Dv), tileBytes = (32 * (W / 2 + 4) + W * (16 + 4)) * 4;
-    b.sharedBytes =
-        a.backward ? std::max(2 * tileBytes + 3 * 32 * 4, 64 * (D + 1) * 4) : tileBytes;
-    return b;
-  }
-  // The block's own rows (backward: q, dO, dQ and two statistics, padded)
-  // and a key/value tile within 40 KB: fewer rows first, down to a warp
-  // (a block is whole warps), then a smaller tile, down to one key row
-  // (f64 heads of 64 in backward: 32 rows, tiles of 4).
-  const int64_t own = a.backward ? D + Dv + 2 : 0;
-  auto shared = [&] { return (b.rows * own + b.tile * (D + Dv)) * bytes; };
-  while (b.rows > 32 && shared() > 40 * 1024)
-    b.rows /= 2;
-  while (b.tile > 1 && shared() > 40 * 1024)
-    b.tile /= 2;
-  b.threads = b.rows;
-  b.sharedBytes = shared();
-  return b;
-}
-
-/// Why CUDA cannot run attention kernel `name` (its block over 48 KB of
-/// shared memory even at its smallest), and what would fit; "" if it can.
-std::string attentionRefusal(const AttentionKernel &a, int64_t sharedBytes,
-                             llvm::StringRef name) {
-  if (sharedBytes <= kCudaStaticSharedBytes)
-    return "";
-  auto fits = [&](AttentionKernel k) {
-    return attentionBlock(k).sharedBytes <= kCudaStaticSharedBytes;
-  };
-  // The largest D = Dv that fits on the same kind of kernel (tensor cores or not).
-  int64_t most = std::max(a.headDim, a.valueDim);
-  for (; most > 1; --most) {
-    AttentionKernel smaller = a;
-    smaller.headDim = smaller.valueDim = most;
-    if (attentionOnTensorCores(smaller) == attentionOnTensorCores(a) && fits(smaller))
-      break;
-  }
-  AttentionKernel bf16 = a;
-  bf16.element = Float32Type::get(a.element.getContext());
-  bf16.bf16Products = true;
-  const std::string type = plan::dtypeName(a.element) + (a.bf16Products ? ", bf16 products" : "");
-  return ("kernel @" + name + ": attention" + (a.backward ? " backward" : "") + " (" + type +
-          ", D = " + llvm::Twine(a.headDim) + ", Dv = " + llvm::Twine(a.valueDim) + ") needs " +
-          llvm::Twine(sharedBytes) + " bytes of shared memory a block, more than CUDA's " +
-          llvm::Twine(kCudaStaticSharedBytes) +
-          ": it runs on the CPU only (for CUDA, a head dimension of at most " +
-          llvm::Twine(most) + (fits(bf16) && !a.bf16Products ? ", or --dtype bf16" : "") + ")")
-      .str();
-}
-
-void attentionSchedule(const AttentionKernel &a, CudaSchedule &s, llvm::StringRef name) {
-  const AttentionBlock b = attentionBlock(a);
-  const int64_t rowsPer = b.rows, tile = b.tile, threads = b.threads;
-  s.refusal = attentionRefusal(a, b.sharedBytes, name);
-  // Varlen: tiles of the packed stream, whatever its sequences.
-  const int64_t maxLen = a.varlen ? a.tokenCapacity : std::max(a.seqQ, a.seqK);
-  const int64_t qTiles = (maxLen + rowsPer - 1) / rowsPer;
-  const Phase launch{attentionGridHeads(a) * qTiles, threads};
-  s.phases.assign(a.backward ? 3 : 1, launch);
-  s.tile = tile;
-  if (a.backward) {
-    const int64_t statRows = a.varlen ? a.heads * a.tokenCapacity : a.batch * a.heads * a.seqQ;
-    s.scratch = statRows * 3 * 8;
-  }
-}
+namespace {
 
 llvm::Error failure(plan::KernelOp k, const llvm::Twine &why) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  ("kernel @" + k.getSymName() + ": " + why).str());
-}
-
-/// The schedule of a template kernel, from its params.
-llvm::Expected<CudaSchedule> templateSchedule(plan::KernelOp k, llvm::StringRef t) {
-  ParamsReader r(k.getParamsAttr(), k.getSymName());
-  CudaSchedule s;
-  auto rowsOf = [&](int64_t C) { s.phases.push_back(perRow(r.rows(), C)); };
-  if (t == "fill") {
-    s.phases = {strided(r.i64("count"))};
-  } else if (t == "constant") {
-    auto values = dyn_cast_or_null<DenseElementsAttr>(r.attr("values"));
-    s.phases = {strided(values ? values.getNumElements() : 0)};
-  } else if (t == "rotary_table") {
-    auto inv = dyn_cast_or_null<DenseElementsAttr>(r.attr("inv_freq"));
-    s.phases = {strided(r.i64("positions") * 2 * (inv ? inv.getNumElements() : 0))};
-  } else if (t == "softmax" || t == "softmax_grad" || t == "layer_norm") {
-    rowsOf(r.i64("columns"));
-  } else if (t == "layer_norm_grad") {
-    const int64_t cap = r.i64("capacity"), E = r.i64("columns");
-    rowsOf(E);
-    s.scratch = (2 * cap + 2 * columnSums(s, cap, E) * E) * 8; // (mean, rstd), dw, db
-  } else if (t == "cross_entropy") {
-    rowsOf(r.i64("columns"));
-    s.phases.push_back({1, kThreads});
-    s.scratch = 2 * r.rows().count * 8; // loss and used per row
-  } else if (t == "cross_entropy_with_grad" || t == "cross_entropy_grad") {
-    s.phases.push_back({1, kThreads}); // the labelled rows' count
-    rowsOf(r.i64("columns"));
-    if (t == "cross_entropy_with_grad")
-      s.phases.push_back({1, kThreads}); // the loss terms' sum
-    s.scratch = (1 + r.rows().count) * 8;
-  } else if (t == "embedding") {
-    s.phases = {strided(r.rows().count * r.i64("columns"))};
-  } else if (t == "embedding_grad") {
-    const int64_t V = r.i64("vocab"), E = r.i64("columns");
-    const int64_t chunks = std::min<int64_t>(V, 64), colBlocks = (E + kThreads - 1) / kThreads;
-    s.phases = {strided(V * E, 4), {chunks * colBlocks, kThreads}};
-  } else if (t == "copies" || t == "iota") {
-    if (auto zero = k.getParamsAttr().getAs<IntegerAttr>("zero_bytes"))
-      s.phases.push_back(strided(zero.getInt(), 4));
-    auto nests = k.getParamsAttr().getAs<ArrayAttr>("nests");
-    for (Attribute a : nests ? nests : ArrayAttr::get(k.getContext(), {})) {
-      ParamsReader n(dyn_cast<DictionaryAttr>(a), k.getSymName());
-      Shape dims = n.i64s("dims");
-      int64_t lanes = n.i64("vector_lanes");
-      if (auto err = n.error())
-        return std::move(err);
-      s.phases.push_back(strided(product(dims) / std::max<int64_t>(1, lanes)));
-    }
-  } else if (t == "reduction") {
-    ReductionKernel red = decodeReduction(r);
-    if (red.shape == ReductionKernel::Rows)
-      s.phases = {perRow(red.rows, red.length)};
-    else if (red.shape == ReductionKernel::Columns)
-      s.scratch = columnSums(s, red.rows.count, red.length) * red.length * 8;
-    else
-      s.phases = {strided(red.outputs)};
-  } else if (t == "attention") {
-    AttentionKernel a = decodeAttention(r);
-    if (auto err = r.error())
-      return std::move(err);
-    attentionSchedule(a, s, k.getSymName());
-  } else {
-    return failure(k, "no CUDA schedule for template '" + t + "'");
-  }
-  if (auto err = r.error())
-    return std::move(err);
-  return s;
 }
 
 /// The schedule of a kernel with a body, from its nest or segments.
@@ -244,7 +102,7 @@ llvm::Expected<CudaSchedule> bodySchedule(plan::KernelOp k) {
     for (size_t i = 1; i < flat.size(); i += optimizer ? 3 : 2)
       total += flat[i];
     if (optimizer) {
-      s.phases = {strided(total, 4)};
+      s.phases = {cudaStrided(total, 4)};
     } else { // the gradient norm: per-block partial sums of squares, then their sum
       const int64_t blocks = blocksFor(total, kThreads * 8, 1024);
       s.phases = {{blocks, kThreads}, {1, kThreads}};
@@ -254,19 +112,19 @@ llvm::Expected<CudaSchedule> bodySchedule(plan::KernelOp k) {
   }
   case plan::KernelTemplate::column_reduction: {
     const int64_t C = r.i64("columns");
-    s.scratch = columnSums(s, r.rows().count, C) * C * 8;
+    s.scratch = cudaColumnSums(s, r.rows().count, C) * C * 8;
     break;
   }
   case plan::KernelTemplate::rows: {
     Shape dims = r.i64s("dims");
-    s.phases = {perRow(r.rows(), dims.empty() ? 1 : dims.back())};
+    s.phases = {cudaPerRow(r.rows(), dims.empty() ? 1 : dims.back())};
     break;
   }
   default: {
     Shape dims = r.i64s("dims");
     if (!r.has("vector_lanes"))
       return failure(k, "no vector decision (run mlc-cuda-vectorize first)");
-    s.phases = {strided(product(dims) / std::max<int64_t>(1, r.i64("vector_lanes")))};
+    s.phases = {cudaStrided(product(dims) / std::max<int64_t>(1, r.i64("vector_lanes")))};
   }
   }
   if (auto err = r.error())
@@ -288,9 +146,13 @@ bool attentionOnTensorCores(const AttentionKernel &a) {
 llvm::Expected<CudaSchedule> decideCudaSchedule(plan::KernelOp k) {
   if (!k.getBody().empty())
     return bodySchedule(k);
-  if (auto t = k.getTemplateName())
-    return templateSchedule(k, *t);
-  return failure(k, "neither a template nor a body: nothing to schedule");
+  plan::TemplateAttrInterface t = k.getKernelTemplateAttr();
+  if (!t)
+    return failure(k, "neither a template nor a body: nothing to schedule");
+  CudaSchedule s;
+  if (auto err = t.scheduleCuda(k, s))
+    return std::move(err);
+  return s;
 }
 
 std::optional<CudaSchedule> readCudaSchedule(plan::KernelOp k) {
@@ -330,15 +192,42 @@ namespace {
 
 class CudaLaunchPass : public mlc::impl::MlcCudaLaunchBase<CudaLaunchPass> {
 public:
+  /// The plan dialect and its templates' models (templates/).
+  void getDependentDialects(mlir::DialectRegistry &registry) const override {
+    MlcCudaLaunchBase::getDependentDialects(registry);
+    mlc::lowering::registerTemplateModels(registry);
+  }
   void runOnOperation() final {
     bool failed = false;
     getOperation().walk([&](mlc::plan::KernelOp k) {
-      if (k->hasAttr(mlc::plan::kCudaLaunch))
-        return; // scheduled already (by hand, or an earlier run)
+      auto phases = k->getAttrOfType<ArrayAttr>(mlc::plan::kCudaLaunch);
       auto s = mlc::lowering::decideCudaSchedule(k);
+      if (!s && phases) {
+        // Scheduled by hand where the pass could not decide (a nest
+        // without its vector decision): the printer refuses it if need be.
+        llvm::consumeError(s.takeError());
+        return;
+      }
       if (!s) {
         k.emitError(llvm::toString(s.takeError()));
         failed = true;
+        return;
+      }
+      if (phases) {
+        // Scheduled already (by hand, or an earlier run): it keeps its
+        // schedule if it runs the phases the kernel has.
+        if (phases.size() != s->phases.size()) {
+          InFlightDiagnostic d = k.emitOpError("@")
+                                 << k.getSymName() << ": cuda.launch has " << phases.size()
+                                 << " phases where ";
+          if (auto t = k.getKernelTemplateAttr())
+            d << "template '" << t.getTemplateName() << "'"
+              << (k.getParamsAttr().get("backward") ? " (backward)" : "");
+          else
+            d << "its " << mlc::plan::stringifyKernelTemplate(k.getKind()) << " body";
+          d << " runs " << s->phases.size();
+          failed = true;
+        }
         return;
       }
       mlc::lowering::writeCudaSchedule(k, *s);

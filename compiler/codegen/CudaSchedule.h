@@ -1,10 +1,10 @@
 //===- CudaSchedule.h - how the CUDA target launches a kernel --*- C++ -*-===//
 //
-// mlc-cuda-launch decides, from each kernel's template and params (and its
-// body's nest), the CUDA launch of every phase and the scratch it needs,
-// and records it on the plan.kernel:
+// mlc-cuda-launch decides, from each kernel's template (its scheduleCuda,
+// compiler/codegen/templates/) or its body's nest, the CUDA launch of every
+// phase and the scratch it needs, and records it on the plan.kernel:
 //
-//   plan.kernel @k7 rows "softmax" args(2) params {columns = 64 : i64, ...}
+//   plan.kernel @k7 rows #plan.softmax args(2) params {columns = 64 : i64, ...}
 //       attributes {cuda.launch = [array<i64: 32, 64>], cuda.scratch = 0 : i64}
 //
 // The CUDA printer reads the schedule back (readCudaSchedule) to write
@@ -44,6 +44,8 @@ bool attentionOnTensorCores(const AttentionKernel &a);
 /// grid is attentionGridHeads(a) x MlcAttention::queryBlocks.
 int64_t attentionGridHeads(const AttentionKernel &a);
 
+/// The threads of a grid-stride or column-sum phase's block.
+inline constexpr int64_t kCudaThreads = 256;
 /// The most static shared memory a CUDA block may declare (48 KB).
 inline constexpr int64_t kCudaStaticSharedBytes = 48 * 1024;
 /// The attribute of a kernel CUDA cannot run: why (a string naming it).

@@ -8,6 +8,7 @@
 
 #include "compiler/codegen/KernelParams.h"
 #include "compiler/codegen/Passes.h"
+#include "compiler/codegen/templates/TemplateModel.h"
 #include "compiler/codegen/Vectorize.h"
 #include "dialects/plan/PlanDialect.h"
 
@@ -22,6 +23,11 @@ namespace {
 
 class CudaVectorizePass : public mlc::impl::MlcCudaVectorizeBase<CudaVectorizePass> {
 public:
+  /// The plan dialect and its templates' models (templates/).
+  void getDependentDialects(mlir::DialectRegistry &registry) const override {
+    MlcCudaVectorizeBase::getDependentDialects(registry);
+    mlc::lowering::registerTemplateModels(registry);
+  }
   void runOnOperation() final {
     ModuleOp module = getOperation();
     int64_t capacity = 0;
@@ -34,9 +40,9 @@ public:
       if (!k.getBody().empty() &&
           (kind == mlc::plan::KernelTemplate::pointwise || kind == mlc::plan::KernelTemplate::copy))
         decide(k, capacity);
-      else if (k.getTemplateName() &&
-               (*k.getTemplateName() == "copies" || *k.getTemplateName() == "iota"))
-        decideNests(k, capacity, *k.getTemplateName() == "iota");
+      else if (isa_and_nonnull<mlc::plan::CopiesTemplateAttr, mlc::plan::IotaTemplateAttr>(
+                   k.getKernelTemplateAttr()))
+        decideNests(k, capacity, isa<mlc::plan::IotaTemplateAttr>(k.getKernelTemplateAttr()));
     });
   }
 

@@ -47,7 +47,7 @@ llvm::Error FunctionLowering::addBodyStep(const Shape &shape, const std::vector<
     more(params);
   auto kernel = b.create<plan::KernelOp>(
       fn.getLoc(), b.getStringAttr("k"), plan::KernelTemplateAttr::get(context, kind),
-      StringAttr(), b.getI64IntegerAttr(bufs.size()), params.get());
+      plan::TemplateAttrInterface(), b.getI64IntegerAttr(bufs.size()), params.get());
   b.setInsertionPointToStart(&kernel.getBody().emplaceBlock());
   if (auto err = build(b, strides)) {
     kernel->erase();
@@ -466,7 +466,8 @@ llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<in
   }
   int outId = arenaFor(result);
   valueBuffers[result] = outId;
-  addStep("reduction", encodeReduction(r, op->getContext()), {outId, bufferOf(input)},
+  addStep(plan::ReductionTemplateAttr::get(op->getContext()),
+          encodeReduction(r, op->getContext()), {outId, bufferOf(input)},
           KernelTemplate::reduction);
   return llvm::Error::success();
 }
@@ -478,7 +479,7 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
   };
   Value x = op->getOperand(0);
   Type el = typeOf(op->getResult(0)).getElementType();
-  std::string k;
+  Attribute k; // the template
   std::vector<int> bufs;
   // The template's parameters: element type, rows (dynamic token rows at
   // the capacity, per token) and the row's length.
@@ -517,7 +518,7 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     bindOut(op->getResult(0));
     bufs.push_back(bufferOf(x));
     params.flag("log", !sm);
-    k = "softmax";
+    k = plan::SoftmaxTemplateAttr::get(op->getContext());
   } else if (auto sg = dyn_cast<SoftmaxGradOp>(op)) {
     if (!lastAxis(sg.getAxis(), x))
       return failure("softmax over a dimension other than the last is not supported yet");
@@ -525,7 +526,7 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     bindOut(sg.getResult());
     bufs.push_back(bufferOf(sg.getGrad()));
     bufs.push_back(bufferOf(sg.getOutput()));
-    k = "softmax_grad";
+    k = plan::SoftmaxGradTemplateAttr::get(op->getContext());
   } else if (isa<LayerNormOp, RmsNormOp, LayerNormGradOp, RmsNormGradOp>(op)) {
     // One template pair for both norms: the operands in order (input,
     // weight[, bias]; grad, input, weight[, residual]), the results out.
@@ -543,7 +544,8 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
       params.flag("residual", bool(rg.getResidual()));
     if (auto lg = dyn_cast<LayerNormGradOp>(op))
       params.flag("residual", bool(lg.getResidual()));
-    k = grad ? "layer_norm_grad" : "layer_norm";
+    k = grad ? Attribute(plan::LayerNormGradTemplateAttr::get(op->getContext()))
+             : Attribute(plan::LayerNormTemplateAttr::get(op->getContext()));
   } else if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
     rowsAndColumns(ce.getLogits());
     Type lt = typeOf(ce.getLabels()).getElementType();
@@ -589,13 +591,14 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
       emittedWith.insert(cg.getOperation());
       params.type("grad", gradType);
       scale(cg.getGrad());
-      addStep("cross_entropy_with_grad", params.get(), bufs, KernelTemplate::rows);
+      addStep(plan::CrossEntropyWithGradTemplateAttr::get(op->getContext()), params.get(), bufs,
+              KernelTemplate::rows);
       return llvm::Error::success();
     }
     bindOut(ce.getResult());
     bufs.push_back(bufferOf(ce.getLogits()));
     bufs.push_back(bufferOf(ce.getLabels()));
-    k = "cross_entropy";
+    k = plan::CrossEntropyTemplateAttr::get(op->getContext());
   } else if (auto cg = dyn_cast<CrossEntropyGradOp>(op)) {
     rowsAndColumns(cg.getLogits());
     Type lt = typeOf(cg.getLabels()).getElementType();
@@ -605,7 +608,7 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     bufs.push_back(bufferOf(cg.getLabels()));
     if (!scale(cg.getGrad()))
       bufs.push_back(bufferOf(cg.getGrad()));
-    k = "cross_entropy_grad";
+    k = plan::CrossEntropyGradTemplateAttr::get(op->getContext());
   } else {
     return failure("internal error: not a row op");
   }
@@ -750,8 +753,8 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   if (auto module = fn->getParentOfType<ModuleOp>())
     if (auto products = module->getAttrOfType<StringAttr>("mlc.autocast"))
       desc.bf16Products = products.getValue() == "bf16";
-  addStep("attention", encodeAttention(desc, op->getContext()), bufs,
-          KernelTemplate::attention);
+  addStep(plan::AttentionTemplateAttr::get(op->getContext()),
+          encodeAttention(desc, op->getContext()), bufs, KernelTemplate::attention);
   return llvm::Error::success();
 }
 

@@ -1,15 +1,16 @@
 //===- KernelParams.h - a template kernel's parameters as attributes -*- C++ -*-===//
 //
-// A template kernel (softmax, LayerNorm, cross-entropy, embedding, fill,
-// reduction, attention, ...) is a `plan.kernel` with its template's name and
-// a dictionary of typed parameters:
+// A template kernel whose template's parameters are not (yet) typed in ODS
+// (softmax, LayerNorm, cross-entropy, embedding, reduction, attention, ...)
+// is a `plan.kernel` with its template's attribute and a dictionary of
+// typed parameters:
 //
-//   plan.kernel @k3 rows "softmax" args(2)
+//   plan.kernel @k3 rows #plan.softmax args(2)
 //       params {columns = 64 : i64, element = f32, rows = 32 : i64, rows_per_token = 1 : i64}
 //
-// The lowering writes the dictionary (ParamsBuilder); the printer reads it
-// back (ParamsReader) and calls the target's method of that template with
-// the same values when kernels.cpp / kernels.cu are written. A dynamic row
+// The lowering writes the dictionary (ParamsBuilder); the template's model
+// (compiler/codegen/templates/) checks it against its schema and reads it
+// back (ParamsReader) to cost, schedule and print the kernel. A dynamic row
 // count is `rows` (at the token capacity) with `rows_per_token`, never text.
 // AttentionKernel and ReductionKernel travel as dictionaries of their fields
 // (encode / decode below).

@@ -1,8 +1,10 @@
 //===- KernelPrinter.cpp - plan.kernel ops to a target's source ------------===//
 //
-// A walk over the kernels that writes text and decides nothing: each
-// template's parameters go to the target method of that template as they
-// are (KernelTarget.h states what each computes).
+// A walk over the kernels that writes text and decides nothing: a template
+// kernel prints through its template's model (TemplateAttrInterface::print,
+// compiler/codegen/templates/), which passes the parameters to the target
+// method of that template as they are (KernelTarget.h states what each
+// computes); a kernel with a body prints from its ops here.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,15 +12,12 @@
 #include "compiler/codegen/CudaSchedule.h"
 #include "compiler/codegen/KernelParams.h"
 #include "compiler/codegen/LoweringImpl.h"
-#include "dialects/plan/PlanTemplates.h"
+#include "compiler/codegen/templates/TemplateModel.h"
 
 #include <functional>
 
 namespace mlc::lowering {
 
-namespace {
-
-/// A literal of type `el` (a float attribute's value, or an integer's).
 std::string literalOf(Attribute value, Type el) {
   if (auto f = dyn_cast_or_null<FloatAttr>(value))
     return literal(f.getValueAsDouble(), el);
@@ -26,6 +25,8 @@ std::string literalOf(Attribute value, Type el) {
     return "(" + cType(el) + ")" + std::to_string(i.getValue().getSExtValue());
   return "";
 }
+
+namespace {
 
 /// A body's accesses, one per argument in argument order (the verifier
 /// holds every argument to one access).
@@ -368,132 +369,7 @@ llvm::Expected<std::string> printBody(plan::KernelOp k, KernelTarget &target) {
   return target.arguments(args) + prologue + target.pointwiseNest(nest, *body, vectorBody);
 }
 
-/// Copy kernels (`copies`: p0 at each nest's destination = the nest's
-/// source argument; `iota`: p0 = its index along one dimension, the offset
-/// of the nest's index access): each nest as the target's pointwise nest,
-/// with the CUDA target's decision for it (mlc-cuda-vectorize).
-llvm::Expected<std::string> printNests(bool iota, Type el, DictionaryAttr params,
-                                       llvm::StringRef name, KernelTarget &target) {
-  auto nests = params.getAs<ArrayAttr>("nests");
-  if (!nests)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "kernel @" + name + ": no nests");
-  std::vector<KernelArg> args{{el, true}};
-  if (!iota)
-    args.resize(1 + nests.size(), {el, false});
-  std::string out = target.arguments(args);
-  if (auto zero = params.getAs<IntegerAttr>("zero_bytes"))
-    out += target.zero(zero.getInt());
-  for (Attribute a : nests) {
-    ParamsReader r(dyn_cast<DictionaryAttr>(a), name);
-    PointwiseNest n;
-    n.dims = r.i64s("dims");
-    n.dynamic = r.flag("dynamic");
-    int slot = iota ? 0 : int(r.i64("src_arg"));
-    n.accs = {{0, r.i64("dst_offset"), r.i64s("dst_strides"), el},
-              {slot, r.i64("src_offset"), r.i64s("src_strides"), iota ? Type() : el}};
-    if (target.name() == "cuda") {
-      if (!r.has("vector_lanes"))
-        return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                       "kernel @" + name +
-                                           ": no vector decision (run mlc-cuda-vectorize)");
-      n.lanes = r.i64("vector_lanes");
-    }
-    if (auto err = r.error())
-      return std::move(err);
-    n.vector = {r.flag("dst_vector"), r.flag("src_vector")};
-    n.read = {false, !iota};
-    n.written = {true, false};
-    n.offsetUsed = {!n.vector[0], iota || !n.vector[1]};
-    std::string src = iota ? "(" + cType(el) + ")o1" : "p" + std::to_string(slot) + "[o1]";
-    std::string body = "    p0[o0] = " + src + ";\n";
-    std::string vectorBody = "    " + std::string(n.vector[0] ? "v0[u]" : "p0[o0]") + " = " +
-                             (n.vector[1] ? "v1[u]" : src) + ";\n";
-    out += target.pointwiseNest(n, body, vectorBody);
-  }
-  return out;
-}
-
 } // namespace
-
-llvm::Expected<std::string> printTemplateBody(llvm::StringRef t, DictionaryAttr params,
-                                              llvm::StringRef name, KernelTarget &target) {
-  if (!plan::templateSchema(t)) // the plan's one list of templates
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "kernel @" + name + ": unknown template '" + t + "'");
-  ParamsReader r(params, name);
-  std::string body;
-  Type el = r.type("element");
-  auto eps = [&] { return literal(r.f64("eps"), Float64Type::get(params.getContext())); };
-  if (t == "fill") {
-    body = target.fill(el, r.i64("count"), literalOf(r.attr("value"), el));
-  } else if (t == "constant") {
-    std::vector<std::string> values;
-    auto dense = dyn_cast_or_null<DenseElementsAttr>(r.attr("values"));
-    if (dense && isa<FloatType>(el))
-      for (APFloat v : dense.getValues<APFloat>())
-        values.push_back(literal(v.convertToDouble(), el));
-    else if (dense)
-      for (APInt v : dense.getValues<APInt>())
-        values.push_back(std::to_string(v.getSExtValue()));
-    body = target.constant(el, values);
-  } else if (t == "rotary_table") {
-    std::vector<std::string> inv;
-    if (auto dense = dyn_cast_or_null<DenseElementsAttr>(r.attr("inv_freq")))
-      for (APFloat v : dense.getValues<APFloat>())
-        inv.push_back(literal(v.convertToDouble(), Float64Type::get(params.getContext())));
-    body = target.rotaryTable(el, r.i64("positions"), inv, r.flag("sine"));
-  } else if (t == "softmax") {
-    body = target.softmax(el, r.rows(), r.i64("columns"), r.flag("log"));
-  } else if (t == "softmax_grad") {
-    body = target.softmaxGrad(el, r.rows(), r.i64("columns"));
-  } else if (t == "layer_norm") {
-    body = target.layerNorm(el, r.rows(), r.i64("columns"), eps(), r.flag("rms"));
-  } else if (t == "layer_norm_grad") {
-    body = target.layerNormGrad(el, r.rows(), r.i64("capacity"), r.i64("columns"), eps(),
-                                r.flag("rms"), r.flag("residual"));
-  } else if (t == "cross_entropy") {
-    body = target.crossEntropy(el, r.type("labels"), r.rows(), r.i64("columns"),
-                               r.i64("ignore"));
-  } else if (t == "cross_entropy_with_grad") {
-    auto scale = dyn_cast_or_null<FloatAttr>(r.attr("scale"));
-    body = target.crossEntropyWithGrad(el, r.type("labels"), r.type("grad"), r.rows(),
-                                       r.i64("columns"), r.i64("ignore"),
-                                       scale ? literalOf(scale, scale.getType()) : "");
-  } else if (t == "cross_entropy_grad") {
-    auto scale = params.getAs<FloatAttr>("scale");
-    body = target.crossEntropyGrad(el, r.type("labels"), r.rows(), r.i64("columns"),
-                                   r.i64("ignore"),
-                                   scale ? literalOf(scale, scale.getType()) : "");
-  } else if (t == "embedding") {
-    body = target.embedding(el, r.type("ids"), r.rows(), r.i64("vocab"), r.i64("columns"));
-  } else if (t == "embedding_grad") {
-    body = target.embeddingGrad(el, r.type("ids"), r.rows(), r.i64("vocab"), r.i64("columns"),
-                                r.has("padding") ? r.i64("padding") : -1);
-  } else if (t == "copies" || t == "iota") {
-    auto printed = printNests(t == "iota", el, params, name, target);
-    if (!printed)
-      return printed.takeError();
-    body = std::move(*printed);
-  } else if (t == "reduction") {
-    ReductionKernel k = decodeReduction(r);
-    if (auto err = r.error())
-      return std::move(err);
-    body = target.reduction(k);
-  } else if (t == "attention") {
-    AttentionKernel a = decodeAttention(r);
-    if (auto err = r.error())
-      return std::move(err);
-    body = target.attention(a);
-  } else {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "kernel @" + name + ": template '" + t +
-                                       "' has no " + target.name() + " printer");
-  }
-  if (auto err = r.error())
-    return std::move(err);
-  return body;
-}
 
 llvm::Expected<std::string> printKernel(plan::KernelOp k, KernelTarget &target) {
   std::string name = k.getSymName().str();
@@ -510,8 +386,8 @@ llvm::Expected<std::string> printKernel(plan::KernelOp k, KernelTarget &target) 
     if (!printed)
       return printed.takeError();
     body = std::move(*printed);
-  } else if (auto t = k.getTemplateName()) {
-    auto printed = printTemplateBody(*t, k.getParamsAttr(), name, target);
+  } else if (plan::TemplateAttrInterface t = k.getKernelTemplateAttr()) {
+    auto printed = t.print(k, target);
     if (!printed)
       return printed.takeError();
     body = std::move(*printed);

@@ -2,8 +2,8 @@
 //
 // Kernels stay in the plan as IR (a template and its parameters,
 // KernelParams.h) until the package is written; then each one becomes a
-// function of kernels.cpp or kernels.cu here, through the target's method of
-// its template, or from its body (pointwise nests, fusions, the optimizer).
+// function of kernels.cpp or kernels.cu here, through its template's model
+// (compiler/codegen/templates/), or from its body (pointwise nests, fusions, the optimizer).
 // The CUDA target prints from the schedule mlc-cuda-launch recorded.
 //
 //===----------------------------------------------------------------------===//
@@ -17,12 +17,6 @@
 #include "llvm/Support/Error.h"
 
 namespace mlc::lowering {
-
-/// The body of template kernel `name` (its arguments bound, the target's
-/// loops) as `target` writes it.
-llvm::Expected<std::string> printTemplateBody(llvm::StringRef templateName,
-                                              mlir::DictionaryAttr params,
-                                              llvm::StringRef name, KernelTarget &target);
 
 /// The kernel as one function of the target's source file.
 llvm::Expected<std::string> printKernel(plan::KernelOp kernel, KernelTarget &target);

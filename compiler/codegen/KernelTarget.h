@@ -30,7 +30,8 @@
 // loops, block-per-row kernels with warp shuffles, two-pass deterministic
 // reductions, an attention that streams tiles through shared memory). The
 // methods run only when the package's kernels.cpp / kernels.cu are printed
-// (KernelPrinter.cpp), from each plan.kernel's template parameters or body;
+// (KernelPrinter.cpp), from each plan.kernel's body or through its
+// template's model (compiler/codegen/templates/);
 // the lowering (one, target-neutral) never calls them. Where a method takes
 // scalar code (pointwise bodies, fused prologues, the optimizer's update),
 // the printer wrote that code from the kernel's body in the target's own

@@ -30,19 +30,20 @@ namespace lowering {
 void FunctionLowering::emitConstant(ConstantOp c, int id) {
   auto dense = cast<DenseElementsAttr>(c.getValue());
   Type el = dense.getElementType();
-  ParamsBuilder p(c.getContext());
-  p.type("element", el);
   if (dense.isSplat()) {
-    p.i64("count", numel(c.getResult()));
-    if (isa<FloatType>(el))
-      p.f64("value", dense.getSplatValue<APFloat>().convertToDouble());
-    else
-      p.i64("value", dense.getSplatValue<APInt>().getSExtValue());
-    addStep("fill", p.get(), {id}, KernelTemplate::fill);
+    OpBuilder b(c.getContext());
+    Attribute value =
+        isa<FloatType>(el)
+            ? Attribute(b.getF64FloatAttr(dense.getSplatValue<APFloat>().convertToDouble()))
+            : Attribute(b.getI64IntegerAttr(dense.getSplatValue<APInt>().getSExtValue()));
+    addStep(plan::FillTemplateAttr::get(context(), el, numel(c.getResult()), value),
+            DictionaryAttr(), {id}, KernelTemplate::fill);
     return;
   }
+  ParamsBuilder p(c.getContext());
+  p.type("element", el);
   p.attr("values", dense);
-  addStep("constant", p.get(), {id}, KernelTemplate::fill);
+  addStep(plan::ConstantTemplateAttr::get(context()), p.get(), {id}, KernelTemplate::fill);
 }
 
 /// One kernel that copies each source (read through its view) into a region
@@ -66,7 +67,7 @@ void FunctionLowering::emitCopies(int dstId, Type el, int64_t dstNumel, bool zer
   p.type("element", el).attr("nests", ArrayAttr::get(fn.getContext(), nests));
   if (zeroFirst)
     p.i64("zero_bytes", dstNumel * dtypeBytes(el));
-  addStep("copies", p.get(), bufs, KernelTemplate::copy);
+  addStep(plan::CopiesTemplateAttr::get(context()), p.get(), bufs, KernelTemplate::copy);
 }
 
 /// One nest of a copy kernel (or iota's), merged as every pointwise nest:
@@ -293,7 +294,7 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
             .i64("positions", s.front())
             .attr("inv_freq", DenseElementsAttr::get(invType, inv))
             .flag("sine", t.getSine());
-        addStep("rotary_table", p.get(), {id}, KernelTemplate::fill);
+        addStep(plan::RotaryTableTemplateAttr::get(context()), p.get(), {id}, KernelTemplate::fill);
         return llvm::Error::success();
       })
       .Case<IotaOp>([&](IotaOp i) {
@@ -311,7 +312,7 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
                                           {copyNest(s, {{0, 0, rowMajorStrides(s), el},
                                                         {-1, 0, st, Type()}},
                                                     false)}));
-        addStep("iota", p.get(), {id}, KernelTemplate::pointwise);
+        addStep(plan::IotaTemplateAttr::get(context()), p.get(), {id}, KernelTemplate::pointwise);
         return llvm::Error::success();
       })
       .Case<ScalarOpInterface, RotaryOp>([&](auto) { return emitPointwise(op); })
@@ -372,7 +373,7 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
             .rows(rowsOf(numel(e.getIndices()), dynamicRows(e.getIndices())))
             .i64("vocab", w[0])
             .i64("columns", w[1]);
-        addStep("embedding", p.get(),
+        addStep(plan::EmbeddingTemplateAttr::get(context()), p.get(),
                 {id, bufferOf(e.getWeight()), bufferOf(e.getIndices())}, KernelTemplate::gather);
         return llvm::Error::success();
       })
@@ -388,7 +389,7 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
             .i64("columns", t[1]);
         if (auto pad = e.getPaddingIdx())
           p.i64("padding", *pad);
-        addStep("embedding_grad", p.get(),
+        addStep(plan::EmbeddingGradTemplateAttr::get(context()), p.get(),
                 {id, bufferOf(e.getGrad()), bufferOf(e.getIndices())}, KernelTemplate::scatter);
         return llvm::Error::success();
       })
@@ -745,7 +746,8 @@ llvm::Error lowerToPlan(ModuleOp module) {
     }
     b.create<plan::KernelOp>(loc, b.getStringAttr(k.name),
                              plan::KernelTemplateAttr::get(b.getContext(), k.kind),
-                             b.getStringAttr(k.templateName), b.getI64IntegerAttr(k.numArgs),
+                             cast<plan::TemplateAttrInterface>(k.templ),
+                             b.getI64IntegerAttr(k.numArgs),
                              k.params);
   }
   for (auto &f : lowered)

@@ -7,6 +7,7 @@
 
 #include "compiler/codegen/Lowering.h"
 #include "compiler/codegen/Passes.h"
+#include "compiler/codegen/templates/TemplateModel.h"
 #include "dialects/plan/PlanDialect.h"
 #include "passes/Passes.h"
 
@@ -23,6 +24,11 @@ namespace {
 
 class LowerToPlanPass : public mlc::impl::MlcLowerToPlanBase<LowerToPlanPass> {
 public:
+  /// The plan dialect and its templates' models (templates/).
+  void getDependentDialects(mlir::DialectRegistry &registry) const override {
+    MlcLowerToPlanBase::getDependentDialects(registry);
+    mlc::lowering::registerTemplateModels(registry);
+  }
   void runOnOperation() final {
     if (auto err = mlc::lowerToPlan(getOperation())) {
       getOperation().emitError("mlc-lower-to-plan: ") << llvm::toString(std::move(err));

@@ -313,7 +313,7 @@ public:
     std::string name;
     KernelTemplate kind;
     int64_t numArgs;
-    std::string templateName; // a template kernel: its template and parameters
+    Attribute templ; // a template kernel: its template (#plan.NAME) and parameters
     DictionaryAttr params;
     plan::KernelOp body; // a kernel with a body: the op (in `scratch`)
   };
@@ -326,7 +326,7 @@ public:
       os << "body";
       k.body->print(os);
     } else {
-      key = "template\0" + k.templateName + '\0' +
+      key = "template\0" + std::to_string(uintptr_t(k.templ.getAsOpaquePointer())) + '\0' +
             std::to_string(uintptr_t(k.params.getAsOpaquePointer()));
     }
     auto it = names.find(key);
@@ -631,16 +631,18 @@ private:
     return "(" + cType(el) + ")" +
            std::to_string(dense.getSplatValue<APInt>().getSExtValue());
   }
-  /// A step launching template kernel `templateName` with `params`.
-  void addStep(llvm::StringRef templateName, DictionaryAttr params, std::vector<int> bufs,
+  /// A step launching a kernel of template `templ` (a #plan.NAME
+  /// attribute) with `params`.
+  void addStep(Attribute templ, DictionaryAttr params, std::vector<int> bufs,
                KernelTemplate kind) {
     KernelSet::Kernel k;
     k.kind = kind;
     k.numArgs = bufs.size();
-    k.templateName = templateName.str();
+    k.templ = templ;
     k.params = params;
     addLaunch(kernels.add(std::move(k)), std::move(bufs));
   }
+  MLIRContext *context() { return fn.getContext(); }
   /// A step launching a pointwise kernel over `shape` with accesses `accs`
   /// (merged, mergeDims) whose body `build` writes: given a builder in the
   /// body and each access's strides along the merged dims, its loads,

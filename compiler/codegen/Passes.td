@@ -79,10 +79,10 @@ def MlcCudaLaunch : Pass<"mlc-cuda-launch", "mlir::ModuleOp"> {
 
     ```mlir
     // before
-    plan.kernel @k0 rows "softmax" args(2)
+    plan.kernel @k0 rows #plan.softmax args(2)
         params {columns = 64 : i64, element = f32, rows = 32 : i64}
     // after
-    plan.kernel @k0 rows "softmax" args(2)
+    plan.kernel @k0 rows #plan.softmax args(2)
         params {columns = 64 : i64, element = f32, rows = 32 : i64}
         attributes {cuda.launch = [array<i64: 32, 64>], cuda.scratch = 0 : i64}
     ```

@@ -7,6 +7,7 @@
 
 #include "compiler/codegen/KernelPrinter.h"
 #include "compiler/codegen/Passes.h"
+#include "compiler/codegen/templates/TemplateModel.h"
 #include "dialects/plan/PlanDialect.h"
 
 #include "llvm/Support/raw_ostream.h"
@@ -22,6 +23,11 @@ namespace {
 
 class PrintKernelsPass : public mlc::impl::MlcPrintKernelsBase<PrintKernelsPass> {
 public:
+  /// The plan dialect and its templates' models (templates/).
+  void getDependentDialects(mlir::DialectRegistry &registry) const override {
+    MlcPrintKernelsBase::getDependentDialects(registry);
+    mlc::lowering::registerTemplateModels(registry);
+  }
   using MlcPrintKernelsBase::MlcPrintKernelsBase;
   void runOnOperation() final {
     ModuleOp module = getOperation();

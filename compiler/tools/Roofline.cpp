@@ -35,6 +35,7 @@
 #include "compiler/tools/Roofline.h"
 
 #include "compiler/codegen/KernelParams.h"
+#include "compiler/codegen/templates/TemplateModel.h"
 #include "dialects/mlc/MlcDialect.h"
 #include "dialects/plan/PlanDialect.h"
 
@@ -170,16 +171,6 @@ int64_t product(ArrayRef<int64_t> dims) {
   return n;
 }
 
-/// The elements an access reaches: the dims it strides along (a stride of
-/// 0 reads one element for the whole dimension).
-int64_t extent(ArrayRef<int64_t> dims, ArrayRef<int64_t> strides) {
-  int64_t n = 1;
-  for (size_t d = 0; d < dims.size(); ++d)
-    if (d >= strides.size() || strides[d] != 0)
-      n *= dims[d];
-  return n;
-}
-
 double bytesOf(Type t) { return double(plan::elementBytes(t)); }
 Type elementOf(Value v) { return cast<ShapedType>(v.getType()).getElementType(); }
 
@@ -198,11 +189,11 @@ llvm::Expected<Cost> bodyCost(plan::KernelOp k) {
   Cost c;
   for (Operation &op : k.getBody().front()) {
     if (auto l = dyn_cast<plan::LoadOp>(op)) {
-      c.bytes += extent(dims, l.getStrides()) * bytesOf(elementOf(l.getValue()));
+      c.bytes += lowering::accessExtent(dims, l.getStrides()) * bytesOf(elementOf(l.getValue()));
     } else if (auto s = dyn_cast<plan::StoreOp>(op)) {
-      c.bytes += extent(dims, s.getStrides()) * bytesOf(elementOf(s.getValue()));
+      c.bytes += lowering::accessExtent(dims, s.getStrides()) * bytesOf(elementOf(s.getValue()));
     } else if (auto n = dyn_cast<plan::NormalizeOp>(op)) {
-      c.bytes += extent(dims, n.getStrides()) * bytesOf(n.getElement());
+      c.bytes += lowering::accessExtent(dims, n.getStrides()) * bytesOf(n.getElement());
       c.flops += 8 * elements;
     } else if (auto a = dyn_cast<plan::AccumulateOp>(op)) {
       // A column reduction's sums, one per column; the norm's one f64.
@@ -218,213 +209,27 @@ llvm::Expected<Cost> bodyCost(plan::KernelOp k) {
   return c;
 }
 
-/// `copies` and `iota`: per nest, its destination written and (copies) its
-/// source read, each over the elements its strides reach; `zero_bytes`
-/// cleared first.
-llvm::Expected<Cost> nestsCost(plan::KernelOp k, bool iota, double el) {
-  Cost c;
-  DictionaryAttr params = k.getParamsAttr();
-  auto nests = params.getAs<ArrayAttr>("nests");
-  if (!nests)
-    return error("kernel @" + k.getSymName() + ": no nests");
-  if (auto zero = params.getAs<IntegerAttr>("zero_bytes"))
-    c.bytes += double(zero.getInt());
-  for (Attribute a : nests) {
-    lowering::ParamsReader r(dyn_cast<DictionaryAttr>(a), k.getSymName());
-    lowering::Shape dims = r.i64s("dims"), dst = r.i64s("dst_strides"),
-                    src = r.i64s("src_strides");
-    if (auto err = r.error())
-      return std::move(err);
-    c.bytes += extent(dims, dst) * el;
-    if (!iota)
-      c.bytes += extent(dims, src) * el;
-  }
-  return c;
-}
-
 /// The micro-batch's rows: the integer input [B, S] (input_ids), if any.
 struct MicroBatch {
   int64_t rows = 0, length = 0;
 };
 
-/// The longest sequence a variable-length attention's batch can hold:
-/// packed documents (a slot per token of the micro-batch's B x S, each
-/// document cut at its row's end) S; otherwise (unpadded BERT: B sequences
-/// sharing B x S tokens) the token capacity over the sequences.
-double longestSequence(const lowering::AttentionKernel &a, const MicroBatch &mb) {
-  if (mb.rows > 0 && mb.rows * mb.length == a.tokenCapacity && a.batch > mb.rows)
-    return double(mb.length);
-  return double(a.tokenCapacity) / double(a.batch);
-}
-
-/// Attention's forward FLOPs, 2 B H Sq Sk (D + Dv) (QK^T and PV), before
-/// causal halving. A variable-length batch's depend on the lengths each
-/// step brings, which the plan does not know: its upper bound, every
-/// sequence as long as it can be (as many as the token capacity holds),
-/// which is the padded form's count.
-double attentionForwardFlops(const lowering::AttentionKernel &a, const MicroBatch &mb) {
-  double batch = double(a.batch), sq = double(a.seqQ), sk = double(a.seqK);
-  if (a.varlen && a.batch > 0) {
-    sq = sk = longestSequence(a, mb);
-    batch = std::min(batch, std::floor(double(a.tokenCapacity) / sq));
-  }
-  return 2.0 * batch * a.heads * sq * sk * (a.headDim + a.valueDim);
-}
-
-/// Attention (AttentionKernel's arguments): each tensor once, [B, H, S, D]
-/// (variable length: the token capacity x H x D); the mask over the
-/// dimensions its strides reach; cu_seqlens; the rotary tables.
-llvm::Expected<Cost> attentionCost(plan::KernelOp k, const RooflineDevice &d,
-                                   const MicroBatch &mb) {
-  lowering::ParamsReader r(k.getParamsAttr(), k.getSymName());
-  lowering::AttentionKernel a = lowering::decodeAttention(r);
-  if (auto err = r.error())
-    return std::move(err);
-  if (a.args.size() < size_t(a.query + 3))
-    return error("kernel @" + k.getSymName() + ": attention without q, k, v");
-  // Q, O and their gradients have `heads` heads; K, V and theirs `kv_heads`
-  // (grouped-query attention reads each kv head for a group of query heads).
-  const double perBatch = a.varlen ? 1 : a.batch;
-  const double rowsQ = a.varlen ? double(a.tokenCapacity) : double(a.seqQ);
-  const double rowsK = a.varlen ? double(a.tokenCapacity) : double(a.seqK);
-  const double qSide = perBatch * a.heads * rowsQ,
-               kSide = perBatch * (a.kvHeads > 0 ? a.kvHeads : a.heads) * rowsK;
-  // Per tensor argument: rows (over all heads) x width, in argument order.
-  std::vector<std::pair<double, double>> shapes;
-  if (a.backward)
-    shapes = {{qSide, double(a.headDim)}, {kSide, double(a.headDim)},
-              {kSide, double(a.valueDim)}, {qSide, double(a.valueDim)}};
-  else
-    shapes = {{qSide, double(a.valueDim)}};
-  shapes.push_back({qSide, double(a.headDim)});
-  shapes.push_back({kSide, double(a.headDim)});
-  shapes.push_back({kSide, double(a.valueDim)});
-  Cost c;
-  for (size_t i = 0; i < shapes.size() && i < a.args.size(); ++i)
-    c.bytes += shapes[i].first * shapes[i].second * bytesOf(a.args[i].element);
-  size_t next = a.query + 3;
-  if (a.mask && next < a.args.size()) {
-    c.bytes += extent({a.batch, a.heads, a.seqQ, a.seqK}, a.maskStrides) *
-               bytesOf(a.args[next].element);
-    ++next;
-  }
-  if (a.cuSlot >= 0 && size_t(a.cuSlot) < a.args.size())
-    c.bytes += (a.batch + 1) * bytesOf(a.args[a.cuSlot].element);
-  // The rotary tables: cos and sin, R wide, over the rows their strides
-  // reach (positions, per sequence or per token).
-  if (a.rotaryDim > 0 && size_t(a.rotarySlot + 1) < a.args.size()) {
-    const double rows = a.varlen ? (a.rotaryRow ? double(a.tokenCapacity) : 1)
-                                 : (a.rotaryBatch ? double(a.batch) : 1) *
-                                       (a.rotaryRow ? double(a.seqQ) : 1);
-    c.bytes += 2 * rows * double(a.rotaryDim) * bytesOf(a.args[a.rotarySlot].element);
-  }
-  double forward = attentionForwardFlops(a, mb);
-  if (a.causal)
-    forward /= 2;
-  c.flops = a.backward ? 2.5 * forward : forward;
-  c.peak = a.bf16Products ? d.bf16 : d.f32;
-  return c;
-}
-
-/// A row, reduction, gather or fill template: its arguments from its
-/// parameters (KernelTarget.h states each template's arguments), or
-/// nothing for a template the model does not know.
-llvm::Expected<std::optional<Cost>> templateCost(plan::KernelOp k, StringRef t) {
-  lowering::ParamsReader r(k.getParamsAttr(), k.getSymName());
-  const double el = bytesOf(r.type("element"));
-  Cost c;
-  auto rowsAndColumns = [&](double &R, double &C) {
-    R = double(r.rows().count), C = double(r.i64("columns"));
-  };
-  double R = 0, C = 0;
-  if (t == "fill") {
-    c.bytes = r.i64("count") * el;
-  } else if (t == "constant") {
-    auto dense = dyn_cast_or_null<DenseElementsAttr>(r.attr("values"));
-    c.bytes = (dense ? dense.getNumElements() : 0) * el;
-  } else if (t == "rotary_table") { // one cos or sin and a product per element
-    auto inv = dyn_cast_or_null<DenseElementsAttr>(r.attr("inv_freq"));
-    const double n = double(r.i64("positions")) * 2 * (inv ? inv.getNumElements() : 0);
-    c.bytes = n * el, c.flops = 2 * n;
-  } else if (t == "softmax") { // y = softmax(x)
-    rowsAndColumns(R, C);
-    c.bytes = 2 * R * C * el, c.flops = 5 * R * C;
-  } else if (t == "softmax_grad") { // dx from dy, y
-    rowsAndColumns(R, C);
-    c.bytes = 3 * R * C * el, c.flops = 3 * R * C;
-  } else if (t == "layer_norm") { // y from x, weight, bias
-    rowsAndColumns(R, C);
-    c.bytes = (2 * R * C + 2 * C) * el, c.flops = 8 * R * C;
-  } else if (t == "layer_norm_grad") {
-    // dx per row from dy, x, weight; dw, db per column from dy, x again.
-    rowsAndColumns(R, C);
-    c.bytes = (5 * R * C + 3 * C) * el, c.flops = 14 * R * C;
-  } else if (t == "cross_entropy") { // the loss from logits and labels
-    rowsAndColumns(R, C);
-    c.bytes = R * C * el + R * bytesOf(r.type("labels")) + el, c.flops = 4 * R * C;
-  } else if (t == "cross_entropy_with_grad") { // and its gradient, in one pass
-    rowsAndColumns(R, C);
-    c.bytes = R * C * (el + bytesOf(r.type("grad"))) + R * bytesOf(r.type("labels")) + el;
-    c.flops = 6 * R * C;
-  } else if (t == "cross_entropy_grad") {
-    rowsAndColumns(R, C);
-    c.bytes = 2 * R * C * el + R * bytesOf(r.type("labels")), c.flops = 5 * R * C;
-  } else if (t == "embedding") { // rows gathered from the table
-    R = double(r.rows().count), C = double(r.i64("columns"));
-    c.bytes = 2 * R * C * el + R * bytesOf(r.type("ids"));
-  } else if (t == "embedding_grad") {
-    // The table zeroed, then each token's row added: grad read, table
-    // rows read and written.
-    R = double(r.rows().count), C = double(r.i64("columns"));
-    c.bytes = (double(r.i64("vocab")) * C + 3 * R * C) * el + R * bytesOf(r.type("ids"));
-    c.flops = R * C;
-  } else if (t == "reduction") {
-    lowering::ReductionKernel red = lowering::decodeReduction(r);
-    double in = 0, out = 0;
-    if (red.shape == lowering::ReductionKernel::General)
-      out = double(product(red.keptDims)), in = out * double(product(red.reducedDims));
-    else if (red.shape == lowering::ReductionKernel::Columns)
-      out = double(red.length), in = double(red.rows.count) * red.length;
-    else
-      out = double(red.rows.count), in = out * red.length;
-    c.bytes = (in + out) * bytesOf(red.element), c.flops = in;
-  } else {
-    return std::optional<Cost>();
-  }
-  if (auto err = r.error())
-    return std::move(err);
-  return std::optional<Cost>(c);
-}
-
-/// One launch of kernel `k`: its cost from the IR, or (a kernel given as
-/// text, a template the model does not know) its buffers' bytes, each once.
+/// One launch of kernel `k`: its cost from the IR (a body's ops, a
+/// template's model: TemplateAttrInterface::getCost), or, for a kernel that
+/// is neither, its buffers' bytes, each once.
 llvm::Expected<Cost> launchCost(plan::KernelOp k, plan::LaunchOp launch,
                                 const RooflineDevice &d, const MicroBatch &mb) {
-  std::optional<StringRef> t = k.getTemplateName();
-  llvm::Expected<Cost> known = Cost();
-  bool modelled = true;
-  if (!k.getBody().empty()) {
-    known = bodyCost(k);
-  } else if (t && (*t == "copies" || *t == "iota")) {
-    lowering::ParamsReader r(k.getParamsAttr(), k.getSymName());
-    double el = bytesOf(r.type("element"));
-    if (auto err = r.error())
-      return std::move(err);
-    known = nestsCost(k, *t == "iota", el);
-  } else if (t && *t == "attention") {
-    known = attentionCost(k, d, mb);
-  } else if (t) {
-    auto c = templateCost(k, *t);
-    if (!c)
-      return c.takeError();
-    modelled = c->has_value();
-    if (modelled)
-      known = **c;
-  } else {
-    modelled = false;
+  if (!k.getBody().empty())
+    return bodyCost(k);
+  if (plan::TemplateAttrInterface t = k.getKernelTemplateAttr()) {
+    auto known = t.getCost(k, plan::CostContext{mb.rows, mb.length});
+    if (!known)
+      return known.takeError();
+    Cost c;
+    c.bytes = known->bytes, c.flops = known->flops;
+    c.peak = known->bf16Products ? d.bf16 : 0;
+    return c;
   }
-  if (!known || modelled)
-    return known;
   Cost c;
   c.fromBuffers = true;
   llvm::DenseSet<Value> seen;
@@ -445,8 +250,8 @@ Cost gemmCost(plan::GemmOp g, int64_t capacity, const RooflineDevice &d, std::st
   const double batches = double(product(batch));
   Type lt = elementOf(g.getLhs()), rt = elementOf(g.getRhs()), ot = elementOf(g.getOut());
   Cost c;
-  c.bytes = double(extent(batch, g.getLhsStrides())) * m * k * bytesOf(lt) +
-            double(extent(batch, g.getRhsStrides())) * k * n * bytesOf(rt) +
+  c.bytes = double(lowering::accessExtent(batch, g.getLhsStrides())) * m * k * bytesOf(lt) +
+            double(lowering::accessExtent(batch, g.getRhsStrides())) * k * n * bytesOf(rt) +
             batches * m * n * bytesOf(ot);
   if (g.getAccumulate())
     c.bytes += batches * m * n * bytesOf(ot);
@@ -612,14 +417,15 @@ llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d, in
           c->bytes *= f, c->flops *= f;
         }
         std::string kind = plan::stringifyKernelTemplate(k.getKind()).str();
-        if (auto t = k.getTemplateName())
-          kind += " " + t->str();
+        if (auto t = k.getKernelTemplateAttr())
+          kind += " " + t.getTemplateName().str();
         add(k.getSymName().str(), kind, groupOf(k, fn), *c);
         if (fn == out.functions.front() && k.getKind() == plan::KernelTemplate::attention) {
           lowering::ParamsReader r(k.getParamsAttr(), k.getSymName());
           lowering::AttentionKernel a = lowering::decodeAttention(r);
           if (!a.backward)
-            attentionForward += attentionForwardFlops(a, mb);
+            attentionForward +=
+                lowering::attentionForwardFlops(a, plan::CostContext{mb.rows, mb.length});
           out.attentionUpperBound = out.attentionUpperBound || a.varlen;
           llvm::consumeError(r.error());
         }

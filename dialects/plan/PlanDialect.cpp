@@ -9,13 +9,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/plan/PlanDialect.h"
-#include "dialects/plan/PlanTemplates.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
 #include <set>
@@ -24,6 +24,10 @@ using namespace mlir;
 
 #include "dialects/plan/PlanDialect.cpp.inc"
 #include "dialects/plan/PlanEnums.cpp.inc"
+#include "dialects/plan/PlanTemplateInterface.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/plan/PlanTemplates.cpp.inc"
 
 namespace mlc::plan {
 
@@ -32,6 +36,16 @@ void PlanDialect::initialize() {
 #define GET_OP_LIST
 #include "dialects/plan/PlanOps.cpp.inc"
       >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/plan/PlanTemplates.cpp.inc"
+      >();
+  // The code generator implements the templates' interface
+  // (compiler/codegen/templates/, registerTemplateModels).
+  declarePromisedInterfaces<TemplateAttrInterface,
+#define GET_ATTRDEF_LIST
+#include "dialects/plan/PlanTemplates.cpp.inc"
+                            >();
 }
 
 int64_t elementBytes(Type type) {
@@ -159,148 +173,22 @@ static LogicalResult verifyCudaSchedule(KernelOp k) {
   return success();
 }
 
-/// The phases CUDA runs kernel `k` in, in stream order, as mlc-cuda-launch
-/// schedules them and the CUDA printer writes them (one `if (phase == K)`
-/// each): one, but for the kernels that sum across blocks or whose passes
-/// depend on each other.
-static int64_t cudaPhases(KernelOp k) {
-  DictionaryAttr params = k.getParamsAttr();
-  if (!k.getBody().empty()) {
-    switch (k.getKind()) {
-    case KernelTemplate::reduction:        // the gradient norm: block partials, their sum
-    case KernelTemplate::column_reduction: // row chunks' partial sums, then their sums
-      return 2;
-    default:
-      return 1;
-    }
-  }
-  StringRef t = *k.getTemplateName();
-  if (t == "attention") // backward: the row statistics, dK and dV, dQ
-    return params.get("backward") ? 3 : 1;
-  if (t == "layer_norm_grad")         // rows, then the column sums' two phases
-    return 3;
-  if (t == "cross_entropy_with_grad") // the labelled rows, the rows, the loss
-    return 3;
-  if (t == "cross_entropy" || t == "cross_entropy_grad" || t == "embedding_grad")
-    return 2;
-  if (t == "reduction") { // columns: row chunks' partial sums, then their sums
-    auto layout = params.getAs<StringAttr>("layout");
-    return layout && layout.getValue() == "columns" ? 2 : 1;
-  }
-  if (t == "copies" || t == "iota") { // [zeroing], then one per nest
-    auto nests = params.getAs<ArrayAttr>("nests");
-    return (params.get("zero_bytes") ? 1 : 0) + (nests ? int64_t(nests.size()) : 0);
-  }
-  return 1;
-}
-
-/// A CUDA launch's phases against those its kernel runs.
-static LogicalResult verifyCudaPhases(KernelOp k) {
-  auto phases = k->getAttrOfType<ArrayAttr>(kCudaLaunch);
-  if (!phases)
-    return success();
-  const int64_t want = cudaPhases(k);
-  if (int64_t(phases.size()) == want)
-    return success();
-  InFlightDiagnostic d = k.emitOpError("@") << k.getSymName() << ": cuda.launch has "
-                                            << phases.size() << " phases where ";
-  if (auto t = k.getTemplateName())
-    d << "template '" << *t << "'" << (k.getParamsAttr().get("backward") ? " (backward)" : "");
-  else
-    d << "its " << stringifyKernelTemplate(k.getKind()) << " body";
-  return d << " runs " << want;
-}
-
-/// A template kernel's params against its template's schema (PlanTemplates.h).
-static LogicalResult verifyTemplateParams(KernelOp k) {
-  llvm::StringRef name = *k.getTemplateName();
-  const TemplateSchema *schema = templateSchema(name);
-  if (!schema)
-    return k.emitOpError("@") << k.getSymName() << ": unknown template '" << name << "'";
-  DictionaryAttr params = k.getParamsAttr();
-  for (const TemplateParam &p : schema->params) {
-    Attribute value = params.get(p.name);
-    if (!value && p.required)
-      return k.emitOpError("@") << k.getSymName() << " (template '" << name
-                                << "'): parameter '" << p.name << "' is missing";
-    if (value && !isParamKind(value, p.kind))
-      return k.emitOpError("@") << k.getSymName() << " (template '" << name
-                                << "'): parameter '" << p.name << "' must be "
-                                << paramKindName(p.kind) << ", got " << value;
-  }
-  return success();
-}
-
-/// An attention kernel's rotary tables (MLC_ATTN_ROTARY), checked together:
-/// `rotary_dim` R (even, 0 < R <= head_dim) names them, and with it come
-/// their batch and row strides (`rotary_strides`, two) and cos's argument
-/// (`rotary_slot`; sin is the next argument, both within the kernel's).
-/// None of the others goes without R. A `softcap` is positive and finite;
-/// a `window` at least 1, on causal attention only.
-static LogicalResult verifyAttentionRotary(KernelOp k) {
-  DictionaryAttr params = k.getParamsAttr();
-  auto error = [&]() {
-    return k.emitOpError("@") << k.getSymName() << " (template 'attention'): ";
-  };
-  // Soft-capping c * tanh(s / c): c positive and finite (absent: none).
-  if (auto cap = params.getAs<FloatAttr>("softcap");
-      cap && !(cap.getValueAsDouble() > 0.0 && std::isfinite(cap.getValueAsDouble())))
-    return error() << "softcap " << cap.getValueAsDouble() << " must be positive and finite";
-  // The sliding window: query i sees keys i - window + 1 .. i.
-  if (auto window = params.getAs<IntegerAttr>("window")) {
-    if (window.getInt() < 1)
-      return error() << "window " << window.getInt() << " must be at least 1";
-    if (!params.get("causal"))
-      return error() << "a sliding window needs causal attention";
-  }
-  auto dim = params.getAs<IntegerAttr>("rotary_dim");
-  if (!dim) {
-    for (StringRef name : {"rotary_strides", "rotary_slot", "interleaved"})
-      if (params.get(name))
-        return error() << "parameter '" << name << "' without 'rotary_dim'";
-    return success();
-  }
-  const int64_t r = dim.getInt(), headDim = params.getAs<IntegerAttr>("head_dim").getInt();
-  if (r <= 0 || r % 2 || r > headDim)
-    return error() << "rotary_dim " << r << " must be even, positive and at most head_dim ("
-                   << headDim << ")";
-  auto strides = params.getAs<DenseI64ArrayAttr>("rotary_strides");
-  if (!strides || strides.size() != 2)
-    return error() << "rotary_dim needs rotary_strides of 2 entries (the tables' batch and "
-                      "row strides), got "
-                   << (strides ? std::to_string(strides.size()) : std::string("none"));
-  auto slot = params.getAs<IntegerAttr>("rotary_slot");
-  if (!slot)
-    return error() << "rotary_dim needs rotary_slot (the argument of the cos table)";
-  if (slot.getInt() < 0 || slot.getInt() + 1 >= int64_t(k.getNumArgs()))
-    return error() << "rotary_slot " << slot.getInt() << " puts cos and sin outside its "
-                   << k.getNumArgs() << " arguments";
-  return success();
-}
-
 LogicalResult KernelOp::verify() {
   if (getNumArgs() < 1)
     return emitOpError("a kernel takes at least one buffer");
   if (failed(verifyCudaSchedule(*this)))
     return failure();
   if (!getBody().empty()) {
-    if (getTemplateName())
+    if (getKernelTemplateAttr())
       return emitOpError("a kernel with a body has no template");
     if (!getParamsAttr() || !getParamsAttr().getAs<DenseI64ArrayAttr>("dims"))
       return emitOpError("a kernel with a body needs its iteration space (params.dims)");
-    return verifyCudaPhases(*this);
+    return success();
   }
-  if (!getTemplateName())
-    return emitOpError("a kernel is a template (its name and params) or a body");
-  if (getTemplateName()->empty())
-    return emitOpError("a template kernel needs its template's name");
-  if (!getParams())
-    return emitOpError("template kernel '") << *getTemplateName() << "' has no params";
-  if (failed(verifyTemplateParams(*this)))
-    return failure();
-  if (*getTemplateName() == "attention" && failed(verifyAttentionRotary(*this)))
-    return failure();
-  return verifyCudaPhases(*this);
+  TemplateAttrInterface t = getKernelTemplateAttr();
+  if (!t)
+    return emitOpError("a kernel is a template (#plan.NAME and params) or a body");
+  return t.verifyKernel(*this);
 }
 
 /// A body's accesses: in range, one offset and strides per argument (an
@@ -559,7 +447,7 @@ static Value rootBuffer(Value buffer) {
 
 bool kernelWritesArg(KernelOp k, int64_t arg) {
   if (k.getBody().empty())
-    return k.getTemplateName() && templateWritesArg(*k.getTemplateName(), k.getParamsAttr(), arg);
+    return k.getKernelTemplateAttr() && k.getKernelTemplateAttr().writesArg(k, arg);
   for (Operation &op : k.getBody().front()) {
     if (auto s = dyn_cast<StoreOp>(op); s && s.getArg() == arg)
       return true;

@@ -10,8 +10,14 @@
 #include "mlir/IR/RegionKindInterface.h"
 #include "mlir/IR/SymbolTable.h"
 
+#include "dialects/plan/PlanTemplates.h"
+
 #include "dialects/plan/PlanDialect.h.inc"
 #include "dialects/plan/PlanEnums.h.inc"
+#include "dialects/plan/PlanTemplateInterface.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/plan/PlanTemplates.h.inc"
 
 #define GET_OP_CLASSES
 #include "dialects/plan/PlanOps.h.inc"
@@ -41,7 +47,7 @@ std::pair<ArenaOp, int64_t> arenaRoot(mlir::Value buffer);
 
 /// Whether kernel `k` writes its argument `arg`: a body's plan.store,
 /// plan.normalize or plan.accumulate into it, or one of its template's
-/// outputs (templateWritesArg).
+/// outputs (TemplateAttrInterface::writesArg).
 bool kernelWritesArg(KernelOp k, int64_t arg);
 
 /// Live ranges of a function's arena buffers: the first and last step (the

@@ -28,7 +28,10 @@ def Plan_Dialect : Dialect {
     one-dimensional memrefs of their element type sized in elements; a
     dynamic token dimension is sized at the module's token capacity.
   }];
+  let useDefaultAttributePrinterParser = 1;
 }
+
+include "dialects/plan/PlanTemplates.td"
 
 class Plan_Op<string mnemonic, list<Trait> traits = []>
     : Op<Plan_Dialect, mnemonic, traits>;
@@ -121,16 +124,17 @@ def Plan_KernelOp : Plan_Op<"kernel", [Symbol, IsolatedFromAbove, NoTerminator]>
   let summary = "a generated kernel: its template and parameters, or its body";
   let description = [{
     A kernel of `num_args` buffers (outputs first). A template kernel names
-    its template (`softmax`, `layer_norm`, `cross_entropy`, `embedding`,
-    `fill`, `reduction`, `attention`, ...) and carries that template's
-    typed parameters (`params`: element types, sizes, row counts, strides,
-    flags); the package writer prints it for each target from them
-    (compiler/codegen/KernelPrinter.cpp), so no target's text is in the
-    plan. A dynamic row count is `rows` (at the token capacity) with
-    `rows_per_token`.
+    its template with an attribute of PlanTemplates.td (`#plan.softmax`,
+    `#plan.layer_norm`, `#plan.cross_entropy`, `#plan.embedding`,
+    `#plan.fill`, `#plan.reduction`, `#plan.attention`, ...), which
+    implements TemplateAttrInterface, and carries that template's typed
+    parameters (`params`: element types, sizes, row counts, strides, flags);
+    the package writer prints it for each target through the interface, so
+    no target's text is in the plan. A dynamic row count is `rows` (at the
+    token capacity) with `rows_per_token`.
 
     ```mlir
-    plan.kernel @k3 rows "softmax" args(2)
+    plan.kernel @k3 rows #plan.softmax args(2)
         params {columns = 64 : i64, element = f32, rows = 32 : i64, rows_per_token = 1 : i64}
     ```
 
@@ -164,19 +168,21 @@ def Plan_KernelOp : Plan_Op<"kernel", [Symbol, IsolatedFromAbove, NoTerminator]>
     A target's scheduling pass records how it runs the kernel as
     discardable attributes (mlc-cuda-launch: `cuda.launch`, a `[grid,
     block]` array per phase, `cuda.scratch` bytes, attention's
-    `cuda.tile`); the verifier checks their form.
+    `cuda.tile`); the verifier checks their form, mlc-cuda-launch the phase
+    count of a schedule written by hand against the one it decides.
 
     ```mlir
-    plan.kernel @k3 rows "softmax" args(2) params {columns = 64 : i64, ...}
+    plan.kernel @k3 rows #plan.softmax args(2) params {columns = 64 : i64, ...}
         attributes {cuda.launch = [array<i64: 32, 64>], cuda.scratch = 0 : i64}
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, Plan_KernelTemplate:$kind,
-                       OptionalAttr<StrAttr>:$template_name, Plan_I64Attr:$num_args,
+                       OptionalAttr<Plan_TemplateAttrInterface>:$kernel_template,
+                       Plan_I64Attr:$num_args,
                        OptionalAttr<DictionaryAttr>:$params);
   let regions = (region AnyRegion:$body);
   let assemblyFormat = [{
-    $sym_name $kind ($template_name^)? `args` `(` $num_args `)` (`params` $params^)?
+    $sym_name $kind ($kernel_template^)? `args` `(` $num_args `)` (`params` $params^)?
     attr-dict-with-keyword ($body^)?
   }];
   let hasVerifier = 1;

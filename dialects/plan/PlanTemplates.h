@@ -1,11 +1,14 @@
-//===- PlanTemplates.h - the kernel templates and their params --*- C++ -*-===//
+//===- PlanTemplates.h - what the template interface speaks in -*- C++ -*-===//
 //
-// The one list of the templates a `plan.kernel` may name, each with the
-// parameters its `params` dictionary carries and their kinds. The kernel
-// verifier checks a template kernel against it (an unknown template, a
-// missing required parameter or one of the wrong kind is an error naming
-// the kernel, the template and the parameter); the printers and
-// mlc-cuda-launch read params knowing they are there.
+// The types TemplateAttrInterface (PlanTemplates.td) takes and returns, and
+// the parameter schema with which a template's implementation checks a
+// kernel's `params` dictionary (verifyTemplateParams: a missing required
+// parameter or one of the wrong kind is an error naming the kernel, the
+// template and the parameter).
+//
+// The code generator's types the interface passes through (the target a
+// template prints for, the CUDA schedule it fills) are only declared here:
+// the dialect knows no target.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,10 +17,33 @@
 
 #include "mlir/IR/Attributes.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/Support/LogicalResult.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace mlc::lowering {
+class KernelTarget;   // compiler/codegen/KernelTarget.h
+struct CudaSchedule;  // compiler/codegen/KernelTarget.h
+} // namespace mlc::lowering
 
 namespace mlc::plan {
+
+/// One launch's traffic and work (--roofline): `bytes` moved, `flops` done;
+/// `bf16Products` when they run at the bf16 (tensor-core) rate.
+struct TemplateCost {
+  double bytes = 0, flops = 0;
+  bool bf16Products = false;
+};
+
+/// What a cost needs beyond the kernel: the micro-batch's rows and length
+/// (the integer input [B, S]; 0 when there is none), which bound a
+/// variable-length attention's sequences.
+struct CostContext {
+  int64_t batchRows = 0, batchLength = 0;
+};
 
 /// What a parameter's attribute is.
 enum class ParamKind {
@@ -41,25 +67,18 @@ struct TemplateParam {
   bool required;
 };
 
-struct TemplateSchema {
-  llvm::StringLiteral name;
-  llvm::ArrayRef<TemplateParam> params;
-};
-
-/// Every template, in one table.
-llvm::ArrayRef<TemplateSchema> templateSchemas();
-/// The schema of template `name`, or null when there is none.
-const TemplateSchema *templateSchema(llvm::StringRef name);
 /// Whether `value` is of `kind`.
 bool isParamKind(mlir::Attribute value, ParamKind kind);
 /// The kind's name in a diagnostic ("an i64", "an i64 array", ...).
 llvm::StringRef paramKindName(ParamKind kind);
-/// Whether a kernel of template `name` with `params` writes its argument
-/// `arg`. Outputs come first: every template writes argument 0;
-/// layer_norm_grad also dw and db (not an RMSNorm's: it has none),
-/// cross_entropy_with_grad the gradient; attention marks each argument
-/// (`arg_written`).
-bool templateWritesArg(llvm::StringRef name, mlir::DictionaryAttr params, int64_t arg);
+
+/// Checks template kernel `kernel`'s params against `schema` (the
+/// dictionary there, every
+/// required parameter present, each present one of its kind), emitting the
+/// error on the kernel: "@k3 (template 'softmax'): parameter 'columns' is
+/// missing".
+mlir::LogicalResult verifyTemplateParams(mlir::Operation *kernel,
+                                         llvm::ArrayRef<TemplateParam> schema);
 
 } // namespace mlc::plan
 

@@ -28,20 +28,20 @@
 // Attention forward, f32 (no tensor cores): a block of 64 query rows, a
 // thread each, per (batch, head): 2 x 4 heads x ceil(8 / 64) tiles; key
 // tiles of 32 rows (32 x (32 + 32) floats = 8 KB of shared memory).
-// CHECK-LABEL: plan.kernel @k4 attention "attention"
+// CHECK-LABEL: plan.kernel @k4 attention #plan.attention
 // CHECK-SAME:    attributes {cuda.launch = [array<i64: 8, 64>], cuda.scratch = 0 : i64, cuda.tile = 32 : i64}
 module {
-  plan.kernel @k4 attention "attention" args(4) params {arg_types = [f32, f32, f32, f32], arg_written = array<i1: true, false, false, false>, batch = 2 : i64, causal, cu_slot = -1 : i64, dropout = 1.000000e-01 : f64, element = f32, head_dim = 32 : i64, heads = 4 : i64, kv_heads = 4 : i64, mask_strides = array<i64: 0, 0, 0, 0>, query = 1 : i64, scale = 0.17677669529663687 : f64, seed = 2 : i64, seq_k = 8 : i64, seq_q = 8 : i64, tensors = array<i64: 0, 1024, 32, 128, 0, 3072, 32, 384, 128, 3072, 32, 384, 256, 3072, 32, 384>, token_capacity = 0 : i64, value_dim = 32 : i64}
+  plan.kernel @k4 attention #plan.attention args(4) params {arg_types = [f32, f32, f32, f32], arg_written = array<i1: true, false, false, false>, batch = 2 : i64, causal, cu_slot = -1 : i64, dropout = 1.000000e-01 : f64, element = f32, head_dim = 32 : i64, heads = 4 : i64, kv_heads = 4 : i64, mask_strides = array<i64: 0, 0, 0, 0>, query = 1 : i64, scale = 0.17677669529663687 : f64, seed = 2 : i64, seq_k = 8 : i64, seq_q = 8 : i64, tensors = array<i64: 0, 1024, 32, 128, 0, 3072, 32, 384, 128, 3072, 32, 384, 256, 3072, 32, 384>, token_capacity = 0 : i64, value_dim = 32 : i64}
 }
 
 // -----
 
 // Attention backward: three phases (row statistics, dK/dV, dQ) of the
 // same grid, and (m, l, D) per query row in f64: 2 x 4 x 8 rows x 24 bytes.
-// CHECK-LABEL: plan.kernel @k20 attention "attention"
+// CHECK-LABEL: plan.kernel @k20 attention #plan.attention
 // CHECK-SAME:    attributes {cuda.launch = [array<i64: 8, 64>, array<i64: 8, 64>, array<i64: 8, 64>], cuda.scratch = 1536 : i64, cuda.tile = 32 : i64}
 module {
-  plan.kernel @k20 attention "attention" args(7) params {arg_types = [f32, f32, f32, f32, f32, f32, f32], arg_written = array<i1: true, true, true, false, false, false, false>, backward, batch = 2 : i64, causal, cu_slot = -1 : i64, dropout = 1.000000e-01 : f64, element = f32, head_dim = 32 : i64, heads = 4 : i64, kv_heads = 4 : i64, mask_strides = array<i64: 0, 0, 0, 0>, query = 4 : i64, scale = 0.17677669529663687 : f64, seed = 2 : i64, seq_k = 8 : i64, seq_q = 8 : i64, tensors = array<i64: 0, 3072, 32, 384, 128, 3072, 32, 384, 256, 3072, 32, 384, 0, 1024, 32, 128, 0, 3072, 32, 384, 128, 3072, 32, 384, 256, 3072, 32, 384>, token_capacity = 0 : i64, value_dim = 32 : i64}
+  plan.kernel @k20 attention #plan.attention args(7) params {arg_types = [f32, f32, f32, f32, f32, f32, f32], arg_written = array<i1: true, true, true, false, false, false, false>, backward, batch = 2 : i64, causal, cu_slot = -1 : i64, dropout = 1.000000e-01 : f64, element = f32, head_dim = 32 : i64, heads = 4 : i64, kv_heads = 4 : i64, mask_strides = array<i64: 0, 0, 0, 0>, query = 4 : i64, scale = 0.17677669529663687 : f64, seed = 2 : i64, seq_k = 8 : i64, seq_q = 8 : i64, tensors = array<i64: 0, 3072, 32, 384, 128, 3072, 32, 384, 256, 3072, 32, 384, 0, 1024, 32, 128, 0, 3072, 32, 384, 128, 3072, 32, 384, 256, 3072, 32, 384>, token_capacity = 0 : i64, value_dim = 32 : i64}
 }
 
 // -----
@@ -50,20 +50,20 @@ module {
 // stream) whatever the documents, 4 heads x ceil(128 / 64) = 8 blocks for
 // 128 sequence slots (not 128 x 4 x 2); the sizes' literal says 2 blocks per
 // head.
-// CHECK-LABEL: plan.kernel @k14 attention "attention"
+// CHECK-LABEL: plan.kernel @k14 attention #plan.attention
 // CHECK-SAME:    attributes {cuda.launch = [array<i64: 8, 64>], cuda.scratch = 0 : i64, cuda.tile = 32 : i64}
 module {
-  plan.kernel @k14 attention "attention" args(5) params {arg_types = [f32, f32, f32, f32, i32], arg_written = array<i1: true, false, false, false, false>, batch = 128 : i64, causal, cu_slot = 4 : i64, dropout = 0.000000e+00 : f64, element = f32, head_dim = 32 : i64, heads = 4 : i64, kv_heads = 4 : i64, mask_strides = array<i64: 0, 0, 0, 0>, query = 1 : i64, scale = 0.17677669529663687 : f64, seed = 0 : i64, seq_k = 0 : i64, seq_q = 0 : i64, tensors = array<i64: 0, 128, 32, 128, 0, 384, 32, 384, 128, 384, 32, 384, 256, 384, 32, 384>, token_capacity = 128 : i64, value_dim = 32 : i64, varlen}
+  plan.kernel @k14 attention #plan.attention args(5) params {arg_types = [f32, f32, f32, f32, i32], arg_written = array<i1: true, false, false, false, false>, batch = 128 : i64, causal, cu_slot = 4 : i64, dropout = 0.000000e+00 : f64, element = f32, head_dim = 32 : i64, heads = 4 : i64, kv_heads = 4 : i64, mask_strides = array<i64: 0, 0, 0, 0>, query = 1 : i64, scale = 0.17677669529663687 : f64, seed = 0 : i64, seq_k = 0 : i64, seq_q = 0 : i64, tensors = array<i64: 0, 128, 32, 128, 0, 384, 32, 384, 128, 384, 32, 384, 256, 384, 32, 384>, token_capacity = 128 : i64, value_dim = 32 : i64, varlen}
 }
 
 // -----
 
 // Its backward: the same grid in its three phases, the statistics per
 // (head, token of the capacity): 4 x 128 rows x 24 bytes.
-// CHECK-LABEL: plan.kernel @k23 attention "attention"
+// CHECK-LABEL: plan.kernel @k23 attention #plan.attention
 // CHECK-SAME:    attributes {cuda.launch = [array<i64: 8, 64>, array<i64: 8, 64>, array<i64: 8, 64>], cuda.scratch = 12288 : i64, cuda.tile = 32 : i64}
 module {
-  plan.kernel @k23 attention "attention" args(8) params {arg_types = [f32, f32, f32, f32, f32, f32, f32, i32], arg_written = array<i1: true, true, true, false, false, false, false, false>, backward, batch = 128 : i64, causal, cu_slot = 7 : i64, dropout = 1.000000e-01 : f64, element = f32, head_dim = 32 : i64, heads = 4 : i64, kv_heads = 4 : i64, mask_strides = array<i64: 0, 0, 0, 0>, query = 4 : i64, scale = 0.17677669529663687 : f64, seed = 5 : i64, seq_k = 0 : i64, seq_q = 0 : i64, tensors = array<i64: 0, 384, 32, 384, 128, 384, 32, 384, 256, 384, 32, 384, 0, 128, 32, 128, 0, 384, 32, 384, 128, 384, 32, 384, 256, 384, 32, 384>, token_capacity = 128 : i64, value_dim = 32 : i64, varlen}
+  plan.kernel @k23 attention #plan.attention args(8) params {arg_types = [f32, f32, f32, f32, f32, f32, f32, i32], arg_written = array<i1: true, true, true, false, false, false, false, false>, backward, batch = 128 : i64, causal, cu_slot = 7 : i64, dropout = 1.000000e-01 : f64, element = f32, head_dim = 32 : i64, heads = 4 : i64, kv_heads = 4 : i64, mask_strides = array<i64: 0, 0, 0, 0>, query = 4 : i64, scale = 0.17677669529663687 : f64, seed = 5 : i64, seq_k = 0 : i64, seq_q = 0 : i64, tensors = array<i64: 0, 384, 32, 384, 128, 384, 32, 384, 256, 384, 32, 384, 0, 128, 32, 128, 0, 384, 32, 384, 128, 384, 32, 384, 256, 384, 32, 384>, token_capacity = 128 : i64, value_dim = 32 : i64, varlen}
 }
 
 // -----
@@ -89,10 +89,10 @@ module {
 
 // Cross-entropy: a block per row (rows of 256: 128 threads), then one block
 // sums the 16 loss terms; loss and used per row in scratch (2 x 16 x 8).
-// CHECK-LABEL: plan.kernel @k9 rows "cross_entropy"
+// CHECK-LABEL: plan.kernel @k9 rows #plan.cross_entropy
 // CHECK-SAME:    attributes {cuda.launch = [array<i64: 16, 128>, array<i64: 1, 256>], cuda.scratch = 256 : i64}
 module {
-  plan.kernel @k9 rows "cross_entropy" args(3) params {columns = 256 : i64, element = f32, ignore = -100 : i64, labels = i64, rows = 16 : i64}
+  plan.kernel @k9 rows #plan.cross_entropy args(3) params {columns = 256 : i64, element = f32, ignore = -100 : i64, labels = i64, rows = 16 : i64}
 }
 
 // -----
@@ -194,3 +194,11 @@ module {
     plan.store %0, arg 0 offset 0 strides [1] : tensor<f32>
   }
 }
+
+// -----
+
+// A schedule already there (by hand, or an earlier run) with the phases its
+// kernel runs is kept as it is, not decided again.
+// CHECK-LABEL: plan.kernel @hand rows #plan.softmax
+// CHECK-SAME: cuda.launch = [array<i64: 7, 96>], cuda.scratch = 0 : i64
+plan.kernel @hand rows #plan.softmax args(2) params {columns = 64 : i64, element = f32, rows = 16 : i64} attributes {cuda.launch = [array<i64: 7, 96>], cuda.scratch = 0 : i64}

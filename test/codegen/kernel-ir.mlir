@@ -27,7 +27,7 @@ func.func @forward(%g: tensor<4x8xf32> {mlc.input = "g"}, %x: tensor<4x8xf32> {m
 // kernel, the sum a reduction template with its parameters.
 // CHECK-LABEL: plan.param "x" : f32 [4, 8]
 // CHECK: plan.kernel @k0 pointwise args(2) params {dims = array<i64: 32>} {
-// CHECK: plan.kernel @k1 reduction "reduction" args(2) params {element = f32, layout = "rows", length = 8 : i64, outputs = 4 : i64, reduce = "sum", rows = 4 : i64}{{$}}
+// CHECK: plan.kernel @k1 reduction #plan.reduction args(2) params {element = f32, layout = "rows", length = 8 : i64, outputs = 4 : i64, reduce = "sum", rows = 4 : i64}{{$}}
 // CHECK-NOT: plan.accumulate
 func.func @forward(%x: tensor<4x8xf32> {mlc.param = "x"}) -> (tensor<4xf32> {mlc.output = "s"}) {
   %e = mlc.exp %x : tensor<4x8xf32>
@@ -79,7 +79,7 @@ func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"}, %a: tensor<4x8xf32> {m
 
 // Without a residual add the RMSNorm is the row template, flagged rms.
 // CHECK-LABEL: plan.param "w" : f32 [8]
-// CHECK: plan.kernel @k0 rows "layer_norm" args(3) params {columns = 8 : i64, element = f32, eps = 1.000000e-05 : f64, rms, rows = 4 : i64}{{$}}
+// CHECK: plan.kernel @k0 rows #plan.layer_norm args(3) params {columns = 8 : i64, element = f32, eps = 1.000000e-05 : f64, rms, rows = 4 : i64}{{$}}
 // CHECK-NOT: plan.normalize
 func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"}, %w: tensor<8xf32> {mlc.param = "w"}) -> (tensor<4x8xf32> {mlc.output = "n"}) {
   %n = mlc.rms_norm %x, %w epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<8xf32>

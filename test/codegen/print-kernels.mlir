@@ -14,7 +14,7 @@ module attributes {mlc.token_capacity = 8 : i64} {
     %y = mlc.add %x, %b : tensor<f32>, tensor<f32>
     plan.store %y, arg 0 offset 0 strides [64, 1] : tensor<f32>
   }
-  plan.kernel @k1 rows "softmax" args(2) params {columns = 64 : i64, element = f32, rows = 16 : i64, rows_per_token = 2 : i64}
+  plan.kernel @k1 rows #plan.softmax args(2) params {columns = 64 : i64, element = f32, rows = 16 : i64, rows_per_token = 2 : i64}
 }
 
 // CPU: extern "C" const int64_t k0_args = 3;

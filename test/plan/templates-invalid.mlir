@@ -1,38 +1,74 @@
 // RUN: mlc-opt %s -split-input-file -verify-diagnostics
-// A template kernel's params against its template's schema
-// (dialects/plan/PlanTemplates.cpp): one case per rule, then a kernel that
-// passes.
+// A template kernel's params against its template's schema (each
+// template's kSchema, compiler/codegen/templates/, checked by its
+// verifyKernel): one case per rule, then a kernel that passes.
 
-// expected-error @+1 {{'plan.kernel' op @k0: unknown template 'softmaxx'}}
-plan.kernel @k0 rows "softmaxx" args(2) params {columns = 64 : i64, element = f32, rows = 16 : i64}
+// A template is one of the plan dialect's template attributes.
+// expected-error @+1 {{unknown attribute `softmaxx` in dialect `plan`}}
+plan.kernel @k0 rows #plan.softmaxx args(2) params {columns = 64 : i64, element = f32, rows = 16 : i64}
+
+// -----
+
+// ... and only those: an attribute that is not a template is refused.
+// expected-error @+1 {{'plan.kernel' op attribute 'kernel_template' failed to satisfy constraint}}
+plan.kernel @k0 rows 3 : i64 args(2) params {columns = 64 : i64, element = f32, rows = 16 : i64}
 
 // -----
 
 // expected-error @+1 {{'plan.kernel' op @k0 (template 'softmax'): parameter 'columns' is missing}}
-plan.kernel @k0 rows "softmax" args(2) params {element = f32, rows = 16 : i64}
+plan.kernel @k0 rows #plan.softmax args(2) params {element = f32, rows = 16 : i64}
 
 // -----
 
 // expected-error @+1 {{'plan.kernel' op @k0 (template 'layer_norm'): parameter 'eps' must be an f64, got 5.000000e-01 : f32}}
-plan.kernel @k0 rows "layer_norm" args(4) params {columns = 8 : i64, element = f32, eps = 0.5 : f32, rows = 4 : i64}
+plan.kernel @k0 rows #plan.layer_norm args(4) params {columns = 8 : i64, element = f32, eps = 0.5 : f32, rows = 4 : i64}
 
 // -----
 
 // expected-error @+1 {{'plan.kernel' op @k0 (template 'embedding'): parameter 'ids' must be a type, got 3 : i64}}
-plan.kernel @k0 gather "embedding" args(3) params {columns = 8 : i64, element = f32, ids = 3 : i64, rows = 4 : i64, vocab = 16 : i64}
+plan.kernel @k0 gather #plan.embedding args(3) params {columns = 8 : i64, element = f32, ids = 3 : i64, rows = 4 : i64, vocab = 16 : i64}
 
 // -----
 
 // An optional parameter, where present, has its kind too.
 // expected-error @+1 {{'plan.kernel' op @k0 (template 'softmax'): parameter 'log' must be a flag (unit attribute), got true}}
-plan.kernel @k0 rows "softmax" args(2) params {columns = 64 : i64, element = f32, log = true, rows = 16 : i64}
+plan.kernel @k0 rows #plan.softmax args(2) params {columns = 64 : i64, element = f32, log = true, rows = 16 : i64}
 
 // -----
 
 // expected-error @+1 {{'plan.kernel' op @k0 (template 'copies'): parameter 'nests' must be an array of dictionaries, got [1]}}
-plan.kernel @k0 copy "copies" args(2) params {element = f32, nests = [1 : i64]}
+plan.kernel @k0 copy #plan.copies args(2) params {element = f32, nests = [1 : i64]}
 
 // -----
 
 // Every required parameter of its kind: no error.
-plan.kernel @k0 rows "cross_entropy" args(3) params {columns = 256 : i64, element = f32, ignore = -100 : i64, labels = i64, rows = 16 : i64}
+plan.kernel @k0 rows #plan.cross_entropy args(3) params {columns = 256 : i64, element = f32, ignore = -100 : i64, labels = i64, rows = 16 : i64}
+
+// -----
+
+// A typed template (#plan.fill<...>) checks its parameters' names and
+// types as it parses...
+// expected-error @+1 {{duplicate or unknown struct parameter name: cnt}}
+plan.kernel @k0 fill #plan.fill<element = f32, cnt = 4, value = 0.0 : f32> args(1)
+
+// -----
+
+// ... and its model checks what the types cannot say, naming the kernel.
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'fill'): parameter 'value' must be an integer or a float, got "zero"}}
+plan.kernel @k0 fill #plan.fill<element = f32, count = 4, value = "zero"> args(1)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'fill'): parameter 'count' must be >= 0, got -4}}
+plan.kernel @k0 fill #plan.fill<element = f32, count = -4, value = 0.0 : f32> args(1)
+
+// -----
+
+// Its parameters are the attribute's: a params dictionary beside them is refused.
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'fill'): takes its parameters in #plan.fill<...>, not in params}}
+plan.kernel @k0 fill #plan.fill<element = f32, count = 4, value = 0.0 : f32> args(1) params {count = 4 : i64}
+
+// -----
+
+// A well-formed fill: no error.
+plan.kernel @k0 fill #plan.fill<element = f64, count = 4, value = 1 : i64> args(1)

@@ -1,0 +1,99 @@
+//===- TemplateModel.h - implementing a kernel template --------*- C++ -*-===//
+//
+// Each kernel template (an attribute of dialects/plan/PlanTemplates.td) is
+// implemented here, in codegen, as an external model of the plan dialect's
+// TemplateAttrInterface: one struct per template, in one file per family
+// (Fills.cpp, Rows.cpp, CrossEntropy.cpp, Embedding.cpp, Copies.cpp,
+// Reduction.cpp, Attention.cpp), holding all that mlc knows of it:
+//
+//   kSchema        its parameters (the kernel's `params`) and their kinds
+//   verifyKernel   the schema check, and what else a kernel of it needs
+//   writesArg      its outputs (by default argument 0)
+//   getCost        bytes and FLOPs of a launch (--roofline)
+//   scheduleCuda   the CUDA phases, scratch and tile (mlc-cuda-launch); the
+//                  CUDA printer's `if (phase == K)` follow these phases
+//   print          the call of the target's method (KernelTarget.h)
+//
+// TemplateModel supplies the name and the defaults; each file's attach
+// function attaches its models to their attributes, and
+// registerTemplateModels (TemplateModels.cpp) calls every attach function.
+// docs/design.md "Adding a template" walks through adding one.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_COMPILER_CODEGEN_TEMPLATES_TEMPLATEMODEL_H
+#define MLC_COMPILER_CODEGEN_TEMPLATES_TEMPLATEMODEL_H
+
+#include "compiler/codegen/CudaSchedule.h"
+#include "compiler/codegen/KernelParams.h"
+#include "compiler/codegen/KernelTarget.h"
+#include "dialects/plan/PlanDialect.h"
+
+#include "mlir/IR/DialectRegistry.h"
+
+namespace mlc::lowering {
+
+/// The base of a template's model: `Model` the template's struct, `Attr`
+/// its attribute. `Model` declares `static constexpr plan::TemplateParam
+/// kSchema[]` and the interface's getCost, scheduleCuda and print; it may
+/// redefine verifyKernel (calling verifyParams first) and writesArg.
+template <typename Model, typename Attr>
+struct TemplateModel : plan::TemplateAttrInterface::ExternalModel<Model, Attr> {
+  llvm::StringRef getTemplateName(mlir::Attribute) const { return Attr::getMnemonic(); }
+  mlir::LogicalResult verifyKernel(mlir::Attribute, mlir::Operation *kernel) const {
+    return verifyParams(kernel);
+  }
+  /// Outputs come first: argument 0.
+  bool writesArg(mlir::Attribute, mlir::Operation *, int64_t arg) const { return arg == 0; }
+
+protected:
+  static mlir::LogicalResult verifyParams(mlir::Operation *kernel) {
+    return plan::verifyTemplateParams(kernel, Model::kSchema);
+  }
+  static plan::KernelOp kernelOf(mlir::Operation *op) { return llvm::cast<plan::KernelOp>(op); }
+  /// The kernel's params, read by name (KernelParams.h).
+  static ParamsReader reader(mlir::Operation *op) {
+    plan::KernelOp k = kernelOf(op);
+    return ParamsReader(k.getParamsAttr(), k.getSymName());
+  }
+  /// `value`, or the reader's error when a parameter was missing.
+  template <typename T> static llvm::Expected<T> checked(ParamsReader &r, T value) {
+    if (auto err = r.error())
+      return std::move(err);
+    return value;
+  }
+};
+
+/// A dynamic or static row count's parameters: `rows` (at the token
+/// capacity) and `rows_per_token` when dynamic.
+#define MLC_TEMPLATE_ROWS                                                                     \
+  {"rows", plan::ParamKind::I64, true}, { "rows_per_token", plan::ParamKind::I64, false }
+
+// The CUDA schedule's building blocks (CudaLaunch.cpp states the rules).
+/// A grid-stride phase over `work` items, `perThread` a thread.
+CudaSchedule::Phase cudaStrided(int64_t work, int64_t perThread = 1);
+/// A block per row of C elements.
+CudaSchedule::Phase cudaPerRow(const Rows &rows, int64_t C);
+/// One block of the grid-stride block size (a sum of partials).
+CudaSchedule::Phase cudaOneBlock();
+/// The two column-sum phases over R rows of C columns; returns the chunks.
+int64_t cudaColumnSums(CudaSchedule &s, int64_t R, int64_t C);
+
+/// The elements an access reaches: the dims it strides along (a stride of
+/// 0 reads one element for the whole dimension).
+int64_t accessExtent(llvm::ArrayRef<int64_t> dims, llvm::ArrayRef<int64_t> strides);
+
+/// A literal of type `el` (a float attribute's value, or an integer's).
+std::string literalOf(mlir::Attribute value, mlir::Type el);
+
+/// Attention's forward FLOPs, 2 B H Sq Sk (D + Dv), before causal halving
+/// (a variable-length batch's upper bound: Attention.cpp).
+double attentionForwardFlops(const AttentionKernel &a, const plan::CostContext &context);
+
+/// Attaches every template's model to its attribute once the plan dialect
+/// loads in a context with `registry`.
+void registerTemplateModels(mlir::DialectRegistry &registry);
+
+} // namespace mlc::lowering
+
+#endif // MLC_COMPILER_CODEGEN_TEMPLATES_TEMPLATEMODEL_H
