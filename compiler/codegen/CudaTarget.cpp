@@ -378,12 +378,15 @@ public:
   /// block per row, the statistics in double over two passes (RMSNorm one). Memory: x read (three passes over the row,
   /// two from L2), y written; w and b stay in cache: 8 bytes per f32 element.
   std::string layerNorm(mlir::Type el, const Rows &rows, int64_t E, const std::string &eps,
-                        bool rms) override {
+                        bool rms, bool unit) override {
     std::string T = cType(el);
     std::ostringstream b;
-    std::vector<KernelArg> args = {{el, true}, {el, false}, {el, false}};
-    if (!rms)
+    std::vector<KernelArg> args = {{el, true}, {el, false}};
+    if (!unit)
       args.push_back({el, false});
+    if (!rms && !unit)
+      args.push_back({el, false});
+    const std::string w = unit ? "" : " * p2[c]", bias = unit ? "" : " + p3[c]";
     b << arguments(args) << "  __shared__ double red[32];\n"
       << rowLoop(rows, E) << "      const " << T << " *x = p1 + r * " << E << "; " << T
       << " *y = p0 + r * " << E << ";\n"
@@ -391,11 +394,11 @@ public:
     if (rms)
       b << "      const " << T << " rs = (" << T << ")rstd;\n"
         << "      for (int64_t c = threadIdx.x; c < " << E << "; c += blockDim.x) y[c] = ("
-        << T << ")(x[c] * rs) * p2[c];\n    }\n  }\n";
+        << T << ")(x[c] * rs)" << w << ";\n    }\n  }\n";
     else
       b << "      const " << T << " rs = (" << T << ")rstd, mu = (" << T << ")mean;\n"
         << "      for (int64_t c = threadIdx.x; c < " << E
-        << "; c += blockDim.x) y[c] = (x[c] - mu) * rs * p2[c] + p3[c];\n    }\n  }\n";
+        << "; c += blockDim.x) y[c] = (x[c] - mu) * rs" << w << bias << ";\n    }\n  }\n";
     return b.str();
   }
 
@@ -407,20 +410,25 @@ public:
   /// Memory: g and x read twice (rows, then column chunks), dx written: 20
   /// bytes per f32 element, plus 16 bytes of statistics per row.
   std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity, int64_t E,
-                            const std::string &eps, bool rms, bool residual) override {
+                            const std::string &eps, bool rms, bool residual,
+                            bool unit) override {
     std::string T = cType(el);
     const auto [block, colBlocks, chunks] = columnChunks(1);
     const std::string stats = "((double *)ctx->scratch)",
                       part = "((double *)ctx->scratch + " + n2s(2 * capacity) + ")";
-    // Outputs dx, dw (, db), then the inputs g, x, w (, the residual r).
-    const std::string G = rms ? "p2" : "p3", X = rms ? "p3" : "p4", W = rms ? "p4" : "p5";
+    // Outputs dx, dw (, db), then the inputs g, x, w (none when `unit`), the residual r.
+    const int in = rms ? 2 : 3;
+    const std::string G = "p" + n2s(in), X = "p" + n2s(in + 1),
+                      R = "p" + n2s(in + (unit ? 2 : 3));
+    const std::string W = unit ? "" : " * p" + n2s(in + 2) + "[c]";
     std::vector<KernelArg> args = {{el, true}, {el, true}, {el, true}, {el, false}, {el, false}};
     if (!rms)
       args.push_back({el, false});
+    if (unit)
+      args.pop_back();
     if (residual)
       args.push_back({el, false});
     // dx = r + ..., r (after w) the residual stream's gradient, summed in double.
-    const std::string R = rms ? "p5" : "p6";
     const std::string plus =
         residual ? "(double)" + R + "[r * " + std::to_string(E) + " + c] + " : "";
     std::ostringstream b;
@@ -432,12 +440,12 @@ public:
       << "[2 * r + 1] = rstd; }\n"
       << "      double m1 = 0, m2 = 0;\n"
       << "      for (int64_t c = threadIdx.x; c < " << E << "; c += blockDim.x) {\n"
-      << "        double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * " << W << "[c];\n"
+      << "        double xh = (x[c] - mean) * rstd, dxh = (double)g[c]" << W << ";\n"
       << (rms ? "        m2 += dxh * xh;\n      }\n" : "        m1 += dxh; m2 += dxh * xh;\n      }\n")
       << (rms ? "" : "      m1 = mlc_block_sum(m1, red) / " + n2s(E) + ";\n")
       << "      m2 = mlc_block_sum(m2, red) / " << E << ";\n"
       << "      for (int64_t c = threadIdx.x; c < " << E << "; c += blockDim.x) {\n"
-      << "        double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * " << W << "[c];\n"
+      << "        double xh = (x[c] - mean) * rstd, dxh = (double)g[c]" << W << ";\n"
       << "        dx[c] = (" << T << ")(" << plus << "rstd * (dxh - m1 - xh * m2));\n      }\n    }\n  }\n"
       << phase()
       << "    const int64_t R = " << rows << ", chunk = blockIdx.x / " << colBlocks

@@ -448,10 +448,11 @@ llvm::Expected<std::string> printTemplateBody(llvm::StringRef t, DictionaryAttr 
   } else if (t == "softmax_grad") {
     body = target.softmaxGrad(el, r.rows(), r.i64("columns"));
   } else if (t == "layer_norm") {
-    body = target.layerNorm(el, r.rows(), r.i64("columns"), eps(), r.flag("rms"));
+    body = target.layerNorm(el, r.rows(), r.i64("columns"), eps(), r.flag("rms"),
+                            r.flag("unit"));
   } else if (t == "layer_norm_grad") {
     body = target.layerNormGrad(el, r.rows(), r.i64("capacity"), r.i64("columns"), eps(),
-                                r.flag("rms"), r.flag("residual"));
+                                r.flag("rms"), r.flag("residual"), r.flag("unit"));
   } else if (t == "cross_entropy") {
     body = target.crossEntropy(el, r.type("labels"), r.rows(), r.i64("columns"),
                                r.i64("ignore"));

@@ -35,10 +35,11 @@ const TemplateParam softmaxGradParams[] = {
 // residual stream's (rms_norm_grad ... plus).
 const TemplateParam layerNormParams[] = {{"element", K::Type, req}, MLC_ROWS,
                                          {"columns", K::I64, req},  {"eps", K::F64, req},
-                                         {"rms", K::Flag, opt}};
+                                         {"rms", K::Flag, opt},     {"unit", K::Flag, opt}};
 const TemplateParam layerNormGradParams[] = {
     {"element", K::Type, req}, MLC_ROWS,          {"capacity", K::I64, req}, {"columns", K::I64, req},
-    {"eps", K::F64, req},      {"rms", K::Flag, opt}, {"residual", K::Flag, opt}};
+    {"eps", K::F64, req},      {"rms", K::Flag, opt}, {"residual", K::Flag, opt},
+    {"unit", K::Flag, opt}};
 const TemplateParam crossEntropyParams[] = {{"element", K::Type, req}, {"labels", K::Type, req},
                                             MLC_ROWS, {"columns", K::I64, req},
                                             {"ignore", K::I64, req}};

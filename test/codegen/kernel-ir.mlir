@@ -85,3 +85,48 @@ func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"}, %w: tensor<8xf32> {mlc
   %n = mlc.rms_norm %x, %w epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<8xf32>
   return %n : tensor<4x8xf32>
 }
+
+// -----
+
+// A LayerNorm without an affine transform (OLMo's, torch's
+// elementwise_affine=False: its weight the constant 1, its bias 0) and its
+// gradient read no weight or bias: the templates flagged unit take the
+// input (and the gradient) alone, and no constant is filled each step.
+// CHECK-LABEL: plan.input "g" : f32 [4, 8]
+// CHECK-NOT: "fill"
+// CHECK: plan.kernel @k0 rows "layer_norm" args(2) params {columns = 8 : i64, element = f32, eps = 1.000000e-05 : f64, rows = 4 : i64, unit}{{$}}
+// CHECK-NEXT: plan.kernel @k1 rows "layer_norm_grad" args(5) params {capacity = 4 : i64, columns = 8 : i64, element = f32, eps = 1.000000e-05 : f64, rows = 4 : i64, unit}{{$}}
+// CHECK-NOT: "fill"
+// CHECK: plan.launch @k0(%{{.*}}, %{{.*}}) : memref<32xf32>, memref<32xf32>{{$}}
+// CHECK-NEXT: plan.launch @k1({{.*}}) : memref<32xf32>, memref<8xf32>, memref<8xf32>, memref<32xf32>, memref<32xf32>{{$}}
+func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"}, %g: tensor<4x8xf32> {mlc.input = "g"}) -> (tensor<4x8xf32> {mlc.output = "n"}, tensor<4x8xf32> {mlc.output = "dx"}) {
+  %w = mlc.constant dense<1.0> : tensor<8xf32>
+  %b = mlc.constant dense<0.0> : tensor<8xf32>
+  %n = mlc.layer_norm %x, %w, %b epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %dx, %dw, %db = mlc.layer_norm_grad %g, %x, %w epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  return %n, %dx : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// A constant weight other than 1 (or a bias other than 0) is read from
+// its buffer, filled by the step: the templates take it as an argument.
+// CHECK-LABEL: plan.input "g" : f32 [4, 8]
+// CHECK: plan.kernel @k0 fill "fill" args(1) params {count = 8 : i64, element = f32, value = 2.000000e+00 : f64}{{$}}
+// CHECK-NEXT: plan.kernel @k1 fill "fill" args(1) params {count = 8 : i64, element = f32, value = 0.000000e+00 : f64}{{$}}
+// CHECK-NEXT: plan.kernel @k2 rows "layer_norm" args(4) params {columns = 8 : i64, element = f32, eps = 1.000000e-05 : f64, rows = 4 : i64}{{$}}
+// CHECK-NEXT: plan.kernel @k3 fill "fill" args(1) params {count = 8 : i64, element = f32, value = 1.000000e+00 : f64}{{$}}
+// CHECK-NEXT: plan.kernel @k4 fill "fill" args(1) params {count = 8 : i64, element = f32, value = 5.000000e-01 : f64}{{$}}
+// CHECK-NEXT: plan.kernel @k5 rows "layer_norm_grad" args(6) params {capacity = 4 : i64, columns = 8 : i64, element = f32, eps = 1.000000e-05 : f64, rows = 4 : i64}{{$}}
+// CHECK: plan.launch @k2({{.*}}) : memref<32xf32>, memref<32xf32>, memref<8xf32>, memref<8xf32>{{$}}
+// CHECK: plan.launch @k2({{.*}}) : memref<32xf32>, memref<32xf32>, memref<8xf32>, memref<8xf32>{{$}}
+func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"}, %g: tensor<4x8xf32> {mlc.input = "g"}) -> (tensor<4x8xf32> {mlc.output = "n"}, tensor<4x8xf32> {mlc.output = "n1"}, tensor<4x8xf32> {mlc.output = "dx"}) {
+  %w = mlc.constant dense<2.0> : tensor<8xf32>
+  %b = mlc.constant dense<0.0> : tensor<8xf32>
+  %n = mlc.layer_norm %x, %w, %b epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %ones = mlc.constant dense<1.0> : tensor<8xf32>
+  %half = mlc.constant dense<0.5> : tensor<8xf32>
+  %n1 = mlc.layer_norm %x, %ones, %half epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %dx, %dw, %db = mlc.layer_norm_grad %g, %x, %w epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  return %n, %n1, %dx : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
