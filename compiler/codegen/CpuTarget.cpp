@@ -535,11 +535,12 @@ public:
   /// Scatter-add, parallel over blocks of columns so that no two threads
   /// add to the same element.
   std::string embeddingGrad(mlir::Type el, mlir::Type it, const Rows &rows, int64_t V,
-                            int64_t E, int64_t pad) override {
+                            int64_t E, int64_t pad, bool accumulate) override {
     std::ostringstream b;
-    b << arguments({{el, true}, {el, false}, {it, false}}) << "  std::memset(p0, 0, "
-      << V * E << " * sizeof(*p0));\n"
-      << "#pragma omp parallel for\n"
+    b << arguments({{el, true}, {el, false}, {it, false}});
+    if (!accumulate)
+      b << "  std::memset(p0, 0, " << V * E << " * sizeof(*p0));\n";
+    b << "#pragma omp parallel for\n"
       << "  for (int64_t c0 = 0; c0 < " << E << "; c0 += 64) {\n"
       << "    const int64_t c1 = c0 + 64 < " << E << " ? c0 + 64 : " << E << ";\n"
       << "    for (int64_t r = 0; r < " << rows << "; ++r) {\n"

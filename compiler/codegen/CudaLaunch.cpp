@@ -197,7 +197,9 @@ llvm::Expected<CudaSchedule> templateSchedule(plan::KernelOp k, llvm::StringRef 
   } else if (t == "embedding_grad") {
     const int64_t V = r.i64("vocab"), E = r.i64("columns");
     const int64_t chunks = std::min<int64_t>(V, 64), colBlocks = (E + kThreads - 1) / kThreads;
-    s.phases = {strided(V * E, 4), {chunks * colBlocks, kThreads}};
+    s.phases = {{chunks * colBlocks, kThreads}}; // the scatter
+    if (!r.flag("accumulate")) // into zeros
+      s.phases.insert(s.phases.begin(), strided(V * E, 4));
   } else if (t == "copies" || t == "iota") {
     if (auto zero = k.getParamsAttr().getAs<IntegerAttr>("zero_bytes"))
       s.phases.push_back(strided(zero.getInt(), 4));

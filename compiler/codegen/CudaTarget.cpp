@@ -644,15 +644,18 @@ public:
   /// reproducible. Memory: the table written twice (zeros, then sums), every
   /// chunk reads all ids and dy's rows of its tokens.
   std::string embeddingGrad(mlir::Type el, mlir::Type it, const Rows &rows, int64_t V,
-                            int64_t E, int64_t pad) override {
-    // Phase 1's blocks are (vocabulary chunk, column block) pairs.
-    const int64_t block = launch(1).block, colBlocks = (E + block - 1) / block;
-    const int64_t chunks = launch(1).grid / colBlocks, per = (V + chunks - 1) / chunks;
+                            int64_t E, int64_t pad, bool accumulate) override {
+    // The scatter's blocks (phase 1, or 0 when it adds to p0 as it is) are
+    // (vocabulary chunk, column block) pairs.
+    const size_t scatter = accumulate ? 0 : 1;
+    const int64_t block = launch(scatter).block, colBlocks = (E + block - 1) / block;
+    const int64_t chunks = launch(scatter).grid / colBlocks, per = (V + chunks - 1) / chunks;
     std::ostringstream b;
-    b << arguments({{el, true}, {el, false}, {it, false}})
-      << phase()
-      << "    for (int64_t i = MLC_TID; i < " << V * E << "; i += MLC_STRIDE) p0[i] = 0;\n  }\n"
-      << phase()
+    b << arguments({{el, true}, {el, false}, {it, false}});
+    if (!accumulate)
+      b << phase() << "    for (int64_t i = MLC_TID; i < " << V * E
+        << "; i += MLC_STRIDE) p0[i] = 0;\n  }\n";
+    b << phase()
       << "    const int64_t v0 = (blockIdx.x / " << colBlocks << ") * " << per
       << ", c = (blockIdx.x % " << colBlocks << ") * " << block << " + threadIdx.x;\n"
       << "    const int64_t R = " << rows << ";\n"

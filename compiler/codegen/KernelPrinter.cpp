@@ -470,7 +470,7 @@ llvm::Expected<std::string> printTemplateBody(llvm::StringRef t, DictionaryAttr 
     body = target.embedding(el, r.type("ids"), r.rows(), r.i64("vocab"), r.i64("columns"));
   } else if (t == "embedding_grad") {
     body = target.embeddingGrad(el, r.type("ids"), r.rows(), r.i64("vocab"), r.i64("columns"),
-                                r.has("padding") ? r.i64("padding") : -1);
+                                r.has("padding") ? r.i64("padding") : -1, r.flag("accumulate"));
   } else if (t == "copies" || t == "iota") {
     auto printed = printNests(t == "iota", el, params, name, target);
     if (!printed)

@@ -304,9 +304,10 @@ public:
                                 int64_t V, int64_t E) = 0;
   /// The gradient: p0 = zeros [V, E], then p0[p2[r]] += p1[r] for every
   /// token (ids out of range skipped, and the padding row `pad` when it is
-  /// >= 0), with no two threads adding to one element.
+  /// >= 0), with no two threads adding to one element. With `accumulate`
+  /// the rows are added to p0 as it is (a tied head's gradient), not zeroed.
   virtual std::string embeddingGrad(mlir::Type el, mlir::Type ids, const Rows &rows,
-                                    int64_t V, int64_t E, int64_t pad) = 0;
+                                    int64_t V, int64_t E, int64_t pad, bool accumulate) = 0;
 
   /// p0 = n copies of `value` (a literal), or the constant `values`
   /// (literals) when it is not a splat.

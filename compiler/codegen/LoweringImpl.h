@@ -719,7 +719,7 @@ private:
   llvm::Error emitReduce(Operation *op, Value input, ArrayRef<int64_t> axes,
                          const std::string &kind);
   llvm::Error emitGemm(MatmulOp op);
-  int accumulatorBuffer(MatmulOp op);
+  int accumulatorBuffer(Value acc, Value result);
   void accumulateInTargets();
   llvm::Error emitRows(Operation *op);
   llvm::Error emitAttention(Operation *op, bool backward);

@@ -376,7 +376,9 @@ llvm::Expected<std::optional<Cost>> templateCost(plan::KernelOp k, StringRef t) 
     // The table zeroed, then each token's row added: grad read, table
     // rows read and written.
     R = double(r.rows().count), C = double(r.i64("columns"));
-    c.bytes = (double(r.i64("vocab")) * C + 3 * R * C) * el + R * bytesOf(r.type("ids"));
+    // (With accumulate the table is not zeroed: the rows add to it as it is.)
+    c.bytes = ((r.flag("accumulate") ? 0 : double(r.i64("vocab")) * C) + 3 * R * C) * el +
+              R * bytesOf(r.type("ids"));
     c.flops = R * C;
   } else if (t == "reduction") {
     lowering::ReductionKernel red = lowering::decodeReduction(r);

@@ -181,7 +181,9 @@ static int64_t cudaPhases(KernelOp k) {
     return 3;
   if (t == "cross_entropy_with_grad") // the labelled rows, the rows, the loss
     return 3;
-  if (t == "cross_entropy" || t == "cross_entropy_grad" || t == "embedding_grad")
+  if (t == "embedding_grad") // [zeroing,] the scatter
+    return params.get("accumulate") ? 1 : 2;
+  if (t == "cross_entropy" || t == "cross_entropy_grad")
     return 2;
   if (t == "reduction") { // columns: row chunks' partial sums, then their sums
     auto layout = params.getAs<StringAttr>("layout");

@@ -54,7 +54,8 @@ const TemplateParam embeddingParams[] = {{"element", K::Type, req}, {"ids", K::T
                                          {"columns", K::I64, req}};
 const TemplateParam embeddingGradParams[] = {
     {"element", K::Type, req}, {"ids", K::Type, req}, MLC_ROWS,
-    {"vocab", K::I64, req},    {"columns", K::I64, req}, {"padding", K::I64, opt}};
+    {"vocab", K::I64, req},    {"columns", K::I64, req}, {"padding", K::I64, opt},
+    {"accumulate", K::Flag, opt}};
 const TemplateParam copiesParams[] = {
     {"element", K::Type, req}, {"nests", K::Nests, req}, {"zero_bytes", K::I64, opt}};
 const TemplateParam reductionParams[] = {
