@@ -208,6 +208,21 @@ llvm::Error FunctionLowering::emitPointwise(Operation *op) {
 FunctionLowering::KernelArgs FunctionLowering::bindFusion(FusionOp fusion, const Shape &iter) {
   KernelArgs a;
   for (Value r : fusion.getResults()) {
+    // A result read only by a concatenation (the gradient of a split, such
+    // as Phi3's fused gate/up projection's) is stored straight into its
+    // slice of the concatenation: no copy gathers it there.
+    if (fusion.getKind() == FusionKind::pointwise && r.hasOneUse() &&
+        isa<ConcatOp>(*r.getUsers().begin()) && shapeOf(r) == iter) {
+      if (std::optional<View> into = outputView(r)) {
+        views[r] = *into;
+        valueBuffers[r] = into->buffer;
+        a.accs.push_back({int(a.slots.size()), into->offset, into->strides,
+                          typeOf(r).getElementType()});
+        a.slots.push_back({typeOf(r).getElementType(), true});
+        a.bufs.push_back(into->buffer);
+        continue;
+      }
+    }
     int id = arenaFor(r);
     valueBuffers[r] = id;
     a.accs.push_back({int(a.slots.size()), 0, rowMajorStrides(iter), typeOf(r).getElementType()});

@@ -272,22 +272,19 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
       .Case<ConcatOp>([&](ConcatOp c) {
         Shape out = shapeOf(c.getResult());
         int64_t axis = *normalizeAxis(c.getAxis(), out.size());
-        Shape outSt = rowMajorStrides(out);
-        if (!valueBuffers.count(c.getResult()))
-          valueBuffers[c.getResult()] = arenaFor(c.getResult());
-        int id = valueBuffers[c.getResult()];
+        View dst = concatDestination(c); // its own buffer, or its reader's layout
         std::vector<Value> sources;
         std::vector<int64_t> bases;
         int64_t offset = 0;
         for (Value v : c.getInputs()) {
           if (!writtenInPlace.count(v)) { // producers wrote the others in place
             sources.push_back(v);
-            bases.push_back(offset * outSt[axis]);
+            bases.push_back(dst.offset + offset * dst.strides[axis]);
           }
           offset += shapeOf(v)[axis];
         }
         if (!sources.empty())
-          emitCopies(id, el, product(out), false, sources, bases, outSt);
+          emitCopies(dst.buffer, el, product(out), false, sources, bases, dst.strides);
         return llvm::Error::success();
       })
       .Case<ReduceSumOp>([&](ReduceSumOp r) {

@@ -130,3 +130,63 @@ func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"}, %g: tensor<4x8xf32> {m
   %dx, %dw, %db = mlc.layer_norm_grad %g, %x, %w epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
   return %n, %n1, %dx : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// The results of a pointwise fusion read only by a concatenation (the
+// gradient of a split: Phi3's fused gate/up) are stored straight into their
+// slices of it: no copy kernel gathers them.
+// CHECK-LABEL: plan.param "w" : f32 [16, 3]
+// CHECK-NOT: "copies"
+// CHECK: plan.store %{{.*}}, arg 0 offset 0 strides [16, 1] : tensor<f32>
+// CHECK-NEXT: plan.store %{{.*}}, arg 1 offset 8 strides [16, 1] : tensor<f32>
+// CHECK-NOT: "copies"
+// CHECK: plan.launch @k0(%[[C:[0-9]+]], %[[C]], %{{[0-9]+}}, %{{[0-9]+}})
+// CHECK-NEXT: plan.gemm %{{[0-9]+}}, %[[C]], %{{[0-9]+}} m 4 n 3 k 16
+func.func @forward(%a: tensor<4x8xf32> {mlc.input = "a"}, %b: tensor<4x8xf32> {mlc.input = "b"}, %w: tensor<16x3xf32> {mlc.param = "w"}) -> (tensor<4x3xf32> {mlc.output = "y"}) {
+  %x = mlc.mul %a, %b : tensor<4x8xf32>, tensor<4x8xf32>
+  %z = mlc.add %a, %b : tensor<4x8xf32>, tensor<4x8xf32>
+  %c = mlc.concat(%x, %z) axis = 1 : tensor<4x8xf32>, tensor<4x8xf32>
+  %y = mlc.matmul %c, %w : tensor<4x16xf32>, tensor<16x3xf32>
+  return %y : tensor<4x3xf32>
+}
+
+// -----
+
+// A result read elsewhere too keeps its own buffer and is copied into the
+// concatenation; the other is still stored in place.
+// CHECK-LABEL: plan.param "w" : f32 [16, 3]
+// CHECK: plan.store %{{.*}}, arg 0 offset 0 strides [8, 1] : tensor<f32>
+// CHECK-NEXT: plan.store %{{.*}}, arg 1 offset 8 strides [16, 1] : tensor<f32>
+// CHECK: plan.kernel @k1 copy "copies" args(2) params {element = f32, nests = [{dims = array<i64: 4, 8>, dst_offset = 0 : i64, dst_strides = array<i64: 16, 1>, src_arg = 1 : i64, src_offset = 0 : i64, src_strides = array<i64: 8, 1>}]}
+func.func @forward(%a: tensor<4x8xf32> {mlc.input = "a"}, %b: tensor<4x8xf32> {mlc.input = "b"}, %w: tensor<16x3xf32> {mlc.param = "w"}) -> (tensor<4x3xf32> {mlc.output = "y"}, tensor<4x8xf32> {mlc.output = "x"}) {
+  %x = mlc.mul %a, %b : tensor<4x8xf32>, tensor<4x8xf32>
+  %z = mlc.add %a, %b : tensor<4x8xf32>, tensor<4x8xf32>
+  %c = mlc.concat(%x, %z) axis = 1 : tensor<4x8xf32>, tensor<4x8xf32>
+  %y = mlc.matmul %c, %w : tensor<4x16xf32>, tensor<16x3xf32>
+  return %y, %x : tensor<4x3xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// A concatenation read only through a transpose that keeps the innermost
+// dimension (GPT-NeoX's per-head [q k v] gradient, back to [tokens, heads,
+// 3 x head] for the fused QKV projection's GEMMs) lives in the transpose's
+// layout: its producers store into it with the transposed strides, and the
+// reshape that follows needs no copy.
+// CHECK-LABEL: plan.param "w" : f32 [12, 5]
+// CHECK-NOT: "copies"
+// CHECK: plan.store %{{.*}}, arg 0 offset 0 strides [48, 4, 12, 1] : tensor<f32>
+// CHECK-NEXT: plan.store %{{.*}}, arg 1 offset 2 strides [48, 4, 12, 1] : tensor<f32>
+// CHECK-NOT: "copies"
+// CHECK: plan.launch @k0(%[[C:[0-9]+]], %[[C]], %{{[0-9]+}}, %{{[0-9]+}})
+// CHECK-NEXT: plan.gemm %{{[0-9]+}}, %[[C]], %{{[0-9]+}} m 8 n 5 k 12
+func.func @forward(%a: tensor<2x3x4x2xf32> {mlc.input = "a"}, %b: tensor<2x3x4x2xf32> {mlc.input = "b"}, %w: tensor<12x5xf32> {mlc.param = "w"}) -> (tensor<2x4x5xf32> {mlc.output = "y"}) {
+  %x = mlc.mul %a, %b : tensor<2x3x4x2xf32>, tensor<2x3x4x2xf32>
+  %z = mlc.add %a, %b : tensor<2x3x4x2xf32>, tensor<2x3x4x2xf32>
+  %c = mlc.concat(%x, %z) axis = 3 : tensor<2x3x4x2xf32>, tensor<2x3x4x2xf32>
+  %t = mlc.transpose %c, [0, 2, 1, 3] : tensor<2x3x4x4xf32>
+  %r = mlc.reshape %t : tensor<2x4x3x4xf32> -> tensor<2x4x12xf32>
+  %y = mlc.matmul %r, %w : tensor<2x4x12xf32>, tensor<12x5xf32>
+  return %y : tensor<2x4x5xf32>
+}
