@@ -6,6 +6,9 @@
 // gradient of projections that share one input (Q, K and V; gate and up)
 // is such a sum, as is the gradient of a weight or input read by several
 // products. A three-way sum chains: add(add(a, b), c) -> c acc(b acc(a)).
+// A tied LM head's weight gradient (a product) plus the embedding's (a
+// scatter) is add(matmul, embedding_grad) -> embedding_grad acc(matmul): the
+// scatter adds its rows into the product's buffer instead of into zeros.
 //
 //===----------------------------------------------------------------------===//
 
@@ -96,11 +99,35 @@ struct SumOfProducts : OpRewritePattern<AddOp> {
   }
 };
 
+struct ScatterIntoProduct : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp add, PatternRewriter &rewriter) const override {
+    Type sumType = add.getType();
+    for (auto [a, b] : {std::pair{add.getLhs(), add.getRhs()}, {add.getRhs(), add.getLhs()}}) {
+      auto scatter = a.getDefiningOp<EmbeddingGradOp>();
+      std::optional<Term> product = termOf(b, sumType);
+      if (!scatter || scatter.getAcc() || !scatter->hasOneUse() || a.getType() != sumType ||
+          !product || scatter->getBlock() != add->getBlock() ||
+          product->product->getBlock() != add->getBlock())
+        continue;
+      Value acc = inSumType(rewriter, *product);
+      rewriter.setInsertionPoint(add);
+      Value sum = rewriter.create<EmbeddingGradOp>(scatter.getLoc(), sumType, scatter.getGrad(),
+                                                   scatter.getIndices(),
+                                                   scatter.getPaddingIdxAttr(), acc);
+      rewriter.replaceOp(add, sum);
+      rewriter.eraseOp(scatter);
+      return success();
+    }
+    return failure();
+  }
+};
+
 class AccumulateGemmsPass : public mlc::impl::MlcAccumulateGemmsBase<AccumulateGemmsPass> {
 public:
   void runOnOperation() final {
     RewritePatternSet patterns(&getContext());
-    patterns.add<SumOfProducts>(&getContext());
+    patterns.add<SumOfProducts, ScatterIntoProduct>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns)))) {
       getOperation().emitError("mlc-accumulate-gemms: the rewrites did not converge");
       signalPassFailure();

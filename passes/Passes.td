@@ -255,6 +255,9 @@ def MlcAccumulateGemms : Pass<"mlc-accumulate-gemms", "mlir::func::FuncOp"> {
     three-way sum chains, `c acc(b acc(a))`. Backward is full of such sums:
     the input gradient of projections sharing one input (Q, K, V; gate and
     up), of a weight used twice, of an input read by several products.
+    A tied LM head's weight gradient plus the embedding's scatter,
+    `add(matmul, embedding_grad)`, becomes `embedding_grad acc(matmul)`:
+    the scatter adds its rows into the product's buffer.
 
     The sum's type is the products': the add must not broadcast, and a
     bf16 product widened for an f32 add (`add(cast(matmul), ...)` after

@@ -250,12 +250,15 @@ public:
   /// y = (x * rstd) * w, x * rstd rounded to the element type first. Memory:
   /// x read, y written (w and b stay in cache): 8 bytes per f32 element.
   std::string layerNorm(mlir::Type el, const Rows &rows, int64_t E, const std::string &eps,
-                        bool rms) override {
+                        bool rms, bool unit) override {
     std::string T = cType(el);
     std::ostringstream b;
-    std::vector<KernelArg> args = {{el, true}, {el, false}, {el, false}};
-    if (!rms)
+    std::vector<KernelArg> args = {{el, true}, {el, false}};
+    if (!unit)
       args.push_back({el, false});
+    if (!rms && !unit)
+      args.push_back({el, false});
+    const std::string w = unit ? "" : " * p2[c]", bias = unit ? "" : " + p3[c]";
     b << arguments(args) << "#pragma omp parallel for\n"
       << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
       << "    const " << T << " *x = p1 + r * " << E << "; " << T << " *y = p0 + r * " << E
@@ -264,11 +267,11 @@ public:
     if (rms)
       b << "    const " << T << " rs = (" << T << ")rstd;\n"
         << "    for (int64_t c = 0; c < " << E << "; ++c) y[c] = (" << T
-        << ")(x[c] * rs) * p2[c];\n";
+        << ")(x[c] * rs)" << w << ";\n";
     else
       b << "    const " << T << " rs = (" << T << ")rstd, mu = (" << T << ")mean;\n"
         << "    for (int64_t c = 0; c < " << E
-        << "; ++c) y[c] = (x[c] - mu) * rs * p2[c] + p3[c];\n";
+        << "; ++c) y[c] = (x[c] - mu) * rs" << w << bias << ";\n";
     b << "  }\n";
     return b.str();
   }
@@ -278,17 +281,22 @@ public:
   /// mean = 0 and no mean(dxh) term, no db. Memory: g and x read twice
   /// (rows, then column blocks), dx written: 20 bytes per f32 element.
   std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity, int64_t E,
-                            const std::string &eps, bool rms, bool residual) override {
+                            const std::string &eps, bool rms, bool residual,
+                            bool unit) override {
     std::string T = cType(el);
-    // Outputs dx, dw (, db), then the inputs g, x, w (, the residual r).
-    const std::string G = rms ? "p2" : "p3", X = rms ? "p3" : "p4", W = rms ? "p4" : "p5";
+    // Outputs dx, dw (, db), then the inputs g, x, w (none when `unit`), the residual r.
+    const int in = rms ? 2 : 3;
+    auto p = [](int i) { return "p" + std::to_string(i); };
+    const std::string G = p(in), X = p(in + 1), R = p(in + (unit ? 2 : 3));
+    const std::string W = unit ? "" : " * " + p(in + 2) + "[c]";
     std::vector<KernelArg> args = {{el, true}, {el, true}, {el, true}, {el, false}, {el, false}};
     if (!rms)
       args.push_back({el, false});
+    if (unit)
+      args.pop_back();
     if (residual)
       args.push_back({el, false});
     // dx = r + ..., r (after w) the residual stream's gradient, summed in double.
-    const std::string R = rms ? "p5" : "p6";
     const std::string plus =
         residual ? "(double)" + R + "[r * " + std::to_string(E) + " + c] + " : "";
     std::ostringstream b;
@@ -302,12 +310,12 @@ public:
       << "    double m1 = 0, m2 = 0;\n"
       << "#pragma omp simd reduction(+ : m1, m2)\n"
       << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
-      << "      double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * " << W << "[c];\n"
+      << "      double xh = (x[c] - mean) * rstd, dxh = (double)g[c]" << W << ";\n"
       << "      m1 += dxh; m2 += dxh * xh;\n    }\n"
       << (rms ? "    m1 = 0; m2 /= " : "    m1 /= " + std::to_string(E) + "; m2 /= ") << E
       << ";\n"
       << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
-      << "      double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * " << W << "[c];\n"
+      << "      double xh = (x[c] - mean) * rstd, dxh = (double)g[c]" << W << ";\n"
       << "      dx[c] = (" << T << ")(" << plus << "rstd * (dxh - m1 - xh * m2));\n    }\n  }\n"
       // dw and db: each thread owns a block of 64 columns and walks the rows,
       // so the inner loop is contiguous and vectorizes; every column still
@@ -527,11 +535,12 @@ public:
   /// Scatter-add, parallel over blocks of columns so that no two threads
   /// add to the same element.
   std::string embeddingGrad(mlir::Type el, mlir::Type it, const Rows &rows, int64_t V,
-                            int64_t E, int64_t pad) override {
+                            int64_t E, int64_t pad, bool accumulate) override {
     std::ostringstream b;
-    b << arguments({{el, true}, {el, false}, {it, false}}) << "  std::memset(p0, 0, "
-      << V * E << " * sizeof(*p0));\n"
-      << "#pragma omp parallel for\n"
+    b << arguments({{el, true}, {el, false}, {it, false}});
+    if (!accumulate)
+      b << "  std::memset(p0, 0, " << V * E << " * sizeof(*p0));\n";
+    b << "#pragma omp parallel for\n"
       << "  for (int64_t c0 = 0; c0 < " << E << "; c0 += 64) {\n"
       << "    const int64_t c1 = c0 + 64 < " << E << " ? c0 + 64 : " << E << ";\n"
       << "    for (int64_t r = 0; r < " << rows << "; ++r) {\n"

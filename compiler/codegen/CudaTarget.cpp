@@ -378,12 +378,15 @@ public:
   /// block per row, the statistics in double over two passes (RMSNorm one). Memory: x read (three passes over the row,
   /// two from L2), y written; w and b stay in cache: 8 bytes per f32 element.
   std::string layerNorm(mlir::Type el, const Rows &rows, int64_t E, const std::string &eps,
-                        bool rms) override {
+                        bool rms, bool unit) override {
     std::string T = cType(el);
     std::ostringstream b;
-    std::vector<KernelArg> args = {{el, true}, {el, false}, {el, false}};
-    if (!rms)
+    std::vector<KernelArg> args = {{el, true}, {el, false}};
+    if (!unit)
       args.push_back({el, false});
+    if (!rms && !unit)
+      args.push_back({el, false});
+    const std::string w = unit ? "" : " * p2[c]", bias = unit ? "" : " + p3[c]";
     b << arguments(args) << "  __shared__ double red[32];\n"
       << rowLoop(rows, E) << "      const " << T << " *x = p1 + r * " << E << "; " << T
       << " *y = p0 + r * " << E << ";\n"
@@ -391,11 +394,11 @@ public:
     if (rms)
       b << "      const " << T << " rs = (" << T << ")rstd;\n"
         << "      for (int64_t c = threadIdx.x; c < " << E << "; c += blockDim.x) y[c] = ("
-        << T << ")(x[c] * rs) * p2[c];\n    }\n  }\n";
+        << T << ")(x[c] * rs)" << w << ";\n    }\n  }\n";
     else
       b << "      const " << T << " rs = (" << T << ")rstd, mu = (" << T << ")mean;\n"
         << "      for (int64_t c = threadIdx.x; c < " << E
-        << "; c += blockDim.x) y[c] = (x[c] - mu) * rs * p2[c] + p3[c];\n    }\n  }\n";
+        << "; c += blockDim.x) y[c] = (x[c] - mu) * rs" << w << bias << ";\n    }\n  }\n";
     return b.str();
   }
 
@@ -407,20 +410,25 @@ public:
   /// Memory: g and x read twice (rows, then column chunks), dx written: 20
   /// bytes per f32 element, plus 16 bytes of statistics per row.
   std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity, int64_t E,
-                            const std::string &eps, bool rms, bool residual) override {
+                            const std::string &eps, bool rms, bool residual,
+                            bool unit) override {
     std::string T = cType(el);
     const auto [block, colBlocks, chunks] = columnChunks(1);
     const std::string stats = "((double *)ctx->scratch)",
                       part = "((double *)ctx->scratch + " + n2s(2 * capacity) + ")";
-    // Outputs dx, dw (, db), then the inputs g, x, w (, the residual r).
-    const std::string G = rms ? "p2" : "p3", X = rms ? "p3" : "p4", W = rms ? "p4" : "p5";
+    // Outputs dx, dw (, db), then the inputs g, x, w (none when `unit`), the residual r.
+    const int in = rms ? 2 : 3;
+    const std::string G = "p" + n2s(in), X = "p" + n2s(in + 1),
+                      R = "p" + n2s(in + (unit ? 2 : 3));
+    const std::string W = unit ? "" : " * p" + n2s(in + 2) + "[c]";
     std::vector<KernelArg> args = {{el, true}, {el, true}, {el, true}, {el, false}, {el, false}};
     if (!rms)
       args.push_back({el, false});
+    if (unit)
+      args.pop_back();
     if (residual)
       args.push_back({el, false});
     // dx = r + ..., r (after w) the residual stream's gradient, summed in double.
-    const std::string R = rms ? "p5" : "p6";
     const std::string plus =
         residual ? "(double)" + R + "[r * " + std::to_string(E) + " + c] + " : "";
     std::ostringstream b;
@@ -432,12 +440,12 @@ public:
       << "[2 * r + 1] = rstd; }\n"
       << "      double m1 = 0, m2 = 0;\n"
       << "      for (int64_t c = threadIdx.x; c < " << E << "; c += blockDim.x) {\n"
-      << "        double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * " << W << "[c];\n"
+      << "        double xh = (x[c] - mean) * rstd, dxh = (double)g[c]" << W << ";\n"
       << (rms ? "        m2 += dxh * xh;\n      }\n" : "        m1 += dxh; m2 += dxh * xh;\n      }\n")
       << (rms ? "" : "      m1 = mlc_block_sum(m1, red) / " + n2s(E) + ";\n")
       << "      m2 = mlc_block_sum(m2, red) / " << E << ";\n"
       << "      for (int64_t c = threadIdx.x; c < " << E << "; c += blockDim.x) {\n"
-      << "        double xh = (x[c] - mean) * rstd, dxh = (double)g[c] * " << W << "[c];\n"
+      << "        double xh = (x[c] - mean) * rstd, dxh = (double)g[c]" << W << ";\n"
       << "        dx[c] = (" << T << ")(" << plus << "rstd * (dxh - m1 - xh * m2));\n      }\n    }\n  }\n"
       << phase()
       << "    const int64_t R = " << rows << ", chunk = blockIdx.x / " << colBlocks
@@ -636,15 +644,18 @@ public:
   /// reproducible. Memory: the table written twice (zeros, then sums), every
   /// chunk reads all ids and dy's rows of its tokens.
   std::string embeddingGrad(mlir::Type el, mlir::Type it, const Rows &rows, int64_t V,
-                            int64_t E, int64_t pad) override {
-    // Phase 1's blocks are (vocabulary chunk, column block) pairs.
-    const int64_t block = launch(1).block, colBlocks = (E + block - 1) / block;
-    const int64_t chunks = launch(1).grid / colBlocks, per = (V + chunks - 1) / chunks;
+                            int64_t E, int64_t pad, bool accumulate) override {
+    // The scatter's blocks (phase 1, or 0 when it adds to p0 as it is) are
+    // (vocabulary chunk, column block) pairs.
+    const size_t scatter = accumulate ? 0 : 1;
+    const int64_t block = launch(scatter).block, colBlocks = (E + block - 1) / block;
+    const int64_t chunks = launch(scatter).grid / colBlocks, per = (V + chunks - 1) / chunks;
     std::ostringstream b;
-    b << arguments({{el, true}, {el, false}, {it, false}})
-      << phase()
-      << "    for (int64_t i = MLC_TID; i < " << V * E << "; i += MLC_STRIDE) p0[i] = 0;\n  }\n"
-      << phase()
+    b << arguments({{el, true}, {el, false}, {it, false}});
+    if (!accumulate)
+      b << phase() << "    for (int64_t i = MLC_TID; i < " << V * E
+        << "; i += MLC_STRIDE) p0[i] = 0;\n  }\n";
+    b << phase()
       << "    const int64_t v0 = (blockIdx.x / " << colBlocks << ") * " << per
       << ", c = (blockIdx.x % " << colBlocks << ") * " << block << " + threadIdx.x;\n"
       << "    const int64_t R = " << rows << ";\n"

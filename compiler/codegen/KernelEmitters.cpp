@@ -208,6 +208,21 @@ llvm::Error FunctionLowering::emitPointwise(Operation *op) {
 FunctionLowering::KernelArgs FunctionLowering::bindFusion(FusionOp fusion, const Shape &iter) {
   KernelArgs a;
   for (Value r : fusion.getResults()) {
+    // A result read only by a concatenation (the gradient of a split, such
+    // as Phi3's fused gate/up projection's) is stored straight into its
+    // slice of the concatenation: no copy gathers it there.
+    if (fusion.getKind() == FusionKind::pointwise && r.hasOneUse() &&
+        isa<ConcatOp>(*r.getUsers().begin()) && shapeOf(r) == iter) {
+      if (std::optional<View> into = outputView(r)) {
+        views[r] = *into;
+        valueBuffers[r] = into->buffer;
+        a.accs.push_back({int(a.slots.size()), into->offset, into->strides,
+                          typeOf(r).getElementType()});
+        a.slots.push_back({typeOf(r).getElementType(), true});
+        a.bufs.push_back(into->buffer);
+        continue;
+      }
+    }
     int id = arenaFor(r);
     valueBuffers[r] = id;
     a.accs.push_back({int(a.slots.size()), 0, rowMajorStrides(iter), typeOf(r).getElementType()});
@@ -531,15 +546,29 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     // One template pair for both norms: the operands in order (input,
     // weight[, bias]; grad, input, weight[, residual]), the results out.
     const bool grad = isa<LayerNormGradOp, RmsNormGradOp>(op);
+    const bool rms = isa<RmsNormOp, RmsNormGradOp>(op);
     rowsAndColumns(x);
     for (Value r : op->getResults())
       bindOut(r);
-    for (Value v : op->getOperands())
-      bufs.push_back(bufferOf(v));
+    // A norm without an affine transform (torch's elementwise_affine=False,
+    // OLMo's: its weight the constant 1, its bias 0) reads neither: they
+    // are no arguments and no buffers filled each step.
+    auto splatIs = [](Value v, double value) {
+      auto c = v.getDefiningOp<ConstantOp>();
+      auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
+      return dense && dense.isSplat() && isa<FloatType>(dense.getElementType()) &&
+             dense.getSplatValue<APFloat>().convertToDouble() == value;
+    };
+    Value weight = op->getOperand(grad ? 2 : 1);
+    const bool unit = splatIs(weight, 1.0) && (grad || rms || splatIs(op->getOperand(2), 0.0));
+    for (auto [i, v] : llvm::enumerate(op->getOperands()))
+      if (!unit || (v != weight && (grad || rms || i != 2)))
+        bufs.push_back(bufferOf(v));
+    params.flag("unit", unit);
     if (grad)
       params.i64("capacity", capacityRows(x));
     eps(op->getAttrOfType<FloatAttr>("epsilon").getValue());
-    params.flag("rms", isa<RmsNormOp, RmsNormGradOp>(op));
+    params.flag("rms", rms);
     if (auto rg = dyn_cast<RmsNormGradOp>(op))
       params.flag("residual", bool(rg.getResidual()));
     if (auto lg = dyn_cast<LayerNormGradOp>(op))

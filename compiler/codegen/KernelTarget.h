@@ -251,17 +251,19 @@ public:
   virtual std::string softmaxGrad(mlir::Type el, const Rows &rows, int64_t C) = 0;
   /// p0 = LayerNorm(p1) * p2 + p3; `eps` a literal. With `rms`, RMSNorm:
   /// p0 = (p1 * rstd) * p2, rstd = 1 / sqrt(mean(p1^2) + eps), no bias.
+  /// With `unit`, the weight is 1 and the bias 0: neither is an argument.
   virtual std::string layerNorm(mlir::Type el, const Rows &rows, int64_t E,
-                                const std::string &eps, bool rms) = 0;
+                                const std::string &eps, bool rms, bool unit) = 0;
   /// LayerNorm's gradient: p0 = dx, p1 = dweight, p2 = dbias from the
   /// output gradient p3, the input p4 and the weight p5; `capacity` bounds
   /// the rows (for the per-row statistics kept between the two passes).
   /// With `rms`, RMSNorm's: p0 = dx, p1 = dweight from p2, p3, p4. With
   /// `residual`, the residual stream's gradient r, the argument after the
-  /// weight (p6; RMSNorm's p5), is added: p0 = r + dx.
+  /// weight (p6; RMSNorm's p5), is added: p0 = r + dx. With `unit`, the
+  /// weight is 1 and no argument (r moves up one).
   virtual std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity,
                                     int64_t E, const std::string &eps, bool rms,
-                                    bool residual) = 0;
+                                    bool residual, bool unit) = 0;
   /// p0 = mean cross-entropy of logits p1 against labels p2 (of type
   /// `labels`), rows whose label is `ignore` skipped; a label out of range
   /// is reported through the kernel context.
@@ -303,9 +305,10 @@ public:
                                 int64_t V, int64_t E) = 0;
   /// The gradient: p0 = zeros [V, E], then p0[p2[r]] += p1[r] for every
   /// token (ids out of range skipped, and the padding row `pad` when it is
-  /// >= 0), with no two threads adding to one element.
+  /// >= 0), with no two threads adding to one element. With `accumulate`
+  /// the rows are added to p0 as it is (a tied head's gradient), not zeroed.
   virtual std::string embeddingGrad(mlir::Type el, mlir::Type ids, const Rows &rows,
-                                    int64_t V, int64_t E, int64_t pad) = 0;
+                                    int64_t V, int64_t E, int64_t pad, bool accumulate) = 0;
 
   /// p0 = n copies of `value` (a literal), or the constant `values`
   /// (literals) when it is not a splat.

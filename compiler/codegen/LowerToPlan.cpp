@@ -153,7 +153,8 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
       return failure("unsupported placement of the dynamic token dimension in a matmul");
   }
   int lhs = bufferOf(op.getLhs()), rhs = bufferOf(op.getRhs());
-  int outId = op.getAcc() ? accumulatorBuffer(op) : arenaFor(op.getResult());
+  int outId = op.getAcc() ? accumulatorBuffer(op.getAcc(), op.getResult())
+                          : arenaFor(op.getResult());
   valueBuffers[op.getResult()] = outId;
   Step step;
   step.gemm = true;
@@ -215,17 +216,16 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
   return llvm::Error::success();
 }
 
-/// The buffer an accumulating product adds itself to: its accumulator's
-/// own, when the accumulator is a product (whose buffer holds exactly it)
-/// that nothing else reads (a gradient's flat buffer where the chain ends
-/// in one: accumulateInTargets); else a copy of the accumulator, in the
-/// result's arena slice or flat buffer.
-int FunctionLowering::accumulatorBuffer(MatmulOp op) {
-  Value acc = op.getAcc();
+/// The buffer an accumulating product (or embedding scatter) adds itself
+/// to: its accumulator's own, when the accumulator is a product (whose
+/// buffer holds exactly it) that nothing else reads (a gradient's flat
+/// buffer where the chain ends in one: accumulateInTargets); else a copy of
+/// the accumulator, in the result's arena slice or flat buffer.
+int FunctionLowering::accumulatorBuffer(Value acc, Value result) {
   auto it = valueBuffers.find(acc);
   if (acc.getDefiningOp<MatmulOp>() && acc.hasOneUse() && it != valueBuffers.end())
     return it->second;
-  int id = arenaFor(op.getResult());
+  int id = arenaFor(result);
   Type el = typeOf(acc).getElementType();
   emitCopies(id, el, numel(acc), false, {acc}, {0}, rowMajorStrides(shapeOf(acc)));
   return id;
@@ -238,8 +238,9 @@ void FunctionLowering::accumulateInTargets() {
   SmallVector<std::pair<Value, Value>> firsts;
   for (auto &[v, role] : targets) {
     Value first = v;
-    while (auto m = first.getDefiningOp<MatmulOp>()) {
-      Value acc = m.getAcc();
+    while (first.getDefiningOp<MatmulOp>() || first.getDefiningOp<EmbeddingGradOp>()) {
+      auto m = first.getDefiningOp<MatmulOp>();
+      Value acc = m ? m.getAcc() : first.getDefiningOp<EmbeddingGradOp>().getAcc();
       if (!acc || !acc.getDefiningOp<MatmulOp>() || !acc.hasOneUse())
         break;
       first = acc;
@@ -331,22 +332,19 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
       .Case<ConcatOp>([&](ConcatOp c) {
         Shape out = shapeOf(c.getResult());
         int64_t axis = *normalizeAxis(c.getAxis(), out.size());
-        Shape outSt = rowMajorStrides(out);
-        if (!valueBuffers.count(c.getResult()))
-          valueBuffers[c.getResult()] = arenaFor(c.getResult());
-        int id = valueBuffers[c.getResult()];
+        View dst = concatDestination(c); // its own buffer, or its reader's layout
         std::vector<Value> sources;
         std::vector<int64_t> bases;
         int64_t offset = 0;
         for (Value v : c.getInputs()) {
           if (!writtenInPlace.count(v)) { // producers wrote the others in place
             sources.push_back(v);
-            bases.push_back(offset * outSt[axis]);
+            bases.push_back(dst.offset + offset * dst.strides[axis]);
           }
           offset += shapeOf(v)[axis];
         }
         if (!sources.empty())
-          emitCopies(id, el, product(out), false, sources, bases, outSt);
+          emitCopies(dst.buffer, el, product(out), false, sources, bases, dst.strides);
         return llvm::Error::success();
       })
       .Case<ReduceSumOp>([&](ReduceSumOp r) {
@@ -379,7 +377,10 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
       })
       .Case<EmbeddingGradOp>([&](EmbeddingGradOp e) {
         Shape t = shapeOf(e.getResult());
-        int id = arenaFor(e.getResult());
+        // With an accumulator (a tied head's product) the rows are added to
+        // it in its buffer, not to zeros.
+        int id = e.getAcc() ? accumulatorBuffer(e.getAcc(), e.getResult())
+                            : arenaFor(e.getResult());
         valueBuffers[e.getResult()] = id;
         ParamsBuilder p(op->getContext());
         p.type("element", el)
@@ -389,6 +390,7 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
             .i64("columns", t[1]);
         if (auto pad = e.getPaddingIdx())
           p.i64("padding", *pad);
+        p.flag("accumulate", bool(e.getAcc()));
         addStep(plan::EmbeddingGradTemplateAttr::get(context()), p.get(),
                 {id, bufferOf(e.getGrad()), bufferOf(e.getIndices())}, KernelTemplate::scatter);
         return llvm::Error::success();

@@ -533,6 +533,25 @@ private:
     return buffers[id].kind == Buffer::Arena && v.getDefiningOp() != nullptr;
   }
 
+  /// Where a concatenation's result lives: in its own arena buffer, or,
+  /// when a transpose that keeps the innermost dimension is its only reader
+  /// (GPT-NeoX's per-head [q k v] gradient, back to [tokens, heads, 3 x
+  /// head]), in the transpose's layout, so that neither is a copy.
+  View concatDestination(ConcatOp c) {
+    Value x = c.getResult();
+    if (auto known = views.find(x); known != views.end())
+      return known->second;
+    if (x.hasOneUse() && isa<TransposeOp>(*x.getUsers().begin()))
+      if (std::optional<View> v = outputView(x)) {
+        views[x] = *v;
+        valueBuffers[x] = v->buffer;
+        return *v;
+      }
+    if (!valueBuffers.count(x))
+      valueBuffers[x] = arenaFor(x);
+    return own(x);
+  }
+
   /// Where a producer can write `r` in place: when r's only use is a
   /// transpose, a reshape or a concatenation, the producer writes straight
   /// into their result (strided) and they cost nothing.
@@ -568,9 +587,7 @@ private:
       return View{dst.buffer, dst.offset, shapeOf(r), *strides};
     }
     if (auto c = dyn_cast<ConcatOp>(user)) {
-      if (!valueBuffers.count(c.getResult()))
-        valueBuffers[c.getResult()] = arenaFor(c.getResult());
-      View dst = own(c.getResult());
+      View dst = concatDestination(c);
       int64_t axis = *normalizeAxis(c.getAxis(), dst.shape.size());
       View v = dst;
       v.shape = shapeOf(r);
@@ -726,7 +743,7 @@ private:
   llvm::Error emitReduce(Operation *op, Value input, ArrayRef<int64_t> axes,
                          const std::string &kind);
   llvm::Error emitGemm(MatmulOp op);
-  int accumulatorBuffer(MatmulOp op);
+  int accumulatorBuffer(Value acc, Value result);
   void accumulateInTargets();
   llvm::Error emitRows(Operation *op);
   llvm::Error emitAttention(Operation *op, bool backward);

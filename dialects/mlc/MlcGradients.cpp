@@ -306,7 +306,7 @@ LogicalResult EmbeddingOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   // torch's padding_idx: the lookups of that row scatter nothing, so the
   // table's gradient of that row is exactly 0 (the scatter kernel skips them).
   og.push_back(b.create<EmbeddingGradOp>(loc, getWeight().getType(), grad, getIndices(),
-                                         getPaddingIdxAttr()));
+                                         getPaddingIdxAttr(), /*acc=*/Value()));
   og.push_back(Value());
   return success();
 }

@@ -341,6 +341,8 @@ LogicalResult EmbeddingGradOp::verify() {
                                 << "followed by the row size: " << str(expected);
   if (auto pad = getPaddingIdx(); pad && (*pad < 0 || (t[0] != kDynamic && *pad >= t[0])))
     return emitOpError("padding_idx ") << *pad << " is not a row of the " << t[0] << "-row table";
+  if (getAcc() && getAcc().getType() != getType())
+    return emitOpError("acc must have the result's type");
   return success();
 }
 

@@ -1073,18 +1073,25 @@ def Mlc_EmbeddingGradOp : Mlc_Op<"embedding_grad", [Pure]> {
     `result[indices[i...], :] += grad[i..., :]`; rows never looked up get 0.
     With `padding_idx = p` (torch's `nn.Embedding(padding_idx=p)`) the
     lookups of row `p` add nothing: that row's gradient is 0, at no cost (the
-    scatter skips them).
+    scatter skips them). With an accumulator `acc` (the result's type) the
+    rows are added to it instead of to zeros: a tied LM head's weight
+    gradient (a product) and the embedding's are one table, the scatter
+    adding into the product's buffer (mlc-accumulate-gemms) instead of a
+    kernel summing the two.
 
     ```mlir
     %dw = mlc.embedding_grad %g, %ids : tensor<8x1024x768xf32>, tensor<8x1024xi64> -> tensor<50257x768xf32>
     %dw = mlc.embedding_grad %g, %ids {padding_idx = 0 : i64} : tensor<2x16x64xf32>, tensor<2x16xi64> -> tensor<256x64xf32>
+    %dt = mlc.embedding_grad %g, %ids acc(%dh : tensor<256x64xf32>) : tensor<2x16x64xf32>, tensor<2x16xi64> -> tensor<256x64xf32>
     ```
   }];
   let arguments = (ins Mlc_FloatTensor:$grad, Mlc_IntTensor:$indices,
-                       OptionalAttr<I64Attr>:$padding_idx);
+                       OptionalAttr<I64Attr>:$padding_idx,
+                       Optional<Mlc_FloatTensor>:$acc);
   let results = (outs Mlc_FloatTensor:$result);
   let assemblyFormat = [{
-    $grad `,` $indices attr-dict `:` type($grad) `,` type($indices) `->` type($result)
+    $grad `,` $indices (`acc` `(` $acc^ `:` type($acc) `)`)? attr-dict `:` type($grad) `,`
+    type($indices) `->` type($result)
   }];
   let hasVerifier = 1;
 }

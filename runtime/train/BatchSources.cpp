@@ -582,6 +582,19 @@ BatchSources openBatchSources(const Package &pkg, const TrainOptions &o) {
     inner.test = wrap(inner.test);
     return inner;
   }
+  // BERT's data flags mean nothing to a GPT-style model's samples: refused,
+  // not ignored. Its tokenizer is GPT-2 BPE's vocab.json with merges.txt (a
+  // vocabulary alone is BERT's WordPiece vocab.txt), and its packed samples
+  // are dealt to the ranks in order, never balanced.
+  if (!isBert(pkg)) {
+    if (!o.vocabFile.empty() && o.mergeFile.empty())
+      fail("--vocab-file " + o.vocabFile + " without --merge-file: " + pkg.dir +
+           " is a GPT-style model, whose data's tokenizer is GPT-2 BPE (vocab.json with "
+           "--merge-file merges.txt); --vocab-file alone is BERT data's WordPiece vocab.txt");
+    if (o.balance != TrainOptions().balance)
+      fail("--balance " + o.balance + " deals unpadded BERT samples to the ranks; " +
+           pkg.dir + " is a GPT-style model, whose samples are dealt in order");
+  }
   BatchSources s;
   if (o.eodMaskLoss && (isBert(pkg) || o.data.empty()))
     fail("--eod-mask-loss masks the labels of GPT samples from --data" +

@@ -85,3 +85,108 @@ func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"}, %w: tensor<8xf32> {mlc
   %n = mlc.rms_norm %x, %w epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<8xf32>
   return %n : tensor<4x8xf32>
 }
+
+// -----
+
+// A LayerNorm without an affine transform (OLMo's, torch's
+// elementwise_affine=False: its weight the constant 1, its bias 0) and its
+// gradient read no weight or bias: the templates flagged unit take the
+// input (and the gradient) alone, and no constant is filled each step.
+// CHECK-LABEL: plan.input "g" : f32 [4, 8]
+// CHECK-NOT: "fill"
+// CHECK: plan.kernel @k0 rows #plan.layer_norm args(2) params {columns = 8 : i64, element = f32, eps = 1.000000e-05 : f64, rows = 4 : i64, unit}{{$}}
+// CHECK-NEXT: plan.kernel @k1 rows #plan.layer_norm_grad args(5) params {capacity = 4 : i64, columns = 8 : i64, element = f32, eps = 1.000000e-05 : f64, rows = 4 : i64, unit}{{$}}
+// CHECK-NOT: "fill"
+// CHECK: plan.launch @k0(%{{.*}}, %{{.*}}) : memref<32xf32>, memref<32xf32>{{$}}
+// CHECK-NEXT: plan.launch @k1({{.*}}) : memref<32xf32>, memref<8xf32>, memref<8xf32>, memref<32xf32>, memref<32xf32>{{$}}
+func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"}, %g: tensor<4x8xf32> {mlc.input = "g"}) -> (tensor<4x8xf32> {mlc.output = "n"}, tensor<4x8xf32> {mlc.output = "dx"}) {
+  %w = mlc.constant dense<1.0> : tensor<8xf32>
+  %b = mlc.constant dense<0.0> : tensor<8xf32>
+  %n = mlc.layer_norm %x, %w, %b epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %dx, %dw, %db = mlc.layer_norm_grad %g, %x, %w epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  return %n, %dx : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// A constant weight other than 1 (or a bias other than 0) is read from
+// its buffer, filled by the step: the templates take it as an argument.
+// CHECK-LABEL: plan.input "g" : f32 [4, 8]
+// CHECK: plan.kernel @k0 fill #plan.fill args(1) params {count = 8 : i64, element = f32, value = 2.000000e+00 : f64}{{$}}
+// CHECK-NEXT: plan.kernel @k1 fill #plan.fill args(1) params {count = 8 : i64, element = f32, value = 0.000000e+00 : f64}{{$}}
+// CHECK-NEXT: plan.kernel @k2 rows #plan.layer_norm args(4) params {columns = 8 : i64, element = f32, eps = 1.000000e-05 : f64, rows = 4 : i64}{{$}}
+// CHECK-NEXT: plan.kernel @k3 fill #plan.fill args(1) params {count = 8 : i64, element = f32, value = 1.000000e+00 : f64}{{$}}
+// CHECK-NEXT: plan.kernel @k4 fill #plan.fill args(1) params {count = 8 : i64, element = f32, value = 5.000000e-01 : f64}{{$}}
+// CHECK-NEXT: plan.kernel @k5 rows #plan.layer_norm_grad args(6) params {capacity = 4 : i64, columns = 8 : i64, element = f32, eps = 1.000000e-05 : f64, rows = 4 : i64}{{$}}
+// CHECK: plan.launch @k2({{.*}}) : memref<32xf32>, memref<32xf32>, memref<8xf32>, memref<8xf32>{{$}}
+// CHECK: plan.launch @k2({{.*}}) : memref<32xf32>, memref<32xf32>, memref<8xf32>, memref<8xf32>{{$}}
+func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"}, %g: tensor<4x8xf32> {mlc.input = "g"}) -> (tensor<4x8xf32> {mlc.output = "n"}, tensor<4x8xf32> {mlc.output = "n1"}, tensor<4x8xf32> {mlc.output = "dx"}) {
+  %w = mlc.constant dense<2.0> : tensor<8xf32>
+  %b = mlc.constant dense<0.0> : tensor<8xf32>
+  %n = mlc.layer_norm %x, %w, %b epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %ones = mlc.constant dense<1.0> : tensor<8xf32>
+  %half = mlc.constant dense<0.5> : tensor<8xf32>
+  %n1 = mlc.layer_norm %x, %ones, %half epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %dx, %dw, %db = mlc.layer_norm_grad %g, %x, %w epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  return %n, %n1, %dx : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// The results of a pointwise fusion read only by a concatenation (the
+// gradient of a split: Phi3's fused gate/up) are stored straight into their
+// slices of it: no copy kernel gathers them.
+// CHECK-LABEL: plan.param "w" : f32 [16, 3]
+// CHECK-NOT: "copies"
+// CHECK: plan.store %{{.*}}, arg 0 offset 0 strides [16, 1] : tensor<f32>
+// CHECK-NEXT: plan.store %{{.*}}, arg 1 offset 8 strides [16, 1] : tensor<f32>
+// CHECK-NOT: "copies"
+// CHECK: plan.launch @k0(%[[C:[0-9]+]], %[[C]], %{{[0-9]+}}, %{{[0-9]+}})
+// CHECK-NEXT: plan.gemm %{{[0-9]+}}, %[[C]], %{{[0-9]+}} m 4 n 3 k 16
+func.func @forward(%a: tensor<4x8xf32> {mlc.input = "a"}, %b: tensor<4x8xf32> {mlc.input = "b"}, %w: tensor<16x3xf32> {mlc.param = "w"}) -> (tensor<4x3xf32> {mlc.output = "y"}) {
+  %x = mlc.mul %a, %b : tensor<4x8xf32>, tensor<4x8xf32>
+  %z = mlc.add %a, %b : tensor<4x8xf32>, tensor<4x8xf32>
+  %c = mlc.concat(%x, %z) axis = 1 : tensor<4x8xf32>, tensor<4x8xf32>
+  %y = mlc.matmul %c, %w : tensor<4x16xf32>, tensor<16x3xf32>
+  return %y : tensor<4x3xf32>
+}
+
+// -----
+
+// A result read elsewhere too keeps its own buffer and is copied into the
+// concatenation; the other is still stored in place.
+// CHECK-LABEL: plan.param "w" : f32 [16, 3]
+// CHECK: plan.store %{{.*}}, arg 0 offset 0 strides [8, 1] : tensor<f32>
+// CHECK-NEXT: plan.store %{{.*}}, arg 1 offset 8 strides [16, 1] : tensor<f32>
+// CHECK: plan.kernel @k1 copy #plan.copies args(2) params {element = f32, nests = [{dims = array<i64: 4, 8>, dst_offset = 0 : i64, dst_strides = array<i64: 16, 1>, src_arg = 1 : i64, src_offset = 0 : i64, src_strides = array<i64: 8, 1>}]}
+func.func @forward(%a: tensor<4x8xf32> {mlc.input = "a"}, %b: tensor<4x8xf32> {mlc.input = "b"}, %w: tensor<16x3xf32> {mlc.param = "w"}) -> (tensor<4x3xf32> {mlc.output = "y"}, tensor<4x8xf32> {mlc.output = "x"}) {
+  %x = mlc.mul %a, %b : tensor<4x8xf32>, tensor<4x8xf32>
+  %z = mlc.add %a, %b : tensor<4x8xf32>, tensor<4x8xf32>
+  %c = mlc.concat(%x, %z) axis = 1 : tensor<4x8xf32>, tensor<4x8xf32>
+  %y = mlc.matmul %c, %w : tensor<4x16xf32>, tensor<16x3xf32>
+  return %y, %x : tensor<4x3xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// A concatenation read only through a transpose that keeps the innermost
+// dimension (GPT-NeoX's per-head [q k v] gradient, back to [tokens, heads,
+// 3 x head] for the fused QKV projection's GEMMs) lives in the transpose's
+// layout: its producers store into it with the transposed strides, and the
+// reshape that follows needs no copy.
+// CHECK-LABEL: plan.param "w" : f32 [12, 5]
+// CHECK-NOT: "copies"
+// CHECK: plan.store %{{.*}}, arg 0 offset 0 strides [48, 4, 12, 1] : tensor<f32>
+// CHECK-NEXT: plan.store %{{.*}}, arg 1 offset 2 strides [48, 4, 12, 1] : tensor<f32>
+// CHECK-NOT: "copies"
+// CHECK: plan.launch @k0(%[[C:[0-9]+]], %[[C]], %{{[0-9]+}}, %{{[0-9]+}})
+// CHECK-NEXT: plan.gemm %{{[0-9]+}}, %[[C]], %{{[0-9]+}} m 8 n 5 k 12
+func.func @forward(%a: tensor<2x3x4x2xf32> {mlc.input = "a"}, %b: tensor<2x3x4x2xf32> {mlc.input = "b"}, %w: tensor<12x5xf32> {mlc.param = "w"}) -> (tensor<2x4x5xf32> {mlc.output = "y"}) {
+  %x = mlc.mul %a, %b : tensor<2x3x4x2xf32>, tensor<2x3x4x2xf32>
+  %z = mlc.add %a, %b : tensor<2x3x4x2xf32>, tensor<2x3x4x2xf32>
+  %c = mlc.concat(%x, %z) axis = 3 : tensor<2x3x4x2xf32>, tensor<2x3x4x2xf32>
+  %t = mlc.transpose %c, [0, 2, 1, 3] : tensor<2x3x4x4xf32>
+  %r = mlc.reshape %t : tensor<2x4x3x4xf32> -> tensor<2x4x12xf32>
+  %y = mlc.matmul %r, %w : tensor<2x4x12xf32>, tensor<12x5xf32>
+  return %y : tensor<2x4x5xf32>
+}

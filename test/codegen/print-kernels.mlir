@@ -15,6 +15,8 @@ module attributes {mlc.token_capacity = 8 : i64} {
     plan.store %y, arg 0 offset 0 strides [64, 1] : tensor<f32>
   }
   plan.kernel @k1 rows #plan.softmax args(2) params {columns = 64 : i64, element = f32, rows = 16 : i64, rows_per_token = 2 : i64}
+  plan.kernel @k2 rows #plan.layer_norm args(2) params {columns = 64 : i64, element = f32, eps = 1.000000e-05 : f64, rows = 4 : i64, unit}
+  plan.kernel @k3 rows #plan.layer_norm_grad args(6) params {capacity = 4 : i64, columns = 64 : i64, element = f32, eps = 1.000000e-05 : f64, residual, rows = 4 : i64, unit}
 }
 
 // CPU: extern "C" const int64_t k0_args = 3;
@@ -39,6 +41,17 @@ module attributes {mlc.token_capacity = 8 : i64} {
 // CPU: extern "C" const char k1_kind[] = "rows";
 // CPU: for (int64_t r = 0; r < (ctx->rows * 2); ++r) {
 
+// A LayerNorm without weight or bias (unit): the normalized row alone, and
+// a gradient whose weight is 1 (the residual stream's gradient, p5, right
+// after the input).
+// CPU: extern "C" const int64_t k2_args = 2;
+// CPU: y[c] = (x[c] - mu) * rs;
+// CPU: extern "C" const int64_t k3_args = 6;
+// CPU: const float *p5 = (const float *)b[5];
+// CPU-NEXT: std::vector<double> stats
+// CPU: double xh = (x[c] - mean) * rstd, dxh = (double)g[c];
+// CPU: dx[c] = (float)((double)p5[r * 64 + c] + rstd * (dxh - m1 - xh * m2));
+
 // The CUDA kernel moves the contiguous accesses as four-lane vectors
 // (mlc-cuda-vectorize's decision), the element loop the fallback for
 // unaligned pointers.
@@ -55,6 +68,11 @@ module attributes {mlc.token_capacity = 8 : i64} {
 // CUDA: p0[o0] = t0;
 // CUDA: // mlc.kernel k1 rows args=2 scratch=0 launch=16x64
 // CUDA: const int64_t R = (ctx->rows * 2);
+// CUDA: // mlc.kernel k2 rows args=2
+// CUDA: y[c] = (x[c] - mu) * rs;
+// CUDA: // mlc.kernel k3 rows args=6
+// CUDA: double xh = (x[c] - mean) * rstd, dxh = (double)g[c];
+// CUDA: dx[c] = (float)((double)p5[r * 64 + c] + rstd * (dxh - m1 - xh * m2));
 
 // The CUDA printer decides nothing: without the pass's decision it stops.
 // UNDECIDED: kernel @k0: no vector decision (run mlc-cuda-vectorize first)

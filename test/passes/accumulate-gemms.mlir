@@ -118,3 +118,55 @@ func.func @broadcast(%x: tensor<8x16xf32>, %y: tensor<1x16xf32>, %w: tensor<16x4
   %s = mlc.add %a, %b : tensor<8x4xf32>, tensor<1x4xf32>
   return %s : tensor<8x4xf32>
 }
+
+// -----
+
+// A tied LM head: the table's gradient is the head's weight product plus
+// the embedding's scatter (either order); the scatter adds its rows into
+// the product (its padding row still skipped) and the add is gone.
+// CHECK-LABEL: func.func @tied_head
+// CHECK: %[[H:.*]] = mlc.matmul %arg0, %arg1 transpose_lhs :
+// CHECK-NEXT: %[[T:.*]] = mlc.embedding_grad %arg2, %arg3 acc(%[[H]] : tensor<16x4xf32>) {padding_idx = 1 : i64} : tensor<2x3x4xf32>, tensor<2x3xi64> -> tensor<16x4xf32>
+// CHECK-NEXT: return %[[T]]
+// CHECK-LABEL: func.func @tied_head_swapped
+// CHECK: %[[H:.*]] = mlc.matmul
+// CHECK-NEXT: %[[T:.*]] = mlc.embedding_grad %arg2, %arg3 acc(%[[H]] : tensor<16x4xf32>) :
+// CHECK-NEXT: return %[[T]]
+func.func @tied_head(%dlogits: tensor<6x16xf32>, %h: tensor<6x4xf32>, %g: tensor<2x3x4xf32>,
+                     %ids: tensor<2x3xi64>) -> tensor<16x4xf32> {
+  %head = mlc.matmul %dlogits, %h transpose_lhs : tensor<6x16xf32>, tensor<6x4xf32>
+  %emb = mlc.embedding_grad %g, %ids {padding_idx = 1 : i64} : tensor<2x3x4xf32>, tensor<2x3xi64> -> tensor<16x4xf32>
+  %s = mlc.add %head, %emb : tensor<16x4xf32>, tensor<16x4xf32>
+  return %s : tensor<16x4xf32>
+}
+func.func @tied_head_swapped(%dlogits: tensor<6x16xf32>, %h: tensor<6x4xf32>, %g: tensor<2x3x4xf32>,
+                             %ids: tensor<2x3xi64>) -> tensor<16x4xf32> {
+  %head = mlc.matmul %dlogits, %h transpose_lhs : tensor<6x16xf32>, tensor<6x4xf32>
+  %emb = mlc.embedding_grad %g, %ids : tensor<2x3x4xf32>, tensor<2x3xi64> -> tensor<16x4xf32>
+  %s = mlc.add %emb, %head : tensor<16x4xf32>, tensor<16x4xf32>
+  return %s : tensor<16x4xf32>
+}
+
+// -----
+
+// A scatter read elsewhere too, or summed with something that is no
+// product: the add stays.
+// CHECK-LABEL: func.func @scatter_read_twice
+// CHECK: mlc.add
+// CHECK-NOT: acc(
+// CHECK-LABEL: func.func @scatter_plus_non_product
+// CHECK: mlc.add
+// CHECK-NOT: acc(
+func.func @scatter_read_twice(%dlogits: tensor<6x16xf32>, %h: tensor<6x4xf32>, %g: tensor<2x3x4xf32>,
+                              %ids: tensor<2x3xi64>) -> (tensor<16x4xf32>, tensor<16x4xf32>) {
+  %head = mlc.matmul %dlogits, %h transpose_lhs : tensor<6x16xf32>, tensor<6x4xf32>
+  %emb = mlc.embedding_grad %g, %ids : tensor<2x3x4xf32>, tensor<2x3xi64> -> tensor<16x4xf32>
+  %s = mlc.add %head, %emb : tensor<16x4xf32>, tensor<16x4xf32>
+  return %s, %emb : tensor<16x4xf32>, tensor<16x4xf32>
+}
+func.func @scatter_plus_non_product(%w: tensor<16x4xf32>, %g: tensor<2x3x4xf32>,
+                                    %ids: tensor<2x3xi64>) -> tensor<16x4xf32> {
+  %emb = mlc.embedding_grad %g, %ids : tensor<2x3x4xf32>, tensor<2x3xi64> -> tensor<16x4xf32>
+  %s = mlc.add %w, %emb : tensor<16x4xf32>, tensor<16x4xf32>
+  return %s : tensor<16x4xf32>
+}

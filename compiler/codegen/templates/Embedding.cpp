@@ -50,34 +50,39 @@ struct EmbeddingModel : TemplateModel<EmbeddingModel, plan::EmbeddingTemplateAtt
 struct EmbeddingGradModel : TemplateModel<EmbeddingGradModel, plan::EmbeddingGradTemplateAttr> {
   static constexpr plan::TemplateParam kSchema[] = {
       {"element", K::Type, true}, {"ids", K::Type, true},     MLC_TEMPLATE_ROWS,
-      {"vocab", K::I64, true},    {"columns", K::I64, true}, {"padding", K::I64, false}};
+      {"vocab", K::I64, true},    {"columns", K::I64, true}, {"padding", K::I64, false},
+      {"accumulate", K::Flag, false}};
 
-  /// The table zeroed, then each token's row added: grad read, table rows
-  /// read and written.
+  /// The table zeroed (not with `accumulate`: the rows add to it as it is),
+  /// then each token's row added: grad read, table rows read and written.
   llvm::Expected<plan::TemplateCost> getCost(Attribute, Operation *k,
                                              const plan::CostContext &) const {
     ParamsReader r = reader(k);
     const double R = double(r.rows().count), C = double(r.i64("columns"));
     plan::TemplateCost c;
-    c.bytes = (double(r.i64("vocab")) * C + 3 * R * C) * bytesOf(r.type("element")) +
+    c.bytes = ((r.flag("accumulate") ? 0 : double(r.i64("vocab")) * C) + 3 * R * C) *
+                  bytesOf(r.type("element")) +
               R * bytesOf(r.type("ids"));
     c.flops = R * C;
     return checked(r, c);
   }
-  /// The zeroing, then (vocabulary chunk, column block) blocks.
+  /// [The zeroing,] then (vocabulary chunk, column block) blocks.
   llvm::Error scheduleCuda(Attribute, Operation *k, CudaSchedule &s) const {
     ParamsReader r = reader(k);
     const int64_t V = r.i64("vocab"), E = r.i64("columns");
     const int64_t chunks = std::min<int64_t>(V, 64);
     const int64_t colBlocks = (E + kCudaThreads - 1) / kCudaThreads;
-    s.phases = {cudaStrided(V * E, 4), {chunks * colBlocks, kCudaThreads}};
+    s.phases = {{chunks * colBlocks, kCudaThreads}}; // the scatter
+    if (!r.flag("accumulate")) // into zeros
+      s.phases.insert(s.phases.begin(), cudaStrided(V * E, 4));
     return r.error();
   }
   llvm::Expected<std::string> print(Attribute, Operation *k, KernelTarget &target) const {
     ParamsReader r = reader(k);
     return checked(r, target.embeddingGrad(r.type("element"), r.type("ids"), r.rows(),
                                            r.i64("vocab"), r.i64("columns"),
-                                           r.has("padding") ? r.i64("padding") : -1));
+                                           r.has("padding") ? r.i64("padding") : -1,
+                                           r.flag("accumulate")));
   }
 };
 

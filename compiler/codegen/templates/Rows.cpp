@@ -88,7 +88,7 @@ std::string epsLiteral(ParamsReader &r, MLIRContext *context) {
 struct LayerNormModel : RowModel<LayerNormModel, plan::LayerNormTemplateAttr> {
   static constexpr plan::TemplateParam kSchema[] = {
       {"element", K::Type, true}, MLC_TEMPLATE_ROWS, {"columns", K::I64, true},
-      {"eps", K::F64, true},      {"rms", K::Flag, false}};
+      {"eps", K::F64, true},      {"rms", K::Flag, false},    {"unit", K::Flag, false}};
 
   llvm::Expected<plan::TemplateCost> getCost(Attribute, Operation *k,
                                              const plan::CostContext &) const {
@@ -97,7 +97,8 @@ struct LayerNormModel : RowModel<LayerNormModel, plan::LayerNormTemplateAttr> {
   llvm::Expected<std::string> print(Attribute, Operation *k, KernelTarget &target) const {
     ParamsReader r = reader(k);
     return checked(r, target.layerNorm(r.type("element"), r.rows(), r.i64("columns"),
-                                       epsLiteral(r, k->getContext()), r.flag("rms")));
+                                       epsLiteral(r, k->getContext()), r.flag("rms"),
+                                       r.flag("unit")));
   }
 };
 
@@ -107,7 +108,7 @@ struct LayerNormGradModel : TemplateModel<LayerNormGradModel, plan::LayerNormGra
   static constexpr plan::TemplateParam kSchema[] = {
       {"element", K::Type, true}, MLC_TEMPLATE_ROWS,     {"capacity", K::I64, true},
       {"columns", K::I64, true},  {"eps", K::F64, true}, {"rms", K::Flag, false},
-      {"residual", K::Flag, false}};
+      {"residual", K::Flag, false}, {"unit", K::Flag, false}};
 
   /// dx, dw (, db: not an RMSNorm's).
   bool writesArg(Attribute, Operation *k, int64_t arg) const {
@@ -136,7 +137,7 @@ struct LayerNormGradModel : TemplateModel<LayerNormGradModel, plan::LayerNormGra
     ParamsReader r = reader(k);
     return checked(r, target.layerNormGrad(r.type("element"), r.rows(), r.i64("capacity"),
                                            r.i64("columns"), epsLiteral(r, k->getContext()),
-                                           r.flag("rms"), r.flag("residual")));
+                                           r.flag("rms"), r.flag("residual"), r.flag("unit")));
   }
 };
 
