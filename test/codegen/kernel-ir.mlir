@@ -112,11 +112,11 @@ func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"}, %g: tensor<4x8xf32> {m
 // A constant weight other than 1 (or a bias other than 0) is read from
 // its buffer, filled by the step: the templates take it as an argument.
 // CHECK-LABEL: plan.input "g" : f32 [4, 8]
-// CHECK: plan.kernel @k0 fill #plan.fill args(1) params {count = 8 : i64, element = f32, value = 2.000000e+00 : f64}{{$}}
-// CHECK-NEXT: plan.kernel @k1 fill #plan.fill args(1) params {count = 8 : i64, element = f32, value = 0.000000e+00 : f64}{{$}}
+// CHECK: plan.kernel @k0 fill #plan.fill<element = f32, count = 8, value = 2.000000e+00 : f64> args(1){{$}}
+// CHECK-NEXT: plan.kernel @k1 fill #plan.fill<element = f32, count = 8, value = 0.000000e+00 : f64> args(1){{$}}
 // CHECK-NEXT: plan.kernel @k2 rows #plan.layer_norm args(4) params {columns = 8 : i64, element = f32, eps = 1.000000e-05 : f64, rows = 4 : i64}{{$}}
-// CHECK-NEXT: plan.kernel @k3 fill #plan.fill args(1) params {count = 8 : i64, element = f32, value = 1.000000e+00 : f64}{{$}}
-// CHECK-NEXT: plan.kernel @k4 fill #plan.fill args(1) params {count = 8 : i64, element = f32, value = 5.000000e-01 : f64}{{$}}
+// CHECK-NEXT: plan.kernel @k3 fill #plan.fill<element = f32, count = 8, value = 1.000000e+00 : f64> args(1){{$}}
+// CHECK-NEXT: plan.kernel @k4 fill #plan.fill<element = f32, count = 8, value = 5.000000e-01 : f64> args(1){{$}}
 // CHECK-NEXT: plan.kernel @k5 rows #plan.layer_norm_grad args(6) params {capacity = 4 : i64, columns = 8 : i64, element = f32, eps = 1.000000e-05 : f64, rows = 4 : i64}{{$}}
 // CHECK: plan.launch @k2({{.*}}) : memref<32xf32>, memref<32xf32>, memref<8xf32>, memref<8xf32>{{$}}
 // CHECK: plan.launch @k2({{.*}}) : memref<32xf32>, memref<32xf32>, memref<8xf32>, memref<8xf32>{{$}}
