@@ -255,39 +255,16 @@ private:
   }
 
   /// Vocabulary parallelism (Megatron's default under tensor parallelism):
-  /// every loss's LM head becomes a column-parallel seed over the
-  /// vocabulary, and every lookup of input_ids in a parameter table keeps
-  /// this rank's rows of it.
+  /// every lookup of input_ids in a parameter table keeps this rank's rows
+  /// of it, and every loss over that many classes (the language-model loss,
+  /// not a classifier's: BERT's next-sentence head stays replicated) makes
+  /// its LM head a column-parallel seed over the vocabulary.
   LogicalResult findVocab() {
     if (!vocabParallel)
       return success();
-    SmallVector<Operation *> ops;
-    for (Operation &op : fn.getBody().front())
-      ops.push_back(&op);
-    for (Operation *op : ops) {
-      if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
-        MatmulOp head = traceHead(ce.getLogits());
-        if (!head)
-          return ce.emitOpError("mlc-shard-tensor-parallel: cannot find the LM head (a matmul "
-                                "by a parameter) that computes its logits; pass "
-                                "vocab-parallel=false to keep the head and the loss replicated");
-        int64_t v = tensorType(head.getResult()).getShape().back();
-        if (tensorType(ce.getLogits()).getDimSize(1) != v)
-          return ce.emitOpError("mlc-shard-tensor-parallel: its logits' classes (")
-                 << tensorType(ce.getLogits()).getDimSize(1) << ") are not the LM head's "
-                 << v << " outputs";
-        if (failed(vocabDivides(head, v, "the LM head's outputs")))
-          return failure();
-        if (head.getAcc())
-          return head.emitOpError("mlc-shard-tensor-parallel: an LM head with an accumulator "
-                                  "is not supported");
-        seeds.insert(head);
-        heads.insert(head);
-        losses.push_back({ce, v});
-        continue;
-      }
-      auto lookup = dyn_cast<EmbeddingOp>(op);
-      if (!lookup || !asParam(fn, lookup.getWeight()) || !isTokenIds(lookup.getIndices()))
+    llvm::SmallDenseSet<int64_t> vocabs;
+    for (auto lookup : fn.getBody().front().getOps<EmbeddingOp>()) {
+      if (!asParam(fn, lookup.getWeight()) || !isTokenIds(lookup.getIndices()))
         continue; // Positions and token types stay replicated.
       int64_t v = tensorType(lookup.getWeight()).getDimSize(0);
       if (failed(vocabDivides(lookup, v, "the rows of '" +
@@ -296,6 +273,27 @@ private:
           failed(shardParam(lookup->getOpOperand(0), 0)))
         return failure();
       lookups.push_back({lookup, v});
+      vocabs.insert(v);
+    }
+    for (auto ce : fn.getBody().front().getOps<CrossEntropyOp>()) {
+      int64_t classes = tensorType(ce.getLogits()).getDimSize(1);
+      if (!vocabs.contains(classes))
+        continue; // A classifier's loss: replicated.
+      MatmulOp head = traceHead(ce.getLogits());
+      if (!head)
+        return ce.emitOpError("mlc-shard-tensor-parallel: cannot find the LM head (a matmul "
+                              "by a parameter) that computes its logits; pass "
+                              "vocab-parallel=false to keep the head and the loss replicated");
+      if (tensorType(head.getResult()).getShape().back() != classes)
+        return ce.emitOpError("mlc-shard-tensor-parallel: its logits' ")
+               << classes << " classes are not the LM head's "
+               << tensorType(head.getResult()).getShape().back() << " outputs";
+      if (head.getAcc())
+        return head.emitOpError("mlc-shard-tensor-parallel: an LM head with an accumulator "
+                                "is not supported");
+      seeds.insert(head);
+      heads.insert(head);
+      losses.push_back({ce, classes});
     }
     return success();
   }
@@ -639,9 +637,14 @@ private:
                                                              ab.getStringAttr(kTpRankScalars))),
                         fn.getLoc());
       Value rank = fn.getArgument(at);
+      llvm::DenseMap<std::pair<Type, int64_t>, Value> offsets;
       auto offsetFor = [&](Value ids, int64_t vocab) {
-        b.setInsertionPointToStart(&fn.getBody().front());
-        return vocabOffset(b, fn.getLoc(), rank, vocab / size, tensorType(ids).getElementType());
+        Value &offset = offsets[{tensorType(ids).getElementType(), vocab / size}];
+        if (!offset) {
+          b.setInsertionPointToStart(&fn.getBody().front());
+          offset = vocabOffset(b, fn.getLoc(), rank, vocab / size, tensorType(ids).getElementType());
+        }
+        return offset;
       };
       for (auto [lookup, v] : lookups)
         buildVocabParallelEmbedding(b, lookup, offsetFor(lookup.getIndices(), v), v);
