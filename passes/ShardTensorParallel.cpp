@@ -28,10 +28,20 @@
 //      slices of each block. Autodiff then places the backward collectives
 //      from the ops' own rules.
 //
-// Everything outside the regions (embeddings, norms, the LM head, the loss)
-// stays replicated and computes the same values on every rank; the adjoints
-// that reach it have been summed by the tp_copy's all-reduce, so the
-// replicated parameters' gradients agree on every rank with no collective.
+// Vocabulary parallelism (vocab-parallel, on by default as in Megatron):
+// before propagation, every lookup of input_ids in a parameter table keeps
+// this rank's rows (dim 0), and the LM head of every loss over that many
+// classes becomes a column-parallel seed over the vocabulary; propagation
+// carries the vocabulary split through reshapes and slices to the
+// cross-entropy, and the rewrite replaces the lookups and the losses by
+// their vocabulary-parallel forms (VocabParallel.cpp), with the offset from
+// the "tp_rank" scalars argument it adds, and drops the logits output.
+//
+// Everything else outside the regions (positions, token types, norms, a
+// classifier's head) stays replicated and computes the same values on every
+// rank; the adjoints that reach it have been summed by the tp_copy's
+// all-reduce, so the replicated parameters' gradients agree on every rank
+// with no collective.
 //
 //===----------------------------------------------------------------------===//
 

@@ -823,8 +823,11 @@ def Mlc_TpReduceOp : Mlc_Op<"tp_reduce", [Pure, SameOperandsAndResultType,
     `max` is the maximum over the group, the shift of a vocabulary-parallel
     softmax (Megatron's `vocab_parallel_cross_entropy`). Its gradient goes to
     the elements that attain the maximum (`select(input == result, g, 0)`,
-    the rule of `mlc.reduce_max`); as a softmax's shift its adjoint is zero
-    in exact arithmetic, so ties cost nothing there.
+    the rule of `mlc.reduce_max`), assuming, like `sum`, that every rank
+    holds the whole adjoint. A shift read by each rank's own columns has
+    only a partial adjoint per rank: put an `mlc.tp_copy` after the max (as
+    mlc-shard-tensor-parallel does), whose all-reduce makes it whole (zero
+    in exact arithmetic, as a softmax's shift changes nothing).
 
     ```mlir
     %y = mlc.tp_reduce sum %partial : tensor<8x1024x768xf32>
