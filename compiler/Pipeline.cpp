@@ -45,7 +45,8 @@ llvm::Error runPasses(PassManager &pm, ModuleOp module, const llvm::Twine &what,
 } // namespace
 
 llvm::Error runPipeline(ModuleOp module, bool training, bool fuse, const std::string &autocast,
-                        const std::string &recompute, int64_t recomputeNumLayers) {
+                        const std::string &recompute, int64_t recomputeNumLayers,
+                        int64_t tensorParallel) {
   if (auto err = verifyFrontendModule(module, training))
     return err;
   PassManager pm(module.getContext());
@@ -55,6 +56,7 @@ llvm::Error runPipeline(ModuleOp module, bool training, bool fuse, const std::st
   options.autocast = autocast;
   options.recompute = recompute;
   options.recomputeNumLayers = recomputeNumLayers;
+  options.tensorParallel = tensorParallel;
   buildGraphPipeline(pm, options);
   return runPasses(pm, module, "compilation failed:\n", /*withLocations=*/true);
 }

@@ -23,10 +23,12 @@ namespace mlc {
 /// `autocast` ("bf16") runs the products in that type (mlc-autocast).
 /// `recompute` (full, selective) recomputes saved activations in backward
 /// (mlc-recompute); under full, only layers 0 to `recomputeNumLayers` - 1
-/// when it is not -1.
+/// when it is not -1. `tensorParallel` > 1 splits the model over a
+/// tensor-parallel group of that many ranks (mlc-shard-tensor-parallel,
+/// after recognition): the package is one rank's program.
 llvm::Error runPipeline(mlir::ModuleOp module, bool training, bool fuse = true,
                         const std::string &autocast = "", const std::string &recompute = "",
-                        int64_t recomputeNumLayers = -1);
+                        int64_t recomputeNumLayers = -1, int64_t tensorParallel = 1);
 
 /// The serialized plan of a lowered module: plan.txt, kernels.cpp,
 /// kernels.cu, and counts for reports, taken from the plan (per function).

@@ -147,6 +147,9 @@ llvm::Expected<rt::FunctionPlan> serializeFunction(plan::FuncOp fn,
       s.tag = wait.getTag();
     } else if (isa<plan::AllReduceNormOp>(inner)) {
       s.kind = rt::StepDecl::AllReduceNorm;
+    } else if (auto tp = dyn_cast<plan::TpAllReduceOp>(inner)) {
+      s.kind = rt::StepDecl::TpAllReduce;
+      s.max = tp.getMax();
     } else if (auto o = dyn_cast<plan::OutputOp>(inner)) {
       f.outputs.push_back({o.getName().str(), ids.lookup(o.getBuffer()),
                            std::vector<int64_t>(o.getShape().begin(), o.getShape().end())});
@@ -173,6 +176,8 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
   LoweredPackage out;
   if (auto cap = module->getAttrOfType<IntegerAttr>("mlc.token_capacity"))
     data.tokenCapacity = cap.getInt();
+  if (auto tp = module->getAttrOfType<IntegerAttr>("mlc.tensor_parallel"))
+    data.tensorParallel = tp.getInt();
   // The CPU target's source file (kernels.cpp) and the CUDA target's
   // (kernels.cu), printed from
   // the plan's kernels here and nowhere before.
@@ -196,6 +201,11 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
       offset += info.numel;
       info.decay = p.getDecay();
       info.init = p.getInit().str();
+      if (auto split = p->getAttrOfType<DictionaryAttr>("mlc.tp_split")) {
+        info.tpDim = cast<IntegerAttr>(split.get("dim")).getInt();
+        auto blocks = cast<DenseI64ArrayAttr>(split.get("blocks")).asArrayRef();
+        info.tpBlocks.assign(blocks.begin(), blocks.end());
+      }
       data.params.push_back(info);
     } else if (auto in = dyn_cast<plan::InputOp>(op)) {
       rt::InputInfo info;

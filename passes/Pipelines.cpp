@@ -21,6 +21,13 @@ void buildGraphPipeline(OpPassManager &pm, const GraphPipelineOptions &options) 
   // next-token loss). It finds nothing new in any other graph.
   pm.addPass(createMlcInferLoss());
   pm.addNestedPass<func::FuncOp>(createMlcRecognize());
+  // One tensor-parallel rank's program, from the recognized graph and
+  // before autodiff, which places the backward collectives.
+  if (options.tensorParallel > 1) {
+    MlcShardTensorParallelOptions o;
+    o.size = options.tensorParallel;
+    pm.addPass(createMlcShardTensorParallel(o));
+  }
   if (!options.autocast.empty()) {
     MlcAutocastOptions o;
     o.dtype = options.autocast;
@@ -54,7 +61,8 @@ void buildGraphPipeline(OpPassManager &pm, const GraphPipelineOptions &options) 
 void registerGraphPipeline() {
   PassPipelineRegistration<GraphPipelineOptions>(
       "mlc-graph-pipeline",
-      "The graph passes of `mlc compile`: recognition, autocast, @evaluate, autodiff, the "
+      "The graph passes of `mlc compile`: recognition, with tensor-parallel=T > 1 "
+      "mlc-shard-tensor-parallel, autocast, @evaluate, autodiff, the "
       "optimizer, canonicalization; with recompute=full|selective mlc-recompute; with fuse=true mlc-fold-rotary (rotary inside "
       "attention), mlc-accumulate-gemms (sums of products in the GEMMs), "
       "mlc-fold-casts (bf16 casts at loads and stores) and mlc-fuse-elementwise",

@@ -41,6 +41,11 @@ struct GraphPipelineOptions : mlir::PassPipelineOptions<GraphPipelineOptions> {
                      "kept (mlc-recompute, after autodiff, canonicalization and CSE, before "
                      "the fusions); empty or none: every saved value is kept"),
       llvm::cl::init("")};
+  Option<int64_t> tensorParallel{
+      *this, "tensor-parallel",
+      llvm::cl::desc("Ranks of a tensor-parallel group: > 1 splits heads and MLP units over "
+                     "them (mlc-shard-tensor-parallel, after recognition)"),
+      llvm::cl::init(1)};
   Option<int64_t> recomputeNumLayers{
       *this, "recompute-num-layers",
       llvm::cl::desc("recompute=full: only layers 0 to N-1 (-1: all)"), llvm::cl::init(-1)};

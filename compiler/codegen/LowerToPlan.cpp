@@ -220,8 +220,27 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
       .Case<ConstantOp>([&](auto) { return llvm::Error::success(); }) // lazily
       // Views: resolved when a consumer reads them (viewOf), copied only
       // for consumers that need contiguous data (bufferOf).
-      .Case<ReshapeOp, TransposeOp, SplitOp, SliceOp>(
+      .Case<ReshapeOp, TransposeOp, SplitOp, SliceOp, TpCopyOp>(
           [&](auto) { return llvm::Error::success(); })
+      .Case<TpReduceOp>([&](TpReduceOp r) {
+        // In place where the partial sums' buffer is free after this
+        // reduce, else into a copy of them.
+        Value in = r.getInput(), out = r.getResult();
+        int id;
+        if (!targets.count(out) && overwritable(in, {op})) {
+          id = bufferOf(in);
+        } else {
+          id = arenaFor(out);
+          emitCopies(id, el, numel(out), false, {in}, {0}, rowMajorStrides(shapeOf(out)));
+        }
+        valueBuffers[out] = id;
+        Step s;
+        s.tpAllReduce = true;
+        s.tpMax = r.getKind() == TpReduceKind::max;
+        s.buffers = {id};
+        steps.push_back(s);
+        return llvm::Error::success();
+      })
       .Case<RotaryTableOp>([&](RotaryTableOp t) {
         Shape s = shapeOf(t.getResult());
         int id = arenaFor(t.getResult());
@@ -485,6 +504,10 @@ void FunctionLowering::emitPlan(OpBuilder &b) {
     SmallVector<Value> operands;
     for (int id : s.buffers)
       operands.push_back(values[id]);
+    if (s.tpAllReduce) {
+      b.create<plan::TpAllReduceOp>(loc, operands[0], s.tpMax ? b.getUnitAttr() : UnitAttr());
+      continue;
+    }
     if (!s.gemm) {
       b.create<plan::LaunchOp>(loc, FlatSymbolRefAttr::get(b.getContext(), s.kernel), operands);
       continue;
@@ -564,9 +587,14 @@ void declareParamsAndInputs(OpBuilder &b, Location loc, func::FuncOp forward,
     std::string init = s.size() >= 2 ? "normal:0.02" : "zeros";
     if (auto attr = forward.getArgAttrOfType<StringAttr>(p.index, "mlc.init"))
       init = attr.str();
-    b.create<plan::ParamOp>(loc, b.getStringAttr(p.name), TypeAttr::get(p.type.getElementType()),
-                            b.getDenseI64ArrayAttr(s),
-                            s.size() >= 2 ? b.getUnitAttr() : UnitAttr(), b.getStringAttr(init));
+    auto param = b.create<plan::ParamOp>(
+        loc, b.getStringAttr(p.name), TypeAttr::get(p.type.getElementType()),
+        b.getDenseI64ArrayAttr(s), s.size() >= 2 ? b.getUnitAttr() : UnitAttr(),
+        b.getStringAttr(init));
+    // A tensor-parallel rank's slice of the HF tensor: the package writer
+    // records how to slice and gather it.
+    if (auto split = forward.getArgAttrOfType<DictionaryAttr>(p.index, "mlc.tp_split"))
+      param->setAttr("mlc.tp_split", split);
   }
   for (BlockArgument arg : forward.getArguments())
     if (auto in = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "mlc.input")) {

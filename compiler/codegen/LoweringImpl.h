@@ -291,6 +291,9 @@ struct Step {
   bool bias = false, gelu = false;
   // GEMM: buffers[0] is read too, the product added to it (beta = 1).
   bool accumulate = false;
+  // Not a kernel: plan.tp_all_reduce of buffers[0] over the tensor-parallel
+  // group (max: its largest, else its sum).
+  bool tpAllReduce = false, tpMax = false;
   int64_t m = 0, n = 0, k = 0;
   Shape batch, lhsStrides, rhsStrides;
 };
@@ -478,6 +481,8 @@ private:
       view = in;
       view.offset += start * in.strides[axis];
       view.shape[axis] = sp.getSizes()[index];
+    } else if (auto c = dyn_cast_or_null<TpCopyOp>(def)) {
+      view = viewOf(c.getInput()); // Megatron's f is the identity forward
     } else if (auto sl = dyn_cast_or_null<SliceOp>(def)) {
       View in = viewOf(sl.getInput());
       view = in;

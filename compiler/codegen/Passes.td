@@ -23,8 +23,10 @@ def MlcLowerToPlan : Pass<"mlc-lower-to-plan", "mlir::ModuleOp"> {
     slices cost no kernel when their consumers read strided data (a
     `plan.view`); a view that a consumer needs contiguous is copied by a
     `copy` kernel. A gradient an op produces directly is written into the
-    flat gradient buffer (`plan.bind grad`). Arena slices are left unplaced
-    (offset -1) for `mlc-plan-memory`.
+    flat gradient buffer (`plan.bind grad`). A tensor-parallel rank's
+    `mlc.tp_copy` is a view and its `mlc.tp_reduce` a `plan.tp_all_reduce`
+    (in place over partial products nothing else reads). Arena slices are
+    left unplaced (offset -1) for `mlc-plan-memory`.
   }];
   let dependentDialects = ["::mlc::plan::PlanDialect"];
 }

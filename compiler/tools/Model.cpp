@@ -85,6 +85,10 @@ Expected<mlc::DataParallelOptions> dataParallelOptions() {
                              "positive, got " + text(bucketCapMb) + " and " +
                                  text(firstBucketMb));
   }
+  if (tensorParallelFlag < 1 || tensorParallelFlag > 4096)
+    return createStringError(inconvertibleErrorCode(),
+                             "--tensor-parallel must be in [1, 4096], got " +
+                                 std::to_string(tensorParallelFlag));
   dp.ranks = ranksFlag;
   dp.bucketCapMb = bucketCapMb;
   dp.firstBucketMb = firstBucketMb;
@@ -253,7 +257,8 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
         [&](const std::string &mode,
             int64_t numLayers) -> Expected<mlir::OwningOpRef<mlir::ModuleOp>> {
           mlir::OwningOpRef<mlir::ModuleOp> trial = g->module->clone();
-          if (auto err = mlc::runPipeline(*trial, training, fuseGraph, autocast, mode, numLayers))
+          if (auto err = mlc::runPipeline(*trial, training, fuseGraph, autocast, mode, numLayers,
+                                            tensorParallelFlag))
             return std::move(err);
           if (auto err = mlc::lowerToPlanPipeline(*trial, *dp))
             return std::move(err);
@@ -265,7 +270,7 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
     recomputeLayers = choice->numLayers;
   }
   if (auto err = mlc::runPipeline(*g->module, training, fuseGraph, autocast, recomputeMode,
-                                  recomputeLayers))
+                                  recomputeLayers, tensorParallelFlag))
     return std::move(err);
   forward = g->module->lookupSymbol<mlir::func::FuncOp>(mlc::kForwardFn);
   if (auto inferred = forward ? forward->getAttrOfType<mlir::StringAttr>("mlc.inferred_loss")

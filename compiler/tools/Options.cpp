@@ -170,6 +170,16 @@ cl::opt<int64_t> ranksFlag("ranks",
                                     "gradients are summed in buckets that overlap backward"),
                            cl::init(1), cl::sub(compileCmd()), cl::sub(trainCmd()),
                            cl::cat(category()));
+// Tensor parallelism (mlc-shard-tensor-parallel).
+cl::opt<int64_t> tensorParallelFlag(
+    "tensor-parallel",
+    cl::desc("Tensor-parallel ranks T: each layer's attention heads and MLP units are split "
+             "over T consecutive ranks (Megatron's layout); under mpirun -np R, R = T x the "
+             "data-parallel ranks"),
+    cl::init(1), cl::sub(compileCmd()), cl::sub(trainCmd()), cl::cat(category()));
+cl::alias tensorModelParallelSize("tensor-model-parallel-size",
+                                  cl::desc("Megatron's name for --tensor-parallel"),
+                                  cl::aliasopt(tensorParallelFlag));
 cl::opt<double> bucketCapMb("bucket-cap-mb", cl::desc("Gradient bucket size cap in MB"),
                             cl::init(25.0), cl::sub(compileCmd()), cl::sub(trainCmd()),
                             cl::cat(category()));

@@ -13,6 +13,7 @@
 
 #include "compiler/tools/Model.h"
 #include "compiler/tools/Tool.h"
+#include "runtime/train/TensorParallel.h"
 #include "frontend/Models.h"
 
 #include "contract/StepFunctions.h"
@@ -96,6 +97,12 @@ cl::opt<std::string> genMerges("merge-file", cl::desc("GPT2BPETokenizer: merges.
 /// Under mpirun: the world, and the rank that errors are prefixed with.
 std::shared_ptr<mlc::rt::Communicator> world;
 int worldRanks() { return world ? world->size() : 1; }
+/// --tensor-parallel T: this rank's tensor- and data-parallel groups
+/// (runtime/train/TensorParallel.h); empty when T is 1.
+mlc::rt::ParallelGroups groups;
+/// The ranks that share the batches: the world over its tensor-parallel
+/// groups (each group reads the same batches).
+int dataRanks() { return groups.data ? groups.data->size() : worldRanks(); }
 
 /// `mlc run` and `mlc train --batches` compile for the arrays they are given:
 /// the micro-batch and sequence length come from input_ids ([B, S] for run;
@@ -135,15 +142,15 @@ Error takeBatchShapeFromInputs(bool training) {
     shape.erase(shape.begin()); // the leading dimension is the step
   // Each rank takes an even share of every step's rows, in micro-batches.
   if (training && shape.size() == 2 && !varlen) {
-    int64_t share = microBatch.getNumOccurrences() ? microBatch * worldRanks() : worldRanks();
+    int64_t share = microBatch.getNumOccurrences() ? microBatch * dataRanks() : dataRanks();
     if (share <= 0 || shape[0] % share != 0)
       return createStringError(
           inconvertibleErrorCode(),
           ids->second + ": a step's " + std::to_string(shape[0]) + " rows (its global batch) " +
-              "do not split evenly over " + std::to_string(worldRanks()) + " ranks" +
+              "do not split evenly over " + std::to_string(dataRanks()) + " data-parallel ranks" +
               (microBatch.getNumOccurrences()
                    ? " x micro-batches of " + std::to_string(microBatch) : std::string()));
-    shape[0] = microBatch.getNumOccurrences() ? int64_t(microBatch) : shape[0] / worldRanks();
+    shape[0] = microBatch.getNumOccurrences() ? int64_t(microBatch) : shape[0] / dataRanks();
   }
   int64_t b = -1, s = -1;
   if (varlen) {
@@ -442,10 +449,49 @@ int runTrain() {
     // before any of them compiles.
     if (!agree(trainSettings(o), "settings"))
       return 1;
-    if (ranksFlag.getNumOccurrences() && ranksFlag != worldRanks())
+    if (tensorParallelFlag > 1) {
+      try {
+        groups = mlc::rt::splitWorld(*world, tensorParallelFlag);
+      } catch (const mlc::rt::Error &e) {
+        if (world->rank() == 0)
+          fail(e.what());
+        return 1; // every rank knows
+      }
+    }
+    if (ranksFlag.getNumOccurrences() && ranksFlag != dataRanks())
       return failAll("--ranks " + Twine(int64_t(ranksFlag)) + " but mpirun started " +
-                     Twine(worldRanks()) + " ranks");
-    ranksFlag = worldRanks();
+                     Twine(dataRanks()) + " data-parallel ranks" +
+                     (groups.tensor ? " (" + Twine(worldRanks()) + " ranks over --tensor-parallel " +
+                                          Twine(int64_t(tensorParallelFlag)) + ")"
+                                    : Twine()));
+    ranksFlag = dataRanks();
+  }
+  if (tensorParallelFlag > 1) {
+    // What the first version of the tensor-parallel runtime runs.
+    std::string refused;
+    if (!groups.tensor)
+      refused = "needs " + std::to_string(int64_t(tensorParallelFlag)) +
+                " ranks per group: start it with mpirun -np " +
+                std::to_string(int64_t(tensorParallelFlag)) + " (or a multiple)";
+    else if (!o.saveDir.empty() || !o.resume.empty())
+      refused = "does not write or resume checkpoints yet (--save-dir, --resume); --save "
+                "writes the whole model";
+    else if (o.sampleEvery > 0)
+      refused = "does not sample yet (--sample-every: the group's ranks would all have to "
+                "generate)";
+    else if (useDistributedOptimizer)
+      refused = "does not shard the optimizer yet (--use-distributed-optimizer)";
+    else if (o.device != "cpu" && o.device != "auto")
+      refused = "runs on the CPU only yet (--device " + o.device + ")";
+    if (!refused.empty())
+      return failAll("--tensor-parallel " + Twine(int64_t(tensorParallelFlag)) + " " + refused);
+    o.device = "cpu";
+    if (groups.tensor->rank() != 0) { // the group's first rank speaks for it
+      o.quiet = true;
+      o.logJson.clear();
+      o.memoryReport.clear();
+      o.tensorboardDir.clear();
+    }
   }
   if (auto err = takeBatchShapeFromInputs(/*training=*/true))
     return failAll(toString(std::move(err)));
@@ -467,15 +513,25 @@ int runTrain() {
     mlc::rt::Package pkg = mlc::rt::Package::load(*dir);
     if (worldRanks() > 1 && !agree({{"package", mlc::rt::packageHash(pkg)}}, "a package"))
       return 1;
+    const int64_t groupRanks = groups.tensor ? groups.tensor->size() : 1;
+    if (pkg.tensorParallel != groupRanks)
+      return failAll(*dir + " is one rank of a tensor-parallel group of " +
+                     Twine(pkg.tensorParallel) + "; this run has groups of " + Twine(groupRanks) +
+                     " (--tensor-parallel)");
     auto backend = mlc::rt::createBackend(o.device, pkg, /*verbose=*/!world || world->rank() == 0);
-    backend->setCommunicator(world);
-    if (backend->rank() == 0)
-      errs() << "mlc: training " << pkg.paramCount << " parameters ("
+    backend->setCommunicator(groups.data ? groups.data : world);
+    backend->setTensorParallel(groups.tensor);
+    if (!world || world->rank() == 0)
+      errs() << "mlc: training " << pkg.paramCount
+             << (groups.tensor ? " parameters per tensor-parallel rank (" : " parameters (")
              << (pkg.computeDtype == "bf16" ? "bf16 products, f32 parameters" : pkg.dtype) << ") on "
              << backend->name()
              << (worldRanks() > 1 ? " x " + std::to_string(worldRanks()) + " ranks (" +
                                         world->name() + ")"
                                   : std::string())
+             << (groups.tensor ? ", tensor-parallel groups of " +
+                                     std::to_string(groups.tensor->size())
+                               : std::string())
              << " from " << *dir << "\n";
     mlc::rt::train(*backend, o);
   } catch (const mlc::rt::Error &e) {

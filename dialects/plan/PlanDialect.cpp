@@ -369,7 +369,7 @@ LogicalResult FuncOp::verifyRegions() {
   for (Operation &op : getBody().front()) {
     if (!isa<BindOp, ArenaOp, ViewOp, LaunchOp, GemmOp, OutputOp, AllReduceStartOp,
              AllReduceWaitOp, ReduceScatterStartOp, ReduceScatterWaitOp, AllGatherStartOp,
-             AllGatherWaitOp, AllReduceNormOp>(op))
+             AllGatherWaitOp, AllReduceNormOp, TpAllReduceOp>(op))
       return op.emitOpError("is not allowed in a plan.func (bind, arena, view, launch, "
                             "gemm, the collectives and output are)");
     // Each collective starts once and is waited for once, after its start
@@ -712,6 +712,13 @@ LogicalResult AllReduceNormOp::verify() {
   auto t = cast<MemRefType>(getBuffer().getType());
   if (t.getNumElements() != 1 || !t.getElementType().isF64())
     return emitOpError("sums one f64 norm over the ranks, got ") << t;
+  return success();
+}
+
+LogicalResult TpAllReduceOp::verify() {
+  auto t = cast<MemRefType>(getBuffer().getType());
+  if (!isa<FloatType>(t.getElementType()))
+    return emitOpError("reduces floating-point values, got ") << t;
   return success();
 }
 

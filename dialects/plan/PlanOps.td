@@ -553,6 +553,31 @@ def Plan_AllReduceNormOp : Plan_Op<"all_reduce_norm"> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Tensor parallelism (mlc-shard-tensor-parallel)
+//===----------------------------------------------------------------------===//
+
+def Plan_TpAllReduceOp : Plan_Op<"tp_all_reduce"> {
+  let summary = "a blocking in-place sum (or max) of a buffer over the tensor-parallel group";
+  let description = [{
+    The lowering of `mlc.tp_reduce` (Megatron's `g`, and the backward of
+    `mlc.tp_copy`, its `f`): every element of the buffer becomes the sum
+    (`max`: the largest) of that element over the T ranks of this rank's
+    tensor-parallel group, in place, before the next step runs. The group is
+    T consecutive ranks of the run; the data-parallel gradient sums
+    (`plan.all_reduce_start`) run over the other axis. A plan for one
+    tensor-parallel rank has none.
+
+    ```mlir
+    plan.tp_all_reduce %y : memref<8192xf32>
+    plan.tp_all_reduce %m max : memref<64xf32>
+    ```
+  }];
+  let arguments = (ins Plan_Buffer:$buffer, UnitAttr:$max);
+  let assemblyFormat = "$buffer (`max` $max^)? attr-dict `:` type($buffer)";
+  let hasVerifier = 1;
+}
+
 def Plan_OutputOp : Plan_Op<"output"> {
   let summary = "a named result of the function; -1 marks the token dimension";
   let arguments = (ins StrAttr:$name, Plan_Buffer:$buffer, DenseI64ArrayAttr:$shape);

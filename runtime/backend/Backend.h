@@ -106,6 +106,14 @@ public:
   Communicator *communicator() const { return comm_.get(); }
   int worldSize() const;
   int rank() const;
+  /// Tensor parallelism: the group of T consecutive ranks whose
+  /// plan.tp_all_reduce steps this rank's plan takes part in (null: T = 1).
+  /// The communicator above is then the data-parallel group: worldSize()
+  /// and rank() count data-parallel ranks.
+  void setTensorParallel(std::shared_ptr<Communicator> group) { tp_ = std::move(group); }
+  Communicator *tensorParallel() const { return tp_.get(); }
+  int tpRank() const { return tp_ ? tp_->rank() : 0; }
+  int tpSize() const { return tp_ ? tp_->size() : 1; }
   virtual void allReduceStart(FlatBuffer which, int64_t offset, int64_t count, int tag);
   virtual void allReduceWait(int tag);
   /// The distributed optimizer's collectives (reducescatter, allgather,
@@ -176,6 +184,9 @@ protected:
   /// Called once the communicator (and so this rank's shards) is known: a
   /// sharded plan's backend sizes its moments to momentCount() here.
   virtual void shardsLaidOut() {}
+  /// A plan.tp_all_reduce step of `fn` over the buffer at `data` (host
+  /// memory): its sum (or max) over the tensor-parallel group, in place.
+  void tpAllReduce(const FunctionPlan &fn, const StepDecl &s, void *data);
   /// Scales a gradient bucket before its sum starts (the rank's weight,
   /// bucket-wise clipping); startOrWaitCollective calls it.
   virtual void prepareBucket(int64_t offset, int64_t count, bool clip) {}
@@ -221,6 +232,7 @@ protected:
   int64_t cuSeqlensEnd_ = -1;
   GatheredIds gatheredIds_;
   std::shared_ptr<Communicator> comm_;
+  std::shared_ptr<Communicator> tp_;
   bool shardedPlan_ = false;
   std::vector<Shard> shards_;
   int64_t momentCount_ = 0, momentCapacity_ = 0;

@@ -101,6 +101,13 @@ namespace {
 
 class MpiCommunicator final : public Communicator {
 public:
+  /// A sub-communicator (split()): its own ranks, the same timeout.
+  MpiCommunicator(MPI_Comm comm, double timeout) : timeout_(timeout), comm_(comm) {
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+
   explicit MpiCommunicator(double timeout) : timeout_(timeout) {
     int ready = 0;
     MPI_Initialized(&ready);
@@ -131,7 +138,7 @@ public:
       fail("an all-reduce of " + std::to_string(count) + " elements is larger than MPI takes");
     MPI_Request request;
     check(MPI_Iallreduce(MPI_IN_PLACE, data, int(count), f64 ? MPI_DOUBLE : MPI_FLOAT, MPI_SUM,
-                         MPI_COMM_WORLD, &request),
+                         comm_, &request),
           "starting the gradient all-reduce");
     pending_[tag] = request;
   }
@@ -163,7 +170,7 @@ public:
   void reduceScatterStart(void *data, int64_t count, bool f64, int tag) override {
     Shard &s = startShard(data, count, f64, kReduceScatter, tag);
     check(MPI_Ireduce_scatter(MPI_IN_PLACE, data, s.counts.data(), f64 ? MPI_DOUBLE : MPI_FLOAT,
-                              MPI_SUM, MPI_COMM_WORLD, &s.request),
+                              MPI_SUM, comm_, &s.request),
           "starting the gradient reduce-scatter");
   }
   void reduceScatterWait(int tag) override {
@@ -177,7 +184,7 @@ public:
   void allGatherStart(void *data, int64_t count, bool f64, int tag) override {
     Shard &s = startShard(data, count, f64, kAllGather, tag);
     check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, s.counts.data(),
-                          s.displs.data(), f64 ? MPI_DOUBLE : MPI_FLOAT, MPI_COMM_WORLD,
+                          s.displs.data(), f64 ? MPI_DOUBLE : MPI_FLOAT, comm_,
                           &s.request),
           "starting the parameter all-gather");
   }
@@ -187,7 +194,7 @@ public:
 
   void sum(double *values, int count) override {
     MPI_Request request;
-    check(MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD,
+    check(MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, comm_,
                          &request),
           "summing the step's totals over the ranks");
     waitFor(request, "the other ranks' step totals (loss, label and token counts)");
@@ -197,15 +204,42 @@ public:
     if (bytes > INT32_MAX)
       fail("internal: a broadcast of " + std::to_string(bytes) + " bytes");
     MPI_Request request;
-    check(MPI_Ibcast(data, int(bytes), MPI_BYTE, root, MPI_COMM_WORLD, &request),
+    check(MPI_Ibcast(data, int(bytes), MPI_BYTE, root, comm_, &request),
           "a broadcast");
     waitFor(request, "rank " + std::to_string(root) + "'s broadcast");
   }
 
   void barrier() override {
     MPI_Request request;
-    check(MPI_Ibarrier(MPI_COMM_WORLD, &request), "a barrier");
+    check(MPI_Ibarrier(comm_, &request), "a barrier");
     waitFor(request, "the other ranks (barrier)");
+  }
+
+  void allReduce(void *data, int64_t count, bool f64, bool max) override {
+    if (count > INT32_MAX)
+      fail("a tensor-parallel all-reduce of " + std::to_string(count) +
+           " elements is larger than MPI takes");
+    MPI_Request request;
+    check(MPI_Iallreduce(MPI_IN_PLACE, data, int(count), f64 ? MPI_DOUBLE : MPI_FLOAT,
+                         max ? MPI_MAX : MPI_SUM, comm_, &request),
+          "starting a tensor-parallel all-reduce");
+    waitFor(request, "a tensor-parallel all-reduce (the group's partial sums)");
+  }
+
+  void allGatherBytes(const void *data, int64_t bytes, void *out) override {
+    if (bytes > INT32_MAX)
+      fail("a gather of " + std::to_string(bytes) + " bytes per rank is larger than MPI takes");
+    MPI_Request request;
+    check(MPI_Iallgather(data, int(bytes), MPI_BYTE, out, int(bytes), MPI_BYTE, comm_,
+                         &request),
+          "starting a gather");
+    waitFor(request, "the other ranks' slices (a gather)");
+  }
+
+  std::shared_ptr<Communicator> split(int color, int key) override {
+    MPI_Comm sub;
+    check(MPI_Comm_split(comm_, color, key, &sub), "splitting the ranks into groups");
+    return std::make_shared<MpiCommunicator>(sub, timeout_);
   }
 
   [[noreturn]] void abort(int code) override {
@@ -277,6 +311,7 @@ private:
   }
 
   double timeout_;
+  MPI_Comm comm_ = MPI_COMM_WORLD;
   int rank_ = 0, size_ = 1;
   std::map<int, MPI_Request> pending_;
   std::map<int, Shard> sharded_;

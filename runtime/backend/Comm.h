@@ -1,9 +1,12 @@
-//===- Comm.h - collectives over data-parallel ranks ------------*- C++ -*-===//
+//===- Comm.h - collectives over the ranks of a run ------------*- C++ -*-===//
 //
 // A Communicator sums buffers over the ranks of a data-parallel run. The
 // world is what launched the process: `mpirun -np R mlc train ...` gives R
 // ranks over Open MPI (CPU buffers; NCCL for device buffers goes behind the
 // same interface), a plain launch gives none (one rank, no collectives).
+// split() makes sub-communicators of it: under --tensor-parallel T, the
+// tensor-parallel group of T consecutive ranks (plan.tp_all_reduce) and the
+// data-parallel group across the groups (the gradient buckets).
 //
 // Sums are in place. allReduceStart() returns at once; the sum progresses
 // while the caller computes (the backend calls progress() between kernel
@@ -54,6 +57,17 @@ public:
   /// (NCCL's unique id).
   virtual void broadcast(void *data, int64_t bytes, int root) = 0;
   virtual void barrier() = 0;
+  /// Blocking in-place sum (`max`: largest) of `count` elements (f64 when
+  /// `f64`, else f32) at `data` over the ranks: the tensor-parallel group's
+  /// plan.tp_all_reduce.
+  virtual void allReduce(void *data, int64_t count, bool f64, bool max) = 0;
+  /// Blocking gather of `bytes` bytes at `data` from every rank into `out`
+  /// (size() x bytes, rank r's at r x bytes), on every rank.
+  virtual void allGatherBytes(const void *data, int64_t bytes, void *out) = 0;
+  /// The ranks of this communicator with the same `color`, ordered by
+  /// `key`: a sub-communicator (collective: every rank calls it). The
+  /// tensor- and data-parallel groups of a run are two of them.
+  virtual std::shared_ptr<Communicator> split(int color, int key) = 0;
   /// Ends the whole run from one rank (after an error it reports).
   [[noreturn]] virtual void abort(int code) = 0;
 };

@@ -98,6 +98,7 @@ Package Package::load(const std::string &dir) {
 
   PlanData plan = parsePlan(contents["plan.txt"], dir + "/plan.txt");
   pkg.tokenCapacity = plan.tokenCapacity;
+  pkg.tensorParallel = plan.tensorParallel;
   pkg.params = std::move(plan.params);
   pkg.inputs = std::move(plan.inputs);
   pkg.scalars = std::move(plan.scalars);

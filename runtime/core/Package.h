@@ -50,6 +50,9 @@ struct Package {
   std::string computeDtype;
   int64_t paramCount = 0;
   int64_t tokenCapacity = 0; // > 0 when inputs have a dynamic token dimension
+  /// The ranks of a tensor-parallel group the plan is one rank of (1: none);
+  /// split parameters carry ParamInfo::tpDim.
+  int64_t tensorParallel = 1;
   /// aliases.json: parameter -> its other names, each a name no parameter
   /// has and no other alias repeats.
   std::map<std::string, std::vector<std::string>> aliases;

@@ -114,9 +114,18 @@ std::string writePlan(const PlanData &plan) {
   os << "mlc-plan " << kPlanVersion << "\n";
   if (plan.tokenCapacity)
     os << "tokens " << plan.tokenCapacity << "\n";
-  for (const ParamInfo &p : plan.params)
+  if (plan.tensorParallel > 1)
+    os << "tensor_parallel " << plan.tensorParallel << "\n";
+  for (const ParamInfo &p : plan.params) {
     os << "param " << p.name << " " << p.dtype << " " << shapeText(p.shape) << " "
-       << (p.decay ? 1 : 0) << " " << p.init << "\n";
+       << (p.decay ? 1 : 0) << " " << p.init;
+    if (p.tpDim >= 0) {
+      os << " tp " << p.tpDim << " ";
+      for (size_t i = 0; i < p.tpBlocks.size(); ++i)
+        os << (i ? "," : "") << p.tpBlocks[i];
+    }
+    os << "\n";
+  }
   for (const InputInfo &in : plan.inputs)
     os << "input " << in.name << " " << in.dtype << " " << shapeText(in.shape) << "\n";
   for (const ScalarsInfo &s : plan.scalars)
@@ -156,6 +165,8 @@ std::string writePlan(const PlanData &plan) {
         os << collectiveName(s.kind) << " " << s.tag;
       } else if (s.kind == StepDecl::AllReduceNorm) {
         os << "allreduce_norm";
+      } else if (s.kind == StepDecl::TpAllReduce) {
+        os << "tp_allreduce " << (s.max ? "max" : "sum");
       } else {
         auto extent = [](int64_t v) { return v < 0 ? std::string("T") : std::to_string(v); };
         os << "gemm " << s.transA << " " << s.transB << " " << extent(s.m) << " " << s.n << " "
@@ -211,6 +222,9 @@ private:
     if (word == "tokens") {
       if (!(ls >> plan.tokenCapacity) || plan.tokenCapacity < 1)
         bad("malformed tokens line");
+    } else if (word == "tensor_parallel") {
+      if (!(ls >> plan.tensorParallel) || plan.tensorParallel < 2 || !plan.params.empty())
+        bad("malformed tensor_parallel line (T >= 2, before the parameters)");
     } else if (word == "param") {
       param(ls);
     } else if (word == "input") {
@@ -250,6 +264,20 @@ private:
       if (bufferElementBytes(b) != 8 || b.bytes != 8)
         bad("allreduce_norm sums one f64 over the ranks");
       fn->steps.push_back(s);
+    } else if (word == "tp_allreduce") {
+      StepDecl s;
+      s.kind = StepDecl::TpAllReduce;
+      std::string op, tok;
+      if (!(ls >> op >> tok) || (op != "sum" && op != "max"))
+        bad("malformed tp_allreduce line (sum|max %ID)");
+      if (plan.tensorParallel < 2)
+        bad("tp_allreduce in a plan without tensor_parallel");
+      s.max = op == "max";
+      s.buffers.push_back(bufferId(tok));
+      const int bytes = bufferElementBytes(fn->buffers[size_t(s.buffers[0])]);
+      if (bytes != 4 && bytes != 8)
+        bad("tp_allreduce reduces f32 or f64 buffers");
+      fn->steps.push_back(s);
     } else if (word == "output") {
       std::string name, id, s;
       if (!(ls >> name >> id >> s))
@@ -288,6 +316,31 @@ private:
             "' (normal:STD, zeros, ones or package)");
     }
     p.shape = shape(s);
+    if (std::string tp; ls >> tp) {
+      std::string blocks;
+      if (tp != "tp" || !(ls >> p.tpDim >> blocks) || plan.tensorParallel < 2 || p.tpDim < 0 ||
+          p.tpDim >= int64_t(p.shape.size()))
+        bad("parameter " + p.name + ": malformed tp split (tp DIM BLOCKS, in a "
+            "tensor_parallel plan)");
+      int64_t whole = 0;
+      for (size_t at = 0; at <= blocks.size();) {
+        size_t comma = std::min(blocks.find(',', at), blocks.size());
+        char *end = nullptr;
+        std::string b = blocks.substr(at, comma - at);
+        long long v = std::strtoll(b.c_str(), &end, 10);
+        if (b.empty() || *end || v < 1 || v % plan.tensorParallel)
+          bad("parameter " + p.name + ": tp block '" + b + "' is not a positive multiple of " +
+              std::to_string(plan.tensorParallel));
+        p.tpBlocks.push_back(v);
+        whole += v;
+        at = comma + 1;
+      }
+      if (whole / plan.tensorParallel != p.shape[size_t(p.tpDim)])
+        bad("parameter " + p.name + ": tp blocks of " + std::to_string(whole) +
+            " do not make its dim " + std::to_string(p.tpDim) + " of " +
+            std::to_string(p.shape[size_t(p.tpDim)]) + " on each of " +
+            std::to_string(plan.tensorParallel) + " ranks");
+    }
     p.numel = numel(p.shape, 0);
     p.decay = decay;
     p.offset = paramCount;

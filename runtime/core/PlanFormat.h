@@ -9,8 +9,15 @@
 //   mlc-plan 2
 //   tokens CAPACITY                      optional: most tokens of a batch whose
 //                                        token dimension ("?" in shapes) is dynamic
-//   param NAME DTYPE SHAPE DECAY INIT    flat parameter order; DECAY is 0/1,
-//                                        INIT normal:STD | zeros | ones
+//   tensor_parallel T                    optional: the plan of one rank of a
+//                                        tensor-parallel group of T ranks
+//   param NAME DTYPE SHAPE DECAY INIT [tp DIM BLOCKS]
+//                                        flat parameter order; DECAY is 0/1,
+//                                        INIT normal:STD | zeros | ones; tp: this
+//                                        rank's slice of the HF tensor, split
+//                                        along DIM, made of the blocks BLOCKS
+//                                        ("768,768,768": GPT-2's c_attn; rank r
+//                                        holds the r-th 1/T of each block)
 //   input NAME DTYPE SHAPE
 //   scalars NAME DTYPE SIZE              per-step scalars the runtime fills
 //                                        (the optimizer's: contract/OptimizerScalars.h)
@@ -45,6 +52,8 @@
 //   kernel NAME %ID... shard TAG|*       the optimizer or norm kernel over
 //                                        this rank's shard of bucket TAG (*:
 //                                        of every bucket)
+//   tp_allreduce sum|max %ID             %ID summed (or maxed) in place over
+//                                        the tensor-parallel group, blocking
 //   output NAME %ID SHAPE
 //   end
 //
@@ -71,6 +80,11 @@ struct ParamInfo {
   std::vector<int64_t> shape;
   int64_t numel = 0, offset = 0; // elements into the flat buffers
   bool decay = false;
+  /// Tensor parallelism: the HF tensor's dim this rank holds a slice of
+  /// (-1: the whole tensor), and the blocks along it (HF sizes) each of
+  /// which is split into T equal slices.
+  int64_t tpDim = -1;
+  std::vector<int64_t> tpBlocks;
 };
 
 struct InputInfo {
@@ -102,8 +116,11 @@ struct StepDecl {
     ReduceScatterWait,
     AllGatherStart,
     AllGatherWait,
-    AllReduceNorm
+    AllReduceNorm,
+    TpAllReduce
   } kind;
+  /// TpAllReduce: the largest over the group instead of the sum.
+  bool max = false;
   /// The collectives' starts and waits: the tag; the slice is [offset,
   /// offset + count); clip: bucket-wise clipping before the sum starts.
   int64_t tag = 0, offset = 0, count = 0;
@@ -146,6 +163,7 @@ struct ScalarsInfo {
 struct PlanData {
   std::vector<ScalarsInfo> scalars;
   int64_t tokenCapacity = 0; // > 0 when inputs have a dynamic token dimension
+  int64_t tensorParallel = 1; // ranks of a tensor-parallel group
   std::vector<ParamInfo> params; // offsets: running sums in this order
   std::vector<InputInfo> inputs;
   std::vector<FunctionPlan> functions;

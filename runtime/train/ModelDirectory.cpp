@@ -1,6 +1,7 @@
 //===- ModelDirectory.cpp - Hugging Face model directories -----------------===//
 
 #include "runtime/train/ModelDirectory.h"
+#include "runtime/train/TensorParallel.h"
 #include "support/Error.h"
 #include "support/Json.h"
 #include "support/TensorIO.h"
@@ -251,6 +252,11 @@ void checkModelDirectorySource(const Package &pkg, const TrainOptions &o,
 void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::string &dir,
                         const std::string &flag) {
   const Package &pkg = backend.package();
+  // Whole HF tensors, gathered from the tensor-parallel group's slices
+  // (collective); the group's first rank writes them.
+  std::vector<char> flats = groupParameterFlats(backend);
+  if (backend.tpRank() != 0)
+    return;
   std::string final = dir;
   while (final.size() > 1 && final.back() == '/')
     final.pop_back();
@@ -265,11 +271,10 @@ void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::stri
   // The tensors in the package's order; a tied parameter once, under its
   // own name (save_pretrained drops the tied copies; from_pretrained ties
   // them again).
-  std::vector<char> flat = downloadAll(backend, FlatBuffer::Params);
   const int64_t es = backend.elementSize();
   std::vector<int64_t> sizes;
   for (const ParamInfo &p : pkg.params)
-    sizes.push_back(p.numel * es);
+    sizes.push_back(p.numel * (p.tpDim >= 0 ? pkg.tensorParallel : 1) * es);
   auto shards = planShards(sizes, maxShard);
   auto shardName = [&](size_t i) {
     if (shards.size() == 1)
@@ -290,17 +295,13 @@ void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::stri
       std::vector<std::pair<std::string, HostTensor>> tensors;
       for (size_t i : shards[s]) {
         const ParamInfo &p = pkg.params[i];
-        HostTensor t;
-        t.dtype = pkg.dtype;
-        t.shape = p.shape;
-        const char *base = flat.data() + p.offset * es;
-        t.data.assign(base, base + p.numel * es);
+        HostTensor t = wholeParameter(backend, p, flats);
         // No directory of weights that are not finite is written.
-        for (int64_t e = 0; e < p.numel; ++e)
+        for (int64_t e = 0; e < t.numel(); ++e)
           if (!std::isfinite(t.getDouble(e)))
             fail(dir + " was not written: parameter " + p.name + " holds " +
                  std::to_string(t.getDouble(e)) + " at index " + std::to_string(e));
-        total += p.numel * es;
+        total += t.numel() * es;
         weightMap[p.name] = shardName(s);
         tensors.push_back({p.name, std::move(t)});
       }

@@ -11,6 +11,7 @@
 #include "runtime/train/Generate.h"
 #include "runtime/train/ModelDirectory.h"
 #include "runtime/train/RunLog.h"
+#include "runtime/train/TensorParallel.h"
 #include "support/Json.h"
 #include "support/TensorIO.h"
 
@@ -44,6 +45,8 @@ void store(std::vector<char> &flat, int64_t elementSize, int64_t i, double x) {
 } // namespace
 
 void initializeParameters(Backend &backend, uint64_t seed) {
+  if (backend.package().tensorParallel > 1)
+    return initializeSlicedParameters(backend, seed); // drawn whole, then sliced
   const Package &pkg = backend.package();
   const int64_t es = backend.elementSize();
   std::vector<char> flat(pkg.paramCount * es);
@@ -100,6 +103,7 @@ static std::string valueText(double x) {
 void loadParameters(Backend &backend, const std::string &path) {
   const Package &pkg = backend.package();
   auto tensors = readModelWeights(path);
+  sliceLoadedWeights(backend, tensors, path); // whole HF tensors -> this rank's slices
   std::string problems;
   // A tied parameter may be stored under any of its names (HF's own files
   // keep one of them); where several are stored, they must agree.
@@ -180,16 +184,13 @@ void writeMemoryReport(const Backend &backend, const std::string &path) {
 }
 
 void saveParameters(Backend &backend, const std::string &path) {
-  std::vector<char> flat = downloadAll(backend, FlatBuffer::Params);
+  // Whole HF tensors, gathered from the tensor-parallel group's slices.
+  std::vector<char> flats = groupParameterFlats(backend);
   std::vector<std::pair<std::string, HostTensor>> out;
   for (const ParamInfo &p : backend.package().params) {
-    HostTensor t;
-    t.dtype = backend.package().dtype;
-    t.shape = p.shape;
-    const char *base = flat.data() + p.offset * backend.elementSize();
-    t.data.assign(base, base + p.numel * backend.elementSize());
+    HostTensor t = wholeParameter(backend, p, flats);
     // No file of weights that are not finite is written, under any label.
-    for (int64_t i = 0; i < p.numel; ++i)
+    for (int64_t i = 0; i < t.numel(); ++i)
       if (!std::isfinite(t.getDouble(i)))
         fail(path + " was not written: parameter " + p.name + " holds " +
              valueText(t.getDouble(i)) + " at index " + std::to_string(i));
@@ -201,7 +202,8 @@ void saveParameters(Backend &backend, const std::string &path) {
         out.push_back({alias, t});
     out.push_back({p.name, std::move(t)});
   }
-  writeSafetensors(path, out, {{"format", "pt"}});
+  if (backend.tpRank() == 0) // the group's first rank writes the whole model
+    writeSafetensors(path, out, {{"format", "pt"}});
 }
 
 /// --save: a safetensors file, or a Hugging Face model directory.
@@ -651,6 +653,7 @@ private:
   /// Where the run starts: a checkpoint (parameters, moments, step, run id),
   /// given weights, or the seeded initialization.
   void start() {
+    setTensorParallelRank(backend);
     backend.zero(FlatBuffer::AdamM);
     backend.zero(FlatBuffer::AdamV);
     if (!o.resume.empty()) {
@@ -839,7 +842,8 @@ private:
   bool update(int64_t t, const StepTotals &step, double &norm, double &lr) {
     backend.run(kGradNormFn, t);
     // The gradients are summed over the ranks: their mean's norm is 1/R of it.
-    norm = backend.output(kGradNormFn, "grad_norm").getDouble(0) / ranks;
+    norm = tensorParallelGradNorm(backend, backend.output(kGradNormFn, "grad_norm").getDouble(0)) /
+           ranks;
     const double loss = step.loss;
     if ((!std::isfinite(loss) || !std::isfinite(norm)) && ++badSteps <= o.maxBadSteps) {
       // Skipped: no update; the parameters stay those of the last good step.
@@ -1127,6 +1131,7 @@ void runForward(Backend &backend, const TrainOptions &weights, const RunOptions 
     outputs.push_back({"--output-dir", run.outputDir + "/" + out.name + ".npy"});
   }
   refuseOutputsOverInputs(inputs, outputs);
+  setTensorParallelRank(backend);
   if (!weights.init.empty())
     loadParameters(backend, weights.init);
   else

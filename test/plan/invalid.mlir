@@ -599,6 +599,14 @@ plan.func "grad_norm" arena 8 {
 
 // -----
 
+plan.func "forward" arena 64 {
+  %ids = plan.arena 0 : memref<4xi64>
+  // expected-error @+1 {{reduces floating-point values, got 'memref<4xi64>'}}
+  plan.tp_all_reduce %ids : memref<4xi64>
+}
+
+// -----
+
 // Only the flat-buffer kernels (the update, the gradient norm) take a shard.
 plan.param "w" : f32 [4] init "zeros"
 plan.kernel @k pointwise args(2) params {dims = array<i64: 1>} {

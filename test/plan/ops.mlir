@@ -27,6 +27,8 @@
 // CHECK-NEXT: plan.gemm %[[Y]], %[[X]], %[[W]] transpose_rhs m -1 n 3 k 4 {batch = array<i64: 1>, lhs_strides = array<i64: 0>, rhs_strides = array<i64: 0>}
 // CHECK-NEXT: plan.gemm %[[Y]], %[[X]], %[[W]] accumulate m 2 n 3 k 4 : memref<6xf32>, memref<8xf32>, memref<12xf32>
 // CHECK-NEXT: plan.launch @k0(%[[G]], %[[V]]) : memref<3xf32>, memref<3xf32>
+// CHECK-NEXT: plan.tp_all_reduce %[[Y]] : memref<6xf32>
+// CHECK-NEXT: plan.tp_all_reduce %[[V]] max : memref<3xf32>
 // CHECK-NEXT: plan.output "y" %[[Y]] [2, 3] : memref<6xf32>
 // CHECK: plan.func "optimizer" arena 0 {
 // CHECK-NEXT: plan.bind param "*" : memref<15xf32>
@@ -58,6 +60,8 @@ plan.func "forward" arena 128 {
   plan.gemm %y, %x, %w transpose_rhs m -1 n 3 k 4 {batch = array<i64: 1>, lhs_strides = array<i64: 0>, rhs_strides = array<i64: 0>} : memref<6xf32>, memref<8xf32>, memref<12xf32>
   plan.gemm %y, %x, %w accumulate m 2 n 3 k 4 : memref<6xf32>, memref<8xf32>, memref<12xf32>
   plan.launch @k0(%g, %v) : memref<3xf32>, memref<3xf32>
+  plan.tp_all_reduce %y : memref<6xf32>
+  plan.tp_all_reduce %v max : memref<3xf32>
   plan.output "y" %y [2, 3] : memref<6xf32>
 }
 plan.func "optimizer" arena 0 {

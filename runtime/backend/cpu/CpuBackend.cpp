@@ -514,6 +514,8 @@ void CpuBackend::run(const std::string &function, int64_t step) {
         comm_->sum(&squares, 1);
         *norm = std::sqrt(squares);
       }
+    } else if (s.kind == StepDecl::TpAllReduce) {
+      tpAllReduce(fn, s, b.args[i][0]);
     } else {
       startOrWaitCollective(s);
     }

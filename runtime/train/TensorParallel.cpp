@@ -1,0 +1,250 @@
+//===- TensorParallel.cpp - one rank's slice of a tensor-parallel model ---===//
+
+#include "runtime/train/TensorParallel.h"
+#include "runtime/train/BatchSources.h"
+#include "support/Error.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+namespace mlc::rt {
+
+ParallelGroups splitWorld(Communicator &world, int64_t t) {
+  const int r = world.rank(), size = world.size();
+  if (t < 1 || size % t != 0)
+    fail("mpirun started " + std::to_string(size) + " ranks, which --tensor-parallel " +
+         std::to_string(t) + " does not divide: the ranks are tensor-parallel groups of " +
+         std::to_string(t) + " times data-parallel groups");
+  ParallelGroups g;
+  // Consecutive ranks share a node's fast links: they form the groups whose
+  // collectives run inside every layer.
+  g.tensor = world.split(int(r / t), int(r % t));
+  g.data = world.split(int(r % t), int(r / t));
+  return g;
+}
+
+std::vector<int64_t> wholeShape(const ParamInfo &p, int64_t t) {
+  std::vector<int64_t> s = p.shape;
+  if (p.tpDim >= 0)
+    s[size_t(p.tpDim)] *= t;
+  return s;
+}
+
+namespace {
+
+/// For each index along the split dim of rank `rank`'s slice, the index
+/// along the whole tensor's: the rank's 1/t of each block, block after block.
+std::vector<int64_t> wholeIndices(const ParamInfo &p, int rank, int64_t t) {
+  std::vector<int64_t> map;
+  int64_t blockStart = 0;
+  for (int64_t block : p.tpBlocks) {
+    const int64_t part = block / t;
+    for (int64_t i = 0; i < part; ++i)
+      map.push_back(blockStart + rank * part + i);
+    blockStart += block;
+  }
+  return map;
+}
+
+/// Copies between a rank's slice and the whole tensor, `es`-byte elements:
+/// toWhole writes the slice into the whole, else the whole into the slice.
+void copySlice(const ParamInfo &p, int rank, int64_t t, int64_t es, char *whole, char *slice,
+               bool toWhole) {
+  const std::vector<int64_t> map = wholeIndices(p, rank, t);
+  const size_t d = size_t(p.tpDim);
+  int64_t outer = 1, inner = 1;
+  for (size_t i = 0; i < d; ++i)
+    outer *= p.shape[i];
+  for (size_t i = d + 1; i < p.shape.size(); ++i)
+    inner *= p.shape[i];
+  const int64_t local = p.shape[d], full = local * t, row = inner * es;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t l = 0; l < local; ++l) {
+      char *w = whole + (o * full + map[size_t(l)]) * row;
+      char *s = slice + (o * local + l) * row;
+      if (toWhole)
+        std::memcpy(w, s, size_t(row));
+      else
+        std::memcpy(s, w, size_t(row));
+    }
+}
+
+void store(std::vector<char> &flat, int64_t es, int64_t i, double x) {
+  if (es == 4) {
+    float f = float(x);
+    std::memcpy(flat.data() + i * 4, &f, 4);
+  } else {
+    std::memcpy(flat.data() + i * 8, &x, 8);
+  }
+}
+
+} // namespace
+
+HostTensor sliceOfWhole(const HostTensor &whole, const ParamInfo &p, int rank, int64_t t) {
+  if (p.tpDim < 0)
+    return whole;
+  HostTensor slice;
+  slice.dtype = whole.dtype;
+  slice.shape = p.shape;
+  const int64_t es = dtypeSize(whole.dtype);
+  slice.data.resize(size_t(p.numel * es));
+  copySlice(p, rank, t, es, const_cast<char *>(whole.data.data()), slice.data.data(),
+            /*toWhole=*/false);
+  return slice;
+}
+
+void initializeSlicedParameters(Backend &backend, uint64_t seed) {
+  const Package &pkg = backend.package();
+  const int64_t es = backend.elementSize(), t = pkg.tensorParallel;
+  const int rank = backend.tpRank();
+  std::vector<char> flat(size_t(pkg.paramCount * es));
+  std::map<std::string, HostTensor> packaged;
+  for (const ParamInfo &p : pkg.params)
+    if (p.init == "package" && packaged.empty()) {
+      packaged = readSafetensors(pkg.dir + "/weights.safetensors");
+      break;
+    }
+  for (const ParamInfo &p : pkg.params) {
+    const std::vector<int64_t> shape = wholeShape(p, t);
+    HostTensor whole;
+    if (p.init == "package") {
+      auto it = packaged.find(p.name);
+      if (it == packaged.end() || it->second.shape != shape)
+        fail(pkg.dir + "/weights.safetensors: no tensor " + p.name + " " + shapeString(shape) +
+             " (the package is damaged; compile it again)");
+      whole = it->second;
+    } else {
+      // The draws of initializeParameters, over the whole tensor.
+      whole.dtype = "f64";
+      whole.shape = shape;
+      int64_t n = 1;
+      for (int64_t x : shape)
+        n *= x;
+      whole.data.resize(size_t(n * 8));
+      double *v = reinterpret_cast<double *>(whole.data.data());
+      std::mt19937_64 rng(nameSeed(seed, p.name));
+      if (p.init.rfind("normal:", 0) == 0) {
+        std::normal_distribution<double> dist(0.0, std::stod(p.init.substr(7)));
+        for (int64_t i = 0; i < n; ++i)
+          v[i] = dist(rng);
+      } else if (p.init == "ones" || p.init == "zeros") {
+        for (int64_t i = 0; i < n; ++i)
+          v[i] = p.init == "ones" ? 1.0 : 0.0;
+      } else {
+        fail(pkg.dir + ": parameter " + p.name + " has unknown init '" + p.init + "'");
+      }
+    }
+    HostTensor mine = sliceOfWhole(whole, p, rank, t);
+    for (int64_t i = 0; i < p.numel; ++i)
+      store(flat, es, p.offset + i, mine.getDouble(i));
+  }
+  uploadAll(backend, FlatBuffer::Params, flat);
+}
+
+void sliceLoadedWeights(const Backend &backend, std::map<std::string, HostTensor> &tensors,
+                        const std::string &path) {
+  const Package &pkg = backend.package();
+  const int64_t t = pkg.tensorParallel;
+  if (t <= 1)
+    return;
+  for (const ParamInfo &p : pkg.params) {
+    if (p.tpDim < 0)
+      continue;
+    std::vector<std::string> names{p.name};
+    if (auto a = pkg.aliases.find(p.name); a != pkg.aliases.end())
+      names.insert(names.end(), a->second.begin(), a->second.end());
+    for (const std::string &name : names) {
+      auto it = tensors.find(name);
+      if (it == tensors.end())
+        continue;
+      if (it->second.shape != wholeShape(p, t))
+        fail(path + ": " + name + " is " + shapeString(it->second.shape) + ", the model needs " +
+             shapeString(wholeShape(p, t)) + " (each of " + std::to_string(t) +
+             " tensor-parallel ranks holding " + shapeString(p.shape) + ")");
+      it->second = sliceOfWhole(it->second, p, backend.tpRank(), t);
+    }
+  }
+}
+
+std::vector<char> groupParameterFlats(Backend &backend) {
+  std::vector<char> flat = downloadAll(backend, FlatBuffer::Params);
+  Communicator *tp = backend.tensorParallel();
+  if (!tp || tp->size() <= 1)
+    return flat;
+  std::vector<char> all(flat.size() * size_t(tp->size()));
+  tp->allGatherBytes(flat.data(), int64_t(flat.size()), all.data());
+  return all;
+}
+
+HostTensor wholeParameter(const Backend &backend, const ParamInfo &p,
+                          const std::vector<char> &flats) {
+  const Package &pkg = backend.package();
+  const int64_t es = backend.elementSize(), t = pkg.tensorParallel;
+  const size_t flatBytes = size_t(pkg.paramCount * es);
+  HostTensor whole;
+  whole.dtype = pkg.dtype;
+  whole.shape = wholeShape(p, t);
+  whole.data.resize(size_t(p.numel * (p.tpDim >= 0 ? t : 1) * es));
+  if (p.tpDim < 0) {
+    const char *base = flats.data() + p.offset * es; // every rank holds it whole
+    std::memcpy(whole.data.data(), base, whole.data.size());
+    return whole;
+  }
+  if (flats.size() != flatBytes * size_t(t))
+    fail("internal: " + p.name + " is split over " + std::to_string(t) +
+         " ranks, but their parameters were not gathered");
+  for (int r = 0; r < int(t); ++r)
+    copySlice(p, r, t, es, whole.data.data(),
+              const_cast<char *>(flats.data() + size_t(r) * flatBytes + size_t(p.offset * es)),
+              /*toWhole=*/true);
+  return whole;
+}
+
+double tensorParallelGradNorm(Backend &backend, double localNorm) {
+  Communicator *tp = backend.tensorParallel();
+  if (!tp || tp->size() <= 1)
+    return localNorm;
+  const bool finite = std::isfinite(localNorm);
+  // ||g||^2 = (replicated: the same on every rank, counted once) + (split:
+  // each rank's slices, summed over the group). This rank's buffer holds
+  // the replicated part and its own slices.
+  const Package &pkg = backend.package();
+  std::vector<char> grads = downloadAll(backend, FlatBuffer::Grads);
+  const int64_t es = backend.elementSize();
+  double split = 0;
+  for (const ParamInfo &p : pkg.params) {
+    if (p.tpDim < 0)
+      continue;
+    for (int64_t i = p.offset; i < p.offset + p.numel; ++i) {
+      double g;
+      if (es == 4) {
+        float f;
+        std::memcpy(&f, grads.data() + i * 4, 4);
+        g = f;
+      } else {
+        std::memcpy(&g, grads.data() + i * 8, 8);
+      }
+      split += g * g;
+    }
+  }
+  double sums[2] = {split, 0};
+  tp->allReduce(sums, 1, /*f64=*/true, /*max=*/false);
+  // A non-finite norm on any rank is one on every rank (the run skips or
+  // stops at the same step).
+  double bad = finite && std::isfinite(sums[0]) ? 0.0 : 1.0;
+  tp->allReduce(&bad, 1, /*f64=*/true, /*max=*/true);
+  if (bad > 0)
+    return std::numeric_limits<double>::quiet_NaN();
+  const double squares = localNorm * localNorm - split + sums[0];
+  return std::sqrt(std::max(0.0, squares));
+}
+
+void setTensorParallelRank(Backend &backend) {
+  for (const ScalarsInfo &s : backend.package().scalars)
+    if (s.name == "tp_rank")
+      backend.setScalars("tp_rank", {double(backend.tpRank())});
+}
+
+} // namespace mlc::rt

@@ -1,0 +1,78 @@
+//===- TensorParallel.h - one rank's slice of a tensor-parallel model -*- C++ -*-===//
+//
+// A package compiled with --tensor-parallel T is the program of one rank of
+// a group of T (mlc-shard-tensor-parallel): its column- and row-parallel
+// projections hold a slice of the HF tensor (ParamInfo::tpDim, tpBlocks),
+// everything else the whole tensor. What crosses the runtime's edges stays
+// whole and HF-named: weights are initialized, loaded and saved as the full
+// tensors one process would hold, and each rank takes or gives its slice
+// here. Rank r of the group holds, along dim tpDim, the r-th of T equal
+// slices of each block (GPT-2's c_attn is three blocks: Q, K, V).
+//
+// `mpirun -np R` with R = T x D: the tensor-parallel groups are T
+// consecutive ranks (world rank w is rank w % T of group w / T), the
+// data-parallel groups the ranks with the same w % T.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLC_RUNTIME_TRAIN_TENSORPARALLEL_H
+#define MLC_RUNTIME_TRAIN_TENSORPARALLEL_H
+
+#include "runtime/backend/Backend.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mlc::rt {
+
+/// The two groups of this rank of a run of `world` ranks split into
+/// tensor-parallel groups of `t` (collective over the world). An Error,
+/// naming both numbers, when the world's size is not a multiple of t.
+struct ParallelGroups {
+  std::shared_ptr<Communicator> tensor, data;
+};
+ParallelGroups splitWorld(Communicator &world, int64_t t);
+
+/// The HF shape of parameter `p` of a package whose tensor-parallel group
+/// has `t` ranks (p.shape itself when p is not split).
+std::vector<int64_t> wholeShape(const ParamInfo &p, int64_t t);
+
+/// Rank `rank`'s slice of `whole` (an HF tensor of wholeShape(p, t), any
+/// dtype) for parameter p.
+HostTensor sliceOfWhole(const HostTensor &whole, const ParamInfo &p, int rank, int64_t t);
+
+/// Seeded initialization of a tensor-parallel package: each parameter is
+/// drawn whole, exactly as one process draws it (initializeParameters),
+/// then sliced: a run at T ranks starts from the weights of a run at one.
+void initializeSlicedParameters(Backend &backend, uint64_t seed);
+
+/// Replaces each split parameter's whole tensor in `tensors` (weights read
+/// by name, --init or a checkpoint) with this rank's slice; a whole tensor
+/// of the wrong shape is an Error naming `path`, the tensor and both shapes.
+void sliceLoadedWeights(const Backend &backend, std::map<std::string, HostTensor> &tensors,
+                        const std::string &path);
+
+/// The flat parameter buffer of every rank of this rank's tensor-parallel
+/// group, rank after rank (collective over the group); this rank's alone
+/// without tensor parallelism.
+std::vector<char> groupParameterFlats(Backend &backend);
+
+/// Parameter p as the whole HF tensor, from groupParameterFlats().
+HostTensor wholeParameter(const Backend &backend, const ParamInfo &p,
+                          const std::vector<char> &flats);
+
+/// Gives a vocabulary-parallel package its rank in the tensor-parallel
+/// group: the step's scalars "tp_rank" (mlc-shard-tensor-parallel's lookups
+/// and loss read their vocabulary offset from it). Other packages have none.
+void setTensorParallelRank(Backend &backend);
+
+/// The global gradient norm from @grad_norm's `localNorm`, the norm of this
+/// rank's gradient buffer: every split parameter's slices counted once over
+/// the group, every replicated parameter once (collective over the group).
+double tensorParallelGradNorm(Backend &backend, double localNorm);
+
+} // namespace mlc::rt
+
+#endif // MLC_RUNTIME_TRAIN_TENSORPARALLEL_H
