@@ -2,8 +2,8 @@
 //
 // What the builtin model builders (Models.cpp: GPT-2, BERT; Llama.cpp) share:
 // a GraphBuilder that writes @forward's ops and collects its parameters and
-// inputs, and the Llama family's config hooks that parseModelConfig and
-// buildModel call. Internal to frontend/.
+// inputs, and the Llama family's config hooks that parseModelConfig
+// (ModelConfig.cpp) and buildModel call. Internal to frontend/.
 //
 //===----------------------------------------------------------------------===//
 

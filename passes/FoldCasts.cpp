@@ -8,13 +8,22 @@
 // cases where grouping cannot, before it runs, and records each decision in
 // the IR:
 //
-//   A bf16 product widened to f32 for several readers becomes an
-//   `f32_result` product: the GEMM stores the f32 value once, and the
-//   readers (SwiGLU's two gradients, for one) read it as f32 kernels do
-//   unfused-from-casts, so they can be grouped into one kernel as in f32.
-//   A widening cast with several readers could join at most one of their
-//   kernels, and would otherwise be a kernel of its own that reads 2 bytes
-//   and writes 4 per element.
+//   A bf16 product widened to f32 for several readers: when every reader
+//   is pointwise, each gets a widening cast of its own, which joins its
+//   kernel as a conversion at the load, so the GEMM stores 2 bytes per
+//   element and every reader loads 2 (SwiGLU's gate and up products, read
+//   by the forward's SwiGLU and by its gradients). Otherwise the product
+//   becomes an `f32_result` product, stored once in f32, and the readers
+//   read it as they do in f32. A widening cast with several readers could
+//   join at most one of their kernels, and would otherwise be a kernel of
+//   its own that reads 2 bytes and writes 4 per element.
+//
+//   A biased product that a GELU reads (the MLP's first projection) is
+//   stored in bf16 with its bias in bf16, the way bf16 autocast computes a
+//   linear layer: the GELU and its gradient read the bf16 pre-activation
+//   through a widening cast each (a conversion at their loads), where they
+//   read an f32 one. Half the bytes of the GEMM's store and of both
+//   readers' loads; the GELU still computes in f32.
 //
 //   The casts of parameters (the weights' bf16 copies for the products)
 //   become one `mlc.fusion params`: a single kernel over the flat
@@ -53,6 +62,55 @@ bool isSharedWidening(CastOp c) {
     return false;
   llvm::SmallPtrSet<Operation *, 4> readers(c->getUsers().begin(), c->getUsers().end());
   return readers.size() >= 2;
+}
+
+/// Every reader of `v` computes per element (its kernel can convert at the
+/// load).
+bool pointwiseReaders(Value v) {
+  return llvm::all_of(v.getUsers(), [](Operation *u) { return isa<ScalarOpInterface>(u); });
+}
+
+/// Each use of `wide` but the first reads a widening cast of its own,
+/// inserted before its reader, of the same bf16 value.
+void castPerReader(CastOp wide) {
+  SmallVector<OpOperand *> uses;
+  for (OpOperand &use : wide.getResult().getUses())
+    uses.push_back(&use);
+  for (OpOperand *use : llvm::drop_begin(uses)) {
+    OpBuilder b(use->getOwner());
+    use->set(b.create<CastOp>(wide.getLoc(), wide.getType(), wide.getInput()));
+  }
+}
+
+/// matmul(a, b) f32_result bias(c) (bf16 operands, f32 bias, no
+/// accumulator) read by a GELU and otherwise by pointwise ops alone.
+bool isGeluProduct(MatmulOp p) {
+  return p.getF32Result() && p.getBias() && !p.getAcc() &&
+         elementOf(p.getLhs()).isBF16() && elementOf(p.getBias()).isF32() &&
+         pointwiseReaders(p.getResult()) &&
+         llvm::any_of(p.getResult().getUsers(), [](Operation *u) { return isa<GeluOp>(u); });
+}
+
+/// The product in bf16 with a bf16 copy of its bias, each reader reading
+/// it through a widening cast of its own.
+void narrowGeluProduct(MatmulOp p) {
+  OpBuilder b(p);
+  Location loc = p.getLoc();
+  auto bias = cast<RankedTensorType>(p.getBias().getType());
+  Type bf16 = b.getBF16Type();
+  Value narrowBias = b.create<CastOp>(loc, RankedTensorType::get(bias.getShape(), bf16),
+                                      p.getBias());
+  auto narrow = b.create<MatmulOp>(loc, p.getLhs(), p.getRhs(), p.getTransposeLhs(),
+                                   p.getTransposeRhs(), /*f32_result=*/false, narrowBias,
+                                   /*acc=*/Value());
+  SmallVector<OpOperand *> uses;
+  for (OpOperand &use : p.getResult().getUses())
+    uses.push_back(&use);
+  for (OpOperand *use : uses) {
+    OpBuilder at(use->getOwner());
+    use->set(at.create<CastOp>(loc, p.getType(), narrow.getResult()));
+  }
+  p.erase();
 }
 
 /// The casts of parameters (function arguments marked mlc.param) in `fn`
@@ -107,9 +165,20 @@ void gatherParameterCasts(func::FuncOp fn) {
 class FoldCastsPass : public mlc::impl::MlcFoldCastsBase<FoldCastsPass> {
 public:
   void runOnOperation() final {
+    SmallVector<MatmulOp> geluProducts;
+    getOperation().walk([&](MatmulOp p) {
+      if (isGeluProduct(p))
+        geluProducts.push_back(p);
+    });
+    for (MatmulOp p : geluProducts)
+      narrowGeluProduct(p);
     SmallVector<CastOp> widenings;
     getOperation().walk([&](CastOp c) {
-      if (isSharedWidening(c))
+      if (!isSharedWidening(c))
+        return;
+      if (pointwiseReaders(c.getResult()))
+        castPerReader(c);
+      else
         widenings.push_back(c);
     });
     for (CastOp c : widenings) {

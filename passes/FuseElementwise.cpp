@@ -211,7 +211,7 @@ private:
     }
     mergeSiblings(groups, groupOf, position);
     for (Group &g : groups)
-      if (g.ops.size() >= 2)
+      if (g.ops.size() >= 2 || normReadAsCopy(g))
         buildFusion(g);
     (void)position;
     for (auto fusion : llvm::make_early_inc_range(block.getOps<FusionOp>()))
@@ -278,8 +278,12 @@ private:
           // Else the merged group sits at the earlier root, when the later
           // group's inputs all exist there (--dtype bf16: each gradient's
           // bf16 copy is read by its GEMMs before the other is computed).
+          // A value recomputed in backward (mlc-recompute) is never moved
+          // to a sibling in forward, where it would be kept again.
           Operation *root = groups[late].root;
-          if (!ok) {
+          if (!ok && llvm::none_of(groups[late].ops, [](Operation *op) {
+                return op->hasAttr(kRecomputedAttr);
+              })) {
             ok = llvm::all_of(inputs[late], [&](Value v) {
               Operation *def = v.getDefiningOp();
               return !def || position[def] < position[groups[early].root];
@@ -299,6 +303,18 @@ private:
           if (early == a)
             break;
         }
+  }
+
+  /// A LayerNorm or RMSNorm with no prologue whose result is read only by
+  /// a cast (--dtype bf16: a model's first norm, read by the products as
+  /// bf16) is a row kernel of its own, so the cast can join it as the
+  /// conversion at its store (absorbCasts) instead of reading the f32 rows
+  /// back in a kernel of its own.
+  static bool normReadAsCopy(const Group &g) {
+    if (g.ops.size() != 1 || !isRowRoot(g.root) || !g.root->getResult(0).hasOneUse())
+      return false;
+    auto c = dyn_cast<CastOp>(*g.root->getResult(0).getUsers().begin());
+    return c && isa<FloatType>(cast<RankedTensorType>(c.getType()).getElementType());
   }
 
   /// A column sum and a cast of one value, each left a kernel of its own

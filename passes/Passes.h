@@ -16,6 +16,10 @@ namespace mlc {
 /// layers by it, and the memory report attributes saved bytes by it.
 int64_t layerOfParameterName(llvm::StringRef name);
 
+/// The unit attribute mlc-recompute puts on the ops it clones into
+/// backward: a fusion must not move them back before the loss.
+inline constexpr llvm::StringLiteral kRecomputedAttr = "mlc.recomputed";
+
 /// The index of @fn's result marked `mlc.output = "loss"`, else 0.
 unsigned lossResultIndex(mlir::func::FuncOp fn);
 

@@ -302,12 +302,21 @@ def MlcFoldCasts : Pass<"mlc-fold-casts", "mlir::func::FuncOp"> {
 
     A bf16 product widened to f32 for several readers
     (`cast(matmul) : f32` with two or more users, the product read by the
-    cast alone, no bias or accumulator) becomes an `f32_result` product: the
-    GEMM stores f32, no widening kernel reads 2 and writes 4 bytes per
-    element, and the readers group as they do in f32 (SwiGLU's two
-    gradients become one kernel). A widening read by one op is left to
-    fusion, which folds it into that op's kernel (the product stays bf16,
-    half the bytes).
+    cast alone, no bias or accumulator): when every reader is pointwise,
+    each gets a widening of its own, which fusion folds into its kernel as
+    a conversion at the load (the GEMM stores bf16, every reader loads 2
+    bytes an element; SwiGLU's gate and up products); otherwise it becomes
+    an `f32_result` product: the GEMM stores f32, and no widening kernel
+    reads 2 and writes 4 bytes per element. A widening read by one op is
+    left to fusion, which folds it into that op's kernel (the product stays
+    bf16, half the bytes).
+
+    A biased product (`f32_result bias(%b)`, f32 bias) read by a GELU and
+    otherwise by pointwise ops only (the MLP's first projection and GELU's
+    gradient) becomes a bf16 product with a bf16 copy of its bias, as bf16
+    autocast computes a linear layer; each reader widens the bf16
+    pre-activation at its load. The lowering then makes the tanh GELU the
+    GEMM's epilogue over the bf16 pre-activation, as it does in f32.
 
     The casts of parameters (function arguments marked `mlc.param`: the
     weights' bf16 copies that the products read) become one
@@ -330,9 +339,11 @@ def MlcFoldCasts : Pass<"mlc-fold-casts", "mlir::func::FuncOp"> {
     ```
     After:
     ```mlir
-    %g = mlc.matmul %dh, %w f32_result : tensor<8x64xbf16>, tensor<64x172xbf16>
-    %a = mlc.mul %g, %x : tensor<8x172xf32>, tensor<8x172xf32>
-    %b = mlc.mul %g, %y : tensor<8x172xf32>, tensor<8x172xf32>
+    %p = mlc.matmul %dh, %w : tensor<8x64xbf16>, tensor<64x172xbf16>
+    %g1 = mlc.cast %p : tensor<8x172xbf16> -> tensor<8x172xf32>
+    %g2 = mlc.cast %p : tensor<8x172xbf16> -> tensor<8x172xf32>
+    %a = mlc.mul %g2, %x : tensor<8x172xf32>, tensor<8x172xf32>
+    %b = mlc.mul %g1, %y : tensor<8x172xf32>, tensor<8x172xf32>
     ```
     and, for the parameters `%w1` and `%w2`:
     ```mlir

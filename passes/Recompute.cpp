@@ -173,6 +173,17 @@ private:
              << " names a layer (a numbered component, like h.3. or layers.3.)";
 
     // 3. Which forward values backward reads as clones.
+    //
+    // Never a cross-entropy loss's operands (the logits, the labels and
+    // their reshapes): its gradient reads them right after it, and the
+    // lowering fuses the two (the gradient written over the logits in
+    // place, so the logits are not saved) only when both read the same
+    // values. A clone would free nothing and leave the loss and its
+    // gradient in two kernels that round their shared sums differently.
+    auto readByLoss = [&](Value v) {
+      return isa<CrossEntropyOp>(lossOp) &&
+             llvm::is_contained(lossOp->getOperands(), v);
+    };
     llvm::DenseMap<Value, bool> cloned;
     std::function<bool(Value)> isCloned = [&](Value v) -> bool {
       if (!isForward(v))
@@ -183,7 +194,7 @@ private:
       Operation *op = v.getDefiningOp();
       bool yes = false;
       if (isPure(op) && op->getNumRegions() == 0 && op->getNumOperands() > 0 &&
-          op != lossOp) {
+          op != lossOp && !readByLoss(v)) {
         int64_t l = layer.lookup(op);
         if (full && l >= 0 && (numLayers < 0 || l < numLayers)) {
           // A value of layer L (of the first num-layers), unless a forward
@@ -201,6 +212,10 @@ private:
                 });
         }
       }
+      // A reshape is a view of its operand (the plan aliases it): cloning
+      // it frees bytes only when its operand is recomputed too.
+      if (auto reshape = dyn_cast_or_null<ReshapeOp>(op); yes && reshape)
+        yes = isCloned(reshape.getInput());
       cloned[v] = yes;
       return yes;
     };
@@ -225,7 +240,10 @@ private:
         if (!clones.contains(operand))
           if (Value c = materialize(operand); c != operand)
             clones.map(operand, c);
-      b.clone(*op, clones); // maps op's results to the clone's
+      // Marked, so that no fusion moves the clone back into forward (where
+      // its value would be kept again): mlc-fuse-elementwise merges
+      // siblings at the earlier one's place only when none is recomputed.
+      b.clone(*op, clones)->setAttr(kRecomputedAttr, b.getUnitAttr());
       ++clonedOps;
       return clones.lookup(v);
     };

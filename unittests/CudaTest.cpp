@@ -1136,6 +1136,48 @@ TEST(GemmEpilogues, MatchCpu) {
   }
 }
 
+// --dtype bf16's MLP: the first product in bf16 with its bias in bf16 and
+// its tanh GELU as the epilogue over the bf16 pre-activation (plan.gemm
+// ... gelu over bf16 buffers), read by the second product. The emulated
+// cuBLASLt's GELU_AUX and the runtime's bf16 GELU kernel (epilogues off)
+// give the CPU's results: the GELU of the stored pre-activation, rounded
+// once (2^-8: a GELU a rounding apart may round to a neighbouring bf16).
+TEST(GemmEpilogues, Bf16Gelu) {
+  const std::string text =
+      "func.func @forward(%w: tensor<8x16xf32> {mlc.param = \"w\"}, %b: tensor<16xf32> "
+      "{mlc.param = \"b\"}, %v: tensor<16x8xf32> {mlc.param = \"v\"}, %x: tensor<2x3x8xf32> "
+      "{mlc.input = \"x\"}) -> (tensor<2x3x8xf32> {mlc.output = \"y\"}) {\n"
+      "  %p = mlc.matmul %x, %w : tensor<2x3x8xf32>, tensor<8x16xf32>\n"
+      "  %h = mlc.add %p, %b : tensor<2x3x16xf32>, tensor<16xf32>\n"
+      "  %g = mlc.gelu %h approximate = tanh : tensor<2x3x16xf32>\n"
+      "  %y = mlc.matmul %g, %v : tensor<2x3x16xf32>, tensor<16x8xf32>\n"
+      "  return %y : tensor<2x3x8xf32>\n}\n";
+  std::string dir = compilePackage(text, /*training=*/false, "bf16", "");
+  ASSERT_FALSE(dir.empty());
+  int gelus = 0;
+  for (const std::string &line : forwardPlanLines(dir))
+    gelus += line.rfind("gemm ", 0) == 0 && line.find(" gelu ") != std::string::npos;
+  EXPECT_EQ(gelus, 1) << dir;
+  auto outputs = [&](const std::string &device) {
+    return forwardOutputs(dir, device, 13, {"y"});
+  };
+  std::vector<float> cpu = outputs("cpu");
+  for (const char *epilogue : {"1", "0"}) {
+    setenv("MLC_CUBLASLT_EPILOGUE", epilogue, 1);
+    std::vector<float> emu;
+    try {
+      emu = outputs("cuda-emulator");
+    } catch (const Error &e) {
+      unsetenv("MLC_CUBLASLT_EPILOGUE");
+      if (!noCudaBackend(e))
+        throw;
+      GTEST_SKIP() << e.what();
+    }
+    unsetenv("MLC_CUBLASLT_EPILOGUE");
+    expectNear(cpu, emu, 1e-2, std::string("epilogue ") + epilogue);
+  }
+}
+
 // Sums of products accumulating in the GEMMs (beta = 1): two products, a
 // chain of three (a transposed and a batched one among them: a strided
 // batch) and a biased one accumulating into another. In f32 and with bf16 products (f32_result

@@ -86,6 +86,31 @@ DictionaryAttr FunctionLowering::copyNest(const Shape &shape, const std::vector<
   return p.get();
 }
 
+/// A pointwise fusion of one bf16 input and one bf16 result that is exactly
+/// cast to f32, tanh GELU, cast back: the GELU of a bf16 product.
+static bool isBf16TanhGelu(FusionOp f) {
+  if (f.getKind() != FusionKind::pointwise || f.getInputs().size() != 1 ||
+      f.getNumResults() != 1)
+    return false;
+  Block &body = f.getBody().front();
+  auto ops = body.without_terminator();
+  if (std::distance(ops.begin(), ops.end()) != 3)
+    return false;
+  auto it = ops.begin();
+  auto widen = dyn_cast<CastOp>(*it++);
+  auto g = dyn_cast<GeluOp>(*it++);
+  auto narrow = dyn_cast<CastOp>(*it);
+  auto yield = cast<YieldOp>(body.getTerminator());
+  auto elementOf = [](Value v) { return cast<ShapedType>(v.getType()).getElementType(); };
+  return widen && g && narrow && widen.getInput() == body.getArgument(0) &&
+         elementOf(widen.getInput()).isBF16() && elementOf(widen.getResult()).isF32() &&
+         g.getInput() == widen.getResult() &&
+         g.getApproximate() == GeluApproximation::tanh && narrow.getInput() == g.getResult() &&
+         elementOf(narrow.getResult()).isBF16() && yield.getValues().size() == 1 &&
+         yield.getValues()[0] == narrow.getResult() &&
+         f.getResult(0).getType() == f.getInputs()[0].getType();
+}
+
 llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
   Shape l = shapeOf(op.getLhs()), r = shapeOf(op.getRhs()), o = shapeOf(op.getResult());
   bool tA = op.getTransposeLhs(), tB = op.getTransposeRhs();
@@ -153,14 +178,29 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
       ++gelus;
     }
   // (Not with an accumulator: the GELU epilogue would not see it.)
-  if (gelus == 1 && !step.accumulate && gelu.getApproximate() == GeluApproximation::tanh &&
-      (el.isF32() || el.isF64())) {
-    int geluId = arenaFor(gelu.getResult());
-    valueBuffers[gelu.getResult()] = geluId;
+  Operation *epilogue = nullptr;
+  if (gelus == 1 && gelu.getApproximate() == GeluApproximation::tanh &&
+      (el.isF32() || el.isF64()))
+    epilogue = gelu;
+  // --dtype bf16: a bf16 product (mlc-fold-casts' MLP product) whose one
+  // GELU is a kernel of just that, widening at its load and rounding at
+  // its store, is the same epilogue with a bf16 pre-activation.
+  if (el.isBF16() && gelus == 0) {
+    int found = 0;
+    for (Operation *user : op.getResult().getUsers())
+      if (auto f = dyn_cast<FusionOp>(user); f && isBf16TanhGelu(f))
+        epilogue = f, ++found;
+    if (found != 1)
+      epilogue = nullptr;
+  }
+  if (epilogue && !step.accumulate) {
+    Value result = epilogue->getResult(0);
+    int geluId = arenaFor(result);
+    valueBuffers[result] = geluId;
     step.gelu = true;
     step.buffers[0] = geluId;
     step.buffers.push_back(outId);
-    emittedWith.insert(gelu);
+    emittedWith.insert(epilogue);
   }
   step.transA = tA;
   step.transB = tB;

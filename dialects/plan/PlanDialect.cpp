@@ -644,9 +644,9 @@ LogicalResult GemmOp::verify() {
              << getN() << " columns of " << el << ", got " << bt;
   }
   if (Value pre = getPre()) {
-    if (pre.getType() != getOut().getType() || !isFlatFloat(el))
-      return emitOpError("GEMM gelu(pre) takes an f32 or f64 pre-activation of the result's "
-                         "type ")
+    if (pre.getType() != getOut().getType() || !(isFlatFloat(el) || el.isBF16()))
+      return emitOpError("GEMM gelu(pre) takes an f32, f64 or bf16 pre-activation of the "
+                         "result's type ")
              << getOut().getType() << ", got " << pre.getType();
   }
   if (getAccumulate()) {

@@ -400,9 +400,11 @@ def Plan_GemmOp : Plan_Op<"gemm", [AttrSizedOperandSegments]> {
     matrices per batch index (0 where an operand is broadcast). An optional
     `bias` (n elements of the result's type) is added to every row of the
     result, by the GEMM's epilogue where the backend's BLAS has one. With
-    `gelu(%pre)` (f32 or f64), the product (plus bias) goes to `pre` and its
+    `gelu(%pre)` (f32, f64 or bf16), the product (plus bias) goes to `pre` and its
     tanh GELU, `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`, to `out`:
-    cuBLASLt's GELU_AUX epilogue, the MLP's activation without a kernel.
+    cuBLASLt's GELU_AUX epilogue, the MLP's activation without a kernel. A
+    bf16 GELU is computed in f32 from the stored (rounded) pre-activation
+    and rounded once.
 
     With `accumulate`, `out` is read as well as written: `out = op(lhs)
     op(rhs) (+ bias) + out`, the BLAS call's beta = 1 (a sum of products,

@@ -4,7 +4,8 @@
 // and hands each node to the handler registered for its op type
 // (OnnxOps.cpp: elementwise, logic and constant operators; OnnxShapeOps.cpp:
 // data movement; OnnxNnOps.cpp: matmuls, normalizations, activations,
-// attention and losses).
+// attention and losses). OnnxTensors.cpp decodes the tensors, declares the
+// initializers and defines the Node helpers below.
 //
 // A value of the graph is either a host constant (`Const`: initializers that
 // are not parameters, Constant nodes and whatever is computed from them

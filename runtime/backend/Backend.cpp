@@ -42,7 +42,8 @@ void Backend::setCommunicator(std::shared_ptr<Communicator> comm) {
       fail(pkg_.dir + "/plan.txt: the reduce-scatter tags skip " + std::to_string(t) +
            " (buckets are tagged 0, 1, ... in layout order)");
     ShardRange r = shardOf(buckets[t]->count, rank(), worldSize());
-    shards_.push_back({buckets[t]->offset + r.first, r.count, momentCount_});
+    shards_.push_back({buckets[t]->offset + r.first, r.count, momentCount_,
+                       buckets[t]->offset, buckets[t]->count});
     momentCount_ += r.count;
     momentCapacity_ += shardOf(buckets[t]->count, worldSize() - 1, worldSize()).count;
   }
@@ -76,15 +77,20 @@ std::vector<char> Backend::wholeMoment(FlatBuffer which) {
   std::vector<char> mine = downloadAll(*this, which);
   if (!shardedPlan_)
     return mine;
-  // Each element is some rank's alone: a sum of it and zeros is exact.
+  // This rank's shards where they lie in the whole buffer; then each bucket
+  // is all-gathered in place (the shards as shardOf() deals them, as the
+  // plan's parameter all-gather), all buckets in flight at once.
   std::vector<char> whole(size_t(pkg_.paramCount * elementSize_), 0);
   for (const Shard &s : shards_)
     std::memcpy(whole.data() + s.offset * elementSize_, mine.data() + s.moment * elementSize_,
                 size_t(s.count * elementSize_));
   if (comm_ && comm_->size() > 1) {
-    const int tag = 1 << 20; // apart from the plan's bucket tags
-    comm_->allReduceStart(whole.data(), pkg_.paramCount, elementSize_ == 8, tag);
-    comm_->allReduceWait(tag);
+    const int base = 1 << 20; // apart from the plan's bucket tags
+    for (size_t t = 0; t < shards_.size(); ++t)
+      comm_->allGatherStart(whole.data() + shards_[t].bucketOffset * elementSize_,
+                            shards_[t].bucketCount, elementSize_ == 8, base + int(t));
+    for (size_t t = 0; t < shards_.size(); ++t)
+      comm_->allGatherWait(base + int(t));
   }
   return whole;
 }
@@ -378,12 +384,12 @@ std::string Backend::gemmDtype(const FunctionPlan &fn, const StepDecl &s) const 
   if (s.gelu) {
     const BufferDecl &p = fn.buffers.at(size_t(s.buffers.back()));
     const BufferDecl &o = fn.buffers.at(size_t(s.buffers[0]));
-    if (bufferDtype(fn, s.buffers.back()) != out || (out != "f32" && out != "f64") ||
-        p.bytes < o.bytes)
+    if (bufferDtype(fn, s.buffers.back()) != out ||
+        (out != "f32" && out != "f64" && out != "bf16") || p.bytes < o.bytes)
       fail(pkg_.dir + "/plan.txt: function " + fn.name + " has a GEMM with a GELU whose "
            "pre-activation is " + std::to_string(p.bytes) + " bytes of " +
            bufferDtype(fn, s.buffers.back()) + "; it takes the result's " +
-           std::to_string(o.bytes) + " bytes of f32 or f64");
+           std::to_string(o.bytes) + " bytes of f32, f64 or bf16");
   }
   if (lhs == "bf16" && rhs == "bf16" && out == "f32")
     return "bf16-f32";

@@ -132,9 +132,11 @@ public:
   /// reduce-scatters (by tag): elements [offset, offset + count) of the
   /// flat buffers, whose AdamW moments are at `moment` of this rank's
   /// moment buffers (the shards bucket after bucket). Empty for a plan
-  /// without the distributed optimizer.
+  /// without the distributed optimizer. The bucket's own elements are
+  /// [bucketOffset, bucketOffset + bucketCount).
   struct Shard {
     int64_t offset = 0, count = 0, moment = 0;
+    int64_t bucketOffset = 0, bucketCount = 0;
   };
   const std::vector<Shard> &shards() const { return shards_; }
   bool sharded() const { return shardedPlan_; }
@@ -148,7 +150,8 @@ public:
   int64_t momentCapacity() const { return shardedPlan_ ? momentCapacity_ : pkg_.paramCount; }
   /// The moments of the whole model in the flat layout (paramCount
   /// elements) from every rank's shards: collective (every rank calls it);
-  /// the result is whole on every rank.
+  /// the result is whole on every rank. Each bucket is all-gathered: a rank
+  /// contributes its shard, never the whole buffer.
   std::vector<char> wholeMoment(FlatBuffer which);
   /// This rank's part (momentCount() elements) of whole moments.
   std::vector<char> shardOfWhole(const std::vector<char> &whole) const;

@@ -68,7 +68,8 @@ void evictArtifact(const std::string &path) {
   std::remove((path + ".size").c_str());
 }
 
-void *loadHostKernelLibrary(const std::string &source, bool verbose) {
+void *loadHostKernelLibrary(const std::string &source, bool verbose,
+                            const std::string &extraFlags) {
   // $CXX may hold words ("ccache g++"): they become arguments, never shell text.
   const char *cxxEnv = std::getenv("CXX");
   std::string cxx = cxxEnv && *cxxEnv ? cxxEnv : "c++";
@@ -81,6 +82,8 @@ void *loadHostKernelLibrary(const std::string &source, bool verbose) {
   // nothing reads errno. Neither changes a result.
   std::string flags =
       "-std=c++17 -O3 -march=native -fno-trapping-math -fno-math-errno -fopenmp -fPIC -shared -w";
+  if (!extraFlags.empty())
+    flags += " " + extraFlags;
   std::string key = "kernels-" + contentHash(cxx + "\n" + flags + "\n" + source);
   auto build = [&](const std::string &tmp) {
     std::string dir = cacheRoot();

@@ -39,7 +39,9 @@ void evictArtifact(const std::string &path);
 /// shell text), or reuses the library an earlier run built from the same
 /// source and flags. A SIGINT or SIGTERM during the compile leaves no
 /// temporary file in the cache (runProcess). Returns a dlopen handle.
-void *loadHostKernelLibrary(const std::string &source, bool verbose);
+/// `extraFlags` (words) follow the usual flags and are part of the cache key.
+void *loadHostKernelLibrary(const std::string &source, bool verbose,
+                            const std::string &extraFlags = "");
 
 } // namespace mlc::rt
 

@@ -78,167 +78,224 @@ TrainFlag boolean(const char *name, const char *help, bool TrainOptions::*field)
   return f;
 }
 
+/// The optimizer: AdamW and its learning rate schedule, clipping.
+std::vector<TrainFlag> optimizerFlags() {
+  return {
+    integer("steps", "Optimizer steps", &TrainOptions::steps),
+    number("lr", "Peak learning rate", &TrainOptions::lr),
+    number("min-lr", "Learning rate at the end of the cosine decay (at most --lr)",
+           &TrainOptions::minLr),
+    integer("warmup", "Linear warmup steps", &TrainOptions::warmup),
+    string("lr-schedule", "name", "constant or cosine (after warmup)",
+           &TrainOptions::schedule),
+    number("weight-decay", "AdamW decoupled weight decay (matrices only)",
+           &TrainOptions::weightDecay),
+    number("beta1", "AdamW beta1", &TrainOptions::beta1),
+    number("beta2", "AdamW beta2", &TrainOptions::beta2),
+    number("eps", "AdamW epsilon", &TrainOptions::eps),
+    number("clip-grad", "Clip the global gradient norm (0 = off)", &TrainOptions::clipGrad),
+    string("clip", "mode",
+           "global (the whole averaged gradient's norm), bucket (each gradient bucket by "
+           "its own norm before its all-reduce, threshold clip-grad x sqrt(bucket share); "
+           "needs a package compiled with --clip bucket) or none",
+           &TrainOptions::clip),
+  };
+}
+
+/// Where the weights start (the seed, --init) and where they go.
+std::vector<TrainFlag> weightFlags() {
+  return {
+    {"seed", "n", "Seed of initialization, data order and dropout",
+     [](const TrainOptions &o) { return std::to_string(o.seed); },
+     [](TrainOptions &o, const std::string &v) {
+       int64_t x = parseInteger("seed", v);
+       if (x < 0)
+         fail("--seed must be >= 0, got " + v);
+       o.seed = uint64_t(x);
+     },
+     /*forRun=*/true},
+    string("init", "path", "Initial weights, HF names: a safetensors file, or a Hugging "
+                           "Face model directory (sharded through "
+                           "model.safetensors.index.json)",
+           &TrainOptions::init),
+    string("save", "path", "Write the trained weights: a safetensors file, or (a path "
+                           "ending in '/' or an existing directory) a Hugging Face model "
+                           "directory with config.json, sharded weights and the tokenizer",
+           &TrainOptions::save),
+    string("max-shard-size", "size", "--save DIR: the largest safetensors shard (as "
+                                     "save_pretrained: 500KB, 5MB, 2GB, 1GiB)",
+           &TrainOptions::maxShardSize),
+    string("tokenizer-model", "path", "--save DIR: the tokenizer (tokenizer.json, "
+                                      "tokenizer.model or their directory) copied into "
+                                      "the model directory (default: the one beside "
+                                      "--init DIR or --config DIR)",
+           &TrainOptions::tokenizerModel),
+  };
+}
+
+/// The data: arrays of batches, or an indexed dataset and its split.
+std::vector<TrainFlag> dataFlags() {
+  return {
+    string("batches", "dir", "Directory with NAME.npy per model input, leading dimension "
+                             "= step", &TrainOptions::batchesDir),
+    string("data", "data", "Indexed dataset PREFIX (PREFIX.bin/.idx from mlc preprocess or "
+                           "Megatron), a blend \"W1 P1 W2 P2\", or a plain file read as bytes",
+           &TrainOptions::data),
+    string("bind", "name=role,...",
+           "Which --data field feeds each model input when the names differ: tokens "
+           "(GPT samples; input_ids and labels by default), or BERT's input_ids, "
+           "token_type_ids, attention_mask, labels",
+           &TrainOptions::bind),
+    string("split", "weights", "Train/validation/test weights over documents",
+           &TrainOptions::split),
+    string("vocab-file", "file", "BERT on --data: the WordPiece vocab.txt of the dataset "
+                                 "(ids of [CLS], [SEP], [MASK], [PAD])",
+           &TrainOptions::vocabFile),
+  };
+}
+
+/// What the run measures and writes as it goes: evaluation, logs, samples.
+std::vector<TrainFlag> reportFlags() {
+  return {
+    integer("eval-interval", "Validation loss every N steps (0 = never)",
+            &TrainOptions::evalInterval),
+    integer("eval-iters", "Validation batches per evaluation", &TrainOptions::evalIters),
+    string("log-json", "file", "One JSON object per step", &TrainOptions::logJson),
+    string("memory-report", "file",
+           "Write the bytes the backend allocated, by item (parameters, gradients, "
+           "moments, arena, ...), as JSON when the run ends: what `mlc compile --report` "
+           "states in advance",
+           &TrainOptions::memoryReport),
+    string("dump-batches", "dir",
+           "Write every training input this rank fed as DIR/NAME.npy, [micro-batches, "
+           "...] in the order they ran (what the data became: packed documents' "
+           "cu_seqlens, position_ids, masked labels); each batch is written as it is "
+           "drawn, the files named when the run ends",
+           &TrainOptions::dumpBatches),
+    string("tensorboard-dir", "dir", "Write TensorBoard event files here: loss, lr, "
+                                     "grad_norm, tokens_per_s, mfu, val_loss ... per step",
+           &TrainOptions::tensorboardDir),
+    {"peak-tflops", "x", "The peak MFU is measured against, in TFLOP/s; without it the "
+                         "device's own: on a CPU its cores x FMA units x vector lanes x 2 "
+                         "FLOPs x clock (/proc/cpuinfo), on a GPU its dense rate for the "
+                         "GEMMs' type",
+     [](const TrainOptions &o) { return o.peakTflops > 0 ? text(o.peakTflops) : ""; },
+     [](TrainOptions &o, const std::string &v) {
+       o.peakTflops = parseNumber("peak-tflops", v);
+       if (!(o.peakTflops > 0) || !std::isfinite(o.peakTflops))
+         fail("--peak-tflops must be a positive number of TFLOP/s, got '" + v + "'");
+     }},
+    integer("log-every", "Print progress every N steps", &TrainOptions::logEvery),
+    integer("sample-every", "Print a short generated sample every N steps (0 = never)",
+            &TrainOptions::sampleEvery),
+    string("merge-file", "file", "Samples of GPT-2 BPE data: merges.txt (with --vocab-file "
+                                 "vocab.json); bytes otherwise",
+           &TrainOptions::mergeFile),
+  };
+}
+
+/// The loss over GPT data: EOD masking, per-token weighing.
+std::vector<TrainFlag> lossFlags() {
+  return {
+    boolean("eod-mask-loss", "GPT data (Megatron-LM's --eod-mask-loss): no loss on the "
+                             "prediction made from an EOD token (of the next document's "
+                             "first token)",
+            &TrainOptions::eodMaskLoss),
+    boolean("calculate-per-token-loss",
+            "Megatron-LM's --calculate-per-token-loss: the step's loss is the mean over "
+            "all its labels not ignored (each micro-batch of every rank weighs by its "
+            "count of them); without it each micro-batch's mean weighs the same. In both, "
+            "a step with no label not ignored (all -100, or all masked by --eod-mask-loss) "
+            "stops the run with an error naming it, before its update",
+            &TrainOptions::perTokenLoss),
+    integer("eod-token", "GPT data: the end-of-document id that --eod-mask-loss and a "
+                         "package compiled with --reset-attention-mask or "
+                         "--reset-position-ids split samples at (-1: the tokenizer's: "
+                         "<|endoftext|> of --vocab-file with --merge-file, else the "
+                         "byte tokenizer's 0); an id of the data's vocabulary (a plain "
+                         "file's bytes: 0..255) and the model's",
+            &TrainOptions::eodToken),
+  };
+}
+
+/// The console: how the progress is printed.
+std::vector<TrainFlag> consoleFlags() {
+  return {
+    string("progress", "mode", "auto, live (one updating line) or plain (a line per "
+                               "step); auto is live on a terminal",
+           &TrainOptions::progress),
+  };
+}
+
+/// Checkpoints: writing, keeping and resuming them.
+std::vector<TrainFlag> checkpointFlags() {
+  return {
+    string("save-dir", "dir", "Write checkpoints (weights, AdamW moments, step) here",
+           &TrainOptions::saveDir),
+    boolean("save-dir-hf", "Each --save-dir checkpoint also holds hf/, a Hugging Face "
+                           "model directory (config.json, safetensors sharded past "
+                           "--max-shard-size, the tokenizer files) that from_pretrained "
+                           "loads; resuming reads the checkpoint's own files",
+            &TrainOptions::saveDirHf),
+    integer("save-interval", "A checkpoint every N steps (0: at the end only)",
+            &TrainOptions::saveInterval),
+    integer("keep", "Checkpoints kept in --save-dir (0: all)", &TrainOptions::keep),
+    string("resume", "dir", "Continue from a checkpoint directory, or 'latest' in --save-dir; "
+                            "a checkpoint at or past --steps leaves nothing to train (an error)",
+           &TrainOptions::resume),
+    string("resume-with-changes", "names",
+           "Settings a resumed run may change from its checkpoint's, comma-separated "
+           "(lr,clip,ranks,package,micro_batch,...), or 'all'; the differences are printed. "
+           "Without it a checkpoint of other settings is refused",
+           &TrainOptions::resumeWithChanges),
+  };
+}
+
+/// The step: its global batch, the learning rate scaled to it, bad steps.
+std::vector<TrainFlag> batchFlags() {
+  return {
+    integer("global-batch", "Sequences per optimizer step: a multiple of the micro-batch, "
+                            "its gradients accumulated over micro-batches (0: one)",
+            &TrainOptions::globalBatch),
+    string("lr-scaling", "rule", "none, linear or sqrt: scale --lr and --min-lr from "
+                                 "--base-batch to the global batch",
+           &TrainOptions::lrScaling),
+    integer("base-batch", "The global batch --lr was tuned for (with --lr-scaling)",
+            &TrainOptions::baseBatch),
+    integer("max-bad-steps", "Steps with a non-finite loss or gradient norm skipped "
+                             "(no update) before the run stops",
+            &TrainOptions::maxBadSteps),
+  };
+}
+
+/// The device and the ranks.
+std::vector<TrainFlag> deviceFlags() {
+  return {
+    string("device", "name", "Where to run: auto (CUDA when a GPU is there, else the CPU), cpu, cuda, or cuda-emulator (the CUDA kernels run on the CPU, for testing)", &TrainOptions::device),
+    string("tf32", "on|off",
+           "CUDA: f32 GEMMs on tensor cores in TF32 (10-bit mantissas in, f32 "
+           "accumulation); off keeps them exact f32",
+           &TrainOptions::tf32),
+    string("balance", "policy",
+           "Unpadded BERT over several ranks: how each step's window of samples is "
+           "dealt to the ranks (presort: longest first to the lightest rank; zigzag; "
+           "random), with no communication",
+           &TrainOptions::balance),
+    number("comm-timeout", "Seconds a rank waits for the others before it stops with an "
+                           "error (mpirun)",
+           &TrainOptions::commTimeout),
+  };
+}
+
 } // namespace
 
 const std::vector<TrainFlag> &trainFlags() {
   static const std::vector<TrainFlag> flags = [] {
-    std::vector<TrainFlag> f = {
-        integer("steps", "Optimizer steps", &TrainOptions::steps),
-        number("lr", "Peak learning rate", &TrainOptions::lr),
-        number("min-lr", "Learning rate at the end of the cosine decay (at most --lr)",
-               &TrainOptions::minLr),
-        integer("warmup", "Linear warmup steps", &TrainOptions::warmup),
-        string("lr-schedule", "name", "constant or cosine (after warmup)",
-               &TrainOptions::schedule),
-        number("weight-decay", "AdamW decoupled weight decay (matrices only)",
-               &TrainOptions::weightDecay),
-        number("beta1", "AdamW beta1", &TrainOptions::beta1),
-        number("beta2", "AdamW beta2", &TrainOptions::beta2),
-        number("eps", "AdamW epsilon", &TrainOptions::eps),
-        number("clip-grad", "Clip the global gradient norm (0 = off)", &TrainOptions::clipGrad),
-        string("clip", "mode",
-               "global (the whole averaged gradient's norm), bucket (each gradient bucket by "
-               "its own norm before its all-reduce, threshold clip-grad x sqrt(bucket share); "
-               "needs a package compiled with --clip bucket) or none",
-               &TrainOptions::clip),
-        {"seed", "n", "Seed of initialization, data order and dropout",
-         [](const TrainOptions &o) { return std::to_string(o.seed); },
-         [](TrainOptions &o, const std::string &v) {
-           int64_t x = parseInteger("seed", v);
-           if (x < 0)
-             fail("--seed must be >= 0, got " + v);
-           o.seed = uint64_t(x);
-         },
-         /*forRun=*/true},
-        string("init", "path", "Initial weights, HF names: a safetensors file, or a Hugging "
-                               "Face model directory (sharded through "
-                               "model.safetensors.index.json)",
-               &TrainOptions::init),
-        string("save", "path", "Write the trained weights: a safetensors file, or (a path "
-                               "ending in '/' or an existing directory) a Hugging Face model "
-                               "directory with config.json, sharded weights and the tokenizer",
-               &TrainOptions::save),
-        string("max-shard-size", "size", "--save DIR: the largest safetensors shard (as "
-                                         "save_pretrained: 500KB, 5MB, 2GB, 1GiB)",
-               &TrainOptions::maxShardSize),
-        string("tokenizer-model", "path", "--save DIR: the tokenizer (tokenizer.json, "
-                                          "tokenizer.model or their directory) copied into "
-                                          "the model directory (default: the one beside "
-                                          "--init DIR or --config DIR)",
-               &TrainOptions::tokenizerModel),
-        string("batches", "dir", "Directory with NAME.npy per model input, leading dimension "
-                                 "= step", &TrainOptions::batchesDir),
-        string("data", "data", "Indexed dataset PREFIX (PREFIX.bin/.idx from mlc preprocess or "
-                               "Megatron), a blend \"W1 P1 W2 P2\", or a plain file read as bytes",
-               &TrainOptions::data),
-        string("bind", "name=role,...",
-               "Which --data field feeds each model input when the names differ: tokens "
-               "(GPT samples; input_ids and labels by default), or BERT's input_ids, "
-               "token_type_ids, attention_mask, labels",
-               &TrainOptions::bind),
-        string("split", "weights", "Train/validation/test weights over documents",
-               &TrainOptions::split),
-        string("vocab-file", "file", "BERT on --data: the WordPiece vocab.txt of the dataset "
-                                     "(ids of [CLS], [SEP], [MASK], [PAD])",
-               &TrainOptions::vocabFile),
-        integer("eval-interval", "Validation loss every N steps (0 = never)",
-                &TrainOptions::evalInterval),
-        integer("eval-iters", "Validation batches per evaluation", &TrainOptions::evalIters),
-        string("log-json", "file", "One JSON object per step", &TrainOptions::logJson),
-        string("memory-report", "file",
-               "Write the bytes the backend allocated, by item (parameters, gradients, "
-               "moments, arena, ...), as JSON when the run ends: what `mlc compile --report` "
-               "states in advance",
-               &TrainOptions::memoryReport),
-        string("dump-batches", "dir",
-               "Write every training input this rank fed as DIR/NAME.npy, [micro-batches, "
-               "...] in the order they ran (what the data became: packed documents' "
-               "cu_seqlens, position_ids, masked labels); each batch is written as it is "
-               "drawn, the files named when the run ends",
-               &TrainOptions::dumpBatches),
-        string("tensorboard-dir", "dir", "Write TensorBoard event files here: loss, lr, "
-                                         "grad_norm, tokens_per_s, mfu, val_loss ... per step",
-               &TrainOptions::tensorboardDir),
-        {"peak-tflops", "x", "The peak MFU is measured against, in TFLOP/s; without it the "
-                             "device's own: on a CPU its cores x FMA units x vector lanes x 2 "
-                             "FLOPs x clock (/proc/cpuinfo), on a GPU its dense rate for the "
-                             "GEMMs' type",
-         [](const TrainOptions &o) { return o.peakTflops > 0 ? text(o.peakTflops) : ""; },
-         [](TrainOptions &o, const std::string &v) {
-           o.peakTflops = parseNumber("peak-tflops", v);
-           if (!(o.peakTflops > 0) || !std::isfinite(o.peakTflops))
-             fail("--peak-tflops must be a positive number of TFLOP/s, got '" + v + "'");
-         }},
-        integer("log-every", "Print progress every N steps", &TrainOptions::logEvery),
-        integer("sample-every", "Print a short generated sample every N steps (0 = never)",
-                &TrainOptions::sampleEvery),
-        string("merge-file", "file", "Samples of GPT-2 BPE data: merges.txt (with --vocab-file "
-                                     "vocab.json); bytes otherwise",
-               &TrainOptions::mergeFile),
-        boolean("eod-mask-loss", "GPT data (Megatron-LM's --eod-mask-loss): no loss on the "
-                                 "prediction made from an EOD token (of the next document's "
-                                 "first token)",
-                &TrainOptions::eodMaskLoss),
-        boolean("calculate-per-token-loss",
-                "Megatron-LM's --calculate-per-token-loss: the step's loss is the mean over "
-                "all its labels not ignored (each micro-batch of every rank weighs by its "
-                "count of them); without it each micro-batch's mean weighs the same. In both, "
-                "a step with no label not ignored (all -100, or all masked by --eod-mask-loss) "
-                "stops the run with an error naming it, before its update",
-                &TrainOptions::perTokenLoss),
-        integer("eod-token", "GPT data: the end-of-document id that --eod-mask-loss and a "
-                             "package compiled with --reset-attention-mask or "
-                             "--reset-position-ids split samples at (-1: the tokenizer's: "
-                             "<|endoftext|> of --vocab-file with --merge-file, else the "
-                             "byte tokenizer's 0); an id of the data's vocabulary (a plain "
-                             "file's bytes: 0..255) and the model's",
-                &TrainOptions::eodToken),
-        string("progress", "mode", "auto, live (one updating line) or plain (a line per "
-                                   "step); auto is live on a terminal",
-               &TrainOptions::progress),
-        string("save-dir", "dir", "Write checkpoints (weights, AdamW moments, step) here",
-               &TrainOptions::saveDir),
-        boolean("save-dir-hf", "Each --save-dir checkpoint also holds hf/, a Hugging Face "
-                               "model directory (config.json, safetensors sharded past "
-                               "--max-shard-size, the tokenizer files) that from_pretrained "
-                               "loads; resuming reads the checkpoint's own files",
-                &TrainOptions::saveDirHf),
-        integer("save-interval", "A checkpoint every N steps (0: at the end only)",
-                &TrainOptions::saveInterval),
-        integer("keep", "Checkpoints kept in --save-dir (0: all)", &TrainOptions::keep),
-        string("resume", "dir", "Continue from a checkpoint directory, or 'latest' in --save-dir; "
-                                "a checkpoint at or past --steps leaves nothing to train (an error)",
-               &TrainOptions::resume),
-        string("resume-with-changes", "names",
-               "Settings a resumed run may change from its checkpoint's, comma-separated "
-               "(lr,clip,ranks,package,micro_batch,...), or 'all'; the differences are printed. "
-               "Without it a checkpoint of other settings is refused",
-               &TrainOptions::resumeWithChanges),
-        integer("global-batch", "Sequences per optimizer step: a multiple of the micro-batch, "
-                                "its gradients accumulated over micro-batches (0: one)",
-                &TrainOptions::globalBatch),
-        string("lr-scaling", "rule", "none, linear or sqrt: scale --lr and --min-lr from "
-                                     "--base-batch to the global batch",
-               &TrainOptions::lrScaling),
-        integer("base-batch", "The global batch --lr was tuned for (with --lr-scaling)",
-                &TrainOptions::baseBatch),
-        integer("max-bad-steps", "Steps with a non-finite loss or gradient norm skipped "
-                                 "(no update) before the run stops",
-                &TrainOptions::maxBadSteps),
-        string("device", "name", "Where to run: auto (CUDA when a GPU is there, else the CPU), cpu, cuda, or cuda-emulator (the CUDA kernels run on the CPU, for testing)", &TrainOptions::device),
-        string("tf32", "on|off",
-               "CUDA: f32 GEMMs on tensor cores in TF32 (10-bit mantissas in, f32 "
-               "accumulation); off keeps them exact f32",
-               &TrainOptions::tf32),
-        string("balance", "policy",
-               "Unpadded BERT over several ranks: how each step's window of samples is "
-               "dealt to the ranks (presort: longest first to the lightest rank; zigzag; "
-               "random), with no communication",
-               &TrainOptions::balance),
-        number("comm-timeout", "Seconds a rank waits for the others before it stops with an "
-                               "error (mpirun)",
-               &TrainOptions::commTimeout),
-    };
+    std::vector<TrainFlag> f; // in the order --help lists them
+    for (const std::vector<TrainFlag> &group :
+         {optimizerFlags(), weightFlags(), dataFlags(), reportFlags(), lossFlags(),
+          consoleFlags(), checkpointFlags(), batchFlags(), deviceFlags()})
+      f.insert(f.end(), group.begin(), group.end());
     for (TrainFlag &flag : f)
       if (flag.name == "init" || flag.name == "device" || flag.name == "tf32")
         flag.forRun = true;

@@ -6,6 +6,10 @@
 // in), log; save at the end. Every function is compiled into the package;
 // the loop talks to the device only through the Backend interface.
 //
+// Defined by responsibility: train in Trainer.cpp, the parameters and
+// runForward in Parameters.cpp, the schedule and AdamW's scalars in
+// Update.cpp (the loop's other parts: TrainerParts.h).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MLC_RUNTIME_TRAIN_TRAINER_H

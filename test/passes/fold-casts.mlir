@@ -2,18 +2,19 @@
 // RUN: mlc-opt %s -split-input-file --mlc-fold-casts | mlc-opt -split-input-file | FileCheck %s
 // RUN: mlc-opt %s -split-input-file --mlc-fold-casts --mlc-fuse-elementwise | FileCheck %s --check-prefix=FUSED
 
-// A bf16 product widened for two readers (SwiGLU's two gradients) is an
-// f32_result product: no widening kernel, and the readers fuse into one
-// kernel as they do in f32.
+// A bf16 product widened for two pointwise readers (SwiGLU's forward and
+// its gradient): each reader widens it at its own load, so the GEMM stores
+// bf16 and no widening is a kernel of its own; the readers still fuse into
+// one kernel as they do in f32.
 // CHECK-LABEL: func.func @shared_widening
-// CHECK-NOT: mlc.cast
-// CHECK: %[[P:.*]] = mlc.matmul %arg0, %arg1 f32_result : tensor<4x8xbf16>, tensor<8x16xbf16>
-// CHECK-NOT: mlc.cast
-// CHECK: mlc.mul %[[P]], %arg2
-// CHECK: mlc.mul %[[P]], %arg3
+// CHECK: %[[P:.*]] = mlc.matmul %arg0, %arg1 : tensor<4x8xbf16>, tensor<8x16xbf16>
+// CHECK-NEXT: %[[A:.*]] = mlc.cast %[[P]] : tensor<4x16xbf16> -> tensor<4x16xf32>
+// CHECK-NEXT: %[[B:.*]] = mlc.cast %[[P]] : tensor<4x16xbf16> -> tensor<4x16xf32>
+// CHECK-NEXT: mlc.mul %[[B]], %arg2
+// CHECK-NEXT: mlc.mul %[[A]], %arg3
 // FUSED-LABEL: func.func @shared_widening
-// FUSED: mlc.matmul %arg0, %arg1 f32_result
-// FUSED-NEXT: mlc.fusion pointwise ins(%{{.*}}, %arg2, %arg3 :
+// FUSED: %[[P:.*]] = mlc.matmul %arg0, %arg1 : tensor<4x8xbf16>, tensor<8x16xbf16>
+// FUSED-NEXT: mlc.fusion pointwise ins(%[[P]], %arg2, %arg3 : tensor<4x16xbf16>,
 // FUSED-NOT: mlc.fusion
 // FUSED: return
 func.func @shared_widening(%a: tensor<4x8xbf16>, %b: tensor<8x16xbf16>, %x: tensor<4x16xf32>,
@@ -24,6 +25,77 @@ func.func @shared_widening(%a: tensor<4x8xbf16>, %b: tensor<8x16xbf16>, %x: tens
   %w = mlc.mul %g, %y : tensor<4x16xf32>, tensor<4x16xf32>
   %v = mlc.add %w, %x : tensor<4x16xf32>, tensor<4x16xf32>
   return %u, %v : tensor<4x16xf32>, tensor<4x16xf32>
+}
+
+// -----
+
+// A reader that is not pointwise (a softmax's row kernel) cannot widen at
+// its load: the product is stored once in f32 (f32_result) for all of them.
+// CHECK-LABEL: func.func @shared_widening_rows
+// CHECK-NOT: mlc.cast
+// CHECK: %[[P:.*]] = mlc.matmul %arg0, %arg1 f32_result : tensor<4x8xbf16>, tensor<8x16xbf16>
+// CHECK-NOT: mlc.cast
+// CHECK: mlc.mul %[[P]], %arg2
+// CHECK: mlc.softmax %[[P]]
+func.func @shared_widening_rows(%a: tensor<4x8xbf16>, %b: tensor<8x16xbf16>, %x: tensor<4x16xf32>)
+    -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+  %p = mlc.matmul %a, %b : tensor<4x8xbf16>, tensor<8x16xbf16>
+  %g = mlc.cast %p : tensor<4x16xbf16> -> tensor<4x16xf32>
+  %u = mlc.mul %g, %x : tensor<4x16xf32>, tensor<4x16xf32>
+  %s = mlc.softmax %g axis = -1 : tensor<4x16xf32>
+  return %u, %s : tensor<4x16xf32>, tensor<4x16xf32>
+}
+
+// -----
+
+// The MLP's first product, read by its GELU and the GELU's gradient, is
+// stored in bf16 with a bf16 copy of its bias (bf16 autocast's linear);
+// each reader widens the bf16 pre-activation at its load. The bias's copy
+// joins the weights' params fusion.
+// CHECK-LABEL: func.func @gelu_product
+// CHECK-NEXT: %[[C:.*]]:2 = mlc.fusion params ins(%arg0, %arg1 : tensor<8x16xf32>, tensor<16xf32>)
+// CHECK: } : tensor<8x16xbf16>, tensor<16xbf16>
+// CHECK-NEXT: %[[P:.*]] = mlc.matmul %arg2, %[[C]]#0 bias(%[[C]]#1 : tensor<16xbf16>) : tensor<4x8xbf16>, tensor<8x16xbf16>
+// CHECK-NEXT: %[[W:.*]] = mlc.cast %[[P]] : tensor<4x16xbf16> -> tensor<4x16xf32>
+// CHECK-NEXT: mlc.gelu %[[W]] approximate = tanh
+// CHECK: %[[V:.*]] = mlc.cast %[[P]] : tensor<4x16xbf16> -> tensor<4x16xf32>
+// CHECK-NEXT: mlc.gelu_grad %arg3, %[[V]]
+// FUSED-LABEL: func.func @gelu_product
+// FUSED: %[[P:.*]] = mlc.matmul %arg2, %{{.*}}#0 bias(
+// FUSED-NEXT: mlc.fusion pointwise ins(%[[P]], %arg3 : tensor<4x16xbf16>, tensor<4x16xf32>)
+// FUSED-NOT: mlc.fusion
+// FUSED: return
+func.func @gelu_product(%w: tensor<8x16xf32> {mlc.param = "w"}, %c: tensor<16xf32> {mlc.param = "c"},
+                        %x: tensor<4x8xbf16> {mlc.input = "x"}, %d: tensor<4x16xf32> {mlc.input = "d"})
+    -> (tensor<4x16xbf16>, tensor<4x16xf32>) {
+  %w16 = mlc.cast %w : tensor<8x16xf32> -> tensor<8x16xbf16>
+  %h = mlc.matmul %x, %w16 f32_result bias(%c : tensor<16xf32>) : tensor<4x8xbf16>, tensor<8x16xbf16>
+  %g = mlc.gelu %h approximate = tanh : tensor<4x16xf32>
+  %g16 = mlc.cast %g : tensor<4x16xf32> -> tensor<4x16xbf16>
+  %dh = mlc.gelu_grad %d, %h approximate = tanh : tensor<4x16xf32>
+  return %g16, %dh : tensor<4x16xbf16>, tensor<4x16xf32>
+}
+
+// -----
+
+// Not when something other than pointwise ops reads the product (its f32
+// value is a softmax's input too), nor for a biased product no GELU reads
+// (attention's output projection, read by the residual add): they stay
+// f32_result with their f32 bias.
+// CHECK-LABEL: func.func @no_gelu_product
+// CHECK-NOT: tensor<16xbf16>
+// CHECK: mlc.matmul %arg2, %arg0 f32_result bias(%arg1 : tensor<16xf32>)
+// CHECK: mlc.matmul %arg2, %arg0 f32_result bias(%arg1 : tensor<16xf32>)
+// CHECK-NOT: tensor<16xbf16>
+func.func @no_gelu_product(%w: tensor<8x16xbf16>, %c: tensor<16xf32>, %x: tensor<4x8xbf16>,
+                           %r: tensor<4x16xf32>)
+    -> (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>) {
+  %h = mlc.matmul %x, %w f32_result bias(%c : tensor<16xf32>) : tensor<4x8xbf16>, tensor<8x16xbf16>
+  %g = mlc.gelu %h approximate = tanh : tensor<4x16xf32>
+  %s = mlc.softmax %h axis = -1 : tensor<4x16xf32>
+  %o = mlc.matmul %x, %w f32_result bias(%c : tensor<16xf32>) : tensor<4x8xbf16>, tensor<8x16xbf16>
+  %a = mlc.add %o, %r : tensor<4x16xf32>, tensor<4x16xf32>
+  return %g, %s, %a : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>
 }
 
 // -----

@@ -408,3 +408,31 @@ func.func @no_absorb_layer_norm_grad(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>, %
   %s2 = mlc.add %dx2, %b : tensor<4x8xf32>, tensor<8xf32>
   return %s, %dx, %s2 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// A norm with no prologue read only as a bf16 copy (a model's first norm
+// under --dtype bf16) is a row kernel that stores the copy; a norm whose f32
+// result is read too, and one read by no cast, stay ops of their own.
+// CHECK-LABEL: func.func @norm_read_as_copy
+// CHECK: %[[F:.*]] = mlc.fusion rows ins(%arg0, %arg1 : tensor<4x8xf32>, tensor<8xf32>) {
+// CHECK:   %[[N:.*]] = mlc.rms_norm
+// CHECK:   %[[C:.*]] = mlc.cast %[[N]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK:   mlc.yield %[[C]] : tensor<4x8xbf16>
+// CHECK: } : tensor<4x8xbf16>
+// CHECK-NOT: mlc.fusion
+// CHECK: %[[M:.*]] = mlc.rms_norm %arg2, %arg1
+// CHECK-NEXT: mlc.cast %[[M]]
+// CHECK-NEXT: mlc.rms_norm %arg3, %arg1
+// CHECK-NOT: mlc.fusion
+// CHECK: return
+func.func @norm_read_as_copy(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %y: tensor<4x8xf32>,
+                             %z: tensor<4x8xf32>)
+    -> (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %n = mlc.rms_norm %x, %w epsilon = 1.0e-6 : tensor<4x8xf32>, tensor<8xf32>
+  %c = mlc.cast %n : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %m = mlc.rms_norm %y, %w epsilon = 1.0e-6 : tensor<4x8xf32>, tensor<8xf32>
+  %d = mlc.cast %m : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %o = mlc.rms_norm %z, %w epsilon = 1.0e-6 : tensor<4x8xf32>, tensor<8xf32>
+  return %c, %d, %m, %o : tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<4x8xf32>, tensor<4x8xf32>
+}

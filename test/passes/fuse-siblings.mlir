@@ -53,3 +53,37 @@ func.func @read_in_between(%x: tensor<4x4xf32>, %y: tensor<4x4xf32>) -> tensor<4
   %3 = mlc.mul %2, %m : tensor<4x4xf32>, tensor<4x4xf32>
   return %3 : tensor<4x4xf32>
 }
+
+// -----
+
+// A sibling read early (by a matmul in between) joins the later one at the
+// earlier place, when the later one's inputs exist there.
+// CHECK-LABEL: func.func @merged_early
+// CHECK:      %[[F:.*]]:2 = mlc.fusion pointwise ins(%arg0 :
+// CHECK:      mlc.matmul %[[F]]#
+// CHECK-NOT:  mlc.fusion
+func.func @merged_early(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %a = mlc.gelu %x : tensor<4x4xf32>
+  %m = mlc.matmul %a, %w : tensor<4x4xf32>, tensor<4x4xf32>
+  %b = mlc.gelu %x : tensor<4x4xf32>
+  %n = mlc.matmul %b, %m : tensor<4x4xf32>, tensor<4x4xf32>
+  return %m, %n : tensor<4x4xf32>, tensor<4x4xf32>
+}
+
+// -----
+
+// But not a value mlc-recompute computes again in backward: moved to its
+// forward sibling it would be kept from forward to backward again.
+// CHECK-LABEL: func.func @recomputed_stays
+// CHECK-NOT:  mlc.fusion
+// CHECK:      %[[A:.*]] = mlc.gelu %arg0 :
+// CHECK-NEXT: %[[M:.*]] = mlc.matmul %[[A]], %arg1
+// CHECK-NEXT: %[[B:.*]] = mlc.gelu %arg0 {mlc.recomputed}
+// CHECK-NEXT: mlc.matmul %[[B]], %[[M]]
+func.func @recomputed_stays(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %a = mlc.gelu %x : tensor<4x4xf32>
+  %m = mlc.matmul %a, %w : tensor<4x4xf32>, tensor<4x4xf32>
+  %b = mlc.gelu %x {mlc.recomputed} : tensor<4x4xf32>
+  %n = mlc.matmul %b, %m : tensor<4x4xf32>, tensor<4x4xf32>
+  return %m, %n : tensor<4x4xf32>, tensor<4x4xf32>
+}

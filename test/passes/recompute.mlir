@@ -162,3 +162,76 @@ func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"},
   return %l : tensor<f32>
 }
 
+
+// -----
+
+// What a cross-entropy reads is never recomputed: the labels' reshape (a view
+// of an input) and the logits (a cheap product of a saved one) stay the
+// forward's, so the cross-entropy's gradient
+// reads the very values the cross-entropy does and the lowering fuses the two
+// (recomputing them would free nothing). A reshape of a recomputed value is
+// recomputed with it: selective computes the LayerNorm's output again and
+// reshapes the clone.
+// SEL-LABEL:  func.func @train_step
+// SEL:        %[[V:.*]] = mlc.reshape %{{.*}} : tensor<2x4x8xf32> -> tensor<8x8xf32>
+// SEL:        %[[H:.*]] = mlc.matmul %[[V]], %arg4
+// SEL:        %[[S:.*]] = mlc.mul %[[H]], %[[H]]
+// SEL:        %[[YL:.*]] = mlc.reshape %arg1 : tensor<2x4xi64> -> tensor<8xi64>
+// SEL:        mlc.cross_entropy %[[S]], %[[YL]]
+// SEL-NOT:    mlc.reshape %arg1
+// SEL-NOT:    mlc.mul %[[H]], %[[H]]
+// SEL:        mlc.cross_entropy_grad %{{.*}}, %[[S]], %[[YL]]
+// SEL:        %[[NB:.*]] = mlc.layer_norm %arg0, %arg2, %arg3 epsilon = {{.*}} {mlc.recomputed}
+// SEL-NEXT:   %[[VB:.*]] = mlc.reshape %[[NB]] {mlc.recomputed} : tensor<2x4x8xf32> -> tensor<8x8xf32>
+// SEL-NEXT:   mlc.matmul %{{.*}}, %[[VB]]
+// SEL:        return
+// FULL-LABEL: func.func @train_step
+// FULL:       %[[YL:.*]] = mlc.reshape %arg1
+// FULL:       mlc.cross_entropy_grad %{{.*}}, %{{.*}}, %[[YL]]
+// BLOCK-LABEL: func.func @train_step
+// MIX-LABEL:  func.func @train_step
+// MIX:        %[[YL:.*]] = mlc.reshape %arg1
+// MIX-NOT:    mlc.reshape %arg1
+// MIX:        mlc.cross_entropy_grad %{{.*}}, %{{.*}}, %[[YL]]
+// NONE-LABEL: func.func @train_step
+func.func @forward(%x: tensor<2x4x8xf32> {mlc.input = "x"},
+                   %y: tensor<2x4xi64> {mlc.input = "labels"},
+                   %g: tensor<8xf32> {mlc.param = "h.0.ln.weight"},
+                   %b: tensor<8xf32> {mlc.param = "h.0.ln.bias"},
+                   %w: tensor<16x8xf32> {mlc.param = "head.weight"})
+    -> (tensor<f32> {mlc.output = "loss"}) {
+  %n = mlc.layer_norm %x, %g, %b epsilon = 1.0e-05 : tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %v = mlc.reshape %n : tensor<2x4x8xf32> -> tensor<8x8xf32>
+  %h = mlc.matmul %v, %w transpose_rhs : tensor<8x8xf32>, tensor<16x8xf32>
+  %s = mlc.mul %h, %h : tensor<8x16xf32>, tensor<8x16xf32>
+  %yl = mlc.reshape %y : tensor<2x4xi64> -> tensor<8xi64>
+  %l = mlc.cross_entropy %s, %yl ignore_index = -100 : tensor<8x16xf32>, tensor<8xi64>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A reshape is a view of its operand: when the operand is kept (here an
+// input), recomputing the reshape frees nothing, and backward reads the
+// forward's.
+// SEL-LABEL:  func.func @train_step
+// SEL:        %[[XR:.*]] = mlc.reshape %arg0
+// SEL:        mlc.reduce_sum
+// SEL-NOT:    mlc.reshape %arg0
+// SEL:        mlc.matmul %[[XR]], %{{.*}} transpose_lhs
+// FULL-LABEL: func.func @train_step
+// BLOCK-LABEL: func.func @train_step
+// MIX-LABEL:  func.func @train_step
+// MIX:        %[[XR:.*]] = mlc.reshape %arg0
+// MIX:        mlc.reduce_sum
+// MIX-NOT:    mlc.reshape %arg0
+// MIX:        mlc.matmul %[[XR]], %{{.*}} transpose_lhs
+// NONE-LABEL: func.func @train_step
+func.func @forward(%x: tensor<2x4x8xf32> {mlc.input = "x"},
+                   %w: tensor<8x8xf32> {mlc.param = "h.0.fc.weight"})
+    -> (tensor<f32> {mlc.output = "loss"}) {
+  %xr = mlc.reshape %x : tensor<2x4x8xf32> -> tensor<8x8xf32>
+  %m = mlc.matmul %xr, %w : tensor<8x8xf32>, tensor<8x8xf32>
+  %l = mlc.reduce_sum %m axes = [0, 1] : tensor<8x8xf32>
+  return %l : tensor<f32>
+}

@@ -423,7 +423,7 @@ plan.func "forward" arena 512 {
   %l = plan.arena 64 : memref<8xf32>
   %r = plan.arena 128 : memref<12xf32>
   %p = plan.arena 192 : memref<6xf64>
-  // expected-error @+1 {{GEMM gelu(pre) takes an f32 or f64 pre-activation of the result's type 'memref<6xf32>', got 'memref<6xf64>'}}
+  // expected-error @+1 {{GEMM gelu(pre) takes an f32, f64 or bf16 pre-activation of the result's type 'memref<6xf32>', got 'memref<6xf64>'}}
   plan.gemm %o, %l, %r m 2 n 3 k 4 gelu(%p : memref<6xf64>) : memref<6xf32>, memref<8xf32>, memref<12xf32>
 }
 
@@ -433,9 +433,9 @@ plan.func "forward" arena 512 {
   %o = plan.arena 0 : memref<6xbf16>
   %l = plan.arena 64 : memref<8xbf16>
   %r = plan.arena 128 : memref<12xbf16>
-  %p = plan.arena 192 : memref<6xbf16>
-  // expected-error @+1 {{GEMM gelu(pre) takes an f32 or f64 pre-activation of the result's type 'memref<6xbf16>', got 'memref<6xbf16>'}}
-  plan.gemm %o, %l, %r m 2 n 3 k 4 gelu(%p : memref<6xbf16>) : memref<6xbf16>, memref<8xbf16>, memref<12xbf16>
+  %p = plan.arena 192 : memref<6xf32>
+  // expected-error @+1 {{GEMM gelu(pre) takes an f32, f64 or bf16 pre-activation of the result's type 'memref<6xbf16>', got 'memref<6xf32>'}}
+  plan.gemm %o, %l, %r m 2 n 3 k 4 gelu(%p : memref<6xf32>) : memref<6xbf16>, memref<8xbf16>, memref<12xbf16>
 }
 
 // -----

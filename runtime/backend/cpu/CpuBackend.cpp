@@ -379,10 +379,26 @@ void CpuBackend::runGemm(const StepDecl &s, char *const *args, const std::string
   int64_t n = (s.m < 0 ? rows_ : s.m) * s.n;
   for (int64_t d : s.batch)
     n *= d;
-  if (dtype == "f64")
+  if (dtype == "f64") {
     geluF64_(reinterpret_cast<double *>(args[0]), reinterpret_cast<const double *>(product), n);
-  else
+  } else if (dtype == "bf16") {
+    // From the stored bf16 pre-activation, in f32, rounded once (the
+    // package's GELU over widened values).
+    static thread_local std::vector<float> wide;
+    wide.resize(size_t(n));
+    float *w = wide.data();
+    const uint16_t *x = reinterpret_cast<const uint16_t *>(product);
+    uint16_t *o = reinterpret_cast<uint16_t *>(args[0]);
+#pragma omp parallel for simd
+    for (int64_t i = 0; i < n; ++i)
+      w[i] = bf16ToFloat(x[i]);
+    geluF32_(w, w, n);
+#pragma omp parallel for simd
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = floatToBf16(w[i]);
+  } else {
     geluF32_(reinterpret_cast<float *>(args[0]), reinterpret_cast<const float *>(product), n);
+  }
 }
 
 /// Before a bucket's sum: this rank's weight, then (bucket-wise clipping)

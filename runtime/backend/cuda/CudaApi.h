@@ -2,7 +2,7 @@
 //
 // Private to runtime/backend/cuda/. The CUDA backend calls the driver,
 // cuBLASLt and NCCL through these tables: filled from the real libraries
-// (dlopen, CudaBackend.cpp), or by the CUDA emulator (EmulatedDevice.cpp),
+// (dlopen, CudaApi.cpp), or by the CUDA emulator (EmulatedDevice.cpp),
 // which implements them on the CPU so that the backend itself runs and is
 // tested on machines without a GPU.
 //
@@ -46,6 +46,7 @@ const char *ncclGetErrorString(ncclResult_t result);
 #endif
 
 #include <string>
+#include <utility>
 
 namespace mlc::rt {
 
@@ -133,6 +134,24 @@ struct EmulatedDevice {
   ModuleLoader *loader;
 };
 EmulatedDevice &emulatedDevice();
+
+/// The real libraries, each loaded once (CudaApi.cpp). The driver is null
+/// with the reason in `why` when it cannot be loaded or does not start;
+/// cuBLASLt and NCCL missing are an Error that says so.
+Driver *loadDriver(std::string *why);
+BlasLt *loadBlasLt();
+Nccl *loadNccl();
+
+/// kernels.cu compiled by NVRTC for the device's architecture.
+class NvrtcLoader final : public ModuleLoader {
+public:
+  NvrtcLoader(Driver *d, std::string arch) : d_(d), arch_(std::move(arch)) {}
+  CUmodule load(const std::string &source, const std::string &name, bool verbose) override;
+
+private:
+  Driver *d_;
+  std::string arch_;
+};
 
 } // namespace mlc::rt
 

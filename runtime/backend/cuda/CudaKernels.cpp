@@ -151,6 +151,13 @@ template <typename T> __device__ void geluTanh(T *out, const T *x, long long n) 
 }
 extern "C" __global__ void __launch_bounds__(256) mlc_gelu_f32(float *out, const float *x, long long n) { geluTanh(out, x, n); }
 extern "C" __global__ void __launch_bounds__(256) mlc_gelu_f64(double *out, const double *x, long long n) { geluTanh(out, x, n); }
+extern "C" __global__ void __launch_bounds__(256) mlc_gelu_bf16(unsigned short *out, const unsigned short *x, long long n) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    const float v = bf16ToF32(x[i]);
+    out[i] = f32ToBf16(0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v))));
+  }
+}
 extern "C" __global__ void __launch_bounds__(256) mlc_sumsq_f32(const float *g, long long n, double *part) { sumsq(g, n, part); }
 extern "C" __global__ void __launch_bounds__(256) mlc_sumsq_f64(const double *g, long long n, double *part) { sumsq(g, n, part); }
 extern "C" __global__ void mlc_scale_f32(float *g, long long n, const double *part, int parts, double weight, double threshold) { scale(g, n, part, parts, weight, threshold); }

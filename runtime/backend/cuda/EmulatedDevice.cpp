@@ -110,7 +110,16 @@ class HostModuleLoader final : public ModuleLoader {
 public:
   CUmodule load(const std::string &source, const std::string &name, bool verbose) override {
     auto *m = new Module();
-    m->library = loadHostKernelLibrary(cudaEmulationHeader() + source, verbose);
+    // No contraction of a product and a sum into one fused multiply-add:
+    // the host compiler contracts only where the product is not also
+    // stored, so a value would round differently in a kernel that writes
+    // it and in one that computes it for a neighbour alone. With
+    // recomputation the same value is computed by both kinds (a residual
+    // sum written by forward's LayerNorm kernel, recomputed by a pointwise
+    // kernel in backward); without contraction both round alike, and
+    // --recompute trains bit for bit as keeping every value does.
+    m->library = loadHostKernelLibrary(cudaEmulationHeader() + source, verbose,
+                                       "-ffp-contract=off");
     m->launch = reinterpret_cast<Launcher>(dlsym(m->library, "mlc_emu_launch"));
     if (!m->launch)
       fail("internal: the CUDA emulator's launcher is missing from " + name);
@@ -481,12 +490,12 @@ cublasStatus_t heuristic(cublasLtHandle_t, cublasLtMatmulDesc_t d, cublasLtMatri
   if ((desc.epilogue & CUBLASLT_EPILOGUE_BIAS) && !desc.bias)
     return CUBLAS_STATUS_INVALID_VALUE;
   // GELU_AUX as cuBLASLt documents it: an aux pointer, its leading dimension
-  // and batch stride multiples of 8 (ld >= D's rows); here f32 results only
-  // (f64 products take the runtime's GELU kernel).
+  // and batch stride multiples of 8 (ld >= D's rows); here f32 and bf16
+  // results (aux in D's type; f64 products take the runtime's GELU kernel).
   if ((desc.epilogue & CUBLASLT_EPILOGUE_GELU) &&
       (!desc.aux || desc.auxLd % 8 || desc.auxLd < int64_t(cl.rows) || desc.auxStride % 8 ||
        (cl.batch > 1 && desc.auxStride < desc.auxLd * int64_t(cl.cols)) ||
-       cl.type != CUDA_R_32F))
+       (cl.type != CUDA_R_32F && cl.type != CUDA_R_16BF)))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   std::memset(result, 0, sizeof *result);
   static_assert(sizeof result->algo >= sizeof(Pref), "the algorithm holds the alignments");

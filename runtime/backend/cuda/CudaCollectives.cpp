@@ -1,0 +1,186 @@
+//===- CudaCollectives.cpp - the CUDA backend's gradient buckets and NCCL ---===//
+//
+// A gradient bucket is scaled on the compute stream (the rank's weight,
+// bucket-wise clipping), then summed over the ranks by NCCL on a stream of
+// its own, ordered by events, so that backward goes on computing while it
+// runs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/backend/cuda/CudaBackendImpl.h"
+
+#include <cmath>
+#include <cstdlib>
+
+namespace mlc::rt {
+
+void CudaBackend::prepareBucket(int64_t offset, int64_t count, bool clip) {
+  double threshold =
+      clip ? bucketClip_ * std::sqrt(double(count) / double(pkg_.paramCount)) : 0.0;
+  if (gradWeight_ == 1.0 && threshold <= 0)
+    return;
+  if (offset < 0 || count < 1 || offset + count > pkg_.paramCount)
+    fail("internal: a gradient bucket past the end of the gradients");
+  CUdeviceptr g = grads_ + offset * elementSize_;
+  long long n = count;
+  int parts = 0;
+  if (threshold > 0) {
+    parts = int(std::min<int64_t>(kBucketParts, (count + 255) / 256));
+    void *args[] = {&g, &n, &bucketParts_};
+    check(d_->launch(sumsq_, unsigned(parts), 1, 1, 256, 1, 1, 0, stream_, args, nullptr),
+          "a gradient bucket's norm");
+  }
+  double weight = gradWeight_;
+  void *args[] = {&g, &n, &bucketParts_, &parts, &weight, &threshold};
+  unsigned blocks = unsigned(std::min<int64_t>(4096, (count + 1023) / 1024));
+  check(d_->launch(scale_, blocks, 1, 1, 256, 1, 1, 0, stream_, args, nullptr),
+        "scaling a gradient bucket");
+}
+
+bool CudaBackend::ncclWanted() const {
+  if (worldSize() > 1)
+    return true;
+  const char *force = std::getenv("MLC_NCCL");
+  return force && std::string(force) == "1";
+}
+
+/// Rank 0's NCCL id, broadcast over the MPI world; a stream for the sums.
+void CudaBackend::openNccl() {
+  nccl_ = emulated_ ? emulatedDevice().nccl : loadNccl();
+  Nccl *n = nccl_;
+  ncclUniqueId id;
+  auto checkNccl = [&](ncclResult_t rc, const std::string &what) {
+    if (rc != ncclSuccess)
+      fail("NCCL: " + what + " failed: " + n->errorString(rc));
+  };
+  if (rank() == 0)
+    checkNccl(n->uniqueId(&id), "ncclGetUniqueId");
+  if (comm_ && worldSize() > 1)
+    comm_->broadcast(&id, sizeof id, 0);
+  checkNccl(n->initRank(&ncclComm_, worldSize(), id, rank()), "ncclCommInitRank");
+  check(d_->streamCreate(&commStream_, CU_STREAM_NON_BLOCKING), "creating the NCCL stream");
+}
+
+/// The bucket's sum runs on the NCCL stream once the compute stream has
+/// written its gradients (an event), so backward goes on computing; its
+/// wait makes the compute stream wait for the sum's event. Both are stream
+/// orderings: nothing blocks the host, and a captured graph holds them.
+void CudaBackend::collectiveStart(
+    Events &events, int tag, FlatBuffer which, int64_t offset, int64_t count, const char *what,
+    const std::function<ncclResult_t(CUdeviceptr, cudaStream_t)> &issue) {
+  if (!ncclComm_)
+    openNccl();
+  if (offset < 0 || count < 1 || offset + count > pkg_.paramCount)
+    fail(std::string("internal: ") + what + " past the end of a flat buffer");
+  auto &[ready, done] = events[tag];
+  if (!ready) {
+    check(d_->eventCreate(&ready, CU_EVENT_DISABLE_TIMING), "creating an event");
+    check(d_->eventCreate(&done, CU_EVENT_DISABLE_TIMING), "creating an event");
+  }
+  const std::string ordering =
+      std::string("ordering ") + what + " of bucket " + std::to_string(tag);
+  check(d_->eventRecord(ready, stream_), ordering);
+  check(d_->streamWaitEvent(commStream_, ready, 0), ordering);
+  ncclResult_t rc = issue(flat(which) + offset * elementSize_,
+                          reinterpret_cast<cudaStream_t>(commStream_));
+  if (rc != ncclSuccess)
+    fail(std::string("NCCL: ") + what + " of gradient bucket " + std::to_string(tag) +
+         " failed: " + nccl_->errorString(rc));
+  check(d_->eventRecord(done, commStream_), ordering);
+}
+
+void CudaBackend::collectiveWait(Events &events, int tag, const char *what) {
+  auto it = events.find(tag);
+  if (it == events.end())
+    fail(std::string("internal: ") + what + " " + std::to_string(tag) + " was never started");
+  check(d_->streamWaitEvent(stream_, it->second.second, 0),
+        std::string("waiting for ") + what + " of bucket " + std::to_string(tag));
+}
+
+/// The bucket's sum runs on the NCCL stream once the compute stream has
+/// written its gradients (an event), so backward goes on computing; its
+/// wait makes the compute stream wait for the sum's event. Both are stream
+/// orderings: nothing blocks the host, and a captured graph holds them.
+void CudaBackend::allReduceStart(FlatBuffer which, int64_t offset, int64_t count, int tag) {
+  if (!ncclWanted())
+    return;
+  const ncclDataType_t type = elementSize_ == 8 ? ncclFloat64 : ncclFloat32;
+  collectiveStart(bucketEvents_, tag, which, offset, count, "the all-reduce",
+                  [&](CUdeviceptr data, cudaStream_t stream) {
+                    void *p = reinterpret_cast<void *>(data);
+                    return nccl_->allReduce(p, p, size_t(count), type, ncclSum, ncclComm_, stream);
+                  });
+}
+
+void CudaBackend::allReduceWait(int tag) {
+  if (!ncclWanted())
+    return;
+  collectiveWait(bucketEvents_, tag, "the all-reduce");
+}
+
+// The distributed optimizer's collectives, ordered as the all-reduce is.
+// Its shards are uneven (shardOf(): floor(r * c / R) to floor((r + 1) * c /
+// R) of a bucket of c), while ncclReduceScatter and ncclAllGather take the
+// same count from every rank; rather than pad every bucket (and the
+// moments, and the AdamW windows) to a multiple of R on CUDA alone, each is
+// a group of per-shard collectives in place: a reduce-scatter is one
+// ncclReduce per shard, to its rank, and an all-gather one ncclBroadcast
+// per shard, from its rank (NCCL runs a group's calls as one operation; each
+// moves what the equal-count collective would). After a reduce-scatter, the
+// other ranks' shards here are left as this rank's own gradients, which
+// nothing reads (Comm.h: "partial sums").
+
+void CudaBackend::reduceScatterStart(FlatBuffer which, int64_t offset, int64_t count, int tag) {
+  if (!ncclWanted())
+    return;
+  const ncclDataType_t type = elementSize_ == 8 ? ncclFloat64 : ncclFloat32;
+  const int ranks = worldSize();
+  collectiveStart(scatterEvents_, tag, which, offset, count, "the reduce-scatter",
+                  [&](CUdeviceptr data, cudaStream_t stream) {
+                    ncclResult_t rc = nccl_->groupStart();
+                    for (int r = 0; r < ranks && rc == ncclSuccess; ++r) {
+                      ShardRange sh = shardOf(count, r, ranks);
+                      if (sh.count == 0)
+                        continue; // every rank skips the same shards
+                      void *p = reinterpret_cast<void *>(data + sh.first * elementSize_);
+                      rc = nccl_->reduce(p, p, size_t(sh.count), type, ncclSum, r, ncclComm_,
+                                         stream);
+                    }
+                    ncclResult_t end = nccl_->groupEnd();
+                    return rc != ncclSuccess ? rc : end;
+                  });
+}
+
+void CudaBackend::reduceScatterWait(int tag) {
+  if (!ncclWanted())
+    return;
+  collectiveWait(scatterEvents_, tag, "the reduce-scatter");
+}
+
+void CudaBackend::allGatherStart(FlatBuffer which, int64_t offset, int64_t count, int tag) {
+  if (!ncclWanted())
+    return;
+  const ncclDataType_t type = elementSize_ == 8 ? ncclFloat64 : ncclFloat32;
+  const int ranks = worldSize();
+  collectiveStart(gatherEvents_, tag, which, offset, count, "the all-gather",
+                  [&](CUdeviceptr data, cudaStream_t stream) {
+                    ncclResult_t rc = nccl_->groupStart();
+                    for (int r = 0; r < ranks && rc == ncclSuccess; ++r) {
+                      ShardRange sh = shardOf(count, r, ranks);
+                      if (sh.count == 0)
+                        continue;
+                      void *p = reinterpret_cast<void *>(data + sh.first * elementSize_);
+                      rc = nccl_->broadcast(p, p, size_t(sh.count), type, r, ncclComm_, stream);
+                    }
+                    ncclResult_t end = nccl_->groupEnd();
+                    return rc != ncclSuccess ? rc : end;
+                  });
+}
+
+void CudaBackend::allGatherWait(int tag) {
+  if (!ncclWanted())
+    return;
+  collectiveWait(gatherEvents_, tag, "the all-gather");
+}
+
+} // namespace mlc::rt

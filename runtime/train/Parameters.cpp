@@ -1,0 +1,291 @@
+//===- Parameters.cpp - the parameters, initialized, loaded and saved ------===//
+//
+// The flat parameters are filled from the package's init spec or from
+// weights by name, and saved as safetensors (or a Hugging Face model
+// directory, ModelDirectory.cpp). `run` (runForward) loads them and runs
+// the forward pass once.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/train/Trainer.h"
+#include "contract/DeviceMemory.h"
+#include "contract/StepFunctions.h"
+#include "runtime/train/BatchSources.h"
+#include "runtime/train/ModelDirectory.h"
+#include "runtime/train/TensorParallel.h"
+#include "runtime/train/TrainerParts.h"
+#include "support/Error.h"
+#include "support/Json.h"
+#include "support/TensorIO.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+
+namespace mlc::rt {
+
+namespace {
+
+template <typename T> T *as(char *p) { return reinterpret_cast<T *>(p); }
+
+/// Writes `x` as element i of a flat buffer of `elementSize`-byte floats.
+void store(std::vector<char> &flat, int64_t elementSize, int64_t i, double x) {
+  if (elementSize == 4)
+    as<float>(flat.data())[i] = float(x);
+  else
+    as<double>(flat.data())[i] = x;
+}
+
+} // namespace
+
+void initializeParameters(Backend &backend, uint64_t seed) {
+  if (backend.package().tensorParallel > 1)
+    return initializeSlicedParameters(backend, seed); // drawn whole, then sliced
+  const Package &pkg = backend.package();
+  const int64_t es = backend.elementSize();
+  std::vector<char> flat(pkg.paramCount * es);
+  // An imported model's parameters start from its initializers, which the
+  // compiler stored in the package.
+  std::map<std::string, HostTensor> packaged;
+  for (const ParamInfo &p : pkg.params)
+    if (p.init == "package" && packaged.empty()) {
+      packaged = readSafetensors(pkg.dir + "/weights.safetensors");
+      break;
+    }
+  for (const ParamInfo &p : pkg.params) {
+    std::mt19937_64 rng(nameSeed(seed, p.name));
+    double std = 0, fill = 0;
+    bool normal = false;
+    if (p.init == "package") {
+      auto it = packaged.find(p.name);
+      if (it == packaged.end() || it->second.shape != p.shape)
+        fail(pkg.dir + "/weights.safetensors: no tensor " + p.name + " " +
+             shapeString(p.shape) + " (the package is damaged; compile it again)");
+      for (int64_t i = 0; i < p.numel; ++i)
+        store(flat, es, p.offset + i, it->second.getDouble(i));
+      continue;
+    }
+    if (p.init.rfind("normal:", 0) == 0) {
+      normal = true;
+      std = std::stod(p.init.substr(7));
+    } else if (p.init == "ones") {
+      fill = 1;
+    } else if (p.init != "zeros") {
+      fail(pkg.dir + ": parameter " + p.name + " has unknown init '" + p.init + "'");
+    }
+    std::normal_distribution<double> dist(0.0, std);
+    for (int64_t i = 0; i < p.numel; ++i)
+      store(flat, es, p.offset + i, normal ? dist(rng) : fill);
+  }
+  uploadAll(backend, FlatBuffer::Params, flat);
+}
+
+static bool sameValues(const HostTensor &a, const HostTensor &b, int64_t numel) {
+  for (int64_t i = 0; i < numel; ++i)
+    if (a.getDouble(i) != b.getDouble(i))
+      return false;
+  return true;
+}
+
+/// A value as a message shows it: -0.5, 1e-09, nan, inf.
+std::string valueText(double x) {
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
+
+void loadParameters(Backend &backend, const std::string &path) {
+  const Package &pkg = backend.package();
+  auto tensors = readModelWeights(path);
+  sliceLoadedWeights(backend, tensors, path); // whole HF tensors -> this rank's slices
+  std::string problems;
+  // A tied parameter may be stored under any of its names (HF's own files
+  // keep one of them); where several are stored, they must agree.
+  auto aliasesOf = [&](const std::string &name) {
+    auto a = pkg.aliases.find(name);
+    return a == pkg.aliases.end() ? std::vector<std::string>{} : a->second;
+  };
+  auto isAlias = [&](const std::string &name) {
+    for (auto &[param, names] : pkg.aliases)
+      if (std::find(names.begin(), names.end(), name) != names.end())
+        return true;
+    return false;
+  };
+  std::map<std::string, const HostTensor *> source; // parameter -> its stored values
+  for (const ParamInfo &p : pkg.params) {
+    auto it = tensors.find(p.name);
+    for (const std::string &alias : aliasesOf(p.name)) {
+      auto other = tensors.find(alias);
+      if (other == tensors.end())
+        continue;
+      if (it == tensors.end())
+        it = other;
+      else if (other->second.shape != it->second.shape ||
+               !sameValues(other->second, it->second, it->second.numel()))
+        problems += "\n  disagreeing: " + alias + " and " + it->first +
+                    " (one tied parameter) hold different values";
+    }
+    if (it == tensors.end()) {
+      problems += "\n  missing: " + p.name + " " + shapeString(p.shape);
+      continue;
+    }
+    if (it->second.shape != p.shape)
+      problems += "\n  mis-shaped: " + it->first + " is " + shapeString(it->second.shape) +
+                  ", the model needs " + shapeString(p.shape);
+    source[p.name] = &it->second;
+  }
+  for (auto &[name, t] : tensors)
+    if (!pkg.param(name) && !isAlias(name))
+      problems += "\n  unexpected: " + name + " " + shapeString(t.shape);
+  if (!problems.empty())
+    fail(path + ": weights do not match the model:" + problems);
+  const int64_t es = backend.elementSize();
+  std::vector<char> flat(pkg.paramCount * es);
+  for (const ParamInfo &p : pkg.params) {
+    const HostTensor &t = *source.at(p.name);
+    for (int64_t i = 0; i < p.numel; ++i) {
+      store(flat, es, p.offset + i, t.getDouble(i));
+      // A NaN or infinity (or a value past the package's f32) would make
+      // the first step's loss non-finite: refused where it comes from.
+      if (!std::isfinite(es == 4 ? double(as<float>(flat.data())[p.offset + i])
+                                 : as<double>(flat.data())[p.offset + i]))
+        fail(path + ": " + p.name + " holds " + valueText(t.getDouble(i)) + " at index " +
+             std::to_string(i) + (std::isfinite(t.getDouble(i)) ? ", past the package's " +
+                                                                     pkg.dtype
+                                                               : std::string()) +
+             ": parameters must be finite");
+    }
+  }
+  uploadAll(backend, FlatBuffer::Params, flat);
+}
+
+/// --memory-report: what the backend allocated, by item (contract/
+/// DeviceMemory.h), and the total, as one JSON object.
+void writeMemoryReport(const Backend &backend, const std::string &path) {
+  std::string json = "{\"device\": " + jsonQuote(backend.name());
+  int64_t total = 0;
+  for (const char *item : memory::kItems) {
+    auto it = backend.allocated().find(item);
+    int64_t bytes = it == backend.allocated().end() ? 0 : it->second;
+    json += ", \"" + std::string(item) + "\": " + std::to_string(bytes);
+    total += bytes;
+  }
+  for (auto &[item, bytes] : backend.allocated())
+    if (std::find_if(std::begin(memory::kItems), std::end(memory::kItems),
+                     [&](const char *k) { return item == k; }) == std::end(memory::kItems))
+      fail("internal: the backend allocated under an unknown item '" + item + "'");
+  writeFileAtomically(path, json + ", \"total\": " + std::to_string(total) + "}\n");
+}
+
+void saveParameters(Backend &backend, const std::string &path) {
+  // Whole HF tensors, gathered from the tensor-parallel group's slices.
+  std::vector<char> flats = groupParameterFlats(backend);
+  std::vector<std::pair<std::string, HostTensor>> out;
+  for (const ParamInfo &p : backend.package().params) {
+    HostTensor t = wholeParameter(backend, p, flats);
+    // No file of weights that are not finite is written, under any label.
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (!std::isfinite(t.getDouble(i)))
+        fail(path + " was not written: parameter " + p.name + " holds " +
+             valueText(t.getDouble(i)) + " at index " + std::to_string(i));
+    // Each alias of a tied parameter gets its own copy: safetensors files
+    // hold no shared storage, and load_state_dict(strict=True) wants every
+    // name the model has.
+    if (auto a = backend.package().aliases.find(p.name); a != backend.package().aliases.end())
+      for (const std::string &alias : a->second)
+        out.push_back({alias, t});
+    out.push_back({p.name, std::move(t)});
+  }
+  if (backend.tpRank() == 0) // the group's first rank writes the whole model
+    writeSafetensors(path, out, {{"format", "pt"}});
+}
+
+/// --save: a safetensors file, or a Hugging Face model directory.
+void saveWeights(Backend &backend, const TrainOptions &o) {
+  if (isDirectoryPath(o.save))
+    saveModelDirectory(backend, o, o.save);
+  else
+    saveParameters(backend, o.save);
+}
+
+
+/// A run that stops on a non-finite step writes --save with the parameters
+/// before it, when they are finite (saveParameters writes no others); the
+/// end of its error message says which.
+std::string keepParameters(Backend &backend, const TrainOptions &o) {
+  if (o.save.empty())
+    return "";
+  try {
+    saveWeights(backend, o);
+  } catch (const Error &e) {
+    return std::string("; ") + e.what();
+  }
+  return "; the parameters before this step are saved in " + o.save;
+}
+
+void runForward(Backend &backend, const TrainOptions &weights, const RunOptions &run) {
+  const Package &pkg = backend.package();
+  backend.setTf32(weights.tf32 == "on");
+  if (run.outputDir.empty())
+    fail("run needs --output-dir");
+  // Nothing the run reads is overwritten by an output (a NAME.npy that is a
+  // link to an input, to --init or to a file of the package).
+  std::vector<NamedPath> inputs = {{"--init", weights.init}};
+  for (auto &[name, file] : run.inputs)
+    inputs.push_back({"--input " + name, file});
+  for (const std::string &f : filesIn(pkg.dir))
+    inputs.push_back({"the package", f});
+  std::vector<NamedPath> outputs;
+  for (const auto &out : pkg.function(kEvaluateFn).outputs) {
+    // Each output is NAME.npy inside --output-dir, never a path elsewhere.
+    if (out.name.empty() || out.name == "." || out.name == ".." ||
+        out.name.find('/') != std::string::npos)
+      fail(pkg.dir + ": the model's output '" + out.name + "' is not a file name; --output-dir "
+           "holds NAME.npy per output");
+    outputs.push_back({"--output-dir", run.outputDir + "/" + out.name + ".npy"});
+  }
+  refuseOutputsOverInputs(inputs, outputs);
+  setTensorParallelRank(backend);
+  if (!weights.init.empty())
+    loadParameters(backend, weights.init);
+  else
+    initializeParameters(backend, weights.seed);
+  std::set<std::string> given;
+  for (auto &[name, file] : run.inputs) {
+    if (name.empty() || file.empty())
+      fail("--input expects NAME=FILE.npy, got '" + name + "=" + file + "'");
+    HostTensor t = readNpy(file); // its errors name the file
+    try {
+      backend.setInput(name, t);
+    } catch (const Error &e) {
+      fail(file + ": " + e.what());
+    }
+    given.insert(name);
+  }
+  for (const InputInfo &in : pkg.inputs)
+    if (!given.count(in.name))
+      fail("missing --input " + in.name + "=FILE.npy (shape " + shapeString(in.shape) + ", " +
+           in.dtype + ")");
+  // Inference: the dropout-free copy of the forward graph. A bad value in an
+  // input (a token id outside the vocabulary) is reported with the inputs.
+  try {
+    backend.run(kEvaluateFn, 0);
+  } catch (const Error &e) {
+    std::string given;
+    for (auto &[name, file] : run.inputs)
+      given += (given.empty() ? "" : ", ") + name + "=" + file;
+    fail(std::string(e.what()) + " (inputs " + given + ")");
+  }
+  // All outputs or none: a failed write leaves every previous NAME.npy.
+  makeDirectories(run.outputDir);
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const auto &out : pkg.function(kEvaluateFn).outputs)
+    files.push_back({run.outputDir + "/" + out.name + ".npy",
+                     encodeNpy(backend.output(kEvaluateFn, out.name))});
+  writeFilesAtomically(files);
+}
+
+} // namespace mlc::rt
