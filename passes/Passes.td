@@ -60,7 +60,15 @@ def MlcShardTensorParallel : Pass<"mlc-shard-tensor-parallel", "mlir::ModuleOp">
     of the input units). `mlc.tp_copy` (identity forward, all-reduce
     backward) enters each parallel region; `mlc.tp_reduce sum` sums each
     row-parallel product over the group, and its bias is added after it,
-    once. Norms, embeddings, the head and the loss stay replicated. Each
+    once. The token embedding, the LM head and the cross-entropy are
+    vocabulary-parallel (`vocab-parallel=true`, the default, as in
+    Megatron): each rank holds V/size rows of the vocabulary; the lookup
+    zeroes the ids it does not hold and an `mlc.tp_reduce sum` joins the
+    ranks' rows; the head is column-parallel over the vocabulary and the
+    loss joins the row maxima (`tp_reduce max`), the exp-sums and the
+    target logit (`tp_reduce sum`) without gathering the logits. The rank
+    is the step's scalars "tp_rank" (an argument the pass adds). Norms and
+    the position and token-type embeddings stay replicated. Each
     split parameter gets `mlc.tp_split = {dim, blocks}` (which dim of its
     HF tensor is split, and the blocks each cut into `size` slices: Q, K
     and V of a fused c_attn), so a writer can gather full tensors. The
@@ -69,7 +77,8 @@ def MlcShardTensorParallel : Pass<"mlc-shard-tensor-parallel", "mlir::ModuleOp">
     What cannot be split exactly is refused with the config key or op:
     heads or KV heads not divisible by `size`, an MLP width not divisible,
     a parameter read both split and whole (a tied projection inside a
-    region), a split value reaching an op that would need it whole.
+    region), a split value reaching an op that would need it whole, a
+    vocabulary not divisible by `size` (with the padded size that would be).
     `size=1` leaves the module unchanged.
 
     Before (one head pair shown, size=2):
@@ -92,7 +101,11 @@ def MlcShardTensorParallel : Pass<"mlc-shard-tensor-parallel", "mlir::ModuleOp">
     Option<"size", "size", "int64_t", "1",
            "Ranks of the tensor-parallel group (Megatron's --tensor-model-parallel-size)">,
     Option<"forwardName", "forward", "std::string", "::mlc::kForwardFn",
-           "The function to shard">
+           "The function to shard">,
+    Option<"vocabParallel", "vocab-parallel", "bool", "true",
+           "Split the token embedding, the LM head and the cross-entropy over the "
+           "vocabulary (Megatron's VocabParallelEmbedding and vocab_parallel_cross_entropy); "
+           "false keeps them replicated">
   ];
 }
 

@@ -28,15 +28,26 @@
 //      slices of each block. Autodiff then places the backward collectives
 //      from the ops' own rules.
 //
-// Everything outside the regions (embeddings, norms, the LM head, the loss)
-// stays replicated and computes the same values on every rank; the adjoints
-// that reach it have been summed by the tp_copy's all-reduce, so the
-// replicated parameters' gradients agree on every rank with no collective.
+// Vocabulary parallelism (vocab-parallel, on by default as in Megatron):
+// before propagation, every lookup of input_ids in a parameter table keeps
+// this rank's rows (dim 0), and the LM head of every loss over that many
+// classes becomes a column-parallel seed over the vocabulary; propagation
+// carries the vocabulary split through reshapes and slices to the
+// cross-entropy, and the rewrite replaces the lookups and the losses by
+// their vocabulary-parallel forms (VocabParallel.cpp), with the offset from
+// the "tp_rank" scalars argument it adds, and drops the logits output.
+//
+// Everything else outside the regions (positions, token types, norms, a
+// classifier's head) stays replicated and computes the same values on every
+// rank; the adjoints that reach it have been summed by the tp_copy's
+// all-reduce, so the replicated parameters' gradients agree on every rank
+// with no collective.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dialects/mlc/MlcDialect.h"
 #include "passes/Passes.h"
+#include "passes/VocabParallel.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -86,7 +97,8 @@ public:
       module.emitError("mlc-shard-tensor-parallel: no function @") << forwardName;
       return signalPassFailure();
     }
-    if (failed(findSeeds()) || failed(propagate()) || failed(checkParams()))
+    if (failed(findSeeds()) || failed(findVocab()) || failed(propagate()) ||
+        failed(checkParams()))
       return signalPassFailure();
     rewrite();
     module->setAttr("mlc.tensor_parallel",
@@ -105,6 +117,13 @@ private:
   llvm::MapVector<BlockArgument, int64_t> paramDim;
   /// The operands (owner, index) through which each split parameter is read.
   llvm::DenseSet<OpOperand *> shardedUses;
+  /// Vocabulary-parallel: the LM heads (among the seeds), the token
+  /// lookups and the losses, each with its whole vocabulary.
+  llvm::DenseSet<Operation *> heads;
+  SmallVector<std::pair<EmbeddingOp, int64_t>> lookups;
+  SmallVector<std::pair<CrossEntropyOp, int64_t>> losses;
+  /// @forward's results that hold a vocabulary shard (the logits), dropped.
+  SmallVector<unsigned> droppedResults;
 
   /// Walks back from an attention operand or an activation's input to the
   /// matmul with a parameter weight that produced it.
@@ -200,6 +219,92 @@ private:
       return fn.emitError("mlc-shard-tensor-parallel: @")
              << fn.getSymName()
              << " has no attention and no MLP to split (run mlc-recognize first)";
+    return success();
+  }
+
+  /// A vocabulary that does not divide by size is refused with the rows it
+  /// would need.
+  LogicalResult vocabDivides(Operation *op, int64_t v, StringRef what) {
+    if (v % size == 0)
+      return success();
+    int64_t t = size, padded = (v + t - 1) / t * t, megatron = (v + 128 * t - 1) / (128 * t) * 128 * t;
+    return op->emitOpError("mlc-shard-tensor-parallel: vocab_size = ")
+           << v << " (" << what << ") is not divisible by the tensor-parallel size " << t
+           << ": pad the vocabulary to " << padded
+           << " rows (Megatron's --make-vocab-size-divisible-by 128 pads it to " << megatron
+           << "), or pass vocab-parallel=false to keep the embedding, the LM head and the "
+              "loss replicated";
+  }
+
+  /// The matmul by a parameter whose product the loss reads as logits,
+  /// through reshapes, slices, casts and a bias add.
+  MatmulOp traceHead(Value v) {
+    while (Operation *def = v.getDefiningOp()) {
+      if (auto mm = dyn_cast<MatmulOp>(def))
+        return asParam(fn, mm.getRhs()) && !mm.getTransposeLhs() ? mm : MatmulOp();
+      if (isa<ReshapeOp, CastOp, SliceOp>(def))
+        v = def->getOperand(0);
+      else if (auto add = dyn_cast<AddOp>(def); add && asParam(fn, add.getRhs()))
+        v = add.getLhs();
+      else
+        return {};
+    }
+    return {};
+  }
+
+  /// Whether integer `v` is the input "input_ids" (through reshapes and casts).
+  bool isTokenIds(Value v) {
+    while (Operation *def = v.getDefiningOp()) {
+      if (!isa<ReshapeOp, CastOp>(def))
+        return false;
+      v = def->getOperand(0);
+    }
+    auto arg = dyn_cast<BlockArgument>(v);
+    auto name = arg ? fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "mlc.input") : StringAttr();
+    return name && name.getValue() == "input_ids";
+  }
+
+  /// Vocabulary parallelism (Megatron's default under tensor parallelism):
+  /// every lookup of input_ids in a parameter table keeps this rank's rows
+  /// of it, and every loss over that many classes (the language-model loss,
+  /// not a classifier's: BERT's next-sentence head stays replicated) makes
+  /// its LM head a column-parallel seed over the vocabulary.
+  LogicalResult findVocab() {
+    if (!vocabParallel)
+      return success();
+    llvm::SmallDenseSet<int64_t> vocabs;
+    for (auto lookup : fn.getBody().front().getOps<EmbeddingOp>()) {
+      if (!asParam(fn, lookup.getWeight()) || !isTokenIds(lookup.getIndices()))
+        continue; // Positions and token types stay replicated.
+      int64_t v = tensorType(lookup.getWeight()).getDimSize(0);
+      if (failed(vocabDivides(lookup, v, "the rows of '" +
+                                             paramName(fn, asParam(fn, lookup.getWeight())).str() +
+                                             "'")) ||
+          failed(shardParam(lookup->getOpOperand(0), 0)))
+        return failure();
+      lookups.push_back({lookup, v});
+      vocabs.insert(v);
+    }
+    for (auto ce : fn.getBody().front().getOps<CrossEntropyOp>()) {
+      int64_t classes = tensorType(ce.getLogits()).getDimSize(1);
+      if (!vocabs.contains(classes))
+        continue; // A classifier's loss: replicated.
+      MatmulOp head = traceHead(ce.getLogits());
+      if (!head)
+        return ce.emitOpError("mlc-shard-tensor-parallel: cannot find the LM head (a matmul "
+                              "by a parameter) that computes its logits; pass "
+                              "vocab-parallel=false to keep the head and the loss replicated");
+      if (tensorType(head.getResult()).getShape().back() != classes)
+        return ce.emitOpError("mlc-shard-tensor-parallel: its logits' ")
+               << classes << " classes are not the LM head's "
+               << tensorType(head.getResult()).getShape().back() << " outputs";
+      if (head.getAcc())
+        return head.emitOpError("mlc-shard-tensor-parallel: an LM head with an accumulator "
+                                "is not supported");
+      seeds.insert(head);
+      heads.insert(head);
+      losses.push_back({ce, classes});
+    }
     return success();
   }
 
@@ -384,8 +489,36 @@ private:
           return failure();
         continue;
       }
-      if (isa<func::ReturnOp>(op))
-        return fail("returns a value that only part of the tensor-parallel group holds");
+      if (auto sl = dyn_cast<SliceOp>(op)) {
+        // The shifted loss's logits[:, :-1]: a slice that keeps the split dim whole.
+        int64_t a = axis.lookup(sl.getInput());
+        int64_t n = tensorType(sl.getInput()).getDimSize(a);
+        if (sl.getStarts()[a] != 0 || sl.getSteps()[a] != 1 || sl.getEnds()[a] < n)
+          return fail("slices the split dim");
+        axis[sl.getResult()] = a;
+        continue;
+      }
+      if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
+        if (llvm::none_of(losses, [&](auto &l) { return l.first == ce; }) ||
+            axis.count(ce.getLabels()) || axis.lookup(ce.getLogits()) != 1)
+          return fail("reads logits split over the tensor-parallel group, but not as the "
+                      "vocabulary-parallel loss of its LM head");
+        continue; // Rewritten into the vocabulary-parallel loss.
+      }
+      if (isa<func::ReturnOp>(op)) {
+        // The logits output of a vocabulary-parallel head is dropped: the loss
+        // never needs them whole, and gathering them would cost each rank the
+        // whole [tokens, vocab] tensor the layout exists to avoid.
+        for (OpOperand &r : op.getOpOperands()) {
+          if (!axis.count(r.get()))
+            continue;
+          auto name = fn.getResultAttrOfType<StringAttr>(r.getOperandNumber(), "mlc.output");
+          if (heads.empty() || !name || name.getValue() != "logits")
+            return fail("returns a value that only part of the tensor-parallel group holds");
+          droppedResults.push_back(r.getOperandNumber());
+        }
+        continue;
+      }
       return fail("reads a value split over the tensor-parallel group, and mlc "
                   "cannot split or gather it here");
     }
@@ -489,6 +622,14 @@ private:
         sp.setSizes(sizes);
       }
     });
+    fn.walk([&](SliceOp sl) {
+      if (!axis.count(sl.getInput()))
+        return;
+      int64_t a = axis.lookup(sl.getInput());
+      SmallVector<int64_t> ends(sl.getEnds());
+      ends[a] = tensorType(sl.getInput()).getDimSize(a);
+      sl.setEnds(ends);
+    });
     Builder ab(ctx);
     for (auto [p, dim] : paramDim) {
       p.setType(shrink(tensorType(p), dim, size));
@@ -496,6 +637,34 @@ private:
                     ab.getDictionaryAttr({ab.getNamedAttr("dim", ab.getI64IntegerAttr(dim)),
                                           ab.getNamedAttr("blocks", ab.getDenseI64ArrayAttr(
                                                                         paramBlocks[p]))}));
+    }
+
+    // The vocabulary-parallel lookups and losses, from this rank's offset.
+    if (!lookups.empty() || !losses.empty()) {
+      unsigned at = fn.getNumArguments();
+      fn.insertArgument(at, RankedTensorType::get({1}, b.getF64Type()),
+                        ab.getDictionaryAttr(ab.getNamedAttr("mlc.scalars",
+                                                             ab.getStringAttr(kTpRankScalars))),
+                        fn.getLoc());
+      Value rank = fn.getArgument(at);
+      llvm::DenseMap<std::pair<Type, int64_t>, Value> offsets;
+      auto offsetFor = [&](Value ids, int64_t vocab) {
+        Value &offset = offsets[{tensorType(ids).getElementType(), vocab / size}];
+        if (!offset) {
+          b.setInsertionPointToStart(&fn.getBody().front());
+          offset = vocabOffset(b, fn.getLoc(), rank, vocab / size, tensorType(ids).getElementType());
+        }
+        return offset;
+      };
+      for (auto [lookup, v] : lookups)
+        buildVocabParallelEmbedding(b, lookup, offsetFor(lookup.getIndices(), v), v);
+      for (auto [ce, v] : losses)
+        buildVocabParallelCrossEntropy(b, ce, offsetFor(ce.getLabels(), v), v);
+    }
+    auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+    for (unsigned i : llvm::reverse(droppedResults)) {
+      ret->eraseOperand(i);
+      fn.eraseResult(i);
     }
     fn.setFunctionType(FunctionType::get(ctx, fn.getBody().front().getArgumentTypes(),
                                          fn.getFunctionType().getResults()));

@@ -648,6 +648,13 @@ void declareParamsAndInputs(OpBuilder &b, Location loc, func::FuncOp forward,
                               TypeAttr::get(typeOf(arg).getElementType()),
                               b.getDenseI64ArrayAttr(shape));
     }
+  // Scalars the graph itself reads (mlc-shard-tensor-parallel's "tp_rank",
+  // this rank's index in its tensor-parallel group), filled by the runtime.
+  for (BlockArgument arg : forward.getArguments())
+    if (auto sc = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "mlc.scalars"))
+      b.create<plan::ScalarsOp>(loc, b.getStringAttr(sc.str()),
+                                TypeAttr::get(typeOf(arg).getElementType()),
+                                b.getI64IntegerAttr(typeOf(arg).getNumElements()));
 }
 
 } // namespace

@@ -823,8 +823,11 @@ def Mlc_TpReduceOp : Mlc_Op<"tp_reduce", [Pure, SameOperandsAndResultType,
     `max` is the maximum over the group, the shift of a vocabulary-parallel
     softmax (Megatron's `vocab_parallel_cross_entropy`). Its gradient goes to
     the elements that attain the maximum (`select(input == result, g, 0)`,
-    the rule of `mlc.reduce_max`); as a softmax's shift its adjoint is zero
-    in exact arithmetic, so ties cost nothing there.
+    the rule of `mlc.reduce_max`), assuming, like `sum`, that every rank
+    holds the whole adjoint. A shift read by each rank's own columns has
+    only a partial adjoint per rank: put an `mlc.tp_copy` after the max (as
+    mlc-shard-tensor-parallel does), whose all-reduce makes it whole (zero
+    in exact arithmetic, as a softmax's shift changes nothing).
 
     ```mlir
     %y = mlc.tp_reduce sum %partial : tensor<8x1024x768xf32>
@@ -834,6 +837,57 @@ def Mlc_TpReduceOp : Mlc_Op<"tp_reduce", [Pure, SameOperandsAndResultType,
   let arguments = (ins Mlc_TpReduceKind:$kind, Mlc_FloatTensor:$input);
   let results = (outs Mlc_FloatTensor:$result);
   let assemblyFormat = "$kind $input attr-dict `:` type($result)";
+}
+
+// Sequence parallelism (Megatron-LM's --sequence-parallel): between the
+// tensor-parallel regions, norms and dropout run on each rank's slice of
+// the tokens; a region's entry gathers the tokens and its exit sums the
+// partial products and scatters them. The pair is conjugate like tp_copy /
+// tp_reduce sum: each is the other's gradient. Verified and differentiated
+// in MlcCollectives.cpp.
+
+def Mlc_TpAllGatherOp : Mlc_Op<"tp_all_gather", [Pure,
+    DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
+  let summary = "Joins the ranks' slices along one dim (all-gather over the tensor-parallel group)";
+  let description = [{
+    Megatron-LM's `gather_from_sequence_parallel_region`: each rank of the
+    group holds a slice of dim `axis` (its tokens); every rank gets the whole
+    tensor, the ranks' slices in rank order, so `axis` grows by the group's
+    size. Under sequence parallelism it takes the place of `mlc.tp_copy` at
+    a region's entry. The adjoint each rank then holds of the whole is only
+    its own part, so the gradient rule is `mlc.tp_reduce_scatter` along the
+    same dim: summed over the group, each rank keeping its slice.
+
+    ```mlir
+    %x = mlc.tp_all_gather %xs axis = 1 : tensor<8x512x768xf32> -> tensor<8x1024x768xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Mlc_FloatTensor:$result);
+  let assemblyFormat = "$input `axis` `=` $axis attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Mlc_TpReduceScatterOp : Mlc_Op<"tp_reduce_scatter", [Pure,
+    DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
+  let summary = "Sums over the tensor-parallel group, each rank keeping a slice of one dim";
+  let description = [{
+    Megatron-LM's `reduce_scatter_to_sequence_parallel_region`: each rank
+    holds a partial sum (a row-parallel product); the sum over the group is
+    cut along dim `axis` into the group's size slices and rank r keeps the
+    r-th, so `axis` shrinks by the group's size. Under sequence parallelism
+    it takes the place of `mlc.tp_reduce sum` after a row-parallel product.
+    Its gradient rule is `mlc.tp_all_gather` along the same dim: each rank's
+    slice of the adjoint, joined, is the adjoint of every partial sum.
+
+    ```mlir
+    %ys = mlc.tp_reduce_scatter %partial axis = 1 : tensor<8x1024x768xf32> -> tensor<8x512x768xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Mlc_FloatTensor:$result);
+  let assemblyFormat = "$input `axis` `=` $axis attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

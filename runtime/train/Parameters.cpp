@@ -248,6 +248,7 @@ void runForward(Backend &backend, const TrainOptions &weights, const RunOptions 
     outputs.push_back({"--output-dir", run.outputDir + "/" + out.name + ".npy"});
   }
   refuseOutputsOverInputs(inputs, outputs);
+  setTensorParallelRank(backend);
   if (!weights.init.empty())
     loadParameters(backend, weights.init);
   else

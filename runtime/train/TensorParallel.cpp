@@ -241,4 +241,10 @@ double tensorParallelGradNorm(Backend &backend, double localNorm) {
   return std::sqrt(std::max(0.0, squares));
 }
 
+void setTensorParallelRank(Backend &backend) {
+  for (const ScalarsInfo &s : backend.package().scalars)
+    if (s.name == "tp_rank")
+      backend.setScalars("tp_rank", {double(backend.tpRank())});
+}
+
 } // namespace mlc::rt

@@ -63,6 +63,11 @@ std::vector<char> groupParameterFlats(Backend &backend);
 HostTensor wholeParameter(const Backend &backend, const ParamInfo &p,
                           const std::vector<char> &flats);
 
+/// Gives a vocabulary-parallel package its rank in the tensor-parallel
+/// group: the step's scalars "tp_rank" (mlc-shard-tensor-parallel's lookups
+/// and loss read their vocabulary offset from it). Other packages have none.
+void setTensorParallelRank(Backend &backend);
+
 /// The global gradient norm from @grad_norm's `localNorm`, the norm of this
 /// rank's gradient buffer: every split parameter's slices counted once over
 /// the group, every replicated parameter once (collective over the group).

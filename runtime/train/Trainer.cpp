@@ -213,6 +213,7 @@ private:
   /// Where the run starts: a checkpoint (parameters, moments, step, run id),
   /// given weights, or the seeded initialization.
   void start() {
+    setTensorParallelRank(backend);
     backend.zero(FlatBuffer::AdamM);
     backend.zero(FlatBuffer::AdamV);
     if (!o.resume.empty()) {

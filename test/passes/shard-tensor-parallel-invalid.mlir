@@ -126,3 +126,84 @@ func.func @forward(%x: tensor<4xf32> {mlc.input = "x"}, %w: tensor<4xf32> {mlc.p
   %l = mlc.reduce_sum %y axes = [0] : tensor<4xf32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// A vocabulary of 15 rows cannot be split over two ranks: the error says
+// what the padded vocabulary would be.
+func.func @forward(%wte: tensor<15x8xf32> {mlc.param = "wte"},
+                   %w1: tensor<8x16xf32> {mlc.param = "c_fc.weight"},
+                   %w2: tensor<16x8xf32> {mlc.param = "c_proj.weight"},
+                   %ids: tensor<2x4xi64> {mlc.input = "input_ids"})
+    -> (tensor<f32> {mlc.output = "loss"}) {
+  // expected-error @+1 {{vocab_size = 15 (the rows of 'wte') is not divisible by the tensor-parallel size 2: pad the vocabulary to 16 rows (Megatron's --make-vocab-size-divisible-by 128 pads it to 256), or pass vocab-parallel=false}}
+  %x = mlc.embedding %wte, %ids : tensor<15x8xf32>, tensor<2x4xi64>
+  %h = mlc.matmul %x, %w1 : tensor<2x4x8xf32>, tensor<8x16xf32>
+  %a = mlc.gelu %h approximate = tanh : tensor<2x4x16xf32>
+  %y = mlc.matmul %a, %w2 : tensor<2x4x16xf32>, tensor<16x8xf32>
+  %l = mlc.reduce_sum %y axes = [0, 1, 2] : tensor<2x4x8xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// The logits of a vocabulary-parallel head read by anything but the loss
+// (here a z-loss-like sum) would need every rank's columns.
+func.func @forward(%wte: tensor<16x8xf32> {mlc.param = "wte"},
+                   %w1: tensor<8x16xf32> {mlc.param = "c_fc.weight"},
+                   %w2: tensor<16x8xf32> {mlc.param = "c_proj.weight"},
+                   %ids: tensor<8xi64> {mlc.input = "input_ids"},
+                   %labels: tensor<8xi64> {mlc.input = "labels"})
+    -> (tensor<f32> {mlc.output = "loss"}) {
+  %x = mlc.embedding %wte, %ids : tensor<16x8xf32>, tensor<8xi64>
+  %h = mlc.matmul %x, %w1 : tensor<8x8xf32>, tensor<8x16xf32>
+  %a = mlc.gelu %h approximate = tanh : tensor<8x16xf32>
+  %y = mlc.matmul %a, %w2 : tensor<8x16xf32>, tensor<16x8xf32>
+  %z = mlc.matmul %y, %wte transpose_rhs : tensor<8x8xf32>, tensor<16x8xf32>
+  %loss = mlc.cross_entropy %z, %labels ignore_index = -100 : tensor<8x16xf32>, tensor<8xi64>
+  // expected-error @+1 {{reads a value split over the tensor-parallel group, and mlc cannot split or gather it here}}
+  %s = mlc.reduce_sum %z axes = [0, 1] : tensor<8x16xf32>
+  %t = mlc.add %loss, %s : tensor<f32>, tensor<f32>
+  return %t : tensor<f32>
+}
+
+// -----
+
+// A slice across the vocabulary (the first 8 classes) cannot be taken from
+// each rank's columns.
+func.func @forward(%wte: tensor<16x8xf32> {mlc.param = "wte"},
+                   %w1: tensor<8x16xf32> {mlc.param = "c_fc.weight"},
+                   %w2: tensor<16x8xf32> {mlc.param = "c_proj.weight"},
+                   %ids: tensor<8xi64> {mlc.input = "input_ids"},
+                   %labels: tensor<8xi64> {mlc.input = "labels"})
+    -> (tensor<f32> {mlc.output = "loss"}) {
+  %x = mlc.embedding %wte, %ids : tensor<16x8xf32>, tensor<8xi64>
+  %h = mlc.matmul %x, %w1 : tensor<8x8xf32>, tensor<8x16xf32>
+  %a = mlc.gelu %h approximate = tanh : tensor<8x16xf32>
+  %y = mlc.matmul %a, %w2 : tensor<8x16xf32>, tensor<16x8xf32>
+  %z = mlc.matmul %y, %wte transpose_rhs : tensor<8x8xf32>, tensor<16x8xf32>
+  %loss = mlc.cross_entropy %z, %labels ignore_index = -100 : tensor<8x16xf32>, tensor<8xi64>
+  // expected-error @+1 {{slices the split dim}}
+  %s = mlc.slice %z starts = [0, 0] ends = [8, 8] steps = [1, 1] : tensor<8x16xf32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// A loss over the vocabulary whose logits come from no matmul by a
+// parameter: there is no head to split.
+func.func @forward(%wte: tensor<16x8xf32> {mlc.param = "wte"},
+                   %w1: tensor<8x16xf32> {mlc.param = "c_fc.weight"},
+                   %w2: tensor<16x8xf32> {mlc.param = "c_proj.weight"},
+                   %ids: tensor<8xi64> {mlc.input = "input_ids"},
+                   %labels: tensor<8xi64> {mlc.input = "labels"})
+    -> (tensor<f32> {mlc.output = "loss"}) {
+  %x = mlc.embedding %wte, %ids : tensor<16x8xf32>, tensor<8xi64>
+  %h = mlc.matmul %x, %w1 : tensor<8x8xf32>, tensor<8x16xf32>
+  %a = mlc.gelu %h approximate = tanh : tensor<8x16xf32>
+  %y = mlc.matmul %a, %w2 : tensor<8x16xf32>, tensor<16x8xf32>
+  %z = mlc.softmax %h axis = 1 : tensor<8x16xf32>
+  // expected-error @+1 {{cannot find the LM head (a matmul by a parameter) that computes its logits; pass vocab-parallel=false}}
+  %loss = mlc.cross_entropy %z, %labels ignore_index = -100 : tensor<8x16xf32>, tensor<8xi64>
+  return %loss : tensor<f32>
+}
