@@ -132,7 +132,6 @@ changes = [  # (names allowed, the package, flags, the line it prints)
     ("clip-grad", pkg, ["--clip-grad", "0.5"], "--clip-grad:"),
     ("clip", pkg, ["--clip", "none"], "--clip:"),
     ("seed", pkg, ["--seed", "7"], "--seed:"),
-    ("vocab-file", pkg, ["--vocab-file", args.data], "--vocab-file:"),
     ("split", pkg, ["--split", "90,5,5"], "--split:"),
     ("global-batch", pkg, ["--global-batch", "4"], "--global-batch:"),
     ("lr-scaling,base-batch", pkg, ["--lr-scaling", "sqrt", "--base-batch", "2"],
@@ -149,6 +148,10 @@ for names, package, flags, line in changes:
     check("resume", r.returncode == 0 and "resuming with changed settings" in r.stderr and
           line in r.stderr, f"--resume-with-changes {names}: exit {r.returncode}: "
           f"{r.stderr[-300:]}")
+# A GPT-style package's data tokenizer is GPT-2 BPE: --vocab-file alone (BERT's
+# WordPiece) is refused naming the flag whether resuming or not.
+run("resume", train(pkg, "--steps", "2", "--resume", step1, "--vocab-file", args.data),
+    "--vocab-file " + args.data + " without --merge-file")
 argv = train(pkg, "--steps", "2", "--resume", step1)
 argv[4] = other_data
 run("resume", argv, "--data:")
