@@ -407,8 +407,9 @@ static llvm::Error readRopeObject(llvm::StringRef path, llvm::StringRef name,
   const bool parameters = name == "rope_parameters";
   const char *supported = parameters ? "only rope_type default or llama3" : "only llama3";
   std::optional<llvm::StringRef> type;
-  if (const llvm::json::Value *t = rope->get("rope_type"); t && t->kind() != llvm::json::Value::Null)
-    type = t->getAsString();
+  const llvm::json::Value *ropeType = rope->get("rope_type");
+  if (ropeType && ropeType->kind() != llvm::json::Value::Null)
+    type = ropeType->getAsString();
   else if (const llvm::json::Value *t = rope->get("type"))
     type = t->getAsString();
   else if (parameters)
