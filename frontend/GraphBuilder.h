@@ -233,6 +233,16 @@ private:
 // The Llama family (Llama.cpp)
 //===----------------------------------------------------------------------===//
 
+/// The llama family's llama3 rope scaling (Llama 3.1, 3.2), HF's
+/// rope_scaling {rope_type: llama3, factor, low_freq_factor,
+/// high_freq_factor, original_max_position_embeddings} as config keys: all
+/// four or none (no scaling).
+inline constexpr const char *kRopeScalingFactor = "rope_scaling_factor";
+inline constexpr const char *kRopeScalingLowFreqFactor = "rope_scaling_low_freq_factor";
+inline constexpr const char *kRopeScalingHighFreqFactor = "rope_scaling_high_freq_factor";
+inline constexpr const char *kRopeScalingOriginalMax =
+    "rope_scaling_original_max_position_embeddings";
+
 /// Presets of `mlc ... llama --config`: tiny and real checkpoints' shapes.
 const std::map<std::string, Preset> &llamaPresets();
 

@@ -53,8 +53,7 @@ const std::map<std::string, Preset> &llamaPresets() {
   static const std::map<std::string, Preset> presets = [] {
     std::map<std::string, Preset> p;
     p["tinyllama-1.1b"] = tinyllama;
-    // meta-llama/Llama-3.2-1B (its llama3 rope_scaling is not modelled: the
-    // shapes, not the long-context frequencies, are what --report needs).
+    // meta-llama/Llama-3.2-1B, with its llama3 rope_scaling (factor 32).
     Preset &l32 = p["llama-3.2-1b"] = tinyllama;
     l32["vocab_size"] = 128256;
     l32["intermediate_size"] = 8192;
@@ -64,9 +63,11 @@ const std::map<std::string, Preset> &llamaPresets() {
     l32["rope_theta"] = 500000;
     l32["max_position_embeddings"] = 131072;
     l32["tie_word_embeddings"] = 1;
-    // meta-llama/Meta-Llama-3-8B: 8.03B parameters. (Llama-3.1-8B adds
-    // a llama3 rope_scaling the builtin rotary does not build: refused by
-    // name in parseModelConfig.)
+    l32[kRopeScalingFactor] = 32;
+    l32[kRopeScalingLowFreqFactor] = 1;
+    l32[kRopeScalingHighFreqFactor] = 4;
+    l32[kRopeScalingOriginalMax] = 8192;
+    // meta-llama/Meta-Llama-3-8B: 8.03B parameters.
     Preset &l3 = p["llama-3-8b"] = tinyllama;
     l3["vocab_size"] = 128256;
     l3["hidden_size"] = 4096;
@@ -79,6 +80,14 @@ const std::map<std::string, Preset> &llamaPresets() {
     l3["rope_theta"] = 500000;
     l3["max_position_embeddings"] = 8192;
     l3["tie_word_embeddings"] = 0;
+    // meta-llama/Llama-3.1-8B: Llama-3-8B's shapes and parameters, its
+    // context stretched to 131,072 tokens by the llama3 rope_scaling.
+    Preset &l31 = p["llama-3.1-8b"] = l3;
+    l31["max_position_embeddings"] = 131072;
+    l31[kRopeScalingFactor] = 8;
+    l31[kRopeScalingLowFreqFactor] = 1;
+    l31[kRopeScalingHighFreqFactor] = 4;
+    l31[kRopeScalingOriginalMax] = 8192;
     // Qwen/Qwen2-0.5B: q/k/v biases, tied head.
     Preset &q = p["qwen2-0.5b"] = tinyllama;
     q["vocab_size"] = 151936;
@@ -152,7 +161,9 @@ llvm::Error checkLlamaConfig(ModelConfig &config) {
         return error("config key '" + key + "' must be 0 or 1 (false or true)");
       continue;
     }
-    if (k == "rms_norm_eps" || k == "rope_theta" || k == "initializer_range") {
+    if (k == "rms_norm_eps" || k == "rope_theta" || k == "initializer_range" ||
+        k == kRopeScalingFactor || k == kRopeScalingLowFreqFactor ||
+        k == kRopeScalingHighFreqFactor) {
       if (!(value > 0) || !std::isfinite(value))
         return error("config key '" + key + "' must be a finite positive number, got " +
                      formatNumber(value));
@@ -184,6 +195,24 @@ llvm::Error checkLlamaConfig(ModelConfig &config) {
                        .str());
     config.values["head_dim"] = double(E / H);
   }
+  // llama3 rope_scaling: the four keys together, a band low < high (its
+  // frequencies are interpolated over it).
+  const int scalingKeys = config.values.count(kRopeScalingFactor) +
+                          config.values.count(kRopeScalingLowFreqFactor) +
+                          config.values.count(kRopeScalingHighFreqFactor) +
+                          config.values.count(kRopeScalingOriginalMax);
+  if (scalingKeys != 0 && scalingKeys != 4)
+    return error(llvm::formatv("llama3 rope scaling needs all of {0}, {1}, {2} and {3}",
+                               kRopeScalingFactor, kRopeScalingLowFreqFactor,
+                               kRopeScalingHighFreqFactor, kRopeScalingOriginalMax)
+                     .str());
+  if (scalingKeys == 4 && !(config.getFloat(kRopeScalingLowFreqFactor) <
+                            config.getFloat(kRopeScalingHighFreqFactor)))
+    return error(llvm::formatv("{0}={1} must be below {2}={3}", kRopeScalingLowFreqFactor,
+                               formatNumber(config.getFloat(kRopeScalingLowFreqFactor)),
+                               kRopeScalingHighFreqFactor,
+                               formatNumber(config.getFloat(kRopeScalingHighFreqFactor)))
+                     .str());
   if (config.get("head_dim") % 2 != 0)
     return error(llvm::formatv("head_dim={0} must be even (rotary embeddings rotate pairs)",
                                config.get("head_dim"))
@@ -225,24 +254,19 @@ Value rmsNorm(GraphBuilder &g, Value x, Value weight, double eps) {
   return g.b.create<RmsNormOp>(g.loc, x, weight, g.b.getF64FloatAttr(eps));
 }
 
-/// The rotary tables cos(p * f_i) and sin(p * f_i) over positions p < S and
-/// the head's D dimensions, f_i = theta^(-2i/D) repeated for both halves
-/// (HF's cat(freqs, freqs)), the sine with mlc.rotary's sign (negated on the
-/// first half). Over positions 0..S-1 the tables are constants of the
-/// step; with --reset-position-ids they are gathered at each token's
-/// position (still constants: no gradient reaches them). They are
-/// mlc.rotary_table ops: only the D/2 frequencies are in the IR, and the
-/// kernel computes the S * D values (a literal table of 8192 positions made
-/// kernel sources of 60 MB). In f32 the frequencies are computed as
-/// transformers computes them, in f32 (inv_freq = 1 / theta^(2i/D)), and
-/// the table rounds the f32 angle p * inv_freq's cosine to f32, so that the
-/// tables agree with HF's bit for bit or within an ulp; in f64 in f64.
-/// `shape` is [S, 1, D] (broadcast over the heads of [B, S, heads, D]) or
-/// [S, D] (rows to gather by position).
-std::pair<Value, Value> rotaryTableConstants(GraphBuilder &g, ArrayRef<int64_t> shape,
-                                             double theta) {
-  const int64_t D = shape.back();
-  const bool f32 = g.dtype.isF32();
+/// The rotary frequencies inv_freq_i = theta^(-2i/D), i < D/2, as
+/// transformers computes them: in f32 for an f32 graph (so that the tables
+/// agree with HF's bit for bit or within an ulp), in f64 for an f64 one.
+/// With llama3 rope scaling (Llama 3.1, 3.2: transformers'
+/// _compute_llama3_parameters) each frequency is rescaled by its wavelength
+/// 2 pi / inv_freq against the original context length L: longer than
+/// L / low_freq_factor, divided by `factor`; shorter than
+/// L / high_freq_factor, kept; in between, interpolated with
+/// smooth = (L / wavelength - low) / (high - low):
+/// (1 - smooth) * inv_freq / factor + smooth * inv_freq. Its attention
+/// scaling is 1: the tables are plain cosines and sines of the new angles.
+SmallVector<double> rotaryFrequencies(const ModelConfig &c, int64_t D, bool f32) {
+  const double theta = c.getFloat("rope_theta");
   SmallVector<double> inv(D / 2);
   for (int64_t i = 0; i < D / 2; ++i) {
     if (f32) {
@@ -252,6 +276,53 @@ std::pair<Value, Value> rotaryTableConstants(GraphBuilder &g, ArrayRef<int64_t> 
       inv[i] = 1.0 / std::pow(theta, double(2 * i) / double(D));
     }
   }
+  if (!c.values.count(kRopeScalingFactor))
+    return inv;
+  const double factor = c.getFloat(kRopeScalingFactor),
+               low = c.getFloat(kRopeScalingLowFreqFactor),
+               high = c.getFloat(kRopeScalingHighFreqFactor),
+               original = c.getFloat(kRopeScalingOriginalMax);
+  const double lowFreqWavelen = original / low, highFreqWavelen = original / high;
+  for (double &f : inv) {
+    if (f32) {
+      // torch's f32 ops on the f32 inv_freq (2 pi / x is x.reciprocal() * 2 pi).
+      float x = float(f);
+      float wavelen = (1.0f / x) * float(2 * M_PI);
+      float scaled = x / float(factor);
+      if (wavelen > float(lowFreqWavelen))
+        f = double(scaled);
+      else if (!(wavelen < float(highFreqWavelen))) {
+        float smooth = ((1.0f / wavelen) * float(original) - float(low)) / float(high - low);
+        f = double((1.0f - smooth) * x / float(factor) + smooth * x);
+      }
+    } else {
+      double wavelen = 2 * M_PI / f;
+      if (wavelen > lowFreqWavelen)
+        f = f / factor;
+      else if (!(wavelen < highFreqWavelen)) {
+        double smooth = (original / wavelen - low) / (high - low);
+        f = (1 - smooth) * f / factor + smooth * f;
+      }
+    }
+  }
+  return inv;
+}
+
+/// The rotary tables cos(p * f_i) and sin(p * f_i) over positions p < S and
+/// the head's D dimensions, f_i the rotaryFrequencies repeated for both
+/// halves (HF's cat(freqs, freqs)), the sine with mlc.rotary's sign
+/// (negated on the first half). Over positions 0..S-1 the tables are
+/// constants of the step; with --reset-position-ids they are gathered at
+/// each token's position (still constants: no gradient reaches them). They
+/// are mlc.rotary_table ops: only the D/2 frequencies are in the IR, and the
+/// kernel computes the S * D values (a literal table of 8192 positions made
+/// kernel sources of 60 MB). In f32 the table rounds the f32 angle
+/// p * inv_freq's cosine to f32, as HF does; in f64 in f64.
+/// `shape` is [S, 1, D] (broadcast over the heads of [B, S, heads, D]) or
+/// [S, D] (rows to gather by position).
+std::pair<Value, Value> rotaryTableConstants(GraphBuilder &g, ArrayRef<int64_t> shape,
+                                             const ModelConfig &c) {
+  SmallVector<double> inv = rotaryFrequencies(c, shape.back(), g.dtype.isF32());
   auto type = RankedTensorType::get(shape, g.dtype);
   auto table = [&](bool sine) -> Value {
     return g.b.create<RotaryTableOp>(g.loc, type, g.b.getDenseF64ArrayAttr(inv),
@@ -268,10 +339,10 @@ std::pair<Value, Value> rotaryTableConstants(GraphBuilder &g, ArrayRef<int64_t> 
 /// every layer. The tables are constants, so autodiff builds no gradient
 /// for them (nothing trained flows into the gather).
 std::pair<Value, Value> rotaryTables(GraphBuilder &g, PackedDocuments &docs, int64_t B,
-                                     int64_t S, int64_t D, double theta, bool reset) {
+                                     int64_t S, int64_t D, const ModelConfig &c, bool reset) {
   if (!reset)
-    return rotaryTableConstants(g, {S, 1, D}, theta);
-  auto [cos, sin] = rotaryTableConstants(g, {S, D}, theta);
+    return rotaryTableConstants(g, {S, 1, D}, c);
+  auto [cos, sin] = rotaryTableConstants(g, {S, D}, c);
   auto gather = [&](Value table) {
     return g.reshape(g.b.create<EmbeddingOp>(g.loc, table, docs.positions), {B, S, 1, D});
   };
@@ -345,7 +416,7 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext &ctx, const ModelConfig &c,
   g.at("llama.embed_tokens");
   PackedDocuments docs(g, o, B, S);
   auto [cos, sin] =
-      rotaryTables(g, docs, B, S, D, c.getFloat("rope_theta"), o.resetPositionIds);
+      rotaryTables(g, docs, B, S, D, c, o.resetPositionIds);
   Value x = b.create<EmbeddingOp>(loc, embed, ids);
   for (auto [index, l] : llvm::enumerate(layers)) {
     const std::string layer = "llama.layers." + std::to_string(index);

@@ -277,7 +277,6 @@ const std::vector<KeyRule> &keyRules(llvm::StringRef family) {
   static const std::vector<KeyRule> llama = {
       {"torchscript", "false"},
       {"hidden_act", "\"silu\""},
-      {"rope_scaling", "null"},
       {"attention_dropout", "0"},
       {"add_cross_attention", "false"},
       {"pruned_heads", "{}"},
@@ -321,10 +320,10 @@ static llvm::Error checkOtherKeys(llvm::StringRef path, const llvm::json::Object
     const llvm::json::Value &v = *root->get(key);
     if (key == "model_type" || config.values.count(key.str()))
       continue; // checked by readHFConfig; read by readFamilyValues
-    // Read by readLlamaKeys: the rotary base of transformers 5, and the
-    // attention window of Mistral and Qwen2/Qwen3.
-    if (family == "llama" && (key == "rope_parameters" || key == "sliding_window" ||
-                              key == "layer_types"))
+    // Read by readLlamaKeys: the rotary base and scaling, and the attention
+    // window of Mistral and Qwen2/Qwen3.
+    if (family == "llama" && (key == "rope_parameters" || key == "rope_scaling" ||
+                              key == "sliding_window" || key == "layer_types"))
       continue;
     if (llvm::is_contained(kNoEffectCommon, key))
       continue;
@@ -351,12 +350,8 @@ static llvm::Error checkOtherKeys(llvm::StringRef path, const llvm::json::Object
     std::string only;
     for (llvm::StringRef b : builds)
       only += (only.empty() ? "" : " or ") + b.trim('"').str();
-    std::string hint = key == "rope_scaling"
-                           ? " (the presets tinyllama-1.1b, llama-3.2-1b, qwen2-0.5b give "
-                             "real shapes)"
-                           : " (only " + only + ")";
     return error(key + " = " + jsonText(v) + " is not supported by the builtin " + family +
-                 hint);
+                 " (only " + only + ")");
   }
   return llvm::Error::success();
 }
@@ -397,36 +392,76 @@ static llvm::Error readFamilyValues(llvm::StringRef path, const llvm::json::Obje
   return llvm::Error::success();
 }
 
-/// The Llama family's keys that are not plain numbers: transformers 5's
-/// rope_parameters and layer_types, the attention window, and HF's null
-/// num_key_value_heads and head_dim.
+/// Reads a rotary object: transformers 4's rope_scaling or transformers 5's
+/// rope_parameters (`name`, which also holds rope_theta). Its rope_type
+/// (4.x also spells it `type`) is default (no scaling: rope_parameters
+/// only) or llama3, whose factor, low_freq_factor, high_freq_factor and
+/// original_max_position_embeddings become the rope_scaling_* keys; any
+/// other type, or key, is refused by name.
+static llvm::Error readRopeObject(llvm::StringRef path, llvm::StringRef name,
+                                  const llvm::json::Value &v, ModelConfig &config) {
+  auto error = [&](const llvm::Twine &msg) { return configError(path, msg); };
+  const llvm::json::Object *rope = v.getAsObject();
+  if (!rope)
+    return error(name + " = " + jsonText(v) + " is not an object");
+  const bool parameters = name == "rope_parameters";
+  const char *supported = parameters ? "only rope_type default or llama3" : "only llama3";
+  std::optional<llvm::StringRef> type;
+  const llvm::json::Value *ropeType = rope->get("rope_type");
+  if (ropeType && ropeType->kind() != llvm::json::Value::Null)
+    type = ropeType->getAsString();
+  else if (const llvm::json::Value *t = rope->get("type"))
+    type = t->getAsString();
+  else if (parameters)
+    type = "default";
+  if (!type || !(*type == "llama3" || (parameters && *type == "default")))
+    return error(name + ".rope_type = " +
+                 (type ? "\"" + type->str() + "\"" : std::string("(none)")) +
+                 " is not supported by the builtin llama (" + supported +
+                 ": scaled rotary frequencies of other kinds are not built)");
+  const std::pair<const char *, const char *> llama3Keys[] = {
+      {"factor", kRopeScalingFactor},
+      {"low_freq_factor", kRopeScalingLowFreqFactor},
+      {"high_freq_factor", kRopeScalingHighFreqFactor},
+      {"original_max_position_embeddings", kRopeScalingOriginalMax}};
+  for (auto &[k, value] : *rope) {
+    if (k == "rope_type" || k == "type")
+      continue;
+    auto number = value.getAsNumber();
+    auto key = llvm::find_if(llama3Keys, [&](auto &p) { return k == p.first; });
+    if (parameters && k == "rope_theta") {
+      if (!number)
+        return error("rope_parameters.rope_theta must be a number");
+      config.values["rope_theta"] = *number;
+    } else if (*type == "llama3" && key != std::end(llama3Keys)) {
+      if (!number)
+        return error(name + "." + k.str() + " must be a number, got " + jsonText(value));
+      config.values[key->second] = *number;
+    } else {
+      return error(name + "." + k.str() + " = " + jsonText(value) +
+                   " is not supported by the builtin llama (" +
+                   (parameters ? "rope_theta, " : "") +
+                   "rope_type and llama3's factor, low_freq_factor, high_freq_factor, "
+                   "original_max_position_embeddings)");
+    }
+  }
+  if (*type == "llama3")
+    for (auto &[k, key] : llama3Keys)
+      if (!config.values.count(key))
+        return error(name + " of rope_type llama3 has no " + k);
+  return llvm::Error::success();
+}
+
+/// The Llama family's keys that are not plain numbers: the rotary
+/// rope_scaling (transformers 4) or rope_parameters (5), layer_types, the
+/// attention window, and HF's null num_key_value_heads and head_dim.
 static llvm::Error readLlamaKeys(llvm::StringRef path, const llvm::json::Object *root,
                                  llvm::StringRef modelType, ModelConfig &config) {
   auto error = [&](const llvm::Twine &msg) { return configError(path, msg); };
-  // transformers 5's rope_parameters hold the rotary base.
-  if (const llvm::json::Value *rp = root->get("rope_parameters");
-      rp && rp->kind() != llvm::json::Value::Null) {
-    const llvm::json::Object *rope = rp->getAsObject();
-    if (!rope)
-      return error("rope_parameters = " + jsonText(*rp) + " is not an object");
-    for (auto &[k, value] : *rope) {
-      if (k == "rope_type") {
-        auto type = value.getAsString();
-        if (!type || *type != "default")
-          return error("rope_parameters.rope_type = " + jsonText(value) +
-                       " is not supported by the builtin llama (only default)");
-      } else if (k == "rope_theta") {
-        auto theta = value.getAsNumber();
-        if (!theta)
-          return error("rope_parameters.rope_theta must be a number");
-        config.values["rope_theta"] = *theta;
-      } else {
-        return error("rope_parameters." + k.str() + " = " + jsonText(value) +
-                     " is not supported by the builtin llama (only rope_type default "
-                     "and rope_theta)");
-      }
-    }
-  }
+  for (const char *name : {"rope_scaling", "rope_parameters"})
+    if (const llvm::json::Value *v = root->get(name); v && v->kind() != llvm::json::Value::Null)
+      if (auto err = readRopeObject(path, name, *v, config))
+        return err;
   // transformers 5 lists each layer's attention: full only, or the window.
   if (const llvm::json::Array *types = root->getArray("layer_types"))
     for (auto [i, t] : llvm::enumerate(*types)) {
@@ -540,7 +575,19 @@ std::string hfConfigJson(const ModelConfig &config, std::string &whyNot) {
          attentionBias = config.get("attention_bias"),
          window = config.get("sliding_window") > 0;
     // mlc's qkv_bias and qk_norm are no transformers keys: the class is.
-    skip = {"qkv_bias", "qk_norm", "sliding_window"};
+    skip = {"qkv_bias", "qk_norm", "sliding_window", kRopeScalingFactor,
+            kRopeScalingLowFreqFactor, kRopeScalingHighFreqFactor, kRopeScalingOriginalMax};
+    if (config.values.count(kRopeScalingFactor))
+      keys.push_back(
+          {"rope_scaling",
+           "{\"factor\": " + jsonNumber(config.getFloat(kRopeScalingFactor)) +
+               ", \"high_freq_factor\": " +
+               jsonNumber(config.getFloat(kRopeScalingHighFreqFactor)) +
+               ", \"low_freq_factor\": " +
+               jsonNumber(config.getFloat(kRopeScalingLowFreqFactor)) +
+               ", \"original_max_position_embeddings\": " +
+               jsonNumber(config.getFloat(kRopeScalingOriginalMax)) +
+               ", \"rope_type\": \"llama3\"}"});
     if (qkNorm || qkvBias) {
       modelType = qkNorm ? "qwen3" : "qwen2";
       if (window || (qkvBias && attentionBias) || config.get("mlp_bias") ||
@@ -620,16 +667,6 @@ llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef family,
     config.preset = parts[0].trim().str();
     first = 1;
   }
-  // meta-llama/Llama-3.1-8B is Llama-3-8B's shapes with rope_scaling
-  // {rope_type: llama3, factor: 8, low_freq_factor: 1, high_freq_factor: 4,
-  // original_max_position_embeddings: 8192}, which the builtin rotary does
-  // not build: refused by name rather than trained with Llama 3's
-  // frequencies.
-  if (family == "llama" && config.preset == "llama-3.1-8b")
-    return error("llama-3.1-8b: its rope_scaling (llama3: factor 8, low_freq_factor 1, "
-                 "high_freq_factor 4, original_max_position_embeddings 8192) is not built by "
-                 "the builtin rotary; llama-3-8b has the same shapes and parameters, with "
-                 "Llama 3's unscaled frequencies");
   auto preset = presets->find(config.preset);
   // A Hugging Face model directory: its config.json.
   if (preset == presets->end() && llvm::sys::fs::is_directory(config.preset)) {

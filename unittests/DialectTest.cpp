@@ -103,11 +103,25 @@ TEST(Models, ParameterCountsMatchHuggingFace) {
   EXPECT_EQ(countFor("llama", "llama-3-8b"), 8030261248);
 }
 
-// Llama-3.1-8B's llama3 rope_scaling is not built: the preset is refused by
-// name, never trained with unscaled frequencies.
-TEST(Models, Llama31PresetRefusedForItsRopeScaling) {
-  std::string e = errorOf(parseModelConfig("llama", "llama-3.1-8b"));
-  EXPECT_NE(e.find("llama-3.1-8b: its rope_scaling (llama3: factor 8"), std::string::npos) << e;
+// Llama-3.1-8B is Llama-3-8B's shapes and parameters with the llama3
+// rope_scaling, whose four numbers go together.
+TEST(Models, Llama31PresetCarriesItsRopeScaling) {
+  auto c = parseModelConfig("llama", "llama-3.1-8b");
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  EXPECT_EQ(c->getFloat("rope_scaling_factor"), 8);
+  EXPECT_EQ(c->getFloat("rope_scaling_original_max_position_embeddings"), 8192);
+  EXPECT_EQ(c->get("max_position_embeddings"), 131072);
+  EXPECT_EQ(countFor("llama", "llama-3.1-8b"), 8030261248);
+  EXPECT_EQ(countFor("llama", "llama-3.2-1b"), 1235814400);
+  // No scaling on the presets without it; the band must be low < high.
+  auto t = parseModelConfig("llama", "tiny");
+  ASSERT_TRUE(bool(t));
+  EXPECT_EQ(t->values.count("rope_scaling_factor"), 0u);
+  std::string e = errorOf(parseModelConfig(
+      "llama", "llama-3.1-8b,rope_scaling_low_freq_factor=4,rope_scaling_high_freq_factor=4"));
+  EXPECT_NE(e.find("rope_scaling_low_freq_factor=4 must be below rope_scaling_high_freq_factor=4"),
+            std::string::npos)
+      << e;
 }
 
 // GPT2LMHeadModel(GPT2Config(vocab_size=256, n_positions=256, n_embd=128,

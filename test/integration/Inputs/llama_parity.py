@@ -17,10 +17,13 @@ mlc gets the shapes as a `--config tiny,key=value...` spec, or with
 --hf-config as the HF model's own config.json. --family mistral
 (MistralForCausalLM, its sliding window as long as the sequence: causal
 attention; --window W < 16 a shorter one, query i seeing keys i - W + 1 .. i
-as transformers' eager attention masks them) and qwen3 (Qwen3ForCausalLM: RMSNorm over each head's q and k)
-always give mlc the config.json, whose model_type the builtin llama reads.
+as transformers' eager attention masks them), qwen3 (Qwen3ForCausalLM: RMSNorm over each head's q and k)
+and llama3 (LlamaForCausalLM with Llama 3.1's llama3 rope_scaling, its
+original_max_position_embeddings 64 so that at head_dim 8 one frequency is
+kept, one interpolated and two divided by the factor) always give mlc the
+config.json, whose model_type the builtin llama reads.
 
-transformers 4.38 (the test's) has no Qwen3: `--write-fixture DIR`, run with
+transformers 4.38 (the test's) has no Qwen3 and no llama3 rope_scaling: `--write-fixture DIR`, run with
 transformers 5, writes what the comparison needs (config.json, the initial
 weights, the batches, HF's logits and loss, torch's per-step losses, the
 torch-trained model's logits and its state_dict's names) into DIR;
@@ -44,7 +47,8 @@ import torch_models as tm  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--mlc", required=True)
-ap.add_argument("--family", choices=["llama", "qwen2", "mistral", "qwen3"], required=True)
+ap.add_argument("--family", choices=["llama", "qwen2", "mistral", "qwen3", "llama3"],
+                required=True)
 ap.add_argument("--work", required=True)
 ap.add_argument("--fixture", help="compare against the references in this directory")
 ap.add_argument("--write-fixture", help="write the references into this directory and stop")
@@ -77,9 +81,17 @@ config = (f"tiny,vocab_size={V},hidden_size={E},intermediate_size={I},num_hidden
 if qwen:
     config += ",tie_word_embeddings=1,qkv_bias=1"
 # Mistral and Qwen3 come to mlc as their config.json (model_type mistral, qwen3).
-if args.family in ("mistral", "qwen3"):
+if args.family in ("mistral", "qwen3", "llama3"):
     args.hf_config = True
-CLASSES = {"llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral", "qwen3": "Qwen3"}
+CLASSES = {"llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral", "qwen3": "Qwen3",
+           "llama3": "Llama"}
+# Llama 3.1's rope_scaling but for the original context: wavelengths
+# 2 pi / inv_freq of 6.3, 63, 628 and 6283 positions against 64 / 4 and
+# 64 / 1 — kept, interpolated, divided by 8, divided by 8.
+LLAMA3_SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                  "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+if args.family == "llama3":  # the stretched context is past the original one
+    common_cfg["max_position_embeddings"] = 512
 
 
 def hf_model():
@@ -87,7 +99,11 @@ def hf_model():
     kw = dict(common_cfg)
     if transformers.__version__.startswith("4."):
         kw["rope_theta"] = THETA
-    else:  # transformers 5 takes the rotary base in rope_parameters
+        if args.family == "llama3":
+            kw["rope_scaling"] = dict(LLAMA3_SCALING)
+    elif args.family == "llama3":  # transformers 5: base and scaling in rope_parameters
+        kw["rope_parameters"] = dict(LLAMA3_SCALING, rope_theta=THETA)
+    else:
         kw["rope_parameters"] = {"rope_type": "default", "rope_theta": THETA}
     if args.family == "mistral":
         # The whole sequence (causal attention), or a shorter window.

@@ -152,6 +152,9 @@ MODELED = {
                         num_hidden_layers=3, num_attention_heads=8, num_key_value_heads=4,
                         head_dim=16, rms_norm_eps=1e-3, rope_theta=20000.0,
                         rope_parameters={"rope_type": "default", "rope_theta": 20000.0},
+                        rope_scaling={"rope_type": "llama3", "factor": 8.0,
+                                      "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                      "original_max_position_embeddings": 64},
                         tie_word_embeddings=True, attention_bias=True, mlp_bias=True,
                         initializer_range=0.05),
 }
