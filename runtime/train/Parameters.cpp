@@ -41,11 +41,45 @@ void store(std::vector<char> &flat, int64_t elementSize, int64_t i, double x) {
 
 } // namespace
 
+/// Calls emit(i, x) for element i of parameter p's whole HF tensor (`shape`),
+/// in order: the package's initializer, or the seeded draws of its init spec.
+/// The draws depend on the parameter's name and the whole shape only, so a
+/// tensor-parallel rank that slices them starts from one process's weights.
+template <typename Emit>
+static void forEachInitialValue(const Package &pkg, const ParamInfo &p,
+                                const std::vector<int64_t> &shape, uint64_t seed,
+                                const std::map<std::string, HostTensor> &packaged, Emit emit) {
+  int64_t n = 1;
+  for (int64_t x : shape)
+    n *= x;
+  if (p.init == "package") {
+    auto it = packaged.find(p.name);
+    if (it == packaged.end() || it->second.shape != shape)
+      fail(pkg.dir + "/weights.safetensors: no tensor " + p.name + " " + shapeString(shape) +
+           " (the package is damaged; compile it again)");
+    for (int64_t i = 0; i < n; ++i)
+      emit(i, it->second.getDouble(i));
+    return;
+  }
+  std::mt19937_64 rng(nameSeed(seed, p.name));
+  double std = 0, fill = 0;
+  bool normal = false;
+  if (p.init.rfind("normal:", 0) == 0) {
+    normal = true;
+    std = std::stod(p.init.substr(7));
+  } else if (p.init == "ones") {
+    fill = 1;
+  } else if (p.init != "zeros") {
+    fail(pkg.dir + ": parameter " + p.name + " has unknown init '" + p.init + "'");
+  }
+  std::normal_distribution<double> dist(0.0, std);
+  for (int64_t i = 0; i < n; ++i)
+    emit(i, normal ? dist(rng) : fill);
+}
+
 void initializeParameters(Backend &backend, uint64_t seed) {
-  if (backend.package().tensorParallel > 1)
-    return initializeSlicedParameters(backend, seed); // drawn whole, then sliced
   const Package &pkg = backend.package();
-  const int64_t es = backend.elementSize();
+  const int64_t es = backend.elementSize(), t = pkg.tensorParallel;
   std::vector<char> flat(pkg.paramCount * es);
   // An imported model's parameters start from its initializers, which the
   // compiler stored in the package.
@@ -56,29 +90,22 @@ void initializeParameters(Backend &backend, uint64_t seed) {
       break;
     }
   for (const ParamInfo &p : pkg.params) {
-    std::mt19937_64 rng(nameSeed(seed, p.name));
-    double std = 0, fill = 0;
-    bool normal = false;
-    if (p.init == "package") {
-      auto it = packaged.find(p.name);
-      if (it == packaged.end() || it->second.shape != p.shape)
-        fail(pkg.dir + "/weights.safetensors: no tensor " + p.name + " " +
-             shapeString(p.shape) + " (the package is damaged; compile it again)");
-      for (int64_t i = 0; i < p.numel; ++i)
-        store(flat, es, p.offset + i, it->second.getDouble(i));
+    if (p.tpDim < 0) { // whole on every rank: straight into the flat buffer
+      forEachInitialValue(pkg, p, p.shape, seed, packaged,
+                          [&](int64_t i, double x) { store(flat, es, p.offset + i, x); });
       continue;
     }
-    if (p.init.rfind("normal:", 0) == 0) {
-      normal = true;
-      std = std::stod(p.init.substr(7));
-    } else if (p.init == "ones") {
-      fill = 1;
-    } else if (p.init != "zeros") {
-      fail(pkg.dir + ": parameter " + p.name + " has unknown init '" + p.init + "'");
-    }
-    std::normal_distribution<double> dist(0.0, std);
+    // Split over the tensor-parallel group: drawn whole, then this rank's slice.
+    HostTensor whole;
+    whole.dtype = "f64";
+    whole.shape = wholeShape(p, t);
+    whole.data.resize(size_t(whole.numel() * 8));
+    double *v = reinterpret_cast<double *>(whole.data.data());
+    forEachInitialValue(pkg, p, whole.shape, seed, packaged,
+                        [&](int64_t i, double x) { v[i] = x; });
+    HostTensor mine = sliceOfWhole(whole, p, backend.tpRank(), t);
     for (int64_t i = 0; i < p.numel; ++i)
-      store(flat, es, p.offset + i, normal ? dist(rng) : fill);
+      store(flat, es, p.offset + i, mine.getDouble(i));
   }
   uploadAll(backend, FlatBuffer::Params, flat);
 }

@@ -71,15 +71,6 @@ void copySlice(const ParamInfo &p, int rank, int64_t t, int64_t es, char *whole,
     }
 }
 
-void store(std::vector<char> &flat, int64_t es, int64_t i, double x) {
-  if (es == 4) {
-    float f = float(x);
-    std::memcpy(flat.data() + i * 4, &f, 4);
-  } else {
-    std::memcpy(flat.data() + i * 8, &x, 8);
-  }
-}
-
 } // namespace
 
 HostTensor sliceOfWhole(const HostTensor &whole, const ParamInfo &p, int rank, int64_t t) {
@@ -93,54 +84,6 @@ HostTensor sliceOfWhole(const HostTensor &whole, const ParamInfo &p, int rank, i
   copySlice(p, rank, t, es, const_cast<char *>(whole.data.data()), slice.data.data(),
             /*toWhole=*/false);
   return slice;
-}
-
-void initializeSlicedParameters(Backend &backend, uint64_t seed) {
-  const Package &pkg = backend.package();
-  const int64_t es = backend.elementSize(), t = pkg.tensorParallel;
-  const int rank = backend.tpRank();
-  std::vector<char> flat(size_t(pkg.paramCount * es));
-  std::map<std::string, HostTensor> packaged;
-  for (const ParamInfo &p : pkg.params)
-    if (p.init == "package" && packaged.empty()) {
-      packaged = readSafetensors(pkg.dir + "/weights.safetensors");
-      break;
-    }
-  for (const ParamInfo &p : pkg.params) {
-    const std::vector<int64_t> shape = wholeShape(p, t);
-    HostTensor whole;
-    if (p.init == "package") {
-      auto it = packaged.find(p.name);
-      if (it == packaged.end() || it->second.shape != shape)
-        fail(pkg.dir + "/weights.safetensors: no tensor " + p.name + " " + shapeString(shape) +
-             " (the package is damaged; compile it again)");
-      whole = it->second;
-    } else {
-      // The draws of initializeParameters, over the whole tensor.
-      whole.dtype = "f64";
-      whole.shape = shape;
-      int64_t n = 1;
-      for (int64_t x : shape)
-        n *= x;
-      whole.data.resize(size_t(n * 8));
-      double *v = reinterpret_cast<double *>(whole.data.data());
-      std::mt19937_64 rng(nameSeed(seed, p.name));
-      if (p.init.rfind("normal:", 0) == 0) {
-        std::normal_distribution<double> dist(0.0, std::stod(p.init.substr(7)));
-        for (int64_t i = 0; i < n; ++i)
-          v[i] = dist(rng);
-      } else if (p.init == "ones" || p.init == "zeros") {
-        for (int64_t i = 0; i < n; ++i)
-          v[i] = p.init == "ones" ? 1.0 : 0.0;
-      } else {
-        fail(pkg.dir + ": parameter " + p.name + " has unknown init '" + p.init + "'");
-      }
-    }
-    HostTensor mine = sliceOfWhole(whole, p, rank, t);
-    for (int64_t i = 0; i < p.numel; ++i)
-      store(flat, es, p.offset + i, mine.getDouble(i));
-  }
-  uploadAll(backend, FlatBuffer::Params, flat);
 }
 
 void sliceLoadedWeights(const Backend &backend, std::map<std::string, HostTensor> &tensors,

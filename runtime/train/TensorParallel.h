@@ -43,11 +43,6 @@ std::vector<int64_t> wholeShape(const ParamInfo &p, int64_t t);
 /// dtype) for parameter p.
 HostTensor sliceOfWhole(const HostTensor &whole, const ParamInfo &p, int rank, int64_t t);
 
-/// Seeded initialization of a tensor-parallel package: each parameter is
-/// drawn whole, exactly as one process draws it (initializeParameters),
-/// then sliced: a run at T ranks starts from the weights of a run at one.
-void initializeSlicedParameters(Backend &backend, uint64_t seed);
-
 /// Replaces each split parameter's whole tensor in `tensors` (weights read
 /// by name, --init or a checkpoint) with this rank's slice; a whole tensor
 /// of the wrong shape is an Error naming `path`, the tensor and both shapes.
