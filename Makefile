@@ -9,6 +9,8 @@ PY := /usr/bin/python3
 # from PyPI, in a virtual environment that sees the system packages.
 VENV := $(abspath $(BUILD))/venv
 TEST_PY := $(VENV)/bin/python
+# Bumped when the venv's package list changes, so that an old venv is rebuilt.
+VENV_READY := $(VENV)/.ready-4
 
 APT_PACKAGES := \
   cmake ninja-build ccache g++ clang libclang-rt-14-dev \
@@ -47,7 +49,7 @@ build: $(BUILD)/build.ninja
 # onnxruntime, an independent reference for imported models, TensorBoard,
 # whose reader checks --tensorboard-dir's event files, and sentencepiece, the
 # reference for SentencePieceTokenizer.
-$(VENV)/.ready-4:
+$(VENV_READY):
 	$(PY) -m venv --system-site-packages $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check \
 	  transformers==4.38.2 onnxruntime==1.32.0 tensorboard==2.21.0 sentencepiece==0.2.1
@@ -55,13 +57,13 @@ $(VENV)/.ready-4:
 
 test: setup
 	$(MAKE) build
-	$(MAKE) $(VENV)/.ready-4
+	$(MAKE) $(VENV_READY)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 demo: setup
 	$(MAKE) build
 	./scripts/demo.sh $(BUILD)
-	$(MAKE) $(VENV)/.ready-3
+	$(MAKE) $(VENV_READY)
 	@echo "== part 2: a tiny Llama with a tokenizer.json, saved as a Hugging Face model directory and sampled by transformers (examples/hf-llama)"
 	OUT=$(BUILD)/demo/hf-llama ./examples/hf-llama/run.sh $(BUILD)
 
