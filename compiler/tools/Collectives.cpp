@@ -87,4 +87,66 @@ double collectiveSeconds(StringRef op, double bytes, int64_t n, const Link &link
   return ringShare(op, n) * bytes / link.bandwidth + steps * link.latency;
 }
 
+void CommTimeline::record(std::vector<CollectiveTime> &rows, const std::string &op,
+                          double bytes, double seconds, bool backward) {
+  auto it = std::find_if(rows.begin(), rows.end(), [&](const CollectiveTime &c) {
+    return c.op == op && c.backward == backward;
+  });
+  if (it == rows.end())
+    it = rows.insert(rows.end(), CollectiveTime{op, backward, 0, 0, 0});
+  ++it->count;
+  it->bytes += bytes, it->seconds += seconds;
+}
+
+void CommTimeline::step(Operation &op) {
+  pastLoss = pastLoss || &op == lossStep;
+  if (isTensorParallelCollective(&op)) {
+    // Blocking: the next GEMM reads the sum.
+    const std::string name = collectiveName(&op);
+    const double bytes = double(collectiveBytes(&op));
+    const double seconds = collectiveSeconds(name, bytes, t, tpLink);
+    record(tp, name, bytes, seconds, pastLoss);
+    tpSeconds += seconds, clock += seconds;
+    return;
+  }
+  // The data-parallel buckets: [offset, count) of a flat buffer.
+  auto start = [&](StringRef kind, Value buffer, int64_t count, int64_t tag) {
+    const double bytes = double(count) * double(plan::elementBytes(
+                                             cast<MemRefType>(buffer.getType()).getElementType()));
+    const double seconds = collectiveSeconds(kind, bytes, d, dpLink);
+    record(dp, kind.str(), bytes, seconds, false);
+    dpSeconds += seconds;
+    streamFree = std::max(streamFree, clock) + seconds;
+    arrives[{kind.str(), tag}] = streamFree;
+  };
+  auto wait = [&](StringRef kind, int64_t tag) {
+    auto it = arrives.find({kind.str(), tag});
+    if (it == arrives.end() || it->second <= clock)
+      return;
+    dpExposed += it->second - clock;
+    clock = it->second;
+  };
+  if (auto s = dyn_cast<plan::AllReduceStartOp>(op))
+    start("all_reduce", s.getBuffer(), s.getCount(), s.getTag());
+  else if (auto s = dyn_cast<plan::ReduceScatterStartOp>(op))
+    start("reduce_scatter", s.getBuffer(), s.getCount(), s.getTag());
+  else if (auto s = dyn_cast<plan::AllGatherStartOp>(op))
+    start("all_gather", s.getBuffer(), s.getCount(), s.getTag());
+  else if (auto w = dyn_cast<plan::AllReduceWaitOp>(op))
+    wait("all_reduce", w.getTag());
+  else if (auto w = dyn_cast<plan::ReduceScatterWaitOp>(op))
+    wait("reduce_scatter", w.getTag());
+  else if (auto w = dyn_cast<plan::AllGatherWaitOp>(op))
+    wait("all_gather", w.getTag());
+  else if (isa<plan::AllReduceNormOp>(op)) {
+    // One f64, blocking, after every bucket's sum (on the same stream).
+    const double seconds = collectiveSeconds("all_reduce", 8, d, dpLink);
+    record(dp, "all_reduce_norm", 8, seconds, false);
+    dpSeconds += seconds;
+    const double done = std::max(streamFree, clock) + seconds;
+    dpExposed += done - clock;
+    clock = streamFree = done;
+  }
+}
+
 } // namespace mlc::tool

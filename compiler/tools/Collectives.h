@@ -14,6 +14,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,44 @@ struct Link {
 double collectiveSeconds(llvm::StringRef op, double bytes, int64_t n, const Link &link);
 /// The share of the tensor's bytes each rank sends for that collective.
 double ringShare(llvm::StringRef op, int64_t n);
+
+/// Collectives of one kind on the timeline, with their seconds.
+struct CollectiveTime {
+  std::string op;
+  bool backward = false;
+  int64_t count = 0;
+  double bytes = 0, seconds = 0;
+};
+
+/// One step's communication on a timeline of its steps (Roofline.h): the
+/// caller advances the compute clock by each kernel's time and hands every
+/// other step to `step`, in the plan's order, function after function.
+class CommTimeline {
+public:
+  /// T tensor-parallel ranks on `tp`, D data-parallel ranks on `dp`.
+  CommTimeline(int64_t t, const Link &tp, int64_t d, const Link &dp)
+      : t(t), d(d), tpLink(tp), dpLink(dp) {}
+  void compute(double seconds) { clock += seconds; }
+  /// Steps after `loss` (in @train_step) are backward's.
+  void enterFunction(mlir::Operation *loss) { lossStep = loss, pastLoss = false; }
+  /// A collective or a wait: its time on the timeline. Other steps: nothing.
+  void step(mlir::Operation &op);
+
+  std::vector<CollectiveTime> tp, dp;
+  double tpSeconds = 0, dpSeconds = 0, dpExposed = 0;
+
+private:
+  void record(std::vector<CollectiveTime> &rows, const std::string &op, double bytes,
+              double seconds, bool backward);
+  int64_t t, d;
+  Link tpLink, dpLink;
+  mlir::Operation *lossStep = nullptr;
+  bool pastLoss = false;
+  double clock = 0, streamFree = 0;
+  /// When each tag's collective arrives (all-reduce, reduce-scatter and
+  /// all-gather tags are apart).
+  std::map<std::pair<std::string, int64_t>, double> arrives;
+};
 
 } // namespace mlc::tool
 
