@@ -626,9 +626,13 @@ llvm::Error checkFits(const MemoryPlan &p, int64_t limit, StringRef spec) {
     std::string shrink;
   };
   const bool f64 = p.paramDtype == "f64";
+  // A larger tensor-parallel group divides the split parameters' state.
   const std::string state =
-      f64 ? "--dtype f32 halves it"
-          : "fixed by the model and its " + p.paramDtype + " parameters";
+      (f64 ? std::string("--dtype f32 halves it")
+           : "fixed by the model and its " + p.paramDtype + " parameters") +
+      (p.tensorParallel > 1
+           ? formatv(", or a larger --tensor-parallel than {0}", p.tensorParallel).str()
+           : std::string(", or --tensor-parallel T divides most of it"));
   // (Not --dtype bf16: it halves the products' activations but keeps the
   // weights' bf16 copies from forward to backward, and its transient peak
   // grows; whether it saves bytes depends on the model and the batch.)

@@ -66,11 +66,13 @@ std::string formatCommunication(const Roofline &r) {
   };
   rows("tensor-parallel", r.tpComms);
   rows("data-parallel", r.dpComms);
-  os << formatv("    tensor-parallel: {0:f3} ms, blocking (the next product reads each sum)\n",
-                r.tpSeconds * 1e3);
-  os << formatv("    data-parallel: {0:f3} ms on the wire, {1:f3} ms exposed (the rest under "
-                "backward and the update, one bucket at a time as the plan starts them)\n",
-                r.dpSeconds * 1e3, r.dpExposed * 1e3);
+  if (r.tensorParallel > 1)
+    os << formatv("    tensor-parallel: {0:f3} ms, blocking (the next product reads each sum)\n",
+                  r.tpSeconds * 1e3);
+  if (r.dataParallel > 1)
+    os << formatv("    data-parallel: {0:f3} ms on the wire, {1:f3} ms exposed (the rest under "
+                  "backward and the update, one bucket at a time as the plan starts them)\n",
+                  r.dpSeconds * 1e3, r.dpExposed * 1e3);
   const double step = r.stepSeconds();
   const double perGpu = step > 0 ? r.tokens / step / r.tensorParallel : 0;
   os << formatv("  predicted step with communication: {0:f3} ms, {1:f0} tokens/s per GPU "
