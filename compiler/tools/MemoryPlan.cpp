@@ -650,6 +650,10 @@ llvm::Error checkFits(const MemoryPlan &p, int64_t limit, StringRef spec) {
       {"optimizer moments", p.cuda.at(mem::kMoments),
        p.ranks > 1 && !p.shardedMoments
            ? formatv("--use-distributed-optimizer divides it by {0}", p.ranks).str()
+       : p.tensorParallel > 1 && !p.shardedMoments
+           // A whole node of tensor parallelism: the data-parallel replicas shard it.
+           ? std::string("--use-distributed-optimizer over data-parallel --ranks R divides "
+                         "it by R")
            : state},
       {"parameters", p.cuda.at(mem::kParameters), state},
       {"gradients", p.cuda.at(mem::kGradients), state},
