@@ -17,8 +17,12 @@
 // scalars. Caches are assumed to hold nothing between launches. Under the
 // distributed optimizer a launch with a `shard` (AdamW per bucket, the norm)
 // moves and computes its body's share of this rank's ceil(c / R) elements
-// of the bucket (of every bucket, shard -1); the reduce-scatters and
-// all-gathers themselves are not in the step (docs/scaling.md models them).
+// of the bucket (of every bucket, shard -1). The collectives are not in
+// `seconds`, the kernels' step: a timeline of the plan's steps
+// (CommTimeline, Collectives.h) gives the tensor-parallel collectives'
+// blocking time and the data-parallel ones' exposed time, which
+// stepSeconds() adds (docs/scaling.md, "Llama-3 8B and 70B on 8 to 1,024
+// H200s").
 //
 // FLOPs: a GEMM's 2 m n k per batch matrix, at the tensor-core rate for
 // bf16 operands and the f32 GEMM rate otherwise (mlc's f32 GEMMs run without
