@@ -481,11 +481,8 @@ int runTrain() {
                 "generate)";
     else if (useDistributedOptimizer)
       refused = "does not shard the optimizer yet (--use-distributed-optimizer)";
-    else if (o.device != "cpu" && o.device != "auto")
-      refused = "runs on the CPU only yet (--device " + o.device + ")";
     if (!refused.empty())
       return failAll("--tensor-parallel " + Twine(int64_t(tensorParallelFlag)) + " " + refused);
-    o.device = "cpu";
     if (groups.tensor->rank() != 0) { // the group's first rank speaks for it
       o.quiet = true;
       o.logJson.clear();

@@ -190,6 +190,11 @@ protected:
   /// A plan.tp_all_reduce step of `fn` over the buffer at `data` (host
   /// memory): its sum (or max) over the tensor-parallel group, in place.
   void tpAllReduce(const FunctionPlan &fn, const StepDecl &s, void *data);
+  /// Fails unless this run's tensor-parallel group has the package's size.
+  void requireTensorParallelGroup() const;
+  /// The elements of a plan.tp_all_reduce step's buffer and their size in
+  /// bytes (4: f32, 8: f64; any other type is refused).
+  std::pair<int64_t, int> tpAllReduceElements(const FunctionPlan &fn, const StepDecl &s) const;
   /// Scales a gradient bucket before its sum starts (the rank's weight,
   /// bucket-wise clipping); startOrWaitCollective calls it.
   virtual void prepareBucket(int64_t offset, int64_t count, bool clip) {}
