@@ -473,14 +473,9 @@ int runTrain() {
       refused = "needs " + std::to_string(int64_t(tensorParallelFlag)) +
                 " ranks per group: start it with mpirun -np " +
                 std::to_string(int64_t(tensorParallelFlag)) + " (or a multiple)";
-    else if (!o.saveDir.empty() || !o.resume.empty())
-      refused = "does not write or resume checkpoints yet (--save-dir, --resume); --save "
-                "writes the whole model";
     else if (o.sampleEvery > 0)
       refused = "does not sample yet (--sample-every: the group's ranks would all have to "
                 "generate)";
-    else if (useDistributedOptimizer)
-      refused = "does not shard the optimizer yet (--use-distributed-optimizer)";
     if (!refused.empty())
       return failAll("--tensor-parallel " + Twine(int64_t(tensorParallelFlag)) + " " + refused);
     if (groups.tensor->rank() != 0) { // the group's first rank speaks for it

@@ -495,7 +495,7 @@ private:
     }
     try {
       std::string dir = checkpoint(t);
-      if (!lead)
+      if (!lead || backend.tpRank() != 0) // the group's first rank wrote it
         return;
       fprintf(stderr, "mlc: interrupted after step %lld; checkpoint %s (resume with "
                       "--resume latest)\n",
