@@ -8,6 +8,7 @@
 #include "support/Error.h"
 #include "contract/StepFunctions.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -432,6 +433,30 @@ std::unique_ptr<Backend> createBackend(const std::string &device, const Package 
 static int64_t flatCount(const Backend &backend, FlatBuffer which) {
   return which == FlatBuffer::AdamM || which == FlatBuffer::AdamV ? backend.momentCount()
                                                                   : backend.package().paramCount;
+}
+
+double Backend::sumOfSquares(FlatBuffer which, int64_t offset, int64_t count) {
+  const int64_t es = elementSize();
+  double sum = 0;
+  std::vector<char> chunk;
+  for (int64_t done = 0; done < count;) {
+    const int64_t n = std::min<int64_t>(count - done, int64_t(1) << 20);
+    chunk.resize(size_t(n * es));
+    download(which, (offset + done) * es, chunk.data(), n * es);
+    for (int64_t i = 0; i < n; ++i) {
+      double g;
+      if (es == 4) {
+        float f;
+        std::memcpy(&f, chunk.data() + i * 4, 4);
+        g = f;
+      } else {
+        std::memcpy(&g, chunk.data() + i * 8, 8);
+      }
+      sum += g * g;
+    }
+    done += n;
+  }
+  return sum;
 }
 
 std::vector<char> downloadAll(Backend &backend, FlatBuffer which) {

@@ -74,6 +74,12 @@ public:
   /// Host <-> device copies of `bytes` bytes at byte `offset` of a flat buffer.
   virtual void upload(FlatBuffer which, int64_t offset, const void *src, int64_t bytes) = 0;
   virtual void download(FlatBuffer which, int64_t offset, void *dst, int64_t bytes) = 0;
+  /// The sum of the squares, in f64, of elements [offset, offset + count) of
+  /// a flat buffer (in elements, where download() takes bytes), read where
+  /// they live: the CUDA backend sums on the
+  /// device and copies back a few partial sums, never the elements (the
+  /// tensor-parallel gradient norm's split part, every step).
+  virtual double sumOfSquares(FlatBuffer which, int64_t offset, int64_t count);
   /// Sets a whole flat buffer to zero (fresh AdamW moments).
   virtual void zero(FlatBuffer which) = 0;
 

@@ -41,6 +41,7 @@ public:
   std::string name() const override { return emulated_ ? "cuda-emulator" : "cuda"; }
   void upload(FlatBuffer which, int64_t offset, const void *src, int64_t bytes) override;
   void download(FlatBuffer which, int64_t offset, void *dst, int64_t bytes) override;
+  double sumOfSquares(FlatBuffer which, int64_t offset, int64_t count) override;
   void zero(FlatBuffer which) override;
   void setInput(const std::string &name, const HostTensor &t) override;
   void run(const std::string &function, int64_t step) override;

@@ -38,6 +38,32 @@ void CudaBackend::prepareBucket(int64_t offset, int64_t count, bool clip) {
         "scaling a gradient bucket");
 }
 
+/// The bucket norm's kernel over any range: partial sums per block, added
+/// on the host in block order.
+double CudaBackend::sumOfSquares(FlatBuffer which, int64_t offset, int64_t count) {
+  const int64_t total = which == FlatBuffer::AdamM || which == FlatBuffer::AdamV
+                            ? momentCount()
+                            : pkg_.paramCount;
+  if (offset < 0 || count < 0 || offset + count > total)
+    fail("internal: a sum of squares past the end of a flat buffer");
+  if (count == 0)
+    return 0.0;
+  CUdeviceptr g = flat(which) + offset * elementSize_;
+  long long n = count;
+  const int parts = int(std::min<int64_t>(kBucketParts, (count + 255) / 256));
+  void *args[] = {&g, &n, &bucketParts_};
+  check(d_->launch(sumsq_, unsigned(parts), 1, 1, 256, 1, 1, 0, stream_, args, nullptr),
+        "a sum of squares over the gradients");
+  std::vector<double> host(size_t(parts), 0.0);
+  check(d_->streamSync(stream_), "a sum of squares over the gradients");
+  check(d_->dtoh(host.data(), bucketParts_, size_t(parts) * sizeof(double)),
+        "reading a sum of squares");
+  double sum = 0;
+  for (double p : host)
+    sum += p;
+  return sum;
+}
+
 bool CudaBackend::ncclWanted() const {
   if (worldSize() > 1)
     return true;
