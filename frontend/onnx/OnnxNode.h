@@ -141,7 +141,8 @@ public:
   Importer(mlir::MLIRContext &ctx, std::string file, const OnnxImportOptions &options)
       : ctx(ctx), b(&ctx), loc(b.getUnknownLoc()), file(std::move(file)), options(options) {}
 
-  llvm::Expected<ImportedModel> run(const onnx::ModelProto &model);
+  /// Imports `model`; recoverParameters may edit its graph.
+  llvm::Expected<ImportedModel> run(onnx::ModelProto &model);
 
   // Errors --------------------------------------------------------------
   llvm::Error error(const llvm::Twine &msg) const {
@@ -203,6 +204,11 @@ private:
   std::map<std::string, std::unique_ptr<llvm::MemoryBuffer>> externalFiles;
   llvm::Error declareInputs(const onnx::GraphProto &g);
   llvm::Error declareInitializers(const onnx::GraphProto &g, const ExportSignature &signature);
+  /// Gives back the parameters the exporter's optimizer folded into a
+  /// constant or merged into an equal computation, where the file fixes
+  /// them (OnnxRecover.cpp): edits `g` and adds their initial values to
+  /// paramInits.
+  llvm::Error recoverParameters(onnx::GraphProto &g, const ExportSignature &signature);
   llvm::Error convert(const onnx::NodeProto &n);
   llvm::Error readInputs(const onnx::NodeProto &n, std::vector<const Entry *> &in);
   /// The value parameter `read.target` has where a node reads it from

@@ -13,23 +13,10 @@
 #include <algorithm>
 
 namespace mlc {
+
 namespace {
-
-constexpr const char *kFxNodeKey = "pkg.torch.onnx.fx_node";
-constexpr const char *kScopesKey = "pkg.torch.onnx.name_scopes";
-constexpr const char *kRuleKey = "pkg.onnxscript.rewriter.rule_name";
-constexpr const char *kFoldedKey = "pkg.onnxscript.optimizer.folded_from";
-
-/// What a node's `pkg.torch.onnx.fx_node` says: the op (`torch.ops.aten.
-/// linear.default`) and the FX values its arguments name, in order.
-struct FxNode {
-  std::string name, op;
-  std::vector<std::string> args;
-  /// Each top-level argument as written (`%input_ids`, `1`, `[64]`, `True`).
-  std::vector<std::string> text;
-};
-
 bool identChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+} // namespace
 
 FxNode parseFxNode(llvm::StringRef text) {
   FxNode fx;
@@ -77,6 +64,17 @@ FxNode parseFxNode(llvm::StringRef text) {
   }
   return fx;
 }
+
+llvm::StringRef fxStem(llvm::StringRef fxValue) {
+  llvm::StringRef digits = fxValue.rtrim("0123456789");
+  if (digits.size() < fxValue.size() && digits.ends_with("_"))
+    return digits.drop_back();
+  return fxValue;
+}
+
+namespace {
+
+constexpr const char *kRuleKey = "pkg.onnxscript.rewriter.rule_name";
 
 /// The position of the weight among the arguments of torch's product `op`
 /// (aten.linear(x, W, b), aten.addmm(b, x, W), aten.mm(x, W)), if it is one.
@@ -151,15 +149,6 @@ std::map<std::string, std::string> foldedTranspositions(const onnx::GraphProto &
       foldedTranspose[vi.name()] = sources[0];
   }
   return foldedTranspose;
-}
-
-/// An FX value's name without torch's `_N` suffix (`layer_norm_1` ->
-/// `layer_norm`): torch names a call_function node after its op.
-llvm::StringRef fxStem(llvm::StringRef fxValue) {
-  llvm::StringRef digits = fxValue.rtrim("0123456789");
-  if (digits.size() < fxValue.size() && digits.ends_with("_"))
-    return digits.drop_back();
-  return fxValue;
 }
 
 std::string nodeLabel(const onnx::NodeProto &n, const FxNode &fx) {

@@ -70,6 +70,30 @@
 
 namespace mlc {
 
+/// Node metadata: torch's FX node, the module scopes it ran in and their
+/// classes; value_info metadata: what the optimizer folded a constant from.
+constexpr const char *kFxNodeKey = "pkg.torch.onnx.fx_node";
+constexpr const char *kScopesKey = "pkg.torch.onnx.name_scopes";
+constexpr const char *kClassesKey = "pkg.torch.onnx.class_hierarchy";
+constexpr const char *kFoldedKey = "pkg.onnxscript.optimizer.folded_from";
+
+/// What a node's `pkg.torch.onnx.fx_node` says: the FX value it computes
+/// (`linear_2`), the op (`torch.ops.aten.linear.default`) and the FX values
+/// its arguments name, in order.
+struct FxNode {
+  std::string name, op;
+  /// Each top-level argument's FX value (`%layer_norm_1` -> layer_norm_1),
+  /// "" for a literal or a list.
+  std::vector<std::string> args;
+  /// Each top-level argument as written (`%input_ids`, `1`, `[64]`, `True`).
+  std::vector<std::string> text;
+};
+FxNode parseFxNode(llvm::StringRef text);
+
+/// An FX value's name without torch's `_N` suffix (`layer_norm_1` ->
+/// `layer_norm`): torch names a call_function node after its op.
+llvm::StringRef fxStem(llvm::StringRef fxValue);
+
 /// One read of a parameter by a node's input.
 struct ParameterRead {
   /// The parameter's name, torch's target (`model.layers.0.mlp.up_proj.weight`).
