@@ -275,8 +275,9 @@ llvm::Error placeUnread(ParameterPlan &plan, const std::map<std::string, std::st
                   "' (its value_info's " + kFoldedKey + " " + f->second.sources +
                   "), which node '" + f->second.reader +
                   "' reads: the file holds the folded value, not the parameter's, nor the "
-                  "operation or the other operands it was folded with, and training that "
-                  "constant would not train this parameter; export with "
+                  "operation or the other operands it was folded with (mlc gives back only "
+                  "the `weight + 1.0` of the module classes docs/onnx.md lists), and training "
+                  "that constant would not train this parameter; export with "
                   "torch.onnx.export(..., optimize=False)");
     if (at.empty() && !lost.merged.empty()) {
       const LostParameters::Merged &m = lost.merged.front();

@@ -42,11 +42,15 @@
 //    shows of where it went; the file does not hold the parameter:
 //    - folded into a constant (Gemma's 1 + w): the constant's value_info
 //      lists it in `pkg.onnxscript.optimizer.folded_from`, but neither the
-//      operation nor its other operands are left, and the fold rounds;
+//      operation nor its other operands are left;
 //    - read by a computation merged into an equal one (GPT-NeoX's two
 //      LayerNorms of one input, equal at initialization): a consumer's FX
 //      node still names the merged FX value (`%layer_norm_1`), which no node
 //      computes, but nothing says which parameters that value computed with.
+//    Before the rule runs, the importer gives back the ones the file does
+//    fix (OnnxRecover.cpp): a `weight + 1.0` that the reading module's class
+//    says it is, and a merged computation whose parameters one module alone
+//    can hold; the rest are refused here.
 //
 // A file without the signature or the FX metadata (the TorchScript exporter,
 // older dynamo exports) is not attributed: each float initializer is a

@@ -25,11 +25,14 @@
 //   `%layer_norm`) where R's FX node reads `%layer_norm_1`, an FX value of
 //   the same op that no node computes. The optimizer merges only nodes of
 //   equal op, attributes and inputs, so `%layer_norm_1` was N applied to N's
-//   inputs with parameters of N's values; which parameters: those of the one
-//   module, below the nearest module holding N and every such reader, whose
-//   parameters of N's attribute names (`weight`, `bias`) no FX node reads.
-//   N is cloned with those parameters, starting from N's values, and its
-//   readers read the clone. No such module, or two, is left to rule 5.
+//   inputs with parameters of N's values. Which parameters the file does
+//   not say; the nearest module holding N and every such R does, where its
+//   class is a layer known to apply norms of its own, each once
+//   (kOwnNorms): they are those of its one child module whose parameters of
+//   N's attribute names (`weight`, `bias`) no FX node reads. N is cloned
+//   with those parameters, starting from N's values, and those readers read
+//   the clone. Two such children is an error naming both; none, or a layer
+//   of another class, is left to rule 5.
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,12 +55,21 @@ constexpr const char *kOnePlusWeight[] = {
     "transformers.models.gemma2.modeling_gemma2.Gemma2RMSNorm",
 };
 
-/// What the graph says of each node: its FX node, module chain and the
-/// innermost module's class.
+/// transformers' layers whose forward applies norms of their own, each
+/// once, to one input: GPTNeoXLayer with use_parallel_residual
+/// (`self.attention(self.input_layernorm(hidden_states), ...)` and
+/// `self.mlp(self.post_attention_layernorm(hidden_states))`). A computation
+/// merged into one of them, inside such a layer, was another of its own.
+constexpr const char *kOwnNorms[] = {
+    "transformers.models.gpt_neox.modeling_gpt_neox.GPTNeoXLayer",
+};
+
+/// What the graph says of each node: its FX node, its module chain (root
+/// excluded) and each of those modules' class.
 struct NodeFacts {
   FxNode fx;
-  std::vector<std::string> scopes;
-  std::string moduleClass;
+  std::vector<std::string> scopes, classes;
+  std::string moduleClass; // the innermost module's
 };
 
 std::string attrOf(llvm::StringRef name) {
@@ -117,9 +129,12 @@ llvm::Error Importer::recoverParameters(onnx::GraphProto &g, const ExportSignatu
     if (auto it = meta.find(kScopesKey); it != meta.end())
       f.scopes = moduleScopes(it->second);
     if (auto it = meta.find(kClassesKey); it != meta.end()) {
+      // One class per name scope: the root's, each module's, the op.
       std::vector<std::string> classes = quotedStrings(it->second);
-      if (classes.size() >= 2)
+      if (classes.size() == f.scopes.size() + 2) {
         f.moduleClass = classes[classes.size() - 2];
+        f.classes.assign(classes.begin() + 1, classes.end() - 1);
+      }
     }
     held.insert(f.fx.name);
     for (const std::string &o : g.node(i).output()) {
@@ -191,7 +206,7 @@ llvm::Error Importer::recoverParameters(onnx::GraphProto &g, const ExportSignatu
         return error(llvm::formatv(
                          "parameter '{0}' is folded into the constant '{1}' (its value_info's "
                          "{2} {3}), computed as weight + 1.0 by its module's class; element "
-                         "{4} of '{1}', {5}, is 1 + w for no f32 w exactly, so the parameter "
+                         "{4} of '{1}', {5:e}, is 1 + w for no f32 w exactly, so the parameter "
                          "cannot be recovered; export with torch.onnx.export(..., "
                          "optimize=False)",
                          params[0], vi.name(), kFoldedKey, from->second, e, ce)
@@ -262,7 +277,9 @@ llvm::Error Importer::recoverParameters(onnx::GraphProto &g, const ExportSignatu
     }
     if (!attributed || attrAt.size() != params.size())
       continue;
-    // The nearest module holding the kept node and every reader.
+    // The nearest module holding the kept node and every reader, which must
+    // be a layer applying norms of its own (kOwnNorms); of its children,
+    // the one whose parameters of those names no node reads.
     std::vector<std::string> common = facts[n].scopes;
     for (auto &[i, k] : readers) {
       const std::vector<std::string> &s = facts[i].scopes;
@@ -271,13 +288,15 @@ llvm::Error Importer::recoverParameters(onnx::GraphProto &g, const ExportSignatu
         ++m;
       common.resize(m);
     }
-    std::string below = common.empty() ? "" : common.back() + ".";
+    if (common.empty() || facts[n].classes.size() != facts[n].scopes.size() ||
+        !llvm::is_contained(kOwnNorms, facts[n].classes[common.size() - 1]))
+      continue;
+    const std::string &layer = common.back();
     std::string own = facts[n].scopes.empty() ? "" : facts[n].scopes.back();
     std::set<std::string> modules;
     for (const std::string &t : targets) {
       std::string m = moduleOf(t);
-      if (fxRead.count(t) || recovered.count(t) || m == own ||
-          !llvm::StringRef(t).starts_with(below))
+      if (fxRead.count(t) || recovered.count(t) || m == own || moduleOf(m) != layer)
         continue;
       bool every = true;
       for (auto &[k, attr] : attrAt)
@@ -294,9 +313,9 @@ llvm::Error Importer::recoverParameters(onnx::GraphProto &g, const ExportSignatu
                    "`, where torch's op read `%" + value +
                    "`, which the exporter's optimizer merged into it; the parameters `%" + value +
                    "` computed with are those of one of the modules '" +
-                   llvm::join(modules, "', '") +
-                   "' (below '" + (common.empty() ? std::string("") : common.back()) +
-                   "', none of whose parameters a node reads), and the file does not say which; "
+                   llvm::join(modules, "', '") + "' (norms of '" + layer + "', a " +
+                   attrOf(facts[n].classes[common.size() - 1]) +
+                   ", none of whose parameters a node reads), and the file does not say which; "
                    "export with torch.onnx.export(..., optimize=False)");
     }
     const std::string &module = *modules.begin();
