@@ -135,6 +135,9 @@ inline Shape shapeOf(mlir::Value v) {
   return Shape(t.getShape().begin(), t.getShape().end());
 }
 
+/// What the recovery of lost parameters reads and edits (OnnxRecover.cpp).
+struct Recovery;
+
 /// The state of one import, shared by the driver and the handlers.
 class Importer {
 public:
@@ -209,6 +212,8 @@ private:
   /// them (OnnxRecover.cpp): edits `g` and adds their initial values to
   /// paramInits.
   llvm::Error recoverParameters(onnx::GraphProto &g, const ExportSignature &signature);
+  llvm::Error recoverFolded(const onnx::GraphProto &g, Recovery &r);
+  llvm::Error recoverMerged(const onnx::GraphProto &g, Recovery &r);
   llvm::Error convert(const onnx::NodeProto &n);
   llvm::Error readInputs(const onnx::NodeProto &n, std::vector<const Entry *> &in);
   /// The value parameter `read.target` has where a node reads it from

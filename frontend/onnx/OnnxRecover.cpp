@@ -104,24 +104,51 @@ bool sameBits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 } // namespace
 
-llvm::Error Importer::recoverParameters(onnx::GraphProto &g, const ExportSignature &signature) {
+/// The graph's facts both recoveries read, and the edits they make: inputs
+/// renamed, nodes inserted before a node index, applied once both searched
+/// the file's graph.
+struct Recovery {
   std::map<std::string, std::string> targetOf; // placeholder -> PARAMETER target
-  for (const SignatureInput &in : signature)
-    if (in.kind == "PARAMETER")
-      targetOf[in.placeholder] = in.target;
-  std::vector<NodeFacts> facts(g.node_size());
-  std::set<std::string> held, fxRead; // FX values and ONNX names; targets an FX node reads
+  std::set<std::string> targets, recovered;
+  std::vector<NodeFacts> facts;
+  /// Every ONNX name and FX value the graph holds; the targets an FX node
+  /// reads.
+  std::set<std::string> held, fxRead;
   std::map<std::string, int> producer; // ONNX value -> node index
-  for (const auto &in : g.input())
-    held.insert(in.name());
-  for (const auto &t : g.initializer())
-    held.insert(t.name());
+  std::map<std::pair<int, int>, std::string> renamed;
+  std::multimap<int, onnx::NodeProto> inserted;
+
+  /// `name`, or a variant of it, that the graph does not hold yet.
+  std::string fresh(const std::string &name) {
+    std::string n = name;
+    for (int k = 1; held.count(n); ++k)
+      n = name + "_" + std::to_string(k) + "_recovered";
+    held.insert(n);
+    return n;
+  }
+};
+
+namespace {
+
+/// The facts of `g` and `signature`; false when the file has no PARAMETER
+/// or no FX metadata (nothing to recover).
+bool readFacts(const onnx::GraphProto &g, const ExportSignature &signature, Recovery &r) {
   for (const SignatureInput &in : signature)
-    held.insert(in.placeholder);
+    if (in.kind == "PARAMETER") {
+      r.targetOf[in.placeholder] = in.target;
+      r.targets.insert(in.target);
+    }
+  r.facts.resize(g.node_size());
+  for (const auto &in : g.input())
+    r.held.insert(in.name());
+  for (const auto &t : g.initializer())
+    r.held.insert(t.name());
+  for (const SignatureInput &in : signature)
+    r.held.insert(in.placeholder);
   bool anyFx = false;
   for (int i = 0; i < g.node_size(); ++i) {
     auto meta = onnxNodeMetadata(g.node(i));
-    NodeFacts &f = facts[i];
+    NodeFacts &f = r.facts[i];
     if (auto it = meta.find(kFxNodeKey); it != meta.end()) {
       f.fx = parseFxNode(it->second);
       anyFx = true;
@@ -136,33 +163,49 @@ llvm::Error Importer::recoverParameters(onnx::GraphProto &g, const ExportSignatu
         f.classes.assign(classes.begin() + 1, classes.end() - 1);
       }
     }
-    held.insert(f.fx.name);
+    r.held.insert(f.fx.name);
     for (const std::string &o : g.node(i).output()) {
-      held.insert(o);
-      producer[o] = i;
+      r.held.insert(o);
+      r.producer[o] = i;
     }
     for (const std::string &a : f.fx.args)
-      if (auto t = targetOf.find(a); !a.empty() && t != targetOf.end())
-        fxRead.insert(t->second);
+      if (auto t = r.targetOf.find(a); !a.empty() && t != r.targetOf.end())
+        r.fxRead.insert(t->second);
   }
-  if (targetOf.empty() || !anyFx)
-    return llvm::Error::success();
-  std::set<std::string> targets, recovered;
-  for (auto &[p, t] : targetOf)
-    targets.insert(t);
-  auto fresh = [&](const std::string &name) {
-    std::string n = name;
-    for (int k = 1; held.count(n); ++k)
-      n = name + "_" + std::to_string(k) + "_recovered";
-    held.insert(n);
-    return n;
-  };
-  // The edits, applied once both searches ran on the file's graph: inputs
-  // renamed, nodes inserted before a node index.
-  std::map<std::pair<int, int>, std::string> renamed;
-  std::multimap<int, onnx::NodeProto> inserted;
+  return !r.targets.empty() && anyFx;
+}
 
-  // Folded `weight + 1.0`.
+/// The edits of `r` made to `g`.
+void applyEdits(onnx::GraphProto &g, Recovery &r) {
+  for (auto &[at, name] : r.renamed)
+    g.mutable_node(at.first)->set_input(at.second, name);
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+  nodes.Swap(g.mutable_node());
+  for (int i = 0; i <= nodes.size(); ++i) {
+    auto [first, last] = r.inserted.equal_range(i);
+    for (auto it = first; it != last; ++it)
+      *g.add_node() = std::move(it->second);
+    if (i < nodes.size())
+      *g.add_node() = std::move(nodes[i]);
+  }
+}
+
+} // namespace
+
+llvm::Error Importer::recoverParameters(onnx::GraphProto &g, const ExportSignature &signature) {
+  Recovery r;
+  if (!readFacts(g, signature, r))
+    return llvm::Error::success();
+  if (auto err = recoverFolded(g, r))
+    return err;
+  if (auto err = recoverMerged(g, r))
+    return err;
+  applyEdits(g, r);
+  return llvm::Error::success();
+}
+
+/// Folded `weight + 1.0` (the file's header).
+llvm::Error Importer::recoverFolded(const onnx::GraphProto &g, Recovery &r) {
   std::string one;
   for (const auto &vi : g.value_info()) {
     auto c = paramInits.find(vi.name());
@@ -172,7 +215,7 @@ llvm::Error Importer::recoverParameters(onnx::GraphProto &g, const ExportSignatu
       continue;
     std::vector<std::string> params;
     for (const std::string &s : quotedStrings(from->second))
-      if (targets.count(s))
+      if (r.targets.count(s))
         params.push_back(s);
     if (params.size() != 1)
       continue;
@@ -183,15 +226,15 @@ llvm::Error Importer::recoverParameters(onnx::GraphProto &g, const ExportSignatu
       for (int k = 0; k < g.node(i).input_size() && all; ++k) {
         if (g.node(i).input(k) != vi.name())
           continue;
-        const NodeFacts &f = facts[i];
+        const NodeFacts &f = r.facts[i];
         std::string arg = size_t(k) < f.fx.args.size() &&
                                   f.fx.args.size() == size_t(g.node(i).input_size())
                               ? f.fx.args[k]
                               : "";
         std::string target = f.scopes.empty() ? "" : f.scopes.back() + ".weight";
         all = llvm::is_contained(kOnePlusWeight, f.moduleClass) && fxStem(arg) == "add" &&
-              (arg == vi.name() || !held.count(arg)) && targets.count(target) &&
-              !fxRead.count(target) && !recovered.count(target) && !paramInits.count(target) &&
+              (arg == vi.name() || !r.held.count(arg)) && r.targets.count(target) &&
+              !r.fxRead.count(target) && !r.recovered.count(target) && !paramInits.count(target) &&
               (arg != vi.name() || target == params[0]);
         named |= target == params[0];
         readers.push_back({{i, k}, target});
@@ -207,14 +250,14 @@ llvm::Error Importer::recoverParameters(onnx::GraphProto &g, const ExportSignatu
                          "parameter '{0}' is folded into the constant '{1}' (its value_info's "
                          "{2} {3}), computed as weight + 1.0 by its module's class; element "
                          "{4} of '{1}', {5:e}, is 1 + w for no f32 w exactly, so the parameter "
-                         "cannot be recovered; export with torch.onnx.export(..., "
+                         "cannot be r.recovered; export with torch.onnx.export(..., "
                          "optimize=False)",
                          params[0], vi.name(), kFoldedKey, from->second, e, ce)
                          .str());
       w.f[e] = double(we);
     }
     if (one.empty()) {
-      one = fresh("one");
+      one = r.fresh("one");
       Const c1;
       c1.f = {1.0};
       values[one] = {mlir::Value(), std::make_shared<const Const>(std::move(c1))};
@@ -222,32 +265,37 @@ llvm::Error Importer::recoverParameters(onnx::GraphProto &g, const ExportSignatu
     std::map<std::string, std::string> sum; // parameter -> its Add's output
     for (auto &[at, target] : readers) {
       if (!sum.count(target)) {
-        std::string arg = facts[at.first].fx.args[at.second];
-        sum[target] = fresh(arg);
-        inserted.emplace(at.first, makeNode("node_" + sum[target], "Add", {target, one},
+        std::string arg = r.facts[at.first].fx.args[at.second];
+        sum[target] = r.fresh(arg);
+        r.inserted.emplace(at.first, makeNode("node_" + sum[target], "Add", {target, one},
                                             sum[target]));
         paramInits[target] = w;
-        recovered.insert(target);
+        r.recovered.insert(target);
       }
-      renamed[at] = sum[target];
+      r.renamed[at] = sum[target];
     }
   }
 
+  return llvm::Error::success();
+}
+
+/// Merged computations (the file's header).
+llvm::Error Importer::recoverMerged(const onnx::GraphProto &g, Recovery &r) {
   // Merged computations: (kept node, merged FX value) -> its readers.
   std::map<std::pair<int, std::string>, std::vector<std::pair<int, int>>> merged;
   for (int i = 0; i < g.node_size(); ++i)
     for (int k = 0; k < g.node(i).input_size(); ++k) {
-      auto p = producer.find(g.node(i).input(k));
-      const FxNode &fx = facts[i].fx;
-      if (p == producer.end() || facts[p->second].fx.name.empty() ||
+      auto p = r.producer.find(g.node(i).input(k));
+      const FxNode &fx = r.facts[i].fx;
+      if (p == r.producer.end() || r.facts[p->second].fx.name.empty() ||
           g.node(p->second).output(0) != g.node(i).input(k))
         continue;
-      const std::string &kept = facts[p->second].fx.name;
+      const std::string &kept = r.facts[p->second].fx.name;
       if (llvm::is_contained(fx.args, kept))
         continue;
       std::vector<std::string> lost;
       for (const std::string &a : fx.args)
-        if (!a.empty() && !held.count(a) && fxStem(a) == fxStem(kept) &&
+        if (!a.empty() && !r.held.count(a) && fxStem(a) == fxStem(kept) &&
             !llvm::is_contained(lost, a))
           lost.push_back(a);
       if (lost.size() == 1)
@@ -259,8 +307,8 @@ llvm::Error Importer::recoverParameters(onnx::GraphProto &g, const ExportSignatu
     // Each float initializer input of the kept node: the attribute of the
     // parameter its FX node reads there.
     std::vector<std::string> params;
-    for (const std::string &a : facts[n].fx.args)
-      if (auto t = targetOf.find(a); !a.empty() && t != targetOf.end())
+    for (const std::string &a : r.facts[n].fx.args)
+      if (auto t = r.targetOf.find(a); !a.empty() && t != r.targetOf.end())
         params.push_back(t->second);
     std::map<int, std::string> attrAt;
     bool attributed = !params.empty();
@@ -280,28 +328,28 @@ llvm::Error Importer::recoverParameters(onnx::GraphProto &g, const ExportSignatu
     // The nearest module holding the kept node and every reader, which must
     // be a layer applying norms of its own (kOwnNorms); of its children,
     // the one whose parameters of those names no node reads.
-    std::vector<std::string> common = facts[n].scopes;
+    std::vector<std::string> common = r.facts[n].scopes;
     for (auto &[i, k] : readers) {
-      const std::vector<std::string> &s = facts[i].scopes;
+      const std::vector<std::string> &s = r.facts[i].scopes;
       size_t m = 0;
       while (m < common.size() && m < s.size() && common[m] == s[m])
         ++m;
       common.resize(m);
     }
-    if (common.empty() || facts[n].classes.size() != facts[n].scopes.size() ||
-        !llvm::is_contained(kOwnNorms, facts[n].classes[common.size() - 1]))
+    if (common.empty() || r.facts[n].classes.size() != r.facts[n].scopes.size() ||
+        !llvm::is_contained(kOwnNorms, r.facts[n].classes[common.size() - 1]))
       continue;
     const std::string &layer = common.back();
-    std::string own = facts[n].scopes.empty() ? "" : facts[n].scopes.back();
+    std::string own = r.facts[n].scopes.empty() ? "" : r.facts[n].scopes.back();
     std::set<std::string> modules;
-    for (const std::string &t : targets) {
+    for (const std::string &t : r.targets) {
       std::string m = moduleOf(t);
-      if (fxRead.count(t) || recovered.count(t) || m == own || moduleOf(m) != layer)
+      if (r.fxRead.count(t) || r.recovered.count(t) || m == own || moduleOf(m) != layer)
         continue;
       bool every = true;
       for (auto &[k, attr] : attrAt)
-        every &= targets.count(m + "." + attr) && !fxRead.count(m + "." + attr) &&
-                 !recovered.count(m + "." + attr);
+        every &= r.targets.count(m + "." + attr) && !r.fxRead.count(m + "." + attr) &&
+                 !r.recovered.count(m + "." + attr);
       if (every)
         modules.insert(m);
     }
@@ -309,12 +357,12 @@ llvm::Error Importer::recoverParameters(onnx::GraphProto &g, const ExportSignatu
       if (modules.empty())
         continue;
       return error("node '" + nodeName(g.node(readers[0].first)) + "' reads '" +
-                   kept.output(0) + "', torch's `%" + facts[n].fx.name +
+                   kept.output(0) + "', torch's `%" + r.facts[n].fx.name +
                    "`, where torch's op read `%" + value +
                    "`, which the exporter's optimizer merged into it; the parameters `%" + value +
                    "` computed with are those of one of the modules '" +
                    llvm::join(modules, "', '") + "' (norms of '" + layer + "', a " +
-                   attrOf(facts[n].classes[common.size() - 1]) +
+                   attrOf(r.facts[n].classes[common.size() - 1]) +
                    ", none of whose parameters a node reads), and the file does not say which; "
                    "export with torch.onnx.export(..., optimize=False)");
     }
@@ -329,28 +377,15 @@ llvm::Error Importer::recoverParameters(onnx::GraphProto &g, const ExportSignatu
                      value + "` into that node; export with torch.onnx.export(..., "
                      "optimize=False)");
       paramInits[target] = value0;
-      recovered.insert(target);
+      r.recovered.insert(target);
       inputs[k] = target;
     }
-    std::string out = fresh(value);
-    inserted.emplace(n + 1, makeNode("node_" + out, kept.op_type(), inputs, out, &kept));
+    std::string out = r.fresh(value);
+    r.inserted.emplace(n + 1, makeNode("node_" + out, kept.op_type(), inputs, out, &kept));
     for (auto &at : readers)
-      renamed[at] = out;
+      r.renamed[at] = out;
   }
 
-  if (inserted.empty())
-    return llvm::Error::success();
-  for (auto &[at, name] : renamed)
-    g.mutable_node(at.first)->set_input(at.second, name);
-  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
-  nodes.Swap(g.mutable_node());
-  for (int i = 0; i <= nodes.size(); ++i) {
-    auto [first, last] = inserted.equal_range(i);
-    for (auto it = first; it != last; ++it)
-      *g.add_node() = std::move(it->second);
-    if (i < nodes.size())
-      *g.add_node() = std::move(nodes[i]);
-  }
   return llvm::Error::success();
 }
 

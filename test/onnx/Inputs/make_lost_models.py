@@ -14,11 +14,13 @@ writes OUT_DIR/
                        layer 0 (`extra_layernorm`) whose parameters no node
                        reads: the merged `%layer_norm_1` computed with the
                        parameters of either
+  neox-unknown.onnx    the layers' class renamed (GPTNeoXBlock): the file
+                       does not say that a layer applies norms of its own
   neox-unplaced.onnx   node_MatMul_258 (layer 0's MLP, which reads the
                        merged `%layer_norm_1`) placed in a module
                        `gpt_neox.layers.X`: the nearest module holding it and
                        the kept LayerNorm is `gpt_neox`, a GPTNeoXModel,
-                       which is no layer applying norms of its own
+                       whose children hold no unread LayerNorm parameters
 """
 
 import os
@@ -118,6 +120,9 @@ n = open(neox, "rb").read()
 extra = [f"p_gpt_neox_layers_0_extra_layernorm_{a}: PARAMETER "
          f"target='gpt_neox.layers.0.extra_layernorm.{a}'" for a in ("weight", "bias")]
 write("neox-ambiguous", rewrite(n, add_parameters(extra)))
+renamed = n.replace(b".GPTNeoXLayer'", b".GPTNeoXBlock'")
+assert renamed != n
+write("neox-unknown", renamed)
 mlp = ["", "gpt_neox", "gpt_neox.layers.X", "gpt_neox.layers.X.mlp",
        "gpt_neox.layers.X.mlp.dense_h_to_4h", "linear_2"]
 write("neox-unplaced", rewrite(n, lambda p: edit_graph(p, set_scopes("node_MatMul_258", mlp))))
