@@ -250,7 +250,7 @@ llvm::Error Importer::recoverFolded(const onnx::GraphProto &g, Recovery &r) {
                          "parameter '{0}' is folded into the constant '{1}' (its value_info's "
                          "{2} {3}), computed as weight + 1.0 by its module's class; element "
                          "{4} of '{1}', {5:e}, is 1 + w for no f32 w exactly, so the parameter "
-                         "cannot be r.recovered; export with torch.onnx.export(..., "
+                         "cannot be recovered; export with torch.onnx.export(..., "
                          "optimize=False)",
                          params[0], vi.name(), kFoldedKey, from->second, e, ce)
                          .str());
