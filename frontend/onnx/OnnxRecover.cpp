@@ -219,7 +219,7 @@ llvm::Error Importer::recoverFolded(const onnx::GraphProto &g, Recovery &r) {
         params.push_back(s);
     if (params.size() != 1)
       continue;
-    // reader (node, input) -> the parameter it scales by
+    // Each reader (node, input) and its module's weight, which it scales by.
     std::vector<std::pair<std::pair<int, int>, std::string>> readers;
     bool all = true, named = false;
     for (int i = 0; i < g.node_size() && all; ++i)
@@ -275,13 +275,13 @@ llvm::Error Importer::recoverFolded(const onnx::GraphProto &g, Recovery &r) {
       r.renamed[at] = sum[target];
     }
   }
-
   return llvm::Error::success();
 }
 
 /// Merged computations (the file's header).
 llvm::Error Importer::recoverMerged(const onnx::GraphProto &g, Recovery &r) {
-  // Merged computations: (kept node, merged FX value) -> its readers.
+  // (kept node, merged FX value) -> the inputs reading the kept node's
+  // output where their FX node reads the merged value.
   std::map<std::pair<int, std::string>, std::vector<std::pair<int, int>>> merged;
   for (int i = 0; i < g.node_size(); ++i)
     for (int k = 0; k < g.node(i).input_size(); ++k) {
