@@ -8,6 +8,7 @@
 #include "support/Error.h"
 #include "contract/StepFunctions.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -434,6 +435,30 @@ static int64_t flatCount(const Backend &backend, FlatBuffer which) {
                                                                   : backend.package().paramCount;
 }
 
+double Backend::sumOfSquares(FlatBuffer which, int64_t offset, int64_t count) {
+  const int64_t es = elementSize();
+  double sum = 0;
+  std::vector<char> chunk;
+  for (int64_t done = 0; done < count;) {
+    const int64_t n = std::min<int64_t>(count - done, int64_t(1) << 20);
+    chunk.resize(size_t(n * es));
+    download(which, (offset + done) * es, chunk.data(), n * es);
+    for (int64_t i = 0; i < n; ++i) {
+      double g;
+      if (es == 4) {
+        float f;
+        std::memcpy(&f, chunk.data() + i * 4, 4);
+        g = f;
+      } else {
+        std::memcpy(&g, chunk.data() + i * 8, 8);
+      }
+      sum += g * g;
+    }
+    done += n;
+  }
+  return sum;
+}
+
 std::vector<char> downloadAll(Backend &backend, FlatBuffer which) {
   std::vector<char> host(flatCount(backend, which) * backend.elementSize());
   backend.download(which, 0, host.data(), host.size());
@@ -448,20 +473,33 @@ void uploadAll(Backend &backend, FlatBuffer which, const std::vector<char> &host
   backend.upload(which, 0, host.data(), bytes);
 }
 
-void Backend::tpAllReduce(const FunctionPlan &fn, const StepDecl &s, void *data) {
+void Backend::requireTensorParallelGroup() const {
   if (!tp_ || tp_->size() != pkg_.tensorParallel)
     fail(pkg_.dir + " is one rank of a tensor-parallel group of " +
          std::to_string(pkg_.tensorParallel) + " ranks; this run has " +
          std::to_string(tpSize()) + " (train it with --tensor-parallel " +
          std::to_string(pkg_.tensorParallel) + ")");
+}
+
+std::pair<int64_t, int> Backend::tpAllReduceElements(const FunctionPlan &fn,
+                                                     const StepDecl &s) const {
   const BufferDecl &b = fn.buffers[size_t(s.buffers.at(0))];
   const std::string dtype =
       b.kind == BufferDecl::Arena || b.kind == BufferDecl::Alias ? b.dtype
                                                                   : bufferDtype(fn, s.buffers[0]);
-  const int64_t es = dtype == "f64" ? 8 : 4;
+  if (dtype != "f32" && dtype != "f64")
+    fail(pkg_.dir + ": a tensor-parallel all-reduce over a " + dtype +
+         " buffer (the runtime sums f32 and f64)");
+  const int es = dtype == "f64" ? 8 : 4;
+  return {b.bytes / es, es};
+}
+
+void Backend::tpAllReduce(const FunctionPlan &fn, const StepDecl &s, void *data) {
+  requireTensorParallelGroup();
+  auto [count, es] = tpAllReduceElements(fn, s);
   // Not counted in profile.commWaitSeconds: that is the data-parallel
   // sums' exposed time, which the run's summary reports.
-  tp_->allReduce(data, b.bytes / es, es == 8, s.max);
+  tp_->allReduce(data, count, es == 8, s.max);
 }
 
 bool Backend::startOrWaitCollective(const StepDecl &s) {
@@ -486,10 +524,8 @@ bool Backend::startOrWaitCollective(const StepDecl &s) {
   case StepDecl::AllGatherWait:
     allGatherWait(int(s.tag));
     return true;
-  case StepDecl::TpAllReduce: // the CPU backend runs it in place (CpuBackend::run)
-    fail(name() + " backend: this device has no tensor-parallel collectives yet (train "
-         "with --tensor-parallel 1, or on the CPU)");
-  default:
+  default: // TpAllReduce: each backend runs it where its buffers live
+
     return false;
   }
 }

@@ -74,6 +74,12 @@ public:
   /// Host <-> device copies of `bytes` bytes at byte `offset` of a flat buffer.
   virtual void upload(FlatBuffer which, int64_t offset, const void *src, int64_t bytes) = 0;
   virtual void download(FlatBuffer which, int64_t offset, void *dst, int64_t bytes) = 0;
+  /// The sum of the squares, in f64, of elements [offset, offset + count) of
+  /// a flat buffer (in elements, where download() takes bytes), read where
+  /// they live: the CUDA backend sums on the
+  /// device and copies back a few partial sums, never the elements (the
+  /// tensor-parallel gradient norm's split part, every step).
+  virtual double sumOfSquares(FlatBuffer which, int64_t offset, int64_t count);
   /// Sets a whole flat buffer to zero (fresh AdamW moments).
   virtual void zero(FlatBuffer which) = 0;
 
@@ -190,6 +196,11 @@ protected:
   /// A plan.tp_all_reduce step of `fn` over the buffer at `data` (host
   /// memory): its sum (or max) over the tensor-parallel group, in place.
   void tpAllReduce(const FunctionPlan &fn, const StepDecl &s, void *data);
+  /// Fails unless this run's tensor-parallel group has the package's size.
+  void requireTensorParallelGroup() const;
+  /// The elements of a plan.tp_all_reduce step's buffer and their size in
+  /// bytes (4: f32, 8: f64; any other type is refused).
+  std::pair<int64_t, int> tpAllReduceElements(const FunctionPlan &fn, const StepDecl &s) const;
   /// Scales a gradient bucket before its sum starts (the rank's weight,
   /// bucket-wise clipping); startOrWaitCollective calls it.
   virtual void prepareBucket(int64_t offset, int64_t count, bool clip) {}
