@@ -1,7 +1,8 @@
 //===- LowerToPlanPass.cpp - mlc-lower-to-plan and the lowering pipeline --===//
 //
-// The pass around the lowering (Lowering.h): its errors become diagnostics
-// on the module.
+// The pass around the lowering (Lowering.h): each of its errors becomes a
+// diagnostic on the op that failed, at that op's location (its ONNX node or
+// builtin layer).
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,7 +32,9 @@ public:
   }
   void runOnOperation() final {
     if (auto err = mlc::lowerToPlan(getOperation())) {
-      getOperation().emitError("mlc-lower-to-plan: ") << llvm::toString(std::move(err));
+      llvm::handleAllErrors(std::move(err), [](const mlc::LoweringError &e) {
+        e.emit() << "mlc-lower-to-plan: " << e.message;
+      });
       signalPassFailure();
     }
   }
