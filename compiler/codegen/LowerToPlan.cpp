@@ -477,9 +477,13 @@ llvm::Error FunctionLowering::run() {
       targets[v] = *role;
   }
   accumulateInTargets();
-  for (Operation &op : block.without_terminator())
+  for (Operation &op : block.without_terminator()) {
+    size_t first = steps.size();
     if (auto err = lowerOp(&op))
       return whileLowering(fn, &op, std::move(err));
+    for (size_t s = first; s < steps.size(); ++s)
+      steps[s].loc = op.getLoc();
+  }
   // Results: named outputs; gradients and updates not written in place are
   // copied (an optimizer fusion writes its results itself).
   for (unsigned i = 0; i < fn.getNumResults(); ++i) {
@@ -566,6 +570,8 @@ void FunctionLowering::emitPlan(OpBuilder &b) {
     }
   }
   for (const Step &s : steps) {
+    // A step is located at the graph op it lowers.
+    Location loc = s.loc ? Location(s.loc) : fn.getLoc();
     SmallVector<Value> operands;
     for (int id : s.buffers)
       operands.push_back(values[id]);

@@ -302,6 +302,8 @@ struct Step {
   bool tpAllReduce = false, tpMax = false;
   int64_t m = 0, n = 0, k = 0;
   Shape batch, lhsStrides, rhsStrides;
+  /// The location of the graph op it lowers (null: the function's).
+  LocationAttr loc;
 };
 
 using plan::KernelTemplate;
