@@ -12,6 +12,7 @@
 #include "compiler/codegen/KernelParams.h"
 #include "compiler/codegen/LoweringImpl.h"
 #include "contract/OptimizerScalars.h"
+#include "passes/Passes.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -569,56 +570,19 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     rowsAndColumns(ce.getLogits());
     Type lt = typeOf(ce.getLabels()).getElementType();
     params.type("labels", lt).i64("ignore", ce.getIgnoreIndex());
-    // The training step also needs the loss's gradient: one kernel reads each
-    // row of logits once for both (log-softmax, loss and its gradient).
-    for (Operation *user : ce.getLogits().getUsers()) {
-      auto cg = dyn_cast<CrossEntropyGradOp>(user);
-      if (!cg || cg.getLabels() != ce.getLabels() ||
-          cg.getIgnoreIndex() != ce.getIgnoreIndex() || splatLiteral(cg.getGrad()).empty())
-        continue;
-      bindOut(ce.getResult());
-      // --dtype bf16: a gradient read only as a bf16 copy (by a cast,
-      // through a reshape) is written as that copy.
-      CastOp narrow;
-      if (cg.getResult().hasOneUse()) {
-        Operation *reader = *cg.getResult().getUsers().begin();
-        if (auto rs = dyn_cast<ReshapeOp>(reader); rs && rs.getResult().hasOneUse())
-          reader = *rs.getResult().getUsers().begin();
-        auto c = dyn_cast<CastOp>(reader);
-        if (c && el.isF32() && typeOf(c.getResult()).getElementType().isBF16())
-          narrow = c;
-      }
-      // Otherwise the gradient overwrites the logits when nothing else reads
-      // them (each row's x[label] is read before its gradient is written):
-      // one logits-sized slice less, and no second stream through memory.
-      const int logits = bufferOf(ce.getLogits());
-      Type gradType = el;
-      if (narrow) {
-        gradType = typeOf(narrow.getResult()).getElementType();
-        bindOut(narrow.getResult());
-        emittedWith.insert(narrow.getOperation());
-      } else if (overwritable(ce.getLogits(), {ce.getOperation(), cg.getOperation()})) {
-        int id = newBuffer({Buffer::Alias, el, numel(cg.getResult())});
-        buffers[id].alias = logits;
-        valueBuffers[cg.getResult()] = id;
-        bufs.push_back(id);
-      } else {
-        bindOut(cg.getResult());
-      }
-      bufs.push_back(logits);
-      bufs.push_back(bufferOf(ce.getLabels()));
-      emittedWith.insert(cg.getOperation());
-      params.type("grad", gradType);
-      scale(cg.getGrad());
-      addStep(plan::CrossEntropyWithGradTemplateAttr::get(op->getContext()), params.get(), bufs,
-              KernelTemplate::rows);
-      return llvm::Error::success();
-    }
+    // With the gradient mlc-fuse-cross-entropy marked: one kernel for both.
+    for (Operation *user : ce.getLogits().getUsers())
+      if (auto cg = dyn_cast<CrossEntropyGradOp>(user);
+          cg && cg->hasAttr(kWithLossAttr) && !emittedWith.count(cg))
+        return emitCrossEntropyWithGrad(ce, cg, params);
     bindOut(ce.getResult());
     bufs.push_back(bufferOf(ce.getLogits()));
     bufs.push_back(bufferOf(ce.getLabels()));
     k = plan::CrossEntropyTemplateAttr::get(op->getContext());
   } else if (auto cg = dyn_cast<CrossEntropyGradOp>(op)) {
+    if (cg->hasAttr(kWithLossAttr))
+      return failure(op, "marked mlc.with_loss, but no mlc.cross_entropy before it reads its "
+                         "logits");
     rowsAndColumns(cg.getLogits());
     Type lt = typeOf(cg.getLabels()).getElementType();
     params.type("labels", lt).i64("ignore", cg.getIgnoreIndex());

@@ -25,13 +25,6 @@
 #include <algorithm>
 
 namespace mlc {
-
-char LoweringError::ID = 0;
-
-mlir::InFlightDiagnostic LoweringError::emit() const {
-  return op ? op->emitError() : mlir::emitError(*loc);
-}
-
 namespace lowering {
 
 void FunctionLowering::emitConstant(ConstantOp c, int id) {

@@ -21,6 +21,12 @@ namespace mlc {
 
 using namespace mlir;
 
+char mlc::LoweringError::ID = 0;
+
+InFlightDiagnostic mlc::LoweringError::emit() const {
+  return op ? op->emitError() : mlir::emitError(*loc);
+}
+
 namespace {
 
 class LowerToPlanPass : public mlc::impl::MlcLowerToPlanBase<LowerToPlanPass> {

@@ -754,6 +754,8 @@ private:
   int accumulatorBuffer(Value acc, Value result);
   void accumulateInTargets();
   llvm::Error emitRows(Operation *op);
+  llvm::Error emitCrossEntropyWithGrad(CrossEntropyOp ce, CrossEntropyGradOp cg,
+                                       ParamsBuilder &params);
   llvm::Error emitAttention(Operation *op, bool backward);
   void rotaryTables(Value cos, Value sin, bool varlen, AttentionKernel &desc,
                     std::vector<int> &bufs);

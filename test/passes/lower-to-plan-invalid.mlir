@@ -46,3 +46,29 @@ module {
     return %y : tensor<2x4x8xf32>
   }
 }
+
+// -----
+
+// A gradient marked mlc.with_loss that its loss's kernel cannot compute:
+// other labels than the loss's.
+module {
+  func.func @forward(%y: tensor<3x6xf32> {mlc.input = "y"}, %t: tensor<3xi64> {mlc.input = "t"}, %u: tensor<3xi64> {mlc.input = "u"}) -> (tensor<f32> {mlc.output = "loss"}, tensor<3x6xf32> {mlc.output = "g"}) {
+    %l = mlc.cross_entropy %y, %t ignore_index = -100 : tensor<3x6xf32>, tensor<3xi64>
+    %one = mlc.constant dense<1.0> : tensor<f32>
+    // expected-error @+1 {{mlc-lower-to-plan: while lowering 'mlc.cross_entropy' in @forward: marked mlc.with_loss, but it does not read its loss's labels with its ignore index and a constant scale}}
+    %g = mlc.cross_entropy_grad %one, %y, %u ignore_index = -100 {mlc.with_loss} : tensor<f32>, tensor<3x6xf32>, tensor<3xi64>
+    return %l, %g : tensor<f32>, tensor<3x6xf32>
+  }
+}
+
+// -----
+
+// A marked gradient with no loss before it.
+module {
+  func.func @forward(%y: tensor<3x6xf32> {mlc.input = "y"}, %t: tensor<3xi64> {mlc.input = "t"}) -> (tensor<3x6xf32> {mlc.output = "g"}) {
+    %one = mlc.constant dense<1.0> : tensor<f32>
+    // expected-error @+1 {{mlc-lower-to-plan: while lowering 'mlc.cross_entropy_grad' in @forward: marked mlc.with_loss, but no mlc.cross_entropy before it reads its logits}}
+    %g = mlc.cross_entropy_grad %one, %y, %t ignore_index = -100 {mlc.with_loss} : tensor<f32>, tensor<3x6xf32>, tensor<3xi64>
+    return %g : tensor<3x6xf32>
+  }
+}
