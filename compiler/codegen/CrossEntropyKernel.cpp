@@ -18,8 +18,8 @@ llvm::Error FunctionLowering::emitCrossEntropyWithGrad(CrossEntropyOp ce, CrossE
                                                        ParamsBuilder &params) {
   auto c = cg.getGrad().getDefiningOp<ConstantOp>();
   auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
-  if (cg.getLabels() != ce.getLabels() || cg.getIgnoreIndex() != ce.getIgnoreIndex() ||
-      !dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()))
+  if (cg.getLabels() != ce.getLabels() || cg.getIgnoreIndex() != ce.getIgnoreIndex() || !dense ||
+      !dense.isSplat() || !isa<FloatType>(dense.getElementType()))
     return failure(cg, "marked mlc.with_loss, but it does not read its loss's labels with its "
                        "ignore index and a constant scale");
   params.attr("scale", FloatAttr::get(dense.getElementType(),

@@ -38,9 +38,12 @@ public:
   }
   void runOnOperation() final {
     if (auto err = mlc::lowerToPlan(getOperation())) {
-      llvm::handleAllErrors(std::move(err), [](const mlc::LoweringError &e) {
-        e.emit() << "mlc-lower-to-plan: " << e.message;
-      });
+      llvm::handleAllErrors(
+          std::move(err),
+          [](const mlc::LoweringError &e) { e.emit() << "mlc-lower-to-plan: " << e.message; },
+          [&](const llvm::ErrorInfoBase &e) { // none should be: on the module
+            getOperation().emitError("mlc-lower-to-plan: ") << e.message();
+          });
       signalPassFailure();
     }
   }

@@ -24,10 +24,8 @@ namespace mlc {
 class LoweringError : public llvm::ErrorInfo<LoweringError> {
 public:
   static char ID;
-  LoweringError(mlir::Operation *op, std::string message)
-      : op(op), message(std::move(message)) {}
-  LoweringError(mlir::Location loc, std::string message)
-      : loc(loc), message(std::move(message)) {}
+  LoweringError(mlir::Operation *op, std::string message) : op(op), message(std::move(message)) {}
+  LoweringError(mlir::Location loc, std::string message) : loc(loc), message(std::move(message)) {}
   void log(llvm::raw_ostream &os) const override { os << message; }
   std::error_code convertToErrorCode() const override { return llvm::inconvertibleErrorCode(); }
   /// The diagnostic, on the op (or at the location).
