@@ -524,8 +524,10 @@ bool Backend::startOrWaitCollective(const StepDecl &s) {
   case StepDecl::AllGatherWait:
     allGatherWait(int(s.tag));
     return true;
-  default: // TpAllReduce: each backend runs it where its buffers live
-
+  case StepDecl::TpAllReduce: // each backend runs it where its buffers live, before this
+    fail("internal: " + name() + " backend: a tensor-parallel all-reduce reached the "
+         "data-parallel collectives");
+  default:
     return false;
   }
 }

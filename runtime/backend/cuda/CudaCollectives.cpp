@@ -108,9 +108,8 @@ void CudaBackend::openNccl() {
 /// there is nothing to overlap, and the stream's order (and a captured
 /// graph) holds it.
 void CudaBackend::tpAllReduceStep(const FunctionPlan &fn, const StepDecl &s, CUdeviceptr data) {
-  requireTensorParallelGroup();
   if (!tpComm_)
-    tpComm_ = openNcclComm(tensorParallel(), "the tensor-parallel group");
+    fail("internal: the tensor-parallel NCCL communicator is not open");
   auto [count, es] = tpAllReduceElements(fn, s);
   void *p = reinterpret_cast<void *>(data);
   ncclResult_t rc = nccl_->allReduce(p, p, size_t(count), es == 8 ? ncclFloat64 : ncclFloat32,
