@@ -51,31 +51,6 @@ LogicalResult markDropoutBlock(DropoutOp dropout, Value rank, int64_t blocks, in
   return success();
 }
 
-/// Whether `v` is (through bias adds and casts) the output of a projection
-/// whose output dim a split cuts into several blocks (GPT-2's fused
-/// c_attn): a rank holds its slice of each block, not one block.
-static bool beforeFusedSplit(Value v) {
-  while (Operation *def = v.getDefiningOp()) {
-    if (isa<MatmulOp>(def))
-      break;
-    if (!isa<AddOp, CastOp>(def))
-      return false;
-    v = def->getOperand(0);
-  }
-  if (!v.getDefiningOp<MatmulOp>())
-    return false;
-  int64_t last = cast<RankedTensorType>(v.getType()).getRank() - 1;
-  while (v.hasOneUse()) {
-    Operation *user = *v.getUsers().begin();
-    if (auto sp = dyn_cast<SplitOp>(user))
-      return sp.getAxis() == last && sp.getSizes().size() > 1;
-    if (!isa<AddOp, CastOp, DropoutOp>(user))
-      return false;
-    v = user->getResult(0);
-  }
-  return false;
-}
-
 LogicalResult shardDropouts(func::FuncOp fn, const llvm::DenseMap<Value, int64_t> &axis,
                             int64_t size) {
   SmallVector<DropoutOp> dropouts;
@@ -89,11 +64,6 @@ LogicalResult shardDropouts(func::FuncOp fn, const llvm::DenseMap<Value, int64_t
   });
   if (dropouts.empty() && attentions.empty())
     return success();
-  for (DropoutOp d : dropouts)
-    if (beforeFusedSplit(d.getInput()))
-      return d.emitOpError("mlc-shard-tensor-parallel: a dropout of a fused projection's "
-                           "output before its split is not supported (a rank holds a slice "
-                           "of each of its blocks)");
   Value rank = tpRankArgument(fn);
   for (DropoutOp d : dropouts)
     if (failed(markDropoutBlock(d, rank, size, axis.lookup(d.getInput()))))

@@ -40,9 +40,9 @@ mlir::LogicalResult markDropoutBlock(DropoutOp dropout, mlir::Value rank, int64_
 /// Marks every dropout in `fn` whose input is split (`axis`: each split
 /// value's split dim, the types already the rank's) as a block of `size`,
 /// and every mlc.attention with dropout whose result is split (its heads),
-/// its probabilities' heads dim. Fails, naming the op, on a dropout of a
-/// fused projection's output before its split (a rank's slice of it is
-/// not one block of the whole).
+/// its probabilities' heads dim. (A split value is one block of the whole:
+/// the seeds are traced through no dropout, so none sits between a fused
+/// projection, whose rank holds a slice of each block, and its split.)
 mlir::LogicalResult shardDropouts(mlir::func::FuncOp fn,
                                   const llvm::DenseMap<mlir::Value, int64_t> &axis,
                                   int64_t size);
