@@ -84,7 +84,8 @@ inline std::string attentionFlags(const AttentionKernel &a) {
   for (auto [on, name] : {std::pair{a.causal, "CAUSAL"}, {a.mask, "MASK"}, {a.varlen, "VARLEN"},
                           {a.dropout > 0, "DROPOUT"}, {a.kvHeads != a.heads, "GROUPED"},
                           {a.rotaryDim > 0, "ROTARY"}, {a.interleaved, "INTERLEAVED"},
-                          {a.softcap > 0, "SOFTCAP"}, {a.window > 0, "WINDOW"}})
+                          {a.softcap > 0, "SOFTCAP"}, {a.window > 0, "WINDOW"},
+                          {a.blockSlot >= 0, "BLOCK"}})
     if (on)
       flags += (flags.empty() ? "MLC_ATTN_" : " | MLC_ATTN_") + std::string(name);
   return flags.empty() ? "0" : flags;

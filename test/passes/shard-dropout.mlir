@@ -41,11 +41,11 @@
 // attention kernel gets the span of its probabilities' block (one head of
 // 4 x 4 queries and keys), the count and the rank.
 // CPU: {16ull, 2ull, (uint64_t)p{{[0-9]+}}[0]}};
-// CPU: mlc_attention_forward<float, MLC_ATTN_CAUSAL | MLC_ATTN_DROPOUT,
+// CPU: mlc_attention_forward<float, MLC_ATTN_CAUSAL | MLC_ATTN_DROPOUT | MLC_ATTN_BLOCK,
 // CPU: mlc_uniform(key4, mlc_block_index((uint64_t)flat, 16ull, 2ull, (uint64_t)x{{[0-9]+}}))
 // CPU: mlc_uniform(key5, flat)
 // CUDA: {16ull, 2ull, (uint64_t)p{{[0-9]+}}[0]}};
-// CUDA: mlc_attention_forward<float, {{.*}}MLC_ATTN_CAUSAL | MLC_ATTN_DROPOUT>
+// CUDA: mlc_attention_forward<float, {{.*}}MLC_ATTN_CAUSAL | MLC_ATTN_DROPOUT | MLC_ATTN_BLOCK>
 // CUDA: mlc_uniform(key4, mlc_block_index((uint64_t)flat, 16ull, 2ull, (uint64_t)x{{[0-9]+}}))
 // CUDA: mlc_uniform(key5, flat)
 func.func @forward(%x: tensor<1x4x8xf32> {mlc.input = "x"},

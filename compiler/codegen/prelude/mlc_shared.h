@@ -52,6 +52,7 @@ enum {
   MLC_ATTN_INTERLEAVED = 64, // with ROTARY: pairs (2i, 2i + 1), not rotate-half's
   MLC_ATTN_SOFTCAP = 128,    // scores soft-capped: softcap * tanh(s / softcap), before the mask
   MLC_ATTN_WINDOW = 256,     // with CAUSAL: query i sees keys i - window + 1 .. i only
+  MLC_ATTN_BLOCK = 512,      // with DROPOUT: the probabilities are a block of one process's (s.block)
 };
 
 // Where head (b, h) of a tensor starts, in elements: offset + b * batch +
@@ -96,7 +97,8 @@ struct MlcAttentionRotary {
 
 // Dropout on a block of one process's probabilities (the op's `block`):
 // block `rank` of `blocks` along a dim of the counter space whose span
-// (that dim's extent and those after it) is `span`; blocks 0: whole.
+// (that dim's extent and those after it) is `span` (MLC_ATTN_BLOCK; zeros
+// without it).
 struct MlcDropoutBlock {
   uint64_t span, blocks, rank;
 };
@@ -227,7 +229,8 @@ MLC_FN uint64_t mlc_attention_dropout_row(const MlcAttention<T> &s, const K &k, 
   const uint64_t row = (F & MLC_ATTN_VARLEN)
                            ? ((uint64_t)k.h * s.tokenCapacity + k.a + i) * s.tokenCapacity + k.a
                            : (uint64_t)(k.bh * s.seqQ + i) * s.seqK;
-  return s.block.blocks ? mlc_block_index(row, s.block.span, s.block.blocks, s.block.rank) : row;
+  return (F & MLC_ATTN_BLOCK) ? mlc_block_index(row, s.block.span, s.block.blocks, s.block.rank)
+                              : row;
 }
 
 // Dropout's factor for probability (i, j) of the row whose first counter
