@@ -327,10 +327,10 @@ void applyFold(const Fold &f) {
       Value q = unrotated(b, a, 0, map), k = unrotated(b, a, 1, map);
       b.setInsertionPoint(a);
       auto n = b.create<AttentionOp>(a.getLoc(), q, k, a.getValue(), a.getMask(),
-                                     a.getCuSeqlens(), cos, sin, a.getCausalAttr(),
-                                     a.getScaleAttr(), a.getDropoutAttr(), a.getSeedAttr(),
-                                     interleaved, a.getSoftcapAttr(),
-                                       a.getWindowAttr());
+                                     a.getCuSeqlens(), cos, sin, a.getRank(),
+                                     a.getCausalAttr(), a.getScaleAttr(), a.getDropoutAttr(),
+                                     a.getSeedAttr(), interleaved, a.getSoftcapAttr(),
+                                     a.getWindowAttr(), a.getBlocksAttr(), a.getAxisAttr());
       a.getResult().replaceAllUsesWith(n.getResult());
       dead.push_back(a);
       continue;
@@ -340,10 +340,10 @@ void applyFold(const Fold &f) {
     Value q = unrotated(b, g, 1, map), k = unrotated(b, g, 2, map);
     b.setInsertionPoint(g);
     auto n = b.create<AttentionGradOp>(g.getLoc(), g.getGrad(), q, k, g.getValue(), g.getMask(),
-                                       g.getCuSeqlens(), cos, sin, g.getCausalAttr(),
-                                       g.getScaleAttr(), g.getDropoutAttr(), g.getSeedAttr(),
-                                       interleaved, g.getSoftcapAttr(),
-                                       g.getWindowAttr());
+                                       g.getCuSeqlens(), cos, sin, g.getRank(),
+                                       g.getCausalAttr(), g.getScaleAttr(), g.getDropoutAttr(),
+                                       g.getSeedAttr(), interleaved, g.getSoftcapAttr(),
+                                       g.getWindowAttr(), g.getBlocksAttr(), g.getAxisAttr());
     redirectGradient(b, g.getQueryGrad(), n.getQueryGrad(), fq, dead);
     redirectGradient(b, g.getKeyGrad(), n.getKeyGrad(), fk, dead);
     g.getValueGrad().replaceAllUsesWith(n.getValueGrad());

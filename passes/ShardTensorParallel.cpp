@@ -47,6 +47,7 @@
 
 #include "dialects/mlc/MlcDialect.h"
 #include "passes/Passes.h"
+#include "passes/ShardDropout.h"
 #include "passes/VocabParallel.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -101,6 +102,9 @@ public:
         failed(checkParams()))
       return signalPassFailure();
     rewrite();
+    // Dropouts of split values draw one process's masks (ShardDropout.cpp).
+    if (failed(shardDropouts(fn, axis, size)))
+      return signalPassFailure();
     module->setAttr("mlc.tensor_parallel",
                     IntegerAttr::get(IntegerType::get(&getContext(), 64), size));
   }

@@ -157,9 +157,25 @@ void buildVocabParallelCrossEntropy(OpBuilder &b, CrossEntropyOp loss, Value off
   Value inf = splat(b, loc, el, std::numeric_limits<double>::infinity());
   Value rowLoss = b.create<SelectOp>(loc, counted, b.create<SelectOp>(loc, valid, row, inf).getResult(),
                                      fzero);
-  Value total = b.create<ReduceSumOp>(loc, rowLoss, ArrayRef<int64_t>{0, 1});
-  Value count = b.create<ReduceSumOp>(loc, b.create<CastOp>(loc, RankedTensorType::get(typeOf(counted).getShape(), el), counted).getResult(),
-                                      ArrayRef<int64_t>{0, 1});
+  Value countedF =
+      b.create<CastOp>(loc, RankedTensorType::get(typeOf(counted).getShape(), el), counted);
+  Value total, count;
+  if (typeOf(rowLoss).isDynamicDim(0)) {
+    // Unpadded tokens (a dynamic row count): the sums over the rows are
+    // taken into kept columns, [rows, 2] of (loss, counted) -> [2], a
+    // column sum over the dynamic rows (a full one has no kernel).
+    Value pairIds = b.create<IotaOp>(loc, RankedTensorType::get({2}, idEl), uint64_t(0));
+    Value first = compare(b, loc, ComparePredicate::eq, pairIds, splat(b, loc, idEl, int64_t(0)));
+    Value pairs = b.create<SelectOp>(loc, first, rowLoss, countedF);
+    Value sums = b.create<ReduceSumOp>(loc, pairs, ArrayRef<int64_t>{0});
+    total = b.create<ReduceSumOp>(loc, b.create<SelectOp>(loc, first, sums, fzero).getResult(),
+                                  ArrayRef<int64_t>{0});
+    count = b.create<ReduceSumOp>(loc, b.create<SelectOp>(loc, first, fzero, sums).getResult(),
+                                  ArrayRef<int64_t>{0});
+  } else {
+    total = b.create<ReduceSumOp>(loc, rowLoss, ArrayRef<int64_t>{0, 1});
+    count = b.create<ReduceSumOp>(loc, countedF, ArrayRef<int64_t>{0, 1});
+  }
   // Every label ignored: 0, as mlc.cross_entropy defines it.
   Value one = splat(b, loc, el, 1.0);
   Value any = compare(b, loc, ComparePredicate::gt, count, fzero);

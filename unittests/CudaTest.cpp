@@ -233,6 +233,13 @@ TEST(CudaKernels, AttentionCompilesAlone) {
       {"tc_bwd_window", "128",
        "mlc_attention_tc_backward<64, 64, MLC_ATTN_CAUSAL | MLC_ATTN_GROUPED | MLC_ATTN_ROTARY | "
        "MLC_ATTN_WINDOW>"},
+      // Dropout on a block of one process's probabilities (tensor
+      // parallelism's heads): each row's first counter mapped to the whole's.
+      {"rows_bwd_f32_d64_block", "32",
+       "mlc_attention_backward<float, 64, 64, 32, 32, MLC_ATTN_CAUSAL | MLC_ATTN_DROPOUT | "
+       "MLC_ATTN_BLOCK>"},
+      {"tc_bwd_block", "128",
+       "mlc_attention_tc_backward<64, 64, MLC_ATTN_CAUSAL | MLC_ATTN_DROPOUT | MLC_ATTN_BLOCK>"},
   };
   std::string source = mlc::cudaKernelPrelude();
   for (const Instance &k : instances) {

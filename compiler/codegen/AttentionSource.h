@@ -32,7 +32,7 @@ inline std::string attentionSizes(const AttentionKernel &a, int64_t queryBlocks)
   b << "  // batch, heads, kv heads, seq q, seq k, token capacity, query blocks; per tensor (O or\n"
        "  // dQ, dK, dV, dO, Q, K, V) its offset and batch, head, row strides; the mask's\n"
        "  // strides; scale, dropout, keep scale, seed; rotary dim, tables' batch and row strides;\n"
-       "  // soft-capping, sliding window (where given)\n"
+       "  // soft-capping, sliding window; dropout's block: span, count, rank (where given)\n"
     << "  const MlcAttention<" << cType(a.element) << "> s = {" << a.batch << ", " << a.heads
     << ", " << a.kvHeads << ", " << a.seqQ << ", " << a.seqK << ", " << a.tokenCapacity << ", "
     << queryBlocks << ",\n      {";
@@ -43,11 +43,24 @@ inline std::string attentionSizes(const AttentionKernel &a, int64_t queryBlocks)
     << literal(a.scale, a.element) << ", " << std::to_string(a.dropout) << ", "
     << literal(1.0 / (1.0 - a.dropout), a.element) << ", " << a.seed << "ull, {"
     << a.rotaryDim << ", " << a.rotaryBatch << ", " << a.rotaryRow << "}";
-  // Left out where not given: the aggregate's 0, no capping, no window.
-  if (a.softcap > 0 || a.window > 0)
+  // Left out where not given: the aggregate's 0, no capping, no window,
+  // whole probabilities.
+  if (a.softcap > 0 || a.window > 0 || a.blockSlot >= 0)
     b << ", " << literal(a.softcap, mlir::Float64Type::get(a.element.getContext()));
-  if (a.window > 0)
+  if (a.window > 0 || a.blockSlot >= 0)
     b << ", " << a.window;
+  if (a.blockSlot >= 0) {
+    // The block's span in dropout's counter space [B, H, Sq, Sk] (varlen:
+    // [H, C, C]) from its axis on, the count, and the rank read now.
+    std::vector<int64_t> space =
+        a.varlen ? std::vector<int64_t>{a.heads, a.tokenCapacity, a.tokenCapacity}
+                 : std::vector<int64_t>{a.batch, a.heads, a.seqQ, a.seqK};
+    int64_t span = 1;
+    for (size_t d = a.blockAxis; d < space.size(); ++d)
+      span *= space[d];
+    b << ",\n      {" << span << "ull, " << a.blocks << "ull, (uint64_t)p" << a.blockSlot
+      << "[0]}";
+  }
   b << "};\n";
   return b.str();
 }
@@ -71,7 +84,8 @@ inline std::string attentionFlags(const AttentionKernel &a) {
   for (auto [on, name] : {std::pair{a.causal, "CAUSAL"}, {a.mask, "MASK"}, {a.varlen, "VARLEN"},
                           {a.dropout > 0, "DROPOUT"}, {a.kvHeads != a.heads, "GROUPED"},
                           {a.rotaryDim > 0, "ROTARY"}, {a.interleaved, "INTERLEAVED"},
-                          {a.softcap > 0, "SOFTCAP"}, {a.window > 0, "WINDOW"}})
+                          {a.softcap > 0, "SOFTCAP"}, {a.window > 0, "WINDOW"},
+                          {a.blockSlot >= 0, "BLOCK"}})
     if (on)
       flags += (flags.empty() ? "MLC_ATTN_" : " | MLC_ATTN_") + std::string(name);
   return flags.empty() ? "0" : flags;

@@ -621,9 +621,9 @@ void FunctionLowering::rotaryTables(Value cos, Value sin, bool varlen, Attention
 }
 
 llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
-  Value q, k, v, mask, cu, cos, sin;
+  Value q, k, v, mask, cu, cos, sin, rank;
   FloatAttr scaleAttr, softcapAttr;
-  IntegerAttr windowAttr;
+  IntegerAttr windowAttr, blocksAttr, axisAttr;
   bool causal, interleaved;
   double dropout;
   int64_t seed;
@@ -633,6 +633,7 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
     dropout = a.getDropout().convertToDouble(), seed = a.getSeed();
     cos = a.getCos(), sin = a.getSin(), interleaved = a.getInterleaved();
     softcapAttr = a.getSoftcapAttr(), windowAttr = a.getWindowAttr();
+    rank = a.getRank(), blocksAttr = a.getBlocksAttr(), axisAttr = a.getAxisAttr();
   } else {
     auto g = cast<AttentionGradOp>(op);
     q = g.getQuery(), k = g.getKey(), v = g.getValue(), mask = g.getMask(),
@@ -640,6 +641,7 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
     dropout = g.getDropout().convertToDouble(), seed = g.getSeed();
     cos = g.getCos(), sin = g.getSin(), interleaved = g.getInterleaved();
     softcapAttr = g.getSoftcapAttr(), windowAttr = g.getWindowAttr();
+    rank = g.getRank(), blocksAttr = g.getBlocksAttr(), axisAttr = g.getAxisAttr();
   }
   // Padded: [B, H, S, D], one (batch, head) per iteration. Variable-length:
   // [T, H, D] packed tokens, one (sequence, head) per iteration, the sequence
@@ -708,6 +710,13 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
     slots.push_back({el, false});
     slots.push_back({el, false});
     desc.interleaved = interleaved;
+  }
+  // Dropout on a block of one process's probabilities: the rank's buffer.
+  if (rank && dropout > 0) {
+    desc.blockSlot = slots.size();
+    desc.blocks = blocksAttr.getInt(), desc.blockAxis = axisAttr.getInt();
+    bufs.push_back(bufferOf(rank));
+    slots.push_back({typeOf(rank).getElementType(), false});
   }
   desc.element = el;
   desc.backward = backward;

@@ -150,6 +150,8 @@ DictionaryAttr encodeAttention(const AttentionKernel &a, MLIRContext *context) {
         .flag("interleaved", a.interleaved)
         .i64s("rotary_strides", {a.rotaryBatch, a.rotaryRow})
         .i64("rotary_slot", a.rotarySlot);
+  if (a.blockSlot >= 0)
+    b.i64("blocks", a.blocks).i64("block_axis", a.blockAxis).i64("block_slot", a.blockSlot);
   // Per tensor: offset, batch, head and row strides.
   Shape tensors;
   for (const AttentionKernel::Tensor &t : a.tensors)
@@ -192,6 +194,11 @@ AttentionKernel decodeAttention(ParamsReader &r) {
     if (st.size() == 2)
       a.rotaryBatch = st[0], a.rotaryRow = st[1];
     a.rotarySlot = r.i64("rotary_slot");
+  }
+  if (r.has("block_slot")) {
+    a.blocks = r.i64("blocks");
+    a.blockAxis = r.i64("block_axis");
+    a.blockSlot = r.i64("block_slot");
   }
   Shape t = r.i64s("tensors");
   for (size_t i = 0; i + 3 < t.size(); i += 4)

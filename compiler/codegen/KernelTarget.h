@@ -146,6 +146,11 @@ struct AttentionKernel {
   int64_t rotaryDim = 0, rotaryBatch = 0, rotaryRow = 0;
   bool interleaved = false;
   int rotarySlot = -1;
+  /// Dropout on a block of one process's probabilities (the op's `block
+  /// %rank of blocks along blockAxis`): the argument index of the rank
+  /// (one f64), -1 where the probabilities are whole.
+  int64_t blocks = 0, blockAxis = 0;
+  int blockSlot = -1;
 };
 
 /// A reduction p0 = reduce(p1) of `kind` over some axes, in one of three

@@ -220,13 +220,14 @@ public:
       : index(index), prologue(prologue) {}
   std::string literal(double value, Type el) override { return lowering::literal(value, el); }
   std::string typeName(Type el) override { return cType(el); }
-  std::string uniform(int64_t seed) override {
+  std::string elementIndex() override { return index; }
+  std::string uniform(int64_t seed, const std::string &counter) override {
     std::string key = "key" + std::to_string(seed);
     std::string decl = "  const uint64_t " + key + " = mlc_key(" + std::to_string(seed) +
                        "ull, (uint64_t)ctx->step);\n";
     if (prologue.find(decl) == std::string::npos)
       prologue += decl;
-    return "mlc_uniform(" + key + ", " + index + ")";
+    return "mlc_uniform(" + key + ", " + counter + ")";
   }
 
 protected:

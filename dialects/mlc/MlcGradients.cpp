@@ -265,7 +265,11 @@ LogicalResult CastOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
 LogicalResult DropoutOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                         SmallVectorImpl<Value> &og) {
   // Dropout is linear in its input: the same seed regenerates the same mask.
-  og.push_back(b.create<DropoutOp>(getLoc(), rg[0], getRatioAttr(), getSeedAttr()));
+  // A block of a whole tensor keeps its block: the same rank, count and axis.
+  og.push_back(b.create<DropoutOp>(getLoc(), rg[0].getType(), rg[0], getRatioAttr(),
+                                   getSeedAttr(), getRank(), getBlocksAttr(), getSpanAttr()));
+  if (getRank())
+    og.push_back(Value()); // the rank is data
   return success();
 }
 
@@ -581,8 +585,8 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   // returns the gradients of the unrotated inputs.
   auto grads = b.create<AttentionGradOp>(
       getLoc(), rg[0], getQuery(), getKey(), getValue(), getMask(), getCuSeqlens(), getCos(),
-      getSin(), getCausalAttr(), getScaleAttr(), getDropoutAttr(), getSeedAttr(),
-      getInterleavedAttr(), getSoftcapAttr(), getWindowAttr());
+      getSin(), getRank(), getCausalAttr(), getScaleAttr(), getDropoutAttr(), getSeedAttr(),
+      getInterleavedAttr(), getSoftcapAttr(), getWindowAttr(), getBlocksAttr(), getAxisAttr());
   og.append({grads.getQueryGrad(), grads.getKeyGrad(), grads.getValueGrad()});
   if (getMask())
     og.push_back(Value()); // masks are data, not parameters
@@ -590,5 +594,7 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
     og.push_back(Value());
   if (getCos())
     og.append({Value(), Value()}); // the tables come from the positions
+  if (getRank())
+    og.push_back(Value()); // the dropout block's rank is data
   return success();
 }

@@ -102,11 +102,49 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+/// A dropout block's rank (one f64: a tensor<1xf64>, or a kernel body's
+/// rank-0 load of it) and count.
+static LogicalResult checkBlockRank(std::optional<Location> loc, Value rank,
+                                    IntegerAttr blocks) {
+  auto rt = cast<RankedTensorType>(rank.getType());
+  if (rt.getNumElements() != 1 || rt.getRank() > 1)
+    return emitOptionalError(loc, "a dropout block's rank must be a tensor<1xf64>, got ",
+                             rank.getType());
+  if (blocks.getInt() < 1)
+    return emitOptionalError(loc, "a dropout block's count must be at least 1, got ",
+                             blocks.getInt());
+  return success();
+}
+
 LogicalResult DropoutOp::verify() {
   double r = getRatio().convertToDouble();
   if (!(r >= 0.0 && r < 1.0))
     return emitOpError("ratio must be in [0, 1), got ") << r;
-  return success();
+  if (!getRank() && !getBlocks() && !getSpan())
+    return success();
+  if (!getRank() || !getBlocks() || !getSpan())
+    return emitOpError("a dropout block needs its rank, count and span together "
+                       "(`block %rank of N span S`)");
+  if (failed(checkBlockRank(getLoc(), getRank(), getBlocksAttr())))
+    return failure();
+  // The span is the product of the input's dims from the split one on (a
+  // kernel body's rank-0 copy keeps it without the shape).
+  auto shape = cast<RankedTensorType>(getInput().getType()).getShape();
+  int64_t span = *getSpan(), suffix = 1;
+  if (shape.empty()) {
+    if (span < 1)
+      return emitOpError("a dropout block's span must be at least 1, got ") << span;
+    return success();
+  }
+  for (int64_t d : llvm::reverse(shape)) {
+    if (ShapedType::isDynamic(d))
+      break;
+    suffix *= d;
+    if (suffix == span)
+      return success();
+  }
+  return emitOpError("a dropout block's span ")
+         << span << " is not the product of the input's static dims from one dim on";
 }
 
 OpFoldResult DropoutOp::fold(FoldAdaptor) {
@@ -236,11 +274,51 @@ static LogicalResult checkAttentionDropout(std::optional<Location> loc, FloatAtt
   return success();
 }
 
+/// Attention's dropout block: its counter space is the probabilities'
+/// [B, H, Sq, Sk] (varlen: [H, C, C], C fixed at lowering); the keys' dim
+/// cannot be split (the kernels draw a row's counters from its first).
+/// Attention's dropout block: its counter space is the probabilities'
+/// [B, H, Sq, Sk] (varlen: [H, C, C], C fixed at lowering); the keys' dim
+/// cannot be split (the kernels draw a row's counters from its first), and
+/// the dims from the split one on must be static.
+template <typename Adaptor>
+static LogicalResult checkAttentionBlock(std::optional<Location> loc, Adaptor a) {
+  Value rank = a.getRank();
+  IntegerAttr blocks = a.getBlocksAttr(), axis = a.getAxisAttr();
+  if (!rank && !blocks && !axis)
+    return success();
+  if (!rank || !blocks || !axis)
+    return emitOptionalError(loc, "a dropout block needs its rank, count and axis together "
+                                  "(`block %rank of N along A`)");
+  if (failed(checkBlockRank(loc, rank, blocks)))
+    return failure();
+  auto q = cast<RankedTensorType>(a.getQuery().getType()).getShape();
+  auto k = cast<RankedTensorType>(a.getKey().getType()).getShape();
+  SmallVector<int64_t> space;
+  if (a.getCuSeqlens())
+    space = {q.size() > 1 ? q[1] : 0, 0, 0};
+  else if (q.size() == 4 && k.size() == 4)
+    space = {q[0], q[1], q[2], k[2]};
+  else
+    return success(); // inferAttention reports the shapes
+  int64_t ax = axis.getInt();
+  if (ax < 0 || ax + 1 >= int64_t(space.size()))
+    return emitOptionalError(loc, "a dropout block's axis ", ax,
+                             " is not a dim of the probabilities but the keys' (0 .. ",
+                             space.size() - 2, ")");
+  for (int64_t d : ArrayRef<int64_t>(space).drop_front(ax))
+    if (ShapedType::isDynamic(d))
+      return emitOptionalError(loc, "a dropout block along ", ax,
+                               " needs static dims from it on");
+  return success();
+}
+
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
   if (failed(checkAttentionDropout(loc, adaptor.getDropoutAttr(), adaptor.getSoftcapAttr(),
                                    adaptor.getWindowAttr(), bool(adaptor.getCausal()))) ||
+      failed(checkAttentionBlock(loc, adaptor)) ||
       failed(checkAttentionRotary(loc, adaptor.getQuery(), adaptor.getKey(), adaptor.getCos(),
                                   adaptor.getSin(), adaptor.getInterleaved(),
                                   bool(adaptor.getCuSeqlens()))))
@@ -353,6 +431,7 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
   SmallVector<Type, 1> out;
   if (failed(checkAttentionDropout(loc, adaptor.getDropoutAttr(), adaptor.getSoftcapAttr(),
                                    adaptor.getWindowAttr(), bool(adaptor.getCausal()))) ||
+      failed(checkAttentionBlock(loc, adaptor)) ||
       failed(checkAttentionRotary(loc, adaptor.getQuery(), adaptor.getKey(), adaptor.getCos(),
                                   adaptor.getSin(), adaptor.getInterleaved(),
                                   bool(adaptor.getCuSeqlens()))))

@@ -752,7 +752,8 @@ def Mlc_CrossEntropyOp : Mlc_Op<"cross_entropy", [Pure, InferTypeOpAdaptor, Decl
   }];
 }
 
-def Mlc_DropoutOp : Mlc_Op<"dropout", [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mlc_GradientOpInterface>,
+def Mlc_DropoutOp : Mlc_Op<"dropout", [Pure, AllTypesMatch<["input", "result"]>,
+    DeclareOpInterfaceMethods<Mlc_GradientOpInterface>,
     DeclareOpInterfaceMethods<Mlc_ScalarOpInterface>]> {
   let summary = "Zeroes elements with probability `ratio`, scales the rest";
   let description = [{
@@ -762,14 +763,43 @@ def Mlc_DropoutOp : Mlc_Op<"dropout", [Pure, SameOperandsAndResultType, DeclareO
     the backward pass regenerates it instead of storing it. `ratio = 0` is
     the identity.
 
+    A block of a larger tensor (`block %rank of N span S`): the input is
+    block `r` of `N` equal blocks of a whole tensor that one process would
+    hold, `r` read at run time from `%rank` (a `tensor<1xf64>`: the
+    "tp_rank" scalars of tensor parallelism). Split along dim `A`, the
+    block's flat elements come in rows of `S` = the product of its dims
+    from `A` on, and its element `i` is the whole tensor's element
+    `(i / S * N + r) * S + i % S`. Each element draws the number one
+    process draws for that element of the whole tensor, so the ranks'
+    masks are the blocks of one process's mask. `S` (not `A`) is what the
+    op keeps, so a kernel's scalar copy of the op keeps it too; the
+    verifier checks that it is the product of a suffix of the input's
+    dims. `mlc-shard-tensor-parallel` sets it on the dropouts of split
+    values; any dim can be split (heads, hidden units, or the tokens of a
+    sequence-parallel stream: `S` is then the whole block for dim 0).
+
     ```mlir
     %y = mlc.dropout %x ratio = 1.0e-01 seed = 7 : tensor<8x1024x768xf32>
+    %z = mlc.dropout %h ratio = 1.0e-01 seed = 9 block %rank of 2 span 1536
+        : tensor<8x1024x1536xf32>, tensor<1xf64>
     ```
   }];
-  let arguments = (ins Mlc_FloatTensor:$input, F64Attr:$ratio, I64Attr:$seed);
+  let arguments = (ins Mlc_FloatTensor:$input, F64Attr:$ratio, I64Attr:$seed,
+                       Optional<RankedTensorOf<[F64]>>:$rank,
+                       OptionalAttr<I64Attr>:$blocks, OptionalAttr<I64Attr>:$span);
   let results = (outs Mlc_FloatTensor:$result);
-  let assemblyFormat =
-      "$input `ratio` `=` $ratio `seed` `=` $seed attr-dict `:` type($result)";
+  let builders = [
+    // Dropout of a whole tensor.
+    OpBuilder<(ins "::mlir::Value":$input, "::mlir::FloatAttr":$ratio,
+                   "::mlir::IntegerAttr":$seed), [{
+      build($_builder, $_state, input.getType(), input, ratio, seed, ::mlir::Value(),
+            ::mlir::IntegerAttr(), ::mlir::IntegerAttr());
+    }]>];
+  let assemblyFormat = [{
+    $input `ratio` `=` $ratio `seed` `=` $seed
+    (`block` $rank^ `of` $blocks `span` $span)? attr-dict `:` type($result)
+    (`,` type($rank)^)?
+  }];
   let hasVerifier = 1;
   let hasFolder = 1;
 }
@@ -940,7 +970,13 @@ def Mlc_AttentionOp : Mlc_Op<"attention",
     `dropout` drops attention probabilities in training (HF's `attn_pdrop`,
     `attention_probs_dropout_prob`) with masks drawn like `mlc.dropout`'s
     from `seed`, the step and the probability's index, so the backward pass
-    regenerates them.
+    regenerates them. With `block %rank of N along A` the probabilities
+    are block `r` of `N` along dim `A` of one process's (`r` read from
+    `%rank` at run time, as `mlc.dropout`'s block): each draws the number
+    one process draws for the same probability. Dropout's counter space is
+    the probabilities' `[B, H, Sq, Sk]` (varlen: `[H, C, C]`, C the token
+    capacity), so a split of the heads is `along 1` (varlen: `along 0`);
+    any dim but the keys' can be split.
 
     ```mlir
     %o = mlc.attention %q, %k, %v causal
@@ -965,10 +1001,12 @@ def Mlc_AttentionOp : Mlc_Op<"attention",
                        Optional<Mlc_FloatTensor>:$mask,
                        Optional<RankedTensorOf<[I32]>>:$cu_seqlens,
                        Optional<Mlc_FloatTensor>:$cos, Optional<Mlc_FloatTensor>:$sin,
+                       Optional<RankedTensorOf<[F64]>>:$rank,
                        UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout,
                        DefaultValuedAttr<I64Attr, "0">:$seed, UnitAttr:$interleaved,
-                       OptionalAttr<F64Attr>:$softcap, OptionalAttr<I64Attr>:$window);
+                       OptionalAttr<F64Attr>:$softcap, OptionalAttr<I64Attr>:$window,
+                       OptionalAttr<I64Attr>:$blocks, OptionalAttr<I64Attr>:$axis);
   let builders = [
     // Attention without rotary tables (and soft-capping when given).
     OpBuilder<(ins "::mlir::Value":$query, "::mlir::Value":$key, "::mlir::Value":$value,
@@ -978,13 +1016,15 @@ def Mlc_AttentionOp : Mlc_Op<"attention",
                    CArg<"::mlir::FloatAttr", "{}">:$softcap,
                    CArg<"::mlir::IntegerAttr", "{}">:$window), [{
       build($_builder, $_state, query, key, value, mask, cu_seqlens, ::mlir::Value(),
-            ::mlir::Value(), causal, scale, dropout, seed, ::mlir::UnitAttr(), softcap, window);
+            ::mlir::Value(), ::mlir::Value(), causal, scale, dropout, seed, ::mlir::UnitAttr(),
+            softcap, window, ::mlir::IntegerAttr(), ::mlir::IntegerAttr());
     }]>];
   let results = (outs Mlc_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` $mask^)? (`cu_seqlens` $cu_seqlens^)?
     (`rotary` $cos^ `,` $sin)? (`interleaved` $interleaved^)? (`causal` $causal^)? (`scale` `=` $scale^)?
-    (`softcap` `=` $softcap^)? (`window` `=` $window^)? (`dropout` `=` $dropout^ `seed` `=` $seed)? attr-dict `:` type(operands)
+    (`softcap` `=` $softcap^)? (`window` `=` $window^)? (`dropout` `=` $dropout^ `seed` `=` $seed)?
+    (`block` $rank^ `of` $blocks `along` $axis)? attr-dict `:` type(operands)
   }];
 }
 
@@ -1177,16 +1217,19 @@ def Mlc_AttentionGradOp : Mlc_Op<"attention_grad",
                        Optional<Mlc_FloatTensor>:$mask,
                        Optional<RankedTensorOf<[I32]>>:$cu_seqlens,
                        Optional<Mlc_FloatTensor>:$cos, Optional<Mlc_FloatTensor>:$sin,
+                       Optional<RankedTensorOf<[F64]>>:$rank,
                        UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout,
                        DefaultValuedAttr<I64Attr, "0">:$seed, UnitAttr:$interleaved,
-                       OptionalAttr<F64Attr>:$softcap, OptionalAttr<I64Attr>:$window);
+                       OptionalAttr<F64Attr>:$softcap, OptionalAttr<I64Attr>:$window,
+                       OptionalAttr<I64Attr>:$blocks, OptionalAttr<I64Attr>:$axis);
   let results = (outs Mlc_FloatTensor:$query_grad, Mlc_FloatTensor:$key_grad,
                       Mlc_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $grad `,` $query `,` $key `,` $value (`mask` $mask^)? (`cu_seqlens` $cu_seqlens^)?
     (`rotary` $cos^ `,` $sin)? (`interleaved` $interleaved^)? (`causal` $causal^)? (`scale` `=` $scale^)?
-    (`softcap` `=` $softcap^)? (`window` `=` $window^)? (`dropout` `=` $dropout^ `seed` `=` $seed)? attr-dict `:` type(operands)
+    (`softcap` `=` $softcap^)? (`window` `=` $window^)? (`dropout` `=` $dropout^ `seed` `=` $seed)?
+    (`block` $rank^ `of` $blocks `along` $axis)? attr-dict `:` type(operands)
   }];
 }
 

@@ -123,7 +123,14 @@ std::string BroadcastOp::scalarExpr(ScalarEmitter &, ArrayRef<std::string> a) { 
 std::string DropoutOp::scalarExpr(ScalarEmitter &e, ArrayRef<std::string> a) {
   Type el = elementOf(getResult());
   double ratio = getRatio().convertToDouble();
-  return "(" + e.uniform(int64_t(getSeed())) + " >= " + std::to_string(ratio) + " ? " + a[0] +
+  // A block of a whole tensor draws at the whole tensor's index of the
+  // element (prelude's mlc_block_index), r being the rank operand a[1].
+  std::string counter = e.elementIndex();
+  if (getRank()) {
+    counter = "mlc_block_index((uint64_t)" + counter + ", " + std::to_string(*getSpan()) + "ull, " +
+              std::to_string(*getBlocks()) + "ull, (uint64_t)" + a[1] + ")";
+  }
+  return "(" + e.uniform(int64_t(getSeed()), counter) + " >= " + std::to_string(ratio) + " ? " + a[0] +
          " * " + e.literal(1.0 / (1.0 - ratio), el) + " : " + e.literal(0.0, el) + ")";
 }
 

@@ -32,10 +32,15 @@ public:
                            llvm::ArrayRef<std::string> args) = 0;
   /// The target's name of element type `el` (for casts and temporaries).
   virtual std::string typeName(mlir::Type el) = 0;
-  /// A uniform number in [0, 1) drawn for dropout `seed` at the current
-  /// element and training step (counter-based, so every target and every
-  /// kernel that recomputes it draws the same).
-  virtual std::string uniform(int64_t seed) = 0;
+  /// The current element's flat index (dropout's counter; an unsigned or
+  /// signed 64-bit integer expression).
+  virtual std::string elementIndex() = 0;
+  /// A uniform number in [0, 1) drawn for dropout `seed` at counter
+  /// `counter` (an integer expression: the element's flat index, or its
+  /// index in the whole tensor when the op holds a block of it) and the
+  /// training step. Counter-based, so every target and every kernel that
+  /// recomputes it draws the same.
+  virtual std::string uniform(int64_t seed, const std::string &counter) = 0;
 };
 
 } // namespace mlc

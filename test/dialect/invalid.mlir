@@ -884,7 +884,7 @@ func.func @layer_norm_grad_residual(%x: tensor<2x4xf32>, %w: tensor<4xf32>, %r: 
 func.func @attention_rotary_one_table(%q: tensor<1x2x4x8xf32>, %t: tensor<1x1x4x8xf32>) {
   // expected-error @+2 {{rotary needs both tables, cos and sin}}
   // expected-error @+1 {{failed to infer returned types}}
-  %0 = "mlc.attention"(%q, %q, %q, %t) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0>}> : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x2x4x8xf32>
+  %0 = "mlc.attention"(%q, %q, %q, %t) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0, 0>}> : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x2x4x8xf32>
   return
 }
 

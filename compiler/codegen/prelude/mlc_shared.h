@@ -16,6 +16,15 @@ MLC_FN double mlc_uniform(uint64_t key, uint64_t i) {
   return (double)(mlc_mix(i + key) >> 11) * 0x1.0p-53;
 }
 
+// The index in a whole tensor of element i of block r of `blocks` equal
+// blocks along one dim (dropout's counter for a block: mlc.dropout's and
+// attention's `block`): `span` is the block's extent along that dim times
+// its extents after it, so i is (outer, rest) with rest < span and the
+// whole tensor's index is (outer * blocks + r) * span + rest.
+MLC_FN uint64_t mlc_block_index(uint64_t i, uint64_t span, uint64_t blocks, uint64_t r) {
+  return (i / span * blocks + r) * span + i % span;
+}
+
 // bf16 storage (--dtype bf16: the matrix products' operands and results):
 // the upper half of an f32; from f32 by rounding to nearest even (a NaN
 // stays a NaN), to f32 exactly.
@@ -43,6 +52,7 @@ enum {
   MLC_ATTN_INTERLEAVED = 64, // with ROTARY: pairs (2i, 2i + 1), not rotate-half's
   MLC_ATTN_SOFTCAP = 128,    // scores soft-capped: softcap * tanh(s / softcap), before the mask
   MLC_ATTN_WINDOW = 256,     // with CAUSAL: query i sees keys i - window + 1 .. i only
+  MLC_ATTN_BLOCK = 512,      // with DROPOUT: the probabilities are a block of one process's (s.block)
 };
 
 // Where head (b, h) of a tensor starts, in elements: offset + b * batch +
@@ -85,6 +95,14 @@ struct MlcAttentionRotary {
   int64_t dim, batch, row;
 };
 
+// Dropout on a block of one process's probabilities (the op's `block`):
+// block `rank` of `blocks` along a dim of the counter space whose span
+// (that dim's extent and those after it) is `span` (MLC_ATTN_BLOCK; zeros
+// without it).
+struct MlcDropoutBlock {
+  uint64_t span, blocks, rank;
+};
+
 template <typename T> struct MlcAttention {
   int64_t batch, heads, kvHeads, seqQ, seqK, tokenCapacity, queryBlocks;
   MlcAttentionTensor t[7];
@@ -96,6 +114,7 @@ template <typename T> struct MlcAttention {
   MlcAttentionRotary rot;
   double softcap;
   int64_t window;
+  MlcDropoutBlock block;
 };
 
 // The query heads per kv head: 1 unless MLC_ATTN_GROUPED (so that the
@@ -200,14 +219,18 @@ MLC_FN uint64_t mlc_attention_key(const MlcAttention<T> &s, const C *ctx) {
 
 // Dropout's first counter of query i's row: (head, i, 0) in the padded
 // [B, H, Sq, Sk] (varlen: [H, capacity, capacity]) order, so that both
-// targets draw the same mask.
+// targets draw the same mask; for a block of one process's probabilities
+// (s.block), that row's counter in the whole (keys are never split, so a
+// row's counters stay consecutive).
 template <int F, typename T, typename K>
 MLC_FN uint64_t mlc_attention_dropout_row(const MlcAttention<T> &s, const K &k, int64_t i) {
   if (!(F & MLC_ATTN_DROPOUT))
     return 0;
-  return (F & MLC_ATTN_VARLEN)
-             ? ((uint64_t)k.h * s.tokenCapacity + k.a + i) * s.tokenCapacity + k.a
-             : (uint64_t)(k.bh * s.seqQ + i) * s.seqK;
+  const uint64_t row = (F & MLC_ATTN_VARLEN)
+                           ? ((uint64_t)k.h * s.tokenCapacity + k.a + i) * s.tokenCapacity + k.a
+                           : (uint64_t)(k.bh * s.seqQ + i) * s.seqK;
+  return (F & MLC_ATTN_BLOCK) ? mlc_block_index(row, s.block.span, s.block.blocks, s.block.rank)
+                              : row;
 }
 
 // Dropout's factor for probability (i, j) of the row whose first counter

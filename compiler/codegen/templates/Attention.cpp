@@ -254,7 +254,8 @@ struct AttentionModel : TemplateModel<AttentionModel, plan::AttentionTemplateAtt
       {"tensors", K::I64Array, true},       {"rotary_dim", K::I64, false},
       {"interleaved", K::Flag, false},      {"rotary_strides", K::I64Array, false},
       {"rotary_slot", K::I64, false},       {"softcap", K::F64, false},
-      {"window", K::I64, false}};
+      {"window", K::I64, false},            {"blocks", K::I64, false},
+      {"block_axis", K::I64, false},        {"block_slot", K::I64, false}};
 
   LogicalResult verifyKernel(Attribute, Operation *k) const {
     if (failed(verifyParams(k)))
