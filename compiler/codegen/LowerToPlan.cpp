@@ -283,6 +283,19 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
         steps.push_back(s);
         return llvm::Error::success();
       })
+      .Case<TpAllGatherOp, TpReduceScatterOp>([&](auto c) {
+        // Sequence parallelism: the ranks' contiguous blocks of rows, from
+        // (and into) buffers of their own.
+        Value out = c.getResult();
+        int in = bufferOf(c.getInput());
+        int id = arenaFor(out);
+        valueBuffers[out] = id;
+        Step s;
+        s.tpSlices = isa<TpAllGatherOp>(op) ? Step::TpSlices::gather : Step::TpSlices::scatter;
+        s.buffers = {id, in};
+        steps.push_back(s);
+        return llvm::Error::success();
+      })
       .Case<RotaryTableOp>([&](RotaryTableOp t) {
         Shape s = shapeOf(t.getResult());
         int id = arenaFor(t.getResult());
@@ -549,6 +562,14 @@ void FunctionLowering::emitPlan(OpBuilder &b) {
       operands.push_back(values[id]);
     if (s.tpAllReduce) {
       b.create<plan::TpAllReduceOp>(loc, operands[0], s.tpMax ? b.getUnitAttr() : UnitAttr());
+      continue;
+    }
+    if (s.tpSlices == Step::TpSlices::gather) {
+      b.create<plan::TpAllGatherOp>(loc, operands[0], operands[1]);
+      continue;
+    }
+    if (s.tpSlices == Step::TpSlices::scatter) {
+      b.create<plan::TpReduceScatterOp>(loc, operands[0], operands[1]);
       continue;
     }
     if (!s.gemm) {

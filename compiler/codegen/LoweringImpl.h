@@ -294,6 +294,9 @@ struct Step {
   // Not a kernel: plan.tp_all_reduce of buffers[0] over the tensor-parallel
   // group (max: its largest, else its sum).
   bool tpAllReduce = false, tpMax = false;
+  // Not a kernel: plan.tp_all_gather (gather) or plan.tp_reduce_scatter
+  // (scatter) over the tensor-parallel group, buffers {out, in}.
+  enum class TpSlices { none, gather, scatter } tpSlices = TpSlices::none;
   int64_t m = 0, n = 0, k = 0;
   Shape batch, lhsStrides, rhsStrides;
 };

@@ -518,6 +518,9 @@ int runTrain() {
       return failAll(*dir + " is one rank of a tensor-parallel group of " +
                      Twine(pkg.tensorParallel) + "; this run has groups of " + Twine(groupRanks) +
                      " (--tensor-parallel)");
+    if (sequenceParallelFlag && !pkg.sequenceParallel)
+      return failAll(*dir + " was compiled without --sequence-parallel (compile it again with "
+                            "the flag, or leave it out)");
     auto backend = mlc::rt::createBackend(o.device, pkg, /*verbose=*/!world || world->rank() == 0);
     backend->setCommunicator(groups.data ? groups.data : world);
     backend->setTensorParallel(groups.tensor);
@@ -530,7 +533,8 @@ int runTrain() {
                                         world->name() + ")"
                                   : std::string())
              << (groups.tensor ? ", tensor-parallel groups of " +
-                                     std::to_string(groups.tensor->size())
+                                     std::to_string(groups.tensor->size()) +
+                                     (pkg.sequenceParallel ? " (sequence-parallel)" : "")
                                : std::string())
              << " from " << *dir << "\n";
     mlc::rt::train(*backend, o);

@@ -448,17 +448,34 @@ void uploadAll(Backend &backend, FlatBuffer which, const std::vector<char> &host
   backend.upload(which, 0, host.data(), bytes);
 }
 
-void Backend::tpAllReduce(const FunctionPlan &fn, const StepDecl &s, void *data) {
+int64_t Backend::elementBytes(const FunctionPlan &fn, int id) const {
+  const BufferDecl &b = fn.buffers[size_t(id)];
+  const std::string dtype =
+      b.kind == BufferDecl::Arena || b.kind == BufferDecl::Alias ? b.dtype : bufferDtype(fn, id);
+  return dtype == "f64" ? 8 : 4;
+}
+
+void Backend::requireTensorParallelGroup() const {
   if (!tp_ || tp_->size() != pkg_.tensorParallel)
     fail(pkg_.dir + " is one rank of a tensor-parallel group of " +
          std::to_string(pkg_.tensorParallel) + " ranks; this run has " +
          std::to_string(tpSize()) + " (train it with --tensor-parallel " +
          std::to_string(pkg_.tensorParallel) + ")");
+}
+
+void Backend::tpSlices(const FunctionPlan &fn, const StepDecl &s, void *out, const void *in) {
+  requireTensorParallelGroup();
+  const int64_t es = elementBytes(fn, s.buffers.at(0));
+  if (s.kind == StepDecl::TpAllGather)
+    tp_->allGather(in, out, fn.buffers[size_t(s.buffers[1])].bytes / es, es == 8);
+  else
+    tp_->reduceScatter(in, out, fn.buffers[size_t(s.buffers[0])].bytes / es, es == 8);
+}
+
+void Backend::tpAllReduce(const FunctionPlan &fn, const StepDecl &s, void *data) {
+  requireTensorParallelGroup();
   const BufferDecl &b = fn.buffers[size_t(s.buffers.at(0))];
-  const std::string dtype =
-      b.kind == BufferDecl::Arena || b.kind == BufferDecl::Alias ? b.dtype
-                                                                  : bufferDtype(fn, s.buffers[0]);
-  const int64_t es = dtype == "f64" ? 8 : 4;
+  const int64_t es = elementBytes(fn, s.buffers[0]);
   // Not counted in profile.commWaitSeconds: that is the data-parallel
   // sums' exposed time, which the run's summary reports.
   tp_->allReduce(data, b.bytes / es, es == 8, s.max);
@@ -486,7 +503,9 @@ bool Backend::startOrWaitCollective(const StepDecl &s) {
   case StepDecl::AllGatherWait:
     allGatherWait(int(s.tag));
     return true;
-  case StepDecl::TpAllReduce: // the CPU backend runs it in place (CpuBackend::run)
+  case StepDecl::TpAllReduce: // the CPU backend runs these (CpuBackend::run)
+  case StepDecl::TpAllGather:
+  case StepDecl::TpReduceScatter:
     fail(name() + " backend: this device has no tensor-parallel collectives yet (train "
          "with --tensor-parallel 1, or on the CPU)");
   default:

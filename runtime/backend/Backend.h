@@ -190,6 +190,9 @@ protected:
   /// A plan.tp_all_reduce step of `fn` over the buffer at `data` (host
   /// memory): its sum (or max) over the tensor-parallel group, in place.
   void tpAllReduce(const FunctionPlan &fn, const StepDecl &s, void *data);
+  /// A plan.tp_all_gather or plan.tp_reduce_scatter step of `fn` from the
+  /// buffer at `in` into the one at `out` (host memory).
+  void tpSlices(const FunctionPlan &fn, const StepDecl &s, void *out, const void *in);
   /// Scales a gradient bucket before its sum starts (the rank's weight,
   /// bucket-wise clipping); startOrWaitCollective calls it.
   virtual void prepareBucket(int64_t offset, int64_t count, bool clip) {}
@@ -222,6 +225,10 @@ protected:
   BufferPlace place(const FunctionPlan &fn, int id) const;
   /// The element type of buffer `id` of `fn` (through views to what they view).
   std::string bufferDtype(const FunctionPlan &fn, int id) const;
+  /// Fails unless this run's tensor-parallel group is the package's.
+  void requireTensorParallelGroup() const;
+  /// The element size of buffer `id` of `fn`: 8 for f64, else 4.
+  int64_t elementBytes(const FunctionPlan &fn, int id) const;
   /// A GEMM step's element type (its three buffers'): f32, f64 or bf16, or
   /// "bf16-f32" (bf16 operands, an f32 result); other mixes are refused.
   std::string gemmDtype(const FunctionPlan &fn, const StepDecl &s) const;
