@@ -389,6 +389,9 @@ public:
 
 private:
   llvm::Error lowerOp(Operation *op);
+  /// mlc.tp_reduce (plan.tp_all_reduce), mlc.tp_all_gather and
+  /// mlc.tp_reduce_scatter (plan.tp_all_gather, plan.tp_reduce_scatter).
+  llvm::Error lowerTpCollective(Operation *op);
   int newBuffer(Buffer b) {
     buffers.push_back(std::move(b));
     return buffers.size() - 1;
