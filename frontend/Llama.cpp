@@ -88,6 +88,15 @@ const std::map<std::string, Preset> &llamaPresets() {
     l31[kRopeScalingLowFreqFactor] = 1;
     l31[kRopeScalingHighFreqFactor] = 4;
     l31[kRopeScalingOriginalMax] = 8192;
+    // meta-llama/Meta-Llama-3-70B: 70.6B parameters, with Llama-3.1-70B's
+    // llama3 rope_scaling (the same shapes; its frequencies are constants
+    // of the rotary tables).
+    Preset &l70 = p["llama-3-70b"] = l31;
+    l70["hidden_size"] = 8192;
+    l70["intermediate_size"] = 28672;
+    l70["num_hidden_layers"] = 80;
+    l70["num_attention_heads"] = 64;
+    l70["num_key_value_heads"] = 8;
     // Qwen/Qwen2-0.5B: q/k/v biases, tied head.
     Preset &q = p["qwen2-0.5b"] = tinyllama;
     q["vocab_size"] = 151936;

@@ -140,8 +140,11 @@ private:
   llvm::DenseSet<Operation *> heads;
   SmallVector<std::pair<EmbeddingOp, int64_t>> lookups;
   SmallVector<std::pair<CrossEntropyOp, int64_t>> losses;
-  /// @forward's results that hold a vocabulary shard (the logits), dropped.
-  SmallVector<unsigned> droppedResults;
+  /// @forward's results that hold a vocabulary shard (the logits): kept as
+  /// "vocab_parallel_logits" when the vocabulary is their last dim (what
+  /// sampling gathers over the group, runtime/train/Generate.cpp), else
+  /// dropped.
+  SmallVector<unsigned> droppedResults, vocabShardResults;
   /// The regions' entries (f) and exits (g), for sequence parallelism.
   SmallVector<TpCopyOp> regionEntries;
   SmallVector<TpReduceOp> regionExits;
@@ -542,16 +545,21 @@ private:
         continue; // Rewritten into the vocabulary-parallel loss.
       }
       if (isa<func::ReturnOp>(op)) {
-        // The logits output of a vocabulary-parallel head is dropped: the loss
-        // never needs them whole, and gathering them would cost each rank the
-        // whole [tokens, vocab] tensor the layout exists to avoid.
+        // The logits output of a vocabulary-parallel head is never gathered
+        // (that would cost each rank the whole [tokens, vocab] tensor the
+        // layout exists to avoid): each rank returns its own columns as
+        // "vocab_parallel_logits", which sampling gathers for one position;
+        // logits split on another dim are dropped.
         for (OpOperand &r : op.getOpOperands()) {
           if (!axis.count(r.get()))
             continue;
           auto name = fn.getResultAttrOfType<StringAttr>(r.getOperandNumber(), "mlc.output");
           if (heads.empty() || !name || name.getValue() != "logits")
             return fail("returns a value that only part of the tensor-parallel group holds");
-          droppedResults.push_back(r.getOperandNumber());
+          if (axis.lookup(r.get()) == tensorType(r.get()).getRank() - 1)
+            vocabShardResults.push_back(r.getOperandNumber());
+          else
+            droppedResults.push_back(r.getOperandNumber());
         }
         continue;
       }
@@ -696,12 +704,15 @@ private:
         buildVocabParallelCrossEntropy(b, ce, offsetFor(ce.getLabels(), v), v);
     }
     auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+    for (unsigned i : vocabShardResults)
+      fn.setResultAttr(i, "mlc.output", StringAttr::get(ctx, "vocab_parallel_logits"));
     for (unsigned i : llvm::reverse(droppedResults)) {
       ret->eraseOperand(i);
       fn.eraseResult(i);
     }
+    // The kept shards' types shrank with their values.
     fn.setFunctionType(FunctionType::get(ctx, fn.getBody().front().getArgumentTypes(),
-                                         fn.getFunctionType().getResults()));
+                                         ret->getOperandTypes()));
   }
 };
 

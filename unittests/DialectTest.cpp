@@ -113,6 +113,14 @@ TEST(Models, Llama31PresetCarriesItsRopeScaling) {
   EXPECT_EQ(c->get("max_position_embeddings"), 131072);
   EXPECT_EQ(countFor("llama", "llama-3.1-8b"), 8030261248);
   EXPECT_EQ(countFor("llama", "llama-3.2-1b"), 1235814400);
+  // Meta-Llama-3-70B's count (transformers' num_parameters()), with the
+  // same llama3 rope_scaling as Llama-3.1.
+  EXPECT_EQ(countFor("llama", "llama-3-70b"), 70553706496);
+  auto l70 = parseModelConfig("llama", "llama-3-70b");
+  ASSERT_TRUE(bool(l70)) << llvm::toString(l70.takeError());
+  EXPECT_EQ(l70->getFloat("rope_scaling_factor"), 8);
+  EXPECT_EQ(l70->getFloat("rope_theta"), 500000);
+  EXPECT_EQ(l70->get("num_key_value_heads"), 8);
   // No scaling on the presets without it; the band must be low < high.
   auto t = parseModelConfig("llama", "tiny");
   ASSERT_TRUE(bool(t));

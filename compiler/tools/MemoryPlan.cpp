@@ -119,6 +119,26 @@ bool coversRoot(Value v, plan::ArenaOp root) {
          plan::bufferBytes(v) >= plan::bufferBytes(root.getBuffer());
 }
 
+} // namespace
+
+Operation *lossStepOf(Operation *fn) {
+  auto step = dyn_cast<plan::FuncOp>(fn);
+  if (!step)
+    return nullptr;
+  Block &body = step.getBody().front();
+  for (auto out : body.getOps<plan::OutputOp>())
+    if (out.getName() == "loss")
+      if (plan::ArenaOp root = plan::arenaRoot(out.getBuffer()).first)
+        for (Operation &op : body)
+          if (isa<plan::LaunchOp, plan::GemmOp>(op))
+            for (const Access &a : accesses(op))
+              if (a.write && plan::arenaRoot(a.buffer).first == root)
+                return &op;
+  return nullptr;
+}
+
+namespace {
+
 /// The activations @train_step saves for backward, by layer group.
 ///
 /// A slice is saved when a value written into it before the loss step is
@@ -133,16 +153,11 @@ void savedActivations(plan::FuncOp step, MemoryPlan &p) {
   for (Operation &op : body)
     if (isa<plan::LaunchOp, plan::GemmOp>(op))
       steps.push_back(&op);
-  // The loss step: the first to write the buffer the function returns as
-  // "loss".
+  Operation *lossOp = lossStepOf(step);
   int loss = -1;
-  for (auto out : body.getOps<plan::OutputOp>())
-    if (out.getName() == "loss")
-      if (plan::ArenaOp root = plan::arenaRoot(out.getBuffer()).first)
-        for (int s = 0; s < int(steps.size()) && loss < 0; ++s)
-          for (const Access &a : accesses(*steps[s]))
-            if (a.write && plan::arenaRoot(a.buffer).first == root)
-              loss = s;
+  for (int s = 0; s < int(steps.size()) && lossOp; ++s)
+    if (steps[s] == lossOp)
+      loss = s;
   if (loss < 0)
     return;
 
@@ -306,6 +321,8 @@ llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
       for (int64_t d : param.getShape())
         n *= d;
       p.parameters += n;
+      if (param->hasAttr("mlc.tp_split"))
+        p.splitParameters += n;
       p.paramDtype = plan::dtypeName(param.getElement());
       paramBytes += n * plan::elementBytes(param.getElement());
       elementSize = plan::elementBytes(param.getElement());
@@ -352,6 +369,9 @@ llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
     p.paramDtype = "f32"; // the runtime's flat buffers when nothing trains
 
   p.shardedMoments = sharded;
+  p.tensorParallel = tensorParallelSize(module);
+  p.wholeParameters = p.parameters + (p.tensorParallel - 1) * p.splitParameters;
+  p.tpCollectives = tensorParallelCollectives(module);
   const int64_t momentBytes = sharded ? shardElements * elementSize : paramBytes;
   // The CPU backend (CpuBackend.cpp): vectors of exactly these bytes.
   const int64_t align = mem::kCpuArenaAlignment;
@@ -397,6 +417,36 @@ llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
   return p;
 }
 
+namespace {
+
+/// The tensor-parallel collectives of one step, by phase and kind.
+std::string formatCollectives(const MemoryPlan &p) {
+  if (p.tpCollectives.empty())
+    return "";
+  const int64_t t = p.tensorParallel;
+  std::string s = formatv("  tensor-parallel collectives per step (each over the group of {0}, "
+                          "this rank's tensors):\n",
+                          t);
+  s += formatv("    {0,-35} {1,8} {2,17} {3,11}\n", "", "count", "bytes", "");
+  int64_t count = 0, bytes = 0;
+  double sent = 0;
+  for (const Collective &c : p.tpCollectives) {
+    s += formatv("    {0,-35} {1,8} {2,17} {3,11}\n",
+                 (c.backward ? "backward " : "forward  ") + c.op, c.count,
+                 withCommas(c.bytes), humanBytes(c.bytes));
+    count += c.count, bytes += c.bytes;
+    sent += ringShare(c.op, t) * double(c.bytes);
+  }
+  s += formatv("    {0,-35} {1,8} {2,17} {3,11}\n", "total", count, withCommas(bytes),
+               humanBytes(bytes));
+  s += formatv("    each rank sends {0} ({1}) per step in a ring: 2 (T-1)/T of an all-reduce's "
+               "bytes, (T-1)/T of an all-gather's or reduce-scatter's\n",
+               withCommas(int64_t(sent)), humanBytes(int64_t(sent)));
+  return s;
+}
+
+} // namespace
+
 std::string formatMemoryPlan(const MemoryPlan &p) {
   std::string s;
   auto line = [&](StringRef label, int64_t bytes, StringRef note = "") {
@@ -405,15 +455,28 @@ std::string formatMemoryPlan(const MemoryPlan &p) {
                  note.empty() ? std::string() : "  " + note.str());
   };
   s += formatv("  memory per rank, as the CUDA backend allocates it{0}:\n",
-               p.ranks > 1
-                   ? formatv(" ({0} ranks, each the same)", p.ranks).str()
-                   : std::string());
+               p.tensorParallel > 1
+                   ? formatv(" (one of {0} tensor-parallel ranks{1}, each the same)",
+                             p.tensorParallel,
+                             p.ranks > 1 ? formatv(" x {0} data-parallel", p.ranks).str()
+                                         : std::string())
+                         .str()
+               : p.ranks > 1 ? formatv(" ({0} ranks, each the same)", p.ranks).str()
+                             : std::string());
   s += formatv("    {0,-44} {1,17} {2,11}\n", "", "bytes", "");
   auto at = [&](const char *item) { return p.cuda.at(item); };
+  // Under tensor parallelism: this rank's share of the model.
+  const std::string split =
+      p.tensorParallel > 1
+          ? formatv("(1/{0} of {1} split + {2} replicated, of the model's {3})", p.tensorParallel,
+                    withCommas(p.splitParameters * p.tensorParallel),
+                    withCommas(p.parameters - p.splitParameters), withCommas(p.wholeParameters))
+                .str()
+          : std::string();
   line(formatv("parameters ({0} x {1})", withCommas(p.parameters), p.paramDtype)
            .str(),
-       at(mem::kParameters));
-  line("gradients", at(mem::kGradients));
+       at(mem::kParameters), split);
+  line("gradients", at(mem::kGradients), p.tensorParallel > 1 ? "(as the parameters)" : "");
   line(p.shardedMoments ? formatv("optimizer moments (AdamW m and v, 1/{0} each)", p.ranks).str()
                         : std::string("optimizer moments (AdamW m and v)"),
        at(mem::kMoments));
@@ -460,7 +523,7 @@ std::string formatMemoryPlan(const MemoryPlan &p) {
   s += formatv(
       "    on the CPU backend: {0} ({1}; no GEMM workspace or CUDA buffers)\n",
       withCommas(p.total(p.cpu)), humanBytes(p.total(p.cpu)));
-  return s;
+  return s + formatCollectives(p);
 }
 
 std::string memoryPlanJson(const MemoryPlan &p) {
@@ -476,7 +539,20 @@ std::string memoryPlanJson(const MemoryPlan &p) {
                       layers.size() > 1 ? ", " : "", l.layer, l.bytes)
                   .str();
   layers += "]";
-  return formatv("{{\"ranks\": {0}, \"distributed_optimizer\": {10}, "
+  std::string tp = formatv("\"tensor_parallel\": {{\"size\": {0}, \"split_parameters\": {1}, "
+                           "\"replicated_parameters\": {2}, \"model_parameters\": {3}, "
+                           "\"collectives\": [",
+                           p.tensorParallel, p.splitParameters,
+                           p.parameters - p.splitParameters, p.wholeParameters);
+  for (size_t i = 0; i < p.tpCollectives.size(); ++i) {
+    const Collective &c = p.tpCollectives[i];
+    tp += formatv("{0}{{\"op\": \"{1}\", \"phase\": \"{2}\", \"count\": {3}, "
+                  "\"bytes\": {4}}",
+                  i ? ", " : "", c.op, c.backward ? "backward" : "forward", c.count, c.bytes);
+  }
+  tp += "]}, ";
+  return tp.insert(0, "{") +
+         formatv("\"ranks\": {0}, \"distributed_optimizer\": {10}, "
                  "\"parameter_count\": {1}, "
                  "\"parameter_dtype\": \"{2}\", "
                  "\"saved_activations\": {3}, \"saved_by_layer\": {4}, "
@@ -550,9 +626,13 @@ llvm::Error checkFits(const MemoryPlan &p, int64_t limit, StringRef spec) {
     std::string shrink;
   };
   const bool f64 = p.paramDtype == "f64";
+  // A larger tensor-parallel group divides the split parameters' state.
   const std::string state =
-      f64 ? "--dtype f32 halves it"
-          : "fixed by the model and its " + p.paramDtype + " parameters";
+      (f64 ? std::string("--dtype f32 halves it")
+           : "fixed by the model and its " + p.paramDtype + " parameters") +
+      (p.tensorParallel > 1
+           ? formatv(", or a larger --tensor-parallel than {0}", p.tensorParallel).str()
+           : std::string(", or --tensor-parallel T divides most of it"));
   // (Not --dtype bf16: it halves the products' activations but keeps the
   // weights' bf16 copies from forward to backward, and its transient peak
   // grows; whether it saves bytes depends on the model and the batch.)
@@ -570,6 +650,10 @@ llvm::Error checkFits(const MemoryPlan &p, int64_t limit, StringRef spec) {
       {"optimizer moments", p.cuda.at(mem::kMoments),
        p.ranks > 1 && !p.shardedMoments
            ? formatv("--use-distributed-optimizer divides it by {0}", p.ranks).str()
+       : p.tensorParallel > 1 && !p.shardedMoments
+           // A whole node of tensor parallelism: the data-parallel replicas shard it.
+           ? std::string("--use-distributed-optimizer over data-parallel --ranks R divides "
+                         "it by R")
            : state},
       {"parameters", p.cuda.at(mem::kParameters), state},
       {"gradients", p.cuda.at(mem::kGradients), state},

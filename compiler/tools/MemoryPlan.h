@@ -22,6 +22,8 @@
 #ifndef MLC_COMPILER_TOOLS_MEMORYPLAN_H
 #define MLC_COMPILER_TOOLS_MEMORYPLAN_H
 
+#include "compiler/tools/Collectives.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 
@@ -62,6 +64,14 @@ struct MemoryPlan {
   int64_t ranks = 1;
   /// --use-distributed-optimizer: each rank holds its shards of the moments.
   bool shardedMoments = false;
+  /// --tensor-parallel T: the plan is one rank's of a group of T. Of its
+  /// `parameters`, `splitParameters` are its slices of the parameters split
+  /// over the group (mlc.tp_split: 1/T of each); the rest are replicated
+  /// whole on every rank (norms, positions, row-parallel biases).
+  /// `wholeParameters` is the model's count, T x split + replicated.
+  int64_t tensorParallel = 1, splitParameters = 0, wholeParameters = 0;
+  /// @train_step's collectives over the tensor-parallel group.
+  std::vector<Collective> tpCollectives;
   /// The --recompute the plan was compiled with (none, selective, full),
   /// for the advice on what shrinks the saved activations.
   std::string recompute = "none";
@@ -77,6 +87,11 @@ struct MemoryPlan {
   /// transient peak with fragmentation), on the CUDA backend.
   int64_t transient() const;
 };
+
+/// The loss step of a plan.func (@train_step): the first launch or GEMM
+/// that writes the buffer the function returns as "loss". The steps before
+/// it are forward, those after it backward; null when nothing writes a loss.
+mlir::Operation *lossStepOf(mlir::Operation *func);
 
 /// The memory plan of a module in the plan dialect. `computeDtype` is the
 /// products' type (the --dtype flag), for the advice on what shrinks it.

@@ -75,7 +75,7 @@ cl::opt<std::string> model(cl::Positional, cl::desc("<gpt2 | bert | llama | mode
 cl::opt<std::string> config("config",
                             cl::desc("PRESET|config.json[,key=value...] with HF config keys "
                                      "(gpt2: tiny, small, medium, gpt2-xl; bert: tiny, base, large; "
-                                     "llama: tiny, qwen2-tiny, tinyllama-1.1b, llama-3.2-1b, llama-3-8b, "
+                                     "llama: tiny, qwen2-tiny, tinyllama-1.1b, llama-3.2-1b, llama-3-8b, llama-3.1-8b, llama-3-70b, "
                                      "qwen2-0.5b)"),
                             cl::value_desc("spec"), cl::init(""), cl::sub(compileCmd()),
                             cl::sub(trainCmd()), cl::sub(runCmd()), cl::sub(generateCmd()),

@@ -17,8 +17,12 @@
 // scalars. Caches are assumed to hold nothing between launches. Under the
 // distributed optimizer a launch with a `shard` (AdamW per bucket, the norm)
 // moves and computes its body's share of this rank's ceil(c / R) elements
-// of the bucket (of every bucket, shard -1); the reduce-scatters and
-// all-gathers themselves are not in the step (docs/scaling.md models them).
+// of the bucket (of every bucket, shard -1). The collectives are not in
+// `seconds`, the kernels' step: a timeline of the plan's steps
+// (CommTimeline, Collectives.h) gives the tensor-parallel collectives'
+// blocking time and the data-parallel ones' exposed time, which
+// stepSeconds() adds (docs/scaling.md, "Llama-3 8B and 70B on 8 to 1,024
+// H200s").
 //
 // FLOPs: a GEMM's 2 m n k per batch matrix, at the tensor-core rate for
 // bf16 operands and the f32 GEMM rate otherwise (mlc's f32 GEMMs run without
@@ -33,6 +37,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/tools/Roofline.h"
+
+#include "compiler/tools/Collectives.h"
+#include "compiler/tools/MemoryPlan.h"
 
 #include "compiler/codegen/KernelParams.h"
 #include "compiler/codegen/templates/TemplateModel.h"
@@ -62,6 +69,20 @@ llvm::Error error(const llvm::Twine &msg) {
 // Devices
 //===----------------------------------------------------------------------===//
 
+/// The links of an HGX H100/H200 node, which both presets and a device
+/// given whole start from (bench/scaling_model.py's numbers): NVLink 4,
+/// 900 GB/s per GPU both directions together (450 GB/s each way, the
+/// H200 and H100 SXM datasheets), of which NCCL's ring reaches about 85%;
+/// one ConnectX-7 NDR InfiniBand NIC per GPU, 400 Gb/s = 50 GB/s, at 90%;
+/// 3 us per collective step inside the node, 8 us across; 8 GPUs a node.
+void setDefaultLinks(RooflineDevice &d) {
+  d.nvlink = 0.85 * 450e9, d.ib = 0.9 * 50e9;
+  d.nvlinkLatency = 3e-6, d.ibLatency = 8e-6;
+  d.gpusPerNode = 8;
+  d.commBasis = "NVLink 4: 450 GB/s per GPU and direction (datasheet) at 85%; InfiniBand "
+                "NDR: one 400 Gb/s NIC per GPU at 90%; 3 / 8 us per step; 8 GPUs a node";
+}
+
 /// The presets. h200: the copy bandwidth and bf16 GEMM rate measured on
 /// the H200 this project benchmarks on; the f32 rates are an assumption,
 /// 0.9 of its datasheet's 67 TFLOP/s. h100 (SXM): its datasheet's 3.35 TB/s
@@ -84,6 +105,7 @@ RooflineDevice preset(StringRef name) {
   } else {
     d.name.clear();
   }
+  setDefaultLinks(d);
   return d;
 }
 
@@ -102,6 +124,7 @@ llvm::Expected<RooflineDevice> parseRooflineDevice(StringRef spec) {
     first = 1;
   } else {
     d.name = "custom";
+    setDefaultLinks(d);
   }
   bool f32GemmGiven = false, peakBf16Given = false, peakF32Given = false;
   for (size_t i = first; i < parts.size(); ++i) {
@@ -124,9 +147,18 @@ llvm::Expected<RooflineDevice> parseRooflineDevice(StringRef spec) {
       d.peakF32 = v * 1e12, peakF32Given = true;
     else if (key == "launch")
       d.launch = v * 1e-6;
+    else if (key == "nvlink")
+      d.nvlink = v * 1e9, d.commBasis = "as given";
+    else if (key == "ib")
+      d.ib = v * 1e9, d.commBasis = "as given";
+    else if (key == "node" && v >= 1 && v == double(int64_t(v)))
+      d.gpusPerNode = int64_t(v);
+    else if (key == "node")
+      return error("--roofline: node=" + text + " is not a number of GPUs");
     else
       return error("--roofline: unknown key '" + key +
-                   "' (bw, bf16, f32, f32gemm, peak-bf16, peak-f32, launch)");
+                   "' (bw, bf16, f32, f32gemm, peak-bf16, peak-f32, launch, nvlink, ib, "
+                   "node)");
   }
   if (first == 0) {
     if (!f32GemmGiven)
@@ -144,10 +176,12 @@ llvm::Expected<RooflineDevice> parseRooflineDevice(StringRef spec) {
                          {"f32", d.f32},
                          {"f32gemm", d.f32Gemm},
                          {"peak-bf16", d.peakBf16},
-                         {"peak-f32", d.peakF32}})
+                         {"peak-f32", d.peakF32},
+                         {"nvlink", d.nvlink},
+                         {"ib", d.ib}})
     if (!(v > 0)) // MFU divides by the peaks: a zero one is as wrong as a zero rate
       return error(llvm::Twine("--roofline: the device needs a positive ") + what +
-                   " (TB/s for bw, TFLOP/s otherwise)");
+                   " (TB/s for bw, GB/s for nvlink and ib, TFLOP/s otherwise)");
   return d;
 }
 
@@ -326,6 +360,21 @@ std::vector<RooflineItem> rowsOf(std::map<std::string, RooflineItem> &items,
   return rows;
 }
 
+/// The timeline of a plan for T (from the module) x `ranks` GPUs: the
+/// tensor-parallel group on NVLink while it fits a node, the data-parallel
+/// group while all T x D ranks do, else on InfiniBand.
+CommTimeline timelineOf(ModuleOp module, const RooflineDevice &d, int64_t ranks,
+                        Roofline &out) {
+  out.tensorParallel = tensorParallelSize(module);
+  out.dataParallel = std::max<int64_t>(ranks, 1);
+  const Link nvlink{"NVLink", d.nvlink, d.nvlinkLatency};
+  const Link ib{"InfiniBand", d.ib, d.ibLatency};
+  const Link &tp = out.tensorParallel <= d.gpusPerNode ? nvlink : ib;
+  const Link &dp = out.tensorParallel * out.dataParallel <= d.gpusPerNode ? nvlink : ib;
+  out.tpLink = tp.name, out.dpLink = dp.name;
+  return CommTimeline(out.tensorParallel, tp, out.dataParallel, dp);
+}
+
 } // namespace
 
 llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d, int64_t ranks) {
@@ -336,6 +385,7 @@ llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d, in
     capacity = cap.getInt();
   int64_t inputTokens = 0; // the largest integer input: input_ids, labels [B, S]
   MicroBatch mb;
+  int64_t split = 0; // this rank's elements of the tensor-parallel split parameters
 
   llvm::StringMap<plan::KernelOp> kernels;
   llvm::StringMap<plan::FuncOp> funcs;
@@ -345,7 +395,9 @@ llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d, in
     else if (auto f = dyn_cast<plan::FuncOp>(op))
       funcs[f.getSymName()] = f;
     else if (auto p = dyn_cast<plan::ParamOp>(op))
-      out.parameters += product(p.getShape());
+      out.parameters += product(p.getShape()), split += p->hasAttr("mlc.tp_split")
+                                                            ? product(p.getShape())
+                                                            : 0;
     else if (auto in = dyn_cast<plan::InputOp>(op); in && isa<IntegerType>(in.getElement())) {
       inputTokens = std::max(inputTokens, product(in.getShape()));
       if (in.getShape().size() == 2 && in.getShape()[0] > 0 && in.getShape()[1] > 0)
@@ -381,6 +433,7 @@ llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d, in
   std::map<std::string, RooflineItem> items;
   std::vector<std::string> order; // first launch first
   double attentionForward = 0; // for MFU: forward attention, no causal halving
+  CommTimeline comm = timelineOf(module, d, ranks, out);
   auto add = [&](const std::string &name, const std::string &kind, const std::string &group,
                  const Cost &c) {
     RooflineItem &it = items[name];
@@ -393,12 +446,15 @@ llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d, in
     const double memory = c.bytes / d.bandwidth, compute = c.flops / (c.peak ? c.peak : d.f32);
     it.seconds += std::max(memory, compute);
     it.computeBound = compute > memory;
+    comm.compute(std::max(memory, compute) + d.launch);
   };
   for (const std::string &fn : out.functions) {
     auto f = funcs.lookup(fn);
     if (!f)
       continue;
+    comm.enterFunction(lossStepOf(f));
     for (Operation &op : f.getBody().front()) {
+      comm.step(op);
       if (auto g = dyn_cast<plan::GemmOp>(op)) {
         std::string name;
         Cost c = gemmCost(g, capacity, d, name);
@@ -443,9 +499,16 @@ llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d, in
                    [](const RooflineItem &a, const RooflineItem &b) {
                      return a.seconds > b.seconds;
                    });
+  // The group's model FLOPs over its T GPUs: the whole model's parameters
+  // (each split one's slice T times), the rank's own heads' attention.
   const bool training = out.functions.size() > 1;
-  out.modelFlops = (training ? 6.0 : 2.0) * double(out.parameters) * double(out.tokens) +
+  out.parameters += (out.tensorParallel - 1) * split;
+  out.modelFlops = (training ? 6.0 : 2.0) * double(out.parameters) * double(out.tokens) /
+                       double(out.tensorParallel) +
                    (training ? 3 : 1) * attentionForward;
+  out.tpComms = comm.tp, out.dpComms = comm.dp;
+  out.tpSeconds = comm.tpSeconds, out.dpSeconds = comm.dpSeconds;
+  out.dpExposed = comm.dpExposed;
   out.peak = out.bf16 ? d.peakBf16 : d.peakF32;
   return out;
 }

@@ -18,6 +18,8 @@
 #ifndef MLC_COMPILER_TOOLS_ROOFLINE_H
 #define MLC_COMPILER_TOOLS_ROOFLINE_H
 
+#include "compiler/tools/Collectives.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 
@@ -45,11 +47,19 @@ struct RooflineDevice {
   double peakBf16 = 0, peakF32 = 0;
   /// Where the numbers come from, for the report's header.
   std::string basis;
+  /// Communication (Collectives.h): per GPU and direction, NVLink inside a
+  /// node of `gpusPerNode` GPUs, the GPU's InfiniBand NIC across nodes, as
+  /// bus bandwidths (the datasheet's at the efficiency NCCL reaches), and
+  /// the latency of one step of a collective on each.
+  double nvlink = 0, ib = 0, nvlinkLatency = 0, ibLatency = 0;
+  int64_t gpusPerNode = 8;
+  std::string commBasis;
 };
 
 /// `NAME[,key=value...]` or `key=value,...`: a preset (h200, h100) with
 /// optional overrides, or a device given whole. Keys: bw (TB/s), bf16,
-/// f32gemm, f32, peak-bf16, peak-f32 (TFLOP/s), launch (µs).
+/// f32gemm, f32, peak-bf16, peak-f32 (TFLOP/s), launch (µs), nvlink and ib
+/// (GB/s per GPU, as used), node (GPUs per node).
 llvm::Expected<RooflineDevice> parseRooflineDevice(llvm::StringRef spec);
 
 /// One row of the table: a kernel (all its launches in the step), kernels
@@ -89,6 +99,29 @@ struct Roofline {
   /// The MFU peak that applies (bf16 when the package's GEMMs are bf16).
   double peak = 0;
   bool bf16 = false;
+
+  /// Communication. The plan is one rank's of T tensor-parallel x D data-
+  /// parallel ranks; `parameters` counts the whole model (T x a split
+  /// parameter's slice) and `modelFlops` is one GPU's share, 1/T of the
+  /// group's (its tokens are the group's: tokens/s per GPU is tokens / T /
+  /// step).
+  int64_t tensorParallel = 1, dataParallel = 1;
+  /// The links each group's collectives cross.
+  std::string tpLink, dpLink;
+  /// @train_step's tensor-parallel collectives (Collectives.h) with their
+  /// seconds; blocking, so all of tpSeconds adds to the step.
+  std::vector<CollectiveTime> tpComms;
+  double tpSeconds = 0;
+  /// The data-parallel gradient buckets (all-reduced, or reduce-scattered
+  /// and their parameters all-gathered under the distributed optimizer)
+  /// and the norm's scalar sum: their time on the wire, and how much of it
+  /// the step waits for (the rest runs under backward and the update).
+  std::vector<CollectiveTime> dpComms;
+  double dpSeconds = 0, dpExposed = 0;
+  /// The step with communication: kernels, tensor-parallel collectives and
+  /// the exposed data-parallel time.
+  double stepSeconds() const { return seconds + tpSeconds + dpExposed; }
+  bool communicates() const { return tensorParallel > 1 || dataParallel > 1; }
 };
 
 /// The roofline of one step of a module in the plan dialect. Its tokens
@@ -97,7 +130,16 @@ struct Roofline {
 /// input [B, S] (input_ids, labels: micro-batch x sequence length), else of
 /// its largest integer input.
 /// `ranks`: the data-parallel ranks, for the distributed optimizer's
-/// launches over this rank's shards (ceil(c / ranks) of each bucket of c).
+/// launches over this rank's shards (ceil(c / ranks) of each bucket of c)
+/// and the time of the gradients' collectives over them.
+///
+/// Communication runs on a timeline of the plan's steps in order: each
+/// kernel and GEMM advances the compute clock by its roofline time; a
+/// tensor-parallel collective blocks it for its time; a data-parallel
+/// bucket's collective starts when the plan starts it (backward has
+/// written the bucket's last gradient) or when the previous one has
+/// finished (one communication stream), and its wait holds the clock until
+/// it has arrived: that hold is the exposed time.
 llvm::Expected<Roofline> rooflineOf(mlir::ModuleOp plan, const RooflineDevice &device,
                                     int64_t ranks = 1);
 

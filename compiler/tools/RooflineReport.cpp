@@ -40,6 +40,49 @@ std::string share(double part, double whole) {
   return formatv("{0:f1}%", whole > 0 ? 100 * part / whole : 0.0).str();
 }
 
+/// The collectives' rows, their totals and the step with them.
+std::string formatCommunication(const Roofline &r) {
+  const RooflineDevice &d = r.device;
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << formatv("  communication per step: tensor-parallel T = {0}{1}, data-parallel D = {2}{3} "
+                "({4} GPUs)\n",
+                r.tensorParallel, r.tensorParallel > 1 ? " on " + r.tpLink : std::string(),
+                r.dataParallel, r.dataParallel > 1 ? " on " + r.dpLink : std::string(),
+                r.tensorParallel * r.dataParallel);
+  os << formatv("    ({0}; NVLink {1:f1} GB/s, InfiniBand {2:f1} GB/s per GPU as used; ring: "
+                "2 (n-1)/n of an all-reduce's bytes, (n-1)/n of a reduce-scatter's or "
+                "all-gather's, + ceil(log2 n) steps' latency, twice for an all-reduce)\n",
+                d.commBasis, d.nvlink / 1e9, d.ib / 1e9);
+  os << formatv("    {0,-15} {1,-28} {2,8} {3,12} {4,12}\n", "group", "collective", "count",
+                "MB", "us");
+  auto rows = [&](StringRef group, const std::vector<CollectiveTime> &comms) {
+    for (const CollectiveTime &c : comms)
+      os << formatv("    {0,-15} {1,-28} {2,8} {3,12:f3} {4,12:f1}\n", group,
+                    group == "data-parallel" ? c.op
+                                             : (c.backward ? "backward " : "forward  ") + c.op,
+                    c.count, c.bytes / 1e6,
+                    c.seconds * 1e6);
+  };
+  rows("tensor-parallel", r.tpComms);
+  rows("data-parallel", r.dpComms);
+  if (r.tensorParallel > 1)
+    os << formatv("    tensor-parallel: {0:f3} ms, blocking (the next product reads each sum)\n",
+                  r.tpSeconds * 1e3);
+  if (r.dataParallel > 1)
+    os << formatv("    data-parallel: {0:f3} ms on the wire, {1:f3} ms exposed (the rest under "
+                  "backward and the update, one bucket at a time as the plan starts them)\n",
+                  r.dpSeconds * 1e3, r.dpExposed * 1e3);
+  const double step = r.stepSeconds();
+  const double perGpu = step > 0 ? r.tokens / step / r.tensorParallel : 0;
+  os << formatv("  predicted step with communication: {0:f3} ms, {1:f0} tokens/s per GPU "
+                "({2:f0} over the {3} GPUs), MFU {4:f3}\n",
+                step * 1e3, perGpu, perGpu * r.tensorParallel * r.dataParallel,
+                r.tensorParallel * r.dataParallel,
+                step > 0 && r.peak > 0 ? r.modelFlops / step / r.peak : 0.0);
+  return s;
+}
+
 } // namespace
 
 std::string formatRoofline(const Roofline &r) {
@@ -83,7 +126,8 @@ std::string formatRoofline(const Roofline &r) {
   if (d.launch > 0)
     os << formatv("  {0,-12} {1,8} {2,10} {3,10} {4,10:f1} {5,7}\n", "launch", r.launches, "",
                   "", r.launchSeconds * 1e6, share(r.launchSeconds, r.seconds));
-  const double tokensPerSecond = r.seconds > 0 ? r.tokens / r.seconds : 0;
+  // Per GPU: a tensor-parallel group's T GPUs share its tokens.
+  const double tokensPerSecond = r.seconds > 0 ? r.tokens / r.seconds / r.tensorParallel : 0;
   const double mfu = r.seconds > 0 && r.peak > 0 ? r.modelFlops / r.seconds / r.peak : 0;
   os << formatv("  predicted step: {0:f3} ms at the limits ({1}), {2:f0} tokens/s, MFU {3:f3}\n",
                 r.seconds * 1e3,
@@ -92,10 +136,18 @@ std::string formatRoofline(const Roofline &r) {
                 tokensPerSecond, mfu);
   os << formatv("    MFU: {0} FLOPs per token = {1:f1} GFLOP per step (N = {2} parameters, "
                 "{3} tokens, attention from the plan, not halved{6}) over {4:f1} TFLOP/s "
-                "({5})\n",
+                "({5}){7}\n",
                 r.functions.size() > 1 ? "(6 N + 12 L S E)" : "(2 N + 4 L S E)",
                 r.modelFlops / 1e9, r.parameters, r.tokens, r.peak / 1e12,
-                r.bf16 ? "bf16" : "f32", r.attentionUpperBound ? ", its upper bound" : "");
+                r.bf16 ? "bf16" : "f32", r.attentionUpperBound ? ", its upper bound" : "",
+                r.tensorParallel > 1
+                    ? formatv(", per GPU: the step's over the {0} GPUs of a tensor-parallel "
+                              "group, which share its tokens",
+                              r.tensorParallel)
+                          .str()
+                    : std::string());
+  if (r.communicates())
+    os << formatCommunication(r);
   return s;
 }
 
@@ -112,13 +164,37 @@ std::string rooflineJson(const Roofline &r) {
                   ", \"parameters\": " + std::to_string(r.parameters) +
                   ", \"model_flops\": " + num(r.modelFlops) + ", \"mfu_peak\": " + num(r.peak) +
                   ", \"attention_upper_bound\": " + (r.attentionUpperBound ? "true" : "false") +
-                  ", \"tokens_per_s\": " + num(r.seconds > 0 ? r.tokens / r.seconds : 0) +
+                  ", \"tokens_per_s\": " +
+                  num(r.seconds > 0 ? r.tokens / r.seconds / r.tensorParallel : 0) +
                   ", \"mfu\": " +
                   num(r.seconds > 0 && r.peak > 0 ? r.modelFlops / r.seconds / r.peak : 0);
   auto fields = [&](int64_t launches, double bytes, double flops, double seconds) {
     return "\"launches\": " + std::to_string(launches) + ", \"bytes\": " + num(bytes) +
            ", \"flops\": " + num(flops) + ", \"s\": " + num(seconds);
   };
+  const double step = r.stepSeconds();
+  s += ", \"tensor_parallel\": " + std::to_string(r.tensorParallel) +
+       ", \"data_parallel\": " + std::to_string(r.dataParallel) + ", \"tp_s\": " +
+       num(r.tpSeconds) + ", \"dp_wire_s\": " + num(r.dpSeconds) +
+       ", \"dp_exposed_s\": " + num(r.dpExposed) + ", \"step_with_comm_s\": " + num(step) +
+       ", \"tokens_per_s_with_comm\": " +
+       num(step > 0 ? r.tokens / step / r.tensorParallel : 0) + ", \"mfu_with_comm\": " +
+       num(step > 0 && r.peak > 0 ? r.modelFlops / step / r.peak : 0) + ", \"collectives\": [";
+  bool first = true;
+  for (auto [group, comms] : {std::pair<const char *, const std::vector<CollectiveTime> *>{
+                                  "tensor_parallel", &r.tpComms},
+                              {"data_parallel", &r.dpComms}})
+    for (const CollectiveTime &c : *comms) {
+      s += (first ? "" : ", ") + std::string("{\"group\": ") + quote(group) +
+           ", \"op\": " + quote(c.op) + ", \"phase\": " +
+           quote(StringRef(group) == "data_parallel" ? "step"
+                 : c.backward                          ? "backward"
+                                                       : "forward") +
+           ", \"count\": " + std::to_string(c.count) + ", \"bytes\": " + num(c.bytes) +
+           ", \"s\": " + num(c.seconds) + "}";
+      first = false;
+    }
+  s += "]";
   s += ", \"groups\": {";
   for (const char *g : kGroups) {
     Totals t = totalsOf(r, g);

@@ -467,26 +467,14 @@ int runTrain() {
     ranksFlag = dataRanks();
   }
   if (tensorParallelFlag > 1) {
-    // What the first version of the tensor-parallel runtime runs.
-    std::string refused;
     if (!groups.tensor)
-      refused = "needs " + std::to_string(int64_t(tensorParallelFlag)) +
-                " ranks per group: start it with mpirun -np " +
-                std::to_string(int64_t(tensorParallelFlag)) + " (or a multiple)";
-    else if (!o.saveDir.empty() || !o.resume.empty())
-      refused = "does not write or resume checkpoints yet (--save-dir, --resume); --save "
-                "writes the whole model";
-    else if (o.sampleEvery > 0)
-      refused = "does not sample yet (--sample-every: the group's ranks would all have to "
-                "generate)";
-    else if (useDistributedOptimizer)
-      refused = "does not shard the optimizer yet (--use-distributed-optimizer)";
-    else if (o.device != "cpu" && o.device != "auto")
-      refused = "runs on the CPU only yet (--device " + o.device + ")";
-    if (!refused.empty())
-      return failAll("--tensor-parallel " + Twine(int64_t(tensorParallelFlag)) + " " + refused);
-    o.device = "cpu";
-    if (groups.tensor->rank() != 0) { // the group's first rank speaks for it
+      return failAll("--tensor-parallel " + Twine(int64_t(tensorParallelFlag)) + " needs " +
+                     Twine(int64_t(tensorParallelFlag)) +
+                     " ranks per group: start it with mpirun -np " +
+                     Twine(int64_t(tensorParallelFlag)) + " (or a multiple)");
+    // The group's first rank speaks for it (its other ranks still sample
+    // with it: --sample-every runs the group's forward passes together).
+    if (groups.tensor->rank() != 0) {
       o.quiet = true;
       o.logJson.clear();
       o.memoryReport.clear();
@@ -521,6 +509,12 @@ int runTrain() {
     if (sequenceParallelFlag && !pkg.sequenceParallel)
       return failAll(*dir + " was compiled without --sequence-parallel (compile it again with "
                             "the flag, or leave it out)");
+    if (pkg.sequenceParallel) {
+      if (o.device != "cpu" && o.device != "auto")
+        return failAll("--sequence-parallel trains on the CPU only yet (--device " + o.device +
+                       ": the CUDA backend has no all-gather or reduce-scatter step)");
+      o.device = "cpu";
+    }
     auto backend = mlc::rt::createBackend(o.device, pkg, /*verbose=*/!world || world->rank() == 0);
     backend->setCommunicator(groups.data ? groups.data : world);
     backend->setTensorParallel(groups.tensor);

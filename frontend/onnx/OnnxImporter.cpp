@@ -398,7 +398,7 @@ llvm::Error Importer::finish(const onnx::GraphProto &g) {
   return llvm::Error::success();
 }
 
-llvm::Expected<ImportedModel> Importer::run(const onnx::ModelProto &model) {
+llvm::Expected<ImportedModel> Importer::run(onnx::ModelProto &model) {
   ctx.loadDialect<MlcDialect, func::FuncDialect>();
   if (options.dtype != "f32" && options.dtype != "f64")
     return error("unsupported dtype '" + options.dtype + "' (expected f32 or f64)");
@@ -426,6 +426,8 @@ llvm::Expected<ImportedModel> Importer::run(const onnx::ModelProto &model) {
     return std::move(err);
   ExportSignature signature = readExportSignature(model);
   if (auto err = declareInitializers(g, signature))
+    return std::move(err);
+  if (auto err = recoverParameters(*model.mutable_graph(), signature))
     return std::move(err);
   for (const auto &n : g.node())
     for (const std::string &name : n.input())

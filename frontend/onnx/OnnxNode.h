@@ -135,13 +135,17 @@ inline Shape shapeOf(mlir::Value v) {
   return Shape(t.getShape().begin(), t.getShape().end());
 }
 
+/// What the recovery of lost parameters reads and edits (OnnxRecover.cpp).
+struct Recovery;
+
 /// The state of one import, shared by the driver and the handlers.
 class Importer {
 public:
   Importer(mlir::MLIRContext &ctx, std::string file, const OnnxImportOptions &options)
       : ctx(ctx), b(&ctx), loc(b.getUnknownLoc()), file(std::move(file)), options(options) {}
 
-  llvm::Expected<ImportedModel> run(const onnx::ModelProto &model);
+  /// Imports `model`; recoverParameters may edit its graph.
+  llvm::Expected<ImportedModel> run(onnx::ModelProto &model);
 
   // Errors --------------------------------------------------------------
   llvm::Error error(const llvm::Twine &msg) const {
@@ -203,6 +207,13 @@ private:
   std::map<std::string, std::unique_ptr<llvm::MemoryBuffer>> externalFiles;
   llvm::Error declareInputs(const onnx::GraphProto &g);
   llvm::Error declareInitializers(const onnx::GraphProto &g, const ExportSignature &signature);
+  /// Gives back the parameters the exporter's optimizer folded into a
+  /// constant or merged into an equal computation, where the file fixes
+  /// them (OnnxRecover.cpp): edits `g` and adds their initial values to
+  /// paramInits.
+  llvm::Error recoverParameters(onnx::GraphProto &g, const ExportSignature &signature);
+  llvm::Error recoverFolded(const onnx::GraphProto &g, Recovery &r);
+  llvm::Error recoverMerged(const onnx::GraphProto &g, Recovery &r);
   llvm::Error convert(const onnx::NodeProto &n);
   llvm::Error readInputs(const onnx::NodeProto &n, std::vector<const Entry *> &in);
   /// The value parameter `read.target` has where a node reads it from

@@ -13,23 +13,10 @@
 #include <algorithm>
 
 namespace mlc {
+
 namespace {
-
-constexpr const char *kFxNodeKey = "pkg.torch.onnx.fx_node";
-constexpr const char *kScopesKey = "pkg.torch.onnx.name_scopes";
-constexpr const char *kRuleKey = "pkg.onnxscript.rewriter.rule_name";
-constexpr const char *kFoldedKey = "pkg.onnxscript.optimizer.folded_from";
-
-/// What a node's `pkg.torch.onnx.fx_node` says: the op (`torch.ops.aten.
-/// linear.default`) and the FX values its arguments name, in order.
-struct FxNode {
-  std::string name, op;
-  std::vector<std::string> args;
-  /// Each top-level argument as written (`%input_ids`, `1`, `[64]`, `True`).
-  std::vector<std::string> text;
-};
-
 bool identChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+} // namespace
 
 FxNode parseFxNode(llvm::StringRef text) {
   FxNode fx;
@@ -77,6 +64,17 @@ FxNode parseFxNode(llvm::StringRef text) {
   }
   return fx;
 }
+
+llvm::StringRef fxStem(llvm::StringRef fxValue) {
+  llvm::StringRef digits = fxValue.rtrim("0123456789");
+  if (digits.size() < fxValue.size() && digits.ends_with("_"))
+    return digits.drop_back();
+  return fxValue;
+}
+
+namespace {
+
+constexpr const char *kRuleKey = "pkg.onnxscript.rewriter.rule_name";
 
 /// The position of the weight among the arguments of torch's product `op`
 /// (aten.linear(x, W, b), aten.addmm(b, x, W), aten.mm(x, W)), if it is one.
@@ -151,15 +149,6 @@ std::map<std::string, std::string> foldedTranspositions(const onnx::GraphProto &
       foldedTranspose[vi.name()] = sources[0];
   }
   return foldedTranspose;
-}
-
-/// An FX value's name without torch's `_N` suffix (`layer_norm_1` ->
-/// `layer_norm`): torch names a call_function node after its op.
-llvm::StringRef fxStem(llvm::StringRef fxValue) {
-  llvm::StringRef digits = fxValue.rtrim("0123456789");
-  if (digits.size() < fxValue.size() && digits.ends_with("_"))
-    return digits.drop_back();
-  return fxValue;
 }
 
 std::string nodeLabel(const onnx::NodeProto &n, const FxNode &fx) {
@@ -286,8 +275,9 @@ llvm::Error placeUnread(ParameterPlan &plan, const std::map<std::string, std::st
                   "' (its value_info's " + kFoldedKey + " " + f->second.sources +
                   "), which node '" + f->second.reader +
                   "' reads: the file holds the folded value, not the parameter's, nor the "
-                  "operation or the other operands it was folded with, and training that "
-                  "constant would not train this parameter; export with "
+                  "operation or the other operands it was folded with (mlc gives back only "
+                  "the `weight + 1.0` of the module classes docs/onnx.md lists), and training "
+                  "that constant would not train this parameter; export with "
                   "torch.onnx.export(..., optimize=False)");
     if (at.empty() && !lost.merged.empty()) {
       const LostParameters::Merged &m = lost.merged.front();

@@ -42,11 +42,15 @@
 //    shows of where it went; the file does not hold the parameter:
 //    - folded into a constant (Gemma's 1 + w): the constant's value_info
 //      lists it in `pkg.onnxscript.optimizer.folded_from`, but neither the
-//      operation nor its other operands are left, and the fold rounds;
+//      operation nor its other operands are left;
 //    - read by a computation merged into an equal one (GPT-NeoX's two
 //      LayerNorms of one input, equal at initialization): a consumer's FX
 //      node still names the merged FX value (`%layer_norm_1`), which no node
 //      computes, but nothing says which parameters that value computed with.
+//    Before the rule runs, the importer gives back the ones the file does
+//    fix (OnnxRecover.cpp): a `weight + 1.0` that the reading module's class
+//    says it is, and a merged computation whose parameters one module alone
+//    can hold; the rest are refused here.
 //
 // A file without the signature or the FX metadata (the TorchScript exporter,
 // older dynamo exports) is not attributed: each float initializer is a
@@ -69,6 +73,30 @@
 #include <vector>
 
 namespace mlc {
+
+/// Node metadata: torch's FX node, the module scopes it ran in and their
+/// classes; value_info metadata: what the optimizer folded a constant from.
+constexpr const char *kFxNodeKey = "pkg.torch.onnx.fx_node";
+constexpr const char *kScopesKey = "pkg.torch.onnx.name_scopes";
+constexpr const char *kClassesKey = "pkg.torch.onnx.class_hierarchy";
+constexpr const char *kFoldedKey = "pkg.onnxscript.optimizer.folded_from";
+
+/// What a node's `pkg.torch.onnx.fx_node` says: the FX value it computes
+/// (`linear_2`), the op (`torch.ops.aten.linear.default`) and the FX values
+/// its arguments name, in order.
+struct FxNode {
+  std::string name, op;
+  /// Each top-level argument's FX value (`%layer_norm_1` -> layer_norm_1),
+  /// "" for a literal or a list.
+  std::vector<std::string> args;
+  /// Each top-level argument as written (`%input_ids`, `1`, `[64]`, `True`).
+  std::vector<std::string> text;
+};
+FxNode parseFxNode(llvm::StringRef text);
+
+/// An FX value's name without torch's `_N` suffix (`layer_norm_1` ->
+/// `layer_norm`): torch names a call_function node after its op.
+llvm::StringRef fxStem(llvm::StringRef fxValue);
 
 /// One read of a parameter by a node's input.
 struct ParameterRead {

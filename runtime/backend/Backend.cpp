@@ -8,6 +8,7 @@
 #include "support/Error.h"
 #include "contract/StepFunctions.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -434,6 +435,30 @@ static int64_t flatCount(const Backend &backend, FlatBuffer which) {
                                                                   : backend.package().paramCount;
 }
 
+double Backend::sumOfSquares(FlatBuffer which, int64_t offset, int64_t count) {
+  const int64_t es = elementSize();
+  double sum = 0;
+  std::vector<char> chunk;
+  for (int64_t done = 0; done < count;) {
+    const int64_t n = std::min<int64_t>(count - done, int64_t(1) << 20);
+    chunk.resize(size_t(n * es));
+    download(which, (offset + done) * es, chunk.data(), n * es);
+    for (int64_t i = 0; i < n; ++i) {
+      double g;
+      if (es == 4) {
+        float f;
+        std::memcpy(&f, chunk.data() + i * 4, 4);
+        g = f;
+      } else {
+        std::memcpy(&g, chunk.data() + i * 8, 8);
+      }
+      sum += g * g;
+    }
+    done += n;
+  }
+  return sum;
+}
+
 std::vector<char> downloadAll(Backend &backend, FlatBuffer which) {
   std::vector<char> host(flatCount(backend, which) * backend.elementSize());
   backend.download(which, 0, host.data(), host.size());
@@ -448,13 +473,6 @@ void uploadAll(Backend &backend, FlatBuffer which, const std::vector<char> &host
   backend.upload(which, 0, host.data(), bytes);
 }
 
-int64_t Backend::elementBytes(const FunctionPlan &fn, int id) const {
-  const BufferDecl &b = fn.buffers[size_t(id)];
-  const std::string dtype =
-      b.kind == BufferDecl::Arena || b.kind == BufferDecl::Alias ? b.dtype : bufferDtype(fn, id);
-  return dtype == "f64" ? 8 : 4;
-}
-
 void Backend::requireTensorParallelGroup() const {
   if (!tp_ || tp_->size() != pkg_.tensorParallel)
     fail(pkg_.dir + " is one rank of a tensor-parallel group of " +
@@ -465,20 +483,35 @@ void Backend::requireTensorParallelGroup() const {
 
 void Backend::tpSlices(const FunctionPlan &fn, const StepDecl &s, void *out, const void *in) {
   requireTensorParallelGroup();
-  const int64_t es = elementBytes(fn, s.buffers.at(0));
+  // The slice's elements: the gather's input, the reduce-scatter's output.
+  StepDecl slice = s;
+  slice.buffers = {s.buffers.at(s.kind == StepDecl::TpAllGather ? 1 : 0)};
+  auto [count, es] = tpAllReduceElements(fn, slice);
   if (s.kind == StepDecl::TpAllGather)
-    tp_->allGather(in, out, fn.buffers[size_t(s.buffers[1])].bytes / es, es == 8);
+    tp_->allGather(in, out, count, es == 8);
   else
-    tp_->reduceScatter(in, out, fn.buffers[size_t(s.buffers[0])].bytes / es, es == 8);
+    tp_->reduceScatter(in, out, count, es == 8);
+}
+
+std::pair<int64_t, int> Backend::tpAllReduceElements(const FunctionPlan &fn,
+                                                     const StepDecl &s) const {
+  const BufferDecl &b = fn.buffers[size_t(s.buffers.at(0))];
+  const std::string dtype =
+      b.kind == BufferDecl::Arena || b.kind == BufferDecl::Alias ? b.dtype
+                                                                  : bufferDtype(fn, s.buffers[0]);
+  if (dtype != "f32" && dtype != "f64")
+    fail(pkg_.dir + ": a tensor-parallel all-reduce over a " + dtype +
+         " buffer (the runtime sums f32 and f64)");
+  const int es = dtype == "f64" ? 8 : 4;
+  return {b.bytes / es, es};
 }
 
 void Backend::tpAllReduce(const FunctionPlan &fn, const StepDecl &s, void *data) {
   requireTensorParallelGroup();
-  const BufferDecl &b = fn.buffers[size_t(s.buffers.at(0))];
-  const int64_t es = elementBytes(fn, s.buffers[0]);
+  auto [count, es] = tpAllReduceElements(fn, s);
   // Not counted in profile.commWaitSeconds: that is the data-parallel
   // sums' exposed time, which the run's summary reports.
-  tp_->allReduce(data, b.bytes / es, es == 8, s.max);
+  tp_->allReduce(data, count, es == 8, s.max);
 }
 
 bool Backend::startOrWaitCollective(const StepDecl &s) {
@@ -503,12 +536,11 @@ bool Backend::startOrWaitCollective(const StepDecl &s) {
   case StepDecl::AllGatherWait:
     allGatherWait(int(s.tag));
     return true;
-  case StepDecl::TpAllReduce: // the CPU backend runs these (CpuBackend::run)
-  case StepDecl::TpAllGather:
+  case StepDecl::TpAllGather: // the CPU backend runs them (CpuBackend::run)
   case StepDecl::TpReduceScatter:
-    fail(name() + " backend: this device has no tensor-parallel collectives yet (train "
-         "with --tensor-parallel 1, or on the CPU)");
-  default:
+    fail(name() + " backend: this device has no sequence-parallel collectives yet (train "
+         "--sequence-parallel on the CPU)");
+  default: // TpAllReduce: each backend runs it where its buffers live
     return false;
   }
 }

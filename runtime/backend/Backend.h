@@ -74,6 +74,12 @@ public:
   /// Host <-> device copies of `bytes` bytes at byte `offset` of a flat buffer.
   virtual void upload(FlatBuffer which, int64_t offset, const void *src, int64_t bytes) = 0;
   virtual void download(FlatBuffer which, int64_t offset, void *dst, int64_t bytes) = 0;
+  /// The sum of the squares, in f64, of elements [offset, offset + count) of
+  /// a flat buffer (in elements, where download() takes bytes), read where
+  /// they live: the CUDA backend sums on the
+  /// device and copies back a few partial sums, never the elements (the
+  /// tensor-parallel gradient norm's split part, every step).
+  virtual double sumOfSquares(FlatBuffer which, int64_t offset, int64_t count);
   /// Sets a whole flat buffer to zero (fresh AdamW moments).
   virtual void zero(FlatBuffer which) = 0;
 
@@ -193,6 +199,11 @@ protected:
   /// A plan.tp_all_gather or plan.tp_reduce_scatter step of `fn` from the
   /// buffer at `in` into the one at `out` (host memory).
   void tpSlices(const FunctionPlan &fn, const StepDecl &s, void *out, const void *in);
+  /// Fails unless this run's tensor-parallel group has the package's size.
+  void requireTensorParallelGroup() const;
+  /// The elements of a plan.tp_all_reduce step's buffer and their size in
+  /// bytes (4: f32, 8: f64; any other type is refused).
+  std::pair<int64_t, int> tpAllReduceElements(const FunctionPlan &fn, const StepDecl &s) const;
   /// Scales a gradient bucket before its sum starts (the rank's weight,
   /// bucket-wise clipping); startOrWaitCollective calls it.
   virtual void prepareBucket(int64_t offset, int64_t count, bool clip) {}
@@ -225,10 +236,6 @@ protected:
   BufferPlace place(const FunctionPlan &fn, int id) const;
   /// The element type of buffer `id` of `fn` (through views to what they view).
   std::string bufferDtype(const FunctionPlan &fn, int id) const;
-  /// Fails unless this run's tensor-parallel group is the package's.
-  void requireTensorParallelGroup() const;
-  /// The element size of buffer `id` of `fn`: 8 for f64, else 4.
-  int64_t elementBytes(const FunctionPlan &fn, int id) const;
   /// A GEMM step's element type (its three buffers'): f32, f64 or bf16, or
   /// "bf16-f32" (bf16 operands, an f32 result); other mixes are refused.
   std::string gemmDtype(const FunctionPlan &fn, const StepDecl &s) const;

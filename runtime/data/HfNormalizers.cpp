@@ -1,6 +1,6 @@
 //===- HfNormalizers.cpp - tokenizer.json's normalizers -------------------===//
 //
-// The UTF-8 repair and character classes the pipeline shares, and the
+// The character classes the pipeline shares, and the
 // normalizers of tokenizer.json: Unicode forms, case, strip, replace,
 // prepend, BertNormalizer, and Precompiled (a SentencePiece charsmap, applied
 // as the spm_precompiled crate does).
@@ -25,29 +25,6 @@ namespace mlc::rt::hf {
 //===----------------------------------------------------------------------===//
 // UTF-8 and character classes (as Rust's char methods, which the library uses)
 //===----------------------------------------------------------------------===//
-
-/// Invalid UTF-8 becomes U+FFFD, one per maximal ill-formed subpart (as
-/// Python's bytes.decode(errors="replace") and Rust's from_utf8_lossy).
-std::string validUtf8(const std::string &s) {
-  size_t i = 0, n = s.size();
-  while (i < n && static_cast<unsigned char>(s[i]) < 0x80)
-    ++i;
-  if (i == n)
-    return s;
-  std::string out = s.substr(0, i);
-  out.reserve(n + 8);
-  int32_t k = int32_t(i), len = int32_t(n);
-  while (k < len) {
-    int32_t start = k;
-    UChar32 c;
-    U8_NEXT(reinterpret_cast<const uint8_t *>(s.data()), k, len, c);
-    if (c < 0)
-      out += "\xEF\xBF\xBD";
-    else
-      out.append(s, start, k - start);
-  }
-  return out;
-}
 
 bool isWhite(int32_t c) { return u_isUWhiteSpace(c); } // Rust's char::is_whitespace
 bool isAlnumWord(int32_t c) {                         // regex crate's \w

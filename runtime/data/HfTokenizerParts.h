@@ -53,10 +53,6 @@ inline int32_t nextCp(const std::string &s, size_t &i) {
   return c;
 }
 
-/// Invalid UTF-8 becomes U+FFFD, one per maximal ill-formed subpart (as
-/// Python's bytes.decode(errors="replace") and Rust's from_utf8_lossy).
-std::string validUtf8(const std::string &s);
-
 bool isWhite(int32_t c);     // Rust's char::is_whitespace
 bool isAlnumWord(int32_t c); // regex crate's \w
 bool isNumeric(int32_t c);   // char::is_numeric

@@ -66,52 +66,6 @@ size_t validCharLen(const char *s, size_t len) {
 constexpr std::string_view kSpaceSymbol = "\xE2\x96\x81"; // U+2581
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD"; // U+FFFD
 
-/// Invalid UTF-8 becomes U+FFFD, one per maximal ill-formed subpart, as
-/// Python's bytes.decode(errors="replace") gives the library its str (the
-/// library alone would replace each byte).
-std::string validUtf8(const std::string &s) {
-  size_t i = 0, n = s.size();
-  while (i < n && static_cast<unsigned char>(s[i]) < 0x80)
-    ++i;
-  if (i == n)
-    return s;
-  std::string out = s.substr(0, i);
-  while (i < n) {
-    size_t k = validCharLen(s.data() + i, n - i);
-    if (k) {
-      out.append(s, i, k);
-      i += k;
-      continue;
-    }
-    // A maximal subpart: a lead byte and the trail bytes that could still
-    // continue it (the bounds of Unicode's table 3-7).
-    unsigned char b = s[i];
-    size_t need = b >= 0xC2 && b <= 0xDF ? 1 : b >= 0xE0 && b <= 0xEF ? 2
-                  : b >= 0xF0 && b <= 0xF4                             ? 3
-                                                                       : 0;
-    size_t j = i + 1;
-    for (size_t t = 0; t < need && j < n; ++t, ++j) {
-      unsigned char c = s[j];
-      unsigned char lo = 0x80, hi = 0xBF;
-      if (t == 0) {
-        if (b == 0xE0)
-          lo = 0xA0;
-        else if (b == 0xED)
-          hi = 0x9F;
-        else if (b == 0xF0)
-          lo = 0x90;
-        else if (b == 0xF4)
-          hi = 0x8F;
-      }
-      if (c < lo || c > hi)
-        break;
-    }
-    out += kReplacement;
-    i = j;
-  }
-  return out;
-}
-
 //===----------------------------------------------------------------------===//
 // The tokenizer
 //===----------------------------------------------------------------------===//
@@ -572,6 +526,52 @@ private:
 };
 
 } // namespace
+
+// Python's bytes.decode(errors="replace") gives the library its str: one
+// U+FFFD per maximal ill-formed subpart (the library alone would replace each
+// byte). The HF tokenizers read their text through the same function.
+std::string validUtf8(const std::string &s) {
+  size_t i = 0, n = s.size();
+  while (i < n && static_cast<unsigned char>(s[i]) < 0x80)
+    ++i;
+  if (i == n)
+    return s;
+  std::string out = s.substr(0, i);
+  while (i < n) {
+    size_t k = validCharLen(s.data() + i, n - i);
+    if (k) {
+      out.append(s, i, k);
+      i += k;
+      continue;
+    }
+    // A maximal subpart: a lead byte and the trail bytes that could still
+    // continue it (the bounds of Unicode's table 3-7).
+    unsigned char b = s[i];
+    size_t need = b >= 0xC2 && b <= 0xDF ? 1 : b >= 0xE0 && b <= 0xEF ? 2
+                  : b >= 0xF0 && b <= 0xF4                             ? 3
+                                                                       : 0;
+    size_t j = i + 1;
+    for (size_t t = 0; t < need && j < n; ++t, ++j) {
+      unsigned char c = s[j];
+      unsigned char lo = 0x80, hi = 0xBF;
+      if (t == 0) {
+        if (b == 0xE0)
+          lo = 0xA0;
+        else if (b == 0xED)
+          hi = 0x9F;
+        else if (b == 0xF0)
+          lo = 0x90;
+        else if (b == 0xF4)
+          hi = 0x8F;
+      }
+      if (c < lo || c > hi)
+        break;
+    }
+    out += kReplacement;
+    i = j;
+  }
+  return out;
+}
 
 std::unique_ptr<Tokenizer> loadSentencePieceTokenizer(const std::string &path, bool addBos) {
   const char *type = addBos ? "Llama2Tokenizer" : "SentencePieceTokenizer";

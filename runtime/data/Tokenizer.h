@@ -62,6 +62,10 @@ std::vector<std::string> gpt2PreTokenize(const std::string &text);
 const std::vector<int32_t> &byteToUnicode();
 std::vector<int32_t> utf8Decode(const std::string &s);
 void utf8Append(std::string &out, int32_t codePoint);
+/// Invalid UTF-8 becomes U+FFFD, one per maximal ill-formed subpart (Unicode's
+/// table 3-7), as Python's bytes.decode(errors="replace") and Rust's
+/// from_utf8_lossy give it: the text every tokenizer reads (SpmTokenizer.cpp).
+std::string validUtf8(const std::string &s);
 
 /// Learns a byte-level BPE (GPT-2's pre-tokenization, 256 byte symbols, then
 /// the most frequent adjacent pair merged until `vocabSize` entries, the last

@@ -6,6 +6,7 @@
 #include "runtime/core/Hash.h"
 #include "support/Json.h"
 #include "support/TensorIO.h"
+#include "runtime/train/TensorParallel.h"
 #include "runtime/train/Trainer.h"
 
 #include <algorithm>
@@ -135,13 +136,15 @@ const TrainFlag &flag(const char *name) {
 }
 
 /// What state.json's "run" records: the flags above (--global-batch as the
-/// whole step's), the ranks and the package's hash.
+/// whole step's), the layout (the data-parallel ranks, the tensor-parallel
+/// group's) and the package's hash.
 std::vector<std::pair<std::string, std::string>> runSettings(const Package &pkg,
                                                              const TrainOptions &o) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const char *name : kRunFlags)
     out.push_back({name, flag(name).value(o)});
   out.push_back({"ranks", std::to_string(o.ranks)});
+  out.push_back({"tensor-parallel", std::to_string(pkg.tensorParallel)});
   out.push_back({"package", packageHash(pkg)});
   return out;
 }
@@ -208,6 +211,8 @@ std::string runIdOf(const std::string &dir) {
 /// What a checkpoint that does not record setting `name` ran with: the
 /// default of a flag added later (kLaterRunFlags), else "(not recorded)".
 std::string recordedDefault(const std::string &name) {
+  if (name == "tensor-parallel")
+    return "1"; // recorded since checkpoints were written at T > 1
   for (const char *later : kLaterRunFlags)
     if (name == later)
       return flag(later).value(TrainOptions{});
@@ -241,8 +246,10 @@ settingDifferences(const Package &pkg, const TrainOptions &o, const Json &packag
   for (const char *key : kPackageFields)
     compare(key, key, package.find(key), manifestField(pkg, key), "this package's");
   for (const auto &[name, ours] : runSettings(pkg, o))
-    compare(name, name == "ranks" || name == "package" ? name : "--" + name, run.find(name),
-            ours, "this run's");
+    compare(name,
+            name == "ranks" || name == "tensor-parallel" || name == "package" ? name
+                                                                             : "--" + name,
+            run.find(name), ours, "this run's");
   for (const std::string &name : allowed)
     if (name != "all" && !known.count(name)) {
       std::string names;
@@ -251,6 +258,23 @@ settingDifferences(const Package &pkg, const TrainOptions &o, const Json &packag
       fail("--resume-with-changes: unknown setting '" + name + "' (one of: all, " + names + ")");
     }
   return {differences, refused};
+}
+
+/// One line when the checkpoint was written at another layout (tensor-parallel
+/// group x data-parallel ranks) than this run's: every tensor in it is
+/// whole, so each rank takes its slices and shards as it loads.
+void reportLayout(const TrainOptions &o, const Package &pkg, const Json &run) {
+  auto recorded = [&](const char *name) {
+    const Json *v = run.find(name);
+    return v ? v->string : recordedDefault(name);
+  };
+  const std::string theirT = recorded("tensor-parallel"), theirD = recorded("ranks");
+  const std::string ourT = std::to_string(pkg.tensorParallel), ourD = std::to_string(o.ranks);
+  if ((theirT != ourT || theirD != ourD) && !o.quiet)
+    fprintf(stderr, "mlc: the checkpoint was written at tensor-parallel %s x data-parallel %s, "
+                    "this run is tensor-parallel %s x data-parallel %s: each rank takes its "
+                    "slices and shards of the checkpoint's whole tensors\n",
+            theirT.c_str(), theirD.c_str(), ourT.c_str(), ourD.c_str());
 }
 
 /// Refuses to write step `step`'s checkpoint over another run's.
@@ -292,31 +316,31 @@ WholeMoments gatherMoments(Backend &backend) {
 std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step,
                            const WholeMoments *gathered) {
   const Package &pkg = backend.package();
-  makeDirectories(o.saveDir);
   std::string final = o.saveDir + "/" + stepName(step);
   refuseOverwrite(o, final, step); // an interrupted run stops at any step
+  if (!gathered && backend.sharded())
+    fail("internal: a sharded run's checkpoint needs its moments gathered first");
+  // Every tensor whole, whatever the layout: the tensor-parallel group's
+  // slices of the parameters and moments are gathered (collective over the
+  // group) before anything is written, and the group's first rank writes.
+  std::vector<char> params = groupParameterFlats(backend);
+  WholeMoments own = gathered ? WholeMoments{} : gatherMoments(backend);
+  std::vector<char> m = groupFlats(backend, gathered ? gathered->m : std::move(own.m)),
+                    v = groupFlats(backend, gathered ? gathered->v : std::move(own.v));
+  if (backend.tpRank() != 0)
+    return final;
+  makeDirectories(o.saveDir);
   std::string tmp = o.saveDir + "/." + stepName(step) + ".tmp." + std::to_string(getpid());
   removeDirectory(tmp);
   removeAbandoned(o.saveDir);
   makeDirectories(tmp);
   try {
-    saveParameters(backend, tmp + "/model.safetensors");
-    if (!gathered && backend.sharded())
-      fail("internal: a sharded run's checkpoint needs its moments gathered first");
-    WholeMoments own = gathered ? WholeMoments{} : gatherMoments(backend);
-    const std::vector<char> &m = gathered ? gathered->m : own.m,
-                            &v = gathered ? gathered->v : own.v;
+    saveParameters(backend, tmp + "/model.safetensors", &params);
     std::vector<std::pair<std::string, HostTensor>> moments;
     for (const auto &[prefix, flat] : {std::pair<const char *, const std::vector<char> *>{"exp_avg.", &m},
                                        {"exp_avg_sq.", &v}})
-      for (const ParamInfo &p : pkg.params) {
-        HostTensor t;
-        t.dtype = pkg.dtype;
-        t.shape = p.shape;
-        const char *base = flat->data() + p.offset * backend.elementSize();
-        t.data.assign(base, base + p.numel * backend.elementSize());
-        moments.push_back({prefix + p.name, std::move(t)});
-      }
+      for (const ParamInfo &p : pkg.params)
+        moments.push_back({prefix + p.name, wholeParameter(backend, p, *flat)});
     writeSafetensors(tmp + "/optimizer.safetensors", moments);
     // For the test of a crash mid-write: the process dies here, between files.
     if (const char *kill = std::getenv("MLC_TEST_KILL_IN_CHECKPOINT"); kill && *kill)
@@ -340,7 +364,7 @@ std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step
     // --save-dir-hf: the parameters once more, as transformers loads them.
     // Not read on resume, so not among the manifest's files.
     if (o.saveDirHf)
-      saveModelDirectory(backend, o, tmp + "/hf", "--save-dir-hf");
+      saveModelDirectory(backend, o, tmp + "/hf", "--save-dir-hf", &params);
     std::string manifest = "{\n  \"format\": \"mlc-checkpoint\",\n  \"version\": " +
                            std::to_string(kCheckpointVersion) + ",\n  \"run\": " +
                            jsonQuote(o.runId) + ",\n  \"step\": " +
@@ -459,17 +483,22 @@ Resumed loadCheckpoint(Backend &backend, const TrainOptions &o, const std::strin
             "mlc: note: the checkpoint's run was %lld steps long, this one %lld: the "
             "learning rate follows the new length from here on\n",
             (long long)steps, (long long)o.steps);
-  loadParameters(backend, dir + "/model.safetensors");
+  reportLayout(o, pkg, run);
+  loadParameters(backend, dir + "/model.safetensors"); // this rank's slices
   auto moments = readSafetensors(dir + "/optimizer.safetensors");
-  const int64_t es = backend.elementSize();
+  const int64_t es = backend.elementSize(), t = pkg.tensorParallel;
   for (const auto &[prefix, which] : {std::pair<const char *, FlatBuffer>{"exp_avg.", FlatBuffer::AdamM},
                                       {"exp_avg_sq.", FlatBuffer::AdamV}}) {
     std::vector<char> flat(pkg.paramCount * es);
     for (const ParamInfo &p : pkg.params) {
       auto it = moments.find(prefix + p.name);
-      if (it == moments.end() || it->second.shape != p.shape || it->second.dtype != pkg.dtype)
+      if (it == moments.end() || it->second.shape != wholeShape(p, t) ||
+          it->second.dtype != pkg.dtype)
         fail(dir + "/optimizer.safetensors: " + prefix + p.name + " is missing or has "
-             "another shape or dtype than the model's");
+             "another shape or dtype than the model's (" + shapeString(wholeShape(p, t)) +
+             " " + pkg.dtype + ")");
+      // Whole in the file, whatever the writer's layout: this rank's slice.
+      it->second = sliceOfWhole(it->second, p, backend.tpRank(), t);
       // An edited or corrupt file whose hash was recomputed: a NaN, or a
       // negative second moment (sqrt(v) of the next update is NaN), would
       // make the next update non-finite.
@@ -485,7 +514,7 @@ Resumed loadCheckpoint(Backend &backend, const TrainOptions &o, const std::strin
       std::copy(it->second.data.begin(), it->second.data.end(),
                 flat.begin() + p.offset * es);
     }
-    // Whole in the file; this rank keeps its shards (at any rank count).
+    // This rank keeps its shards of the data-parallel group's (at any count).
     uploadAll(backend, which, backend.shardOfWhole(flat));
   }
   return resumed;

@@ -10,13 +10,23 @@
 //                          seed, the optimizer, clipping and schedule
 //                          settings, the data and its split, the loss's
 //                          labels (--eod-mask-loss, --eod-token) and
-//                          weighting, the ranks and the global batch
+//                          weighting, the layout (data-parallel ranks,
+//                          tensor-parallel size) and the global batch
 //   hf/                    with --save-dir-hf: the parameters as a Hugging
 //                          Face model directory (ModelDirectory.h) that
 //                          from_pretrained loads; not read on resume
 //   checkpoint.json        the format and version, the run's id and the
 //                          content hash of each file above (hf/ aside);
 //                          written last
+//
+// Every tensor is whole, under its HF name, whatever the layout that wrote
+// it: under --tensor-parallel the group's slices of the parameters and
+// moments are gathered (and under the distributed optimizer the
+// data-parallel group's shards first) and the group's first rank of the
+// first data-parallel replica writes. On resume each rank takes its slices
+// and shards, at any tensor-parallel size and rank count; a checkpoint of
+// another layout is a changed setting (tensor-parallel, ranks, package),
+// and the run prints one line naming both layouts.
 //
 // The directory is written under a temporary name, every file flushed to
 // disk, and renamed into place: a crash mid-write leaves the previous
@@ -58,7 +68,8 @@ WholeMoments gatherMoments(Backend &backend);
 /// Writes the checkpoint of step `step` into `saveDir` and keeps the newest
 /// `keep` checkpoints there (0: all). Returns its directory. `moments`:
 /// from gatherMoments() (needed for a sharded backend; otherwise the
-/// backend's own are read).
+/// backend's own are read). Under tensor parallelism every rank of the
+/// group calls it (it gathers the group's slices); the first one writes.
 std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step,
                            const WholeMoments *moments = nullptr);
 

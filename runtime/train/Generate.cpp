@@ -32,12 +32,23 @@ double nonNegative(const std::string &flag, const std::string &v, bool integer) 
   return x;
 }
 
-/// The logits of one step, which must all be finite.
-std::vector<double> lastLogits(const HostTensor &out, int64_t position, int64_t V, int64_t step,
-                               const GenerateOptions &o) {
-  std::vector<double> x(V);
+/// The logits of one step at `position`, which must all be finite. A
+/// tensor-parallel package's vocabulary-parallel head gives each rank of the
+/// group `columns` of them (rank r the token ids [r columns, (r+1) columns)):
+/// the ranks gather that one position's, so every rank holds the same whole
+/// row and chooses the same token.
+std::vector<double> lastLogits(Communicator *group, const HostTensor &out, int64_t position,
+                               int64_t columns, int64_t step, const GenerateOptions &o) {
+  std::vector<double> mine(columns);
+  for (int64_t v = 0; v < columns; ++v)
+    mine[v] = out.getDouble(position * columns + v);
+  std::vector<double> x = mine;
+  if (group) {
+    x.resize(columns * group->size());
+    group->allGatherBytes(mine.data(), columns * int64_t(sizeof(double)), x.data());
+  }
+  const int64_t V = int64_t(x.size());
   for (int64_t v = 0; v < V; ++v) {
-    x[v] = out.getDouble(position * V + v);
     if (!std::isfinite(x[v]))
       fail("generate, step " + std::to_string(step + 1) + ": the logit of token id " +
            std::to_string(v) + " is " + (std::isnan(x[v]) ? "NaN" : "infinite") + "; " +
@@ -164,13 +175,23 @@ std::vector<int32_t> generate(Backend &backend, const Tokenizer &tokenizer,
       fail("generate needs a GPT-style model (inputs input_ids and labels, and position_ids, "
            "cu_seqlens of packed documents); this one also takes '" + in.name + "'");
   }
+  // A tensor-parallel package's @evaluate returns this rank's columns of the
+  // vocabulary (mlc-shard-tensor-parallel's vocabulary-parallel head).
   const FunctionPlan::Output *logits = nullptr;
   for (const FunctionPlan::Output &out : fn.outputs)
-    if (out.name == "logits")
+    if (out.name == "logits" || out.name == "vocab_parallel_logits")
       logits = &out;
   if (!ids || ids->shape.size() != 2 || !logits || logits->shape.size() != 3)
     fail("generate needs input_ids [batch, seq] and logits [batch, seq, vocab]");
-  const int64_t B = ids->shape[0], S = ids->shape[1], V = logits->shape[2];
+  const bool vocabParallel = logits->name == "vocab_parallel_logits";
+  Communicator *group = vocabParallel ? backend.tensorParallel() : nullptr;
+  if (vocabParallel && (!group || group->size() != pkg.tensorParallel))
+    fail(pkg.dir + " is one rank of a tensor-parallel group of " +
+         std::to_string(pkg.tensorParallel) +
+         ": generate with all the group's ranks (mlc train --sample-every under mpirun), or "
+         "with a package compiled without --tensor-parallel");
+  const int64_t B = ids->shape[0], S = ids->shape[1], columns = logits->shape[2];
+  const int64_t V = columns * (vocabParallel ? pkg.tensorParallel : 1);
   if (o.maxTokens < 0 || !(o.temperature >= 0) || o.topK < 0 || !(o.topP > 0 && o.topP <= 1) ||
       !(o.repetitionPenalty > 0))
     fail("generate: max-tokens and top-k must be >= 0, the temperature a number >= 0, top-p "
@@ -212,8 +233,8 @@ std::vector<int32_t> generate(Backend &backend, const Tokenizer &tokenizer,
     backend.setInput("input_ids", input);
     backend.setInput("labels", labels);
     backend.run(kEvaluateFn, 0);
-    HostTensor out = backend.output(kEvaluateFn, "logits");
-    std::vector<double> x = lastLogits(out, len - 1, V, n, o);
+    HostTensor out = backend.output(kEvaluateFn, logits->name);
+    std::vector<double> x = lastLogits(group, out, len - 1, columns, n, o);
     if (o.repetitionPenalty != 1.0) {
       std::vector<bool> seen(V, false);
       for (int32_t t : tokens)

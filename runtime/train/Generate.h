@@ -11,6 +11,10 @@
 // directory's generation_config.json names) or after max-tokens.
 // Logits that are not finite (NaN or infinite weights, an overflow) are an
 // error, never a token. The text is written as it is sampled.
+// Under tensor parallelism every rank of the group generates in lockstep:
+// @evaluate's vocabulary-parallel head leaves each rank its columns
+// ("vocab_parallel_logits"), the ranks gather the last position's over the
+// group, and with the same seed each chooses the same token.
 //
 //===----------------------------------------------------------------------===//
 
@@ -95,7 +99,9 @@ private:
 /// stopped the generation (as transformers' sequence holds it). An Error if the package is not a GPT-style
 /// model (input_ids [batch, seq] and logits [batch, seq, vocab] from
 /// @evaluate), the tokenizer's vocabulary is larger than the model's, or the
-/// logits of a step are not finite.
+/// logits of a step are not finite; and if the package is one rank of a
+/// tensor-parallel group and the backend lacks that group (every rank of
+/// which must call it together).
 /// `sequence`, when given, receives the whole sequence as transformers'
 /// generate() returns it: the ids it started from, the generated ones, and
 /// the end-of-sequence id that stopped it, if one did.

@@ -250,11 +250,14 @@ void checkModelDirectorySource(const Package &pkg, const TrainOptions &o,
 }
 
 void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::string &dir,
-                        const std::string &flag) {
+                        const std::string &flag, const std::vector<char> *gathered) {
   const Package &pkg = backend.package();
   // Whole HF tensors, gathered from the tensor-parallel group's slices
   // (collective); the group's first rank writes them.
-  std::vector<char> flats = groupParameterFlats(backend);
+  std::vector<char> own;
+  if (!gathered)
+    own = groupParameterFlats(backend);
+  const std::vector<char> &flats = gathered ? *gathered : own;
   if (backend.tpRank() != 0)
     return;
   std::string final = dir;

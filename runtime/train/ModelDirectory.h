@@ -50,9 +50,12 @@ void checkModelDirectorySource(const Package &pkg, const TrainOptions &o,
                                const std::string &what);
 /// Writes the trained parameters as a model directory (see above): into a
 /// temporary sibling, flushed, then renamed over `dir`. `flag` names the
-/// option that asked for it in messages.
+/// option that asked for it in messages. The parameters are gathered from
+/// the tensor-parallel group (collective) unless `flats` holds them
+/// (groupParameterFlats()); the group's first rank writes.
 void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::string &dir,
-                        const std::string &flag = "--save");
+                        const std::string &flag = "--save",
+                        const std::vector<char> *flats = nullptr);
 
 } // namespace mlc::rt
 

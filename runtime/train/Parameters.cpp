@@ -207,9 +207,13 @@ void writeMemoryReport(const Backend &backend, const std::string &path) {
   writeFileAtomically(path, json + ", \"total\": " + std::to_string(total) + "}\n");
 }
 
-void saveParameters(Backend &backend, const std::string &path) {
+void saveParameters(Backend &backend, const std::string &path,
+                    const std::vector<char> *gathered) {
   // Whole HF tensors, gathered from the tensor-parallel group's slices.
-  std::vector<char> flats = groupParameterFlats(backend);
+  std::vector<char> own;
+  if (!gathered)
+    own = groupParameterFlats(backend);
+  const std::vector<char> &flats = gathered ? *gathered : own;
   std::vector<std::pair<std::string, HostTensor>> out;
   for (const ParamInfo &p : backend.package().params) {
     HostTensor t = wholeParameter(backend, p, flats);

@@ -4,6 +4,7 @@
 #include "runtime/train/BatchSources.h"
 #include "support/Error.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -111,14 +112,21 @@ void sliceLoadedWeights(const Backend &backend, std::map<std::string, HostTensor
   }
 }
 
-std::vector<char> groupParameterFlats(Backend &backend) {
-  std::vector<char> flat = downloadAll(backend, FlatBuffer::Params);
+std::vector<char> groupFlats(Backend &backend, std::vector<char> own) {
+  const size_t bytes = size_t(backend.package().paramCount * backend.elementSize());
+  if (own.size() != bytes)
+    fail("internal: a flat buffer of " + std::to_string(own.size()) + " bytes to gather, " +
+         "where the parameters take " + std::to_string(bytes));
   Communicator *tp = backend.tensorParallel();
   if (!tp || tp->size() <= 1)
-    return flat;
-  std::vector<char> all(flat.size() * size_t(tp->size()));
-  tp->allGatherBytes(flat.data(), int64_t(flat.size()), all.data());
+    return own;
+  std::vector<char> all(own.size() * size_t(tp->size()));
+  tp->allGatherBytes(own.data(), int64_t(own.size()), all.data());
   return all;
+}
+
+std::vector<char> groupParameterFlats(Backend &backend) {
+  return groupFlats(backend, downloadAll(backend, FlatBuffer::Params));
 }
 
 HostTensor wholeParameter(const Backend &backend, const ParamInfo &p,
@@ -153,34 +161,60 @@ double tensorParallelGradNorm(Backend &backend, double localNorm) {
   // ||g||^2 = (replicated: the same on every rank, counted once) + (split:
   // each rank's slices, summed over the group). This rank's buffer holds
   // the replicated part and its own slices.
-  const Package &pkg = backend.package();
-  std::vector<char> grads = downloadAll(backend, FlatBuffer::Grads);
-  const int64_t es = backend.elementSize();
-  double split = 0;
-  for (const ParamInfo &p : pkg.params) {
-    if (p.tpDim < 0)
+  // Under the distributed optimizer only this rank's shards hold summed
+  // gradients (and localNorm is already the norm over the data-parallel
+  // group's shards): the split parameters' squares are taken over the
+  // shards and summed over that group too. Adjacent ranges are summed as
+  // one, where the gradients live (Backend::sumOfSquares).
+  std::vector<std::pair<int64_t, int64_t>> ranges; // [begin, end), in order
+  auto add = [&](int64_t begin, int64_t end) {
+    if (begin >= end)
+      return;
+    if (!ranges.empty() && ranges.back().second == begin)
+      ranges.back().second = end;
+    else
+      ranges.push_back({begin, end});
+  };
+  std::vector<const ParamInfo *> split;
+  for (const ParamInfo &p : backend.package().params)
+    if (p.tpDim >= 0)
+      split.push_back(&p);
+  std::sort(split.begin(), split.end(),
+            [](const ParamInfo *a, const ParamInfo *b) { return a->offset < b->offset; });
+  std::vector<Backend::Shard> shards;
+  if (backend.sharded())
+    shards = backend.shards();
+  std::sort(shards.begin(), shards.end(),
+            [](const Backend::Shard &a, const Backend::Shard &b) { return a.offset < b.offset; });
+  for (const ParamInfo *p : split) {
+    if (!backend.sharded()) {
+      add(p->offset, p->offset + p->numel);
       continue;
-    for (int64_t i = p.offset; i < p.offset + p.numel; ++i) {
-      double g;
-      if (es == 4) {
-        float f;
-        std::memcpy(&f, grads.data() + i * 4, 4);
-        g = f;
-      } else {
-        std::memcpy(&g, grads.data() + i * 8, 8);
-      }
-      split += g * g;
     }
+    for (const Backend::Shard &s : shards)
+      add(std::max(p->offset, s.offset), std::min(p->offset + p->numel, s.offset + s.count));
   }
-  double sums[2] = {split, 0};
-  tp->allReduce(sums, 1, /*f64=*/true, /*max=*/false);
+  double splitSquares = 0;
+  for (auto [begin, end] : ranges)
+    splitSquares += backend.sumOfSquares(FlatBuffer::Grads, begin, end - begin);
+  if (Communicator *dp = backend.communicator(); backend.sharded() && dp && dp->size() > 1)
+    dp->sum(&splitSquares, 1);
+  // The replicated part, localNorm^2 - split, is the same on every rank up
+  // to rounding: the group's mean of it, so that every rank computes the
+  // same norm from the same sums, bit for bit (the norm scales the update
+  // under --clip global; ranks that clipped their replicated parameters by
+  // norms a rounding apart would drift apart, and a checkpoint holds rank
+  // 0's copy).
+  const double replicated = finite ? localNorm * localNorm - splitSquares : 0.0;
+  double sums[2] = {splitSquares, replicated};
+  tp->allReduce(sums, 2, /*f64=*/true, /*max=*/false);
   // A non-finite norm on any rank is one on every rank (the run skips or
   // stops at the same step).
-  double bad = finite && std::isfinite(sums[0]) ? 0.0 : 1.0;
+  double bad = finite && std::isfinite(sums[0]) && std::isfinite(sums[1]) ? 0.0 : 1.0;
   tp->allReduce(&bad, 1, /*f64=*/true, /*max=*/true);
   if (bad > 0)
     return std::numeric_limits<double>::quiet_NaN();
-  const double squares = localNorm * localNorm - split + sums[0];
+  const double squares = sums[1] / double(tp->size()) + sums[0];
   return std::sqrt(std::max(0.0, squares));
 }
 

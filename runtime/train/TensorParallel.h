@@ -49,12 +49,18 @@ HostTensor sliceOfWhole(const HostTensor &whole, const ParamInfo &p, int rank, i
 void sliceLoadedWeights(const Backend &backend, std::map<std::string, HostTensor> &tensors,
                         const std::string &path);
 
-/// The flat parameter buffer of every rank of this rank's tensor-parallel
-/// group, rank after rank (collective over the group); this rank's alone
-/// without tensor parallelism.
+/// `own`, a flat buffer of this rank in the parameters' layout (paramCount
+/// elements: the parameters, or AdamW's moments made whole over the
+/// data-parallel group), and the same buffer of every other rank of its
+/// tensor-parallel group, rank after rank (collective over the group);
+/// `own` alone without tensor parallelism.
+std::vector<char> groupFlats(Backend &backend, std::vector<char> own);
+
+/// groupFlats() of this rank's parameters.
 std::vector<char> groupParameterFlats(Backend &backend);
 
-/// Parameter p as the whole HF tensor, from groupParameterFlats().
+/// Parameter p's part of the group's flat buffers (groupFlats(): the
+/// parameters, or a moment) as the whole HF tensor.
 HostTensor wholeParameter(const Backend &backend, const ParamInfo &p,
                           const std::vector<char> &flats);
 
@@ -64,8 +70,10 @@ HostTensor wholeParameter(const Backend &backend, const ParamInfo &p,
 void setTensorParallelRank(Backend &backend);
 
 /// The global gradient norm from @grad_norm's `localNorm`, the norm of this
-/// rank's gradient buffer: every split parameter's slices counted once over
-/// the group, every replicated parameter once (collective over the group).
+/// rank's gradient buffer (under the distributed optimizer: of its shards,
+/// summed over the data-parallel group): every split parameter's slices
+/// counted once over the group, every replicated parameter once (collective
+/// over the group, and over the data-parallel group when sharded).
 double tensorParallelGradNorm(Backend &backend, double localNorm);
 
 } // namespace mlc::rt

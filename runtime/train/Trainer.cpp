@@ -131,7 +131,7 @@ public:
       const double mfu = logStep(t, step, norm, lr, ms);
       if (o.evalInterval > 0 && (t % o.evalInterval == 0 || t == o.steps))
         evaluateValidation(t);
-      if (o.sampleEvery > 0 && t % o.sampleEvery == 0 && !o.quiet)
+      if (o.sampleEvery > 0 && t % o.sampleEvery == 0 && samples)
         sample(t);
       if (!o.saveDir.empty() && o.saveInterval > 0 && t % o.saveInterval == 0) {
         checkpoint(t);
@@ -198,7 +198,16 @@ private:
                in.name + "'");
     // Samples decode with the tokenizer that made the data (its record beside
     // the dataset), else GPT-2's BPE of --vocab-file/--merge-file, else bytes.
-    if (o.sampleEvery > 0) {
+    // Rank 0 samples (unless --quiet); under tensor parallelism every rank
+    // of its group runs the forward passes with it, and the group's other
+    // ranks (quiet, as they print nothing) take the decision of its first.
+    samples = o.sampleEvery > 0 && lead && !o.quiet;
+    if (Communicator *group = backend.tensorParallel(); group && lead && o.sampleEvery > 0) {
+      char mine = samples;
+      group->broadcast(&mine, 1, 0);
+      samples = mine != 0;
+    }
+    if (samples) {
       sampler = datasetTokenizer(o);
       if (!sampler)
         sampler = o.mergeFile.empty()
@@ -469,6 +478,8 @@ private:
     for (char &c : text)
       if (c == '\n' || c == '\r')
         c = ' ';
+    if (backend.tpRank() != 0)
+      return; // the group's first rank prints it
     console.line.close();
     fprintf(stderr, "sample %4lld/%lld | %s\n", (long long)t, (long long)o.steps, text.c_str());
   }
@@ -495,7 +506,7 @@ private:
     }
     try {
       std::string dir = checkpoint(t);
-      if (!lead)
+      if (!lead || backend.tpRank() != 0) // the group's first rank wrote it
         return;
       fprintf(stderr, "mlc: interrupted after step %lld; checkpoint %s (resume with "
                       "--resume latest)\n",
@@ -549,6 +560,7 @@ private:
   Throughput throughput;
   std::unique_ptr<UpdateGuard> guard;
   std::unique_ptr<Tokenizer> sampler;
+  bool samples = false; // this rank runs --sample-every's generation
   std::unique_ptr<BatchDump> dump; // --dump-batches
   int64_t labelsInput = -1; // the index of 'labels' in pkg.inputs (-1: none)
   std::vector<double> losses;

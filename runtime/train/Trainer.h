@@ -28,7 +28,11 @@ void initializeParameters(Backend &backend, uint64_t seed);
 /// Loads weights by name; every missing, unexpected or mis-shaped name is
 /// listed in one error.
 void loadParameters(Backend &backend, const std::string &path);
-void saveParameters(Backend &backend, const std::string &path);
+/// Writes the parameters as whole HF tensors (a safetensors file): gathered
+/// from the tensor-parallel group (collective), or from `flats` already
+/// gathered (groupParameterFlats()); the group's first rank writes.
+void saveParameters(Backend &backend, const std::string &path,
+                    const std::vector<char> *flats = nullptr);
 
 /// Learning rate at 1-based step `step`.
 double learningRate(const TrainOptions &o, int64_t step);

@@ -68,7 +68,9 @@ TrainOptions scaledSchedule(const TrainOptions &o, int64_t globalBatch);
 /// moment that goes non-finite on one rank's shard (its parameters staying
 /// finite) is seen by that rank alone. The bounds are therefore taken over
 /// all the ranks (maxOverRanks): every rank holds the same ones, takes the
-/// same path, and stops at the same step with the same message.
+/// same path, and stops at the same step with the same message. The ranks
+/// of a tensor-parallel group hold other slices of the parameters (and
+/// moments) in any run: their bounds are the group's maxima as well.
 class UpdateGuard {
 public:
   explicit UpdateGuard(Backend &backend);
@@ -77,10 +79,11 @@ public:
               const TrainOptions &o);
 
 private:
-  /// A sharded run: each of @values (n of them, none negative) becomes its
-  /// largest over the ranks. Exact: each rank sums its values into its own
-  /// slots, zeros elsewhere (an infinity stays one). Other runs hold the
-  /// same buffers on every rank: nothing to combine.
+  /// Each of @values (n of them, none negative) becomes its largest over
+  /// the tensor-parallel group (an all-reduce max) and, in a sharded run,
+  /// over the data-parallel ranks. Exact: each rank sums its values into
+  /// its own slots, zeros elsewhere (an infinity stays one). Other runs'
+  /// data-parallel ranks hold the same buffers: nothing to combine there.
   static void maxOverRanks(Backend &backend, double *values, int n);
 
   /// max |x| over a flat buffer (infinity if any element is not finite).

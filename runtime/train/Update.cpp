@@ -116,6 +116,11 @@ void UpdateGuard::update(Backend &backend, const std::vector<double> &h, double 
 }
 
 void UpdateGuard::maxOverRanks(Backend &backend, double *values, int n) {
+  // The ranks of a tensor-parallel group hold other slices: their bounds,
+  // and so their paths through update(), agree by the group's maxima (a
+  // rank that stops writes --save, which the whole group gathers).
+  if (Communicator *tp = backend.tensorParallel(); tp && tp->size() > 1)
+    tp->allReduce(values, n, /*f64=*/true, /*max=*/true);
   Communicator *comm = backend.communicator();
   if (!backend.sharded() || !comm || comm->size() <= 1)
     return;

@@ -9,10 +9,11 @@
 // sum joins the ranks' rows; the head is column-parallel over the
 // vocabulary behind a tp_copy, and the loss joins the row maxima (max), the
 // exp-sums and the target's logit (sum) without gathering the logits. The
-// logits output is dropped; the rank is a new scalars argument.
+// logits output is this rank's columns of them, "vocab_parallel_logits"
+// (what sampling gathers); the rank is a new scalars argument.
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: %arg0: tensor<8x8xf32> {mlc.param = "wte", mlc.tp_split = {blocks = array<i64: 16>, dim = 0 : i64}}
-// CHECK-SAME: %arg5: tensor<1xf64> {mlc.scalars = "tp_rank"}) -> (tensor<f32> {mlc.output = "loss"}) {
+// CHECK-SAME: %arg5: tensor<1xf64> {mlc.scalars = "tp_rank"}) -> (tensor<f32> {mlc.output = "loss"}, tensor<2x4x8xf32> {mlc.output = "vocab_parallel_logits"}) {
 // CHECK: %[[R:.*]] = mlc.cast %{{.*}} : tensor<f64> -> tensor<i64>
 // CHECK: %[[OFF:.*]] = mlc.mul %[[R]], %{{.*}} : tensor<i64>, tensor<i64>
 // CHECK: %[[LOCAL:.*]] = mlc.sub %arg3, %[[OFF]] : tensor<2x4xi64>, tensor<i64>
@@ -40,7 +41,7 @@
 // CHECK-NEXT: mlc.sub %[[LOG]], %[[T]]
 // CHECK-NOT: mlc.cross_entropy
 // CHECK-NOT: mlc.tp_
-// CHECK: return %{{.*}} : tensor<f32>
+// CHECK: return %{{.*}}, %[[Z]] : tensor<f32>, tensor<2x4x8xf32>
 // Backward: each forward collective's dual, once: 3 tp_copy forward (the
 // MLP's, the head's, the shift's) and 4 as the duals of the tp_reduce sums
 // (the lookup's, the MLP's, the exp-sums', the target's). The embedding's

@@ -25,7 +25,7 @@ typedef struct {
   char internal[128];
 } ncclUniqueId;
 typedef enum { ncclSuccess = 0, ncclInvalidUsage = 5 } ncclResult_t;
-typedef enum { ncclSum = 0 } ncclRedOp_t;
+typedef enum { ncclSum = 0, ncclMax = 2 } ncclRedOp_t;
 typedef enum { ncclFloat32 = 7, ncclFloat64 = 8 } ncclDataType_t;
 ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId);
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank);
@@ -125,13 +125,19 @@ struct ModuleLoader {
   virtual ~ModuleLoader() = default;
 };
 
-/// The CUDA emulator's device: its driver, cuBLASLt, NCCL (one rank) and
-/// module loader (the host compiler behind CudaEmulation.h).
+class Communicator;
+
+/// The CUDA emulator's device: its driver, cuBLASLt, NCCL and module loader
+/// (the host compiler behind CudaEmulation.h). Its NCCL runs a communicator
+/// of several ranks (each an emulator in its own process) over the host
+/// Communicator of the same ranks: `bindGroup` names it for the unique id
+/// the group's ncclCommInitRank calls then pass.
 struct EmulatedDevice {
   Driver *driver;
   BlasLt *blasLt;
   Nccl *nccl;
   ModuleLoader *loader;
+  void (*bindGroup)(const ncclUniqueId &id, Communicator *group);
 };
 EmulatedDevice &emulatedDevice();
 

@@ -193,6 +193,8 @@ CudaBackend::CudaBackend(const Package &pkg, bool verbose, bool emulated)
 CudaBackend::~CudaBackend() {
   if (ncclComm_)
     nccl_->destroy(ncclComm_);
+  if (tpComm_)
+    nccl_->destroy(tpComm_);
   for (auto &[_, p] : gemmPlans_) {
     lt_->layoutDestroy(p.a);
     lt_->layoutDestroy(p.b);

@@ -41,6 +41,7 @@ public:
   std::string name() const override { return emulated_ ? "cuda-emulator" : "cuda"; }
   void upload(FlatBuffer which, int64_t offset, const void *src, int64_t bytes) override;
   void download(FlatBuffer which, int64_t offset, void *dst, int64_t bytes) override;
+  double sumOfSquares(FlatBuffer which, int64_t offset, int64_t count) override;
   void zero(FlatBuffer which) override;
   void setInput(const std::string &name, const HostTensor &t) override;
   void run(const std::string &function, int64_t step) override;
@@ -119,7 +120,9 @@ private:
   void prepareBucket(int64_t offset, int64_t count, bool clip) override;
   /// NCCL over the run's ranks (MLC_NCCL=1: also for one rank, to measure it).
   bool ncclWanted() const;
+  ncclComm_t openNcclComm(Communicator *group, const char *what);
   void openNccl();
+  void tpAllReduceStep(const FunctionPlan &fn, const StepDecl &s, CUdeviceptr data);
   /// A collective on the NCCL stream, ordered after the compute stream's
   /// work so far (`events`[tag].first) and recording `events`[tag].second
   /// when done; `issue` enqueues its NCCL calls on that stream.
@@ -198,6 +201,7 @@ private:
   // NCCL: the communicator, its stream, and per tag the events that order a
   // bucket's sum after its gradients and the optimizer after the sum.
   ncclComm_t ncclComm_ = nullptr;
+  ncclComm_t tpComm_ = nullptr; // the tensor-parallel group's (plan.tp_all_reduce)
   CUstream commStream_ = nullptr;
   Events bucketEvents_, scatterEvents_, gatherEvents_;
   std::pair<CUevent, CUevent> timers_{nullptr, nullptr}; // MLC_PROFILE's

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 namespace mlc::rt {
 
@@ -37,6 +38,32 @@ void CudaBackend::prepareBucket(int64_t offset, int64_t count, bool clip) {
         "scaling a gradient bucket");
 }
 
+/// The bucket norm's kernel over any range: partial sums per block, added
+/// on the host in block order.
+double CudaBackend::sumOfSquares(FlatBuffer which, int64_t offset, int64_t count) {
+  const int64_t total = which == FlatBuffer::AdamM || which == FlatBuffer::AdamV
+                            ? momentCount()
+                            : pkg_.paramCount;
+  if (offset < 0 || count < 0 || offset + count > total)
+    fail("internal: a sum of squares past the end of a flat buffer");
+  if (count == 0)
+    return 0.0;
+  CUdeviceptr g = flat(which) + offset * elementSize_;
+  long long n = count;
+  const int parts = int(std::min<int64_t>(kBucketParts, (count + 255) / 256));
+  void *args[] = {&g, &n, &bucketParts_};
+  check(d_->launch(sumsq_, unsigned(parts), 1, 1, 256, 1, 1, 0, stream_, args, nullptr),
+        "a sum of squares over the gradients");
+  std::vector<double> host(size_t(parts), 0.0);
+  check(d_->streamSync(stream_), "a sum of squares over the gradients");
+  check(d_->dtoh(host.data(), bucketParts_, size_t(parts) * sizeof(double)),
+        "reading a sum of squares");
+  double sum = 0;
+  for (double p : host)
+    sum += p;
+  return sum;
+}
+
 bool CudaBackend::ncclWanted() const {
   if (worldSize() > 1)
     return true;
@@ -44,21 +71,54 @@ bool CudaBackend::ncclWanted() const {
   return force && std::string(force) == "1";
 }
 
-/// Rank 0's NCCL id, broadcast over the MPI world; a stream for the sums.
-void CudaBackend::openNccl() {
-  nccl_ = emulated_ ? emulatedDevice().nccl : loadNccl();
+/// The NCCL communicator of the host group `group` (null: this rank alone):
+/// its first rank's NCCL id, broadcast over the group (MPI). On the
+/// emulator the group itself then carries the sums.
+ncclComm_t CudaBackend::openNcclComm(Communicator *group, const char *what) {
+  if (!nccl_)
+    nccl_ = emulated_ ? emulatedDevice().nccl : loadNccl();
   Nccl *n = nccl_;
-  ncclUniqueId id;
-  auto checkNccl = [&](ncclResult_t rc, const std::string &what) {
+  auto checkNccl = [&](ncclResult_t rc, const std::string &call) {
     if (rc != ncclSuccess)
-      fail("NCCL: " + what + " failed: " + n->errorString(rc));
+      fail(std::string("NCCL: ") + call + " of " + what + " failed: " + n->errorString(rc));
   };
-  if (rank() == 0)
+  const int ranks = group ? group->size() : 1, rank = group ? group->rank() : 0;
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof id);
+  if (rank == 0)
     checkNccl(n->uniqueId(&id), "ncclGetUniqueId");
-  if (comm_ && worldSize() > 1)
-    comm_->broadcast(&id, sizeof id, 0);
-  checkNccl(n->initRank(&ncclComm_, worldSize(), id, rank()), "ncclCommInitRank");
+  if (ranks > 1) {
+    group->broadcast(&id, sizeof id, 0);
+    if (emulated_)
+      emulatedDevice().bindGroup(id, group);
+  }
+  ncclComm_t comm = nullptr;
+  checkNccl(n->initRank(&comm, ranks, id, rank), "ncclCommInitRank");
+  return comm;
+}
+
+/// The data-parallel ranks' communicator and a stream for the gradient sums.
+void CudaBackend::openNccl() {
+  ncclComm_ = openNcclComm(worldSize() > 1 ? comm_.get() : nullptr, "the data-parallel group");
   check(d_->streamCreate(&commStream_, CU_STREAM_NON_BLOCKING), "creating the NCCL stream");
+}
+
+/// A plan.tp_all_reduce step: the sum (or maximum) over the tensor-parallel
+/// group, in place, on the compute stream: the next kernel reads it, so
+/// there is nothing to overlap, and the stream's order (and a captured
+/// graph) holds it.
+void CudaBackend::tpAllReduceStep(const FunctionPlan &fn, const StepDecl &s, CUdeviceptr data) {
+  requireTensorParallelGroup();
+  if (!tpComm_)
+    tpComm_ = openNcclComm(tensorParallel(), "the tensor-parallel group");
+  auto [count, es] = tpAllReduceElements(fn, s);
+  void *p = reinterpret_cast<void *>(data);
+  ncclResult_t rc = nccl_->allReduce(p, p, size_t(count), es == 8 ? ncclFloat64 : ncclFloat32,
+                                     s.max ? ncclMax : ncclSum, tpComm_,
+                                     reinterpret_cast<cudaStream_t>(stream_));
+  if (rc != ncclSuccess)
+    fail(std::string("NCCL: the tensor-parallel all-reduce ") + (s.max ? "(max)" : "(sum)") +
+         " of " + std::to_string(count) + " elements failed: " + nccl_->errorString(rc));
 }
 
 /// The bucket's sum runs on the NCCL stream once the compute stream has

@@ -56,6 +56,8 @@ void CudaBackend::enqueue(const std::string &function, bool timed) {
       gemm(s, b.gemmTypes[i], b.pointers[s.buffers[0]], b.pointers[s.buffers[1]],
            b.pointers[s.buffers[2]], s.bias ? b.pointers[s.buffers[3]] : 0,
            s.gelu ? b.pointers[s.buffers.back()] : 0);
+    } else if (s.kind == StepDecl::TpAllReduce) {
+      tpAllReduceStep(fn, s, b.pointers[s.buffers[0]]);
     } else {
       startOrWaitCollective(s);
     } // AllReduceNorm: after the function, on the host (run())

@@ -14,12 +14,15 @@
 //   cuBLASLt   cublasLtMatmul as documented (column-major layouts,
 //              transposes, strided batches; f32, f64 and bf16 in, TF32
 //              rounding when asked, f32 or f64 accumulation), a plain loop;
-//   NCCL       one rank: a sum over one rank is the buffer itself.
+//   NCCL       one rank (a sum over one rank is the buffer itself), or
+//              several processes' emulators, summed by the host
+//              Communicator of the same ranks (MPI);
 //
 // Slow, and meant for the tests' small shapes.
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/backend/Comm.h"
 #include "runtime/backend/KernelCache.h"
 #include "runtime/backend/cuda/CudaApi.h"
 #include "runtime/backend/cuda/CudaEmulation.h"
@@ -576,45 +579,119 @@ cublasStatus_t matmul(cublasLtHandle_t, cublasLtMatmulDesc_t dd, const void *alp
 }
 
 //===----------------------------------------------------------------------===//
-// NCCL: one rank.
+// NCCL: one rank, or the ranks of a host Communicator
 //===----------------------------------------------------------------------===//
 
+// An emulated communicator: one rank alone (no group), or this process's
+// rank of `group`, the host Communicator of the same processes (MPI), which
+// carries the sums. Streams run in order and at once, so a collective is a
+// blocking call of every rank in the same order, as the backend issues them.
+struct EmulatedComm {
+  Communicator *group = nullptr;
+  int rank = 0, size = 1;
+};
+
+// The groups the backend bound to unique ids, until their ncclCommInitRank.
+std::map<std::string, Communicator *> &boundGroups() {
+  static std::map<std::string, Communicator *> groups;
+  return groups;
+}
+std::string idKey(const ncclUniqueId &id) { return std::string(id.internal, sizeof id.internal); }
+
+// A unique id names this process and a count: the group's first rank makes
+// it and the backend sends it to the others.
 ncclResult_t uniqueId(ncclUniqueId *id) {
+  static int64_t next = 0;
   std::memset(id, 0, sizeof *id);
+  int64_t words[2] = {int64_t(getpid()), ++next};
+  std::memcpy(id->internal, words, sizeof words);
   return ncclSuccess;
 }
-ncclResult_t initRank(ncclComm_t *comm, int ranks, ncclUniqueId, int rank) {
-  if (ranks != 1 || rank != 0)
-    return ncclInvalidUsage; // the emulator is one device
-  static int world;
-  *comm = reinterpret_cast<ncclComm_t>(&world);
+void bindGroup(const ncclUniqueId &id, Communicator *group) { boundGroups()[idKey(id)] = group; }
+
+ncclResult_t initRank(ncclComm_t *comm, int ranks, ncclUniqueId id, int rank) {
+  Communicator *group = nullptr;
+  if (ranks > 1) {
+    auto it = boundGroups().find(idKey(id));
+    if (it == boundGroups().end() || it->second->size() != ranks || it->second->rank() != rank)
+      return ncclInvalidUsage; // no host group of these ranks to carry the sums
+    group = it->second;
+    boundGroups().erase(it);
+  } else if (ranks != 1 || rank != 0) {
+    return ncclInvalidUsage;
+  }
+  *comm = reinterpret_cast<ncclComm_t>(new EmulatedComm{group, rank, ranks});
   return ncclSuccess;
 }
+const EmulatedComm &emulated(ncclComm_t comm) { return *reinterpret_cast<EmulatedComm *>(comm); }
+size_t elementBytes(ncclDataType_t type) {
+  return type == ncclFloat64 ? 8 : type == ncclFloat32 ? 4 : 2;
+}
+// The host Communicator sums f32 and f64 (the backend's flat buffers and
+// tensor-parallel sums); a group refuses any other type.
+bool summable(const EmulatedComm &c, ncclDataType_t type) {
+  return c.size == 1 || type == ncclFloat32 || type == ncclFloat64;
+}
+
 ncclResult_t allReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
-                       ncclRedOp_t, ncclComm_t, cudaStream_t) {
-  size_t bytes = count * (type == ncclFloat64 ? 8 : type == ncclFloat32 ? 4 : 2);
-  if (send != recv)
-    submit([=] { std::memcpy(recv, send, bytes); });
+                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+  const EmulatedComm c = emulated(comm);
+  if (!summable(c, type) || (op != ncclSum && op != ncclMax))
+    return ncclInvalidUsage;
+  size_t bytes = count * elementBytes(type);
+  submit([=] {
+    if (send != recv)
+      std::memcpy(recv, send, bytes);
+    if (c.group)
+      c.group->allReduce(recv, int64_t(count), type == ncclFloat64, op == ncclMax);
+  });
   return ncclSuccess;
 }
-// One rank: a reduction to it, or a broadcast from it, is the buffer itself.
+// A reduction to `root`: the sum lands there; every other rank's receive
+// buffer is left as it was (as NCCL leaves it).
 ncclResult_t reduce(const void *send, void *recv, size_t count, ncclDataType_t type,
                     ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  if (root != 0)
+  const EmulatedComm c = emulated(comm);
+  if (root < 0 || root >= c.size)
     return ncclInvalidUsage;
-  return allReduce(send, recv, count, type, op, comm, stream);
+  if (!c.group)
+    return allReduce(send, recv, count, type, op, comm, stream);
+  if (!summable(c, type) || (op != ncclSum && op != ncclMax))
+    return ncclInvalidUsage;
+  size_t bytes = count * elementBytes(type);
+  submit([=] {
+    std::vector<char> sum(static_cast<const char *>(send), static_cast<const char *>(send) + bytes);
+    c.group->allReduce(sum.data(), int64_t(count), type == ncclFloat64, op == ncclMax);
+    if (c.rank == root)
+      std::memcpy(recv, sum.data(), bytes);
+  });
+  return ncclSuccess;
 }
 ncclResult_t broadcast(const void *send, void *recv, size_t count, ncclDataType_t type, int root,
                        ncclComm_t comm, cudaStream_t stream) {
-  if (root != 0)
+  const EmulatedComm c = emulated(comm);
+  if (root < 0 || root >= c.size)
     return ncclInvalidUsage;
-  return allReduce(send, recv, count, type, ncclSum, comm, stream);
+  size_t bytes = count * elementBytes(type);
+  submit([=] {
+    if (c.rank == root && send != recv)
+      std::memcpy(recv, send, bytes);
+    if (c.group)
+      c.group->broadcast(recv, int64_t(bytes), root);
+  });
+  return ncclSuccess;
 }
 ncclResult_t groupStart() { return ncclSuccess; }
 ncclResult_t groupEnd() { return ncclSuccess; }
-ncclResult_t destroy(ncclComm_t) { return ncclSuccess; }
+ncclResult_t destroy(ncclComm_t comm) {
+  delete reinterpret_cast<EmulatedComm *>(comm);
+  return ncclSuccess;
+}
 const char *ncclError(ncclResult_t rc) {
-  return rc == ncclInvalidUsage ? "the CUDA emulator's NCCL has one rank" : "NCCL emulator error";
+  return rc == ncclInvalidUsage
+             ? "the CUDA emulator's NCCL: a communicator of several ranks needs the host "
+               "group of the same ranks (mpirun), and sums f32 or f64 only"
+             : "NCCL emulator error";
 }
 
 } // namespace
@@ -633,7 +710,7 @@ EmulatedDevice &emulatedDevice() {
   static Nccl nccl = {uniqueId, initRank, allReduce, destroy, ncclError,
                       reduce,   broadcast, groupStart, groupEnd};
   static HostModuleLoader loader;
-  static EmulatedDevice device = {&driver, &blasLt, &nccl, &loader};
+  static EmulatedDevice device = {&driver, &blasLt, &nccl, &loader, bindGroup};
   return device;
 }
 
