@@ -71,7 +71,9 @@ llvm::Error lowerToPlanPipeline(ModuleOp module, const DataParallelOptions &dp) 
   options.clip = dp.clip;
   options.distributedOptimizer = dp.distributedOptimizer;
   buildLoweringPipeline(pm, options);
-  return runPasses(pm, module, "", /*withLocations=*/false);
+  // A lowering error is on the op that failed: its location names the ONNX
+  // node or the builtin layer.
+  return runPasses(pm, module, "", /*withLocations=*/true);
 }
 
 llvm::Expected<LoweredPackage> lowerModule(ModuleOp module, const DataParallelOptions &dp) {

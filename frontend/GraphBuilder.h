@@ -38,9 +38,11 @@ bool isBooleanKey(llvm::StringRef key);
 /// block arguments in order of creation.
 class GraphBuilder {
 public:
-  GraphBuilder(MLIRContext &ctx, Type dtype)
-      : ctx(ctx), b(&ctx), loc(b.getUnknownLoc()), dtype(dtype) {
-    module = ModuleOp::create(loc);
+  /// @forward is located at the `family` (gpt2, bert, llama), and so are
+  /// the step functions the passes derive from it; the module is nowhere.
+  GraphBuilder(MLIRContext &ctx, Type dtype, llvm::StringRef family)
+      : ctx(ctx), b(&ctx), loc(NameLoc::get(b.getStringAttr(family))), dtype(dtype) {
+    module = ModuleOp::create(b.getUnknownLoc());
     auto fn = b.create<func::FuncOp>(loc, mlc::kForwardFn, b.getFunctionType({}, {}));
     module->push_back(fn);
     func = fn;
@@ -152,7 +154,9 @@ private:
   Value argument(llvm::StringRef kind, llvm::StringRef name, Type type) {
     argAttrs.push_back(b.getDictionaryAttr(
         b.getNamedAttr(kind, b.getStringAttr(name))));
-    return block->addArgument(type, b.getUnknownLoc()); // named by its attribute
+    // Located at its name: HF's parameter (transformer.h.0.attn.c_attn.weight)
+    // or input (input_ids).
+    return block->addArgument(type, NameLoc::get(b.getStringAttr(name)));
   }
 
   Block *block;

@@ -370,7 +370,7 @@ Value applyRotary(GraphBuilder &g, Value x, Value cos, Value sin) {
 
 OwningOpRef<ModuleOp> buildLlama(MLIRContext &ctx, const ModelConfig &c,
                                  const BuildOptions &o, Type dtype) {
-  GraphBuilder g(ctx, dtype);
+  GraphBuilder g(ctx, dtype, "llama");
   OpBuilder &b = g.b;
   Location &loc = g.loc; // follows g.at(): the part of the model being built
   const int64_t V = c.get("vocab_size"), E = c.get("hidden_size"),

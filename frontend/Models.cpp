@@ -39,7 +39,7 @@ Value crossEntropy(GraphBuilder &g, Value logits, Value labels) {
 
 OwningOpRef<ModuleOp> buildGPT2(MLIRContext &ctx, const ModelConfig &c,
                                 const BuildOptions &o, Type dtype) {
-  GraphBuilder g(ctx, dtype);
+  GraphBuilder g(ctx, dtype, "gpt2");
   OpBuilder &b = g.b;
   Location &loc = g.loc; // follows g.at(): the part of the model being built
   const int64_t V = c.get("vocab_size"), P = c.get("n_positions"),
@@ -133,7 +133,7 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext &ctx, const ModelConfig &c,
 
 OwningOpRef<ModuleOp> buildBERT(MLIRContext &ctx, const ModelConfig &c,
                                 const BuildOptions &o, Type dtype) {
-  GraphBuilder g(ctx, dtype);
+  GraphBuilder g(ctx, dtype, "bert");
   OpBuilder &b = g.b;
   Location &loc = g.loc; // follows g.at(): the part of the model being built
   const int64_t V = c.get("vocab_size"), P = c.get("max_position_embeddings"),

@@ -52,6 +52,10 @@ NamedAttrList named(OpBuilder &b, StringRef key, StringRef value) {
   return attrs;
 }
 
+/// Where the ops of the function `name` sit: loc("optimizer"), what a
+/// diagnostic on one of them names.
+Location functionLoc(OpBuilder &b, StringRef name) { return NameLoc::get(b.getStringAttr(name)); }
+
 func::FuncOp createFunction(OpBuilder &b, Location loc, StringRef name,
                             ArrayRef<Type> args, ArrayRef<Type> results,
                             ArrayRef<NamedAttrList> argAttrs,
@@ -234,7 +238,8 @@ void buildAdamW(OpBuilder &b, Location loc, ArrayRef<Param> params, bool fuse) {
 /// of its own); @merge makes the last micro-batch's gradients the mean,
 /// g = (g + sum) * scale with scale = 1 / micro-batches (its f64 scalar
 /// input), in place, for @grad_norm and @optimizer to read as usual.
-void buildAccumulation(OpBuilder &b, Location loc, ArrayRef<Param> params) {
+void buildAccumulation(OpBuilder &b, ArrayRef<Param> params) {
+  Location loc = functionLoc(b, mlc::kAccumulateFn);
   SmallVector<Type> args, results;
   SmallVector<NamedAttrList> argAttrs, resultAttrs;
   for (const char *role : {"mlc.grad", "mlc.grad_sum"})
@@ -261,6 +266,7 @@ void buildAccumulation(OpBuilder &b, Location loc, ArrayRef<Param> params) {
   resultAttrs.clear();
   for (const Param &p : params)
     resultAttrs.push_back(named(b, "mlc.grad_update", p.name));
+  loc = functionLoc(b, mlc::kMergeFn);
   func::FuncOp merge = createFunction(b, loc, mlc::kMergeFn, args, results, argAttrs, resultAttrs);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&merge.getBody().front());
@@ -309,9 +315,9 @@ public:
       }
     OpBuilder b(module.getContext());
     b.setInsertionPointToEnd(module.getBody());
-    buildGradNorm(b, step.getLoc(), params, fuse);
-    buildAdamW(b, step.getLoc(), params, fuse);
-    buildAccumulation(b, step.getLoc(), params);
+    buildGradNorm(b, functionLoc(b, mlc::kGradNormFn), params, fuse);
+    buildAdamW(b, functionLoc(b, mlc::kOptimizerFn), params, fuse);
+    buildAccumulation(b, params);
   }
 };
 

@@ -20,6 +20,10 @@ int64_t layerOfParameterName(llvm::StringRef name);
 /// backward: a fusion must not move them back before the loss.
 inline constexpr llvm::StringLiteral kRecomputedAttr = "mlc.recomputed";
 
+/// The unit attribute mlc-fuse-cross-entropy puts on a cross_entropy_grad
+/// that its loss's kernel computes (the lowering emits none of its own).
+inline constexpr llvm::StringLiteral kWithLossAttr = "mlc.with_loss";
+
 /// The index of @fn's result marked `mlc.output = "loss"`, else 0.
 unsigned lossResultIndex(mlir::func::FuncOp fn);
 

@@ -310,6 +310,36 @@ def MlcAccumulateGemms : Pass<"mlc-accumulate-gemms", "mlir::func::FuncOp"> {
   let dependentDialects = ["::mlc::MlcDialect"];
 }
 
+def MlcFuseCrossEntropy : Pass<"mlc-fuse-cross-entropy", "mlir::func::FuncOp"> {
+  let summary = "A loss's gradient computed by the loss's kernel (marked mlc.with_loss)";
+  let description = [{
+    The training step's loss, `cross_entropy(logits, labels)`, and its
+    gradient, `cross_entropy_grad(scale, logits, labels)`, both read every
+    row of the logits and take its log-softmax. When the gradient reads the
+    loss's logits and labels, with the loss's ignore index and a constant
+    scale, and comes after the loss in its block, this pass marks it
+    `mlc.with_loss`: the lowering then emits one kernel for both (the loss
+    and the gradient from one read of each row, `#plan.cross_entropy_with_grad`)
+    where the loss is, and nothing where the gradient is. A gradient of other
+    logits or labels, another ignore index or a scale computed at run time
+    (read from a buffer) keeps its own kernel. The lowering refuses a marked
+    gradient it cannot emit so, naming it. It runs last in both pipelines
+    (fused and `--no-fuse`), so that nothing moves the two apart after it.
+
+    Before:
+    ```mlir
+    %l = mlc.cross_entropy %y, %t ignore_index = -100 : tensor<3x6xf32>, tensor<3xi64>
+    %one = mlc.constant dense<1.0> : tensor<f32>
+    %g = mlc.cross_entropy_grad %one, %y, %t ignore_index = -100 : tensor<f32>, tensor<3x6xf32>, tensor<3xi64>
+    ```
+    After:
+    ```mlir
+    %g = mlc.cross_entropy_grad %one, %y, %t ignore_index = -100 {mlc.with_loss} : tensor<f32>, tensor<3x6xf32>, tensor<3xi64>
+    ```
+  }];
+  let dependentDialects = ["::mlc::MlcDialect"];
+}
+
 def MlcFoldCasts : Pass<"mlc-fold-casts", "mlir::func::FuncOp"> {
   let summary = "--dtype bf16: casts become conversions at a neighbouring kernel's loads or stores";
   let description = [{

@@ -57,6 +57,8 @@ void buildGraphPipeline(OpPassManager &pm, const GraphPipelineOptions &options) 
     pm.addNestedPass<func::FuncOp>(createMlcFoldCasts());
     pm.addNestedPass<func::FuncOp>(createMlcFuseElementwise());
   }
+  // Last, fused or not: the loss and its gradient in one kernel.
+  pm.addNestedPass<func::FuncOp>(createMlcFuseCrossEntropy());
 }
 
 void registerGraphPipeline() {
@@ -66,7 +68,8 @@ void registerGraphPipeline() {
       "mlc-shard-tensor-parallel, autocast, @evaluate, autodiff, the "
       "optimizer, canonicalization; with recompute=full|selective mlc-recompute; with fuse=true mlc-fold-rotary (rotary inside "
       "attention), mlc-accumulate-gemms (sums of products in the GEMMs), "
-      "mlc-fold-casts (bf16 casts at loads and stores) and mlc-fuse-elementwise",
+      "mlc-fold-casts (bf16 casts at loads and stores) and mlc-fuse-elementwise; "
+      "then mlc-fuse-cross-entropy (a loss and its gradient in one kernel)",
       buildGraphPipeline);
 }
 

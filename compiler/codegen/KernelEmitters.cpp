@@ -12,6 +12,7 @@
 #include "compiler/codegen/KernelParams.h"
 #include "compiler/codegen/LoweringImpl.h"
 #include "contract/OptimizerScalars.h"
+#include "passes/Passes.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -19,14 +20,6 @@
 #include <cmath>
 
 namespace mlc::lowering {
-
-/// An op's source location, for diagnostics that name it.
-static std::string locationString(Operation *op) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << op->getLoc();
-  return s;
-}
 
 llvm::Error FunctionLowering::addBodyStep(const Shape &shape, const std::vector<Access> &accs,
                                           bool dynamic, BodyBuilder build, std::vector<int> bufs,
@@ -65,7 +58,7 @@ llvm::Error FunctionLowering::scalarClone(OpBuilder &b, Operation *op, IRMapping
   if (auto c = dyn_cast<ConstantOp>(op)) {
     auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
     if (!dense || !dense.isSplat())
-      return failure("a fusion region holds a non-splat constant");
+      return failure(op, "a fusion region holds a non-splat constant");
   }
   Operation *clone = b.clone(*op, map);
   for (Value r : clone->getResults())
@@ -157,8 +150,7 @@ llvm::Error FunctionLowering::emitPointwise(Operation *op) {
   auto r = dyn_cast<RotaryOp>(op);
   if (r) {
     if (accessOf[0] < 0 || accessOf[2] < 0)
-      return failure("mlc.rotary at " + locationString(op) +
-                     ": the input and sin must be tensors in memory, not splats");
+      return failure(op, "mlc.rotary's input and sin must be tensors in memory, not splats");
     iter.back() = shapeOf(r.getCos()).back(); // the rotary dim
     rotary = splitForRotary(r, iter, accs, bufs, accessOf[0], accessOf[2]);
   }
@@ -271,7 +263,7 @@ FunctionLowering::splitFusionForRotary(FusionOp fusion, Shape &iter, KernelArgs 
   for (Operation &op : fusion.getBody().front().without_terminator())
     if (auto r = dyn_cast<RotaryOp>(op)) {
       if (rotary)
-        return failure("fusion at " + locationString(fusion) + " holds two mlc.rotary ops");
+        return failure(r, "a second mlc.rotary in one fusion");
       rotary = r;
     }
   if (!rotary)
@@ -282,8 +274,8 @@ FunctionLowering::splitFusionForRotary(FusionOp fusion, Shape &iter, KernelArgs 
   };
   int x = argOf(rotary.getInput()), sin = argOf(rotary.getSin());
   if (x < 0 || (rotary.getTranspose() && sin < 0))
-    return failure("mlc.rotary at " + locationString(rotary) +
-                   ": its input (and a transposed op's sin) must be inputs of the fusion");
+    return failure(rotary, "mlc.rotary's input (and a transposed op's sin) must be inputs of "
+                           "the fusion");
   RotaryReads r = splitForRotary(rotary, iter, bound.accs, bound.bufs, x, sin);
   while (bound.slots.size() < bound.bufs.size())
     bound.slots.push_back({bound.slots[bound.accs[x].slot].first, false});
@@ -320,8 +312,7 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
   if (!rotary)
     return rotary.takeError();
   if (columns && rotary->op)
-    return failure("fusion at " + locationString(fusion) +
-                   ": a rotary op cannot close into a column reduction");
+    return failure(columns, "a fusion with a rotary op cannot close into a column reduction");
   if (!columns)
     return addBodyStep(
         iter, accs, dynamicRows(fusion.getResult(0)),
@@ -379,7 +370,7 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
     }
   }
   if (!normOp)
-    return failure("a \"rows\" fusion without a layer_norm or rms_norm");
+    return failure(fusion, "a \"rows\" fusion without a layer_norm or rms_norm");
   Value normResult = normOp->getResult(0);
   Shape iter = shapeOf(input);
   Shape rowDims(iter.begin(), iter.end() - 1);
@@ -399,10 +390,10 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
       normSlot = i;
   }
   if (normSlot < 0)
-    return failure("a \"rows\" fusion that does not return its norm");
+    return failure(normOp, "a \"rows\" fusion that does not return its norm");
   for (Operation *user : normResult.getUsers())
     if (user != normCast && !isa<YieldOp>(user))
-      return failure("a \"rows\" fusion computes with its norm's result");
+      return failure(user, "a \"rows\" fusion computes with its norm's result");
   Rows rows = rowsOf(R, dynamicRows(input));
   return addBodyStep(
       iter, accs, false,
@@ -458,7 +449,7 @@ llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<in
   bool columns = groups.size() == 2 && groups[0].first && !groups[1].first;
   if (rows || full || groups.empty()) {
     if (dyn && !rows)
-      return failure("a full reduction over the dynamic token dimension is not supported");
+      return failure(op, "a full reduction over the dynamic token dimension is not supported");
     r.shape = ReductionKernel::Rows;
     r.outputs = outN;
     r.rows = rowsOf(outN, dyn);
@@ -470,7 +461,7 @@ llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<in
   } else {
     // General axes: one output element per iteration, indices decomposed.
     if (dyn)
-      return failure("this reduction over the dynamic token dimension is not supported");
+      return failure(op, "this reduction over the dynamic token dimension is not supported");
     r.shape = ReductionKernel::General;
     r.outputs = outN;
     Shape inStrides = rowMajorStrides(in);
@@ -528,7 +519,7 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
   if (auto sm = dyn_cast<SoftmaxOp>(op); sm || isa<LogSoftmaxOp>(op)) {
     int64_t axis = sm ? int64_t(sm.getAxis()) : int64_t(cast<LogSoftmaxOp>(op).getAxis());
     if (!lastAxis(axis, x))
-      return failure("softmax over a dimension other than the last is not supported yet");
+      return failure(op, "softmax over a dimension other than the last is not supported yet");
     rowsAndColumns(x);
     bindOut(op->getResult(0));
     bufs.push_back(bufferOf(x));
@@ -536,7 +527,7 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     k = plan::SoftmaxTemplateAttr::get(op->getContext());
   } else if (auto sg = dyn_cast<SoftmaxGradOp>(op)) {
     if (!lastAxis(sg.getAxis(), x))
-      return failure("softmax over a dimension other than the last is not supported yet");
+      return failure(op, "softmax over a dimension other than the last is not supported yet");
     rowsAndColumns(x);
     bindOut(sg.getResult());
     bufs.push_back(bufferOf(sg.getGrad()));
@@ -579,56 +570,19 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     rowsAndColumns(ce.getLogits());
     Type lt = typeOf(ce.getLabels()).getElementType();
     params.type("labels", lt).i64("ignore", ce.getIgnoreIndex());
-    // The training step also needs the loss's gradient: one kernel reads each
-    // row of logits once for both (log-softmax, loss and its gradient).
-    for (Operation *user : ce.getLogits().getUsers()) {
-      auto cg = dyn_cast<CrossEntropyGradOp>(user);
-      if (!cg || cg.getLabels() != ce.getLabels() ||
-          cg.getIgnoreIndex() != ce.getIgnoreIndex() || splatLiteral(cg.getGrad()).empty())
-        continue;
-      bindOut(ce.getResult());
-      // --dtype bf16: a gradient read only as a bf16 copy (by a cast,
-      // through a reshape) is written as that copy.
-      CastOp narrow;
-      if (cg.getResult().hasOneUse()) {
-        Operation *reader = *cg.getResult().getUsers().begin();
-        if (auto rs = dyn_cast<ReshapeOp>(reader); rs && rs.getResult().hasOneUse())
-          reader = *rs.getResult().getUsers().begin();
-        auto c = dyn_cast<CastOp>(reader);
-        if (c && el.isF32() && typeOf(c.getResult()).getElementType().isBF16())
-          narrow = c;
-      }
-      // Otherwise the gradient overwrites the logits when nothing else reads
-      // them (each row's x[label] is read before its gradient is written):
-      // one logits-sized slice less, and no second stream through memory.
-      const int logits = bufferOf(ce.getLogits());
-      Type gradType = el;
-      if (narrow) {
-        gradType = typeOf(narrow.getResult()).getElementType();
-        bindOut(narrow.getResult());
-        emittedWith.insert(narrow.getOperation());
-      } else if (overwritable(ce.getLogits(), {ce.getOperation(), cg.getOperation()})) {
-        int id = newBuffer({Buffer::Alias, el, numel(cg.getResult())});
-        buffers[id].alias = logits;
-        valueBuffers[cg.getResult()] = id;
-        bufs.push_back(id);
-      } else {
-        bindOut(cg.getResult());
-      }
-      bufs.push_back(logits);
-      bufs.push_back(bufferOf(ce.getLabels()));
-      emittedWith.insert(cg.getOperation());
-      params.type("grad", gradType);
-      scale(cg.getGrad());
-      addStep(plan::CrossEntropyWithGradTemplateAttr::get(op->getContext()), params.get(), bufs,
-              KernelTemplate::rows);
-      return llvm::Error::success();
-    }
+    // With the gradient mlc-fuse-cross-entropy marked: one kernel for both.
+    for (Operation *user : ce.getLogits().getUsers())
+      if (auto cg = dyn_cast<CrossEntropyGradOp>(user);
+          cg && cg->hasAttr(kWithLossAttr) && !emittedWith.count(cg))
+        return emitCrossEntropyWithGrad(ce, cg, params);
     bindOut(ce.getResult());
     bufs.push_back(bufferOf(ce.getLogits()));
     bufs.push_back(bufferOf(ce.getLabels()));
     k = plan::CrossEntropyTemplateAttr::get(op->getContext());
   } else if (auto cg = dyn_cast<CrossEntropyGradOp>(op)) {
+    if (cg->hasAttr(kWithLossAttr))
+      return failure(op, "marked mlc.with_loss, but no mlc.cross_entropy before it reads its "
+                         "logits");
     rowsAndColumns(cg.getLogits());
     Type lt = typeOf(cg.getLabels()).getElementType();
     params.type("labels", lt).i64("ignore", cg.getIgnoreIndex());
@@ -639,7 +593,7 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
       bufs.push_back(bufferOf(cg.getGrad()));
     k = plan::CrossEntropyGradTemplateAttr::get(op->getContext());
   } else {
-    return failure("internal error: not a row op");
+    return failure(op, "internal error: not a row op");
   }
   addStep(k, params.get(), bufs, KernelTemplate::rows);
   return llvm::Error::success();
@@ -792,18 +746,18 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
 namespace mlc::lowering {
 
 llvm::Expected<std::vector<std::pair<FunctionLowering::Slot, std::vector<size_t>>>>
-FunctionLowering::segments(ValueRange args, llvm::StringRef role) {
+FunctionLowering::segments(Operation *user, ValueRange args, llvm::StringRef role) {
   if (!layout)
-    return failure("the optimizer's kernels need the flat-buffer layout");
+    return failure(user, "the optimizer's kernels need the flat-buffer layout");
   std::vector<std::pair<Slot, size_t>> slots;
   for (auto [i, v] : llvm::enumerate(args)) {
     auto arg = dyn_cast<BlockArgument>(v);
     StringAttr name = arg ? fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), role) : nullptr;
     if (!name)
-      return failure("an optimizer kernel's operand is not a function argument marked " + role);
+      return failure(user, "an optimizer kernel's operand is not a function argument marked " + role);
     auto it = layout->find(name.str());
     if (it == layout->end())
-      return failure("parameter '" + name.str() + "' has no place in the flat buffers");
+      return failure(user, "parameter '" + name.str() + "' has no place in the flat buffers");
     slots.push_back({it->second, i});
   }
   std::stable_sort(slots.begin(), slots.end(),
@@ -827,19 +781,19 @@ llvm::Error FunctionLowering::emitOptimizerFusion(FusionOp fusion) {
   auto params = fusion.getInputs().slice(1, n);
   auto decayAttr = fusion->getAttrOfType<DenseBoolArrayAttr>("mlc.decay");
   if (!decayAttr || decayAttr.size() != int64_t(n))
-    return failure("an optimizer fusion needs its mlc.decay flags (one per parameter)");
-  auto segs = segments(params, "mlc.param");
+    return failure(fusion, "an optimizer fusion needs its mlc.decay flags (one per parameter)");
+  auto segs = segments(fusion, params, "mlc.param");
   if (!segs)
     return segs.takeError();
   // The gradients and moments must sit where their parameters do.
   for (int k = 1; k < 4; ++k) {
     static const char *roles[] = {"", "mlc.grad", "mlc.moment1", "mlc.moment2"};
-    auto others = segments(fusion.getInputs().slice(1 + k * n, n), roles[k]);
+    auto others = segments(fusion, fusion.getInputs().slice(1 + k * n, n), roles[k]);
     if (!others)
       return others.takeError();
     for (size_t i = 0; i < segs->size(); ++i)
       if ((*others)[i].first.offset != (*segs)[i].first.offset)
-        return failure("an optimizer fusion's gradients and moments are not in parameter order");
+        return failure(fusion, "an optimizer fusion's gradients and moments are not in parameter order");
   }
   // Merge contiguous segments of the same decay.
   std::vector<std::array<int64_t, 3>> merged;
@@ -898,7 +852,7 @@ llvm::Error FunctionLowering::emitOptimizerFusion(FusionOp fusion) {
 llvm::Error FunctionLowering::emitNormFusion(FusionOp fusion) {
   Block &block = fusion.getBody().front();
   auto yield = cast<YieldOp>(block.getTerminator());
-  auto segs = segments(fusion.getInputs(), "mlc.grad");
+  auto segs = segments(fusion, fusion.getInputs(), "mlc.grad");
   if (!segs)
     return segs.takeError();
   std::vector<std::array<int64_t, 2>> table;
@@ -951,7 +905,7 @@ llvm::Error FunctionLowering::emitParamsFusion(FusionOp fusion) {
   for (BlockArgument arg : fn.getArguments())
     if (fn.getArgAttr(arg.getArgNumber(), "mlc.param")) {
       if (typeOf(arg).getElementType() != el)
-        return failure("a params fusion needs every parameter of one element type");
+        return failure(fusion, "a params fusion needs every parameter of one element type");
       total += numel(arg);
     }
   int src = newBuffer({Buffer::Param, el, total, "*"});
@@ -962,9 +916,10 @@ llvm::Error FunctionLowering::emitParamsFusion(FusionOp fusion) {
     Buffer view{Buffer::Alias, out, numel(r)};
     view.alias = dst;
     view.atParam = name.str();
+    view.source = fusion;
     valueBuffers[r] = newBuffer(view);
   }
-  paramsFusionCounts.push_back(total);
+  paramsFusions.push_back({fusion, total});
   return addBodyStep(
       {total}, {}, false,
       [&](OpBuilder &b, llvm::ArrayRef<Shape>) -> llvm::Error {
@@ -981,16 +936,16 @@ llvm::Error FunctionLowering::emitParamsFusion(FusionOp fusion) {
 
 llvm::Error FunctionLowering::placeParameterViews(const Layout &flat) {
   auto all = flat.find("*");
-  for (int64_t count : paramsFusionCounts)
+  for (auto [fusion, count] : paramsFusions)
     if (all == flat.end() || all->second.numel != count)
-      return failure("a params fusion in @" + fn.getSymName().str() +
-                     " maps a parameter set other than the flat buffer's");
+      return failure(fusion, "a params fusion in @" + fn.getSymName().str() +
+                                 " maps a parameter set other than the flat buffer's");
   for (Buffer &b : buffers) {
     if (b.atParam.empty())
       continue;
     auto it = flat.find(b.atParam);
     if (it == flat.end())
-      return failure("parameter '" + b.atParam + "' has no place in the flat buffers");
+      return failure(b.source, "parameter '" + b.atParam + "' has no place in the flat buffers");
     b.offset = it->second.offset * dtypeBytes(b.element);
   }
   return llvm::Error::success();

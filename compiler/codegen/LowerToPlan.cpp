@@ -147,10 +147,10 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
   bool dynM = dynamicRows(op.getResult()), dynK = false;
   if (dynamicRows(op.getLhs()) || dynamicRows(op.getRhs())) {
     if (typeOf(op.getLhs()).getRank() != 2 || typeOf(op.getRhs()).getRank() != 2)
-      return failure("a batched matmul over the dynamic token dimension is not supported");
+      return failure(op, "a batched matmul over the dynamic token dimension is not supported");
     dynK = (tA && dynamicRows(op.getLhs())) || (!tB && dynamicRows(op.getRhs()));
     if ((dynamicRows(op.getRhs()) && tB) || (dynamicRows(op.getLhs()) && !tA && !dynM))
-      return failure("unsupported placement of the dynamic token dimension in a matmul");
+      return failure(op, "unsupported placement of the dynamic token dimension in a matmul");
   }
   int lhs = bufferOf(op.getLhs()), rhs = bufferOf(op.getRhs());
   int outId = op.getAcc() ? accumulatorBuffer(op.getAcc(), op.getResult())
@@ -413,8 +413,25 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
         return llvm::Error::success();
       })
       .Default([&](Operation *o) {
-        return failure("no CPU lowering for '" + o->getName().getStringRef() + "'");
+        return failure(o, "no CPU lowering for '" + o->getName().getStringRef() + "'");
       });
+}
+
+/// `err`, from lowering `op` of `fn`, on the op that failed: `op`, or the
+/// op of its region that the error names (a fusion's rotary op).
+static llvm::Error whileLowering(func::FuncOp fn, Operation *op, llvm::Error err) {
+  Operation *at = op;
+  std::string why;
+  llvm::handleAllErrors(
+      std::move(err),
+      [&](const LoweringError &e) {
+        if (e.op)
+          at = e.op;
+        why = e.message;
+      },
+      [&](const llvm::ErrorInfoBase &e) { why = e.message(); });
+  return failure(at, "while lowering '" + op->getName().getStringRef() + "' in @" +
+                         fn.getSymName() + ": " + why);
 }
 
 llvm::Error FunctionLowering::run() {
@@ -436,8 +453,9 @@ llvm::Error FunctionLowering::run() {
         break;
       }
     if (!valueBuffers.count(arg))
-      return failure("argument #" + llvm::Twine(i) + " of @" + fn.getSymName() +
-                     " is neither an mlc.param nor an mlc.input");
+      return failure(isa<UnknownLoc>(arg.getLoc()) ? fn.getLoc() : arg.getLoc(),
+                     "argument #" + llvm::Twine(i) + " of @" + fn.getSymName() +
+                         " is neither an mlc.param nor an mlc.input");
   }
   // A gradient (or an optimizer update) produced by an op (not a view,
   // constant or argument) and used only by the return is written straight
@@ -469,12 +487,13 @@ llvm::Error FunctionLowering::run() {
       targets[v] = *role;
   }
   accumulateInTargets();
-  for (Operation &op : block.without_terminator())
+  for (Operation &op : block.without_terminator()) {
+    size_t first = steps.size();
     if (auto err = lowerOp(&op))
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          "while lowering '" + op.getName().getStringRef().str() + "' in @" +
-              fn.getSymName().str() + ": " + llvm::toString(std::move(err)));
+      return whileLowering(fn, &op, std::move(err));
+    for (size_t s = first; s < steps.size(); ++s)
+      steps[s].loc = op.getLoc();
+  }
   // Results: named outputs; gradients and updates not written in place are
   // copied (an optimizer fusion writes its results itself).
   for (unsigned i = 0; i < fn.getNumResults(); ++i) {
@@ -561,6 +580,8 @@ void FunctionLowering::emitPlan(OpBuilder &b) {
     }
   }
   for (const Step &s : steps) {
+    // A step is located at the graph op it lowers.
+    Location loc = s.loc ? Location(s.loc) : fn.getLoc();
     SmallVector<Value> operands;
     for (int id : s.buffers)
       operands.push_back(values[id]);
@@ -618,31 +639,37 @@ struct Param {
 };
 
 /// A dynamic dimension is the token count: only leading, sized at run time
-/// up to the capacity the module declares.
+/// up to the capacity the module declares. The first op (or argument of
+/// @forward) with another is the error.
 llvm::Error checkDynamicDims(ModuleOp module, func::FuncOp forward, int64_t tokenCapacity) {
-  std::string dynamicError;
-  module.walk([&](Operation *op) {
-    for (Value v : op->getResults()) {
-      auto t = dyn_cast<RankedTensorType>(v.getType());
-      if (!t)
-        continue;
-      for (int64_t d = 0; d < t.getRank(); ++d)
-        if (t.isDynamicDim(d) && (d != 0 || tokenCapacity < 2) && dynamicError.empty())
-          dynamicError = "'" + op->getName().getStringRef().str() + "' has a dynamic dimension " +
-                         std::to_string(d) + (d ? " (only the leading token dimension may be" :
-                                                  " but the module declares no mlc.token_capacity (") +
-                         std::string(d ? " dynamic)" : "the most tokens a batch holds)");
-    }
-  });
-  for (BlockArgument arg : forward.getArguments()) {
-    auto t = typeOf(arg);
+  auto badDim = [&](RankedTensorType t) -> std::optional<int64_t> {
     for (int64_t d = 0; d < t.getRank(); ++d)
-      if (t.isDynamicDim(d) && (d != 0 || tokenCapacity < 2) && dynamicError.empty())
-        dynamicError = "argument #" + std::to_string(arg.getArgNumber()) +
-                       " has a dynamic dimension the CPU plan cannot size";
-  }
-  if (!dynamicError.empty())
-    return failure(dynamicError);
+      if (t.isDynamicDim(d) && (d != 0 || tokenCapacity < 2))
+        return d;
+    return std::nullopt;
+  };
+  Operation *bad = nullptr;
+  int64_t dim = 0;
+  module.walk([&](Operation *op) {
+    for (Value v : op->getResults())
+      if (auto t = dyn_cast<RankedTensorType>(v.getType()))
+        if (std::optional<int64_t> d = badDim(t)) {
+          bad = op, dim = *d;
+          return WalkResult::interrupt();
+        }
+    return WalkResult::advance();
+  });
+  if (bad)
+    return failure(bad, "'" + bad->getName().getStringRef() + "' has a dynamic dimension " +
+                            llvm::Twine(dim) +
+                            (dim ? " (only the leading token dimension may be dynamic)"
+                                 : " but the module declares no mlc.token_capacity (the most "
+                                   "tokens a batch holds)"));
+  for (BlockArgument arg : forward.getArguments())
+    if (badDim(typeOf(arg)))
+      return failure(isa<UnknownLoc>(arg.getLoc()) ? forward.getLoc() : arg.getLoc(),
+                     "argument #" + llvm::Twine(arg.getArgNumber()) +
+                         " has a dynamic dimension the CPU plan cannot size");
   return llvm::Error::success();
 }
 
@@ -687,7 +714,7 @@ void declareParamsAndInputs(OpBuilder &b, Location loc, func::FuncOp forward,
 llvm::Error lowerToPlan(ModuleOp module) {
   auto forward = module.lookupSymbol<func::FuncOp>(mlc::kForwardFn);
   if (!forward)
-    return failure("the module has no @forward function");
+    return failure(module, "the module has no @forward function");
   int64_t tokenCapacity = 0;
   if (auto cap = module->getAttrOfType<IntegerAttr>("mlc.token_capacity"))
     tokenCapacity = cap.getInt();
@@ -700,7 +727,8 @@ llvm::Error lowerToPlan(ModuleOp module) {
   auto accumulate = module.lookupSymbol<func::FuncOp>(mlc::kAccumulateFn);
   auto merge = module.lookupSymbol<func::FuncOp>(mlc::kMergeFn);
   if ((gradNorm || optimizer) && !step)
-    return failure("@grad_norm and @optimizer need @train_step (its gradient order lays out "
+    return failure(gradNorm ? gradNorm : optimizer,
+                   "@grad_norm and @optimizer need @train_step (its gradient order lays out "
                    "the flat buffers)");
   // Parameters in the order their gradients become ready in backward.
   std::vector<Param> params;
@@ -716,7 +744,7 @@ llvm::Error lowerToPlan(ModuleOp module) {
       if (!fn)
         continue;
       if (!fn.getBody().hasOneBlock())
-        return failure("@" + fn.getSymName() + " must have a single block");
+        return failure(fn, "@" + fn.getSymName() + " must have a single block");
       lowered.push_back(std::make_unique<FunctionLowering>(fn, kernels));
       if (auto err = lowered.back()->run())
         return err;
@@ -751,7 +779,7 @@ llvm::Error lowerToPlan(ModuleOp module) {
       if (!fn)
         continue;
       if (!fn.getBody().hasOneBlock())
-        return failure("@" + fn.getSymName() + " must have a single block");
+        return failure(fn, "@" + fn.getSymName() + " must have a single block");
       lowered.push_back(std::make_unique<FunctionLowering>(fn, kernels, &layout));
       if (auto err = lowered.back()->run())
         return err;

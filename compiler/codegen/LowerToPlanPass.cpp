@@ -1,7 +1,8 @@
 //===- LowerToPlanPass.cpp - mlc-lower-to-plan and the lowering pipeline --===//
 //
-// The pass around the lowering (Lowering.h): its errors become diagnostics
-// on the module.
+// The pass around the lowering (Lowering.h): each of its errors becomes a
+// diagnostic on the op that failed, at that op's location (its ONNX node or
+// builtin layer).
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +21,12 @@ namespace mlc {
 
 using namespace mlir;
 
+char mlc::LoweringError::ID = 0;
+
+InFlightDiagnostic mlc::LoweringError::emit() const {
+  return op ? op->emitError() : mlir::emitError(*loc);
+}
+
 namespace {
 
 class LowerToPlanPass : public mlc::impl::MlcLowerToPlanBase<LowerToPlanPass> {
@@ -31,7 +38,12 @@ public:
   }
   void runOnOperation() final {
     if (auto err = mlc::lowerToPlan(getOperation())) {
-      getOperation().emitError("mlc-lower-to-plan: ") << llvm::toString(std::move(err));
+      llvm::handleAllErrors(
+          std::move(err),
+          [](const mlc::LoweringError &e) { e.emit() << "mlc-lower-to-plan: " << e.message; },
+          [&](const llvm::ErrorInfoBase &e) { // none should be: on the module
+            getOperation().emitError("mlc-lower-to-plan: ") << e.message();
+          });
       signalPassFailure();
     }
   }

@@ -28,8 +28,13 @@ namespace mlc::lowering {
 
 using namespace mlir;
 
-inline llvm::Error failure(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+/// A lowering error on the op that failed (LoweringError).
+inline llvm::Error failure(Operation *op, const llvm::Twine &msg) {
+  return llvm::make_error<LoweringError>(op, msg.str());
+}
+/// One at a location that is no op's (a function argument's).
+inline llvm::Error failure(Location loc, const llvm::Twine &msg) {
+  return llvm::make_error<LoweringError>(loc, msg.str());
 }
 
 inline RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
@@ -276,6 +281,7 @@ struct Buffer {
   /// place in the flat layout, known once @train_step is lowered
   /// (FunctionLowering::placeParameterViews).
   std::string atParam;
+  Operation *source = nullptr; // the params fusion, for its diagnostics
 };
 
 /// One step of a function: a kernel launch or a GEMM over buffer ids
@@ -299,6 +305,8 @@ struct Step {
   enum class TpSlices { none, gather, scatter } tpSlices = TpSlices::none;
   int64_t m = 0, n = 0, k = 0;
   Shape batch, lhsStrides, rhsStrides;
+  /// The location of the graph op it lowers (null: the function's).
+  LocationAttr loc;
 };
 
 using plan::KernelTemplate;
@@ -736,12 +744,12 @@ private:
   llvm::Error emitOptimizerFusion(FusionOp fusion);
   llvm::Error emitNormFusion(FusionOp fusion);
   llvm::Error emitParamsFusion(FusionOp fusion);
-  /// The `params` fusions' kernels: the flat buffer's elements they map.
-  std::vector<int64_t> paramsFusionCounts;
-  /// The flat-buffer segments of the parameters `args` name (by their
+  /// The `params` fusions and the flat buffer's elements their kernels map.
+  std::vector<std::pair<Operation *, int64_t>> paramsFusions;
+  /// The flat-buffer segments of the parameters `args` of `user` name (by their
   /// `role` attribute), merged where contiguous; with their indices into args.
   llvm::Expected<std::vector<std::pair<Slot, std::vector<size_t>>>>
-  segments(ValueRange args, llvm::StringRef role);
+  segments(Operation *user, ValueRange args, llvm::StringRef role);
   DictionaryAttr copyNest(const Shape &shape, const std::vector<Access> &accs, bool dynamic);
   void emitCopies(int dstId, Type el, int64_t dstNumel, bool zeroFirst,
                   const std::vector<Value> &sources, const std::vector<int64_t> &dstBases,
@@ -752,6 +760,8 @@ private:
   int accumulatorBuffer(Value acc, Value result);
   void accumulateInTargets();
   llvm::Error emitRows(Operation *op);
+  llvm::Error emitCrossEntropyWithGrad(CrossEntropyOp ce, CrossEntropyGradOp cg,
+                                       ParamsBuilder &params);
   llvm::Error emitAttention(Operation *op, bool backward);
   void rotaryTables(Value cos, Value sin, bool varlen, AttentionKernel &desc,
                     std::vector<int> &bufs);

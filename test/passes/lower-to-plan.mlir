@@ -85,7 +85,8 @@ func.func @train_step(%w: tensor<4x3xf32> {mlc.param = "w"}, %b: tensor<3xf32> {
 // -----
 
 // The loss's gradient overwrites the logits when nothing else reads them:
-// the fused cross-entropy kernel writes its gradient into a view of the
+// the fused cross-entropy kernel (the gradient marked mlc.with_loss by
+// mlc-fuse-cross-entropy) writes its gradient into a view of the
 // logits' arena slice (reached through the reshape), not a slice of its own.
 // CHECK-LABEL: plan.param "w" : f32 [4, 6]
 // CHECK: plan.func "train_step"
@@ -103,7 +104,7 @@ func.func @train_step(%w: tensor<4x6xf32> {mlc.param = "w"}, %x: tensor<3x4xf32>
   %logits = mlc.reshape %y : tensor<3x6xf32> -> tensor<3x6xf32>
   %l = mlc.cross_entropy %logits, %t ignore_index = -100 : tensor<3x6xf32>, tensor<3xi64>
   %one = mlc.constant dense<1.0> : tensor<f32>
-  %g = mlc.cross_entropy_grad %one, %logits, %t ignore_index = -100 : tensor<f32>, tensor<3x6xf32>, tensor<3xi64>
+  %g = mlc.cross_entropy_grad %one, %logits, %t ignore_index = -100 {mlc.with_loss} : tensor<f32>, tensor<3x6xf32>, tensor<3xi64>
   %gw = mlc.matmul %x, %g transpose_lhs : tensor<3x4xf32>, tensor<3x6xf32>
   return %l, %gw : tensor<f32>, tensor<4x6xf32>
 }
@@ -127,7 +128,7 @@ func.func @train_step(%w: tensor<4x6xf32> {mlc.param = "w"}, %x: tensor<3x4xf32>
   %y = mlc.matmul %x, %w : tensor<3x4xf32>, tensor<4x6xf32>
   %l = mlc.cross_entropy %y, %t ignore_index = -100 : tensor<3x6xf32>, tensor<3xi64>
   %one = mlc.constant dense<1.0> : tensor<f32>
-  %g = mlc.cross_entropy_grad %one, %y, %t ignore_index = -100 : tensor<f32>, tensor<3x6xf32>, tensor<3xi64>
+  %g = mlc.cross_entropy_grad %one, %y, %t ignore_index = -100 {mlc.with_loss} : tensor<f32>, tensor<3x6xf32>, tensor<3xi64>
   %gw = mlc.matmul %x, %g transpose_lhs : tensor<3x4xf32>, tensor<3x6xf32>
   return %l, %y, %gw : tensor<f32>, tensor<3x6xf32>, tensor<4x6xf32>
 }
@@ -252,4 +253,29 @@ func.func @train_step(%w: tensor<4x12xf32> {mlc.param = "w"}, %x: tensor<2x4xf32
   %b = mlc.matmul %x, %g2 transpose_lhs acc(%a : tensor<4x12xf32>) : tensor<2x4xf32>, tensor<2x12xf32>
   %c = mlc.matmul %x, %g3 transpose_lhs acc(%b : tensor<4x12xf32>) : tensor<2x4xf32>, tensor<2x12xf32>
   return %c : tensor<4x12xf32>
+}
+
+// -----
+
+// A loss's gradient that mlc-fuse-cross-entropy did not mark keeps its own
+// kernel: the loss and the gradient each read the logits.
+// CHECK-LABEL: plan.param "w" : f32 [4, 6]
+// CHECK-DAG: plan.kernel @[[LOSS:k[0-9]+]] rows #plan.cross_entropy args
+// CHECK-DAG: plan.kernel @[[GRAD:k[0-9]+]] rows #plan.cross_entropy_grad args
+// CHECK-NOT: cross_entropy_with_grad
+// CHECK: plan.func "train_step"
+// CHECK: plan.launch @[[LOSS]](
+// CHECK: plan.launch @[[GRAD]](
+func.func @forward(%w: tensor<4x6xf32> {mlc.param = "w"}, %x: tensor<3x4xf32> {mlc.input = "x"}, %t: tensor<3xi64> {mlc.input = "t"}) -> (tensor<f32> {mlc.output = "loss"}) {
+  %y = mlc.matmul %x, %w : tensor<3x4xf32>, tensor<4x6xf32>
+  %l = mlc.cross_entropy %y, %t ignore_index = -100 : tensor<3x6xf32>, tensor<3xi64>
+  return %l : tensor<f32>
+}
+func.func @train_step(%w: tensor<4x6xf32> {mlc.param = "w"}, %x: tensor<3x4xf32> {mlc.input = "x"}, %t: tensor<3xi64> {mlc.input = "t"}) -> (tensor<f32> {mlc.output = "loss"}, tensor<4x6xf32> {mlc.grad = "w"}) {
+  %y = mlc.matmul %x, %w : tensor<3x4xf32>, tensor<4x6xf32>
+  %l = mlc.cross_entropy %y, %t ignore_index = -100 : tensor<3x6xf32>, tensor<3xi64>
+  %one = mlc.constant dense<1.0> : tensor<f32>
+  %g = mlc.cross_entropy_grad %one, %y, %t ignore_index = -100 : tensor<f32>, tensor<3x6xf32>, tensor<3xi64>
+  %gw = mlc.matmul %x, %g transpose_lhs : tensor<3x4xf32>, tensor<3x6xf32>
+  return %l, %gw : tensor<f32>, tensor<4x6xf32>
 }
