@@ -536,11 +536,14 @@ bool Backend::startOrWaitCollective(const StepDecl &s) {
   case StepDecl::AllGatherWait:
     allGatherWait(int(s.tag));
     return true;
+  case StepDecl::TpAllReduce: // each backend runs it where its buffers live, before this
+    fail("internal: " + name() + " backend: a tensor-parallel all-reduce reached the "
+         "data-parallel collectives");
   case StepDecl::TpAllGather: // the CPU backend runs them (CpuBackend::run)
   case StepDecl::TpReduceScatter:
     fail(name() + " backend: this device has no sequence-parallel collectives yet (train "
          "--sequence-parallel on the CPU)");
-  default: // TpAllReduce: each backend runs it where its buffers live
+  default:
     return false;
   }
 }

@@ -317,7 +317,6 @@ std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step
                            const WholeMoments *gathered) {
   const Package &pkg = backend.package();
   std::string final = o.saveDir + "/" + stepName(step);
-  refuseOverwrite(o, final, step); // an interrupted run stops at any step
   if (!gathered && backend.sharded())
     fail("internal: a sharded run's checkpoint needs its moments gathered first");
   // Every tensor whole, whatever the layout: the tensor-parallel group's
@@ -329,6 +328,10 @@ std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step
                     v = groupFlats(backend, gathered ? gathered->v : std::move(own.v));
   if (backend.tpRank() != 0)
     return final;
+  // The writer alone looks at the directory (after the gathers, which every
+  // rank of the group enters whatever it would find there); an interrupted
+  // run stops at any step.
+  refuseOverwrite(o, final, step);
   makeDirectories(o.saveDir);
   std::string tmp = o.saveDir + "/." + stepName(step) + ".tmp." + std::to_string(getpid());
   removeDirectory(tmp);

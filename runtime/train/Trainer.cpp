@@ -139,7 +139,7 @@ public:
       }
       if (!o.quiet && (console.live || t % o.logEvery == 0 || t == 1 || t == o.steps))
         console.printProgress(o, t, first, step, norm, lr, ms, mfu);
-      if (step.stop || (ranks == 1 && interrupted)) {
+      if (step.stop || (ranks == 1 && backend.tpSize() == 1 && interrupted)) {
         stopOnSignal(t);
         break;
       }
@@ -343,6 +343,19 @@ private:
       step.imbalance = *sources.imbalance;
       step.stop = sums[2] > 0;
     }
+    // The ranks of a tensor-parallel group hold the same batch but take
+    // signals apart: whether any rank of the group (and so, after the sum
+    // above, of the world) was interrupted, so that every rank stops after
+    // the same step and enters the checkpoint's gathers together.
+    if (Communicator *tp = backend.tensorParallel(); tp && tp->size() > 1) {
+      double stop = (step.stop || interrupted) ? 1.0 : 0.0;
+      try {
+        tp->allReduce(&stop, 1, /*f64=*/true, /*max=*/true);
+      } catch (const Error &e) {
+        failAtStep(t, e);
+      }
+      step.stop = stop > 0;
+    }
     step.loss = sums[0] / allTerms;
     if (labelsInput >= 0)
       step.terms = o.perTokenLoss ? allTerms : sums[3];
@@ -428,7 +441,7 @@ private:
     const double tps = step.tokens / (ms / 1000.0);
     std::string aboveThePeak;
     const double mfu = throughput.measure(pkg, t, first, layout.micro, step, ms, aboveThePeak);
-    if (!aboveThePeak.empty() && lead) {
+    if (!aboveThePeak.empty() && speaks()) {
       console.line.close();
       std::fputs(aboveThePeak.c_str(), stderr);
     }
@@ -500,22 +513,23 @@ private:
     console.line.close();
     stoppedAt = t;
     if (!(!o.saveDir.empty() && saved < t)) {
-      if (lead)
+      if (speaks())
         fprintf(stderr, "mlc: interrupted after step %lld\n", (long long)t);
       return;
     }
+    // Every rank counts step t as saved, the writer and the others alike:
+    // finish() must not gather for it again on some ranks only.
+    saved = t;
     try {
       std::string dir = checkpoint(t);
-      if (!lead || backend.tpRank() != 0) // the group's first rank wrote it
-        return;
-      fprintf(stderr, "mlc: interrupted after step %lld; checkpoint %s (resume with "
-                      "--resume latest)\n",
-              (long long)t, dir.c_str());
+      if (speaks()) // the group's first rank wrote it
+        fprintf(stderr, "mlc: interrupted after step %lld; checkpoint %s (resume with "
+                        "--resume latest)\n",
+                (long long)t, dir.c_str());
     } catch (const Error &e) {
       fprintf(stderr, "mlc: interrupted after step %lld; warning: no checkpoint: %s\n",
               (long long)t, e.what());
     }
-    saved = t; // nothing more to save of this step
   }
 
   /// The test split (a run that reached its last step), the communication
@@ -550,7 +564,12 @@ private:
   const Package &pkg;
   TrainOptions o, sched; // sched: o with the learning rate scaled to the batch
   const int ranks;
+  /// The first data-parallel replica (its ranks write --save and
+  /// checkpoints, gathered over the tensor-parallel group).
   const bool lead;
+  /// The one rank that prints for the whole run: the first replica's
+  /// tensor-parallel rank 0.
+  bool speaks() const { return lead && backend.tpRank() == 0; }
   int buckets = 0;
   BatchSources sources;
   BatchLayout layout;

@@ -101,11 +101,14 @@ void UpdateGuard::update(Backend &backend, const std::vector<double> &h, double 
   uploadAll(backend, FlatBuffer::AdamM, m1);
   uploadAll(backend, FlatBuffer::AdamV, m2);
   std::string kept = keepParameters(backend, o);
-  if (backend.sharded() && backend.communicator() && backend.communicator()->size() > 1) {
-    // Every rank stops here: none ends the run (and the others with it)
-    // while another still writes --save.
+  // Every rank stops here (the bounds above are every rank's): none ends
+  // the run, and the others with it, while the one that writes --save
+  // (the first rank of the first tensor-parallel group) still writes.
+  for (Communicator *group : {backend.tensorParallel(), backend.communicator()}) {
+    if (!group || group->size() <= 1)
+      continue;
     try {
-      backend.communicator()->barrier();
+      group->barrier();
     } catch (const Error &) {
     }
   }

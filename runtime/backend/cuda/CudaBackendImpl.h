@@ -118,6 +118,7 @@ private:
   /// Scales a gradient bucket before its sum (the rank's weight, bucket-wise
   /// clipping), on the compute stream.
   void prepareBucket(int64_t offset, int64_t count, bool clip) override;
+  int launchSumOfSquares(CUdeviceptr g, int64_t count, const char *what);
   /// NCCL over the run's ranks (MLC_NCCL=1: also for one rank, to measure it).
   bool ncclWanted() const;
   ncclComm_t openNcclComm(Communicator *group, const char *what);

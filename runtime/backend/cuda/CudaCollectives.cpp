@@ -15,6 +15,16 @@
 
 namespace mlc::rt {
 
+/// The bucket-norm kernel over `count` elements at `g`: one partial sum of
+/// squares per block in bucketParts_; returns the blocks launched.
+int CudaBackend::launchSumOfSquares(CUdeviceptr g, int64_t count, const char *what) {
+  long long n = count;
+  const int parts = int(std::min<int64_t>(kBucketParts, (count + 255) / 256));
+  void *args[] = {&g, &n, &bucketParts_};
+  check(d_->launch(sumsq_, unsigned(parts), 1, 1, 256, 1, 1, 0, stream_, args, nullptr), what);
+  return parts;
+}
+
 void CudaBackend::prepareBucket(int64_t offset, int64_t count, bool clip) {
   double threshold =
       clip ? bucketClip_ * std::sqrt(double(count) / double(pkg_.paramCount)) : 0.0;
@@ -24,13 +34,7 @@ void CudaBackend::prepareBucket(int64_t offset, int64_t count, bool clip) {
     fail("internal: a gradient bucket past the end of the gradients");
   CUdeviceptr g = grads_ + offset * elementSize_;
   long long n = count;
-  int parts = 0;
-  if (threshold > 0) {
-    parts = int(std::min<int64_t>(kBucketParts, (count + 255) / 256));
-    void *args[] = {&g, &n, &bucketParts_};
-    check(d_->launch(sumsq_, unsigned(parts), 1, 1, 256, 1, 1, 0, stream_, args, nullptr),
-          "a gradient bucket's norm");
-  }
+  int parts = threshold > 0 ? launchSumOfSquares(g, count, "a gradient bucket's norm") : 0;
   double weight = gradWeight_;
   void *args[] = {&g, &n, &bucketParts_, &parts, &weight, &threshold};
   unsigned blocks = unsigned(std::min<int64_t>(4096, (count + 1023) / 1024));
@@ -48,12 +52,8 @@ double CudaBackend::sumOfSquares(FlatBuffer which, int64_t offset, int64_t count
     fail("internal: a sum of squares past the end of a flat buffer");
   if (count == 0)
     return 0.0;
-  CUdeviceptr g = flat(which) + offset * elementSize_;
-  long long n = count;
-  const int parts = int(std::min<int64_t>(kBucketParts, (count + 255) / 256));
-  void *args[] = {&g, &n, &bucketParts_};
-  check(d_->launch(sumsq_, unsigned(parts), 1, 1, 256, 1, 1, 0, stream_, args, nullptr),
-        "a sum of squares over the gradients");
+  const int parts = launchSumOfSquares(flat(which) + offset * elementSize_, count,
+                                       "a sum of squares over the gradients");
   std::vector<double> host(size_t(parts), 0.0);
   check(d_->streamSync(stream_), "a sum of squares over the gradients");
   check(d_->dtoh(host.data(), bucketParts_, size_t(parts) * sizeof(double)),
@@ -108,9 +108,8 @@ void CudaBackend::openNccl() {
 /// there is nothing to overlap, and the stream's order (and a captured
 /// graph) holds it.
 void CudaBackend::tpAllReduceStep(const FunctionPlan &fn, const StepDecl &s, CUdeviceptr data) {
-  requireTensorParallelGroup();
   if (!tpComm_)
-    tpComm_ = openNcclComm(tensorParallel(), "the tensor-parallel group");
+    fail("internal: the tensor-parallel NCCL communicator is not open");
   auto [count, es] = tpAllReduceElements(fn, s);
   void *p = reinterpret_cast<void *>(data);
   ncclResult_t rc = nccl_->allReduce(p, p, size_t(count), es == 8 ? ncclFloat64 : ncclFloat32,

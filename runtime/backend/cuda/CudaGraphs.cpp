@@ -75,6 +75,12 @@ void CudaBackend::enqueue(const std::string &function, bool timed) {
 
 void CudaBackend::run(const std::string &function, int64_t step) {
   checkRows();
+  // The tensor-parallel group's communicator opens before any step is
+  // enqueued or captured (its ncclCommInitRank is collective over the group).
+  if (pkg_.tensorParallel > 1 && !tpComm_) {
+    requireTensorParallelGroup();
+    tpComm_ = openNcclComm(tensorParallel(), "the tensor-parallel group");
+  }
   Bound &b = bound_.at(function);
   if (b.usesGradSums && !gradSum_)
     allocateGradSums();
