@@ -46,7 +46,7 @@ llvm::Error runPasses(PassManager &pm, ModuleOp module, const llvm::Twine &what,
 
 llvm::Error runPipeline(ModuleOp module, bool training, bool fuse, const std::string &autocast,
                         const std::string &recompute, int64_t recomputeNumLayers,
-                        int64_t tensorParallel) {
+                        int64_t tensorParallel, bool sequenceParallel) {
   if (auto err = verifyFrontendModule(module, training))
     return err;
   PassManager pm(module.getContext());
@@ -57,6 +57,7 @@ llvm::Error runPipeline(ModuleOp module, bool training, bool fuse, const std::st
   options.recompute = recompute;
   options.recomputeNumLayers = recomputeNumLayers;
   options.tensorParallel = tensorParallel;
+  options.sequenceParallel = sequenceParallel;
   buildGraphPipeline(pm, options);
   return runPasses(pm, module, "compilation failed:\n", /*withLocations=*/true);
 }

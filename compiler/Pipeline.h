@@ -28,7 +28,8 @@ namespace mlc {
 /// after recognition): the package is one rank's program.
 llvm::Error runPipeline(mlir::ModuleOp module, bool training, bool fuse = true,
                         const std::string &autocast = "", const std::string &recompute = "",
-                        int64_t recomputeNumLayers = -1, int64_t tensorParallel = 1);
+                        int64_t recomputeNumLayers = -1, int64_t tensorParallel = 1,
+                        bool sequenceParallel = false);
 
 /// The serialized plan of a lowered module: plan.txt, kernels.cpp,
 /// kernels.cu, and counts for reports, taken from the plan (per function).

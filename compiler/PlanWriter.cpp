@@ -150,6 +150,10 @@ llvm::Expected<rt::FunctionPlan> serializeFunction(plan::FuncOp fn,
     } else if (auto tp = dyn_cast<plan::TpAllReduceOp>(inner)) {
       s.kind = rt::StepDecl::TpAllReduce;
       s.max = tp.getMax();
+    } else if (isa<plan::TpAllGatherOp>(inner)) {
+      s.kind = rt::StepDecl::TpAllGather;
+    } else if (isa<plan::TpReduceScatterOp>(inner)) {
+      s.kind = rt::StepDecl::TpReduceScatter;
     } else if (auto o = dyn_cast<plan::OutputOp>(inner)) {
       f.outputs.push_back({o.getName().str(), ids.lookup(o.getBuffer()),
                            std::vector<int64_t>(o.getShape().begin(), o.getShape().end())});
@@ -178,6 +182,7 @@ llvm::Expected<LoweredPackage> serializePlan(ModuleOp module) {
     data.tokenCapacity = cap.getInt();
   if (auto tp = module->getAttrOfType<IntegerAttr>("mlc.tensor_parallel"))
     data.tensorParallel = tp.getInt();
+  data.sequenceParallel = module->hasAttr("mlc.sequence_parallel");
   // The CPU target's source file (kernels.cpp) and the CUDA target's
   // (kernels.cu), printed from
   // the plan's kernels here and nowhere before.

@@ -114,7 +114,10 @@ public:
     Block &body = step.getBody().front();
     std::vector<Operation *> lastTouch(params.size(), nullptr);
     for (Operation &op : body) {
-      if (!isa<LaunchOp, GemmOp>(op))
+      // The tensor-parallel collectives write gradients too: a replicated
+      // parameter read in the sequence-parallel stream has its gradient
+      // summed over the group by a plan.tp_all_reduce, in place.
+      if (!isa<LaunchOp, GemmOp, TpAllReduceOp, TpAllGatherOp, TpReduceScatterOp>(op))
         continue;
       for (Value v : op.getOperands()) {
         BindOp bind = rootBind(v);

@@ -81,6 +81,16 @@ def MlcShardTensorParallel : Pass<"mlc-shard-tensor-parallel", "mlir::ModuleOp">
     vocabulary not divisible by `size` (with the padded size that would be).
     `size=1` leaves the module unchanged.
 
+    With `sequence-parallel=true` (Megatron's `--sequence-parallel`, size
+    > 1) the residual stream between the regions runs on each rank's
+    contiguous block of `tokens / size` rows (SequenceParallel.h): each
+    region's `tp_copy` becomes `mlc.tp_all_gather` over the rows, its
+    `tp_reduce sum` `mlc.tp_reduce_scatter`, replicated parameters read in
+    the stream go through a `tp_copy` (their gradients summed over the
+    group), and the module gets `mlc.sequence_parallel`. Tokens that
+    `size` does not divide, and a stream value read by anything but the
+    stream and the regions, are refused.
+
     Before (one head pair shown, size=2):
     ```mlir
     %q = mlc.matmul %x, %wq transpose_rhs : tensor<2x8x64xf32>, tensor<64x64xf32>
@@ -105,7 +115,12 @@ def MlcShardTensorParallel : Pass<"mlc-shard-tensor-parallel", "mlir::ModuleOp">
     Option<"vocabParallel", "vocab-parallel", "bool", "true",
            "Split the token embedding, the LM head and the cross-entropy over the "
            "vocabulary (Megatron's VocabParallelEmbedding and vocab_parallel_cross_entropy); "
-           "false keeps them replicated">
+           "false keeps them replicated">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", "false",
+           "Megatron's --sequence-parallel: the residual stream between the regions "
+           "(its norms, dropout, residual adds) runs on each rank's 1/size of the tokens; "
+           "the regions' entries become mlc.tp_all_gather and their exits "
+           "mlc.tp_reduce_scatter over the flattened token rows">
   ];
 }
 

@@ -26,6 +26,7 @@ void buildGraphPipeline(OpPassManager &pm, const GraphPipelineOptions &options) 
   if (options.tensorParallel > 1) {
     MlcShardTensorParallelOptions o;
     o.size = options.tensorParallel;
+    o.sequenceParallel = options.sequenceParallel;
     pm.addPass(createMlcShardTensorParallel(o));
   }
   if (!options.autocast.empty()) {

@@ -46,6 +46,12 @@ struct GraphPipelineOptions : mlir::PassPipelineOptions<GraphPipelineOptions> {
       llvm::cl::desc("Ranks of a tensor-parallel group: > 1 splits heads and MLP units over "
                      "them (mlc-shard-tensor-parallel, after recognition)"),
       llvm::cl::init(1)};
+  Option<bool> sequenceParallel{
+      *this, "sequence-parallel",
+      llvm::cl::desc("With tensor-parallel > 1: the residual stream between the regions on "
+                     "each rank's 1/T of the tokens (mlc-shard-tensor-parallel's "
+                     "sequence-parallel)"),
+      llvm::cl::init(false)};
   Option<int64_t> recomputeNumLayers{
       *this, "recompute-num-layers",
       llvm::cl::desc("recompute=full: only layers 0 to N-1 (-1: all)"), llvm::cl::init(-1)};

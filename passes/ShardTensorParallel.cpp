@@ -43,10 +43,16 @@
 // all-reduce, so the replicated parameters' gradients agree on every rank
 // with no collective.
 //
+// Sequence parallelism (sequence-parallel=true, Megatron's
+// --sequence-parallel): after the rewrite, SequenceParallel.cpp splits the
+// residual stream between the regions over the tokens, from the regions'
+// entries and exits this pass records.
+//
 //===----------------------------------------------------------------------===//
 
 #include "dialects/mlc/MlcDialect.h"
 #include "passes/Passes.h"
+#include "passes/SequenceParallel.h"
 #include "passes/ShardDropout.h"
 #include "passes/VocabParallel.h"
 
@@ -91,6 +97,12 @@ public:
       module.emitError("mlc-shard-tensor-parallel: size must be at least 1, got ") << static_cast<int64_t>(size);
       return signalPassFailure();
     }
+    if (sequenceParallel && size < 2) {
+      module.emitError("mlc-shard-tensor-parallel: sequence-parallel splits the residual "
+                       "stream over a tensor-parallel group; it needs size > 1, got ")
+          << static_cast<int64_t>(size);
+      return signalPassFailure();
+    }
     if (size == 1)
       return; // One rank holds everything: the graph is already its program.
     fn = module.lookupSymbol<func::FuncOp>(forwardName);
@@ -107,6 +119,12 @@ public:
       return signalPassFailure();
     module->setAttr("mlc.tensor_parallel",
                     IntegerAttr::get(IntegerType::get(&getContext(), 64), size));
+    if (sequenceParallel) {
+      if (failed(applySequenceParallel(fn, size, regionEntries, regionExits,
+                                       [&] { return rankArgument(); })))
+        return signalPassFailure();
+      module->setAttr("mlc.sequence_parallel", UnitAttr::get(&getContext()));
+    }
   }
 
 private:
@@ -131,6 +149,24 @@ private:
   /// sampling gathers over the group, runtime/train/Generate.cpp), else
   /// dropped.
   SmallVector<unsigned> droppedResults, vocabShardResults;
+  /// The regions' entries (f) and exits (g), for sequence parallelism.
+  SmallVector<TpCopyOp> regionEntries;
+  SmallVector<TpReduceOp> regionExits;
+  /// The "tp_rank" scalars argument, once added.
+  Value rankArg;
+
+  Value rankArgument() {
+    if (rankArg)
+      return rankArg;
+    Builder ab(&getContext());
+    unsigned at = fn.getNumArguments();
+    fn.insertArgument(at, RankedTensorType::get({1}, ab.getF64Type()),
+                      ab.getDictionaryAttr(ab.getNamedAttr("mlc.scalars",
+                                                           ab.getStringAttr(kTpRankScalars))),
+                      fn.getLoc());
+    rankArg = fn.getArgument(at);
+    return rankArg;
+  }
 
   /// Walks back from an attention operand or an activation's input to the
   /// matmul with a parameter weight that produced it.
@@ -607,6 +643,7 @@ private:
         else
           b.setInsertionPointToStart(&fn.getBody().front());
         copy = b.create<TpCopyOp>(mm.getLoc(), x);
+        regionEntries.push_back(cast<TpCopyOp>(copy.getDefiningOp()));
       }
       mm.getLhsMutable().assign(copy);
     }
@@ -617,8 +654,10 @@ private:
       Value bias = mm.getBias();
       if (bias)
         mm.getBiasMutable().clear();
-      Value sum = b.create<TpReduceOp>(mm.getLoc(), mm.getType(), TpReduceKind::sum,
-                                       mm.getResult());
+      auto reduce = b.create<TpReduceOp>(mm.getLoc(), mm.getType(), TpReduceKind::sum,
+                                         mm.getResult());
+      regionExits.push_back(reduce);
+      Value sum = reduce;
       Value out = bias ? b.create<AddOp>(mm.getLoc(), sum, bias).getResult() : sum;
       mm.getResult().replaceAllUsesExcept(out, sum.getDefiningOp());
     }
@@ -653,12 +692,7 @@ private:
 
     // The vocabulary-parallel lookups and losses, from this rank's offset.
     if (!lookups.empty() || !losses.empty()) {
-      unsigned at = fn.getNumArguments();
-      fn.insertArgument(at, RankedTensorType::get({1}, b.getF64Type()),
-                        ab.getDictionaryAttr(ab.getNamedAttr("mlc.scalars",
-                                                             ab.getStringAttr(kTpRankScalars))),
-                        fn.getLoc());
-      Value rank = fn.getArgument(at);
+      Value rank = rankArgument();
       llvm::DenseMap<std::pair<Type, int64_t>, Value> offsets;
       auto offsetFor = [&](Value ids, int64_t vocab) {
         Value &offset = offsets[{tensorType(ids).getElementType(), vocab / size}];

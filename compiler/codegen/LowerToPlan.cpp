@@ -264,25 +264,8 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
       // for consumers that need contiguous data (bufferOf).
       .Case<ReshapeOp, TransposeOp, SplitOp, SliceOp, TpCopyOp>(
           [&](auto) { return llvm::Error::success(); })
-      .Case<TpReduceOp>([&](TpReduceOp r) {
-        // In place where the partial sums' buffer is free after this
-        // reduce, else into a copy of them.
-        Value in = r.getInput(), out = r.getResult();
-        int id;
-        if (!targets.count(out) && overwritable(in, {op})) {
-          id = bufferOf(in);
-        } else {
-          id = arenaFor(out);
-          emitCopies(id, el, numel(out), false, {in}, {0}, rowMajorStrides(shapeOf(out)));
-        }
-        valueBuffers[out] = id;
-        Step s;
-        s.tpAllReduce = true;
-        s.tpMax = r.getKind() == TpReduceKind::max;
-        s.buffers = {id};
-        steps.push_back(s);
-        return llvm::Error::success();
-      })
+      .Case<TpReduceOp, TpAllGatherOp, TpReduceScatterOp>(
+          [&](auto) { return lowerTpCollective(op); })
       .Case<RotaryTableOp>([&](RotaryTableOp t) {
         Shape s = shapeOf(t.getResult());
         int id = arenaFor(t.getResult());
@@ -570,6 +553,14 @@ void FunctionLowering::emitPlan(OpBuilder &b) {
       operands.push_back(values[id]);
     if (s.tpAllReduce) {
       b.create<plan::TpAllReduceOp>(loc, operands[0], s.tpMax ? b.getUnitAttr() : UnitAttr());
+      continue;
+    }
+    if (s.tpSlices == Step::TpSlices::gather) {
+      b.create<plan::TpAllGatherOp>(loc, operands[0], operands[1]);
+      continue;
+    }
+    if (s.tpSlices == Step::TpSlices::scatter) {
+      b.create<plan::TpReduceScatterOp>(loc, operands[0], operands[1]);
       continue;
     }
     if (!s.gemm) {

@@ -301,6 +301,9 @@ struct Step {
   // Not a kernel: plan.tp_all_reduce of buffers[0] over the tensor-parallel
   // group (max: its largest, else its sum).
   bool tpAllReduce = false, tpMax = false;
+  // Not a kernel: plan.tp_all_gather (gather) or plan.tp_reduce_scatter
+  // (scatter) over the tensor-parallel group, buffers {out, in}.
+  enum class TpSlices { none, gather, scatter } tpSlices = TpSlices::none;
   int64_t m = 0, n = 0, k = 0;
   Shape batch, lhsStrides, rhsStrides;
   /// The location of the graph op it lowers (null: the function's).
@@ -395,6 +398,9 @@ public:
 
 private:
   llvm::Error lowerOp(Operation *op);
+  /// mlc.tp_reduce (plan.tp_all_reduce), mlc.tp_all_gather and
+  /// mlc.tp_reduce_scatter (plan.tp_all_gather, plan.tp_reduce_scatter).
+  llvm::Error lowerTpCollective(Operation *op);
   int newBuffer(Buffer b) {
     buffers.push_back(std::move(b));
     return buffers.size() - 1;

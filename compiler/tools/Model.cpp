@@ -89,6 +89,11 @@ Expected<mlc::DataParallelOptions> dataParallelOptions() {
     return createStringError(inconvertibleErrorCode(),
                              "--tensor-parallel must be in [1, 4096], got " +
                                  std::to_string(tensorParallelFlag));
+  if (sequenceParallelFlag && tensorParallelFlag < 2)
+    return createStringError(inconvertibleErrorCode(),
+                             "--sequence-parallel splits the residual stream over a "
+                             "tensor-parallel group: it needs --tensor-parallel T > 1, got " +
+                                 std::to_string(tensorParallelFlag));
   dp.ranks = ranksFlag;
   dp.bucketCapMb = bucketCapMb;
   dp.firstBucketMb = firstBucketMb;
@@ -258,7 +263,7 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
             int64_t numLayers) -> Expected<mlir::OwningOpRef<mlir::ModuleOp>> {
           mlir::OwningOpRef<mlir::ModuleOp> trial = g->module->clone();
           if (auto err = mlc::runPipeline(*trial, training, fuseGraph, autocast, mode, numLayers,
-                                            tensorParallelFlag))
+                                            tensorParallelFlag, sequenceParallelFlag))
             return std::move(err);
           if (auto err = mlc::lowerToPlanPipeline(*trial, *dp))
             return std::move(err);
@@ -270,7 +275,7 @@ Expected<Graph> compileModel(mlir::MLIRContext &ctx, bool training, int64_t laye
     recomputeLayers = choice->numLayers;
   }
   if (auto err = mlc::runPipeline(*g->module, training, fuseGraph, autocast, recomputeMode,
-                                  recomputeLayers, tensorParallelFlag))
+                                  recomputeLayers, tensorParallelFlag, sequenceParallelFlag))
     return std::move(err);
   forward = g->module->lookupSymbol<mlir::func::FuncOp>(mlc::kForwardFn);
   if (auto inferred = forward ? forward->getAttrOfType<mlir::StringAttr>("mlc.inferred_loss")

@@ -180,6 +180,13 @@ cl::opt<int64_t> tensorParallelFlag(
 cl::alias tensorModelParallelSize("tensor-model-parallel-size",
                                   cl::desc("Megatron's name for --tensor-parallel"),
                                   cl::aliasopt(tensorParallelFlag));
+cl::opt<bool> sequenceParallelFlag(
+    "sequence-parallel",
+    cl::desc("With --tensor-parallel T > 1: the residual stream between the parallel regions "
+             "(its norms, dropout, residual adds) runs on each rank's 1/T of the tokens, the "
+             "regions' all-reduces become all-gathers and reduce-scatters (Megatron's "
+             "--sequence-parallel)"),
+    cl::init(false), cl::sub(compileCmd()), cl::sub(trainCmd()), cl::cat(category()));
 cl::opt<double> bucketCapMb("bucket-cap-mb", cl::desc("Gradient bucket size cap in MB"),
                             cl::init(25.0), cl::sub(compileCmd()), cl::sub(trainCmd()),
                             cl::cat(category()));

@@ -79,6 +79,7 @@ extern llvm::cl::list<std::string> dimSpecs;
 /// Data parallelism (mlc-bucket-gradients), compile and train.
 extern llvm::cl::opt<int64_t> ranksFlag;
 extern llvm::cl::opt<int64_t> tensorParallelFlag;
+extern llvm::cl::opt<bool> sequenceParallelFlag;
 extern llvm::cl::opt<double> bucketCapMb;
 extern llvm::cl::opt<double> firstBucketMb;
 extern llvm::cl::opt<bool> useDistributedOptimizer;

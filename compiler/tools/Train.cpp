@@ -506,6 +506,15 @@ int runTrain() {
       return failAll(*dir + " is one rank of a tensor-parallel group of " +
                      Twine(pkg.tensorParallel) + "; this run has groups of " + Twine(groupRanks) +
                      " (--tensor-parallel)");
+    if (sequenceParallelFlag && !pkg.sequenceParallel)
+      return failAll(*dir + " was compiled without --sequence-parallel (compile it again with "
+                            "the flag, or leave it out)");
+    if (pkg.sequenceParallel) {
+      if (o.device != "cpu" && o.device != "auto")
+        return failAll("--sequence-parallel trains on the CPU only yet (--device " + o.device +
+                       ": the CUDA backend has no all-gather or reduce-scatter step)");
+      o.device = "cpu";
+    }
     auto backend = mlc::rt::createBackend(o.device, pkg, /*verbose=*/!world || world->rank() == 0);
     backend->setCommunicator(groups.data ? groups.data : world);
     backend->setTensorParallel(groups.tensor);
@@ -518,7 +527,8 @@ int runTrain() {
                                         world->name() + ")"
                                   : std::string())
              << (groups.tensor ? ", tensor-parallel groups of " +
-                                     std::to_string(groups.tensor->size())
+                                     std::to_string(groups.tensor->size()) +
+                                     (pkg.sequenceParallel ? " (sequence-parallel)" : "")
                                : std::string())
              << " from " << *dir << "\n";
     mlc::rt::train(*backend, o);

@@ -97,7 +97,7 @@ llvm::DenseMap<Operation *, LiveRange> liveRanges(FuncOp fn) {
     r.last = std::max(r.last, at);
   };
   for (Operation &op : fn.getBody().front()) {
-    if (isa<LaunchOp, GemmOp>(op)) {
+    if (isa<LaunchOp, GemmOp, TpAllGatherOp, TpReduceScatterOp>(op)) {
       for (Value v : op.getOperands())
         touch(v, step);
       ++step;
@@ -257,7 +257,8 @@ LogicalResult FuncOp::verifyRegions() {
   for (Operation &op : getBody().front()) {
     if (!isa<BindOp, ArenaOp, ViewOp, LaunchOp, GemmOp, OutputOp, AllReduceStartOp,
              AllReduceWaitOp, ReduceScatterStartOp, ReduceScatterWaitOp, AllGatherStartOp,
-             AllGatherWaitOp, AllReduceNormOp, TpAllReduceOp>(op))
+             AllGatherWaitOp, AllReduceNormOp, TpAllReduceOp, TpAllGatherOp,
+             TpReduceScatterOp>(op))
       return op.emitOpError("is not allowed in a plan.func (bind, arena, view, launch, "
                             "gemm, the collectives and output are)");
     // Each collective starts once and is waited for once, after its start
@@ -609,6 +610,24 @@ LogicalResult TpAllReduceOp::verify() {
     return emitOpError("reduces floating-point values, got ") << t;
   return success();
 }
+
+/// `whole` holds `groupSize` x the elements of `slice` for some group size
+/// >= 2, of the same floating-point type.
+static LogicalResult verifyTpSlices(Operation *op, Value slice, Value whole) {
+  auto s = cast<MemRefType>(slice.getType()), w = cast<MemRefType>(whole.getType());
+  if (!isa<FloatType>(s.getElementType()) || s.getElementType() != w.getElementType())
+    return op->emitOpError("moves floating-point buffers of one element type, got ")
+           << s << " and " << w;
+  if (slice == whole || s.getNumElements() < 1 || w.getNumElements() % s.getNumElements() ||
+      w.getNumElements() / s.getNumElements() < 2)
+    return op->emitOpError("the whole buffer must hold T >= 2 slices of the other, got ")
+           << w << " and " << s;
+  return success();
+}
+
+LogicalResult TpAllGatherOp::verify() { return verifyTpSlices(*this, getIn(), getOut()); }
+
+LogicalResult TpReduceScatterOp::verify() { return verifyTpSlices(*this, getOut(), getIn()); }
 
 LogicalResult OutputOp::verify() {
   int64_t n = 1;

@@ -586,6 +586,42 @@ def Plan_TpAllReduceOp : Plan_Op<"tp_all_reduce"> {
   let hasVerifier = 1;
 }
 
+def Plan_TpAllGatherOp : Plan_Op<"tp_all_gather"> {
+  let summary = "a blocking gather of the tensor-parallel ranks' slices, in rank order";
+  let description = [{
+    The lowering of `mlc.tp_all_gather` (sequence parallelism: a region's
+    entry, and the backward of a reduce-scatter): `out` holds the T ranks'
+    `in`s one after another, rank r's at r x the elements of `in`, on every
+    rank of the tensor-parallel group (MPI_Allgather). `out` has T times the
+    elements of `in` and the same element type; the two do not overlap.
+
+    ```mlir
+    plan.tp_all_gather %out, %in : memref<16384xf32>, memref<8192xf32>
+    ```
+  }];
+  let arguments = (ins Plan_Buffer:$out, Plan_Buffer:$in);
+  let assemblyFormat = "$out `,` $in attr-dict `:` type($out) `,` type($in)";
+  let hasVerifier = 1;
+}
+
+def Plan_TpReduceScatterOp : Plan_Op<"tp_reduce_scatter"> {
+  let summary = "a blocking sum over the tensor-parallel group, each rank keeping its slice";
+  let description = [{
+    The lowering of `mlc.tp_reduce_scatter` (sequence parallelism: a
+    region's exit, and the backward of an all-gather): `out` becomes rank
+    r's slice, the r-th of T equal blocks, of the sum over the group of the
+    ranks' `in`s (MPI_Reduce_scatter_block). `in` has T times the elements
+    of `out` and the same element type; the two do not overlap.
+
+    ```mlir
+    plan.tp_reduce_scatter %out, %in : memref<8192xf32>, memref<16384xf32>
+    ```
+  }];
+  let arguments = (ins Plan_Buffer:$out, Plan_Buffer:$in);
+  let assemblyFormat = "$out `,` $in attr-dict `:` type($out) `,` type($in)";
+  let hasVerifier = 1;
+}
+
 def Plan_OutputOp : Plan_Op<"output"> {
   let summary = "a named result of the function; -1 marks the token dimension";
   let arguments = (ins StrAttr:$name, Plan_Buffer:$buffer, DenseI64ArrayAttr:$shape);

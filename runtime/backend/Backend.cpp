@@ -481,6 +481,18 @@ void Backend::requireTensorParallelGroup() const {
          std::to_string(pkg_.tensorParallel) + ")");
 }
 
+void Backend::tpSlices(const FunctionPlan &fn, const StepDecl &s, void *out, const void *in) {
+  requireTensorParallelGroup();
+  // The slice's elements: the gather's input, the reduce-scatter's output.
+  StepDecl slice = s;
+  slice.buffers = {s.buffers.at(s.kind == StepDecl::TpAllGather ? 1 : 0)};
+  auto [count, es] = tpAllReduceElements(fn, slice);
+  if (s.kind == StepDecl::TpAllGather)
+    tp_->allGather(in, out, count, es == 8);
+  else
+    tp_->reduceScatter(in, out, count, es == 8);
+}
+
 std::pair<int64_t, int> Backend::tpAllReduceElements(const FunctionPlan &fn,
                                                      const StepDecl &s) const {
   const BufferDecl &b = fn.buffers[size_t(s.buffers.at(0))];
@@ -527,6 +539,10 @@ bool Backend::startOrWaitCollective(const StepDecl &s) {
   case StepDecl::TpAllReduce: // each backend runs it where its buffers live, before this
     fail("internal: " + name() + " backend: a tensor-parallel all-reduce reached the "
          "data-parallel collectives");
+  case StepDecl::TpAllGather: // the CPU backend runs them (CpuBackend::run)
+  case StepDecl::TpReduceScatter:
+    fail(name() + " backend: this device has no sequence-parallel collectives yet (train "
+         "--sequence-parallel on the CPU)");
   default:
     return false;
   }

@@ -196,6 +196,9 @@ protected:
   /// A plan.tp_all_reduce step of `fn` over the buffer at `data` (host
   /// memory): its sum (or max) over the tensor-parallel group, in place.
   void tpAllReduce(const FunctionPlan &fn, const StepDecl &s, void *data);
+  /// A plan.tp_all_gather or plan.tp_reduce_scatter step of `fn` from the
+  /// buffer at `in` into the one at `out` (host memory).
+  void tpSlices(const FunctionPlan &fn, const StepDecl &s, void *out, const void *in);
   /// Fails unless this run's tensor-parallel group has the package's size.
   void requireTensorParallelGroup() const;
   /// The elements of a plan.tp_all_reduce step's buffer and their size in

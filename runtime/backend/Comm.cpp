@@ -226,6 +226,28 @@ public:
     waitFor(request, "a tensor-parallel all-reduce (the group's partial sums)");
   }
 
+  void allGather(const void *in, void *out, int64_t count, bool f64) override {
+    if (count > INT32_MAX)
+      fail("a tensor-parallel all-gather of " + std::to_string(count) +
+           " elements per rank is larger than MPI takes");
+    MPI_Datatype type = f64 ? MPI_DOUBLE : MPI_FLOAT;
+    MPI_Request request;
+    check(MPI_Iallgather(in, int(count), type, out, int(count), type, comm_, &request),
+          "starting a tensor-parallel all-gather");
+    waitFor(request, "a tensor-parallel all-gather (the group's slices of the tokens)");
+  }
+
+  void reduceScatter(const void *in, void *out, int64_t count, bool f64) override {
+    if (count > INT32_MAX)
+      fail("a tensor-parallel reduce-scatter of " + std::to_string(count) +
+           " elements per rank is larger than MPI takes");
+    MPI_Request request;
+    check(MPI_Ireduce_scatter_block(in, out, int(count), f64 ? MPI_DOUBLE : MPI_FLOAT, MPI_SUM,
+                                    comm_, &request),
+          "starting a tensor-parallel reduce-scatter");
+    waitFor(request, "a tensor-parallel reduce-scatter (the group's partial sums)");
+  }
+
   void allGatherBytes(const void *data, int64_t bytes, void *out) override {
     if (bytes > INT32_MAX)
       fail("a gather of " + std::to_string(bytes) + " bytes per rank is larger than MPI takes");

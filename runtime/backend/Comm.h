@@ -61,6 +61,14 @@ public:
   /// `f64`, else f32) at `data` over the ranks: the tensor-parallel group's
   /// plan.tp_all_reduce.
   virtual void allReduce(void *data, int64_t count, bool f64, bool max) = 0;
+  /// Sequence parallelism (plan.tp_all_gather): blocking; `out` gets every
+  /// rank's `count` elements (f64 when `f64`, else f32) at `in`, rank r's at
+  /// r x count. `in` and `out` do not overlap.
+  virtual void allGather(const void *in, void *out, int64_t count, bool f64) = 0;
+  /// Sequence parallelism (plan.tp_reduce_scatter): blocking; `out` (`count`
+  /// elements) gets this rank's block, the rank-th of size() blocks, of the
+  /// sum over the ranks of `in` (size() x count elements). No overlap.
+  virtual void reduceScatter(const void *in, void *out, int64_t count, bool f64) = 0;
   /// Blocking gather of `bytes` bytes at `data` from every rank into `out`
   /// (size() x bytes, rank r's at r x bytes), on every rank.
   virtual void allGatherBytes(const void *data, int64_t bytes, void *out) = 0;

@@ -99,6 +99,7 @@ Package Package::load(const std::string &dir) {
   PlanData plan = parsePlan(contents["plan.txt"], dir + "/plan.txt");
   pkg.tokenCapacity = plan.tokenCapacity;
   pkg.tensorParallel = plan.tensorParallel;
+  pkg.sequenceParallel = plan.sequenceParallel;
   pkg.params = std::move(plan.params);
   pkg.inputs = std::move(plan.inputs);
   pkg.scalars = std::move(plan.scalars);

@@ -53,6 +53,9 @@ struct Package {
   /// The ranks of a tensor-parallel group the plan is one rank of (1: none);
   /// split parameters carry ParamInfo::tpDim.
   int64_t tensorParallel = 1;
+  /// --sequence-parallel: the residual stream holds 1/tensorParallel of the
+  /// tokens (the plan's tp_allgather / tp_reducescatter steps).
+  bool sequenceParallel = false;
   /// aliases.json: parameter -> its other names, each a name no parameter
   /// has and no other alias repeats.
   std::map<std::string, std::vector<std::string>> aliases;

@@ -116,6 +116,8 @@ std::string writePlan(const PlanData &plan) {
     os << "tokens " << plan.tokenCapacity << "\n";
   if (plan.tensorParallel > 1)
     os << "tensor_parallel " << plan.tensorParallel << "\n";
+  if (plan.sequenceParallel)
+    os << "sequence_parallel\n";
   for (const ParamInfo &p : plan.params) {
     os << "param " << p.name << " " << p.dtype << " " << shapeText(p.shape) << " "
        << (p.decay ? 1 : 0) << " " << p.init;
@@ -167,6 +169,10 @@ std::string writePlan(const PlanData &plan) {
         os << "allreduce_norm";
       } else if (s.kind == StepDecl::TpAllReduce) {
         os << "tp_allreduce " << (s.max ? "max" : "sum");
+      } else if (s.kind == StepDecl::TpAllGather) {
+        os << "tp_allgather";
+      } else if (s.kind == StepDecl::TpReduceScatter) {
+        os << "tp_reducescatter";
       } else {
         auto extent = [](int64_t v) { return v < 0 ? std::string("T") : std::to_string(v); };
         os << "gemm " << s.transA << " " << s.transB << " " << extent(s.m) << " " << s.n << " "
@@ -216,6 +222,30 @@ private:
     fail(path + ":" + std::to_string(lineNo) + ": " + msg);
   }
 
+  /// tp_allgather / tp_reducescatter %OUT %IN: the whole buffer holds T
+  /// slices of the other, of one element type.
+  void tpSlices(const std::string &word, std::istringstream &ls) {
+    StepDecl s;
+    s.kind = word == "tp_allgather" ? StepDecl::TpAllGather : StepDecl::TpReduceScatter;
+    std::string out, in;
+    if (!(ls >> out >> in))
+      bad("malformed " + word + " line (%OUT %IN)");
+    if (plan.tensorParallel < 2)
+      bad(word + " in a plan without tensor_parallel");
+    s.buffers = {bufferId(out), bufferId(in)};
+    const BufferDecl &o = fn->buffers[size_t(s.buffers[0])], &i = fn->buffers[size_t(s.buffers[1])];
+    const int bytes = bufferElementBytes(o);
+    if ((bytes != 4 && bytes != 8) || bufferElementBytes(i) != bytes)
+      bad(word + " moves f32 or f64 buffers of one type");
+    const BufferDecl &slice = s.kind == StepDecl::TpAllGather ? i : o;
+    const BufferDecl &whole = s.kind == StepDecl::TpAllGather ? o : i;
+    if (whole.bytes != slice.bytes * plan.tensorParallel)
+      bad(word + ": the whole buffer (" + std::to_string(whole.bytes) + " bytes) is not " +
+          std::to_string(plan.tensorParallel) + " slices of " + std::to_string(slice.bytes) +
+          " bytes");
+    fn->steps.push_back(s);
+  }
+
   void directive(const std::string &word, std::istringstream &ls) {
     if (lineNo == 1)
       return header(word, ls);
@@ -225,6 +255,10 @@ private:
     } else if (word == "tensor_parallel") {
       if (!(ls >> plan.tensorParallel) || plan.tensorParallel < 2 || !plan.params.empty())
         bad("malformed tensor_parallel line (T >= 2, before the parameters)");
+    } else if (word == "sequence_parallel") {
+      if (plan.tensorParallel < 2 || plan.sequenceParallel)
+        bad("sequence_parallel needs one tensor_parallel line before it");
+      plan.sequenceParallel = true;
     } else if (word == "param") {
       param(ls);
     } else if (word == "input") {
@@ -278,6 +312,8 @@ private:
       if (bytes != 4 && bytes != 8)
         bad("tp_allreduce reduces f32 or f64 buffers");
       fn->steps.push_back(s);
+    } else if (word == "tp_allgather" || word == "tp_reducescatter") {
+      tpSlices(word, ls);
     } else if (word == "output") {
       std::string name, id, s;
       if (!(ls >> name >> id >> s))

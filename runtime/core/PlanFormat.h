@@ -54,6 +54,10 @@
 //                                        of every bucket)
 //   tp_allreduce sum|max %ID             %ID summed (or maxed) in place over
 //                                        the tensor-parallel group, blocking
+//   tp_allgather %OUT %IN                %OUT = the group's %INs in rank order
+//                                        (sequence parallelism), blocking
+//   tp_reducescatter %OUT %IN            %OUT = rank r's r-th of T blocks of
+//                                        the sum over the group of %IN
 //   output NAME %ID SHAPE
 //   end
 //
@@ -117,7 +121,9 @@ struct StepDecl {
     AllGatherStart,
     AllGatherWait,
     AllReduceNorm,
-    TpAllReduce
+    TpAllReduce,
+    TpAllGather,
+    TpReduceScatter
   } kind;
   /// TpAllReduce: the largest over the group instead of the sum.
   bool max = false;
@@ -164,6 +170,9 @@ struct PlanData {
   std::vector<ScalarsInfo> scalars;
   int64_t tokenCapacity = 0; // > 0 when inputs have a dynamic token dimension
   int64_t tensorParallel = 1; // ranks of a tensor-parallel group
+  /// Sequence parallelism: the residual stream holds 1/T of the tokens
+  /// (plan.txt: a "sequence_parallel" line after tensor_parallel).
+  bool sequenceParallel = false;
   std::vector<ParamInfo> params; // offsets: running sums in this order
   std::vector<InputInfo> inputs;
   std::vector<FunctionPlan> functions;

@@ -532,6 +532,8 @@ void CpuBackend::run(const std::string &function, int64_t step) {
       }
     } else if (s.kind == StepDecl::TpAllReduce) {
       tpAllReduce(fn, s, b.args[i][0]);
+    } else if (s.kind == StepDecl::TpAllGather || s.kind == StepDecl::TpReduceScatter) {
+      tpSlices(fn, s, b.args[i][0], b.args[i][1]);
     } else {
       startOrWaitCollective(s);
     }

@@ -1,0 +1,51 @@
+//===- LowerCollectives.cpp - the tensor-parallel collectives' steps ------===//
+//
+// FunctionLowering::lowerTpCollective: mlc.tp_reduce becomes a
+// plan.tp_all_reduce over its partial sums (in place where nothing else reads
+// them), mlc.tp_all_gather and mlc.tp_reduce_scatter (sequence parallelism)
+// a plan.tp_all_gather / plan.tp_reduce_scatter from a contiguous buffer
+// into one of their own. None of them is a kernel.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/LoweringImpl.h"
+
+namespace mlc {
+namespace lowering {
+
+llvm::Error FunctionLowering::lowerTpCollective(Operation *op) {
+  if (auto r = dyn_cast<TpReduceOp>(op)) {
+    // In place where the partial sums' buffer is free after this reduce,
+    // else into a copy of them.
+    Type el = typeOf(r.getResult()).getElementType();
+    Value in = r.getInput(), out = r.getResult();
+    int id;
+    if (!targets.count(out) && overwritable(in, {op})) {
+      id = bufferOf(in);
+    } else {
+      id = arenaFor(out);
+      emitCopies(id, el, numel(out), false, {in}, {0}, rowMajorStrides(shapeOf(out)));
+    }
+    valueBuffers[out] = id;
+    Step s;
+    s.tpAllReduce = true;
+    s.tpMax = r.getKind() == TpReduceKind::max;
+    s.buffers = {id};
+    steps.push_back(s);
+    return llvm::Error::success();
+  }
+  // Sequence parallelism: the ranks' contiguous blocks of rows, from (and
+  // into) buffers of their own.
+  Value out = op->getResult(0);
+  int in = bufferOf(op->getOperand(0));
+  int id = arenaFor(out);
+  valueBuffers[out] = id;
+  Step s;
+  s.tpSlices = isa<TpAllGatherOp>(op) ? Step::TpSlices::gather : Step::TpSlices::scatter;
+  s.buffers = {id, in};
+  steps.push_back(s);
+  return llvm::Error::success();
+}
+
+} // namespace lowering
+} // namespace mlc
