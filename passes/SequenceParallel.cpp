@@ -35,6 +35,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/SequenceParallel.h"
+#include "passes/ShardDropout.h"
 
 #include "passes/VocabParallel.h"
 
@@ -70,7 +71,7 @@ public:
     if (failed(check()))
       return failure();
     rewrite();
-    return success();
+    return markDropouts();
   }
 
 private:
@@ -257,6 +258,21 @@ private:
       out = b.create<ReshapeOp>(loc, RankedTensorType::get({t.getShape().back()}, t.getElementType()),
                                 out);
     return out;
+  }
+
+  /// The stream's dropouts act on this rank's block of the flattened token
+  /// rows: each draws, for its elements, one process's numbers for those
+  /// tokens (ShardDropout.h), so that T ranks drop what one process drops.
+  LogicalResult markDropouts() {
+    SmallVector<DropoutOp> dropouts;
+    fn.walk([&](DropoutOp d) {
+      if (stream.contains(d.getOperation()))
+        dropouts.push_back(d);
+    });
+    for (DropoutOp d : dropouts)
+      if (failed(markDropoutBlock(d, rank(), size, /*axis=*/0)))
+        return failure();
+    return success();
   }
 
   void rewrite() {
