@@ -19,18 +19,23 @@
 # --src DIR:   with --isolated, take the tests from the source tree DIR (e.g.
 #              an older checkout: `git worktree add /tmp/base main`) instead
 #              of BUILD_DIR's, so that the same binaries time both versions.
+# --lit-times FILE: merge the lit files' CPU seconds into FILE, in the form
+#              of lit's .lit_test_times.txt (test/.lit_test_times.txt orders
+#              a fresh build's lit run, the longest first); the entries of
+#              the files not measured this time stay.
 # Prints "cpu wall status name" lines as they finish (stderr), then all of
 # them, the most expensive first, and the totals (stdout). lit's own start
 # (~0.3 CPU s) is in every lit line.
 set -euo pipefail
 build="$(cd "$1" && pwd)"; shift
-jobs=1; cold=0; isolated=0; src=""; what=all
+jobs=1; cold=0; isolated=0; src=""; what=all; times_file=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -P) jobs="$2"; shift 2 ;;
     --cold) cold=1; shift ;;
     --isolated) isolated=1; shift ;;
     --src) src="$(cd "$2" && pwd)"; shift 2 ;;
+    --lit-times) times_file="$(realpath "$2")"; shift 2 ;;
     lit|ctest|all) what="$1"; shift ;;
     *) break ;;
   esac
@@ -87,3 +92,11 @@ fi
 sort -rn "$out/times"
 awk '{c += $1; w += $2; n++} END {printf "total: %d tests, %.1f CPU s, %.1f wall s (summed)\n", n, c, w}' \
   "$out/times"
+if [[ -n $times_file ]]; then
+  touch "$times_file"
+  # "CPU NAME" per lit file, NAME relative to test/; new numbers replace old.
+  { sed -n 's|^\([0-9.]*\) [0-9.]* PASS lit:test/\(.*\)$|new \1 \2|p' "$out/times"
+    sed 's/^/old /' "$times_file"; } |
+    awk '{ if (!($3 in t)) t[$3] = $2 } END { for (n in t) printf "%e %s\n", t[n], n }' |
+    sort -k1,1gr > "$out/merged" && mv "$out/merged" "$times_file"
+fi
