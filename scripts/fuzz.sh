@@ -40,12 +40,26 @@ run_target() {
     exit 1
   fi
 }
+# The sources every reader's target links, compiled (instrumented) once per
+# run that rebuilds a target, not once per target.
+common_objs=()
+compile_common() {
+  [[ ${#common_objs[@]} -gt 0 ]] && return
+  mkdir -p "$out/obj"
+  local src obj
+  for src in "${common[@]}"; do
+    obj="$out/obj/$(echo "$src" | tr / _).o"
+    "$cxx" "${flags[@]}" -c "$src" -o "$obj"
+    common_objs+=("$obj")
+  done
+}
 for target in json safetensors npy plan indexed; do
   [[ "$targets" == *" $target "* ]] || continue
   bin="$out/fuzz_$target"
   if [[ ! -x "$bin" || "fuzz/fuzz_$target.cpp" -nt "$bin" ]] ||
      [[ -n "$(find "${common[@]}" runtime/core runtime/data/IndexedDataset.h -newer "$bin" 2> /dev/null)" ]]; then
-    "$cxx" "${flags[@]}" "fuzz/fuzz_$target.cpp" "${common[@]}" -o "$bin"
+    compile_common
+    "$cxx" "${flags[@]}" "fuzz/fuzz_$target.cpp" "${common_objs[@]}" -o "$bin"
   fi
   run_target "$target" "$bin"
 done
