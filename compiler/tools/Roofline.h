@@ -122,6 +122,13 @@ struct Roofline {
   /// the exposed data-parallel time.
   double stepSeconds() const { return seconds + tpSeconds + dpExposed; }
   bool communicates() const { return tensorParallel > 1 || dataParallel > 1; }
+  /// Tokens/s per GPU and MFU of a step of `step` seconds (the T ranks of a
+  /// tensor-parallel group share their tokens; modelFlops is one GPU's
+  /// share, against one GPU's peak).
+  double tokensPerGpu(double step) const {
+    return step > 0 ? tokens / step / tensorParallel : 0.0;
+  }
+  double mfu(double step) const { return step > 0 && peak > 0 ? modelFlops / step / peak : 0.0; }
 };
 
 /// The roofline of one step of a module in the plan dialect. Its tokens

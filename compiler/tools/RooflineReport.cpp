@@ -74,12 +74,12 @@ std::string formatCommunication(const Roofline &r) {
                   "backward and the update, one bucket at a time as the plan starts them)\n",
                   r.dpSeconds * 1e3, r.dpExposed * 1e3);
   const double step = r.stepSeconds();
-  const double perGpu = step > 0 ? r.tokens / step / r.tensorParallel : 0;
+  const double perGpu = r.tokensPerGpu(step);
   os << formatv("  predicted step with communication: {0:f3} ms, {1:f0} tokens/s per GPU "
                 "({2:f0} over the {3} GPUs), MFU {4:f3}\n",
                 step * 1e3, perGpu, perGpu * r.tensorParallel * r.dataParallel,
                 r.tensorParallel * r.dataParallel,
-                step > 0 && r.peak > 0 ? r.modelFlops / step / r.peak : 0.0);
+                r.mfu(step));
   return s;
 }
 
@@ -127,8 +127,8 @@ std::string formatRoofline(const Roofline &r) {
     os << formatv("  {0,-12} {1,8} {2,10} {3,10} {4,10:f1} {5,7}\n", "launch", r.launches, "",
                   "", r.launchSeconds * 1e6, share(r.launchSeconds, r.seconds));
   // Per GPU: a tensor-parallel group's T GPUs share its tokens.
-  const double tokensPerSecond = r.seconds > 0 ? r.tokens / r.seconds / r.tensorParallel : 0;
-  const double mfu = r.seconds > 0 && r.peak > 0 ? r.modelFlops / r.seconds / r.peak : 0;
+  const double tokensPerSecond = r.tokensPerGpu(r.seconds);
+  const double mfu = r.mfu(r.seconds);
   os << formatv("  predicted step: {0:f3} ms at the limits ({1}), {2:f0} tokens/s, MFU {3:f3}\n",
                 r.seconds * 1e3,
                 d.launch > 0 ? formatv("{0:f1} us per launch", d.launch * 1e6).str()
@@ -165,9 +165,9 @@ std::string rooflineJson(const Roofline &r) {
                   ", \"model_flops\": " + num(r.modelFlops) + ", \"mfu_peak\": " + num(r.peak) +
                   ", \"attention_upper_bound\": " + (r.attentionUpperBound ? "true" : "false") +
                   ", \"tokens_per_s\": " +
-                  num(r.seconds > 0 ? r.tokens / r.seconds / r.tensorParallel : 0) +
+                  num(r.tokensPerGpu(r.seconds)) +
                   ", \"mfu\": " +
-                  num(r.seconds > 0 && r.peak > 0 ? r.modelFlops / r.seconds / r.peak : 0);
+                  num(r.mfu(r.seconds));
   auto fields = [&](int64_t launches, double bytes, double flops, double seconds) {
     return "\"launches\": " + std::to_string(launches) + ", \"bytes\": " + num(bytes) +
            ", \"flops\": " + num(flops) + ", \"s\": " + num(seconds);
@@ -178,8 +178,8 @@ std::string rooflineJson(const Roofline &r) {
        num(r.tpSeconds) + ", \"dp_wire_s\": " + num(r.dpSeconds) +
        ", \"dp_exposed_s\": " + num(r.dpExposed) + ", \"step_with_comm_s\": " + num(step) +
        ", \"tokens_per_s_with_comm\": " +
-       num(step > 0 ? r.tokens / step / r.tensorParallel : 0) + ", \"mfu_with_comm\": " +
-       num(step > 0 && r.peak > 0 ? r.modelFlops / step / r.peak : 0) + ", \"collectives\": [";
+       num(r.tokensPerGpu(step)) + ", \"mfu_with_comm\": " +
+       num(r.mfu(step)) + ", \"collectives\": [";
   bool first = true;
   for (auto [group, comms] : {std::pair<const char *, const std::vector<CollectiveTime> *>{
                                   "tensor_parallel", &r.tpComms},
