@@ -25,6 +25,20 @@
 //   read an f32 one. Half the bytes of the GEMM's store and of both
 //   readers' loads; the GELU still computes in f32.
 //
+//   An attention (or its gradient) whose every result reaches, through
+//   views alone (transposes, reshapes, each read once), a cast to bf16 for
+//   the next product becomes `bf16_result`: the kernel stores its results
+//   in bf16, and the cast, otherwise a kernel of its own that reads the f32
+//   result back, is gone (the output projection's input; Llama's dQ, dK,
+//   dV for the projections' input-gradient GEMMs). Bit for bit the same
+//   values: the kernel rounds where the cast did.
+//
+//   A cast of a LayerNorm's or RMSNorm's input gradient dx to bf16 (the
+//   next products' copy, where dx itself goes on in f32 along the residual
+//   stream) is marked `mlc.producer_copy`: the gradient's kernel writes it
+//   as a second store of dx, converted (Llama: no dropout or bias gradient
+//   kernel reads dx to take the cast, which was a kernel of its own).
+//
 //   The casts of parameters (the weights' bf16 copies for the products)
 //   become one `mlc.fusion params`: a single kernel over the flat
 //   parameter buffer writes every copy, instead of one cast kernel per
@@ -35,6 +49,7 @@
 
 #include "dialects/mlc/MlcDialect.h"
 #include "passes/Passes.h"
+#include "passes/ProducerCopy.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -111,6 +126,69 @@ void narrowGeluProduct(MatmulOp p) {
     use->set(at.create<CastOp>(loc, p.getType(), narrow.getResult()));
   }
   p.erase();
+}
+
+/// The views (transposes and reshapes, each value read once) from `v` to
+/// its one reader, a cast of f32 to bf16, in `chain`, and that cast; null
+/// if `v` does not end there.
+CastOp narrowingReader(Value v, SmallVectorImpl<Operation *> &chain) {
+  while (v.hasOneUse()) {
+    Operation *user = *v.getUsers().begin();
+    if (isa<TransposeOp, ReshapeOp>(user)) {
+      chain.push_back(user);
+      v = user->getResult(0);
+      continue;
+    }
+    auto c = dyn_cast<CastOp>(user);
+    if (c && elementOf(c.getInput()).isF32() && elementOf(c.getResult()).isBF16())
+      return c;
+    return nullptr;
+  }
+  return nullptr;
+}
+
+RankedTensorType bf16Like(Type t) {
+  auto r = cast<RankedTensorType>(t);
+  return RankedTensorType::get(r.getShape(), BFloat16Type::get(t.getContext()));
+}
+
+/// An attention or attention gradient with f32 results, each read only by
+/// a cast to bf16 through views: marked `bf16_result`, its results and
+/// their views retyped, the casts gone.
+template <typename AttentionLike>
+void narrowAttention(AttentionLike op) {
+  if (op.getBf16Result())
+    return;
+  SmallVector<Operation *> chain;
+  SmallVector<CastOp> casts;
+  for (Value r : op->getResults()) {
+    CastOp c = elementOf(r).isF32() ? narrowingReader(r, chain) : nullptr;
+    if (!c)
+      return;
+    casts.push_back(c);
+  }
+  op.setBf16Result(true);
+  for (Value r : op->getResults())
+    r.setType(bf16Like(r.getType()));
+  for (Operation *view : chain)
+    view->getResult(0).setType(bf16Like(view->getResult(0).getType()));
+  for (CastOp c : casts) {
+    c.getResult().replaceAllUsesWith(c.getInput());
+    c.erase();
+  }
+}
+
+/// The first cast of `dx` (a norm gradient's input gradient, f32) to bf16
+/// of its shape, marked for the gradient's kernel to store.
+void markProducerCopy(Value dx) {
+  if (!elementOf(dx).isF32())
+    return;
+  for (Operation *user : dx.getUsers())
+    if (auto c = dyn_cast<CastOp>(user);
+        c && elementOf(c.getResult()).isBF16() && c->getBlock() == dx.getParentBlock()) {
+      c->setAttr(kProducerCopyAttr, UnitAttr::get(c->getContext()));
+      return;
+    }
 }
 
 /// The casts of parameters (function arguments marked mlc.param) in `fn`
@@ -191,6 +269,18 @@ public:
       c.erase();
       product.erase();
     }
+    getOperation().walk([&](Operation *g) {
+      if (isa<LayerNormGradOp, RmsNormGradOp>(g))
+        markProducerCopy(g->getResult(0));
+    });
+    SmallVector<AttentionOp> attentions;
+    SmallVector<AttentionGradOp> attentionGrads;
+    getOperation().walk([&](AttentionOp a) { attentions.push_back(a); });
+    getOperation().walk([&](AttentionGradOp a) { attentionGrads.push_back(a); });
+    for (AttentionOp a : attentions)
+      narrowAttention(a);
+    for (AttentionGradOp a : attentionGrads)
+      narrowAttention(a);
     gatherParameterCasts(getOperation());
   }
 };

@@ -9,6 +9,7 @@
 
 #include "dialects/mlc/MlcDialect.h"
 #include "passes/Passes.h"
+#include "passes/ProducerCopy.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -30,6 +31,8 @@ namespace {
 /// Elementwise ops: those with a per-element expression, and mlc.rotary,
 /// whose element also reads its pair partner (see memoryOperand).
 bool isPointwise(Operation *op) {
+  if (op->hasAttr(kProducerCopyAttr)) // its producer's kernel stores it (mlc-fold-casts)
+    return false;
   if (auto r = dyn_cast<RotaryOp>(op)) // a partial rotation is two nests
     return cast<RankedTensorType>(r.getCos().getType()).getShape().back() ==
            cast<RankedTensorType>(r.getType()).getShape().back();
@@ -330,7 +333,8 @@ private:
       Value x = op.getOperand(0);
       for (Operation *user : x.getUsers()) {
         auto c = dyn_cast<CastOp>(user);
-        if (c && c->getBlock() == &block && shapeOf(c.getResult()) == shapeOf(x) &&
+        if (c && !c->hasAttr(kProducerCopyAttr) && c->getBlock() == &block &&
+            shapeOf(c.getResult()) == shapeOf(x) &&
             isa<FloatType>(cast<RankedTensorType>(c.getType()).getElementType())) {
           pairs.push_back({&op, c});
           break;

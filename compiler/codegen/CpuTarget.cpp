@@ -282,7 +282,7 @@ public:
   /// (rows, then column blocks), dx written: 20 bytes per f32 element.
   std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity, int64_t E,
                             const std::string &eps, bool rms, bool residual,
-                            bool unit) override {
+                            bool unit, mlir::Type copy) override {
     std::string T = cType(el);
     // Outputs dx, dw (, db), then the inputs g, x, w (none when `unit`), the residual r.
     const int in = rms ? 2 : 3;
@@ -296,6 +296,10 @@ public:
       args.pop_back();
     if (residual)
       args.push_back({el, false});
+    // dx's copy (bf16), the last argument: dx converted at a second store.
+    const std::string C = "p" + std::to_string(args.size());
+    if (copy)
+      args.push_back({copy, true});
     // dx = r + ..., r (after w) the residual stream's gradient, summed in double.
     const std::string plus =
         residual ? "(double)" + R + "[r * " + std::to_string(E) + " + c] + " : "";
@@ -316,7 +320,9 @@ public:
       << ";\n"
       << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
       << "      double xh = (x[c] - mean) * rstd, dxh = (double)g[c]" << W << ";\n"
-      << "      dx[c] = (" << T << ")(" << plus << "rstd * (dxh - m1 - xh * m2));\n    }\n  }\n"
+      << "      dx[c] = (" << T << ")(" << plus << "rstd * (dxh - m1 - xh * m2));"
+      << (copy ? " " + C + "[r * " + std::to_string(E) + " + c] = dx[c];" : std::string())
+      << "\n    }\n  }\n"
       // dw and db: each thread owns a block of 64 columns and walks the rows,
       // so the inner loop is contiguous and vectorizes; every column still
       // sums its rows in order (deterministic, as the per-column loop was).

@@ -411,7 +411,7 @@ public:
   /// bytes per f32 element, plus 16 bytes of statistics per row.
   std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity, int64_t E,
                             const std::string &eps, bool rms, bool residual,
-                            bool unit) override {
+                            bool unit, mlir::Type copy) override {
     std::string T = cType(el);
     const auto [block, colBlocks, chunks] = columnChunks(1);
     const std::string stats = "((double *)ctx->scratch)",
@@ -428,6 +428,10 @@ public:
       args.pop_back();
     if (residual)
       args.push_back({el, false});
+    // dx's copy (bf16), the last argument: dx converted at a second store.
+    const std::string C = "p" + std::to_string(args.size());
+    if (copy)
+      args.push_back({copy, true});
     // dx = r + ..., r (after w) the residual stream's gradient, summed in double.
     const std::string plus =
         residual ? "(double)" + R + "[r * " + std::to_string(E) + " + c] + " : "";
@@ -446,7 +450,9 @@ public:
       << "      m2 = mlc_block_sum(m2, red) / " << E << ";\n"
       << "      for (int64_t c = threadIdx.x; c < " << E << "; c += blockDim.x) {\n"
       << "        double xh = (x[c] - mean) * rstd, dxh = (double)g[c]" << W << ";\n"
-      << "        dx[c] = (" << T << ")(" << plus << "rstd * (dxh - m1 - xh * m2));\n      }\n    }\n  }\n"
+      << "        dx[c] = (" << T << ")(" << plus << "rstd * (dxh - m1 - xh * m2));"
+      << (copy ? " " + C + "[r * " + std::to_string(E) + " + c] = dx[c];" : std::string())
+      << "\n      }\n    }\n  }\n"
       << phase()
       << "    const int64_t R = " << rows << ", chunk = blockIdx.x / " << colBlocks
       << ", c = (blockIdx.x % " << colBlocks << ") * " << block << " + threadIdx.x;\n"

@@ -12,6 +12,7 @@
 #include "compiler/codegen/KernelParams.h"
 #include "compiler/codegen/LoweringImpl.h"
 #include "contract/OptimizerScalars.h"
+#include "passes/ProducerCopy.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -573,6 +574,17 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
       params.flag("residual", bool(rg.getResidual()));
     if (auto lg = dyn_cast<LayerNormGradOp>(op))
       params.flag("residual", bool(lg.getResidual()));
+    // --dtype bf16: dx's bf16 copy for the next products (a cast that
+    // mlc-fold-casts marked `mlc.producer_copy`) is written by this kernel,
+    // the last argument, at a second store.
+    if (grad)
+      for (Operation *user : op->getResult(0).getUsers())
+        if (auto c = dyn_cast<CastOp>(user); c && c->hasAttr(kProducerCopyAttr)) {
+          bindOut(c.getResult());
+          emittedWith.insert(c.getOperation());
+          params.type("copy", typeOf(c.getResult()).getElementType());
+          break;
+        }
     k = grad ? Attribute(plan::LayerNormGradTemplateAttr::get(op->getContext()))
              : Attribute(plan::LayerNormTemplateAttr::get(op->getContext()));
   } else if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
@@ -722,7 +734,10 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   int nOut = op->getNumResults();
   Value grad = backward ? op->getOperand(0) : Value();
   // Argument order: outputs, [grad], q, k, v, [mask].
-  std::vector<std::pair<Type, bool>> slots(nOut, {el, true});
+  // (The outputs in their own type: bf16 with `bf16_result`, mlc-fold-casts.)
+  std::vector<std::pair<Type, bool>> slots;
+  for (Value r : op->getResults())
+    slots.push_back({typeOf(r).getElementType(), true});
   std::vector<Value> reads;
   if (backward)
     reads.push_back(grad);

@@ -236,6 +236,12 @@ static LogicalResult checkAttentionDropout(std::optional<Location> loc, FloatAtt
   return success();
 }
 
+/// `t` with bf16 elements (an attention's `bf16_result`).
+static Type bf16Like(Type t) {
+  auto r = cast<RankedTensorType>(t);
+  return RankedTensorType::get(r.getShape(), BFloat16Type::get(r.getContext()));
+}
+
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
@@ -245,9 +251,13 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
                                   adaptor.getSin(), adaptor.getInterleaved(),
                                   bool(adaptor.getCuSeqlens()))))
     return failure();
-  return inferAttention(loc, adaptor.getQuery(), adaptor.getKey(), adaptor.getValue(),
-                        adaptor.getMask(), adaptor.getCuSeqlens(),
-                        adaptor.getScaleAttr(), types);
+  if (failed(inferAttention(loc, adaptor.getQuery(), adaptor.getKey(), adaptor.getValue(),
+                            adaptor.getMask(), adaptor.getCuSeqlens(), adaptor.getScaleAttr(),
+                            types)))
+    return failure();
+  if (adaptor.getBf16Result())
+    types[0] = bf16Like(types[0]);
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -364,8 +374,7 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
   if (adaptor.getGrad().getType() != out[0])
     return emitOptionalError(loc, "grad must have the attention output's type ",
                              out[0]);
-  types.push_back(adaptor.getQuery().getType());
-  types.push_back(adaptor.getKey().getType());
-  types.push_back(adaptor.getValue().getType());
+  for (Value v : {adaptor.getQuery(), adaptor.getKey(), adaptor.getValue()})
+    types.push_back(adaptor.getBf16Result() ? bf16Like(v.getType()) : v.getType());
   return success();
 }

@@ -173,3 +173,112 @@ func.func @f32_weights(%w: tensor<8x8xf32> {mlc.param = "w"}, %x: tensor<4x8xf32
   %y = mlc.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32>
   return %y : tensor<4x8xf32>
 }
+
+// -----
+
+// An attention whose output reaches, through its views, a cast to bf16 for
+// the output projection stores bf16 itself (bf16_result): the cast is gone
+// and the views carry bf16.
+// CHECK-LABEL: func.func @attention_store
+// CHECK-NOT: mlc.cast
+// CHECK: %[[O:.*]] = mlc.attention %arg0, %arg1, %arg2 causal bf16_result : tensor<2x2x4x8xf32>
+// CHECK: %[[T:.*]] = mlc.transpose %[[O]], [0, 2, 1, 3] : tensor<2x2x4x8xbf16>
+// CHECK: %[[R:.*]] = mlc.reshape %[[T]] : tensor<2x4x2x8xbf16> -> tensor<2x4x16xbf16>
+// CHECK-NOT: mlc.cast
+// CHECK: mlc.matmul %[[R]], %arg3 : tensor<2x4x16xbf16>, tensor<16x16xbf16>
+func.func @attention_store(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>, %v: tensor<2x2x4x8xf32>,
+                           %w: tensor<16x16xbf16>) -> tensor<2x4x16xbf16> {
+  %o = mlc.attention %q, %k, %v causal : tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>
+  %t = mlc.transpose %o, [0, 2, 1, 3] : tensor<2x2x4x8xf32>
+  %r = mlc.reshape %t : tensor<2x4x2x8xf32> -> tensor<2x4x16xf32>
+  %c = mlc.cast %r : tensor<2x4x16xf32> -> tensor<2x4x16xbf16>
+  %p = mlc.matmul %c, %w : tensor<2x4x16xbf16>, tensor<16x16xbf16>
+  return %p : tensor<2x4x16xbf16>
+}
+
+// -----
+
+// Not where the output has another reader than the cast (here an f32 sum
+// of the output too): the kernel keeps its f32 store and the cast stays.
+// CHECK-LABEL: func.func @attention_read_twice
+// CHECK-NOT: bf16_result
+// CHECK: mlc.cast %{{.*}} : tensor<2x4x16xf32> -> tensor<2x4x16xbf16>
+func.func @attention_read_twice(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>,
+                                %v: tensor<2x2x4x8xf32>)
+    -> (tensor<2x4x16xbf16>, tensor<2x4x16xf32>) {
+  %o = mlc.attention %q, %k, %v causal : tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>
+  %t = mlc.transpose %o, [0, 2, 1, 3] : tensor<2x2x4x8xf32>
+  %r = mlc.reshape %t : tensor<2x4x2x8xf32> -> tensor<2x4x16xf32>
+  %c = mlc.cast %r : tensor<2x4x16xf32> -> tensor<2x4x16xbf16>
+  %s = mlc.add %r, %r : tensor<2x4x16xf32>, tensor<2x4x16xf32>
+  return %c, %s : tensor<2x4x16xbf16>, tensor<2x4x16xf32>
+}
+
+// -----
+
+// Attention's gradients dQ, dK, dV each read only as bf16 copies (Llama's
+// projections, no bias): the gradient kernel stores all three in bf16. If
+// one of them had an f32 reader (a bias gradient), none would change.
+// CHECK-LABEL: func.func @attention_grad_store
+// CHECK-NOT: mlc.cast
+// CHECK: %{{.*}}:3 = mlc.attention_grad %arg0, %arg1, %arg2, %arg3 causal bf16_result :
+// CHECK-NOT: mlc.cast
+// CHECK: return %{{.*}}#0, %{{.*}}#1, %{{.*}}#2 : tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>
+// CHECK-LABEL: func.func @attention_grad_bias
+// CHECK-NOT: bf16_result
+// CHECK-COUNT-3: mlc.cast
+func.func @attention_grad_store(%g: tensor<2x2x4x8xf32>, %q: tensor<2x2x4x8xf32>,
+                                %k: tensor<2x2x4x8xf32>, %v: tensor<2x2x4x8xf32>)
+    -> (tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>) {
+  %dq, %dk, %dv = mlc.attention_grad %g, %q, %k, %v causal : tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>
+  %a = mlc.cast %dq : tensor<2x2x4x8xf32> -> tensor<2x2x4x8xbf16>
+  %b = mlc.cast %dk : tensor<2x2x4x8xf32> -> tensor<2x2x4x8xbf16>
+  %c = mlc.cast %dv : tensor<2x2x4x8xf32> -> tensor<2x2x4x8xbf16>
+  return %a, %b, %c : tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>
+}
+func.func @attention_grad_bias(%g: tensor<2x2x4x8xf32>, %q: tensor<2x2x4x8xf32>,
+                               %k: tensor<2x2x4x8xf32>, %v: tensor<2x2x4x8xf32>)
+    -> (tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x8xf32>) {
+  %dq, %dk, %dv = mlc.attention_grad %g, %q, %k, %v causal : tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>
+  %a = mlc.cast %dq : tensor<2x2x4x8xf32> -> tensor<2x2x4x8xbf16>
+  %b = mlc.cast %dk : tensor<2x2x4x8xf32> -> tensor<2x2x4x8xbf16>
+  %c = mlc.cast %dv : tensor<2x2x4x8xf32> -> tensor<2x2x4x8xbf16>
+  %s = mlc.reduce_sum %dv axes = [2] : tensor<2x2x4x8xf32>
+  return %a, %b, %c, %s : tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x8xf32>
+}
+
+// -----
+
+// An RMSNorm gradient's dx goes on in f32 (the residual stream's gradient)
+// and as a bf16 copy to the next products: the cast is marked for the
+// gradient's kernel to store, and no fusion takes it.
+// CHECK-LABEL: func.func @norm_grad_copy
+// CHECK: %[[DX:.*]], %{{.*}} = mlc.rms_norm_grad
+// CHECK-NEXT: mlc.cast %[[DX]] {mlc.producer_copy} : tensor<4x16xf32> -> tensor<4x16xbf16>
+// FUSED-LABEL: func.func @norm_grad_copy
+// FUSED-NOT: mlc.fusion
+// FUSED: mlc.cast %{{.*}} {mlc.producer_copy}
+// FUSED-NOT: mlc.fusion
+// FUSED: return
+func.func @norm_grad_copy(%g: tensor<4x16xf32>, %x: tensor<4x16xf32>, %w: tensor<16xf32>,
+                          %y: tensor<4x16xf32>)
+    -> (tensor<4x16xbf16>, tensor<4x16xf32>, tensor<16xf32>) {
+  %dx, %dw = mlc.rms_norm_grad %g, %x, %w epsilon = 1.0e-06 : tensor<4x16xf32>, tensor<4x16xf32>, tensor<16xf32>
+  %c = mlc.cast %dx : tensor<4x16xf32> -> tensor<4x16xbf16>
+  %s = mlc.mul %dx, %y : tensor<4x16xf32>, tensor<4x16xf32>
+  return %c, %s, %dw : tensor<4x16xbf16>, tensor<4x16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// Not a widening (bf16 to f32) of dx, nor a cast of the weight gradient.
+// CHECK-LABEL: func.func @norm_grad_no_copy
+// CHECK-NOT: mlc.producer_copy
+// CHECK: return
+func.func @norm_grad_no_copy(%g: tensor<4x16xf32>, %x: tensor<4x16xf32>, %w: tensor<16xf32>)
+    -> (tensor<4x16xf64>, tensor<16xbf16>) {
+  %dx, %dw = mlc.rms_norm_grad %g, %x, %w epsilon = 1.0e-06 : tensor<4x16xf32>, tensor<4x16xf32>, tensor<16xf32>
+  %c = mlc.cast %dx : tensor<4x16xf32> -> tensor<4x16xf64>
+  %d = mlc.cast %dw : tensor<16xf32> -> tensor<16xbf16>
+  return %c, %d : tensor<4x16xf64>, tensor<16xbf16>
+}
