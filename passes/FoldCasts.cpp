@@ -26,18 +26,17 @@
 //   readers' loads; the GELU still computes in f32.
 //
 //   An attention (or its gradient) whose every result reaches, through
-//   views alone (transposes, reshapes, each read once), a cast to bf16 for
-//   the next product becomes `bf16_result`: the kernel stores its results
-//   in bf16, and the cast, otherwise a kernel of its own that reads the f32
-//   result back, is gone (the output projection's input; Llama's dQ, dK,
-//   dV for the projections' input-gradient GEMMs). Bit for bit the same
-//   values: the kernel rounds where the cast did.
-//
-//   A cast of a LayerNorm's or RMSNorm's input gradient dx to bf16 (the
-//   next products' copy, where dx itself goes on in f32 along the residual
-//   stream) is marked `mlc.producer_copy`: the gradient's kernel writes it
-//   as a second store of dx, converted (Llama: no dropout or bias gradient
-//   kernel reads dx to take the cast, which was a kernel of its own).
+//   views alone (transposes, reshapes, a concatenation of its own results,
+//   each read once), a cast to bf16 for the next product becomes
+//   `bf16_result`: the kernel stores its results in bf16, and the cast,
+//   otherwise a kernel of its own that reads the f32 result back, is gone
+//   (the output projection's input; Llama's dQ, dK, dV for the
+//   projections' input-gradient GEMMs: bit for bit the same values, the
+//   kernel rounds where the cast did). A column sum beside the cast (the
+//   Q, K, V biases' gradients of GPT-2 and BERT) reads the bf16 gradient
+//   through a widening cast at its load, the gradient bf16 autocast's
+//   linear layer sums: the gradient is stored once, in bf16, instead of
+//   in f32 and again as its bf16 copy.
 //
 //   The casts of parameters (the weights' bf16 copies for the products)
 //   become one `mlc.fusion params`: a single kernel over the flat
@@ -49,10 +48,10 @@
 
 #include "dialects/mlc/MlcDialect.h"
 #include "passes/Passes.h"
-#include "passes/ProducerCopy.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlc {
 #define GEN_PASS_DEF_MLCFOLDCASTS
@@ -128,67 +127,79 @@ void narrowGeluProduct(MatmulOp p) {
   p.erase();
 }
 
-/// The views (transposes and reshapes, each value read once) from `v` to
-/// its one reader, a cast of f32 to bf16, in `chain`, and that cast; null
-/// if `v` does not end there.
-CastOp narrowingReader(Value v, SmallVectorImpl<Operation *> &chain) {
-  while (v.hasOneUse()) {
-    Operation *user = *v.getUsers().begin();
-    if (isa<TransposeOp, ReshapeOp>(user)) {
-      chain.push_back(user);
-      v = user->getResult(0);
+/// Where a result of an attention (or its gradient) ends: through views
+/// (transposes, reshapes) and concatenations of the op's own results, each
+/// value read once, to a value that a cast to bf16 reads, and otherwise
+/// only column sums (bias gradients). The views in `chain`; the cast and
+/// the sums in `casts` and `sums`. False if `v` does not end so.
+bool narrowableEnd(Value v, Operation *op, llvm::SetVector<Operation *> &chain,
+                   SmallVectorImpl<CastOp> &casts, SmallVectorImpl<ReduceSumOp> &sums) {
+  while (v.hasOneUse() && isa<TransposeOp, ReshapeOp, ConcatOp>(*v.getUsers().begin())) {
+    Operation *view = *v.getUsers().begin();
+    if (!chain.insert(view))
+      return true; // a concatenation met before: its end is checked once
+    v = view->getResult(0);
+  }
+  CastOp cast;
+  for (Operation *user : v.getUsers()) {
+    if (auto c = dyn_cast<CastOp>(user); c && !cast && elementOf(c.getResult()).isBF16()) {
+      cast = c;
       continue;
     }
-    auto c = dyn_cast<CastOp>(user);
-    if (c && elementOf(c.getInput()).isF32() && elementOf(c.getResult()).isBF16())
-      return c;
-    return nullptr;
+    auto sum = dyn_cast<ReduceSumOp>(user);
+    if (!sum)
+      return false;
+    sums.push_back(sum);
   }
-  return nullptr;
+  if (!cast || !elementOf(v).isF32())
+    return false;
+  casts.push_back(cast);
+  return true;
 }
 
-RankedTensorType bf16Like(Type t) {
-  auto r = cast<RankedTensorType>(t);
-  return RankedTensorType::get(r.getShape(), BFloat16Type::get(t.getContext()));
+RankedTensorType withElement(Type t, Type el) {
+  return RankedTensorType::get(cast<RankedTensorType>(t).getShape(), el);
 }
 
-/// An attention or attention gradient with f32 results, each read only by
-/// a cast to bf16 through views: marked `bf16_result`, its results and
-/// their views retyped, the casts gone.
+/// An attention or attention gradient with f32 results, each ending in a
+/// cast to bf16 (narrowableEnd): marked `bf16_result`, its results, their
+/// views and concatenations retyped, the casts gone; a column sum of an
+/// end reads it through a widening cast of its own (a conversion at its
+/// kernel's load: the bias gradient sums the bf16 gradient the products
+/// read, as bf16 autocast's linear layer does).
 template <typename AttentionLike>
 void narrowAttention(AttentionLike op) {
   if (op.getBf16Result())
     return;
-  SmallVector<Operation *> chain;
+  llvm::SetVector<Operation *> chain;
   SmallVector<CastOp> casts;
-  for (Value r : op->getResults()) {
-    CastOp c = elementOf(r).isF32() ? narrowingReader(r, chain) : nullptr;
-    if (!c)
+  SmallVector<ReduceSumOp> sums;
+  for (Value r : op->getResults())
+    if (!elementOf(r).isF32() || !narrowableEnd(r, op, chain, casts, sums))
       return;
-    casts.push_back(c);
-  }
+  // A concatenation joins this op's results only.
+  for (Operation *view : chain)
+    if (isa<ConcatOp>(view) && llvm::any_of(view->getOperands(), [&](Value x) {
+          Operation *def = x.getDefiningOp();
+          return def != op.getOperation() && !chain.contains(def);
+        }))
+      return;
+  Type bf16 = BFloat16Type::get(op->getContext());
   op.setBf16Result(true);
   for (Value r : op->getResults())
-    r.setType(bf16Like(r.getType()));
+    r.setType(withElement(r.getType(), bf16));
   for (Operation *view : chain)
-    view->getResult(0).setType(bf16Like(view->getResult(0).getType()));
+    view->getResult(0).setType(withElement(view->getResult(0).getType(), bf16));
+  for (ReduceSumOp sum : sums) {
+    OpBuilder b(sum);
+    Value narrow = sum.getInput();
+    sum->setOperand(0, b.create<CastOp>(sum.getLoc(),
+                                        withElement(narrow.getType(), b.getF32Type()), narrow));
+  }
   for (CastOp c : casts) {
     c.getResult().replaceAllUsesWith(c.getInput());
     c.erase();
   }
-}
-
-/// The first cast of `dx` (a norm gradient's input gradient, f32) to bf16
-/// of its shape, marked for the gradient's kernel to store.
-void markProducerCopy(Value dx) {
-  if (!elementOf(dx).isF32())
-    return;
-  for (Operation *user : dx.getUsers())
-    if (auto c = dyn_cast<CastOp>(user);
-        c && elementOf(c.getResult()).isBF16() && c->getBlock() == dx.getParentBlock()) {
-      c->setAttr(kProducerCopyAttr, UnitAttr::get(c->getContext()));
-      return;
-    }
 }
 
 /// The casts of parameters (function arguments marked mlc.param) in `fn`
@@ -269,10 +280,6 @@ public:
       c.erase();
       product.erase();
     }
-    getOperation().walk([&](Operation *g) {
-      if (isa<LayerNormGradOp, RmsNormGradOp>(g))
-        markProducerCopy(g->getResult(0));
-    });
     SmallVector<AttentionOp> attentions;
     SmallVector<AttentionGradOp> attentionGrads;
     getOperation().walk([&](AttentionOp a) { attentions.push_back(a); });

@@ -439,7 +439,8 @@ public:
   std::string layerNormFusion(mlir::Type el, const Rows &rows, int64_t E,
                               const std::string &eps, const std::string &bases,
                               const std::string &offsets, const std::string &body,
-                              const std::string &input, int slot, const std::string &weight,
+                              const std::string &input, llvm::ArrayRef<int> slots,
+                              const std::string &weight,
                               const std::string &bias, bool rms) override {
     std::string T = cType(el);
     std::ostringstream k;
@@ -451,11 +452,13 @@ public:
       << rowMeanRstd("row", E, eps, "    ", rms) << "    const " << T << " rs = (" << T
       << ")rstd" << (rms ? "" : ", mu = (" + T + ")mean") << ";\n"
       << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
-      << offsets << "      p" << slot << "[o" << slot << "] = "
+      << offsets << "      const " << T << " y = "
       << (rms ? "(" + T + ")(row[c] * rs) * " + weight
               : "(row[c] - mu) * rs * " + weight + " + " + bias)
-      << ";\n"
-      << "    }\n  }\n";
+      << ";\n";
+    for (int slot : slots)
+      k << "      p" << slot << "[o" << slot << "] = y;\n";
+    k << "    }\n  }\n";
     return k.str();
   }
 

@@ -529,7 +529,8 @@ public:
   std::string layerNormFusion(mlir::Type el, const Rows &rows, int64_t E,
                               const std::string &eps, const std::string &bases,
                               const std::string &offsets, const std::string &body,
-                              const std::string &input, int slot, const std::string &weight,
+                              const std::string &input, llvm::ArrayRef<int> slots,
+                              const std::string &weight,
                               const std::string &bias, bool rms) override {
     std::string T = cType(el);
     const bool shared = E * int64_t(dtypeBytes(el)) <= 24 * 1024;
@@ -566,11 +567,14 @@ public:
       return rms ? "(" + T + ")(" + u + " * rs) * " + weight
                  : "(" + u + " - mu) * rs * " + weight + " + " + bias;
     };
-    const std::string out = "      p" + std::to_string(slot) + "[o" + std::to_string(slot) + "] = ";
+    std::string out;
+    for (int slot : slots)
+      out += "      p" + std::to_string(slot) + "[o" + std::to_string(slot) + "] = y;\n";
+    const std::string y = "      const " + T + " y = ";
     if (shared)
-      k << eachColumn(out + normalized("row[c]") + ";\n");
+      k << eachColumn(y + normalized("row[c]") + ";\n" + out);
     else
-      k << eachColumn(body + out + normalized("(" + input + ")") + ";\n");
+      k << eachColumn(body + y + normalized("(" + input + ")") + ";\n" + out);
     k << "    }\n  }\n";
     return k.str();
   }

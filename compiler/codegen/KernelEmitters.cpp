@@ -14,6 +14,7 @@
 #include "contract/OptimizerScalars.h"
 #include "passes/ProducerCopy.h"
 
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <array>
@@ -389,36 +390,40 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
   auto &bufs = bound.bufs;
   auto &accs = bound.accs;
   // The normalized row is stored in the result's type (a cast of it that
-  // the fusion absorbed converts on the store).
-  int normSlot = -1;
-  Operation *normCast = nullptr;
+  // the fusion absorbed converts on the store); yielded both as it is and
+  // cast (a second copy, mlc-fuse-elementwise), it is stored twice.
+  SmallVector<int, 2> normSlots;
+  llvm::SmallPtrSet<Operation *, 2> normCasts;
   for (auto [i, v] : llvm::enumerate(yield.getValues())) {
     auto c = v.getDefiningOp<CastOp>();
     if (c && c.getInput() == normResult)
-      normCast = c;
+      normCasts.insert(c);
     if (v == normResult || (c && c.getInput() == normResult))
-      normSlot = i;
+      normSlots.push_back(i);
   }
-  if (normSlot < 0)
+  if (normSlots.empty())
     return failure("a \"rows\" fusion that does not return its norm");
   for (Operation *user : normResult.getUsers())
-    if (user != normCast && !isa<YieldOp>(user))
+    if (!normCasts.count(user) && !isa<YieldOp>(user))
       return failure("a \"rows\" fusion computes with its norm's result");
+  SmallVector<Operation *, 3> skipped(normCasts.begin(), normCasts.end());
+  skipped.push_back(normOp);
   Rows rows = rowsOf(R, dynamicRows(input));
   return addBodyStep(
       iter, accs, false,
       [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) -> llvm::Error {
         IRMapping map;
-        if (auto err = cloneFusionRegion(b, fusion, accs, strides, map, {normOp, normCast}))
+        if (auto err = cloneFusionRegion(b, fusion, accs, strides, map, skipped))
           return err;
         for (auto [i, v] : llvm::enumerate(yield.getValues()))
-          if (int(i) != normSlot)
+          if (!llvm::is_contained(normSlots, int(i)))
             store(b, map.lookup(v), accs[i], strides[i]);
-        b.create<plan::NormalizeOp>(fn.getLoc(), map.lookup(input), map.lookup(weight),
-                                    bias ? map.lookup(bias) : Value(), normSlot,
-                                    accs[normSlot].base, strides[normSlot],
-                                    typeOf(yield.getValues()[normSlot]).getElementType(),
-                                    /*rms=*/!bias);
+        for (int slot : normSlots)
+          b.create<plan::NormalizeOp>(fn.getLoc(), map.lookup(input), map.lookup(weight),
+                                      bias ? map.lookup(bias) : Value(), slot,
+                                      accs[slot].base, strides[slot],
+                                      typeOf(yield.getValues()[slot]).getElementType(),
+                                      /*rms=*/!bias);
         return llvm::Error::success();
       },
       bufs, KernelTemplate::rows, /*merge=*/false,

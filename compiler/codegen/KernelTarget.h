@@ -285,13 +285,14 @@ public:
   /// A LayerNorm fused with the pointwise prologue of its input (a `rows`
   /// fusion): per row, `bases` computes b<k> (access k's row base); per
   /// element c, `offsets` computes o<k> from b<k>, `body` the prologue whose
-  /// value `input` is normalized; the result goes to p<slot>[o<slot>], with
+  /// value `input` is normalized; the result goes to p<slot>[o<slot>] for
+  /// each of `slots` (a second: its bf16 copy, converted at the store), with
   /// `weight` and `bias` the element's LayerNorm parameters. With `rms`
   /// the norm is RMSNorm's, `(T)(input * rstd) * weight` (`bias` unused).
   virtual std::string layerNormFusion(mlir::Type el, const Rows &rows, int64_t E,
                                       const std::string &eps, const std::string &bases,
                                       const std::string &offsets, const std::string &body,
-                                      const std::string &input, int slot,
+                                      const std::string &input, llvm::ArrayRef<int> slots,
                                       const std::string &weight, const std::string &bias,
                                       bool rms) = 0;
 

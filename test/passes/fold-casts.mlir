@@ -217,16 +217,12 @@ func.func @attention_read_twice(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>
 // -----
 
 // Attention's gradients dQ, dK, dV each read only as bf16 copies (Llama's
-// projections, no bias): the gradient kernel stores all three in bf16. If
-// one of them had an f32 reader (a bias gradient), none would change.
+// projections, no bias): the gradient kernel stores all three in bf16.
 // CHECK-LABEL: func.func @attention_grad_store
 // CHECK-NOT: mlc.cast
-// CHECK: %{{.*}}:3 = mlc.attention_grad %arg0, %arg1, %arg2, %arg3 causal bf16_result :
+// CHECK: %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = mlc.attention_grad %arg0, %arg1, %arg2, %arg3 causal bf16_result :
 // CHECK-NOT: mlc.cast
-// CHECK: return %{{.*}}#0, %{{.*}}#1, %{{.*}}#2 : tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>
-// CHECK-LABEL: func.func @attention_grad_bias
-// CHECK-NOT: bf16_result
-// CHECK-COUNT-3: mlc.cast
+// CHECK: return %[[DQ]], %[[DK]], %[[DV]] : tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>
 func.func @attention_grad_store(%g: tensor<2x2x4x8xf32>, %q: tensor<2x2x4x8xf32>,
                                 %k: tensor<2x2x4x8xf32>, %v: tensor<2x2x4x8xf32>)
     -> (tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>) {
@@ -236,28 +232,62 @@ func.func @attention_grad_store(%g: tensor<2x2x4x8xf32>, %q: tensor<2x2x4x8xf32>
   %c = mlc.cast %dv : tensor<2x2x4x8xf32> -> tensor<2x2x4x8xbf16>
   return %a, %b, %c : tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>
 }
-func.func @attention_grad_bias(%g: tensor<2x2x4x8xf32>, %q: tensor<2x2x4x8xf32>,
-                               %k: tensor<2x2x4x8xf32>, %v: tensor<2x2x4x8xf32>)
-    -> (tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x8xf32>) {
+
+// -----
+
+// GPT-2's fused QKV projection: dQ, dK, dV concatenated, the concatenation
+// read by the bias gradient (a column sum) and as the products' bf16 copy.
+// The gradients are stored in bf16 into the concatenation, which the sum
+// widens at its load (one fusion reading bf16).
+// CHECK-LABEL: func.func @attention_grad_concat
+// CHECK: %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = mlc.attention_grad %arg0, %arg1, %arg2, %arg3 causal bf16_result :
+// CHECK: %[[C:.*]] = mlc.concat(%[[DQ]], %[[DK]], %[[DV]]) axis = 3 : tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>
+// CHECK-NEXT: %[[W:.*]] = mlc.cast %[[C]] : tensor<2x2x4x24xbf16> -> tensor<2x2x4x24xf32>
+// CHECK-NEXT: mlc.reduce_sum %[[W]] axes = [0, 1, 2]
+// CHECK-NOT: mlc.cast
+// CHECK: return %[[C]], %{{.*}} : tensor<2x2x4x24xbf16>, tensor<24xf32>
+// FUSED-LABEL: func.func @attention_grad_concat
+// FUSED: mlc.fusion pointwise ins(%{{.*}} : tensor<2x2x4x24xbf16>)
+func.func @attention_grad_concat(%g: tensor<2x2x4x8xf32>, %q: tensor<2x2x4x8xf32>,
+                                 %k: tensor<2x2x4x8xf32>, %v: tensor<2x2x4x8xf32>)
+    -> (tensor<2x2x4x24xbf16>, tensor<24xf32>) {
+  %dq, %dk, %dv = mlc.attention_grad %g, %q, %k, %v causal : tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>
+  %c = mlc.concat(%dq, %dk, %dv) axis = 3 : tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>
+  %s = mlc.reduce_sum %c axes = [0, 1, 2] : tensor<2x2x4x24xf32>
+  %b = mlc.cast %c : tensor<2x2x4x24xf32> -> tensor<2x2x4x24xbf16>
+  return %b, %s : tensor<2x2x4x24xbf16>, tensor<24xf32>
+}
+
+// -----
+
+// Not where one gradient has a reader that is neither its bf16 copy nor a
+// sum (here a product in f32): every result keeps f32, every cast stays.
+// CHECK-LABEL: func.func @attention_grad_f32_reader
+// CHECK-NOT: bf16_result
+// CHECK-COUNT-3: mlc.cast
+func.func @attention_grad_f32_reader(%g: tensor<2x2x4x8xf32>, %q: tensor<2x2x4x8xf32>,
+                                     %k: tensor<2x2x4x8xf32>, %v: tensor<2x2x4x8xf32>)
+    -> (tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xf32>) {
   %dq, %dk, %dv = mlc.attention_grad %g, %q, %k, %v causal : tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>
   %a = mlc.cast %dq : tensor<2x2x4x8xf32> -> tensor<2x2x4x8xbf16>
   %b = mlc.cast %dk : tensor<2x2x4x8xf32> -> tensor<2x2x4x8xbf16>
   %c = mlc.cast %dv : tensor<2x2x4x8xf32> -> tensor<2x2x4x8xbf16>
-  %s = mlc.reduce_sum %dv axes = [2] : tensor<2x2x4x8xf32>
-  return %a, %b, %c, %s : tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x8xf32>
+  %m = mlc.mul %dv, %dv : tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>
+  return %a, %b, %c, %m : tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xf32>
 }
 
 // -----
 
 // An RMSNorm gradient's dx goes on in f32 (the residual stream's gradient)
-// and as a bf16 copy to the next products: the cast is marked for the
-// gradient's kernel to store, and no fusion takes it.
+// and as a bf16 copy to the next products: mlc-fuse-elementwise marks the
+// cast for the gradient's kernel to store, and no fusion takes it (the mul
+// reading dx stays a kernel of its own rather than take the cast along).
 // CHECK-LABEL: func.func @norm_grad_copy
-// CHECK: %[[DX:.*]], %{{.*}} = mlc.rms_norm_grad
-// CHECK-NEXT: mlc.cast %[[DX]] {mlc.producer_copy} : tensor<4x16xf32> -> tensor<4x16xbf16>
+// CHECK-NOT: mlc.producer_copy
+// CHECK: return
 // FUSED-LABEL: func.func @norm_grad_copy
-// FUSED-NOT: mlc.fusion
-// FUSED: mlc.cast %{{.*}} {mlc.producer_copy}
+// FUSED: %[[DX:.*]], %{{.*}} = mlc.rms_norm_grad
+// FUSED-NEXT: mlc.cast %[[DX]] {mlc.producer_copy} : tensor<4x16xf32> -> tensor<4x16xbf16>
 // FUSED-NOT: mlc.fusion
 // FUSED: return
 func.func @norm_grad_copy(%g: tensor<4x16xf32>, %x: tensor<4x16xf32>, %w: tensor<16xf32>,
@@ -271,10 +301,11 @@ func.func @norm_grad_copy(%g: tensor<4x16xf32>, %x: tensor<4x16xf32>, %w: tensor
 
 // -----
 
-// Not a widening (bf16 to f32) of dx, nor a cast of the weight gradient.
-// CHECK-LABEL: func.func @norm_grad_no_copy
-// CHECK-NOT: mlc.producer_copy
-// CHECK: return
+// Not a cast of dx to another type than bf16, nor a cast of the weight
+// gradient.
+// FUSED-LABEL: func.func @norm_grad_no_copy
+// FUSED-NOT: mlc.producer_copy
+// FUSED: return
 func.func @norm_grad_no_copy(%g: tensor<4x16xf32>, %x: tensor<4x16xf32>, %w: tensor<16xf32>)
     -> (tensor<4x16xf64>, tensor<16xbf16>) {
   %dx, %dw = mlc.rms_norm_grad %g, %x, %w epsilon = 1.0e-06 : tensor<4x16xf32>, tensor<4x16xf32>, tensor<16xf32>
