@@ -18,12 +18,15 @@
 //   join at most one of their kernels, and would otherwise be a kernel of
 //   its own that reads 2 bytes and writes 4 per element.
 //
-//   A biased product that a GELU reads (the MLP's first projection) is
-//   stored in bf16 with its bias in bf16, the way bf16 autocast computes a
-//   linear layer: the GELU and its gradient read the bf16 pre-activation
-//   through a widening cast each (a conversion at their loads), where they
-//   read an f32 one. Half the bytes of the GEMM's store and of both
-//   readers' loads; the GELU still computes in f32.
+//   A biased product read by pointwise ops alone (the MLP's first
+//   projection, read by its GELU; the attention's and the MLP's output
+//   projections, read by the dropout or residual add that a LayerNorm's
+//   row kernel computes) is stored in bf16 with its bias in bf16, the way
+//   bf16 autocast computes a linear layer: its readers read the bf16
+//   product through a widening cast each (a conversion at their loads),
+//   where they read an f32 one. Half the bytes of the GEMM's store and of
+//   the readers' loads; the GELU, the residual stream and the norm still
+//   compute in f32.
 //
 //   An attention (or its gradient) whose every result reaches, through
 //   views alone (transposes, reshapes, a concatenation of its own results,
@@ -97,17 +100,17 @@ void castPerReader(CastOp wide) {
 }
 
 /// matmul(a, b) f32_result bias(c) (bf16 operands, f32 bias, no
-/// accumulator) read by a GELU and otherwise by pointwise ops alone.
-bool isGeluProduct(MatmulOp p) {
+/// accumulator) read by pointwise ops alone (a GELU; a dropout or the
+/// residual add before a LayerNorm, whose row kernel takes them).
+bool isNarrowableProduct(MatmulOp p) {
   return p.getF32Result() && p.getBias() && !p.getAcc() &&
          elementOf(p.getLhs()).isBF16() && elementOf(p.getBias()).isF32() &&
-         pointwiseReaders(p.getResult()) &&
-         llvm::any_of(p.getResult().getUsers(), [](Operation *u) { return isa<GeluOp>(u); });
+         !p.getResult().use_empty() && pointwiseReaders(p.getResult());
 }
 
 /// The product in bf16 with a bf16 copy of its bias, each reader reading
 /// it through a widening cast of its own.
-void narrowGeluProduct(MatmulOp p) {
+void narrowProduct(MatmulOp p) {
   OpBuilder b(p);
   Location loc = p.getLoc();
   auto bias = cast<RankedTensorType>(p.getBias().getType());
@@ -254,13 +257,13 @@ void gatherParameterCasts(func::FuncOp fn) {
 class FoldCastsPass : public mlc::impl::MlcFoldCastsBase<FoldCastsPass> {
 public:
   void runOnOperation() final {
-    SmallVector<MatmulOp> geluProducts;
+    SmallVector<MatmulOp> narrowable;
     getOperation().walk([&](MatmulOp p) {
-      if (isGeluProduct(p))
-        geluProducts.push_back(p);
+      if (isNarrowableProduct(p))
+        narrowable.push_back(p);
     });
-    for (MatmulOp p : geluProducts)
-      narrowGeluProduct(p);
+    for (MatmulOp p : narrowable)
+      narrowProduct(p);
     SmallVector<CastOp> widenings;
     getOperation().walk([&](CastOp c) {
       if (!isSharedWidening(c))

@@ -79,14 +79,16 @@ func.func @gelu_product(%w: tensor<8x16xf32> {mlc.param = "w"}, %c: tensor<16xf3
 // -----
 
 // Not when something other than pointwise ops reads the product (its f32
-// value is a softmax's input too), nor for a biased product no GELU reads
-// (attention's output projection, read by the residual add): they stay
-// f32_result with their f32 bias.
+// value is a softmax's input too): it stays f32_result with its f32 bias.
+// A biased product no GELU reads but pointwise ops alone do (attention's
+// output projection, read by the residual add) is narrowed as the GELU's:
+// bf16 with a bf16 copy of its bias, the add widening it at its load.
 // CHECK-LABEL: func.func @no_gelu_product
-// CHECK-NOT: tensor<16xbf16>
 // CHECK: mlc.matmul %arg2, %arg0 f32_result bias(%arg1 : tensor<16xf32>)
-// CHECK: mlc.matmul %arg2, %arg0 f32_result bias(%arg1 : tensor<16xf32>)
-// CHECK-NOT: tensor<16xbf16>
+// CHECK: %[[B:.*]] = mlc.cast %arg1 : tensor<16xf32> -> tensor<16xbf16>
+// CHECK-NEXT: %[[O:.*]] = mlc.matmul %arg2, %arg0 bias(%[[B]] : tensor<16xbf16>) : tensor<4x8xbf16>, tensor<8x16xbf16>
+// CHECK-NEXT: %[[W:.*]] = mlc.cast %[[O]] : tensor<4x16xbf16> -> tensor<4x16xf32>
+// CHECK-NEXT: mlc.add %[[W]], %arg3
 func.func @no_gelu_product(%w: tensor<8x16xbf16>, %c: tensor<16xf32>, %x: tensor<4x8xbf16>,
                            %r: tensor<4x16xf32>)
     -> (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>) {
@@ -126,16 +128,18 @@ func.func @no_widening(%a: tensor<4x8xbf16>, %b: tensor<8x16xbf16>, %x: tensor<4
 
 // The bf16 copies of the weights: one params fusion at the top of the
 // function, each copy one of its results (one kernel over the flat
-// parameter buffer, where each was a cast kernel of its own).
+// parameter buffer, where each was a cast kernel of its own); the first
+// product, read by a pointwise op (a cast), is narrowed with its bias, whose
+// copy is one of them.
 // CHECK-LABEL: func.func @weights
-// CHECK-NEXT: %[[C:.*]]:2 = mlc.fusion params ins(%arg0, %arg2 : tensor<8x16xf32>, tensor<16x8xf32>) {
+// CHECK-NEXT: %[[C:.*]]:3 = mlc.fusion params ins(%arg0, %arg1, %arg2 : tensor<8x16xf32>, tensor<16xf32>, tensor<16x8xf32>) {
 // CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<f32>):
 // CHECK-NEXT: %[[Y:.*]] = mlc.cast %[[X]] : tensor<f32> -> tensor<bf16>
 // CHECK-NEXT: mlc.yield %[[Y]] : tensor<bf16>
-// CHECK-NEXT: } : tensor<8x16xbf16>, tensor<16x8xbf16>
+// CHECK-NEXT: } : tensor<8x16xbf16>, tensor<16xbf16>, tensor<16x8xbf16>
 // CHECK-NEXT: %[[H:.*]] = mlc.cast %arg3
-// CHECK-NEXT: mlc.matmul %[[H]], %[[C]]#0 f32_result bias(%arg1
-// CHECK: mlc.matmul %{{.*}}, %[[C]]#1 f32_result
+// CHECK-NEXT: mlc.matmul %[[H]], %[[C]]#0 bias(%[[C]]#1
+// CHECK: mlc.matmul %{{.*}}, %[[C]]#2 f32_result
 func.func @weights(%w1: tensor<8x16xf32> {mlc.param = "w1"}, %b1: tensor<16xf32> {mlc.param = "b1"},
                    %w2: tensor<16x8xf32> {mlc.param = "w2"}, %x: tensor<4x8xf32> {mlc.input = "x"})
     -> tensor<4x8xf32> {

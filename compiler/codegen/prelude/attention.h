@@ -260,7 +260,7 @@ template <typename T> struct MlcAttentionScratch {
 // One query head's share of the backward pass (K, V already packed in w):
 // per query tile, P again, dP = dO V^T, dS, then dQ_t = dS K and dV, dK
 // accumulated (dV += (P keep)^T dO_t, dK += dS^T Q_t).
-template <typename T, int F, int D, int DV, typename I, typename O>
+template <typename T, int F, int D, int DV, typename I>
 static void mlc_attention_backward_head(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
                                         uint64_t key, const MlcAttentionHead &k,
                                         MlcAttentionScratch<T> &w, T *dk, T *dv) {
