@@ -41,6 +41,12 @@
 //   linear layer sums: the gradient is stored once, in bf16, instead of
 //   in f32 and again as its bf16 copy.
 //
+//   A norm gradient's incoming gradient, an f32_result product that the
+//   gradient alone reads (the input gradient of the products after a
+//   LayerNorm), is stored in bf16, as bf16 autocast's linear layer returns
+//   it, and widened by the gradient's kernel at its loads: the widening is
+//   marked `mlc.consumer_load`, no kernel of its own.
+//
 //   The casts of parameters (the weights' bf16 copies for the products)
 //   become one `mlc.fusion params`: a single kernel over the flat
 //   parameter buffer writes every copy, instead of one cast kernel per
@@ -51,6 +57,7 @@
 
 #include "dialects/mlc/MlcDialect.h"
 #include "passes/Passes.h"
+#include "passes/ProducerCopy.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -205,6 +212,24 @@ void narrowAttention(AttentionLike op) {
   }
 }
 
+/// A norm gradient's incoming gradient, an f32_result product (bf16
+/// operands, no bias or accumulator) that it alone reads: the product in
+/// bf16, read through a widening marked `mlc.consumer_load` (the gradient's
+/// kernel loads 2 bytes an element, twice, where it loaded 4).
+void narrowNormGradient(Operation *g) {
+  auto p = g->getOperand(0).getDefiningOp<MatmulOp>();
+  if (!p || !p.getF32Result() || p.getBias() || p.getAcc() || !p->hasOneUse() ||
+      !elementOf(p.getLhs()).isBF16())
+    return;
+  OpBuilder b(p);
+  auto narrow = b.create<MatmulOp>(p.getLoc(), p.getLhs(), p.getRhs(), p.getTransposeLhs(),
+                                   p.getTransposeRhs(), /*f32_result=*/false, Value(), Value());
+  auto widen = b.create<CastOp>(p.getLoc(), p.getType(), narrow.getResult());
+  widen->setAttr(kConsumerLoadAttr, b.getUnitAttr());
+  p.getResult().replaceAllUsesWith(widen.getResult());
+  p.erase();
+}
+
 /// The casts of parameters (function arguments marked mlc.param) in `fn`
 /// as one params fusion at the top of its body, when they all cast one
 /// element type to another and their parameters hold at least half of the
@@ -283,6 +308,13 @@ public:
       c.erase();
       product.erase();
     }
+    SmallVector<Operation *> normGrads;
+    getOperation().walk([&](Operation *g) {
+      if (isa<LayerNormGradOp, RmsNormGradOp>(g))
+        normGrads.push_back(g);
+    });
+    for (Operation *g : normGrads)
+      narrowNormGradient(g);
     SmallVector<AttentionOp> attentions;
     SmallVector<AttentionGradOp> attentionGrads;
     getOperation().walk([&](AttentionOp a) { attentions.push_back(a); });

@@ -31,7 +31,8 @@ namespace {
 /// Elementwise ops: those with a per-element expression, and mlc.rotary,
 /// whose element also reads its pair partner (see memoryOperand).
 bool isPointwise(Operation *op) {
-  if (op->hasAttr(kProducerCopyAttr)) // its producer's kernel stores it (mlc-fold-casts)
+  // A cast its producer's kernel stores, or its reader's loads (--dtype bf16).
+  if (op->hasAttr(kProducerCopyAttr) || op->hasAttr(kConsumerLoadAttr))
     return false;
   if (auto r = dyn_cast<RotaryOp>(op)) // a partial rotation is two nests
     return cast<RankedTensorType>(r.getCos().getType()).getShape().back() ==

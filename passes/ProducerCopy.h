@@ -16,6 +16,12 @@ namespace mlc {
 
 inline constexpr llvm::StringLiteral kProducerCopyAttr = "mlc.producer_copy";
 
+/// mlc-fold-casts marks a widening cast (bf16 to f32) of a product that a
+/// norm gradient reads as its incoming gradient: the gradient's kernel
+/// loads the bf16 product and converts it, so no fusion takes the cast and
+/// the lowering emits no kernel for it.
+inline constexpr llvm::StringLiteral kConsumerLoadAttr = "mlc.consumer_load";
+
 } // namespace mlc
 
 #endif // MLC_PASSES_PRODUCERCOPY_H

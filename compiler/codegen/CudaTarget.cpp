@@ -411,7 +411,7 @@ public:
   /// bytes per f32 element, plus 16 bytes of statistics per row.
   std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity, int64_t E,
                             const std::string &eps, bool rms, bool residual,
-                            bool unit, mlir::Type copy) override {
+                            bool unit, mlir::Type copy, mlir::Type grad) override {
     std::string T = cType(el);
     const auto [block, colBlocks, chunks] = columnChunks(1);
     const std::string stats = "((double *)ctx->scratch)",
@@ -428,6 +428,9 @@ public:
       args.pop_back();
     if (residual)
       args.push_back({el, false});
+    // The output gradient g in its own type (bf16: widened at the loads).
+    const std::string TG = cType(grad);
+    args[in].element = grad;
     // dx's copy (bf16), the last argument: dx converted at a second store.
     const std::string C = "p" + std::to_string(args.size());
     if (copy)
@@ -437,8 +440,9 @@ public:
         residual ? "(double)" + R + "[r * " + std::to_string(E) + " + c] + " : "";
     std::ostringstream b;
     b << arguments(args) << "  __shared__ double red[32];\n"
-      << rowLoop(rows, E) << "      const " << T << " *g = " << G << " + r * " << E
-      << ", *x = " << X << " + r * " << E << "; " << T << " *dx = p0 + r * " << E << ";\n"
+      << rowLoop(rows, E) << "      const " << TG << " *g = " << G << " + r * " << E
+      << "; const " << T << " *x = " << X << " + r * " << E << "; " << T << " *dx = p0 + r * "
+      << E << ";\n"
       << rowMeanRstd("x[c]", E, eps, rms)
       << "      if (threadIdx.x == 0) { " << stats << "[2 * r] = mean; " << stats
       << "[2 * r + 1] = rstd; }\n"

@@ -567,9 +567,19 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     };
     Value weight = op->getOperand(grad ? 2 : 1);
     const bool unit = splatIs(weight, 1.0) && (grad || rms || splatIs(op->getOperand(2), 0.0));
-    for (auto [i, v] : llvm::enumerate(op->getOperands()))
-      if (!unit || (v != weight && (grad || rms || i != 2)))
-        bufs.push_back(bufferOf(v));
+    for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+      if (unit && (v == weight || (!grad && !rms && i == 2)))
+        continue;
+      // --dtype bf16: a bf16 product's widening marked mlc.consumer_load
+      // (the incoming gradient): the kernel loads the product and widens it.
+      auto widen = v.getDefiningOp<CastOp>();
+      if (grad && i == 0 && widen && widen->hasAttr(kConsumerLoadAttr)) {
+        bufs.push_back(bufferOf(widen.getInput()));
+        params.type("grad_element", typeOf(widen.getInput()).getElementType());
+        continue;
+      }
+      bufs.push_back(bufferOf(v));
+    }
     params.flag("unit", unit);
     if (grad)
       params.i64("capacity", capacityRows(x));

@@ -262,10 +262,13 @@ public:
   /// weight (p6; RMSNorm's p5), is added: p0 = r + dx. With `unit`, the
   /// weight is 1 and no argument (r moves up one). With a `copy` type
   /// (bf16; null: none) the last argument gets dx in it too, converted at
-  /// the store (mlc-fold-casts' `mlc.producer_copy`).
+  /// the store (mlc-fuse-elementwise's `mlc.producer_copy`). The output
+  /// gradient is of type `grad` (bf16 where its product stores it so,
+  /// mlc-fold-casts' `mlc.consumer_load`; el otherwise), widened at its loads.
   virtual std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity,
                                     int64_t E, const std::string &eps, bool rms,
-                                    bool residual, bool unit, mlir::Type copy) = 0;
+                                    bool residual, bool unit, mlir::Type copy,
+                                    mlir::Type grad) = 0;
   /// p0 = mean cross-entropy of logits p1 against labels p2 (of type
   /// `labels`), rows whose label is `ignore` skipped; a label out of range
   /// is reported through the kernel context.

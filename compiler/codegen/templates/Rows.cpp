@@ -108,7 +108,8 @@ struct LayerNormGradModel : TemplateModel<LayerNormGradModel, plan::LayerNormGra
   static constexpr plan::TemplateParam kSchema[] = {
       {"element", K::Type, true}, MLC_TEMPLATE_ROWS,     {"capacity", K::I64, true},
       {"columns", K::I64, true},  {"eps", K::F64, true}, {"rms", K::Flag, false},
-      {"residual", K::Flag, false}, {"unit", K::Flag, false}, {"copy", K::Type, false}};
+      {"residual", K::Flag, false}, {"unit", K::Flag, false}, {"copy", K::Type, false},
+      {"grad_element", K::Type, false}};
 
   /// dx, dw (, db: not an RMSNorm's), and dx's `copy`, the last argument.
   bool writesArg(Attribute, Operation *k, int64_t arg) const {
@@ -123,7 +124,10 @@ struct LayerNormGradModel : TemplateModel<LayerNormGradModel, plan::LayerNormGra
     ParamsReader r = reader(k);
     RowShape s = rowShape(r);
     plan::TemplateCost c;
-    c.bytes = (5 * s.rows * s.columns + 3 * s.columns) * s.el;
+    // (g, read twice, in its own type where it is bf16.)
+    const double gradBytes =
+        r.has("grad_element") ? double(plan::elementBytes(r.type("grad_element"))) : s.el;
+    c.bytes = (3 * s.rows * s.columns + 3 * s.columns) * s.el + 2 * s.rows * s.columns * gradBytes;
     if (Type copy = r.has("copy") ? r.type("copy") : Type())
       c.bytes += s.rows * s.columns * double(plan::elementBytes(copy));
     c.flops = 14 * s.rows * s.columns;
@@ -143,7 +147,9 @@ struct LayerNormGradModel : TemplateModel<LayerNormGradModel, plan::LayerNormGra
     return checked(r, target.layerNormGrad(r.type("element"), r.rows(), r.i64("capacity"),
                                            r.i64("columns"), epsLiteral(r, k->getContext()),
                                            r.flag("rms"), r.flag("residual"), r.flag("unit"),
-                                           r.has("copy") ? r.type("copy") : Type()));
+                                           r.has("copy") ? r.type("copy") : Type(),
+                                           r.has("grad_element") ? r.type("grad_element")
+                                                                 : r.type("element")));
   }
 };
 
