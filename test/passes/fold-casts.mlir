@@ -317,3 +317,44 @@ func.func @norm_grad_no_copy(%g: tensor<4x16xf32>, %x: tensor<4x16xf32>, %w: ten
   %d = mlc.cast %dw : tensor<16xf32> -> tensor<16xbf16>
   return %c, %d : tensor<4x16xf64>, tensor<16xbf16>
 }
+
+// -----
+
+// A LayerNorm gradient's incoming gradient, an f32_result product it alone
+// reads: the product is stored in bf16 and widened by a cast marked
+// mlc.consumer_load (the gradient's kernel converts at its loads), which no
+// fusion takes.
+// CHECK-LABEL: func.func @norm_grad_input
+// CHECK: %[[P:.*]] = mlc.matmul %arg0, %arg1 : tensor<4x8xbf16>, tensor<8x16xbf16>
+// CHECK-NEXT: %[[W:.*]] = mlc.cast %[[P]] {mlc.consumer_load} : tensor<4x16xbf16> -> tensor<4x16xf32>
+// CHECK-NEXT: mlc.layer_norm_grad %[[W]], %arg2, %arg3
+// FUSED-LABEL: func.func @norm_grad_input
+// FUSED-NOT: mlc.fusion
+// FUSED: return
+func.func @norm_grad_input(%a: tensor<4x8xbf16>, %b: tensor<8x16xbf16>, %x: tensor<4x16xf32>,
+                           %w: tensor<16xf32>) -> (tensor<4x16xf32>, tensor<16xf32>, tensor<16xf32>) {
+  %g = mlc.matmul %a, %b f32_result : tensor<4x8xbf16>, tensor<8x16xbf16>
+  %dx, %dw, %db = mlc.layer_norm_grad %g, %x, %w epsilon = 1.0e-05 : tensor<4x16xf32>, tensor<4x16xf32>, tensor<16xf32>
+  return %dx, %dw, %db : tensor<4x16xf32>, tensor<16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// Not where the product is read elsewhere too, nor where it accumulates
+// (Llama's summed input gradients keep their f32 sums).
+// CHECK-LABEL: func.func @norm_grad_input_kept
+// CHECK-NOT: mlc.consumer_load
+// CHECK: mlc.matmul %arg0, %arg1 f32_result :
+// CHECK: mlc.matmul %arg0, %arg1 f32_result acc(
+// CHECK-NOT: mlc.consumer_load
+// CHECK: return
+func.func @norm_grad_input_kept(%a: tensor<4x8xbf16>, %b: tensor<8x16xbf16>, %x: tensor<4x16xf32>,
+                                %w: tensor<16xf32>, %s: tensor<4x16xf32>)
+    -> (tensor<4x16xf32>, tensor<16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<16xf32>) {
+  %g = mlc.matmul %a, %b f32_result : tensor<4x8xbf16>, tensor<8x16xbf16>
+  %dx, %dw = mlc.rms_norm_grad %g, %x, %w epsilon = 1.0e-06 : tensor<4x16xf32>, tensor<4x16xf32>, tensor<16xf32>
+  %e = mlc.add %g, %x : tensor<4x16xf32>, tensor<4x16xf32>
+  %h = mlc.matmul %a, %b f32_result acc(%s : tensor<4x16xf32>) : tensor<4x8xbf16>, tensor<8x16xbf16>
+  %dx2, %dw2 = mlc.rms_norm_grad %h, %x, %w epsilon = 1.0e-06 : tensor<4x16xf32>, tensor<4x16xf32>, tensor<16xf32>
+  return %dx, %dw, %e, %dx2, %dw2 : tensor<4x16xf32>, tensor<16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<16xf32>
+}
