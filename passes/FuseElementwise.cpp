@@ -9,6 +9,7 @@
 
 #include "dialects/mlc/MlcDialect.h"
 #include "passes/Passes.h"
+#include "passes/ProducerCopy.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -30,6 +31,9 @@ namespace {
 /// Elementwise ops: those with a per-element expression, and mlc.rotary,
 /// whose element also reads its pair partner (see memoryOperand).
 bool isPointwise(Operation *op) {
+  // A cast its producer's kernel stores, or its reader's loads (--dtype bf16).
+  if (op->hasAttr(kProducerCopyAttr) || op->hasAttr(kConsumerLoadAttr))
+    return false;
   if (auto r = dyn_cast<RotaryOp>(op)) // a partial rotation is two nests
     return cast<RankedTensorType>(r.getCos().getType()).getShape().back() ==
            cast<RankedTensorType>(r.getType()).getShape().back();
@@ -120,12 +124,35 @@ void absorbResidualGradients(Block &block) {
   }
 }
 
+/// The first cast of `dx` (a norm gradient's input gradient, f32) to bf16
+/// of its shape, marked for the gradient's kernel to store.
+void markProducerCopy(Value dx) {
+  if (!cast<RankedTensorType>(dx.getType()).getElementType().isF32())
+    return;
+  for (Operation *user : dx.getUsers())
+    if (auto c = dyn_cast<CastOp>(user);
+        c && cast<RankedTensorType>(c.getType()).getElementType().isBF16() && c->getBlock() == dx.getParentBlock()) {
+      c->setAttr(kProducerCopyAttr, UnitAttr::get(c->getContext()));
+      return;
+    }
+}
+
 class FuseElementwisePass : public mlc::impl::MlcFuseElementwiseBase<FuseElementwisePass> {
 public:
   void runOnOperation() final {
     for (Block &block : getOperation().getBody()) {
       absorbResidualGradients<RmsNormGradOp>(block);
       absorbResidualGradients<LayerNormGradOp>(block);
+      // --dtype bf16: a norm gradient's dx goes on in f32 along the residual
+      // stream and as a bf16 copy to the next products (Llama: no dropout
+      // or bias-gradient kernel reads dx to take the cast). The cast is
+      // marked `mlc.producer_copy`: the gradient's kernel writes it as a
+      // second store of dx, so it joins no fusion and is no kernel of its
+      // own. (After the residual sums joined the gradients: the cast reads
+      // the sum, which is then the gradient's dx.)
+      for (Operation &op : block)
+        if (isa<LayerNormGradOp, RmsNormGradOp>(op))
+          markProducerCopy(op.getResult(0));
       fuseBlock(block);
     }
   }
@@ -216,6 +243,8 @@ private:
     (void)position;
     for (auto fusion : llvm::make_early_inc_range(block.getOps<FusionOp>()))
       absorbCasts(fusion);
+    for (auto fusion : llvm::make_early_inc_range(block.getOps<FusionOp>()))
+      addNormCopy(fusion);
     fuseSumAndCast(block);
   }
 
@@ -330,7 +359,8 @@ private:
       Value x = op.getOperand(0);
       for (Operation *user : x.getUsers()) {
         auto c = dyn_cast<CastOp>(user);
-        if (c && c->getBlock() == &block && shapeOf(c.getResult()) == shapeOf(x) &&
+        if (c && !c->hasAttr(kProducerCopyAttr) && c->getBlock() == &block &&
+            shapeOf(c.getResult()) == shapeOf(x) &&
             isa<FloatType>(cast<RankedTensorType>(c.getType()).getElementType())) {
           pairs.push_back({&op, c});
           break;
@@ -377,6 +407,46 @@ private:
       result.setType(c.getType());
       c.getResult().replaceAllUsesWith(result);
       c.erase();
+    }
+  }
+
+  /// A norm's result that a rows fusion yields and that is read both as
+  /// it is and by a cast (--dtype bf16, BERT's post-LN stream: the next
+  /// residual add reads f32, the next products the bf16 copy): the fusion
+  /// also yields the cast, a second store of the normalized row, and the
+  /// cast, otherwise a kernel of its own reading the f32 rows back, is gone.
+  void addNormCopy(FusionOp fusion) {
+    if (fusion.getKind() != FusionKind::rows)
+      return;
+    auto yield = cast<YieldOp>(fusion.getBody().front().getTerminator());
+    for (auto [i, result] : llvm::enumerate(fusion.getResults())) {
+      Value inner = yield.getValues()[i];
+      if (!isa_and_nonnull<LayerNormOp, RmsNormOp>(inner.getDefiningOp()) || result.hasOneUse())
+        continue;
+      CastOp copy;
+      for (Operation *user : result.getUsers())
+        if (auto c = dyn_cast<CastOp>(user);
+            c && !copy && isa<FloatType>(cast<RankedTensorType>(c.getType()).getElementType()))
+          copy = c;
+      if (!copy)
+        continue;
+      OpBuilder b(yield);
+      auto type = RankedTensorType::get(cast<RankedTensorType>(inner.getType()).getShape(),
+                                        cast<RankedTensorType>(copy.getType()).getElementType());
+      Value converted = b.create<CastOp>(copy.getLoc(), type, inner);
+      yield->insertOperands(yield->getNumOperands(), converted);
+      SmallVector<Type> types(fusion.getResultTypes());
+      types.push_back(copy.getType());
+      b.setInsertionPoint(fusion);
+      auto grown = b.create<FusionOp>(fusion.getLoc(), fusion.getKind(), types,
+                                      fusion.getInputs());
+      grown.getBody().takeBody(fusion.getBody());
+      for (auto [old, now] : llvm::zip(fusion.getResults(), grown.getResults()))
+        old.replaceAllUsesWith(now);
+      copy.getResult().replaceAllUsesWith(grown.getResults().back());
+      copy.erase();
+      fusion.erase();
+      return; // one copy per fusion (its norm's)
     }
   }
 

@@ -359,12 +359,20 @@ def MlcFoldCasts : Pass<"mlc-fold-casts", "mlir::func::FuncOp"> {
     left to fusion, which folds it into that op's kernel (the product stays
     bf16, half the bytes).
 
-    A biased product (`f32_result bias(%b)`, f32 bias) read by a GELU and
-    otherwise by pointwise ops only (the MLP's first projection and GELU's
-    gradient) becomes a bf16 product with a bf16 copy of its bias, as bf16
-    autocast computes a linear layer; each reader widens the bf16
-    pre-activation at its load. The lowering then makes the tanh GELU the
+    A biased product (`f32_result bias(%b)`, f32 bias) read by pointwise
+    ops only (the MLP's first projection, read by its GELU and GELU's
+    gradient; the output projections, read by the residual add of the next
+    LayerNorm's row kernel) becomes a bf16 product with a bf16 copy of its
+    bias, as bf16 autocast computes a linear layer; each reader widens the
+    bf16 product at its load. The lowering then makes the tanh GELU the
     GEMM's epilogue over the bf16 pre-activation, as it does in f32.
+
+    An attention or attention gradient whose every result reaches, through
+    views (transposes, reshapes) and a concatenation of its own results,
+    each read once, a cast to bf16 (and otherwise only column sums) is
+    marked `bf16_result`: its kernel stores bf16 and the casts are gone; a
+    column sum beside a cast (a Q, K or V bias gradient) reads the bf16
+    gradient through a widening cast of its own.
 
     The casts of parameters (function arguments marked `mlc.param`: the
     weights' bf16 copies that the products read) become one

@@ -71,7 +71,10 @@ inline std::string attentionBuffers(const AttentionKernel &a) {
   auto p = [](int i) { return "p" + std::to_string(i); };
   const int qi = a.query;
   const std::string I = a.varlen ? cType(a.args[a.cuSlot].element) : "int32_t";
-  return "  const MlcAttentionArgs<" + cType(a.element) + ", " + I + "> x = {" + p(0) + ", " +
+  // The outputs' type where it is not the element's (bf16_result).
+  const mlir::Type out = a.args.empty() ? a.element : a.args[0].element;
+  const std::string O = out == a.element ? "" : ", " + cType(out);
+  return "  const MlcAttentionArgs<" + cType(a.element) + ", " + I + O + "> x = {" + p(0) + ", " +
          (a.backward ? p(1) + ", " + p(2) + ", " + p(3) : "0, 0, 0") + ", " + p(qi) + ", " +
          p(qi + 1) + ", " + p(qi + 2) + ", " + (a.mask ? p(qi + 3) : "0") + ", " +
          (a.varlen ? p(a.cuSlot) : "0") + ", " +

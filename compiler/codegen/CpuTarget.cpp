@@ -282,7 +282,7 @@ public:
   /// (rows, then column blocks), dx written: 20 bytes per f32 element.
   std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity, int64_t E,
                             const std::string &eps, bool rms, bool residual,
-                            bool unit) override {
+                            bool unit, mlir::Type copy, mlir::Type grad) override {
     std::string T = cType(el);
     // Outputs dx, dw (, db), then the inputs g, x, w (none when `unit`), the residual r.
     const int in = rms ? 2 : 3;
@@ -296,6 +296,13 @@ public:
       args.pop_back();
     if (residual)
       args.push_back({el, false});
+    // The output gradient g in its own type (bf16: widened at the loads).
+    const std::string TG = cType(grad);
+    args[in].element = grad;
+    // dx's copy (bf16), the last argument: dx converted at a second store.
+    const std::string C = "p" + std::to_string(args.size());
+    if (copy)
+      args.push_back({copy, true});
     // dx = r + ..., r (after w) the residual stream's gradient, summed in double.
     const std::string plus =
         residual ? "(double)" + R + "[r * " + std::to_string(E) + " + c] + " : "";
@@ -303,8 +310,8 @@ public:
     b << arguments(args) << "  std::vector<double> stats(2 * " << capacity << ");\n"
       << "#pragma omp parallel for\n"
       << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "    const " << T << " *g = " << G << " + r * " << E << ", *x = " << X << " + r * " << E
-      << "; " << T << " *dx = p0 + r * " << E << ";\n"
+      << "    const " << TG << " *g = " << G << " + r * " << E << "; const " << T << " *x = " << X
+      << " + r * " << E << "; " << T << " *dx = p0 + r * " << E << ";\n"
       << rowMeanRstd("x", E, eps, "    ", rms)
       << "    stats[2 * r] = mean; stats[2 * r + 1] = rstd;\n"
       << "    double m1 = 0, m2 = 0;\n"
@@ -316,7 +323,9 @@ public:
       << ";\n"
       << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
       << "      double xh = (x[c] - mean) * rstd, dxh = (double)g[c]" << W << ";\n"
-      << "      dx[c] = (" << T << ")(" << plus << "rstd * (dxh - m1 - xh * m2));\n    }\n  }\n"
+      << "      dx[c] = (" << T << ")(" << plus << "rstd * (dxh - m1 - xh * m2));"
+      << (copy ? " " + C + "[r * " + std::to_string(E) + " + c] = dx[c];" : std::string())
+      << "\n    }\n  }\n"
       // dw and db: each thread owns a block of 64 columns and walks the rows,
       // so the inner loop is contiguous and vectorizes; every column still
       // sums its rows in order (deterministic, as the per-column loop was).
@@ -325,8 +334,8 @@ public:
       << "    const int64_t c1 = c0 + 64 < " << E << " ? c0 + 64 : " << E << ";\n"
       << "    double dw[64] = {0}, db[64] = {0};\n"
       << "    for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "      const " << T << " *g = " << G << " + r * " << E << ", *x = " << X << " + r * "
-      << E << ";\n"
+      << "      const " << TG << " *g = " << G << " + r * " << E << "; const " << T << " *x = "
+      << X << " + r * " << E << ";\n"
       << "      const double mean = stats[2 * r], rstd = stats[2 * r + 1];\n"
       << "#pragma omp simd\n"
       << "      for (int64_t c = c0; c < c1; ++c) {\n"
@@ -433,7 +442,8 @@ public:
   std::string layerNormFusion(mlir::Type el, const Rows &rows, int64_t E,
                               const std::string &eps, const std::string &bases,
                               const std::string &offsets, const std::string &body,
-                              const std::string &input, int slot, const std::string &weight,
+                              const std::string &input, llvm::ArrayRef<int> slots,
+                              const std::string &weight,
                               const std::string &bias, bool rms) override {
     std::string T = cType(el);
     std::ostringstream k;
@@ -445,11 +455,13 @@ public:
       << rowMeanRstd("row", E, eps, "    ", rms) << "    const " << T << " rs = (" << T
       << ")rstd" << (rms ? "" : ", mu = (" + T + ")mean") << ";\n"
       << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
-      << offsets << "      p" << slot << "[o" << slot << "] = "
+      << offsets << "      const " << T << " y = "
       << (rms ? "(" + T + ")(row[c] * rs) * " + weight
               : "(row[c] - mu) * rs * " + weight + " + " + bias)
-      << ";\n"
-      << "    }\n  }\n";
+      << ";\n";
+    for (int slot : slots)
+      k << "      p" << slot << "[o" << slot << "] = y;\n";
+    k << "    }\n  }\n";
     return k.str();
   }
 

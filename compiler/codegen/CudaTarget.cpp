@@ -411,7 +411,7 @@ public:
   /// bytes per f32 element, plus 16 bytes of statistics per row.
   std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity, int64_t E,
                             const std::string &eps, bool rms, bool residual,
-                            bool unit) override {
+                            bool unit, mlir::Type copy, mlir::Type grad) override {
     std::string T = cType(el);
     const auto [block, colBlocks, chunks] = columnChunks(1);
     const std::string stats = "((double *)ctx->scratch)",
@@ -428,13 +428,21 @@ public:
       args.pop_back();
     if (residual)
       args.push_back({el, false});
+    // The output gradient g in its own type (bf16: widened at the loads).
+    const std::string TG = cType(grad);
+    args[in].element = grad;
+    // dx's copy (bf16), the last argument: dx converted at a second store.
+    const std::string C = "p" + std::to_string(args.size());
+    if (copy)
+      args.push_back({copy, true});
     // dx = r + ..., r (after w) the residual stream's gradient, summed in double.
     const std::string plus =
         residual ? "(double)" + R + "[r * " + std::to_string(E) + " + c] + " : "";
     std::ostringstream b;
     b << arguments(args) << "  __shared__ double red[32];\n"
-      << rowLoop(rows, E) << "      const " << T << " *g = " << G << " + r * " << E
-      << ", *x = " << X << " + r * " << E << "; " << T << " *dx = p0 + r * " << E << ";\n"
+      << rowLoop(rows, E) << "      const " << TG << " *g = " << G << " + r * " << E
+      << "; const " << T << " *x = " << X << " + r * " << E << "; " << T << " *dx = p0 + r * "
+      << E << ";\n"
       << rowMeanRstd("x[c]", E, eps, rms)
       << "      if (threadIdx.x == 0) { " << stats << "[2 * r] = mean; " << stats
       << "[2 * r + 1] = rstd; }\n"
@@ -446,7 +454,9 @@ public:
       << "      m2 = mlc_block_sum(m2, red) / " << E << ";\n"
       << "      for (int64_t c = threadIdx.x; c < " << E << "; c += blockDim.x) {\n"
       << "        double xh = (x[c] - mean) * rstd, dxh = (double)g[c]" << W << ";\n"
-      << "        dx[c] = (" << T << ")(" << plus << "rstd * (dxh - m1 - xh * m2));\n      }\n    }\n  }\n"
+      << "        dx[c] = (" << T << ")(" << plus << "rstd * (dxh - m1 - xh * m2));"
+      << (copy ? " " + C + "[r * " + std::to_string(E) + " + c] = dx[c];" : std::string())
+      << "\n      }\n    }\n  }\n"
       << phase()
       << "    const int64_t R = " << rows << ", chunk = blockIdx.x / " << colBlocks
       << ", c = (blockIdx.x % " << colBlocks << ") * " << block << " + threadIdx.x;\n"
@@ -523,7 +533,8 @@ public:
   std::string layerNormFusion(mlir::Type el, const Rows &rows, int64_t E,
                               const std::string &eps, const std::string &bases,
                               const std::string &offsets, const std::string &body,
-                              const std::string &input, int slot, const std::string &weight,
+                              const std::string &input, llvm::ArrayRef<int> slots,
+                              const std::string &weight,
                               const std::string &bias, bool rms) override {
     std::string T = cType(el);
     const bool shared = E * int64_t(dtypeBytes(el)) <= 24 * 1024;
@@ -560,11 +571,14 @@ public:
       return rms ? "(" + T + ")(" + u + " * rs) * " + weight
                  : "(" + u + " - mu) * rs * " + weight + " + " + bias;
     };
-    const std::string out = "      p" + std::to_string(slot) + "[o" + std::to_string(slot) + "] = ";
+    std::string out;
+    for (int slot : slots)
+      out += "      p" + std::to_string(slot) + "[o" + std::to_string(slot) + "] = y;\n";
+    const std::string y = "      const " + T + " y = ";
     if (shared)
-      k << eachColumn(out + normalized("row[c]") + ";\n");
+      k << eachColumn(y + normalized("row[c]") + ";\n" + out);
     else
-      k << eachColumn(body + out + normalized("(" + input + ")") + ";\n");
+      k << eachColumn(body + y + normalized("(" + input + ")") + ";\n" + out);
     k << "    }\n  }\n";
     return k.str();
   }

@@ -13,7 +13,9 @@
 #include "compiler/codegen/LoweringImpl.h"
 #include "contract/OptimizerScalars.h"
 #include "passes/Passes.h"
+#include "passes/ProducerCopy.h"
 
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <array>
@@ -379,36 +381,40 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
   auto &bufs = bound.bufs;
   auto &accs = bound.accs;
   // The normalized row is stored in the result's type (a cast of it that
-  // the fusion absorbed converts on the store).
-  int normSlot = -1;
-  Operation *normCast = nullptr;
+  // the fusion absorbed converts on the store); yielded both as it is and
+  // cast (a second copy, mlc-fuse-elementwise), it is stored twice.
+  SmallVector<int, 2> normSlots;
+  llvm::SmallPtrSet<Operation *, 2> normCasts;
   for (auto [i, v] : llvm::enumerate(yield.getValues())) {
     auto c = v.getDefiningOp<CastOp>();
     if (c && c.getInput() == normResult)
-      normCast = c;
+      normCasts.insert(c);
     if (v == normResult || (c && c.getInput() == normResult))
-      normSlot = i;
+      normSlots.push_back(i);
   }
-  if (normSlot < 0)
+  if (normSlots.empty())
     return failure(normOp, "a \"rows\" fusion that does not return its norm");
   for (Operation *user : normResult.getUsers())
-    if (user != normCast && !isa<YieldOp>(user))
+    if (!normCasts.count(user) && !isa<YieldOp>(user))
       return failure(user, "a \"rows\" fusion computes with its norm's result");
+  SmallVector<Operation *, 3> skipped(normCasts.begin(), normCasts.end());
+  skipped.push_back(normOp);
   Rows rows = rowsOf(R, dynamicRows(input));
   return addBodyStep(
       iter, accs, false,
       [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) -> llvm::Error {
         IRMapping map;
-        if (auto err = cloneFusionRegion(b, fusion, accs, strides, map, {normOp, normCast}))
+        if (auto err = cloneFusionRegion(b, fusion, accs, strides, map, skipped))
           return err;
         for (auto [i, v] : llvm::enumerate(yield.getValues()))
-          if (int(i) != normSlot)
+          if (!llvm::is_contained(normSlots, int(i)))
             store(b, map.lookup(v), accs[i], strides[i]);
-        b.create<plan::NormalizeOp>(fn.getLoc(), map.lookup(input), map.lookup(weight),
-                                    bias ? map.lookup(bias) : Value(), normSlot,
-                                    accs[normSlot].base, strides[normSlot],
-                                    typeOf(yield.getValues()[normSlot]).getElementType(),
-                                    /*rms=*/!bias);
+        for (int slot : normSlots)
+          b.create<plan::NormalizeOp>(fn.getLoc(), map.lookup(input), map.lookup(weight),
+                                      bias ? map.lookup(bias) : Value(), slot,
+                                      accs[slot].base, strides[slot],
+                                      typeOf(yield.getValues()[slot]).getElementType(),
+                                      /*rms=*/!bias);
         return llvm::Error::success();
       },
       bufs, KernelTemplate::rows, /*merge=*/false,
@@ -552,9 +558,19 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     };
     Value weight = op->getOperand(grad ? 2 : 1);
     const bool unit = splatIs(weight, 1.0) && (grad || rms || splatIs(op->getOperand(2), 0.0));
-    for (auto [i, v] : llvm::enumerate(op->getOperands()))
-      if (!unit || (v != weight && (grad || rms || i != 2)))
-        bufs.push_back(bufferOf(v));
+    for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+      if (unit && (v == weight || (!grad && !rms && i == 2)))
+        continue;
+      // --dtype bf16: a bf16 product's widening marked mlc.consumer_load
+      // (the incoming gradient): the kernel loads the product and widens it.
+      auto widen = v.getDefiningOp<CastOp>();
+      if (grad && i == 0 && widen && widen->hasAttr(kConsumerLoadAttr)) {
+        bufs.push_back(bufferOf(widen.getInput()));
+        params.type("grad_element", typeOf(widen.getInput()).getElementType());
+        continue;
+      }
+      bufs.push_back(bufferOf(v));
+    }
     params.flag("unit", unit);
     if (grad)
       params.i64("capacity", capacityRows(x));
@@ -564,6 +580,17 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
       params.flag("residual", bool(rg.getResidual()));
     if (auto lg = dyn_cast<LayerNormGradOp>(op))
       params.flag("residual", bool(lg.getResidual()));
+    // --dtype bf16: dx's bf16 copy for the next products (a cast that
+    // mlc-fold-casts marked `mlc.producer_copy`) is written by this kernel,
+    // the last argument, at a second store.
+    if (grad)
+      for (Operation *user : op->getResult(0).getUsers())
+        if (auto c = dyn_cast<CastOp>(user); c && c->hasAttr(kProducerCopyAttr)) {
+          bindOut(c.getResult());
+          emittedWith.insert(c.getOperation());
+          params.type("copy", typeOf(c.getResult()).getElementType());
+          break;
+        }
     k = grad ? Attribute(plan::LayerNormGradTemplateAttr::get(op->getContext()))
              : Attribute(plan::LayerNormTemplateAttr::get(op->getContext()));
   } else if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
@@ -678,7 +705,10 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   int nOut = op->getNumResults();
   Value grad = backward ? op->getOperand(0) : Value();
   // Argument order: outputs, [grad], q, k, v, [mask].
-  std::vector<std::pair<Type, bool>> slots(nOut, {el, true});
+  // (The outputs in their own type: bf16 with `bf16_result`, mlc-fold-casts.)
+  std::vector<std::pair<Type, bool>> slots;
+  for (Value r : op->getResults())
+    slots.push_back({typeOf(r).getElementType(), true});
   std::vector<Value> reads;
   if (backward)
     reads.push_back(grad);

@@ -34,7 +34,8 @@ struct BodyAccesses {
   std::vector<Access> accs;
   std::vector<bool> vector, read, written;
   int accumulated = -1;        // the argument of a column reduction's sums
-  plan::NormalizeOp normalized; // a rows kernel's LayerNorm
+  plan::NormalizeOp normalized; // a rows kernel's LayerNorm (its first store)
+  std::vector<int> normalizedArgs; // every argument it is stored in
 };
 BodyAccesses accessesOf(plan::KernelOp k) {
   BodyAccesses b;
@@ -59,7 +60,9 @@ BodyAccesses accessesOf(plan::KernelOp k) {
     } else if (auto n = dyn_cast<plan::NormalizeOp>(op)) {
       note(n.getArg(), n.getOffset(), n.getStrides(), n.getInput(), false, true);
       b.accs[n.getArg()].element = n.getElement();
-      b.normalized = n;
+      if (!b.normalized)
+        b.normalized = n;
+      b.normalizedArgs.push_back(int(n.getArg()));
     }
   }
   return b;
@@ -252,7 +255,7 @@ llvm::Expected<std::string> printRowNorm(plan::KernelOp k, KernelTarget &target)
   return target.arguments(args) + prologue +
          target.layerNormFusion(el, rows, E, literal(eps, Float64Type::get(k.getContext())),
                                 bases, offsets, *body, scalar.lookup(n.getInput()),
-                                n.getArg(), scalar.lookup(n.getWeight()),
+                                b.normalizedArgs, scalar.lookup(n.getWeight()),
                                 n.getBias() ? scalar.lookup(n.getBias()) : std::string(),
                                 n.getRms());
 }

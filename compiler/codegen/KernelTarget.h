@@ -265,10 +265,15 @@ public:
   /// With `rms`, RMSNorm's: p0 = dx, p1 = dweight from p2, p3, p4. With
   /// `residual`, the residual stream's gradient r, the argument after the
   /// weight (p6; RMSNorm's p5), is added: p0 = r + dx. With `unit`, the
-  /// weight is 1 and no argument (r moves up one).
+  /// weight is 1 and no argument (r moves up one). With a `copy` type
+  /// (bf16; null: none) the last argument gets dx in it too, converted at
+  /// the store (mlc-fuse-elementwise's `mlc.producer_copy`). The output
+  /// gradient is of type `grad` (bf16 where its product stores it so,
+  /// mlc-fold-casts' `mlc.consumer_load`; el otherwise), widened at its loads.
   virtual std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity,
                                     int64_t E, const std::string &eps, bool rms,
-                                    bool residual, bool unit) = 0;
+                                    bool residual, bool unit, mlir::Type copy,
+                                    mlir::Type grad) = 0;
   /// p0 = mean cross-entropy of logits p1 against labels p2 (of type
   /// `labels`), rows whose label is `ignore` skipped; a label out of range
   /// is reported through the kernel context.
@@ -288,13 +293,14 @@ public:
   /// A LayerNorm fused with the pointwise prologue of its input (a `rows`
   /// fusion): per row, `bases` computes b<k> (access k's row base); per
   /// element c, `offsets` computes o<k> from b<k>, `body` the prologue whose
-  /// value `input` is normalized; the result goes to p<slot>[o<slot>], with
+  /// value `input` is normalized; the result goes to p<slot>[o<slot>] for
+  /// each of `slots` (a second: its bf16 copy, converted at the store), with
   /// `weight` and `bias` the element's LayerNorm parameters. With `rms`
   /// the norm is RMSNorm's, `(T)(input * rstd) * weight` (`bias` unused).
   virtual std::string layerNormFusion(mlir::Type el, const Rows &rows, int64_t E,
                                       const std::string &eps, const std::string &bases,
                                       const std::string &offsets, const std::string &body,
-                                      const std::string &input, int slot,
+                                      const std::string &input, llvm::ArrayRef<int> slots,
                                       const std::string &weight, const std::string &bias,
                                       bool rms) = 0;
 

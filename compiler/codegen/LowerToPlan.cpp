@@ -19,6 +19,7 @@
 #include "compiler/codegen/KernelParams.h"
 #include "compiler/codegen/LoweringImpl.h"
 #include "contract/OptimizerScalars.h"
+#include "passes/ProducerCopy.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -253,7 +254,8 @@ void FunctionLowering::accumulateInTargets() {
 }
 
 llvm::Error FunctionLowering::lowerOp(Operation *op) {
-  if (emittedWith.count(op))
+  // (A widening its reader's kernel converts at the load: mlc-fold-casts.)
+  if (emittedWith.count(op) || op->hasAttr(kConsumerLoadAttr))
     return llvm::Error::success();
   Type el = op->getNumResults() ? typeOf(op->getResult(0)).getElementType() : Type();
   std::string T = el ? cType(el) : "";

@@ -276,9 +276,6 @@ static LogicalResult checkAttentionDropout(std::optional<Location> loc, FloatAtt
 
 /// Attention's dropout block: its counter space is the probabilities'
 /// [B, H, Sq, Sk] (varlen: [H, C, C], C fixed at lowering); the keys' dim
-/// cannot be split (the kernels draw a row's counters from its first).
-/// Attention's dropout block: its counter space is the probabilities'
-/// [B, H, Sq, Sk] (varlen: [H, C, C], C fixed at lowering); the keys' dim
 /// cannot be split (the kernels draw a row's counters from its first), and
 /// the dims from the split one on must be static.
 template <typename Adaptor>
@@ -313,6 +310,12 @@ static LogicalResult checkAttentionBlock(std::optional<Location> loc, Adaptor a)
   return success();
 }
 
+/// `t` with bf16 elements (an attention's `bf16_result`).
+static Type bf16Like(Type t) {
+  auto r = cast<RankedTensorType>(t);
+  return RankedTensorType::get(r.getShape(), BFloat16Type::get(r.getContext()));
+}
+
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
@@ -323,9 +326,13 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
                                   adaptor.getSin(), adaptor.getInterleaved(),
                                   bool(adaptor.getCuSeqlens()))))
     return failure();
-  return inferAttention(loc, adaptor.getQuery(), adaptor.getKey(), adaptor.getValue(),
-                        adaptor.getMask(), adaptor.getCuSeqlens(),
-                        adaptor.getScaleAttr(), types);
+  if (failed(inferAttention(loc, adaptor.getQuery(), adaptor.getKey(), adaptor.getValue(),
+                            adaptor.getMask(), adaptor.getCuSeqlens(), adaptor.getScaleAttr(),
+                            types)))
+    return failure();
+  if (adaptor.getBf16Result())
+    types[0] = bf16Like(types[0]);
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -443,8 +450,7 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
   if (adaptor.getGrad().getType() != out[0])
     return emitOptionalError(loc, "grad must have the attention output's type ",
                              out[0]);
-  types.push_back(adaptor.getQuery().getType());
-  types.push_back(adaptor.getKey().getType());
-  types.push_back(adaptor.getValue().getType());
+  for (Value v : {adaptor.getQuery(), adaptor.getKey(), adaptor.getValue()})
+    types.push_back(adaptor.getBf16Result() ? bf16Like(v.getType()) : v.getType());
   return success();
 }

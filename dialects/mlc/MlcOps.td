@@ -967,6 +967,10 @@ def Mlc_AttentionOp : Mlc_Op<"attention",
     keys `i - W + 1 .. i` only. The kernels skip the keys outside the
     window; no mask is built or read.
 
+    `bf16_result` (`mlc-fold-casts`, `--dtype bf16`): the result is stored
+    in bf16, the conversion at the kernel's store, where its only reader
+    was a cast to bf16 for the next product; the kernel computes as before.
+
     `dropout` drops attention probabilities in training (HF's `attn_pdrop`,
     `attention_probs_dropout_prob`) with masks drawn like `mlc.dropout`'s
     from `seed`, the step and the probability's index, so the backward pass
@@ -1006,7 +1010,8 @@ def Mlc_AttentionOp : Mlc_Op<"attention",
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout,
                        DefaultValuedAttr<I64Attr, "0">:$seed, UnitAttr:$interleaved,
                        OptionalAttr<F64Attr>:$softcap, OptionalAttr<I64Attr>:$window,
-                       OptionalAttr<I64Attr>:$blocks, OptionalAttr<I64Attr>:$axis);
+                       OptionalAttr<I64Attr>:$blocks, OptionalAttr<I64Attr>:$axis,
+                       UnitAttr:$bf16_result);
   let builders = [
     // Attention without rotary tables (and soft-capping when given).
     OpBuilder<(ins "::mlir::Value":$query, "::mlir::Value":$key, "::mlir::Value":$value,
@@ -1017,14 +1022,25 @@ def Mlc_AttentionOp : Mlc_Op<"attention",
                    CArg<"::mlir::IntegerAttr", "{}">:$window), [{
       build($_builder, $_state, query, key, value, mask, cu_seqlens, ::mlir::Value(),
             ::mlir::Value(), ::mlir::Value(), causal, scale, dropout, seed, ::mlir::UnitAttr(),
-            softcap, window, ::mlir::IntegerAttr(), ::mlir::IntegerAttr());
+            softcap, window, ::mlir::IntegerAttr(), ::mlir::IntegerAttr(), ::mlir::UnitAttr());
+    }]>,
+    // Every operand and attribute but bf16_result (f32 results).
+    OpBuilder<(ins "::mlir::Value":$query, "::mlir::Value":$key, "::mlir::Value":$value,
+                   "::mlir::Value":$mask, "::mlir::Value":$cu_seqlens, "::mlir::Value":$cos,
+                   "::mlir::Value":$sin, "::mlir::Value":$rank, "::mlir::UnitAttr":$causal,
+                   "::mlir::FloatAttr":$scale, "::mlir::FloatAttr":$dropout,
+                   "::mlir::IntegerAttr":$seed, "::mlir::UnitAttr":$interleaved,
+                   "::mlir::FloatAttr":$softcap, "::mlir::IntegerAttr":$window,
+                   "::mlir::IntegerAttr":$blocks, "::mlir::IntegerAttr":$axis), [{
+      build($_builder, $_state, query, key, value, mask, cu_seqlens, cos, sin, rank, causal,
+            scale, dropout, seed, interleaved, softcap, window, blocks, axis, ::mlir::UnitAttr());
     }]>];
   let results = (outs Mlc_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` $mask^)? (`cu_seqlens` $cu_seqlens^)?
     (`rotary` $cos^ `,` $sin)? (`interleaved` $interleaved^)? (`causal` $causal^)? (`scale` `=` $scale^)?
     (`softcap` `=` $softcap^)? (`window` `=` $window^)? (`dropout` `=` $dropout^ `seed` `=` $seed)?
-    (`block` $rank^ `of` $blocks `along` $axis)? attr-dict `:` type(operands)
+    (`block` $rank^ `of` $blocks `along` $axis)? (`bf16_result` $bf16_result^)? attr-dict `:` type(operands)
   }];
 }
 
@@ -1206,6 +1222,7 @@ def Mlc_AttentionGradOp : Mlc_Op<"attention_grad",
     is multiplied by `1 - tanh^2(scale * q k^T / c)` before dq and dk.
     With `window = W` the keys outside each query's window are skipped, as
     in `mlc.attention`.
+    With `bf16_result` (as `mlc.attention`'s) dq, dk, dv are stored in bf16.
 
     ```mlir
     %dq, %dk, %dv = mlc.attention_grad %g, %q, %k, %v causal
@@ -1222,14 +1239,29 @@ def Mlc_AttentionGradOp : Mlc_Op<"attention_grad",
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout,
                        DefaultValuedAttr<I64Attr, "0">:$seed, UnitAttr:$interleaved,
                        OptionalAttr<F64Attr>:$softcap, OptionalAttr<I64Attr>:$window,
-                       OptionalAttr<I64Attr>:$blocks, OptionalAttr<I64Attr>:$axis);
+                       OptionalAttr<I64Attr>:$blocks, OptionalAttr<I64Attr>:$axis,
+                       UnitAttr:$bf16_result);
+  let builders = [
+    // Every operand and attribute but bf16_result (f32 results).
+    OpBuilder<(ins "::mlir::Value":$grad, "::mlir::Value":$query, "::mlir::Value":$key,
+                   "::mlir::Value":$value, "::mlir::Value":$mask, "::mlir::Value":$cu_seqlens,
+                   "::mlir::Value":$cos, "::mlir::Value":$sin, "::mlir::Value":$rank,
+                   "::mlir::UnitAttr":$causal, "::mlir::FloatAttr":$scale,
+                   "::mlir::FloatAttr":$dropout, "::mlir::IntegerAttr":$seed,
+                   "::mlir::UnitAttr":$interleaved, "::mlir::FloatAttr":$softcap,
+                   "::mlir::IntegerAttr":$window, "::mlir::IntegerAttr":$blocks,
+                   "::mlir::IntegerAttr":$axis), [{
+      build($_builder, $_state, grad, query, key, value, mask, cu_seqlens, cos, sin, rank,
+            causal, scale, dropout, seed, interleaved, softcap, window, blocks, axis,
+            ::mlir::UnitAttr());
+    }]>];
   let results = (outs Mlc_FloatTensor:$query_grad, Mlc_FloatTensor:$key_grad,
                       Mlc_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $grad `,` $query `,` $key `,` $value (`mask` $mask^)? (`cu_seqlens` $cu_seqlens^)?
     (`rotary` $cos^ `,` $sin)? (`interleaved` $interleaved^)? (`causal` $causal^)? (`scale` `=` $scale^)?
     (`softcap` `=` $softcap^)? (`window` `=` $window^)? (`dropout` `=` $dropout^ `seed` `=` $seed)?
-    (`block` $rank^ `of` $blocks `along` $axis)? attr-dict `:` type(operands)
+    (`block` $rank^ `of` $blocks `along` $axis)? (`bf16_result` $bf16_result^)? attr-dict `:` type(operands)
   }];
 }
 

@@ -61,9 +61,9 @@ struct MlcAttentionBlock {
   int64_t bh, bb, h, kvh, first, rows, a, SQ, SK;
 };
 
-template <int F, typename T, typename I>
+template <int F, typename T, typename I, typename O>
 MLC_FN MlcAttentionBlock mlc_attention_block(const MlcAttention<T> &s,
-                                             const MlcAttentionArgs<T, I> &x, int64_t rows) {
+                                             const MlcAttentionArgs<T, I, O> &x, int64_t rows) {
   MlcAttentionBlock k;
   k.bh = blockIdx.x / s.queryBlocks;
   k.first = (blockIdx.x % s.queryBlocks) * rows;
@@ -89,9 +89,9 @@ struct MlcAttentionSpan {
 // tokens cu[n] .. cu[n + 1], n the last sequence with cu[n] <= r, found by
 // binary search (an empty sequence, cu[n] = cu[n + 1], holds none; cu's
 // trailing entries may all equal the token count). Padded: [0, len).
-template <int F, typename T, typename I>
+template <int F, typename T, typename I, typename O>
 MLC_FN MlcAttentionSpan mlc_attention_sequence(const MlcAttention<T> &s,
-                                               const MlcAttentionArgs<T, I> &x, int64_t r,
+                                               const MlcAttentionArgs<T, I, O> &x, int64_t r,
                                                int64_t len) {
   if (!(F & MLC_ATTN_VARLEN))
     return {0, len};
@@ -108,9 +108,9 @@ MLC_FN MlcAttentionSpan mlc_attention_sequence(const MlcAttention<T> &s,
 
 // The keys query i of block k sees: its sequence's (padded: all SK), up to
 // i when causal, from i - window + 1 with a sliding window.
-template <int F, typename T, typename I>
+template <int F, typename T, typename I, typename O>
 MLC_FN MlcAttentionSpan mlc_attention_row_keys(const MlcAttention<T> &s,
-                                               const MlcAttentionArgs<T, I> &x,
+                                               const MlcAttentionArgs<T, I, O> &x,
                                                const MlcAttentionBlock &k, int64_t i) {
   MlcAttentionSpan r = mlc_attention_sequence<F>(s, x, i, k.SK);
   if ((F & MLC_ATTN_CAUSAL) && i + 1 < r.hi)
@@ -122,9 +122,9 @@ MLC_FN MlcAttentionSpan mlc_attention_row_keys(const MlcAttention<T> &s,
 
 // The queries that see key j of block k: its sequence's (padded: all SQ),
 // from j when causal, up to j + window - 1 with a sliding window.
-template <int F, typename T, typename I>
+template <int F, typename T, typename I, typename O>
 MLC_FN MlcAttentionSpan mlc_attention_row_queries(const MlcAttention<T> &s,
-                                                  const MlcAttentionArgs<T, I> &x,
+                                                  const MlcAttentionArgs<T, I, O> &x,
                                                   const MlcAttentionBlock &k, int64_t j) {
   MlcAttentionSpan r = mlc_attention_sequence<F>(s, x, j, k.SQ);
   if ((F & MLC_ATTN_CAUSAL) && j > r.lo)
@@ -137,9 +137,9 @@ MLC_FN MlcAttentionSpan mlc_attention_row_queries(const MlcAttention<T> &s,
 // The keys block k's query rows see, the union of theirs: from the first
 // row's sequence start (padded: 0) to, causal, the last row, else the last
 // row's sequence end (padded: SK).
-template <int F, typename T, typename I>
+template <int F, typename T, typename I, typename O>
 MLC_FN MlcAttentionSpan mlc_attention_block_keys(const MlcAttention<T> &s,
-                                                 const MlcAttentionArgs<T, I> &x,
+                                                 const MlcAttentionArgs<T, I, O> &x,
                                                  const MlcAttentionBlock &k) {
   const int64_t end = k.first + k.rows;
   MlcAttentionSpan r = {0, (F & MLC_ATTN_CAUSAL) && end < k.SK ? end : k.SK};
@@ -158,9 +158,9 @@ MLC_FN MlcAttentionSpan mlc_attention_block_keys(const MlcAttention<T> &s,
 // The queries that see block k's key rows (phase 1), the union of theirs:
 // from, causal, the first row, else the first row's sequence start
 // (padded: 0), to the last row's sequence end (padded: SQ).
-template <int F, typename T, typename I>
+template <int F, typename T, typename I, typename O>
 MLC_FN MlcAttentionSpan mlc_attention_block_queries(const MlcAttention<T> &s,
-                                                    const MlcAttentionArgs<T, I> &x,
+                                                    const MlcAttentionArgs<T, I, O> &x,
                                                     const MlcAttentionBlock &k) {
   const int64_t end = k.first + k.rows;
   MlcAttentionSpan r = {(F & MLC_ATTN_CAUSAL) ? k.first : 0, k.SQ};
@@ -178,14 +178,14 @@ MLC_FN MlcAttentionSpan mlc_attention_block_queries(const MlcAttention<T> &s,
 // Block k's heads of the tensors, in role order (MLC_ATT_O .. MLC_ATT_V):
 // O (or dQ), dK, dV, dO, Q, K, V; what a kernel does not use is not
 // computed.
-template <typename T> struct MlcAttentionHeads {
-  T *o, *dk, *dv;
+template <typename T, typename O> struct MlcAttentionHeads {
+  O *o, *dk, *dv;
   const T *go, *q, *k, *v;
 };
-template <int F, typename T, typename I>
-MLC_FN MlcAttentionHeads<T> mlc_attention_heads(const MlcAttention<T> &s,
+template <int F, typename T, typename I, typename O>
+MLC_FN MlcAttentionHeads<T, O> mlc_attention_heads(const MlcAttention<T> &s,
                                                 const MlcAttentionBlock &k,
-                                                const MlcAttentionArgs<T, I> &x) {
+                                                const MlcAttentionArgs<T, I, O> &x) {
   return {mlc_attention_head<F>(s, k, MLC_ATT_O, x.o),
           mlc_attention_head<F>(s, k, MLC_ATT_DK, x.dk),
           mlc_attention_head<F>(s, k, MLC_ATT_DV, x.dv),
@@ -270,8 +270,8 @@ MLC_FN A mlc_attention_cap(const MlcAttention<T> &s, A sc, A &th) {
 // base) as attention reads it: rotated by the tables' row of r under RF's
 // MLC_ATTN_ROTARY, else as stored. RF is the kernel's flags for Q and K,
 // 0 for V and dO (never rotated).
-template <int RF, typename A, typename T, typename I>
-MLC_FN A mlc_attention_qk(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+template <int RF, typename A, typename T, typename I, typename O>
+MLC_FN A mlc_attention_qk(const MlcAttention<T> &s, const MlcAttentionArgs<T, I, O> &x,
                           const MlcAttentionBlock &k, const T *base, int64_t stride, int64_t r,
                           int64_t c) {
   if (!(RF & MLC_ATTN_ROTARY))
@@ -282,8 +282,8 @@ MLC_FN A mlc_attention_qk(const MlcAttention<T> &s, const MlcAttentionArgs<T, I>
 
 // Element c of the gradient of row r's unrotated Q or K from the gradient
 // g of the rotated row (shared memory): the transposed rotation.
-template <int F, typename A, typename T, typename I>
-MLC_FN A mlc_attention_qk_grad(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+template <int F, typename A, typename T, typename I, typename O>
+MLC_FN A mlc_attention_qk_grad(const MlcAttention<T> &s, const MlcAttentionArgs<T, I, O> &x,
                                const MlcAttentionBlock &k, const T *g, int64_t r, int64_t c) {
   const int64_t t = mlc_rotary_row<F>(s, k, r);
   return mlc_rotary_element<F, true, A>(g, x.cos + t, x.sin + t, c, s.rot.dim);
@@ -296,9 +296,9 @@ MLC_FN A mlc_attention_qk_grad(const MlcAttention<T> &s, const MlcAttentionArgs<
 // Rows [r0, r0 + N) of a tensor of block k's head (width W, rows `stride`
 // apart, `limit` rows) into shared tile dst, zeros past the end; rotated
 // under RF's MLC_ATTN_ROTARY (mlc_attention_qk).
-template <int N, int W, int RF, typename T, int C, typename I>
+template <int N, int W, int RF, typename T, int C, typename I, typename O>
 MLC_FN void mlc_attention_load_tile(T (*dst)[C], const MlcAttention<T> &s,
-                                    const MlcAttentionArgs<T, I> &x, const MlcAttentionBlock &k,
+                                    const MlcAttentionArgs<T, I, O> &x, const MlcAttentionBlock &k,
                                     const T *base, int64_t stride, int64_t r0, int64_t limit) {
   for (int64_t e = threadIdx.x; e < N * W; e += blockDim.x) {
     const int64_t t = e / W, c = e % W, r = r0 + t;
@@ -310,9 +310,9 @@ MLC_FN void mlc_attention_load_tile(T (*dst)[C], const MlcAttention<T> &s,
 // Row r of a tensor of block k's head (width W, rows `stride` apart) into
 // the calling thread's shared row of self, zeros where the thread has no
 // row; rotated under RF's MLC_ATTN_ROTARY.
-template <int W, int RF, typename T, int C, typename I>
+template <int W, int RF, typename T, int C, typename I, typename O>
 MLC_FN void mlc_attention_own_row(T (*self)[C], const MlcAttention<T> &s,
-                                  const MlcAttentionArgs<T, I> &x, const MlcAttentionBlock &k,
+                                  const MlcAttentionArgs<T, I, O> &x, const MlcAttentionBlock &k,
                                   const T *base, int64_t stride, int64_t r, bool active) {
   for (int c = 0; c < W; ++c)
     self[threadIdx.x][c] =
@@ -324,9 +324,9 @@ MLC_FN void mlc_attention_own_row(T (*self)[C], const MlcAttention<T> &s,
 // row of base (rows `stride` apart): under MLC_ATTN_ROTARY the gradient of
 // the unrotated row (the transposed rotation), g first stored in the
 // thread's shared row own.
-template <int D, int F, typename T, typename I>
-MLC_FN void mlc_attention_store_qk_grad(T *base, int64_t stride, const MlcAttention<T> &s,
-                                        const MlcAttentionArgs<T, I> &x,
+template <int D, int F, typename T, typename I, typename O>
+MLC_FN void mlc_attention_store_qk_grad(O *base, int64_t stride, const MlcAttention<T> &s,
+                                        const MlcAttentionArgs<T, I, O> &x,
                                         const MlcAttentionBlock &k, const T *g, T *own, int64_t r) {
   if (!(F & MLC_ATTN_ROTARY)) {
     for (int c = 0; c < D; ++c)
@@ -370,9 +370,9 @@ MLC_FN void mlc_attention_accumulate(const MlcAttention<T> &s, uint64_t key,
 // Writes O_i = acc / l, or (backward) the statistics m_i, l_i, D_i.
 // Math: 4 S^2 D flops per head (halved when causal). Memory: Q, O once;
 // K, V once per query block of ROWS rows (from L2); mask once per score.
-template <typename T, int D, int DV, int ROWS, int TILE, int F, typename I>
+template <typename T, int D, int DV, int ROWS, int TILE, int F, typename I, typename O>
 __device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
-                                           const MlcAttentionArgs<T, I> &x,
+                                           const MlcAttentionArgs<T, I, O> &x,
                                            const MlcKernelCtx *ctx, T (*ks)[D], T (*vs)[DV],
                                            bool statistics) {
   const uint64_t key = mlc_attention_key<F>(s, ctx);
@@ -470,8 +470,8 @@ __device__ void mlc_attention_rows_forward(const MlcAttention<T> &s,
 // P_ij, keep_ij and dS_ij of query i, key j from the rows q_i, k_j, dO_i,
 // v_j (shared memory) and query i's statistics: s_ij = scale q_i . k_j
 // (+ mask_ij), dP_ij = dO_i . v_j.
-template <int F, int D, int DV, typename T, typename I>
-MLC_FN void mlc_attention_rows_grads(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+template <int F, int D, int DV, typename T, typename I, typename O>
+MLC_FN void mlc_attention_rows_grads(const MlcAttention<T> &s, const MlcAttentionArgs<T, I, O> &x,
                                      const MlcKernelCtx *ctx, uint64_t key,
                                      const MlcAttentionBlock &k, int64_t i, int64_t j, const T *qi,
                                      const T *kj, const T *gi, const T *vj, T &pr, T &kp, T &ds) {
@@ -506,9 +506,9 @@ template <bool ON> MLC_FN void mlc_attention_reload_shared() {
 // Phase 1's sweep for one query head k: over the query tiles that see key
 // row j (Q and dO of head k streamed through qs, gs), dK_j += sum_i dS_ij
 // q_i and dV_j += sum_i P_ij keep_ij dO_i into the registers dkj, dvj.
-template <typename T, int D, int DV, int TILE, int F, typename I>
+template <typename T, int D, int DV, int TILE, int F, typename I, typename O>
 MLC_FN void mlc_attention_rows_dkdv_head(const MlcAttention<T> &s,
-                                         const MlcAttentionArgs<T, I> &x,
+                                         const MlcAttentionArgs<T, I, O> &x,
                                          const MlcKernelCtx *ctx, uint64_t key,
                                          const MlcAttentionBlock &k, const T *qh, const T *gh,
                                          int64_t j0, T (*qs)[D], T (*gs)[DV],
@@ -548,8 +548,8 @@ MLC_FN void mlc_attention_rows_dkdv_head(const MlcAttention<T> &s,
 // summed over the kv head's query heads (grouped-query attention).
 // Math: 6 S^2 D flops per query head. Memory: K, V, dK, dV once; Q, dO
 // once per key block (from L2); the statistics once per score.
-template <typename T, int D, int DV, int ROWS, int TILE, int F, typename I>
-__device__ void mlc_attention_rows_dkdv(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+template <typename T, int D, int DV, int ROWS, int TILE, int F, typename I, typename O>
+__device__ void mlc_attention_rows_dkdv(const MlcAttention<T> &s, const MlcAttentionArgs<T, I, O> &x,
                                         const MlcKernelCtx *ctx, T (*qs)[D], T (*gs)[DV],
                                         T (*kself)[D + 1], T (*vself)[DV + 1]) {
   const uint64_t key = mlc_attention_key<F>(s, ctx);
@@ -594,8 +594,8 @@ __device__ void mlc_attention_rows_dkdv(const MlcAttention<T> &s, const MlcAtten
 // tiles it sees streamed through ks, vs: dQ_i = sum_j dS_ij k_j.
 // Math: 6 S^2 D flops per head. Memory: Q, dO, dQ once; K, V once per
 // query block (from L2); the statistics once per row.
-template <typename T, int D, int DV, int ROWS, int TILE, int F, typename I>
-__device__ void mlc_attention_rows_dq(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+template <typename T, int D, int DV, int ROWS, int TILE, int F, typename I, typename O>
+__device__ void mlc_attention_rows_dq(const MlcAttention<T> &s, const MlcAttentionArgs<T, I, O> &x,
                                       const MlcKernelCtx *ctx, T (*ks)[D], T (*vs)[DV],
                                       T (*qself)[D + 1], T (*gself)[DV + 1]) {
   const uint64_t key = mlc_attention_key<F>(s, ctx);
@@ -638,8 +638,8 @@ __device__ void mlc_attention_rows_dq(const MlcAttention<T> &s, const MlcAttenti
 
 // O = softmax(scale Q K^T + mask) V (with dropout's keep on P), a block of
 // ROWS threads per ROWS query rows, key tiles of TILE rows in shared memory.
-template <typename T, int D, int DV, int ROWS, int TILE, int F, typename I>
-__device__ void mlc_attention_forward(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+template <typename T, int D, int DV, int ROWS, int TILE, int F, typename I, typename O>
+__device__ void mlc_attention_forward(const MlcAttention<T> &s, const MlcAttentionArgs<T, I, O> &x,
                                       const MlcKernelCtx *ctx) {
   __shared__ T ks[TILE][D], vs[TILE][DV];
   mlc_attention_rows_forward<T, D, DV, ROWS, TILE, F>(s, x, ctx, ks, vs, false);
@@ -649,8 +649,8 @@ __device__ void mlc_attention_forward(const MlcAttention<T> &s, const MlcAttenti
 // for every __shared__ declaration of the kernel at once, so the phases
 // share two tiles of the streamed side (K and V, or Q and dO) and two
 // blocks of the rows the threads own.
-template <typename T, int D, int DV, int ROWS, int TILE, int F, typename I>
-__device__ void mlc_attention_backward(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+template <typename T, int D, int DV, int ROWS, int TILE, int F, typename I, typename O>
+__device__ void mlc_attention_backward(const MlcAttention<T> &s, const MlcAttentionArgs<T, I, O> &x,
                                        const MlcKernelCtx *ctx, int phase) {
   __shared__ T tileA[TILE][D], tileB[TILE][DV];
   __shared__ T selfA[ROWS][D + 1], selfB[ROWS][DV + 1];
@@ -697,9 +697,9 @@ MLC_FN MlcAttentionLane mlc_attention_lane(int64_t first) {
 // The A fragments of the warp's 16 rows of `base` (width W, rows `stride`
 // apart, zeros at rows >= limit; rotated under RF's MLC_ATTN_ROTARY, see
 // mlc_attention_qk), one per 16 columns.
-template <int W, int RF, typename I>
+template <int W, int RF, typename I, typename O>
 MLC_FN void mlc_attention_a_frags(uint32_t (*frag)[4], const MlcAttention<float> &s,
-                                  const MlcAttentionArgs<float, I> &x, const MlcAttentionBlock &k,
+                                  const MlcAttentionArgs<float, I, O> &x, const MlcAttentionBlock &k,
                                   const float *base, int64_t stride, const MlcAttentionLane &ln,
                                   int64_t limit) {
   for (int ks = 0; ks < W / 16; ++ks)
@@ -714,9 +714,9 @@ MLC_FN void mlc_attention_a_frags(uint32_t (*frag)[4], const MlcAttention<float>
 
 // Tile rows [r, r + 32) of `base` (width W; rotated under RF) into dst as
 // bf16 pairs along the row.
-template <int W, int RF, int C, typename I>
+template <int W, int RF, int C, typename I, typename O>
 MLC_FN void mlc_attention_stage_rows(uint32_t (*dst)[C], const MlcAttention<float> &s,
-                                     const MlcAttentionArgs<float, I> &x,
+                                     const MlcAttentionArgs<float, I, O> &x,
                                      const MlcAttentionBlock &k, const float *base,
                                      int64_t stride, int64_t r, int64_t limit) {
   for (int e = threadIdx.x; e < MLC_ATTN_TC_TILE * W / 2; e += blockDim.x) {
@@ -730,9 +730,9 @@ MLC_FN void mlc_attention_stage_rows(uint32_t (*dst)[C], const MlcAttention<floa
 }
 
 // The same rows transposed into dst: column c's pairs along the tile.
-template <int W, int RF, int C, typename I>
+template <int W, int RF, int C, typename I, typename O>
 MLC_FN void mlc_attention_stage_cols(uint32_t (*dst)[C], const MlcAttention<float> &s,
-                                     const MlcAttentionArgs<float, I> &x,
+                                     const MlcAttentionArgs<float, I, O> &x,
                                      const MlcAttentionBlock &k, const float *base,
                                      int64_t stride, int64_t r, int64_t limit) {
   for (int e = threadIdx.x; e < MLC_ATTN_TC_TILE / 2 * W; e += blockDim.x) {
@@ -781,8 +781,8 @@ template <int N> MLC_FN void mlc_attention_zero(float (*acc)[4]) {
 // The score of query i, key j from the product v: scaled, soft-capped (th:
 // the tanh), masked, -inf where hidden (varlen: also where i or j is
 // outside `seq`, the sequence of the lane's row, mlc_attention_sequence).
-template <int F, typename I>
-MLC_FN float mlc_attention_tc_score(const MlcAttention<float> &s, const MlcAttentionArgs<float, I> &x,
+template <int F, typename I, typename O>
+MLC_FN float mlc_attention_tc_score(const MlcAttention<float> &s, const MlcAttentionArgs<float, I, O> &x,
                                     const MlcAttentionBlock &k, int64_t i, int64_t j, float v,
                                     const MlcAttentionSpan &seq, float &th) {
   float sc = mlc_attention_cap<F>(s, v * s.scale, th);
@@ -798,9 +798,9 @@ MLC_FN float mlc_attention_tc_score(const MlcAttention<float> &s, const MlcAtten
 }
 
 // The sequences of the lane's rows r0, r1 (varlen; unused padded).
-template <int F, typename I>
+template <int F, typename I, typename O>
 MLC_FN void mlc_attention_tc_sequences(const MlcAttention<float> &s,
-                                       const MlcAttentionArgs<float, I> &x,
+                                       const MlcAttentionArgs<float, I, O> &x,
                                        const MlcAttentionLane &ln, MlcAttentionSpan *seq) {
   seq[0] = mlc_attention_sequence<F>(s, x, ln.r0, 0);
   seq[1] = mlc_attention_sequence<F>(s, x, ln.r1, 0);
@@ -855,8 +855,8 @@ MLC_FN float mlc_attention_quad_max(float v) {
 // The warp's accumulators acc (N n-tiles of 8 columns) into rows r0, r1 of
 // dst (rows `stride` apart; those >= limit skipped), divided by div[0]
 // (row r0) and div[1] (r1).
-template <int N>
-MLC_FN void mlc_attention_tc_store(float *dst, int64_t stride, const MlcAttentionLane &ln,
+template <int N, typename O>
+MLC_FN void mlc_attention_tc_store(O *dst, int64_t stride, const MlcAttentionLane &ln,
                                    int64_t limit, const float (*acc)[4], const float *div) {
   for (int f = 0; f < 4; ++f) {
     const int64_t r = f < 2 ? ln.r0 : ln.r1;
@@ -872,10 +872,10 @@ MLC_FN void mlc_attention_tc_store(float *dst, int64_t stride, const MlcAttentio
 // that of the unrotated rows: the block's 64 rows from `first` staged in
 // out (shared memory, free once every warp is past the phase's tiles),
 // then written by the transposed rotation.
-template <int D, int F, typename I>
-MLC_FN void mlc_attention_tc_store_qk_grad(float *dst, int64_t stride,
+template <int D, int F, typename I, typename O>
+MLC_FN void mlc_attention_tc_store_qk_grad(O *dst, int64_t stride,
                                            const MlcAttention<float> &s,
-                                           const MlcAttentionArgs<float, I> &x,
+                                           const MlcAttentionArgs<float, I, O> &x,
                                            const MlcAttentionBlock &k, const MlcAttentionLane &ln,
                                            int64_t first, int64_t limit, const float (*acc)[4],
                                            float (*out)[D + 1]) {
@@ -928,9 +928,9 @@ MLC_FN void mlc_attention_tc_grads(const MlcAttention<T> &s, float sc, float th,
 // dO_i . O_i to scratch.
 // Math: 4 S^2 D flops per head on tensor cores (halved when causal).
 // Memory: Q, O once; K, V once per query block of 64 (from L2).
-template <int D, int DV, int F, typename I>
+template <int D, int DV, int F, typename I, typename O>
 __device__ void mlc_attention_tc_rows_forward(const MlcAttention<float> &s,
-                                              const MlcAttentionArgs<float, I> &x,
+                                              const MlcAttentionArgs<float, I, O> &x,
                                               const MlcKernelCtx *ctx,
                                               MlcAttentionTcTile<D, DV> &tile, bool statistics) {
   const uint64_t key = mlc_attention_key<F>(s, ctx);
@@ -1022,9 +1022,9 @@ __device__ void mlc_attention_tc_rows_forward(const MlcAttention<float> &s,
 // S^T = K Q^T and dP^T = V dO^T, then dV += (P keep)^T dO, dK += dS^T Q.
 // Math: 8 S^2 D flops per head on tensor cores. Memory: K, V, dK, dV once;
 // Q, dO once per key block of 64 (from L2); the statistics once per tile.
-template <int D, int DV, int F, typename I>
+template <int D, int DV, int F, typename I, typename O>
 __device__ void mlc_attention_tc_dkdv(const MlcAttention<float> &s,
-                                      const MlcAttentionArgs<float, I> &x, const MlcKernelCtx *ctx,
+                                      const MlcAttentionArgs<float, I, O> &x, const MlcKernelCtx *ctx,
                                       MlcAttentionTcShared<D, DV> &sh, float (*out)[D + 1]) {
   const uint64_t key = mlc_attention_key<F>(s, ctx);
   const MlcAttentionBlock b = mlc_attention_block<F>(s, x, MLC_ATTN_TC_ROWS);
@@ -1034,8 +1034,8 @@ __device__ void mlc_attention_tc_dkdv(const MlcAttention<float> &s,
   const MlcAttentionBlock kv = mlc_attention_kv_block<F>(b);
   const float *kh = mlc_attention_head<F>(s, kv, MLC_ATT_K, x.k);
   const float *vh = mlc_attention_head<F>(s, kv, MLC_ATT_V, x.v);
-  float *dk = mlc_attention_head<F>(s, kv, MLC_ATT_DK, x.dk);
-  float *dv = mlc_attention_head<F>(s, kv, MLC_ATT_DV, x.dv);
+  O *dk = mlc_attention_head<F>(s, kv, MLC_ATT_DK, x.dk);
+  O *dv = mlc_attention_head<F>(s, kv, MLC_ATT_DV, x.dv);
   const MlcAttentionLane ln = mlc_attention_lane(j0);
   const double *stat = (const double *)ctx->scratch;
   uint32_t ka[D / 16][4], va[DV / 16][4];
@@ -1100,8 +1100,8 @@ __device__ void mlc_attention_tc_dkdv(const MlcAttention<float> &s,
 // dP = dO V^T, then dQ += dS K.
 // Math: 6 S^2 D flops per head on tensor cores (halved when causal).
 // Memory: Q, dO, dQ once; K, V once per query block of 64 (from L2).
-template <int D, int DV, int F, typename I>
-__device__ void mlc_attention_tc_dq(const MlcAttention<float> &s, const MlcAttentionArgs<float, I> &x,
+template <int D, int DV, int F, typename I, typename O>
+__device__ void mlc_attention_tc_dq(const MlcAttention<float> &s, const MlcAttentionArgs<float, I, O> &x,
                                     const MlcKernelCtx *ctx, MlcAttentionTcShared<D, DV> &sh,
                                     float (*out)[D + 1]) {
   const uint64_t key = mlc_attention_key<F>(s, ctx);
@@ -1149,9 +1149,9 @@ __device__ void mlc_attention_tc_dq(const MlcAttention<float> &s, const MlcAtten
 
 // O = softmax(scale Q K^T + mask) V on tensor cores, 128 threads per 64
 // query rows. D a multiple of 16 (products over it), DV of 8.
-template <int D, int DV, int F, typename I>
+template <int D, int DV, int F, typename I, typename O>
 __device__ void mlc_attention_tc_forward(const MlcAttention<float> &s,
-                                         const MlcAttentionArgs<float, I> &x,
+                                         const MlcAttentionArgs<float, I, O> &x,
                                          const MlcKernelCtx *ctx) {
   static_assert(D % 16 == 0 && DV % 8 == 0, "tensor-core attention: D % 16, DV % 8");
   __shared__ MlcAttentionTcTile<D, DV> tile;
@@ -1159,9 +1159,9 @@ __device__ void mlc_attention_tc_forward(const MlcAttention<float> &s,
 }
 
 // dQ, dK, dV on tensor cores (the three phases); D and DV multiples of 16.
-template <int D, int DV, int F, typename I>
+template <int D, int DV, int F, typename I, typename O>
 __device__ void mlc_attention_tc_backward(const MlcAttention<float> &s,
-                                          const MlcAttentionArgs<float, I> &x,
+                                          const MlcAttentionArgs<float, I, O> &x,
                                           const MlcKernelCtx *ctx, int phase) {
   static_assert(D % 16 == 0 && DV % 16 == 0, "tensor-core attention: D % 16, DV % 16");
   static_assert(sizeof(MlcAttentionTcBackwardShared<D, DV>) == sizeof(MlcAttentionTcShared<D, DV>),

@@ -54,8 +54,8 @@ struct MlcAttentionHead {
 
 // Query head h of batch (or sequence) bb; false for an empty sequence
 // (varlen).
-template <int F, typename T, typename I>
-static inline bool mlc_attention_head_of(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+template <int F, typename T, typename I, typename O>
+static inline bool mlc_attention_head_of(const MlcAttention<T> &s, const MlcAttentionArgs<T, I, O> &x,
                                          int64_t bb, int64_t h, MlcAttentionHead &k) {
   k.bb = bb;
   k.h = h;
@@ -76,9 +76,9 @@ template <> struct MlcRotaryAcc<double> {
 // Rows [i0, i0 + n) of a Q or K head h (rows `row` apart) as the products
 // read them: rotated into buf (rows D apart) with MLC_ATTN_ROTARY, else h's
 // own rows. Sets pitch to the rows' distance.
-template <typename T, int F, int D, typename I>
+template <typename T, int F, int D, typename I, typename O>
 static inline const T *mlc_attention_rows(const MlcAttention<T> &s,
-                                          const MlcAttentionArgs<T, I> &x,
+                                          const MlcAttentionArgs<T, I, O> &x,
                                           const MlcAttentionHead &k, const T *h, int64_t row,
                                           int64_t i0, int64_t n, std::vector<T> &buf,
                                           int64_t &pitch) {
@@ -101,9 +101,9 @@ static inline const T *mlc_attention_rows(const MlcAttention<T> &s,
 // Rows [i0, i0 + n) of g (rows gp apart) through the transposed rotation
 // into rows i0.. of out (rows `row` apart): the gradients of the unrotated
 // Q or K. g may be out itself (in place, row by row through tmp).
-template <typename T, int F, int D, typename I>
+template <typename T, int F, int D, typename I, typename O>
 static inline void mlc_attention_unrotate(const MlcAttention<T> &s,
-                                          const MlcAttentionArgs<T, I> &x,
+                                          const MlcAttentionArgs<T, I, O> &x,
                                           const MlcAttentionHead &k, const T *g, int64_t gp,
                                           int64_t i0, int64_t n, T *out, int64_t row) {
   T tmp[D];
@@ -126,9 +126,9 @@ template <int F> static inline int mlc_attention_band(int kind) {
 // Row t of the tile from query i0 (query i = i0 + t), its scores si[0, nk)
 // on entry: the probabilities in si[j0, jn), zeros in [0, j0) (the keys
 // before a sliding window) and [jn, nk). Returns jn.
-template <int F, typename T, typename I>
+template <int F, typename T, typename I, typename O>
 static inline int64_t mlc_attention_softmax_row(const MlcAttention<T> &s,
-                                                const MlcAttentionArgs<T, I> &x,
+                                                const MlcAttentionArgs<T, I, O> &x,
                                                 const MlcAttentionHead &k, int64_t i, T *si,
                                                 int64_t nk) {
   const int64_t jn = mlc_attention_keys_seen<F>(i, k.SK);
@@ -175,9 +175,9 @@ template <int F> static inline MlcAttentionTile mlc_attention_tile(int64_t i0, i
 // K^T of the tile's query rows qt (rq apart) against the packed K (kp),
 // soft-capped (MLC_ATTN_SOFTCAP: th, when given, gets each seen score's
 // tanh(s / c) at the same place), then each row's softmax.
-template <typename T, int F, int D, typename I>
+template <typename T, int F, int D, typename I, typename O>
 static inline void mlc_attention_probabilities(const MlcAttention<T> &s,
-                                               const MlcAttentionArgs<T, I> &x,
+                                               const MlcAttentionArgs<T, I, O> &x,
                                                const MlcAttentionHead &k, const T *qt,
                                                int64_t rq, int64_t i0, const MlcAttentionTile &t,
                                                const T *kp, T *sb, T *th = nullptr) {
@@ -371,4 +371,75 @@ static void mlc_attention_backward(const MlcAttention<T> &s, const MlcAttentionA
         mlc_attention_unrotate<T, F, D>(s, x, k, dk, rdk, 0, SK, dk, rdk);
     }
   }
+}
+
+// Outputs stored in bf16 (the plan's `bf16_result`, --dtype bf16): the
+// kernel above runs into T staging buffers laid out as the outputs (same
+// offsets and strides), then each element the kernel writes is converted
+// into its bf16 output, the rounding a cast after the kernel would do.
+// (The CPU is the reference target; the staging costs it a pass over the
+// outputs. CUDA's kernels convert at their stores.)
+template <typename T> struct MlcAttentionStage {
+  std::vector<T> buf;
+  const MlcAttentionTensor *t = nullptr;
+  int64_t heads = 0, rows = 0, width = 0;
+};
+
+// Tensor `role`'s staging buffer: (heads, rows of width) per batch (varlen:
+// per token of the capacity, one row each), zeros.
+template <int F, typename T>
+static MlcAttentionStage<T> mlc_attention_stage(const MlcAttention<T> &s, int role, int64_t heads,
+                                                int64_t rows, int64_t width) {
+  MlcAttentionStage<T> g;
+  g.t = &s.t[role];
+  g.heads = heads, g.width = width;
+  g.rows = (F & MLC_ATTN_VARLEN) ? 1 : rows;
+  const int64_t outer = (F & MLC_ATTN_VARLEN) ? s.tokenCapacity : s.batch;
+  int64_t last = g.t->offset;
+  if (outer > 0 && heads > 0 && g.rows > 0 && width > 0)
+    last += (outer - 1) * g.t->batch + (heads - 1) * g.t->head + (g.rows - 1) * g.t->row + width;
+  g.buf.assign(size_t(last), T(0));
+  return g;
+}
+
+// The staged elements converted into out (the same layout).
+template <int F, typename T>
+static void mlc_attention_unstage(const MlcAttention<T> &s, const MlcAttentionStage<T> &g,
+                                  mlc_bf16 *out) {
+  const int64_t outer = (F & MLC_ATTN_VARLEN) ? s.tokenCapacity : s.batch;
+  const MlcAttentionTensor &t = *g.t;
+#pragma omp parallel for collapse(2)
+  for (int64_t b = 0; b < outer; ++b)
+    for (int64_t h = 0; h < g.heads; ++h)
+      for (int64_t i = 0; i < g.rows; ++i) {
+        const int64_t base = t.offset + b * t.batch + h * t.head + i * t.row;
+        for (int64_t c = 0; c < g.width; ++c)
+          out[base + c] = mlc_bf16((float)g.buf[base + c]);
+      }
+}
+
+template <typename T, int F, int D, int DV, typename I>
+static void mlc_attention_forward(const MlcAttention<T> &s,
+                                  const MlcAttentionArgs<T, I, mlc_bf16> &x,
+                                  const MlcKernelCtx *ctx) {
+  MlcAttentionStage<T> o = mlc_attention_stage<F>(s, MLC_ATT_O, s.heads, s.seqQ, DV);
+  const MlcAttentionArgs<T, I> y = {o.buf.data(), 0,   0,     x.go,  x.q,  x.k,
+                                    x.v,          x.mask, x.cu, x.cos, x.sin};
+  mlc_attention_forward<T, F, D, DV>(s, y, ctx);
+  mlc_attention_unstage<F>(s, o, x.o);
+}
+
+template <typename T, int F, int D, int DV, typename I>
+static void mlc_attention_backward(const MlcAttention<T> &s,
+                                   const MlcAttentionArgs<T, I, mlc_bf16> &x,
+                                   const MlcKernelCtx *ctx) {
+  MlcAttentionStage<T> dq = mlc_attention_stage<F>(s, MLC_ATT_O, s.heads, s.seqQ, D);
+  MlcAttentionStage<T> dk = mlc_attention_stage<F>(s, MLC_ATT_DK, s.kvHeads, s.seqK, D);
+  MlcAttentionStage<T> dv = mlc_attention_stage<F>(s, MLC_ATT_DV, s.kvHeads, s.seqK, DV);
+  const MlcAttentionArgs<T, I> y = {dq.buf.data(), dk.buf.data(), dv.buf.data(), x.go, x.q, x.k,
+                                    x.v,           x.mask,        x.cu,          x.cos, x.sin};
+  mlc_attention_backward<T, F, D, DV>(s, y, ctx);
+  mlc_attention_unstage<F>(s, dq, x.o);
+  mlc_attention_unstage<F>(s, dk, x.dk);
+  mlc_attention_unstage<F>(s, dv, x.dv);
 }

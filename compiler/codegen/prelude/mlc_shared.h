@@ -125,8 +125,10 @@ template <int F, typename T> MLC_FN int64_t mlc_attention_group(const MlcAttenti
 
 // The buffers: O (backward: dQ), dK, dV, dO, Q, K, V, the mask,
 // cu_seqlens and the rotary tables cos, sin (null where absent).
-template <typename T, typename I> struct MlcAttentionArgs {
-  T *o, *dk, *dv;
+// The outputs (O, or dQ, dK, dV) are O's: T's, or bf16 where the plan
+// stores them so (an attention's `bf16_result`, --dtype bf16).
+template <typename T, typename I, typename O = T> struct MlcAttentionArgs {
+  O *o, *dk, *dv;
   const T *go, *q, *k, *v, *mask;
   const I *cu;
   const T *cos, *sin;
@@ -142,8 +144,8 @@ template <typename T, typename I> struct MlcAttentionArgs {
 
 // k's lengths: the padded ones, or (varlen) sequence bb's tokens cu[bb] ..
 // cu[bb + 1] from a.
-template <int F, typename T, typename I, typename K>
-MLC_FN void mlc_attention_lengths(const MlcAttention<T> &s, const MlcAttentionArgs<T, I> &x,
+template <int F, typename T, typename I, typename K, typename O>
+MLC_FN void mlc_attention_lengths(const MlcAttention<T> &s, const MlcAttentionArgs<T, I, O> &x,
                                   K &k) {
   k.a = 0;
   k.SQ = s.seqQ;

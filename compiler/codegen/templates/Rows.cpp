@@ -108,11 +108,15 @@ struct LayerNormGradModel : TemplateModel<LayerNormGradModel, plan::LayerNormGra
   static constexpr plan::TemplateParam kSchema[] = {
       {"element", K::Type, true}, MLC_TEMPLATE_ROWS,     {"capacity", K::I64, true},
       {"columns", K::I64, true},  {"eps", K::F64, true}, {"rms", K::Flag, false},
-      {"residual", K::Flag, false}, {"unit", K::Flag, false}};
+      {"residual", K::Flag, false}, {"unit", K::Flag, false}, {"copy", K::Type, false},
+      {"grad_element", K::Type, false}};
 
-  /// dx, dw (, db: not an RMSNorm's).
+  /// dx, dw (, db: not an RMSNorm's), and dx's `copy`, the last argument.
   bool writesArg(Attribute, Operation *k, int64_t arg) const {
-    return arg >= 0 && arg < (kernelOf(k).getParamsAttr().get("rms") ? 2 : 3);
+    plan::KernelOp kernel = kernelOf(k);
+    if (kernel.getParamsAttr().get("copy") && arg == int64_t(kernel.getNumArgs()) - 1)
+      return true;
+    return arg >= 0 && arg < (kernel.getParamsAttr().get("rms") ? 2 : 3);
   }
   llvm::Expected<plan::TemplateCost> getCost(Attribute, Operation *k,
                                              const plan::CostContext &) const {
@@ -120,7 +124,12 @@ struct LayerNormGradModel : TemplateModel<LayerNormGradModel, plan::LayerNormGra
     ParamsReader r = reader(k);
     RowShape s = rowShape(r);
     plan::TemplateCost c;
-    c.bytes = (5 * s.rows * s.columns + 3 * s.columns) * s.el;
+    // (g, read twice, in its own type where it is bf16.)
+    const double gradBytes =
+        r.has("grad_element") ? double(plan::elementBytes(r.type("grad_element"))) : s.el;
+    c.bytes = (3 * s.rows * s.columns + 3 * s.columns) * s.el + 2 * s.rows * s.columns * gradBytes;
+    if (Type copy = r.has("copy") ? r.type("copy") : Type())
+      c.bytes += s.rows * s.columns * double(plan::elementBytes(copy));
     c.flops = 14 * s.rows * s.columns;
     return checked(r, c);
   }
@@ -137,7 +146,10 @@ struct LayerNormGradModel : TemplateModel<LayerNormGradModel, plan::LayerNormGra
     ParamsReader r = reader(k);
     return checked(r, target.layerNormGrad(r.type("element"), r.rows(), r.i64("capacity"),
                                            r.i64("columns"), epsLiteral(r, k->getContext()),
-                                           r.flag("rms"), r.flag("residual"), r.flag("unit")));
+                                           r.flag("rms"), r.flag("residual"), r.flag("unit"),
+                                           r.has("copy") ? r.type("copy") : Type(),
+                                           r.has("grad_element") ? r.type("grad_element")
+                                                                 : r.type("element")));
   }
 };
 
