@@ -491,7 +491,7 @@ private:
     for (char &c : text)
       if (c == '\n' || c == '\r')
         c = ' ';
-    if (backend.tpRank() != 0)
+    if (!speaks())
       return; // the group's first rank prints it
     console.line.close();
     fprintf(stderr, "sample %4lld/%lld | %s\n", (long long)t, (long long)o.steps, text.c_str());
