@@ -2,9 +2,13 @@
 
 #include "frontend/onnx/OnnxExport.h"
 #include "frontend/onnx/OnnxAliases.h"
+#include "frontend/onnx/OnnxNode.h"
 #include "frontend/onnx/OnnxParameters.h"
 
 #include "support/Error.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/Path.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -106,6 +110,87 @@ std::set<std::string> parameterCandidates(const onnx::GraphProto &graph,
       out.insert(t.name());
   }
   return out;
+}
+
+/// `t`'s value set to `c`'s elements, as float or double.
+llvm::Error setConstValue(onnx::TensorProto &t, const onnximport::Const &c,
+                          const std::string &what) {
+  rt::HostTensor w;
+  w.shape = c.shape;
+  if (t.data_type() == onnx::TensorProto::FLOAT) {
+    std::vector<float> v(c.f.begin(), c.f.end());
+    w.data.resize(v.size() * sizeof(float));
+    std::memcpy(w.data.data(), v.data(), w.data.size());
+  } else if (t.data_type() == onnx::TensorProto::DOUBLE) {
+    w.data.resize(c.f.size() * sizeof(double));
+    std::memcpy(w.data.data(), c.f.data(), w.data.size());
+  } else {
+    return error(what + " is " + typeName(t.data_type()) +
+                 "; export-onnx writes recovered parameters as float or double");
+  }
+  setValue(t, w);
+  return llvm::Error::success();
+}
+
+/// The parameters the exporter's optimizer folded or merged, given back in
+/// `model` as the importer gives them back (recoverLostParameters,
+/// OnnxRecover.cpp): its added `Add(weight, one)` and cloned
+/// `LayerNormalization` nodes read initializers under torch's names, which
+/// are added here with their starting values (of the type of the initializer
+/// each came from), and `one` a scalar 1. `modelDir` is where external data
+/// lies ("" refuses it). Returns how many parameters were recovered.
+llvm::Expected<int64_t> recoverLost(onnx::ModelProto &model, const ExportSignature &signature,
+                                    const std::string &modelName, const std::string &modelDir) {
+  if (std::none_of(signature.begin(), signature.end(),
+                   [](const SignatureInput &in) { return in.kind == "PARAMETER"; }))
+    return 0;
+  onnx::GraphProto &graph = *model.mutable_graph();
+  // The parameter candidates' values, decoded as the importer decodes them.
+  mlir::MLIRContext ctx(mlir::MLIRContext::Threading::DISABLED);
+  OnnxImportOptions options;
+  onnximport::Importer decoder(ctx, modelName, options);
+  decoder.modelDir = modelDir;
+  std::set<std::string> candidates = parameterCandidates(graph, signature);
+  std::map<std::string, onnximport::Const> paramInits;
+  std::map<std::string, int> types;
+  for (const auto &t : graph.initializer()) {
+    types[t.name()] = t.data_type();
+    if (!candidates.count(t.name()))
+      continue;
+    auto c = decoder.tensorFromProto(t, "initializer '" + t.name() + "'");
+    if (!c)
+      return c.takeError();
+    paramInits.emplace(t.name(), std::move(*c));
+  }
+  auto found = onnximport::recoverLostParameters(graph, signature, paramInits, modelName);
+  if (!found)
+    return found.takeError();
+  int oneType = onnx::TensorProto::UNDEFINED;
+  for (auto &[target, source] : found->source) {
+    onnx::TensorProto *t = graph.add_initializer();
+    t->set_name(target);
+    t->set_data_type(types.at(source));
+    for (int64_t d : paramInits.at(target).shape)
+      t->add_dims(d);
+    if (auto err = setConstValue(*t, paramInits.at(target),
+                                 modelName + ": parameter '" + target + "' (from '" + source +
+                                     "')"))
+      return std::move(err);
+    for (const auto &n : graph.node())
+      if (n.op_type() == "Add" && n.input_size() == 2 && n.input(0) == target &&
+          n.input(1) == found->one)
+        oneType = t->data_type();
+  }
+  if (!found->one.empty()) {
+    onnx::TensorProto *t = graph.add_initializer();
+    t->set_name(found->one);
+    t->set_data_type(oneType);
+    onnximport::Const one;
+    one.f = {1.0};
+    if (auto err = setConstValue(*t, one, modelName + ": the constant 1 of '" + found->one + "'"))
+      return std::move(err);
+  }
+  return int64_t(found->source.size());
 }
 
 /// An attributed file (OnnxParameters.h): every read of a parameter gets an
@@ -232,7 +317,7 @@ replaceAttributed(onnx::ModelProto &model, const ParameterPlan &plan, const std:
 llvm::Expected<OnnxExportResult>
 replaceOnnxInitializers(llvm::StringRef bytes, const std::string &modelName,
                         const std::map<std::string, rt::HostTensor> &weights,
-                        const std::string &weightsName) {
+                        const std::string &weightsName, const std::string &modelDir) {
   onnx::ModelProto model;
   if (bytes.size() > size_t(std::numeric_limits<int>::max()) ||
       !model.ParseFromArray(bytes.data(), int(bytes.size())))
@@ -240,11 +325,18 @@ replaceOnnxInitializers(llvm::StringRef bytes, const std::string &modelName,
                              "file truncated or not ONNX?)");
   onnx::GraphProto &graph = *model.mutable_graph();
   ExportSignature signature = readExportSignature(model);
+  auto recovered = recoverLost(model, signature, modelName, modelDir);
+  if (!recovered)
+    return recovered.takeError();
   auto plan = planParameters(model, signature, parameterCandidates(graph, signature), modelName);
   if (!plan)
     return plan.takeError();
-  if (plan->attributed)
-    return replaceAttributed(model, *plan, modelName, weights, weightsName);
+  if (plan->attributed) {
+    auto result = replaceAttributed(model, *plan, modelName, weights, weightsName);
+    if (result)
+      result->recovered = *recovered;
+    return result;
+  }
 
   // 1. Where each weight goes: an initializer of that name, or the
   // Identity(initializer) node that writes that name (an untied parameter).
@@ -347,7 +439,10 @@ llvm::Expected<OnnxExportResult> exportOnnxFile(const std::string &modelPath,
     rt::checkWritableFile(outputPath, "-o");
     std::string bytes = rt::readFile(modelPath);
     std::map<std::string, rt::HostTensor> weights = rt::readSafetensors(weightsPath);
-    auto result = replaceOnnxInitializers(bytes, modelPath, weights, weightsPath);
+    llvm::SmallString<256> dir(modelPath);
+    llvm::sys::path::remove_filename(dir);
+    auto result = replaceOnnxInitializers(bytes, modelPath, weights, weightsPath,
+                                          dir.empty() ? "." : std::string(dir));
     if (!result)
       return result.takeError();
     rt::writeFileAtomically(outputPath, result->bytes);

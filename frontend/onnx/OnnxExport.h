@@ -50,14 +50,18 @@ struct OnnxExportResult {
   /// Initializers given the weights' values (`untied` of them new, in place
   /// of an Identity node), and those left as they were.
   int64_t replaced = 0, untied = 0, kept = 0;
+  /// Parameters the exporter's optimizer had folded or merged, given back
+  /// as nodes of their own (OnnxRecover.cpp).
+  int64_t recovered = 0;
 };
 
 /// Replaces the initializers of the serialized ModelProto `model` by
-/// `weights`. `modelName` and `weightsName` stand for the files in errors.
+/// `weights`. `modelName` and `weightsName` stand for the files in errors;
+/// `modelDir` is where the model's external data lies ("" refuses it).
 llvm::Expected<OnnxExportResult>
 replaceOnnxInitializers(llvm::StringRef model, const std::string &modelName,
                         const std::map<std::string, rt::HostTensor> &weights,
-                        const std::string &weightsName);
+                        const std::string &weightsName, const std::string &modelDir = "");
 
 /// The same over files: reads `modelPath` and the safetensors `weightsPath`
 /// and writes `outputPath` atomically (a temporary file and a rename); an

@@ -135,8 +135,27 @@ inline Shape shapeOf(mlir::Value v) {
   return Shape(t.getShape().begin(), t.getShape().end());
 }
 
-/// What the recovery of lost parameters reads and edits (OnnxRecover.cpp).
-struct Recovery;
+/// The parameters the exporter's optimizer folded into a constant or merged
+/// into an equal computation, given back where the file fixes them
+/// (OnnxRecover.cpp).
+struct RecoveredParameters {
+  /// Each recovered parameter -> the initializer its starting value came
+  /// from (the folded constant, or the merged node's input).
+  std::map<std::string, std::string> source;
+  /// The scalar 1 the recovered `Add(weight, one)` nodes read, which the
+  /// graph does not hold; empty when none was added.
+  std::string one;
+};
+
+/// Edits `g` into what torch computed, where the file fixes a lost
+/// parameter: the added nodes read it under its torch name. `paramInits`
+/// holds the float initializers that may be parameters (OnnxParameters.h)
+/// and gets each recovered parameter's starting value. The importer runs it
+/// before declaring parameters; `mlc export-onnx` on the model it writes.
+/// Errors name `file`.
+llvm::Expected<RecoveredParameters>
+recoverLostParameters(onnx::GraphProto &g, const ExportSignature &signature,
+                      std::map<std::string, Const> &paramInits, const std::string &file);
 
 /// The state of one import, shared by the driver and the handlers.
 class Importer {
@@ -212,8 +231,6 @@ private:
   /// them (OnnxRecover.cpp): edits `g` and adds their initial values to
   /// paramInits.
   llvm::Error recoverParameters(onnx::GraphProto &g, const ExportSignature &signature);
-  llvm::Error recoverFolded(const onnx::GraphProto &g, Recovery &r);
-  llvm::Error recoverMerged(const onnx::GraphProto &g, Recovery &r);
   llvm::Error convert(const onnx::NodeProto &n);
   llvm::Error readInputs(const onnx::NodeProto &n, std::vector<const Entry *> &in);
   /// The value parameter `read.target` has where a node reads it from

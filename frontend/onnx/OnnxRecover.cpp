@@ -108,6 +108,9 @@ bool sameBits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 /// renamed, nodes inserted before a node index, applied once both searched
 /// the file's graph.
 struct Recovery {
+  std::string file;
+  std::map<std::string, Const> &paramInits;
+  RecoveredParameters found;
   std::map<std::string, std::string> targetOf; // placeholder -> PARAMETER target
   std::set<std::string> targets, recovered;
   std::vector<NodeFacts> facts;
@@ -118,6 +121,9 @@ struct Recovery {
   std::map<std::pair<int, int>, std::string> renamed;
   std::multimap<int, onnx::NodeProto> inserted;
 
+  llvm::Error error(const llvm::Twine &msg) const {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), file + ": " + msg);
+  }
   /// `name`, or a variant of it, that the graph does not hold yet.
   std::string fresh(const std::string &name) {
     std::string n = name;
@@ -193,20 +199,23 @@ void applyEdits(onnx::GraphProto &g, Recovery &r) {
 } // namespace
 
 llvm::Error Importer::recoverParameters(onnx::GraphProto &g, const ExportSignature &signature) {
-  Recovery r;
-  if (!readFacts(g, signature, r))
-    return llvm::Error::success();
-  if (auto err = recoverFolded(g, r))
-    return err;
-  if (auto err = recoverMerged(g, r))
-    return err;
-  applyEdits(g, r);
+  auto found = recoverLostParameters(g, signature, paramInits, file);
+  if (!found)
+    return found.takeError();
+  if (!found->one.empty()) {
+    Const c1;
+    c1.f = {1.0};
+    values[found->one] = {mlir::Value(), std::make_shared<const Const>(std::move(c1))};
+  }
   return llvm::Error::success();
 }
 
+namespace {
+
 /// Folded `weight + 1.0` (the file's header).
-llvm::Error Importer::recoverFolded(const onnx::GraphProto &g, Recovery &r) {
-  std::string one;
+llvm::Error recoverFolded(const onnx::GraphProto &g, Recovery &r) {
+  auto &paramInits = r.paramInits;
+  std::string &one = r.found.one;
   for (const auto &vi : g.value_info()) {
     auto c = paramInits.find(vi.name());
     auto meta = onnxValueMetadata(vi);
@@ -246,7 +255,7 @@ llvm::Error Importer::recoverFolded(const onnx::GraphProto &g, Recovery &r) {
     for (int64_t e = 0; e < w.numel(); ++e) {
       float ce = float(c->second.f[e]), we = ce - 1.0f;
       if (!sameBits(float(double(we) + 1.0), ce) || double(we) + 1.0 != double(ce))
-        return error(llvm::formatv(
+        return r.error(llvm::formatv(
                          "parameter '{0}' is folded into the constant '{1}' (its value_info's "
                          "{2} {3}), computed as weight + 1.0 by its module's class; element "
                          "{4} of '{1}', {5:e}, is 1 + w for no f32 w exactly, so the parameter "
@@ -256,12 +265,8 @@ llvm::Error Importer::recoverFolded(const onnx::GraphProto &g, Recovery &r) {
                          .str());
       w.f[e] = double(we);
     }
-    if (one.empty()) {
+    if (one.empty())
       one = r.fresh("one");
-      Const c1;
-      c1.f = {1.0};
-      values[one] = {mlir::Value(), std::make_shared<const Const>(std::move(c1))};
-    }
     std::map<std::string, std::string> sum; // parameter -> its Add's output
     for (auto &[at, target] : readers) {
       if (!sum.count(target)) {
@@ -270,6 +275,7 @@ llvm::Error Importer::recoverFolded(const onnx::GraphProto &g, Recovery &r) {
         r.inserted.emplace(at.first, makeNode("node_" + sum[target], "Add", {target, one},
                                             sum[target]));
         paramInits[target] = w;
+        r.found.source[target] = vi.name();
         r.recovered.insert(target);
       }
       r.renamed[at] = sum[target];
@@ -279,7 +285,8 @@ llvm::Error Importer::recoverFolded(const onnx::GraphProto &g, Recovery &r) {
 }
 
 /// Merged computations (the file's header).
-llvm::Error Importer::recoverMerged(const onnx::GraphProto &g, Recovery &r) {
+llvm::Error recoverMerged(const onnx::GraphProto &g, Recovery &r) {
+  auto &paramInits = r.paramInits;
   // (kept node, merged FX value) -> the inputs reading the kept node's
   // output where their FX node reads the merged value.
   std::map<std::pair<int, std::string>, std::vector<std::pair<int, int>>> merged;
@@ -356,7 +363,7 @@ llvm::Error Importer::recoverMerged(const onnx::GraphProto &g, Recovery &r) {
     if (modules.size() != 1) {
       if (modules.empty())
         continue;
-      return error("node '" + nodeName(g.node(readers[0].first)) + "' reads '" +
+      return r.error("node '" + Importer::nodeName(g.node(readers[0].first)) + "' reads '" +
                    kept.output(0) + "', torch's `%" + r.facts[n].fx.name +
                    "`, where torch's op read `%" + value +
                    "`, which the exporter's optimizer merged into it; the parameters `%" + value +
@@ -372,11 +379,12 @@ llvm::Error Importer::recoverMerged(const onnx::GraphProto &g, Recovery &r) {
       std::string target = module + "." + attr;
       const Const &value0 = paramInits.at(kept.input(k));
       if (auto it = paramInits.find(target); it != paramInits.end() && it->second.f != value0.f)
-        return error("parameter '" + target + "' and '" + kept.input(k) + "', which node '" +
-                     nodeName(kept) + "' reads, differ, yet the exporter's optimizer merged `%" +
+        return r.error("parameter '" + target + "' and '" + kept.input(k) + "', which node '" +
+                       Importer::nodeName(kept) + "' reads, differ, yet the exporter's optimizer merged `%" +
                      value + "` into that node; export with torch.onnx.export(..., "
                      "optimize=False)");
       paramInits[target] = value0;
+      r.found.source[target] = kept.input(k);
       r.recovered.insert(target);
       inputs[k] = target;
     }
@@ -387,6 +395,22 @@ llvm::Error Importer::recoverMerged(const onnx::GraphProto &g, Recovery &r) {
   }
 
   return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<RecoveredParameters>
+recoverLostParameters(onnx::GraphProto &g, const ExportSignature &signature,
+                      std::map<std::string, Const> &paramInits, const std::string &file) {
+  Recovery r{file, paramInits};
+  if (!readFacts(g, signature, r))
+    return RecoveredParameters();
+  if (auto err = recoverFolded(g, r))
+    return std::move(err);
+  if (auto err = recoverMerged(g, r))
+    return std::move(err);
+  applyEdits(g, r);
+  return std::move(r.found);
 }
 
 } // namespace mlc::onnximport
