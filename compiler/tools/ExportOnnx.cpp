@@ -40,6 +40,10 @@ int runExportOnnx() {
   outs() << "mlc export-onnx: " << result->replaced << " initializers replaced";
   if (result->untied)
     outs() << " (" << result->untied << " of them in place of Identity nodes)";
+  if (result->recovered)
+    outs() << " (" << result->recovered
+           << " of them parameters the exporter's optimizer had folded or merged, read by "
+              "nodes given back)";
   outs() << ", " << result->kept << " kept; wrote " << exportOutput << "\n";
   return 0;
 }

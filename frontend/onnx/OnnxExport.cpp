@@ -293,12 +293,17 @@ replaceAttributed(onnx::ModelProto &model, const ParameterPlan &plan, const std:
       read.insert(in);
   for (const auto &o : graph.output())
     read.insert(o.name());
-  int64_t dropped = 0;
+  // Their value_info goes with them: a folded constant's names the
+  // parameters it was folded from, which the model now reads themselves.
+  std::set<std::string> dropped;
   for (int i = graph.initializer_size() - 1; i >= 0; --i)
     if (!read.count(graph.initializer(i).name())) {
+      dropped.insert(graph.initializer(i).name());
       graph.mutable_initializer()->DeleteSubrange(i, 1);
-      ++dropped;
     }
+  for (int i = graph.value_info_size() - 1; i >= 0; --i)
+    if (dropped.count(graph.value_info(i).name()))
+      graph.mutable_value_info()->DeleteSubrange(i, 1);
   for (const auto &t : graph.initializer())
     if (!replaced.count(t.name()) && t.data_location() == onnx::TensorProto::EXTERNAL)
       return error(modelName + ": initializer '" + t.name() +

@@ -22,7 +22,18 @@
 // `NAME`, or `NAME.T` where the node reads the transpose (a weight the
 // exporter's optimizer folded transposed); a zero bias the optimizer removed
 // from a Gemm comes back as its input C; initializers that only merged or
-// folded copies were, which no node reads any more, go.
+// folded copies were, which no node reads any more, go (with their
+// value_info).
+//
+// The parameters the default exporter's optimizer folded into a constant or
+// merged into an equal computation (Gemma's `x * (1 + weight)`, GPT-NeoX's
+// two LayerNorms of one input), which the importer gives back where the file
+// fixes them, are given back in the model written by the same code
+// (recoverLostParameters, OnnxRecover.cpp): its `Add(weight, one)` and
+// cloned `LayerNormalization` nodes read initializers under torch's names,
+// which hold the trained values, so the written model computes what mlc
+// trained and imports with the same parameters. What the importer refuses
+// (a parameter the file does not fix) is refused here with its message.
 //
 // The replaced initializers are written inline (raw_data). An initializer
 // kept in external data is refused: the output would point at files beside

@@ -9,8 +9,11 @@
       from the untrained model's (so that an export which kept the old
       values fails), that every trained tensor is in it bit for bit, and that
       onnx's checker accepts it (where this onnx knows its IR version and
-      opsets). onnxruntime is skipped, with the reason, where it refuses the
-      model (opset 23's RotaryEmbedding). Exits non-zero on any failure.
+      opsets), and that `mlc compile` of it declares the trained weights as
+      its parameters: the same names (each parameter under its name, a tied
+      one's other names as its aliases) and the same values, bit for bit.
+      onnxruntime is skipped, with the reason, where it refuses the model
+      (opset 23's RotaryEmbedding). Exits non-zero on any failure.
 
   export_onnx.py weights --from W.safetensors --out BAD.safetensors --case C
       writes W with one change: C = shape (a tensor transposed), unknown (a
@@ -166,6 +169,27 @@ def check(args):
             failures.append(f"{name}: not an initializer of trained.onnx")
     print(f"{len(saved)} trained tensors ({aliases} of them another name of a tied one), "
           f"{len(inits)} initializers in trained.onnx")
+
+    # Re-imported, trained.onnx's parameters are the weights: its package's
+    # starting values (weights.safetensors) and aliases (aliases.json).
+    pkg = os.path.join(args.work, "reimported")
+    subprocess.run([args.mlc, "compile", out, "--loss", args.loss, "-o", pkg], check=True,
+                   capture_output=True)
+    params = read_safetensors(os.path.join(pkg, "weights.safetensors"))
+    alias_file = os.path.join(pkg, "aliases.json")
+    tied = json.load(open(alias_file)) if os.path.exists(alias_file) else {}
+    names = dict((n, n) for n in params)
+    names.update((a, p) for p, names_of in tied.items() for a in names_of)
+    if sorted(names) != sorted(saved):
+        failures.append(f"trained.onnx re-imported has the parameters {sorted(set(names) - set(saved))} "
+                        f"the weights lack and lacks {sorted(set(saved) - set(names))}")
+    differ = [n for n, p in names.items() if n in saved and
+              (params[p].shape != saved[n].shape or not np.array_equal(params[p], saved[n]))]
+    if differ:
+        failures.append(f"trained.onnx re-imported holds other values than the weights: {differ}")
+    same = sorted(names) == sorted(saved) and not differ
+    print(f"trained.onnx re-imported: {len(params)} parameters and {len(names) - len(params)} "
+          f"other names of tied ones, " + ("the weights' names and values" if same else "DIFFER"))
 
     # Logits: onnxruntime on trained.onnx against mlc run on the weights.
     x = feeds(inputs, rng.integers(0, vocab, size=(2, 16)))
