@@ -40,11 +40,12 @@ int runExportOnnx() {
   outs() << "mlc export-onnx: " << result->replaced << " initializers replaced";
   if (result->untied)
     outs() << " (" << result->untied << " of them in place of Identity nodes)";
+  outs() << ", " << result->kept << " kept; ";
   if (result->recovered)
-    outs() << " (" << result->recovered
-           << " of them parameters the exporter's optimizer had folded or merged, read by "
-              "nodes given back)";
-  outs() << ", " << result->kept << " kept; wrote " << exportOutput << "\n";
+    outs() << result->recovered
+           << " parameters the exporter's optimizer had folded or merged given back, each read "
+              "by a node of its own; ";
+  outs() << "wrote " << exportOutput << "\n";
   return 0;
 }
 

@@ -167,9 +167,18 @@ llvm::Expected<int64_t> recoverLost(onnx::ModelProto &model, const ExportSignatu
     return found.takeError();
   int oneType = onnx::TensorProto::UNDEFINED;
   for (auto &[target, source] : found->source) {
-    onnx::TensorProto *t = graph.add_initializer();
-    t->set_name(target);
+    // An initializer of the parameter's name that no node read (the merge
+    // checked that it holds the kept node's value) takes the value in place.
+    onnx::TensorProto *t = nullptr;
+    for (auto &init : *graph.mutable_initializer())
+      if (init.name() == target)
+        t = &init;
+    if (!t) {
+      t = graph.add_initializer();
+      t->set_name(target);
+    }
     t->set_data_type(types.at(source));
+    t->clear_dims();
     for (int64_t d : paramInits.at(target).shape)
       t->add_dims(d);
     if (auto err = setConstValue(*t, paramInits.at(target),

@@ -6,7 +6,8 @@
 // are attributed, by editing the graph into what torch computed; the added
 // nodes carry no FX metadata and read the recovered parameters under their
 // torch names, so rule 1 claims them by name. Anything short of that is left
-// as it is, and rule 5 refuses it.
+// as it is, and rule 5 refuses it. `mlc export-onnx` makes the same edits to
+// the model it writes (recoverLostParameters, OnnxNode.h; OnnxExport.h).
 //
 // - A scale folded into a constant (Gemma's `x * (1.0 + weight)`): an
 //   initializer C whose value_info's `pkg.onnxscript.optimizer.folded_from`
