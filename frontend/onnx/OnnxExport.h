@@ -68,7 +68,8 @@ struct OnnxExportResult {
 
 /// Replaces the initializers of the serialized ModelProto `model` by
 /// `weights`. `modelName` and `weightsName` stand for the files in errors;
-/// `modelDir` is where the model's external data lies ("" refuses it).
+/// `modelDir` is where the model's external data lies, which the recovery
+/// reads in files with a graph signature ("" refuses it there).
 llvm::Expected<OnnxExportResult>
 replaceOnnxInitializers(llvm::StringRef model, const std::string &modelName,
                         const std::map<std::string, rt::HostTensor> &weights,
