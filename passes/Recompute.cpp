@@ -86,9 +86,11 @@ public:
   using MlcRecomputeBase::MlcRecomputeBase;
 
   void runOnOperation() final {
-    if (mode.empty() || mode == "none")
+    if ((mode.empty() || mode == "none") && !regather)
       return;
-    if (mode != "full" && mode != "selective" && mode != "full+selective") {
+    if (mode.empty())
+      mode = "none";
+    if (mode != "none" && mode != "full" && mode != "selective" && mode != "full+selective") {
       getOperation().emitError(
           "mlc-recompute: mode must be full, selective, full+selective or none, got '")
           << mode << "'";
@@ -216,6 +218,11 @@ private:
       // it frees bytes only when its operand is recomputed too.
       if (auto reshape = dyn_cast_or_null<ReshapeOp>(op); yes && reshape)
         yes = isCloned(reshape.getInput());
+      // regather: an all-gather's tokens are gathered again in backward
+      // from the saved shard, and so are their views and casts.
+      if (regather && !yes && op && op != lossOp && !readByLoss(v))
+        yes = isa<TpAllGatherOp>(op) ||
+              (isa<ReshapeOp, CastOp>(op) && isCloned(op->getOperand(0)));
       cloned[v] = yes;
       return yes;
     };
