@@ -381,6 +381,7 @@ llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
 
   p.shardedMoments = sharded;
   p.tensorParallel = tensorParallelSize(module);
+  p.sequenceParallel = module->hasAttr("mlc.sequence_parallel");
   p.wholeParameters = p.parameters + (p.tensorParallel - 1) * p.splitParameters;
   p.tpCollectives = tensorParallelCollectives(module);
   const int64_t momentBytes = sharded ? shardElements * elementSize : paramBytes;
@@ -657,6 +658,9 @@ llvm::Error checkFits(const MemoryPlan &p, int64_t limit, StringRef spec) {
     saved = "--recompute selective or full, " + activations;
   else if (p.recompute == "selective")
     saved = "--recompute full, " + activations;
+  // At T > 1 the stream's norms, dropout and residual adds keep every token.
+  if (p.tensorParallel > 1 && !p.sequenceParallel)
+    saved = formatv("--sequence-parallel divides most of it by {0}, ", p.tensorParallel).str() + saved;
   std::vector<Item> items = {
       {"optimizer moments", p.cuda.at(mem::kMoments),
        p.ranks > 1 && !p.shardedMoments
