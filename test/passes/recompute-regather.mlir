@@ -80,3 +80,41 @@ func.func @forward(%x: tensor<4x8xf32> {mlc.param = "h.0.x"},
   %l = mlc.reduce_sum %m axes = [0, 1] : tensor<8x8xf32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tensor parallelism without sequence parallelism: a region's entry is a
+// tp_copy (a view forward, an all-reduce of the adjoint backward), and the
+// norm reads its replicated weight and bias through tp_copys. Selective
+// recomputation clones the norm and the entry's view in backward (the
+// tp_copy views of the arguments hold no bytes: they are at hand), so the
+// norm's output is not saved; regather has nothing to gather again.
+// SEL-LABEL: func.func @train_step
+// SEL:       %[[CG:.*]] = mlc.tp_copy %arg1
+// SEL:       %[[CB:.*]] = mlc.tp_copy %arg2
+// SEL:       %[[N:.*]] = mlc.layer_norm %arg0, %[[CG]], %[[CB]]
+// SEL:       mlc.reduce_sum
+// SEL:       %[[N2:.*]] = mlc.layer_norm %arg0, %[[CG]], %[[CB]] {{.*}}mlc.recomputed
+// SEL-NEXT:  %[[E2:.*]] = mlc.tp_copy %[[N2]] {mlc.recomputed}
+// SEL-NEXT:  mlc.matmul %[[E2]], %{{.*}} transpose_lhs
+// SEL-NOT:   %[[N]]{{[^0-9_]}}
+// SEL:       return
+// REGATHER-LABEL: func.func @train_step
+// REGATHER-NOT:   mlc.tp_all_gather
+// REGATHER-NOT:   mlc.recomputed
+// REGATHER:       return
+// NONE-LABEL: func.func @train_step
+func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"},
+                   %g0: tensor<8xf32> {mlc.param = "h.0.ln.weight"},
+                   %b0: tensor<8xf32> {mlc.param = "h.0.ln.bias"},
+                   %w0: tensor<8x8xf32> {mlc.param = "h.0.fc.weight"})
+    -> (tensor<f32> {mlc.output = "loss"}) {
+  %cg = mlc.tp_copy %g0 : tensor<8xf32>
+  %cb = mlc.tp_copy %b0 : tensor<8xf32>
+  %n = mlc.layer_norm %x, %cg, %cb epsilon = 1.0e-05 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %e = mlc.tp_copy %n : tensor<4x8xf32>
+  %m = mlc.matmul %e, %w0 : tensor<4x8xf32>, tensor<8x8xf32>
+  %t = mlc.tanh %m : tensor<4x8xf32>
+  %l = mlc.reduce_sum %t axes = [0, 1] : tensor<4x8xf32>
+  return %l : tensor<f32>
+}
