@@ -206,6 +206,12 @@ def MlcRecompute : Pass<"mlc-recompute", "mlir::ModuleOp"> {
            "elsewhere) or none">,
     Option<"numLayers", "num-layers", "int64_t", "-1",
            "full: recompute layers 0 to N-1 only (-1: every layer)">,
+    Option<"regather", "regather", "bool", "false",
+           "Backward reads a fresh mlc.tp_all_gather of the saved shard instead "
+           "of the forward's gathered tokens (and their reshapes and casts), "
+           "so only the shard is saved (--sequence-parallel, as Megatron's "
+           "sequence-parallel linear layers gather their input again for the "
+           "weight gradient); with any mode">,
     Option<"stepName", "step", "std::string", "::mlc::kTrainStepFn",
            "The training step function">
   ];

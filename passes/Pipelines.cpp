@@ -45,10 +45,14 @@ void buildGraphPipeline(OpPassManager &pm, const GraphPipelineOptions &options) 
   pm.addPass(createCSEPass());
   // After CSE, which would merge the clones back into the forward ops;
   // before the fusions, which fuse the clones with their backward readers.
-  if (options.training && !options.recompute.empty()) {
+  // Under --sequence-parallel it also gathers the regions' inputs again in
+  // backward, so that each rank keeps only its tokens' rows.
+  bool regather = options.tensorParallel > 1 && options.sequenceParallel;
+  if (options.training && (!options.recompute.empty() || regather)) {
     MlcRecomputeOptions o;
     o.mode = options.recompute;
     o.numLayers = options.recomputeNumLayers;
+    o.regather = regather;
     pm.addPass(createMlcRecompute(o));
   }
   if (options.fuse) {

@@ -76,7 +76,7 @@ bool isGemmEpilogue(Operation *op) {
 /// embeddings, the norms and reshapes. No GEMM, attention, reduction,
 /// gather or copy, and no GEMM's epilogue.
 bool isCheap(Operation *op) {
-  return isa<ScalarOpInterface, RotaryOp, LayerNormOp, RmsNormOp, ReshapeOp>(
+  return isa<ScalarOpInterface, RotaryOp, LayerNormOp, RmsNormOp, ReshapeOp, TpCopyOp>(
              op) &&
          !isa<ConstantOp>(op) && !isGemmEpilogue(op);
 }
@@ -86,9 +86,11 @@ public:
   using MlcRecomputeBase::MlcRecomputeBase;
 
   void runOnOperation() final {
-    if (mode.empty() || mode == "none")
+    if ((mode.empty() || mode == "none") && !regather)
       return;
-    if (mode != "full" && mode != "selective" && mode != "full+selective") {
+    if (mode.empty())
+      mode = "none";
+    if (mode != "none" && mode != "full" && mode != "selective" && mode != "full+selective") {
       getOperation().emitError(
           "mlc-recompute: mode must be full, selective, full+selective or none, got '")
           << mode << "'";
@@ -139,6 +141,14 @@ private:
         if (isForward(v))
           saved.insert(v);
     auto isSaved = [&](Value v) { return saved.contains(v); };
+    // A view of an argument (a tensor-parallel norm's weight or bias read
+    // through its tp_copy) holds no bytes of its own: it is at hand.
+    std::function<bool(Value)> viewOfArgument = [&](Value v) -> bool {
+      if (!isForward(v))
+        return true;
+      Operation *op = v.getDefiningOp();
+      return isa<ReshapeOp, TpCopyOp>(op) && viewOfArgument(op->getOperand(0));
+    };
 
     // 2. Layers.
     llvm::DenseMap<Operation *, int64_t> layer;
@@ -208,14 +218,19 @@ private:
           // (saved, an argument) or cloned themselves.
           yes = isCheap(op) && llvm::all_of(op->getOperands(), [&](Value u) {
                   return !isForward(u) || isSaved(u) || isCloned(u) ||
-                         isa<ConstantOp>(u.getDefiningOp());
+                         isa<ConstantOp>(u.getDefiningOp()) || viewOfArgument(u);
                 });
         }
       }
-      // A reshape is a view of its operand (the plan aliases it): cloning
-      // it frees bytes only when its operand is recomputed too.
-      if (auto reshape = dyn_cast_or_null<ReshapeOp>(op); yes && reshape)
-        yes = isCloned(reshape.getInput());
+      // A reshape or tp_copy is a view of its operand (the plan aliases
+      // it): cloning it frees bytes only when its operand is recomputed too.
+      if (yes && isa<ReshapeOp, TpCopyOp>(op))
+        yes = isCloned(op->getOperand(0));
+      // regather: an all-gather's tokens are gathered again in backward
+      // from the saved shard, and so are their views and casts.
+      if (regather && !yes && op && op != lossOp && !readByLoss(v))
+        yes = isa<TpAllGatherOp>(op) ||
+              (isa<ReshapeOp, CastOp>(op) && isCloned(op->getOperand(0)));
       cloned[v] = yes;
       return yes;
     };

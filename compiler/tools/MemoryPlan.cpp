@@ -80,13 +80,21 @@ struct Access {
   bool read = false, write = false;
 };
 
-/// The operands a step (plan.launch, plan.gemm) reads and writes: a GEMM
-/// reads its operands and bias (and its out when it accumulates) and writes
-/// its out and GELU pre-activation; a kernel writes what its body stores or
-/// its template outputs, and reads what its body loads (a template, what
-/// it does not write).
+/// The operands a step (plan.launch, plan.gemm, a tensor-parallel
+/// collective) reads and writes: a GEMM reads its operands and bias (and its
+/// out when it accumulates) and writes its out and GELU pre-activation; a
+/// kernel writes what its body stores or its template outputs, and reads
+/// what its body loads (a template, what it does not write); an all-gather
+/// or reduce-scatter reads its in and writes its out, an all-reduce reads
+/// and writes its buffer.
 SmallVector<Access> accesses(Operation &step) {
   SmallVector<Access> out;
+  if (auto g = dyn_cast<plan::TpAllGatherOp>(step))
+    return {{g.getOut(), false, true}, {g.getIn(), true, false}};
+  if (auto s = dyn_cast<plan::TpReduceScatterOp>(step))
+    return {{s.getOut(), false, true}, {s.getIn(), true, false}};
+  if (auto r = dyn_cast<plan::TpAllReduceOp>(step))
+    return {{r.getBuffer(), true, true}};
   if (auto g = dyn_cast<plan::GemmOp>(step)) {
     out.push_back({g.getOut(), g.getAccumulate(), true});
     out.push_back({g.getLhs(), true, false});
@@ -150,8 +158,11 @@ namespace {
 void savedActivations(plan::FuncOp step, MemoryPlan &p) {
   Block &body = step.getBody().front();
   SmallVector<Operation *> steps;
+  // The collectives too: a region's entry under --sequence-parallel writes
+  // the gathered tokens that backward's weight gradients may read.
   for (Operation &op : body)
-    if (isa<plan::LaunchOp, plan::GemmOp>(op))
+    if (isa<plan::LaunchOp, plan::GemmOp, plan::TpAllGatherOp, plan::TpReduceScatterOp,
+            plan::TpAllReduceOp>(op))
       steps.push_back(&op);
   Operation *lossOp = lossStepOf(step);
   int loss = -1;
@@ -370,6 +381,7 @@ llvm::Expected<MemoryPlan> memoryPlanOf(ModuleOp module, int64_t ranks,
 
   p.shardedMoments = sharded;
   p.tensorParallel = tensorParallelSize(module);
+  p.sequenceParallel = module->hasAttr("mlc.sequence_parallel");
   p.wholeParameters = p.parameters + (p.tensorParallel - 1) * p.splitParameters;
   p.tpCollectives = tensorParallelCollectives(module);
   const int64_t momentBytes = sharded ? shardElements * elementSize : paramBytes;
@@ -646,6 +658,9 @@ llvm::Error checkFits(const MemoryPlan &p, int64_t limit, StringRef spec) {
     saved = "--recompute selective or full, " + activations;
   else if (p.recompute == "selective")
     saved = "--recompute full, " + activations;
+  // At T > 1 the stream's norms, dropout and residual adds keep every token.
+  if (p.tensorParallel > 1 && !p.sequenceParallel)
+    saved = formatv("--sequence-parallel divides most of it by {0}, ", p.tensorParallel).str() + saved;
   std::vector<Item> items = {
       {"optimizer moments", p.cuda.at(mem::kMoments),
        p.ranks > 1 && !p.shardedMoments

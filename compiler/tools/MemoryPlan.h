@@ -70,6 +70,8 @@ struct MemoryPlan {
   /// whole on every rank (norms, positions, row-parallel biases).
   /// `wholeParameters` is the model's count, T x split + replicated.
   int64_t tensorParallel = 1, splitParameters = 0, wholeParameters = 0;
+  /// --sequence-parallel: the stream between the regions is split too.
+  bool sequenceParallel = false;
   /// @train_step's collectives over the tensor-parallel group.
   std::vector<Collective> tpCollectives;
   /// The --recompute the plan was compiled with (none, selective, full),
