@@ -14,6 +14,7 @@
 #include "runtime/train/ModelDirectory.h"
 #include "runtime/train/TensorParallel.h"
 #include "runtime/train/TrainerParts.h"
+#include "runtime/train/WholeTensors.h"
 #include "support/Error.h"
 #include "support/Json.h"
 #include "support/TensorIO.h"
@@ -21,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 #include <sstream>
@@ -207,31 +209,32 @@ void writeMemoryReport(const Backend &backend, const std::string &path) {
   writeFileAtomically(path, json + ", \"total\": " + std::to_string(total) + "}\n");
 }
 
-void saveParameters(Backend &backend, const std::string &path,
-                    const std::vector<char> *gathered) {
-  // Whole HF tensors, gathered from the tensor-parallel group's slices.
-  std::vector<char> own;
-  if (!gathered)
-    own = groupParameterFlats(backend);
-  const std::vector<char> &flats = gathered ? *gathered : own;
-  std::vector<std::pair<std::string, HostTensor>> out;
-  for (const ParamInfo &p : backend.package().params) {
-    HostTensor t = wholeParameter(backend, p, flats);
-    // No file of weights that are not finite is written, under any label.
-    for (int64_t i = 0; i < t.numel(); ++i)
-      if (!std::isfinite(t.getDouble(i)))
-        fail(path + " was not written: parameter " + p.name + " holds " +
-             valueText(t.getDouble(i)) + " at index " + std::to_string(i));
-    // Each alias of a tied parameter gets its own copy: safetensors files
-    // hold no shared storage, and load_state_dict(strict=True) wants every
-    // name the model has.
-    if (auto a = backend.package().aliases.find(p.name); a != backend.package().aliases.end())
-      for (const std::string &alias : a->second)
-        out.push_back({alias, t});
-    out.push_back({p.name, std::move(t)});
+void saveParameters(Backend &backend, const std::string &path) {
+  // The writer opens the file first: one that cannot write it stops the
+  // group before any tensor moves.
+  const bool writer = isWriter(backend);
+  std::unique_ptr<SafetensorsStream> file;
+  std::string error;
+  if (writer) {
+    try {
+      file = std::make_unique<SafetensorsStream>(path, parameterEntries(backend.package()),
+                                                 std::map<std::string, std::string>{{"format", "pt"}});
+    } catch (const Error &e) {
+      error = e.what();
+    }
   }
-  if (backend.tpRank() == 0) // the group's first rank writes the whole model
-    writeSafetensors(path, out, {{"format", "pt"}});
+  if (!agreeWithWriter(backend, error.empty(), /*allRanks=*/false)) {
+    if (writer)
+      fail(error);
+    return;
+  }
+  streamParameters(backend, file.get(), path, error);
+  reportGathers(backend, path);
+  if (!writer)
+    return;
+  if (!error.empty())
+    fail(error); // the file is removed: the previous one stays
+  file->finish();
 }
 
 /// --save: a safetensors file, or a Hugging Face model directory.

@@ -112,21 +112,20 @@ void sliceLoadedWeights(const Backend &backend, std::map<std::string, HostTensor
   }
 }
 
-std::vector<char> groupFlats(Backend &backend, std::vector<char> own) {
-  const size_t bytes = size_t(backend.package().paramCount * backend.elementSize());
-  if (own.size() != bytes)
-    fail("internal: a flat buffer of " + std::to_string(own.size()) + " bytes to gather, " +
-         "where the parameters take " + std::to_string(bytes));
+std::vector<char> groupParameterFlats(Backend &backend) {
+  std::vector<char> own = downloadAll(backend, FlatBuffer::Params);
   Communicator *tp = backend.tensorParallel();
   if (!tp || tp->size() <= 1)
     return own;
-  std::vector<char> all(own.size() * size_t(tp->size()));
-  tp->allGatherBytes(own.data(), int64_t(own.size()), all.data());
+  // To the group's first rank alone: the others send theirs and keep nothing.
+  std::vector<char> all;
+  std::vector<int64_t> counts;
+  if (tp->rank() == 0) {
+    all.resize(own.size() * size_t(tp->size()));
+    counts.assign(size_t(tp->size()), int64_t(own.size()));
+  }
+  tp->gatherBytes(own.data(), int64_t(own.size()), all.data(), counts, 0);
   return all;
-}
-
-std::vector<char> groupParameterFlats(Backend &backend) {
-  return groupFlats(backend, downloadAll(backend, FlatBuffer::Params));
 }
 
 HostTensor wholeParameter(const Backend &backend, const ParamInfo &p,
