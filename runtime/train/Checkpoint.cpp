@@ -21,6 +21,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstdio>
+#include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -490,7 +491,7 @@ Resumed loadCheckpoint(Backend &backend, const TrainOptions &o, const std::strin
     const Json *hash = files.find(file);
     if (!hash)
       fail(manifestPath + ": lists no " + file);
-    std::string actual = contentHash(readFile(dir + "/" + file));
+    std::string actual = fileContentHash(dir + "/" + file); // a chunk at a time
     if (actual != hash->string)
       fail(dir + "/" + file + ": content hash " + actual + " does not match the manifest's " +
            hash->string + " (the file changed or is corrupt)");
@@ -537,37 +538,55 @@ Resumed loadCheckpoint(Backend &backend, const TrainOptions &o, const std::strin
             (long long)steps, (long long)o.steps);
   reportLayout(o, pkg, run);
   loadParameters(backend, dir + "/model.safetensors"); // this rank's slices
-  auto moments = readSafetensors(dir + "/optimizer.safetensors");
+  // The moments a tensor at a time, each rank reading only its slice of
+  // each (and uploading only its shards of it): no rank holds the file.
+  const std::string optimizerPath = dir + "/optimizer.safetensors";
+  SafetensorsFile moments(optimizerPath);
   const int64_t es = backend.elementSize(), t = pkg.tensorParallel;
   for (const auto &[prefix, which] : {std::pair<const char *, FlatBuffer>{"exp_avg.", FlatBuffer::AdamM},
                                       {"exp_avg_sq.", FlatBuffer::AdamV}}) {
-    std::vector<char> flat(pkg.paramCount * es);
+    std::vector<char> slice;
     for (const ParamInfo &p : pkg.params) {
-      auto it = moments.find(prefix + p.name);
-      if (it == moments.end() || it->second.shape != wholeShape(p, t) ||
-          it->second.dtype != pkg.dtype)
-        fail(dir + "/optimizer.safetensors: " + prefix + p.name + " is missing or has "
+      const SafetensorsFile::Tensor *whole = moments.find(prefix + p.name);
+      if (!whole || whole->shape != wholeShape(p, t) || whole->dtype != pkg.dtype)
+        fail(optimizerPath + ": " + prefix + p.name + " is missing or has "
              "another shape or dtype than the model's (" + shapeString(wholeShape(p, t)) +
              " " + pkg.dtype + ")");
       // Whole in the file, whatever the writer's layout: this rank's slice.
-      it->second = sliceOfWhole(it->second, p, backend.tpRank(), t);
+      slice.assign(size_t(p.numel * es), 0);
+      moments.readSlice(*whole, p, backend.tpRank(), t, slice.data());
       // An edited or corrupt file whose hash was recomputed: a NaN, or a
       // negative second moment (sqrt(v) of the next update is NaN), would
       // make the next update non-finite.
       const bool second = which == FlatBuffer::AdamV;
       for (int64_t i = 0; i < p.numel; ++i) {
-        const double x = it->second.getDouble(i);
+        double x;
+        if (es == 4) {
+          float f;
+          std::memcpy(&f, slice.data() + i * 4, 4);
+          x = f;
+        } else {
+          std::memcpy(&x, slice.data() + i * 8, 8);
+        }
         if (!std::isfinite(x) || (second && x < 0))
-          fail(dir + "/optimizer.safetensors: " + prefix + p.name + " holds " +
-               valueText(x) + " at index " + std::to_string(i) + ": " +
+          fail(optimizerPath + ": " + prefix + p.name + " holds " + valueText(x) +
+               " at index " + std::to_string(i) + ": " +
                (second ? "AdamW's second moments must be finite and >= 0"
                        : "AdamW's first moments must be finite"));
       }
-      std::copy(it->second.data.begin(), it->second.data.end(),
-                flat.begin() + p.offset * es);
+      // This rank keeps its shards of the data-parallel group's (at any count).
+      if (!backend.sharded()) {
+        backend.upload(which, p.offset * es, slice.data(), p.numel * es);
+        continue;
+      }
+      for (const Backend::Shard &s : backend.shards()) {
+        const int64_t a = std::max(p.offset, s.offset),
+                      b = std::min(p.offset + p.numel, s.offset + s.count);
+        if (a < b)
+          backend.upload(which, (s.moment + a - s.offset) * es,
+                         slice.data() + (a - p.offset) * es, (b - a) * es);
+      }
     }
-    // This rank keeps its shards of the data-parallel group's (at any count).
-    uploadAll(backend, which, backend.shardOfWhole(flat));
   }
   return resumed;
 }

@@ -20,13 +20,16 @@
 //                          written last
 //
 // Every tensor is whole, under its HF name, whatever the layout that wrote
-// it: under --tensor-parallel the group's slices of the parameters and
-// moments are gathered (and under the distributed optimizer the
-// data-parallel group's shards first) and the group's first rank of the
-// first data-parallel replica writes. On resume each rank takes its slices
-// and shards, at any tensor-parallel size and rank count; a checkpoint of
-// another layout is a changed setting (tensor-parallel, ranks, package),
-// and the run prints one line naming both layouts.
+// it: the parameters and moments are gathered to the writer (the group's
+// first rank of the first data-parallel replica) a tensor at a time, the
+// tensor-parallel group's slices (and under the distributed optimizer the
+// data-parallel group's shards first), and streamed into the files
+// (WholeTensors.h): the writer holds one whole tensor at once, the other
+// ranks nothing gathered. On resume each rank reads its slices and shards
+// of each tensor from the files (never a whole file), at any
+// tensor-parallel size and rank count; a checkpoint of another layout is a
+// changed setting (tensor-parallel, ranks, package), and the run prints
+// one line naming both layouts.
 //
 // The directory is written under a temporary name, every file flushed to
 // disk, and renamed into place: a crash mid-write leaves the previous

@@ -87,31 +87,6 @@ HostTensor sliceOfWhole(const HostTensor &whole, const ParamInfo &p, int rank, i
   return slice;
 }
 
-void sliceLoadedWeights(const Backend &backend, std::map<std::string, HostTensor> &tensors,
-                        const std::string &path) {
-  const Package &pkg = backend.package();
-  const int64_t t = pkg.tensorParallel;
-  if (t <= 1)
-    return;
-  for (const ParamInfo &p : pkg.params) {
-    if (p.tpDim < 0)
-      continue;
-    std::vector<std::string> names{p.name};
-    if (auto a = pkg.aliases.find(p.name); a != pkg.aliases.end())
-      names.insert(names.end(), a->second.begin(), a->second.end());
-    for (const std::string &name : names) {
-      auto it = tensors.find(name);
-      if (it == tensors.end())
-        continue;
-      if (it->second.shape != wholeShape(p, t))
-        fail(path + ": " + name + " is " + shapeString(it->second.shape) + ", the model needs " +
-             shapeString(wholeShape(p, t)) + " (each of " + std::to_string(t) +
-             " tensor-parallel ranks holding " + shapeString(p.shape) + ")");
-      it->second = sliceOfWhole(it->second, p, backend.tpRank(), t);
-    }
-  }
-}
-
 std::vector<char> groupParameterFlats(Backend &backend) {
   std::vector<char> own = downloadAll(backend, FlatBuffer::Params);
   Communicator *tp = backend.tensorParallel();

@@ -43,12 +43,6 @@ std::vector<int64_t> wholeShape(const ParamInfo &p, int64_t t);
 /// dtype) for parameter p.
 HostTensor sliceOfWhole(const HostTensor &whole, const ParamInfo &p, int rank, int64_t t);
 
-/// Replaces each split parameter's whole tensor in `tensors` (weights read
-/// by name, --init or a checkpoint) with this rank's slice; a whole tensor
-/// of the wrong shape is an Error naming `path`, the tensor and both shapes.
-void sliceLoadedWeights(const Backend &backend, std::map<std::string, HostTensor> &tensors,
-                        const std::string &path);
-
 /// This rank's parameters (a flat buffer, paramCount elements) and those of
 /// every other rank of its tensor-parallel group, rank after rank, on the
 /// group's first rank; empty on the others, which send theirs (collective

@@ -344,4 +344,165 @@ std::string SafetensorsStream::finish() {
   return hex.data();
 }
 
+//===----------------------------------------------------------------------===//
+// SafetensorsFile
+//===----------------------------------------------------------------------===//
+
+SafetensorsFile::SafetensorsFile(const std::string &path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0)
+    fail(path + ": cannot open: " + std::strerror(errno));
+  const off_t fileSize = ::lseek(fd_, 0, SEEK_END);
+  const uint64_t size = fileSize < 0 ? 0 : uint64_t(fileSize);
+  if (size < 8)
+    fail(path + ": not a safetensors file (shorter than its header size)");
+  unsigned char head[8];
+  read(0, reinterpret_cast<char *>(head), 8);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i)
+    n = (n << 8) | head[i];
+  if (n > size - 8)
+    fail(path + ": not a safetensors file (header size " + std::to_string(n) +
+         " exceeds the file)");
+  std::string text(size_t(n), '\0');
+  read(8, text.data(), text.size());
+  Json header = Json::parse(text, path, /*uniqueKeys=*/true);
+  if (header.kind != Json::Object)
+    fail(path + ": safetensors header is not a JSON object");
+  const uint64_t base = 8 + n;
+  std::vector<std::pair<uint64_t, std::string>> starts;
+  for (auto &[name, info] : header.object) {
+    if (name == "__metadata__")
+      continue;
+    const Json *dtype = info.find("dtype"), *shape = info.find("shape"),
+               *offsets = info.find("data_offsets");
+    if (!dtype || !shape || !offsets || offsets->array.size() != 2)
+      fail(path + ": tensor '" + name + "' lacks dtype, shape or data_offsets");
+    Tensor t;
+    for (const char *mlc : {"f32", "f64", "i64", "i32", "u16", "u8", "bool"})
+      if (safetensorsDtype(mlc) == dtype->string)
+        t.dtype = mlc;
+    if (t.dtype.empty())
+      fail(path + ": tensor '" + name + "' has unsupported dtype " + dtype->string);
+    auto whole = [&](const Json &v, const char *what) {
+      if (v.kind != Json::Number || v.number < 0 || v.number > 9007199254740992.0 ||
+          v.number != std::floor(v.number))
+        fail(path + ": tensor '" + name + "' has a " + what + " that is not a non-negative "
+             "integer");
+      return int64_t(v.number);
+    };
+    if (shape->kind != Json::Array)
+      fail(path + ": tensor '" + name + "' has a shape that is not a list");
+    double elements = 1;
+    for (const Json &d : shape->array) {
+      t.shape.push_back(whole(d, "dimension"));
+      elements *= double(t.shape.back());
+    }
+    if (elements * double(dtypeSize(t.dtype)) > double(size))
+      fail(path + ": tensor '" + name + "' of shape " + shapeString(t.shape) +
+           " is larger than the file");
+    const uint64_t begin = uint64_t(whole(offsets->array[0], "data offset")),
+                   end = uint64_t(whole(offsets->array[1], "data offset"));
+    if (end < begin || base + end > size)
+      fail(path + ": tensor '" + name + "' lies outside the file (truncated?)");
+    if (double(end - begin) != elements * double(dtypeSize(t.dtype)))
+      fail(path + ": tensor '" + name + "' has " + std::to_string(end - begin) +
+           " bytes for shape " + shapeString(t.shape));
+    t.begin = base + begin;
+    t.end = base + end;
+    starts.push_back({begin, name});
+    tensors_.emplace(name, std::move(t));
+  }
+  // As HF's reader: the tensors tile the data exactly, without overlaps or gaps.
+  std::sort(starts.begin(), starts.end());
+  uint64_t expected = 0;
+  for (const auto &[begin, name] : starts) {
+    if (begin != expected)
+      fail(path + ": tensor '" + name + "' starts at byte " + std::to_string(begin) +
+           " of the data, not " + std::to_string(expected) +
+           (begin < expected ? " (it overlaps another tensor)" : " (a gap before it)"));
+    expected = tensors_.at(name).end - base;
+  }
+  if (base + expected != size)
+    fail(path + ": the tensors cover " + std::to_string(expected) + " bytes of data but the "
+         "file holds " + std::to_string(size - base));
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+const SafetensorsFile::Tensor *SafetensorsFile::find(const std::string &name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+void SafetensorsFile::read(uint64_t offset, char *dst, size_t size) const {
+  for (size_t done = 0; done < size;) {
+    ssize_t n = ::pread(fd_, dst + done, size - done, off_t(offset + done));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      fail(path_ + ": cannot read: " + (n < 0 ? std::strerror(errno) : "the file is shorter"));
+    done += size_t(n);
+  }
+}
+
+void SafetensorsFile::readSlice(const Tensor &tensor, const ParamInfo &p, int rank, int64_t t,
+                                char *dst) const {
+  const int64_t es = dtypeSize(tensor.dtype);
+  if (p.tpDim < 0 || t == 1) {
+    read(tensor.begin, dst, size_t(tensor.end - tensor.begin));
+    return;
+  }
+  const size_t d = size_t(p.tpDim);
+  int64_t outer = 1, inner = 1;
+  for (size_t i = 0; i < d; ++i)
+    outer *= p.shape[i];
+  for (size_t i = d + 1; i < p.shape.size(); ++i)
+    inner *= p.shape[i];
+  const int64_t local = p.shape[d], full = local * t, row = inner * es;
+  // The rank's part of each block: `part` consecutive rows of the whole
+  // (forEachWholeRun() in reverse).
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t first = 0, blockStart = 0;
+    for (int64_t block : p.tpBlocks) {
+      const int64_t part = block / t;
+      read(tensor.begin + uint64_t((o * full + blockStart + rank * part) * row),
+           dst + (o * local + first) * row, size_t(part * row));
+      first += part;
+      blockStart += block;
+    }
+  }
+}
+
+std::string fileContentHash(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    fail(path + ": cannot read: " + std::strerror(errno));
+  std::vector<char> chunk(kBuffer);
+  uint64_t hash = kFnvOffset;
+  for (;;) {
+    ssize_t n = ::read(fd, chunk.data(), chunk.size());
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      fail(path + ": cannot read: " + std::strerror(err));
+    }
+    if (n == 0)
+      break;
+    for (ssize_t i = 0; i < n; ++i) {
+      hash ^= uint64_t(static_cast<unsigned char>(chunk[size_t(i)]));
+      hash *= kFnvPrime;
+    }
+  }
+  ::close(fd);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash);
+  return hex;
+}
+
 } // namespace mlc::rt

@@ -106,6 +106,41 @@ private:
   uint64_t hash_, expected_ = 0, written_ = 0;
 };
 
+/// A safetensors file read a slice at a time: the header when opened, the
+/// data by pread, never the whole file.
+class SafetensorsFile {
+public:
+  struct Tensor {
+    std::string dtype;
+    std::vector<int64_t> shape;
+    uint64_t begin = 0, end = 0; // in the file
+  };
+  /// Reads and checks the header as readSafetensors() does (dtypes, shapes,
+  /// offsets inside the file, the data tiled without gaps or overlaps).
+  explicit SafetensorsFile(const std::string &path);
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile &) = delete;
+  SafetensorsFile &operator=(const SafetensorsFile &) = delete;
+
+  const std::map<std::string, Tensor> &tensors() const { return tensors_; }
+  /// The tensor named `name`, or null.
+  const Tensor *find(const std::string &name) const;
+  /// Rank `rank`'s slice of `t` (parameter p's whole tensor, split over the
+  /// `t`-rank group as sliceOfWhole() splits it), p.numel elements, into
+  /// `dst`: the rows that make it up, read where they lie.
+  void readSlice(const Tensor &tensor, const ParamInfo &p, int rank, int64_t t, char *dst) const;
+
+private:
+  void read(uint64_t offset, char *dst, size_t size) const;
+  std::string path_;
+  int fd_ = -1;
+  std::map<std::string, Tensor> tensors_;
+};
+
+/// The content hash (contentHash()) of the file at `path`, read a chunk at
+/// a time.
+std::string fileContentHash(const std::string &path);
+
 /// The tensors of a file of the parameters, in order: each parameter whole
 /// under its HF name, a tied one under each of its names (safetensors files
 /// hold no shared storage, and load_state_dict(strict=True) wants every
