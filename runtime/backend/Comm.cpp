@@ -4,6 +4,7 @@
 #include "support/Error.h"
 #include "runtime/core/PlanFormat.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -269,6 +270,40 @@ public:
     std::_Exit(code);
   }
 
+  // Point to point, in pieces of at most 1 GiB (MPI counts are ints): a
+  // whole tensor of any size reaches the root with nothing kept elsewhere.
+  void gatherBytes(const void *data, int64_t bytes, void *out, const std::vector<int64_t> &counts,
+                   int root) override {
+    constexpr int64_t kPiece = int64_t(1) << 30;
+    constexpr int kTag = 77; // any: mlc sends no other point-to-point messages
+    std::vector<MPI_Request> requests;
+    auto post = [&](char *at, int64_t n, int peer, bool receive) {
+      for (int64_t done = 0; done < n; done += kPiece) {
+        MPI_Request r;
+        const int piece = int(std::min(kPiece, n - done));
+        check(receive ? MPI_Irecv(at + done, piece, MPI_BYTE, peer, kTag, comm_, &r)
+                      : MPI_Isend(at + done, piece, MPI_BYTE, peer, kTag, comm_, &r),
+              "a gather to rank " + std::to_string(root));
+        requests.push_back(r);
+      }
+    };
+    if (rank_ != root) {
+      post(static_cast<char *>(const_cast<void *>(data)), bytes, root, false);
+    } else {
+      if (int64_t(counts.size()) != size_ || counts[size_t(root)] != bytes)
+        fail("internal: a gather's counts do not match the ranks");
+      char *at = static_cast<char *>(out);
+      for (int r = 0; r < size_; at += counts[size_t(r)], ++r)
+        if (r == root)
+          std::memmove(at, data, size_t(bytes));
+        else
+          post(at, counts[size_t(r)], r, true);
+    }
+    for (MPI_Request &r : requests)
+      waitFor(r, rank_ == root ? "the other ranks' slices (a gather to this rank)"
+                               : "rank " + std::to_string(root) + " (a gather to it)");
+  }
+
 private:
   void check(int rc, const std::string &what) {
     if (rc != MPI_SUCCESS) {
@@ -356,5 +391,13 @@ std::shared_ptr<Communicator> openWorld(double) {
   return nullptr;
 }
 #endif
+
+void Communicator::gatherBytes(const void *data, int64_t bytes, void *out,
+                               const std::vector<int64_t> &counts, int root) {
+  if (size() != 1 || root != 0 || counts.size() != 1 || counts[0] != bytes)
+    fail("internal: " + name() + " has no gather to one rank for " + std::to_string(size()) +
+         " ranks");
+  std::memmove(out, data, size_t(bytes));
+}
 
 } // namespace mlc::rt

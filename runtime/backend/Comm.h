@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mlc::rt {
 
@@ -78,6 +79,12 @@ public:
   virtual std::shared_ptr<Communicator> split(int color, int key) = 0;
   /// Ends the whole run from one rank (after an error it reports).
   [[noreturn]] virtual void abort(int code) = 0;
+  /// Blocking gather to rank `root` alone: every rank sends its `bytes`
+  /// bytes at `data`; on `root`, `out` gets rank r's `counts[r]` bytes after
+  /// those of ranks 0 .. r-1 (`counts` and `out` are read on root only).
+  /// The other ranks keep nothing: the checkpoint writer's gather.
+  virtual void gatherBytes(const void *data, int64_t bytes, void *out,
+                           const std::vector<int64_t> &counts, int root);
 };
 
 /// Compares `settings` (name -> value) with rank 0's; collective. When a

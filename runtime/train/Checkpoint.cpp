@@ -8,17 +8,20 @@
 #include "support/TensorIO.h"
 #include "runtime/train/TensorParallel.h"
 #include "runtime/train/Trainer.h"
+#include "runtime/train/WholeTensors.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <random>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <csignal>
 #include <cstdlib>
 #include <cstdio>
+#include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -309,84 +312,131 @@ void checkSaveDir(const TrainOptions &o, int64_t first) {
       refuseOverwrite(o, dir, step);
 }
 
-WholeMoments gatherMoments(Backend &backend) {
-  return {backend.wholeMoment(FlatBuffer::AdamM), backend.wholeMoment(FlatBuffer::AdamV)};
+/// The optimizer file's tensors: exp_avg.NAME, then exp_avg_sq.NAME, each
+/// parameter's whole shape.
+static std::vector<SafetensorsStream::Entry> momentEntries(const Package &pkg) {
+  std::vector<SafetensorsStream::Entry> entries;
+  for (const char *prefix : {"exp_avg.", "exp_avg_sq."})
+    for (const ParamInfo &p : pkg.params)
+      entries.push_back({prefix + p.name, pkg.dtype, wholeShape(p, pkg.tensorParallel)});
+  return entries;
 }
 
-std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step,
-                           const WholeMoments *gathered) {
+/// The directory's contents after its tensors: state.json, hf/ and the
+/// manifest (last), the writer's alone.
+static void writeCheckpointFiles(Backend &backend, const TrainOptions &o, int64_t step,
+                                 const std::string &tmp, const std::string &modelHash,
+                                 const std::string &optimizerHash,
+                                 const std::vector<char> &params) {
   const Package &pkg = backend.package();
+  std::string state = "{\n  \"step\": " + std::to_string(step) + ",\n  \"package\": {";
+  bool first = true;
+  for (const char *key : kPackageFields) {
+    state += std::string(first ? "" : ",") + "\n    " + jsonQuote(key) + ": " +
+             jsonQuote(manifestField(pkg, key));
+    first = false;
+  }
+  state += "\n  },\n  \"run\": {";
+  first = true;
+  for (const auto &[name, value] : runSettings(pkg, o)) {
+    state += std::string(first ? "" : ",") + "\n    " + jsonQuote(name) + ": " +
+             jsonQuote(value);
+    first = false;
+  }
+  state += "\n  },\n  \"steps\": " + std::to_string(o.steps) + "\n}\n";
+  writeFileAtomically(tmp + "/state.json", state);
+  // --save-dir-hf: the parameters once more, as transformers loads them.
+  // Not read on resume, so not among the manifest's files.
+  if (o.saveDirHf)
+    saveModelDirectory(backend, o, tmp + "/hf", "--save-dir-hf", &params);
+  std::string manifest = "{\n  \"format\": \"mlc-checkpoint\",\n  \"version\": " +
+                         std::to_string(kCheckpointVersion) + ",\n  \"run\": " +
+                         jsonQuote(o.runId) + ",\n  \"step\": " + std::to_string(step) +
+                         ",\n  \"files\": {";
+  first = true;
+  for (const auto &[file, hash] : {std::pair<const char *, std::string>{"model.safetensors", modelHash},
+                                   {"optimizer.safetensors", optimizerHash},
+                                   {"state.json", contentHash(state)}}) {
+    manifest += std::string(first ? "" : ",") + "\n    " + jsonQuote(file) + ": " +
+                jsonQuote(hash);
+    first = false;
+  }
+  manifest += "\n  }\n}\n";
+  // The manifest goes last: a directory without one is not a checkpoint.
+  writeFileAtomically(tmp + "/checkpoint.json", manifest);
+}
+
+std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step) {
+  const Package &pkg = backend.package();
+  const bool writer = isWriter(backend), lead = backend.rank() == 0, sharded = backend.sharded();
   std::string final = o.saveDir + "/" + stepName(step);
-  if (!gathered && backend.sharded())
-    fail("internal: a sharded run's checkpoint needs its moments gathered first");
-  // Every tensor whole, whatever the layout: the tensor-parallel group's
-  // slices of the parameters and moments are gathered (collective over the
-  // group) before anything is written, and the group's first rank writes.
-  std::vector<char> params = groupParameterFlats(backend);
-  WholeMoments own = gathered ? WholeMoments{} : gatherMoments(backend);
-  std::vector<char> m = groupFlats(backend, gathered ? gathered->m : std::move(own.m)),
-                    v = groupFlats(backend, gathered ? gathered->v : std::move(own.v));
-  if (backend.tpRank() != 0)
-    return final;
-  // The writer alone looks at the directory (after the gathers, which every
-  // rank of the group enters whatever it would find there); an interrupted
-  // run stops at any step.
-  refuseOverwrite(o, final, step);
-  makeDirectories(o.saveDir);
-  std::string tmp = o.saveDir + "/." + stepName(step) + ".tmp." + std::to_string(getpid());
-  removeDirectory(tmp);
-  removeAbandoned(o.saveDir);
-  makeDirectories(tmp);
+  // The first data-parallel replica holds the run's parameters and (unless
+  // sharded over the replicas) moments.
+  if (!lead && !sharded)
+    return "";
+  // The writer alone looks at the directory, before any tensor moves; a
+  // writer that cannot write (another run's checkpoint of this step) stops
+  // the others at the agreement, not in a gather.
+  std::string tmp = o.saveDir + "/." + stepName(step) + ".tmp." + std::to_string(getpid()), error;
+  std::unique_ptr<SafetensorsStream> model, optimizer;
+  if (writer) {
+    try {
+      refuseOverwrite(o, final, step);
+      makeDirectories(o.saveDir);
+      removeDirectory(tmp);
+      removeAbandoned(o.saveDir);
+      makeDirectories(tmp);
+      model = std::make_unique<SafetensorsStream>(tmp + "/model.safetensors", parameterEntries(pkg),
+                                                  std::map<std::string, std::string>{{"format", "pt"}});
+      optimizer = std::make_unique<SafetensorsStream>(tmp + "/optimizer.safetensors",
+                                                      momentEntries(pkg));
+    } catch (const Error &e) {
+      error = e.what();
+    }
+  }
+  if (!agreeWithWriter(backend, error.empty(), /*allRanks=*/sharded)) {
+    if (writer) {
+      model.reset();
+      optimizer.reset();
+      removeDirectory(tmp);
+      fail(error);
+    }
+    return lead ? final : "";
+  }
+  // Every tensor whole, whatever the layout: gathered to the writer tensor
+  // by tensor (the tensor-parallel group's slices and, under the
+  // distributed optimizer, the data-parallel group's shards first) and
+  // streamed into the files. The others keep nothing of it.
+  streamParameters(backend, model.get(), tmp + "/model.safetensors", error);
+  for (FlatBuffer which : {FlatBuffer::AdamM, FlatBuffer::AdamV})
+    forEachWholeTensor(backend, which, error, [&](const ParamInfo &p, const std::vector<char> &slices) {
+      forEachWholeRun(backend, p, slices,
+                      [&](const char *bytes, size_t size) { optimizer->append(bytes, size); });
+    });
+  // --save-dir-hf writes from the group's parameters gathered once more.
+  std::vector<char> params;
+  if (o.saveDirHf && lead)
+    params = groupParameterFlats(backend);
+  reportGathers(backend, final);
+  if (!writer)
+    return lead ? final : "";
   try {
-    saveParameters(backend, tmp + "/model.safetensors", &params);
-    std::vector<std::pair<std::string, HostTensor>> moments;
-    for (const auto &[prefix, flat] : {std::pair<const char *, const std::vector<char> *>{"exp_avg.", &m},
-                                       {"exp_avg_sq.", &v}})
-      for (const ParamInfo &p : pkg.params)
-        moments.push_back({prefix + p.name, wholeParameter(backend, p, *flat)});
-    writeSafetensors(tmp + "/optimizer.safetensors", moments);
-    // For the test of a crash mid-write: the process dies here, between files.
+    if (!error.empty())
+      fail(error);
+    const std::string modelHash = model->finish(), optimizerHash = optimizer->finish();
+    // For the test of a crash mid-write: the process dies here, between
+    // files, after every gather (no rank waits for it in a collective).
     if (const char *kill = std::getenv("MLC_TEST_KILL_IN_CHECKPOINT"); kill && *kill)
       std::raise(SIGKILL);
-    std::string state = "{\n  \"step\": " + std::to_string(step) + ",\n  \"package\": {";
-    bool first = true;
-    for (const char *key : kPackageFields) {
-      state += std::string(first ? "" : ",") + "\n    " + jsonQuote(key) + ": " +
-               jsonQuote(manifestField(pkg, key));
-      first = false;
-    }
-    state += "\n  },\n  \"run\": {";
-    first = true;
-    for (const auto &[name, value] : runSettings(pkg, o)) {
-      state += std::string(first ? "" : ",") + "\n    " + jsonQuote(name) + ": " +
-               jsonQuote(value);
-      first = false;
-    }
-    state += "\n  },\n  \"steps\": " + std::to_string(o.steps) + "\n}\n";
-    writeFileAtomically(tmp + "/state.json", state);
-    // --save-dir-hf: the parameters once more, as transformers loads them.
-    // Not read on resume, so not among the manifest's files.
-    if (o.saveDirHf)
-      saveModelDirectory(backend, o, tmp + "/hf", "--save-dir-hf", &params);
-    std::string manifest = "{\n  \"format\": \"mlc-checkpoint\",\n  \"version\": " +
-                           std::to_string(kCheckpointVersion) + ",\n  \"run\": " +
-                           jsonQuote(o.runId) + ",\n  \"step\": " +
-                           std::to_string(step) + ",\n  \"files\": {";
-    first = true;
-    for (const char *file : {"model.safetensors", "optimizer.safetensors", "state.json"}) {
-      manifest += std::string(first ? "" : ",") + "\n    " + jsonQuote(file) + ": " +
-                  jsonQuote(contentHash(readFile(tmp + "/" + file)));
-      first = false;
-    }
-    manifest += "\n  }\n}\n";
-    // The manifest goes last: a directory without one is not a checkpoint.
-    writeFileAtomically(tmp + "/checkpoint.json", manifest);
+    writeCheckpointFiles(backend, o, step, tmp, modelHash, optimizerHash, params);
     syncDirectory(tmp);
     removeDirectory(final);
     if (std::rename(tmp.c_str(), final.c_str()) != 0)
       fail(final + ": cannot move the checkpoint into place");
     syncDirectory(o.saveDir);
   } catch (const Error &) {
+    model.reset();
+    optimizer.reset();
     removeDirectory(tmp); // the previous checkpoints stay as they were
     throw;
   }
@@ -441,7 +491,7 @@ Resumed loadCheckpoint(Backend &backend, const TrainOptions &o, const std::strin
     const Json *hash = files.find(file);
     if (!hash)
       fail(manifestPath + ": lists no " + file);
-    std::string actual = contentHash(readFile(dir + "/" + file));
+    std::string actual = fileContentHash(dir + "/" + file); // a chunk at a time
     if (actual != hash->string)
       fail(dir + "/" + file + ": content hash " + actual + " does not match the manifest's " +
            hash->string + " (the file changed or is corrupt)");
@@ -488,37 +538,55 @@ Resumed loadCheckpoint(Backend &backend, const TrainOptions &o, const std::strin
             (long long)steps, (long long)o.steps);
   reportLayout(o, pkg, run);
   loadParameters(backend, dir + "/model.safetensors"); // this rank's slices
-  auto moments = readSafetensors(dir + "/optimizer.safetensors");
+  // The moments a tensor at a time, each rank reading only its slice of
+  // each (and uploading only its shards of it): no rank holds the file.
+  const std::string optimizerPath = dir + "/optimizer.safetensors";
+  SafetensorsFile moments(optimizerPath);
   const int64_t es = backend.elementSize(), t = pkg.tensorParallel;
   for (const auto &[prefix, which] : {std::pair<const char *, FlatBuffer>{"exp_avg.", FlatBuffer::AdamM},
                                       {"exp_avg_sq.", FlatBuffer::AdamV}}) {
-    std::vector<char> flat(pkg.paramCount * es);
+    std::vector<char> slice;
     for (const ParamInfo &p : pkg.params) {
-      auto it = moments.find(prefix + p.name);
-      if (it == moments.end() || it->second.shape != wholeShape(p, t) ||
-          it->second.dtype != pkg.dtype)
-        fail(dir + "/optimizer.safetensors: " + prefix + p.name + " is missing or has "
+      const SafetensorsFile::Tensor *whole = moments.find(prefix + p.name);
+      if (!whole || whole->shape != wholeShape(p, t) || whole->dtype != pkg.dtype)
+        fail(optimizerPath + ": " + prefix + p.name + " is missing or has "
              "another shape or dtype than the model's (" + shapeString(wholeShape(p, t)) +
              " " + pkg.dtype + ")");
       // Whole in the file, whatever the writer's layout: this rank's slice.
-      it->second = sliceOfWhole(it->second, p, backend.tpRank(), t);
+      slice.assign(size_t(p.numel * es), 0);
+      moments.readSlice(*whole, p, backend.tpRank(), t, slice.data());
       // An edited or corrupt file whose hash was recomputed: a NaN, or a
       // negative second moment (sqrt(v) of the next update is NaN), would
       // make the next update non-finite.
       const bool second = which == FlatBuffer::AdamV;
       for (int64_t i = 0; i < p.numel; ++i) {
-        const double x = it->second.getDouble(i);
+        double x;
+        if (es == 4) {
+          float f;
+          std::memcpy(&f, slice.data() + i * 4, 4);
+          x = f;
+        } else {
+          std::memcpy(&x, slice.data() + i * 8, 8);
+        }
         if (!std::isfinite(x) || (second && x < 0))
-          fail(dir + "/optimizer.safetensors: " + prefix + p.name + " holds " +
-               valueText(x) + " at index " + std::to_string(i) + ": " +
+          fail(optimizerPath + ": " + prefix + p.name + " holds " + valueText(x) +
+               " at index " + std::to_string(i) + ": " +
                (second ? "AdamW's second moments must be finite and >= 0"
                        : "AdamW's first moments must be finite"));
       }
-      std::copy(it->second.data.begin(), it->second.data.end(),
-                flat.begin() + p.offset * es);
+      // This rank keeps its shards of the data-parallel group's (at any count).
+      if (!backend.sharded()) {
+        backend.upload(which, p.offset * es, slice.data(), p.numel * es);
+        continue;
+      }
+      for (const Backend::Shard &s : backend.shards()) {
+        const int64_t a = std::max(p.offset, s.offset),
+                      b = std::min(p.offset + p.numel, s.offset + s.count);
+        if (a < b)
+          backend.upload(which, (s.moment + a - s.offset) * es,
+                         slice.data() + (a - p.offset) * es, (b - a) * es);
+      }
     }
-    // This rank keeps its shards of the data-parallel group's (at any count).
-    uploadAll(backend, which, backend.shardOfWhole(flat));
   }
   return resumed;
 }

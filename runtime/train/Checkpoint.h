@@ -20,13 +20,16 @@
 //                          written last
 //
 // Every tensor is whole, under its HF name, whatever the layout that wrote
-// it: under --tensor-parallel the group's slices of the parameters and
-// moments are gathered (and under the distributed optimizer the
-// data-parallel group's shards first) and the group's first rank of the
-// first data-parallel replica writes. On resume each rank takes its slices
-// and shards, at any tensor-parallel size and rank count; a checkpoint of
-// another layout is a changed setting (tensor-parallel, ranks, package),
-// and the run prints one line naming both layouts.
+// it: the parameters and moments are gathered to the writer (the group's
+// first rank of the first data-parallel replica) a tensor at a time, the
+// tensor-parallel group's slices (and under the distributed optimizer the
+// data-parallel group's shards first), and streamed into the files
+// (WholeTensors.h): the writer holds one whole tensor at once, the other
+// ranks nothing gathered. On resume each rank reads its slices and shards
+// of each tensor from the files (never a whole file), at any
+// tensor-parallel size and rank count; a checkpoint of another layout is a
+// changed setting (tensor-parallel, ranks, package), and the run prints
+// one line naming both layouts.
 //
 // The directory is written under a temporary name, every file flushed to
 // disk, and renamed into place: a crash mid-write leaves the previous
@@ -54,24 +57,13 @@ namespace mlc::rt {
 
 constexpr int kCheckpointVersion = 1;
 
-/// AdamW's moments of the whole model, in the flat layout (paramCount
-/// elements each): what a checkpoint holds whatever the ranks' shards.
-struct WholeMoments {
-  std::vector<char> m, v;
-};
-
-/// Every rank's part of a checkpoint: the whole moments, gathered from
-/// every rank's shards under the distributed optimizer (collective: every
-/// rank calls it).
-WholeMoments gatherMoments(Backend &backend);
-
 /// Writes the checkpoint of step `step` into `saveDir` and keeps the newest
-/// `keep` checkpoints there (0: all). Returns its directory. `moments`:
-/// from gatherMoments() (needed for a sharded backend; otherwise the
-/// backend's own are read). Under tensor parallelism every rank of the
-/// group calls it (it gathers the group's slices); the first one writes.
-std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step,
-                           const WholeMoments *moments = nullptr);
+/// `keep` checkpoints there (0: all). Collective: every rank of the run
+/// calls it. The tensors are gathered to the writer (WholeTensors.h: the
+/// first replica's tensor-parallel rank 0) one at a time and streamed into
+/// the files. Returns its directory on the first data-parallel replica's
+/// ranks, "" elsewhere.
+std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step);
 
 /// "latest" (the newest complete checkpoint in --save-dir) or a directory.
 std::string resolveCheckpoint(const std::string &spec, const std::string &saveDir);

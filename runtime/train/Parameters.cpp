@@ -14,6 +14,7 @@
 #include "runtime/train/ModelDirectory.h"
 #include "runtime/train/TensorParallel.h"
 #include "runtime/train/TrainerParts.h"
+#include "runtime/train/WholeTensors.h"
 #include "support/Error.h"
 #include "support/Json.h"
 #include "support/TensorIO.h"
@@ -21,9 +22,11 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 #include <sstream>
+#include <sys/stat.h>
 
 namespace mlc::rt {
 
@@ -124,10 +127,79 @@ std::string valueText(double x) {
   return os.str();
 }
 
+namespace {
+
+/// Where loaded weights come from: whole tensors read up front (a model
+/// directory, an index of shards), or one safetensors file read a slice at
+/// a time (a checkpoint's model.safetensors, --init FILE), so that no rank
+/// holds more of the model than its slices.
+class WeightSource {
+public:
+  explicit WeightSource(const std::string &path) {
+    struct stat st;
+    const bool index = path.size() >= 11 && path.compare(path.size() - 11, 11, ".index.json") == 0;
+    if (!index && stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      file_ = std::make_unique<SafetensorsFile>(path);
+      for (const auto &[name, t] : file_->tensors())
+        shapes_[name] = t.shape;
+    } else {
+      whole_ = readModelWeights(path);
+      for (const auto &[name, t] : whole_)
+        shapes_[name] = t.shape;
+    }
+  }
+  /// Every stored tensor's whole shape, by name.
+  const std::map<std::string, std::vector<int64_t>> &shapes() const { return shapes_; }
+  /// Rank `rank`'s slice of the stored tensor `name` (parameter p's).
+  HostTensor slice(const std::string &name, const ParamInfo &p, int rank, int64_t t) const {
+    const bool split = p.tpDim >= 0 && t > 1;
+    if (!file_)
+      return split ? sliceOfWhole(whole_.at(name), p, rank, t) : whole_.at(name);
+    const SafetensorsFile::Tensor &stored = *file_->find(name);
+    HostTensor out;
+    out.dtype = stored.dtype;
+    out.shape = split ? p.shape : stored.shape;
+    out.data.resize(size_t(out.numel() * dtypeSize(out.dtype)));
+    file_->readSlice(stored, p, rank, t, out.data.data());
+    return out;
+  }
+
+private:
+  std::unique_ptr<SafetensorsFile> file_;
+  std::map<std::string, HostTensor> whole_;
+  std::map<std::string, std::vector<int64_t>> shapes_;
+};
+
+} // namespace
+
 void loadParameters(Backend &backend, const std::string &path) {
   const Package &pkg = backend.package();
-  auto tensors = readModelWeights(path);
-  sliceLoadedWeights(backend, tensors, path); // whole HF tensors -> this rank's slices
+  const int64_t t = pkg.tensorParallel;
+  WeightSource source(path);
+  const auto &shapes = source.shapes();
+  // Every stored name of a split parameter holds the whole HF tensor.
+  if (t > 1)
+    for (const ParamInfo &p : pkg.params) {
+      if (p.tpDim < 0)
+        continue;
+      std::vector<std::string> names{p.name};
+      if (auto a = pkg.aliases.find(p.name); a != pkg.aliases.end())
+        names.insert(names.end(), a->second.begin(), a->second.end());
+      for (const std::string &name : names)
+        if (auto it = shapes.find(name); it != shapes.end() && it->second != wholeShape(p, t))
+          fail(path + ": " + name + " is " + shapeString(it->second) + ", the model needs " +
+               shapeString(wholeShape(p, t)) + " (each of " + std::to_string(t) +
+               " tensor-parallel ranks holding " + shapeString(p.shape) + ")");
+    }
+  auto numel = [](const std::vector<int64_t> &shape) {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  };
+  auto localShape = [&](const ParamInfo &p, const std::string &name) {
+    return p.tpDim >= 0 && t > 1 ? p.shape : shapes.at(name);
+  };
   std::string problems;
   // A tied parameter may be stored under any of its names (HF's own files
   // keep one of them); where several are stored, they must agree.
@@ -141,38 +213,41 @@ void loadParameters(Backend &backend, const std::string &path) {
         return true;
     return false;
   };
-  std::map<std::string, const HostTensor *> source; // parameter -> its stored values
+  std::map<std::string, std::string> source_; // parameter -> the name its values are read under
   for (const ParamInfo &p : pkg.params) {
-    auto it = tensors.find(p.name);
+    std::string stored = shapes.count(p.name) ? p.name : "";
     for (const std::string &alias : aliasesOf(p.name)) {
-      auto other = tensors.find(alias);
-      if (other == tensors.end())
+      if (!shapes.count(alias))
         continue;
-      if (it == tensors.end())
-        it = other;
-      else if (other->second.shape != it->second.shape ||
-               !sameValues(other->second, it->second, it->second.numel()))
-        problems += "\n  disagreeing: " + alias + " and " + it->first +
+      if (stored.empty()) {
+        stored = alias;
+        continue;
+      }
+      const int rank = backend.tpRank();
+      if (localShape(p, alias) != localShape(p, stored) ||
+          !sameValues(source.slice(alias, p, rank, t), source.slice(stored, p, rank, t),
+                      numel(localShape(p, stored))))
+        problems += "\n  disagreeing: " + alias + " and " + stored +
                     " (one tied parameter) hold different values";
     }
-    if (it == tensors.end()) {
+    if (stored.empty()) {
       problems += "\n  missing: " + p.name + " " + shapeString(p.shape);
       continue;
     }
-    if (it->second.shape != p.shape)
-      problems += "\n  mis-shaped: " + it->first + " is " + shapeString(it->second.shape) +
+    if (localShape(p, stored) != p.shape)
+      problems += "\n  mis-shaped: " + stored + " is " + shapeString(localShape(p, stored)) +
                   ", the model needs " + shapeString(p.shape);
-    source[p.name] = &it->second;
+    source_[p.name] = stored;
   }
-  for (auto &[name, t] : tensors)
+  for (auto &[name, shape] : shapes)
     if (!pkg.param(name) && !isAlias(name))
-      problems += "\n  unexpected: " + name + " " + shapeString(t.shape);
+      problems += "\n  unexpected: " + name + " " + shapeString(shape);
   if (!problems.empty())
     fail(path + ": weights do not match the model:" + problems);
   const int64_t es = backend.elementSize();
-  std::vector<char> flat(pkg.paramCount * es);
+  std::vector<char> flat(pkg.paramCount * es); // this rank's own parameters
   for (const ParamInfo &p : pkg.params) {
-    const HostTensor &t = *source.at(p.name);
+    const HostTensor t = source.slice(source_.at(p.name), p, backend.tpRank(), pkg.tensorParallel);
     for (int64_t i = 0; i < p.numel; ++i) {
       store(flat, es, p.offset + i, t.getDouble(i));
       // A NaN or infinity (or a value past the package's f32) would make
@@ -207,31 +282,32 @@ void writeMemoryReport(const Backend &backend, const std::string &path) {
   writeFileAtomically(path, json + ", \"total\": " + std::to_string(total) + "}\n");
 }
 
-void saveParameters(Backend &backend, const std::string &path,
-                    const std::vector<char> *gathered) {
-  // Whole HF tensors, gathered from the tensor-parallel group's slices.
-  std::vector<char> own;
-  if (!gathered)
-    own = groupParameterFlats(backend);
-  const std::vector<char> &flats = gathered ? *gathered : own;
-  std::vector<std::pair<std::string, HostTensor>> out;
-  for (const ParamInfo &p : backend.package().params) {
-    HostTensor t = wholeParameter(backend, p, flats);
-    // No file of weights that are not finite is written, under any label.
-    for (int64_t i = 0; i < t.numel(); ++i)
-      if (!std::isfinite(t.getDouble(i)))
-        fail(path + " was not written: parameter " + p.name + " holds " +
-             valueText(t.getDouble(i)) + " at index " + std::to_string(i));
-    // Each alias of a tied parameter gets its own copy: safetensors files
-    // hold no shared storage, and load_state_dict(strict=True) wants every
-    // name the model has.
-    if (auto a = backend.package().aliases.find(p.name); a != backend.package().aliases.end())
-      for (const std::string &alias : a->second)
-        out.push_back({alias, t});
-    out.push_back({p.name, std::move(t)});
+void saveParameters(Backend &backend, const std::string &path) {
+  // The writer opens the file first: one that cannot write it stops the
+  // group before any tensor moves.
+  const bool writer = isWriter(backend);
+  std::unique_ptr<SafetensorsStream> file;
+  std::string error;
+  if (writer) {
+    try {
+      file = std::make_unique<SafetensorsStream>(path, parameterEntries(backend.package()),
+                                                 std::map<std::string, std::string>{{"format", "pt"}});
+    } catch (const Error &e) {
+      error = e.what();
+    }
   }
-  if (backend.tpRank() == 0) // the group's first rank writes the whole model
-    writeSafetensors(path, out, {{"format", "pt"}});
+  if (!agreeWithWriter(backend, error.empty(), /*allRanks=*/false)) {
+    if (writer)
+      fail(error);
+    return;
+  }
+  streamParameters(backend, file.get(), path, error);
+  reportGathers(backend, path);
+  if (!writer)
+    return;
+  if (!error.empty())
+    fail(error); // the file is removed: the previous one stays
+  file->finish();
 }
 
 /// --save: a safetensors file, or a Hugging Face model directory.

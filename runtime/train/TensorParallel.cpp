@@ -87,46 +87,20 @@ HostTensor sliceOfWhole(const HostTensor &whole, const ParamInfo &p, int rank, i
   return slice;
 }
 
-void sliceLoadedWeights(const Backend &backend, std::map<std::string, HostTensor> &tensors,
-                        const std::string &path) {
-  const Package &pkg = backend.package();
-  const int64_t t = pkg.tensorParallel;
-  if (t <= 1)
-    return;
-  for (const ParamInfo &p : pkg.params) {
-    if (p.tpDim < 0)
-      continue;
-    std::vector<std::string> names{p.name};
-    if (auto a = pkg.aliases.find(p.name); a != pkg.aliases.end())
-      names.insert(names.end(), a->second.begin(), a->second.end());
-    for (const std::string &name : names) {
-      auto it = tensors.find(name);
-      if (it == tensors.end())
-        continue;
-      if (it->second.shape != wholeShape(p, t))
-        fail(path + ": " + name + " is " + shapeString(it->second.shape) + ", the model needs " +
-             shapeString(wholeShape(p, t)) + " (each of " + std::to_string(t) +
-             " tensor-parallel ranks holding " + shapeString(p.shape) + ")");
-      it->second = sliceOfWhole(it->second, p, backend.tpRank(), t);
-    }
-  }
-}
-
-std::vector<char> groupFlats(Backend &backend, std::vector<char> own) {
-  const size_t bytes = size_t(backend.package().paramCount * backend.elementSize());
-  if (own.size() != bytes)
-    fail("internal: a flat buffer of " + std::to_string(own.size()) + " bytes to gather, " +
-         "where the parameters take " + std::to_string(bytes));
+std::vector<char> groupParameterFlats(Backend &backend) {
+  std::vector<char> own = downloadAll(backend, FlatBuffer::Params);
   Communicator *tp = backend.tensorParallel();
   if (!tp || tp->size() <= 1)
     return own;
-  std::vector<char> all(own.size() * size_t(tp->size()));
-  tp->allGatherBytes(own.data(), int64_t(own.size()), all.data());
+  // To the group's first rank alone: the others send theirs and keep nothing.
+  std::vector<char> all;
+  std::vector<int64_t> counts;
+  if (tp->rank() == 0) {
+    all.resize(own.size() * size_t(tp->size()));
+    counts.assign(size_t(tp->size()), int64_t(own.size()));
+  }
+  tp->gatherBytes(own.data(), int64_t(own.size()), all.data(), counts, 0);
   return all;
-}
-
-std::vector<char> groupParameterFlats(Backend &backend) {
-  return groupFlats(backend, downloadAll(backend, FlatBuffer::Params));
 }
 
 HostTensor wholeParameter(const Backend &backend, const ParamInfo &p,

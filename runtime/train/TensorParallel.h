@@ -43,24 +43,16 @@ std::vector<int64_t> wholeShape(const ParamInfo &p, int64_t t);
 /// dtype) for parameter p.
 HostTensor sliceOfWhole(const HostTensor &whole, const ParamInfo &p, int rank, int64_t t);
 
-/// Replaces each split parameter's whole tensor in `tensors` (weights read
-/// by name, --init or a checkpoint) with this rank's slice; a whole tensor
-/// of the wrong shape is an Error naming `path`, the tensor and both shapes.
-void sliceLoadedWeights(const Backend &backend, std::map<std::string, HostTensor> &tensors,
-                        const std::string &path);
-
-/// `own`, a flat buffer of this rank in the parameters' layout (paramCount
-/// elements: the parameters, or AdamW's moments made whole over the
-/// data-parallel group), and the same buffer of every other rank of its
-/// tensor-parallel group, rank after rank (collective over the group);
-/// `own` alone without tensor parallelism.
-std::vector<char> groupFlats(Backend &backend, std::vector<char> own);
-
-/// groupFlats() of this rank's parameters.
+/// This rank's parameters (a flat buffer, paramCount elements) and those of
+/// every other rank of its tensor-parallel group, rank after rank, on the
+/// group's first rank; empty on the others, which send theirs (collective
+/// over the group). This rank's alone without tensor parallelism. A model
+/// directory's writer (ModelDirectory.h) takes them; checkpoints and
+/// --save FILE gather one tensor at a time (WholeTensors.h).
 std::vector<char> groupParameterFlats(Backend &backend);
 
-/// Parameter p's part of the group's flat buffers (groupFlats(): the
-/// parameters, or a moment) as the whole HF tensor.
+/// Parameter p's part of the group's flat buffers (groupParameterFlats())
+/// as the whole HF tensor.
 HostTensor wholeParameter(const Backend &backend, const ParamInfo &p,
                           const std::vector<char> &flats);
 

@@ -497,14 +497,10 @@ private:
     fprintf(stderr, "sample %4lld/%lld | %s\n", (long long)t, (long long)o.steps, text.c_str());
   }
 
-  /// Step t's checkpoint, written by rank 0 (its directory; "" elsewhere).
-  /// Every rank calls it: a sharded run's moments are gathered whole first.
-  std::string checkpoint(int64_t t) {
-    if (!backend.sharded())
-      return lead ? saveCheckpoint(backend, o, t) : std::string();
-    WholeMoments whole = gatherMoments(backend);
-    return lead ? saveCheckpoint(backend, o, t, &whole) : std::string();
-  }
+  /// Step t's checkpoint, written by rank 0 (its directory; "" off the
+  /// first replica). Every rank calls it: the ranks that hold parts of the
+  /// tensors send them to the writer, one tensor at a time.
+  std::string checkpoint(int64_t t) { return saveCheckpoint(backend, o, t); }
 
   /// SIGINT/SIGTERM: step t is done; keep it and stop cleanly. A checkpoint
   /// that cannot be written (--save-dir holds another run's of this step)

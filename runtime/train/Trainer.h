@@ -29,10 +29,9 @@ void initializeParameters(Backend &backend, uint64_t seed);
 /// listed in one error.
 void loadParameters(Backend &backend, const std::string &path);
 /// Writes the parameters as whole HF tensors (a safetensors file): gathered
-/// from the tensor-parallel group (collective), or from `flats` already
-/// gathered (groupParameterFlats()); the group's first rank writes.
-void saveParameters(Backend &backend, const std::string &path,
-                    const std::vector<char> *flats = nullptr);
+/// from the tensor-parallel group to its first rank, which writes, tensor
+/// after tensor (collective: WholeTensors.h).
+void saveParameters(Backend &backend, const std::string &path);
 
 /// Learning rate at 1-based step `step`.
 double learningRate(const TrainOptions &o, int64_t step);
