@@ -74,40 +74,6 @@ void Backend::allGatherStart(FlatBuffer which, int64_t offset, int64_t count, in
 }
 void Backend::allGatherWait(int) {}
 
-std::vector<char> Backend::wholeMoment(FlatBuffer which) {
-  std::vector<char> mine = downloadAll(*this, which);
-  if (!shardedPlan_)
-    return mine;
-  // This rank's shards where they lie in the whole buffer; then each bucket
-  // is all-gathered in place (the shards as shardOf() deals them, as the
-  // plan's parameter all-gather), all buckets in flight at once.
-  std::vector<char> whole(size_t(pkg_.paramCount * elementSize_), 0);
-  for (const Shard &s : shards_)
-    std::memcpy(whole.data() + s.offset * elementSize_, mine.data() + s.moment * elementSize_,
-                size_t(s.count * elementSize_));
-  if (comm_ && comm_->size() > 1) {
-    const int base = 1 << 20; // apart from the plan's bucket tags
-    for (size_t t = 0; t < shards_.size(); ++t)
-      comm_->allGatherStart(whole.data() + shards_[t].bucketOffset * elementSize_,
-                            shards_[t].bucketCount, elementSize_ == 8, base + int(t));
-    for (size_t t = 0; t < shards_.size(); ++t)
-      comm_->allGatherWait(base + int(t));
-  }
-  return whole;
-}
-
-std::vector<char> Backend::shardOfWhole(const std::vector<char> &whole) const {
-  if (!shardedPlan_)
-    return whole;
-  if (int64_t(whole.size()) != pkg_.paramCount * elementSize_)
-    fail("internal: whole moments of " + std::to_string(whole.size()) + " bytes");
-  std::vector<char> mine(size_t(momentCount_ * elementSize_));
-  for (const Shard &s : shards_)
-    std::memcpy(mine.data() + s.moment * elementSize_, whole.data() + s.offset * elementSize_,
-                size_t(s.count * elementSize_));
-  return mine;
-}
-
 Backend::~Backend() = default;
 
 int Backend::worldSize() const { return comm_ ? comm_->size() : 1; }

@@ -154,13 +154,6 @@ public:
   /// shards (the last rank's, ceil(c / R) of every bucket of c), so that
   /// every rank allocates the same, as `mlc compile --report` states.
   int64_t momentCapacity() const { return shardedPlan_ ? momentCapacity_ : pkg_.paramCount; }
-  /// The moments of the whole model in the flat layout (paramCount
-  /// elements) from every rank's shards: collective (every rank calls it);
-  /// the result is whole on every rank. Each bucket is all-gathered: a rank
-  /// contributes its shard, never the whole buffer.
-  std::vector<char> wholeMoment(FlatBuffer which);
-  /// This rank's part (momentCount() elements) of whole moments.
-  std::vector<char> shardOfWhole(const std::vector<char> &whole) const;
 
   /// Bucket-wise clipping (all-reduce steps marked clip): the run's
   /// threshold c; each bucket of n_b of the n gradients is clipped to
