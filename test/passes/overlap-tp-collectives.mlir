@@ -34,14 +34,14 @@ plan.func "train_step" arena 0 {
   %x = plan.arena -1 : memref<32xf32>
   %dx = plan.arena -1 : memref<32xf32>
   %dw = plan.arena -1 : memref<48xf32>
-  plan.gemm %dx, %dy, %w transpose_rhs m 4 n 8 k 6 : memref<32xf32>, memref<24xf32>, memref<48xf32>
-  plan.gemm %dw, %x, %dy transpose_lhs m 8 n 6 k 4 : memref<48xf32>, memref<32xf32>, memref<24xf32>
-  plan.tp_all_reduce %dx : memref<32xf32>
   %dx2 = plan.arena -1 : memref<32xf32>
-  plan.launch @k(%dx2, %dx) : memref<32xf32>, memref<32xf32>
   %w2 = plan.arena -1 : memref<64xf32>
   %dxb = plan.arena -1 : memref<32xf32>
   %dw2 = plan.arena -1 : memref<64xf32>
+  plan.gemm %dx, %dy, %w transpose_rhs m 4 n 8 k 6 : memref<32xf32>, memref<24xf32>, memref<48xf32>
+  plan.gemm %dw, %x, %dy transpose_lhs m 8 n 6 k 4 : memref<48xf32>, memref<32xf32>, memref<24xf32>
+  plan.tp_all_reduce %dx : memref<32xf32>
+  plan.launch @k(%dx2, %dx) : memref<32xf32>, memref<32xf32>
   plan.gemm %dxb, %dx2, %w2 transpose_rhs m 4 n 8 k 8 : memref<32xf32>, memref<32xf32>, memref<64xf32>
   plan.gemm %dw2, %x, %dx2 transpose_lhs m 8 n 8 k 4 : memref<64xf32>, memref<32xf32>, memref<32xf32>
   plan.tp_all_reduce %dxb : memref<32xf32>
@@ -87,24 +87,24 @@ plan.func "train_step" arena 0 {
   %dx = plan.arena -1 : memref<32xf32>
   %dw = plan.arena -1 : memref<48xf32>
   %r = plan.arena -1 : memref<32xf32>
+  %d2 = plan.arena -1 : memref<32xf32>
+  %o = plan.arena -1 : memref<32xf32>
+  %r2 = plan.arena -1 : memref<32xf32>
+  %m = plan.arena -1 : memref<32xf32>
+  %dw3 = plan.arena -1 : memref<48xf32>
+  %g = plan.bind grad "w" : memref<48xf32>
+  %dw4 = plan.arena -1 : memref<48xf32>
   plan.gemm %dx, %dy, %w transpose_rhs m 4 n 8 k 6 : memref<32xf32>, memref<24xf32>, memref<48xf32>
   plan.tp_all_reduce %dx : memref<32xf32>
   plan.launch @k(%r, %dx) : memref<32xf32>, memref<32xf32>
   plan.gemm %dw, %x, %dy transpose_lhs m 8 n 6 k 4 : memref<48xf32>, memref<32xf32>, memref<24xf32>
-  %d2 = plan.arena -1 : memref<32xf32>
-  %o = plan.arena -1 : memref<32xf32>
-  %r2 = plan.arena -1 : memref<32xf32>
   plan.gemm %d2, %dy, %w transpose_rhs m 4 n 8 k 6 : memref<32xf32>, memref<24xf32>, memref<48xf32>
   plan.launch @k(%o, %x) : memref<32xf32>, memref<32xf32>
   plan.tp_all_reduce %d2 : memref<32xf32>
   plan.launch @k(%r2, %d2) : memref<32xf32>, memref<32xf32>
-  %m = plan.arena -1 : memref<32xf32>
-  %dw3 = plan.arena -1 : memref<48xf32>
   plan.gemm %m, %dy, %w transpose_rhs m 4 n 8 k 6 : memref<32xf32>, memref<24xf32>, memref<48xf32>
   plan.gemm %dw3, %x, %dy transpose_lhs m 8 n 6 k 4 : memref<48xf32>, memref<32xf32>, memref<24xf32>
   plan.tp_all_reduce %m max : memref<32xf32>
-  %g = plan.bind grad "w" : memref<48xf32>
-  %dw4 = plan.arena -1 : memref<48xf32>
   plan.gemm %g, %x, %dy transpose_lhs m 8 n 6 k 4 : memref<48xf32>, memref<32xf32>, memref<24xf32>
   plan.gemm %dw4, %x, %dy transpose_lhs m 8 n 6 k 4 : memref<48xf32>, memref<32xf32>, memref<24xf32>
   plan.tp_all_reduce %g : memref<48xf32>
