@@ -150,6 +150,11 @@ llvm::Expected<rt::FunctionPlan> serializeFunction(plan::FuncOp fn,
     } else if (auto tp = dyn_cast<plan::TpAllReduceOp>(inner)) {
       s.kind = rt::StepDecl::TpAllReduce;
       s.max = tp.getMax();
+      s.async = tp.getTag().has_value();
+      s.tag = tp.getTag().value_or(0);
+    } else if (auto wait = dyn_cast<plan::TpWaitOp>(inner)) {
+      s.kind = rt::StepDecl::TpWait;
+      s.tag = wait.getTag();
     } else if (isa<plan::TpAllGatherOp>(inner)) {
       s.kind = rt::StepDecl::TpAllGather;
     } else if (isa<plan::TpReduceScatterOp>(inner)) {
@@ -165,7 +170,7 @@ llvm::Expected<rt::FunctionPlan> serializeFunction(plan::FuncOp fn,
     llvm::DenseSet<Value> seen;
     for (Value v : inner.getOperands()) {
       s.buffers.push_back(ids.lookup(v));
-      if (seen.insert(v).second)
+      if (seen.insert(v).second && s.kind != rt::StepDecl::TpWait) // its start moved them
         counts.bytes += plan::bufferBytes(v);
     }
     f.steps.push_back(s);

@@ -673,6 +673,30 @@ def MlcBucketGradients : Pass<"mlc-bucket-gradients", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlc::plan::PlanDialect"];
 }
 
+def MlcOverlapTpCollectives : Pass<"mlc-overlap-tp-collectives", "mlir::ModuleOp"> {
+  let summary = "Overlaps tensor-parallel all-reduces with the GEMMs that do not "
+                "need their sums";
+  let description = [{
+    On a plan module compiled for `mlc.tensor_parallel` > 1, before
+    mlc-plan-memory: each `plan.tp_all_reduce` sum over an arena buffer
+    starts as early as it can, right after the last step before it that
+    reads or writes the buffer, and its `plan.tp_wait` goes as late as it
+    can, before the first step after it that touches the buffer (or any
+    other tensor-parallel collective, or anything that is not a launch, a
+    GEMM or a data-parallel start or wait). When at least one `plan.gemm`
+    then lies between the two, the all-reduce gets a `tag` (it starts
+    asynchronously) and the wait is inserted; otherwise it stays blocking.
+    In a column-parallel layer's backward the input gradient's all-reduce
+    (the dual of `mlc.tp_copy`) so runs during the weight-gradient GEMM
+    (Megatron's overlapped input-gradient all-reduce). Maxima, buffers
+    bound to flat buffers and T = 1 are left alone.
+  }];
+  let statistics = [
+    Statistic<"numOverlapped", "overlapped", "Tensor-parallel all-reduces made asynchronous">
+  ];
+  let dependentDialects = ["::mlc::plan::PlanDialect"];
+}
+
 def MlcPlanMemory : Pass<"mlc-plan-memory", "mlir::ModuleOp"> {
   let summary = "Places each plan function's arena slices by liveness";
   let description = [{

@@ -64,6 +64,7 @@ void buildLoweringPipeline(OpPassManager &pm, const LoweringPipelineOptions &opt
     o.distributedOptimizer = options.distributedOptimizer;
     pm.addPass(createMlcBucketGradients(o));
   }
+  pm.addPass(createMlcOverlapTpCollectives()); // tensor parallelism only
   pm.addPass(createMlcPlanMemory());
   // The targets' decisions on the kernels' IR.
   pm.addPass(createMlcCudaVectorize());
@@ -75,7 +76,7 @@ void registerCodegenPasses() {
   PassPipelineRegistration<LoweringPipelineOptions>(
       "mlc-lowering-pipeline",
       "The lowering of `mlc compile`: mlc-lower-to-plan, mlc-bucket-gradients (data "
-      "parallelism or bucket-wise clipping), mlc-plan-memory, mlc-cuda-vectorize, "
+      "parallelism or bucket-wise clipping), mlc-overlap-tp-collectives, mlc-plan-memory, mlc-cuda-vectorize, "
       "mlc-cuda-launch",
       buildLoweringPipeline);
 }

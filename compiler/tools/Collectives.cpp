@@ -22,7 +22,8 @@ using llvm::StringRef;
 namespace mlc::tool {
 
 bool isTensorParallelCollective(Operation *op) {
-  return op->getName().getStringRef().starts_with("plan.tp_");
+  // plan.tp_wait moves nothing: its all-reduce counted at its start.
+  return op->getName().getStringRef().starts_with("plan.tp_") && !isa<plan::TpWaitOp>(op);
 }
 
 std::string collectiveName(Operation *op) {
@@ -101,12 +102,30 @@ void CommTimeline::record(std::vector<CollectiveTime> &rows, const std::string &
 void CommTimeline::step(Operation &op) {
   pastLoss = pastLoss || &op == lossStep;
   if (isTensorParallelCollective(&op)) {
-    // Blocking: the next GEMM reads the sum.
     const std::string name = collectiveName(&op);
     const double bytes = double(collectiveBytes(&op));
     const double seconds = collectiveSeconds(name, bytes, t, tpLink);
     record(tp, name, bytes, seconds, pastLoss);
-    tpSeconds += seconds, clock += seconds;
+    tpSeconds += seconds;
+    auto reduce = dyn_cast<plan::TpAllReduceOp>(op);
+    if (reduce && reduce.getTag()) {
+      // Asynchronous (mlc-overlap-tp-collectives): on the group's stream,
+      // under the steps up to its plan.tp_wait.
+      tpStreamFree = std::max(tpStreamFree, clock) + seconds;
+      arrives[{"tp", *reduce.getTag()}] = tpStreamFree;
+      tpAsyncSeconds += seconds, tpAsyncBytes += bytes;
+      return;
+    }
+    // Blocking: the next step reads the sum.
+    tpExposed += seconds, clock += seconds;
+    return;
+  }
+  if (auto w = dyn_cast<plan::TpWaitOp>(op)) {
+    auto it = arrives.find({"tp", w.getTag()});
+    if (it != arrives.end() && it->second > clock) {
+      tpExposed += it->second - clock;
+      clock = it->second;
+    }
     return;
   }
   // The data-parallel buckets: [offset, count) of a flat buffer.

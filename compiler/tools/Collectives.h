@@ -4,8 +4,10 @@
 // parallel collectives are read from the plan generically: every step whose
 // op is `plan.tp_*` (`plan.tp_all_reduce` today; an all-gather or reduce-
 // scatter over the group counts the same way when the plan has one), in
-// @train_step, before the loss step (forward) or after it (backward). The
-// time model is a ring over the link the group spans (Collectives.cpp).
+// @train_step, before the loss step (forward) or after it (backward), but
+// `plan.tp_wait`. The time model is a ring over the link the group spans
+// (Collectives.cpp); an asynchronous all-reduce (a tag) runs on a stream of
+// its own and only what is left of it at its wait adds to the step.
 //
 //===----------------------------------------------------------------------===//
 
@@ -86,6 +88,11 @@ public:
 
   std::vector<CollectiveTime> tp, dp;
   double tpSeconds = 0, dpSeconds = 0, dpExposed = 0;
+  /// The tensor-parallel time the step waits for: every blocking
+  /// collective's, and what an asynchronous all-reduce (a tag) has left
+  /// when its plan.tp_wait is reached. tpAsync*: the asynchronous ones'
+  /// seconds and bytes on the wire (tpSeconds counts them too).
+  double tpExposed = 0, tpAsyncSeconds = 0, tpAsyncBytes = 0;
 
 private:
   void record(std::vector<CollectiveTime> &rows, const std::string &op, double bytes,
@@ -94,7 +101,7 @@ private:
   Link tpLink, dpLink;
   mlir::Operation *lossStep = nullptr;
   bool pastLoss = false;
-  double clock = 0, streamFree = 0;
+  double clock = 0, streamFree = 0, tpStreamFree = 0;
   /// When each tag's collective arrives (all-reduce, reduce-scatter and
   /// all-gather tags are apart).
   std::map<std::pair<std::string, int64_t>, double> arrives;

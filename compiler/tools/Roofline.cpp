@@ -508,6 +508,8 @@ llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d, in
                    (training ? 3 : 1) * attentionForward;
   out.tpComms = comm.tp, out.dpComms = comm.dp;
   out.tpSeconds = comm.tpSeconds, out.dpSeconds = comm.dpSeconds;
+  out.tpExposed = comm.tpExposed, out.tpAsyncSeconds = comm.tpAsyncSeconds;
+  out.tpAsyncBytes = comm.tpAsyncBytes;
   out.dpExposed = comm.dpExposed;
   out.peak = out.bf16 ? d.peakBf16 : d.peakF32;
   return out;

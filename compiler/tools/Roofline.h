@@ -109,18 +109,20 @@ struct Roofline {
   /// The links each group's collectives cross.
   std::string tpLink, dpLink;
   /// @train_step's tensor-parallel collectives (Collectives.h) with their
-  /// seconds; blocking, so all of tpSeconds adds to the step.
+  /// seconds on the wire, and the part the step waits for: the blocking
+  /// ones' and what the asynchronous all-reduces (tpAsync*, hidden under
+  /// the weight-gradient GEMMs up to their waits) leave exposed.
   std::vector<CollectiveTime> tpComms;
-  double tpSeconds = 0;
+  double tpSeconds = 0, tpExposed = 0, tpAsyncSeconds = 0, tpAsyncBytes = 0;
   /// The data-parallel gradient buckets (all-reduced, or reduce-scattered
   /// and their parameters all-gathered under the distributed optimizer)
   /// and the norm's scalar sum: their time on the wire, and how much of it
   /// the step waits for (the rest runs under backward and the update).
   std::vector<CollectiveTime> dpComms;
   double dpSeconds = 0, dpExposed = 0;
-  /// The step with communication: kernels, tensor-parallel collectives and
-  /// the exposed data-parallel time.
-  double stepSeconds() const { return seconds + tpSeconds + dpExposed; }
+  /// The step with communication: kernels and the exposed tensor- and
+  /// data-parallel time.
+  double stepSeconds() const { return seconds + tpExposed + dpExposed; }
   bool communicates() const { return tensorParallel > 1 || dataParallel > 1; }
   /// Tokens/s per GPU and MFU of a step of `step` seconds (the T ranks of a
   /// tensor-parallel group share their tokens; modelFlops is one GPU's

@@ -66,9 +66,15 @@ std::string formatCommunication(const Roofline &r) {
   };
   rows("tensor-parallel", r.tpComms);
   rows("data-parallel", r.dpComms);
-  if (r.tensorParallel > 1)
+  if (r.tensorParallel > 1 && r.tpAsyncSeconds == 0)
     os << formatv("    tensor-parallel: {0:f3} ms, blocking (the next product reads each sum)\n",
                   r.tpSeconds * 1e3);
+  else if (r.tensorParallel > 1)
+    os << formatv("    tensor-parallel: {0:f3} ms on the wire, {1:f3} ms exposed ({2:f3} MB, "
+                  "{3:f3} ms, asynchronous under the weight-gradient GEMMs; the rest "
+                  "blocking)\n",
+                  r.tpSeconds * 1e3, r.tpExposed * 1e3, r.tpAsyncBytes / 1e6,
+                  r.tpAsyncSeconds * 1e3);
   if (r.dataParallel > 1)
     os << formatv("    data-parallel: {0:f3} ms on the wire, {1:f3} ms exposed (the rest under "
                   "backward and the update, one bucket at a time as the plan starts them)\n",
@@ -175,7 +181,9 @@ std::string rooflineJson(const Roofline &r) {
   const double step = r.stepSeconds();
   s += ", \"tensor_parallel\": " + std::to_string(r.tensorParallel) +
        ", \"data_parallel\": " + std::to_string(r.dataParallel) + ", \"tp_s\": " +
-       num(r.tpSeconds) + ", \"dp_wire_s\": " + num(r.dpSeconds) +
+       num(r.tpSeconds) + ", \"tp_exposed_s\": " + num(r.tpExposed) +
+       ", \"tp_async_s\": " + num(r.tpAsyncSeconds) + ", \"tp_async_bytes\": " +
+       num(r.tpAsyncBytes) + ", \"dp_wire_s\": " + num(r.dpSeconds) +
        ", \"dp_exposed_s\": " + num(r.dpExposed) + ", \"step_with_comm_s\": " + num(step) +
        ", \"tokens_per_s_with_comm\": " +
        num(r.tokensPerGpu(step)) + ", \"mfu_with_comm\": " +

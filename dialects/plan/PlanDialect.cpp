@@ -18,6 +18,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
+#include <map>
 #include <set>
 
 using namespace mlir;
@@ -97,7 +98,10 @@ llvm::DenseMap<Operation *, LiveRange> liveRanges(FuncOp fn) {
     r.last = std::max(r.last, at);
   };
   for (Operation &op : fn.getBody().front()) {
-    if (isa<LaunchOp, GemmOp, TpAllGatherOp, TpReduceScatterOp>(op)) {
+    // An asynchronous all-reduce's buffer is live from its start to its wait.
+    auto tp = dyn_cast<TpAllReduceOp>(op);
+    if (isa<LaunchOp, GemmOp, TpAllGatherOp, TpReduceScatterOp, TpWaitOp>(op) ||
+        (tp && tp.getTag())) {
       for (Value v : op.getOperands())
         touch(v, step);
       ++step;
@@ -254,10 +258,11 @@ RegionKind FuncOp::getRegionKind(unsigned) { return RegionKind::SSACFG; }
 LogicalResult FuncOp::verifyRegions() {
   llvm::StringSet<> outputs;
   std::set<int64_t> started, waited;
+  std::map<int64_t, Value> tpStarted; // asynchronous tp_all_reduce: tag -> buffer
   for (Operation &op : getBody().front()) {
     if (!isa<BindOp, ArenaOp, ViewOp, LaunchOp, GemmOp, OutputOp, AllReduceStartOp,
              AllReduceWaitOp, ReduceScatterStartOp, ReduceScatterWaitOp, AllGatherStartOp,
-             AllGatherWaitOp, AllReduceNormOp, TpAllReduceOp, TpAllGatherOp,
+             AllGatherWaitOp, AllReduceNormOp, TpAllReduceOp, TpWaitOp, TpAllGatherOp,
              TpReduceScatterOp>(op))
       return op.emitOpError("is not allowed in a plan.func (bind, arena, view, launch, "
                             "gemm, the collectives and output are)");
@@ -295,6 +300,16 @@ LogicalResult FuncOp::verifyRegions() {
     } else if (auto wait = dyn_cast<AllGatherWaitOp>(op)) {
       if (failed(waitTag(wait, 2, wait.getTag(), "plan.all_gather_start")))
         return failure();
+    } else if (auto tp = dyn_cast<TpAllReduceOp>(op); tp && tp.getTag()) {
+      if (failed(startTag(tp, 3, *tp.getTag())))
+        return failure();
+      tpStarted[*tp.getTag()] = tp.getBuffer();
+    } else if (auto wait = dyn_cast<TpWaitOp>(op)) {
+      if (failed(waitTag(wait, 3, wait.getTag(), "plan.tp_all_reduce")))
+        return failure();
+      if (tpStarted[wait.getTag()] != wait.getBuffer())
+        return wait.emitOpError("waits for another buffer than tag ")
+               << wait.getTag() << "'s all-reduce";
     }
     if (auto out = dyn_cast<OutputOp>(op))
       if (!outputs.insert(out.getName()).second)
@@ -608,6 +623,8 @@ LogicalResult TpAllReduceOp::verify() {
   auto t = cast<MemRefType>(getBuffer().getType());
   if (!isa<FloatType>(t.getElementType()))
     return emitOpError("reduces floating-point values, got ") << t;
+  if (getTag() && getMax())
+    return emitOpError("only a sum runs asynchronously (a tag), not a max");
   return success();
 }
 

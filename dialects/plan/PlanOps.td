@@ -576,14 +576,43 @@ def Plan_TpAllReduceOp : Plan_Op<"tp_all_reduce"> {
     (`plan.all_reduce_start`) run over the other axis. A plan for one
     tensor-parallel rank has none.
 
+    With a `tag` (a sum only; `mlc-overlap-tp-collectives`) the all-reduce
+    is asynchronous: it starts here and runs while the steps after it
+    compute (the weight-gradient GEMMs of a column-parallel layer's
+    backward, Megatron's overlapped input-gradient all-reduce); the
+    `plan.tp_wait` of the same tag, later in the same function and before
+    any other step reads or writes the buffer, blocks until the sum has
+    arrived.
+
     ```mlir
     plan.tp_all_reduce %y : memref<8192xf32>
     plan.tp_all_reduce %m max : memref<64xf32>
+    plan.tp_all_reduce %dx tag 0 : memref<8192xf32>
+    plan.gemm %dw, %x, %dy transpose_lhs m 64 n 128 k 64 : ...
+    plan.tp_wait %dx tag 0 : memref<8192xf32>
     ```
   }];
-  let arguments = (ins Plan_Buffer:$buffer, UnitAttr:$max);
-  let assemblyFormat = "$buffer (`max` $max^)? attr-dict `:` type($buffer)";
+  let arguments = (ins Plan_Buffer:$buffer, UnitAttr:$max, OptionalAttr<Plan_I64Attr>:$tag);
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$buffer, "::mlir::UnitAttr":$max), [{
+      build($_builder, $_state, buffer, max, ::mlir::IntegerAttr());
+    }]>
+  ];
+  let assemblyFormat = [{
+    $buffer (`max` $max^)? (`tag` $tag^)? attr-dict `:` type($buffer)
+  }];
   let hasVerifier = 1;
+}
+
+def Plan_TpWaitOp : Plan_Op<"tp_wait"> {
+  let summary = "waits for the asynchronous tensor-parallel all-reduce with the same tag";
+  let description = [{
+    Blocks until the `plan.tp_all_reduce` started with this `tag` has
+    summed `buffer` (the same buffer) over the tensor-parallel group. The
+    buffer operand keeps it live (mlc-plan-memory) until here.
+  }];
+  let arguments = (ins Plan_Buffer:$buffer, Plan_I64Attr:$tag);
+  let assemblyFormat = "$buffer `tag` $tag attr-dict `:` type($buffer)";
 }
 
 def Plan_TpAllGatherOp : Plan_Op<"tp_all_gather"> {

@@ -477,7 +477,18 @@ void Backend::tpAllReduce(const FunctionPlan &fn, const StepDecl &s, void *data)
   auto [count, es] = tpAllReduceElements(fn, s);
   // Not counted in profile.commWaitSeconds: that is the data-parallel
   // sums' exposed time, which the run's summary reports.
+  if (s.async) {
+    tp_->tpAllReduceStart(data, count, es == 8, int(s.tag));
+    ++tpOutstanding_;
+    return;
+  }
   tp_->allReduce(data, count, es == 8, s.max);
+}
+
+void Backend::tpWait(const StepDecl &s) {
+  requireTensorParallelGroup();
+  tp_->tpAllReduceWait(int(s.tag));
+  --tpOutstanding_;
 }
 
 bool Backend::startOrWaitCollective(const StepDecl &s) {
@@ -503,6 +514,7 @@ bool Backend::startOrWaitCollective(const StepDecl &s) {
     allGatherWait(int(s.tag));
     return true;
   case StepDecl::TpAllReduce: // each backend runs it where its buffers live, before this
+  case StepDecl::TpWait:
     fail("internal: " + name() + " backend: a tensor-parallel all-reduce reached the "
          "data-parallel collectives");
   case StepDecl::TpAllGather: // the CPU backend runs them (CpuBackend::run)

@@ -187,8 +187,13 @@ protected:
   /// sharded plan's backend sizes its moments to momentCount() here.
   virtual void shardsLaidOut() {}
   /// A plan.tp_all_reduce step of `fn` over the buffer at `data` (host
-  /// memory): its sum (or max) over the tensor-parallel group, in place.
+  /// memory): its sum (or max) over the tensor-parallel group, in place;
+  /// an asynchronous one (s.async) only starts, and its TpWait step
+  /// (tpWait) finishes it. tpOutstanding_ counts those in flight: the
+  /// backend lets them progress between steps.
   void tpAllReduce(const FunctionPlan &fn, const StepDecl &s, void *data);
+  void tpWait(const StepDecl &s);
+  int tpOutstanding_ = 0;
   /// A plan.tp_all_gather or plan.tp_reduce_scatter step of `fn` from the
   /// buffer at `in` into the one at `out` (host memory).
   void tpSlices(const FunctionPlan &fn, const StepDecl &s, void *out, const void *in);

@@ -163,6 +163,11 @@ public:
       MPI_Test(&shard.request, &done, MPI_STATUS_IGNORE);
       (void)tag;
     }
+    for (auto &[tag, request] : tpPending_) {
+      int done = 0;
+      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      (void)tag;
+    }
   }
 
   // In place, as the gradients' all-reduce: MPI_Ireduce_scatter leaves this
@@ -225,6 +230,28 @@ public:
                          max ? MPI_MAX : MPI_SUM, comm_, &request),
           "starting a tensor-parallel all-reduce");
     waitFor(request, "a tensor-parallel all-reduce (the group's partial sums)");
+  }
+
+  void tpAllReduceStart(void *data, int64_t count, bool f64, int tag) override {
+    if (tpPending_.count(tag))
+      fail("internal: tensor-parallel all-reduce " + std::to_string(tag) + " started twice");
+    if (count > INT32_MAX)
+      fail("a tensor-parallel all-reduce of " + std::to_string(count) +
+           " elements is larger than MPI takes");
+    MPI_Request request;
+    check(MPI_Iallreduce(MPI_IN_PLACE, data, int(count), f64 ? MPI_DOUBLE : MPI_FLOAT, MPI_SUM,
+                         comm_, &request),
+          "starting a tensor-parallel all-reduce");
+    tpPending_[tag] = request;
+  }
+
+  void tpAllReduceWait(int tag) override {
+    auto it = tpPending_.find(tag);
+    if (it == tpPending_.end())
+      fail("internal: tensor-parallel all-reduce " + std::to_string(tag) + " was never started");
+    waitFor(it->second, "the asynchronous tensor-parallel all-reduce " + std::to_string(tag) +
+                            " (the group's partial input gradients)");
+    tpPending_.erase(it);
   }
 
   void allGather(const void *in, void *out, int64_t count, bool f64) override {
@@ -371,6 +398,7 @@ private:
   MPI_Comm comm_ = MPI_COMM_WORLD;
   int rank_ = 0, size_ = 1;
   std::map<int, MPI_Request> pending_;
+  std::map<int, MPI_Request> tpPending_; // asynchronous tensor-parallel all-reduces
   std::map<int, Shard> sharded_;
 };
 

@@ -62,6 +62,11 @@ public:
   /// `f64`, else f32) at `data` over the ranks: the tensor-parallel group's
   /// plan.tp_all_reduce.
   virtual void allReduce(void *data, int64_t count, bool f64, bool max) = 0;
+  /// The asynchronous form of allReduce's sum (a plan.tp_all_reduce with a
+  /// tag, mlc-overlap-tp-collectives): starts here, progresses with
+  /// progress(), and has arrived when tpAllReduceWait(tag) returns.
+  virtual void tpAllReduceStart(void *data, int64_t count, bool f64, int tag) = 0;
+  virtual void tpAllReduceWait(int tag) = 0;
   /// Sequence parallelism (plan.tp_all_gather): blocking; `out` gets every
   /// rank's `count` elements (f64 when `f64`, else f32) at `in`, rank r's at
   /// r x count. `in` and `out` do not overlap.

@@ -169,6 +169,12 @@ std::string writePlan(const PlanData &plan) {
         os << "allreduce_norm";
       } else if (s.kind == StepDecl::TpAllReduce) {
         os << "tp_allreduce " << (s.max ? "max" : "sum");
+        if (s.async) {
+          os << " %" << s.buffers.at(0) << " tag " << s.tag << "\n";
+          continue;
+        }
+      } else if (s.kind == StepDecl::TpWait) {
+        os << "tp_wait " << s.tag;
       } else if (s.kind == StepDecl::TpAllGather) {
         os << "tp_allgather";
       } else if (s.kind == StepDecl::TpReduceScatter) {
@@ -311,6 +317,29 @@ private:
       const int bytes = bufferElementBytes(fn->buffers[size_t(s.buffers[0])]);
       if (bytes != 4 && bytes != 8)
         bad("tp_allreduce reduces f32 or f64 buffers");
+      if (ls >> tok) {
+        if (tok != "tag" || !(ls >> s.tag) || s.tag < 0)
+          bad("malformed tp_allreduce line (sum|max %ID [tag T])");
+        if (s.max)
+          bad("tp_allreduce max runs blocking (no tag)");
+        if (tpStep(StepDecl::TpAllReduce, s.tag))
+          bad("tp_allreduce starts tag " + std::to_string(s.tag) + " twice");
+        s.async = true;
+      }
+      fn->steps.push_back(s);
+    } else if (word == "tp_wait") {
+      StepDecl s;
+      s.kind = StepDecl::TpWait;
+      std::string tok;
+      if (!(ls >> s.tag >> tok) || s.tag < 0)
+        bad("malformed tp_wait line (TAG %ID)");
+      s.buffers.push_back(bufferId(tok));
+      const StepDecl *start = tpStep(StepDecl::TpAllReduce, s.tag);
+      if (!start || tpStep(StepDecl::TpWait, s.tag))
+        bad("tp_wait " + std::to_string(s.tag) +
+            (start ? " waits twice" : " has no tp_allreduce with that tag before it"));
+      if (start->buffers[0] != s.buffers[0])
+        bad("tp_wait " + std::to_string(s.tag) + " waits for another buffer than its start's");
       fn->steps.push_back(s);
     } else if (word == "tp_allgather" || word == "tp_reducescatter") {
       tpSlices(word, ls);
@@ -674,7 +703,18 @@ private:
     fn->steps.push_back(s);
   }
 
+  /// This function's asynchronous tp_allreduce (or tp_wait) of `tag`.
+  const StepDecl *tpStep(StepDecl::Kind kind, int64_t tag) const {
+    for (const StepDecl &e : fn->steps)
+      if (e.kind == kind && e.tag == tag && (kind == StepDecl::TpWait || e.async))
+        return &e;
+    return nullptr;
+  }
+
   void end() {
+    for (const StepDecl &a : fn->steps)
+      if (a.kind == StepDecl::TpAllReduce && a.async && !tpStep(StepDecl::TpWait, a.tag))
+        bad("tp_allreduce tag " + std::to_string(a.tag) + " is never waited for");
     for (const StepDecl &a : fn->steps)
       if ((a.kind == StepDecl::AllReduceStart || a.kind == StepDecl::ReduceScatterStart ||
            a.kind == StepDecl::AllGatherStart) &&

@@ -123,10 +123,14 @@ struct StepDecl {
     AllReduceNorm,
     TpAllReduce,
     TpAllGather,
-    TpReduceScatter
+    TpReduceScatter,
+    TpWait
   } kind;
   /// TpAllReduce: the largest over the group instead of the sum.
   bool max = false;
+  /// TpAllReduce: asynchronous, started here and waited for by the TpWait
+  /// of the same tag (plan.txt `tp_allreduce sum %B tag T`, `tp_wait T %B`).
+  bool async = false;
   /// The collectives' starts and waits: the tag; the slice is [offset,
   /// offset + count); clip: bucket-wise clipping before the sum starts.
   int64_t tag = 0, offset = 0, count = 0;

@@ -132,6 +132,7 @@ CpuBackend::CpuBackend(const Package &pkg, bool verbose) : Backend(pkg) {
         b.labels.push_back(s.kind == StepDecl::Gemm                 ? "gemm"
                            : s.kind == StepDecl::ReduceScatterStart ? "reduce-scatter"
                            : s.kind == StepDecl::AllGatherStart     ? "all-gather"
+                           : s.kind == StepDecl::TpWait             ? "tp-wait"
                                                                     : "all-reduce");
         continue;
       }
@@ -532,6 +533,8 @@ void CpuBackend::run(const std::string &function, int64_t step) {
       }
     } else if (s.kind == StepDecl::TpAllReduce) {
       tpAllReduce(fn, s, b.args[i][0]);
+    } else if (s.kind == StepDecl::TpWait) {
+      tpWait(s);
     } else if (s.kind == StepDecl::TpAllGather || s.kind == StepDecl::TpReduceScatter) {
       tpSlices(fn, s, b.args[i][0], b.args[i][1]);
     } else {
@@ -540,6 +543,8 @@ void CpuBackend::run(const std::string &function, int64_t step) {
     // MPI moves a non-blocking sum forward only inside MPI calls.
     if (outstanding_ > 0)
       comm_->progress();
+    if (tpOutstanding_ > 0)
+      tensorParallel()->progress();
     if (profile.enabled) {
       double dt = std::chrono::duration<double>(Clock::now() - t0).count();
       (b.calls[i] ? profile.kernelSeconds : profile.gemmSeconds) += dt;

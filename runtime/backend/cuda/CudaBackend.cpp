@@ -160,6 +160,7 @@ CudaBackend::CudaBackend(const Package &pkg, bool verbose, bool emulated)
         b.labels.push_back(s.kind == StepDecl::Gemm                 ? "gemm"
                            : s.kind == StepDecl::ReduceScatterStart ? "reduce-scatter"
                            : s.kind == StepDecl::AllGatherStart     ? "all-gather"
+                           : s.kind == StepDecl::TpWait             ? "tp-wait"
                                                                     : "all-reduce");
         continue;
       }

@@ -124,6 +124,7 @@ private:
   ncclComm_t openNcclComm(Communicator *group, const char *what);
   void openNccl();
   void tpAllReduceStep(const FunctionPlan &fn, const StepDecl &s, CUdeviceptr data);
+  void tpWaitStep(const StepDecl &s);
   /// A collective on the NCCL stream, ordered after the compute stream's
   /// work so far (`events`[tag].first) and recording `events`[tag].second
   /// when done; `issue` enqueues its NCCL calls on that stream.
@@ -203,8 +204,10 @@ private:
   // bucket's sum after its gradients and the optimizer after the sum.
   ncclComm_t ncclComm_ = nullptr;
   ncclComm_t tpComm_ = nullptr; // the tensor-parallel group's (plan.tp_all_reduce)
+  // The asynchronous tensor-parallel all-reduces' stream and events (by tag).
+  CUstream tpStream_ = nullptr;
   CUstream commStream_ = nullptr;
-  Events bucketEvents_, scatterEvents_, gatherEvents_;
+  Events bucketEvents_, scatterEvents_, gatherEvents_, tpEvents_;
   std::pair<CUevent, CUevent> timers_{nullptr, nullptr}; // MLC_PROFILE's
 };
 

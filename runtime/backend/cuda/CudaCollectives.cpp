@@ -106,18 +106,52 @@ void CudaBackend::openNccl() {
 /// A plan.tp_all_reduce step: the sum (or maximum) over the tensor-parallel
 /// group, in place, on the compute stream: the next kernel reads it, so
 /// there is nothing to overlap, and the stream's order (and a captured
-/// graph) holds it.
+/// graph) holds it. An asynchronous one (a tag) runs on the tensor-parallel
+/// stream once the compute stream has written the buffer (an event), while
+/// the compute stream goes on (the weight-gradient GEMMs); its plan.tp_wait
+/// makes the compute stream wait for its event. One is in flight at a time
+/// (mlc-overlap-tp-collectives), so the group's NCCL calls keep one order.
 void CudaBackend::tpAllReduceStep(const FunctionPlan &fn, const StepDecl &s, CUdeviceptr data) {
   if (!tpComm_)
     fail("internal: the tensor-parallel NCCL communicator is not open");
   auto [count, es] = tpAllReduceElements(fn, s);
   void *p = reinterpret_cast<void *>(data);
+  CUstream stream = stream_;
+  CUevent done = nullptr;
+  if (s.async) {
+    if (!tpStream_)
+      check(d_->streamCreate(&tpStream_, CU_STREAM_NON_BLOCKING),
+            "creating the tensor-parallel NCCL stream");
+    auto &[ready, finished] = tpEvents_[int(s.tag)];
+    if (!ready) {
+      check(d_->eventCreate(&ready, CU_EVENT_DISABLE_TIMING), "creating an event");
+      check(d_->eventCreate(&finished, CU_EVENT_DISABLE_TIMING), "creating an event");
+    }
+    const std::string ordering =
+        "ordering the tensor-parallel all-reduce " + std::to_string(s.tag);
+    check(d_->eventRecord(ready, stream_), ordering);
+    check(d_->streamWaitEvent(tpStream_, ready, 0), ordering);
+    stream = tpStream_;
+    done = finished;
+  }
   ncclResult_t rc = nccl_->allReduce(p, p, size_t(count), es == 8 ? ncclFloat64 : ncclFloat32,
                                      s.max ? ncclMax : ncclSum, tpComm_,
-                                     reinterpret_cast<cudaStream_t>(stream_));
+                                     reinterpret_cast<cudaStream_t>(stream));
   if (rc != ncclSuccess)
     fail(std::string("NCCL: the tensor-parallel all-reduce ") + (s.max ? "(max)" : "(sum)") +
          " of " + std::to_string(count) + " elements failed: " + nccl_->errorString(rc));
+  if (done)
+    check(d_->eventRecord(done, tpStream_),
+          "ordering the tensor-parallel all-reduce " + std::to_string(s.tag));
+}
+
+void CudaBackend::tpWaitStep(const StepDecl &s) {
+  auto it = tpEvents_.find(int(s.tag));
+  if (it == tpEvents_.end())
+    fail("internal: the tensor-parallel all-reduce " + std::to_string(s.tag) +
+         " was never started");
+  check(d_->streamWaitEvent(stream_, it->second.second, 0),
+        "waiting for the tensor-parallel all-reduce " + std::to_string(s.tag));
 }
 
 /// The bucket's sum runs on the NCCL stream once the compute stream has

@@ -58,6 +58,8 @@ void CudaBackend::enqueue(const std::string &function, bool timed) {
            s.gelu ? b.pointers[s.buffers.back()] : 0);
     } else if (s.kind == StepDecl::TpAllReduce) {
       tpAllReduceStep(fn, s, b.pointers[s.buffers[0]]);
+    } else if (s.kind == StepDecl::TpWait) {
+      tpWaitStep(s);
     } else {
       startOrWaitCollective(s);
     } // AllReduceNorm: after the function, on the host (run())
