@@ -301,6 +301,18 @@ TEST(CudaKernels, RowsCompileAlone) {
       {"xent_grad_f64", "mlc_cross_entropy_grad<double, double, int32_t, 300, -100, 0>(0, "
                         "(double *)b[0], (const double *)b[1], (const int32_t *)b[2], (double)"
                         "((const double *)b[3])[0], 32, (double *)ctx->scratch, ctx, phase);"},
+      {"embedding_f32", "mlc_embedding<float, int32_t, 50257, 768>((float *)b[0], (const float "
+                        "*)b[1], (const int32_t *)b[2], ctx->rows, ctx);"},
+      {"embedding_grad_f64", "mlc_embedding_grad<double, int64_t, 300, 40, 0, false, 100, 1, "
+                             "64>((double *)b[0], (const double *)b[1], (const int64_t *)b[2], "
+                             "64, phase);"},
+      {"reduce_rows_mean", "mlc_reduce_rows<float, double, 1000, MLC_REDUCE_MEAN, 1000>((float "
+                           "*)b[0], (const float *)b[1], 64);"},
+      {"reduce_rows_max_i64", "mlc_reduce_rows<int64_t, int64_t, 7, MLC_REDUCE_MAX, 7>((int64_t "
+                              "*)b[0], (const int64_t *)b[1], 64);"},
+      {"reduce_columns", "mlc_reduce_columns<float, double, 300, MLC_REDUCE_SUM, 64, 4, 2, "
+                         "256>((float *)b[0], (const float *)b[1], 64, (double *)ctx->scratch, "
+                         "phase);"},
   };
   std::string source = mlc::cudaKernelPrelude();
   for (const Instance &k : instances)

@@ -278,44 +278,22 @@ public:
     bool isFloat = isa<mlir::FloatType>(el);
     bool max = r.kind == ReductionKernel::Max;
     std::string T = cType(el), acc = isFloat ? "double" : "int64_t";
-    std::string init = max ? (isFloat ? "-std::numeric_limits<double>::infinity()"
-                                      : "std::numeric_limits<int64_t>::min()")
-                           : "0";
-    std::string finish =
-        r.kind == ReductionKernel::Mean ? "a / " + std::to_string(r.count) : "a";
-    std::string combine = max ? "a = a > x ? a : x;" : "a += x;";
+    const std::string types = T + ", " + acc + ", " + std::to_string(r.length) + ", " +
+                              reduceKind(r.kind) + ", " + std::to_string(r.count);
     std::ostringstream body;
     body << arguments({{el, true}, {el, false}});
     if (r.shape == ReductionKernel::Rows) {
-      int64_t n = r.length;
-      std::string red = max ? "max" : "+";
-      body << (r.outputs >= 4 ? "#pragma omp parallel for\n" : "")
-           << "  for (int64_t r = 0; r < " << r.rows << "; ++r) {\n"
-           << "    " << acc << " a = " << init << ";\n"
-           << "    const " << T << " *x0 = p1 + r * " << n << ";\n"
-           << "#pragma omp simd reduction(" << red << " : a)\n"
-           << "    for (int64_t j = 0; j < " << n << "; ++j) { " << acc << " x = x0[j]; "
-           << combine << " }\n"
-           << "    p0[r] = (" << T << ")(" << finish << ");\n  }\n";
+      body << "  mlc_reduce_rows<" << types << ">(p0, p1, " << r.rows << ", "
+           << (r.outputs >= 4 ? "true" : "false") << ");\n";
     } else if (r.shape == ReductionKernel::Columns) {
-      // out[c] = sum_r in[r, c]: each thread owns a block of columns and
-      // walks the rows, so the inner loop is contiguous and nobody shares an
-      // output.
-      int64_t C = r.length;
-      body << "#pragma omp parallel for\n"
-           << "  for (int64_t c0 = 0; c0 < " << C << "; c0 += 256) {\n"
-           << "    const int64_t c1 = c0 + 256 < " << C << " ? c0 + 256 : " << C << ";\n"
-           << "    " << acc << " a[256] = {0};\n"
-           << "    for (int64_t r = 0; r < " << r.rows << "; ++r) {\n"
-           << "      const " << T << " *x = p1 + r * " << C << ";\n"
-           << "#pragma omp simd\n"
-           << "      for (int64_t c = c0; c < c1; ++c) a[c - c0] += x[c];\n    }\n"
-           << "    for (int64_t c = c0; c < c1; ++c) { " << acc << " s = a[c - c0]; p0[c] = ("
-           << T << ")("
-           << (r.kind == ReductionKernel::Mean ? "s / " + std::to_string(r.count) : "s")
-           << "); }\n"
-           << "  }\n";
+      body << "  mlc_reduce_columns<" << types << ">(p0, p1, " << r.rows << ");\n";
     } else {
+      std::string init = max ? (isFloat ? "-std::numeric_limits<double>::infinity()"
+                                        : "std::numeric_limits<int64_t>::min()")
+                             : "0";
+      std::string finish =
+          r.kind == ReductionKernel::Mean ? "a / " + std::to_string(r.count) : "a";
+      std::string combine = max ? "a = a > x ? a : x;" : "a += x;";
       body << (r.outputs >= 4 ? "#pragma omp parallel for\n" : "")
            << "  for (int64_t r = 0; r < " << r.outputs << "; ++r) {\n"
            << reductionOutput(r, acc, init, combine, finish, T, "    ") << "  }\n";
@@ -323,36 +301,21 @@ public:
     return body.str();
   }
 
+  /// The embedding lookup and its gradient's scatter-add: one call each of
+  /// mlc_embedding and mlc_embedding_grad (prelude/rows.h).
   std::string embedding(mlir::Type el, mlir::Type it, const Rows &rows, int64_t V,
                         int64_t E) override {
-    std::ostringstream b;
-    b << arguments({{el, true}, {el, false}, {it, false}}) << "#pragma omp parallel for\n"
-      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "    int64_t t = p2[r];\n"
-      << "    if (t < 0 || t >= " << V << ") { mlc_report(ctx, MLC_ERR_TOKEN_RANGE, r, t, "
-      << V << "); t = 0; }\n"
-      << "    std::memcpy(p0 + r * " << E << ", p1 + t * " << E << ", " << E
-      << " * sizeof(*p0));\n  }\n";
-    return b.str();
+    return arguments({{el, true}, {el, false}, {it, false}}) + "  mlc_embedding<" + cType(el) +
+           ", " + cType(it) + ", " + std::to_string(V) + ", " + std::to_string(E) +
+           ">(p0, p1, p2, " + rows.expr() + ", ctx);\n";
   }
 
-  /// Scatter-add, parallel over blocks of columns so that no two threads
-  /// add to the same element.
   std::string embeddingGrad(mlir::Type el, mlir::Type it, const Rows &rows, int64_t V,
                             int64_t E, int64_t pad, bool accumulate) override {
-    std::ostringstream b;
-    b << arguments({{el, true}, {el, false}, {it, false}});
-    if (!accumulate)
-      b << "  std::memset(p0, 0, " << V * E << " * sizeof(*p0));\n";
-    b << "#pragma omp parallel for\n"
-      << "  for (int64_t c0 = 0; c0 < " << E << "; c0 += 64) {\n"
-      << "    const int64_t c1 = c0 + 64 < " << E << " ? c0 + 64 : " << E << ";\n"
-      << "    for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "      int64_t t = p2[r];\n      if (t < 0 || t >= " << V << ") continue;\n"
-      << (pad >= 0 ? "      if (t == " + std::to_string(pad) + ") continue;\n" : "")
-      << "      for (int64_t c = c0; c < c1; ++c) p0[t * " << E << " + c] += p1[r * " << E
-      << " + c];\n    }\n  }\n";
-    return b.str();
+    return arguments({{el, true}, {el, false}, {it, false}}) + "  mlc_embedding_grad<" +
+           cType(el) + ", " + cType(it) + ", " + std::to_string(V) + ", " + std::to_string(E) +
+           ", " + std::to_string(pad) + ", " + (accumulate ? "true" : "false") + ">(p0, p1, p2, " +
+           rows.expr() + ");\n";
   }
 
   std::string fill(mlir::Type el, int64_t n, const std::string &value) override {

@@ -8,7 +8,10 @@
 //                      decomposed into the nest's indices
 //   rows               a block per row (grid-stride over rows), block-wide
 //                      sums and maxima through warp shuffles; softmax and
-//                      cross-entropy in one pass with a running log-sum-exp
+//                      cross-entropy in one pass with a running log-sum-exp;
+//                      LayerNorm, softmax, cross-entropy, the embedding and
+//                      the row and column reductions are templates in
+//                      prelude/rows.cuh, a kernel one call (RowCalls.h)
 //   column reduction   phase 0: blocks of (row chunk, column block), a
 //   (and LayerNorm's   thread per column summing its chunk's rows into a
 //    dw, db)           partial in scratch; phase 1: a thread per column sums
@@ -467,46 +470,32 @@ public:
   std::string attention(const AttentionKernel &a) override;
 
   /// Sums, means and maxima (double accumulators; int64 for integers):
-  /// Rows a block per row, Columns the two-phase chunked column sums, General
-  /// a thread per output walking its reduced indices. Memory: the input read
-  /// once, the output written once.
+  /// Rows (a block per row) and Columns (the two-phase chunked column sums)
+  /// one call of mlc_reduce_rows or mlc_reduce_columns (prelude/rows.cuh);
+  /// General a thread per output walking its reduced indices. Memory: the
+  /// input read once, the output written once.
   std::string reduction(const ReductionKernel &r) override {
     mlir::Type el = r.element;
-    bool isFloat = isa<mlir::FloatType>(el);
-    bool max = r.kind == ReductionKernel::Max;
+    bool isFloat = isa<mlir::FloatType>(el), max = r.kind == ReductionKernel::Max;
     std::string T = cType(el), acc = isFloat ? "double" : "int64_t";
-    std::string init = max ? (isFloat ? "-mlc_inf<double>()" : "(-9223372036854775807ll - 1)")
-                           : "0";
-    std::string finish = r.kind == ReductionKernel::Mean ? "a / " + n2s(r.count) : "a";
-    std::string combine = max ? "a = a > x ? a : x;" : "a += x;";
+    const std::string types = T + ", " + acc + ", " + n2s(r.length) + ", " +
+                              reduceKind(r.kind) + ", " + n2s(r.count);
     std::ostringstream body;
     body << arguments({{el, true}, {el, false}});
     if (r.shape == ReductionKernel::Rows) {
-      body << "  __shared__ " << acc << " red[32];\n"
-           << rowLoop(r.rows, r.length) << "      " << acc << " a = " << init << ";\n"
-           << "      const " << T << " *x0 = p1 + r * " << r.length << ";\n"
-           << "      for (int64_t j = threadIdx.x; j < " << r.length << "; j += blockDim.x) { "
-           << acc << " x = x0[j]; " << combine << " }\n"
-           << "      a = " << (max ? "mlc_block_max" : "mlc_block_sum") << "(a, red);\n"
-           << "      if (threadIdx.x == 0) p0[r] = (" << T << ")(" << finish << ");\n    }\n  }\n";
+      body << "  // phase " << nextPhase() << ": a block per row\n  mlc_reduce_rows<" << types
+           << ">(p0, p1, " << r.rows << ");\n";
     } else if (r.shape == ReductionKernel::Columns) {
-      const int64_t C = r.length;
       const auto [block, colBlocks, chunks] = columnChunks(0);
-      body << phase()
-           << "    " << acc << " *part = (" << acc << " *)ctx->scratch;\n"
-           << "    const int64_t R = " << r.rows << ", chunk = blockIdx.x / " << colBlocks
-           << ", c = (blockIdx.x % " << colBlocks << ") * " << block << " + threadIdx.x;\n"
-           << "    const int64_t per = (R + " << chunks << " - 1) / " << chunks << ";\n"
-           << "    if (c < " << C << ") {\n      " << acc << " a = 0;\n"
-           << "      const int64_t r1 = (chunk + 1) * per < R ? (chunk + 1) * per : R;\n"
-           << "      for (int64_t r = chunk * per; r < r1; ++r) a += p1[r * " << C << " + c];\n"
-           << "      part[chunk * " << C << " + c] = a;\n    }\n  }\n"
-           << phase() << "    const " << acc << " *part = (const " << acc
-           << " *)ctx->scratch;\n    const int64_t c = MLC_TID;\n"
-           << "    if (c < " << C << ") {\n      " << acc << " a = 0;\n"
-           << "      for (int64_t q = 0; q < " << chunks << "; ++q) a += part[q * " << C
-           << " + c];\n      p0[c] = (" << T << ")(" << finish << ");\n    }\n  }\n";
+      body << "  // phase " << nextPhase() << ": partials, row chunk x column block\n"
+           << "  // phase " << nextPhase() << ": the partials in chunk order\n"
+           << "  mlc_reduce_columns<" << types << ", " << chunks << ", " << colBlocks << ", "
+           << block << ">(p0, p1, " << r.rows << ", (" << acc << " *)ctx->scratch, phase);\n";
     } else {
+      std::string init = max ? (isFloat ? "-mlc_inf<double>()" : "(-9223372036854775807ll - 1)")
+                             : "0";
+      std::string finish = r.kind == ReductionKernel::Mean ? "a / " + n2s(r.count) : "a";
+      std::string combine = max ? "a = a > x ? a : x;" : "a += x;";
       body << phase()
            << "    for (int64_t r = MLC_TID; r < " << r.outputs << "; r += MLC_STRIDE) {\n"
            << reductionOutput(r, acc, init, combine, finish, T, "      ") << "    }\n  }\n";
@@ -514,30 +503,16 @@ public:
     return body.str();
   }
 
-  /// y[r, c] = table[ids[r], c], a thread per output element (an id out of
-  /// range is reported and row 0 read). Memory: the ids, the selected rows
-  /// of the table and y: 8 bytes per f32 element.
+  /// The embedding lookup and its gradient's scatter-add: one call each of
+  /// mlc_embedding and mlc_embedding_grad (prelude/rows.cuh), the scatter's
+  /// blocks (vocabulary chunk, column block) as mlc-cuda-launch chose them.
   std::string embedding(mlir::Type el, mlir::Type it, const Rows &rows, int64_t V,
                         int64_t E) override {
-    std::ostringstream b;
-    b << arguments({{el, true}, {el, false}, {it, false}})
-      << phase()
-      << "    const int64_t n = (int64_t)" << rows << " * " << E << ";\n"
-      << "    for (int64_t i = MLC_TID; i < n; i += MLC_STRIDE) {\n"
-      << "      const int64_t r = i / " << E << ", c = i % " << E << ";\n"
-      << "      int64_t t = p2[r];\n"
-      << "      if (t < 0 || t >= " << V << ") { if (c == 0) mlc_report(ctx, MLC_ERR_TOKEN_RANGE, r, t, "
-      << V << "); t = 0; }\n"
-      << "      p0[i] = p1[t * " << E << " + c];\n    }\n  }\n";
-    return b.str();
+    return arguments({{el, true}, {el, false}, {it, false}}) + "  // phase " + nextPhase() +
+           ": a thread per element\n  mlc_embedding<" + cType(el) + ", " + cType(it) + ", " +
+           n2s(V) + ", " + n2s(E) + ">(p0, p1, p2, " + rows.expr() + ", ctx);\n";
   }
 
-  /// dtable[ids[r], c] += dy[r, c]. Phase 0 zeroes the table; phase 1: block
-  /// (vocabulary chunk, column block), a thread per column adding, in token
-  /// order, the rows of the tokens whose id falls in its chunk: no two
-  /// threads add to one element and no atomics, so the sums are
-  /// reproducible. Memory: the table written twice (zeros, then sums), every
-  /// chunk reads all ids and dy's rows of its tokens.
   std::string embeddingGrad(mlir::Type el, mlir::Type it, const Rows &rows, int64_t V,
                             int64_t E, int64_t pad, bool accumulate) override {
     // The scatter's blocks (phase 1, or 0 when it adds to p0 as it is) are
@@ -548,18 +523,11 @@ public:
     std::ostringstream b;
     b << arguments({{el, true}, {el, false}, {it, false}});
     if (!accumulate)
-      b << phase() << "    for (int64_t i = MLC_TID; i < " << V * E
-        << "; i += MLC_STRIDE) p0[i] = 0;\n  }\n";
-    b << phase()
-      << "    const int64_t v0 = (blockIdx.x / " << colBlocks << ") * " << per
-      << ", c = (blockIdx.x % " << colBlocks << ") * " << block << " + threadIdx.x;\n"
-      << "    const int64_t R = " << rows << ";\n"
-      << "    if (c < " << E << ")\n"
-      << "      for (int64_t r = 0; r < R; ++r) {\n"
-      << "        const int64_t t = p2[r];\n"
-      << "        if (t >= v0 && t < v0 + " << per << " && t < " << V
-      << (pad >= 0 ? " && t != " + n2s(pad) : std::string()) << ") p0[t * " << E
-      << " + c] += p1[r * " << E << " + c];\n      }\n  }\n";
+      b << "  // phase " << nextPhase() << ": zero the table\n";
+    b << "  // phase " << nextPhase() << ": the scatter, (vocabulary chunk, column block)\n"
+      << "  mlc_embedding_grad<" << cType(el) << ", " << cType(it) << ", " << V << ", " << E
+      << ", " << pad << ", " << (accumulate ? "true" : "false") << ", " << per << ", "
+      << colBlocks << ", " << block << ">(p0, p1, p2, " << rows << ", phase);\n";
     return b.str();
   }
 

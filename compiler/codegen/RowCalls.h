@@ -37,6 +37,13 @@ inline std::string rowFlags(std::initializer_list<std::pair<bool, const char *>>
   return s.empty() ? "0" : s;
 }
 
+/// A reduction's kind as the templates name it.
+inline std::string reduceKind(ReductionKernel::Kind k) {
+  return k == ReductionKernel::Max    ? "MLC_REDUCE_MAX"
+         : k == ReductionKernel::Mean ? "MLC_REDUCE_MEAN"
+                                      : "MLC_REDUCE_SUM";
+}
+
 inline std::string slot(int i) { return i < 0 ? "0" : "p" + std::to_string(i); }
 
 /// mlc_layer_norm<T, E, F>(y, x, w, b, ...): y, x, then w (not `unit`) and

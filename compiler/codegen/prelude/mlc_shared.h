@@ -49,6 +49,8 @@ enum {
   MLC_ROW_LOG = 16,     // log-softmax, not softmax
   MLC_ROW_LOSS = 32,    // cross-entropy's gradient also writes the loss
 };
+// A reduction's kind (mlc_reduce_rows, mlc_reduce_columns).
+enum { MLC_REDUCE_SUM = 0, MLC_REDUCE_MEAN = 1, MLC_REDUCE_MAX = 2 };
 
 // Attention's arguments, alike on both targets (the kernels that take them:
 // prelude/attention.cuh, prelude/attention.h). The variant flags, a

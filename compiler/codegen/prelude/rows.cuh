@@ -306,3 +306,108 @@ __device__ void mlc_cross_entropy_grad(T *out, TG *d0, const T *x0, const L *lab
       out[0] = (T)(count[0] ? total / count[0] : 0.0);
   }
 }
+
+// Embedding: y[r, c] = table[ids[r], c], a thread per output element (an
+// id out of range is reported and row 0 read). Memory: the ids, the
+// selected rows of the table and y: 8 bytes per f32 element.
+template <typename T, typename I, int64_t V, int64_t E>
+__device__ void mlc_embedding(T *y, const T *table, const I *ids, int64_t R,
+                              const MlcKernelCtx *ctx) {
+  const int64_t n = (int64_t)R * E;
+  for (int64_t i = MLC_TID; i < n; i += MLC_STRIDE) {
+    const int64_t r = i / E, c = i % E;
+    int64_t t = ids[r];
+    if (t < 0 || t >= V) {
+      if (c == 0)
+        mlc_report(ctx, MLC_ERR_TOKEN_RANGE, r, t, V);
+      t = 0;
+    }
+    y[i] = table[t * E + c];
+  }
+}
+
+// Its gradient: dtable[ids[r], c] += dy[r, c] (ids out of range and the
+// padding id PAD, if >= 0, skipped). Phase 0 zeroes the table (none when
+// the kernel adds to it as it is: ACCUMULATE); the scatter's phase: blocks
+// of (vocabulary chunk of PER ids, column block of BLOCK columns, COLS of
+// them), a thread per column adding, in token order, the rows of the
+// tokens whose id falls in its chunk: no two threads add to one element
+// and no atomics, so the sums are reproducible. Memory: the table written
+// twice (zeros, then sums), every chunk reads all ids and dy's rows of its
+// tokens.
+template <typename T, typename I, int64_t V, int64_t E, int64_t PAD, bool ACCUMULATE, int64_t PER,
+          int64_t COLS, int64_t BLOCK>
+__device__ void mlc_embedding_grad(T *dtable, const T *dy, const I *ids, int64_t R, int phase) {
+  if (!ACCUMULATE && phase == 0)
+    for (int64_t i = MLC_TID; i < V * E; i += MLC_STRIDE)
+      dtable[i] = 0;
+  if (phase == (ACCUMULATE ? 0 : 1)) {
+    const int64_t v0 = (blockIdx.x / COLS) * PER, c = (blockIdx.x % COLS) * BLOCK + threadIdx.x;
+    if (c < E)
+      for (int64_t r = 0; r < R; ++r) {
+        const int64_t t = ids[r];
+        if (t >= v0 && t < v0 + PER && t < V && (PAD < 0 || t != PAD))
+          dtable[t * E + c] += dy[r * E + c];
+      }
+  }
+}
+
+// The identity of max: -inf, or the least int64_t.
+template <typename ACC> __device__ __forceinline__ ACC mlc_lowest() { return -mlc_inf<ACC>(); }
+template <> __device__ __forceinline__ int64_t mlc_lowest<int64_t>() {
+  return -9223372036854775807ll - 1;
+}
+
+// Reductions over the last dimension: y[r] = sum (mean, max) of row r's L
+// elements, accumulated in ACC (double; int64_t for integers), K one of
+// MLC_REDUCE_*; a block per row. Memory: the input read once, the output
+// written once.
+template <typename T, typename ACC, int64_t L, int K, int64_t COUNT>
+__device__ void mlc_reduce_rows(T *y, const T *x0, int64_t R) {
+  __shared__ ACC red[32];
+  const ACC init = K == MLC_REDUCE_MAX ? mlc_lowest<ACC>() : (ACC)0;
+  for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
+    ACC a = init;
+    const T *x = x0 + r * L;
+    for (int64_t j = threadIdx.x; j < L; j += blockDim.x) {
+      ACC v = x[j];
+      if (K == MLC_REDUCE_MAX)
+        a = a > v ? a : v;
+      else
+        a += v;
+    }
+    a = K == MLC_REDUCE_MAX ? mlc_block_max(a, red) : mlc_block_sum(a, red);
+    if (threadIdx.x == 0)
+      y[r] = (T)(K == MLC_REDUCE_MEAN ? a / COUNT : a);
+  }
+}
+
+// Column sums (means): y[c] = sum_r x[r, c]. Phase 0: blocks of (row
+// chunk, column block), a thread per column summing its chunk's rows into
+// partial[chunk][c] in scratch; phase 1: a thread per column adds the
+// partials in chunk order. Memory: the input read once (coalesced along
+// c), CHUNKS x C partials written and read back, the C results written.
+template <typename T, typename ACC, int64_t C, int K, int64_t COUNT, int64_t CHUNKS, int64_t COLS,
+          int64_t BLOCK>
+__device__ void mlc_reduce_columns(T *y, const T *x0, int64_t R, ACC *part, int phase) {
+  if (phase == 0) {
+    const int64_t chunk = blockIdx.x / COLS, c = (blockIdx.x % COLS) * BLOCK + threadIdx.x;
+    const int64_t per = (R + CHUNKS - 1) / CHUNKS;
+    if (c < C) {
+      ACC a = 0;
+      const int64_t r1 = (chunk + 1) * per < R ? (chunk + 1) * per : R;
+      for (int64_t r = chunk * per; r < r1; ++r)
+        a += x0[r * C + c];
+      part[chunk * C + c] = a;
+    }
+  }
+  if (phase == 1) {
+    const int64_t c = MLC_TID;
+    if (c < C) {
+      ACC a = 0;
+      for (int64_t q = 0; q < CHUNKS; ++q)
+        a += part[q * C + c];
+      y[c] = (T)(K == MLC_REDUCE_MEAN ? a / COUNT : a);
+    }
+  }
+}

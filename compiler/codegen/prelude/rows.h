@@ -285,3 +285,80 @@ static void mlc_cross_entropy_grad(T *d0, const T *x0, const L *labels, double s
     d[label] -= (T)scale;
   }
 }
+
+// Embedding: y[r, :] = table[ids[r], :], a row copy per token (an id out of
+// range is reported and row 0 read). Memory: the ids, the selected rows of
+// the table and y: 8 bytes per f32 element.
+template <typename T, typename I, int64_t V, int64_t E>
+static void mlc_embedding(T *y, const T *table, const I *ids, int64_t R, MlcKernelCtx *ctx) {
+#pragma omp parallel for
+  for (int64_t r = 0; r < R; ++r) {
+    int64_t t = ids[r];
+    if (t < 0 || t >= V) { mlc_report(ctx, MLC_ERR_TOKEN_RANGE, r, t, V); t = 0; }
+    std::memcpy(y + r * E, table + t * E, E * sizeof(*y));
+  }
+}
+
+// Its gradient: dtable[ids[r], :] += dy[r, :] (ids out of range and the
+// padding id PAD, if >= 0, skipped), the table zeroed first unless the
+// kernel adds to it as it is (ACCUMULATE). Each thread owns a block of 64
+// columns and adds the rows in token order: no two threads add to one
+// element, and the sums are reproducible. Memory: the table written (and
+// zeroed), dy read once, the ids once per column block.
+template <typename T, typename I, int64_t V, int64_t E, int64_t PAD, bool ACCUMULATE>
+static void mlc_embedding_grad(T *dtable, const T *dy, const I *ids, int64_t R) {
+  if (!ACCUMULATE) std::memset(dtable, 0, V * E * sizeof(*dtable));
+#pragma omp parallel for
+  for (int64_t c0 = 0; c0 < E; c0 += 64) {
+    const int64_t c1 = c0 + 64 < E ? c0 + 64 : E;
+    for (int64_t r = 0; r < R; ++r) {
+      int64_t t = ids[r];
+      if (t < 0 || t >= V) continue;
+      if (PAD >= 0 && t == PAD) continue;
+      for (int64_t c = c0; c < c1; ++c) dtable[t * E + c] += dy[r * E + c];
+    }
+  }
+}
+
+// Reductions over the last dimension: y[r] = sum (mean, max) of row r's L
+// elements, accumulated in ACC (double; int64_t for integers), K one of
+// MLC_REDUCE_*; rows shared out among threads where `parallel`. Memory:
+// the input read once, the output written once.
+template <typename T, typename ACC, int64_t L, int K, int64_t COUNT>
+static void mlc_reduce_rows(T *y, const T *x0, int64_t R, bool parallel) {
+#pragma omp parallel for if (parallel)
+  for (int64_t r = 0; r < R; ++r) {
+    // max's identity: -inf, or the least int64_t.
+    ACC a = K != MLC_REDUCE_MAX ? 0
+            : std::numeric_limits<ACC>::has_infinity ? -std::numeric_limits<ACC>::infinity()
+                                                     : std::numeric_limits<ACC>::min();
+    const T *x = x0 + r * L;
+    if (K == MLC_REDUCE_MAX) {
+#pragma omp simd reduction(max : a)
+      for (int64_t j = 0; j < L; ++j) { ACC v = x[j]; a = a > v ? a : v; }
+    } else {
+#pragma omp simd reduction(+ : a)
+      for (int64_t j = 0; j < L; ++j) { ACC v = x[j]; a += v; }
+    }
+    y[r] = (T)(K == MLC_REDUCE_MEAN ? a / COUNT : a);
+  }
+}
+
+// Column sums (means): y[c] = sum_r x[r, c]. Each thread owns a block of
+// 256 columns and walks the rows, so the inner loop is contiguous and no
+// two threads share an output. Memory: the input read once, the output
+// written once.
+template <typename T, typename ACC, int64_t C, int K, int64_t COUNT>
+static void mlc_reduce_columns(T *y, const T *x0, int64_t R) {
+#pragma omp parallel for
+  for (int64_t c0 = 0; c0 < C; c0 += 256) {
+    const int64_t c1 = c0 + 256 < C ? c0 + 256 : C;
+    ACC a[256] = {0};
+    for (int64_t r = 0; r < R; ++r) {
+      const T *x = x0 + r * C;
+#pragma omp simd
+      for (int64_t c = c0; c < c1; ++c) a[c - c0] += x[c];
+    }
+    for (int64_t c = c0; c < c1; ++c) { ACC s = a[c - c0]; y[c] = (T)(K == MLC_REDUCE_MEAN ? s / COUNT : s); }
+  }
+}
