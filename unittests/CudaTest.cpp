@@ -262,6 +262,74 @@ TEST(CudaKernels, AttentionCompilesAlone) {
   }
 }
 
+TEST(CudaKernels, RowsCompileAlone) {
+  // prelude/rows.cuh after the prelude, as kernels.cu has them: each row
+  // and column template instantiated (f32, f64, bf16 gradients and copies,
+  // every flag) in a kernel as a package calls it; NVRTC compiles them and
+  // ptxas reports each kernel, none spilling.
+  std::string why;
+  Nvrtc *nvrtc = Nvrtc::get(&why);
+  if (!nvrtc)
+    GTEST_SKIP() << why;
+  struct Instance {
+    const char *name, *body;
+  };
+  const Instance instances[] = {
+      {"ln_f32", "mlc_layer_norm<float, 768, 0>((float *)b[0], (const float *)b[1], (const "
+                 "float *)b[2], (const float *)b[3], ctx->rows, 1e-5);"},
+      {"rms_f64_unit", "mlc_layer_norm<double, 64, MLC_ROW_RMS | MLC_ROW_UNIT>((double *)b[0], "
+                       "(const double *)b[1], 0, 0, 32, 1e-6);"},
+      {"ln_grad_f32", "mlc_layer_norm_grad<float, float, float, 768, MLC_ROW_RESIDUAL, 4, 3, "
+                      "256>((float *)b[0], (float *)b[1], (float *)b[2], (const float *)b[3], "
+                      "(const float *)b[4], (const float *)b[5], (const float *)b[6], 0, "
+                      "ctx->rows, 1024, 1e-5, (double *)ctx->scratch, phase);"},
+      {"rms_grad_bf16", "mlc_layer_norm_grad<float, mlc_bf16, mlc_bf16, 64, MLC_ROW_RMS | "
+                        "MLC_ROW_UNIT | MLC_ROW_COPY, 2, 1, 64>((float *)b[0], (float *)b[1], 0, "
+                        "(const mlc_bf16 *)b[2], (const float *)b[3], 0, 0, (mlc_bf16 *)b[4], "
+                        "32, 32, 1e-6, (double *)ctx->scratch, phase);"},
+      {"softmax_f32", "mlc_softmax<float, 1024, 0>((float *)b[0], (const float *)b[1], 64);"},
+      {"log_softmax_f64", "mlc_softmax<double, 300, MLC_ROW_LOG>((double *)b[0], (const double "
+                          "*)b[1], ctx->rows);"},
+      {"softmax_grad_f32", "mlc_softmax_grad<float, 64>((float *)b[0], (const float *)b[1], "
+                           "(const float *)b[2], 32);"},
+      {"xent_f32", "mlc_cross_entropy<float, int32_t, 50257, -100>((float *)b[0], (const float "
+                   "*)b[1], (const int32_t *)b[2], 64, 64, (double *)ctx->scratch, ctx, phase);"},
+      {"xent_grad_loss_bf16", "mlc_cross_entropy_grad<float, mlc_bf16, int64_t, 256, -1, "
+                              "MLC_ROW_LOSS>((float *)b[0], (mlc_bf16 *)b[1], (const float "
+                              "*)b[2], (const int64_t *)b[3], 1.0, ctx->rows, (double "
+                              "*)ctx->scratch, ctx, phase);"},
+      {"xent_grad_f64", "mlc_cross_entropy_grad<double, double, int32_t, 300, -100, 0>(0, "
+                        "(double *)b[0], (const double *)b[1], (const int32_t *)b[2], (double)"
+                        "((const double *)b[3])[0], 32, (double *)ctx->scratch, ctx, phase);"},
+      {"embedding_f32", "mlc_embedding<float, int32_t, 50257, 768>((float *)b[0], (const float "
+                        "*)b[1], (const int32_t *)b[2], ctx->rows, ctx);"},
+      {"embedding_grad_f64", "mlc_embedding_grad<double, int64_t, 300, 40, 0, false, 100, 1, "
+                             "64>((double *)b[0], (const double *)b[1], (const int64_t *)b[2], "
+                             "64, phase);"},
+      {"reduce_rows_mean", "mlc_reduce_rows<float, double, 1000, MLC_REDUCE_MEAN, 1000>((float "
+                           "*)b[0], (const float *)b[1], 64);"},
+      {"reduce_rows_max_i64", "mlc_reduce_rows<int64_t, int64_t, 7, MLC_REDUCE_MAX, 7>((int64_t "
+                              "*)b[0], (const int64_t *)b[1], 64);"},
+      {"reduce_columns", "mlc_reduce_columns<float, double, 300, MLC_REDUCE_SUM, 64, 4, 2, "
+                         "256>((float *)b[0], (const float *)b[1], 64, (double *)ctx->scratch, "
+                         "phase);"},
+  };
+  std::string source = mlc::cudaKernelPrelude();
+  for (const Instance &k : instances)
+    source += std::string("\nextern \"C\" __global__ void __launch_bounds__(256) ") + k.name +
+              "(char *const *b, const MlcKernelCtx *ctx, int phase) {\n  (void)phase;\n  " +
+              k.body + "\n}\n";
+  for (const char *arch : {"sm_80", "sm_90"}) {
+    Nvrtc::Output out;
+    ASSERT_NO_THROW(out = nvrtc->compile(source, "prelude/rows.cuh", arch, true)) << arch;
+    auto stats = parsePtxasLog(out.log);
+    for (const Instance &k : instances) {
+      ASSERT_TRUE(stats.count(k.name)) << k.name << " for " << arch << ":\n" << out.log;
+      EXPECT_EQ(stats[k.name].spillStores + stats[k.name].spillLoads, 0) << k.name << " for " << arch;
+    }
+  }
+}
+
 TEST(CudaKernels, LoaderOptionsCompile) {
   // The options the CUDA backend compiles with (not verbose: split compile).
   std::string why;

@@ -11,6 +11,7 @@
 #include "compiler/codegen/AttentionSource.h"
 #include "compiler/codegen/KernelPrelude.h"
 #include "compiler/codegen/LoweringImpl.h"
+#include "compiler/codegen/RowCalls.h"
 
 #include <sstream>
 
@@ -28,51 +29,6 @@ public:
     return apply(fn == "exp" ? expFn(el) : fn == "tanh" ? tanhFn(el) : "std::" + fn.str(), args);
   }
 };
-
-/// Row statistics, each written by one routine for every row kernel.
-///
-/// The max m of row `x` (C elements) and s = sum exp(x - m) (in double, by
-/// blocks): the stable log-sum-exp (m + log s) of softmax, log-softmax,
-/// cross-entropy and its gradient. With `store`, exp(x - m) is also written to store[c], so a
-/// gradient scales it in place instead of computing it again.
-std::string rowMaxSumExp(Type el, const std::string &x, int64_t C, const std::string &indent,
-                         const std::string &store = "") {
-  std::string T = cType(el), n = std::to_string(C);
-  // The sum runs in blocks of 256 terms added in the element type (16 per
-  // vector lane), then in double: one widening per block, not per term.
-  std::string P = el.isF64() ? "double" : "float";
-  std::string e = expFn(el) + "(" + x + "[c] - m)";
-  return indent + T + " m = " + x + "[0];\n" + "#pragma omp simd reduction(max : m)\n" +
-         indent + "for (int64_t c = 1; c < " + n + "; ++c) m = " + x + "[c] > m ? " + x +
-         "[c] : m;\n" + indent + "double s = 0;\n" + indent + "for (int64_t c0 = 0; c0 < " + n +
-         "; c0 += 256) {\n" + indent + "  const int64_t c1 = c0 + 256 < " + n + " ? c0 + 256 : " +
-         n + ";\n" + indent + "  " + P + " part = 0;\n" +
-         "#pragma omp simd reduction(+ : part)\n" + indent +
-         "  for (int64_t c = c0; c < c1; ++c) " +
-         (store.empty() ? "part += " + e + ";\n"
-                        : "{ " + store + "[c] = " + e + "; part += " + store + "[c]; }\n") +
-         indent + "  s += part;\n" + indent + "}\n";
-}
-
-/// The mean and rstd = 1 / sqrt(var + eps) of row `x` (E elements), in
-/// double, two passes (the variance around the mean): LayerNorm and its
-/// gradient, fused or not. With `rms` (RMSNorm) one pass: mean = 0 and
-/// rstd = 1 / sqrt(mean(x^2) + eps).
-std::string rowMeanRstd(const std::string &x, int64_t E, const std::string &eps,
-                               const std::string &indent, bool rms = false) {
-  std::string n = std::to_string(E);
-  if (rms)
-    return indent + "const double mean = 0;\n" + indent + "double var = 0;\n" +
-           "#pragma omp simd reduction(+ : var)\n" + indent + "for (int64_t c = 0; c < " + n +
-           "; ++c) { double d = " + x + "[c]; var += d * d; }\n" + indent +
-           "const double rstd = 1.0 / std::sqrt(var / " + n + " + " + eps + ");\n";
-  return indent + "double mean = 0, var = 0;\n#pragma omp simd reduction(+ : mean)\n" + indent +
-         "for (int64_t c = 0; c < " + n + "; ++c) mean += " + x + "[c];\n" + indent +
-         "mean /= " + n + ";\n#pragma omp simd reduction(+ : var)\n" + indent +
-         "for (int64_t c = 0; c < " + n + "; ++c) { double d = " + x +
-         "[c] - mean; var += d * d; }\n" + indent + "const double rstd = 1.0 / std::sqrt(var / " +
-         n + " + " + eps + ");\n";
-}
 
 class CpuTarget final : public KernelTarget {
 public:
@@ -211,230 +167,64 @@ public:
     return k.str();
   }
 
-  /// y = exp(x - m) / s (log: x - m - log s) per row, m and s from
-  /// rowMaxSumExp. Memory: x read once from memory (the later passes find
-  /// the row in cache), y written once: 8 bytes per f32 element.
+  /// Softmax (log-softmax) and its gradient: one call each of mlc_softmax
+  /// and mlc_softmax_grad (prelude/rows.h).
   std::string softmax(mlir::Type el, const Rows &rows, int64_t C, bool log) override {
-    std::string T = cType(el);
-    std::ostringstream b;
-    b << arguments({{el, true}, {el, false}}) << "#pragma omp parallel for\n"
-      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "    const " << T << " *x = p1 + r * " << C << "; " << T << " *y = p0 + r * " << C
-      << ";\n" << rowMaxSumExp(el, "x", C, "    ", log ? "" : "y");
-    if (log)
-      b << "    " << T << " lse = m + (" << T << ")std::log(s);\n"
-        << "    for (int64_t c = 0; c < " << C << "; ++c) y[c] = x[c] - lse;\n";
-    else
-      b << "    " << T << " inv = (" << T << ")(1.0 / s);\n"
-        << "    for (int64_t c = 0; c < " << C << "; ++c) y[c] *= inv;\n";
-    b << "  }\n";
-    return b.str();
-  }
-  /// dx = y * (g - sum_c g_c y_c) per row. Memory: g and y read, dx
-  /// written: 12 bytes per f32 element.
-  std::string softmaxGrad(mlir::Type el, const Rows &rows, int64_t C) override {
-    std::string T = cType(el);
-    std::ostringstream b;
-    b << arguments({{el, true}, {el, false}, {el, false}}) << "#pragma omp parallel for\n"
-      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "    const " << T << " *g = p1 + r * " << C << ", *y = p2 + r * " << C << "; " << T
-      << " *d = p0 + r * " << C << ";\n    double dot = 0;\n"
-      << "#pragma omp simd reduction(+ : dot)\n"
-      << "    for (int64_t c = 0; c < " << C << "; ++c) dot += g[c] * y[c];\n"
-      << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] = y[c] * (g[c] - (" << T
-      << ")dot);\n  }\n";
-    return b.str();
+    return arguments({{el, true}, {el, false}}) + "  mlc_softmax<" + cType(el) + ", " +
+           std::to_string(C) + ", " + rowFlags({{log, "MLC_ROW_LOG"}}) + ">(p0, p1, " +
+           rows.expr() + ");\n";
   }
 
-  /// y = (x - mean) * rstd * w + b per row (statistics in double); RMSNorm
-  /// y = (x * rstd) * w, x * rstd rounded to the element type first. Memory:
-  /// x read, y written (w and b stay in cache): 8 bytes per f32 element.
+  std::string softmaxGrad(mlir::Type el, const Rows &rows, int64_t C) override {
+    return arguments({{el, true}, {el, false}, {el, false}}) + "  mlc_softmax_grad<" +
+           cType(el) + ", " + std::to_string(C) + ">(p0, p1, p2, " + rows.expr() + ");\n";
+  }
+
+  /// LayerNorm and RMSNorm, forward, and their gradient: one call each of
+  /// mlc_layer_norm and mlc_layer_norm_grad (prelude/rows.h).
   std::string layerNorm(mlir::Type el, const Rows &rows, int64_t E, const std::string &eps,
                         bool rms, bool unit) override {
-    std::string T = cType(el);
-    std::ostringstream b;
-    std::vector<KernelArg> args = {{el, true}, {el, false}};
-    if (!unit)
-      args.push_back({el, false});
-    if (!rms && !unit)
-      args.push_back({el, false});
-    const std::string w = unit ? "" : " * p2[c]", bias = unit ? "" : " + p3[c]";
-    b << arguments(args) << "#pragma omp parallel for\n"
-      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "    const " << T << " *x = p1 + r * " << E << "; " << T << " *y = p0 + r * " << E
-      << ";\n"
-      << rowMeanRstd("x", E, eps, "    ", rms);
-    if (rms)
-      b << "    const " << T << " rs = (" << T << ")rstd;\n"
-        << "    for (int64_t c = 0; c < " << E << "; ++c) y[c] = (" << T
-        << ")(x[c] * rs)" << w << ";\n";
-    else
-      b << "    const " << T << " rs = (" << T << ")rstd, mu = (" << T << ")mean;\n"
-        << "    for (int64_t c = 0; c < " << E
-        << "; ++c) y[c] = (x[c] - mu) * rs" << w << bias << ";\n";
-    b << "  }\n";
-    return b.str();
+    const RowCall c = layerNormCall(el, E, rms, unit);
+    return arguments(c.args) + "  mlc_layer_norm<" + c.types + ">(" + c.pointers + ", " +
+           rows.expr() + ", " + eps + ");\n";
   }
 
-  /// dx = rstd * (dxh - mean(dxh) - xh * mean(dxh * xh)), dxh = g * w, xh =
-  /// (x - mean) * rstd; dw = sum_r g * xh, db = sum_r g. RMSNorm (`rms`):
-  /// mean = 0 and no mean(dxh) term, no db. Memory: g and x read twice
-  /// (rows, then column blocks), dx written: 20 bytes per f32 element.
   std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity, int64_t E,
                             const std::string &eps, bool rms, bool residual,
                             bool unit, mlir::Type copy, mlir::Type grad) override {
-    std::string T = cType(el);
-    // Outputs dx, dw (, db), then the inputs g, x, w (none when `unit`), the residual r.
-    const int in = rms ? 2 : 3;
-    auto p = [](int i) { return "p" + std::to_string(i); };
-    const std::string G = p(in), X = p(in + 1), R = p(in + (unit ? 2 : 3));
-    const std::string W = unit ? "" : " * " + p(in + 2) + "[c]";
-    std::vector<KernelArg> args = {{el, true}, {el, true}, {el, true}, {el, false}, {el, false}};
-    if (!rms)
-      args.push_back({el, false});
-    if (unit)
-      args.pop_back();
-    if (residual)
-      args.push_back({el, false});
-    // The output gradient g in its own type (bf16: widened at the loads).
-    const std::string TG = cType(grad);
-    args[in].element = grad;
-    // dx's copy (bf16), the last argument: dx converted at a second store.
-    const std::string C = "p" + std::to_string(args.size());
-    if (copy)
-      args.push_back({copy, true});
-    // dx = r + ..., r (after w) the residual stream's gradient, summed in double.
-    const std::string plus =
-        residual ? "(double)" + R + "[r * " + std::to_string(E) + " + c] + " : "";
-    std::ostringstream b;
-    b << arguments(args) << "  std::vector<double> stats(2 * " << capacity << ");\n"
-      << "#pragma omp parallel for\n"
-      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "    const " << TG << " *g = " << G << " + r * " << E << "; const " << T << " *x = " << X
-      << " + r * " << E << "; " << T << " *dx = p0 + r * " << E << ";\n"
-      << rowMeanRstd("x", E, eps, "    ", rms)
-      << "    stats[2 * r] = mean; stats[2 * r + 1] = rstd;\n"
-      << "    double m1 = 0, m2 = 0;\n"
-      << "#pragma omp simd reduction(+ : m1, m2)\n"
-      << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
-      << "      double xh = (x[c] - mean) * rstd, dxh = (double)g[c]" << W << ";\n"
-      << "      m1 += dxh; m2 += dxh * xh;\n    }\n"
-      << (rms ? "    m1 = 0; m2 /= " : "    m1 /= " + std::to_string(E) + "; m2 /= ") << E
-      << ";\n"
-      << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
-      << "      double xh = (x[c] - mean) * rstd, dxh = (double)g[c]" << W << ";\n"
-      << "      dx[c] = (" << T << ")(" << plus << "rstd * (dxh - m1 - xh * m2));"
-      << (copy ? " " + C + "[r * " + std::to_string(E) + " + c] = dx[c];" : std::string())
-      << "\n    }\n  }\n"
-      // dw and db: each thread owns a block of 64 columns and walks the rows,
-      // so the inner loop is contiguous and vectorizes; every column still
-      // sums its rows in order (deterministic, as the per-column loop was).
-      << "#pragma omp parallel for\n"
-      << "  for (int64_t c0 = 0; c0 < " << E << "; c0 += 64) {\n"
-      << "    const int64_t c1 = c0 + 64 < " << E << " ? c0 + 64 : " << E << ";\n"
-      << "    double dw[64] = {0}, db[64] = {0};\n"
-      << "    for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "      const " << TG << " *g = " << G << " + r * " << E << "; const " << T << " *x = "
-      << X << " + r * " << E << ";\n"
-      << "      const double mean = stats[2 * r], rstd = stats[2 * r + 1];\n"
-      << "#pragma omp simd\n"
-      << "      for (int64_t c = c0; c < c1; ++c) {\n"
-      << "        const double gc = g[c];\n"
-      << "        dw[c - c0] += gc * (x[c] - mean) * rstd; db[c - c0] += gc;\n"
-      << "      }\n    }\n"
-      << "    for (int64_t c = c0; c < c1; ++c) { p1[c] = (" << T << ")dw[c - c0];"
-      << (rms ? "" : " p2[c] = (" + T + ")db[c - c0];") << " }\n  }\n";
-    return b.str();
+    const RowCall c = layerNormGradCall(el, E, rms, residual, unit, copy, grad);
+    return arguments(c.args) + "  mlc_layer_norm_grad<" + c.types + ">(" + c.pointers + ", " +
+           rows.expr() + ", " + std::to_string(capacity) + ", " + eps + ");\n";
   }
 
-  /// loss = mean over labelled rows of m + log s - x[label]; d = scale *
-  /// (softmax(x) - onehot(label)). Memory: the logits read once and the
-  /// gradient written once (over the logits when they are dead: no second
-  /// buffer's traffic), 8 bytes per f32 logit; the exps make it compute-bound
-  /// at a vocabulary of 8192 on two cores.
+  /// Cross-entropy, with its gradient, and the gradient alone: one call
+  /// each of mlc_cross_entropy, mlc_cross_entropy_with_grad and
+  /// mlc_cross_entropy_grad (prelude/rows.h); the scale is the incoming
+  /// gradient (a constant, or p3[0]).
   std::string crossEntropyWithGrad(mlir::Type el, mlir::Type lt, mlir::Type grad,
                                    const Rows &rows, int64_t C, int64_t ignore,
                                    const std::string &scale) override {
-    std::string T = cType(el), TG = cType(grad);
-    // exp(x - m) is computed once, into the gradient row, then scaled in
-    // place (the row stays in cache between the two passes); a bf16
-    // gradient takes them from a row of the thread's own in f32.
-    const bool narrow = grad != el;
-    std::ostringstream b;
-    b << arguments({{el, true}, {grad, true}, {el, false}, {lt, false}}) << "  int64_t count = 0;\n"
-      << "  for (int64_t r = 0; r < " << rows << "; ++r) count += p3[r] != " << ignore
-      << ";\n  const double scale = count ? (double)(" << scale
-      << ") / count : 0.0;\n  double total = 0;\n"
-      << "#pragma omp parallel for reduction(+ : total)\n"
-      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "    const " << T << " *x = p2 + r * " << C << "; " << TG << " *d = p1 + r * " << C
-      << ";\n    int64_t label = p3[r];\n"
-      << "    if (label == " << ignore << ") { for (int64_t c = 0; c < " << C
-      << "; ++c) d[c] = 0; continue; }\n"
-      << "    if (label < 0 || label >= " << C
-      << ") { mlc_report(ctx, MLC_ERR_LABEL_RANGE, r, label, " << C << ");"
-      << " for (int64_t c = 0; c < " << C << "; ++c) d[c] = 0; continue; }\n"
-      << "    const double xl = x[label];\n";
-    if (narrow)
-      b << "    static thread_local std::vector<" << T << "> exps;\n"
-        << "    exps.resize(" << C << ");\n    " << T << " *e = exps.data();\n";
-    b << rowMaxSumExp(el, "x", C, "    ", narrow ? "e" : "d")
-      << "    total += m + std::log(s) - xl;\n"
-      << "    const " << T << " k = (" << T << ")(scale / s);\n";
-    if (narrow)
-      b << "#pragma omp simd\n"
-        << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] = e[c] * k;\n"
-        << "    d[label] = e[label] * k - (" << T << ")scale;\n  }\n";
-    else
-      b << "#pragma omp simd\n"
-        << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] *= k;\n"
-        << "    d[label] -= (" << T << ")scale;\n  }\n";
-    b << "  p0[0] = (" << T << ")(count ? total / count : 0.0);\n";
-    return b.str();
+    return arguments({{el, true}, {grad, true}, {el, false}, {lt, false}}) +
+           "  mlc_cross_entropy_with_grad<" + cType(el) + ", " + cType(grad) + ", " +
+           cType(lt) + ", " + std::to_string(C) + ", " + std::to_string(ignore) +
+           ">(p0, p1, p2, p3, (double)(" + scale + "), " + rows.expr() + ", ctx);\n";
   }
 
-  /// The loss alone: the logits read once (4 bytes per f32 logit).
   std::string crossEntropy(mlir::Type el, mlir::Type lt, const Rows &rows, int64_t C,
                            int64_t ignore) override {
-    std::string T = cType(el);
-    std::ostringstream b;
-    b << arguments({{el, true}, {el, false}, {lt, false}}) << "  double total = 0;\n"
-      << "  int64_t count = 0;\n"
-      << "#pragma omp parallel for reduction(+ : total, count)\n"
-      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "    int64_t label = p2[r];\n"
-      << "    if (label == " << ignore << ") continue;\n"
-      << "    if (label < 0 || label >= " << C
-      << ") { mlc_report(ctx, MLC_ERR_LABEL_RANGE, r, label, " << C << "); continue; }\n"
-      << "    const " << T << " *x = p1 + r * " << C << ";\n"
-      << rowMaxSumExp(el, "x", C, "    ")
-      << "    total += m + std::log(s) - x[label];\n    ++count;\n  }\n"
-      << "  p0[0] = (" << T << ")(count ? total / count : 0.0);\n";
-    return b.str();
+    return arguments({{el, true}, {el, false}, {lt, false}}) + "  mlc_cross_entropy<" +
+           cType(el) + ", " + cType(lt) + ", " + std::to_string(C) + ", " +
+           std::to_string(ignore) + ">(p0, p1, p2, " + rows.expr() + ", ctx);\n";
   }
 
   std::string crossEntropyGrad(mlir::Type el, mlir::Type lt, const Rows &rows, int64_t C,
                                int64_t ignore, const std::string &scale) override {
-    std::string T = cType(el);
     std::vector<KernelArg> slots{{el, true}, {el, false}, {lt, false}};
     if (scale.empty())
       slots.push_back({el, false});
-    std::ostringstream b;
-    b << arguments(slots) << "  int64_t count = 0;\n"
-      << "  for (int64_t r = 0; r < " << rows << "; ++r) count += p2[r] != " << ignore
-      << ";\n  const double scale = count ? (double)(" << (scale.empty() ? "p3[0]" : scale)
-      << ") / count : 0.0;\n"
-      << "#pragma omp parallel for\n"
-      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "    const " << T << " *x = p1 + r * " << C << "; " << T << " *d = p0 + r * " << C
-      << ";\n    int64_t label = p2[r];\n"
-      << "    if (label == " << ignore << " || label < 0 || label >= " << C
-      << ") { for (int64_t c = 0; c < " << C << "; ++c) d[c] = 0; continue; }\n"
-      << rowMaxSumExp(el, "x", C, "    ", "d") << "    const double inv = 1.0 / s;\n"
-      << "    for (int64_t c = 0; c < " << C << "; ++c) d[c] = (" << T
-      << ")(d[c] * inv * scale);\n"
-      << "    d[label] -= (" << T << ")scale;\n  }\n";
-    return b.str();
+    return arguments(slots) + "  mlc_cross_entropy_grad<" + cType(el) + ", " + cType(lt) + ", " +
+           std::to_string(C) + ", " + std::to_string(ignore) + ">(p0, p1, p2, (double)(" +
+           (scale.empty() ? "p3[0]" : scale) + "), " + rows.expr() + ");\n";
   }
 
   /// Each row's prologue is computed once into a row buffer (values needed
@@ -452,7 +242,9 @@ public:
       << bases << "    " << T << " row[" << E << "];\n"
       << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
       << offsets << body << "      row[c] = " << input << ";\n    }\n"
-      << rowMeanRstd("row", E, eps, "    ", rms) << "    const " << T << " rs = (" << T
+      << "    double mean, rstd;\n    mlc_row_mean_rstd<" << E << ", "
+      << rowFlags({{rms, "MLC_ROW_RMS"}}) << ">(row, " << eps << ", mean, rstd);\n"
+      << "    const " << T << " rs = (" << T
       << ")rstd" << (rms ? "" : ", mu = (" + T + ")mean") << ";\n"
       << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
       << offsets << "      const " << T << " y = "
@@ -486,44 +278,22 @@ public:
     bool isFloat = isa<mlir::FloatType>(el);
     bool max = r.kind == ReductionKernel::Max;
     std::string T = cType(el), acc = isFloat ? "double" : "int64_t";
-    std::string init = max ? (isFloat ? "-std::numeric_limits<double>::infinity()"
-                                      : "std::numeric_limits<int64_t>::min()")
-                           : "0";
-    std::string finish =
-        r.kind == ReductionKernel::Mean ? "a / " + std::to_string(r.count) : "a";
-    std::string combine = max ? "a = a > x ? a : x;" : "a += x;";
+    const std::string types = T + ", " + acc + ", " + std::to_string(r.length) + ", " +
+                              reduceKind(r.kind) + ", " + std::to_string(r.count);
     std::ostringstream body;
     body << arguments({{el, true}, {el, false}});
     if (r.shape == ReductionKernel::Rows) {
-      int64_t n = r.length;
-      std::string red = max ? "max" : "+";
-      body << (r.outputs >= 4 ? "#pragma omp parallel for\n" : "")
-           << "  for (int64_t r = 0; r < " << r.rows << "; ++r) {\n"
-           << "    " << acc << " a = " << init << ";\n"
-           << "    const " << T << " *x0 = p1 + r * " << n << ";\n"
-           << "#pragma omp simd reduction(" << red << " : a)\n"
-           << "    for (int64_t j = 0; j < " << n << "; ++j) { " << acc << " x = x0[j]; "
-           << combine << " }\n"
-           << "    p0[r] = (" << T << ")(" << finish << ");\n  }\n";
+      body << "  mlc_reduce_rows<" << types << ">(p0, p1, " << r.rows << ", "
+           << (r.outputs >= 4 ? "true" : "false") << ");\n";
     } else if (r.shape == ReductionKernel::Columns) {
-      // out[c] = sum_r in[r, c]: each thread owns a block of columns and
-      // walks the rows, so the inner loop is contiguous and nobody shares an
-      // output.
-      int64_t C = r.length;
-      body << "#pragma omp parallel for\n"
-           << "  for (int64_t c0 = 0; c0 < " << C << "; c0 += 256) {\n"
-           << "    const int64_t c1 = c0 + 256 < " << C << " ? c0 + 256 : " << C << ";\n"
-           << "    " << acc << " a[256] = {0};\n"
-           << "    for (int64_t r = 0; r < " << r.rows << "; ++r) {\n"
-           << "      const " << T << " *x = p1 + r * " << C << ";\n"
-           << "#pragma omp simd\n"
-           << "      for (int64_t c = c0; c < c1; ++c) a[c - c0] += x[c];\n    }\n"
-           << "    for (int64_t c = c0; c < c1; ++c) { " << acc << " s = a[c - c0]; p0[c] = ("
-           << T << ")("
-           << (r.kind == ReductionKernel::Mean ? "s / " + std::to_string(r.count) : "s")
-           << "); }\n"
-           << "  }\n";
+      body << "  mlc_reduce_columns<" << types << ">(p0, p1, " << r.rows << ");\n";
     } else {
+      std::string init = max ? (isFloat ? "-std::numeric_limits<double>::infinity()"
+                                        : "std::numeric_limits<int64_t>::min()")
+                             : "0";
+      std::string finish =
+          r.kind == ReductionKernel::Mean ? "a / " + std::to_string(r.count) : "a";
+      std::string combine = max ? "a = a > x ? a : x;" : "a += x;";
       body << (r.outputs >= 4 ? "#pragma omp parallel for\n" : "")
            << "  for (int64_t r = 0; r < " << r.outputs << "; ++r) {\n"
            << reductionOutput(r, acc, init, combine, finish, T, "    ") << "  }\n";
@@ -531,36 +301,21 @@ public:
     return body.str();
   }
 
+  /// The embedding lookup and its gradient's scatter-add: one call each of
+  /// mlc_embedding and mlc_embedding_grad (prelude/rows.h).
   std::string embedding(mlir::Type el, mlir::Type it, const Rows &rows, int64_t V,
                         int64_t E) override {
-    std::ostringstream b;
-    b << arguments({{el, true}, {el, false}, {it, false}}) << "#pragma omp parallel for\n"
-      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "    int64_t t = p2[r];\n"
-      << "    if (t < 0 || t >= " << V << ") { mlc_report(ctx, MLC_ERR_TOKEN_RANGE, r, t, "
-      << V << "); t = 0; }\n"
-      << "    std::memcpy(p0 + r * " << E << ", p1 + t * " << E << ", " << E
-      << " * sizeof(*p0));\n  }\n";
-    return b.str();
+    return arguments({{el, true}, {el, false}, {it, false}}) + "  mlc_embedding<" + cType(el) +
+           ", " + cType(it) + ", " + std::to_string(V) + ", " + std::to_string(E) +
+           ">(p0, p1, p2, " + rows.expr() + ", ctx);\n";
   }
 
-  /// Scatter-add, parallel over blocks of columns so that no two threads
-  /// add to the same element.
   std::string embeddingGrad(mlir::Type el, mlir::Type it, const Rows &rows, int64_t V,
                             int64_t E, int64_t pad, bool accumulate) override {
-    std::ostringstream b;
-    b << arguments({{el, true}, {el, false}, {it, false}});
-    if (!accumulate)
-      b << "  std::memset(p0, 0, " << V * E << " * sizeof(*p0));\n";
-    b << "#pragma omp parallel for\n"
-      << "  for (int64_t c0 = 0; c0 < " << E << "; c0 += 64) {\n"
-      << "    const int64_t c1 = c0 + 64 < " << E << " ? c0 + 64 : " << E << ";\n"
-      << "    for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << "      int64_t t = p2[r];\n      if (t < 0 || t >= " << V << ") continue;\n"
-      << (pad >= 0 ? "      if (t == " + std::to_string(pad) + ") continue;\n" : "")
-      << "      for (int64_t c = c0; c < c1; ++c) p0[t * " << E << " + c] += p1[r * " << E
-      << " + c];\n    }\n  }\n";
-    return b.str();
+    return arguments({{el, true}, {el, false}, {it, false}}) + "  mlc_embedding_grad<" +
+           cType(el) + ", " + cType(it) + ", " + std::to_string(V) + ", " + std::to_string(E) +
+           ", " + std::to_string(pad) + ", " + (accumulate ? "true" : "false") + ">(p0, p1, p2, " +
+           rows.expr() + ");\n";
   }
 
   std::string fill(mlir::Type el, int64_t n, const std::string &value) override {

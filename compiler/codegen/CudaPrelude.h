@@ -2,8 +2,9 @@
 //
 // The prelude is a source of its own, prelude/cuda.cuh (compiled alone by a
 // test), embedded at build time; the compiler pastes it into kernels.cu,
-// followed by the attention templates, prelude/attention.cuh (compiled
-// alone, instantiated, by another test).
+// followed by the row and column kernels, prelude/rows.cuh, and the
+// attention templates, prelude/attention.cuh (each compiled alone,
+// instantiated, by another test).
 // Documented here once: the CUDA kernel ABI, the helpers kernels share, and the line
 // that describes each kernel's launches to the runtime.
 //
@@ -47,12 +48,14 @@ namespace mlc {
 
 #include "compiler/codegen/CudaAttention.inc"
 #include "compiler/codegen/CudaPrelude.inc"
+#include "compiler/codegen/CudaRows.inc"
 
 /// kernels.cu's prelude: prelude/cuda.cuh with prelude/mlc_shared.h in place
 /// of its include (the helpers that give the CPU's bits, KernelPrelude.h),
-/// then the attention templates of prelude/attention.cuh.
+/// then the row kernels of prelude/rows.cuh and the attention templates of
+/// prelude/attention.cuh.
 inline std::string cudaKernelPrelude() {
-  return std::string(kCudaPreludeSource) + "\n" + kCudaAttentionSource;
+  return std::string(kCudaPreludeSource) + "\n" + kCudaRowsSource + "\n" + kCudaAttentionSource;
 }
 
 } // namespace mlc

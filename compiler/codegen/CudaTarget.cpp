@@ -8,7 +8,10 @@
 //                      decomposed into the nest's indices
 //   rows               a block per row (grid-stride over rows), block-wide
 //                      sums and maxima through warp shuffles; softmax and
-//                      cross-entropy in one pass with a running log-sum-exp
+//                      cross-entropy in one pass with a running log-sum-exp;
+//                      LayerNorm, softmax, cross-entropy, the embedding and
+//                      the row and column reductions are templates in
+//                      prelude/rows.cuh, a kernel one call (RowCalls.h)
 //   column reduction   phase 0: blocks of (row chunk, column block), a
 //   (and LayerNorm's   thread per column summing its chunk's rows into a
 //    dw, db)           partial in scratch; phase 1: a thread per column sums
@@ -35,6 +38,7 @@
 #include "compiler/codegen/CudaPrelude.h"
 #include "compiler/codegen/CudaSchedule.h"
 #include "compiler/codegen/LoweringImpl.h"
+#include "compiler/codegen/RowCalls.h"
 #include "compiler/codegen/Vectorize.h"
 
 #include "llvm/Support/ErrorHandling.h"
@@ -335,180 +339,59 @@ public:
     return k.str();
   }
 
-  /// y = exp(x - m) / s per row (log: x - m - log s), m and s the row's max
-  /// and sum exp(x - m) from one online pass (mlc_lse_add), a block per row.
-  /// Memory: x read twice (the second pass mostly from L2), y written once:
-  /// 8 bytes per f32 element from DRAM.
+  /// Softmax (log-softmax) and its gradient: one call each of mlc_softmax
+  /// and mlc_softmax_grad (prelude/rows.cuh), a block per row.
   std::string softmax(mlir::Type el, const Rows &rows, int64_t C, bool log) override {
-    std::string T = cType(el);
-    std::ostringstream b;
-    b << arguments({{el, true}, {el, false}}) << lseShared(el)
-      << rowLoop(rows, C) << "      const " << T << " *x = p1 + r * " << C << "; " << T
-      << " *y = p0 + r * " << C << ";\n"
-      << rowLse(el, "x", C);
-    if (log)
-      b << "      const " << T << " lse = m + (" << T << ")log(s);\n"
-        << "      for (int64_t c = threadIdx.x; c < " << C << "; c += blockDim.x) y[c] = x[c] - lse;\n";
-    else
-      b << "      const double inv = 1.0 / s;\n"
-        << "      for (int64_t c = threadIdx.x; c < " << C
-        << "; c += blockDim.x) y[c] = (" << T << ")(mlc_exp(x[c] - m) * inv);\n";
-    b << "    }\n  }\n";
-    return b.str();
+    return arguments({{el, true}, {el, false}}) + "  // phase " + nextPhase() +
+           ": a block per row\n  mlc_softmax<" + cType(el) + ", " + n2s(C) + ", " +
+           rowFlags({{log, "MLC_ROW_LOG"}}) + ">(p0, p1, " + rows.expr() + ");\n";
   }
 
-  /// dx = y * (g - sum_c g_c y_c) per row, a block per row (the dot product
-  /// a block sum in double). Memory: g and y read (twice, the second from
-  /// L2), dx written: 12 bytes per f32 element.
   std::string softmaxGrad(mlir::Type el, const Rows &rows, int64_t C) override {
-    std::string T = cType(el);
-    std::ostringstream b;
-    b << arguments({{el, true}, {el, false}, {el, false}}) << "  __shared__ double red[32];\n"
-      << rowLoop(rows, C) << "      const " << T << " *g = p1 + r * " << C << ", *y = p2 + r * "
-      << C << "; " << T << " *d = p0 + r * " << C << ";\n      double dot = 0;\n"
-      << "      for (int64_t c = threadIdx.x; c < " << C
-      << "; c += blockDim.x) dot += (double)g[c] * y[c];\n"
-      << "      dot = mlc_block_sum(dot, red);\n"
-      << "      for (int64_t c = threadIdx.x; c < " << C << "; c += blockDim.x) d[c] = y[c] * (g[c] - ("
-      << T << ")dot);\n    }\n  }\n";
-    return b.str();
+    return arguments({{el, true}, {el, false}, {el, false}}) + "  // phase " + nextPhase() +
+           ": a block per row\n  mlc_softmax_grad<" + cType(el) + ", " + n2s(C) +
+           ">(p0, p1, p2, " + rows.expr() + ");\n";
   }
 
-  /// y = (x - mean) * rstd * w + b per row (RMSNorm: (x * rstd) * w), a
-  /// block per row, the statistics in double over two passes (RMSNorm one). Memory: x read (three passes over the row,
-  /// two from L2), y written; w and b stay in cache: 8 bytes per f32 element.
+  /// LayerNorm and RMSNorm, forward: one call of mlc_layer_norm
+  /// (prelude/rows.cuh), a block per row.
   std::string layerNorm(mlir::Type el, const Rows &rows, int64_t E, const std::string &eps,
                         bool rms, bool unit) override {
-    std::string T = cType(el);
-    std::ostringstream b;
-    std::vector<KernelArg> args = {{el, true}, {el, false}};
-    if (!unit)
-      args.push_back({el, false});
-    if (!rms && !unit)
-      args.push_back({el, false});
-    const std::string w = unit ? "" : " * p2[c]", bias = unit ? "" : " + p3[c]";
-    b << arguments(args) << "  __shared__ double red[32];\n"
-      << rowLoop(rows, E) << "      const " << T << " *x = p1 + r * " << E << "; " << T
-      << " *y = p0 + r * " << E << ";\n"
-      << rowMeanRstd("x[c]", E, eps, rms);
-    if (rms)
-      b << "      const " << T << " rs = (" << T << ")rstd;\n"
-        << "      for (int64_t c = threadIdx.x; c < " << E << "; c += blockDim.x) y[c] = ("
-        << T << ")(x[c] * rs)" << w << ";\n    }\n  }\n";
-    else
-      b << "      const " << T << " rs = (" << T << ")rstd, mu = (" << T << ")mean;\n"
-        << "      for (int64_t c = threadIdx.x; c < " << E
-        << "; c += blockDim.x) y[c] = (x[c] - mu) * rs" << w << bias << ";\n    }\n  }\n";
-    return b.str();
+    const RowCall c = layerNormCall(el, E, rms, unit);
+    return arguments(c.args) + "  // phase " + nextPhase() + ": a block per row\n" +
+           "  mlc_layer_norm<" + c.types + ">(" + c.pointers + ", " + rows.expr() + ", " + eps +
+           ");\n";
   }
 
-  /// dx = rstd * (dxh - mean(dxh) - xh * mean(dxh * xh)), dxh = g * w, xh =
-  /// (x - mean) * rstd; dw = sum_r g * xh, db = sum_r g. RMSNorm (`rms`):
-  /// mean = 0, no mean(dxh) term, no db.
-  /// Phase 0: a block per row writes dx and keeps (mean, rstd) in scratch;
-  /// phases 1 and 2: dw and db as a deterministic column reduction.
-  /// Memory: g and x read twice (rows, then column chunks), dx written: 20
-  /// bytes per f32 element, plus 16 bytes of statistics per row.
+  /// Their gradient: one call of mlc_layer_norm_grad (prelude/rows.cuh),
+  /// phase 0 dx a block per row, phases 1 and 2 dw and db as column sums in
+  /// the chunks mlc-cuda-launch chose.
   std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity, int64_t E,
                             const std::string &eps, bool rms, bool residual,
                             bool unit, mlir::Type copy, mlir::Type grad) override {
-    std::string T = cType(el);
     const auto [block, colBlocks, chunks] = columnChunks(1);
-    const std::string stats = "((double *)ctx->scratch)",
-                      part = "((double *)ctx->scratch + " + n2s(2 * capacity) + ")";
-    // Outputs dx, dw (, db), then the inputs g, x, w (none when `unit`), the residual r.
-    const int in = rms ? 2 : 3;
-    const std::string G = "p" + n2s(in), X = "p" + n2s(in + 1),
-                      R = "p" + n2s(in + (unit ? 2 : 3));
-    const std::string W = unit ? "" : " * p" + n2s(in + 2) + "[c]";
-    std::vector<KernelArg> args = {{el, true}, {el, true}, {el, true}, {el, false}, {el, false}};
-    if (!rms)
-      args.push_back({el, false});
-    if (unit)
-      args.pop_back();
-    if (residual)
-      args.push_back({el, false});
-    // The output gradient g in its own type (bf16: widened at the loads).
-    const std::string TG = cType(grad);
-    args[in].element = grad;
-    // dx's copy (bf16), the last argument: dx converted at a second store.
-    const std::string C = "p" + std::to_string(args.size());
-    if (copy)
-      args.push_back({copy, true});
-    // dx = r + ..., r (after w) the residual stream's gradient, summed in double.
-    const std::string plus =
-        residual ? "(double)" + R + "[r * " + std::to_string(E) + " + c] + " : "";
+    const RowCall c = layerNormGradCall(el, E, rms, residual, unit, copy, grad);
     std::ostringstream b;
-    b << arguments(args) << "  __shared__ double red[32];\n"
-      << rowLoop(rows, E) << "      const " << TG << " *g = " << G << " + r * " << E
-      << "; const " << T << " *x = " << X << " + r * " << E << "; " << T << " *dx = p0 + r * "
-      << E << ";\n"
-      << rowMeanRstd("x[c]", E, eps, rms)
-      << "      if (threadIdx.x == 0) { " << stats << "[2 * r] = mean; " << stats
-      << "[2 * r + 1] = rstd; }\n"
-      << "      double m1 = 0, m2 = 0;\n"
-      << "      for (int64_t c = threadIdx.x; c < " << E << "; c += blockDim.x) {\n"
-      << "        double xh = (x[c] - mean) * rstd, dxh = (double)g[c]" << W << ";\n"
-      << (rms ? "        m2 += dxh * xh;\n      }\n" : "        m1 += dxh; m2 += dxh * xh;\n      }\n")
-      << (rms ? "" : "      m1 = mlc_block_sum(m1, red) / " + n2s(E) + ";\n")
-      << "      m2 = mlc_block_sum(m2, red) / " << E << ";\n"
-      << "      for (int64_t c = threadIdx.x; c < " << E << "; c += blockDim.x) {\n"
-      << "        double xh = (x[c] - mean) * rstd, dxh = (double)g[c]" << W << ";\n"
-      << "        dx[c] = (" << T << ")(" << plus << "rstd * (dxh - m1 - xh * m2));"
-      << (copy ? " " + C + "[r * " + std::to_string(E) + " + c] = dx[c];" : std::string())
-      << "\n      }\n    }\n  }\n"
-      << phase()
-      << "    const int64_t R = " << rows << ", chunk = blockIdx.x / " << colBlocks
-      << ", c = (blockIdx.x % " << colBlocks << ") * " << block << " + threadIdx.x;\n"
-      << "    const int64_t per = (R + " << chunks << " - 1) / " << chunks << ";\n"
-      << "    if (c < " << E << ") {\n      double dw = 0" << (rms ? "" : ", db = 0") << ";\n"
-      << "      const int64_t r1 = (chunk + 1) * per < R ? (chunk + 1) * per : R;\n"
-      << "      for (int64_t r = chunk * per; r < r1; ++r) {\n"
-      << "        const double gc = " << G << "[r * " << E << " + c];\n"
-      << "        dw += gc * (" << X << "[r * " << E << " + c] - " << stats << "[2 * r]) * "
-      << stats << "[2 * r + 1];" << (rms ? "" : " db += gc;") << "\n      }\n"
-      << "      " << part << "[chunk * " << E << " + c] = dw;\n";
-    if (!rms)
-      b << "      " << part << "[(" << chunks << " + chunk) * " << E << " + c] = db;\n";
-    b << "    }\n  }\n"
-      << phase() << "    const int64_t c = MLC_TID;\n"
-      << "    if (c < " << E << ") {\n      double dw = 0" << (rms ? "" : ", db = 0") << ";\n"
-      << "      for (int64_t q = 0; q < " << chunks << "; ++q) { dw += " << part << "[q * " << E
-      << " + c];";
-    if (!rms)
-      b << " db += " << part << "[(" << chunks << " + q) * " << E << " + c];";
-    b << " }\n      p1[c] = (" << T << ")dw;" << (rms ? "" : " p2[c] = (" + T + ")db;")
-      << "\n    }\n  }\n";
+    b << arguments(c.args) << "  // phase " << nextPhase() << ": dx, a block per row\n"
+      << "  // phase " << nextPhase() << ": dw, db partials, row chunk x column block\n"
+      << "  // phase " << nextPhase() << ": dw, db, the partials in chunk order\n"
+      << "  mlc_layer_norm_grad<" << c.types << ", " << chunks << ", " << colBlocks << ", "
+      << block << ">(" << c.pointers << ", " << rows << ", " << capacity << ", " << eps
+      << ", (double *)ctx->scratch, phase);\n";
     return b.str();
   }
 
-  /// loss = mean over labelled rows of m + log s - x[label] (m, s the
-  /// row's log-sum-exp terms): phase 0 a block per row writes its term, phase
-  /// 1 one block sums them in order. Memory: the logits read once (4 bytes
-  /// per f32 logit); a label out of range is reported, not read.
+  /// Cross-entropy, with its gradient, and the gradient alone: one call
+  /// each of mlc_cross_entropy and mlc_cross_entropy_grad (prelude/rows.cuh);
+  /// the scale is the incoming gradient (a constant, or p3[0]).
   std::string crossEntropy(mlir::Type el, mlir::Type lt, const Rows &rows, int64_t C,
                            int64_t ignore) override {
-    std::string T = cType(el);
-    const int64_t cap = rows.count;
     std::ostringstream b;
-    b << arguments({{el, true}, {el, false}, {lt, false}})
-      << lseShared(el) << "  double *loss = (double *)ctx->scratch, *used = loss + " << cap
-      << ";\n"
-      << rowLoop(rows, C) << "      const int64_t label = p2[r];\n"
-      << "      if (label == " << ignore << " || label < 0 || label >= " << C << ") {\n"
-      << "        if (threadIdx.x == 0) { loss[r] = 0; used[r] = 0; if (label != " << ignore
-      << ") mlc_report(ctx, MLC_ERR_LABEL_RANGE, r, label, " << C << "); }\n"
-      << "        continue;\n      }\n"
-      << "      const " << T << " *x = p1 + r * " << C << ";\n"
-      << rowLse(el, "x", C)
-      << "      if (threadIdx.x == 0) { loss[r] = m + log(s) - x[label]; used[r] = 1; }\n"
-      << "    }\n  }\n"
-      << phase() << "    const int64_t R = " << rows << ";\n"
-      << "    double total = 0, count = 0;\n"
-      << "    for (int64_t r = threadIdx.x; r < R; r += blockDim.x) { total += loss[r]; count += "
-         "used[r]; }\n"
-      << "    total = mlc_block_sum(total, reds);\n    count = mlc_block_sum(count, reds);\n"
-      << "    if (threadIdx.x == 0) p0[0] = (" << T << ")(count ? total / count : 0.0);\n  }\n";
+    b << arguments({{el, true}, {el, false}, {lt, false}}) << "  // phase " << nextPhase()
+      << ": a block per row, its term\n  // phase " << nextPhase()
+      << ": the terms' mean\n  mlc_cross_entropy<" << cType(el) << ", " << cType(lt) << ", " << C
+      << ", " << ignore << ">(p0, p1, p2, " << rows << ", " << rows.count
+      << ", (double *)ctx->scratch, ctx, phase);\n";
     return b.str();
   }
 
@@ -549,7 +432,8 @@ public:
     k << rowLoop(rows, E) << bases;
     if (shared) {
       k << eachColumn(body + "      row[c] = " + input + ";\n")
-        << rowMeanRstd("row[c]", E, eps, rms);
+        << "      double mean, rstd;\n      mlc_row_mean_rstd<" << E << ", "
+        << rowFlags({{rms, "MLC_ROW_RMS"}}) << ">(row, " << eps << ", red, mean, rstd);\n";
     } else if (rms) {
       k << "      const double mean = 0;\n      double var = 0;\n"
         << eachColumn(body + "      { double d = (double)(" + input + "); var += d * d; }\n")
@@ -586,46 +470,32 @@ public:
   std::string attention(const AttentionKernel &a) override;
 
   /// Sums, means and maxima (double accumulators; int64 for integers):
-  /// Rows a block per row, Columns the two-phase chunked column sums, General
-  /// a thread per output walking its reduced indices. Memory: the input read
-  /// once, the output written once.
+  /// Rows (a block per row) and Columns (the two-phase chunked column sums)
+  /// one call of mlc_reduce_rows or mlc_reduce_columns (prelude/rows.cuh);
+  /// General a thread per output walking its reduced indices. Memory: the
+  /// input read once, the output written once.
   std::string reduction(const ReductionKernel &r) override {
     mlir::Type el = r.element;
-    bool isFloat = isa<mlir::FloatType>(el);
-    bool max = r.kind == ReductionKernel::Max;
+    bool isFloat = isa<mlir::FloatType>(el), max = r.kind == ReductionKernel::Max;
     std::string T = cType(el), acc = isFloat ? "double" : "int64_t";
-    std::string init = max ? (isFloat ? "-mlc_inf<double>()" : "(-9223372036854775807ll - 1)")
-                           : "0";
-    std::string finish = r.kind == ReductionKernel::Mean ? "a / " + n2s(r.count) : "a";
-    std::string combine = max ? "a = a > x ? a : x;" : "a += x;";
+    const std::string types = T + ", " + acc + ", " + n2s(r.length) + ", " +
+                              reduceKind(r.kind) + ", " + n2s(r.count);
     std::ostringstream body;
     body << arguments({{el, true}, {el, false}});
     if (r.shape == ReductionKernel::Rows) {
-      body << "  __shared__ " << acc << " red[32];\n"
-           << rowLoop(r.rows, r.length) << "      " << acc << " a = " << init << ";\n"
-           << "      const " << T << " *x0 = p1 + r * " << r.length << ";\n"
-           << "      for (int64_t j = threadIdx.x; j < " << r.length << "; j += blockDim.x) { "
-           << acc << " x = x0[j]; " << combine << " }\n"
-           << "      a = " << (max ? "mlc_block_max" : "mlc_block_sum") << "(a, red);\n"
-           << "      if (threadIdx.x == 0) p0[r] = (" << T << ")(" << finish << ");\n    }\n  }\n";
+      body << "  // phase " << nextPhase() << ": a block per row\n  mlc_reduce_rows<" << types
+           << ">(p0, p1, " << r.rows << ");\n";
     } else if (r.shape == ReductionKernel::Columns) {
-      const int64_t C = r.length;
       const auto [block, colBlocks, chunks] = columnChunks(0);
-      body << phase()
-           << "    " << acc << " *part = (" << acc << " *)ctx->scratch;\n"
-           << "    const int64_t R = " << r.rows << ", chunk = blockIdx.x / " << colBlocks
-           << ", c = (blockIdx.x % " << colBlocks << ") * " << block << " + threadIdx.x;\n"
-           << "    const int64_t per = (R + " << chunks << " - 1) / " << chunks << ";\n"
-           << "    if (c < " << C << ") {\n      " << acc << " a = 0;\n"
-           << "      const int64_t r1 = (chunk + 1) * per < R ? (chunk + 1) * per : R;\n"
-           << "      for (int64_t r = chunk * per; r < r1; ++r) a += p1[r * " << C << " + c];\n"
-           << "      part[chunk * " << C << " + c] = a;\n    }\n  }\n"
-           << phase() << "    const " << acc << " *part = (const " << acc
-           << " *)ctx->scratch;\n    const int64_t c = MLC_TID;\n"
-           << "    if (c < " << C << ") {\n      " << acc << " a = 0;\n"
-           << "      for (int64_t q = 0; q < " << chunks << "; ++q) a += part[q * " << C
-           << " + c];\n      p0[c] = (" << T << ")(" << finish << ");\n    }\n  }\n";
+      body << "  // phase " << nextPhase() << ": partials, row chunk x column block\n"
+           << "  // phase " << nextPhase() << ": the partials in chunk order\n"
+           << "  mlc_reduce_columns<" << types << ", " << chunks << ", " << colBlocks << ", "
+           << block << ">(p0, p1, " << r.rows << ", (" << acc << " *)ctx->scratch, phase);\n";
     } else {
+      std::string init = max ? (isFloat ? "-mlc_inf<double>()" : "(-9223372036854775807ll - 1)")
+                             : "0";
+      std::string finish = r.kind == ReductionKernel::Mean ? "a / " + n2s(r.count) : "a";
+      std::string combine = max ? "a = a > x ? a : x;" : "a += x;";
       body << phase()
            << "    for (int64_t r = MLC_TID; r < " << r.outputs << "; r += MLC_STRIDE) {\n"
            << reductionOutput(r, acc, init, combine, finish, T, "      ") << "    }\n  }\n";
@@ -633,30 +503,16 @@ public:
     return body.str();
   }
 
-  /// y[r, c] = table[ids[r], c], a thread per output element (an id out of
-  /// range is reported and row 0 read). Memory: the ids, the selected rows
-  /// of the table and y: 8 bytes per f32 element.
+  /// The embedding lookup and its gradient's scatter-add: one call each of
+  /// mlc_embedding and mlc_embedding_grad (prelude/rows.cuh), the scatter's
+  /// blocks (vocabulary chunk, column block) as mlc-cuda-launch chose them.
   std::string embedding(mlir::Type el, mlir::Type it, const Rows &rows, int64_t V,
                         int64_t E) override {
-    std::ostringstream b;
-    b << arguments({{el, true}, {el, false}, {it, false}})
-      << phase()
-      << "    const int64_t n = (int64_t)" << rows << " * " << E << ";\n"
-      << "    for (int64_t i = MLC_TID; i < n; i += MLC_STRIDE) {\n"
-      << "      const int64_t r = i / " << E << ", c = i % " << E << ";\n"
-      << "      int64_t t = p2[r];\n"
-      << "      if (t < 0 || t >= " << V << ") { if (c == 0) mlc_report(ctx, MLC_ERR_TOKEN_RANGE, r, t, "
-      << V << "); t = 0; }\n"
-      << "      p0[i] = p1[t * " << E << " + c];\n    }\n  }\n";
-    return b.str();
+    return arguments({{el, true}, {el, false}, {it, false}}) + "  // phase " + nextPhase() +
+           ": a thread per element\n  mlc_embedding<" + cType(el) + ", " + cType(it) + ", " +
+           n2s(V) + ", " + n2s(E) + ">(p0, p1, p2, " + rows.expr() + ", ctx);\n";
   }
 
-  /// dtable[ids[r], c] += dy[r, c]. Phase 0 zeroes the table; phase 1: block
-  /// (vocabulary chunk, column block), a thread per column adding, in token
-  /// order, the rows of the tokens whose id falls in its chunk: no two
-  /// threads add to one element and no atomics, so the sums are
-  /// reproducible. Memory: the table written twice (zeros, then sums), every
-  /// chunk reads all ids and dy's rows of its tokens.
   std::string embeddingGrad(mlir::Type el, mlir::Type it, const Rows &rows, int64_t V,
                             int64_t E, int64_t pad, bool accumulate) override {
     // The scatter's blocks (phase 1, or 0 when it adds to p0 as it is) are
@@ -667,18 +523,11 @@ public:
     std::ostringstream b;
     b << arguments({{el, true}, {el, false}, {it, false}});
     if (!accumulate)
-      b << phase() << "    for (int64_t i = MLC_TID; i < " << V * E
-        << "; i += MLC_STRIDE) p0[i] = 0;\n  }\n";
-    b << phase()
-      << "    const int64_t v0 = (blockIdx.x / " << colBlocks << ") * " << per
-      << ", c = (blockIdx.x % " << colBlocks << ") * " << block << " + threadIdx.x;\n"
-      << "    const int64_t R = " << rows << ";\n"
-      << "    if (c < " << E << ")\n"
-      << "      for (int64_t r = 0; r < R; ++r) {\n"
-      << "        const int64_t t = p2[r];\n"
-      << "        if (t >= v0 && t < v0 + " << per << " && t < " << V
-      << (pad >= 0 ? " && t != " + n2s(pad) : std::string()) << ") p0[t * " << E
-      << " + c] += p1[r * " << E << " + c];\n      }\n  }\n";
+      b << "  // phase " << nextPhase() << ": zero the table\n";
+    b << "  // phase " << nextPhase() << ": the scatter, (vocabulary chunk, column block)\n"
+      << "  mlc_embedding_grad<" << cType(el) << ", " << cType(it) << ", " << V << ", " << E
+      << ", " << pad << ", " << (accumulate ? "true" : "false") << ", " << per << ", "
+      << colBlocks << ", " << block << ">(p0, p1, p2, " << rows << ", phase);\n";
     return b.str();
   }
 
@@ -739,40 +588,6 @@ private:
            ";\n    for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {\n";
   }
 
-  /// The shared scratch of block-wide log-sum-exps (and sums, in reds).
-  static std::string lseShared(mlir::Type el) {
-    return "  __shared__ " + cType(el) + " redm[32];\n  __shared__ double reds[32];\n";
-  }
-
-  /// m and s (the row's max and sum exp(x - m), one pass) of row `x`.
-  static std::string rowLse(mlir::Type el, const std::string &x, int64_t C) {
-    std::string T = cType(el);
-    return "      " + T + " m = -mlc_inf<" + T + ">();\n      double s = 0;\n" +
-           "      for (int64_t c = threadIdx.x; c < " + n2s(C) +
-           "; c += blockDim.x) mlc_lse_add(m, s, " + x + "[c]);\n" +
-           "      mlc_block_lse(m, s, redm, reds);\n";
-  }
-
-  /// mean and rstd of the row whose element c is `x` (two passes, in double;
-  /// rsqrt, because a double division's slow path spills a register).
-  /// A block's mean and rstd of a row (its element c is `x`), two passes;
-  /// RMSNorm (`rms`): mean = 0, rstd = rsqrt(mean(x^2) + eps), one pass.
-  static std::string rowMeanRstd(const std::string &x, int64_t E, const std::string &eps,
-                                 bool rms = false) {
-    std::string n = n2s(E);
-    if (rms)
-      return "      const double mean = 0;\n      double var = 0;\n      for (int64_t c = "
-             "threadIdx.x; c < " + n + "; c += blockDim.x) { double d = (double)" + x +
-             "; var += d * d; }\n      var = mlc_block_sum(var, red);\n" +
-             "      const double rstd = rsqrt(var / " + n + " + " + eps + ");\n";
-    return "      double mean = 0, var = 0;\n      for (int64_t c = threadIdx.x; c < " + n +
-           "; c += blockDim.x) mean += (double)" + x + ";\n      mean = mlc_block_sum(mean, red) / " +
-           n + ";\n      for (int64_t c = threadIdx.x; c < " + n +
-           "; c += blockDim.x) { double d = (double)" + x + " - mean; var += d * d; }\n" +
-           "      var = mlc_block_sum(var, red);\n" +
-           "      const double rstd = rsqrt(var / " + n + " + " + eps + ");\n";
-  }
-
   /// A one-block phase that sums `parts` partials from scratch in order
   /// into s, then runs `finish`.
   std::string sumPartials(int64_t parts, const std::string &finish) {
@@ -781,57 +596,29 @@ private:
            "    s = mlc_block_sum(s, red);\n    if (threadIdx.x == 0) " + finish + "\n  }\n";
   }
 
-  /// The cross-entropy gradient d = scale / n * (softmax(x) - onehot(label))
-  /// over the n labelled rows (and the loss when `withLoss`): phase 0
-  /// counts the labelled rows; phase 1 a block per row writes its gradient
-  /// (and loss term); phase 2 sums the loss terms. Memory: the logits read
-  /// twice (the second pass mostly from L2) and the gradient written once,
-  /// over the logits when they are dead: 8 bytes per f32 logit (6 when the
-  /// gradient is a bf16 copy).
+  /// mlc_cross_entropy_grad's call: its slots (the loss first when
+  /// `withLoss`; the incoming gradient's buffer last when no constant
+  /// scale) and phases (count, rows, with the loss its sum).
   std::string crossEntropyGradient(mlir::Type el, mlir::Type lt, mlir::Type grad,
                                    const Rows &rows, int64_t C, int64_t ignore,
                                    const std::string &scale, bool withLoss) {
-    std::string T = cType(el), TG = cType(grad);
-    const int d = withLoss ? 1 : 0, x = d + 1, l = d + 2;
     std::vector<KernelArg> slots;
     if (withLoss)
       slots.push_back({el, true});
     slots.insert(slots.end(), {{grad, true}, {el, false}, {lt, false}});
     if (!withLoss && scale.empty())
       slots.push_back({el, false});
-    std::string pd = "p" + n2s(d), px = "p" + n2s(x), pl = "p" + n2s(l);
+    const int d = withLoss ? 1 : 0;
     std::ostringstream b;
-    b << arguments(slots) << lseShared(el)
-      << "  double *count = (double *)ctx->scratch, *loss = count + 1;\n"
-      << phase() << "    const int64_t R = " << rows << ";\n    double n = 0;\n"
-      << "    for (int64_t r = threadIdx.x; r < R; r += blockDim.x) n += " << pl << "[r] != "
-      << ignore << ";\n"
-      << "    n = mlc_block_sum(n, reds);\n    if (threadIdx.x == 0) count[0] = n;\n  }\n"
-      << rowLoop(rows, C) << "      const " << T << " *x = " << px << " + r * " << C << "; "
-      << TG << " *d = " << pd << " + r * " << C << ";\n"
-      << "      const double scale = count[0] ? (double)(" << (scale.empty() ? "p3[0]" : scale)
-      << ") / count[0] : 0.0;\n"
-      << "      const int64_t label = " << pl << "[r];\n"
-      << "      if (label == " << ignore << " || label < 0 || label >= " << C << ") {\n"
-      << "        for (int64_t c = threadIdx.x; c < " << C << "; c += blockDim.x) d[c] = 0;\n";
+    b << arguments(slots) << "  // phase " << nextPhase() << ": count the labelled rows\n"
+      << "  // phase " << nextPhase() << ": a block per row\n";
     if (withLoss)
-      b << "        if (threadIdx.x == 0) { loss[r] = 0; if (label != " << ignore
-        << ") mlc_report(ctx, MLC_ERR_LABEL_RANGE, r, label, " << C << "); }\n";
-    b << "        continue;\n      }\n"
-      << rowLse(el, "x", C) << "      const " << T << " xl = x[label];\n"
-      << "      __syncthreads(); // every thread has read x[label] before d (maybe x) changes\n"
-      << "      const double k = scale / s;\n"
-      << "      for (int64_t c = threadIdx.x; c < " << C << "; c += blockDim.x)\n"
-      << "        d[c] = (" << TG << ")(mlc_exp(x[c] - m) * k - (c == label ? scale : 0.0));\n";
-    if (withLoss)
-      b << "      if (threadIdx.x == 0) loss[r] = m + log(s) - xl;\n";
-    b << "    }\n  }\n";
-    if (withLoss)
-      b << phase() << "    const int64_t R = " << rows << ";\n    double total = 0;\n"
-        << "    for (int64_t r = threadIdx.x; r < R; r += blockDim.x) total += loss[r];\n"
-        << "    total = mlc_block_sum(total, reds);\n"
-        << "    if (threadIdx.x == 0) p0[0] = (" << T
-        << ")(count[0] ? total / count[0] : 0.0);\n  }\n";
+      b << "  // phase " << nextPhase() << ": the loss terms' mean\n";
+    b << "  mlc_cross_entropy_grad<" << cType(el) << ", " << cType(grad) << ", " << cType(lt)
+      << ", " << C << ", " << ignore << ", " << rowFlags({{withLoss, "MLC_ROW_LOSS"}}) << ">("
+      << (withLoss ? "p0" : "0") << ", p" << d << ", p" << d + 1 << ", p" << d + 2
+      << ", (double)(" << (scale.empty() ? "p3[0]" : scale) << "), " << rows
+      << ", (double *)ctx->scratch, ctx, phase);\n";
     return b.str();
   }
 };

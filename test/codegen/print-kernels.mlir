@@ -39,18 +39,21 @@ module attributes {mlc.token_capacity = 8 : i64} {
 // CPU-NEXT: }
 // CPU-NEXT: }
 // CPU: extern "C" const char k1_kind[] = "rows";
-// CPU: for (int64_t r = 0; r < (ctx->rows * 2); ++r) {
+// CPU: mlc_softmax<float, 64, 0>(p0, p1, (ctx->rows * 2));
 
 // A LayerNorm without weight or bias (unit): the normalized row alone, and
 // a gradient whose weight is 1 (the residual stream's gradient, p5, right
-// after the input).
+// after the input). Each is one call of a template of the prelude
+// (prelude/rows.h), the absent weight and bias 0; the algorithm is not
+// printed.
 // CPU: extern "C" const int64_t k2_args = 2;
-// CPU: y[c] = (x[c] - mu) * rs;
+// CPU-NOT: rstd
+// CPU: mlc_layer_norm<float, 64, MLC_ROW_UNIT>(p0, p1, 0, 0, 4, 1.0000000000000001e-05);
+// CPU-NEXT: }
 // CPU: extern "C" const int64_t k3_args = 6;
 // CPU: const float *p5 = (const float *)b[5];
-// CPU-NEXT: std::vector<double> stats
-// CPU: double xh = (x[c] - mean) * rstd, dxh = (double)g[c];
-// CPU: dx[c] = (float)((double)p5[r * 64 + c] + rstd * (dxh - m1 - xh * m2));
+// CPU-NEXT: mlc_layer_norm_grad<float, float, float, 64, MLC_ROW_UNIT | MLC_ROW_RESIDUAL>(p0, p1, p2, p3, p4, 0, p5, 0, 4, 4, 1.0000000000000001e-05);
+// CPU-NEXT: }
 
 // The CUDA kernel moves the contiguous accesses as four-lane vectors
 // (mlc-cuda-vectorize's decision), the element loop the fallback for
@@ -67,12 +70,17 @@ module attributes {mlc.token_capacity = 8 : i64} {
 // CUDA: } else {
 // CUDA: p0[o0] = t0;
 // CUDA: // mlc.kernel k1 rows args=2 scratch=0 launch=16x64
-// CUDA: const int64_t R = (ctx->rows * 2);
+// CUDA: mlc_softmax<float, 64, 0>(p0, p1, (ctx->rows * 2));
 // CUDA: // mlc.kernel k2 rows args=2
-// CUDA: y[c] = (x[c] - mu) * rs;
-// CUDA: // mlc.kernel k3 rows args=6
-// CUDA: double xh = (x[c] - mean) * rstd, dxh = (double)g[c];
-// CUDA: dx[c] = (float)((double)p5[r * 64 + c] + rstd * (dxh - m1 - xh * m2));
+// CUDA-NOT: rstd
+// CUDA: mlc_layer_norm<float, 64, MLC_ROW_UNIT>(p0, p1, 0, 0, 4, 1.0000000000000001e-05);
+// CUDA-NEXT: }
+// The gradient's three phases (prelude/rows.cuh) with the column sums'
+// chunks, column blocks and block that mlc-cuda-launch chose.
+// CUDA: // mlc.kernel k3 rows args=6 scratch=1088 launch=4x64,1x256,1x256
+// CUDA: // phase 2: dw, db, the partials in chunk order
+// CUDA-NEXT: mlc_layer_norm_grad<float, float, float, 64, MLC_ROW_UNIT | MLC_ROW_RESIDUAL, 1, 1, 256>(p0, p1, p2, p3, p4, 0, p5, 0, 4, 4, 1.0000000000000001e-05, (double *)ctx->scratch, phase);
+// CUDA-NEXT: }
 
 // The CUDA printer decides nothing: without the pass's decision it stops.
 // UNDECIDED: kernel @k0: no vector decision (run mlc-cuda-vectorize first)

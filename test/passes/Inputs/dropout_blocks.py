@@ -32,7 +32,7 @@ def load(path, marker, tag):
     if name is None:
         sys.exit(f"no kernel of {path} draws {marker}")
     src = os.path.join(work, tag + ".cpp")
-    open(src, "w").write('#include "cpu.h"\n#include "attention.h"\n' + text)
+    open(src, "w").write('#include "cpu.h"\n#include "rows.h"\n#include "attention.h"\n' + text)
     lib = os.path.join(work, tag + ".so")
     subprocess.run(["c++", "-std=c++17", "-fopenmp", "-shared", "-fPIC", "-O1", "-I", prelude, src,
                     "-o", lib], check=True)
