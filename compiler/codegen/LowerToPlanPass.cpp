@@ -54,6 +54,9 @@ public:
 namespace mlc {
 
 void buildLoweringPipeline(OpPassManager &pm, const LoweringPipelineOptions &options) {
+  // The lowering's choices, recorded on the graph ops it reads.
+  pm.addPass(createMlcGemmEpilogues());
+  pm.addPass(createMlcInPlace());
   pm.addPass(createMlcLowerToPlan());
   if (options.ranks > 1 || options.clip == "bucket") {
     MlcBucketGradientsOptions o;
@@ -74,7 +77,8 @@ void registerCodegenPasses() {
   registerMlcCodegenPasses();
   PassPipelineRegistration<LoweringPipelineOptions>(
       "mlc-lowering-pipeline",
-      "The lowering of `mlc compile`: mlc-lower-to-plan, mlc-bucket-gradients (data "
+      "The lowering of `mlc compile`: mlc-gemm-epilogues, mlc-in-place, "
+      "mlc-lower-to-plan, mlc-bucket-gradients (data "
       "parallelism or bucket-wise clipping), mlc-plan-memory, mlc-cuda-vectorize, "
       "mlc-cuda-launch",
       buildLoweringPipeline);
