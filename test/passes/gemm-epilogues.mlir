@@ -71,7 +71,8 @@ func.func @accumulated(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %a: tensor<4x1
 // rounded at its store) is the same epilogue with a bf16 pre-activation.
 // CHECK-LABEL: func.func @bf16
 // CHECK: %[[H:.*]] = mlc.matmul
-// CHECK: mlc.fusion pointwise ins(%[[H]] : tensor<4x16xbf16>) {mlc.gemm_epilogue} {
+// CHECK: mlc.fusion pointwise ins(%[[H]] : tensor<4x16xbf16>) {
+// CHECK: } {mlc.gemm_epilogue} : tensor<4x16xbf16>
 func.func @bf16(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>) -> tensor<4x16xbf16> {
   %h = mlc.matmul %x, %w : tensor<4x8xbf16>, tensor<8x16xbf16>
   %g = mlc.fusion pointwise ins(%h : tensor<4x16xbf16>) {
