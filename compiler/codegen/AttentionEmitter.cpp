@@ -80,8 +80,15 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   std::vector<int> bufs;
   std::vector<View> tensors; // outputs, [grad], q, k, v
   for (Value r : op->getResults()) {
-    std::optional<View> w = outputView(r);
-    if (!w) {
+    // In its reader's layout where mlc-in-place marked it, else its own.
+    std::optional<View> w;
+    if (inReaderLayout(op, cast<OpResult>(r).getResultNumber())) {
+      w = outputView(r);
+      if (!w)
+        return failure(op, "marked mlc.in_reader_layout, but result " +
+                               llvm::Twine(cast<OpResult>(r).getResultNumber()) +
+                               " is read by no view whose layout can hold it");
+    } else {
       valueBuffers[r] = arenaFor(r);
       w = own(r);
     }

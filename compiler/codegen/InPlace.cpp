@@ -1,4 +1,4 @@
-//===- InPlace.cpp - a loss's gradient written over its logits ------------===//
+//===- InPlace.cpp - results written where their readers want them --------===//
 //
 // mlc-in-place: a pass of the lowering pipeline, after mlc-gemm-epilogues.
 // The kernel of a loss and its gradient (a cross_entropy_grad that
@@ -11,8 +11,14 @@
 // logits are not a fresh arena slice that only the loss and its gradient
 // read.
 //
+// Likewise a kernel writes a result straight into the layout of its one
+// reader, a view or a concatenation, which then costs nothing: the pass
+// marks those results `mlc.in_reader_layout` (ReaderLayouts says which
+// layouts can hold them).
+//
 //===----------------------------------------------------------------------===//
 
+#include "compiler/codegen/LoweringImpl.h"
 #include "compiler/codegen/LoweringMarks.h"
 #include "compiler/codegen/Passes.h"
 #include "passes/Passes.h"
@@ -24,6 +30,7 @@ namespace mlc {
 
 using namespace mlir;
 using namespace mlc;
+using lowering::Shape;
 
 namespace {
 
@@ -75,13 +82,104 @@ bool mayOverwriteLogits(CrossEntropyGradOp grad) {
   return loss && !readAsBf16Copy(grad) && ownsItsBytes(logits);
 }
 
+/// The strides a producer writes `r` at in its reader's layout: r's one
+/// reader is a transpose that keeps the innermost dimension, a reshape that
+/// needs no copy of the layout it writes, or a concatenation (r's slice of
+/// it); else none. The layouts chain (a reshape of a transpose into a
+/// concatenation ...). Shapes take the module's token capacity for the
+/// dynamic token dimension, as the lowering's buffers do.
+class ReaderLayouts {
+public:
+  explicit ReaderLayouts(int64_t capacity) : capacity(capacity) {}
+
+  std::optional<Shape> of(Value r) {
+    if (!r.hasOneUse())
+      return std::nullopt;
+    Operation *user = *r.getUsers().begin();
+    if (auto t = dyn_cast<TransposeOp>(user)) {
+      ArrayRef<int64_t> perm = t.getPermutation();
+      if (perm.empty() || perm.back() != int64_t(perm.size()) - 1)
+        return std::nullopt; // writers need the innermost dimension contiguous
+      Shape dst = destination(t.getResult()), out(perm.size());
+      for (size_t i = 0; i < perm.size(); ++i)
+        out[perm[i]] = dst[i];
+      return out;
+    }
+    if (auto rs = dyn_cast<ReshapeOp>(user))
+      return lowering::reshapeStrides(shape(rs.getResult()), destination(rs.getResult()),
+                                      shape(r));
+    if (auto c = dyn_cast<ConcatOp>(user))
+      return concatenation(c);
+    return std::nullopt;
+  }
+
+  /// Whether a concatenation lives in its one reader's layout, a transpose's.
+  bool concatInReader(ConcatOp c) {
+    Value x = c.getResult();
+    return x.hasOneUse() && isa<TransposeOp>(*x.getUsers().begin()) && of(x);
+  }
+
+private:
+  Shape shape(Value v) { return lowering::shapeOf(v, capacity); }
+  Shape destination(Value x) {
+    if (std::optional<Shape> s = of(x))
+      return *s;
+    return lowering::rowMajorStrides(shape(x));
+  }
+  Shape concatenation(ConcatOp c) {
+    if (concatInReader(c))
+      return *of(c.getResult());
+    return lowering::rowMajorStrides(shape(c.getResult()));
+  }
+
+  int64_t capacity;
+};
+
+/// The results of `op` that its kernel writes in their reader's layout:
+/// every attention (or attention gradient) result that a view or a
+/// concatenation reads alone; a pointwise fusion's result of its
+/// iteration's shape that a concatenation reads alone; a concatenation that
+/// a transpose keeping the innermost dimension reads alone.
+SmallVector<int64_t> resultsInReaderLayout(Operation *op, ReaderLayouts &layouts) {
+  SmallVector<int64_t> marked;
+  if (isa<AttentionOp, AttentionGradOp>(op)) {
+    for (OpResult r : op->getResults())
+      if (layouts.of(r))
+        marked.push_back(r.getResultNumber());
+  } else if (auto f = dyn_cast<FusionOp>(op); f && f.getKind() == FusionKind::pointwise) {
+    // The iteration shape: a closing column reduction's input's, else the
+    // first result's.
+    Value iter = f.getResult(0);
+    for (Operation &inner : f.getBody().front().without_terminator())
+      if (auto r = dyn_cast<ReduceSumOp>(inner))
+        iter = r.getInput();
+    for (OpResult r : f->getResults())
+      if (r.hasOneUse() && isa<ConcatOp>(*r.getUsers().begin()) &&
+          cast<ShapedType>(r.getType()).getShape() ==
+              cast<ShapedType>(iter.getType()).getShape())
+        marked.push_back(r.getResultNumber());
+  } else if (auto c = dyn_cast<ConcatOp>(op); c && layouts.concatInReader(c)) {
+    marked.push_back(0);
+  }
+  return marked;
+}
+
 class InPlacePass : public mlc::impl::MlcInPlaceBase<InPlacePass> {
 public:
   void runOnOperation() final {
     UnitAttr unit = UnitAttr::get(&getContext());
-    getOperation().walk([&](CrossEntropyGradOp grad) {
-      if (grad->hasAttr(kWithLossAttr) && mayOverwriteLogits(grad))
+    ModuleOp module = getOperation();
+    int64_t capacity = 0;
+    if (auto cap = module->getAttrOfType<IntegerAttr>("mlc.token_capacity"))
+      capacity = cap.getInt();
+    ReaderLayouts layouts(capacity);
+    module.walk([&](Operation *op) {
+      if (auto grad = dyn_cast<CrossEntropyGradOp>(op);
+          grad && grad->hasAttr(kWithLossAttr) && mayOverwriteLogits(grad))
         grad->setAttr(kInPlaceAttr, unit);
+      SmallVector<int64_t> marked = resultsInReaderLayout(op, layouts);
+      if (!marked.empty())
+        op->setAttr(kReaderLayoutAttr, DenseI64ArrayAttr::get(&getContext(), marked));
     });
   }
 };

@@ -196,23 +196,30 @@ llvm::Error FunctionLowering::emitPointwise(Operation *op) {
 /// The arguments of a fusion kernel over `iter`: its results (contiguous,
 /// written in the arena), then its inputs read through their views. Access k
 /// belongs to argument k.
-FunctionLowering::KernelArgs FunctionLowering::bindFusion(FusionOp fusion, const Shape &iter) {
+llvm::Expected<FunctionLowering::KernelArgs>
+FunctionLowering::bindFusion(FusionOp fusion, const Shape &iter) {
   KernelArgs a;
   for (Value r : fusion.getResults()) {
-    // A result read only by a concatenation (the gradient of a split, such
-    // as Phi3's fused gate/up projection's) is stored straight into its
-    // slice of the concatenation: no copy gathers it there.
-    if (fusion.getKind() == FusionKind::pointwise && r.hasOneUse() &&
-        isa<ConcatOp>(*r.getUsers().begin()) && shapeOf(r) == iter) {
-      if (std::optional<View> into = outputView(r)) {
-        views[r] = *into;
-        valueBuffers[r] = into->buffer;
-        a.accs.push_back({int(a.slots.size()), into->offset, into->strides,
-                          typeOf(r).getElementType()});
-        a.slots.push_back({typeOf(r).getElementType(), true});
-        a.bufs.push_back(into->buffer);
-        continue;
-      }
+    // A result marked mlc.in_reader_layout (mlc-in-place: read only by a
+    // concatenation, the gradient of a split such as Phi3's fused gate/up
+    // projection's) is stored straight into its slice of the concatenation:
+    // no copy gathers it there.
+    if (inReaderLayout(fusion, cast<OpResult>(r).getResultNumber())) {
+      std::optional<View> into;
+      if (fusion.getKind() == FusionKind::pointwise && shapeOf(r) == iter)
+        into = outputView(r);
+      if (!into)
+        return failure(fusion, "marked mlc.in_reader_layout, but result " +
+                                   llvm::Twine(cast<OpResult>(r).getResultNumber()) +
+                                   " is not a pointwise result of the iteration's shape that "
+                                   "its reader's layout can hold");
+      views[r] = *into;
+      valueBuffers[r] = into->buffer;
+      a.accs.push_back({int(a.slots.size()), into->offset, into->strides,
+                        typeOf(r).getElementType()});
+      a.slots.push_back({typeOf(r).getElementType(), true});
+      a.bufs.push_back(into->buffer);
+      continue;
     }
     int id = arenaFor(r);
     valueBuffers[r] = id;
@@ -298,7 +305,10 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
     if (auto r = dyn_cast<ReduceSumOp>(op))
       columns = r;
   Shape iter = columns ? shapeOf(columns.getInput()) : shapeOf(fusion.getResult(0));
-  KernelArgs bound = bindFusion(fusion, iter);
+  auto boundOr = bindFusion(fusion, iter);
+  if (!boundOr)
+    return boundOr.takeError();
+  KernelArgs &bound = *boundOr;
   auto &bufs = bound.bufs;
   auto &accs = bound.accs;
   int reduceSlot = -1;

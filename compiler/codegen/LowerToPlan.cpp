@@ -285,10 +285,14 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
         emitCopies(id, el, product(out), /*zeroFirst=*/true, {p.getInput()}, {base}, outSt);
         return llvm::Error::success();
       })
-      .Case<ConcatOp>([&](ConcatOp c) {
+      .Case<ConcatOp>([&](ConcatOp c) -> llvm::Error {
         Shape out = shapeOf(c.getResult());
         int64_t axis = *normalizeAxis(c.getAxis(), out.size());
         View dst = concatDestination(c); // its own buffer, or its reader's layout
+        if (unplaced.count(c))
+          return failure(op, "marked mlc.in_reader_layout, but its reader's layout cannot hold "
+                             "it (its only reader is no transpose that keeps the innermost "
+                             "dimension)");
         std::vector<Value> sources;
         std::vector<int64_t> bases;
         int64_t offset = 0;

@@ -27,6 +27,13 @@ inline constexpr llvm::StringLiteral kGemmEpilogueAttr = "mlc.gemm_epilogue";
 /// before the row's gradient is written). mlc-in-place.
 inline constexpr llvm::StringLiteral kInPlaceAttr = "mlc.in_place";
 
+/// On an op whose kernel writes some results in their one reader's layout
+/// (an attention's outputs through the transposes and reshapes to the
+/// layout their consumers read; a pointwise result into its slice of a
+/// concatenation; a concatenation in its transpose's layout): the results'
+/// numbers, `array<i64: ...>`. Those readers then cost nothing. mlc-in-place.
+inline constexpr llvm::StringLiteral kReaderLayoutAttr = "mlc.in_reader_layout";
+
 /// A pointwise fusion of one bf16 input and one bf16 result that is exactly
 /// cast to f32, tanh GELU, cast back: the GELU of a bf16 product.
 bool isBf16TanhGelu(FusionOp f);

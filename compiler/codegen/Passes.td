@@ -39,7 +39,7 @@ def MlcGemmEpilogues : Pass<"mlc-gemm-epilogues", "mlir::ModuleOp"> {
 }
 
 def MlcInPlace : Pass<"mlc-in-place", "mlir::ModuleOp"> {
-  let summary = "Marks the loss gradients that overwrite their logits (mlc.in_place)";
+  let summary = "Marks the loss gradients that overwrite their logits (mlc.in_place) and the results written in their reader's layout (mlc.in_reader_layout)";
   let description = [{
     A pass of the lowering pipeline, after mlc-gemm-epilogues. The kernel
     of a loss and its gradient (a `cross_entropy_grad` marked
@@ -53,6 +53,17 @@ def MlcInPlace : Pass<"mlc-in-place", "mlir::ModuleOp"> {
     and where the gradient is not read only as a bf16 copy (`--dtype bf16`:
     the kernel writes that copy instead). mlc-lower-to-plan obeys the mark
     and refuses, on the gradient, one whose logits it may not overwrite.
+
+    It also marks the results a kernel writes in their one reader's layout,
+    `mlc.in_reader_layout = array<i64: ...>` (the result numbers), so that
+    the views and concatenations between them cost nothing: an attention's
+    (or its gradient's) outputs through transposes that keep the innermost
+    dimension, reshapes that need no copy of the layout they are written
+    in, and concatenations; a pointwise fusion's result of its iteration's
+    shape that a concatenation alone reads (into its slice); a
+    concatenation that a transpose keeping the innermost dimension alone
+    reads. The lowering refuses, on the op, a marked result whose reader's
+    layout cannot hold it.
 
     ```mlir
     %g = mlc.cross_entropy_grad %one, %y, %t ignore_index = -100 {mlc.in_place, mlc.with_loss} : tensor<f32>, tensor<3x6xf32>, tensor<3xi64>

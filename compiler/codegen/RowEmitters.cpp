@@ -44,7 +44,10 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
   Shape iter = shapeOf(input);
   Shape rowDims(iter.begin(), iter.end() - 1);
   const int64_t R = product(rowDims);
-  KernelArgs bound = bindFusion(fusion, iter);
+  auto boundOr = bindFusion(fusion, iter);
+  if (!boundOr)
+    return boundOr.takeError();
+  KernelArgs &bound = *boundOr;
   auto &bufs = bound.bufs;
   auto &accs = bound.accs;
   // The normalized row is stored in the result's type (a cast of it that

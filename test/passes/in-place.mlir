@@ -95,3 +95,47 @@ func.func @bf16_copy(%x: tensor<3x4xbf16>, %w: tensor<4x6xbf16>, %t: tensor<3xi6
   %c = mlc.cast %r : tensor<18xf32> -> tensor<18xbf16>
   return %l, %c : tensor<f32>, tensor<18xbf16>
 }
+
+// -----
+
+// Results written in their one reader's layout (mlc.in_reader_layout, the
+// result numbers): attention's output through the transpose and reshape
+// back to [batch, seq, heads x head] (the reshape needs no copy of that
+// layout); a pointwise result into its slice of a concatenation; a
+// concatenation in its transposing reader's layout.
+// CHECK-LABEL: func.func @reader_layouts
+// CHECK: mlc.attention {{.*}} causal {mlc.in_reader_layout = array<i64: 0>}
+// CHECK: mlc.fusion pointwise
+// CHECK: } {mlc.in_reader_layout = array<i64: 0>} : tensor<2x16x4x8xf32>
+// CHECK: mlc.concat({{.*}}) axis = 3 {mlc.in_reader_layout = array<i64: 0>}
+func.func @reader_layouts(%q: tensor<2x4x16x8xf32>, %x: tensor<2x16x4x8xf32>) -> (tensor<2x16x32xf32>, tensor<2x4x16x16xf32>) {
+  %a = mlc.attention %q, %q, %q causal : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>
+  %t = mlc.transpose %a, [0, 2, 1, 3] : tensor<2x4x16x8xf32>
+  %r = mlc.reshape %t : tensor<2x16x4x8xf32> -> tensor<2x16x32xf32>
+  %e = mlc.fusion pointwise ins(%x : tensor<2x16x4x8xf32>) {
+  ^bb0(%b: tensor<2x16x4x8xf32>):
+    %0 = mlc.exp %b : tensor<2x16x4x8xf32>
+    mlc.yield %0 : tensor<2x16x4x8xf32>
+  } : tensor<2x16x4x8xf32>
+  %c = mlc.concat(%e, %x) axis = 3 : tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>
+  %ct = mlc.transpose %c, [0, 2, 1, 3] : tensor<2x16x4x16xf32>
+  return %r, %ct : tensor<2x16x32xf32>, tensor<2x4x16x16xf32>
+}
+
+// -----
+
+// Not a result that something else reads too, nor a transpose that moves
+// the innermost dimension (the kernels write it contiguous).
+// CHECK-LABEL: func.func @own_layouts
+// CHECK-NOT: mlc.in_reader_layout
+func.func @own_layouts(%q: tensor<2x4x16x8xf32>, %x: tensor<2x16x4x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x8xf32>) {
+  %a = mlc.attention %q, %q, %q causal : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>
+  %t = mlc.transpose %a, [0, 1, 3, 2] : tensor<2x4x16x8xf32>
+  %e = mlc.fusion pointwise ins(%x : tensor<2x16x4x8xf32>) {
+  ^bb0(%b: tensor<2x16x4x8xf32>):
+    %0 = mlc.exp %b : tensor<2x16x4x8xf32>
+    mlc.yield %0 : tensor<2x16x4x8xf32>
+  } : tensor<2x16x4x8xf32>
+  %c = mlc.concat(%e, %x) axis = 3 : tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>
+  return %t, %c, %e : tensor<2x4x8x16xf32>, tensor<2x16x4x16xf32>, tensor<2x16x4x8xf32>
+}

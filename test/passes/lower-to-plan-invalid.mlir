@@ -161,3 +161,43 @@ module {
     return %g : tensor<6x8xf32>
   }
 }
+
+// -----
+
+// mlc.in_reader_layout on an attention result whose reader moves the
+// innermost dimension: the kernel writes rows of the head dimension
+// contiguous, so that layout cannot hold them.
+module {
+  func.func @forward(%q: tensor<2x4x16x8xf32> {mlc.input = "q"}) -> (tensor<2x4x8x16xf32> {mlc.output = "t"}) {
+    // expected-error @+1 {{mlc-lower-to-plan: while lowering 'mlc.attention' in @forward: marked mlc.in_reader_layout, but result 0 is read by no view whose layout can hold it}}
+    %a = mlc.attention %q, %q, %q causal {mlc.in_reader_layout = array<i64: 0>} : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>
+    %t = mlc.transpose %a, [0, 1, 3, 2] : tensor<2x4x16x8xf32>
+    return %t : tensor<2x4x8x16xf32>
+  }
+}
+
+// -----
+
+// mlc.in_reader_layout on a pointwise result that no concatenation reads.
+module {
+  func.func @forward(%x: tensor<2x8xf32> {mlc.input = "x"}) -> (tensor<2x8xf32> {mlc.output = "e"}) {
+    // expected-error @+1 {{marked mlc.in_reader_layout, but result 0 is not a pointwise result of the iteration's shape that its reader's layout can hold}}
+    %e = mlc.fusion pointwise ins(%x : tensor<2x8xf32>) {
+    ^bb0(%b: tensor<2x8xf32>):
+      %0 = mlc.exp %b : tensor<2x8xf32>
+      mlc.yield %0 : tensor<2x8xf32>
+    } {mlc.in_reader_layout = array<i64: 0>} : tensor<2x8xf32>
+    return %e : tensor<2x8xf32>
+  }
+}
+
+// -----
+
+// mlc.in_reader_layout on a concatenation that no transpose reads.
+module {
+  func.func @forward(%x: tensor<2x8xf32> {mlc.input = "x"}) -> (tensor<2x16xf32> {mlc.output = "c"}) {
+    // expected-error @+1 {{marked mlc.in_reader_layout, but its reader's layout cannot hold it}}
+    %c = mlc.concat(%x, %x) axis = 1 {mlc.in_reader_layout = array<i64: 0>} : tensor<2x8xf32>, tensor<2x8xf32>
+    return %c : tensor<2x16xf32>
+  }
+}
