@@ -602,13 +602,6 @@ private:
     return own(x);
   }
 
-  /// Whether mlc-in-place marked result `i` of `op` `mlc.in_reader_layout`:
-  /// its producer writes it in its reader's layout (outputView).
-  static bool inReaderLayout(Operation *op, unsigned i) {
-    auto marked = op->getAttrOfType<DenseI64ArrayAttr>(kReaderLayoutAttr);
-    return marked && llvm::is_contained(marked.asArrayRef(), int64_t(i));
-  }
-
   /// Where a producer can write `r` in place: when r's only use is a
   /// transpose, a reshape or a concatenation, the producer writes straight
   /// into their result (strided) and they cost nothing. The producers ask

@@ -12,6 +12,8 @@
 
 #include "dialects/mlc/MlcDialect.h"
 
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringRef.h"
 
 namespace mlc {
@@ -33,6 +35,12 @@ inline constexpr llvm::StringLiteral kInPlaceAttr = "mlc.in_place";
 /// concatenation; a concatenation in its transpose's layout): the results'
 /// numbers, `array<i64: ...>`. Those readers then cost nothing. mlc-in-place.
 inline constexpr llvm::StringLiteral kReaderLayoutAttr = "mlc.in_reader_layout";
+
+/// Whether result `i` of `op` is marked mlc.in_reader_layout.
+inline bool inReaderLayout(mlir::Operation *op, unsigned i) {
+  auto marked = op->getAttrOfType<mlir::DenseI64ArrayAttr>(kReaderLayoutAttr);
+  return marked && llvm::is_contained(marked.asArrayRef(), int64_t(i));
+}
 
 /// A pointwise fusion of one bf16 input and one bf16 result that is exactly
 /// cast to f32, tanh GELU, cast back: the GELU of a bf16 product.
