@@ -75,10 +75,10 @@ void buildLoweringPipeline(OpPassManager &pm, const LoweringPipelineOptions &opt
 
 void registerCodegenPasses() {
   registerMlcCodegenPasses();
+  // (Before mlc-lower-to-plan: mlc-gemm-epilogues, mlc-in-place.)
   PassPipelineRegistration<LoweringPipelineOptions>(
       "mlc-lowering-pipeline",
-      "The lowering of `mlc compile`: mlc-gemm-epilogues, mlc-in-place, "
-      "mlc-lower-to-plan, mlc-bucket-gradients (data "
+      "The lowering of `mlc compile`: mlc-lower-to-plan, mlc-bucket-gradients (data "
       "parallelism or bucket-wise clipping), mlc-plan-memory, mlc-cuda-vectorize, "
       "mlc-cuda-launch",
       buildLoweringPipeline);
