@@ -75,7 +75,6 @@ void buildLoweringPipeline(OpPassManager &pm, const LoweringPipelineOptions &opt
 
 void registerCodegenPasses() {
   registerMlcCodegenPasses();
-  // (Before mlc-lower-to-plan: mlc-gemm-epilogues, mlc-in-place.)
   PassPipelineRegistration<LoweringPipelineOptions>(
       "mlc-lowering-pipeline",
       "The lowering of `mlc compile`: mlc-lower-to-plan, mlc-bucket-gradients (data "
