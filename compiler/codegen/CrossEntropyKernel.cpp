@@ -2,14 +2,29 @@
 //
 // The cross-entropy loss with the gradient mlc-fuse-cross-entropy marked
 // `mlc.with_loss`: one #plan.cross_entropy_with_grad kernel, where the
-// gradient overwrites the logits when nothing else reads them.
+// gradient overwrites the logits when mlc-in-place marked it `mlc.in_place`.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/codegen/KernelParams.h"
 #include "compiler/codegen/LoweringImpl.h"
+#include "compiler/codegen/LoweringMarks.h"
 
 namespace mlc::lowering {
+
+/// The cast that is the gradient's only reader (through a reshape), from
+/// f32 to bf16, or null: the kernel then writes the gradient as that copy.
+static CastOp bf16Copy(CrossEntropyGradOp cg, Type el) {
+  if (!cg.getResult().hasOneUse())
+    return {};
+  Operation *reader = *cg.getResult().getUsers().begin();
+  if (auto rs = dyn_cast<ReshapeOp>(reader); rs && rs.getResult().hasOneUse())
+    reader = *rs.getResult().getUsers().begin();
+  auto c = dyn_cast<CastOp>(reader);
+  if (c && el.isF32() && typeOf(c.getResult()).getElementType().isBF16())
+    return c;
+  return {};
+}
 
 /// A loss and the gradient mlc-fuse-cross-entropy marked (`mlc.with_loss`):
 /// one kernel reads each row of logits once for both (log-softmax, loss and
@@ -32,31 +47,23 @@ llvm::Error FunctionLowering::emitCrossEntropyWithGrad(CrossEntropyOp ce, CrossE
     bufs.push_back(id);
   };
   bindOut(ce.getResult());
-  // --dtype bf16: a gradient read only as a bf16 copy (by a cast, through a
-  // reshape) is written as that copy.
-  CastOp narrow;
-  if (cg.getResult().hasOneUse()) {
-    Operation *reader = *cg.getResult().getUsers().begin();
-    if (auto rs = dyn_cast<ReshapeOp>(reader); rs && rs.getResult().hasOneUse())
-      reader = *rs.getResult().getUsers().begin();
-    auto c = dyn_cast<CastOp>(reader);
-    if (c && el.isF32() && typeOf(c.getResult()).getElementType().isBF16())
-      narrow = c;
-  }
-  // Otherwise the gradient overwrites the logits when nothing else reads
-  // them (each row's x[label] is read before its gradient is written): one
-  // logits-sized slice less, and no second stream through memory.
   const int logits = bufferOf(ce.getLogits());
   Type gradType = el;
-  if (narrow) {
-    gradType = typeOf(narrow.getResult()).getElementType();
-    bindOut(narrow.getResult());
-    emittedWith.insert(narrow.getOperation());
-  } else if (overwritable(ce.getLogits(), {ce.getOperation(), cg.getOperation()})) {
+  if (cg->hasAttr(kInPlaceAttr)) {
+    // mlc-in-place's choice: the gradient overwrites the logits (each row's
+    // x[label] is read before its gradient is written).
+    if (!overwritable(ce.getLogits(), {ce.getOperation(), cg.getOperation()}))
+      return failure(cg, "marked mlc.in_place, but its logits are read by more than its loss, "
+                         "or are not a fresh arena slice (an input, a parameter or a view)");
     int id = newBuffer({Buffer::Alias, el, numel(cg.getResult())});
     buffers[id].alias = logits;
     valueBuffers[cg.getResult()] = id;
     bufs.push_back(id);
+  } else if (CastOp narrow = bf16Copy(cg, el)) {
+    // --dtype bf16: a gradient read only as a bf16 copy is written as that copy.
+    gradType = typeOf(narrow.getResult()).getElementType();
+    bindOut(narrow.getResult());
+    emittedWith.insert(narrow.getOperation());
   } else {
     bindOut(cg.getResult());
   }

@@ -18,6 +18,7 @@
 #include "contract/StepFunctions.h"
 #include "compiler/codegen/KernelParams.h"
 #include "compiler/codegen/LoweringImpl.h"
+#include "compiler/codegen/LoweringMarks.h"
 #include "contract/OptimizerScalars.h"
 #include "passes/ProducerCopy.h"
 
@@ -88,31 +89,6 @@ DictionaryAttr FunctionLowering::copyNest(const Shape &shape, const std::vector<
   return p.get();
 }
 
-/// A pointwise fusion of one bf16 input and one bf16 result that is exactly
-/// cast to f32, tanh GELU, cast back: the GELU of a bf16 product.
-static bool isBf16TanhGelu(FusionOp f) {
-  if (f.getKind() != FusionKind::pointwise || f.getInputs().size() != 1 ||
-      f.getNumResults() != 1)
-    return false;
-  Block &body = f.getBody().front();
-  auto ops = body.without_terminator();
-  if (std::distance(ops.begin(), ops.end()) != 3)
-    return false;
-  auto it = ops.begin();
-  auto widen = dyn_cast<CastOp>(*it++);
-  auto g = dyn_cast<GeluOp>(*it++);
-  auto narrow = dyn_cast<CastOp>(*it);
-  auto yield = cast<YieldOp>(body.getTerminator());
-  auto elementOf = [](Value v) { return cast<ShapedType>(v.getType()).getElementType(); };
-  return widen && g && narrow && widen.getInput() == body.getArgument(0) &&
-         elementOf(widen.getInput()).isBF16() && elementOf(widen.getResult()).isF32() &&
-         g.getInput() == widen.getResult() &&
-         g.getApproximate() == GeluApproximation::tanh && narrow.getInput() == g.getResult() &&
-         elementOf(narrow.getResult()).isBF16() && yield.getValues().size() == 1 &&
-         yield.getValues()[0] == narrow.getResult() &&
-         f.getResult(0).getType() == f.getInputs()[0].getType();
-}
-
 llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
   Shape l = shapeOf(op.getLhs()), r = shapeOf(op.getRhs()), o = shapeOf(op.getResult());
   bool tA = op.getTransposeLhs(), tB = op.getTransposeRhs();
@@ -165,38 +141,31 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
     step.bias = true;
     step.buffers.push_back(bufferOf(op.getBias()));
   }
-  // A tanh GELU of the product (f32, f64) is the GEMM's epilogue: the
-  // product goes to the pre-activation buffer, read by whatever else reads
-  // it (GELU's gradient), the GELU to its own.
-  // Only a product's one GELU: several (the forward's and its recomputation
-  // in backward, mlc-recompute) are all pointwise kernels, since a GPU's
-  // epilogue (cuBLASLt's) does not round as mlc's GELU kernel does and a
-  // recomputed value must be the forward's, bit for bit.
-  Type el = typeOf(op.getResult()).getElementType();
-  GeluOp gelu;
-  int gelus = 0;
-  for (Operation *user : op.getResult().getUsers())
-    if (auto g = dyn_cast<GeluOp>(user)) {
-      gelu = g;
-      ++gelus;
-    }
-  // (Not with an accumulator: the GELU epilogue would not see it.)
+  // The GELU mlc-gemm-epilogues marked is the GEMM's epilogue: the product
+  // goes to the pre-activation buffer, read by whatever else reads it (the
+  // GELU's gradient), the GELU to its own.
   Operation *epilogue = nullptr;
-  if (gelus == 1 && gelu.getApproximate() == GeluApproximation::tanh &&
-      (el.isF32() || el.isF64()))
-    epilogue = gelu;
-  // --dtype bf16: a bf16 product (mlc-fold-casts' MLP product) whose one
-  // GELU is a kernel of just that, widening at its load and rounding at
-  // its store, is the same epilogue with a bf16 pre-activation.
-  if (el.isBF16() && gelus == 0) {
-    int found = 0;
-    for (Operation *user : op.getResult().getUsers())
-      if (auto f = dyn_cast<FusionOp>(user); f && isBf16TanhGelu(f))
-        epilogue = f, ++found;
-    if (found != 1)
-      epilogue = nullptr;
+  for (Operation *user : op.getResult().getUsers()) {
+    if (!user->hasAttr(kGemmEpilogueAttr))
+      continue;
+    if (epilogue && epilogue != user)
+      return failure(user, "marked mlc.gemm_epilogue, but another reader of its product is "
+                           "marked too: a GEMM has one epilogue");
+    epilogue = user;
   }
-  if (epilogue && !step.accumulate) {
+  if (epilogue) {
+    Type el = typeOf(op.getResult()).getElementType();
+    auto g = dyn_cast<GeluOp>(epilogue);
+    auto f = dyn_cast<FusionOp>(epilogue);
+    if (!(g && g.getApproximate() == GeluApproximation::tanh && (el.isF32() || el.isF64())) &&
+        !(f && el.isBF16() && isBf16TanhGelu(f)))
+      return failure(epilogue, "marked mlc.gemm_epilogue, but it is not a tanh GELU of an "
+                               "f32, f64 or bf16 product");
+    if (step.accumulate)
+      return failure(epilogue, "marked mlc.gemm_epilogue, but its product adds an "
+                               "accumulator, which a GELU epilogue would not see");
+  }
+  if (epilogue) {
     Value result = epilogue->getResult(0);
     int geluId = arenaFor(result);
     valueBuffers[result] = geluId;
@@ -257,6 +226,8 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
   // (A widening its reader's kernel converts at the load: mlc-fold-casts.)
   if (emittedWith.count(op) || op->hasAttr(kConsumerLoadAttr))
     return llvm::Error::success();
+  if (op->hasAttr(kGemmEpilogueAttr))
+    return failure(op, "marked mlc.gemm_epilogue, but its input is not a matmul's product");
   Type el = op->getNumResults() ? typeOf(op->getResult(0)).getElementType() : Type();
   std::string T = el ? cType(el) : "";
 
@@ -314,10 +285,14 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
         emitCopies(id, el, product(out), /*zeroFirst=*/true, {p.getInput()}, {base}, outSt);
         return llvm::Error::success();
       })
-      .Case<ConcatOp>([&](ConcatOp c) {
+      .Case<ConcatOp>([&](ConcatOp c) -> llvm::Error {
         Shape out = shapeOf(c.getResult());
         int64_t axis = *normalizeAxis(c.getAxis(), out.size());
         View dst = concatDestination(c); // its own buffer, or its reader's layout
+        if (unplaced.count(c))
+          return failure(op, "marked mlc.in_reader_layout, but its reader's layout cannot hold "
+                             "it (its only reader is no transpose that keeps the innermost "
+                             "dimension)");
         std::vector<Value> sources;
         std::vector<int64_t> bases;
         int64_t offset = 0;

@@ -54,6 +54,9 @@ public:
 namespace mlc {
 
 void buildLoweringPipeline(OpPassManager &pm, const LoweringPipelineOptions &options) {
+  // The lowering's choices, recorded on the graph ops it reads.
+  pm.addPass(createMlcGemmEpilogues());
+  pm.addPass(createMlcInPlace());
   pm.addPass(createMlcLowerToPlan());
   if (options.ranks > 1 || options.clip == "bucket") {
     MlcBucketGradientsOptions o;

@@ -11,6 +11,7 @@
 #include "compiler/codegen/KernelParams.h"
 #include "compiler/codegen/KernelTarget.h"
 #include "compiler/codegen/Lowering.h"
+#include "compiler/codegen/LoweringMarks.h"
 #include "dialects/mlc/MlcDialect.h"
 #include "dialects/mlc/MlcShapes.h"
 #include "dialects/plan/PlanDialect.h"
@@ -67,6 +68,37 @@ inline Shape rowMajorStrides(const Shape &s) {
     acc *= s[i];
   }
   return st;
+}
+/// Strides of `to` reading the same elements as the view (shape, strides),
+/// if a reshape needs no copy (numpy's rule: each group of dimensions whose
+/// sizes multiply to the same number must be contiguous among itself).
+inline std::optional<Shape> reshapeStrides(const Shape &shape, const Shape &strides,
+                                           const Shape &to) {
+  Shape out(to.size(), 0);
+  size_t i = 0, j = 0;
+  while (i < shape.size() || j < to.size()) {
+    size_t i1 = i, j1 = j;
+    int64_t a = i < shape.size() ? shape[i] : 1, b = j < to.size() ? to[j] : 1;
+    while (a != b) {
+      if (a < b)
+        a *= shape[++i1];
+      else
+        b *= to[++j1];
+    }
+    for (size_t k = i; k < i1; ++k)
+      if (shape[k] != 1 && strides[k] != strides[k + 1] * shape[k + 1])
+        return std::nullopt;
+    int64_t stride = i1 < shape.size() ? strides[i1] : 1;
+    for (size_t k = j1 + 1; k-- > j;) {
+      if (k >= to.size())
+        continue;
+      out[k] = stride;
+      stride *= to[k];
+    }
+    i = i1 + 1;
+    j = j1 + 1;
+  }
+  return out;
 }
 
 using plan::dtypeName;
@@ -549,19 +581,22 @@ private:
   }
 
   /// Where a concatenation's result lives: in its own arena buffer, or,
-  /// when a transpose that keeps the innermost dimension is its only reader
-  /// (GPT-NeoX's per-head [q k v] gradient, back to [tokens, heads, 3 x
-  /// head]), in the transpose's layout, so that neither is a copy.
+  /// where mlc-in-place marked it `mlc.in_reader_layout` (its only reader a
+  /// transpose that keeps the innermost dimension: GPT-NeoX's per-head
+  /// [q k v] gradient, back to [tokens, heads, 3 x head]), in the
+  /// transpose's layout, so that neither is a copy.
   View concatDestination(ConcatOp c) {
     Value x = c.getResult();
     if (auto known = views.find(x); known != views.end())
       return known->second;
-    if (x.hasOneUse() && isa<TransposeOp>(*x.getUsers().begin()))
+    if (inReaderLayout(c, 0)) {
       if (std::optional<View> v = outputView(x)) {
         views[x] = *v;
         valueBuffers[x] = v->buffer;
         return *v;
       }
+      unplaced.insert(c); // the concatenation's lowering refuses the mark
+    }
     if (!valueBuffers.count(x))
       valueBuffers[x] = arenaFor(x);
     return own(x);
@@ -569,7 +604,8 @@ private:
 
   /// Where a producer can write `r` in place: when r's only use is a
   /// transpose, a reshape or a concatenation, the producer writes straight
-  /// into their result (strided) and they cost nothing.
+  /// into their result (strided) and they cost nothing. The producers ask
+  /// for the results mlc-in-place marked (inReaderLayout).
   std::optional<View> outputView(Value r) {
     if (!r.hasOneUse())
       return std::nullopt;
@@ -615,38 +651,6 @@ private:
       return v;
     }
     return std::nullopt;
-  }
-
-  /// Strides of `to` reading the same elements as the view (shape, strides),
-  /// if a reshape needs no copy (numpy's rule: each group of dimensions whose
-  /// sizes multiply to the same number must be contiguous among itself).
-  static std::optional<Shape> reshapeStrides(const Shape &shape, const Shape &strides,
-                                             const Shape &to) {
-    Shape out(to.size(), 0);
-    size_t i = 0, j = 0;
-    while (i < shape.size() || j < to.size()) {
-      size_t i1 = i, j1 = j;
-      int64_t a = i < shape.size() ? shape[i] : 1, b = j < to.size() ? to[j] : 1;
-      while (a != b) {
-        if (a < b)
-          a *= shape[++i1];
-        else
-          b *= to[++j1];
-      }
-      for (size_t k = i; k < i1; ++k)
-        if (shape[k] != 1 && strides[k] != strides[k + 1] * shape[k + 1])
-          return std::nullopt;
-      int64_t stride = i1 < shape.size() ? strides[i1] : 1;
-      for (size_t k = j1 + 1; k-- > j;) {
-        if (k >= to.size())
-          continue;
-        out[k] = stride;
-        stride *= to[k];
-      }
-      i = i1 + 1;
-      j = j1 + 1;
-    }
-    return out;
   }
 
   /// A splat constant operand's C literal, or "" if the operand is a buffer.
@@ -736,7 +740,7 @@ private:
     std::vector<int> bufs;
     std::vector<Access> accs;
   };
-  KernelArgs bindFusion(FusionOp fusion, const Shape &iter);
+  llvm::Expected<KernelArgs> bindFusion(FusionOp fusion, const Shape &iter);
   llvm::Error scalarOps(Block &block, llvm::ArrayRef<Operation *> roots, const std::string &index,
                         const std::string &indent, llvm::DenseMap<Value, std::string> &scalar,
                         std::string &body, std::string &prologue);
@@ -775,6 +779,8 @@ private:
   llvm::DenseMap<Value, int> valueBuffers;
   llvm::DenseMap<Value, View> views;
   llvm::DenseSet<Value> writtenInPlace;
+  /// Concatenations marked mlc.in_reader_layout that could not be placed so.
+  llvm::DenseSet<Operation *> unplaced;
   /// Ops whose results an earlier kernel already computed (the gradient of
   /// the loss, written by the loss kernel).
   llvm::DenseSet<Operation *> emittedWith;

@@ -1,7 +1,8 @@
 //===- Passes.h - the code generator's passes and pipeline ------*- C++ -*-===//
 //
 // `mlc-lower-to-plan` (the lowering of Lowering.h as a pass) and the
-// lowering pipeline of `mlc compile`: lower-to-plan, then, for data
+// lowering pipeline of `mlc compile`: mlc-gemm-epilogues and mlc-in-place
+// (the lowering's choices, marked on the graph ops), lower-to-plan, then, for data
 // parallelism, mlc-bucket-gradients, then mlc-plan-memory, then the CUDA
 // target's decisions on the kernels (mlc-cuda-vectorize, mlc-cuda-launch;
 // the CPU target ignores them, plan.txt holds none). After the graph

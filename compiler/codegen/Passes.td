@@ -11,6 +11,66 @@
 
 include "mlir/Pass/PassBase.td"
 
+def MlcGemmEpilogues : Pass<"mlc-gemm-epilogues", "mlir::ModuleOp"> {
+  let summary = "Marks the tanh GELUs that their product's GEMM computes as its epilogue (mlc.gemm_epilogue)";
+  let description = [{
+    The first pass of the lowering pipeline. A tanh GELU of a matmul's
+    product costs no kernel of its own where the GEMM computes it as its
+    epilogue: the GEMM stores the product (the pre-activation, which the
+    GELU's gradient reads) and the GELU (`plan.gemm ... gelu(%pre)`). This
+    pass marks such a GELU `mlc.gemm_epilogue`; mlc-lower-to-plan emits a
+    marked GELU with its product's GEMM and refuses, on the GELU, a mark it
+    cannot obey (an erf GELU, a product with an accumulator, two marked
+    readers of one product, an input that is not a product).
+
+    Marked: the one `mlc.gelu` (tanh) of an f32 or f64 product; under
+    `--dtype bf16`, the one pointwise fusion cast-GELU-cast of a bf16
+    product that has no `mlc.gelu`. Not marked: an erf GELU; a product that
+    two GELUs read (the forward's and its recomputation in backward,
+    mlc-recompute: a GPU's epilogue does not round as mlc's GELU kernel
+    does, and the recomputed value must be the forward's, bit for bit); a
+    product with an accumulator (`acc`), which the epilogue would not see.
+
+    ```mlir
+    %h = mlc.matmul %x, %w bias(%b : tensor<3072xf32>) : tensor<8x1024x768xf32>, tensor<768x3072xf32>
+    %g = mlc.gelu %h approximate = tanh {mlc.gemm_epilogue} : tensor<8x1024x3072xf32>
+    ```
+  }];
+}
+
+def MlcInPlace : Pass<"mlc-in-place", "mlir::ModuleOp"> {
+  let summary = "Marks the loss gradients that overwrite their logits (mlc.in_place) and the results written in their reader's layout (mlc.in_reader_layout)";
+  let description = [{
+    A pass of the lowering pipeline, after mlc-gemm-epilogues. The kernel
+    of a loss and its gradient (a `cross_entropy_grad` marked
+    `mlc.with_loss` by mlc-fuse-cross-entropy) reads each row's x[label]
+    before it writes the row's gradient, so the gradient can overwrite the
+    logits: one logits-sized arena slice less and no second stream through
+    memory. This pass marks such a gradient `mlc.in_place` where the logits'
+    only readers are the gradient and its loss and they own their bytes
+    (produced by a kernel, directly or through reshapes that are their
+    input's only reader; not an input, a parameter, a constant or a view),
+    and where the gradient is not read only as a bf16 copy (`--dtype bf16`:
+    the kernel writes that copy instead). mlc-lower-to-plan obeys the mark
+    and refuses, on the gradient, one whose logits it may not overwrite.
+
+    It also marks the results a kernel writes in their one reader's layout,
+    `mlc.in_reader_layout = array<i64: ...>` (the result numbers), so that
+    the views and concatenations between them cost nothing: an attention's
+    (or its gradient's) outputs through transposes that keep the innermost
+    dimension, reshapes that need no copy of the layout they are written
+    in, and concatenations; a pointwise fusion's result of its iteration's
+    shape that a concatenation alone reads (into its slice); a
+    concatenation that a transpose keeping the innermost dimension alone
+    reads. The lowering refuses, on the op, a marked result whose reader's
+    layout cannot hold it.
+
+    ```mlir
+    %g = mlc.cross_entropy_grad %one, %y, %t ignore_index = -100 {mlc.in_place, mlc.with_loss} : tensor<f32>, tensor<3x6xf32>, tensor<3xi64>
+    ```
+  }];
+}
+
 def MlcLowerToPlan : Pass<"mlc-lower-to-plan", "mlir::ModuleOp"> {
   let summary = "Lowers the graph functions to the plan: buffers, views, kernels, GEMMs";
   let description = [{

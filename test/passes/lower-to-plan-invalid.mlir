@@ -72,3 +72,132 @@ module {
     return %g : tensor<3x6xf32>
   }
 }
+
+// -----
+
+// A gradient marked mlc.in_place whose logits something else reads (here
+// an output): the lowering refuses to overwrite them.
+module {
+  func.func @forward(%w: tensor<4x6xf32> {mlc.param = "w"}, %x: tensor<3x4xf32> {mlc.input = "x"}, %t: tensor<3xi64> {mlc.input = "t"}) -> (tensor<f32> {mlc.output = "loss"}, tensor<3x6xf32> {mlc.output = "g"}, tensor<3x6xf32> {mlc.output = "logits"}) {
+    %y = mlc.matmul %x, %w : tensor<3x4xf32>, tensor<4x6xf32>
+    %l = mlc.cross_entropy %y, %t ignore_index = -100 : tensor<3x6xf32>, tensor<3xi64>
+    %one = mlc.constant dense<1.0> : tensor<f32>
+    // expected-error @+1 {{mlc-lower-to-plan: while lowering 'mlc.cross_entropy' in @forward: marked mlc.in_place, but its logits are read by more than its loss, or are not a fresh arena slice (an input, a parameter or a view)}}
+    %g = mlc.cross_entropy_grad %one, %y, %t ignore_index = -100 {mlc.in_place, mlc.with_loss} : tensor<f32>, tensor<3x6xf32>, tensor<3xi64>
+    return %l, %g, %y : tensor<f32>, tensor<3x6xf32>, tensor<3x6xf32>
+  }
+}
+
+// -----
+
+// Logits that are an input are not the step's to overwrite.
+module {
+  func.func @forward(%y: tensor<3x6xf32> {mlc.input = "y"}, %t: tensor<3xi64> {mlc.input = "t"}) -> (tensor<f32> {mlc.output = "loss"}, tensor<3x6xf32> {mlc.output = "g"}) {
+    %l = mlc.cross_entropy %y, %t ignore_index = -100 : tensor<3x6xf32>, tensor<3xi64>
+    %one = mlc.constant dense<1.0> : tensor<f32>
+    // expected-error @+1 {{marked mlc.in_place, but its logits are read by more than its loss}}
+    %g = mlc.cross_entropy_grad %one, %y, %t ignore_index = -100 {mlc.in_place, mlc.with_loss} : tensor<f32>, tensor<3x6xf32>, tensor<3xi64>
+    return %l, %g : tensor<f32>, tensor<3x6xf32>
+  }
+}
+
+// -----
+
+// mlc.in_place on a gradient with a kernel of its own (not mlc.with_loss).
+module {
+  func.func @forward(%y: tensor<3x6xf32> {mlc.input = "y"}, %t: tensor<3xi64> {mlc.input = "t"}) -> (tensor<3x6xf32> {mlc.output = "g"}) {
+    %one = mlc.constant dense<1.0> : tensor<f32>
+    // expected-error @+1 {{mlc-lower-to-plan: while lowering 'mlc.cross_entropy_grad' in @forward: marked mlc.in_place, but not mlc.with_loss: only the kernel of a loss and its gradient writes the gradient over the logits}}
+    %g = mlc.cross_entropy_grad %one, %y, %t ignore_index = -100 {mlc.in_place} : tensor<f32>, tensor<3x6xf32>, tensor<3xi64>
+    return %g : tensor<3x6xf32>
+  }
+}
+
+// -----
+
+// mlc.gemm_epilogue on an erf GELU: no GEMM epilogue computes it.
+module {
+  func.func @forward(%w: tensor<4x8xf32> {mlc.param = "w"}, %x: tensor<6x4xf32> {mlc.input = "x"}) -> (tensor<6x8xf32> {mlc.output = "g"}) {
+    %y = mlc.matmul %x, %w : tensor<6x4xf32>, tensor<4x8xf32>
+    // expected-error @+1 {{mlc-lower-to-plan: while lowering 'mlc.matmul' in @forward: marked mlc.gemm_epilogue, but it is not a tanh GELU of an f32, f64 or bf16 product}}
+    %g = mlc.gelu %y {mlc.gemm_epilogue} : tensor<6x8xf32>
+    return %g : tensor<6x8xf32>
+  }
+}
+
+// -----
+
+// mlc.gemm_epilogue on the GELU of a product with an accumulator.
+module {
+  func.func @forward(%w: tensor<4x8xf32> {mlc.param = "w"}, %x: tensor<6x4xf32> {mlc.input = "x"}, %a: tensor<6x8xf32> {mlc.input = "a"}) -> (tensor<6x8xf32> {mlc.output = "g"}) {
+    %y = mlc.matmul %x, %w acc(%a : tensor<6x8xf32>) : tensor<6x4xf32>, tensor<4x8xf32>
+    // expected-error @+1 {{marked mlc.gemm_epilogue, but its product adds an accumulator, which a GELU epilogue would not see}}
+    %g = mlc.gelu %y approximate = tanh {mlc.gemm_epilogue} : tensor<6x8xf32>
+    return %g : tensor<6x8xf32>
+  }
+}
+
+// -----
+
+// Two marked GELUs of one product: a GEMM has one epilogue.
+module {
+  func.func @forward(%w: tensor<4x8xf32> {mlc.param = "w"}, %x: tensor<6x4xf32> {mlc.input = "x"}) -> (tensor<6x8xf32> {mlc.output = "g"}, tensor<6x8xf32> {mlc.output = "h"}) {
+    %y = mlc.matmul %x, %w : tensor<6x4xf32>, tensor<4x8xf32>
+    // expected-error @+1 {{marked mlc.gemm_epilogue, but another reader of its product is marked too: a GEMM has one epilogue}}
+    %g = mlc.gelu %y approximate = tanh {mlc.gemm_epilogue} : tensor<6x8xf32>
+    %h = mlc.gelu %y approximate = tanh {mlc.gemm_epilogue} : tensor<6x8xf32>
+    return %g, %h : tensor<6x8xf32>, tensor<6x8xf32>
+  }
+}
+
+// -----
+
+// mlc.gemm_epilogue on the GELU of something other than a product.
+module {
+  func.func @forward(%x: tensor<6x8xf32> {mlc.input = "x"}) -> (tensor<6x8xf32> {mlc.output = "g"}) {
+    %y = mlc.exp %x : tensor<6x8xf32>
+    // expected-error @+1 {{mlc-lower-to-plan: while lowering 'mlc.gelu' in @forward: marked mlc.gemm_epilogue, but its input is not a matmul's product}}
+    %g = mlc.gelu %y approximate = tanh {mlc.gemm_epilogue} : tensor<6x8xf32>
+    return %g : tensor<6x8xf32>
+  }
+}
+
+// -----
+
+// mlc.in_reader_layout on an attention result whose reader moves the
+// innermost dimension: the kernel writes rows of the head dimension
+// contiguous, so that layout cannot hold them.
+module {
+  func.func @forward(%q: tensor<2x4x16x8xf32> {mlc.input = "q"}) -> (tensor<2x4x8x16xf32> {mlc.output = "t"}) {
+    // expected-error @+1 {{mlc-lower-to-plan: while lowering 'mlc.attention' in @forward: marked mlc.in_reader_layout, but result 0 is read by no view whose layout can hold it}}
+    %a = mlc.attention %q, %q, %q causal {mlc.in_reader_layout = array<i64: 0>} : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>
+    %t = mlc.transpose %a, [0, 1, 3, 2] : tensor<2x4x16x8xf32>
+    return %t : tensor<2x4x8x16xf32>
+  }
+}
+
+// -----
+
+// mlc.in_reader_layout on a pointwise result that no concatenation reads.
+module {
+  func.func @forward(%x: tensor<2x8xf32> {mlc.input = "x"}) -> (tensor<2x8xf32> {mlc.output = "e"}) {
+    // expected-error @+1 {{marked mlc.in_reader_layout, but result 0 is not a pointwise result of the iteration's shape that its reader's layout can hold}}
+    %e = mlc.fusion pointwise ins(%x : tensor<2x8xf32>) {
+    ^bb0(%b: tensor<2x8xf32>):
+      %0 = mlc.exp %b : tensor<2x8xf32>
+      mlc.yield %0 : tensor<2x8xf32>
+    } {mlc.in_reader_layout = array<i64: 0>} : tensor<2x8xf32>
+    return %e : tensor<2x8xf32>
+  }
+}
+
+// -----
+
+// mlc.in_reader_layout on a concatenation that no transpose reads.
+module {
+  func.func @forward(%x: tensor<2x8xf32> {mlc.input = "x"}) -> (tensor<2x16xf32> {mlc.output = "c"}) {
+    // expected-error @+1 {{marked mlc.in_reader_layout, but its reader's layout cannot hold it}}
+    %c = mlc.concat(%x, %x) axis = 1 {mlc.in_reader_layout = array<i64: 0>} : tensor<2x8xf32>, tensor<2x8xf32>
+    return %c : tensor<2x16xf32>
+  }
+}

@@ -84,10 +84,11 @@ func.func @train_step(%w: tensor<4x3xf32> {mlc.param = "w"}, %b: tensor<3xf32> {
 
 // -----
 
-// The loss's gradient overwrites the logits when nothing else reads them:
-// the fused cross-entropy kernel (the gradient marked mlc.with_loss by
-// mlc-fuse-cross-entropy) writes its gradient into a view of the
-// logits' arena slice (reached through the reshape), not a slice of its own.
+// The loss's gradient marked mlc.in_place (mlc-in-place: nothing else reads
+// the logits) overwrites them: the fused cross-entropy kernel (the gradient
+// marked mlc.with_loss by mlc-fuse-cross-entropy) writes its gradient into
+// a view of the logits' arena slice (reached through the reshape), not a
+// slice of its own.
 // CHECK-LABEL: plan.param "w" : f32 [4, 6]
 // CHECK: plan.func "train_step"
 // CHECK: %[[Y:.*]] = plan.arena -1 : memref<18xf32>
@@ -104,15 +105,15 @@ func.func @train_step(%w: tensor<4x6xf32> {mlc.param = "w"}, %x: tensor<3x4xf32>
   %logits = mlc.reshape %y : tensor<3x6xf32> -> tensor<3x6xf32>
   %l = mlc.cross_entropy %logits, %t ignore_index = -100 : tensor<3x6xf32>, tensor<3xi64>
   %one = mlc.constant dense<1.0> : tensor<f32>
-  %g = mlc.cross_entropy_grad %one, %logits, %t ignore_index = -100 {mlc.with_loss} : tensor<f32>, tensor<3x6xf32>, tensor<3xi64>
+  %g = mlc.cross_entropy_grad %one, %logits, %t ignore_index = -100 {mlc.in_place, mlc.with_loss} : tensor<f32>, tensor<3x6xf32>, tensor<3xi64>
   %gw = mlc.matmul %x, %g transpose_lhs : tensor<3x4xf32>, tensor<3x6xf32>
   return %l, %gw : tensor<f32>, tensor<4x6xf32>
 }
 
 // -----
 
-// Logits that are also an output keep their bytes: the gradient gets its
-// own arena slice.
+// A gradient not marked mlc.in_place (the logits are also an output) gets
+// its own arena slice.
 // CHECK-LABEL: plan.param "w" : f32 [4, 6]
 // CHECK: plan.func "train_step"
 // CHECK: %[[Y:.*]] = plan.arena -1 : memref<18xf32>
@@ -166,10 +167,11 @@ func.func @forward(%w: tensor<3x5xf32> {mlc.param = "w"}, %x: tensor<2x3x4xf32> 
 
 // -----
 
-// A tanh GELU of an f32 product is the GEMM's epilogue: the product (with
-// its bias) goes to the pre-activation, which GELU's other reader (here an
-// output) reads, and the GELU to its own buffer; no kernel runs. BERT's
-// erf GELU stays a kernel.
+// A tanh GELU of an f32 product marked mlc.gemm_epilogue (mlc-gemm-epilogues)
+// is the GEMM's epilogue: the product (with its bias) goes to the
+// pre-activation, which GELU's other reader (here an output) reads, and the
+// GELU to its own buffer; no kernel runs. An unmarked GELU (BERT's erf
+// GELU) stays a kernel.
 // CHECK-LABEL: plan.param "w" : f32 [4, 8]
 // CHECK: plan.kernel @k0 pointwise
 // CHECK: mlc.gelu %{{[0-9]+}} : tensor<f32>{{$}}
@@ -183,7 +185,7 @@ func.func @forward(%w: tensor<3x5xf32> {mlc.param = "w"}, %x: tensor<2x3x4xf32> 
 func.func @forward(%w: tensor<4x8xf32> {mlc.param = "w"}, %b: tensor<8xf32> {mlc.param = "b"}, %x: tensor<2x3x4xf32> {mlc.input = "x"})
     -> (tensor<2x3x8xf32> {mlc.output = "g"}, tensor<2x3x8xf32> {mlc.output = "pre"}, tensor<2x3x8xf32> {mlc.output = "e"}) {
   %y = mlc.matmul %x, %w bias(%b : tensor<8xf32>) : tensor<2x3x4xf32>, tensor<4x8xf32>
-  %g = mlc.gelu %y approximate = tanh : tensor<2x3x8xf32>
+  %g = mlc.gelu %y approximate = tanh {mlc.gemm_epilogue} : tensor<2x3x8xf32>
   %q = mlc.matmul %x, %w : tensor<2x3x4xf32>, tensor<4x8xf32>
   %e = mlc.gelu %q : tensor<2x3x8xf32>
   return %g, %y, %e : tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x3x8xf32>

@@ -1,0 +1,302 @@
+//===- RowEmitters.cpp - the plan.kernel ops of row ops -------------------===//
+//
+// Row fusions (a norm and the pointwise prologue of its input), reductions
+// and row kernels (softmax, LayerNorm, RMSNorm, cross-entropy and their
+// gradients): templates with their parameters, or a row fusion's bodies.
+// The pointwise emitters are in KernelEmitters.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/KernelParams.h"
+#include "compiler/codegen/LoweringImpl.h"
+#include "compiler/codegen/LoweringMarks.h"
+#include "passes/Passes.h"
+#include "passes/ProducerCopy.h"
+
+#include "llvm/ADT/SmallPtrSet.h"
+
+namespace mlc::lowering {
+
+/// A "rows" fusion: a LayerNorm or an RMSNorm and the pointwise prologue of
+/// its input. Each row's prologue is computed once into a row buffer (values
+/// needed elsewhere are stored on the way), then normalized from that buffer.
+llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
+  Block &block = fusion.getBody().front();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  // The norm's input, weight, bias (none for RMSNorm) and epsilon.
+  Operation *normOp = nullptr;
+  Value input, weight, bias;
+  double eps = 0;
+  for (Operation &op : block.without_terminator()) {
+    if (auto n = dyn_cast<LayerNormOp>(op)) {
+      normOp = n;
+      input = n.getInput(), weight = n.getWeight(), bias = n.getBias();
+      eps = n.getEpsilon().convertToDouble();
+    } else if (auto n = dyn_cast<RmsNormOp>(op)) {
+      normOp = n;
+      input = n.getInput(), weight = n.getWeight(), bias = Value();
+      eps = n.getEpsilon().convertToDouble();
+    }
+  }
+  if (!normOp)
+    return failure(fusion, "a \"rows\" fusion without a layer_norm or rms_norm");
+  Value normResult = normOp->getResult(0);
+  Shape iter = shapeOf(input);
+  Shape rowDims(iter.begin(), iter.end() - 1);
+  const int64_t R = product(rowDims);
+  auto boundOr = bindFusion(fusion, iter);
+  if (!boundOr)
+    return boundOr.takeError();
+  KernelArgs &bound = *boundOr;
+  auto &bufs = bound.bufs;
+  auto &accs = bound.accs;
+  // The normalized row is stored in the result's type (a cast of it that
+  // the fusion absorbed converts on the store); yielded both as it is and
+  // cast (a second copy, mlc-fuse-elementwise), it is stored twice.
+  SmallVector<int, 2> normSlots;
+  llvm::SmallPtrSet<Operation *, 2> normCasts;
+  for (auto [i, v] : llvm::enumerate(yield.getValues())) {
+    auto c = v.getDefiningOp<CastOp>();
+    if (c && c.getInput() == normResult)
+      normCasts.insert(c);
+    if (v == normResult || (c && c.getInput() == normResult))
+      normSlots.push_back(i);
+  }
+  if (normSlots.empty())
+    return failure(normOp, "a \"rows\" fusion that does not return its norm");
+  for (Operation *user : normResult.getUsers())
+    if (!normCasts.count(user) && !isa<YieldOp>(user))
+      return failure(user, "a \"rows\" fusion computes with its norm's result");
+  SmallVector<Operation *, 3> skipped(normCasts.begin(), normCasts.end());
+  skipped.push_back(normOp);
+  Rows rows = rowsOf(R, dynamicRows(input));
+  return addBodyStep(
+      iter, accs, false,
+      [&](OpBuilder &b, llvm::ArrayRef<Shape> strides) -> llvm::Error {
+        IRMapping map;
+        if (auto err = cloneFusionRegion(b, fusion, accs, strides, map, skipped))
+          return err;
+        for (auto [i, v] : llvm::enumerate(yield.getValues()))
+          if (!llvm::is_contained(normSlots, int(i)))
+            store(b, map.lookup(v), accs[i], strides[i]);
+        for (int slot : normSlots)
+          b.create<plan::NormalizeOp>(fn.getLoc(), map.lookup(input), map.lookup(weight),
+                                      bias ? map.lookup(bias) : Value(), slot,
+                                      accs[slot].base, strides[slot],
+                                      typeOf(yield.getValues()[slot]).getElementType(),
+                                      /*rms=*/!bias);
+        return llvm::Error::success();
+      },
+      bufs, KernelTemplate::rows, /*merge=*/false,
+      [&](ParamsBuilder &p) { p.rows(rows).f64("eps", eps); });
+}
+
+llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<int64_t> axes,
+                                         const std::string &kind) {
+  Value result = op->getResult(0);
+  Shape in = shapeOf(input);
+  std::vector<bool> reduced(in.size(), false);
+  for (int64_t a : axes)
+    reduced[*normalizeAxis(a, in.size())] = true;
+  // Merge neighbouring dimensions of the same kind: [kept..., reduced...] is
+  // a row reduction, [reduced..., kept...] a column reduction (bias grads).
+  std::vector<std::pair<bool, int64_t>> groups;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (in[d] == 1)
+      continue;
+    if (!groups.empty() && groups.back().first == reduced[d])
+      groups.back().second *= in[d];
+    else
+      groups.push_back({reduced[d], in[d]});
+  }
+  int64_t count = 1;
+  for (size_t d = 0; d < in.size(); ++d)
+    if (reduced[d])
+      count *= in[d];
+  ReductionKernel r;
+  r.element = typeOf(result).getElementType();
+  r.kind = kind == "max" ? ReductionKernel::Max : kind == "mean" ? ReductionKernel::Mean
+                                                                 : ReductionKernel::Sum;
+  r.count = count;
+  int64_t outN = numel(result);
+  const bool dyn = dynamicRows(input);
+  bool rows = groups.size() == 2 && !groups[0].first && groups[1].first;
+  bool full = groups.size() == 1 && groups[0].first;
+  bool columns = groups.size() == 2 && groups[0].first && !groups[1].first;
+  if (rows || full || groups.empty()) {
+    if (dyn && !rows)
+      return failure(op, "a full reduction over the dynamic token dimension is not supported");
+    r.shape = ReductionKernel::Rows;
+    r.outputs = outN;
+    r.rows = rowsOf(outN, dyn);
+    r.length = rows ? groups[1].second : full ? groups[0].second : 1;
+  } else if (columns && kind != "max") {
+    r.shape = ReductionKernel::Columns;
+    r.rows = rowsOf(groups[0].second, dyn);
+    r.length = groups[1].second;
+  } else {
+    // General axes: one output element per iteration, indices decomposed.
+    if (dyn)
+      return failure(op, "this reduction over the dynamic token dimension is not supported");
+    r.shape = ReductionKernel::General;
+    r.outputs = outN;
+    Shape inStrides = rowMajorStrides(in);
+    for (size_t d = 0; d < in.size(); ++d) {
+      (reduced[d] ? r.reducedDims : r.keptDims).push_back(in[d]);
+      (reduced[d] ? r.reducedStrides : r.keptStrides).push_back(inStrides[d]);
+    }
+  }
+  int outId = arenaFor(result);
+  valueBuffers[result] = outId;
+  addStep(plan::ReductionTemplateAttr::get(op->getContext()),
+          encodeReduction(r, op->getContext()), {outId, bufferOf(input)},
+          KernelTemplate::reduction);
+  return llvm::Error::success();
+}
+
+/// Row-wise kernels: the reduction axis is the last one.
+llvm::Error FunctionLowering::emitRows(Operation *op) {
+  auto lastAxis = [&](int64_t axis, Value v) {
+    return *normalizeAxis(axis, typeOf(v).getRank()) == typeOf(v).getRank() - 1;
+  };
+  Value x = op->getOperand(0);
+  Type el = typeOf(op->getResult(0)).getElementType();
+  Attribute k; // the template
+  std::vector<int> bufs;
+  // The template's parameters: element type, rows (dynamic token rows at
+  // the capacity, per token) and the row's length.
+  ParamsBuilder params(op->getContext());
+  params.type("element", el);
+  auto rowsAndColumns = [&](Value v) {
+    Shape s = shapeOf(v);
+    params.rows(rowsOf(product(s) / s.back(), dynamicRows(v))).i64("columns", s.back());
+  };
+  auto capacityRows = [&](Value v) {
+    Shape s = shapeOf(v);
+    return product(s) / s.back();
+  };
+  auto bindOut = [&](Value v) {
+    int id = arenaFor(v);
+    valueBuffers[v] = id;
+    bufs.push_back(id);
+  };
+  auto eps = [&](llvm::APFloat e) { params.f64("eps", e.convertToDouble()); };
+  // The splat incoming gradient of a loss, in its own type.
+  auto scale = [&](Value grad) {
+    auto c = grad.getDefiningOp<ConstantOp>();
+    auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
+    if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()))
+      return false;
+    params.attr("scale", FloatAttr::get(dense.getElementType(),
+                                        dense.getSplatValue<APFloat>().convertToDouble()));
+    return true;
+  };
+
+  if (auto sm = dyn_cast<SoftmaxOp>(op); sm || isa<LogSoftmaxOp>(op)) {
+    int64_t axis = sm ? int64_t(sm.getAxis()) : int64_t(cast<LogSoftmaxOp>(op).getAxis());
+    if (!lastAxis(axis, x))
+      return failure(op, "softmax over a dimension other than the last is not supported yet");
+    rowsAndColumns(x);
+    bindOut(op->getResult(0));
+    bufs.push_back(bufferOf(x));
+    params.flag("log", !sm);
+    k = plan::SoftmaxTemplateAttr::get(op->getContext());
+  } else if (auto sg = dyn_cast<SoftmaxGradOp>(op)) {
+    if (!lastAxis(sg.getAxis(), x))
+      return failure(op, "softmax over a dimension other than the last is not supported yet");
+    rowsAndColumns(x);
+    bindOut(sg.getResult());
+    bufs.push_back(bufferOf(sg.getGrad()));
+    bufs.push_back(bufferOf(sg.getOutput()));
+    k = plan::SoftmaxGradTemplateAttr::get(op->getContext());
+  } else if (isa<LayerNormOp, RmsNormOp, LayerNormGradOp, RmsNormGradOp>(op)) {
+    // One template pair for both norms: the operands in order (input,
+    // weight[, bias]; grad, input, weight[, residual]), the results out.
+    const bool grad = isa<LayerNormGradOp, RmsNormGradOp>(op);
+    const bool rms = isa<RmsNormOp, RmsNormGradOp>(op);
+    rowsAndColumns(x);
+    for (Value r : op->getResults())
+      bindOut(r);
+    // A norm without an affine transform (torch's elementwise_affine=False,
+    // OLMo's: its weight the constant 1, its bias 0) reads neither: they
+    // are no arguments and no buffers filled each step.
+    auto splatIs = [](Value v, double value) {
+      auto c = v.getDefiningOp<ConstantOp>();
+      auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
+      return dense && dense.isSplat() && isa<FloatType>(dense.getElementType()) &&
+             dense.getSplatValue<APFloat>().convertToDouble() == value;
+    };
+    Value weight = op->getOperand(grad ? 2 : 1);
+    const bool unit = splatIs(weight, 1.0) && (grad || rms || splatIs(op->getOperand(2), 0.0));
+    for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+      if (unit && (v == weight || (!grad && !rms && i == 2)))
+        continue;
+      // --dtype bf16: a bf16 product's widening marked mlc.consumer_load
+      // (the incoming gradient): the kernel loads the product and widens it.
+      auto widen = v.getDefiningOp<CastOp>();
+      if (grad && i == 0 && widen && widen->hasAttr(kConsumerLoadAttr)) {
+        bufs.push_back(bufferOf(widen.getInput()));
+        params.type("grad_element", typeOf(widen.getInput()).getElementType());
+        continue;
+      }
+      bufs.push_back(bufferOf(v));
+    }
+    params.flag("unit", unit);
+    if (grad)
+      params.i64("capacity", capacityRows(x));
+    eps(op->getAttrOfType<FloatAttr>("epsilon").getValue());
+    params.flag("rms", rms);
+    if (auto rg = dyn_cast<RmsNormGradOp>(op))
+      params.flag("residual", bool(rg.getResidual()));
+    if (auto lg = dyn_cast<LayerNormGradOp>(op))
+      params.flag("residual", bool(lg.getResidual()));
+    // --dtype bf16: dx's bf16 copy for the next products (a cast that
+    // mlc-fold-casts marked `mlc.producer_copy`) is written by this kernel,
+    // the last argument, at a second store.
+    if (grad)
+      for (Operation *user : op->getResult(0).getUsers())
+        if (auto c = dyn_cast<CastOp>(user); c && c->hasAttr(kProducerCopyAttr)) {
+          bindOut(c.getResult());
+          emittedWith.insert(c.getOperation());
+          params.type("copy", typeOf(c.getResult()).getElementType());
+          break;
+        }
+    k = grad ? Attribute(plan::LayerNormGradTemplateAttr::get(op->getContext()))
+             : Attribute(plan::LayerNormTemplateAttr::get(op->getContext()));
+  } else if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
+    rowsAndColumns(ce.getLogits());
+    Type lt = typeOf(ce.getLabels()).getElementType();
+    params.type("labels", lt).i64("ignore", ce.getIgnoreIndex());
+    // With the gradient mlc-fuse-cross-entropy marked: one kernel for both.
+    for (Operation *user : ce.getLogits().getUsers())
+      if (auto cg = dyn_cast<CrossEntropyGradOp>(user);
+          cg && cg->hasAttr(kWithLossAttr) && !emittedWith.count(cg))
+        return emitCrossEntropyWithGrad(ce, cg, params);
+    bindOut(ce.getResult());
+    bufs.push_back(bufferOf(ce.getLogits()));
+    bufs.push_back(bufferOf(ce.getLabels()));
+    k = plan::CrossEntropyTemplateAttr::get(op->getContext());
+  } else if (auto cg = dyn_cast<CrossEntropyGradOp>(op)) {
+    if (cg->hasAttr(kWithLossAttr))
+      return failure(op, "marked mlc.with_loss, but no mlc.cross_entropy before it reads its "
+                         "logits");
+    if (cg->hasAttr(kInPlaceAttr))
+      return failure(op, "marked mlc.in_place, but not mlc.with_loss: only the kernel of a loss "
+                         "and its gradient writes the gradient over the logits");
+    rowsAndColumns(cg.getLogits());
+    Type lt = typeOf(cg.getLabels()).getElementType();
+    params.type("labels", lt).i64("ignore", cg.getIgnoreIndex());
+    bindOut(cg.getResult());
+    bufs.push_back(bufferOf(cg.getLogits()));
+    bufs.push_back(bufferOf(cg.getLabels()));
+    if (!scale(cg.getGrad()))
+      bufs.push_back(bufferOf(cg.getGrad()));
+    k = plan::CrossEntropyGradTemplateAttr::get(op->getContext());
+  } else {
+    return failure(op, "internal error: not a row op");
+  }
+  addStep(k, params.get(), bufs, KernelTemplate::rows);
+  return llvm::Error::success();
+}
+
+} // namespace mlc::lowering
