@@ -57,8 +57,11 @@ struct DataParallelOptions {
   bool distributedOptimizer = false;
 };
 
-/// Runs mlc-lower-to-plan, mlc-bucket-gradients and mlc-plan-memory on the
-/// module (in place: the graph functions become the plan dialect).
+/// Runs the lowering pipeline (mlc-gemm-epilogues and mlc-in-place, which
+/// record the lowering's fusion and in-place choices in the graph, then
+/// mlc-lower-to-plan, mlc-bucket-gradients, mlc-overlap-tp-collectives,
+/// mlc-plan-memory and the CUDA schedule passes) on the module, in place:
+/// the graph functions become the plan dialect.
 llvm::Error lowerToPlanPipeline(mlir::ModuleOp module, const DataParallelOptions &dp = {});
 /// Serializes a module in the plan dialect (PlanWriter.cpp).
 llvm::Expected<LoweredPackage> serializePlan(mlir::ModuleOp module);

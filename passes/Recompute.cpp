@@ -81,6 +81,200 @@ bool isCheap(Operation *op) {
          !isa<ConstantOp>(op) && !isGemmEpilogue(op);
 }
 
+/// One function's recomputation, step by step (the file's comment numbers
+/// the steps): each step is a method, their shared facts are members.
+class RecomputeWalk {
+public:
+  struct Options {
+    bool full, selective, regather;
+    int64_t numLayers;
+  };
+  RecomputeWalk(func::FuncOp fn, Options options)
+      : fn(fn), block(fn.getBody().front()),
+        ret(cast<func::ReturnOp>(block.getTerminator())), options(options) {}
+
+  /// Rewrites the function; counts the values recomputed and ops cloned.
+  LogicalResult run(int64_t &recomputedValues, int64_t &clonedOps) {
+    if (fn.getNumResults() == 0)
+      return fn.emitError("mlc-recompute: @") << fn.getSymName() << " returns no loss";
+    lossOp = ret.getOperand(lossResultIndex(fn)).getDefiningOp();
+    if (!lossOp)
+      return success(); // the loss is an argument: there is no forward
+    divide();
+    if (!assignLayers() && options.full)
+      return fn.emitError("mlc-recompute: full recomputation keeps each "
+                          "layer's input, but no parameter of @")
+             << fn.getSymName()
+             << " names a layer (a numbered component, like h.3. or layers.3.)";
+    // 3. Decided before any reader changes.
+    for (Operation &op : block.without_terminator()) {
+      if (position.lookup(&op) > lossPos)
+        break;
+      for (Value r : op.getResults())
+        isCloned(r);
+    }
+    placeClones(recomputedValues, clonedOps);
+    return success();
+  }
+
+private:
+  /// 1. Forward and backward, divided at the loss's op; the values backward
+  /// reads (saved: the return's loss is no such read).
+  void divide() {
+    bool afterLoss = false;
+    for (Operation &op : block.without_terminator()) {
+      position[&op] = position.size();
+      if (afterLoss)
+        backward.push_back(&op);
+      afterLoss |= &op == lossOp;
+    }
+    lossPos = position.lookup(lossOp);
+    for (Operation *op : backward)
+      for (Value v : op->getOperands())
+        if (isForward(v))
+          saved.insert(v);
+  }
+
+  bool isForward(Value v) const {
+    Operation *d = v.getDefiningOp();
+    return d && d->getBlock() == &block && position.lookup(d) <= lossPos;
+  }
+
+  /// A view of an argument (a tensor-parallel norm's weight or bias read
+  /// through its tp_copy) holds no bytes of its own: it is at hand.
+  bool viewOfArgument(Value v) const {
+    if (!isForward(v))
+      return true;
+    Operation *op = v.getDefiningOp();
+    return isa<ReshapeOp, TpCopyOp>(op) && viewOfArgument(op->getOperand(0));
+  }
+
+  /// 2. Each forward op's layer: its parameters', else its operands'
+  /// highest, else -1. Whether any op has a layer.
+  bool assignLayers() {
+    bool anyLayer = false;
+    for (Operation &op : block.without_terminator()) {
+      if (position.lookup(&op) > lossPos)
+        break;
+      int64_t fromParams = -2, fromOperands = -2;
+      for (Value v : op.getOperands()) {
+        if (auto arg = dyn_cast<BlockArgument>(v)) {
+          if (auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "mlc.param"))
+            fromParams = std::max(fromParams, layerOfParameterName(name.getValue()));
+        } else if (isForward(v)) {
+          fromOperands = std::max(fromOperands, layer.lookup(v.getDefiningOp()));
+        }
+      }
+      int64_t l = fromParams != -2 ? fromParams : fromOperands != -2 ? fromOperands : -1;
+      layer[&op] = l;
+      anyLayer |= l >= 0;
+    }
+    return anyLayer;
+  }
+
+  /// Never a cross-entropy loss's operands (the logits, the labels and
+  /// their reshapes): its gradient reads them right after it, and the
+  /// lowering fuses the two (the gradient written over the logits in
+  /// place, so the logits are not saved) only when both read the same
+  /// values. A clone would free nothing and leave the loss and its
+  /// gradient in two kernels that round their shared sums differently.
+  bool readByLoss(Value v) const {
+    return isa<CrossEntropyOp>(lossOp) && llvm::is_contained(lossOp->getOperands(), v);
+  }
+
+  /// 3. Whether backward reads a clone of forward value `v` (memoized).
+  bool isCloned(Value v) {
+    if (!isForward(v))
+      return false;
+    auto it = cloned.find(v);
+    if (it != cloned.end())
+      return it->second;
+    Operation *op = v.getDefiningOp();
+    bool yes = false;
+    if (isPure(op) && op->getNumRegions() == 0 && op->getNumOperands() > 0 && op != lossOp &&
+        !readByLoss(v)) {
+      int64_t l = layer.lookup(op);
+      if (options.full && l >= 0 && (options.numLayers < 0 || l < options.numLayers)) {
+        // A value of layer L (of the first num-layers), unless a forward
+        // op outside L reads it (the layer's output, the next one's
+        // input, is kept, also under full+selective).
+        yes = llvm::none_of(v.getUsers(), [&](Operation *u) {
+          return u != ret && position.lookup(u) <= lossPos && layer.lookup(u) != l;
+        });
+      } else if (options.selective) {
+        // A cheap op whose operands are all at hand in backward: kept
+        // (saved, an argument) or cloned themselves.
+        yes = isCheap(op) && llvm::all_of(op->getOperands(), [&](Value u) {
+                return !isForward(u) || saved.contains(u) || isCloned(u) ||
+                       isa<ConstantOp>(u.getDefiningOp()) || viewOfArgument(u);
+              });
+      }
+    }
+    // A reshape or tp_copy is a view of its operand (the plan aliases
+    // it): cloning it frees bytes only when its operand is recomputed too.
+    if (yes && isa<ReshapeOp, TpCopyOp>(op))
+      yes = isCloned(op->getOperand(0));
+    // regather: an all-gather's tokens are gathered again in backward
+    // from the saved shard, and so are their views and casts.
+    if (options.regather && !yes && op && op != lossOp && !readByLoss(v))
+      yes = isa<TpAllGatherOp>(op) ||
+            (isa<ReshapeOp, CastOp>(op) && isCloned(op->getOperand(0)));
+    cloned[v] = yes;
+    return yes;
+  }
+
+  /// The clone of `v` (with the clones it needs, recursively) at the
+  /// builder's insertion point, or `v` when it is not cloned.
+  Value materialize(Value v) {
+    if (!isCloned(v))
+      return v;
+    if (Value c = clones.lookupOrNull(v))
+      return c;
+    Operation *op = v.getDefiningOp();
+    for (Value operand : op->getOperands())
+      if (!clones.contains(operand))
+        if (Value c = materialize(operand); c != operand)
+          clones.map(operand, c);
+    // Marked, so that no fusion moves the clone back into forward (where
+    // its value would be kept again): mlc-fuse-elementwise merges
+    // siblings at the earlier one's place only when none is recomputed.
+    builder.clone(*op, clones)->setAttr(kRecomputedAttr, builder.getUnitAttr());
+    ++clonedOps_;
+    return clones.lookup(v);
+  }
+
+  /// 4. Clones, right before their first backward reader.
+  void placeClones(int64_t &recomputedValues, int64_t &clonedOps) {
+    for (Operation *op : backward) {
+      for (OpOperand &use : op->getOpOperands()) {
+        Value v = use.get();
+        if (!isForward(v) || !isCloned(v))
+          continue;
+        if (!clones.contains(v))
+          ++recomputedValues;
+        builder.setInsertionPoint(op);
+        use.set(materialize(v));
+      }
+    }
+    clonedOps += clonedOps_;
+  }
+
+  func::FuncOp fn;
+  Block &block;
+  func::ReturnOp ret;
+  Options options;
+  Operation *lossOp = nullptr;
+  llvm::DenseMap<Operation *, int64_t> position;
+  SmallVector<Operation *> backward;
+  int64_t lossPos = 0;
+  llvm::DenseSet<Value> saved;
+  llvm::DenseMap<Operation *, int64_t> layer;
+  llvm::DenseMap<Value, bool> cloned;
+  IRMapping clones;
+  OpBuilder builder{fn.getContext()};
+  int64_t clonedOps_ = 0;
+};
+
 class RecomputePass : public mlc::impl::MlcRecomputeBase<RecomputePass> {
 public:
   using MlcRecomputeBase::MlcRecomputeBase;
@@ -103,177 +297,14 @@ public:
       fn.emitError("mlc-recompute: expects a single-block function");
       return signalPassFailure();
     }
-    if (failed(recompute(fn)))
-      signalPassFailure();
-  }
-
-private:
-  LogicalResult recompute(func::FuncOp fn) {
-    Block &block = fn.getBody().front();
-    auto ret = cast<func::ReturnOp>(block.getTerminator());
-
-    // 1. Forward and backward, divided at the loss's op.
-    unsigned lossIndex = lossResultIndex(fn);
-    if (fn.getNumResults() == 0)
-      return fn.emitError("mlc-recompute: @")
-             << fn.getSymName() << " returns no loss";
-    Operation *lossOp = ret.getOperand(lossIndex).getDefiningOp();
-    if (!lossOp)
-      return success(); // the loss is an argument: there is no forward
-    llvm::DenseMap<Operation *, int64_t> position;
-    SmallVector<Operation *> backward;
-    bool afterLoss = false;
-    for (Operation &op : block.without_terminator()) {
-      position[&op] = position.size();
-      if (afterLoss)
-        backward.push_back(&op);
-      afterLoss |= &op == lossOp;
-    }
-    int64_t lossPos = position.lookup(lossOp);
-    auto isForward = [&](Value v) {
-      Operation *d = v.getDefiningOp();
-      return d && d->getBlock() == &block && position.lookup(d) <= lossPos;
-    };
-    // Saved: read by a backward op (the return's loss is no such read).
-    llvm::DenseSet<Value> saved;
-    for (Operation *op : backward)
-      for (Value v : op->getOperands())
-        if (isForward(v))
-          saved.insert(v);
-    auto isSaved = [&](Value v) { return saved.contains(v); };
-    // A view of an argument (a tensor-parallel norm's weight or bias read
-    // through its tp_copy) holds no bytes of its own: it is at hand.
-    std::function<bool(Value)> viewOfArgument = [&](Value v) -> bool {
-      if (!isForward(v))
-        return true;
-      Operation *op = v.getDefiningOp();
-      return isa<ReshapeOp, TpCopyOp>(op) && viewOfArgument(op->getOperand(0));
-    };
-
-    // 2. Layers.
-    llvm::DenseMap<Operation *, int64_t> layer;
-    bool anyLayer = false;
-    for (Operation &op : block.without_terminator()) {
-      if (position.lookup(&op) > lossPos)
-        break;
-      int64_t fromParams = -2, fromOperands = -2;
-      for (Value v : op.getOperands()) {
-        if (auto arg = dyn_cast<BlockArgument>(v)) {
-          if (auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                          "mlc.param"))
-            fromParams = std::max(fromParams, layerOfParameterName(name.getValue()));
-        } else if (isForward(v)) {
-          fromOperands =
-              std::max(fromOperands, layer.lookup(v.getDefiningOp()));
-        }
-      }
-      int64_t l = fromParams != -2     ? fromParams
-                  : fromOperands != -2 ? fromOperands
-                                       : -1;
-      layer[&op] = l;
-      anyLayer |= l >= 0;
-    }
-    const bool full = mode == "full" || mode == "full+selective";
-    const bool selective = mode == "selective" || mode == "full+selective";
-    if (full && !anyLayer)
-      return fn.emitError("mlc-recompute: full recomputation keeps each "
-                          "layer's input, but no "
-                          "parameter of @")
-             << fn.getSymName()
-             << " names a layer (a numbered component, like h.3. or layers.3.)";
-
-    // 3. Which forward values backward reads as clones.
-    //
-    // Never a cross-entropy loss's operands (the logits, the labels and
-    // their reshapes): its gradient reads them right after it, and the
-    // lowering fuses the two (the gradient written over the logits in
-    // place, so the logits are not saved) only when both read the same
-    // values. A clone would free nothing and leave the loss and its
-    // gradient in two kernels that round their shared sums differently.
-    auto readByLoss = [&](Value v) {
-      return isa<CrossEntropyOp>(lossOp) &&
-             llvm::is_contained(lossOp->getOperands(), v);
-    };
-    llvm::DenseMap<Value, bool> cloned;
-    std::function<bool(Value)> isCloned = [&](Value v) -> bool {
-      if (!isForward(v))
-        return false;
-      auto it = cloned.find(v);
-      if (it != cloned.end())
-        return it->second;
-      Operation *op = v.getDefiningOp();
-      bool yes = false;
-      if (isPure(op) && op->getNumRegions() == 0 && op->getNumOperands() > 0 &&
-          op != lossOp && !readByLoss(v)) {
-        int64_t l = layer.lookup(op);
-        if (full && l >= 0 && (numLayers < 0 || l < numLayers)) {
-          // A value of layer L (of the first num-layers), unless a forward
-          // op outside L reads it (the layer's output, the next one's
-          // input, is kept, also under full+selective).
-          yes = llvm::none_of(v.getUsers(), [&](Operation *u) {
-            return u != ret && position.lookup(u) <= lossPos && layer.lookup(u) != l;
-          });
-        } else if (selective) {
-          // A cheap op whose operands are all at hand in backward: kept
-          // (saved, an argument) or cloned themselves.
-          yes = isCheap(op) && llvm::all_of(op->getOperands(), [&](Value u) {
-                  return !isForward(u) || isSaved(u) || isCloned(u) ||
-                         isa<ConstantOp>(u.getDefiningOp()) || viewOfArgument(u);
-                });
-        }
-      }
-      // A reshape or tp_copy is a view of its operand (the plan aliases
-      // it): cloning it frees bytes only when its operand is recomputed too.
-      if (yes && isa<ReshapeOp, TpCopyOp>(op))
-        yes = isCloned(op->getOperand(0));
-      // regather: an all-gather's tokens are gathered again in backward
-      // from the saved shard, and so are their views and casts.
-      if (regather && !yes && op && op != lossOp && !readByLoss(v))
-        yes = isa<TpAllGatherOp>(op) ||
-              (isa<ReshapeOp, CastOp>(op) && isCloned(op->getOperand(0)));
-      cloned[v] = yes;
-      return yes;
-    };
-    // Decided before any reader changes.
-    for (Operation &op : block.without_terminator()) {
-      if (position.lookup(&op) > lossPos)
-        break;
-      for (Value r : op.getResults())
-        isCloned(r);
-    }
-
-    // 4. Clones, right before their first backward reader.
-    IRMapping clones;
-    OpBuilder b(fn.getContext());
-    std::function<Value(Value)> materialize = [&](Value v) -> Value {
-      if (!isCloned(v))
-        return v;
-      if (Value c = clones.lookupOrNull(v))
-        return c;
-      Operation *op = v.getDefiningOp();
-      for (Value operand : op->getOperands())
-        if (!clones.contains(operand))
-          if (Value c = materialize(operand); c != operand)
-            clones.map(operand, c);
-      // Marked, so that no fusion moves the clone back into forward (where
-      // its value would be kept again): mlc-fuse-elementwise merges
-      // siblings at the earlier one's place only when none is recomputed.
-      b.clone(*op, clones)->setAttr(kRecomputedAttr, b.getUnitAttr());
-      ++clonedOps;
-      return clones.lookup(v);
-    };
-    for (Operation *op : backward) {
-      for (OpOperand &use : op->getOpOperands()) {
-        Value v = use.get();
-        if (!isForward(v) || !isCloned(v))
-          continue;
-        if (!clones.contains(v))
-          ++recomputedValues;
-        b.setInsertionPoint(op);
-        use.set(materialize(v));
-      }
-    }
-    return success();
+    RecomputeWalk::Options options{mode == "full" || mode == "full+selective",
+                                   mode == "selective" || mode == "full+selective",
+                                   regather, numLayers};
+    int64_t values = 0, ops = 0;
+    if (failed(RecomputeWalk(fn, options).run(values, ops)))
+      return signalPassFailure();
+    recomputedValues += values;
+    clonedOps += ops;
   }
 };
 

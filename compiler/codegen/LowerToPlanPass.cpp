@@ -78,8 +78,9 @@ void registerCodegenPasses() {
   registerMlcCodegenPasses();
   PassPipelineRegistration<LoweringPipelineOptions>(
       "mlc-lowering-pipeline",
-      "The lowering of `mlc compile`: mlc-lower-to-plan, mlc-bucket-gradients (data "
-      "parallelism or bucket-wise clipping), mlc-overlap-tp-collectives, mlc-plan-memory, mlc-cuda-vectorize, "
+      "The lowering of `mlc compile`: mlc-gemm-epilogues, mlc-in-place, mlc-lower-to-plan, "
+      "mlc-bucket-gradients (data parallelism or bucket-wise clipping), "
+      "mlc-overlap-tp-collectives (tensor parallelism), mlc-plan-memory, mlc-cuda-vectorize, "
       "mlc-cuda-launch",
       buildLoweringPipeline);
 }
