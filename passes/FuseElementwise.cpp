@@ -291,11 +291,25 @@ private:
     for (auto &[shape, ids] : byShape)
       for (int a : ids)
         for (int b : ids) {
-          if (a == b || groups[a].ops.empty() || groups[b].ops.empty() || inputs[a].empty() ||
-              !subset(a, b))
+          if (a == b || groups[a].ops.empty() || groups[b].ops.empty() || inputs[a].empty())
             continue;
+          // What a reads beyond b's inputs, each a unary pointwise op of one
+          // of them (GeGLU's backward: d up = g * gelu(gate), the forward's
+          // gelu, beside d gate from g, gate and up), a computes again:
+          // then it reads nothing b does not, and they merge.
+          SmallVector<Operation *> recompute;
+          if (!subset(a, b) && !recomputable(inputs[a], inputs[b], groupOf, b, recompute))
+            continue;
+          llvm::SetVector<Value> aInputs = inputs[a];
+          for (Operation *def : recompute) {
+            aInputs.remove(def->getResult(0));
+            for (Value o : def->getOperands())
+              if (!isSplatConstant(o))
+                aInputs.insert(o);
+          }
           bool aFirst = position[groups[a].root] < position[groups[b].root];
           int early = aFirst ? a : b, late = aFirst ? b : a;
+          const llvm::SetVector<Value> &lateInputs = late == a ? aInputs : inputs[late];
           bool ok = true;
           for (Operation *op : groups[early].ops)
             for (Operation *user : op->getUsers()) {
@@ -313,7 +327,7 @@ private:
           if (!ok && llvm::none_of(groups[late].ops, [](Operation *op) {
                 return op->hasAttr(kRecomputedAttr);
               })) {
-            ok = llvm::all_of(inputs[late], [&](Value v) {
+            ok = llvm::all_of(lateInputs, [&](Value v) {
               Operation *def = v.getDefiningOp();
               return !def || position[def] < position[groups[early].root];
             });
@@ -321,6 +335,8 @@ private:
           }
           if (!ok)
             continue;
+          for (Operation *def : recompute)
+            recomputeIn(groups[a], a, def, groupOf, position);
           Group &into = groups[late];
           into.root = root;
           for (Operation *op : groups[early].ops)
@@ -332,6 +348,55 @@ private:
           if (early == a)
             break;
         }
+  }
+
+  /// The ops that compute the values of `in` that `other` (group `otherId`)
+  /// does not read, when each is a unary pointwise op (one operand that is
+  /// not a splat constant, one result; no cast, no rotary) of a value
+  /// `other` reads, computed in no group of the two.
+  static bool recomputable(const llvm::SetVector<Value> &in, const llvm::SetVector<Value> &other,
+                           const llvm::DenseMap<Operation *, int> &groupOf, int otherId,
+                           SmallVectorImpl<Operation *> &defs) {
+    for (Value v : in) {
+      if (other.contains(v))
+        continue;
+      Operation *def = v.getDefiningOp();
+      if (!def || !isPointwise(def) || def->getNumResults() != 1 || isa<CastOp, RotaryOp>(def))
+        return false;
+      auto it = groupOf.find(def);
+      if (it != groupOf.end() && it->second == otherId)
+        return false;
+      int reads = 0;
+      for (Value o : def->getOperands()) {
+        if (isSplatConstant(o))
+          continue;
+        if (!other.contains(o))
+          return false;
+        ++reads;
+      }
+      if (reads != 1)
+        return false;
+      defs.push_back(def);
+    }
+    return !defs.empty();
+  }
+
+  /// A copy of `def` joins group `g` (number `id`) before its first op, and
+  /// the group's ops read the copy instead of `def`'s result.
+  static void recomputeIn(Group &g, int id, Operation *def,
+                          llvm::DenseMap<Operation *, int> &groupOf,
+                          llvm::DenseMap<Operation *, int> &position) {
+    Operation *first = *llvm::min_element(
+        g.ops, [&](Operation *x, Operation *y) { return position[x] < position[y]; });
+    OpBuilder b(first);
+    Operation *copy = b.clone(*def);
+    for (Operation *op : g.ops)
+      op->replaceUsesOfWith(def->getResult(0), copy->getResult(0));
+    g.ops.push_back(copy);
+    groupOf[copy] = id;
+    int i = 0;
+    for (Operation &op : *first->getBlock())
+      position[&op] = i++;
   }
 
   /// A LayerNorm or RMSNorm with no prologue whose result is read only by
