@@ -124,6 +124,26 @@ void absorbResidualGradients(Block &block) {
   }
 }
 
+/// A column sum returned more than once (GPT-NeoX's parallel residual: the
+/// attention's and the MLP's output biases both have the column sum of the
+/// stream's gradient as theirs) is computed once per result: each sum is
+/// then a kernel that writes its gradient's buffer, where the one sum would
+/// be a kernel of its own and a copy into each of the buffers.
+void splitReturnedSums(Block &block) {
+  auto ret = dyn_cast<func::ReturnOp>(block.getTerminator());
+  if (!ret)
+    return;
+  llvm::DenseSet<Value> seen;
+  for (OpOperand &use : ret->getOpOperands()) {
+    Operation *def = use.get().getDefiningOp();
+    if (seen.insert(use.get()).second || !def || !isColumnReduction(def))
+      continue;
+    OpBuilder b(def);
+    b.setInsertionPointAfter(def);
+    use.set(b.clone(*def)->getResult(0));
+  }
+}
+
 /// The first cast of `dx` (a norm gradient's input gradient, f32) to bf16
 /// of its shape, marked for the gradient's kernel to store.
 void markProducerCopy(Value dx) {
@@ -141,6 +161,7 @@ class FuseElementwisePass : public mlc::impl::MlcFuseElementwiseBase<FuseElement
 public:
   void runOnOperation() final {
     for (Block &block : getOperation().getBody()) {
+      splitReturnedSums(block);
       absorbResidualGradients<RmsNormGradOp>(block);
       absorbResidualGradients<LayerNormGradOp>(block);
       // --dtype bf16: a norm gradient's dx goes on in f32 along the residual
