@@ -428,7 +428,7 @@ def MlcFuseElementwise : Pass<"mlc-fuse-elementwise", "mlir::func::FuncOp"> {
     produce the same shape: a producer joins its consumers' group when all of
     its users are in that group, or when its other users come after the
     group (then the group also writes it out: multi-output fusion). A value
-    is never computed twice, and nothing fuses across a GEMM, a reduction or
+    is computed once (see below), and nothing fuses across a GEMM, a reduction or
     any other non-pointwise op. A sum over leading dimensions (a bias
     gradient) can close a group: the kernel then accumulates the column
     sums as it goes, instead of reading the data again. A LayerNorm can close
@@ -449,6 +449,12 @@ def MlcFuseElementwise : Pass<"mlc-fuse-elementwise", "mlir::func::FuncOp"> {
     kernel that reads the shared inputs once, when no reader of the earlier
     one's results runs before the later one, or when the later one's inputs
     all exist before the earlier one (the merged kernel then runs there).
+    A value one sibling reads beyond the other's inputs, when a unary
+    pointwise op of one of those inputs computes it (GeGLU's d up = g *
+    gelu(gate) beside d gate, which reads gate), is computed again in the
+    merged kernel instead of read. A column sum returned as two results
+    (GPT-NeoX's two output biases' gradients) is computed once per result,
+    each writing its own buffer instead of being copied to both.
 
     Before:
     ```mlir
