@@ -24,6 +24,10 @@ namespace mlc {
 /// The name of the scalars argument that holds the tensor-parallel rank.
 inline constexpr const char *kTpRankScalars = "tp_rank";
 
+/// The unit attribute mlc-autodiff reads as "do not differentiate through
+/// this op" (torch's detach); the loss's shift carries it.
+inline constexpr const char *kStopGradientAttr = "mlc.stop_gradient";
+
 /// The first vocabulary row this rank holds, `rank * rowsPerRank`, as a 0-d
 /// tensor of integer type `el`, from the "tp_rank" scalars argument `rank`
 /// (tensor<1xf64>).

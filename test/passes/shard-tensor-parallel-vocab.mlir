@@ -27,9 +27,8 @@
 // CHECK-NEXT: %[[Z:.*]] = mlc.matmul %[[H]], %arg0 transpose_rhs : tensor<2x4x8xf32>, tensor<8x8xf32>
 // CHECK-NEXT: %[[Z2:.*]] = mlc.reshape %[[Z]] : tensor<2x4x8xf32> -> tensor<8x8xf32>
 // CHECK: %[[LMAX:.*]] = mlc.reduce_max %[[Z2]] axes = [1] keepdims : tensor<8x8xf32>
-// CHECK-NEXT: %[[M:.*]] = mlc.tp_reduce max %[[LMAX]] : tensor<8x1xf32>
-// CHECK-NEXT: %[[M2:.*]] = mlc.tp_copy %[[M]] : tensor<8x1xf32>
-// CHECK-NEXT: %[[SH:.*]] = mlc.sub %[[Z2]], %[[M2]] : tensor<8x8xf32>, tensor<8x1xf32>
+// CHECK-NEXT: %[[M:.*]] = mlc.tp_reduce max %[[LMAX]] {mlc.stop_gradient} : tensor<8x1xf32>
+// CHECK-NEXT: %[[SH:.*]] = mlc.sub %[[Z2]], %[[M]] : tensor<8x8xf32>, tensor<8x1xf32>
 // CHECK-NEXT: %[[EX:.*]] = mlc.exp %[[SH]]
 // CHECK-NEXT: %[[LS:.*]] = mlc.reduce_sum %[[EX]] axes = [1] keepdims
 // CHECK-NEXT: %[[S:.*]] = mlc.tp_reduce sum %[[LS]] : tensor<8x1xf32>
@@ -42,13 +41,17 @@
 // CHECK-NOT: mlc.cross_entropy
 // CHECK-NOT: mlc.tp_
 // CHECK: return %{{.*}}, %[[Z]] : tensor<f32>, tensor<2x4x8xf32>
-// Backward: each forward collective's dual, once: 3 tp_copy forward (the
-// MLP's, the head's, the shift's) and 4 as the duals of the tp_reduce sums
-// (the lookup's, the MLP's, the exp-sums', the target's). The embedding's
-// gradient is this rank's rows only.
+// Backward: each forward collective's dual, once: 2 tp_copy forward (the
+// MLP's, the head's) and 4 as the duals of the tp_reduce sums (the
+// lookup's, the MLP's, the exp-sums', the target's). The shift is detached
+// (mlc.stop_gradient): no dual for its max, and no max rule (a compare of
+// the logits with their maxima) reads the logits in backward. The
+// embedding's gradient is this rank's rows only.
 // GRAD-LABEL: func.func @train_step
-// GRAD-COUNT-7: mlc.tp_copy
+// GRAD-NOT: mlc.compare eq %{{.*}}xf32>
+// GRAD-COUNT-6: mlc.tp_copy
 // GRAD-NOT: mlc.tp_copy
+// GRAD-NOT: mlc.compare eq %{{.*}}xf32>
 // GRAD: mlc.embedding_grad %{{.*}} : tensor<2x4x8xf32>, tensor<2x4xi64> -> tensor<8x8xf32>
 // GRAD: return
 // vocab-parallel=false: the table, the head and the loss stay replicated
