@@ -9,7 +9,8 @@
 // forward but no gradient back (torch's detach): its results are constants
 // to the activity analysis, so nothing upstream of them is differentiated
 // through them and no forward value is kept for their rules. The
-// vocabulary-parallel loss marks its shift (the row maxima) so.
+// vocabulary-parallel loss marks its shift (the row maxima) so. The train
+// step drops the marks once differentiated (@forward keeps them).
 //
 //===----------------------------------------------------------------------===//
 
@@ -184,6 +185,9 @@ private:
     for (Operation *op : llvm::reverse(ops))
       if (op->use_empty() && isPure(op))
         op->erase();
+    // The marks are spent: the train step prints as if they were never there.
+    for (Operation &op : block)
+      op.removeAttr(kStopGradient);
     return success();
   }
 };
