@@ -98,7 +98,8 @@ private:
     // Activity: values that depend on a parameter and that the loss depends on.
     llvm::DenseSet<Value> varied(params.begin(), params.end());
     for (Operation &op : block.without_terminator())
-      if (!op.hasAttr(kStopGradient) && llvm::any_of(op.getOperands(), [&](Value v) { return varied.count(v); }))
+      if (!op.hasAttr(kStopGradient) &&
+          llvm::any_of(op.getOperands(), [&](Value v) { return varied.count(v); }))
         for (Value r : op.getResults())
           if (isFloatTensor(r))
             varied.insert(r);
