@@ -5,6 +5,13 @@
 // GradientOpInterface; it owns only activity analysis, the order of rules and
 // the summing of adjoints.
 //
+// An op marked `mlc.stop_gradient` (a unit attribute) passes its values
+// forward but no gradient back (torch's detach): its results are constants
+// to the activity analysis, so nothing upstream of them is differentiated
+// through them and no forward value is kept for their rules. The
+// vocabulary-parallel loss marks its shift (the row maxima) so. The train
+// step drops the marks once differentiated (@forward keeps them).
+//
 //===----------------------------------------------------------------------===//
 
 #include "dialects/mlc/MlcDialect.h"
@@ -32,6 +39,9 @@ unsigned mlc::lossResultIndex(func::FuncOp fn) {
 }
 
 namespace {
+
+/// The unit attribute that detaches an op's results (see the file comment).
+constexpr llvm::StringLiteral kStopGradient = "mlc.stop_gradient";
 
 bool isFloatTensor(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
@@ -88,7 +98,8 @@ private:
     // Activity: values that depend on a parameter and that the loss depends on.
     llvm::DenseSet<Value> varied(params.begin(), params.end());
     for (Operation &op : block.without_terminator())
-      if (llvm::any_of(op.getOperands(), [&](Value v) { return varied.count(v); }))
+      if (!op.hasAttr(kStopGradient) &&
+          llvm::any_of(op.getOperands(), [&](Value v) { return varied.count(v); }))
         for (Value r : op.getResults())
           if (isFloatTensor(r))
             varied.insert(r);
@@ -175,6 +186,9 @@ private:
     for (Operation *op : llvm::reverse(ops))
       if (op->use_empty() && isPure(op))
         op->erase();
+    // The marks are spent: the train step prints as if they were never there.
+    for (Operation &op : block)
+      op.removeAttr(kStopGradient);
     return success();
   }
 };

@@ -6,18 +6,23 @@
 //
 //   lookup  local = ids - offset; own = 0 <= local < V/T
 //           y = tp_reduce sum(select(own, W_r[own ? local : 0], 0))
-//   loss    m = tp_copy(tp_reduce max(max_j z_j))          (the shift)
+//   loss    m = detach(tp_reduce max(max_j z_j))           (the shift)
 //           s = tp_reduce sum(sum_j exp(z_j - m))
 //           t = tp_reduce sum(sum_j (j == y - offset) ? z_j - m : 0)
 //           loss = sum over counted rows of (log s - t) / count
 //
 // Only the rank that holds a label's column adds its logit to t; the others
-// add exact zeros, so the sums equal one process's. The shift m feeds each
-// rank's own columns, so its adjoint is a partial sum over the group: the
-// tp_copy after the max all-reduces it in backward (the total is zero in
-// exact arithmetic: the shift does not change the loss), and the max's rule
-// routes it to the maximum. The gradients of the logits come out as one
-// process's: softmax(z) - onehot(y), times the row's weight.
+// add exact zeros, so the sums equal one process's. The shift m only keeps
+// exp from overflowing: log s - t = log sum_j exp(z_j) - z_y for any m, so
+// its gradient is zero in exact arithmetic and it is not differentiated
+// (the max's all-reduce is marked mlc.stop_gradient, as Megatron computes
+// the max under no_grad). Backward then has no all-reduce for the shift and
+// keeps neither the logits (the max's rule would read them) nor anything of
+// the max: it reads the exponentials (exp's rule) and the target mask (the
+// select's). The gradients of the logits come out as one process's:
+// softmax(z) - onehot(y), times the row's weight; without the detach they
+// differ from it by the shift's rounding (a partial sum over the group that
+// is zero only in exact arithmetic).
 //
 //===----------------------------------------------------------------------===//
 
@@ -128,10 +133,12 @@ void buildVocabParallelCrossEntropy(OpBuilder &b, CrossEntropyOp loss, Value off
   if (typeOf(offset).getElementType() != idEl)
     offset = b.create<CastOp>(loc, RankedTensorType::get({}, idEl), offset);
 
-  // The shift: the row maxima over the group, entering this rank's columns.
+  // The shift: the row maxima over the group, detached (see the file
+  // comment): no backward all-reduce, and the logits are not kept for it.
   Value localMax = b.create<ReduceMaxOp>(loc, z, ArrayRef<int64_t>{1}, /*keepdims=*/true);
-  Value m = b.create<TpReduceOp>(loc, typeOf(localMax), TpReduceKind::max, localMax);
-  m = b.create<TpCopyOp>(loc, m);
+  auto joinedMax = b.create<TpReduceOp>(loc, typeOf(localMax), TpReduceKind::max, localMax);
+  joinedMax->setAttr(kStopGradientAttr, b.getUnitAttr());
+  Value m = joinedMax;
   Value shifted = b.create<SubOp>(loc, z, m);
   Value localSum = b.create<ReduceSumOp>(loc, b.create<ExpOp>(loc, shifted).getResult(),
                                          ArrayRef<int64_t>{1}, /*keepdims=*/true);

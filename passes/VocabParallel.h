@@ -24,6 +24,11 @@ namespace mlc {
 /// The name of the scalars argument that holds the tensor-parallel rank.
 inline constexpr const char *kTpRankScalars = "tp_rank";
 
+/// The unit attribute mlc-autodiff reads as "do not differentiate through
+/// this op" (torch's detach; passes/Autodiff.cpp spells it too); the loss's
+/// shift carries it.
+inline constexpr const char *kStopGradientAttr = "mlc.stop_gradient";
+
 /// The first vocabulary row this rank holds, `rank * rowsPerRank`, as a 0-d
 /// tensor of integer type `el`, from the "tp_rank" scalars argument `rank`
 /// (tensor<1xf64>).
@@ -42,8 +47,9 @@ void buildVocabParallelEmbedding(mlir::OpBuilder &b, EmbeddingOp lookup, mlir::V
 
 /// Replaces `loss` (whose logits are this rank's columns of the vocabulary)
 /// by the vocabulary-parallel cross-entropy: the row maxima joined by
-/// mlc.tp_reduce max, the exp-sums and the target logit (which only the
-/// rank that holds the label's column contributes) by mlc.tp_reduce sum.
+/// mlc.tp_reduce max (detached: marked kStopGradientAttr), the exp-sums
+/// and the target logit (which only the rank that holds the label's column
+/// contributes) by mlc.tp_reduce sum.
 /// The logits are never gathered. A label outside [0, vocab) that is not
 /// the ignore index makes the loss +inf (one process's kernel reports it;
 /// here no rank sees the whole row).

@@ -1,5 +1,6 @@
 // RUN: mlc-opt %s -split-input-file --mlc-shard-tensor-parallel=size=2 | FileCheck %s
 // RUN: mlc-opt %s -split-input-file --mlc-shard-tensor-parallel=size=2 --mlc-autodiff | FileCheck %s --check-prefix=GRAD
+// RUN: mlc-opt %s -split-input-file --mlc-shard-tensor-parallel=size=2 --mlc-autodiff | FileCheck %s --check-prefix=NOMAX
 // RUN: mlc-opt %s -split-input-file --mlc-shard-tensor-parallel="size=2 vocab-parallel=false" | FileCheck %s --check-prefix=REPL
 // RUN: mlc-opt %s -split-input-file --mlc-shard-tensor-parallel=size=1 | FileCheck %s --check-prefix=ONE
 
@@ -27,9 +28,8 @@
 // CHECK-NEXT: %[[Z:.*]] = mlc.matmul %[[H]], %arg0 transpose_rhs : tensor<2x4x8xf32>, tensor<8x8xf32>
 // CHECK-NEXT: %[[Z2:.*]] = mlc.reshape %[[Z]] : tensor<2x4x8xf32> -> tensor<8x8xf32>
 // CHECK: %[[LMAX:.*]] = mlc.reduce_max %[[Z2]] axes = [1] keepdims : tensor<8x8xf32>
-// CHECK-NEXT: %[[M:.*]] = mlc.tp_reduce max %[[LMAX]] : tensor<8x1xf32>
-// CHECK-NEXT: %[[M2:.*]] = mlc.tp_copy %[[M]] : tensor<8x1xf32>
-// CHECK-NEXT: %[[SH:.*]] = mlc.sub %[[Z2]], %[[M2]] : tensor<8x8xf32>, tensor<8x1xf32>
+// CHECK-NEXT: %[[M:.*]] = mlc.tp_reduce max %[[LMAX]] {mlc.stop_gradient} : tensor<8x1xf32>
+// CHECK-NEXT: %[[SH:.*]] = mlc.sub %[[Z2]], %[[M]] : tensor<8x8xf32>, tensor<8x1xf32>
 // CHECK-NEXT: %[[EX:.*]] = mlc.exp %[[SH]]
 // CHECK-NEXT: %[[LS:.*]] = mlc.reduce_sum %[[EX]] axes = [1] keepdims
 // CHECK-NEXT: %[[S:.*]] = mlc.tp_reduce sum %[[LS]] : tensor<8x1xf32>
@@ -42,13 +42,18 @@
 // CHECK-NOT: mlc.cross_entropy
 // CHECK-NOT: mlc.tp_
 // CHECK: return %{{.*}}, %[[Z]] : tensor<f32>, tensor<2x4x8xf32>
-// Backward: each forward collective's dual, once: 3 tp_copy forward (the
-// MLP's, the head's, the shift's) and 4 as the duals of the tp_reduce sums
-// (the lookup's, the MLP's, the exp-sums', the target's). The embedding's
-// gradient is this rank's rows only.
+// Backward: each forward collective's dual, once: 2 tp_copy forward (the
+// MLP's, the head's) and 4 as the duals of the tp_reduce sums (the
+// lookup's, the MLP's, the exp-sums', the target's). The shift is detached
+// (mlc.stop_gradient): no dual for its max, and no max rule (a compare of
+// the logits with their maxima) reads the logits in backward. The
+// embedding's gradient is this rank's rows only.
 // GRAD-LABEL: func.func @train_step
-// GRAD-COUNT-7: mlc.tp_copy
+// GRAD-COUNT-6: mlc.tp_copy
 // GRAD-NOT: mlc.tp_copy
+// NOMAX-LABEL: func.func @train_step
+// NOMAX-NOT: mlc.compare eq %{{.*}}xf32>
+// NOMAX: return
 // GRAD: mlc.embedding_grad %{{.*}} : tensor<2x4x8xf32>, tensor<2x4xi64> -> tensor<8x8xf32>
 // GRAD: return
 // vocab-parallel=false: the table, the head and the loss stay replicated
@@ -115,6 +120,9 @@ func.func @forward(%wte: tensor<16x8xf32> {mlc.param = "wte"},
 // CHECK: mlc.tp_reduce max
 // CHECK-NOT: mlc.cross_entropy
 // CHECK: return
+// NOMAX-LABEL: func.func @train_step
+// NOMAX-NOT: mlc.compare eq %{{.*}}xf32>
+// NOMAX: return
 // GRAD-LABEL: func.func @train_step
 // GRAD: mlc.embedding_grad %{{.*}} {padding_idx = 3 : i64} : tensor<1x8xf32>, tensor<1xi64> -> tensor<8x8xf32>
 // GRAD: return

@@ -13,8 +13,9 @@ Per rank, with --sequence-parallel:
     gathered again in backward, not saved;
   - in all, the saved activations are 1/T of T = 1's plus what the
     vocabulary-parallel loss keeps and the fused loss at T = 1 does not:
-    the rank's logits, their exponentials (f32) and its target-column mask
-    (i1), TOKENS x VOCAB / T each; within 64 bytes per token (the per-token
+    the exponentials of the rank's logits (f32) and its target-column mask
+    (i1), TOKENS x VOCAB / T each (its shift is detached, so the logits are
+    not kept for the max); within 64 bytes per token (the per-token
     vectors: the loss's max, sums and weights, the stream's row mask, each a
     64-byte slice or so). (The last layer's is compared only in the total: at
     T = 1 the final norm is a kernel outside the layers, under
@@ -48,7 +49,7 @@ def main(args):
         if bysp.get(layer, 0) * t != by1[layer]:
             problems.append(f"layer {layer} saves {bysp.get(layer)}, not 1/{t} of "
                             f"{by1[layer]} (T = 1)")
-    loss = tokens * (vocab // t) * (4 + 4 + 1)
+    loss = tokens * (vocab // t) * (4 + 1)
     rest = sp["saved_activations"] - loss - one["saved_activations"] // t
     if not 0 <= rest <= 64 * tokens:
         problems.append(f"saved {sp['saved_activations']} = 1/{t} of {one['saved_activations']} "

@@ -14,8 +14,8 @@ and collectives for a GPT-2 against a hand computation.
                   the loss's exp-sums and target logit, [N] f32 each (2);
                   max: the loss's shift, [N] f32 (1)
         backward: per layer the two regions' tp_copy duals, [N, E] (2 L);
-                  the LM head's tp_copy dual, [N, E] (1); the shift's
-                  tp_copy dual, [N] (1)
+                  the LM head's tp_copy dual, [N, E] (1) (the shift is
+                  detached: it has no dual)
   tp_report.py overlap REPORT.json
       whether the data-parallel buckets' exposed time is above zero and
       below their time on the wire (the first ones ran under backward).
@@ -59,7 +59,7 @@ def memory(args):
     want = {
         ("forward", "tp_all_reduce"): (1 + 2 * layers + 2, 4 * n * ((1 + 2 * layers) * e + 2)),
         ("forward", "tp_all_reduce max"): (1, 4 * n),
-        ("backward", "tp_all_reduce"): (2 * layers + 2, 4 * n * ((2 * layers + 1) * e + 1)),
+        ("backward", "tp_all_reduce"): (2 * layers + 1, 4 * n * (2 * layers + 1) * e),
     }
     got = {(c["phase"], c["op"]): (c["count"], c["bytes"]) for c in tp["collectives"]}
     expect("collectives (count, bytes) by phase and op", got, want)
