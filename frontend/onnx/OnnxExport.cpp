@@ -145,24 +145,26 @@ llvm::Expected<int64_t> recoverLost(onnx::ModelProto &model, const ExportSignatu
                    [](const SignatureInput &in) { return in.kind == "PARAMETER"; }))
     return 0;
   onnx::GraphProto &graph = *model.mutable_graph();
-  // The parameter candidates' values, decoded as the importer decodes them.
+  // The parameter candidates, each decoded as the importer decodes it only
+  // where a recovery reads its value (a folded constant, a merged node's
+  // input): a file with nothing to recover decodes none.
   mlir::MLIRContext ctx(mlir::MLIRContext::Threading::DISABLED);
   OnnxImportOptions options;
   onnximport::Importer decoder(ctx, modelName, options);
   decoder.modelDir = modelDir;
-  std::set<std::string> candidates = parameterCandidates(graph, signature);
-  std::map<std::string, onnximport::Const> paramInits;
+  std::map<std::string, const onnx::TensorProto *> inits;
   std::map<std::string, int> types;
   for (const auto &t : graph.initializer()) {
     types[t.name()] = t.data_type();
-    if (!candidates.count(t.name()))
-      continue;
-    auto c = decoder.tensorFromProto(t, "initializer '" + t.name() + "'");
-    if (!c)
-      return c.takeError();
-    paramInits.emplace(t.name(), std::move(*c));
+    inits[t.name()] = &t;
   }
-  auto found = onnximport::recoverLostParameters(graph, signature, paramInits, modelName);
+  onnximport::LazyParameters lazy;
+  lazy.names = parameterCandidates(graph, signature);
+  lazy.decode = [&](const std::string &name) {
+    return decoder.tensorFromProto(*inits.at(name), "initializer '" + name + "'");
+  };
+  std::map<std::string, onnximport::Const> paramInits;
+  auto found = onnximport::recoverLostParameters(graph, signature, paramInits, modelName, &lazy);
   if (!found)
     return found.takeError();
   int oneType = onnx::TensorProto::UNDEFINED;

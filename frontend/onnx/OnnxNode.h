@@ -36,6 +36,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -147,15 +148,26 @@ struct RecoveredParameters {
   std::string one;
 };
 
+/// Float initializers that may be parameters, left undecoded until a
+/// recovery reads one's value: `mlc export-onnx` decodes no parameter
+/// otherwise. `names` are those not in paramInits yet; `decode` gives one's
+/// value as the importer decodes it.
+struct LazyParameters {
+  std::set<std::string> names;
+  std::function<llvm::Expected<Const>(const std::string &)> decode;
+};
+
 /// Edits `g` into what torch computed, where the file fixes a lost
 /// parameter: the added nodes read it under its torch name. `paramInits`
-/// holds the float initializers that may be parameters (OnnxParameters.h)
-/// and gets each recovered parameter's starting value. The importer runs it
-/// before declaring parameters; `mlc export-onnx` on the model it writes.
-/// Errors name `file`.
+/// holds the float initializers that may be parameters (OnnxParameters.h),
+/// with those of `lazy` (if any) decoded into it as they are read, and gets
+/// each recovered parameter's starting value. The importer runs it before
+/// declaring parameters; `mlc export-onnx` on the model it writes. Errors
+/// name `file`.
 llvm::Expected<RecoveredParameters>
 recoverLostParameters(onnx::GraphProto &g, const ExportSignature &signature,
-                      std::map<std::string, Const> &paramInits, const std::string &file);
+                      std::map<std::string, Const> &paramInits, const std::string &file,
+                      LazyParameters *lazy = nullptr);
 
 /// The state of one import, shared by the driver and the handlers.
 class Importer {

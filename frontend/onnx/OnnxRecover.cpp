@@ -111,6 +111,7 @@ bool sameBits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 struct Recovery {
   std::string file;
   std::map<std::string, Const> &paramInits;
+  LazyParameters *lazy;
   RecoveredParameters found;
   std::map<std::string, std::string> targetOf; // placeholder -> PARAMETER target
   std::set<std::string> targets, recovered;
@@ -124,6 +125,22 @@ struct Recovery {
 
   llvm::Error error(const llvm::Twine &msg) const {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), file + ": " + msg);
+  }
+  /// Whether `name` is a float initializer that may be a parameter.
+  bool has(const std::string &name) const {
+    return paramInits.count(name) || (lazy && lazy->names.count(name));
+  }
+  /// `name`'s value, decoded when first read; null when has(name) is false.
+  llvm::Expected<const Const *> value(const std::string &name) {
+    if (auto it = paramInits.find(name); it != paramInits.end())
+      return &it->second;
+    if (!lazy || !lazy->names.count(name))
+      return nullptr;
+    auto c = lazy->decode(name);
+    if (!c)
+      return c.takeError();
+    lazy->names.erase(name);
+    return &(paramInits[name] = std::move(*c));
   }
   /// `name`, or a variant of it, that the graph does not hold yet.
   std::string fresh(const std::string &name) {
@@ -218,10 +235,11 @@ llvm::Error recoverFolded(const onnx::GraphProto &g, Recovery &r) {
   auto &paramInits = r.paramInits;
   std::string &one = r.found.one;
   for (const auto &vi : g.value_info()) {
-    auto c = paramInits.find(vi.name());
+    if (!r.has(vi.name()))
+      continue;
     auto meta = onnxValueMetadata(vi);
     auto from = meta.find(kFoldedKey);
-    if (c == paramInits.end() || from == meta.end() || fxStem(vi.name()) != "add")
+    if (from == meta.end() || fxStem(vi.name()) != "add")
       continue;
     std::vector<std::string> params;
     for (const std::string &s : quotedStrings(from->second))
@@ -244,17 +262,20 @@ llvm::Error recoverFolded(const onnx::GraphProto &g, Recovery &r) {
         std::string target = f.scopes.empty() ? "" : f.scopes.back() + ".weight";
         all = llvm::is_contained(kOnePlusWeight, f.moduleClass) && fxStem(arg) == "add" &&
               (arg == vi.name() || !r.held.count(arg)) && r.targets.count(target) &&
-              !r.fxRead.count(target) && !r.recovered.count(target) && !paramInits.count(target) &&
+              !r.fxRead.count(target) && !r.recovered.count(target) && !r.has(target) &&
               (arg != vi.name() || target == params[0]);
         named |= target == params[0];
         readers.push_back({{i, k}, target});
       }
     if (!all || !named)
       continue;
+    auto c = r.value(vi.name());
+    if (!c)
+      return c.takeError();
     // w = C - 1 in f32, exact: w + 1 gives C back in any precision.
-    Const w = c->second;
+    Const w = **c;
     for (int64_t e = 0; e < w.numel(); ++e) {
-      float ce = float(c->second.f[e]), we = ce - 1.0f;
+      float ce = float((*c)->f[e]), we = ce - 1.0f;
       if (!sameBits(float(double(we) + 1.0), ce) || double(we) + 1.0 != double(ce))
         return r.error(llvm::formatv(
                          "parameter '{0}' is folded into the constant '{1}' (its value_info's "
@@ -321,7 +342,7 @@ llvm::Error recoverMerged(const onnx::GraphProto &g, Recovery &r) {
     std::map<int, std::string> attrAt;
     bool attributed = !params.empty();
     for (int k = 0; k < kept.input_size(); ++k) {
-      if (!paramInits.count(kept.input(k)))
+      if (!r.has(kept.input(k)))
         continue;
       std::vector<std::string> same;
       for (const std::string &t : params)
@@ -378,13 +399,18 @@ llvm::Error recoverMerged(const onnx::GraphProto &g, Recovery &r) {
     std::vector<std::string> inputs(kept.input().begin(), kept.input().end());
     for (auto &[k, attr] : attrAt) {
       std::string target = module + "." + attr;
-      const Const &value0 = paramInits.at(kept.input(k));
-      if (auto it = paramInits.find(target); it != paramInits.end() && it->second.f != value0.f)
+      auto value0 = r.value(kept.input(k));
+      if (!value0)
+        return value0.takeError();
+      auto held = r.value(target);
+      if (!held)
+        return held.takeError();
+      if (*held && (*held)->f != (*value0)->f)
         return r.error("parameter '" + target + "' and '" + kept.input(k) + "', which node '" +
                        Importer::nodeName(kept) + "' reads, differ, yet the exporter's optimizer merged `%" +
                      value + "` into that node; export with torch.onnx.export(..., "
                      "optimize=False)");
-      paramInits[target] = value0;
+      paramInits[target] = **value0;
       r.found.source[target] = kept.input(k);
       r.recovered.insert(target);
       inputs[k] = target;
@@ -402,8 +428,9 @@ llvm::Error recoverMerged(const onnx::GraphProto &g, Recovery &r) {
 
 llvm::Expected<RecoveredParameters>
 recoverLostParameters(onnx::GraphProto &g, const ExportSignature &signature,
-                      std::map<std::string, Const> &paramInits, const std::string &file) {
-  Recovery r{file, paramInits};
+                      std::map<std::string, Const> &paramInits, const std::string &file,
+                      LazyParameters *lazy) {
+  Recovery r{file, paramInits, lazy};
   if (!readFacts(g, signature, r))
     return RecoveredParameters();
   if (auto err = recoverFolded(g, r))
