@@ -326,9 +326,16 @@ public:
         else
           post(at, counts[size_t(r)], r, true);
     }
-    for (MPI_Request &r : requests)
-      waitFor(r, rank_ == root ? "the other ranks' slices (a gather to this rank)"
-                               : "rank " + std::to_string(root) + " (a gather to it)");
+    try {
+      for (MPI_Request &r : requests)
+        waitFor(r, rank_ == root ? "the other ranks' slices (a gather to this rank)"
+                                 : "rank " + std::to_string(root) + " (a gather to it)");
+    } catch (...) {
+      // The caller frees the buffers as the error unwinds: no request may
+      // stay posted on them, or a late message lands in freed memory.
+      cancelAll(requests);
+      throw;
+    }
   }
 
 private:
@@ -340,6 +347,17 @@ private:
       fail("rank " + std::to_string(rank_) + ": " + what + " failed: " +
            std::string(text, length));
     }
+  }
+  /// Cancels every request still posted and waits for each to end
+  /// (MPI_Wait on a cancelled request returns at once), so that no buffer
+  /// of theirs is written or read afterwards. Done requests are null.
+  static void cancelAll(std::vector<MPI_Request> &requests) {
+    for (MPI_Request &r : requests)
+      if (r != MPI_REQUEST_NULL)
+        MPI_Cancel(&r);
+    for (MPI_Request &r : requests)
+      if (r != MPI_REQUEST_NULL)
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
   }
   /// Tests until done; sleeps a little between tests once the wait is long.
   void waitFor(MPI_Request &request, const std::string &what) {

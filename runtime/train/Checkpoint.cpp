@@ -399,7 +399,7 @@ std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step
       model.reset();
       optimizer.reset();
       removeDirectory(tmp);
-      fail(error);
+      throw CheckpointRefused(error);
     }
     return lead ? final : "";
   }
@@ -413,7 +413,8 @@ std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step
       forEachWholeRun(backend, p, slices,
                       [&](const char *bytes, size_t size) { optimizer->append(bytes, size); });
     });
-  // --save-dir-hf writes from the group's parameters gathered once more.
+  // --save-dir-hf writes from the group's parameters gathered once more, to
+  // the writer alone: it holds them all at once (not streamed).
   std::vector<char> params;
   if (o.saveDirHf && lead)
     params = groupParameterFlats(backend);

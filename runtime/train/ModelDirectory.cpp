@@ -2,6 +2,7 @@
 
 #include "runtime/train/ModelDirectory.h"
 #include "runtime/train/TensorParallel.h"
+#include "runtime/train/WholeTensors.h"
 #include "support/Error.h"
 #include "support/Json.h"
 #include "support/TensorIO.h"
@@ -252,13 +253,18 @@ void checkModelDirectorySource(const Package &pkg, const TrainOptions &o,
 void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::string &dir,
                         const std::string &flag, const std::vector<char> *gathered) {
   const Package &pkg = backend.package();
-  // Whole HF tensors, gathered from the tensor-parallel group's slices
-  // (collective); the group's first rank writes them.
+  // Whole HF tensors: the first data-parallel replica's tensor-parallel
+  // group sends its slices to the writer (world rank 0, the group's first
+  // rank), which holds them all at once (not streamed tensor by tensor as
+  // checkpoints are) and alone writes: the other replicas hold the same
+  // parameters and write nothing, so no two ranks build the directory.
+  if (backend.rank() != 0)
+    return;
   std::vector<char> own;
   if (!gathered)
     own = groupParameterFlats(backend);
   const std::vector<char> &flats = gathered ? *gathered : own;
-  if (backend.tpRank() != 0)
+  if (!isWriter(backend))
     return;
   std::string final = dir;
   while (final.size() > 1 && final.back() == '/')

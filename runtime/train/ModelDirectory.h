@@ -51,8 +51,10 @@ void checkModelDirectorySource(const Package &pkg, const TrainOptions &o,
 /// Writes the trained parameters as a model directory (see above): into a
 /// temporary sibling, flushed, then renamed over `dir`. `flag` names the
 /// option that asked for it in messages. The parameters are gathered from
-/// the tensor-parallel group (collective) unless `flats` holds them
-/// (groupParameterFlats()); the group's first rank writes.
+/// the first data-parallel replica's tensor-parallel group to the writer
+/// (collective over that group; the other replicas return at once) unless
+/// `flats` holds them (groupParameterFlats()); the writer (isWriter(),
+/// world rank 0) alone writes, holding every parameter whole at once.
 void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::string &dir,
                         const std::string &flag = "--save",
                         const std::vector<char> *flats = nullptr);

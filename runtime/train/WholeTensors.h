@@ -14,7 +14,9 @@
 //     which then sends the slice on as above.
 //
 // So the writer holds one whole tensor at a time besides its own buffers,
-// and the others hold the part they send, never a gathered copy. Every rank
+// and the others hold the part they send, never a gathered copy. (A model
+// directory, --save DIR and --save-dir-hf, is not written this way: the
+// writer gathers the group's parameters whole; ModelDirectory.h.) Every rank
 // that holds a part calls the same functions in the same order.
 // MLC_DEBUG_GATHER=1 prints, per rank and write, the most bytes its gathers
 // held at once and the bytes it sent.
