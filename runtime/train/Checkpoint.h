@@ -25,8 +25,7 @@
 // tensor-parallel group's slices (and under the distributed optimizer the
 // data-parallel group's shards first), and streamed into the files
 // (WholeTensors.h): the writer holds one whole tensor at once, the other
-// ranks nothing gathered. hf/ (--save-dir-hf) is not streamed: the group's
-// parameters are gathered whole to the writer for it. On resume each rank reads its slices and shards
+// ranks nothing gathered (hf/ too). On resume each rank reads its slices and shards
 // of each tensor from the files (never a whole file), at any
 // tensor-parallel size and rank count; a checkpoint of another layout is a
 // changed setting (tensor-parallel, ranks, package), and the run prints
