@@ -374,6 +374,7 @@ void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::stri
   size_t shard = 0, done = 0; // the shard being written, its tensors written
   forEachWholeTensor(backend, FlatBuffer::Params, error, [&](const ParamInfo &p,
                                                              const std::vector<char> &slices) {
+   try { // a message names the file where it goes, not the temporary one
     const std::string name = shardName(shard, plan.shards.size());
     if (!file) {
       std::vector<SafetensorsStream::Entry> entries;
@@ -396,6 +397,10 @@ void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::stri
       ++shard;
       done = 0;
     }
+   } catch (const Error &e) {
+    std::string m = e.what();
+    fail(m.rfind(plan.tmp, 0) == 0 ? plan.final + m.substr(plan.tmp.size()) : m);
+   }
   });
   reportGathers(backend, dir);
   if (!writer)
