@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -326,9 +327,22 @@ public:
         else
           post(at, counts[size_t(r)], r, true);
     }
-    for (MPI_Request &r : requests)
-      waitFor(r, rank_ == root ? "the other ranks' slices (a gather to this rank)"
-                               : "rank " + std::to_string(root) + " (a gather to it)");
+    try {
+      for (MPI_Request &r : requests)
+        waitFor(r, rank_ == root ? "the other ranks' slices (a gather to this rank)"
+                                 : "rank " + std::to_string(root) + " (a gather to it)");
+    } catch (const Error &e) {
+      // The caller frees the buffers as the error unwinds: no request may
+      // stay posted on them, or a late message lands in freed memory (or a
+      // send reads it). One that cannot be cancelled (a send the peer
+      // matched, that never completes) leaves nothing safe: the world ends.
+      if (!cancelAll(requests)) {
+        fprintf(stderr, "mlc: error: %s; a message of the gather could not be cancelled\n",
+                e.what());
+        abort(1);
+      }
+      throw;
+    }
   }
 
 private:
@@ -340,6 +354,26 @@ private:
       fail("rank " + std::to_string(rank_) + ": " + what + " failed: " +
            std::string(text, length));
     }
+  }
+  /// Cancels every request still posted (done ones are null) and waits a
+  /// few seconds for each to end, so that no buffer of theirs is written or
+  /// read afterwards. False when one did not end.
+  static bool cancelAll(std::vector<MPI_Request> &requests) {
+    for (MPI_Request &r : requests)
+      if (r != MPI_REQUEST_NULL)
+        MPI_Cancel(&r);
+    const auto start = std::chrono::steady_clock::now();
+    for (MPI_Request &r : requests)
+      for (int done = 0; r != MPI_REQUEST_NULL && !done;) {
+        if (MPI_Test(&r, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+          return false;
+        if (!done) {
+          if (std::chrono::steady_clock::now() - start > std::chrono::seconds(5))
+            return false;
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+      }
+    return true;
   }
   /// Tests until done; sleeps a little between tests once the wait is long.
   void waitFor(MPI_Request &request, const std::string &what) {

@@ -322,12 +322,11 @@ static std::vector<SafetensorsStream::Entry> momentEntries(const Package &pkg) {
   return entries;
 }
 
-/// The directory's contents after its tensors: state.json, hf/ and the
+/// The directory's contents after its tensors (and hf/): state.json and the
 /// manifest (last), the writer's alone.
 static void writeCheckpointFiles(Backend &backend, const TrainOptions &o, int64_t step,
                                  const std::string &tmp, const std::string &modelHash,
-                                 const std::string &optimizerHash,
-                                 const std::vector<char> &params) {
+                                 const std::string &optimizerHash) {
   const Package &pkg = backend.package();
   std::string state = "{\n  \"step\": " + std::to_string(step) + ",\n  \"package\": {";
   bool first = true;
@@ -345,10 +344,6 @@ static void writeCheckpointFiles(Backend &backend, const TrainOptions &o, int64_
   }
   state += "\n  },\n  \"steps\": " + std::to_string(o.steps) + "\n}\n";
   writeFileAtomically(tmp + "/state.json", state);
-  // --save-dir-hf: the parameters once more, as transformers loads them.
-  // Not read on resume, so not among the manifest's files.
-  if (o.saveDirHf)
-    saveModelDirectory(backend, o, tmp + "/hf", "--save-dir-hf", &params);
   std::string manifest = "{\n  \"format\": \"mlc-checkpoint\",\n  \"version\": " +
                          std::to_string(kCheckpointVersion) + ",\n  \"run\": " +
                          jsonQuote(o.runId) + ",\n  \"step\": " + std::to_string(step) +
@@ -399,7 +394,7 @@ std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step
       model.reset();
       optimizer.reset();
       removeDirectory(tmp);
-      fail(error);
+      throw CheckpointRefused(error);
     }
     return lead ? final : "";
   }
@@ -413,11 +408,21 @@ std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step
       forEachWholeRun(backend, p, slices,
                       [&](const char *bytes, size_t size) { optimizer->append(bytes, size); });
     });
-  // --save-dir-hf writes from the group's parameters gathered once more.
-  std::vector<char> params;
-  if (o.saveDirHf && lead)
-    params = groupParameterFlats(backend);
   reportGathers(backend, final);
+  // --save-dir-hf: the parameters once more, as transformers loads them,
+  // gathered and streamed the same way into hf/. Not read on resume, so not
+  // among the manifest's files. A writer whose checkpoint already failed
+  // stops the group at the directory's agreement.
+  if (o.saveDirHf && lead) {
+    try {
+      saveModelDirectory(backend, o, tmp + "/hf", "--save-dir-hf", error.empty());
+    } catch (const Error &e) {
+      if (!writer)
+        throw; // a gather's failure
+      if (error.empty())
+        error = e.what();
+    }
+  }
   if (!writer)
     return lead ? final : "";
   try {
@@ -428,7 +433,7 @@ std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step
     // files, after every gather (no rank waits for it in a collective).
     if (const char *kill = std::getenv("MLC_TEST_KILL_IN_CHECKPOINT"); kill && *kill)
       std::raise(SIGKILL);
-    writeCheckpointFiles(backend, o, step, tmp, modelHash, optimizerHash, params);
+    writeCheckpointFiles(backend, o, step, tmp, modelHash, optimizerHash);
     syncDirectory(tmp);
     removeDirectory(final);
     if (std::rename(tmp.c_str(), final.c_str()) != 0)

@@ -25,7 +25,7 @@
 // tensor-parallel group's slices (and under the distributed optimizer the
 // data-parallel group's shards first), and streamed into the files
 // (WholeTensors.h): the writer holds one whole tensor at once, the other
-// ranks nothing gathered. On resume each rank reads its slices and shards
+// ranks nothing gathered (hf/ too). On resume each rank reads its slices and shards
 // of each tensor from the files (never a whole file), at any
 // tensor-parallel size and rank count; a checkpoint of another layout is a
 // changed setting (tensor-parallel, ranks, package), and the run prints
@@ -50,6 +50,7 @@
 
 #include "runtime/backend/Backend.h"
 #include "runtime/train/Options.h"
+#include "support/Error.h"
 
 #include <string>
 
@@ -57,12 +58,22 @@ namespace mlc::rt {
 
 constexpr int kCheckpointVersion = 1;
 
+/// The writer's refusal of a checkpoint before any tensor moved (--save-dir
+/// holds another run's checkpoint of the step, or cannot be written): the
+/// other ranks stopped at the agreement, in no gather, so the run may go on.
+class CheckpointRefused : public Error {
+public:
+  using Error::Error;
+};
+
 /// Writes the checkpoint of step `step` into `saveDir` and keeps the newest
 /// `keep` checkpoints there (0: all). Collective: every rank of the run
 /// calls it. The tensors are gathered to the writer (WholeTensors.h: the
 /// first replica's tensor-parallel rank 0) one at a time and streamed into
 /// the files. Returns its directory on the first data-parallel replica's
-/// ranks, "" elsewhere.
+/// ranks, "" elsewhere. Throws CheckpointRefused on the writer when it
+/// refuses up front; any other Error (a gather that failed or timed out, a
+/// write) is not one.
 std::string saveCheckpoint(Backend &backend, const TrainOptions &o, int64_t step);
 
 /// "latest" (the newest complete checkpoint in --save-dir) or a directory.

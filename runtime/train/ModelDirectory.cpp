@@ -2,6 +2,7 @@
 
 #include "runtime/train/ModelDirectory.h"
 #include "runtime/train/TensorParallel.h"
+#include "runtime/train/WholeTensors.h"
 #include "support/Error.h"
 #include "support/Json.h"
 #include "support/TensorIO.h"
@@ -16,6 +17,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <memory>
 
 namespace mlc::rt {
 
@@ -249,105 +252,166 @@ void checkModelDirectorySource(const Package &pkg, const TrainOptions &o,
   checkTokenizerFits(tokenizerFiles(o), config);
 }
 
-void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::string &dir,
-                        const std::string &flag, const std::vector<char> *gathered) {
-  const Package &pkg = backend.package();
-  // Whole HF tensors, gathered from the tensor-parallel group's slices
-  // (collective); the group's first rank writes them.
-  std::vector<char> own;
-  if (!gathered)
-    own = groupParameterFlats(backend);
-  const std::vector<char> &flats = gathered ? *gathered : own;
-  if (backend.tpRank() != 0)
-    return;
-  std::string final = dir;
-  while (final.size() > 1 && final.back() == '/')
-    final.pop_back();
-  checkModelDirectory(final, flag);
-  std::string config = hfConfigOf(pkg, flag + " " + dir);
-  if (pkg.dtype == "f64") // the parameters as the file stores them
-    if (auto at = config.find("\"torch_dtype\": \"float32\""); at != std::string::npos)
-      config.replace(at, 24, "\"torch_dtype\": \"float64\"");
-  const int64_t maxShard = parseShardSize(o.maxShardSize);
-  auto tokenizer = tokenizerFiles(o);
+/// The file name of shard i of n: model.safetensors alone, else
+/// model-00001-of-00003.safetensors.
+static std::string shardName(size_t i, size_t n) {
+  if (n == 1)
+    return "model.safetensors";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", i + 1, n);
+  return buf;
+}
 
+namespace {
+
+/// What the writer writes, settled before any tensor moves.
+struct DirectoryPlan {
+  std::string final, tmp, config;
+  std::vector<std::vector<size_t>> shards; // indices into pkg.params
+  std::vector<std::pair<std::string, std::string>> tokenizer;
+};
+
+/// The writer's checks and its temporary directory.
+DirectoryPlan planDirectory(const Backend &backend, const TrainOptions &o, const std::string &dir,
+                            const std::string &flag) {
+  const Package &pkg = backend.package();
+  DirectoryPlan plan;
+  plan.final = dir;
+  while (plan.final.size() > 1 && plan.final.back() == '/')
+    plan.final.pop_back();
+  checkModelDirectory(plan.final, flag);
+  plan.config = hfConfigOf(pkg, flag + " " + dir);
+  if (pkg.dtype == "f64") // the parameters as the file stores them
+    if (auto at = plan.config.find("\"torch_dtype\": \"float32\""); at != std::string::npos)
+      plan.config.replace(at, 24, "\"torch_dtype\": \"float64\"");
+  const int64_t maxShard = parseShardSize(o.maxShardSize);
+  plan.tokenizer = tokenizerFiles(o);
   // The tensors in the package's order; a tied parameter once, under its
   // own name (save_pretrained drops the tied copies; from_pretrained ties
   // them again).
-  const int64_t es = backend.elementSize();
   std::vector<int64_t> sizes;
   for (const ParamInfo &p : pkg.params)
-    sizes.push_back(p.numel * (p.tpDim >= 0 ? pkg.tensorParallel : 1) * es);
-  auto shards = planShards(sizes, maxShard);
-  auto shardName = [&](size_t i) {
-    if (shards.size() == 1)
-      return std::string("model.safetensors");
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
-    return std::string(buf);
-  };
+    sizes.push_back(p.numel * (p.tpDim >= 0 ? pkg.tensorParallel : 1) * backend.elementSize());
+  plan.shards = planShards(sizes, maxShard);
+  plan.tmp = parentOf(plan.final) + "/." + baseName(plan.final) + ".tmp." +
+             std::to_string(getpid());
+  removeFlatDirectory(plan.tmp);
+  makeDirectories(plan.tmp);
+  return plan;
+}
 
-  std::string tmp = parentOf(final) + "/." + baseName(final) + ".tmp." +
-                    std::to_string(getpid());
-  removeFlatDirectory(tmp);
-  makeDirectories(tmp);
-  try {
-    std::map<std::string, std::string> weightMap;
-    int64_t total = 0;
-    for (size_t s = 0; s < shards.size(); ++s) {
-      std::vector<std::pair<std::string, HostTensor>> tensors;
-      for (size_t i : shards[s]) {
-        const ParamInfo &p = pkg.params[i];
-        HostTensor t = wholeParameter(backend, p, flats);
-        // No directory of weights that are not finite is written.
-        for (int64_t e = 0; e < t.numel(); ++e)
-          if (!std::isfinite(t.getDouble(e)))
-            fail(dir + " was not written: parameter " + p.name + " holds " +
-                 std::to_string(t.getDouble(e)) + " at index " + std::to_string(e));
-        total += t.numel() * es;
-        weightMap[p.name] = shardName(s);
-        tensors.push_back({p.name, std::move(t)});
-      }
-      writeFileDurably(tmp + "/" + shardName(s), encodeSafetensors(tensors, {{"format", "pt"}}),
-                       final + "/" + shardName(s));
+/// The writer's files after the shards: the index, the tokenizer, the
+/// config last; then the directory swapped in whole.
+void finishDirectory(const DirectoryPlan &plan, const std::string &what,
+                     const std::map<std::string, std::string> &weightMap, int64_t total) {
+  const std::string &tmp = plan.tmp, &final = plan.final;
+  if (plan.shards.size() > 1) {
+    // As save_pretrained writes it: json.dumps(index, indent=2, sort_keys=True).
+    std::string index = "{\n  \"metadata\": {\n    \"total_size\": " + std::to_string(total) +
+                        "\n  },\n  \"weight_map\": {";
+    bool first = true;
+    for (const auto &[name, file] : weightMap) {
+      index += std::string(first ? "" : ",") + "\n    " + jsonQuote(name) + ": " +
+               jsonQuote(file);
+      first = false;
     }
-    if (shards.size() > 1) {
-      // As save_pretrained writes it: json.dumps(index, indent=2, sort_keys=True).
-      std::string index = "{\n  \"metadata\": {\n    \"total_size\": " + std::to_string(total) +
-                          "\n  },\n  \"weight_map\": {";
-      bool first = true;
-      for (const auto &[name, file] : weightMap) {
-        index += std::string(first ? "" : ",") + "\n    " + jsonQuote(name) + ": " +
-                 jsonQuote(file);
-        first = false;
-      }
-      index += "\n  }\n}\n";
-      writeFileDurably(tmp + "/" + kSafetensorsIndex, index, final + "/" + kSafetensorsIndex);
-    }
-    for (const auto &[name, source] : tokenizer)
-      writeFileDurably(tmp + "/" + name, readFile(source), final + "/" + name);
-    // The config last: a directory without one is not a model.
-    writeFileDurably(tmp + "/config.json", config, final + "/config.json");
-    syncDirectory(tmp);
-    // Swapped in whole: the previous directory (checked above to hold only
-    // a model directory's files) goes once the new one is in place.
-    std::string old;
-    if (exists(final)) {
-      old = parentOf(final) + "/." + baseName(final) + ".old." + std::to_string(getpid());
-      removeFlatDirectory(old);
-      if (std::rename(final.c_str(), old.c_str()) != 0)
-        fail(flag + " " + dir + ": cannot move the previous directory aside");
-    }
-    if (std::rename(tmp.c_str(), final.c_str()) != 0) {
-      if (!old.empty())
-        std::rename(old.c_str(), final.c_str());
-      fail(flag + " " + dir + ": cannot move the model directory into place");
-    }
+    index += "\n  }\n}\n";
+    writeFileDurably(tmp + "/" + kSafetensorsIndex, index, final + "/" + kSafetensorsIndex);
+  }
+  for (const auto &[name, source] : plan.tokenizer)
+    writeFileDurably(tmp + "/" + name, readFile(source), final + "/" + name);
+  // The config last: a directory without one is not a model.
+  writeFileDurably(tmp + "/config.json", plan.config, final + "/config.json");
+  syncDirectory(tmp);
+  // Swapped in whole: the previous directory (checked above to hold only
+  // a model directory's files) goes once the new one is in place.
+  std::string old;
+  if (exists(final)) {
+    old = parentOf(final) + "/." + baseName(final) + ".old." + std::to_string(getpid());
+    removeFlatDirectory(old);
+    if (std::rename(final.c_str(), old.c_str()) != 0)
+      fail(what + ": cannot move the previous directory aside");
+  }
+  if (std::rename(tmp.c_str(), final.c_str()) != 0) {
     if (!old.empty())
-      removeFlatDirectory(old);
-    syncDirectory(parentOf(final));
+      std::rename(old.c_str(), final.c_str());
+    fail(what + ": cannot move the model directory into place");
+  }
+  if (!old.empty())
+    removeFlatDirectory(old);
+  syncDirectory(parentOf(final));
+}
+
+} // namespace
+
+void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::string &dir,
+                        const std::string &flag, bool go) {
+  // The other data-parallel replicas hold the same parameters: the first
+  // replica's ranks send theirs, and the writer alone writes.
+  if (backend.rank() != 0)
+    return;
+  const Package &pkg = backend.package();
+  const bool writer = isWriter(backend);
+  DirectoryPlan plan;
+  std::string error;
+  if (writer && go) {
+    try {
+      plan = planDirectory(backend, o, dir, flag);
+    } catch (const Error &e) {
+      error = e.what();
+    }
+  }
+  if (!agreeWithWriter(backend, go && error.empty(), /*allRanks=*/false)) {
+    if (writer && !error.empty())
+      fail(error);
+    return;
+  }
+  // Whole HF tensors, gathered to the writer one at a time
+  // (WholeTensors.h) and streamed into the shards.
+  std::map<std::string, std::string> weightMap;
+  int64_t total = 0;
+  std::unique_ptr<SafetensorsStream> file;
+  size_t shard = 0, done = 0; // the shard being written, its tensors written
+  forEachWholeTensor(backend, FlatBuffer::Params, error, [&](const ParamInfo &p,
+                                                             const std::vector<char> &slices) {
+   try { // a message names the file where it goes, not the temporary one
+    const std::string name = shardName(shard, plan.shards.size());
+    if (!file) {
+      std::vector<SafetensorsStream::Entry> entries;
+      for (size_t i : plan.shards[shard])
+        entries.push_back({pkg.params[i].name, pkg.dtype,
+                           wholeShape(pkg.params[i], pkg.tensorParallel)});
+      file = std::make_unique<SafetensorsStream>(plan.tmp + "/" + name, entries,
+                                                 std::map<std::string, std::string>{{"format", "pt"}});
+    }
+    // No directory of weights that are not finite is written.
+    checkFinite(backend, p, slices, dir);
+    forEachWholeRun(backend, p, slices, [&](const char *bytes, size_t size) {
+      file->append(bytes, size);
+      total += int64_t(size);
+    });
+    weightMap[p.name] = name;
+    if (++done == plan.shards[shard].size()) {
+      file->finish();
+      file.reset();
+      ++shard;
+      done = 0;
+    }
+   } catch (const Error &e) {
+    std::string m = e.what();
+    fail(m.rfind(plan.tmp, 0) == 0 ? plan.final + m.substr(plan.tmp.size()) : m);
+   }
+  });
+  reportGathers(backend, dir);
+  if (!writer)
+    return;
+  try {
+    if (!error.empty())
+      fail(error);
+    finishDirectory(plan, flag + " " + dir, weightMap, total);
   } catch (const Error &) {
-    removeFlatDirectory(tmp); // the previous directory stays as it was
+    file.reset();
+    removeFlatDirectory(plan.tmp); // the previous directory stays as it was
     throw;
   }
 }

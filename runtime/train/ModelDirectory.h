@@ -50,12 +50,15 @@ void checkModelDirectorySource(const Package &pkg, const TrainOptions &o,
                                const std::string &what);
 /// Writes the trained parameters as a model directory (see above): into a
 /// temporary sibling, flushed, then renamed over `dir`. `flag` names the
-/// option that asked for it in messages. The parameters are gathered from
-/// the tensor-parallel group (collective) unless `flats` holds them
-/// (groupParameterFlats()); the group's first rank writes.
+/// option that asked for it in messages. Collective over the first
+/// data-parallel replica's tensor-parallel group (the other replicas return
+/// at once): the writer (isWriter(), world rank 0) checks `dir` before any
+/// tensor moves, then the parameters are gathered to it a tensor at a time
+/// and streamed into the shards (WholeTensors.h), and it alone writes. A
+/// writer called with `go` false writes nothing and stops the group at the
+/// agreement (a checkpoint that already failed).
 void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::string &dir,
-                        const std::string &flag = "--save",
-                        const std::vector<char> *flats = nullptr);
+                        const std::string &flag = "--save", bool go = true);
 
 } // namespace mlc::rt
 

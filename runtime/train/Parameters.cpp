@@ -330,6 +330,10 @@ std::string keepParameters(Backend &backend, const TrainOptions &o) {
   } catch (const Error &e) {
     return std::string("; ") + e.what();
   }
+  // Only the writer knows whether the file was written; the others say
+  // nothing of it.
+  if (!isWriter(backend))
+    return "";
   return "; the parameters before this step are saved in " + o.save;
 }
 

@@ -503,8 +503,10 @@ private:
   std::string checkpoint(int64_t t) { return saveCheckpoint(backend, o, t); }
 
   /// SIGINT/SIGTERM: step t is done; keep it and stop cleanly. A checkpoint
-  /// that cannot be written (--save-dir holds another run's of this step)
-  /// is a warning: finish() still writes --save.
+  /// that the writer refuses up front (--save-dir holds another run's of
+  /// this step; no tensor moved) is a warning: finish() still writes
+  /// --save. Any other failure (a gather that timed out) propagates and
+  /// stops the run, as other communication failures do.
   void stopOnSignal(int64_t t) {
     console.line.close();
     stoppedAt = t;
@@ -522,7 +524,7 @@ private:
         fprintf(stderr, "mlc: interrupted after step %lld; checkpoint %s (resume with "
                         "--resume latest)\n",
                 (long long)t, dir.c_str());
-    } catch (const Error &e) {
+    } catch (const CheckpointRefused &e) {
       fprintf(stderr, "mlc: interrupted after step %lld; warning: no checkpoint: %s\n",
               (long long)t, e.what());
     }
@@ -560,8 +562,9 @@ private:
   const Package &pkg;
   TrainOptions o, sched; // sched: o with the learning rate scaled to the batch
   const int ranks;
-  /// The first data-parallel replica (its ranks write --save and
-  /// checkpoints, gathered over the tensor-parallel group).
+  /// The first data-parallel replica: its ranks hold the parameters that
+  /// --save and checkpoints keep, and send them to the writer (isWriter(),
+  /// its tensor-parallel rank 0), which alone writes.
   const bool lead;
   /// The one rank that prints for the whole run: the first replica's
   /// tensor-parallel rank 0.

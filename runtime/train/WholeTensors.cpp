@@ -203,27 +203,32 @@ std::vector<SafetensorsStream::Entry> parameterEntries(const Package &pkg) {
   return entries;
 }
 
+void checkFinite(const Backend &backend, const ParamInfo &p, const std::vector<char> &slices,
+                 const std::string &path) {
+  const int64_t es = backend.elementSize();
+  int64_t index = 0; // in the whole tensor
+  forEachWholeRun(backend, p, slices, [&](const char *bytes, size_t size) {
+    for (size_t i = 0; i < size; i += size_t(es), ++index) {
+      double x;
+      if (es == 4) {
+        float f;
+        std::memcpy(&f, bytes + i, 4);
+        x = f;
+      } else {
+        std::memcpy(&x, bytes + i, 8);
+      }
+      if (!std::isfinite(x))
+        fail(path + " was not written: parameter " + p.name + " holds " + valueText(x) +
+             " at index " + std::to_string(index));
+    }
+  });
+}
+
 void streamParameters(Backend &backend, SafetensorsStream *file, const std::string &path,
                       std::string &error) {
-  const int64_t es = backend.elementSize();
   forEachWholeTensor(backend, FlatBuffer::Params, error, [&](const ParamInfo &p,
                                                              const std::vector<char> &slices) {
-    int64_t index = 0; // in the whole tensor
-    forEachWholeRun(backend, p, slices, [&](const char *bytes, size_t size) {
-      for (size_t i = 0; i < size; i += size_t(es), ++index) {
-        double x;
-        if (es == 4) {
-          float f;
-          std::memcpy(&f, bytes + i, 4);
-          x = f;
-        } else {
-          std::memcpy(&x, bytes + i, 8);
-        }
-        if (!std::isfinite(x))
-          fail(path + " was not written: parameter " + p.name + " holds " + valueText(x) +
-               " at index " + std::to_string(index));
-      }
-    });
+    checkFinite(backend, p, slices, path);
     for (size_t n = namesOf(backend.package(), p).size(); n > 0; --n)
       forEachWholeRun(backend, p, slices,
                       [&](const char *bytes, size_t size) { file->append(bytes, size); });

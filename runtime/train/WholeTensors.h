@@ -14,7 +14,9 @@
 //     which then sends the slice on as above.
 //
 // So the writer holds one whole tensor at a time besides its own buffers,
-// and the others hold the part they send, never a gathered copy. Every rank
+// and the others hold the part they send, never a gathered copy (for a
+// model directory too, --save DIR and --save-dir-hf: ModelDirectory.h).
+// Every rank
 // that holds a part calls the same functions in the same order.
 // MLC_DEBUG_GATHER=1 prints, per rank and write, the most bytes its gathers
 // held at once and the bytes it sent.
@@ -146,6 +148,11 @@ std::string fileContentHash(const std::string &path);
 /// hold no shared storage, and load_state_dict(strict=True) wants every
 /// name the model has): its aliases, then its own.
 std::vector<SafetensorsStream::Entry> parameterEntries(const Package &pkg);
+
+/// An Error naming `path` ("PATH was not written") and the first element
+/// of p's whole tensor (from gatherToWriter()'s `slices`) that is not finite.
+void checkFinite(const Backend &backend, const ParamInfo &p, const std::vector<char> &slices,
+                 const std::string &path);
 
 /// Streams the parameters, gathered tensor by tensor, into `file` (the
 /// writer's, opened with parameterEntries(); null elsewhere). No file of
