@@ -87,46 +87,6 @@ HostTensor sliceOfWhole(const HostTensor &whole, const ParamInfo &p, int rank, i
   return slice;
 }
 
-std::vector<char> groupParameterFlats(Backend &backend) {
-  std::vector<char> own = downloadAll(backend, FlatBuffer::Params);
-  Communicator *tp = backend.tensorParallel();
-  if (!tp || tp->size() <= 1)
-    return own;
-  // To the group's first rank alone: the others send theirs and keep nothing.
-  std::vector<char> all;
-  std::vector<int64_t> counts;
-  if (tp->rank() == 0) {
-    all.resize(own.size() * size_t(tp->size()));
-    counts.assign(size_t(tp->size()), int64_t(own.size()));
-  }
-  tp->gatherBytes(own.data(), int64_t(own.size()), all.data(), counts, 0);
-  return all;
-}
-
-HostTensor wholeParameter(const Backend &backend, const ParamInfo &p,
-                          const std::vector<char> &flats) {
-  const Package &pkg = backend.package();
-  const int64_t es = backend.elementSize(), t = pkg.tensorParallel;
-  const size_t flatBytes = size_t(pkg.paramCount * es);
-  HostTensor whole;
-  whole.dtype = pkg.dtype;
-  whole.shape = wholeShape(p, t);
-  whole.data.resize(size_t(p.numel * (p.tpDim >= 0 ? t : 1) * es));
-  if (p.tpDim < 0) {
-    const char *base = flats.data() + p.offset * es; // every rank holds it whole
-    std::memcpy(whole.data.data(), base, whole.data.size());
-    return whole;
-  }
-  if (flats.size() != flatBytes * size_t(t))
-    fail("internal: " + p.name + " is split over " + std::to_string(t) +
-         " ranks, but their parameters were not gathered");
-  for (int r = 0; r < int(t); ++r)
-    copySlice(p, r, t, es, whole.data.data(),
-              const_cast<char *>(flats.data() + size_t(r) * flatBytes + size_t(p.offset * es)),
-              /*toWhole=*/true);
-  return whole;
-}
-
 double tensorParallelGradNorm(Backend &backend, double localNorm) {
   Communicator *tp = backend.tensorParallel();
   if (!tp || tp->size() <= 1)

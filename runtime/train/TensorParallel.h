@@ -43,19 +43,6 @@ std::vector<int64_t> wholeShape(const ParamInfo &p, int64_t t);
 /// dtype) for parameter p.
 HostTensor sliceOfWhole(const HostTensor &whole, const ParamInfo &p, int rank, int64_t t);
 
-/// This rank's parameters (a flat buffer, paramCount elements) and those of
-/// every other rank of its tensor-parallel group, rank after rank, on the
-/// group's first rank; empty on the others, which send theirs (collective
-/// over the group). This rank's alone without tensor parallelism. A model
-/// directory's writer (ModelDirectory.h) takes them; checkpoints and
-/// --save FILE gather one tensor at a time (WholeTensors.h).
-std::vector<char> groupParameterFlats(Backend &backend);
-
-/// Parameter p's part of the group's flat buffers (groupParameterFlats())
-/// as the whole HF tensor.
-HostTensor wholeParameter(const Backend &backend, const ParamInfo &p,
-                          const std::vector<char> &flats);
-
 /// Gives a vocabulary-parallel package its rank in the tensor-parallel
 /// group: the step's scalars "tp_rank" (mlc-shard-tensor-parallel's lookups
 /// and loss read their vocabulary offset from it). Other packages have none.
