@@ -144,6 +144,49 @@ void splitReturnedSums(Block &block) {
   }
 }
 
+/// The non-constant operand of `add(w, c)` with c the splat constant 1, of
+/// w's type and rank 1 (Gemma's RMSNorm weight 1 + w): w.
+Value plusOneOf(Operation *op) {
+  auto add = dyn_cast_or_null<AddOp>(op);
+  if (!add)
+    return Value();
+  for (auto [w, c] : {std::pair(add.getLhs(), add.getRhs()), std::pair(add.getRhs(), add.getLhs())}) {
+    auto k = c.getDefiningOp<ConstantOp>();
+    auto dense = k ? dyn_cast<DenseElementsAttr>(k.getValue()) : nullptr;
+    if (dense && dense.isSplat() && isa<FloatType>(dense.getElementType()) &&
+        dense.getSplatValue<APFloat>().convertToDouble() == 1.0 && w.getType() == add.getType() &&
+        cast<RankedTensorType>(w.getType()).getRank() == 1)
+      return w;
+  }
+  return Value();
+}
+
+/// An RMSNorm weight `1 + w` (Gemma's) read by norms and their gradients
+/// alone is no kernel: each norm computes it in its own row kernel (a copy of
+/// the add joins the norm's rows fusion), and each gradient's row kernel
+/// reads w and adds 1 at the load (the add, marked `mlc.consumer_load`, is
+/// lowered with it).
+void foldNormWeightOffsets(Block &block) {
+  SmallVector<Operation *> adds;
+  for (Operation &op : block)
+    if (plusOneOf(&op) && !op.use_empty() && llvm::all_of(op.getUses(), [](OpOperand &u) {
+          return (isa<RmsNormOp>(u.getOwner()) && u.getOperandNumber() == 1) ||
+                 (isa<RmsNormGradOp>(u.getOwner()) && u.getOperandNumber() == 2);
+        }))
+      adds.push_back(&op);
+  for (Operation *add : adds) {
+    for (OpOperand &use : llvm::make_early_inc_range(add->getUses()))
+      if (isa<RmsNormOp>(use.getOwner())) {
+        OpBuilder b(use.getOwner());
+        use.set(b.clone(*add)->getResult(0));
+      }
+    if (add->use_empty())
+      add->erase();
+    else
+      add->setAttr(kConsumerLoadAttr, UnitAttr::get(add->getContext()));
+  }
+}
+
 /// The first cast of `dx` (a norm gradient's input gradient, f32) to bf16
 /// of its shape, marked for the gradient's kernel to store.
 void markProducerCopy(Value dx) {
@@ -162,6 +205,7 @@ public:
   void runOnOperation() final {
     for (Block &block : getOperation().getBody()) {
       splitReturnedSums(block);
+      foldNormWeightOffsets(block);
       absorbResidualGradients<RmsNormGradOp>(block);
       absorbResidualGradients<LayerNormGradOp>(block);
       // --dtype bf16: a norm gradient's dx goes on in f32 along the residual
@@ -207,6 +251,15 @@ private:
       if (!isPointwise(op) || op->getNumResults() != 1)
         continue;
       Value result = op->getResult(0);
+      // An RMSNorm's own 1 + w (foldNormWeightOffsets) joins its row kernel,
+      // which computes it as it loads w.
+      if (auto norm = result.hasOneUse() ? dyn_cast<RmsNormOp>(*result.getUsers().begin())
+                                         : RmsNormOp();
+          norm && norm.getWeight() == result && plusOneOf(op) && groupOf.count(norm)) {
+        groups[groupOf[norm]].ops.push_back(op);
+        groupOf[op] = groupOf[norm];
+        continue;
+      }
       // The consumer group to join: the group of the earliest-placed user
       // that is in a group of this shape.
       int target = -1;

@@ -454,7 +454,10 @@ def MlcFuseElementwise : Pass<"mlc-fuse-elementwise", "mlir::func::FuncOp"> {
     gelu(gate) beside d gate, which reads gate), is computed again in the
     merged kernel instead of read. A column sum returned as two results
     (GPT-NeoX's two output biases' gradients) is computed once per result,
-    each writing its own buffer instead of being copied to both.
+    each writing its own buffer instead of being copied to both. An RMSNorm
+    weight `1 + w` (Gemma's) read only by norms and their gradients is
+    copied into each norm's rows fusion and marked `mlc.consumer_load` for
+    the gradients, whose row kernel adds 1 as it loads w: no kernel of its own.
 
     Before:
     ```mlir

@@ -191,8 +191,9 @@ public:
 
   std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity, int64_t E,
                             const std::string &eps, bool rms, bool residual,
-                            bool unit, mlir::Type copy, mlir::Type grad) override {
-    const RowCall c = layerNormGradCall(el, E, rms, residual, unit, copy, grad);
+                            bool unit, mlir::Type copy, mlir::Type grad,
+                            bool plusOne) override {
+    const RowCall c = layerNormGradCall(el, E, rms, residual, unit, copy, grad, plusOne);
     return arguments(c.args) + "  mlc_layer_norm_grad<" + c.types + ">(" + c.pointers + ", " +
            rows.expr() + ", " + std::to_string(capacity) + ", " + eps + ");\n";
   }

@@ -368,9 +368,10 @@ public:
   /// the chunks mlc-cuda-launch chose.
   std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity, int64_t E,
                             const std::string &eps, bool rms, bool residual,
-                            bool unit, mlir::Type copy, mlir::Type grad) override {
+                            bool unit, mlir::Type copy, mlir::Type grad,
+                            bool plusOne) override {
     const auto [block, colBlocks, chunks] = columnChunks(1);
-    const RowCall c = layerNormGradCall(el, E, rms, residual, unit, copy, grad);
+    const RowCall c = layerNormGradCall(el, E, rms, residual, unit, copy, grad, plusOne);
     std::ostringstream b;
     b << arguments(c.args) << "  // phase " << nextPhase() << ": dx, a block per row\n"
       << "  // phase " << nextPhase() << ": dw, db partials, row chunk x column block\n"

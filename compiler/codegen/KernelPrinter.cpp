@@ -141,6 +141,19 @@ llvm::Expected<std::string> elementCode(plan::KernelOp k, KernelTarget &target, 
       std::vector<std::string> operands;
       for (Value v : op.getOperands())
         operands.push_back(scalar.lookup(v));
+      // A rows kernel's norm weight computed from loads and constants alone
+      // (Gemma's 1 + w) is spelled where the norm reads it, after the
+      // prologue's loop: an expression, not a temporary of that loop.
+      Value result = op.getResult(0);
+      if (style.inlineLoads && llvm::all_of(result.getUsers(), [&](Operation *u) {
+            auto n = dyn_cast<plan::NormalizeOp>(u);
+            return n && n.getWeight() == result && n.getInput() != result;
+          }) && llvm::all_of(op.getOperands(), [](Value v) {
+            return isa_and_nonnull<plan::LoadOp, ConstantOp>(v.getDefiningOp());
+          })) {
+        scalar[op.getResult(0)] = "(" + s.scalarExpr(*emitter, operands) + ")";
+        continue;
+      }
       std::string name = "t" + std::to_string(tmp++);
       body += in + "const " + cType(typeOf(op.getResult(0)).getElementType()) + " " + name +
               " = " + s.scalarExpr(*emitter, operands) + ";\n";

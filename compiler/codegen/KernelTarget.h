@@ -270,10 +270,12 @@ public:
   /// the store (mlc-fuse-elementwise's `mlc.producer_copy`). The output
   /// gradient is of type `grad` (bf16 where its product stores it so,
   /// mlc-fold-casts' `mlc.consumer_load`; el otherwise), widened at its loads.
+  /// With `plusOne` the weight is 1 + the argument (Gemma's RMSNorm), added
+  /// in the element type at the load.
   virtual std::string layerNormGrad(mlir::Type el, const Rows &rows, int64_t capacity,
                                     int64_t E, const std::string &eps, bool rms,
                                     bool residual, bool unit, mlir::Type copy,
-                                    mlir::Type grad) = 0;
+                                    mlir::Type grad, bool plusOne = false) = 0;
   /// p0 = mean cross-entropy of logits p1 against labels p2 (of type
   /// `labels`), rows whose label is `ignore` skipped; a label out of range
   /// is reported through the kernel context.

@@ -63,9 +63,10 @@ inline RowCall layerNormCall(mlir::Type el, int64_t E, bool rms, bool unit) {
 /// mlc_layer_norm_grad<T, TG, TC, E, F>(dx, dw, db, g, x, w, res, copy,
 /// ...): outputs dx, dw (, db), then the inputs g (in its own type `grad`),
 /// x, w (none when `unit`), the residual stream's gradient, and dx's copy
-/// (of type `copy`, written) last.
+/// (of type `copy`, written) last. With `plusOne` the weight is 1 + w
+/// (Gemma's RMSNorm), added at the load (MLC_ROW_PLUS_ONE).
 inline RowCall layerNormGradCall(mlir::Type el, int64_t E, bool rms, bool residual, bool unit,
-                                 mlir::Type copy, mlir::Type grad) {
+                                 mlir::Type copy, mlir::Type grad, bool plusOne = false) {
   const int in = rms ? 2 : 3;
   RowCall c{{{el, true}, {el, true}}, "", ""};
   if (!rms)
@@ -85,7 +86,8 @@ inline RowCall layerNormGradCall(mlir::Type el, int64_t E, bool rms, bool residu
             rowFlags({{rms, "MLC_ROW_RMS"},
                       {unit, "MLC_ROW_UNIT"},
                       {residual, "MLC_ROW_RESIDUAL"},
-                      {bool(copy), "MLC_ROW_COPY"}});
+                      {bool(copy), "MLC_ROW_COPY"},
+                      {plusOne, "MLC_ROW_PLUS_ONE"}});
   c.pointers = "p0, p1, " + slot(rms ? -1 : 2) + ", " + slot(in) + ", " + slot(in + 1) + ", " +
                slot(unit ? -1 : in + 2) + ", " + slot(res) + ", " + slot(cp);
   return c;

@@ -154,6 +154,20 @@ llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<in
   return llvm::Error::success();
 }
 
+/// Gemma's RMSNorm weight 1 + w, an add mlc-fuse-elementwise marked
+/// mlc.consumer_load for a norm's gradient: w, which the gradient's row
+/// kernel reads, adding 1 at the load (its plus_one flag); null otherwise.
+static Value plusOneOperand(Value weight, bool grad) {
+  auto add = weight.getDefiningOp<AddOp>();
+  if (!grad || !add || !add->hasAttr(kConsumerLoadAttr))
+    return Value();
+  auto c = add.getLhs().getDefiningOp<ConstantOp>();
+  auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
+  const bool lhsOne = dense && dense.isSplat() && isa<FloatType>(dense.getElementType()) &&
+                      dense.getSplatValue<APFloat>().convertToDouble() == 1.0;
+  return lhsOne ? add.getRhs() : add.getLhs();
+}
+
 /// Row-wise kernels: the reduction axis is the last one.
 llvm::Error FunctionLowering::emitRows(Operation *op) {
   auto lastAxis = [&](int64_t axis, Value v) {
@@ -228,9 +242,14 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     };
     Value weight = op->getOperand(grad ? 2 : 1);
     const bool unit = splatIs(weight, 1.0) && (grad || rms || splatIs(op->getOperand(2), 0.0));
+    const Value plusOne = plusOneOperand(weight, grad);
     for (auto [i, v] : llvm::enumerate(op->getOperands())) {
       if (unit && (v == weight || (!grad && !rms && i == 2)))
         continue;
+      if (plusOne && v == weight) {
+        bufs.push_back(bufferOf(plusOne));
+        continue;
+      }
       // --dtype bf16: a bf16 product's widening marked mlc.consumer_load
       // (the incoming gradient): the kernel loads the product and widens it.
       auto widen = v.getDefiningOp<CastOp>();
@@ -243,7 +262,7 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     }
     params.flag("unit", unit);
     if (grad)
-      params.i64("capacity", capacityRows(x));
+      params.i64("capacity", capacityRows(x)).flag("plus_one", bool(plusOne));
     eps(op->getAttrOfType<FloatAttr>("epsilon").getValue());
     params.flag("rms", rms);
     if (auto rg = dyn_cast<RmsNormGradOp>(op))

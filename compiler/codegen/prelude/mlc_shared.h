@@ -42,12 +42,13 @@ struct mlc_bf16 {
 // The row kernels' variant flags (prelude/rows.h, prelude/rows.cuh), a
 // template argument of each:
 enum {
-  MLC_ROW_RMS = 1,      // RMSNorm: no mean, no bias (LayerNorm's kernels)
-  MLC_ROW_UNIT = 2,     // no weight and no bias (a weight of 1)
-  MLC_ROW_RESIDUAL = 4, // a gradient adds the residual stream's
-  MLC_ROW_COPY = 8,     // a gradient also stored as a copy of another type (bf16)
-  MLC_ROW_LOG = 16,     // log-softmax, not softmax
-  MLC_ROW_LOSS = 32,    // cross-entropy's gradient also writes the loss
+  MLC_ROW_RMS = 1,       // RMSNorm: no mean, no bias (LayerNorm's kernels)
+  MLC_ROW_UNIT = 2,      // no weight and no bias (a weight of 1)
+  MLC_ROW_RESIDUAL = 4,  // a gradient adds the residual stream's
+  MLC_ROW_COPY = 8,      // a gradient also stored as a copy of another type (bf16)
+  MLC_ROW_LOG = 16,      // log-softmax, not softmax
+  MLC_ROW_LOSS = 32,     // cross-entropy's gradient also writes the loss
+  MLC_ROW_PLUS_ONE = 64, // a norm's gradient: the weight is 1 + w (Gemma's RMSNorm)
 };
 // A reduction's kind (mlc_reduce_rows, mlc_reduce_columns).
 enum { MLC_REDUCE_SUM = 0, MLC_REDUCE_MEAN = 1, MLC_REDUCE_MAX = 2 };

@@ -59,11 +59,22 @@ __device__ void mlc_layer_norm(T *y0, const T *x0, const T *w, const T *b, int64
   }
 }
 
+// A norm gradient's weight w[c]; MLC_ROW_PLUS_ONE: 1 + w[c], in T.
+template <int F, typename T>
+__device__ inline T mlc_row_weight(const T *w, int64_t c) {
+  if constexpr ((F & MLC_ROW_PLUS_ONE) != 0)
+    return (T)(w[c] + 1);
+  else
+    return w[c];
+}
+
 // LayerNorm's gradient: dx = rstd * (dxh - mean(dxh) - xh * mean(dxh * xh)),
 // dxh = g * w, xh = (x - mean) * rstd; dw = sum_r g * xh, db = sum_r g.
 // RMSNorm: mean = 0, no mean(dxh) term, no db. MLC_ROW_RESIDUAL: dx = res +
 // ..., the residual stream's gradient added in double; MLC_ROW_COPY: dx
-// also stored as `copy` (a bf16 copy). g is read in its own type TG.
+// also stored as `copy` (a bf16 copy); MLC_ROW_PLUS_ONE: the weight is
+// 1 + w (Gemma's RMSNorm), added in T at the load. g is read in its own
+// type TG.
 // Phase 0: a block per row writes dx and keeps (mean, rstd) per row in
 // scratch; phases 1 and 2: dw and db as the deterministic column sums
 // (CHUNKS row chunks, COLS column blocks of BLOCK threads), their partials
@@ -91,7 +102,7 @@ __device__ void mlc_layer_norm_grad(T *dx0, T *dw, T *db, const TG *g0, const T 
       double m1 = 0, m2 = 0;
       for (int64_t c = threadIdx.x; c < E; c += blockDim.x) {
         double xh = (x[c] - mean) * rstd,
-               dxh = (F & MLC_ROW_UNIT) ? (double)g[c] : (double)g[c] * w[c];
+               dxh = (F & MLC_ROW_UNIT) ? (double)g[c] : (double)g[c] * mlc_row_weight<F>(w, c);
         if (!(F & MLC_ROW_RMS))
           m1 += dxh;
         m2 += dxh * xh;
@@ -101,7 +112,7 @@ __device__ void mlc_layer_norm_grad(T *dx0, T *dw, T *db, const TG *g0, const T 
       m2 = mlc_block_sum(m2, red) / E;
       for (int64_t c = threadIdx.x; c < E; c += blockDim.x) {
         double xh = (x[c] - mean) * rstd,
-               dxh = (F & MLC_ROW_UNIT) ? (double)g[c] : (double)g[c] * w[c];
+               dxh = (F & MLC_ROW_UNIT) ? (double)g[c] : (double)g[c] * mlc_row_weight<F>(w, c);
         dx[c] = (F & MLC_ROW_RESIDUAL)
                     ? (T)((double)res[r * E + c] + rstd * (dxh - m1 - xh * m2))
                     : (T)(rstd * (dxh - m1 - xh * m2));

@@ -55,11 +55,22 @@ static void mlc_layer_norm(T *y0, const T *x0, const T *w, const T *b, int64_t R
   }
 }
 
+// A norm gradient's weight w[c]; MLC_ROW_PLUS_ONE: 1 + w[c], in T.
+template <int F, typename T>
+static inline T mlc_row_weight(const T *w, int64_t c) {
+  if constexpr ((F & MLC_ROW_PLUS_ONE) != 0)
+    return (T)(w[c] + 1);
+  else
+    return w[c];
+}
+
 // LayerNorm's gradient: dx = rstd * (dxh - mean(dxh) - xh * mean(dxh * xh)),
 // dxh = g * w, xh = (x - mean) * rstd; dw = sum_r g * xh, db = sum_r g.
 // RMSNorm: mean = 0, no mean(dxh) term, no db. MLC_ROW_RESIDUAL: dx = res +
 // ..., the residual stream's gradient added in double; MLC_ROW_COPY: dx
-// also stored as `copy` (a bf16 copy). g is read in its own type TG.
+// also stored as `copy` (a bf16 copy); MLC_ROW_PLUS_ONE: the weight is
+// 1 + w (Gemma's RMSNorm), added in T at the load. g is read in its own
+// type TG.
 // The rows in parallel, keeping (mean, rstd) per row; then dw and db, each
 // thread a block of 64 columns walking the rows (the inner loop contiguous
 // and vectorized, every column still summed in row order). Memory: g and
@@ -81,12 +92,14 @@ static void mlc_layer_norm_grad(T *dx0, T *dw_, T *db_, const TG *g0, const T *x
     double m1 = 0, m2 = 0;
 #pragma omp simd reduction(+ : m1, m2)
     for (int64_t c = 0; c < E; ++c) {
-      double xh = (x[c] - mean) * rstd, dxh = (F & MLC_ROW_UNIT) ? (double)g[c] : (double)g[c] * w[c];
+      double xh = (x[c] - mean) * rstd,
+             dxh = (F & MLC_ROW_UNIT) ? (double)g[c] : (double)g[c] * mlc_row_weight<F>(w, c);
       m1 += dxh; m2 += dxh * xh;
     }
     if (F & MLC_ROW_RMS) { m1 = 0; m2 /= E; } else { m1 /= E; m2 /= E; }
     for (int64_t c = 0; c < E; ++c) {
-      double xh = (x[c] - mean) * rstd, dxh = (F & MLC_ROW_UNIT) ? (double)g[c] : (double)g[c] * w[c];
+      double xh = (x[c] - mean) * rstd,
+             dxh = (F & MLC_ROW_UNIT) ? (double)g[c] : (double)g[c] * mlc_row_weight<F>(w, c);
       dx[c] = (F & MLC_ROW_RESIDUAL) ? (T)((double)res[r * E + c] + rstd * (dxh - m1 - xh * m2))
                                      : (T)(rstd * (dxh - m1 - xh * m2));
       if (F & MLC_ROW_COPY) copy[r * E + c] = dx[c];

@@ -109,7 +109,7 @@ struct LayerNormGradModel : TemplateModel<LayerNormGradModel, plan::LayerNormGra
       {"element", K::Type, true}, MLC_TEMPLATE_ROWS,     {"capacity", K::I64, true},
       {"columns", K::I64, true},  {"eps", K::F64, true}, {"rms", K::Flag, false},
       {"residual", K::Flag, false}, {"unit", K::Flag, false}, {"copy", K::Type, false},
-      {"grad_element", K::Type, false}};
+      {"grad_element", K::Type, false}, {"plus_one", K::Flag, false}};
 
   /// dx, dw (, db: not an RMSNorm's), and dx's `copy`, the last argument.
   bool writesArg(Attribute, Operation *k, int64_t arg) const {
@@ -149,7 +149,8 @@ struct LayerNormGradModel : TemplateModel<LayerNormGradModel, plan::LayerNormGra
                                            r.flag("rms"), r.flag("residual"), r.flag("unit"),
                                            r.has("copy") ? r.type("copy") : Type(),
                                            r.has("grad_element") ? r.type("grad_element")
-                                                                 : r.type("element")));
+                                                                 : r.type("element"),
+                                           r.flag("plus_one")));
   }
 };
 
