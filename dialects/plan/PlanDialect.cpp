@@ -324,9 +324,14 @@ LogicalResult FuncOp::verifyRegions() {
                << ") lies outside the function's arena of " << getArenaBytes() << " bytes";
     }
   }
-  for (int64_t tag : started)
-    if (!waited.count(tag))
-      return emitOpError("all-reduce tag ") << tag << " is started but never waited for";
+  // `started` holds tag * 4 + kind (kind 0 all-reduce, 1 reduce-scatter,
+  // 2 all-gather, 3 tensor-parallel all-reduce): the message names both.
+  static const char *const kinds[] = {"all-reduce", "reduce-scatter", "all-gather",
+                                      "tensor-parallel all-reduce"};
+  for (int64_t key : started)
+    if (!waited.count(key))
+      return emitOpError() << kinds[key % 4] << " tag " << key / 4
+                           << " is started but never waited for";
   // Aliasing: placed arena slices that are live at the same time must not
   // share bytes.
   auto ranges = liveRanges(*this);

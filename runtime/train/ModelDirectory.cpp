@@ -372,37 +372,51 @@ void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::stri
   int64_t total = 0;
   std::unique_ptr<SafetensorsStream> file;
   size_t shard = 0, done = 0; // the shard being written, its tensors written
-  forEachWholeTensor(backend, FlatBuffer::Params, error, [&](const ParamInfo &p,
-                                                             const std::vector<char> &slices) {
-   try { // a message names the file where it goes, not the temporary one
-    const std::string name = shardName(shard, plan.shards.size());
-    if (!file) {
-      std::vector<SafetensorsStream::Entry> entries;
-      for (size_t i : plan.shards[shard])
-        entries.push_back({pkg.params[i].name, pkg.dtype,
-                           wholeShape(pkg.params[i], pkg.tensorParallel)});
-      file = std::make_unique<SafetensorsStream>(plan.tmp + "/" + name, entries,
-                                                 std::map<std::string, std::string>{{"format", "pt"}});
+  // One whole tensor into the shard being written; a message names the
+  // file where it goes, not the temporary one.
+  auto writeTensor = [&](const ParamInfo &p, const std::vector<char> &slices) {
+    try {
+      const std::string name = shardName(shard, plan.shards.size());
+      if (!file) {
+        std::vector<SafetensorsStream::Entry> entries;
+        for (size_t i : plan.shards[shard])
+          entries.push_back({pkg.params[i].name, pkg.dtype,
+                             wholeShape(pkg.params[i], pkg.tensorParallel)});
+        file = std::make_unique<SafetensorsStream>(
+            plan.tmp + "/" + name, entries, std::map<std::string, std::string>{{"format", "pt"}});
+      }
+      // No directory of weights that are not finite is written.
+      checkFinite(backend, p, slices, dir);
+      forEachWholeRun(backend, p, slices, [&](const char *bytes, size_t size) {
+        file->append(bytes, size);
+        total += int64_t(size);
+      });
+      weightMap[p.name] = name;
+      if (++done == plan.shards[shard].size()) {
+        file->finish();
+        file.reset();
+        ++shard;
+        done = 0;
+      }
+    } catch (const Error &e) {
+      std::string m = e.what();
+      fail(m.rfind(plan.tmp, 0) == 0 ? plan.final + m.substr(plan.tmp.size()) : m);
     }
-    // No directory of weights that are not finite is written.
-    checkFinite(backend, p, slices, dir);
-    forEachWholeRun(backend, p, slices, [&](const char *bytes, size_t size) {
-      file->append(bytes, size);
-      total += int64_t(size);
-    });
-    weightMap[p.name] = name;
-    if (++done == plan.shards[shard].size()) {
-      file->finish();
-      file.reset();
-      ++shard;
-      done = 0;
-    }
-   } catch (const Error &e) {
-    std::string m = e.what();
-    fail(m.rfind(plan.tmp, 0) == 0 ? plan.final + m.substr(plan.tmp.size()) : m);
-   }
-  });
-  reportGathers(backend, dir);
+  };
+  // Nothing of a failed save (a write error, a gather that failed: a peer
+  // gone, --comm-timeout) stays beside the user's directory.
+  auto removeTemporary = [&] {
+    file.reset();
+    if (writer && !plan.tmp.empty())
+      removeFlatDirectory(plan.tmp);
+  };
+  try {
+    forEachWholeTensor(backend, FlatBuffer::Params, error, writeTensor);
+    reportGathers(backend, dir);
+  } catch (...) {
+    removeTemporary();
+    throw;
+  }
   if (!writer)
     return;
   try {
@@ -410,8 +424,7 @@ void saveModelDirectory(Backend &backend, const TrainOptions &o, const std::stri
       fail(error);
     finishDirectory(plan, flag + " " + dir, weightMap, total);
   } catch (const Error &) {
-    file.reset();
-    removeFlatDirectory(plan.tmp); // the previous directory stays as it was
+    removeTemporary(); // the previous directory stays as it was
     throw;
   }
 }

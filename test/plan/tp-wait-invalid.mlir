@@ -19,10 +19,10 @@ plan.func "train_step" arena 64 {
 
 // -----
 
-// expected-error @+1 {{is started but never waited for}}
+// expected-error @+1 {{tensor-parallel all-reduce tag 5 is started but never waited for}}
 plan.func "train_step" arena 64 {
   %a = plan.arena 0 : memref<4xf32>
-  plan.tp_all_reduce %a tag 0 : memref<4xf32>
+  plan.tp_all_reduce %a tag 5 : memref<4xf32>
 }
 
 // -----
