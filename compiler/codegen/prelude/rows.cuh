@@ -17,8 +17,8 @@
 // through x[c]), in double, two passes (the variance around the mean);
 // RMSNorm: mean = 0, rstd = rsqrt(mean(x^2) + eps), one pass. rsqrt, since
 // a double division's slow path spills a register. Every thread gets them.
-template <int64_t E, int F, typename X>
-__device__ __forceinline__ void mlc_row_mean_rstd(const X *x, double eps, double *red, double &mean,
+template <int64_t E, int F, typename Xe>
+__device__ __forceinline__ void mlc_row_mean_rstd(const Xe *x, double eps, double *red, double &mean,
                                                   double &rstd) {
   double var = 0;
   if (F & MLC_ROW_RMS) {

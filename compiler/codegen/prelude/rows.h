@@ -13,8 +13,8 @@
 // two passes (the variance around the mean): LayerNorm and its gradient,
 // fused or not. RMSNorm (MLC_ROW_RMS): one pass, mean = 0 and rstd =
 // 1 / sqrt(mean(x^2) + eps).
-template <int64_t E, int F, typename X>
-static inline void mlc_row_mean_rstd(const X *x, double eps, double &mean_, double &rstd) {
+template <int64_t E, int F, typename Xe>
+static inline void mlc_row_mean_rstd(const Xe *x, double eps, double &mean_, double &rstd) {
   if (F & MLC_ROW_RMS) {
     double var = 0;
 #pragma omp simd reduction(+ : var)
