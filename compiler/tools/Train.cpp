@@ -509,12 +509,6 @@ int runTrain() {
     if (sequenceParallelFlag && !pkg.sequenceParallel)
       return failAll(*dir + " was compiled without --sequence-parallel (compile it again with "
                             "the flag, or leave it out)");
-    if (pkg.sequenceParallel) {
-      if (o.device != "cpu" && o.device != "auto")
-        return failAll("--sequence-parallel trains on the CPU only yet (--device " + o.device +
-                       ": the CUDA backend has no all-gather or reduce-scatter step)");
-      o.device = "cpu";
-    }
     auto backend = mlc::rt::createBackend(o.device, pkg, /*verbose=*/!world || world->rank() == 0);
     backend->setCommunicator(groups.data ? groups.data : world);
     backend->setTensorParallel(groups.tensor);

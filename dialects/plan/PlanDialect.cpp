@@ -19,6 +19,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 using namespace mlir;
@@ -255,6 +256,69 @@ LogicalResult KernelOp::verifyRegions() {
 
 RegionKind FuncOp::getRegionKind(unsigned) { return RegionKind::SSACFG; }
 
+/// The bytes `buffer` covers: a key for the memory it lies in (the arena
+/// for a placed arena slice, else the slice or bound buffer its views lead
+/// to) and the byte range there.
+struct ByteRange {
+  Value root; // null: the function's arena (placed slices)
+  int64_t first = 0, end = 0;
+  bool overlaps(const ByteRange &o) const {
+    return root == o.root && first < o.end && o.first < end;
+  }
+};
+static ByteRange byteRange(Value buffer) {
+  ByteRange r;
+  int64_t offset = 0;
+  Value v = buffer;
+  while (auto view = v.getDefiningOp<ViewOp>()) {
+    offset += view.getOffset();
+    v = view.getSource();
+  }
+  r.root = v;
+  if (auto arena = v.getDefiningOp<ArenaOp>(); arena && arena.getOffset() >= 0) {
+    r.root = Value();
+    offset += arena.getOffset();
+  }
+  r.first = offset;
+  r.end = offset + bufferBytes(buffer);
+  return r;
+}
+
+/// While an asynchronous plan.tp_all_reduce is in flight (from its start
+/// to its plan.tp_wait) no other tensor-parallel collective runs (the
+/// group's calls keep one order on every rank: on CUDA the asynchronous
+/// one runs on a stream of its own) and no step reads or writes its
+/// buffer's bytes (the sum lands there at the wait).
+static LogicalResult verifyTpInFlight(FuncOp fn) {
+  std::optional<int64_t> tag; // the one in flight
+  ByteRange flight;
+  for (Operation &op : fn.getBody().front()) {
+    if (isa<BindOp, ArenaOp, ViewOp>(op))
+      continue;
+    auto tp = dyn_cast<TpAllReduceOp>(op);
+    auto wait = dyn_cast<TpWaitOp>(op);
+    if (tag && wait && wait.getTag() == *tag) {
+      tag.reset();
+      continue;
+    }
+    if (tag && isa<TpAllReduceOp, TpAllGatherOp, TpReduceScatterOp>(op))
+      return op.emitOpError("runs while the tensor-parallel all-reduce tag ")
+             << *tag << " is in flight (before its plan.tp_wait): the group's collectives "
+                        "run one at a time, in one order";
+    if (tag)
+      for (Value v : op.getOperands())
+        if (byteRange(v).overlaps(flight))
+          return op.emitOpError("reads or writes the buffer of the tensor-parallel all-reduce "
+                                "tag ")
+                 << *tag << " before its plan.tp_wait";
+    if (tp && tp.getTag()) {
+      tag = *tp.getTag();
+      flight = byteRange(tp.getBuffer());
+    }
+  }
+  return success();
+}
+
 LogicalResult FuncOp::verifyRegions() {
   llvm::StringSet<> outputs;
   std::set<int64_t> started, waited;
@@ -324,6 +388,8 @@ LogicalResult FuncOp::verifyRegions() {
                << ") lies outside the function's arena of " << getArenaBytes() << " bytes";
     }
   }
+  if (failed(verifyTpInFlight(*this)))
+    return failure();
   // `started` holds tag * 4 + kind (kind 0 all-reduce, 1 reduce-scatter,
   // 2 all-gather, 3 tensor-parallel all-reduce): the message names both.
   static const char *const kinds[] = {"all-reduce", "reduce-scatter", "all-gather",

@@ -447,12 +447,16 @@ void Backend::requireTensorParallelGroup() const {
          std::to_string(pkg_.tensorParallel) + ")");
 }
 
-void Backend::tpSlices(const FunctionPlan &fn, const StepDecl &s, void *out, const void *in) {
-  requireTensorParallelGroup();
-  // The slice's elements: the gather's input, the reduce-scatter's output.
+std::pair<int64_t, int> Backend::tpSliceElements(const FunctionPlan &fn,
+                                                 const StepDecl &s) const {
   StepDecl slice = s;
   slice.buffers = {s.buffers.at(s.kind == StepDecl::TpAllGather ? 1 : 0)};
-  auto [count, es] = tpAllReduceElements(fn, slice);
+  return tpAllReduceElements(fn, slice);
+}
+
+void Backend::tpSlices(const FunctionPlan &fn, const StepDecl &s, void *out, const void *in) {
+  requireTensorParallelGroup();
+  auto [count, es] = tpSliceElements(fn, s);
   if (s.kind == StepDecl::TpAllGather)
     tp_->allGather(in, out, count, es == 8);
   else
@@ -517,10 +521,10 @@ bool Backend::startOrWaitCollective(const StepDecl &s) {
   case StepDecl::TpWait:
     fail("internal: " + name() + " backend: a tensor-parallel all-reduce reached the "
          "data-parallel collectives");
-  case StepDecl::TpAllGather: // the CPU backend runs them (CpuBackend::run)
+  case StepDecl::TpAllGather: // each backend runs them where its buffers live
   case StepDecl::TpReduceScatter:
-    fail(name() + " backend: this device has no sequence-parallel collectives yet (train "
-         "--sequence-parallel on the CPU)");
+    fail("internal: " + name() + " backend: a sequence-parallel all-gather or reduce-scatter "
+         "reached the data-parallel collectives");
   default:
     return false;
   }

@@ -197,6 +197,9 @@ protected:
   /// A plan.tp_all_gather or plan.tp_reduce_scatter step of `fn` from the
   /// buffer at `in` into the one at `out` (host memory).
   void tpSlices(const FunctionPlan &fn, const StepDecl &s, void *out, const void *in);
+  /// The elements of such a step's slice (the gather's input, the
+  /// reduce-scatter's output: one rank's part) and their size in bytes.
+  std::pair<int64_t, int> tpSliceElements(const FunctionPlan &fn, const StepDecl &s) const;
   /// Fails unless this run's tensor-parallel group has the package's size.
   void requireTensorParallelGroup() const;
   /// The elements of a plan.tp_all_reduce step's buffer and their size in

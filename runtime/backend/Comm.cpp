@@ -134,23 +134,12 @@ public:
   std::string name() const override { return "mpi"; }
 
   void allReduceStart(void *data, int64_t count, bool f64, int tag) override {
-    if (pending_.count(tag))
-      fail("internal: all-reduce " + std::to_string(tag) + " started twice");
-    if (count > INT32_MAX)
-      fail("an all-reduce of " + std::to_string(count) + " elements is larger than MPI takes");
-    MPI_Request request;
-    check(MPI_Iallreduce(MPI_IN_PLACE, data, int(count), f64 ? MPI_DOUBLE : MPI_FLOAT, MPI_SUM,
-                         comm_, &request),
-          "starting the gradient all-reduce");
-    pending_[tag] = request;
+    startSum(pending_, data, count, f64, tag, "all-reduce", "the gradient all-reduce");
   }
 
   void allReduceWait(int tag) override {
-    auto it = pending_.find(tag);
-    if (it == pending_.end())
-      fail("internal: all-reduce " + std::to_string(tag) + " was never started");
-    waitFor(it->second, "the gradient all-reduce of bucket " + std::to_string(tag));
-    pending_.erase(it);
+    finishSum(pending_, tag, "all-reduce",
+              "the gradient all-reduce of bucket " + std::to_string(tag));
   }
 
   void progress() override {
@@ -234,25 +223,14 @@ public:
   }
 
   void tpAllReduceStart(void *data, int64_t count, bool f64, int tag) override {
-    if (tpPending_.count(tag))
-      fail("internal: tensor-parallel all-reduce " + std::to_string(tag) + " started twice");
-    if (count > INT32_MAX)
-      fail("a tensor-parallel all-reduce of " + std::to_string(count) +
-           " elements is larger than MPI takes");
-    MPI_Request request;
-    check(MPI_Iallreduce(MPI_IN_PLACE, data, int(count), f64 ? MPI_DOUBLE : MPI_FLOAT, MPI_SUM,
-                         comm_, &request),
-          "starting a tensor-parallel all-reduce");
-    tpPending_[tag] = request;
+    startSum(tpPending_, data, count, f64, tag, "tensor-parallel all-reduce",
+             "a tensor-parallel all-reduce");
   }
 
   void tpAllReduceWait(int tag) override {
-    auto it = tpPending_.find(tag);
-    if (it == tpPending_.end())
-      fail("internal: tensor-parallel all-reduce " + std::to_string(tag) + " was never started");
-    waitFor(it->second, "the asynchronous tensor-parallel all-reduce " + std::to_string(tag) +
-                            " (the group's partial input gradients)");
-    tpPending_.erase(it);
+    finishSum(tpPending_, tag, "tensor-parallel all-reduce",
+              "the asynchronous tensor-parallel all-reduce " + std::to_string(tag) +
+                  " (the group's partial input gradients)");
   }
 
   void allGather(const void *in, void *out, int64_t count, bool f64) override {
@@ -374,6 +352,32 @@ private:
         }
       }
     return true;
+  }
+  /// A non-blocking in-place sum of `count` elements at `data`, kept in
+  /// `pending` under `tag` until finishSum; `kind` names it in messages
+  /// ("all-reduce"), `what` in a failed start ("the gradient all-reduce").
+  void startSum(std::map<int, MPI_Request> &pending, void *data, int64_t count, bool f64,
+                int tag, const std::string &kind, const std::string &what) {
+    if (pending.count(tag))
+      fail("internal: " + kind + " " + std::to_string(tag) + " started twice");
+    if (count > INT32_MAX)
+      fail(kind + " " + std::to_string(tag) + " of " + std::to_string(count) +
+           " elements is larger than MPI takes");
+    MPI_Request request;
+    check(MPI_Iallreduce(MPI_IN_PLACE, data, int(count), f64 ? MPI_DOUBLE : MPI_FLOAT, MPI_SUM,
+                         comm_, &request),
+          "starting " + what);
+    pending[tag] = request;
+  }
+  /// Waits for startSum's `tag` in `pending` and forgets it; `what` names
+  /// it when the wait runs out.
+  void finishSum(std::map<int, MPI_Request> &pending, int tag, const std::string &kind,
+                 const std::string &what) {
+    auto it = pending.find(tag);
+    if (it == pending.end())
+      fail("internal: " + kind + " " + std::to_string(tag) + " was never started");
+    waitFor(it->second, what);
+    pending.erase(it);
   }
   /// Tests until done; sleeps a little between tests once the wait is long.
   void waitFor(MPI_Request &request, const std::string &what) {

@@ -238,6 +238,7 @@ private:
       bad("malformed " + word + " line (%OUT %IN)");
     if (plan.tensorParallel < 2)
       bad(word + " in a plan without tensor_parallel");
+    requireNoneInFlight(word);
     s.buffers = {bufferId(out), bufferId(in)};
     const BufferDecl &o = fn->buffers[size_t(s.buffers[0])], &i = fn->buffers[size_t(s.buffers[1])];
     const int bytes = bufferElementBytes(o);
@@ -312,6 +313,7 @@ private:
         bad("malformed tp_allreduce line (sum|max %ID)");
       if (plan.tensorParallel < 2)
         bad("tp_allreduce in a plan without tensor_parallel");
+      requireNoneInFlight(word);
       s.max = op == "max";
       s.buffers.push_back(bufferId(tok));
       const int bytes = bufferElementBytes(fn->buffers[size_t(s.buffers[0])]);
@@ -709,6 +711,16 @@ private:
       if (e.kind == kind && e.tag == tag && (kind == StepDecl::TpWait || e.async))
         return &e;
     return nullptr;
+  }
+
+  /// The group's collectives run one at a time, in one order (on CUDA an
+  /// asynchronous one has a stream of its own): none starts while a
+  /// tp_allreduce with a tag is in flight.
+  void requireNoneInFlight(const std::string &word) const {
+    for (const StepDecl &e : fn->steps)
+      if (e.kind == StepDecl::TpAllReduce && e.async && !tpStep(StepDecl::TpWait, e.tag))
+        bad(word + " while tp_allreduce tag " + std::to_string(e.tag) +
+            " is in flight (before its tp_wait)");
   }
 
   void end() {

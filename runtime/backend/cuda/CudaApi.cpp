@@ -186,6 +186,8 @@ Nccl *loadNccl() {
     sym(n->broadcast, "ncclBroadcast");
     sym(n->groupStart, "ncclGroupStart");
     sym(n->groupEnd, "ncclGroupEnd");
+    sym(n->allGather, "ncclAllGather");
+    sym(n->reduceScatter, "ncclReduceScatter");
     if (!ok) {
       delete n;
       return;

@@ -38,6 +38,11 @@ ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
                            cudaStream_t stream);
+ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream);
 ncclResult_t ncclGroupStart();
 ncclResult_t ncclGroupEnd();
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
@@ -115,6 +120,9 @@ struct Nccl {
   decltype(&::ncclBroadcast) broadcast;
   decltype(&::ncclGroupStart) groupStart;
   decltype(&::ncclGroupEnd) groupEnd;
+  // Sequence parallelism's (CudaBackend::tpSlicesStep).
+  decltype(&::ncclAllGather) allGather;
+  decltype(&::ncclReduceScatter) reduceScatter;
 };
 
 /// How kernels.cu (and the runtime's own kernels) become a module: a cubin

@@ -161,6 +161,8 @@ CudaBackend::CudaBackend(const Package &pkg, bool verbose, bool emulated)
                            : s.kind == StepDecl::ReduceScatterStart ? "reduce-scatter"
                            : s.kind == StepDecl::AllGatherStart     ? "all-gather"
                            : s.kind == StepDecl::TpWait             ? "tp-wait"
+                           : s.kind == StepDecl::TpAllGather        ? "tp-all-gather"
+                           : s.kind == StepDecl::TpReduceScatter    ? "tp-reduce-scatter"
                                                                     : "all-reduce");
         continue;
       }

@@ -125,6 +125,7 @@ private:
   void openNccl();
   void tpAllReduceStep(const FunctionPlan &fn, const StepDecl &s, CUdeviceptr data);
   void tpWaitStep(const StepDecl &s);
+  void tpSlicesStep(const FunctionPlan &fn, const StepDecl &s, CUdeviceptr out, CUdeviceptr in);
   /// A collective on the NCCL stream, ordered after the compute stream's
   /// work so far (`events`[tag].first) and recording `events`[tag].second
   /// when done; `issue` enqueues its NCCL calls on that stream.

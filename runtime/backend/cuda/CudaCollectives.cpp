@@ -154,6 +154,31 @@ void CudaBackend::tpWaitStep(const StepDecl &s) {
         "waiting for the tensor-parallel all-reduce " + std::to_string(s.tag));
 }
 
+/// A plan.tp_all_gather or plan.tp_reduce_scatter step (sequence
+/// parallelism): ncclAllGather or ncclReduceScatter over the
+/// tensor-parallel group from the buffer at `in` into the one at `out`, on
+/// the compute stream, as the blocking all-reduce: the next kernel reads
+/// `out`, and the stream's order (and a captured graph) holds it. The plan
+/// verifier keeps it out of an asynchronous all-reduce's flight, so the
+/// group's NCCL calls keep one order across the two streams.
+void CudaBackend::tpSlicesStep(const FunctionPlan &fn, const StepDecl &s, CUdeviceptr out,
+                               CUdeviceptr in) {
+  if (!tpComm_)
+    fail("internal: the tensor-parallel NCCL communicator is not open");
+  auto [count, es] = tpSliceElements(fn, s);
+  const ncclDataType_t type = es == 8 ? ncclFloat64 : ncclFloat32;
+  const void *from = reinterpret_cast<const void *>(in);
+  void *to = reinterpret_cast<void *>(out);
+  auto stream = reinterpret_cast<cudaStream_t>(stream_);
+  const bool gather = s.kind == StepDecl::TpAllGather;
+  ncclResult_t rc = gather ? nccl_->allGather(from, to, size_t(count), type, tpComm_, stream)
+                           : nccl_->reduceScatter(from, to, size_t(count), type, ncclSum,
+                                                  tpComm_, stream);
+  if (rc != ncclSuccess)
+    fail(std::string("NCCL: the tensor-parallel ") + (gather ? "all-gather" : "reduce-scatter") +
+         " of " + std::to_string(count) + " elements per rank failed: " + nccl_->errorString(rc));
+}
+
 /// The bucket's sum runs on the NCCL stream once the compute stream has
 /// written its gradients (an event), so backward goes on computing; its
 /// wait makes the compute stream wait for the sum's event. Both are stream

@@ -60,6 +60,8 @@ void CudaBackend::enqueue(const std::string &function, bool timed) {
       tpAllReduceStep(fn, s, b.pointers[s.buffers[0]]);
     } else if (s.kind == StepDecl::TpWait) {
       tpWaitStep(s);
+    } else if (s.kind == StepDecl::TpAllGather || s.kind == StepDecl::TpReduceScatter) {
+      tpSlicesStep(fn, s, b.pointers[s.buffers[0]], b.pointers[s.buffers[1]]);
     } else {
       startOrWaitCollective(s);
     } // AllReduceNorm: after the function, on the host (run())

@@ -681,6 +681,43 @@ ncclResult_t broadcast(const void *send, void *recv, size_t count, ncclDataType_
   });
   return ncclSuccess;
 }
+// Sequence parallelism's collectives, `count` elements per rank: at one
+// rank each is a copy (the gather of one slice, the scatter of one sum).
+ncclResult_t allGather(const void *send, void *recv, size_t count, ncclDataType_t type,
+                       ncclComm_t comm, cudaStream_t) {
+  const EmulatedComm c = emulated(comm);
+  if (!summable(c, type))
+    return ncclInvalidUsage;
+  size_t bytes = count * elementBytes(type);
+  submit([=] {
+    if (!c.group) {
+      std::memmove(recv, send, bytes);
+      return;
+    }
+    // NCCL's in place form (send at the rank's slice of recv) as well.
+    std::vector<char> mine(static_cast<const char *>(send),
+                           static_cast<const char *>(send) + bytes);
+    c.group->allGather(mine.data(), recv, int64_t(count), type == ncclFloat64);
+  });
+  return ncclSuccess;
+}
+ncclResult_t reduceScatter(const void *send, void *recv, size_t count, ncclDataType_t type,
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+  const EmulatedComm c = emulated(comm);
+  if (!summable(c, type) || op != ncclSum)
+    return ncclInvalidUsage;
+  size_t bytes = count * elementBytes(type);
+  submit([=] {
+    if (!c.group) {
+      std::memmove(recv, send, bytes);
+      return;
+    }
+    std::vector<char> sums(bytes);
+    c.group->reduceScatter(send, sums.data(), int64_t(count), type == ncclFloat64);
+    std::memcpy(recv, sums.data(), bytes);
+  });
+  return ncclSuccess;
+}
 ncclResult_t groupStart() { return ncclSuccess; }
 ncclResult_t groupEnd() { return ncclSuccess; }
 ncclResult_t destroy(ncclComm_t comm) {
@@ -707,8 +744,8 @@ EmulatedDevice &emulatedDevice() {
   static BlasLt blasLt = {ltCreate,   descCreate,  descSet,     descDestroy,
                           layoutCreate, layoutSet, layoutDestroy, prefCreate,
                           prefSet,    prefDestroy, heuristic,   matmul};
-  static Nccl nccl = {uniqueId, initRank, allReduce, destroy, ncclError,
-                      reduce,   broadcast, groupStart, groupEnd};
+  static Nccl nccl = {uniqueId,  initRank,  allReduce, destroy,   ncclError, reduce,
+                      broadcast, groupStart, groupEnd, allGather, reduceScatter};
   static HostModuleLoader loader;
   static EmulatedDevice device = {&driver, &blasLt, &nccl, &loader, bindGroup};
   return device;
