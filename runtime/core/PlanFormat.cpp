@@ -715,18 +715,22 @@ private:
 
   /// The group's collectives run one at a time, in one order (on CUDA an
   /// asynchronous one has a stream of its own): none starts while a
-  /// tp_allreduce with a tag is in flight.
-  void requireNoneInFlight(const std::string &word) const {
+  /// tp_allreduce with a tag is in flight (refused at the function's end,
+  /// after a start that is never waited for).
+  void requireNoneInFlight(const std::string &word) {
     for (const StepDecl &e : fn->steps)
-      if (e.kind == StepDecl::TpAllReduce && e.async && !tpStep(StepDecl::TpWait, e.tag))
-        bad(word + " while tp_allreduce tag " + std::to_string(e.tag) +
-            " is in flight (before its tp_wait)");
+      if (e.kind == StepDecl::TpAllReduce && e.async && !tpStep(StepDecl::TpWait, e.tag) &&
+          inFlight.empty())
+        inFlight = path + ":" + std::to_string(lineNo) + ": " + word + " while tp_allreduce tag " +
+                   std::to_string(e.tag) + " is in flight (before its tp_wait)";
   }
 
   void end() {
     for (const StepDecl &a : fn->steps)
       if (a.kind == StepDecl::TpAllReduce && a.async && !tpStep(StepDecl::TpWait, a.tag))
         bad("tp_allreduce tag " + std::to_string(a.tag) + " is never waited for");
+    if (!inFlight.empty())
+      fail(inFlight);
     for (const StepDecl &a : fn->steps)
       if ((a.kind == StepDecl::AllReduceStart || a.kind == StepDecl::ReduceScatterStart ||
            a.kind == StepDecl::AllGatherStart) &&
@@ -780,6 +784,7 @@ private:
   PlanData plan;
   int lineNo = 0;
   FunctionPlan *fn = nullptr;
+  std::string inFlight; // the first collective started while one was in flight
   int64_t paramCount = 0;
   std::set<std::string> names;
 };
