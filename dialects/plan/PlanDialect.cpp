@@ -388,8 +388,6 @@ LogicalResult FuncOp::verifyRegions() {
                << ") lies outside the function's arena of " << getArenaBytes() << " bytes";
     }
   }
-  if (failed(verifyTpInFlight(*this)))
-    return failure();
   // `started` holds tag * 4 + kind (kind 0 all-reduce, 1 reduce-scatter,
   // 2 all-gather, 3 tensor-parallel all-reduce): the message names both.
   static const char *const kinds[] = {"all-reduce", "reduce-scatter", "all-gather",
@@ -398,6 +396,8 @@ LogicalResult FuncOp::verifyRegions() {
     if (!waited.count(key))
       return emitOpError() << kinds[key % 4] << " tag " << key / 4
                            << " is started but never waited for";
+  if (failed(verifyTpInFlight(*this)))
+    return failure();
   // Aliasing: placed arena slices that are live at the same time must not
   // share bytes.
   auto ranges = liveRanges(*this);

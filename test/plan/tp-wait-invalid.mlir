@@ -165,6 +165,18 @@ plan.func "train_step" arena 64 {
 
 // -----
 
+// A start never waited for is named as that, not as in flight at the next
+// collective (the runtime's plan reader orders its messages the same way).
+// expected-error @+1 {{tensor-parallel all-reduce tag 2 is started but never waited for}}
+plan.func "train_step" arena 64 {
+  %a = plan.arena 0 : memref<4xf32>
+  %b = plan.arena 32 : memref<4xf32>
+  plan.tp_all_reduce %a tag 2 : memref<4xf32>
+  plan.tp_all_reduce %b : memref<4xf32>
+}
+
+// -----
+
 // Accepted: while tag 0 is in flight, a GEMM and a kernel over other
 // buffers (one of them a view of the next bytes of the arena, right after
 // the in-flight slice) and a data-parallel bucket's sum; the gather and the
