@@ -49,7 +49,7 @@ llvm::Error FunctionLowering::emitCrossEntropyWithGrad(CrossEntropyOp ce, CrossE
   bindOut(ce.getResult());
   const int logits = bufferOf(ce.getLogits());
   Type gradType = el;
-  if (cg->hasAttr(kInPlaceAttr)) {
+  if (assignedBuffer(cg.getResult()) == buffers::logits) {
     // mlc-in-place's choice: the gradient overwrites the logits (each row's
     // x[label] is read before its gradient is written).
     if (!overwritable(ce.getLogits(), {ce.getOperation(), cg.getOperation()}))
@@ -59,8 +59,12 @@ llvm::Error FunctionLowering::emitCrossEntropyWithGrad(CrossEntropyOp ce, CrossE
     buffers[id].alias = logits;
     valueBuffers[cg.getResult()] = id;
     bufs.push_back(id);
-  } else if (CastOp narrow = bf16Copy(cg, el)) {
+  } else if (assignedBuffer(cg.getResult()) == buffers::bf16Copy) {
     // --dtype bf16: a gradient read only as a bf16 copy is written as that copy.
+    CastOp narrow = bf16Copy(cg, el);
+    if (!narrow)
+      return failure(cg, "assigned 'bf16_copy' (mlc.buffers), but it is not read only as a "
+                         "bf16 copy of an f32 gradient");
     gradType = typeOf(narrow.getResult()).getElementType();
     bindOut(narrow.getResult());
     emittedWith.insert(narrow.getOperation());

@@ -15,12 +15,15 @@ namespace lowering {
 
 llvm::Error FunctionLowering::lowerTpCollective(Operation *op) {
   if (auto r = dyn_cast<TpReduceOp>(op)) {
-    // In place where the partial sums' buffer is free after this reduce,
-    // else into a copy of them.
+    // In place where mlc-assign-buffers put it over its partial sums (free
+    // after this reduce), else into a copy of them.
     Type el = typeOf(r.getResult()).getElementType();
     Value in = r.getInput(), out = r.getResult();
     int id;
-    if (!targets.count(out) && overwritable(in, {op})) {
+    if (assignedBuffer(out) == buffers::input) {
+      if (!overwritable(in, {op}))
+        return failure(op, "assigned its partial sums' buffer (mlc.buffers 'input'), but they "
+                           "are read by more than it, or are not a fresh arena slice");
       id = bufferOf(in);
     } else {
       id = arenaFor(out);

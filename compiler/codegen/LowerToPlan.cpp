@@ -193,33 +193,12 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
 /// the accumulator, in the result's arena slice or flat buffer.
 int FunctionLowering::accumulatorBuffer(Value acc, Value result) {
   auto it = valueBuffers.find(acc);
-  if (acc.getDefiningOp<MatmulOp>() && acc.hasOneUse() && it != valueBuffers.end())
+  if (assignedBuffer(result) == buffers::accumulator && it != valueBuffers.end())
     return it->second;
   int id = arenaFor(result);
   Type el = typeOf(acc).getElementType();
   emitCopies(id, el, numel(acc), false, {acc}, {0}, rowMajorStrides(shapeOf(acc)));
   return id;
-}
-
-/// A gradient written in place by a chain of accumulating products (each
-/// accumulator a product read by the next alone): the chain's first product
-/// writes the flat buffer, the others add to it (accumulatorBuffer).
-void FunctionLowering::accumulateInTargets() {
-  SmallVector<std::pair<Value, Value>> firsts;
-  for (auto &[v, role] : targets) {
-    Value first = v;
-    while (first.getDefiningOp<MatmulOp>() || first.getDefiningOp<EmbeddingGradOp>()) {
-      auto m = first.getDefiningOp<MatmulOp>();
-      Value acc = m ? m.getAcc() : first.getDefiningOp<EmbeddingGradOp>().getAcc();
-      if (!acc || !acc.getDefiningOp<MatmulOp>() || !acc.hasOneUse())
-        break;
-      first = acc;
-    }
-    if (first != v)
-      firsts.push_back({first, v});
-  }
-  for (auto [first, v] : firsts)
-    targets[first] = targets[v];
 }
 
 llvm::Error FunctionLowering::lowerOp(Operation *op) {
@@ -400,9 +379,10 @@ llvm::Error FunctionLowering::run() {
                      "argument #" + llvm::Twine(i) + " of @" + fn.getSymName() +
                          " is neither an mlc.param nor an mlc.input");
   }
-  // A gradient (or an optimizer update) produced by an op (not a view,
-  // constant or argument) and used only by the return is written straight
-  // into its flat buffer.
+  // Where each value lives: mlc-assign-buffers' decisions (a gradient or
+  // an update an op produces is written straight into its flat buffer).
+  if (auto err = readAssignment(block))
+    return err;
   static const std::pair<const char *, Buffer::Kind> resultRoles[] = {
       {"mlc.grad", Buffer::Grad},
       {"mlc.param_update", Buffer::Param},
@@ -416,20 +396,6 @@ llvm::Error FunctionLowering::run() {
         return std::make_pair(kind, name.str());
     return std::nullopt;
   };
-  llvm::DenseMap<Value, int> returnUses;
-  for (Value v : ret.getOperands())
-    ++returnUses[v];
-  for (unsigned i = 0; i < fn.getNumResults(); ++i) {
-    auto role = resultRole(i);
-    Value v = ret.getOperand(i);
-    Operation *def = v.getDefiningOp();
-    auto fusion = dyn_cast_or_null<FusionOp>(def);
-    if (role && def && !isa<ReshapeOp, TransposeOp, SplitOp, SliceOp, ConstantOp>(def) &&
-        !(fusion && fusion.getKind() == FusionKind::optimizer) && v.hasOneUse() &&
-        returnUses[v] == 1)
-      targets[v] = *role;
-  }
-  accumulateInTargets();
   for (Operation &op : block.without_terminator()) {
     size_t first = steps.size();
     if (auto err = lowerOp(&op))

@@ -57,6 +57,7 @@ void buildLoweringPipeline(OpPassManager &pm, const LoweringPipelineOptions &opt
   // The lowering's choices, recorded on the graph ops it reads.
   pm.addPass(createMlcGemmEpilogues());
   pm.addPass(createMlcInPlace());
+  pm.addPass(createMlcAssignBuffers()); // where every value lives
   pm.addPass(createMlcLowerToPlan());
   if (options.ranks > 1 || options.clip == "bucket") {
     MlcBucketGradientsOptions o;
@@ -78,7 +79,8 @@ void registerCodegenPasses() {
   registerMlcCodegenPasses();
   PassPipelineRegistration<LoweringPipelineOptions>(
       "mlc-lowering-pipeline",
-      "The lowering of `mlc compile`: mlc-gemm-epilogues, mlc-in-place, mlc-lower-to-plan, "
+      "The lowering of `mlc compile`: mlc-gemm-epilogues, mlc-in-place, mlc-assign-buffers, "
+      "mlc-lower-to-plan, "
       "mlc-bucket-gradients (data parallelism or bucket-wise clipping), "
       "mlc-overlap-tp-collectives (tensor parallelism), mlc-plan-memory, mlc-cuda-vectorize, "
       "mlc-cuda-launch",

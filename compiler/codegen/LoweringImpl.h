@@ -9,6 +9,7 @@
 #define MLC_COMPILER_LOWERINGIMPL_H
 
 #include "compiler/codegen/KernelParams.h"
+#include "compiler/codegen/KernelSet.h"
 #include "compiler/codegen/KernelTarget.h"
 #include "compiler/codegen/Lowering.h"
 #include "compiler/codegen/LoweringMarks.h"
@@ -342,58 +343,6 @@ struct Step {
   LocationAttr loc;
 };
 
-using plan::KernelTemplate;
-
-/// The package's kernels, each once: a template kernel (KernelParams.h) by
-/// its template and parameters, a kernel with a body by its IR. No target
-/// is involved: the lowering is target-neutral.
-class KernelSet {
-public:
-  KernelSet(MLIRContext *context, int64_t tokenCapacity)
-      : tokenCapacity(tokenCapacity), scratch(ModuleOp::create(UnknownLoc::get(context))) {}
-  /// The module's token capacity (the extent of a dynamic leading dimension).
-  const int64_t tokenCapacity;
-  struct Kernel {
-    std::string name;
-    KernelTemplate kind;
-    int64_t numArgs;
-    Attribute templ; // a template kernel: its template (#plan.NAME) and parameters
-    DictionaryAttr params;
-    plan::KernelOp body; // a kernel with a body: the op (in `scratch`)
-  };
-  /// The kernel's name (k<N>), the first kernel's equal to it if any (a
-  /// kernel with a body equal to an earlier one's is erased).
-  std::string add(Kernel k) {
-    std::string key;
-    if (k.body) {
-      llvm::raw_string_ostream os(key);
-      os << "body";
-      k.body->print(os);
-    } else {
-      key = "template\0" + std::to_string(uintptr_t(k.templ.getAsOpaquePointer())) + '\0' +
-            std::to_string(uintptr_t(k.params.getAsOpaquePointer()));
-    }
-    auto it = names.find(key);
-    if (it != names.end()) {
-      if (k.body)
-        k.body->erase();
-      return kernels[it->second].name;
-    }
-    k.name = "k" + std::to_string(kernels.size());
-    if (k.body)
-      k.body.setSymName(k.name);
-    names.emplace(key, kernels.size());
-    kernels.push_back(std::move(k));
-    return kernels.back().name;
-  }
-  std::vector<Kernel> kernels;
-  /// Where kernels with bodies are built before they join the plan.
-  OwningOpRef<ModuleOp> scratch;
-
-private:
-  std::map<std::string, size_t> names;
-};
-
 class FunctionLowering {
 public:
   /// A parameter's place in the flat buffers (elements), and whether AdamW
@@ -494,15 +443,21 @@ private:
     bool contiguous() const { return strides == rowMajorStrides(shape); }
   };
 
-  /// Views look through transposes, reshapes, splits and slices, so that a
-  /// consumer that reads strided data (pointwise kernels, fusions, attention)
-  /// needs no copy. Other values are their own buffers.
+  /// Views look through the transposes, reshapes, splits and slices that
+  /// mlc.buffers assigns `view`, so that a consumer that reads strided data
+  /// (pointwise kernels, fusions, attention) needs no copy. Other values are
+  /// their own buffers.
   View viewOf(Value v) {
     auto known = views.find(v);
     if (known != views.end())
       return known->second;
     View view;
     Operation *def = v.getDefiningOp();
+    if (assignedBuffer(v) != buffers::view) { // mlc-assign-buffers' decision
+      assert((valueBuffers.count(v) || isa_and_nonnull<ConstantOp>(def)) &&
+             "a value read before its producer was lowered");
+      return own(v);
+    }
     if (auto t = dyn_cast_or_null<TransposeOp>(def)) {
       View in = viewOf(t.getInput());
       view = in;
@@ -538,9 +493,7 @@ private:
         view.offset += sliceStart(in.shape[d], sl.getStarts()[d]) * in.strides[d];
         view.strides[d] = in.strides[d] * sl.getSteps()[d];
       }
-    } else {
-      assert((valueBuffers.count(v) || isa_and_nonnull<ConstantOp>(def)) &&
-             "a value read before its producer was lowered");
+    } else { // assigned a view, but of no input (mlc-lower-to-plan refused it)
       return own(v);
     }
     views[v] = view;
@@ -763,7 +716,10 @@ private:
                          const std::string &kind);
   llvm::Error emitGemm(MatmulOp op);
   int accumulatorBuffer(Value acc, Value result);
-  void accumulateInTargets();
+  /// Reads mlc-assign-buffers' mlc.buffers of every op of `block` (the
+  /// flat-buffer slices into `targets`); refuses, on the op, an entry it
+  /// cannot obey (BufferAssignment.cpp).
+  llvm::Error readAssignment(Block &block);
   llvm::Error emitRows(Operation *op);
   llvm::Error emitCrossEntropyWithGrad(CrossEntropyOp ce, CrossEntropyGradOp cg,
                                        ParamsBuilder &params);
@@ -784,7 +740,8 @@ private:
   /// Ops whose results an earlier kernel already computed (the gradient of
   /// the loss, written by the loss kernel).
   llvm::DenseSet<Operation *> emittedWith;
-  /// Results written in place into a flat buffer (kind, parameter name).
+  /// Results written in place into a flat buffer (kind, parameter name):
+  /// those mlc.buffers assigns a slice, and the products that add to them.
   llvm::DenseMap<Value, std::pair<Buffer::Kind, std::string>> targets;
   struct Output {
     std::string name;

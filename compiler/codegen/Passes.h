@@ -2,7 +2,8 @@
 //
 // `mlc-lower-to-plan` (the lowering of Lowering.h as a pass) and the
 // lowering pipeline of `mlc compile`: mlc-gemm-epilogues and mlc-in-place
-// (the lowering's choices, marked on the graph ops), lower-to-plan, then, for data
+// (the lowering's choices, marked on the graph ops), mlc-assign-buffers
+// (where every value lives, mlc.buffers), lower-to-plan, then, for data
 // parallelism, mlc-bucket-gradients, then mlc-plan-memory, then the CUDA
 // target's decisions on the kernels (mlc-cuda-vectorize, mlc-cuda-launch;
 // the CPU target ignores them, plan.txt holds none). After the graph
@@ -54,7 +55,7 @@ struct LoweringPipelineOptions : mlir::PassPipelineOptions<LoweringPipelineOptio
 /// vectors and launches decided.
 void buildLoweringPipeline(mlir::OpPassManager &pm, const LoweringPipelineOptions &options);
 
-/// Registers mlc-lower-to-plan and `mlc-lowering-pipeline` for mlc-opt.
+/// Registers the code generator's passes and `mlc-lowering-pipeline` for mlc-opt.
 void registerCodegenPasses();
 
 } // namespace mlc

@@ -71,6 +71,45 @@ def MlcInPlace : Pass<"mlc-in-place", "mlir::ModuleOp"> {
   }];
 }
 
+def MlcAssignBuffers : Pass<"mlc-assign-buffers", "mlir::ModuleOp"> {
+  let summary = "Decides where every result of the graph functions lives (mlc.buffers)";
+  let description = [{
+    A pass of the lowering pipeline, after mlc-in-place. It records on every
+    op of the graph functions (@forward, @evaluate, @train_step and the
+    optimizer's) `mlc.buffers = ["...", ...]`, one entry per result:
+
+    - `arena`: an arena slice of its own (placed by mlc-plan-memory);
+    - `grad:NAME` (`param:`, `moment1:`, `moment2:`, `grad_sum:`): its
+      slice of a flat buffer: a gradient or an optimizer's update that an
+      op produces and only the return reads, or the first product of a
+      chain of accumulating products that ends in one;
+    - `view`: a transpose, reshape, split, slice or tp_copy, a strided view
+      of its input (copied only for a reader that needs it contiguous);
+    - `accumulator`: a matmul or embedding gradient that adds itself to its
+      accumulator's buffer (the accumulator a product only it reads);
+    - `reader_layout`: written in its one reader's layout (marked
+      `mlc.in_reader_layout` by mlc-in-place);
+    - `logits`: a loss gradient over its logits (`mlc.in_place`);
+      `bf16_copy`: one read only as a bf16 copy, which its kernel writes;
+    - `input`: a tensor-parallel reduce over its partial sums, which
+      nothing else reads and which own their arena slice;
+    - `constant`, `param_layout` (a `params` fusion's result),
+      `flat_buffers` (an optimizer fusion's), `reader_load` (a widening
+      its readers convert at the load): no decision of this pass's.
+
+    mlc-lower-to-plan reads the entries and refuses, on the op, one it
+    cannot obey (or an op without them). This pass refuses, on the op, an
+    `mlc.in_reader_layout` that names a result the op lacks and an
+    `mlc.in_place` on an op other than a `cross_entropy_grad`.
+
+    ```mlir
+    %p = mlc.matmul %x, %w {mlc.buffers = ["arena"]} : ...
+    %t = mlc.transpose %p permutation = [1, 0] {mlc.buffers = ["view"]} : ...
+    %g = mlc.matmul %t, %y {mlc.buffers = ["grad:w"]} : ...
+    ```
+  }];
+}
+
 def MlcLowerToPlan : Pass<"mlc-lower-to-plan", "mlir::ModuleOp"> {
   let summary = "Lowers the graph functions to the plan: buffers, views, kernels, GEMMs";
   let description = [{
@@ -85,8 +124,10 @@ def MlcLowerToPlan : Pass<"mlc-lower-to-plan", "mlir::ModuleOp"> {
     `copy` kernel. A gradient an op produces directly is written into the
     flat gradient buffer (`plan.bind grad`). A tensor-parallel rank's
     `mlc.tp_copy` is a view and its `mlc.tp_reduce` a `plan.tp_all_reduce`
-    (in place over partial products nothing else reads). Arena slices are
-    left unplaced (offset -1) for `mlc-plan-memory`.
+    (in place over partial products nothing else reads). Where each value
+    lives is mlc-assign-buffers' decision (`mlc.buffers`, which it needs on
+    every op). Arena slices are left unplaced (offset -1) for
+    `mlc-plan-memory`.
   }];
   let dependentDialects = ["::mlc::plan::PlanDialect"];
 }

@@ -1,4 +1,4 @@
-// RUN: mlc-opt %s -split-input-file --mlc-fold-casts --mlc-fuse-elementwise --mlc-gemm-epilogues --mlc-lower-to-plan | FileCheck %s
+// RUN: mlc-opt %s -split-input-file --mlc-fold-casts --mlc-fuse-elementwise --mlc-gemm-epilogues --mlc-assign-buffers --mlc-lower-to-plan | FileCheck %s
 
 // --dtype bf16: the MLP's first product is stored in bf16 (mlc-fold-casts)
 // and its GELU, widened at the load and rounded at the store, is the GEMM's

@@ -1,5 +1,5 @@
-// RUN: mlc-opt %s -split-input-file --mlc-lower-to-plan --mlc-cuda-vectorize | FileCheck %s
-// RUN: mlc-opt %s -split-input-file --mlc-lower-to-plan --mlc-cuda-vectorize | mlc-opt -split-input-file | FileCheck %s
+// RUN: mlc-opt %s -split-input-file --mlc-assign-buffers --mlc-lower-to-plan --mlc-cuda-vectorize | FileCheck %s
+// RUN: mlc-opt %s -split-input-file --mlc-assign-buffers --mlc-lower-to-plan --mlc-cuda-vectorize | mlc-opt -split-input-file | FileCheck %s
 
 // mlc-cuda-vectorize decides on the kernel's IR which accesses the CUDA
 // target moves as vectors. Contiguous f32 accesses along a row of 64: four

@@ -1,5 +1,5 @@
-// RUN: mlc-opt %s -split-input-file --mlc-fuse-elementwise --mlc-in-place --mlc-lower-to-plan | FileCheck %s
-// RUN: mlc-opt %s -split-input-file --mlc-fuse-elementwise --mlc-in-place --mlc-lower-to-plan | mlc-opt -split-input-file | FileCheck %s
+// RUN: mlc-opt %s -split-input-file --mlc-fuse-elementwise --mlc-in-place --mlc-assign-buffers --mlc-lower-to-plan | FileCheck %s
+// RUN: mlc-opt %s -split-input-file --mlc-fuse-elementwise --mlc-in-place --mlc-assign-buffers --mlc-lower-to-plan | mlc-opt -split-input-file | FileCheck %s
 
 // Kernels are IR after the lowering. A bias gradient fused into its
 // producer is a column_reduction whose body says each argument's role: the

@@ -1,4 +1,4 @@
-// RUN: mlc-opt %s -split-input-file --mlc-fuse-elementwise --mlc-lower-to-plan | FileCheck %s
+// RUN: mlc-opt %s -split-input-file --mlc-fuse-elementwise --mlc-assign-buffers --mlc-lower-to-plan | FileCheck %s
 
 // A rotary op and its consumer as one pointwise kernel over the head dim
 // split into its pairs [2, 8]: the input read at the element (arg 1) and,

@@ -1,5 +1,5 @@
-// RUN: mlc-opt %s -split-input-file --mlc-lower-to-plan | FileCheck %s
-// RUN: mlc-opt %s -split-input-file --mlc-lower-to-plan | mlc-opt -split-input-file | FileCheck %s
+// RUN: mlc-opt %s -split-input-file --mlc-assign-buffers --mlc-lower-to-plan | FileCheck %s
+// RUN: mlc-opt %s -split-input-file --mlc-assign-buffers --mlc-lower-to-plan | mlc-opt -split-input-file | FileCheck %s
 
 // mlc.tp_copy (Megatron's f) is the identity forward: no step, its readers
 // read its input's buffer. mlc.tp_reduce (g) is a blocking sum over the

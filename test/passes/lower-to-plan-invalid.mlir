@@ -1,4 +1,4 @@
-// RUN: mlc-opt %s -split-input-file --mlc-lower-to-plan -verify-diagnostics
+// RUN: mlc-opt %s -split-input-file --mlc-assign-buffers --mlc-lower-to-plan -verify-diagnostics
 // What mlc-lower-to-plan refuses, with the reason, on the op that fails (or
 // the argument, or the module when it lacks @forward).
 

@@ -1,5 +1,5 @@
-// RUN: mlc-opt %s -split-input-file --mlc-lower-to-plan | FileCheck %s
-// RUN: mlc-opt %s -split-input-file --mlc-lower-to-plan | mlc-opt -split-input-file | FileCheck %s
+// RUN: mlc-opt %s -split-input-file --mlc-assign-buffers --mlc-lower-to-plan | FileCheck %s
+// RUN: mlc-opt %s -split-input-file --mlc-assign-buffers --mlc-lower-to-plan | mlc-opt -split-input-file | FileCheck %s
 
 // A transpose read by a pointwise op is a strided view: the add reads x
 // through transposed strides (1 along the first dimension, 4 along the

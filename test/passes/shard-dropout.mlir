@@ -1,14 +1,14 @@
 // RUN: mlc-opt %s -split-input-file --mlc-shard-tensor-parallel=size=2 -verify-diagnostics | FileCheck %s
 // RUN: mlc-opt %s -split-input-file --mlc-shard-tensor-parallel=size=2 --mlc-autodiff -verify-diagnostics | FileCheck %s --check-prefix=GRAD
 // RUN: mlc-opt %s -split-input-file --mlc-shard-tensor-parallel=size=1 -verify-diagnostics | FileCheck %s --check-prefix=ONE
-// RUN: mlc-opt %s -split-input-file --mlc-shard-tensor-parallel=size=2 --mlc-lower-to-plan --mlc-cuda-vectorize --mlc-print-kernels=target=cpu -verify-diagnostics -o /dev/null | FileCheck %s --check-prefix=CPU
-// RUN: mlc-opt %s -split-input-file --mlc-shard-tensor-parallel=size=2 --mlc-lower-to-plan --mlc-cuda-vectorize --mlc-cuda-launch --mlc-print-kernels=target=cuda -verify-diagnostics -o /dev/null | FileCheck %s --check-prefix=CUDA
+// RUN: mlc-opt %s -split-input-file --mlc-shard-tensor-parallel=size=2 --mlc-assign-buffers --mlc-lower-to-plan --mlc-cuda-vectorize --mlc-print-kernels=target=cpu -verify-diagnostics -o /dev/null | FileCheck %s --check-prefix=CPU
+// RUN: mlc-opt %s -split-input-file --mlc-shard-tensor-parallel=size=2 --mlc-assign-buffers --mlc-lower-to-plan --mlc-cuda-vectorize --mlc-cuda-launch --mlc-print-kernels=target=cuda -verify-diagnostics -o /dev/null | FileCheck %s --check-prefix=CUDA
 // Run on this machine, each rank's dropout kernel gives the whole tensor's
 // kernel's output for its block, bit for bit, at two steps (about 5 s: two
 // kernel files compiled).
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: mlc-opt %s --mlc-shard-tensor-parallel=size=1 --mlc-lower-to-plan --mlc-cuda-vectorize --mlc-print-kernels=target=cpu -o /dev/null > %t/whole.cpp
-// RUN: mlc-opt %s --mlc-shard-tensor-parallel=size=2 --mlc-lower-to-plan --mlc-cuda-vectorize --mlc-print-kernels=target=cpu -o /dev/null > %t/block.cpp
+// RUN: mlc-opt %s --mlc-shard-tensor-parallel=size=1 --mlc-assign-buffers --mlc-lower-to-plan --mlc-cuda-vectorize --mlc-print-kernels=target=cpu -o /dev/null > %t/whole.cpp
+// RUN: mlc-opt %s --mlc-shard-tensor-parallel=size=2 --mlc-assign-buffers --mlc-lower-to-plan --mlc-cuda-vectorize --mlc-print-kernels=target=cpu -o /dev/null > %t/block.cpp
 // RUN: %python %S/Inputs/dropout_blocks.py %t/whole.cpp %t/block.cpp %mlc_src/compiler/codegen/prelude %t 4 2 | FileCheck %s --check-prefix=EXEC
 // EXEC: step 1: 2 blocks equal the whole tensor's, {{[1-9][0-9]*}} of 32 dropped
 // EXEC: step 7: 2 blocks equal the whole tensor's, {{[1-9][0-9]*}} of 32 dropped
