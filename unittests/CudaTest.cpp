@@ -330,6 +330,71 @@ TEST(CudaKernels, RowsCompileAlone) {
   }
 }
 
+TEST(CudaKernels, FlatReduceFillCompileAlone) {
+  // prelude/optimizer.cuh, reduce.cuh and fill.cuh after the prelude, as
+  // kernels.cu has them: each template instantiated as a package calls it
+  // (the element code a lambda, f32, f64, bf16); NVRTC compiles them and
+  // ptxas reports each kernel, none spilling.
+  std::string why;
+  Nvrtc *nvrtc = Nvrtc::get(&why);
+  if (!nvrtc)
+    GTEST_SKIP() << why;
+  struct Instance {
+    const char *name, *body;
+  };
+  const char *adamw =
+      "  T *P = (T *)b[0], *M = (T *)b[1], *V = (T *)b[2];\n  const T *G = (const T *)b[3];\n"
+      "  const double *h = (const double *)b[4];\n  const T x5 = (T)h[0], x6 = (T)h[1];\n"
+      "  static const int64_t seg[2][3] = {{0, 1000, 1}, {1000, 24, 0}};\n"
+      "  mlc_adamw<T, 2>(P, M, V, G, seg, (T)h[8], ctx, [&](T &p, T &m, T &v, const T g, "
+      "const T x4) {\n    m = x6 * m + g;\n    v = x6 * v + g * g;\n"
+      "    p = p * x4 - x5 * m / (sqrt(v) + x6);\n  });";
+  const std::string adamwF32 = std::string("  typedef float T;\n") + adamw;
+  const std::string adamwF64 = std::string("  typedef double T;\n") + adamw;
+  const Instance instances[] = {
+      {"adamw_f32", adamwF32.c_str()},
+      {"adamw_f64", adamwF64.c_str()},
+      {"grad_norm_f32",
+       "static const int64_t seg[3][2] = {{0, 100}, {200, 50}, {300, 7}};\n  "
+       "mlc_grad_norm<float, 3, 264>((double *)b[0], (const float *)b[1], seg, (double "
+       "*)ctx->scratch, ctx, phase, [&](const float g) -> double { return (double)g * g; });"},
+      {"column_sums_bf16",
+       "const mlc_bf16 *p1 = (const mlc_bf16 *)b[1];\n  mlc_column_sums<float, 768, 4, 3, 256>("
+       "(float *)b[0], ctx->rows, (double *)ctx->scratch, phase, [&](const int64_t r, const "
+       "int64_t c, const int64_t flat, double &sum) {\n    const int64_t o1 = r * 768 + c;\n"
+       "    sum += mlc_uniform(7, flat) < 0.9f ? (float)p1[o1] : 0.0f;\n  });"},
+      {"reduce_axes_max_f32",
+       "static const int64_t axes[4][2] = {{3, 1}, {5, 30}, {2, 3}, {5, 6}};\n  "
+       "mlc_reduce_axes<float, double, MLC_REDUCE_MAX, 50, 15, 10, 2, 2>((float *)b[0], (const "
+       "float *)b[1], axes);"},
+      {"reduce_axes_mean_i64",
+       "static const int64_t axes[1][2] = {{7, 1}};\n  mlc_reduce_axes<int64_t, int64_t, "
+       "MLC_REDUCE_MEAN, 7, 1, 7, 0, 1>((int64_t *)b[0], (const int64_t *)b[1], axes);"},
+      {"fill_bf16", "mlc_fill<mlc_bf16, 4096>((mlc_bf16 *)b[0], (mlc_bf16)1.0f);"},
+      {"constant_f64", "static const double data[3] = {1, 2, 3};\n  mlc_constant<double, 3>("
+                       "(double *)b[0], data);"},
+      {"zero", "mlc_zero<1000>(b[0]);"},
+      {"rotary_sin_f32", "static const double inv[4] = {1, 0.1, 0.01, 0.001};\n  "
+                         "mlc_rotary_table<float, 2048, 4, MLC_ROTARY_SIN>((float *)b[0], inv);"},
+      {"rotary_cos_f64", "static const double inv[2] = {1, 0.01};\n  "
+                         "mlc_rotary_table<double, 16, 2, 0>((double *)b[0], inv);"},
+  };
+  std::string source = mlc::cudaKernelPrelude();
+  for (const Instance &k : instances)
+    source += std::string("\nextern \"C\" __global__ void __launch_bounds__(256) ") + k.name +
+              "(char *const *b, const MlcKernelCtx *ctx, int phase) {\n  (void)phase;\n  " +
+              k.body + "\n}\n";
+  for (const char *arch : {"sm_80", "sm_90"}) {
+    Nvrtc::Output out;
+    ASSERT_NO_THROW(out = nvrtc->compile(source, "prelude/optimizer.cuh", arch, true)) << arch;
+    auto stats = parsePtxasLog(out.log);
+    for (const Instance &k : instances) {
+      ASSERT_TRUE(stats.count(k.name)) << k.name << " for " << arch << ":\n" << out.log;
+      EXPECT_EQ(stats[k.name].spillStores + stats[k.name].spillLoads, 0) << k.name << " for " << arch;
+    }
+  }
+}
+
 TEST(CudaKernels, LoaderOptionsCompile) {
   // The options the CUDA backend compiles with (not verbose: split compile).
   std::string why;

@@ -11,6 +11,7 @@
 #include "compiler/codegen/AttentionSource.h"
 #include "compiler/codegen/KernelPrelude.h"
 #include "compiler/codegen/LoweringImpl.h"
+#include "compiler/codegen/PreludeCalls.h"
 #include "compiler/codegen/RowCalls.h"
 
 #include <sstream>
@@ -89,82 +90,30 @@ private:
 
 public:
 
+  /// A bias gradient fused into its producer: one call of mlc_column_sums
+  /// (prelude/reduce.h), the element code its term.
   std::string columnReduction(const Rows &rows, int64_t columns,
                               const std::string &offsets, const std::string &body, int slot,
                               const std::string &type) override {
-    // Rows are shared out among threads; each thread sums its rows into its
-    // own partial, and the partials are added in thread order, so results
-    // do not depend on timing.
-    std::string C = std::to_string(columns);
-    std::ostringstream k;
-    k << "  const int nt = omp_get_max_threads();\n"
-      << "  std::vector<double> part((size_t)nt * " << C << ", 0.0);\n"
-      << "#pragma omp parallel\n  {\n"
-      << "    double *acc = part.data() + (size_t)omp_get_thread_num() * " << C << ";\n"
-      << "#pragma omp for schedule(static)\n"
-      << "    for (int64_t r = 0; r < " << rows << "; ++r)\n"
-      << "    for (int64_t c = 0; c < " << C << "; ++c) {\n"
-      << "      const int64_t flat = r * " << C << " + c;\n"
-      << "      double &sum = acc[c];\n"
-      << offsets << body << "    }\n  }\n"
-      << "  for (int64_t c = 0; c < " << C << "; ++c) {\n"
-      << "    double s = 0;\n"
-      << "    for (int t = 0; t < nt; ++t) s += part[(size_t)t * " << C << " + c];\n"
-      << "    p" << slot << "[c] = (" << type << ")s;\n  }\n";
-    return k.str();
+    return "  mlc_column_sums<" + type + ", " + std::to_string(columns) + ">(p" +
+           std::to_string(slot) + ", " + rows.expr() + ", " + columnTerm(offsets, body) + ");\n";
   }
 
-  /// One parallel region for every segment: the segments are work-shared
-  /// loops without barriers between them, so the update is a single pass
-  /// over the flat buffers. Memory (AdamW): parameter, moments and gradient
-  /// read, parameter and moments written: 28 bytes per f32 parameter.
-  /// Under the distributed optimizer each segment is cut to the launch's
-  /// windows (ctx->win: this rank's shards), whose moments are this rank's.
+  /// AdamW over the flat buffers and the gradient's norm: one call each of
+  /// mlc_adamw and mlc_grad_norm (prelude/optimizer.h), the element code
+  /// their lambda.
   std::string optimizer(mlir::Type el, const std::vector<Segment> &segments,
                         const std::string &setup, const std::string &body) override {
-    std::string T = cType(el);
-    std::ostringstream k;
-    k << "  " << T << " *P = (" << T << " *)b[0];\n  " << T << " *M = (" << T
-      << " *)b[1];\n  " << T << " *V = (" << T << " *)b[2];\n  const " << T
-      << " *G = (const " << T << " *)b[3];\n  const double *h = (const double *)b[4];\n"
-      << setup << segmentTable(segments, true)
-      << "  const int64_t nw = ctx->nwin ? ctx->nwin : 1;\n"
-      << "#pragma omp parallel\n" << segmentWindowLoops(segments.size(), "  ")
-      << "    const int64_t off = lo, n = hi - lo, moff = wm + (lo - w0);\n"
-      << "    const " << T << " x4 = seg[s][2] ? decayOn : (" << T << ")1;\n"
-      << "    " << T << " *__restrict pp = P + off;\n    " << T
-      << " *__restrict mm = M + moff;\n    " << T << " *__restrict vv = V + moff;\n    const "
-      << T << " *__restrict gg = G + off;\n"
-      << "#pragma omp for simd schedule(static) nowait\n"
-      << "    for (int64_t i = 0; i < n; ++i) {\n"
-      << body << "    }\n  }\n";
-    return k.str();
+    return optimizerPointers(el) + setup + segmentTable(segments, true) + "  mlc_adamw<" +
+           cType(el) + ", " + std::to_string(segments.size()) +
+           ">(P, M, V, G, seg, decayOn, ctx, " + adamwUpdate(el, body) + ");\n";
   }
 
-  /// The global gradient norm: reads every gradient once (4 bytes each).
   std::string norm(mlir::Type el, const std::vector<Segment> &segments,
                    const std::string &body, const std::string &value) override {
-    std::string T = cType(el);
-    std::ostringstream k;
-    k << "  double *out = (double *)b[0];\n  const " << T << " *G = (const " << T
-      << " *)b[1];\n"
-      << segmentTable(segments, false) << "  double sum = 0;\n"
-      << "  const int64_t nw = ctx->nwin ? ctx->nwin : 1;\n"
-      << "#pragma omp parallel reduction(+ : sum)\n" << segmentWindowLoops(segments.size(), "  ")
-      << "    const " << T << " *__restrict gg = G + lo;\n"
-      << "    const int64_t n = hi - lo;\n"
-      // Chunks of 4096 shared out, each summed by a vector reduction (a
-      // scalar chain of double adds would be latency-bound, not memory-bound).
-      << "    const int64_t chunks = (n + 4095) / 4096;\n"
-      << "#pragma omp for schedule(static) nowait\n"
-      << "    for (int64_t q = 0; q < chunks; ++q) {\n"
-      << "      const int64_t i1 = (q + 1) * 4096 < n ? (q + 1) * 4096 : n;\n"
-      << "      double part = 0;\n"
-      << "#pragma omp simd reduction(+ : part)\n"
-      << "      for (int64_t i = q * 4096; i < i1; ++i) {\n"
-      << body << "        part += " << value << ";\n      }\n      sum += part;\n    }\n"
-      << "  }\n  out[0] = std::sqrt(sum);\n";
-    return k.str();
+    return normPointers(el) + segmentTable(segments, false) + "  mlc_grad_norm<" + cType(el) +
+           ", " + std::to_string(segments.size()) + ">(out, G, seg, ctx, " +
+           normValue(el, body, value) + ");\n";
   }
 
   /// Softmax (log-softmax) and its gradient: one call each of mlc_softmax
@@ -272,12 +221,12 @@ public:
   }
 
   /// Sums, means and maxima over rows, columns or a general set of axes, in
-  /// double (int64 for integers). Memory: the input read once, the output
-  /// written once; column sums keep a block of 256 accumulators per thread.
+  /// double (int64 for integers): one call of mlc_reduce_rows,
+  /// mlc_reduce_columns (prelude/rows.h) or mlc_reduce_axes
+  /// (prelude/reduce.h).
   std::string reduction(const ReductionKernel &r) override {
     mlir::Type el = r.element;
     bool isFloat = isa<mlir::FloatType>(el);
-    bool max = r.kind == ReductionKernel::Max;
     std::string T = cType(el), acc = isFloat ? "double" : "int64_t";
     const std::string types = T + ", " + acc + ", " + std::to_string(r.length) + ", " +
                               reduceKind(r.kind) + ", " + std::to_string(r.count);
@@ -289,15 +238,7 @@ public:
     } else if (r.shape == ReductionKernel::Columns) {
       body << "  mlc_reduce_columns<" << types << ">(p0, p1, " << r.rows << ");\n";
     } else {
-      std::string init = max ? (isFloat ? "-std::numeric_limits<double>::infinity()"
-                                        : "std::numeric_limits<int64_t>::min()")
-                             : "0";
-      std::string finish =
-          r.kind == ReductionKernel::Mean ? "a / " + std::to_string(r.count) : "a";
-      std::string combine = max ? "a = a > x ? a : x;" : "a += x;";
-      body << (r.outputs >= 4 ? "#pragma omp parallel for\n" : "")
-           << "  for (int64_t r = 0; r < " << r.outputs << "; ++r) {\n"
-           << reductionOutput(r, acc, init, combine, finish, T, "    ") << "  }\n";
+      body << reduceAxesCall(r);
     }
     return body.str();
   }
@@ -319,45 +260,26 @@ public:
            rows.expr() + ");\n";
   }
 
+  /// Fills, constant tables and the rotary table: one call each of
+  /// mlc_fill, mlc_constant and mlc_rotary_table (prelude/fill.h).
   std::string fill(mlir::Type el, int64_t n, const std::string &value) override {
-    return arguments({{el, true}}) + "  for (int64_t i = 0; i < " + std::to_string(n) +
-           "; ++i) p0[i] = " + value + ";\n";
+    return arguments({{el, true}}) + "  mlc_fill<" + cType(el) + ", " + std::to_string(n) +
+           ">(p0, " + value + ");\n";
   }
 
   std::string constant(mlir::Type el, const std::vector<std::string> &values) override {
-    std::ostringstream b;
-    b << arguments({{el, true}}) << "  static const " << cType(el) << " data["
-      << values.size() << "] = {";
-    for (size_t i = 0; i < values.size(); ++i)
-      b << (i ? ", " : "") << values[i];
-    b << "};\n  std::memcpy(p0, data, sizeof(data));\n";
-    return b.str();
+    return arguments({{el, true}}) + staticTable(cType(el), "data", values) + "  mlc_constant<" +
+           cType(el) + ", " + std::to_string(values.size()) + ">(p0, data);\n";
   }
 
   std::string rotaryTable(mlir::Type el, int64_t positions, const std::vector<std::string> &inv,
                           bool sine) override {
-    const int64_t half = int64_t(inv.size()), D = 2 * half;
-    std::ostringstream b;
-    b << arguments({{el, true}}) << "  const double inv[" << half << "] = {";
-    for (size_t i = 0; i < inv.size(); ++i)
-      b << (i ? ", " : "") << inv[i];
-    b << "};\n" << "  for (int64_t e = 0; e < " << positions * D << "; ++e) {\n" << "    const int64_t p = e / " << D << ", j = e % " << D
-      << ", i = j % " << half << ";\n";
-    if (el.isF32())
-      b << "    const double a = (double)((float)p * (float)inv[i]);\n";
-    else
-      b << "    const double a = (double)p * inv[i];\n";
-    if (sine)
-      b << "    const " << cType(el) << " s = (" << cType(el) << ")sin(a);\n"
-        << "    p0[e] = j < " << half << " ? -s : s;\n";
-    else
-      b << "    p0[e] = (" << cType(el) << ")cos(a);\n";
-    b << "  }\n";
-    return b.str();
+    return arguments({{el, true}}) + staticTable("double", "inv", inv) + "  " +
+           rotaryCall(el, positions, inv.size(), sine) + "(p0, inv);\n";
   }
 
   std::string zero(int64_t bytes) override {
-    return "  std::memset(p0, 0, " + std::to_string(bytes) + ");\n";
+    return "  mlc_zero<" + std::to_string(bytes) + ">(p0);\n";
   }
 };
 

@@ -2,9 +2,11 @@
 //
 // The prelude is a source of its own, prelude/cuda.cuh (compiled alone by a
 // test), embedded at build time; the compiler pastes it into kernels.cu,
-// followed by the row and column kernels, prelude/rows.cuh, and the
-// attention templates, prelude/attention.cuh (each compiled alone,
-// instantiated, by another test).
+// followed by the row and column kernels, prelude/rows.cuh, the
+// flat-buffer kernels, prelude/optimizer.cuh, the remaining reductions,
+// prelude/reduce.cuh, the fills, prelude/fill.cuh, and the attention
+// templates, prelude/attention.cuh (each compiled alone, instantiated, by
+// another test).
 // Documented here once: the CUDA kernel ABI, the helpers kernels share, and the line
 // that describes each kernel's launches to the runtime.
 //
@@ -47,15 +49,21 @@
 namespace mlc {
 
 #include "compiler/codegen/CudaAttention.inc"
+#include "compiler/codegen/CudaFill.inc"
+#include "compiler/codegen/CudaOptimizer.inc"
 #include "compiler/codegen/CudaPrelude.inc"
+#include "compiler/codegen/CudaReduce.inc"
 #include "compiler/codegen/CudaRows.inc"
 
 /// kernels.cu's prelude: prelude/cuda.cuh with prelude/mlc_shared.h in place
 /// of its include (the helpers that give the CPU's bits, KernelPrelude.h),
-/// then the row kernels of prelude/rows.cuh and the attention templates of
-/// prelude/attention.cuh.
+/// then the row kernels of prelude/rows.cuh, the flat-buffer kernels of
+/// prelude/optimizer.cuh, the reductions of prelude/reduce.cuh, the fills of
+/// prelude/fill.cuh and the attention templates of prelude/attention.cuh.
 inline std::string cudaKernelPrelude() {
-  return std::string(kCudaPreludeSource) + "\n" + kCudaRowsSource + "\n" + kCudaAttentionSource;
+  return std::string(kCudaPreludeSource) + "\n" + kCudaRowsSource + "\n" +
+         kCudaOptimizerSource + "\n" + kCudaReduceSource + "\n" + kCudaFillSource + "\n" +
+         kCudaAttentionSource;
 }
 
 } // namespace mlc

@@ -15,9 +15,12 @@
 //   column reduction   phase 0: blocks of (row chunk, column block), a
 //   (and LayerNorm's   thread per column summing its chunk's rows into a
 //    dw, db)           partial in scratch; phase 1: a thread per column sums
-//                      the partials in chunk order (deterministic)
+//                      the partials in chunk order (deterministic); a fused
+//                      body's sums are mlc_column_sums (prelude/reduce.cuh)
 //   norm, loss sums    per-block partials, then one block sums them in order
-//   optimizer          a grid-stride loop per flat-buffer segment
+//   optimizer          a grid-stride loop per flat-buffer segment; AdamW and
+//                      the norm are prelude/optimizer.cuh's templates, the
+//                      fills and the rotary table prelude/fill.cuh's
 //   attention          never writes the S x S scores: a thread per query row
 //                      streams key/value tiles through shared memory with an
 //                      online softmax; backward recomputes the probabilities
@@ -38,6 +41,7 @@
 #include "compiler/codegen/CudaPrelude.h"
 #include "compiler/codegen/CudaSchedule.h"
 #include "compiler/codegen/LoweringImpl.h"
+#include "compiler/codegen/PreludeCalls.h"
 #include "compiler/codegen/RowCalls.h"
 #include "compiler/codegen/Vectorize.h"
 
@@ -257,85 +261,42 @@ private:
   }
 
 public:
-  /// p[c] = sum_r body(r, c) (a bias gradient fused into its producer).
-  /// Phase 0: block (chunk, cb) sums rows of its chunk for the columns of
-  /// column block cb, a thread per column, into partial[chunk][c]; phase 1:
-  /// a thread per column adds the partials in chunk order. Memory: the rows
-  /// read once (coalesced along c), chunks x C doubles of partials written
-  /// and read back, the C sums written.
+  /// A bias gradient fused into its producer: one call of mlc_column_sums
+  /// (prelude/reduce.cuh), the element code its term, in the chunks
+  /// mlc-cuda-launch chose.
   std::string columnReduction(const Rows &rows, int64_t columns,
                               const std::string &offsets, const std::string &body, int slot,
                               const std::string &type) override {
-    const int64_t C = columns;
     const auto [block, colBlocks, chunks] = columnChunks(0);
     std::ostringstream k;
-    k << phase()
-      << "    double *part = (double *)ctx->scratch;\n"
-      << "    const int64_t R = " << rows << ", chunk = blockIdx.x / " << colBlocks
-      << ", c = (blockIdx.x % " << colBlocks << ") * " << block << " + threadIdx.x;\n"
-      << "    const int64_t per = (R + " << chunks << " - 1) / " << chunks << ";\n"
-      << "    if (c < " << C << ") {\n"
-      << "      double sum = 0;\n"
-      << "      const int64_t r1 = (chunk + 1) * per < R ? (chunk + 1) * per : R;\n"
-      << "      for (int64_t r = chunk * per; r < r1; ++r) {\n"
-      << "      const int64_t flat = r * " << C << " + c;\n"
-      << "      (void)flat;\n"
-      << offsets << body << "      }\n"
-      << "      part[chunk * " << C << " + c] = sum;\n    }\n  }\n"
-      << phase()
-      << "    const double *part = (const double *)ctx->scratch;\n"
-      << "    const int64_t c = MLC_TID;\n"
-      << "    if (c < " << C << ") {\n      double s = 0;\n"
-      << "      for (int64_t q = 0; q < " << chunks << "; ++q) s += part[q * " << C << " + c];\n"
-      << "      p" << slot << "[c] = (" << type << ")s;\n    }\n  }\n";
+    k << "  // phase " << nextPhase() << ": partials, row chunk x column block\n"
+      << "  // phase " << nextPhase() << ": the partials in chunk order\n"
+      << "  mlc_column_sums<" << type << ", " << columns << ", " << chunks << ", " << colBlocks
+      << ", " << block << ">(p" << slot << ", " << rows << ", (double *)ctx->scratch, phase, "
+      << columnTerm(offsets, body) << ");\n";
     return k.str();
   }
 
-  /// AdamW over the flat buffers (contract/OptimizerScalars.h: m = b1 m +
-  /// (1 - b1) g, v = b2 v + (1 - b2) g^2, p = p decay - step m / (sqrt(v)
-  /// inv_sqrt_bc2 + eps)), a grid-stride loop per segment, one launch.
-  /// Memory: p, m, v and g read, p, m and v written: 28 bytes per f32
-  /// parameter, the kernel's whole cost (bandwidth-bound).
+  /// AdamW over the flat buffers and the gradient's norm: one call each of
+  /// mlc_adamw and mlc_grad_norm (prelude/optimizer.cuh), the element code
+  /// their lambda; the norm's partials are its phase 0's blocks.
   std::string optimizer(mlir::Type el, const std::vector<Segment> &segments,
                         const std::string &setup, const std::string &body) override {
-    std::string T = cType(el);
-    std::ostringstream k;
-    k << "  " << T << " *P = (" << T << " *)b[0];\n  " << T << " *M = (" << T << " *)b[1];\n  "
-      << T << " *V = (" << T << " *)b[2];\n  const " << T << " *G = (const " << T
-      << " *)b[3];\n  const double *h = (const double *)b[4];\n"
-      << setup << segmentTable(segments, true) << phase()
-      << "    const int64_t nw = ctx->nwin ? ctx->nwin : 1;\n"
-      << segmentWindowLoops(segments.size(), "    ")
-      << "      const int64_t off = lo, n = hi - lo, moff = wm + (lo - w0);\n"
-      << "      const " << T << " x4 = seg[s][2] ? decayOn : (" << T << ")1;\n"
-      << "      " << T << " *pp = P + off;\n      " << T << " *mm = M + moff;\n      " << T
-      << " *vv = V + moff;\n      const " << T << " *gg = G + off;\n"
-      << "      for (int64_t i = MLC_TID; i < n; i += MLC_STRIDE) {\n"
-      << body << "      }\n    }\n  }\n";
-    return k.str();
+    return optimizerPointers(el) + setup + segmentTable(segments, true) + "  // phase " +
+           nextPhase() + ": a grid-stride loop per segment\n  mlc_adamw<" + cType(el) + ", " +
+           n2s(segments.size()) + ">(P, M, V, G, seg, decayOn, ctx, " + adamwUpdate(el, body) +
+           ");\n";
   }
 
-  /// out[0] = sqrt(sum_i value(g_i)) in double: phase 0 a block sum per
-  /// block into scratch, phase 1 one block adds them in order (the same
-  /// bits every run). Memory: every gradient read once (4 bytes per f32).
   std::string norm(mlir::Type el, const std::vector<Segment> &segments,
                    const std::string &body, const std::string &value) override {
-    std::string T = cType(el);
     const int64_t blocks = launch(0).grid;
     std::ostringstream k;
-    k << "  double *out = (double *)b[0];\n  const " << T << " *G = (const " << T << " *)b[1];\n"
-      << segmentTable(segments, false)
-      << "  __shared__ double red[32];\n"
-      << phase() << "    double sum = 0;\n"
-      << "    const int64_t nw = ctx->nwin ? ctx->nwin : 1;\n"
-      << segmentWindowLoops(segments.size(), "    ")
-      << "      const " << T << " *gg = G + lo;\n"
-      << "      const int64_t n = hi - lo;\n"
-      << "      for (int64_t i = MLC_TID; i < n; i += MLC_STRIDE) {\n"
-      << body << "        sum += " << value << ";\n      }\n    }\n"
-      << "    sum = mlc_block_sum(sum, red);\n"
-      << "    if (threadIdx.x == 0) ((double *)ctx->scratch)[blockIdx.x] = sum;\n  }\n"
-      << sumPartials(blocks, "out[0] = sqrt(s);");
+    k << normPointers(el) << segmentTable(segments, false) << "  // phase " << nextPhase()
+      << ": a block sum per block\n  // phase " << nextPhase()
+      << ": the blocks' sums in order, the root\n  mlc_grad_norm<" << cType(el) << ", "
+      << segments.size() << ", " << blocks << ">(out, G, seg, (double *)ctx->scratch, ctx, phase, "
+      << normValue(el, body, value) << ");\n";
     return k.str();
   }
 
@@ -473,11 +434,11 @@ public:
   /// Sums, means and maxima (double accumulators; int64 for integers):
   /// Rows (a block per row) and Columns (the two-phase chunked column sums)
   /// one call of mlc_reduce_rows or mlc_reduce_columns (prelude/rows.cuh);
-  /// General a thread per output walking its reduced indices. Memory: the
-  /// input read once, the output written once.
+  /// General (a thread per output walking its reduced indices) one of
+  /// mlc_reduce_axes (prelude/reduce.cuh).
   std::string reduction(const ReductionKernel &r) override {
     mlir::Type el = r.element;
-    bool isFloat = isa<mlir::FloatType>(el), max = r.kind == ReductionKernel::Max;
+    bool isFloat = isa<mlir::FloatType>(el);
     std::string T = cType(el), acc = isFloat ? "double" : "int64_t";
     const std::string types = T + ", " + acc + ", " + n2s(r.length) + ", " +
                               reduceKind(r.kind) + ", " + n2s(r.count);
@@ -493,13 +454,7 @@ public:
            << "  mlc_reduce_columns<" << types << ", " << chunks << ", " << colBlocks << ", "
            << block << ">(p0, p1, " << r.rows << ", (" << acc << " *)ctx->scratch, phase);\n";
     } else {
-      std::string init = max ? (isFloat ? "-mlc_inf<double>()" : "(-9223372036854775807ll - 1)")
-                             : "0";
-      std::string finish = r.kind == ReductionKernel::Mean ? "a / " + n2s(r.count) : "a";
-      std::string combine = max ? "a = a > x ? a : x;" : "a += x;";
-      body << phase()
-           << "    for (int64_t r = MLC_TID; r < " << r.outputs << "; r += MLC_STRIDE) {\n"
-           << reductionOutput(r, acc, init, combine, finish, T, "      ") << "    }\n  }\n";
+      body << "  // phase " << nextPhase() << ": a thread per output\n" << reduceAxesCall(r);
     }
     return body.str();
   }
@@ -532,51 +487,30 @@ public:
     return b.str();
   }
 
-  /// p0 = value (fill), the constant table (constant), or zero bytes (zero):
-  /// grid-stride stores, one write per element.
+  /// Fills, constant tables, the rotary table and zero bytes: one call
+  /// each of mlc_fill, mlc_constant, mlc_rotary_table and mlc_zero
+  /// (prelude/fill.cuh), a thread per element.
   std::string fill(mlir::Type el, int64_t n, const std::string &value) override {
-    return arguments({{el, true}}) + phase() +
-           "    for (int64_t i = MLC_TID; i < " + n2s(n) + "; i += MLC_STRIDE) p0[i] = " + value +
-           ";\n  }\n";
+    return arguments({{el, true}}) + "  // phase " + nextPhase() + ": a thread per element\n" +
+           "  mlc_fill<" + cType(el) + ", " + n2s(n) + ">(p0, " + value + ");\n";
   }
 
   std::string constant(mlir::Type el, const std::vector<std::string> &values) override {
-    std::ostringstream b;
-    b << arguments({{el, true}}) << "  static const " << cType(el) << " data[" << values.size()
-      << "] = {";
-    for (size_t i = 0; i < values.size(); ++i)
-      b << (i ? ", " : "") << values[i];
-    b << "};\n"
-      << phase() << "    for (int64_t i = MLC_TID; i < "
-      << values.size() << "; i += MLC_STRIDE) p0[i] = data[i];\n  }\n";
-    return b.str();
+    return arguments({{el, true}}) + staticTable(cType(el), "data", values) + "  // phase " +
+           nextPhase() + ": a thread per element\n  mlc_constant<" + cType(el) + ", " +
+           n2s(values.size()) + ">(p0, data);\n";
   }
 
   std::string rotaryTable(mlir::Type el, int64_t positions, const std::vector<std::string> &inv,
                           bool sine) override {
-    const int64_t half = int64_t(inv.size()), D = 2 * half;
-    std::ostringstream b;
-    b << arguments({{el, true}}) << "  const double inv[" << half << "] = {";
-    for (size_t i = 0; i < inv.size(); ++i)
-      b << (i ? ", " : "") << inv[i];
-    b << "};\n" << phase() << "    for (int64_t e = MLC_TID; e < " << positions * D << "; e += MLC_STRIDE) {\n" << "    const int64_t p = e / " << D << ", j = e % " << D
-      << ", i = j % " << half << ";\n";
-    if (el.isF32())
-      b << "    const double a = (double)((float)p * (float)inv[i]);\n";
-    else
-      b << "    const double a = (double)p * inv[i];\n";
-    if (sine)
-      b << "    const " << cType(el) << " s = (" << cType(el) << ")sin(a);\n"
-        << "    p0[e] = j < " << half << " ? -s : s;\n";
-    else
-      b << "    p0[e] = (" << cType(el) << ")cos(a);\n";
-    b << "    }\n  }\n";
-    return b.str();
+    return arguments({{el, true}}) + staticTable("double", "inv", inv) + "  // phase " +
+           nextPhase() + ": a thread per element\n  " +
+           rotaryCall(el, positions, inv.size(), sine) + "(p0, inv);\n";
   }
 
+  /// A phase of its kernel (a copy's destination cleared before its nests).
   std::string zero(int64_t bytes) override {
-    return phase() + "    for (int64_t i = MLC_TID; i < " +
-           n2s(bytes) + "; i += MLC_STRIDE) ((char *)b[0])[i] = 0;\n  }\n";
+    return "  if (phase == " + nextPhase() + ")\n    mlc_zero<" + n2s(bytes) + ">(b[0]);\n";
   }
 
 private:
@@ -587,14 +521,6 @@ private:
   std::string rowLoop(const Rows &rows, int64_t /*C*/) {
     return phase() + "    const int64_t R = " + rows.expr() +
            ";\n    for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {\n";
-  }
-
-  /// A one-block phase that sums `parts` partials from scratch in order
-  /// into s, then runs `finish`.
-  std::string sumPartials(int64_t parts, const std::string &finish) {
-    return phase() + "    double s = 0;\n    for (int64_t q = threadIdx.x; q < " +
-           n2s(parts) + "; q += blockDim.x) s += ((const double *)ctx->scratch)[q];\n" +
-           "    s = mlc_block_sum(s, red);\n    if (threadIdx.x == 0) " + finish + "\n  }\n";
   }
 
   /// mlc_cross_entropy_grad's call: its slots (the loss first when

@@ -122,7 +122,6 @@ llvm::Error FunctionLowering::emitOptimizerFusion(FusionOp fusion) {
 /// double by per-thread partials, then the square root.
 llvm::Error FunctionLowering::emitNormFusion(FusionOp fusion) {
   Block &block = fusion.getBody().front();
-  auto yield = cast<YieldOp>(block.getTerminator());
   auto segs = segments(fusion, fusion.getInputs(), "mlc.grad");
   if (!segs)
     return segs.takeError();
@@ -148,12 +147,10 @@ llvm::Error FunctionLowering::emitNormFusion(FusionOp fusion) {
   return addBodyStep(
       {count}, {}, false,
       [&](OpBuilder &b, llvm::ArrayRef<Shape>) -> llvm::Error {
-        IRMapping map;
-        map.map(block.getArgument(0), load(b, {1, 0, {1}, el}, {1}));
-        for (Operation &op : block.without_terminator())
-          if (auto err = scalarClone(b, &op, map))
-            return err;
-        b.create<plan::AccumulateOp>(fn.getLoc(), map.lookup(yield.getValues()[0]), 0);
+        auto value = flatElement(b, block, el);
+        if (!value)
+          return value.takeError();
+        b.create<plan::AccumulateOp>(fn.getLoc(), *value, 0);
         return llvm::Error::success();
       },
       {outId, gBuf}, KernelTemplate::reduction, /*merge=*/false,
@@ -169,7 +166,6 @@ llvm::Error FunctionLowering::emitNormFusion(FusionOp fusion) {
 /// (placeParameterViews). 4 + 2 bytes per element for f32 -> bf16.
 llvm::Error FunctionLowering::emitParamsFusion(FusionOp fusion) {
   Block &block = fusion.getBody().front();
-  auto yield = cast<YieldOp>(block.getTerminator());
   Type el = typeOf(fusion.getInputs()[0]).getElementType();
   Type out = typeOf(fusion.getResult(0)).getElementType();
   int64_t total = 0;
@@ -194,15 +190,22 @@ llvm::Error FunctionLowering::emitParamsFusion(FusionOp fusion) {
   return addBodyStep(
       {total}, {}, false,
       [&](OpBuilder &b, llvm::ArrayRef<Shape>) -> llvm::Error {
-        IRMapping map;
-        map.map(block.getArgument(0), load(b, {1, 0, {1}, el}, {1}));
-        for (Operation &op : block.without_terminator())
-          if (auto err = scalarClone(b, &op, map))
-            return err;
-        store(b, map.lookup(yield.getValues()[0]), {0, 0, {1}, out}, {1});
+        auto value = flatElement(b, block, el);
+        if (!value)
+          return value.takeError();
+        store(b, *value, {0, 0, {1}, out}, {1});
         return llvm::Error::success();
       },
       {dst, src}, KernelTemplate::pointwise, /*merge=*/false);
+}
+
+llvm::Expected<Value> FunctionLowering::flatElement(OpBuilder &b, Block &block, Type el) {
+  IRMapping map;
+  map.map(block.getArgument(0), load(b, {1, 0, {1}, el}, {1}));
+  for (Operation &op : block.without_terminator())
+    if (auto err = scalarClone(b, &op, map))
+      return std::move(err);
+  return map.lookup(cast<YieldOp>(block.getTerminator()).getValues()[0]);
 }
 
 llvm::Error FunctionLowering::placeParameterViews(const Layout &flat) {

@@ -2,7 +2,9 @@
 //
 // The prelude is a source of its own, prelude/cpu.h (compiled alone by a
 // test), embedded at build time; the compiler pastes it into kernels.cpp,
-// followed by the row and column kernels, prelude/rows.h, and the
+// followed by the row and column kernels, prelude/rows.h, the flat-buffer
+// kernels (AdamW, the gradient norm), prelude/optimizer.h, the remaining
+// reductions, prelude/reduce.h, the fills, prelude/fill.h, and the
 // attention templates, prelude/attention.h.
 // Documented here once: the kernel ABI, the counter-based random numbers and the
 // helpers kernels share (call-free exp/tanh, attention's tile products).
@@ -28,7 +30,10 @@
 namespace mlc {
 
 #include "compiler/codegen/CpuAttention.inc"
+#include "compiler/codegen/CpuFill.inc"
+#include "compiler/codegen/CpuOptimizer.inc"
 #include "compiler/codegen/CpuPrelude.inc"
+#include "compiler/codegen/CpuReduce.inc"
 #include "compiler/codegen/CpuRows.inc"
 
 /// kernels.cpp's prelude: prelude/cpu.h with prelude/mlc_shared.h (the
@@ -37,10 +42,13 @@ namespace mlc {
 /// structs, alike on both targets) in place of its include.
 /// Each prelude defines MLC_FN (a helper's qualifiers), MLC_MEMBER (a member
 /// function's) and mlc_float_bits / mlc_bits_float before the shared part.
-/// The row kernels of prelude/rows.h and the attention templates of
-/// prelude/attention.h follow it.
+/// The row kernels of prelude/rows.h, the flat-buffer kernels of
+/// prelude/optimizer.h, the reductions of prelude/reduce.h, the fills of
+/// prelude/fill.h and the attention templates of prelude/attention.h follow
+/// it.
 inline std::string kernelPrelude() {
-  return std::string(kCpuPreludeSource) + "\n" + kCpuRowsSource + "\n" + kCpuAttentionSource;
+  return std::string(kCpuPreludeSource) + "\n" + kCpuRowsSource + "\n" + kCpuOptimizerSource +
+         "\n" + kCpuReduceSource + "\n" + kCpuFillSource + "\n" + kCpuAttentionSource;
 }
 
 } // namespace mlc

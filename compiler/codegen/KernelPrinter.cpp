@@ -274,10 +274,10 @@ llvm::Expected<std::string> printRowNorm(plan::KernelOp k, KernelTarget &target)
 }
 
 /// The optimizer's update and the gradient norm: element code over the
-/// flat-buffer segments (params.segments: offset, count[, decays]), element
-/// i of the segment named through the template's pointers pp, gg, mm, vv
-/// (at the segment) and the block's names x0.. (p, g, m, v, the decay
-/// factor, the step's scalars).
+/// flat-buffer segments (params.segments: offset, count[, decays]), the
+/// body of the templates' lambda (PreludeCalls.h): one element's p, m, v,
+/// g as the lambda's parameters of those names, the block's names x0..
+/// (p, g, m, v, the decay factor x4, the step's scalars).
 llvm::Expected<std::string> printSegments(plan::KernelOp k, KernelTarget &target) {
   const bool optimizer = k.getKind() == plan::KernelTemplate::optimizer;
   ParamsReader r(k.getParamsAttr(), k.getSymName());
@@ -289,7 +289,7 @@ llvm::Expected<std::string> printSegments(plan::KernelOp k, KernelTarget &target
   for (size_t i = 0; i + per - 1 < flat.size(); i += per)
     segments.push_back({flat[i], flat[i + 1], optimizer && flat[i + 2] != 0});
   // Arguments P, M, V, G (and the scalars) of the optimizer; out, G of the norm.
-  static const char *ptr[] = {"pp", "mm", "vv", "gg"};
+  static const char *ptr[] = {"p", "m", "v", "g"};
   static const int block[] = {0, 2, 3, 1}; // the block argument of P, M, V, G
   CodeStyle style;
   style.index = "i";
@@ -299,10 +299,8 @@ llvm::Expected<std::string> printSegments(plan::KernelOp k, KernelTarget &target
   style.loadName = [&](int64_t arg) {
     return "x" + std::to_string(optimizer ? block[arg] : 0);
   };
-  style.loadElement = [&](int64_t arg) {
-    return std::string(optimizer ? ptr[arg] : "gg") + "[i]";
-  };
-  style.storeElement = [&](int64_t arg) { return std::string(ptr[arg]) + "[i]"; };
+  style.loadElement = [&](int64_t arg) { return std::string(optimizer ? ptr[arg] : "g"); };
+  style.storeElement = [&](int64_t arg) { return std::string(ptr[arg]); };
   style.scalarName = [](Operation *op) {
     if (auto s = dyn_cast<plan::ScalarOp>(op))
       return "x" + std::to_string(5 + s.getIndex());
@@ -327,7 +325,8 @@ llvm::Expected<std::string> printSegments(plan::KernelOp k, KernelTarget &target
   if (!optimizer)
     return prologue + target.norm(el, segments, *body, value);
   const std::string T = cType(el);
-  std::string decay;
+  // The segments' decay factor (1 where the update has none).
+  std::string decay = "  const " + T + " decayOn = (" + T + ")1;\n";
   for (Operation &op : k.getBody().front()) {
     if (auto s = dyn_cast<plan::ScalarOp>(op))
       setup += "  const " + T + " x" + std::to_string(5 + s.getIndex()) + " = (" + T + ")h[" +

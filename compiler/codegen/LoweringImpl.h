@@ -202,48 +202,6 @@ inline std::string segmentTable(const std::vector<Segment> &segments, bool decay
   return s + "};\n";
 }
 
-/// The optimizer's and norm's loops over `seg` and this rank's windows of
-/// the flat buffers (mlc_window: the whole buffer, or the shards of the
-/// distributed optimizer), each segment clipped to the window as [lo, hi);
-/// an empty piece is skipped. The body follows at `indent` + two spaces,
-/// and closes the window loop's brace.
-inline std::string segmentWindowLoops(size_t segments, const std::string &indent) {
-  const std::string &i = indent;
-  return i + "for (int s = 0; s < " + std::to_string(segments) + "; ++s)\n" + i +
-         "for (int64_t w = 0; w < nw; ++w) {\n" + i + "  int64_t w0, wn, wm;\n" + i +
-         "  mlc_window(ctx, w, w0, wn, wm);\n" + i +
-         "  const int64_t lo = seg[s][0] > w0 ? seg[s][0] : w0;\n" + i +
-         "  const int64_t hi = seg[s][0] + seg[s][1] < w0 + wn ? seg[s][0] + seg[s][1] : w0 + "
-         "wn;\n" +
-         i + "  if (lo >= hi) continue;\n";
-}
-
-/// One output r of a reduction over any axes (ReductionKernel::General):
-/// r's kept index and each reduced index j decomposed into offsets, the
-/// reduced elements combined in order into `acc` a, the result stored.
-/// Both targets' loops over r wrap it.
-inline std::string reductionOutput(const ReductionKernel &r, const std::string &acc,
-                                   const std::string &init, const std::string &combine,
-                                   const std::string &finish, const std::string &T,
-                                   const std::string &in) {
-  auto decompose = [&](const std::string &var, const Shape &dims, const Shape &strides,
-                       const std::string &out, const std::string &at) {
-    std::string s = at + "int64_t " + out + " = 0;\n" + at + "{ int64_t rem = " + var + ";\n";
-    for (size_t d = dims.size(); d-- > 0;)
-      s += at + "  " + out + " += (rem % " + std::to_string(dims[d]) + ") * " +
-           std::to_string(strides[d]) + "; rem /= " + std::to_string(dims[d]) + ";\n";
-    return s + at + "}\n";
-  };
-  int64_t reduced = 1;
-  for (int64_t d : r.reducedDims)
-    reduced *= d;
-  return decompose("r", r.keptDims, r.keptStrides, "base", in) + in + acc + " a = " + init +
-         ";\n" + in + "for (int64_t j = 0; j < " + std::to_string(reduced) + "; ++j) {\n" +
-         decompose("j", r.reducedDims, r.reducedStrides, "off", in + "  ") + in + "  " + acc +
-         " x = p1[base + off];\n" + in + "  " + combine + "\n" + in + "}\n" + in + "p0[r] = (" +
-         T + ")(" + finish + ");\n";
-}
-
 /// The scalar words both targets spell alike in C syntax: literals, type
 /// names, and dropout's counter-based draw (the key of (seed, step) declared
 /// once per kernel in `prologue`). A target names its math functions.
@@ -646,6 +604,10 @@ private:
   /// In a body: `op` on rank-0 tensors (a splat constant of rank 0), its
   /// operands looked up in `map`, its results mapped.
   llvm::Error scalarClone(OpBuilder &b, Operation *op, IRMapping &map);
+  /// In a flat-buffer fusion's body (norm, params): its one block argument
+  /// loaded from kernel argument 1 (element `el`), the region's scalar ops
+  /// cloned; the value it yields.
+  llvm::Expected<Value> flatElement(OpBuilder &b, Block &block, Type el);
   /// The partner reads of the one mlc.rotary op of a kernel (see
   /// splitForRotary): access indices, -1 where none.
   struct RotaryReads {
