@@ -225,3 +225,23 @@ func.func @not_onto_value(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8
   %t = mlc.tanh %e : tensor<4x8xf32>
   return %0, %1, %2, %t, %dx : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// A LayerNorm gradient's dx (BERT's post-LN stream plus the Q/K/V input
+// gradients) keeps its pointwise sum: the builtin models' plans stay as
+// they are.
+// CHECK-LABEL: func.func @layer_norm_dx_stays
+// CHECK: mlc.layer_norm_grad
+// CHECK: %[[M:.*]] = mlc.matmul %arg3, %arg4 :
+// CHECK-NEXT: mlc.add %{{.*}}, %[[M]]
+// CHECK-NOT: acc(
+func.func @layer_norm_dx_stays(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xf32>,
+                               %a: tensor<4x16xf32>, %p: tensor<16x8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) {
+  %dx, %dw, %db = mlc.layer_norm_grad %g, %x, %w epsilon = 1.0e-05 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  %dy, %dw2, %db2 = mlc.layer_norm_grad %dx, %x, %w epsilon = 1.0e-05 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  %m = mlc.matmul %a, %p : tensor<4x16xf32>, tensor<16x8xf32>
+  %s = mlc.add %dx, %m : tensor<4x8xf32>, tensor<4x8xf32>
+  return %s, %dy, %db2 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+}
