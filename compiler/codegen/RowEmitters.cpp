@@ -17,13 +17,14 @@
 
 namespace mlc::lowering {
 
-/// A "rows" fusion: a LayerNorm or an RMSNorm and the pointwise prologue of
-/// its input. Each row's prologue is computed once into a row buffer (values
+/// A "rows" fusion (its arguments bound by emitFusion over its results'
+/// shape): a LayerNorm or an RMSNorm and the pointwise prologue of its
+/// input. Each row's prologue is computed once into a row buffer (values
 /// needed elsewhere are stored on the way), then normalized from that buffer.
 /// A norm whose one reader is an add of a fusion input (a post-norm's
 /// residual add `h + norm(y)`, mlc-fuse-elementwise) stores the sum: the
 /// normalize's `plus` operand.
-llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
+llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion, KernelArgs &bound) {
   Block &block = fusion.getBody().front();
   auto yield = cast<YieldOp>(block.getTerminator());
   // The norm's input, weight, bias (none for RMSNorm) and epsilon.
@@ -57,10 +58,8 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
   Shape iter = shapeOf(input);
   Shape rowDims(iter.begin(), iter.end() - 1);
   const int64_t R = product(rowDims);
-  auto boundOr = bindFusion(fusion, iter);
-  if (!boundOr)
-    return boundOr.takeError();
-  KernelArgs &bound = *boundOr;
+  if (iter != shapeOf(fusion.getResult(0)))
+    return failure(fusion, "a \"rows\" fusion whose first result is not of its norm's shape");
   auto &bufs = bound.bufs;
   auto &accs = bound.accs;
   // The normalized row is stored in the result's type (a cast of it that
