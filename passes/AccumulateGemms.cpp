@@ -9,6 +9,11 @@
 // A tied LM head's weight gradient (a product) plus the embedding's (a
 // scatter) is add(matmul, embedding_grad) -> embedding_grad acc(matmul): the
 // scatter adds its rows into the product's buffer instead of into zeros.
+// A product added to an RMSNorm gradient's dx or to another product's sum that
+// others read too (OLMo2's residual stream gradient, its post-norms'
+// branches summed with the input gradients of the next projections:
+// add(dx, p) -> p acc(dx)) accumulates onto that value, which the GEMM
+// then overwrites in place where nothing reads it after the sum.
 //
 //===----------------------------------------------------------------------===//
 
@@ -123,11 +128,50 @@ struct ScatterIntoProduct : OpRewritePattern<AddOp> {
   }
 };
 
+/// add(v, p) -> p acc(v), v an RMSNorm gradient's dx or a product (or sum of
+/// products) read elsewhere too, that nothing reads after the add: the
+/// product's GEMM adds itself onto v (in v's buffer where v's other readers
+/// all come first, LowerToPlan's accumulatorBuffer).
+struct ProductOntoValue : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp add, PatternRewriter &rewriter) const override {
+    Type sumType = add.getType();
+    for (auto [v, q] : {std::pair{add.getLhs(), add.getRhs()}, {add.getRhs(), add.getLhs()}}) {
+      std::optional<Term> product = termOf(q, sumType);
+      Operation *def = v.getDefiningOp();
+      if (!product || product->product.getAcc() || v == q || v.getType() != sumType || !def ||
+          def->getBlock() != add->getBlock() || product->product->getBlock() != add->getBlock() ||
+          termOf(v, sumType) || v.hasOneUse())
+        continue;
+      // (A LayerNorm's dx, BERT's post-LN stream plus the Q/K/V input
+      // gradients, would take its products alike; left to its pointwise sum
+      // for now, so that the builtin models' plans stay as they are.)
+      const bool dx = isa<RmsNormGradOp>(def) && v == def->getResult(0);
+      if (!dx && !isa<MatmulOp>(def))
+        continue;
+      if (llvm::any_of(v.getUsers(), [&](Operation *u) {
+            return u != add && (u->getBlock() != add->getBlock() || add->isBeforeInBlock(u));
+          }))
+        continue;
+      Value wide = inSumType(rewriter, *product);
+      auto p = wide.getDefiningOp<MatmulOp>();
+      rewriter.setInsertionPoint(add);
+      Value sum = rewriter.create<MatmulOp>(p.getLoc(), p.getLhs(), p.getRhs(),
+                                            p.getTransposeLhs(), p.getTransposeRhs(),
+                                            p.getF32Result(), p.getBias(), v);
+      rewriter.replaceOp(add, sum);
+      rewriter.eraseOp(p);
+      return success();
+    }
+    return failure();
+  }
+};
+
 class AccumulateGemmsPass : public mlc::impl::MlcAccumulateGemmsBase<AccumulateGemmsPass> {
 public:
   void runOnOperation() final {
     RewritePatternSet patterns(&getContext());
-    patterns.add<SumOfProducts, ScatterIntoProduct>(&getContext());
+    patterns.add<SumOfProducts, ScatterIntoProduct, ProductOntoValue>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns)))) {
       getOperation().emitError("mlc-accumulate-gemms: the rewrites did not converge");
       signalPassFailure();

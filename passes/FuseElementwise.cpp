@@ -315,6 +315,7 @@ private:
       if (g.ops.size() >= 2 || normReadAsCopy(g))
         buildFusion(g);
     (void)position;
+    absorbNormEpilogues(block);
     for (auto fusion : llvm::make_early_inc_range(block.getOps<FusionOp>()))
       absorbCasts(fusion);
     for (auto fusion : llvm::make_early_inc_range(block.getOps<FusionOp>()))
@@ -483,6 +484,72 @@ private:
       return false;
     auto c = dyn_cast<CastOp>(*g.root->getResult(0).getUsers().begin());
     return c && isa<FloatType>(cast<RankedTensorType>(c.getType()).getElementType());
+  }
+
+  /// A post-norm's residual add `h + norm(y)` (OLMo2's after the attention
+  /// and the MLP) joins the norm's row kernel, which adds h to each
+  /// normalized element as it stores it: norm(y) is never stored for a
+  /// pointwise kernel of its own to read back. Only an add left a kernel of
+  /// its own, of the norm's type (no broadcast), the norm's one reader,
+  /// where the norm's kernel can sit (h exists before it, or nothing reads
+  /// its other results before the add, where it then moves).
+  void absorbNormEpilogues(Block &block) {
+    SmallVector<AddOp> adds(block.getOps<AddOp>());
+    for (AddOp add : adds)
+      for (unsigned side : {0u, 1u}) {
+        Value n = add->getOperand(side), h = add->getOperand(1 - side);
+        Operation *def = n.getDefiningOp();
+        if (!def || def->getBlock() != &block || !n.hasOneUse() || n == h ||
+            n.getType() != add.getType() || h.getType() != add.getType())
+          continue;
+        auto f = dyn_cast<FusionOp>(def);
+        if (!f && isRowRoot(def)) {
+          def->moveBefore(add); // its one reader
+          auto shape = shapeOf(def->getOperand(0));
+          Group g{{def}, def, SmallVector<int64_t>(shape.begin(), shape.end())};
+          buildFusion(g);
+          f = add->getOperand(side).getDefiningOp<FusionOp>();
+        }
+        if (!f || f.getKind() != FusionKind::rows || !absorbEpilogue(f, add, side))
+          continue;
+        break;
+      }
+  }
+
+  /// `add` (operand `side` a result of the rows fusion `f`, its norm's)
+  /// joins `f`, which then reads the other operand; false where it cannot.
+  static bool absorbEpilogue(FusionOp f, AddOp add, unsigned side) {
+    Value n = add->getOperand(side), h = add->getOperand(1 - side);
+    unsigned i = cast<OpResult>(n).getResultNumber();
+    auto yield = cast<YieldOp>(f.getBody().front().getTerminator());
+    Value inner = yield.getValues()[i];
+    if (!isa_and_nonnull<LayerNormOp, RmsNormOp>(inner.getDefiningOp()) || !inner.hasOneUse())
+      return false;
+    Operation *hDef = h.getDefiningOp();
+    if (hDef && !hDef->isBeforeInBlock(f)) {
+      for (Value r : f.getResults())
+        for (Operation *user : r.getUsers())
+          if (user != add && user->isBeforeInBlock(add))
+            return false;
+      f->moveBefore(add);
+    }
+    OpBuilder b(f);
+    SmallVector<Value> inputs(f.getInputs().begin(), f.getInputs().end());
+    inputs.push_back(h);
+    auto grown = b.create<FusionOp>(f.getLoc(), f.getKind(), f.getResultTypes(), inputs);
+    grown.getBody().takeBody(f.getBody());
+    Block &body = grown.getBody().front();
+    IRMapping map;
+    map.map(n, inner);
+    map.map(h, body.addArgument(h.getType(), h.getLoc()));
+    OpBuilder inside(yield);
+    yield->setOperand(i, inside.clone(*add, map)->getResult(0));
+    for (auto [old, now] : llvm::zip(f.getResults(), grown.getResults()))
+      old.replaceAllUsesWith(now);
+    add.getResult().replaceAllUsesWith(grown.getResult(i));
+    add.erase();
+    f.erase();
+    return true;
   }
 
   /// A column sum and a cast of one value, each left a kernel of its own

@@ -184,7 +184,8 @@ public:
                               const std::string &offsets, const std::string &body,
                               const std::string &input, llvm::ArrayRef<int> slots,
                               const std::string &weight,
-                              const std::string &bias, bool rms) override {
+                              const std::string &bias, bool rms,
+                              const std::string &residual) override {
     std::string T = cType(el);
     std::ostringstream k;
     k << "#pragma omp parallel for\n"
@@ -200,7 +201,7 @@ public:
       << offsets << "      const " << T << " y = "
       << (rms ? "(" + T + ")(row[c] * rs) * " + weight
               : "(row[c] - mu) * rs * " + weight + " + " + bias)
-      << ";\n";
+      << (residual.empty() ? "" : " + " + residual) << ";\n";
     for (int slot : slots)
       k << "      p" << slot << "[o" << slot << "] = y;\n";
     k << "    }\n  }\n";

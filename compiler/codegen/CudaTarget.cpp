@@ -380,7 +380,8 @@ public:
                               const std::string &offsets, const std::string &body,
                               const std::string &input, llvm::ArrayRef<int> slots,
                               const std::string &weight,
-                              const std::string &bias, bool rms) override {
+                              const std::string &bias, bool rms,
+                              const std::string &residual) override {
     std::string T = cType(el);
     const bool shared = E * int64_t(dtypeBytes(el)) <= 24 * 1024;
     auto eachColumn = [&](const std::string &inner) {
@@ -414,8 +415,9 @@ public:
       << ";\n";
     // y = (u - mu) * rs * w + b, or RMSNorm's (T)(u * rs) * w.
     auto normalized = [&](const std::string &u) {
-      return rms ? "(" + T + ")(" + u + " * rs) * " + weight
-                 : "(" + u + " - mu) * rs * " + weight + " + " + bias;
+      return (rms ? "(" + T + ")(" + u + " * rs) * " + weight
+                  : "(" + u + " - mu) * rs * " + weight + " + " + bias) +
+             (residual.empty() ? "" : " + " + residual);
     };
     std::string out;
     for (int slot : slots)

@@ -289,8 +289,6 @@ FunctionLowering::splitFusionForRotary(FusionOp fusion, Shape &iter, KernelArgs 
 }
 
 llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
-  if (fusion.getKind() == FusionKind::rows)
-    return emitRowFusion(fusion);
   if (fusion.getKind() == FusionKind::optimizer)
     return emitOptimizerFusion(fusion);
   if (fusion.getKind() == FusionKind::norm)
@@ -299,7 +297,9 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
     return emitParamsFusion(fusion);
   Block &block = fusion.getBody().front();
   auto yield = cast<YieldOp>(block.getTerminator());
-  // A column reduction closing the region iterates over its input's shape.
+  // A column reduction closing the region iterates over its input's shape;
+  // a rows fusion (its results all of its norm's shape) and a pointwise one
+  // over their results'.
   ReduceSumOp columns;
   for (Operation &op : block.without_terminator())
     if (auto r = dyn_cast<ReduceSumOp>(op))
@@ -309,6 +309,8 @@ llvm::Error FunctionLowering::emitFusion(FusionOp fusion) {
   if (!boundOr)
     return boundOr.takeError();
   KernelArgs &bound = *boundOr;
+  if (fusion.getKind() == FusionKind::rows)
+    return emitRowFusion(fusion, bound);
   auto &bufs = bound.bufs;
   auto &accs = bound.accs;
   int reduceSlot = -1;

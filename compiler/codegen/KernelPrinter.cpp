@@ -270,7 +270,8 @@ llvm::Expected<std::string> printRowNorm(plan::KernelOp k, KernelTarget &target)
                                 bases, offsets, *body, scalar.lookup(n.getInput()),
                                 b.normalizedArgs, scalar.lookup(n.getWeight()),
                                 n.getBias() ? scalar.lookup(n.getBias()) : std::string(),
-                                n.getRms());
+                                n.getRms(),
+                                n.getResidual() ? scalar.lookup(n.getResidual()) : std::string());
 }
 
 /// The optimizer's update and the gradient norm: element code over the

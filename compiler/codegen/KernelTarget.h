@@ -299,12 +299,14 @@ public:
   /// each of `slots` (a second: its bf16 copy, converted at the store), with
   /// `weight` and `bias` the element's LayerNorm parameters. With `rms`
   /// the norm is RMSNorm's, `(T)(input * rstd) * weight` (`bias` unused).
+  /// A `residual` (an element read at the offsets, or empty) is added to the
+  /// normalized value before it is stored (a post-norm's `h + norm(y)`).
   virtual std::string layerNormFusion(mlir::Type el, const Rows &rows, int64_t E,
                                       const std::string &eps, const std::string &bases,
                                       const std::string &offsets, const std::string &body,
                                       const std::string &input, llvm::ArrayRef<int> slots,
                                       const std::string &weight, const std::string &bias,
-                                      bool rms) = 0;
+                                      bool rms, const std::string &residual) = 0;
 
   /// Attention, forward or backward (AttentionKernel).
   virtual std::string attention(const AttentionKernel &kernel) = 0;

@@ -189,11 +189,26 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
 /// The buffer an accumulating product (or embedding scatter) adds itself
 /// to: its accumulator's own, when the accumulator is a product (whose
 /// buffer holds exactly it) that nothing else reads (a gradient's flat
-/// buffer where the chain ends in one: accumulateInTargets); else a copy of
-/// the accumulator, in the result's arena slice or flat buffer.
+/// buffer where the chain ends in one: accumulateInTargets), or an arena
+/// buffer of its own whose other readers all come first (a norm gradient's
+/// dx, mlc-accumulate-gemms); else a copy of the accumulator, in the
+/// result's arena slice or flat buffer.
 int FunctionLowering::accumulatorBuffer(Value acc, Value result) {
   auto it = valueBuffers.find(acc);
   if (assignedBuffer(result) == buffers::accumulator && it != valueBuffers.end())
+    return it->second;
+  Operation *op = result.getDefiningOp();
+  if (it != valueBuffers.end() && buffers[it->second].kind == Buffer::Arena &&
+      isa_and_nonnull<MatmulOp, RmsNormGradOp, LayerNormGradOp>(acc.getDefiningOp()) &&
+      llvm::all_of(acc.getUsers(), [&](Operation *u) {
+        // Each other reader lowered before, none of its results a view of acc.
+        return u == op || (u->getBlock() == op->getBlock() && u->isBeforeInBlock(op) &&
+                           llvm::none_of(u->getResults(), [&](Value r) {
+                             auto v = valueBuffers.find(r);
+                             return v == valueBuffers.end() ||
+                                    root(v->second) == root(it->second);
+                           }));
+      }))
     return it->second;
   int id = arenaFor(result);
   Type el = typeOf(acc).getElementType();

@@ -660,7 +660,7 @@ private:
                         const std::string &indent, llvm::DenseMap<Value, std::string> &scalar,
                         std::string &body, std::string &prologue);
   llvm::Error emitFusion(FusionOp fusion);
-  llvm::Error emitRowFusion(FusionOp fusion);
+  llvm::Error emitRowFusion(FusionOp fusion, KernelArgs &bound);
   llvm::Error emitOptimizerFusion(FusionOp fusion);
   llvm::Error emitNormFusion(FusionOp fusion);
   llvm::Error emitParamsFusion(FusionOp fusion);

@@ -17,10 +17,14 @@
 
 namespace mlc::lowering {
 
-/// A "rows" fusion: a LayerNorm or an RMSNorm and the pointwise prologue of
-/// its input. Each row's prologue is computed once into a row buffer (values
+/// A "rows" fusion (its arguments bound by emitFusion over its results'
+/// shape): a LayerNorm or an RMSNorm and the pointwise prologue of its
+/// input. Each row's prologue is computed once into a row buffer (values
 /// needed elsewhere are stored on the way), then normalized from that buffer.
-llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
+/// A norm whose one reader is an add of a fusion input (a post-norm's
+/// residual add `h + norm(y)`, mlc-fuse-elementwise) stores the sum: the
+/// normalize's `plus` operand.
+llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion, KernelArgs &bound) {
   Block &block = fusion.getBody().front();
   auto yield = cast<YieldOp>(block.getTerminator());
   // The norm's input, weight, bias (none for RMSNorm) and epsilon.
@@ -41,13 +45,21 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
   if (!normOp)
     return failure(fusion, "a \"rows\" fusion without a layer_norm or rms_norm");
   Value normResult = normOp->getResult(0);
+  AddOp epilogue = normResult.hasOneUse() ? dyn_cast<AddOp>(*normResult.getUsers().begin())
+                                          : AddOp();
+  Value residual;
+  if (epilogue) {
+    residual = epilogue.getLhs() == normResult ? epilogue.getRhs() : epilogue.getLhs();
+    if (!isa<BlockArgument>(residual) || residual == normResult)
+      return failure(epilogue, "a \"rows\" fusion adds to its norm a value it computes (only "
+                               "an input is added after the norm)");
+  }
+  Value stored = epilogue ? epilogue.getResult() : normResult;
   Shape iter = shapeOf(input);
   Shape rowDims(iter.begin(), iter.end() - 1);
   const int64_t R = product(rowDims);
-  auto boundOr = bindFusion(fusion, iter);
-  if (!boundOr)
-    return boundOr.takeError();
-  KernelArgs &bound = *boundOr;
+  if (iter != shapeOf(fusion.getResult(0)))
+    return failure(fusion, "a \"rows\" fusion whose first result is not of its norm's shape");
   auto &bufs = bound.bufs;
   auto &accs = bound.accs;
   // The normalized row is stored in the result's type (a cast of it that
@@ -57,18 +69,20 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
   llvm::SmallPtrSet<Operation *, 2> normCasts;
   for (auto [i, v] : llvm::enumerate(yield.getValues())) {
     auto c = v.getDefiningOp<CastOp>();
-    if (c && c.getInput() == normResult)
+    if (c && c.getInput() == stored)
       normCasts.insert(c);
-    if (v == normResult || (c && c.getInput() == normResult))
+    if (v == stored || (c && c.getInput() == stored))
       normSlots.push_back(i);
   }
   if (normSlots.empty())
     return failure(normOp, "a \"rows\" fusion that does not return its norm");
-  for (Operation *user : normResult.getUsers())
+  for (Operation *user : stored.getUsers())
     if (!normCasts.count(user) && !isa<YieldOp>(user))
       return failure(user, "a \"rows\" fusion computes with its norm's result");
-  SmallVector<Operation *, 3> skipped(normCasts.begin(), normCasts.end());
+  SmallVector<Operation *, 4> skipped(normCasts.begin(), normCasts.end());
   skipped.push_back(normOp);
+  if (epilogue)
+    skipped.push_back(epilogue);
   Rows rows = rowsOf(R, dynamicRows(input));
   return addBodyStep(
       iter, accs, false,
@@ -81,7 +95,8 @@ llvm::Error FunctionLowering::emitRowFusion(FusionOp fusion) {
             store(b, map.lookup(v), accs[i], strides[i]);
         for (int slot : normSlots)
           b.create<plan::NormalizeOp>(fn.getLoc(), map.lookup(input), map.lookup(weight),
-                                      bias ? map.lookup(bias) : Value(), slot,
+                                      bias ? map.lookup(bias) : Value(),
+                                      residual ? map.lookup(residual) : Value(), slot,
                                       accs[slot].base, strides[slot],
                                       typeOf(yield.getValues()[slot]).getElementType(),
                                       /*rms=*/!bias);

@@ -228,7 +228,7 @@ def Plan_AccumulateOp : Plan_Op<"accumulate", [HasParent<"KernelOp">]> {
   let assemblyFormat = "$value `,` `arg` $arg attr-dict `:` type($value)";
 }
 
-def Plan_NormalizeOp : Plan_Op<"normalize", [HasParent<"KernelOp">]> {
+def Plan_NormalizeOp : Plan_Op<"normalize", [HasParent<"KernelOp">, AttrSizedOperandSegments]> {
   let summary = "stores the LayerNorm of the row's values in a kernel argument";
   let description = [{
     In a `rows` kernel (rows x E over `params.dims`, the last the row): the
@@ -237,7 +237,10 @@ def Plan_NormalizeOp : Plan_Op<"normalize", [HasParent<"KernelOp">]> {
     stored in argument `arg` at its offset and strides, in its `element`
     type. With `rms` (RMSNorm, no bias) it is `(u * rstd) * weight`, rstd
     = 1 / sqrt(mean(u^2) + params.eps), `u * rstd` rounded to the input's
-    type first. How the row is shared out, kept and reduced is the target's.
+    type first. With `plus` (a post-norm's residual add, OLMo2's `h +
+    norm(y)`) the stored value is `residual + ` that, the residual an element
+    of the prologue's loads. How the row is shared out, kept and reduced is
+    the target's.
 
     ```mlir
     plan.normalize %u, %w, %b, arg 0 offset 0 strides [128, 1]
@@ -247,13 +250,14 @@ def Plan_NormalizeOp : Plan_Op<"normalize", [HasParent<"KernelOp">]> {
     ```
   }];
   let arguments = (ins 0DTensorOf<[AnyFloat]>:$input, 0DTensorOf<[AnyFloat]>:$weight,
-                       Optional<0DTensorOf<[AnyFloat]>>:$bias, Plan_I64Attr:$arg,
+                       Optional<0DTensorOf<[AnyFloat]>>:$bias,
+                       Optional<0DTensorOf<[AnyFloat]>>:$residual, Plan_I64Attr:$arg,
                        Plan_I64Attr:$offset, DenseI64ArrayAttr:$strides, TypeAttr:$element,
                        UnitAttr:$rms);
   let assemblyFormat = [{
-    (`rms` $rms^)? $input `,` $weight `,` ($bias^ `,`)? `arg` $arg `offset` $offset
-    `strides` $strides attr-dict `:` type($input) `,` type($weight) (`,` type($bias)^)?
-    `into` $element
+    (`rms` $rms^)? $input `,` $weight `,` ($bias^ `,`)? (`plus` $residual^ `,`)? `arg` $arg
+    `offset` $offset `strides` $strides attr-dict `:` type($input) `,` type($weight)
+    (`,` type($bias)^)? (`plus` type($residual)^)? `into` $element
   }];
   let hasVerifier = 1;
 }

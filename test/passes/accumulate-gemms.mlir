@@ -170,3 +170,78 @@ func.func @scatter_plus_non_product(%w: tensor<16x4xf32>, %g: tensor<2x3x4xf32>,
   %s = mlc.add %w, %emb : tensor<16x4xf32>, tensor<16x4xf32>
   return %s : tensor<16x4xf32>
 }
+
+// -----
+
+// OLMo2's stream gradient: the post-norm's gradient dx (read by the norm's
+// own gradient first) plus the input gradients of the next projections.
+// The products accumulate onto dx (the first) and onto each other; then
+// that sum, read by a second norm gradient first, takes the next products.
+// CHECK-LABEL: func.func @onto_norm_gradient
+// CHECK: %[[DX:.*]], %{{.*}} = mlc.rms_norm_grad %arg0
+// CHECK: mlc.rms_norm_grad %[[DX]]
+// CHECK: %[[G:.*]] = mlc.matmul %arg3, %arg5 acc(%[[DX]] : tensor<4x8xf32>)
+// CHECK-NEXT: %[[U:.*]] = mlc.matmul %arg4, %arg5 acc(%[[G]] : tensor<4x8xf32>)
+// CHECK: mlc.rms_norm_grad %[[U]]
+// CHECK: %[[Q:.*]] = mlc.matmul %arg3, %arg5 acc(%[[U]] : tensor<4x8xf32>)
+// CHECK-NOT: mlc.add
+func.func @onto_norm_gradient(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xf32>,
+                              %a: tensor<4x16xf32>, %b: tensor<4x16xf32>, %p: tensor<16x8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %dx, %dw = mlc.rms_norm_grad %g, %x, %w epsilon = 1.0e-6 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  %dy, %dw2 = mlc.rms_norm_grad %dx, %x, %w epsilon = 1.0e-6 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  %m1 = mlc.matmul %a, %p : tensor<4x16xf32>, tensor<16x8xf32>
+  %m2 = mlc.matmul %b, %p : tensor<4x16xf32>, tensor<16x8xf32>
+  %0 = mlc.add %dx, %m1 : tensor<4x8xf32>, tensor<4x8xf32>
+  %1 = mlc.add %0, %m2 : tensor<4x8xf32>, tensor<4x8xf32>
+  %dz, %dw3 = mlc.rms_norm_grad %1, %x, %w epsilon = 1.0e-6 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  %m3 = mlc.matmul %a, %p : tensor<4x16xf32>, tensor<16x8xf32>
+  %2 = mlc.add %1, %m3 : tensor<4x8xf32>, tensor<4x8xf32>
+  return %2, %dy, %dz : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// dx read after the sum, or a value that is neither a norm's gradient nor a
+// product (an argument, a pointwise result): the add stays, nothing
+// accumulates onto it.
+// CHECK-LABEL: func.func @not_onto_value
+// CHECK-NOT: acc(
+// CHECK: mlc.add %[[DX:.*]], %
+// CHECK: mlc.add %arg1,
+// CHECK: mlc.add %[[E:.*]], %
+// CHECK-NOT: acc(
+func.func @not_onto_value(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xf32>,
+                          %a: tensor<4x16xf32>, %p: tensor<16x8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %dx, %dw = mlc.rms_norm_grad %g, %x, %w epsilon = 1.0e-6 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  %m1 = mlc.matmul %a, %p : tensor<4x16xf32>, tensor<16x8xf32>
+  %0 = mlc.add %dx, %m1 : tensor<4x8xf32>, tensor<4x8xf32>
+  %e = mlc.exp %dx : tensor<4x8xf32>
+  %m2 = mlc.matmul %a, %p : tensor<4x16xf32>, tensor<16x8xf32>
+  %1 = mlc.add %x, %m2 : tensor<4x8xf32>, tensor<4x8xf32>
+  %m3 = mlc.matmul %a, %p : tensor<4x16xf32>, tensor<16x8xf32>
+  %2 = mlc.add %e, %m3 : tensor<4x8xf32>, tensor<4x8xf32>
+  %t = mlc.tanh %e : tensor<4x8xf32>
+  return %0, %1, %2, %t, %dx : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// A LayerNorm gradient's dx (BERT's post-LN stream plus the Q/K/V input
+// gradients) keeps its pointwise sum: the builtin models' plans stay as
+// they are.
+// CHECK-LABEL: func.func @layer_norm_dx_stays
+// CHECK: mlc.layer_norm_grad
+// CHECK: %[[M:.*]] = mlc.matmul %arg3, %arg4 :
+// CHECK-NEXT: mlc.add %{{.*}}, %[[M]]
+// CHECK-NOT: acc(
+func.func @layer_norm_dx_stays(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xf32>,
+                               %a: tensor<4x16xf32>, %p: tensor<16x8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) {
+  %dx, %dw, %db = mlc.layer_norm_grad %g, %x, %w epsilon = 1.0e-05 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  %dy, %dw2, %db2 = mlc.layer_norm_grad %dx, %x, %w epsilon = 1.0e-05 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  %m = mlc.matmul %a, %p : tensor<4x16xf32>, tensor<16x8xf32>
+  %s = mlc.add %dx, %m : tensor<4x8xf32>, tensor<4x8xf32>
+  return %s, %dy, %db2 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+}
