@@ -347,7 +347,16 @@ private:
       std::string name, id, s;
       if (!(ls >> name >> id >> s))
         bad("malformed output line");
-      fn->outputs.push_back({name, bufferId(id), shape(s)});
+      const int buffer = bufferId(id);
+      std::vector<int64_t> dims = shape(s);
+      // What is read back is the output's shape: past its buffer it would
+      // read other buffers' memory.
+      const BufferDecl &b = fn->buffers[size_t(buffer)];
+      const int64_t bytes = numel(dims, plan.tokenCapacity) * bufferElementBytes(b);
+      if (bytes > b.bytes)
+        bad("output " + name + " " + id + " " + s + " spans " + std::to_string(bytes) +
+            " bytes, but buffer " + id + " holds " + std::to_string(b.bytes));
+      fn->outputs.push_back({name, buffer, dims});
     } else if (word == "end") {
       end();
     } else {
@@ -425,6 +434,12 @@ private:
     if (i.dynamic() && plan.tokenCapacity < 1)
       bad("input " + i.name + " has a dynamic dimension but the plan declares no tokens");
     i.numel = numel(i.shape, plan.tokenCapacity);
+    // The inputs that data fills are token ids, labels, positions and
+    // offsets: integers (a float one would be read as garbage ids).
+    for (const char *ints : {"input_ids", "labels", "position_ids", "token_type_ids",
+                             "cu_seqlens"})
+      if (i.name == ints && i.dtype != "i64" && i.dtype != "i32")
+        bad("input " + i.name + " is " + i.dtype + "; it holds integers (i64 or i32)");
     plan.inputs.push_back(i);
   }
 
@@ -445,6 +460,7 @@ private:
       if (!(ls >> b.offset >> b.dtype >> b.numel) || b.offset < 0 || b.numel < 0)
         bad("malformed arena buffer");
       int64_t es = elementBytes(b.dtype);
+      alignedOffset(id, b.offset, es);
       if (b.numel > (std::numeric_limits<int64_t>::max() - b.offset) / es ||
           b.offset + b.numel * es > fn->arenaBytes)
         bad("arena buffer " + id + " lies outside the function's arena of " +
@@ -458,6 +474,7 @@ private:
       if (!(ls >> b.offset >> b.dtype >> b.numel) || b.offset < 0 || b.numel < 0)
         bad("malformed alias buffer (alias %ID BYTE_OFFSET DTYPE NUMEL)");
       int64_t es = elementBytes(b.dtype), whole = fn->buffers[b.alias].bytes;
+      alignedOffset(id, b.offset, es);
       if (b.numel > (std::numeric_limits<int64_t>::max() - b.offset) / es ||
           b.offset + b.numel * es > whole)
         bad("view " + id + " of bytes [" + std::to_string(b.offset) + ", " +
@@ -470,6 +487,15 @@ private:
     if (id != "%" + std::to_string(fn->buffers.size()))
       bad("buffers must be numbered in order");
     fn->buffers.push_back(b);
+  }
+
+  /// A buffer's elements are read and written whole, at their own
+  /// alignment: an offset that splits them is no buffer the compiler writes.
+  void alignedOffset(const std::string &id, int64_t offset, int64_t elementSize) const {
+    if (offset % elementSize)
+      bad("buffer " + id + " starts at byte " + std::to_string(offset) +
+          ", which is not a multiple of its element size (" + std::to_string(elementSize) +
+          " bytes)");
   }
 
   static std::optional<BufferDecl::Kind> namedKind(const std::string &kind) {
