@@ -1543,6 +1543,60 @@ tok_case("fresh-bom", b"\xef\xbb\xbf" + json.dumps(tok).encode(), "any")
 tok_case("fresh-bad-utf8-key", json.dumps(tok).encode().replace(b'"model"', b'"\xff": 1, "model"', 1),
          "any")
 
+
+# Checkpoints: other edits, the hashes recomputed.
+def st_retype(fname, prefix, dtype, scale):
+    """The first tensor named prefix* re-encoded as dtype (its bytes right)."""
+    def edit(h, body):
+        k = next(k for k in h if k.startswith(prefix))
+        a, b = h[k]["data_offsets"]
+        x = np.frombuffer(bytes(body[a:b]), np.float32)
+        new = x.astype(dtype).tobytes() if dtype != "bf16" else \
+            (x.view(np.uint32) >> 16).astype(np.uint16).tobytes()
+        # Moved to the end so the others keep their offsets.
+        body[a:b] = b"\0" * (b - a)
+        h[k] = dict(h[k], dtype={np.float64: "F64", np.float16: "F16", "bf16": "BF16"}[dtype],
+                    data_offsets=[len(body), len(body) + len(new)])
+        body.extend(new)
+    return st_edit(fname, edit)
+
+
+ck_case("fresh exp-avg-sq -1e-45", {"optimizer.safetensors": st_edit(
+    "optimizer.safetensors", poison("exp_avg_sq.", -1e-45))})
+ck_case("fresh exp-avg-sq -0.0", {"optimizer.safetensors": st_edit(
+    "optimizer.safetensors", poison("exp_avg_sq.", -0.0))}, "any")
+ck_case("fresh exp-avg 3e38", {"optimizer.safetensors": st_edit(
+    "optimizer.safetensors", poison("exp_avg.", 3e38))}, "any")
+ck_case("fresh weights 3e38", {"model.safetensors": st_edit(
+    "model.safetensors", poison("transformer", 3e38))}, "any")
+ck_case("fresh optimizer F64", {"optimizer.safetensors": st_retype(
+    "optimizer.safetensors", "exp_avg.", np.float64, 1)}, "any")
+ck_case("fresh model BF16", {"model.safetensors": st_retype(
+    "model.safetensors", "transformer", "bf16", 1)}, "any")
+ck_case("fresh optimizer extra tensor", {"optimizer.safetensors": st_edit(
+    "optimizer.safetensors", lambda h, b: h.update(
+        {"exp_avg.extra": dict(h[next(k for k in h if k.startswith("exp_avg."))])}))},
+    must="exp_avg.extra")
+for key, value in [("step", 2.0), ("steps", -1), ("steps", 1 << 62), ("package", None),
+                   ("run", [])]:
+    s2 = json.loads(json.dumps(state))
+    s2[key] = value
+    ck_case(f"fresh state-{key}-{value}", {"state.json": json.dumps(s2).encode()},
+            "any" if (key, value) == ("step", 2.0) else "refuse")
+for key, value in [("lr", "nan"), ("lr", "-1"), ("beta2", "1"), ("seed", "abc"),
+                   ("global-batch", "0"), ("eps", "1e-300")]:
+    s2 = json.loads(json.dumps(state))
+    s2["run"][key] = value
+    ck_case(f"fresh state run.{key}={value}", {"state.json": json.dumps(s2).encode()})
+ck_case("fresh state deep", {"state.json": ("[" * 100000 + "]" * 100000).encode()})
+ck_case("fresh checkpoint.json version 2", {"checkpoint.json": ckfiles["checkpoint.json"].replace(
+    b'"version": 1', b'"version": 2')}, must="version")
+ck_case("fresh checkpoint.json files missing state", {"checkpoint.json": json.dumps(dict(
+    json.loads(ckfiles["checkpoint.json"]), files={k: v for k, v in json.loads(
+        ckfiles["checkpoint.json"])["files"].items() if k != "state.json"})).encode()})
+ck_case("fresh checkpoint.json step 2.5", {"checkpoint.json": ckfiles["checkpoint.json"].replace(
+    b'"step": 2', b'"step": 2.5')})
+
 # Environment variables.
 ENVCASES = [("OMP_NUM_THREADS=-1", "any"), ("OMP_NUM_THREADS=", "any"),
             ("OMP_NUM_THREADS=2,abc", "any"), ("OMP_NUM_THREADS=1,100000", "any"),

@@ -460,11 +460,11 @@ private:
       if (!(ls >> b.offset >> b.dtype >> b.numel) || b.offset < 0 || b.numel < 0)
         bad("malformed arena buffer");
       int64_t es = elementBytes(b.dtype);
-      alignedOffset(id, b.offset, es);
       if (b.numel > (std::numeric_limits<int64_t>::max() - b.offset) / es ||
           b.offset + b.numel * es > fn->arenaBytes)
         bad("arena buffer " + id + " lies outside the function's arena of " +
             std::to_string(fn->arenaBytes) + " bytes");
+      alignedOffset(id, b.offset, es);
       b.bytes = b.numel * es;
     } else if (kind == "alias") {
       b.kind = BufferDecl::Alias;
@@ -474,12 +474,12 @@ private:
       if (!(ls >> b.offset >> b.dtype >> b.numel) || b.offset < 0 || b.numel < 0)
         bad("malformed alias buffer (alias %ID BYTE_OFFSET DTYPE NUMEL)");
       int64_t es = elementBytes(b.dtype), whole = fn->buffers[b.alias].bytes;
-      alignedOffset(id, b.offset, es);
       if (b.numel > (std::numeric_limits<int64_t>::max() - b.offset) / es ||
           b.offset + b.numel * es > whole)
         bad("view " + id + " of bytes [" + std::to_string(b.offset) + ", " +
             std::to_string(b.offset + b.numel * es) + ") lies outside " + target + " (" +
             std::to_string(whole) + " bytes)");
+      alignedOffset(id, b.offset, es);
       b.bytes = b.numel * es;
     } else {
       bad("unknown buffer kind '" + kind + "'");
