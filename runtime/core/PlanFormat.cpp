@@ -349,8 +349,7 @@ private:
         bad("malformed output line");
       const int buffer = bufferId(id);
       std::vector<int64_t> dims = shape(s);
-      // What is read back is the output's shape: past its buffer it would
-      // read other buffers' memory.
+      // Read back whole: past its buffer it would read others' memory.
       const BufferDecl &b = fn->buffers[size_t(buffer)];
       const int64_t bytes = numel(dims, plan.tokenCapacity) * bufferElementBytes(b);
       if (bytes > b.bytes)
@@ -434,8 +433,7 @@ private:
     if (i.dynamic() && plan.tokenCapacity < 1)
       bad("input " + i.name + " has a dynamic dimension but the plan declares no tokens");
     i.numel = numel(i.shape, plan.tokenCapacity);
-    // The inputs that data fills are token ids, labels, positions and
-    // offsets: integers (a float one would be read as garbage ids).
+    // Ids, labels, positions and offsets (a float one is read as garbage).
     for (const char *ints : {"input_ids", "labels", "position_ids", "token_type_ids",
                              "cu_seqlens"})
       if (i.name == ints && i.dtype != "i64" && i.dtype != "i32")
@@ -464,7 +462,6 @@ private:
           b.offset + b.numel * es > fn->arenaBytes)
         bad("arena buffer " + id + " lies outside the function's arena of " +
             std::to_string(fn->arenaBytes) + " bytes");
-      alignedOffset(id, b.offset, es);
       b.bytes = b.numel * es;
     } else if (kind == "alias") {
       b.kind = BufferDecl::Alias;
@@ -479,23 +476,18 @@ private:
         bad("view " + id + " of bytes [" + std::to_string(b.offset) + ", " +
             std::to_string(b.offset + b.numel * es) + ") lies outside " + target + " (" +
             std::to_string(whole) + " bytes)");
-      alignedOffset(id, b.offset, es);
       b.bytes = b.numel * es;
     } else {
       bad("unknown buffer kind '" + kind + "'");
     }
+    // Elements are read and written whole: an offset that splits them is no
+    // buffer the compiler writes.
+    if (!b.dtype.empty() && b.offset % elementBytes(b.dtype))
+      bad("buffer " + id + " starts at byte " + std::to_string(b.offset) + ", which is not a "
+          "multiple of its element size (" + std::to_string(elementBytes(b.dtype)) + " bytes)");
     if (id != "%" + std::to_string(fn->buffers.size()))
       bad("buffers must be numbered in order");
     fn->buffers.push_back(b);
-  }
-
-  /// A buffer's elements are read and written whole, at their own
-  /// alignment: an offset that splits them is no buffer the compiler writes.
-  void alignedOffset(const std::string &id, int64_t offset, int64_t elementSize) const {
-    if (offset % elementSize)
-      bad("buffer " + id + " starts at byte " + std::to_string(offset) +
-          ", which is not a multiple of its element size (" + std::to_string(elementSize) +
-          " bytes)");
   }
 
   static std::optional<BufferDecl::Kind> namedKind(const std::string &kind) {
