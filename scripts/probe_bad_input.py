@@ -2,7 +2,8 @@
 """Probe mlc with bad input and classify how each case ends.
 
     scripts/probe_bad_input.py [--bin build/bin] [--work DIR] [--only KIND,...]
-                               [--timeout S] [--jobs N] [--json FILE]
+                               [--timeout S] [--jobs N] [--json FILE] [--fresh]
+                               [--retry X]
 
 Each case runs one command (mlc, mlc-runtime) on a bad input: --config files
 (FIFOs, /dev/zero, huge, deeply nested, wrong types, inf/nan/negative/zero for
@@ -23,7 +24,10 @@ with --max-shard-size. Every outcome is one of:
 
 It prints the counts per outcome and per kind, lists every case that is not
 refused or ok, and exits 1 if any crash, hang or silent acceptance remains.
-A probe is not a test: `make test` runs the robustness suite
+--fresh runs only the second probe's cases (issue 30's acceptance: new
+variants of every kind, e.g. plan.txt edits past the GEMM sizes, other
+corruptions of .idx files, tokenizer.json files, OMP_* and MLC_* variables);
+its defects are held by test/tools/probe-second.test. A probe is not a test: `make test` runs the robustness suite
 (test/robustness/) and the lit tests of each defect the probe found.
 """
 import argparse
