@@ -322,6 +322,10 @@ Error checkFlagsAgainstPackage(const std::string &dir) {
                                    "or leave the flag out)");
     }
   }
+  if (packageDir.getNumOccurrences())
+    return createStringError(inconvertibleErrorCode(),
+                             "--package-dir " + packageDir + " is where a model compiled here "
+                             "is written; " + dir + " is a package, compiled already");
   for (cl::Option *onnxFlag : {static_cast<cl::Option *>(&lossSpec),
                                static_cast<cl::Option *>(&labelsName),
                                static_cast<cl::Option *>(std::addressof(dimSpecs))})

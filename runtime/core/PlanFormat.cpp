@@ -349,7 +349,15 @@ private:
       std::string name, id, s;
       if (!(ls >> name >> id >> s))
         bad("malformed output line");
-      fn->outputs.push_back({name, bufferId(id), shape(s)});
+      const int buffer = bufferId(id);
+      std::vector<int64_t> dims = shape(s);
+      // Read back whole: past its buffer it would read others' memory.
+      const BufferDecl &b = fn->buffers[size_t(buffer)];
+      const int64_t bytes = numel(dims, plan.tokenCapacity) * bufferElementBytes(b);
+      if (bytes > b.bytes)
+        bad("output " + name + " " + id + " " + s + " spans " + std::to_string(bytes) +
+            " bytes, but buffer " + id + " holds " + std::to_string(b.bytes));
+      fn->outputs.push_back({name, buffer, dims});
     } else if (word == "end") {
       end();
     } else {
@@ -427,6 +435,11 @@ private:
     if (i.dynamic() && plan.tokenCapacity < 1)
       bad("input " + i.name + " has a dynamic dimension but the plan declares no tokens");
     i.numel = numel(i.shape, plan.tokenCapacity);
+    // Ids, labels, positions and offsets (a float one is read as garbage).
+    for (const char *ints : {"input_ids", "labels", "position_ids", "token_type_ids",
+                             "cu_seqlens"})
+      if (i.name == ints && i.dtype != "i64" && i.dtype != "i32")
+        bad("input " + i.name + " is " + i.dtype + "; it holds integers (i64 or i32)");
     plan.inputs.push_back(i);
   }
 
@@ -469,6 +482,11 @@ private:
     } else {
       bad("unknown buffer kind '" + kind + "'");
     }
+    // Elements are read and written whole: an offset that splits them is no
+    // buffer the compiler writes.
+    if (!b.dtype.empty() && b.offset % elementBytes(b.dtype))
+      bad("buffer " + id + " starts at byte " + std::to_string(b.offset) + ", which is not a "
+          "multiple of its element size (" + std::to_string(elementBytes(b.dtype)) + " bytes)");
     if (id != "%" + std::to_string(fn->buffers.size()))
       bad("buffers must be numbered in order");
     fn->buffers.push_back(b);

@@ -56,17 +56,19 @@ std::string capThreadCounts(const std::string &value, long cores) {
 }
 
 void configureThreadsAndReexec(char **argv) {
-  if (std::getenv("MLC_THREADS_CONFIGURED"))
-    return;
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  if (const char *threads = std::getenv("OMP_NUM_THREADS")) {
-    std::string capped = capThreadCounts(threads, cores);
-    if (!capped.empty()) {
-      std::fprintf(stderr, "mlc: note: OMP_NUM_THREADS=%s is more threads than the %ld cores "
-                           "of this machine: using %s\n",
-                   threads, cores, capped.c_str());
-      setenv("OMP_NUM_THREADS", capped.c_str(), 1);
-    }
+  const char *threads = std::getenv("OMP_NUM_THREADS");
+  const std::string capped = threads ? capThreadCounts(threads, cores) : "";
+  // Configured already (this process is the re-exec, or a user set the
+  // variable): only a thread count past the cores, which libgomp would
+  // crash on, is still to cap.
+  if (std::getenv("MLC_THREADS_CONFIGURED") && capped.empty())
+    return;
+  if (!capped.empty()) {
+    std::fprintf(stderr, "mlc: note: OMP_NUM_THREADS=%s is more threads than the %ld cores "
+                         "of this machine: using %s\n",
+                 threads, cores, capped.c_str());
+    setenv("OMP_NUM_THREADS", capped.c_str(), 1);
   }
   const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   for (const auto &[name, value] :

@@ -36,6 +36,13 @@ std::array<double, 3> parseSplit(const std::string &split) {
 std::vector<std::pair<int64_t, int64_t>> splitRanges(const std::string &split,
                                                      int64_t documents) {
   std::array<double, 3> w = parseSplit(split);
+  // A sum past the largest double is taken relative to the largest weight
+  // (1e308,1e308 is 1,1, not all of it in training).
+  if (std::isinf(w[0] + w[1] + w[2])) {
+    const double largest = std::max({w[0], w[1], w[2]});
+    for (double &x : w)
+      x /= largest;
+  }
   double total = w[0] + w[1] + w[2];
   // Megatron: cumulative rounded boundaries, the last adjusted to the size.
   std::vector<int64_t> index{0};
@@ -75,9 +82,17 @@ static uint64_t seedFor(uint64_t seed, const std::string &what) {
 GptSamples::GptSamples(const std::vector<std::pair<double, std::string>> &blend,
                        const std::string &split, int part, int64_t seqLen, uint64_t seed)
     : seqLen_(seqLen), seed_(seed) {
-  double total = 0;
+  double largest = 0, total = 0;
   for (auto &[w, _] : blend)
-    total += w;
+    largest = std::max(largest, w), total += w;
+  // A sum past the largest double is taken relative to the largest weight
+  // (1e308 A 1e308 B is an even blend, not two weights of 0).
+  const double scale = std::isinf(total) ? largest : 1;
+  if (scale != 1) {
+    total = 0;
+    for (auto &[w, _] : blend)
+      total += w / scale;
+  }
   for (auto &[w, prefix] : blend) {
     Source s;
     s.data = std::make_unique<IndexedDataset>(prefix);
@@ -86,7 +101,7 @@ GptSamples::GptSamples(const std::vector<std::pair<double, std::string>> &blend,
     // mlc wrote the dataset; Megatron's sentence-split datasets hold more).
     s.begin = s.data->documentStart(range.first);
     s.end = s.data->documentStart(range.second);
-    s.weight = w / total;
+    s.weight = w / scale / total;
     s.position = int(sources_.size());
     for (int64_t d = s.begin; d < s.end; ++d)
       s.tokens += s.data->length(d);

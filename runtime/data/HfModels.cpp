@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <queue>
 
 namespace mlc::rt::hf {
@@ -64,6 +65,9 @@ void readUnigram(const Fields &f, const Json &j, Model &m, int64_t &size) {
     if (e.kind != Json::Array || e.array.size() != 2 || e.array[0].kind != Json::String ||
         e.array[1].kind != Json::Number)
       f.bad(where, "expected a [piece, score] pair");
+    // A log-probability: NaN or infinite, the best path is no path.
+    if (!std::isfinite(e.array[1].number))
+      f.bad(where, "the score of '" + e.array[0].string + "' is not a finite number");
     if (i >= size_t(INT32_MAX))
       f.bad("model.vocab", "more than 2^31 - 1 pieces");
     m.vocab[e.array[0].string] = int32_t(i);
@@ -367,11 +371,16 @@ Model readModel(const Fields &f, const Json &root, int64_t &size) {
     type = j.find("merges") ? "BPE" : j.find("continuing_subword_prefix") ? "WordPiece" : "";
   if (type != "BPE" && type != "WordPiece" && type != "Unigram")
     f.unsupported("model.type", type.empty() ? "(none)" : type, "BPE, WordPiece and Unigram");
-  if (type == "Unigram") {
+  if (type == "Unigram")
     readUnigram(f, j, m, size);
+  else
+    readVocab(f, j, m.vocab, size);
+  // HF's BPE drops every character it has no entry for: an empty vocabulary
+  // would encode any text to no token at all.
+  if (size == 0)
+    f.bad("model.vocab", "is empty: the tokenizer would encode every text to no token");
+  if (type == "Unigram")
     return m;
-  }
-  readVocab(f, j, m.vocab, size);
   if (type == "BPE") {
     if (const Json *d = f.opt(j, "dropout"))
       if (!(d->kind == Json::Number && d->number == 0))

@@ -14,7 +14,9 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace mlc::rt {
 
@@ -40,6 +42,15 @@ void checkPaths(const PreprocessOptions &o) {
       outputs);
 }
 
+bool isTerminal(const std::string &path) {
+  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0)
+    return false;
+  bool tty = isatty(fd);
+  close(fd);
+  return tty;
+}
+
 std::string lineList(const std::vector<int64_t> &lines) {
   std::string s;
   for (int64_t l : lines)
@@ -55,6 +66,10 @@ void checkCorpusPath(const std::string &input) {
     fail(input + ": cannot open: " + std::strerror(errno));
   if (S_ISDIR(st.st_mode))
     fail("--input " + input + " is a directory; expected a JSONL file");
+  // A pipe streams a corpus and a terminal is typed into; any other device
+  // (/dev/zero, a disk) never ends a line.
+  if (S_ISBLK(st.st_mode) || (S_ISCHR(st.st_mode) && !isTerminal(input)))
+    fail("--input " + input + " is a device; expected a JSONL file (or a pipe)");
 }
 
 PreprocessStats preprocess(const PreprocessOptions &o) {

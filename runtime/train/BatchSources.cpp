@@ -41,6 +41,12 @@ const InputInfo *gptTokenInput(const Package &pkg) {
   }
   if (!ids || ids->shape.size() != 2)
     fail("--data needs a model with input_ids [batch, seq]");
+  // Labels and positions are cut from the same samples as the ids.
+  for (const InputInfo &in : pkg.inputs)
+    if ((in.name == "labels" || in.name == "position_ids") && in.shape != ids->shape)
+      fail(pkg.dir + "/plan.txt: input " + in.name + " is " + shapeString(in.shape) +
+           ", not input_ids' " + shapeString(ids->shape) + ": --data fills both from the "
+           "same [batch, seq] samples");
   return ids;
 }
 

@@ -368,6 +368,8 @@ void runForward(Backend &backend, const TrainOptions &weights, const RunOptions 
   for (auto &[name, file] : run.inputs) {
     if (name.empty() || file.empty())
       fail("--input expects NAME=FILE.npy, got '" + name + "=" + file + "'");
+    if (given.count(name)) // the first would be dropped in silence
+      fail("--input " + name + " is given twice; the model takes one array per input");
     HostTensor t = readNpy(file); // its errors name the file
     try {
       backend.setInput(name, t);

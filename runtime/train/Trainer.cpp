@@ -160,6 +160,16 @@ private:
     if (given.eps < smallest)
       fail("--eps " + valueText(given.eps) + " is below the smallest normal " + pkg.dtype +
            " number (" + valueText(smallest) + ") that the package's optimizer computes in");
+    // Past the largest number there it is infinite: an --eps that divides
+    // every update to 0, a decay that makes the parameters non-finite. (A
+    // rate that does is the update guard's: it names the learning rate.)
+    const double largest = backend.elementSize() == 4 ? double(std::numeric_limits<float>::max())
+                                                      : std::numeric_limits<double>::max();
+    for (auto [flag, value] : {std::pair<const char *, double>{"--eps", given.eps},
+                               {"--weight-decay", given.weightDecay}})
+      if (value > largest)
+        fail(std::string(flag) + " " + valueText(value) + " is above the largest " + pkg.dtype +
+             " number (" + valueText(largest) + ") that the package's optimizer computes in");
     backend.setTf32(given.tf32 == "on");
     o.rank = backend.rank();
     o.ranks = ranks;
