@@ -24,7 +24,7 @@ if ! echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char *, unsigned
   echo "fuzz: $cxx cannot build libFuzzer targets; skipped"
   exit 0
 fi
-common=(support/Json.cpp support/TensorIO.cpp runtime/core/PlanFormat.cpp
+common=(support/Json.cpp support/TensorIO.cpp runtime/core/PlanFormat.cpp runtime/core/PlanWrite.cpp
         runtime/data/IndexedDataset.cpp)
 flags=(-std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 run_target() {

@@ -197,7 +197,10 @@ inline ShardRange shardOf(int64_t n, int rank, int ranks) {
   return {a, b - a};
 }
 
-std::string writePlan(const PlanData &plan);
+/// A collective step's directive in plan.txt (allreduce_start, ...).
+const char *collectiveName(StepDecl::Kind kind);
+
+std::string writePlan(const PlanData &plan); // PlanWrite.cpp
 /// Parses and checks plan.txt; errors name `path` and the line.
 PlanData parsePlan(const std::string &text, const std::string &path);
 
