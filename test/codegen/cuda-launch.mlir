@@ -4,7 +4,8 @@
 
 // mlc-cuda-launch decides each kernel's phases (grid, block) and scratch on
 // its IR; the CUDA printer writes them as the kernel's `// mlc.kernel` line
-// and one `if (phase == K)` per phase; the CPU printer ignores them.
+// and its phases (an `if (phase == K)` each, or a prelude template's call
+// that takes `phase`, under a `// phase K` comment); the CPU printer ignores them.
 
 // PRINT: // mlc.kernel k4 attention args=4 scratch=0 launch=8x64{{$}}
 // PRINT: // mlc.kernel k20 attention args=7 scratch=1536 launch=8x64,8x64,8x64{{$}}
@@ -16,9 +17,10 @@
 // PRINT: // mlc.kernel k23 attention args=8 scratch=12288 launch=8x64,8x64,8x64{{$}}
 // PRINT: const MlcAttention<float> s = {128, 4, 4, 0, 0, 128, 2,
 // PRINT: // mlc.kernel k18 column_reduction args=4 scratch=4096 launch=2x256,2x256{{$}}
-// PRINT: if (phase == 0) {
-// PRINT: if (phase == 1) {
-// PRINT-NOT: if (phase == 2)
+// PRINT: // phase 0: partials, row chunk x column block
+// PRINT-NEXT: // phase 1: the partials in chunk order
+// PRINT-NEXT: mlc_column_sums<float, 512, 1, 2, 256>(p1, 16, (double *)ctx->scratch, phase,
+// PRINT-NOT: // phase 2
 // PRINT: // mlc.kernel k24 pointwise args=3 scratch=0 launch=32x256{{$}}
 // PRINT: // mlc.kernel kept pointwise args=2 scratch=64 launch=7x32{{$}}
 // PRINT: __launch_bounds__(32) kept(

@@ -1,7 +1,7 @@
-// RUN: mlc-opt %s --mlc-fuse-elementwise --mlc-in-place --mlc-lower-to-plan | FileCheck %s
-// RUN: mlc-opt %s --mlc-fuse-elementwise --mlc-in-place --mlc-lower-to-plan | mlc-opt | FileCheck %s
-// RUN: mlc-opt %s --mlc-fuse-elementwise --mlc-in-place --mlc-lower-to-plan --mlc-cuda-launch --mlc-print-kernels=target=cpu -o /dev/null | FileCheck %s --check-prefix=CPU
-// RUN: mlc-opt %s --mlc-fuse-elementwise --mlc-in-place --mlc-lower-to-plan --mlc-cuda-launch --mlc-print-kernels=target=cuda -o /dev/null | FileCheck %s --check-prefix=CUDA
+// RUN: mlc-opt %s --mlc-fuse-elementwise --mlc-in-place --mlc-assign-buffers --mlc-lower-to-plan | FileCheck %s
+// RUN: mlc-opt %s --mlc-fuse-elementwise --mlc-in-place --mlc-assign-buffers --mlc-lower-to-plan | mlc-opt | FileCheck %s
+// RUN: mlc-opt %s --mlc-fuse-elementwise --mlc-in-place --mlc-assign-buffers --mlc-lower-to-plan --mlc-cuda-launch --mlc-print-kernels=target=cpu -o /dev/null | FileCheck %s --check-prefix=CPU
+// RUN: mlc-opt %s --mlc-fuse-elementwise --mlc-in-place --mlc-assign-buffers --mlc-lower-to-plan --mlc-cuda-launch --mlc-print-kernels=target=cuda -o /dev/null | FileCheck %s --check-prefix=CUDA
 
 // A post-norm's residual add h + norm(y) (OLMo2's): one rows kernel whose
 // plan.normalize adds h (`plus`, an element of the loads) to the
