@@ -1,0 +1,146 @@
+//===- SafetensorsTest.cpp - one safetensors header, read and written two ways -===//
+//
+// readSafetensors() (whole files) and SafetensorsFile (a checkpoint's
+// tensors, a rank's slice at a time) check a header with the same code, and
+// SafetensorsStream writes what encodeSafetensors() writes; every split
+// tensor is cut into the same runs (forEachSliceRun()) whether it is sliced
+// in memory, read from a file, or gathered whole.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/train/TensorParallel.h"
+#include "runtime/train/WholeTensors.h"
+#include "support/Error.h"
+#include "support/TensorIO.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+using namespace mlc::rt;
+
+namespace {
+
+std::string tempPath(const std::string &name) {
+  return "/tmp/mlc-safetensorstest-" + std::to_string(getpid()) + "-" + name;
+}
+
+HostTensor counting(const std::vector<int64_t> &shape) {
+  HostTensor t;
+  t.dtype = "f32";
+  t.shape = shape;
+  t.data.resize(size_t(t.numel() * 4));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    reinterpret_cast<float *>(t.data.data())[i] = float(i);
+  return t;
+}
+
+std::string errorOf(const std::function<void()> &f) {
+  try {
+    f();
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// `bytes` written to `path`.
+void put(const std::string &path, const std::string &bytes) { writeFileAtomically(path, bytes); }
+
+/// A file of two tensors with the first's header entry replaced by `a`.
+std::string withEntry(const std::string &a) {
+  std::string header = "{\"a\":" + a + ",\"b\":{\"dtype\":\"F32\",\"shape\":[1],"
+                       "\"data_offsets\":[8,12]}}";
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    out[i] = char((uint64_t(header.size()) >> (8 * i)) & 0xFF);
+  return out + header + std::string(12, '\0');
+}
+
+} // namespace
+
+TEST(Safetensors, BothReadersRefuseABadHeaderWithTheSameMessage) {
+  const std::string path = tempPath("bad.safetensors");
+  const std::string good = "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"x", "not a safetensors file (shorter than its header size)"},
+      {withEntry(good).substr(0, 12), "exceeds the file"},
+      {withEntry("{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,8]}"),
+       "tensor 'a' has unsupported dtype F16"},
+      {withEntry("{\"dtype\":\"F32\",\"shape\":[2.5],\"data_offsets\":[0,8]}"),
+       "tensor 'a' has a dimension that is not a non-negative integer"},
+      {withEntry("{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}"),
+       "tensor 'a' has 8 bytes for shape [3]"},
+      {withEntry("{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,16]}"),
+       "tensor 'a' lies outside the file (truncated?)"},
+      {withEntry("{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}"),
+       "tensor 'a' starts at byte 4 of the data, not 0 (a gap before it)"},
+      {withEntry("{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]}"),
+       "tensor 'b' starts at byte 8 of the data, not 12 (it overlaps another tensor)"},
+      {withEntry("{\"dtype\":\"F32\",\"shape\":[2]}"),
+       "tensor 'a' lacks dtype, shape or data_offsets"},
+  };
+  for (const auto &[bytes, message] : cases) {
+    put(path, bytes);
+    const std::string whole = errorOf([&] { readSafetensors(path); });
+    const std::string sliced = errorOf([&] { SafetensorsFile file(path); });
+    EXPECT_NE(whole.find(path + ": "), std::string::npos) << whole;
+    EXPECT_NE(whole.find(message), std::string::npos) << whole;
+    EXPECT_EQ(sliced, whole);
+  }
+  put(path, withEntry(good));
+  EXPECT_EQ(readSafetensors(path).at("a").shape, (std::vector<int64_t>{2}));
+  SafetensorsFile file(path);
+  EXPECT_EQ(file.find("b")->begin, file.find("a")->end);
+  std::remove(path.c_str());
+}
+
+TEST(Safetensors, TheStreamWritesWhatEncodeWrites) {
+  const std::string path = tempPath("stream.safetensors");
+  const std::vector<std::pair<std::string, HostTensor>> tensors = {
+      {"w", counting({2, 3})}, {"b", counting({3})}, {"e", counting({0, 4})}};
+  const std::map<std::string, std::string> metadata = {{"format", "pt"}};
+  std::vector<SafetensorsStream::Entry> entries;
+  for (const auto &[name, t] : tensors)
+    entries.push_back({name, t.dtype, t.shape});
+  {
+    SafetensorsStream stream(path, entries, metadata);
+    for (const auto &[_, t] : tensors)
+      stream.append(t.data.data(), t.data.size());
+    stream.finish();
+  }
+  EXPECT_EQ(readFile(path), encodeSafetensors(tensors, metadata));
+  EXPECT_EQ(readSafetensors(path).at("w").data, tensors[0].second.data);
+  std::remove(path.c_str());
+}
+
+// GPT-2's c_attn split over 2 ranks: three blocks along dim 1. The runs in
+// the whole's order cover it exactly once, and a rank's slice read from a
+// file is the slice cut in memory.
+TEST(Safetensors, ASliceReadFromAFileIsTheSliceCutInMemory) {
+  ParamInfo p;
+  p.name = "c_attn.weight";
+  p.shape = {2, 6};
+  p.numel = 12;
+  p.tpDim = 1;
+  p.tpBlocks = {4, 4, 4};
+  const HostTensor whole = counting({2, 12});
+  std::string joined;
+  const std::vector<char> slices[2] = {sliceOfWhole(whole, p, 0, 2).data,
+                                       sliceOfWhole(whole, p, 1, 2).data};
+  int64_t at = 0;
+  forEachSliceRun(p, 2, 4, [&](int rank, int64_t w, int64_t s, int64_t bytes) {
+    EXPECT_EQ(w, at);
+    joined.append(slices[rank].data() + s, size_t(bytes));
+    at += bytes;
+  });
+  EXPECT_EQ(joined, std::string(whole.data.begin(), whole.data.end()));
+  const std::string path = tempPath("slices.safetensors");
+  writeSafetensors(path, {{"c_attn.weight", whole}});
+  SafetensorsFile file(path);
+  for (int r = 0; r < 2; ++r) {
+    std::vector<char> got(48);
+    file.readSlice(*file.find("c_attn.weight"), p, r, 2, got.data());
+    EXPECT_EQ(got, slices[r]) << "rank " << r;
+  }
+  std::remove(path.c_str());
+}
