@@ -9,11 +9,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/train/TensorParallel.h"
+#include "runtime/train/Trainer.h"
 #include "runtime/train/WholeTensors.h"
 #include "support/Error.h"
 #include "support/TensorIO.h"
 
+#include <cmath>
 #include <gtest/gtest.h>
+#include <limits>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace mlc::rt;
@@ -55,6 +59,28 @@ std::string withEntry(const std::string &a) {
     out[i] = char((uint64_t(header.size()) >> (8 * i)) & 0xFF);
   return out + header + std::string(12, '\0');
 }
+
+/// Parameters held on the host: enough of a backend for the writers.
+class HostParameters : public Backend {
+public:
+  explicit HostParameters(const Package &pkg)
+      : Backend(pkg), params_(size_t(pkg.paramCount * 4)) {}
+  std::string name() const override { return "host"; }
+  void upload(FlatBuffer, int64_t offset, const void *src, int64_t bytes) override {
+    std::memcpy(params_.data() + offset, src, size_t(bytes));
+  }
+  void download(FlatBuffer, int64_t offset, void *dst, int64_t bytes) override {
+    std::memcpy(dst, params_.data() + offset, size_t(bytes));
+  }
+  void zero(FlatBuffer) override {}
+  void setInput(const std::string &, const HostTensor &) override {}
+  void run(const std::string &, int64_t) override {}
+  HostTensor output(const std::string &, const std::string &) override { return {}; }
+  void setScalars(const std::string &, const std::vector<double> &) override {}
+
+private:
+  std::vector<char> params_;
+};
 
 } // namespace
 
@@ -143,4 +169,39 @@ TEST(Safetensors, ASliceReadFromAFileIsTheSliceCutInMemory) {
     EXPECT_EQ(got, slices[r]) << "rank " << r;
   }
   std::remove(path.c_str());
+}
+
+// No file of parameters that are not finite is written, whatever writes it
+// (--save at the end, the weights kept when a step fails, a checkpoint's
+// model.safetensors: saveParameters() and streamParameters()).
+TEST(Safetensors, NoFileOfNonFiniteParametersIsWritten) {
+  Package pkg;
+  pkg.dtype = "f32";
+  ParamInfo w, b;
+  w.name = "w";
+  w.shape = {2, 3};
+  w.numel = 6;
+  b.name = "b";
+  b.shape = {3};
+  b.numel = 3;
+  b.offset = 6;
+  pkg.params = {w, b};
+  pkg.paramCount = 9;
+  HostParameters backend(pkg);
+  std::vector<float> values(9, 0.5f);
+  const std::string path = tempPath("params.safetensors");
+  backend.upload(FlatBuffer::Params, 0, values.data(), 36);
+  saveParameters(backend, path);
+  EXPECT_EQ(readSafetensors(path).at("b").data.size(), 12u);
+  std::remove(path.c_str());
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+    values[7] = bad;
+    backend.upload(FlatBuffer::Params, 0, values.data(), 36);
+    EXPECT_EQ(errorOf([&] { saveParameters(backend, path); }),
+              path + " was not written: parameter b holds " + (std::isnan(bad) ? "nan" : "-inf") +
+                  " at index 1");
+    struct stat st;
+    EXPECT_NE(stat(path.c_str(), &st), 0) << "written: " << path;
+    EXPECT_NE(stat((path + ".tmp." + std::to_string(getpid())).c_str(), &st), 0);
+  }
 }
