@@ -39,7 +39,7 @@ std::string shapeString(const std::vector<int64_t> &shape) {
   return s + "]";
 }
 
-int64_t HostTensor::numel() const {
+static int64_t numelOf(const std::vector<int64_t> &shape) {
   for (int64_t d : shape)
     if (d == 0)
       return 0;
@@ -49,6 +49,8 @@ int64_t HostTensor::numel() const {
       fail("a tensor of shape " + shapeString(shape) + " has more elements than an int64 counts");
   return n;
 }
+
+int64_t HostTensor::numel() const { return numelOf(shape); }
 
 double HostTensor::getDouble(int64_t i) const {
   const char *p = data.data() + i * dtypeSize(dtype);
@@ -344,26 +346,27 @@ static const std::map<std::string, std::string> &stToMlc() {
   return m;
 }
 
-std::map<std::string, HostTensor> readSafetensors(const std::string &path) {
-  std::string bytes = readFile(path);
-  if (bytes.size() < 8)
+std::map<std::string, SafetensorsTensor>
+readSafetensorsHeader(const std::string &path, uint64_t size,
+                      const std::function<void(uint64_t, char *, size_t)> &read) {
+  if (size < 8)
     fail(path + ": not a safetensors file (shorter than its header size)");
+  unsigned char head[8];
+  read(0, reinterpret_cast<char *>(head), 8);
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i)
-    n = (n << 8) | uint8_t(bytes[i]);
-  if (n > bytes.size() - 8)
+    n = (n << 8) | head[i];
+  if (n > size - 8)
     fail(path + ": not a safetensors file (header size " + std::to_string(n) +
          " exceeds the file)");
-  Json header = Json::parse(bytes.substr(8, n), path, /*uniqueKeys=*/true);
+  std::string text(size_t(n), '\0');
+  read(8, text.data(), text.size());
+  Json header = Json::parse(text, path, /*uniqueKeys=*/true);
   if (header.kind != Json::Object)
     fail(path + ": safetensors header is not a JSON object");
-  size_t base = 8 + n;
-  std::map<std::string, HostTensor> out;
-  struct Span {
-    size_t begin, end;
-    std::string name;
-  };
-  std::vector<Span> spans;
+  const uint64_t base = 8 + n;
+  std::map<std::string, SafetensorsTensor> tensors;
+  std::vector<std::pair<uint64_t, std::string>> starts; // in the data
   for (auto &[name, info] : header.object) {
     if (name == "__metadata__")
       continue;
@@ -374,10 +377,11 @@ std::map<std::string, HostTensor> readSafetensors(const std::string &path) {
     auto dt = stToMlc().find(dtype->string);
     if (dt == stToMlc().end())
       fail(path + ": tensor '" + name + "' has unsupported dtype " + dtype->string);
-    HostTensor t;
+    SafetensorsTensor t;
     t.dtype = dt->second;
-    // Sizes and offsets are whole numbers a file can hold.
-    const std::string tensor = name;
+    // Sizes and offsets are whole numbers a file can hold (`tensor`: C++17
+    // lambdas capture no structured binding; the fuzz targets are C++17).
+    const std::string &tensor = name;
     auto whole = [&](const Json &v, const char *what) {
       if (v.kind != Json::Number || v.number < 0 || v.number > 9007199254740992.0 ||
           v.number != std::floor(v.number))
@@ -392,34 +396,49 @@ std::map<std::string, HostTensor> readSafetensors(const std::string &path) {
       t.shape.push_back(whole(d, "dimension"));
       elements *= double(t.shape.back());
     }
-    if (elements * double(dtypeSize(t.dtype)) > double(bytes.size()))
+    if (elements * double(dtypeSize(t.dtype)) > double(size))
       fail(path + ": tensor '" + name + "' of shape " + shapeString(t.shape) +
            " is larger than the file");
-    size_t begin = size_t(whole(offsets->array[0], "data offset")),
-           end = size_t(whole(offsets->array[1], "data offset"));
-    if (end < begin || base + end > bytes.size())
+    const uint64_t begin = uint64_t(whole(offsets->array[0], "data offset")),
+                   end = uint64_t(whole(offsets->array[1], "data offset"));
+    if (end < begin || base + end > size)
       fail(path + ": tensor '" + name + "' lies outside the file (truncated?)");
-    if (int64_t(end - begin) != t.numel() * dtypeSize(t.dtype))
+    if (int64_t(end - begin) != numelOf(t.shape) * dtypeSize(t.dtype))
       fail(path + ": tensor '" + name + "' has " + std::to_string(end - begin) +
            " bytes for shape " + shapeString(t.shape));
-    spans.push_back({begin, end, name});
-    t.data.assign(bytes.begin() + base + begin, bytes.begin() + base + end);
-    out.emplace(name, std::move(t));
+    t.begin = base + begin;
+    t.end = base + end;
+    starts.push_back({begin, name});
+    tensors.emplace(name, std::move(t));
   }
   // As HF's reader: the tensors tile the data exactly, without overlaps or gaps.
-  std::sort(spans.begin(), spans.end(),
-            [](const Span &a, const Span &b) { return a.begin < b.begin; });
-  size_t expected = 0;
-  for (const Span &sp : spans) {
-    if (sp.begin != expected)
-      fail(path + ": tensor '" + sp.name + "' starts at byte " + std::to_string(sp.begin) +
+  std::sort(starts.begin(), starts.end());
+  uint64_t expected = 0;
+  for (const auto &[begin, name] : starts) {
+    if (begin != expected)
+      fail(path + ": tensor '" + name + "' starts at byte " + std::to_string(begin) +
            " of the data, not " + std::to_string(expected) +
-           (sp.begin < expected ? " (it overlaps another tensor)" : " (a gap before it)"));
-    expected = sp.end;
+           (begin < expected ? " (it overlaps another tensor)" : " (a gap before it)"));
+    expected = tensors.at(name).end - base;
   }
-  if (base + expected != bytes.size())
+  if (base + expected != size)
     fail(path + ": the tensors cover " + std::to_string(expected) + " bytes of data but the "
-         "file holds " + std::to_string(bytes.size() - base));
+         "file holds " + std::to_string(size - base));
+  return tensors;
+}
+
+std::map<std::string, HostTensor> readSafetensors(const std::string &path) {
+  const std::string bytes = readFile(path);
+  std::map<std::string, HostTensor> out;
+  for (auto &[name, entry] :
+       readSafetensorsHeader(path, bytes.size(), [&](uint64_t offset, char *dst, size_t size) {
+         std::memcpy(dst, bytes.data() + offset, size);
+       })) {
+    HostTensor &t = out[name];
+    t.dtype = std::move(entry.dtype);
+    t.shape = std::move(entry.shape);
+    t.data.assign(bytes.begin() + entry.begin, bytes.begin() + entry.end);
+  }
   return out;
 }
 
@@ -505,37 +524,47 @@ std::map<std::string, HostTensor> readModelWeights(const std::string &path) {
   return readSafetensors(path);
 }
 
-std::string encodeSafetensors(const std::vector<std::pair<std::string, HostTensor>> &tensors,
-                              const std::map<std::string, std::string> &metadata) {
+std::string encodeSafetensorsHeader(const std::vector<SafetensorsEntry> &entries,
+                                    const std::map<std::string, std::string> &metadata) {
   std::string header = "{";
   if (!metadata.empty()) {
     header += "\"__metadata__\":{";
     for (auto &[key, value] : metadata)
       header += (header.back() == '{' ? "" : ",") + jsonQuote(key) + ":" + jsonQuote(value);
-    header += tensors.empty() ? "}" : "},";
+    header += entries.empty() ? "}" : "},";
   }
-  size_t offset = 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const HostTensor &t = tensors[i].second;
+  uint64_t offset = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const SafetensorsEntry &e = entries[i];
     std::string dtype;
     for (auto &[st, mlc] : stToMlc())
-      if (mlc == t.dtype)
+      if (mlc == e.dtype)
         dtype = st;
+    if (dtype.empty())
+      fail("internal: no safetensors dtype for '" + e.dtype + "'");
     std::string shape = "[";
-    for (size_t d = 0; d < t.shape.size(); ++d)
-      shape += (d ? "," : "") + std::to_string(t.shape[d]);
+    for (size_t d = 0; d < e.shape.size(); ++d)
+      shape += (d ? "," : "") + std::to_string(e.shape[d]);
     shape += "]";
-    header += (i ? "," : "") + jsonQuote(tensors[i].first) + ":{\"dtype\":\"" + dtype +
+    header += (i ? "," : "") + jsonQuote(e.name) + ":{\"dtype\":\"" + dtype +
               "\",\"shape\":" + shape + ",\"data_offsets\":[" + std::to_string(offset) + "," +
-              std::to_string(offset + t.data.size()) + "]}";
-    offset += t.data.size();
+              std::to_string(offset + e.bytes) + "]}";
+    offset += e.bytes;
   }
   header += "}";
   header += std::string((8 - header.size() % 8) % 8, ' ');
   std::string out(8, '\0');
   for (int i = 0; i < 8; ++i)
     out[i] = char((uint64_t(header.size()) >> (8 * i)) & 0xFF);
-  out += header;
+  return out + header;
+}
+
+std::string encodeSafetensors(const std::vector<std::pair<std::string, HostTensor>> &tensors,
+                              const std::map<std::string, std::string> &metadata) {
+  std::vector<SafetensorsEntry> entries;
+  for (auto &[name, t] : tensors)
+    entries.push_back({name, t.dtype, t.shape, t.data.size()});
+  std::string out = encodeSafetensorsHeader(entries, metadata);
   for (auto &[_, t] : tensors)
     out.append(t.data.begin(), t.data.end());
   return out;
@@ -545,6 +574,14 @@ void writeSafetensors(const std::string &path,
                       const std::vector<std::pair<std::string, HostTensor>> &tensors,
                       const std::map<std::string, std::string> &metadata) {
   writeFileAtomically(path, encodeSafetensors(tensors, metadata));
+}
+
+void syncDirectory(const std::string &dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
 }
 
 void makeDirectories(const std::string &path) {

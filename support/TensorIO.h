@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -43,6 +44,18 @@ inline uint16_t floatToBf16(float f) {
                                          : uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+/// Element `i` of an array of f32 (`es` 4) or f64 (`es` 8) values.
+inline double floatAt(const char *data, int64_t i, int64_t es) {
+  if (es == 4) {
+    float f;
+    std::memcpy(&f, data + i * 4, 4);
+    return f;
+  }
+  double d;
+  std::memcpy(&d, data + i * 8, 8);
+  return d;
+}
+
 /// Bytes per element of an mlc dtype name; throws on an unknown name.
 int64_t dtypeSize(const std::string &dtype);
 std::string shapeString(const std::vector<int64_t> &shape);
@@ -58,6 +71,22 @@ std::string npyHeader(const std::string &dtype, const std::vector<int64_t> &shap
                       size_t size = 0);
 
 std::map<std::string, HostTensor> readSafetensors(const std::string &path);
+/// One tensor of a safetensors file: its mlc dtype, its shape, and the
+/// bytes [begin, end) of the file that hold it.
+struct SafetensorsTensor {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;
+};
+/// The tensors of the safetensors file `path`, `size` bytes long, from its
+/// header, which `read(offset, dst, bytes)` reads from the file. Checked as
+/// HF's reader checks: the header's size and JSON, each tensor's dtype,
+/// shape and offsets (inside the file, as many bytes as its shape needs),
+/// and the data tiled without gaps or overlaps; every Error names `path`,
+/// and the tensor at fault.
+std::map<std::string, SafetensorsTensor>
+readSafetensorsHeader(const std::string &path, uint64_t size,
+                      const std::function<void(uint64_t, char *, size_t)> &read);
 /// The name of a Hugging Face model's index of its safetensors shards.
 inline constexpr const char *kSafetensorsIndex = "model.safetensors.index.json";
 /// True for a path that names a directory: one that exists as a directory,
@@ -76,6 +105,17 @@ std::map<std::string, HostTensor> readModelWeights(const std::string &path);
 void writeSafetensors(const std::string &path,
                       const std::vector<std::pair<std::string, HostTensor>> &tensors,
                       const std::map<std::string, std::string> &metadata = {});
+/// One tensor of a safetensors file to write: `bytes` of data follow.
+struct SafetensorsEntry {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  uint64_t bytes = 0;
+};
+/// The first bytes of a safetensors file of `entries`, in file order: the
+/// header's size and the header (offsets from the entries' sizes), before
+/// the tensors' data.
+std::string encodeSafetensorsHeader(const std::vector<SafetensorsEntry> &entries,
+                                    const std::map<std::string, std::string> &metadata = {});
 /// The bytes writeSafetensors writes.
 std::string encodeSafetensors(const std::vector<std::pair<std::string, HostTensor>> &tensors,
                               const std::map<std::string, std::string> &metadata = {});
@@ -119,6 +159,9 @@ std::vector<std::string> filesIn(const std::string &dir);
 /// Creates `path` and its missing parents; an Error if it is not a directory
 /// afterwards.
 void makeDirectories(const std::string &path);
+/// Flushes the entries of directory `dir` (a file renamed into it) to the
+/// disk, where the directory can be opened; nothing is reported.
+void syncDirectory(const std::string &dir);
 
 } // namespace mlc::rt
 

@@ -2,9 +2,11 @@
 
 #include "runtime/core/PlanFormat.h"
 #include "runtime/train/TensorParallel.h"
+#include "runtime/train/WholeTensors.h"
 #include "support/Error.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 using namespace mlc::rt;
 
@@ -17,6 +19,27 @@ std::string errorOf(const std::string &text) {
     return e.what();
   }
   return "";
+}
+
+// GPT-2's c_attn over a group of 2: three blocks (Q, K, V) along the output
+// dim; rank r keeps the r-th half of each.
+ParamInfo cAttn() {
+  ParamInfo p;
+  p.name = "c_attn.weight";
+  p.shape = {2, 6};
+  p.numel = 12;
+  p.tpDim = 1;
+  p.tpBlocks = {4, 4, 4};
+  return p;
+}
+
+/// The whole f32 tensor 0, 1, 2, ... of `shape`.
+HostTensor counting(const std::vector<int64_t> &shape) {
+  HostTensor t{"f32", shape, {}};
+  t.data.resize(size_t(t.numel() * 4));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    reinterpret_cast<float *>(t.data.data())[i] = float(i);
+  return t;
 }
 
 } // namespace
@@ -49,22 +72,10 @@ TEST(TensorParallel, MalformedSplitsNameTheParameter) {
             std::string::npos);
 }
 
-// GPT-2's c_attn: three blocks (Q, K, V) along the output dim; rank r keeps
-// the r-th half of each.
 TEST(TensorParallel, EachRankTakesItsPartOfEveryBlock) {
-  ParamInfo p;
-  p.name = "c_attn.weight";
-  p.shape = {2, 6};
-  p.numel = 12;
-  p.tpDim = 1;
-  p.tpBlocks = {4, 4, 4};
+  ParamInfo p = cAttn();
   EXPECT_EQ(wholeShape(p, 2), (std::vector<int64_t>{2, 12}));
-  HostTensor whole;
-  whole.dtype = "f32";
-  whole.shape = {2, 12};
-  whole.data.resize(24 * 4);
-  for (int i = 0; i < 24; ++i)
-    reinterpret_cast<float *>(whole.data.data())[i] = float(i);
+  HostTensor whole = counting({2, 12});
   const std::vector<double> expected[2] = {{0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21},
                                            {2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23}};
   for (int r = 0; r < 2; ++r) {
@@ -84,4 +95,31 @@ TEST(TensorParallel, EachRankTakesItsPartOfEveryBlock) {
   HostTensor slice = sliceOfWhole(whole, p, 1, 4);
   EXPECT_EQ(slice.getDouble(0), 6);
   EXPECT_EQ(slice.getDouble(5), 11);
+}
+
+// The runs in the whole's order cover it exactly once, and a rank's slice
+// read from a file (SafetensorsFile::readSlice, a checkpoint's moments) is
+// the slice cut in memory.
+TEST(TensorParallel, ASliceReadFromAFileIsTheSliceCutInMemory) {
+  const ParamInfo p = cAttn();
+  const HostTensor whole = counting({2, 12});
+  const std::vector<char> slices[2] = {sliceOfWhole(whole, p, 0, 2).data,
+                                       sliceOfWhole(whole, p, 1, 2).data};
+  std::string joined;
+  int64_t at = 0;
+  forEachSliceRun(p, 2, 4, [&](int rank, int64_t w, int64_t s, int64_t bytes) {
+    EXPECT_EQ(w, at);
+    joined.append(slices[rank].data() + s, size_t(bytes));
+    at += bytes;
+  });
+  EXPECT_EQ(joined, std::string(whole.data.begin(), whole.data.end()));
+  const std::string path = "/tmp/mlc-tensorparalleltest-" + std::to_string(getpid());
+  writeSafetensors(path, {{p.name, whole}});
+  SafetensorsFile file(path);
+  for (int r = 0; r < 2; ++r) {
+    std::vector<char> got(48);
+    file.readSlice(*file.find(p.name), p, r, 2, got.data());
+    EXPECT_EQ(got, slices[r]) << "rank " << r;
+  }
+  std::remove(path.c_str());
 }

@@ -410,14 +410,7 @@ double Backend::sumOfSquares(FlatBuffer which, int64_t offset, int64_t count) {
     chunk.resize(size_t(n * es));
     download(which, (offset + done) * es, chunk.data(), n * es);
     for (int64_t i = 0; i < n; ++i) {
-      double g;
-      if (es == 4) {
-        float f;
-        std::memcpy(&f, chunk.data() + i * 4, 4);
-        g = f;
-      } else {
-        std::memcpy(&g, chunk.data() + i * 8, 8);
-      }
+      const double g = floatAt(chunk.data(), i, es);
       sum += g * g;
     }
     done += n;

@@ -50,6 +50,17 @@ void readVocab(const Fields &f, const Json &model, Vocab &vocab, int64_t &size) 
   }
 }
 
+/// The ids of the <0x00>..<0xFF> tokens byte_fallback uses, -1 for each the
+/// vocabulary lacks.
+void findByteTokens(Model &m) {
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    auto it = m.vocab.find(name);
+    m.byteIds[b] = it == m.vocab.end() ? -1 : it->second;
+  }
+}
+
 /// A Unigram model: "vocab" is [piece, score] pairs, the id its index (a
 /// piece listed twice keeps its last id, as the library's map), "unk_id" an
 /// index or null.
@@ -80,12 +91,7 @@ void readUnigram(const Fields &f, const Json &j, Model &m, int64_t &size) {
   if (m.unk >= 0 && size == 0)
     f.bad("model.unk_id", "the vocabulary is empty");
   m.byteFallback = f.flag(j, "byte_fallback", "model", false);
-  for (int b = 0; b < 256; ++b) {
-    char name[8];
-    std::snprintf(name, sizeof name, "<0x%02X>", b);
-    auto it = m.vocab.find(name);
-    m.byteIds[b] = it == m.vocab.end() ? -1 : it->second;
-  }
+  findByteTokens(m);
   m.trieId.assign(1, -1);
   for (auto &[piece, id] : m.vocab) {
     uint32_t node = 0;
@@ -395,12 +401,7 @@ Model readModel(const Fields &f, const Json &root, int64_t &size) {
     m.fuseUnk = f.flag(j, "fuse_unk", "model", false);
     m.byteFallback = f.flag(j, "byte_fallback", "model", false);
     m.ignoreMerges = f.flag(j, "ignore_merges", "model", false);
-    for (int b = 0; b < 256; ++b) {
-      char name[8];
-      std::snprintf(name, sizeof name, "<0x%02X>", b);
-      auto it = m.vocab.find(name);
-      m.byteIds[b] = it == m.vocab.end() ? -1 : it->second;
-    }
+    findByteTokens(m);
     const Json &merges = f.need(j, "merges", "model");
     if (merges.kind != Json::Array)
       f.bad("model.merges", "expected an array");

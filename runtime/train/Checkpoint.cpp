@@ -8,6 +8,7 @@
 #include "support/TensorIO.h"
 #include "runtime/train/TensorParallel.h"
 #include "runtime/train/Trainer.h"
+#include "runtime/train/TrainerParts.h"
 #include "runtime/train/WholeTensors.h"
 
 #include <algorithm>
@@ -53,14 +54,6 @@ std::string stepName(int64_t step) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "step-%08lld", (long long)step);
   return buf;
-}
-
-void syncDirectory(const std::string &dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
 }
 
 void removeDirectory(const std::string &dir) {
@@ -469,13 +462,6 @@ std::string resolveCheckpoint(const std::string &spec, const std::string &saveDi
   return all.back().second;
 }
 
-/// A value as a message shows it: -0.5, 1e-09, nan, inf.
-static std::string valueText(double x) {
-  std::ostringstream os;
-  os << x;
-  return os.str();
-}
-
 Resumed loadCheckpoint(Backend &backend, const TrainOptions &o, const std::string &dir) {
   const Package &pkg = backend.package();
   std::string manifestPath = dir + "/checkpoint.json";
@@ -565,14 +551,7 @@ Resumed loadCheckpoint(Backend &backend, const TrainOptions &o, const std::strin
       // make the next update non-finite.
       const bool second = which == FlatBuffer::AdamV;
       for (int64_t i = 0; i < p.numel; ++i) {
-        double x;
-        if (es == 4) {
-          float f;
-          std::memcpy(&f, slice.data() + i * 4, 4);
-          x = f;
-        } else {
-          std::memcpy(&x, slice.data() + i * 8, 8);
-        }
+        const double x = floatAt(slice.data(), i, es);
         if (!std::isfinite(x) || (second && x < 0))
           fail(optimizerPath + ": " + prefix + p.name + " holds " + valueText(x) +
                " at index " + std::to_string(i) + ": " +

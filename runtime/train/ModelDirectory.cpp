@@ -52,14 +52,6 @@ std::string parentOf(const std::string &path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-void syncDirectory(const std::string &dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
 /// Removes a directory of files (a model directory has no subdirectories).
 void removeFlatDirectory(const std::string &dir) {
   for (const std::string &path : filesIn(dir))

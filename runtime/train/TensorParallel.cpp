@@ -33,27 +33,9 @@ std::vector<int64_t> wholeShape(const ParamInfo &p, int64_t t) {
   return s;
 }
 
-namespace {
-
-/// For each index along the split dim of rank `rank`'s slice, the index
-/// along the whole tensor's: the rank's 1/t of each block, block after block.
-std::vector<int64_t> wholeIndices(const ParamInfo &p, int rank, int64_t t) {
-  std::vector<int64_t> map;
-  int64_t blockStart = 0;
-  for (int64_t block : p.tpBlocks) {
-    const int64_t part = block / t;
-    for (int64_t i = 0; i < part; ++i)
-      map.push_back(blockStart + rank * part + i);
-    blockStart += block;
-  }
-  return map;
-}
-
-/// Copies between a rank's slice and the whole tensor, `es`-byte elements:
-/// toWhole writes the slice into the whole, else the whole into the slice.
-void copySlice(const ParamInfo &p, int rank, int64_t t, int64_t es, char *whole, char *slice,
-               bool toWhole) {
-  const std::vector<int64_t> map = wholeIndices(p, rank, t);
+void forEachSliceRun(const ParamInfo &p, int64_t t, int64_t es,
+                     const std::function<void(int rank, int64_t whole, int64_t slice,
+                                              int64_t bytes)> &run) {
   const size_t d = size_t(p.tpDim);
   int64_t outer = 1, inner = 1;
   for (size_t i = 0; i < d; ++i)
@@ -61,18 +43,18 @@ void copySlice(const ParamInfo &p, int rank, int64_t t, int64_t es, char *whole,
   for (size_t i = d + 1; i < p.shape.size(); ++i)
     inner *= p.shape[i];
   const int64_t local = p.shape[d], full = local * t, row = inner * es;
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t l = 0; l < local; ++l) {
-      char *w = whole + (o * full + map[size_t(l)]) * row;
-      char *s = slice + (o * local + l) * row;
-      if (toWhole)
-        std::memcpy(w, s, size_t(row));
-      else
-        std::memcpy(s, w, size_t(row));
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t first = 0, blockStart = 0; // the block's first row in a slice, in the whole
+    for (int64_t block : p.tpBlocks) {
+      const int64_t part = block / t;
+      for (int64_t r = 0; r < t; ++r)
+        run(int(r), (o * full + blockStart + r * part) * row, (o * local + first) * row,
+            part * row);
+      first += part;
+      blockStart += block;
     }
+  }
 }
-
-} // namespace
 
 HostTensor sliceOfWhole(const HostTensor &whole, const ParamInfo &p, int rank, int64_t t) {
   if (p.tpDim < 0)
@@ -82,8 +64,10 @@ HostTensor sliceOfWhole(const HostTensor &whole, const ParamInfo &p, int rank, i
   slice.shape = p.shape;
   const int64_t es = dtypeSize(whole.dtype);
   slice.data.resize(size_t(p.numel * es));
-  copySlice(p, rank, t, es, const_cast<char *>(whole.data.data()), slice.data.data(),
-            /*toWhole=*/false);
+  forEachSliceRun(p, t, es, [&](int r, int64_t at, int64_t to, int64_t bytes) {
+    if (r == rank)
+      std::memcpy(slice.data.data() + to, whole.data.data() + at, size_t(bytes));
+  });
   return slice;
 }
 

@@ -20,6 +20,7 @@
 
 #include "runtime/backend/Backend.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -38,6 +39,17 @@ ParallelGroups splitWorld(Communicator &world, int64_t t);
 /// The HF shape of parameter `p` of a package whose tensor-parallel group
 /// has `t` ranks (p.shape itself when p is not split).
 std::vector<int64_t> wholeShape(const ParamInfo &p, int64_t t);
+
+/// The runs of a split parameter p's whole tensor (wholeShape(p, t), of
+/// `es`-byte elements), in the whole's order: each is consecutive bytes of
+/// the whole and of one rank's slice. Along dim tpDim the whole is block
+/// after block, each block the ranks' parts in rank order; a rank's part of
+/// a block is `block / t` consecutive rows of its slice. `run` gets the
+/// rank, the run's byte offsets in the whole and in that rank's slice, and
+/// its bytes.
+void forEachSliceRun(const ParamInfo &p, int64_t t, int64_t es,
+                     const std::function<void(int rank, int64_t whole, int64_t slice,
+                                              int64_t bytes)> &run);
 
 /// Rank `rank`'s slice of `whole` (an HF tensor of wholeShape(p, t), any
 /// dtype) for parameter p.

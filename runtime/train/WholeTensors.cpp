@@ -137,25 +137,9 @@ void forEachWholeRun(const Backend &backend, const ParamInfo &p, const std::vect
   if (int64_t(slices.size()) != sliceBytes * t)
     fail("internal: " + p.name + " is split over " + std::to_string(t) +
          " ranks, but their slices were not gathered");
-  const size_t d = size_t(p.tpDim);
-  int64_t outer = 1, inner = 1;
-  for (size_t i = 0; i < d; ++i)
-    outer *= p.shape[i];
-  for (size_t i = d + 1; i < p.shape.size(); ++i)
-    inner *= p.shape[i];
-  const int64_t local = p.shape[d], row = inner * es;
-  // Along dim tpDim the whole tensor is block after block, each block the
-  // ranks' parts in rank order (sliceOfWhole()); a rank's part of a block
-  // is `part` consecutive rows of its slice.
-  for (int64_t o = 0; o < outer; ++o) {
-    int64_t first = 0; // the block's first row in a slice
-    for (int64_t block : p.tpBlocks) {
-      const int64_t part = block / t;
-      for (int64_t r = 0; r < t; ++r)
-        emit(slices.data() + r * sliceBytes + (o * local + first) * row, size_t(part * row));
-      first += part;
-    }
-  }
+  forEachSliceRun(p, t, es, [&](int rank, int64_t, int64_t slice, int64_t bytes) {
+    emit(slices.data() + rank * sliceBytes + slice, size_t(bytes));
+  });
 }
 
 void forEachWholeTensor(Backend &backend, FlatBuffer which, std::string &error,
@@ -208,15 +192,8 @@ void checkFinite(const Backend &backend, const ParamInfo &p, const std::vector<c
   const int64_t es = backend.elementSize();
   int64_t index = 0; // in the whole tensor
   forEachWholeRun(backend, p, slices, [&](const char *bytes, size_t size) {
-    for (size_t i = 0; i < size; i += size_t(es), ++index) {
-      double x;
-      if (es == 4) {
-        float f;
-        std::memcpy(&f, bytes + i, 4);
-        x = f;
-      } else {
-        std::memcpy(&x, bytes + i, 8);
-      }
+    for (size_t i = 0; i < size / size_t(es); ++i, ++index) {
+      const double x = floatAt(bytes, int64_t(i), es);
       if (!std::isfinite(x))
         fail(path + " was not written: parameter " + p.name + " holds " + valueText(x) +
              " at index " + std::to_string(index));
@@ -244,48 +221,19 @@ namespace {
 constexpr size_t kBuffer = size_t(8) << 20;
 constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull, kFnvPrime = 0x100000001b3ull;
 
-/// safetensors' dtype name of an mlc dtype (TensorIO.cpp's table).
-std::string safetensorsDtype(const std::string &dtype) {
-  static const std::map<std::string, std::string> names = {
-      {"f32", "F32"}, {"f64", "F64"}, {"i64", "I64"},  {"i32", "I32"},
-      {"u16", "U16"}, {"u8", "U8"},   {"bool", "BOOL"}};
-  auto it = names.find(dtype);
-  if (it == names.end())
-    fail("internal: no safetensors dtype for '" + dtype + "'");
-  return it->second;
-}
-
 } // namespace
 
 SafetensorsStream::SafetensorsStream(const std::string &path, const std::vector<Entry> &entries,
                                      const std::map<std::string, std::string> &metadata)
     : path_(path), hash_(kFnvOffset) {
-  // The header as encodeSafetensors() writes it.
-  std::string header = "{";
-  if (!metadata.empty()) {
-    header += "\"__metadata__\":{";
-    for (auto &[key, value] : metadata)
-      header += (header.back() == '{' ? "" : ",") + jsonQuote(key) + ":" + jsonQuote(value);
-    header += entries.empty() ? "}" : "},";
-  }
-  uint64_t offset = 0;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const Entry &e = entries[i];
+  std::vector<SafetensorsEntry> files;
+  for (const Entry &e : entries) {
     int64_t n = 1;
-    std::string shape = "[";
-    for (size_t d = 0; d < e.shape.size(); ++d) {
-      shape += (d ? "," : "") + std::to_string(e.shape[d]);
-      n *= e.shape[d];
-    }
-    shape += "]";
-    const uint64_t bytes = uint64_t(n * dtypeSize(e.dtype));
-    header += (i ? "," : "") + jsonQuote(e.name) + ":{\"dtype\":\"" + safetensorsDtype(e.dtype) +
-              "\",\"shape\":" + shape + ",\"data_offsets\":[" + std::to_string(offset) + "," +
-              std::to_string(offset + bytes) + "]}";
-    offset += bytes;
+    for (int64_t d : e.shape)
+      n *= d;
+    files.push_back({e.name, e.dtype, e.shape, uint64_t(n * dtypeSize(e.dtype))});
   }
-  header += "}";
-  header += std::string((8 - header.size() % 8) % 8, ' ');
+  const std::string header = encodeSafetensorsHeader(files, metadata);
   checkWritableFile(path, "output");
   tmp_ = path + ".tmp." + std::to_string(getpid());
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -293,11 +241,9 @@ SafetensorsStream::SafetensorsStream(const std::string &path, const std::vector<
     tmp_.clear();
     fail(path + ": cannot write: " + std::strerror(errno));
   }
-  expected_ = 8 + header.size() + offset;
-  char size[8];
-  for (int i = 0; i < 8; ++i)
-    size[i] = char((uint64_t(header.size()) >> (8 * i)) & 0xFF);
-  append(size, 8);
+  expected_ = header.size();
+  for (const SafetensorsEntry &e : files)
+    expected_ += e.bytes;
   append(header.data(), header.size());
 }
 
@@ -357,80 +303,11 @@ SafetensorsFile::SafetensorsFile(const std::string &path) : path_(path) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0)
     fail(path + ": cannot open: " + std::strerror(errno));
-  const off_t fileSize = ::lseek(fd_, 0, SEEK_END);
-  const uint64_t size = fileSize < 0 ? 0 : uint64_t(fileSize);
-  if (size < 8)
-    fail(path + ": not a safetensors file (shorter than its header size)");
-  unsigned char head[8];
-  read(0, reinterpret_cast<char *>(head), 8);
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i)
-    n = (n << 8) | head[i];
-  if (n > size - 8)
-    fail(path + ": not a safetensors file (header size " + std::to_string(n) +
-         " exceeds the file)");
-  std::string text(size_t(n), '\0');
-  read(8, text.data(), text.size());
-  Json header = Json::parse(text, path, /*uniqueKeys=*/true);
-  if (header.kind != Json::Object)
-    fail(path + ": safetensors header is not a JSON object");
-  const uint64_t base = 8 + n;
-  std::vector<std::pair<uint64_t, std::string>> starts;
-  for (auto &[name, info] : header.object) {
-    if (name == "__metadata__")
-      continue;
-    const Json *dtype = info.find("dtype"), *shape = info.find("shape"),
-               *offsets = info.find("data_offsets");
-    if (!dtype || !shape || !offsets || offsets->array.size() != 2)
-      fail(path + ": tensor '" + name + "' lacks dtype, shape or data_offsets");
-    Tensor t;
-    for (const char *mlc : {"f32", "f64", "i64", "i32", "u16", "u8", "bool"})
-      if (safetensorsDtype(mlc) == dtype->string)
-        t.dtype = mlc;
-    if (t.dtype.empty())
-      fail(path + ": tensor '" + name + "' has unsupported dtype " + dtype->string);
-    auto whole = [&](const Json &v, const char *what) {
-      if (v.kind != Json::Number || v.number < 0 || v.number > 9007199254740992.0 ||
-          v.number != std::floor(v.number))
-        fail(path + ": tensor '" + name + "' has a " + what + " that is not a non-negative "
-             "integer");
-      return int64_t(v.number);
-    };
-    if (shape->kind != Json::Array)
-      fail(path + ": tensor '" + name + "' has a shape that is not a list");
-    double elements = 1;
-    for (const Json &d : shape->array) {
-      t.shape.push_back(whole(d, "dimension"));
-      elements *= double(t.shape.back());
-    }
-    if (elements * double(dtypeSize(t.dtype)) > double(size))
-      fail(path + ": tensor '" + name + "' of shape " + shapeString(t.shape) +
-           " is larger than the file");
-    const uint64_t begin = uint64_t(whole(offsets->array[0], "data offset")),
-                   end = uint64_t(whole(offsets->array[1], "data offset"));
-    if (end < begin || base + end > size)
-      fail(path + ": tensor '" + name + "' lies outside the file (truncated?)");
-    if (double(end - begin) != elements * double(dtypeSize(t.dtype)))
-      fail(path + ": tensor '" + name + "' has " + std::to_string(end - begin) +
-           " bytes for shape " + shapeString(t.shape));
-    t.begin = base + begin;
-    t.end = base + end;
-    starts.push_back({begin, name});
-    tensors_.emplace(name, std::move(t));
-  }
-  // As HF's reader: the tensors tile the data exactly, without overlaps or gaps.
-  std::sort(starts.begin(), starts.end());
-  uint64_t expected = 0;
-  for (const auto &[begin, name] : starts) {
-    if (begin != expected)
-      fail(path + ": tensor '" + name + "' starts at byte " + std::to_string(begin) +
-           " of the data, not " + std::to_string(expected) +
-           (begin < expected ? " (it overlaps another tensor)" : " (a gap before it)"));
-    expected = tensors_.at(name).end - base;
-  }
-  if (base + expected != size)
-    fail(path + ": the tensors cover " + std::to_string(expected) + " bytes of data but the "
-         "file holds " + std::to_string(size - base));
+  const off_t size = ::lseek(fd_, 0, SEEK_END);
+  tensors_ = readSafetensorsHeader(path, size < 0 ? 0 : uint64_t(size),
+                                   [&](uint64_t offset, char *dst, size_t bytes) {
+                                     read(offset, dst, bytes);
+                                   });
 }
 
 SafetensorsFile::~SafetensorsFile() {
@@ -461,25 +338,10 @@ void SafetensorsFile::readSlice(const Tensor &tensor, const ParamInfo &p, int ra
     read(tensor.begin, dst, size_t(tensor.end - tensor.begin));
     return;
   }
-  const size_t d = size_t(p.tpDim);
-  int64_t outer = 1, inner = 1;
-  for (size_t i = 0; i < d; ++i)
-    outer *= p.shape[i];
-  for (size_t i = d + 1; i < p.shape.size(); ++i)
-    inner *= p.shape[i];
-  const int64_t local = p.shape[d], full = local * t, row = inner * es;
-  // The rank's part of each block: `part` consecutive rows of the whole
-  // (forEachWholeRun() in reverse).
-  for (int64_t o = 0; o < outer; ++o) {
-    int64_t first = 0, blockStart = 0;
-    for (int64_t block : p.tpBlocks) {
-      const int64_t part = block / t;
-      read(tensor.begin + uint64_t((o * full + blockStart + rank * part) * row),
-           dst + (o * local + first) * row, size_t(part * row));
-      first += part;
-      blockStart += block;
-    }
-  }
+  forEachSliceRun(p, t, es, [&](int r, int64_t whole, int64_t slice, int64_t bytes) {
+    if (r == rank)
+      read(tensor.begin + uint64_t(whole), dst + slice, size_t(bytes));
+  });
 }
 
 std::string fileContentHash(const std::string &path) {

@@ -112,13 +112,9 @@ private:
 /// data by pread, never the whole file.
 class SafetensorsFile {
 public:
-  struct Tensor {
-    std::string dtype;
-    std::vector<int64_t> shape;
-    uint64_t begin = 0, end = 0; // in the file
-  };
-  /// Reads and checks the header as readSafetensors() does (dtypes, shapes,
-  /// offsets inside the file, the data tiled without gaps or overlaps).
+  using Tensor = SafetensorsTensor;
+  /// Reads and checks the header as readSafetensors() does
+  /// (readSafetensorsHeader()).
   explicit SafetensorsFile(const std::string &path);
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile &) = delete;
