@@ -8,7 +8,8 @@ in an ARG replaced by PART) with its stdout in PREFIX.PART.out and its
 stderr in PREFIX.PART.err (the descriptors themselves: the subprocesses it
 starts write there too). Every part runs; the exit status is 1 when any part
 exited with a status other than 0 (each such part is named on stderr, with
-the end of its stderr).
+the end of its stderr). A PART written NAME:MORE runs as NAME with the
+words of MORE after the ARGs (`long:--seq 100 --steps 4`).
 """
 import os
 import runpy
@@ -19,14 +20,15 @@ sep = sys.argv.index("--")
 parts, template = sys.argv[3:sep], sys.argv[sep + 1:]
 saved = os.dup(1), os.dup(2)
 failed = []
-for part in parts:
+for spec in parts:
+    part, _, more = spec.partition(":")
     out, err = f"{prefix}.{part}.out", f"{prefix}.{part}.err"
     sys.stdout.flush()
     sys.stderr.flush()
     with open(out, "w") as o, open(err, "w") as e:
         os.dup2(o.fileno(), 1)
         os.dup2(e.fileno(), 2)
-        sys.argv = [script] + [a.replace("{}", part) for a in template]
+        sys.argv = [script] + [a.replace("{}", part) for a in template] + more.split()
         status = 0
         try:
             runpy.run_path(script, run_name="__main__")
