@@ -6,11 +6,14 @@
 #include "runtime/core/Process.h"
 #include "support/TensorIO.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <fstream>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,20 +34,63 @@ std::string cacheRoot() {
   return dir;
 }
 
+namespace {
+
+/// Whether the artifact at `path` is complete. Beside each artifact, its size
+/// as written: an artifact truncated or replaced since (a full disk, a copy
+/// gone wrong) no longer matches and is rebuilt instead of being loaded.
+bool artifactComplete(const std::string &path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || st.st_size <= 0)
+    return false;
+  std::ifstream in(path + ".size");
+  long long recorded = -1;
+  return in >> recorded && recorded == (long long)st.st_size;
+}
+
+/// An exclusive flock on PATH.lock while one process builds the artifact:
+/// the others that need it at the same time (the ranks of an mpirun, runs
+/// started together) wait, then load what it built instead of compiling the
+/// same source each. The kernel releases it when the process ends, however
+/// it ends. Where no lock can be taken (a read-only or full cache, a file
+/// system without flock), each process builds as if it were alone.
+class BuildLock {
+public:
+  explicit BuildLock(const std::string &path) {
+    fd_ = open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      return;
+    int rc;
+    while ((rc = flock(fd_, LOCK_EX)) != 0 && errno == EINTR) {
+    }
+    if (rc != 0) {
+      close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~BuildLock() {
+    if (fd_ >= 0)
+      close(fd_);
+  }
+  BuildLock(const BuildLock &) = delete;
+  BuildLock &operator=(const BuildLock &) = delete;
+
+private:
+  int fd_ = -1;
+};
+
+} // namespace
+
 std::string cachedArtifact(const std::string &key, const std::string &suffix,
                            const std::function<void(const std::string &tmp)> &build) {
   std::string path = cacheRoot() + "/" + key + "." + suffix;
-  // Beside each artifact, its size as written: an artifact truncated or
-  // replaced since (a full disk, a copy gone wrong) no longer matches and is
-  // rebuilt instead of being loaded.
   std::string sizeFile = path + ".size";
+  if (artifactComplete(path))
+    return path;
+  BuildLock lock(path);
+  if (artifactComplete(path)) // another process built it while this one waited
+    return path;
   struct stat st;
-  if (stat(path.c_str(), &st) == 0 && st.st_size > 0) {
-    std::ifstream in(sizeFile);
-    long long recorded = -1;
-    if (in >> recorded && recorded == (long long)st.st_size)
-      return path;
-  }
   std::remove(path.c_str());
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   try {

@@ -6,7 +6,9 @@
 // that determines it (compiler, flags or architecture, source), so a warm
 // start compiles nothing and a changed input never reuses a stale artifact.
 // Artifacts appear under their final name only when complete (a temporary
-// file, then a rename).
+// file, then a rename). Processes that need the same missing artifact at once
+// (the ranks of an mpirun) build it once: one holds KEY.SUFFIX.lock (flock)
+// while it builds, the others wait and load what it built.
 //
 // The cache lives in $MLC_CACHE_DIR, else ~/.cache/mlc.
 //
