@@ -128,6 +128,20 @@ struct ScatterIntoProduct : OpRewritePattern<AddOp> {
   }
 };
 
+/// Whether `x` is `v` or may be a view of it: reached from x through ops of
+/// one operand (transposes, reshapes, slices; conservatively any such op).
+static bool reads(Value x, Value v) {
+  for (int depth = 0; x && depth < 16; ++depth) {
+    if (x == v)
+      return true;
+    Operation *def = x.getDefiningOp();
+    if (!def || def->getNumOperands() != 1)
+      return false;
+    x = def->getOperand(0);
+  }
+  return true;
+}
+
 /// add(v, p) -> p acc(v), v an RMSNorm gradient's dx or a product (or sum of
 /// products) read elsewhere too, that nothing reads after the add: the
 /// product's GEMM adds itself onto v (in v's buffer where v's other readers
@@ -152,6 +166,12 @@ struct ProductOntoValue : OpRewritePattern<AddOp> {
       if (llvm::any_of(v.getUsers(), [&](Operation *u) {
             return u != add && (u->getBlock() != add->getBlock() || add->isBeforeInBlock(u));
           }))
+        continue;
+      // The GEMM writes v's buffer: it must not read v, itself or through a
+      // view (a residual linear, v + Linear(v), before a post-norm).
+      MatmulOp m = product->product;
+      if (llvm::any_of(ValueRange{m.getLhs(), m.getRhs()}, [&](Value x) { return reads(x, v); }) ||
+          (m.getBias() && reads(m.getBias(), v)))
         continue;
       Value wide = inSumType(rewriter, *product);
       auto p = wide.getDefiningOp<MatmulOp>();

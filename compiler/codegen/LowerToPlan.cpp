@@ -201,13 +201,26 @@ int FunctionLowering::accumulatorBuffer(Value acc, Value result) {
   if (it != valueBuffers.end() && buffers[it->second].kind == Buffer::Arena &&
       isa_and_nonnull<MatmulOp, RmsNormGradOp, LayerNormGradOp>(acc.getDefiningOp()) &&
       llvm::all_of(acc.getUsers(), [&](Operation *u) {
+        auto inAccBuffer = [&](Value x) {
+          auto v = valueBuffers.find(x);
+          return v == valueBuffers.end() || root(v->second) == root(it->second);
+        };
+        // The product itself reads none of its inputs from acc's buffer.
+        if (u == op) {
+          SmallVector<Value> inputs;
+          if (auto m = dyn_cast<MatmulOp>(op)) {
+            inputs = {m.getLhs(), m.getRhs()};
+            if (m.getBias())
+              inputs.push_back(m.getBias());
+          } else {
+            llvm::copy_if(op->getOperands(), std::back_inserter(inputs),
+                          [&](Value x) { return x != acc; });
+          }
+          return llvm::none_of(inputs, inAccBuffer);
+        }
         // Each other reader lowered before, none of its results a view of acc.
-        return u == op || (u->getBlock() == op->getBlock() && u->isBeforeInBlock(op) &&
-                           llvm::none_of(u->getResults(), [&](Value r) {
-                             auto v = valueBuffers.find(r);
-                             return v == valueBuffers.end() ||
-                                    root(v->second) == root(it->second);
-                           }));
+        return u->getBlock() == op->getBlock() && u->isBeforeInBlock(op) &&
+               llvm::none_of(u->getResults(), inAccBuffer);
       }))
     return it->second;
   int id = arenaFor(result);

@@ -245,3 +245,37 @@ func.func @layer_norm_dx_stays(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: ten
   %s = mlc.add %dx, %m : tensor<4x8xf32>, tensor<4x8xf32>
   return %s, %dy, %db2 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// A product that reads dx itself (v + Linear(v) before a post-norm's
+// gradient), directly or through a view: the GEMM would write the buffer it
+// reads, so the add stays.
+// CHECK-LABEL: func.func @product_reads_dx
+// CHECK-NOT: acc(
+// CHECK: mlc.add %[[DX:.*]], %
+// CHECK-NOT: acc(
+func.func @product_reads_dx(%g: tensor<8x8xf32>, %x: tensor<8x8xf32>, %w: tensor<8xf32>,
+                            %p: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+  %dx, %dw = mlc.rms_norm_grad %g, %x, %w epsilon = 1.0e-6 : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8xf32>
+  %dy, %dw2 = mlc.rms_norm_grad %dx, %x, %w epsilon = 1.0e-6 : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8xf32>
+  %m = mlc.matmul %dx, %p : tensor<8x8xf32>, tensor<8x8xf32>
+  %0 = mlc.add %dx, %m : tensor<8x8xf32>, tensor<8x8xf32>
+  return %0, %dy : tensor<8x8xf32>, tensor<8x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @product_reads_dx_view
+// CHECK-NOT: acc(
+// CHECK: mlc.add %[[DX:.*]], %
+// CHECK-NOT: acc(
+func.func @product_reads_dx_view(%g: tensor<8x8xf32>, %x: tensor<8x8xf32>, %w: tensor<8xf32>,
+                                 %p: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+  %dx, %dw = mlc.rms_norm_grad %g, %x, %w epsilon = 1.0e-6 : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8xf32>
+  %dy, %dw2 = mlc.rms_norm_grad %dx, %x, %w epsilon = 1.0e-6 : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8xf32>
+  %t = mlc.transpose %dx, [1, 0] : tensor<8x8xf32>
+  %n = mlc.matmul %p, %t : tensor<8x8xf32>, tensor<8x8xf32>
+  %0 = mlc.add %dx, %n : tensor<8x8xf32>, tensor<8x8xf32>
+  return %0, %dy : tensor<8x8xf32>, tensor<8x8xf32>
+}
