@@ -526,10 +526,11 @@ private:
     if (!isa_and_nonnull<LayerNormOp, RmsNormOp>(inner.getDefiningOp()) || !inner.hasOneUse())
       return false;
     Operation *hDef = h.getDefiningOp();
-    if (hDef && !hDef->isBeforeInBlock(f)) {
+    // (h defined in an enclosing block dominates f already.)
+    if (hDef && hDef->getBlock() == f->getBlock() && !hDef->isBeforeInBlock(f)) {
       for (Value r : f.getResults())
         for (Operation *user : r.getUsers())
-          if (user != add && user->isBeforeInBlock(add))
+          if (user != add && (user->getBlock() != add->getBlock() || user->isBeforeInBlock(add)))
             return false;
       f->moveBefore(add);
     }

@@ -1,11 +1,13 @@
 //===- FilesTest.cpp - programs started without a shell, checked writes ----===//
 
 #include "support/Error.h"
+#include "runtime/backend/KernelCache.h"
 #include "runtime/core/Process.h"
 #include "support/TensorIO.h"
 #include "runtime/train/ModelDirectory.h"
 
 #include <csignal>
+#include <cstdlib>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -53,6 +55,35 @@ TEST(Process, ReportsTheExitStatusAndAProgramThatCannotStart) {
         << e.what();
   }
   EXPECT_FALSE(exists(dir + "/log"));
+}
+
+// A process that failed to load a cached artifact evicts it, but not the
+// artifact another process has rebuilt meanwhile (which it may be loading);
+// the lookup after an eviction builds it again.
+TEST(KernelCache, EvictsOnlyTheArtifactThatFailedToLoad) {
+  std::string dir = tempDir();
+  setenv("MLC_CACHE_DIR", dir.c_str(), 1);
+  int builds = 0;
+  auto build = [&](const std::string &tmp) {
+    ++builds;
+    writeFileAtomically(tmp, "artifact " + std::to_string(builds));
+  };
+  std::string path = cachedArtifact("k", "bin", build);
+  EXPECT_EQ(cachedArtifact("k", "bin", build), path);
+  EXPECT_EQ(builds, 1);
+  const ArtifactId first = artifactId(path);
+  // Another process replaced it (a rename: a new file): kept.
+  writeFileAtomically(path + ".new", "artifact 2");
+  ASSERT_EQ(std::rename((path + ".new").c_str(), path.c_str()), 0);
+  evictArtifact(path, first);
+  EXPECT_TRUE(exists(path));
+  EXPECT_EQ(readFile(path), "artifact 2");
+  // The file that failed is still the one there: evicted, then rebuilt.
+  evictArtifact(path, artifactId(path));
+  EXPECT_FALSE(exists(path));
+  EXPECT_EQ(cachedArtifact("k", "bin", build), path);
+  EXPECT_EQ(builds, 2);
+  unsetenv("MLC_CACHE_DIR");
 }
 
 TEST(Files, AFailedWriteKeepsEveryPreviousFile) {

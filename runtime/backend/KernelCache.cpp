@@ -48,24 +48,40 @@ bool artifactComplete(const std::string &path) {
   return in >> recorded && recorded == (long long)st.st_size;
 }
 
+/// Seconds a process waits for another's build (a big model's NVRTC compile
+/// takes minutes under load).
+constexpr double kLockPatience = 1800;
+
 /// An exclusive flock on PATH.lock while one process builds the artifact:
 /// the others that need it at the same time (the ranks of an mpirun, runs
 /// started together) wait, then load what it built instead of compiling the
 /// same source each. The kernel releases it when the process ends, however
 /// it ends. Where no lock can be taken (a read-only or full cache, a file
 /// system without flock), each process builds as if it were alone.
+/// A wait past kLockPatience (a builder stopped or hung, a lock server
+/// gone) is given up with a note: this process then builds alone.
 class BuildLock {
 public:
   explicit BuildLock(const std::string &path) {
-    fd_ = open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    const std::string lock = path + ".lock";
+    fd_ = open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) // another user's lock file: flock needs no write access
+      fd_ = open(lock.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0)
       return;
-    int rc;
-    while ((rc = flock(fd_, LOCK_EX)) != 0 && errno == EINTR) {
-    }
-    if (rc != 0) {
-      close(fd_);
-      fd_ = -1;
+    const auto start = std::chrono::steady_clock::now();
+    while (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const double waited =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if ((errno != EWOULDBLOCK && errno != EINTR) || waited > kLockPatience) {
+        if (waited > kLockPatience)
+          std::fprintf(stderr, "mlc: note: %s is still held after %.0f s; building alone\n",
+                       lock.c_str(), waited);
+        close(fd_);
+        fd_ = -1;
+        return;
+      }
+      usleep(20000);
     }
   }
   ~BuildLock() {
@@ -109,7 +125,18 @@ std::string cachedArtifact(const std::string &key, const std::string &suffix,
   return path;
 }
 
-void evictArtifact(const std::string &path) {
+ArtifactId artifactId(const std::string &path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0)
+    return {};
+  return {(unsigned long long)st.st_dev, (unsigned long long)st.st_ino};
+}
+
+void evictArtifact(const std::string &path, ArtifactId loaded) {
+  BuildLock lock(path);
+  const ArtifactId now = artifactId(path);
+  if (now.ino != 0 && (now.dev != loaded.dev || now.ino != loaded.ino))
+    return; // rebuilt by another process since this one read it
   std::remove(path.c_str());
   std::remove((path + ".size").c_str());
 }
@@ -156,11 +183,12 @@ void *loadHostKernelLibrary(const std::string &source, bool verbose,
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   };
   std::string so = cachedArtifact(key, "so", build);
+  const ArtifactId loaded = artifactId(so);
   void *handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     // Rebuilt once; a second failure is reported.
     std::string first = dlerror();
-    evictArtifact(so);
+    evictArtifact(so, loaded);
     so = cachedArtifact(key, "so", build);
     handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle)

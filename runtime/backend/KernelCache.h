@@ -33,8 +33,16 @@ std::string cacheRoot();
 std::string cachedArtifact(const std::string &key, const std::string &suffix,
                            const std::function<void(const std::string &tmp)> &build);
 
-/// Removes an artifact that failed to load, so that the next lookup builds it.
-void evictArtifact(const std::string &path);
+/// Which file an artifact's path names (device, inode): {0, 0} if none.
+struct ArtifactId {
+  unsigned long long dev = 0, ino = 0;
+};
+ArtifactId artifactId(const std::string &path);
+
+/// Removes an artifact that failed to load (`loaded`: the file that was
+/// read), so that the next lookup builds it; not where another process has
+/// replaced it since (its rebuild, which that process may be loading).
+void evictArtifact(const std::string &path, ArtifactId loaded);
 
 /// The CPU target: compiles `source` (kernels.cpp) with the host C++ compiler
 /// ($CXX, else c++; its words, such as "ccache g++", become arguments, never

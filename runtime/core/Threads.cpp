@@ -62,7 +62,8 @@ void configureThreadsAndReexec(char **argv) {
   // Configured already (this process is the re-exec, or a user set the
   // variable): only a thread count past the cores, which libgomp would
   // crash on, is still to cap.
-  if (std::getenv("MLC_THREADS_CONFIGURED") && capped.empty())
+  const bool configured = std::getenv("MLC_THREADS_CONFIGURED") != nullptr;
+  if (configured && capped.empty())
     return;
   if (!capped.empty()) {
     std::fprintf(stderr, "mlc: note: OMP_NUM_THREADS=%s is more threads than the %ld cores "
@@ -71,10 +72,10 @@ void configureThreadsAndReexec(char **argv) {
     setenv("OMP_NUM_THREADS", capped.c_str(), 1);
   }
   const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  for (const auto &[name, value] :
-       threadEnvironment(local ? std::strtol(local, nullptr, 10) : 0,
-                         cores))
-    setenv(name.c_str(), value.c_str(), /*overwrite=*/0);
+  if (!configured)
+    for (const auto &[name, value] :
+         threadEnvironment(local ? std::strtol(local, nullptr, 10) : 0, cores))
+      setenv(name.c_str(), value.c_str(), /*overwrite=*/0);
   setenv("MLC_THREADS_CONFIGURED", "1", 1);
   execv("/proc/self/exe", argv);
   // If the re-exec fails, run as we are: only speed differs.

@@ -219,12 +219,13 @@ CUmodule NvrtcLoader::load(const std::string &source, const std::string &name, b
       std::fprintf(stderr, "mlc: CUDA kernels compiled in %.1f s\n",
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   });
+  const ArtifactId loaded = artifactId(path);
   std::ifstream f(path, std::ios::binary);
   std::string image((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   CUmodule module = nullptr;
   CUresult rc = d_->loadModule(&module, image.data());
   if (rc != CUDA_SUCCESS) {
-    evictArtifact(path);
+    evictArtifact(path, loaded);
     const char *msg = nullptr;
     d_->errorString(rc, &msg);
     fail("CUDA: loading the compiled kernels (" + path + ") failed: " + (msg ? msg : "?"));
