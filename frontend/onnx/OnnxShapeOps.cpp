@@ -610,6 +610,9 @@ llvm::Error gatherSlabs(Node &nd, const Shape &data, const Shape &outShape) {
                                     kMaxGatherRuns)
                           .str());
   }
+  if (runs.empty())
+    return nd.error("indices " + shapeText(idx.shape) +
+                    " pick no element; mlc has no empty tensors");
   Shape flatShape{product(lead)};
   flatShape.insert(flatShape.end(), rest.begin(), rest.end());
   // One index into a transposed value (the exporter's way of indexing an
