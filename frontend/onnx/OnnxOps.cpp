@@ -474,8 +474,10 @@ llvm::Error range(Node &nd) {
     return constantsOnly(nd);
   if (auto err = nd.need(3))
     return err;
+  if (nd.c(0).numel() != 1 || nd.c(1).numel() != 1 || nd.c(2).numel() != 1)
+    return nd.error("needs scalar start, limit and a non-zero delta");
   double start = nd.c(0).at(0), limit = nd.c(1).at(0), delta = nd.c(2).at(0);
-  if (nd.c(0).numel() != 1 || nd.c(1).numel() != 1 || nd.c(2).numel() != 1 || delta == 0)
+  if (delta == 0)
     return nd.error("needs scalar start, limit and a non-zero delta");
   double count = std::ceil((limit - start) / delta);
   if (!(count <= double(nd.im.options.foldLimit)))
@@ -526,6 +528,8 @@ llvm::Error trilu(Node &nd) {
   Const r = nd.c(0);
   if (r.shape.size() < 2)
     return nd.error("needs a tensor of rank >= 2");
+  if (nd.has(1) && nd.c(1).numel() != 1)
+    return nd.error("needs a scalar k");
   int64_t k = nd.has(1) ? nd.c(1).intAt(0) : 0;
   bool upper = nd.intAttr("upper", 1);
   int64_t rows = r.shape[r.shape.size() - 2], cols = r.shape.back();
