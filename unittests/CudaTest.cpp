@@ -262,6 +262,34 @@ TEST(CudaKernels, AttentionCompilesAlone) {
   }
 }
 
+/// A prelude template's instantiation as a kernel of its own: its name and
+/// body (b: the argument buffers).
+struct PreludeInstance {
+  const char *name, *body;
+};
+
+/// The prelude with each instance as a kernel after it, as kernels.cu has
+/// them: NVRTC compiles it for sm_80 and sm_90 and ptxas reports every
+/// kernel, none spilling.
+template <size_t N>
+void compileAloneWithoutSpills(Nvrtc &nvrtc, const PreludeInstance (&instances)[N],
+                               const char *name) {
+  std::string source = mlc::cudaKernelPrelude();
+  for (const PreludeInstance &k : instances)
+    source += std::string("\nextern \"C\" __global__ void __launch_bounds__(256) ") + k.name +
+              "(char *const *b, const MlcKernelCtx *ctx, int phase) {\n  (void)phase;\n  " +
+              k.body + "\n}\n";
+  for (const char *arch : {"sm_80", "sm_90"}) {
+    Nvrtc::Output out;
+    ASSERT_NO_THROW(out = nvrtc.compile(source, name, arch, true)) << arch;
+    auto stats = parsePtxasLog(out.log);
+    for (const PreludeInstance &k : instances) {
+      ASSERT_TRUE(stats.count(k.name)) << k.name << " for " << arch << ":\n" << out.log;
+      EXPECT_EQ(stats[k.name].spillStores + stats[k.name].spillLoads, 0) << k.name << " for " << arch;
+    }
+  }
+}
+
 TEST(CudaKernels, RowsCompileAlone) {
   // prelude/rows.cuh after the prelude, as kernels.cu has them: each row
   // and column template instantiated (f32, f64, bf16 gradients and copies,
@@ -271,10 +299,7 @@ TEST(CudaKernels, RowsCompileAlone) {
   Nvrtc *nvrtc = Nvrtc::get(&why);
   if (!nvrtc)
     GTEST_SKIP() << why;
-  struct Instance {
-    const char *name, *body;
-  };
-  const Instance instances[] = {
+  const PreludeInstance instances[] = {
       {"ln_f32", "mlc_layer_norm<float, 768, 0>((float *)b[0], (const float *)b[1], (const "
                  "float *)b[2], (const float *)b[3], ctx->rows, 1e-5);"},
       {"rms_f64_unit", "mlc_layer_norm<double, 64, MLC_ROW_RMS | MLC_ROW_UNIT>((double *)b[0], "
@@ -314,20 +339,7 @@ TEST(CudaKernels, RowsCompileAlone) {
                          "256>((float *)b[0], (const float *)b[1], 64, (double *)ctx->scratch, "
                          "phase);"},
   };
-  std::string source = mlc::cudaKernelPrelude();
-  for (const Instance &k : instances)
-    source += std::string("\nextern \"C\" __global__ void __launch_bounds__(256) ") + k.name +
-              "(char *const *b, const MlcKernelCtx *ctx, int phase) {\n  (void)phase;\n  " +
-              k.body + "\n}\n";
-  for (const char *arch : {"sm_80", "sm_90"}) {
-    Nvrtc::Output out;
-    ASSERT_NO_THROW(out = nvrtc->compile(source, "prelude/rows.cuh", arch, true)) << arch;
-    auto stats = parsePtxasLog(out.log);
-    for (const Instance &k : instances) {
-      ASSERT_TRUE(stats.count(k.name)) << k.name << " for " << arch << ":\n" << out.log;
-      EXPECT_EQ(stats[k.name].spillStores + stats[k.name].spillLoads, 0) << k.name << " for " << arch;
-    }
-  }
+  compileAloneWithoutSpills(*nvrtc, instances, "prelude/rows.cuh");
 }
 
 TEST(CudaKernels, FlatReduceFillCompileAlone) {
@@ -339,9 +351,6 @@ TEST(CudaKernels, FlatReduceFillCompileAlone) {
   Nvrtc *nvrtc = Nvrtc::get(&why);
   if (!nvrtc)
     GTEST_SKIP() << why;
-  struct Instance {
-    const char *name, *body;
-  };
   const char *adamw =
       "  T *P = (T *)b[0], *M = (T *)b[1], *V = (T *)b[2];\n  const T *G = (const T *)b[3];\n"
       "  const double *h = (const double *)b[4];\n  const T x5 = (T)h[0], x6 = (T)h[1];\n"
@@ -351,7 +360,7 @@ TEST(CudaKernels, FlatReduceFillCompileAlone) {
       "    p = p * x4 - x5 * m / (sqrt(v) + x6);\n  });";
   const std::string adamwF32 = std::string("  typedef float T;\n") + adamw;
   const std::string adamwF64 = std::string("  typedef double T;\n") + adamw;
-  const Instance instances[] = {
+  const PreludeInstance instances[] = {
       {"adamw_f32", adamwF32.c_str()},
       {"adamw_f64", adamwF64.c_str()},
       {"grad_norm_f32",
@@ -379,20 +388,7 @@ TEST(CudaKernels, FlatReduceFillCompileAlone) {
       {"rotary_cos_f64", "static const double inv[2] = {1, 0.01};\n  "
                          "mlc_rotary_table<double, 16, 2, 0>((double *)b[0], inv);"},
   };
-  std::string source = mlc::cudaKernelPrelude();
-  for (const Instance &k : instances)
-    source += std::string("\nextern \"C\" __global__ void __launch_bounds__(256) ") + k.name +
-              "(char *const *b, const MlcKernelCtx *ctx, int phase) {\n  (void)phase;\n  " +
-              k.body + "\n}\n";
-  for (const char *arch : {"sm_80", "sm_90"}) {
-    Nvrtc::Output out;
-    ASSERT_NO_THROW(out = nvrtc->compile(source, "prelude/optimizer.cuh", arch, true)) << arch;
-    auto stats = parsePtxasLog(out.log);
-    for (const Instance &k : instances) {
-      ASSERT_TRUE(stats.count(k.name)) << k.name << " for " << arch << ":\n" << out.log;
-      EXPECT_EQ(stats[k.name].spillStores + stats[k.name].spillLoads, 0) << k.name << " for " << arch;
-    }
-  }
+  compileAloneWithoutSpills(*nvrtc, instances, "prelude/optimizer.cuh");
 }
 
 TEST(CudaKernels, LoaderOptionsCompile) {
