@@ -38,6 +38,13 @@ class Plan_Template<string cppName, string name, string summaryText>
   let summary = summaryText;
 }
 
+// A row count, the parameters of every template over rows: `rows`, and
+// `rows_per_token` (0, elided: static) when the count is dynamic (`rows` at
+// the token capacity; the kernel runs ctx->rows * rows_per_token rows).
+// A template's parameters join it with !con: (ins ...) first, then these.
+defvar Plan_RowParams = (ins "int64_t":$rows,
+                             DefaultValuedParameter<"int64_t", "0">:$rows_per_token);
+
 // Fills.
 def Plan_FillTemplate : Plan_Template<"FillTemplate", "fill", "p0 = `count` copies of `value`"> {
   let description = [{

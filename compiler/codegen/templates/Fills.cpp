@@ -29,14 +29,13 @@ int64_t denseCount(ParamsReader &r, StringRef name) {
 struct FillModel : TemplateModel<FillModel, plan::FillTemplateAttr> {
   LogicalResult verifyKernel(Attribute attr, Operation *op) const {
     auto fill = cast<plan::FillTemplateAttr>(attr);
-    plan::KernelOp k = kernelOf(op);
-    auto error = [&]() { return k.emitOpError("@") << k.getSymName() << " (template 'fill'): "; };
-    if (k.getParams())
-      return error() << "takes its parameters in #plan.fill<...>, not in params";
+    if (failed(refuseParams(op)))
+      return mlir::failure();
     if (!isa<FloatAttr, IntegerAttr>(fill.getValue()))
-      return error() << "parameter 'value' must be an integer or a float, got " << fill.getValue();
+      return kernelError(op) << "parameter 'value' must be an integer or a float, got "
+                             << fill.getValue();
     if (fill.getCount() < 0)
-      return error() << "parameter 'count' must be >= 0, got " << fill.getCount();
+      return kernelError(op) << "parameter 'count' must be >= 0, got " << fill.getCount();
     return success();
   }
   llvm::Expected<plan::TemplateCost> getCost(Attribute attr, Operation *,

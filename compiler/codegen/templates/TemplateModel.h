@@ -47,6 +47,21 @@ struct TemplateModel : plan::TemplateAttrInterface::ExternalModel<Model, Attr> {
   bool writesArg(mlir::Attribute, mlir::Operation *, int64_t arg) const { return arg == 0; }
 
 protected:
+  /// "@k0 (template 'fill'): ", the start of every error of a kernel's
+  /// parameters, on the kernel.
+  static mlir::InFlightDiagnostic kernelError(mlir::Operation *kernel) {
+    plan::KernelOp k = kernelOf(kernel);
+    return k.emitOpError("@") << k.getSymName() << " (template '" << Attr::getMnemonic()
+                              << "'): ";
+  }
+  /// A typed template (its parameters the attribute's own, in ODS) refuses a
+  /// `params` dictionary on its kernel.
+  static mlir::LogicalResult refuseParams(mlir::Operation *kernel) {
+    if (kernelOf(kernel).getParams())
+      return kernelError(kernel) << "takes its parameters in #plan." << Attr::getMnemonic()
+                                 << "<...>, not in params";
+    return mlir::success();
+  }
   static mlir::LogicalResult verifyParams(mlir::Operation *kernel) {
     return plan::verifyTemplateParams(kernel, Model::kSchema);
   }
@@ -63,6 +78,10 @@ protected:
     return value;
   }
 };
+
+/// A typed template's row count (Plan_RowParams in PlanTemplates.td: `rows`,
+/// at the token capacity when `rows_per_token` is not 0).
+template <typename A> Rows rowsOf(A attr) { return Rows{attr.getRows(), attr.getRowsPerToken()}; }
 
 /// A dynamic or static row count's parameters: `rows` (at the token
 /// capacity) and `rows_per_token` when dynamic.
