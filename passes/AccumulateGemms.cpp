@@ -145,7 +145,7 @@ static bool reads(Value x, Value v) {
 /// add(v, p) -> p acc(v), v an RMSNorm gradient's dx or a product (or sum of
 /// products) read elsewhere too, that nothing reads after the add: the
 /// product's GEMM adds itself onto v (in v's buffer where v's other readers
-/// all come first, LowerToPlan's accumulatorBuffer).
+/// all come first: mlc-assign-buffers' `accumulator`).
 struct ProductOntoValue : OpRewritePattern<AddOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(AddOp add, PatternRewriter &rewriter) const override {

@@ -58,6 +58,69 @@ Value mlc::productAccumulator(Operation *op) {
   return acc && acc.getDefiningOp<MatmulOp>() && acc.hasOneUse() ? acc : Value();
 }
 
+Value mlc::accumulatorOf(Operation *op) {
+  if (auto m = dyn_cast_or_null<MatmulOp>(op))
+    return m.getAcc();
+  if (auto e = dyn_cast_or_null<EmbeddingGradOp>(op))
+    return e.getAcc();
+  return Value();
+}
+
+/// The value whose buffer `v` lives in, by mlc.buffers: through views and
+/// widenings read at their load (their input's), a product added to its
+/// accumulator (the accumulator's), a tensor-parallel reduce over its
+/// partial sums and a loss gradient over its logits (that operand's).
+static Value bufferHome(Value v) {
+  for (int depth = 0; depth < 1024; ++depth) {
+    Operation *def = v.getDefiningOp();
+    StringRef kind = assignedBuffer(v);
+    if (!def)
+      return v;
+    if (kind == buffers::view || kind == buffers::readerLoad || kind == buffers::input)
+      v = def->getOperand(0);
+    else if (kind == buffers::accumulator && accumulatorOf(def))
+      v = accumulatorOf(def);
+    else if (auto g = dyn_cast<CrossEntropyGradOp>(def); g && kind == buffers::logits)
+      v = g.getLogits();
+    else
+      return v;
+  }
+  return v;
+}
+
+std::optional<std::string> mlc::whyNotInAccumulator(Operation *op) {
+  Value acc = accumulatorOf(op);
+  if (!acc)
+    return std::string("it has no accumulator");
+  if (productAccumulator(op))
+    return std::nullopt; // a product that only it reads: its buffer holds exactly it
+  Operation *def = acc.getDefiningOp();
+  if (!isa_and_nonnull<MatmulOp, RmsNormGradOp, LayerNormGradOp>(def))
+    return std::string("its accumulator is neither a product nor a norm gradient");
+  Value home = bufferHome(acc);
+  if (assignedBuffer(home) != buffers::arena)
+    return std::string("its accumulator does not live in an arena slice of its own");
+  auto inAccBuffer = [&](Value x) { return bufferHome(x) == home; };
+  for (Operation *u : acc.getUsers()) {
+    std::string reader = "'" + u->getName().getStringRef().str() + "'";
+    if (u == op) {
+      // The product reads none of its other inputs from acc's buffer.
+      for (OpOperand &in : op->getOpOperands())
+        if (in.get() != acc || in.getOperandNumber() != op->getNumOperands() - 1)
+          if (inAccBuffer(in.get()))
+            return std::string("it reads operand #") + std::to_string(in.getOperandNumber()) +
+                   " from its accumulator's buffer (the accumulator or a view of it)";
+      continue;
+    }
+    // Each other reader comes before it, none of its results in acc's buffer.
+    if (u->getBlock() != op->getBlock() || !u->isBeforeInBlock(op))
+      return "its accumulator is read after it, by " + reader;
+    if (llvm::any_of(u->getResults(), inAccBuffer))
+      return "its accumulator's buffer is read after it, through " + reader;
+  }
+  return std::nullopt;
+}
+
 bool mlc::gradientReadAsBf16Copy(CrossEntropyGradOp grad) {
   Value g = grad.getResult();
   if (!g.hasOneUse() || !cast<ShapedType>(g.getType()).getElementType().isF32())
@@ -117,7 +180,7 @@ bool overwritesInput(TpReduceOp r) {
   // A product added to its accumulator's buffer owns what the first
   // product of its chain owns.
   while (assignedBuffer(v) == buffers::accumulator)
-    v = productAccumulator(v.getDefiningOp());
+    v = accumulatorOf(v.getDefiningOp());
   StringRef at = assignedBuffer(v);
   return at == buffers::arena || at == buffers::constant;
 }
@@ -150,6 +213,10 @@ std::string decide(OpResult r, const llvm::DenseMap<Value, std::string> &slices)
     return buffers::readerLayout.str();
   if (auto it = slices.find(r); it != slices.end())
     return it->second;
+  // Onto a norm gradient's dx or a product that others read too, where
+  // they all come first (mlc-accumulate-gemms): in its buffer.
+  if (accumulatorOf(op) && !whyNotInAccumulator(op))
+    return buffers::accumulator.str();
   if (auto t = dyn_cast<TpReduceOp>(op); t && overwritesInput(t))
     return buffers::input.str();
   return buffers::arena.str();

@@ -39,9 +39,7 @@ std::optional<std::string> misfit(Operation *op, StringRef kind) {
   if (kind == buffers::arena)
     return std::nullopt;
   if (kind == buffers::accumulator)
-    return productAccumulator(op)
-               ? std::nullopt
-               : std::optional<std::string>("its accumulator is not a product that only it reads");
+    return whyNotInAccumulator(op);
   if (kind == buffers::logits || kind == buffers::bf16Copy)
     return isa<CrossEntropyGradOp>(op) && op->hasAttr(kWithLossAttr)
                ? std::nullopt
@@ -135,7 +133,7 @@ llvm::Error FunctionLowering::readAssignment(Block &block) {
       if (std::optional<std::string> why = misfit(&op, kind))
         return failure(&op, at + ", but " + *why + " (mlc.buffers)");
       if (kind == buffers::accumulator) // in its accumulator's flat buffer, if it is one
-        if (auto it = targets.find(productAccumulator(&op)); it != targets.end()) {
+        if (auto it = targets.find(accumulatorOf(&op)); it != targets.end()) {
           auto slice = it->second;
           targets[r] = slice;
         }

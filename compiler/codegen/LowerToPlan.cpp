@@ -187,41 +187,13 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
 }
 
 /// The buffer an accumulating product (or embedding scatter) adds itself
-/// to: its accumulator's own, when the accumulator is a product (whose
-/// buffer holds exactly it) that nothing else reads (a gradient's flat
-/// buffer where the chain ends in one: accumulateInTargets), or an arena
-/// buffer of its own whose other readers all come first (a norm gradient's
-/// dx, mlc-accumulate-gemms); else a copy of the accumulator, in the
-/// result's arena slice or flat buffer.
+/// to: its accumulator's own where mlc.buffers assigns it `accumulator`
+/// (mlc-assign-buffers decides; BufferAssignment.cpp refused a mark it
+/// cannot obey), else a copy of the accumulator, in the result's arena
+/// slice or flat buffer.
 int FunctionLowering::accumulatorBuffer(Value acc, Value result) {
   auto it = valueBuffers.find(acc);
   if (assignedBuffer(result) == buffers::accumulator && it != valueBuffers.end())
-    return it->second;
-  Operation *op = result.getDefiningOp();
-  if (it != valueBuffers.end() && buffers[it->second].kind == Buffer::Arena &&
-      isa_and_nonnull<MatmulOp, RmsNormGradOp, LayerNormGradOp>(acc.getDefiningOp()) &&
-      llvm::all_of(acc.getUsers(), [&](Operation *u) {
-        auto inAccBuffer = [&](Value x) {
-          auto v = valueBuffers.find(x);
-          return v == valueBuffers.end() || root(v->second) == root(it->second);
-        };
-        // The product itself reads none of its inputs from acc's buffer.
-        if (u == op) {
-          SmallVector<Value> inputs;
-          if (auto m = dyn_cast<MatmulOp>(op)) {
-            inputs = {m.getLhs(), m.getRhs()};
-            if (m.getBias())
-              inputs.push_back(m.getBias());
-          } else {
-            llvm::copy_if(op->getOperands(), std::back_inserter(inputs),
-                          [&](Value x) { return x != acc; });
-          }
-          return llvm::none_of(inputs, inAccBuffer);
-        }
-        // Each other reader lowered before, none of its results a view of acc.
-        return u->getBlock() == op->getBlock() && u->isBeforeInBlock(op) &&
-               llvm::none_of(u->getResults(), inAccBuffer);
-      }))
     return it->second;
   int id = arenaFor(result);
   Type el = typeOf(acc).getElementType();

@@ -59,7 +59,13 @@ inline constexpr llvm::StringLiteral arena = "arena";
 inline constexpr llvm::StringLiteral view = "view";
 /// A constant, filled into an arena slice where a reader first needs it.
 inline constexpr llvm::StringLiteral constant = "constant";
-/// The buffer of its accumulator (`acc`), a product that only it reads.
+/// The buffer of its accumulator (`acc`), which it adds itself to in
+/// place: a product that only it reads, or (mlc-accumulate-gemms' sum onto
+/// a norm gradient's dx or a product read elsewhere too) a product's or
+/// norm gradient's arena slice whose other readers all come first, none
+/// of them a view of it, the op reading none of its other inputs from it
+/// (whyNotInAccumulator). Otherwise an accumulating op gets a buffer of its
+/// own, first a copy of its accumulator.
 inline constexpr llvm::StringLiteral accumulator = "accumulator";
 /// Written in the layout of its one reader, a view or a concatenation
 /// (mlc.in_reader_layout): the reader costs nothing.
@@ -108,6 +114,13 @@ bool isViewOp(mlir::Operation *op);
 /// The accumulator a matmul or embedding gradient adds itself to in its
 /// own buffer: a product that only it reads; null where none.
 mlir::Value productAccumulator(mlir::Operation *op);
+/// The accumulator a matmul or embedding gradient adds itself to (`acc`);
+/// null where it has none.
+mlir::Value accumulatorOf(mlir::Operation *op);
+/// Why `op` may not add itself to its accumulator in the accumulator's
+/// buffer (`accumulator`), by the mlc.buffers of the ops before it; none
+/// where it may.
+std::optional<std::string> whyNotInAccumulator(mlir::Operation *op);
 /// Whether an f32 loss gradient is read only as a bf16 copy (a cast,
 /// possibly through a reshape): the loss kernel writes that copy.
 bool gradientReadAsBf16Copy(CrossEntropyGradOp grad);

@@ -135,3 +135,53 @@ func.func @forward(%w: tensor<4x3xf32> {mlc.param = "w"}, %x: tensor<2x4xf32> {m
   %z = mlc.tp_reduce sum %q : tensor<2x3xf32>
   return %y, %z, %q, %s : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>
 }
+
+// -----
+
+// A product added onto a norm gradient's dx (mlc-accumulate-gemms' sum onto
+// OLMo2's residual stream gradient) adds itself in dx's slice where dx's
+// other readers all come first and it reads none of its inputs from that
+// slice (`accumulator`: the GEMM accumulates onto dx, no copy). Not where
+// dx is read after the product (the exp), nor where the product reads dx
+// itself or a view of it (the transpose): there the product gets a slice of
+// its own, first a copy of dx.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[DX:.*]], %{{.*}} = mlc.rms_norm_grad {{.*}} {mlc.buffers = ["arena", "arena"]}
+// CHECK: mlc.rms_norm_grad %[[DX]], {{.*}} {mlc.buffers = ["arena", "arena"]}
+// CHECK: mlc.matmul %{{.*}} acc(%[[DX]] : {{.*}}) {mlc.buffers = ["accumulator"]}
+// CHECK: %[[DX2:.*]], %{{.*}} = mlc.rms_norm_grad
+// CHECK: mlc.matmul %{{.*}} acc(%[[DX2]] : {{.*}}) {mlc.buffers = ["arena"]}
+// CHECK: mlc.exp %[[DX2]]
+// CHECK: %[[DX3:.*]], %{{.*}} = mlc.rms_norm_grad
+// CHECK: mlc.matmul %[[DX3]], %{{.*}} acc(%[[DX3]] : {{.*}}) {mlc.buffers = ["arena"]}
+// CHECK: %[[DX4:.*]], %{{.*}} = mlc.rms_norm_grad
+// CHECK: %[[T:.*]] = mlc.transpose %[[DX4]]
+// CHECK: mlc.matmul %{{.*}}, %[[T]] acc(%[[DX4]] : {{.*}}) {mlc.buffers = ["arena"]}
+// PLAN: plan.func "forward"
+// PLAN: plan.launch @[[NORM:k[0-9]+]](%[[D1:[0-9]+]],
+// PLAN-NEXT: plan.launch @[[NORM]](
+// PLAN-NEXT: plan.gemm %[[D1]], {{.*}} accumulate
+// PLAN-NEXT: plan.launch @[[NORM]](%[[D2:[0-9]+]],
+// PLAN-NEXT: plan.launch @[[COPY:k[0-9]+]](%[[S2:[0-9]+]], %[[D2]])
+// PLAN-NEXT: plan.gemm %[[S2]], {{.*}} accumulate
+// PLAN: plan.launch @[[NORM]](%[[D3:[0-9]+]],
+// PLAN-NEXT: plan.launch @[[COPY]](%[[S3:[0-9]+]], %[[D3]])
+// PLAN-NEXT: plan.gemm %[[S3]], %[[D3]], {{.*}} accumulate
+// PLAN-NEXT: plan.launch @[[NORM]](%[[D4:[0-9]+]],
+// PLAN: plan.launch @[[COPY]](%[[S4:[0-9]+]], %[[D4]])
+// PLAN-NEXT: plan.gemm %[[S4]], {{.*}} accumulate
+// PLAN: plan.output "s" %[[D1]]
+func.func @forward(%g: tensor<8x8xf32> {mlc.input = "g"}, %x: tensor<8x8xf32> {mlc.input = "x"}, %w: tensor<8xf32> {mlc.param = "w"}, %p: tensor<8x8xf32> {mlc.param = "p"}) -> (tensor<8x8xf32> {mlc.output = "s"}, tensor<8x8xf32> {mlc.output = "dy"}, tensor<8x8xf32> {mlc.output = "s2"}, tensor<8x8xf32> {mlc.output = "e"}, tensor<8x8xf32> {mlc.output = "s3"}, tensor<8x8xf32> {mlc.output = "s4"}) {
+  %dx, %dw = mlc.rms_norm_grad %g, %x, %w epsilon = 1.0e-6 : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8xf32>
+  %dy, %dw2 = mlc.rms_norm_grad %dx, %x, %w epsilon = 1.0e-6 : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8xf32>
+  %s = mlc.matmul %x, %p acc(%dx : tensor<8x8xf32>) : tensor<8x8xf32>, tensor<8x8xf32>
+  %dx2, %dw3 = mlc.rms_norm_grad %g, %x, %w epsilon = 1.0e-6 : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8xf32>
+  %s2 = mlc.matmul %x, %p acc(%dx2 : tensor<8x8xf32>) : tensor<8x8xf32>, tensor<8x8xf32>
+  %e = mlc.exp %dx2 : tensor<8x8xf32>
+  %dx3, %dw4 = mlc.rms_norm_grad %g, %x, %w epsilon = 1.0e-6 : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8xf32>
+  %s3 = mlc.matmul %dx3, %p acc(%dx3 : tensor<8x8xf32>) : tensor<8x8xf32>, tensor<8x8xf32>
+  %dx4, %dw5 = mlc.rms_norm_grad %g, %x, %w epsilon = 1.0e-6 : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8xf32>
+  %t = mlc.transpose %dx4, [1, 0] : tensor<8x8xf32>
+  %s4 = mlc.matmul %p, %t acc(%dx4 : tensor<8x8xf32>) : tensor<8x8xf32>, tensor<8x8xf32>
+  return %s, %dy, %s2, %e, %s3, %s4 : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>
+}

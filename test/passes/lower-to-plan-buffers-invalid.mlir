@@ -48,9 +48,30 @@ func.func @forward(%x: tensor<4xf32> {mlc.input = "x"}) -> (tensor<4xf32> {mlc.o
 // An accumulator that the output reads too may not be overwritten.
 func.func @forward(%w: tensor<4x3xf32> {mlc.param = "w"}, %x: tensor<2x4xf32> {mlc.input = "x"}) -> (tensor<2x3xf32> {mlc.output = "y"}, tensor<2x3xf32> {mlc.output = "q"}) {
   %q = mlc.matmul %x, %w {mlc.buffers = ["arena"]} : tensor<2x4xf32>, tensor<4x3xf32>
-  // expected-error @+1 {{mlc-lower-to-plan: result #0 is assigned 'accumulator', but its accumulator is not a product that only it reads (mlc.buffers)}}
+  // expected-error @+1 {{mlc-lower-to-plan: result #0 is assigned 'accumulator', but its accumulator is read after it, by 'func.return' (mlc.buffers)}}
   %y = mlc.matmul %x, %w acc(%q : tensor<2x3xf32>) {mlc.buffers = ["accumulator"]} : tensor<2x4xf32>, tensor<4x3xf32>
   return %y, %q : tensor<2x3xf32>, tensor<2x3xf32>
+}
+
+// -----
+
+// A product may not add itself onto a norm gradient's dx in dx's slice
+// while it reads dx through a view: the GEMM would read what it writes.
+func.func @forward(%g: tensor<8x8xf32> {mlc.input = "g"}, %x: tensor<8x8xf32> {mlc.input = "x"}, %w: tensor<8xf32> {mlc.param = "w"}, %p: tensor<8x8xf32> {mlc.param = "p"}) -> (tensor<8x8xf32> {mlc.output = "s"}) {
+  %dx, %dw = mlc.rms_norm_grad %g, %x, %w epsilon = 1.0e-6 {mlc.buffers = ["arena", "arena"]} : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8xf32>
+  %t = mlc.transpose %dx, [1, 0] {mlc.buffers = ["view"]} : tensor<8x8xf32>
+  // expected-error @+1 {{mlc-lower-to-plan: result #0 is assigned 'accumulator', but it reads operand #1 from its accumulator's buffer (the accumulator or a view of it) (mlc.buffers)}}
+  %s = mlc.matmul %p, %t acc(%dx : tensor<8x8xf32>) {mlc.buffers = ["accumulator"]} : tensor<8x8xf32>, tensor<8x8xf32>
+  return %s : tensor<8x8xf32>
+}
+
+// -----
+
+// Nor onto a function's argument: it has no arena slice to add into.
+func.func @forward(%a: tensor<2x3xf32> {mlc.input = "a"}, %w: tensor<4x3xf32> {mlc.param = "w"}, %x: tensor<2x4xf32> {mlc.input = "x"}) -> (tensor<2x3xf32> {mlc.output = "y"}) {
+  // expected-error @+1 {{mlc-lower-to-plan: result #0 is assigned 'accumulator', but its accumulator is neither a product nor a norm gradient (mlc.buffers)}}
+  %y = mlc.matmul %x, %w acc(%a : tensor<2x3xf32>) {mlc.buffers = ["accumulator"]} : tensor<2x4xf32>, tensor<4x3xf32>
+  return %y : tensor<2x3xf32>
 }
 
 // -----
