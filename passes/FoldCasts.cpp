@@ -196,6 +196,11 @@ void narrowAttention(AttentionLike op) {
       return;
   Type bf16 = BFloat16Type::get(op->getContext());
   op.setBf16Result(true);
+  // The casts it absorbs: located where they were too (one location plain).
+  SmallVector<Location> locs{op.getLoc()};
+  for (CastOp c : casts)
+    locs.push_back(c.getLoc());
+  op->setLoc(FusedLoc::get(locs, Attribute(), op->getContext()));
   for (Value r : op->getResults())
     r.setType(withElement(r.getType(), bf16));
   for (Operation *view : chain)
@@ -265,7 +270,12 @@ void gatherParameterCasts(func::FuncOp fn) {
   Block &body = fn.getBody().front();
   OpBuilder b = OpBuilder::atBlockBegin(&body);
   Location loc = casts[0].getLoc();
-  auto fusion = b.create<FusionOp>(loc, FusionKind::params, results, inputs);
+  SmallVector<Location> locs;
+  for (CastOp c : casts)
+    locs.push_back(c.getLoc());
+  // Located at every cast it gathers, each location once.
+  auto fusion = b.create<FusionOp>(FusedLoc::get(locs, Attribute(), fn.getContext()),
+                                   FusionKind::params, results, inputs);
   Block &block = fusion.getBody().front();
   while (block.getNumArguments())
     block.eraseArgument(0);
@@ -301,7 +311,8 @@ public:
     for (CastOp c : widenings) {
       auto product = c.getInput().getDefiningOp<MatmulOp>();
       OpBuilder b(c);
-      auto wide = b.create<MatmulOp>(product.getLoc(), product.getLhs(), product.getRhs(),
+      Location loc = FusedLoc::get({product.getLoc(), c.getLoc()}, Attribute(), c.getContext());
+      auto wide = b.create<MatmulOp>(loc, product.getLhs(), product.getRhs(),
                                      product.getTransposeLhs(), product.getTransposeRhs(),
                                      /*f32_result=*/true, /*bias=*/Value(), /*acc=*/Value());
       c.getResult().replaceAllUsesWith(wide.getResult());

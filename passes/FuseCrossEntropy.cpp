@@ -52,8 +52,11 @@ public:
   void runOnOperation() final {
     UnitAttr unit = UnitAttr::get(&getContext());
     getOperation().walk([&](CrossEntropyOp loss) {
-      if (CrossEntropyGradOp grad = gradientOf(loss))
+      if (CrossEntropyGradOp grad = gradientOf(loss)) {
         grad->setAttr(kWithLossAttr, unit);
+        // Its kernel computes the loss too: located at both.
+        grad->setLoc(FusedLoc::get({grad.getLoc(), loss.getLoc()}, Attribute(), &getContext()));
+      }
     });
   }
 };

@@ -84,6 +84,14 @@ struct Group {
   bool rotary = false;          // holds a rotary op (at most one: its split nest)
 };
 
+/// Where an op that absorbs others came from: their locations, each once
+/// (MLIR's fused location, `loc(fused["gpt2.h.0.attn", "gpt2.h.0.mlp"])`);
+/// ops of one location leave it plain. Verifier and lowering errors on the
+/// fused op, and the plan steps lowered from it, name them all.
+Location absorbedLoc(ArrayRef<Location> locs) {
+  return FusedLoc::get(locs, Attribute(), locs.front()->getContext());
+}
+
 /// The adjoint sum `dx + r` of a LayerNorm's or RMSNorm's input gradient and
 /// the residual stream's (autodiff's sum where the stream forks into the
 /// norm) joins the gradient's row kernel: `rms_norm_grad ... plus %r` (or
@@ -114,7 +122,8 @@ void absorbResidualGradients(Block &block) {
       continue;
     }
     OpBuilder b(g);
-    auto fused = b.create<GradOp>(g.getLoc(), g.getGrad(), g.getInput(), g.getWeight(), r,
+    auto fused = b.create<GradOp>(absorbedLoc({g.getLoc(), add.getLoc()}), g.getGrad(),
+                                  g.getInput(), g.getWeight(), r,
                                   g.getEpsilonAttr());
     add.getResult().replaceAllUsesWith(fused.getInputGrad());
     for (unsigned i = 1; i < g->getNumResults(); ++i)
@@ -537,7 +546,8 @@ private:
     OpBuilder b(f);
     SmallVector<Value> inputs(f.getInputs().begin(), f.getInputs().end());
     inputs.push_back(h);
-    auto grown = b.create<FusionOp>(f.getLoc(), f.getKind(), f.getResultTypes(), inputs);
+    auto grown = b.create<FusionOp>(absorbedLoc({f.getLoc(), add.getLoc()}), f.getKind(),
+                                    f.getResultTypes(), inputs);
     grown.getBody().takeBody(f.getBody());
     Block &body = grown.getBody().front();
     IRMapping map;
@@ -611,6 +621,7 @@ private:
                                         cast<RankedTensorType>(c.getType()).getElementType());
       Value converted = b.create<CastOp>(c.getLoc(), type, inner);
       yield->setOperand(i, converted);
+      fusion->setLoc(absorbedLoc({fusion.getLoc(), c.getLoc()}));
       result.setType(c.getType());
       c.getResult().replaceAllUsesWith(result);
       c.erase();
@@ -645,7 +656,8 @@ private:
       SmallVector<Type> types(fusion.getResultTypes());
       types.push_back(copy.getType());
       b.setInsertionPoint(fusion);
-      auto grown = b.create<FusionOp>(fusion.getLoc(), fusion.getKind(), types,
+      auto grown = b.create<FusionOp>(absorbedLoc({fusion.getLoc(), copy.getLoc()}),
+                                      fusion.getKind(), types,
                                       fusion.getInputs());
       grown.getBody().takeBody(fusion.getBody());
       for (auto [old, now] : llvm::zip(fusion.getResults(), grown.getResults()))
@@ -677,7 +689,10 @@ private:
     SmallVector<Type> resultTypes;
     for (Value v : outputs)
       resultTypes.push_back(v.getType());
-    auto fusion = b.create<FusionOp>(g.root->getLoc(), isRowRoot(g.root) ? FusionKind::rows : FusionKind::pointwise,
+    SmallVector<Location> locs;
+    for (Operation *op : g.ops)
+      locs.push_back(op->getLoc());
+    auto fusion = b.create<FusionOp>(absorbedLoc(locs), isRowRoot(g.root) ? FusionKind::rows : FusionKind::pointwise,
                                      resultTypes, inputs.getArrayRef());
     Block &body = fusion.getBody().front();
     OpBuilder inner = OpBuilder::atBlockEnd(&body);

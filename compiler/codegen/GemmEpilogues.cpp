@@ -86,8 +86,12 @@ public:
   void runOnOperation() final {
     UnitAttr unit = UnitAttr::get(&getContext());
     getOperation().walk([&](MatmulOp product) {
-      if (Operation *gelu = epilogueOf(product))
+      if (Operation *gelu = epilogueOf(product)) {
         gelu->setAttr(kGemmEpilogueAttr, unit);
+        // The GEMM's step computes the GELU too: located at both.
+        product->setLoc(FusedLoc::get({product.getLoc(), gelu->getLoc()}, Attribute(),
+                                      &getContext()));
+      }
     });
   }
 };
