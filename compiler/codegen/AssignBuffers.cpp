@@ -104,12 +104,12 @@ std::optional<std::string> mlc::whyNotInAccumulator(Operation *op) {
   for (Operation *u : acc.getUsers()) {
     std::string reader = "'" + u->getName().getStringRef().str() + "'";
     if (u == op) {
-      // The product reads none of its other inputs from acc's buffer.
-      for (OpOperand &in : op->getOpOperands())
-        if (in.get() != acc || in.getOperandNumber() != op->getNumOperands() - 1)
-          if (inAccBuffer(in.get()))
-            return std::string("it reads operand #") + std::to_string(in.getOperandNumber()) +
-                   " from its accumulator's buffer (the accumulator or a view of it)";
+      // The product reads none of its other inputs (acc is its last
+      // operand) from acc's buffer.
+      for (OpOperand &in : op->getOpOperands().drop_back())
+        if (inAccBuffer(in.get()))
+          return "it reads operand #" + std::to_string(in.getOperandNumber()) +
+                 " from its accumulator's buffer (the accumulator or a view of it)";
       continue;
     }
     // Each other reader comes before it, none of its results in acc's buffer.
