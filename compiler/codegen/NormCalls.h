@@ -34,9 +34,10 @@ struct NormFusion {
 /// mlc_layer_norm_fused<T, E, F>(R, eps, u, out): u(r, c) runs the
 /// prologue's element code (each access's row base and offset first) and
 /// returns the normalized input; out(r, c, norm) stores norm(w, b, h), the
-/// element's value (MlcRowNorm, prelude/mlc_shared.h), to each of the slots (a second one: its bf16 copy,
-/// converted at the store). An absent bias or residual is 0, which the
-/// template never reads (MLC_ROW_RMS, no MLC_ROW_RESIDUAL).
+/// element's value (MlcRowNorm, prelude/mlc_shared.h), to each of the
+/// slots (a second one: its bf16 copy, converted at the store). An absent
+/// bias or residual is 0, which the template never reads (MLC_ROW_RMS, no
+/// MLC_ROW_RESIDUAL).
 inline std::string layerNormFusionCall(const NormFusion &n) {
   const std::string T = cType(n.el), head = "  [&](const int64_t r, const int64_t c";
   const std::string flags =
@@ -44,9 +45,10 @@ inline std::string layerNormFusionCall(const NormFusion &n) {
   std::string k = "  mlc_layer_norm_fused<" + T + ", " + std::to_string(n.E) + ", " + flags +
                   ">(" + n.rows + ", " + n.eps + ",\n";
   k += head + ") {\n" + n.bases + n.offsets + n.body + "    return " + n.input + ";\n  },\n";
-  k += head + ", const MlcRowNorm<" + T + ", " + flags + "> &norm) {\n" + n.bases + n.offsets + "    const " + T + " y = norm(" +
-       n.weight + ", " + (n.rms || n.bias.empty() ? "0" : n.bias) + ", " +
-       (n.residual.empty() ? "0" : n.residual) + ");\n";
+  k += head + ", const MlcRowNorm<" + T + ", " + flags + "> &norm) {\n" + n.bases + n.offsets;
+  k += "    const " + T + " y = norm(" + n.weight + ", " +
+       (n.rms || n.bias.empty() ? "0" : n.bias) + ", " + (n.residual.empty() ? "0" : n.residual) +
+       ");\n";
   for (int slot : n.slots)
     k += "    p" + std::to_string(slot) + "[o" + std::to_string(slot) + "] = y;\n";
   return k + "  });\n";

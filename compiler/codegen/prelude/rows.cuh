@@ -39,8 +39,8 @@ __device__ __forceinline__ void mlc_row_mean_rstd_of(X x, double eps, double *re
 
 // The same of a row in memory, x[c].
 template <int64_t E, int F, typename Xe>
-__device__ __forceinline__ void mlc_row_mean_rstd(const Xe *x, double eps, double *red, double &mean,
-                                                  double &rstd) {
+__device__ __forceinline__ void mlc_row_mean_rstd(const Xe *x, double eps, double *red,
+                                                  double &mean, double &rstd) {
   mlc_row_mean_rstd_of<E, F>([&](int64_t c) { return x[c]; }, eps, red, mean, rstd);
 }
 
