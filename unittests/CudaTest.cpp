@@ -338,6 +338,32 @@ TEST(CudaKernels, RowsCompileAlone) {
       {"reduce_columns", "mlc_reduce_columns<float, double, 300, MLC_REDUCE_SUM, 64, 4, 2, "
                          "256>((float *)b[0], (const float *)b[1], 64, (double *)ctx->scratch, "
                          "phase);"},
+      // A fused norm as the printers call it: the prologue (a residual add
+      // stored on the way) and the stores are lambdas; LayerNorm from a
+      // shared-memory row, RMSNorm of a row too long for it (the prologue
+      // recomputed per pass) adding a post-norm's residual, and a bf16 copy.
+      {"ln_fused_f32",
+       "float *p0 = (float *)b[0], *p1 = (float *)b[1];\n  const float *p2 = (const float "
+       "*)b[2], *p3 = (const float *)b[3], *p4 = (const float *)b[4], *p5 = (const float "
+       "*)b[5];\n  mlc_layer_norm_fused<float, 768, 0>(ctx->rows, 1e-5, [&](const int64_t r, "
+       "const int64_t c) {\n    const float t0 = p2[r * 768 + c] + p3[r * 768 + c];\n    p0[r "
+       "* 768 + c] = t0;\n    return t0;\n  }, [&](const int64_t r, const int64_t c, const "
+       "MlcRowNorm<float, 0> &norm) {\n    const float y = norm(p4[c], p5[c], 0);\n    p1[r * "
+       "768 + c] = y;\n  });"},
+      {"rms_fused_long_residual_f32",
+       "float *p0 = (float *)b[0];\n  const float *p1 = (const float *)b[1], *p2 = (const float "
+       "*)b[2], *p3 = (const float *)b[3];\n  mlc_layer_norm_fused<float, 16384, MLC_ROW_RMS | "
+       "MLC_ROW_RESIDUAL>(32, 1e-6, [&](const int64_t r, const int64_t c) {\n    return p1[r * "
+       "16384 + c] * 2.0f;\n  }, [&](const int64_t r, const int64_t c, const MlcRowNorm<float, "
+       "MLC_ROW_RMS | MLC_ROW_RESIDUAL> &norm) {\n    const float y = norm(p2[c], 0, p3[r * "
+       "16384 + c]);\n    p0[r * 16384 + c] = y;\n  });"},
+      {"ln_fused_bf16_copy",
+       "float *p0 = (float *)b[0];\n  mlc_bf16 *p1 = (mlc_bf16 *)b[1];\n  const float *p2 = "
+       "(const float *)b[2], *p3 = (const float *)b[3], *p4 = (const float *)b[4];\n  "
+       "mlc_layer_norm_fused<float, 1024, 0>(ctx->rows, 1e-5, [&](const int64_t r, const int64_t "
+       "c) {\n    return p2[r * 1024 + c];\n  }, [&](const int64_t r, const int64_t c, const "
+       "MlcRowNorm<float, 0> &norm) {\n    const float y = norm(p3[c], p4[c], 0);\n    p0[r * "
+       "1024 + c] = y;\n    p1[r * 1024 + c] = y;\n  });"},
   };
   compileAloneWithoutSpills(*nvrtc, instances, "prelude/rows.cuh");
 }

@@ -11,6 +11,7 @@
 #include "compiler/codegen/AttentionSource.h"
 #include "compiler/codegen/KernelPrelude.h"
 #include "compiler/codegen/LoweringImpl.h"
+#include "compiler/codegen/NormCalls.h"
 #include "compiler/codegen/PreludeCalls.h"
 #include "compiler/codegen/RowCalls.h"
 
@@ -177,8 +178,9 @@ public:
            (scale.empty() ? "p3[0]" : scale) + "), " + rows.expr() + ");\n";
   }
 
-  /// Each row's prologue is computed once into a row buffer (values needed
-  /// elsewhere are stored on the way), then normalized from that buffer.
+  /// LayerNorm (RMSNorm) of a pointwise prologue: one call of
+  /// mlc_layer_norm_fused (prelude/rows.h), the prologue's element code and
+  /// the element's stores its lambdas (NormCalls.h).
   std::string layerNormFusion(mlir::Type el, const Rows &rows, int64_t E,
                               const std::string &eps, const std::string &bases,
                               const std::string &offsets, const std::string &body,
@@ -186,26 +188,8 @@ public:
                               const std::string &weight,
                               const std::string &bias, bool rms,
                               const std::string &residual) override {
-    std::string T = cType(el);
-    std::ostringstream k;
-    k << "#pragma omp parallel for\n"
-      << "  for (int64_t r = 0; r < " << rows << "; ++r) {\n"
-      << bases << "    " << T << " row[" << E << "];\n"
-      << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
-      << offsets << body << "      row[c] = " << input << ";\n    }\n"
-      << "    double mean, rstd;\n    mlc_row_mean_rstd<" << E << ", "
-      << rowFlags({{rms, "MLC_ROW_RMS"}}) << ">(row, " << eps << ", mean, rstd);\n"
-      << "    const " << T << " rs = (" << T
-      << ")rstd" << (rms ? "" : ", mu = (" + T + ")mean") << ";\n"
-      << "    for (int64_t c = 0; c < " << E << "; ++c) {\n"
-      << offsets << "      const " << T << " y = "
-      << (rms ? "(" + T + ")(row[c] * rs) * " + weight
-              : "(row[c] - mu) * rs * " + weight + " + " + bias)
-      << (residual.empty() ? "" : " + " + residual) << ";\n";
-    for (int slot : slots)
-      k << "      p" << slot << "[o" << slot << "] = y;\n";
-    k << "    }\n  }\n";
-    return k.str();
+    return layerNormFusionCall(
+        {el, E, rows.expr(), eps, bases, offsets, body, input, slots, weight, bias, residual, rms});
   }
 
   /// Attention, forward or backward, as one call of a template of

@@ -9,8 +9,9 @@
 //   rows               a block per row (grid-stride over rows), block-wide
 //                      sums and maxima through warp shuffles; softmax and
 //                      cross-entropy in one pass with a running log-sum-exp;
-//                      LayerNorm, softmax, cross-entropy, the embedding and
-//                      the row and column reductions are templates in
+//                      LayerNorm (of a fused prologue too), softmax,
+//                      cross-entropy, the embedding and the row and
+//                      column reductions are templates in
 //                      prelude/rows.cuh, a kernel one call (RowCalls.h)
 //   column reduction   phase 0: blocks of (row chunk, column block), a
 //   (and LayerNorm's   thread per column summing its chunk's rows into a
@@ -41,6 +42,7 @@
 #include "compiler/codegen/CudaPrelude.h"
 #include "compiler/codegen/CudaSchedule.h"
 #include "compiler/codegen/LoweringImpl.h"
+#include "compiler/codegen/NormCalls.h"
 #include "compiler/codegen/PreludeCalls.h"
 #include "compiler/codegen/RowCalls.h"
 #include "compiler/codegen/Vectorize.h"
@@ -368,13 +370,10 @@ public:
     return crossEntropyGradient(el, lt, el, rows, C, ignore, scale, /*withLoss=*/false);
   }
 
-  /// LayerNorm of a pointwise prologue (a residual add, a bias), y =
-  /// (u - mean) * rstd * w + b with u = prologue(inputs). A block per row:
-  /// the prologue is computed once into a shared-memory row (values needed
-  /// elsewhere are stored on the way), then normalized from it. A row too
-  /// long for shared memory recomputes the prologue. Memory: the prologue's
-  /// inputs read once, its stored values and y written once; u never
-  /// reaches DRAM.
+  /// LayerNorm (RMSNorm) of a pointwise prologue (a residual add, a bias):
+  /// one call of mlc_layer_norm_fused (prelude/rows.cuh), a block per row,
+  /// the prologue's element code and the element's stores its lambdas
+  /// (NormCalls.h).
   std::string layerNormFusion(mlir::Type el, const Rows &rows, int64_t E,
                               const std::string &eps, const std::string &bases,
                               const std::string &offsets, const std::string &body,
@@ -382,53 +381,9 @@ public:
                               const std::string &weight,
                               const std::string &bias, bool rms,
                               const std::string &residual) override {
-    std::string T = cType(el);
-    const bool shared = E * int64_t(dtypeBytes(el)) <= 24 * 1024;
-    auto eachColumn = [&](const std::string &inner) {
-      return "      for (int64_t c = threadIdx.x; c < " + n2s(E) + "; c += blockDim.x) {\n" +
-             offsets + inner + "      }\n";
-    };
-    std::ostringstream k;
-    k << "  __shared__ double red[32];\n";
-    if (shared)
-      k << "  __shared__ " << T << " row[" << E << "];\n";
-    k << rowLoop(rows, E) << bases;
-    if (shared) {
-      k << eachColumn(body + "      row[c] = " + input + ";\n")
-        << "      double mean, rstd;\n      mlc_row_mean_rstd<" << E << ", "
-        << rowFlags({{rms, "MLC_ROW_RMS"}}) << ">(row, " << eps << ", red, mean, rstd);\n";
-    } else if (rms) {
-      k << "      const double mean = 0;\n      double var = 0;\n"
-        << eachColumn(body + "      { double d = (double)(" + input + "); var += d * d; }\n")
-        << "      var = mlc_block_sum(var, red);\n"
-        << "      const double rstd = rsqrt(var / " << E << " + " << eps << ");\n";
-    } else {
-      // mean, then the variance around it, each from a recomputed prologue.
-      k << "      double mean = 0, var = 0;\n"
-        << eachColumn(body + "      mean += (double)(" + input + ");\n")
-        << "      mean = mlc_block_sum(mean, red) / " << E << ";\n"
-        << eachColumn(body + "      { double d = (double)(" + input + ") - mean; var += d * d; }\n")
-        << "      var = mlc_block_sum(var, red);\n"
-        << "      const double rstd = rsqrt(var / " << E << " + " << eps << ");\n";
-    }
-    k << "      const " << T << " rs = (" << T << ")rstd" << (rms ? "" : ", mu = (" + T + ")mean")
-      << ";\n";
-    // y = (u - mu) * rs * w + b, or RMSNorm's (T)(u * rs) * w.
-    auto normalized = [&](const std::string &u) {
-      return (rms ? "(" + T + ")(" + u + " * rs) * " + weight
-                  : "(" + u + " - mu) * rs * " + weight + " + " + bias) +
-             (residual.empty() ? "" : " + " + residual);
-    };
-    std::string out;
-    for (int slot : slots)
-      out += "      p" + std::to_string(slot) + "[o" + std::to_string(slot) + "] = y;\n";
-    const std::string y = "      const " + T + " y = ";
-    if (shared)
-      k << eachColumn(y + normalized("row[c]") + ";\n" + out);
-    else
-      k << eachColumn(body + y + normalized("(" + input + ")") + ";\n" + out);
-    k << "    }\n  }\n";
-    return k.str();
+    return "  // phase " + nextPhase() + ": a block per row\n" +
+           layerNormFusionCall({el, E, rows.expr(), eps, bases, offsets, body, input, slots,
+                                weight, bias, residual, rms});
   }
 
   std::string attention(const AttentionKernel &a) override;
@@ -516,14 +471,6 @@ public:
   }
 
 private:
-
-  /// A phase of one block per row (grid-stride over the rows; the block's
-  /// threads, chosen for rows of C elements, stride the row), opened up to
-  /// the row's body; the caller closes it with "    }\n  }\n".
-  std::string rowLoop(const Rows &rows, int64_t /*C*/) {
-    return phase() + "    const int64_t R = " + rows.expr() +
-           ";\n    for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {\n";
-  }
 
   /// mlc_cross_entropy_grad's call: its slots (the loss first when
   /// `withLoss`; the incoming gradient's buffer last when no constant

@@ -247,7 +247,7 @@ llvm::Expected<std::string> printRowNorm(plan::KernelOp k, KernelTarget &target)
       rem = "(" + rem + " / " + std::to_string(rowDims[d]) + ")";
     }
     bases += "    const int64_t b" + std::to_string(a) + " = " + e + ";\n";
-    offsets += "      const int64_t o" + std::to_string(a) + " = b" + std::to_string(a) +
+    offsets += "    const int64_t o" + std::to_string(a) + " = b" + std::to_string(a) +
                " + c * " + std::to_string(b.accs[a].strides.back()) + ";\n";
   }
   std::vector<KernelArg> args;
@@ -255,7 +255,7 @@ llvm::Expected<std::string> printRowNorm(plan::KernelOp k, KernelTarget &target)
     args.push_back({b.accs[i].element, b.written[i]});
   CodeStyle style;
   style.index = "(r * " + std::to_string(E) + " + c)";
-  style.indent = "      ";
+  style.indent = "    ";
   style.flatLine = false;
   style.inlineLoads = true;
   std::string prologue;

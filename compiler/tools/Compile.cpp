@@ -14,6 +14,7 @@
 #include "compiler/tools/Tool.h"
 
 #include "contract/StepFunctions.h"
+#include "dialects/plan/PlanDialect.h"
 #include "runtime/backend/cuda/CudaKernels.h"
 #include "runtime/backend/cuda/Nvrtc.h"
 #include "support/Error.h"
@@ -142,6 +143,24 @@ int writeModule(mlir::Operation *module) {
   return writeText(text + "\n");
 }
 
+/// Whether the report holds kernels of this template (kernels.cu's
+/// `// mlc.kernel` line names it as the plan dialect spells it) to no
+/// spills: the pointwise, row and optimizer kernels, the memory-bound bulk
+/// of a step.
+bool spillFreeTemplate(StringRef kind) {
+  std::optional<plan::KernelTemplate> t = plan::symbolizeKernelTemplate(kind);
+  if (!t)
+    return false;
+  switch (*t) {
+  case plan::KernelTemplate::pointwise:
+  case plan::KernelTemplate::rows:
+  case plan::KernelTemplate::optimizer:
+    return true;
+  default:
+    return false;
+  }
+}
+
 /// The report's CUDA part: kernels.cu compiled by NVRTC for each of
 /// --cuda-arch, and what ptxas made of every kernel. Spills in the
 /// pointwise, row and optimizer kernels are the ones that cost bandwidth;
@@ -194,7 +213,7 @@ int cudaReport(const std::string &source) {
                           st.registers,
                           std::to_string(st.spillStores) + "/" + std::to_string(st.spillLoads),
                           st.sharedBytes, st.stackBytes, launches);
-        bool hot = k.kind == "pointwise" || k.kind == "rows" || k.kind == "optimizer";
+        const bool hot = spillFreeTemplate(k.kind);
         (hot ? hotSpills : otherSpills) += st.spillStores + st.spillLoads;
       }
       outs() << formatv("  {0}: spill bytes in pointwise, rows and optimizer kernels: {1}; in "

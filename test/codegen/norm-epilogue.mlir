@@ -12,9 +12,13 @@
 // CHECK-NEXT: %[[H:.*]] = plan.load arg 3 offset 0 strides [8, 1] : tensor<f32>
 // CHECK-NEXT: plan.normalize rms %[[Y]], %[[W]], plus %[[H]], arg 0 offset 0 strides [8, 1] : tensor<f32>, tensor<f32> plus tensor<f32> into f32
 // CHECK-NEXT: }
-// CPU: const float y = (float)(row[c] * rs) * p2[o2] + p3[o3];
+// The residual h is the third operand of the fused norm's value
+// (prelude MlcRowNorm: (T)(y * rstd) * w + h).
+// CPU: mlc_layer_norm_fused<float, 8, MLC_ROW_RMS | MLC_ROW_RESIDUAL>(4,
+// CPU: const float y = norm(p2[o2], 0, p3[o3]);
 // CPU-NEXT: p0[o0] = y;
-// CUDA: const float y = (float)(row[c] * rs) * p2[o2] + p3[o3];
+// CUDA: mlc_layer_norm_fused<float, 8, MLC_ROW_RMS | MLC_ROW_RESIDUAL>(4,
+// CUDA: const float y = norm(p2[o2], 0, p3[o3]);
 // CUDA-NEXT: p0[o0] = y;
 func.func @forward(%h: tensor<4x8xf32> {mlc.input = "h"}, %y: tensor<4x8xf32> {mlc.input = "y"}, %w: tensor<8xf32> {mlc.param = "w"}) -> (tensor<4x8xf32> {mlc.output = "s"}) {
   %n = mlc.rms_norm %y, %w epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<8xf32>

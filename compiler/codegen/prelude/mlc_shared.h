@@ -44,11 +44,28 @@ struct mlc_bf16 {
 enum {
   MLC_ROW_RMS = 1,       // RMSNorm: no mean, no bias (LayerNorm's kernels)
   MLC_ROW_UNIT = 2,      // no weight and no bias (a weight of 1)
-  MLC_ROW_RESIDUAL = 4,  // a gradient adds the residual stream's
+  MLC_ROW_RESIDUAL = 4,  // a gradient adds the residual stream's; a fused norm h
   MLC_ROW_COPY = 8,      // a gradient also stored as a copy of another type (bf16)
   MLC_ROW_LOG = 16,      // log-softmax, not softmax
   MLC_ROW_LOSS = 32,     // cross-entropy's gradient also writes the loss
   MLC_ROW_PLUS_ONE = 64, // a norm's gradient: the weight is 1 + w (Gemma's RMSNorm)
+};
+// A fused norm's value at element x of its row (mlc_layer_norm_fused):
+// norm(w, b, h) is LayerNorm's (x - mu) * rs * w + b, RMSNorm's
+// (T)(x * rs) * w (b unused), then with MLC_ROW_RESIDUAL a post-norm's h
+// added (h unused without); evaluated in the expression's own type (f32
+// arithmetic for bf16 operands), rounded to T where the caller stores it.
+template <typename T, int F> struct MlcRowNorm {
+  T x, mu, rs;
+  template <typename W, typename B, typename H>
+  MLC_MEMBER auto operator()(W w, B b, H h) const {
+    if constexpr ((F & MLC_ROW_RESIDUAL) != 0)
+      return MlcRowNorm<T, F & ~MLC_ROW_RESIDUAL>{x, mu, rs}(w, b, 0) + h;
+    else if constexpr ((F & MLC_ROW_RMS) != 0)
+      return (T)(x * rs) * w;
+    else
+      return (x - mu) * rs * w + b;
+  }
 };
 // A reduction's kind (mlc_reduce_rows, mlc_reduce_columns).
 enum { MLC_REDUCE_SUM = 0, MLC_REDUCE_MEAN = 1, MLC_REDUCE_MAX = 2 };

@@ -13,28 +13,35 @@
 // same bits every run; no atomics). The phases are the schedule's
 // (mlc-cuda-launch): a kernel of several runs the one `phase` names.
 
-// The mean and rstd = rsqrt(var + eps) of row x (E elements, each read
-// through x[c]), in double, two passes (the variance around the mean);
-// RMSNorm: mean = 0, rstd = rsqrt(mean(x^2) + eps), one pass. rsqrt, since
-// a double division's slow path spills a register. Every thread gets them.
-template <int64_t E, int F, typename Xe>
-__device__ __forceinline__ void mlc_row_mean_rstd(const Xe *x, double eps, double *red, double &mean,
-                                                  double &rstd) {
+// The mean and rstd = rsqrt(var + eps) of a row of E elements, element c
+// x(c), in double, two passes (the variance around the mean); RMSNorm:
+// mean = 0, rstd = rsqrt(mean(x^2) + eps), one pass. rsqrt, since a double
+// division's slow path spills a register. Every thread gets them.
+template <int64_t E, int F, typename X>
+__device__ __forceinline__ void mlc_row_mean_rstd_of(X x, double eps, double *red, double &mean,
+                                                     double &rstd) {
   double var = 0;
   if (F & MLC_ROW_RMS) {
     mean = 0;
   } else {
     mean = 0;
     for (int64_t c = threadIdx.x; c < E; c += blockDim.x)
-      mean += (double)x[c];
+      mean += (double)x(c);
     mean = mlc_block_sum(mean, red) / E;
   }
   for (int64_t c = threadIdx.x; c < E; c += blockDim.x) {
-    double d = (double)x[c] - mean;
+    double d = (double)x(c) - mean;
     var += d * d;
   }
   var = mlc_block_sum(var, red);
   rstd = rsqrt(var / E + eps);
+}
+
+// The same of a row in memory, x[c].
+template <int64_t E, int F, typename Xe>
+__device__ __forceinline__ void mlc_row_mean_rstd(const Xe *x, double eps, double *red,
+                                                  double &mean, double &rstd) {
+  mlc_row_mean_rstd_of<E, F>([&](int64_t c) { return x[c]; }, eps, red, mean, rstd);
 }
 
 // LayerNorm: y = (x - mean) * rstd * w + b per row; RMSNorm (MLC_ROW_RMS):
@@ -55,6 +62,41 @@ __device__ void mlc_layer_norm(T *y0, const T *x0, const T *w, const T *b, int64
         y[c] = (F & MLC_ROW_UNIT) ? (T)(x[c] * rs) : (T)(x[c] * rs) * w[c];
       else
         y[c] = (F & MLC_ROW_UNIT) ? (x[c] - mu) * rs : (x[c] - mu) * rs * w[c] + b[c];
+    }
+  }
+}
+
+// LayerNorm (RMSNorm) of a pointwise prologue: per row, mlc_layer_norm's
+// y = (u - mean) * rstd * w + b (RMSNorm's (T)(u * rstd) * w) of u, the
+// prologue of the kernel's inputs (a residual add, a bias, dropout), plus
+// a post-norm's h (MLC_ROW_RESIDUAL); one element's math is
+// MlcRowNorm's (mlc_shared.h). u(r, c) computes the prologue at
+// element c of row r, storing on the way the values the rest of the step
+// reads; out(r, c, norm) stores the element, whose value norm(w, b, h) is
+// for the weight, bias and residual it reads there. A block per row:
+// u goes once into a shared-memory row, its statistics
+// (mlc_row_mean_rstd) and y from there; a row longer than 24 KiB
+// recomputes u in each pass instead (its stores again, the same values).
+// Memory: the prologue's inputs read once (the long row: once per pass),
+// its stored values and y written once; u never reaches DRAM.
+template <typename T, int64_t E, int F, typename U, typename Out>
+__device__ void mlc_layer_norm_fused(int64_t R, double eps, U u, Out out) {
+  __shared__ double red[32];
+  for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
+    double mean, rstd;
+    if constexpr (E * sizeof(T) <= 24 * 1024) {
+      __shared__ T row[E];
+      for (int64_t c = threadIdx.x; c < E; c += blockDim.x)
+        row[c] = u(r, c);
+      mlc_row_mean_rstd<E, F>(row, eps, red, mean, rstd);
+      const T rs = (T)rstd, mu = (T)mean;
+      for (int64_t c = threadIdx.x; c < E; c += blockDim.x)
+        out(r, c, MlcRowNorm<T, F>{row[c], mu, rs});
+    } else {
+      mlc_row_mean_rstd_of<E, F>([&](int64_t c) -> T { return u(r, c); }, eps, red, mean, rstd);
+      const T rs = (T)rstd, mu = (T)mean;
+      for (int64_t c = threadIdx.x; c < E; c += blockDim.x)
+        out(r, c, MlcRowNorm<T, F>{u(r, c), mu, rs});
     }
   }
 }

@@ -55,6 +55,30 @@ static void mlc_layer_norm(T *y0, const T *x0, const T *w, const T *b, int64_t R
   }
 }
 
+// LayerNorm (RMSNorm) of a pointwise prologue: per row, mlc_layer_norm's
+// y = (u - mean) * rstd * w + b (RMSNorm's (T)(u * rstd) * w) of u, the
+// prologue of the kernel's inputs (a residual add, a bias, dropout), plus
+// a post-norm's h (MLC_ROW_RESIDUAL); one element's math is
+// MlcRowNorm's (mlc_shared.h). u(r, c) computes the prologue at
+// element c of row r, storing on the way the values the rest of the step
+// reads; out(r, c, norm) stores the element, whose value norm(w, b, h) is
+// for the weight, bias and residual it reads there. Each row's u goes
+// once into a row buffer on the thread's stack, its statistics
+// (mlc_row_mean_rstd) and y from there. Memory: the prologue's inputs read
+// once, its stored values and y written once; u never reaches memory.
+template <typename T, int64_t E, int F, typename U, typename Out>
+static void mlc_layer_norm_fused(int64_t R, double eps, U u, Out out) {
+#pragma omp parallel for
+  for (int64_t r = 0; r < R; ++r) {
+    T row[E];
+    for (int64_t c = 0; c < E; ++c) row[c] = u(r, c);
+    double mean, rstd;
+    mlc_row_mean_rstd<E, F>(row, eps, mean, rstd);
+    const T rs = (T)rstd, mu = (T)mean;
+    for (int64_t c = 0; c < E; ++c) out(r, c, MlcRowNorm<T, F>{row[c], mu, rs});
+  }
+}
+
 // A norm gradient's weight w[c]; MLC_ROW_PLUS_ONE: 1 + w[c], in T.
 template <int F, typename T>
 static inline T mlc_row_weight(const T *w, int64_t c) {
