@@ -73,6 +73,17 @@ def Plan_ConstantTemplate : Plan_Template<"ConstantTemplate", "constant", "p0 = 
   let parameters = (ins "::mlir::Type":$element, "::mlir::DenseElementsAttr":$values);
   let assemblyFormat = "`<` struct(params) `>`";
 }
+// f64s printed whole, `array<f64: 1.0, 0.31622776389122009>`, which reads
+// back exactly (the stripped `[...]` prints 6 digits).
+def Plan_ExactF64sParameter : AttrParameter<"::mlir::DenseF64ArrayAttr", "f64s"> {
+  let parser = [{ [&]() -> ::mlir::FailureOr<::mlir::DenseF64ArrayAttr> {
+    ::mlir::DenseF64ArrayAttr values;
+    if ($_parser.parseAttribute(values))
+      return ::mlir::failure();
+    return values;
+  }() }];
+  let printer = [{ $_printer.printAttribute($_self) }];
+}
 def Plan_RotaryTableTemplate : Plan_Template<"RotaryTableTemplate", "rotary_table",
     "p0 = a rotary embedding's cosine (or, with `sine`, signed sine) table"> {
   let description = [{
@@ -80,11 +91,11 @@ def Plan_RotaryTableTemplate : Plan_Template<"RotaryTableTemplate", "rotary_tabl
     with `sine`, the signed sine), as mlc.rotary_table.
 
     ```mlir
-    plan.kernel @k0 fill #plan.rotary_table<element = f32, positions = 256, inv_freq = [1.0, 0.1], sine = true> args(1)
+    plan.kernel @k0 fill #plan.rotary_table<element = f32, positions = 256, inv_freq = array<f64: 1.0, 0.1>, sine = true> args(1)
     ```
   }];
   let parameters = (ins "::mlir::Type":$element, "int64_t":$positions,
-                        "::mlir::DenseF64ArrayAttr":$inv_freq,
+                        Plan_ExactF64sParameter:$inv_freq,
                         DefaultValuedParameter<"bool", "false">:$sine);
   let assemblyFormat = "`<` struct(params) `>`";
 }

@@ -77,12 +77,12 @@ plan.kernel @k0 fill #plan.constant<element = f32, values = dense<[1.0, 2.0]> : 
 // -----
 
 // expected-error @+1 {{'plan.kernel' op @k0 (template 'rotary_table'): parameter 'positions' must be >= 0, got -1}}
-plan.kernel @k0 fill #plan.rotary_table<element = f32, positions = -1, inv_freq = [1.0, 0.1]> args(1)
+plan.kernel @k0 fill #plan.rotary_table<element = f32, positions = -1, inv_freq = array<f64: 1.0, 0.1>> args(1)
 
 // -----
 
 // expected-error @+1 {{'plan.kernel' op @k0 (template 'rotary_table'): parameter 'element' must be a float type, got 'i32'}}
-plan.kernel @k0 fill #plan.rotary_table<element = i32, positions = 8, inv_freq = [1.0, 0.1], sine = true> args(1)
+plan.kernel @k0 fill #plan.rotary_table<element = i32, positions = 8, inv_freq = array<f64: 1.0, 0.1>, sine = true> args(1)
 
 // -----
 
@@ -112,7 +112,7 @@ plan.kernel @k0 reduction #plan.reduction<reduce = sum, layout = columns, elemen
 plan.kernel @k0 copy #plan.copies<element = f32, nests = [#plan.nest<dims = [4, 8], dynamic = true, dst_offset = 0, dst_strides = [16, 1], src_arg = 1, src_offset = 0, src_strides = [8, 1], vector_lanes = 4, dst_vector = true, src_vector = true>], zero_bytes = 256> args(2)
 plan.kernel @k1 pointwise #plan.iota<element = i64, nests = [#plan.nest<dims = [4, 8], dst_offset = 0, dst_strides = [8, 1], src_arg = -1, src_offset = 0, src_strides = [0, 1]>]> args(1)
 plan.kernel @k2 fill #plan.constant<element = i64, values = dense<[1, 2, 3]> : tensor<3xi64>> args(1)
-plan.kernel @k3 fill #plan.rotary_table<element = bf16, positions = 8, inv_freq = [1.0, 0.1], sine = true> args(1)
+plan.kernel @k3 fill #plan.rotary_table<element = bf16, positions = 8, inv_freq = array<f64: 1.0, 0.1>, sine = true> args(1)
 plan.kernel @k4 reduction #plan.reduction<reduce = mean, layout = rows, element = f32, rows = 64, rows_per_token = 1, outputs = 64, length = 8, count = 8> args(2)
 plan.kernel @k5 reduction #plan.reduction<reduce = max, layout = general, element = f32, outputs = 4, kept_dims = [4], kept_strides = [1], reduced_dims = [2, 3], reduced_strides = [24, 4]> args(2)
 
