@@ -1,7 +1,7 @@
 //===- KernelParams.h - a template kernel's parameters as attributes -*- C++ -*-===//
 //
 // A template kernel whose template's parameters are not (yet) typed in ODS
-// (softmax, LayerNorm, cross-entropy, embedding, reduction, attention, ...)
+// (softmax, LayerNorm, cross-entropy, embedding, attention, ...)
 // is a `plan.kernel` with its template's attribute and a dictionary of
 // typed parameters:
 //
