@@ -47,47 +47,36 @@ public:
   }
 
 private:
-  /// A copy kernel's nests (params.nests): the destination written, the
+  /// A copy kernel's nests (#plan.nest<...>): the destination written, the
   /// source read (iota's source is its index: no element, never a vector).
   static void decideNests(mlc::plan::KernelOp k, int64_t capacity, bool iota) {
     using namespace mlc::lowering;
-    MLIRContext *context = k.getContext();
-    auto params = k.getParamsAttr();
-    auto nests = params.getAs<ArrayAttr>("nests");
-    auto element = params.getAs<TypeAttr>("element");
-    if (!nests || !element)
-      return;
-    int64_t bytes = mlc::plan::elementBytes(element.getValue());
-    auto i64s = [](DictionaryAttr d, StringRef name) {
-      auto a = d.getAs<DenseI64ArrayAttr>(name);
-      return a ? std::vector<int64_t>(a.asArrayRef().begin(), a.asArrayRef().end())
-               : std::vector<int64_t>();
+    using mlc::plan::NestAttr;
+    Attribute t = k.getKernelTemplateAttr();
+    auto copies = dyn_cast<mlc::plan::CopiesTemplateAttr>(t);
+    auto iotaAttr = dyn_cast<mlc::plan::IotaTemplateAttr>(t);
+    Type element = copies ? copies.getElement() : iotaAttr.getElement();
+    ArrayRef<NestAttr> nests = copies ? copies.getNests() : iotaAttr.getNests();
+    int64_t bytes = mlc::plan::elementBytes(element);
+    auto vec = [](DenseI64ArrayAttr a) {
+      return std::vector<int64_t>(a.asArrayRef().begin(), a.asArrayRef().end());
     };
-    auto i64 = [](DictionaryAttr d, StringRef name) {
-      auto a = d.getAs<IntegerAttr>(name);
-      return a ? a.getInt() : int64_t(0);
-    };
-    SmallVector<Attribute> decided;
-    for (Attribute a : nests) {
-      auto nest = cast<DictionaryAttr>(a);
-      std::vector<NestAccess> accs{
-          {i64(nest, "dst_offset"), i64s(nest, "dst_strides"), bytes, true},
-          {i64(nest, "src_offset"), i64s(nest, "src_strides"), iota ? 0 : bytes, !iota}};
-      VectorChoice c =
-          chooseVectors(i64s(nest, "dims"), accs, bool(nest.get("dynamic")), capacity);
-      NamedAttrList list(nest);
-      list.set("vector_lanes", IntegerAttr::get(IntegerType::get(context, 64), c.lanes));
-      list.erase("dst_vector");
-      list.erase("src_vector");
-      if (c.lanes > 1 && c.vector[0])
-        list.set("dst_vector", UnitAttr::get(context));
-      if (c.lanes > 1 && c.vector[1])
-        list.set("src_vector", UnitAttr::get(context));
-      decided.push_back(list.getDictionary(context));
+    SmallVector<NestAttr> decided;
+    for (NestAttr n : nests) {
+      std::vector<NestAccess> accs{{n.getDstOffset(), vec(n.getDstStrides()), bytes, true},
+                                   {n.getSrcOffset(), vec(n.getSrcStrides()), iota ? 0 : bytes,
+                                    !iota}};
+      VectorChoice c = chooseVectors(vec(n.getDims()), accs, n.getDynamic(), capacity);
+      decided.push_back(NestAttr::get(k.getContext(), n.getDims(), n.getDynamic(),
+                                      n.getDstOffset(), n.getDstStrides(), n.getSrcArg(),
+                                      n.getSrcOffset(), n.getSrcStrides(), c.lanes,
+                                      c.lanes > 1 && c.vector[0], c.lanes > 1 && c.vector[1]));
     }
-    NamedAttrList list(params);
-    list.set("nests", ArrayAttr::get(context, decided));
-    k.setParamsAttr(list.getDictionary(context));
+    Attribute typed =
+        copies ? Attribute(mlc::plan::CopiesTemplateAttr::get(k.getContext(), element, decided,
+                                                              copies.getZeroBytes()))
+               : Attribute(mlc::plan::IotaTemplateAttr::get(k.getContext(), element, decided));
+    k.setKernelTemplateAttr(cast<mlc::plan::TemplateAttrInterface>(typed));
   }
 
   static void decide(mlc::plan::KernelOp k, int64_t capacity) {

@@ -207,55 +207,43 @@ AttentionKernel decodeAttention(ParamsReader &r) {
   return a;
 }
 
-DictionaryAttr encodeReduction(const ReductionKernel &k, MLIRContext *context) {
-  static const char *kinds[] = {"sum", "mean", "max"};
-  static const char *layouts[] = {"rows", "columns", "general"};
-  ParamsBuilder b(context);
-  b.attr("reduce", StringAttr::get(context, kinds[k.kind]))
-      .attr("layout", StringAttr::get(context, layouts[k.shape]))
-      .type("element", k.element);
-  if (k.shape != ReductionKernel::General)
-    b.rows(k.rows);
-  if (k.shape != ReductionKernel::Columns)
-    b.i64("outputs", k.outputs);
-  if (k.shape != ReductionKernel::General)
-    b.i64("length", k.length);
-  if (k.kind == ReductionKernel::Mean)
-    b.i64("count", k.count);
-  if (k.shape == ReductionKernel::General)
-    b.i64s("kept_dims", k.keptDims)
-        .i64s("kept_strides", k.keptStrides)
-        .i64s("reduced_dims", k.reducedDims)
-        .i64s("reduced_strides", k.reducedStrides);
-  return b.get();
+// The template's enums are ReductionKernel's, value for value.
+static_assert(int(plan::ReductionKind::sum) == ReductionKernel::Sum &&
+              int(plan::ReductionKind::mean) == ReductionKernel::Mean &&
+              int(plan::ReductionKind::max) == ReductionKernel::Max);
+static_assert(int(plan::ReductionLayout::rows) == ReductionKernel::Rows &&
+              int(plan::ReductionLayout::columns) == ReductionKernel::Columns &&
+              int(plan::ReductionLayout::general) == ReductionKernel::General);
+
+plan::ReductionTemplateAttr encodeReduction(const ReductionKernel &k, MLIRContext *context) {
+  const bool general = k.shape == ReductionKernel::General;
+  auto array = [&](const Shape &v) {
+    return general ? DenseI64ArrayAttr::get(context, v) : DenseI64ArrayAttr();
+  };
+  return plan::ReductionTemplateAttr::get(
+      context, plan::ReductionKind(k.kind), plan::ReductionLayout(k.shape), k.element,
+      general ? 0 : k.rows.count, general ? 0 : k.rows.perToken,
+      k.shape == ReductionKernel::Columns ? 0 : k.outputs, general ? 0 : k.length,
+      k.kind == ReductionKernel::Mean ? k.count : 1, array(k.keptDims), array(k.keptStrides),
+      array(k.reducedDims), array(k.reducedStrides));
 }
 
-ReductionKernel decodeReduction(ParamsReader &r) {
+ReductionKernel decodeReduction(plan::ReductionTemplateAttr attr) {
+  auto shape = [](DenseI64ArrayAttr a) {
+    return a ? Shape(a.asArrayRef().begin(), a.asArrayRef().end()) : Shape();
+  };
   ReductionKernel k;
-  auto kind = dyn_cast_or_null<StringAttr>(r.attr("reduce"));
-  auto layout = dyn_cast_or_null<StringAttr>(r.attr("layout"));
-  llvm::StringRef kn = kind ? kind.getValue() : "", ln = layout ? layout.getValue() : "";
-  k.kind = kn == "max" ? ReductionKernel::Max
-           : kn == "mean" ? ReductionKernel::Mean
-                          : ReductionKernel::Sum;
-  k.shape = ln == "columns" ? ReductionKernel::Columns
-            : ln == "general" ? ReductionKernel::General
-                              : ReductionKernel::Rows;
-  k.element = r.type("element");
-  if (k.shape != ReductionKernel::General)
-    k.rows = r.rows();
-  if (k.shape != ReductionKernel::Columns)
-    k.outputs = r.i64("outputs");
-  if (k.shape != ReductionKernel::General)
-    k.length = r.i64("length");
-  if (k.kind == ReductionKernel::Mean)
-    k.count = r.i64("count");
-  if (k.shape == ReductionKernel::General) {
-    k.keptDims = r.i64s("kept_dims");
-    k.keptStrides = r.i64s("kept_strides");
-    k.reducedDims = r.i64s("reduced_dims");
-    k.reducedStrides = r.i64s("reduced_strides");
-  }
+  k.kind = ReductionKernel::Kind(attr.getReduce());
+  k.shape = ReductionKernel::Layout(attr.getLayout());
+  k.element = attr.getElement();
+  k.rows = Rows{attr.getRows(), attr.getRowsPerToken()};
+  k.outputs = attr.getOutputs();
+  k.length = attr.getLength();
+  k.count = attr.getCount();
+  k.keptDims = shape(attr.getKeptDims());
+  k.keptStrides = shape(attr.getKeptStrides());
+  k.reducedDims = shape(attr.getReducedDims());
+  k.reducedStrides = shape(attr.getReducedStrides());
   return k;
 }
 

@@ -1,7 +1,7 @@
 //===- KernelParams.h - a template kernel's parameters as attributes -*- C++ -*-===//
 //
 // A template kernel whose template's parameters are not (yet) typed in ODS
-// (softmax, LayerNorm, cross-entropy, embedding, reduction, attention, ...)
+// (softmax, LayerNorm, cross-entropy, embedding, attention, ...)
 // is a `plan.kernel` with its template's attribute and a dictionary of
 // typed parameters:
 //
@@ -12,8 +12,8 @@
 // (compiler/codegen/templates/) checks it against its schema and reads it
 // back (ParamsReader) to cost, schedule and print the kernel. A dynamic row
 // count is `rows` (at the token capacity) with `rows_per_token`, never text.
-// AttentionKernel and ReductionKernel travel as dictionaries of their fields
-// (encode / decode below).
+// AttentionKernel travels as a dictionary of its fields, ReductionKernel as
+// its typed template attribute (encode / decode below).
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +21,7 @@
 #define MLC_COMPILER_CODEGEN_KERNELPARAMS_H
 
 #include "compiler/codegen/KernelTarget.h"
+#include "dialects/plan/PlanDialect.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OperationSupport.h"
@@ -71,8 +72,9 @@ private:
 
 mlir::DictionaryAttr encodeAttention(const AttentionKernel &a, mlir::MLIRContext *context);
 AttentionKernel decodeAttention(ParamsReader &r);
-mlir::DictionaryAttr encodeReduction(const ReductionKernel &k, mlir::MLIRContext *context);
-ReductionKernel decodeReduction(ParamsReader &r);
+/// A reduction as its template's attribute (#plan.reduction<...>), and back.
+plan::ReductionTemplateAttr encodeReduction(const ReductionKernel &k, mlir::MLIRContext *context);
+ReductionKernel decodeReduction(plan::ReductionTemplateAttr attr);
 
 } // namespace mlc::lowering
 

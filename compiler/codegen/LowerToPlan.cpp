@@ -42,10 +42,8 @@ void FunctionLowering::emitConstant(ConstantOp c, int id) {
             DictionaryAttr(), {id}, KernelTemplate::fill);
     return;
   }
-  ParamsBuilder p(c.getContext());
-  p.type("element", el);
-  p.attr("values", dense);
-  addStep(plan::ConstantTemplateAttr::get(context()), p.get(), {id}, KernelTemplate::fill);
+  addStep(plan::ConstantTemplateAttr::get(context(), el, dense), DictionaryAttr(), {id},
+          KernelTemplate::fill);
 }
 
 /// One kernel that copies each source (read through its view) into a region
@@ -56,7 +54,7 @@ void FunctionLowering::emitCopies(int dstId, Type el, int64_t dstNumel, bool zer
                                   const std::vector<int64_t> &dstBases,
                                   const Shape &dstStrides) {
   std::vector<int> bufs{dstId};
-  SmallVector<Attribute> nests;
+  SmallVector<plan::NestAttr> nests;
   for (size_t k = 0; k < sources.size(); ++k) {
     View view = viewOf(sources[k]);
     bufs.push_back(view.buffer);
@@ -65,28 +63,22 @@ void FunctionLowering::emitCopies(int dstId, Type el, int64_t dstNumel, bool zer
                                                                  view.strides, el}},
                              dynamicRows(sources[k])));
   }
-  ParamsBuilder p(fn.getContext());
-  p.type("element", el).attr("nests", ArrayAttr::get(fn.getContext(), nests));
-  if (zeroFirst)
-    p.i64("zero_bytes", dstNumel * dtypeBytes(el));
-  addStep(plan::CopiesTemplateAttr::get(context()), p.get(), bufs, KernelTemplate::copy);
+  const int64_t zeroBytes = zeroFirst ? dstNumel * dtypeBytes(el) : 0;
+  addStep(plan::CopiesTemplateAttr::get(context(), el, nests, zeroBytes), DictionaryAttr(), bufs,
+          KernelTemplate::copy);
 }
 
 /// One nest of a copy kernel (or iota's), merged as every pointwise nest:
 /// its dims and the destination's and the source's (or the index's)
 /// offset and strides along them.
-DictionaryAttr FunctionLowering::copyNest(const Shape &shape, const std::vector<Access> &accs,
+plan::NestAttr FunctionLowering::copyNest(const Shape &shape, const std::vector<Access> &accs,
                                           bool dynamic) {
   auto [dims, strides] = mergeDims(shape, accs);
-  ParamsBuilder p(fn.getContext());
-  p.i64s("dims", dims)
-      .flag("dynamic", dynamic && !dims.empty())
-      .i64("dst_offset", accs[0].base)
-      .i64s("dst_strides", strides[0])
-      .i64("src_arg", accs[1].slot)
-      .i64("src_offset", accs[1].base)
-      .i64s("src_strides", strides[1]);
-  return p.get();
+  MLIRContext *c = fn.getContext();
+  return plan::NestAttr::get(c, DenseI64ArrayAttr::get(c, dims), dynamic && !dims.empty(),
+                             accs[0].base, DenseI64ArrayAttr::get(c, strides[0]), accs[1].slot,
+                             accs[1].base, DenseI64ArrayAttr::get(c, strides[1]),
+                             /*vector_lanes=*/0, /*dst_vector=*/false, /*src_vector=*/false);
 }
 
 llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
@@ -222,15 +214,10 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
         Shape s = shapeOf(t.getResult());
         int id = arenaFor(t.getResult());
         valueBuffers[t.getResult()] = id;
-        ArrayRef<double> inv = t.getInvFreq();
-        auto invType = RankedTensorType::get({int64_t(inv.size())},
-                                             Float64Type::get(op->getContext()));
-        ParamsBuilder p(op->getContext());
-        p.type("element", el)
-            .i64("positions", s.front())
-            .attr("inv_freq", DenseElementsAttr::get(invType, inv))
-            .flag("sine", t.getSine());
-        addStep(plan::RotaryTableTemplateAttr::get(context()), p.get(), {id}, KernelTemplate::fill);
+        addStep(plan::RotaryTableTemplateAttr::get(
+                    context(), el, s.front(),
+                    DenseF64ArrayAttr::get(op->getContext(), t.getInvFreq()), t.getSine()),
+                DictionaryAttr(), {id}, KernelTemplate::fill);
         return llvm::Error::success();
       })
       .Case<IotaOp>([&](IotaOp i) {
@@ -242,13 +229,10 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
         valueBuffers[i.getResult()] = id;
         // The offset of a zero-based access with stride 1 along dim is the
         // index: the nest's source is that access (it reads no argument).
-        ParamsBuilder p(op->getContext());
-        p.type("element", el)
-            .attr("nests", ArrayAttr::get(op->getContext(),
-                                          {copyNest(s, {{0, 0, rowMajorStrides(s), el},
-                                                        {-1, 0, st, Type()}},
-                                                    false)}));
-        addStep(plan::IotaTemplateAttr::get(context()), p.get(), {id}, KernelTemplate::pointwise);
+        plan::NestAttr nest =
+            copyNest(s, {{0, 0, rowMajorStrides(s), el}, {-1, 0, st, Type()}}, false);
+        addStep(plan::IotaTemplateAttr::get(context(), el, {nest}), DictionaryAttr(), {id},
+                KernelTemplate::pointwise);
         return llvm::Error::success();
       })
       .Case<ScalarOpInterface, RotaryOp>([&](auto) { return emitPointwise(op); })

@@ -670,7 +670,7 @@ private:
   /// `role` attribute), merged where contiguous; with their indices into args.
   llvm::Expected<std::vector<std::pair<Slot, std::vector<size_t>>>>
   segments(Operation *user, ValueRange args, llvm::StringRef role);
-  DictionaryAttr copyNest(const Shape &shape, const std::vector<Access> &accs, bool dynamic);
+  plan::NestAttr copyNest(const Shape &shape, const std::vector<Access> &accs, bool dynamic);
   void emitCopies(int dstId, Type el, int64_t dstNumel, bool zeroFirst,
                   const std::vector<Value> &sources, const std::vector<int64_t> &dstBases,
                   const Shape &dstStrides);

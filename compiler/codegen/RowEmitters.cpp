@@ -163,8 +163,7 @@ llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<in
   }
   int outId = arenaFor(result);
   valueBuffers[result] = outId;
-  addStep(plan::ReductionTemplateAttr::get(op->getContext()),
-          encodeReduction(r, op->getContext()), {outId, bufferOf(input)},
+  addStep(encodeReduction(r, op->getContext()), DictionaryAttr(), {outId, bufferOf(input)},
           KernelTemplate::reduction);
   return llvm::Error::success();
 }

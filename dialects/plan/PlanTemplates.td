@@ -29,6 +29,7 @@
 #define MLC_PLAN_TEMPLATES_TD
 
 include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
 include "dialects/plan/PlanTemplateInterface.td"
 
 // A template: `cppName`Attr in C++, #plan.`name` in the IR.
@@ -61,9 +62,43 @@ def Plan_FillTemplate : Plan_Template<"FillTemplate", "fill", "p0 = `count` copi
                         "::mlir::Attribute":$value);
   let assemblyFormat = "`<` struct(params) `>`";
 }
-def Plan_ConstantTemplate : Plan_Template<"ConstantTemplate", "constant", "p0 = the dense `values`">;
+def Plan_ConstantTemplate : Plan_Template<"ConstantTemplate", "constant", "p0 = the dense `values`"> {
+  let description = [{
+    ```mlir
+    plan.kernel @k0 fill #plan.constant<element = f32, values = dense<[1.0, 2.0]> : tensor<2xf32>> args(1)
+    ```
+  }];
+  // `values`' element type is `element`, and they are not a splat (that is
+  // fill): both checked by the model's verifyKernel.
+  let parameters = (ins "::mlir::Type":$element, "::mlir::DenseElementsAttr":$values);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+// f64s printed whole, `array<f64: 1.0, 0.31622776389122009>`, which reads
+// back exactly (the stripped `[...]` prints 6 digits).
+def Plan_ExactF64sParameter : AttrParameter<"::mlir::DenseF64ArrayAttr", "f64s"> {
+  let parser = [{ [&]() -> ::mlir::FailureOr<::mlir::DenseF64ArrayAttr> {
+    ::mlir::DenseF64ArrayAttr values;
+    if ($_parser.parseAttribute(values))
+      return ::mlir::failure();
+    return values;
+  }() }];
+  let printer = [{ $_printer.printAttribute($_self) }];
+}
 def Plan_RotaryTableTemplate : Plan_Template<"RotaryTableTemplate", "rotary_table",
-    "p0 = a rotary embedding's cosine (or, with `sine`, signed sine) table">;
+    "p0 = a rotary embedding's cosine (or, with `sine`, signed sine) table"> {
+  let description = [{
+    `positions` rows of 2 * len(inv_freq) values: cos(p * inv_freq[i]) (or,
+    with `sine`, the signed sine), as mlc.rotary_table.
+
+    ```mlir
+    plan.kernel @k0 fill #plan.rotary_table<element = f32, positions = 256, inv_freq = array<f64: 1.0, 0.1>, sine = true> args(1)
+    ```
+  }];
+  let parameters = (ins "::mlir::Type":$element, "int64_t":$positions,
+                        Plan_ExactF64sParameter:$inv_freq,
+                        DefaultValuedParameter<"bool", "false">:$sine);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
 // Row kernels.
 def Plan_SoftmaxTemplate : Plan_Template<"SoftmaxTemplate", "softmax", "p0 = softmax(p1) (or log_softmax) per row">;
 def Plan_SoftmaxGradTemplate : Plan_Template<"SoftmaxGradTemplate", "softmax_grad", "softmax's input gradient">;
@@ -81,11 +116,94 @@ def Plan_EmbeddingTemplate : Plan_Template<"EmbeddingTemplate", "embedding", "ro
 def Plan_EmbeddingGradTemplate : Plan_Template<"EmbeddingGradTemplate", "embedding_grad",
     "the table's gradient: rows scattered by id">;
 // Copies.
-def Plan_CopiesTemplate : Plan_Template<"CopiesTemplate", "copies", "strided copies, one nest each">;
-def Plan_IotaTemplate : Plan_Template<"IotaTemplate", "iota", "p0 = the flat index, over strided nests">;
+// One nest of `copies` or `iota`: not a template (no kernel takes it as
+// one), a list element of theirs. Over `dims` (its leading dimension the
+// dynamic token count with `dynamic`), p0 at dst_offset + i . dst_strides
+// = argument `src_arg` at src_offset + i . src_strides (iota: that offset
+// itself; its src_arg is -1). mlc-cuda-vectorize adds the CUDA decision:
+// `vector_lanes` (0, elided: not decided) and which accesses are vectors.
+def Plan_Nest : AttrDef<Plan_Dialect, "Nest"> {
+  let mnemonic = "nest";
+  let summary = "one strided nest of a copies or iota kernel";
+  let parameters = (ins "::mlir::DenseI64ArrayAttr":$dims,
+                        DefaultValuedParameter<"bool", "false">:$dynamic,
+                        "int64_t":$dst_offset, "::mlir::DenseI64ArrayAttr":$dst_strides,
+                        "int64_t":$src_arg, "int64_t":$src_offset,
+                        "::mlir::DenseI64ArrayAttr":$src_strides,
+                        DefaultValuedParameter<"int64_t", "0">:$vector_lanes,
+                        DefaultValuedParameter<"bool", "false">:$dst_vector,
+                        DefaultValuedParameter<"bool", "false">:$src_vector);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+// A template's nests: `[#plan.nest<...>, ...]`.
+def Plan_NestsParameter : ArrayRefParameter<"::mlc::plan::NestAttr", "strided nests"> {
+  let parser = [{ [&]() -> ::mlir::FailureOr<::llvm::SmallVector<::mlc::plan::NestAttr>> {
+    ::llvm::SmallVector<::mlc::plan::NestAttr> nests;
+    if ($_parser.parseCommaSeparatedList(::mlir::AsmParser::Delimiter::Square, [&]() {
+          return $_parser.parseAttribute(nests.emplace_back());
+        }))
+      return ::mlir::failure();
+    return nests;
+  }() }];
+  let printer = [{ $_printer << '['; ::llvm::interleaveComma($_self, $_printer); $_printer << ']' }];
+}
+def Plan_CopiesTemplate : Plan_Template<"CopiesTemplate", "copies", "strided copies, one nest each"> {
+  let description = [{
+    Argument k + 1 is nest k's source (its `src_arg`); `zero_bytes` (0,
+    elided: none) of p0 are cleared first (padding).
+
+    ```mlir
+    plan.kernel @k1 copy #plan.copies<element = f32, nests = [#plan.nest<dims = [4, 8], dst_offset = 0, dst_strides = [16, 1], src_arg = 1, src_offset = 0, src_strides = [8, 1]>]> args(2)
+    ```
+  }];
+  let parameters = (ins "::mlir::Type":$element, Plan_NestsParameter:$nests,
+                        DefaultValuedParameter<"int64_t", "0">:$zero_bytes);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+def Plan_IotaTemplate : Plan_Template<"IotaTemplate", "iota", "p0 = the flat index, over strided nests"> {
+  let parameters = (ins "::mlir::Type":$element, Plan_NestsParameter:$nests);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
 // Reductions and attention.
+def Plan_ReductionKind : I32EnumAttr<"ReductionKind", "what a reduction computes", [
+      I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"mean", 1>, I32EnumAttrCase<"max", 2>]> {
+  let cppNamespace = "::mlc::plan";
+  let genSpecializedAttr = 0;
+}
+def Plan_ReductionLayout : I32EnumAttr<"ReductionLayout", "the axes a reduction runs over", [
+      I32EnumAttrCase<"rows", 0>, I32EnumAttrCase<"columns", 1>, I32EnumAttrCase<"general", 2>]> {
+  let cppNamespace = "::mlc::plan";
+  let genSpecializedAttr = 0;
+}
 def Plan_ReductionTemplate : Plan_Template<"ReductionTemplate", "reduction",
-    "sum, mean or max over rows, columns or any axes">;
+    "sum, mean or max over rows, columns or any axes"> {
+  let description = [{
+    p0 = `reduce`(p1) in one of three layouts (ReductionKernel):
+    `rows`: `outputs` rows of `length` contiguous elements (`rows` the row
+    count, dynamic with `rows_per_token`); `columns`: the `length` column
+    sums of `rows` rows; `general`: `outputs` elements, each over the
+    `reduced_dims` (input strides `reduced_strides`) at its index in
+    `kept_dims` (`kept_strides`). `mean` divides by `count`. What a layout
+    does not use is absent (0 or empty, elided).
+
+    ```mlir
+    plan.kernel @k1 reduction #plan.reduction<reduce = sum, layout = rows, element = f32, rows = 4, outputs = 4, length = 8> args(2)
+    ```
+  }];
+  let parameters = (ins EnumParameter<Plan_ReductionKind>:$reduce,
+                        EnumParameter<Plan_ReductionLayout>:$layout,
+                        "::mlir::Type":$element,
+                        DefaultValuedParameter<"int64_t", "0">:$rows,
+                        DefaultValuedParameter<"int64_t", "0">:$rows_per_token,
+                        DefaultValuedParameter<"int64_t", "0">:$outputs,
+                        DefaultValuedParameter<"int64_t", "0">:$length,
+                        DefaultValuedParameter<"int64_t", "1">:$count,
+                        OptionalParameter<"::mlir::DenseI64ArrayAttr">:$kept_dims,
+                        OptionalParameter<"::mlir::DenseI64ArrayAttr">:$kept_strides,
+                        OptionalParameter<"::mlir::DenseI64ArrayAttr">:$reduced_dims,
+                        OptionalParameter<"::mlir::DenseI64ArrayAttr">:$reduced_strides);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
 def Plan_AttentionTemplate : Plan_Template<"AttentionTemplate", "attention",
     "fused attention, forward or backward">;
 

@@ -64,7 +64,7 @@ plan.kernel @k9 rows #plan.cross_entropy args(3) params {columns = 256 : i64, el
 
 // A copy kernel runs a phase per nest (after zeroing, where it zeroes).
 // expected-error @+1 {{'plan.kernel' op @k5: cuda.launch has 1 phases where template 'copies' runs 2}}
-plan.kernel @k5 copy #plan.copies args(2) params {element = f32, nests = [{dims = array<i64: 8>, vector_lanes = 1 : i64}], zero_bytes = 64 : i64} attributes {cuda.launch = [array<i64: 1, 256>]}
+plan.kernel @k5 copy #plan.copies<element = f32, nests = [#plan.nest<dims = [8], dst_offset = 0, dst_strides = [1], src_arg = 1, src_offset = 0, src_strides = [1], vector_lanes = 1>], zero_bytes = 64> args(2) attributes {cuda.launch = [array<i64: 1, 256>]}
 
 // -----
 

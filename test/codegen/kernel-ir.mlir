@@ -27,7 +27,7 @@ func.func @forward(%g: tensor<4x8xf32> {mlc.input = "g"}, %x: tensor<4x8xf32> {m
 // kernel, the sum a reduction template with its parameters.
 // CHECK-LABEL: plan.param "x" : f32 [4, 8]
 // CHECK: plan.kernel @k0 pointwise args(2) params {dims = array<i64: 32>} {
-// CHECK: plan.kernel @k1 reduction #plan.reduction args(2) params {element = f32, layout = "rows", length = 8 : i64, outputs = 4 : i64, reduce = "sum", rows = 4 : i64}{{$}}
+// CHECK: plan.kernel @k1 reduction #plan.reduction<reduce = sum, layout = rows, element = f32, rows = 4, outputs = 4, length = 8> args(2){{$}}
 // CHECK-NOT: plan.accumulate
 func.func @forward(%x: tensor<4x8xf32> {mlc.param = "x"}) -> (tensor<4xf32> {mlc.output = "s"}) {
   %e = mlc.exp %x : tensor<4x8xf32>
@@ -158,7 +158,7 @@ func.func @forward(%a: tensor<4x8xf32> {mlc.input = "a"}, %b: tensor<4x8xf32> {m
 // CHECK-LABEL: plan.param "w" : f32 [16, 3]
 // CHECK: plan.store %{{.*}}, arg 0 offset 0 strides [8, 1] : tensor<f32>
 // CHECK-NEXT: plan.store %{{.*}}, arg 1 offset 8 strides [16, 1] : tensor<f32>
-// CHECK: plan.kernel @k1 copy #plan.copies args(2) params {element = f32, nests = [{dims = array<i64: 4, 8>, dst_offset = 0 : i64, dst_strides = array<i64: 16, 1>, src_arg = 1 : i64, src_offset = 0 : i64, src_strides = array<i64: 8, 1>}]}
+// CHECK: plan.kernel @k1 copy #plan.copies<element = f32, nests = [#plan.nest<dims = [4, 8], dst_offset = 0, dst_strides = [16, 1], src_arg = 1, src_offset = 0, src_strides = [8, 1]>]> args(2){{$}}
 func.func @forward(%a: tensor<4x8xf32> {mlc.input = "a"}, %b: tensor<4x8xf32> {mlc.input = "b"}, %w: tensor<16x3xf32> {mlc.param = "w"}) -> (tensor<4x3xf32> {mlc.output = "y"}, tensor<4x8xf32> {mlc.output = "x"}) {
   %x = mlc.mul %a, %b : tensor<4x8xf32>, tensor<4x8xf32>
   %z = mlc.add %a, %b : tensor<4x8xf32>, tensor<4x8xf32>

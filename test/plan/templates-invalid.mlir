@@ -36,8 +36,85 @@ plan.kernel @k0 rows #plan.softmax args(2) params {columns = 64 : i64, element =
 
 // -----
 
-// expected-error @+1 {{'plan.kernel' op @k0 (template 'copies'): parameter 'nests' must be an array of dictionaries, got [1]}}
-plan.kernel @k0 copy #plan.copies args(2) params {element = f32, nests = [1 : i64]}
+// A copies kernel's nests are #plan.nest<...>, each with its every
+// required field.
+// expected-error @+2 {{struct is missing required parameter: src_arg}}
+// expected-error @+1 {{failed to parse Plan_CopiesTemplate parameter 'nests'}}
+plan.kernel @k0 copy #plan.copies<element = f32, nests = [#plan.nest<dims = [8], dst_offset = 0, dst_strides = [1], src_offset = 0, src_strides = [1]>]> args(2)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'copies'): nest 1: parameter 'src_arg' must be an input, 1 to 2, got 3}}
+plan.kernel @k0 copy #plan.copies<element = f32, nests = [#plan.nest<dims = [8], dst_offset = 0, dst_strides = [1], src_arg = 1, src_offset = 0, src_strides = [1]>, #plan.nest<dims = [8], dst_offset = 8, dst_strides = [1], src_arg = 3, src_offset = 0, src_strides = [1]>]> args(3)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'copies'): nest 0: 2 dims but 2 destination and 1 source strides}}
+plan.kernel @k0 copy #plan.copies<element = f32, nests = [#plan.nest<dims = [4, 8], dst_offset = 0, dst_strides = [16, 1], src_arg = 1, src_offset = 0, src_strides = [1]>], zero_bytes = 256> args(2)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'copies'): parameter 'nests' must not be empty}}
+plan.kernel @k0 copy #plan.copies<element = f32, nests = []> args(1)
+
+// -----
+
+// iota's source is its index, no argument.
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'iota'): nest 0: parameter 'src_arg' must be -1 (the index), got 1}}
+plan.kernel @k0 pointwise #plan.iota<element = i64, nests = [#plan.nest<dims = [4, 8], dst_offset = 0, dst_strides = [8, 1], src_arg = 1, src_offset = 0, src_strides = [0, 1]>]> args(1)
+
+// -----
+
+// A nest is no template.
+// expected-error @+1 {{'plan.kernel' op attribute 'kernel_template' failed to satisfy constraint}}
+plan.kernel @k0 copy #plan.nest<dims = [8], dst_offset = 0, dst_strides = [1], src_arg = 1, src_offset = 0, src_strides = [1]> args(2)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'constant'): parameter 'values' must hold 'f32' elements, got 'f64'}}
+plan.kernel @k0 fill #plan.constant<element = f32, values = dense<[1.0, 2.0]> : tensor<2xf64>> args(1)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'rotary_table'): parameter 'positions' must be >= 0, got -1}}
+plan.kernel @k0 fill #plan.rotary_table<element = f32, positions = -1, inv_freq = array<f64: 1.0, 0.1>> args(1)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'rotary_table'): parameter 'element' must be a float type, got 'i32'}}
+plan.kernel @k0 fill #plan.rotary_table<element = i32, positions = 8, inv_freq = array<f64: 1.0, 0.1>, sine = true> args(1)
+
+// -----
+
+// A reduction's `reduce` and `layout` are its enums' cases.
+// expected-error @+2 {{expected ::mlc::plan::ReductionKind to be one of: sum, mean, max}}
+// expected-error @+1 {{failed to parse Plan_ReductionTemplate parameter 'reduce'}}
+plan.kernel @k0 reduction #plan.reduction<reduce = min, layout = rows, element = f32, rows = 4, outputs = 4, length = 8> args(2)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'reduction'): parameter 'length' must be > 0 in a rows reduction, got 0}}
+plan.kernel @k0 reduction #plan.reduction<reduce = sum, layout = rows, element = f32, rows = 4, outputs = 4> args(2)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'reduction'): a general reduction needs kept_dims, kept_strides, reduced_dims and reduced_strides}}
+plan.kernel @k0 reduction #plan.reduction<reduce = max, layout = general, element = f32, outputs = 4, kept_dims = [4], kept_strides = [1]> args(2)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'reduction'): the kept and reduced axes belong to a general reduction}}
+plan.kernel @k0 reduction #plan.reduction<reduce = sum, layout = columns, element = f32, rows = 4, length = 8, kept_dims = [8]> args(2)
+
+// -----
+
+// Well-formed copies, iota, constant, rotary_table and reductions: no error.
+plan.kernel @k0 copy #plan.copies<element = f32, nests = [#plan.nest<dims = [4, 8], dynamic = true, dst_offset = 0, dst_strides = [16, 1], src_arg = 1, src_offset = 0, src_strides = [8, 1], vector_lanes = 4, dst_vector = true, src_vector = true>], zero_bytes = 256> args(2)
+plan.kernel @k1 pointwise #plan.iota<element = i64, nests = [#plan.nest<dims = [4, 8], dst_offset = 0, dst_strides = [8, 1], src_arg = -1, src_offset = 0, src_strides = [0, 1]>]> args(1)
+plan.kernel @k2 fill #plan.constant<element = i64, values = dense<[1, 2, 3]> : tensor<3xi64>> args(1)
+plan.kernel @k3 fill #plan.rotary_table<element = bf16, positions = 8, inv_freq = array<f64: 1.0, 0.1>, sine = true> args(1)
+plan.kernel @k4 reduction #plan.reduction<reduce = mean, layout = rows, element = f32, rows = 64, rows_per_token = 1, outputs = 64, length = 8, count = 8> args(2)
+plan.kernel @k5 reduction #plan.reduction<reduce = max, layout = general, element = f32, outputs = 4, kept_dims = [4], kept_strides = [1], reduced_dims = [2, 3], reduced_strides = [24, 4]> args(2)
 
 // -----
 

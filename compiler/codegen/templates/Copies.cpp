@@ -2,7 +2,7 @@
 //
 // `copies`: p0 at each nest's destination = the nest's source argument
 // (views, concatenation, padding); `iota`: p0 = the flat index along its
-// nests. Each nest (params.nests: dims, dynamic, the destination's and
+// nests. Each nest (#plan.nest<...>: dims, dynamic, the destination's and
 // source's offset and strides, src_arg) is one target pointwise nest and one
 // grid-stride CUDA phase at the vector lanes mlc-cuda-vectorize chose for
 // it; `zero_bytes` of p0 are cleared first (a phase of their own).
@@ -18,102 +18,101 @@ namespace mlc::lowering {
 
 namespace {
 
-using K = plan::ParamKind;
-
-llvm::Error noNests(plan::KernelOp k) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "kernel @" + k.getSymName() + ": no nests");
-}
+Shape toShape(DenseI64ArrayAttr a) { return Shape(a.asArrayRef().begin(), a.asArrayRef().end()); }
 
 /// Both templates: `Iota` tells them apart.
 template <typename Model, typename Attr, bool Iota>
 struct NestsModel : TemplateModel<Model, Attr> {
-  static constexpr plan::TemplateParam kSchema[] = {{"element", K::Type, true},
-                                                    {"nests", K::Nests, true},
-                                                    {"zero_bytes", K::I64, false}};
+  /// Each nest's strides span its dims; a copy's source is one of the
+  /// kernel's inputs (iota's is its index: -1).
+  LogicalResult verifyKernel(Attribute attr, Operation *op) const {
+    auto t = cast<Attr>(attr);
+    if (failed(NestsModel::refuseParams(op)))
+      return mlir::failure();
+    const int64_t args = NestsModel::kernelOf(op).getNumArgs();
+    if (t.getNests().empty())
+      return NestsModel::kernelError(op) << "parameter 'nests' must not be empty";
+    for (auto [i, n] : llvm::enumerate(t.getNests())) {
+      const size_t rank = n.getDims().size();
+      if (n.getDstStrides().size() != rank || n.getSrcStrides().size() != rank)
+        return NestsModel::kernelError(op)
+               << "nest " << i << ": " << rank << " dims but " << n.getDstStrides().size()
+               << " destination and " << n.getSrcStrides().size() << " source strides";
+      const int64_t src = n.getSrcArg();
+      if (Iota && src != -1)
+        return NestsModel::kernelError(op)
+               << "nest " << i << ": parameter 'src_arg' must be -1 (the index), got " << src;
+      if (!Iota && (src < 1 || src >= args))
+        return NestsModel::kernelError(op) << "nest " << i
+                                           << ": parameter 'src_arg' must be an input, 1 to "
+                                           << args - 1 << ", got " << src;
+      if (n.getVectorLanes() < 0)
+        return NestsModel::kernelError(op)
+               << "nest " << i << ": parameter 'vector_lanes' must be >= 0, got "
+               << n.getVectorLanes();
+    }
+    return success();
+  }
 
   /// Per nest, its destination written and (copies) its source read, each
   /// over the elements its strides reach; `zero_bytes` cleared first.
-  llvm::Expected<plan::TemplateCost> getCost(Attribute, Operation *op,
+  llvm::Expected<plan::TemplateCost> getCost(Attribute attr, Operation *,
                                              const plan::CostContext &) const {
-    plan::KernelOp k = NestsModel::kernelOf(op);
-    ParamsReader top = NestsModel::reader(op);
-    const double el = double(plan::elementBytes(top.type("element")));
-    if (auto err = top.error())
-      return std::move(err);
-    DictionaryAttr params = k.getParamsAttr();
-    auto nests = params.getAs<ArrayAttr>("nests");
-    if (!nests)
-      return noNests(k);
+    auto t = cast<Attr>(attr);
+    const double el = double(plan::elementBytes(t.getElement()));
     plan::TemplateCost c;
-    if (auto zero = params.getAs<IntegerAttr>("zero_bytes"))
-      c.bytes += double(zero.getInt());
-    for (Attribute a : nests) {
-      ParamsReader r(dyn_cast<DictionaryAttr>(a), k.getSymName());
-      Shape dims = r.i64s("dims"), dst = r.i64s("dst_strides"), src = r.i64s("src_strides");
-      if (auto err = r.error())
-        return std::move(err);
-      c.bytes += accessExtent(dims, dst) * el;
+    c.bytes += double(zeroBytes(t));
+    for (plan::NestAttr n : t.getNests()) {
+      Shape dims = toShape(n.getDims());
+      c.bytes += accessExtent(dims, n.getDstStrides().asArrayRef()) * el;
       if (!Iota)
-        c.bytes += accessExtent(dims, src) * el;
+        c.bytes += accessExtent(dims, n.getSrcStrides().asArrayRef()) * el;
     }
     return c;
   }
 
   /// [the zeroing], then a grid-stride phase per nest.
-  llvm::Error scheduleCuda(Attribute, Operation *op, CudaSchedule &s) const {
-    plan::KernelOp k = NestsModel::kernelOf(op);
-    if (auto zero = k.getParamsAttr().getAs<IntegerAttr>("zero_bytes"))
-      s.phases.push_back(cudaStrided(zero.getInt(), 4));
-    auto nests = k.getParamsAttr().getAs<ArrayAttr>("nests");
-    for (Attribute a : nests ? nests : ArrayAttr::get(k.getContext(), {})) {
-      ParamsReader n(dyn_cast<DictionaryAttr>(a), k.getSymName());
-      Shape dims = n.i64s("dims");
-      int64_t lanes = n.i64("vector_lanes");
-      if (auto err = n.error())
-        return err;
-      s.phases.push_back(cudaStrided(product(dims) / std::max<int64_t>(1, lanes)));
+  llvm::Error scheduleCuda(Attribute attr, Operation *op, CudaSchedule &s) const {
+    auto t = cast<Attr>(attr);
+    if (zeroBytes(t))
+      s.phases.push_back(cudaStrided(zeroBytes(t), 4));
+    for (plan::NestAttr n : t.getNests()) {
+      if (n.getVectorLanes() == 0)
+        return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "kernel @" + NestsModel::kernelOf(op).getSymName() +
+                                           ": no vector decision (run mlc-cuda-vectorize first)");
+      s.phases.push_back(cudaStrided(product(toShape(n.getDims())) / n.getVectorLanes()));
     }
     return llvm::Error::success();
   }
 
   /// Each nest as the target's pointwise nest, with the CUDA target's
   /// vector decision for it (mlc-cuda-vectorize).
-  llvm::Expected<std::string> print(Attribute, Operation *op, KernelTarget &target) const {
-    plan::KernelOp k = NestsModel::kernelOf(op);
-    ParamsReader top = NestsModel::reader(op);
-    Type el = top.type("element");
-    if (auto err = top.error())
-      return std::move(err);
-    std::string name = k.getSymName().str();
-    DictionaryAttr params = k.getParamsAttr();
-    auto nests = params.getAs<ArrayAttr>("nests");
-    if (!nests)
-      return noNests(k);
+  llvm::Expected<std::string> print(Attribute attr, Operation *op, KernelTarget &target) const {
+    auto t = cast<Attr>(attr);
+    Type el = t.getElement();
+    std::string name = NestsModel::kernelOf(op).getSymName().str();
     std::vector<KernelArg> args{{el, true}};
     if (!Iota)
-      args.resize(1 + nests.size(), {el, false});
+      args.resize(1 + t.getNests().size(), {el, false});
     std::string out = target.arguments(args);
-    if (auto zero = params.getAs<IntegerAttr>("zero_bytes"))
-      out += target.zero(zero.getInt());
-    for (Attribute a : nests) {
-      ParamsReader r(dyn_cast<DictionaryAttr>(a), name);
+    if (zeroBytes(t))
+      out += target.zero(zeroBytes(t));
+    for (plan::NestAttr nest : t.getNests()) {
       PointwiseNest n;
-      n.dims = r.i64s("dims");
-      n.dynamic = r.flag("dynamic");
-      int slot = Iota ? 0 : int(r.i64("src_arg"));
-      n.accs = {{0, r.i64("dst_offset"), r.i64s("dst_strides"), el},
-                {slot, r.i64("src_offset"), r.i64s("src_strides"), Iota ? Type() : el}};
+      n.dims = toShape(nest.getDims());
+      n.dynamic = nest.getDynamic();
+      int slot = Iota ? 0 : int(nest.getSrcArg());
+      n.accs = {{0, nest.getDstOffset(), toShape(nest.getDstStrides()), el},
+                {slot, nest.getSrcOffset(), toShape(nest.getSrcStrides()), Iota ? Type() : el}};
       if (target.name() == "cuda") {
-        if (!r.has("vector_lanes"))
+        if (nest.getVectorLanes() == 0)
           return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                          "kernel @" + name +
                                              ": no vector decision (run mlc-cuda-vectorize)");
-        n.lanes = r.i64("vector_lanes");
+        n.lanes = nest.getVectorLanes();
       }
-      if (auto err = r.error())
-        return std::move(err);
-      n.vector = {r.flag("dst_vector"), r.flag("src_vector")};
+      n.vector = {nest.getDstVector(), nest.getSrcVector()};
       n.read = {false, !Iota};
       n.written = {true, false};
       n.offsetUsed = {!n.vector[0], Iota || !n.vector[1]};
@@ -124,6 +123,15 @@ struct NestsModel : TemplateModel<Model, Attr> {
       out += target.pointwiseNest(n, body, vectorBody);
     }
     return out;
+  }
+
+private:
+  /// The bytes of p0 cleared first (copies' `zero_bytes`; iota clears none).
+  static int64_t zeroBytes(Attr t) {
+    if constexpr (Iota)
+      return 0;
+    else
+      return t.getZeroBytes();
   }
 };
 

@@ -16,14 +16,6 @@ namespace mlc::lowering {
 
 namespace {
 
-using K = plan::ParamKind;
-
-/// The elements of a dense parameter (0 when it is missing).
-int64_t denseCount(ParamsReader &r, StringRef name) {
-  auto dense = dyn_cast_or_null<DenseElementsAttr>(r.attr(name));
-  return dense ? dense.getNumElements() : 0;
-}
-
 /// p0 = `count` copies of `value` (a literal of `element`): a typed
 /// template, its parameters the attribute's (#plan.fill<...>).
 struct FillModel : TemplateModel<FillModel, plan::FillTemplateAttr> {
@@ -58,33 +50,43 @@ struct FillModel : TemplateModel<FillModel, plan::FillTemplateAttr> {
 
 /// p0 = the dense `values` (not a splat: fill is that).
 struct ConstantModel : TemplateModel<ConstantModel, plan::ConstantTemplateAttr> {
-  static constexpr plan::TemplateParam kSchema[] = {{"element", K::Type, true},
-                                                    {"values", K::Elements, true}};
-
-  llvm::Expected<plan::TemplateCost> getCost(Attribute, Operation *k,
+  LogicalResult verifyKernel(Attribute attr, Operation *op) const {
+    auto constant = cast<plan::ConstantTemplateAttr>(attr);
+    if (failed(refuseParams(op)))
+      return mlir::failure();
+    DenseElementsAttr values = constant.getValues();
+    if (values.getElementType() != constant.getElement())
+      return kernelError(op) << "parameter 'values' must hold " << constant.getElement()
+                             << " elements, got " << values.getElementType();
+    if (!isa<FloatType, IntegerType>(constant.getElement()))
+      return kernelError(op) << "parameter 'element' must be an integer or a float type, got "
+                             << constant.getElement();
+    return success();
+  }
+  llvm::Expected<plan::TemplateCost> getCost(Attribute attr, Operation *,
                                              const plan::CostContext &) const {
-    ParamsReader r = reader(k);
+    auto constant = cast<plan::ConstantTemplateAttr>(attr);
     plan::TemplateCost c;
-    c.bytes = double(denseCount(r, "values")) * plan::elementBytes(r.type("element"));
-    return checked(r, c);
+    c.bytes = double(constant.getValues().getNumElements()) *
+              plan::elementBytes(constant.getElement());
+    return c;
   }
-  llvm::Error scheduleCuda(Attribute, Operation *k, CudaSchedule &s) const {
-    ParamsReader r = reader(k);
-    s.phases = {cudaStrided(denseCount(r, "values"))};
-    return r.error();
+  llvm::Error scheduleCuda(Attribute attr, Operation *, CudaSchedule &s) const {
+    s.phases = {cudaStrided(cast<plan::ConstantTemplateAttr>(attr).getValues().getNumElements())};
+    return llvm::Error::success();
   }
-  llvm::Expected<std::string> print(Attribute, Operation *k, KernelTarget &target) const {
-    ParamsReader r = reader(k);
-    Type el = r.type("element");
+  llvm::Expected<std::string> print(Attribute attr, Operation *, KernelTarget &target) const {
+    auto constant = cast<plan::ConstantTemplateAttr>(attr);
+    Type el = constant.getElement();
+    DenseElementsAttr dense = constant.getValues();
     std::vector<std::string> values;
-    auto dense = dyn_cast_or_null<DenseElementsAttr>(r.attr("values"));
-    if (dense && isa<FloatType>(el))
+    if (isa<FloatType>(el))
       for (APFloat v : dense.getValues<APFloat>())
         values.push_back(literal(v.convertToDouble(), el));
-    else if (dense)
+    else
       for (APInt v : dense.getValues<APInt>())
         values.push_back(std::to_string(v.getSExtValue()));
-    return checked(r, target.constant(el, values));
+    return target.constant(el, values);
   }
 };
 
@@ -92,35 +94,39 @@ struct ConstantModel : TemplateModel<ConstantModel, plan::ConstantTemplateAttr> 
 /// positions x 2 * len(inv_freq) values computed in the kernel, one cos or
 /// sin and a product each.
 struct RotaryTableModel : TemplateModel<RotaryTableModel, plan::RotaryTableTemplateAttr> {
-  static constexpr plan::TemplateParam kSchema[] = {{"element", K::Type, true},
-                                                    {"positions", K::I64, true},
-                                                    {"inv_freq", K::Elements, true},
-                                                    {"sine", K::Flag, false}};
-
-  static int64_t elements(ParamsReader &r) {
-    return r.i64("positions") * 2 * denseCount(r, "inv_freq");
+  LogicalResult verifyKernel(Attribute attr, Operation *op) const {
+    auto table = cast<plan::RotaryTableTemplateAttr>(attr);
+    if (failed(refuseParams(op)))
+      return mlir::failure();
+    if (table.getPositions() < 0)
+      return kernelError(op) << "parameter 'positions' must be >= 0, got "
+                             << table.getPositions();
+    if (!isa<FloatType>(table.getElement()))
+      return kernelError(op) << "parameter 'element' must be a float type, got "
+                             << table.getElement();
+    return success();
   }
-  llvm::Expected<plan::TemplateCost> getCost(Attribute, Operation *k,
+  static int64_t elements(plan::RotaryTableTemplateAttr table) {
+    return table.getPositions() * 2 * table.getInvFreq().size();
+  }
+  llvm::Expected<plan::TemplateCost> getCost(Attribute attr, Operation *,
                                              const plan::CostContext &) const {
-    ParamsReader r = reader(k);
-    const double n = double(elements(r));
+    auto table = cast<plan::RotaryTableTemplateAttr>(attr);
+    const double n = double(elements(table));
     plan::TemplateCost c;
-    c.bytes = n * plan::elementBytes(r.type("element")), c.flops = 2 * n;
-    return checked(r, c);
+    c.bytes = n * plan::elementBytes(table.getElement()), c.flops = 2 * n;
+    return c;
   }
-  llvm::Error scheduleCuda(Attribute, Operation *k, CudaSchedule &s) const {
-    ParamsReader r = reader(k);
-    s.phases = {cudaStrided(elements(r))};
-    return r.error();
+  llvm::Error scheduleCuda(Attribute attr, Operation *, CudaSchedule &s) const {
+    s.phases = {cudaStrided(elements(cast<plan::RotaryTableTemplateAttr>(attr)))};
+    return llvm::Error::success();
   }
-  llvm::Expected<std::string> print(Attribute, Operation *k, KernelTarget &target) const {
-    ParamsReader r = reader(k);
+  llvm::Expected<std::string> print(Attribute attr, Operation *k, KernelTarget &target) const {
+    auto table = cast<plan::RotaryTableTemplateAttr>(attr);
     std::vector<std::string> inv;
-    if (auto dense = dyn_cast_or_null<DenseElementsAttr>(r.attr("inv_freq")))
-      for (APFloat v : dense.getValues<APFloat>())
-        inv.push_back(literal(v.convertToDouble(), Float64Type::get(k->getContext())));
-    return checked(r, target.rotaryTable(r.type("element"), r.i64("positions"), inv,
-                                         r.flag("sine")));
+    for (double v : table.getInvFreq().asArrayRef())
+      inv.push_back(literal(v, Float64Type::get(k->getContext())));
+    return target.rotaryTable(table.getElement(), table.getPositions(), inv, table.getSine());
   }
 };
 

@@ -1,9 +1,10 @@
 //===- Reduction.cpp - sum, mean or max over rows, columns or any axes -----===//
 //
-// p0 = reduce(p1) (ReductionKernel, encoded by encodeReduction): `layout`
-// rows (a block per row on CUDA), columns (the two column-sum phases, the
-// chunks' partials in scratch) or general (a thread per output). Every
-// input element is read and added once, every output written once.
+// p0 = reduce(p1) (ReductionKernel; its #plan.reduction<...> written by
+// encodeReduction): `layout` rows (a block per row on CUDA), columns (the
+// two column-sum phases, the chunks' partials in scratch) or general (a
+// thread per output). Every input element is read and added once, every
+// output written once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,21 +17,46 @@ namespace mlc::lowering {
 
 namespace {
 
-using K = plan::ParamKind;
-
 struct ReductionModel : TemplateModel<ReductionModel, plan::ReductionTemplateAttr> {
-  static constexpr plan::TemplateParam kSchema[] = {
-      {"reduce", K::String, true},          {"layout", K::String, true},
-      {"element", K::Type, true},           {"rows", K::I64, false}, // not in a general layout
-      {"rows_per_token", K::I64, false},    {"outputs", K::I64, false},
-      {"length", K::I64, false},            {"count", K::I64, false},
-      {"kept_dims", K::I64Array, false},    {"kept_strides", K::I64Array, false},
-      {"reduced_dims", K::I64Array, false}, {"reduced_strides", K::I64Array, false}};
-
-  llvm::Expected<plan::TemplateCost> getCost(Attribute, Operation *k,
+  /// What its layout reads is there and positive; what it does not, absent.
+  LogicalResult verifyKernel(Attribute attr, Operation *op) const {
+    auto a = cast<plan::ReductionTemplateAttr>(attr);
+    if (failed(refuseParams(op)))
+      return mlir::failure();
+    const bool general = a.getLayout() == plan::ReductionLayout::general;
+    auto positive = [&](StringRef name, int64_t v) -> LogicalResult {
+      if (v > 0)
+        return success();
+      return kernelError(op) << "parameter '" << name << "' must be > 0 in a "
+                             << plan::stringifyReductionLayout(a.getLayout())
+                             << " reduction, got " << v;
+    };
+    if (!general && (mlir::failed(positive("rows", a.getRows())) ||
+                     mlir::failed(positive("length", a.getLength()))))
+      return mlir::failure();
+    if (a.getLayout() != plan::ReductionLayout::columns &&
+        mlir::failed(positive("outputs", a.getOutputs())))
+      return mlir::failure();
+    if (a.getCount() < 1)
+      return kernelError(op) << "parameter 'count' must be > 0, got " << a.getCount();
+    const bool axes = a.getKeptDims() || a.getKeptStrides() || a.getReducedDims() ||
+                      a.getReducedStrides();
+    if (!general && axes)
+      return kernelError(op) << "the kept and reduced axes belong to a general reduction";
+    if (general) {
+      if (!a.getKeptDims() || !a.getKeptStrides() || !a.getReducedDims() ||
+          !a.getReducedStrides())
+        return kernelError(op) << "a general reduction needs kept_dims, kept_strides, "
+                                  "reduced_dims and reduced_strides";
+      if (a.getKeptDims().size() != a.getKeptStrides().size() ||
+          a.getReducedDims().size() != a.getReducedStrides().size())
+        return kernelError(op) << "a general reduction's dims and strides differ in length";
+    }
+    return success();
+  }
+  llvm::Expected<plan::TemplateCost> getCost(Attribute attr, Operation *,
                                              const plan::CostContext &) const {
-    ParamsReader r = reader(k);
-    ReductionKernel red = decodeReduction(r);
+    ReductionKernel red = decodeReduction(cast<plan::ReductionTemplateAttr>(attr));
     double in = 0, out = 0;
     if (red.shape == ReductionKernel::General)
       out = double(product(red.keptDims)), in = out * double(product(red.reducedDims));
@@ -40,25 +66,20 @@ struct ReductionModel : TemplateModel<ReductionModel, plan::ReductionTemplateAtt
       out = double(red.rows.count), in = out * red.length;
     plan::TemplateCost c;
     c.bytes = (in + out) * double(plan::elementBytes(red.element)), c.flops = in;
-    return checked(r, c);
+    return c;
   }
-  llvm::Error scheduleCuda(Attribute, Operation *k, CudaSchedule &s) const {
-    ParamsReader r = reader(k);
-    ReductionKernel red = decodeReduction(r);
+  llvm::Error scheduleCuda(Attribute attr, Operation *, CudaSchedule &s) const {
+    ReductionKernel red = decodeReduction(cast<plan::ReductionTemplateAttr>(attr));
     if (red.shape == ReductionKernel::Rows)
       s.phases = {cudaPerRow(red.rows, red.length)};
     else if (red.shape == ReductionKernel::Columns)
       s.scratch = cudaColumnSums(s, red.rows.count, red.length) * red.length * 8;
     else
       s.phases = {cudaStrided(red.outputs)};
-    return r.error();
+    return llvm::Error::success();
   }
-  llvm::Expected<std::string> print(Attribute, Operation *k, KernelTarget &target) const {
-    ParamsReader r = reader(k);
-    ReductionKernel red = decodeReduction(r);
-    if (auto err = r.error())
-      return std::move(err);
-    return target.reduction(red);
+  llvm::Expected<std::string> print(Attribute attr, Operation *, KernelTarget &target) const {
+    return target.reduction(decodeReduction(cast<plan::ReductionTemplateAttr>(attr)));
   }
 };
 
