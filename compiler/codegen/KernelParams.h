@@ -12,8 +12,8 @@
 // (compiler/codegen/templates/) checks it against its schema and reads it
 // back (ParamsReader) to cost, schedule and print the kernel. A dynamic row
 // count is `rows` (at the token capacity) with `rows_per_token`, never text.
-// AttentionKernel and ReductionKernel travel as dictionaries of their fields
-// (encode / decode below).
+// ReductionKernel travels as a dictionary of its fields, AttentionKernel as
+// its typed template #plan.attention<...> (encode / decode below).
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +25,10 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OperationSupport.h"
 #include "llvm/Support/Error.h"
+
+namespace mlc::plan {
+class AttentionTemplateAttr;
+} // namespace mlc::plan
 
 namespace mlc::lowering {
 
@@ -69,8 +73,9 @@ private:
   std::string kernel, problem;
 };
 
-mlir::DictionaryAttr encodeAttention(const AttentionKernel &a, mlir::MLIRContext *context);
-AttentionKernel decodeAttention(ParamsReader &r);
+/// An attention kernel's typed template (#plan.attention<...>), and back.
+plan::AttentionTemplateAttr encodeAttention(const AttentionKernel &a, mlir::MLIRContext *context);
+AttentionKernel decodeAttention(plan::AttentionTemplateAttr attr);
 mlir::DictionaryAttr encodeReduction(const ReductionKernel &k, mlir::MLIRContext *context);
 ReductionKernel decodeReduction(ParamsReader &r);
 

@@ -86,7 +86,114 @@ def Plan_IotaTemplate : Plan_Template<"IotaTemplate", "iota", "p0 = the flat ind
 // Reductions and attention.
 def Plan_ReductionTemplate : Plan_Template<"ReductionTemplate", "reduction",
     "sum, mean or max over rows, columns or any axes">;
+
+// Attention's parameter kinds, each printed so that it reads back exactly.
+// A double (`scale = 0.125`), held as an APFloat (MLIR hashes those, not
+// doubles); with `default`, optional and elided at it.
+class Plan_AttentionF64<string default = ""> : AttrOrTypeParameter<"::llvm::APFloat", ""> {
+  let parser = [{ [&]() -> ::mlir::FailureOr<::llvm::APFloat> {
+    double value;
+    if (::mlir::failed($_parser.parseFloat(value)))
+      return ::mlir::failure();
+    return ::llvm::APFloat(value);
+  }() }];
+  let printer = [{ $_printer << $_self }];
+  let comparator = [{ $_lhs.bitwiseIsEqual($_rhs) }];
+  let defaultValue = default;
+}
+// A flag: `causal = true`, elided when false.
+class Plan_AttentionFlag : DefaultValuedParameter<"bool", "false"> {
+  let parser = [{ [&]() -> ::mlir::FailureOr<bool> {
+    if (::mlir::succeeded($_parser.parseOptionalKeyword("true")))
+      return true;
+    if (::mlir::failed($_parser.parseKeyword("false")))
+      return ::mlir::failure();
+    return false;
+  }() }];
+  let printer = [{ $_printer << ($_self ? "true" : "false") }];
+}
+// A list in square brackets (`[0, 384, 32, 384]`), each element read by
+// `parseOne` and printed by `printOne` (`value`); with `optional`, elided
+// when empty.
+class Plan_AttentionList<string element, string parseOne, string printOne, bit optional = 0>
+    : ArrayRefParameter<element> {
+  let parser = "[&]() -> ::mlir::FailureOr<::llvm::SmallVector<" # element # ">> {\n"
+    "  ::llvm::SmallVector<" # element # "> values;\n"
+    "  auto one = [&]() -> ::mlir::ParseResult {\n"
+    "    ::mlir::FailureOr<" # element # "> value = " # parseOne # ";\n"
+    "    if (::mlir::failed(value))\n"
+    "      return ::mlir::failure();\n"
+    "    values.push_back(*value);\n"
+    "    return ::mlir::success();\n"
+    "  };\n"
+    "  if ($_parser.parseCommaSeparatedList(::mlir::AsmParser::Delimiter::Square, one))\n"
+    "    return ::mlir::failure();\n"
+    "  return values;\n"
+    "}()";
+  let printer = "$_printer << '['; ::llvm::interleaveComma($_self, $_printer, [&](" # element #
+                " value) { " # printOne # "; }); $_printer << ']'";
+  let comparator = cppType # "($_lhs) == " # cppType # "($_rhs)";
+  let defaultValue = !if(optional, cppStorageType # "()", "");
+}
+defvar Plan_AttentionI64s = Plan_AttentionList<"int64_t",
+    "::mlir::FieldParser<int64_t>::parse($_parser)", "$_printer << value">;
+defvar Plan_AttentionTypes = Plan_AttentionList<"::mlir::Type",
+    "::mlir::FieldParser<::mlir::Type>::parse($_parser)", "$_printer << value">;
+defvar Plan_AttentionFlags = Plan_AttentionList<"bool",
+    "::mlir::FailureOr<bool>(::mlir::succeeded($_parser.parseOptionalKeyword(\"true\")) ? "
+    "::mlir::FailureOr<bool>(true) : ::mlir::failed($_parser.parseKeyword(\"false\")) ? "
+    "::mlir::FailureOr<bool>(::mlir::failure()) : ::mlir::FailureOr<bool>(false))",
+    "$_printer << (value ? \"true\" : \"false\")">;
+
 def Plan_AttentionTemplate : Plan_Template<"AttentionTemplate", "attention",
-    "fused attention, forward or backward">;
+    "fused attention, forward or backward"> {
+  let description = [{
+    One kernel per attention (the scores, softmax and weighted values
+    streamed through tiles; backward recomputes them from the row
+    statistics). A typed template: its parameters are the attribute's own,
+    and its kernel has no `params` dictionary. Its arguments are listed by
+    `arg_types` and `arg_written`: the outputs, then q, k, v (at `query`),
+    the mask (with `mask`), cu_seqlens (at `cu_slot`, varlen), the rotary
+    tables cos and sin (at `rotary_slot`), the dropout block's rank (at
+    `block_slot`). `tensors` holds per tensor argument up to v its element
+    offset and its batch (varlen: token), head and row strides.
+
+    ```mlir
+    plan.kernel @k4 attention #plan.attention<element = f32, causal = true,
+        batch = 2, heads = 4, kv_heads = 4, seq_q = 8, seq_k = 8, head_dim = 32,
+        value_dim = 32, token_capacity = 0, scale = 0.17677669529663687,
+        dropout = 0.0, seed = 0, arg_types = [f32, f32, f32, f32],
+        arg_written = [true, false, false, false], query = 1,
+        mask_strides = [0, 0, 0, 0], tensors = [...]> args(4)
+    ```
+  }];
+  // What the types cannot say (dimensions positive, the arguments' slots
+  // within the kernel's, the rotary and window rules) the model's
+  // verifyKernel checks, naming the kernel. Absent optional parameters
+  // read as AttentionKernel's "none": softcap 0, window 0, rotary_dim 0,
+  // cu_slot, rotary_slot and block_slot -1.
+  let parameters = (ins
+      "::mlir::Type":$element,
+      Plan_AttentionFlag<>:$backward, Plan_AttentionFlag<>:$varlen,
+      Plan_AttentionFlag<>:$causal, Plan_AttentionFlag<>:$mask,
+      Plan_AttentionFlag<>:$bf16_products,
+      "int64_t":$batch, "int64_t":$heads, "int64_t":$kv_heads,
+      "int64_t":$seq_q, "int64_t":$seq_k, "int64_t":$head_dim, "int64_t":$value_dim,
+      "int64_t":$token_capacity,
+      Plan_AttentionF64<>:$scale, Plan_AttentionF64<>:$dropout, "int64_t":$seed,
+      Plan_AttentionF64<"::llvm::APFloat(0.0)">:$softcap, DefaultValuedParameter<"int64_t", "0">:$window,
+      Plan_AttentionTypes:$arg_types, Plan_AttentionFlags:$arg_written,
+      "int64_t":$query, Plan_AttentionI64s:$mask_strides,
+      DefaultValuedParameter<"int64_t", "-1">:$cu_slot,
+      Plan_AttentionI64s:$tensors,
+      DefaultValuedParameter<"int64_t", "0">:$rotary_dim, Plan_AttentionFlag<>:$interleaved,
+      Plan_AttentionList<"int64_t", "::mlir::FieldParser<int64_t>::parse($_parser)",
+                         "$_printer << value", 1>:$rotary_strides,
+      DefaultValuedParameter<"int64_t", "-1">:$rotary_slot,
+      DefaultValuedParameter<"int64_t", "0">:$blocks,
+      DefaultValuedParameter<"int64_t", "0">:$block_axis,
+      DefaultValuedParameter<"int64_t", "-1">:$block_slot);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
 
 #endif // MLC_PLAN_TEMPLATES_TD
