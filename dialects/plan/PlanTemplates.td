@@ -87,40 +87,26 @@ def Plan_IotaTemplate : Plan_Template<"IotaTemplate", "iota", "p0 = the flat ind
 def Plan_ReductionTemplate : Plan_Template<"ReductionTemplate", "reduction",
     "sum, mean or max over rows, columns or any axes">;
 
-// Attention's parameter kinds, each printed so that it reads back exactly.
-// A double (`scale = 0.125`), held as an APFloat (MLIR hashes those, not
-// doubles); with `default`, optional and elided at it.
-class Plan_AttentionF64<string default = ""> : AttrOrTypeParameter<"::llvm::APFloat", ""> {
+// Attention's doubles (`scale = 0.125`): f64 APFloats (LLVM hashes no
+// double; compared bitwise), printed exactly (AsmPrinter::printFloat) and
+// parsed as a float literal; with `default`, optional and elided at it.
+class Plan_AttentionF64<string default = ""> : APFloatParameter<"an f64"> {
   let parser = [{ [&]() -> ::mlir::FailureOr<::llvm::APFloat> {
-    double value;
-    if (::mlir::failed($_parser.parseFloat(value)))
+    ::llvm::APFloat value(0.0);
+    if ($_parser.parseFloat(::llvm::APFloat::IEEEdouble(), value))
       return ::mlir::failure();
-    return ::llvm::APFloat(value);
+    return value;
   }() }];
-  let printer = [{ $_printer << $_self }];
-  let comparator = [{ $_lhs.bitwiseIsEqual($_rhs) }];
   let defaultValue = default;
 }
-// A flag: `causal = true`, elided when false.
-class Plan_AttentionFlag : DefaultValuedParameter<"bool", "false"> {
-  let parser = [{ [&]() -> ::mlir::FailureOr<bool> {
-    if (::mlir::succeeded($_parser.parseOptionalKeyword("true")))
-      return true;
-    if (::mlir::failed($_parser.parseKeyword("false")))
-      return ::mlir::failure();
-    return false;
-  }() }];
-  let printer = [{ $_printer << ($_self ? "true" : "false") }];
-}
-// A list in square brackets (`[0, 384, 32, 384]`), each element read by
-// `parseOne` and printed by `printOne` (`value`); with `optional`, elided
-// when empty.
-class Plan_AttentionList<string element, string parseOne, string printOne, bit optional = 0>
-    : ArrayRefParameter<element> {
+// Attention's lists, in square brackets (`mask_strides = [0, 0, 8, 1]`: a
+// bare ArrayRefParameter's commas would run into the next parameter's);
+// with `optional`, elided when empty.
+class Plan_AttentionList<string element, bit optional = 0> : ArrayRefParameter<element> {
   let parser = "[&]() -> ::mlir::FailureOr<::llvm::SmallVector<" # element # ">> {\n"
     "  ::llvm::SmallVector<" # element # "> values;\n"
     "  auto one = [&]() -> ::mlir::ParseResult {\n"
-    "    ::mlir::FailureOr<" # element # "> value = " # parseOne # ";\n"
+    "    auto value = ::mlir::FieldParser<" # element # ">::parse($_parser);\n"
     "    if (::mlir::failed(value))\n"
     "      return ::mlir::failure();\n"
     "    values.push_back(*value);\n"
@@ -131,19 +117,12 @@ class Plan_AttentionList<string element, string parseOne, string printOne, bit o
     "  return values;\n"
     "}()";
   let printer = "$_printer << '['; ::llvm::interleaveComma($_self, $_printer, [&](" # element #
-                " value) { " # printOne # "; }); $_printer << ']'";
+                " value) { $_printer << value; }); $_printer << ']'";
   let comparator = cppType # "($_lhs) == " # cppType # "($_rhs)";
   let defaultValue = !if(optional, cppStorageType # "()", "");
 }
-defvar Plan_AttentionI64s = Plan_AttentionList<"int64_t",
-    "::mlir::FieldParser<int64_t>::parse($_parser)", "$_printer << value">;
-defvar Plan_AttentionTypes = Plan_AttentionList<"::mlir::Type",
-    "::mlir::FieldParser<::mlir::Type>::parse($_parser)", "$_printer << value">;
-defvar Plan_AttentionFlags = Plan_AttentionList<"bool",
-    "::mlir::FailureOr<bool>(::mlir::succeeded($_parser.parseOptionalKeyword(\"true\")) ? "
-    "::mlir::FailureOr<bool>(true) : ::mlir::failed($_parser.parseKeyword(\"false\")) ? "
-    "::mlir::FailureOr<bool>(::mlir::failure()) : ::mlir::FailureOr<bool>(false))",
-    "$_printer << (value ? \"true\" : \"false\")">;
+// A flag: `causal = true`, elided when false.
+defvar Plan_AttentionFlag = DefaultValuedParameter<"bool", "false">;
 
 def Plan_AttentionTemplate : Plan_Template<"AttentionTemplate", "attention",
     "fused attention, forward or backward"> {
@@ -174,21 +153,20 @@ def Plan_AttentionTemplate : Plan_Template<"AttentionTemplate", "attention",
   // cu_slot, rotary_slot and block_slot -1.
   let parameters = (ins
       "::mlir::Type":$element,
-      Plan_AttentionFlag<>:$backward, Plan_AttentionFlag<>:$varlen,
-      Plan_AttentionFlag<>:$causal, Plan_AttentionFlag<>:$mask,
-      Plan_AttentionFlag<>:$bf16_products,
+      Plan_AttentionFlag:$backward, Plan_AttentionFlag:$varlen, Plan_AttentionFlag:$causal,
+      Plan_AttentionFlag:$mask, Plan_AttentionFlag:$bf16_products,
       "int64_t":$batch, "int64_t":$heads, "int64_t":$kv_heads,
       "int64_t":$seq_q, "int64_t":$seq_k, "int64_t":$head_dim, "int64_t":$value_dim,
       "int64_t":$token_capacity,
       Plan_AttentionF64<>:$scale, Plan_AttentionF64<>:$dropout, "int64_t":$seed,
-      Plan_AttentionF64<"::llvm::APFloat(0.0)">:$softcap, DefaultValuedParameter<"int64_t", "0">:$window,
-      Plan_AttentionTypes:$arg_types, Plan_AttentionFlags:$arg_written,
-      "int64_t":$query, Plan_AttentionI64s:$mask_strides,
+      Plan_AttentionF64<"::llvm::APFloat(0.0)">:$softcap,
+      DefaultValuedParameter<"int64_t", "0">:$window,
+      Plan_AttentionList<"::mlir::Type">:$arg_types, Plan_AttentionList<"bool">:$arg_written,
+      "int64_t":$query, Plan_AttentionList<"int64_t">:$mask_strides,
       DefaultValuedParameter<"int64_t", "-1">:$cu_slot,
-      Plan_AttentionI64s:$tensors,
-      DefaultValuedParameter<"int64_t", "0">:$rotary_dim, Plan_AttentionFlag<>:$interleaved,
-      Plan_AttentionList<"int64_t", "::mlir::FieldParser<int64_t>::parse($_parser)",
-                         "$_printer << value", 1>:$rotary_strides,
+      Plan_AttentionList<"int64_t">:$tensors,
+      DefaultValuedParameter<"int64_t", "0">:$rotary_dim, Plan_AttentionFlag:$interleaved,
+      Plan_AttentionList<"int64_t", 1>:$rotary_strides,
       DefaultValuedParameter<"int64_t", "-1">:$rotary_slot,
       DefaultValuedParameter<"int64_t", "0">:$blocks,
       DefaultValuedParameter<"int64_t", "0">:$block_axis,
