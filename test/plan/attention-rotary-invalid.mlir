@@ -1,10 +1,10 @@
 // RUN: mlc-opt %s -split-input-file -verify-diagnostics
 // An attention kernel's typed template (#plan.attention<...>) and what its
 // model checks that the types cannot say (compiler/codegen/templates/
-// Attention.cpp): the rotary tables (verifyAttentionRotary: rotary_dim,
+// Attention.cpp): the rotary tables (verifyRotary: rotary_dim,
 // rotary_strides and rotary_slot come together and fit the kernel), the
 // soft cap and window, the shape and the argument slots
-// (verifyAttentionShape). One case per rule, then kernels that pass.
+// (verifyShape). One case per rule, then kernels that pass.
 // The forward of a varlen attention: O, Q, K, V, cu_seqlens, cos, sin.
 
 // expected-error @+1 {{'plan.kernel' op @k14 (template 'attention'): rotary_dim needs rotary_strides of 2 entries (the tables' batch and row strides), got 1}}

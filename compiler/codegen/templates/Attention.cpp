@@ -4,9 +4,9 @@
 // #plan.attention<...> by encodeAttention):
 // the scores, softmax and weighted values streamed through tiles, never
 // stored; backward recomputes them from the row statistics. Its arguments
-// are listed by `arg_types` and `arg_written` (verifyAttentionShape checks
+// are listed by `arg_types` and `arg_written` (verifyShape checks
 // them and the slots within them); the rotary tables, the soft cap and the
-// sliding window are checked together (verifyAttentionRotary).
+// sliding window are checked together (verifyRotary).
 // The CUDA block (attentionBlock) keeps the tiles within 40 KB of shared
 // memory, and a block that still exceeds CUDA's 48 KB is recorded as
 // refused (cuda.refusal) rather than failing: the CPU runs it.
@@ -25,97 +25,6 @@ namespace mlc::lowering {
 namespace {
 
 double elementBytesOf(Type t) { return double(plan::elementBytes(t)); }
-
-/// "@k14 (template 'attention'): ", the start of each error below.
-InFlightDiagnostic attentionError(plan::KernelOp k) {
-  return k.emitOpError("@") << k.getSymName() << " (template 'attention'): ";
-}
-
-/// What an attention kernel's types cannot say about its shape and its
-/// arguments: `arg_types` and `arg_written` list the kernel's arguments,
-/// q, k, v (from `query`), cu_seqlens (`cu_slot`, varlen only) and the
-/// dropout block's rank (`block_slot`) are among them, the heads and head
-/// dimensions are positive (kv_heads dividing heads), `tensors` holds four
-/// entries a tensor, and the dropout is a probability below 1.
-LogicalResult verifyAttentionShape(plan::AttentionTemplateAttr a, plan::KernelOp k) {
-  const int64_t n = k.getNumArgs();
-  if (int64_t(a.getArgTypes().size()) != n || int64_t(a.getArgWritten().size()) != n)
-    return attentionError(k) << "parameters 'arg_types' and 'arg_written' must list its " << n
-                             << " arguments, got " << a.getArgTypes().size() << " and "
-                             << a.getArgWritten().size();
-  for (auto [name, value] : {std::pair<StringRef, int64_t>{"heads", a.getHeads()},
-                             {"kv_heads", a.getKvHeads()},
-                             {"head_dim", a.getHeadDim()},
-                             {"value_dim", a.getValueDim()}})
-    if (value <= 0)
-      return attentionError(k) << "parameter '" << name << "' must be > 0, got " << value;
-  if (a.getHeads() % a.getKvHeads())
-    return attentionError(k) << "kv_heads " << a.getKvHeads() << " must divide heads "
-                             << a.getHeads();
-  if (a.getQuery() < 0 || a.getQuery() + 3 > n)
-    return attentionError(k) << "query " << a.getQuery() << " puts q, k and v outside its "
-                             << n << " arguments";
-  if (a.getVarlen() != (a.getCuSlot() >= 0) || a.getCuSlot() >= n)
-    return attentionError(k) << "cu_slot " << a.getCuSlot() << " must name one of its " << n
-                             << " arguments exactly when varlen";
-  if (a.getBlockSlot() < -1 || a.getBlockSlot() >= n)
-    return attentionError(k) << "block_slot " << a.getBlockSlot() << " is outside its " << n
-                             << " arguments";
-  if (a.getMaskStrides().size() != 4)
-    return attentionError(k) << "parameter 'mask_strides' must hold 4 entries ([B, H, Sq, Sk]), "
-                             << "got " << a.getMaskStrides().size();
-  if (a.getTensors().size() % 4)
-    return attentionError(k) << "parameter 'tensors' must hold 4 entries a tensor (offset, batch, "
-                             << "head and row strides), got " << a.getTensors().size();
-  if (const double p = a.getDropout().convertToDouble(); !(p >= 0.0 && p < 1.0))
-    return attentionError(k) << "dropout " << p << " must be in [0, 1)";
-  return success();
-}
-
-/// An attention kernel's rotary tables (MLC_ATTN_ROTARY), checked together:
-/// `rotary_dim` R (even, 0 < R <= head_dim) names them, and with it come
-/// their batch and row strides (`rotary_strides`, two) and cos's argument
-/// (`rotary_slot`; sin is the next argument, both within the kernel's).
-/// None of the others goes without R. A `softcap` is positive and finite;
-/// a `window` at least 1, on causal attention only (absent, both are 0).
-LogicalResult verifyAttentionRotary(plan::AttentionTemplateAttr a, plan::KernelOp k) {
-  // Soft-capping c * tanh(s / c): c positive and finite (0: none).
-  const double cap = a.getSoftcap().convertToDouble();
-  if (cap != 0.0 && !(cap > 0.0 && std::isfinite(cap)))
-    return attentionError(k) << "softcap " << cap << " must be positive and finite";
-  // The sliding window: query i sees keys i - window + 1 .. i.
-  if (a.getWindow() != 0) {
-    if (a.getWindow() < 1)
-      return attentionError(k) << "window " << a.getWindow() << " must be at least 1";
-    if (!a.getCausal())
-      return attentionError(k) << "a sliding window needs causal attention";
-  }
-  const int64_t r = a.getRotaryDim();
-  if (r == 0) {
-    for (auto [name, given] : {std::pair<StringRef, bool>{"rotary_strides",
-                                                          !a.getRotaryStrides().empty()},
-                               {"rotary_slot", a.getRotarySlot() != -1},
-                               {"interleaved", a.getInterleaved()}})
-      if (given)
-        return attentionError(k) << "parameter '" << name << "' without 'rotary_dim'";
-    return success();
-  }
-  if (r < 0 || r % 2 || r > a.getHeadDim())
-    return attentionError(k) << "rotary_dim " << r
-                             << " must be even, positive and at most head_dim ("
-                             << a.getHeadDim() << ")";
-  if (a.getRotaryStrides().size() != 2)
-    return attentionError(k) << "rotary_dim needs rotary_strides of 2 entries (the tables' "
-                                "batch and row strides), got "
-                             << a.getRotaryStrides().size();
-  const int64_t slot = a.getRotarySlot();
-  if (slot == -1)
-    return attentionError(k) << "rotary_dim needs rotary_slot (the argument of the cos table)";
-  if (slot < 0 || slot + 1 >= int64_t(k.getNumArgs()))
-    return attentionError(k) << "rotary_slot " << slot << " puts cos and sin outside its "
-                             << k.getNumArgs() << " arguments";
-  return success();
-}
 
 /// An attention kernel's CUDA block: query rows, threads, key rows per
 /// tile, and the static shared memory of its template (attention.cuh).
@@ -283,9 +192,9 @@ llvm::Expected<plan::TemplateCost> attentionCost(const AttentionKernel &a, plan:
 struct AttentionModel : TemplateModel<AttentionModel, plan::AttentionTemplateAttr> {
   LogicalResult verifyKernel(Attribute attr, Operation *op) const {
     auto a = cast<plan::AttentionTemplateAttr>(attr);
-    if (failed(refuseParams(op)) || failed(verifyAttentionShape(a, kernelOf(op))))
+    if (failed(refuseParams(op)) || failed(verifyShape(a, kernelOf(op))))
       return failure();
-    return verifyAttentionRotary(a, kernelOf(op));
+    return verifyRotary(a, kernelOf(op));
   }
   /// Each argument as `arg_written` marks it.
   bool writesArg(Attribute attr, Operation *, int64_t arg) const {
@@ -305,6 +214,93 @@ struct AttentionModel : TemplateModel<AttentionModel, plan::AttentionTemplateAtt
   }
   llvm::Expected<std::string> print(Attribute attr, Operation *, KernelTarget &target) const {
     return target.attention(decodeAttention(cast<plan::AttentionTemplateAttr>(attr)));
+  }
+
+private:
+  /// What an attention kernel's types cannot say about its shape and its
+  /// arguments: `arg_types` and `arg_written` list the kernel's arguments,
+  /// q, k, v (from `query`), cu_seqlens (`cu_slot`, varlen only) and the
+  /// dropout block's rank (`block_slot`) are among them, the heads and head
+  /// dimensions are positive (kv_heads dividing heads), `tensors` holds four
+  /// entries a tensor, and the dropout is a probability below 1.
+  static LogicalResult verifyShape(plan::AttentionTemplateAttr a, plan::KernelOp k) {
+    const int64_t n = k.getNumArgs();
+    if (int64_t(a.getArgTypes().size()) != n || int64_t(a.getArgWritten().size()) != n)
+      return kernelError(k) << "parameters 'arg_types' and 'arg_written' must list its " << n
+                            << " arguments, got " << a.getArgTypes().size() << " and "
+                            << a.getArgWritten().size();
+    for (auto [name, value] : {std::pair<StringRef, int64_t>{"heads", a.getHeads()},
+                               {"kv_heads", a.getKvHeads()},
+                               {"head_dim", a.getHeadDim()},
+                               {"value_dim", a.getValueDim()}})
+      if (value <= 0)
+        return kernelError(k) << "parameter '" << name << "' must be > 0, got " << value;
+    if (a.getHeads() % a.getKvHeads())
+      return kernelError(k) << "kv_heads " << a.getKvHeads() << " must divide heads "
+                            << a.getHeads();
+    if (a.getQuery() < 0 || a.getQuery() + 3 > n)
+      return kernelError(k) << "query " << a.getQuery() << " puts q, k and v outside its "
+                            << n << " arguments";
+    if (a.getVarlen() != (a.getCuSlot() >= 0) || a.getCuSlot() >= n)
+      return kernelError(k) << "cu_slot " << a.getCuSlot() << " must name one of its " << n
+                            << " arguments exactly when varlen";
+    if (a.getBlockSlot() < -1 || a.getBlockSlot() >= n)
+      return kernelError(k) << "block_slot " << a.getBlockSlot() << " is outside its " << n
+                            << " arguments";
+    if (a.getMaskStrides().size() != 4)
+      return kernelError(k) << "parameter 'mask_strides' must hold 4 entries ([B, H, Sq, Sk]), "
+                            << "got " << a.getMaskStrides().size();
+    if (a.getTensors().size() % 4)
+      return kernelError(k) << "parameter 'tensors' must hold 4 entries a tensor (offset, batch, "
+                            << "head and row strides), got " << a.getTensors().size();
+    if (const double p = a.getDropout().convertToDouble(); !(p >= 0.0 && p < 1.0))
+      return kernelError(k) << "dropout " << p << " must be in [0, 1)";
+    return success();
+  }
+
+  /// An attention kernel's rotary tables (MLC_ATTN_ROTARY), checked together:
+  /// `rotary_dim` R (even, 0 < R <= head_dim) names them, and with it come
+  /// their batch and row strides (`rotary_strides`, two) and cos's argument
+  /// (`rotary_slot`; sin is the next argument, both within the kernel's).
+  /// None of the others goes without R. A `softcap` is positive and finite;
+  /// a `window` at least 1, on causal attention only (absent, both are 0).
+  static LogicalResult verifyRotary(plan::AttentionTemplateAttr a, plan::KernelOp k) {
+    // Soft-capping c * tanh(s / c): c positive and finite (0: none).
+    const double cap = a.getSoftcap().convertToDouble();
+    if (cap != 0.0 && !(cap > 0.0 && std::isfinite(cap)))
+      return kernelError(k) << "softcap " << cap << " must be positive and finite";
+    // The sliding window: query i sees keys i - window + 1 .. i.
+    if (a.getWindow() != 0) {
+      if (a.getWindow() < 1)
+        return kernelError(k) << "window " << a.getWindow() << " must be at least 1";
+      if (!a.getCausal())
+        return kernelError(k) << "a sliding window needs causal attention";
+    }
+    const int64_t r = a.getRotaryDim();
+    if (r == 0) {
+      for (auto [name, given] : {std::pair<StringRef, bool>{"rotary_strides",
+                                                            !a.getRotaryStrides().empty()},
+                                 {"rotary_slot", a.getRotarySlot() != -1},
+                                 {"interleaved", a.getInterleaved()}})
+        if (given)
+          return kernelError(k) << "parameter '" << name << "' without 'rotary_dim'";
+      return success();
+    }
+    if (r < 0 || r % 2 || r > a.getHeadDim())
+      return kernelError(k) << "rotary_dim " << r
+                            << " must be even, positive and at most head_dim ("
+                            << a.getHeadDim() << ")";
+    if (a.getRotaryStrides().size() != 2)
+      return kernelError(k) << "rotary_dim needs rotary_strides of 2 entries (the tables' "
+                               "batch and row strides), got "
+                            << a.getRotaryStrides().size();
+    const int64_t slot = a.getRotarySlot();
+    if (slot == -1)
+      return kernelError(k) << "rotary_dim needs rotary_slot (the argument of the cos table)";
+    if (slot < 0 || slot + 1 >= int64_t(k.getNumArgs()))
+      return kernelError(k) << "rotary_slot " << slot << " puts cos and sin outside its "
+                            << k.getNumArgs() << " arguments";
+    return success();
   }
 };
 
