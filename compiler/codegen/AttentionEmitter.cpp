@@ -168,8 +168,8 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   if (auto module = fn->getParentOfType<ModuleOp>())
     if (auto products = module->getAttrOfType<StringAttr>("mlc.autocast"))
       desc.bf16Products = products.getValue() == "bf16";
-  addStep(plan::AttentionTemplateAttr::get(op->getContext()),
-          encodeAttention(desc, op->getContext()), bufs, KernelTemplate::attention);
+  addStep(encodeAttention(desc, op->getContext()), DictionaryAttr(), bufs,
+          KernelTemplate::attention);
   return llvm::Error::success();
 }
 

@@ -220,10 +220,11 @@ public:
           InFlightDiagnostic d = k.emitOpError("@")
                                  << k.getSymName() << ": cuda.launch has " << phases.size()
                                  << " phases where ";
-          if (auto t = k.getKernelTemplateAttr())
+          if (auto t = k.getKernelTemplateAttr()) {
+            auto attention = dyn_cast<mlc::plan::AttentionTemplateAttr>(t);
             d << "template '" << t.getTemplateName() << "'"
-              << (k.getParamsAttr() && k.getParamsAttr().get("backward") ? " (backward)" : "");
-          else
+              << (attention && attention.getBackward() ? " (backward)" : "");
+          } else
             d << "its " << mlc::plan::stringifyKernelTemplate(k.getKind()) << " body";
           d << " runs " << s->phases.size();
           failed = true;

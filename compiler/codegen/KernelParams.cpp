@@ -1,6 +1,7 @@
 //===- KernelParams.cpp - a template kernel's parameters as attributes -----===//
 
 #include "compiler/codegen/KernelParams.h"
+#include "dialects/plan/PlanDialect.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -92,118 +93,69 @@ llvm::Error ParamsReader::error() {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), problem);
 }
 
-namespace {
-
-/// Argument types and whether each is written, as two parallel arrays.
-void encodeArgs(ParamsBuilder &b, MLIRContext *context, const std::vector<KernelArg> &args) {
-  SmallVector<Attribute> types;
-  SmallVector<bool> written;
-  for (const KernelArg &a : args) {
-    types.push_back(TypeAttr::get(a.element));
-    written.push_back(a.written);
-  }
-  b.attr("arg_types", ArrayAttr::get(context, types));
-  b.attr("arg_written", DenseBoolArrayAttr::get(context, written));
-}
-std::vector<KernelArg> decodeArgs(ParamsReader &r) {
-  std::vector<KernelArg> args;
-  auto types = dyn_cast_or_null<ArrayAttr>(r.attr("arg_types"));
-  auto written = dyn_cast_or_null<DenseBoolArrayAttr>(r.attr("arg_written"));
-  if (!types || !written || types.size() != size_t(written.size()))
-    return args;
-  for (auto [t, w] : llvm::zip(types, written.asArrayRef()))
-    if (auto ta = dyn_cast<TypeAttr>(t))
-      args.push_back({ta.getValue(), w});
-  return args;
-}
-
-} // namespace
-
-DictionaryAttr encodeAttention(const AttentionKernel &a, MLIRContext *context) {
-  ParamsBuilder b(context);
-  b.type("element", a.element)
-      .flag("backward", a.backward)
-      .flag("varlen", a.varlen)
-      .flag("causal", a.causal)
-      .flag("mask", a.mask)
-      .i64("batch", a.batch)
-      .i64("heads", a.heads)
-      .i64("kv_heads", a.kvHeads)
-      .i64("seq_q", a.seqQ)
-      .i64("seq_k", a.seqK)
-      .i64("head_dim", a.headDim)
-      .i64("value_dim", a.valueDim)
-      .i64("token_capacity", a.tokenCapacity)
-      .f64("scale", a.scale)
-      .f64("dropout", a.dropout)
-      .i64("seed", a.seed)
-      .i64("query", a.query)
-      .i64s("mask_strides", a.maskStrides)
-      .i64("cu_slot", a.cuSlot)
-      .flag("bf16_products", a.bf16Products);
-  if (a.softcap > 0)
-    b.f64("softcap", a.softcap);
-  if (a.window > 0)
-    b.i64("window", a.window);
-  if (a.rotaryDim > 0)
-    b.i64("rotary_dim", a.rotaryDim)
-        .flag("interleaved", a.interleaved)
-        .i64s("rotary_strides", {a.rotaryBatch, a.rotaryRow})
-        .i64("rotary_slot", a.rotarySlot);
-  if (a.blockSlot >= 0)
-    b.i64("blocks", a.blocks).i64("block_axis", a.blockAxis).i64("block_slot", a.blockSlot);
+plan::AttentionTemplateAttr encodeAttention(const AttentionKernel &a, MLIRContext *context) {
   // Per tensor: offset, batch, head and row strides.
   Shape tensors;
   for (const AttentionKernel::Tensor &t : a.tensors)
     tensors.insert(tensors.end(), {t.offset, t.batchStride, t.headStride, t.rowStride});
-  b.i64s("tensors", tensors);
-  encodeArgs(b, context, a.args);
-  return b.get();
+  SmallVector<Type> types;
+  SmallVector<bool> written;
+  for (const KernelArg &arg : a.args) {
+    types.push_back(arg.element);
+    written.push_back(arg.written);
+  }
+  const bool rotary = a.rotaryDim > 0, blocked = a.blockSlot >= 0;
+  return plan::AttentionTemplateAttr::get(
+      context, a.element, a.backward, a.varlen, a.causal, a.mask, a.bf16Products, a.batch,
+      a.heads, a.kvHeads, a.seqQ, a.seqK, a.headDim, a.valueDim, a.tokenCapacity,
+      APFloat(a.scale), APFloat(a.dropout), a.seed, APFloat(a.softcap > 0 ? a.softcap : 0.0),
+      a.window > 0 ? a.window : 0, types, written, a.query, a.maskStrides, a.cuSlot, tensors,
+      rotary ? a.rotaryDim : 0, rotary && a.interleaved,
+      rotary ? Shape{a.rotaryBatch, a.rotaryRow} : Shape{}, rotary ? a.rotarySlot : -1,
+      blocked ? a.blocks : 0, blocked ? a.blockAxis : 0, blocked ? a.blockSlot : -1);
 }
 
-AttentionKernel decodeAttention(ParamsReader &r) {
+AttentionKernel decodeAttention(plan::AttentionTemplateAttr attr) {
   AttentionKernel a;
-  a.element = r.type("element");
-  a.backward = r.flag("backward");
-  a.varlen = r.flag("varlen");
-  a.causal = r.flag("causal");
-  a.mask = r.flag("mask");
-  a.batch = r.i64("batch");
-  a.heads = r.i64("heads");
-  a.kvHeads = r.i64("kv_heads");
-  a.seqQ = r.i64("seq_q");
-  a.seqK = r.i64("seq_k");
-  a.headDim = r.i64("head_dim");
-  a.valueDim = r.i64("value_dim");
-  a.tokenCapacity = r.i64("token_capacity");
-  a.scale = r.f64("scale");
-  a.dropout = r.f64("dropout");
-  a.seed = r.i64("seed");
-  a.query = r.i64("query");
-  a.maskStrides = r.i64s("mask_strides");
-  a.cuSlot = r.i64("cu_slot");
-  a.bf16Products = r.flag("bf16_products");
-  if (r.has("softcap"))
-    a.softcap = r.f64("softcap");
-  if (r.has("window"))
-    a.window = r.i64("window");
-  if (r.has("rotary_dim")) { // the plan verifier checked the four together
-    a.rotaryDim = r.i64("rotary_dim");
-    a.interleaved = r.flag("interleaved");
-    Shape st = r.i64s("rotary_strides");
-    if (st.size() == 2)
-      a.rotaryBatch = st[0], a.rotaryRow = st[1];
-    a.rotarySlot = r.i64("rotary_slot");
+  a.element = attr.getElement();
+  a.backward = attr.getBackward();
+  a.varlen = attr.getVarlen();
+  a.causal = attr.getCausal();
+  a.mask = attr.getMask();
+  a.bf16Products = attr.getBf16Products();
+  a.batch = attr.getBatch();
+  a.heads = attr.getHeads();
+  a.kvHeads = attr.getKvHeads();
+  a.seqQ = attr.getSeqQ();
+  a.seqK = attr.getSeqK();
+  a.headDim = attr.getHeadDim();
+  a.valueDim = attr.getValueDim();
+  a.tokenCapacity = attr.getTokenCapacity();
+  a.scale = attr.getScale().convertToDouble();
+  a.dropout = attr.getDropout().convertToDouble();
+  a.seed = attr.getSeed();
+  a.softcap = attr.getSoftcap().convertToDouble();
+  a.window = attr.getWindow();
+  a.query = attr.getQuery();
+  a.maskStrides.assign(attr.getMaskStrides().begin(), attr.getMaskStrides().end());
+  a.cuSlot = attr.getCuSlot();
+  if (attr.getRotaryDim() > 0) { // the plan verifier checked them together
+    a.rotaryDim = attr.getRotaryDim();
+    a.interleaved = attr.getInterleaved();
+    if (attr.getRotaryStrides().size() == 2)
+      a.rotaryBatch = attr.getRotaryStrides()[0], a.rotaryRow = attr.getRotaryStrides()[1];
+    a.rotarySlot = attr.getRotarySlot();
   }
-  if (r.has("block_slot")) {
-    a.blocks = r.i64("blocks");
-    a.blockAxis = r.i64("block_axis");
-    a.blockSlot = r.i64("block_slot");
+  if (attr.getBlockSlot() >= 0) {
+    a.blocks = attr.getBlocks();
+    a.blockAxis = attr.getBlockAxis();
+    a.blockSlot = attr.getBlockSlot();
   }
-  Shape t = r.i64s("tensors");
+  llvm::ArrayRef<int64_t> t = attr.getTensors();
   for (size_t i = 0; i + 3 < t.size(); i += 4)
     a.tensors.push_back({t[i], t[i + 1], t[i + 2], t[i + 3]});
-  a.args = decodeArgs(r);
+  for (auto [type, written] : llvm::zip(attr.getArgTypes(), attr.getArgWritten()))
+    a.args.push_back({type, written});
   return a;
 }
 

@@ -12,8 +12,8 @@
 // (compiler/codegen/templates/) checks it against its schema and reads it
 // back (ParamsReader) to cost, schedule and print the kernel. A dynamic row
 // count is `rows` (at the token capacity) with `rows_per_token`, never text.
-// AttentionKernel travels as a dictionary of its fields, ReductionKernel as
-// its typed template attribute (encode / decode below).
+// AttentionKernel and ReductionKernel travel as their typed templates
+// (#plan.attention<...>, #plan.reduction<...>; encode / decode below).
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +26,10 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OperationSupport.h"
 #include "llvm/Support/Error.h"
+
+namespace mlc::plan {
+class AttentionTemplateAttr;
+} // namespace mlc::plan
 
 namespace mlc::lowering {
 
@@ -70,8 +74,9 @@ private:
   std::string kernel, problem;
 };
 
-mlir::DictionaryAttr encodeAttention(const AttentionKernel &a, mlir::MLIRContext *context);
-AttentionKernel decodeAttention(ParamsReader &r);
+/// An attention kernel's typed template (#plan.attention<...>), and back.
+plan::AttentionTemplateAttr encodeAttention(const AttentionKernel &a, mlir::MLIRContext *context);
+AttentionKernel decodeAttention(plan::AttentionTemplateAttr attr);
 /// A reduction as its template's attribute (#plan.reduction<...>), and back.
 plan::ReductionTemplateAttr encodeReduction(const ReductionKernel &k, mlir::MLIRContext *context);
 ReductionKernel decodeReduction(plan::ReductionTemplateAttr attr);

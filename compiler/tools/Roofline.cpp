@@ -476,14 +476,14 @@ llvm::Expected<Roofline> rooflineOf(ModuleOp module, const RooflineDevice &d, in
         if (auto t = k.getKernelTemplateAttr())
           kind += " " + t.getTemplateName().str();
         add(k.getSymName().str(), kind, groupOf(k, fn), *c);
-        if (fn == out.functions.front() && k.getKind() == plan::KernelTemplate::attention) {
-          lowering::ParamsReader r(k.getParamsAttr(), k.getSymName());
-          lowering::AttentionKernel a = lowering::decodeAttention(r);
+        auto attention =
+            dyn_cast_or_null<plan::AttentionTemplateAttr>(k.getKernelTemplateAttr());
+        if (fn == out.functions.front() && attention) {
+          lowering::AttentionKernel a = lowering::decodeAttention(attention);
           if (!a.backward)
             attentionForward +=
                 lowering::attentionForwardFlops(a, plan::CostContext{mb.rows, mb.length});
           out.attentionUpperBound = out.attentionUpperBound || a.varlen;
-          llvm::consumeError(r.error());
         }
       }
     }

@@ -204,7 +204,91 @@ def Plan_ReductionTemplate : Plan_Template<"ReductionTemplate", "reduction",
                         OptionalParameter<"::mlir::DenseI64ArrayAttr">:$reduced_strides);
   let assemblyFormat = "`<` struct(params) `>`";
 }
+// Attention's doubles (`scale = 0.125`): f64 APFloats (LLVM hashes no
+// double; compared bitwise), printed exactly (AsmPrinter::printFloat) and
+// parsed as a float literal; with `default`, optional and elided at it.
+class Plan_AttentionF64<string default = ""> : APFloatParameter<"an f64"> {
+  let parser = [{ [&]() -> ::mlir::FailureOr<::llvm::APFloat> {
+    ::llvm::APFloat value(0.0);
+    if ($_parser.parseFloat(::llvm::APFloat::IEEEdouble(), value))
+      return ::mlir::failure();
+    return value;
+  }() }];
+  let defaultValue = default;
+}
+// Attention's lists, in square brackets (`mask_strides = [0, 0, 8, 1]`: a
+// bare ArrayRefParameter's commas would run into the next parameter's);
+// with `optional`, elided when empty.
+class Plan_AttentionList<string element, bit optional = 0> : ArrayRefParameter<element> {
+  let parser = "[&]() -> ::mlir::FailureOr<::llvm::SmallVector<" # element # ">> {\n"
+    "  ::llvm::SmallVector<" # element # "> values;\n"
+    "  auto one = [&]() -> ::mlir::ParseResult {\n"
+    "    auto value = ::mlir::FieldParser<" # element # ">::parse($_parser);\n"
+    "    if (::mlir::failed(value))\n"
+    "      return ::mlir::failure();\n"
+    "    values.push_back(*value);\n"
+    "    return ::mlir::success();\n"
+    "  };\n"
+    "  if ($_parser.parseCommaSeparatedList(::mlir::AsmParser::Delimiter::Square, one))\n"
+    "    return ::mlir::failure();\n"
+    "  return values;\n"
+    "}()";
+  let printer = "$_printer << '['; ::llvm::interleaveComma($_self, $_printer, [&](" # element #
+                " value) { $_printer << value; }); $_printer << ']'";
+  let comparator = cppType # "($_lhs) == " # cppType # "($_rhs)";
+  let defaultValue = !if(optional, cppStorageType # "()", "");
+}
+// A flag: `causal = true`, elided when false.
+defvar Plan_AttentionFlag = DefaultValuedParameter<"bool", "false">;
+
 def Plan_AttentionTemplate : Plan_Template<"AttentionTemplate", "attention",
-    "fused attention, forward or backward">;
+    "fused attention, forward or backward"> {
+  let description = [{
+    One kernel per attention (the scores, softmax and weighted values
+    streamed through tiles; backward recomputes them from the row
+    statistics). A typed template: its parameters are the attribute's own,
+    and its kernel has no `params` dictionary. Its arguments are listed by
+    `arg_types` and `arg_written`: the outputs, then q, k, v (at `query`),
+    the mask (with `mask`), cu_seqlens (at `cu_slot`, varlen), the rotary
+    tables cos and sin (at `rotary_slot`), the dropout block's rank (at
+    `block_slot`). `tensors` holds per tensor argument up to v its element
+    offset and its batch (varlen: token), head and row strides.
+
+    ```mlir
+    plan.kernel @k4 attention #plan.attention<element = f32, causal = true,
+        batch = 2, heads = 4, kv_heads = 4, seq_q = 8, seq_k = 8, head_dim = 32,
+        value_dim = 32, token_capacity = 0, scale = 0.17677669529663687,
+        dropout = 0.0, seed = 0, arg_types = [f32, f32, f32, f32],
+        arg_written = [true, false, false, false], query = 1,
+        mask_strides = [0, 0, 0, 0], tensors = [...]> args(4)
+    ```
+  }];
+  // What the types cannot say (dimensions positive, the arguments' slots
+  // within the kernel's, the rotary and window rules) the model's
+  // verifyKernel checks, naming the kernel. Absent optional parameters
+  // read as AttentionKernel's "none": softcap 0, window 0, rotary_dim 0,
+  // cu_slot, rotary_slot and block_slot -1.
+  let parameters = (ins
+      "::mlir::Type":$element,
+      Plan_AttentionFlag:$backward, Plan_AttentionFlag:$varlen, Plan_AttentionFlag:$causal,
+      Plan_AttentionFlag:$mask, Plan_AttentionFlag:$bf16_products,
+      "int64_t":$batch, "int64_t":$heads, "int64_t":$kv_heads,
+      "int64_t":$seq_q, "int64_t":$seq_k, "int64_t":$head_dim, "int64_t":$value_dim,
+      "int64_t":$token_capacity,
+      Plan_AttentionF64<>:$scale, Plan_AttentionF64<>:$dropout, "int64_t":$seed,
+      Plan_AttentionF64<"::llvm::APFloat(0.0)">:$softcap,
+      DefaultValuedParameter<"int64_t", "0">:$window,
+      Plan_AttentionList<"::mlir::Type">:$arg_types, Plan_AttentionList<"bool">:$arg_written,
+      "int64_t":$query, Plan_AttentionList<"int64_t">:$mask_strides,
+      DefaultValuedParameter<"int64_t", "-1">:$cu_slot,
+      Plan_AttentionList<"int64_t">:$tensors,
+      DefaultValuedParameter<"int64_t", "0">:$rotary_dim, Plan_AttentionFlag:$interleaved,
+      Plan_AttentionList<"int64_t", 1>:$rotary_strides,
+      DefaultValuedParameter<"int64_t", "-1">:$rotary_slot,
+      DefaultValuedParameter<"int64_t", "0">:$blocks,
+      DefaultValuedParameter<"int64_t", "0">:$block_axis,
+      DefaultValuedParameter<"int64_t", "-1">:$block_slot);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
 
 #endif // MLC_PLAN_TEMPLATES_TD

@@ -33,7 +33,7 @@
 // CHECK-LABEL: plan.kernel @k4 attention #plan.attention
 // CHECK-SAME:    attributes {cuda.launch = [array<i64: 8, 64>], cuda.scratch = 0 : i64, cuda.tile = 32 : i64}
 module {
-  plan.kernel @k4 attention #plan.attention args(4) params {arg_types = [f32, f32, f32, f32], arg_written = array<i1: true, false, false, false>, batch = 2 : i64, causal, cu_slot = -1 : i64, dropout = 1.000000e-01 : f64, element = f32, head_dim = 32 : i64, heads = 4 : i64, kv_heads = 4 : i64, mask_strides = array<i64: 0, 0, 0, 0>, query = 1 : i64, scale = 0.17677669529663687 : f64, seed = 2 : i64, seq_k = 8 : i64, seq_q = 8 : i64, tensors = array<i64: 0, 1024, 32, 128, 0, 3072, 32, 384, 128, 3072, 32, 384, 256, 3072, 32, 384>, token_capacity = 0 : i64, value_dim = 32 : i64}
+  plan.kernel @k4 attention #plan.attention<element = f32, causal = true, batch = 2, heads = 4, kv_heads = 4, seq_q = 8, seq_k = 8, head_dim = 32, value_dim = 32, token_capacity = 0, scale = 0.17677669529663687, dropout = 1.000000e-01, seed = 2, arg_types = [f32, f32, f32, f32], arg_written = [true, false, false, false], query = 1, mask_strides = [0, 0, 0, 0], tensors = [0, 1024, 32, 128, 0, 3072, 32, 384, 128, 3072, 32, 384, 256, 3072, 32, 384]> args(4)
 }
 
 // -----
@@ -43,7 +43,7 @@ module {
 // CHECK-LABEL: plan.kernel @k20 attention #plan.attention
 // CHECK-SAME:    attributes {cuda.launch = [array<i64: 8, 64>, array<i64: 8, 64>, array<i64: 8, 64>], cuda.scratch = 1536 : i64, cuda.tile = 32 : i64}
 module {
-  plan.kernel @k20 attention #plan.attention args(7) params {arg_types = [f32, f32, f32, f32, f32, f32, f32], arg_written = array<i1: true, true, true, false, false, false, false>, backward, batch = 2 : i64, causal, cu_slot = -1 : i64, dropout = 1.000000e-01 : f64, element = f32, head_dim = 32 : i64, heads = 4 : i64, kv_heads = 4 : i64, mask_strides = array<i64: 0, 0, 0, 0>, query = 4 : i64, scale = 0.17677669529663687 : f64, seed = 2 : i64, seq_k = 8 : i64, seq_q = 8 : i64, tensors = array<i64: 0, 3072, 32, 384, 128, 3072, 32, 384, 256, 3072, 32, 384, 0, 1024, 32, 128, 0, 3072, 32, 384, 128, 3072, 32, 384, 256, 3072, 32, 384>, token_capacity = 0 : i64, value_dim = 32 : i64}
+  plan.kernel @k20 attention #plan.attention<element = f32, backward = true, causal = true, batch = 2, heads = 4, kv_heads = 4, seq_q = 8, seq_k = 8, head_dim = 32, value_dim = 32, token_capacity = 0, scale = 0.17677669529663687, dropout = 1.000000e-01, seed = 2, arg_types = [f32, f32, f32, f32, f32, f32, f32], arg_written = [true, true, true, false, false, false, false], query = 4, mask_strides = [0, 0, 0, 0], tensors = [0, 3072, 32, 384, 128, 3072, 32, 384, 256, 3072, 32, 384, 0, 1024, 32, 128, 0, 3072, 32, 384, 128, 3072, 32, 384, 256, 3072, 32, 384]> args(7)
 }
 
 // -----
@@ -55,7 +55,7 @@ module {
 // CHECK-LABEL: plan.kernel @k14 attention #plan.attention
 // CHECK-SAME:    attributes {cuda.launch = [array<i64: 8, 64>], cuda.scratch = 0 : i64, cuda.tile = 32 : i64}
 module {
-  plan.kernel @k14 attention #plan.attention args(5) params {arg_types = [f32, f32, f32, f32, i32], arg_written = array<i1: true, false, false, false, false>, batch = 128 : i64, causal, cu_slot = 4 : i64, dropout = 0.000000e+00 : f64, element = f32, head_dim = 32 : i64, heads = 4 : i64, kv_heads = 4 : i64, mask_strides = array<i64: 0, 0, 0, 0>, query = 1 : i64, scale = 0.17677669529663687 : f64, seed = 0 : i64, seq_k = 0 : i64, seq_q = 0 : i64, tensors = array<i64: 0, 128, 32, 128, 0, 384, 32, 384, 128, 384, 32, 384, 256, 384, 32, 384>, token_capacity = 128 : i64, value_dim = 32 : i64, varlen}
+  plan.kernel @k14 attention #plan.attention<element = f32, varlen = true, causal = true, batch = 128, heads = 4, kv_heads = 4, seq_q = 0, seq_k = 0, head_dim = 32, value_dim = 32, token_capacity = 128, scale = 0.17677669529663687, dropout = 0.000000e+00, seed = 0, arg_types = [f32, f32, f32, f32, i32], arg_written = [true, false, false, false, false], query = 1, mask_strides = [0, 0, 0, 0], cu_slot = 4, tensors = [0, 128, 32, 128, 0, 384, 32, 384, 128, 384, 32, 384, 256, 384, 32, 384]> args(5)
 }
 
 // -----
@@ -65,7 +65,7 @@ module {
 // CHECK-LABEL: plan.kernel @k23 attention #plan.attention
 // CHECK-SAME:    attributes {cuda.launch = [array<i64: 8, 64>, array<i64: 8, 64>, array<i64: 8, 64>], cuda.scratch = 12288 : i64, cuda.tile = 32 : i64}
 module {
-  plan.kernel @k23 attention #plan.attention args(8) params {arg_types = [f32, f32, f32, f32, f32, f32, f32, i32], arg_written = array<i1: true, true, true, false, false, false, false, false>, backward, batch = 128 : i64, causal, cu_slot = 7 : i64, dropout = 1.000000e-01 : f64, element = f32, head_dim = 32 : i64, heads = 4 : i64, kv_heads = 4 : i64, mask_strides = array<i64: 0, 0, 0, 0>, query = 4 : i64, scale = 0.17677669529663687 : f64, seed = 5 : i64, seq_k = 0 : i64, seq_q = 0 : i64, tensors = array<i64: 0, 384, 32, 384, 128, 384, 32, 384, 256, 384, 32, 384, 0, 128, 32, 128, 0, 384, 32, 384, 128, 384, 32, 384, 256, 384, 32, 384>, token_capacity = 128 : i64, value_dim = 32 : i64, varlen}
+  plan.kernel @k23 attention #plan.attention<element = f32, backward = true, varlen = true, causal = true, batch = 128, heads = 4, kv_heads = 4, seq_q = 0, seq_k = 0, head_dim = 32, value_dim = 32, token_capacity = 128, scale = 0.17677669529663687, dropout = 1.000000e-01, seed = 5, arg_types = [f32, f32, f32, f32, f32, f32, f32, i32], arg_written = [true, true, true, false, false, false, false, false], query = 4, mask_strides = [0, 0, 0, 0], cu_slot = 7, tensors = [0, 384, 32, 384, 128, 384, 32, 384, 256, 384, 32, 384, 0, 128, 32, 128, 0, 384, 32, 384, 128, 384, 32, 384, 256, 384, 32, 384]> args(8)
 }
 
 // -----

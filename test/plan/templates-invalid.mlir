@@ -149,3 +149,11 @@ plan.kernel @k0 fill #plan.fill<element = f32, count = 4, value = 0.0 : f32> arg
 
 // A well-formed fill: no error.
 plan.kernel @k0 fill #plan.fill<element = f64, count = 4, value = 1 : i64> args(1)
+
+// -----
+
+// attention (#plan.attention<...>, typed): its model checks the shape the
+// types allow, here a query head count its kv heads do not divide (more
+// cases in attention-rotary-invalid.mlir).
+// expected-error @+1 {{'plan.kernel' op @k4 (template 'attention'): kv_heads 3 must divide heads 4}}
+plan.kernel @k4 attention #plan.attention<element = f32, causal = true, batch = 2, heads = 4, kv_heads = 3, seq_q = 8, seq_k = 8, head_dim = 32, value_dim = 32, token_capacity = 0, scale = 0.17677669529663687, dropout = 1.000000e-01, seed = 2, arg_types = [f32, f32, f32, f32], arg_written = [true, false, false, false], query = 1, mask_strides = [0, 0, 0, 0], tensors = [0, 1024, 32, 128, 0, 3072, 32, 384, 128, 3072, 32, 384, 256, 3072, 32, 384]> args(4)

@@ -1,10 +1,12 @@
 //===- Attention.cpp - fused attention, forward and backward ---------------===//
 //
-// One kernel per attention (AttentionKernel, encoded by encodeAttention):
+// One kernel per attention (AttentionKernel, its typed template
+// #plan.attention<...> by encodeAttention):
 // the scores, softmax and weighted values streamed through tiles, never
 // stored; backward recomputes them from the row statistics. Its arguments
-// are listed by `arg_types` and `arg_written`; the rotary tables, the soft
-// cap and the sliding window are checked together (verifyAttentionRotary).
+// are listed by `arg_types` and `arg_written` (verifyShape checks
+// them and the slots within them); the rotary tables, the soft cap and the
+// sliding window are checked together (verifyRotary).
 // The CUDA block (attentionBlock) keeps the tiles within 40 KB of shared
 // memory, and a block that still exceeds CUDA's 48 KB is recorded as
 // refused (cuda.refusal) rather than failing: the CPU runs it.
@@ -22,56 +24,7 @@ namespace mlc::lowering {
 
 namespace {
 
-using K = plan::ParamKind;
-
 double elementBytesOf(Type t) { return double(plan::elementBytes(t)); }
-
-/// An attention kernel's rotary tables (MLC_ATTN_ROTARY), checked together:
-/// `rotary_dim` R (even, 0 < R <= head_dim) names them, and with it come
-/// their batch and row strides (`rotary_strides`, two) and cos's argument
-/// (`rotary_slot`; sin is the next argument, both within the kernel's).
-/// None of the others goes without R. A `softcap` is positive and finite;
-/// a `window` at least 1, on causal attention only.
-LogicalResult verifyAttentionRotary(plan::KernelOp k) {
-  DictionaryAttr params = k.getParamsAttr();
-  auto error = [&]() {
-    return k.emitOpError("@") << k.getSymName() << " (template 'attention'): ";
-  };
-  // Soft-capping c * tanh(s / c): c positive and finite (absent: none).
-  if (auto cap = params.getAs<FloatAttr>("softcap");
-      cap && !(cap.getValueAsDouble() > 0.0 && std::isfinite(cap.getValueAsDouble())))
-    return error() << "softcap " << cap.getValueAsDouble() << " must be positive and finite";
-  // The sliding window: query i sees keys i - window + 1 .. i.
-  if (auto window = params.getAs<IntegerAttr>("window")) {
-    if (window.getInt() < 1)
-      return error() << "window " << window.getInt() << " must be at least 1";
-    if (!params.get("causal"))
-      return error() << "a sliding window needs causal attention";
-  }
-  auto dim = params.getAs<IntegerAttr>("rotary_dim");
-  if (!dim) {
-    for (StringRef name : {"rotary_strides", "rotary_slot", "interleaved"})
-      if (params.get(name))
-        return error() << "parameter '" << name << "' without 'rotary_dim'";
-    return success();
-  }
-  const int64_t r = dim.getInt(), headDim = params.getAs<IntegerAttr>("head_dim").getInt();
-  if (r <= 0 || r % 2 || r > headDim)
-    return error() << "rotary_dim " << r << " must be even, positive and at most head_dim ("
-                   << headDim << ")";
-  auto strides = params.getAs<DenseI64ArrayAttr>("rotary_strides");
-  if (!strides || strides.size() != 2)
-    return error() << "rotary_dim needs rotary_strides of 2 entries (the tables' batch and "
-                      "row strides), got "
-                   << (strides ? std::to_string(strides.size()) : std::string("none"));
-  auto slot = params.getAs<IntegerAttr>("rotary_slot");
-  if (!slot)
-    return error() << "rotary_dim needs rotary_slot (the argument of the cos table)";
-  if (slot.getInt() < 0 || slot.getInt() + 1 >= int64_t(k.getNumArgs()))
-    return error() << "rotary_slot " << slot.getInt() << " puts cos and sin outside its "
-                   << k.getNumArgs() << " arguments";
-  return success();
-}
 
 /// An attention kernel's CUDA block: query rows, threads, key rows per
 /// tile, and the static shared memory of its template (attention.cuh).
@@ -185,12 +138,8 @@ namespace {
 /// Attention (AttentionKernel's arguments): each tensor once, [B, H, S, D]
 /// (variable length: the token capacity x H x D); the mask over the
 /// dimensions its strides reach; cu_seqlens; the rotary tables.
-llvm::Expected<plan::TemplateCost> attentionCost(plan::KernelOp k,
+llvm::Expected<plan::TemplateCost> attentionCost(const AttentionKernel &a, plan::KernelOp k,
                                                 const plan::CostContext &mb) {
-  ParamsReader r(k.getParamsAttr(), k.getSymName());
-  AttentionKernel a = decodeAttention(r);
-  if (auto err = r.error())
-    return std::move(err);
   if (a.args.size() < size_t(a.query + 3))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "kernel @" + k.getSymName() + ": attention without q, k, v");
@@ -238,54 +187,120 @@ llvm::Expected<plan::TemplateCost> attentionCost(plan::KernelOp k,
   return c;
 }
 
+/// A typed template (#plan.attention<...>): AttentionKernel's fields are
+/// the attribute's parameters (decodeAttention reads them back).
 struct AttentionModel : TemplateModel<AttentionModel, plan::AttentionTemplateAttr> {
-  static constexpr plan::TemplateParam kSchema[] = {
-      {"element", K::Type, true},           {"arg_types", K::TypeArray, true},
-      {"arg_written", K::BoolArray, true},  {"backward", K::Flag, false},
-      {"varlen", K::Flag, false},           {"causal", K::Flag, false},
-      {"mask", K::Flag, false},             {"bf16_products", K::Flag, false},
-      {"batch", K::I64, true},              {"heads", K::I64, true},
-      {"kv_heads", K::I64, true},           {"seq_q", K::I64, true},
-      {"seq_k", K::I64, true},              {"head_dim", K::I64, true},
-      {"value_dim", K::I64, true},          {"token_capacity", K::I64, true},
-      {"scale", K::F64, true},              {"dropout", K::F64, true},
-      {"seed", K::I64, true},               {"query", K::I64, true},
-      {"mask_strides", K::I64Array, true},  {"cu_slot", K::I64, true},
-      {"tensors", K::I64Array, true},       {"rotary_dim", K::I64, false},
-      {"interleaved", K::Flag, false},      {"rotary_strides", K::I64Array, false},
-      {"rotary_slot", K::I64, false},       {"softcap", K::F64, false},
-      {"window", K::I64, false},            {"blocks", K::I64, false},
-      {"block_axis", K::I64, false},        {"block_slot", K::I64, false}};
-
-  LogicalResult verifyKernel(Attribute, Operation *k) const {
-    if (failed(verifyParams(k)))
+  LogicalResult verifyKernel(Attribute attr, Operation *op) const {
+    auto a = cast<plan::AttentionTemplateAttr>(attr);
+    if (failed(refuseParams(op)) || failed(verifyShape(a, kernelOf(op))))
       return failure();
-    return verifyAttentionRotary(kernelOf(k));
+    return verifyRotary(a, kernelOf(op));
   }
   /// Each argument as `arg_written` marks it.
-  bool writesArg(Attribute, Operation *k, int64_t arg) const {
-    auto written = kernelOf(k).getParamsAttr().getAs<DenseBoolArrayAttr>("arg_written");
-    return written && arg >= 0 && arg < int64_t(written.size()) && written[arg];
+  bool writesArg(Attribute attr, Operation *, int64_t arg) const {
+    llvm::ArrayRef<bool> written = cast<plan::AttentionTemplateAttr>(attr).getArgWritten();
+    return arg >= 0 && arg < int64_t(written.size()) && written[arg];
   }
-  llvm::Expected<plan::TemplateCost> getCost(Attribute, Operation *k,
+  llvm::Expected<plan::TemplateCost> getCost(Attribute attr, Operation *k,
                                              const plan::CostContext &context) const {
-    return attentionCost(kernelOf(k), context);
+    return attentionCost(decodeAttention(cast<plan::AttentionTemplateAttr>(attr)), kernelOf(k),
+                         context);
   }
   /// Forward: one phase; backward: the row statistics, dK and dV, dQ.
-  llvm::Error scheduleCuda(Attribute, Operation *k, CudaSchedule &s) const {
-    ParamsReader r = reader(k);
-    AttentionKernel a = decodeAttention(r);
-    if (auto err = r.error())
-      return err;
-    attentionSchedule(a, s, kernelOf(k).getSymName());
+  llvm::Error scheduleCuda(Attribute attr, Operation *k, CudaSchedule &s) const {
+    attentionSchedule(decodeAttention(cast<plan::AttentionTemplateAttr>(attr)), s,
+                      kernelOf(k).getSymName());
     return llvm::Error::success();
   }
-  llvm::Expected<std::string> print(Attribute, Operation *k, KernelTarget &target) const {
-    ParamsReader r = reader(k);
-    AttentionKernel a = decodeAttention(r);
-    if (auto err = r.error())
-      return std::move(err);
-    return target.attention(a);
+  llvm::Expected<std::string> print(Attribute attr, Operation *, KernelTarget &target) const {
+    return target.attention(decodeAttention(cast<plan::AttentionTemplateAttr>(attr)));
+  }
+
+private:
+  /// What an attention kernel's types cannot say about its shape and its
+  /// arguments: `arg_types` and `arg_written` list the kernel's arguments,
+  /// q, k, v (from `query`), cu_seqlens (`cu_slot`, varlen only) and the
+  /// dropout block's rank (`block_slot`) are among them, the heads and head
+  /// dimensions are positive (kv_heads dividing heads), `tensors` holds four
+  /// entries a tensor, and the dropout is a probability below 1.
+  static LogicalResult verifyShape(plan::AttentionTemplateAttr a, plan::KernelOp k) {
+    const int64_t n = k.getNumArgs();
+    if (int64_t(a.getArgTypes().size()) != n || int64_t(a.getArgWritten().size()) != n)
+      return kernelError(k) << "parameters 'arg_types' and 'arg_written' must list its " << n
+                            << " arguments, got " << a.getArgTypes().size() << " and "
+                            << a.getArgWritten().size();
+    for (auto [name, value] : {std::pair<StringRef, int64_t>{"heads", a.getHeads()},
+                               {"kv_heads", a.getKvHeads()},
+                               {"head_dim", a.getHeadDim()},
+                               {"value_dim", a.getValueDim()}})
+      if (value <= 0)
+        return kernelError(k) << "parameter '" << name << "' must be > 0, got " << value;
+    if (a.getHeads() % a.getKvHeads())
+      return kernelError(k) << "kv_heads " << a.getKvHeads() << " must divide heads "
+                            << a.getHeads();
+    if (a.getQuery() < 0 || a.getQuery() + 3 > n)
+      return kernelError(k) << "query " << a.getQuery() << " puts q, k and v outside its "
+                            << n << " arguments";
+    if (a.getVarlen() != (a.getCuSlot() >= 0) || a.getCuSlot() >= n)
+      return kernelError(k) << "cu_slot " << a.getCuSlot() << " must name one of its " << n
+                            << " arguments exactly when varlen";
+    if (a.getBlockSlot() < -1 || a.getBlockSlot() >= n)
+      return kernelError(k) << "block_slot " << a.getBlockSlot() << " is outside its " << n
+                            << " arguments";
+    if (a.getMaskStrides().size() != 4)
+      return kernelError(k) << "parameter 'mask_strides' must hold 4 entries ([B, H, Sq, Sk]), "
+                            << "got " << a.getMaskStrides().size();
+    if (a.getTensors().size() % 4)
+      return kernelError(k) << "parameter 'tensors' must hold 4 entries a tensor (offset, batch, "
+                            << "head and row strides), got " << a.getTensors().size();
+    if (const double p = a.getDropout().convertToDouble(); !(p >= 0.0 && p < 1.0))
+      return kernelError(k) << "dropout " << p << " must be in [0, 1)";
+    return success();
+  }
+
+  /// An attention kernel's rotary tables (MLC_ATTN_ROTARY), checked together:
+  /// `rotary_dim` R (even, 0 < R <= head_dim) names them, and with it come
+  /// their batch and row strides (`rotary_strides`, two) and cos's argument
+  /// (`rotary_slot`; sin is the next argument, both within the kernel's).
+  /// None of the others goes without R. A `softcap` is positive and finite;
+  /// a `window` at least 1, on causal attention only (absent, both are 0).
+  static LogicalResult verifyRotary(plan::AttentionTemplateAttr a, plan::KernelOp k) {
+    // Soft-capping c * tanh(s / c): c positive and finite (0: none).
+    const double cap = a.getSoftcap().convertToDouble();
+    if (cap != 0.0 && !(cap > 0.0 && std::isfinite(cap)))
+      return kernelError(k) << "softcap " << cap << " must be positive and finite";
+    // The sliding window: query i sees keys i - window + 1 .. i.
+    if (a.getWindow() != 0) {
+      if (a.getWindow() < 1)
+        return kernelError(k) << "window " << a.getWindow() << " must be at least 1";
+      if (!a.getCausal())
+        return kernelError(k) << "a sliding window needs causal attention";
+    }
+    const int64_t r = a.getRotaryDim();
+    if (r == 0) {
+      for (auto [name, given] : {std::pair<StringRef, bool>{"rotary_strides",
+                                                            !a.getRotaryStrides().empty()},
+                                 {"rotary_slot", a.getRotarySlot() != -1},
+                                 {"interleaved", a.getInterleaved()}})
+        if (given)
+          return kernelError(k) << "parameter '" << name << "' without 'rotary_dim'";
+      return success();
+    }
+    if (r < 0 || r % 2 || r > a.getHeadDim())
+      return kernelError(k) << "rotary_dim " << r
+                            << " must be even, positive and at most head_dim ("
+                            << a.getHeadDim() << ")";
+    if (a.getRotaryStrides().size() != 2)
+      return kernelError(k) << "rotary_dim needs rotary_strides of 2 entries (the tables' "
+                               "batch and row strides), got "
+                            << a.getRotaryStrides().size();
+    const int64_t slot = a.getRotarySlot();
+    if (slot == -1)
+      return kernelError(k) << "rotary_dim needs rotary_slot (the argument of the cos table)";
+    if (slot < 0 || slot + 1 >= int64_t(k.getNumArgs()))
+      return kernelError(k) << "rotary_slot " << slot << " puts cos and sin outside its "
+                            << k.getNumArgs() << " arguments";
+    return success();
   }
 };
 
