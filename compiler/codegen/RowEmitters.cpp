@@ -209,7 +209,16 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     valueBuffers[v] = id;
     bufs.push_back(id);
   };
-  auto eps = [&](llvm::APFloat e) { params.f64("eps", e.convertToDouble()); };
+  // Softmax's and the norms' templates are typed (#plan.softmax<...>):
+  // their rows and columns, the kernel without params.
+  auto rowsOfValue = [&](Value v) {
+    Shape s = shapeOf(v);
+    return rowsOf(product(s) / s.back(), dynamicRows(v));
+  };
+  auto typedStep = [&](Attribute templ) {
+    addStep(templ, DictionaryAttr(), bufs, KernelTemplate::rows);
+    return llvm::Error::success();
+  };
   // The splat incoming gradient of a loss, in its own type.
   auto scale = [&](Value grad) {
     auto c = grad.getDefiningOp<ConstantOp>();
@@ -225,25 +234,25 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     int64_t axis = sm ? int64_t(sm.getAxis()) : int64_t(cast<LogSoftmaxOp>(op).getAxis());
     if (!lastAxis(axis, x))
       return failure(op, "softmax over a dimension other than the last is not supported yet");
-    rowsAndColumns(x);
     bindOut(op->getResult(0));
     bufs.push_back(bufferOf(x));
-    params.flag("log", !sm);
-    k = plan::SoftmaxTemplateAttr::get(op->getContext());
+    Rows rows = rowsOfValue(x);
+    return typedStep(plan::SoftmaxTemplateAttr::get(op->getContext(), el, rows.count,
+                                                    rows.perToken, shapeOf(x).back(), !sm));
   } else if (auto sg = dyn_cast<SoftmaxGradOp>(op)) {
     if (!lastAxis(sg.getAxis(), x))
       return failure(op, "softmax over a dimension other than the last is not supported yet");
-    rowsAndColumns(x);
     bindOut(sg.getResult());
     bufs.push_back(bufferOf(sg.getGrad()));
     bufs.push_back(bufferOf(sg.getOutput()));
-    k = plan::SoftmaxGradTemplateAttr::get(op->getContext());
+    Rows rows = rowsOfValue(x);
+    return typedStep(plan::SoftmaxGradTemplateAttr::get(op->getContext(), el, rows.count,
+                                                        rows.perToken, shapeOf(x).back()));
   } else if (isa<LayerNormOp, RmsNormOp, LayerNormGradOp, RmsNormGradOp>(op)) {
     // One template pair for both norms: the operands in order (input,
     // weight[, bias]; grad, input, weight[, residual]), the results out.
     const bool grad = isa<LayerNormGradOp, RmsNormGradOp>(op);
     const bool rms = isa<RmsNormOp, RmsNormGradOp>(op);
-    rowsAndColumns(x);
     for (Value r : op->getResults())
       bindOut(r);
     // A norm without an affine transform (torch's elementwise_affine=False,
@@ -258,6 +267,7 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     Value weight = op->getOperand(grad ? 2 : 1);
     const bool unit = splatIs(weight, 1.0) && (grad || rms || splatIs(op->getOperand(2), 0.0));
     const Value plusOne = plusOneOperand(weight, grad);
+    Type gradElement, copy; // the incoming gradient's type where not el; dx's copy's
     for (auto [i, v] : llvm::enumerate(op->getOperands())) {
       if (unit && (v == weight || (!grad && !rms && i == 2)))
         continue;
@@ -270,20 +280,17 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
       auto widen = v.getDefiningOp<CastOp>();
       if (grad && i == 0 && widen && widen->hasAttr(kConsumerLoadAttr)) {
         bufs.push_back(bufferOf(widen.getInput()));
-        params.type("grad_element", typeOf(widen.getInput()).getElementType());
+        gradElement = typeOf(widen.getInput()).getElementType();
         continue;
       }
       bufs.push_back(bufferOf(v));
     }
-    params.flag("unit", unit);
-    if (grad)
-      params.i64("capacity", capacityRows(x)).flag("plus_one", bool(plusOne));
-    eps(op->getAttrOfType<FloatAttr>("epsilon").getValue());
-    params.flag("rms", rms);
+    const APFloat eps(op->getAttrOfType<FloatAttr>("epsilon").getValue().convertToDouble());
+    bool residual = false;
     if (auto rg = dyn_cast<RmsNormGradOp>(op))
-      params.flag("residual", bool(rg.getResidual()));
+      residual = bool(rg.getResidual());
     if (auto lg = dyn_cast<LayerNormGradOp>(op))
-      params.flag("residual", bool(lg.getResidual()));
+      residual = bool(lg.getResidual());
     // --dtype bf16: dx's bf16 copy for the next products (a cast that
     // mlc-fold-casts marked `mlc.producer_copy`) is written by this kernel,
     // the last argument, at a second store.
@@ -292,11 +299,17 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
         if (auto c = dyn_cast<CastOp>(user); c && c->hasAttr(kProducerCopyAttr)) {
           bindOut(c.getResult());
           emittedWith.insert(c.getOperation());
-          params.type("copy", typeOf(c.getResult()).getElementType());
+          copy = typeOf(c.getResult()).getElementType();
           break;
         }
-    k = grad ? Attribute(plan::LayerNormGradTemplateAttr::get(op->getContext()))
-             : Attribute(plan::LayerNormTemplateAttr::get(op->getContext()));
+    Rows rows = rowsOfValue(x);
+    const int64_t columns = shapeOf(x).back();
+    if (!grad)
+      return typedStep(plan::LayerNormTemplateAttr::get(op->getContext(), el, rows.count,
+                                                        rows.perToken, columns, eps, rms, unit));
+    return typedStep(plan::LayerNormGradTemplateAttr::get(
+        op->getContext(), el, rows.count, rows.perToken, capacityRows(x), columns, eps, rms,
+        residual, unit, copy, gradElement, bool(plusOne)));
   } else if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
     rowsAndColumns(ce.getLogits());
     Type lt = typeOf(ce.getLabels()).getElementType();
