@@ -190,3 +190,18 @@ func.func @forward(%a: tensor<2x3x4x2xf32> {mlc.input = "a"}, %b: tensor<2x3x4x2
   %y = mlc.matmul %r, %w : tensor<2x4x12xf32>, tensor<12x5xf32>
   return %y : tensor<2x4x5xf32>
 }
+
+// -----
+
+// Softmax's rows are typed templates: a log_softmax flagged log, a softmax
+// (log elided), softmax's gradient of (dy, y); each kernel without params.
+// CHECK-LABEL: plan.input "g" : f32 [2, 4, 8]
+// CHECK: plan.kernel @k0 rows #plan.softmax<element = f32, rows = 8, columns = 8, log = true> args(2){{$}}
+// CHECK-NEXT: plan.kernel @k1 rows #plan.softmax<element = f32, rows = 8, columns = 8> args(2){{$}}
+// CHECK-NEXT: plan.kernel @k2 rows #plan.softmax_grad<element = f32, rows = 8, columns = 8> args(3){{$}}
+func.func @forward(%x: tensor<2x4x8xf32> {mlc.input = "x"}, %g: tensor<2x4x8xf32> {mlc.input = "g"}) -> (tensor<2x4x8xf32> {mlc.output = "l"}, tensor<2x4x8xf32> {mlc.output = "dx"}) {
+  %l = mlc.log_softmax %x axis = -1 : tensor<2x4x8xf32>
+  %y = mlc.softmax %x axis = 2 : tensor<2x4x8xf32>
+  %dx = mlc.softmax_grad %g, %y axis = -1 : tensor<2x4x8xf32>
+  return %l, %dx : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+}
