@@ -683,6 +683,8 @@ private:
   /// cannot obey (BufferAssignment.cpp).
   llvm::Error readAssignment(Block &block);
   llvm::Error emitRows(Operation *op);
+  /// LayerNorm, RMSNorm and their gradients (RowEmitters.cpp).
+  llvm::Error emitNormRows(Operation *op);
   llvm::Error emitCrossEntropyWithGrad(CrossEntropyOp ce, CrossEntropyGradOp cg,
                                        ParamsBuilder &params);
   llvm::Error emitAttention(Operation *op, bool backward);

@@ -182,6 +182,85 @@ static Value plusOneOperand(Value weight, bool grad) {
   return lhsOne ? add.getRhs() : add.getLhs();
 }
 
+/// LayerNorm, RMSNorm and their gradients: one typed template pair for
+/// both norms (#plan.layer_norm<...>, #plan.layer_norm_grad<...>), the
+/// operands in order (input, weight[, bias]; grad, input, weight[,
+/// residual]), the results out.
+llvm::Error FunctionLowering::emitNormRows(Operation *op) {
+  Value x = op->getOperand(0);
+  Type el = typeOf(op->getResult(0)).getElementType();
+  std::vector<int> bufs;
+  auto bindOut = [&](Value v) {
+    int id = arenaFor(v);
+    valueBuffers[v] = id;
+    bufs.push_back(id);
+  };
+  const bool grad = isa<LayerNormGradOp, RmsNormGradOp>(op);
+  const bool rms = isa<RmsNormOp, RmsNormGradOp>(op);
+  for (Value r : op->getResults())
+    bindOut(r);
+  // A norm without an affine transform (torch's elementwise_affine=False,
+  // OLMo's: its weight the constant 1, its bias 0) reads neither: they
+  // are no arguments and no buffers filled each step.
+  auto splatIs = [](Value v, double value) {
+    auto c = v.getDefiningOp<ConstantOp>();
+    auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
+    return dense && dense.isSplat() && isa<FloatType>(dense.getElementType()) &&
+           dense.getSplatValue<APFloat>().convertToDouble() == value;
+  };
+  Value weight = op->getOperand(grad ? 2 : 1);
+  const bool unit = splatIs(weight, 1.0) && (grad || rms || splatIs(op->getOperand(2), 0.0));
+  const Value plusOne = plusOneOperand(weight, grad);
+  Type gradElement, copy; // the incoming gradient's type where not el; dx's copy's
+  for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+    if (unit && (v == weight || (!grad && !rms && i == 2)))
+      continue;
+    if (plusOne && v == weight) {
+      bufs.push_back(bufferOf(plusOne));
+      continue;
+    }
+    // --dtype bf16: a bf16 product's widening marked mlc.consumer_load
+    // (the incoming gradient): the kernel loads the product and widens it.
+    auto widen = v.getDefiningOp<CastOp>();
+    if (grad && i == 0 && widen && widen->hasAttr(kConsumerLoadAttr)) {
+      bufs.push_back(bufferOf(widen.getInput()));
+      gradElement = typeOf(widen.getInput()).getElementType();
+      continue;
+    }
+    bufs.push_back(bufferOf(v));
+  }
+  const APFloat eps(op->getAttrOfType<FloatAttr>("epsilon").getValue().convertToDouble());
+  bool residual = false;
+  if (auto rg = dyn_cast<RmsNormGradOp>(op))
+    residual = bool(rg.getResidual());
+  if (auto lg = dyn_cast<LayerNormGradOp>(op))
+    residual = bool(lg.getResidual());
+  // --dtype bf16: dx's bf16 copy for the next products (a cast that
+  // mlc-fold-casts marked `mlc.producer_copy`) is written by this kernel,
+  // the last argument, at a second store.
+  if (grad)
+    for (Operation *user : op->getResult(0).getUsers())
+      if (auto c = dyn_cast<CastOp>(user); c && c->hasAttr(kProducerCopyAttr)) {
+        bindOut(c.getResult());
+        emittedWith.insert(c.getOperation());
+        copy = typeOf(c.getResult()).getElementType();
+        break;
+      }
+  // The rows (dynamic token rows at the capacity, per token); the
+  // gradient's scratch holds `capacity` rows.
+  Shape shape = shapeOf(x);
+  const int64_t columns = shape.back(), capacity = product(shape) / columns;
+  Rows rows = rowsOf(capacity, dynamicRows(x));
+  Attribute templ =
+      grad ? Attribute(plan::LayerNormGradTemplateAttr::get(
+                 op->getContext(), el, rows.count, rows.perToken, capacity, columns, eps, rms,
+                 residual, unit, copy, gradElement, bool(plusOne)))
+           : Attribute(plan::LayerNormTemplateAttr::get(op->getContext(), el, rows.count,
+                                                        rows.perToken, columns, eps, rms, unit));
+  addStep(templ, DictionaryAttr(), bufs, KernelTemplate::rows);
+  return llvm::Error::success();
+}
+
 /// Row-wise kernels: the reduction axis is the last one.
 llvm::Error FunctionLowering::emitRows(Operation *op) {
   auto lastAxis = [&](int64_t axis, Value v) {
@@ -199,16 +278,21 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     Shape s = shapeOf(v);
     params.rows(rowsOf(product(s) / s.back(), dynamicRows(v))).i64("columns", s.back());
   };
-  auto capacityRows = [&](Value v) {
-    Shape s = shapeOf(v);
-    return product(s) / s.back();
-  };
   auto bindOut = [&](Value v) {
     int id = arenaFor(v);
     valueBuffers[v] = id;
     bufs.push_back(id);
   };
-  auto eps = [&](llvm::APFloat e) { params.f64("eps", e.convertToDouble()); };
+  // Softmax's templates are typed (#plan.softmax<...>): their rows and
+  // columns, the kernel without params.
+  auto rowsOfValue = [&](Value v) {
+    Shape s = shapeOf(v);
+    return rowsOf(product(s) / s.back(), dynamicRows(v));
+  };
+  auto typedStep = [&](Attribute templ) {
+    addStep(templ, DictionaryAttr(), bufs, KernelTemplate::rows);
+    return llvm::Error::success();
+  };
   // The splat incoming gradient of a loss, in its own type.
   auto scale = [&](Value grad) {
     auto c = grad.getDefiningOp<ConstantOp>();
@@ -224,78 +308,22 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     int64_t axis = sm ? int64_t(sm.getAxis()) : int64_t(cast<LogSoftmaxOp>(op).getAxis());
     if (!lastAxis(axis, x))
       return failure(op, "softmax over a dimension other than the last is not supported yet");
-    rowsAndColumns(x);
     bindOut(op->getResult(0));
     bufs.push_back(bufferOf(x));
-    params.flag("log", !sm);
-    k = plan::SoftmaxTemplateAttr::get(op->getContext());
+    Rows rows = rowsOfValue(x);
+    return typedStep(plan::SoftmaxTemplateAttr::get(op->getContext(), el, rows.count,
+                                                    rows.perToken, shapeOf(x).back(), !sm));
   } else if (auto sg = dyn_cast<SoftmaxGradOp>(op)) {
     if (!lastAxis(sg.getAxis(), x))
       return failure(op, "softmax over a dimension other than the last is not supported yet");
-    rowsAndColumns(x);
     bindOut(sg.getResult());
     bufs.push_back(bufferOf(sg.getGrad()));
     bufs.push_back(bufferOf(sg.getOutput()));
-    k = plan::SoftmaxGradTemplateAttr::get(op->getContext());
+    Rows rows = rowsOfValue(x);
+    return typedStep(plan::SoftmaxGradTemplateAttr::get(op->getContext(), el, rows.count,
+                                                        rows.perToken, shapeOf(x).back()));
   } else if (isa<LayerNormOp, RmsNormOp, LayerNormGradOp, RmsNormGradOp>(op)) {
-    // One template pair for both norms: the operands in order (input,
-    // weight[, bias]; grad, input, weight[, residual]), the results out.
-    const bool grad = isa<LayerNormGradOp, RmsNormGradOp>(op);
-    const bool rms = isa<RmsNormOp, RmsNormGradOp>(op);
-    rowsAndColumns(x);
-    for (Value r : op->getResults())
-      bindOut(r);
-    // A norm without an affine transform (torch's elementwise_affine=False,
-    // OLMo's: its weight the constant 1, its bias 0) reads neither: they
-    // are no arguments and no buffers filled each step.
-    auto splatIs = [](Value v, double value) {
-      auto c = v.getDefiningOp<ConstantOp>();
-      auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
-      return dense && dense.isSplat() && isa<FloatType>(dense.getElementType()) &&
-             dense.getSplatValue<APFloat>().convertToDouble() == value;
-    };
-    Value weight = op->getOperand(grad ? 2 : 1);
-    const bool unit = splatIs(weight, 1.0) && (grad || rms || splatIs(op->getOperand(2), 0.0));
-    const Value plusOne = plusOneOperand(weight, grad);
-    for (auto [i, v] : llvm::enumerate(op->getOperands())) {
-      if (unit && (v == weight || (!grad && !rms && i == 2)))
-        continue;
-      if (plusOne && v == weight) {
-        bufs.push_back(bufferOf(plusOne));
-        continue;
-      }
-      // --dtype bf16: a bf16 product's widening marked mlc.consumer_load
-      // (the incoming gradient): the kernel loads the product and widens it.
-      auto widen = v.getDefiningOp<CastOp>();
-      if (grad && i == 0 && widen && widen->hasAttr(kConsumerLoadAttr)) {
-        bufs.push_back(bufferOf(widen.getInput()));
-        params.type("grad_element", typeOf(widen.getInput()).getElementType());
-        continue;
-      }
-      bufs.push_back(bufferOf(v));
-    }
-    params.flag("unit", unit);
-    if (grad)
-      params.i64("capacity", capacityRows(x)).flag("plus_one", bool(plusOne));
-    eps(op->getAttrOfType<FloatAttr>("epsilon").getValue());
-    params.flag("rms", rms);
-    if (auto rg = dyn_cast<RmsNormGradOp>(op))
-      params.flag("residual", bool(rg.getResidual()));
-    if (auto lg = dyn_cast<LayerNormGradOp>(op))
-      params.flag("residual", bool(lg.getResidual()));
-    // --dtype bf16: dx's bf16 copy for the next products (a cast that
-    // mlc-fold-casts marked `mlc.producer_copy`) is written by this kernel,
-    // the last argument, at a second store.
-    if (grad)
-      for (Operation *user : op->getResult(0).getUsers())
-        if (auto c = dyn_cast<CastOp>(user); c && c->hasAttr(kProducerCopyAttr)) {
-          bindOut(c.getResult());
-          emittedWith.insert(c.getOperation());
-          params.type("copy", typeOf(c.getResult()).getElementType());
-          break;
-        }
-    k = grad ? Attribute(plan::LayerNormGradTemplateAttr::get(op->getContext()))
-             : Attribute(plan::LayerNormTemplateAttr::get(op->getContext()));
+    return emitNormRows(op);
   } else if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
     rowsAndColumns(ce.getLogits());
     Type lt = typeOf(ce.getLabels()).getElementType();

@@ -99,12 +99,65 @@ def Plan_RotaryTableTemplate : Plan_Template<"RotaryTableTemplate", "rotary_tabl
                         DefaultValuedParameter<"bool", "false">:$sine);
   let assemblyFormat = "`<` struct(params) `>`";
 }
-// Row kernels.
-def Plan_SoftmaxTemplate : Plan_Template<"SoftmaxTemplate", "softmax", "p0 = softmax(p1) (or log_softmax) per row">;
-def Plan_SoftmaxGradTemplate : Plan_Template<"SoftmaxGradTemplate", "softmax_grad", "softmax's input gradient">;
-def Plan_LayerNormTemplate : Plan_Template<"LayerNormTemplate", "layer_norm", "LayerNorm (or RMSNorm: `rms`)">;
+// Row kernels: `rows` rows of `columns` contiguous elements of `element`
+// (Rows.cpp checks `columns` > 0 and the element types are floats).
+// A norm's `eps`, an f64 APFloat (LLVM hashes no double; compared
+// bitwise): printed exactly (AsmPrinter::printFloat), parsed as a float
+// literal.
+def Plan_RowEpsParameter : APFloatParameter<"a norm's epsilon, an f64"> {
+  let parser = [{ [&]() -> ::mlir::FailureOr<::llvm::APFloat> {
+    ::llvm::APFloat value(0.0);
+    if ($_parser.parseFloat(::llvm::APFloat::IEEEdouble(), value))
+      return ::mlir::failure();
+    return value;
+  }() }];
+}
+def Plan_SoftmaxTemplate : Plan_Template<"SoftmaxTemplate", "softmax", "p0 = softmax(p1) (or log_softmax) per row"> {
+  let description = [{
+    ```mlir
+    plan.kernel @k1 rows #plan.softmax<element = f32, rows = 16, columns = 64, log = true> args(2)
+    ```
+  }];
+  let parameters = !con((ins "::mlir::Type":$element), Plan_RowParams,
+                        (ins "int64_t":$columns, DefaultValuedParameter<"bool", "false">:$log));
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+def Plan_SoftmaxGradTemplate : Plan_Template<"SoftmaxGradTemplate", "softmax_grad", "softmax's input gradient"> {
+  let parameters = !con((ins "::mlir::Type":$element), Plan_RowParams, (ins "int64_t":$columns));
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+def Plan_LayerNormTemplate : Plan_Template<"LayerNormTemplate", "layer_norm", "LayerNorm (or RMSNorm: `rms`)"> {
+  let description = [{
+    `unit`: no affine transform (the weight 1, the bias 0), neither read.
+
+    ```mlir
+    plan.kernel @k2 rows #plan.layer_norm<element = f32, rows = 4, columns = 64, eps = 1.000000e-05, unit = true> args(2)
+    ```
+  }];
+  let parameters = !con((ins "::mlir::Type":$element), Plan_RowParams,
+                        (ins "int64_t":$columns, Plan_RowEpsParameter:$eps,
+                             DefaultValuedParameter<"bool", "false">:$rms,
+                             DefaultValuedParameter<"bool", "false">:$unit));
+  let assemblyFormat = "`<` struct(params) `>`";
+}
 def Plan_LayerNormGradTemplate : Plan_Template<"LayerNormGradTemplate", "layer_norm_grad",
-    "LayerNorm's (RMSNorm's) gradients dx, dweight (, dbias)">;
+    "LayerNorm's (RMSNorm's) gradients dx, dweight (, dbias)"> {
+  let description = [{
+    `capacity`: the rows the scratch holds (`rows` at most); `residual`: the
+    residual stream's gradient is added to dx; `copy`: dx is also stored in
+    that type, the last argument; `grad_element`: the incoming gradient's
+    type where it is not `element`; `plus_one`: the weight is read as 1 + w.
+  }];
+  let parameters = !con((ins "::mlir::Type":$element), Plan_RowParams,
+                        (ins "int64_t":$capacity, "int64_t":$columns, Plan_RowEpsParameter:$eps,
+                             DefaultValuedParameter<"bool", "false">:$rms,
+                             DefaultValuedParameter<"bool", "false">:$residual,
+                             DefaultValuedParameter<"bool", "false">:$unit,
+                             OptionalParameter<"::mlir::Type">:$copy,
+                             OptionalParameter<"::mlir::Type">:$grad_element,
+                             DefaultValuedParameter<"bool", "false">:$plus_one));
+  let assemblyFormat = "`<` struct(params) `>`";
+}
 def Plan_CrossEntropyTemplate : Plan_Template<"CrossEntropyTemplate", "cross_entropy",
     "the mean cross-entropy of logits against labels">;
 def Plan_CrossEntropyWithGradTemplate : Plan_Template<"CrossEntropyWithGradTemplate", "cross_entropy_with_grad",

@@ -203,4 +203,4 @@ module {
 // kernel runs is kept as it is, not decided again.
 // CHECK-LABEL: plan.kernel @hand rows #plan.softmax
 // CHECK-SAME: cuda.launch = [array<i64: 7, 96>], cuda.scratch = 0 : i64
-plan.kernel @hand rows #plan.softmax args(2) params {columns = 64 : i64, element = f32, rows = 16 : i64} attributes {cuda.launch = [array<i64: 7, 96>], cuda.scratch = 0 : i64}
+plan.kernel @hand rows #plan.softmax<element = f32, rows = 16, columns = 64> args(2) attributes {cuda.launch = [array<i64: 7, 96>], cuda.scratch = 0 : i64}

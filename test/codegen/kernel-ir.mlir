@@ -79,7 +79,7 @@ func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"}, %a: tensor<4x8xf32> {m
 
 // Without a residual add the RMSNorm is the row template, flagged rms.
 // CHECK-LABEL: plan.param "w" : f32 [8]
-// CHECK: plan.kernel @k0 rows #plan.layer_norm args(3) params {columns = 8 : i64, element = f32, eps = 1.000000e-05 : f64, rms, rows = 4 : i64}{{$}}
+// CHECK: plan.kernel @k0 rows #plan.layer_norm<element = f32, rows = 4, columns = 8, eps = 1.000000e-05, rms = true> args(3){{$}}
 // CHECK-NOT: plan.normalize
 func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"}, %w: tensor<8xf32> {mlc.param = "w"}) -> (tensor<4x8xf32> {mlc.output = "n"}) {
   %n = mlc.rms_norm %x, %w epsilon = 1.0e-5 : tensor<4x8xf32>, tensor<8xf32>
@@ -94,8 +94,8 @@ func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"}, %w: tensor<8xf32> {mlc
 // input (and the gradient) alone, and no constant is filled each step.
 // CHECK-LABEL: plan.input "g" : f32 [4, 8]
 // CHECK-NOT: "fill"
-// CHECK: plan.kernel @k0 rows #plan.layer_norm args(2) params {columns = 8 : i64, element = f32, eps = 1.000000e-05 : f64, rows = 4 : i64, unit}{{$}}
-// CHECK-NEXT: plan.kernel @k1 rows #plan.layer_norm_grad args(5) params {capacity = 4 : i64, columns = 8 : i64, element = f32, eps = 1.000000e-05 : f64, rows = 4 : i64, unit}{{$}}
+// CHECK: plan.kernel @k0 rows #plan.layer_norm<element = f32, rows = 4, columns = 8, eps = 1.000000e-05, unit = true> args(2){{$}}
+// CHECK-NEXT: plan.kernel @k1 rows #plan.layer_norm_grad<element = f32, rows = 4, capacity = 4, columns = 8, eps = 1.000000e-05, unit = true> args(5){{$}}
 // CHECK-NOT: "fill"
 // CHECK: plan.launch @k0(%{{.*}}, %{{.*}}) : memref<32xf32>, memref<32xf32>{{$}}
 // CHECK-NEXT: plan.launch @k1({{.*}}) : memref<32xf32>, memref<8xf32>, memref<8xf32>, memref<32xf32>, memref<32xf32>{{$}}
@@ -114,10 +114,10 @@ func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"}, %g: tensor<4x8xf32> {m
 // CHECK-LABEL: plan.input "g" : f32 [4, 8]
 // CHECK: plan.kernel @k0 fill #plan.fill<element = f32, count = 8, value = 2.000000e+00 : f64> args(1){{$}}
 // CHECK-NEXT: plan.kernel @k1 fill #plan.fill<element = f32, count = 8, value = 0.000000e+00 : f64> args(1){{$}}
-// CHECK-NEXT: plan.kernel @k2 rows #plan.layer_norm args(4) params {columns = 8 : i64, element = f32, eps = 1.000000e-05 : f64, rows = 4 : i64}{{$}}
+// CHECK-NEXT: plan.kernel @k2 rows #plan.layer_norm<element = f32, rows = 4, columns = 8, eps = 1.000000e-05> args(4){{$}}
 // CHECK-NEXT: plan.kernel @k3 fill #plan.fill<element = f32, count = 8, value = 1.000000e+00 : f64> args(1){{$}}
 // CHECK-NEXT: plan.kernel @k4 fill #plan.fill<element = f32, count = 8, value = 5.000000e-01 : f64> args(1){{$}}
-// CHECK-NEXT: plan.kernel @k5 rows #plan.layer_norm_grad args(6) params {capacity = 4 : i64, columns = 8 : i64, element = f32, eps = 1.000000e-05 : f64, rows = 4 : i64}{{$}}
+// CHECK-NEXT: plan.kernel @k5 rows #plan.layer_norm_grad<element = f32, rows = 4, capacity = 4, columns = 8, eps = 1.000000e-05> args(6){{$}}
 // CHECK: plan.launch @k2({{.*}}) : memref<32xf32>, memref<32xf32>, memref<8xf32>, memref<8xf32>{{$}}
 // CHECK: plan.launch @k2({{.*}}) : memref<32xf32>, memref<32xf32>, memref<8xf32>, memref<8xf32>{{$}}
 func.func @forward(%x: tensor<4x8xf32> {mlc.input = "x"}, %g: tensor<4x8xf32> {mlc.input = "g"}) -> (tensor<4x8xf32> {mlc.output = "n"}, tensor<4x8xf32> {mlc.output = "n1"}, tensor<4x8xf32> {mlc.output = "dx"}) {
@@ -189,4 +189,19 @@ func.func @forward(%a: tensor<2x3x4x2xf32> {mlc.input = "a"}, %b: tensor<2x3x4x2
   %r = mlc.reshape %t : tensor<2x4x3x4xf32> -> tensor<2x4x12xf32>
   %y = mlc.matmul %r, %w : tensor<2x4x12xf32>, tensor<12x5xf32>
   return %y : tensor<2x4x5xf32>
+}
+
+// -----
+
+// Softmax's rows are typed templates: a log_softmax flagged log, a softmax
+// (log elided), softmax's gradient of (dy, y); each kernel without params.
+// CHECK-LABEL: plan.input "g" : f32 [2, 4, 8]
+// CHECK: plan.kernel @k0 rows #plan.softmax<element = f32, rows = 8, columns = 8, log = true> args(2){{$}}
+// CHECK-NEXT: plan.kernel @k1 rows #plan.softmax<element = f32, rows = 8, columns = 8> args(2){{$}}
+// CHECK-NEXT: plan.kernel @k2 rows #plan.softmax_grad<element = f32, rows = 8, columns = 8> args(3){{$}}
+func.func @forward(%x: tensor<2x4x8xf32> {mlc.input = "x"}, %g: tensor<2x4x8xf32> {mlc.input = "g"}) -> (tensor<2x4x8xf32> {mlc.output = "l"}, tensor<2x4x8xf32> {mlc.output = "dx"}) {
+  %l = mlc.log_softmax %x axis = -1 : tensor<2x4x8xf32>
+  %y = mlc.softmax %x axis = 2 : tensor<2x4x8xf32>
+  %dx = mlc.softmax_grad %g, %y axis = -1 : tensor<2x4x8xf32>
+  return %l, %dx : tensor<2x4x8xf32>, tensor<2x4x8xf32>
 }

@@ -14,9 +14,9 @@ module attributes {mlc.token_capacity = 8 : i64} {
     %y = mlc.add %x, %b : tensor<f32>, tensor<f32>
     plan.store %y, arg 0 offset 0 strides [64, 1] : tensor<f32>
   }
-  plan.kernel @k1 rows #plan.softmax args(2) params {columns = 64 : i64, element = f32, rows = 16 : i64, rows_per_token = 2 : i64}
-  plan.kernel @k2 rows #plan.layer_norm args(2) params {columns = 64 : i64, element = f32, eps = 1.000000e-05 : f64, rows = 4 : i64, unit}
-  plan.kernel @k3 rows #plan.layer_norm_grad args(6) params {capacity = 4 : i64, columns = 64 : i64, element = f32, eps = 1.000000e-05 : f64, residual, rows = 4 : i64, unit}
+  plan.kernel @k1 rows #plan.softmax<element = f32, rows = 16, rows_per_token = 2, columns = 64> args(2)
+  plan.kernel @k2 rows #plan.layer_norm<element = f32, rows = 4, columns = 64, eps = 1.000000e-05, unit = true> args(2)
+  plan.kernel @k3 rows #plan.layer_norm_grad<element = f32, rows = 4, capacity = 4, columns = 64, eps = 1.000000e-05, residual = true, unit = true> args(6)
 }
 
 // CPU: extern "C" const int64_t k0_args = 3;

@@ -37,8 +37,8 @@ plan.kernel @k0 pointwise args(1)
 
 // -----
 
-// expected-error @+1 {{template kernel 'softmax' has no params}}
-plan.kernel @k0 rows #plan.softmax args(2)
+// expected-error @+1 {{template kernel 'cross_entropy' has no params}}
+plan.kernel @k0 rows #plan.cross_entropy args(3)
 
 // -----
 
@@ -492,7 +492,7 @@ plan.kernel @k0 pointwise args(2) params {dims = array<i64: 6>} {
   %x = plan.load arg 1 offset 0 strides [1] : tensor<f32>
   plan.store %x, arg 0 offset 0 strides [1] : tensor<f32>
 }
-plan.kernel @k1 rows #plan.softmax args(2) params {columns = 3 : i64, element = f32, rows = 2 : i64}
+plan.kernel @k1 rows #plan.softmax<element = f32, rows = 2, columns = 3> args(2)
 plan.func "forward" arena 512 {
   %o = plan.arena 0 : memref<6xf32>
   %l = plan.arena 64 : memref<8xf32>
@@ -515,7 +515,7 @@ plan.kernel @k0 pointwise args(2) params {dims = array<i64: 6>} {
   %x = plan.load arg 1 offset 0 strides [1] : tensor<f32>
   plan.store %x, arg 0 offset 0 strides [1] : tensor<f32>
 }
-plan.kernel @k1 rows #plan.softmax args(2) params {columns = 3 : i64, element = f32, rows = 2 : i64}
+plan.kernel @k1 rows #plan.softmax<element = f32, rows = 2, columns = 3> args(2)
 plan.func "forward" arena 1024 {
   %a = plan.arena 0 : memref<6xf32>
   %b = plan.arena 64 : memref<6xf32>

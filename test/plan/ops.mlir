@@ -11,7 +11,7 @@
 // CHECK-NEXT: plan.load arg 1 offset 0 strides [1] : tensor<f32>
 // CHECK-NEXT: plan.store %{{.*}}, arg 0 offset 0 strides [1] : tensor<f32>
 // CHECK-NEXT: }
-// CHECK: plan.kernel @k1 rows #plan.softmax args(2) params {columns = 64 : i64, element = f32, log, rows = 16 : i64, rows_per_token = 2 : i64}
+// CHECK: plan.kernel @k1 rows #plan.softmax<element = f32, rows = 16, rows_per_token = 2, columns = 64, log = true> args(2){{$}}
 // CHECK: plan.kernel @k2 pointwise args(2) params {dims = array<i64: 4, 64>, vector_lanes = 4 : i64} {
 // CHECK-NEXT: %[[L:.*]] = plan.load arg 1 offset 0 strides [0, 1] vector : tensor<f32>
 // CHECK-NEXT: %[[E:.*]] = mlc.exp %[[L]] : tensor<f32>
@@ -44,7 +44,7 @@ plan.kernel @k0 pointwise args(2) params {dims = array<i64: 1>} {
   %0 = plan.load arg 1 offset 0 strides [1] : tensor<f32>
   plan.store %0, arg 0 offset 0 strides [1] : tensor<f32>
 }
-plan.kernel @k1 rows #plan.softmax args(2) params {columns = 64 : i64, element = f32, log, rows = 16 : i64, rows_per_token = 2 : i64}
+plan.kernel @k1 rows #plan.softmax<element = f32, rows = 16, rows_per_token = 2, columns = 64, log = true> args(2)
 plan.kernel @k2 pointwise args(2) params {dims = array<i64: 4, 64>, vector_lanes = 4 : i64} {
   %x = plan.load arg 1 offset 0 strides [0, 1] vector : tensor<f32>
   %e = mlc.exp %x : tensor<f32>

@@ -15,13 +15,14 @@ plan.kernel @k0 rows 3 : i64 args(2) params {columns = 64 : i64, element = f32, 
 
 // -----
 
-// expected-error @+1 {{'plan.kernel' op @k0 (template 'softmax'): parameter 'columns' is missing}}
-plan.kernel @k0 rows #plan.softmax args(2) params {element = f32, rows = 16 : i64}
+// A typed template's missing parameter is a parse error.
+// expected-error @+1 {{struct is missing required parameter: columns}}
+plan.kernel @k0 rows #plan.softmax<element = f32, rows = 16> args(2)
 
 // -----
 
-// expected-error @+1 {{'plan.kernel' op @k0 (template 'layer_norm'): parameter 'eps' must be an f64, got 5.000000e-01 : f32}}
-plan.kernel @k0 rows #plan.layer_norm args(4) params {columns = 8 : i64, element = f32, eps = 0.5 : f32, rows = 4 : i64}
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'layer_norm'): parameter 'eps' must be finite and >= 0, got -5.000000e-01}}
+plan.kernel @k0 rows #plan.layer_norm<element = f32, rows = 4, columns = 8, eps = -0.5> args(4)
 
 // -----
 
@@ -30,9 +31,53 @@ plan.kernel @k0 gather #plan.embedding args(3) params {columns = 8 : i64, elemen
 
 // -----
 
-// An optional parameter, where present, has its kind too.
-// expected-error @+1 {{'plan.kernel' op @k0 (template 'softmax'): parameter 'log' must be a flag (unit attribute), got true}}
-plan.kernel @k0 rows #plan.softmax args(2) params {columns = 64 : i64, element = f32, log = true, rows = 16 : i64}
+// Row templates (softmax, softmax_grad, layer_norm, layer_norm_grad): rows
+// of `columns` > 0 float elements, a row count >= 0, their buffers.
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'softmax'): parameter 'columns' must be > 0, got 0}}
+plan.kernel @k0 rows #plan.softmax<element = f32, rows = 16, columns = 0, log = true> args(2)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'softmax_grad'): parameter 'rows_per_token' must be >= 0, got -2}}
+plan.kernel @k0 rows #plan.softmax_grad<element = f32, rows = 16, rows_per_token = -2, columns = 64> args(3)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'softmax_grad'): parameter 'element' must be a float type, got 'i32'}}
+plan.kernel @k0 rows #plan.softmax_grad<element = i32, rows = 16, columns = 64> args(3)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'softmax_grad'): takes 3 arguments with these parameters, got 2}}
+plan.kernel @k0 rows #plan.softmax_grad<element = f32, rows = 16, columns = 64> args(2)
+
+// -----
+
+// A LayerNorm reads its weight and bias, an RMSNorm its weight, a `unit` norm neither.
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'layer_norm'): takes 3 arguments with these parameters, got 4}}
+plan.kernel @k0 rows #plan.layer_norm<element = f32, rows = 4, columns = 8, eps = 1.0e-5, rms = true> args(4)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'layer_norm'): takes its parameters in #plan.layer_norm<...>, not in params}}
+plan.kernel @k0 rows #plan.layer_norm<element = f32, rows = 4, columns = 8, eps = 1.0e-5, unit = true> args(2) params {eps = 1.0e-5 : f64}
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'layer_norm_grad'): parameter 'capacity' must be >= rows (16), got 8}}
+plan.kernel @k0 rows #plan.layer_norm_grad<element = f32, rows = 16, capacity = 8, columns = 64, eps = 1.0e-5> args(6)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'layer_norm_grad'): parameter 'copy' must be a float type, got 'i32'}}
+plan.kernel @k0 rows #plan.layer_norm_grad<element = f32, rows = 16, capacity = 16, columns = 64, eps = 1.0e-5, copy = i32> args(7)
+
+// -----
+
+// Well-formed row kernels: no error.
+plan.kernel @k0 rows #plan.softmax<element = f64, rows = 16, rows_per_token = 2, columns = 64> args(2)
+plan.kernel @k1 rows #plan.layer_norm<element = f32, rows = 4, columns = 8, eps = 0.0> args(4)
+plan.kernel @k2 rows #plan.layer_norm_grad<element = f32, rows = 8, capacity = 16, columns = 64, eps = 1.0e-6, rms = true, residual = true, copy = bf16, grad_element = bf16, plus_one = true> args(7)
 
 // -----
 

@@ -4,7 +4,9 @@
 // per row (cudaPerRow). LayerNorm's gradient adds the column sums of dw and
 // db (two more phases, their partials in scratch with the rows' mean and
 // rstd). Costs count each tensor's elements once per pass that reads or
-// writes it.
+// writes it. All four are typed templates: their parameters are the
+// attributes' (#plan.layer_norm<element = f32, rows = 4, columns = 8, eps =
+// 1.000000e-05>, PlanTemplates.td), their kernels have no params.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,140 +19,193 @@ namespace mlc::lowering {
 
 namespace {
 
-using K = plan::ParamKind;
-
 /// The rows and columns of a row kernel, and its element's bytes.
 struct RowShape {
   double rows, columns, el;
 };
-RowShape rowShape(ParamsReader &r) {
-  return {double(r.rows().count), double(r.i64("columns")),
-          double(plan::elementBytes(r.type("element")))};
+template <typename Attr> RowShape rowShape(Attr t) {
+  return {double(t.getRows()), double(t.getColumns()),
+          double(plan::elementBytes(t.getElement()))};
 }
 
-/// Row kernels share their CUDA schedule: a block per row.
+/// `eps` as an f64 literal.
+std::string epsLiteral(const APFloat &eps, MLIRContext *context) {
+  return literal(eps.convertToDouble(), Float64Type::get(context));
+}
+
+/// Row kernels share their checks and their CUDA schedule: a block per row.
 template <typename Model, typename Attr> struct RowModel : TemplateModel<Model, Attr> {
-  llvm::Error scheduleCuda(Attribute, Operation *k, CudaSchedule &s) const {
-    ParamsReader r = RowModel::reader(k);
-    s.phases = {cudaPerRow(r.rows(), r.i64("columns"))};
-    return r.error();
+  using Base = TemplateModel<Model, Attr>;
+
+  /// What the parameters' types cannot say, for every row template (each
+  /// model's verifyKernel calls it first): no params dictionary, a float
+  /// `element`, a row count >= 0 and rows of `columns` > 0 elements.
+  static LogicalResult verifyRows(Attr t, Operation *op) {
+    if (failed(Base::refuseParams(op)))
+      return mlir::failure();
+    if (failed(verifyFloat(op, "element", t.getElement())))
+      return mlir::failure();
+    if (t.getRows() < 0)
+      return Base::kernelError(op) << "parameter 'rows' must be >= 0, got " << t.getRows();
+    if (t.getRowsPerToken() < 0)
+      return Base::kernelError(op) << "parameter 'rows_per_token' must be >= 0, got "
+                                   << t.getRowsPerToken();
+    if (t.getColumns() <= 0)
+      return Base::kernelError(op) << "parameter 'columns' must be > 0, got " << t.getColumns();
+    return success();
+  }
+  /// `type`, the parameter `name`, is a float type.
+  static LogicalResult verifyFloat(Operation *op, StringRef name, Type type) {
+    if (!isa<FloatType>(type))
+      return Base::kernelError(op) << "parameter '" << name << "' must be a float type, got "
+                                   << type;
+    return success();
+  }
+  /// A norm's `eps`: a finite f64 >= 0.
+  static LogicalResult verifyEps(Operation *op, const APFloat &eps) {
+    if (&eps.getSemantics() != &APFloat::IEEEdouble())
+      return Base::kernelError(op) << "parameter 'eps' must be an f64";
+    if ((eps.isNegative() && !eps.isZero()) || !eps.isFinite())
+      return Base::kernelError(op) << "parameter 'eps' must be finite and >= 0, got "
+                                   << eps.convertToDouble();
+    return success();
+  }
+  /// The kernel's buffers, `args` for these parameters.
+  static LogicalResult verifyArgs(Operation *op, int64_t args) {
+    const int64_t numArgs = Base::kernelOf(op).getNumArgs();
+    if (numArgs != args)
+      return Base::kernelError(op) << "takes " << args << " arguments with these parameters, got "
+                                   << numArgs;
+    return success();
+  }
+  llvm::Error scheduleCuda(Attribute attr, Operation *, CudaSchedule &s) const {
+    auto t = cast<Attr>(attr);
+    s.phases = {cudaPerRow(rowsOf(t), t.getColumns())};
+    return llvm::Error::success();
   }
   /// `bytes` and `flops` per element of the rows x columns.
-  static llvm::Expected<plan::TemplateCost> perElement(Operation *k, double tensors,
-                                                       double vectors, double flops) {
-    ParamsReader r = RowModel::reader(k);
-    RowShape s = rowShape(r);
+  static plan::TemplateCost perElement(Attribute attr, double tensors, double vectors,
+                                       double flops) {
+    RowShape s = rowShape(cast<Attr>(attr));
     plan::TemplateCost c;
     c.bytes = (tensors * s.rows * s.columns + vectors * s.columns) * s.el;
     c.flops = flops * s.rows * s.columns;
-    return RowModel::checked(r, c);
+    return c;
   }
 };
 
 /// p0 = softmax(p1) (or, with `log`, log_softmax) along each row.
 struct SoftmaxModel : RowModel<SoftmaxModel, plan::SoftmaxTemplateAttr> {
-  static constexpr plan::TemplateParam kSchema[] = {
-      {"element", K::Type, true}, MLC_TEMPLATE_ROWS, {"columns", K::I64, true},
-      {"log", K::Flag, false}};
-
-  llvm::Expected<plan::TemplateCost> getCost(Attribute, Operation *k,
-                                             const plan::CostContext &) const {
-    return perElement(k, 2, 0, 5); // y = softmax(x)
+  LogicalResult verifyKernel(Attribute attr, Operation *op) const {
+    if (failed(verifyRows(cast<plan::SoftmaxTemplateAttr>(attr), op)))
+      return mlir::failure();
+    return verifyArgs(op, 2);
   }
-  llvm::Expected<std::string> print(Attribute, Operation *k, KernelTarget &target) const {
-    ParamsReader r = reader(k);
-    return checked(r, target.softmax(r.type("element"), r.rows(), r.i64("columns"),
-                                     r.flag("log")));
+  llvm::Expected<plan::TemplateCost> getCost(Attribute attr, Operation *,
+                                             const plan::CostContext &) const {
+    return perElement(attr, 2, 0, 5); // y = softmax(x)
+  }
+  llvm::Expected<std::string> print(Attribute attr, Operation *, KernelTarget &target) const {
+    auto t = cast<plan::SoftmaxTemplateAttr>(attr);
+    return target.softmax(t.getElement(), rowsOf(t), t.getColumns(), t.getLog());
   }
 };
 
 /// p0 = y * (g - sum(g * y)) from g = p1, y = p2.
 struct SoftmaxGradModel : RowModel<SoftmaxGradModel, plan::SoftmaxGradTemplateAttr> {
-  static constexpr plan::TemplateParam kSchema[] = {
-      {"element", K::Type, true}, MLC_TEMPLATE_ROWS, {"columns", K::I64, true}};
-
-  llvm::Expected<plan::TemplateCost> getCost(Attribute, Operation *k,
-                                             const plan::CostContext &) const {
-    return perElement(k, 3, 0, 3); // dx from dy, y
+  LogicalResult verifyKernel(Attribute attr, Operation *op) const {
+    if (failed(verifyRows(cast<plan::SoftmaxGradTemplateAttr>(attr), op)))
+      return mlir::failure();
+    return verifyArgs(op, 3);
   }
-  llvm::Expected<std::string> print(Attribute, Operation *k, KernelTarget &target) const {
-    ParamsReader r = reader(k);
-    return checked(r, target.softmaxGrad(r.type("element"), r.rows(), r.i64("columns")));
+  llvm::Expected<plan::TemplateCost> getCost(Attribute attr, Operation *,
+                                             const plan::CostContext &) const {
+    return perElement(attr, 3, 0, 3); // dx from dy, y
+  }
+  llvm::Expected<std::string> print(Attribute attr, Operation *, KernelTarget &target) const {
+    auto t = cast<plan::SoftmaxGradTemplateAttr>(attr);
+    return target.softmaxGrad(t.getElement(), rowsOf(t), t.getColumns());
   }
 };
 
-/// `eps` as an f64 literal.
-std::string epsLiteral(ParamsReader &r, MLIRContext *context) {
-  return literal(r.f64("eps"), Float64Type::get(context));
-}
-
-/// p0 = LayerNorm(p1) * p2 + p3 (`rms`: RMSNorm, no bias).
+/// p0 = LayerNorm(p1) * p2 + p3 (`rms`: RMSNorm, no bias; `unit`: neither
+/// weight nor bias).
 struct LayerNormModel : RowModel<LayerNormModel, plan::LayerNormTemplateAttr> {
-  static constexpr plan::TemplateParam kSchema[] = {
-      {"element", K::Type, true}, MLC_TEMPLATE_ROWS, {"columns", K::I64, true},
-      {"eps", K::F64, true},      {"rms", K::Flag, false},    {"unit", K::Flag, false}};
-
-  llvm::Expected<plan::TemplateCost> getCost(Attribute, Operation *k,
-                                             const plan::CostContext &) const {
-    return perElement(k, 2, 2, 8); // y from x, weight, bias
+  LogicalResult verifyKernel(Attribute attr, Operation *op) const {
+    auto t = cast<plan::LayerNormTemplateAttr>(attr);
+    if (failed(verifyRows(t, op)) || failed(verifyEps(op, t.getEps())))
+      return mlir::failure();
+    return verifyArgs(op, 2 + (t.getUnit() ? 0 : t.getRms() ? 1 : 2));
   }
-  llvm::Expected<std::string> print(Attribute, Operation *k, KernelTarget &target) const {
-    ParamsReader r = reader(k);
-    return checked(r, target.layerNorm(r.type("element"), r.rows(), r.i64("columns"),
-                                       epsLiteral(r, k->getContext()), r.flag("rms"),
-                                       r.flag("unit")));
+  llvm::Expected<plan::TemplateCost> getCost(Attribute attr, Operation *,
+                                             const plan::CostContext &) const {
+    return perElement(attr, 2, 2, 8); // y from x, weight, bias
+  }
+  llvm::Expected<std::string> print(Attribute attr, Operation *k, KernelTarget &target) const {
+    auto t = cast<plan::LayerNormTemplateAttr>(attr);
+    return target.layerNorm(t.getElement(), rowsOf(t), t.getColumns(),
+                            epsLiteral(t.getEps(), k->getContext()), t.getRms(), t.getUnit());
   }
 };
 
 /// LayerNorm's gradients dx, dw, db (RMSNorm's dx, dw); `residual`: the
 /// residual stream's gradient is added to dx.
-struct LayerNormGradModel : TemplateModel<LayerNormGradModel, plan::LayerNormGradTemplateAttr> {
-  static constexpr plan::TemplateParam kSchema[] = {
-      {"element", K::Type, true}, MLC_TEMPLATE_ROWS,     {"capacity", K::I64, true},
-      {"columns", K::I64, true},  {"eps", K::F64, true}, {"rms", K::Flag, false},
-      {"residual", K::Flag, false}, {"unit", K::Flag, false}, {"copy", K::Type, false},
-      {"grad_element", K::Type, false}, {"plus_one", K::Flag, false}};
+struct LayerNormGradModel : RowModel<LayerNormGradModel, plan::LayerNormGradTemplateAttr> {
+  using Attr = plan::LayerNormGradTemplateAttr;
 
-  /// dx, dw (, db: not an RMSNorm's), and dx's `copy`, the last argument.
-  bool writesArg(Attribute, Operation *k, int64_t arg) const {
-    plan::KernelOp kernel = kernelOf(k);
-    if (kernel.getParamsAttr().get("copy") && arg == int64_t(kernel.getNumArgs()) - 1)
-      return true;
-    return arg >= 0 && arg < (kernel.getParamsAttr().get("rms") ? 2 : 3);
+  /// Besides the rows: `eps`, float `copy` and `grad_element` types where
+  /// present, and a scratch of `capacity` rows holding the `rows`.
+  LogicalResult verifyKernel(Attribute attr, Operation *op) const {
+    auto t = cast<Attr>(attr);
+    if (failed(verifyRows(t, op)) || failed(verifyEps(op, t.getEps())))
+      return mlir::failure();
+    if (t.getCopy() && failed(verifyFloat(op, "copy", t.getCopy())))
+      return mlir::failure();
+    if (t.getGradElement() && failed(verifyFloat(op, "grad_element", t.getGradElement())))
+      return mlir::failure();
+    if (t.getCapacity() < t.getRows())
+      return kernelError(op) << "parameter 'capacity' must be >= rows (" << t.getRows()
+                             << "), got " << t.getCapacity();
+    return success();
   }
-  llvm::Expected<plan::TemplateCost> getCost(Attribute, Operation *k,
+  /// dx, dw (, db: not an RMSNorm's), and dx's `copy`, the last argument.
+  bool writesArg(Attribute attr, Operation *k, int64_t arg) const {
+    auto t = cast<Attr>(attr);
+    if (t.getCopy() && arg == int64_t(kernelOf(k).getNumArgs()) - 1)
+      return true;
+    return arg >= 0 && arg < (t.getRms() ? 2 : 3);
+  }
+  llvm::Expected<plan::TemplateCost> getCost(Attribute attr, Operation *,
                                              const plan::CostContext &) const {
     // dx per row from dy, x, weight; dw, db per column from dy, x again.
-    ParamsReader r = reader(k);
-    RowShape s = rowShape(r);
+    auto t = cast<Attr>(attr);
+    RowShape s = rowShape(t);
     plan::TemplateCost c;
     // (g, read twice, in its own type where it is bf16.)
     const double gradBytes =
-        r.has("grad_element") ? double(plan::elementBytes(r.type("grad_element"))) : s.el;
+        t.getGradElement() ? double(plan::elementBytes(t.getGradElement())) : s.el;
     c.bytes = (3 * s.rows * s.columns + 3 * s.columns) * s.el + 2 * s.rows * s.columns * gradBytes;
-    if (Type copy = r.has("copy") ? r.type("copy") : Type())
+    if (Type copy = t.getCopy())
       c.bytes += s.rows * s.columns * double(plan::elementBytes(copy));
     c.flops = 14 * s.rows * s.columns;
-    return checked(r, c);
+    return c;
   }
   /// The rows, then the column sums' two phases; scratch: (mean, rstd) per
   /// row and the chunks' partial dw, db.
-  llvm::Error scheduleCuda(Attribute, Operation *k, CudaSchedule &s) const {
-    ParamsReader r = reader(k);
-    const int64_t cap = r.i64("capacity"), E = r.i64("columns");
-    s.phases = {cudaPerRow(r.rows(), E)};
+  llvm::Error scheduleCuda(Attribute attr, Operation *, CudaSchedule &s) const {
+    auto t = cast<Attr>(attr);
+    const int64_t cap = t.getCapacity(), E = t.getColumns();
+    s.phases = {cudaPerRow(rowsOf(t), E)};
     s.scratch = (2 * cap + 2 * cudaColumnSums(s, cap, E) * E) * 8;
-    return r.error();
+    return llvm::Error::success();
   }
-  llvm::Expected<std::string> print(Attribute, Operation *k, KernelTarget &target) const {
-    ParamsReader r = reader(k);
-    return checked(r, target.layerNormGrad(r.type("element"), r.rows(), r.i64("capacity"),
-                                           r.i64("columns"), epsLiteral(r, k->getContext()),
-                                           r.flag("rms"), r.flag("residual"), r.flag("unit"),
-                                           r.has("copy") ? r.type("copy") : Type(),
-                                           r.has("grad_element") ? r.type("grad_element")
-                                                                 : r.type("element"),
-                                           r.flag("plus_one")));
+  llvm::Expected<std::string> print(Attribute attr, Operation *k, KernelTarget &target) const {
+    auto t = cast<Attr>(attr);
+    return target.layerNormGrad(t.getElement(), rowsOf(t), t.getCapacity(), t.getColumns(),
+                                epsLiteral(t.getEps(), k->getContext()), t.getRms(),
+                                t.getResidual(), t.getUnit(), t.getCopy(),
+                                t.getGradElement() ? t.getGradElement() : t.getElement(),
+                                t.getPlusOne());
   }
 };
 
