@@ -683,8 +683,8 @@ private:
   /// cannot obey (BufferAssignment.cpp).
   llvm::Error readAssignment(Block &block);
   llvm::Error emitRows(Operation *op);
-  llvm::Error emitCrossEntropyWithGrad(CrossEntropyOp ce, CrossEntropyGradOp cg,
-                                       ParamsBuilder &params);
+  llvm::Error emitCrossEntropy(Operation *op);
+  llvm::Error emitCrossEntropyWithGrad(CrossEntropyOp ce, CrossEntropyGradOp cg);
   llvm::Error emitAttention(Operation *op, bool backward);
   void rotaryTables(Value cos, Value sin, bool varlen, AttentionKernel &desc,
                     std::vector<int> &bufs);

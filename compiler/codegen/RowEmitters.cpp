@@ -1,9 +1,10 @@
 //===- RowEmitters.cpp - the plan.kernel ops of row ops -------------------===//
 //
 // Row fusions (a norm and the pointwise prologue of its input), reductions
-// and row kernels (softmax, LayerNorm, RMSNorm, cross-entropy and their
-// gradients): templates with their parameters, or a row fusion's bodies.
-// The pointwise emitters are in KernelEmitters.cpp.
+// and row kernels (softmax, LayerNorm, RMSNorm and their gradients):
+// templates with their parameters, or a row fusion's bodies. The pointwise
+// emitters are in KernelEmitters.cpp, cross-entropy's in
+// CrossEntropyKernel.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -210,16 +211,6 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     bufs.push_back(id);
   };
   auto eps = [&](llvm::APFloat e) { params.f64("eps", e.convertToDouble()); };
-  // The splat incoming gradient of a loss, in its own type.
-  auto scale = [&](Value grad) {
-    auto c = grad.getDefiningOp<ConstantOp>();
-    auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
-    if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()))
-      return false;
-    params.attr("scale", FloatAttr::get(dense.getElementType(),
-                                        dense.getSplatValue<APFloat>().convertToDouble()));
-    return true;
-  };
 
   if (auto sm = dyn_cast<SoftmaxOp>(op); sm || isa<LogSoftmaxOp>(op)) {
     int64_t axis = sm ? int64_t(sm.getAxis()) : int64_t(cast<LogSoftmaxOp>(op).getAxis());
@@ -297,35 +288,6 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
         }
     k = grad ? Attribute(plan::LayerNormGradTemplateAttr::get(op->getContext()))
              : Attribute(plan::LayerNormTemplateAttr::get(op->getContext()));
-  } else if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
-    rowsAndColumns(ce.getLogits());
-    Type lt = typeOf(ce.getLabels()).getElementType();
-    params.type("labels", lt).i64("ignore", ce.getIgnoreIndex());
-    // With the gradient mlc-fuse-cross-entropy marked: one kernel for both.
-    for (Operation *user : ce.getLogits().getUsers())
-      if (auto cg = dyn_cast<CrossEntropyGradOp>(user);
-          cg && cg->hasAttr(kWithLossAttr) && !emittedWith.count(cg))
-        return emitCrossEntropyWithGrad(ce, cg, params);
-    bindOut(ce.getResult());
-    bufs.push_back(bufferOf(ce.getLogits()));
-    bufs.push_back(bufferOf(ce.getLabels()));
-    k = plan::CrossEntropyTemplateAttr::get(op->getContext());
-  } else if (auto cg = dyn_cast<CrossEntropyGradOp>(op)) {
-    if (cg->hasAttr(kWithLossAttr))
-      return failure(op, "marked mlc.with_loss, but no mlc.cross_entropy before it reads its "
-                         "logits");
-    if (cg->hasAttr(kInPlaceAttr))
-      return failure(op, "marked mlc.in_place, but not mlc.with_loss: only the kernel of a loss "
-                         "and its gradient writes the gradient over the logits");
-    rowsAndColumns(cg.getLogits());
-    Type lt = typeOf(cg.getLabels()).getElementType();
-    params.type("labels", lt).i64("ignore", cg.getIgnoreIndex());
-    bindOut(cg.getResult());
-    bufs.push_back(bufferOf(cg.getLogits()));
-    bufs.push_back(bufferOf(cg.getLabels()));
-    if (!scale(cg.getGrad()))
-      bufs.push_back(bufferOf(cg.getGrad()));
-    k = plan::CrossEntropyGradTemplateAttr::get(op->getContext());
   } else {
     return failure(op, "internal error: not a row op");
   }

@@ -58,7 +58,7 @@ plan.kernel @k14 attention #plan.attention args(5) params {arg_types = [f32, f32
 
 // Cross-entropy: a block per row, then one block sums the loss terms.
 // expected-error @+1 {{'plan.kernel' op @k9: cuda.launch has 1 phases where template 'cross_entropy' runs 2}}
-plan.kernel @k9 rows #plan.cross_entropy args(3) params {columns = 256 : i64, element = f32, ignore = -100 : i64, labels = i64, rows = 16 : i64} attributes {cuda.launch = [array<i64: 16, 128>]}
+plan.kernel @k9 rows #plan.cross_entropy<element = f32, labels = i64, rows = 16, columns = 256, ignore = -100> args(3) attributes {cuda.launch = [array<i64: 16, 128>]}
 
 // -----
 
@@ -80,4 +80,4 @@ plan.kernel @k18 column_reduction args(2) params {columns = 512 : i64, dims = ar
 // Scheduled by hand, and valid: three phases of whole warps for attention's
 // backward, two for cross-entropy.
 plan.kernel @k23 attention #plan.attention args(8) params {arg_types = [f32, f32, f32, f32, f32, f32, f32, i32], arg_written = array<i1: true, true, true, false, false, false, false, false>, backward, batch = 128 : i64, causal, cu_slot = 7 : i64, dropout = 1.000000e-01 : f64, element = f32, head_dim = 32 : i64, heads = 4 : i64, kv_heads = 4 : i64, mask_strides = array<i64: 0, 0, 0, 0>, query = 4 : i64, scale = 0.17677669529663687 : f64, seed = 5 : i64, seq_k = 0 : i64, seq_q = 0 : i64, tensors = array<i64: 0, 384, 32, 384, 128, 384, 32, 384, 256, 384, 32, 384, 0, 128, 32, 128, 0, 384, 32, 384, 128, 384, 32, 384, 256, 384, 32, 384>, token_capacity = 128 : i64, value_dim = 32 : i64, varlen} attributes {cuda.launch = [array<i64: 8, 96>, array<i64: 8, 96>, array<i64: 8, 96>], cuda.scratch = 12288 : i64, cuda.tile = 32 : i64}
-plan.kernel @k9 rows #plan.cross_entropy args(3) params {columns = 256 : i64, element = f32, ignore = -100 : i64, labels = i64, rows = 16 : i64} attributes {cuda.launch = [array<i64: 16, 96>, array<i64: 1, 256>]}
+plan.kernel @k9 rows #plan.cross_entropy<element = f32, labels = i64, rows = 16, columns = 256, ignore = -100> args(3) attributes {cuda.launch = [array<i64: 16, 96>, array<i64: 1, 256>]}
