@@ -70,12 +70,12 @@ def Plan_SoftmaxGradTemplate : Plan_Template<"SoftmaxGradTemplate", "softmax_gra
 def Plan_LayerNormTemplate : Plan_Template<"LayerNormTemplate", "layer_norm", "LayerNorm (or RMSNorm: `rms`)">;
 def Plan_LayerNormGradTemplate : Plan_Template<"LayerNormGradTemplate", "layer_norm_grad",
     "LayerNorm's (RMSNorm's) gradients dx, dweight (, dbias)">;
-// The cross-entropy family: `element` the logits' type, `labels` the
-// labels' (an integer type), `columns` logits a row, rows labelled `ignore`
-// skipped. `scale`: the loss's incoming gradient, a constant (the gradient
-// without one reads it from its last argument, p3[0]).
 def Plan_CrossEntropyTemplate : Plan_Template<"CrossEntropyTemplate", "cross_entropy",
     "the mean cross-entropy of logits against labels"> {
+  // The cross-entropy family: `element` the logits' type, `labels` the
+  // labels' (an integer type), `columns` logits a row, rows labelled
+  // `ignore` skipped. `scale`: the loss's incoming gradient, a constant
+  // (the gradient without one reads it from its last argument, p3[0]).
   let parameters = !con((ins "::mlir::Type":$element, "::mlir::Type":$labels), Plan_RowParams,
                         (ins "int64_t":$columns, "int64_t":$ignore));
   let assemblyFormat = "`<` struct(params) `>`";
