@@ -222,7 +222,7 @@ public:
                                  << " phases where ";
           if (auto t = k.getKernelTemplateAttr())
             d << "template '" << t.getTemplateName() << "'"
-              << (k.getParams() && k.getParamsAttr().get("backward") ? " (backward)" : "");
+              << (k.getParamsAttr() && k.getParamsAttr().get("backward") ? " (backward)" : "");
           else
             d << "its " << mlc::plan::stringifyKernelTemplate(k.getKind()) << " body";
           d << " runs " << s->phases.size();
