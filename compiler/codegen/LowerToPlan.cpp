@@ -281,21 +281,20 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
       })
       .Case<MatmulOp>([&](MatmulOp m) { return emitGemm(m); })
       .Case<SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LayerNormOp, LayerNormGradOp, RmsNormOp,
-            RmsNormGradOp, CrossEntropyOp, CrossEntropyGradOp>([&](auto) { return emitRows(op); })
+            RmsNormGradOp>([&](auto) { return emitRows(op); })
+      .Case<CrossEntropyOp, CrossEntropyGradOp>([&](auto) { return emitCrossEntropy(op); })
       .Case<AttentionOp>([&](auto) { return emitAttention(op, false); })
       .Case<AttentionGradOp>([&](auto) { return emitAttention(op, true); })
       .Case<EmbeddingOp>([&](EmbeddingOp e) {
         Shape w = shapeOf(e.getWeight());
         int id = arenaFor(e.getResult());
         valueBuffers[e.getResult()] = id;
-        ParamsBuilder p(op->getContext());
-        p.type("element", el)
-            .type("ids", typeOf(e.getIndices()).getElementType())
-            .rows(rowsOf(numel(e.getIndices()), dynamicRows(e.getIndices())))
-            .i64("vocab", w[0])
-            .i64("columns", w[1]);
-        addStep(plan::EmbeddingTemplateAttr::get(context()), p.get(),
-                {id, bufferOf(e.getWeight()), bufferOf(e.getIndices())}, KernelTemplate::gather);
+        Rows rows = rowsOf(numel(e.getIndices()), dynamicRows(e.getIndices()));
+        addStep(plan::EmbeddingTemplateAttr::get(context(), el,
+                                                 typeOf(e.getIndices()).getElementType(),
+                                                 rows.count, rows.perToken, w[0], w[1]),
+                DictionaryAttr(), {id, bufferOf(e.getWeight()), bufferOf(e.getIndices())},
+                KernelTemplate::gather);
         return llvm::Error::success();
       })
       .Case<EmbeddingGradOp>([&](EmbeddingGradOp e) {
@@ -305,17 +304,13 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
         int id = e.getAcc() ? accumulatorBuffer(e.getAcc(), e.getResult())
                             : arenaFor(e.getResult());
         valueBuffers[e.getResult()] = id;
-        ParamsBuilder p(op->getContext());
-        p.type("element", el)
-            .type("ids", typeOf(e.getIndices()).getElementType())
-            .rows(rowsOf(numel(e.getIndices()), dynamicRows(e.getIndices())))
-            .i64("vocab", t[0])
-            .i64("columns", t[1]);
-        if (auto pad = e.getPaddingIdx())
-          p.i64("padding", *pad);
-        p.flag("accumulate", bool(e.getAcc()));
-        addStep(plan::EmbeddingGradTemplateAttr::get(context()), p.get(),
-                {id, bufferOf(e.getGrad()), bufferOf(e.getIndices())}, KernelTemplate::scatter);
+        Rows rows = rowsOf(numel(e.getIndices()), dynamicRows(e.getIndices()));
+        addStep(plan::EmbeddingGradTemplateAttr::get(
+                    context(), el, typeOf(e.getIndices()).getElementType(), rows.count,
+                    rows.perToken, t[0], t[1], std::optional<int64_t>(e.getPaddingIdx()),
+                    bool(e.getAcc())),
+                DictionaryAttr(), {id, bufferOf(e.getGrad()), bufferOf(e.getIndices())},
+                KernelTemplate::scatter);
         return llvm::Error::success();
       })
       .Default([&](Operation *o) {

@@ -685,8 +685,8 @@ private:
   llvm::Error emitRows(Operation *op);
   /// LayerNorm, RMSNorm and their gradients (RowEmitters.cpp).
   llvm::Error emitNormRows(Operation *op);
-  llvm::Error emitCrossEntropyWithGrad(CrossEntropyOp ce, CrossEntropyGradOp cg,
-                                       ParamsBuilder &params);
+  llvm::Error emitCrossEntropy(Operation *op);
+  llvm::Error emitCrossEntropyWithGrad(CrossEntropyOp ce, CrossEntropyGradOp cg);
   llvm::Error emitAttention(Operation *op, bool backward);
   void rotaryTables(Value cos, Value sin, bool varlen, AttentionKernel &desc,
                     std::vector<int> &bufs);

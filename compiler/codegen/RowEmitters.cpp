@@ -1,9 +1,10 @@
 //===- RowEmitters.cpp - the plan.kernel ops of row ops -------------------===//
 //
 // Row fusions (a norm and the pointwise prologue of its input), reductions
-// and row kernels (softmax, LayerNorm, RMSNorm, cross-entropy and their
-// gradients): templates with their parameters, or a row fusion's bodies.
-// The pointwise emitters are in KernelEmitters.cpp.
+// and row kernels (softmax, LayerNorm, RMSNorm and their gradients):
+// templates with their parameters, or a row fusion's bodies. The pointwise
+// emitters are in KernelEmitters.cpp, cross-entropy's in
+// CrossEntropyKernel.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -261,102 +262,45 @@ llvm::Error FunctionLowering::emitNormRows(Operation *op) {
   return llvm::Error::success();
 }
 
-/// Row-wise kernels: the reduction axis is the last one.
+/// Softmax and its gradient over the last axis: typed templates
+/// (#plan.softmax<...>), their rows and columns from the input's shape.
 llvm::Error FunctionLowering::emitRows(Operation *op) {
+  if (isa<LayerNormOp, RmsNormOp, LayerNormGradOp, RmsNormGradOp>(op))
+    return emitNormRows(op);
   auto lastAxis = [&](int64_t axis, Value v) {
     return *normalizeAxis(axis, typeOf(v).getRank()) == typeOf(v).getRank() - 1;
   };
   Value x = op->getOperand(0);
   Type el = typeOf(op->getResult(0)).getElementType();
-  Attribute k; // the template
   std::vector<int> bufs;
-  // The template's parameters: element type, rows (dynamic token rows at
-  // the capacity, per token) and the row's length.
-  ParamsBuilder params(op->getContext());
-  params.type("element", el);
-  auto rowsAndColumns = [&](Value v) {
-    Shape s = shapeOf(v);
-    params.rows(rowsOf(product(s) / s.back(), dynamicRows(v))).i64("columns", s.back());
-  };
   auto bindOut = [&](Value v) {
     int id = arenaFor(v);
     valueBuffers[v] = id;
     bufs.push_back(id);
   };
-  // Softmax's templates are typed (#plan.softmax<...>): their rows and
-  // columns, the kernel without params.
-  auto rowsOfValue = [&](Value v) {
-    Shape s = shapeOf(v);
-    return rowsOf(product(s) / s.back(), dynamicRows(v));
-  };
-  auto typedStep = [&](Attribute templ) {
-    addStep(templ, DictionaryAttr(), bufs, KernelTemplate::rows);
-    return llvm::Error::success();
-  };
-  // The splat incoming gradient of a loss, in its own type.
-  auto scale = [&](Value grad) {
-    auto c = grad.getDefiningOp<ConstantOp>();
-    auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
-    if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()))
-      return false;
-    params.attr("scale", FloatAttr::get(dense.getElementType(),
-                                        dense.getSplatValue<APFloat>().convertToDouble()));
-    return true;
-  };
-
+  const Shape shape = shapeOf(x);
+  const Rows rows = rowsOf(product(shape) / shape.back(), dynamicRows(x));
+  Attribute templ;
   if (auto sm = dyn_cast<SoftmaxOp>(op); sm || isa<LogSoftmaxOp>(op)) {
     int64_t axis = sm ? int64_t(sm.getAxis()) : int64_t(cast<LogSoftmaxOp>(op).getAxis());
     if (!lastAxis(axis, x))
       return failure(op, "softmax over a dimension other than the last is not supported yet");
     bindOut(op->getResult(0));
     bufs.push_back(bufferOf(x));
-    Rows rows = rowsOfValue(x);
-    return typedStep(plan::SoftmaxTemplateAttr::get(op->getContext(), el, rows.count,
-                                                    rows.perToken, shapeOf(x).back(), !sm));
+    templ = plan::SoftmaxTemplateAttr::get(op->getContext(), el, rows.count, rows.perToken,
+                                           shape.back(), !sm);
   } else if (auto sg = dyn_cast<SoftmaxGradOp>(op)) {
     if (!lastAxis(sg.getAxis(), x))
       return failure(op, "softmax over a dimension other than the last is not supported yet");
     bindOut(sg.getResult());
     bufs.push_back(bufferOf(sg.getGrad()));
     bufs.push_back(bufferOf(sg.getOutput()));
-    Rows rows = rowsOfValue(x);
-    return typedStep(plan::SoftmaxGradTemplateAttr::get(op->getContext(), el, rows.count,
-                                                        rows.perToken, shapeOf(x).back()));
-  } else if (isa<LayerNormOp, RmsNormOp, LayerNormGradOp, RmsNormGradOp>(op)) {
-    return emitNormRows(op);
-  } else if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
-    rowsAndColumns(ce.getLogits());
-    Type lt = typeOf(ce.getLabels()).getElementType();
-    params.type("labels", lt).i64("ignore", ce.getIgnoreIndex());
-    // With the gradient mlc-fuse-cross-entropy marked: one kernel for both.
-    for (Operation *user : ce.getLogits().getUsers())
-      if (auto cg = dyn_cast<CrossEntropyGradOp>(user);
-          cg && cg->hasAttr(kWithLossAttr) && !emittedWith.count(cg))
-        return emitCrossEntropyWithGrad(ce, cg, params);
-    bindOut(ce.getResult());
-    bufs.push_back(bufferOf(ce.getLogits()));
-    bufs.push_back(bufferOf(ce.getLabels()));
-    k = plan::CrossEntropyTemplateAttr::get(op->getContext());
-  } else if (auto cg = dyn_cast<CrossEntropyGradOp>(op)) {
-    if (cg->hasAttr(kWithLossAttr))
-      return failure(op, "marked mlc.with_loss, but no mlc.cross_entropy before it reads its "
-                         "logits");
-    if (cg->hasAttr(kInPlaceAttr))
-      return failure(op, "marked mlc.in_place, but not mlc.with_loss: only the kernel of a loss "
-                         "and its gradient writes the gradient over the logits");
-    rowsAndColumns(cg.getLogits());
-    Type lt = typeOf(cg.getLabels()).getElementType();
-    params.type("labels", lt).i64("ignore", cg.getIgnoreIndex());
-    bindOut(cg.getResult());
-    bufs.push_back(bufferOf(cg.getLogits()));
-    bufs.push_back(bufferOf(cg.getLabels()));
-    if (!scale(cg.getGrad()))
-      bufs.push_back(bufferOf(cg.getGrad()));
-    k = plan::CrossEntropyGradTemplateAttr::get(op->getContext());
+    templ = plan::SoftmaxGradTemplateAttr::get(op->getContext(), el, rows.count, rows.perToken,
+                                               shape.back());
   } else {
     return failure(op, "internal error: not a row op");
   }
-  addStep(k, params.get(), bufs, KernelTemplate::rows);
+  addStep(templ, DictionaryAttr(), bufs, KernelTemplate::rows);
   return llvm::Error::success();
 }
 

@@ -159,15 +159,47 @@ def Plan_LayerNormGradTemplate : Plan_Template<"LayerNormGradTemplate", "layer_n
   let assemblyFormat = "`<` struct(params) `>`";
 }
 def Plan_CrossEntropyTemplate : Plan_Template<"CrossEntropyTemplate", "cross_entropy",
-    "the mean cross-entropy of logits against labels">;
+    "the mean cross-entropy of logits against labels"> {
+  // The cross-entropy family: `element` the logits' type, `labels` the
+  // labels' (an integer type), `columns` logits a row, rows labelled
+  // `ignore` skipped. `scale`: the loss's incoming gradient, a constant
+  // (the gradient without one reads it from its last argument, p3[0]).
+  let parameters = !con((ins "::mlir::Type":$element, "::mlir::Type":$labels), Plan_RowParams,
+                        (ins "int64_t":$columns, "int64_t":$ignore));
+  let assemblyFormat = "`<` struct(params) `>`";
+}
 def Plan_CrossEntropyWithGradTemplate : Plan_Template<"CrossEntropyWithGradTemplate", "cross_entropy_with_grad",
-    "the loss and its logits' gradient in one pass">;
+    "the loss and its logits' gradient in one pass"> {
+  // `grad`: the gradient's type (bf16 where it is written as a bf16 copy).
+  let parameters = !con((ins "::mlir::Type":$element, "::mlir::Type":$labels,
+                             "::mlir::Type":$grad), Plan_RowParams,
+                        (ins "int64_t":$columns, "int64_t":$ignore, "::mlir::FloatAttr":$scale));
+  let assemblyFormat = "`<` struct(params) `>`";
+}
 def Plan_CrossEntropyGradTemplate : Plan_Template<"CrossEntropyGradTemplate", "cross_entropy_grad",
-    "the logits' gradient of the cross-entropy">;
-// Gathers and scatters.
-def Plan_EmbeddingTemplate : Plan_Template<"EmbeddingTemplate", "embedding", "rows of a table gathered by id">;
+    "the logits' gradient of the cross-entropy"> {
+  let parameters = !con((ins "::mlir::Type":$element, "::mlir::Type":$labels), Plan_RowParams,
+                        (ins "int64_t":$columns, "int64_t":$ignore,
+                             OptionalParameter<"::mlir::FloatAttr">:$scale));
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+// Gathers and scatters: `rows` token ids of type `ids` into a [vocab,
+// columns] table of `element`. The gradient's `padding`: the row whose
+// gradient stays zero (absent: none); `accumulate`: the rows add to the
+// table's gradient as it is (a tied head's), not to zeros.
+def Plan_EmbeddingTemplate : Plan_Template<"EmbeddingTemplate", "embedding", "rows of a table gathered by id"> {
+  let parameters = !con((ins "::mlir::Type":$element, "::mlir::Type":$ids), Plan_RowParams,
+                        (ins "int64_t":$vocab, "int64_t":$columns));
+  let assemblyFormat = "`<` struct(params) `>`";
+}
 def Plan_EmbeddingGradTemplate : Plan_Template<"EmbeddingGradTemplate", "embedding_grad",
-    "the table's gradient: rows scattered by id">;
+    "the table's gradient: rows scattered by id"> {
+  let parameters = !con((ins "::mlir::Type":$element, "::mlir::Type":$ids), Plan_RowParams,
+                        (ins "int64_t":$vocab, "int64_t":$columns,
+                             OptionalParameter<"std::optional<int64_t>">:$padding,
+                             DefaultValuedParameter<"bool", "false">:$accumulate));
+  let assemblyFormat = "`<` struct(params) `>`";
+}
 // Copies.
 // One nest of `copies` or `iota`: not a template (no kernel takes it as
 // one), a list element of theirs. Over `dims` (its leading dimension the

@@ -58,7 +58,7 @@ plan.kernel @k14 attention #plan.attention<element = f32, varlen = true, causal 
 
 // Cross-entropy: a block per row, then one block sums the loss terms.
 // expected-error @+1 {{'plan.kernel' op @k9: cuda.launch has 1 phases where template 'cross_entropy' runs 2}}
-plan.kernel @k9 rows #plan.cross_entropy args(3) params {columns = 256 : i64, element = f32, ignore = -100 : i64, labels = i64, rows = 16 : i64} attributes {cuda.launch = [array<i64: 16, 128>]}
+plan.kernel @k9 rows #plan.cross_entropy<element = f32, labels = i64, rows = 16, columns = 256, ignore = -100> args(3) attributes {cuda.launch = [array<i64: 16, 128>]}
 
 // -----
 
@@ -80,4 +80,4 @@ plan.kernel @k18 column_reduction args(2) params {columns = 512 : i64, dims = ar
 // Scheduled by hand, and valid: three phases of whole warps for attention's
 // backward, two for cross-entropy.
 plan.kernel @k23 attention #plan.attention<element = f32, backward = true, varlen = true, causal = true, batch = 128, heads = 4, kv_heads = 4, seq_q = 0, seq_k = 0, head_dim = 32, value_dim = 32, token_capacity = 128, scale = 0.17677669529663687, dropout = 1.000000e-01, seed = 5, arg_types = [f32, f32, f32, f32, f32, f32, f32, i32], arg_written = [true, true, true, false, false, false, false, false], query = 4, mask_strides = [0, 0, 0, 0], cu_slot = 7, tensors = [0, 384, 32, 384, 128, 384, 32, 384, 256, 384, 32, 384, 0, 128, 32, 128, 0, 384, 32, 384, 128, 384, 32, 384, 256, 384, 32, 384]> args(8) attributes {cuda.launch = [array<i64: 8, 96>, array<i64: 8, 96>, array<i64: 8, 96>], cuda.scratch = 12288 : i64, cuda.tile = 32 : i64}
-plan.kernel @k9 rows #plan.cross_entropy args(3) params {columns = 256 : i64, element = f32, ignore = -100 : i64, labels = i64, rows = 16 : i64} attributes {cuda.launch = [array<i64: 16, 96>, array<i64: 1, 256>]}
+plan.kernel @k9 rows #plan.cross_entropy<element = f32, labels = i64, rows = 16, columns = 256, ignore = -100> args(3) attributes {cuda.launch = [array<i64: 16, 96>, array<i64: 1, 256>]}

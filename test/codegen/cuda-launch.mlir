@@ -16,6 +16,8 @@
 // PRINT: const MlcAttention<float> s = {128, 4, 4, 0, 0, 128, 2,
 // PRINT: // mlc.kernel k23 attention args=8 scratch=12288 launch=8x64,8x64,8x64{{$}}
 // PRINT: const MlcAttention<float> s = {128, 4, 4, 0, 0, 128, 2,
+// PRINT: // mlc.kernel k25 scatter args=3 scratch=0 launch=12x256,64x256{{$}}
+// PRINT: mlc_embedding_grad<float, int64_t, 300, 40, 3, false, 5, 1, 256>(p0, p1, p2, ctx->rows, phase);
 // PRINT: // mlc.kernel k18 column_reduction args=4 scratch=4096 launch=2x256,2x256{{$}}
 // PRINT: // phase 0: partials, row chunk x column block
 // PRINT-NEXT: // phase 1: the partials in chunk order
@@ -94,7 +96,18 @@ module {
 // CHECK-LABEL: plan.kernel @k9 rows #plan.cross_entropy
 // CHECK-SAME:    attributes {cuda.launch = [array<i64: 16, 128>, array<i64: 1, 256>], cuda.scratch = 256 : i64}
 module {
-  plan.kernel @k9 rows #plan.cross_entropy args(3) params {columns = 256 : i64, element = f32, ignore = -100 : i64, labels = i64, rows = 16 : i64}
+  plan.kernel @k9 rows #plan.cross_entropy<element = f32, labels = i64, rows = 16, columns = 256, ignore = -100> args(3)
+}
+
+// -----
+
+// An embedding's gradient (a table of 300 x 40, rows at the token count):
+// the table zeroed, 4 elements a thread (12 blocks), then 64 vocabulary
+// chunks x 1 column block; its padding row and flag reach the print.
+// CHECK-LABEL: plan.kernel @k25 scatter #plan.embedding_grad
+// CHECK-SAME:    attributes {cuda.launch = [array<i64: 12, 256>, array<i64: 64, 256>], cuda.scratch = 0 : i64}
+module {
+  plan.kernel @k25 scatter #plan.embedding_grad<element = f32, ids = i64, rows = 16, rows_per_token = 1, vocab = 300, columns = 40, padding = 3> args(3)
 }
 
 // -----

@@ -88,8 +88,10 @@ func.func @train_step(%w: tensor<4x3xf32> {mlc.param = "w"}, %b: tensor<3xf32> {
 // the logits) overwrites them: the fused cross-entropy kernel (the gradient
 // marked mlc.with_loss by mlc-fuse-cross-entropy) writes its gradient into
 // a view of the logits' arena slice (reached through the reshape), not a
-// slice of its own.
+// slice of its own. Its parameters are the template's (typed): the loss's
+// rows, labels and ignore index, the gradient's type and constant scale.
 // CHECK-LABEL: plan.param "w" : f32 [4, 6]
+// CHECK: plan.kernel @k{{[0-9]+}} rows #plan.cross_entropy_with_grad<element = f32, labels = i64, grad = f32, rows = 3, columns = 6, ignore = -100, scale = 1.000000e+00 : f32> args(4){{$}}
 // CHECK: plan.func "train_step"
 // CHECK: %[[Y:.*]] = plan.arena -1 : memref<18xf32>
 // CHECK: %[[L:.*]] = plan.view %[[Y]][0] : memref<18xf32> to memref<18xf32>
@@ -260,10 +262,11 @@ func.func @train_step(%w: tensor<4x12xf32> {mlc.param = "w"}, %x: tensor<2x4xf32
 // -----
 
 // A loss's gradient that mlc-fuse-cross-entropy did not mark keeps its own
-// kernel: the loss and the gradient each read the logits.
+// kernel: the loss and the gradient each read the logits (the constant
+// incoming gradient a `scale`, not a fourth argument).
 // CHECK-LABEL: plan.param "w" : f32 [4, 6]
-// CHECK-DAG: plan.kernel @[[LOSS:k[0-9]+]] rows #plan.cross_entropy args
-// CHECK-DAG: plan.kernel @[[GRAD:k[0-9]+]] rows #plan.cross_entropy_grad args
+// CHECK-DAG: plan.kernel @[[LOSS:k[0-9]+]] rows #plan.cross_entropy<element = f32, labels = i64, rows = 3, columns = 6, ignore = -100> args(3){{$}}
+// CHECK-DAG: plan.kernel @[[GRAD:k[0-9]+]] rows #plan.cross_entropy_grad<element = f32, labels = i64, rows = 3, columns = 6, ignore = -100, scale = 1.000000e+00 : f32> args(3){{$}}
 // CHECK-NOT: cross_entropy_with_grad
 // CHECK: plan.func "train_step"
 // CHECK: plan.launch @[[LOSS]](
@@ -280,4 +283,31 @@ func.func @train_step(%w: tensor<4x6xf32> {mlc.param = "w"}, %x: tensor<3x4xf32>
   %g = mlc.cross_entropy_grad %one, %y, %t ignore_index = -100 : tensor<f32>, tensor<3x6xf32>, tensor<3xi64>
   %gw = mlc.matmul %x, %g transpose_lhs : tensor<3x4xf32>, tensor<3x6xf32>
   return %l, %gw : tensor<f32>, tensor<4x6xf32>
+}
+
+// -----
+
+// A loss's incoming gradient that is no constant is the gradient kernel's
+// fourth argument (no `scale`); an embedding and its gradient carry the
+// table's shape, the ids' type and the padding row.
+// CHECK-LABEL: plan.param "w" : f32 [10, 6]
+// CHECK: plan.kernel @[[EMB:k[0-9]+]] gather #plan.embedding<element = f32, ids = i32, rows = 3, vocab = 10, columns = 6> args(3){{$}}
+// CHECK: plan.kernel @{{k[0-9]+}} rows #plan.cross_entropy<element = f32, labels = i64, rows = 3, columns = 6, ignore = 7> args(3){{$}}
+// CHECK: plan.kernel @[[GRAD:k[0-9]+]] rows #plan.cross_entropy_grad<element = f32, labels = i64, rows = 3, columns = 6, ignore = 7> args(4){{$}}
+// CHECK: plan.kernel @[[SCATTER:k[0-9]+]] scatter #plan.embedding_grad<element = f32, ids = i32, rows = 3, vocab = 10, columns = 6, padding = 2> args(3){{$}}
+// CHECK: plan.func "train_step"
+// CHECK: %[[S:.*]] = plan.bind input "s" : memref<1xf32>
+// CHECK: plan.launch @[[EMB]](
+// CHECK: plan.launch @[[GRAD]](%{{.*}}, %{{.*}}, %{{.*}}, %[[S]])
+// CHECK: plan.launch @[[SCATTER]](
+func.func @forward(%w: tensor<10x6xf32> {mlc.param = "w"}, %ids: tensor<3xi32> {mlc.input = "ids"}, %t: tensor<3xi64> {mlc.input = "t"}, %s: tensor<f32> {mlc.input = "s"}) -> (tensor<f32> {mlc.output = "loss"}) {
+  %y = mlc.embedding %w, %ids {padding_idx = 2 : i64} : tensor<10x6xf32>, tensor<3xi32>
+  %l = mlc.cross_entropy %y, %t ignore_index = 7 : tensor<3x6xf32>, tensor<3xi64>
+  return %l : tensor<f32>
+}
+func.func @train_step(%w: tensor<10x6xf32> {mlc.param = "w"}, %ids: tensor<3xi32> {mlc.input = "ids"}, %t: tensor<3xi64> {mlc.input = "t"}, %s: tensor<f32> {mlc.input = "s"}) -> (tensor<10x6xf32> {mlc.grad = "w"}) {
+  %y = mlc.embedding %w, %ids {padding_idx = 2 : i64} : tensor<10x6xf32>, tensor<3xi32>
+  %g = mlc.cross_entropy_grad %s, %y, %t ignore_index = 7 : tensor<f32>, tensor<3x6xf32>, tensor<3xi64>
+  %gw = mlc.embedding_grad %g, %ids {padding_idx = 2 : i64} : tensor<3x6xf32>, tensor<3xi32> -> tensor<10x6xf32>
+  return %gw : tensor<10x6xf32>
 }

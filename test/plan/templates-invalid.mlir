@@ -26,8 +26,10 @@ plan.kernel @k0 rows #plan.layer_norm<element = f32, rows = 4, columns = 8, eps 
 
 // -----
 
-// expected-error @+1 {{'plan.kernel' op @k0 (template 'embedding'): parameter 'ids' must be a type, got 3 : i64}}
-plan.kernel @k0 gather #plan.embedding args(3) params {columns = 8 : i64, element = f32, ids = 3 : i64, rows = 4 : i64, vocab = 16 : i64}
+// A typed template's parameter of the wrong kind does not parse.
+// expected-error @+2 {{expected non-function type}}
+// expected-error @+1 {{failed to parse Plan_EmbeddingTemplate parameter 'ids'}}
+plan.kernel @k0 gather #plan.embedding<element = f32, ids = 3, rows = 4, vocab = 16, columns = 8> args(3)
 
 // -----
 
@@ -163,8 +165,66 @@ plan.kernel @k5 reduction #plan.reduction<reduce = max, layout = general, elemen
 
 // -----
 
-// Every required parameter of its kind: no error.
-plan.kernel @k0 rows #plan.cross_entropy args(3) params {columns = 256 : i64, element = f32, ignore = -100 : i64, labels = i64, rows = 16 : i64}
+// The cross-entropy and embedding templates (typed): their models refuse
+// what the types allow but the kernels cannot run.
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'cross_entropy'): parameter 'columns' must be > 0, got 0}}
+plan.kernel @k0 rows #plan.cross_entropy<element = f32, labels = i64, rows = 16, columns = 0, ignore = -100> args(3)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'cross_entropy'): parameter 'labels' must be an integer type, got 'f32'}}
+plan.kernel @k0 rows #plan.cross_entropy<element = f32, labels = f32, rows = 16, columns = 256, ignore = -100> args(3)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'cross_entropy'): takes its parameters in #plan.cross_entropy<...>, not in params}}
+plan.kernel @k0 rows #plan.cross_entropy<element = f32, labels = i64, rows = 16, columns = 256, ignore = -100> args(3) params {columns = 256 : i64}
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'cross_entropy_grad'): parameter 'element' must be a float type, got 'i32'}}
+plan.kernel @k0 rows #plan.cross_entropy_grad<element = i32, labels = i64, rows = 16, columns = 256, ignore = -100> args(4)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'cross_entropy_grad'): parameters 'rows' and 'rows_per_token' must be >= 0, got 16 and -1}}
+plan.kernel @k0 rows #plan.cross_entropy_grad<element = f32, labels = i64, rows = 16, rows_per_token = -1, columns = 256, ignore = -100> args(4)
+
+// -----
+
+// The fused loss and gradient's incoming gradient is a constant: required.
+// expected-error @+1 {{struct is missing required parameter: scale}}
+plan.kernel @k0 rows #plan.cross_entropy_with_grad<element = f32, labels = i64, grad = f32, rows = 16, columns = 256, ignore = -100> args(4)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'cross_entropy_with_grad'): parameter 'grad' must be a float type, got 'i64'}}
+plan.kernel @k0 rows #plan.cross_entropy_with_grad<element = f32, labels = i64, grad = i64, rows = 16, columns = 256, ignore = -100, scale = 1.0 : f32> args(4)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'embedding'): parameter 'vocab' must be > 0, got 0}}
+plan.kernel @k0 gather #plan.embedding<element = f32, ids = i64, rows = 4, vocab = 0, columns = 8> args(3)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'embedding_grad'): parameter 'ids' must be an integer type, got 'f32'}}
+plan.kernel @k0 scatter #plan.embedding_grad<element = f32, ids = f32, rows = 4, vocab = 16, columns = 8> args(3)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'embedding_grad'): parameter 'padding' must be a row of the 16-row table, got 16}}
+plan.kernel @k0 scatter #plan.embedding_grad<element = f32, ids = i64, rows = 4, vocab = 16, columns = 8, padding = 16> args(3)
+
+// -----
+
+// Well-formed: no error (a gradient without `scale` reads it from p3[0];
+// dynamic rows; a padding row; rows added to the table as it is).
+plan.kernel @k0 rows #plan.cross_entropy<element = f32, labels = i64, rows = 16, columns = 256, ignore = -100> args(3)
+plan.kernel @k1 rows #plan.cross_entropy_grad<element = f64, labels = i32, rows = 16, rows_per_token = 2, columns = 256, ignore = -1> args(4)
+plan.kernel @k2 rows #plan.cross_entropy_with_grad<element = f32, labels = i64, grad = bf16, rows = 16, columns = 256, ignore = -100, scale = 5.000000e-01 : f32> args(4)
+plan.kernel @k3 gather #plan.embedding<element = bf16, ids = i32, rows = 4, rows_per_token = 1, vocab = 16, columns = 8> args(3)
+plan.kernel @k4 scatter #plan.embedding_grad<element = f32, ids = i64, rows = 4, vocab = 16, columns = 8, padding = 0, accumulate = true> args(3)
 
 // -----
 

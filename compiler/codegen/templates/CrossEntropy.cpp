@@ -3,7 +3,9 @@
 // Cross-entropy of `rows` rows of `columns` logits against integer labels
 // (of type `labels`), rows labelled `ignore` skipped. On CUDA a block per
 // row, plus single-block phases that count the labelled rows and sum the
-// loss terms from scratch in a fixed order (reproducible sums).
+// loss terms from scratch in a fixed order (reproducible sums). Typed
+// templates: their parameters are the attributes' own
+// (#plan.cross_entropy<...>, PlanTemplates.td).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,8 +17,6 @@ namespace mlc::lowering {
 
 namespace {
 
-using K = plan::ParamKind;
-
 double bytesOf(Type t) { return double(plan::elementBytes(t)); }
 
 /// The incoming gradient `scale` as a literal of its own type ("" if none).
@@ -24,103 +24,117 @@ std::string scaleLiteral(FloatAttr scale) {
   return scale ? literalOf(scale, scale.getType()) : "";
 }
 
-/// p0 = the mean loss of logits p1 against labels p2.
-struct CrossEntropyModel : TemplateModel<CrossEntropyModel, plan::CrossEntropyTemplateAttr> {
-  static constexpr plan::TemplateParam kSchema[] = {
-      {"element", K::Type, true}, {"labels", K::Type, true}, MLC_TEMPLATE_ROWS,
-      {"columns", K::I64, true},  {"ignore", K::I64, true}};
+/// What the three templates' verifyKernel checks beyond the types: float
+/// logits, integer labels, a row count and a row of logits.
+template <typename Model, typename Attr> struct LossModel : TemplateModel<Model, Attr> {
+  using Base = TemplateModel<Model, Attr>;
+  LogicalResult verifyKernel(Attribute attr, Operation *op) const {
+    auto a = cast<Attr>(attr);
+    if (failed(Base::refuseParams(op)))
+      return failure();
+    if (!isa<FloatType>(a.getElement()))
+      return Base::kernelError(op) << "parameter 'element' must be a float type, got "
+                                   << a.getElement();
+    if (!isa<IntegerType>(a.getLabels()))
+      return Base::kernelError(op) << "parameter 'labels' must be an integer type, got "
+                                   << a.getLabels();
+    if (a.getRows() < 0 || a.getRowsPerToken() < 0)
+      return Base::kernelError(op) << "parameters 'rows' and 'rows_per_token' must be >= 0, got "
+                                   << a.getRows() << " and " << a.getRowsPerToken();
+    if (a.getColumns() <= 0)
+      return Base::kernelError(op) << "parameter 'columns' must be > 0, got " << a.getColumns();
+    return success();
+  }
+};
 
-  llvm::Expected<plan::TemplateCost> getCost(Attribute, Operation *k,
+/// p0 = the mean loss of logits p1 against labels p2.
+struct CrossEntropyModel : LossModel<CrossEntropyModel, plan::CrossEntropyTemplateAttr> {
+  llvm::Expected<plan::TemplateCost> getCost(Attribute attr, Operation *,
                                              const plan::CostContext &) const {
-    ParamsReader r = reader(k);
-    const double R = double(r.rows().count), C = double(r.i64("columns"));
-    const double el = bytesOf(r.type("element"));
+    auto a = cast<plan::CrossEntropyTemplateAttr>(attr);
+    const double R = double(a.getRows()), C = double(a.getColumns());
+    const double el = bytesOf(a.getElement());
     plan::TemplateCost c;
-    c.bytes = R * C * el + R * bytesOf(r.type("labels")) + el, c.flops = 4 * R * C;
-    return checked(r, c);
+    c.bytes = R * C * el + R * bytesOf(a.getLabels()) + el, c.flops = 4 * R * C;
+    return c;
   }
   /// The rows (each row's loss and whether it counts, in scratch), then
   /// their sum.
-  llvm::Error scheduleCuda(Attribute, Operation *k, CudaSchedule &s) const {
-    ParamsReader r = reader(k);
-    s.phases = {cudaPerRow(r.rows(), r.i64("columns")), cudaOneBlock()};
-    s.scratch = 2 * r.rows().count * 8;
-    return r.error();
+  llvm::Error scheduleCuda(Attribute attr, Operation *, CudaSchedule &s) const {
+    auto a = cast<plan::CrossEntropyTemplateAttr>(attr);
+    s.phases = {cudaPerRow(rowsOf(a), a.getColumns()), cudaOneBlock()};
+    s.scratch = 2 * a.getRows() * 8;
+    return llvm::Error::success();
   }
-  llvm::Expected<std::string> print(Attribute, Operation *k, KernelTarget &target) const {
-    ParamsReader r = reader(k);
-    return checked(r, target.crossEntropy(r.type("element"), r.type("labels"), r.rows(),
-                                          r.i64("columns"), r.i64("ignore")));
+  llvm::Expected<std::string> print(Attribute attr, Operation *, KernelTarget &target) const {
+    auto a = cast<plan::CrossEntropyTemplateAttr>(attr);
+    return target.crossEntropy(a.getElement(), a.getLabels(), rowsOf(a), a.getColumns(),
+                               a.getIgnore());
   }
 };
 
 /// The loss p0 and its gradient p1 (of type `grad`) in one pass over
 /// logits p2 and labels p3; `scale` the loss's incoming gradient.
 struct CrossEntropyWithGradModel
-    : TemplateModel<CrossEntropyWithGradModel, plan::CrossEntropyWithGradTemplateAttr> {
-  static constexpr plan::TemplateParam kSchema[] = {
-      {"element", K::Type, true}, {"labels", K::Type, true}, {"grad", K::Type, true},
-      MLC_TEMPLATE_ROWS,          {"columns", K::I64, true}, {"ignore", K::I64, true},
-      {"scale", K::Float, false}};
-
+    : LossModel<CrossEntropyWithGradModel, plan::CrossEntropyWithGradTemplateAttr> {
+  LogicalResult verifyKernel(Attribute attr, Operation *op) const {
+    auto a = cast<plan::CrossEntropyWithGradTemplateAttr>(attr);
+    if (failed(LossModel::verifyKernel(attr, op)))
+      return failure();
+    if (!isa<FloatType>(a.getGrad()))
+      return kernelError(op) << "parameter 'grad' must be a float type, got " << a.getGrad();
+    return success();
+  }
   /// The loss and the gradient.
   bool writesArg(Attribute, Operation *, int64_t arg) const { return arg >= 0 && arg < 2; }
-  llvm::Expected<plan::TemplateCost> getCost(Attribute, Operation *k,
+  llvm::Expected<plan::TemplateCost> getCost(Attribute attr, Operation *,
                                              const plan::CostContext &) const {
-    ParamsReader r = reader(k);
-    const double R = double(r.rows().count), C = double(r.i64("columns"));
-    const double el = bytesOf(r.type("element"));
+    auto a = cast<plan::CrossEntropyWithGradTemplateAttr>(attr);
+    const double R = double(a.getRows()), C = double(a.getColumns());
+    const double el = bytesOf(a.getElement());
     plan::TemplateCost c;
-    c.bytes = R * C * (el + bytesOf(r.type("grad"))) + R * bytesOf(r.type("labels")) + el;
+    c.bytes = R * C * (el + bytesOf(a.getGrad())) + R * bytesOf(a.getLabels()) + el;
     c.flops = 6 * R * C;
-    return checked(r, c);
+    return c;
   }
   /// The labelled rows' count, the rows, the loss terms' sum.
-  llvm::Error scheduleCuda(Attribute, Operation *k, CudaSchedule &s) const {
-    ParamsReader r = reader(k);
-    s.phases = {cudaOneBlock(), cudaPerRow(r.rows(), r.i64("columns")), cudaOneBlock()};
-    s.scratch = (1 + r.rows().count) * 8;
-    return r.error();
+  llvm::Error scheduleCuda(Attribute attr, Operation *, CudaSchedule &s) const {
+    auto a = cast<plan::CrossEntropyWithGradTemplateAttr>(attr);
+    s.phases = {cudaOneBlock(), cudaPerRow(rowsOf(a), a.getColumns()), cudaOneBlock()};
+    s.scratch = (1 + a.getRows()) * 8;
+    return llvm::Error::success();
   }
-  llvm::Expected<std::string> print(Attribute, Operation *k, KernelTarget &target) const {
-    ParamsReader r = reader(k);
-    auto scale = dyn_cast_or_null<FloatAttr>(r.attr("scale"));
-    return checked(r, target.crossEntropyWithGrad(r.type("element"), r.type("labels"),
-                                                  r.type("grad"), r.rows(), r.i64("columns"),
-                                                  r.i64("ignore"), scaleLiteral(scale)));
+  llvm::Expected<std::string> print(Attribute attr, Operation *, KernelTarget &target) const {
+    auto a = cast<plan::CrossEntropyWithGradTemplateAttr>(attr);
+    return target.crossEntropyWithGrad(a.getElement(), a.getLabels(), a.getGrad(), rowsOf(a),
+                                       a.getColumns(), a.getIgnore(), scaleLiteral(a.getScale()));
   }
 };
 
 /// The gradient p0 from logits p1, labels p2 and the incoming gradient
 /// (`scale`, or p3[0]).
 struct CrossEntropyGradModel
-    : TemplateModel<CrossEntropyGradModel, plan::CrossEntropyGradTemplateAttr> {
-  static constexpr plan::TemplateParam kSchema[] = {
-      {"element", K::Type, true}, {"labels", K::Type, true}, MLC_TEMPLATE_ROWS,
-      {"columns", K::I64, true},  {"ignore", K::I64, true},  {"scale", K::Float, false}};
-
-  llvm::Expected<plan::TemplateCost> getCost(Attribute, Operation *k,
+    : LossModel<CrossEntropyGradModel, plan::CrossEntropyGradTemplateAttr> {
+  llvm::Expected<plan::TemplateCost> getCost(Attribute attr, Operation *,
                                              const plan::CostContext &) const {
-    ParamsReader r = reader(k);
-    const double R = double(r.rows().count), C = double(r.i64("columns"));
+    auto a = cast<plan::CrossEntropyGradTemplateAttr>(attr);
+    const double R = double(a.getRows()), C = double(a.getColumns());
     plan::TemplateCost c;
-    c.bytes = 2 * R * C * bytesOf(r.type("element")) + R * bytesOf(r.type("labels"));
+    c.bytes = 2 * R * C * bytesOf(a.getElement()) + R * bytesOf(a.getLabels());
     c.flops = 5 * R * C;
-    return checked(r, c);
+    return c;
   }
   /// The labelled rows' count, then the rows.
-  llvm::Error scheduleCuda(Attribute, Operation *k, CudaSchedule &s) const {
-    ParamsReader r = reader(k);
-    s.phases = {cudaOneBlock(), cudaPerRow(r.rows(), r.i64("columns"))};
-    s.scratch = (1 + r.rows().count) * 8;
-    return r.error();
+  llvm::Error scheduleCuda(Attribute attr, Operation *, CudaSchedule &s) const {
+    auto a = cast<plan::CrossEntropyGradTemplateAttr>(attr);
+    s.phases = {cudaOneBlock(), cudaPerRow(rowsOf(a), a.getColumns())};
+    s.scratch = (1 + a.getRows()) * 8;
+    return llvm::Error::success();
   }
-  llvm::Expected<std::string> print(Attribute, Operation *k, KernelTarget &target) const {
-    ParamsReader r = reader(k);
-    auto scale = kernelOf(k).getParamsAttr().getAs<FloatAttr>("scale");
-    return checked(r, target.crossEntropyGrad(r.type("element"), r.type("labels"), r.rows(),
-                                              r.i64("columns"), r.i64("ignore"),
-                                              scaleLiteral(scale)));
+  llvm::Expected<std::string> print(Attribute attr, Operation *, KernelTarget &target) const {
+    auto a = cast<plan::CrossEntropyGradTemplateAttr>(attr);
+    return target.crossEntropyGrad(a.getElement(), a.getLabels(), rowsOf(a), a.getColumns(),
+                                   a.getIgnore(), scaleLiteral(a.getScale()));
   }
 };
 

@@ -4,7 +4,8 @@
 // rows of `columns` elements; its gradient zeroes the [vocab, columns]
 // table gradient and adds each token's row to its id's, with no two
 // threads adding to one element (on CUDA: column blocks per thread, rows
-// split into at most 64 chunks of the vocabulary).
+// split into at most 64 chunks of the vocabulary). Typed templates: their
+// parameters are the attributes' own (#plan.embedding<...>, PlanTemplates.td).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,73 +17,92 @@ namespace mlc::lowering {
 
 namespace {
 
-using K = plan::ParamKind;
-
 double bytesOf(Type t) { return double(plan::elementBytes(t)); }
 
-struct EmbeddingModel : TemplateModel<EmbeddingModel, plan::EmbeddingTemplateAttr> {
-  static constexpr plan::TemplateParam kSchema[] = {
-      {"element", K::Type, true}, {"ids", K::Type, true}, MLC_TEMPLATE_ROWS,
-      {"vocab", K::I64, true},    {"columns", K::I64, true}};
+/// What both templates' verifyKernel checks beyond the types: integer ids,
+/// a row count, a table of at least one row and one column.
+template <typename Model, typename Attr> struct TableModel : TemplateModel<Model, Attr> {
+  using Base = TemplateModel<Model, Attr>;
+  LogicalResult verifyKernel(Attribute attr, Operation *op) const {
+    auto a = cast<Attr>(attr);
+    if (failed(Base::refuseParams(op)))
+      return failure();
+    if (!isa<IntegerType>(a.getIds()))
+      return Base::kernelError(op) << "parameter 'ids' must be an integer type, got "
+                                   << a.getIds();
+    if (a.getRows() < 0 || a.getRowsPerToken() < 0)
+      return Base::kernelError(op) << "parameters 'rows' and 'rows_per_token' must be >= 0, got "
+                                   << a.getRows() << " and " << a.getRowsPerToken();
+    if (a.getVocab() <= 0)
+      return Base::kernelError(op) << "parameter 'vocab' must be > 0, got " << a.getVocab();
+    if (a.getColumns() <= 0)
+      return Base::kernelError(op) << "parameter 'columns' must be > 0, got " << a.getColumns();
+    return success();
+  }
+};
 
+struct EmbeddingModel : TableModel<EmbeddingModel, plan::EmbeddingTemplateAttr> {
   /// Rows gathered from the table: each read and written once, and the ids.
-  llvm::Expected<plan::TemplateCost> getCost(Attribute, Operation *k,
+  llvm::Expected<plan::TemplateCost> getCost(Attribute attr, Operation *,
                                              const plan::CostContext &) const {
-    ParamsReader r = reader(k);
-    const double R = double(r.rows().count), C = double(r.i64("columns"));
+    auto a = cast<plan::EmbeddingTemplateAttr>(attr);
+    const double R = double(a.getRows()), C = double(a.getColumns());
     plan::TemplateCost c;
-    c.bytes = 2 * R * C * bytesOf(r.type("element")) + R * bytesOf(r.type("ids"));
-    return checked(r, c);
+    c.bytes = 2 * R * C * bytesOf(a.getElement()) + R * bytesOf(a.getIds());
+    return c;
   }
-  llvm::Error scheduleCuda(Attribute, Operation *k, CudaSchedule &s) const {
-    ParamsReader r = reader(k);
-    s.phases = {cudaStrided(r.rows().count * r.i64("columns"))};
-    return r.error();
+  llvm::Error scheduleCuda(Attribute attr, Operation *, CudaSchedule &s) const {
+    auto a = cast<plan::EmbeddingTemplateAttr>(attr);
+    s.phases = {cudaStrided(a.getRows() * a.getColumns())};
+    return llvm::Error::success();
   }
-  llvm::Expected<std::string> print(Attribute, Operation *k, KernelTarget &target) const {
-    ParamsReader r = reader(k);
-    return checked(r, target.embedding(r.type("element"), r.type("ids"), r.rows(),
-                                       r.i64("vocab"), r.i64("columns")));
+  llvm::Expected<std::string> print(Attribute attr, Operation *, KernelTarget &target) const {
+    auto a = cast<plan::EmbeddingTemplateAttr>(attr);
+    return target.embedding(a.getElement(), a.getIds(), rowsOf(a), a.getVocab(),
+                            a.getColumns());
   }
 };
 
 /// `padding`: the row whose gradient stays zero (absent: none).
-struct EmbeddingGradModel : TemplateModel<EmbeddingGradModel, plan::EmbeddingGradTemplateAttr> {
-  static constexpr plan::TemplateParam kSchema[] = {
-      {"element", K::Type, true}, {"ids", K::Type, true},     MLC_TEMPLATE_ROWS,
-      {"vocab", K::I64, true},    {"columns", K::I64, true}, {"padding", K::I64, false},
-      {"accumulate", K::Flag, false}};
-
+struct EmbeddingGradModel : TableModel<EmbeddingGradModel, plan::EmbeddingGradTemplateAttr> {
+  LogicalResult verifyKernel(Attribute attr, Operation *op) const {
+    auto a = cast<plan::EmbeddingGradTemplateAttr>(attr);
+    if (failed(TableModel::verifyKernel(attr, op)))
+      return failure();
+    if (auto pad = a.getPadding(); pad && (*pad < 0 || *pad >= a.getVocab()))
+      return kernelError(op) << "parameter 'padding' must be a row of the " << a.getVocab()
+                             << "-row table, got " << *pad;
+    return success();
+  }
   /// The table zeroed (not with `accumulate`: the rows add to it as it is),
   /// then each token's row added: grad read, table rows read and written.
-  llvm::Expected<plan::TemplateCost> getCost(Attribute, Operation *k,
+  llvm::Expected<plan::TemplateCost> getCost(Attribute attr, Operation *,
                                              const plan::CostContext &) const {
-    ParamsReader r = reader(k);
-    const double R = double(r.rows().count), C = double(r.i64("columns"));
+    auto a = cast<plan::EmbeddingGradTemplateAttr>(attr);
+    const double R = double(a.getRows()), C = double(a.getColumns());
     plan::TemplateCost c;
-    c.bytes = ((r.flag("accumulate") ? 0 : double(r.i64("vocab")) * C) + 3 * R * C) *
-                  bytesOf(r.type("element")) +
-              R * bytesOf(r.type("ids"));
+    c.bytes = ((a.getAccumulate() ? 0 : double(a.getVocab()) * C) + 3 * R * C) *
+                  bytesOf(a.getElement()) +
+              R * bytesOf(a.getIds());
     c.flops = R * C;
-    return checked(r, c);
+    return c;
   }
   /// [The zeroing,] then (vocabulary chunk, column block) blocks.
-  llvm::Error scheduleCuda(Attribute, Operation *k, CudaSchedule &s) const {
-    ParamsReader r = reader(k);
-    const int64_t V = r.i64("vocab"), E = r.i64("columns");
+  llvm::Error scheduleCuda(Attribute attr, Operation *, CudaSchedule &s) const {
+    auto a = cast<plan::EmbeddingGradTemplateAttr>(attr);
+    const int64_t V = a.getVocab(), E = a.getColumns();
     const int64_t chunks = std::min<int64_t>(V, 64);
     const int64_t colBlocks = (E + kCudaThreads - 1) / kCudaThreads;
     s.phases = {{chunks * colBlocks, kCudaThreads}}; // the scatter
-    if (!r.flag("accumulate")) // into zeros
+    if (!a.getAccumulate()) // into zeros
       s.phases.insert(s.phases.begin(), cudaStrided(V * E, 4));
-    return r.error();
+    return llvm::Error::success();
   }
-  llvm::Expected<std::string> print(Attribute, Operation *k, KernelTarget &target) const {
-    ParamsReader r = reader(k);
-    return checked(r, target.embeddingGrad(r.type("element"), r.type("ids"), r.rows(),
-                                           r.i64("vocab"), r.i64("columns"),
-                                           r.has("padding") ? r.i64("padding") : -1,
-                                           r.flag("accumulate")));
+  llvm::Expected<std::string> print(Attribute attr, Operation *, KernelTarget &target) const {
+    auto a = cast<plan::EmbeddingGradTemplateAttr>(attr);
+    return target.embeddingGrad(a.getElement(), a.getIds(), rowsOf(a), a.getVocab(),
+                                a.getColumns(), a.getPadding().value_or(-1),
+                                a.getAccumulate());
   }
 };
 
