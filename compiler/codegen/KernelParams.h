@@ -1,19 +1,20 @@
 //===- KernelParams.h - a template kernel's parameters as attributes -*- C++ -*-===//
 //
-// A template kernel whose template's parameters are not (yet) typed in ODS
-// (softmax, LayerNorm, cross-entropy, embedding, attention, ...)
-// is a `plan.kernel` with its template's attribute and a dictionary of
-// typed parameters:
+// A kernel with a body (pointwise, a fused row or column kernel) keeps what
+// its loop needs beside the body in a `params` dictionary: its iteration
+// space (`dims`), its rows, a fused norm's `eps`, a flat
+// buffer's `segments`:
 //
-//   plan.kernel @k3 rows #plan.softmax args(2)
-//       params {columns = 64 : i64, element = f32, rows = 32 : i64, rows_per_token = 1 : i64}
+//   plan.kernel @k3 rows args(3)
+//       params {dims = array<i64: 32, 64>, eps = 1.000000e-05 : f64, rows = 32 : i64} { ... }
 //
-// The lowering writes the dictionary (ParamsBuilder); the template's model
-// (compiler/codegen/templates/) checks it against its schema and reads it
-// back (ParamsReader) to cost, schedule and print the kernel. A dynamic row
-// count is `rows` (at the token capacity) with `rows_per_token`, never text.
-// AttentionKernel and ReductionKernel travel as their typed templates
-// (#plan.attention<...>, #plan.reduction<...>; encode / decode below).
+// The lowering writes the dictionary (ParamsBuilder); the printers, the
+// CUDA schedule and --roofline read it back (ParamsReader), a missing entry
+// an error naming the kernel. A dynamic row count is `rows` (at the token
+// capacity) with `rows_per_token`, never text. Template kernels have no
+// dictionary: their parameters are their attribute's (PlanTemplates.td);
+// AttentionKernel and ReductionKernel convert to and from theirs
+// (encode / decode below).
 //
 //===----------------------------------------------------------------------===//
 

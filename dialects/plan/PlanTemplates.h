@@ -1,10 +1,8 @@
 //===- PlanTemplates.h - what the template interface speaks in -*- C++ -*-===//
 //
-// The types TemplateAttrInterface (PlanTemplates.td) takes and returns, and
-// the parameter schema with which a template's implementation checks a
-// kernel's `params` dictionary (verifyTemplateParams: a missing required
-// parameter or one of the wrong kind is an error naming the kernel, the
-// template and the parameter).
+// The types TemplateAttrInterface (PlanTemplates.td) takes and returns. A
+// template's parameters are its attribute's own (ODS-typed), so no schema
+// lives here.
 //
 // The code generator's types the interface passes through (the target a
 // template prints for, the CUDA schedule it fills) are only declared here:
@@ -15,13 +13,9 @@
 #ifndef MLC_DIALECTS_PLAN_PLANTEMPLATES_H
 #define MLC_DIALECTS_PLAN_PLANTEMPLATES_H
 
-#include "mlir/IR/Attributes.h"
-#include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/Support/LogicalResult.h"
-#include "llvm/ADT/ArrayRef.h"
-#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <cstdint>
 #include <string>
 
 namespace mlc::lowering {
@@ -44,41 +38,6 @@ struct TemplateCost {
 struct CostContext {
   int64_t batchRows = 0, batchLength = 0;
 };
-
-/// What a parameter's attribute is.
-enum class ParamKind {
-  I64,        // an i64 integer
-  F64,        // an f64 float
-  Float,      // a float of any width (a literal of the kernel's element type)
-  Number,     // an integer or a float (fill's value)
-  Type,       // a type (an element type)
-  Flag,       // a unit attribute, present when set
-  String,     // a string (an enumerator: reduce = "sum", layout = "rows")
-  I64Array,   // array<i64: ...>
-  BoolArray,  // array<i1: ...>
-  TypeArray,  // [f32, ...]
-  Nests,      // [{...}, ...]: a copy kernel's nests (dictionaries)
-  Elements,   // dense<...> : tensor<...> (a constant's values)
-};
-
-struct TemplateParam {
-  llvm::StringLiteral name;
-  ParamKind kind;
-  bool required;
-};
-
-/// Whether `value` is of `kind`.
-bool isParamKind(mlir::Attribute value, ParamKind kind);
-/// The kind's name in a diagnostic ("an i64", "an i64 array", ...).
-llvm::StringRef paramKindName(ParamKind kind);
-
-/// Checks template kernel `kernel`'s params against `schema` (the
-/// dictionary there, every
-/// required parameter present, each present one of its kind), emitting the
-/// error on the kernel: "@k3 (template 'softmax'): parameter 'columns' is
-/// missing".
-mlir::LogicalResult verifyTemplateParams(mlir::Operation *kernel,
-                                         llvm::ArrayRef<TemplateParam> schema);
 
 } // namespace mlc::plan
 

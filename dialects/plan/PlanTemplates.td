@@ -1,8 +1,9 @@
 //===- PlanTemplates.td - kernel templates and their interface -*- tablegen -*-===//
 //
-// A template kernel (`plan.kernel @k3 rows #plan.softmax args(2) params
-// {...}`) says what it computes with an attribute of this file: one AttrDef
-// per template, each implementing TemplateAttrInterface. The interface is
+// A template kernel (`plan.kernel @k3 rows #plan.softmax<element = f32,
+// rows = 16, columns = 64> args(2)`) says what it computes with an
+// attribute of this file: one AttrDef per template, each implementing
+// TemplateAttrInterface. The interface is
 // everything the rest of mlc asks of a template: whether a kernel of it is
 // well formed, which of its arguments it writes, its bytes and FLOPs (for
 // --roofline), its CUDA schedule (mlc-cuda-launch) and its printing for a
@@ -16,10 +17,10 @@
 // template kernel it verifies.
 //
 // A template's parameters are the attribute's own, typed in ODS (`fill`:
-// `#plan.fill<element = f32, count = 4, value = 0.0 : f32>`), or, for the
-// templates not yet moved to that form, the kernel's `params` dictionary,
-// which the implementation's verifyKernel checks against the template's
-// schema (TemplateParam lists, PlanTemplates.h).
+// `#plan.fill<element = f32, count = 4, value = 0.0 : f32>`); its kernel
+// has no `params` dictionary. What the types cannot say (a positive row
+// length, a float element type) the implementation's verifyKernel checks,
+// naming the kernel.
 //
 // docs/design.md "Adding a template" walks through adding one.
 //
@@ -37,6 +38,20 @@ class Plan_Template<string cppName, string name, string summaryText>
     : AttrDef<Plan_Dialect, cppName> {
   let mnemonic = name;
   let summary = summaryText;
+}
+
+// A double parameter (a norm's `eps = 1.000000e-05`, attention's `scale`):
+// an f64 APFloat (LLVM hashes no double; compared bitwise), printed exactly
+// (AsmPrinter::printFloat) and parsed as a float literal; with `default`,
+// optional and elided at it.
+class Plan_F64<string default = ""> : APFloatParameter<"an f64"> {
+  let parser = [{ [&]() -> ::mlir::FailureOr<::llvm::APFloat> {
+    ::llvm::APFloat value(0.0);
+    if ($_parser.parseFloat(::llvm::APFloat::IEEEdouble(), value))
+      return ::mlir::failure();
+    return value;
+  }() }];
+  let defaultValue = default;
 }
 
 // A row count, the parameters of every template over rows: `rows`, and
@@ -101,17 +116,6 @@ def Plan_RotaryTableTemplate : Plan_Template<"RotaryTableTemplate", "rotary_tabl
 }
 // Row kernels: `rows` rows of `columns` contiguous elements of `element`
 // (Rows.cpp checks `columns` > 0 and the element types are floats).
-// A norm's `eps`, an f64 APFloat (LLVM hashes no double; compared
-// bitwise): printed exactly (AsmPrinter::printFloat), parsed as a float
-// literal.
-def Plan_RowEpsParameter : APFloatParameter<"a norm's epsilon, an f64"> {
-  let parser = [{ [&]() -> ::mlir::FailureOr<::llvm::APFloat> {
-    ::llvm::APFloat value(0.0);
-    if ($_parser.parseFloat(::llvm::APFloat::IEEEdouble(), value))
-      return ::mlir::failure();
-    return value;
-  }() }];
-}
 def Plan_SoftmaxTemplate : Plan_Template<"SoftmaxTemplate", "softmax", "p0 = softmax(p1) (or log_softmax) per row"> {
   let description = [{
     ```mlir
@@ -135,7 +139,7 @@ def Plan_LayerNormTemplate : Plan_Template<"LayerNormTemplate", "layer_norm", "L
     ```
   }];
   let parameters = !con((ins "::mlir::Type":$element), Plan_RowParams,
-                        (ins "int64_t":$columns, Plan_RowEpsParameter:$eps,
+                        (ins "int64_t":$columns, Plan_F64<>:$eps,
                              DefaultValuedParameter<"bool", "false">:$rms,
                              DefaultValuedParameter<"bool", "false">:$unit));
   let assemblyFormat = "`<` struct(params) `>`";
@@ -149,7 +153,7 @@ def Plan_LayerNormGradTemplate : Plan_Template<"LayerNormGradTemplate", "layer_n
     type where it is not `element`; `plus_one`: the weight is read as 1 + w.
   }];
   let parameters = !con((ins "::mlir::Type":$element), Plan_RowParams,
-                        (ins "int64_t":$capacity, "int64_t":$columns, Plan_RowEpsParameter:$eps,
+                        (ins "int64_t":$capacity, "int64_t":$columns, Plan_F64<>:$eps,
                              DefaultValuedParameter<"bool", "false">:$rms,
                              DefaultValuedParameter<"bool", "false">:$residual,
                              DefaultValuedParameter<"bool", "false">:$unit,
@@ -289,18 +293,6 @@ def Plan_ReductionTemplate : Plan_Template<"ReductionTemplate", "reduction",
                         OptionalParameter<"::mlir::DenseI64ArrayAttr">:$reduced_strides);
   let assemblyFormat = "`<` struct(params) `>`";
 }
-// Attention's doubles (`scale = 0.125`): f64 APFloats (LLVM hashes no
-// double; compared bitwise), printed exactly (AsmPrinter::printFloat) and
-// parsed as a float literal; with `default`, optional and elided at it.
-class Plan_AttentionF64<string default = ""> : APFloatParameter<"an f64"> {
-  let parser = [{ [&]() -> ::mlir::FailureOr<::llvm::APFloat> {
-    ::llvm::APFloat value(0.0);
-    if ($_parser.parseFloat(::llvm::APFloat::IEEEdouble(), value))
-      return ::mlir::failure();
-    return value;
-  }() }];
-  let defaultValue = default;
-}
 // Attention's lists, in square brackets (`mask_strides = [0, 0, 8, 1]`: a
 // bare ArrayRefParameter's commas would run into the next parameter's);
 // with `optional`, elided when empty.
@@ -360,8 +352,8 @@ def Plan_AttentionTemplate : Plan_Template<"AttentionTemplate", "attention",
       "int64_t":$batch, "int64_t":$heads, "int64_t":$kv_heads,
       "int64_t":$seq_q, "int64_t":$seq_k, "int64_t":$head_dim, "int64_t":$value_dim,
       "int64_t":$token_capacity,
-      Plan_AttentionF64<>:$scale, Plan_AttentionF64<>:$dropout, "int64_t":$seed,
-      Plan_AttentionF64<"::llvm::APFloat(0.0)">:$softcap,
+      Plan_F64<>:$scale, Plan_F64<>:$dropout, "int64_t":$seed,
+      Plan_F64<"::llvm::APFloat(0.0)">:$softcap,
       DefaultValuedParameter<"int64_t", "0">:$window,
       Plan_AttentionList<"::mlir::Type">:$arg_types, Plan_AttentionList<"bool">:$arg_written,
       "int64_t":$query, Plan_AttentionList<"int64_t">:$mask_strides,

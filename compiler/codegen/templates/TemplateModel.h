@@ -6,8 +6,8 @@
 // (Fills.cpp, Rows.cpp, CrossEntropy.cpp, Embedding.cpp, Copies.cpp,
 // Reduction.cpp, Attention.cpp), holding all that mlc knows of it:
 //
-//   kSchema        its parameters (the kernel's `params`) and their kinds
-//   verifyKernel   the schema check, and what else a kernel of it needs
+//   verifyKernel   what a kernel of it needs beyond its parameters' types
+//                  (by default: no `params` dictionary, refuseParams)
 //   writesArg      its outputs (by default argument 0)
 //   getCost        bytes and FLOPs of a launch (--roofline)
 //   scheduleCuda   the CUDA phases, scratch and tile (mlc-cuda-launch); the
@@ -34,14 +34,14 @@
 namespace mlc::lowering {
 
 /// The base of a template's model: `Model` the template's struct, `Attr`
-/// its attribute. `Model` declares `static constexpr plan::TemplateParam
-/// kSchema[]` and the interface's getCost, scheduleCuda and print; it may
-/// redefine verifyKernel (calling verifyParams first) and writesArg.
+/// its attribute (its parameters typed in ODS). `Model` defines the
+/// interface's getCost, scheduleCuda and print; it may redefine
+/// verifyKernel (calling refuseParams first) and writesArg.
 template <typename Model, typename Attr>
 struct TemplateModel : plan::TemplateAttrInterface::ExternalModel<Model, Attr> {
   llvm::StringRef getTemplateName(mlir::Attribute) const { return Attr::getMnemonic(); }
   mlir::LogicalResult verifyKernel(mlir::Attribute, mlir::Operation *kernel) const {
-    return verifyParams(kernel);
+    return refuseParams(kernel);
   }
   /// Outputs come first: argument 0.
   bool writesArg(mlir::Attribute, mlir::Operation *, int64_t arg) const { return arg == 0; }
@@ -62,31 +62,12 @@ protected:
                                  << "<...>, not in params";
     return mlir::success();
   }
-  static mlir::LogicalResult verifyParams(mlir::Operation *kernel) {
-    return plan::verifyTemplateParams(kernel, Model::kSchema);
-  }
   static plan::KernelOp kernelOf(mlir::Operation *op) { return llvm::cast<plan::KernelOp>(op); }
-  /// The kernel's params, read by name (KernelParams.h).
-  static ParamsReader reader(mlir::Operation *op) {
-    plan::KernelOp k = kernelOf(op);
-    return ParamsReader(k.getParamsAttr(), k.getSymName());
-  }
-  /// `value`, or the reader's error when a parameter was missing.
-  template <typename T> static llvm::Expected<T> checked(ParamsReader &r, T value) {
-    if (auto err = r.error())
-      return std::move(err);
-    return value;
-  }
 };
 
 /// A typed template's row count (Plan_RowParams in PlanTemplates.td: `rows`,
 /// at the token capacity when `rows_per_token` is not 0).
 template <typename A> Rows rowsOf(A attr) { return Rows{attr.getRows(), attr.getRowsPerToken()}; }
-
-/// A dynamic or static row count's parameters: `rows` (at the token
-/// capacity) and `rows_per_token` when dynamic.
-#define MLC_TEMPLATE_ROWS                                                                     \
-  {"rows", plan::ParamKind::I64, true}, { "rows_per_token", plan::ParamKind::I64, false }
 
 // The CUDA schedule's building blocks (CudaLaunch.cpp states the rules).
 /// A grid-stride phase over `work` items, `perThread` a thread.
