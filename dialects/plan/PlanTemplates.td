@@ -293,10 +293,10 @@ def Plan_ReductionTemplate : Plan_Template<"ReductionTemplate", "reduction",
                         OptionalParameter<"::mlir::DenseI64ArrayAttr">:$reduced_strides);
   let assemblyFormat = "`<` struct(params) `>`";
 }
-// Attention's lists, in square brackets (`mask_strides = [0, 0, 8, 1]`: a
+// A list in square brackets (attention's `mask_strides = [0, 0, 8, 1]`: a
 // bare ArrayRefParameter's commas would run into the next parameter's);
 // with `optional`, elided when empty.
-class Plan_AttentionList<string element, bit optional = 0> : ArrayRefParameter<element> {
+class Plan_List<string element, bit optional = 0> : ArrayRefParameter<element> {
   let parser = "[&]() -> ::mlir::FailureOr<::llvm::SmallVector<" # element # ">> {\n"
     "  ::llvm::SmallVector<" # element # "> values;\n"
     "  auto one = [&]() -> ::mlir::ParseResult {\n"
@@ -355,12 +355,12 @@ def Plan_AttentionTemplate : Plan_Template<"AttentionTemplate", "attention",
       Plan_F64<>:$scale, Plan_F64<>:$dropout, "int64_t":$seed,
       Plan_F64<"::llvm::APFloat(0.0)">:$softcap,
       DefaultValuedParameter<"int64_t", "0">:$window,
-      Plan_AttentionList<"::mlir::Type">:$arg_types, Plan_AttentionList<"bool">:$arg_written,
-      "int64_t":$query, Plan_AttentionList<"int64_t">:$mask_strides,
+      Plan_List<"::mlir::Type">:$arg_types, Plan_List<"bool">:$arg_written,
+      "int64_t":$query, Plan_List<"int64_t">:$mask_strides,
       DefaultValuedParameter<"int64_t", "-1">:$cu_slot,
-      Plan_AttentionList<"int64_t">:$tensors,
+      Plan_List<"int64_t">:$tensors,
       DefaultValuedParameter<"int64_t", "0">:$rotary_dim, Plan_AttentionFlag:$interleaved,
-      Plan_AttentionList<"int64_t", 1>:$rotary_strides,
+      Plan_List<"int64_t", 1>:$rotary_strides,
       DefaultValuedParameter<"int64_t", "-1">:$rotary_slot,
       DefaultValuedParameter<"int64_t", "0">:$blocks,
       DefaultValuedParameter<"int64_t", "0">:$block_axis,

@@ -1,7 +1,8 @@
 // RUN: mlc-opt %s -split-input-file -verify-diagnostics
-// A template kernel's params against its template's schema (each
-// template's kSchema, compiler/codegen/templates/, checked by its
-// verifyKernel): one case per rule, then a kernel that passes.
+// A template kernel's parameters: what their ODS types refuse as they parse
+// (PlanTemplates.td), and what each template's verifyKernel checks beyond
+// them (compiler/codegen/templates/): one case per rule, then kernels that
+// pass.
 
 // A template is one of the plan dialect's template attributes.
 // expected-error @+1 {{unknown attribute `softmaxx` in dialect `plan`}}
