@@ -134,7 +134,7 @@ TEST(CudaKernels, BucketKernelsCompile) {
     auto stats = parsePtxasLog(out.log);
     for (const char *k : {"mlc_sumsq_f32", "mlc_sumsq_f64", "mlc_scale_f32", "mlc_scale_f64",
                           "mlc_bias_f32", "mlc_bias_f64", "mlc_bias_bf16", "mlc_gelu_f32",
-                          "mlc_gelu_f64"}) {
+                          "mlc_gelu_f64", "mlc_gelu_bf16"}) {
       ASSERT_TRUE(stats.count(k)) << k << " for " << arch << ":\n" << out.log;
       EXPECT_EQ(stats[k].spillStores + stats[k].spillLoads, 0) << k << " for " << arch;
     }

@@ -67,19 +67,19 @@ std::string SwigluOp::scalarExpr(ScalarEmitter &e, ArrayRef<std::string> a) {
          ") * " + a[1] + ")";
 }
 
-// GELU: erf form 0.5 x (1 + erf(x / sqrt 2)); tanh form
-// 0.5 x (1 + tanh(c (x + k x^3))) with c = sqrt(2 / pi), k = 0.044715.
-static constexpr double kGeluC = 0.7978845608028654, kGeluK = 0.044715;
+// GELU: erf form 0.5 x (1 + erf(x / sqrt 2)); tanh form the preludes'
+// mlc_gelu_tanh and mlc_gelu_tanh_grad (mlc_shared.h: the formula's one
+// copy), in f64 for f64 and in f32 otherwise.
+static std::string geluTanhCall(const char *fn, Type el, const std::string &x) {
+  return std::string(fn) + (el.isF64() ? "<double>(" : "<float>(") + x + ")";
+}
 
 std::string GeluOp::scalarExpr(ScalarEmitter &e, ArrayRef<std::string> a) {
   Type el = elementOf(getResult());
   auto lit = [&](double v) { return e.literal(v, el); };
   const std::string &x = a[0];
   if (getApproximate() == GeluApproximation::tanh)
-    return "(" + lit(0.5) + " * " + x + " * (" + lit(1.0) + " + " +
-           e.call("tanh", el, {lit(kGeluC) + " * (" + x + " + " + lit(kGeluK) + " * " + x +
-                                   " * " + x + " * " + x + ")"}) +
-           "))";
+    return geluTanhCall("mlc_gelu_tanh", el, x);
   return "(" + lit(0.5) + " * " + x + " * (" + lit(1.0) + " + " +
          e.call("erf", el, {x + " * " + lit(M_SQRT1_2)}) + "))";
 }
@@ -88,15 +88,8 @@ std::string GeluGradOp::scalarExpr(ScalarEmitter &e, ArrayRef<std::string> a) {
   Type el = elementOf(getResult());
   auto lit = [&](double v) { return e.literal(v, el); };
   const std::string &gr = a[0], &x = a[1];
-  if (getApproximate() == GeluApproximation::tanh) {
-    // u = c (x + k x^3), t = tanh u:  0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3k x^2)
-    std::string t = e.call("tanh", el, {lit(kGeluC) + " * (" + x + " + " + lit(kGeluK) + " * " +
-                                            x + " * " + x + " * " + x + ")"});
-    return "(" + gr + " * [&] { const " + e.typeName(el) + " t = " + t + "; return " +
-           lit(0.5) + " * (" + lit(1.0) + " + t) + " + lit(0.5) + " * " + x + " * (" +
-           lit(1.0) + " - t * t) * " + lit(kGeluC) + " * (" + lit(1.0) + " + " +
-           lit(3 * kGeluK) + " * " + x + " * " + x + "); }())";
-  }
+  if (getApproximate() == GeluApproximation::tanh)
+    return "(" + gr + " * " + geluTanhCall("mlc_gelu_tanh_grad", el, x) + ")";
   // Phi(x) + x phi(x)
   return "(" + gr + " * (" + lit(0.5) + " * (" + lit(1.0) + " + " +
          e.call("erf", el, {x + " * " + lit(M_SQRT1_2)}) + ") + " + x + " * " +

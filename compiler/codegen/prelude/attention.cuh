@@ -256,13 +256,11 @@ template <typename T> using MlcAttentionAcc = decltype(T() * T());
 
 // Soft-capping (MLC_ATTN_SOFTCAP) of a scaled score sc: c tanh(sc / c),
 // the tanh in th (the backward's factor 1 - th^2); sc itself without.
-MLC_FN float mlc_attention_tanh(float v) { return tanhf(v); }
-MLC_FN double mlc_attention_tanh(double v) { return tanh(v); }
 template <int F, typename A, typename T>
 MLC_FN A mlc_attention_cap(const MlcAttention<T> &s, A sc, A &th) {
   if (!(F & MLC_ATTN_SOFTCAP))
     return sc;
-  th = mlc_attention_tanh(sc * (A)(1.0 / s.softcap));
+  th = mlc_tanh(sc * (A)(1.0 / s.softcap));
   return (A)s.softcap * th;
 }
 

@@ -42,8 +42,6 @@ enum { MLC_ATTN_CPU_TILE = 64 };
 
 static inline float mlc_attention_exp(float x) { return mlc_expf(x); }
 static inline double mlc_attention_exp(double x) { return std::exp(x); }
-static inline float mlc_attention_tanh(float x) { return mlc_tanhf(x); }
-static inline double mlc_attention_tanh(double x) { return std::tanh(x); }
 
 // One query head's place: (batch or sequence bb, query head h, kv head
 // kvh), bh = bb * heads + h, the sequence's first token a (varlen), the
@@ -189,7 +187,7 @@ static inline void mlc_attention_probabilities(const MlcAttention<T> &s,
       const int64_t jn = mlc_attention_keys_seen<F>(i0 + r, k.SK);
       T *si = sb + r * t.nk;
       for (int64_t j = 0; j < jn; ++j) {
-        const T h = mlc_attention_tanh(si[j] * inv);
+        const T h = mlc_tanh(si[j] * inv);
         if (th)
           th[r * t.nk + j] = h;
         si[j] = cap * h;

@@ -60,8 +60,6 @@ static inline float mlc_bits_float(uint32_t u) {
   std::memcpy(&f, &u, sizeof f);
   return f;
 }
-#include "mlc_shared.h"
-
 // Branch-free, call-free expf and tanhf (within 2 ulp of libm on the float
 // range), so that `#pragma omp simd` loops vectorize without -ffast-math.
 // exp(x) = 2^n exp(r), n = round(x / ln 2), |r| <= ln(2) / 2, exp(r) by its
@@ -90,24 +88,23 @@ static inline float mlc_tanhf(float x) {
   return x < 0 ? -y : y;
 }
 
+// The target's tanh, which mlc_shared.h's formulas call: mlc_tanhf for
+// f32, libm for f64 (as the printed kernels' tanh).
+static inline float mlc_tanh(float x) { return mlc_tanhf(x); }
+static inline double mlc_tanh(double x) { return std::tanh(x); }
+#include "mlc_shared.h"
+
 // The tanh GELU of a GEMM's gelu epilogue (plan.gemm ... gelu(%pre)), which
-// the CPU backend runs after the product: out = 0.5 x (1 + tanh(c (x + k
-// x^3))) over n elements, the same expression as mlc.gelu's kernels.
+// the CPU backend runs after the product: mlc_gelu_tanh (mlc_shared.h, the
+// expression mlc.gelu's kernels print) over n elements.
 // Memory: x read, out written once.
-extern "C" void mlc_gemm_gelu_f32(float *out, const float *x, int64_t n) {
+template <typename T> static inline void mlc_gemm_gelu(T *out, const T *x, int64_t n) {
 #pragma omp parallel for simd if (n >= 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    out[i] = 0.5f * v * (1.0f + mlc_tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-  }
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = mlc_gelu_tanh(x[i]);
 }
-extern "C" void mlc_gemm_gelu_f64(double *out, const double *x, int64_t n) {
-#pragma omp parallel for simd if (n >= 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = x[i];
-    out[i] = 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
-  }
-}
+extern "C" void mlc_gemm_gelu_f32(float *out, const float *x, int64_t n) { mlc_gemm_gelu(out, x, n); }
+extern "C" void mlc_gemm_gelu_f64(double *out, const double *x, int64_t n) { mlc_gemm_gelu(out, x, n); }
 
 // Attention's tile products, where M, N and K are a block of queries, the
 // keys it sees and the head dimension (or the transposes of those).

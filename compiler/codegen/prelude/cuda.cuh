@@ -52,6 +52,9 @@ __device__ __forceinline__ void mlc_report(const MlcKernelCtx *ctx, int64_t code
 #define MLC_MEMBER __device__
 MLC_FN uint32_t mlc_float_bits(float f) { return __float_as_uint(f); }
 MLC_FN float mlc_bits_float(uint32_t u) { return __uint_as_float(u); }
+// The target's tanh, which mlc_shared.h's formulas call.
+MLC_FN float mlc_tanh(float x) { return tanhf(x); }
+MLC_FN double mlc_tanh(double x) { return tanh(x); }
 #include "mlc_shared.h"
 
 __device__ __forceinline__ float mlc_exp(float x) { return expf(x); }

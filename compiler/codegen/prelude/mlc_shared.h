@@ -25,6 +25,20 @@ MLC_FN uint64_t mlc_block_index(uint64_t i, uint64_t span, uint64_t blocks, uint
   return (i / span * blocks + r) * span + i % span;
 }
 
+// The tanh GELU, 0.5 x (1 + tanh(c (x + k x^3))) with c = sqrt(2 / pi) and
+// k = 0.044715, and its derivative 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3k
+// x^2) at t = tanh(c (x + k x^3)): the one copy of the formula in mlc's
+// kernels (mlc.gelu and mlc.gelu_grad of approximate = tanh, the CPU GEMM's
+// gelu epilogue), with the target's mlc_tanh (cpu.h, cuda.cuh).
+template <typename T> MLC_FN T mlc_gelu_tanh(T x) {
+  return (T)0.5 * x * ((T)1 + mlc_tanh((T)0.7978845608028654 * (x + (T)0.044715 * x * x * x)));
+}
+template <typename T> MLC_FN T mlc_gelu_tanh_grad(T x) {
+  const T t = mlc_tanh((T)0.7978845608028654 * (x + (T)0.044715 * x * x * x));
+  return (T)0.5 * ((T)1 + t) +
+         (T)0.5 * x * ((T)1 - t * t) * (T)0.7978845608028654 * ((T)1 + (T)(3 * 0.044715) * x * x);
+}
+
 // bf16 storage (--dtype bf16: the matrix products' operands and results):
 // the upper half of an f32; from f32 by rounding to nearest even (a NaN
 // stays a NaN), to f32 exactly.

@@ -142,21 +142,25 @@ extern "C" __global__ void __launch_bounds__(256) mlc_bias_bf16(unsigned short *
 }
 __device__ float geluTanhOf(float x) { return tanhf(x); }
 __device__ double geluTanhOf(double x) { return tanh(x); }
-template <typename T> __device__ void geluTanh(T *out, const T *x, long long n) {
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (long long)gridDim.x * blockDim.x) {
-    const T v = x[i];
-    out[i] = (T)0.5 * v * ((T)1 + geluTanhOf((T)0.7978845608028654 * (v + (T)0.044715 * v * v * v)));
-  }
+// The tanh GELU of a GEMM without cuBLASLt's epilogue: the formula of the
+// generated kernels (mlc_shared.h's mlc_gelu_tanh), bf16 in f32.
+template <typename T> __device__ T geluTanhValue(T v) {
+  return (T)0.5 * v * ((T)1 + geluTanhOf((T)0.7978845608028654 * (v + (T)0.044715 * v * v * v)));
 }
-extern "C" __global__ void __launch_bounds__(256) mlc_gelu_f32(float *out, const float *x, long long n) { geluTanh(out, x, n); }
-extern "C" __global__ void __launch_bounds__(256) mlc_gelu_f64(double *out, const double *x, long long n) { geluTanh(out, x, n); }
-extern "C" __global__ void __launch_bounds__(256) mlc_gelu_bf16(unsigned short *out, const unsigned short *x, long long n) {
+template <typename T, typename Load, typename Store>
+__device__ void geluTanh(T *out, const T *x, long long n, Load load, Store store) {
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (long long)gridDim.x * blockDim.x) {
-    const float v = bf16ToF32(x[i]);
-    out[i] = f32ToBf16(0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v))));
-  }
+       i += (long long)gridDim.x * blockDim.x)
+    out[i] = store(geluTanhValue(load(x[i])));
+}
+extern "C" __global__ void __launch_bounds__(256) mlc_gelu_f32(float *out, const float *x, long long n) {
+  geluTanh(out, x, n, [](float v) { return v; }, [](float v) { return v; });
+}
+extern "C" __global__ void __launch_bounds__(256) mlc_gelu_f64(double *out, const double *x, long long n) {
+  geluTanh(out, x, n, [](double v) { return v; }, [](double v) { return v; });
+}
+extern "C" __global__ void __launch_bounds__(256) mlc_gelu_bf16(unsigned short *out, const unsigned short *x, long long n) {
+  geluTanh(out, x, n, [](unsigned short v) { return bf16ToF32(v); }, [](float v) { return f32ToBf16(v); });
 }
 extern "C" __global__ void __launch_bounds__(256) mlc_sumsq_f32(const float *g, long long n, double *part) { sumsq(g, n, part); }
 extern "C" __global__ void __launch_bounds__(256) mlc_sumsq_f64(const double *g, long long n, double *part) { sumsq(g, n, part); }
