@@ -140,7 +140,7 @@ struct IotaModel : NestsModel<IotaModel, plan::IotaTemplateAttr, true> {};
 
 } // namespace
 
-void attachCopyModels(MLIRContext *context) {
+void attachCopiesModels(MLIRContext *context) {
   plan::CopiesTemplateAttr::attachInterface<CopiesModel>(*context);
   plan::IotaTemplateAttr::attachInterface<IotaModel>(*context);
 }

@@ -132,7 +132,7 @@ struct RotaryTableModel : TemplateModel<RotaryTableModel, plan::RotaryTableTempl
 
 } // namespace
 
-void attachFillModels(MLIRContext *context) {
+void attachFillsModels(MLIRContext *context) {
   plan::FillTemplateAttr::attachInterface<FillModel>(*context);
   plan::ConstantTemplateAttr::attachInterface<ConstantModel>(*context);
   plan::RotaryTableTemplateAttr::attachInterface<RotaryTableModel>(*context);

@@ -211,7 +211,7 @@ struct LayerNormGradModel : RowModel<LayerNormGradModel, plan::LayerNormGradTemp
 
 } // namespace
 
-void attachRowModels(MLIRContext *context) {
+void attachRowsModels(MLIRContext *context) {
   plan::SoftmaxTemplateAttr::attachInterface<SoftmaxModel>(*context);
   plan::SoftmaxGradTemplateAttr::attachInterface<SoftmaxGradModel>(*context);
   plan::LayerNormTemplateAttr::attachInterface<LayerNormModel>(*context);

@@ -15,8 +15,10 @@
 //   print          the call of the target's method (KernelTarget.h)
 //
 // TemplateModel supplies the name and the defaults; each file's attach
-// function attaches its models to their attributes, and
-// registerTemplateModels (TemplateModels.cpp) calls every attach function.
+// function (attach<File>Models: Fills.cpp's attachFillsModels) attaches its
+// models to their attributes, and registerTemplateModels
+// (TemplateModels.cpp) calls every file's, found by CMake: a new file needs
+// no other edit.
 // docs/design.md "Adding a template" walks through adding one.
 //
 //===----------------------------------------------------------------------===//

@@ -4,14 +4,12 @@
 
 namespace mlc::lowering {
 
-// Each template file's attach function: one line here per file.
-void attachFillModels(mlir::MLIRContext *context);
-void attachRowModels(mlir::MLIRContext *context);
-void attachCrossEntropyModels(mlir::MLIRContext *context);
-void attachEmbeddingModels(mlir::MLIRContext *context);
-void attachCopyModels(mlir::MLIRContext *context);
-void attachReductionModels(mlir::MLIRContext *context);
-void attachAttentionModels(mlir::MLIRContext *context);
+// Each template file's attach function, attach<File>Models: CMake lists
+// the files of templates/ in TemplateFamilies.inc (compiler/codegen/
+// CMakeLists.txt), so a new file is attached without an edit here.
+#define MLC_TEMPLATE_FAMILY(File) void attach##File##Models(mlir::MLIRContext *context);
+#include "compiler/codegen/templates/TemplateFamilies.inc"
+#undef MLC_TEMPLATE_FAMILY
 
 int64_t accessExtent(llvm::ArrayRef<int64_t> dims, llvm::ArrayRef<int64_t> strides) {
   int64_t n = 1;
@@ -23,15 +21,10 @@ int64_t accessExtent(llvm::ArrayRef<int64_t> dims, llvm::ArrayRef<int64_t> strid
 
 void registerTemplateModels(mlir::DialectRegistry &registry) {
   registry.addExtension(+[](mlir::MLIRContext *context, plan::PlanDialect *) {
-    attachFillModels(context);
-    attachRowModels(context);
-    attachCrossEntropyModels(context);
-    attachEmbeddingModels(context);
-    attachCopyModels(context);
-    attachReductionModels(context);
-    attachAttentionModels(context);
+#define MLC_TEMPLATE_FAMILY(File) attach##File##Models(context);
+#include "compiler/codegen/templates/TemplateFamilies.inc"
+#undef MLC_TEMPLATE_FAMILY
   });
 }
-
 
 } // namespace mlc::lowering
