@@ -92,11 +92,7 @@ llvm::Error FunctionLowering::emitCrossEntropyWithGrad(CrossEntropyOp ce, CrossE
                        "ignore index and a constant scale");
   Type el = typeOf(ce.getResult()).getElementType();
   std::vector<int> bufs;
-  auto bindOut = [&](Value v) {
-    int id = arenaFor(v);
-    valueBuffers[v] = id;
-    bufs.push_back(id);
-  };
+  auto bindOut = [&](Value v) { bindResult(v, bufs); };
   bindOut(ce.getResult());
   const int logits = bufferOf(ce.getLogits());
   Type gradType = el;

@@ -357,6 +357,13 @@ private:
     return newBuffer(
         {Buffer::Arena, typeOf(v).getElementType(), numel(v)});
   }
+  /// A kernel's result `v` in a buffer of its own (arenaFor), bound to it
+  /// and appended to the kernel's buffers `bufs`.
+  void bindResult(Value v, std::vector<int> &bufs) {
+    int id = arenaFor(v);
+    valueBuffers[v] = id;
+    bufs.push_back(id);
+  }
   /// The buffer of an operand, materialized if needed: splat constants are
   /// filled on first use, and a view that is not contiguous is copied once.
   int bufferOf(Value v) {

@@ -191,11 +191,7 @@ llvm::Error FunctionLowering::emitNormRows(Operation *op) {
   Value x = op->getOperand(0);
   Type el = typeOf(op->getResult(0)).getElementType();
   std::vector<int> bufs;
-  auto bindOut = [&](Value v) {
-    int id = arenaFor(v);
-    valueBuffers[v] = id;
-    bufs.push_back(id);
-  };
+  auto bindOut = [&](Value v) { bindResult(v, bufs); };
   const bool grad = isa<LayerNormGradOp, RmsNormGradOp>(op);
   const bool rms = isa<RmsNormOp, RmsNormGradOp>(op);
   for (Value r : op->getResults())
@@ -273,11 +269,7 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
   Value x = op->getOperand(0);
   Type el = typeOf(op->getResult(0)).getElementType();
   std::vector<int> bufs;
-  auto bindOut = [&](Value v) {
-    int id = arenaFor(v);
-    valueBuffers[v] = id;
-    bufs.push_back(id);
-  };
+  auto bindOut = [&](Value v) { bindResult(v, bufs); };
   const Shape shape = shapeOf(x);
   const Rows rows = rowsOf(product(shape) / shape.back(), dynamicRows(x));
   Attribute templ;

@@ -188,7 +188,7 @@ plan.kernel @k0 rows #plan.cross_entropy_grad<element = i32, labels = i64, rows 
 
 // -----
 
-// expected-error @+1 {{'plan.kernel' op @k0 (template 'cross_entropy_grad'): parameters 'rows' and 'rows_per_token' must be >= 0, got 16 and -1}}
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'cross_entropy_grad'): parameter 'rows_per_token' must be >= 0, got -1}}
 plan.kernel @k0 rows #plan.cross_entropy_grad<element = f32, labels = i64, rows = 16, rows_per_token = -1, columns = 256, ignore = -100> args(4)
 
 // -----

@@ -32,18 +32,13 @@ template <typename Model, typename Attr> struct LossModel : TemplateModel<Model,
     auto a = cast<Attr>(attr);
     if (failed(Base::refuseParams(op)))
       return failure();
-    if (!isa<FloatType>(a.getElement()))
-      return Base::kernelError(op) << "parameter 'element' must be a float type, got "
-                                   << a.getElement();
     if (!isa<IntegerType>(a.getLabels()))
       return Base::kernelError(op) << "parameter 'labels' must be an integer type, got "
                                    << a.getLabels();
-    if (a.getRows() < 0 || a.getRowsPerToken() < 0)
-      return Base::kernelError(op) << "parameters 'rows' and 'rows_per_token' must be >= 0, got "
-                                   << a.getRows() << " and " << a.getRowsPerToken();
-    if (a.getColumns() <= 0)
-      return Base::kernelError(op) << "parameter 'columns' must be > 0, got " << a.getColumns();
-    return success();
+    return success(succeeded(Base::verifyFloat(op, "element", a.getElement())) &&
+                   succeeded(Base::verifyCount(op, "rows", a.getRows())) &&
+                   succeeded(Base::verifyCount(op, "rows_per_token", a.getRowsPerToken())) &&
+                   succeeded(Base::verifyCount(op, "columns", a.getColumns(), true)));
   }
 };
 
@@ -81,9 +76,7 @@ struct CrossEntropyWithGradModel
     auto a = cast<plan::CrossEntropyWithGradTemplateAttr>(attr);
     if (failed(LossModel::verifyKernel(attr, op)))
       return failure();
-    if (!isa<FloatType>(a.getGrad()))
-      return kernelError(op) << "parameter 'grad' must be a float type, got " << a.getGrad();
-    return success();
+    return verifyFloat(op, "grad", a.getGrad());
   }
   /// The loss and the gradient.
   bool writesArg(Attribute, Operation *, int64_t arg) const { return arg >= 0 && arg < 2; }

@@ -30,14 +30,10 @@ template <typename Model, typename Attr> struct TableModel : TemplateModel<Model
     if (!isa<IntegerType>(a.getIds()))
       return Base::kernelError(op) << "parameter 'ids' must be an integer type, got "
                                    << a.getIds();
-    if (a.getRows() < 0 || a.getRowsPerToken() < 0)
-      return Base::kernelError(op) << "parameters 'rows' and 'rows_per_token' must be >= 0, got "
-                                   << a.getRows() << " and " << a.getRowsPerToken();
-    if (a.getVocab() <= 0)
-      return Base::kernelError(op) << "parameter 'vocab' must be > 0, got " << a.getVocab();
-    if (a.getColumns() <= 0)
-      return Base::kernelError(op) << "parameter 'columns' must be > 0, got " << a.getColumns();
-    return success();
+    return success(succeeded(Base::verifyCount(op, "rows", a.getRows())) &&
+                   succeeded(Base::verifyCount(op, "rows_per_token", a.getRowsPerToken())) &&
+                   succeeded(Base::verifyCount(op, "vocab", a.getVocab(), true)) &&
+                   succeeded(Base::verifyCount(op, "columns", a.getColumns(), true)));
   }
 };
 

@@ -26,9 +26,7 @@ struct FillModel : TemplateModel<FillModel, plan::FillTemplateAttr> {
     if (!isa<FloatAttr, IntegerAttr>(fill.getValue()))
       return kernelError(op) << "parameter 'value' must be an integer or a float, got "
                              << fill.getValue();
-    if (fill.getCount() < 0)
-      return kernelError(op) << "parameter 'count' must be >= 0, got " << fill.getCount();
-    return success();
+    return verifyCount(op, "count", fill.getCount());
   }
   llvm::Expected<plan::TemplateCost> getCost(Attribute attr, Operation *,
                                              const plan::CostContext &) const {
@@ -98,13 +96,8 @@ struct RotaryTableModel : TemplateModel<RotaryTableModel, plan::RotaryTableTempl
     auto table = cast<plan::RotaryTableTemplateAttr>(attr);
     if (failed(refuseParams(op)))
       return mlir::failure();
-    if (table.getPositions() < 0)
-      return kernelError(op) << "parameter 'positions' must be >= 0, got "
-                             << table.getPositions();
-    if (!isa<FloatType>(table.getElement()))
-      return kernelError(op) << "parameter 'element' must be a float type, got "
-                             << table.getElement();
-    return success();
+    return success(succeeded(verifyCount(op, "positions", table.getPositions())) &&
+                   succeeded(verifyFloat(op, "element", table.getElement())));
   }
   static int64_t elements(plan::RotaryTableTemplateAttr table) {
     return table.getPositions() * 2 * table.getInvFreq().size();

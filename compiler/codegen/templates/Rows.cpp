@@ -43,23 +43,10 @@ template <typename Model, typename Attr> struct RowModel : TemplateModel<Model, 
   static LogicalResult verifyRows(Attr t, Operation *op) {
     if (failed(Base::refuseParams(op)))
       return mlir::failure();
-    if (failed(verifyFloat(op, "element", t.getElement())))
-      return mlir::failure();
-    if (t.getRows() < 0)
-      return Base::kernelError(op) << "parameter 'rows' must be >= 0, got " << t.getRows();
-    if (t.getRowsPerToken() < 0)
-      return Base::kernelError(op) << "parameter 'rows_per_token' must be >= 0, got "
-                                   << t.getRowsPerToken();
-    if (t.getColumns() <= 0)
-      return Base::kernelError(op) << "parameter 'columns' must be > 0, got " << t.getColumns();
-    return success();
-  }
-  /// `type`, the parameter `name`, is a float type.
-  static LogicalResult verifyFloat(Operation *op, StringRef name, Type type) {
-    if (!isa<FloatType>(type))
-      return Base::kernelError(op) << "parameter '" << name << "' must be a float type, got "
-                                   << type;
-    return success();
+    return success(succeeded(Base::verifyFloat(op, "element", t.getElement())) &&
+                   succeeded(Base::verifyCount(op, "rows", t.getRows())) &&
+                   succeeded(Base::verifyCount(op, "rows_per_token", t.getRowsPerToken())) &&
+                   succeeded(Base::verifyCount(op, "columns", t.getColumns(), true)));
   }
   /// A norm's `eps`: a finite f64 >= 0.
   static LogicalResult verifyEps(Operation *op, const APFloat &eps) {

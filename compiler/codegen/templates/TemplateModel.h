@@ -64,6 +64,22 @@ protected:
                                  << "<...>, not in params";
     return mlir::success();
   }
+  /// `type`, the parameter `name`, is a float type.
+  static mlir::LogicalResult verifyFloat(mlir::Operation *kernel, llvm::StringRef name,
+                                         mlir::Type type) {
+    if (!llvm::isa<mlir::FloatType>(type))
+      return kernelError(kernel) << "parameter '" << name << "' must be a float type, got "
+                                 << type;
+    return mlir::success();
+  }
+  /// `value`, the parameter `name`, is >= 0 (`positive`: > 0).
+  static mlir::LogicalResult verifyCount(mlir::Operation *kernel, llvm::StringRef name,
+                                         int64_t value, bool positive = false) {
+    if (value < (positive ? 1 : 0))
+      return kernelError(kernel) << "parameter '" << name << "' must be "
+                                 << (positive ? "> 0" : ">= 0") << ", got " << value;
+    return mlir::success();
+  }
   static plan::KernelOp kernelOf(mlir::Operation *op) { return llvm::cast<plan::KernelOp>(op); }
 };
 
