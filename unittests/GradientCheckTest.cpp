@@ -261,6 +261,9 @@ TEST(GradientCheck, ShapesAndReductions) {
                   t));
   checkText(unary("  %y = mlc.softmax %x axis = -1 : " + t, t));
   checkText(unary("  %y = mlc.log_softmax %x axis = 1 : " + t, t));
+  // Running sums: the gradient is the running sum the other way.
+  checkText(unary("  %y = mlc.cumsum %x axis = 1 : " + t, t));
+  checkText(unary("  %y = mlc.cumsum %x axis = 0 exclusive reverse : " + t, t));
   checkText(unary("  %c = mlc.constant dense<0.25> : " + t +
                       "\n  %k = mlc.compare gt %x, %c : " + t + ", " + t +
                       "\n  %y = mlc.select %k, %x, %c : tensor<3x4xi1>, " + t + ", " + t,

@@ -279,6 +279,20 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
       .Case<ReduceMaxOp>([&](ReduceMaxOp r) {
         return emitReduce(op, r.getInput(), r.getAxes(), "max");
       })
+      .Case<CumSumOp>([&](CumSumOp c) -> llvm::Error {
+        Shape s = shapeOf(c.getResult());
+        int64_t axis = *normalizeAxis(c.getAxis(), s.size());
+        if (axis == 0 && dynamicRows(c.getInput()))
+          return failure(op, "a running sum along the dynamic token dimension is not supported");
+        int id = arenaFor(c.getResult());
+        valueBuffers[c.getResult()] = id;
+        Shape outer(s.begin(), s.begin() + axis), inner(s.begin() + axis + 1, s.end());
+        Rows rows = rowsOf(product(outer), dynamicRows(c.getInput()));
+        addStep(plan::ScanTemplateAttr::get(context(), el, rows.count, rows.perToken, s[axis],
+                                            product(inner), c.getExclusive(), c.getReverse()),
+                DictionaryAttr(), {id, bufferOf(c.getInput())}, KernelTemplate::pointwise);
+        return llvm::Error::success();
+      })
       .Case<MatmulOp>([&](MatmulOp m) { return emitGemm(m); })
       .Case<SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LayerNormOp, LayerNormGradOp, RmsNormOp,
             RmsNormGradOp>([&](auto) { return emitRows(op); })

@@ -519,6 +519,19 @@ LogicalResult ReduceMeanOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
   return success();
 }
 
+/// y_i = sum of x_j, j <= i: dx_j = sum of dy_i, i >= j, the running sum
+/// the other way (exclusive stays exclusive). Integers (positions) have none.
+LogicalResult CumSumOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
+                                       SmallVectorImpl<Value> &og) {
+  if (!isFloatTensor(getInput())) {
+    og.push_back(Value());
+    return success();
+  }
+  og.push_back(b.create<CumSumOp>(getLoc(), rg[0], getAxisAttr(), getExclusiveAttr(),
+                                  getReverse() ? UnitAttr() : b.getUnitAttr()));
+  return success();
+}
+
 LogicalResult ReduceMaxOp::buildGradients(OpBuilder &b, ArrayRef<Value> rg,
                                           SmallVectorImpl<Value> &og) {
   if (!isFloatTensor(getInput())) {

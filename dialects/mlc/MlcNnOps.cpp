@@ -34,6 +34,13 @@ LogicalResult SoftmaxOp::verify() {
   return success();
 }
 
+LogicalResult CumSumOp::verify() {
+  if (!normalizeAxis(getAxis(), getType().getRank()))
+    return emitOpError("axis ") << int64_t(getAxis()) << " out of range for rank "
+                                << getType().getRank();
+  return success();
+}
+
 LogicalResult LogSoftmaxOp::verify() {
   if (!normalizeAxis(getAxis(), getType().getRank()))
     return emitOpError("axis ") << int64_t(getAxis()) << " out of range for rank "

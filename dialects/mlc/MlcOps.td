@@ -612,6 +612,32 @@ def Mlc_SplitOp : Mlc_Op<"split", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceM
       "$input `axis` `=` $axis `sizes` `=` $sizes attr-dict `:` type($input)";
 }
 
+def Mlc_CumSumOp : Mlc_Op<"cumsum", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Mlc_GradientOpInterface>]> {
+  let summary = "Running sum along one axis (ONNX CumSum)";
+  let description = [{
+    result[..., i, ...] = the sum of input[..., j, ...] over j <= i along
+    `axis` (j < i with `exclusive`; from the end, j >= i or j > i, with
+    `reverse`), in the input's type: integers exactly. Position ids from
+    an attention mask are its common use (`cumsum(mask) * mask - 1`, in
+    every dynamo export that takes `attention_mask`). The gradient of a
+    float running sum is the running sum of the gradient the other way.
+
+    ```mlir
+    %c = mlc.cumsum %mask axis = 1 : tensor<8x1024xi64>
+    %r = mlc.cumsum %x axis = -1 exclusive reverse : tensor<2x4x6xf32>
+    ```
+  }];
+  let arguments = (ins Mlc_NumericTensor:$input, I64Attr:$axis, UnitAttr:$exclusive,
+                       UnitAttr:$reverse);
+  let results = (outs Mlc_NumericTensor:$result);
+  let assemblyFormat = [{
+    $input `axis` `=` $axis (`exclusive` $exclusive^)? (`reverse` $reverse^)? attr-dict `:`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//

@@ -253,6 +253,17 @@ def Plan_IotaTemplate : Plan_Template<"IotaTemplate", "iota", "p0 = the flat ind
   let parameters = (ins "::mlir::Type":$element, Plan_NestsParameter:$nests);
   let assemblyFormat = "`<` struct(params) `>`";
 }
+// Running sums (mlc.cumsum): p0 = the running sum of p1 along the middle
+// dimension of [rows, length, inner], both contiguous; `exclusive` leaves
+// each element out of its own sum, `reverse` sums from the end.
+def Plan_ScanTemplate : Plan_Template<"ScanTemplate", "scan",
+    "p0 = the running sum of p1 along one dimension"> {
+  let parameters = !con((ins "::mlir::Type":$element), Plan_RowParams,
+                        (ins "int64_t":$length, "int64_t":$inner,
+                             DefaultValuedParameter<"bool", "false">:$exclusive,
+                             DefaultValuedParameter<"bool", "false">:$reverse));
+  let assemblyFormat = "`<` struct(params) `>`";
+}
 // Reductions and attention.
 def Plan_ReductionKind : I32EnumAttr<"ReductionKind", "what a reduction computes", [
       I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"mean", 1>, I32EnumAttrCase<"max", 2>]> {

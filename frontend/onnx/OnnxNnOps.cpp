@@ -133,56 +133,14 @@ llvm::Error reduce(Node &nd) {
   return nd.result(nd.b.create<ReduceMaxOp>(nd.loc, nd.v(0), axesAttr, keepAttr));
 }
 
-/// The largest axis a run-time CumSum runs along (its [n, n] matrix).
-constexpr int64_t kMaxScanLength = 4096;
-
-/// CumSum of a run-time value (position ids from attention_mask). mlc has
-/// no scan op: this is the product with an [n, n] triangular matrix of ones,
-/// in the model's float type, exact for integers below 2^24 in f32 (token
-/// counts, positions); integers are cast there and back.
+/// CumSum of a run-time value (position ids from attention_mask): the
+/// graph's running sum, in the input's type (integers exactly).
 llvm::Error runtimeCumSum(Node &nd, int64_t axis, bool exclusive, bool reverse) {
-  Shape s = nd.shape(0);
-  int64_t n = s[axis], rank = s.size();
   if (nd.kind(0) == Kind::Bool)
     return nd.error("sums booleans; cast them first");
-  if (n < 1 || n > kMaxScanLength)
-    return nd.error("of a run-time value along a dim of " + std::to_string(n) +
-                    " is not supported (mlc has no scan op; it multiplies by an [n, n] "
-                    "matrix, up to n = " + std::to_string(kMaxScanLength) + ")");
-  Value x = nd.v(0);
-  bool ints = nd.kind(0) == Kind::Int;
-  if (ints)
-    x = nd.b.create<CastOp>(nd.loc, RankedTensorType::get(s, nd.im.floatType()), x);
-  // The summed axis last: y[..., i] = sum_j x[..., j] * tri[j, i].
-  Shape perm;
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != axis)
-      perm.push_back(d);
-  perm.push_back(axis);
-  bool moved = axis != rank - 1;
-  if (moved)
-    x = nd.b.create<TransposeOp>(nd.loc, x, nd.b.getDenseI64ArrayAttr(perm));
-  Const tri;
-  tri.shape = {n, n};
-  tri.f.assign(n * n, 0.0);
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t i = 0; i < n; ++i)
-      tri.f[j * n + i] = reverse ? (exclusive ? j > i : j >= i) : (exclusive ? j < i : j <= i);
-  Value y = x;
-  if (rank == 1)
-    y = nd.im.reshape(y, {1, n});
-  y = nd.b.create<MatmulOp>(nd.loc, y, nd.im.materialize(tri), false, false);
-  if (rank == 1)
-    y = nd.im.reshape(y, {n});
-  if (moved) {
-    Shape inverse(rank);
-    for (int64_t d = 0; d < rank; ++d)
-      inverse[perm[d]] = d;
-    y = nd.b.create<TransposeOp>(nd.loc, y, nd.b.getDenseI64ArrayAttr(inverse));
-  }
-  if (ints)
-    y = nd.b.create<CastOp>(nd.loc, RankedTensorType::get(s, nd.b.getI64Type()), y);
-  return nd.result(y);
+  return nd.result(nd.b.create<CumSumOp>(nd.loc, nd.v(0), nd.b.getI64IntegerAttr(axis),
+                                         exclusive ? nd.b.getUnitAttr() : UnitAttr(),
+                                         reverse ? nd.b.getUnitAttr() : UnitAttr()));
 }
 
 /// CumSum along a constant axis (exclusive, reverse).

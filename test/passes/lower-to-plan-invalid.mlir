@@ -201,3 +201,15 @@ module {
     return %c : tensor<2x16xf32>
   }
 }
+
+// -----
+
+// A running sum along the dynamic token dimension: its length is only
+// known at run time, and each line of a scan kernel is a fixed length.
+module attributes {mlc.token_capacity = 8 : i64} {
+  func.func @forward(%x: tensor<?x4xi64> {mlc.input = "x"}) -> (tensor<?x4xi64> {mlc.output = "y"}) {
+    // expected-error @+1 {{mlc-lower-to-plan: while lowering 'mlc.cumsum' in @forward: a running sum along the dynamic token dimension is not supported}}
+    %y = mlc.cumsum %x axis = 0 : tensor<?x4xi64>
+    return %y : tensor<?x4xi64>
+  }
+}

@@ -311,3 +311,23 @@ func.func @train_step(%w: tensor<10x6xf32> {mlc.param = "w"}, %ids: tensor<3xi32
   %gw = mlc.embedding_grad %g, %ids {padding_idx = 2 : i64} : tensor<3x6xf32>, tensor<3xi32> -> tensor<10x6xf32>
   return %gw : tensor<10x6xf32>
 }
+
+// -----
+
+// A running sum (mlc.cumsum) is a #plan.scan kernel over its input's
+// buffer: [rows, length, inner] around the summed axis, its flags kept.
+// CHECK-LABEL: plan.input "mask" : i64 [2, 8]
+// CHECK: plan.kernel @k0 pointwise #plan.scan<element = i64, rows = 2, length = 8, inner = 1> args(2)
+// CHECK: plan.kernel @k1 pointwise #plan.scan<element = f32, rows = 2, length = 3, inner = 4, exclusive = true, reverse = true> args(2)
+// CHECK: plan.func "forward"
+// CHECK: %[[M:.*]] = plan.bind input "mask" : memref<16xi64>
+// CHECK: %[[X:.*]] = plan.bind input "x" : memref<24xf32>
+// CHECK: %[[P:.*]] = plan.arena -1 : memref<16xi64>
+// CHECK: %[[R:.*]] = plan.arena -1 : memref<24xf32>
+// CHECK: plan.launch @k0(%[[P]], %[[M]])
+// CHECK-NEXT: plan.launch @k1(%[[R]], %[[X]])
+func.func @forward(%mask: tensor<2x8xi64> {mlc.input = "mask"}, %x: tensor<2x3x4xf32> {mlc.input = "x"}) -> (tensor<2x8xi64> {mlc.output = "positions"}, tensor<2x3x4xf32> {mlc.output = "y"}) {
+  %p = mlc.cumsum %mask axis = 1 : tensor<2x8xi64>
+  %r = mlc.cumsum %x axis = -2 exclusive reverse : tensor<2x3x4xf32>
+  return %p, %r : tensor<2x8xi64>, tensor<2x3x4xf32>
+}

@@ -263,3 +263,31 @@ plan.kernel @k0 fill #plan.fill<element = f64, count = 4, value = 1 : i64> args(
 // cases in attention-rotary-invalid.mlir).
 // expected-error @+1 {{'plan.kernel' op @k4 (template 'attention'): kv_heads 3 must divide heads 4}}
 plan.kernel @k4 attention #plan.attention<element = f32, causal = true, batch = 2, heads = 4, kv_heads = 3, seq_q = 8, seq_k = 8, head_dim = 32, value_dim = 32, token_capacity = 0, scale = 0.17677669529663687, dropout = 1.000000e-01, seed = 2, arg_types = [f32, f32, f32, f32], arg_written = [true, false, false, false], query = 1, mask_strides = [0, 0, 0, 0], tensors = [0, 1024, 32, 128, 0, 3072, 32, 384, 128, 3072, 32, 384, 256, 3072, 32, 384]> args(4)
+
+// -----
+
+// scan (mlc.cumsum's running sum): an element type whose sum the kernel
+// keeps exactly in C (f32, f64, i32, i64), lines of length > 0, 2 arguments.
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'scan'): parameter 'element' must be f32, f64, i32 or i64, got 'bf16'}}
+plan.kernel @k0 pointwise #plan.scan<element = bf16, rows = 2, length = 8, inner = 1> args(2)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'scan'): parameter 'length' must be > 0, got 0}}
+plan.kernel @k0 pointwise #plan.scan<element = i64, rows = 2, length = 0, inner = 1> args(2)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'scan'): parameter 'inner' must be > 0, got 0}}
+plan.kernel @k0 pointwise #plan.scan<element = f32, rows = 2, length = 8, inner = 0> args(2)
+
+// -----
+
+// expected-error @+1 {{'plan.kernel' op @k0 (template 'scan'): takes 2 arguments (the sums, the input), got 3}}
+plan.kernel @k0 pointwise #plan.scan<element = i64, rows = 2, length = 8, inner = 1> args(3)
+
+// -----
+
+// Well-formed: no error (dynamic rows; an exclusive sum from the end).
+plan.kernel @k0 pointwise #plan.scan<element = i64, rows = 2, length = 1024, inner = 1> args(2)
+plan.kernel @k1 pointwise #plan.scan<element = f64, rows = 64, rows_per_token = 1, length = 8, inner = 6, exclusive = true, reverse = true> args(2)

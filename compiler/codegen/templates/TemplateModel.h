@@ -3,7 +3,7 @@
 // Each kernel template (an attribute of dialects/plan/PlanTemplates.td) is
 // implemented here, in codegen, as an external model of the plan dialect's
 // TemplateAttrInterface: one struct per template, in one file per family
-// (Fills.cpp, Rows.cpp, CrossEntropy.cpp, Embedding.cpp, Copies.cpp,
+// (Fills.cpp, Rows.cpp, CrossEntropy.cpp, Embedding.cpp, Copies.cpp, Scan.cpp,
 // Reduction.cpp, Attention.cpp), holding all that mlc knows of it:
 //
 //   verifyKernel   what a kernel of it needs beyond its parameters' types

@@ -64,13 +64,12 @@ save("attention-cache", [helper.make_node("Attention", ["q", "q", "q", "", "q", 
                                           ["y", "pk", "pv"], name="attn",
                                           q_num_heads=2, kv_num_heads=2)],
      [q3], [y, helper.make_tensor_value_info("pk", TensorProto.FLOAT, None)], opset=23)
-# Run-time integer computation mlc has no op for: a cumulative sum longer
-# than its [n, n] decomposition takes, a gather at indices computed from an
-# input.
+# Run-time computation mlc has no op for: a cumulative sum of booleans
+# (ONNX's CumSum takes numbers), a gather at indices computed from an input.
 am = helper.make_tensor_value_info("am", TensorProto.INT64, [2, 4])
-long_am = helper.make_tensor_value_info("am", TensorProto.INT64, [2, 5000])
+bm = helper.make_tensor_value_info("bm", TensorProto.BOOL, [2, 4])
 ax = numpy_helper.from_array(np.array(1, np.int64), "ax")
-save("cumsum-runtime", [helper.make_node("CumSum", ["am", "ax"], ["y"], name="pos")], [long_am],
+save("cumsum-bool", [helper.make_node("CumSum", ["bm", "ax"], ["y"], name="pos")], [bm],
      [y], [ax], opset=18)
 save("gathernd-runtime", [helper.make_node("Unsqueeze", ["am", "ax2"], ["i"]),
                           helper.make_node("GatherND", ["x", "i"], ["y"], name="gnd")],

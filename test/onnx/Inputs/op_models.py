@@ -11,10 +11,11 @@ with axes as an input, and ops of a plain graph at opset 23; SiLU as
 x * Sigmoid(x), opset-23 RotaryEmbedding (rank 4; rank 3, interleaved,
 partial) with Cos/Sin rotary tables of constants; GatherND at constant
 indices that pick slabs (Falcon's qkv[..., [-2], :]), Max/Min/Sum/Mean of
-1 to 3 inputs, and attention scores soft-capped as Gemma 2's export writes
-them.
+1 to 3 inputs, attention scores soft-capped as Gemma 2's export writes
+them, and position ids from a 5000-token run-time mask (CumSum), in f32 and
+bf16.
 
-    op_models.py --mlc MLC --work DIR
+    op_models.py --mlc MLC --work DIR [--device cuda-emulator] [--only NAME,...]
 """
 import argparse
 import os
@@ -30,6 +31,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--mlc", required=True)
 ap.add_argument("--work", required=True)
 ap.add_argument("--device", default="cpu")
+ap.add_argument("--only", default="", help="comma-separated model names (default: all)")
 args = ap.parse_args()
 os.makedirs(args.work, exist_ok=True)
 rng = np.random.default_rng(0)
@@ -209,6 +211,15 @@ MODELS = {
                             helper.make_node("Add", ["xc", "p3"], ["y"])],
                        [vi("am", [2, 4], TensorProto.INT64), vi("x", [2, 4, 6])],
                        [vi("y", None)], []),
+    # Position ids of a 5000-token run-time mask: mlc.cumsum's running sum,
+    # exact in i64 (also run in bf16, where no part of it may be narrowed).
+    "cumsum_positions": (18, [const("ax1", np.array(1, np.int64)),
+                              helper.make_node("CumSum", ["aml", "ax1"], ["cs"]),
+                              helper.make_node("Mul", ["cs", "aml"], ["csm"]),
+                              const("one", np.array(1, np.int64)),
+                              helper.make_node("Sub", ["csm", "one"], ["pos"]),
+                              helper.make_node("Cast", ["pos"], ["y"], to=TensorProto.FLOAT)],
+                         [vi("aml", [2, 5000], TensorProto.INT64)], [vi("y", None)], []),
     # ReduceMin as -max(-x): axes as an attribute (opset 17), as an input (18).
     "reducemin17": (17, [helper.make_node("ReduceMin", ["x"], ["y"], axes=[1], keepdims=1)],
                     [vi("x", [2, 4, 6])], [vi("y", None)], []),
@@ -294,6 +305,7 @@ FEEDS = {"x": rng.standard_normal((2, 4, 6)).astype(np.float32),
          "x4": rng.standard_normal((2, 4, 4)).astype(np.float32),
          "t": np.array([1, -100, 5], np.int64),
          "am": np.array([[1, 1, 1, 0], [3, 0, 2, 1]], np.int64),
+         "aml": (rng.random((2, 5000)) < 0.9).astype(np.int64),
          "s4": rng.standard_normal((2, 2, 4, 4)).astype(np.float32),
          "q4": rng.standard_normal((2, 2, 4, 3)).astype(np.float32),
          "k4": rng.standard_normal((2, 2, 4, 3)).astype(np.float32),
@@ -301,8 +313,12 @@ FEEDS = {"x": rng.standard_normal((2, 4, 6)).astype(np.float32),
          "r4": rng.standard_normal((2, 2, 4, 6)).astype(np.float32),
          "r3": rng.standard_normal((2, 4, 12)).astype(np.float32)}
 
+# Also run with --dtype bf16 (mixed precision), to the same tolerance.
+BF16 = {"cumsum_positions"}
 failures = []
 for name, (opset, nodes, inputs, outputs, inits) in MODELS.items():
+    if args.only and name not in args.only.split(","):
+        continue
     graph = helper.make_graph(nodes, name, inputs, outputs, inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 10 if opset > 20 else 9 if opset > 18 else 8
@@ -314,15 +330,17 @@ for name, (opset, nodes, inputs, outputs, inits) in MODELS.items():
     for k, v in feeds.items():
         np.save(os.path.join(args.work, k + ".npy"), v)
         files += ["--input", f"{k}={os.path.join(args.work, k + '.npy')}"]
-    out = os.path.join(args.work, "out-" + name)
-    subprocess.run([args.mlc, "run", path, *files, "--output-dir", out, "--device", args.device],
-                   check=True)
-    got = np.load(os.path.join(out, "y.npy"))
-    diff = float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-30)) \
-        if got.shape == ref.shape else float("inf")
-    print(f"{name} (opset {opset}): shape {list(got.shape)}, max rel diff {diff:.1e}")
-    if not diff <= 1e-5:  # NaN fails too
-        failures.append(f"{name}: mlc {got.shape} vs onnxruntime {ref.shape}, diff {diff}")
+    for dtype in ["f32"] + (["bf16"] if name in BF16 else []):
+        out = os.path.join(args.work, "out-" + name + "-" + dtype)
+        subprocess.run([args.mlc, "run", path, *files, "--output-dir", out, "--device",
+                        args.device, "--dtype", dtype], check=True)
+        got = np.load(os.path.join(out, "y.npy"))
+        diff = float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-30)) \
+            if got.shape == ref.shape else float("inf")
+        label = name if dtype == "f32" else name + ", bf16"
+        print(f"{label} (opset {opset}): shape {list(got.shape)}, max rel diff {diff:.1e}")
+        if not diff <= 1e-5:  # NaN fails too
+            failures.append(f"{label}: mlc {got.shape} vs onnxruntime {ref.shape}, diff {diff}")
 if failures:
     print("OP MODELS FAILED:\n  " + "\n  ".join(failures))
     sys.exit(1)
