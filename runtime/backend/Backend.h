@@ -24,16 +24,43 @@
 #include "runtime/core/Package.h"
 #include "support/TensorIO.h"
 
+#include <array>
 #include <map>
 #include <memory>
 #include <string>
 
+/// The clipping factor of a gradient (or a bucket of it) whose norm is
+/// `norm`: min(1, threshold / (norm + 1e-6)), as torch's
+/// clip_grad_norm_. Written once: MLC_CLIP_FACTOR(qualifiers) is this
+/// function, `inline` for the trainer (global clipping) and the CPU backend,
+/// and, stringized (MLC_SOURCE_TEXT), `__device__` in the CUDA backend's
+/// bucket kernels (CudaKernels.cpp), which clip on the device.
+#define MLC_CLIP_FACTOR(QUALIFIERS)                                                   \
+  QUALIFIERS double mlcClipFactor(double threshold, double norm) {                   \
+    const double clip = threshold / (norm + 1e-6);                                   \
+    return clip < 1 ? clip : 1;                                                       \
+  }
+/// The text of its arguments, macros expanded first.
+#define MLC_SOURCE_TEXT(...) MLC_SOURCE_TEXT_(__VA_ARGS__)
+#define MLC_SOURCE_TEXT_(...) #__VA_ARGS__
+
 namespace mlc::rt {
+
+MLC_CLIP_FACTOR(inline)
 
 /// The flat buffers of a training run, each `paramCount` elements of the
 /// package's dtype. The compiled optimizer (@grad_norm, @optimizer) runs
 /// over them like every other function.
 enum class FlatBuffer { Params, Grads, AdamM, AdamV, GradSum };
+
+/// A backend's flat buffers, one `Storage` each (a device address, a host
+/// vector), indexed by FlatBuffer. The gradient sums stay empty until a run
+/// first accumulates (the backend's allocateGradSums).
+template <typename Storage> struct FlatBuffers {
+  std::array<Storage, 5> buffers{};
+  Storage &operator[](FlatBuffer which) { return buffers[size_t(which)]; }
+  const Storage &operator[](FlatBuffer which) const { return buffers[size_t(which)]; }
+};
 
 /// Where a step's time went, measured only when MLC_PROFILE is set (clocks
 /// stay off the hot path otherwise).

@@ -437,7 +437,7 @@ private:
     }
     double scale = 1.0;
     if (o.clip == "global" && o.clipGrad > 0)
-      scale = std::min(1.0, o.clipGrad / (norm + 1e-6));
+      scale = mlcClipFactor(o.clipGrad, norm);
     lr = learningRate(sched, t);
     std::vector<double> h = adamwScalars(o, lr, t, scale / ranks);
     backend.setScalars(kAdamWScalarsName, h);

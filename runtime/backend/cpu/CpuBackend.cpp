@@ -89,13 +89,14 @@ CpuBackend::CpuBackend(const Package &pkg, bool verbose) : Backend(pkg) {
            "has " + std::to_string(int64_t(have / (1 << 20))) + " MiB");
   }
   namespace mem = mlc::memory;
-  for (auto *flat : {&params_, &grads_})
+  for (auto *flat : {&flats_[FlatBuffer::Params], &flats_[FlatBuffer::Grads]})
     flat->assign(pkg.paramCount * elementSize_, 0);
-  for (auto *flat : {&adamM_, &adamV_})
+  for (auto *flat : {&flats_[FlatBuffer::AdamM], &flats_[FlatBuffer::AdamV]})
     flat->assign(momentCapacity() * elementSize_, 0);
-  account(mem::kParameters, int64_t(params_.size()));
-  account(mem::kGradients, int64_t(grads_.size()));
-  account(mem::kMoments, int64_t(adamM_.size() + adamV_.size()));
+  account(mem::kParameters, int64_t(flats_[FlatBuffer::Params].size()));
+  account(mem::kGradients, int64_t(flats_[FlatBuffer::Grads].size()));
+  account(mem::kMoments,
+          int64_t(flats_[FlatBuffer::AdamM].size() + flats_[FlatBuffer::AdamV].size()));
   for (const InputInfo &in : pkg.inputs) {
     inputs_[in.name].assign(in.numel * dtypeSize(in.dtype), 0);
     account(mem::kInputs, int64_t(inputs_[in.name].size()));
@@ -173,17 +174,18 @@ void CpuBackend::bindPointers() {
 }
 
 void CpuBackend::allocateGradSums() {
-  gradSum_.assign(pkg_.paramCount * elementSize_, 0);
-  account(mlc::memory::kGradientSums, int64_t(gradSum_.size()));
+  flats_[FlatBuffer::GradSum].assign(pkg_.paramCount * elementSize_, 0);
+  account(mlc::memory::kGradientSums, int64_t(flats_[FlatBuffer::GradSum].size()));
   bindPointers();
 }
 
 void CpuBackend::shardsLaidOut() {
-  if (int64_t(adamM_.size()) == momentCapacity() * elementSize_)
+  if (int64_t(flats_[FlatBuffer::AdamM].size()) == momentCapacity() * elementSize_)
     return;
-  for (auto *flat : {&adamM_, &adamV_})
+  for (auto *flat : {&flats_[FlatBuffer::AdamM], &flats_[FlatBuffer::AdamV]})
     flat->assign(momentCapacity() * elementSize_, 0);
-  allocated_[mlc::memory::kMoments] = int64_t(adamM_.size() + adamV_.size());
+  allocated_[mlc::memory::kMoments] =
+      int64_t(flats_[FlatBuffer::AdamM].size() + flats_[FlatBuffer::AdamV].size());
   bindPointers();
 }
 
@@ -194,21 +196,9 @@ void CpuBackend::shardsLaidOut() {
 CpuBackend::~CpuBackend() { std::free(arena_); }
 
 std::vector<char> &CpuBackend::flat(FlatBuffer which) {
-  switch (which) {
-  case FlatBuffer::Params:
-    return params_;
-  case FlatBuffer::Grads:
-    return grads_;
-  case FlatBuffer::AdamM:
-    return adamM_;
-  case FlatBuffer::AdamV:
-    return adamV_;
-  case FlatBuffer::GradSum:
-    if (gradSum_.empty())
-      allocateGradSums();
-    return gradSum_;
-  }
-  fail("internal: unknown flat buffer");
+  if (which == FlatBuffer::GradSum && flats_[which].empty())
+    allocateGradSums();
+  return flats_[which];
 }
 
 void CpuBackend::upload(FlatBuffer which, int64_t offset, const void *src, int64_t bytes) {
@@ -236,7 +226,7 @@ char *CpuBackend::resolve(const FunctionPlan &fn, int id) {
   BufferPlace p = place(fn, id);
   switch (p.kind) {
   case BufferPlace::Flat:
-    if (p.flat == FlatBuffer::GradSum && gradSum_.empty())
+    if (p.flat == FlatBuffer::GradSum && flats_[FlatBuffer::GradSum].empty())
       return nullptr; // bound when a run first accumulates (allocateGradSums)
     return flat(p.flat).data() + p.offset;
   case BufferPlace::Scalars:
@@ -403,7 +393,7 @@ void CpuBackend::runGemm(const StepDecl &s, char *const *args, const std::string
 }
 
 /// Before a bucket's sum: this rank's weight, then (bucket-wise clipping)
-/// min(1, threshold / norm) of what is left.
+/// mlcClipFactor(threshold, norm) of what is left.
 template <typename T>
 static void prepareSlice(T *g, int64_t count, double weight, double clipThreshold) {
   double factor = weight;
@@ -412,7 +402,7 @@ static void prepareSlice(T *g, int64_t count, double weight, double clipThreshol
 #pragma omp parallel for simd reduction(+ : sum)
     for (int64_t i = 0; i < count; ++i)
       sum += double(g[i]) * double(g[i]);
-    factor *= std::min(1.0, clipThreshold / (weight * std::sqrt(sum) + 1e-6));
+    factor *= mlcClipFactor(clipThreshold, weight * std::sqrt(sum));
   }
   if (factor == 1.0)
     return;
@@ -427,9 +417,10 @@ void CpuBackend::prepareBucket(int64_t offset, int64_t count, bool clip) {
       clip ? bucketClip_ * std::sqrt(double(count) / double(pkg_.paramCount)) : 0.0;
   if (gradWeight_ == 1.0 && threshold <= 0)
     return;
-  if (offset < 0 || count < 1 || (offset + count) * elementSize_ > int64_t(grads_.size()))
+  std::vector<char> &grads = flats_[FlatBuffer::Grads];
+  if (offset < 0 || count < 1 || (offset + count) * elementSize_ > int64_t(grads.size()))
     fail("internal: a gradient bucket past the end of the gradients");
-  char *base = grads_.data() + offset * elementSize_;
+  char *base = grads.data() + offset * elementSize_;
   if (elementSize_ == 8)
     prepareSlice(reinterpret_cast<double *>(base), count, gradWeight_, threshold);
   else
@@ -502,7 +493,7 @@ void CpuBackend::allReduceWait(int tag) {
 void CpuBackend::run(const std::string &function, int64_t step) {
   const FunctionPlan &fn = pkg_.function(function);
   Bound &b = bound_.at(function);
-  if (b.usesGradSums && gradSum_.empty())
+  if (b.usesGradSums && flats_[FlatBuffer::GradSum].empty())
     allocateGradSums();
   checkRows();
   int64_t error[4] = {0, 0, 0, 0};

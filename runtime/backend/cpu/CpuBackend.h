@@ -49,8 +49,7 @@ private:
   /// The slice a collective step covers, checked against the flat buffer.
   char *bucket(FlatBuffer which, int64_t offset, int64_t count, const char *what);
 
-  std::vector<char> params_, grads_, adamM_, adamV_;
-  std::vector<char> gradSum_; // gradient accumulation, allocated when a run accumulates
+  FlatBuffers<std::vector<char>> flats_; // the gradient sums empty until a run accumulates
   std::map<std::string, std::vector<char>> inputs_;
   std::map<std::string, std::vector<double>> scalars_;
   char *arena_ = nullptr;

@@ -119,14 +119,17 @@ CudaBackend::CudaBackend(const Package &pkg, bool verbose, bool emulated)
   checkBlas(lt_->create(&ltHandle_), "cublasLtCreate");
 
   const int64_t flatBytes = pkg.paramCount * elementSize_;
-  params_ = allocate(flatBytes, "the parameters", memory::kParameters);
-  grads_ = allocate(flatBytes, "the gradients", memory::kGradients);
+  flats_[FlatBuffer::Params] = allocate(flatBytes, "the parameters", memory::kParameters);
+  flats_[FlatBuffer::Grads] = allocate(flatBytes, "the gradients", memory::kGradients);
   // The distributed optimizer's moments: the largest rank's shards.
   const int64_t momentBytes = momentCapacity() * elementSize_;
-  adamM_ = allocate(momentBytes, "AdamW's first moments", memory::kMoments);
-  adamV_ = allocate(momentBytes, "AdamW's second moments", memory::kMoments);
-  for (CUdeviceptr p : {params_, grads_, adamM_, adamV_})
-    clear(p, size_t(flatBytes), "clearing a flat buffer");
+  flats_[FlatBuffer::AdamM] = allocate(momentBytes, "AdamW's first moments", memory::kMoments);
+  flats_[FlatBuffer::AdamV] = allocate(momentBytes, "AdamW's second moments", memory::kMoments);
+  // Each cleared at its own size (the moments may be shards, smaller).
+  for (FlatBuffer b : {FlatBuffer::Params, FlatBuffer::Grads})
+    clear(flats_[b], size_t(flatBytes), "clearing a flat buffer");
+  for (FlatBuffer b : {FlatBuffer::AdamM, FlatBuffer::AdamV})
+    clear(flats_[b], size_t(momentBytes), "clearing a flat buffer");
   int64_t arena = 256;
   for (auto &[_, fn] : pkg.functions)
     arena = std::max(arena, fn.arenaBytes);
@@ -242,26 +245,16 @@ void CudaBackend::loadKernels(bool verbose) {
 }
 
 CUdeviceptr &CudaBackend::flat(FlatBuffer which) {
-  switch (which) {
-  case FlatBuffer::Params:
-    return params_;
-  case FlatBuffer::Grads:
-    return grads_;
-  case FlatBuffer::AdamM:
-    return adamM_;
-  case FlatBuffer::AdamV:
-    return adamV_;
-  case FlatBuffer::GradSum:
-    if (!gradSum_)
-      allocateGradSums();
-    return gradSum_;
-  }
-  fail("internal: unknown flat buffer");
+  if (which == FlatBuffer::GradSum && !flats_[which])
+    allocateGradSums();
+  return flats_[which];
 }
 
 void CudaBackend::allocateGradSums() {
-  gradSum_ = allocate(pkg_.paramCount * elementSize_, "the gradient sums", memory::kGradientSums);
-  clear(gradSum_, size_t(pkg_.paramCount * elementSize_), "clearing the gradient sums");
+  const int64_t bytes = pkg_.paramCount * elementSize_;
+  CUdeviceptr &sums = flats_[FlatBuffer::GradSum];
+  sums = allocate(bytes, "the gradient sums", memory::kGradientSums);
+  clear(sums, size_t(bytes), "clearing the gradient sums");
   for (auto &[name, b] : bound_) {
     if (!b.usesGradSums)
       continue;
@@ -320,7 +313,7 @@ CUdeviceptr CudaBackend::resolve(const FunctionPlan &fn, int id) {
   BufferPlace p = place(fn, id);
   switch (p.kind) {
   case BufferPlace::Flat:
-    if (p.flat == FlatBuffer::GradSum && !gradSum_)
+    if (p.flat == FlatBuffer::GradSum && !flats_[FlatBuffer::GradSum])
       return 0; // bound when a run first accumulates (allocateGradSums)
     return flat(p.flat) + p.offset;
   case BufferPlace::Scalars:

@@ -153,7 +153,8 @@ private:
     int major = 0, sms = 0, clockKHz = 0;
   } deviceInfo_;
   std::vector<CUdeviceptr> allocations_;
-  CUdeviceptr params_ = 0, grads_ = 0, adamM_ = 0, adamV_ = 0, gradSum_ = 0, arena_ = 0;
+  FlatBuffers<CUdeviceptr> flats_; // the gradient sums 0 until allocated
+  CUdeviceptr arena_ = 0;
   CUdeviceptr ctx_ = 0, errors_ = 0, scratch_ = 0, workspace_ = 0;
   int64_t workspaceBytes_ = memory::kCublasLtWorkspaceBytes;
   std::map<std::string, CUdeviceptr> inputs_, scalars_;

@@ -32,7 +32,7 @@ void CudaBackend::prepareBucket(int64_t offset, int64_t count, bool clip) {
     return;
   if (offset < 0 || count < 1 || offset + count > pkg_.paramCount)
     fail("internal: a gradient bucket past the end of the gradients");
-  CUdeviceptr g = grads_ + offset * elementSize_;
+  CUdeviceptr g = flats_[FlatBuffer::Grads] + offset * elementSize_;
   long long n = count;
   int parts = threshold > 0 ? launchSumOfSquares(g, count, "a gradient bucket's norm") : 0;
   double weight = gradWeight_;

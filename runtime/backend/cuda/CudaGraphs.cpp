@@ -86,7 +86,7 @@ void CudaBackend::run(const std::string &function, int64_t step) {
     tpComm_ = openNcclComm(tensorParallel(), "the tensor-parallel group");
   }
   Bound &b = bound_.at(function);
-  if (b.usesGradSums && !gradSum_)
+  if (b.usesGradSums && !flats_[FlatBuffer::GradSum])
     allocateGradSums();
   // The context and error words live in device memory, written before the
   // step (synchronously: the host values are on this stack).

@@ -83,13 +83,13 @@ std::map<std::string, CudaKernelInfo> parseCudaKernels(const std::string &source
 /// The runtime's own CUDA kernels, beside each package's: a gradient
 /// bucket's sum of squares (per-block partials) and its scaling before its
 /// all-reduce, by the rank's weight and, with bucket-wise clipping, by
-/// min(1, threshold / (weight * norm + 1e-6)) (Backend::setBucketClip), the
+/// mlcClipFactor(threshold, weight * norm) (Backend::setBucketClip), the
 /// factor computed on the device from the partials so nothing waits for
 /// the host; and a GEMM's bias added to every row of its result and the
 /// tanh GELU of it, where cuBLASLt has no epilogue for the product (bf16
 /// rounded to nearest even, as the package's kernels do).
 const char *cudaBucketKernels() {
-  return R"CU(
+  return MLC_SOURCE_TEXT(MLC_CLIP_FACTOR(__device__)) R"CU(
 template <typename T>
 __device__ void sumsq(const T *g, long long n, double *part) {
   __shared__ double red[256];
@@ -115,8 +115,7 @@ __device__ void scale(T *g, long long n, const double *part, int parts, double w
     double s = 0;
     for (int p = 0; p < parts; ++p)
       s += part[p];
-    const double clip = threshold / (weight * sqrt(s) + 1e-6);
-    factor *= clip < 1 ? clip : 1;
+    factor *= mlcClipFactor(threshold, weight * sqrt(s));
   }
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (long long)gridDim.x * blockDim.x)
