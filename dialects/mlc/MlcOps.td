@@ -619,9 +619,9 @@ def Mlc_CumSumOp : Mlc_Op<"cumsum", [Pure, SameOperandsAndResultType,
     result[..., i, ...] = the sum of input[..., j, ...] over j <= i along
     `axis` (j < i with `exclusive`; from the end, j >= i or j > i, with
     `reverse`), in the input's type: integers exactly. Position ids from
-    an attention mask are its common use (`cumsum(mask) * mask - 1`, in
-    every dynamo export that takes `attention_mask`). The gradient of a
-    float running sum is the running sum of the gradient the other way.
+    a run-time attention mask are its common use (`cumsum(mask) * mask -
+    1` in a model exported with an `attention_mask` input). The gradient of
+    a float running sum is the running sum of the gradient the other way.
 
     ```mlir
     %c = mlc.cumsum %mask axis = 1 : tensor<8x1024xi64>
