@@ -92,8 +92,7 @@ llvm::Error FunctionLowering::emitCrossEntropyWithGrad(CrossEntropyOp ce, CrossE
                        "ignore index and a constant scale");
   Type el = typeOf(ce.getResult()).getElementType();
   std::vector<int> bufs;
-  auto bindOut = [&](Value v) { bindResult(v, bufs); };
-  bindOut(ce.getResult());
+  bindResult(ce.getResult(), bufs);
   const int logits = bufferOf(ce.getLogits());
   Type gradType = el;
   if (assignedBuffer(cg.getResult()) == buffers::logits) {
@@ -113,10 +112,10 @@ llvm::Error FunctionLowering::emitCrossEntropyWithGrad(CrossEntropyOp ce, CrossE
       return failure(cg, "assigned 'bf16_copy' (mlc.buffers), but it is not read only as a "
                          "bf16 copy of an f32 gradient");
     gradType = typeOf(narrow.getResult()).getElementType();
-    bindOut(narrow.getResult());
+    bindResult(narrow.getResult(), bufs);
     emittedWith.insert(narrow.getOperation());
   } else {
-    bindOut(cg.getResult());
+    bindResult(cg.getResult(), bufs);
   }
   bufs.push_back(logits);
   bufs.push_back(bufferOf(ce.getLabels()));

@@ -191,11 +191,10 @@ llvm::Error FunctionLowering::emitNormRows(Operation *op) {
   Value x = op->getOperand(0);
   Type el = typeOf(op->getResult(0)).getElementType();
   std::vector<int> bufs;
-  auto bindOut = [&](Value v) { bindResult(v, bufs); };
   const bool grad = isa<LayerNormGradOp, RmsNormGradOp>(op);
   const bool rms = isa<RmsNormOp, RmsNormGradOp>(op);
   for (Value r : op->getResults())
-    bindOut(r);
+    bindResult(r, bufs);
   // A norm without an affine transform (torch's elementwise_affine=False,
   // OLMo's: its weight the constant 1, its bias 0) reads neither: they
   // are no arguments and no buffers filled each step.
@@ -238,7 +237,7 @@ llvm::Error FunctionLowering::emitNormRows(Operation *op) {
   if (grad)
     for (Operation *user : op->getResult(0).getUsers())
       if (auto c = dyn_cast<CastOp>(user); c && c->hasAttr(kProducerCopyAttr)) {
-        bindOut(c.getResult());
+        bindResult(c.getResult(), bufs);
         emittedWith.insert(c.getOperation());
         copy = typeOf(c.getResult()).getElementType();
         break;
@@ -269,7 +268,6 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
   Value x = op->getOperand(0);
   Type el = typeOf(op->getResult(0)).getElementType();
   std::vector<int> bufs;
-  auto bindOut = [&](Value v) { bindResult(v, bufs); };
   const Shape shape = shapeOf(x);
   const Rows rows = rowsOf(product(shape) / shape.back(), dynamicRows(x));
   Attribute templ;
@@ -277,14 +275,14 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
     int64_t axis = sm ? int64_t(sm.getAxis()) : int64_t(cast<LogSoftmaxOp>(op).getAxis());
     if (!lastAxis(axis, x))
       return failure(op, "softmax over a dimension other than the last is not supported yet");
-    bindOut(op->getResult(0));
+    bindResult(op->getResult(0), bufs);
     bufs.push_back(bufferOf(x));
     templ = plan::SoftmaxTemplateAttr::get(op->getContext(), el, rows.count, rows.perToken,
                                            shape.back(), !sm);
   } else if (auto sg = dyn_cast<SoftmaxGradOp>(op)) {
     if (!lastAxis(sg.getAxis(), x))
       return failure(op, "softmax over a dimension other than the last is not supported yet");
-    bindOut(sg.getResult());
+    bindResult(sg.getResult(), bufs);
     bufs.push_back(bufferOf(sg.getGrad()));
     bufs.push_back(bufferOf(sg.getOutput()));
     templ = plan::SoftmaxGradTemplateAttr::get(op->getContext(), el, rows.count, rows.perToken,

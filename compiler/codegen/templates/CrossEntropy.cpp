@@ -36,8 +36,7 @@ template <typename Model, typename Attr> struct LossModel : TemplateModel<Model,
       return Base::kernelError(op) << "parameter 'labels' must be an integer type, got "
                                    << a.getLabels();
     return success(succeeded(Base::verifyFloat(op, "element", a.getElement())) &&
-                   succeeded(Base::verifyCount(op, "rows", a.getRows())) &&
-                   succeeded(Base::verifyCount(op, "rows_per_token", a.getRowsPerToken())) &&
+                   succeeded(Base::verifyRowParams(op, a)) &&
                    succeeded(Base::verifyCount(op, "columns", a.getColumns(), true)));
   }
 };

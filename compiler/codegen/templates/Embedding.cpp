@@ -30,8 +30,7 @@ template <typename Model, typename Attr> struct TableModel : TemplateModel<Model
     if (!isa<IntegerType>(a.getIds()))
       return Base::kernelError(op) << "parameter 'ids' must be an integer type, got "
                                    << a.getIds();
-    return success(succeeded(Base::verifyCount(op, "rows", a.getRows())) &&
-                   succeeded(Base::verifyCount(op, "rows_per_token", a.getRowsPerToken())) &&
+    return success(succeeded(Base::verifyRowParams(op, a)) &&
                    succeeded(Base::verifyCount(op, "vocab", a.getVocab(), true)) &&
                    succeeded(Base::verifyCount(op, "columns", a.getColumns(), true)));
   }

@@ -44,8 +44,7 @@ template <typename Model, typename Attr> struct RowModel : TemplateModel<Model, 
     if (failed(Base::refuseParams(op)))
       return mlir::failure();
     return success(succeeded(Base::verifyFloat(op, "element", t.getElement())) &&
-                   succeeded(Base::verifyCount(op, "rows", t.getRows())) &&
-                   succeeded(Base::verifyCount(op, "rows_per_token", t.getRowsPerToken())) &&
+                   succeeded(Base::verifyRowParams(op, t)) &&
                    succeeded(Base::verifyCount(op, "columns", t.getColumns(), true)));
   }
   /// A norm's `eps`: a finite f64 >= 0.

@@ -30,8 +30,7 @@ struct ScanModel : TemplateModel<ScanModel, plan::ScanTemplateAttr> {
     Type el = scan.getElement();
     if (!el.isF32() && !el.isF64() && !el.isInteger(32) && !el.isInteger(64))
       return kernelError(op) << "parameter 'element' must be f32, f64, i32 or i64, got " << el;
-    return success(succeeded(verifyCount(op, "rows", scan.getRows())) &&
-                   succeeded(verifyCount(op, "rows_per_token", scan.getRowsPerToken())) &&
+    return success(succeeded(verifyRowParams(op, scan)) &&
                    succeeded(verifyCount(op, "length", scan.getLength(), true)) &&
                    succeeded(verifyCount(op, "inner", scan.getInner(), true)));
   }

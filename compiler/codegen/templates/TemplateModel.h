@@ -80,6 +80,13 @@ protected:
                                  << (positive ? "> 0" : ">= 0") << ", got " << value;
     return mlir::success();
   }
+  /// A template over rows (Plan_RowParams): `rows` and `rows_per_token`
+  /// are >= 0.
+  template <typename A> static mlir::LogicalResult verifyRowParams(mlir::Operation *kernel, A a) {
+    return mlir::success(mlir::succeeded(verifyCount(kernel, "rows", a.getRows())) &&
+                         mlir::succeeded(verifyCount(kernel, "rows_per_token",
+                                                     a.getRowsPerToken())));
+  }
   static plan::KernelOp kernelOf(mlir::Operation *op) { return llvm::cast<plan::KernelOp>(op); }
 };
 
