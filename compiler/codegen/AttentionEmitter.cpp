@@ -18,7 +18,7 @@ namespace mlc::lowering {
 /// from their first element, so a view with an offset, a strided last dim
 /// or strides other than the other table's is copied first.
 void FunctionLowering::rotaryTables(Value cos, Value sin, bool varlen, AttentionKernel &desc,
-                                    std::vector<int> &bufs) {
+                                    std::vector<Value> &bufs) {
   View c = viewOf(cos), s = viewOf(sin);
   auto plain = [](const View &w) { return w.offset == 0 && w.strides.back() == 1; };
   if (!plain(c) || !plain(s) || c.strides != s.strides) {
@@ -77,7 +77,7 @@ llvm::Error FunctionLowering::emitAttention(Operation *op, bool backward) {
   // dimension is contiguous: q, k, v read through the transposes and the
   // split of the fused QKV projection, and results written straight into
   // the layout their consumers want.
-  std::vector<int> bufs;
+  std::vector<Value> bufs;
   std::vector<View> tensors; // outputs, [grad], q, k, v
   for (Value r : op->getResults()) {
     // In its reader's layout where mlc-in-place marked it, else its own.

@@ -62,13 +62,13 @@ std::optional<std::string> misfit(Operation *op, StringRef kind) {
 }
 
 /// The flat buffer of a slice `KIND:NAME`.
-std::optional<Buffer::Kind> sliceKind(StringRef kind) {
-  return llvm::StringSwitch<std::optional<Buffer::Kind>>(kind)
-      .Case("grad", Buffer::Grad)
-      .Case("param", Buffer::Param)
-      .Case("moment1", Buffer::Moment1)
-      .Case("moment2", Buffer::Moment2)
-      .Case("grad_sum", Buffer::GradSum)
+std::optional<plan::BufferKind> sliceKind(StringRef kind) {
+  return llvm::StringSwitch<std::optional<plan::BufferKind>>(kind)
+      .Case("grad", plan::BufferKind::grad)
+      .Case("param", plan::BufferKind::param)
+      .Case("moment1", plan::BufferKind::moment1)
+      .Case("moment2", plan::BufferKind::moment2)
+      .Case("grad_sum", plan::BufferKind::grad_sum)
       .Default(std::nullopt);
 }
 
@@ -120,7 +120,7 @@ llvm::Error FunctionLowering::readAssignment(Block &block) {
       }
       auto [flat, name] = kind.split(':');
       if (!name.empty()) {
-        std::optional<Buffer::Kind> k = sliceKind(flat);
+        std::optional<plan::BufferKind> k = sliceKind(flat);
         if (!k)
           return failure(&op, at + ", but no flat buffer is named '" + flat + "'");
         if (!returnedAs(fn, r, kind))

@@ -72,7 +72,7 @@ llvm::Error FunctionLowering::emitCrossEntropy(Operation *op) {
     k = plan::CrossEntropyGradTemplateAttr::get(context(), el, lt, rows.count, rows.perToken,
                                                 s.back(), cg.getIgnoreIndex(), scale);
   }
-  std::vector<int> bufs{arenaFor(op->getResult(0))};
+  std::vector<Value> bufs{arenaFor(op->getResult(0))};
   valueBuffers[op->getResult(0)] = bufs[0];
   bufs.push_back(bufferOf(logits));
   bufs.push_back(bufferOf(labels));
@@ -91,9 +91,9 @@ llvm::Error FunctionLowering::emitCrossEntropyWithGrad(CrossEntropyOp ce, CrossE
     return failure(cg, "marked mlc.with_loss, but it does not read its loss's labels with its "
                        "ignore index and a constant scale");
   Type el = typeOf(ce.getResult()).getElementType();
-  std::vector<int> bufs;
+  std::vector<Value> bufs;
   bindResult(ce.getResult(), bufs);
-  const int logits = bufferOf(ce.getLogits());
+  const Value logits = bufferOf(ce.getLogits());
   Type gradType = el;
   if (assignedBuffer(cg.getResult()) == buffers::logits) {
     // mlc-in-place's choice: the gradient overwrites the logits (each row's
@@ -101,10 +101,9 @@ llvm::Error FunctionLowering::emitCrossEntropyWithGrad(CrossEntropyOp ce, CrossE
     if (!overwritable(ce.getLogits(), {ce.getOperation(), cg.getOperation()}))
       return failure(cg, "marked mlc.in_place, but its logits are read by more than its loss, "
                          "or are not a fresh arena slice (an input, a parameter or a view)");
-    int id = newBuffer({Buffer::Alias, el, numel(cg.getResult())});
-    buffers[id].alias = logits;
-    valueBuffers[cg.getResult()] = id;
-    bufs.push_back(id);
+    Value buf = alias(logits, 0, el, numel(cg.getResult()));
+    valueBuffers[cg.getResult()] = buf;
+    bufs.push_back(buf);
   } else if (assignedBuffer(cg.getResult()) == buffers::bf16Copy) {
     // --dtype bf16: a gradient read only as a bf16 copy is written as that copy.
     CastOp narrow = bf16Copy(cg, el);

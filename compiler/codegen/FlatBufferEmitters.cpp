@@ -78,11 +78,11 @@ llvm::Error FunctionLowering::emitOptimizerFusion(FusionOp fusion) {
   }
   Type el = typeOf(params[0]).getElementType();
   int64_t total = layout->at("*").numel;
-  int pBuf = newBuffer({Buffer::Param, el, total, "*"});
-  int mBuf = newBuffer({Buffer::Moment1, el, total, "*"});
-  int vBuf = newBuffer({Buffer::Moment2, el, total, "*"});
-  int gBuf = newBuffer({Buffer::Grad, el, total, "*"});
-  int hBuf = bufferOf(fusion.getInputs()[0]);
+  Value pBuf = bind(plan::BufferKind::param, el, total, "*");
+  Value mBuf = bind(plan::BufferKind::moment1, el, total, "*");
+  Value vBuf = bind(plan::BufferKind::moment2, el, total, "*");
+  Value gBuf = bind(plan::BufferKind::grad, el, total, "*");
+  Value hBuf = bufferOf(fusion.getInputs()[0]);
 
   // The body over the segments' elements: p, g, m, v loaded (arguments
   // P, G, M, V in the launch's order P, M, V, G), the decay factor and the
@@ -133,9 +133,9 @@ llvm::Error FunctionLowering::emitNormFusion(FusionOp fusion) {
       table.push_back({slot.offset, slot.numel});
   }
   Type el = typeOf(fusion.getInputs()[0]).getElementType();
-  int gBuf = newBuffer({Buffer::Grad, el, layout->at("*").numel, "*"});
-  int outId = arenaFor(fusion.getResult(0));
-  valueBuffers[fusion.getResult(0)] = outId;
+  Value gBuf = bind(plan::BufferKind::grad, el, layout->at("*").numel, "*");
+  Value outBuf = arenaFor(fusion.getResult(0));
+  valueBuffers[fusion.getResult(0)] = outBuf;
   // The body over the segments' elements: g loaded, the region's value
   // (its square, in f64) summed into the norm.
   Shape flat;
@@ -153,7 +153,7 @@ llvm::Error FunctionLowering::emitNormFusion(FusionOp fusion) {
         b.create<plan::AccumulateOp>(fn.getLoc(), *value, 0);
         return llvm::Error::success();
       },
-      {outId, gBuf}, KernelTemplate::reduction, /*merge=*/false,
+      {outBuf, gBuf}, KernelTemplate::reduction, /*merge=*/false,
       [&](ParamsBuilder &p) { p.i64s("segments", flat); });
 }
 
@@ -175,16 +175,14 @@ llvm::Error FunctionLowering::emitParamsFusion(FusionOp fusion) {
         return failure(fusion, "a params fusion needs every parameter of one element type");
       total += numel(arg);
     }
-  int src = newBuffer({Buffer::Param, el, total, "*"});
-  int dst = newBuffer({Buffer::Arena, out, total});
+  Value src = bind(plan::BufferKind::param, el, total, "*");
+  Value dst = arena(out, total);
   for (auto [in, r] : llvm::zip(fusion.getInputs(), fusion.getResults())) {
     auto name = fn.getArgAttrOfType<StringAttr>(cast<BlockArgument>(in).getArgNumber(),
                                                 "mlc.param");
-    Buffer view{Buffer::Alias, out, numel(r)};
-    view.alias = dst;
-    view.atParam = name.str();
-    view.source = fusion;
-    valueBuffers[r] = newBuffer(view);
+    Value view = alias(dst, 0, out, numel(r)); // placed by placeParameterViews
+    paramViews.push_back({view.getDefiningOp<plan::ViewOp>(), name.str(), fusion});
+    valueBuffers[r] = view;
   }
   paramsFusions.push_back({fusion, total});
   return addBodyStep(
@@ -214,13 +212,12 @@ llvm::Error FunctionLowering::placeParameterViews(const Layout &flat) {
     if (all == flat.end() || all->second.numel != count)
       return failure(fusion, "a params fusion in @" + fn.getSymName().str() +
                                  " maps a parameter set other than the flat buffer's");
-  for (Buffer &b : buffers) {
-    if (b.atParam.empty())
-      continue;
-    auto it = flat.find(b.atParam);
+  for (ParamView &p : paramViews) {
+    auto it = flat.find(p.param);
     if (it == flat.end())
-      return failure(b.source, "parameter '" + b.atParam + "' has no place in the flat buffers");
-    b.offset = it->second.offset * dtypeBytes(b.element);
+      return failure(p.fusion, "parameter '" + p.param + "' has no place in the flat buffers");
+    Type el = p.view.getType().getElementType();
+    p.view.setOffset(it->second.offset * dtypeBytes(el));
   }
   return llvm::Error::success();
 }

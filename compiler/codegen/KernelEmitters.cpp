@@ -21,7 +21,7 @@
 namespace mlc::lowering {
 
 llvm::Error FunctionLowering::addBodyStep(const Shape &shape, const std::vector<Access> &accs,
-                                          bool dynamic, BodyBuilder build, std::vector<int> bufs,
+                                          bool dynamic, BodyBuilder build, std::vector<Value> bufs,
                                           KernelTemplate kind, bool merge,
                                           llvm::function_ref<void(ParamsBuilder &)> more) {
   Shape dims = shape;
@@ -49,7 +49,7 @@ llvm::Error FunctionLowering::addBodyStep(const Shape &shape, const std::vector<
   k.kind = kind;
   k.numArgs = bufs.size();
   k.body = kernel;
-  addLaunch(kernels.add(std::move(k)), std::move(bufs));
+  addLaunch(kernels.add(std::move(k)), bufs);
   return llvm::Error::success();
 }
 
@@ -78,7 +78,7 @@ llvm::Error FunctionLowering::scalarClone(OpBuilder &b, Operation *op, IRMapping
 /// partner read touches the cache lines of the element reads.
 FunctionLowering::RotaryReads FunctionLowering::splitForRotary(RotaryOp rotary, Shape &iter,
                                                                std::vector<Access> &accs,
-                                                               std::vector<int> &bufs, int x,
+                                                               std::vector<Value> &bufs, int x,
                                                                int sin) {
   const bool interleaved = rotary.getInterleaved();
   const int64_t half = iter.back() / 2;
@@ -129,7 +129,7 @@ void FunctionLowering::rotaryScalar(OpBuilder &b, const RotaryReads &r,
 llvm::Error FunctionLowering::emitPointwise(Operation *op) {
   Value result = op->getResult(0);
   Shape out = shapeOf(result);
-  std::vector<int> bufs{-1};
+  std::vector<Value> bufs{Value()};
   std::vector<Access> accs{{0, 0, rowMajorStrides(out), typeOf(result).getElementType()}};
   std::vector<int> accessOf; // operand -> its access (-1: a splat constant)
   for (Value v : op->getOperands()) {
@@ -140,9 +140,9 @@ llvm::Error FunctionLowering::emitPointwise(Operation *op) {
     accessOf.push_back(accs.size());
     accs.push_back(readAccess(accs.size(), v, out, bufs));
   }
-  int outId = arenaFor(result);
-  valueBuffers[result] = outId;
-  bufs[0] = outId;
+  Value outBuf = arenaFor(result);
+  valueBuffers[result] = outBuf;
+  bufs[0] = outBuf;
   RotaryReads rotary;
   Shape iter = out;
   std::vector<Access> whole = accs; // before the split: the pass-through's views
@@ -190,7 +190,7 @@ llvm::Error FunctionLowering::emitPointwise(Operation *op) {
         store(b, load(b, src, strides[1]), dst, strides[0]);
         return llvm::Error::success();
       },
-      {outId, bufs[whole[accessOf[0]].slot]});
+      {outBuf, bufs[whole[accessOf[0]].slot]});
 }
 
 /// The arguments of a fusion kernel over `iter`: its results (contiguous,
@@ -221,11 +221,11 @@ FunctionLowering::bindFusion(FusionOp fusion, const Shape &iter) {
       a.bufs.push_back(into->buffer);
       continue;
     }
-    int id = arenaFor(r);
-    valueBuffers[r] = id;
+    Value buf = arenaFor(r);
+    valueBuffers[r] = buf;
     a.accs.push_back({int(a.slots.size()), 0, rowMajorStrides(iter), typeOf(r).getElementType()});
     a.slots.push_back({typeOf(r).getElementType(), true});
-    a.bufs.push_back(id);
+    a.bufs.push_back(buf);
   }
   for (Value in : fusion.getInputs()) {
     int slot = a.slots.size();

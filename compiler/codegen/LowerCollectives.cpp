@@ -19,34 +19,32 @@ llvm::Error FunctionLowering::lowerTpCollective(Operation *op) {
     // after this reduce), else into a copy of them.
     Type el = typeOf(r.getResult()).getElementType();
     Value in = r.getInput(), out = r.getResult();
-    int id;
+    Value buf;
     if (assignedBuffer(out) == buffers::input) {
       if (!overwritable(in, {op}))
         return failure(op, "assigned its partial sums' buffer (mlc.buffers 'input'), but they "
                            "are read by more than it, or are not a fresh arena slice");
-      id = bufferOf(in);
+      buf = bufferOf(in);
     } else {
-      id = arenaFor(out);
-      emitCopies(id, el, numel(out), false, {in}, {0}, rowMajorStrides(shapeOf(out)));
+      buf = arenaFor(out);
+      emitCopies(buf, el, numel(out), false, {in}, {0}, rowMajorStrides(shapeOf(out)));
     }
-    valueBuffers[out] = id;
-    Step s;
-    s.tpAllReduce = true;
-    s.tpMax = r.getKind() == TpReduceKind::max;
-    s.buffers = {id};
-    steps.push_back(s);
+    valueBuffers[out] = buf;
+    addPlanStep<plan::TpAllReduceOp>(buf, r.getKind() == TpReduceKind::max
+                                              ? UnitAttr::get(context())
+                                              : UnitAttr());
     return llvm::Error::success();
   }
   // Sequence parallelism: the ranks' contiguous blocks of rows, from (and
   // into) buffers of their own.
   Value out = op->getResult(0);
-  int in = bufferOf(op->getOperand(0));
-  int id = arenaFor(out);
-  valueBuffers[out] = id;
-  Step s;
-  s.tpSlices = isa<TpAllGatherOp>(op) ? Step::TpSlices::gather : Step::TpSlices::scatter;
-  s.buffers = {id, in};
-  steps.push_back(s);
+  Value in = bufferOf(op->getOperand(0));
+  Value buf = arenaFor(out);
+  valueBuffers[out] = buf;
+  if (isa<TpAllGatherOp>(op))
+    addPlanStep<plan::TpAllGatherOp>(buf, in);
+  else
+    addPlanStep<plan::TpReduceScatterOp>(buf, in);
   return llvm::Error::success();
 }
 

@@ -29,7 +29,7 @@
 namespace mlc {
 namespace lowering {
 
-void FunctionLowering::emitConstant(ConstantOp c, int id) {
+void FunctionLowering::emitConstant(ConstantOp c, Value buf) {
   auto dense = cast<DenseElementsAttr>(c.getValue());
   Type el = dense.getElementType();
   if (dense.isSplat()) {
@@ -39,21 +39,21 @@ void FunctionLowering::emitConstant(ConstantOp c, int id) {
             ? Attribute(b.getF64FloatAttr(dense.getSplatValue<APFloat>().convertToDouble()))
             : Attribute(b.getI64IntegerAttr(dense.getSplatValue<APInt>().getSExtValue()));
     addStep(plan::FillTemplateAttr::get(context(), el, numel(c.getResult()), value),
-            DictionaryAttr(), {id}, KernelTemplate::fill);
+            DictionaryAttr(), {buf}, KernelTemplate::fill);
     return;
   }
-  addStep(plan::ConstantTemplateAttr::get(context(), el, dense), DictionaryAttr(), {id},
+  addStep(plan::ConstantTemplateAttr::get(context(), el, dense), DictionaryAttr(), {buf},
           KernelTemplate::fill);
 }
 
 /// One kernel that copies each source (read through its view) into a region
 /// of the destination buffer: element (i...) of source k lands at
 /// dstBases[k] + sum i * dstStrides. Concatenation and padding.
-void FunctionLowering::emitCopies(int dstId, Type el, int64_t dstNumel, bool zeroFirst,
+void FunctionLowering::emitCopies(Value dst, Type el, int64_t dstNumel, bool zeroFirst,
                                   const std::vector<Value> &sources,
                                   const std::vector<int64_t> &dstBases,
                                   const Shape &dstStrides) {
-  std::vector<int> bufs{dstId};
+  std::vector<Value> bufs{dst};
   SmallVector<plan::NestAttr> nests;
   for (size_t k = 0; k < sources.size(); ++k) {
     View view = viewOf(sources[k]);
@@ -121,18 +121,11 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
     if ((dynamicRows(op.getRhs()) && tB) || (dynamicRows(op.getLhs()) && !tA && !dynM))
       return failure(op, "unsupported placement of the dynamic token dimension in a matmul");
   }
-  int lhs = bufferOf(op.getLhs()), rhs = bufferOf(op.getRhs());
-  int outId = op.getAcc() ? accumulatorBuffer(op.getAcc(), op.getResult())
+  Value lhs = bufferOf(op.getLhs()), rhs = bufferOf(op.getRhs());
+  Value out = op.getAcc() ? accumulatorBuffer(op.getAcc(), op.getResult())
                           : arenaFor(op.getResult());
-  valueBuffers[op.getResult()] = outId;
-  Step step;
-  step.gemm = true;
-  step.accumulate = bool(op.getAcc());
-  step.buffers = {outId, lhs, rhs};
-  if (op.getBias()) {
-    step.bias = true;
-    step.buffers.push_back(bufferOf(op.getBias()));
-  }
+  valueBuffers[op.getResult()] = out;
+  Value bias = op.getBias() ? bufferOf(op.getBias()) : Value();
   // The GELU mlc-gemm-epilogues marked is the GEMM's epilogue: the product
   // goes to the pre-activation buffer, read by whatever else reads it (the
   // GELU's gradient), the GELU to its own.
@@ -145,6 +138,7 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
                            "marked too: a GEMM has one epilogue");
     epilogue = user;
   }
+  Value preActivation;
   if (epilogue) {
     Type el = typeOf(op.getResult()).getElementType();
     auto g = dyn_cast<GeluOp>(epilogue);
@@ -153,28 +147,22 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
         !(f && el.isBF16() && isBf16TanhGelu(f)))
       return failure(epilogue, "marked mlc.gemm_epilogue, but it is not a tanh GELU of an "
                                "f32, f64 or bf16 product");
-    if (step.accumulate)
+    if (op.getAcc())
       return failure(epilogue, "marked mlc.gemm_epilogue, but its product adds an "
                                "accumulator, which a GELU epilogue would not see");
-  }
-  if (epilogue) {
     Value result = epilogue->getResult(0);
-    int geluId = arenaFor(result);
-    valueBuffers[result] = geluId;
-    step.gelu = true;
-    step.buffers[0] = geluId;
-    step.buffers.push_back(outId);
+    preActivation = out;
+    out = arenaFor(result);
+    valueBuffers[result] = out;
     emittedWith.insert(epilogue);
   }
-  step.transA = tA;
-  step.transB = tB;
-  step.m = dynM ? -1 : M;
-  step.n = N;
-  step.k = dynK ? -1 : K;
-  step.batch = batch;
-  step.lhsStrides = ls;
-  step.rhsStrides = rs;
-  steps.push_back(std::move(step));
+  OpBuilder b(context());
+  auto unit = [&](bool on) { return on ? b.getUnitAttr() : UnitAttr(); };
+  addPlanStep<plan::GemmOp>(out, lhs, rhs, unit(tA), unit(tB), b.getI64IntegerAttr(dynM ? -1 : M),
+                            b.getI64IntegerAttr(N), b.getI64IntegerAttr(dynK ? -1 : K),
+                            b.getDenseI64ArrayAttr(batch), b.getDenseI64ArrayAttr(ls),
+                            b.getDenseI64ArrayAttr(rs), bias, preActivation,
+                            unit(bool(op.getAcc())));
   return llvm::Error::success();
 }
 
@@ -183,14 +171,14 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
 /// (mlc-assign-buffers decides; BufferAssignment.cpp refused a mark it
 /// cannot obey), else a copy of the accumulator, in the result's arena
 /// slice or flat buffer.
-int FunctionLowering::accumulatorBuffer(Value acc, Value result) {
+Value FunctionLowering::accumulatorBuffer(Value acc, Value result) {
   auto it = valueBuffers.find(acc);
   if (assignedBuffer(result) == buffers::accumulator && it != valueBuffers.end())
     return it->second;
-  int id = arenaFor(result);
+  Value buf = arenaFor(result);
   Type el = typeOf(acc).getElementType();
-  emitCopies(id, el, numel(acc), false, {acc}, {0}, rowMajorStrides(shapeOf(acc)));
-  return id;
+  emitCopies(buf, el, numel(acc), false, {acc}, {0}, rowMajorStrides(shapeOf(acc)));
+  return buf;
 }
 
 llvm::Error FunctionLowering::lowerOp(Operation *op) {
@@ -212,12 +200,12 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
           [&](auto) { return lowerTpCollective(op); })
       .Case<RotaryTableOp>([&](RotaryTableOp t) {
         Shape s = shapeOf(t.getResult());
-        int id = arenaFor(t.getResult());
-        valueBuffers[t.getResult()] = id;
+        Value buf = arenaFor(t.getResult());
+        valueBuffers[t.getResult()] = buf;
         addStep(plan::RotaryTableTemplateAttr::get(
                     context(), el, s.front(),
                     DenseF64ArrayAttr::get(op->getContext(), t.getInvFreq()), t.getSine()),
-                DictionaryAttr(), {id}, KernelTemplate::fill);
+                DictionaryAttr(), {buf}, KernelTemplate::fill);
         return llvm::Error::success();
       })
       .Case<IotaOp>([&](IotaOp i) {
@@ -225,13 +213,13 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
         int64_t dim = *normalizeAxis(i.getDim(), s.size());
         Shape st(s.size(), 0);
         st[dim] = 1;
-        int id = arenaFor(i.getResult());
-        valueBuffers[i.getResult()] = id;
+        Value buf = arenaFor(i.getResult());
+        valueBuffers[i.getResult()] = buf;
         // The offset of a zero-based access with stride 1 along dim is the
         // index: the nest's source is that access (it reads no argument).
         plan::NestAttr nest =
             copyNest(s, {{0, 0, rowMajorStrides(s), el}, {-1, 0, st, Type()}}, false);
-        addStep(plan::IotaTemplateAttr::get(context(), el, {nest}), DictionaryAttr(), {id},
+        addStep(plan::IotaTemplateAttr::get(context(), el, {nest}), DictionaryAttr(), {buf},
                 KernelTemplate::pointwise);
         return llvm::Error::success();
       })
@@ -243,9 +231,9 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
         int64_t base = 0;
         for (size_t d = 0; d < in.size(); ++d)
           base += p.getLow()[d] * outSt[d];
-        int id = arenaFor(p.getResult());
-        valueBuffers[p.getResult()] = id;
-        emitCopies(id, el, product(out), /*zeroFirst=*/true, {p.getInput()}, {base}, outSt);
+        Value buf = arenaFor(p.getResult());
+        valueBuffers[p.getResult()] = buf;
+        emitCopies(buf, el, product(out), /*zeroFirst=*/true, {p.getInput()}, {base}, outSt);
         return llvm::Error::success();
       })
       .Case<ConcatOp>([&](ConcatOp c) -> llvm::Error {
@@ -284,13 +272,13 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
         int64_t axis = *normalizeAxis(c.getAxis(), s.size());
         if (axis == 0 && dynamicRows(c.getInput()))
           return failure(op, "a running sum along the dynamic token dimension is not supported");
-        int id = arenaFor(c.getResult());
-        valueBuffers[c.getResult()] = id;
+        Value buf = arenaFor(c.getResult());
+        valueBuffers[c.getResult()] = buf;
         Shape outer(s.begin(), s.begin() + axis), inner(s.begin() + axis + 1, s.end());
         Rows rows = rowsOf(product(outer), dynamicRows(c.getInput()));
         addStep(plan::ScanTemplateAttr::get(context(), el, rows.count, rows.perToken, s[axis],
                                             product(inner), c.getExclusive(), c.getReverse()),
-                DictionaryAttr(), {id, bufferOf(c.getInput())}, KernelTemplate::pointwise);
+                DictionaryAttr(), {buf, bufferOf(c.getInput())}, KernelTemplate::pointwise);
         return llvm::Error::success();
       })
       .Case<MatmulOp>([&](MatmulOp m) { return emitGemm(m); })
@@ -301,13 +289,13 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
       .Case<AttentionGradOp>([&](auto) { return emitAttention(op, true); })
       .Case<EmbeddingOp>([&](EmbeddingOp e) {
         Shape w = shapeOf(e.getWeight());
-        int id = arenaFor(e.getResult());
-        valueBuffers[e.getResult()] = id;
+        Value buf = arenaFor(e.getResult());
+        valueBuffers[e.getResult()] = buf;
         Rows rows = rowsOf(numel(e.getIndices()), dynamicRows(e.getIndices()));
         addStep(plan::EmbeddingTemplateAttr::get(context(), el,
                                                  typeOf(e.getIndices()).getElementType(),
                                                  rows.count, rows.perToken, w[0], w[1]),
-                DictionaryAttr(), {id, bufferOf(e.getWeight()), bufferOf(e.getIndices())},
+                DictionaryAttr(), {buf, bufferOf(e.getWeight()), bufferOf(e.getIndices())},
                 KernelTemplate::gather);
         return llvm::Error::success();
       })
@@ -315,15 +303,15 @@ llvm::Error FunctionLowering::lowerOp(Operation *op) {
         Shape t = shapeOf(e.getResult());
         // With an accumulator (a tied head's product) the rows are added to
         // it in its buffer, not to zeros.
-        int id = e.getAcc() ? accumulatorBuffer(e.getAcc(), e.getResult())
-                            : arenaFor(e.getResult());
-        valueBuffers[e.getResult()] = id;
+        Value buf = e.getAcc() ? accumulatorBuffer(e.getAcc(), e.getResult())
+                               : arenaFor(e.getResult());
+        valueBuffers[e.getResult()] = buf;
         Rows rows = rowsOf(numel(e.getIndices()), dynamicRows(e.getIndices()));
         addStep(plan::EmbeddingGradTemplateAttr::get(
                     context(), el, typeOf(e.getIndices()).getElementType(), rows.count,
                     rows.perToken, t[0], t[1], std::optional<int64_t>(e.getPaddingIdx()),
                     bool(e.getAcc())),
-                DictionaryAttr(), {id, bufferOf(e.getGrad()), bufferOf(e.getIndices())},
+                DictionaryAttr(), {buf, bufferOf(e.getGrad()), bufferOf(e.getIndices())},
                 KernelTemplate::scatter);
         return llvm::Error::success();
       })
@@ -352,19 +340,20 @@ static llvm::Error whileLowering(func::FuncOp fn, Operation *op, llvm::Error err
 llvm::Error FunctionLowering::run() {
   Block &block = fn.getBody().front();
   auto ret = cast<func::ReturnOp>(block.getTerminator());
+  using plan::BufferKind;
   // Arguments: parameters, inputs, and the optimizer's gradients, moments
   // and scalars.
-  static const std::pair<const char *, Buffer::Kind> argRoles[] = {
-      {"mlc.param", Buffer::Param},     {"mlc.input", Buffer::Input},
-      {"mlc.grad", Buffer::Grad},       {"mlc.moment1", Buffer::Moment1},
-      {"mlc.moment2", Buffer::Moment2}, {"mlc.scalars", Buffer::Scalars},
-      {"mlc.grad_sum", Buffer::GradSum}};
+  static const std::pair<const char *, BufferKind> argRoles[] = {
+      {"mlc.param", BufferKind::param},     {"mlc.input", BufferKind::input},
+      {"mlc.grad", BufferKind::grad},       {"mlc.moment1", BufferKind::moment1},
+      {"mlc.moment2", BufferKind::moment2}, {"mlc.scalars", BufferKind::scalars},
+      {"mlc.grad_sum", BufferKind::grad_sum}};
   for (BlockArgument arg : block.getArguments()) {
     unsigned i = arg.getArgNumber();
     Type el = typeOf(arg).getElementType();
     for (auto [role, kind] : argRoles)
       if (auto name = fn.getArgAttrOfType<StringAttr>(i, role)) {
-        valueBuffers[arg] = newBuffer({kind, el, numel(arg), name.str()});
+        valueBuffers[arg] = bind(kind, el, numel(arg), name.getValue());
         break;
       }
     if (!valueBuffers.count(arg))
@@ -376,59 +365,63 @@ llvm::Error FunctionLowering::run() {
   // an update an op produces is written straight into its flat buffer).
   if (auto err = readAssignment(block))
     return err;
-  static const std::pair<const char *, Buffer::Kind> resultRoles[] = {
-      {"mlc.grad", Buffer::Grad},
-      {"mlc.param_update", Buffer::Param},
-      {"mlc.moment1_update", Buffer::Moment1},
-      {"mlc.moment2_update", Buffer::Moment2},
-      {"mlc.grad_sum_update", Buffer::GradSum},
-      {"mlc.grad_update", Buffer::Grad}};
-  auto resultRole = [&](unsigned i) -> std::optional<std::pair<Buffer::Kind, std::string>> {
+  static const std::pair<const char *, BufferKind> resultRoles[] = {
+      {"mlc.grad", BufferKind::grad},
+      {"mlc.param_update", BufferKind::param},
+      {"mlc.moment1_update", BufferKind::moment1},
+      {"mlc.moment2_update", BufferKind::moment2},
+      {"mlc.grad_sum_update", BufferKind::grad_sum},
+      {"mlc.grad_update", BufferKind::grad}};
+  auto resultRole = [&](unsigned i) -> std::optional<std::pair<BufferKind, std::string>> {
     for (auto [role, kind] : resultRoles)
       if (auto name = fn.getResultAttrOfType<StringAttr>(i, role))
         return std::make_pair(kind, name.str());
     return std::nullopt;
   };
   for (Operation &op : block.without_terminator()) {
-    size_t first = steps.size();
+    stepLoc = op.getLoc();
     if (auto err = lowerOp(&op))
       return whileLowering(fn, &op, std::move(err));
-    for (size_t s = first; s < steps.size(); ++s)
-      steps[s].loc = op.getLoc();
   }
+  stepLoc = fn.getLoc();
+  // The index of the last step that writes `buf` (an accumulating chain
+  // has several), or of the last step.
+  auto lastStepOn = [&](Value buf) {
+    int ready = -1, index = 0;
+    for (Operation &op : body()) {
+      if (isa<plan::BindOp, plan::ArenaOp, plan::ViewOp>(op))
+        continue;
+      if (llvm::is_contained(op.getOperands(), buf))
+        ready = index;
+      ++index;
+    }
+    return ready < 0 ? index - 1 : ready;
+  };
   // Results: named outputs; gradients and updates not written in place are
   // copied (an optimizer fusion writes its results itself).
   for (unsigned i = 0; i < fn.getNumResults(); ++i) {
     Value v = ret.getOperand(i);
+    Type el = typeOf(v).getElementType();
     auto role = resultRole(i);
     if (auto fusion = v.getDefiningOp<FusionOp>();
         role && fusion && fusion.getKind() == FusionKind::optimizer)
       continue;
-    if (role && (role->first != Buffer::Grad ||
+    if (role && (role->first != BufferKind::grad ||
                  fn.getResultAttrOfType<StringAttr>(i, "mlc.grad_update"))) {
       if (targets.count(v))
         continue;
-      int dst = newBuffer({role->first, typeOf(v).getElementType(), numel(v), role->second});
-      emitCopies(dst, typeOf(v).getElementType(), numel(v), false, {v}, {0},
-                 rowMajorStrides(shapeOf(v)));
+      Value dst = bind(role->first, el, numel(v), role->second);
+      emitCopies(dst, el, numel(v), false, {v}, {0}, rowMajorStrides(shapeOf(v)));
       continue;
     }
     if (auto g = fn.getResultAttrOfType<StringAttr>(i, "mlc.grad")) {
       if (targets.count(v)) {
-        // The last step that writes it (an accumulating chain has several).
-        int ready = -1;
-        for (size_t s = 0; s < steps.size(); ++s)
-          for (int b : steps[s].buffers)
-            if (b == valueBuffers[v])
-              ready = int(s);
-        gradReadyStep[g.str()] = ready < 0 ? int(steps.size()) - 1 : ready;
+        gradReadyStep[g.str()] = lastStepOn(valueBuffers[v]);
         continue;
       }
-      int dst = newBuffer({Buffer::Grad, typeOf(v).getElementType(),
-                           numel(v), g.str()});
-      emitCopies(dst, typeOf(v).getElementType(), numel(v), false, {v},
-                 {0}, rowMajorStrides(shapeOf(v)));
-      gradReadyStep[g.str()] = steps.size() - 1;
+      Value dst = bind(BufferKind::grad, el, numel(v), g.getValue());
+      emitCopies(dst, el, numel(v), false, {v}, {0}, rowMajorStrides(shapeOf(v)));
+      gradReadyStep[g.str()] = lastStepOn(Value());
       continue;
     }
     std::string name = "result" + std::to_string(i);
@@ -442,87 +435,20 @@ llvm::Error FunctionLowering::run() {
   return llvm::Error::success();
 }
 
-void FunctionLowering::emitPlan(OpBuilder &b) {
-  Location loc = fn.getLoc();
-  auto func = b.create<plan::FuncOp>(loc, b.getStringAttr(fn.getSymName()),
-                                     b.getI64IntegerAttr(0));
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(&func.getBody().emplaceBlock());
-  std::vector<Value> values(buffers.size());
-  auto memref = [&](const Buffer &buf) { return MemRefType::get({buf.numel}, buf.element); };
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    const Buffer &buf = buffers[i];
-    switch (buf.kind) {
-    case Buffer::Param:
-    case Buffer::Grad:
-    case Buffer::Input:
-    case Buffer::Moment1:
-    case Buffer::Moment2:
-    case Buffer::Scalars:
-    case Buffer::GradSum: {
-      auto kind = buf.kind == Buffer::Param     ? plan::BufferKind::param
-                  : buf.kind == Buffer::Grad    ? plan::BufferKind::grad
-                  : buf.kind == Buffer::Input   ? plan::BufferKind::input
-                  : buf.kind == Buffer::Moment1 ? plan::BufferKind::moment1
-                  : buf.kind == Buffer::Moment2 ? plan::BufferKind::moment2
-                  : buf.kind == Buffer::GradSum ? plan::BufferKind::grad_sum
-                                                : plan::BufferKind::scalars;
-      values[i] = b.create<plan::BindOp>(loc, memref(buf),
-                                         plan::BufferKindAttr::get(b.getContext(), kind),
-                                         b.getStringAttr(buf.name));
-      break;
-    }
-    case Buffer::Arena:
-      values[i] = b.create<plan::ArenaOp>(loc, memref(buf), b.getI64IntegerAttr(-1));
-      break;
-    case Buffer::Alias:
-      values[i] = b.create<plan::ViewOp>(loc, memref(buf), values[buf.alias],
-                                         b.getI64IntegerAttr(buf.offset));
-      break;
-    }
-  }
-  for (const Step &s : steps) {
-    // A step is located at the graph op it lowers.
-    Location loc = s.loc ? Location(s.loc) : fn.getLoc();
-    SmallVector<Value> operands;
-    for (int id : s.buffers)
-      operands.push_back(values[id]);
-    if (s.tpAllReduce) {
-      b.create<plan::TpAllReduceOp>(loc, operands[0], s.tpMax ? b.getUnitAttr() : UnitAttr());
-      continue;
-    }
-    if (s.tpSlices == Step::TpSlices::gather) {
-      b.create<plan::TpAllGatherOp>(loc, operands[0], operands[1]);
-      continue;
-    }
-    if (s.tpSlices == Step::TpSlices::scatter) {
-      b.create<plan::TpReduceScatterOp>(loc, operands[0], operands[1]);
-      continue;
-    }
-    if (!s.gemm) {
-      b.create<plan::LaunchOp>(loc, FlatSymbolRefAttr::get(b.getContext(), s.kernel), operands);
-      continue;
-    }
-    b.create<plan::GemmOp>(loc, operands[0], operands[1], operands[2],
-                           s.transA ? b.getUnitAttr() : UnitAttr(),
-                           s.transB ? b.getUnitAttr() : UnitAttr(), b.getI64IntegerAttr(s.m),
-                           b.getI64IntegerAttr(s.n), b.getI64IntegerAttr(s.k),
-                           b.getDenseI64ArrayAttr(s.batch), b.getDenseI64ArrayAttr(s.lhsStrides),
-                           b.getDenseI64ArrayAttr(s.rhsStrides),
-                           s.bias ? operands[3] : Value(), s.gelu ? operands.back() : Value(),
-                           s.accumulate ? b.getUnitAttr() : UnitAttr());
-  }
+OwningOpRef<plan::FuncOp> FunctionLowering::finish() {
+  auto b = OpBuilder::atBlockEnd(&body());
   for (const Output &o : outputs)
-    b.create<plan::OutputOp>(loc, b.getStringAttr(o.name), values[o.buffer],
+    b.create<plan::OutputOp>(fn.getLoc(), b.getStringAttr(o.name), o.buffer,
                              b.getDenseI64ArrayAttr(o.shape));
   // Buffers no step or output uses (a view only a dead consumer read).
   SmallVector<Operation *> dead;
-  for (Operation &op : llvm::reverse(func.getBody().front()))
+  for (Operation &op : llvm::reverse(body()))
     if (isa<plan::ArenaOp, plan::ViewOp, plan::BindOp>(op) && op.use_empty())
       dead.push_back(&op);
   for (Operation *op : dead)
     if (op->use_empty())
       op->erase();
+  return std::move(planFn);
 }
 
 } // namespace lowering
@@ -715,7 +641,7 @@ llvm::Error lowerToPlan(ModuleOp module) {
                              k.params);
   }
   for (auto &f : lowered)
-    f->emitPlan(b);
+    b.insert(f->finish().release());
   // The graph functions are now the plan.
   for (func::FuncOp fn : {forward, evaluate, step, gradNorm, optimizer, accumulate, merge})
     if (fn)

@@ -1,7 +1,8 @@
 //===- LoweringImpl.h - the lowering's shared pieces ------------*- C++ -*-===//
 //
-// Private to compiler/: the per-function lowering state (buffers, views,
-// steps) that Lowering.cpp drives and KernelEmitters.cpp fills with kernels.
+// Private to compiler/: the per-function lowering state (the plan.func being
+// built, each value's buffer and view) that LowerToPlan.cpp drives and the
+// emitters (KernelEmitters.cpp, RowEmitters.cpp, ...) fill with steps.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +20,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -260,47 +262,6 @@ inline Shape broadcastStrides(const Shape &in, const Shape &out) {
   return st;
 }
 
-struct Buffer {
-  /// Param, Grad, Moment1, Moment2: a parameter's slice of a flat buffer
-  /// (name "*": the whole buffer); Input and Scalars: by name.
-  enum Kind { Param, Grad, Input, Arena, Alias, Moment1, Moment2, Scalars, GradSum } kind;
-  Type element;
-  int64_t numel = 0;
-  std::string name; // parameter or input name
-  int alias = -1;
-  int64_t offset = 0; // alias: bytes into the aliased buffer
-  /// Alias of a `params` fusion's output: the offset is this parameter's
-  /// place in the flat layout, known once @train_step is lowered
-  /// (FunctionLowering::placeParameterViews).
-  std::string atParam;
-  Operation *source = nullptr; // the params fusion, for its diagnostics
-};
-
-/// One step of a function: a kernel launch or a GEMM over buffer ids
-/// (outputs first).
-struct Step {
-  bool gemm = false;
-  std::string kernel;
-  std::vector<int> buffers;
-  // GEMM: extents (-1: the token count), batch dims and operand strides.
-  bool transA = false, transB = false;
-  // GEMM epilogues: a bias (buffer after rhs), the tanh GELU of the result
-  // into buffers[0] with the pre-activation in the last buffer.
-  bool bias = false, gelu = false;
-  // GEMM: buffers[0] is read too, the product added to it (beta = 1).
-  bool accumulate = false;
-  // Not a kernel: plan.tp_all_reduce of buffers[0] over the tensor-parallel
-  // group (max: its largest, else its sum).
-  bool tpAllReduce = false, tpMax = false;
-  // Not a kernel: plan.tp_all_gather (gather) or plan.tp_reduce_scatter
-  // (scatter) over the tensor-parallel group, buffers {out, in}.
-  enum class TpSlices { none, gather, scatter } tpSlices = TpSlices::none;
-  int64_t m = 0, n = 0, k = 0;
-  Shape batch, lhsStrides, rhsStrides;
-  /// The location of the graph op it lowers (null: the function's).
-  LocationAttr loc;
-};
-
 class FunctionLowering {
 public:
   /// A parameter's place in the flat buffers (elements), and whether AdamW
@@ -310,8 +271,15 @@ public:
   };
   using Layout = std::map<std::string, Slot>;
 
+  /// Starts the plan.func that `fn` becomes (detached: lowerToPlan places
+  /// it after the kernels).
   FunctionLowering(func::FuncOp fn, KernelSet &kernels, const Layout *layout = nullptr)
-      : fn(fn), kernels(kernels), layout(layout) {}
+      : fn(fn), kernels(kernels), layout(layout), stepLoc(fn.getLoc()) {
+    OpBuilder b(fn.getContext());
+    planFn = b.create<plan::FuncOp>(fn.getLoc(), b.getStringAttr(fn.getSymName()),
+                                    b.getI64IntegerAttr(0));
+    planFn->getBody().emplaceBlock();
+  }
 
   /// Shapes with the dynamic token dimension at the module's capacity.
   Shape shapeOf(Value v) const { return lowering::shapeOf(v, kernels.tokenCapacity); }
@@ -328,10 +296,11 @@ public:
 
   llvm::Error run();
   /// The offsets of the views of `params` fusions' outputs, from the flat
-  /// layout of the parameters (`layout["*"]`: all of them); before emitPlan.
+  /// layout of the parameters (`layout["*"]`: all of them); before finish.
   llvm::Error placeParameterViews(const Layout &layout);
-  /// Appends the function as a plan.func (arena slices not yet placed).
-  void emitPlan(OpBuilder &builder);
+  /// The plan.func, its outputs appended and the buffers no step or output
+  /// uses dropped (arena slices not yet placed).
+  OwningOpRef<plan::FuncOp> finish();
   /// Parameter name -> step at which its gradient is complete (train step).
   std::map<std::string, int> gradReadyStep;
 
@@ -340,51 +309,76 @@ private:
   /// mlc.tp_reduce (plan.tp_all_reduce), mlc.tp_all_gather and
   /// mlc.tp_reduce_scatter (plan.tp_all_gather, plan.tp_reduce_scatter).
   llvm::Error lowerTpCollective(Operation *op);
-  int newBuffer(Buffer b) {
-    buffers.push_back(std::move(b));
-    return buffers.size() - 1;
+  /// The plan.func's body: its buffers first, in the order they are made,
+  /// then its steps, in order.
+  Block &body() { return planFn->getBody().front(); }
+  /// A buffer op of the plan.func (plan.bind, plan.arena, plan.view) of
+  /// `numel` elements `el`, after the buffers made before it.
+  template <typename OpT, typename... Args>
+  Value newBuffer(Type el, int64_t numel, Args &&...args) {
+    OpBuilder b(context());
+    if (lastBuffer)
+      b.setInsertionPointAfter(lastBuffer);
+    else
+      b.setInsertionPointToStart(&body());
+    auto op = b.create<OpT>(fn.getLoc(), MemRefType::get({numel}, el),
+                            std::forward<Args>(args)...);
+    lastBuffer = op;
+    return op.getResult();
   }
-  int root(int id) const {
-    while (buffers[id].kind == Buffer::Alias)
-      id = buffers[id].alias;
-    return id;
+  /// The flat buffer, input or scalars `kind` of that name (a parameter's
+  /// slice, or the whole flat buffer for "*").
+  Value bind(plan::BufferKind kind, Type el, int64_t numel, StringRef name) {
+    return newBuffer<plan::BindOp>(el, numel, plan::BufferKindAttr::get(context(), kind),
+                                   StringAttr::get(context(), name));
   }
-  int arenaFor(Value v) {
+  /// An arena slice, unplaced until mlc-plan-memory.
+  Value arena(Type el, int64_t numel) {
+    return newBuffer<plan::ArenaOp>(el, numel, OpBuilder(context()).getI64IntegerAttr(-1));
+  }
+  /// `numel` elements `el` of `source`, `bytes` into it.
+  Value alias(Value source, int64_t bytes, Type el, int64_t numel) {
+    return newBuffer<plan::ViewOp>(el, numel, source,
+                                   OpBuilder(context()).getI64IntegerAttr(bytes));
+  }
+  /// A step of the plan.func, located at the graph op being lowered.
+  template <typename OpT, typename... Args> OpT addPlanStep(Args &&...args) {
+    auto b = OpBuilder::atBlockEnd(&body());
+    return b.create<OpT>(stepLoc, std::forward<Args>(args)...);
+  }
+  Value arenaFor(Value v) {
+    Type el = typeOf(v).getElementType();
     auto it = targets.find(v);
     if (it != targets.end())
-      return newBuffer({it->second.first, typeOf(v).getElementType(), numel(v),
-                        it->second.second});
-    return newBuffer(
-        {Buffer::Arena, typeOf(v).getElementType(), numel(v)});
+      return bind(it->second.first, el, numel(v), it->second.second);
+    return arena(el, numel(v));
   }
   /// A kernel's result `v` in a buffer of its own (arenaFor), bound to it
   /// and appended to the kernel's buffers `bufs`.
-  void bindResult(Value v, std::vector<int> &bufs) {
-    int id = arenaFor(v);
-    valueBuffers[v] = id;
-    bufs.push_back(id);
+  void bindResult(Value v, std::vector<Value> &bufs) {
+    Value buf = arenaFor(v);
+    valueBuffers[v] = buf;
+    bufs.push_back(buf);
   }
   /// The buffer of an operand, materialized if needed: splat constants are
   /// filled on first use, and a view that is not contiguous is copied once.
-  int bufferOf(Value v) {
+  Value bufferOf(Value v) {
     auto it = valueBuffers.find(v);
     if (it != valueBuffers.end())
       return it->second;
     if (auto c = v.getDefiningOp<ConstantOp>()) {
-      int id = arenaFor(v);
-      valueBuffers[v] = id;
-      emitConstant(c, id);
-      return id;
+      Value buf = arenaFor(v);
+      valueBuffers[v] = buf;
+      emitConstant(c, buf);
+      return buf;
     }
     View view = viewOf(v);
-    int id;
+    Type el = typeOf(v).getElementType();
+    Value buf;
     if (view.contiguous()) {
-      id = newBuffer({Buffer::Alias, typeOf(v).getElementType(), numel(v)});
-      buffers[id].alias = view.buffer;
-      buffers[id].offset = view.offset * dtypeBytes(typeOf(v).getElementType());
+      buf = alias(view.buffer, view.offset * dtypeBytes(el), el, numel(v));
     } else {
-      id = arenaFor(v);
-      Type el = typeOf(v).getElementType();
+      buf = arenaFor(v);
       std::vector<Access> accs{{0, 0, rowMajorStrides(view.shape), el},
                                {1, view.offset, view.strides, el}};
       llvm::cantFail(addBodyStep(
@@ -394,15 +388,15 @@ private:
             store(b, x, accs[0], strides[0]);
             return llvm::Error::success();
           },
-          {id, view.buffer}, KernelTemplate::copy));
+          {buf, view.buffer}, KernelTemplate::copy));
     }
-    valueBuffers[v] = id;
-    return id;
+    valueBuffers[v] = buf;
+    return buf;
   }
 
   /// A strided view of a materialized buffer (element offsets and strides).
   struct View {
-    int buffer = -1;
+    Value buffer;
     int64_t offset = 0;
     Shape shape, strides;
     bool contiguous() const { return strides == rowMajorStrides(shape); }
@@ -465,7 +459,7 @@ private:
     return view;
   }
   /// Reads `v` (through its view) broadcast to `out`; appends its buffer.
-  Access readAccess(int slot, Value v, const Shape &out, std::vector<int> &bufs) {
+  Access readAccess(int slot, Value v, const Shape &out, std::vector<Value> &bufs) {
     View view = viewOf(v);
     Shape st(out.size(), 0);
     size_t offset = out.size() - view.shape.size();
@@ -486,16 +480,16 @@ private:
     for (Operation *user : v.getUsers())
       if (!llvm::is_contained(readers, user))
         return false;
-    int id = bufferOf(v);
-    while (buffers[id].kind == Buffer::Alias) {
+    Value buf = bufferOf(v);
+    while (auto view = buf.getDefiningOp<plan::ViewOp>()) {
       auto rs = v.getDefiningOp<ReshapeOp>();
       if (!rs || !rs.getInput().hasOneUse() || !valueBuffers.count(rs.getInput()) ||
-          buffers[id].alias != valueBuffers[rs.getInput()] || buffers[id].offset != 0)
+          view.getSource() != valueBuffers[rs.getInput()] || view.getOffset() != 0)
         return false;
       v = rs.getInput();
-      id = buffers[id].alias;
+      buf = view.getSource();
     }
-    return buffers[id].kind == Buffer::Arena && v.getDefiningOp() != nullptr;
+    return buf.getDefiningOp<plan::ArenaOp>() && v.getDefiningOp() != nullptr;
   }
 
   /// Where a concatenation's result lives: in its own arena buffer, or,
@@ -587,7 +581,7 @@ private:
   }
   /// A step launching a kernel of template `templ` (a #plan.NAME
   /// attribute) with `params`.
-  void addStep(Attribute templ, DictionaryAttr params, std::vector<int> bufs,
+  void addStep(Attribute templ, DictionaryAttr params, std::vector<Value> bufs,
                KernelTemplate kind) {
     KernelSet::Kernel k;
     k.kind = kind;
@@ -605,7 +599,7 @@ private:
   /// Without `merge`, the dims stay as given (a column reduction splits
   /// them into rows and columns); `more` adds the template's parameters.
   llvm::Error addBodyStep(const Shape &shape, const std::vector<Access> &accs, bool dynamic,
-                          BodyBuilder build, std::vector<int> bufs,
+                          BodyBuilder build, std::vector<Value> bufs,
                           KernelTemplate kind = KernelTemplate::pointwise, bool merge = true,
                           llvm::function_ref<void(ParamsBuilder &)> more = {});
   /// In a body: `op` on rank-0 tensors (a splat constant of rank 0), its
@@ -633,7 +627,7 @@ private:
   /// access; appends the partner reads of access `x` (the rotary input) and,
   /// for a transposed op, of access `sin`.
   RotaryReads splitForRotary(RotaryOp rotary, Shape &iter, std::vector<Access> &accs,
-                             std::vector<int> &bufs, int x, int sin);
+                             std::vector<Value> &bufs, int x, int sin);
   struct KernelArgs;
   llvm::Expected<RotaryReads> splitFusionForRotary(FusionOp fusion, Shape &iter,
                                                    KernelArgs &bound);
@@ -641,11 +635,8 @@ private:
   /// mapped operands and the partner reads.
   void rotaryScalar(OpBuilder &b, const RotaryReads &r, const std::vector<Access> &accs,
                     llvm::ArrayRef<Shape> strides, IRMapping &map);
-  void addLaunch(std::string kernel, std::vector<int> bufs) {
-    Step step;
-    step.kernel = std::move(kernel);
-    step.buffers = std::move(bufs);
-    steps.push_back(std::move(step));
+  void addLaunch(const std::string &kernel, llvm::ArrayRef<Value> bufs) {
+    addPlanStep<plan::LaunchOp>(FlatSymbolRefAttr::get(context(), kernel), bufs);
   }
   /// Access `a`'s element (at `strides` along the merged dims) in a body.
   Value load(OpBuilder &b, const Access &a, const Shape &strides) {
@@ -655,11 +646,11 @@ private:
   void store(OpBuilder &b, Value v, const Access &a, const Shape &strides) {
     b.create<plan::StoreOp>(fn.getLoc(), v, a.slot, a.base, strides);
   }
-  void emitConstant(ConstantOp c, int id);
+  void emitConstant(ConstantOp c, Value buf);
   llvm::Error emitPointwise(Operation *op);
   struct KernelArgs {
     std::vector<std::pair<Type, bool>> slots; // element type, written?
-    std::vector<int> bufs;
+    std::vector<Value> bufs;
     std::vector<Access> accs;
   };
   llvm::Expected<KernelArgs> bindFusion(FusionOp fusion, const Shape &iter);
@@ -678,13 +669,13 @@ private:
   llvm::Expected<std::vector<std::pair<Slot, std::vector<size_t>>>>
   segments(Operation *user, ValueRange args, llvm::StringRef role);
   plan::NestAttr copyNest(const Shape &shape, const std::vector<Access> &accs, bool dynamic);
-  void emitCopies(int dstId, Type el, int64_t dstNumel, bool zeroFirst,
+  void emitCopies(Value dst, Type el, int64_t dstNumel, bool zeroFirst,
                   const std::vector<Value> &sources, const std::vector<int64_t> &dstBases,
                   const Shape &dstStrides);
   llvm::Error emitReduce(Operation *op, Value input, ArrayRef<int64_t> axes,
                          const std::string &kind);
   llvm::Error emitGemm(MatmulOp op);
-  int accumulatorBuffer(Value acc, Value result);
+  Value accumulatorBuffer(Value acc, Value result);
   /// Reads mlc-assign-buffers' mlc.buffers of every op of `block` (the
   /// flat-buffer slices into `targets`); refuses, on the op, an entry it
   /// cannot obey (BufferAssignment.cpp).
@@ -696,14 +687,26 @@ private:
   llvm::Error emitCrossEntropyWithGrad(CrossEntropyOp ce, CrossEntropyGradOp cg);
   llvm::Error emitAttention(Operation *op, bool backward);
   void rotaryTables(Value cos, Value sin, bool varlen, AttentionKernel &desc,
-                    std::vector<int> &bufs);
+                    std::vector<Value> &bufs);
 
   func::FuncOp fn;
   KernelSet &kernels;
   const Layout *layout;
-  std::vector<Buffer> buffers;
-  std::vector<Step> steps;
-  llvm::DenseMap<Value, int> valueBuffers;
+  /// The plan.func being built, its last buffer op, and the location of
+  /// the graph op being lowered (its steps').
+  OwningOpRef<plan::FuncOp> planFn;
+  Operation *lastBuffer = nullptr;
+  Location stepLoc;
+  /// The views of a `params` fusion's results into its flat output, placed
+  /// at their parameters' offsets by placeParameterViews.
+  struct ParamView {
+    plan::ViewOp view;
+    std::string param;
+    Operation *fusion;
+  };
+  std::vector<ParamView> paramViews;
+  /// Each lowered value's buffer (a plan.bind, plan.arena or plan.view).
+  llvm::DenseMap<Value, Value> valueBuffers;
   llvm::DenseMap<Value, View> views;
   llvm::DenseSet<Value> writtenInPlace;
   /// Concatenations marked mlc.in_reader_layout that could not be placed so.
@@ -713,10 +716,10 @@ private:
   llvm::DenseSet<Operation *> emittedWith;
   /// Results written in place into a flat buffer (kind, parameter name):
   /// those mlc.buffers assigns a slice, and the products that add to them.
-  llvm::DenseMap<Value, std::pair<Buffer::Kind, std::string>> targets;
+  llvm::DenseMap<Value, std::pair<plan::BufferKind, std::string>> targets;
   struct Output {
     std::string name;
-    int buffer;
+    Value buffer;
     Shape shape; // -1: the token dimension
   };
   std::vector<Output> outputs;

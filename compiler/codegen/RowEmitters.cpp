@@ -162,9 +162,9 @@ llvm::Error FunctionLowering::emitReduce(Operation *op, Value input, ArrayRef<in
       (reduced[d] ? r.reducedStrides : r.keptStrides).push_back(inStrides[d]);
     }
   }
-  int outId = arenaFor(result);
-  valueBuffers[result] = outId;
-  addStep(encodeReduction(r, op->getContext()), DictionaryAttr(), {outId, bufferOf(input)},
+  Value outBuf = arenaFor(result);
+  valueBuffers[result] = outBuf;
+  addStep(encodeReduction(r, op->getContext()), DictionaryAttr(), {outBuf, bufferOf(input)},
           KernelTemplate::reduction);
   return llvm::Error::success();
 }
@@ -190,7 +190,7 @@ static Value plusOneOperand(Value weight, bool grad) {
 llvm::Error FunctionLowering::emitNormRows(Operation *op) {
   Value x = op->getOperand(0);
   Type el = typeOf(op->getResult(0)).getElementType();
-  std::vector<int> bufs;
+  std::vector<Value> bufs;
   const bool grad = isa<LayerNormGradOp, RmsNormGradOp>(op);
   const bool rms = isa<RmsNormOp, RmsNormGradOp>(op);
   for (Value r : op->getResults())
@@ -267,7 +267,7 @@ llvm::Error FunctionLowering::emitRows(Operation *op) {
   };
   Value x = op->getOperand(0);
   Type el = typeOf(op->getResult(0)).getElementType();
-  std::vector<int> bufs;
+  std::vector<Value> bufs;
   const Shape shape = shapeOf(x);
   const Rows rows = rowsOf(product(shape) / shape.back(), dynamicRows(x));
   Attribute templ;
