@@ -469,12 +469,12 @@ LogicalResult FunctionLowering::convert(Operation *op, ConversionPatternRewriter
   if (error)
     return mlir::failure();
   stepLoc = op->getLoc();
-  // (A widening its reader's kernel converts at the load: mlc-fold-casts.)
-  llvm::Error err = op->hasAttr(kGemmEpilogueAttr)
-                        ? lowering::failure(op, "marked mlc.gemm_epilogue, but its input is "
-                                                "not a matmul's product")
-                    : op->hasAttr(kConsumerLoadAttr) ? llvm::Error::success()
-                                                     : lower();
+  llvm::Error err = llvm::Error::success();
+  if (op->hasAttr(kGemmEpilogueAttr))
+    err = lowering::failure(op, "marked mlc.gemm_epilogue, but its input is not a matmul's "
+                                "product");
+  else if (!op->hasAttr(kConsumerLoadAttr)) // (its reader's kernel widens at the load)
+    err = lower();
   if (err) {
     llvm::handleAllErrors(whileLowering(fn, op, std::move(err)),
                           [&](const LoweringError &e) { error = {e.op, e.message}; });
