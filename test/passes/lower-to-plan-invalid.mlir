@@ -213,15 +213,3 @@ module attributes {mlc.token_capacity = 8 : i64} {
     return %y : tensor<?x4xi64>
   }
 }
-
-// -----
-
-// An op no conversion pattern lowers (arithmetic of another dialect, where
-// the graph has mlc.add): refused by name, on the op.
-module {
-  func.func @forward(%x: tensor<4xf32> {mlc.input = "x"}) -> (tensor<4xf32> {mlc.output = "y"}) {
-    // expected-error @+1 {{mlc-lower-to-plan: while lowering 'arith.addf' in @forward: no CPU lowering for 'arith.addf'}}
-    %y = arith.addf %x, %x : tensor<4xf32>
-    return %y : tensor<4xf32>
-  }
-}
