@@ -20,6 +20,9 @@ configs=(
   "gpt2 --dtype=bf16 --config=tiny"
   "gpt2 --dtype=bf16 --no-fuse --config=tiny"
   "gpt2 --reset-attention-mask --reset-position-ids --config=tiny"
+  # head size 32: the tensor-core attention, whose bf16 result is written
+  # in its reader's layout
+  "gpt2 --dtype=bf16 --reset-attention-mask --reset-position-ids --config=tiny,n_embd=64,n_head=2"
   "gpt2 --recompute=full --config=tiny"
   "gpt2 --recompute=selective --config=tiny"
   "gpt2 --tensor-parallel=2 --config=tiny"
