@@ -9,6 +9,9 @@
 #   scripts/compare-packages.sh build-before/bin/mlc /tmp/before
 #   scripts/compare-packages.sh build/bin/mlc /tmp/after
 #   diff -r /tmp/before /tmp/after && echo byte-identical
+#
+# A plan that differs while its kernels do not: scripts/plan_steps.py
+# compares the two step by step with every view resolved to its buffer.
 set -euo pipefail
 mlc=${1:?usage: compare-packages.sh MLC OUTDIR}
 out=${2:?usage: compare-packages.sh MLC OUTDIR}

@@ -57,7 +57,7 @@ llvm::Error FunctionLowering::emitCrossEntropy(Operation *op) {
     // With the gradient mlc-fuse-cross-entropy marked: one kernel for both.
     for (Operation *user : logits.getUsers())
       if (auto marked = dyn_cast<CrossEntropyGradOp>(user);
-          marked && marked->hasAttr(kWithLossAttr) && !emittedWith.count(marked))
+          marked && marked->hasAttr(kWithLossAttr) && !loweredWith.count(marked))
         return emitCrossEntropyWithGrad(ce, marked);
     k = plan::CrossEntropyTemplateAttr::get(context(), el, lt, rows.count, rows.perToken,
                                             s.back(), ce.getIgnoreIndex());
@@ -112,13 +112,13 @@ llvm::Error FunctionLowering::emitCrossEntropyWithGrad(CrossEntropyOp ce, CrossE
                          "bf16 copy of an f32 gradient");
     gradType = typeOf(narrow.getResult()).getElementType();
     bindResult(narrow.getResult(), bufs);
-    emittedWith.insert(narrow.getOperation());
+    lowersToo(narrow);
   } else {
     bindResult(cg.getResult(), bufs);
   }
   bufs.push_back(logits);
   bufs.push_back(bufferOf(ce.getLabels()));
-  emittedWith.insert(cg.getOperation());
+  lowersToo(cg);
   Shape s = shapeOf(ce.getLogits());
   Rows rows = rowsOf(product(s) / s.back(), dynamicRows(ce.getLogits()));
   addStep(plan::CrossEntropyWithGradTemplateAttr::get(ce.getContext(), el,

@@ -1,17 +1,19 @@
-//===- Lowering.cpp - graph to plan ----------------------------------------===//
+//===- LowerToPlan.cpp - graph to plan, one pattern per op ---------------===//
 //
-// Every graph op becomes one plan step: a GEMM call (matmul) or the launch of
-// a plan.kernel (KernelEmitters.cpp): a template with its parameters or a
-// body of scalar ops over strided accesses, target-neutral IR that the
-// package writer prints per target. Kernels have their shapes baked in as
-// constants, so the compilers unroll and vectorize index arithmetic;
-// identical kernels (the same op and shape in every layer) are emitted once.
+// Each graph function is converted (applyPartialConversion) into a plan.func:
+// every op of its body is illegal, and its op type's conversion pattern
+// (addOpPatterns; LoweringPatterns.h) emits its plan steps, a GEMM call
+// (matmul) or the launch of a plan.kernel (KernelEmitters.cpp and the other
+// emitters): a template with its parameters or a body of scalar ops over
+// strided accesses, target-neutral IR that the package writer prints per
+// target. Kernels have their shapes baked in as constants, so the compilers
+// unroll and vectorize index arithmetic; identical kernels (the same op and
+// shape in every layer) are emitted once.
 //
 // Buffers: parameters and gradients are slices of flat buffers named by
 // parameter; gradients that an op produces directly are written in place
 // (no copy); transposes, reshapes, splits and slices are strided views; every
-// other value lives in an arena whose offsets come from first-fit planning
-// over the values' live ranges.
+// other value lives in an arena slice, placed later by mlc-plan-memory.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,10 +21,10 @@
 #include "compiler/codegen/KernelParams.h"
 #include "compiler/codegen/LoweringImpl.h"
 #include "compiler/codegen/LoweringMarks.h"
+#include "compiler/codegen/LoweringPatterns.h"
 #include "contract/OptimizerScalars.h"
 #include "passes/ProducerCopy.h"
 
-#include "llvm/ADT/TypeSwitch.h"
 
 #include <algorithm>
 
@@ -154,7 +156,7 @@ llvm::Error FunctionLowering::emitGemm(MatmulOp op) {
     preActivation = out;
     out = arenaFor(result);
     valueBuffers[result] = out;
-    emittedWith.insert(epilogue);
+    lowersToo(epilogue);
   }
   OpBuilder b(context());
   auto unit = [&](bool on) { return on ? b.getUnitAttr() : UnitAttr(); };
@@ -181,143 +183,135 @@ Value FunctionLowering::accumulatorBuffer(Value acc, Value result) {
   return buf;
 }
 
-llvm::Error FunctionLowering::lowerOp(Operation *op) {
-  // (A widening its reader's kernel converts at the load: mlc-fold-casts.)
-  if (emittedWith.count(op) || op->hasAttr(kConsumerLoadAttr))
-    return llvm::Error::success();
-  if (op->hasAttr(kGemmEpilogueAttr))
-    return failure(op, "marked mlc.gemm_epilogue, but its input is not a matmul's product");
-  Type el = op->getNumResults() ? typeOf(op->getResult(0)).getElementType() : Type();
-  std::string T = el ? cType(el) : "";
+/// The element type of `op`'s first result.
+static Type elementOf(Operation *op) { return typeOf(op->getResult(0)).getElementType(); }
 
-  return llvm::TypeSwitch<Operation *, llvm::Error>(op)
-      .Case<ConstantOp>([&](auto) { return llvm::Error::success(); }) // lazily
-      // Views: resolved when a consumer reads them (viewOf), copied only
-      // for consumers that need contiguous data (bufferOf).
-      .Case<ReshapeOp, TransposeOp, SplitOp, SliceOp, TpCopyOp>(
-          [&](auto) { return llvm::Error::success(); })
-      .Case<TpReduceOp, TpAllGatherOp, TpReduceScatterOp>(
-          [&](auto) { return lowerTpCollective(op); })
-      .Case<RotaryTableOp>([&](RotaryTableOp t) {
-        Shape s = shapeOf(t.getResult());
-        Value buf = arenaFor(t.getResult());
-        valueBuffers[t.getResult()] = buf;
-        addStep(plan::RotaryTableTemplateAttr::get(
-                    context(), el, s.front(),
-                    DenseF64ArrayAttr::get(op->getContext(), t.getInvFreq()), t.getSine()),
-                DictionaryAttr(), {buf}, KernelTemplate::fill);
-        return llvm::Error::success();
-      })
-      .Case<IotaOp>([&](IotaOp i) {
-        Shape s = shapeOf(i.getResult());
-        int64_t dim = *normalizeAxis(i.getDim(), s.size());
-        Shape st(s.size(), 0);
-        st[dim] = 1;
-        Value buf = arenaFor(i.getResult());
-        valueBuffers[i.getResult()] = buf;
-        // The offset of a zero-based access with stride 1 along dim is the
-        // index: the nest's source is that access (it reads no argument).
-        plan::NestAttr nest =
-            copyNest(s, {{0, 0, rowMajorStrides(s), el}, {-1, 0, st, Type()}}, false);
-        addStep(plan::IotaTemplateAttr::get(context(), el, {nest}), DictionaryAttr(), {buf},
-                KernelTemplate::pointwise);
-        return llvm::Error::success();
-      })
-      .Case<ScalarOpInterface, RotaryOp>([&](auto) { return emitPointwise(op); })
-      .Case<FusionOp>([&](FusionOp f) { return emitFusion(f); })
-      .Case<PadOp>([&](PadOp p) {
-        Shape in = shapeOf(p.getInput()), out = shapeOf(p.getResult());
-        Shape outSt = rowMajorStrides(out);
-        int64_t base = 0;
-        for (size_t d = 0; d < in.size(); ++d)
-          base += p.getLow()[d] * outSt[d];
-        Value buf = arenaFor(p.getResult());
-        valueBuffers[p.getResult()] = buf;
-        emitCopies(buf, el, product(out), /*zeroFirst=*/true, {p.getInput()}, {base}, outSt);
-        return llvm::Error::success();
-      })
-      .Case<ConcatOp>([&](ConcatOp c) -> llvm::Error {
-        Shape out = shapeOf(c.getResult());
-        int64_t axis = *normalizeAxis(c.getAxis(), out.size());
-        View dst = concatDestination(c); // its own buffer, or its reader's layout
-        if (unplaced.count(c))
-          return failure(op, "marked mlc.in_reader_layout, but its reader's layout cannot hold "
-                             "it (its only reader is no transpose that keeps the innermost "
-                             "dimension)");
-        std::vector<Value> sources;
-        std::vector<int64_t> bases;
-        int64_t offset = 0;
-        for (Value v : c.getInputs()) {
-          if (!writtenInPlace.count(v)) { // producers wrote the others in place
-            sources.push_back(v);
-            bases.push_back(dst.offset + offset * dst.strides[axis]);
-          }
-          offset += shapeOf(v)[axis];
-        }
-        if (!sources.empty())
-          emitCopies(dst.buffer, el, product(out), false, sources, bases, dst.strides);
-        return llvm::Error::success();
-      })
-      .Case<ReduceSumOp>([&](ReduceSumOp r) {
-        return emitReduce(op, r.getInput(), r.getAxes(), "sum");
-      })
-      .Case<ReduceMeanOp>([&](ReduceMeanOp r) {
-        return emitReduce(op, r.getInput(), r.getAxes(), "mean");
-      })
-      .Case<ReduceMaxOp>([&](ReduceMaxOp r) {
-        return emitReduce(op, r.getInput(), r.getAxes(), "max");
-      })
-      .Case<CumSumOp>([&](CumSumOp c) -> llvm::Error {
-        Shape s = shapeOf(c.getResult());
-        int64_t axis = *normalizeAxis(c.getAxis(), s.size());
-        if (axis == 0 && dynamicRows(c.getInput()))
-          return failure(op, "a running sum along the dynamic token dimension is not supported");
-        Value buf = arenaFor(c.getResult());
-        valueBuffers[c.getResult()] = buf;
-        Shape outer(s.begin(), s.begin() + axis), inner(s.begin() + axis + 1, s.end());
-        Rows rows = rowsOf(product(outer), dynamicRows(c.getInput()));
-        addStep(plan::ScanTemplateAttr::get(context(), el, rows.count, rows.perToken, s[axis],
-                                            product(inner), c.getExclusive(), c.getReverse()),
-                DictionaryAttr(), {buf, bufferOf(c.getInput())}, KernelTemplate::pointwise);
-        return llvm::Error::success();
-      })
-      .Case<MatmulOp>([&](MatmulOp m) { return emitGemm(m); })
-      .Case<SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LayerNormOp, LayerNormGradOp, RmsNormOp,
-            RmsNormGradOp>([&](auto) { return emitRows(op); })
-      .Case<CrossEntropyOp, CrossEntropyGradOp>([&](auto) { return emitCrossEntropy(op); })
-      .Case<AttentionOp>([&](auto) { return emitAttention(op, false); })
-      .Case<AttentionGradOp>([&](auto) { return emitAttention(op, true); })
-      .Case<EmbeddingOp>([&](EmbeddingOp e) {
-        Shape w = shapeOf(e.getWeight());
-        Value buf = arenaFor(e.getResult());
-        valueBuffers[e.getResult()] = buf;
-        Rows rows = rowsOf(numel(e.getIndices()), dynamicRows(e.getIndices()));
-        addStep(plan::EmbeddingTemplateAttr::get(context(), el,
-                                                 typeOf(e.getIndices()).getElementType(),
-                                                 rows.count, rows.perToken, w[0], w[1]),
-                DictionaryAttr(), {buf, bufferOf(e.getWeight()), bufferOf(e.getIndices())},
-                KernelTemplate::gather);
-        return llvm::Error::success();
-      })
-      .Case<EmbeddingGradOp>([&](EmbeddingGradOp e) {
-        Shape t = shapeOf(e.getResult());
-        // With an accumulator (a tied head's product) the rows are added to
-        // it in its buffer, not to zeros.
-        Value buf = e.getAcc() ? accumulatorBuffer(e.getAcc(), e.getResult())
-                               : arenaFor(e.getResult());
-        valueBuffers[e.getResult()] = buf;
-        Rows rows = rowsOf(numel(e.getIndices()), dynamicRows(e.getIndices()));
-        addStep(plan::EmbeddingGradTemplateAttr::get(
-                    context(), el, typeOf(e.getIndices()).getElementType(), rows.count,
-                    rows.perToken, t[0], t[1], std::optional<int64_t>(e.getPaddingIdx()),
-                    bool(e.getAcc())),
-                DictionaryAttr(), {buf, bufferOf(e.getGrad()), bufferOf(e.getIndices())},
-                KernelTemplate::scatter);
-        return llvm::Error::success();
-      })
-      .Default([&](Operation *o) {
-        return failure(o, "no CPU lowering for '" + o->getName().getStringRef() + "'");
-      });
+void FunctionLowering::addOpPatterns(OpPatterns &p) {
+  auto none = [](auto) { return llvm::Error::success(); };
+  p.add<ConstantOp>(none); // filled where first read (bufferOf)
+  // Views: resolved when a consumer reads them (viewOf), copied only
+  // for consumers that need contiguous data (bufferOf).
+  p.add<ReshapeOp, TransposeOp, SplitOp, SliceOp, TpCopyOp>(none);
+  p.add<TpReduceOp, TpAllGatherOp, TpReduceScatterOp>(
+      [this](auto op) { return lowerTpCollective(op); });
+  p.add<RotaryTableOp>([this](RotaryTableOp t) -> llvm::Error {
+    Type el = elementOf(t);
+    Shape s = shapeOf(t.getResult());
+    Value buf = arenaFor(t.getResult());
+    valueBuffers[t.getResult()] = buf;
+    addStep(plan::RotaryTableTemplateAttr::get(context(), el, s.front(),
+                                               DenseF64ArrayAttr::get(context(), t.getInvFreq()),
+                                               t.getSine()),
+            DictionaryAttr(), {buf}, KernelTemplate::fill);
+    return llvm::Error::success();
+  });
+  p.add<IotaOp>([this](IotaOp i) -> llvm::Error {
+    Type el = elementOf(i);
+    Shape s = shapeOf(i.getResult());
+    int64_t dim = *normalizeAxis(i.getDim(), s.size());
+    Shape st(s.size(), 0);
+    st[dim] = 1;
+    Value buf = arenaFor(i.getResult());
+    valueBuffers[i.getResult()] = buf;
+    // The offset of a zero-based access with stride 1 along dim is the
+    // index: the nest's source is that access (it reads no argument).
+    plan::NestAttr nest = copyNest(s, {{0, 0, rowMajorStrides(s), el}, {-1, 0, st, Type()}}, false);
+    addStep(plan::IotaTemplateAttr::get(context(), el, {nest}), DictionaryAttr(), {buf},
+            KernelTemplate::pointwise);
+    return llvm::Error::success();
+  });
+  p.addInterface<ScalarOpInterface>([this](Operation *op) { return emitPointwise(op); });
+  p.add<RotaryOp>([this](RotaryOp op) { return emitPointwise(op); });
+  p.add<FusionOp>([this](FusionOp f) { return emitFusion(f); });
+  p.add<PadOp>([this](PadOp pad) -> llvm::Error {
+    Type el = elementOf(pad);
+    Shape in = shapeOf(pad.getInput()), out = shapeOf(pad.getResult());
+    Shape outSt = rowMajorStrides(out);
+    int64_t base = 0;
+    for (size_t d = 0; d < in.size(); ++d)
+      base += pad.getLow()[d] * outSt[d];
+    Value buf = arenaFor(pad.getResult());
+    valueBuffers[pad.getResult()] = buf;
+    emitCopies(buf, el, product(out), /*zeroFirst=*/true, {pad.getInput()}, {base}, outSt);
+    return llvm::Error::success();
+  });
+  p.add<ConcatOp>([this](ConcatOp c) -> llvm::Error {
+    Type el = elementOf(c);
+    Shape out = shapeOf(c.getResult());
+    int64_t axis = *normalizeAxis(c.getAxis(), out.size());
+    View dst = concatDestination(c); // its own buffer, or its reader's layout
+    if (unplaced.count(c))
+      return failure(c, "marked mlc.in_reader_layout, but its reader's layout cannot hold "
+                        "it (its only reader is no transpose that keeps the innermost "
+                        "dimension)");
+    std::vector<Value> sources;
+    std::vector<int64_t> bases;
+    int64_t offset = 0;
+    for (Value v : c.getInputs()) {
+      if (!writtenInPlace.count(v)) { // producers wrote the others in place
+        sources.push_back(v);
+        bases.push_back(dst.offset + offset * dst.strides[axis]);
+      }
+      offset += shapeOf(v)[axis];
+    }
+    if (!sources.empty())
+      emitCopies(dst.buffer, el, product(out), false, sources, bases, dst.strides);
+    return llvm::Error::success();
+  });
+  p.add<ReduceSumOp>(
+      [this](ReduceSumOp r) { return emitReduce(r, r.getInput(), r.getAxes(), "sum"); });
+  p.add<ReduceMeanOp>(
+      [this](ReduceMeanOp r) { return emitReduce(r, r.getInput(), r.getAxes(), "mean"); });
+  p.add<ReduceMaxOp>(
+      [this](ReduceMaxOp r) { return emitReduce(r, r.getInput(), r.getAxes(), "max"); });
+  p.add<CumSumOp>([this](CumSumOp c) -> llvm::Error {
+    Type el = elementOf(c);
+    Shape s = shapeOf(c.getResult());
+    int64_t axis = *normalizeAxis(c.getAxis(), s.size());
+    if (axis == 0 && dynamicRows(c.getInput()))
+      return failure(c, "a running sum along the dynamic token dimension is not supported");
+    Value buf = arenaFor(c.getResult());
+    valueBuffers[c.getResult()] = buf;
+    Shape outer(s.begin(), s.begin() + axis), inner(s.begin() + axis + 1, s.end());
+    Rows rows = rowsOf(product(outer), dynamicRows(c.getInput()));
+    addStep(plan::ScanTemplateAttr::get(context(), el, rows.count, rows.perToken, s[axis],
+                                        product(inner), c.getExclusive(), c.getReverse()),
+            DictionaryAttr(), {buf, bufferOf(c.getInput())}, KernelTemplate::pointwise);
+    return llvm::Error::success();
+  });
+  p.add<MatmulOp>([this](MatmulOp m) { return emitGemm(m); });
+  p.add<SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LayerNormOp, LayerNormGradOp, RmsNormOp,
+        RmsNormGradOp>([this](auto op) { return emitRows(op); });
+  p.add<CrossEntropyOp, CrossEntropyGradOp>([this](auto op) { return emitCrossEntropy(op); });
+  p.add<AttentionOp>([this](AttentionOp op) { return emitAttention(op, false); });
+  p.add<AttentionGradOp>([this](AttentionGradOp op) { return emitAttention(op, true); });
+  p.add<EmbeddingOp>([this](EmbeddingOp e) -> llvm::Error {
+    Type el = elementOf(e);
+    Shape w = shapeOf(e.getWeight());
+    Value buf = arenaFor(e.getResult());
+    valueBuffers[e.getResult()] = buf;
+    Rows rows = rowsOf(numel(e.getIndices()), dynamicRows(e.getIndices()));
+    addStep(plan::EmbeddingTemplateAttr::get(context(), el, typeOf(e.getIndices()).getElementType(),
+                                             rows.count, rows.perToken, w[0], w[1]),
+            DictionaryAttr(), {buf, bufferOf(e.getWeight()), bufferOf(e.getIndices())},
+            KernelTemplate::gather);
+    return llvm::Error::success();
+  });
+  p.add<EmbeddingGradOp>([this](EmbeddingGradOp e) -> llvm::Error {
+    Type el = elementOf(e);
+    Shape t = shapeOf(e.getResult());
+    // With an accumulator (a tied head's product) the rows are added to
+    // it in its buffer, not to zeros.
+    Value buf = e.getAcc() ? accumulatorBuffer(e.getAcc(), e.getResult()) : arenaFor(e.getResult());
+    valueBuffers[e.getResult()] = buf;
+    Rows rows = rowsOf(numel(e.getIndices()), dynamicRows(e.getIndices()));
+    addStep(plan::EmbeddingGradTemplateAttr::get(
+                context(), el, typeOf(e.getIndices()).getElementType(), rows.count, rows.perToken,
+                t[0], t[1], std::optional<int64_t>(e.getPaddingIdx()), bool(e.getAcc())),
+            DictionaryAttr(), {buf, bufferOf(e.getGrad()), bufferOf(e.getIndices())},
+            KernelTemplate::scatter);
+    return llvm::Error::success();
+  });
 }
 
 /// `err`, from lowering `op` of `fn`, on the op that failed: `op`, or the
@@ -337,9 +331,60 @@ static llvm::Error whileLowering(func::FuncOp fn, Operation *op, llvm::Error err
                          fn.getSymName() + ": " + why);
 }
 
+/// Refuses, on the op, a graph that still folds: MLIR's conversion folds an
+/// op before its pattern, which would change the graph under the decisions
+/// mlc-in-place and mlc-assign-buffers recorded (mlc-fold runs first).
+static llvm::Error refuseFolds(Block &block) {
+  for (Operation &op : block.without_terminator()) {
+    if (op.getNumResults() == 0 || op.hasTrait<OpTrait::ConstantLike>())
+      continue;
+    Operation *copy = op.clone();
+    SmallVector<OpFoldResult> folded;
+    const bool folds = succeeded(copy->fold(folded));
+    copy->destroy();
+    if (folds)
+      return failure(&op, "folds, and the conversion would fold it after the lowering's "
+                          "decisions about it (run mlc-fold first)");
+  }
+  return llvm::Error::success();
+}
+
+namespace {
+
+/// Below every op's pattern: an op no pattern lowers is the error.
+class NoLowering : public ConversionPattern {
+public:
+  NoLowering(MLIRContext *context, FunctionLowering &lowering)
+      : ConversionPattern(MatchAnyOpTypeTag(), /*benefit=*/0, context), lowering(lowering) {}
+  LogicalResult matchAndRewrite(Operation *op, ArrayRef<Value>,
+                                ConversionPatternRewriter &rewriter) const override {
+    return lowering.convert(op, rewriter, [&] {
+      return failure(op, "no CPU lowering for '" + op->getName().getStringRef() + "'");
+    });
+  }
+
+private:
+  FunctionLowering &lowering;
+};
+
+/// The return: the function's outputs, gradients and updates.
+class ResultsLowering : public OpConversionPattern<func::ReturnOp> {
+public:
+  ResultsLowering(MLIRContext *context, FunctionLowering &lowering)
+      : OpConversionPattern(context), lowering(lowering) {}
+  LogicalResult matchAndRewrite(func::ReturnOp ret, OpAdaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    return lowering.convert(ret, rewriter, [&] { return lowering.lowerResults(ret); });
+  }
+
+private:
+  FunctionLowering &lowering;
+};
+
+} // namespace
+
 llvm::Error FunctionLowering::run() {
   Block &block = fn.getBody().front();
-  auto ret = cast<func::ReturnOp>(block.getTerminator());
   using plan::BufferKind;
   // Arguments: parameters, inputs, and the optimizer's gradients, moments
   // and scalars.
@@ -361,10 +406,75 @@ llvm::Error FunctionLowering::run() {
                      "argument #" + llvm::Twine(i) + " of @" + fn.getSymName() +
                          " is neither an mlc.param nor an mlc.input");
   }
+  if (auto err = refuseFolds(block))
+    return err;
   // Where each value lives: mlc-assign-buffers' decisions (a gradient or
   // an update an op produces is written straight into its flat buffer).
   if (auto err = readAssignment(block))
     return err;
+  // Every op of the body through its conversion pattern, the return last.
+  ConversionTarget target(*context());
+  target.markUnknownOpDynamicallyLegal([&](Operation *op) { return op->getParentOp() != fn; });
+  RewritePatternSet patterns(context());
+  OpPatterns ops(patterns, *this);
+  addOpPatterns(ops);
+  patterns.add<NoLowering, ResultsLowering>(context(), *this);
+  LogicalResult converted = success();
+  {
+    // The conversion's own "failed to legalize" follows a pattern's error,
+    // which names the op and why: that error is the diagnostic.
+    ScopedDiagnosticHandler quiet(context(), [&](Diagnostic &d) {
+      if (!error)
+        error = {nullptr, d.str()};
+      return success();
+    });
+    converted = applyPartialConversion(fn, target, std::move(patterns));
+  }
+  if (error)
+    return error->first ? failure(error->first, error->second) : failure(fn, error->second);
+  if (failed(converted))
+    return failure(fn, "the lowering of @" + fn.getSymName() + " did not convert every op");
+  return llvm::Error::success();
+}
+
+LogicalResult FunctionLowering::convert(Operation *op, ConversionPatternRewriter &rewriter,
+                                        llvm::function_ref<llvm::Error()> lower) {
+  if (error)
+    return mlir::failure();
+  stepLoc = op->getLoc();
+  // (A widening its reader's kernel converts at the load: mlc-fold-casts.)
+  llvm::Error err = op->hasAttr(kGemmEpilogueAttr)
+                        ? lowering::failure(op, "marked mlc.gemm_epilogue, but its input is "
+                                                "not a matmul's product")
+                    : op->hasAttr(kConsumerLoadAttr) ? llvm::Error::success()
+                                                     : lower();
+  if (err) {
+    llvm::handleAllErrors(whileLowering(fn, op, std::move(err)),
+                          [&](const LoweringError &e) { error = {e.op, e.message}; });
+    return mlir::failure();
+  }
+  // Each op by its results' buffers, where all have one (views, constants
+  // and widenings at a load are read through the graph: erased).
+  auto replace = [&](Operation *lowered) {
+    SmallVector<Value> bufs;
+    for (Value r : lowered->getResults())
+      if (Value buf = valueBuffers.lookup(r))
+        bufs.push_back(buf);
+    if (bufs.size() == lowered->getNumResults())
+      rewriter.replaceOp(lowered, bufs);
+    else
+      rewriter.eraseOp(lowered);
+  };
+  replace(op);
+  for (Operation *with : pendingWith)
+    replace(with);
+  pendingWith.clear();
+  return success();
+}
+
+llvm::Error FunctionLowering::lowerResults(func::ReturnOp ret) {
+  using plan::BufferKind;
+  stepLoc = fn.getLoc();
   static const std::pair<const char *, BufferKind> resultRoles[] = {
       {"mlc.grad", BufferKind::grad},
       {"mlc.param_update", BufferKind::param},
@@ -378,12 +488,6 @@ llvm::Error FunctionLowering::run() {
         return std::make_pair(kind, name.str());
     return std::nullopt;
   };
-  for (Operation &op : block.without_terminator()) {
-    stepLoc = op.getLoc();
-    if (auto err = lowerOp(&op))
-      return whileLowering(fn, &op, std::move(err));
-  }
-  stepLoc = fn.getLoc();
   // The index of the last step that writes `buf` (an accumulating chain
   // has several), or of the last step.
   auto lastStepOn = [&](Value buf) {

@@ -54,7 +54,9 @@ public:
 namespace mlc {
 
 void buildLoweringPipeline(OpPassManager &pm, const LoweringPipelineOptions &options) {
-  // The lowering's choices, recorded on the graph ops it reads.
+  // The graph the conversion will see (it folds before it converts), then
+  // the lowering's choices, recorded on the graph ops it reads.
+  pm.addPass(createMlcFold());
   pm.addPass(createMlcGemmEpilogues());
   pm.addPass(createMlcInPlace());
   pm.addPass(createMlcAssignBuffers()); // where every value lives
@@ -79,7 +81,7 @@ void registerCodegenPasses() {
   registerMlcCodegenPasses();
   PassPipelineRegistration<LoweringPipelineOptions>(
       "mlc-lowering-pipeline",
-      "The lowering of `mlc compile`: mlc-gemm-epilogues, mlc-in-place, mlc-assign-buffers, "
+      "The lowering of `mlc compile`: mlc-fold, mlc-gemm-epilogues, mlc-in-place, mlc-assign-buffers, "
       "mlc-lower-to-plan, "
       "mlc-bucket-gradients (data parallelism or bucket-wise clipping), "
       "mlc-overlap-tp-collectives (tensor parallelism), mlc-plan-memory, mlc-cuda-vectorize, "

@@ -28,9 +28,14 @@
 #include <set>
 #include <sstream>
 
+namespace mlir {
+class ConversionPatternRewriter;
+} // namespace mlir
+
 namespace mlc::lowering {
 
 using namespace mlir;
+class OpPatterns;
 
 /// A lowering error on the op that failed (LoweringError).
 inline llvm::Error failure(Operation *op, const llvm::Twine &msg) {
@@ -304,8 +309,19 @@ public:
   /// Parameter name -> step at which its gradient is complete (train step).
   std::map<std::string, int> gradReadyStep;
 
+  /// The body of a conversion pattern of `op`: `lower` emits its steps at
+  /// its location; the op, and any whose results its kernel computes too,
+  /// is replaced by its results' buffers. An error is kept (the first one,
+  /// on the op it names) and fails the conversion.
+  LogicalResult convert(Operation *op, ConversionPatternRewriter &rewriter,
+                        llvm::function_ref<llvm::Error()> lower);
+  /// The function's results (the return): named outputs, and the gradients
+  /// and updates that no op wrote into their flat buffers, copied there.
+  llvm::Error lowerResults(func::ReturnOp ret);
+
 private:
-  llvm::Error lowerOp(Operation *op);
+  /// One pattern per graph op type (LowerToPlan.cpp).
+  void addOpPatterns(OpPatterns &patterns);
   /// mlc.tp_reduce (plan.tp_all_reduce), mlc.tp_all_gather and
   /// mlc.tp_reduce_scatter (plan.tp_all_gather, plan.tp_reduce_scatter).
   llvm::Error lowerTpCollective(Operation *op);
@@ -711,9 +727,17 @@ private:
   llvm::DenseSet<Value> writtenInPlace;
   /// Concatenations marked mlc.in_reader_layout that could not be placed so.
   llvm::DenseSet<Operation *> unplaced;
-  /// Ops whose results an earlier kernel already computed (the gradient of
-  /// the loss, written by the loss kernel).
-  llvm::DenseSet<Operation *> emittedWith;
+  /// Ops whose results the kernel of another op computes (a GEMM's GELU
+  /// epilogue, the gradient of the loss written by the loss kernel): the
+  /// pattern that lowers that op replaces them too (pendingWith).
+  llvm::DenseSet<Operation *> loweredWith;
+  llvm::SmallVector<Operation *> pendingWith;
+  void lowersToo(Operation *op) {
+    loweredWith.insert(op);
+    pendingWith.push_back(op);
+  }
+  /// The first error of a pattern: the op it names and why.
+  std::optional<std::pair<Operation *, std::string>> error;
   /// Results written in place into a flat buffer (kind, parameter name):
   /// those mlc.buffers assigns a slice, and the products that add to them.
   llvm::DenseMap<Value, std::pair<plan::BufferKind, std::string>> targets;

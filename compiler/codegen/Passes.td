@@ -11,6 +11,30 @@
 
 include "mlir/Pass/PassBase.td"
 
+def MlcFold : Pass<"mlc-fold", "mlir::ModuleOp"> {
+  let summary = "Folds the graph functions' ops until none folds, and erases what the folds left unread";
+  let description = [{
+    The first pass of the lowering pipeline. mlc-lower-to-plan is a dialect
+    conversion, and MLIR's conversion folds an op before it tries the op's
+    pattern; the decisions the passes between record on the graph (a result
+    written in its one reader's layout, where each value lives) would then
+    be about ops the conversion has changed. This pass folds with the same
+    rule (in place, or into existing values or materialized constants),
+    round after round until no op folds, then erases the ops no one reads
+    any more. mlc-lower-to-plan refuses, on the op, a graph that still
+    folds.
+
+    ```mlir
+    %r = mlc.reshape %t : tensor<4x3xf32> -> tensor<12xf32>
+    %q = mlc.reshape %r : tensor<12xf32> -> tensor<2x6xf32>
+    %y = mlc.mul %q, %ones : tensor<2x6xf32>, tensor<2x6xf32>
+    // becomes
+    %q = mlc.reshape %t : tensor<4x3xf32> -> tensor<2x6xf32>
+    // and %y's readers read %q
+    ```
+  }];
+}
+
 def MlcGemmEpilogues : Pass<"mlc-gemm-epilogues", "mlir::ModuleOp"> {
   let summary = "Marks the tanh GELUs that their product's GEMM computes as its epilogue (mlc.gemm_epilogue)";
   let description = [{

@@ -238,7 +238,7 @@ llvm::Error FunctionLowering::emitNormRows(Operation *op) {
     for (Operation *user : op->getResult(0).getUsers())
       if (auto c = dyn_cast<CastOp>(user); c && c->hasAttr(kProducerCopyAttr)) {
         bindResult(c.getResult(), bufs);
-        emittedWith.insert(c.getOperation());
+        lowersToo(c);
         copy = typeOf(c.getResult()).getElementType();
         break;
       }

@@ -213,3 +213,31 @@ module attributes {mlc.token_capacity = 8 : i64} {
     return %y : tensor<?x4xi64>
   }
 }
+
+// -----
+
+// An op no conversion pattern lowers (arithmetic of another dialect, where
+// the graph has mlc.add): refused by name, on the op.
+module {
+  func.func @forward(%x: tensor<4xf32> {mlc.input = "x"}) -> (tensor<4xf32> {mlc.output = "y"}) {
+    // expected-error @+1 {{mlc-lower-to-plan: while lowering 'arith.addf' in @forward: no CPU lowering for 'arith.addf'}}
+    %y = arith.addf %x, %x : tensor<4xf32>
+    return %y : tensor<4xf32>
+  }
+}
+
+// -----
+
+// A graph that still folds (a product by ones): the conversion would fold
+// it after mlc-in-place and mlc-assign-buffers decided about the graph as
+// it was, so the lowering refuses it, on the op; mlc-fold runs first in the
+// lowering pipeline (test/passes/fold.mlir).
+module {
+  func.func @forward(%x: tensor<4xf32> {mlc.input = "x"}) -> (tensor<4xf32> {mlc.output = "y"}) {
+    %one = mlc.constant dense<1.0> : tensor<4xf32>
+    // expected-error @+1 {{mlc-lower-to-plan: folds, and the conversion would fold it after the lowering's decisions about it (run mlc-fold first)}}
+    %r = mlc.mul %x, %one : tensor<4xf32>, tensor<4xf32>
+    %y = mlc.exp %r : tensor<4xf32>
+    return %y : tensor<4xf32>
+  }
+}

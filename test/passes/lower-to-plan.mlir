@@ -1,5 +1,5 @@
-// RUN: mlc-opt %s -split-input-file --mlc-assign-buffers --mlc-lower-to-plan | FileCheck %s
-// RUN: mlc-opt %s -split-input-file --mlc-assign-buffers --mlc-lower-to-plan | mlc-opt -split-input-file | FileCheck %s
+// RUN: mlc-opt %s -split-input-file --mlc-fold --mlc-assign-buffers --mlc-lower-to-plan | FileCheck %s
+// RUN: mlc-opt %s -split-input-file --mlc-fold --mlc-assign-buffers --mlc-lower-to-plan | mlc-opt -split-input-file | FileCheck %s
 
 // A transpose read by a pointwise op is a strided view: the add reads x
 // through transposed strides (1 along the first dimension, 4 along the
@@ -32,7 +32,8 @@ func.func @forward(%w: tensor<4x3xf32> {mlc.param = "w"}, %x: tensor<3x4xf32> {m
 // -----
 
 // A GEMM needs its operands contiguous: the transposed value is copied once
-// (a copy kernel), and the reshapes after it are views of the copy.
+// (a copy kernel), and the reshapes after it are one view of the copy
+// (mlc-fold made them one reshape).
 // CHECK-LABEL: plan.param "w"
 // CHECK: plan.kernel @k0 pointwise args(2) params {dims = array<i64: 12>} {
 // CHECK: mlc.exp
@@ -45,14 +46,14 @@ func.func @forward(%w: tensor<4x3xf32> {mlc.param = "w"}, %x: tensor<3x4xf32> {m
 // CHECK: %[[V:.*]] = plan.view %[[C]][0] : memref<12xf32> to memref<12xf32>
 // CHECK: plan.launch @k0(%[[E]], %{{.*}})
 // CHECK-NEXT: plan.launch @k1(%[[C]], %[[E]])
-// CHECK-NEXT: plan.gemm %{{.*}}, %[[V]], %{{.*}} transpose_rhs m 4 n 4 k 3
-func.func @forward(%w: tensor<4x3xf32> {mlc.param = "w"}, %x: tensor<3x4xf32> {mlc.input = "x"}) -> (tensor<4x4xf32> {mlc.output = "y"}) {
+// CHECK-NEXT: plan.gemm %{{.*}}, %[[V]], %{{.*}} transpose_rhs m 2 n 4 k 6
+func.func @forward(%w: tensor<4x6xf32> {mlc.param = "w"}, %x: tensor<3x4xf32> {mlc.input = "x"}) -> (tensor<2x4xf32> {mlc.output = "y"}) {
   %e = mlc.exp %x : tensor<3x4xf32>
   %t = mlc.transpose %e, [1, 0] : tensor<3x4xf32>
   %r = mlc.reshape %t : tensor<4x3xf32> -> tensor<12xf32>
-  %q = mlc.reshape %r : tensor<12xf32> -> tensor<4x3xf32>
-  %y = mlc.matmul %q, %w transpose_rhs : tensor<4x3xf32>, tensor<4x3xf32>
-  return %y : tensor<4x4xf32>
+  %q = mlc.reshape %r : tensor<12xf32> -> tensor<2x6xf32>
+  %y = mlc.matmul %q, %w transpose_rhs : tensor<2x6xf32>, tensor<4x6xf32>
+  return %y : tensor<2x4xf32>
 }
 
 // -----
@@ -103,8 +104,9 @@ func.func @forward(%w: tensor<4x6xf32> {mlc.param = "w"}, %x: tensor<3x4xf32> {m
   return %l : tensor<f32>
 }
 func.func @train_step(%w: tensor<4x6xf32> {mlc.param = "w"}, %x: tensor<3x4xf32> {mlc.input = "x"}, %t: tensor<3xi64> {mlc.input = "t"}) -> (tensor<f32> {mlc.output = "loss"}, tensor<4x6xf32> {mlc.grad = "w"}) {
-  %y = mlc.matmul %x, %w : tensor<3x4xf32>, tensor<4x6xf32>
-  %logits = mlc.reshape %y : tensor<3x6xf32> -> tensor<3x6xf32>
+  %x3 = mlc.reshape %x : tensor<3x4xf32> -> tensor<1x3x4xf32>
+  %y = mlc.matmul %x3, %w : tensor<1x3x4xf32>, tensor<4x6xf32>
+  %logits = mlc.reshape %y : tensor<1x3x6xf32> -> tensor<3x6xf32>
   %l = mlc.cross_entropy %logits, %t ignore_index = -100 : tensor<3x6xf32>, tensor<3xi64>
   %one = mlc.constant dense<1.0> : tensor<f32>
   %g = mlc.cross_entropy_grad %one, %logits, %t ignore_index = -100 {mlc.in_place, mlc.with_loss} : tensor<f32>, tensor<3x6xf32>, tensor<3xi64>
