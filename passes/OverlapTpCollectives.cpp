@@ -68,13 +68,10 @@ bool touches(Operation &op, const Slice &s) {
   return false;
 }
 
-/// Declarations, not steps: they run nothing.
-bool isDeclaration(Operation &op) { return isa<BindOp, ArenaOp, ViewOp>(op); }
-
 /// Steps an asynchronous tensor-parallel all-reduce may run across (when
 /// they do not touch its buffer).
 bool mayCross(Operation &op) {
-  return isDeclaration(op) ||
+  return isBufferDecl(op) ||
          isa<LaunchOp, GemmOp, AllReduceStartOp, AllReduceWaitOp, ReduceScatterStartOp,
              ReduceScatterWaitOp>(op);
 }

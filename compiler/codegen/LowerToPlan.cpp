@@ -493,7 +493,7 @@ llvm::Error FunctionLowering::lowerResults(func::ReturnOp ret) {
   auto lastStepOn = [&](Value buf) {
     int ready = -1, index = 0;
     for (Operation &op : body()) {
-      if (isa<plan::BindOp, plan::ArenaOp, plan::ViewOp>(op))
+      if (plan::isBufferDecl(op))
         continue;
       if (llvm::is_contained(op.getOperands(), buf))
         ready = index;
@@ -547,7 +547,7 @@ OwningOpRef<plan::FuncOp> FunctionLowering::finish() {
   // Buffers no step or output uses (a view only a dead consumer read).
   SmallVector<Operation *> dead;
   for (Operation &op : llvm::reverse(body()))
-    if (isa<plan::ArenaOp, plan::ViewOp, plan::BindOp>(op) && op.use_empty())
+    if (plan::isBufferDecl(op) && op.use_empty())
       dead.push_back(&op);
   for (Operation *op : dead)
     if (op->use_empty())

@@ -293,7 +293,7 @@ static LogicalResult verifyTpInFlight(FuncOp fn) {
   std::optional<int64_t> tag; // the one in flight
   ByteRange flight;
   for (Operation &op : fn.getBody().front()) {
-    if (isa<BindOp, ArenaOp, ViewOp>(op))
+    if (isBufferDecl(op))
       continue;
     auto tp = dyn_cast<TpAllReduceOp>(op);
     auto wait = dyn_cast<TpWaitOp>(op);

@@ -34,6 +34,10 @@ inline constexpr llvm::StringLiteral kCudaLaunch = "cuda.launch";
 inline constexpr llvm::StringLiteral kCudaScratch = "cuda.scratch";
 inline constexpr llvm::StringLiteral kCudaTile = "cuda.tile";
 
+/// Whether `op` declares a buffer (plan.bind, plan.arena, plan.view): it
+/// runs nothing, unlike a function's steps.
+inline bool isBufferDecl(mlir::Operation &op) { return mlir::isa<BindOp, ArenaOp, ViewOp>(op); }
+
 /// Bytes of a plan buffer (elements x element size; i1 is one byte).
 int64_t bufferBytes(mlir::Value buffer);
 /// Bytes of one element of `type` as the runtime stores it.
