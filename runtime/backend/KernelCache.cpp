@@ -141,8 +141,7 @@ void evictArtifact(const std::string &path, ArtifactId loaded) {
   std::remove((path + ".size").c_str());
 }
 
-void *loadHostKernelLibrary(const std::string &source, bool verbose,
-                            const std::string &extraFlags) {
+void *loadHostKernelLibrary(const std::string &source, bool verbose) {
   // $CXX may hold words ("ccache g++"): they become arguments, never shell text.
   const char *cxxEnv = std::getenv("CXX");
   std::string cxx = cxxEnv && *cxxEnv ? cxxEnv : "c++";
@@ -153,10 +152,18 @@ void *loadHostKernelLibrary(const std::string &source, bool verbose,
   // max reductions); kernels never rely on floating-point exceptions.
   // -fno-math-errno lets sqrt vectorize (the optimizer kernel, LayerNorm);
   // nothing reads errno. Neither changes a result.
-  std::string flags =
-      "-std=c++17 -O3 -march=native -fno-trapping-math -fno-math-errno -fopenmp -fPIC -shared -w";
-  if (!extraFlags.empty())
-    flags += " " + extraFlags;
+  // -ffp-contract=off: no product and sum contracted into one fused
+  // multiply-add (std::fma still is one). The compiler contracts only where
+  // the product is not also stored, and how depends on the vectorization
+  // -march=native picks, so a value would round differently in a kernel
+  // that writes it and in one that computes it for a neighbour alone:
+  // fusion or --recompute would change results on some CPUs and not others
+  // (BERT's post-norm residual sum, written by forward's LayerNorm kernel
+  // and recomputed by a pointwise one in backward, on an AVX-512 machine).
+  // A step's time is its GEMMs' (compiled apart) and its memory-bound
+  // kernels' traffic: the cost is within a step's noise (docs/scaling.md).
+  const std::string flags = "-std=c++17 -O3 -march=native -fno-trapping-math -fno-math-errno "
+                            "-ffp-contract=off -fopenmp -fPIC -shared -w";
   std::string key = "kernels-" + contentHash(cxx + "\n" + flags + "\n" + source);
   auto build = [&](const std::string &tmp) {
     std::string dir = cacheRoot();

@@ -48,10 +48,10 @@ void evictArtifact(const std::string &path, ArtifactId loaded);
 /// ($CXX, else c++; its words, such as "ccache g++", become arguments, never
 /// shell text), or reuses the library an earlier run built from the same
 /// source and flags. A SIGINT or SIGTERM during the compile leaves no
-/// temporary file in the cache (runProcess). Returns a dlopen handle.
-/// `extraFlags` (words) follow the usual flags and are part of the cache key.
-void *loadHostKernelLibrary(const std::string &source, bool verbose,
-                            const std::string &extraFlags = "");
+/// temporary file in the cache (runProcess). Returns a dlopen handle. No
+/// product and sum are contracted into one FMA: a value rounds alike in
+/// every kernel that computes it, fused or not, recomputed or not.
+void *loadHostKernelLibrary(const std::string &source, bool verbose);
 
 } // namespace mlc::rt
 

@@ -113,16 +113,10 @@ class HostModuleLoader final : public ModuleLoader {
 public:
   CUmodule load(const std::string &source, const std::string &name, bool verbose) override {
     auto *m = new Module();
-    // No contraction of a product and a sum into one fused multiply-add:
-    // the host compiler contracts only where the product is not also
-    // stored, so a value would round differently in a kernel that writes
-    // it and in one that computes it for a neighbour alone. With
-    // recomputation the same value is computed by both kinds (a residual
-    // sum written by forward's LayerNorm kernel, recomputed by a pointwise
-    // kernel in backward); without contraction both round alike, and
-    // --recompute trains bit for bit as keeping every value does.
-    m->library = loadHostKernelLibrary(cudaEmulationHeader() + source, verbose,
-                                       "-ffp-contract=off");
+    // Compiled as the CPU target's kernels are, without FMA contraction
+    // (loadHostKernelLibrary): --recompute trains bit for bit as keeping
+    // every value does.
+    m->library = loadHostKernelLibrary(cudaEmulationHeader() + source, verbose);
     m->launch = reinterpret_cast<Launcher>(dlsym(m->library, "mlc_emu_launch"));
     if (!m->launch)
       fail("internal: the CUDA emulator's launcher is missing from " + name);
