@@ -75,8 +75,16 @@ public:
       Block &body = fn.getBody().front();
       OpBuilder b(&getContext());
       // Each round folds every op in order; a fold can enable another (a
-      // reshape of a reshape of a reshape), so again until none does.
-      for (bool changed = true; changed;) {
+      // reshape of a reshape of a reshape), so again until none does. A
+      // fold that claims a change every round (an in-place fold that changes
+      // nothing) would never end: refused after as many rounds as ops.
+      int64_t rounds = 0, limit = 1 + std::distance(body.begin(), body.end());
+      for (bool changed = true; changed; ++rounds) {
+        if (rounds > limit) {
+          fn.emitError("mlc-fold: @") << fn.getSymName() << " still folds after " << limit
+                                      << " rounds (a fold that reports a change it did not make)";
+          return signalPassFailure();
+        }
         changed = false;
         for (Operation &op : llvm::make_early_inc_range(body.without_terminator()))
           changed |= foldOnce(op, b);
