@@ -280,6 +280,8 @@ void FunctionLowering::addOpPatterns(OpPatterns &p) {
     return llvm::Error::success();
   });
   p.add<MatmulOp>([this](MatmulOp m) { return emitGemm(m); });
+  // The return: the function's outputs, gradients and updates.
+  p.add<func::ReturnOp>([this](func::ReturnOp ret) { return lowerResults(ret); });
   p.add<SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LayerNormOp, LayerNormGradOp, RmsNormOp,
         RmsNormGradOp>([this](auto op) { return emitRows(op); });
   p.add<CrossEntropyOp, CrossEntropyGradOp>([this](auto op) { return emitCrossEntropy(op); });
@@ -367,20 +369,6 @@ private:
   FunctionLowering &lowering;
 };
 
-/// The return: the function's outputs, gradients and updates.
-class ResultsLowering : public OpConversionPattern<func::ReturnOp> {
-public:
-  ResultsLowering(MLIRContext *context, FunctionLowering &lowering)
-      : OpConversionPattern(context), lowering(lowering) {}
-  LogicalResult matchAndRewrite(func::ReturnOp ret, OpAdaptor,
-                                ConversionPatternRewriter &rewriter) const override {
-    return lowering.convert(ret, rewriter, [&] { return lowering.lowerResults(ret); });
-  }
-
-private:
-  FunctionLowering &lowering;
-};
-
 } // namespace
 
 llvm::Error FunctionLowering::run() {
@@ -418,7 +406,7 @@ llvm::Error FunctionLowering::run() {
   RewritePatternSet patterns(context());
   OpPatterns ops(patterns, *this);
   addOpPatterns(ops);
-  patterns.add<NoLowering, ResultsLowering>(context(), *this);
+  patterns.add<NoLowering>(context(), *this);
   LogicalResult converted = success();
   {
     // The conversion's own "failed to legalize" follows a pattern's error,

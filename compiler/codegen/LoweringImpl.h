@@ -315,11 +315,11 @@ public:
   /// on the op it names) and fails the conversion.
   LogicalResult convert(Operation *op, ConversionPatternRewriter &rewriter,
                         llvm::function_ref<llvm::Error()> lower);
+
+private:
   /// The function's results (the return): named outputs, and the gradients
   /// and updates that no op wrote into their flat buffers, copied there.
   llvm::Error lowerResults(func::ReturnOp ret);
-
-private:
   /// One pattern per graph op type (LowerToPlan.cpp).
   void addOpPatterns(OpPatterns &patterns);
   /// mlc.tp_reduce (plan.tp_all_reduce), mlc.tp_all_gather and
